@@ -1,0 +1,53 @@
+# Thin wrapper over CMake presets. Each target installs what it needs
+# (tools/install-deps.sh: nothing when everything is present), configures its
+# own build tree under build/, builds, and runs.
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_BUILD = cmake --build --preset
+
+.PHONY: all deps demo test bench bench-instructions asan ubsan tsan format clean
+
+all: test
+
+deps:
+	@sh tools/install-deps.sh
+
+build/dev/CMakeCache.txt: deps
+	cmake --preset dev
+
+dev: deps
+	cmake --preset dev >/dev/null
+	$(CMAKE_BUILD) dev -j $(JOBS)
+
+demo: dev
+	./build/dev/examples/breaker_demo
+
+test: dev
+	ctest --preset dev -j $(JOBS)
+
+asan: deps
+	cmake --preset asan >/dev/null
+	$(CMAKE_BUILD) asan -j $(JOBS)
+	ctest --preset asan -j $(JOBS)
+
+ubsan: deps
+	cmake --preset ubsan >/dev/null
+	$(CMAKE_BUILD) ubsan -j $(JOBS)
+	ctest --preset ubsan -j $(JOBS)
+
+tsan: deps
+	cmake --preset tsan >/dev/null
+	$(CMAKE_BUILD) tsan -j $(JOBS)
+	ctest --preset tsan
+
+bench: deps
+	cmake --preset release >/dev/null
+	$(CMAKE_BUILD) release -j $(JOBS)
+	./build/release/bench/resil_bench --benchmark_repetitions=5 \
+	  --benchmark_report_aggregates_only=true \
+	  --benchmark_out=build/bench.json --benchmark_out_format=json
+
+format:
+	clang-format -i include/resil/*.h lib/*.c lib/*.h tests/*.c tests/support/*.[ch] examples/*.c
+
+clean:
+	rm -rf build

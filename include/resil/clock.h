@@ -1,0 +1,120 @@
+/*
+ * resil clock: the injected time source and sleeper, the manual clock for
+ * tests, and the seeded random number generator.
+ *
+ * Time is a count of integer ticks. The system clock counts nanoseconds of
+ * CLOCK_MONOTONIC; a manual clock counts whatever unit the test chooses
+ * (the inventory demo counts whole time units). Every duration a resil
+ * object is configured with is in ticks of the clock it was given, even
+ * where a field name ends in _ns (that is the unit with the system clock).
+ *
+ * Thread safety: the system clocks may be used from any thread. A manual
+ * clock may be read, advanced and set from any number of threads at once
+ * (its reading is one atomic word). A resil_rng may be drawn from by any
+ * number of threads at once; single-threaded, its sequence is exact.
+ */
+#ifndef RESIL_CLOCK_H
+#define RESIL_CLOCK_H
+
+#include <resil/resil.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * A time source. now is required and returns a non-decreasing tick count.
+ * coarse, if not NULL, returns a cheaper, possibly older reading of the
+ * same clock (CLOCK_MONOTONIC_COARSE for the system clock); resil uses it
+ * where a few milliseconds of staleness are harmless (OPEN waits, time
+ * windows) and now where a duration must be exact. sleep waits the given
+ * number of ticks; NULL means the clock cannot sleep. ctx is passed to each
+ * function; resil never frees it.
+ */
+typedef struct resil_clock {
+	uint64_t (*now)(void *ctx);
+	uint64_t (*coarse)(void *ctx);
+	void (*sleep)(uint64_t ticks, void *ctx);
+	void *ctx;
+} resil_clock;
+
+/* CLOCK_MONOTONIC in nanoseconds, with CLOCK_MONOTONIC_COARSE as coarse and
+ * nanosleep() as sleep. Static; never NULL. */
+RESIL_API const resil_clock *resil_clock_system(void);
+
+/* Read clk (NULL means the system clock). */
+RESIL_API uint64_t resil_clock_now(const resil_clock *clk);
+
+/* The coarse reading of clk, or its precise one where it has no coarse. */
+RESIL_API uint64_t resil_clock_coarse(const resil_clock *clk);
+
+/* Sleep ticks on clk; a clock without sleep returns at once. */
+RESIL_API void resil_clock_sleep(const resil_clock *clk, uint64_t ticks);
+
+/*
+ * The manual clock: time moves only when the test moves it. Sleeping on it
+ * advances it by the ticks asked, so code that waits through the injected
+ * clock runs instantly and exactly. Advancing saturates at UINT64_MAX.
+ *
+ * The struct lives in the caller's storage and must outlive every object
+ * that was given its hook. Its fields are private.
+ */
+typedef struct resil_manual_clock {
+	uint64_t now_;
+	resil_clock hook_;
+} resil_manual_clock;
+
+/* Start mc at the given tick. */
+RESIL_API void resil_manual_clock_init(resil_manual_clock *mc, uint64_t start);
+
+/* The resil_clock that reads mc; valid as long as mc is. */
+RESIL_API const resil_clock *resil_manual_clock_hook(resil_manual_clock *mc);
+
+RESIL_API uint64_t resil_manual_clock_now(const resil_manual_clock *mc);
+
+/* Set mc to t. Moving it backwards is allowed (to test clock skew). */
+RESIL_API void resil_manual_clock_set(resil_manual_clock *mc, uint64_t t);
+
+/* Move mc forward by ticks, saturating at UINT64_MAX; returns the new time. */
+RESIL_API uint64_t resil_manual_clock_advance(
+    resil_manual_clock *mc, uint64_t ticks);
+
+/*
+ * The seeded random number generator: SplitMix64 over one atomic counter.
+ * The same seed gives the same sequence; concurrent draws each get a
+ * distinct value of that sequence. The struct lives in the caller's
+ * storage; its fields are private.
+ */
+typedef struct resil_rng {
+	uint64_t state_;
+} resil_rng;
+
+RESIL_API void resil_rng_seed(resil_rng *rng, uint64_t seed);
+
+/* The next 64 random bits. */
+RESIL_API uint64_t resil_rng_next(resil_rng *rng);
+
+/* A uniform double in [0, 1) with 53 random bits. */
+RESIL_API double resil_rng_uniform(resil_rng *rng);
+
+/*
+ * An injected source of uniform numbers in [0, 1), for anything random
+ * (jitter). A test can script its draws with its own function; ctx is the
+ * caller's and resil never frees it. Values outside [0, 1) are clamped.
+ */
+typedef struct resil_random {
+	double (*uniform)(void *ctx);
+	void *ctx;
+} resil_random;
+
+/* A resil_random that draws from rng; valid as long as rng is. */
+RESIL_API resil_random resil_rng_hook(resil_rng *rng);
+
+/* One draw from r (NULL, or a NULL function, gives 0.0), clamped to [0, 1). */
+RESIL_API double resil_random_uniform(const resil_random *r);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RESIL_CLOCK_H */

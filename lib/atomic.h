@@ -1,0 +1,178 @@
+/*
+ * Atomic primitives for resil, over Concurrency Kit's ck_pr.
+ *
+ * This is the only file that names ck_pr. ThreadSanitizer cannot see ck's
+ * inline assembly and treats its volatile loads as plain accesses, so a
+ * TSan build (where GCC and Clang define __SANITIZE_THREAD__) maps the same
+ * names onto the compiler's __atomic builtins, which TSan understands.
+ * Every operation here is sequentially consistent or stronger on x86; the
+ * names say which ordering the caller relies on.
+ */
+#ifndef RESIL_ATOMIC_H
+#define RESIL_ATOMIC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define RESIL__TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define RESIL__TSAN 1
+#endif
+
+#if defined(RESIL__TSAN)
+
+static inline uint64_t
+resil__load64(const uint64_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+
+static inline void
+resil__store64(uint64_t *p, uint64_t v)
+{
+	__atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+
+static inline bool
+resil__cas64(uint64_t *p, uint64_t expect, uint64_t desired)
+{
+	return __atomic_compare_exchange_n(
+	    p, &expect, desired, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
+
+static inline uint64_t
+resil__faa64(uint64_t *p, uint64_t d)
+{
+	return __atomic_fetch_add(p, d, __ATOMIC_SEQ_CST);
+}
+
+static inline uint64_t
+resil__fas64(uint64_t *p, uint64_t v)
+{
+	return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST);
+}
+
+static inline uint8_t
+resil__fas8(uint8_t *p, uint8_t v)
+{
+	return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST);
+}
+
+static inline uint8_t
+resil__load8(const uint8_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+
+static inline void
+resil__store8(uint8_t *p, uint8_t v)
+{
+	__atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+
+static inline void
+resil__fence(void)
+{
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+static inline void
+resil__stall(void)
+{
+}
+
+#else /* !RESIL__TSAN */
+
+#include <ck_pr.h>
+
+static inline uint64_t
+resil__load64(const uint64_t *p)
+{
+	uint64_t v = ck_pr_load_64(p);
+
+	ck_pr_fence_acquire();
+	return v;
+}
+
+static inline void
+resil__store64(uint64_t *p, uint64_t v)
+{
+	ck_pr_fence_release();
+	ck_pr_store_64(p, v);
+}
+
+static inline bool
+resil__cas64(uint64_t *p, uint64_t expect, uint64_t desired)
+{
+	return ck_pr_cas_64(p, expect, desired);
+}
+
+static inline uint64_t
+resil__faa64(uint64_t *p, uint64_t d)
+{
+	return ck_pr_faa_64(p, d);
+}
+
+static inline uint64_t
+resil__fas64(uint64_t *p, uint64_t v)
+{
+	return ck_pr_fas_64(p, v);
+}
+
+static inline uint8_t
+resil__fas8(uint8_t *p, uint8_t v)
+{
+	return ck_pr_fas_8(p, v);
+}
+
+static inline uint8_t
+resil__load8(const uint8_t *p)
+{
+	uint8_t v = ck_pr_load_8(p);
+
+	ck_pr_fence_acquire();
+	return v;
+}
+
+static inline void
+resil__store8(uint8_t *p, uint8_t v)
+{
+	ck_pr_fence_release();
+	ck_pr_store_8(p, v);
+}
+
+static inline void
+resil__fence(void)
+{
+	ck_pr_fence_memory();
+}
+
+static inline void
+resil__stall(void)
+{
+	ck_pr_stall();
+}
+
+#endif /* RESIL__TSAN */
+
+/* Add d to *p if the result stays <= max; returns false (and changes
+ * nothing) otherwise. */
+static inline bool
+resil__add_bounded64(uint64_t *p, uint64_t d, uint64_t max)
+{
+	uint64_t cur = resil__load64(p);
+
+	for (;;) {
+		if (cur > max || d > max - cur)
+			return false;
+		if (resil__cas64(p, cur, cur + d))
+			return true;
+		cur = resil__load64(p);
+	}
+}
+
+#endif /* RESIL_ATOMIC_H */

@@ -1,0 +1,215 @@
+/*
+ * resil clock: the only source file that reads the system's time.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <resil/clock.h>
+
+#include <errno.h>
+#include <time.h>
+
+#include "atomic.h"
+#include "internal.h"
+
+static uint64_t
+read_clock(clockid_t id)
+{
+	struct timespec ts;
+
+	if (clock_gettime(id, &ts) != 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * RESIL_NS_PER_SEC + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t
+system_now(void *ctx)
+{
+	(void)ctx;
+	return read_clock(CLOCK_MONOTONIC);
+}
+
+static uint64_t
+system_coarse(void *ctx)
+{
+	(void)ctx;
+#ifdef CLOCK_MONOTONIC_COARSE
+	return read_clock(CLOCK_MONOTONIC_COARSE);
+#else
+	return read_clock(CLOCK_MONOTONIC);
+#endif
+}
+
+static void
+system_sleep(uint64_t ticks, void *ctx)
+{
+	struct timespec ts, rem;
+
+	(void)ctx;
+	ts.tv_sec = (time_t)(ticks / RESIL_NS_PER_SEC);
+	ts.tv_nsec = (long)(ticks % RESIL_NS_PER_SEC);
+	/* Resume after a signal, so the caller sleeps the whole time. */
+	while (nanosleep(&ts, &rem) != 0 && errno == EINTR)
+		ts = rem;
+}
+
+static const resil_clock system_clock = {
+	system_now,
+	system_coarse,
+	system_sleep,
+	NULL,
+};
+
+const resil_clock *
+resil_clock_system(void)
+{
+	return &system_clock;
+}
+
+uint64_t
+resil_clock_now(const resil_clock *clk)
+{
+	if (clk == NULL || clk->now == NULL)
+		clk = &system_clock;
+	return clk->now(clk->ctx);
+}
+
+uint64_t
+resil_clock_coarse(const resil_clock *clk)
+{
+	if (clk == NULL || clk->now == NULL)
+		clk = &system_clock;
+	if (clk->coarse != NULL)
+		return clk->coarse(clk->ctx);
+	return clk->now(clk->ctx);
+}
+
+void
+resil_clock_sleep(const resil_clock *clk, uint64_t ticks)
+{
+	if (clk == NULL || clk->now == NULL)
+		clk = &system_clock;
+	if (clk->sleep != NULL && ticks > 0)
+		clk->sleep(ticks, clk->ctx);
+}
+
+static uint64_t
+manual_now(void *ctx)
+{
+	return resil__load64(&((resil_manual_clock *)ctx)->now_);
+}
+
+static void
+manual_sleep(uint64_t ticks, void *ctx)
+{
+	resil_manual_clock_advance(ctx, ticks);
+}
+
+void
+resil_manual_clock_init(resil_manual_clock *mc, uint64_t start)
+{
+	if (mc == NULL)
+		return;
+	mc->now_ = start;
+	mc->hook_.now = manual_now;
+	mc->hook_.coarse = manual_now;
+	mc->hook_.sleep = manual_sleep;
+	mc->hook_.ctx = mc;
+	resil__fence();
+}
+
+const resil_clock *
+resil_manual_clock_hook(resil_manual_clock *mc)
+{
+	return mc == NULL ? NULL : &mc->hook_;
+}
+
+uint64_t
+resil_manual_clock_now(const resil_manual_clock *mc)
+{
+	return mc == NULL ? 0 : resil__load64(&mc->now_);
+}
+
+void
+resil_manual_clock_set(resil_manual_clock *mc, uint64_t t)
+{
+	if (mc != NULL)
+		resil__store64(&mc->now_, t);
+}
+
+uint64_t
+resil_manual_clock_advance(resil_manual_clock *mc, uint64_t ticks)
+{
+	uint64_t cur, next;
+
+	if (mc == NULL)
+		return 0;
+	cur = resil__load64(&mc->now_);
+	for (;;) {
+		next = cur > UINT64_MAX - ticks ? UINT64_MAX : cur + ticks;
+		if (resil__cas64(&mc->now_, cur, next))
+			return next;
+		cur = resil__load64(&mc->now_);
+	}
+}
+
+#define GOLDEN UINT64_C(0x9e3779b97f4a7c15)
+
+void
+resil_rng_seed(resil_rng *rng, uint64_t seed)
+{
+	if (rng != NULL)
+		resil__store64(&rng->state_, seed);
+}
+
+uint64_t
+resil_rng_next(resil_rng *rng)
+{
+	uint64_t z;
+
+	if (rng == NULL)
+		return 0;
+	/* SplitMix64: the state is a counter, so concurrent draws need only
+	 * one fetch-and-add and still each get a distinct output. */
+	z = resil__faa64(&rng->state_, GOLDEN) + GOLDEN;
+	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+	return z ^ (z >> 31);
+}
+
+double
+resil_rng_uniform(resil_rng *rng)
+{
+	return (double)(resil_rng_next(rng) >> 11) * 0x1.0p-53;
+}
+
+static double
+rng_uniform_hook(void *ctx)
+{
+	return resil_rng_uniform(ctx);
+}
+
+resil_random
+resil_rng_hook(resil_rng *rng)
+{
+	resil_random r;
+
+	r.uniform = rng_uniform_hook;
+	r.ctx = rng;
+	return r;
+}
+
+double
+resil_random_uniform(const resil_random *r)
+{
+	double u;
+
+	if (r == NULL || r->uniform == NULL)
+		return 0.0;
+	u = r->uniform(r->ctx);
+	/* NaN fails both comparisons and lands on 0. */
+	if (!(u >= 0.0))
+		return 0.0;
+	if (u >= 1.0)
+		return 0x1.fffffffffffffp-1;
+	return u;
+}

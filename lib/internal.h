@@ -1,0 +1,48 @@
+/*
+ * Private helpers shared by resil's sources: allocation through the hook,
+ * diagnostics, and uthash configured to allocate through the hook.
+ * Never installed; never included by a public header.
+ */
+#ifndef RESIL_INTERNAL_H
+#define RESIL_INTERNAL_H
+
+#include <resil/resil.h>
+
+#include <stdarg.h>
+#include <stddef.h>
+
+#if defined(__GNUC__)
+#define RESIL__PRINTF(f, a) __attribute__((format(printf, f, a)))
+#define RESIL__LIKELY(x) __builtin_expect(!!(x), 1)
+#define RESIL__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define RESIL__PRINTF(f, a)
+#define RESIL__LIKELY(x) (x)
+#define RESIL__UNLIKELY(x) (x)
+#endif
+
+#define RESIL__CACHELINE 64
+
+/* The allocator to use for a and its free counterpart; a may be NULL. */
+const resil_allocator *resil__allocator(const resil_allocator *a);
+void *resil__alloc(const resil_allocator *a, size_t size);
+void *resil__calloc(const resil_allocator *a, size_t size);
+void resil__free(const resil_allocator *a, void *ptr, size_t size);
+
+/* Write a message into diag (if not NULL) and return err. */
+resil_err resil__diagf(resil_diag *diag, resil_err err, const char *fmt, ...)
+    RESIL__PRINTF(3, 4);
+
+/* A small per-thread index in [0, n): threads get distinct indexes round
+ * robin, so striped counters rarely share a cache line. n is a power of 2. */
+unsigned resil__thread_stripe(unsigned n);
+
+/*
+ * uthash through the allocator hook. A function that touches a table
+ * declares `const resil_allocator *resil__a = ...;` first.
+ */
+#define HASH_NONFATAL_OOM 1
+#define uthash_malloc(sz) resil__alloc(resil__a, (sz))
+#define uthash_free(ptr, sz) resil__free(resil__a, (ptr), (sz))
+
+#endif /* RESIL_INTERNAL_H */
