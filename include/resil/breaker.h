@@ -213,9 +213,9 @@ RESIL_API resil_err resil_breaker_acquire_ex(
  * permit's start with one clock read.
  *
  * Returns RESIL_OK (also for a stale permit, which changes nothing);
- * RESIL_E_MISUSE for a permit that was never granted or a probe reported
- * twice (and an assert in debug builds); RESIL_E_INVAL for a NULL breaker
- * or an unknown outcome.
+ * RESIL_E_MISUSE for a permit that was never granted (a zeroed struct), or
+ * more probe outcomes in an episode than permits granted; RESIL_E_INVAL for
+ * a NULL argument or an unknown outcome. Misuse never aborts.
  */
 RESIL_API resil_err resil_breaker_record(
     resil_breaker *b, const resil_permit *permit, resil_outcome outcome);
@@ -226,7 +226,8 @@ RESIL_API resil_err resil_breaker_record_duration(resil_breaker *b,
     const resil_permit *permit, resil_outcome outcome, uint64_t duration);
 
 /* Give an unused permit back: the call was never made. In HALF_OPEN the
- * probe can be granted again; elsewhere nothing changes. */
+ * probe can be granted again; elsewhere nothing changes. Returns RESIL_OK,
+ * RESIL_E_INVAL for a NULL argument, RESIL_E_MISUSE for a zeroed permit. */
 RESIL_API resil_err resil_breaker_release(
     resil_breaker *b, const resil_permit *permit);
 

@@ -1,0 +1,1054 @@
+/*
+ * resil breaker: the lock-free circuit breaker.
+ *
+ * All mutable state lives in struct bstate: integers only, no pointers, so
+ * that it can later be placed in shared memory or mirrored to a store. Its
+ * heart is one 64-bit word:
+ *
+ *   bits  0..2   state (resil_breaker_state)
+ *   bit   3      TRANSIT: one thread owns a transition in progress
+ *   bits  4..19  probe permits granted in this HALF_OPEN episode
+ *   bits 20..63  episode: +1 on every transition (the event's seq)
+ *
+ * A transition is a compare-and-swap from the word the deciding thread saw
+ * to (new state, episode + 1, TRANSIT). Exactly one thread wins it. The
+ * winner alone then writes the new state's fields (entry time, OPEN wait,
+ * emptied counts), tells the listener, and publishes the word without
+ * TRANSIT. While TRANSIT is set, acquires are rejected and outcomes are
+ * stale (their episode is the old one), so nothing can observe half-reset
+ * counts, and listener calls are strictly ordered.
+ */
+#include <resil/breaker.h>
+
+#include <math.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "atomic.h"
+#include "internal.h"
+
+#define W_STATE_MASK UINT64_C(0x7)
+#define W_TRANSIT UINT64_C(0x8)
+#define W_PROBE_SHIFT 4
+#define W_PROBE_ONE (UINT64_C(1) << W_PROBE_SHIFT)
+#define W_PROBE_MASK (UINT64_C(0xffff) << W_PROBE_SHIFT)
+#define W_EP_SHIFT 20
+
+#define MAX_PROBES 32767u
+#define MAX_COUNT_WINDOW (1u << 20)
+#define MAX_TIME_BUCKETS 3600u
+
+/* The probe report word of a HALF_OPEN episode: reported, failed and slow
+ * counts, tagged with the episode so that a report that raced a later
+ * transition cannot land in the wrong episode. */
+#define P_FIELD_BITS 15
+#define P_FIELD_MASK UINT64_C(0x7fff)
+#define P_REPORTED(p) ((p)&P_FIELD_MASK)
+#define P_FAILED(p) (((p) >> 15) & P_FIELD_MASK)
+#define P_SLOW(p) (((p) >> 30) & P_FIELD_MASK)
+#define P_TAG(p) ((p) >> 45)
+#define P_TAG_OF(ep) ((ep)&UINT64_C(0x7ffff))
+
+#define PERMIT_VALID 0x1u
+#define PERMIT_PROBE 0x2u
+#define PERMIT_TIMED 0x4u
+
+/* Count-window slot: FILLED marks a slot that holds an outcome. */
+#define SLOT_FAIL 0x1u
+#define SLOT_SLOW 0x2u
+#define SLOT_FILLED 0x80u
+
+#define NSTRIPES 8u
+
+typedef struct stripe {
+	uint64_t successes;
+	uint64_t failures;
+	uint64_t slow;
+	uint64_t ignored;
+	uint64_t rejections;
+	uint64_t stale;
+	uint64_t pad[2];
+} stripe;
+
+typedef struct bucket {
+	uint64_t epoch; /* bucket index + 1; 0: never used */
+	uint64_t calls;
+	uint64_t failures;
+	uint64_t slow;
+} bucket;
+
+/* Each field that many threads write sits on its own cache line: the
+ * success path of CLOSED must not bounce a line between cores. */
+struct bstate {
+	uint64_t word;
+	uint64_t pad0[7];
+	uint64_t since; /* clock reading when the current state began */
+	uint64_t wait;  /* the current OPEN wait */
+	uint64_t probes;
+	uint64_t pad1[5];
+	uint64_t consecutive;
+	uint64_t pad2[7];
+	uint64_t head; /* count window: outcomes ever added since reset */
+	uint64_t win_failures;
+	uint64_t win_slow;
+	uint64_t pad3[5];
+	stripe stripes[NSTRIPES];
+	/* Then the window: uint8_t slots[window_size] (COUNT) or
+	 * bucket buckets[window_size] (TIME). */
+};
+
+struct resil_breaker {
+	resil_breaker_config cfg;
+	resil_allocator alloc;
+	resil_clock clock;
+	size_t alloc_size;
+	uint32_t min_calls;   /* capped at a count window's size */
+	bool timing;          /* slow-call detection needs durations */
+	bool rate_triggers;   /* a failure or slow rate is configured */
+	void *mem;            /* the allocation; st is aligned inside it */
+	struct bstate *st;
+	uint8_t *slots;
+	bucket *buckets;
+};
+
+/* ---- the state word ---- */
+
+static inline resil_breaker_state
+w_state(uint64_t w)
+{
+	return (resil_breaker_state)(w & W_STATE_MASK);
+}
+
+static inline uint64_t
+w_episode(uint64_t w)
+{
+	return w >> W_EP_SHIFT;
+}
+
+static inline uint32_t
+w_probes(uint64_t w)
+{
+	return (uint32_t)((w & W_PROBE_MASK) >> W_PROBE_SHIFT);
+}
+
+static inline uint64_t
+w_make(resil_breaker_state s, uint64_t episode, uint64_t flags)
+{
+	return (episode << W_EP_SHIFT) | flags | (uint64_t)s;
+}
+
+static inline uint64_t
+sat_add(uint64_t a, uint64_t b)
+{
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+static inline uint64_t
+now_coarse(const resil_breaker *b)
+{
+	if (b->clock.coarse != NULL)
+		return b->clock.coarse(b->clock.ctx);
+	return b->clock.now(b->clock.ctx);
+}
+
+static inline uint64_t
+now_precise(const resil_breaker *b)
+{
+	return b->clock.now(b->clock.ctx);
+}
+
+static inline stripe *
+my_stripe(resil_breaker *b)
+{
+	return &b->st->stripes[resil__thread_stripe(NSTRIPES)];
+}
+
+/* ---- names ---- */
+
+const char *
+resil_breaker_state_name(resil_breaker_state s)
+{
+	switch (s) {
+	case RESIL_BREAKER_CLOSED:
+		return "CLOSED";
+	case RESIL_BREAKER_OPEN:
+		return "OPEN";
+	case RESIL_BREAKER_HALF_OPEN:
+		return "HALF_OPEN";
+	case RESIL_BREAKER_DISABLED:
+		return "DISABLED";
+	case RESIL_BREAKER_FORCED_OPEN:
+		return "FORCED_OPEN";
+	case RESIL_BREAKER_METRICS_ONLY:
+		return "METRICS_ONLY";
+	}
+	return "UNKNOWN";
+}
+
+const char *
+resil_breaker_reason_name(resil_breaker_reason r)
+{
+	switch (r) {
+	case RESIL_BREAKER_REASON_CONSECUTIVE_FAILURES:
+		return "consecutive_failures";
+	case RESIL_BREAKER_REASON_FAILURE_RATE:
+		return "failure_rate";
+	case RESIL_BREAKER_REASON_SLOW_CALL_RATE:
+		return "slow_call_rate";
+	case RESIL_BREAKER_REASON_WAIT_ELAPSED:
+		return "wait_elapsed";
+	case RESIL_BREAKER_REASON_PROBES_PASSED:
+		return "probes_passed";
+	case RESIL_BREAKER_REASON_PROBES_FAILED:
+		return "probes_failed";
+	case RESIL_BREAKER_REASON_PROBE_FAILED:
+		return "probe_failed";
+	case RESIL_BREAKER_REASON_HALF_OPEN_TIMEOUT:
+		return "half_open_timeout";
+	case RESIL_BREAKER_REASON_MANUAL:
+		return "manual";
+	}
+	return "unknown";
+}
+
+/* ---- configuration ---- */
+
+resil_err
+resil_breaker_config_validate(
+    const resil_breaker_config *cfg, resil_diag *diag)
+{
+	if (cfg == NULL)
+		return resil__diagf(diag, RESIL_E_INVAL, "breaker: config is NULL");
+	if (cfg->size != sizeof(resil_breaker_config))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "breaker.size: %zu is not a known config size (expected "
+		    "%zu; use resil_breaker_config_init())",
+		    cfg->size, sizeof(resil_breaker_config));
+	if (cfg->consecutive_failures == 0 && cfg->failure_rate_pct == 0 &&
+	    cfg->slow_rate_pct == 0)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "breaker: no trigger: set consecutive_failures, "
+		    "failure_rate_pct or slow_rate_pct");
+	if (cfg->failure_rate_pct > 100)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "breaker.failure_rate_pct: %u is out of range 0..100",
+		    cfg->failure_rate_pct);
+	if (cfg->slow_rate_pct > 100)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "breaker.slow_rate_pct: %u is out of range 0..100",
+		    cfg->slow_rate_pct);
+	if (cfg->slow_rate_pct > 0 && cfg->slow_threshold_ns == 0)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "breaker.slow_threshold_ns: 0 must be >= 1 when "
+		    "slow_rate_pct is set");
+	if (cfg->window_type != RESIL_WINDOW_COUNT &&
+	    cfg->window_type != RESIL_WINDOW_TIME)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "breaker.window_type: %d is neither RESIL_WINDOW_COUNT nor "
+		    "RESIL_WINDOW_TIME",
+		    (int)cfg->window_type);
+	if (cfg->window_type == RESIL_WINDOW_COUNT &&
+	    (cfg->window_size == 0 || cfg->window_size > MAX_COUNT_WINDOW))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "breaker.window_size: %u is out of range 1..%u",
+		    cfg->window_size, MAX_COUNT_WINDOW);
+	if (cfg->window_type == RESIL_WINDOW_TIME &&
+	    (cfg->window_size == 0 || cfg->window_size > MAX_TIME_BUCKETS))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "breaker.window_size: %u buckets is out of range 1..%u",
+		    cfg->window_size, MAX_TIME_BUCKETS);
+	if (cfg->window_type == RESIL_WINDOW_TIME && cfg->bucket_ns == 0)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "breaker.bucket_ns: 0 must be >= 1 for a time window");
+	if ((cfg->failure_rate_pct > 0 || cfg->slow_rate_pct > 0) &&
+	    cfg->min_calls == 0)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "breaker.min_calls: 0 must be >= 1 when a rate trigger "
+		    "is set");
+	if (!(cfg->open_wait_multiplier >= 1.0 &&
+		cfg->open_wait_multiplier <= 1000.0))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "breaker.open_wait_multiplier: %g is out of range "
+		    "1.0..1000.0",
+		    cfg->open_wait_multiplier);
+	if (cfg->open_wait_max_ns != 0 &&
+	    cfg->open_wait_max_ns < cfg->open_wait_ns)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "breaker.open_wait_max_ns: %llu is below open_wait_ns "
+		    "%llu",
+		    (unsigned long long)cfg->open_wait_max_ns,
+		    (unsigned long long)cfg->open_wait_ns);
+	if (cfg->permitted_probes == 0 || cfg->permitted_probes > MAX_PROBES)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "breaker.permitted_probes: %u is out of range 1..%u",
+		    cfg->permitted_probes, MAX_PROBES);
+	if (cfg->clock != NULL && cfg->clock->now == NULL)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "breaker.clock: the clock has no now function");
+	if (cfg->alloc != NULL &&
+	    (cfg->alloc->alloc == NULL || cfg->alloc->free == NULL))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "breaker.alloc: the allocator lacks alloc or free");
+	return RESIL_OK;
+}
+
+resil_err
+resil_breaker_new(resil_breaker **out, const resil_breaker_config *cfg,
+    resil_diag *diag)
+{
+	resil_breaker *b;
+	const resil_allocator *a;
+	size_t window_bytes, size;
+	uintptr_t p;
+	resil_err err;
+
+	if (out == NULL)
+		return resil__diagf(diag, RESIL_E_INVAL, "breaker: out is NULL");
+	err = resil_breaker_config_validate(cfg, diag);
+	if (err != RESIL_OK)
+		return err;
+	a = resil__allocator(cfg->alloc);
+	b = resil__alloc(a, sizeof(*b));
+	if (b == NULL)
+		return resil__diagf(diag, RESIL_E_NOMEM, "breaker: out of memory");
+	memset(b, 0, sizeof(*b));
+	memcpy(&b->cfg, cfg, sizeof(b->cfg));
+	b->alloc = *a;
+	b->cfg.alloc = &b->alloc;
+	b->clock = cfg->clock != NULL ? *cfg->clock : *resil_clock_system();
+	b->cfg.clock = &b->clock;
+
+	if (cfg->window_type == RESIL_WINDOW_COUNT)
+		window_bytes = cfg->window_size;
+	else
+		window_bytes = (size_t)cfg->window_size * sizeof(bucket);
+	/* One allocation holds the state and its window, aligned to a cache
+	 * line: memory per breaker is fixed here and never grows. */
+	size = sizeof(struct bstate) + window_bytes + RESIL__CACHELINE;
+	b->mem = resil__alloc(a, size);
+	if (b->mem == NULL) {
+		resil__free(a, b, sizeof(*b));
+		return resil__diagf(diag, RESIL_E_NOMEM, "breaker: out of memory");
+	}
+	b->alloc_size = size;
+	memset(b->mem, 0, size);
+	p = ((uintptr_t)b->mem + RESIL__CACHELINE - 1) &
+	    ~(uintptr_t)(RESIL__CACHELINE - 1);
+	b->st = (struct bstate *)p;
+	if (cfg->window_type == RESIL_WINDOW_COUNT)
+		b->slots = (uint8_t *)(b->st + 1);
+	else
+		b->buckets = (bucket *)(void *)(b->st + 1);
+
+	b->min_calls = cfg->min_calls;
+	if (cfg->window_type == RESIL_WINDOW_COUNT &&
+	    b->min_calls > cfg->window_size)
+		b->min_calls = cfg->window_size;
+	b->timing = cfg->slow_threshold_ns > 0;
+	b->rate_triggers = cfg->failure_rate_pct > 0 || cfg->slow_rate_pct > 0;
+
+	b->st->word = w_make(RESIL_BREAKER_CLOSED, 0, 0);
+	b->st->since = now_coarse(b);
+	b->st->wait = cfg->open_wait_ns;
+	resil__fence();
+	*out = b;
+	return RESIL_OK;
+}
+
+void
+resil_breaker_free(resil_breaker *b)
+{
+	resil_allocator a;
+
+	if (b == NULL)
+		return;
+	a = b->alloc;
+	resil__free(&a, b->mem, b->alloc_size);
+	resil__free(&a, b, sizeof(*b));
+}
+
+/* ---- the sliding window ---- */
+
+static void
+window_reset(resil_breaker *b)
+{
+	struct bstate *st = b->st;
+	uint32_t i;
+
+	resil__store64(&st->consecutive, 0);
+	resil__store64(&st->head, 0);
+	resil__store64(&st->win_failures, 0);
+	resil__store64(&st->win_slow, 0);
+	if (b->slots != NULL) {
+		for (i = 0; i < b->cfg.window_size; i++)
+			resil__store8(&b->slots[i], 0);
+	} else {
+		for (i = 0; i < b->cfg.window_size; i++) {
+			resil__store64(&b->buckets[i].epoch, 0);
+			resil__store64(&b->buckets[i].calls, 0);
+			resil__store64(&b->buckets[i].failures, 0);
+			resil__store64(&b->buckets[i].slow, 0);
+		}
+	}
+}
+
+typedef struct totals {
+	uint64_t calls;
+	uint64_t failures;
+	uint64_t slow;
+} totals;
+
+static uint64_t
+clamp_count(uint64_t v, uint64_t max)
+{
+	/* Racing adds and evictions may leave a transiently "negative"
+	 * (wrapped) count: read it as signed and clamp. */
+	if ((int64_t)v < 0)
+		return 0;
+	return v > max ? max : v;
+}
+
+static totals
+window_totals(resil_breaker *b, uint64_t now)
+{
+	struct bstate *st = b->st;
+	totals t = { 0, 0, 0 };
+	uint64_t idx, e;
+	uint32_t i, n = b->cfg.window_size;
+
+	if (b->slots != NULL) {
+		uint64_t head = resil__load64(&st->head);
+
+		t.calls = head < n ? head : n;
+		t.failures = clamp_count(resil__load64(&st->win_failures), t.calls);
+		t.slow = clamp_count(resil__load64(&st->win_slow), t.calls);
+		return t;
+	}
+	idx = now / b->cfg.bucket_ns;
+	for (i = 0; i < n; i++) {
+		e = resil__load64(&b->buckets[i].epoch);
+		/* Bucket e - 1 is live while idx - (e - 1) < n. */
+		if (e == 0 || e - 1 > idx || idx - (e - 1) >= n)
+			continue;
+		t.calls += resil__load64(&b->buckets[i].calls);
+		t.failures += resil__load64(&b->buckets[i].failures);
+		t.slow += resil__load64(&b->buckets[i].slow);
+	}
+	return t;
+}
+
+/* Add one outcome. Returns true when the add may have raised a rate (so
+ * the trip rule must be evaluated). */
+static bool
+window_add(resil_breaker *b, bool fail, bool slow)
+{
+	struct bstate *st = b->st;
+
+	if (b->slots != NULL) {
+		uint64_t i = resil__faa64(&st->head, 1);
+		/* While the window fills, a success can lift the count to
+		 * min_calls and so make a rate count. */
+		bool filling = i + 1 == b->min_calls;
+		uint8_t nv = (uint8_t)(SLOT_FILLED | (fail ? SLOT_FAIL : 0) |
+		    (slow ? SLOT_SLOW : 0));
+		uint8_t ov = resil__fas8(&b->slots[i % b->cfg.window_size], nv);
+
+		if ((ov & SLOT_FAIL) != (nv & SLOT_FAIL))
+			resil__faa64(&st->win_failures,
+			    fail ? 1 : UINT64_MAX); /* + or - 1 */
+		if ((ov & SLOT_SLOW) != (nv & SLOT_SLOW))
+			resil__faa64(&st->win_slow, slow ? 1 : UINT64_MAX);
+		/* Otherwise a success never raises a count window's rates:
+		 * it adds a non-failure or evicts an outcome. */
+		return fail || slow || filling;
+	} else {
+		uint64_t now = now_coarse(b);
+		uint64_t idx = now / b->cfg.bucket_ns;
+		bucket *bk = &b->buckets[idx % b->cfg.window_size];
+		uint64_t e = resil__load64(&bk->epoch);
+
+		if (e < idx + 1 && resil__cas64(&bk->epoch, e, idx + 1)) {
+			/* Recycle the bucket. An add racing this reset may
+			 * be lost; lifetime totals stay exact. */
+			resil__store64(&bk->calls, 0);
+			resil__store64(&bk->failures, 0);
+			resil__store64(&bk->slow, 0);
+		}
+		resil__faa64(&bk->calls, 1);
+		if (fail)
+			resil__faa64(&bk->failures, 1);
+		if (slow)
+			resil__faa64(&bk->slow, 1);
+		/* Outcomes expire as time passes, which can raise a rate
+		 * or lift the count to min_calls: evaluate every add. */
+		return true;
+	}
+}
+
+/* ---- transitions ---- */
+
+static uint64_t
+grow_wait(const resil_breaker *b, uint64_t wait)
+{
+	double next;
+	uint64_t cap = b->cfg.open_wait_max_ns ? b->cfg.open_wait_max_ns
+					       : UINT64_MAX;
+
+	if (b->cfg.open_wait_multiplier <= 1.0)
+		return wait;
+	next = (double)wait * b->cfg.open_wait_multiplier;
+	/* 2^64 as a double: anything at or above it saturates. */
+	if (next >= 18446744073709551616.0 || (uint64_t)next >= cap)
+		return cap;
+	return (uint64_t)next;
+}
+
+static bool
+is_reopen(resil_breaker_reason reason)
+{
+	return reason == RESIL_BREAKER_REASON_PROBES_FAILED ||
+	    reason == RESIL_BREAKER_REASON_PROBE_FAILED ||
+	    reason == RESIL_BREAKER_REASON_HALF_OPEN_TIMEOUT;
+}
+
+/*
+ * Move from the state in word w to `to`. Fails (returns false) when the
+ * word is no longer w: another thread changed the state first.
+ */
+static bool
+transition(resil_breaker *b, uint64_t w, resil_breaker_state to,
+    resil_breaker_reason reason, uint64_t time)
+{
+	struct bstate *st = b->st;
+	uint64_t ep = w_episode(w) + 1;
+	resil_breaker_event ev;
+
+	if (!resil__cas64(&st->word, w, w_make(to, ep, W_TRANSIT)))
+		return false;
+	/* This thread owns the transition until the final store. */
+	resil__store64(&st->since, time);
+	switch (to) {
+	case RESIL_BREAKER_OPEN:
+		if (w_state(w) == RESIL_BREAKER_HALF_OPEN && is_reopen(reason))
+			resil__store64(&st->wait,
+			    grow_wait(b, resil__load64(&st->wait)));
+		else
+			resil__store64(&st->wait, b->cfg.open_wait_ns);
+		break;
+	case RESIL_BREAKER_HALF_OPEN:
+		resil__store64(&st->probes, P_TAG_OF(ep) << 45);
+		break;
+	case RESIL_BREAKER_CLOSED:
+		resil__store64(&st->wait, b->cfg.open_wait_ns);
+		window_reset(b);
+		break;
+	case RESIL_BREAKER_METRICS_ONLY:
+		window_reset(b);
+		break;
+	case RESIL_BREAKER_DISABLED:
+	case RESIL_BREAKER_FORCED_OPEN:
+		break;
+	}
+	if (b->cfg.listener != NULL) {
+		ev.seq = ep;
+		ev.time = time;
+		ev.from = w_state(w);
+		ev.to = to;
+		ev.reason = reason;
+		b->cfg.listener(&ev, b->cfg.listener_ctx);
+	}
+	resil__store64(&st->word, w_make(to, ep, 0));
+	return true;
+}
+
+/* ---- acquire ---- */
+
+static resil_err
+reject(resil_breaker *b, uint64_t *retry_after, uint64_t left)
+{
+	resil__faa64(&my_stripe(b)->rejections, 1);
+	if (retry_after != NULL)
+		*retry_after = left;
+	return RESIL_E_OPEN;
+}
+
+resil_err
+resil_breaker_acquire_ex(
+    resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
+{
+	struct bstate *st;
+	uint64_t w, now, deadline;
+
+	if (RESIL__UNLIKELY(b == NULL || permit == NULL))
+		return RESIL_E_INVAL;
+	st = b->st;
+	for (;;) {
+		w = resil__load64(&st->word);
+		if (RESIL__UNLIKELY(w & W_TRANSIT))
+			return reject(b, retry_after,
+			    w_state(w) == RESIL_BREAKER_OPEN
+				? resil__load64(&st->wait)
+				: 0);
+		switch (w_state(w)) {
+		case RESIL_BREAKER_CLOSED:
+		case RESIL_BREAKER_METRICS_ONLY:
+		case RESIL_BREAKER_DISABLED:
+			permit->episode = w_episode(w);
+			permit->flags = PERMIT_VALID;
+			permit->start = 0;
+			permit->reserved = 0;
+			if (b->timing) {
+				permit->start = now_precise(b);
+				permit->flags |= PERMIT_TIMED;
+			}
+			return RESIL_OK;
+		case RESIL_BREAKER_OPEN:
+			now = now_coarse(b);
+			deadline = sat_add(resil__load64(&st->since),
+			    resil__load64(&st->wait));
+			if (now < deadline)
+				return reject(b, retry_after, deadline - now);
+			/* The wait is over: the first acquire after it moves
+			 * to HALF_OPEN and then asks for a probe. */
+			transition(b, w, RESIL_BREAKER_HALF_OPEN,
+			    RESIL_BREAKER_REASON_WAIT_ELAPSED, now);
+			continue;
+		case RESIL_BREAKER_HALF_OPEN:
+			if (b->cfg.max_half_open_ns != 0) {
+				uint64_t end = sat_add(
+				    resil__load64(&st->since),
+				    b->cfg.max_half_open_ns);
+
+				now = now_coarse(b);
+				if (now >= end) {
+					transition(b, w, RESIL_BREAKER_OPEN,
+					    RESIL_BREAKER_REASON_HALF_OPEN_TIMEOUT,
+					    end);
+					continue;
+				}
+			}
+			if (w_probes(w) >= b->cfg.permitted_probes)
+				return reject(b, retry_after, 0);
+			if (!resil__cas64(&st->word, w, w + W_PROBE_ONE))
+				continue;
+			permit->episode = w_episode(w);
+			permit->flags = PERMIT_VALID | PERMIT_PROBE;
+			permit->start = 0;
+			permit->reserved = 0;
+			if (b->timing) {
+				permit->start = now_precise(b);
+				permit->flags |= PERMIT_TIMED;
+			}
+			return RESIL_OK;
+		case RESIL_BREAKER_FORCED_OPEN:
+			return reject(b, retry_after, UINT64_MAX);
+		}
+		return RESIL_E_MISUSE; /* unreachable: corrupt state word */
+	}
+}
+
+resil_err
+resil_breaker_acquire(resil_breaker *b, resil_permit *permit)
+{
+	return resil_breaker_acquire_ex(b, permit, NULL);
+}
+
+/* ---- record ---- */
+
+/* Give a probe permit of episode ep back. */
+static void
+give_back_probe(resil_breaker *b, uint64_t ep)
+{
+	struct bstate *st = b->st;
+	uint64_t w;
+
+	for (;;) {
+		w = resil__load64(&st->word);
+		if ((w & W_TRANSIT) || w_episode(w) != ep ||
+		    w_state(w) != RESIL_BREAKER_HALF_OPEN || w_probes(w) == 0)
+			return;
+		if (resil__cas64(&st->word, w, w - W_PROBE_ONE))
+			return;
+	}
+}
+
+static void
+closed_evaluate(resil_breaker *b, uint64_t w, bool fail, bool maybe_rate)
+{
+	struct bstate *st = b->st;
+	uint32_t n = b->cfg.consecutive_failures;
+	totals t;
+
+	if (n != 0) {
+		if (fail) {
+			if (resil__faa64(&st->consecutive, 1) + 1 >= n) {
+				transition(b, w, RESIL_BREAKER_OPEN,
+				    RESIL_BREAKER_REASON_CONSECUTIVE_FAILURES,
+				    now_coarse(b));
+				return;
+			}
+		} else if (resil__load64(&st->consecutive) != 0) {
+			/* Write only when needed: the common success path
+			 * leaves the shared line untouched. */
+			resil__store64(&st->consecutive, 0);
+		}
+	}
+	if (!maybe_rate || !b->rate_triggers)
+		return;
+	t = window_totals(b, b->slots != NULL ? 0 : now_coarse(b));
+	if (t.calls == 0 || t.calls < b->min_calls)
+		return;
+	if (b->cfg.failure_rate_pct != 0 &&
+	    t.failures * 100 >= (uint64_t)b->cfg.failure_rate_pct * t.calls)
+		transition(b, w, RESIL_BREAKER_OPEN,
+		    RESIL_BREAKER_REASON_FAILURE_RATE, now_coarse(b));
+	else if (b->cfg.slow_rate_pct != 0 &&
+	    t.slow * 100 >= (uint64_t)b->cfg.slow_rate_pct * t.calls)
+		transition(b, w, RESIL_BREAKER_OPEN,
+		    RESIL_BREAKER_REASON_SLOW_CALL_RATE, now_coarse(b));
+}
+
+/* Whether the K probe outcomes breach a threshold. With a rate trigger
+ * the probes are judged by their rates; with the consecutive-failure
+ * trigger alone, any failed probe reopens (as gobreaker does). */
+static bool
+probes_failed(const resil_breaker *b, uint64_t reported, uint64_t failed,
+    uint64_t slow)
+{
+	if (b->cfg.failure_rate_pct != 0 &&
+	    failed * 100 >= (uint64_t)b->cfg.failure_rate_pct * reported)
+		return true;
+	if (b->cfg.slow_rate_pct != 0 &&
+	    slow * 100 >= (uint64_t)b->cfg.slow_rate_pct * reported)
+		return true;
+	if (b->cfg.failure_rate_pct == 0 && failed > 0)
+		return true;
+	return false;
+}
+
+/* End HALF_OPEN episode ep. The word may have changed since the decision
+ * (permits given back and granted again), so retry the CAS for as long as
+ * the episode is still the current one. */
+static void
+decide(resil_breaker *b, uint64_t ep, bool reopen, resil_breaker_reason why)
+{
+	uint64_t cw;
+
+	for (;;) {
+		cw = resil__load64(&b->st->word);
+		if ((cw & W_TRANSIT) || w_episode(cw) != ep ||
+		    w_state(cw) != RESIL_BREAKER_HALF_OPEN)
+			return;
+		if (transition(b, cw,
+			reopen ? RESIL_BREAKER_OPEN : RESIL_BREAKER_CLOSED, why,
+			now_coarse(b)))
+			return;
+	}
+}
+
+static resil_err
+half_open_record(resil_breaker *b, uint64_t w, bool fail, bool slow)
+{
+	struct bstate *st = b->st;
+	uint64_t ep = w_episode(w), p, np, reported;
+
+	for (;;) {
+		p = resil__load64(&st->probes);
+		if (P_TAG(p) != P_TAG_OF(ep))
+			return RESIL_OK; /* a later episode: stale */
+		reported = P_REPORTED(p) + 1;
+		if (reported > b->cfg.permitted_probes) {
+			return RESIL_E_MISUSE;
+		}
+		np = p + 1 + (fail ? UINT64_C(1) << 15 : 0) +
+		    (slow ? UINT64_C(1) << 30 : 0);
+		if (resil__cas64(&st->probes, p, np))
+			break;
+	}
+	if (fail && b->cfg.reopen_on_first_failure) {
+		decide(b, ep, true, RESIL_BREAKER_REASON_PROBE_FAILED);
+		return RESIL_OK;
+	}
+	if (P_REPORTED(np) < b->cfg.permitted_probes)
+		return RESIL_OK;
+	/* The last probe reported: this thread decides. */
+	if (probes_failed(b, P_REPORTED(np), P_FAILED(np), P_SLOW(np)))
+		decide(b, ep, true, RESIL_BREAKER_REASON_PROBES_FAILED);
+	else
+		decide(b, ep, false, RESIL_BREAKER_REASON_PROBES_PASSED);
+	return RESIL_OK;
+}
+
+static resil_err
+record_impl(resil_breaker *b, const resil_permit *permit,
+    resil_outcome outcome, bool have_duration, uint64_t duration)
+{
+	struct bstate *st;
+	uint64_t w;
+	bool fail, slow = false;
+	stripe *sp;
+
+	if (RESIL__UNLIKELY(b == NULL || permit == NULL ||
+		(unsigned)outcome > (unsigned)RESIL_OUTCOME_BUSINESS))
+		return RESIL_E_INVAL;
+	if (RESIL__UNLIKELY(!(permit->flags & PERMIT_VALID))) {
+		return RESIL_E_MISUSE;
+	}
+	st = b->st;
+	w = resil__load64(&st->word);
+	sp = my_stripe(b);
+	if (w_episode(w) != permit->episode) {
+		/* From an earlier episode: a slow call from before the trip
+		 * must not close (or trip) the breaker. */
+		resil__faa64(&sp->stale, 1);
+		return RESIL_OK;
+	}
+	if (w_state(w) == RESIL_BREAKER_DISABLED)
+		return RESIL_OK;
+	if (outcome == RESIL_OUTCOME_IGNORED ||
+	    outcome == RESIL_OUTCOME_BUSINESS) {
+		resil__faa64(&sp->ignored, 1);
+		if (permit->flags & PERMIT_PROBE)
+			give_back_probe(b, permit->episode);
+		return RESIL_OK;
+	}
+	fail = outcome == RESIL_OUTCOME_FAILURE;
+	if (b->timing) {
+		if (!have_duration && (permit->flags & PERMIT_TIMED)) {
+			uint64_t now = now_precise(b);
+
+			duration = now > permit->start ? now - permit->start
+						       : 0;
+			have_duration = true;
+		}
+		slow = have_duration && duration > b->cfg.slow_threshold_ns;
+	}
+	if (fail)
+		resil__faa64(&sp->failures, 1);
+	else
+		resil__faa64(&sp->successes, 1);
+	if (slow)
+		resil__faa64(&sp->slow, 1);
+
+	switch (w_state(w)) {
+	case RESIL_BREAKER_CLOSED: {
+		bool maybe = window_add(b, fail, slow);
+
+		closed_evaluate(b, w, fail, maybe);
+		return RESIL_OK;
+	}
+	case RESIL_BREAKER_METRICS_ONLY:
+		window_add(b, fail, slow);
+		return RESIL_OK;
+	case RESIL_BREAKER_HALF_OPEN:
+		if (!(permit->flags & PERMIT_PROBE))
+			return RESIL_E_MISUSE;
+		return half_open_record(b, w, fail, slow);
+	case RESIL_BREAKER_OPEN:
+	case RESIL_BREAKER_FORCED_OPEN:
+	case RESIL_BREAKER_DISABLED:
+		break;
+	}
+	/* No permit is ever granted in an OPEN episode. */
+	return RESIL_E_MISUSE;
+}
+
+resil_err
+resil_breaker_record(
+    resil_breaker *b, const resil_permit *permit, resil_outcome outcome)
+{
+	return record_impl(b, permit, outcome, false, 0);
+}
+
+resil_err
+resil_breaker_record_duration(resil_breaker *b, const resil_permit *permit,
+    resil_outcome outcome, uint64_t duration)
+{
+	return record_impl(b, permit, outcome, true, duration);
+}
+
+resil_err
+resil_breaker_release(resil_breaker *b, const resil_permit *permit)
+{
+	if (b == NULL || permit == NULL)
+		return RESIL_E_INVAL;
+	if (!(permit->flags & PERMIT_VALID)) {
+		return RESIL_E_MISUSE;
+	}
+	if (permit->flags & PERMIT_PROBE)
+		give_back_probe(b, permit->episode);
+	return RESIL_OK;
+}
+
+resil_err
+resil_breaker_call(resil_breaker *b, resil_call_fn fn, void *ctx,
+    const resil_classifier *cls, int *rc)
+{
+	resil_permit p;
+	resil_err err;
+	int r;
+
+	if (b == NULL || fn == NULL)
+		return RESIL_E_INVAL;
+	err = resil_breaker_acquire(b, &p);
+	if (err != RESIL_OK)
+		return err;
+	r = fn(ctx);
+	err = resil_breaker_record(b, &p, resil_classify(cls, r, NULL));
+	if (rc != NULL)
+		*rc = r;
+	return err;
+}
+
+/* ---- state and manual control ---- */
+
+resil_breaker_state
+resil_breaker_get_state(const resil_breaker *b)
+{
+	if (b == NULL)
+		return RESIL_BREAKER_CLOSED;
+	return w_state(resil__load64(&b->st->word));
+}
+
+resil_err
+resil_breaker_transition(resil_breaker *b, resil_breaker_state to)
+{
+	uint64_t w;
+
+	if (b == NULL || (unsigned)to > (unsigned)RESIL_BREAKER_METRICS_ONLY)
+		return RESIL_E_INVAL;
+	for (;;) {
+		w = resil__load64(&b->st->word);
+		if (w & W_TRANSIT) {
+			/* Another thread is finishing a transition: a few
+			 * stores and a listener call. */
+			resil__stall();
+			continue;
+		}
+		if (w_state(w) == to && to != RESIL_BREAKER_CLOSED)
+			return RESIL_OK;
+		if (transition(b, w, to, RESIL_BREAKER_REASON_MANUAL,
+			now_coarse(b)))
+			return RESIL_OK;
+	}
+}
+
+resil_err
+resil_breaker_reset(resil_breaker *b)
+{
+	return resil_breaker_transition(b, RESIL_BREAKER_CLOSED);
+}
+
+resil_err
+resil_breaker_force_open(resil_breaker *b)
+{
+	return resil_breaker_transition(b, RESIL_BREAKER_FORCED_OPEN);
+}
+
+resil_err
+resil_breaker_disable(resil_breaker *b)
+{
+	return resil_breaker_transition(b, RESIL_BREAKER_DISABLED);
+}
+
+resil_err
+resil_breaker_metrics_only(resil_breaker *b)
+{
+	return resil_breaker_transition(b, RESIL_BREAKER_METRICS_ONLY);
+}
+
+static float
+rate_pct(uint64_t part, uint64_t whole)
+{
+	return (float)((double)part * 100.0 / (double)whole);
+}
+
+resil_err
+resil_breaker_get_metrics(resil_breaker *b, resil_breaker_metrics *out)
+{
+	struct bstate *st;
+	resil_breaker_metrics m;
+	uint64_t w, now, since, p;
+	unsigned i;
+	totals t;
+
+	if (b == NULL || out == NULL)
+		return RESIL_E_INVAL;
+	st = b->st;
+	memset(&m, 0, sizeof(m));
+	w = resil__load64(&st->word);
+	now = now_coarse(b);
+	since = resil__load64(&st->since);
+	m.state = w_state(w);
+	m.time_in_state = now > since ? now - since : 0;
+	m.transitions = w_episode(w);
+	m.open_wait = resil__load64(&st->wait);
+	for (i = 0; i < NSTRIPES; i++) {
+		stripe *s = &st->stripes[i];
+
+		m.successes += resil__load64(&s->successes);
+		m.failures += resil__load64(&s->failures);
+		m.slow_calls += resil__load64(&s->slow);
+		m.ignored += resil__load64(&s->ignored);
+		m.rejections += resil__load64(&s->rejections);
+		m.stale += resil__load64(&s->stale);
+	}
+	m.failure_rate = -1.0f;
+	m.slow_call_rate = -1.0f;
+	if (m.state == RESIL_BREAKER_CLOSED ||
+	    m.state == RESIL_BREAKER_METRICS_ONLY) {
+		t = window_totals(b, now);
+		m.window_calls = (uint32_t)(t.calls > UINT32_MAX ? UINT32_MAX
+								 : t.calls);
+		m.window_failures = (uint32_t)(t.failures > UINT32_MAX
+			? UINT32_MAX
+			: t.failures);
+		m.window_slow =
+		    (uint32_t)(t.slow > UINT32_MAX ? UINT32_MAX : t.slow);
+		m.consecutive_failures = (uint32_t)clamp_count(
+		    resil__load64(&st->consecutive), UINT32_MAX);
+		if (t.calls > 0 && t.calls >= b->min_calls) {
+			m.failure_rate = rate_pct(t.failures, t.calls);
+			m.slow_call_rate = rate_pct(t.slow, t.calls);
+		}
+	}
+	if (m.state == RESIL_BREAKER_HALF_OPEN) {
+		m.probes_granted = w_probes(w);
+		p = resil__load64(&st->probes);
+		if (P_TAG(p) == P_TAG_OF(w_episode(w)))
+			m.probes_reported = (uint32_t)P_REPORTED(p);
+	}
+	*out = m;
+	return RESIL_OK;
+}
+
+/* ---- the recording listener ---- */
+
+void
+resil_breaker_recorder_init(
+    resil_breaker_recorder *r, resil_breaker_event *events, size_t capacity)
+{
+	if (r == NULL)
+		return;
+	r->events = events;
+	r->capacity = events != NULL ? capacity : 0;
+	r->count = 0;
+	r->dropped = 0;
+}
+
+void
+resil_breaker_recorder_listener(const resil_breaker_event *ev, void *ctx)
+{
+	resil_breaker_recorder *r = ctx;
+
+	/* Transitions of one breaker are serialised (the listener runs
+	 * while the transition is held), so plain writes suffice. */
+	if (r == NULL || ev == NULL)
+		return;
+	if (ev->seq >= 1 && ev->seq - 1 < r->capacity)
+		r->events[ev->seq - 1] = *ev;
+	else
+		r->dropped++;
+	if (ev->seq > r->count)
+		r->count = ev->seq;
+}
