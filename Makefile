@@ -4,15 +4,12 @@
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_BUILD = cmake --build --preset
 
-.PHONY: all deps demo test bench bench-instructions asan ubsan tsan format clean
+.PHONY: all deps dev demo test bench bench-instructions asan ubsan tsan format clean
 
 all: test
 
 deps:
 	@sh tools/install-deps.sh
-
-build/dev/CMakeCache.txt: deps
-	cmake --preset dev
 
 dev: deps
 	cmake --preset dev >/dev/null
@@ -40,11 +37,19 @@ tsan: deps
 	ctest --preset tsan
 
 bench: deps
+	@sh tools/install-deps.sh python3
 	cmake --preset release >/dev/null
 	$(CMAKE_BUILD) release -j $(JOBS)
 	./build/release/bench/resil_bench --benchmark_repetitions=5 \
 	  --benchmark_report_aggregates_only=true \
 	  --benchmark_out=build/bench.json --benchmark_out_format=json
+	python3 tools/bench_report.py build/bench.json build/bench-instructions.txt
+
+bench-instructions: deps
+	@sh tools/install-deps.sh valgrind
+	cmake --preset release >/dev/null
+	$(CMAKE_BUILD) release -j $(JOBS)
+	sh tools/bench-instructions.sh build/release | tee build/bench-instructions.txt
 
 format:
 	clang-format -i include/resil/*.h lib/*.c lib/*.h tests/*.c tests/support/*.[ch] examples/*.c

@@ -440,7 +440,7 @@ window_totals(resil_breaker *b, uint64_t now)
 /* Add one outcome. Returns true when the add may have raised a rate (so
  * the trip rule must be evaluated). */
 static bool
-window_add(resil_breaker *b, bool fail, bool slow)
+window_add(resil_breaker *b, bool fail, bool slow, uint64_t *now_out)
 {
 	struct bstate *st = b->st;
 
@@ -451,7 +451,14 @@ window_add(resil_breaker *b, bool fail, bool slow)
 		bool filling = i + 1 == b->min_calls;
 		uint8_t nv = (uint8_t)(SLOT_FILLED | (fail ? SLOT_FAIL : 0) |
 		    (slow ? SLOT_SLOW : 0));
-		uint8_t ov = resil__fas8(&b->slots[i % b->cfg.window_size], nv);
+		uint8_t *slot = &b->slots[i % b->cfg.window_size];
+		uint8_t ov = resil__load8(slot);
+
+		/* The same outcome over the same outcome (a success over a
+		 * success, the common case) needs no write: it is as if it
+		 * had been written before any racing lap of the ring. */
+		if (ov != nv)
+			ov = resil__fas8(slot, nv);
 
 		if ((ov & SLOT_FAIL) != (nv & SLOT_FAIL))
 			resil__faa64(&st->win_failures,
@@ -464,8 +471,12 @@ window_add(resil_breaker *b, bool fail, bool slow)
 	} else {
 		uint64_t now = now_coarse(b);
 		uint64_t idx = now / b->cfg.bucket_ns;
+
+		*now_out = now;
 		bucket *bk = &b->buckets[idx % b->cfg.window_size];
 		uint64_t e = resil__load64(&bk->epoch);
+		bool rolled = false;
+		uint64_t calls;
 
 		if (e < idx + 1 && resil__cas64(&bk->epoch, e, idx + 1)) {
 			/* Recycle the bucket. An add racing this reset may
@@ -473,15 +484,18 @@ window_add(resil_breaker *b, bool fail, bool slow)
 			resil__store64(&bk->calls, 0);
 			resil__store64(&bk->failures, 0);
 			resil__store64(&bk->slow, 0);
+			rolled = true;
 		}
-		resil__faa64(&bk->calls, 1);
+		calls = resil__faa64(&bk->calls, 1) + 1;
 		if (fail)
 			resil__faa64(&bk->failures, 1);
 		if (slow)
 			resil__faa64(&bk->slow, 1);
-		/* Outcomes expire as time passes, which can raise a rate
-		 * or lift the count to min_calls: evaluate every add. */
-		return true;
+		/* A success can raise a rate only when outcomes expire,
+		 * which first shows as a rollover (time reached a new
+		 * bucket), or lift the window to min_calls, which needs its
+		 * bucket to hold no more than min_calls outcomes. */
+		return fail || slow || rolled || calls <= b->min_calls;
 	}
 }
 
@@ -572,16 +586,18 @@ reject(resil_breaker *b, uint64_t *retry_after, uint64_t left)
 	return RESIL_E_OPEN;
 }
 
-resil_err
-resil_breaker_acquire_ex(
-    resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
+#if defined(__GNUC__)
+#define RESIL__NOINLINE __attribute__((noinline))
+#else
+#define RESIL__NOINLINE
+#endif
+
+static RESIL__NOINLINE resil_err
+acquire_slow(resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
 {
-	struct bstate *st;
+	struct bstate *st = b->st;
 	uint64_t w, now, deadline;
 
-	if (RESIL__UNLIKELY(b == NULL || permit == NULL))
-		return RESIL_E_INVAL;
-	st = b->st;
 	for (;;) {
 		w = resil__load64(&st->word);
 		if (RESIL__UNLIKELY(w & W_TRANSIT))
@@ -648,6 +664,29 @@ resil_breaker_acquire_ex(
 }
 
 resil_err
+resil_breaker_acquire_ex(
+    resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
+{
+	uint64_t w;
+
+	if (RESIL__UNLIKELY(b == NULL || permit == NULL))
+		return RESIL_E_INVAL;
+	/* The hot path, CLOSED without timing, stays small enough to need
+	 * no saved registers; everything else goes to acquire_slow(). */
+	w = resil__load64(&b->st->word);
+	if (RESIL__LIKELY((w & (W_STATE_MASK | W_TRANSIT)) ==
+		    RESIL_BREAKER_CLOSED &&
+		!b->timing)) {
+		permit->episode = w_episode(w);
+		permit->start = 0;
+		permit->flags = PERMIT_VALID;
+		permit->reserved = 0;
+		return RESIL_OK;
+	}
+	return acquire_slow(b, permit, retry_after);
+}
+
+resil_err
 resil_breaker_acquire(resil_breaker *b, resil_permit *permit)
 {
 	return resil_breaker_acquire_ex(b, permit, NULL);
@@ -672,12 +711,29 @@ give_back_probe(resil_breaker *b, uint64_t ep)
 	}
 }
 
-static void
-closed_evaluate(resil_breaker *b, uint64_t w, bool fail, bool maybe_rate)
+static RESIL__NOINLINE void
+rate_evaluate(resil_breaker *b, uint64_t w, uint64_t now)
+{
+	totals t = window_totals(b, now);
+
+	if (t.calls == 0 || t.calls < b->min_calls)
+		return;
+	if (b->cfg.failure_rate_pct != 0 &&
+	    t.failures * 100 >= (uint64_t)b->cfg.failure_rate_pct * t.calls)
+		transition(b, w, RESIL_BREAKER_OPEN,
+		    RESIL_BREAKER_REASON_FAILURE_RATE, now_coarse(b));
+	else if (b->cfg.slow_rate_pct != 0 &&
+	    t.slow * 100 >= (uint64_t)b->cfg.slow_rate_pct * t.calls)
+		transition(b, w, RESIL_BREAKER_OPEN,
+		    RESIL_BREAKER_REASON_SLOW_CALL_RATE, now_coarse(b));
+}
+
+static inline void
+closed_evaluate(resil_breaker *b, uint64_t w, bool fail, bool maybe_rate,
+    uint64_t now)
 {
 	struct bstate *st = b->st;
 	uint32_t n = b->cfg.consecutive_failures;
-	totals t;
 
 	if (n != 0) {
 		if (fail) {
@@ -693,19 +749,8 @@ closed_evaluate(resil_breaker *b, uint64_t w, bool fail, bool maybe_rate)
 			resil__store64(&st->consecutive, 0);
 		}
 	}
-	if (!maybe_rate || !b->rate_triggers)
-		return;
-	t = window_totals(b, b->slots != NULL ? 0 : now_coarse(b));
-	if (t.calls == 0 || t.calls < b->min_calls)
-		return;
-	if (b->cfg.failure_rate_pct != 0 &&
-	    t.failures * 100 >= (uint64_t)b->cfg.failure_rate_pct * t.calls)
-		transition(b, w, RESIL_BREAKER_OPEN,
-		    RESIL_BREAKER_REASON_FAILURE_RATE, now_coarse(b));
-	else if (b->cfg.slow_rate_pct != 0 &&
-	    t.slow * 100 >= (uint64_t)b->cfg.slow_rate_pct * t.calls)
-		transition(b, w, RESIL_BREAKER_OPEN,
-		    RESIL_BREAKER_REASON_SLOW_CALL_RATE, now_coarse(b));
+	if (maybe_rate && b->rate_triggers)
+		rate_evaluate(b, w, now);
 }
 
 /* Whether the K probe outcomes breach a threshold. With a rate trigger
@@ -779,7 +824,7 @@ half_open_record(resil_breaker *b, uint64_t w, bool fail, bool slow)
 	return RESIL_OK;
 }
 
-static resil_err
+static RESIL__NOINLINE resil_err
 record_impl(resil_breaker *b, const resil_permit *permit,
     resil_outcome outcome, bool have_duration, uint64_t duration)
 {
@@ -805,6 +850,20 @@ record_impl(resil_breaker *b, const resil_permit *permit,
 	}
 	if (w_state(w) == RESIL_BREAKER_DISABLED)
 		return RESIL_OK;
+	if (w_state(w) == RESIL_BREAKER_HALF_OPEN &&
+	    b->cfg.max_half_open_ns != 0) {
+		uint64_t end = sat_add(
+		    resil__load64(&st->since), b->cfg.max_half_open_ns);
+
+		if (now_coarse(b) >= end) {
+			/* Too late: the episode expired before this probe
+			 * reported, so its outcome is stale. */
+			transition(b, w, RESIL_BREAKER_OPEN,
+			    RESIL_BREAKER_REASON_HALF_OPEN_TIMEOUT, end);
+			resil__faa64(&sp->stale, 1);
+			return RESIL_OK;
+		}
+	}
 	if (outcome == RESIL_OUTCOME_IGNORED ||
 	    outcome == RESIL_OUTCOME_BUSINESS) {
 		resil__faa64(&sp->ignored, 1);
@@ -832,13 +891,21 @@ record_impl(resil_breaker *b, const resil_permit *permit,
 
 	switch (w_state(w)) {
 	case RESIL_BREAKER_CLOSED: {
-		bool maybe = window_add(b, fail, slow);
+		/* The window serves the rate triggers only: without one,
+		 * the success path writes nothing shared at all. */
+		uint64_t now = 0; /* set by a time window's add */
+		bool maybe = b->rate_triggers &&
+		    window_add(b, fail, slow, &now);
 
-		closed_evaluate(b, w, fail, maybe);
+		closed_evaluate(b, w, fail, maybe, now);
 		return RESIL_OK;
 	}
 	case RESIL_BREAKER_METRICS_ONLY:
-		window_add(b, fail, slow);
+		if (b->rate_triggers) {
+			uint64_t now;
+
+			window_add(b, fail, slow, &now);
+		}
 		return RESIL_OK;
 	case RESIL_BREAKER_HALF_OPEN:
 		if (!(permit->flags & PERMIT_PROBE))
@@ -857,6 +924,23 @@ resil_err
 resil_breaker_record(
     resil_breaker *b, const resil_permit *permit, resil_outcome outcome)
 {
+	uint64_t w, now = 0;
+	bool maybe;
+
+	if (RESIL__UNLIKELY(b == NULL || permit == NULL))
+		return RESIL_E_INVAL;
+	/* The hot path: a success in the permit's own CLOSED episode,
+	 * without timing. Everything else goes to record_impl(). */
+	w = resil__load64(&b->st->word);
+	if (RESIL__LIKELY(outcome == RESIL_OUTCOME_SUCCESS &&
+		(permit->flags & PERMIT_VALID) &&
+		(w & (W_STATE_MASK | W_TRANSIT)) == RESIL_BREAKER_CLOSED &&
+		w_episode(w) == permit->episode && !b->timing)) {
+		resil__faa64(&my_stripe(b)->successes, 1);
+		maybe = b->rate_triggers && window_add(b, false, false, &now);
+		closed_evaluate(b, w, false, maybe, now);
+		return RESIL_OK;
+	}
 	return record_impl(b, permit, outcome, false, 0);
 }
 

@@ -34,8 +34,20 @@ resil_err resil__diagf(resil_diag *diag, resil_err err, const char *fmt, ...)
     RESIL__PRINTF(3, 4);
 
 /* A small per-thread index in [0, n): threads get distinct indexes round
- * robin, so striped counters rarely share a cache line. n is a power of 2. */
-unsigned resil__thread_stripe(unsigned n);
+ * robin, so striped counters rarely share a cache line. n is a power of 2.
+ * The slow path assigns the index on a thread's first call. */
+extern _Thread_local unsigned resil__stripe_mine;
+unsigned resil__thread_stripe_slow(unsigned n);
+
+static inline unsigned
+resil__thread_stripe(unsigned n)
+{
+	unsigned s = resil__stripe_mine;
+
+	if (RESIL__LIKELY(s != 0))
+		return (s - 1) & (n - 1);
+	return resil__thread_stripe_slow(n);
+}
 
 /*
  * uthash through the allocator hook. A function that touches a table

@@ -164,17 +164,14 @@ resil__diagf(resil_diag *diag, resil_err err, const char *fmt, ...)
 }
 
 static uint64_t stripe_next;
-static _Thread_local unsigned stripe_mine;
+_Thread_local unsigned resil__stripe_mine;
 
 unsigned
-resil__thread_stripe(unsigned n)
+resil__thread_stripe_slow(unsigned n)
 {
-	unsigned s = stripe_mine;
+	/* 0 means "not yet assigned", so indexes are stored + 1. */
+	unsigned s = (unsigned)(resil__faa64(&stripe_next, 1) & 0xffffu) + 1;
 
-	if (RESIL__UNLIKELY(s == 0)) {
-		/* 0 means "not yet assigned", so indexes are stored + 1. */
-		s = (unsigned)(resil__faa64(&stripe_next, 1) & 0xffffu) + 1;
-		stripe_mine = s;
-	}
+	resil__stripe_mine = s;
 	return (s - 1) & (n - 1);
 }

@@ -604,6 +604,48 @@ test_breaker_time_window_trips_within_span(void **state)
 }
 
 static void
+test_breaker_time_window_success_can_trip(void **state)
+{
+	fixture fx;
+	int i;
+
+	(void)state;
+	/* A success that lifts the window to min_calls. */
+	fx_init(&fx, 0);
+	fx.cfg.window_type = RESIL_WINDOW_TIME;
+	fx.cfg.window_size = 2;
+	fx.cfg.bucket_ns = 10;
+	fx.cfg.min_calls = 4;
+	fx_new(&fx);
+	for (i = 0; i < 3; i++)
+		call(&fx, RESIL_OUTCOME_FAILURE);
+	assert_int_equal(st_of(&fx), RESIL_BREAKER_CLOSED);
+	call(&fx, RESIL_OUTCOME_SUCCESS); /* 3 of 4 */
+	assert_int_equal(st_of(&fx), RESIL_BREAKER_OPEN);
+	resil_breaker_free(fx.b);
+
+	/* A success recorded after old successes expired. */
+	fx_init(&fx, 0);
+	fx.cfg.window_type = RESIL_WINDOW_TIME;
+	fx.cfg.window_size = 2;
+	fx.cfg.bucket_ns = 10;
+	fx.cfg.min_calls = 2;
+	fx_new(&fx);
+	for (i = 0; i < 6; i++)
+		call(&fx, RESIL_OUTCOME_SUCCESS);
+	resil_manual_clock_set(&fx.mc, 10);
+	for (i = 0; i < 3; i++)
+		call(&fx, RESIL_OUTCOME_FAILURE); /* 3 of 9 */
+	assert_int_equal(st_of(&fx), RESIL_BREAKER_CLOSED);
+	resil_manual_clock_set(&fx.mc, 20); /* the 6 successes expire */
+	call(&fx, RESIL_OUTCOME_SUCCESS);   /* 3 of 4 */
+	assert_int_equal(st_of(&fx), RESIL_BREAKER_OPEN);
+	assert_event(&fx, 1, 20, RESIL_BREAKER_CLOSED, RESIL_BREAKER_OPEN,
+	    RESIL_BREAKER_REASON_FAILURE_RATE);
+	resil_breaker_free(fx.b);
+}
+
+static void
 test_breaker_time_alone_never_trips(void **state)
 {
 	fixture fx;
@@ -930,6 +972,42 @@ test_breaker_max_half_open_time(void **state)
 /* ---- manual states ---- */
 
 static void
+test_breaker_late_probe_after_half_open_timeout(void **state)
+{
+	fixture fx;
+	resil_permit p;
+	resil_breaker_metrics m;
+
+	(void)state;
+	fx_init(&fx, 0);
+	fx.cfg.min_calls = 1;
+	fx.cfg.open_wait_ns = 10;
+	fx.cfg.max_half_open_ns = 50;
+	fx_new(&fx);
+	call(&fx, RESIL_OUTCOME_FAILURE);
+	resil_manual_clock_set(&fx.mc, 10);
+	assert_int_equal(resil_breaker_acquire(fx.b, &p), RESIL_OK);
+	/* The probe reports at exactly entered + max: too late. */
+	resil_manual_clock_set(&fx.mc, 60);
+	assert_int_equal(
+	    resil_breaker_record(fx.b, &p, RESIL_OUTCOME_SUCCESS), RESIL_OK);
+	assert_int_equal(st_of(&fx), RESIL_BREAKER_OPEN);
+	assert_event(&fx, 3, 60, RESIL_BREAKER_HALF_OPEN, RESIL_BREAKER_OPEN,
+	    RESIL_BREAKER_REASON_HALF_OPEN_TIMEOUT);
+	assert_int_equal(resil_breaker_get_metrics(fx.b, &m), RESIL_OK);
+	assert_int_equal(m.stale, 1);
+	assert_int_equal(m.successes, 0);
+	/* One tick earlier, it would have closed the breaker. */
+	resil_manual_clock_set(&fx.mc, 70);
+	assert_int_equal(resil_breaker_acquire(fx.b, &p), RESIL_OK);
+	resil_manual_clock_set(&fx.mc, 119);
+	assert_int_equal(
+	    resil_breaker_record(fx.b, &p, RESIL_OUTCOME_SUCCESS), RESIL_OK);
+	assert_int_equal(st_of(&fx), RESIL_BREAKER_CLOSED);
+	resil_breaker_free(fx.b);
+}
+
+static void
 test_breaker_forced_open_ignores_wait(void **state)
 {
 	fixture fx;
@@ -1143,6 +1221,7 @@ main(void)
 		cmocka_unit_test(test_breaker_slow_call_rate_strict_threshold),
 		cmocka_unit_test(test_breaker_time_window_drops_old_outcomes),
 		cmocka_unit_test(test_breaker_time_window_trips_within_span),
+		cmocka_unit_test(test_breaker_time_window_success_can_trip),
 		cmocka_unit_test(test_breaker_time_alone_never_trips),
 		cmocka_unit_test(test_breaker_success_resets_consecutive),
 		cmocka_unit_test(test_breaker_half_open_grants_exactly_k),
@@ -1154,6 +1233,8 @@ main(void)
 		cmocka_unit_test(test_breaker_counts_start_empty_on_close),
 		cmocka_unit_test(test_breaker_exponential_wait_with_cap),
 		cmocka_unit_test(test_breaker_max_half_open_time),
+		cmocka_unit_test(
+		    test_breaker_late_probe_after_half_open_timeout),
 		cmocka_unit_test(test_breaker_forced_open_ignores_wait),
 		cmocka_unit_test(test_breaker_disabled_records_nothing),
 		cmocka_unit_test(test_breaker_metrics_only_never_trips),

@@ -1,0 +1,9 @@
+#include "bench.h"
+
+#include <stddef.h>
+
+const resil_bench *const resil_bench_tables[] = {
+	resil_bench_baseline,
+	resil_bench_breaker,
+	NULL,
+};
