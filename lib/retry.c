@@ -261,9 +261,8 @@ resil_retry_new(
 		r->floor_burst =
 		    r->floor_step * (cfg->budget_min_retries - 1u);
 	}
-	r->bank = 0;
-	r->floor_tat = 0;
-	resil__fence();
+	/* The bank starts empty (calloc) and the floor full: its next free
+	 * time, 0, is never ahead of now. */
 	*out = r;
 	return RESIL_OK;
 }

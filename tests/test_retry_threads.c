@@ -22,7 +22,7 @@
 
 #include "atomic.h"
 
-#define CALLS_PER_THREAD 400
+#define CALLS_PER_THREAD 2000
 
 typedef struct shared {
 	resil_retry *r;
