@@ -1058,6 +1058,62 @@ test_retry_deadline_boundaries(void **state)
 	resil_retry_free(f.r);
 }
 
+/* A clock whose sleep overshoots by 50 ticks, like a real one can. */
+static uint64_t
+late_now(void *ctx)
+{
+	return *(uint64_t *)ctx;
+}
+
+static void
+late_sleep(uint64_t ticks, void *ctx)
+{
+	*(uint64_t *)ctx += ticks + 50;
+}
+
+static int
+fail_once_then_ok(void *ctx, resil_retry_attempt *at, void *out)
+{
+	(void)ctx;
+	(void)out;
+	return at->number == 1 ? 5 : 0;
+}
+
+static void
+test_retry_deadline_after_late_sleep(void **state)
+{
+	uint64_t t = 0;
+	resil_clock late = { late_now, NULL, late_sleep, &t };
+	resil_retry_config cfg = resil_retry_config_default();
+	resil_retry_result res;
+	resil_retry *r;
+
+	(void)state;
+	cfg.clock = &late;
+	cfg.base_delay_ns = 960;
+	cfg.deadline_ns = 1000;
+	assert_int_equal(resil_retry_new(&r, &cfg, NULL), RESIL_OK);
+	/* The wait of 960 may begin (960 < 1000) but ends at 1010: past the
+	 * deadline, so attempt 2 does not start. */
+	assert_int_equal(
+	    resil_retry_call(r, fail_once_then_ok, NULL, NULL, &res),
+	    RESIL_OK);
+	assert_int_equal(res.attempts, 1);
+	assert_int_equal(res.rc, 5);
+	assert_int_equal(res.stop, RESIL_RETRY_STOP_DEADLINE);
+	assert_int_equal(res.elapsed, 1010);
+	/* With room to spare, the same late sleep is harmless. */
+	cfg.deadline_ns = 2000;
+	resil_retry_free(r);
+	assert_int_equal(resil_retry_new(&r, &cfg, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_retry_call(r, fail_once_then_ok, NULL, NULL, &res),
+	    RESIL_OK);
+	assert_int_equal(res.attempts, 2);
+	assert_int_equal(res.outcome, RESIL_OUTCOME_SUCCESS);
+	resil_retry_free(r);
+}
+
 static void
 test_retry_deadline_in_plan(void **state)
 {
@@ -1361,6 +1417,7 @@ main(void)
 		cmocka_unit_test(test_retry_exponential_cap_after_jitter),
 		cmocka_unit_test(test_retry_custom_backoff),
 		cmocka_unit_test(test_retry_deadline_boundaries),
+		cmocka_unit_test(test_retry_deadline_after_late_sleep),
 		cmocka_unit_test(test_retry_deadline_in_plan),
 		cmocka_unit_test(test_retry_budget_exhaustion_and_refill),
 		cmocka_unit_test(test_retry_budget_bank_is_capped),

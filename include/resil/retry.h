@@ -296,7 +296,10 @@ typedef struct resil_retry_result {
  * is the report of the call, failed or not.
  *
  * No allocation and no lock; the clock is read before the first attempt,
- * after each attempt and after each wait.
+ * after each attempt and after each wait. A clock that cannot sleep
+ * (sleep NULL) makes every wait zero-length. When a sleep overshoots
+ * past the deadline (a real clock can), the attempt after it does not
+ * start, although its RETRY event has been sent; the stop is DEADLINE.
  */
 RESIL_API resil_err resil_retry_call(resil_retry *r, resil_retry_fn fn,
     void *ctx, void *out, resil_retry_result *res);
