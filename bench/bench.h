@@ -28,6 +28,7 @@ typedef struct resil_bench {
 /* NULL-terminated tables, one per module. */
 extern const resil_bench resil_bench_baseline[];
 extern const resil_bench resil_bench_breaker[];
+extern const resil_bench resil_bench_retry[];
 
 /* Every table, NULL-terminated. */
 extern const resil_bench *const resil_bench_tables[];

@@ -5,5 +5,6 @@
 const resil_bench *const resil_bench_tables[] = {
 	resil_bench_baseline,
 	resil_bench_breaker,
+	resil_bench_retry,
 	NULL,
 };
