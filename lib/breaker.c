@@ -965,7 +965,7 @@ resil_breaker_release(resil_breaker *b, const resil_permit *permit)
 }
 
 resil_err
-resil_breaker_call(resil_breaker *b, resil_call_fn fn, void *ctx,
+resil_breaker_call(resil_breaker *b, resil_breaker_fn fn, void *ctx,
     const resil_classifier *cls, int *rc)
 {
 	resil_permit p;

@@ -232,7 +232,7 @@ RESIL_API resil_err resil_breaker_release(
     resil_breaker *b, const resil_permit *permit);
 
 /* The shape of a call resil_breaker_call() can run. */
-typedef int (*resil_call_fn)(void *ctx);
+typedef int (*resil_breaker_fn)(void *ctx);
 
 /*
  * Acquire, run fn(ctx), classify its return code with cls (NULL: 0 is
@@ -241,7 +241,7 @@ typedef int (*resil_call_fn)(void *ctx);
  * Returns RESIL_E_OPEN when rejected (fn is not called, *rc untouched);
  * RESIL_OK when fn ran, with its return code in *rc (rc may be NULL).
  */
-RESIL_API resil_err resil_breaker_call(resil_breaker *b, resil_call_fn fn,
+RESIL_API resil_err resil_breaker_call(resil_breaker *b, resil_breaker_fn fn,
     void *ctx, const resil_classifier *cls, int *rc);
 
 /* The current state (one atomic load). */
