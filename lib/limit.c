@@ -179,7 +179,8 @@ resil_ratelimit_new(
 	rl->base[0] = base;
 	rl->base[1] = GEN_MASK;
 	rl->state = (now - base) * rl->scale;
-	resil__fence();
+	/* No fence: handing *out to another thread (pthread_create, a lock,
+	 * an atomic store) already orders these plain stores before it. */
 	*out = rl;
 	return RESIL_OK;
 }
@@ -502,7 +503,6 @@ resil_bulkhead_new(
 	bh->listener = cfg->listener;
 	bh->listener_ctx = cfg->listener_ctx;
 	bh->ctl = (uint64_t)cfg->max_concurrent << 32;
-	resil__fence();
 	*out = bh;
 	return RESIL_OK;
 }
