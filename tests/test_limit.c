@@ -266,6 +266,49 @@ test_limit_ratelimit_acquire_wait_sleeps_exactly(void **state)
 	assert_int_equal(m.granted_permits, 5);
 	assert_int_equal(m.waited_calls, 3);
 	assert_int_equal(m.rejected_calls, 2);
+
+	/* A huge max_wait is capped internally, not overflowed. */
+	assert_int_equal(
+	    resil_ratelimit_acquire_wait(rl, 1, UINT64_MAX, &waited),
+	    RESIL_OK);
+	assert_int_equal(waited, 10);
+	assert_int_equal(resil_manual_clock_now(&mc), 50);
+	resil_ratelimit_free(rl);
+}
+
+static void
+test_limit_ratelimit_long_idle_with_a_fine_scale(void **state)
+{
+	resil_manual_clock mc;
+	resil_ratelimit *rl;
+	uint64_t ra = 0;
+
+	(void)state;
+	/* rate / gcd = 16777213: one permit every 16777216/16777213 ticks,
+	 * the time base moves every ~2^28 ticks. */
+	resil_manual_clock_init(&mc, 3);
+	rl = mk_rl(&mc, 16777213, UINT64_C(16777216), 5);
+	assert_int_equal(drain(rl), 5);
+	assert_int_equal(
+	    resil_ratelimit_try_acquire(rl, 1, &ra), RESIL_E_LIMITED);
+	assert_int_equal(ra, 2); /* due at 1.0000002 ticks */
+	resil_manual_clock_advance(&mc, 1);
+	assert_int_equal(available(rl), 0);
+	resil_manual_clock_advance(&mc, 1);
+	assert_int_equal(available(rl), 1);
+	/* Idle far past several base moves (and past what the metrics
+	 * path computes directly): a full burst, exactly. */
+	resil_manual_clock_advance(&mc, UINT64_C(1) << 33);
+	assert_int_equal(available(rl), 5);
+	assert_int_equal(drain(rl), 5);
+	assert_int_equal(available(rl), 0);
+	assert_int_equal(
+	    resil_ratelimit_try_acquire(rl, 1, &ra), RESIL_E_LIMITED);
+	assert_int_equal(ra, 2);
+	resil_manual_clock_advance(&mc, UINT64_C(1) << 29);
+	assert_int_equal(available(rl), 5);
+	resil_manual_clock_advance(&mc, UINT64_C(1) << 20);
+	assert_int_equal(drain(rl), 5);
 	resil_ratelimit_free(rl);
 }
 
@@ -1036,6 +1079,8 @@ main(void)
 		    test_limit_ratelimit_wait_needs_a_clock_that_sleeps),
 		cmocka_unit_test(
 		    test_limit_ratelimit_clock_backwards_and_near_max),
+		cmocka_unit_test(
+		    test_limit_ratelimit_long_idle_with_a_fine_scale),
 		cmocka_unit_test(test_limit_ratelimit_matches_reference_gcra),
 		cmocka_unit_test(
 		    test_limit_ratelimit_config_errors_name_the_field),
