@@ -1,0 +1,377 @@
+/*
+ * resil limit: a rate limiter and a bulkhead with an optional adaptive
+ * concurrency limit.
+ *
+ * The rate limiter (resil_ratelimit) grants `rate` permits per `period_ns`
+ * ticks and lets up to `burst` of them be taken at once. It is the generic
+ * cell rate algorithm (GCRA, "virtual scheduling"): one word holds the
+ * theoretical arrival time (TAT) of the next permit, and each decision is
+ * one compare-and-swap on it. Arithmetic is exact integer arithmetic: time
+ * is kept in ticks scaled by rate / gcd(rate, period_ns), so a permit that
+ * is due at a fractional tick becomes available at the next whole tick,
+ * and never earlier. A freshly created limiter holds its full burst.
+ *
+ * The bulkhead (resil_bulkhead) lets at most `limit` calls be in flight at
+ * once; the in-flight count is one word moved by compare-and-swap, never
+ * past the limit and never below zero. With `adaptive` set, the limit moves
+ * with the outcomes and latencies the caller records (AIMD: additive
+ * increase, multiplicative decrease), between min_limit and max_limit; the
+ * exact rule is given at resil_bulkhead_record().
+ *
+ * Both report rejections and limit changes to an optional listener and keep
+ * counters for a metrics snapshot.
+ *
+ * Thread safety: every function except _new and _free may run concurrently
+ * on one limiter or bulkhead from any number of threads; _new and _free
+ * must not overlap any other call on the same object. try_acquire, release
+ * and record take no lock, allocate nothing and make no system call; they
+ * read the clock only where stated. The listener is called on the thread
+ * that made the decision, after it took effect: it must return quickly,
+ * must not block, and must not free the object it is called for.
+ *
+ * Durations (the _ns fields, retry_after, max_wait, latency) are in ticks
+ * of the object's clock: nanoseconds with the system clock, the test's
+ * unit with a manual clock.
+ */
+#ifndef RESIL_LIMIT_H
+#define RESIL_LIMIT_H
+
+#include <string.h>
+
+#include <resil/clock.h>
+#include <resil/resil.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct resil_ratelimit resil_ratelimit;
+typedef struct resil_bulkhead resil_bulkhead;
+
+/* What a listener is told about. */
+typedef enum resil_limit_event_type {
+	RESIL_LIMIT_EVENT_REJECTED = 0,        /* an acquire got E_LIMITED */
+	RESIL_LIMIT_EVENT_LIMIT_INCREASED = 1, /* adaptive bulkhead only */
+	RESIL_LIMIT_EVENT_LIMIT_DECREASED = 2  /* adaptive bulkhead only */
+} resil_limit_event_type;
+
+/* "rejected", "limit_increased", "limit_decreased" or "unknown". */
+RESIL_API const char *resil_limit_event_name(resil_limit_event_type t);
+
+/*
+ * One event. time is the clock reading of the decision. For a rate limiter
+ * rejection: permits asked and retry_after (the ticks until they would be
+ * granted, as try_acquire reports it); limit is the burst and in_flight 0.
+ * For a bulkhead: permits is 1, retry_after 0, limit the limit after the
+ * event, old_limit the limit before (equal to limit for a rejection) and
+ * in_flight the calls in flight when it happened.
+ */
+typedef struct resil_limit_event {
+	resil_limit_event_type type;
+	uint64_t time;
+	uint32_t permits;
+	uint64_t retry_after;
+	uint32_t limit;
+	uint32_t old_limit;
+	uint32_t in_flight;
+} resil_limit_event;
+
+typedef void (*resil_limit_listener_fn)(
+    const resil_limit_event *ev, void *ctx);
+
+/* ------------------------------------------------------------------ */
+/* Rate limiter                                                        */
+/* ------------------------------------------------------------------ */
+
+/* The largest value rate / gcd(rate, period_ns) may take. */
+#define RESIL_RATELIMIT_MAX_SCALE (UINT64_C(1) << 24)
+/* The largest span, in scaled ticks (ticks * rate / gcd(rate, period_ns)),
+ * that burst permits (and a max_wait) may cover. */
+#define RESIL_RATELIMIT_MAX_SPAN (UINT64_C(1) << 50)
+
+typedef struct resil_ratelimit_config {
+	size_t size;   /* sizeof(resil_ratelimit_config), set by _init() */
+	uint32_t rate; /* permits per period, >= 1 */
+	uint64_t period_ns; /* the period in ticks, >= 1 */
+	uint32_t burst;     /* permits that may be taken at once, >= 1 */
+
+	/* Notifications of rejections, optional. */
+	resil_limit_listener_fn listener;
+	void *listener_ctx;
+
+	const resil_allocator *alloc; /* NULL: malloc() and free() */
+	const resil_clock *clock;     /* NULL: the monotonic system clock */
+} resil_ratelimit_config;
+
+/* Fill *cfg with the defaults: 100 permits per second, a burst of 100, no
+ * listener, the system clock, malloc(). */
+static inline void
+resil_ratelimit_config_init(resil_ratelimit_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->size = sizeof(*cfg);
+	cfg->rate = 100;
+	cfg->period_ns = RESIL_NS_PER_SEC;
+	cfg->burst = 100;
+}
+
+static inline resil_ratelimit_config
+resil_ratelimit_config_default(void)
+{
+	resil_ratelimit_config cfg;
+
+	resil_ratelimit_config_init(&cfg);
+	return cfg;
+}
+
+/*
+ * Check cfg without creating anything. Returns RESIL_OK, or RESIL_E_INVAL
+ * with a message naming the field in *diag (if diag is not NULL), e.g.
+ * "ratelimit.period_ns: 0 must be >= 1". Besides each field's own range,
+ * rate / gcd(rate, period_ns) must not exceed RESIL_RATELIMIT_MAX_SCALE
+ * (reported on ratelimit.rate) and burst * period_ns / gcd(rate, period_ns)
+ * must not exceed RESIL_RATELIMIT_MAX_SPAN (reported on ratelimit.burst).
+ */
+RESIL_API resil_err resil_ratelimit_config_validate(
+    const resil_ratelimit_config *cfg, resil_diag *diag);
+
+/*
+ * Create a rate limiter holding its full burst, and store it in *out. The
+ * clock is read once, as the starting time.
+ *
+ * *cfg, *cfg->alloc and *cfg->clock are copied: they may live on the
+ * stack. Their ctx pointers (and listener_ctx) must outlive the limiter.
+ * The caller owns *out and releases it with resil_ratelimit_free(). diag
+ * may be NULL.
+ *
+ * Returns RESIL_OK; RESIL_E_INVAL for a NULL argument, an unknown
+ * cfg->size or a bad setting (named in *diag); RESIL_E_NOMEM. On error
+ * *out is unchanged.
+ */
+RESIL_API resil_err resil_ratelimit_new(resil_ratelimit **out,
+    const resil_ratelimit_config *cfg, resil_diag *diag);
+
+/* Release rl. NULL is a harmless no-op. */
+RESIL_API void resil_ratelimit_free(resil_ratelimit *rl);
+
+/*
+ * Take k permits now, or none.
+ *
+ * With T = period_ns / rate (exact, possibly fractional) and now the clock
+ * reading, the request is granted when max(TAT, now) + k * T <= now +
+ * burst * T, and then TAT becomes max(TAT, now) + k * T. So a drained
+ * limiter with rate 1 per period P grants its next permit at exactly
+ * t + P, not at t + P - 1; one with rate N per P gets all N permits back
+ * exactly one period after the last was taken.
+ *
+ * Returns RESIL_OK; RESIL_E_LIMITED when the k permits are not available
+ * now (nothing is taken), with the ticks until they would be, if nothing
+ * else is taken meanwhile, in *retry_after (which may be NULL); this is
+ * the smallest whole number of ticks, >= 1. *retry_after is written only
+ * on RESIL_E_LIMITED. RESIL_E_INVAL for a NULL limiter, k == 0 or
+ * k > burst (such a request could never be granted).
+ *
+ * One clock read and, normally, one compare-and-swap; no lock, allocation
+ * or system call. (About every 2^52 / (rate / gcd(rate, period_ns)) ticks
+ * one decision also moves the limiter's time base, a few more CASes.)
+ */
+RESIL_API resil_err resil_ratelimit_try_acquire(
+    resil_ratelimit *rl, uint32_t k, uint64_t *retry_after);
+
+/*
+ * Take k permits, waiting for them up to max_wait ticks.
+ *
+ * When try_acquire would grant them, they are taken at once and *waited
+ * is 0. When they would become available within max_wait ticks, they are
+ * reserved now (later callers queue behind them), the caller sleeps
+ * through the clock's sleep (a manual clock advances) for exactly the
+ * ticks until they are due, and *waited holds those ticks. Otherwise, or
+ * when the clock has no sleep function and a wait would be needed, it
+ * returns RESIL_E_LIMITED at once, takes and reserves nothing and does
+ * not sleep. max_wait is capped at RESIL_RATELIMIT_MAX_SPAN scaled ticks.
+ *
+ * Returns RESIL_OK (*waited written, waited may be NULL); RESIL_E_LIMITED;
+ * RESIL_E_INVAL as for try_acquire. *waited is written only on RESIL_OK.
+ */
+RESIL_API resil_err resil_ratelimit_acquire_wait(
+    resil_ratelimit *rl, uint32_t k, uint64_t max_wait, uint64_t *waited);
+
+typedef struct resil_ratelimit_metrics {
+	uint64_t granted_calls;   /* acquires that returned RESIL_OK */
+	uint64_t granted_permits; /* permits those acquires took */
+	uint64_t rejected_calls;  /* acquires that returned E_LIMITED */
+	uint64_t waited_calls;    /* granted acquires that had to wait */
+	uint64_t available;       /* permits that could be taken now */
+	uint32_t rate;            /* the configuration, for reference */
+	uint32_t burst;
+	uint64_t period_ns;
+} resil_ratelimit_metrics;
+
+/* Fill *out with the counters and the permits available at the current
+ * clock reading (one clock read). Returns RESIL_OK or RESIL_E_INVAL for a
+ * NULL argument. The counters are each exact but not read atomically
+ * together while other threads acquire. */
+RESIL_API resil_err resil_ratelimit_get_metrics(
+    resil_ratelimit *rl, resil_ratelimit_metrics *out);
+
+/* ------------------------------------------------------------------ */
+/* Bulkhead                                                            */
+/* ------------------------------------------------------------------ */
+
+/* The largest limit a bulkhead accepts. */
+#define RESIL_BULKHEAD_MAX_LIMIT (UINT32_C(1) << 30)
+
+typedef struct resil_bulkhead_config {
+	size_t size; /* sizeof(resil_bulkhead_config), set by _init() */
+	/* The limit of calls in flight: fixed, or the starting limit of an
+	 * adaptive bulkhead. 1..RESIL_BULKHEAD_MAX_LIMIT. */
+	uint32_t max_concurrent;
+
+	/* Adaptive limit (AIMD), used when adaptive is nonzero. */
+	int adaptive;
+	uint32_t min_limit;         /* >= 1, <= max_concurrent */
+	uint32_t max_limit;         /* >= max_concurrent, <= MAX_LIMIT */
+	uint64_t target_latency_ns; /* a success slower than this is a
+	                               decrease, >= 1 */
+	uint32_t increase;          /* additive step, 1..max_limit */
+	uint32_t backoff_pct;       /* decrease: limit * backoff_pct / 100,
+	                               1..99 */
+
+	/* Notifications of rejections and limit changes, optional. */
+	resil_limit_listener_fn listener;
+	void *listener_ctx;
+
+	const resil_allocator *alloc; /* NULL: malloc() and free() */
+	const resil_clock *clock;     /* NULL: the monotonic system clock;
+	                                 read only for listener events */
+} resil_bulkhead_config;
+
+/* Fill *cfg with the defaults: 25 calls in flight, not adaptive; for the
+ * adaptive limit: 1..200, target latency 100 ms (system clock), increase
+ * 1, backoff 90%. */
+static inline void
+resil_bulkhead_config_init(resil_bulkhead_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->size = sizeof(*cfg);
+	cfg->max_concurrent = 25;
+	cfg->adaptive = 0;
+	cfg->min_limit = 1;
+	cfg->max_limit = 200;
+	cfg->target_latency_ns = 100 * RESIL_NS_PER_MS;
+	cfg->increase = 1;
+	cfg->backoff_pct = 90;
+}
+
+static inline resil_bulkhead_config
+resil_bulkhead_config_default(void)
+{
+	resil_bulkhead_config cfg;
+
+	resil_bulkhead_config_init(&cfg);
+	return cfg;
+}
+
+/*
+ * Check cfg without creating anything. Returns RESIL_OK, or RESIL_E_INVAL
+ * with a message naming the field in *diag (if diag is not NULL), e.g.
+ * "bulkhead.max_concurrent: 0 is out of range 1..1073741824". The
+ * adaptive fields are checked only when adaptive is nonzero.
+ */
+RESIL_API resil_err resil_bulkhead_config_validate(
+    const resil_bulkhead_config *cfg, resil_diag *diag);
+
+/*
+ * Create a bulkhead with nothing in flight and store it in *out.
+ *
+ * *cfg, *cfg->alloc and *cfg->clock are copied: they may live on the
+ * stack. Their ctx pointers (and listener_ctx) must outlive the bulkhead.
+ * The caller owns *out and releases it with resil_bulkhead_free(). diag
+ * may be NULL.
+ *
+ * Returns RESIL_OK; RESIL_E_INVAL for a NULL argument, an unknown
+ * cfg->size or a bad setting (named in *diag); RESIL_E_NOMEM. On error
+ * *out is unchanged.
+ */
+RESIL_API resil_err resil_bulkhead_new(
+    resil_bulkhead **out, const resil_bulkhead_config *cfg, resil_diag *diag);
+
+/* Release bh. NULL is a harmless no-op. Calls still in flight are the
+ * caller's business: they must not release after this. */
+RESIL_API void resil_bulkhead_free(resil_bulkhead *bh);
+
+/*
+ * Enter: RESIL_OK when fewer than the current limit of calls are in flight
+ * (the call is then counted in flight until released), RESIL_E_LIMITED at
+ * once otherwise; RESIL_E_INVAL for NULL. A fixed bulkhead never has more
+ * than its limit in flight, however many threads race. When an adaptive
+ * limit drops below the calls in flight, those calls go on; new ones are
+ * rejected until fewer than the new limit are in flight.
+ *
+ * No lock, allocation, system call or clock read (the clock is read only
+ * to time-stamp a rejection event for a listener).
+ */
+RESIL_API resil_err resil_bulkhead_try_acquire(resil_bulkhead *bh);
+
+/*
+ * Leave: one call fewer in flight. Returns RESIL_OK; RESIL_E_MISUSE when
+ * nothing is in flight (the count never goes below zero); RESIL_E_INVAL
+ * for NULL.
+ */
+RESIL_API resil_err resil_bulkhead_release(resil_bulkhead *bh);
+
+/*
+ * Feed one observed call to the adaptive limit. latency is in ticks.
+ *
+ * IGNORED and BUSINESS outcomes change nothing. A SUCCESS with
+ * latency <= target_latency_ns is a "good" sample; a FAILURE, or a
+ * SUCCESS with latency > target_latency_ns, is a "bad" one. With L the
+ * limit and c a count of good samples since the last change (both start
+ * at max_concurrent and 0):
+ *   good: c = c + 1; if c >= L: L = min(L + increase, max_limit), c = 0
+ *         (so, with increase 1, the limit grows by one per L good calls,
+ *         about one per round trip as in TCP congestion avoidance);
+ *   bad:  L = max(floor(L * backoff_pct / 100), min_limit), c = 0.
+ * Each sample is one compare-and-swap on one word, so concurrent samples
+ * apply in some order, each exactly once. A change of L is reported to the
+ * listener (LIMIT_INCREASED / LIMIT_DECREASED). On a fixed bulkhead the
+ * sample is only counted.
+ *
+ * Returns RESIL_OK; RESIL_E_INVAL for NULL or an unknown outcome.
+ */
+RESIL_API resil_err resil_bulkhead_record(
+    resil_bulkhead *bh, resil_outcome outcome, uint64_t latency);
+
+/* resil_bulkhead_release() then, if it succeeded, resil_bulkhead_record().
+ * Returns what release returned, or RESIL_E_INVAL for an unknown outcome
+ * (nothing released then). */
+RESIL_API resil_err resil_bulkhead_complete(
+    resil_bulkhead *bh, resil_outcome outcome, uint64_t latency);
+
+/* The current limit (one atomic load); 0 for NULL. */
+RESIL_API uint32_t resil_bulkhead_get_limit(const resil_bulkhead *bh);
+
+typedef struct resil_bulkhead_metrics {
+	uint64_t granted;        /* try_acquire that returned RESIL_OK */
+	uint64_t rejected;       /* try_acquire that returned E_LIMITED */
+	uint64_t released;       /* successful releases */
+	uint64_t good_samples;   /* recorded: success within the target */
+	uint64_t bad_samples;    /* recorded: failure or slow success */
+	uint64_t increases;      /* adaptive limit increases */
+	uint64_t decreases;      /* adaptive limit decreases */
+	uint32_t limit;          /* the current limit */
+	uint32_t in_flight;      /* calls in flight now */
+	uint32_t peak_in_flight; /* the most in flight at once so far */
+} resil_bulkhead_metrics;
+
+/* Fill *out. Returns RESIL_OK or RESIL_E_INVAL for a NULL argument. Each
+ * figure is exact, but they are not read atomically together while other
+ * threads run. */
+RESIL_API resil_err resil_bulkhead_get_metrics(
+    resil_bulkhead *bh, resil_bulkhead_metrics *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RESIL_LIMIT_H */
