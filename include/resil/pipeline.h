@@ -1,0 +1,254 @@
+/*
+ * resil pipeline: every stage composed around one user function.
+ *
+ *   resil_pipeline_call(p, args, fn, ctx, &result)
+ *     -> mock stage       force: the mock answers; nothing below runs
+ *     -> fallback chain   after a non-business failure: cache (age-limited),
+ *                         then the mock (fail:), then user handlers
+ *     -> retry            re-runs below while the outcome is retryable
+ *     -> circuit breaker  a permit, or a fast RESIL_E_OPEN rejection
+ *     -> rate limiter, bulkhead
+ *     -> fn(ctx, args, &value)
+ *
+ * Any stage may be absent. Each call names its method (args->method):
+ * methods declared in the configuration get their own mock spec, timeout,
+ * attempt limit and, with breaker_per_method, their own breaker; other
+ * methods use the service-level settings.
+ *
+ * Timeouts: C cannot interrupt a call. A call is told its deadline in
+ * args->deadline (the clock reading by which it should return, from the
+ * method's timeout and the retry deadline); a call that returns after its
+ * timeout is recorded as a failure (RESIL_E_TIMEOUT), its late value is
+ * dropped, and retry and fallback treat it as any failure.
+ *
+ * Thread safety: resil_pipeline_call, resil_pipeline_set_mock and
+ * resil_pipeline_get_metrics may run concurrently from any number of
+ * threads. new, add_handler (before the first call) and free must not
+ * overlap any other call on the same pipeline. The listener may be called
+ * from any calling thread, concurrently.
+ */
+#ifndef RESIL_PIPELINE_H
+#define RESIL_PIPELINE_H
+
+#include <string.h>
+
+#include <resil/breaker.h>
+#include <resil/clock.h>
+#include <resil/fallback.h>
+#include <resil/limit.h>
+#include <resil/mock.h>
+#include <resil/resil.h>
+#include <resil/retry.h>
+#include <resil/value.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct resil_pipeline resil_pipeline;
+
+/* The stage an event comes from. */
+typedef enum resil_stage {
+	RESIL_STAGE_MOCK = 0,
+	RESIL_STAGE_FALLBACK = 1,
+	RESIL_STAGE_RETRY = 2,
+	RESIL_STAGE_BREAKER = 3,
+	RESIL_STAGE_RATELIMIT = 4,
+	RESIL_STAGE_BULKHEAD = 5,
+	RESIL_STAGE_CALL = 6
+} resil_stage;
+
+/* "mock", "fallback", "retry", "breaker", "ratelimit", "bulkhead", "call"
+ * or "unknown". */
+RESIL_API const char *resil_stage_name(resil_stage s);
+
+/*
+ * One event of any stage. method is the method of the call during which
+ * it happened ("" when none), valid during the listener call only. Exactly
+ * one of breaker, retry and limit is set for events of those stages; for
+ * MOCK, FALLBACK and CALL events, result is set (the answer given).
+ * text is a one-line account, e.g. "breaker CLOSED -> OPEN
+ * (consecutive_failures)".
+ */
+typedef struct resil_pipeline_event {
+	resil_stage stage;
+	const char *service;
+	const char *method;
+	uint64_t time;
+	const resil_breaker_event *breaker;
+	const resil_retry_event *retry;
+	const resil_limit_event *limit;
+	const resil_result *result;
+	const char *text;
+} resil_pipeline_event;
+
+typedef void (*resil_pipeline_listener_fn)(
+    const resil_pipeline_event *ev, void *ctx);
+
+/* Settings of one declared method; 0 / NULL fields inherit the
+ * service-level setting. */
+typedef struct resil_method_config {
+	const char *name;      /* required, unique */
+	resil_type type;       /* declared return type; RESIL_TYPE_ANY */
+	const char *mock;      /* method-level mock spec; NULL: inherit */
+	uint64_t timeout_ns;   /* 0: the service-level timeout */
+	uint32_t max_attempts; /* 0: the service-level retry setting */
+} resil_method_config;
+
+typedef struct resil_pipeline_config {
+	size_t size; /* sizeof(resil_pipeline_config), set by _init() */
+	const char *service; /* required: the interface, e.g. "StockService" */
+
+	/* Stages: each is on when its _enabled field is nonzero. The
+	 * clock, allocator and listener fields of the stage configs are
+	 * replaced by the pipeline's own. */
+	int breaker_enabled;
+	int breaker_per_method; /* one breaker per declared method */
+	resil_breaker_config breaker;
+	int retry_enabled;
+	resil_retry_config retry;
+	int cache_enabled;
+	resil_cache_config cache;
+	int ratelimit_enabled;
+	resil_ratelimit_config ratelimit;
+	int bulkhead_enabled;
+	resil_bulkhead_config bulkhead;
+
+	/* The service-level mock spec (NULL: none) and the registry its
+	 * names resolve in (read during new and set_mock only). */
+	const char *mock;
+	const resil_mock_registry *registry;
+
+	uint64_t timeout_ns; /* per call; 0: none */
+
+	const resil_method_config *methods; /* copied */
+	size_t nmethods;
+
+	resil_classifier classifier; /* NULL fn: 0 is success */
+	resil_pipeline_listener_fn listener;
+	void *listener_ctx;
+	const resil_clock *clock;     /* NULL: the monotonic system clock */
+	const resil_allocator *alloc; /* NULL: malloc() and free() */
+} resil_pipeline_config;
+
+/* Defaults: no stage on (each stage's own defaults ready in its config),
+ * no mock, no timeout. */
+static inline void
+resil_pipeline_config_init(resil_pipeline_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->size = sizeof(*cfg);
+	resil_breaker_config_init(&cfg->breaker);
+	resil_retry_config_init(&cfg->retry);
+	resil_cache_config_init(&cfg->cache);
+	resil_ratelimit_config_init(&cfg->ratelimit);
+	resil_bulkhead_config_init(&cfg->bulkhead);
+}
+
+static inline resil_pipeline_config
+resil_pipeline_config_default(void)
+{
+	resil_pipeline_config cfg;
+
+	resil_pipeline_config_init(&cfg);
+	return cfg;
+}
+
+/*
+ * Build a pipeline. Every stage is created and validated now; a bad
+ * setting is refused with a message naming it (`breaker.window_size: 0
+ * ...`, `getStock.mock: "fail:" at column 6: ...`).
+ *
+ * *cfg, its strings and its methods are copied; the registry is read only
+ * during this call; the clock's, allocator's, classifier's and listener's
+ * ctx must outlive the pipeline. The caller frees *out with
+ * resil_pipeline_free().
+ *
+ * Returns RESIL_OK; RESIL_E_INVAL (message in diag); RESIL_E_NOMEM. On
+ * error *out is unchanged.
+ */
+RESIL_API resil_err resil_pipeline_new(resil_pipeline **out,
+    const resil_pipeline_config *cfg, resil_diag *diag);
+
+/* Free p and every stage it created. NULL is a harmless no-op. */
+RESIL_API void resil_pipeline_free(resil_pipeline *p);
+
+/* Append a user fallback handler after the cache and the mock. Only
+ * before the first call. RESIL_OK, RESIL_E_INVAL, RESIL_E_NOMEM. */
+RESIL_API resil_err resil_pipeline_add_handler(
+    resil_pipeline *p, resil_fallback_fn fn, void *ctx);
+
+/*
+ * Run fn(ctx, args', &value) through every stage, where args' is *args
+ * with deadline set. The answer, its provenance (source, age, attempts,
+ * the breaker state seen) and any error are in *out (overwritten; free it
+ * with resil_result_free()).
+ *
+ * Returns out->err: RESIL_OK with a value (live, cached or mocked);
+ * RESIL_E_BUSINESS (the callee's own error, untouched); RESIL_E_MOCK or
+ * RESIL_E_BUSINESS from a mock `throw`; RESIL_E_UNAVAILABLE when every
+ * fallback passed; without a fallback, the original failure
+ * (RESIL_E_CALL with rc, RESIL_E_OPEN, RESIL_E_TIMEOUT, RESIL_E_LIMITED,
+ * RESIL_E_RETRIES_EXHAUSTED). RESIL_E_INVAL for a NULL argument or a NULL
+ * args->method (*out untouched).
+ *
+ * The success path, without cache and timing, allocates nothing and
+ * takes no lock.
+ */
+RESIL_API resil_err resil_pipeline_call(resil_pipeline *p,
+    const resil_args *args, resil_call_fn fn, void *ctx, resil_result *out);
+
+/*
+ * Change a mock spec while calls run: method NULL sets the service-level
+ * spec (`mock=`), otherwise the method-level one (`getStock.mock=`; NULL
+ * spec: inherit again). The spec is validated first; on error nothing
+ * changes. Calls already running finish with the spec they started with.
+ * Each change keeps the previous mock configuration allocated until the
+ * pipeline is freed.
+ */
+RESIL_API resil_err resil_pipeline_set_mock(resil_pipeline *p,
+    const char *method, const char *spec, resil_diag *diag);
+
+/* The service name (valid as long as p). */
+RESIL_API const char *resil_pipeline_service(const resil_pipeline *p);
+
+/* The breaker used for method (its own, or the service's); NULL when the
+ * pipeline has none. Borrowed. */
+RESIL_API resil_breaker *resil_pipeline_breaker(
+    resil_pipeline *p, const char *method);
+
+#define RESIL_LATENCY_BUCKETS 48
+
+/* Counters of a pipeline, exact, summed over threads. */
+typedef struct resil_pipeline_metrics {
+	uint64_t calls;       /* resil_pipeline_call invocations */
+	uint64_t live;        /* answered by the live call */
+	uint64_t cache;       /* answered from the cache */
+	uint64_t mock;        /* answered by a mock (value or throw) */
+	uint64_t fallback;    /* answered by a user handler */
+	uint64_t unavailable; /* every fallback passed */
+	uint64_t errors;      /* failures propagated without a fallback */
+	uint64_t business;    /* business errors propagated */
+	uint64_t attempts;    /* calls of the user's function */
+	uint64_t timeouts;    /* attempts that returned after their timeout */
+	/* Latency of the user's function, where it was timed (a timeout is
+	 * configured): bucket i counts durations d with
+	 * 2^(i-1) <= d < 2^i ticks (bucket 0: d == 0; the last bucket is
+	 * open-ended). */
+	uint64_t latency_count;
+	uint64_t latency[RESIL_LATENCY_BUCKETS];
+} resil_pipeline_metrics;
+
+RESIL_API resil_err resil_pipeline_get_metrics(
+    const resil_pipeline *p, resil_pipeline_metrics *out);
+
+/* The q-quantile (0 < q <= 1) of a latency histogram, as the upper bound
+ * of the bucket holding it; 0 when empty. */
+RESIL_API uint64_t resil_latency_quantile(
+    const resil_pipeline_metrics *m, double q);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RESIL_PIPELINE_H */
