@@ -110,15 +110,15 @@ resil_cache_new(
 	uint32_t n, i;
 
 	if (out == NULL || cfg == NULL)
-		return resil__diagf(diag, RESIL_E_INVAL, "cache: NULL argument");
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "cache: NULL argument");
 	if (cfg->size < sizeof(size_t) || cfg->size > sizeof(c))
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "cache.size: %zu is not a known resil_cache_config size",
 		    cfg->size);
 	resil_cache_config_init(&c);
 	memcpy(&c, cfg, cfg->size);
-	if (c.max_entries < 1 ||
-	    (uint64_t)c.max_entries > (UINT64_C(1) << 32))
+	if (c.max_entries < 1 || (uint64_t)c.max_entries > (UINT64_C(1) << 32))
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "cache.max_entries: %zu is out of range 1..4294967296",
 		    c.max_entries);
@@ -254,8 +254,8 @@ typedef struct key_buf {
 } key_buf;
 
 static resil_err
-key_make(key_buf *k, const resil_allocator *a, const resil_args *args,
-    size_t mlen)
+key_make(
+    key_buf *k, const resil_allocator *a, const resil_args *args, size_t mlen)
 {
 	k->len = mlen + 1 + args->len;
 	if (k->len < mlen) /* size_t overflow */
@@ -343,7 +343,8 @@ resil_cache_put(
 		victims = old;
 	}
 	while (s->lru != NULL &&
-	    (s->count + 1 > s->max_count || s->bytes + charge > s->max_bytes)) {
+	    (s->count + 1 > s->max_count ||
+	        s->bytes + charge > s->max_bytes)) {
 		entry *v = s->lru;
 
 		detach(resil__a, s, v);
@@ -352,8 +353,8 @@ resil_cache_put(
 		victims = v;
 	}
 	e->stored_at = resil_clock_now(&c->clock);
-	HASH_ADD_KEYPTR_BYHASHVALUE(hh, s->table, e->key, key_len, (unsigned)h,
-	    e);
+	HASH_ADD_KEYPTR_BYHASHVALUE(
+	    hh, s->table, e->key, key_len, (unsigned)h, e);
 	if (resil__oom) {
 		err = RESIL_E_NOMEM;
 	} else {
@@ -375,8 +376,8 @@ resil_cache_put(
 }
 
 resil_err
-resil_cache_get(resil_cache *c, const resil_args *args, resil_value *out,
-    uint64_t *age)
+resil_cache_get(
+    resil_cache *c, const resil_args *args, resil_value *out, uint64_t *age)
 {
 	const resil_allocator *resil__a;
 	entry *e, *dead = NULL;
@@ -485,7 +486,7 @@ resil_cache_stats_get(const resil_cache *c, resil_cache_stats *out)
 		if (s->table != NULL)
 			st.memory += sizeof(UT_hash_table) +
 			    (uint64_t)s->table->hh.tbl->num_buckets *
-				sizeof(UT_hash_bucket);
+			        sizeof(UT_hash_bucket);
 		resil__spin_unlock(&s->lock);
 	}
 	st.memory += st.bytes;
@@ -513,16 +514,16 @@ struct resil_fallback {
 };
 
 resil_err
-resil_fallback_new(resil_fallback **out, const resil_fallback_config *cfg,
-    resil_diag *diag)
+resil_fallback_new(
+    resil_fallback **out, const resil_fallback_config *cfg, resil_diag *diag)
 {
 	resil_fallback_config c;
 	const resil_allocator *al;
 	resil_fallback *fb;
 
 	if (out == NULL)
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "fallback: NULL argument");
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "fallback: NULL argument");
 	resil_fallback_config_init(&c);
 	if (cfg != NULL) {
 		if (cfg->size < sizeof(size_t) || cfg->size > sizeof(c))
@@ -597,8 +598,7 @@ resil_fallback_add_mock(resil_fallback *fb, const resil_mock *m)
 }
 
 resil_err
-resil_fallback_add_handler(
-    resil_fallback *fb, resil_fallback_fn fn, void *ctx)
+resil_fallback_add_handler(resil_fallback *fb, resil_fallback_fn fn, void *ctx)
 {
 	handler h;
 
@@ -758,12 +758,12 @@ resil_fallback_call(resil_fallback *fb, const resil_args *args,
 
 		if (fb->h[i].k != K_MOCK ||
 		    resil_mock_lookup(fb->h[i].mock, args->method, &spec) !=
-			RESIL_OK)
+		        RESIL_OK)
 			continue;
 		if (spec->action != RESIL_MOCK_NONE &&
 		    spec->mode == RESIL_MOCK_FORCE) {
-			resil_err err = resil_mock_invoke(
-			    fb->h[i].mock, args, NULL, &r);
+			resil_err err =
+			    resil_mock_invoke(fb->h[i].mock, args, NULL, &r);
 
 			if (err == RESIL_E_NOMEM)
 				return err;

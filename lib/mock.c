@@ -260,8 +260,8 @@ parse_payload(const parser *p, size_t pos, size_t n, resil_value *out)
 		cJSON_Delete(doc);
 		at = (size_t)(end - s);
 		if (at < n)
-			return fail_at(
-			    p, pos + at, "unexpected text after the JSON value");
+			return fail_at(p, pos + at,
+			    "unexpected text after the JSON value");
 		err = resil_value_json(&raw, s, n, p->a);
 		if (err != RESIL_OK)
 			return err;
@@ -301,7 +301,8 @@ resil_mock_parse(resil_mock_spec *out, const char *text, resil_type declared,
 	resil_err err;
 
 	if (out == NULL)
-		return resil__diagf(diag, RESIL_E_INVAL, "mock: NULL spec out");
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "mock: NULL spec out");
 	memset(&s, 0, sizeof(s));
 	s.action = RESIL_MOCK_NONE;
 	s.mode = RESIL_MOCK_FAIL;
@@ -423,9 +424,9 @@ resil_mock_parse(resil_mock_spec *out, const char *text, resil_type declared,
 			if (bad < end - j)
 				return fail_at(&p, j + bad,
 				    bad == 0 ? "an error name must start with "
-					       "a letter, '_' or '$'"
-					     : "invalid character in error "
-					       "name");
+				               "a letter, '_' or '$'"
+				             : "invalid character in error "
+				               "name");
 			s.name = dup_n(&s.alloc_, text + j, end - j);
 			if (s.name == NULL)
 				return RESIL_E_NOMEM;
@@ -439,9 +440,9 @@ resil_mock_parse(resil_mock_spec *out, const char *text, resil_type declared,
 		if (bad < n)
 			return fail_at(&p, i + bad,
 			    bad == 0 ? "expected return, throw or a mock "
-				       "implementation name"
-				     : "invalid character in mock "
-				       "implementation name");
+			               "implementation name"
+			             : "invalid character in mock "
+			               "implementation name");
 	}
 	s.action = RESIL_MOCK_IMPL;
 	s.name = dup_n(&s.alloc_, text + i, n);
@@ -631,8 +632,8 @@ resil_mock_registry_add_error(
 	size_t n;
 
 	if (r == NULL || name == NULL)
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "mock.registry: NULL argument");
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "mock.registry: NULL argument");
 	if (!valid_name(name))
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "mock.registry: \"%s\" is not a valid error name", name);
@@ -670,8 +671,8 @@ resil_mock_registry_add_impl(resil_mock_registry *r, const char *name,
 	size_t n;
 
 	if (r == NULL || name == NULL || service == NULL || fn == NULL)
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "mock.registry: NULL argument");
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "mock.registry: NULL argument");
 	if (!valid_name(name))
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "mock.registry: \"%s\" is not a valid implementation "
@@ -721,8 +722,8 @@ typedef struct bound {
 	resil_type type;
 	resil_call_fn fn; /* IMPL */
 	void *ctx;
-	int code;         /* THROW NAME */
-	char *impl_name;  /* IMPL: the resolved name, for messages */
+	int code;        /* THROW NAME */
+	char *impl_name; /* IMPL: the resolved name, for messages */
 } bound;
 
 typedef struct method_entry {
@@ -824,8 +825,8 @@ fail:
 }
 
 resil_err
-resil_mock_new(resil_mock **out, const resil_mock_config *cfg,
-    resil_diag *diag)
+resil_mock_new(
+    resil_mock **out, const resil_mock_config *cfg, resil_diag *diag)
 {
 	resil_mock_config c;
 	const resil_allocator *al;
@@ -833,7 +834,8 @@ resil_mock_new(resil_mock **out, const resil_mock_config *cfg,
 	resil_err err;
 
 	if (out == NULL || cfg == NULL)
-		return resil__diagf(diag, RESIL_E_INVAL, "mock: NULL argument");
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "mock: NULL argument");
 	if (cfg->size < sizeof(size_t) || cfg->size > sizeof(c))
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "mock.size: %zu is not a known resil_mock_config size",
@@ -903,8 +905,8 @@ resil_mock_set_method(resil_mock *m, const char *method, resil_type type,
 	size_t n;
 
 	if (m == NULL || method == NULL || method[0] == '\0')
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "mock: NULL or empty method");
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "mock: NULL or empty method");
 	resil__a = &m->alloc;
 	err = bind(m, spec != NULL ? spec : m->spec_text, type, &b, diag);
 	if (err != RESIL_OK)
@@ -949,8 +951,8 @@ effective(const resil_mock *m, const char *method)
 }
 
 resil_err
-resil_mock_lookup(const resil_mock *m, const char *method,
-    const resil_mock_spec **out)
+resil_mock_lookup(
+    const resil_mock *m, const char *method, const resil_mock_spec **out)
 {
 	if (m == NULL || method == NULL || out == NULL)
 		return RESIL_E_INVAL;
@@ -1037,8 +1039,8 @@ resil_mock_invoke(const resil_mock *m, const resil_args *args,
 			resil_value_free(&v);
 			if (err == RESIL_OK) {
 				r.err = RESIL_OK;
-				msgf(r.message, sizeof(r.message),
-				    "mock %s", b->impl_name);
+				msgf(r.message, sizeof(r.message), "mock %s",
+				    b->impl_name);
 				break;
 			}
 			if (err == RESIL_E_NOMEM)
@@ -1067,9 +1069,8 @@ resil_mock_invoke(const resil_mock *m, const resil_args *args,
 }
 
 resil_err
-resil_mock_call(const resil_mock *m, const resil_args *args,
-    resil_call_fn fn, void *ctx, const resil_classifier *cls,
-    resil_result *out)
+resil_mock_call(const resil_mock *m, const resil_args *args, resil_call_fn fn,
+    void *ctx, const resil_classifier *cls, resil_result *out)
 {
 	const bound *b;
 	resil_failure f;
@@ -1104,8 +1105,8 @@ resil_mock_call(const resil_mock *m, const resil_args *args,
 	resil_value_free(&v);
 	if (o == RESIL_OUTCOME_BUSINESS) {
 		r.err = RESIL_E_BUSINESS;
-		msgf(r.message, sizeof(r.message),
-		    "business error (rc %d)", rc);
+		msgf(r.message, sizeof(r.message), "business error (rc %d)",
+		    rc);
 		*out = r;
 		return r.err;
 	}

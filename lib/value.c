@@ -195,8 +195,9 @@ resil_value_json(
 	/* The parser stops after one document; anything but blanks after it
 	 * makes the text something other than one JSON document. */
 	used = (size_t)(end - p);
-	while (used < len && (p[used] == ' ' || p[used] == '\t' ||
-				 p[used] == '\n' || p[used] == '\r'))
+	while (used < len &&
+	    (p[used] == ' ' || p[used] == '\t' || p[used] == '\n' ||
+	        p[used] == '\r'))
 		used++;
 	if (used < len) {
 		cJSON_Delete(doc);
@@ -219,8 +220,8 @@ is_heap(resil_vtype t)
 }
 
 resil_err
-resil_value_copy(resil_value *dst, const resil_value *src,
-    const resil_allocator *a)
+resil_value_copy(
+    resil_value *dst, const resil_value *src, const resil_allocator *a)
 {
 	if (dst == NULL || src == NULL || dst == src)
 		return RESIL_E_INVAL;
@@ -262,7 +263,7 @@ resil_value_equal(const resil_value *a, const resil_value *b)
 	case RESIL_VALUE_JSON:
 		return a->u.s.len == b->u.s.len &&
 		    (a->u.s.len == 0 ||
-			memcmp(a->u.s.ptr, b->u.s.ptr, a->u.s.len) == 0);
+		        memcmp(a->u.s.ptr, b->u.s.ptr, a->u.s.len) == 0);
 	}
 	return 0;
 }
@@ -469,7 +470,7 @@ parse_f64(const char *s, size_t len, double *out)
 		char c = s[i];
 
 		if (!((c >= '0' && c <= '9') || c == '.' || c == 'e' ||
-			c == 'E' || c == '-' || c == '+'))
+		        c == 'E' || c == '-' || c == '+'))
 			return -1; /* no hex, inf or nan */
 	}
 	memcpy(tmp, s, len);
@@ -521,8 +522,8 @@ resil_value_coerce(resil_value *out, const resil_value *in, resil_type t,
 	double d;
 
 	if (out == NULL || in == NULL || out == in)
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "value: NULL argument to coerce");
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "value: NULL argument to coerce");
 	if (t == RESIL_TYPE_ANY || in->type == RESIL_VALUE_NULL)
 		return resil_value_copy(out, in, a);
 	switch (t) {

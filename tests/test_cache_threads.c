@@ -99,7 +99,7 @@ run(void *arg)
 				snprintf(want, sizeof(want), "v%u-", k);
 				if (v.type == RESIL_VALUE_STRING &&
 				    strncmp(v.u.s.ptr, want, strlen(want)) !=
-					0)
+				        0)
 					w->bad++;
 				else if (v.type != RESIL_VALUE_STRING &&
 				    v.type != RESIL_VALUE_NULL)

@@ -117,7 +117,7 @@ test_fallback_cache_evicts_lru_at_entry_bound(void **state)
 	resil_manual_clock mc;
 	resil_cache *c;
 	resil_args a = key("m", "a"), b = key("m", "b"), cc = key("m", "c"),
-		   d = key("m", "d");
+	           d = key("m", "d");
 	resil_value v = resil_value_int(1), got;
 	resil_cache_stats st;
 
@@ -157,13 +157,13 @@ test_fallback_cache_evicts_at_byte_bound(void **state)
 
 	(void)state;
 	resil_manual_clock_init(&mc, 0);
-	assert_int_equal(resil_value_string(&s, "0123456789", 10, NULL),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_value_string(&s, "0123456789", 10, NULL), RESIL_OK);
 	charge = resil_cache_entry_charge(&a, &s);
 	assert_true(charge > 10);
 	/* Room for two entries and a bit, not three. */
-	c = new_cache(&mc, 100, 2 * charge + charge / 2,
-	    RESIL_CACHE_NO_AGE_LIMIT, 1);
+	c = new_cache(
+	    &mc, 100, 2 * charge + charge / 2, RESIL_CACHE_NO_AGE_LIMIT, 1);
 	assert_int_equal(resil_cache_put(c, &a, &s), RESIL_OK);
 	assert_int_equal(resil_cache_put(c, &b, &s), RESIL_OK);
 	assert_int_equal(resil_cache_stats_get(c, &st), RESIL_OK);
@@ -195,8 +195,8 @@ test_fallback_cache_refuses_entry_bigger_than_bound(void **state)
 	resil_manual_clock_init(&mc, 0);
 	c = new_cache(&mc, 10, 512, RESIL_CACHE_NO_AGE_LIMIT, 1);
 	assert_int_equal(resil_cache_put(c, &a, &small), RESIL_OK);
-	assert_int_equal(resil_value_bytes(&big, blob, sizeof(blob), NULL),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_value_bytes(&big, blob, sizeof(blob), NULL), RESIL_OK);
 	assert_int_equal(resil_cache_put(c, &a, &big), RESIL_E_LIMITED);
 	/* The older answer of the key is dropped with it. */
 	assert_int_equal(resil_cache_get(c, &a, &got, NULL), RESIL_E_NOTFOUND);
@@ -228,8 +228,8 @@ test_fallback_cache_owns_its_copies(void **state)
 	resil_value_free(&got2);
 	/* The key bytes were copied too. */
 	memcpy(arg, "sku-9", 6);
-	assert_int_equal(resil_cache_get(c, &k, &got1, NULL),
-	    RESIL_E_NOTFOUND);
+	assert_int_equal(
+	    resil_cache_get(c, &k, &got1, NULL), RESIL_E_NOTFOUND);
 	memcpy(arg, "sku-1", 6);
 	assert_int_equal(resil_cache_remove(c, &k), RESIL_OK);
 	assert_int_equal(resil_cache_remove(c, &k), RESIL_E_NOTFOUND);
@@ -263,9 +263,8 @@ test_fallback_cache_memory_is_reported(void **state)
 	}
 	assert_int_equal(resil_cache_stats_get(c, &st1), RESIL_OK);
 	assert_int_equal(st1.entries, 100);
-	assert_true(st1.bytes >= 100 * resil_cache_entry_charge(&(resil_args){
-					    "m", "k0", 2 },
-					    &v));
+	assert_true(st1.bytes >= 100 *
+	        resil_cache_entry_charge(&(resil_args) { "m", "k0", 2 }, &v));
 	assert_true(st1.memory > st0.memory + st1.bytes);
 	resil_cache_clear(c);
 	assert_int_equal(resil_cache_stats_get(c, &st2), RESIL_OK);
@@ -313,30 +312,30 @@ test_fallback_cache_config_errors_name_the_field(void **state)
 	(void)state;
 	cfg.max_entries = 0;
 	assert_int_equal(resil_cache_new(&c, &cfg, &d), RESIL_E_INVAL);
-	assert_string_equal(d.msg,
-	    "cache.max_entries: 0 is out of range 1..4294967296");
+	assert_string_equal(
+	    d.msg, "cache.max_entries: 0 is out of range 1..4294967296");
 	cfg = resil_cache_config_default();
 	cfg.shards = 3;
 	assert_int_equal(resil_cache_new(&c, &cfg, &d), RESIL_E_INVAL);
-	assert_string_equal(d.msg,
-	    "cache.shards: 3 is not a power of two in 1..256");
+	assert_string_equal(
+	    d.msg, "cache.shards: 3 is not a power of two in 1..256");
 	cfg.shards = 512;
 	assert_int_equal(resil_cache_new(&c, &cfg, &d), RESIL_E_INVAL);
 	cfg = resil_cache_config_default();
 	cfg.max_bytes = 0;
 	assert_int_equal(resil_cache_new(&c, &cfg, &d), RESIL_E_INVAL);
-	assert_true(strncmp(d.msg, "cache.max_bytes: 0 is out of range 1..",
-			38) == 0);
+	assert_true(
+	    strncmp(d.msg, "cache.max_bytes: 0 is out of range 1..", 38) == 0);
 	cfg = resil_cache_config_default();
 	cfg.size = 1;
 	assert_int_equal(resil_cache_new(&c, &cfg, &d), RESIL_E_INVAL);
-	assert_string_equal(d.msg,
-	    "cache.size: 1 is not a known resil_cache_config size");
+	assert_string_equal(
+	    d.msg, "cache.size: 1 is not a known resil_cache_config size");
 	assert_null(c);
 	assert_int_equal(resil_cache_new(NULL, &cfg, NULL), RESIL_E_INVAL);
 	assert_int_equal(resil_cache_put(NULL, NULL, NULL), RESIL_E_INVAL);
-	assert_int_equal(resil_cache_get(NULL, NULL, NULL, NULL),
-	    RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_cache_get(NULL, NULL, NULL, NULL), RESIL_E_INVAL);
 	assert_int_equal(resil_cache_stats_get(NULL, NULL), RESIL_E_INVAL);
 	resil_cache_free(NULL);
 	resil_cache_clear(NULL);
@@ -362,8 +361,8 @@ test_fallback_cache_nomem_at_every_allocation(void **state)
 		cfg.clock = resil_manual_clock_hook(&mc);
 		cfg.alloc = fail_alloc_init(&fa, n);
 		cfg.shards = 2;
-		assert_int_equal(resil_value_string(&s, "widget", 6, NULL),
-		    RESIL_OK);
+		assert_int_equal(
+		    resil_value_string(&s, "widget", 6, NULL), RESIL_OK);
 		e1 = resil_cache_new(&c, &cfg, NULL);
 		if (e1 == RESIL_OK) {
 			e2 = resil_cache_put(c, &k, &s);
@@ -377,8 +376,8 @@ test_fallback_cache_nomem_at_every_allocation(void **state)
 				}
 			} else {
 				/* a failed put leaves the cache as it was */
-				assert_int_equal(resil_cache_get(c, &k, &got,
-						     NULL),
+				assert_int_equal(
+				    resil_cache_get(c, &k, &got, NULL),
 				    RESIL_E_NOTFOUND);
 			}
 			resil_cache_free(c);
@@ -462,8 +461,8 @@ new_mock(const char *spec, const char *method, const char *method_spec)
 	if (resil_mock_new(&m, &cfg, &d) != RESIL_OK)
 		fail_msg("mock: %s", d.msg);
 	if (method != NULL &&
-	    resil_mock_set_method(m, method, RESIL_TYPE_INT, method_spec, &d) !=
-		RESIL_OK)
+	    resil_mock_set_method(
+	        m, method, RESIL_TYPE_INT, method_spec, &d) != RESIL_OK)
 		fail_msg("mock method: %s", d.msg);
 	return m;
 }
@@ -492,8 +491,8 @@ test_fallback_chain_cache_then_mock_then_unavailable(void **state)
 	assert_int_equal(resil_fallback_count(fb), 2);
 
 	/* live success is recorded */
-	assert_int_equal(resil_fallback_call(fb, &k1, live_fn, &l, NULL, &r),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_fallback_call(fb, &k1, live_fn, &l, NULL, &r), RESIL_OK);
 	assert_int_equal(r.source, RESIL_SOURCE_LIVE);
 	assert_int_equal(r.value.u.i, 8);
 	resil_result_free(&r);
@@ -501,8 +500,8 @@ test_fallback_chain_cache_then_mock_then_unavailable(void **state)
 	/* failure: the cache answers first */
 	l.rc = 503;
 	resil_manual_clock_advance(&mc, 4);
-	assert_int_equal(resil_fallback_call(fb, &k1, live_fn, &l, NULL, &r),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_fallback_call(fb, &k1, live_fn, &l, NULL, &r), RESIL_OK);
 	assert_int_equal(r.source, RESIL_SOURCE_CACHE);
 	assert_int_equal(r.value.u.i, 8);
 	assert_int_equal(r.age, 4);
@@ -512,8 +511,8 @@ test_fallback_chain_cache_then_mock_then_unavailable(void **state)
 	resil_result_free(&r);
 
 	/* a cache miss passes to the mock */
-	assert_int_equal(resil_fallback_call(fb, &k2, live_fn, &l, NULL, &r),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_fallback_call(fb, &k2, live_fn, &l, NULL, &r), RESIL_OK);
 	assert_int_equal(r.source, RESIL_SOURCE_MOCK);
 	assert_int_equal(r.value.u.i, -1);
 	resil_result_free(&r);
@@ -529,8 +528,8 @@ test_fallback_chain_cache_then_mock_then_unavailable(void **state)
 
 	/* a stale cached value passes to the mock */
 	resil_manual_clock_advance(&mc, 7); /* age 11 > 10 */
-	assert_int_equal(resil_fallback_call(fb, &k1, live_fn, &l, NULL, &r),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_fallback_call(fb, &k1, live_fn, &l, NULL, &r), RESIL_OK);
 	assert_int_equal(r.source, RESIL_SOURCE_MOCK);
 	resil_result_free(&r);
 	assert_int_equal(l.calls, 5);
@@ -555,13 +554,13 @@ test_fallback_cached_null_answers_null(void **state)
 	c = new_cache(&mc, 16, 4096, RESIL_CACHE_NO_AGE_LIMIT, 1);
 	assert_int_equal(resil_fallback_new(&fb, NULL, NULL), RESIL_OK);
 	assert_int_equal(resil_fallback_add_cache(fb, c), RESIL_OK);
-	assert_int_equal(resil_fallback_call(fb, &k, live_fn, &l, NULL, &r),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_fallback_call(fb, &k, live_fn, &l, NULL, &r), RESIL_OK);
 	assert_int_equal(r.value.type, RESIL_VALUE_NULL);
 	resil_result_free(&r);
 	l.rc = 1;
-	assert_int_equal(resil_fallback_call(fb, &k, live_fn, &l, NULL, &r),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_fallback_call(fb, &k, live_fn, &l, NULL, &r), RESIL_OK);
 	assert_int_equal(r.source, RESIL_SOURCE_CACHE);
 	assert_int_equal(r.value.type, RESIL_VALUE_NULL);
 	resil_result_free(&r);
@@ -585,8 +584,8 @@ test_fallback_no_fallback_propagates_original_error(void **state)
 
 	(void)state;
 	/* no chain at all */
-	assert_int_equal(resil_fallback_recover(NULL, &k, &open, &r),
-	    RESIL_E_OPEN);
+	assert_int_equal(
+	    resil_fallback_recover(NULL, &k, &open, &r), RESIL_E_OPEN);
 	assert_int_equal(r.err, RESIL_E_OPEN);
 	assert_int_equal(r.value.type, RESIL_VALUE_NULL);
 	assert_int_equal(resil_fallback_call(NULL, &k, live_fn, &l, NULL, &r),
@@ -595,8 +594,8 @@ test_fallback_no_fallback_propagates_original_error(void **state)
 	assert_int_equal(r.source, RESIL_SOURCE_LIVE);
 	/* an empty chain is no fallback either */
 	assert_int_equal(resil_fallback_new(&fb, NULL, NULL), RESIL_OK);
-	assert_int_equal(resil_fallback_call(fb, &k, live_fn, &l, NULL, &r),
-	    RESIL_E_CALL);
+	assert_int_equal(
+	    resil_fallback_call(fb, &k, live_fn, &l, NULL, &r), RESIL_E_CALL);
 	assert_int_equal(r.rc, 503);
 	assert_int_equal(l.calls, 2);
 	resil_fallback_free(fb);
@@ -616,22 +615,22 @@ test_fallback_business_errors_never_enter_the_chain(void **state)
 
 	(void)state;
 	assert_int_equal(resil_fallback_new(&fb, NULL, NULL), RESIL_OK);
-	assert_int_equal(resil_fallback_add_handler(fb, user_fn, &u),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_fallback_add_handler(fb, user_fn, &u), RESIL_OK);
 	assert_int_equal(resil_fallback_call(fb, &k, live_fn, &l, &cls, &r),
 	    RESIL_E_BUSINESS);
 	assert_int_equal(r.rc, 400);
 	assert_int_equal(r.source, RESIL_SOURCE_LIVE);
 	assert_int_equal(u.calls, 0);
 	r.err = RESIL_E_MOCK; /* must stay untouched */
-	assert_int_equal(resil_fallback_recover(fb, &k, &biz, &r),
-	    RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_fallback_recover(fb, &k, &biz, &r), RESIL_E_INVAL);
 	assert_int_equal(r.err, RESIL_E_MOCK);
 	assert_int_equal(u.calls, 0);
 	/* a failure does reach the handler */
 	l.rc = 500;
-	assert_int_equal(resil_fallback_call(fb, &k, live_fn, &l, &cls, &r),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_fallback_call(fb, &k, live_fn, &l, &cls, &r), RESIL_OK);
 	assert_int_equal(r.source, RESIL_SOURCE_FALLBACK);
 	assert_int_equal(r.value.u.i, 5);
 	assert_int_equal(u.calls, 1);
@@ -664,8 +663,8 @@ test_fallback_rejections_and_exhaustion_enter_the_chain(void **state)
 	assert_int_equal(r.cause, RESIL_E_OPEN);
 	assert_int_equal(r.attempts, 0);
 	resil_result_free(&r);
-	assert_int_equal(resil_fallback_recover(fb, &k, &exhausted, &r),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_fallback_recover(fb, &k, &exhausted, &r), RESIL_OK);
 	assert_int_equal(r.cause, RESIL_E_RETRIES_EXHAUSTED);
 	assert_int_equal(r.attempts, 3);
 	resil_result_free(&r);
@@ -686,12 +685,12 @@ test_fallback_handlers_are_asked_in_order(void **state)
 
 	(void)state;
 	assert_int_equal(resil_fallback_new(&fb, NULL, NULL), RESIL_OK);
-	assert_int_equal(resil_fallback_add_handler(fb, user_fn, &a),
-	    RESIL_OK);
-	assert_int_equal(resil_fallback_add_handler(fb, user_fn, &b),
-	    RESIL_OK);
-	assert_int_equal(resil_fallback_add_handler(fb, user_fn, &cc),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_fallback_add_handler(fb, user_fn, &a), RESIL_OK);
+	assert_int_equal(
+	    resil_fallback_add_handler(fb, user_fn, &b), RESIL_OK);
+	assert_int_equal(
+	    resil_fallback_add_handler(fb, user_fn, &cc), RESIL_OK);
 	assert_int_equal(resil_fallback_recover(fb, &k, &f, &r), RESIL_OK);
 	assert_string_equal(trace, "ab"); /* c is never asked */
 	assert_int_equal(r.value.u.i, 7);
@@ -701,14 +700,14 @@ test_fallback_handlers_are_asked_in_order(void **state)
 	b.answer = 0;
 	cc.answer = 0;
 	trace[0] = '\0';
-	assert_int_equal(resil_fallback_recover(fb, &k, &f, &r),
-	    RESIL_E_UNAVAILABLE);
+	assert_int_equal(
+	    resil_fallback_recover(fb, &k, &f, &r), RESIL_E_UNAVAILABLE);
 	assert_string_equal(trace, "abc");
 	assert_int_equal(r.source, RESIL_SOURCE_UNAVAILABLE);
 	assert_int_equal(r.cause, RESIL_E_TIMEOUT);
 	resil_result_free(&r);
-	assert_int_equal(resil_fallback_add_handler(fb, NULL, NULL),
-	    RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_fallback_add_handler(fb, NULL, NULL), RESIL_E_INVAL);
 	assert_int_equal(resil_fallback_add_cache(fb, NULL), RESIL_E_INVAL);
 	assert_int_equal(resil_fallback_add_mock(NULL, NULL), RESIL_E_INVAL);
 	resil_fallback_free(fb);
@@ -728,8 +727,8 @@ test_fallback_force_mock_never_calls(void **state)
 	assert_int_equal(resil_fallback_new(&fb, NULL, NULL), RESIL_OK);
 	assert_int_equal(resil_fallback_add_mock(fb, m), RESIL_OK);
 	for (i = 0; i < 5; i++) {
-		assert_int_equal(resil_fallback_call(fb, &k, live_fn, &l, NULL,
-				     &r),
+		assert_int_equal(
+		    resil_fallback_call(fb, &k, live_fn, &l, NULL, &r),
 		    RESIL_OK);
 		assert_int_equal(r.source, RESIL_SOURCE_MOCK);
 		assert_int_equal(r.value.u.i, 0);
@@ -755,10 +754,10 @@ test_fallback_mock_throw_reaches_the_caller(void **state)
 	(void)state;
 	assert_int_equal(resil_fallback_new(&fb, NULL, NULL), RESIL_OK);
 	assert_int_equal(resil_fallback_add_mock(fb, m), RESIL_OK);
-	assert_int_equal(resil_fallback_add_handler(fb, user_fn, &u),
-	    RESIL_OK);
-	assert_int_equal(resil_fallback_call(fb, &k, live_fn, &l, NULL, &r),
-	    RESIL_E_MOCK);
+	assert_int_equal(
+	    resil_fallback_add_handler(fb, user_fn, &u), RESIL_OK);
+	assert_int_equal(
+	    resil_fallback_call(fb, &k, live_fn, &l, NULL, &r), RESIL_E_MOCK);
 	assert_int_equal(l.calls, 1);
 	assert_int_equal(u.calls, 0); /* the mock answered, with an error */
 	assert_string_equal(r.message, RESIL_MOCK_MESSAGE);
@@ -853,10 +852,10 @@ test_fallback_config_and_null_arguments(void **state)
 	    "fallback.size: 2 is not a known resil_fallback_config size");
 	assert_null(fb);
 	assert_int_equal(resil_fallback_new(NULL, NULL, NULL), RESIL_E_INVAL);
-	assert_int_equal(resil_fallback_recover(NULL, &k, &ok, &r),
-	    RESIL_E_INVAL);
-	assert_int_equal(resil_fallback_recover(NULL, NULL, &ok, &r),
-	    RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_fallback_recover(NULL, &k, &ok, &r), RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_fallback_recover(NULL, NULL, &ok, &r), RESIL_E_INVAL);
 	assert_int_equal(resil_fallback_call(NULL, &k, NULL, NULL, NULL, &r),
 	    RESIL_E_INVAL);
 	assert_int_equal(resil_fallback_record(NULL, &k, NULL), RESIL_E_INVAL);
@@ -866,11 +865,11 @@ test_fallback_config_and_null_arguments(void **state)
 	cfg = resil_fallback_config_default();
 	cfg.alloc = fail_alloc_init(&fa, 3);
 	assert_int_equal(resil_fallback_new(&fb, &cfg, NULL), RESIL_OK);
-	assert_int_equal(resil_fallback_add_handler(fb, (resil_fallback_fn)
-			     user_fn, NULL),
+	assert_int_equal(
+	    resil_fallback_add_handler(fb, (resil_fallback_fn)user_fn, NULL),
 	    RESIL_OK);
-	assert_int_equal(resil_fallback_add_handler(fb, user_fn, NULL),
-	    RESIL_E_NOMEM);
+	assert_int_equal(
+	    resil_fallback_add_handler(fb, user_fn, NULL), RESIL_E_NOMEM);
 	assert_int_equal(resil_fallback_count(fb), 1);
 	resil_fallback_free(fb);
 	assert_int_equal(fail_alloc_live(&fa), 0);
@@ -882,7 +881,8 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fallback_cache_null_is_not_a_miss),
 		cmocka_unit_test(test_fallback_cache_age_limit_is_inclusive),
-		cmocka_unit_test(test_fallback_cache_evicts_lru_at_entry_bound),
+		cmocka_unit_test(
+		    test_fallback_cache_evicts_lru_at_entry_bound),
 		cmocka_unit_test(test_fallback_cache_evicts_at_byte_bound),
 		cmocka_unit_test(
 		    test_fallback_cache_refuses_entry_bigger_than_bound),
@@ -892,7 +892,8 @@ main(void)
 		    test_fallback_cache_never_exceeds_bound_with_shards),
 		cmocka_unit_test(
 		    test_fallback_cache_config_errors_name_the_field),
-		cmocka_unit_test(test_fallback_cache_nomem_at_every_allocation),
+		cmocka_unit_test(
+		    test_fallback_cache_nomem_at_every_allocation),
 		cmocka_unit_test(
 		    test_fallback_chain_cache_then_mock_then_unavailable),
 		cmocka_unit_test(test_fallback_cached_null_answers_null),

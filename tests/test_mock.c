@@ -82,14 +82,13 @@ setup(void **state)
 	if (resil_mock_registry_new(&f.reg, NULL) != RESIL_OK)
 		return -1;
 	if (resil_mock_registry_add_impl(f.reg, SERVICE "Mock", SERVICE,
-		impl_fn, &f.def, NULL) != RESIL_OK ||
-	    resil_mock_registry_add_impl(
-		f.reg, "BackupMock", SERVICE, impl_fn, &f.named, NULL) !=
-		RESIL_OK ||
+	        impl_fn, &f.def, NULL) != RESIL_OK ||
+	    resil_mock_registry_add_impl(f.reg, "BackupMock", SERVICE, impl_fn,
+	        &f.named, NULL) != RESIL_OK ||
 	    resil_mock_registry_add_impl(f.reg, "OtherMock",
-		"com.foo.OtherService", impl_fn, &f.other, NULL) != RESIL_OK ||
+	        "com.foo.OtherService", impl_fn, &f.other, NULL) != RESIL_OK ||
 	    resil_mock_registry_add_error(f.reg, "OutOfStock", 409, NULL) !=
-		RESIL_OK)
+	        RESIL_OK)
 		return -1;
 	*state = &f;
 	return 0;
@@ -132,8 +131,8 @@ canon(const char *spec, resil_type t, const char *want)
 		fail_msg("parse \"%s\": %s", spec ? spec : "(NULL)", d.msg);
 	resil_mock_spec_format(&s, buf, sizeof(buf));
 	if (strcmp(buf, want) != 0)
-		fail_msg("\"%s\" -> \"%s\", want \"%s\"", spec ? spec : "(NULL)",
-		    buf, want);
+		fail_msg("\"%s\" -> \"%s\", want \"%s\"",
+		    spec ? spec : "(NULL)", buf, want);
 	/* The canonical text is itself a spelling of the same form. */
 	assert_int_equal(resil_mock_parse(&again, buf, t, NULL, &d), RESIL_OK);
 	assert_true(resil_mock_spec_equal(&s, &again));
@@ -149,8 +148,8 @@ refused(const char *spec, resil_type t, const char *want_msg)
 
 	d.msg[0] = '\0';
 	s.action = RESIL_MOCK_THROW; /* must stay untouched */
-	assert_int_equal(resil_mock_parse(&s, spec, t, NULL, &d),
-	    RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_mock_parse(&s, spec, t, NULL, &d), RESIL_E_INVAL);
 	assert_int_equal(s.action, RESIL_MOCK_THROW);
 	if (strcmp(d.msg, want_msg) != 0)
 		fail_msg("\"%s\": got '%s', want '%s'", spec, d.msg, want_msg);
@@ -167,8 +166,8 @@ test_mock_force_return_null_never_calls(void **state)
 	live l = { 0, 0 };
 	resil_result r;
 
-	assert_int_equal(resil_mock_call(m, &args, live_fn, &l, NULL, &r),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_mock_call(m, &args, live_fn, &l, NULL, &r), RESIL_OK);
 	assert_int_equal(l.calls, 0);
 	assert_int_equal(r.source, RESIL_SOURCE_MOCK);
 	assert_int_equal(r.value.type, RESIL_VALUE_NULL);
@@ -189,8 +188,8 @@ test_mock_force_return_value_never_calls(void **state)
 	int i;
 
 	for (i = 0; i < 3; i++) {
-		assert_int_equal(resil_mock_call(m, &args, live_fn, &l, NULL,
-				     &r),
+		assert_int_equal(
+		    resil_mock_call(m, &args, live_fn, &l, NULL, &r),
 		    RESIL_OK);
 		assert_int_equal(r.value.type, RESIL_VALUE_STRING);
 		assert_string_equal(r.value.u.s.ptr, "x");
@@ -210,13 +209,13 @@ test_mock_force_throw_gives_mock_error(void **state)
 	live l = { 0, 0 };
 	resil_result r;
 
-	assert_int_equal(resil_mock_call(m, &args, live_fn, &l, NULL, &r),
-	    RESIL_E_MOCK);
+	assert_int_equal(
+	    resil_mock_call(m, &args, live_fn, &l, NULL, &r), RESIL_E_MOCK);
 	assert_int_equal(l.calls, 0);
 	assert_int_equal(r.err, RESIL_E_MOCK);
 	assert_int_equal(r.source, RESIL_SOURCE_MOCK);
-	assert_string_equal(r.message,
-	    "mocked exception for service degradation.");
+	assert_string_equal(
+	    r.message, "mocked exception for service degradation.");
 	assert_string_equal(resil_strerror(r.err), r.message);
 	assert_int_equal(r.value.type, RESIL_VALUE_NULL);
 	resil_result_free(&r);
@@ -233,8 +232,8 @@ test_mock_force_impl_runs_the_implementation(void **state)
 	resil_result r;
 
 	f->def.calls = 0;
-	assert_int_equal(resil_mock_call(m, &args, live_fn, &l, NULL, &r),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_mock_call(m, &args, live_fn, &l, NULL, &r), RESIL_OK);
 	assert_int_equal(l.calls, 0);
 	assert_int_equal(f->def.calls, 1);
 	assert_string_equal(r.value.u.s.ptr, "mocked");
@@ -253,8 +252,8 @@ test_mock_fail_return_null_calls_first(void **state)
 	resil_result r;
 
 	/* A healthy call answers live. */
-	assert_int_equal(resil_mock_call(m, &args, live_fn, &l, NULL, &r),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_mock_call(m, &args, live_fn, &l, NULL, &r), RESIL_OK);
 	assert_int_equal(l.calls, 1);
 	assert_int_equal(r.source, RESIL_SOURCE_LIVE);
 	assert_int_equal(r.value.u.i, 8);
@@ -262,8 +261,8 @@ test_mock_fail_return_null_calls_first(void **state)
 	resil_result_free(&r);
 	/* A failed call is called first, then mocked. */
 	l.rc = 503;
-	assert_int_equal(resil_mock_call(m, &args, live_fn, &l, NULL, &r),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_mock_call(m, &args, live_fn, &l, NULL, &r), RESIL_OK);
 	assert_int_equal(l.calls, 2);
 	assert_int_equal(r.source, RESIL_SOURCE_MOCK);
 	assert_int_equal(r.value.type, RESIL_VALUE_NULL);
@@ -283,8 +282,8 @@ test_mock_fail_return_value_after_failure(void **state)
 	live l = { 0, 1 };
 	resil_result r;
 
-	assert_int_equal(resil_mock_call(m, &args, live_fn, &l, NULL, &r),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_mock_call(m, &args, live_fn, &l, NULL, &r), RESIL_OK);
 	assert_int_equal(l.calls, 1);
 	assert_string_equal(r.value.u.s.ptr, "x");
 	assert_int_equal(r.source, RESIL_SOURCE_MOCK);
@@ -301,12 +300,12 @@ test_mock_fail_throw_after_failure(void **state)
 	live l = { 0, 0 };
 	resil_result r;
 
-	assert_int_equal(resil_mock_call(m, &args, live_fn, &l, NULL, &r),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_mock_call(m, &args, live_fn, &l, NULL, &r), RESIL_OK);
 	resil_result_free(&r);
 	l.rc = 2;
-	assert_int_equal(resil_mock_call(m, &args, live_fn, &l, NULL, &r),
-	    RESIL_E_MOCK);
+	assert_int_equal(
+	    resil_mock_call(m, &args, live_fn, &l, NULL, &r), RESIL_E_MOCK);
 	assert_int_equal(l.calls, 2);
 	assert_string_equal(r.message, RESIL_MOCK_MESSAGE);
 	assert_int_equal(r.cause, RESIL_E_CALL);
@@ -324,14 +323,14 @@ test_mock_fail_impl_after_failure(void **state)
 	resil_result r;
 
 	f->def.calls = 0;
-	assert_int_equal(resil_mock_call(m, &args, live_fn, &l, NULL, &r),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_mock_call(m, &args, live_fn, &l, NULL, &r), RESIL_OK);
 	assert_int_equal(f->def.calls, 0);
 	assert_int_equal(r.source, RESIL_SOURCE_LIVE);
 	resil_result_free(&r);
 	l.rc = 1;
-	assert_int_equal(resil_mock_call(m, &args, live_fn, &l, NULL, &r),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_mock_call(m, &args, live_fn, &l, NULL, &r), RESIL_OK);
 	assert_int_equal(l.calls, 2);
 	assert_int_equal(f->def.calls, 1);
 	assert_string_equal(r.value.u.s.ptr, "mocked");
@@ -367,18 +366,17 @@ test_mock_default_words_are_the_service_mock(void **state)
 		const resil_mock_spec *s;
 
 		canon(rows[i].spec, RESIL_TYPE_ANY, rows[i].canon);
-		assert_int_equal(resil_mock_lookup(m, "getStock", &s),
-		    RESIL_OK);
+		assert_int_equal(
+		    resil_mock_lookup(m, "getStock", &s), RESIL_OK);
 		assert_int_equal(s->action, RESIL_MOCK_IMPL);
 		assert_null(s->name);
 		f->def.calls = 0;
-		assert_int_equal(resil_mock_call(m, &args, live_fn, &l, NULL,
-				     &r),
+		assert_int_equal(
+		    resil_mock_call(m, &args, live_fn, &l, NULL, &r),
 		    RESIL_OK);
 		assert_int_equal(f->def.calls, 1);
 		/* force alone never calls; the others call first */
-		assert_int_equal(l.calls,
-		    s->mode == RESIL_MOCK_FORCE ? 0 : 1);
+		assert_int_equal(l.calls, s->mode == RESIL_MOCK_FORCE ? 0 : 1);
 		resil_result_free(&r);
 		resil_mock_free(m);
 	}
@@ -448,22 +446,22 @@ test_mock_no_mock_values(void **state)
 		live l = { 0, 7 };
 		resil_result r;
 
-		assert_int_equal(resil_mock_parse(&s, none[i], RESIL_TYPE_ANY,
-				     NULL, NULL),
+		assert_int_equal(
+		    resil_mock_parse(&s, none[i], RESIL_TYPE_ANY, NULL, NULL),
 		    RESIL_OK);
 		assert_int_equal(s.action, RESIL_MOCK_NONE);
 		resil_mock_spec_free(&s);
 		canon(none[i], RESIL_TYPE_ANY, "false");
 		/* With no mock a failure propagates. */
 		m = make(f, none[i]);
-		assert_int_equal(resil_mock_call(m, &args, live_fn, &l, NULL,
-				     &r),
+		assert_int_equal(
+		    resil_mock_call(m, &args, live_fn, &l, NULL, &r),
 		    RESIL_E_CALL);
 		assert_int_equal(r.rc, 7);
 		assert_int_equal(r.source, RESIL_SOURCE_LIVE);
 		assert_int_equal(l.calls, 1);
-		assert_int_equal(resil_mock_invoke(m, &args, NULL, &r),
-		    RESIL_E_NOTFOUND);
+		assert_int_equal(
+		    resil_mock_invoke(m, &args, NULL, &r), RESIL_E_NOTFOUND);
 		resil_mock_free(m);
 	}
 }
@@ -476,57 +474,57 @@ test_mock_return_values_take_the_declared_type(void **state)
 	resil_mock_spec s;
 
 	(void)state;
-	assert_int_equal(resil_mock_parse(&s, "return 1", RESIL_TYPE_ANY,
-			     NULL, NULL),
+	assert_int_equal(
+	    resil_mock_parse(&s, "return 1", RESIL_TYPE_ANY, NULL, NULL),
 	    RESIL_OK);
 	assert_int_equal(s.value.type, RESIL_VALUE_INT);
 	assert_int_equal(s.value.u.i, 1);
 	resil_mock_spec_free(&s);
-	assert_int_equal(resil_mock_parse(&s, "return 1", RESIL_TYPE_DOUBLE,
-			     NULL, NULL),
+	assert_int_equal(
+	    resil_mock_parse(&s, "return 1", RESIL_TYPE_DOUBLE, NULL, NULL),
 	    RESIL_OK);
 	assert_int_equal(s.value.type, RESIL_VALUE_DOUBLE);
 	assert_true(s.value.u.d == 1.0);
 	resil_mock_spec_free(&s);
 	/* For a string method the unquoted text stays text. */
-	assert_int_equal(resil_mock_parse(&s, "return 123", RESIL_TYPE_STRING,
-			     NULL, NULL),
+	assert_int_equal(
+	    resil_mock_parse(&s, "return 123", RESIL_TYPE_STRING, NULL, NULL),
 	    RESIL_OK);
 	assert_int_equal(s.value.type, RESIL_VALUE_STRING);
 	assert_string_equal(s.value.u.s.ptr, "123");
 	resil_mock_spec_free(&s);
 	assert_int_equal(resil_mock_parse(&s, "return hello world ",
-			     RESIL_TYPE_STRING, NULL, NULL),
+	                     RESIL_TYPE_STRING, NULL, NULL),
 	    RESIL_OK);
 	assert_string_equal(s.value.u.s.ptr, "hello world");
 	resil_mock_spec_free(&s);
 	/* A quoted number for an int method is converted. */
-	assert_int_equal(resil_mock_parse(&s, "return '12'", RESIL_TYPE_INT,
-			     NULL, NULL),
+	assert_int_equal(
+	    resil_mock_parse(&s, "return '12'", RESIL_TYPE_INT, NULL, NULL),
 	    RESIL_OK);
 	assert_int_equal(s.value.type, RESIL_VALUE_INT);
 	assert_int_equal(s.value.u.i, 12);
 	resil_mock_spec_free(&s);
 	/* Dubbo keeps an unquoted word as text when nothing is declared. */
-	assert_int_equal(resil_mock_parse(&s, "return abc", RESIL_TYPE_ANY,
-			     NULL, NULL),
+	assert_int_equal(
+	    resil_mock_parse(&s, "return abc", RESIL_TYPE_ANY, NULL, NULL),
 	    RESIL_OK);
 	assert_int_equal(s.value.type, RESIL_VALUE_STRING);
 	resil_mock_spec_free(&s);
 	/* Too big for int64: a double. */
 	assert_int_equal(resil_mock_parse(&s, "return 99999999999999999999",
-			     RESIL_TYPE_ANY, NULL, NULL),
+	                     RESIL_TYPE_ANY, NULL, NULL),
 	    RESIL_OK);
 	assert_int_equal(s.value.type, RESIL_VALUE_DOUBLE);
 	resil_mock_spec_free(&s);
 	assert_int_equal(resil_mock_parse(&s, "return [1,\"a\"]",
-			     RESIL_TYPE_JSON, NULL, NULL),
+	                     RESIL_TYPE_JSON, NULL, NULL),
 	    RESIL_OK);
 	assert_int_equal(s.value.type, RESIL_VALUE_JSON);
 	assert_string_equal(s.value.u.s.ptr, "[1,\"a\"]");
 	resil_mock_spec_free(&s);
-	assert_int_equal(resil_mock_parse(&s, "return \"hi\"", RESIL_TYPE_BYTES,
-			     NULL, NULL),
+	assert_int_equal(resil_mock_parse(&s, "return \"hi\"",
+	                     RESIL_TYPE_BYTES, NULL, NULL),
 	    RESIL_OK);
 	assert_int_equal(s.value.type, RESIL_VALUE_BYTES);
 	resil_mock_spec_free(&s);
@@ -650,12 +648,12 @@ test_mock_unknown_names_are_refused_at_configuration(void **state)
 	cfg.registry = f->reg;
 	cfg.spec = "return 1";
 	assert_int_equal(resil_mock_new(&ok, &cfg, &d), RESIL_OK);
-	assert_int_equal(resil_mock_set_method(ok, "getStock", RESIL_TYPE_INT,
-			     "OtherMock", &d),
+	assert_int_equal(resil_mock_set_method(
+	                     ok, "getStock", RESIL_TYPE_INT, "OtherMock", &d),
 	    RESIL_E_INVAL);
 	/* The service-level spec is converted to each method's type. */
-	assert_int_equal(resil_mock_set_method(ok, "isOpen", RESIL_TYPE_BOOL,
-			     NULL, &d),
+	assert_int_equal(
+	    resil_mock_set_method(ok, "isOpen", RESIL_TYPE_BOOL, NULL, &d),
 	    RESIL_E_INVAL);
 	assert_string_equal(d.msg,
 	    "mock: \"return 1\" at column 8: cannot convert int 1 to bool");
@@ -668,27 +666,27 @@ test_mock_registry_refuses_bad_entries(void **state)
 	fixture *f = *state;
 	resil_diag d;
 
-	assert_int_equal(resil_mock_registry_add_error(f->reg, "OutOfStock",
-			     1, &d),
+	assert_int_equal(
+	    resil_mock_registry_add_error(f->reg, "OutOfStock", 1, &d),
 	    RESIL_E_INVAL);
 	assert_string_equal(d.msg,
 	    "mock.registry: error \"OutOfStock\" is already registered");
-	assert_int_equal(resil_mock_registry_add_error(f->reg, "bad name", 1,
-			     &d),
+	assert_int_equal(
+	    resil_mock_registry_add_error(f->reg, "bad name", 1, &d),
 	    RESIL_E_INVAL);
-	assert_string_equal(d.msg,
-	    "mock.registry: \"bad name\" is not a valid error name");
-	assert_int_equal(resil_mock_registry_add_impl(f->reg, "X", "",
-			     impl_fn, NULL, &d),
+	assert_string_equal(
+	    d.msg, "mock.registry: \"bad name\" is not a valid error name");
+	assert_int_equal(
+	    resil_mock_registry_add_impl(f->reg, "X", "", impl_fn, NULL, &d),
 	    RESIL_E_INVAL);
-	assert_int_equal(resil_mock_registry_add_impl(f->reg, "BackupMock",
-			     SERVICE, impl_fn, NULL, &d),
+	assert_int_equal(resil_mock_registry_add_impl(
+	                     f->reg, "BackupMock", SERVICE, impl_fn, NULL, &d),
 	    RESIL_E_INVAL);
-	assert_int_equal(resil_mock_registry_add_impl(f->reg, "Y", SERVICE,
-			     NULL, NULL, &d),
+	assert_int_equal(
+	    resil_mock_registry_add_impl(f->reg, "Y", SERVICE, NULL, NULL, &d),
 	    RESIL_E_INVAL);
-	assert_int_equal(resil_mock_registry_add_error(NULL, "Z", 1, &d),
-	    RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_mock_registry_add_error(NULL, "Z", 1, &d), RESIL_E_INVAL);
 	assert_int_equal(resil_mock_registry_new(NULL, NULL), RESIL_E_INVAL);
 	resil_mock_registry_free(NULL);
 }
@@ -709,53 +707,53 @@ test_mock_method_level_overrides_service_level(void **state)
 	resil_diag d;
 
 	assert_int_equal(resil_mock_set_method(m, "getStock", RESIL_TYPE_INT,
-			     "fail:return 2", &d),
+	                     "fail:return 2", &d),
 	    RESIL_OK);
-	assert_int_equal(resil_mock_set_method(m, "getPrice",
-			     RESIL_TYPE_DOUBLE, NULL, &d),
+	assert_int_equal(
+	    resil_mock_set_method(m, "getPrice", RESIL_TYPE_DOUBLE, NULL, &d),
 	    RESIL_OK);
-	assert_int_equal(resil_mock_set_method(m, "getName", RESIL_TYPE_INT,
-			     "false", &d),
+	assert_int_equal(
+	    resil_mock_set_method(m, "getName", RESIL_TYPE_INT, "false", &d),
 	    RESIL_OK);
 	/* getStock: its own fail mock, so the live call answers. */
-	assert_int_equal(resil_mock_call(m, &stock, live_fn, &l, NULL, &r),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_mock_call(m, &stock, live_fn, &l, NULL, &r), RESIL_OK);
 	assert_int_equal(r.source, RESIL_SOURCE_LIVE);
 	assert_int_equal(l.calls, 1);
 	resil_result_free(&r);
 	l.rc = 5;
-	assert_int_equal(resil_mock_call(m, &stock, live_fn, &l, NULL, &r),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_mock_call(m, &stock, live_fn, &l, NULL, &r), RESIL_OK);
 	assert_int_equal(r.value.u.i, 2);
 	assert_int_equal(l.calls, 2);
 	resil_result_free(&r);
 	/* getPrice: the service-level force mock, as a double. */
-	assert_int_equal(resil_mock_call(m, &price, live_fn, &l, NULL, &r),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_mock_call(m, &price, live_fn, &l, NULL, &r), RESIL_OK);
 	assert_int_equal(l.calls, 2);
 	assert_int_equal(r.value.type, RESIL_VALUE_DOUBLE);
 	assert_true(r.value.u.d == 1.0);
 	resil_result_free(&r);
 	/* getName: mock switched off for this method alone. */
-	assert_int_equal(resil_mock_call(m, &name, live_fn, &l, NULL, &r),
-	    RESIL_E_CALL);
+	assert_int_equal(
+	    resil_mock_call(m, &name, live_fn, &l, NULL, &r), RESIL_E_CALL);
 	assert_int_equal(l.calls, 3);
 	resil_result_free(&r);
 	/* An undeclared method: the service-level spec as parsed. */
-	assert_int_equal(resil_mock_call(m, &other, live_fn, &l, NULL, &r),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_mock_call(m, &other, live_fn, &l, NULL, &r), RESIL_OK);
 	assert_int_equal(r.value.type, RESIL_VALUE_INT);
 	assert_int_equal(l.calls, 3);
 	resil_result_free(&r);
 	/* Setting a method again replaces it; a refusal keeps the old one. */
 	assert_int_equal(resil_mock_set_method(m, "getStock", RESIL_TYPE_INT,
-			     "fail:return oops", &d),
+	                     "fail:return oops", &d),
 	    RESIL_E_INVAL);
 	assert_int_equal(resil_mock_set_method(m, "getStock", RESIL_TYPE_INT,
-			     "force:return 3", &d),
+	                     "force:return 3", &d),
 	    RESIL_OK);
-	assert_int_equal(resil_mock_call(m, &stock, live_fn, &l, NULL, &r),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_mock_call(m, &stock, live_fn, &l, NULL, &r), RESIL_OK);
 	assert_int_equal(r.value.u.i, 3);
 	assert_int_equal(l.calls, 3);
 	resil_result_free(&r);
@@ -781,8 +779,8 @@ test_mock_business_errors_pass_untouched(void **state)
 	assert_int_equal(r.value.type, RESIL_VALUE_NULL);
 	resil_result_free(&r);
 	l.rc = 500;
-	assert_int_equal(resil_mock_call(m, &args, live_fn, &l, &cls, &r),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_mock_call(m, &args, live_fn, &l, &cls, &r), RESIL_OK);
 	assert_int_equal(r.source, RESIL_SOURCE_MOCK);
 	assert_int_equal(r.value.u.i, 0);
 	resil_result_free(&r);
@@ -800,8 +798,8 @@ test_mock_failing_impl_names_both_failures(void **state)
 	resil_diag d;
 
 	f->named.rc = 77;
-	assert_int_equal(resil_mock_call(m, &args, live_fn, &l, NULL, &r),
-	    RESIL_E_CALL);
+	assert_int_equal(
+	    resil_mock_call(m, &args, live_fn, &l, NULL, &r), RESIL_E_CALL);
 	assert_int_equal(r.source, RESIL_SOURCE_MOCK);
 	assert_int_equal(r.rc, 77);
 	assert_int_equal(r.cause, RESIL_E_CALL);
@@ -813,21 +811,21 @@ test_mock_failing_impl_names_both_failures(void **state)
 	f->named.rc = 0;
 	/* The implementation's value is converted to the method's type. */
 	f->named.answer_int = 1;
-	assert_int_equal(resil_mock_set_method(m, "getPrice",
-			     RESIL_TYPE_DOUBLE, NULL, &d),
+	assert_int_equal(
+	    resil_mock_set_method(m, "getPrice", RESIL_TYPE_DOUBLE, NULL, &d),
 	    RESIL_OK);
 	args.method = "getPrice";
-	assert_int_equal(resil_mock_call(m, &args, live_fn, &l, NULL, &r),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_mock_call(m, &args, live_fn, &l, NULL, &r), RESIL_OK);
 	assert_int_equal(r.value.type, RESIL_VALUE_DOUBLE);
 	assert_true(r.value.u.d == 41.0);
 	resil_result_free(&r);
-	assert_int_equal(resil_mock_set_method(m, "isUp", RESIL_TYPE_BOOL,
-			     NULL, &d),
+	assert_int_equal(
+	    resil_mock_set_method(m, "isUp", RESIL_TYPE_BOOL, NULL, &d),
 	    RESIL_OK);
 	args.method = "isUp";
-	assert_int_equal(resil_mock_call(m, &args, live_fn, &l, NULL, &r),
-	    RESIL_E_CALL);
+	assert_int_equal(
+	    resil_mock_call(m, &args, live_fn, &l, NULL, &r), RESIL_E_CALL);
 	assert_string_equal(r.message,
 	    "mock BackupMock failed: cannot convert int 41 to bool; original "
 	    "failure: the call failed (rc 503)");
@@ -852,21 +850,20 @@ test_mock_config_errors_name_the_field(void **state)
 	cfg.service = SERVICE;
 	cfg.size = 3;
 	assert_int_equal(resil_mock_new(&m, &cfg, &d), RESIL_E_INVAL);
-	assert_string_equal(d.msg,
-	    "mock.size: 3 is not a known resil_mock_config size");
+	assert_string_equal(
+	    d.msg, "mock.size: 3 is not a known resil_mock_config size");
 	assert_int_equal(resil_mock_new(NULL, &cfg, NULL), RESIL_E_INVAL);
 	assert_int_equal(resil_mock_new(&m, NULL, NULL), RESIL_E_INVAL);
-	assert_int_equal(resil_mock_set_method(NULL, "x", RESIL_TYPE_ANY,
-			     NULL, NULL),
+	assert_int_equal(
+	    resil_mock_set_method(NULL, "x", RESIL_TYPE_ANY, NULL, NULL),
 	    RESIL_E_INVAL);
 	assert_int_equal(resil_mock_lookup(NULL, "x", &s), RESIL_E_INVAL);
-	assert_int_equal(resil_mock_invoke(NULL, &args, NULL, &r),
+	assert_int_equal(
+	    resil_mock_invoke(NULL, &args, NULL, &r), RESIL_E_INVAL);
+	assert_int_equal(resil_mock_call(NULL, &args, live_fn, NULL, NULL, &r),
 	    RESIL_E_INVAL);
-	assert_int_equal(resil_mock_call(NULL, &args, live_fn, NULL, NULL,
-			     &r),
-	    RESIL_E_INVAL);
-	assert_int_equal(resil_mock_parse(NULL, "x", RESIL_TYPE_ANY, NULL,
-			     NULL),
+	assert_int_equal(
+	    resil_mock_parse(NULL, "x", RESIL_TYPE_ANY, NULL, NULL),
 	    RESIL_E_INVAL);
 	resil_mock_free(NULL);
 	resil_mock_spec_free(NULL);
@@ -902,8 +899,8 @@ test_mock_nomem_at_every_allocation(void **state)
 
 				err = resil_mock_invoke(m, &args, NULL, &r);
 				if (err == RESIL_OK) {
-					assert_int_equal(r.value.type,
-					    RESIL_VALUE_JSON);
+					assert_int_equal(
+					    r.value.type, RESIL_VALUE_JSON);
 					resil_result_free(&r);
 					done = fa.failures == 0;
 				}
@@ -934,13 +931,15 @@ main(void)
 		cmocka_unit_test(test_mock_bare_return_is_return_null),
 		cmocka_unit_test(test_mock_every_spelling_has_one_normal_form),
 		cmocka_unit_test(test_mock_no_mock_values),
-		cmocka_unit_test(test_mock_return_values_take_the_declared_type),
+		cmocka_unit_test(
+		    test_mock_return_values_take_the_declared_type),
 		cmocka_unit_test(test_mock_invalid_specs_quote_and_point),
 		cmocka_unit_test(test_mock_throw_name_is_a_business_error),
 		cmocka_unit_test(
 		    test_mock_unknown_names_are_refused_at_configuration),
 		cmocka_unit_test(test_mock_registry_refuses_bad_entries),
-		cmocka_unit_test(test_mock_method_level_overrides_service_level),
+		cmocka_unit_test(
+		    test_mock_method_level_overrides_service_level),
 		cmocka_unit_test(test_mock_business_errors_pass_untouched),
 		cmocka_unit_test(test_mock_failing_impl_names_both_failures),
 		cmocka_unit_test(test_mock_config_errors_name_the_field),

@@ -38,8 +38,8 @@ test_value_scalars_and_names(void **state)
 	assert_string_equal(resil_vtype_name(RESIL_VALUE_JSON), "json");
 	assert_string_equal(resil_type_name(RESIL_TYPE_OBJECT), "object");
 	assert_string_equal(resil_source_name(RESIL_SOURCE_CACHE), "cache");
-	assert_string_equal(resil_source_name(RESIL_SOURCE_UNAVAILABLE),
-	    "unavailable");
+	assert_string_equal(
+	    resil_source_name(RESIL_SOURCE_UNAVAILABLE), "unavailable");
 	assert_string_equal(resil_vtype_name((resil_vtype)99), "unknown");
 }
 
@@ -95,8 +95,8 @@ test_value_null_arguments_are_refused(void **state)
 	resil_value v;
 
 	(void)state;
-	assert_int_equal(resil_value_string(NULL, "x", 1, NULL),
-	    RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_value_string(NULL, "x", 1, NULL), RESIL_E_INVAL);
 	assert_int_equal(resil_value_string(&v, NULL, 1, NULL), RESIL_E_INVAL);
 	assert_int_equal(resil_value_bytes(&v, NULL, 0, NULL), RESIL_OK);
 	assert_int_equal(v.u.s.len, 0);
@@ -104,11 +104,11 @@ test_value_null_arguments_are_refused(void **state)
 	assert_int_equal(resil_value_copy(NULL, &v, NULL), RESIL_E_INVAL);
 	assert_int_equal(resil_value_copy(&v, &v, NULL), RESIL_E_INVAL);
 	assert_int_equal(resil_value_json(&v, NULL, 0, NULL), RESIL_E_INVAL);
-	assert_int_equal(resil_value_coerce(&v, NULL, RESIL_TYPE_INT, NULL,
-			     NULL),
+	assert_int_equal(
+	    resil_value_coerce(&v, NULL, RESIL_TYPE_INT, NULL, NULL),
 	    RESIL_E_INVAL);
-	assert_int_equal(resil_value_empty(NULL, RESIL_TYPE_INT, NULL),
-	    RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_value_empty(NULL, RESIL_TYPE_INT, NULL), RESIL_E_INVAL);
 	assert_true(resil_value_equal(NULL, NULL));
 	assert_false(resil_value_equal(NULL, &v));
 }
@@ -120,15 +120,15 @@ test_value_json_is_validated_and_compacted(void **state)
 	const char *doc = " { \"a\" : [1, 2] } ";
 
 	(void)state;
-	assert_int_equal(resil_value_json(&v, doc, strlen(doc), NULL),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_value_json(&v, doc, strlen(doc), NULL), RESIL_OK);
 	assert_int_equal(v.type, RESIL_VALUE_JSON);
 	assert_string_equal(v.u.s.ptr, "{\"a\":[1,2]}");
 	resil_value_free(&v);
-	assert_int_equal(resil_value_json(&v, "{\"a\":", 5, NULL),
-	    RESIL_E_INVAL);
-	assert_int_equal(resil_value_json(&v, "[1] x", 5, NULL),
-	    RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_value_json(&v, "{\"a\":", 5, NULL), RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_value_json(&v, "[1] x", 5, NULL), RESIL_E_INVAL);
 	/* Only len bytes are read: the document is "[1]". */
 	assert_int_equal(resil_value_json(&v, "[1]]]", 3, NULL), RESIL_OK);
 	assert_string_equal(v.u.s.ptr, "[1]");
@@ -167,88 +167,85 @@ test_value_coerce_each_type(void **state)
 	(void)state;
 	/* double -> int only when integral */
 	in = resil_value_double(3.0);
-	assert_int_equal(resil_value_coerce(&out, &in, RESIL_TYPE_INT, NULL,
-			     &d),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_value_coerce(&out, &in, RESIL_TYPE_INT, NULL, &d), RESIL_OK);
 	assert_int_equal(out.type, RESIL_VALUE_INT);
 	assert_int_equal(out.u.i, 3);
 	in = resil_value_double(2.5);
-	assert_int_equal(resil_value_coerce(&out, &in, RESIL_TYPE_INT, NULL,
-			     &d),
+	assert_int_equal(
+	    resil_value_coerce(&out, &in, RESIL_TYPE_INT, NULL, &d),
 	    RESIL_E_INVAL);
 	assert_string_equal(d.msg, "cannot convert double 2.5 to int");
 	/* int -> double */
 	in = resil_value_int(7);
-	assert_int_equal(resil_value_coerce(&out, &in, RESIL_TYPE_DOUBLE,
-			     NULL, &d),
+	assert_int_equal(
+	    resil_value_coerce(&out, &in, RESIL_TYPE_DOUBLE, NULL, &d),
 	    RESIL_OK);
 	assert_true(out.type == RESIL_VALUE_DOUBLE && out.u.d == 7.0);
 	/* int -> string */
-	assert_int_equal(resil_value_coerce(&out, &in, RESIL_TYPE_STRING,
-			     NULL, &d),
+	assert_int_equal(
+	    resil_value_coerce(&out, &in, RESIL_TYPE_STRING, NULL, &d),
 	    RESIL_OK);
 	assert_int_equal(out.type, RESIL_VALUE_STRING);
 	assert_string_equal(out.u.s.ptr, "7");
 	resil_value_free(&out);
 	/* int -> bool is refused */
-	assert_int_equal(resil_value_coerce(&out, &in, RESIL_TYPE_BOOL, NULL,
-			     &d),
+	assert_int_equal(
+	    resil_value_coerce(&out, &in, RESIL_TYPE_BOOL, NULL, &d),
 	    RESIL_E_INVAL);
 	assert_string_equal(d.msg, "cannot convert int 7 to bool");
 	/* string -> int / double */
 	assert_int_equal(resil_value_string(&in, "12", 2, NULL), RESIL_OK);
-	assert_int_equal(resil_value_coerce(&out, &in, RESIL_TYPE_INT, NULL,
-			     &d),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_value_coerce(&out, &in, RESIL_TYPE_INT, NULL, &d), RESIL_OK);
 	assert_int_equal(out.u.i, 12);
-	assert_int_equal(resil_value_coerce(&out, &in, RESIL_TYPE_DOUBLE,
-			     NULL, &d),
+	assert_int_equal(
+	    resil_value_coerce(&out, &in, RESIL_TYPE_DOUBLE, NULL, &d),
 	    RESIL_OK);
 	assert_true(out.u.d == 12.0);
-	assert_int_equal(resil_value_coerce(&out, &in, RESIL_TYPE_BYTES, NULL,
-			     &d),
+	assert_int_equal(
+	    resil_value_coerce(&out, &in, RESIL_TYPE_BYTES, NULL, &d),
 	    RESIL_OK);
 	assert_int_equal(out.type, RESIL_VALUE_BYTES);
 	resil_value_free(&out);
-	assert_int_equal(resil_value_coerce(&out, &in, RESIL_TYPE_JSON, NULL,
-			     &d),
+	assert_int_equal(
+	    resil_value_coerce(&out, &in, RESIL_TYPE_JSON, NULL, &d),
 	    RESIL_OK);
 	assert_string_equal(out.u.s.ptr, "\"12\"");
 	resil_value_free(&out);
-	assert_int_equal(resil_value_coerce(&out, &in, RESIL_TYPE_ARRAY, NULL,
-			     &d),
+	assert_int_equal(
+	    resil_value_coerce(&out, &in, RESIL_TYPE_ARRAY, NULL, &d),
 	    RESIL_E_INVAL);
 	assert_string_equal(d.msg, "cannot convert string \"12\" to array");
 	resil_value_free(&in);
 	/* null converts to everything but stays null */
 	in = resil_value_null();
-	assert_int_equal(resil_value_coerce(&out, &in, RESIL_TYPE_INT, NULL,
-			     &d),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_value_coerce(&out, &in, RESIL_TYPE_INT, NULL, &d), RESIL_OK);
 	assert_int_equal(out.type, RESIL_VALUE_NULL);
 	/* void takes only null */
 	in = resil_value_bool(1);
-	assert_int_equal(resil_value_coerce(&out, &in, RESIL_TYPE_VOID, NULL,
-			     &d),
+	assert_int_equal(
+	    resil_value_coerce(&out, &in, RESIL_TYPE_VOID, NULL, &d),
 	    RESIL_E_INVAL);
 	assert_string_equal(d.msg, "cannot convert bool true to void");
 	/* JSON kinds */
 	assert_int_equal(resil_value_json(&in, "[]", 2, NULL), RESIL_OK);
-	assert_int_equal(resil_value_coerce(&out, &in, RESIL_TYPE_ARRAY, NULL,
-			     &d),
+	assert_int_equal(
+	    resil_value_coerce(&out, &in, RESIL_TYPE_ARRAY, NULL, &d),
 	    RESIL_OK);
 	resil_value_free(&out);
-	assert_int_equal(resil_value_coerce(&out, &in, RESIL_TYPE_OBJECT,
-			     NULL, &d),
+	assert_int_equal(
+	    resil_value_coerce(&out, &in, RESIL_TYPE_OBJECT, NULL, &d),
 	    RESIL_E_INVAL);
 	assert_string_equal(d.msg, "cannot convert json [] to object");
 	resil_value_free(&in);
 	/* an int64 overflow from a string is refused */
-	assert_int_equal(resil_value_string(&in, "9223372036854775808", 19,
-			     NULL),
+	assert_int_equal(
+	    resil_value_string(&in, "9223372036854775808", 19, NULL),
 	    RESIL_OK);
-	assert_int_equal(resil_value_coerce(&out, &in, RESIL_TYPE_INT, NULL,
-			     &d),
+	assert_int_equal(
+	    resil_value_coerce(&out, &in, RESIL_TYPE_INT, NULL, &d),
 	    RESIL_E_INVAL);
 	resil_value_free(&in);
 }
@@ -277,8 +274,8 @@ test_value_empty_of_each_type(void **state)
 
 	(void)state;
 	for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
-		assert_int_equal(resil_value_empty(&v, rows[i].t, NULL),
-		    RESIL_OK);
+		assert_int_equal(
+		    resil_value_empty(&v, rows[i].t, NULL), RESIL_OK);
 		resil_value_format(&v, buf, sizeof(buf));
 		assert_string_equal(buf, rows[i].text);
 		resil_value_free(&v);
@@ -331,7 +328,8 @@ main(void)
 		cmocka_unit_test(test_value_coerce_each_type),
 		cmocka_unit_test(test_value_empty_of_each_type),
 		cmocka_unit_test(test_value_format_truncates_like_snprintf),
-		cmocka_unit_test(test_value_result_init_is_unavailable_not_zero),
+		cmocka_unit_test(
+		    test_value_result_init_is_unavailable_not_zero),
 	};
 
 	return cmocka_run_group_tests_name("value", tests, NULL, NULL);

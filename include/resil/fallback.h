@@ -51,11 +51,11 @@ typedef struct resil_cache resil_cache;
 #define RESIL_CACHE_NO_AGE_LIMIT UINT64_MAX
 
 typedef struct resil_cache_config {
-	size_t size;          /* sizeof(resil_cache_config) */
-	size_t max_entries;   /* 1..2^32; default 1024 */
-	size_t max_bytes;     /* bytes held by entries, >= 1; default 1 MiB */
-	uint64_t max_age;     /* ticks, inclusive; default: no limit */
-	uint32_t shards;      /* power of two 1..256; default 16 */
+	size_t size;        /* sizeof(resil_cache_config) */
+	size_t max_entries; /* 1..2^32; default 1024 */
+	size_t max_bytes;   /* bytes held by entries, >= 1; default 1 MiB */
+	uint64_t max_age;   /* ticks, inclusive; default: no limit */
+	uint32_t shards;    /* power of two 1..256; default 16 */
 	const resil_clock *clock;     /* NULL: the monotonic system clock */
 	const resil_allocator *alloc; /* NULL: malloc() and free() */
 } resil_cache_config;
@@ -126,13 +126,12 @@ RESIL_API resil_err resil_cache_put(
  * Returns RESIL_OK on a hit; RESIL_E_NOTFOUND on a miss or a stale entry
  * (*out untouched); RESIL_E_INVAL for a NULL argument; RESIL_E_NOMEM.
  */
-RESIL_API resil_err resil_cache_get(resil_cache *c, const resil_args *args,
-    resil_value *out, uint64_t *age);
+RESIL_API resil_err resil_cache_get(
+    resil_cache *c, const resil_args *args, resil_value *out, uint64_t *age);
 
 /* Remove the entry of args. RESIL_OK, RESIL_E_NOTFOUND or
  * RESIL_E_INVAL. */
-RESIL_API resil_err resil_cache_remove(
-    resil_cache *c, const resil_args *args);
+RESIL_API resil_err resil_cache_remove(resil_cache *c, const resil_args *args);
 
 /* Remove every entry. NULL is a harmless no-op. */
 RESIL_API void resil_cache_clear(resil_cache *c);
@@ -141,7 +140,7 @@ typedef struct resil_cache_stats {
 	uint64_t entries;   /* entries held now */
 	uint64_t bytes;     /* bytes charged to them (the bounded quantity) */
 	uint64_t memory;    /* all memory the cache holds: bytes, shards,
-			       hash tables, the cache object */
+	                       hash tables, the cache object */
 	uint64_t hits;      /* gets served */
 	uint64_t misses;    /* gets with no entry */
 	uint64_t stale;     /* gets refused because of age */
@@ -203,8 +202,8 @@ resil_fallback_config_default(void)
  * frees *out with resil_fallback_free(). Returns RESIL_OK, RESIL_E_INVAL
  * (NULL out, bad cfg->size, message in diag) or RESIL_E_NOMEM; *out is
  * unchanged on error. */
-RESIL_API resil_err resil_fallback_new(resil_fallback **out,
-    const resil_fallback_config *cfg, resil_diag *diag);
+RESIL_API resil_err resil_fallback_new(
+    resil_fallback **out, const resil_fallback_config *cfg, resil_diag *diag);
 
 /* Free the chain (not the caches and mocks it borrows). NULL is a no-op. */
 RESIL_API void resil_fallback_free(resil_fallback *fb);

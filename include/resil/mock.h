@@ -50,8 +50,10 @@ typedef enum resil_mock_action {
 } resil_mock_action;
 
 typedef enum resil_mock_mode {
-	RESIL_MOCK_FAIL = 0, /* call first, mock after a non-business failure */
-	RESIL_MOCK_FORCE = 1 /* never call */
+	/* Call first, mock after a non-business failure. */
+	RESIL_MOCK_FAIL = 0,
+	/* Never call: the mock answers. */
+	RESIL_MOCK_FORCE = 1
 } resil_mock_mode;
 
 /*
@@ -131,8 +133,8 @@ RESIL_API void resil_mock_registry_free(resil_mock_registry *r);
  * delivered in resil_result.rc. Returns RESIL_OK; RESIL_E_INVAL for a NULL
  * argument, a malformed or already registered name; RESIL_E_NOMEM.
  */
-RESIL_API resil_err resil_mock_registry_add_error(resil_mock_registry *r,
-    const char *name, int code, resil_diag *diag);
+RESIL_API resil_err resil_mock_registry_add_error(
+    resil_mock_registry *r, const char *name, int code, resil_diag *diag);
 
 /*
  * Register the mock implementation name for service. fn is called as
@@ -149,11 +151,11 @@ RESIL_API resil_err resil_mock_registry_add_impl(resil_mock_registry *r,
 typedef struct resil_mock resil_mock;
 
 typedef struct resil_mock_config {
-	size_t size;                          /* sizeof(resil_mock_config) */
-	const char *service;                  /* the interface; required */
-	const char *spec;                     /* service-level; NULL: none */
-	const resil_mock_registry *registry;  /* NULL: no names resolve */
-	const resil_allocator *alloc;         /* NULL: malloc() and free() */
+	size_t size;                         /* sizeof(resil_mock_config) */
+	const char *service;                 /* the interface; required */
+	const char *spec;                    /* service-level; NULL: none */
+	const resil_mock_registry *registry; /* NULL: no names resolve */
+	const resil_allocator *alloc;        /* NULL: malloc() and free() */
 } resil_mock_config;
 
 static inline void
@@ -215,8 +217,8 @@ RESIL_API resil_err resil_mock_set_method(resil_mock *m, const char *method,
  * pointer is borrowed, valid until the method is set again or m is freed.
  * Returns RESIL_OK, or RESIL_E_INVAL for a NULL argument.
  */
-RESIL_API resil_err resil_mock_lookup(const resil_mock *m,
-    const char *method, const resil_mock_spec **out);
+RESIL_API resil_err resil_mock_lookup(
+    const resil_mock *m, const char *method, const resil_mock_spec **out);
 
 /*
  * Run the mock of args->method, after the failure cause (NULL for a force

@@ -48,7 +48,7 @@ typedef enum resil_vtype {
 /* The declared return type of a method. ANY keeps a value as it is. */
 typedef enum resil_type {
 	RESIL_TYPE_ANY = 0,
-	RESIL_TYPE_VOID = 1,   /* only null */
+	RESIL_TYPE_VOID = 1, /* only null */
 	RESIL_TYPE_BOOL = 2,
 	RESIL_TYPE_INT = 3,
 	RESIL_TYPE_DOUBLE = 4,
@@ -158,9 +158,8 @@ RESIL_API size_t resil_value_format(
  * `cannot convert double 2.5 to int`; RESIL_E_NOMEM. On error *out is
  * unchanged.
  */
-RESIL_API resil_err resil_value_coerce(resil_value *out,
-    const resil_value *in, resil_type t, const resil_allocator *a,
-    resil_diag *diag);
+RESIL_API resil_err resil_value_coerce(resil_value *out, const resil_value *in,
+    resil_type t, const resil_allocator *a, resil_diag *diag);
 
 /*
  * The empty value of type t: "" (STRING), 0 (INT), 0.0 (DOUBLE), false
@@ -206,12 +205,12 @@ RESIL_API const char *resil_source_name(resil_source s);
 typedef struct resil_result {
 	resil_err err;
 	resil_source source;
-	resil_value value;  /* owned: release with resil_result_free() */
-	int rc;             /* the user's code: live call, mock impl, NAME */
-	uint64_t age;       /* CACHE: ticks since it was stored; else 0 */
-	uint32_t attempts;  /* calls of the user's function made */
-	resil_err cause;    /* the original failure, or RESIL_OK */
-	int cause_rc;       /* its user return code, or 0 */
+	resil_value value; /* owned: release with resil_result_free() */
+	int rc;            /* the user's code: live call, mock impl, NAME */
+	uint64_t age;      /* CACHE: ticks since it was stored; else 0 */
+	uint32_t attempts; /* calls of the user's function made */
+	resil_err cause;   /* the original failure, or RESIL_OK */
+	int cause_rc;      /* its user return code, or 0 */
 	const char *error_name;
 	char message[RESIL_RESULT_MSG_MAX];
 } resil_result;
