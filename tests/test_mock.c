@@ -915,6 +915,84 @@ test_mock_nomem_at_every_allocation(void **state)
 	assert_true(done);
 }
 
+static void
+test_mock_registry_nomem_at_every_allocation(void **state)
+{
+	uint64_t n;
+	int done = 0;
+
+	(void)state;
+	for (n = 1; !done && n < 100; n++) {
+		fail_alloc fa;
+		const resil_allocator *a = fail_alloc_init(&fa, n);
+		resil_mock_registry *reg = NULL;
+		resil_err err;
+
+		err = resil_mock_registry_new(&reg, a);
+		if (err == RESIL_OK) {
+			err = resil_mock_registry_add_error(
+			    reg, "OutOfStock", 409, NULL);
+			if (err == RESIL_OK)
+				err = resil_mock_registry_add_impl(reg,
+				    SERVICE "Mock", SERVICE, impl_fn, NULL,
+				    NULL);
+			if (err == RESIL_OK)
+				err = resil_mock_registry_add_error(
+				    reg, "Gone", 410, NULL);
+			if (err == RESIL_OK)
+				done = fa.failures == 0;
+			resil_mock_registry_free(reg);
+		}
+		if (err != RESIL_OK)
+			assert_int_equal(err, RESIL_E_NOMEM);
+		assert_int_equal(fail_alloc_live(&fa), 0);
+		assert_false(fa.size_mismatch);
+	}
+	assert_true(done);
+}
+
+static void
+test_mock_invoke_carries_the_failure(void **state)
+{
+	fixture *f = *state;
+	resil_mock *m = make(f, "fail:return 'degraded'");
+	resil_args args = { "getStock", NULL, 0 };
+	resil_failure open = { RESIL_E_OPEN, 0, 0 };
+	resil_failure exhausted = { RESIL_E_RETRIES_EXHAUSTED, 503, 3 };
+	const resil_mock_spec *s;
+	resil_mock_spec other;
+	resil_result r;
+
+	assert_int_equal(resil_mock_invoke(m, &args, &open, &r), RESIL_OK);
+	assert_int_equal(r.cause, RESIL_E_OPEN);
+	assert_int_equal(r.attempts, 0);
+	assert_string_equal(r.value.u.s.ptr, "degraded");
+	resil_result_free(&r);
+	assert_int_equal(
+	    resil_mock_invoke(m, &args, &exhausted, &r), RESIL_OK);
+	assert_int_equal(r.cause, RESIL_E_RETRIES_EXHAUSTED);
+	assert_int_equal(r.cause_rc, 503);
+	assert_int_equal(r.attempts, 3);
+	resil_result_free(&r);
+	/* lookup gives the normal form; equality tells forms apart */
+	assert_int_equal(resil_mock_lookup(m, "getStock", &s), RESIL_OK);
+	assert_int_equal(s->action, RESIL_MOCK_RETURN);
+	assert_int_equal(s->mode, RESIL_MOCK_FAIL);
+	assert_int_equal(resil_mock_parse(&other, "force:return 'degraded'",
+	                     RESIL_TYPE_ANY, NULL, NULL),
+	    RESIL_OK);
+	assert_false(resil_mock_spec_equal(s, &other));
+	resil_mock_spec_free(&other);
+	assert_int_equal(resil_mock_parse(&other, "return \"degraded\"",
+	                     RESIL_TYPE_ANY, NULL, NULL),
+	    RESIL_OK);
+	assert_true(resil_mock_spec_equal(s, &other));
+	resil_mock_spec_free(&other);
+	assert_string_equal(resil_mock_action_name(RESIL_MOCK_IMPL), "impl");
+	assert_string_equal(resil_mock_mode_name(RESIL_MOCK_FORCE), "force");
+	resil_mock_free(m);
+}
+
 int
 main(void)
 {
@@ -944,6 +1022,8 @@ main(void)
 		cmocka_unit_test(test_mock_failing_impl_names_both_failures),
 		cmocka_unit_test(test_mock_config_errors_name_the_field),
 		cmocka_unit_test(test_mock_nomem_at_every_allocation),
+		cmocka_unit_test(test_mock_registry_nomem_at_every_allocation),
+		cmocka_unit_test(test_mock_invoke_carries_the_failure),
 	};
 
 	return cmocka_run_group_tests_name("mock", tests, setup, teardown);
