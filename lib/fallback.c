@@ -335,29 +335,34 @@ resil_cache_put(
 		return RESIL_E_NOMEM;
 	}
 
+	e->stored_at = resil_clock_now(&c->clock);
 	resil__spin_lock(&s->lock);
 	HASH_FIND_BYHASHVALUE(hh, s->table, e->key, key_len, (unsigned)h, old);
-	if (old != NULL) {
-		detach(resil__a, s, old);
-		old->next = victims;
-		victims = old;
-	}
-	while (s->lru != NULL &&
-	    (s->count + 1 > s->max_count ||
-	        s->bytes + charge > s->max_bytes)) {
-		entry *v = s->lru;
-
-		detach(resil__a, s, v);
-		s->evictions++;
-		v->next = victims;
-		victims = v;
-	}
-	e->stored_at = resil_clock_now(&c->clock);
+	/* Insert first, next to the old entry of the key if any: the insert
+	 * is the only step that can fail (uthash allocates buckets), and a
+	 * failure must leave the cache as it was. */
 	HASH_ADD_KEYPTR_BYHASHVALUE(
 	    hh, s->table, e->key, key_len, (unsigned)h, e);
 	if (resil__oom) {
 		err = RESIL_E_NOMEM;
 	} else {
+		if (old != NULL) {
+			detach(resil__a, s, old);
+			old->next = victims;
+			victims = old;
+		}
+		/* e is in the table but not yet in the LRU list or the
+		 * counts, so it cannot evict itself. */
+		while (s->lru != NULL &&
+		    (s->count + 1 > s->max_count ||
+		        s->bytes + charge > s->max_bytes)) {
+			entry *v = s->lru;
+
+			detach(resil__a, s, v);
+			s->evictions++;
+			v->next = victims;
+			victims = v;
+		}
 		lru_push(s, e);
 		s->count++;
 		s->bytes += charge;

@@ -392,6 +392,67 @@ test_fallback_cache_nomem_at_every_allocation(void **state)
 	assert_true(done);
 }
 
+static void
+test_fallback_cache_failed_put_keeps_the_cache(void **state)
+{
+	uint64_t n;
+	int stored = 0;
+
+	(void)state;
+	for (n = 1; n <= 6; n++) {
+		fail_alloc fa;
+		resil_manual_clock mc;
+		resil_cache_config cfg = resil_cache_config_default();
+		resil_cache *c = NULL;
+		resil_args k1 = key("getName", "1"), k2 = key("getName", "2");
+		resil_value old, neu, got;
+		resil_err err;
+
+		resil_manual_clock_init(&mc, 0);
+		cfg.clock = resil_manual_clock_hook(&mc);
+		cfg.alloc = fail_alloc_init(&fa, 0);
+		cfg.shards = 1;
+		cfg.max_entries = 1; /* k2 evicts k1 when it gets in */
+		assert_int_equal(resil_cache_new(&c, &cfg, NULL), RESIL_OK);
+		assert_int_equal(
+		    resil_value_string(&old, "old", 3, NULL), RESIL_OK);
+		assert_int_equal(
+		    resil_value_string(&neu, "new", 3, NULL), RESIL_OK);
+		assert_int_equal(resil_cache_put(c, &k1, &old), RESIL_OK);
+		/* the same key, then another key, with the nth allocation
+		 * from here failing */
+		fa.fail_at = fa.allocs + n;
+		err = resil_cache_put(c, &k1, &neu);
+		if (err == RESIL_E_NOMEM) {
+			assert_int_equal(
+			    resil_cache_get(c, &k1, &got, NULL), RESIL_OK);
+			assert_string_equal(got.u.s.ptr, "old");
+			resil_value_free(&got);
+		} else {
+			assert_int_equal(err, RESIL_OK);
+			err = resil_cache_put(c, &k2, &neu);
+			if (err == RESIL_E_NOMEM) {
+				assert_int_equal(
+				    resil_cache_get(c, &k1, &got, NULL),
+				    RESIL_OK);
+				assert_string_equal(got.u.s.ptr, "new");
+				resil_value_free(&got);
+			} else {
+				assert_int_equal(err, RESIL_OK);
+				assert_int_equal(
+				    resil_cache_get(c, &k1, &got, NULL),
+				    RESIL_E_NOTFOUND);
+				stored++;
+			}
+		}
+		resil_value_free(&old);
+		resil_value_free(&neu);
+		resil_cache_free(c);
+		assert_int_equal(fail_alloc_live(&fa), 0);
+	}
+	assert_true(stored > 0);
+}
+
 /* ---- the chain ---- */
 
 typedef struct live {
@@ -894,6 +955,8 @@ main(void)
 		    test_fallback_cache_config_errors_name_the_field),
 		cmocka_unit_test(
 		    test_fallback_cache_nomem_at_every_allocation),
+		cmocka_unit_test(
+		    test_fallback_cache_failed_put_keeps_the_cache),
 		cmocka_unit_test(
 		    test_fallback_chain_cache_then_mock_then_unavailable),
 		cmocka_unit_test(test_fallback_cached_null_answers_null),
