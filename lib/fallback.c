@@ -112,7 +112,8 @@ resil_cache_new(
 	if (out == NULL || cfg == NULL)
 		return resil__diagf(
 		    diag, RESIL_E_INVAL, "cache: NULL argument");
-	if (cfg->size < sizeof(size_t) || cfg->size > sizeof(c))
+	/* This struct is the first released one: nothing shorter exists. */
+	if (cfg->size < sizeof(c) || cfg->size > sizeof(c))
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "cache.size: %zu is not a known resil_cache_config size",
 		    cfg->size);
@@ -531,7 +532,9 @@ resil_fallback_new(
 		    diag, RESIL_E_INVAL, "fallback: NULL argument");
 	resil_fallback_config_init(&c);
 	if (cfg != NULL) {
-		if (cfg->size < sizeof(size_t) || cfg->size > sizeof(c))
+		/* This struct is the first released one: nothing shorter
+		 * exists. */
+		if (cfg->size < sizeof(c) || cfg->size > sizeof(c))
 			return resil__diagf(diag, RESIL_E_INVAL,
 			    "fallback.size: %zu is not a known "
 			    "resil_fallback_config size",

@@ -836,7 +836,8 @@ resil_mock_new(
 	if (out == NULL || cfg == NULL)
 		return resil__diagf(
 		    diag, RESIL_E_INVAL, "mock: NULL argument");
-	if (cfg->size < sizeof(size_t) || cfg->size > sizeof(c))
+	/* This struct is the first released one: nothing shorter exists. */
+	if (cfg->size < sizeof(c) || cfg->size > sizeof(c))
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "mock.size: %zu is not a known resil_mock_config size",
 		    cfg->size);
