@@ -162,6 +162,63 @@ resil__stall(void)
 
 #endif /* RESIL__TSAN */
 
+/*
+ * A spin lock, for short critical sections such as the cache's shards:
+ * ck_spinlock_fas normally; under TSan, which cannot see ck's volatile
+ * loads as synchronisation, a test-and-test-and-set on __atomic builtins.
+ */
+#if defined(RESIL__TSAN)
+
+typedef struct resil__spinlock {
+	unsigned char held;
+} resil__spinlock;
+
+static inline void
+resil__spin_init(resil__spinlock *l)
+{
+	__atomic_store_n(&l->held, 0, __ATOMIC_RELEASE);
+}
+
+static inline void
+resil__spin_lock(resil__spinlock *l)
+{
+	while (__atomic_exchange_n(&l->held, 1, __ATOMIC_ACQUIRE))
+		while (__atomic_load_n(&l->held, __ATOMIC_RELAXED))
+			;
+}
+
+static inline void
+resil__spin_unlock(resil__spinlock *l)
+{
+	__atomic_store_n(&l->held, 0, __ATOMIC_RELEASE);
+}
+
+#else /* !RESIL__TSAN */
+
+#include <ck_spinlock.h>
+
+typedef ck_spinlock_t resil__spinlock;
+
+static inline void
+resil__spin_init(resil__spinlock *l)
+{
+	ck_spinlock_init(l);
+}
+
+static inline void
+resil__spin_lock(resil__spinlock *l)
+{
+	ck_spinlock_lock(l);
+}
+
+static inline void
+resil__spin_unlock(resil__spinlock *l)
+{
+	ck_spinlock_unlock(l);
+}
+
+#endif /* RESIL__TSAN */
+
 /* Add d to *p if the result stays <= max; returns false (and changes
  * nothing) otherwise. */
 static inline bool

@@ -1,0 +1,261 @@
+/*
+ * resil value: what a call answers, and where the answer came from.
+ *
+ * A resil_value is a tagged value: null (no value), bool, integer (int64),
+ * double, string, bytes or JSON text. Strings, bytes and JSON own a heap
+ * copy made through the allocator they were created with; the value keeps
+ * a copy of that allocator and frees through it. A value is a small struct
+ * that lives in the caller's storage; its fields may be read directly but
+ * are written only through the functions below.
+ *
+ * A resil_type is the declared return type of a method, so that a mock
+ * `return 1` arrives as the right type (resil_value_coerce()).
+ *
+ * A resil_result is what a protected call gives back: the value, or the
+ * error, plus its provenance (live, cache with its age, mock, unavailable)
+ * and the number of attempts made. Unavailable is never a zero value: it
+ * has err == RESIL_E_UNAVAILABLE and a null value.
+ *
+ * Thread safety: the functions here touch only the values passed to them.
+ * Distinct values may be used from different threads at once; one value
+ * may be read (copy, equal, format) by many threads at once, but must not
+ * be read while another thread sets or frees it.
+ */
+#ifndef RESIL_VALUE_H
+#define RESIL_VALUE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <resil/resil.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The tag of a value. */
+typedef enum resil_vtype {
+	RESIL_VALUE_NULL = 0,
+	RESIL_VALUE_BOOL = 1,
+	RESIL_VALUE_INT = 2,
+	RESIL_VALUE_DOUBLE = 3,
+	RESIL_VALUE_STRING = 4,
+	RESIL_VALUE_BYTES = 5,
+	RESIL_VALUE_JSON = 6
+} resil_vtype;
+
+/* The declared return type of a method. ANY keeps a value as it is. */
+typedef enum resil_type {
+	RESIL_TYPE_ANY = 0,
+	RESIL_TYPE_VOID = 1, /* only null */
+	RESIL_TYPE_BOOL = 2,
+	RESIL_TYPE_INT = 3,
+	RESIL_TYPE_DOUBLE = 4,
+	RESIL_TYPE_STRING = 5,
+	RESIL_TYPE_BYTES = 6,
+	RESIL_TYPE_ARRAY = 7,  /* JSON array */
+	RESIL_TYPE_OBJECT = 8, /* JSON object */
+	RESIL_TYPE_JSON = 9    /* any JSON document */
+} resil_type;
+
+/* "null", "bool", "int", "double", "string", "bytes", "json" or
+ * "unknown". */
+RESIL_API const char *resil_vtype_name(resil_vtype t);
+
+/* "any", "void", "bool", "int", "double", "string", "bytes", "array",
+ * "object", "json" or "unknown". */
+RESIL_API const char *resil_type_name(resil_type t);
+
+/*
+ * A value. Read type and the member of u that it selects: u.b (0 or 1),
+ * u.i, u.d, or u.s (ptr and len; ptr is NUL-terminated for convenience,
+ * the terminator is not counted in len). alloc_ is private.
+ */
+typedef struct resil_value {
+	resil_vtype type;
+	union {
+		int b;
+		int64_t i;
+		double d;
+		struct {
+			char *ptr;
+			size_t len;
+		} s;
+	} u;
+	resil_allocator alloc_;
+} resil_value;
+
+/* Make *v null. Never fails; does not free what *v held. */
+RESIL_API void resil_value_init(resil_value *v);
+
+/* Scalars: never allocate, never fail. */
+RESIL_API resil_value resil_value_null(void);
+RESIL_API resil_value resil_value_bool(int b);
+RESIL_API resil_value resil_value_int(int64_t i);
+RESIL_API resil_value resil_value_double(double d);
+
+/*
+ * Make *out a STRING, BYTES or JSON value holding a copy of the len bytes
+ * at p (p may be NULL when len is 0), allocated through a (NULL: malloc).
+ * *out is overwritten without being freed first. JSON text is parsed and
+ * validated with cJSON and stored in compact form.
+ *
+ * Returns RESIL_OK; RESIL_E_INVAL for a NULL out, a NULL p with len > 0,
+ * or (JSON) text that is not one JSON document; RESIL_E_NOMEM. On error
+ * *out is unchanged.
+ */
+RESIL_API resil_err resil_value_string(
+    resil_value *out, const char *p, size_t len, const resil_allocator *a);
+RESIL_API resil_err resil_value_bytes(
+    resil_value *out, const void *p, size_t len, const resil_allocator *a);
+RESIL_API resil_err resil_value_json(
+    resil_value *out, const char *p, size_t len, const resil_allocator *a);
+
+/*
+ * Deep-copy src into *dst through a (NULL: malloc). *dst is overwritten
+ * without being freed first; dst == src is refused.
+ * Returns RESIL_OK; RESIL_E_INVAL for a NULL argument or dst == src;
+ * RESIL_E_NOMEM. On error *dst is unchanged.
+ */
+RESIL_API resil_err resil_value_copy(
+    resil_value *dst, const resil_value *src, const resil_allocator *a);
+
+/* Release what *v owns, through the allocator it was made with, and make
+ * it null. NULL is a harmless no-op. */
+RESIL_API void resil_value_free(resil_value *v);
+
+/* 1 if a and b have the same type and content, else 0. Doubles compare
+ * with == (so NaN is unequal to itself); INT 1 and DOUBLE 1.0 differ.
+ * NULL pointers are equal only to each other. */
+RESIL_API int resil_value_equal(const resil_value *a, const resil_value *b);
+
+/* Heap bytes owned by v (string, bytes and JSON: len + 1; others 0). */
+RESIL_API size_t resil_value_heap_size(const resil_value *v);
+
+/*
+ * Print v into buf like snprintf: at most size bytes including the NUL;
+ * returns the length the whole text has (so a return >= size means it was
+ * truncated). Forms: null, true, false, 42, 2.5 (doubles always show a
+ * '.' or an exponent: 2.0, shortest text that reads back exactly), strings
+ * as JSON strings ("a\"b"), bytes as hex (0x6869), JSON as its compact
+ * text. A NULL v prints as null. buf may be NULL when size is 0.
+ */
+RESIL_API size_t resil_value_format(
+    const resil_value *v, char *buf, size_t size);
+
+/*
+ * Convert in to the declared type t into *out (allocated through a).
+ * ANY: a copy. null converts to every type (null means no value).
+ * VOID: only null. BOOL: bool. INT: int; a double with an integral value
+ * in range; a string holding a decimal integer. DOUBLE: int, double, a
+ * string holding a number. STRING: string; bool, int and double as their
+ * printed text; bytes holding no NUL. BYTES: bytes or string. ARRAY,
+ * OBJECT: JSON of that kind. JSON: JSON, or a scalar as its JSON text.
+ *
+ * Returns RESIL_OK; RESIL_E_INVAL for a NULL argument or an impossible
+ * conversion, with a message in diag such as
+ * `cannot convert double 2.5 to int`; RESIL_E_NOMEM. On error *out is
+ * unchanged.
+ */
+RESIL_API resil_err resil_value_coerce(resil_value *out, const resil_value *in,
+    resil_type t, const resil_allocator *a, resil_diag *diag);
+
+/*
+ * The empty value of type t: "" (STRING), 0 (INT), 0.0 (DOUBLE), false
+ * (BOOL), empty bytes (BYTES), [] (ARRAY, JSON), {} (OBJECT), null (ANY,
+ * VOID). Same return codes as resil_value_string().
+ */
+RESIL_API resil_err resil_value_empty(
+    resil_value *out, resil_type t, const resil_allocator *a);
+
+/* Where a result came from. */
+typedef enum resil_source {
+	RESIL_SOURCE_LIVE = 0,        /* the call itself answered */
+	RESIL_SOURCE_CACHE = 1,       /* a cached earlier answer; see age */
+	RESIL_SOURCE_MOCK = 2,        /* a mock answered (or threw) */
+	RESIL_SOURCE_UNAVAILABLE = 3, /* nothing answered; no value */
+	RESIL_SOURCE_FALLBACK = 4     /* a user fallback handler answered */
+} resil_source;
+
+/* "live", "cache", "mock", "unavailable", "fallback" or "unknown". */
+RESIL_API const char *resil_source_name(resil_source s);
+
+#define RESIL_RESULT_MSG_MAX 160
+
+/* The message of a mock `throw`, exactly as Dubbo words it. */
+#define RESIL_MOCK_MESSAGE "mocked exception for service degradation."
+
+/*
+ * The result of a protected call.
+ *
+ * err is RESIL_OK when value answers the call (value may be null: a real
+ * null answer). Otherwise err says why there is no answer and value is
+ * null: RESIL_E_UNAVAILABLE (every fallback passed), RESIL_E_BUSINESS (the
+ * callee's own error, or a mock `throw NAME`), RESIL_E_MOCK (a mock
+ * `throw`), RESIL_E_CALL (the call failed and no fallback was configured,
+ * or a mock implementation failed), or a rejection such as RESIL_E_OPEN.
+ *
+ * cause and cause_rc keep the original failure whenever something other
+ * than the live call produced the result (RESIL_OK and 0 when there was
+ * none, as with a force mock). error_name is the registered name of a
+ * `throw NAME` mock, valid as long as the mock object; NULL otherwise.
+ * message is a human-readable account, always NUL-terminated.
+ */
+typedef struct resil_result {
+	resil_err err;
+	resil_source source;
+	resil_value value; /* owned: release with resil_result_free() */
+	int rc;            /* the user's code: live call, mock impl, NAME */
+	uint64_t age;      /* CACHE: ticks since it was stored; else 0 */
+	uint32_t attempts; /* calls of the user's function made */
+	resil_err cause;   /* the original failure, or RESIL_OK */
+	int cause_rc;      /* its user return code, or 0 */
+	const char *error_name;
+	char message[RESIL_RESULT_MSG_MAX];
+} resil_result;
+
+/* Make *r an empty result: err RESIL_E_UNAVAILABLE, source UNAVAILABLE,
+ * null value, zeros. */
+RESIL_API void resil_result_init(resil_result *r);
+
+/* Free the value *r owns and re-init it. NULL is a harmless no-op. */
+RESIL_API void resil_result_free(resil_result *r);
+
+/*
+ * The arguments of one call: the method name and the argument bytes, the
+ * cache key. The bytes are the caller's own encoding; resil only hashes,
+ * compares and copies them.
+ */
+typedef struct resil_args {
+	const char *method; /* NUL-terminated, not NULL */
+	const void *data;   /* may be NULL when len is 0 */
+	size_t len;
+} resil_args;
+
+/*
+ * The user's function: fill *out (created through any allocator, or left
+ * null) and return 0 on success or a code of its own on failure; a
+ * classifier decides what that code means. resil frees *out with
+ * resil_value_free() whether or not the call succeeded.
+ */
+typedef int (*resil_call_fn)(
+    void *ctx, const resil_args *args, resil_value *out);
+
+/*
+ * A failure that a fallback may answer for: the resil error (RESIL_E_CALL
+ * when the user's function failed, RESIL_E_OPEN for a breaker rejection,
+ * RESIL_E_RETRIES_EXHAUSTED, RESIL_E_TIMEOUT, RESIL_E_LIMITED, ...), the
+ * user's return code (0 when no call was made) and the attempts made.
+ */
+typedef struct resil_failure {
+	resil_err err;
+	int rc;
+	uint32_t attempts;
+} resil_failure;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RESIL_VALUE_H */

@@ -1,0 +1,1126 @@
+/*
+ * resil mock: the Dubbo mock grammar, its normal form, the registries and
+ * the MockClusterInvoker decision.
+ */
+#include "internal.h"
+
+#include <resil/mock.h>
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+/* A failed table insert sets this flag instead of exiting. */
+#undef uthash_nonfatal_oom
+#define uthash_nonfatal_oom(obj) (resil__oom = 1)
+#include <uthash.h>
+
+/* ---------------------------------------------------------------- */
+/* Names and small helpers */
+
+const char *
+resil_mock_action_name(resil_mock_action a)
+{
+	switch (a) {
+	case RESIL_MOCK_NONE:
+		return "none";
+	case RESIL_MOCK_RETURN:
+		return "return";
+	case RESIL_MOCK_THROW:
+		return "throw";
+	case RESIL_MOCK_IMPL:
+		return "impl";
+	}
+	return "unknown";
+}
+
+const char *
+resil_mock_mode_name(resil_mock_mode m)
+{
+	switch (m) {
+	case RESIL_MOCK_FAIL:
+		return "fail";
+	case RESIL_MOCK_FORCE:
+		return "force";
+	}
+	return "unknown";
+}
+
+static int
+is_blank(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+static char
+lower(char c)
+{
+	return (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
+}
+
+/* Does s[0..n) equal the lower-case keyword kw, ignoring case? */
+static int
+word_is(const char *s, size_t n, const char *kw)
+{
+	size_t i;
+
+	if (strlen(kw) != n)
+		return 0;
+	for (i = 0; i < n; i++)
+		if (lower(s[i]) != kw[i])
+			return 0;
+	return 1;
+}
+
+/* Does s[0..n) start with keyword kw followed by a blank or its end? */
+static int
+starts_word(const char *s, size_t n, const char *kw)
+{
+	size_t k = strlen(kw);
+
+	return n >= k && word_is(s, k, kw) && (n == k || is_blank(s[k]));
+}
+
+static int
+name_start(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
+	    c == '$';
+}
+
+static int
+name_char(char c)
+{
+	return name_start(c) || (c >= '0' && c <= '9') || c == '.' || c == '-';
+}
+
+/* Index of the first character of s[0..n) that makes it no valid name,
+ * or n when it is one. */
+static size_t
+name_bad_at(const char *s, size_t n)
+{
+	size_t i;
+
+	if (n == 0 || !name_start(s[0]))
+		return 0;
+	for (i = 1; i < n; i++)
+		if (!name_char(s[i]))
+			return i;
+	return n;
+}
+
+static int
+valid_name(const char *s)
+{
+	size_t n;
+
+	if (s == NULL)
+		return 0;
+	n = strlen(s);
+	return n > 0 && name_bad_at(s, n) == n;
+}
+
+static char *
+dup_n(const resil_allocator *a, const char *s, size_t n)
+{
+	char *p = resil__alloc(a, n + 1);
+
+	if (p != NULL) {
+		memcpy(p, s, n);
+		p[n] = '\0';
+	}
+	return p;
+}
+
+static void
+free_str(const resil_allocator *a, char *s)
+{
+	if (s != NULL)
+		resil__free(a, s, strlen(s) + 1);
+}
+
+/* ---------------------------------------------------------------- */
+/* The parser */
+
+typedef struct parser {
+	const char *text;
+	resil_type type;
+	const resil_allocator *a;
+	resil_diag *diag;
+} parser;
+
+static resil_err
+fail_at(const parser *p, size_t pos, const char *why)
+{
+	return resil__diagf(p->diag, RESIL_E_INVAL,
+	    "mock: \"%s\" at column %zu: %s", p->text, pos + 1, why);
+}
+
+static int
+is_number(const char *s, size_t n, int *integral)
+{
+	size_t i = 0;
+
+	*integral = 1;
+	if (i < n && s[i] == '-')
+		i++;
+	if (i >= n || s[i] < '0' || s[i] > '9')
+		return 0;
+	while (i < n && s[i] >= '0' && s[i] <= '9')
+		i++;
+	if (i < n && s[i] == '.') {
+		*integral = 0;
+		i++;
+		if (i >= n || s[i] < '0' || s[i] > '9')
+			return 0;
+		while (i < n && s[i] >= '0' && s[i] <= '9')
+			i++;
+	}
+	if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+		*integral = 0;
+		i++;
+		if (i < n && (s[i] == '+' || s[i] == '-'))
+			i++;
+		if (i >= n || s[i] < '0' || s[i] > '9')
+			return 0;
+		while (i < n && s[i] >= '0' && s[i] <= '9')
+			i++;
+	}
+	return i == n;
+}
+
+/* The payload of `return`, at text[pos..pos+n), into *out, converted to
+ * the declared type. The order is Dubbo's parseMockValue. */
+static resil_err
+parse_payload(const parser *p, size_t pos, size_t n, resil_value *out)
+{
+	const char *s = p->text + pos;
+	resil_value raw;
+	resil_err err;
+	int integral;
+	char q;
+
+	resil_value_init(&raw);
+	if (n == 0 || word_is(s, n, "null")) {
+		/* null converts to every type; nothing to check. */
+	} else if (word_is(s, n, "empty")) {
+		err = resil_value_empty(out, p->type, p->a);
+		return err;
+	} else if (word_is(s, n, "true") || word_is(s, n, "false")) {
+		raw = resil_value_bool(lower(s[0]) == 't');
+	} else if (s[0] == '"' || s[0] == '\'' || s[0] == '`') {
+		q = s[0];
+		if (n < 2 || s[n - 1] != q) {
+			char why[64];
+
+			snprintf(why, sizeof(why),
+			    "unterminated string: no closing %c", q);
+			return fail_at(p, pos + n, why);
+		}
+		err = resil_value_string(&raw, s + 1, n - 2, p->a);
+		if (err != RESIL_OK)
+			return err;
+	} else if (p->type == RESIL_TYPE_STRING ||
+	    p->type == RESIL_TYPE_BYTES) {
+		/* Dubbo keeps an unquoted payload as text when the method
+		 * returns a string, before any number parsing. */
+		err = resil_value_string(&raw, s, n, p->a);
+		if (err != RESIL_OK)
+			return err;
+	} else if (is_number(s, n, &integral)) {
+		resil_value str;
+
+		err = resil_value_string(&str, s, n, p->a);
+		if (err != RESIL_OK)
+			return err;
+		/* An integer too big for int64 becomes a double. */
+		err = resil_value_coerce(&raw, &str,
+		    integral ? RESIL_TYPE_INT : RESIL_TYPE_DOUBLE, p->a, NULL);
+		if (err == RESIL_E_INVAL && integral)
+			err = resil_value_coerce(
+			    &raw, &str, RESIL_TYPE_DOUBLE, p->a, NULL);
+		resil_value_free(&str);
+		if (err == RESIL_E_INVAL)
+			return fail_at(p, pos, "number out of range");
+		if (err != RESIL_OK)
+			return err;
+	} else if (s[0] == '{' || s[0] == '[') {
+		const char *end = NULL;
+		cJSON *doc = cJSON_ParseWithLengthOpts(s, n, &end, 0);
+		size_t at;
+
+		if (doc == NULL) {
+			at = end != NULL && end >= s ? (size_t)(end - s) : 0;
+			if (at > n)
+				at = n;
+			return fail_at(p, pos + at, "invalid JSON");
+		}
+		cJSON_Delete(doc);
+		at = (size_t)(end - s);
+		if (at < n)
+			return fail_at(p, pos + at,
+			    "unexpected text after the JSON value");
+		err = resil_value_json(&raw, s, n, p->a);
+		if (err != RESIL_OK)
+			return err;
+	} else if (p->type == RESIL_TYPE_ANY) {
+		/* Dubbo's last resort: the text itself. */
+		err = resil_value_string(&raw, s, n, p->a);
+		if (err != RESIL_OK)
+			return err;
+	} else {
+		char why[96];
+
+		snprintf(why, sizeof(why),
+		    "cannot read an unquoted value as %s",
+		    resil_type_name(p->type));
+		return fail_at(p, pos, why);
+	}
+	{
+		resil_diag d;
+
+		d.msg[0] = '\0';
+		err = resil_value_coerce(out, &raw, p->type, p->a, &d);
+		resil_value_free(&raw);
+		if (err == RESIL_E_INVAL)
+			return fail_at(p, pos, d.msg);
+		return err;
+	}
+}
+
+resil_err
+resil_mock_parse(resil_mock_spec *out, const char *text, resil_type declared,
+    const resil_allocator *a, resil_diag *diag)
+{
+	parser p;
+	resil_mock_spec s;
+	const char *prefix = NULL;
+	size_t i = 0, end, n;
+	resil_err err;
+
+	if (out == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "mock: NULL spec out");
+	memset(&s, 0, sizeof(s));
+	s.action = RESIL_MOCK_NONE;
+	s.mode = RESIL_MOCK_FAIL;
+	resil_value_init(&s.value);
+	s.alloc_ = *resil__allocator(a);
+	if (text == NULL) {
+		*out = s;
+		return RESIL_OK;
+	}
+	p.text = text;
+	p.type = declared;
+	p.a = &s.alloc_;
+	p.diag = diag;
+	if ((unsigned)declared > (unsigned)RESIL_TYPE_JSON)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "mock: unknown declared type %d", (int)declared);
+
+	end = strlen(text);
+	while (i < end && is_blank(text[i]))
+		i++;
+	while (end > i && is_blank(text[end - 1]))
+		end--;
+	n = end - i;
+	if (n == 0 || word_is(text + i, n, "false") ||
+	    word_is(text + i, n, "0") || word_is(text + i, n, "null") ||
+	    word_is(text + i, n, "n/a")) {
+		*out = s;
+		return RESIL_OK;
+	}
+
+	/* A prefix: force or fail, blanks, a colon. */
+	{
+		size_t k = 0, j;
+
+		if (n >= 5 && word_is(text + i, 5, "force"))
+			k = 5;
+		else if (n >= 4 && word_is(text + i, 4, "fail"))
+			k = 4;
+		j = i + k;
+		while (k > 0 && j < end && is_blank(text[j]))
+			j++;
+		if (k > 0 && j < end && text[j] == ':') {
+			s.mode = k == 5 ? RESIL_MOCK_FORCE : RESIL_MOCK_FAIL;
+			prefix = k == 5 ? "force:" : "fail:";
+			i = j + 1;
+			while (i < end && is_blank(text[i]))
+				i++;
+			if (i == end) {
+				char why[48];
+
+				snprintf(why, sizeof(why),
+				    "empty body after '%s'", prefix);
+				return fail_at(&p, i, why);
+			}
+		}
+	}
+	n = end - i;
+
+	if (prefix != NULL) {
+		size_t k = 0, j;
+
+		if (n >= 5 && word_is(text + i, 5, "force"))
+			k = 5;
+		else if (n >= 4 && word_is(text + i, 4, "fail"))
+			k = 4;
+		j = i + k;
+		while (k > 0 && j < end && is_blank(text[j]))
+			j++;
+		if (k > 0 && j < end && text[j] == ':') {
+			char why[64];
+
+			snprintf(why, sizeof(why),
+			    "a second prefix after '%s'", prefix);
+			return fail_at(&p, i, why);
+		}
+		if (word_is(text + i, n, "false") ||
+		    word_is(text + i, n, "0") ||
+		    word_is(text + i, n, "null") ||
+		    word_is(text + i, n, "n/a")) {
+			char why[80];
+
+			snprintf(why, sizeof(why),
+			    "'%.*s' means no mock and cannot follow '%s'",
+			    (int)n, text + i, prefix);
+			return fail_at(&p, i, why);
+		}
+	}
+
+	if (word_is(text + i, n, "true") || word_is(text + i, n, "default") ||
+	    word_is(text + i, n, "fail") || word_is(text + i, n, "force")) {
+		/* force alone is a force mock of the default implementation,
+		 * as Dubbo's startsWith("force") makes it. */
+		if (prefix == NULL && word_is(text + i, n, "force"))
+			s.mode = RESIL_MOCK_FORCE;
+		s.action = RESIL_MOCK_IMPL;
+		*out = s;
+		return RESIL_OK;
+	}
+	if (starts_word(text + i, n, "return")) {
+		size_t j = i + 6;
+
+		while (j < end && is_blank(text[j]))
+			j++;
+		s.action = RESIL_MOCK_RETURN;
+		err = parse_payload(&p, j, end - j, &s.value);
+		if (err != RESIL_OK)
+			return err;
+		*out = s;
+		return RESIL_OK;
+	}
+	if (starts_word(text + i, n, "throw")) {
+		size_t j = i + 5, bad;
+
+		while (j < end && is_blank(text[j]))
+			j++;
+		s.action = RESIL_MOCK_THROW;
+		if (j < end) {
+			bad = name_bad_at(text + j, end - j);
+			if (bad < end - j)
+				return fail_at(&p, j + bad,
+				    bad == 0 ? "an error name must start with "
+				               "a letter, '_' or '$'"
+				             : "invalid character in error "
+				               "name");
+			s.name = dup_n(&s.alloc_, text + j, end - j);
+			if (s.name == NULL)
+				return RESIL_E_NOMEM;
+		}
+		*out = s;
+		return RESIL_OK;
+	}
+	{
+		size_t bad = name_bad_at(text + i, n);
+
+		if (bad < n)
+			return fail_at(&p, i + bad,
+			    bad == 0 ? "expected return, throw or a mock "
+			               "implementation name"
+			             : "invalid character in mock "
+			               "implementation name");
+	}
+	s.action = RESIL_MOCK_IMPL;
+	s.name = dup_n(&s.alloc_, text + i, n);
+	if (s.name == NULL)
+		return RESIL_E_NOMEM;
+	*out = s;
+	return RESIL_OK;
+}
+
+void
+resil_mock_spec_free(resil_mock_spec *s)
+{
+	if (s == NULL)
+		return;
+	resil_value_free(&s->value);
+	free_str(&s->alloc_, s->name);
+	s->name = NULL;
+	s->action = RESIL_MOCK_NONE;
+	s->mode = RESIL_MOCK_FAIL;
+}
+
+typedef struct out_buf {
+	char *buf;
+	size_t size;
+	size_t len;
+} out_buf;
+
+static void
+put_s(out_buf *o, const char *s, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (o->size > 0 && o->len + 1 < o->size)
+			o->buf[o->len] = s[i];
+		o->len++;
+	}
+}
+
+static void
+put_z(out_buf *o, const char *s)
+{
+	put_s(o, s, strlen(s));
+}
+
+size_t
+resil_mock_spec_format(const resil_mock_spec *s, char *buf, size_t size)
+{
+	out_buf o;
+
+	o.buf = buf;
+	o.size = buf == NULL ? 0 : size;
+	o.len = 0;
+	if (s == NULL || s->action == RESIL_MOCK_NONE) {
+		put_z(&o, "false");
+	} else {
+		put_z(&o, s->mode == RESIL_MOCK_FORCE ? "force:" : "fail:");
+		switch (s->action) {
+		case RESIL_MOCK_RETURN:
+			put_z(&o, "return ");
+			if (s->value.type == RESIL_VALUE_STRING ||
+			    s->value.type == RESIL_VALUE_BYTES) {
+				/* Raw between quotes: the parser takes
+				 * everything between the outer quotes. */
+				put_s(&o, "\"", 1);
+				put_s(&o, s->value.u.s.ptr, s->value.u.s.len);
+				put_s(&o, "\"", 1);
+			} else {
+				char tmp[48];
+				size_t n = resil_value_format(
+				    &s->value, tmp, sizeof(tmp));
+
+				if (n < sizeof(tmp))
+					put_s(&o, tmp, n);
+				else
+					put_s(&o, s->value.u.s.ptr,
+					    s->value.u.s.len);
+			}
+			break;
+		case RESIL_MOCK_THROW:
+			put_z(&o, "throw");
+			if (s->name != NULL) {
+				put_z(&o, " ");
+				put_z(&o, s->name);
+			}
+			break;
+		case RESIL_MOCK_IMPL:
+			put_z(&o, s->name != NULL ? s->name : "default");
+			break;
+		default:
+			put_z(&o, "?");
+		}
+	}
+	if (o.size > 0)
+		o.buf[o.len < o.size ? o.len : o.size - 1] = '\0';
+	return o.len;
+}
+
+int
+resil_mock_spec_equal(const resil_mock_spec *a, const resil_mock_spec *b)
+{
+	if (a == NULL || b == NULL)
+		return a == b;
+	if (a->action != b->action)
+		return 0;
+	if (a->action == RESIL_MOCK_NONE)
+		return 1;
+	if (a->mode != b->mode || !resil_value_equal(&a->value, &b->value))
+		return 0;
+	if ((a->name == NULL) != (b->name == NULL))
+		return 0;
+	return a->name == NULL || strcmp(a->name, b->name) == 0;
+}
+
+/* ---------------------------------------------------------------- */
+/* The registry */
+
+typedef struct reg_error {
+	char *name;
+	int code;
+	UT_hash_handle hh;
+} reg_error;
+
+typedef struct reg_impl {
+	char *name;
+	char *service;
+	resil_call_fn fn;
+	void *ctx;
+	UT_hash_handle hh;
+} reg_impl;
+
+struct resil_mock_registry {
+	resil_allocator alloc;
+	reg_error *errors;
+	reg_impl *impls;
+};
+
+resil_err
+resil_mock_registry_new(resil_mock_registry **out, const resil_allocator *a)
+{
+	const resil_allocator *al = resil__allocator(a);
+	resil_mock_registry *r;
+
+	if (out == NULL)
+		return RESIL_E_INVAL;
+	r = resil__calloc(al, sizeof(*r));
+	if (r == NULL)
+		return RESIL_E_NOMEM;
+	r->alloc = *al;
+	*out = r;
+	return RESIL_OK;
+}
+
+void
+resil_mock_registry_free(resil_mock_registry *r)
+{
+	const resil_allocator *resil__a;
+	reg_error *e, *etmp;
+	reg_impl *m, *mtmp;
+
+	if (r == NULL)
+		return;
+	resil__a = &r->alloc;
+	HASH_ITER(hh, r->errors, e, etmp)
+	{
+		HASH_DEL(r->errors, e);
+		free_str(resil__a, e->name);
+		resil__free(resil__a, e, sizeof(*e));
+	}
+	HASH_ITER(hh, r->impls, m, mtmp)
+	{
+		HASH_DEL(r->impls, m);
+		free_str(resil__a, m->name);
+		free_str(resil__a, m->service);
+		resil__free(resil__a, m, sizeof(*m));
+	}
+	resil__free(&r->alloc, r, sizeof(*r));
+}
+
+resil_err
+resil_mock_registry_add_error(
+    resil_mock_registry *r, const char *name, int code, resil_diag *diag)
+{
+	const resil_allocator *resil__a;
+	reg_error *e;
+	int resil__oom = 0;
+	size_t n;
+
+	if (r == NULL || name == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "mock.registry: NULL argument");
+	if (!valid_name(name))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "mock.registry: \"%s\" is not a valid error name", name);
+	resil__a = &r->alloc;
+	n = strlen(name);
+	HASH_FIND(hh, r->errors, name, n, e);
+	if (e != NULL)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "mock.registry: error \"%s\" is already registered", name);
+	e = resil__calloc(resil__a, sizeof(*e));
+	if (e == NULL)
+		return RESIL_E_NOMEM;
+	e->name = dup_n(resil__a, name, n);
+	if (e->name == NULL) {
+		resil__free(resil__a, e, sizeof(*e));
+		return RESIL_E_NOMEM;
+	}
+	e->code = code;
+	HASH_ADD_KEYPTR(hh, r->errors, e->name, n, e);
+	if (resil__oom) {
+		free_str(resil__a, e->name);
+		resil__free(resil__a, e, sizeof(*e));
+		return RESIL_E_NOMEM;
+	}
+	return RESIL_OK;
+}
+
+resil_err
+resil_mock_registry_add_impl(resil_mock_registry *r, const char *name,
+    const char *service, resil_call_fn fn, void *ctx, resil_diag *diag)
+{
+	const resil_allocator *resil__a;
+	reg_impl *m;
+	int resil__oom = 0;
+	size_t n;
+
+	if (r == NULL || name == NULL || service == NULL || fn == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "mock.registry: NULL argument");
+	if (!valid_name(name))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "mock.registry: \"%s\" is not a valid implementation "
+		    "name",
+		    name);
+	if (service[0] == '\0')
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "mock.registry: empty service for implementation \"%s\"",
+		    name);
+	resil__a = &r->alloc;
+	n = strlen(name);
+	HASH_FIND(hh, r->impls, name, n, m);
+	if (m != NULL)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "mock.registry: implementation \"%s\" is already "
+		    "registered",
+		    name);
+	m = resil__calloc(resil__a, sizeof(*m));
+	if (m == NULL)
+		return RESIL_E_NOMEM;
+	m->name = dup_n(resil__a, name, n);
+	m->service = dup_n(resil__a, service, strlen(service));
+	if (m->name == NULL || m->service == NULL) {
+		free_str(resil__a, m->name);
+		free_str(resil__a, m->service);
+		resil__free(resil__a, m, sizeof(*m));
+		return RESIL_E_NOMEM;
+	}
+	m->fn = fn;
+	m->ctx = ctx;
+	HASH_ADD_KEYPTR(hh, r->impls, m->name, n, m);
+	if (resil__oom) {
+		free_str(resil__a, m->name);
+		free_str(resil__a, m->service);
+		resil__free(resil__a, m, sizeof(*m));
+		return RESIL_E_NOMEM;
+	}
+	return RESIL_OK;
+}
+
+/* ---------------------------------------------------------------- */
+/* The service's mock configuration */
+
+/* A spec with its names resolved against the registry. */
+typedef struct bound {
+	resil_mock_spec spec;
+	resil_type type;
+	resil_call_fn fn; /* IMPL */
+	void *ctx;
+	int code;        /* THROW NAME */
+	char *impl_name; /* IMPL: the resolved name, for messages */
+} bound;
+
+typedef struct method_entry {
+	char *method;
+	bound b;
+	UT_hash_handle hh;
+} method_entry;
+
+struct resil_mock {
+	resil_allocator alloc;
+	char *service;
+	char *spec_text; /* service level; NULL: none */
+	const resil_mock_registry *registry;
+	bound service_level;
+	method_entry *methods;
+};
+
+static void
+bound_free(const resil_allocator *a, bound *b)
+{
+	resil_mock_spec_free(&b->spec);
+	free_str(a, b->impl_name);
+	b->impl_name = NULL;
+}
+
+/* Parse text for type and resolve its names into *out. */
+static resil_err
+bind(const resil_mock *m, const char *text, resil_type type, bound *out,
+    resil_diag *diag)
+{
+	const resil_allocator *resil__a = &m->alloc;
+	const resil_mock_registry *r = m->registry;
+	bound b;
+	resil_err err;
+
+	memset(&b, 0, sizeof(b));
+	err = resil_mock_parse(&b.spec, text, type, resil__a, diag);
+	if (err != RESIL_OK)
+		return err;
+	b.type = type;
+	if (b.spec.action == RESIL_MOCK_THROW && b.spec.name != NULL) {
+		reg_error *e = NULL;
+
+		if (r != NULL)
+			HASH_FIND(hh, r->errors, b.spec.name,
+			    strlen(b.spec.name), e);
+		if (e == NULL) {
+			err = resil__diagf(diag, RESIL_E_INVAL,
+			    "mock: \"%s\": unknown error \"%s\"", text,
+			    b.spec.name);
+			goto fail;
+		}
+		b.code = e->code;
+	} else if (b.spec.action == RESIL_MOCK_IMPL) {
+		reg_impl *impl = NULL;
+		const char *name = b.spec.name;
+		size_t n;
+
+		if (name == NULL) {
+			n = strlen(m->service) + 4;
+			b.impl_name = resil__alloc(resil__a, n + 1);
+			if (b.impl_name == NULL) {
+				err = RESIL_E_NOMEM;
+				goto fail;
+			}
+			snprintf(b.impl_name, n + 1, "%sMock", m->service);
+		} else {
+			b.impl_name = dup_n(resil__a, name, strlen(name));
+			if (b.impl_name == NULL) {
+				err = RESIL_E_NOMEM;
+				goto fail;
+			}
+		}
+		if (r != NULL)
+			HASH_FIND(hh, r->impls, b.impl_name,
+			    strlen(b.impl_name), impl);
+		if (impl == NULL) {
+			err = resil__diagf(diag, RESIL_E_INVAL,
+			    "mock: \"%s\": no mock implementation \"%s\" is "
+			    "registered",
+			    text, b.impl_name);
+			goto fail;
+		}
+		if (strcmp(impl->service, m->service) != 0) {
+			err = resil__diagf(diag, RESIL_E_INVAL,
+			    "mock: \"%s\": \"%s\" implements \"%s\", not "
+			    "\"%s\"",
+			    text, b.impl_name, impl->service, m->service);
+			goto fail;
+		}
+		b.fn = impl->fn;
+		b.ctx = impl->ctx;
+	}
+	*out = b;
+	return RESIL_OK;
+fail:
+	bound_free(resil__a, &b);
+	return err;
+}
+
+resil_err
+resil_mock_new(
+    resil_mock **out, const resil_mock_config *cfg, resil_diag *diag)
+{
+	resil_mock_config c;
+	const resil_allocator *al;
+	resil_mock *m;
+	resil_err err;
+
+	if (out == NULL || cfg == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "mock: NULL argument");
+	/* This struct is the first released one: nothing shorter exists. */
+	if (cfg->size < sizeof(c) || cfg->size > sizeof(c))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "mock.size: %zu is not a known resil_mock_config size",
+		    cfg->size);
+	resil_mock_config_init(&c);
+	memcpy(&c, cfg, cfg->size);
+	if (c.service == NULL || c.service[0] == '\0')
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "mock.service: a service name is required");
+	al = resil__allocator(c.alloc);
+	m = resil__calloc(al, sizeof(*m));
+	if (m == NULL)
+		return RESIL_E_NOMEM;
+	m->alloc = *al;
+	m->registry = c.registry;
+	m->service = dup_n(al, c.service, strlen(c.service));
+	if (m->service == NULL)
+		goto nomem;
+	if (c.spec != NULL) {
+		m->spec_text = dup_n(al, c.spec, strlen(c.spec));
+		if (m->spec_text == NULL)
+			goto nomem;
+	}
+	err = bind(m, m->spec_text, RESIL_TYPE_ANY, &m->service_level, diag);
+	if (err != RESIL_OK) {
+		resil_mock_free(m);
+		return err;
+	}
+	*out = m;
+	return RESIL_OK;
+nomem:
+	resil_mock_free(m);
+	return RESIL_E_NOMEM;
+}
+
+void
+resil_mock_free(resil_mock *m)
+{
+	const resil_allocator *resil__a;
+	method_entry *e, *tmp;
+
+	if (m == NULL)
+		return;
+	resil__a = &m->alloc;
+	HASH_ITER(hh, m->methods, e, tmp)
+	{
+		HASH_DEL(m->methods, e);
+		bound_free(resil__a, &e->b);
+		free_str(resil__a, e->method);
+		resil__free(resil__a, e, sizeof(*e));
+	}
+	bound_free(resil__a, &m->service_level);
+	free_str(resil__a, m->service);
+	free_str(resil__a, m->spec_text);
+	resil__free(resil__a, m, sizeof(*m));
+}
+
+resil_err
+resil_mock_set_method(resil_mock *m, const char *method, resil_type type,
+    const char *spec, resil_diag *diag)
+{
+	const resil_allocator *resil__a;
+	method_entry *e;
+	bound b;
+	int resil__oom = 0;
+	resil_err err;
+	size_t n;
+
+	if (m == NULL || method == NULL || method[0] == '\0')
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "mock: NULL or empty method");
+	resil__a = &m->alloc;
+	err = bind(m, spec != NULL ? spec : m->spec_text, type, &b, diag);
+	if (err != RESIL_OK)
+		return err;
+	n = strlen(method);
+	HASH_FIND(hh, m->methods, method, n, e);
+	if (e != NULL) {
+		bound_free(resil__a, &e->b);
+		e->b = b;
+		return RESIL_OK;
+	}
+	e = resil__calloc(resil__a, sizeof(*e));
+	if (e == NULL)
+		goto nomem;
+	e->method = dup_n(resil__a, method, n);
+	if (e->method == NULL) {
+		resil__free(resil__a, e, sizeof(*e));
+		goto nomem;
+	}
+	e->b = b;
+	HASH_ADD_KEYPTR(hh, m->methods, e->method, n, e);
+	if (resil__oom) {
+		free_str(resil__a, e->method);
+		resil__free(resil__a, e, sizeof(*e));
+		goto nomem;
+	}
+	return RESIL_OK;
+nomem:
+	bound_free(resil__a, &b);
+	return RESIL_E_NOMEM;
+}
+
+static const bound *
+effective(const resil_mock *m, const char *method)
+{
+	const resil_allocator *resil__a = &m->alloc;
+	method_entry *e;
+
+	(void)resil__a;
+	HASH_FIND(hh, m->methods, method, strlen(method), e);
+	return e != NULL ? &e->b : &m->service_level;
+}
+
+resil_err
+resil_mock_lookup(
+    const resil_mock *m, const char *method, const resil_mock_spec **out)
+{
+	if (m == NULL || method == NULL || out == NULL)
+		return RESIL_E_INVAL;
+	*out = &effective(m, method)->spec;
+	return RESIL_OK;
+}
+
+/* Truncation of a human-readable message is harmless. */
+static void msgf(char *buf, size_t size, const char *fmt, ...)
+    RESIL__PRINTF(3, 4);
+
+static void
+msgf(char *buf, size_t size, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, size, fmt, ap);
+	va_end(ap);
+}
+
+static void
+describe(const resil_failure *f, char *buf, size_t size)
+{
+	if (f == NULL)
+		msgf(buf, size, "no call (force)");
+	else if (f->err == RESIL_E_CALL)
+		msgf(buf, size, "%s (rc %d)", resil_strerror(f->err), f->rc);
+	else
+		msgf(buf, size, "%s", resil_strerror(f->err));
+}
+
+resil_err
+resil_mock_invoke(const resil_mock *m, const resil_args *args,
+    const resil_failure *cause, resil_result *out)
+{
+	const bound *b;
+	resil_result r;
+	resil_value v;
+	int rc;
+
+	if (m == NULL || args == NULL || args->method == NULL || out == NULL)
+		return RESIL_E_INVAL;
+	b = effective(m, args->method);
+	if (b->spec.action == RESIL_MOCK_NONE)
+		return RESIL_E_NOTFOUND;
+	resil_result_init(&r);
+	r.source = RESIL_SOURCE_MOCK;
+	if (cause != NULL) {
+		r.cause = cause->err;
+		r.cause_rc = cause->rc;
+		r.attempts = cause->attempts;
+	}
+	switch (b->spec.action) {
+	case RESIL_MOCK_RETURN:
+		if (resil_value_copy(&r.value, &b->spec.value, &m->alloc) !=
+		    RESIL_OK)
+			return RESIL_E_NOMEM;
+		r.err = RESIL_OK;
+		msgf(r.message, sizeof(r.message), "mock return");
+		break;
+	case RESIL_MOCK_THROW:
+		msgf(r.message, sizeof(r.message), "%s", RESIL_MOCK_MESSAGE);
+		if (b->spec.name == NULL) {
+			r.err = RESIL_E_MOCK;
+		} else {
+			r.err = RESIL_E_BUSINESS;
+			r.rc = b->code;
+			r.error_name = b->spec.name;
+		}
+		break;
+	case RESIL_MOCK_IMPL: {
+		char orig[64];
+
+		resil_value_init(&v);
+		rc = b->fn(b->ctx, args, &v);
+		if (rc == 0) {
+			resil_diag d;
+			resil_err err;
+
+			d.msg[0] = '\0';
+			err = resil_value_coerce(
+			    &r.value, &v, b->type, &m->alloc, &d);
+			resil_value_free(&v);
+			if (err == RESIL_OK) {
+				r.err = RESIL_OK;
+				msgf(r.message, sizeof(r.message), "mock %s",
+				    b->impl_name);
+				break;
+			}
+			if (err == RESIL_E_NOMEM)
+				return err;
+			describe(cause, orig, sizeof(orig));
+			r.err = RESIL_E_CALL;
+			msgf(r.message, sizeof(r.message),
+			    "mock %s failed: %s; original failure: %s",
+			    b->impl_name, d.msg, orig);
+			break;
+		}
+		resil_value_free(&v);
+		describe(cause, orig, sizeof(orig));
+		r.err = RESIL_E_CALL;
+		r.rc = rc;
+		msgf(r.message, sizeof(r.message),
+		    "mock %s failed (rc %d); original failure: %s",
+		    b->impl_name, rc, orig);
+		break;
+	}
+	default:
+		return RESIL_E_NOTFOUND;
+	}
+	*out = r;
+	return r.err;
+}
+
+resil_err
+resil_mock_call(const resil_mock *m, const resil_args *args, resil_call_fn fn,
+    void *ctx, const resil_classifier *cls, resil_result *out)
+{
+	const bound *b;
+	resil_failure f;
+	resil_result r;
+	resil_value v;
+	resil_outcome o;
+	resil_err err;
+	int rc;
+
+	if (m == NULL || args == NULL || args->method == NULL || fn == NULL ||
+	    out == NULL)
+		return RESIL_E_INVAL;
+	b = effective(m, args->method);
+	if (b->spec.action != RESIL_MOCK_NONE &&
+	    b->spec.mode == RESIL_MOCK_FORCE)
+		return resil_mock_invoke(m, args, NULL, out);
+
+	resil_result_init(&r);
+	resil_value_init(&v);
+	rc = fn(ctx, args, &v);
+	o = resil_classify(cls, rc, &v);
+	r.attempts = 1;
+	r.rc = rc;
+	r.source = RESIL_SOURCE_LIVE;
+	if (o == RESIL_OUTCOME_SUCCESS ||
+	    (o == RESIL_OUTCOME_IGNORED && rc == 0)) {
+		r.err = RESIL_OK;
+		r.value = v;
+		*out = r;
+		return RESIL_OK;
+	}
+	resil_value_free(&v);
+	if (o == RESIL_OUTCOME_BUSINESS) {
+		r.err = RESIL_E_BUSINESS;
+		msgf(r.message, sizeof(r.message), "business error (rc %d)",
+		    rc);
+		*out = r;
+		return r.err;
+	}
+	r.err = RESIL_E_CALL;
+	msgf(r.message, sizeof(r.message), "the call failed (rc %d)", rc);
+	if (o == RESIL_OUTCOME_FAILURE) {
+		f.err = RESIL_E_CALL;
+		f.rc = rc;
+		f.attempts = 1;
+		err = resil_mock_invoke(m, args, &f, out);
+		if (err != RESIL_E_NOTFOUND && err != RESIL_E_NOMEM)
+			return err;
+	}
+	*out = r;
+	return r.err;
+}

@@ -1,0 +1,165 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <resil/clock.h>
+#include <resil/fallback.h>
+
+/*
+ * Several threads put, get and remove over a small key space on one
+ * cache with a tight bound, so eviction runs all the time. Every value
+ * read must be one that was written for that key (no torn or foreign
+ * values), and the bound must hold at every stats read.
+ */
+
+#define THREADS 4
+#define OPS 50000
+#define KEYS 64
+#define MAX_ENTRIES 24
+
+typedef struct worker {
+	resil_cache *c;
+	resil_manual_clock *mc;
+	unsigned id;
+	unsigned long bad;
+	unsigned long hits;
+	unsigned long over_bound;
+} worker;
+
+static void *
+run(void *arg)
+{
+	worker *w = arg;
+	uint64_t x = 0x9e3779b97f4a7c15ULL * (w->id + 1);
+	int i;
+
+	for (i = 0; i < OPS; i++) {
+		char name[16], text[32];
+		unsigned k;
+		resil_args a;
+		resil_value v;
+		int n;
+
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		k = (unsigned)(x % KEYS);
+		snprintf(name, sizeof(name), "k%u", k);
+		a.method = "get";
+		a.data = name;
+		a.len = strlen(name);
+		switch ((x >> 20) % 8) {
+		case 0:
+		case 1:
+		case 2:
+			/* The value names its key: readers check it. */
+			n = snprintf(text, sizeof(text), "v%u-%u", k, w->id);
+			if (resil_value_string(&v, text, (size_t)n, NULL) !=
+			    RESIL_OK) {
+				w->bad++;
+				break;
+			}
+			if (resil_cache_put(w->c, &a, &v) != RESIL_OK)
+				w->bad++;
+			resil_value_free(&v);
+			break;
+		case 3:
+			if (resil_cache_put(w->c, &a, NULL) != RESIL_OK)
+				w->bad++;
+			break;
+		case 4:
+			(void)resil_cache_remove(w->c, &a);
+			break;
+		case 5:
+			resil_manual_clock_advance(w->mc, 1);
+			break;
+		case 6: {
+			resil_cache_stats st;
+
+			if (resil_cache_stats_get(w->c, &st) != RESIL_OK)
+				w->bad++;
+			else if (st.entries > MAX_ENTRIES)
+				w->over_bound++;
+			break;
+		}
+		default: {
+			resil_err err = resil_cache_get(w->c, &a, &v, NULL);
+
+			if (err == RESIL_OK) {
+				char want[16];
+
+				w->hits++;
+				snprintf(want, sizeof(want), "v%u-", k);
+				if (v.type == RESIL_VALUE_STRING &&
+				    strncmp(v.u.s.ptr, want, strlen(want)) !=
+				        0)
+					w->bad++;
+				else if (v.type != RESIL_VALUE_STRING &&
+				    v.type != RESIL_VALUE_NULL)
+					w->bad++;
+				resil_value_free(&v);
+			} else if (err != RESIL_E_NOTFOUND) {
+				w->bad++;
+			}
+		}
+		}
+	}
+	return NULL;
+}
+
+static void
+test_cache_threads_bound_and_integrity(void **state)
+{
+	resil_manual_clock mc;
+	resil_cache_config cfg = resil_cache_config_default();
+	resil_cache *c;
+	pthread_t t[THREADS];
+	worker w[THREADS];
+	resil_cache_stats st;
+	unsigned long hits = 0;
+	unsigned i;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	cfg.max_entries = MAX_ENTRIES;
+	cfg.max_age = 5000; /* some entries go stale as time moves */
+	cfg.shards = 8;
+	cfg.clock = resil_manual_clock_hook(&mc);
+	assert_int_equal(resil_cache_new(&c, &cfg, NULL), RESIL_OK);
+	for (i = 0; i < THREADS; i++) {
+		memset(&w[i], 0, sizeof(w[i]));
+		w[i].c = c;
+		w[i].mc = &mc;
+		w[i].id = i;
+		assert_int_equal(pthread_create(&t[i], NULL, run, &w[i]), 0);
+	}
+	for (i = 0; i < THREADS; i++) {
+		assert_int_equal(pthread_join(t[i], NULL), 0);
+		assert_int_equal(w[i].bad, 0);
+		assert_int_equal(w[i].over_bound, 0);
+		hits += w[i].hits;
+	}
+	assert_true(hits > 0);
+	assert_int_equal(resil_cache_stats_get(c, &st), RESIL_OK);
+	assert_true(st.entries <= MAX_ENTRIES);
+	assert_true(st.evictions > 0);
+	assert_int_equal(st.hits, hits);
+	resil_cache_free(c);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_cache_threads_bound_and_integrity),
+	};
+
+	return cmocka_run_group_tests_name("cache_threads", tests, NULL, NULL);
+}

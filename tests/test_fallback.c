@@ -1,0 +1,977 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include <resil/clock.h>
+#include <resil/fallback.h>
+
+#include "support/fail_alloc.h"
+
+#define SERVICE "shop.Inventory"
+
+static resil_cache *
+new_cache(resil_manual_clock *mc, size_t entries, size_t bytes,
+    uint64_t max_age, uint32_t shards)
+{
+	resil_cache_config cfg = resil_cache_config_default();
+	resil_cache *c = NULL;
+	resil_diag d;
+
+	cfg.max_entries = entries;
+	cfg.max_bytes = bytes;
+	cfg.max_age = max_age;
+	cfg.shards = shards;
+	cfg.clock = resil_manual_clock_hook(mc);
+	if (resil_cache_new(&c, &cfg, &d) != RESIL_OK)
+		fail_msg("resil_cache_new: %s", d.msg);
+	return c;
+}
+
+static resil_args
+key(const char *method, const char *arg)
+{
+	resil_args a;
+
+	a.method = method;
+	a.data = arg;
+	a.len = arg != NULL ? strlen(arg) : 0;
+	return a;
+}
+
+/* ---- the cache ---- */
+
+static void
+test_fallback_cache_null_is_not_a_miss(void **state)
+{
+	resil_manual_clock mc;
+	resil_cache *c;
+	resil_args k = key("getStock", "sku-1");
+	resil_args other = key("getStock", "sku-2");
+	resil_value v = resil_value_int(99);
+	resil_value nul = resil_value_null();
+	uint64_t age = 77;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	c = new_cache(&mc, 16, 4096, RESIL_CACHE_NO_AGE_LIMIT, 1);
+	/* miss */
+	assert_int_equal(resil_cache_get(c, &k, &v, &age), RESIL_E_NOTFOUND);
+	assert_int_equal(v.type, RESIL_VALUE_INT); /* untouched */
+	assert_int_equal(age, 77);
+	/* a cached null answers null */
+	assert_int_equal(resil_cache_put(c, &k, &nul), RESIL_OK);
+	assert_int_equal(resil_cache_get(c, &k, &v, &age), RESIL_OK);
+	assert_int_equal(v.type, RESIL_VALUE_NULL);
+	assert_int_equal(age, 0);
+	/* NULL value pointer is the sentinel too */
+	assert_int_equal(resil_cache_put(c, &other, NULL), RESIL_OK);
+	v = resil_value_int(1);
+	assert_int_equal(resil_cache_get(c, &other, &v, NULL), RESIL_OK);
+	assert_int_equal(v.type, RESIL_VALUE_NULL);
+	/* the method is part of the key */
+	k.method = "getPrice";
+	assert_int_equal(resil_cache_get(c, &k, &v, NULL), RESIL_E_NOTFOUND);
+	resil_cache_free(c);
+}
+
+static void
+test_fallback_cache_age_limit_is_inclusive(void **state)
+{
+	resil_manual_clock mc;
+	resil_cache *c;
+	resil_args k = key("getStock", "sku-1");
+	resil_value v = resil_value_int(8), got;
+	resil_cache_stats st;
+	uint64_t age;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 1000);
+	c = new_cache(&mc, 16, 4096, 10, 1);
+	assert_int_equal(resil_cache_put(c, &k, &v), RESIL_OK);
+	resil_manual_clock_set(&mc, 1010); /* age == limit: served */
+	assert_int_equal(resil_cache_get(c, &k, &got, &age), RESIL_OK);
+	assert_int_equal(got.u.i, 8);
+	assert_int_equal(age, 10);
+	resil_manual_clock_set(&mc, 1011); /* limit + 1: never served */
+	assert_int_equal(resil_cache_get(c, &k, &got, &age), RESIL_E_NOTFOUND);
+	assert_int_equal(resil_cache_stats_get(c, &st), RESIL_OK);
+	assert_int_equal(st.stale, 1);
+	assert_int_equal(st.entries, 0); /* the stale entry is gone */
+	/* A clock moved backwards gives age 0, not a huge age. */
+	assert_int_equal(resil_cache_put(c, &k, &v), RESIL_OK);
+	resil_manual_clock_set(&mc, 500);
+	assert_int_equal(resil_cache_get(c, &k, &got, &age), RESIL_OK);
+	assert_int_equal(age, 0);
+	resil_cache_free(c);
+}
+
+static void
+test_fallback_cache_evicts_lru_at_entry_bound(void **state)
+{
+	resil_manual_clock mc;
+	resil_cache *c;
+	resil_args a = key("m", "a"), b = key("m", "b"), cc = key("m", "c"),
+	           d = key("m", "d");
+	resil_value v = resil_value_int(1), got;
+	resil_cache_stats st;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	c = new_cache(&mc, 3, 1 << 20, RESIL_CACHE_NO_AGE_LIMIT, 1);
+	assert_int_equal(resil_cache_put(c, &a, &v), RESIL_OK);
+	assert_int_equal(resil_cache_put(c, &b, &v), RESIL_OK);
+	assert_int_equal(resil_cache_put(c, &cc, &v), RESIL_OK);
+	/* touch a: b becomes the least recently used */
+	assert_int_equal(resil_cache_get(c, &a, &got, NULL), RESIL_OK);
+	assert_int_equal(resil_cache_put(c, &d, &v), RESIL_OK);
+	assert_int_equal(resil_cache_get(c, &b, &got, NULL), RESIL_E_NOTFOUND);
+	assert_int_equal(resil_cache_get(c, &a, &got, NULL), RESIL_OK);
+	assert_int_equal(resil_cache_get(c, &cc, &got, NULL), RESIL_OK);
+	assert_int_equal(resil_cache_get(c, &d, &got, NULL), RESIL_OK);
+	assert_int_equal(resil_cache_stats_get(c, &st), RESIL_OK);
+	assert_int_equal(st.entries, 3);
+	assert_int_equal(st.evictions, 1);
+	/* Replacing a key does not evict. */
+	assert_int_equal(resil_cache_put(c, &a, &v), RESIL_OK);
+	assert_int_equal(resil_cache_stats_get(c, &st), RESIL_OK);
+	assert_int_equal(st.entries, 3);
+	assert_int_equal(st.evictions, 1);
+	resil_cache_free(c);
+}
+
+static void
+test_fallback_cache_evicts_at_byte_bound(void **state)
+{
+	resil_manual_clock mc;
+	resil_cache *c;
+	resil_args a = key("m", "a"), b = key("m", "b"), cc = key("m", "c");
+	resil_value s, got;
+	resil_cache_stats st;
+	size_t charge;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	assert_int_equal(
+	    resil_value_string(&s, "0123456789", 10, NULL), RESIL_OK);
+	charge = resil_cache_entry_charge(&a, &s);
+	assert_true(charge > 10);
+	/* Room for two entries and a bit, not three. */
+	c = new_cache(
+	    &mc, 100, 2 * charge + charge / 2, RESIL_CACHE_NO_AGE_LIMIT, 1);
+	assert_int_equal(resil_cache_put(c, &a, &s), RESIL_OK);
+	assert_int_equal(resil_cache_put(c, &b, &s), RESIL_OK);
+	assert_int_equal(resil_cache_stats_get(c, &st), RESIL_OK);
+	assert_int_equal(st.bytes, 2 * charge);
+	assert_int_equal(resil_cache_put(c, &cc, &s), RESIL_OK);
+	assert_int_equal(resil_cache_stats_get(c, &st), RESIL_OK);
+	assert_int_equal(st.entries, 2);
+	assert_int_equal(st.bytes, 2 * charge);
+	assert_int_equal(st.evictions, 1);
+	assert_int_equal(resil_cache_get(c, &a, &got, NULL), RESIL_E_NOTFOUND);
+	assert_int_equal(resil_cache_get(c, &cc, &got, NULL), RESIL_OK);
+	assert_string_equal(got.u.s.ptr, "0123456789");
+	resil_value_free(&got);
+	resil_value_free(&s);
+	resil_cache_free(c);
+}
+
+static void
+test_fallback_cache_refuses_entry_bigger_than_bound(void **state)
+{
+	resil_manual_clock mc;
+	resil_cache *c;
+	resil_args a = key("m", "a");
+	resil_value small = resil_value_int(1), big, got;
+	char blob[600];
+
+	(void)state;
+	memset(blob, 'x', sizeof(blob));
+	resil_manual_clock_init(&mc, 0);
+	c = new_cache(&mc, 10, 512, RESIL_CACHE_NO_AGE_LIMIT, 1);
+	assert_int_equal(resil_cache_put(c, &a, &small), RESIL_OK);
+	assert_int_equal(
+	    resil_value_bytes(&big, blob, sizeof(blob), NULL), RESIL_OK);
+	assert_int_equal(resil_cache_put(c, &a, &big), RESIL_E_LIMITED);
+	/* The older answer of the key is dropped with it. */
+	assert_int_equal(resil_cache_get(c, &a, &got, NULL), RESIL_E_NOTFOUND);
+	resil_value_free(&big);
+	resil_cache_free(c);
+}
+
+static void
+test_fallback_cache_owns_its_copies(void **state)
+{
+	resil_manual_clock mc;
+	resil_cache *c;
+	char arg[8] = "sku-1";
+	resil_args k = key("getName", arg);
+	resil_value s, got1, got2;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	c = new_cache(&mc, 10, 4096, RESIL_CACHE_NO_AGE_LIMIT, 4);
+	assert_int_equal(resil_value_string(&s, "widget", 6, NULL), RESIL_OK);
+	assert_int_equal(resil_cache_put(c, &k, &s), RESIL_OK);
+	s.u.s.ptr[0] = 'W'; /* the caller's value changes later */
+	resil_value_free(&s);
+	assert_int_equal(resil_cache_get(c, &k, &got1, NULL), RESIL_OK);
+	assert_int_equal(resil_cache_get(c, &k, &got2, NULL), RESIL_OK);
+	assert_string_equal(got1.u.s.ptr, "widget");
+	assert_ptr_not_equal(got1.u.s.ptr, got2.u.s.ptr);
+	resil_value_free(&got1);
+	resil_value_free(&got2);
+	/* The key bytes were copied too. */
+	memcpy(arg, "sku-9", 6);
+	assert_int_equal(
+	    resil_cache_get(c, &k, &got1, NULL), RESIL_E_NOTFOUND);
+	memcpy(arg, "sku-1", 6);
+	assert_int_equal(resil_cache_remove(c, &k), RESIL_OK);
+	assert_int_equal(resil_cache_remove(c, &k), RESIL_E_NOTFOUND);
+	resil_cache_free(c);
+}
+
+static void
+test_fallback_cache_memory_is_reported(void **state)
+{
+	resil_manual_clock mc;
+	resil_cache *c;
+	resil_cache_stats st0, st1, st2;
+	resil_value v = resil_value_int(3);
+	char name[16];
+	int i;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	c = new_cache(&mc, 1000, 1 << 20, RESIL_CACHE_NO_AGE_LIMIT, 8);
+	assert_int_equal(resil_cache_stats_get(c, &st0), RESIL_OK);
+	assert_int_equal(st0.entries, 0);
+	assert_int_equal(st0.bytes, 0);
+	assert_true(st0.memory > 0);
+	assert_int_equal(st0.shards, 8);
+	for (i = 0; i < 100; i++) {
+		resil_args k;
+
+		snprintf(name, sizeof(name), "k%d", i);
+		k = key("m", name);
+		assert_int_equal(resil_cache_put(c, &k, &v), RESIL_OK);
+	}
+	assert_int_equal(resil_cache_stats_get(c, &st1), RESIL_OK);
+	assert_int_equal(st1.entries, 100);
+	assert_true(st1.bytes >= 100 *
+	        resil_cache_entry_charge(&(resil_args) { "m", "k0", 2 }, &v));
+	assert_true(st1.memory > st0.memory + st1.bytes);
+	resil_cache_clear(c);
+	assert_int_equal(resil_cache_stats_get(c, &st2), RESIL_OK);
+	assert_int_equal(st2.entries, 0);
+	assert_int_equal(st2.memory, st0.memory);
+	resil_cache_free(c);
+}
+
+static void
+test_fallback_cache_never_exceeds_bound_with_shards(void **state)
+{
+	resil_manual_clock mc;
+	resil_cache *c;
+	resil_cache_stats st;
+	resil_value v = resil_value_int(3);
+	char name[16];
+	int i;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	/* 3 entries cannot feed 16 shards: fewer are used. */
+	c = new_cache(&mc, 3, 1 << 20, RESIL_CACHE_NO_AGE_LIMIT, 16);
+	for (i = 0; i < 200; i++) {
+		resil_args k;
+
+		snprintf(name, sizeof(name), "k%d", i);
+		k = key("m", name);
+		assert_int_equal(resil_cache_put(c, &k, &v), RESIL_OK);
+		assert_int_equal(resil_cache_stats_get(c, &st), RESIL_OK);
+		assert_true(st.entries <= 3);
+	}
+	assert_int_equal(st.shards, 2);
+	assert_true(st.entries >= 2);
+	assert_int_equal(st.evictions, 200 - st.entries);
+	resil_cache_free(c);
+}
+
+static void
+test_fallback_cache_config_errors_name_the_field(void **state)
+{
+	resil_cache_config cfg = resil_cache_config_default();
+	resil_cache *c = NULL;
+	resil_diag d;
+
+	(void)state;
+	cfg.max_entries = 0;
+	assert_int_equal(resil_cache_new(&c, &cfg, &d), RESIL_E_INVAL);
+	assert_string_equal(
+	    d.msg, "cache.max_entries: 0 is out of range 1..4294967296");
+	cfg = resil_cache_config_default();
+	cfg.shards = 3;
+	assert_int_equal(resil_cache_new(&c, &cfg, &d), RESIL_E_INVAL);
+	assert_string_equal(
+	    d.msg, "cache.shards: 3 is not a power of two in 1..256");
+	cfg.shards = 512;
+	assert_int_equal(resil_cache_new(&c, &cfg, &d), RESIL_E_INVAL);
+	cfg = resil_cache_config_default();
+	cfg.max_bytes = 0;
+	assert_int_equal(resil_cache_new(&c, &cfg, &d), RESIL_E_INVAL);
+	assert_true(
+	    strncmp(d.msg, "cache.max_bytes: 0 is out of range 1..", 38) == 0);
+	cfg = resil_cache_config_default();
+	cfg.size = 1;
+	assert_int_equal(resil_cache_new(&c, &cfg, &d), RESIL_E_INVAL);
+	assert_string_equal(
+	    d.msg, "cache.size: 1 is not a known resil_cache_config size");
+	assert_null(c);
+	assert_int_equal(resil_cache_new(NULL, &cfg, NULL), RESIL_E_INVAL);
+	assert_int_equal(resil_cache_put(NULL, NULL, NULL), RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_cache_get(NULL, NULL, NULL, NULL), RESIL_E_INVAL);
+	assert_int_equal(resil_cache_stats_get(NULL, NULL), RESIL_E_INVAL);
+	resil_cache_free(NULL);
+	resil_cache_clear(NULL);
+}
+
+static void
+test_fallback_cache_nomem_at_every_allocation(void **state)
+{
+	uint64_t n;
+	int done = 0;
+
+	(void)state;
+	for (n = 1; !done && n < 100; n++) {
+		fail_alloc fa;
+		resil_manual_clock mc;
+		resil_cache_config cfg = resil_cache_config_default();
+		resil_cache *c = NULL;
+		resil_args k = key("getName", "sku");
+		resil_value s, got;
+		resil_err e1, e2 = RESIL_OK, e3 = RESIL_OK;
+
+		resil_manual_clock_init(&mc, 0);
+		cfg.clock = resil_manual_clock_hook(&mc);
+		cfg.alloc = fail_alloc_init(&fa, n);
+		cfg.shards = 2;
+		assert_int_equal(
+		    resil_value_string(&s, "widget", 6, NULL), RESIL_OK);
+		e1 = resil_cache_new(&c, &cfg, NULL);
+		if (e1 == RESIL_OK) {
+			e2 = resil_cache_put(c, &k, &s);
+			if (e2 == RESIL_OK) {
+				e3 = resil_cache_get(c, &k, &got, NULL);
+				if (e3 == RESIL_OK) {
+					assert_string_equal(
+					    got.u.s.ptr, "widget");
+					resil_value_free(&got);
+					done = fa.failures == 0;
+				}
+			} else {
+				/* a failed put leaves the cache as it was */
+				assert_int_equal(
+				    resil_cache_get(c, &k, &got, NULL),
+				    RESIL_E_NOTFOUND);
+			}
+			resil_cache_free(c);
+		}
+		assert_true(e1 == RESIL_OK || e1 == RESIL_E_NOMEM);
+		assert_true(e2 == RESIL_OK || e2 == RESIL_E_NOMEM);
+		assert_true(e3 == RESIL_OK || e3 == RESIL_E_NOMEM);
+		resil_value_free(&s);
+		assert_int_equal(fail_alloc_live(&fa), 0);
+		assert_false(fa.size_mismatch);
+	}
+	assert_true(done);
+}
+
+static void
+test_fallback_cache_failed_put_keeps_the_cache(void **state)
+{
+	uint64_t n;
+	int stored = 0;
+
+	(void)state;
+	for (n = 1; n <= 6; n++) {
+		fail_alloc fa;
+		resil_manual_clock mc;
+		resil_cache_config cfg = resil_cache_config_default();
+		resil_cache *c = NULL;
+		resil_args k1 = key("getName", "1"), k2 = key("getName", "2");
+		resil_value old, neu, got;
+		resil_err err;
+
+		resil_manual_clock_init(&mc, 0);
+		cfg.clock = resil_manual_clock_hook(&mc);
+		cfg.alloc = fail_alloc_init(&fa, 0);
+		cfg.shards = 1;
+		cfg.max_entries = 1; /* k2 evicts k1 when it gets in */
+		assert_int_equal(resil_cache_new(&c, &cfg, NULL), RESIL_OK);
+		assert_int_equal(
+		    resil_value_string(&old, "old", 3, NULL), RESIL_OK);
+		assert_int_equal(
+		    resil_value_string(&neu, "new", 3, NULL), RESIL_OK);
+		assert_int_equal(resil_cache_put(c, &k1, &old), RESIL_OK);
+		/* the same key, then another key, with the nth allocation
+		 * from here failing */
+		fa.fail_at = fa.allocs + n;
+		err = resil_cache_put(c, &k1, &neu);
+		if (err == RESIL_E_NOMEM) {
+			assert_int_equal(
+			    resil_cache_get(c, &k1, &got, NULL), RESIL_OK);
+			assert_string_equal(got.u.s.ptr, "old");
+			resil_value_free(&got);
+		} else {
+			assert_int_equal(err, RESIL_OK);
+			err = resil_cache_put(c, &k2, &neu);
+			if (err == RESIL_E_NOMEM) {
+				assert_int_equal(
+				    resil_cache_get(c, &k1, &got, NULL),
+				    RESIL_OK);
+				assert_string_equal(got.u.s.ptr, "new");
+				resil_value_free(&got);
+			} else {
+				assert_int_equal(err, RESIL_OK);
+				assert_int_equal(
+				    resil_cache_get(c, &k1, &got, NULL),
+				    RESIL_E_NOTFOUND);
+				stored++;
+			}
+		}
+		resil_value_free(&old);
+		resil_value_free(&neu);
+		resil_cache_free(c);
+		assert_int_equal(fail_alloc_live(&fa), 0);
+	}
+	assert_true(stored > 0);
+}
+
+/* ---- the chain ---- */
+
+typedef struct live {
+	int calls;
+	int rc;
+	int64_t stock;
+	int null_answer;
+} live;
+
+static int
+live_fn(void *ctx, const resil_args *args, resil_value *out)
+{
+	live *l = ctx;
+
+	(void)args;
+	l->calls++;
+	if (l->rc == 0 && !l->null_answer)
+		*out = resil_value_int(l->stock);
+	return l->rc;
+}
+
+static resil_outcome
+classify_400(int rc, const void *value, void *ctx)
+{
+	(void)value;
+	(void)ctx;
+	if (rc == 0)
+		return RESIL_OUTCOME_SUCCESS;
+	return rc == 400 ? RESIL_OUTCOME_BUSINESS : RESIL_OUTCOME_FAILURE;
+}
+
+typedef struct user {
+	int calls;
+	int answer;
+	char *trace; /* appends its tag when asked */
+	char tag;
+} user;
+
+static resil_verdict
+user_fn(void *ctx, const resil_args *args, const resil_failure *f,
+    resil_result *out)
+{
+	user *u = ctx;
+	size_t n = strlen(u->trace);
+
+	(void)args;
+	(void)f;
+	u->calls++;
+	u->trace[n] = u->tag;
+	u->trace[n + 1] = '\0';
+	if (!u->answer)
+		return RESIL_FALLBACK_PASS;
+	out->err = RESIL_OK;
+	out->value = resil_value_int(u->answer);
+	return RESIL_FALLBACK_ANSWER;
+}
+
+static resil_mock *
+new_mock(const char *spec, const char *method, const char *method_spec)
+{
+	resil_mock_config cfg = resil_mock_config_default();
+	resil_mock *m = NULL;
+	resil_diag d;
+
+	cfg.service = SERVICE;
+	cfg.spec = spec;
+	if (resil_mock_new(&m, &cfg, &d) != RESIL_OK)
+		fail_msg("mock: %s", d.msg);
+	if (method != NULL &&
+	    resil_mock_set_method(
+	        m, method, RESIL_TYPE_INT, method_spec, &d) != RESIL_OK)
+		fail_msg("mock method: %s", d.msg);
+	return m;
+}
+
+static void
+test_fallback_chain_cache_then_mock_then_unavailable(void **state)
+{
+	resil_manual_clock mc;
+	resil_cache *c;
+	resil_mock *m;
+	resil_fallback *fb;
+	resil_args k1 = key("getStock", "sku-1");
+	resil_args k2 = key("getStock", "sku-2");
+	resil_args k3 = key("getName", "sku-1");
+	live l = { 0, 0, 8, 0 };
+	resil_result r;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	c = new_cache(&mc, 16, 4096, 10, 1);
+	/* getStock has a fail mock; getName has none. */
+	m = new_mock(NULL, "getStock", "fail:return -1");
+	assert_int_equal(resil_fallback_new(&fb, NULL, NULL), RESIL_OK);
+	assert_int_equal(resil_fallback_add_cache(fb, c), RESIL_OK);
+	assert_int_equal(resil_fallback_add_mock(fb, m), RESIL_OK);
+	assert_int_equal(resil_fallback_count(fb), 2);
+
+	/* live success is recorded */
+	assert_int_equal(
+	    resil_fallback_call(fb, &k1, live_fn, &l, NULL, &r), RESIL_OK);
+	assert_int_equal(r.source, RESIL_SOURCE_LIVE);
+	assert_int_equal(r.value.u.i, 8);
+	resil_result_free(&r);
+
+	/* failure: the cache answers first */
+	l.rc = 503;
+	resil_manual_clock_advance(&mc, 4);
+	assert_int_equal(
+	    resil_fallback_call(fb, &k1, live_fn, &l, NULL, &r), RESIL_OK);
+	assert_int_equal(r.source, RESIL_SOURCE_CACHE);
+	assert_int_equal(r.value.u.i, 8);
+	assert_int_equal(r.age, 4);
+	assert_int_equal(r.cause, RESIL_E_CALL);
+	assert_int_equal(r.cause_rc, 503);
+	assert_int_equal(r.attempts, 1);
+	resil_result_free(&r);
+
+	/* a cache miss passes to the mock */
+	assert_int_equal(
+	    resil_fallback_call(fb, &k2, live_fn, &l, NULL, &r), RESIL_OK);
+	assert_int_equal(r.source, RESIL_SOURCE_MOCK);
+	assert_int_equal(r.value.u.i, -1);
+	resil_result_free(&r);
+
+	/* no cache, no mock: unavailable, never a zero value */
+	assert_int_equal(resil_fallback_call(fb, &k3, live_fn, &l, NULL, &r),
+	    RESIL_E_UNAVAILABLE);
+	assert_int_equal(r.source, RESIL_SOURCE_UNAVAILABLE);
+	assert_int_equal(r.value.type, RESIL_VALUE_NULL);
+	assert_int_equal(r.cause, RESIL_E_CALL);
+	assert_int_equal(r.cause_rc, 503);
+	resil_result_free(&r);
+
+	/* a stale cached value passes to the mock */
+	resil_manual_clock_advance(&mc, 7); /* age 11 > 10 */
+	assert_int_equal(
+	    resil_fallback_call(fb, &k1, live_fn, &l, NULL, &r), RESIL_OK);
+	assert_int_equal(r.source, RESIL_SOURCE_MOCK);
+	resil_result_free(&r);
+	assert_int_equal(l.calls, 5);
+
+	resil_fallback_free(fb);
+	resil_mock_free(m);
+	resil_cache_free(c);
+}
+
+static void
+test_fallback_cached_null_answers_null(void **state)
+{
+	resil_manual_clock mc;
+	resil_cache *c;
+	resil_fallback *fb;
+	resil_args k = key("findUser", "42");
+	live l = { 0, 0, 0, 1 };
+	resil_result r;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	c = new_cache(&mc, 16, 4096, RESIL_CACHE_NO_AGE_LIMIT, 1);
+	assert_int_equal(resil_fallback_new(&fb, NULL, NULL), RESIL_OK);
+	assert_int_equal(resil_fallback_add_cache(fb, c), RESIL_OK);
+	assert_int_equal(
+	    resil_fallback_call(fb, &k, live_fn, &l, NULL, &r), RESIL_OK);
+	assert_int_equal(r.value.type, RESIL_VALUE_NULL);
+	resil_result_free(&r);
+	l.rc = 1;
+	assert_int_equal(
+	    resil_fallback_call(fb, &k, live_fn, &l, NULL, &r), RESIL_OK);
+	assert_int_equal(r.source, RESIL_SOURCE_CACHE);
+	assert_int_equal(r.value.type, RESIL_VALUE_NULL);
+	resil_result_free(&r);
+	/* another key: a miss, so unavailable */
+	k = key("findUser", "43");
+	assert_int_equal(resil_fallback_call(fb, &k, live_fn, &l, NULL, &r),
+	    RESIL_E_UNAVAILABLE);
+	resil_result_free(&r);
+	resil_fallback_free(fb);
+	resil_cache_free(c);
+}
+
+static void
+test_fallback_no_fallback_propagates_original_error(void **state)
+{
+	resil_fallback *fb;
+	resil_args k = key("getStock", NULL);
+	resil_failure open = { RESIL_E_OPEN, 0, 0 };
+	live l = { 0, 503, 0, 0 };
+	resil_result r;
+
+	(void)state;
+	/* no chain at all */
+	assert_int_equal(
+	    resil_fallback_recover(NULL, &k, &open, &r), RESIL_E_OPEN);
+	assert_int_equal(r.err, RESIL_E_OPEN);
+	assert_int_equal(r.value.type, RESIL_VALUE_NULL);
+	assert_int_equal(resil_fallback_call(NULL, &k, live_fn, &l, NULL, &r),
+	    RESIL_E_CALL);
+	assert_int_equal(r.rc, 503);
+	assert_int_equal(r.source, RESIL_SOURCE_LIVE);
+	/* an empty chain is no fallback either */
+	assert_int_equal(resil_fallback_new(&fb, NULL, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_fallback_call(fb, &k, live_fn, &l, NULL, &r), RESIL_E_CALL);
+	assert_int_equal(r.rc, 503);
+	assert_int_equal(l.calls, 2);
+	resil_fallback_free(fb);
+}
+
+static void
+test_fallback_business_errors_never_enter_the_chain(void **state)
+{
+	resil_fallback *fb;
+	resil_args k = key("getStock", "x");
+	resil_failure biz = { RESIL_E_BUSINESS, 400, 1 };
+	live l = { 0, 400, 0, 0 };
+	resil_classifier cls = { classify_400, NULL };
+	char trace[8] = "";
+	user u = { 0, 5, trace, 'u' };
+	resil_result r;
+
+	(void)state;
+	assert_int_equal(resil_fallback_new(&fb, NULL, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_fallback_add_handler(fb, user_fn, &u), RESIL_OK);
+	assert_int_equal(resil_fallback_call(fb, &k, live_fn, &l, &cls, &r),
+	    RESIL_E_BUSINESS);
+	assert_int_equal(r.rc, 400);
+	assert_int_equal(r.source, RESIL_SOURCE_LIVE);
+	assert_int_equal(u.calls, 0);
+	r.err = RESIL_E_MOCK; /* must stay untouched */
+	assert_int_equal(
+	    resil_fallback_recover(fb, &k, &biz, &r), RESIL_E_INVAL);
+	assert_int_equal(r.err, RESIL_E_MOCK);
+	assert_int_equal(u.calls, 0);
+	/* a failure does reach the handler */
+	l.rc = 500;
+	assert_int_equal(
+	    resil_fallback_call(fb, &k, live_fn, &l, &cls, &r), RESIL_OK);
+	assert_int_equal(r.source, RESIL_SOURCE_FALLBACK);
+	assert_int_equal(r.value.u.i, 5);
+	assert_int_equal(u.calls, 1);
+	resil_result_free(&r);
+	resil_fallback_free(fb);
+}
+
+static void
+test_fallback_rejections_and_exhaustion_enter_the_chain(void **state)
+{
+	resil_manual_clock mc;
+	resil_cache *c;
+	resil_fallback *fb;
+	resil_args k = key("getStock", "sku");
+	resil_value v = resil_value_int(8);
+	resil_failure open = { RESIL_E_OPEN, 0, 0 };
+	resil_failure exhausted = { RESIL_E_RETRIES_EXHAUSTED, 503, 3 };
+	resil_result r;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	c = new_cache(&mc, 16, 4096, 10, 1);
+	assert_int_equal(resil_fallback_new(&fb, NULL, NULL), RESIL_OK);
+	assert_int_equal(resil_fallback_add_cache(fb, c), RESIL_OK);
+	assert_int_equal(resil_fallback_record(fb, &k, &v), RESIL_OK);
+	resil_manual_clock_advance(&mc, 3);
+	assert_int_equal(resil_fallback_recover(fb, &k, &open, &r), RESIL_OK);
+	assert_int_equal(r.source, RESIL_SOURCE_CACHE);
+	assert_int_equal(r.age, 3);
+	assert_int_equal(r.cause, RESIL_E_OPEN);
+	assert_int_equal(r.attempts, 0);
+	resil_result_free(&r);
+	assert_int_equal(
+	    resil_fallback_recover(fb, &k, &exhausted, &r), RESIL_OK);
+	assert_int_equal(r.cause, RESIL_E_RETRIES_EXHAUSTED);
+	assert_int_equal(r.attempts, 3);
+	resil_result_free(&r);
+	resil_fallback_free(fb);
+	resil_cache_free(c);
+}
+
+static void
+test_fallback_handlers_are_asked_in_order(void **state)
+{
+	resil_fallback *fb;
+	resil_args k = key("getStock", NULL);
+	resil_failure f = { RESIL_E_TIMEOUT, 0, 1 };
+	char trace[8] = "";
+	user a = { 0, 0, trace, 'a' }, b = { 0, 7, trace, 'b' },
+	     cc = { 0, 9, trace, 'c' };
+	resil_result r;
+
+	(void)state;
+	assert_int_equal(resil_fallback_new(&fb, NULL, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_fallback_add_handler(fb, user_fn, &a), RESIL_OK);
+	assert_int_equal(
+	    resil_fallback_add_handler(fb, user_fn, &b), RESIL_OK);
+	assert_int_equal(
+	    resil_fallback_add_handler(fb, user_fn, &cc), RESIL_OK);
+	assert_int_equal(resil_fallback_recover(fb, &k, &f, &r), RESIL_OK);
+	assert_string_equal(trace, "ab"); /* c is never asked */
+	assert_int_equal(r.value.u.i, 7);
+	assert_int_equal(r.cause, RESIL_E_TIMEOUT);
+	resil_result_free(&r);
+	/* all pass: unavailable */
+	b.answer = 0;
+	cc.answer = 0;
+	trace[0] = '\0';
+	assert_int_equal(
+	    resil_fallback_recover(fb, &k, &f, &r), RESIL_E_UNAVAILABLE);
+	assert_string_equal(trace, "abc");
+	assert_int_equal(r.source, RESIL_SOURCE_UNAVAILABLE);
+	assert_int_equal(r.cause, RESIL_E_TIMEOUT);
+	resil_result_free(&r);
+	assert_int_equal(
+	    resil_fallback_add_handler(fb, NULL, NULL), RESIL_E_INVAL);
+	assert_int_equal(resil_fallback_add_cache(fb, NULL), RESIL_E_INVAL);
+	assert_int_equal(resil_fallback_add_mock(NULL, NULL), RESIL_E_INVAL);
+	resil_fallback_free(fb);
+}
+
+static void
+test_fallback_force_mock_never_calls(void **state)
+{
+	resil_fallback *fb;
+	resil_mock *m = new_mock("force:return 0", NULL, NULL);
+	resil_args k = key("getStock", NULL);
+	live l = { 0, 0, 8, 0 };
+	resil_result r;
+	int i;
+
+	(void)state;
+	assert_int_equal(resil_fallback_new(&fb, NULL, NULL), RESIL_OK);
+	assert_int_equal(resil_fallback_add_mock(fb, m), RESIL_OK);
+	for (i = 0; i < 5; i++) {
+		assert_int_equal(
+		    resil_fallback_call(fb, &k, live_fn, &l, NULL, &r),
+		    RESIL_OK);
+		assert_int_equal(r.source, RESIL_SOURCE_MOCK);
+		assert_int_equal(r.value.u.i, 0);
+		assert_int_equal(r.attempts, 0);
+		resil_result_free(&r);
+	}
+	assert_int_equal(l.calls, 0);
+	resil_fallback_free(fb);
+	resil_mock_free(m);
+}
+
+static void
+test_fallback_mock_throw_reaches_the_caller(void **state)
+{
+	resil_fallback *fb;
+	resil_mock *m = new_mock("fail:throw", NULL, NULL);
+	resil_args k = key("getStock", NULL);
+	live l = { 0, 503, 0, 0 };
+	char trace[8] = "";
+	user u = { 0, 5, trace, 'u' };
+	resil_result r;
+
+	(void)state;
+	assert_int_equal(resil_fallback_new(&fb, NULL, NULL), RESIL_OK);
+	assert_int_equal(resil_fallback_add_mock(fb, m), RESIL_OK);
+	assert_int_equal(
+	    resil_fallback_add_handler(fb, user_fn, &u), RESIL_OK);
+	assert_int_equal(
+	    resil_fallback_call(fb, &k, live_fn, &l, NULL, &r), RESIL_E_MOCK);
+	assert_int_equal(l.calls, 1);
+	assert_int_equal(u.calls, 0); /* the mock answered, with an error */
+	assert_string_equal(r.message, RESIL_MOCK_MESSAGE);
+	assert_int_equal(r.source, RESIL_SOURCE_MOCK);
+	assert_int_equal(r.cause_rc, 503);
+	resil_result_free(&r);
+	resil_fallback_free(fb);
+	resil_mock_free(m);
+}
+
+/*
+ * Seed 003, the inventory demo: live stock 8; the cache serves values up
+ * to 10 time units old. The breaker's pause (t = 3) is played as an
+ * RESIL_E_OPEN rejection, which never calls.
+ */
+static void
+test_fallback_inventory_demo_timeline(void **state)
+{
+	static const struct {
+		uint64_t t;
+		int available; /* 1 up, 0 down, -1 rejected without a call */
+		resil_source source;
+		uint64_t age;
+	} rows[] = {
+		{ 0, 1, RESIL_SOURCE_LIVE, 0 },
+		{ 1, 0, RESIL_SOURCE_CACHE, 1 },
+		{ 2, 0, RESIL_SOURCE_CACHE, 2 },
+		{ 3, -1, RESIL_SOURCE_CACHE, 3 },
+		{ 8, 1, RESIL_SOURCE_LIVE, 0 },
+		{ 9, 0, RESIL_SOURCE_CACHE, 1 },
+		{ 10, 0, RESIL_SOURCE_CACHE, 2 },
+		{ 18, 0, RESIL_SOURCE_CACHE, 10 },
+		{ 19, 0, RESIL_SOURCE_UNAVAILABLE, 0 },
+		{ 20, 0, RESIL_SOURCE_UNAVAILABLE, 0 },
+	};
+	resil_manual_clock mc;
+	resil_cache *c;
+	resil_fallback *fb;
+	resil_args k = key("getStock", "sku-8");
+	live l = { 0, 0, 8, 0 };
+	resil_result r;
+	size_t i;
+	int calls = 0;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	c = new_cache(&mc, 64, 1 << 16, 10, 4);
+	assert_int_equal(resil_fallback_new(&fb, NULL, NULL), RESIL_OK);
+	assert_int_equal(resil_fallback_add_cache(fb, c), RESIL_OK);
+	for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		resil_manual_clock_set(&mc, rows[i].t);
+		if (rows[i].available < 0) {
+			resil_failure open = { RESIL_E_OPEN, 0, 0 };
+
+			resil_fallback_recover(fb, &k, &open, &r);
+		} else {
+			l.rc = rows[i].available ? 0 : 503;
+			resil_fallback_call(fb, &k, live_fn, &l, NULL, &r);
+			calls++;
+		}
+		assert_int_equal(r.source, rows[i].source);
+		if (rows[i].source == RESIL_SOURCE_UNAVAILABLE) {
+			assert_int_equal(r.err, RESIL_E_UNAVAILABLE);
+			assert_int_equal(r.value.type, RESIL_VALUE_NULL);
+		} else {
+			assert_int_equal(r.err, RESIL_OK);
+			assert_int_equal(r.value.u.i, 8);
+			assert_int_equal(r.age, rows[i].age);
+		}
+		assert_int_equal(l.calls, calls);
+		resil_result_free(&r);
+	}
+	resil_fallback_free(fb);
+	resil_cache_free(c);
+}
+
+static void
+test_fallback_config_and_null_arguments(void **state)
+{
+	resil_fallback_config cfg = resil_fallback_config_default();
+	resil_fallback *fb = NULL;
+	resil_args k = key("m", NULL);
+	resil_failure ok = { RESIL_OK, 0, 0 };
+	resil_result r;
+	resil_diag d;
+	fail_alloc fa;
+
+	(void)state;
+	cfg.size = 2;
+	assert_int_equal(resil_fallback_new(&fb, &cfg, &d), RESIL_E_INVAL);
+	assert_string_equal(d.msg,
+	    "fallback.size: 2 is not a known resil_fallback_config size");
+	assert_null(fb);
+	assert_int_equal(resil_fallback_new(NULL, NULL, NULL), RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_fallback_recover(NULL, &k, &ok, &r), RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_fallback_recover(NULL, NULL, &ok, &r), RESIL_E_INVAL);
+	assert_int_equal(resil_fallback_call(NULL, &k, NULL, NULL, NULL, &r),
+	    RESIL_E_INVAL);
+	assert_int_equal(resil_fallback_record(NULL, &k, NULL), RESIL_E_INVAL);
+	assert_int_equal(resil_fallback_count(NULL), 0);
+	resil_fallback_free(NULL);
+	/* out of memory while adding leaves the chain as it was */
+	cfg = resil_fallback_config_default();
+	cfg.alloc = fail_alloc_init(&fa, 3);
+	assert_int_equal(resil_fallback_new(&fb, &cfg, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_fallback_add_handler(fb, (resil_fallback_fn)user_fn, NULL),
+	    RESIL_OK);
+	assert_int_equal(
+	    resil_fallback_add_handler(fb, user_fn, NULL), RESIL_E_NOMEM);
+	assert_int_equal(resil_fallback_count(fb), 1);
+	resil_fallback_free(fb);
+	assert_int_equal(fail_alloc_live(&fa), 0);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_fallback_cache_null_is_not_a_miss),
+		cmocka_unit_test(test_fallback_cache_age_limit_is_inclusive),
+		cmocka_unit_test(
+		    test_fallback_cache_evicts_lru_at_entry_bound),
+		cmocka_unit_test(test_fallback_cache_evicts_at_byte_bound),
+		cmocka_unit_test(
+		    test_fallback_cache_refuses_entry_bigger_than_bound),
+		cmocka_unit_test(test_fallback_cache_owns_its_copies),
+		cmocka_unit_test(test_fallback_cache_memory_is_reported),
+		cmocka_unit_test(
+		    test_fallback_cache_never_exceeds_bound_with_shards),
+		cmocka_unit_test(
+		    test_fallback_cache_config_errors_name_the_field),
+		cmocka_unit_test(
+		    test_fallback_cache_nomem_at_every_allocation),
+		cmocka_unit_test(
+		    test_fallback_cache_failed_put_keeps_the_cache),
+		cmocka_unit_test(
+		    test_fallback_chain_cache_then_mock_then_unavailable),
+		cmocka_unit_test(test_fallback_cached_null_answers_null),
+		cmocka_unit_test(
+		    test_fallback_no_fallback_propagates_original_error),
+		cmocka_unit_test(
+		    test_fallback_business_errors_never_enter_the_chain),
+		cmocka_unit_test(
+		    test_fallback_rejections_and_exhaustion_enter_the_chain),
+		cmocka_unit_test(test_fallback_handlers_are_asked_in_order),
+		cmocka_unit_test(test_fallback_force_mock_never_calls),
+		cmocka_unit_test(test_fallback_mock_throw_reaches_the_caller),
+		cmocka_unit_test(test_fallback_inventory_demo_timeline),
+		cmocka_unit_test(test_fallback_config_and_null_arguments),
+	};
+
+	return cmocka_run_group_tests_name("fallback", tests, NULL, NULL);
+}
