@@ -672,6 +672,7 @@ resil_result_init(resil_result *r)
 	resil_value_init(&r->value);
 	r->cause = RESIL_OK;
 	r->error_name = NULL;
+	r->breaker_state = -1;
 	r->message[0] = '\0';
 }
 

@@ -15,11 +15,11 @@
  * attempt limit and, with breaker_per_method, their own breaker; other
  * methods use the service-level settings.
  *
- * Timeouts: C cannot interrupt a call. A call is told its deadline in
- * args->deadline (the clock reading by which it should return, from the
- * method's timeout and the retry deadline); a call that returns after its
- * timeout is recorded as a failure (RESIL_E_TIMEOUT), its late value is
- * dropped, and retry and fallback treat it as any failure.
+ * Timeouts: C cannot interrupt a call. A call learns its deadline from
+ * resil_pipeline_deadline() (the clock reading by which it should return,
+ * from the method's timeout and the retry deadline); a call that returns
+ * after its timeout is recorded as a failure (RESIL_E_TIMEOUT), its late
+ * value is dropped, and retry and fallback treat it as any failure.
  *
  * Thread safety: resil_pipeline_call, resil_pipeline_set_mock and
  * resil_pipeline_get_metrics may run concurrently from any number of
@@ -179,8 +179,7 @@ RESIL_API resil_err resil_pipeline_add_handler(
     resil_pipeline *p, resil_fallback_fn fn, void *ctx);
 
 /*
- * Run fn(ctx, args', &value) through every stage, where args' is *args
- * with deadline set. The answer, its provenance (source, age, attempts,
+ * Run fn(ctx, args, &value) through every stage. The answer, its provenance (source, age, attempts,
  * the breaker state seen) and any error are in *out (overwritten; free it
  * with resil_result_free()).
  *
@@ -197,6 +196,14 @@ RESIL_API resil_err resil_pipeline_add_handler(
  */
 RESIL_API resil_err resil_pipeline_call(resil_pipeline *p,
     const resil_args *args, resil_call_fn fn, void *ctx, resil_result *out);
+
+/*
+ * Inside a user function called by resil_pipeline_call(): the clock
+ * reading by which it should return (the earlier of its timeout and the
+ * retry deadline), or UINT64_MAX when it has none. Outside such a call:
+ * UINT64_MAX. (Kept per thread by the pipeline for the running call.)
+ */
+RESIL_API uint64_t resil_pipeline_deadline(void);
 
 /*
  * Change a mock spec while calls run: method NULL sets the service-level

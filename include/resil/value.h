@@ -212,6 +212,9 @@ typedef struct resil_result {
 	resil_err cause;   /* the original failure, or RESIL_OK */
 	int cause_rc;      /* its user return code, or 0 */
 	const char *error_name;
+	/* The resil_breaker_state the call saw at its last attempt, or -1
+	 * when no breaker was involved. */
+	int breaker_state;
 	char message[RESIL_RESULT_MSG_MAX];
 } resil_result;
 
