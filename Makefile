@@ -16,7 +16,7 @@ dev: deps
 	$(CMAKE_BUILD) dev -j $(JOBS)
 
 demo: dev
-	./build/dev/examples/breaker_demo
+	./build/dev/examples/inventory
 
 test: dev
 	ctest --preset dev -j $(JOBS)

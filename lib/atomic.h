@@ -14,6 +14,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+_Static_assert(sizeof(void *) == sizeof(uint64_t),
+    "resil's atomics assume 64-bit pointers");
+
 #if defined(__has_feature)
 #if __has_feature(thread_sanitizer)
 #define RESIL__TSAN 1
@@ -218,6 +221,19 @@ resil__spin_unlock(resil__spinlock *l)
 }
 
 #endif /* RESIL__TSAN */
+
+/* A pointer published with release and read with acquire semantics. */
+static inline void *
+resil__loadptr(void *const *p)
+{
+	return (void *)(uintptr_t)resil__load64((const uint64_t *)(const void *)p);
+}
+
+static inline void
+resil__storeptr(void **p, void *v)
+{
+	resil__store64((uint64_t *)(void *)p, (uint64_t)(uintptr_t)v);
+}
 
 /* Add d to *p if the result stays <= max; returns false (and changes
  * nothing) otherwise. */

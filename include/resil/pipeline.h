@@ -115,7 +115,8 @@ typedef struct resil_pipeline_config {
 	resil_bulkhead_config bulkhead;
 
 	/* The service-level mock spec (NULL: none) and the registry its
-	 * names resolve in (read during new and set_mock only). */
+	 * names resolve in (read during new and set_mock: it must outlive
+	 * every resil_pipeline_set_mock call). */
 	const char *mock;
 	const resil_mock_registry *registry;
 
@@ -159,8 +160,8 @@ resil_pipeline_config_default(void)
  * setting is refused with a message naming it (`breaker.window_size: 0
  * ...`, `getStock.mock: "fail:" at column 6: ...`).
  *
- * *cfg, its strings and its methods are copied; the registry is read only
- * during this call; the clock's, allocator's, classifier's and listener's
+ * *cfg, its strings and its methods are copied; the registry is read
+ * during this call and by resil_pipeline_set_mock(); the clock's, allocator's, classifier's and listener's
  * ctx must outlive the pipeline. The caller frees *out with
  * resil_pipeline_free().
  *
@@ -179,9 +180,9 @@ RESIL_API resil_err resil_pipeline_add_handler(
     resil_pipeline *p, resil_fallback_fn fn, void *ctx);
 
 /*
- * Run fn(ctx, args, &value) through every stage. The answer, its provenance (source, age, attempts,
- * the breaker state seen) and any error are in *out (overwritten; free it
- * with resil_result_free()).
+ * Run fn(ctx, args, &value) through every stage. The answer, its
+ * provenance (source, age, attempts, the breaker state seen) and any
+ * error are in *out (overwritten; free it with resil_result_free()).
  *
  * Returns out->err: RESIL_OK with a value (live, cached or mocked);
  * RESIL_E_BUSINESS (the callee's own error, untouched); RESIL_E_MOCK or
@@ -236,7 +237,6 @@ typedef struct resil_pipeline_metrics {
 	uint64_t unavailable; /* every fallback passed */
 	uint64_t errors;      /* failures propagated without a fallback */
 	uint64_t business;    /* business errors propagated */
-	uint64_t attempts;    /* calls of the user's function */
 	uint64_t timeouts;    /* attempts that returned after their timeout */
 	/* Latency of the user's function, where it was timed (a timeout is
 	 * configured): bucket i counts durations d with
