@@ -614,6 +614,54 @@ resil_pipeline_breaker(resil_pipeline *p, const char *name)
 	return m->breaker != NULL ? m->breaker : p->breaker;
 }
 
+resil_retry *
+resil_pipeline_retry(resil_pipeline *p, const char *name)
+{
+	const method *m;
+
+	if (p == NULL)
+		return NULL;
+	m = name != NULL ? find_method(p, name) : &p->dflt;
+	return m->retry != NULL ? m->retry : p->retry;
+}
+
+resil_cache *
+resil_pipeline_cache(resil_pipeline *p)
+{
+	return p == NULL ? NULL : p->cache;
+}
+
+resil_ratelimit *
+resil_pipeline_ratelimit(resil_pipeline *p)
+{
+	return p == NULL ? NULL : p->rl;
+}
+
+resil_bulkhead *
+resil_pipeline_bulkhead(resil_pipeline *p)
+{
+	return p == NULL ? NULL : p->bh;
+}
+
+size_t
+resil_pipeline_method_count(const resil_pipeline *p)
+{
+	return p == NULL ? 0 : HASH_COUNT(p->methods);
+}
+
+const char *
+resil_pipeline_method_name(const resil_pipeline *p, size_t i)
+{
+	const method *m;
+
+	if (p == NULL)
+		return NULL;
+	for (m = p->methods; m != NULL; m = m->hh.next, i--)
+		if (i == 0)
+			return m->name;
+	return NULL;
+}
+
 resil_err
 resil_pipeline_set_mock(resil_pipeline *p, const char *name,
     const char *spec, resil_diag *diag)

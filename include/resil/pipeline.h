@@ -225,6 +225,20 @@ RESIL_API const char *resil_pipeline_service(const resil_pipeline *p);
 RESIL_API resil_breaker *resil_pipeline_breaker(
     resil_pipeline *p, const char *method);
 
+/* The other stages, borrowed (NULL when absent): the retry policy used
+ * for method (its own, or the service's), the cache, the limiters. */
+RESIL_API resil_retry *resil_pipeline_retry(
+    resil_pipeline *p, const char *method);
+RESIL_API resil_cache *resil_pipeline_cache(resil_pipeline *p);
+RESIL_API resil_ratelimit *resil_pipeline_ratelimit(resil_pipeline *p);
+RESIL_API resil_bulkhead *resil_pipeline_bulkhead(resil_pipeline *p);
+
+/* The declared methods, in declaration order: their count, and the name
+ * of the i-th (NULL past the end; valid as long as p). */
+RESIL_API size_t resil_pipeline_method_count(const resil_pipeline *p);
+RESIL_API const char *resil_pipeline_method_name(
+    const resil_pipeline *p, size_t i);
+
 #define RESIL_LATENCY_BUCKETS 48
 
 /* Counters of a pipeline, exact, summed over threads. */
