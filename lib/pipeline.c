@@ -526,8 +526,21 @@ resil_pipeline_new(resil_pipeline **out, const resil_pipeline_config *cfg,
 			m->mock_set = 1;
 			any_mock = 1;
 		}
+		if (m->name == NULL) {
+			free_method(p, m);
+			resil__free(resil__a, m, sizeof(*m));
+			goto nomem;
+		}
+		/* Added before any further failure, so that freeing the
+		 * pipeline frees the method. uthash cannot fail to add here:
+		 * HASH_NONFATAL_OOM leaves the table as it was. */
 		HASH_ADD_KEYPTR(hh, p->methods, m->name, strlen(m->name), m);
-		if (m->name == NULL || (mc->mock != NULL && m->mock_spec == NULL))
+		if (HASH_COUNT(p->methods) != i + 1) {
+			free_method(p, m);
+			resil__free(resil__a, m, sizeof(*m));
+			goto nomem;
+		}
+		if (mc->mock != NULL && m->mock_spec == NULL)
 			goto nomem;
 		if (mc->max_attempts != 0) {
 			err = new_retry(p, cfg, mc->max_attempts, &m->retry, diag);
@@ -902,6 +915,7 @@ resil_pipeline_call(resil_pipeline *p, const resil_args *args,
 	resil_mock *mock;
 	callstate cs;
 	resil_err rr;
+	int has_mock;
 
 	if (RESIL__UNLIKELY(p == NULL || args == NULL || args->method == NULL ||
 		fn == NULL || out == NULL))
@@ -914,12 +928,14 @@ resil_pipeline_call(resil_pipeline *p, const resil_args *args,
 
 	/* The mock stage: force: answers and nothing below runs. */
 	mock = resil__loadptr((void *const *)&p->mock);
+	has_mock = 0;
 	if (mock != NULL) {
 		const resil_mock_spec *spec;
 
 		if (resil_mock_lookup(mock, args->method, &spec) == RESIL_OK &&
-		    spec->action != RESIL_MOCK_NONE &&
-		    spec->mode == RESIL_MOCK_FORCE) {
+		    spec->action != RESIL_MOCK_NONE)
+			has_mock = 1;
+		if (has_mock && spec->mode == RESIL_MOCK_FORCE) {
 			if (resil_mock_invoke(mock, args, NULL, out) ==
 			    RESIL_E_NOMEM) {
 				resil_result_init(out);
@@ -988,7 +1004,12 @@ resil_pipeline_call(resil_pipeline *p, const resil_args *args,
 					       : RESIL_E_CALL;
 	failure.rc = res.rc;
 	failure.attempts = cs.attempts;
-	resil_fallback_recover(p->fb, args, &failure, out);
+	/* No cache, no mock for this method and no handler: no fallback is
+	 * configured, so the original error propagates. */
+	resil_fallback_recover(p->cache != NULL || has_mock || p->handlers > 0
+		? p->fb
+		: NULL,
+	    args, &failure, out);
 	out->attempts = cs.attempts;
 	out->breaker_state = cs.breaker_state;
 	return finish(p, RESIL_STAGE_FALLBACK, out);
