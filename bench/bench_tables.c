@@ -6,5 +6,7 @@ const resil_bench *const resil_bench_tables[] = {
 	resil_bench_baseline,
 	resil_bench_breaker,
 	resil_bench_retry,
+	resil_bench_fallback,
+	resil_bench_limit,
 	NULL,
 };

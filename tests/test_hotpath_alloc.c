@@ -2,6 +2,11 @@
  * The success path of every stage allocates nothing after set-up: N calls
  * through each, with a counting allocator, leave the allocation count
  * where set-up left it.
+ *
+ * The one documented exception is a cache hit on a value that owns heap
+ * bytes (string, bytes, JSON): resil_cache_get() gives the caller its own
+ * copy, which costs exactly one allocation per hit, freed by the caller.
+ * A scalar value (int, double, bool, null) is copied with no allocation.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,7 +17,11 @@
 
 #include <resil/breaker.h>
 #include <resil/clock.h>
+#include <resil/fallback.h>
+#include <resil/limit.h>
+#include <resil/mock.h>
 #include <resil/retry.h>
+#include <resil/value.h>
 
 #include "support/fail_alloc.h"
 
@@ -36,7 +45,8 @@ breaker_calls(resil_breaker_config *cfg)
 	for (i = 0; i < CALLS; i++) {
 		assert_int_equal(resil_breaker_acquire(b, &p), RESIL_OK);
 		assert_int_equal(
-		    resil_breaker_record(b, &p, RESIL_OUTCOME_SUCCESS), RESIL_OK);
+		    resil_breaker_record(b, &p, RESIL_OUTCOME_SUCCESS),
+		    RESIL_OK);
 		resil_manual_clock_advance(&mc, 1);
 	}
 	assert_int_equal(fa.allocs, after_setup);
@@ -96,7 +106,8 @@ test_hotpath_retry_allocates_nothing(void **state)
 	after_setup = fa.allocs;
 	for (i = 0; i < CALLS; i++) {
 		assert_int_equal(
-		    resil_retry_call(r, ok_attempt, &calls, NULL, &res), RESIL_OK);
+		    resil_retry_call(r, ok_attempt, &calls, NULL, &res),
+		    RESIL_OK);
 		assert_int_equal(res.attempts, 1);
 	}
 	assert_int_equal(calls, CALLS);
@@ -105,12 +116,336 @@ test_hotpath_retry_allocates_nothing(void **state)
 	assert_int_equal(fail_alloc_live(&fa), 0);
 }
 
+/* ---- fallback chain and result cache ---- */
+
+#define VALUE64 \
+	"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+static const uint64_t item_id = 42;
+static const resil_args stock_args = { "getStock", &item_id, sizeof(item_id) };
+
+/* The live call: succeeds with int 7 (no heap), counting its calls. */
+static int
+call_ok(void *ctx, const resil_args *args, resil_value *out)
+{
+	(void)args;
+	(*(int *)ctx)++;
+	*out = resil_value_int(7);
+	return 0;
+}
+
+/* The live call: fails with rc 5, counting its calls. */
+static int
+call_fail(void *ctx, const resil_args *args, resil_value *out)
+{
+	(void)args;
+	(void)out;
+	(*(int *)ctx)++;
+	return 5;
+}
+
+/* A chain holding one `fail:return 0` mock of getStock (declared int),
+ * everything allocated through fa. */
+static void
+mock_chain_new(fail_alloc *fa, resil_mock **m, resil_fallback **fb)
+{
+	resil_mock_config mcfg = resil_mock_config_default();
+	resil_fallback_config fcfg = resil_fallback_config_default();
+
+	mcfg.service = "StockService";
+	mcfg.spec = "fail:return 0";
+	mcfg.alloc = &fa->hook;
+	fcfg.alloc = &fa->hook;
+	assert_int_equal(resil_mock_new(m, &mcfg, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_mock_set_method(*m, "getStock", RESIL_TYPE_INT, NULL, NULL),
+	    RESIL_OK);
+	assert_int_equal(resil_fallback_new(fb, &fcfg, NULL), RESIL_OK);
+	assert_int_equal(resil_fallback_add_mock(*fb, *m), RESIL_OK);
+}
+
+static void
+test_hotpath_fallback_pass_allocates_nothing(void **state)
+{
+	resil_fallback *fb;
+	resil_result res;
+	resil_mock *m;
+	fail_alloc fa;
+	uint64_t allocs, frees;
+	int i, calls = 0;
+
+	(void)state;
+	fail_alloc_init(&fa, 0);
+	mock_chain_new(&fa, &m, &fb);
+	allocs = fa.allocs;
+	frees = fa.frees;
+	for (i = 0; i < CALLS; i++) {
+		assert_int_equal(resil_fallback_call(fb, &stock_args, call_ok,
+		                     &calls, NULL, &res),
+		    RESIL_OK);
+		assert_int_equal(res.source, RESIL_SOURCE_LIVE);
+		assert_int_equal(res.value.type, RESIL_VALUE_INT);
+		assert_int_equal(res.value.u.i, 7);
+		resil_result_free(&res);
+	}
+	assert_int_equal(calls, CALLS);
+	assert_int_equal(fa.allocs, allocs);
+	assert_int_equal(fa.frees, frees);
+	resil_fallback_free(fb);
+	resil_mock_free(m);
+	assert_int_equal(fail_alloc_live(&fa), 0);
+	assert_false(fa.size_mismatch);
+}
+
+static void
+test_hotpath_fallback_mock_return_allocates_nothing(void **state)
+{
+	resil_fallback *fb;
+	resil_result res;
+	resil_mock *m;
+	fail_alloc fa;
+	uint64_t allocs, frees;
+	int i, calls = 0;
+
+	(void)state;
+	fail_alloc_init(&fa, 0);
+	mock_chain_new(&fa, &m, &fb);
+	allocs = fa.allocs;
+	frees = fa.frees;
+	for (i = 0; i < CALLS; i++) {
+		assert_int_equal(resil_fallback_call(fb, &stock_args,
+		                     call_fail, &calls, NULL, &res),
+		    RESIL_OK);
+		assert_int_equal(res.source, RESIL_SOURCE_MOCK);
+		assert_int_equal(res.value.type, RESIL_VALUE_INT);
+		assert_int_equal(res.value.u.i, 0);
+		assert_int_equal(res.cause, RESIL_E_CALL);
+		assert_int_equal(res.cause_rc, 5);
+		resil_result_free(&res);
+	}
+	assert_int_equal(calls, CALLS);
+	assert_int_equal(fa.allocs, allocs);
+	assert_int_equal(fa.frees, frees);
+	resil_fallback_free(fb);
+	resil_mock_free(m);
+	assert_int_equal(fail_alloc_live(&fa), 0);
+	assert_false(fa.size_mismatch);
+}
+
+/*
+ * A cache holding v for stock_args, and a chain holding that cache, all
+ * through fa. Then CALLS hits by resil_cache_get() and CALLS answers of a
+ * failing call from the cache through resil_fallback_call(); returns the
+ * allocations the 2 * CALLS hits made. Every copy is freed, so the frees
+ * match the allocations exactly.
+ */
+static uint64_t
+cache_hits(const resil_value *v)
+{
+	resil_manual_clock mc;
+	resil_cache_config ccfg = resil_cache_config_default();
+	resil_fallback_config fcfg = resil_fallback_config_default();
+	resil_fallback *fb;
+	resil_cache *c;
+	resil_result res;
+	resil_value got;
+	fail_alloc fa;
+	uint64_t allocs, frees, age;
+	int i, calls = 0;
+
+	fail_alloc_init(&fa, 0);
+	resil_manual_clock_init(&mc, 1);
+	ccfg.clock = resil_manual_clock_hook(&mc);
+	ccfg.alloc = &fa.hook;
+	fcfg.alloc = &fa.hook;
+	assert_int_equal(resil_cache_new(&c, &ccfg, NULL), RESIL_OK);
+	assert_int_equal(resil_fallback_new(&fb, &fcfg, NULL), RESIL_OK);
+	assert_int_equal(resil_fallback_add_cache(fb, c), RESIL_OK);
+	assert_int_equal(resil_cache_put(c, &stock_args, v), RESIL_OK);
+	allocs = fa.allocs;
+	frees = fa.frees;
+	for (i = 0; i < CALLS; i++) {
+		resil_manual_clock_advance(&mc, 1);
+		assert_int_equal(
+		    resil_cache_get(c, &stock_args, &got, &age), RESIL_OK);
+		assert_true(resil_value_equal(&got, v));
+		assert_int_equal(age, (uint64_t)i + 1);
+		resil_value_free(&got);
+	}
+	for (i = 0; i < CALLS; i++) {
+		assert_int_equal(resil_fallback_call(fb, &stock_args,
+		                     call_fail, &calls, NULL, &res),
+		    RESIL_OK);
+		assert_int_equal(res.source, RESIL_SOURCE_CACHE);
+		assert_true(resil_value_equal(&res.value, v));
+		resil_result_free(&res);
+	}
+	assert_int_equal(calls, CALLS);
+	allocs = fa.allocs - allocs;
+	assert_int_equal(fa.frees - frees, allocs);
+	resil_fallback_free(fb);
+	resil_cache_free(c);
+	assert_int_equal(fail_alloc_live(&fa), 0);
+	assert_false(fa.size_mismatch);
+	return allocs;
+}
+
+static void
+test_hotpath_cache_hit_int_allocates_nothing(void **state)
+{
+	resil_value v = resil_value_int(123456789);
+
+	(void)state;
+	assert_int_equal(cache_hits(&v), 0);
+	v = resil_value_double(2.5);
+	assert_int_equal(cache_hits(&v), 0);
+	v = resil_value_null(); /* the NULL sentinel */
+	assert_int_equal(cache_hits(&v), 0);
+}
+
+static void
+test_hotpath_cache_hit_string_allocates_one_copy(void **state)
+{
+	resil_value v;
+
+	(void)state;
+	assert_int_equal(resil_value_string(&v, VALUE64, 64, NULL), RESIL_OK);
+	/* Exactly the caller's copy of the 64 bytes, once per hit. */
+	assert_int_equal(cache_hits(&v), 2 * CALLS);
+	resil_value_free(&v);
+}
+
+/* ---- rate limiter and bulkhead ---- */
+
+static void
+test_hotpath_ratelimit_allocates_nothing(void **state)
+{
+	resil_manual_clock mc;
+	resil_ratelimit_config cfg = resil_ratelimit_config_default();
+	resil_ratelimit_metrics mt;
+	resil_ratelimit *rl;
+	fail_alloc fa;
+	uint64_t allocs, frees, retry_after = 0, waited = 1;
+	int i;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 1);
+	cfg.clock = resil_manual_clock_hook(&mc);
+	cfg.alloc = fail_alloc_init(&fa, 0);
+	cfg.rate = 10;
+	cfg.period_ns = 100; /* one permit every 10 ticks */
+	cfg.burst = 1;
+	assert_int_equal(resil_ratelimit_new(&rl, &cfg, NULL), RESIL_OK);
+	allocs = fa.allocs;
+	frees = fa.frees;
+	for (i = 0; i < CALLS; i++) {
+		/* Granted, then rejected until the next permit is due. */
+		assert_int_equal(
+		    resil_ratelimit_try_acquire(rl, 1, &retry_after),
+		    RESIL_OK);
+		assert_int_equal(
+		    resil_ratelimit_try_acquire(rl, 1, &retry_after),
+		    RESIL_E_LIMITED);
+		assert_int_equal(retry_after, 10);
+		resil_manual_clock_advance(&mc, 10);
+	}
+	/* Waiting on the manual clock (its sleep advances it). */
+	for (i = 0; i < CALLS; i++) {
+		assert_int_equal(
+		    resil_ratelimit_acquire_wait(rl, 1, 10, &waited),
+		    RESIL_OK);
+		assert_int_equal(waited, i == 0 ? 0 : 10);
+	}
+	assert_int_equal(fa.allocs, allocs);
+	assert_int_equal(fa.frees, frees);
+	assert_int_equal(resil_ratelimit_get_metrics(rl, &mt), RESIL_OK);
+	assert_int_equal(mt.granted_calls, 2 * CALLS);
+	assert_int_equal(mt.rejected_calls, CALLS);
+	assert_int_equal(mt.waited_calls, CALLS - 1);
+	resil_ratelimit_free(rl);
+	assert_int_equal(fail_alloc_live(&fa), 0);
+}
+
+static void
+bulkhead_calls(resil_bulkhead_config *cfg)
+{
+	resil_manual_clock mc;
+	resil_bulkhead_metrics mt;
+	resil_bulkhead *bh;
+	fail_alloc fa;
+	uint64_t allocs, frees;
+	uint32_t j, limit;
+	int i;
+
+	resil_manual_clock_init(&mc, 1);
+	cfg->clock = resil_manual_clock_hook(&mc);
+	cfg->alloc = fail_alloc_init(&fa, 0);
+	assert_int_equal(resil_bulkhead_new(&bh, cfg, NULL), RESIL_OK);
+	allocs = fa.allocs;
+	frees = fa.frees;
+	for (i = 0; i < CALLS; i++) {
+		assert_int_equal(resil_bulkhead_try_acquire(bh), RESIL_OK);
+		assert_int_equal(resil_bulkhead_release(bh), RESIL_OK);
+	}
+	/* Samples for the limit: good, slow and failed. */
+	for (i = 0; i < CALLS; i++)
+		assert_int_equal(resil_bulkhead_record(bh,
+		                     i % 3 == 0 ? RESIL_OUTCOME_FAILURE
+		                                : RESIL_OUTCOME_SUCCESS,
+		                     (uint64_t)(i % 20)),
+		    RESIL_OK);
+	/* Fill it, be rejected, drain it, recording successes. */
+	limit = resil_bulkhead_get_limit(bh);
+	for (j = 0; j < limit; j++)
+		assert_int_equal(resil_bulkhead_try_acquire(bh), RESIL_OK);
+	assert_int_equal(resil_bulkhead_try_acquire(bh), RESIL_E_LIMITED);
+	for (j = 0; j < limit; j++)
+		assert_int_equal(
+		    resil_bulkhead_complete(bh, RESIL_OUTCOME_SUCCESS, 1),
+		    RESIL_OK);
+	assert_int_equal(fa.allocs, allocs);
+	assert_int_equal(fa.frees, frees);
+	assert_int_equal(resil_bulkhead_get_metrics(bh, &mt), RESIL_OK);
+	assert_int_equal(mt.granted, (uint64_t)CALLS + limit);
+	assert_int_equal(mt.rejected, 1);
+	assert_int_equal(mt.in_flight, 0);
+	assert_int_equal(
+	    mt.good_samples + mt.bad_samples, (uint64_t)CALLS + limit);
+	resil_bulkhead_free(bh);
+	assert_int_equal(fail_alloc_live(&fa), 0);
+}
+
+static void
+test_hotpath_bulkhead_allocates_nothing(void **state)
+{
+	resil_bulkhead_config cfg;
+
+	(void)state;
+	resil_bulkhead_config_init(&cfg); /* fixed, 25 */
+	bulkhead_calls(&cfg);
+	resil_bulkhead_config_init(&cfg);
+	cfg.adaptive = 1;
+	cfg.max_concurrent = 4;
+	cfg.min_limit = 1;
+	cfg.max_limit = 8;
+	cfg.target_latency_ns = 10;
+	bulkhead_calls(&cfg);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_hotpath_breaker_allocates_nothing),
 		cmocka_unit_test(test_hotpath_retry_allocates_nothing),
+		cmocka_unit_test(test_hotpath_fallback_pass_allocates_nothing),
+		cmocka_unit_test(
+		    test_hotpath_fallback_mock_return_allocates_nothing),
+		cmocka_unit_test(test_hotpath_cache_hit_int_allocates_nothing),
+		cmocka_unit_test(
+		    test_hotpath_cache_hit_string_allocates_one_copy),
+		cmocka_unit_test(test_hotpath_ratelimit_allocates_nothing),
+		cmocka_unit_test(test_hotpath_bulkhead_allocates_nothing),
 	};
 
 	return cmocka_run_group_tests_name("hotpath_alloc", tests, NULL, NULL);

@@ -1,0 +1,98 @@
+/*
+ * Rate limiter and bulkhead hot paths, on a manual clock.
+ *
+ *   limit/rate      resil_ratelimit_try_acquire() of one permit, always
+ *                   granted: 1 permit per tick, a burst of 2^20, and each
+ *                   run() first advances the clock by its iteration count,
+ *                   so the permits taken never outrun the clock by more
+ *                   than the burst (one clock advance per batch, not per
+ *                   call, so the row measures the limiter).
+ *   limit/bulkhead  resil_bulkhead_try_acquire() + resil_bulkhead_release()
+ *                   on a fixed bulkhead of 25: never full with the one or
+ *                   two threads of a run.
+ */
+#include <stdlib.h>
+
+#include <resil/clock.h>
+#include <resil/limit.h>
+
+#include "bench.h"
+
+typedef struct lb {
+	resil_manual_clock mc;
+	resil_ratelimit *rl;
+	resil_bulkhead *bh;
+} lb;
+
+static void *
+setup_rate(void)
+{
+	lb *x = calloc(1, sizeof(*x));
+	resil_ratelimit_config cfg = resil_ratelimit_config_default();
+
+	if (x == NULL)
+		abort();
+	resil_manual_clock_init(&x->mc, 1);
+	cfg.clock = resil_manual_clock_hook(&x->mc);
+	cfg.rate = 1;
+	cfg.period_ns = 1;
+	cfg.burst = UINT32_C(1) << 20;
+	if (resil_ratelimit_new(&x->rl, &cfg, NULL) != RESIL_OK)
+		abort();
+	return x;
+}
+
+static void *
+setup_bulkhead(void)
+{
+	lb *x = calloc(1, sizeof(*x));
+	resil_bulkhead_config cfg = resil_bulkhead_config_default();
+
+	if (x == NULL)
+		abort();
+	resil_manual_clock_init(&x->mc, 1);
+	cfg.clock = resil_manual_clock_hook(&x->mc);
+	if (resil_bulkhead_new(&x->bh, &cfg, NULL) != RESIL_OK)
+		abort();
+	return x;
+}
+
+static void
+lb_free(void *ctx)
+{
+	lb *x = ctx;
+
+	resil_ratelimit_free(x->rl);
+	resil_bulkhead_free(x->bh);
+	free(x);
+}
+
+static uint64_t
+run_rate(void *ctx, uint64_t iters)
+{
+	lb *x = ctx;
+	uint64_t i, n = 0;
+
+	resil_manual_clock_advance(&x->mc, iters);
+	for (i = 0; i < iters; i++)
+		n += resil_ratelimit_try_acquire(x->rl, 1, NULL) == RESIL_OK;
+	return n;
+}
+
+static uint64_t
+run_bulkhead(void *ctx, uint64_t iters)
+{
+	lb *x = ctx;
+	uint64_t i, n = 0;
+
+	for (i = 0; i < iters; i++)
+		if (resil_bulkhead_try_acquire(x->bh) == RESIL_OK)
+			n += resil_bulkhead_release(x->bh) == RESIL_OK;
+	return n;
+}
+
+const resil_bench resil_bench_limit[] = {
+	{ "limit/rate", setup_rate, run_rate, lb_free },
+	{ "limit/bulkhead", setup_bulkhead, run_bulkhead, lb_free },
+	{ NULL, NULL, NULL, NULL },
+};
