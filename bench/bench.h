@@ -29,6 +29,7 @@ typedef struct resil_bench {
 extern const resil_bench resil_bench_baseline[];
 extern const resil_bench resil_bench_breaker[];
 extern const resil_bench resil_bench_retry[];
+extern const resil_bench resil_bench_pipeline[];
 extern const resil_bench resil_bench_fallback[];
 extern const resil_bench resil_bench_limit[];
 

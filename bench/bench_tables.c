@@ -8,5 +8,6 @@ const resil_bench *const resil_bench_tables[] = {
 	resil_bench_retry,
 	resil_bench_fallback,
 	resil_bench_limit,
+	resil_bench_pipeline,
 	NULL,
 };

@@ -23,6 +23,14 @@
 
 #define RESIL__CACHELINE 64
 
+/* Thread-local storage without a call to __tls_get_addr on every access
+ * (the default model for position-independent code). */
+#if defined(__GNUC__)
+#define RESIL__TLS _Thread_local __attribute__((tls_model("initial-exec")))
+#else
+#define RESIL__TLS _Thread_local
+#endif
+
 /* The allocator to use for a and its free counterpart; a may be NULL. */
 const resil_allocator *resil__allocator(const resil_allocator *a);
 void *resil__alloc(const resil_allocator *a, size_t size);
@@ -36,7 +44,7 @@ resil_err resil__diagf(resil_diag *diag, resil_err err, const char *fmt, ...)
 /* A small per-thread index in [0, n): threads get distinct indexes round
  * robin, so striped counters rarely share a cache line. n is a power of 2.
  * The slow path assigns the index on a thread's first call. */
-extern _Thread_local unsigned resil__stripe_mine;
+extern RESIL__TLS unsigned resil__stripe_mine;
 unsigned resil__thread_stripe_slow(unsigned n);
 
 static inline unsigned

@@ -87,9 +87,9 @@ struct resil_pipeline {
 };
 
 /* The call running on this thread, for events and the deadline. */
-static _Thread_local const char *tls_method;
-static _Thread_local uint64_t tls_deadline = UINT64_MAX;
-static _Thread_local int tls_in_call;
+static RESIL__TLS const char *tls_method;
+static RESIL__TLS uint64_t tls_deadline = UINT64_MAX;
+static RESIL__TLS int tls_in_call;
 
 const char *
 resil_stage_name(resil_stage s)
@@ -816,8 +816,11 @@ attempt(void *vctx, resil_retry_attempt *at, void *out)
 		    ? UINT64_MAX
 		    : at->start + at->time_left;
 	}
-	resil_value_free(&cs->value);
-	resil_value_init(&cs->value);
+	if (cs->value.type != RESIL_VALUE_NULL) {
+		/* A retry: the previous attempt's value is dropped. */
+		resil_value_free(&cs->value);
+		resil_value_init(&cs->value);
+	}
 	rc = cs->fn(cs->ctx, cs->args, &cs->value);
 	cs->attempts++;
 	if (timed) {

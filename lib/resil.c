@@ -164,7 +164,7 @@ resil__diagf(resil_diag *diag, resil_err err, const char *fmt, ...)
 }
 
 static uint64_t stripe_next;
-_Thread_local unsigned resil__stripe_mine;
+RESIL__TLS unsigned resil__stripe_mine;
 
 unsigned
 resil__thread_stripe_slow(unsigned n)

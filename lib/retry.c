@@ -20,6 +20,8 @@
 /* 2^64 as a double: the first value that does not fit a uint64_t. */
 #define TWO64 18446744073709551616.0
 
+#define RSTRIPES 8u
+
 struct resil_retry {
 	resil_retry_config cfg;
 	resil_clock clock;
@@ -40,15 +42,19 @@ struct resil_retry {
 	char pad2[RESIL__CACHELINE - sizeof(uint64_t)];
 	uint64_t floor_tat; /* GCRA: the time the floor is next free */
 	char pad3[RESIL__CACHELINE - sizeof(uint64_t)];
-	uint64_t calls;
-	uint64_t attempts;
-	uint64_t succeeded_first;
-	uint64_t succeeded_retry;
-	uint64_t failed_first;
-	uint64_t failed_retry;
-	uint64_t exhausted;
-	uint64_t deadline_stops;
-	uint64_t budget_refusals;
+	/* Outcome counters, striped per thread on their own cache lines:
+	 * the success path of a call adds to one of them and writes
+	 * nothing that every thread shares. */
+	struct rstripe {
+		uint64_t succeeded_first;
+		uint64_t succeeded_retry;
+		uint64_t failed_first;
+		uint64_t failed_retry;
+		uint64_t retries; /* attempts after the first */
+		uint64_t exhausted;
+		uint64_t deadline_stops;
+		uint64_t budget_refusals;
+	} stripes[RSTRIPES];
 };
 
 const char *
@@ -355,6 +361,7 @@ resil_retry_call(resil_retry *r, resil_retry_fn fn, void *ctx, void *out,
 	uint64_t now, t0, deadline_at, wait = 0, waited = 0;
 	uint32_t n = 1;
 	int rc = 0, want, by_result = 0, has_deadline;
+	struct rstripe *st;
 
 	if (r == NULL || fn == NULL)
 		return RESIL_E_INVAL;
@@ -437,22 +444,23 @@ resil_retry_call(resil_retry *r, resil_retry_fn fn, void *ctx, void *out,
 		}
 	}
 
-	resil__faa64(&r->calls, 1);
-	resil__faa64(&r->attempts, n);
+	st = &r->stripes[resil__thread_stripe(RSTRIPES)];
+	if (n > 1)
+		resil__faa64(&st->retries, n - 1);
 	if (outcome == RESIL_OUTCOME_SUCCESS && !by_result)
 		resil__faa64(
-		    n > 1 ? &r->succeeded_retry : &r->succeeded_first, 1);
+		    n > 1 ? &st->succeeded_retry : &st->succeeded_first, 1);
 	else
-		resil__faa64(n > 1 ? &r->failed_retry : &r->failed_first, 1);
+		resil__faa64(n > 1 ? &st->failed_retry : &st->failed_first, 1);
 	switch (stop) {
 	case RESIL_RETRY_STOP_EXHAUSTED:
-		resil__faa64(&r->exhausted, 1);
+		resil__faa64(&st->exhausted, 1);
 		break;
 	case RESIL_RETRY_STOP_DEADLINE:
-		resil__faa64(&r->deadline_stops, 1);
+		resil__faa64(&st->deadline_stops, 1);
 		break;
 	case RESIL_RETRY_STOP_BUDGET:
-		resil__faa64(&r->budget_refusals, 1);
+		resil__faa64(&st->budget_refusals, 1);
 		break;
 	case RESIL_RETRY_STOP_FINAL:
 		break;
@@ -585,20 +593,26 @@ resil_retry_get_metrics(const resil_retry *r, resil_retry_metrics *out)
 {
 	resil_retry *w = (resil_retry *)r; /* the loads take non-const */
 	resil_retry_metrics m;
+	unsigned i;
 
 	if (r == NULL || out == NULL)
 		return RESIL_E_INVAL;
 	memset(&m, 0, sizeof(m));
-	m.calls = resil__load64(&w->calls);
-	m.attempts = resil__load64(&w->attempts);
-	m.retries = m.attempts >= m.calls ? m.attempts - m.calls : 0;
-	m.succeeded_without_retry = resil__load64(&w->succeeded_first);
-	m.succeeded_after_retry = resil__load64(&w->succeeded_retry);
-	m.failed_without_retry = resil__load64(&w->failed_first);
-	m.failed_after_retry = resil__load64(&w->failed_retry);
-	m.exhausted = resil__load64(&w->exhausted);
-	m.deadline_stops = resil__load64(&w->deadline_stops);
-	m.budget_refusals = resil__load64(&w->budget_refusals);
+	for (i = 0; i < RSTRIPES; i++) {
+		struct rstripe *st = &w->stripes[i];
+
+		m.succeeded_without_retry += resil__load64(&st->succeeded_first);
+		m.succeeded_after_retry += resil__load64(&st->succeeded_retry);
+		m.failed_without_retry += resil__load64(&st->failed_first);
+		m.failed_after_retry += resil__load64(&st->failed_retry);
+		m.retries += resil__load64(&st->retries);
+		m.exhausted += resil__load64(&st->exhausted);
+		m.deadline_stops += resil__load64(&st->deadline_stops);
+		m.budget_refusals += resil__load64(&st->budget_refusals);
+	}
+	m.calls = m.succeeded_without_retry + m.succeeded_after_retry +
+	    m.failed_without_retry + m.failed_after_retry;
+	m.attempts = m.calls + m.retries;
 	m.budget_tokens = (double)resil__load64(&w->bank) / (double)TOKEN;
 	*out = m;
 	return RESIL_OK;

@@ -666,11 +666,16 @@ resil_result_init(resil_result *r)
 {
 	if (r == NULL)
 		return;
-	memset(r, 0, sizeof(*r));
+	/* Field by field: the message buffer needs only its first byte
+	 * cleared, and this runs on every call of the hot path. */
 	r->err = RESIL_E_UNAVAILABLE;
 	r->source = RESIL_SOURCE_UNAVAILABLE;
 	resil_value_init(&r->value);
+	r->rc = 0;
+	r->age = 0;
+	r->attempts = 0;
 	r->cause = RESIL_OK;
+	r->cause_rc = 0;
 	r->error_name = NULL;
 	r->breaker_state = -1;
 	r->message[0] = '\0';
