@@ -43,6 +43,10 @@
 
 #include <resil/pipeline.h>
 
+#ifndef MSG_NOSIGNAL /* POSIX.1-2008, but not everywhere */
+#define MSG_NOSIGNAL 0
+#endif
+
 #define REQUESTS 12
 #define IO_TIMEOUT_MS 300 /* a safety net: nothing here should wait */
 
