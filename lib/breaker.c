@@ -220,9 +220,7 @@ resil_breaker_config_validate(
 	if (cfg == NULL)
 		return resil__diagf(diag, RESIL_E_INVAL, "breaker: config is NULL");
 	if (cfg->size != sizeof(resil_breaker_config))
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "breaker.size: %zu is not a known config size (expected "
-		    "%zu; use resil_breaker_config_init())",
+		return resil__check_size(diag, "breaker", "resil_breaker_config",
 		    cfg->size, sizeof(resil_breaker_config));
 	if (cfg->consecutive_failures == 0 && cfg->failure_rate_pct == 0 &&
 	    cfg->slow_rate_pct == 0)

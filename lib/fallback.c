@@ -113,10 +113,9 @@ resil_cache_new(
 		return resil__diagf(
 		    diag, RESIL_E_INVAL, "cache: NULL argument");
 	/* This struct is the first released one: nothing shorter exists. */
-	if (cfg->size < sizeof(c) || cfg->size > sizeof(c))
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "cache.size: %zu is not a known resil_cache_config size",
-		    cfg->size);
+	if (cfg->size != sizeof(c))
+		return resil__check_size(
+		    diag, "cache", "resil_cache_config", cfg->size, sizeof(c));
 	resil_cache_config_init(&c);
 	memcpy(&c, cfg, cfg->size);
 	if (c.max_entries < 1 || (uint64_t)c.max_entries > (UINT64_C(1) << 32))
@@ -534,11 +533,9 @@ resil_fallback_new(
 	if (cfg != NULL) {
 		/* This struct is the first released one: nothing shorter
 		 * exists. */
-		if (cfg->size < sizeof(c) || cfg->size > sizeof(c))
-			return resil__diagf(diag, RESIL_E_INVAL,
-			    "fallback.size: %zu is not a known "
-			    "resil_fallback_config size",
-			    cfg->size);
+		if (cfg->size != sizeof(c))
+			return resil__check_size(diag, "fallback",
+			    "resil_fallback_config", cfg->size, sizeof(c));
 		memcpy(&c, cfg, cfg->size);
 	}
 	al = resil__allocator(c.alloc);

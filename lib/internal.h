@@ -37,6 +37,13 @@ void *resil__alloc(const resil_allocator *a, size_t size);
 void *resil__calloc(const resil_allocator *a, size_t size);
 void resil__free(const resil_allocator *a, void *ptr, size_t size);
 
+/* RESIL_OK when a caller's config struct size got is the one this library
+ * knows (want: the first released layout is the only one so far);
+ * otherwise RESIL_E_INVAL with "PREFIX.size: GOT is not a known TYPE
+ * size (expected WANT; use TYPE_init())". */
+resil_err resil__check_size(resil_diag *diag, const char *prefix,
+    const char *type, size_t got, size_t want);
+
 /* Write a message into diag (if not NULL) and return err. */
 resil_err resil__diagf(resil_diag *diag, resil_err err, const char *fmt, ...)
     RESIL__PRINTF(3, 4);

@@ -104,11 +104,8 @@ resil_ratelimit_config_validate(
 		return resil__diagf(
 		    diag, RESIL_E_INVAL, "ratelimit: config is NULL");
 	if (cfg->size != sizeof(*cfg))
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "ratelimit.size: %zu is not "
-		    "sizeof(resil_ratelimit_config) "
-		    "(%zu); use resil_ratelimit_config_init()",
-		    cfg->size, sizeof(*cfg));
+		return resil__check_size(diag, "ratelimit",
+		    "resil_ratelimit_config", cfg->size, sizeof(*cfg));
 	if (cfg->rate == 0)
 		return resil__diagf(
 		    diag, RESIL_E_INVAL, "ratelimit.rate: 0 must be >= 1");
@@ -437,10 +434,8 @@ resil_bulkhead_config_validate(
 		return resil__diagf(
 		    diag, RESIL_E_INVAL, "bulkhead: config is NULL");
 	if (cfg->size != sizeof(*cfg))
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "bulkhead.size: %zu is not sizeof(resil_bulkhead_config) "
-		    "(%zu); use resil_bulkhead_config_init()",
-		    cfg->size, sizeof(*cfg));
+		return resil__check_size(diag, "bulkhead",
+		    "resil_bulkhead_config", cfg->size, sizeof(*cfg));
 	if (cfg->max_concurrent < 1 || cfg->max_concurrent > MAX_LIMIT)
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "bulkhead.max_concurrent: %" PRIu32

@@ -837,10 +837,9 @@ resil_mock_new(
 		return resil__diagf(
 		    diag, RESIL_E_INVAL, "mock: NULL argument");
 	/* This struct is the first released one: nothing shorter exists. */
-	if (cfg->size < sizeof(c) || cfg->size > sizeof(c))
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "mock.size: %zu is not a known resil_mock_config size",
-		    cfg->size);
+	if (cfg->size != sizeof(c))
+		return resil__check_size(
+		    diag, "mock", "resil_mock_config", cfg->size, sizeof(c));
 	resil_mock_config_init(&c);
 	memcpy(&c, cfg, cfg->size);
 	if (c.service == NULL || c.service[0] == '\0')

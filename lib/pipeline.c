@@ -401,10 +401,9 @@ validate(const resil_pipeline_config *cfg, resil_diag *diag)
 	if (cfg == NULL)
 		return resil__diagf(diag, RESIL_E_INVAL, "pipeline: config is NULL");
 	if (cfg->size != sizeof(resil_pipeline_config))
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "pipeline.size: %zu is not a known config size (expected "
-		    "%zu; use resil_pipeline_config_init())",
-		    cfg->size, sizeof(resil_pipeline_config));
+		return resil__check_size(diag, "pipeline",
+		    "resil_pipeline_config", cfg->size,
+		    sizeof(resil_pipeline_config));
 	if (cfg->service == NULL || cfg->service[0] == '\0')
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "service: a pipeline needs a service name");

@@ -163,6 +163,18 @@ resil__diagf(resil_diag *diag, resil_err err, const char *fmt, ...)
 	return err;
 }
 
+resil_err
+resil__check_size(resil_diag *diag, const char *prefix, const char *type,
+    size_t got, size_t want)
+{
+	if (got == want)
+		return RESIL_OK;
+	return resil__diagf(diag, RESIL_E_INVAL,
+	    "%s.size: %zu is not a known %s size (expected %zu; use "
+	    "%s_init())",
+	    prefix, got, type, want, type);
+}
+
 static uint64_t stripe_next;
 RESIL__TLS unsigned resil__stripe_mine;
 

@@ -95,8 +95,7 @@ resil_retry_config_validate(const resil_retry_config *cfg, resil_diag *diag)
 	/* This is the first released layout: nothing shorter is known, and
 	 * nothing longer can be read. */
 	if (cfg->size != sizeof(resil_retry_config))
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "retry.size: %zu is not sizeof(resil_retry_config) (%zu)",
+		return resil__check_size(diag, "retry", "resil_retry_config",
 		    cfg->size, sizeof(resil_retry_config));
 	if (cfg->max_attempts < 1 ||
 	    cfg->max_attempts > RESIL_RETRY_MAX_ATTEMPTS)

