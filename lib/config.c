@@ -64,11 +64,18 @@ typedef struct keydef {
 
 #define PC(field) offsetof(resil_pipeline_config, field)
 #define U32MAX UINT64_C(4294967295)
-#define INT(n, k, st, fl, field, lo, hi)                                     \
-	{ n, k, st, fl, PC(field), lo, hi, 0.0, 0.0 }
-#define DBL(n, st, field, lo, hi)                                            \
-	{ n, K_DOUBLE, st, 0, PC(field), 0, 0, lo, hi }
-#define EN(n, st) { n, K_ENABLED, st, 0, 0, 0, 0, 0.0, 0.0 }
+#define INT(n, k, st, fl, field, lo, hi)                  \
+	{                                                 \
+		n, k, st, fl, PC(field), lo, hi, 0.0, 0.0 \
+	}
+#define DBL(n, st, field, lo, hi)                           \
+	{                                                   \
+		n, K_DOUBLE, st, 0, PC(field), 0, 0, lo, hi \
+	}
+#define EN(n, st)                                      \
+	{                                              \
+		n, K_ENABLED, st, 0, 0, 0, 0, 0.0, 0.0 \
+	}
 
 static const keydef keys[] = {
 	INT("service", K_SERVICE, ST_NONE, 0, service, 0, 0),
@@ -174,8 +181,8 @@ static const char *const reserved[] = { "service", "timeout", "mock",
 
 /* The keys a declared method has, after "<method>.". */
 enum mkey { MK_TYPE, MK_MOCK, MK_TIMEOUT, MK_MAX_ATTEMPTS, MK_COUNT };
-static const char *const method_keys[MK_COUNT] = { "type", "mock",
-	"timeout", "retry.max_attempts" };
+static const char *const method_keys[MK_COUNT] = { "type", "mock", "timeout",
+	"retry.max_attempts" };
 
 static const char *const window_names[] = { "count", "time" };
 static const char *const backoff_names[] = { "fixed", "exponential" };
@@ -187,8 +194,8 @@ static const char *const jitter_names[] = { "none", "proportional", "full",
 typedef struct setting {
 	char *key;
 	char *value;
-	char *method; /* the method name of a method key, else NULL */
-	unsigned line; /* 0: made by resil_config_set */
+	char *method;      /* the method name of a method key, else NULL */
+	unsigned line;     /* 0: made by resil_config_set */
 	const keydef *def; /* NULL for a method key */
 	enum mkey mk;
 } setting;
@@ -265,13 +272,12 @@ free_str(const resil_allocator *a, char *s)
  * a line) into diag. The message is formatted first so that the prefix is
  * not cut by a long message's own truncation rules.
  */
-static resil_err
-fail_at(resil_diag *diag, const char *origin, unsigned line, const char *fmt,
-    ...) RESIL__PRINTF(4, 5);
+static resil_err fail_at(resil_diag *diag, const char *origin, unsigned line,
+    const char *fmt, ...) RESIL__PRINTF(4, 5);
 
 static resil_err
-fail_at(resil_diag *diag, const char *origin, unsigned line, const char *fmt,
-    ...)
+fail_at(
+    resil_diag *diag, const char *origin, unsigned line, const char *fmt, ...)
 {
 	char msg[RESIL_DIAG_MAX];
 	va_list ap;
@@ -283,7 +289,8 @@ fail_at(resil_diag *diag, const char *origin, unsigned line, const char *fmt,
 	va_end(ap);
 	if (line == 0 || origin == NULL)
 		return resil__diagf(diag, RESIL_E_INVAL, "%s", msg);
-	return resil__diagf(diag, RESIL_E_INVAL, "%s:%u: %s", origin, line, msg);
+	return resil__diagf(
+	    diag, RESIL_E_INVAL, "%s:%u: %s", origin, line, msg);
 }
 
 static size_t
@@ -393,7 +400,8 @@ classify(const char *key, const keydef **def, size_t *method_len,
 		return unknown_key(diag, origin, line, key, NULL);
 	n = (size_t)(dot - key);
 	for (i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++)
-		if (strlen(reserved[i]) == n && memcmp(reserved[i], key, n) == 0)
+		if (strlen(reserved[i]) == n &&
+		    memcmp(reserved[i], key, n) == 0)
 			return unknown_key(diag, origin, line, key, NULL);
 	if (!is_ident(key, n)) {
 		/* Maybe a misspelt stage key rather than a method. */
@@ -597,7 +605,8 @@ build_method(build *b, const char *name)
 			if (m != NULL)
 				resil__free(b->a, m, cap * sizeof(*m));
 			if (mm != NULL)
-				resil__free(b->a, (void *)mm, cap * sizeof(*mm));
+				resil__free(
+				    b->a, (void *)mm, cap * sizeof(*mm));
 			return -1;
 		}
 		if (b->n > 0) {
@@ -642,7 +651,8 @@ build_apply(build *b, const setting *s, resil_diag *diag)
 		switch (s->mk) {
 		case MK_TYPE:
 			for (e = 0; e <= (int)RESIL_TYPE_JSON; e++) {
-				if (word_eq(v, resil_type_name((resil_type)e))) {
+				if (word_eq(
+				        v, resil_type_name((resil_type)e))) {
 					m->type = (resil_type)e;
 					return RESIL_OK;
 				}
@@ -686,7 +696,8 @@ build_apply(build *b, const setting *s, resil_diag *diag)
 	case K_BOOL:
 		if (!parse_bool(v, &e))
 			return fail_at(diag, b->origin, line,
-			    "%s: \"%s\" is not a boolean (true, false, yes, no, "
+			    "%s: \"%s\" is not a boolean (true, false, yes, "
+			    "no, "
 			    "on, off, 1, 0)",
 			    s->key, v);
 		if (k->kind == K_ENABLED)
@@ -725,8 +736,8 @@ build_apply(build *b, const setting *s, resil_diag *diag)
 			    "%s: \"%s\" is not a number", s->key, v);
 		if (!(d >= k->dmin && d <= k->dmax))
 			return fail_at(diag, b->origin, line,
-			    "%s: %s is out of range %g..%g", s->key, v, k->dmin,
-			    k->dmax);
+			    "%s: %s is out of range %g..%g", s->key, v,
+			    k->dmin, k->dmax);
 		memcpy(field, &d, sizeof(d));
 		return RESIL_OK;
 	case K_DUR:
@@ -819,8 +830,8 @@ check_mock(build *b, const setting *s, const char *name, resil_type type,
 	if (strncmp(msg, "mock: ", 6) == 0)
 		msg += 6;
 	if (name != NULL)
-		return fail_at(diag, b->origin, s->line, "%s.mock: %s", name,
-		    msg);
+		return fail_at(
+		    diag, b->origin, s->line, "%s.mock: %s", name, msg);
 	return fail_at(diag, b->origin, s->line, "mock: %s", msg);
 }
 
@@ -1047,8 +1058,8 @@ setting_make(resil_config *conf, setting *s, const char *key, size_t klen,
 	s->value = dup_n(a, value, vlen);
 	if (s->key == NULL || s->value == NULL)
 		goto nomem;
-	err = classify(s->key, &s->def, &mlen, &s->mk, conf->origin, line,
-	    diag);
+	err =
+	    classify(s->key, &s->def, &mlen, &s->mk, conf->origin, line, diag);
 	if (err != RESIL_OK) {
 		setting_free(a, s);
 		return err;
@@ -1098,12 +1109,14 @@ config_alloc(resil_config **out, const char *origin,
 		    "config.alloc: the allocator lacks alloc or free");
 	conf = resil__calloc(a, sizeof(*conf));
 	if (conf == NULL)
-		return resil__diagf(diag, RESIL_E_NOMEM, "config: out of memory");
+		return resil__diagf(
+		    diag, RESIL_E_NOMEM, "config: out of memory");
 	conf->alloc = *a;
 	conf->origin = dup_n(a, origin, strlen(origin));
 	if (conf->origin == NULL) {
 		resil__free(a, conf, sizeof(*conf));
-		return resil__diagf(diag, RESIL_E_NOMEM, "config: out of memory");
+		return resil__diagf(
+		    diag, RESIL_E_NOMEM, "config: out of memory");
 	}
 	resil_pipeline_config_init(&conf->pc);
 	*out = conf;
@@ -1155,8 +1168,8 @@ parse_text(resil_config *conf, const char *text, size_t len, resil_diag *diag)
 		trim(&k, &kn);
 		trim(&v, &vn);
 		if (kn == 0) {
-			err = fail_at(diag, conf->origin, line,
-			    "empty key before '='");
+			err = fail_at(
+			    diag, conf->origin, line, "empty key before '='");
 			break;
 		}
 		err = settings_reserve(conf);
@@ -1165,8 +1178,8 @@ parse_text(resil_config *conf, const char *text, size_t len, resil_diag *diag)
 			    diag, RESIL_E_NOMEM, "config: out of memory");
 			break;
 		}
-		err = setting_make(conf, &conf->settings[conf->n], k, kn, v, vn,
-		    line, diag);
+		err = setting_make(
+		    conf, &conf->settings[conf->n], k, kn, v, vn, line, diag);
 		if (err != RESIL_OK)
 			break;
 		prev = setting_find(conf, conf->settings[conf->n].key);
@@ -1217,7 +1230,8 @@ resil_config_parse_string(resil_config **out, const char *text,
     const char *origin, const resil_allocator *alloc, resil_diag *diag)
 {
 	if (out == NULL || text == NULL)
-		return resil__diagf(diag, RESIL_E_INVAL, "config: NULL argument");
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "config: NULL argument");
 	return parse_buffer(out, text, strlen(text),
 	    origin != NULL ? origin : ORIGIN_STRING, alloc, diag);
 }
@@ -1240,7 +1254,8 @@ resil_config_parse_file(resil_config **out, const char *path,
 	int e;
 
 	if (out == NULL || path == NULL)
-		return resil__diagf(diag, RESIL_E_INVAL, "config: NULL argument");
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "config: NULL argument");
 	if (alloc != NULL && (alloc->alloc == NULL || alloc->free == NULL))
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "config.alloc: the allocator lacks alloc or free");
@@ -1257,7 +1272,8 @@ resil_config_parse_file(resil_config **out, const char *path,
 	buf = resil__alloc(a, cap);
 	if (buf == NULL) {
 		fclose(f);
-		return resil__diagf(diag, RESIL_E_NOMEM, "config: out of memory");
+		return resil__diagf(
+		    diag, RESIL_E_NOMEM, "config: out of memory");
 	}
 	for (;;) {
 		got = fread(buf + len, 1, cap - len, f);
@@ -1315,8 +1331,8 @@ resil_config_pipeline(const resil_config *conf)
 }
 
 resil_err
-resil_config_set(resil_config *conf, const char *key, const char *value,
-    resil_diag *diag)
+resil_config_set(
+    resil_config *conf, const char *key, const char *value, resil_diag *diag)
 {
 	setting s, old;
 	const char *k = key, *v = value;
@@ -1325,7 +1341,8 @@ resil_config_set(resil_config *conf, const char *key, const char *value,
 	resil_err err;
 
 	if (conf == NULL || key == NULL || value == NULL)
-		return resil__diagf(diag, RESIL_E_INVAL, "config: NULL argument");
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "config: NULL argument");
 	kn = strlen(k);
 	vn = strlen(v);
 	trim(&k, &kn);
@@ -1333,7 +1350,8 @@ resil_config_set(resil_config *conf, const char *key, const char *value,
 	if (kn == 0)
 		return resil__diagf(diag, RESIL_E_INVAL, "config: empty key");
 	if (settings_reserve(conf) != RESIL_OK)
-		return resil__diagf(diag, RESIL_E_NOMEM, "config: out of memory");
+		return resil__diagf(
+		    diag, RESIL_E_NOMEM, "config: out of memory");
 	err = setting_make(conf, &s, k, kn, v, vn, 0, diag);
 	if (err != RESIL_OK)
 		return err;
@@ -1425,17 +1443,17 @@ resil_config_get(
 			    (unsigned long long)m->timeout_ns);
 			return put(buf, len, tmp);
 		default:
-			snprintf(tmp, sizeof(tmp), "%u",
-			    (unsigned)m->max_attempts);
+			snprintf(
+			    tmp, sizeof(tmp), "%u", (unsigned)m->max_attempts);
 			return put(buf, len, tmp);
 		}
 	}
 	field = (const char *)pc + k->off;
 	switch (k->kind) {
 	case K_ENABLED:
-		e = k->stage == ST_BREAKER ? pc->breaker_enabled
-		    : k->stage == ST_RETRY ? pc->retry_enabled
-		    : k->stage == ST_CACHE ? pc->cache_enabled
+		e = k->stage == ST_BREAKER     ? pc->breaker_enabled
+		    : k->stage == ST_RETRY     ? pc->retry_enabled
+		    : k->stage == ST_CACHE     ? pc->cache_enabled
 		    : k->stage == ST_RATELIMIT ? pc->ratelimit_enabled
 		                               : pc->bulkhead_enabled;
 		return put(buf, len, e ? "true" : "false");
@@ -1450,7 +1468,8 @@ resil_config_get(
 		                        : put(buf, len, pc->mock);
 	case K_WINDOW:
 		return put(buf, len,
-		    window_names[pc->breaker.window_type == RESIL_WINDOW_TIME]);
+		    window_names[pc->breaker.window_type ==
+		        RESIL_WINDOW_TIME]);
 	case K_BACKOFF:
 		return put(buf, len,
 		    pc->retry.backoff == RESIL_BACKOFF_EXPONENTIAL

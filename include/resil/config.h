@@ -100,8 +100,8 @@ RESIL_API const resil_pipeline_config *resil_config_pipeline(
  * (message in *diag, without origin:line for this setting); RESIL_E_NOMEM.
  * On error conf is unchanged.
  */
-RESIL_API resil_err resil_config_set(resil_config *conf, const char *key,
-    const char *value, resil_diag *diag);
+RESIL_API resil_err resil_config_set(
+    resil_config *conf, const char *key, const char *value, resil_diag *diag);
 
 /*
  * The effective value of key as text, into buf (len bytes with the NUL):
