@@ -210,18 +210,27 @@ struct resil_config {
 	size_t methods_cap;
 };
 
+/*
+ * A setting's value and line, as a build keeps them: the settings array
+ * may move while a text is read, the strings it points to never do.
+ */
+typedef struct ref {
+	const char *value;
+	unsigned line;
+} ref;
+
 /* A pipeline configuration under construction. */
 typedef struct build {
 	const resil_allocator *a;
 	const char *origin;
 	resil_pipeline_config pc;
 	resil_method_config *methods;
-	const setting **method_mock; /* the setting of each method's mock */
+	ref *method_mock; /* each method's mock setting */
 	size_t n, cap;
 	int touched[ST_COUNT];
-	int enabled[ST_COUNT]; /* -1: not given */
-	const setting *last[ST_COUNT];
-	const setting *mock;
+	int enabled[ST_COUNT];   /* -1: not given */
+	unsigned last[ST_COUNT]; /* the line of each stage's last key */
+	ref mock;
 } build;
 
 /* ---- small helpers ---- */
@@ -578,8 +587,8 @@ build_discard(build *b)
 {
 	if (b->methods != NULL) {
 		resil__free(b->a, b->methods, b->cap * sizeof(*b->methods));
-		resil__free(b->a, (void *)b->method_mock,
-		    b->cap * sizeof(*b->method_mock));
+		resil__free(
+		    b->a, b->method_mock, b->cap * sizeof(*b->method_mock));
 	}
 	b->methods = NULL;
 	b->method_mock = NULL;
@@ -591,7 +600,7 @@ static long
 build_method(build *b, const char *name)
 {
 	resil_method_config *m;
-	const setting **mm;
+	ref *mm;
 	size_t i, cap;
 
 	for (i = 0; i < b->n; i++)
@@ -605,13 +614,12 @@ build_method(build *b, const char *name)
 			if (m != NULL)
 				resil__free(b->a, m, cap * sizeof(*m));
 			if (mm != NULL)
-				resil__free(
-				    b->a, (void *)mm, cap * sizeof(*mm));
+				resil__free(b->a, mm, cap * sizeof(*mm));
 			return -1;
 		}
 		if (b->n > 0) {
 			memcpy(m, b->methods, b->n * sizeof(*m));
-			memcpy((void *)mm, b->method_mock, b->n * sizeof(*mm));
+			memcpy(mm, b->method_mock, b->n * sizeof(*mm));
 		}
 		build_discard(b);
 		b->methods = m;
@@ -623,7 +631,8 @@ build_method(build *b, const char *name)
 	memset(m, 0, sizeof(*m));
 	m->name = name;
 	m->type = RESIL_TYPE_ANY;
-	b->method_mock[b->n] = NULL;
+	b->method_mock[b->n].value = NULL;
+	b->method_mock[b->n].line = 0;
 	return (long)b->n++;
 }
 
@@ -663,7 +672,8 @@ build_apply(build *b, const setting *s, resil_diag *diag)
 			    s->key, v);
 		case MK_MOCK:
 			m->mock = v;
-			b->method_mock[i] = s;
+			b->method_mock[i].value = s->value;
+			b->method_mock[i].line = s->line;
 			return RESIL_OK;
 		case MK_TIMEOUT:
 			r = parse_duration(v, &u);
@@ -688,7 +698,7 @@ build_apply(build *b, const setting *s, resil_diag *diag)
 
 	field = (char *)&b->pc + k->off;
 	if (k->stage != ST_NONE) {
-		b->last[k->stage] = s;
+		b->last[k->stage] = s->line;
 		b->touched[k->stage] = 1;
 	}
 	switch (k->kind) {
@@ -713,7 +723,8 @@ build_apply(build *b, const setting *s, resil_diag *diag)
 		return RESIL_OK;
 	case K_MOCK:
 		b->pc.mock = v;
-		b->mock = s;
+		b->mock.value = s->value;
+		b->mock.line = s->line;
 		return RESIL_OK;
 	case K_WINDOW:
 		if (!parse_enum(v, window_names, 2, &e))
@@ -810,7 +821,7 @@ range:
 
 /* Check a mock spec; its message names key instead of "mock". */
 static resil_err
-check_mock(build *b, const setting *s, const char *name, resil_type type,
+check_mock(build *b, const ref *s, const char *name, resil_type type,
     resil_diag *diag)
 {
 	resil_mock_spec spec;
@@ -899,11 +910,11 @@ rename_fields(const char *in, char *out, size_t len)
 static resil_err
 stage_fail(build *b, int stage, const resil_diag *d, resil_diag *diag)
 {
-	const setting *s = b->last[stage];
+	unsigned line = b->last[stage];
 	char msg[RESIL_DIAG_MAX];
 
 	rename_fields(d->msg, msg, sizeof(msg));
-	return fail_at(diag, b->origin, s != NULL ? s->line : 0, "%s", msg);
+	return fail_at(diag, b->origin, line, "%s", msg);
 }
 
 /* After the last setting: stage switches, mock specs, stage checks. */
@@ -936,15 +947,15 @@ build_finish(build *b, resil_diag *diag)
 			break;
 		}
 	}
-	if (b->mock != NULL) {
-		err = check_mock(b, b->mock, NULL, RESIL_TYPE_ANY, diag);
+	if (b->mock.value != NULL) {
+		err = check_mock(b, &b->mock, NULL, RESIL_TYPE_ANY, diag);
 		if (err != RESIL_OK)
 			return err;
 	}
 	for (i = 0; i < b->n; i++) {
-		if (b->method_mock[i] == NULL)
+		if (b->method_mock[i].value == NULL)
 			continue;
-		err = check_mock(b, b->method_mock[i], b->methods[i].name,
+		err = check_mock(b, &b->method_mock[i], b->methods[i].name,
 		    b->methods[i].type, diag);
 		if (err != RESIL_OK)
 			return err;
@@ -977,8 +988,8 @@ install(resil_config *conf, build *b)
 		resil__free(&conf->alloc, conf->methods,
 		    conf->methods_cap * sizeof(*conf->methods));
 	if (b->method_mock != NULL)
-		resil__free(b->a, (void *)b->method_mock,
-		    b->cap * sizeof(*b->method_mock));
+		resil__free(
+		    b->a, b->method_mock, b->cap * sizeof(*b->method_mock));
 	conf->pc = b->pc;
 	conf->methods = b->methods;
 	conf->methods_cap = b->cap;
