@@ -11,8 +11,6 @@
 #include <resil/config.h>
 
 #include <errno.h>
-#include <float.h>
-#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>

@@ -818,6 +818,46 @@ test_config_file(void **state)
 	assert_null(c);
 	snprintf(want, sizeof(want), "%s: cannot open: no such file", path);
 	assert_string_equal(d.msg, want);
+
+	/* A directory opens but cannot be read. */
+	assert_int_equal(
+	    resil_config_parse_file(&c, "/tmp", NULL, &d), RESIL_E_NOTFOUND);
+	assert_null(c);
+	assert_string_equal(d.msg, "/tmp: cannot read the file");
+}
+
+static void
+test_config_file_allocation_failure(void **state)
+{
+	fail_alloc fa;
+	resil_config *c;
+	resil_diag d;
+	char *path;
+	uint64_t n;
+	resil_err err;
+	int ok = 0;
+
+	(void)state;
+	path = write_temp("service=S\ngetStock.mock=return 1\n");
+	for (n = 1; n < 100 && !ok; n++) {
+		c = NULL;
+		err = resil_config_parse_file(
+		    &c, path, fail_alloc_init(&fa, n), &d);
+		if (err == RESIL_OK) {
+			ok = 1;
+			assert_string_equal(
+			    resil_config_pipeline(c)->service, "S");
+			resil_config_free(c);
+		} else {
+			assert_int_equal(err, RESIL_E_NOMEM);
+			assert_string_equal(d.msg, "config: out of memory");
+			assert_null(c);
+		}
+		assert_int_equal(fail_alloc_live(&fa), 0);
+		assert_false(fa.size_mismatch);
+	}
+	assert_true(ok);
+	unlink(path);
 }
 
 static void
@@ -1273,6 +1313,7 @@ main(void)
 		cmocka_unit_test(test_config_stage_validation_line),
 		cmocka_unit_test(test_config_file),
 		cmocka_unit_test(test_config_file_large_and_nul),
+		cmocka_unit_test(test_config_file_allocation_failure),
 		cmocka_unit_test(test_config_set),
 		cmocka_unit_test(test_config_get),
 		cmocka_unit_test(test_config_get_round_trips),
