@@ -228,6 +228,7 @@ typedef struct build {
 	int touched[ST_COUNT];
 	int enabled[ST_COUNT];   /* -1: not given */
 	unsigned last[ST_COUNT]; /* the line of each stage's last key */
+	int set_seen[ST_COUNT];  /* the stage has a key made by set */
 	ref mock;
 } build;
 
@@ -696,7 +697,11 @@ build_apply(build *b, const setting *s, resil_diag *diag)
 
 	field = (char *)&b->pc + k->off;
 	if (k->stage != ST_NONE) {
-		b->last[k->stage] = s->line;
+		/* A setting made by set is newer than every line of the
+		 * text: once the stage has one, its errors are the set's. */
+		if (s->line == 0)
+			b->set_seen[k->stage] = 1;
+		b->last[k->stage] = b->set_seen[k->stage] ? 0 : s->line;
 		b->touched[k->stage] = 1;
 	}
 	switch (k->kind) {

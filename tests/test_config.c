@@ -984,6 +984,24 @@ test_config_set(void **state)
 	    "retry.max_delay: 1000000000 is below retry.delay (10000000000)");
 	assert_int_equal(resil_config_count(c), 1);
 	resil_config_free(c);
+
+	/* A replaced key keeps its place, but the stage's errors are the
+	 * set's, not those of the text's last line of the stage. */
+	c = parse_ok("retry.max_delay=2s\nretry.deadline=5s\n");
+	assert_int_equal(
+	    resil_config_set(c, "retry.delay", "10s", &d), RESIL_E_INVAL);
+	assert_string_equal(d.msg,
+	    "retry.max_delay: 2000000000 is below retry.delay (10000000000)");
+	assert_int_equal(
+	    resil_config_set(c, "retry.max_delay", "1s", &d), RESIL_OK);
+	assert_int_equal(
+	    resil_config_set(c, "retry.delay", "3s", &d), RESIL_E_INVAL);
+	assert_string_equal(d.msg,
+	    "retry.max_delay: 1000000000 is below retry.delay (3000000000)");
+	assert_int_equal(resil_config_entry(c, 0, &s), RESIL_OK);
+	assert_string_equal(s.key, "retry.max_delay");
+	assert_string_equal(s.value, "1s");
+	resil_config_free(c);
 }
 
 static void

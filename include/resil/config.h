@@ -24,7 +24,8 @@
  * `svc.conf:3: breaker.failure_rate: 101 is out of range 0..100`;
  * a cross-field error found by a stage's validation carries the line of
  * the last key of that stage. A setting made with resil_config_set() has
- * no line: its errors are the message alone.
+ * no line: its errors, and the cross-field errors of its stage, are the
+ * message alone.
  *
  * A resil_config owns every string it holds. resil_config_pipeline()
  * gives a resil_pipeline_config whose strings and methods point into it.
