@@ -513,7 +513,6 @@ parse_double(const char *s, double *v)
 		if (!((*p >= '0' && *p <= '9') || *p == '.' || *p == 'e' ||
 		        *p == 'E' || *p == '+' || *p == '-'))
 			return 0;
-	errno = 0;
 	d = strtod(s, &end);
 	if (*end != '\0' || end == s || !isfinite(d))
 		return 0;
