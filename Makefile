@@ -14,9 +14,15 @@ deps:
 dev: deps
 	cmake --preset dev >/dev/null
 	$(CMAKE_BUILD) dev -j $(JOBS)
+	@ln -sf dev/tools/resil-sim build/resil-sim
 
+# The seed's inventory demo on a pipeline, then the same scenario through
+# the simulator, which draws the timeline as SVG.
 demo: dev
 	./build/dev/examples/inventory
+	@echo
+	./build/resil-sim examples/sim/inventory.conf examples/sim/inventory.scn \
+	  --svg build/inventory.svg
 
 test: dev
 	ctest --preset dev -j $(JOBS)

@@ -1,5 +1,6 @@
-# Run EXE and compare its standard output, byte for byte, with EXPECTED.
-execute_process(COMMAND ${EXE} OUTPUT_VARIABLE out RESULT_VARIABLE rc)
+# Run EXE (with ARGS, separated by |) and compare its standard output, byte for byte, with EXPECTED.
+string(REPLACE "|" ";" args "${ARGS}")
+execute_process(COMMAND ${EXE} ${args} OUTPUT_VARIABLE out RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "${EXE} exited with ${rc}")
 endif()

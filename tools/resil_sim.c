@@ -442,8 +442,9 @@ main(int argc, char **argv)
 
 	memset(&dep, 0, sizeof(dep));
 	dep.mc = &mc;
-	printf("%-6s %-12s %-12s %-8s %-5s %-6s %-12s %s\n", "time", "method",
-	    "source", "value", "age", "calls", "breaker", "attempts");
+	printf("%-6s %-12s %-12s %-8s %-5s %-6s %-12s %-8s %s\n", "time",
+	    "method", "source", "value", "age", "calls", "breaker", "attempts",
+	    "error");
 	for (i = 0; i < nsteps; i++) {
 		unsigned c;
 
@@ -469,8 +470,7 @@ main(int argc, char **argv)
 				resil_value_format(
 				    &r.value, rw.value, sizeof(rw.value));
 			else
-				snprintf(rw.value, sizeof(rw.value), "%s",
-				    resil_err_name(r.err) + 6);
+				snprintf(rw.value, sizeof(rw.value), "-");
 			rw.age = r.age;
 			rw.calls = dep.calls;
 			b = resil_pipeline_breaker(p, steps[i].method);
@@ -478,14 +478,17 @@ main(int argc, char **argv)
 					       : -1;
 			rw.attempts = r.attempts;
 			resil_result_free(&r);
-			if (rw.source == RESIL_SOURCE_CACHE)
+			if (rw.source == RESIL_SOURCE_CACHE ||
+			    (rw.source == RESIL_SOURCE_LIVE && rw.has_value))
 				snprintf(age, sizeof(age), "%" PRIu64, rw.age);
 			else
 				snprintf(age, sizeof(age), "-");
-			printf("%-6" PRIu64 " %-12s %-12s %-8s %-5s %-6u %-12s %u\n",
+			printf("%-6" PRIu64
+			       " %-12s %-12s %-8s %-5s %-6u %-12s %-8u %s\n",
 			    rw.t, rw.method, resil_source_name(rw.source),
 			    rw.value, age, rw.calls, state_name(rw.breaker),
-			    rw.attempts);
+			    rw.attempts,
+			    rw.err == RESIL_OK ? "-" : resil_err_name(rw.err) + 6);
 			if (nrows == cap) {
 				row *nv;
 

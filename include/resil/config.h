@@ -1,0 +1,141 @@
+/*
+ * resil config: key=value configuration text for a pipeline.
+ *
+ * One setting a line, in the manner of Dubbo URL parameters:
+ *
+ *   # StockService
+ *   service=StockService
+ *   breaker.failure_rate=50
+ *   retry.max_attempts=3
+ *   mock=fail:return null
+ *   getStock.type=int
+ *   getStock.mock=force:return 0
+ *   cache.max_age=10s
+ *
+ * A line whose first non-blank character is '#' is a comment; blank lines
+ * are skipped; blanks (spaces and tabs) around the key and the value are
+ * ignored. A '#' after a value is part of the value (mock strings may hold
+ * one). The first '=' splits key and value. A key may be given once per
+ * text: a second occurrence is refused. docs/config.md lists every key with
+ * its default and range.
+ *
+ * Every setting is checked as it is read, then each enabled stage's own
+ * validation runs. An error is reported as `origin:line: message`, e.g.
+ * `svc.conf:3: breaker.failure_rate: 101 is out of range 0..100`;
+ * a cross-field error found by a stage's validation carries the line of
+ * the last key of that stage. A setting made with resil_config_set() has
+ * no line: its errors, and the cross-field errors of its stage, are the
+ * message alone.
+ *
+ * A resil_config owns every string it holds. resil_config_pipeline()
+ * gives a resil_pipeline_config whose strings and methods point into it.
+ *
+ * Thread safety: a resil_config is used from one thread at a time. Reading
+ * functions (pipeline, get, count, entry) may run concurrently with each
+ * other, but not with set or free. Different configs are independent.
+ */
+#ifndef RESIL_CONFIG_H
+#define RESIL_CONFIG_H
+
+#include <stddef.h>
+
+#include <resil/pipeline.h>
+#include <resil/resil.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct resil_config resil_config;
+
+/*
+ * Parse text (NUL-terminated) into a new configuration and store it in
+ * *out. origin names the text in messages (NULL: "<string>"). alloc is
+ * copied (NULL: malloc() and free()); its ctx must outlive the config.
+ * diag may be NULL. The caller frees *out with resil_config_free().
+ *
+ * Returns RESIL_OK; RESIL_E_INVAL for a NULL out or text, or a bad setting
+ * (`origin:line: message` in *diag); RESIL_E_NOMEM. On error *out is
+ * unchanged and nothing is left allocated.
+ */
+RESIL_API resil_err resil_config_parse_string(resil_config **out,
+    const char *text, const char *origin, const resil_allocator *alloc,
+    resil_diag *diag);
+
+/*
+ * As resil_config_parse_string() on the contents of the file at path,
+ * which is also the origin in messages. Returns as parse_string, and
+ * RESIL_E_NOTFOUND when the file cannot be opened or read (`path: cannot
+ * open: ...` in *diag); a NUL byte in the file is refused (RESIL_E_INVAL).
+ */
+RESIL_API resil_err resil_config_parse_file(resil_config **out,
+    const char *path, const resil_allocator *alloc, resil_diag *diag);
+
+/* An empty configuration (every default, no stage on): the same as
+ * parsing "". */
+RESIL_API resil_err resil_config_new(
+    resil_config **out, const resil_allocator *alloc);
+
+/* Free conf and every string it owns. NULL is a harmless no-op. */
+RESIL_API void resil_config_free(resil_config *conf);
+
+/*
+ * The pipeline configuration described by conf. Its service, mock,
+ * methods (and their names and mocks) point into conf: the pointer and
+ * what it reaches stay valid until conf is changed (resil_config_set) or
+ * freed. The caller may copy the struct and fill in what text cannot say:
+ * registry, classifier, listener, clock and alloc (all NULL here).
+ * Returns NULL for a NULL conf.
+ */
+RESIL_API const resil_pipeline_config *resil_config_pipeline(
+    const resil_config *conf);
+
+/*
+ * Apply one setting, with the same checks as a line of text (key and value
+ * are trimmed of blanks), then run the stage validations again. A key set
+ * before (by the text or by an earlier set) takes the new value, and its
+ * setting loses its line. Pointers from resil_config_pipeline() become
+ * invalid on RESIL_OK.
+ *
+ * Returns RESIL_OK; RESIL_E_INVAL for a NULL argument or a bad setting
+ * (message in *diag, without origin:line for this setting); RESIL_E_NOMEM.
+ * On error conf is unchanged.
+ */
+RESIL_API resil_err resil_config_set(
+    resil_config *conf, const char *key, const char *value, resil_diag *diag);
+
+/*
+ * The effective value of key as text, into buf (len bytes with the NUL):
+ * every stage key gives its value, default or set, in a form the parser
+ * reads back (durations in raw ticks, enums by name, booleans as true or
+ * false, "none" for no limit); `<stage>.enabled` gives whether the stage
+ * is on. service, mock and method keys give what was set.
+ *
+ * Returns RESIL_OK; RESIL_E_NOTFOUND for an unknown key, a string key that
+ * was not set or a method that was not declared; RESIL_E_INVAL for a NULL
+ * argument or a buffer too small for the value (buf is then untouched).
+ */
+RESIL_API resil_err resil_config_get(
+    const resil_config *conf, const char *key, char *buf, size_t len);
+
+/* One setting as given, for tools. The strings belong to the config. */
+typedef struct resil_config_setting {
+	const char *key;
+	const char *value;
+	const char *origin; /* NULL for a setting made by resil_config_set */
+	unsigned line;      /* 1-based; 0 for resil_config_set */
+} resil_config_setting;
+
+/* The number of settings, in the order they were given; 0 for NULL. */
+RESIL_API size_t resil_config_count(const resil_config *conf);
+
+/* The i-th setting into *out. RESIL_OK; RESIL_E_INVAL for a NULL argument;
+ * RESIL_E_NOTFOUND when i >= count. */
+RESIL_API resil_err resil_config_entry(
+    const resil_config *conf, size_t i, resil_config_setting *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RESIL_CONFIG_H */

@@ -1,0 +1,1540 @@
+/*
+ * resil config: key=value text into a resil_pipeline_config.
+ *
+ * The config keeps the settings as given (key, value, line). The pipeline
+ * configuration is always rebuilt from them, in order, on top of the
+ * defaults, so resil_config_set() can try a change on a fresh build and
+ * keep the old one when the change is refused.
+ */
+#include "internal.h"
+
+#include <resil/config.h>
+
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ORIGIN_STRING "<string>"
+
+/* ---- the key table ---- */
+
+enum stage {
+	ST_NONE = 0,
+	ST_BREAKER,
+	ST_RETRY,
+	ST_CACHE,
+	ST_RATELIMIT,
+	ST_BULKHEAD,
+	ST_COUNT
+};
+
+enum kind {
+	K_ENABLED, /* <stage>.enabled */
+	K_BOOL,    /* an int field */
+	K_U32,
+	K_U64,
+	K_SIZE,
+	K_DUR, /* uint64_t ticks, with an optional unit suffix */
+	K_DOUBLE,
+	K_WINDOW,
+	K_BACKOFF,
+	K_JITTER,
+	K_SERVICE,
+	K_MOCK
+};
+
+#define F_NONE 1u /* "none" means UINT64_MAX (no limit) */
+#define F_POW2 2u /* a power of two */
+
+typedef struct keydef {
+	const char *name;
+	unsigned char kind;
+	unsigned char stage;
+	unsigned char flags;
+	size_t off; /* into resil_pipeline_config */
+	uint64_t min, max;
+	double dmin, dmax;
+} keydef;
+
+#define PC(field) offsetof(resil_pipeline_config, field)
+#define U32MAX UINT64_C(4294967295)
+#define INT(n, k, st, fl, field, lo, hi)                  \
+	{                                                 \
+		n, k, st, fl, PC(field), lo, hi, 0.0, 0.0 \
+	}
+#define DBL(n, st, field, lo, hi)                           \
+	{                                                   \
+		n, K_DOUBLE, st, 0, PC(field), 0, 0, lo, hi \
+	}
+#define EN(n, st)                                      \
+	{                                              \
+		n, K_ENABLED, st, 0, 0, 0, 0, 0.0, 0.0 \
+	}
+
+static const keydef keys[] = {
+	INT("service", K_SERVICE, ST_NONE, 0, service, 0, 0),
+	INT("timeout", K_DUR, ST_NONE, 0, timeout_ns, 0, UINT64_MAX),
+	INT("mock", K_MOCK, ST_NONE, 0, mock, 0, 0),
+
+	EN("breaker.enabled", ST_BREAKER),
+	INT("breaker.per_method", K_BOOL, ST_BREAKER, 0, breaker_per_method, 0,
+	    1),
+	INT("breaker.consecutive_failures", K_U32, ST_BREAKER, 0,
+	    breaker.consecutive_failures, 0, U32MAX),
+	INT("breaker.failure_rate", K_U32, ST_BREAKER, 0,
+	    breaker.failure_rate_pct, 0, 100),
+	INT("breaker.slow_rate", K_U32, ST_BREAKER, 0, breaker.slow_rate_pct,
+	    0, 100),
+	INT("breaker.slow_threshold", K_DUR, ST_BREAKER, 0,
+	    breaker.slow_threshold_ns, 0, UINT64_MAX),
+	INT("breaker.min_calls", K_U32, ST_BREAKER, 0, breaker.min_calls, 0,
+	    U32MAX),
+	INT("breaker.window", K_WINDOW, ST_BREAKER, 0, breaker.window_type, 0,
+	    0),
+	INT("breaker.window_size", K_U32, ST_BREAKER, 0, breaker.window_size,
+	    1, U32MAX),
+	INT("breaker.bucket", K_DUR, ST_BREAKER, 0, breaker.bucket_ns, 1,
+	    UINT64_MAX),
+	INT("breaker.open_wait", K_DUR, ST_BREAKER, 0, breaker.open_wait_ns, 0,
+	    UINT64_MAX),
+	DBL("breaker.open_wait_multiplier", ST_BREAKER,
+	    breaker.open_wait_multiplier, 1.0, 1000.0),
+	INT("breaker.open_wait_max", K_DUR, ST_BREAKER, 0,
+	    breaker.open_wait_max_ns, 0, UINT64_MAX),
+	INT("breaker.probes", K_U32, ST_BREAKER, 0, breaker.permitted_probes,
+	    1, 32767),
+	INT("breaker.reopen_on_first_failure", K_BOOL, ST_BREAKER, 0,
+	    breaker.reopen_on_first_failure, 0, 1),
+	INT("breaker.max_half_open", K_DUR, ST_BREAKER, 0,
+	    breaker.max_half_open_ns, 0, UINT64_MAX),
+
+	EN("retry.enabled", ST_RETRY),
+	INT("retry.max_attempts", K_U32, ST_RETRY, 0, retry.max_attempts, 1,
+	    RESIL_RETRY_MAX_ATTEMPTS),
+	INT("retry.backoff", K_BACKOFF, ST_RETRY, 0, retry.backoff, 0, 0),
+	INT("retry.delay", K_DUR, ST_RETRY, 0, retry.base_delay_ns, 0,
+	    UINT64_MAX),
+	DBL("retry.multiplier", ST_RETRY, retry.multiplier, 1.0, 100.0),
+	INT("retry.max_delay", K_DUR, ST_RETRY, F_NONE, retry.max_delay_ns, 0,
+	    UINT64_MAX),
+	INT("retry.jitter", K_JITTER, ST_RETRY, 0, retry.jitter, 0, 0),
+	DBL("retry.jitter_factor", ST_RETRY, retry.jitter_factor, 0.0, 1.0),
+	INT("retry.seed", K_U64, ST_RETRY, 0, retry.seed, 0, UINT64_MAX),
+	INT("retry.deadline", K_DUR, ST_RETRY, 0, retry.deadline_ns, 0,
+	    UINT64_MAX),
+	INT("retry.on_open", K_BOOL, ST_RETRY, 0, retry.retry_on_open, 0, 1),
+	INT("retry.fail_after_max_attempts", K_BOOL, ST_RETRY, 0,
+	    retry.fail_after_max_attempts, 0, 1),
+	DBL("retry.budget_ratio", ST_RETRY, retry.budget_ratio, 0.0, 1000.0),
+	INT("retry.budget_max_tokens", K_U32, ST_RETRY, 0,
+	    retry.budget_max_tokens, 1, 1000000),
+	INT("retry.budget_min_retries", K_U32, ST_RETRY, 0,
+	    retry.budget_min_retries, 0, 1000000),
+	INT("retry.budget_period", K_DUR, ST_RETRY, 0, retry.budget_period_ns,
+	    1, UINT64_MAX),
+
+	EN("cache.enabled", ST_CACHE),
+	INT("cache.max_entries", K_SIZE, ST_CACHE, 0, cache.max_entries, 1,
+	    UINT64_C(1) << 32),
+	INT("cache.max_bytes", K_SIZE, ST_CACHE, 0, cache.max_bytes, 1,
+	    UINT64_MAX),
+	INT("cache.max_age", K_DUR, ST_CACHE, F_NONE, cache.max_age, 0,
+	    UINT64_MAX),
+	INT("cache.shards", K_U32, ST_CACHE, F_POW2, cache.shards, 1, 256),
+
+	EN("ratelimit.enabled", ST_RATELIMIT),
+	INT("ratelimit.rate", K_U32, ST_RATELIMIT, 0, ratelimit.rate, 1,
+	    U32MAX),
+	INT("ratelimit.period", K_DUR, ST_RATELIMIT, 0, ratelimit.period_ns, 1,
+	    UINT64_MAX),
+	INT("ratelimit.burst", K_U32, ST_RATELIMIT, 0, ratelimit.burst, 1,
+	    U32MAX),
+
+	EN("bulkhead.enabled", ST_BULKHEAD),
+	INT("bulkhead.max_concurrent", K_U32, ST_BULKHEAD, 0,
+	    bulkhead.max_concurrent, 1, RESIL_BULKHEAD_MAX_LIMIT),
+	INT("bulkhead.adaptive", K_BOOL, ST_BULKHEAD, 0, bulkhead.adaptive, 0,
+	    1),
+	INT("bulkhead.min_limit", K_U32, ST_BULKHEAD, 0, bulkhead.min_limit, 1,
+	    RESIL_BULKHEAD_MAX_LIMIT),
+	INT("bulkhead.max_limit", K_U32, ST_BULKHEAD, 0, bulkhead.max_limit, 1,
+	    RESIL_BULKHEAD_MAX_LIMIT),
+	INT("bulkhead.target_latency", K_DUR, ST_BULKHEAD, 0,
+	    bulkhead.target_latency_ns, 1, UINT64_MAX),
+	INT("bulkhead.increase", K_U32, ST_BULKHEAD, 0, bulkhead.increase, 1,
+	    RESIL_BULKHEAD_MAX_LIMIT),
+	INT("bulkhead.backoff_pct", K_U32, ST_BULKHEAD, 0,
+	    bulkhead.backoff_pct, 1, 99),
+};
+
+#define NKEYS (sizeof(keys) / sizeof(keys[0]))
+
+/* Words that start a stage key: never method names. */
+static const char *const reserved[] = { "service", "timeout", "mock",
+	"breaker", "retry", "cache", "ratelimit", "bulkhead" };
+
+/* The keys a declared method has, after "<method>.". */
+enum mkey { MK_TYPE, MK_MOCK, MK_TIMEOUT, MK_MAX_ATTEMPTS, MK_COUNT };
+static const char *const method_keys[MK_COUNT] = { "type", "mock", "timeout",
+	"retry.max_attempts" };
+
+static const char *const window_names[] = { "count", "time" };
+static const char *const backoff_names[] = { "fixed", "exponential" };
+static const char *const jitter_names[] = { "none", "proportional", "full",
+	"equal", "decorrelated" };
+
+/* ---- the config ---- */
+
+typedef struct setting {
+	char *key;
+	char *value;
+	char *method;      /* the method name of a method key, else NULL */
+	unsigned line;     /* 0: made by resil_config_set */
+	const keydef *def; /* NULL for a method key */
+	enum mkey mk;
+} setting;
+
+struct resil_config {
+	resil_allocator alloc;
+	char *origin;
+	setting *settings;
+	size_t n, cap;
+	resil_pipeline_config pc;
+	resil_method_config *methods;
+	size_t methods_cap;
+};
+
+/*
+ * A setting's value and line, as a build keeps them: the settings array
+ * may move while a text is read, the strings it points to never do.
+ */
+typedef struct ref {
+	const char *value;
+	unsigned line;
+} ref;
+
+/* A pipeline configuration under construction. */
+typedef struct build {
+	const resil_allocator *a;
+	const char *origin;
+	resil_pipeline_config pc;
+	resil_method_config *methods;
+	ref *method_mock; /* each method's mock setting */
+	size_t n, cap;
+	int touched[ST_COUNT];
+	int enabled[ST_COUNT];   /* -1: not given */
+	unsigned last[ST_COUNT]; /* the line of each stage's last key */
+	int set_seen[ST_COUNT];  /* the stage has a key made by set */
+	ref mock;
+} build;
+
+/* ---- small helpers ---- */
+
+static int
+is_blank(char c)
+{
+	return c == ' ' || c == '\t' || c == '\r';
+}
+
+static int
+lower(int c)
+{
+	return c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c;
+}
+
+static int
+word_eq(const char *s, const char *w)
+{
+	while (*s != '\0' && *w != '\0' && lower(*s) == lower(*w)) {
+		s++;
+		w++;
+	}
+	return *s == '\0' && *w == '\0';
+}
+
+static char *
+dup_n(const resil_allocator *a, const char *s, size_t n)
+{
+	char *p = resil__alloc(a, n + 1);
+
+	if (p != NULL) {
+		memcpy(p, s, n);
+		p[n] = '\0';
+	}
+	return p;
+}
+
+static void
+free_str(const resil_allocator *a, char *s)
+{
+	if (s != NULL)
+		resil__free(a, s, strlen(s) + 1);
+}
+
+/*
+ * Write `origin:line: message` (or the message alone for a setting without
+ * a line) into diag. The message is formatted first so that the prefix is
+ * not cut by a long message's own truncation rules.
+ */
+static resil_err fail_at(resil_diag *diag, const char *origin, unsigned line,
+    const char *fmt, ...) RESIL__PRINTF(4, 5);
+
+static resil_err
+fail_at(
+    resil_diag *diag, const char *origin, unsigned line, const char *fmt, ...)
+{
+	char msg[RESIL_DIAG_MAX];
+	va_list ap;
+
+	if (diag == NULL)
+		return RESIL_E_INVAL;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (line == 0 || origin == NULL)
+		return resil__diagf(diag, RESIL_E_INVAL, "%s", msg);
+	return resil__diagf(
+	    diag, RESIL_E_INVAL, "%s:%u: %s", origin, line, msg);
+}
+
+static size_t
+edit_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b), i, j;
+	size_t row[64], prev, tmp;
+
+	if (lb >= sizeof(row) / sizeof(row[0]) || la >= 64)
+		return SIZE_MAX;
+	for (j = 0; j <= lb; j++)
+		row[j] = j;
+	for (i = 1; i <= la; i++) {
+		prev = row[0];
+		row[0] = i;
+		for (j = 1; j <= lb; j++) {
+			tmp = row[j];
+			row[j] = a[i - 1] == b[j - 1] ? prev : 1 + prev;
+			if (row[j] > tmp + 1)
+				row[j] = tmp + 1;
+			if (row[j] > row[j - 1] + 1)
+				row[j] = row[j - 1] + 1;
+			prev = tmp;
+		}
+	}
+	return row[lb];
+}
+
+static resil_err
+unknown_key(resil_diag *diag, const char *origin, unsigned line,
+    const char *key, const char *method)
+{
+	const char *best = NULL;
+	size_t d, bd = 3, i;
+
+	if (method != NULL) {
+		/* A method key: suggest among the method keys. */
+		const char *rest = key + strlen(method) + 1;
+
+		for (i = 0; i < MK_COUNT; i++) {
+			d = edit_distance(rest, method_keys[i]);
+			if (d < bd) {
+				bd = d;
+				best = method_keys[i];
+			}
+		}
+		if (best != NULL)
+			return fail_at(diag, origin, line,
+			    "%s: unknown key (did you mean %s.%s?)", key,
+			    method, best);
+		return fail_at(diag, origin, line,
+		    "%s: unknown key (a method has type, mock, timeout and "
+		    "retry.max_attempts)",
+		    key);
+	}
+	for (i = 0; i < NKEYS; i++) {
+		d = edit_distance(key, keys[i].name);
+		if (d < bd) {
+			bd = d;
+			best = keys[i].name;
+		}
+	}
+	if (best != NULL)
+		return fail_at(diag, origin, line,
+		    "%s: unknown key (did you mean %s?)", key, best);
+	return fail_at(diag, origin, line, "%s: unknown key", key);
+}
+
+static int
+is_ident(const char *s, size_t n)
+{
+	size_t i;
+
+	if (n == 0)
+		return 0;
+	for (i = 0; i < n; i++) {
+		char c = s[i];
+		int alpha = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+		    c == '_' || c == '$';
+
+		if (!alpha && !(i > 0 && c >= '0' && c <= '9'))
+			return 0;
+	}
+	return 1;
+}
+
+/*
+ * Classify key: a stage key (*def set) or a method key (*method_len and
+ * *mk set). Returns RESIL_OK or RESIL_E_INVAL with the message.
+ */
+static resil_err
+classify(const char *key, const keydef **def, size_t *method_len,
+    enum mkey *mk, const char *origin, unsigned line, resil_diag *diag)
+{
+	const char *dot;
+	size_t i, n;
+	char name[RESIL_DIAG_MAX];
+
+	for (i = 0; i < NKEYS; i++) {
+		if (strcmp(key, keys[i].name) == 0) {
+			*def = &keys[i];
+			return RESIL_OK;
+		}
+	}
+	dot = strchr(key, '.');
+	if (dot == NULL)
+		return unknown_key(diag, origin, line, key, NULL);
+	n = (size_t)(dot - key);
+	for (i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++)
+		if (strlen(reserved[i]) == n &&
+		    memcmp(reserved[i], key, n) == 0)
+			return unknown_key(diag, origin, line, key, NULL);
+	if (!is_ident(key, n)) {
+		/* Maybe a misspelt stage key rather than a method. */
+		return fail_at(diag, origin, line,
+		    "%s: \"%.*s\" is not a method name (a letter, '_' or '$', "
+		    "then letters, digits, '_' or '$')",
+		    key, (int)n, key);
+	}
+	for (i = 0; i < MK_COUNT; i++) {
+		if (strcmp(dot + 1, method_keys[i]) == 0) {
+			*def = NULL;
+			*method_len = n;
+			*mk = (enum mkey)i;
+			return RESIL_OK;
+		}
+	}
+	if (n >= sizeof(name))
+		n = sizeof(name) - 1;
+	memcpy(name, key, n);
+	name[n] = '\0';
+	return unknown_key(diag, origin, line, key, name);
+}
+
+/* ---- values ---- */
+
+/* Digits only, into *v; 0 when not a number, -1 on overflow. */
+static int
+parse_digits(const char *s, size_t n, uint64_t *v)
+{
+	uint64_t x = 0;
+	size_t i;
+	int over = 0;
+
+	if (n == 0)
+		return 0;
+	for (i = 0; i < n; i++) {
+		unsigned d;
+
+		if (s[i] < '0' || s[i] > '9')
+			return 0;
+		d = (unsigned)(s[i] - '0');
+		/* Catch uint64_t overflow. */
+		if (x > (UINT64_MAX - d) / 10)
+			over = 1;
+		else
+			x = x * 10 + d;
+	}
+	if (over)
+		return -1;
+	*v = x;
+	return 1;
+}
+
+/* A duration: digits and an optional unit. 0 bad, -1 overflow. */
+static int
+parse_duration(const char *s, uint64_t *v)
+{
+	static const struct {
+		const char *suffix;
+		uint64_t mul;
+	} units[] = { { "ns", 1 }, { "us", RESIL_NS_PER_US },
+		{ "ms", RESIL_NS_PER_MS }, { "s", RESIL_NS_PER_SEC },
+		{ "m", 60 * RESIL_NS_PER_SEC },
+		{ "h", 3600 * RESIL_NS_PER_SEC } };
+	size_t n = 0, i;
+	uint64_t x;
+	int r;
+
+	while (s[n] >= '0' && s[n] <= '9')
+		n++;
+	if (n == 0)
+		return 0;
+	r = parse_digits(s, n, &x);
+	if (s[n] == '\0') {
+		if (r == 1)
+			*v = x;
+		return r;
+	}
+	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (strcmp(s + n, units[i].suffix) == 0) {
+			if (r != 1 || x > UINT64_MAX / units[i].mul)
+				return -1;
+			*v = x * units[i].mul;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* A decimal number, no hex, inf or nan. */
+static int
+parse_double(const char *s, double *v)
+{
+	const char *p;
+	char *end;
+	double d;
+
+	if (*s == '\0')
+		return 0;
+	for (p = s; *p != '\0'; p++)
+		if (!((*p >= '0' && *p <= '9') || *p == '.' || *p == 'e' ||
+		        *p == 'E' || *p == '+' || *p == '-'))
+			return 0;
+	d = strtod(s, &end);
+	if (*end != '\0' || end == s || !isfinite(d))
+		return 0;
+	*v = d;
+	return 1;
+}
+
+static int
+parse_bool(const char *s, int *v)
+{
+	static const char *const yes[] = { "true", "1", "yes", "on" };
+	static const char *const no[] = { "false", "0", "no", "off" };
+	size_t i;
+
+	for (i = 0; i < 4; i++) {
+		if (word_eq(s, yes[i])) {
+			*v = 1;
+			return 1;
+		}
+		if (word_eq(s, no[i])) {
+			*v = 0;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+static int
+parse_enum(const char *s, const char *const *names, size_t n, int *v)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (word_eq(s, names[i])) {
+			*v = (int)i;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+static void
+join_names(char *buf, size_t len, const char *const *names, size_t n)
+{
+	size_t i, used = 0;
+
+	buf[0] = '\0';
+	for (i = 0; i < n && used < len; i++)
+		used += (size_t)snprintf(buf + used, len - used, "%s%s",
+		    i == 0 ? "" : ", ", names[i]);
+}
+
+/* ---- building ---- */
+
+static void
+build_init(build *b, const resil_allocator *a, const char *origin)
+{
+	int i;
+
+	memset(b, 0, sizeof(*b));
+	b->a = a;
+	b->origin = origin;
+	resil_pipeline_config_init(&b->pc);
+	for (i = 0; i < ST_COUNT; i++)
+		b->enabled[i] = -1;
+}
+
+static void
+build_discard(build *b)
+{
+	if (b->methods != NULL) {
+		resil__free(b->a, b->methods, b->cap * sizeof(*b->methods));
+		resil__free(
+		    b->a, b->method_mock, b->cap * sizeof(*b->method_mock));
+	}
+	b->methods = NULL;
+	b->method_mock = NULL;
+	b->n = b->cap = 0;
+}
+
+/* The index of method name, declaring it if new; -1 on no memory. */
+static long
+build_method(build *b, const char *name)
+{
+	resil_method_config *m;
+	ref *mm;
+	size_t i, cap;
+
+	for (i = 0; i < b->n; i++)
+		if (strcmp(b->methods[i].name, name) == 0)
+			return (long)i;
+	if (b->n == b->cap) {
+		cap = b->cap == 0 ? 4 : b->cap * 2;
+		m = resil__alloc(b->a, cap * sizeof(*m));
+		mm = resil__alloc(b->a, cap * sizeof(*mm));
+		if (m == NULL || mm == NULL) {
+			if (m != NULL)
+				resil__free(b->a, m, cap * sizeof(*m));
+			if (mm != NULL)
+				resil__free(b->a, mm, cap * sizeof(*mm));
+			return -1;
+		}
+		if (b->n > 0) {
+			memcpy(m, b->methods, b->n * sizeof(*m));
+			memcpy(mm, b->method_mock, b->n * sizeof(*mm));
+		}
+		build_discard(b);
+		b->methods = m;
+		b->method_mock = mm;
+		b->cap = cap;
+		b->n = i;
+	}
+	m = &b->methods[b->n];
+	memset(m, 0, sizeof(*m));
+	m->name = name;
+	m->type = RESIL_TYPE_ANY;
+	b->method_mock[b->n].value = NULL;
+	b->method_mock[b->n].line = 0;
+	return (long)b->n++;
+}
+
+/* Apply one setting to b. */
+static resil_err
+build_apply(build *b, const setting *s, resil_diag *diag)
+{
+	const keydef *k = s->def;
+	const char *v = s->value;
+	unsigned line = s->line;
+	char *field;
+	char names[128];
+	uint64_t u = 0;
+	double d = 0.0;
+	int r, e;
+
+	if (k == NULL) {
+		long i = build_method(b, s->method);
+		resil_method_config *m;
+
+		if (i < 0)
+			return resil__diagf(
+			    diag, RESIL_E_NOMEM, "config: out of memory");
+		m = &b->methods[i];
+		switch (s->mk) {
+		case MK_TYPE:
+			for (e = 0; e <= (int)RESIL_TYPE_JSON; e++) {
+				if (word_eq(
+				        v, resil_type_name((resil_type)e))) {
+					m->type = (resil_type)e;
+					return RESIL_OK;
+				}
+			}
+			return fail_at(diag, b->origin, line,
+			    "%s: \"%s\" is not a type (any, void, bool, int, "
+			    "double, string, bytes, array, object, json)",
+			    s->key, v);
+		case MK_MOCK:
+			m->mock = v;
+			b->method_mock[i].value = s->value;
+			b->method_mock[i].line = s->line;
+			return RESIL_OK;
+		case MK_TIMEOUT:
+			r = parse_duration(v, &u);
+			if (r == 0)
+				goto bad_duration;
+			if (r < 0)
+				goto range_u64;
+			m->timeout_ns = u;
+			return RESIL_OK;
+		default:
+			r = parse_digits(v, strlen(v), &u);
+			if (r == 0)
+				goto bad_integer;
+			if (r < 0 || u > RESIL_RETRY_MAX_ATTEMPTS)
+				return fail_at(diag, b->origin, line,
+				    "%s: %s is out of range 0..%u", s->key, v,
+				    (unsigned)RESIL_RETRY_MAX_ATTEMPTS);
+			m->max_attempts = (uint32_t)u;
+			return RESIL_OK;
+		}
+	}
+
+	field = (char *)&b->pc + k->off;
+	if (k->stage != ST_NONE) {
+		/* A setting made by set is newer than every line of the
+		 * text: once the stage has one, its errors are the set's. */
+		if (s->line == 0)
+			b->set_seen[k->stage] = 1;
+		b->last[k->stage] = b->set_seen[k->stage] ? 0 : s->line;
+		b->touched[k->stage] = 1;
+	}
+	switch (k->kind) {
+	case K_ENABLED:
+	case K_BOOL:
+		if (!parse_bool(v, &e))
+			return fail_at(diag, b->origin, line,
+			    "%s: \"%s\" is not a boolean (true, false, yes, "
+			    "no, "
+			    "on, off, 1, 0)",
+			    s->key, v);
+		if (k->kind == K_ENABLED)
+			b->enabled[k->stage] = e;
+		else
+			memcpy(field, &e, sizeof(e));
+		return RESIL_OK;
+	case K_SERVICE:
+		if (*v == '\0')
+			return fail_at(diag, b->origin, line,
+			    "service: a service name is required");
+		b->pc.service = v;
+		return RESIL_OK;
+	case K_MOCK:
+		b->pc.mock = v;
+		b->mock.value = s->value;
+		b->mock.line = s->line;
+		return RESIL_OK;
+	case K_WINDOW:
+		if (!parse_enum(v, window_names, 2, &e))
+			goto bad_enum;
+		b->pc.breaker.window_type = (resil_breaker_window_type)e;
+		return RESIL_OK;
+	case K_BACKOFF:
+		if (!parse_enum(v, backoff_names, 2, &e))
+			goto bad_enum;
+		b->pc.retry.backoff = (resil_retry_backoff)e;
+		return RESIL_OK;
+	case K_JITTER:
+		if (!parse_enum(v, jitter_names, 5, &e))
+			goto bad_enum;
+		b->pc.retry.jitter = (resil_retry_jitter)e;
+		return RESIL_OK;
+	case K_DOUBLE:
+		if (!parse_double(v, &d))
+			return fail_at(diag, b->origin, line,
+			    "%s: \"%s\" is not a number", s->key, v);
+		if (!(d >= k->dmin && d <= k->dmax))
+			return fail_at(diag, b->origin, line,
+			    "%s: %s is out of range %g..%g", s->key, v,
+			    k->dmin, k->dmax);
+		memcpy(field, &d, sizeof(d));
+		return RESIL_OK;
+	case K_DUR:
+		if ((k->flags & F_NONE) && word_eq(v, "none")) {
+			u = UINT64_MAX;
+		} else {
+			r = parse_duration(v, &u);
+			if (r == 0)
+				goto bad_duration;
+			if (r < 0 || u < k->min)
+				goto range;
+		}
+		memcpy(field, &u, sizeof(u));
+		return RESIL_OK;
+	default: /* K_U32, K_U64, K_SIZE */
+		r = parse_digits(v, strlen(v), &u);
+		if (r == 0)
+			goto bad_integer;
+		if (r < 0 || u < k->min || u > k->max ||
+		    (k->kind == K_SIZE && u > SIZE_MAX))
+			goto range;
+		if ((k->flags & F_POW2) && (u & (u - 1)) != 0)
+			return fail_at(diag, b->origin, line,
+			    "%s: %s is not a power of two in %llu..%llu",
+			    s->key, v, (unsigned long long)k->min,
+			    (unsigned long long)k->max);
+		if (k->kind == K_U32) {
+			uint32_t x = (uint32_t)u;
+
+			memcpy(field, &x, sizeof(x));
+		} else if (k->kind == K_SIZE) {
+			size_t x = (size_t)u;
+
+			memcpy(field, &x, sizeof(x));
+		} else {
+			memcpy(field, &u, sizeof(u));
+		}
+		return RESIL_OK;
+	}
+
+bad_enum:
+	if (k->kind == K_WINDOW)
+		join_names(names, sizeof(names), window_names, 2);
+	else if (k->kind == K_BACKOFF)
+		join_names(names, sizeof(names), backoff_names, 2);
+	else
+		join_names(names, sizeof(names), jitter_names, 5);
+	return fail_at(diag, b->origin, line, "%s: \"%s\" is not one of %s",
+	    s->key, v, names);
+bad_integer:
+	return fail_at(diag, b->origin, line,
+	    "%s: \"%s\" is not an unsigned integer", s->key, v);
+bad_duration:
+	return fail_at(diag, b->origin, line,
+	    "%s: \"%s\" is not a duration (ticks, or a whole number with ns, "
+	    "us, ms, s, m or h)",
+	    s->key, v);
+range_u64:
+	return fail_at(diag, b->origin, line,
+	    "%s: %s is out of range 0..18446744073709551615", s->key, v);
+range:
+	if (k->kind == K_SIZE && k->max > SIZE_MAX)
+		return fail_at(diag, b->origin, line,
+		    "%s: %s is out of range %llu..%llu", s->key, v,
+		    (unsigned long long)k->min, (unsigned long long)SIZE_MAX);
+	return fail_at(diag, b->origin, line,
+	    "%s: %s is out of range %llu..%llu", s->key, v,
+	    (unsigned long long)k->min, (unsigned long long)k->max);
+}
+
+/* Check a mock spec; its message names key instead of "mock". */
+static resil_err
+check_mock(build *b, const ref *s, const char *name, resil_type type,
+    resil_diag *diag)
+{
+	resil_mock_spec spec;
+	resil_diag d;
+	resil_err err;
+	const char *msg;
+
+	d.msg[0] = '\0';
+	err = resil_mock_parse(&spec, s->value, type, b->a, &d);
+	if (err == RESIL_OK) {
+		resil_mock_spec_free(&spec);
+		return RESIL_OK;
+	}
+	if (err != RESIL_E_INVAL)
+		return resil__diagf(diag, err, "config: out of memory");
+	msg = d.msg;
+	if (strncmp(msg, "mock: ", 6) == 0)
+		msg += 6;
+	if (name != NULL)
+		return fail_at(
+		    diag, b->origin, s->line, "%s.mock: %s", name, msg);
+	return fail_at(diag, b->origin, s->line, "mock: %s", msg);
+}
+
+/*
+ * The stages name their struct fields (`retry.max_delay_ns`); a config
+ * user wrote keys (`retry.max_delay`). Longer names come first so that
+ * open_wait_max_ns is not taken for open_wait_ns.
+ */
+static const char *const renames[][2] = {
+	{ "open_wait_max_ns", "open_wait_max" },
+	{ "open_wait_ns", "open_wait" },
+	{ "slow_threshold_ns", "slow_threshold" },
+	{ "failure_rate_pct", "failure_rate" },
+	{ "slow_rate_pct", "slow_rate" },
+	{ "max_half_open_ns", "max_half_open" },
+	{ "permitted_probes", "probes" },
+	{ "window_type", "window" },
+	{ "bucket_ns", "bucket" },
+	{ "base_delay_ns", "delay" },
+	{ "max_delay_ns", "max_delay" },
+	{ "deadline_ns", "deadline" },
+	{ "budget_period_ns", "budget_period" },
+	{ "target_latency_ns", "target_latency" },
+	{ "period_ns", "period" },
+};
+
+static int
+is_word(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	    (c >= '0' && c <= '9') || c == '_';
+}
+
+/* Copy in to out (len bytes), each whole-word field name renamed. */
+static void
+rename_fields(const char *in, char *out, size_t len)
+{
+	size_t o = 0, i, n;
+
+	while (*in != '\0' && o + 1 < len) {
+		const char *to = NULL;
+
+		if (is_word(*in) && (o == 0 || !is_word(out[o - 1]))) {
+			for (i = 0; i < sizeof(renames) / sizeof(renames[0]);
+			     i++) {
+				n = strlen(renames[i][0]);
+				if (strncmp(in, renames[i][0], n) == 0 &&
+				    !is_word(in[n])) {
+					to = renames[i][1];
+					break;
+				}
+			}
+		}
+		if (to == NULL) {
+			out[o++] = *in++;
+			continue;
+		}
+		in += n;
+		while (*to != '\0' && o + 1 < len)
+			out[o++] = *to++;
+	}
+	out[o] = '\0';
+}
+
+static resil_err
+stage_fail(build *b, int stage, const resil_diag *d, resil_diag *diag)
+{
+	unsigned line = b->last[stage];
+	char msg[RESIL_DIAG_MAX];
+
+	rename_fields(d->msg, msg, sizeof(msg));
+	return fail_at(diag, b->origin, line, "%s", msg);
+}
+
+/* After the last setting: stage switches, mock specs, stage checks. */
+static resil_err
+build_finish(build *b, resil_diag *diag)
+{
+	resil_diag d;
+	resil_err err;
+	size_t i;
+	int st;
+
+	for (st = ST_BREAKER; st < ST_COUNT; st++) {
+		int on = b->enabled[st] >= 0 ? b->enabled[st] : b->touched[st];
+
+		switch (st) {
+		case ST_BREAKER:
+			b->pc.breaker_enabled = on;
+			break;
+		case ST_RETRY:
+			b->pc.retry_enabled = on;
+			break;
+		case ST_CACHE:
+			b->pc.cache_enabled = on;
+			break;
+		case ST_RATELIMIT:
+			b->pc.ratelimit_enabled = on;
+			break;
+		default:
+			b->pc.bulkhead_enabled = on;
+			break;
+		}
+	}
+	if (b->mock.value != NULL) {
+		err = check_mock(b, &b->mock, NULL, RESIL_TYPE_ANY, diag);
+		if (err != RESIL_OK)
+			return err;
+	}
+	for (i = 0; i < b->n; i++) {
+		if (b->method_mock[i].value == NULL)
+			continue;
+		err = check_mock(b, &b->method_mock[i], b->methods[i].name,
+		    b->methods[i].type, diag);
+		if (err != RESIL_OK)
+			return err;
+	}
+	d.msg[0] = '\0';
+	if (b->pc.breaker_enabled &&
+	    resil_breaker_config_validate(&b->pc.breaker, &d) != RESIL_OK)
+		return stage_fail(b, ST_BREAKER, &d, diag);
+	if (b->pc.retry_enabled &&
+	    resil_retry_config_validate(&b->pc.retry, &d) != RESIL_OK)
+		return stage_fail(b, ST_RETRY, &d, diag);
+	if (b->pc.ratelimit_enabled &&
+	    resil_ratelimit_config_validate(&b->pc.ratelimit, &d) != RESIL_OK)
+		return stage_fail(b, ST_RATELIMIT, &d, diag);
+	if (b->pc.bulkhead_enabled &&
+	    resil_bulkhead_config_validate(&b->pc.bulkhead, &d) != RESIL_OK)
+		return stage_fail(b, ST_BULKHEAD, &d, diag);
+	/* The cache has no cross-field rule: its fields were checked one by
+	 * one as they were read. */
+	b->pc.methods = b->n > 0 ? b->methods : NULL;
+	b->pc.nmethods = b->n;
+	return RESIL_OK;
+}
+
+/* Make b the config's pipeline configuration; b is consumed. */
+static void
+install(resil_config *conf, build *b)
+{
+	if (conf->methods != NULL)
+		resil__free(&conf->alloc, conf->methods,
+		    conf->methods_cap * sizeof(*conf->methods));
+	if (b->method_mock != NULL)
+		resil__free(
+		    b->a, b->method_mock, b->cap * sizeof(*b->method_mock));
+	conf->pc = b->pc;
+	conf->methods = b->methods;
+	conf->methods_cap = b->cap;
+	b->methods = NULL;
+	b->method_mock = NULL;
+}
+
+/* Rebuild from every setting. */
+static resil_err
+rebuild(resil_config *conf, resil_diag *diag)
+{
+	build b;
+	resil_err err = RESIL_OK;
+	size_t i;
+
+	build_init(&b, &conf->alloc, conf->origin);
+	for (i = 0; i < conf->n && err == RESIL_OK; i++)
+		err = build_apply(&b, &conf->settings[i], diag);
+	if (err == RESIL_OK)
+		err = build_finish(&b, diag);
+	if (err != RESIL_OK) {
+		build_discard(&b);
+		return err;
+	}
+	install(conf, &b);
+	return RESIL_OK;
+}
+
+/* ---- settings ---- */
+
+static void
+setting_free(const resil_allocator *a, setting *s)
+{
+	free_str(a, s->key);
+	free_str(a, s->value);
+	free_str(a, s->method);
+	memset(s, 0, sizeof(*s));
+}
+
+static resil_err
+settings_reserve(resil_config *conf)
+{
+	setting *ns;
+	size_t cap;
+
+	if (conf->n < conf->cap)
+		return RESIL_OK;
+	cap = conf->cap == 0 ? 16 : conf->cap * 2;
+	ns = resil__alloc(&conf->alloc, cap * sizeof(*ns));
+	if (ns == NULL)
+		return RESIL_E_NOMEM;
+	if (conf->n > 0)
+		memcpy(ns, conf->settings, conf->n * sizeof(*ns));
+	if (conf->settings != NULL)
+		resil__free(&conf->alloc, conf->settings,
+		    conf->cap * sizeof(*conf->settings));
+	conf->settings = ns;
+	conf->cap = cap;
+	return RESIL_OK;
+}
+
+/*
+ * Fill *s from key and value (both trimmed, not NUL-terminated), checking
+ * the key. Nothing is kept on error.
+ */
+static resil_err
+setting_make(resil_config *conf, setting *s, const char *key, size_t klen,
+    const char *value, size_t vlen, unsigned line, resil_diag *diag)
+{
+	const resil_allocator *a = &conf->alloc;
+	size_t mlen = 0;
+	resil_err err;
+
+	memset(s, 0, sizeof(*s));
+	s->line = line;
+	s->key = dup_n(a, key, klen);
+	s->value = dup_n(a, value, vlen);
+	if (s->key == NULL || s->value == NULL)
+		goto nomem;
+	err =
+	    classify(s->key, &s->def, &mlen, &s->mk, conf->origin, line, diag);
+	if (err != RESIL_OK) {
+		setting_free(a, s);
+		return err;
+	}
+	if (s->def == NULL) {
+		s->method = dup_n(a, s->key, mlen);
+		if (s->method == NULL)
+			goto nomem;
+	}
+	return RESIL_OK;
+nomem:
+	setting_free(a, s);
+	return resil__diagf(diag, RESIL_E_NOMEM, "config: out of memory");
+}
+
+static long
+setting_find(const resil_config *conf, const char *key)
+{
+	size_t i;
+
+	for (i = 0; i < conf->n; i++)
+		if (strcmp(conf->settings[i].key, key) == 0)
+			return (long)i;
+	return -1;
+}
+
+static void
+trim(const char **s, size_t *n)
+{
+	while (*n > 0 && is_blank(**s)) {
+		(*s)++;
+		(*n)--;
+	}
+	while (*n > 0 && is_blank((*s)[*n - 1]))
+		(*n)--;
+}
+
+static resil_err
+config_alloc(resil_config **out, const char *origin,
+    const resil_allocator *alloc, resil_diag *diag)
+{
+	const resil_allocator *a = resil__allocator(alloc);
+	resil_config *conf;
+
+	if (alloc != NULL && (alloc->alloc == NULL || alloc->free == NULL))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "config.alloc: the allocator lacks alloc or free");
+	conf = resil__calloc(a, sizeof(*conf));
+	if (conf == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_NOMEM, "config: out of memory");
+	conf->alloc = *a;
+	conf->origin = dup_n(a, origin, strlen(origin));
+	if (conf->origin == NULL) {
+		resil__free(a, conf, sizeof(*conf));
+		return resil__diagf(
+		    diag, RESIL_E_NOMEM, "config: out of memory");
+	}
+	resil_pipeline_config_init(&conf->pc);
+	*out = conf;
+	return RESIL_OK;
+}
+
+/* Parse n bytes of text into conf, which is empty. */
+static resil_err
+parse_text(resil_config *conf, const char *text, size_t len, resil_diag *diag)
+{
+	build b;
+	resil_err err = RESIL_OK;
+	size_t pos = 0;
+	unsigned line = 0;
+
+	/* A UTF-8 byte order mark is not part of the first key. */
+	if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0)
+		pos = 3;
+	build_init(&b, &conf->alloc, conf->origin);
+	while (pos < len && err == RESIL_OK) {
+		const char *ln = text + pos, *eq, *nl;
+		const char *k, *v;
+		size_t n, kn, vn;
+		long prev;
+
+		nl = memchr(ln, '\n', len - pos);
+		n = nl != NULL ? (size_t)(nl - ln) : len - pos;
+		pos += n + 1;
+		line++;
+		trim(&ln, &n);
+		if (n == 0 || ln[0] == '#')
+			continue;
+		if (memchr(ln, '\0', n) != NULL) {
+			err = fail_at(diag, conf->origin, line,
+			    "a NUL byte in the line");
+			break;
+		}
+		eq = memchr(ln, '=', n);
+		if (eq == NULL) {
+			err = fail_at(diag, conf->origin, line,
+			    "\"%.*s\" is not a key=value setting",
+			    (int)(n > 64 ? 64 : n), ln);
+			break;
+		}
+		k = ln;
+		kn = (size_t)(eq - ln);
+		v = eq + 1;
+		vn = n - kn - 1;
+		trim(&k, &kn);
+		trim(&v, &vn);
+		if (kn == 0) {
+			err = fail_at(
+			    diag, conf->origin, line, "empty key before '='");
+			break;
+		}
+		err = settings_reserve(conf);
+		if (err != RESIL_OK) {
+			err = resil__diagf(
+			    diag, RESIL_E_NOMEM, "config: out of memory");
+			break;
+		}
+		err = setting_make(
+		    conf, &conf->settings[conf->n], k, kn, v, vn, line, diag);
+		if (err != RESIL_OK)
+			break;
+		prev = setting_find(conf, conf->settings[conf->n].key);
+		if (prev >= 0) {
+			err = fail_at(diag, conf->origin, line,
+			    "%s: set again (first set at line %u)",
+			    conf->settings[conf->n].key,
+			    conf->settings[prev].line);
+			setting_free(&conf->alloc, &conf->settings[conf->n]);
+			break;
+		}
+		conf->n++;
+		err = build_apply(&b, &conf->settings[conf->n - 1], diag);
+	}
+	if (err == RESIL_OK)
+		err = build_finish(&b, diag);
+	if (err != RESIL_OK) {
+		build_discard(&b);
+		return err;
+	}
+	install(conf, &b);
+	return RESIL_OK;
+}
+
+/* ---- public ---- */
+
+static resil_err
+parse_buffer(resil_config **out, const char *text, size_t len,
+    const char *origin, const resil_allocator *alloc, resil_diag *diag)
+{
+	resil_config *conf = NULL;
+	resil_err err;
+
+	err = config_alloc(&conf, origin, alloc, diag);
+	if (err != RESIL_OK)
+		return err;
+	err = parse_text(conf, text, len, diag);
+	if (err != RESIL_OK) {
+		resil_config_free(conf);
+		return err;
+	}
+	*out = conf;
+	return RESIL_OK;
+}
+
+resil_err
+resil_config_parse_string(resil_config **out, const char *text,
+    const char *origin, const resil_allocator *alloc, resil_diag *diag)
+{
+	if (out == NULL || text == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "config: NULL argument");
+	return parse_buffer(out, text, strlen(text),
+	    origin != NULL ? origin : ORIGIN_STRING, alloc, diag);
+}
+
+resil_err
+resil_config_new(resil_config **out, const resil_allocator *alloc)
+{
+	return resil_config_parse_string(out, "", NULL, alloc, NULL);
+}
+
+resil_err
+resil_config_parse_file(resil_config **out, const char *path,
+    const resil_allocator *alloc, resil_diag *diag)
+{
+	const resil_allocator *a;
+	FILE *f;
+	char *buf, *nb;
+	size_t cap = 4096, len = 0, got;
+	resil_err err;
+	int e;
+
+	if (out == NULL || path == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "config: NULL argument");
+	if (alloc != NULL && (alloc->alloc == NULL || alloc->free == NULL))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "config.alloc: the allocator lacks alloc or free");
+	a = resil__allocator(alloc);
+	f = fopen(path, "rb");
+	if (f == NULL) {
+		e = errno;
+		return resil__diagf(diag, RESIL_E_NOTFOUND,
+		    "%s: cannot open: %s", path,
+		    e == ENOENT       ? "no such file"
+		        : e == EACCES ? "permission denied"
+		                      : "cannot be opened");
+	}
+	buf = resil__alloc(a, cap);
+	if (buf == NULL) {
+		fclose(f);
+		return resil__diagf(
+		    diag, RESIL_E_NOMEM, "config: out of memory");
+	}
+	for (;;) {
+		got = fread(buf + len, 1, cap - len, f);
+		len += got;
+		if (len < cap)
+			break;
+		nb = cap <= SIZE_MAX / 2 ? resil__alloc(a, cap * 2) : NULL;
+		if (nb == NULL) {
+			resil__free(a, buf, cap);
+			fclose(f);
+			return resil__diagf(
+			    diag, RESIL_E_NOMEM, "config: out of memory");
+		}
+		memcpy(nb, buf, len);
+		resil__free(a, buf, cap);
+		buf = nb;
+		cap *= 2;
+	}
+	if (ferror(f)) {
+		resil__free(a, buf, cap);
+		fclose(f);
+		return resil__diagf(
+		    diag, RESIL_E_NOTFOUND, "%s: cannot read the file", path);
+	}
+	fclose(f);
+	err = parse_buffer(out, buf, len, path, alloc, diag);
+	resil__free(a, buf, cap);
+	return err;
+}
+
+void
+resil_config_free(resil_config *conf)
+{
+	resil_allocator a;
+	size_t i;
+
+	if (conf == NULL)
+		return;
+	a = conf->alloc;
+	for (i = 0; i < conf->n; i++)
+		setting_free(&a, &conf->settings[i]);
+	if (conf->settings != NULL)
+		resil__free(&a, conf->settings, conf->cap * sizeof(setting));
+	if (conf->methods != NULL)
+		resil__free(&a, conf->methods,
+		    conf->methods_cap * sizeof(*conf->methods));
+	free_str(&a, conf->origin);
+	resil__free(&a, conf, sizeof(*conf));
+}
+
+const resil_pipeline_config *
+resil_config_pipeline(const resil_config *conf)
+{
+	return conf != NULL ? &conf->pc : NULL;
+}
+
+resil_err
+resil_config_set(
+    resil_config *conf, const char *key, const char *value, resil_diag *diag)
+{
+	setting s, old;
+	const char *k = key, *v = value;
+	size_t kn, vn;
+	long at;
+	resil_err err;
+
+	if (conf == NULL || key == NULL || value == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "config: NULL argument");
+	kn = strlen(k);
+	vn = strlen(v);
+	trim(&k, &kn);
+	trim(&v, &vn);
+	if (kn == 0)
+		return resil__diagf(diag, RESIL_E_INVAL, "config: empty key");
+	if (settings_reserve(conf) != RESIL_OK)
+		return resil__diagf(
+		    diag, RESIL_E_NOMEM, "config: out of memory");
+	err = setting_make(conf, &s, k, kn, v, vn, 0, diag);
+	if (err != RESIL_OK)
+		return err;
+	at = setting_find(conf, s.key);
+	if (at >= 0) {
+		old = conf->settings[at];
+		conf->settings[at] = s;
+	} else {
+		conf->settings[conf->n++] = s;
+	}
+	err = rebuild(conf, diag);
+	if (err != RESIL_OK) {
+		/* Put everything back; the old build is still installed. */
+		if (at >= 0)
+			conf->settings[at] = old;
+		else
+			conf->n--;
+		setting_free(&conf->alloc, &s);
+		return err;
+	}
+	if (at >= 0)
+		setting_free(&conf->alloc, &old);
+	return RESIL_OK;
+}
+
+static resil_err
+put(char *buf, size_t len, const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n >= len)
+		return RESIL_E_INVAL;
+	memcpy(buf, s, n + 1);
+	return RESIL_OK;
+}
+
+/* The shortest decimal text that reads back as d. */
+static void
+format_double(char *buf, size_t len, double d)
+{
+	int prec;
+
+	for (prec = 1; prec <= 17; prec++) {
+		snprintf(buf, len, "%.*g", prec, d);
+		if (strtod(buf, NULL) == d)
+			return;
+	}
+}
+
+resil_err
+resil_config_get(
+    const resil_config *conf, const char *key, char *buf, size_t len)
+{
+	const keydef *k = NULL;
+	const resil_pipeline_config *pc;
+	const char *field;
+	char tmp[64];
+	size_t i, mlen = 0;
+	enum mkey mk = MK_TYPE;
+	uint64_t u;
+	uint32_t x32;
+	size_t xs;
+	double d;
+	int e;
+
+	if (conf == NULL || key == NULL || buf == NULL || len == 0)
+		return RESIL_E_INVAL;
+	pc = &conf->pc;
+	if (classify(key, &k, &mlen, &mk, NULL, 0, NULL) != RESIL_OK)
+		return RESIL_E_NOTFOUND;
+	if (k == NULL) {
+		const resil_method_config *m = NULL;
+
+		for (i = 0; i < pc->nmethods; i++) {
+			if (strlen(pc->methods[i].name) == mlen &&
+			    memcmp(pc->methods[i].name, key, mlen) == 0)
+				m = &pc->methods[i];
+		}
+		if (m == NULL)
+			return RESIL_E_NOTFOUND;
+		switch (mk) {
+		case MK_TYPE:
+			return put(buf, len, resil_type_name(m->type));
+		case MK_MOCK:
+			return m->mock == NULL ? RESIL_E_NOTFOUND
+			                       : put(buf, len, m->mock);
+		case MK_TIMEOUT:
+			snprintf(tmp, sizeof(tmp), "%llu",
+			    (unsigned long long)m->timeout_ns);
+			return put(buf, len, tmp);
+		default:
+			snprintf(
+			    tmp, sizeof(tmp), "%u", (unsigned)m->max_attempts);
+			return put(buf, len, tmp);
+		}
+	}
+	field = (const char *)pc + k->off;
+	switch (k->kind) {
+	case K_ENABLED:
+		e = k->stage == ST_BREAKER     ? pc->breaker_enabled
+		    : k->stage == ST_RETRY     ? pc->retry_enabled
+		    : k->stage == ST_CACHE     ? pc->cache_enabled
+		    : k->stage == ST_RATELIMIT ? pc->ratelimit_enabled
+		                               : pc->bulkhead_enabled;
+		return put(buf, len, e ? "true" : "false");
+	case K_BOOL:
+		memcpy(&e, field, sizeof(e));
+		return put(buf, len, e ? "true" : "false");
+	case K_SERVICE:
+		return pc->service == NULL ? RESIL_E_NOTFOUND
+		                           : put(buf, len, pc->service);
+	case K_MOCK:
+		return pc->mock == NULL ? RESIL_E_NOTFOUND
+		                        : put(buf, len, pc->mock);
+	case K_WINDOW:
+		return put(buf, len,
+		    window_names[pc->breaker.window_type ==
+		        RESIL_WINDOW_TIME]);
+	case K_BACKOFF:
+		return put(buf, len,
+		    pc->retry.backoff == RESIL_BACKOFF_EXPONENTIAL
+		        ? "exponential"
+		        : pc->retry.backoff == RESIL_BACKOFF_FIXED ? "fixed"
+		                                                   : "custom");
+	case K_JITTER:
+		if ((unsigned)pc->retry.jitter > 4u)
+			return RESIL_E_NOTFOUND;
+		return put(buf, len, jitter_names[pc->retry.jitter]);
+	case K_DOUBLE:
+		memcpy(&d, field, sizeof(d));
+		format_double(tmp, sizeof(tmp), d);
+		return put(buf, len, tmp);
+	case K_U32:
+		memcpy(&x32, field, sizeof(x32));
+		u = x32;
+		break;
+	case K_SIZE:
+		memcpy(&xs, field, sizeof(xs));
+		u = xs;
+		break;
+	default: /* K_U64, K_DUR */
+		memcpy(&u, field, sizeof(u));
+		if ((k->flags & F_NONE) && u == UINT64_MAX)
+			return put(buf, len, "none");
+		break;
+	}
+	snprintf(tmp, sizeof(tmp), "%llu", (unsigned long long)u);
+	return put(buf, len, tmp);
+}
+
+size_t
+resil_config_count(const resil_config *conf)
+{
+	return conf != NULL ? conf->n : 0;
+}
+
+resil_err
+resil_config_entry(
+    const resil_config *conf, size_t i, resil_config_setting *out)
+{
+	const setting *s;
+
+	if (conf == NULL || out == NULL)
+		return RESIL_E_INVAL;
+	if (i >= conf->n)
+		return RESIL_E_NOTFOUND;
+	s = &conf->settings[i];
+	out->key = s->key;
+	out->value = s->value;
+	out->origin = s->line > 0 ? conf->origin : NULL;
+	out->line = s->line;
+	return RESIL_OK;
+}
