@@ -144,6 +144,14 @@ valid_value(const char *s)
 	return *end == '\0';
 }
 
+static void
+copy_str(char *dst, size_t size, const char *src, size_t n)
+{
+	assert_true(n < size);
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+}
+
 /* Parse {k="v",...}; returns the index past '}' or 0 on a syntax error.
  * Copies the value of label le (if any) into le. */
 static size_t
@@ -229,7 +237,8 @@ validate(const char *text)
 				if (strcmp(fams[i], buf + 7) == 0)
 					fail_msg("family %s twice", buf + 7);
 			assert_true(nfam < MAXFAM);
-			snprintf(fams[nfam], sizeof(fams[0]), "%s", buf + 7);
+			copy_str(fams[nfam], sizeof(fams[0]), buf + 7,
+			    strlen(buf + 7));
 			types[nfam][0] = '\0';
 			nfam++;
 			in_help = 1;
@@ -267,8 +276,8 @@ validate(const char *text)
 				nlen++;
 			assert_true(nlen >= flen);
 			assert_memory_equal(buf, fam, flen);
-			snprintf(suffix, sizeof(suffix), "%.*s",
-			    (int)(nlen - flen), buf + flen);
+			copy_str(
+			    suffix, sizeof(suffix), buf + flen, nlen - flen);
 			if (strcmp(types[nfam - 1], "histogram") == 0)
 				assert_true(strcmp(suffix, "_bucket") == 0 ||
 				    strcmp(suffix, "_sum") == 0 ||
