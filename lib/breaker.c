@@ -108,7 +108,11 @@ struct resil_breaker {
 	void *mem;            /* the allocation; st is aligned inside it */
 	struct bstate *st;
 	uint8_t *slots;
+	/* TIME: NSTRIPES arrays of window_size buckets, stride apart (a
+	 * whole number of cache lines), so threads on different stripes
+	 * never write the same line. */
 	bucket *buckets;
+	uint32_t stride;
 };
 
 /* ---- the state word ---- */
@@ -319,7 +323,9 @@ resil_breaker_new(resil_breaker **out, const resil_breaker_config *cfg,
 	if (cfg->window_type == RESIL_WINDOW_COUNT)
 		window_bytes = cfg->window_size;
 	else
-		window_bytes = (size_t)cfg->window_size * sizeof(bucket);
+		window_bytes = (size_t)(((cfg->window_size + 1u) & ~1u) *
+				   NSTRIPES) *
+		    sizeof(bucket);
 	/* One allocation holds the state and its window, aligned to a cache
 	 * line: memory per breaker is fixed here and never grows. */
 	size = sizeof(struct bstate) + window_bytes + RESIL__CACHELINE;
@@ -335,8 +341,11 @@ resil_breaker_new(resil_breaker **out, const resil_breaker_config *cfg,
 	b->st = (struct bstate *)p;
 	if (cfg->window_type == RESIL_WINDOW_COUNT)
 		b->slots = (uint8_t *)(b->st + 1);
-	else
+	else {
 		b->buckets = (bucket *)(void *)(b->st + 1);
+		/* Two 32-byte buckets make a 64-byte line. */
+		b->stride = (cfg->window_size + 1u) & ~1u;
+	}
 
 	b->min_calls = cfg->min_calls;
 	if (cfg->window_type == RESIL_WINDOW_COUNT &&
@@ -381,7 +390,7 @@ window_reset(resil_breaker *b)
 		for (i = 0; i < b->cfg.window_size; i++)
 			resil__store8(&b->slots[i], 0);
 	} else {
-		for (i = 0; i < b->cfg.window_size; i++) {
+		for (i = 0; i < b->stride * NSTRIPES; i++) {
 			resil__store64(&b->buckets[i].epoch, 0);
 			resil__store64(&b->buckets[i].calls, 0);
 			resil__store64(&b->buckets[i].failures, 0);
@@ -423,7 +432,8 @@ window_totals(resil_breaker *b, uint64_t now)
 		return t;
 	}
 	idx = now / b->cfg.bucket_ns;
-	for (i = 0; i < n; i++) {
+	/* Padding buckets of a stripe stay empty (epoch 0). */
+	for (i = 0; i < b->stride * NSTRIPES; i++) {
 		e = resil__load64(&b->buckets[i].epoch);
 		/* Bucket e - 1 is live while idx - (e - 1) < n. */
 		if (e == 0 || e - 1 > idx || idx - (e - 1) >= n)
@@ -471,7 +481,9 @@ window_add(resil_breaker *b, bool fail, bool slow, uint64_t *now_out)
 		uint64_t idx = now / b->cfg.bucket_ns;
 
 		*now_out = now;
-		bucket *bk = &b->buckets[idx % b->cfg.window_size];
+		bucket *bk = &b->buckets[resil__thread_stripe(NSTRIPES) *
+			b->stride +
+		    idx % b->cfg.window_size];
 		uint64_t e = resil__load64(&bk->epoch);
 		bool rolled = false;
 		uint64_t calls;
@@ -491,8 +503,10 @@ window_add(resil_breaker *b, bool fail, bool slow, uint64_t *now_out)
 			resil__faa64(&bk->slow, 1);
 		/* A success can raise a rate only when outcomes expire,
 		 * which first shows as a rollover (time reached a new
-		 * bucket), or lift the window to min_calls, which needs its
-		 * bucket to hold no more than min_calls outcomes. */
+		 * bucket: every stripe sees its own on its first add there),
+		 * or lift the window to min_calls, which needs this bucket to
+		 * hold no more than min_calls outcomes (the window holds at
+		 * least as many as any one bucket of any stripe). */
 		return fail || slow || rolled || calls <= b->min_calls;
 	}
 }
