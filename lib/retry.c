@@ -359,14 +359,18 @@ resil_retry_call(resil_retry *r, resil_retry_fn fn, void *ctx, void *out,
 	resil_err status = RESIL_OK;
 	uint64_t now, t0, deadline_at, wait = 0, waited = 0;
 	uint32_t n = 1;
-	int rc = 0, want, by_result = 0, has_deadline;
+	int rc = 0, want, by_result = 0, has_deadline, timed;
 	struct rstripe *st;
 
 	if (r == NULL || fn == NULL)
 		return RESIL_E_INVAL;
 	cfg = &r->cfg;
-	now = t0 = resil_clock_now(&r->clock);
 	has_deadline = cfg->deadline_ns != 0;
+	/* The clock is read only where something needs the time: a
+	 * deadline, a listener (events carry times), or a wait before a
+	 * retry. A call that succeeds at once without either reads none. */
+	timed = has_deadline || cfg->listener != NULL;
+	now = t0 = timed ? resil_clock_now(&r->clock) : 0;
 	deadline_at = t0 > UINT64_MAX - cfg->deadline_ns
 	    ? UINT64_MAX
 	    : t0 + cfg->deadline_ns;
@@ -380,7 +384,8 @@ resil_retry_call(resil_retry *r, resil_retry_fn fn, void *ctx, void *out,
 		at.last_rc = rc;
 		at.status = RESIL_OK;
 		rc = fn(ctx, &at, out);
-		now = resil_clock_now(&r->clock);
+		if (timed)
+			now = resil_clock_now(&r->clock);
 		status = at.status;
 		by_result = 0;
 		if (status == RESIL_OK) {
@@ -411,6 +416,11 @@ resil_retry_call(resil_retry *r, resil_retry_fn fn, void *ctx, void *out,
 		if (n >= cfg->max_attempts) {
 			stop = RESIL_RETRY_STOP_EXHAUSTED;
 			break;
+		}
+		if (!timed) {
+			/* The first wait: from here on, time is read. */
+			timed = 1;
+			now = t0 = resil_clock_now(&r->clock);
 		}
 		wait = compute_wait(cfg, n, wait,
 		    cfg->jitter == RESIL_JITTER_NONE

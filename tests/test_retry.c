@@ -1397,6 +1397,85 @@ test_retry_format_is_cut_safely(void **state)
 	assert_string_equal(buf, "Tried 3 t");
 }
 
+/* A clock that counts its readings. */
+typedef struct counting_clock {
+	resil_manual_clock mc;
+	unsigned reads;
+} counting_clock;
+
+static uint64_t
+counting_now(void *ctx)
+{
+	counting_clock *c = ctx;
+
+	c->reads++;
+	return resil_manual_clock_now(&c->mc);
+}
+
+static void
+counting_sleep(uint64_t ticks, void *ctx)
+{
+	resil_manual_clock_advance(&((counting_clock *)ctx)->mc, ticks);
+}
+
+static int
+fail_then_ok(void *ctx, resil_retry_attempt *at, void *out)
+{
+	(void)out;
+	(*(int *)ctx)++;
+	return at->number == 1 ? 7 : 0;
+}
+
+static int
+ok_at_once(void *ctx, resil_retry_attempt *at, void *out)
+{
+	(void)at;
+	(void)out;
+	(*(int *)ctx)++;
+	return 0;
+}
+
+static void
+test_retry_reads_the_clock_only_when_needed(void **state)
+{
+	counting_clock cc;
+	resil_clock clk = { counting_now, NULL, counting_sleep, &cc };
+	resil_retry_config cfg = resil_retry_config_default();
+	resil_retry_result res;
+	resil_retry *r;
+	int calls = 0;
+
+	(void)state;
+	memset(&cc, 0, sizeof(cc));
+	resil_manual_clock_init(&cc.mc, 1000);
+	cfg.clock = &clk;
+	cfg.base_delay_ns = 10;
+	assert_int_equal(resil_retry_new(&r, &cfg, NULL), RESIL_OK);
+	/* No deadline, no listener, success at once: no reading at all. */
+	assert_int_equal(
+	    resil_retry_call(r, ok_at_once, &calls, NULL, &res), RESIL_OK);
+	assert_int_equal(cc.reads, 0);
+	assert_int_equal(res.elapsed, 0);
+	/* A retry reads the clock from the first wait on. */
+	assert_int_equal(
+	    resil_retry_call(r, fail_then_ok, &calls, NULL, &res), RESIL_OK);
+	assert_int_equal(res.attempts, 2);
+	assert_true(cc.reads >= 2);
+	assert_int_equal(res.waited, 10);
+	assert_int_equal(res.elapsed, 10);
+	assert_int_equal(resil_manual_clock_now(&cc.mc), 1010);
+	resil_retry_free(r);
+	/* With a deadline the start is read even for an immediate success. */
+	cc.reads = 0;
+	cfg.deadline_ns = 100;
+	assert_int_equal(resil_retry_new(&r, &cfg, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_retry_call(r, ok_at_once, &calls, NULL, &res), RESIL_OK);
+	assert_int_equal(cc.reads, 2);
+	resil_retry_free(r);
+	assert_int_equal(calls, 4);
+}
+
 int
 main(void)
 {
@@ -1407,6 +1486,7 @@ main(void)
 		cmocka_unit_test(test_retry_allocation_failure),
 		cmocka_unit_test(test_retry_attempt_counts),
 		cmocka_unit_test(test_retry_success_after_retry),
+		cmocka_unit_test(test_retry_reads_the_clock_only_when_needed),
 		cmocka_unit_test(test_retry_business_and_ignored_not_retried),
 		cmocka_unit_test(test_retry_on_failure_predicate_narrows),
 		cmocka_unit_test(test_retry_on_result_gives_last_result),

@@ -94,7 +94,10 @@ RESIL_API const char *resil_retry_stop_name(resil_retry_stop stop);
  */
 typedef struct resil_retry_attempt {
 	uint32_t number;    /* 1 for the first attempt */
-	uint64_t start;     /* clock reading at its start */
+	/* Clock reading at its start. The policy reads the clock only where
+	 * it needs the time (a deadline, a listener, a wait): for the first
+	 * attempt of a policy with neither deadline nor listener, 0. */
+	uint64_t start;
 	uint64_t time_left; /* ticks before the deadline; UINT64_MAX: none */
 	uint64_t last_wait; /* the wait before this attempt; 0 for the first */
 	int last_rc;        /* the previous attempt's return code; 0 first */
@@ -275,7 +278,10 @@ typedef struct resil_retry_result {
 	resil_outcome outcome; /* the last attempt's outcome class */
 	resil_retry_stop stop; /* why the call stopped */
 	uint64_t waited;       /* ticks spent waiting between attempts */
-	uint64_t elapsed;      /* ticks from the first start to the end */
+	/* Ticks from the first clock reading to the end: from the start of
+	 * the call with a deadline or a listener, otherwise from the end of
+	 * the first attempt (0 when it was the only one). */
+	uint64_t elapsed;
 } resil_retry_result;
 
 /*
@@ -295,8 +301,10 @@ typedef struct resil_retry_result {
  * Except for RESIL_E_INVAL, *res (res may be NULL) is always written: it
  * is the report of the call, failed or not.
  *
- * No allocation and no lock; the clock is read before the first attempt,
- * after each attempt and after each wait. A clock that cannot sleep
+ * No allocation and no lock. The clock is read before the first attempt
+ * and after each attempt when a deadline or a listener is set, and
+ * otherwise only once a retry is due (then after each attempt and wait):
+ * a call that succeeds at its first attempt reads no clock at all. A clock that cannot sleep
  * (sleep NULL) makes every wait zero-length. When a sleep overshoots
  * past the deadline (a real clock can), the attempt after it does not
  * start, although its RETRY event has been sent; the stop is DEADLINE.
