@@ -335,7 +335,9 @@ new_retry(resil_pipeline *p, const resil_pipeline_config *cfg,
 	rc.clock = &p->clock;
 	rc.alloc = &p->alloc;
 	rc.classifier = p->cls;
-	rc.listener = on_retry;
+	/* Only with a listener: a retry listener makes the policy read the
+	 * clock on every call. */
+	rc.listener = p->listener != NULL ? on_retry : NULL;
 	rc.listener_ctx = p;
 	if (max_attempts != 0)
 		rc.max_attempts = max_attempts;
@@ -786,27 +788,33 @@ attempt(void *vctx, resil_retry_attempt *at, void *out)
 
 	(void)out;
 	if (cs->breaker != NULL) {
-		resil_err e = resil_breaker_acquire(cs->breaker, &permit);
-
-		cs->breaker_state = (int)resil_breaker_get_state(cs->breaker);
-		if (e != RESIL_OK) {
+		if (resil_breaker_acquire(cs->breaker, &permit) != RESIL_OK) {
+			cs->breaker_state =
+			    (int)resil_breaker_get_state(cs->breaker);
 			at->status = RESIL_E_OPEN;
 			return 0;
 		}
 	}
 	if (p->rl != NULL &&
 	    resil_ratelimit_try_acquire(p->rl, 1, &retry_after) != RESIL_OK) {
-		if (cs->breaker != NULL)
+		if (cs->breaker != NULL) {
 			resil_breaker_release(cs->breaker, &permit);
+			cs->breaker_state =
+			    (int)resil_breaker_get_state(cs->breaker);
+		}
 		at->status = RESIL_E_LIMITED;
 		return 0;
 	}
 	if (p->bh != NULL && resil_bulkhead_try_acquire(p->bh) != RESIL_OK) {
-		if (cs->breaker != NULL)
+		if (cs->breaker != NULL) {
 			resil_breaker_release(cs->breaker, &permit);
+			cs->breaker_state =
+			    (int)resil_breaker_get_state(cs->breaker);
+		}
 		at->status = RESIL_E_LIMITED;
 		return 0;
 	}
+
 	if (timed) {
 		t0 = resil_clock_now(&p->clock);
 		tls_deadline = sat_deadline(t0, cs->timeout, at->time_left, at->start);
