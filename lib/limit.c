@@ -4,6 +4,8 @@
 #include <resil/limit.h>
 
 #include <inttypes.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "atomic.h"
@@ -52,16 +54,33 @@ resil_limit_event_name(resil_limit_event_type t)
 #define TAT_MASK ((UINT64_C(1) << TAT_BITS) - 1)
 #define REBASE_AT (UINT64_C(1) << 52)
 
+/*
+ * Metric counters are striped per thread (resil__thread_stripe): each
+ * stripe is one cache line, so a thread's counting writes a line no other
+ * thread writes (while there are at most NSTRIPES threads), and the
+ * metrics getters sum the stripes. The state words stay alone on their
+ * own lines. The struct is placed at a cache-line boundary inside an
+ * over-sized allocation (mem), so these lines are real cache lines.
+ */
+#define NSTRIPES 8u
+
+/* Rate limiter stripe. granted_permits is derived: granted_calls +
+ * extra_permits, where only an acquire of k > 1 adds k - 1, so a granted
+ * single permit costs one add. */
+typedef struct rl_stripe {
+	uint64_t granted_calls;
+	uint64_t extra_permits;
+	uint64_t rejected_calls;
+	uint64_t waited_calls;
+	uint64_t pad[4];
+} rl_stripe;
+
 struct resil_ratelimit {
 	uint64_t state; /* written by every grant: its own cache line */
 	char pad0[RESIL__CACHELINE - sizeof(uint64_t)];
 	uint64_t base[2]; /* read by every decision, written rarely */
 	char pad1[RESIL__CACHELINE - 2 * sizeof(uint64_t)];
-	uint64_t granted_calls;
-	uint64_t granted_permits;
-	uint64_t rejected_calls;
-	uint64_t waited_calls;
-	char pad2[RESIL__CACHELINE - 4 * sizeof(uint64_t)];
+	rl_stripe stripes[NSTRIPES];
 	/* Read-only after creation. */
 	uint64_t scale;        /* rate / gcd(rate, period) */
 	uint64_t ts;           /* emission interval, scaled: period / gcd */
@@ -74,7 +93,35 @@ struct resil_ratelimit {
 	void *listener_ctx;
 	resil_clock clock;
 	resil_allocator alloc;
+	void *mem; /* what was allocated: the struct sits aligned inside */
 };
+
+_Static_assert(sizeof(rl_stripe) == RESIL__CACHELINE, "rl_stripe size");
+_Static_assert(offsetof(struct resil_ratelimit, base) == RESIL__CACHELINE,
+    "ratelimit: base on its own line");
+_Static_assert(
+    offsetof(struct resil_ratelimit, stripes) == 2 * RESIL__CACHELINE,
+    "ratelimit: stripes line-aligned");
+_Static_assert(offsetof(struct resil_ratelimit, scale) ==
+        (2 + NSTRIPES) * RESIL__CACHELINE,
+    "ratelimit: configuration after the stripes");
+
+/*
+ * Allocate size bytes (zeroed) starting at a cache-line boundary; *mem
+ * gets what to hand back to resil__free() with size + RESIL__CACHELINE.
+ */
+static void *
+alloc_aligned(const resil_allocator *a, size_t size, void **mem)
+{
+	uintptr_t p;
+
+	*mem = resil__calloc(a, size + RESIL__CACHELINE);
+	if (*mem == NULL)
+		return NULL;
+	p = ((uintptr_t)*mem + RESIL__CACHELINE - 1) &
+	    ~(uintptr_t)(RESIL__CACHELINE - 1);
+	return (void *)p;
+}
 
 static uint64_t
 gcd64(uint64_t a, uint64_t b)
@@ -142,6 +189,7 @@ resil_ratelimit_new(
 	resil_ratelimit *rl;
 	resil_err err;
 	uint64_t g, now, base;
+	void *mem;
 
 	if (out == NULL)
 		return resil__diagf(
@@ -149,10 +197,11 @@ resil_ratelimit_new(
 	err = resil_ratelimit_config_validate(cfg, diag);
 	if (err != RESIL_OK)
 		return err;
-	rl = resil__calloc(cfg->alloc, sizeof(*rl));
+	rl = alloc_aligned(cfg->alloc, sizeof(*rl), &mem);
 	if (rl == NULL)
 		return resil__diagf(
 		    diag, RESIL_E_NOMEM, "ratelimit: out of memory");
+	rl->mem = mem;
 	rl->alloc = *resil__allocator(cfg->alloc);
 	rl->clock = cfg->clock != NULL && cfg->clock->now != NULL
 	    ? *cfg->clock
@@ -190,7 +239,7 @@ resil_ratelimit_free(resil_ratelimit *rl)
 	if (rl == NULL)
 		return;
 	a = rl->alloc;
-	resil__free(&a, rl, sizeof(*rl));
+	resil__free(&a, rl->mem, sizeof(*rl) + RESIL__CACHELINE);
 }
 
 /*
@@ -282,12 +331,27 @@ rl_take(resil_ratelimit *rl, uint32_t k, uint64_t wait_max_s, uint64_t *ticks,
 	}
 }
 
+static inline rl_stripe *
+rl_my_stripe(resil_ratelimit *rl)
+{
+	return &rl->stripes[resil__thread_stripe(NSTRIPES)];
+}
+
+/* Count a grant of k permits: one add for k = 1. */
+static inline void
+rl_granted(rl_stripe *sp, uint32_t k)
+{
+	resil__faa64(&sp->granted_calls, 1);
+	if (k > 1)
+		resil__faa64(&sp->extra_permits, k - 1);
+}
+
 static void
 rl_rejected(resil_ratelimit *rl, uint32_t k, uint64_t retry, uint64_t now)
 {
 	resil_limit_event ev;
 
-	resil__faa64(&rl->rejected_calls, 1);
+	resil__faa64(&rl_my_stripe(rl)->rejected_calls, 1);
 	if (rl->listener == NULL)
 		return;
 	memset(&ev, 0, sizeof(ev));
@@ -314,8 +378,7 @@ resil_ratelimit_try_acquire(
 			*retry_after = ticks;
 		return RESIL_E_LIMITED;
 	}
-	resil__faa64(&rl->granted_calls, 1);
-	resil__faa64(&rl->granted_permits, k);
+	rl_granted(rl_my_stripe(rl), k);
 	return RESIL_OK;
 }
 
@@ -324,6 +387,7 @@ resil_ratelimit_acquire_wait(
     resil_ratelimit *rl, uint32_t k, uint64_t max_wait, uint64_t *waited)
 {
 	uint64_t ticks, now, wait_s;
+	rl_stripe *sp;
 
 	if (rl == NULL || k == 0 || k > rl->burst)
 		return RESIL_E_INVAL;
@@ -339,10 +403,10 @@ resil_ratelimit_acquire_wait(
 		rl_rejected(rl, k, ticks, now);
 		return RESIL_E_LIMITED;
 	}
-	resil__faa64(&rl->granted_calls, 1);
-	resil__faa64(&rl->granted_permits, k);
+	sp = rl_my_stripe(rl);
+	rl_granted(sp, k);
 	if (ticks > 0) {
-		resil__faa64(&rl->waited_calls, 1);
+		resil__faa64(&sp->waited_calls, 1);
 		resil_clock_sleep(&rl->clock, ticks);
 	}
 	if (waited != NULL)
@@ -355,6 +419,7 @@ resil_ratelimit_get_metrics(resil_ratelimit *rl, resil_ratelimit_metrics *out)
 {
 	resil_ratelimit_metrics m;
 	uint64_t now, w, gen, b, base, n, t;
+	unsigned i;
 
 	if (rl == NULL || out == NULL)
 		return RESIL_E_INVAL;
@@ -377,10 +442,15 @@ resil_ratelimit_get_metrics(resil_ratelimit *rl, resil_ratelimit_metrics *out)
 		t = (w & TAT_MASK) > n ? (w & TAT_MASK) : n;
 		m.available = n + rl->bs >= t ? (n + rl->bs - t) / rl->ts : 0;
 	}
-	m.granted_calls = resil__load64(&rl->granted_calls);
-	m.granted_permits = resil__load64(&rl->granted_permits);
-	m.rejected_calls = resil__load64(&rl->rejected_calls);
-	m.waited_calls = resil__load64(&rl->waited_calls);
+	for (i = 0; i < NSTRIPES; i++) {
+		rl_stripe *sp = &rl->stripes[i];
+
+		m.granted_calls += resil__load64(&sp->granted_calls);
+		m.granted_permits += resil__load64(&sp->extra_permits);
+		m.rejected_calls += resil__load64(&sp->rejected_calls);
+		m.waited_calls += resil__load64(&sp->waited_calls);
+	}
+	m.granted_permits += m.granted_calls;
 	m.rate = rl->rate;
 	m.burst = rl->burst;
 	m.period_ns = rl->period;
@@ -396,13 +466,13 @@ resil_ratelimit_get_metrics(resil_ratelimit *rl, resil_ratelimit_metrics *out)
  * ctl is [limit:32][good samples since the last change:32], one word, so
  * that each adaptive sample is one CAS and acquire reads the limit with
  * one load. in_flight is its own word: acquire and release CAS it
- * without touching ctl.
+ * without touching ctl. Each is alone on its cache line.
  */
-struct resil_bulkhead {
-	uint64_t in_flight;
-	char pad0[RESIL__CACHELINE - sizeof(uint64_t)];
-	uint64_t ctl;
-	char pad1[RESIL__CACHELINE - sizeof(uint64_t)];
+
+/* Bulkhead stripe. peak is this stripe's highest in-flight count seen by
+ * a grant; the peak of the bulkhead is the highest of the stripes', so an
+ * acquire reads its own line, not a shared one, to check it. */
+typedef struct bh_stripe {
 	uint64_t granted;
 	uint64_t rejected;
 	uint64_t released;
@@ -411,6 +481,14 @@ struct resil_bulkhead {
 	uint64_t bad;
 	uint64_t increases;
 	uint64_t decreases;
+} bh_stripe;
+
+struct resil_bulkhead {
+	uint64_t in_flight;
+	char pad0[RESIL__CACHELINE - sizeof(uint64_t)];
+	uint64_t ctl;
+	char pad1[RESIL__CACHELINE - sizeof(uint64_t)];
+	bh_stripe stripes[NSTRIPES];
 	/* Read-only after creation. */
 	int adaptive;
 	uint32_t min_limit;
@@ -422,7 +500,24 @@ struct resil_bulkhead {
 	void *listener_ctx;
 	resil_clock clock;
 	resil_allocator alloc;
+	void *mem; /* what was allocated: the struct sits aligned inside */
 };
+
+_Static_assert(sizeof(bh_stripe) == RESIL__CACHELINE, "bh_stripe size");
+_Static_assert(offsetof(struct resil_bulkhead, ctl) == RESIL__CACHELINE,
+    "bulkhead: ctl on its own line");
+_Static_assert(
+    offsetof(struct resil_bulkhead, stripes) == 2 * RESIL__CACHELINE,
+    "bulkhead: stripes line-aligned");
+_Static_assert(offsetof(struct resil_bulkhead, adaptive) ==
+        (2 + NSTRIPES) * RESIL__CACHELINE,
+    "bulkhead: configuration after the stripes");
+
+static inline bh_stripe *
+bh_my_stripe(resil_bulkhead *bh)
+{
+	return &bh->stripes[resil__thread_stripe(NSTRIPES)];
+}
 
 #define MAX_LIMIT RESIL_BULKHEAD_MAX_LIMIT
 
@@ -474,6 +569,7 @@ resil_bulkhead_new(
 {
 	resil_bulkhead *bh;
 	resil_err err;
+	void *mem;
 
 	if (out == NULL)
 		return resil__diagf(
@@ -481,10 +577,11 @@ resil_bulkhead_new(
 	err = resil_bulkhead_config_validate(cfg, diag);
 	if (err != RESIL_OK)
 		return err;
-	bh = resil__calloc(cfg->alloc, sizeof(*bh));
+	bh = alloc_aligned(cfg->alloc, sizeof(*bh), &mem);
 	if (bh == NULL)
 		return resil__diagf(
 		    diag, RESIL_E_NOMEM, "bulkhead: out of memory");
+	bh->mem = mem;
 	bh->alloc = *resil__allocator(cfg->alloc);
 	bh->clock = cfg->clock != NULL && cfg->clock->now != NULL
 	    ? *cfg->clock
@@ -510,7 +607,7 @@ resil_bulkhead_free(resil_bulkhead *bh)
 	if (bh == NULL)
 		return;
 	a = bh->alloc;
-	resil__free(&a, bh, sizeof(*bh));
+	resil__free(&a, bh->mem, sizeof(*bh) + RESIL__CACHELINE);
 }
 
 static void
@@ -533,6 +630,7 @@ resil_err
 resil_bulkhead_try_acquire(resil_bulkhead *bh)
 {
 	uint64_t cur, lim, p;
+	bh_stripe *sp;
 
 	if (bh == NULL)
 		return RESIL_E_INVAL;
@@ -540,7 +638,7 @@ resil_bulkhead_try_acquire(resil_bulkhead *bh)
 	for (;;) {
 		lim = resil__load64(&bh->ctl) >> 32;
 		if (cur >= lim) {
-			resil__faa64(&bh->rejected, 1);
+			resil__faa64(&bh_my_stripe(bh)->rejected, 1);
 			if (bh->listener != NULL)
 				bh_event(bh, RESIL_LIMIT_EVENT_REJECTED,
 				    (uint32_t)lim, (uint32_t)lim);
@@ -550,11 +648,13 @@ resil_bulkhead_try_acquire(resil_bulkhead *bh)
 			break;
 		cur = resil__load64(&bh->in_flight);
 	}
-	resil__faa64(&bh->granted, 1);
-	/* The peak rarely moves: one load in the common case. */
-	p = resil__load64(&bh->peak);
-	while (cur + 1 > p && !resil__cas64(&bh->peak, p, cur + 1))
-		p = resil__load64(&bh->peak);
+	sp = bh_my_stripe(bh);
+	resil__faa64(&sp->granted, 1);
+	/* The peak rarely moves: one load of our own line in the common
+	 * case (a CAS, because threads beyond NSTRIPES share stripes). */
+	p = resil__load64(&sp->peak);
+	while (cur + 1 > p && !resil__cas64(&sp->peak, p, cur + 1))
+		p = resil__load64(&sp->peak);
 	return RESIL_OK;
 }
 
@@ -574,7 +674,7 @@ resil_bulkhead_release(resil_bulkhead *bh)
 			break;
 		cur = resil__load64(&bh->in_flight);
 	}
-	resil__faa64(&bh->released, 1);
+	resil__faa64(&bh_my_stripe(bh)->released, 1);
 	return RESIL_OK;
 }
 
@@ -583,6 +683,7 @@ resil_bulkhead_record(
     resil_bulkhead *bh, resil_outcome outcome, uint64_t latency)
 {
 	uint64_t w, lim, cnt, nlim, ncnt;
+	bh_stripe *sp;
 	int good;
 
 	if (bh == NULL || (unsigned)outcome > (unsigned)RESIL_OUTCOME_BUSINESS)
@@ -591,7 +692,8 @@ resil_bulkhead_record(
 	    outcome == RESIL_OUTCOME_BUSINESS)
 		return RESIL_OK;
 	good = outcome == RESIL_OUTCOME_SUCCESS && latency <= bh->target;
-	resil__faa64(good ? &bh->good : &bh->bad, 1);
+	sp = bh_my_stripe(bh);
+	resil__faa64(good ? &sp->good : &sp->bad, 1);
 	if (!bh->adaptive)
 		return RESIL_OK;
 	for (;;) {
@@ -617,12 +719,12 @@ resil_bulkhead_record(
 			break;
 	}
 	if (nlim > lim) {
-		resil__faa64(&bh->increases, 1);
+		resil__faa64(&sp->increases, 1);
 		if (bh->listener != NULL)
 			bh_event(bh, RESIL_LIMIT_EVENT_LIMIT_INCREASED,
 			    (uint32_t)lim, (uint32_t)nlim);
 	} else if (nlim < lim) {
-		resil__faa64(&bh->decreases, 1);
+		resil__faa64(&sp->decreases, 1);
 		if (bh->listener != NULL)
 			bh_event(bh, RESIL_LIMIT_EVENT_LIMIT_DECREASED,
 			    (uint32_t)lim, (uint32_t)nlim);
@@ -656,20 +758,29 @@ resil_err
 resil_bulkhead_get_metrics(resil_bulkhead *bh, resil_bulkhead_metrics *out)
 {
 	resil_bulkhead_metrics m;
+	uint64_t p, peak = 0;
+	unsigned i;
 
 	if (bh == NULL || out == NULL)
 		return RESIL_E_INVAL;
 	memset(&m, 0, sizeof(m));
-	m.granted = resil__load64(&bh->granted);
-	m.rejected = resil__load64(&bh->rejected);
-	m.released = resil__load64(&bh->released);
-	m.good_samples = resil__load64(&bh->good);
-	m.bad_samples = resil__load64(&bh->bad);
-	m.increases = resil__load64(&bh->increases);
-	m.decreases = resil__load64(&bh->decreases);
+	for (i = 0; i < NSTRIPES; i++) {
+		bh_stripe *sp = &bh->stripes[i];
+
+		m.granted += resil__load64(&sp->granted);
+		m.rejected += resil__load64(&sp->rejected);
+		m.released += resil__load64(&sp->released);
+		m.good_samples += resil__load64(&sp->good);
+		m.bad_samples += resil__load64(&sp->bad);
+		m.increases += resil__load64(&sp->increases);
+		m.decreases += resil__load64(&sp->decreases);
+		p = resil__load64(&sp->peak);
+		if (p > peak)
+			peak = p;
+	}
 	m.limit = (uint32_t)(resil__load64(&bh->ctl) >> 32);
 	m.in_flight = (uint32_t)resil__load64(&bh->in_flight);
-	m.peak_in_flight = (uint32_t)resil__load64(&bh->peak);
+	m.peak_in_flight = (uint32_t)peak;
 	*out = m;
 	return RESIL_OK;
 }
