@@ -2358,6 +2358,468 @@ test_scenarios_seed000_mock_order_in_pipeline(void **state)
 	resil_pipeline_free(p);
 }
 
+/* ------------------------------------------------------------------ */
+/* More edges                                                         */
+/* ------------------------------------------------------------------ */
+
+/* Polly CircuitBreakerSpecs
+ * .Should_not_open_circuit_if_exception_raised_is_not_one_of_the_specified_exceptions
+ * read with ConsecutiveCount: an unhandled (ignored) exception between two
+ * handled ones neither counts nor resets the consecutive count, so the
+ * second handled one breaks (handledEventsAllowedBeforeBreaking 2); a
+ * success in between does reset it. */
+static void
+test_scenarios_polly_ignored_does_not_reset_consecutive(void **state)
+{
+	bfx f;
+
+	(void)state;
+	bfx_init(&f, 0);
+	f.cfg.failure_rate_pct = 0;
+	f.cfg.consecutive_failures = 2;
+	bfx_new(&f);
+	call_o(&f, F);
+	call_o(&f, S);
+	call_o(&f, F);
+	assert_int_equal(st(&f), RESIL_BREAKER_CLOSED);
+	call_o(&f, I);
+	call_o(&f, RESIL_OUTCOME_BUSINESS);
+	assert_int_equal(mx(&f).consecutive_failures, 1);
+	call_o(&f, F);
+	assert_int_equal(st(&f), RESIL_BREAKER_OPEN);
+	assert_int_equal(f.events[0].reason,
+	    RESIL_BREAKER_REASON_CONSECUTIVE_FAILURES);
+	resil_breaker_free(f.b);
+}
+
+/* gobreaker_test.go TestCustomCircuitBreaker (HALF_OPEN, MaxRequests 3)
+ * with gobreaker's default ReadyToTrip (consecutive failures only).
+ * gobreaker reopens at the first failed probe. DESIGN decides otherwise:
+ * HALF_OPEN decides after all K probes reported ("with only the
+ * consecutive-failure trigger, any failed probe reopens" - at the
+ * decision); reopen_on_first_failure gives gobreaker's behaviour, and the
+ * outstanding probes then report stale. */
+static void
+test_scenarios_gobreaker_half_open_failed_probe(void **state)
+{
+	bfx f;
+	resil_permit p1, p2, p3;
+
+	(void)state;
+	bfx_init(&f, 0);
+	f.cfg.failure_rate_pct = 0;
+	f.cfg.consecutive_failures = 1;
+	f.cfg.open_wait_ns = 60;
+	f.cfg.permitted_probes = 3;
+	bfx_new(&f);
+	call_o(&f, F);
+	resil_manual_clock_set(&f.mc, 60);
+	assert_int_equal(resil_breaker_acquire(f.b, &p1), RESIL_OK);
+	assert_int_equal(resil_breaker_acquire(f.b, &p2), RESIL_OK);
+	assert_int_equal(resil_breaker_acquire(f.b, &p3), RESIL_OK);
+	resil_breaker_record(f.b, &p1, S);
+	resil_breaker_record(f.b, &p2, F);
+	assert_int_equal(st(&f), RESIL_BREAKER_HALF_OPEN); /* gobreaker: OPEN */
+	resil_breaker_record(f.b, &p3, S);
+	assert_int_equal(st(&f), RESIL_BREAKER_OPEN);
+	assert_int_equal(f.events[f.rec.count - 1].reason,
+	    RESIL_BREAKER_REASON_PROBES_FAILED);
+	resil_breaker_free(f.b);
+
+	bfx_init(&f, 0);
+	f.cfg.failure_rate_pct = 0;
+	f.cfg.consecutive_failures = 1;
+	f.cfg.open_wait_ns = 60;
+	f.cfg.permitted_probes = 3;
+	f.cfg.reopen_on_first_failure = 1;
+	bfx_new(&f);
+	call_o(&f, F);
+	resil_manual_clock_set(&f.mc, 60);
+	assert_int_equal(resil_breaker_acquire(f.b, &p1), RESIL_OK);
+	assert_int_equal(resil_breaker_acquire(f.b, &p2), RESIL_OK);
+	resil_breaker_record(f.b, &p1, F);
+	assert_int_equal(st(&f), RESIL_BREAKER_OPEN);
+	assert_int_equal(f.events[f.rec.count - 1].reason,
+	    RESIL_BREAKER_REASON_PROBE_FAILED);
+	assert_int_equal(resil_breaker_record(f.b, &p2, S), RESIL_OK);
+	assert_int_equal(st(&f), RESIL_BREAKER_OPEN);
+	assert_int_equal(mx(&f).stale, 1);
+	resil_breaker_free(f.b);
+}
+
+/* Resilience4j CircuitBreakerStateMachineTest slow calls
+ * (slowCallDurationThreshold 4 s) at the boundary. DESIGN: slow when
+ * duration > threshold, strictly: a 4000-tick call is not slow, 4001 is. */
+static void
+test_scenarios_r4j_slow_threshold_is_strict(void **state)
+{
+	bfx f;
+	int i;
+
+	(void)state;
+	r4j_setup(&f);
+	for (i = 0; i < 5; i++)
+		call_dur(&f, S, 4000);
+	assert_int_equal(st(&f), RESIL_BREAKER_CLOSED);
+	assert_int_equal(mx(&f).window_slow, 0);
+	assert_true(mx(&f).slow_call_rate == 0.0f);
+	resil_breaker_reset(f.b);
+	for (i = 0; i < 4; i++)
+		call_dur(&f, S, 4001);
+	assert_int_equal(mx(&f).window_slow, 4);
+	assert_int_equal(st(&f), RESIL_BREAKER_CLOSED); /* 4 < min calls */
+	call_dur(&f, S, 4001);
+	assert_int_equal(st(&f), RESIL_BREAKER_OPEN);
+	resil_breaker_free(f.b);
+}
+
+/* DESIGN: "the passage of time alone never trips a breaker; only a
+ * recorded outcome does" (Polly's advanced breaker and Resilience4j's time
+ * window both evaluate on a recorded outcome). Two successes leave the
+ * window; the remaining failure is 100%, yet the breaker stays CLOSED
+ * until an outcome is recorded. */
+static void
+test_scenarios_design_time_alone_never_trips(void **state)
+{
+	bfx f;
+
+	(void)state;
+	bfx_init(&f, 0);
+	f.cfg.failure_rate_pct = 60;
+	f.cfg.min_calls = 1;
+	f.cfg.window_type = RESIL_WINDOW_TIME;
+	f.cfg.window_size = 2;
+	f.cfg.bucket_ns = 10;
+	bfx_new(&f);
+	resil_manual_clock_set(&f.mc, 5);
+	call_o(&f, S);
+	call_o(&f, S);
+	resil_manual_clock_set(&f.mc, 15);
+	call_o(&f, F); /* 1 of 3 */
+	resil_manual_clock_set(&f.mc, 20); /* bucket 0 leaves: 1 of 1 */
+	assert_true(mx(&f).failure_rate == 100.0f);
+	assert_int_equal(st(&f), RESIL_BREAKER_CLOSED);
+	assert_true(try_acquire(&f));
+	assert_int_equal(f.rec.count, 0);
+	call_o(&f, S); /* 1 of 2 = 50% < 60% */
+	assert_int_equal(st(&f), RESIL_BREAKER_CLOSED);
+	call_o(&f, F); /* 2 of 3 */
+	assert_int_equal(st(&f), RESIL_BREAKER_OPEN);
+	resil_breaker_free(f.b);
+}
+
+/* Dubbo MockClusterInvokerTest (method-level parameters override the
+ * service-level mock, getMethodParameter) and DESIGN: a method-level
+ * `false` turns a service-level force mock off for that method alone. */
+static void
+test_scenarios_dubbo_method_false_overrides_service_force(void **state)
+{
+	resil_mock *m;
+	hello h = { 0, 0 };
+	resil_result r;
+
+	(void)state;
+	m = hello_mock("force:return z", NULL);
+	set_method(m, "getSomething", RESIL_TYPE_STRING, "false");
+	mcall(m, "getSomething", &h, &r);
+	assert_str_value(&r, "Something");
+	assert_int_equal(r.source, RESIL_SOURCE_LIVE);
+	resil_result_free(&r);
+	mcall(m, "getSomething2", &h, &r);
+	assert_str_value(&r, "z");
+	resil_result_free(&r);
+	assert_int_equal(h.calls, 1);
+	resil_mock_free(m);
+}
+
+/* Dubbo MockInvoker.getInvoker ("mock object must implement the service
+ * interface"; a missing IHelloServiceMock for mock=true) - DESIGN: both
+ * refused at configuration time, the message quoting the spec. */
+static void
+test_scenarios_dubbo_mock_impl_refusals(void **state)
+{
+	resil_mock_registry *reg;
+	resil_mock_config cfg;
+	resil_mock *m = NULL;
+	resil_diag d;
+
+	(void)state;
+	assert_int_equal(resil_mock_registry_new(&reg, NULL), RESIL_OK);
+	assert_int_equal(resil_mock_registry_add_impl(reg, "OtherMock",
+			     "IOtherService", hello_mock_impl, NULL, NULL),
+	    RESIL_OK);
+	resil_mock_config_init(&cfg);
+	cfg.service = IHELLO;
+	cfg.registry = reg;
+	cfg.spec = "true";
+	d.msg[0] = '\0';
+	assert_int_equal(resil_mock_new(&m, &cfg, &d), RESIL_E_INVAL);
+	assert_null(m);
+	assert_non_null(strstr(d.msg, "\"true\""));
+	cfg.spec = "force:OtherMock";
+	d.msg[0] = '\0';
+	assert_int_equal(resil_mock_new(&m, &cfg, &d), RESIL_E_INVAL);
+	assert_null(m);
+	assert_non_null(strstr(d.msg, "OtherMock"));
+	cfg.spec = "fail:throw NoSuchError";
+	d.msg[0] = '\0';
+	assert_int_equal(resil_mock_new(&m, &cfg, &d), RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "NoSuchError"));
+	resil_mock_registry_free(reg);
+}
+
+/* dubbo-rpc MockInvokerTest.testParseMockValue: null, empty, true, false,
+ * numbers, quoted strings, JSON object and array; an unquoted word is a
+ * string (as Dubbo keeps the raw text). */
+static void
+test_scenarios_dubbo_parse_mock_value(void **state)
+{
+	static const struct {
+		const char *spec;
+		resil_type type;
+		resil_vtype vt;
+		const char *text; /* resil_value_format */
+	} cases[] = {
+		{ "return null", RESIL_TYPE_ANY, RESIL_VALUE_NULL, "null" },
+		{ "return empty", RESIL_TYPE_ANY, RESIL_VALUE_NULL, "null" },
+		{ "return empty", RESIL_TYPE_STRING, RESIL_VALUE_STRING,
+		    "\"\"" },
+		{ "return empty", RESIL_TYPE_INT, RESIL_VALUE_INT, "0" },
+		{ "return empty", RESIL_TYPE_OBJECT, RESIL_VALUE_JSON, "{}" },
+		{ "return true", RESIL_TYPE_ANY, RESIL_VALUE_BOOL, "true" },
+		{ "return FALSE", RESIL_TYPE_ANY, RESIL_VALUE_BOOL, "false" },
+		{ "return 123", RESIL_TYPE_ANY, RESIL_VALUE_INT, "123" },
+		{ "return -5", RESIL_TYPE_ANY, RESIL_VALUE_INT, "-5" },
+		{ "return 1.5", RESIL_TYPE_ANY, RESIL_VALUE_DOUBLE, "1.5" },
+		{ "return 'foo'", RESIL_TYPE_ANY, RESIL_VALUE_STRING,
+		    "\"foo\"" },
+		{ "return \"foo\"", RESIL_TYPE_ANY, RESIL_VALUE_STRING,
+		    "\"foo\"" },
+		{ "return `foo`", RESIL_TYPE_ANY, RESIL_VALUE_STRING,
+		    "\"foo\"" },
+		{ "return foo", RESIL_TYPE_ANY, RESIL_VALUE_STRING, "\"foo\"" },
+		{ "return 1688", RESIL_TYPE_STRING, RESIL_VALUE_STRING,
+		    "\"1688\"" },
+		{ "return {\"a\":1}", RESIL_TYPE_ANY, RESIL_VALUE_JSON,
+		    "{\"a\":1}" },
+		{ "return []", RESIL_TYPE_ANY, RESIL_VALUE_JSON, "[]" },
+	};
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		resil_mock_spec s;
+		resil_diag d;
+		char buf[64];
+
+		d.msg[0] = '\0';
+		if (resil_mock_parse(&s, cases[i].spec, cases[i].type, NULL,
+			&d) != RESIL_OK)
+			fail_msg("%s: %s", cases[i].spec, d.msg);
+		assert_int_equal(s.action, RESIL_MOCK_RETURN);
+		resil_value_format(&s.value, buf, sizeof(buf));
+		if (s.value.type != cases[i].vt ||
+		    strcmp(buf, cases[i].text) != 0)
+			fail_msg("%s as %s: %s %s", cases[i].spec,
+			    resil_type_name(cases[i].type),
+			    resil_vtype_name(s.value.type), buf);
+		resil_mock_spec_free(&s);
+	}
+}
+
+/* A dependency that takes `took` ticks of the manual clock. */
+typedef struct slow_dep {
+	resil_manual_clock *mc;
+	uint64_t took;
+	int calls;
+	uint64_t deadline;
+} slow_dep;
+
+static int
+slow_fn(void *ctx, const resil_args *args, resil_value *out)
+{
+	slow_dep *s = ctx;
+
+	(void)args;
+	s->calls++;
+	s->deadline = resil_pipeline_deadline();
+	resil_manual_clock_advance(s->mc, s->took);
+	*out = resil_value_int(1);
+	return 0;
+}
+
+/* Seed 002: "Tried 3 times ... Last error is: ...TimeoutException:
+ * Waiting server-side response timeout by scan timer is 3000 ms."
+ * (timeout 3000 ms, retries 2). A call that returns after its timeout is a
+ * failure (RESIL_E_TIMEOUT) and its late value is dropped; one that takes
+ * exactly the timeout is in time (Dubbo's DefaultFuture times out when
+ * elapsed > timeout). */
+static void
+test_scenarios_seed002_timeout_then_retries(void **state)
+{
+	resil_manual_clock mc;
+	resil_pipeline_config cfg;
+	resil_pipeline *p;
+	resil_pipeline_metrics pm;
+	resil_args a = { "sayHello", NULL, 0 };
+	resil_result r;
+	resil_diag d;
+	slow_dep s;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	s.mc = &mc;
+	s.took = 3001;
+	s.calls = 0;
+	resil_pipeline_config_init(&cfg);
+	cfg.service = "com.example.api.UserService";
+	cfg.clock = resil_manual_clock_hook(&mc);
+	cfg.timeout_ns = 3000;
+	cfg.retry_enabled = 1;
+	cfg.retry.max_attempts = 3;
+	cfg.retry.base_delay_ns = 0;
+	assert_int_equal(resil_pipeline_new(&p, &cfg, &d), RESIL_OK);
+	assert_int_equal(
+	    resil_pipeline_call(p, &a, slow_fn, &s, &r), RESIL_E_TIMEOUT);
+	assert_int_equal(s.calls, 3);
+	assert_int_equal(r.attempts, 3);
+	assert_int_equal(r.value.type, RESIL_VALUE_NULL); /* dropped */
+	assert_int_equal(s.deadline, 2 * 3001 + 3000);
+	resil_result_free(&r);
+	assert_int_equal(resil_pipeline_get_metrics(p, &pm), RESIL_OK);
+	assert_int_equal(pm.timeouts, 3);
+
+	s.took = 3000;
+	s.calls = 0;
+	assert_int_equal(resil_pipeline_call(p, &a, slow_fn, &s, &r), RESIL_OK);
+	assert_int_equal(s.calls, 1);
+	assert_int_equal(r.value.u.i, 1);
+	resil_result_free(&r);
+	resil_pipeline_free(p);
+}
+
+/* Seed 000 / DESIGN composition: a business error is propagated
+ * untouched: not counted by the breaker, not retried, no fallback. */
+static void
+test_scenarios_seed000_business_through_pipeline(void **state)
+{
+	resil_manual_clock mc;
+	resil_pipeline_config cfg;
+	resil_pipeline *p;
+	resil_breaker_metrics bm;
+	resil_args a = { "getSomething", NULL, 0 };
+	resil_result r;
+	resil_diag d;
+	int calls = 0;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	resil_pipeline_config_init(&cfg);
+	cfg.service = IHELLO;
+	cfg.clock = resil_manual_clock_hook(&mc);
+	cfg.classifier.fn = business_400;
+	cfg.retry_enabled = 1;
+	cfg.retry.max_attempts = 3;
+	cfg.retry.base_delay_ns = 0;
+	cfg.breaker_enabled = 1;
+	cfg.breaker.failure_rate_pct = 0;
+	cfg.breaker.consecutive_failures = 1;
+	cfg.cache_enabled = 1;
+	cfg.mock = "fail:return x";
+	assert_int_equal(resil_pipeline_new(&p, &cfg, &d), RESIL_OK);
+	assert_int_equal(
+	    resil_pipeline_call(p, &a, biz_fn, &calls, &r), RESIL_E_BUSINESS);
+	assert_int_equal(r.rc, 400);
+	assert_int_equal(r.source, RESIL_SOURCE_LIVE);
+	assert_int_equal(calls, 1);
+	resil_result_free(&r);
+	assert_int_equal(resil_breaker_get_metrics(
+			     resil_pipeline_breaker(p, "getSomething"), &bm),
+	    RESIL_OK);
+	assert_int_equal(bm.state, RESIL_BREAKER_CLOSED);
+	assert_int_equal(bm.failures, 0);
+	assert_int_equal(bm.ignored, 1);
+	resil_pipeline_free(p);
+}
+
+/* Dubbo method-level retries (<dubbo:method name="x" retries="0"/>): a
+ * method's max_attempts overrides the service-level retry setting. */
+static void
+test_scenarios_dubbo_method_level_retries(void **state)
+{
+	resil_manual_clock mc;
+	resil_pipeline_config cfg;
+	resil_method_config methods[1];
+	resil_pipeline *p;
+	resil_args a = { "createOrder", NULL, 0 };
+	resil_args b = { "getSomething", NULL, 0 };
+	resil_result r;
+	resil_diag d;
+	int calls = 0;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	resil_pipeline_config_init(&cfg);
+	memset(methods, 0, sizeof(methods));
+	methods[0].name = "createOrder";
+	methods[0].max_attempts = 1; /* retries=0 */
+	cfg.service = IHELLO;
+	cfg.clock = resil_manual_clock_hook(&mc);
+	cfg.retry_enabled = 1;
+	cfg.retry.max_attempts = 3; /* retries=2 */
+	cfg.retry.base_delay_ns = 0;
+	cfg.methods = methods;
+	cfg.nmethods = 1;
+	assert_int_equal(resil_pipeline_new(&p, &cfg, &d), RESIL_OK);
+	assert_int_equal(
+	    resil_pipeline_call(p, &a, fail_fn, &calls, &r), RESIL_E_CALL);
+	assert_int_equal(calls, 1);
+	assert_int_equal(r.attempts, 1);
+	resil_result_free(&r);
+	calls = 0;
+	assert_int_equal(
+	    resil_pipeline_call(p, &b, fail_fn, &calls, &r), RESIL_E_CALL);
+	assert_int_equal(calls, 3);
+	resil_result_free(&r);
+	resil_pipeline_free(p);
+}
+
+/* Seed 001 (bounded local cache) and DESIGN: the cache never grows past
+ * its bound; the least recently used entry goes first. */
+static void
+test_scenarios_seed001_cache_bound_lru(void **state)
+{
+	resil_cache_config cc;
+	resil_cache *c;
+	resil_cache_stats cs;
+	resil_value v = resil_value_int(1), out;
+	resil_args k1 = { "m", "1", 1 }, k2 = { "m", "2", 1 },
+		   k3 = { "m", "3", 1 };
+	resil_manual_clock mc;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	resil_cache_config_init(&cc);
+	cc.clock = resil_manual_clock_hook(&mc);
+	cc.max_entries = 2;
+	cc.shards = 1;
+	assert_int_equal(resil_cache_new(&c, &cc, NULL), RESIL_OK);
+	assert_int_equal(resil_cache_put(c, &k1, &v), RESIL_OK);
+	assert_int_equal(resil_cache_put(c, &k2, &v), RESIL_OK);
+	assert_int_equal(resil_cache_get(c, &k1, &out, NULL), RESIL_OK);
+	resil_value_free(&out);
+	assert_int_equal(resil_cache_put(c, &k3, &v), RESIL_OK); /* evicts 2 */
+	assert_int_equal(resil_cache_get(c, &k2, &out, NULL), RESIL_E_NOTFOUND);
+	assert_int_equal(resil_cache_get(c, &k1, &out, NULL), RESIL_OK);
+	resil_value_free(&out);
+	assert_int_equal(resil_cache_get(c, &k3, &out, NULL), RESIL_OK);
+	resil_value_free(&out);
+	assert_int_equal(resil_cache_stats_get(c, &cs), RESIL_OK);
+	assert_int_equal(cs.entries, 2);
+	assert_int_equal(cs.evictions, 1);
+	resil_cache_free(c);
+}
+
 int
 main(void)
 {
@@ -2419,6 +2881,17 @@ main(void)
 		cmocka_unit_test(test_scenarios_seed003_cache_age_limit),
 		cmocka_unit_test(test_scenarios_seed001_cached_null_then_mock),
 		cmocka_unit_test(test_scenarios_seed000_mock_order_in_pipeline),
+		cmocka_unit_test(test_scenarios_polly_ignored_does_not_reset_consecutive),
+		cmocka_unit_test(test_scenarios_gobreaker_half_open_failed_probe),
+		cmocka_unit_test(test_scenarios_r4j_slow_threshold_is_strict),
+		cmocka_unit_test(test_scenarios_design_time_alone_never_trips),
+		cmocka_unit_test(test_scenarios_dubbo_method_false_overrides_service_force),
+		cmocka_unit_test(test_scenarios_dubbo_mock_impl_refusals),
+		cmocka_unit_test(test_scenarios_dubbo_parse_mock_value),
+		cmocka_unit_test(test_scenarios_seed002_timeout_then_retries),
+		cmocka_unit_test(test_scenarios_seed000_business_through_pipeline),
+		cmocka_unit_test(test_scenarios_dubbo_method_level_retries),
+		cmocka_unit_test(test_scenarios_seed001_cache_bound_lru),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
