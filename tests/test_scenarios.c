@@ -25,6 +25,7 @@
 
 #include <resil/breaker.h>
 #include <resil/clock.h>
+#include <resil/config.h>
 #include <resil/fallback.h>
 #include <resil/mock.h>
 #include <resil/pipeline.h>
@@ -2820,6 +2821,300 @@ test_scenarios_seed001_cache_bound_lru(void **state)
 	resil_cache_free(c);
 }
 
+/* Seed 003 again, configured as Dubbo-style key=value text (the form of
+ * examples/sim/inventory.conf), so the configuration path gives the same
+ * timeline as the C configuration. */
+static void
+test_scenarios_seed003_inventory_from_config_text(void **state)
+{
+	static const char text[] = "service=InventoryService\n"
+				   "getStock.type=int\n"
+				   "breaker.enabled=true\n"
+				   "breaker.failure_rate=0\n"
+				   "breaker.consecutive_failures=2\n"
+				   "breaker.open_wait=5\n"
+				   "breaker.probes=1\n"
+				   "cache.enabled=true\n"
+				   "cache.max_age=10\n";
+	static const step steps[] = {
+		{ 0, 1, LIVE, 8, 0, 1 },
+		{ 1, 0, CACHE, 8, 1, 2 },
+		{ 2, 0, CACHE, 8, 2, 3 },
+		{ 3, 1, CACHE, 8, 3, 3 },
+		{ 8, 1, LIVE, 8, 0, 4 },
+		{ 9, 0, CACHE, 8, 1, 5 },
+		{ 10, 0, CACHE, 8, 2, 6 },
+		{ 20, 0, UNAV, -1, 0, 7 },
+	};
+	resil_config *conf;
+	resil_pipeline_config pc;
+	resil_pipeline *p;
+	resil_manual_clock mc;
+	resil_args a = { "getStock", NULL, 0 };
+	stock sk = { 0, 0 };
+	resil_diag d;
+	size_t i;
+
+	(void)state;
+	d.msg[0] = '\0';
+	if (resil_config_parse_string(&conf, text, "inventory.conf", NULL, &d) !=
+	    RESIL_OK)
+		fail_msg("config: %s", d.msg);
+	resil_manual_clock_init(&mc, 0);
+	pc = *resil_config_pipeline(conf);
+	pc.clock = resil_manual_clock_hook(&mc);
+	assert_int_equal(resil_pipeline_new(&p, &pc, &d), RESIL_OK);
+	for (i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		resil_result r;
+
+		resil_manual_clock_set(&mc, steps[i].t);
+		sk.up = steps[i].up;
+		resil_pipeline_call(p, &a, stock_fn, &sk, &r);
+		assert_int_equal(r.source, steps[i].source);
+		assert_int_equal(sk.calls, steps[i].calls);
+		if (steps[i].stock >= 0) {
+			assert_int_equal(r.value.u.i, steps[i].stock);
+			assert_int_equal(r.age, steps[i].age);
+		}
+		resil_result_free(&r);
+	}
+	resil_pipeline_free(p);
+	resil_config_free(conf);
+}
+
+/* Config errors in Dubbo-style text name the origin, line and key
+ * (resilience4j CircuitBreakerConfigTest refusals, through the text). */
+static void
+test_scenarios_config_text_refusal_names_line(void **state)
+{
+	resil_config *conf = NULL;
+	resil_diag d;
+
+	(void)state;
+	d.msg[0] = '\0';
+	assert_int_equal(resil_config_parse_string(&conf,
+			     "service=S\nbreaker.failure_rate=101\n", "svc.conf",
+			     NULL, &d),
+	    RESIL_E_INVAL);
+	assert_null(conf);
+	assert_string_equal(
+	    d.msg, "svc.conf:2: breaker.failure_rate: 101 is out of range 0..100");
+	d.msg[0] = '\0';
+	assert_int_equal(resil_config_parse_string(&conf,
+			     "service=S\ngetStock.mock=fail:\n", "svc.conf", NULL,
+			     &d),
+	    RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "svc.conf:2:"));
+	assert_non_null(strstr(d.msg, "\"fail:\""));
+}
+
+/* Finagle RetryBudget / gRPC retry throttling, as DESIGN's retry budget:
+ * each call deposits budget_ratio tokens, each retry spends one; with the
+ * bank empty and no floor, a failing call is not retried (stop BUDGET);
+ * after ten calls at 0.1 there is one whole token: one retry. */
+static void
+test_scenarios_budget_bounds_retries(void **state)
+{
+	static const int fails[] = { -1, -1, -1 };
+	rfx f;
+	rdep ok = { NULL, 0, 0, RESIL_OK, { 0 } };
+	rdep bad = { fails, 3, 0, RESIL_OK, { 0 } };
+	resil_retry_result res;
+	resil_retry_metrics m;
+	int i;
+
+	(void)state;
+	rfx_init(&f);
+	f.cfg.base_delay_ns = 0;
+	f.cfg.budget_ratio = 0.1;
+	f.cfg.budget_max_tokens = 10;
+	f.cfg.budget_min_retries = 0;
+	rfx_new(&f);
+	resil_retry_call(f.r, rdep_fn, &bad, NULL, &res);
+	assert_int_equal(bad.calls, 1);
+	assert_int_equal(res.stop, RESIL_RETRY_STOP_BUDGET);
+	for (i = 0; i < 8; i++)
+		resil_retry_call(f.r, rdep_fn, &ok, NULL, &res);
+	/* Ten calls so far with this one: exactly one token. */
+	bad.calls = 0;
+	resil_retry_call(f.r, rdep_fn, &bad, NULL, &res);
+	assert_int_equal(bad.calls, 2);
+	assert_int_equal(res.stop, RESIL_RETRY_STOP_BUDGET);
+	assert_int_equal(resil_retry_get_metrics(f.r, &m), RESIL_OK);
+	assert_int_equal(m.budget_refusals, 2);
+	assert_int_equal(m.retries, 1);
+	resil_retry_free(f.r);
+
+	/* The floor: 2 retries per 10 ticks with an empty bank. */
+	rfx_init(&f);
+	f.cfg.max_attempts = 10;
+	f.cfg.base_delay_ns = 0;
+	f.cfg.budget_ratio = 0.000001;
+	f.cfg.budget_min_retries = 2;
+	f.cfg.budget_period_ns = 10;
+	rfx_new(&f);
+	bad.calls = 0;
+	bad.n = 3;
+	resil_retry_call(f.r, rdep_fn, &bad, NULL, &res);
+	assert_int_equal(bad.calls, 3); /* first + 2 floor retries */
+	assert_int_equal(res.stop, RESIL_RETRY_STOP_BUDGET);
+	resil_manual_clock_set(&f.mc, 10);
+	bad.calls = 0;
+	resil_retry_call(f.r, rdep_fn, &bad, NULL, &res);
+	assert_int_equal(bad.calls, 3);
+	resil_retry_free(f.r);
+}
+
+/* resilience4j CircuitBreakerStateMachineTest (metrics are reset on the
+ * move to CLOSED) with a TIME window: outcomes recorded before the trip, in
+ * buckets still inside the span, do not count after the breaker closes
+ * (DESIGN: counts start empty on entering CLOSED). */
+static void
+test_scenarios_r4j_time_window_empty_after_close(void **state)
+{
+	bfx f;
+	int i;
+
+	(void)state;
+	bfx_init(&f, 0);
+	f.cfg.failure_rate_pct = 50;
+	f.cfg.min_calls = 4;
+	f.cfg.window_type = RESIL_WINDOW_TIME;
+	f.cfg.window_size = 10;
+	f.cfg.bucket_ns = 10; /* a 100-tick span */
+	f.cfg.open_wait_ns = 5;
+	bfx_new(&f);
+	for (i = 0; i < 4; i++)
+		call_o(&f, F);
+	assert_int_equal(st(&f), RESIL_BREAKER_OPEN);
+	resil_manual_clock_set(&f.mc, 5);
+	call_o(&f, S); /* the probe closes */
+	assert_int_equal(st(&f), RESIL_BREAKER_CLOSED);
+	assert_int_equal(mx(&f).window_calls, 0);
+	/* One failure now is 1 of 1 in the new window, not 5 of 5. */
+	call_o(&f, F);
+	assert_int_equal(mx(&f).window_calls, 1);
+	call_o(&f, S);
+	call_o(&f, S);
+	assert_int_equal(st(&f), RESIL_BREAKER_CLOSED);
+	resil_breaker_free(f.b);
+}
+
+/* DESIGN (with a fixed seed and the manual clock the backoff sequence is
+ * exact): the plan a configuration announces is the waits a call makes,
+ * here with AWS decorrelated jitter from a seeded generator. */
+static void
+test_scenarios_retry_plan_matches_call(void **state)
+{
+	static const int fails[] = { -1, -1, -1, -1, -1, -1 };
+	rfx f;
+	rdep d = { fails, 6, 0, RESIL_OK, { 0 } };
+	resil_retry_result res;
+	uint64_t waits[8];
+	size_t n = 0, i;
+
+	(void)state;
+	rfx_init(&f);
+	f.cfg.max_attempts = 6;
+	f.cfg.base_delay_ns = 100;
+	f.cfg.max_delay_ns = 5000;
+	f.cfg.jitter = RESIL_JITTER_DECORRELATED;
+	f.cfg.seed = 42;
+	assert_int_equal(
+	    resil_retry_plan(&f.cfg, NULL, waits, 8, &n, NULL), RESIL_OK);
+	assert_int_equal(n, 5);
+	rfx_new(&f);
+	resil_retry_call(f.r, rdep_fn, &d, NULL, &res);
+	assert_int_equal(d.calls, 6);
+	for (i = 0; i < 5; i++) {
+		assert_int_equal(f.events[i].wait, waits[i]);
+		assert_true(waits[i] >= 100 && waits[i] <= 5000);
+		assert_int_equal(d.starts[i + 1] - d.starts[i], waits[i]);
+	}
+	resil_retry_free(f.r);
+}
+
+static resil_verdict
+pass_handler(void *ctx, const resil_args *args, const resil_failure *failure,
+    resil_result *out)
+{
+	int *asked = ctx;
+
+	(void)args;
+	(void)failure;
+	(void)out;
+	++*asked;
+	return RESIL_FALLBACK_PASS;
+}
+
+/* Seed 001 ("先试缓存，缓存没命中就试Mock") and DESIGN: a chain whose handlers
+ * all pass yields UNAVAILABLE with no value and the original failure
+ * attached; no chain at all propagates the original error. */
+static void
+test_scenarios_seed001_chain_all_pass_is_unavailable(void **state)
+{
+	resil_cache_config cc;
+	resil_cache *c;
+	resil_fallback *fb;
+	resil_failure fail = { RESIL_E_OPEN, 0, 0 };
+	resil_args a = { "getUser", "A", 1 };
+	resil_result r;
+	int asked = 0;
+
+	(void)state;
+	resil_cache_config_init(&cc);
+	assert_int_equal(resil_cache_new(&c, &cc, NULL), RESIL_OK);
+	assert_int_equal(resil_fallback_new(&fb, NULL, NULL), RESIL_OK);
+	assert_int_equal(resil_fallback_recover(fb, &a, &fail, &r),
+	    RESIL_E_OPEN); /* empty chain: the original error */
+	assert_int_equal(r.source, RESIL_SOURCE_LIVE);
+	resil_result_free(&r);
+	assert_int_equal(resil_fallback_add_cache(fb, c), RESIL_OK);
+	assert_int_equal(
+	    resil_fallback_add_handler(fb, pass_handler, &asked), RESIL_OK);
+	assert_int_equal(resil_fallback_recover(fb, &a, &fail, &r),
+	    RESIL_E_UNAVAILABLE);
+	assert_int_equal(asked, 1);
+	assert_int_equal(r.source, RESIL_SOURCE_UNAVAILABLE);
+	assert_int_equal(r.value.type, RESIL_VALUE_NULL);
+	assert_int_equal(r.cause, RESIL_E_OPEN);
+	resil_result_free(&r);
+	resil_fallback_free(fb);
+	resil_cache_free(c);
+}
+
+/* resilience4j CircuitBreakerConfigTest (maxWaitDurationInOpenState with an
+ * exponential wait interval): the growing OPEN wait stops at its cap. */
+static void
+test_scenarios_r4j_open_wait_cap(void **state)
+{
+	bfx f;
+	uint64_t t = 0;
+	int i;
+	static const uint64_t want[] = { 20, 40, 50, 50 };
+
+	(void)state;
+	bfx_init(&f, 0);
+	f.cfg.failure_rate_pct = 0;
+	f.cfg.consecutive_failures = 1;
+	f.cfg.open_wait_ns = 10;
+	f.cfg.open_wait_multiplier = 2.0;
+	f.cfg.open_wait_max_ns = 50;
+	bfx_new(&f);
+	call_o(&f, F);
+	assert_int_equal(mx(&f).open_wait, 10);
+	t = 10;
+	for (i = 0; i < 4; i++) {
+		resil_manual_clock_set(&f.mc, t);
+		call_o(&f, F); /* the probe fails */
+		assert_int_equal(mx(&f).open_wait, want[i]);
+		t += want[i];
+		resil_manual_clock_set(&f.mc, t - 1);
+		assert_false(try_acquire(&f));
+	}
+	resil_breaker_free(f.b);
+}
+
 int
 main(void)
 {
@@ -2892,6 +3187,13 @@ main(void)
 		cmocka_unit_test(test_scenarios_seed000_business_through_pipeline),
 		cmocka_unit_test(test_scenarios_dubbo_method_level_retries),
 		cmocka_unit_test(test_scenarios_seed001_cache_bound_lru),
+		cmocka_unit_test(test_scenarios_seed003_inventory_from_config_text),
+		cmocka_unit_test(test_scenarios_config_text_refusal_names_line),
+		cmocka_unit_test(test_scenarios_budget_bounds_retries),
+		cmocka_unit_test(test_scenarios_r4j_time_window_empty_after_close),
+		cmocka_unit_test(test_scenarios_retry_plan_matches_call),
+		cmocka_unit_test(test_scenarios_seed001_chain_all_pass_is_unavailable),
+		cmocka_unit_test(test_scenarios_r4j_open_wait_cap),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
