@@ -3115,6 +3115,261 @@ test_scenarios_r4j_open_wait_cap(void **state)
 	resil_breaker_free(f.b);
 }
 
+static int
+mock_impl_fails(void *ctx, const resil_args *args, resil_value *out)
+{
+	(void)ctx;
+	(void)args;
+	(void)out;
+	return -9;
+}
+
+/* Dubbo MockClusterInvoker.doMockInvoke: a non-business failure of the
+ * mock itself is rethrown with a message naming the mock's failure and
+ * the original one (getMockExceptionMessage). resil: RESIL_E_CALL with the
+ * implementation's rc, the original failure kept as the cause. */
+static void
+test_scenarios_dubbo_mock_impl_failure_rethrown(void **state)
+{
+	resil_mock_registry *reg;
+	resil_mock *m;
+	hello h = { 1, 0 };
+	resil_result r;
+
+	(void)state;
+	assert_int_equal(resil_mock_registry_new(&reg, NULL), RESIL_OK);
+	assert_int_equal(resil_mock_registry_add_impl(reg, IHELLO "Mock",
+			     IHELLO, mock_impl_fails, NULL, NULL),
+	    RESIL_OK);
+	m = hello_mock("fail:default", reg);
+	assert_int_equal(mcall(m, "getSomething", &h, &r), RESIL_E_CALL);
+	assert_int_equal(r.source, RESIL_SOURCE_MOCK);
+	assert_int_equal(r.rc, -9);
+	assert_int_equal(r.cause, RESIL_E_CALL);
+	assert_int_equal(r.cause_rc, -1);
+	assert_non_null(strstr(r.message, "rc -9"));
+	assert_non_null(strstr(r.message, "rc -1"));
+	resil_result_free(&r);
+	resil_mock_free(m);
+	resil_mock_registry_free(reg);
+}
+
+/* Resilience4j (one CircuitBreaker instance per backend name) and Dubbo
+ * (method-level configuration): with breaker_per_method, a declared method
+ * trips its own breaker; the other methods keep calling. */
+static void
+test_scenarios_breaker_per_method_isolation(void **state)
+{
+	resil_manual_clock mc;
+	resil_pipeline_config cfg;
+	resil_method_config methods[2];
+	resil_pipeline *p;
+	resil_args a = { "getStock", NULL, 0 };
+	resil_args b = { "getPrice", NULL, 0 };
+	resil_result r;
+	resil_diag d;
+	int calls = 0;
+	stock sk = { 1, 0 };
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	resil_pipeline_config_init(&cfg);
+	memset(methods, 0, sizeof(methods));
+	methods[0].name = "getStock";
+	methods[1].name = "getPrice";
+	cfg.service = "InventoryService";
+	cfg.clock = resil_manual_clock_hook(&mc);
+	cfg.breaker_enabled = 1;
+	cfg.breaker_per_method = 1;
+	cfg.breaker.failure_rate_pct = 0;
+	cfg.breaker.consecutive_failures = 2;
+	cfg.breaker.open_wait_ns = 5;
+	cfg.methods = methods;
+	cfg.nmethods = 2;
+	assert_int_equal(resil_pipeline_new(&p, &cfg, &d), RESIL_OK);
+	assert_ptr_not_equal(resil_pipeline_breaker(p, "getStock"),
+	    resil_pipeline_breaker(p, "getPrice"));
+	resil_pipeline_call(p, &a, fail_fn, &calls, &r);
+	resil_result_free(&r);
+	resil_pipeline_call(p, &a, fail_fn, &calls, &r);
+	resil_result_free(&r);
+	assert_int_equal(
+	    resil_pipeline_call(p, &a, fail_fn, &calls, &r), RESIL_E_OPEN);
+	assert_int_equal(r.breaker_state, RESIL_BREAKER_OPEN);
+	resil_result_free(&r);
+	assert_int_equal(calls, 2);
+	assert_int_equal(
+	    resil_pipeline_call(p, &b, stock_fn, &sk, &r), RESIL_OK);
+	assert_int_equal(r.breaker_state, RESIL_BREAKER_CLOSED);
+	assert_int_equal(sk.calls, 1);
+	resil_result_free(&r);
+	resil_pipeline_free(p);
+}
+
+/* DESIGN deadline boundary: an attempt starts only if its start time is
+ * before the deadline; one that would start exactly at it does not, and
+ * the wait for it is not begun. Fixed 5, deadline 10: attempts at 0, 5. */
+static void
+test_scenarios_design_retry_deadline_boundary(void **state)
+{
+	static const int fails[] = { -1, -1, -1, -1 };
+	rfx f;
+	rdep d = { fails, 4, 0, RESIL_OK, { 0 } };
+	resil_retry_result res;
+
+	(void)state;
+	rfx_init(&f);
+	f.cfg.max_attempts = 4;
+	f.cfg.base_delay_ns = 5;
+	f.cfg.deadline_ns = 10;
+	rfx_new(&f);
+	resil_retry_call(f.r, rdep_fn, &d, NULL, &res);
+	assert_int_equal(d.calls, 2);
+	assert_int_equal(d.starts[1], 5);
+	assert_int_equal(res.stop, RESIL_RETRY_STOP_DEADLINE);
+	assert_int_equal(resil_manual_clock_now(&f.mc), 5);
+	assert_int_equal(f.events[f.rec.count - 1].type,
+	    RESIL_RETRY_EVENT_GIVE_UP);
+	assert_int_equal(f.events[f.rec.count - 1].stop,
+	    RESIL_RETRY_STOP_DEADLINE);
+	resil_retry_free(f.r);
+}
+
+/* Resilience4j CircuitBreakerConfig.maxWaitDurationInHalfOpenState (HALF_OPEN
+ * goes back to OPEN when the probes have not decided within it; Resilience4j
+ * runs a timer, resil decides at the next acquire or record): a probe that
+ * reports after the half-open limit is stale; the breaker is OPEN from the
+ * limit (not from the late report). */
+static void
+test_scenarios_r4j_max_wait_in_half_open(void **state)
+{
+	bfx f;
+	resil_permit p;
+
+	(void)state;
+	bfx_init(&f, 0);
+	f.cfg.failure_rate_pct = 0;
+	f.cfg.consecutive_failures = 1;
+	f.cfg.open_wait_ns = 30;
+	f.cfg.max_half_open_ns = 30;
+	bfx_new(&f);
+	call_o(&f, F);
+	resil_manual_clock_set(&f.mc, 30);
+	assert_int_equal(resil_breaker_acquire(f.b, &p), RESIL_OK);
+	resil_manual_clock_set(&f.mc, 70);
+	assert_int_equal(resil_breaker_record(f.b, &p, S), RESIL_OK);
+	assert_int_equal(st(&f), RESIL_BREAKER_OPEN);
+	assert_int_equal(mx(&f).stale, 1);
+	assert_int_equal(f.events[f.rec.count - 1].reason,
+	    RESIL_BREAKER_REASON_HALF_OPEN_TIMEOUT);
+	assert_int_equal(f.events[f.rec.count - 1].time, 60);
+	resil_manual_clock_set(&f.mc, 89);
+	assert_false(try_acquire(&f));
+	resil_manual_clock_set(&f.mc, 90);
+	assert_true(try_acquire(&f));
+	resil_breaker_free(f.b);
+}
+
+/* STYLE/brief: a NULL argument anywhere returns RESIL_E_INVAL, never
+ * crashes (the peers throw NullPointerException / ArgumentNullException). */
+static void
+test_scenarios_null_arguments_are_refused(void **state)
+{
+	resil_breaker_config bc = resil_breaker_config_default();
+	resil_retry_config rc = resil_retry_config_default();
+	resil_breaker *b;
+	resil_retry *r;
+	resil_permit p;
+	resil_result res;
+	resil_retry_result rr;
+	resil_value v;
+	resil_args a = { NULL, NULL, 0 };
+	resil_failure fl = { RESIL_E_CALL, -1, 1 };
+	resil_pipeline_config pc;
+	resil_pipeline *pp;
+	resil_diag d;
+	uint64_t w;
+	char buf[8];
+
+	(void)state;
+	assert_int_equal(resil_breaker_new(NULL, &bc, NULL), RESIL_E_INVAL);
+	assert_int_equal(resil_breaker_new(&b, NULL, NULL), RESIL_E_INVAL);
+	assert_int_equal(resil_breaker_acquire(NULL, &p), RESIL_E_INVAL);
+	assert_int_equal(resil_breaker_record(NULL, &p, S), RESIL_E_INVAL);
+	assert_int_equal(resil_breaker_release(NULL, &p), RESIL_E_INVAL);
+	assert_int_equal(resil_breaker_get_metrics(NULL, NULL), RESIL_E_INVAL);
+	assert_int_equal(resil_breaker_reset(NULL), RESIL_E_INVAL);
+	assert_int_equal(resil_retry_new(NULL, &rc, NULL), RESIL_E_INVAL);
+	assert_int_equal(resil_retry_new(&r, NULL, NULL), RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_retry_call(NULL, rdep_fn, NULL, NULL, &rr), RESIL_E_INVAL);
+	assert_int_equal(resil_retry_new(&r, &rc, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_retry_call(r, NULL, NULL, NULL, &rr), RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_retry_next_delay(r, 0, 0, 0.0, &w), RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_retry_next_delay(r, 1, 0, 0.0, NULL), RESIL_E_INVAL);
+	resil_retry_free(r);
+	assert_int_equal(
+	    resil_retry_result_format(NULL, NULL, buf, 8), RESIL_E_INVAL);
+	assert_int_equal(resil_mock_parse(NULL, "return 1", RESIL_TYPE_ANY,
+			     NULL, NULL),
+	    RESIL_E_INVAL);
+	assert_int_equal(resil_mock_new(NULL, NULL, NULL), RESIL_E_INVAL);
+	assert_int_equal(resil_mock_call(NULL, &a, hello_fn, NULL, NULL, &res),
+	    RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_fallback_recover(NULL, NULL, &fl, &res), RESIL_E_INVAL);
+	assert_int_equal(resil_cache_get(NULL, &a, &v, NULL), RESIL_E_INVAL);
+	assert_int_equal(resil_value_string(NULL, "x", 1, NULL), RESIL_E_INVAL);
+	resil_pipeline_config_init(&pc);
+	pc.service = "S";
+	assert_int_equal(resil_pipeline_new(&pp, &pc, &d), RESIL_OK);
+	assert_int_equal(
+	    resil_pipeline_call(pp, &a, hello_fn, NULL, &res), RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_pipeline_call(pp, NULL, hello_fn, NULL, &res), RESIL_E_INVAL);
+	resil_pipeline_free(pp);
+	assert_int_equal(resil_pipeline_new(&pp, NULL, &d), RESIL_E_INVAL);
+	assert_int_equal(resil_config_parse_string(NULL, "", NULL, NULL, NULL),
+	    RESIL_E_INVAL);
+}
+
+/* CircuitBreakerStateMachineTest.shouldRecordMetricsInMetricsOnlyState and
+ * .shouldResetMetricsAfterMetricsOnlyStateTransition: METRICS_ONLY starts
+ * with empty counts, records (3 of 5 failed: 60%) and never trips. */
+static void
+test_scenarios_r4j_metrics_only_records_never_trips(void **state)
+{
+	bfx f;
+	resil_breaker_metrics m;
+
+	(void)state;
+	r4j_setup(&f);
+	call_dur(&f, S, 0);
+	call_dur(&f, S, 0);
+	assert_int_equal(mx(&f).window_calls, 2);
+	assert_int_equal(resil_breaker_metrics_only(f.b), RESIL_OK);
+	assert_int_equal(st(&f), RESIL_BREAKER_METRICS_ONLY);
+	assert_int_equal(mx(&f).window_calls, 0);
+	call_dur(&f, F, 0);
+	call_dur(&f, F, 0);
+	call_dur(&f, F, 0);
+	assert_true(mx(&f).failure_rate == -1.0f);
+	call_dur(&f, S, 0);
+	call_dur(&f, S, 0);
+	m = mx(&f);
+	assert_int_equal(m.state, RESIL_BREAKER_METRICS_ONLY);
+	assert_int_equal(m.window_calls, 5);
+	assert_int_equal(m.window_failures, 3);
+	assert_true(m.failure_rate == 60.0f);
+	call_dur(&f, F, 0);
+	assert_int_equal(st(&f), RESIL_BREAKER_METRICS_ONLY);
+	assert_int_equal(f.rec.count, 1); /* only the manual transition */
+	resil_breaker_free(f.b);
+}
+
 int
 main(void)
 {
@@ -3194,6 +3449,12 @@ main(void)
 		cmocka_unit_test(test_scenarios_retry_plan_matches_call),
 		cmocka_unit_test(test_scenarios_seed001_chain_all_pass_is_unavailable),
 		cmocka_unit_test(test_scenarios_r4j_open_wait_cap),
+		cmocka_unit_test(test_scenarios_dubbo_mock_impl_failure_rethrown),
+		cmocka_unit_test(test_scenarios_breaker_per_method_isolation),
+		cmocka_unit_test(test_scenarios_design_retry_deadline_boundary),
+		cmocka_unit_test(test_scenarios_r4j_max_wait_in_half_open),
+		cmocka_unit_test(test_scenarios_null_arguments_are_refused),
+		cmocka_unit_test(test_scenarios_r4j_metrics_only_records_never_trips),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
