@@ -83,8 +83,8 @@ call_dur(bfx *f, resil_outcome o, uint64_t dur)
 	resil_permit p;
 
 	assert_int_equal(resil_breaker_acquire(f->b, &p), RESIL_OK);
-	assert_int_equal(resil_breaker_record_duration(f->b, &p, o, dur),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_breaker_record_duration(f->b, &p, o, dur), RESIL_OK);
 }
 
 static void
@@ -173,7 +173,8 @@ test_scenarios_r4j_open_after_failure_rate_exceeded(void **state)
 	assert_int_equal(m.failures, 3);
 	assert_int_equal(m.successes, 2);
 	assert_int_equal(f.rec.count, 1);
-	assert_int_equal(f.events[0].reason, RESIL_BREAKER_REASON_FAILURE_RATE);
+	assert_int_equal(
+	    f.events[0].reason, RESIL_BREAKER_REASON_FAILURE_RATE);
 	assert_false(try_acquire(&f));
 	assert_int_equal(mx(&f).rejections, 1);
 	resil_breaker_free(f.b);
@@ -203,8 +204,8 @@ test_scenarios_r4j_open_after_slow_call_rate_exceeded(void **state)
 	assert_int_equal(m.slow_calls, 3);
 	assert_int_equal(m.window_calls, 0);
 	assert_true(m.slow_call_rate == -1.0f);
-	assert_int_equal(f.events[0].reason,
-	    RESIL_BREAKER_REASON_SLOW_CALL_RATE);
+	assert_int_equal(
+	    f.events[0].reason, RESIL_BREAKER_REASON_SLOW_CALL_RATE);
 	resil_breaker_free(f.b);
 }
 
@@ -285,7 +286,8 @@ test_scenarios_r4j_open_wait_grows_exponentially(void **state)
 }
 
 /* CircuitBreakerStateMachineTest.shouldOnlyPermitFourCallsInHalfOpenState
- * and .shouldThrowCallNotPermittedExceptionWhenNotFurtherTestCallsArePermitted */
+ * and .shouldThrowCallNotPermittedExceptionWhenNotFurtherTestCallsArePermitted
+ */
 static void
 test_scenarios_r4j_only_four_probes_in_half_open(void **state)
 {
@@ -295,11 +297,11 @@ test_scenarios_r4j_only_four_probes_in_half_open(void **state)
 	(void)state;
 	r4j_setup(&f);
 	for (round = 0; round < 2; round++) {
-		assert_int_equal(resil_breaker_transition(f.b,
-				     RESIL_BREAKER_OPEN),
+		assert_int_equal(
+		    resil_breaker_transition(f.b, RESIL_BREAKER_OPEN),
 		    RESIL_OK);
-		assert_int_equal(resil_breaker_transition(f.b,
-				     RESIL_BREAKER_HALF_OPEN),
+		assert_int_equal(
+		    resil_breaker_transition(f.b, RESIL_BREAKER_HALF_OPEN),
 		    RESIL_OK);
 		assert_int_equal(st(&f), RESIL_BREAKER_HALF_OPEN);
 		assert_true(try_acquire(&f));
@@ -499,7 +501,8 @@ test_scenarios_r4j_forced_open_and_disabled(void **state)
 	resil_breaker_free(f.b);
 }
 
-/* CircuitBreakerStateMachineTest.shouldResetMetrics, .shouldResetToClosedState */
+/* CircuitBreakerStateMachineTest.shouldResetMetrics, .shouldResetToClosedState
+ */
 static void
 test_scenarios_r4j_reset_clears_counts(void **state)
 {
@@ -616,8 +619,9 @@ test_scenarios_r4j_min_calls_capped_at_window(void **state)
 
 /* resilience4j CircuitBreakerConfigTest (zeroSlidingWindowSizeShouldFail,
  * failureRateThresholdAboveHundredShouldFail,
- * zeroPermittedNumberOfCallsInHalfOpenStateShouldFail) and RetryConfigBuilderTest
- * (zeroMaxAttemptsShouldFail): refused with a message naming the field. */
+ * zeroPermittedNumberOfCallsInHalfOpenStateShouldFail) and
+ * RetryConfigBuilderTest (zeroMaxAttemptsShouldFail): refused with a message
+ * naming the field. */
 static void
 test_scenarios_r4j_config_refusals_name_the_field(void **state)
 {
@@ -636,19 +640,22 @@ test_scenarios_r4j_config_refusals_name_the_field(void **state)
 
 	bc = resil_breaker_config_default();
 	bc.window_size = 0;
-	assert_int_equal(resil_breaker_config_validate(&bc, &d), RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_breaker_config_validate(&bc, &d), RESIL_E_INVAL);
 	assert_non_null(strstr(d.msg, "breaker.window_size"));
 
 	bc = resil_breaker_config_default();
 	bc.permitted_probes = 0;
-	assert_int_equal(resil_breaker_config_validate(&bc, &d), RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_breaker_config_validate(&bc, &d), RESIL_E_INVAL);
 	assert_non_null(strstr(d.msg, "breaker.permitted_probes"));
 
 	rc = resil_retry_config_default();
 	rc.max_attempts = 0;
 	assert_int_equal(resil_retry_new(&r, &rc, &d), RESIL_E_INVAL);
 	assert_null(r);
-	assert_string_equal(d.msg, "retry.max_attempts: 0 is out of range 1..1000");
+	assert_string_equal(
+	    d.msg, "retry.max_attempts: 0 is out of range 1..1000");
 }
 
 /* ---- gobreaker ------------------------------------------------------ */
@@ -903,7 +910,8 @@ test_scenarios_polly_break_duration_then_trial(void **state)
 
 /* Polly CircuitBreakerSpecs
  * .Should_only_allow_single_execution_on_first_entering_halfopen_state__test_execution_permit_directly
- * and .Should_allow_single_execution_per_break_duration_in_halfopen_state__test_execution_permit_directly.
+ * and
+ * .Should_allow_single_execution_per_break_duration_in_halfopen_state__test_execution_permit_directly.
  * The first holds. Difference (DESIGN silent, to review): Polly permits one
  * more trial each further break duration while the first trial has not
  * reported; resil rejects (retry_after 0) until the probe reports, or, with
@@ -965,7 +973,8 @@ unhandled_is_ignored(int rc, const void *value, void *ctx)
 }
 
 /* Polly CircuitBreakerSpecs
- * .Should_not_open_circuit_if_exception_raised_is_not_the_specified_exception */
+ * .Should_not_open_circuit_if_exception_raised_is_not_the_specified_exception
+ */
 static void
 test_scenarios_polly_unhandled_exception_does_not_break(void **state)
 {
@@ -980,8 +989,8 @@ test_scenarios_polly_unhandled_exception_does_not_break(void **state)
 	f.cfg.consecutive_failures = 2;
 	bfx_new(&f);
 	for (i = 0; i < 3; i++) {
-		assert_int_equal(resil_breaker_call(f.b, count_fn, &c, &cls,
-				     &rc),
+		assert_int_equal(
+		    resil_breaker_call(f.b, count_fn, &c, &cls, &rc),
 		    RESIL_OK);
 		assert_int_equal(rc, 7);
 	}
@@ -1024,7 +1033,8 @@ test_scenarios_polly_isolate_then_reset(void **state)
 /* Polly AdvancedCircuitBreakerSpecs (failureThreshold 0.5, samplingDuration
  * 10 s, minimumThroughput 4):
  * .Should_open_circuit_with_the_last_raised_exception_if_failure_threshold_exceeded_and_throughput_threshold_equalled_within_timeslice_in_same_window
- * and .Should_not_open_circuit_if_failure_threshold_exceeded_but_throughput_threshold_not_met.
+ * and
+ * .Should_not_open_circuit_if_failure_threshold_exceeded_but_throughput_threshold_not_met.
  * The sampling duration is a time window of 10 one-tick buckets. */
 static void
 test_scenarios_polly_advanced_threshold_and_throughput(void **state)
@@ -1160,8 +1170,8 @@ test_scenarios_r4j_retry_success_not_retried(void **state)
 	rfx_init(&f);
 	f.cfg.base_delay_ns = 500;
 	rfx_new(&f);
-	assert_int_equal(resil_retry_call(f.r, rdep_fn, &d, NULL, &res),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_retry_call(f.r, rdep_fn, &d, NULL, &res), RESIL_OK);
 	assert_int_equal(d.calls, 1);
 	assert_int_equal(res.attempts, 1);
 	assert_int_equal(res.waited, 0);
@@ -1190,8 +1200,8 @@ test_scenarios_r4j_retry_three_attempts_then_last_error(void **state)
 	f.cfg.base_delay_ns = 500; /* 500 ms, one tick a millisecond */
 	rfx_new(&f);
 	assert_int_equal(f.cfg.max_attempts, 3);
-	assert_int_equal(resil_retry_call(f.r, rdep_fn, &d, NULL, &res),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_retry_call(f.r, rdep_fn, &d, NULL, &res), RESIL_OK);
 	assert_int_equal(d.calls, 3);
 	assert_int_equal(res.attempts, 3);
 	assert_int_equal(res.rc, -3);
@@ -1243,14 +1253,14 @@ test_scenarios_r4j_retry_ignored_and_business_not_retried(void **state)
 	rfx_init(&f);
 	f.cfg.classifier.fn = rc_400_business_7_ignored;
 	rfx_new(&f);
-	assert_int_equal(resil_retry_call(f.r, rdep_fn, &d1, NULL, &res),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_retry_call(f.r, rdep_fn, &d1, NULL, &res), RESIL_OK);
 	assert_int_equal(d1.calls, 1);
 	assert_int_equal(res.rc, 7);
 	assert_int_equal(res.outcome, RESIL_OUTCOME_IGNORED);
 	assert_int_equal(res.stop, RESIL_RETRY_STOP_FINAL);
-	assert_int_equal(resil_retry_call(f.r, rdep_fn, &d2, NULL, &res),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_retry_call(f.r, rdep_fn, &d2, NULL, &res), RESIL_OK);
 	assert_int_equal(d2.calls, 1);
 	assert_int_equal(res.rc, 400);
 	assert_int_equal(res.outcome, RESIL_OUTCOME_BUSINESS);
@@ -1453,8 +1463,8 @@ test_scenarios_polly_retry_three_then_success(void **state)
 	f.cfg.max_attempts = 4;
 	f.cfg.base_delay_ns = 0;
 	rfx_new(&f);
-	assert_int_equal(resil_retry_call(f.r, rdep_fn, &d, NULL, &res),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_retry_call(f.r, rdep_fn, &d, NULL, &res), RESIL_OK);
 	assert_int_equal(res.attempts, 4);
 	assert_int_equal(res.rc, 0);
 	assert_int_equal(res.outcome, RESIL_OUTCOME_SUCCESS);
@@ -1495,8 +1505,8 @@ test_scenarios_polly_wait_and_retry_durations(void **state)
 	f.cfg.backoff_fn = polly_sleeps;
 	f.cfg.base_delay_ns = 1;
 	rfx_new(&f);
-	assert_int_equal(resil_retry_call(f.r, rdep_fn, &d, NULL, &res),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_retry_call(f.r, rdep_fn, &d, NULL, &res), RESIL_OK);
 	assert_int_equal(d.calls, 4);
 	assert_int_equal(res.rc, -4);
 	assert_int_equal(res.waited, 6);
@@ -1566,8 +1576,8 @@ test_scenarios_r4j_retry_on_result(void **state)
 	f.cfg.classifier.fn = rc_01_success;
 	f.cfg.retry_on_result = retry_if_rc_1;
 	rfx_new(&f);
-	assert_int_equal(resil_retry_call(f.r, rdep_fn, &d, NULL, &res),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_retry_call(f.r, rdep_fn, &d, NULL, &res), RESIL_OK);
 	assert_int_equal(d.calls, 3);
 	assert_int_equal(res.rc, 1);
 	assert_int_equal(res.stop, RESIL_RETRY_STOP_EXHAUSTED);
@@ -1597,8 +1607,8 @@ test_scenarios_design_retry_does_not_retry_open(void **state)
 	rfx_init(&f);
 	f.cfg.base_delay_ns = 5;
 	rfx_new(&f);
-	assert_int_equal(resil_retry_call(f.r, rdep_fn, &d, NULL, &res),
-	    RESIL_E_OPEN);
+	assert_int_equal(
+	    resil_retry_call(f.r, rdep_fn, &d, NULL, &res), RESIL_E_OPEN);
 	assert_int_equal(d.calls, 1);
 	assert_int_equal(res.stop, RESIL_RETRY_STOP_FINAL);
 	resil_retry_free(f.r);
@@ -1606,8 +1616,8 @@ test_scenarios_design_retry_does_not_retry_open(void **state)
 	f.cfg.retry_on_open = 1;
 	d.calls = 0;
 	rfx_new(&f);
-	assert_int_equal(resil_retry_call(f.r, rdep_fn, &d, NULL, &res),
-	    RESIL_E_OPEN);
+	assert_int_equal(
+	    resil_retry_call(f.r, rdep_fn, &d, NULL, &res), RESIL_E_OPEN);
 	assert_int_equal(d.calls, 3);
 	assert_int_equal(res.stop, RESIL_RETRY_STOP_EXHAUSTED);
 	resil_retry_free(f.r);
@@ -1633,10 +1643,10 @@ test_scenarios_seed002_tried_three_times_message(void **state)
 	resil_retry_call(f.r, rdep_fn, &d, NULL, &res);
 	assert_int_equal(d.calls, 3);
 	assert_int_equal(resil_retry_result_format(&res,
-			     "org.apache.dubbo.remoting.TimeoutException: "
-			     "Waiting server-side response timeout by scan "
-			     "timer is 3000 ms.",
-			     buf, sizeof(buf)),
+	                     "org.apache.dubbo.remoting.TimeoutException: "
+	                     "Waiting server-side response timeout by scan "
+	                     "timer is 3000 ms.",
+	                     buf, sizeof(buf)),
 	    RESIL_OK);
 	assert_string_equal(buf,
 	    "Tried 3 times. Last error is: "
@@ -1644,7 +1654,8 @@ test_scenarios_seed002_tried_three_times_message(void **state)
 	    "response timeout by scan timer is 3000 ms.");
 	assert_int_equal(
 	    resil_retry_result_format(&res, NULL, buf, sizeof(buf)), RESIL_OK);
-	assert_string_equal(buf, "Tried 3 times. Last error is: rc -1 (failure)");
+	assert_string_equal(
+	    buf, "Tried 3 times. Last error is: rc -1 (failure)");
 	resil_retry_free(f.r);
 }
 
@@ -1656,8 +1667,8 @@ test_scenarios_seed002_tried_three_times_message(void **state)
 
 /* The live IHelloService of MockClusterInvokerTest (there getSomething ->
  * "something"; here the method name without "get": getSomething ->
- * "Something", getSomething3 -> "Something3"), sayHello -> null; with error set every call fails (the
- * "invoke_return_error" parameter). */
+ * "Something", getSomething3 -> "Something3"), sayHello -> null; with error
+ * set every call fails (the "invoke_return_error" parameter). */
 typedef struct hello {
 	int error;
 	int calls;
@@ -1673,8 +1684,8 @@ hello_fn(void *ctx, const resil_args *args, resil_value *out)
 		return -1;
 	if (strcmp(args->method, "sayHello") == 0)
 		return 0;
-	return resil_value_string(out, args->method + 3, strlen(args->method + 3),
-		   NULL) == RESIL_OK
+	return resil_value_string(out, args->method + 3,
+	           strlen(args->method + 3), NULL) == RESIL_OK
 	    ? 0
 	    : -2;
 }
@@ -1853,7 +1864,7 @@ test_scenarios_dubbo_mock_default_impl(void **state)
 	(void)state;
 	assert_int_equal(resil_mock_registry_new(&reg, NULL), RESIL_OK);
 	assert_int_equal(resil_mock_registry_add_impl(reg, IHELLO "Mock",
-			     IHELLO, hello_mock_impl, NULL, NULL),
+	                     IHELLO, hello_mock_impl, NULL, NULL),
 	    RESIL_OK);
 	for (i = 0; i < 4; i++) {
 		m = hello_mock(specs[i], reg);
@@ -1926,13 +1937,13 @@ test_scenarios_dubbo_mock_force_throw(void **state)
 
 	(void)state;
 	assert_int_equal(resil_mock_registry_new(&reg, NULL), RESIL_OK);
-	assert_int_equal(resil_mock_registry_add_error(reg, "MyMockException",
-			     451, NULL),
+	assert_int_equal(
+	    resil_mock_registry_add_error(reg, "MyMockException", 451, NULL),
 	    RESIL_OK);
 	m = hello_mock(NULL, reg);
 	set_method(m, "getBoolean2", RESIL_TYPE_BOOL, "force:throw ");
-	set_method(m, "getBoolean3", RESIL_TYPE_BOOL,
-	    "force:throw MyMockException");
+	set_method(
+	    m, "getBoolean3", RESIL_TYPE_BOOL, "force:throw MyMockException");
 	assert_int_equal(mcall(m, "getBoolean2", &h, &r), RESIL_E_MOCK);
 	assert_int_equal(r.source, RESIL_SOURCE_MOCK);
 	assert_string_equal(r.message, RESIL_MOCK_MESSAGE);
@@ -1946,9 +1957,9 @@ test_scenarios_dubbo_mock_force_throw(void **state)
 	resil_result_free(&r);
 	assert_int_equal(h.calls, 0);
 	d.msg[0] = '\0';
-	assert_int_equal(resil_mock_set_method(m, "getBoolean4",
-			     RESIL_TYPE_BOOL,
-			     "force:throw java.lang.RuntimeException2", &d),
+	assert_int_equal(
+	    resil_mock_set_method(m, "getBoolean4", RESIL_TYPE_BOOL,
+	        "force:throw java.lang.RuntimeException2", &d),
 	    RESIL_E_INVAL);
 	assert_non_null(strstr(d.msg, "RuntimeException2"));
 	resil_mock_free(m);
@@ -2016,7 +2027,8 @@ test_scenarios_dubbo_normalize_mock(void **state)
 	assert_canon("", "false");
 	assert_canon("N/A", "false");
 	d.msg[0] = '\0';
-	assert_int_equal(resil_mock_parse(&s, "fail:", RESIL_TYPE_ANY, NULL, &d),
+	assert_int_equal(
+	    resil_mock_parse(&s, "fail:", RESIL_TYPE_ANY, NULL, &d),
 	    RESIL_E_INVAL);
 	assert_non_null(strstr(d.msg, "\"fail:\""));
 	assert_int_equal(
@@ -2078,8 +2090,8 @@ test_scenarios_seed000_business_and_failsafe(void **state)
 	assert_int_equal(r.source, RESIL_SOURCE_LIVE);
 	assert_int_equal(calls, 1);
 	resil_result_free(&r);
-	assert_int_equal(resil_mock_call(m, &a, failsafe_fn, &calls, &cls, &r),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_mock_call(m, &a, failsafe_fn, &calls, &cls, &r), RESIL_OK);
 	assert_int_equal(r.source, RESIL_SOURCE_LIVE);
 	assert_int_equal(r.value.type, RESIL_VALUE_NULL);
 	resil_result_free(&r);
@@ -2161,7 +2173,8 @@ run_steps(const step *steps, size_t n)
 			fail_msg("t=%llu: %s calls=%d, want %s calls=%d",
 			    (unsigned long long)steps[i].t,
 			    resil_source_name(r.source), s.calls,
-			    resil_source_name(steps[i].source), steps[i].calls);
+			    resil_source_name(steps[i].source),
+			    steps[i].calls);
 		if (steps[i].stock < 0) {
 			assert_int_equal(r.err, RESIL_E_UNAVAILABLE);
 			assert_int_equal(r.value.type, RESIL_VALUE_NULL);
@@ -2185,12 +2198,10 @@ static void
 test_scenarios_seed003_inventory_timeline(void **state)
 {
 	static const step steps[] = {
-		{ 0, 1, LIVE, 8, 0, 1 },
-		{ 1, 0, CACHE, 8, 1, 2 },
+		{ 0, 1, LIVE, 8, 0, 1 }, { 1, 0, CACHE, 8, 1, 2 },
 		{ 2, 0, CACHE, 8, 2, 3 },
 		{ 3, 1, CACHE, 8, 3, 3 }, /* paused: not called */
-		{ 8, 1, LIVE, 8, 0, 4 },
-		{ 9, 0, CACHE, 8, 1, 5 },
+		{ 8, 1, LIVE, 8, 0, 4 }, { 9, 0, CACHE, 8, 1, 5 },
 		{ 10, 0, CACHE, 8, 2, 6 },
 		{ 20, 0, UNAV, -1, 0, 7 }, /* age 12 > 10 */
 	};
@@ -2332,27 +2343,27 @@ test_scenarios_seed000_mock_order_in_pipeline(void **state)
 	cfg.breaker_enabled = 1;
 	cfg.mock = "fail:return 'degraded'";
 	assert_int_equal(resil_pipeline_new(&p, &cfg, &d), RESIL_OK);
-	assert_int_equal(resil_pipeline_call(p, &a, fail_fn, &calls, &r),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_pipeline_call(p, &a, fail_fn, &calls, &r), RESIL_OK);
 	assert_int_equal(calls, 3);
 	assert_int_equal(r.attempts, 3);
 	assert_int_equal(r.source, RESIL_SOURCE_MOCK);
 	assert_str_value(&r, "degraded");
 	resil_result_free(&r);
 
-	assert_int_equal(resil_pipeline_set_mock(p, NULL, "force:throw", &d),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_pipeline_set_mock(p, NULL, "force:throw", &d), RESIL_OK);
 	calls = 0;
-	assert_int_equal(resil_pipeline_call(p, &a, fail_fn, &calls, &r),
-	    RESIL_E_MOCK);
+	assert_int_equal(
+	    resil_pipeline_call(p, &a, fail_fn, &calls, &r), RESIL_E_MOCK);
 	assert_int_equal(calls, 0);
 	assert_string_equal(r.message, RESIL_MOCK_MESSAGE);
 	resil_result_free(&r);
 
-	assert_int_equal(resil_pipeline_set_mock(p, NULL, "false", &d),
-	    RESIL_OK);
-	assert_int_equal(resil_pipeline_call(p, &a, fail_fn, &calls, &r),
-	    RESIL_E_CALL);
+	assert_int_equal(
+	    resil_pipeline_set_mock(p, NULL, "false", &d), RESIL_OK);
+	assert_int_equal(
+	    resil_pipeline_call(p, &a, fail_fn, &calls, &r), RESIL_E_CALL);
 	assert_int_equal(calls, 3);
 	assert_int_equal(r.rc, -1);
 	resil_result_free(&r);
@@ -2388,8 +2399,8 @@ test_scenarios_polly_ignored_does_not_reset_consecutive(void **state)
 	assert_int_equal(mx(&f).consecutive_failures, 1);
 	call_o(&f, F);
 	assert_int_equal(st(&f), RESIL_BREAKER_OPEN);
-	assert_int_equal(f.events[0].reason,
-	    RESIL_BREAKER_REASON_CONSECUTIVE_FAILURES);
+	assert_int_equal(
+	    f.events[0].reason, RESIL_BREAKER_REASON_CONSECUTIVE_FAILURES);
 	resil_breaker_free(f.b);
 }
 
@@ -2420,7 +2431,8 @@ test_scenarios_gobreaker_half_open_failed_probe(void **state)
 	assert_int_equal(resil_breaker_acquire(f.b, &p3), RESIL_OK);
 	resil_breaker_record(f.b, &p1, S);
 	resil_breaker_record(f.b, &p2, F);
-	assert_int_equal(st(&f), RESIL_BREAKER_HALF_OPEN); /* gobreaker: OPEN */
+	assert_int_equal(
+	    st(&f), RESIL_BREAKER_HALF_OPEN); /* gobreaker: OPEN */
 	resil_breaker_record(f.b, &p3, S);
 	assert_int_equal(st(&f), RESIL_BREAKER_OPEN);
 	assert_int_equal(f.events[f.rec.count - 1].reason,
@@ -2496,7 +2508,7 @@ test_scenarios_design_time_alone_never_trips(void **state)
 	call_o(&f, S);
 	call_o(&f, S);
 	resil_manual_clock_set(&f.mc, 15);
-	call_o(&f, F); /* 1 of 3 */
+	call_o(&f, F);                     /* 1 of 3 */
 	resil_manual_clock_set(&f.mc, 20); /* bucket 0 leaves: 1 of 1 */
 	assert_true(mx(&f).failure_rate == 100.0f);
 	assert_int_equal(st(&f), RESIL_BREAKER_CLOSED);
@@ -2547,7 +2559,7 @@ test_scenarios_dubbo_mock_impl_refusals(void **state)
 	(void)state;
 	assert_int_equal(resil_mock_registry_new(&reg, NULL), RESIL_OK);
 	assert_int_equal(resil_mock_registry_add_impl(reg, "OtherMock",
-			     "IOtherService", hello_mock_impl, NULL, NULL),
+	                     "IOtherService", hello_mock_impl, NULL, NULL),
 	    RESIL_OK);
 	resil_mock_config_init(&cfg);
 	cfg.service = IHELLO;
@@ -2598,7 +2610,8 @@ test_scenarios_dubbo_parse_mock_value(void **state)
 		    "\"foo\"" },
 		{ "return `foo`", RESIL_TYPE_ANY, RESIL_VALUE_STRING,
 		    "\"foo\"" },
-		{ "return foo", RESIL_TYPE_ANY, RESIL_VALUE_STRING, "\"foo\"" },
+		{ "return foo", RESIL_TYPE_ANY, RESIL_VALUE_STRING,
+		    "\"foo\"" },
 		{ "return 1688", RESIL_TYPE_STRING, RESIL_VALUE_STRING,
 		    "\"1688\"" },
 		{ "return {\"a\":1}", RESIL_TYPE_ANY, RESIL_VALUE_JSON,
@@ -2615,7 +2628,7 @@ test_scenarios_dubbo_parse_mock_value(void **state)
 
 		d.msg[0] = '\0';
 		if (resil_mock_parse(&s, cases[i].spec, cases[i].type, NULL,
-			&d) != RESIL_OK)
+		        &d) != RESIL_OK)
 			fail_msg("%s: %s", cases[i].spec, d.msg);
 		assert_int_equal(s.action, RESIL_MOCK_RETURN);
 		resil_value_format(&s.value, buf, sizeof(buf));
@@ -2692,7 +2705,8 @@ test_scenarios_seed002_timeout_then_retries(void **state)
 
 	s.took = 3000;
 	s.calls = 0;
-	assert_int_equal(resil_pipeline_call(p, &a, slow_fn, &s, &r), RESIL_OK);
+	assert_int_equal(
+	    resil_pipeline_call(p, &a, slow_fn, &s, &r), RESIL_OK);
 	assert_int_equal(s.calls, 1);
 	assert_int_equal(r.value.u.i, 1);
 	resil_result_free(&r);
@@ -2735,7 +2749,7 @@ test_scenarios_seed000_business_through_pipeline(void **state)
 	assert_int_equal(calls, 1);
 	resil_result_free(&r);
 	assert_int_equal(resil_breaker_get_metrics(
-			     resil_pipeline_breaker(p, "getSomething"), &bm),
+	                     resil_pipeline_breaker(p, "getSomething"), &bm),
 	    RESIL_OK);
 	assert_int_equal(bm.state, RESIL_BREAKER_CLOSED);
 	assert_int_equal(bm.failures, 0);
@@ -2795,7 +2809,7 @@ test_scenarios_seed001_cache_bound_lru(void **state)
 	resil_cache_stats cs;
 	resil_value v = resil_value_int(1), out;
 	resil_args k1 = { "m", "1", 1 }, k2 = { "m", "2", 1 },
-		   k3 = { "m", "3", 1 };
+	           k3 = { "m", "3", 1 };
 	resil_manual_clock mc;
 
 	(void)state;
@@ -2810,7 +2824,8 @@ test_scenarios_seed001_cache_bound_lru(void **state)
 	assert_int_equal(resil_cache_get(c, &k1, &out, NULL), RESIL_OK);
 	resil_value_free(&out);
 	assert_int_equal(resil_cache_put(c, &k3, &v), RESIL_OK); /* evicts 2 */
-	assert_int_equal(resil_cache_get(c, &k2, &out, NULL), RESIL_E_NOTFOUND);
+	assert_int_equal(
+	    resil_cache_get(c, &k2, &out, NULL), RESIL_E_NOTFOUND);
 	assert_int_equal(resil_cache_get(c, &k1, &out, NULL), RESIL_OK);
 	resil_value_free(&out);
 	assert_int_equal(resil_cache_get(c, &k3, &out, NULL), RESIL_OK);
@@ -2828,14 +2843,14 @@ static void
 test_scenarios_seed003_inventory_from_config_text(void **state)
 {
 	static const char text[] = "service=InventoryService\n"
-				   "getStock.type=int\n"
-				   "breaker.enabled=true\n"
-				   "breaker.failure_rate=0\n"
-				   "breaker.consecutive_failures=2\n"
-				   "breaker.open_wait=5\n"
-				   "breaker.probes=1\n"
-				   "cache.enabled=true\n"
-				   "cache.max_age=10\n";
+	                           "getStock.type=int\n"
+	                           "breaker.enabled=true\n"
+	                           "breaker.failure_rate=0\n"
+	                           "breaker.consecutive_failures=2\n"
+	                           "breaker.open_wait=5\n"
+	                           "breaker.probes=1\n"
+	                           "cache.enabled=true\n"
+	                           "cache.max_age=10\n";
 	static const step steps[] = {
 		{ 0, 1, LIVE, 8, 0, 1 },
 		{ 1, 0, CACHE, 8, 1, 2 },
@@ -2857,8 +2872,8 @@ test_scenarios_seed003_inventory_from_config_text(void **state)
 
 	(void)state;
 	d.msg[0] = '\0';
-	if (resil_config_parse_string(&conf, text, "inventory.conf", NULL, &d) !=
-	    RESIL_OK)
+	if (resil_config_parse_string(
+	        &conf, text, "inventory.conf", NULL, &d) != RESIL_OK)
 		fail_msg("config: %s", d.msg);
 	resil_manual_clock_init(&mc, 0);
 	pc = *resil_config_pipeline(conf);
@@ -2892,17 +2907,17 @@ test_scenarios_config_text_refusal_names_line(void **state)
 
 	(void)state;
 	d.msg[0] = '\0';
-	assert_int_equal(resil_config_parse_string(&conf,
-			     "service=S\nbreaker.failure_rate=101\n", "svc.conf",
-			     NULL, &d),
+	assert_int_equal(
+	    resil_config_parse_string(&conf,
+	        "service=S\nbreaker.failure_rate=101\n", "svc.conf", NULL, &d),
 	    RESIL_E_INVAL);
 	assert_null(conf);
-	assert_string_equal(
-	    d.msg, "svc.conf:2: breaker.failure_rate: 101 is out of range 0..100");
+	assert_string_equal(d.msg,
+	    "svc.conf:2: breaker.failure_rate: 101 is out of range 0..100");
 	d.msg[0] = '\0';
-	assert_int_equal(resil_config_parse_string(&conf,
-			     "service=S\ngetStock.mock=fail:\n", "svc.conf", NULL,
-			     &d),
+	assert_int_equal(
+	    resil_config_parse_string(&conf,
+	        "service=S\ngetStock.mock=fail:\n", "svc.conf", NULL, &d),
 	    RESIL_E_INVAL);
 	assert_non_null(strstr(d.msg, "svc.conf:2:"));
 	assert_non_null(strstr(d.msg, "\"fail:\""));
@@ -3072,8 +3087,8 @@ test_scenarios_seed001_chain_all_pass_is_unavailable(void **state)
 	assert_int_equal(resil_fallback_add_cache(fb, c), RESIL_OK);
 	assert_int_equal(
 	    resil_fallback_add_handler(fb, pass_handler, &asked), RESIL_OK);
-	assert_int_equal(resil_fallback_recover(fb, &a, &fail, &r),
-	    RESIL_E_UNAVAILABLE);
+	assert_int_equal(
+	    resil_fallback_recover(fb, &a, &fail, &r), RESIL_E_UNAVAILABLE);
 	assert_int_equal(asked, 1);
 	assert_int_equal(r.source, RESIL_SOURCE_UNAVAILABLE);
 	assert_int_equal(r.value.type, RESIL_VALUE_NULL);
@@ -3139,7 +3154,7 @@ test_scenarios_dubbo_mock_impl_failure_rethrown(void **state)
 	(void)state;
 	assert_int_equal(resil_mock_registry_new(&reg, NULL), RESIL_OK);
 	assert_int_equal(resil_mock_registry_add_impl(reg, IHELLO "Mock",
-			     IHELLO, mock_impl_fails, NULL, NULL),
+	                     IHELLO, mock_impl_fails, NULL, NULL),
 	    RESIL_OK);
 	m = hello_mock("fail:default", reg);
 	assert_int_equal(mcall(m, "getSomething", &h, &r), RESIL_E_CALL);
@@ -3228,10 +3243,10 @@ test_scenarios_design_retry_deadline_boundary(void **state)
 	assert_int_equal(d.starts[1], 5);
 	assert_int_equal(res.stop, RESIL_RETRY_STOP_DEADLINE);
 	assert_int_equal(resil_manual_clock_now(&f.mc), 5);
-	assert_int_equal(f.events[f.rec.count - 1].type,
-	    RESIL_RETRY_EVENT_GIVE_UP);
-	assert_int_equal(f.events[f.rec.count - 1].stop,
-	    RESIL_RETRY_STOP_DEADLINE);
+	assert_int_equal(
+	    f.events[f.rec.count - 1].type, RESIL_RETRY_EVENT_GIVE_UP);
+	assert_int_equal(
+	    f.events[f.rec.count - 1].stop, RESIL_RETRY_STOP_DEADLINE);
 	resil_retry_free(f.r);
 }
 
@@ -3313,8 +3328,8 @@ test_scenarios_null_arguments_are_refused(void **state)
 	resil_retry_free(r);
 	assert_int_equal(
 	    resil_retry_result_format(NULL, NULL, buf, 8), RESIL_E_INVAL);
-	assert_int_equal(resil_mock_parse(NULL, "return 1", RESIL_TYPE_ANY,
-			     NULL, NULL),
+	assert_int_equal(
+	    resil_mock_parse(NULL, "return 1", RESIL_TYPE_ANY, NULL, NULL),
 	    RESIL_E_INVAL);
 	assert_int_equal(resil_mock_new(NULL, NULL, NULL), RESIL_E_INVAL);
 	assert_int_equal(resil_mock_call(NULL, &a, hello_fn, NULL, NULL, &res),
@@ -3322,14 +3337,15 @@ test_scenarios_null_arguments_are_refused(void **state)
 	assert_int_equal(
 	    resil_fallback_recover(NULL, NULL, &fl, &res), RESIL_E_INVAL);
 	assert_int_equal(resil_cache_get(NULL, &a, &v, NULL), RESIL_E_INVAL);
-	assert_int_equal(resil_value_string(NULL, "x", 1, NULL), RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_value_string(NULL, "x", 1, NULL), RESIL_E_INVAL);
 	resil_pipeline_config_init(&pc);
 	pc.service = "S";
 	assert_int_equal(resil_pipeline_new(&pp, &pc, &d), RESIL_OK);
 	assert_int_equal(
 	    resil_pipeline_call(pp, &a, hello_fn, NULL, &res), RESIL_E_INVAL);
-	assert_int_equal(
-	    resil_pipeline_call(pp, NULL, hello_fn, NULL, &res), RESIL_E_INVAL);
+	assert_int_equal(resil_pipeline_call(pp, NULL, hello_fn, NULL, &res),
+	    RESIL_E_INVAL);
 	resil_pipeline_free(pp);
 	assert_int_equal(resil_pipeline_new(&pp, NULL, &d), RESIL_E_INVAL);
 	assert_int_equal(resil_config_parse_string(NULL, "", NULL, NULL, NULL),
@@ -3374,51 +3390,81 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_scenarios_r4j_open_after_failure_rate_exceeded),
-		cmocka_unit_test(test_scenarios_r4j_open_after_slow_call_rate_exceeded),
-		cmocka_unit_test(test_scenarios_r4j_half_open_after_wait_duration),
-		cmocka_unit_test(test_scenarios_r4j_open_wait_grows_exponentially),
-		cmocka_unit_test(test_scenarios_r4j_only_four_probes_in_half_open),
-		cmocka_unit_test(test_scenarios_r4j_release_permission_gives_probe_back),
-		cmocka_unit_test(test_scenarios_r4j_half_open_reopens_on_failure_rate),
-		cmocka_unit_test(test_scenarios_r4j_half_open_reopens_on_slow_rate),
-		cmocka_unit_test(test_scenarios_r4j_half_open_closes_below_threshold),
-		cmocka_unit_test(test_scenarios_r4j_ignored_outcome_releases_probe),
+		cmocka_unit_test(
+		    test_scenarios_r4j_open_after_failure_rate_exceeded),
+		cmocka_unit_test(
+		    test_scenarios_r4j_open_after_slow_call_rate_exceeded),
+		cmocka_unit_test(
+		    test_scenarios_r4j_half_open_after_wait_duration),
+		cmocka_unit_test(
+		    test_scenarios_r4j_open_wait_grows_exponentially),
+		cmocka_unit_test(
+		    test_scenarios_r4j_only_four_probes_in_half_open),
+		cmocka_unit_test(
+		    test_scenarios_r4j_release_permission_gives_probe_back),
+		cmocka_unit_test(
+		    test_scenarios_r4j_half_open_reopens_on_failure_rate),
+		cmocka_unit_test(
+		    test_scenarios_r4j_half_open_reopens_on_slow_rate),
+		cmocka_unit_test(
+		    test_scenarios_r4j_half_open_closes_below_threshold),
+		cmocka_unit_test(
+		    test_scenarios_r4j_ignored_outcome_releases_probe),
 		cmocka_unit_test(test_scenarios_r4j_ignored_then_closed),
 		cmocka_unit_test(test_scenarios_r4j_forced_open_and_disabled),
 		cmocka_unit_test(test_scenarios_r4j_reset_clears_counts),
-		cmocka_unit_test(test_scenarios_r4j_transition_closed_to_half_open),
-		cmocka_unit_test(test_scenarios_r4j_time_window_drops_old_outcomes),
-		cmocka_unit_test(test_scenarios_r4j_count_window_evicts_oldest),
-		cmocka_unit_test(test_scenarios_r4j_min_calls_capped_at_window),
-		cmocka_unit_test(test_scenarios_r4j_config_refusals_name_the_field),
+		cmocka_unit_test(
+		    test_scenarios_r4j_transition_closed_to_half_open),
+		cmocka_unit_test(
+		    test_scenarios_r4j_time_window_drops_old_outcomes),
+		cmocka_unit_test(
+		    test_scenarios_r4j_count_window_evicts_oldest),
+		cmocka_unit_test(
+		    test_scenarios_r4j_min_calls_capped_at_window),
+		cmocka_unit_test(
+		    test_scenarios_r4j_config_refusals_name_the_field),
 		cmocka_unit_test(test_scenarios_gobreaker_default_breaker),
 		cmocka_unit_test(test_scenarios_gobreaker_custom_breaker),
-		cmocka_unit_test(test_scenarios_gobreaker_previous_generation_has_no_effect),
-		cmocka_unit_test(test_scenarios_gobreaker_error_state_open_text),
-		cmocka_unit_test(test_scenarios_polly_breaks_after_two_exceptions),
-		cmocka_unit_test(test_scenarios_polly_break_duration_then_trial),
-		cmocka_unit_test(test_scenarios_polly_single_trial_per_break_duration),
-		cmocka_unit_test(test_scenarios_polly_unhandled_exception_does_not_break),
+		cmocka_unit_test(
+		    test_scenarios_gobreaker_previous_generation_has_no_effect),
+		cmocka_unit_test(
+		    test_scenarios_gobreaker_error_state_open_text),
+		cmocka_unit_test(
+		    test_scenarios_polly_breaks_after_two_exceptions),
+		cmocka_unit_test(
+		    test_scenarios_polly_break_duration_then_trial),
+		cmocka_unit_test(
+		    test_scenarios_polly_single_trial_per_break_duration),
+		cmocka_unit_test(
+		    test_scenarios_polly_unhandled_exception_does_not_break),
 		cmocka_unit_test(test_scenarios_polly_isolate_then_reset),
-		cmocka_unit_test(test_scenarios_polly_advanced_threshold_and_throughput),
+		cmocka_unit_test(
+		    test_scenarios_polly_advanced_threshold_and_throughput),
 		cmocka_unit_test(test_scenarios_polly_advanced_rolling_window),
 		cmocka_unit_test(test_scenarios_r4j_retry_success_not_retried),
-		cmocka_unit_test(test_scenarios_r4j_retry_three_attempts_then_last_error),
-		cmocka_unit_test(test_scenarios_r4j_retry_ignored_and_business_not_retried),
+		cmocka_unit_test(
+		    test_scenarios_r4j_retry_three_attempts_then_last_error),
+		cmocka_unit_test(
+		    test_scenarios_r4j_retry_ignored_and_business_not_retried),
 		cmocka_unit_test(test_scenarios_r4j_retry_backoff_function),
 		cmocka_unit_test(test_scenarios_r4j_exponential_intervals),
 		cmocka_unit_test(test_scenarios_r4j_randomized_intervals),
 		cmocka_unit_test(test_scenarios_aws_jitter_formulas),
-		cmocka_unit_test(test_scenarios_polly_retry_three_then_success),
-		cmocka_unit_test(test_scenarios_polly_wait_and_retry_durations),
+		cmocka_unit_test(
+		    test_scenarios_polly_retry_three_then_success),
+		cmocka_unit_test(
+		    test_scenarios_polly_wait_and_retry_durations),
 		cmocka_unit_test(test_scenarios_design_retry_deadline),
 		cmocka_unit_test(test_scenarios_r4j_retry_on_result),
-		cmocka_unit_test(test_scenarios_design_retry_does_not_retry_open),
-		cmocka_unit_test(test_scenarios_seed002_tried_three_times_message),
+		cmocka_unit_test(
+		    test_scenarios_design_retry_does_not_retry_open),
+		cmocka_unit_test(
+		    test_scenarios_seed002_tried_three_times_message),
 		cmocka_unit_test(test_scenarios_dubbo_mock_some_methods),
-		cmocka_unit_test(test_scenarios_dubbo_mock_force_default_with_overrides),
-		cmocka_unit_test(test_scenarios_dubbo_mock_fail_default_and_no_prefix),
+		cmocka_unit_test(
+		    test_scenarios_dubbo_mock_force_default_with_overrides),
+		cmocka_unit_test(
+		    test_scenarios_dubbo_mock_fail_default_and_no_prefix),
 		cmocka_unit_test(test_scenarios_dubbo_mock_default_impl),
 		cmocka_unit_test(test_scenarios_dubbo_mock_return_types),
 		cmocka_unit_test(test_scenarios_dubbo_mock_force_throw),
@@ -3427,34 +3473,47 @@ main(void)
 		cmocka_unit_test(test_scenarios_seed000_business_and_failsafe),
 		cmocka_unit_test(test_scenarios_seed003_inventory_timeline),
 		cmocka_unit_test(test_scenarios_seed003_probe_at_pause_end),
-		cmocka_unit_test(test_scenarios_seed003_failed_probe_opens_again),
+		cmocka_unit_test(
+		    test_scenarios_seed003_failed_probe_opens_again),
 		cmocka_unit_test(test_scenarios_seed003_cache_age_limit),
 		cmocka_unit_test(test_scenarios_seed001_cached_null_then_mock),
-		cmocka_unit_test(test_scenarios_seed000_mock_order_in_pipeline),
-		cmocka_unit_test(test_scenarios_polly_ignored_does_not_reset_consecutive),
-		cmocka_unit_test(test_scenarios_gobreaker_half_open_failed_probe),
+		cmocka_unit_test(
+		    test_scenarios_seed000_mock_order_in_pipeline),
+		cmocka_unit_test(
+		    test_scenarios_polly_ignored_does_not_reset_consecutive),
+		cmocka_unit_test(
+		    test_scenarios_gobreaker_half_open_failed_probe),
 		cmocka_unit_test(test_scenarios_r4j_slow_threshold_is_strict),
 		cmocka_unit_test(test_scenarios_design_time_alone_never_trips),
-		cmocka_unit_test(test_scenarios_dubbo_method_false_overrides_service_force),
+		cmocka_unit_test(
+		    test_scenarios_dubbo_method_false_overrides_service_force),
 		cmocka_unit_test(test_scenarios_dubbo_mock_impl_refusals),
 		cmocka_unit_test(test_scenarios_dubbo_parse_mock_value),
 		cmocka_unit_test(test_scenarios_seed002_timeout_then_retries),
-		cmocka_unit_test(test_scenarios_seed000_business_through_pipeline),
+		cmocka_unit_test(
+		    test_scenarios_seed000_business_through_pipeline),
 		cmocka_unit_test(test_scenarios_dubbo_method_level_retries),
 		cmocka_unit_test(test_scenarios_seed001_cache_bound_lru),
-		cmocka_unit_test(test_scenarios_seed003_inventory_from_config_text),
-		cmocka_unit_test(test_scenarios_config_text_refusal_names_line),
+		cmocka_unit_test(
+		    test_scenarios_seed003_inventory_from_config_text),
+		cmocka_unit_test(
+		    test_scenarios_config_text_refusal_names_line),
 		cmocka_unit_test(test_scenarios_budget_bounds_retries),
-		cmocka_unit_test(test_scenarios_r4j_time_window_empty_after_close),
+		cmocka_unit_test(
+		    test_scenarios_r4j_time_window_empty_after_close),
 		cmocka_unit_test(test_scenarios_retry_plan_matches_call),
-		cmocka_unit_test(test_scenarios_seed001_chain_all_pass_is_unavailable),
+		cmocka_unit_test(
+		    test_scenarios_seed001_chain_all_pass_is_unavailable),
 		cmocka_unit_test(test_scenarios_r4j_open_wait_cap),
-		cmocka_unit_test(test_scenarios_dubbo_mock_impl_failure_rethrown),
+		cmocka_unit_test(
+		    test_scenarios_dubbo_mock_impl_failure_rethrown),
 		cmocka_unit_test(test_scenarios_breaker_per_method_isolation),
-		cmocka_unit_test(test_scenarios_design_retry_deadline_boundary),
+		cmocka_unit_test(
+		    test_scenarios_design_retry_deadline_boundary),
 		cmocka_unit_test(test_scenarios_r4j_max_wait_in_half_open),
 		cmocka_unit_test(test_scenarios_null_arguments_are_refused),
-		cmocka_unit_test(test_scenarios_r4j_metrics_only_records_never_trips),
+		cmocka_unit_test(
+		    test_scenarios_r4j_metrics_only_records_never_trips),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
