@@ -27,6 +27,7 @@
 #include <resil/clock.h>
 #include <resil/config.h>
 #include <resil/fallback.h>
+#include <resil/limit.h>
 #include <resil/mock.h>
 #include <resil/pipeline.h>
 #include <resil/resil.h>
@@ -3386,6 +3387,79 @@ test_scenarios_r4j_metrics_only_records_never_trips(void **state)
 	resil_breaker_free(f.b);
 }
 
+/* resilience4j-ratelimiter AtomicRateLimiterTest (limitForPeriod 1,
+ * limitRefreshPeriod 1 s: one permit, refused until the next period).
+ * Difference to review (DESIGN silent): Resilience4j refills
+ * limitForPeriod permits at each period boundary (cycles counted from
+ * creation); resil is a GCRA: permits come back one every period / rate
+ * after they were taken. 10 per 1000 ticks, all 10 taken at 999: at 1000
+ * Resilience4j grants again (a new cycle), resil at 1099. */
+static void
+test_scenarios_r4j_rate_limiter_period(void **state)
+{
+	resil_manual_clock mc;
+	resil_ratelimit_config cfg;
+	resil_ratelimit *rl;
+	uint64_t after = 0;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	resil_ratelimit_config_init(&cfg);
+	cfg.clock = resil_manual_clock_hook(&mc);
+	cfg.rate = 1;
+	cfg.period_ns = 1000;
+	cfg.burst = 1;
+	assert_int_equal(resil_ratelimit_new(&rl, &cfg, NULL), RESIL_OK);
+	assert_int_equal(resil_ratelimit_try_acquire(rl, 1, &after), RESIL_OK);
+	assert_int_equal(
+	    resil_ratelimit_try_acquire(rl, 1, &after), RESIL_E_LIMITED);
+	assert_int_equal(after, 1000);
+	resil_manual_clock_set(&mc, 999);
+	assert_int_equal(
+	    resil_ratelimit_try_acquire(rl, 1, &after), RESIL_E_LIMITED);
+	assert_int_equal(after, 1);
+	resil_manual_clock_set(&mc, 1000);
+	assert_int_equal(resil_ratelimit_try_acquire(rl, 1, &after), RESIL_OK);
+	resil_ratelimit_free(rl);
+
+	resil_manual_clock_init(&mc, 0);
+	cfg.rate = 10;
+	cfg.burst = 10;
+	assert_int_equal(resil_ratelimit_new(&rl, &cfg, NULL), RESIL_OK);
+	resil_manual_clock_set(&mc, 999);
+	assert_int_equal(
+	    resil_ratelimit_try_acquire(rl, 10, &after), RESIL_OK);
+	resil_manual_clock_set(&mc, 1000);
+	assert_int_equal(
+	    resil_ratelimit_try_acquire(rl, 1, &after), RESIL_E_LIMITED);
+	assert_int_equal(after, 99);
+	resil_manual_clock_set(&mc, 1099);
+	assert_int_equal(resil_ratelimit_try_acquire(rl, 1, &after), RESIL_OK);
+	resil_ratelimit_free(rl);
+}
+
+/* resilience4j-bulkhead SemaphoreBulkheadTest (maxConcurrentCalls 1: a
+ * second concurrent call gets BulkheadFullException; after the first
+ * ends, a call enters). */
+static void
+test_scenarios_r4j_bulkhead_full(void **state)
+{
+	resil_bulkhead_config cfg;
+	resil_bulkhead *bh;
+
+	(void)state;
+	resil_bulkhead_config_init(&cfg);
+	cfg.max_concurrent = 1;
+	assert_int_equal(resil_bulkhead_new(&bh, &cfg, NULL), RESIL_OK);
+	assert_int_equal(resil_bulkhead_try_acquire(bh), RESIL_OK);
+	assert_int_equal(resil_bulkhead_try_acquire(bh), RESIL_E_LIMITED);
+	assert_int_equal(resil_bulkhead_release(bh), RESIL_OK);
+	assert_int_equal(resil_bulkhead_try_acquire(bh), RESIL_OK);
+	assert_int_equal(resil_bulkhead_release(bh), RESIL_OK);
+	assert_int_equal(resil_bulkhead_release(bh), RESIL_E_MISUSE);
+	resil_bulkhead_free(bh);
+}
+
 int
 main(void)
 {
@@ -3514,6 +3588,8 @@ main(void)
 		cmocka_unit_test(test_scenarios_null_arguments_are_refused),
 		cmocka_unit_test(
 		    test_scenarios_r4j_metrics_only_records_never_trips),
+		cmocka_unit_test(test_scenarios_r4j_rate_limiter_period),
+		cmocka_unit_test(test_scenarios_r4j_bulkhead_full),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
