@@ -3460,6 +3460,103 @@ test_scenarios_r4j_bulkhead_full(void **state)
 	resil_bulkhead_free(bh);
 }
 
+typedef struct evlog {
+	char text[16][96];
+	uint64_t time[16];
+	int n;
+} evlog;
+
+static void
+evlog_listener(const resil_pipeline_event *ev, void *ctx)
+{
+	evlog *l = ctx;
+
+	if (ev->stage != RESIL_STAGE_BREAKER || l->n >= 16)
+		return;
+	snprintf(l->text[l->n], sizeof(l->text[0]), "%s", ev->text);
+	l->time[l->n] = ev->time;
+	l->n++;
+}
+
+/* Seed 003 timeline seen through the pipeline's events and counters: the
+ * breaker's transitions, in the text pipeline.h documents ("breaker CLOSED
+ * -> OPEN (consecutive_failures)"), at their ticks; 2 live answers, 5
+ * cached, 1 unavailable. */
+static void
+test_scenarios_seed003_events_and_metrics(void **state)
+{
+	static const struct {
+		uint64_t t;
+		int up;
+	} script[] = { { 0, 1 }, { 1, 0 }, { 2, 0 }, { 3, 1 }, { 8, 1 },
+		{ 9, 0 }, { 10, 0 }, { 20, 0 } };
+	static const struct {
+		uint64_t t;
+		const char *text;
+	} want[] = {
+		{ 2, "breaker CLOSED -> OPEN (consecutive_failures)" },
+		{ 8, "breaker OPEN -> HALF_OPEN (wait_elapsed)" },
+		{ 8, "breaker HALF_OPEN -> CLOSED (probes_passed)" },
+		{ 10, "breaker CLOSED -> OPEN (consecutive_failures)" },
+		{ 20, "breaker OPEN -> HALF_OPEN (wait_elapsed)" },
+		{ 20, "breaker HALF_OPEN -> OPEN (probes_failed)" },
+	};
+	resil_manual_clock mc;
+	resil_pipeline_config cfg;
+	resil_pipeline *p;
+	resil_pipeline_metrics pm;
+	resil_args a = { "getStock", NULL, 0 };
+	stock sk = { 0, 0 };
+	evlog log;
+	resil_diag d;
+	size_t i;
+
+	(void)state;
+	memset(&log, 0, sizeof(log));
+	resil_manual_clock_init(&mc, 0);
+	resil_pipeline_config_init(&cfg);
+	cfg.service = "InventoryService";
+	cfg.clock = resil_manual_clock_hook(&mc);
+	cfg.breaker_enabled = 1;
+	cfg.breaker.failure_rate_pct = 0;
+	cfg.breaker.consecutive_failures = 2;
+	cfg.breaker.open_wait_ns = 5;
+	cfg.cache_enabled = 1;
+	cfg.cache.max_age = 10;
+	cfg.listener = evlog_listener;
+	cfg.listener_ctx = &log;
+	assert_int_equal(resil_pipeline_new(&p, &cfg, &d), RESIL_OK);
+	for (i = 0; i < sizeof(script) / sizeof(script[0]); i++) {
+		resil_result r;
+
+		resil_manual_clock_set(&mc, script[i].t);
+		sk.up = script[i].up;
+		resil_pipeline_call(p, &a, stock_fn, &sk, &r);
+		if (script[i].t == 3) {
+			/* Rejected by the OPEN breaker: no attempt made. */
+			assert_int_equal(r.attempts, 0);
+			assert_int_equal(r.cause, RESIL_E_OPEN);
+			assert_int_equal(r.breaker_state, RESIL_BREAKER_OPEN);
+		}
+		if (script[i].t == 20)
+			assert_non_null(strstr(
+			    r.message, resil_strerror(RESIL_E_UNAVAILABLE)));
+		resil_result_free(&r);
+	}
+	assert_int_equal(log.n, 6);
+	for (i = 0; i < 6; i++) {
+		assert_string_equal(log.text[i], want[i].text);
+		assert_int_equal(log.time[i], want[i].t);
+	}
+	assert_int_equal(resil_pipeline_get_metrics(p, &pm), RESIL_OK);
+	assert_int_equal(pm.calls, 8);
+	assert_int_equal(pm.live, 2);
+	assert_int_equal(pm.cache, 5);
+	assert_int_equal(pm.unavailable, 1);
+	assert_int_equal(pm.mock + pm.errors + pm.fallback, 0);
+	resil_pipeline_free(p);
+}
+
 int
 main(void)
 {
@@ -3590,6 +3687,7 @@ main(void)
 		    test_scenarios_r4j_metrics_only_records_never_trips),
 		cmocka_unit_test(test_scenarios_r4j_rate_limiter_period),
 		cmocka_unit_test(test_scenarios_r4j_bulkhead_full),
+		cmocka_unit_test(test_scenarios_seed003_events_and_metrics),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
