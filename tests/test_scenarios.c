@@ -3557,6 +3557,83 @@ test_scenarios_seed003_events_and_metrics(void **state)
 	resil_pipeline_free(p);
 }
 
+/* Seed 002's "Tried N times ... Last error is: ..." for every way a call
+ * stops, as retry.h documents the lines. */
+static void
+test_scenarios_seed002_format_every_stop(void **state)
+{
+	static const int fails[] = { -1, -1, -1, -1 };
+	static const int biz[] = { 400 };
+	static const int late_ok[] = { -1, 0 };
+	rfx f;
+	rdep d = { fails, 4, 0, RESIL_OK, { 0 } };
+	resil_retry_result res;
+	char buf[160];
+
+	(void)state;
+	/* The deadline: attempts at 0 and 5, the next would start at 10. */
+	rfx_init(&f);
+	f.cfg.base_delay_ns = 5;
+	f.cfg.deadline_ns = 10;
+	rfx_new(&f);
+	resil_retry_call(f.r, rdep_fn, &d, NULL, &res);
+	resil_retry_result_format(&res, NULL, buf, sizeof(buf));
+	assert_string_equal(buf,
+	    "Tried 2 times, stopped at the deadline. Last error is: rc -1 "
+	    "(failure)");
+	resil_retry_free(f.r);
+
+	/* The budget: an empty bank and no floor. */
+	rfx_init(&f);
+	f.cfg.base_delay_ns = 0;
+	f.cfg.budget_ratio = 0.1;
+	f.cfg.budget_min_retries = 0;
+	rfx_new(&f);
+	d.calls = 0;
+	resil_retry_call(f.r, rdep_fn, &d, NULL, &res);
+	resil_retry_result_format(
+	    &res, "java.net.ConnectException", buf, sizeof(buf));
+	assert_string_equal(buf,
+	    "Tried 1 time, retry budget exhausted. Last error is: "
+	    "java.net.ConnectException");
+	resil_retry_free(f.r);
+
+	/* Not retryable: a business error. */
+	rfx_init(&f);
+	f.cfg.classifier.fn = rc_400_business_7_ignored;
+	rfx_new(&f);
+	d.script = biz;
+	d.n = 1;
+	d.calls = 0;
+	resil_retry_call(f.r, rdep_fn, &d, NULL, &res);
+	resil_retry_result_format(&res, NULL, buf, sizeof(buf));
+	assert_string_equal(buf,
+	    "Tried 1 time, not retryable. Last error is: rc 400 (business)");
+
+	/* Success after a retry. */
+	d.script = late_ok;
+	d.n = 2;
+	d.calls = 0;
+	resil_retry_call(f.r, rdep_fn, &d, NULL, &res);
+	resil_retry_result_format(&res, NULL, buf, sizeof(buf));
+	assert_string_equal(buf, "Tried 2 times, succeeded.");
+
+	/* A rejection (the status's text). */
+	d.script = NULL;
+	d.n = 0;
+	d.calls = 0;
+	d.status = RESIL_E_OPEN;
+	resil_retry_call(f.r, rdep_fn, &d, NULL, &res);
+	resil_retry_result_format(&res, NULL, buf, sizeof(buf));
+	assert_string_equal(buf,
+	    "Tried 1 time, not retryable. Last error is: rejected: circuit "
+	    "breaker open");
+	/* Cut like snprintf, always terminated. */
+	resil_retry_result_format(&res, NULL, buf, 6);
+	assert_string_equal(buf, "Tried");
+	resil_retry_free(f.r);
+}
+
 int
 main(void)
 {
@@ -3688,6 +3765,7 @@ main(void)
 		cmocka_unit_test(test_scenarios_r4j_rate_limiter_period),
 		cmocka_unit_test(test_scenarios_r4j_bulkhead_full),
 		cmocka_unit_test(test_scenarios_seed003_events_and_metrics),
+		cmocka_unit_test(test_scenarios_seed002_format_every_stop),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
