@@ -85,7 +85,11 @@ struct bstate {
 	uint64_t since; /* clock reading when the current state began */
 	uint64_t wait;  /* the current OPEN wait */
 	uint64_t probes;
-	uint64_t pad1[5];
+	/* Which counts an OPEN breaker's metrics show: 0, the window that
+	 * tripped it; 1, the probes of the HALF_OPEN episode that reopened
+	 * it. Written by the transition's owner. */
+	uint64_t open_shows_probes;
+	uint64_t pad1[4];
 	uint64_t consecutive;
 	uint64_t pad2[7];
 	uint64_t head; /* count window: outcomes ever added since reset */
@@ -529,14 +533,6 @@ grow_wait(const resil_breaker *b, uint64_t wait)
 	return (uint64_t)next;
 }
 
-static bool
-is_reopen(resil_breaker_reason reason)
-{
-	return reason == RESIL_BREAKER_REASON_PROBES_FAILED ||
-	    reason == RESIL_BREAKER_REASON_PROBE_FAILED ||
-	    reason == RESIL_BREAKER_REASON_HALF_OPEN_TIMEOUT;
-}
-
 /*
  * Move from the state in word w to `to`. Fails (returns false) when the
  * word is no longer w: another thread changed the state first.
@@ -555,11 +551,18 @@ transition(resil_breaker *b, uint64_t w, resil_breaker_state to,
 	resil__store64(&st->since, time);
 	switch (to) {
 	case RESIL_BREAKER_OPEN:
-		if (w_state(w) == RESIL_BREAKER_HALF_OPEN && is_reopen(reason))
-			resil__store64(&st->wait,
-			    grow_wait(b, resil__load64(&st->wait)));
-		else
-			resil__store64(&st->wait, b->cfg.open_wait_ns);
+	case RESIL_BREAKER_FORCED_OPEN:
+		/* Consecutive re-openings (from HALF_OPEN, automatic or by
+		 * hand) grow the wait; anything else starts at the base. */
+		if (to == RESIL_BREAKER_OPEN) {
+			if (w_state(w) == RESIL_BREAKER_HALF_OPEN)
+				resil__store64(&st->wait,
+				    grow_wait(b, resil__load64(&st->wait)));
+			else
+				resil__store64(&st->wait, b->cfg.open_wait_ns);
+		}
+		resil__store64(&st->open_shows_probes,
+		    w_state(w) == RESIL_BREAKER_HALF_OPEN);
 		break;
 	case RESIL_BREAKER_HALF_OPEN:
 		resil__store64(&st->probes, P_TAG_OF(ep) << 45);
@@ -572,7 +575,6 @@ transition(resil_breaker *b, uint64_t w, resil_breaker_state to,
 		window_reset(b);
 		break;
 	case RESIL_BREAKER_DISABLED:
-	case RESIL_BREAKER_FORCED_OPEN:
 		break;
 	}
 	if (b->cfg.listener != NULL) {
@@ -1059,6 +1061,25 @@ rate_pct(uint64_t part, uint64_t whole)
 	return (float)((double)part * 100.0 / (double)whole);
 }
 
+static uint32_t
+clamp32(uint64_t v)
+{
+	return v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+}
+
+/* Window figures from t; rates once it holds at least min outcomes. */
+static void
+fill_window(resil_breaker_metrics *m, const totals *t, uint64_t min)
+{
+	m->window_calls = clamp32(t->calls);
+	m->window_failures = clamp32(t->failures);
+	m->window_slow = clamp32(t->slow);
+	if (t->calls > 0 && t->calls >= min) {
+		m->failure_rate = rate_pct(t->failures, t->calls);
+		m->slow_call_rate = rate_pct(t->slow, t->calls);
+	}
+}
+
 resil_err
 resil_breaker_get_metrics(resil_breaker *b, resil_breaker_metrics *out)
 {
@@ -1091,28 +1112,36 @@ resil_breaker_get_metrics(resil_breaker *b, resil_breaker_metrics *out)
 	}
 	m.failure_rate = -1.0f;
 	m.slow_call_rate = -1.0f;
-	if (m.state == RESIL_BREAKER_CLOSED ||
-	    m.state == RESIL_BREAKER_METRICS_ONLY) {
+	p = resil__load64(&st->probes);
+	if (m.state == RESIL_BREAKER_HALF_OPEN ||
+	    ((m.state == RESIL_BREAKER_OPEN ||
+		 m.state == RESIL_BREAKER_FORCED_OPEN) &&
+		resil__load64(&st->open_shows_probes))) {
+		/* The probes of this episode, or of the one that reopened
+		 * the breaker: judged once all have reported. */
+		if (m.state != RESIL_BREAKER_HALF_OPEN ||
+		    P_TAG(p) == P_TAG_OF(w_episode(w))) {
+			t.calls = P_REPORTED(p);
+			t.failures = P_FAILED(p);
+			t.slow = P_SLOW(p);
+		} else {
+			t.calls = t.failures = t.slow = 0;
+		}
+		if (m.state == RESIL_BREAKER_HALF_OPEN) {
+			m.probes_granted = w_probes(w);
+			m.probes_reported = (uint32_t)t.calls;
+		}
+		fill_window(&m, &t,
+		    m.state == RESIL_BREAKER_HALF_OPEN
+			? b->cfg.permitted_probes
+			: 1);
+	} else if (m.state != RESIL_BREAKER_DISABLED) {
+		/* CLOSED and METRICS_ONLY: the sliding window; OPEN: the
+		 * window that tripped it, as time leaves it. */
 		t = window_totals(b, now);
-		m.window_calls = (uint32_t)(t.calls > UINT32_MAX ? UINT32_MAX
-								 : t.calls);
-		m.window_failures = (uint32_t)(t.failures > UINT32_MAX
-			? UINT32_MAX
-			: t.failures);
-		m.window_slow =
-		    (uint32_t)(t.slow > UINT32_MAX ? UINT32_MAX : t.slow);
+		fill_window(&m, &t, b->min_calls);
 		m.consecutive_failures = (uint32_t)clamp_count(
 		    resil__load64(&st->consecutive), UINT32_MAX);
-		if (t.calls > 0 && t.calls >= b->min_calls) {
-			m.failure_rate = rate_pct(t.failures, t.calls);
-			m.slow_call_rate = rate_pct(t.slow, t.calls);
-		}
-	}
-	if (m.state == RESIL_BREAKER_HALF_OPEN) {
-		m.probes_granted = w_probes(w);
-		p = resil__load64(&st->probes);
-		if (P_TAG(p) == P_TAG_OF(w_episode(w)))
-			m.probes_reported = (uint32_t)P_REPORTED(p);
 	}
 	*out = m;
 	return RESIL_OK;

@@ -164,13 +164,11 @@ test_scenarios_r4j_open_after_failure_rate_exceeded(void **state)
 	/* 3 of 5 = 60% >= 50%: OPEN. */
 	assert_int_equal(st(&f), RESIL_BREAKER_OPEN);
 	m = mx(&f);
-	/* Difference (DESIGN silent, to review): Resilience4j still reports
-	 * 5 buffered calls, 3 failed, a 60% failure rate in OPEN; resil
-	 * reports window figures in CLOSED and METRICS_ONLY only (as
-	 * breaker.h says), so in OPEN they read 0 and -1. The lifetime
-	 * totals keep the counts. */
-	assert_int_equal(m.window_calls, 0);
-	assert_true(m.failure_rate == -1.0f);
+	/* As Resilience4j: OPEN still reports the window that tripped it,
+	 * 5 buffered calls, 3 failed, a 60% failure rate. */
+	assert_int_equal(m.window_calls, 5);
+	assert_int_equal(m.window_failures, 3);
+	assert_true(m.failure_rate == 60.0f);
 	assert_int_equal(m.failures, 3);
 	assert_int_equal(m.successes, 2);
 	assert_int_equal(f.rec.count, 1);
@@ -200,11 +198,12 @@ test_scenarios_r4j_open_after_slow_call_rate_exceeded(void **state)
 	/* 2 of 5 failed (40%), 3 of 5 slow (60%). */
 	assert_int_equal(st(&f), RESIL_BREAKER_OPEN);
 	m = mx(&f);
-	/* Resilience4j: 5 buffered, 3 slow, slow rate 60% in OPEN; resil
-	 * keeps only the lifetime totals visible in OPEN (see above). */
+	/* As Resilience4j: 5 buffered, 3 slow, slow rate 60% in OPEN. */
 	assert_int_equal(m.slow_calls, 3);
-	assert_int_equal(m.window_calls, 0);
-	assert_true(m.slow_call_rate == -1.0f);
+	assert_int_equal(m.window_calls, 5);
+	assert_int_equal(m.window_slow, 3);
+	assert_true(m.slow_call_rate == 60.0f);
+	assert_true(m.failure_rate == 40.0f);
 	assert_int_equal(
 	    f.events[0].reason, RESIL_BREAKER_REASON_SLOW_CALL_RATE);
 	resil_breaker_free(f.b);
@@ -247,11 +246,9 @@ test_scenarios_r4j_half_open_after_wait_duration(void **state)
 
 /* CircuitBreakerStateMachineTest.shouldTransitionToHalfOpenAfterWaitInterval
  * (IntervalFunction.ofExponentialBackoff(5000): 5 s, then 7.5 s).
- * Difference to review (DESIGN silent): in Resilience4j the test moves
- * HALF_OPEN -> OPEN by hand (transitionToOpenState) and the interval still
- * grows (5 s, then 7.5 s); in resil only an automatic reopen from HALF_OPEN
- * grows the wait, a manual transition starts again at the base wait
- * (checked at the end). So the growth is driven here by failed probes. */
+ * As in Resilience4j, every consecutive reopening from HALF_OPEN grows
+ * the wait, whether a failed probe or a manual transition reopens it
+ * (checked at the end); entering CLOSED brings it back to the base. */
 static void
 test_scenarios_r4j_open_wait_grows_exponentially(void **state)
 {
@@ -284,12 +281,13 @@ test_scenarios_r4j_open_wait_grows_exponentially(void **state)
 	call_o(&f, S);
 	assert_int_equal(st(&f), RESIL_BREAKER_CLOSED);
 	assert_int_equal(mx(&f).open_wait, 5000);
-	/* By hand: OPEN, HALF_OPEN, OPEN again: the wait stays 5000
-	 * (Resilience4j: 7500). */
-	resil_breaker_transition(f.b, RESIL_BREAKER_OPEN);
-	resil_breaker_transition(f.b, RESIL_BREAKER_HALF_OPEN);
+	/* By hand: OPEN (base), HALF_OPEN, OPEN again: 7500, as in
+	 * Resilience4j. */
 	resil_breaker_transition(f.b, RESIL_BREAKER_OPEN);
 	assert_int_equal(mx(&f).open_wait, 5000);
+	resil_breaker_transition(f.b, RESIL_BREAKER_HALF_OPEN);
+	resil_breaker_transition(f.b, RESIL_BREAKER_OPEN);
+	assert_int_equal(mx(&f).open_wait, 7500);
 	resil_breaker_free(f.b);
 }
 
@@ -362,10 +360,16 @@ test_scenarios_r4j_half_open_reopens_on_failure_rate(void **state)
 	call_dur(&f, S, 0);
 	assert_int_equal(st(&f), RESIL_BREAKER_HALF_OPEN);
 	assert_int_equal(mx(&f).probes_reported, 3);
+	assert_int_equal(mx(&f).window_calls, 3);
+	assert_true(mx(&f).failure_rate == -1.0f); /* 3 of 4 reported */
 	call_dur(&f, F, 0);
 	assert_int_equal(st(&f), RESIL_BREAKER_OPEN);
 	assert_int_equal(f.events[f.rec.count - 1].reason,
 	    RESIL_BREAKER_REASON_PROBES_FAILED);
+	/* As Resilience4j: the reopened breaker shows the probes' 75%. */
+	assert_int_equal(mx(&f).window_calls, 4);
+	assert_int_equal(mx(&f).window_failures, 3);
+	assert_true(mx(&f).failure_rate == 75.0f);
 	resil_breaker_free(f.b);
 }
 

@@ -102,7 +102,8 @@ typedef struct resil_breaker_config {
 	uint64_t bucket_ns;        /* TIME: the span of one bucket */
 
 	/* OPEN: wait before the first probe; grows by open_wait_multiplier at
-	 * each consecutive reopening, up to open_wait_max_ns (0: no cap). */
+	 * each consecutive reopening from HALF_OPEN (automatic or manual),
+	 * up to open_wait_max_ns (0: no cap); CLOSED restores it. */
 	uint64_t open_wait_ns;
 	double open_wait_multiplier; /* 1.0: fixed wait; >= 1.0 */
 	uint64_t open_wait_max_ns;
@@ -281,7 +282,11 @@ typedef struct resil_breaker_metrics {
 	uint64_t ignored;          /* IGNORED and BUSINESS outcomes */
 	uint64_t rejections;       /* acquires answered RESIL_E_OPEN */
 	uint64_t stale;            /* outcomes with a permit from an old episode */
-	/* The sliding window (CLOSED and METRICS_ONLY). */
+	/* The window: in CLOSED and METRICS_ONLY the sliding window; in
+	 * OPEN the window that tripped it (as time leaves it), or, after a
+	 * reopening from HALF_OPEN, that episode's probes; in HALF_OPEN the
+	 * probes reported so far (rates once all K have reported). Zero in
+	 * DISABLED. */
 	uint32_t window_calls;
 	uint32_t window_failures;
 	uint32_t window_slow;
