@@ -6,8 +6,6 @@
 
 #include <resil/fallback.h>
 
-#include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "atomic.h"
@@ -643,28 +641,91 @@ resil_fallback_record(
 	return first;
 }
 
-/* Truncation of a human-readable message is harmless. */
-static void msgf(resil_result *r, const char *fmt, ...) RESIL__PRINTF(2, 3);
+/*
+ * A message built in a bounded buffer, truncated exactly as snprintf
+ * truncates (the longest prefix that fits, always NUL-terminated), without
+ * the cost of the printf machinery on the answer path. Truncation of a
+ * human-readable message is harmless.
+ */
+typedef struct msg {
+	char *buf;
+	size_t size; /* > 0 */
+	size_t len;  /* < size */
+} msg;
 
 static void
-msgf(resil_result *r, const char *fmt, ...)
+msg_start(msg *o, char *buf, size_t size)
 {
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(r->message, sizeof(r->message), fmt, ap);
-	va_end(ap);
+	o->buf = buf;
+	o->size = size;
+	o->len = 0;
+	buf[0] = '\0';
 }
 
 static void
-describe(resil_result *r, const char *what, const resil_failure *f)
+msg_put(msg *o, const char *s, size_t n)
 {
-	if (f->err == RESIL_E_CALL)
-		msgf(r, "%s; original failure: %s (rc %d)", what,
-		    resil_strerror(f->err), f->rc);
-	else
-		msgf(r, "%s; original failure: %s", what,
-		    resil_strerror(f->err));
+	size_t room = o->size - 1 - o->len;
+
+	if (n > room)
+		n = room;
+	memcpy(o->buf + o->len, s, n);
+	o->len += n;
+	o->buf[o->len] = '\0';
+}
+
+/* A string literal, its length known at compile time. */
+#define MSG_LIT(o, lit) msg_put((o), (lit), sizeof(lit) - 1)
+
+static void
+msg_str(msg *o, const char *s)
+{
+	msg_put(o, s, strlen(s));
+}
+
+/* As %d. */
+static void
+msg_int(msg *o, int v)
+{
+	char tmp[16];
+	size_t i = sizeof(tmp);
+	unsigned u = v < 0 ? 0u - (unsigned)v : (unsigned)v;
+
+	do {
+		tmp[--i] = (char)('0' + u % 10u);
+		u /= 10u;
+	} while (u != 0);
+	if (v < 0)
+		tmp[--i] = '-';
+	msg_put(o, tmp + i, sizeof(tmp) - i);
+}
+
+/* "(rc N)": the user's return code in a message. */
+static void
+msg_rc(msg *o, int rc)
+{
+	MSG_LIT(o, "(rc ");
+	msg_int(o, rc);
+	MSG_LIT(o, ")");
+}
+
+/* "<what>; original failure: <error>[ (rc N)]"; what is a literal. */
+#define DESCRIBE(r, what, f) describe((r), (what), sizeof(what) - 1, (f))
+
+static void
+describe(
+    resil_result *r, const char *what, size_t what_len, const resil_failure *f)
+{
+	msg o;
+
+	msg_start(&o, r->message, sizeof(r->message));
+	msg_put(&o, what, what_len);
+	MSG_LIT(&o, "; original failure: ");
+	msg_str(&o, resil_strerror(f->err));
+	if (f->err == RESIL_E_CALL) {
+		MSG_LIT(&o, " ");
+		msg_rc(&o, f->rc);
+	}
 }
 
 resil_err
@@ -672,6 +733,7 @@ resil_fallback_recover(resil_fallback *fb, const resil_args *args,
     const resil_failure *failure, resil_result *out)
 {
 	resil_result r;
+	msg o;
 	size_t i;
 
 	if (!args_ok(args) || failure == NULL || out == NULL ||
@@ -686,7 +748,8 @@ resil_fallback_recover(resil_fallback *fb, const resil_args *args,
 		r.attempts = failure->attempts;
 		r.cause = failure->err;
 		r.cause_rc = failure->rc;
-		msgf(&r, "%s", resil_strerror(failure->err));
+		msg_start(&o, r.message, sizeof(r.message));
+		msg_str(&o, resil_strerror(failure->err));
 		*out = r;
 		return r.err;
 	}
@@ -709,7 +772,7 @@ resil_fallback_recover(resil_fallback *fb, const resil_args *args,
 			r.err = RESIL_OK;
 			r.source = RESIL_SOURCE_CACHE;
 			r.age = age;
-			describe(&r, "cached value", failure);
+			DESCRIBE(&r, "cached value", failure);
 			*out = r;
 			return RESIL_OK;
 		case K_MOCK:
@@ -738,7 +801,7 @@ resil_fallback_recover(resil_fallback *fb, const resil_args *args,
 	r.cause = failure->err;
 	r.cause_rc = failure->rc;
 	r.attempts = failure->attempts;
-	describe(&r, "no live, cached or mock value", failure);
+	DESCRIBE(&r, "no live, cached or mock value", failure);
 	*out = r;
 	return r.err;
 }
@@ -752,6 +815,7 @@ resil_fallback_call(resil_fallback *fb, const resil_args *args,
 	resil_result r;
 	resil_value v;
 	resil_outcome o;
+	msg m_;
 	size_t i;
 	int rc;
 
@@ -801,13 +865,18 @@ resil_fallback_call(resil_fallback *fb, const resil_args *args,
 	resil_value_free(&v);
 	if (o == RESIL_OUTCOME_BUSINESS) {
 		r.err = RESIL_E_BUSINESS;
-		msgf(&r, "business error (rc %d)", rc);
+		msg_start(&m_, r.message, sizeof(r.message));
+		MSG_LIT(&m_, "business error ");
+		msg_rc(&m_, rc);
 		*out = r;
 		return r.err;
 	}
 	if (o == RESIL_OUTCOME_IGNORED) {
 		r.err = RESIL_E_CALL;
-		msgf(&r, "the call failed (rc %d), outcome ignored", rc);
+		msg_start(&m_, r.message, sizeof(r.message));
+		MSG_LIT(&m_, "the call failed ");
+		msg_rc(&m_, rc);
+		MSG_LIT(&m_, ", outcome ignored");
 		*out = r;
 		return r.err;
 	}

@@ -6,7 +6,6 @@
 
 #include <resil/mock.h>
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -728,6 +727,7 @@ typedef struct bound {
 
 typedef struct method_entry {
 	char *method;
+	size_t len; /* strlen(method) */
 	bound b;
 	UT_hash_handle hh;
 } method_entry;
@@ -926,6 +926,7 @@ resil_mock_set_method(resil_mock *m, const char *method, resil_type type,
 		resil__free(resil__a, e, sizeof(*e));
 		goto nomem;
 	}
+	e->len = n;
 	e->b = b;
 	HASH_ADD_KEYPTR(hh, m->methods, e->method, n, e);
 	if (resil__oom) {
@@ -939,14 +940,32 @@ nomem:
 	return RESIL_E_NOMEM;
 }
 
+/* Up to this many method-level specs, a walk of the insertion-ordered
+ * list comparing lengths and bytes is cheaper than hashing the name. */
+#define SCAN_MAX 8
+
+/* The spec that applies to method: its own, else the service level. The
+ * same match as the hash table's (same length, same bytes), found without
+ * hashing when there are no or few method-level specs. */
 static const bound *
 effective(const resil_mock *m, const char *method)
 {
 	const resil_allocator *resil__a = &m->alloc;
-	method_entry *e;
+	method_entry *e = m->methods;
+	size_t n;
 
 	(void)resil__a;
-	HASH_FIND(hh, m->methods, method, strlen(method), e);
+	if (e == NULL)
+		return &m->service_level;
+	n = strlen(method);
+	if (HASH_COUNT(m->methods) <= SCAN_MAX) {
+		for (; e != NULL; e = (method_entry *)e->hh.next)
+			if (e->len == n && e->method[0] == method[0] &&
+			    memcmp(e->method, method, n) == 0)
+				return &e->b;
+		return &m->service_level;
+	}
+	HASH_FIND(hh, m->methods, method, n, e);
 	return e != NULL ? &e->b : &m->service_level;
 }
 
@@ -960,29 +979,81 @@ resil_mock_lookup(
 	return RESIL_OK;
 }
 
-/* Truncation of a human-readable message is harmless. */
-static void msgf(char *buf, size_t size, const char *fmt, ...)
-    RESIL__PRINTF(3, 4);
+/*
+ * A message built in a bounded buffer, truncated exactly as snprintf
+ * truncates (the longest prefix that fits, always NUL-terminated), without
+ * the cost of the printf machinery on the answer path. Truncation of a
+ * human-readable message is harmless.
+ */
+typedef struct msg {
+	char *buf;
+	size_t size; /* > 0 */
+	size_t len;  /* < size */
+} msg;
 
 static void
-msgf(char *buf, size_t size, const char *fmt, ...)
+msg_start(msg *o, char *buf, size_t size)
 {
-	va_list ap;
+	o->buf = buf;
+	o->size = size;
+	o->len = 0;
+	buf[0] = '\0';
+}
 
-	va_start(ap, fmt);
-	vsnprintf(buf, size, fmt, ap);
-	va_end(ap);
+static void
+msg_put(msg *o, const char *s, size_t n)
+{
+	size_t room = o->size - 1 - o->len;
+
+	if (n > room)
+		n = room;
+	memcpy(o->buf + o->len, s, n);
+	o->len += n;
+	o->buf[o->len] = '\0';
+}
+
+/* A string literal, its length known at compile time. */
+#define MSG_LIT(o, lit) msg_put((o), (lit), sizeof(lit) - 1)
+
+static void
+msg_str(msg *o, const char *s)
+{
+	msg_put(o, s, strlen(s));
+}
+
+/* As %d. */
+static void
+msg_int(msg *o, int v)
+{
+	char tmp[16];
+	size_t i = sizeof(tmp);
+	unsigned u = v < 0 ? 0u - (unsigned)v : (unsigned)v;
+
+	do {
+		tmp[--i] = (char)('0' + u % 10u);
+		u /= 10u;
+	} while (u != 0);
+	if (v < 0)
+		tmp[--i] = '-';
+	msg_put(o, tmp + i, sizeof(tmp) - i);
 }
 
 static void
 describe(const resil_failure *f, char *buf, size_t size)
 {
-	if (f == NULL)
-		msgf(buf, size, "no call (force)");
-	else if (f->err == RESIL_E_CALL)
-		msgf(buf, size, "%s (rc %d)", resil_strerror(f->err), f->rc);
-	else
-		msgf(buf, size, "%s", resil_strerror(f->err));
+	msg o;
+
+	msg_start(&o, buf, size);
+	if (f == NULL) {
+		MSG_LIT(&o, "no call (force)");
+	} else {
+		msg_str(&o, resil_strerror(f->err));
+		if (f->err == RESIL_E_CALL) {
+			MSG_LIT(&o, " (rc ");
+			msg_int(&o, f->rc);
+			MSG_LIT(&o, ")");
+		}
+	}
 }
 
 resil_err
@@ -992,6 +1063,7 @@ resil_mock_invoke(const resil_mock *m, const resil_args *args,
 	const bound *b;
 	resil_result r;
 	resil_value v;
+	msg o;
 	int rc;
 
 	if (m == NULL || args == NULL || args->method == NULL || out == NULL)
@@ -1012,10 +1084,12 @@ resil_mock_invoke(const resil_mock *m, const resil_args *args,
 		    RESIL_OK)
 			return RESIL_E_NOMEM;
 		r.err = RESIL_OK;
-		msgf(r.message, sizeof(r.message), "mock return");
+		msg_start(&o, r.message, sizeof(r.message));
+		MSG_LIT(&o, "mock return");
 		break;
 	case RESIL_MOCK_THROW:
-		msgf(r.message, sizeof(r.message), "%s", RESIL_MOCK_MESSAGE);
+		msg_start(&o, r.message, sizeof(r.message));
+		MSG_LIT(&o, RESIL_MOCK_MESSAGE);
 		if (b->spec.name == NULL) {
 			r.err = RESIL_E_MOCK;
 		} else {
@@ -1037,28 +1111,34 @@ resil_mock_invoke(const resil_mock *m, const resil_args *args,
 			err = resil_value_coerce(
 			    &r.value, &v, b->type, &m->alloc, &d);
 			resil_value_free(&v);
+			msg_start(&o, r.message, sizeof(r.message));
+			MSG_LIT(&o, "mock ");
+			msg_str(&o, b->impl_name);
 			if (err == RESIL_OK) {
 				r.err = RESIL_OK;
-				msgf(r.message, sizeof(r.message), "mock %s",
-				    b->impl_name);
 				break;
 			}
 			if (err == RESIL_E_NOMEM)
 				return err;
 			describe(cause, orig, sizeof(orig));
 			r.err = RESIL_E_CALL;
-			msgf(r.message, sizeof(r.message),
-			    "mock %s failed: %s; original failure: %s",
-			    b->impl_name, d.msg, orig);
+			MSG_LIT(&o, " failed: ");
+			msg_str(&o, d.msg);
+			MSG_LIT(&o, "; original failure: ");
+			msg_str(&o, orig);
 			break;
 		}
 		resil_value_free(&v);
 		describe(cause, orig, sizeof(orig));
 		r.err = RESIL_E_CALL;
 		r.rc = rc;
-		msgf(r.message, sizeof(r.message),
-		    "mock %s failed (rc %d); original failure: %s",
-		    b->impl_name, rc, orig);
+		msg_start(&o, r.message, sizeof(r.message));
+		MSG_LIT(&o, "mock ");
+		msg_str(&o, b->impl_name);
+		MSG_LIT(&o, " failed (rc ");
+		msg_int(&o, rc);
+		MSG_LIT(&o, "); original failure: ");
+		msg_str(&o, orig);
 		break;
 	}
 	default:
@@ -1078,6 +1158,7 @@ resil_mock_call(const resil_mock *m, const resil_args *args, resil_call_fn fn,
 	resil_value v;
 	resil_outcome o;
 	resil_err err;
+	msg m_;
 	int rc;
 
 	if (m == NULL || args == NULL || args->method == NULL || fn == NULL ||
@@ -1103,15 +1184,15 @@ resil_mock_call(const resil_mock *m, const resil_args *args, resil_call_fn fn,
 		return RESIL_OK;
 	}
 	resil_value_free(&v);
+	msg_start(&m_, r.message, sizeof(r.message));
 	if (o == RESIL_OUTCOME_BUSINESS) {
 		r.err = RESIL_E_BUSINESS;
-		msgf(r.message, sizeof(r.message), "business error (rc %d)",
-		    rc);
+		MSG_LIT(&m_, "business error (rc ");
+		msg_int(&m_, rc);
+		MSG_LIT(&m_, ")");
 		*out = r;
 		return r.err;
 	}
-	r.err = RESIL_E_CALL;
-	msgf(r.message, sizeof(r.message), "the call failed (rc %d)", rc);
 	if (o == RESIL_OUTCOME_FAILURE) {
 		f.err = RESIL_E_CALL;
 		f.rc = rc;
@@ -1120,6 +1201,12 @@ resil_mock_call(const resil_mock *m, const resil_args *args, resil_call_fn fn,
 		if (err != RESIL_E_NOTFOUND && err != RESIL_E_NOMEM)
 			return err;
 	}
+	/* Only when no mock answered: the message is not built for
+	 * nothing. */
+	r.err = RESIL_E_CALL;
+	MSG_LIT(&m_, "the call failed (rc ");
+	msg_int(&m_, rc);
+	MSG_LIT(&m_, ")");
 	*out = r;
 	return r.err;
 }
