@@ -514,6 +514,8 @@ struct resil_fallback {
 	resil_allocator alloc;
 	handler *h;
 	size_t n;
+	size_t ncache; /* how many of the handlers are caches */
+	size_t nmock;  /* how many are mocks */
 };
 
 resil_err
@@ -571,6 +573,8 @@ add(resil_fallback *fb, const handler *h)
 		resil__free(&fb->alloc, fb->h, sizeof(handler) * fb->n);
 	fb->h = grown;
 	fb->n++;
+	fb->ncache += h->k == K_CACHE;
+	fb->nmock += h->k == K_MOCK;
 	return RESIL_OK;
 }
 
@@ -662,15 +666,20 @@ msg_start(msg *o, char *buf, size_t size)
 	buf[0] = '\0';
 }
 
-static void
+/* Two copies so that a literal that fits, the common case, is a copy of
+ * a size known at compile time (a few moves) once this is inlined. */
+static inline void
 msg_put(msg *o, const char *s, size_t n)
 {
 	size_t room = o->size - 1 - o->len;
 
-	if (n > room)
-		n = room;
-	memcpy(o->buf + o->len, s, n);
-	o->len += n;
+	if (n <= room) {
+		memcpy(o->buf + o->len, s, n);
+		o->len += n;
+	} else {
+		memcpy(o->buf + o->len, s, room);
+		o->len += room;
+	}
 	o->buf[o->len] = '\0';
 }
 
@@ -728,6 +737,16 @@ describe(
 	}
 }
 
+/* An empty result that carries the original failure. */
+static void
+result_start(resil_result *r, const resil_failure *failure)
+{
+	resil_result_init(r);
+	r->cause = failure->err;
+	r->cause_rc = failure->rc;
+	r->attempts = failure->attempts;
+}
+
 resil_err
 resil_fallback_recover(resil_fallback *fb, const resil_args *args,
     const resil_failure *failure, resil_result *out)
@@ -758,12 +777,9 @@ resil_fallback_recover(resil_fallback *fb, const resil_args *args,
 		resil_err err;
 		uint64_t age = 0;
 
-		resil_result_init(&r);
-		r.cause = failure->err;
-		r.cause_rc = failure->rc;
-		r.attempts = failure->attempts;
 		switch (h->k) {
 		case K_CACHE:
+			result_start(&r, failure);
 			err = resil_cache_get(h->cache, args, &r.value, &age);
 			if (err == RESIL_E_NOTFOUND)
 				continue;
@@ -776,13 +792,16 @@ resil_fallback_recover(resil_fallback *fb, const resil_args *args,
 			*out = r;
 			return RESIL_OK;
 		case K_MOCK:
-			err = resil_mock_invoke(h->mock, args, failure, &r);
+			/* The mock writes *out only when it answers (it
+			 * builds the whole result itself), so it can write
+			 * there directly: no copy. */
+			err = resil_mock_invoke(h->mock, args, failure, out);
 			if (err == RESIL_E_NOTFOUND || err == RESIL_E_NOMEM ||
 			    err == RESIL_E_INVAL)
 				continue;
-			*out = r;
-			return r.err;
+			return out->err;
 		case K_USER:
+			result_start(&r, failure);
 			if (h->fn(h->ctx, args, failure, &r) !=
 			    RESIL_FALLBACK_ANSWER) {
 				resil_result_free(&r);
@@ -797,10 +816,7 @@ resil_fallback_recover(resil_fallback *fb, const resil_args *args,
 			return r.err;
 		}
 	}
-	resil_result_init(&r);
-	r.cause = failure->err;
-	r.cause_rc = failure->rc;
-	r.attempts = failure->attempts;
+	result_start(&r, failure);
 	DESCRIBE(&r, "no live, cached or mock value", failure);
 	*out = r;
 	return r.err;
@@ -822,7 +838,7 @@ resil_fallback_call(resil_fallback *fb, const resil_args *args,
 	if (!args_ok(args) || fn == NULL || out == NULL)
 		return RESIL_E_INVAL;
 	/* The mock stage wraps everything: a force mock never calls. */
-	for (i = 0; fb != NULL && i < fb->n; i++) {
+	for (i = 0; fb != NULL && fb->nmock > 0 && i < fb->n; i++) {
 		const resil_mock_spec *spec;
 
 		if (fb->h[i].k != K_MOCK ||
@@ -831,37 +847,37 @@ resil_fallback_call(resil_fallback *fb, const resil_args *args,
 			continue;
 		if (spec->action != RESIL_MOCK_NONE &&
 		    spec->mode == RESIL_MOCK_FORCE) {
+			/* Written only when it answers: no copy needed. */
 			resil_err err =
-			    resil_mock_invoke(fb->h[i].mock, args, NULL, &r);
+			    resil_mock_invoke(fb->h[i].mock, args, NULL, out);
 
 			if (err == RESIL_E_NOMEM)
 				return err;
-			*out = r;
-			return r.err;
+			return out->err;
 		}
 	}
 
 	resil_value_init(&v);
 	rc = fn(ctx, args, &v);
 	o = resil_classify(cls, rc, &v);
+	if (o == RESIL_OUTCOME_SUCCESS ||
+	    (o == RESIL_OUTCOME_IGNORED && rc == 0)) {
+		/* Only a success is recorded; both are answered live,
+		 * straight into *out. */
+		if (o == RESIL_OUTCOME_SUCCESS && fb != NULL && fb->ncache > 0)
+			(void)resil_fallback_record(fb, args, &v);
+		resil_result_init(out);
+		out->err = RESIL_OK;
+		out->rc = rc;
+		out->attempts = 1;
+		out->source = RESIL_SOURCE_LIVE;
+		out->value = v;
+		return RESIL_OK;
+	}
 	resil_result_init(&r);
 	r.rc = rc;
 	r.attempts = 1;
 	r.source = RESIL_SOURCE_LIVE;
-	if (o == RESIL_OUTCOME_SUCCESS) {
-		if (fb != NULL)
-			(void)resil_fallback_record(fb, args, &v);
-		r.err = RESIL_OK;
-		r.value = v;
-		*out = r;
-		return RESIL_OK;
-	}
-	if (o == RESIL_OUTCOME_IGNORED && rc == 0) {
-		r.err = RESIL_OK;
-		r.value = v;
-		*out = r;
-		return RESIL_OK;
-	}
 	resil_value_free(&v);
 	if (o == RESIL_OUTCOME_BUSINESS) {
 		r.err = RESIL_E_BUSINESS;

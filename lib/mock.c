@@ -1000,15 +1000,20 @@ msg_start(msg *o, char *buf, size_t size)
 	buf[0] = '\0';
 }
 
-static void
+/* Two copies so that a literal that fits, the common case, is a copy of
+ * a size known at compile time (a few moves) once this is inlined. */
+static inline void
 msg_put(msg *o, const char *s, size_t n)
 {
 	size_t room = o->size - 1 - o->len;
 
-	if (n > room)
-		n = room;
-	memcpy(o->buf + o->len, s, n);
-	o->len += n;
+	if (n <= room) {
+		memcpy(o->buf + o->len, s, n);
+		o->len += n;
+	} else {
+		memcpy(o->buf + o->len, s, room);
+		o->len += room;
+	}
 	o->buf[o->len] = '\0';
 }
 
@@ -1056,6 +1061,19 @@ describe(const resil_failure *f, char *buf, size_t size)
 	}
 }
 
+/* An empty mock answer that carries the original failure, if any. */
+static void
+result_start(resil_result *r, const resil_failure *cause)
+{
+	resil_result_init(r);
+	r->source = RESIL_SOURCE_MOCK;
+	if (cause != NULL) {
+		r->cause = cause->err;
+		r->cause_rc = cause->rc;
+		r->attempts = cause->attempts;
+	}
+}
+
 resil_err
 resil_mock_invoke(const resil_mock *m, const resil_args *args,
     const resil_failure *cause, resil_result *out)
@@ -1069,38 +1087,38 @@ resil_mock_invoke(const resil_mock *m, const resil_args *args,
 	if (m == NULL || args == NULL || args->method == NULL || out == NULL)
 		return RESIL_E_INVAL;
 	b = effective(m, args->method);
-	if (b->spec.action == RESIL_MOCK_NONE)
-		return RESIL_E_NOTFOUND;
-	resil_result_init(&r);
-	r.source = RESIL_SOURCE_MOCK;
-	if (cause != NULL) {
-		r.cause = cause->err;
-		r.cause_rc = cause->rc;
-		r.attempts = cause->attempts;
-	}
+	/* return and throw cannot fail once the value is copied: they build
+	 * the result straight in *out. An implementation runs the user's
+	 * code and is built aside: *out is written only when it answers. */
 	switch (b->spec.action) {
+	case RESIL_MOCK_NONE:
+		return RESIL_E_NOTFOUND;
 	case RESIL_MOCK_RETURN:
-		if (resil_value_copy(&r.value, &b->spec.value, &m->alloc) !=
+		if (resil_value_copy(&v, &b->spec.value, &m->alloc) !=
 		    RESIL_OK)
 			return RESIL_E_NOMEM;
-		r.err = RESIL_OK;
-		msg_start(&o, r.message, sizeof(r.message));
+		result_start(out, cause);
+		out->value = v;
+		out->err = RESIL_OK;
+		msg_start(&o, out->message, sizeof(out->message));
 		MSG_LIT(&o, "mock return");
-		break;
+		return RESIL_OK;
 	case RESIL_MOCK_THROW:
-		msg_start(&o, r.message, sizeof(r.message));
+		result_start(out, cause);
+		msg_start(&o, out->message, sizeof(out->message));
 		MSG_LIT(&o, RESIL_MOCK_MESSAGE);
 		if (b->spec.name == NULL) {
-			r.err = RESIL_E_MOCK;
+			out->err = RESIL_E_MOCK;
 		} else {
-			r.err = RESIL_E_BUSINESS;
-			r.rc = b->code;
-			r.error_name = b->spec.name;
+			out->err = RESIL_E_BUSINESS;
+			out->rc = b->code;
+			out->error_name = b->spec.name;
 		}
-		break;
+		return out->err;
 	case RESIL_MOCK_IMPL: {
 		char orig[64];
 
+		result_start(&r, cause);
 		resil_value_init(&v);
 		rc = b->fn(b->ctx, args, &v);
 		if (rc == 0) {
