@@ -752,6 +752,7 @@ resil_fallback_recover(resil_fallback *fb, const resil_args *args,
     const resil_failure *failure, resil_result *out)
 {
 	resil_result r;
+	resil_value v;
 	msg o;
 	size_t i;
 
@@ -779,17 +780,19 @@ resil_fallback_recover(resil_fallback *fb, const resil_args *args,
 
 		switch (h->k) {
 		case K_CACHE:
-			result_start(&r, failure);
-			err = resil_cache_get(h->cache, args, &r.value, &age);
+			/* v is written only on a hit; the answer is built
+			 * straight in *out. */
+			err = resil_cache_get(h->cache, args, &v, &age);
 			if (err == RESIL_E_NOTFOUND)
 				continue;
 			if (err != RESIL_OK)
 				continue; /* out of memory: try the next */
-			r.err = RESIL_OK;
-			r.source = RESIL_SOURCE_CACHE;
-			r.age = age;
-			DESCRIBE(&r, "cached value", failure);
-			*out = r;
+			result_start(out, failure);
+			out->value = v;
+			out->err = RESIL_OK;
+			out->source = RESIL_SOURCE_CACHE;
+			out->age = age;
+			DESCRIBE(out, "cached value", failure);
 			return RESIL_OK;
 		case K_MOCK:
 			/* The mock writes *out only when it answers (it
@@ -874,25 +877,25 @@ resil_fallback_call(resil_fallback *fb, const resil_args *args,
 		out->value = v;
 		return RESIL_OK;
 	}
-	resil_result_init(&r);
-	r.rc = rc;
-	r.attempts = 1;
-	r.source = RESIL_SOURCE_LIVE;
 	resil_value_free(&v);
-	if (o == RESIL_OUTCOME_BUSINESS) {
-		r.err = RESIL_E_BUSINESS;
+	if (o == RESIL_OUTCOME_BUSINESS || o == RESIL_OUTCOME_IGNORED) {
+		/* Business, or ignored with a code: answered live, without
+		 * a fallback. */
+		resil_result_init(&r);
+		r.rc = rc;
+		r.attempts = 1;
+		r.source = RESIL_SOURCE_LIVE;
 		msg_start(&m_, r.message, sizeof(r.message));
-		MSG_LIT(&m_, "business error ");
-		msg_rc(&m_, rc);
-		*out = r;
-		return r.err;
-	}
-	if (o == RESIL_OUTCOME_IGNORED) {
-		r.err = RESIL_E_CALL;
-		msg_start(&m_, r.message, sizeof(r.message));
-		MSG_LIT(&m_, "the call failed ");
-		msg_rc(&m_, rc);
-		MSG_LIT(&m_, ", outcome ignored");
+		if (o == RESIL_OUTCOME_BUSINESS) {
+			r.err = RESIL_E_BUSINESS;
+			MSG_LIT(&m_, "business error ");
+			msg_rc(&m_, rc);
+		} else {
+			r.err = RESIL_E_CALL;
+			MSG_LIT(&m_, "the call failed ");
+			msg_rc(&m_, rc);
+			MSG_LIT(&m_, ", outcome ignored");
+		}
 		*out = r;
 		return r.err;
 	}
