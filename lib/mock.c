@@ -727,7 +727,6 @@ typedef struct bound {
 
 typedef struct method_entry {
 	char *method;
-	size_t len; /* strlen(method) */
 	bound b;
 	UT_hash_handle hh;
 } method_entry;
@@ -926,7 +925,6 @@ resil_mock_set_method(resil_mock *m, const char *method, resil_type type,
 		resil__free(resil__a, e, sizeof(*e));
 		goto nomem;
 	}
-	e->len = n;
 	e->b = b;
 	HASH_ADD_KEYPTR(hh, m->methods, e->method, n, e);
 	if (resil__oom) {
@@ -941,31 +939,30 @@ nomem:
 }
 
 /* Up to this many method-level specs, a walk of the insertion-ordered
- * list comparing lengths and bytes is cheaper than hashing the name. */
+ * list is cheaper than hashing the name. */
 #define SCAN_MAX 8
 
 /* The spec that applies to method: its own, else the service level. The
- * same match as the hash table's (same length, same bytes), found without
- * hashing when there are no or few method-level specs. */
+ * same match as the hash table's (the same bytes, the same length), found
+ * without hashing when there are no or few method-level specs. */
 static const bound *
 effective(const resil_mock *m, const char *method)
 {
 	const resil_allocator *resil__a = &m->alloc;
 	method_entry *e = m->methods;
-	size_t n;
 
 	(void)resil__a;
 	if (e == NULL)
 		return &m->service_level;
-	n = strlen(method);
 	if (HASH_COUNT(m->methods) <= SCAN_MAX) {
+		/* The first byte rules most names out without a call. */
 		for (; e != NULL; e = (method_entry *)e->hh.next)
-			if (e->len == n && e->method[0] == method[0] &&
-			    memcmp(e->method, method, n) == 0)
+			if (e->method[0] == method[0] &&
+			    strcmp(e->method, method) == 0)
 				return &e->b;
 		return &m->service_level;
 	}
-	HASH_FIND(hh, m->methods, method, n, e);
+	HASH_FIND(hh, m->methods, method, strlen(method), e);
 	return e != NULL ? &e->b : &m->service_level;
 }
 
