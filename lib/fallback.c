@@ -6,8 +6,6 @@
 
 #include <resil/fallback.h>
 
-#include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "atomic.h"
@@ -516,6 +514,8 @@ struct resil_fallback {
 	resil_allocator alloc;
 	handler *h;
 	size_t n;
+	size_t ncache; /* how many of the handlers are caches */
+	size_t nmock;  /* how many are mocks */
 };
 
 resil_err
@@ -573,6 +573,8 @@ add(resil_fallback *fb, const handler *h)
 		resil__free(&fb->alloc, fb->h, sizeof(handler) * fb->n);
 	fb->h = grown;
 	fb->n++;
+	fb->ncache += h->k == K_CACHE;
+	fb->nmock += h->k == K_MOCK;
 	return RESIL_OK;
 }
 
@@ -643,28 +645,106 @@ resil_fallback_record(
 	return first;
 }
 
-/* Truncation of a human-readable message is harmless. */
-static void msgf(resil_result *r, const char *fmt, ...) RESIL__PRINTF(2, 3);
+/*
+ * A message built in a bounded buffer, truncated exactly as snprintf
+ * truncates (the longest prefix that fits, always NUL-terminated), without
+ * the cost of the printf machinery on the answer path. Truncation of a
+ * human-readable message is harmless.
+ */
+typedef struct msg {
+	char *buf;
+	size_t size; /* > 0 */
+	size_t len;  /* < size */
+} msg;
 
 static void
-msgf(resil_result *r, const char *fmt, ...)
+msg_start(msg *o, char *buf, size_t size)
 {
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(r->message, sizeof(r->message), fmt, ap);
-	va_end(ap);
+	o->buf = buf;
+	o->size = size;
+	o->len = 0;
+	buf[0] = '\0';
 }
 
-static void
-describe(resil_result *r, const char *what, const resil_failure *f)
+/* Two copies so that a literal that fits, the common case, is a copy of
+ * a size known at compile time (a few moves) once this is inlined. */
+static inline void
+msg_put(msg *o, const char *s, size_t n)
 {
-	if (f->err == RESIL_E_CALL)
-		msgf(r, "%s; original failure: %s (rc %d)", what,
-		    resil_strerror(f->err), f->rc);
-	else
-		msgf(r, "%s; original failure: %s", what,
-		    resil_strerror(f->err));
+	size_t room = o->size - 1 - o->len;
+
+	if (n <= room) {
+		memcpy(o->buf + o->len, s, n);
+		o->len += n;
+	} else {
+		memcpy(o->buf + o->len, s, room);
+		o->len += room;
+	}
+	o->buf[o->len] = '\0';
+}
+
+/* A string literal, its length known at compile time. */
+#define MSG_LIT(o, lit) msg_put((o), (lit), sizeof(lit) - 1)
+
+static void
+msg_str(msg *o, const char *s)
+{
+	msg_put(o, s, strlen(s));
+}
+
+/* As %d. */
+static void
+msg_int(msg *o, int v)
+{
+	char tmp[16];
+	size_t i = sizeof(tmp);
+	unsigned u = v < 0 ? 0u - (unsigned)v : (unsigned)v;
+
+	do {
+		tmp[--i] = (char)('0' + u % 10u);
+		u /= 10u;
+	} while (u != 0);
+	if (v < 0)
+		tmp[--i] = '-';
+	msg_put(o, tmp + i, sizeof(tmp) - i);
+}
+
+/* "(rc N)": the user's return code in a message. */
+static void
+msg_rc(msg *o, int rc)
+{
+	MSG_LIT(o, "(rc ");
+	msg_int(o, rc);
+	MSG_LIT(o, ")");
+}
+
+/* "<what>; original failure: <error>[ (rc N)]"; what is a literal. */
+#define DESCRIBE(r, what, f) describe((r), (what), sizeof(what) - 1, (f))
+
+static void
+describe(
+    resil_result *r, const char *what, size_t what_len, const resil_failure *f)
+{
+	msg o;
+
+	msg_start(&o, r->message, sizeof(r->message));
+	msg_put(&o, what, what_len);
+	MSG_LIT(&o, "; original failure: ");
+	msg_str(&o, resil_strerror(f->err));
+	if (f->err == RESIL_E_CALL) {
+		MSG_LIT(&o, " ");
+		msg_rc(&o, f->rc);
+	}
+}
+
+/* An empty result that carries the original failure. */
+static void
+result_start(resil_result *r, const resil_failure *failure)
+{
+	resil_result_init(r);
+	r->cause = failure->err;
+	r->cause_rc = failure->rc;
+	r->attempts = failure->attempts;
 }
 
 resil_err
@@ -672,6 +752,8 @@ resil_fallback_recover(resil_fallback *fb, const resil_args *args,
     const resil_failure *failure, resil_result *out)
 {
 	resil_result r;
+	resil_value v;
+	msg o;
 	size_t i;
 
 	if (!args_ok(args) || failure == NULL || out == NULL ||
@@ -686,7 +768,8 @@ resil_fallback_recover(resil_fallback *fb, const resil_args *args,
 		r.attempts = failure->attempts;
 		r.cause = failure->err;
 		r.cause_rc = failure->rc;
-		msgf(&r, "%s", resil_strerror(failure->err));
+		msg_start(&o, r.message, sizeof(r.message));
+		msg_str(&o, resil_strerror(failure->err));
 		*out = r;
 		return r.err;
 	}
@@ -695,31 +778,33 @@ resil_fallback_recover(resil_fallback *fb, const resil_args *args,
 		resil_err err;
 		uint64_t age = 0;
 
-		resil_result_init(&r);
-		r.cause = failure->err;
-		r.cause_rc = failure->rc;
-		r.attempts = failure->attempts;
 		switch (h->k) {
 		case K_CACHE:
-			err = resil_cache_get(h->cache, args, &r.value, &age);
+			/* v is written only on a hit; the answer is built
+			 * straight in *out. */
+			err = resil_cache_get(h->cache, args, &v, &age);
 			if (err == RESIL_E_NOTFOUND)
 				continue;
 			if (err != RESIL_OK)
 				continue; /* out of memory: try the next */
-			r.err = RESIL_OK;
-			r.source = RESIL_SOURCE_CACHE;
-			r.age = age;
-			describe(&r, "cached value", failure);
-			*out = r;
+			result_start(out, failure);
+			out->value = v;
+			out->err = RESIL_OK;
+			out->source = RESIL_SOURCE_CACHE;
+			out->age = age;
+			DESCRIBE(out, "cached value", failure);
 			return RESIL_OK;
 		case K_MOCK:
-			err = resil_mock_invoke(h->mock, args, failure, &r);
+			/* The mock writes *out only when it answers (it
+			 * builds the whole result itself), so it can write
+			 * there directly: no copy. */
+			err = resil_mock_invoke(h->mock, args, failure, out);
 			if (err == RESIL_E_NOTFOUND || err == RESIL_E_NOMEM ||
 			    err == RESIL_E_INVAL)
 				continue;
-			*out = r;
-			return r.err;
+			return out->err;
 		case K_USER:
+			result_start(&r, failure);
 			if (h->fn(h->ctx, args, failure, &r) !=
 			    RESIL_FALLBACK_ANSWER) {
 				resil_result_free(&r);
@@ -734,11 +819,8 @@ resil_fallback_recover(resil_fallback *fb, const resil_args *args,
 			return r.err;
 		}
 	}
-	resil_result_init(&r);
-	r.cause = failure->err;
-	r.cause_rc = failure->rc;
-	r.attempts = failure->attempts;
-	describe(&r, "no live, cached or mock value", failure);
+	result_start(&r, failure);
+	DESCRIBE(&r, "no live, cached or mock value", failure);
 	*out = r;
 	return r.err;
 }
@@ -752,13 +834,14 @@ resil_fallback_call(resil_fallback *fb, const resil_args *args,
 	resil_result r;
 	resil_value v;
 	resil_outcome o;
+	msg m_;
 	size_t i;
 	int rc;
 
 	if (!args_ok(args) || fn == NULL || out == NULL)
 		return RESIL_E_INVAL;
 	/* The mock stage wraps everything: a force mock never calls. */
-	for (i = 0; fb != NULL && i < fb->n; i++) {
+	for (i = 0; fb != NULL && fb->nmock > 0 && i < fb->n; i++) {
 		const resil_mock_spec *spec;
 
 		if (fb->h[i].k != K_MOCK ||
@@ -767,47 +850,52 @@ resil_fallback_call(resil_fallback *fb, const resil_args *args,
 			continue;
 		if (spec->action != RESIL_MOCK_NONE &&
 		    spec->mode == RESIL_MOCK_FORCE) {
+			/* Written only when it answers: no copy needed. */
 			resil_err err =
-			    resil_mock_invoke(fb->h[i].mock, args, NULL, &r);
+			    resil_mock_invoke(fb->h[i].mock, args, NULL, out);
 
 			if (err == RESIL_E_NOMEM)
 				return err;
-			*out = r;
-			return r.err;
+			return out->err;
 		}
 	}
 
 	resil_value_init(&v);
 	rc = fn(ctx, args, &v);
 	o = resil_classify(cls, rc, &v);
-	resil_result_init(&r);
-	r.rc = rc;
-	r.attempts = 1;
-	r.source = RESIL_SOURCE_LIVE;
-	if (o == RESIL_OUTCOME_SUCCESS) {
-		if (fb != NULL)
+	if (o == RESIL_OUTCOME_SUCCESS ||
+	    (o == RESIL_OUTCOME_IGNORED && rc == 0)) {
+		/* Only a success is recorded; both are answered live,
+		 * straight into *out. */
+		if (o == RESIL_OUTCOME_SUCCESS && fb != NULL && fb->ncache > 0)
 			(void)resil_fallback_record(fb, args, &v);
-		r.err = RESIL_OK;
-		r.value = v;
-		*out = r;
-		return RESIL_OK;
-	}
-	if (o == RESIL_OUTCOME_IGNORED && rc == 0) {
-		r.err = RESIL_OK;
-		r.value = v;
-		*out = r;
+		resil_result_init(out);
+		out->err = RESIL_OK;
+		out->rc = rc;
+		out->attempts = 1;
+		out->source = RESIL_SOURCE_LIVE;
+		out->value = v;
 		return RESIL_OK;
 	}
 	resil_value_free(&v);
-	if (o == RESIL_OUTCOME_BUSINESS) {
-		r.err = RESIL_E_BUSINESS;
-		msgf(&r, "business error (rc %d)", rc);
-		*out = r;
-		return r.err;
-	}
-	if (o == RESIL_OUTCOME_IGNORED) {
-		r.err = RESIL_E_CALL;
-		msgf(&r, "the call failed (rc %d), outcome ignored", rc);
+	if (o == RESIL_OUTCOME_BUSINESS || o == RESIL_OUTCOME_IGNORED) {
+		/* Business, or ignored with a code: answered live, without
+		 * a fallback. */
+		resil_result_init(&r);
+		r.rc = rc;
+		r.attempts = 1;
+		r.source = RESIL_SOURCE_LIVE;
+		msg_start(&m_, r.message, sizeof(r.message));
+		if (o == RESIL_OUTCOME_BUSINESS) {
+			r.err = RESIL_E_BUSINESS;
+			MSG_LIT(&m_, "business error ");
+			msg_rc(&m_, rc);
+		} else {
+			r.err = RESIL_E_CALL;
+			MSG_LIT(&m_, "the call failed ");
+			msg_rc(&m_, rc);
+			MSG_LIT(&m_, ", outcome ignored");
+		}
 		*out = r;
 		return r.err;
 	}

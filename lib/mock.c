@@ -6,7 +6,6 @@
 
 #include <resil/mock.h>
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -939,13 +938,30 @@ nomem:
 	return RESIL_E_NOMEM;
 }
 
+/* Up to this many method-level specs, a walk of the insertion-ordered
+ * list is cheaper than hashing the name. */
+#define SCAN_MAX 8
+
+/* The spec that applies to method: its own, else the service level. The
+ * same match as the hash table's (the same bytes, the same length), found
+ * without hashing when there are no or few method-level specs. */
 static const bound *
 effective(const resil_mock *m, const char *method)
 {
 	const resil_allocator *resil__a = &m->alloc;
-	method_entry *e;
+	method_entry *e = m->methods;
 
 	(void)resil__a;
+	if (e == NULL)
+		return &m->service_level;
+	if (HASH_COUNT(m->methods) <= SCAN_MAX) {
+		/* The first byte rules most names out without a call. */
+		for (; e != NULL; e = (method_entry *)e->hh.next)
+			if (e->method[0] == method[0] &&
+			    strcmp(e->method, method) == 0)
+				return &e->b;
+		return &m->service_level;
+	}
 	HASH_FIND(hh, m->methods, method, strlen(method), e);
 	return e != NULL ? &e->b : &m->service_level;
 }
@@ -960,29 +976,99 @@ resil_mock_lookup(
 	return RESIL_OK;
 }
 
-/* Truncation of a human-readable message is harmless. */
-static void msgf(char *buf, size_t size, const char *fmt, ...)
-    RESIL__PRINTF(3, 4);
+/*
+ * A message built in a bounded buffer, truncated exactly as snprintf
+ * truncates (the longest prefix that fits, always NUL-terminated), without
+ * the cost of the printf machinery on the answer path. Truncation of a
+ * human-readable message is harmless.
+ */
+typedef struct msg {
+	char *buf;
+	size_t size; /* > 0 */
+	size_t len;  /* < size */
+} msg;
 
 static void
-msgf(char *buf, size_t size, const char *fmt, ...)
+msg_start(msg *o, char *buf, size_t size)
 {
-	va_list ap;
+	o->buf = buf;
+	o->size = size;
+	o->len = 0;
+	buf[0] = '\0';
+}
 
-	va_start(ap, fmt);
-	vsnprintf(buf, size, fmt, ap);
-	va_end(ap);
+/* Two copies so that a literal that fits, the common case, is a copy of
+ * a size known at compile time (a few moves) once this is inlined. */
+static inline void
+msg_put(msg *o, const char *s, size_t n)
+{
+	size_t room = o->size - 1 - o->len;
+
+	if (n <= room) {
+		memcpy(o->buf + o->len, s, n);
+		o->len += n;
+	} else {
+		memcpy(o->buf + o->len, s, room);
+		o->len += room;
+	}
+	o->buf[o->len] = '\0';
+}
+
+/* A string literal, its length known at compile time. */
+#define MSG_LIT(o, lit) msg_put((o), (lit), sizeof(lit) - 1)
+
+static void
+msg_str(msg *o, const char *s)
+{
+	msg_put(o, s, strlen(s));
+}
+
+/* As %d. */
+static void
+msg_int(msg *o, int v)
+{
+	char tmp[16];
+	size_t i = sizeof(tmp);
+	unsigned u = v < 0 ? 0u - (unsigned)v : (unsigned)v;
+
+	do {
+		tmp[--i] = (char)('0' + u % 10u);
+		u /= 10u;
+	} while (u != 0);
+	if (v < 0)
+		tmp[--i] = '-';
+	msg_put(o, tmp + i, sizeof(tmp) - i);
 }
 
 static void
 describe(const resil_failure *f, char *buf, size_t size)
 {
-	if (f == NULL)
-		msgf(buf, size, "no call (force)");
-	else if (f->err == RESIL_E_CALL)
-		msgf(buf, size, "%s (rc %d)", resil_strerror(f->err), f->rc);
-	else
-		msgf(buf, size, "%s", resil_strerror(f->err));
+	msg o;
+
+	msg_start(&o, buf, size);
+	if (f == NULL) {
+		MSG_LIT(&o, "no call (force)");
+	} else {
+		msg_str(&o, resil_strerror(f->err));
+		if (f->err == RESIL_E_CALL) {
+			MSG_LIT(&o, " (rc ");
+			msg_int(&o, f->rc);
+			MSG_LIT(&o, ")");
+		}
+	}
+}
+
+/* An empty mock answer that carries the original failure, if any. */
+static void
+result_start(resil_result *r, const resil_failure *cause)
+{
+	resil_result_init(r);
+	r->source = RESIL_SOURCE_MOCK;
+	if (cause != NULL) {
+		r->cause = cause->err;
+		r->cause_rc = cause->rc;
+		r->attempts = cause->attempts;
+	}
 }
 
 resil_err
@@ -992,41 +1078,44 @@ resil_mock_invoke(const resil_mock *m, const resil_args *args,
 	const bound *b;
 	resil_result r;
 	resil_value v;
+	msg o;
 	int rc;
 
 	if (m == NULL || args == NULL || args->method == NULL || out == NULL)
 		return RESIL_E_INVAL;
 	b = effective(m, args->method);
-	if (b->spec.action == RESIL_MOCK_NONE)
-		return RESIL_E_NOTFOUND;
-	resil_result_init(&r);
-	r.source = RESIL_SOURCE_MOCK;
-	if (cause != NULL) {
-		r.cause = cause->err;
-		r.cause_rc = cause->rc;
-		r.attempts = cause->attempts;
-	}
+	/* return and throw cannot fail once the value is copied: they build
+	 * the result straight in *out. An implementation runs the user's
+	 * code and is built aside: *out is written only when it answers. */
 	switch (b->spec.action) {
+	case RESIL_MOCK_NONE:
+		return RESIL_E_NOTFOUND;
 	case RESIL_MOCK_RETURN:
-		if (resil_value_copy(&r.value, &b->spec.value, &m->alloc) !=
+		if (resil_value_copy(&v, &b->spec.value, &m->alloc) !=
 		    RESIL_OK)
 			return RESIL_E_NOMEM;
-		r.err = RESIL_OK;
-		msgf(r.message, sizeof(r.message), "mock return");
-		break;
+		result_start(out, cause);
+		out->value = v;
+		out->err = RESIL_OK;
+		msg_start(&o, out->message, sizeof(out->message));
+		MSG_LIT(&o, "mock return");
+		return RESIL_OK;
 	case RESIL_MOCK_THROW:
-		msgf(r.message, sizeof(r.message), "%s", RESIL_MOCK_MESSAGE);
+		result_start(out, cause);
+		msg_start(&o, out->message, sizeof(out->message));
+		MSG_LIT(&o, RESIL_MOCK_MESSAGE);
 		if (b->spec.name == NULL) {
-			r.err = RESIL_E_MOCK;
+			out->err = RESIL_E_MOCK;
 		} else {
-			r.err = RESIL_E_BUSINESS;
-			r.rc = b->code;
-			r.error_name = b->spec.name;
+			out->err = RESIL_E_BUSINESS;
+			out->rc = b->code;
+			out->error_name = b->spec.name;
 		}
-		break;
+		return out->err;
 	case RESIL_MOCK_IMPL: {
 		char orig[64];
 
+		result_start(&r, cause);
 		resil_value_init(&v);
 		rc = b->fn(b->ctx, args, &v);
 		if (rc == 0) {
@@ -1037,28 +1126,34 @@ resil_mock_invoke(const resil_mock *m, const resil_args *args,
 			err = resil_value_coerce(
 			    &r.value, &v, b->type, &m->alloc, &d);
 			resil_value_free(&v);
+			msg_start(&o, r.message, sizeof(r.message));
+			MSG_LIT(&o, "mock ");
+			msg_str(&o, b->impl_name);
 			if (err == RESIL_OK) {
 				r.err = RESIL_OK;
-				msgf(r.message, sizeof(r.message), "mock %s",
-				    b->impl_name);
 				break;
 			}
 			if (err == RESIL_E_NOMEM)
 				return err;
 			describe(cause, orig, sizeof(orig));
 			r.err = RESIL_E_CALL;
-			msgf(r.message, sizeof(r.message),
-			    "mock %s failed: %s; original failure: %s",
-			    b->impl_name, d.msg, orig);
+			MSG_LIT(&o, " failed: ");
+			msg_str(&o, d.msg);
+			MSG_LIT(&o, "; original failure: ");
+			msg_str(&o, orig);
 			break;
 		}
 		resil_value_free(&v);
 		describe(cause, orig, sizeof(orig));
 		r.err = RESIL_E_CALL;
 		r.rc = rc;
-		msgf(r.message, sizeof(r.message),
-		    "mock %s failed (rc %d); original failure: %s",
-		    b->impl_name, rc, orig);
+		msg_start(&o, r.message, sizeof(r.message));
+		MSG_LIT(&o, "mock ");
+		msg_str(&o, b->impl_name);
+		MSG_LIT(&o, " failed (rc ");
+		msg_int(&o, rc);
+		MSG_LIT(&o, "); original failure: ");
+		msg_str(&o, orig);
 		break;
 	}
 	default:
@@ -1078,6 +1173,7 @@ resil_mock_call(const resil_mock *m, const resil_args *args, resil_call_fn fn,
 	resil_value v;
 	resil_outcome o;
 	resil_err err;
+	msg m_;
 	int rc;
 
 	if (m == NULL || args == NULL || args->method == NULL || fn == NULL ||
@@ -1103,15 +1199,15 @@ resil_mock_call(const resil_mock *m, const resil_args *args, resil_call_fn fn,
 		return RESIL_OK;
 	}
 	resil_value_free(&v);
+	msg_start(&m_, r.message, sizeof(r.message));
 	if (o == RESIL_OUTCOME_BUSINESS) {
 		r.err = RESIL_E_BUSINESS;
-		msgf(r.message, sizeof(r.message), "business error (rc %d)",
-		    rc);
+		MSG_LIT(&m_, "business error (rc ");
+		msg_int(&m_, rc);
+		MSG_LIT(&m_, ")");
 		*out = r;
 		return r.err;
 	}
-	r.err = RESIL_E_CALL;
-	msgf(r.message, sizeof(r.message), "the call failed (rc %d)", rc);
 	if (o == RESIL_OUTCOME_FAILURE) {
 		f.err = RESIL_E_CALL;
 		f.rc = rc;
@@ -1120,6 +1216,12 @@ resil_mock_call(const resil_mock *m, const resil_args *args, resil_call_fn fn,
 		if (err != RESIL_E_NOTFOUND && err != RESIL_E_NOMEM)
 			return err;
 	}
+	/* Only when no mock answered: the message is not built for
+	 * nothing. */
+	r.err = RESIL_E_CALL;
+	MSG_LIT(&m_, "the call failed (rc ");
+	msg_int(&m_, rc);
+	MSG_LIT(&m_, ")");
 	*out = r;
 	return r.err;
 }

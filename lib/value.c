@@ -83,13 +83,22 @@ resil_source_name(resil_source s)
 	return "unknown";
 }
 
+/* resil_value_init without the NULL check, for this file's own calls: a
+ * call to the exported function is not inlined in a shared library (it can
+ * be interposed), and values are cleared on every call of the hot paths. */
+static void
+value_clear(resil_value *v)
+{
+	memset(v, 0, sizeof(*v));
+	v->type = RESIL_VALUE_NULL;
+}
+
 void
 resil_value_init(resil_value *v)
 {
 	if (v == NULL)
 		return;
-	memset(v, 0, sizeof(*v));
-	v->type = RESIL_VALUE_NULL;
+	value_clear(v);
 }
 
 resil_value
@@ -97,7 +106,7 @@ resil_value_null(void)
 {
 	resil_value v;
 
-	resil_value_init(&v);
+	value_clear(&v);
 	return v;
 }
 
@@ -106,7 +115,7 @@ resil_value_bool(int b)
 {
 	resil_value v;
 
-	resil_value_init(&v);
+	value_clear(&v);
 	v.type = RESIL_VALUE_BOOL;
 	v.u.b = b != 0;
 	return v;
@@ -117,7 +126,7 @@ resil_value_int(int64_t i)
 {
 	resil_value v;
 
-	resil_value_init(&v);
+	value_clear(&v);
 	v.type = RESIL_VALUE_INT;
 	v.u.i = i;
 	return v;
@@ -128,7 +137,7 @@ resil_value_double(double d)
 {
 	resil_value v;
 
-	resil_value_init(&v);
+	value_clear(&v);
 	v.type = RESIL_VALUE_DOUBLE;
 	v.u.d = d;
 	return v;
@@ -151,7 +160,7 @@ set_heap(resil_value *out, resil_vtype t, const void *p, size_t len,
 	if (len > 0)
 		memcpy(buf, p, len);
 	buf[len] = '\0';
-	resil_value_init(out);
+	value_clear(out);
 	out->type = t;
 	out->u.s.ptr = buf;
 	out->u.s.len = len;
@@ -239,7 +248,7 @@ resil_value_free(resil_value *v)
 		return;
 	if (is_heap(v->type) && v->u.s.ptr != NULL)
 		resil__free(&v->alloc_, v->u.s.ptr, v->u.s.len + 1);
-	resil_value_init(v);
+	value_clear(v);
 }
 
 int
@@ -637,7 +646,7 @@ resil_value_empty(resil_value *out, resil_type t, const resil_allocator *a)
 	switch (t) {
 	case RESIL_TYPE_ANY:
 	case RESIL_TYPE_VOID:
-		resil_value_init(out);
+		value_clear(out);
 		return RESIL_OK;
 	case RESIL_TYPE_BOOL:
 		*out = resil_value_bool(0);
@@ -670,7 +679,7 @@ resil_result_init(resil_result *r)
 	 * cleared, and this runs on every call of the hot path. */
 	r->err = RESIL_E_UNAVAILABLE;
 	r->source = RESIL_SOURCE_UNAVAILABLE;
-	resil_value_init(&r->value);
+	value_clear(&r->value);
 	r->rc = 0;
 	r->age = 0;
 	r->attempts = 0;
