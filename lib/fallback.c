@@ -645,77 +645,13 @@ resil_fallback_record(
 	return first;
 }
 
-/*
- * A message built in a bounded buffer, truncated exactly as snprintf
- * truncates (the longest prefix that fits, always NUL-terminated), without
- * the cost of the printf machinery on the answer path. Truncation of a
- * human-readable message is harmless.
- */
-typedef struct msg {
-	char *buf;
-	size_t size; /* > 0 */
-	size_t len;  /* < size */
-} msg;
-
-static void
-msg_start(msg *o, char *buf, size_t size)
-{
-	o->buf = buf;
-	o->size = size;
-	o->len = 0;
-	buf[0] = '\0';
-}
-
-/* Two copies so that a literal that fits, the common case, is a copy of
- * a size known at compile time (a few moves) once this is inlined. */
-static inline void
-msg_put(msg *o, const char *s, size_t n)
-{
-	size_t room = o->size - 1 - o->len;
-
-	if (n <= room) {
-		memcpy(o->buf + o->len, s, n);
-		o->len += n;
-	} else {
-		memcpy(o->buf + o->len, s, room);
-		o->len += room;
-	}
-	o->buf[o->len] = '\0';
-}
-
-/* A string literal, its length known at compile time. */
-#define MSG_LIT(o, lit) msg_put((o), (lit), sizeof(lit) - 1)
-
-static void
-msg_str(msg *o, const char *s)
-{
-	msg_put(o, s, strlen(s));
-}
-
-/* As %d. */
-static void
-msg_int(msg *o, int v)
-{
-	char tmp[16];
-	size_t i = sizeof(tmp);
-	unsigned u = v < 0 ? 0u - (unsigned)v : (unsigned)v;
-
-	do {
-		tmp[--i] = (char)('0' + u % 10u);
-		u /= 10u;
-	} while (u != 0);
-	if (v < 0)
-		tmp[--i] = '-';
-	msg_put(o, tmp + i, sizeof(tmp) - i);
-}
-
 /* "(rc N)": the user's return code in a message. */
 static void
-msg_rc(msg *o, int rc)
+msg_rc(resil__msg *o, int rc)
 {
-	MSG_LIT(o, "(rc ");
-	msg_int(o, rc);
-	MSG_LIT(o, ")");
+	RESIL__MSG_LIT(o, "(rc ");
+	resil__msg_int(o, rc);
+	RESIL__MSG_LIT(o, ")");
 }
 
 /* "<what>; original failure: <error>[ (rc N)]"; what is a literal. */
@@ -725,14 +661,14 @@ static void
 describe(
     resil_result *r, const char *what, size_t what_len, const resil_failure *f)
 {
-	msg o;
+	resil__msg o;
 
-	msg_start(&o, r->message, sizeof(r->message));
-	msg_put(&o, what, what_len);
-	MSG_LIT(&o, "; original failure: ");
-	msg_str(&o, resil_strerror(f->err));
+	resil__msg_start(&o, r->message, sizeof(r->message));
+	resil__msg_put(&o, what, what_len);
+	RESIL__MSG_LIT(&o, "; original failure: ");
+	resil__msg_str(&o, resil_strerror(f->err));
 	if (f->err == RESIL_E_CALL) {
-		MSG_LIT(&o, " ");
+		RESIL__MSG_LIT(&o, " ");
 		msg_rc(&o, f->rc);
 	}
 }
@@ -753,7 +689,7 @@ resil_fallback_recover(resil_fallback *fb, const resil_args *args,
 {
 	resil_result r;
 	resil_value v;
-	msg o;
+	resil__msg o;
 	size_t i;
 
 	if (!args_ok(args) || failure == NULL || out == NULL ||
@@ -768,8 +704,8 @@ resil_fallback_recover(resil_fallback *fb, const resil_args *args,
 		r.attempts = failure->attempts;
 		r.cause = failure->err;
 		r.cause_rc = failure->rc;
-		msg_start(&o, r.message, sizeof(r.message));
-		msg_str(&o, resil_strerror(failure->err));
+		resil__msg_start(&o, r.message, sizeof(r.message));
+		resil__msg_str(&o, resil_strerror(failure->err));
 		*out = r;
 		return r.err;
 	}
@@ -834,7 +770,7 @@ resil_fallback_call(resil_fallback *fb, const resil_args *args,
 	resil_result r;
 	resil_value v;
 	resil_outcome o;
-	msg m_;
+	resil__msg m_;
 	size_t i;
 	int rc;
 
@@ -885,16 +821,16 @@ resil_fallback_call(resil_fallback *fb, const resil_args *args,
 		r.rc = rc;
 		r.attempts = 1;
 		r.source = RESIL_SOURCE_LIVE;
-		msg_start(&m_, r.message, sizeof(r.message));
+		resil__msg_start(&m_, r.message, sizeof(r.message));
 		if (o == RESIL_OUTCOME_BUSINESS) {
 			r.err = RESIL_E_BUSINESS;
-			MSG_LIT(&m_, "business error ");
+			RESIL__MSG_LIT(&m_, "business error ");
 			msg_rc(&m_, rc);
 		} else {
 			r.err = RESIL_E_CALL;
-			MSG_LIT(&m_, "the call failed ");
+			RESIL__MSG_LIT(&m_, "the call failed ");
 			msg_rc(&m_, rc);
-			MSG_LIT(&m_, ", outcome ignored");
+			RESIL__MSG_LIT(&m_, ", outcome ignored");
 		}
 		*out = r;
 		return r.err;

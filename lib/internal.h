@@ -10,6 +10,7 @@
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <string.h>
 
 #if defined(__GNUC__)
 #define RESIL__PRINTF(f, a) __attribute__((format(printf, f, a)))
@@ -62,6 +63,70 @@ resil__thread_stripe(unsigned n)
 	if (RESIL__LIKELY(s != 0))
 		return (s - 1) & (n - 1);
 	return resil__thread_stripe_slow(n);
+}
+
+/*
+ * A message built in a bounded buffer, truncated exactly as snprintf
+ * truncates (the longest prefix that fits, always NUL-terminated), without
+ * the cost of the printf machinery on the answer path. Truncation of a
+ * human-readable message is harmless.
+ */
+typedef struct resil__msg {
+	char *buf;
+	size_t size; /* > 0 */
+	size_t len;  /* < size */
+} resil__msg;
+
+static inline void
+resil__msg_start(resil__msg *o, char *buf, size_t size)
+{
+	o->buf = buf;
+	o->size = size;
+	o->len = 0;
+	buf[0] = '\0';
+}
+
+/* Two copies so that a literal that fits, the common case, is a copy of
+ * a size known at compile time (a few moves) once this is inlined. */
+static inline void
+resil__msg_put(resil__msg *o, const char *s, size_t n)
+{
+	size_t room = o->size - 1 - o->len;
+
+	if (n <= room) {
+		memcpy(o->buf + o->len, s, n);
+		o->len += n;
+	} else {
+		memcpy(o->buf + o->len, s, room);
+		o->len += room;
+	}
+	o->buf[o->len] = '\0';
+}
+
+/* A string literal, its length known at compile time. */
+#define RESIL__MSG_LIT(o, lit) resil__msg_put((o), (lit), sizeof(lit) - 1)
+
+static inline void
+resil__msg_str(resil__msg *o, const char *s)
+{
+	resil__msg_put(o, s, strlen(s));
+}
+
+/* As %d. */
+static inline void
+resil__msg_int(resil__msg *o, int v)
+{
+	char tmp[16];
+	size_t i = sizeof(tmp);
+	unsigned u = v < 0 ? 0u - (unsigned)v : (unsigned)v;
+
+	do {
+		tmp[--i] = (char)('0' + u % 10u);
+		u /= 10u;
+	} while (u != 0);
+	if (v < 0)
+		tmp[--i] = '-';
+	resil__msg_put(o, tmp + i, sizeof(tmp) - i);
 }
 
 /*

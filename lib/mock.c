@@ -976,84 +976,20 @@ resil_mock_lookup(
 	return RESIL_OK;
 }
 
-/*
- * A message built in a bounded buffer, truncated exactly as snprintf
- * truncates (the longest prefix that fits, always NUL-terminated), without
- * the cost of the printf machinery on the answer path. Truncation of a
- * human-readable message is harmless.
- */
-typedef struct msg {
-	char *buf;
-	size_t size; /* > 0 */
-	size_t len;  /* < size */
-} msg;
-
-static void
-msg_start(msg *o, char *buf, size_t size)
-{
-	o->buf = buf;
-	o->size = size;
-	o->len = 0;
-	buf[0] = '\0';
-}
-
-/* Two copies so that a literal that fits, the common case, is a copy of
- * a size known at compile time (a few moves) once this is inlined. */
-static inline void
-msg_put(msg *o, const char *s, size_t n)
-{
-	size_t room = o->size - 1 - o->len;
-
-	if (n <= room) {
-		memcpy(o->buf + o->len, s, n);
-		o->len += n;
-	} else {
-		memcpy(o->buf + o->len, s, room);
-		o->len += room;
-	}
-	o->buf[o->len] = '\0';
-}
-
-/* A string literal, its length known at compile time. */
-#define MSG_LIT(o, lit) msg_put((o), (lit), sizeof(lit) - 1)
-
-static void
-msg_str(msg *o, const char *s)
-{
-	msg_put(o, s, strlen(s));
-}
-
-/* As %d. */
-static void
-msg_int(msg *o, int v)
-{
-	char tmp[16];
-	size_t i = sizeof(tmp);
-	unsigned u = v < 0 ? 0u - (unsigned)v : (unsigned)v;
-
-	do {
-		tmp[--i] = (char)('0' + u % 10u);
-		u /= 10u;
-	} while (u != 0);
-	if (v < 0)
-		tmp[--i] = '-';
-	msg_put(o, tmp + i, sizeof(tmp) - i);
-}
-
 static void
 describe(const resil_failure *f, char *buf, size_t size)
 {
-	msg o;
+	resil__msg o;
 
-	msg_start(&o, buf, size);
+	resil__msg_start(&o, buf, size);
 	if (f == NULL) {
-		MSG_LIT(&o, "no call (force)");
+		RESIL__MSG_LIT(&o, "no call (force)");
 	} else {
-		msg_str(&o, resil_strerror(f->err));
+		resil__msg_str(&o, resil_strerror(f->err));
 		if (f->err == RESIL_E_CALL) {
-			MSG_LIT(&o, " (rc ");
-			msg_int(&o, f->rc);
-			MSG_LIT(&o, ")");
+			RESIL__MSG_LIT(&o, " (rc ");
+			resil__msg_int(&o, f->rc);
+			RESIL__MSG_LIT(&o, ")");
 		}
 	}
 }
@@ -1078,7 +1014,7 @@ resil_mock_invoke(const resil_mock *m, const resil_args *args,
 	const bound *b;
 	resil_result r;
 	resil_value v;
-	msg o;
+	resil__msg o;
 	int rc;
 
 	if (m == NULL || args == NULL || args->method == NULL || out == NULL)
@@ -1097,13 +1033,13 @@ resil_mock_invoke(const resil_mock *m, const resil_args *args,
 		result_start(out, cause);
 		out->value = v;
 		out->err = RESIL_OK;
-		msg_start(&o, out->message, sizeof(out->message));
-		MSG_LIT(&o, "mock return");
+		resil__msg_start(&o, out->message, sizeof(out->message));
+		RESIL__MSG_LIT(&o, "mock return");
 		return RESIL_OK;
 	case RESIL_MOCK_THROW:
 		result_start(out, cause);
-		msg_start(&o, out->message, sizeof(out->message));
-		MSG_LIT(&o, RESIL_MOCK_MESSAGE);
+		resil__msg_start(&o, out->message, sizeof(out->message));
+		RESIL__MSG_LIT(&o, RESIL_MOCK_MESSAGE);
 		if (b->spec.name == NULL) {
 			out->err = RESIL_E_MOCK;
 		} else {
@@ -1126,9 +1062,9 @@ resil_mock_invoke(const resil_mock *m, const resil_args *args,
 			err = resil_value_coerce(
 			    &r.value, &v, b->type, &m->alloc, &d);
 			resil_value_free(&v);
-			msg_start(&o, r.message, sizeof(r.message));
-			MSG_LIT(&o, "mock ");
-			msg_str(&o, b->impl_name);
+			resil__msg_start(&o, r.message, sizeof(r.message));
+			RESIL__MSG_LIT(&o, "mock ");
+			resil__msg_str(&o, b->impl_name);
 			if (err == RESIL_OK) {
 				r.err = RESIL_OK;
 				break;
@@ -1137,23 +1073,23 @@ resil_mock_invoke(const resil_mock *m, const resil_args *args,
 				return err;
 			describe(cause, orig, sizeof(orig));
 			r.err = RESIL_E_CALL;
-			MSG_LIT(&o, " failed: ");
-			msg_str(&o, d.msg);
-			MSG_LIT(&o, "; original failure: ");
-			msg_str(&o, orig);
+			RESIL__MSG_LIT(&o, " failed: ");
+			resil__msg_str(&o, d.msg);
+			RESIL__MSG_LIT(&o, "; original failure: ");
+			resil__msg_str(&o, orig);
 			break;
 		}
 		resil_value_free(&v);
 		describe(cause, orig, sizeof(orig));
 		r.err = RESIL_E_CALL;
 		r.rc = rc;
-		msg_start(&o, r.message, sizeof(r.message));
-		MSG_LIT(&o, "mock ");
-		msg_str(&o, b->impl_name);
-		MSG_LIT(&o, " failed (rc ");
-		msg_int(&o, rc);
-		MSG_LIT(&o, "); original failure: ");
-		msg_str(&o, orig);
+		resil__msg_start(&o, r.message, sizeof(r.message));
+		RESIL__MSG_LIT(&o, "mock ");
+		resil__msg_str(&o, b->impl_name);
+		RESIL__MSG_LIT(&o, " failed (rc ");
+		resil__msg_int(&o, rc);
+		RESIL__MSG_LIT(&o, "); original failure: ");
+		resil__msg_str(&o, orig);
 		break;
 	}
 	default:
@@ -1173,7 +1109,7 @@ resil_mock_call(const resil_mock *m, const resil_args *args, resil_call_fn fn,
 	resil_value v;
 	resil_outcome o;
 	resil_err err;
-	msg m_;
+	resil__msg m_;
 	int rc;
 
 	if (m == NULL || args == NULL || args->method == NULL || fn == NULL ||
@@ -1199,12 +1135,12 @@ resil_mock_call(const resil_mock *m, const resil_args *args, resil_call_fn fn,
 		return RESIL_OK;
 	}
 	resil_value_free(&v);
-	msg_start(&m_, r.message, sizeof(r.message));
+	resil__msg_start(&m_, r.message, sizeof(r.message));
 	if (o == RESIL_OUTCOME_BUSINESS) {
 		r.err = RESIL_E_BUSINESS;
-		MSG_LIT(&m_, "business error (rc ");
-		msg_int(&m_, rc);
-		MSG_LIT(&m_, ")");
+		RESIL__MSG_LIT(&m_, "business error (rc ");
+		resil__msg_int(&m_, rc);
+		RESIL__MSG_LIT(&m_, ")");
 		*out = r;
 		return r.err;
 	}
@@ -1219,9 +1155,9 @@ resil_mock_call(const resil_mock *m, const resil_args *args, resil_call_fn fn,
 	/* Only when no mock answered: the message is not built for
 	 * nothing. */
 	r.err = RESIL_E_CALL;
-	MSG_LIT(&m_, "the call failed (rc ");
-	msg_int(&m_, rc);
-	MSG_LIT(&m_, ")");
+	RESIL__MSG_LIT(&m_, "the call failed (rc ");
+	resil__msg_int(&m_, rc);
+	RESIL__MSG_LIT(&m_, ")");
 	*out = r;
 	return r.err;
 }
