@@ -117,7 +117,7 @@ static inline void
 resil__msg_int(resil__msg *o, int v)
 {
 	char tmp[16];
-	size_t i = sizeof(tmp);
+	size_t i = sizeof(tmp), j, n, room;
 	unsigned u = v < 0 ? 0u - (unsigned)v : (unsigned)v;
 
 	do {
@@ -126,7 +126,16 @@ resil__msg_int(resil__msg *o, int v)
 	} while (u != 0);
 	if (v < 0)
 		tmp[--i] = '-';
-	resil__msg_put(o, tmp + i, sizeof(tmp) - i);
+	/* A byte loop, not resil__msg_put(): inlined, GCC cannot see that
+	 * a truncated copy out of tmp stays inside it (-Warray-bounds). */
+	n = sizeof(tmp) - i;
+	room = o->size - 1 - o->len;
+	if (n > room)
+		n = room;
+	for (j = 0; j < n; j++)
+		o->buf[o->len + j] = tmp[i + j];
+	o->len += n;
+	o->buf[o->len] = '\0';
 }
 
 /*
