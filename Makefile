@@ -4,7 +4,7 @@
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_BUILD = cmake --build --preset
 
-.PHONY: all deps dev demo test bench bench-instructions asan ubsan tsan format clean
+.PHONY: all deps dev demo test bench bench-build bench-instructions asan ubsan tsan format clean
 
 all: test
 
@@ -42,10 +42,13 @@ tsan: deps
 	$(CMAKE_BUILD) tsan -j $(JOBS)
 	ctest --preset tsan
 
-bench: deps
-	@sh tools/install-deps.sh python3
+# Build (only) the release preset with the benchmarks, as CI does.
+bench-build: deps
 	cmake --preset release >/dev/null
 	$(CMAKE_BUILD) release -j $(JOBS)
+
+bench: bench-build
+	@sh tools/install-deps.sh python3
 	./build/release/bench/resil_bench --benchmark_repetitions=5 \
 	  --benchmark_report_aggregates_only=true \
 	  --benchmark_out=build/bench.json --benchmark_out_format=json
