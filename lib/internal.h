@@ -139,6 +139,17 @@ resil__msg_int(resil__msg *o, int v)
 }
 
 /*
+ * The pipeline's first-attempt fast path (lib/pipeline.c). A policy with
+ * no deadline, no budget and no retry-on-result needs nothing from
+ * resil_retry_call() for a call whose first attempt succeeds but its
+ * count: resil__retry_fast_ok() says whether r is such a policy, and
+ * resil__retry_count_first_success() records that call in its metrics.
+ */
+struct resil_retry;
+int resil__retry_fast_ok(const struct resil_retry *r);
+void resil__retry_count_first_success(struct resil_retry *r);
+
+/*
  * uthash through the allocator hook. A function that touches a table
  * declares `const resil_allocator *resil__a = ...;` first.
  */

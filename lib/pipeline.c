@@ -750,6 +750,11 @@ typedef struct callstate {
 	uint64_t timeout;
 	int breaker_state;
 	uint32_t attempts;
+	/* The fast path ran attempt 1 itself and failed: the retry policy
+	 * is then handed that attempt's answer instead of a second call. */
+	int replay;
+	int replay_rc;
+	resil_err replay_status;
 } callstate;
 
 static unsigned
@@ -860,6 +865,21 @@ attempt(void *vctx, resil_retry_attempt *at, void *out)
 	return rc;
 }
 
+/* resil_retry_call's attempt after the fast path: attempt 1 is replayed
+ * from what the fast path saw; later attempts run. */
+static int
+attempt_or_replay(void *vctx, resil_retry_attempt *at, void *out)
+{
+	callstate *cs = vctx;
+
+	if (cs->replay && at->number == 1) {
+		cs->replay = 0;
+		at->status = cs->replay_status;
+		return cs->replay_rc;
+	}
+	return attempt(vctx, at, out);
+}
+
 /* The chain's mock handler: whatever mock is current when it runs. */
 static resil_verdict
 mock_handler(void *ctx, const resil_args *args, const resil_failure *failure,
@@ -965,8 +985,36 @@ resil_pipeline_call(resil_pipeline *p, const resil_args *args,
 	cs.attempts = 0;
 	resil_value_init(&cs.value);
 
+	cs.replay = 0;
 	retry = cs.m->retry != NULL ? cs.m->retry : p->retry;
-	if (retry != NULL) {
+	if (retry != NULL && resil__retry_fast_ok(retry)) {
+		/* The fast path: most calls succeed at once, and then the
+		 * policy has nothing to decide but a count. */
+		resil_retry_attempt at;
+
+		at.number = 1;
+		at.start = 0;
+		at.time_left = UINT64_MAX;
+		at.last_wait = 0;
+		at.last_rc = 0;
+		at.status = RESIL_OK;
+		res.rc = attempt(&cs, &at, &cs.value);
+		if (at.status == RESIL_OK &&
+		    resil_classify(&p->cls, res.rc, &cs.value) ==
+			RESIL_OUTCOME_SUCCESS) {
+			resil__retry_count_first_success(retry);
+			res.status = RESIL_OK;
+			res.outcome = RESIL_OUTCOME_SUCCESS;
+			res.attempts = 1;
+			rr = RESIL_OK;
+		} else {
+			cs.replay = 1;
+			cs.replay_rc = res.rc;
+			cs.replay_status = at.status;
+			rr = resil_retry_call(
+			    retry, attempt_or_replay, &cs, &cs.value, &res);
+		}
+	} else if (retry != NULL) {
 		rr = resil_retry_call(retry, attempt, &cs, &cs.value, &res);
 	} else {
 		resil_retry_attempt at;

@@ -497,6 +497,20 @@ resil_retry_call(resil_retry *r, resil_retry_fn fn, void *ctx, void *out,
 	return status;
 }
 
+int
+resil__retry_fast_ok(const resil_retry *r)
+{
+	return r->cfg.deadline_ns == 0 && !r->budget_on &&
+	    r->cfg.retry_on_result == NULL;
+}
+
+void
+resil__retry_count_first_success(resil_retry *r)
+{
+	resil__faa64(
+	    &r->stripes[resil__thread_stripe(RSTRIPES)].succeeded_first, 1);
+}
+
 resil_err
 resil_retry_next_delay(const resil_retry *r, uint32_t attempt,
     uint64_t prev_wait, double u, uint64_t *wait)

@@ -532,6 +532,53 @@ test_pipeline_method_attempts_override(void **state)
 }
 
 static void
+test_pipeline_retry_counts_on_the_fast_path(void **state)
+{
+	static const int script[] = { OK8, FAIL, OK8, BUSINESS, FAIL, FAIL,
+		FAIL };
+	fx f;
+	resil_result r;
+	resil_retry_metrics rm;
+
+	(void)state;
+	fx_init(&f, script, 7);
+	f.cfg.retry_enabled = 1;
+	f.cfg.retry.max_attempts = 3;
+	f.cfg.retry.base_delay_ns = 5;
+	fx_new(&f);
+	/* First-attempt success: no retry machinery, but counted. */
+	assert_int_equal(call(&f, "getStock", &r), RESIL_OK);
+	assert_int_equal(r.attempts, 1);
+	resil_result_free(&r);
+	/* Fail, then succeed: the failed attempt is not made twice. */
+	assert_int_equal(call(&f, "getStock", &r), RESIL_OK);
+	assert_int_equal(r.attempts, 2);
+	assert_int_equal(f.d.calls, 3);
+	assert_int_equal(resil_manual_clock_now(&f.mc), 105);
+	resil_result_free(&r);
+	/* A business error is final at once. */
+	assert_int_equal(call(&f, "getStock", &r), RESIL_E_BUSINESS);
+	assert_int_equal(f.d.calls, 4);
+	resil_result_free(&r);
+	/* Three failures: exhausted, the last attempt's own error. */
+	assert_int_equal(call(&f, "getStock", &r), RESIL_E_CALL);
+	assert_int_equal(r.attempts, 3);
+	assert_int_equal(f.d.calls, 7);
+	resil_result_free(&r);
+	assert_int_equal(resil_retry_get_metrics(
+			     resil_pipeline_retry(f.p, "getStock"), &rm),
+	    RESIL_OK);
+	assert_int_equal(rm.calls, 4);
+	assert_int_equal(rm.attempts, 7);
+	assert_int_equal(rm.succeeded_without_retry, 1);
+	assert_int_equal(rm.succeeded_after_retry, 1);
+	assert_int_equal(rm.failed_without_retry, 1);
+	assert_int_equal(rm.failed_after_retry, 1);
+	assert_int_equal(rm.exhausted, 1);
+	resil_pipeline_free(f.p);
+}
+
+static void
 test_pipeline_rate_limit_rejects_to_fallback(void **state)
 {
 	static const int script[] = { OK8, OK8, OK8 };
@@ -703,6 +750,7 @@ main(void)
 		cmocka_unit_test(test_pipeline_switch_mock_while_running),
 		cmocka_unit_test(test_pipeline_per_method_breakers),
 		cmocka_unit_test(test_pipeline_method_attempts_override),
+		cmocka_unit_test(test_pipeline_retry_counts_on_the_fast_path),
 		cmocka_unit_test(test_pipeline_rate_limit_rejects_to_fallback),
 		cmocka_unit_test(test_pipeline_events_name_stage_and_method),
 		cmocka_unit_test(test_pipeline_config_errors),
