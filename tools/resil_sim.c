@@ -341,7 +341,8 @@ write_svg(const char *path, const row *rows, size_t n)
 	}
 	fprintf(f,
 	    "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
-	    "height=\"200\" font-family=\"monospace\" font-size=\"11\">\n",
+	    "height=\"205\" font-family=\"monospace\" font-size=\"11\">\n"
+	    "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
 	    (int)(x0 + w + 40));
 	fprintf(f, "<text x=\"4\" y=\"40\">breaker</text>\n"
 		   "<text x=\"4\" y=\"110\">result</text>\n");
@@ -359,9 +360,16 @@ write_svg(const char *path, const row *rows, size_t n)
 			    xa, xb - xa, state_color(rows[i].breaker), rows[i].t,
 			    state_name(rows[i].breaker));
 	}
-	/* One mark per call, coloured by where its answer came from. */
+	/* One mark per call, coloured by where its answer came from, and
+	 * the time under the first mark of each tick. */
 	for (i = 0; i < n; i++) {
 		double x = x0 + w * ((double)(rows[i].t - t0) + 0.5) / span;
+
+		if (i == 0 || rows[i].t != rows[i - 1].t)
+			fprintf(f,
+			    "<text x=\"%.1f\" y=\"130\" "
+			    "text-anchor=\"middle\">%" PRIu64 "</text>\n",
+			    x, rows[i].t);
 
 		fprintf(f,
 		    "<circle cx=\"%.1f\" cy=\"105\" r=\"5\" fill=\"%s\">"
@@ -370,16 +378,14 @@ write_svg(const char *path, const row *rows, size_t n)
 		    resil_source_name(rows[i].source),
 		    rows[i].has_value ? rows[i].value : "-");
 	}
+	fprintf(f, "<text x=\"4\" y=\"130\">time</text>\n");
 	fprintf(f,
-	    "<text x=\"%.1f\" y=\"150\">t=%" PRIu64 "</text>"
-	    "<text x=\"%.1f\" y=\"150\" text-anchor=\"end\">t=%" PRIu64
-	    "</text>\n",
-	    x0, t0, x0 + w, t1);
-	fprintf(f,
-	    "<text x=\"%.1f\" y=\"180\">bands: CLOSED green, OPEN red, "
-	    "HALF_OPEN yellow; marks: live green, cache blue, mock purple, "
-	    "fallback orange, unavailable/error red</text>\n</svg>\n",
-	    x0);
+	    "<text x=\"%.1f\" y=\"175\">bands: breaker after each call "
+	    "(CLOSED green, OPEN red, HALF_OPEN yellow)</text>\n"
+	    "<text x=\"%.1f\" y=\"192\">marks: live green, cache blue, "
+	    "mock purple, fallback orange, unavailable or error red</text>\n"
+	    "</svg>\n",
+	    x0, x0);
 	if (fclose(f) != 0) {
 		fprintf(stderr, "%s: cannot write: %s\n", path, strerror(errno));
 		return 2;
