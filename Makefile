@@ -22,7 +22,7 @@ demo: dev
 	./build/dev/examples/inventory
 	@echo
 	./build/resil-sim examples/sim/inventory.conf examples/sim/inventory.scn \
-	  --svg build/inventory.svg
+	  --svg build/inventory.svg --metrics build/inventory.prom
 
 test: dev
 	ctest --preset dev -j $(JOBS)

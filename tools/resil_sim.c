@@ -2,7 +2,7 @@
  * resil-sim: replay a scenario against a pipeline configuration on the
  * manual clock and print the timeline; optionally draw it as SVG.
  *
- *   resil-sim CONFIG SCENARIO [--svg FILE]
+ *   resil-sim CONFIG SCENARIO [--svg FILE] [--metrics FILE]
  *
  * CONFIG is a resil configuration file (docs/config.md). SCENARIO says,
  * line by line, how the dependency behaves from a time on and which calls
@@ -23,7 +23,9 @@
  * a comment. Bad lines are refused as `file:line: message`.
  *
  * The dependency's return code 0 is a success, 400 a business error,
- * anything else a failure.
+ * anything else a failure. --metrics FILE writes the pipeline's metrics,
+ * at the end of the run, in the Prometheus text format (through a
+ * resil_registry, as a service would expose them).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -35,6 +37,7 @@
 
 #include <resil/config.h>
 #include <resil/pipeline.h>
+#include <resil/registry.h>
 
 #define MAX_LINE 512
 #define MAX_METHOD 64
@@ -328,6 +331,48 @@ source_color(const row *r)
 }
 
 static int
+write_chunk(const char *chunk, size_t n, void *ctx)
+{
+	return fwrite(chunk, 1, n, ctx) == n ? 0 : 1;
+}
+
+/* Hand p to a registry and write its metrics; p belongs to the registry
+ * afterwards (freed with it). */
+static int
+write_metrics(const char *path, resil_pipeline *p)
+{
+	resil_registry_config rcfg = resil_registry_config_default();
+	resil_registry *reg;
+	resil_diag diag;
+	FILE *f;
+	int rc = 0;
+
+	if (resil_registry_new(&reg, &rcfg, &diag) != RESIL_OK) {
+		fprintf(stderr, "resil-sim: %s\n", diag.msg);
+		resil_pipeline_free(p);
+		return 2;
+	}
+	if (resil_registry_add(reg, p, &diag) != RESIL_OK) {
+		fprintf(stderr, "resil-sim: %s\n", diag.msg);
+		resil_pipeline_free(p);
+		resil_registry_free(reg);
+		return 2;
+	}
+	f = fopen(path, "w");
+	if (f == NULL ||
+	    resil_registry_write_prometheus_cb(reg, write_chunk, f) !=
+		RESIL_OK ||
+	    fclose(f) != 0) {
+		fprintf(stderr, "%s: cannot write: %s\n", path, strerror(errno));
+		rc = 2;
+	} else {
+		fprintf(stderr, "resil-sim: metrics in %s\n", path);
+	}
+	resil_registry_free(reg);
+	return rc;
+}
+
+static int
 write_svg(const char *path, const row *rows, size_t n)
 {
 	FILE *f = fopen(path, "w");
@@ -397,6 +442,7 @@ int
 main(int argc, char **argv)
 {
 	const char *conf_path = NULL, *scn_path = NULL, *svg = NULL;
+	const char *metrics = NULL;
 	const char *dflt_method = "call";
 	resil_pipeline_config pcfg;
 	resil_manual_clock mc;
@@ -412,6 +458,8 @@ main(int argc, char **argv)
 	for (a = 1; a < argc; a++) {
 		if (strcmp(argv[a], "--svg") == 0 && a + 1 < argc)
 			svg = argv[++a];
+		else if (strcmp(argv[a], "--metrics") == 0 && a + 1 < argc)
+			metrics = argv[++a];
 		else if (conf_path == NULL)
 			conf_path = argv[a];
 		else if (scn_path == NULL)
@@ -421,7 +469,8 @@ main(int argc, char **argv)
 	}
 	if (conf_path == NULL || scn_path == NULL) {
 		fprintf(stderr,
-		    "usage: resil-sim CONFIG SCENARIO [--svg FILE]\n");
+		    "usage: resil-sim CONFIG SCENARIO [--svg FILE] "
+		    "[--metrics FILE]\n");
 		return 2;
 	}
 	if (resil_config_parse_file(&conf, conf_path, NULL, &diag) !=
@@ -516,6 +565,10 @@ main(int argc, char **argv)
 		if (rc == 0)
 			fprintf(stderr, "resil-sim: timeline picture in %s\n",
 			    svg);
+	}
+	if (rc == 0 && metrics != NULL) {
+		rc = write_metrics(metrics, p);
+		p = NULL; /* the registry had it */
 	}
 out:
 	free(rows);
