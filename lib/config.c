@@ -256,25 +256,6 @@ word_eq(const char *s, const char *w)
 	return *s == '\0' && *w == '\0';
 }
 
-static char *
-dup_n(const resil_allocator *a, const char *s, size_t n)
-{
-	char *p = resil__alloc(a, n + 1);
-
-	if (p != NULL) {
-		memcpy(p, s, n);
-		p[n] = '\0';
-	}
-	return p;
-}
-
-static void
-free_str(const resil_allocator *a, char *s)
-{
-	if (s != NULL)
-		resil__free(a, s, strlen(s) + 1);
-}
-
 /*
  * Write `origin:line: message` (or the message alone for a setting without
  * a line) into diag. The message is formatted first so that the prefix is
@@ -1025,9 +1006,9 @@ rebuild(resil_config *conf, resil_diag *diag)
 static void
 setting_free(const resil_allocator *a, setting *s)
 {
-	free_str(a, s->key);
-	free_str(a, s->value);
-	free_str(a, s->method);
+	resil__strfree(a, s->key);
+	resil__strfree(a, s->value);
+	resil__strfree(a, s->method);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -1067,8 +1048,8 @@ setting_make(resil_config *conf, setting *s, const char *key, size_t klen,
 
 	memset(s, 0, sizeof(*s));
 	s->line = line;
-	s->key = dup_n(a, key, klen);
-	s->value = dup_n(a, value, vlen);
+	s->key = resil__strndup(a, key, klen);
+	s->value = resil__strndup(a, value, vlen);
 	if (s->key == NULL || s->value == NULL)
 		goto nomem;
 	err =
@@ -1078,7 +1059,7 @@ setting_make(resil_config *conf, setting *s, const char *key, size_t klen,
 		return err;
 	}
 	if (s->def == NULL) {
-		s->method = dup_n(a, s->key, mlen);
+		s->method = resil__strndup(a, s->key, mlen);
 		if (s->method == NULL)
 			goto nomem;
 	}
@@ -1125,7 +1106,7 @@ config_alloc(resil_config **out, const char *origin,
 		return resil__diagf(
 		    diag, RESIL_E_NOMEM, "config: out of memory");
 	conf->alloc = *a;
-	conf->origin = dup_n(a, origin, strlen(origin));
+	conf->origin = resil__strndup(a, origin, strlen(origin));
 	if (conf->origin == NULL) {
 		resil__free(a, conf, sizeof(*conf));
 		return resil__diagf(
@@ -1333,7 +1314,7 @@ resil_config_free(resil_config *conf)
 	if (conf->methods != NULL)
 		resil__free(&a, conf->methods,
 		    conf->methods_cap * sizeof(*conf->methods));
-	free_str(&a, conf->origin);
+	resil__strfree(&a, conf->origin);
 	resil__free(&a, conf, sizeof(*conf));
 }
 

@@ -45,6 +45,13 @@ void resil__free(const resil_allocator *a, void *ptr, size_t size);
 resil_err resil__check_size(resil_diag *diag, const char *prefix,
     const char *type, size_t got, size_t want);
 
+/* A NUL-terminated copy of the n bytes at s (resil__strndup) or of the
+ * string s (resil__strdup; NULL gives NULL) through a, and its release
+ * (NULL is a no-op). The size given to free is strlen + 1. */
+char *resil__strndup(const resil_allocator *a, const char *s, size_t n);
+char *resil__strdup(const resil_allocator *a, const char *s);
+void resil__strfree(const resil_allocator *a, char *s);
+
 /* Write a message into diag (if not NULL) and return err. */
 resil_err resil__diagf(resil_diag *diag, resil_err err, const char *fmt, ...)
     RESIL__PRINTF(3, 4);

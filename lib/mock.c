@@ -121,25 +121,6 @@ valid_name(const char *s)
 	return n > 0 && name_bad_at(s, n) == n;
 }
 
-static char *
-dup_n(const resil_allocator *a, const char *s, size_t n)
-{
-	char *p = resil__alloc(a, n + 1);
-
-	if (p != NULL) {
-		memcpy(p, s, n);
-		p[n] = '\0';
-	}
-	return p;
-}
-
-static void
-free_str(const resil_allocator *a, char *s)
-{
-	if (s != NULL)
-		resil__free(a, s, strlen(s) + 1);
-}
-
 /* ---------------------------------------------------------------- */
 /* The parser */
 
@@ -426,7 +407,7 @@ resil_mock_parse(resil_mock_spec *out, const char *text, resil_type declared,
 				               "a letter, '_' or '$'"
 				             : "invalid character in error "
 				               "name");
-			s.name = dup_n(&s.alloc_, text + j, end - j);
+			s.name = resil__strndup(&s.alloc_, text + j, end - j);
 			if (s.name == NULL)
 				return RESIL_E_NOMEM;
 		}
@@ -444,7 +425,7 @@ resil_mock_parse(resil_mock_spec *out, const char *text, resil_type declared,
 			               "implementation name");
 	}
 	s.action = RESIL_MOCK_IMPL;
-	s.name = dup_n(&s.alloc_, text + i, n);
+	s.name = resil__strndup(&s.alloc_, text + i, n);
 	if (s.name == NULL)
 		return RESIL_E_NOMEM;
 	*out = s;
@@ -457,7 +438,7 @@ resil_mock_spec_free(resil_mock_spec *s)
 	if (s == NULL)
 		return;
 	resil_value_free(&s->value);
-	free_str(&s->alloc_, s->name);
+	resil__strfree(&s->alloc_, s->name);
 	s->name = NULL;
 	s->action = RESIL_MOCK_NONE;
 	s->mode = RESIL_MOCK_FAIL;
@@ -608,14 +589,14 @@ resil_mock_registry_free(resil_mock_registry *r)
 	HASH_ITER(hh, r->errors, e, etmp)
 	{
 		HASH_DEL(r->errors, e);
-		free_str(resil__a, e->name);
+		resil__strfree(resil__a, e->name);
 		resil__free(resil__a, e, sizeof(*e));
 	}
 	HASH_ITER(hh, r->impls, m, mtmp)
 	{
 		HASH_DEL(r->impls, m);
-		free_str(resil__a, m->name);
-		free_str(resil__a, m->service);
+		resil__strfree(resil__a, m->name);
+		resil__strfree(resil__a, m->service);
 		resil__free(resil__a, m, sizeof(*m));
 	}
 	resil__free(&r->alloc, r, sizeof(*r));
@@ -645,7 +626,7 @@ resil_mock_registry_add_error(
 	e = resil__calloc(resil__a, sizeof(*e));
 	if (e == NULL)
 		return RESIL_E_NOMEM;
-	e->name = dup_n(resil__a, name, n);
+	e->name = resil__strndup(resil__a, name, n);
 	if (e->name == NULL) {
 		resil__free(resil__a, e, sizeof(*e));
 		return RESIL_E_NOMEM;
@@ -653,7 +634,7 @@ resil_mock_registry_add_error(
 	e->code = code;
 	HASH_ADD_KEYPTR(hh, r->errors, e->name, n, e);
 	if (resil__oom) {
-		free_str(resil__a, e->name);
+		resil__strfree(resil__a, e->name);
 		resil__free(resil__a, e, sizeof(*e));
 		return RESIL_E_NOMEM;
 	}
@@ -692,11 +673,11 @@ resil_mock_registry_add_impl(resil_mock_registry *r, const char *name,
 	m = resil__calloc(resil__a, sizeof(*m));
 	if (m == NULL)
 		return RESIL_E_NOMEM;
-	m->name = dup_n(resil__a, name, n);
-	m->service = dup_n(resil__a, service, strlen(service));
+	m->name = resil__strndup(resil__a, name, n);
+	m->service = resil__strndup(resil__a, service, strlen(service));
 	if (m->name == NULL || m->service == NULL) {
-		free_str(resil__a, m->name);
-		free_str(resil__a, m->service);
+		resil__strfree(resil__a, m->name);
+		resil__strfree(resil__a, m->service);
 		resil__free(resil__a, m, sizeof(*m));
 		return RESIL_E_NOMEM;
 	}
@@ -704,8 +685,8 @@ resil_mock_registry_add_impl(resil_mock_registry *r, const char *name,
 	m->ctx = ctx;
 	HASH_ADD_KEYPTR(hh, r->impls, m->name, n, m);
 	if (resil__oom) {
-		free_str(resil__a, m->name);
-		free_str(resil__a, m->service);
+		resil__strfree(resil__a, m->name);
+		resil__strfree(resil__a, m->service);
 		resil__free(resil__a, m, sizeof(*m));
 		return RESIL_E_NOMEM;
 	}
@@ -744,7 +725,7 @@ static void
 bound_free(const resil_allocator *a, bound *b)
 {
 	resil_mock_spec_free(&b->spec);
-	free_str(a, b->impl_name);
+	resil__strfree(a, b->impl_name);
 	b->impl_name = NULL;
 }
 
@@ -790,7 +771,7 @@ bind(const resil_mock *m, const char *text, resil_type type, bound *out,
 			}
 			snprintf(b.impl_name, n + 1, "%sMock", m->service);
 		} else {
-			b.impl_name = dup_n(resil__a, name, strlen(name));
+			b.impl_name = resil__strndup(resil__a, name, strlen(name));
 			if (b.impl_name == NULL) {
 				err = RESIL_E_NOMEM;
 				goto fail;
@@ -850,11 +831,11 @@ resil_mock_new(
 		return RESIL_E_NOMEM;
 	m->alloc = *al;
 	m->registry = c.registry;
-	m->service = dup_n(al, c.service, strlen(c.service));
+	m->service = resil__strndup(al, c.service, strlen(c.service));
 	if (m->service == NULL)
 		goto nomem;
 	if (c.spec != NULL) {
-		m->spec_text = dup_n(al, c.spec, strlen(c.spec));
+		m->spec_text = resil__strndup(al, c.spec, strlen(c.spec));
 		if (m->spec_text == NULL)
 			goto nomem;
 	}
@@ -883,12 +864,12 @@ resil_mock_free(resil_mock *m)
 	{
 		HASH_DEL(m->methods, e);
 		bound_free(resil__a, &e->b);
-		free_str(resil__a, e->method);
+		resil__strfree(resil__a, e->method);
 		resil__free(resil__a, e, sizeof(*e));
 	}
 	bound_free(resil__a, &m->service_level);
-	free_str(resil__a, m->service);
-	free_str(resil__a, m->spec_text);
+	resil__strfree(resil__a, m->service);
+	resil__strfree(resil__a, m->spec_text);
 	resil__free(resil__a, m, sizeof(*m));
 }
 
@@ -920,7 +901,7 @@ resil_mock_set_method(resil_mock *m, const char *method, resil_type type,
 	e = resil__calloc(resil__a, sizeof(*e));
 	if (e == NULL)
 		goto nomem;
-	e->method = dup_n(resil__a, method, n);
+	e->method = resil__strndup(resil__a, method, n);
 	if (e->method == NULL) {
 		resil__free(resil__a, e, sizeof(*e));
 		goto nomem;
@@ -928,7 +909,7 @@ resil_mock_set_method(resil_mock *m, const char *method, resil_type type,
 	e->b = b;
 	HASH_ADD_KEYPTR(hh, m->methods, e->method, n, e);
 	if (resil__oom) {
-		free_str(resil__a, e->method);
+		resil__strfree(resil__a, e->method);
 		resil__free(resil__a, e, sizeof(*e));
 		goto nomem;
 	}

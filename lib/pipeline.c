@@ -119,28 +119,6 @@ resil_pipeline_deadline(void)
 	return tls_in_call ? tls_deadline : UINT64_MAX;
 }
 
-static char *
-dupstr(const resil_allocator *a, const char *s)
-{
-	size_t n;
-	char *d;
-
-	if (s == NULL)
-		return NULL;
-	n = strlen(s) + 1;
-	d = resil__alloc(a, n);
-	if (d != NULL)
-		memcpy(d, s, n);
-	return d;
-}
-
-static void
-freestr(const resil_allocator *a, char *s)
-{
-	if (s != NULL)
-		resil__free(a, s, strlen(s) + 1);
-}
-
 static stripe *
 my_stripe(const resil_pipeline *p)
 {
@@ -347,8 +325,8 @@ new_retry(resil_pipeline *p, const resil_pipeline_config *cfg,
 static void
 free_method(resil_pipeline *p, method *m)
 {
-	freestr(&p->alloc, m->name);
-	freestr(&p->alloc, m->mock_spec);
+	resil__strfree(&p->alloc, m->name);
+	resil__strfree(&p->alloc, m->mock_spec);
 	resil_retry_free(m->retry);
 	resil_breaker_free(m->breaker);
 }
@@ -375,14 +353,14 @@ resil_pipeline_free(resil_pipeline *p)
 		resil__free(resil__a, r, sizeof(*r));
 	}
 	resil_mock_free(p->mock);
-	freestr(resil__a, p->service_spec);
+	resil__strfree(resil__a, p->service_spec);
 	resil_fallback_free(p->fb);
 	resil_cache_free(p->cache);
 	resil_breaker_free(p->breaker);
 	resil_retry_free(p->retry);
 	resil_ratelimit_free(p->rl);
 	resil_bulkhead_free(p->bh);
-	freestr(resil__a, p->service);
+	resil__strfree(resil__a, p->service);
 	resil__free(resil__a, p->stripes_mem,
 	    sizeof(stripe) * NSTRIPES + RESIL__CACHELINE);
 	{
@@ -460,7 +438,7 @@ resil_pipeline_new(resil_pipeline **out, const resil_pipeline_config *cfg,
 	resil__spin_init(&p->mock_lock);
 	p->dflt.type = RESIL_TYPE_ANY;
 	p->dflt.timeout = cfg->timeout_ns;
-	p->service = dupstr(resil__a, cfg->service);
+	p->service = resil__strdup(resil__a, cfg->service);
 	p->stripes_mem = resil__calloc(
 	    resil__a, sizeof(stripe) * NSTRIPES + RESIL__CACHELINE);
 	if (p->service == NULL || p->stripes_mem == NULL)
@@ -518,12 +496,12 @@ resil_pipeline_new(resil_pipeline **out, const resil_pipeline_config *cfg,
 
 		if (m == NULL)
 			goto nomem;
-		m->name = dupstr(resil__a, mc->name);
+		m->name = resil__strdup(resil__a, mc->name);
 		m->type = mc->type;
 		m->timeout = mc->timeout_ns ? mc->timeout_ns : cfg->timeout_ns;
 		m->declared = 1;
 		if (mc->mock != NULL) {
-			m->mock_spec = dupstr(resil__a, mc->mock);
+			m->mock_spec = resil__strdup(resil__a, mc->mock);
 			m->mock_set = 1;
 			any_mock = 1;
 		}
@@ -557,7 +535,7 @@ resil_pipeline_new(resil_pipeline **out, const resil_pipeline_config *cfg,
 		}
 	}
 	if (cfg->mock != NULL) {
-		p->service_spec = dupstr(resil__a, cfg->mock);
+		p->service_spec = resil__strdup(resil__a, cfg->mock);
 		if (p->service_spec == NULL)
 			goto nomem;
 	}
@@ -698,11 +676,11 @@ resil_pipeline_set_mock(resil_pipeline *p, const char *name,
 			    "configuration of %s",
 			    name, name, p->service);
 	}
-	if (spec != NULL && (copy = dupstr(resil__a, spec)) == NULL)
+	if (spec != NULL && (copy = resil__strdup(resil__a, spec)) == NULL)
 		return resil__diagf(diag, RESIL_E_NOMEM, "pipeline: out of memory");
 	r = resil__alloc(resil__a, sizeof(*r));
 	if (r == NULL) {
-		freestr(resil__a, copy);
+		resil__strfree(resil__a, copy);
 		return resil__diagf(diag, RESIL_E_NOMEM, "pipeline: out of memory");
 	}
 	resil__spin_lock(&p->mock_lock);
@@ -713,18 +691,18 @@ resil_pipeline_set_mock(resil_pipeline *p, const char *name,
 		    &m, diag);
 	if (err != RESIL_OK) {
 		resil__spin_unlock(&p->mock_lock);
-		freestr(resil__a, copy);
+		resil__strfree(resil__a, copy);
 		resil__free(resil__a, r, sizeof(*r));
 		return err;
 	}
 	if (name == NULL) {
-		freestr(resil__a, p->service_spec);
+		resil__strfree(resil__a, p->service_spec);
 		p->service_spec = copy;
 	} else {
 		/* The method table is read without locks by running calls,
 		 * but only its mock_spec fields change here, and those are
 		 * read by writers alone (under mock_lock). */
-		freestr(resil__a, meth->mock_spec);
+		resil__strfree(resil__a, meth->mock_spec);
 		meth->mock_spec = copy;
 		meth->mock_set = spec != NULL;
 	}

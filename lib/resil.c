@@ -150,6 +150,31 @@ resil__free(const resil_allocator *a, void *ptr, size_t size)
 	a->free(ptr, size == 0 ? 1 : size, a->ctx);
 }
 
+char *
+resil__strndup(const resil_allocator *a, const char *s, size_t n)
+{
+	char *p = resil__alloc(a, n + 1);
+
+	if (p != NULL) {
+		memcpy(p, s, n);
+		p[n] = '\0';
+	}
+	return p;
+}
+
+char *
+resil__strdup(const resil_allocator *a, const char *s)
+{
+	return s == NULL ? NULL : resil__strndup(a, s, strlen(s));
+}
+
+void
+resil__strfree(const resil_allocator *a, char *s)
+{
+	if (s != NULL)
+		resil__free(a, s, strlen(s) + 1);
+}
+
 resil_err
 resil__diagf(resil_diag *diag, resil_err err, const char *fmt, ...)
 {
