@@ -31,6 +31,7 @@ typedef struct method {
 	resil_retry *retry;     /* own policy, or NULL: the service's */
 	resil_breaker *breaker; /* own breaker, or NULL: the service's */
 	int declared;           /* from the configuration */
+	int retry_fast; /* its policy allows the first-attempt fast path */
 	UT_hash_handle hh;
 } method;
 
@@ -417,6 +418,7 @@ resil_pipeline_new(resil_pipeline **out, const resil_pipeline_config *cfg,
 	uintptr_t sp;
 	size_t i;
 	int any_mock;
+	method *it, *tmp;
 
 	if (out == NULL)
 		return resil__diagf(diag, RESIL_E_INVAL, "pipeline: out is NULL");
@@ -557,6 +559,14 @@ resil_pipeline_new(resil_pipeline **out, const resil_pipeline_config *cfg,
 	err = resil_fallback_add_handler(p->fb, mock_handler, p);
 	if (err != RESIL_OK)
 		goto fail;
+	/* Decided once: whether a method's policy allows the fast path. */
+	p->dflt.retry_fast = p->retry != NULL && resil__retry_fast_ok(p->retry);
+	HASH_ITER(hh, p->methods, it, tmp)
+	{
+		resil_retry *r = it->retry != NULL ? it->retry : p->retry;
+
+		it->retry_fast = r != NULL && resil__retry_fast_ok(r);
+	}
 	*out = p;
 	return RESIL_OK;
 nomem:
@@ -728,6 +738,7 @@ typedef struct callstate {
 	uint64_t timeout;
 	int breaker_state;
 	uint32_t attempts;
+	resil_outcome outcome; /* of the last attempt, as the breaker saw it */
 	/* The fast path ran attempt 1 itself and failed: the retry policy
 	 * is then handed that attempt's answer instead of a second call. */
 	int replay;
@@ -774,6 +785,7 @@ attempt(void *vctx, resil_retry_attempt *at, void *out)
 		if (resil_breaker_acquire(cs->breaker, &permit) != RESIL_OK) {
 			cs->breaker_state =
 			    (int)resil_breaker_get_state(cs->breaker);
+			cs->outcome = RESIL_OUTCOME_FAILURE;
 			at->status = RESIL_E_OPEN;
 			return 0;
 		}
@@ -785,6 +797,7 @@ attempt(void *vctx, resil_retry_attempt *at, void *out)
 			cs->breaker_state =
 			    (int)resil_breaker_get_state(cs->breaker);
 		}
+		cs->outcome = RESIL_OUTCOME_FAILURE;
 		at->status = RESIL_E_LIMITED;
 		return 0;
 	}
@@ -794,6 +807,7 @@ attempt(void *vctx, resil_retry_attempt *at, void *out)
 			cs->breaker_state =
 			    (int)resil_breaker_get_state(cs->breaker);
 		}
+		cs->outcome = RESIL_OUTCOME_FAILURE;
 		at->status = RESIL_E_LIMITED;
 		return 0;
 	}
@@ -840,7 +854,28 @@ attempt(void *vctx, resil_retry_attempt *at, void *out)
 	}
 	if (p->bh != NULL)
 		resil_bulkhead_complete(p->bh, outcome, dur);
+	cs->outcome = outcome;
 	return rc;
+}
+
+/* Attempt 1 run by the pipeline itself (no retry policy, or its fast
+ * path), reported as resil_retry_call would. */
+static resil_err
+first_attempt(callstate *cs, resil_retry_result *res)
+{
+	resil_retry_attempt at;
+
+	at.number = 1;
+	at.start = 0;
+	at.time_left = UINT64_MAX;
+	at.last_wait = 0;
+	at.last_rc = 0;
+	at.status = RESIL_OK;
+	res->rc = attempt(cs, &at, &cs->value);
+	res->status = at.status;
+	res->outcome = cs->outcome;
+	res->attempts = 1;
+	return at.status;
 }
 
 /* resil_retry_call's attempt after the fast path: attempt 1 is replayed
@@ -965,49 +1000,23 @@ resil_pipeline_call(resil_pipeline *p, const resil_args *args,
 
 	cs.replay = 0;
 	retry = cs.m->retry != NULL ? cs.m->retry : p->retry;
-	if (retry != NULL && resil__retry_fast_ok(retry)) {
+	if (retry == NULL) {
+		rr = first_attempt(&cs, &res);
+	} else if (cs.m->retry_fast) {
 		/* The fast path: most calls succeed at once, and then the
 		 * policy has nothing to decide but a count. */
-		resil_retry_attempt at;
-
-		at.number = 1;
-		at.start = 0;
-		at.time_left = UINT64_MAX;
-		at.last_wait = 0;
-		at.last_rc = 0;
-		at.status = RESIL_OK;
-		res.rc = attempt(&cs, &at, &cs.value);
-		if (at.status == RESIL_OK &&
-		    resil_classify(&p->cls, res.rc, &cs.value) ==
-			RESIL_OUTCOME_SUCCESS) {
+		rr = first_attempt(&cs, &res);
+		if (rr == RESIL_OK && res.outcome == RESIL_OUTCOME_SUCCESS) {
 			resil__retry_count_first_success(retry);
-			res.status = RESIL_OK;
-			res.outcome = RESIL_OUTCOME_SUCCESS;
-			res.attempts = 1;
-			rr = RESIL_OK;
 		} else {
 			cs.replay = 1;
 			cs.replay_rc = res.rc;
-			cs.replay_status = at.status;
+			cs.replay_status = res.status;
 			rr = resil_retry_call(
 			    retry, attempt_or_replay, &cs, &cs.value, &res);
 		}
-	} else if (retry != NULL) {
-		rr = resil_retry_call(retry, attempt, &cs, &cs.value, &res);
 	} else {
-		resil_retry_attempt at;
-
-		memset(&at, 0, sizeof(at));
-		at.number = 1;
-		at.time_left = UINT64_MAX;
-		at.status = RESIL_OK;
-		res.rc = attempt(&cs, &at, &cs.value);
-		res.status = at.status;
-		res.outcome = at.status != RESIL_OK
-		    ? RESIL_OUTCOME_FAILURE
-		    : resil_classify(&p->cls, res.rc, &cs.value);
-		res.attempts = 1;
-		rr = at.status == RESIL_OK ? RESIL_OK : at.status;
+		rr = resil_retry_call(retry, attempt, &cs, &cs.value, &res);
 	}
 	tls_deadline = UINT64_MAX;
 

@@ -295,7 +295,7 @@ snap_free(const resil_allocator *a, snapshot *s)
 static size_t
 collect_breakers(resil_pipeline *p, bsnap *out)
 {
-	size_t i, j, n = 0, nm = resil_pipeline_method_count(p);
+	size_t i, n = 0, nm = resil_pipeline_method_count(p);
 	resil_breaker *svc = resil_pipeline_breaker(p, NULL);
 
 	if (svc != NULL) {
@@ -306,15 +306,9 @@ collect_breakers(resil_pipeline *p, bsnap *out)
 	for (i = 0; i < nm; i++) {
 		const char *name = resil_pipeline_method_name(p, i);
 		resil_breaker *b = resil_pipeline_breaker(p, name);
-		int dup = b == NULL || b == svc;
-
-		/* Distinct methods never share a breaker of their own, but
-		 * compare anyway: listing one breaker twice would double
-		 * count it. */
-		for (j = 0; j < i && !dup; j++)
-			dup = resil_pipeline_breaker(
-			          p, resil_pipeline_method_name(p, j)) == b;
-		if (dup)
+		/* A method's own breaker is its alone (the pipeline makes one
+		 * per declared method); others resolve to the service's. */
+		if (b == NULL || b == svc)
 			continue;
 		out[n].method = name;
 		resil_breaker_get_metrics(b, &out[n].m);
@@ -326,7 +320,7 @@ collect_breakers(resil_pipeline *p, bsnap *out)
 static size_t
 collect_retries(resil_pipeline *p, rsnap *out)
 {
-	size_t i, j, n = 0, nm = resil_pipeline_method_count(p);
+	size_t i, n = 0, nm = resil_pipeline_method_count(p);
 	resil_retry *svc = resil_pipeline_retry(p, NULL);
 
 	if (svc != NULL) {
@@ -337,12 +331,7 @@ collect_retries(resil_pipeline *p, rsnap *out)
 	for (i = 0; i < nm; i++) {
 		const char *name = resil_pipeline_method_name(p, i);
 		resil_retry *r = resil_pipeline_retry(p, name);
-		int dup = r == NULL || r == svc;
-
-		for (j = 0; j < i && !dup; j++)
-			dup = resil_pipeline_retry(
-			          p, resil_pipeline_method_name(p, j)) == r;
-		if (dup)
+		if (r == NULL || r == svc) /* as for breakers, above */
 			continue;
 		out[n].method = name;
 		resil_retry_get_metrics(r, &out[n].m);
