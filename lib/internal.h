@@ -146,6 +146,57 @@ resil__msg_int(resil__msg *o, int v)
 }
 
 /*
+ * An output cursor with snprintf's contract, for printers that return the
+ * length of the whole text: it stores what fits (keeping room for the
+ * NUL) and counts everything; resil__out_finish() terminates and returns
+ * the full length. size may be 0 (buf then untouched).
+ */
+typedef struct resil__out {
+	char *buf;
+	size_t size;
+	size_t len;
+} resil__out;
+
+static inline void
+resil__out_start(resil__out *o, char *buf, size_t size)
+{
+	o->buf = buf;
+	o->size = buf == NULL ? 0 : size;
+	o->len = 0;
+}
+
+static inline void
+resil__out_c(resil__out *o, char c)
+{
+	if (o->size > 0 && o->len + 1 < o->size)
+		o->buf[o->len] = c;
+	o->len++;
+}
+
+static inline void
+resil__out_s(resil__out *o, const char *s, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		resil__out_c(o, s[i]);
+}
+
+static inline void
+resil__out_z(resil__out *o, const char *s)
+{
+	resil__out_s(o, s, strlen(s));
+}
+
+static inline size_t
+resil__out_finish(resil__out *o)
+{
+	if (o->size > 0)
+		o->buf[o->len < o->size ? o->len : o->size - 1] = '\0';
+	return o->len;
+}
+
+/*
  * The pipeline's first-attempt fast path (lib/pipeline.c). A policy with
  * no deadline, no budget and no retry-on-result needs nothing from
  * resil_retry_call() for a call whose first attempt succeeds but its

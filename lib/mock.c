@@ -444,81 +444,53 @@ resil_mock_spec_free(resil_mock_spec *s)
 	s->mode = RESIL_MOCK_FAIL;
 }
 
-typedef struct out_buf {
-	char *buf;
-	size_t size;
-	size_t len;
-} out_buf;
-
-static void
-put_s(out_buf *o, const char *s, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		if (o->size > 0 && o->len + 1 < o->size)
-			o->buf[o->len] = s[i];
-		o->len++;
-	}
-}
-
-static void
-put_z(out_buf *o, const char *s)
-{
-	put_s(o, s, strlen(s));
-}
-
 size_t
 resil_mock_spec_format(const resil_mock_spec *s, char *buf, size_t size)
 {
-	out_buf o;
+	resil__out o;
 
-	o.buf = buf;
-	o.size = buf == NULL ? 0 : size;
-	o.len = 0;
+	resil__out_start(&o, buf, size);
 	if (s == NULL || s->action == RESIL_MOCK_NONE) {
-		put_z(&o, "false");
+		resil__out_z(&o, "false");
 	} else {
-		put_z(&o, s->mode == RESIL_MOCK_FORCE ? "force:" : "fail:");
+		resil__out_z(&o, s->mode == RESIL_MOCK_FORCE ? "force:" : "fail:");
 		switch (s->action) {
 		case RESIL_MOCK_RETURN:
-			put_z(&o, "return ");
+			resil__out_z(&o, "return ");
 			if (s->value.type == RESIL_VALUE_STRING ||
 			    s->value.type == RESIL_VALUE_BYTES) {
 				/* Raw between quotes: the parser takes
 				 * everything between the outer quotes. */
-				put_s(&o, "\"", 1);
-				put_s(&o, s->value.u.s.ptr, s->value.u.s.len);
-				put_s(&o, "\"", 1);
+				resil__out_s(&o, "\"", 1);
+				resil__out_s(&o, s->value.u.s.ptr, s->value.u.s.len);
+				resil__out_s(&o, "\"", 1);
 			} else {
 				char tmp[48];
 				size_t n = resil_value_format(
 				    &s->value, tmp, sizeof(tmp));
 
 				if (n < sizeof(tmp))
-					put_s(&o, tmp, n);
+					resil__out_s(&o, tmp, n);
 				else
-					put_s(&o, s->value.u.s.ptr,
+					resil__out_s(&o, s->value.u.s.ptr,
 					    s->value.u.s.len);
 			}
 			break;
 		case RESIL_MOCK_THROW:
-			put_z(&o, "throw");
+			resil__out_z(&o, "throw");
 			if (s->name != NULL) {
-				put_z(&o, " ");
-				put_z(&o, s->name);
+				resil__out_z(&o, " ");
+				resil__out_z(&o, s->name);
 			}
 			break;
 		case RESIL_MOCK_IMPL:
-			put_z(&o, s->name != NULL ? s->name : "default");
+			resil__out_z(&o, s->name != NULL ? s->name : "default");
 			break;
 		default:
-			put_z(&o, "?");
+			resil__out_z(&o, "?");
 		}
 	}
-	if (o.size > 0)
-		o.buf[o.len < o.size ? o.len : o.size - 1] = '\0';
-	return o.len;
+	return resil__out_finish(&o);
 }
 
 int

@@ -285,39 +285,6 @@ resil_value_heap_size(const resil_value *v)
 	return v->u.s.len + 1;
 }
 
-/* An output cursor that counts what it could not store, for snprintf-like
- * printers. */
-typedef struct out_buf {
-	char *buf;
-	size_t size;
-	size_t len;
-} out_buf;
-
-static void
-put_c(out_buf *o, char c)
-{
-	if (o->size > 0 && o->len + 1 < o->size)
-		o->buf[o->len] = c;
-	o->len++;
-}
-
-static void
-put_s(out_buf *o, const char *s, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		put_c(o, s[i]);
-}
-
-static size_t
-finish(out_buf *o)
-{
-	if (o->size > 0)
-		o->buf[o->len < o->size ? o->len : o->size - 1] = '\0';
-	return o->len;
-}
-
 /* The shortest %.*g text that reads back to d, with ".0" added when it
  * would otherwise read as an integer. */
 static void
@@ -350,96 +317,94 @@ format_double(double d, char *tmp, size_t size)
 }
 
 static void
-put_json_string(out_buf *o, const char *s, size_t n)
+put_json_string(resil__out *o, const char *s, size_t n)
 {
 	static const char hex[] = "0123456789abcdef";
 	size_t i;
 
-	put_c(o, '"');
+	resil__out_c(o, '"');
 	for (i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)s[i];
 
 		switch (c) {
 		case '"':
-			put_s(o, "\\\"", 2);
+			resil__out_s(o, "\\\"", 2);
 			break;
 		case '\\':
-			put_s(o, "\\\\", 2);
+			resil__out_s(o, "\\\\", 2);
 			break;
 		case '\n':
-			put_s(o, "\\n", 2);
+			resil__out_s(o, "\\n", 2);
 			break;
 		case '\r':
-			put_s(o, "\\r", 2);
+			resil__out_s(o, "\\r", 2);
 			break;
 		case '\t':
-			put_s(o, "\\t", 2);
+			resil__out_s(o, "\\t", 2);
 			break;
 		default:
 			if (c < 0x20) {
-				put_s(o, "\\u00", 4);
-				put_c(o, hex[c >> 4]);
-				put_c(o, hex[c & 15]);
+				resil__out_s(o, "\\u00", 4);
+				resil__out_c(o, hex[c >> 4]);
+				resil__out_c(o, hex[c & 15]);
 			} else {
-				put_c(o, (char)c);
+				resil__out_c(o, (char)c);
 			}
 		}
 	}
-	put_c(o, '"');
+	resil__out_c(o, '"');
 }
 
 size_t
 resil_value_format(const resil_value *v, char *buf, size_t size)
 {
 	static const char hex[] = "0123456789abcdef";
-	out_buf o;
+	resil__out o;
 	char tmp[40];
 	size_t i;
 
-	o.buf = buf;
-	o.size = buf == NULL ? 0 : size;
-	o.len = 0;
+	resil__out_start(&o, buf, size);
 	if (v == NULL) {
-		put_s(&o, "null", 4);
-		return finish(&o);
+		resil__out_s(&o, "null", 4);
+		return resil__out_finish(&o);
 	}
 	switch (v->type) {
 	case RESIL_VALUE_NULL:
-		put_s(&o, "null", 4);
+		resil__out_s(&o, "null", 4);
 		break;
 	case RESIL_VALUE_BOOL:
 		if (v->u.b)
-			put_s(&o, "true", 4);
+			resil__out_s(&o, "true", 4);
 		else
-			put_s(&o, "false", 5);
+			resil__out_s(&o, "false", 5);
 		break;
 	case RESIL_VALUE_INT:
 		snprintf(tmp, sizeof(tmp), "%" PRId64, v->u.i);
-		put_s(&o, tmp, strlen(tmp));
+		resil__out_s(&o, tmp, strlen(tmp));
 		break;
 	case RESIL_VALUE_DOUBLE:
 		format_double(v->u.d, tmp, sizeof(tmp));
-		put_s(&o, tmp, strlen(tmp));
+		resil__out_s(&o, tmp, strlen(tmp));
 		break;
 	case RESIL_VALUE_STRING:
 		put_json_string(&o, v->u.s.ptr, v->u.s.len);
 		break;
 	case RESIL_VALUE_BYTES:
-		put_s(&o, "0x", 2);
+		resil__out_s(&o, "0x", 2);
 		for (i = 0; i < v->u.s.len; i++) {
 			unsigned char c = (unsigned char)v->u.s.ptr[i];
 
-			put_c(&o, hex[c >> 4]);
-			put_c(&o, hex[c & 15]);
+			resil__out_c(&o, hex[c >> 4]);
+			resil__out_c(&o, hex[c & 15]);
 		}
 		break;
 	case RESIL_VALUE_JSON:
-		put_s(&o, v->u.s.ptr, v->u.s.len);
+		resil__out_s(&o, v->u.s.ptr, v->u.s.len);
 		break;
 	default:
-		put_s(&o, "?", 1);
+		resil__out_s(&o, "?", 1);
 	}
-	return finish(&o);
+	return resil__out_finish(&o);
 }
 
 /* Parse all of s[0..len) as a decimal int64; 0 on success. */
@@ -607,25 +572,21 @@ resil_value_coerce(resil_value *out, const resil_value *in, resil_type t,
 		    (in->type == RESIL_VALUE_DOUBLE && isfinite(in->u.d)))
 			return scalar_text(out, in, RESIL_VALUE_JSON, a);
 		if (in->type == RESIL_VALUE_STRING) {
-			out_buf o;
+			resil__out o;
 			char *tmp;
 			size_t n;
 			resil_err err;
 			const resil_allocator *al = resil__allocator(a);
 
-			o.buf = NULL;
-			o.size = 0;
-			o.len = 0;
+			resil__out_start(&o, NULL, 0);
 			put_json_string(&o, in->u.s.ptr, in->u.s.len);
 			n = o.len;
 			tmp = resil__alloc(al, n + 1);
 			if (tmp == NULL)
 				return RESIL_E_NOMEM;
-			o.buf = tmp;
-			o.size = n + 1;
-			o.len = 0;
+			resil__out_start(&o, tmp, n + 1);
 			put_json_string(&o, in->u.s.ptr, in->u.s.len);
-			finish(&o);
+			resil__out_finish(&o);
 			err = set_heap(out, RESIL_VALUE_JSON, tmp, n, a);
 			resil__free(al, tmp, n + 1);
 			return err;
