@@ -127,6 +127,8 @@ static const keydef keys[] = {
 	INT("retry.deadline", K_DUR, ST_RETRY, 0, retry.deadline_ns, 0,
 	    UINT64_MAX),
 	INT("retry.on_open", K_BOOL, ST_RETRY, 0, retry.retry_on_open, 0, 1),
+	INT("retry.on_limited", K_BOOL, ST_RETRY, 0, retry.retry_on_limited, 0,
+	    1),
 	INT("retry.fail_after_max_attempts", K_BOOL, ST_RETRY, 0,
 	    retry.fail_after_max_attempts, 0, 1),
 	DBL("retry.budget_ratio", ST_RETRY, retry.budget_ratio, 0.0, 1000.0),

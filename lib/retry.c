@@ -404,10 +404,15 @@ resil_retry_call(resil_retry *r, resil_retry_fn fn, void *ctx, void *out,
 		} else {
 			/* A lower layer answered for the call; to the caller
 			 * it is a failed call. A rejection is retried only on
-			 * request: retrying into an open breaker just burns
-			 * attempts. */
+			 * request: retrying into an open breaker or a full
+			 * limit just burns attempts. */
 			outcome = RESIL_OUTCOME_FAILURE;
-			want = status != RESIL_E_OPEN || cfg->retry_on_open;
+			if (status == RESIL_E_OPEN)
+				want = cfg->retry_on_open;
+			else if (status == RESIL_E_LIMITED)
+				want = cfg->retry_on_limited;
+			else
+				want = 1;
 		}
 		if (!want) {
 			stop = RESIL_RETRY_STOP_FINAL;

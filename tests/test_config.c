@@ -145,6 +145,7 @@ test_config_every_key(void **state)
 	             "retry.seed=18446744073709551615\n"
 	             "retry.deadline=30s\n"
 	             "retry.on_open=on\n"
+	             "retry.on_limited=yes\n"
 	             "retry.fail_after_max_attempts=1\n"
 	             "retry.budget_ratio=0.2\n"
 	             "retry.budget_max_tokens=50\n"
@@ -198,6 +199,7 @@ test_config_every_key(void **state)
 	assert_true(pc->retry.seed == UINT64_MAX);
 	assert_int_equal(pc->retry.deadline_ns, 30 * RESIL_NS_PER_SEC);
 	assert_int_equal(pc->retry.retry_on_open, 1);
+	assert_int_equal(pc->retry.retry_on_limited, 1);
 	assert_int_equal(pc->retry.fail_after_max_attempts, 1);
 	assert_true(pc->retry.budget_ratio == 0.2);
 	assert_int_equal(pc->retry.budget_max_tokens, 50);

@@ -699,7 +699,22 @@ test_retry_open_not_retried_unless_configured(void **state)
 	    "Tried 1 time, not retryable. Last error is: rejected: circuit "
 	    "breaker open");
 
-	/* Other answers of a lower layer are failures: retried. */
+	/* A timeout is a failure: retried. A limiter's rejection is final
+	 * by default, like the breaker's. */
+	script_init(&s, &f.mc, zero, 1);
+	s.statuses = timeout_then_ok;
+	s.nstatuses = 3;
+	assert_int_equal(
+	    resil_retry_call(f.r, scripted, &s, NULL, &res), RESIL_E_LIMITED);
+	assert_int_equal(s.calls, 2);
+	assert_int_equal(res.stop, RESIL_RETRY_STOP_FINAL);
+	assert_int_equal(f.events[0].status, RESIL_E_TIMEOUT);
+	resil_retry_free(f.r);
+
+	/* With retry_on_limited it is retried like a failure. */
+	fixture_init(&f, 0);
+	f.cfg.retry_on_limited = 1;
+	fixture_new(&f);
 	script_init(&s, &f.mc, zero, 1);
 	s.statuses = timeout_then_ok;
 	s.nstatuses = 3;

@@ -13,8 +13,9 @@
  *
  * What is retried: a FAILURE outcome (narrowed by retry_on_failure), a
  * SUCCESS whose result retry_on_result asks to retry (an empty answer, for
- * example), a lower layer's answer other than RESIL_E_OPEN (a timeout, a
- * limiter's RESIL_E_LIMITED), and RESIL_E_OPEN only with retry_on_open.
+ * example), a lower layer's answer other than a rejection (a timeout, say),
+ * RESIL_E_OPEN only with retry_on_open and RESIL_E_LIMITED only with
+ * retry_on_limited.
  * Never a BUSINESS or an IGNORED outcome.
  *
  * The wait before attempt n + 1 (n >= 1 is the attempt that failed):
@@ -77,7 +78,8 @@ typedef enum resil_retry_jitter {
 typedef enum resil_retry_stop {
 	/* The last outcome was final: a success, a business or ignored
 	 * outcome, a failure retry_on_failure declined, or a rejection
-	 * (RESIL_E_OPEN) without retry_on_open. */
+	 * (RESIL_E_OPEN without retry_on_open, RESIL_E_LIMITED without
+	 * retry_on_limited). */
 	RESIL_RETRY_STOP_FINAL = 0,
 	RESIL_RETRY_STOP_EXHAUSTED = 1, /* max_attempts made */
 	/* The next attempt would not start before the deadline. */
@@ -105,8 +107,9 @@ typedef struct resil_retry_attempt {
 	 * Out: RESIL_OK (the default) when the call ran and its return code
 	 * is the user's. A layer below that answers for the call sets it:
 	 * RESIL_E_OPEN when a breaker rejected it (not retried unless
-	 * retry_on_open), any other code (RESIL_E_TIMEOUT, RESIL_E_LIMITED,
-	 * ...) for a failure that is retried like one.
+	 * retry_on_open), RESIL_E_LIMITED when a limiter did (not retried
+	 * unless retry_on_limited), any other code (RESIL_E_TIMEOUT, ...) for
+	 * a failure that is retried like one.
 	 */
 	resil_err status;
 } resil_retry_attempt;
@@ -208,6 +211,11 @@ typedef struct resil_retry_config {
 
 	const resil_allocator *alloc; /* NULL: malloc() and free() */
 	const resil_clock *clock;     /* NULL: the monotonic system clock */
+
+	/* Nonzero: retry RESIL_E_LIMITED rejections (a rate limiter or a
+	 * bulkhead below said no). Off by default, like retry_on_open:
+	 * retrying into a limit only spends attempts and budget. */
+	int retry_on_limited;
 } resil_retry_config;
 
 /*
