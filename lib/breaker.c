@@ -14,13 +14,29 @@
  * to (new state, episode + 1, TRANSIT). Exactly one thread wins it. The
  * winner alone then writes the new state's fields (entry time, OPEN wait,
  * emptied counts), tells the listener, and publishes the word without
- * TRANSIT. While TRANSIT is set, acquires are rejected and outcomes are
- * stale (their episode is the old one), so nothing can observe half-reset
- * counts, and listener calls are strictly ordered.
+ * TRANSIT. While TRANSIT is set, acquires wait for it to clear (a few
+ * stores and the listener call) and then decide on the new state, so a
+ * transition in progress never turns a call away by itself; outcomes of
+ * the old episode are stale. Nothing can observe half-reset counts, and
+ * listener calls are strictly ordered.
+ *
+ * An outcome must never land in the window of a later episode. A record
+ * that will write window or probe state announces itself first: it adds
+ * one to its stripe's `active[episode & 1]`, then re-reads the word; only
+ * if the episode is still its permit's does it write, and it withdraws the
+ * announcement when done. The owner of a transition out of episode E,
+ * after its compare-and-swap and before it empties any count, waits until
+ * no announcement for E's parity is left. Both sides are sequentially
+ * consistent read-modify-writes followed by a load (Dekker's pattern), so
+ * either the record sees the new episode and writes nothing, or the owner
+ * sees the announcement and waits for the write to finish. The announced
+ * stretch contains no clock read, no callback and no wait, so it is a few
+ * instructions long; a record reads its clock before it announces.
  */
 #include <resil/breaker.h>
 
 #include <math.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -67,7 +83,8 @@ typedef struct stripe {
 	uint64_t ignored;
 	uint64_t rejections;
 	uint64_t stale;
-	uint64_t pad[2];
+	/* Records writing window or probe state now, by episode parity. */
+	uint64_t active[2];
 } stripe;
 
 typedef struct bucket {
@@ -106,10 +123,10 @@ struct resil_breaker {
 	resil_allocator alloc;
 	resil_clock clock;
 	size_t alloc_size;
-	uint32_t min_calls;   /* capped at a count window's size */
-	bool timing;          /* slow-call detection needs durations */
-	bool rate_triggers;   /* a failure or slow rate is configured */
-	void *mem;            /* the allocation; st is aligned inside it */
+	uint32_t min_calls; /* capped at a count window's size */
+	bool timing;        /* slow-call detection needs durations */
+	bool rate_triggers; /* a failure or slow rate is configured */
+	void *mem;          /* the allocation; st is aligned inside it */
 	struct bstate *st;
 	uint8_t *slots;
 	/* TIME: NSTRIPES arrays of window_size buckets, stride apart (a
@@ -118,6 +135,11 @@ struct resil_breaker {
 	bucket *buckets;
 	uint32_t stride;
 };
+
+/* The breaker whose listener this thread is running, if any: a listener
+ * that calls back into its own breaker in a way that would wait for the
+ * transition it is part of gets RESIL_E_MISUSE instead of a hang. */
+static RESIL__TLS const resil_breaker *in_listener;
 
 /* ---- the state word ---- */
 
@@ -226,10 +248,12 @@ resil_breaker_config_validate(
     const resil_breaker_config *cfg, resil_diag *diag)
 {
 	if (cfg == NULL)
-		return resil__diagf(diag, RESIL_E_INVAL, "breaker: config is NULL");
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "breaker: config is NULL");
 	if (cfg->size != sizeof(resil_breaker_config))
-		return resil__check_size(diag, "breaker", "resil_breaker_config",
-		    cfg->size, sizeof(resil_breaker_config));
+		return resil__check_size(diag, "breaker",
+		    "resil_breaker_config", cfg->size,
+		    sizeof(resil_breaker_config));
 	if (cfg->consecutive_failures == 0 && cfg->failure_rate_pct == 0 &&
 	    cfg->slow_rate_pct == 0)
 		return resil__diagf(diag, RESIL_E_INVAL,
@@ -250,7 +274,8 @@ resil_breaker_config_validate(
 	if (cfg->window_type != RESIL_WINDOW_COUNT &&
 	    cfg->window_type != RESIL_WINDOW_TIME)
 		return resil__diagf(diag, RESIL_E_INVAL,
-		    "breaker.window_type: %d is neither RESIL_WINDOW_COUNT nor "
+		    "breaker.window_type: %d is neither RESIL_WINDOW_COUNT "
+		    "nor "
 		    "RESIL_WINDOW_TIME",
 		    (int)cfg->window_type);
 	if (cfg->window_type == RESIL_WINDOW_COUNT &&
@@ -272,7 +297,7 @@ resil_breaker_config_validate(
 		    "breaker.min_calls: 0 must be >= 1 when a rate trigger "
 		    "is set");
 	if (!(cfg->open_wait_multiplier >= 1.0 &&
-		cfg->open_wait_multiplier <= 1000.0))
+	        cfg->open_wait_multiplier <= 1000.0))
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "breaker.open_wait_multiplier: %g is out of range "
 		    "1.0..1000.0",
@@ -299,8 +324,8 @@ resil_breaker_config_validate(
 }
 
 resil_err
-resil_breaker_new(resil_breaker **out, const resil_breaker_config *cfg,
-    resil_diag *diag)
+resil_breaker_new(
+    resil_breaker **out, const resil_breaker_config *cfg, resil_diag *diag)
 {
 	resil_breaker *b;
 	const resil_allocator *a;
@@ -309,14 +334,16 @@ resil_breaker_new(resil_breaker **out, const resil_breaker_config *cfg,
 	resil_err err;
 
 	if (out == NULL)
-		return resil__diagf(diag, RESIL_E_INVAL, "breaker: out is NULL");
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "breaker: out is NULL");
 	err = resil_breaker_config_validate(cfg, diag);
 	if (err != RESIL_OK)
 		return err;
 	a = resil__allocator(cfg->alloc);
 	b = resil__alloc(a, sizeof(*b));
 	if (b == NULL)
-		return resil__diagf(diag, RESIL_E_NOMEM, "breaker: out of memory");
+		return resil__diagf(
+		    diag, RESIL_E_NOMEM, "breaker: out of memory");
 	memset(b, 0, sizeof(*b));
 	memcpy(&b->cfg, cfg, sizeof(b->cfg));
 	b->alloc = *a;
@@ -327,8 +354,8 @@ resil_breaker_new(resil_breaker **out, const resil_breaker_config *cfg,
 	if (cfg->window_type == RESIL_WINDOW_COUNT)
 		window_bytes = cfg->window_size;
 	else
-		window_bytes = (size_t)(((cfg->window_size + 1u) & ~1u) *
-				   NSTRIPES) *
+		window_bytes =
+		    (size_t)(((cfg->window_size + 1u) & ~1u) * NSTRIPES) *
 		    sizeof(bucket);
 	/* One allocation holds the state and its window, aligned to a cache
 	 * line: memory per breaker is fixed here and never grows. */
@@ -336,7 +363,8 @@ resil_breaker_new(resil_breaker **out, const resil_breaker_config *cfg,
 	b->mem = resil__alloc(a, size);
 	if (b->mem == NULL) {
 		resil__free(a, b, sizeof(*b));
-		return resil__diagf(diag, RESIL_E_NOMEM, "breaker: out of memory");
+		return resil__diagf(
+		    diag, RESIL_E_NOMEM, "breaker: out of memory");
 	}
 	b->alloc_size = size;
 	memset(b->mem, 0, size);
@@ -419,6 +447,17 @@ clamp_count(uint64_t v, uint64_t max)
 	return v > max ? max : v;
 }
 
+/* The bucket index of time now. The clock's last tick shares the bucket
+ * of the tick before it, so that index + 1 (a bucket's epoch) never wraps
+ * to 0, "never used". */
+static inline uint64_t
+bucket_index(const resil_breaker *b, uint64_t now)
+{
+	if (RESIL__UNLIKELY(now == UINT64_MAX))
+		now--;
+	return now / b->cfg.bucket_ns;
+}
+
 static totals
 window_totals(resil_breaker *b, uint64_t now)
 {
@@ -431,11 +470,12 @@ window_totals(resil_breaker *b, uint64_t now)
 		uint64_t head = resil__load64(&st->head);
 
 		t.calls = head < n ? head : n;
-		t.failures = clamp_count(resil__load64(&st->win_failures), t.calls);
+		t.failures =
+		    clamp_count(resil__load64(&st->win_failures), t.calls);
 		t.slow = clamp_count(resil__load64(&st->win_slow), t.calls);
 		return t;
 	}
-	idx = now / b->cfg.bucket_ns;
+	idx = bucket_index(b, now);
 	/* Padding buckets of a stripe stay empty (epoch 0). */
 	for (i = 0; i < b->stride * NSTRIPES; i++) {
 		e = resil__load64(&b->buckets[i].epoch);
@@ -449,10 +489,11 @@ window_totals(resil_breaker *b, uint64_t now)
 	return t;
 }
 
-/* Add one outcome. Returns true when the add may have raised a rate (so
- * the trip rule must be evaluated). */
+/* Add one outcome; a time window's `now` is read by the caller, before
+ * it announced itself. Returns true when the add may have raised a rate
+ * (so the trip rule must be evaluated). */
 static bool
-window_add(resil_breaker *b, bool fail, bool slow, uint64_t *now_out)
+window_add(resil_breaker *b, bool fail, bool slow, uint64_t now)
 {
 	struct bstate *st = b->st;
 
@@ -481,13 +522,10 @@ window_add(resil_breaker *b, bool fail, bool slow, uint64_t *now_out)
 		 * it adds a non-failure or evicts an outcome. */
 		return fail || slow || filling;
 	} else {
-		uint64_t now = now_coarse(b);
-		uint64_t idx = now / b->cfg.bucket_ns;
-
-		*now_out = now;
-		bucket *bk = &b->buckets[resil__thread_stripe(NSTRIPES) *
-			b->stride +
-		    idx % b->cfg.window_size];
+		uint64_t idx = bucket_index(b, now);
+		bucket *bk =
+		    &b->buckets[resil__thread_stripe(NSTRIPES) * b->stride +
+		        idx % b->cfg.window_size];
 		uint64_t e = resil__load64(&bk->epoch);
 		bool rolled = false;
 		uint64_t calls;
@@ -521,8 +559,8 @@ static uint64_t
 grow_wait(const resil_breaker *b, uint64_t wait)
 {
 	double next;
-	uint64_t cap = b->cfg.open_wait_max_ns ? b->cfg.open_wait_max_ns
-					       : UINT64_MAX;
+	uint64_t cap =
+	    b->cfg.open_wait_max_ns ? b->cfg.open_wait_max_ns : UINT64_MAX;
 
 	if (b->cfg.open_wait_multiplier <= 1.0)
 		return wait;
@@ -531,6 +569,56 @@ grow_wait(const resil_breaker *b, uint64_t wait)
 	if (next >= 18446744073709551616.0 || (uint64_t)next >= cap)
 		return cap;
 	return (uint64_t)next;
+}
+
+/* One round of a wait for another thread: a pause, and after many of them
+ * a yield, since on an oversubscribed machine the thread waited for may be
+ * preempted and need this CPU (a rare, contended path only). */
+static void
+backoff(unsigned *spins)
+{
+	if (++*spins < 1024) {
+		resil__stall();
+		return;
+	}
+	*spins = 0;
+	sched_yield();
+}
+
+/* Wait until no record of an episode of parity par is writing window or
+ * probe state. Records announce themselves only for a few instructions
+ * (no clock read, callback or wait inside), so this is short unless the
+ * recording thread is preempted in that stretch. */
+static void
+quiesce(resil_breaker *b, unsigned par)
+{
+	unsigned i, spins = 0;
+
+	for (i = 0; i < NSTRIPES; i++)
+		while (resil__load64(&b->st->stripes[i].active[par]) != 0)
+			backoff(&spins);
+}
+
+/* Announce a record of episode ep, and confirm ep is still the current
+ * episode (word without TRANSIT). On false the announcement is already
+ * withdrawn and the outcome is stale. */
+static inline bool
+announce(resil_breaker *b, stripe *sp, uint64_t ep)
+{
+	uint64_t w;
+
+	resil__faa64(&sp->active[ep & 1], 1);
+	w = resil__load64(&b->st->word);
+	if (RESIL__LIKELY(w_episode(w) == ep))
+		return true; /* a word with TRANSIT has the next episode */
+	resil__faa64(&sp->active[ep & 1], UINT64_MAX);
+	return false;
+}
+
+static inline void
+withdraw(stripe *sp, uint64_t ep)
+{
+	resil__faa64(&sp->active[ep & 1], UINT64_MAX); /* - 1 */
 }
 
 /*
@@ -544,10 +632,14 @@ transition(resil_breaker *b, uint64_t w, resil_breaker_state to,
 	struct bstate *st = b->st;
 	uint64_t ep = w_episode(w) + 1;
 	resil_breaker_event ev;
+	const resil_breaker *outer;
 
 	if (!resil__cas64(&st->word, w, w_make(to, ep, W_TRANSIT)))
 		return false;
-	/* This thread owns the transition until the final store. */
+	/* This thread owns the transition until the final store. Records of
+	 * the old episode that confirmed it before the swap finish their
+	 * writes first; later ones see the new episode and write nothing. */
+	quiesce(b, (unsigned)(w_episode(w) & 1));
 	resil__store64(&st->since, time);
 	switch (to) {
 	case RESIL_BREAKER_OPEN:
@@ -583,9 +675,27 @@ transition(resil_breaker *b, uint64_t w, resil_breaker_state to,
 		ev.from = w_state(w);
 		ev.to = to;
 		ev.reason = reason;
+		outer = in_listener;
+		in_listener = b;
 		b->cfg.listener(&ev, b->cfg.listener_ctx);
+		in_listener = outer;
 	}
 	resil__store64(&st->word, w_make(to, ep, 0));
+	return true;
+}
+
+/* Wait for the transition in progress to be published. False when this
+ * thread is the one making it (a listener calling back): waiting would
+ * never end. */
+static bool
+await_transit(const resil_breaker *b)
+{
+	unsigned spins = 0;
+
+	if (in_listener == b)
+		return false;
+	while (resil__load64(&b->st->word) & W_TRANSIT)
+		backoff(&spins);
 	return true;
 }
 
@@ -614,11 +724,13 @@ acquire_slow(resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
 
 	for (;;) {
 		w = resil__load64(&st->word);
-		if (RESIL__UNLIKELY(w & W_TRANSIT))
-			return reject(b, retry_after,
-			    w_state(w) == RESIL_BREAKER_OPEN
-				? resil__load64(&st->wait)
-				: 0);
+		if (RESIL__UNLIKELY(w & W_TRANSIT)) {
+			/* Another thread is finishing a transition: decide on
+			 * the state it publishes, not on its being busy. */
+			if (!await_transit(b))
+				return RESIL_E_MISUSE;
+			continue;
+		}
 		switch (w_state(w)) {
 		case RESIL_BREAKER_CLOSED:
 		case RESIL_BREAKER_METRICS_ONLY:
@@ -645,9 +757,9 @@ acquire_slow(resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
 			continue;
 		case RESIL_BREAKER_HALF_OPEN:
 			if (b->cfg.max_half_open_ns != 0) {
-				uint64_t end = sat_add(
-				    resil__load64(&st->since),
-				    b->cfg.max_half_open_ns);
+				uint64_t end =
+				    sat_add(resil__load64(&st->since),
+				        b->cfg.max_half_open_ns);
 
 				now = now_coarse(b);
 				if (now >= end) {
@@ -688,9 +800,9 @@ resil_breaker_acquire_ex(
 	/* The hot path, CLOSED without timing, stays small enough to need
 	 * no saved registers; everything else goes to acquire_slow(). */
 	w = resil__load64(&b->st->word);
-	if (RESIL__LIKELY((w & (W_STATE_MASK | W_TRANSIT)) ==
-		    RESIL_BREAKER_CLOSED &&
-		!b->timing)) {
+	if (RESIL__LIKELY(
+	        (w & (W_STATE_MASK | W_TRANSIT)) == RESIL_BREAKER_CLOSED &&
+	        !b->timing)) {
 		permit->episode = w_episode(w);
 		permit->start = 0;
 		permit->flags = PERMIT_VALID;
@@ -742,37 +854,67 @@ rate_evaluate(resil_breaker *b, uint64_t w, uint64_t now)
 		    RESIL_BREAKER_REASON_SLOW_CALL_RATE, now_coarse(b));
 }
 
+/* Count one lifetime outcome on this thread's stripe. */
 static inline void
-closed_evaluate(resil_breaker *b, uint64_t w, bool fail, bool maybe_rate,
-    uint64_t now)
+count_outcome(stripe *sp, bool fail, bool slow)
+{
+	resil__faa64(fail ? &sp->failures : &sp->successes, 1);
+	if (slow)
+		resil__faa64(&sp->slow, 1);
+}
+
+/*
+ * An outcome in CLOSED (consecutive counts too) or METRICS_ONLY (window
+ * only), with the permit of episode w_episode(w). The clock is read
+ * before the announcement; the trip decision is made after it is
+ * withdrawn, since a transition waits for announced records.
+ */
+static resil_err
+window_record(resil_breaker *b, stripe *sp, uint64_t w, bool fail, bool slow)
 {
 	struct bstate *st = b->st;
-	uint32_t n = b->cfg.consecutive_failures;
+	uint64_t ep = w_episode(w);
+	uint64_t now =
+	    b->buckets != NULL && b->rate_triggers ? now_coarse(b) : 0;
+	uint32_t n = w_state(w) == RESIL_BREAKER_CLOSED
+	    ? b->cfg.consecutive_failures
+	    : 0;
+	bool trip = false, maybe = false;
 
+	if (!announce(b, sp, ep)) {
+		resil__faa64(&sp->stale, 1);
+		return RESIL_OK;
+	}
+	count_outcome(sp, fail, slow);
+	/* The window serves the rate triggers only: without one, the
+	 * success path writes nothing shared at all. */
+	if (b->rate_triggers)
+		maybe = window_add(b, fail, slow, now);
 	if (n != 0) {
-		if (fail) {
-			if (resil__faa64(&st->consecutive, 1) + 1 >= n) {
-				transition(b, w, RESIL_BREAKER_OPEN,
-				    RESIL_BREAKER_REASON_CONSECUTIVE_FAILURES,
-				    now_coarse(b));
-				return;
-			}
-		} else if (resil__load64(&st->consecutive) != 0) {
+		if (fail)
+			trip = resil__faa64(&st->consecutive, 1) + 1 >= n;
+		else if (resil__load64(&st->consecutive) != 0)
 			/* Write only when needed: the common success path
 			 * leaves the shared line untouched. */
 			resil__store64(&st->consecutive, 0);
-		}
 	}
-	if (maybe_rate && b->rate_triggers)
+	withdraw(sp, ep);
+	if (w_state(w) != RESIL_BREAKER_CLOSED)
+		return RESIL_OK; /* METRICS_ONLY never trips */
+	if (trip)
+		transition(b, w, RESIL_BREAKER_OPEN,
+		    RESIL_BREAKER_REASON_CONSECUTIVE_FAILURES, now_coarse(b));
+	else if (maybe)
 		rate_evaluate(b, w, now);
+	return RESIL_OK;
 }
 
 /* Whether the K probe outcomes breach a threshold. With a rate trigger
  * the probes are judged by their rates; with the consecutive-failure
  * trigger alone, any failed probe reopens (as gobreaker does). */
 static bool
-probes_failed(const resil_breaker *b, uint64_t reported, uint64_t failed,
-    uint64_t slow)
+probes_failed(
+    const resil_breaker *b, uint64_t reported, uint64_t failed, uint64_t slow)
 {
 	if (b->cfg.failure_rate_pct != 0 &&
 	    failed * 100 >= (uint64_t)b->cfg.failure_rate_pct * reported)
@@ -799,31 +941,46 @@ decide(resil_breaker *b, uint64_t ep, bool reopen, resil_breaker_reason why)
 		    w_state(cw) != RESIL_BREAKER_HALF_OPEN)
 			return;
 		if (transition(b, cw,
-			reopen ? RESIL_BREAKER_OPEN : RESIL_BREAKER_CLOSED, why,
-			now_coarse(b)))
+		        reopen ? RESIL_BREAKER_OPEN : RESIL_BREAKER_CLOSED,
+		        why, now_coarse(b)))
 			return;
 	}
 }
 
 static resil_err
-half_open_record(resil_breaker *b, uint64_t w, bool fail, bool slow)
+half_open_record(
+    resil_breaker *b, stripe *sp, uint64_t w, bool fail, bool slow)
 {
 	struct bstate *st = b->st;
-	uint64_t ep = w_episode(w), p, np, reported;
+	uint64_t ep = w_episode(w), p, np = 0, reported;
+	resil_err err = RESIL_OK;
 
+	if (!announce(b, sp, ep)) {
+		resil__faa64(&sp->stale, 1);
+		return RESIL_OK;
+	}
+	/* Announced: the episode cannot end before the add below lands, so
+	 * the probe word is this episode's (its tag only keeps metrics
+	 * readers consistent). */
 	for (;;) {
 		p = resil__load64(&st->probes);
-		if (P_TAG(p) != P_TAG_OF(ep))
-			return RESIL_OK; /* a later episode: stale */
 		reported = P_REPORTED(p) + 1;
-		if (reported > b->cfg.permitted_probes) {
-			return RESIL_E_MISUSE;
+		if (P_TAG(p) != P_TAG_OF(ep) ||
+		    reported > b->cfg.permitted_probes) {
+			/* More outcomes than permits: a copied permit. */
+			err = RESIL_E_MISUSE;
+			break;
 		}
 		np = p + 1 + (fail ? UINT64_C(1) << 15 : 0) +
 		    (slow ? UINT64_C(1) << 30 : 0);
 		if (resil__cas64(&st->probes, p, np))
 			break;
 	}
+	if (err == RESIL_OK)
+		count_outcome(sp, fail, slow);
+	withdraw(sp, ep);
+	if (err != RESIL_OK)
+		return err;
 	if (fail && b->cfg.reopen_on_first_failure) {
 		decide(b, ep, true, RESIL_BREAKER_REASON_PROBE_FAILED);
 		return RESIL_OK;
@@ -838,25 +995,52 @@ half_open_record(resil_breaker *b, uint64_t w, bool fail, bool slow)
 	return RESIL_OK;
 }
 
+/* Take the permit: a second record or release of it is misuse. Returns
+ * its flags, 0 when it was never granted or is already spent. */
+static inline uint32_t
+consume(resil_permit *permit)
+{
+	uint32_t flags = permit->flags;
+
+	if (RESIL__UNLIKELY(!(flags & PERMIT_VALID)))
+		return 0;
+	permit->flags = 0;
+	return flags;
+}
+
 static RESIL__NOINLINE resil_err
-record_impl(resil_breaker *b, const resil_permit *permit,
-    resil_outcome outcome, bool have_duration, uint64_t duration)
+record_impl(resil_breaker *b, resil_permit *permit, resil_outcome outcome,
+    bool have_duration, uint64_t duration)
 {
 	struct bstate *st;
-	uint64_t w;
+	uint64_t w, ep;
+	uint32_t flags;
 	bool fail, slow = false;
 	stripe *sp;
 
 	if (RESIL__UNLIKELY(b == NULL || permit == NULL ||
-		(unsigned)outcome > (unsigned)RESIL_OUTCOME_BUSINESS))
+	        (unsigned)outcome > (unsigned)RESIL_OUTCOME_BUSINESS))
 		return RESIL_E_INVAL;
-	if (RESIL__UNLIKELY(!(permit->flags & PERMIT_VALID))) {
+	flags = consume(permit);
+	if (RESIL__UNLIKELY(flags == 0))
 		return RESIL_E_MISUSE;
-	}
+	ep = permit->episode;
 	st = b->st;
-	w = resil__load64(&st->word);
 	sp = my_stripe(b);
-	if (w_episode(w) != permit->episode) {
+	/* Everything that reads the clock comes before the announcement. */
+	fail = outcome == RESIL_OUTCOME_FAILURE;
+	if (b->timing && (outcome == RESIL_OUTCOME_SUCCESS || fail)) {
+		if (!have_duration && (flags & PERMIT_TIMED)) {
+			uint64_t now = now_precise(b);
+
+			duration =
+			    now > permit->start ? now - permit->start : 0;
+			have_duration = true;
+		}
+		slow = have_duration && duration > b->cfg.slow_threshold_ns;
+	}
+	w = resil__load64(&st->word);
+	if (w_episode(w) != ep) {
 		/* From an earlier episode: a slow call from before the trip
 		 * must not close (or trip) the breaker. */
 		resil__faa64(&sp->stale, 1);
@@ -881,50 +1065,19 @@ record_impl(resil_breaker *b, const resil_permit *permit,
 	if (outcome == RESIL_OUTCOME_IGNORED ||
 	    outcome == RESIL_OUTCOME_BUSINESS) {
 		resil__faa64(&sp->ignored, 1);
-		if (permit->flags & PERMIT_PROBE)
-			give_back_probe(b, permit->episode);
+		if (flags & PERMIT_PROBE)
+			give_back_probe(b, ep);
 		return RESIL_OK;
 	}
-	fail = outcome == RESIL_OUTCOME_FAILURE;
-	if (b->timing) {
-		if (!have_duration && (permit->flags & PERMIT_TIMED)) {
-			uint64_t now = now_precise(b);
-
-			duration = now > permit->start ? now - permit->start
-						       : 0;
-			have_duration = true;
-		}
-		slow = have_duration && duration > b->cfg.slow_threshold_ns;
-	}
-	if (fail)
-		resil__faa64(&sp->failures, 1);
-	else
-		resil__faa64(&sp->successes, 1);
-	if (slow)
-		resil__faa64(&sp->slow, 1);
 
 	switch (w_state(w)) {
-	case RESIL_BREAKER_CLOSED: {
-		/* The window serves the rate triggers only: without one,
-		 * the success path writes nothing shared at all. */
-		uint64_t now = 0; /* set by a time window's add */
-		bool maybe = b->rate_triggers &&
-		    window_add(b, fail, slow, &now);
-
-		closed_evaluate(b, w, fail, maybe, now);
-		return RESIL_OK;
-	}
+	case RESIL_BREAKER_CLOSED:
 	case RESIL_BREAKER_METRICS_ONLY:
-		if (b->rate_triggers) {
-			uint64_t now;
-
-			window_add(b, fail, slow, &now);
-		}
-		return RESIL_OK;
+		return window_record(b, sp, w, fail, slow);
 	case RESIL_BREAKER_HALF_OPEN:
-		if (!(permit->flags & PERMIT_PROBE))
+		if (!(flags & PERMIT_PROBE))
 			return RESIL_E_MISUSE;
-		return half_open_record(b, w, fail, slow);
+		return half_open_record(b, sp, w, fail, slow);
 	case RESIL_BREAKER_OPEN:
 	case RESIL_BREAKER_FORCED_OPEN:
 	case RESIL_BREAKER_DISABLED:
@@ -936,10 +1089,10 @@ record_impl(resil_breaker *b, const resil_permit *permit,
 
 resil_err
 resil_breaker_record(
-    resil_breaker *b, const resil_permit *permit, resil_outcome outcome)
+    resil_breaker *b, resil_permit *permit, resil_outcome outcome)
 {
-	uint64_t w, now = 0;
-	bool maybe;
+	uint64_t w;
+	stripe *sp;
 
 	if (RESIL__UNLIKELY(b == NULL || permit == NULL))
 		return RESIL_E_INVAL;
@@ -947,33 +1100,42 @@ resil_breaker_record(
 	 * without timing. Everything else goes to record_impl(). */
 	w = resil__load64(&b->st->word);
 	if (RESIL__LIKELY(outcome == RESIL_OUTCOME_SUCCESS &&
-		(permit->flags & PERMIT_VALID) &&
-		(w & (W_STATE_MASK | W_TRANSIT)) == RESIL_BREAKER_CLOSED &&
-		w_episode(w) == permit->episode && !b->timing)) {
-		resil__faa64(&my_stripe(b)->successes, 1);
-		maybe = b->rate_triggers && window_add(b, false, false, &now);
-		closed_evaluate(b, w, false, maybe, now);
-		return RESIL_OK;
+	        (permit->flags & PERMIT_VALID) &&
+	        (w & (W_STATE_MASK | W_TRANSIT)) == RESIL_BREAKER_CLOSED &&
+	        w_episode(w) == permit->episode && !b->timing)) {
+		permit->flags = 0;
+		sp = my_stripe(b);
+		/* Consecutive trigger alone, no failure streak: the success
+		 * writes nothing but its stripe's count, so it cannot leak
+		 * into a later episode and needs no announcement. */
+		if (!b->rate_triggers &&
+		    RESIL__LIKELY(resil__load64(&b->st->consecutive) == 0)) {
+			resil__faa64(&sp->successes, 1);
+			return RESIL_OK;
+		}
+		return window_record(b, sp, w, false, false);
 	}
 	return record_impl(b, permit, outcome, false, 0);
 }
 
 resil_err
-resil_breaker_record_duration(resil_breaker *b, const resil_permit *permit,
+resil_breaker_record_duration(resil_breaker *b, resil_permit *permit,
     resil_outcome outcome, uint64_t duration)
 {
 	return record_impl(b, permit, outcome, true, duration);
 }
 
 resil_err
-resil_breaker_release(resil_breaker *b, const resil_permit *permit)
+resil_breaker_release(resil_breaker *b, resil_permit *permit)
 {
+	uint32_t flags;
+
 	if (b == NULL || permit == NULL)
 		return RESIL_E_INVAL;
-	if (!(permit->flags & PERMIT_VALID)) {
+	flags = consume(permit);
+	if (flags == 0)
 		return RESIL_E_MISUSE;
-	}
-	if (permit->flags & PERMIT_PROBE)
+	if (flags & PERMIT_PROBE)
 		give_back_probe(b, permit->episode);
 	return RESIL_OK;
 }
@@ -1019,14 +1181,16 @@ resil_breaker_transition(resil_breaker *b, resil_breaker_state to)
 		w = resil__load64(&b->st->word);
 		if (w & W_TRANSIT) {
 			/* Another thread is finishing a transition: a few
-			 * stores and a listener call. */
-			resil__stall();
+			 * stores and a listener call. Its own listener must
+			 * not wait for it. */
+			if (!await_transit(b))
+				return RESIL_E_MISUSE;
 			continue;
 		}
 		if (w_state(w) == to && to != RESIL_BREAKER_CLOSED)
 			return RESIL_OK;
-		if (transition(b, w, to, RESIL_BREAKER_REASON_MANUAL,
-			now_coarse(b)))
+		if (transition(
+		        b, w, to, RESIL_BREAKER_REASON_MANUAL, now_coarse(b)))
 			return RESIL_OK;
 	}
 }
@@ -1115,8 +1279,8 @@ resil_breaker_get_metrics(resil_breaker *b, resil_breaker_metrics *out)
 	p = resil__load64(&st->probes);
 	if (m.state == RESIL_BREAKER_HALF_OPEN ||
 	    ((m.state == RESIL_BREAKER_OPEN ||
-		 m.state == RESIL_BREAKER_FORCED_OPEN) &&
-		resil__load64(&st->open_shows_probes))) {
+	         m.state == RESIL_BREAKER_FORCED_OPEN) &&
+	        resil__load64(&st->open_shows_probes))) {
 		/* The probes of this episode, or of the one that reopened
 		 * the breaker: judged once all have reported. */
 		if (m.state != RESIL_BREAKER_HALF_OPEN ||
@@ -1133,8 +1297,8 @@ resil_breaker_get_metrics(resil_breaker *b, resil_breaker_metrics *out)
 		}
 		fill_window(&m, &t,
 		    m.state == RESIL_BREAKER_HALF_OPEN
-			? b->cfg.permitted_probes
-			: 1);
+		        ? b->cfg.permitted_probes
+		        : 1);
 	} else if (m.state != RESIL_BREAKER_DISABLED) {
 		/* CLOSED and METRICS_ONLY: the sliding window; OPEN: the
 		 * window that tripped it, as time leaves it. */
