@@ -492,7 +492,10 @@ window_totals(resil_breaker *b, uint64_t now)
 /* Add one outcome; a time window's `now` is read by the caller, before
  * it announced itself. Returns true when the add may have raised a rate
  * (so the trip rule must be evaluated). */
-static bool
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline bool
 window_add(resil_breaker *b, bool fail, bool slow, uint64_t now)
 {
 	struct bstate *st = b->st;
@@ -869,7 +872,7 @@ count_outcome(stripe *sp, bool fail, bool slow)
  * before the announcement; the trip decision is made after it is
  * withdrawn, since a transition waits for announced records.
  */
-static resil_err
+static inline resil_err
 window_record(resil_breaker *b, stripe *sp, uint64_t w, bool fail, bool slow)
 {
 	struct bstate *st = b->st;
@@ -1108,9 +1111,27 @@ resil_breaker_record(
 		/* Consecutive trigger alone, no failure streak: the success
 		 * writes nothing but its stripe's count, so it cannot leak
 		 * into a later episode and needs no announcement. */
-		if (!b->rate_triggers &&
-		    RESIL__LIKELY(resil__load64(&b->st->consecutive) == 0)) {
+		if (!b->rate_triggers) {
+			if (RESIL__LIKELY(
+			        resil__load64(&b->st->consecutive) == 0)) {
+				resil__faa64(&sp->successes, 1);
+				return RESIL_OK;
+			}
+		} else if (b->slots != NULL &&
+		    b->cfg.consecutive_failures == 0) {
+			/* A count window alone: window_record() inlined. */
+			uint64_t ep = w_episode(w);
+			bool maybe;
+
+			if (RESIL__UNLIKELY(!announce(b, sp, ep))) {
+				resil__faa64(&sp->stale, 1);
+				return RESIL_OK;
+			}
 			resil__faa64(&sp->successes, 1);
+			maybe = window_add(b, false, false, 0);
+			withdraw(sp, ep);
+			if (RESIL__UNLIKELY(maybe))
+				rate_evaluate(b, w, 0);
 			return RESIL_OK;
 		}
 		return window_record(b, sp, w, false, false);
