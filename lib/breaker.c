@@ -598,7 +598,8 @@ quiesce(resil_breaker *b, unsigned par)
 	unsigned i, spins = 0;
 
 	for (i = 0; i < NSTRIPES; i++)
-		while (resil__load64(&b->st->stripes[i].active[par]) != 0)
+		while (resil__load64_after_rmw(
+		           &b->st->stripes[i].active[par]) != 0)
 			backoff(&spins);
 }
 
@@ -611,7 +612,7 @@ announce(resil_breaker *b, stripe *sp, uint64_t ep)
 	uint64_t w;
 
 	resil__faa64(&sp->active[ep & 1], 1);
-	w = resil__load64(&b->st->word);
+	w = resil__load64_after_rmw(&b->st->word);
 	if (RESIL__LIKELY(w_episode(w) == ep))
 		return true; /* a word with TRANSIT has the next episode */
 	resil__faa64(&sp->active[ep & 1], UINT64_MAX);
