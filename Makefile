@@ -4,7 +4,7 @@
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_BUILD = cmake --build --preset
 
-.PHONY: all deps dev demo test bench bench-build bench-instructions asan ubsan tsan format clean
+.PHONY: all deps dev demo test bench bench-build bench-instructions asan ubsan tsan model format clean
 
 all: test
 
@@ -59,6 +59,11 @@ bench-instructions: deps
 	cmake --preset release >/dev/null
 	$(CMAKE_BUILD) release -j $(JOBS)
 	sh tools/bench-instructions.sh build/release | tee build/bench-instructions.txt
+
+# The Promela model of the breaker's lock-free protocol, checked by spin.
+model:
+	@sh tools/install-deps.sh spin
+	sh tools/check-model.sh build/model
 
 format:
 	clang-format -i include/resil/*.h lib/*.c lib/*.h tests/*.c tests/support/*.[ch] examples/*.c
