@@ -64,7 +64,8 @@ typedef enum resil_breaker_reason {
 	RESIL_BREAKER_REASON_PROBES_FAILED = 5,    /* HALF_OPEN -> OPEN */
 	RESIL_BREAKER_REASON_PROBE_FAILED = 6,     /* reopen on first failure */
 	RESIL_BREAKER_REASON_HALF_OPEN_TIMEOUT = 7, /* HALF_OPEN -> OPEN */
-	RESIL_BREAKER_REASON_MANUAL = 8            /* a manual transition */
+	RESIL_BREAKER_REASON_MANUAL = 8,           /* a manual transition */
+	RESIL_BREAKER_REASON_RESTORED = 9          /* resil_breaker_restore */
 } resil_breaker_reason;
 
 /* "consecutive_failures", "failure_rate", ... or "unknown". */
@@ -315,6 +316,37 @@ typedef struct resil_breaker_metrics {
 
 RESIL_API resil_err resil_breaker_get_metrics(
     resil_breaker *b, resil_breaker_metrics *out);
+
+/*
+ * Snapshot and restore, for short-lived processes (a CLI tool, a worker
+ * that restarts): the state, its start and OPEN wait, the consecutive
+ * failures, the window's outcomes, the probe counts and the lifetime
+ * totals, in a small versioned format (docs/breaker.md). Thread-safe with
+ * every other call.
+ *
+ * snapshot writes at most resil_breaker_snapshot_size(b) bytes to buf and
+ * their number to *len. Returns RESIL_OK; RESIL_E_INVAL for a NULL
+ * argument or cap < resil_breaker_snapshot_size(b); RESIL_E_MISUSE from the
+ * breaker's own listener.
+ *
+ * restore moves b, in one transition reported with reason RESTORED, to
+ * the snapshot's state with its counts (lifetime totals are added). The
+ * episode counter stays b's own: permits granted before are stale. A
+ * HALF_OPEN snapshot restores a fresh probe episode. Times are kept as ages
+ * when b's clock reads earlier than when the snapshot was taken (another
+ * boot): OPEN then has the same wait left. Returns RESIL_OK; RESIL_E_INVAL,
+ * with the reason in *diag, for a snapshot of another version, of a
+ * breaker with another window layout (type, size, bucket_ns), a truncated
+ * or corrupted one (checksum, inconsistent fields): b is then unchanged;
+ * RESIL_E_MISUSE from the breaker's own listener.
+ */
+#define RESIL_BREAKER_SNAPSHOT_VERSION 1
+
+RESIL_API size_t resil_breaker_snapshot_size(const resil_breaker *b);
+RESIL_API resil_err resil_breaker_snapshot(
+    resil_breaker *b, void *buf, size_t cap, size_t *len);
+RESIL_API resil_err resil_breaker_restore(
+    resil_breaker *b, const void *buf, size_t len, resil_diag *diag);
 
 /*
  * A ready-made listener that keeps every transition in a caller-provided
