@@ -72,9 +72,14 @@
 /* Count-window slot: FILLED marks a slot that holds an outcome. */
 #define SLOT_FAIL 0x1u
 #define SLOT_SLOW 0x2u
+#define SLOT_BAD (SLOT_FAIL | SLOT_SLOW)
 #define SLOT_FILLED 0x80u
 
 #define NSTRIPES 8u
+
+#define FAST_CONSEC 1u
+#define FAST_COUNT 2u
+#define FAST_WINDOW 3u /* no timing: straight to window_record() */
 
 typedef struct stripe {
 	uint64_t successes;
@@ -112,7 +117,8 @@ struct bstate {
 	uint64_t head; /* count window: outcomes ever added since reset */
 	uint64_t win_failures;
 	uint64_t win_slow;
-	uint64_t pad3[5];
+	uint64_t win_bad; /* slots holding a failure or a slow call */
+	uint64_t pad3[4];
 	stripe stripes[NSTRIPES];
 	/* Then the window: uint8_t slots[window_size] (COUNT) or
 	 * bucket buckets[window_size] (TIME). */
@@ -126,7 +132,12 @@ struct resil_breaker {
 	uint32_t min_calls; /* capped at a count window's size */
 	bool timing;        /* slow-call detection needs durations */
 	bool rate_triggers; /* a failure or slow rate is configured */
-	void *mem;          /* the allocation; st is aligned inside it */
+	/* Which success needs no announcement (record's fast path):
+	 * FAST_CONSEC, the consecutive trigger alone, without timing;
+	 * FAST_COUNT, a count window alone, without timing; FAST_WINDOW,
+	 * any other window without timing; else 0. */
+	uint8_t fast;
+	void *mem; /* the allocation; st is aligned inside it */
 	struct bstate *st;
 	uint8_t *slots;
 	/* TIME: NSTRIPES arrays of window_size buckets, stride apart (a
@@ -387,6 +398,13 @@ resil_breaker_new(
 		b->min_calls = cfg->window_size;
 	b->timing = cfg->slow_threshold_ns > 0;
 	b->rate_triggers = cfg->failure_rate_pct > 0 || cfg->slow_rate_pct > 0;
+	if (!b->timing && !b->rate_triggers)
+		b->fast = FAST_CONSEC;
+	else if (!b->timing && b->slots != NULL &&
+	    cfg->consecutive_failures == 0)
+		b->fast = FAST_COUNT;
+	else if (!b->timing)
+		b->fast = FAST_WINDOW;
 
 	b->st->word = w_make(RESIL_BREAKER_CLOSED, 0, 0);
 	b->st->since = now_coarse(b);
@@ -420,6 +438,7 @@ window_reset(resil_breaker *b)
 	resil__store64(&st->head, 0);
 	resil__store64(&st->win_failures, 0);
 	resil__store64(&st->win_slow, 0);
+	resil__store64(&st->win_bad, 0);
 	if (b->slots != NULL) {
 		for (i = 0; i < b->cfg.window_size; i++)
 			resil__store8(&b->slots[i], 0);
@@ -523,6 +542,9 @@ window_add(resil_breaker *b, bool fail, bool slow, uint64_t now)
 			    fail ? 1 : UINT64_MAX); /* + or - 1 */
 		if ((ov & SLOT_SLOW) != (nv & SLOT_SLOW))
 			resil__faa64(&st->win_slow, slow ? 1 : UINT64_MAX);
+		if (((ov & SLOT_BAD) != 0) != ((nv & SLOT_BAD) != 0))
+			resil__faa64(
+			    &st->win_bad, (nv & SLOT_BAD) ? 1 : UINT64_MAX);
 		/* Otherwise a success never raises a count window's rates:
 		 * it adds a non-failure or evicts an outcome. */
 		return fail || slow || filling;
@@ -811,33 +833,38 @@ acquire_slow(resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
 	}
 }
 
+/* The hot path, CLOSED without timing: small enough to need no saved
+ * registers; everything else goes to acquire_slow(). */
+#define ACQUIRE_FAST(b, permit, retry_after)                           \
+	do {                                                           \
+		uint64_t w_;                                           \
+                                                                       \
+		if (RESIL__UNLIKELY(b == NULL || permit == NULL))      \
+			return RESIL_E_INVAL;                          \
+		w_ = resil__load64(&b->st->word);                      \
+		if (RESIL__LIKELY((w_ & (W_STATE_MASK | W_TRANSIT)) == \
+		            RESIL_BREAKER_CLOSED &&                    \
+		        !b->timing)) {                                 \
+			permit->episode = w_episode(w_);               \
+			permit->start = 0;                             \
+			permit->flags = PERMIT_VALID;                  \
+			permit->reserved = 0;                          \
+			return RESIL_OK;                               \
+		}                                                      \
+		return acquire_slow(b, permit, retry_after);           \
+	} while (0)
+
 resil_err
 resil_breaker_acquire_ex(
     resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
 {
-	uint64_t w;
-
-	if (RESIL__UNLIKELY(b == NULL || permit == NULL))
-		return RESIL_E_INVAL;
-	/* The hot path, CLOSED without timing, stays small enough to need
-	 * no saved registers; everything else goes to acquire_slow(). */
-	w = resil__load64(&b->st->word);
-	if (RESIL__LIKELY(
-	        (w & (W_STATE_MASK | W_TRANSIT)) == RESIL_BREAKER_CLOSED &&
-	        !b->timing)) {
-		permit->episode = w_episode(w);
-		permit->start = 0;
-		permit->flags = PERMIT_VALID;
-		permit->reserved = 0;
-		return RESIL_OK;
-	}
-	return acquire_slow(b, permit, retry_after);
+	ACQUIRE_FAST(b, permit, retry_after);
 }
 
 resil_err
 resil_breaker_acquire(resil_breaker *b, resil_permit *permit)
 {
-	return resil_breaker_acquire_ex(b, permit, NULL);
+	ACQUIRE_FAST(b, permit, NULL);
 }
 
 /* ---- record ---- */
@@ -891,7 +918,7 @@ count_outcome(stripe *sp, bool fail, bool slow)
  * before the announcement; the trip decision is made after it is
  * withdrawn, since a transition waits for announced records.
  */
-static inline resil_err
+static RESIL__NOINLINE resil_err
 window_record(resil_breaker *b, stripe *sp, uint64_t w, bool fail, bool slow)
 {
 	struct bstate *st = b->st;
@@ -1109,53 +1136,66 @@ record_impl(resil_breaker *b, resil_permit *permit, resil_outcome outcome,
 	return RESIL_E_MISUSE;
 }
 
+static RESIL__NOINLINE resil_err
+record_slow(resil_breaker *b, resil_permit *permit, resil_outcome outcome)
+{
+	return record_impl(b, permit, outcome, false, 0);
+}
+
+/* A success to add to the window, the permit checked: the fast path's
+ * second stage, kept out of line so the first saves no registers. */
+static RESIL__NOINLINE resil_err
+record_window_success(resil_breaker *b, resil_permit *permit, uint64_t w)
+{
+	permit->flags = 0;
+	return window_record(b, my_stripe(b), w, false, false);
+}
+
 resil_err
 resil_breaker_record(
     resil_breaker *b, resil_permit *permit, resil_outcome outcome)
 {
+	struct bstate *st;
 	uint64_t w;
-	stripe *sp;
 
 	if (RESIL__UNLIKELY(b == NULL || permit == NULL))
 		return RESIL_E_INVAL;
-	/* The hot path: a success in the permit's own CLOSED episode,
-	 * without timing. Everything else goes to record_impl(). */
-	w = resil__load64(&b->st->word);
+	/* The hot path: a success in the permit's own CLOSED episode that
+	 * writes nothing but its stripe's lifetime count, so it cannot leak
+	 * into a later episode and needs no announcement. Everything else
+	 * goes to record_impl(). */
+	st = b->st;
+	w = resil__load64(&st->word);
 	if (RESIL__LIKELY(outcome == RESIL_OUTCOME_SUCCESS &&
-	        (permit->flags & PERMIT_VALID) &&
 	        (w & (W_STATE_MASK | W_TRANSIT)) == RESIL_BREAKER_CLOSED &&
-	        w_episode(w) == permit->episode && !b->timing)) {
-		permit->flags = 0;
-		sp = my_stripe(b);
-		/* Consecutive trigger alone, no failure streak: the success
-		 * writes nothing but its stripe's count, so it cannot leak
-		 * into a later episode and needs no announcement. */
-		if (!b->rate_triggers) {
+	        w_episode(w) == permit->episode &&
+	        (permit->flags & PERMIT_VALID))) {
+		if (b->fast == FAST_CONSEC) {
+			/* No failure streak to end. */
 			if (RESIL__LIKELY(
-			        resil__load64(&b->st->consecutive) == 0)) {
-				resil__faa64(&sp->successes, 1);
-				return RESIL_OK;
-			}
-		} else if (b->slots != NULL &&
-		    b->cfg.consecutive_failures == 0) {
-			/* A count window alone: window_record() inlined. */
-			uint64_t ep = w_episode(w);
-			bool maybe;
-
-			if (RESIL__UNLIKELY(!announce(b, sp, ep))) {
-				resil__faa64(&sp->stale, 1);
-				return RESIL_OK;
-			}
-			resil__faa64(&sp->successes, 1);
-			maybe = window_add(b, false, false, 0);
-			withdraw(sp, ep);
-			if (RESIL__UNLIKELY(maybe))
-				rate_evaluate(b, w, 0);
-			return RESIL_OK;
+			        resil__load64(&st->consecutive) == 0))
+				goto nothing_changes;
+		} else if (b->fast == FAST_COUNT) {
+			/* A full count window of successes: one more changes
+			 * nothing (the ring stays all successes). Exact: an
+			 * outcome that does write evicts a success either way.
+			 * head first: once full, the window stays full within
+			 * the episode, so the success takes effect at the
+			 * win_bad reading. */
+			if (RESIL__LIKELY(resil__load64(&st->head) >=
+			            b->cfg.window_size &&
+			        resil__load64(&st->win_bad) == 0))
+				goto nothing_changes;
 		}
-		return window_record(b, sp, w, false, false);
+		if (b->fast >= FAST_COUNT)
+			return record_window_success(b, permit, w);
 	}
-	return record_impl(b, permit, outcome, false, 0);
+	return record_slow(b, permit, outcome);
+nothing_changes:
+	permit->flags = 0;
+	resil__faa64(
+	    &st->stripes[resil__thread_stripe(NSTRIPES)].successes, 1);
+	return RESIL_OK;
 }
 
 resil_err
@@ -1567,7 +1607,7 @@ restore_apply(resil_breaker *b, const struct restore_data *rd)
 {
 	struct bstate *st = b->st;
 	stripe *s0 = &st->stripes[0];
-	uint64_t fails = 0, slows = 0;
+	uint64_t fails = 0, slows = 0, bads = 0;
 	uint32_t i, n = b->cfg.window_size;
 
 	resil__store64(&st->since, rd->since);
@@ -1599,10 +1639,12 @@ restore_apply(resil_breaker *b, const struct restore_data *rd)
 			        ((v & 2) ? SLOT_SLOW : 0)));
 			fails += (v & 1) != 0;
 			slows += (v & 2) != 0;
+			bads += (v & 3) != 0;
 		}
 		resil__store64(&st->head, rd->entries);
 		resil__store64(&st->win_failures, fails);
 		resil__store64(&st->win_slow, slows);
+		resil__store64(&st->win_bad, bads);
 		return;
 	}
 	for (i = 0; i < rd->entries; i++) {

@@ -1363,6 +1363,56 @@ test_breaker_time_window_at_end_of_clock(void **state)
 	}
 }
 
+/* The count window against a reference ring, over seeded runs that keep
+ * the window full of successes for long stretches (where a success writes
+ * nothing) and then fail: the window's counts and the trip are exact. */
+static void
+test_breaker_count_window_matches_reference(void **state)
+{
+	uint64_t seed;
+
+	(void)state;
+	for (seed = 1; seed <= 300; seed++) {
+		fixture fx;
+		resil_rng rng;
+		resil_breaker_metrics m;
+		uint8_t ring[8];
+		uint64_t head = 0, i, calls, fails, k;
+
+		resil_rng_seed(&rng, seed);
+		fx_init(&fx, 0);
+		fx.cfg.window_size = 8;
+		fx.cfg.min_calls = 8;
+		fx.cfg.failure_rate_pct = 50;
+		fx_new(&fx);
+		memset(ring, 0, sizeof(ring));
+		for (i = 0; i < 400; i++) {
+			/* Mostly successes; a failure now and then. */
+			int fail = resil_rng_next(&rng) % 16 == 0;
+
+			call(&fx,
+			    fail ? RESIL_OUTCOME_FAILURE
+			         : RESIL_OUTCOME_SUCCESS);
+			ring[head % 8] = (uint8_t)fail;
+			head++;
+			calls = head < 8 ? head : 8;
+			for (fails = 0, k = 0; k < calls; k++)
+				fails += ring[k];
+			if (calls >= 8 && fails * 100 >= 50 * calls) {
+				assert_int_equal(
+				    st_of(&fx), RESIL_BREAKER_OPEN);
+				break;
+			}
+			assert_int_equal(st_of(&fx), RESIL_BREAKER_CLOSED);
+			assert_int_equal(
+			    resil_breaker_get_metrics(fx.b, &m), RESIL_OK);
+			assert_int_equal(m.window_calls, calls);
+			assert_int_equal(m.window_failures, fails);
+		}
+		resil_breaker_free(fx.b);
+	}
+}
+
 int
 main(void)
 {
@@ -1411,6 +1461,7 @@ main(void)
 		    test_breaker_failure_recorded_twice_is_misuse),
 		cmocka_unit_test(test_breaker_listener_reentry_is_misuse),
 		cmocka_unit_test(test_breaker_time_window_at_end_of_clock),
+		cmocka_unit_test(test_breaker_count_window_matches_reference),
 	};
 
 	return cmocka_run_group_tests_name("breaker", tests, NULL, NULL);
