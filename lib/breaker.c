@@ -41,6 +41,7 @@
 #include <string.h>
 
 #include "atomic.h"
+#include "breaker_shared.h"
 #include "internal.h"
 
 #define W_STATE_MASK UINT64_C(0x7)
@@ -49,6 +50,14 @@
 #define W_PROBE_ONE (UINT64_C(1) << W_PROBE_SHIFT)
 #define W_PROBE_MASK (UINT64_C(0xffff) << W_PROBE_SHIFT)
 #define W_EP_SHIFT 20
+/* While TRANSIT is set in a shared breaker, the probe field names the
+ * owner of the transition: its process slot + 1 (7 bits), the state it
+ * left (3 bits) and the reason (4 bits), so another process can finish
+ * the transition of an owner that died. Local breakers leave it 0. */
+#define W_OWNER(slot, from, why)                             \
+	((((uint64_t)(slot) + 1) | ((uint64_t)(from) << 7) | \
+	     ((uint64_t)(why) << 10))                        \
+	    << W_PROBE_SHIFT)
 
 #define MAX_PROBES 32767u
 #define MAX_COUNT_WINDOW (1u << 20)
@@ -124,6 +133,25 @@ struct bstate {
 	 * bucket buckets[window_size] (TIME). */
 };
 
+/* The shared part of a breaker in a region: announcements per process (a
+ * dead process's are skipped by its slot), and the last transitions, for
+ * the listeners of every process. */
+typedef struct shared_ann {
+	uint64_t active[2];
+	uint64_t pad[6];
+} shared_ann;
+
+typedef struct shared_ev {
+	uint64_t seq; /* written last; 0: empty */
+	uint64_t time;
+	uint32_t from, to, reason, pad;
+} shared_ev;
+
+struct bshared {
+	shared_ann ann[RESIL__SHM_PROCS];
+	shared_ev ring[RESIL__SHM_RING];
+};
+
 struct resil_breaker {
 	resil_breaker_config cfg;
 	resil_allocator alloc;
@@ -145,12 +173,21 @@ struct resil_breaker {
 	 * never write the same line. */
 	bucket *buckets;
 	uint32_t stride;
+	/* Shared mode (lib/shm.c): st lives in a region. */
+	bool shared;
+	unsigned slot;                /* this process's slot */
+	const resil__shm_proc *procs; /* the region's process table */
+	struct bshared *sh;
+	uint64_t delivered; /* events given to this process's listener */
+	resil__spinlock deliver_lock;
 };
 
 /* The breaker whose listener this thread is running, if any: a listener
  * that calls back into its own breaker in a way that would wait for the
  * transition it is part of gets RESIL_E_MISUSE instead of a hang. */
 static RESIL__TLS const resil_breaker *in_listener;
+
+void (*resil__breaker_transit_hook)(void);
 
 /* ---- the state word ---- */
 
@@ -336,14 +373,23 @@ resil_breaker_config_validate(
 	return RESIL_OK;
 }
 
-resil_err
-resil_breaker_new(
+/* The bytes of a breaker's window. */
+static size_t
+window_bytes_of(const resil_breaker_config *cfg)
+{
+	if (cfg->window_type == RESIL_WINDOW_COUNT)
+		return cfg->window_size;
+	return (size_t)(((cfg->window_size + 1u) & ~1u) * NSTRIPES) *
+	    sizeof(bucket);
+}
+
+/* A handle for cfg (validated), without its state. */
+static resil_err
+handle_new(
     resil_breaker **out, const resil_breaker_config *cfg, resil_diag *diag)
 {
 	resil_breaker *b;
 	const resil_allocator *a;
-	size_t window_bytes, size;
-	uintptr_t p;
 	resil_err err;
 
 	if (out == NULL)
@@ -363,27 +409,18 @@ resil_breaker_new(
 	b->cfg.alloc = &b->alloc;
 	b->clock = cfg->clock != NULL ? *cfg->clock : *resil_clock_system();
 	b->cfg.clock = &b->clock;
+	*out = b;
+	return RESIL_OK;
+}
 
-	if (cfg->window_type == RESIL_WINDOW_COUNT)
-		window_bytes = cfg->window_size;
-	else
-		window_bytes =
-		    (size_t)(((cfg->window_size + 1u) & ~1u) * NSTRIPES) *
-		    sizeof(bucket);
-	/* One allocation holds the state and its window, aligned to a cache
-	 * line: memory per breaker is fixed here and never grows. */
-	size = sizeof(struct bstate) + window_bytes + RESIL__CACHELINE;
-	b->mem = resil__alloc(a, size);
-	if (b->mem == NULL) {
-		resil__free(a, b, sizeof(*b));
-		return resil__diagf(
-		    diag, RESIL_E_NOMEM, "breaker: out of memory");
-	}
-	b->alloc_size = size;
-	memset(b->mem, 0, size);
-	p = ((uintptr_t)b->mem + RESIL__CACHELINE - 1) &
-	    ~(uintptr_t)(RESIL__CACHELINE - 1);
-	b->st = (struct bstate *)p;
+/* Point b at its state st (cache-line aligned, window after it) and set
+ * the derived fields; init writes a fresh CLOSED state. */
+static void
+handle_bind(resil_breaker *b, struct bstate *st, bool init)
+{
+	const resil_breaker_config *cfg = &b->cfg;
+
+	b->st = st;
 	if (cfg->window_type == RESIL_WINDOW_COUNT)
 		b->slots = (uint8_t *)(b->st + 1);
 	else {
@@ -391,7 +428,6 @@ resil_breaker_new(
 		/* Two 32-byte buckets make a 64-byte line. */
 		b->stride = (cfg->window_size + 1u) & ~1u;
 	}
-
 	b->min_calls = cfg->min_calls;
 	if (cfg->window_type == RESIL_WINDOW_COUNT &&
 	    b->min_calls > cfg->window_size)
@@ -405,12 +441,148 @@ resil_breaker_new(
 		b->fast = FAST_COUNT;
 	else if (!b->timing)
 		b->fast = FAST_WINDOW;
-
-	b->st->word = w_make(RESIL_BREAKER_CLOSED, 0, 0);
-	b->st->since = now_coarse(b);
-	b->st->wait = cfg->open_wait_ns;
+	if (init) {
+		b->st->word = w_make(RESIL_BREAKER_CLOSED, 0, 0);
+		b->st->since = now_coarse(b);
+		b->st->wait = cfg->open_wait_ns;
+	}
 	resil__fence();
+}
+
+resil_err
+resil_breaker_new(
+    resil_breaker **out, const resil_breaker_config *cfg, resil_diag *diag)
+{
+	resil_breaker *b;
+	size_t size;
+	uintptr_t p;
+	resil_err err;
+
+	err = handle_new(&b, cfg, diag);
+	if (err != RESIL_OK)
+		return err;
+	/* One allocation holds the state and its window, aligned to a cache
+	 * line: memory per breaker is fixed here and never grows. */
+	size = sizeof(struct bstate) + window_bytes_of(cfg) + RESIL__CACHELINE;
+	b->mem = resil__alloc(&b->alloc, size);
+	if (b->mem == NULL) {
+		resil__free(&b->alloc, b, sizeof(*b));
+		return resil__diagf(
+		    diag, RESIL_E_NOMEM, "breaker: out of memory");
+	}
+	b->alloc_size = size;
+	memset(b->mem, 0, size);
+	p = ((uintptr_t)b->mem + RESIL__CACHELINE - 1) &
+	    ~(uintptr_t)(RESIL__CACHELINE - 1);
+	handle_bind(b, (struct bstate *)p, true);
 	*out = b;
+	return RESIL_OK;
+}
+
+/* ---- shared mode (lib/shm.c places the state in a region) ---- */
+
+static size_t
+shared_offset(const resil_breaker_config *cfg)
+{
+	return (sizeof(struct bstate) + window_bytes_of(cfg) +
+	           RESIL__CACHELINE - 1) &
+	    ~(size_t)(RESIL__CACHELINE - 1);
+}
+
+_Static_assert(sizeof(shared_ann) == 64 && sizeof(struct bshared) % 64 == 0,
+    "lib/shm.c relies on the shared part's layout");
+
+size_t
+resil__breaker_shared_size(const resil_breaker_config *cfg)
+{
+	return shared_offset(cfg) + sizeof(struct bshared);
+}
+
+size_t
+resil__breaker_shared_tail(void)
+{
+	return sizeof(struct bshared);
+}
+
+resil_err
+resil__breaker_new_shared(resil_breaker **out, const resil_breaker_config *cfg,
+    void *mem, bool init, const resil__shm_proc *procs, unsigned slot,
+    resil_diag *diag)
+{
+	resil_breaker_config c;
+	resil_breaker *b;
+	resil_err err;
+
+	if (cfg == NULL || mem == NULL || procs == NULL ||
+	    slot >= RESIL__SHM_PROCS ||
+	    ((uintptr_t)mem & (RESIL__CACHELINE - 1)) != 0)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "breaker: bad shared placement");
+	c = *cfg;
+	/* A probe permit of a process that dies must not be held for ever:
+	 * the HALF_OPEN episode ends after this at the latest. */
+	if (c.max_half_open_ns == 0)
+		c.max_half_open_ns = c.open_wait_ns > 0 ? c.open_wait_ns : 1;
+	err = handle_new(&b, &c, diag);
+	if (err != RESIL_OK)
+		return err;
+	b->shared = true;
+	b->slot = slot;
+	b->procs = procs;
+	b->sh = (struct bshared *)(void *)((uint8_t *)mem + shared_offset(&c));
+	resil__spin_init(&b->deliver_lock);
+	handle_bind(b, (struct bstate *)mem, init);
+	/* Events before this process attached are not its to hear. */
+	b->delivered = w_episode(resil__load64(&b->st->word));
+	*out = b;
+	return RESIL_OK;
+}
+
+/* Give this process's listener the transitions it has not heard yet, in
+ * order, from the ring. Events that fell out of the ring are skipped. */
+static void
+deliver(resil_breaker *b)
+{
+	resil_breaker_event ev;
+	const resil_breaker *outer;
+	uint64_t cur, seq;
+
+	if (b->cfg.listener == NULL || in_listener == b)
+		return;
+	resil__spin_lock(&b->deliver_lock);
+	cur = w_episode(resil__load64(&b->st->word));
+	for (seq = b->delivered + 1; seq <= cur; seq++) {
+		shared_ev *e = &b->sh->ring[seq % RESIL__SHM_RING];
+
+		if (cur - seq >= RESIL__SHM_RING)
+			continue; /* overwritten: missed */
+		if (resil__load64(&e->seq) != seq)
+			break; /* being written (a transition in progress) */
+		ev.seq = seq;
+		ev.time = resil__load64(&e->time);
+		ev.from = (resil_breaker_state)e->from;
+		ev.to = (resil_breaker_state)e->to;
+		ev.reason = (resil_breaker_reason)e->reason;
+		if (resil__load64(&e->seq) != seq)
+			break;
+		b->delivered = seq;
+		outer = in_listener;
+		in_listener = b;
+		b->cfg.listener(&ev, b->cfg.listener_ctx);
+		in_listener = outer;
+	}
+	if (seq > cur)
+		b->delivered = cur;
+	resil__spin_unlock(&b->deliver_lock);
+}
+
+resil_err
+resil_breaker_poll(resil_breaker *b)
+{
+	if (b == NULL)
+		return RESIL_E_INVAL;
+	if (b->shared)
+		deliver(b);
 	return RESIL_OK;
 }
 
@@ -422,7 +594,8 @@ resil_breaker_free(resil_breaker *b)
 	if (b == NULL)
 		return;
 	a = b->alloc;
-	resil__free(&a, b->mem, b->alloc_size);
+	if (b->mem != NULL) /* a shared breaker's state stays in its region */
+		resil__free(&a, b->mem, b->alloc_size);
 	resil__free(&a, b, sizeof(*b));
 }
 
@@ -619,8 +792,22 @@ backoff(unsigned *spins)
 static void
 quiesce(resil_breaker *b, unsigned par)
 {
-	unsigned i, spins = 0;
+	unsigned i, spins = 0, rounds;
 
+	if (b->shared) {
+		/* A process that died announced stays announced: after a
+		 * while, its slot is checked and skipped. */
+		for (i = 0; i < RESIL__SHM_PROCS; i++)
+			for (rounds = 0; resil__load64_after_rmw(
+			                     &b->sh->ann[i].active[par]) != 0;
+			     rounds++) {
+				backoff(&spins);
+				if (rounds % 4096 == 4095 &&
+				    !resil__shm_proc_alive(b->procs, i))
+					break;
+			}
+		return;
+	}
 	for (i = 0; i < NSTRIPES; i++)
 		while (resil__load64_after_rmw(
 		           &b->st->stripes[i].active[par]) != 0)
@@ -630,23 +817,33 @@ quiesce(resil_breaker *b, unsigned par)
 /* Announce a record of episode ep, and confirm ep is still the current
  * episode (word without TRANSIT). On false the announcement is already
  * withdrawn and the outcome is stale. */
+/* The announcement counters of this caller: its stripe's, or in a shared
+ * breaker its process's. */
+static inline uint64_t *
+ann_of(resil_breaker *b, stripe *sp)
+{
+	if (RESIL__UNLIKELY(b->shared))
+		return b->sh->ann[b->slot].active;
+	return sp->active;
+}
+
 static inline bool
 announce(resil_breaker *b, stripe *sp, uint64_t ep)
 {
-	uint64_t w;
+	uint64_t w, *a = ann_of(b, sp);
 
-	resil__faa64(&sp->active[ep & 1], 1);
+	resil__faa64(&a[ep & 1], 1);
 	w = resil__load64_after_rmw(&b->st->word);
 	if (RESIL__LIKELY(w_episode(w) == ep))
 		return true; /* a word with TRANSIT has the next episode */
-	resil__faa64(&sp->active[ep & 1], UINT64_MAX);
+	resil__faa64(&a[ep & 1], UINT64_MAX);
 	return false;
 }
 
 static inline void
-withdraw(stripe *sp, uint64_t ep)
+withdraw(resil_breaker *b, stripe *sp, uint64_t ep)
 {
-	resil__faa64(&sp->active[ep & 1], UINT64_MAX); /* - 1 */
+	resil__faa64(&ann_of(b, sp)[ep & 1], UINT64_MAX); /* - 1 */
 }
 
 struct restore_data; /* a decoded snapshot, for restore's transition */
@@ -657,21 +854,27 @@ static void restore_apply(resil_breaker *b, const struct restore_data *rd);
  * word is no longer w: another thread changed the state first. With rd,
  * the new state's fields come from a snapshot instead of being emptied.
  */
-static bool
-transition_ex(resil_breaker *b, uint64_t w, resil_breaker_state to,
-    resil_breaker_reason reason, uint64_t time, const struct restore_data *rd)
+static void deliver(resil_breaker *b);
+
+/* The rest of a transition, by the thread that owns it (won the CAS to
+ * (to, ep, TRANSIT), or took it over from a dead owner): wait for the old
+ * episode's announced records, write the new state's fields, tell the
+ * listener(s), publish. */
+static void
+finish(resil_breaker *b, resil_breaker_state from, resil_breaker_state to,
+    uint64_t ep, resil_breaker_reason reason, uint64_t time,
+    const struct restore_data *rd)
 {
 	struct bstate *st = b->st;
-	uint64_t ep = w_episode(w) + 1;
 	resil_breaker_event ev;
 	const resil_breaker *outer;
 
-	if (!resil__cas64(&st->word, w, w_make(to, ep, W_TRANSIT)))
-		return false;
-	/* This thread owns the transition until the final store. Records of
-	 * the old episode that confirmed it before the swap finish their
-	 * writes first; later ones see the new episode and write nothing. */
-	quiesce(b, (unsigned)(w_episode(w) & 1));
+	/* Records of the old episode that confirmed it before the swap
+	 * finish their writes first; later ones see the new episode and
+	 * write nothing. */
+	quiesce(b, (unsigned)((ep - 1) & 1));
+	if (RESIL__UNLIKELY(resil__breaker_transit_hook != NULL) && b->shared)
+		resil__breaker_transit_hook(); /* tests: die holding it */
 	resil__store64(&st->since, time);
 	if (rd != NULL) {
 		restore_apply(b, rd);
@@ -683,14 +886,14 @@ transition_ex(resil_breaker *b, uint64_t w, resil_breaker_state to,
 		/* Consecutive re-openings (from HALF_OPEN, automatic or by
 		 * hand) grow the wait; anything else starts at the base. */
 		if (to == RESIL_BREAKER_OPEN) {
-			if (w_state(w) == RESIL_BREAKER_HALF_OPEN)
+			if (from == RESIL_BREAKER_HALF_OPEN)
 				resil__store64(&st->wait,
 				    grow_wait(b, resil__load64(&st->wait)));
 			else
 				resil__store64(&st->wait, b->cfg.open_wait_ns);
 		}
-		resil__store64(&st->open_shows_probes,
-		    w_state(w) == RESIL_BREAKER_HALF_OPEN);
+		resil__store64(
+		    &st->open_shows_probes, from == RESIL_BREAKER_HALF_OPEN);
 		break;
 	case RESIL_BREAKER_HALF_OPEN:
 		resil__store64(&st->probes, P_TAG_OF(ep) << 45);
@@ -706,10 +909,26 @@ transition_ex(resil_breaker *b, uint64_t w, resil_breaker_state to,
 		break;
 	}
 tell:
+	if (b->shared) {
+		/* Every process's listener hears it, in order: from the ring,
+		 * after the publication (a listener never runs while this
+		 * process holds a transition of a shared breaker). */
+		shared_ev *e = &b->sh->ring[ep % RESIL__SHM_RING];
+
+		resil__store64(&e->seq, 0);
+		resil__store64(&e->time, time);
+		e->from = (uint32_t)from;
+		e->to = (uint32_t)to;
+		e->reason = (uint32_t)reason;
+		resil__store64(&e->seq, ep);
+		resil__store64(&st->word, w_make(to, ep, 0));
+		deliver(b);
+		return;
+	}
 	if (b->cfg.listener != NULL) {
 		ev.seq = ep;
 		ev.time = time;
-		ev.from = w_state(w);
+		ev.from = from;
 		ev.to = to;
 		ev.reason = reason;
 		outer = in_listener;
@@ -718,7 +937,43 @@ tell:
 		in_listener = outer;
 	}
 	resil__store64(&st->word, w_make(to, ep, 0));
+}
+
+/*
+ * Move from the state in word w to `to`. Fails (returns false) when the
+ * word is no longer w: another thread changed the state first. With rd,
+ * the new state's fields come from a snapshot instead of being emptied.
+ */
+static bool
+transition_ex(resil_breaker *b, uint64_t w, resil_breaker_state to,
+    resil_breaker_reason reason, uint64_t time, const struct restore_data *rd)
+{
+	uint64_t ep = w_episode(w) + 1;
+	uint64_t owner = b->shared ? W_OWNER(b->slot, w_state(w), reason) : 0;
+
+	if (!resil__cas64(&b->st->word, w, w_make(to, ep, W_TRANSIT | owner)))
+		return false;
+	/* This thread owns the transition until finish() publishes it. */
+	finish(b, w_state(w), to, ep, reason, time, rd);
 	return true;
+}
+
+/* A shared breaker's transition whose owner died (SIGKILL at any
+ * instruction): take it over and finish it. */
+static void
+take_over(resil_breaker *b, uint64_t w)
+{
+	uint64_t bits = (w & W_PROBE_MASK) >> W_PROBE_SHIFT;
+	unsigned owner = (unsigned)(bits & 0x7f);
+	resil_breaker_state from = (resil_breaker_state)((bits >> 7) & 7);
+	resil_breaker_reason why = (resil_breaker_reason)((bits >> 10) & 15);
+
+	if (owner == 0 || resil__shm_proc_alive(b->procs, owner - 1))
+		return;
+	if (!resil__cas64(&b->st->word, w,
+	        (w & ~W_PROBE_MASK) | W_OWNER(b->slot, from, why)))
+		return;
+	finish(b, from, w_state(w), w_episode(w), why, now_coarse(b), NULL);
 }
 
 static bool
@@ -732,14 +987,19 @@ transition(resil_breaker *b, uint64_t w, resil_breaker_state to,
  * thread is the one making it (a listener calling back): waiting would
  * never end. */
 static bool
-await_transit(const resil_breaker *b)
+await_transit(resil_breaker *b)
 {
-	unsigned spins = 0;
+	unsigned spins = 0, rounds = 0;
+	uint64_t w;
 
 	if (in_listener == b)
 		return false;
-	while (resil__load64(&b->st->word) & W_TRANSIT)
+	while ((w = resil__load64(&b->st->word)) & W_TRANSIT) {
 		backoff(&spins);
+		/* Shared: an owner that takes this long may be dead. */
+		if (b->shared && ++rounds % 8192 == 0)
+			take_over(b, w);
+	}
 	return true;
 }
 
@@ -947,7 +1207,7 @@ window_record(resil_breaker *b, stripe *sp, uint64_t w, bool fail, bool slow)
 			 * leaves the shared line untouched. */
 			resil__store64(&st->consecutive, 0);
 	}
-	withdraw(sp, ep);
+	withdraw(b, sp, ep);
 	if (w_state(w) != RESIL_BREAKER_CLOSED)
 		return RESIL_OK; /* METRICS_ONLY never trips */
 	if (trip)
@@ -1027,7 +1287,7 @@ half_open_record(
 	}
 	if (err == RESIL_OK)
 		count_outcome(sp, fail, slow);
-	withdraw(sp, ep);
+	withdraw(b, sp, ep);
 	if (err != RESIL_OK)
 		return err;
 	if (fail && b->cfg.reopen_on_first_failure) {
@@ -1372,7 +1632,8 @@ resil_breaker_get_metrics(resil_breaker *b, resil_breaker_metrics *out)
 			t.calls = t.failures = t.slow = 0;
 		}
 		if (m.state == RESIL_BREAKER_HALF_OPEN) {
-			m.probes_granted = w_probes(w);
+			/* (During a transition the field names its owner.) */
+			m.probes_granted = (w & W_TRANSIT) ? 0 : w_probes(w);
 			m.probes_reported = (uint32_t)t.calls;
 		}
 		fill_window(&m, &t,

@@ -318,6 +318,17 @@ RESIL_API resil_err resil_breaker_get_metrics(
     resil_breaker *b, resil_breaker_metrics *out);
 
 /*
+ * A breaker in shared memory (include/resil/shm.h) tells this process's
+ * listener about transitions made by other processes too, in order, from
+ * a ring of the last 64: poll delivers those not yet heard (a transition
+ * made by this process delivers them as well). In a shared breaker the
+ * listener runs after the transition is published, never while this
+ * process holds it. A no-op for other breakers. Returns RESIL_OK, or
+ * RESIL_E_INVAL for a NULL breaker.
+ */
+RESIL_API resil_err resil_breaker_poll(resil_breaker *b);
+
+/*
  * Snapshot and restore, for short-lived processes (a CLI tool, a worker
  * that restarts): the state, its start and OPEN wait, the consecutive
  * failures, the window's outcomes, the probe counts and the lifetime
