@@ -458,6 +458,9 @@ resil_breaker_new(
 	uintptr_t p;
 	resil_err err;
 
+	if (out == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "breaker: out is NULL");
 	err = handle_new(&b, cfg, diag);
 	if (err != RESIL_OK)
 		return err;
@@ -523,6 +526,9 @@ resil__breaker_new_shared(resil_breaker **out, const resil_breaker_config *cfg,
 	 * the HALF_OPEN episode ends after this at the latest. */
 	if (c.max_half_open_ns == 0)
 		c.max_half_open_ns = c.open_wait_ns > 0 ? c.open_wait_ns : 1;
+	if (out == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "breaker: out is NULL");
 	err = handle_new(&b, &c, diag);
 	if (err != RESIL_OK)
 		return err;
