@@ -38,7 +38,8 @@ enum kind {
 	K_U32,
 	K_U64,
 	K_SIZE,
-	K_DUR, /* uint64_t ticks, with an optional unit suffix */
+	K_DUR, /* uint64_t nanoseconds: milliseconds, or a number with a unit
+	        */
 	K_DOUBLE,
 	K_WINDOW,
 	K_BACKOFF,
@@ -446,40 +447,135 @@ parse_digits(const char *s, size_t n, uint64_t *v)
 	return 1;
 }
 
-/* A duration: digits and an optional unit. 0 bad, -1 overflow. */
+/*
+ * A duration: a decimal number (digits, optionally a fraction) and an
+ * optional unit written next to it. A tick is a nanosecond on every clock;
+ * a number without a unit is milliseconds, as in Dubbo and Spring
+ * (timeout=3000 is three seconds).
+ */
+#define DUR_UNITS "ns, us, ms, s, m, h; a number alone is milliseconds"
+
+enum dur_result {
+	DUR_OK = 1,
+	DUR_BAD = 0,    /* not a duration at all */
+	DUR_RANGE = -1, /* overflows 64 bits of nanoseconds */
+	DUR_UNIT = -2,  /* an unknown unit (*unit_at points at it) */
+	DUR_SPACE = -3, /* a blank between the number and the unit */
+	DUR_FRACT = -4  /* a fraction finer than a nanosecond */
+};
+
+static const struct {
+	const char *suffix;
+	uint64_t mul;
+} dur_units[] = { { "ns", 1 }, { "us", RESIL_NS_PER_US },
+	{ "ms", RESIL_NS_PER_MS }, { "s", RESIL_NS_PER_SEC },
+	{ "m", 60 * RESIL_NS_PER_SEC }, { "h", 3600 * RESIL_NS_PER_SEC } };
+
 static int
-parse_duration(const char *s, uint64_t *v)
+parse_duration(const char *s, uint64_t *v, const char **unit_at)
 {
-	static const struct {
-		const char *suffix;
-		uint64_t mul;
-	} units[] = { { "ns", 1 }, { "us", RESIL_NS_PER_US },
-		{ "ms", RESIL_NS_PER_MS }, { "s", RESIL_NS_PER_SEC },
-		{ "m", 60 * RESIL_NS_PER_SEC },
-		{ "h", 3600 * RESIL_NS_PER_SEC } };
-	size_t n = 0, i;
-	uint64_t x;
-	int r;
+	size_t n = 0, f0, fn = 0, i;
+	const char *u;
+	uint64_t whole, frac = 0, mul = RESIL_NS_PER_MS, div = 1;
+	int r, seen = 0;
 
 	while (s[n] >= '0' && s[n] <= '9')
 		n++;
-	if (n == 0)
-		return 0;
-	r = parse_digits(s, n, &x);
-	if (s[n] == '\0') {
-		if (r == 1)
-			*v = x;
-		return r;
+	f0 = n;
+	if (s[n] == '.') {
+		f0 = n + 1;
+		while (s[f0 + fn] >= '0' && s[f0 + fn] <= '9')
+			fn++;
+		if (fn == 0)
+			return DUR_BAD;
 	}
-	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		if (strcmp(s + n, units[i].suffix) == 0) {
-			if (r != 1 || x > UINT64_MAX / units[i].mul)
-				return -1;
-			*v = x * units[i].mul;
-			return 1;
+	if (n == 0 && fn == 0)
+		return DUR_BAD;
+	u = s + (fn > 0 ? f0 + fn : n);
+	if (*u == ' ' || *u == '\t') {
+		while (*u == ' ' || *u == '\t')
+			u++;
+		if (*u == '\0')
+			return DUR_BAD;
+		*unit_at = u;
+		return DUR_SPACE;
+	}
+	if (*u != '\0') {
+		for (i = 0; i < sizeof(dur_units) / sizeof(dur_units[0]);
+		     i++) {
+			if (strcmp(u, dur_units[i].suffix) == 0) {
+				mul = dur_units[i].mul;
+				seen = 1;
+				break;
+			}
+		}
+		if (!seen) {
+			*unit_at = u;
+			return DUR_UNIT;
 		}
 	}
-	return 0;
+	whole = 0;
+	r = n > 0 ? parse_digits(s, n, &whole) : 1;
+	if (r < 0 || whole > UINT64_MAX / mul)
+		return DUR_RANGE;
+	whole *= mul;
+	/* The fraction, exactly: at most as many digits as the unit has
+	 * decimal places of nanoseconds (trailing zeros aside). */
+	while (fn > 0 && s[f0 + fn - 1] == '0')
+		fn--;
+	for (i = 0; i < fn; i++) {
+		if (div >= mul)
+			return DUR_FRACT;
+		div *= 10;
+		frac = frac * 10 + (uint64_t)(s[f0 + i] - '0');
+	}
+	if (fn > 0) {
+		if (mul % div != 0)
+			return DUR_FRACT;
+		frac *= mul / div;
+		if (frac > UINT64_MAX - whole)
+			return DUR_RANGE;
+		whole += frac;
+	}
+	*v = whole;
+	return DUR_OK;
+}
+
+/* A unit people write for one of ours, for "did you mean". */
+static const char *
+dur_unit_hint(const char *u)
+{
+	static const char *const map[][2] = { { "sec", "s" }, { "secs", "s" },
+		{ "second", "s" }, { "seconds", "s" }, { "min", "m" },
+		{ "mins", "m" }, { "minute", "m" }, { "minutes", "m" },
+		{ "msec", "ms" }, { "msecs", "ms" }, { "millis", "ms" },
+		{ "usec", "us" }, { "\xC2\xB5s", "us" }, { "\xCE\xBCs", "us" },
+		{ "nsec", "ns" }, { "nanos", "ns" }, { "hr", "h" },
+		{ "hrs", "h" }, { "hour", "h" }, { "hours", "h" },
+		{ "S", "s" }, { "MS", "ms" }, { "Ms", "ms" }, { "NS", "ns" },
+		{ "US", "us" }, { "H", "h" } };
+	size_t i;
+
+	for (i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (strcmp(u, map[i][0]) == 0)
+			return map[i][1];
+	return NULL;
+}
+
+/* The shortest text of a duration that reads back as it: the largest
+ * unit that divides it, or a bare 0. */
+static int
+format_duration(char *buf, size_t len, uint64_t ns)
+{
+	size_t i = sizeof(dur_units) / sizeof(dur_units[0]);
+
+	if (ns == 0)
+		return snprintf(buf, len, "0");
+	while (i-- > 1)
+		if (ns % dur_units[i].mul == 0)
+			break;
+	return snprintf(buf, len, "%llu%s",
+	    (unsigned long long)(ns / dur_units[i].mul), dur_units[i].suffix);
 }
 
 /* A decimal number, no hex, inf or nan. */
@@ -617,6 +713,40 @@ build_method(build *b, const char *name)
 	return (long)b->n++;
 }
 
+/* The message for a duration parse_duration() refused. */
+static resil_err
+dur_fail(resil_diag *diag, const char *origin, unsigned line, const char *key,
+    const char *v, int r, const char *unit_at)
+{
+	const char *hint;
+
+	switch (r) {
+	case DUR_SPACE:
+		return fail_at(diag, origin, line,
+		    "%s: \"%s\": write the unit next to the number (%.*s%s)",
+		    key, v, (int)strcspn(v, " \t"), v, unit_at);
+	case DUR_UNIT:
+		hint = dur_unit_hint(unit_at);
+		if (hint != NULL)
+			return fail_at(diag, origin, line,
+			    "%s: \"%s\": unknown unit \"%s\" (did you mean "
+			    "%.*s%s?)",
+			    key, v, unit_at, (int)(unit_at - v), v, hint);
+		return fail_at(diag, origin, line,
+		    "%s: \"%s\": unknown unit \"%s\" (units: " DUR_UNITS ")",
+		    key, v, unit_at);
+	case DUR_FRACT:
+		return fail_at(diag, origin, line,
+		    "%s: \"%s\" is not a whole number of nanoseconds", key, v);
+	default:
+		return fail_at(diag, origin, line,
+		    "%s: \"%s\" is not a duration (a number of "
+		    "milliseconds, or a number with a unit: ns, us, ms, s, m, "
+		    "h)",
+		    key, v);
+	}
+}
+
 /* Apply one setting to b. */
 static resil_err
 build_apply(build *b, const setting *s, resil_diag *diag)
@@ -628,6 +758,7 @@ build_apply(build *b, const setting *s, resil_diag *diag)
 	char names[128];
 	uint64_t u = 0;
 	double d = 0.0;
+	const char *unit_at = NULL;
 	int r, e;
 
 	if (k == NULL) {
@@ -657,11 +788,12 @@ build_apply(build *b, const setting *s, resil_diag *diag)
 			b->method_mock[i].line = s->line;
 			return RESIL_OK;
 		case MK_TIMEOUT:
-			r = parse_duration(v, &u);
-			if (r == 0)
-				goto bad_duration;
-			if (r < 0)
+			r = parse_duration(v, &u, &unit_at);
+			if (r == DUR_RANGE)
 				goto range_u64;
+			if (r != DUR_OK)
+				return dur_fail(diag, b->origin, line, s->key,
+				    v, r, unit_at);
 			m->timeout_ns = u;
 			return RESIL_OK;
 		default:
@@ -740,10 +872,13 @@ build_apply(build *b, const setting *s, resil_diag *diag)
 		if ((k->flags & F_NONE) && word_eq(v, "none")) {
 			u = UINT64_MAX;
 		} else {
-			r = parse_duration(v, &u);
-			if (r == 0)
-				goto bad_duration;
-			if (r < 0 || u < k->min)
+			r = parse_duration(v, &u, &unit_at);
+			if (r == DUR_RANGE)
+				goto range;
+			if (r != DUR_OK)
+				return dur_fail(diag, b->origin, line, s->key,
+				    v, r, unit_at);
+			if (u < k->min)
 				goto range;
 		}
 		memcpy(field, &u, sizeof(u));
@@ -786,11 +921,6 @@ bad_enum:
 bad_integer:
 	return fail_at(diag, b->origin, line,
 	    "%s: \"%s\" is not an unsigned integer", s->key, v);
-bad_duration:
-	return fail_at(diag, b->origin, line,
-	    "%s: \"%s\" is not a duration (ticks, or a whole number with ns, "
-	    "us, ms, s, m or h)",
-	    s->key, v);
 range_u64:
 	return fail_at(diag, b->origin, line,
 	    "%s: %s is out of range 0..18446744073709551615", s->key, v);
@@ -1435,8 +1565,7 @@ resil_config_get(
 			return m->mock == NULL ? RESIL_E_NOTFOUND
 			                       : put(buf, len, m->mock);
 		case MK_TIMEOUT:
-			snprintf(tmp, sizeof(tmp), "%llu",
-			    (unsigned long long)m->timeout_ns);
+			format_duration(tmp, sizeof(tmp), m->timeout_ns);
 			return put(buf, len, tmp);
 		default:
 			snprintf(
@@ -1492,10 +1621,46 @@ resil_config_get(
 		memcpy(&u, field, sizeof(u));
 		if ((k->flags & F_NONE) && u == UINT64_MAX)
 			return put(buf, len, "none");
+		if (k->kind == K_DUR) {
+			format_duration(tmp, sizeof(tmp), u);
+			return put(buf, len, tmp);
+		}
 		break;
 	}
 	snprintf(tmp, sizeof(tmp), "%llu", (unsigned long long)u);
 	return put(buf, len, tmp);
+}
+
+resil_err
+resil_config_parse_duration(const char *text, uint64_t *ns, resil_diag *diag)
+{
+	const char *unit_at = NULL;
+	uint64_t v = 0;
+	int r;
+
+	if (text == NULL || ns == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "duration: NULL argument");
+	r = parse_duration(text, &v, &unit_at);
+	if (r == DUR_RANGE)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "duration: %s is out of range 0..18446744073709551615ns",
+		    text);
+	if (r != DUR_OK)
+		return dur_fail(diag, NULL, 0, "duration", text, r, unit_at);
+	*ns = v;
+	return RESIL_OK;
+}
+
+size_t
+resil_config_format_duration(uint64_t ns, char *buf, size_t len)
+{
+	int n;
+
+	if (buf == NULL)
+		len = 0;
+	n = format_duration(buf, len, ns);
+	return n < 0 ? 0 : (size_t)n;
 }
 
 size_t

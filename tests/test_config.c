@@ -70,7 +70,7 @@ test_config_issue_examples(void **state)
 	             "retry.max_attempts=3\n"
 	             "mock=fail:return null\n"
 	             "getStock.mock=force:return 0\n"
-	             "cache.max_age=10\n");
+	             "cache.max_age=10s\n");
 	pc = resil_config_pipeline(c);
 	assert_non_null(pc);
 	assert_int_equal(pc->size, sizeof(resil_pipeline_config));
@@ -84,7 +84,7 @@ test_config_issue_examples(void **state)
 	assert_string_equal(pc->methods[0].mock, "force:return 0");
 	assert_int_equal(pc->methods[0].type, RESIL_TYPE_ANY);
 	assert_true(pc->cache_enabled);
-	assert_int_equal(pc->cache.max_age, 10);
+	assert_int_equal(pc->cache.max_age, 10 * RESIL_NS_PER_SEC);
 	assert_false(pc->ratelimit_enabled);
 	assert_false(pc->bulkhead_enabled);
 	resil_config_free(c);
@@ -351,14 +351,14 @@ test_config_comments_and_blanks(void **state)
 	             "   # indented comment\n"
 	             "\t service \t=\t StockService \t\r\n"
 	             "retry.max_attempts =2\n"
-	             "retry.delay= 5\n"
+	             "retry.delay= 5ms\n"
 	             "mock = return \"a # b\"   \n"
 	             "getStock.type = string\n"
 	             "getStock.mock=return x # not a comment");
 	pc = resil_config_pipeline(c);
 	assert_string_equal(pc->service, "StockService");
 	assert_int_equal(pc->retry.max_attempts, 2);
-	assert_int_equal(pc->retry.base_delay_ns, 5);
+	assert_int_equal(pc->retry.base_delay_ns, 5 * RESIL_NS_PER_MS);
 	/* '#' after a value belongs to the value. */
 	assert_string_equal(pc->mock, "return \"a # b\"");
 	assert_string_equal(pc->methods[0].mock, "return x # not a comment");
@@ -378,19 +378,29 @@ test_config_comments_and_blanks(void **state)
 static void
 test_config_durations(void **state)
 {
+	/* A tick is a nanosecond on every clock; a number alone is
+	 * milliseconds (Dubbo's timeout=3000 is three seconds). */
 	static const struct {
 		const char *text;
-		uint64_t ticks;
+		uint64_t ns;
 	} cases[] = {
 		{ "timeout=0", 0 },
-		{ "timeout=17", 17 },
+		{ "timeout=17", 17 * RESIL_NS_PER_MS },
+		{ "timeout=3000", 3 * RESIL_NS_PER_SEC },
 		{ "timeout=17ns", 17 },
 		{ "timeout=3us", 3000 },
 		{ "timeout=3ms", 3000000 },
 		{ "timeout=3s", UINT64_C(3000000000) },
 		{ "timeout=2m", UINT64_C(120000000000) },
 		{ "timeout=2h", UINT64_C(7200000000000) },
-		{ "timeout=18446744073709551615", UINT64_MAX },
+		{ "timeout=1.5s", UINT64_C(1500000000) },
+		{ "timeout=0.25", 250 * RESIL_NS_PER_US },
+		{ "timeout=.5ms", 500 * RESIL_NS_PER_US },
+		{ "timeout=2.000ns", 2 },
+		{ "timeout=0.000001ms", 1 },
+		{ "timeout=1.5m", UINT64_C(90000000000) },
+		{ "timeout=18446744073709551615ns", UINT64_MAX },
+		{ "timeout=18446744073709ms", UINT64_C(18446744073709000000) },
 		{ "timeout=18446744073s", UINT64_C(18446744073000000000) },
 	};
 	size_t i;
@@ -399,36 +409,87 @@ test_config_durations(void **state)
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		resil_config *c = parse_ok(cases[i].text);
 
-		assert_true(
-		    resil_config_pipeline(c)->timeout_ns == cases[i].ticks);
+		if (resil_config_pipeline(c)->timeout_ns != cases[i].ns)
+			fail_msg("%s gave %llu ns", cases[i].text,
+			    (unsigned long long)resil_config_pipeline(c)
+			        ->timeout_ns);
 		resil_config_free(c);
 	}
 	expect_error("timeout=18446744074s",
 	    "svc.conf:1: timeout: 18446744074s is out of range "
 	    "0..18446744073709551615");
-	expect_error("timeout=18446744073709551616",
-	    "svc.conf:1: timeout: 18446744073709551616 is out of range "
+	expect_error("timeout=18446744073710",
+	    "svc.conf:1: timeout: 18446744073710 is out of range "
 	    "0..18446744073709551615");
+	expect_error("timeout=18446744073709551616ns",
+	    "svc.conf:1: timeout: 18446744073709551616ns is out of range "
+	    "0..18446744073709551615");
+	/* Ambiguous or unknown forms are refused, never guessed. */
 	expect_error("timeout=5 s",
-	    "svc.conf:1: timeout: \"5 s\" is not a duration (ticks, or a "
-	    "whole "
-	    "number with ns, us, ms, s, m or h)");
-	expect_error("timeout=1.5s",
-	    "svc.conf:1: timeout: \"1.5s\" is not a duration (ticks, or a "
-	    "whole number with ns, us, ms, s, m or h)");
-	expect_error("timeout=-1",
-	    "svc.conf:1: timeout: \"-1\" is not a duration (ticks, or a whole "
-	    "number with ns, us, ms, s, m or h)");
+	    "svc.conf:1: timeout: \"5 s\": write the unit next to the number "
+	    "(5s)");
+	expect_error("timeout=0.5ns",
+	    "svc.conf:1: timeout: \"0.5ns\" is not a whole number of "
+	    "nanoseconds");
+	expect_error("timeout=0.0000001",
+	    "svc.conf:1: timeout: \"0.0000001\" is not a whole number of "
+	    "nanoseconds");
+	expect_error("timeout=10sec",
+	    "svc.conf:1: timeout: \"10sec\": unknown unit \"sec\" (did you "
+	    "mean 10s?)");
+	expect_error("timeout=10M",
+	    "svc.conf:1: timeout: \"10M\": unknown unit \"M\" (units: ns, us, "
+	    "ms, s, m, h; a number alone is milliseconds)");
+	expect_error("timeout=3MS",
+	    "svc.conf:1: timeout: \"3MS\": unknown unit \"MS\" (did you mean "
+	    "3ms?)");
 	expect_error("timeout=10d",
-	    "svc.conf:1: timeout: \"10d\" is not a duration (ticks, or a "
-	    "whole "
-	    "number with ns, us, ms, s, m or h)");
+	    "svc.conf:1: timeout: \"10d\": unknown unit \"d\" (units: ns, us, "
+	    "ms, s, m, h; a number alone is milliseconds)");
+	expect_error("timeout=-1",
+	    "svc.conf:1: timeout: \"-1\" is not a duration (a number of "
+	    "milliseconds, or a number with a unit: ns, us, ms, s, m, h)");
+	expect_error("timeout=1.",
+	    "svc.conf:1: timeout: \"1.\" is not a duration (a number of "
+	    "milliseconds, or a number with a unit: ns, us, ms, s, m, h)");
 	expect_error("timeout=none",
-	    "svc.conf:1: timeout: \"none\" is not a duration (ticks, or a "
-	    "whole number with ns, us, ms, s, m or h)");
+	    "svc.conf:1: timeout: \"none\" is not a duration (a number of "
+	    "milliseconds, or a number with a unit: ns, us, ms, s, m, h)");
 	expect_error("breaker.bucket=0",
 	    "svc.conf:1: breaker.bucket: 0 is out of range "
 	    "1..18446744073709551615");
+}
+
+/* The user's run of issue 14: timeout=200 and breaker.open_wait=30 in a
+ * Dubbo habit are 200 ms and 30 ms, never 200 ns and 30 ns. */
+static void
+test_config_unitless_is_milliseconds(void **state)
+{
+	resil_config *c;
+	const resil_pipeline_config *pc;
+	char buf[32];
+
+	(void)state;
+	c = parse_ok("timeout=200\nbreaker.open_wait=30\nretry.delay=100\n"
+	             "cache.max_age=10000\ngetStock.timeout=3000\n");
+	pc = resil_config_pipeline(c);
+	assert_true(pc->timeout_ns == 200 * RESIL_NS_PER_MS);
+	assert_true(pc->breaker.open_wait_ns == 30 * RESIL_NS_PER_MS);
+	assert_true(pc->retry.base_delay_ns == 100 * RESIL_NS_PER_MS);
+	assert_true(pc->cache.max_age == 10 * RESIL_NS_PER_SEC);
+	assert_true(pc->methods[0].timeout_ns == 3 * RESIL_NS_PER_SEC);
+	/* Read back in the largest unit that holds the value exactly. */
+	assert_int_equal(
+	    resil_config_get(c, "timeout", buf, sizeof(buf)), RESIL_OK);
+	assert_string_equal(buf, "200ms");
+	assert_int_equal(
+	    resil_config_get(c, "cache.max_age", buf, sizeof(buf)), RESIL_OK);
+	assert_string_equal(buf, "10s");
+	assert_int_equal(
+	    resil_config_get(c, "getStock.timeout", buf, sizeof(buf)),
+	    RESIL_OK);
+	assert_string_equal(buf, "3s");
+	resil_config_free(c);
 }
 
 static void
@@ -687,8 +748,9 @@ test_config_method_keys(void **state)
 	    "svc.conf:1: getStock.retry.max_attempts: 1001 is out of range "
 	    "0..1000");
 	expect_error("getStock.timeout=soon",
-	    "svc.conf:1: getStock.timeout: \"soon\" is not a duration (ticks, "
-	    "or a whole number with ns, us, ms, s, m or h)");
+	    "svc.conf:1: getStock.timeout: \"soon\" is not a duration (a "
+	    "number of milliseconds, or a number with a unit: ns, us, ms, s, "
+	    "m, h)");
 }
 
 static void
@@ -751,7 +813,7 @@ test_config_stage_validation_line(void **state)
 	expect_error("bulkhead.adaptive=yes\nbulkhead.min_limit=50\n",
 	    "svc.conf:2: bulkhead.min_limit: 50 is out of range 1..25 "
 	    "(max_concurrent)");
-	expect_error("ratelimit.rate=100000000\nratelimit.period=7\n",
+	expect_error("ratelimit.rate=100000000\nratelimit.period=7ns\n",
 	    "svc.conf:2: ratelimit.rate: 100000000 per period 7 needs a time "
 	    "step of 1/100000000 tick, finer than 1/16777216");
 }
@@ -1031,11 +1093,11 @@ test_config_get(void **state)
 	GET("breaker.failure_rate", "40");
 	GET("breaker.min_calls", "10"); /* a default */
 	GET("breaker.window", "count");
-	GET("breaker.open_wait", "30000000000");
+	GET("breaker.open_wait", "30s");
 	GET("breaker.open_wait_multiplier", "1");
 	GET("breaker.per_method", "false");
 	GET("retry.enabled", "true");
-	GET("retry.delay", "2000000000");
+	GET("retry.delay", "2s");
 	GET("retry.max_delay", "none");
 	GET("retry.backoff", "fixed");
 	GET("retry.jitter", "equal");
@@ -1044,7 +1106,7 @@ test_config_get(void **state)
 	GET("cache.max_age", "none");
 	GET("cache.max_bytes", "1048576");
 	GET("cache.shards", "16");
-	GET("ratelimit.period", "1000000000");
+	GET("ratelimit.period", "1s");
 	GET("bulkhead.backoff_pct", "90");
 	GET("getStock.type", "int");
 	GET("getStock.mock", "force:return 0");
@@ -1297,7 +1359,7 @@ test_config_many_methods(void **state)
 	assert_non_null(text);
 	for (i = 0; i < 100; i++)
 		n += (size_t)sprintf(
-		    text + n, "m%d.timeout=%d\nm%d.type=int\n", i, i + 1, i);
+		    text + n, "m%d.timeout=%dns\nm%d.type=int\n", i, i + 1, i);
 	c = parse_ok(text);
 	free(text);
 	pc = resil_config_pipeline(c);
@@ -1323,6 +1385,7 @@ main(void)
 		cmocka_unit_test(test_config_stage_switches),
 		cmocka_unit_test(test_config_comments_and_blanks),
 		cmocka_unit_test(test_config_durations),
+		cmocka_unit_test(test_config_unitless_is_milliseconds),
 		cmocka_unit_test(test_config_numbers_and_overflow),
 		cmocka_unit_test(test_config_range_errors),
 		cmocka_unit_test(test_config_syntax_errors),

@@ -2859,10 +2859,10 @@ test_scenarios_seed003_inventory_from_config_text(void **state)
 	                           "breaker.enabled=true\n"
 	                           "breaker.failure_rate=0\n"
 	                           "breaker.consecutive_failures=2\n"
-	                           "breaker.open_wait=5\n"
+	                           "breaker.open_wait=5ns\n"
 	                           "breaker.probes=1\n"
 	                           "cache.enabled=true\n"
-	                           "cache.max_age=10\n";
+	                           "cache.max_age=10ns\n";
 	static const step steps[] = {
 		{ 0, 1, LIVE, 8, 0, 1 },
 		{ 1, 0, CACHE, 8, 1, 2 },
