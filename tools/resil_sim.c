@@ -734,6 +734,7 @@ main(int argc, char **argv)
 		} else if (resil_manual_clock_now(&mc) > steps[i].t) {
 			/* A slow call before ran past this step's time: it
 			 * starts late, and so may every later step. */
+			fflush(stdout);
 			fprintf(stderr,
 			    "%s:%u: warning: due at %sms, starts at %sms: a "
 			    "slow call before it was still running\n",
@@ -804,6 +805,7 @@ main(int argc, char **argv)
 			rows[nrows++] = rw;
 		}
 	}
+	fflush(stdout);
 	if (svg != NULL && nrows > 0) {
 		rc = write_svg(svg, rows, nrows, bands, nbands);
 		if (rc == 0)
