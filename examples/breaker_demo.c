@@ -103,12 +103,10 @@ main(void)
 			cache.stock = rc;
 			cache.saved_at = script[i].t;
 			print_result(script[i].t, "live", &cache, svc.calls);
-		} else if (cache.has &&
-		    script[i].t - cache.saved_at <= MAX_AGE) {
+		} else if (cache.has && script[i].t - cache.saved_at <= MAX_AGE) {
 			print_result(script[i].t, "cache", &cache, svc.calls);
 		} else {
-			print_result(
-			    script[i].t, "unavailable", NULL, svc.calls);
+			print_result(script[i].t, "unavailable", NULL, svc.calls);
 		}
 	}
 
