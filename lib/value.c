@@ -479,12 +479,14 @@ put_json_string(resil__out *o, const char *s, size_t n)
 				resil__out_c(o, (char)c);
 			} else {
 				/* Well-formed UTF-8 as it is; any other byte
-				 * as the replacement character. */
+				 * as U+FFFD, the replacement character (its
+				 * UTF-8 bytes, so that the text reads back to
+				 * itself). */
 				size_t k = utf8_seq(
 				    (const unsigned char *)s + i, n - i);
 
 				if (k == 0) {
-					resil__out_s(o, "\\ufffd", 6);
+					resil__out_s(o, "\xEF\xBF\xBD", 3);
 				} else {
 					resil__out_s(o, s + i, k);
 					i += k - 1;

@@ -770,8 +770,13 @@ test_config_mock_specs(void **state)
 	expect_error("getStock.mock=return abc\ngetStock.type=int\n",
 	    "svc.conf:1: getStock.mock: \"return abc\" at column 8: cannot "
 	    "read an unquoted value as int");
-	/* Without a type the same spec is a fine string... */
-	c = parse_ok("getStock.mock=return abc\n");
+	/* Without a type the same spec is refused too (Dubbo keeps unquoted
+	 * text only for a String method), with the line... */
+	expect_error("getStock.mock=return ture\n",
+	    "svc.conf:1: getStock.mock: \"return ture\" at column 8: an "
+	    "unquoted value must be a number, true, false, null, empty or JSON "
+	    "(quote text, or declare the type string); did you mean true?");
+	c = parse_ok("getStock.mock=return abc\ngetStock.type=string\n");
 	resil_config_free(c);
 	/* ...and "no mock" spellings are accepted. */
 	c = parse_ok("mock=\ngetStock.mock=false\n");

@@ -629,7 +629,9 @@ test_value_json_nul_escape_refused(void **state)
 }
 
 /* resil_value_format promises JSON: a string's invalid UTF-8 bytes are
- * escaped as \ufffd, well-formed UTF-8 is kept, NUL is \u0000. */
+ * replaced by U+FFFD (EF BF BD), well-formed UTF-8 is kept, NUL is
+ * \u0000. */
+#define RCH "\xef\xbf\xbd"
 static void
 test_value_format_escapes_invalid_utf8(void **state)
 {
@@ -641,14 +643,13 @@ test_value_format_escapes_invalid_utf8(void **state)
 		{ "caf\xc3\xa9", 5, "\"caf\xc3\xa9\"" },
 		{ "a\xff"
 		  "b",
-		    3, "\"a\\ufffdb\"" },
-		{ "\xc3", 1, "\"\\ufffd\"" },            /* truncated */
-		{ "\xc0\xaf", 2, "\"\\ufffd\\ufffd\"" }, /* overlong */
-		{ "\xed\xa0\x80", 3,
-		    "\"\\ufffd\\ufffd\\ufffd\"" }, /* surrogate */
+		    3, "\"a" RCH "b\"" },
+		{ "\xc3", 1, "\"" RCH "\"" },                 /* truncated */
+		{ "\xc0\xaf", 2, "\"" RCH RCH "\"" },         /* overlong */
+		{ "\xed\xa0\x80", 3, "\"" RCH RCH RCH "\"" }, /* surrogate */
 		{ "\xf0\x9f\x98\x80", 4, "\"\xf0\x9f\x98\x80\"" },
 		{ "\xf4\x90\x80\x80", 4,
-		    "\"\\ufffd\\ufffd\\ufffd\\ufffd\"" }, /* > U+10FFFF */
+		    "\"" RCH RCH RCH RCH "\"" }, /* > U+10FFFF */
 		{ "x\0y", 3, "\"x\\u0000y\"" },
 	};
 	resil_value v;

@@ -200,8 +200,10 @@ RESIL_API size_t resil_value_heap_size(const resil_value *v);
  * truncated). Forms: null, true, false, 42, 2.5 (doubles always show a
  * '.' or an exponent: 2.0, shortest text that reads back exactly), strings
  * as JSON strings ("a\"b"; control bytes and NUL as \u00XX; every byte
- * that is not part of well-formed UTF-8 is escaped as \ufffd, the
- * replacement character, so the text is always valid UTF-8 JSON), bytes
+ * that is not part of well-formed UTF-8 is replaced by U+FFFD, the
+ * replacement character, written as its UTF-8 bytes EF BF BD, so the text
+ * is always valid UTF-8 JSON: invalid UTF-8 is replaced, never refused and
+ * never passed through), bytes
  * as hex (0x6869), JSON as its compact text, an opaque value by its kind's
  * format (or the JSON string "<name>"). A NULL v prints as null. buf may
  * be NULL when size is 0.
