@@ -267,22 +267,38 @@ word_eq(const char *s, const char *w)
 static resil_err fail_at(resil_diag *diag, const char *origin, unsigned line,
     const char *fmt, ...) RESIL__PRINTF(4, 5);
 
+/* lib/resil.c: resil__diagf() with a va_list (long values elided). */
+resil_err resil__vdiagf(
+    resil_diag *diag, resil_err err, const char *fmt, va_list ap);
+
 static resil_err
 fail_at(
     resil_diag *diag, const char *origin, unsigned line, const char *fmt, ...)
 {
-	char msg[RESIL_DIAG_MAX];
+	char f[512];
+	size_t n = 0, i;
 	va_list ap;
+	resil_err err;
 
 	if (diag == NULL)
 		return RESIL_E_INVAL;
+	/* "origin:line: " becomes part of the format (its '%' doubled), so
+	 * that the values of the message are elided as any diagnostic's. */
+	if (line != 0 && origin != NULL) {
+		for (i = 0; origin[i] != '\0' && n + 2 < 200; i++) {
+			if (origin[i] == '%')
+				f[n++] = '%';
+			f[n++] = origin[i];
+		}
+		n += (size_t)snprintf(f + n, sizeof(f) - n, ":%u: ", line);
+	}
+	if (n + strlen(fmt) + 1 > sizeof(f))
+		return resil__diagf(diag, RESIL_E_INVAL, "%s", fmt);
+	memcpy(f + n, fmt, strlen(fmt) + 1);
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	err = resil__vdiagf(diag, RESIL_E_INVAL, f, ap);
 	va_end(ap);
-	if (line == 0 || origin == NULL)
-		return resil__diagf(diag, RESIL_E_INVAL, "%s", msg);
-	return resil__diagf(
-	    diag, RESIL_E_INVAL, "%s:%u: %s", origin, line, msg);
+	return err;
 }
 
 static size_t

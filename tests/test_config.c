@@ -460,6 +460,36 @@ test_config_durations(void **state)
 	    "1..18446744073709551615");
 }
 
+/* issue 14: a 10 KB key keeps "unknown key" (the value is elided in the
+ * middle), and so does a 10 KB value its reason. */
+static void
+test_config_long_values_keep_the_reason(void **state)
+{
+	static char text[10300];
+	resil_config *c = NULL;
+	resil_diag d;
+
+	(void)state;
+	memset(text, 'k', 10240);
+	memcpy(text + 10240, "=1\n", 4);
+	assert_int_equal(
+	    resil_config_parse_string(&c, text, "svc.conf", NULL, &d),
+	    RESIL_E_INVAL);
+	assert_null(c);
+	assert_true(strlen(d.msg) < RESIL_DIAG_MAX);
+	assert_true(strncmp(d.msg, "svc.conf:1: kkkk", 16) == 0);
+	assert_non_null(strstr(d.msg, "k...k"));
+	assert_non_null(strstr(d.msg, "kkk: unknown key"));
+	memcpy(text, "timeout=", 8);
+	memset(text + 8, '7', 10240);
+	memcpy(text + 10248, "x\n", 3);
+	assert_int_equal(
+	    resil_config_parse_string(&c, text, "svc.conf", NULL, &d),
+	    RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "svc.conf:1: timeout: \"777"));
+	assert_non_null(strstr(d.msg, "777x\": unknown unit \"x\""));
+}
+
 /* The user's run of issue 14: timeout=200 and breaker.open_wait=30 in a
  * Dubbo habit are 200 ms and 30 ms, never 200 ns and 30 ns. */
 static void
@@ -774,7 +804,8 @@ test_config_mock_specs(void **state)
 	 * text only for a String method), with the line... */
 	expect_error("getStock.mock=return ture\n",
 	    "svc.conf:1: getStock.mock: \"return ture\" at column 8: an "
-	    "unquoted value must be a number, true, false, null, empty or JSON "
+	    "unquoted value must be a number, true, false, null, empty or "
+	    "JSON "
 	    "(quote text, or declare the type string); did you mean true?");
 	c = parse_ok("getStock.mock=return abc\ngetStock.type=string\n");
 	resil_config_free(c);
@@ -1391,6 +1422,7 @@ main(void)
 		cmocka_unit_test(test_config_comments_and_blanks),
 		cmocka_unit_test(test_config_durations),
 		cmocka_unit_test(test_config_unitless_is_milliseconds),
+		cmocka_unit_test(test_config_long_values_keep_the_reason),
 		cmocka_unit_test(test_config_numbers_and_overflow),
 		cmocka_unit_test(test_config_range_errors),
 		cmocka_unit_test(test_config_syntax_errors),
