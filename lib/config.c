@@ -63,6 +63,7 @@ typedef struct keydef {
 
 #define PC(field) offsetof(resil_pipeline_config, field)
 #define U32MAX UINT64_C(4294967295)
+#define WINDOW_MAX UINT64_C(1048576)
 #define INT(n, k, st, fl, field, lo, hi)                  \
 	{                                                 \
 		n, k, st, fl, PC(field), lo, hi, 0.0, 0.0 \
@@ -96,8 +97,10 @@ static const keydef keys[] = {
 	    U32MAX),
 	INT("breaker.window", K_WINDOW, ST_BREAKER, 0, breaker.window_type, 0,
 	    0),
+	/* The count window's real maximum (lib/breaker.c); a time window's
+	 * 3600 buckets are checked by the breaker, which knows the kind. */
 	INT("breaker.window_size", K_U32, ST_BREAKER, 0, breaker.window_size,
-	    1, U32MAX),
+	    1, WINDOW_MAX),
 	INT("breaker.bucket", K_DUR, ST_BREAKER, 0, breaker.bucket_ns, 1,
 	    UINT64_MAX),
 	INT("breaker.open_wait", K_DUR, ST_BREAKER, 0, breaker.open_wait_ns, 0,

@@ -591,9 +591,20 @@ test_config_range_errors(void **state)
 	    "svc.conf:1: breaker.probes: 0 is out of range 1..32767");
 	expect_error("breaker.probes=32768",
 	    "svc.conf:1: breaker.probes: 32768 is out of range 1..32767");
+	/* The range names the real maximum of a count window. */
 	expect_error("breaker.window_size=0",
 	    "svc.conf:1: breaker.window_size: 0 is out of range "
-	    "1..4294967295");
+	    "1..1048576");
+	expect_error("breaker.window_size=1048577",
+	    "svc.conf:1: breaker.window_size: 1048577 is out of range "
+	    "1..1048576");
+	{
+		resil_config *c = parse_ok("breaker.window_size=1048576\n");
+
+		assert_int_equal(
+		    resil_config_pipeline(c)->breaker.window_size, 1048576);
+		resil_config_free(c);
+	}
 	expect_error("breaker.open_wait_multiplier=0.5",
 	    "svc.conf:1: breaker.open_wait_multiplier: 0.5 is out of range "
 	    "1..1000");
