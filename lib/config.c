@@ -193,6 +193,105 @@ static const char *const backoff_names[] = { "fixed", "exponential" };
 static const char *const jitter_names[] = { "none", "proportional", "full",
 	"equal", "decorrelated" };
 
+/* ---- a string index ----
+ *
+ * Keys to array positions, so that reading n settings and n methods is
+ * linear: open addressing over the positions (stored + 1, 0 is empty),
+ * the strings read back through key_of, so the arrays may move. */
+
+typedef const char *(*key_of_fn)(const void *ctx, size_t i);
+
+typedef struct strtab {
+	size_t *slot;
+	size_t cap; /* a power of two, or 0 */
+	size_t n;
+} strtab;
+
+static size_t
+str_hash(const char *s)
+{
+	uint64_t h = UINT64_C(14695981039346656037);
+
+	while (*s != '\0') {
+		h ^= (unsigned char)*s++;
+		h *= UINT64_C(1099511628211);
+	}
+	return (size_t)(h ^ (h >> 32));
+}
+
+/* The position of key, or -1. */
+static long
+strtab_find(
+    const strtab *t, const char *key, key_of_fn key_of, const void *ctx)
+{
+	size_t i;
+
+	if (t->cap == 0)
+		return -1;
+	for (i = str_hash(key) & (t->cap - 1); t->slot[i] != 0;
+	     i = (i + 1) & (t->cap - 1))
+		if (strcmp(key_of(ctx, t->slot[i] - 1), key) == 0)
+			return (long)(t->slot[i] - 1);
+	return -1;
+}
+
+static void
+strtab_put(size_t *slot, size_t cap, size_t h, size_t pos)
+{
+	size_t i;
+
+	for (i = h & (cap - 1); slot[i] != 0; i = (i + 1) & (cap - 1))
+		;
+	slot[i] = pos + 1;
+}
+
+/* Make room for want entries (at most half full). RESIL_E_NOMEM. */
+static resil_err
+strtab_reserve(strtab *t, const resil_allocator *a, size_t want,
+    key_of_fn key_of, const void *ctx)
+{
+	if (2 * want > t->cap) {
+		size_t cap = t->cap == 0 ? 16 : t->cap * 2, i;
+		size_t *slot;
+
+		if (cap > SIZE_MAX / sizeof(*slot))
+			return RESIL_E_NOMEM;
+		slot = resil__calloc(a, cap * sizeof(*slot));
+		if (slot == NULL)
+			return RESIL_E_NOMEM;
+		for (i = 0; i < t->cap; i++)
+			if (t->slot[i] != 0)
+				strtab_put(slot, cap,
+				    str_hash(key_of(ctx, t->slot[i] - 1)),
+				    t->slot[i] - 1);
+		if (t->slot != NULL)
+			resil__free(a, t->slot, t->cap * sizeof(*t->slot));
+		t->slot = slot;
+		t->cap = cap;
+	}
+	return RESIL_OK;
+}
+
+/* Add position pos (its key not yet in t). RESIL_OK or RESIL_E_NOMEM. */
+static resil_err
+strtab_add(strtab *t, const resil_allocator *a, size_t pos, key_of_fn key_of,
+    const void *ctx)
+{
+	if (strtab_reserve(t, a, t->n + 1, key_of, ctx) != RESIL_OK)
+		return RESIL_E_NOMEM;
+	strtab_put(t->slot, t->cap, str_hash(key_of(ctx, pos)), pos);
+	t->n++;
+	return RESIL_OK;
+}
+
+static void
+strtab_free(strtab *t, const resil_allocator *a)
+{
+	if (t->slot != NULL)
+		resil__free(a, t->slot, t->cap * sizeof(*t->slot));
+	memset(t, 0, sizeof(*t));
+}
+
 /* ---- the config ---- */
 
 typedef struct setting {
@@ -212,6 +311,7 @@ struct resil_config {
 	resil_pipeline_config pc;
 	resil_method_config *methods;
 	size_t methods_cap;
+	strtab index; /* setting keys -> positions in settings */
 };
 
 /*
@@ -231,6 +331,7 @@ typedef struct build {
 	resil_method_config *methods;
 	ref *method_mock; /* each method's mock setting */
 	size_t n, cap;
+	strtab names; /* method names -> positions in methods */
 	int touched[ST_COUNT];
 	int enabled[ST_COUNT];   /* -1: not given */
 	unsigned last[ST_COUNT]; /* the line of each stage's last key */
@@ -689,6 +790,13 @@ build_discard(build *b)
 	b->methods = NULL;
 	b->method_mock = NULL;
 	b->n = b->cap = 0;
+	strtab_free(&b->names, b->a);
+}
+
+static const char *
+method_key(const void *ctx, size_t i)
+{
+	return ((const build *)ctx)->methods[i].name;
 }
 
 /* The index of method name, declaring it if new; -1 on no memory. */
@@ -697,11 +805,14 @@ build_method(build *b, const char *name)
 {
 	resil_method_config *m;
 	ref *mm;
-	size_t i, cap;
+	size_t cap;
 
-	for (i = 0; i < b->n; i++)
-		if (strcmp(b->methods[i].name, name) == 0)
-			return (long)i;
+	{
+		long at = strtab_find(&b->names, name, method_key, b);
+
+		if (at >= 0)
+			return at;
+	}
 	if (b->n == b->cap) {
 		cap = b->cap == 0 ? 4 : b->cap * 2;
 		m = resil__alloc(b->a, cap * sizeof(*m));
@@ -717,11 +828,15 @@ build_method(build *b, const char *name)
 			memcpy(m, b->methods, b->n * sizeof(*m));
 			memcpy(mm, b->method_mock, b->n * sizeof(*mm));
 		}
-		build_discard(b);
+		if (b->methods != NULL) {
+			resil__free(
+			    b->a, b->methods, b->cap * sizeof(*b->methods));
+			resil__free(b->a, b->method_mock,
+			    b->cap * sizeof(*b->method_mock));
+		}
 		b->methods = m;
 		b->method_mock = mm;
 		b->cap = cap;
-		b->n = i;
 	}
 	m = &b->methods[b->n];
 	memset(m, 0, sizeof(*m));
@@ -729,6 +844,8 @@ build_method(build *b, const char *name)
 	m->type = RESIL_TYPE_ANY;
 	b->method_mock[b->n].value = NULL;
 	b->method_mock[b->n].line = 0;
+	if (strtab_add(&b->names, b->a, b->n, method_key, b) != RESIL_OK)
+		return -1;
 	return (long)b->n++;
 }
 
@@ -1129,6 +1246,7 @@ install(resil_config *conf, build *b)
 	conf->methods_cap = b->cap;
 	b->methods = NULL;
 	b->method_mock = NULL;
+	strtab_free(&b->names, b->a);
 }
 
 /* Rebuild from every setting. */
@@ -1220,15 +1338,16 @@ nomem:
 	return resil__diagf(diag, RESIL_E_NOMEM, "config: out of memory");
 }
 
+static const char *
+setting_key(const void *ctx, size_t i)
+{
+	return ((const resil_config *)ctx)->settings[i].key;
+}
+
 static long
 setting_find(const resil_config *conf, const char *key)
 {
-	size_t i;
-
-	for (i = 0; i < conf->n; i++)
-		if (strcmp(conf->settings[i].key, key) == 0)
-			return (long)i;
-	return -1;
+	return strtab_find(&conf->index, key, setting_key, conf);
 }
 
 static void
@@ -1337,6 +1456,12 @@ parse_text(resil_config *conf, const char *text, size_t len, resil_diag *diag)
 			break;
 		}
 		conf->n++;
+		if (strtab_add(&conf->index, &conf->alloc, conf->n - 1,
+		        setting_key, conf) != RESIL_OK) {
+			err = resil__diagf(
+			    diag, RESIL_E_NOMEM, "config: out of memory");
+			break;
+		}
 		err = build_apply(&b, &conf->settings[conf->n - 1], diag);
 	}
 	if (err == RESIL_OK)
@@ -1465,6 +1590,7 @@ resil_config_free(resil_config *conf)
 	if (conf->methods != NULL)
 		resil__free(&a, conf->methods,
 		    conf->methods_cap * sizeof(*conf->methods));
+	strtab_free(&conf->index, &a);
 	resil__strfree(&a, conf->origin);
 	resil__free(&a, conf, sizeof(*conf));
 }
@@ -1501,6 +1627,13 @@ resil_config_set(
 	if (err != RESIL_OK)
 		return err;
 	at = setting_find(conf, s.key);
+	if (at < 0 &&
+	    strtab_reserve(&conf->index, &conf->alloc, conf->n + 1,
+	        setting_key, conf) != RESIL_OK) {
+		setting_free(&conf->alloc, &s);
+		return resil__diagf(
+		    diag, RESIL_E_NOMEM, "config: out of memory");
+	}
 	if (at >= 0) {
 		old = conf->settings[at];
 		conf->settings[at] = s;
@@ -1508,6 +1641,11 @@ resil_config_set(
 		conf->settings[conf->n++] = s;
 	}
 	err = rebuild(conf, diag);
+	if (err == RESIL_OK && at < 0) {
+		/* Room was made before: this cannot fail. */
+		err = strtab_add(&conf->index, &conf->alloc, conf->n - 1,
+		    setting_key, conf);
+	}
 	if (err != RESIL_OK) {
 		/* Put everything back; the old build is still installed. */
 		if (at >= 0)

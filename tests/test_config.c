@@ -1421,6 +1421,52 @@ test_config_many_methods(void **state)
 	resil_config_free(c);
 }
 
+/* issue 14: parsing was quadratic in the methods (200k: minutes). With
+ * the key and method indexes it is linear; the ctest timeout is what a
+ * quadratic parser would hit here (no timing is asserted). */
+static void
+test_config_200k_methods(void **state)
+{
+	const int n = 200000;
+	char *text = malloc((size_t)n * 40 + 32);
+	size_t len = 0;
+	int i;
+	resil_config *c;
+	const resil_pipeline_config *pc;
+	char buf[32];
+
+	(void)state;
+	assert_non_null(text);
+	for (i = 0; i < n; i++)
+		len += (size_t)sprintf(text + len, "m%d.type=int\n", i);
+	/* The last line repeats a key: still found among 200k. */
+	len += (size_t)sprintf(text + len, "m7.type=bool\n");
+	expect_error(text,
+	    "svc.conf:200001: m7.type: set again (first set "
+	    "at line 8)");
+	text[len - strlen("m7.type=bool\n")] = '\0';
+	c = parse_ok(text);
+	free(text);
+	pc = resil_config_pipeline(c);
+	assert_int_equal(pc->nmethods, n);
+	assert_string_equal(pc->methods[n - 1].name, "m199999");
+	assert_int_equal(pc->methods[n - 1].type, RESIL_TYPE_INT);
+	assert_int_equal(resil_config_count(c), n);
+	/* set finds and replaces among them too. */
+	assert_int_equal(
+	    resil_config_set(c, "m123456.type", "string", NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_config_set(c, "extra.timeout", "5s", NULL), RESIL_OK);
+	assert_int_equal(resil_config_count(c), n + 1);
+	assert_int_equal(
+	    resil_config_get(c, "m123456.type", buf, sizeof(buf)), RESIL_OK);
+	assert_string_equal(buf, "string");
+	assert_int_equal(
+	    resil_config_get(c, "extra.timeout", buf, sizeof(buf)), RESIL_OK);
+	assert_string_equal(buf, "5s");
+	resil_config_free(c);
+}
+
 int
 main(void)
 {
@@ -1454,6 +1500,7 @@ main(void)
 		cmocka_unit_test(test_config_owns_strings),
 		cmocka_unit_test(test_config_allocation_failure),
 		cmocka_unit_test(test_config_many_methods),
+		cmocka_unit_test(test_config_200k_methods),
 	};
 
 	return cmocka_run_group_tests_name("config", tests, NULL, NULL);
