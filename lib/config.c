@@ -489,6 +489,51 @@ is_ident(const char *s, size_t n)
 	return 1;
 }
 
+/* Is s[0..n) a word that starts a stage key (never a method name)? */
+static int
+is_reserved(const char *s, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++)
+		if (strlen(reserved[i]) == n && memcmp(reserved[i], s, n) == 0)
+			return 1;
+	return 0;
+}
+
+resil_err
+resil_config_check_method(const resil_method_config *m, resil_diag *diag)
+{
+	size_t n;
+
+	if (m == NULL)
+		return resil__diagf(diag, RESIL_E_INVAL, "method: NULL");
+	if (m->name == NULL || m->name[0] == '\0')
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "method: a name is required");
+	n = strlen(m->name);
+	if (!is_ident(m->name, n))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "method \"%s\": not a method name (a letter, '_' or '$', "
+		    "then letters, digits, '_' or '$')",
+		    m->name);
+	if (is_reserved(m->name, n))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "method \"%s\": a reserved word (it starts stage keys)",
+		    m->name);
+	if ((unsigned)m->type > (unsigned)RESIL_TYPE_JSON)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "%s.type: %d is not a type (any, void, bool, int, double, "
+		    "string, bytes, array, object, json)",
+		    m->name, (int)m->type);
+	if (m->max_attempts > RESIL_RETRY_MAX_ATTEMPTS)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "%s.retry.max_attempts: %u is out of range 0..%u", m->name,
+		    (unsigned)m->max_attempts,
+		    (unsigned)RESIL_RETRY_MAX_ATTEMPTS);
+	return RESIL_OK;
+}
+
 /*
  * Classify key: a stage key (*def set) or a method key (*method_len and
  * *mk set). Returns RESIL_OK or RESIL_E_INVAL with the message.
@@ -511,10 +556,8 @@ classify(const char *key, const keydef **def, size_t *method_len,
 	if (dot == NULL)
 		return unknown_key(diag, origin, line, key, NULL);
 	n = (size_t)(dot - key);
-	for (i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++)
-		if (strlen(reserved[i]) == n &&
-		    memcmp(reserved[i], key, n) == 0)
-			return unknown_key(diag, origin, line, key, NULL);
+	if (is_reserved(key, n))
+		return unknown_key(diag, origin, line, key, NULL);
 	if (!is_ident(key, n)) {
 		/* Maybe a misspelt stage key rather than a method. */
 		return fail_at(diag, origin, line,
@@ -1204,6 +1247,12 @@ build_finish(build *b, resil_diag *diag)
 			return err;
 	}
 	for (i = 0; i < b->n; i++) {
+		/* The rules of the API too (the text cannot break them:
+		 * each was checked as its key was read). */
+		d.msg[0] = '\0';
+		if (resil_config_check_method(&b->methods[i], &d) != RESIL_OK)
+			return fail_at(diag, b->origin, b->method_mock[i].line,
+			    "%s", d.msg);
 		if (b->method_mock[i].value == NULL)
 			continue;
 		err = check_mock(b, &b->method_mock[i], b->methods[i].name,

@@ -1421,6 +1421,68 @@ test_config_many_methods(void **state)
 	resil_config_free(c);
 }
 
+/* issue 14: one validation for the API and the text: method type 77 and
+ * the name "get stock" are refused both ways. */
+static void
+test_config_one_method_validation(void **state)
+{
+	resil_method_config m;
+	resil_diag d;
+
+	(void)state;
+	memset(&m, 0, sizeof(m));
+	m.name = "getStock";
+	assert_int_equal(resil_config_check_method(&m, &d), RESIL_OK);
+	m.type = (resil_type)77;
+	assert_int_equal(resil_config_check_method(&m, &d), RESIL_E_INVAL);
+	assert_string_equal(d.msg,
+	    "getStock.type: 77 is not a type (any, void, bool, int, double, "
+	    "string, bytes, array, object, json)");
+	m.type = RESIL_TYPE_JSON;
+	m.max_attempts = 1001;
+	assert_int_equal(resil_config_check_method(&m, &d), RESIL_E_INVAL);
+	assert_string_equal(d.msg,
+	    "getStock.retry.max_attempts: 1001 is out of range 0..1000");
+	m.max_attempts = 0;
+	m.name = "get stock";
+	assert_int_equal(resil_config_check_method(&m, &d), RESIL_E_INVAL);
+	assert_string_equal(d.msg,
+	    "method \"get stock\": not a method name (a letter, '_' or '$', "
+	    "then letters, digits, '_' or '$')");
+	m.name = "retry";
+	assert_int_equal(resil_config_check_method(&m, &d), RESIL_E_INVAL);
+	assert_string_equal(
+	    d.msg, "method \"retry\": a reserved word (it starts stage keys)");
+	m.name = "";
+	assert_int_equal(resil_config_check_method(&m, &d), RESIL_E_INVAL);
+	m.name = NULL;
+	assert_int_equal(resil_config_check_method(&m, &d), RESIL_E_INVAL);
+	assert_int_equal(resil_config_check_method(NULL, &d), RESIL_E_INVAL);
+	/* The text refuses the same. */
+	expect_error("get stock.type=int\n",
+	    "svc.conf:1: get stock.type: \"get stock\" is not a method name "
+	    "(a letter, '_' or '$', then letters, digits, '_' or '$')");
+	expect_error("getStock.type=77\n",
+	    "svc.conf:1: getStock.type: \"77\" is not a type (any, void, "
+	    "bool, int, double, string, bytes, array, object, json)");
+	expect_error("getStock.retry.max_attempts=1001\n",
+	    "svc.conf:1: getStock.retry.max_attempts: 1001 is out of range "
+	    "0..1000");
+	/* Every method a text declares passes the API's check. */
+	{
+		resil_config *c = parse_ok("a.type=int\n$b.timeout=5\n_c.mock="
+		                           "return 1\n");
+		const resil_pipeline_config *pc = resil_config_pipeline(c);
+		size_t i;
+
+		for (i = 0; i < pc->nmethods; i++)
+			assert_int_equal(
+			    resil_config_check_method(&pc->methods[i], &d),
+			    RESIL_OK);
+		resil_config_free(c);
+	}
+}
+
 /* issue 14: parsing was quadratic in the methods (200k: minutes). With
  * the key and method indexes it is linear; the ctest timeout is what a
  * quadratic parser would hit here (no timing is asserted). */
@@ -1501,6 +1563,7 @@ main(void)
 		cmocka_unit_test(test_config_allocation_failure),
 		cmocka_unit_test(test_config_many_methods),
 		cmocka_unit_test(test_config_200k_methods),
+		cmocka_unit_test(test_config_one_method_validation),
 	};
 
 	return cmocka_run_group_tests_name("config", tests, NULL, NULL);

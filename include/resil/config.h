@@ -114,8 +114,9 @@ RESIL_API resil_err resil_config_set(
  * The effective value of key as text, into buf (len bytes with the NUL):
  * every stage key gives its value, default or set, in a form the parser
  * reads back (durations in the largest unit that holds them exactly, as
- * "30s" or "7ns", 0 as "0"; enums by name, booleans as true or false, "none" for no limit); `<stage>.enabled` gives whether the stage
- * is on. service, mock and method keys give what was set.
+ * "30s" or "7ns", 0 as "0"; enums by name, booleans as true or false, "none"
+ * for no limit); `<stage>.enabled` gives whether the stage is on. service,
+ * mock and method keys give what was set.
  *
  * Returns RESIL_OK; RESIL_E_NOTFOUND for an unknown key, a string key that
  * was not set or a method that was not declared; RESIL_E_INVAL for a NULL
@@ -139,6 +140,20 @@ RESIL_API size_t resil_config_count(const resil_config *conf);
  * RESIL_E_NOTFOUND when i >= count. */
 RESIL_API resil_err resil_config_entry(
     const resil_config *conf, size_t i, resil_config_setting *out);
+
+/*
+ * The rules every declared method obeys, in configuration text and through
+ * the API alike (resil_pipeline_config.methods): a name that is an
+ * identifier, [A-Za-z_$][A-Za-z0-9_$]*, and not a word that starts a stage
+ * key (service, timeout, mock, breaker, retry, cache, ratelimit,
+ * bulkhead); a type among resil_type's; max_attempts at most 1000.
+ * Returns RESIL_OK, or RESIL_E_INVAL with the reason in diag, naming the
+ * method: `method "get stock": not a method name (a letter, '_' or '$',
+ * then letters, digits, '_' or '$')`, `getStock.type: 77 is not a type`.
+ * The text parser applies exactly these rules.
+ */
+RESIL_API resil_err resil_config_check_method(
+    const resil_method_config *m, resil_diag *diag);
 
 /*
  * A duration as configuration text reads it, into *ns: a number alone is
