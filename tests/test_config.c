@@ -460,6 +460,50 @@ test_config_durations(void **state)
 	    "1..18446744073709551615");
 }
 
+static void
+test_config_duration_functions(void **state)
+{
+	static const struct {
+		uint64_t ns;
+		const char *text;
+	} cases[] = { { 0, "0" }, { 1, "1ns" }, { 1500, "1500ns" },
+		{ 2000, "2us" }, { 1500000, "1500us" }, { 3000000, "3ms" },
+		{ UINT64_C(30000000000), "30s" },
+		{ UINT64_C(90000000000), "90s" },
+		{ UINT64_C(120000000000), "2m" },
+		{ UINT64_C(7200000000000), "2h" },
+		{ UINT64_MAX, "18446744073709551615ns" } };
+	char buf[32];
+	uint64_t ns = 7;
+	resil_diag d;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(resil_config_format_duration(
+		                     cases[i].ns, buf, sizeof(buf)),
+		    strlen(cases[i].text));
+		assert_string_equal(buf, cases[i].text);
+		assert_int_equal(
+		    resil_config_parse_duration(buf, &ns, &d), RESIL_OK);
+		assert_true(ns == cases[i].ns);
+	}
+	assert_int_equal(resil_config_format_duration(30, NULL, 0), 4);
+	assert_int_equal(
+	    resil_config_parse_duration("3000", &ns, &d), RESIL_OK);
+	assert_true(ns == 3 * RESIL_NS_PER_SEC);
+	ns = 7;
+	assert_int_equal(
+	    resil_config_parse_duration("10sec", &ns, &d), RESIL_E_INVAL);
+	assert_string_equal(d.msg,
+	    "duration: \"10sec\": unknown unit \"sec\" (did you mean 10s?)");
+	assert_true(ns == 7);
+	assert_int_equal(resil_config_parse_duration("99999999999h", &ns, &d),
+	    RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_config_parse_duration(NULL, &ns, &d), RESIL_E_INVAL);
+}
+
 /* issue 14: a 10 KB key keeps "unknown key" (the value is elided in the
  * middle), and so does a 10 KB value its reason. */
 static void
@@ -1541,6 +1585,7 @@ main(void)
 		cmocka_unit_test(test_config_comments_and_blanks),
 		cmocka_unit_test(test_config_durations),
 		cmocka_unit_test(test_config_unitless_is_milliseconds),
+		cmocka_unit_test(test_config_duration_functions),
 		cmocka_unit_test(test_config_long_values_keep_the_reason),
 		cmocka_unit_test(test_config_numbers_and_overflow),
 		cmocka_unit_test(test_config_range_errors),
