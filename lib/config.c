@@ -624,7 +624,8 @@ enum dur_result {
 	DUR_RANGE = -1, /* overflows 64 bits of nanoseconds */
 	DUR_UNIT = -2,  /* an unknown unit (*unit_at points at it) */
 	DUR_SPACE = -3, /* a blank between the number and the unit */
-	DUR_FRACT = -4  /* a fraction finer than a nanosecond */
+	DUR_FRACT = -4, /* a fraction finer than a nanosecond */
+	DUR_COMMA = -5  /* a decimal comma (1,5s) */
 };
 
 static const struct {
@@ -662,6 +663,10 @@ parse_duration(const char *s, uint64_t *v, const char **unit_at)
 			return DUR_BAD;
 		*unit_at = u;
 		return DUR_SPACE;
+	}
+	if (*u == ',' && u[1] >= '0' && u[1] <= '9') {
+		*unit_at = u;
+		return DUR_COMMA;
 	}
 	if (*u != '\0') {
 		for (i = 0; i < sizeof(dur_units) / sizeof(dur_units[0]);
@@ -914,6 +919,9 @@ dur_fail(resil_diag *diag, const char *origin, unsigned line, const char *key,
 		return fail_at(diag, origin, line,
 		    "%s: \"%s\": unknown unit \"%s\" (units: " DUR_UNITS ")",
 		    key, v, unit_at);
+	case DUR_COMMA:
+		return fail_at(diag, origin, line,
+		    "%s: \"%s\": write a fraction with '.', not ','", key, v);
 	case DUR_FRACT:
 		return fail_at(diag, origin, line,
 		    "%s: \"%s\" is not a whole number of nanoseconds", key, v);

@@ -428,6 +428,9 @@ test_config_durations(void **state)
 	expect_error("timeout=5 s",
 	    "svc.conf:1: timeout: \"5 s\": write the unit next to the number "
 	    "(5s)");
+	expect_error("timeout=1,5s",
+	    "svc.conf:1: timeout: \"1,5s\": write a fraction with '.', not "
+	    "','");
 	expect_error("timeout=0.5ns",
 	    "svc.conf:1: timeout: \"0.5ns\" is not a whole number of "
 	    "nanoseconds");
