@@ -1067,6 +1067,28 @@ test_mock_json_string_survives_its_canonical_text(void **state)
 	    "fail:return \"\xef\xbf\xbd\"");
 }
 
+/* issue 14: a 10 KB spec is elided in the middle of the message, so the
+ * column and the reason stay. */
+static void
+test_mock_long_spec_keeps_the_reason(void **state)
+{
+	static char spec[10240];
+	resil_mock_spec s;
+	resil_diag d;
+
+	(void)state;
+	memcpy(spec, "return 'x", 9);
+	memset(spec + 9, 'y', sizeof(spec) - 10);
+	spec[sizeof(spec) - 1] = '\0';
+	assert_int_equal(resil_mock_parse(&s, spec, RESIL_TYPE_ANY, NULL, &d),
+	    RESIL_E_INVAL);
+	assert_true(strlen(d.msg) < RESIL_DIAG_MAX);
+	assert_true(strncmp(d.msg, "mock: \"return 'xyyy", 19) == 0);
+	assert_non_null(strstr(d.msg, "y...y"));
+	assert_non_null(strstr(d.msg,
+	    "yyy\" at column 10240: unterminated string: no closing '"));
+}
+
 static void
 test_mock_round_trip_property(void **state)
 {
@@ -1116,6 +1138,7 @@ main(void)
 		cmocka_unit_test(
 		    test_mock_json_string_survives_its_canonical_text),
 		cmocka_unit_test(test_mock_round_trip_property),
+		cmocka_unit_test(test_mock_long_spec_keeps_the_reason),
 		cmocka_unit_test(test_mock_force_return_null_never_calls),
 		cmocka_unit_test(test_mock_force_return_value_never_calls),
 		cmocka_unit_test(test_mock_force_throw_gives_mock_error),
