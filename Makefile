@@ -4,7 +4,7 @@
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_BUILD = cmake --build --preset
 
-.PHONY: all deps dev demo test install bench bench-build bench-instructions asan ubsan tsan format clean
+.PHONY: all deps dev demo test bench bench-build bench-instructions asan ubsan tsan format clean
 
 all: test
 
@@ -37,6 +37,7 @@ test: dev
 # An optimised build (the install preset), installed into PREFIX; the
 # installed resil-sim finds libresil through an $ORIGIN-relative RUNPATH.
 PREFIX ?= /usr/local
+.PHONY: install
 install: deps
 	cmake --preset install >/dev/null
 	$(CMAKE_BUILD) install -j $(JOBS)
