@@ -1178,14 +1178,38 @@ is_word(char c)
 	    (c >= '0' && c <= '9') || c == '_';
 }
 
-/* Copy in to out (len bytes), each whole-word field name renamed. */
+/* Copy the digits at *in to out as a duration ("10000000000" -> "10s"):
+ * the stage's numbers are nanoseconds, the text's are not. */
+static void
+put_duration(const char **in, char *out, size_t len, size_t *o)
+{
+	uint64_t v = 0;
+	size_t n = 0;
+	char tmp[32];
+	const char *t;
+
+	while ((*in)[n] >= '0' && (*in)[n] <= '9')
+		n++;
+	if (n == 0 || is_word((*in)[n]) || parse_digits(*in, n, &v) != 1)
+		return;
+	*in += n;
+	format_duration(tmp, sizeof(tmp), v);
+	for (t = tmp; *t != '\0' && *o + 1 < len; t++)
+		out[(*o)++] = *t;
+}
+
+/* Copy in to out (len bytes), each whole-word field name renamed; the
+ * number that follows a duration field (after ": ", " " or " (") and the
+ * bound of a ">= N" after one are written with a unit. */
 static void
 rename_fields(const char *in, char *out, size_t len)
 {
-	size_t o = 0, i, n;
+	size_t o = 0, i, n = 0;
+	int dur_seen = 0;
 
 	while (*in != '\0' && o + 1 < len) {
 		const char *to = NULL;
+		int dur = 0;
 
 		if (is_word(*in) && (o == 0 || !is_word(out[o - 1]))) {
 			for (i = 0; i < sizeof(renames) / sizeof(renames[0]);
@@ -1194,17 +1218,45 @@ rename_fields(const char *in, char *out, size_t len)
 				if (strncmp(in, renames[i][0], n) == 0 &&
 				    !is_word(in[n])) {
 					to = renames[i][1];
+					dur = n > 3 &&
+					    strcmp(renames[i][0] + n - 3,
+					        "_ns") == 0;
 					break;
 				}
 			}
 		}
 		if (to == NULL) {
+			if (dur_seen && strncmp(in, ">= ", 3) == 0 &&
+			    in[3] >= '0' && in[3] <= '9') {
+				for (i = 0; i < 3 && o + 1 < len; i++)
+					out[o++] = *in++;
+				put_duration(&in, out, len, &o);
+				continue;
+			}
 			out[o++] = *in++;
 			continue;
 		}
 		in += n;
 		while (*to != '\0' && o + 1 < len)
 			out[o++] = *to++;
+		if (!dur)
+			continue;
+		dur_seen = 1;
+		{
+			const char *p = in;
+
+			if (*p == ':')
+				p++;
+			if (*p == ' ')
+				p++;
+			if (*p == '(')
+				p++;
+			if (*p >= '0' && *p <= '9') {
+				while (in < p && o + 1 < len)
+					out[o++] = *in++;
+				put_duration(&in, out, len, &o);
+			}
+		}
 	}
 	out[o] = '\0';
 }
