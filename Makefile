@@ -17,15 +17,31 @@ dev: deps
 	@ln -sf dev/tools/resil-sim build/resil-sim
 
 # The seed's inventory demo on a pipeline, then the same scenario through
-# the simulator, which draws the timeline as SVG.
-demo: dev
-	./build/dev/examples/inventory
-	@echo
-	./build/resil-sim examples/sim/inventory.conf examples/sim/inventory.scn \
+# the simulator, which draws the timeline as SVG. The build is quiet (its
+# log is shown only when it fails); each part is introduced in English.
+demo: deps
+	@cmake --preset dev >build-demo.log 2>&1 || { cat build-demo.log; exit 1; }
+	@$(CMAKE_BUILD) dev -j $(JOBS) -- --no-print-directory >>build-demo.log 2>&1 \
+	  || { cat build-demo.log; exit 1; }
+	@mv -f build-demo.log build/demo-build.log
+	@ln -sf dev/tools/resil-sim build/resil-sim
+	@cat examples/inventory.intro
+	@./build/dev/examples/inventory
+	@cat examples/sim/inventory.intro
+	@./build/resil-sim examples/sim/inventory.conf examples/sim/inventory.scn \
 	  --svg build/inventory.svg --metrics build/inventory.prom
 
 test: dev
 	ctest --preset dev -j $(JOBS)
+
+# An optimised build (the install preset), installed into PREFIX; the
+# installed resil-sim finds libresil through an $ORIGIN-relative RUNPATH.
+PREFIX ?= /usr/local
+.PHONY: install
+install: deps
+	cmake --preset install >/dev/null
+	$(CMAKE_BUILD) install -j $(JOBS)
+	cmake --install build/install --prefix $(PREFIX)
 
 asan: deps
 	cmake --preset asan >/dev/null
