@@ -371,10 +371,6 @@ word_eq(const char *s, const char *w)
 static resil_err fail_at(resil_diag *diag, const char *origin, unsigned line,
     const char *fmt, ...) RESIL__PRINTF(4, 5);
 
-/* lib/resil.c: resil__diagf() with a va_list (long values elided). */
-resil_err resil__vdiagf(
-    resil_diag *diag, resil_err err, const char *fmt, va_list ap);
-
 static resil_err
 fail_at(
     resil_diag *diag, const char *origin, unsigned line, const char *fmt, ...)

@@ -370,9 +370,6 @@ diag_format(resil__out *o, const char *fmt, va_list ap)
 	}
 }
 
-resil_err resil__vdiagf(
-    resil_diag *diag, resil_err err, const char *fmt, va_list ap);
-
 resil_err
 resil__vdiagf(resil_diag *diag, resil_err err, const char *fmt, va_list ap)
 {

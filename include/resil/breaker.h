@@ -24,8 +24,8 @@
  * transition of the same breaker from inside its listener would wait for
  * itself and returns RESIL_E_MISUSE instead.
  *
- * Durations (the _ns fields) are in ticks of the breaker's clock:
- * nanoseconds with the system clock, the test's unit with a manual clock.
+ * Durations (the _ns fields) are in ticks of the breaker's clock, and a
+ * tick is a nanosecond on every clock, the manual clock included.
  */
 #ifndef RESIL_BREAKER_H
 #define RESIL_BREAKER_H
