@@ -24,8 +24,8 @@ struct resil__epoch {
 	void *slots_raw;
 	size_t slots_raw_size;
 	resil__spinlock wlock;
-	ck_epoch_record_t writer; /* the writers' record, under wlock */
-	uint64_t pending;         /* under wlock */
+	ck_epoch_record_t *writer; /* the writers' record, under wlock */
+	uint64_t pending;          /* under wlock */
 };
 
 static void
@@ -66,7 +66,7 @@ resil__epoch_new(
 	/* ck wants each record cache-line aligned; allocate one line more
 	 * and align by hand, since the hook promises only malloc's
 	 * alignment. */
-	e->slots_raw_size = (size_t)n * sizeof(slot) + RESIL__CACHELINE;
+	e->slots_raw_size = (size_t)(n + 1) * sizeof(slot) + RESIL__CACHELINE;
 	e->slots_raw = resil__calloc(a, e->slots_raw_size);
 	if (e->slots_raw == NULL) {
 		resil__free(a, e, sizeof(*e));
@@ -78,7 +78,10 @@ resil__epoch_new(
 	ck_epoch_init(&e->ck);
 	for (i = 0; i < n; i++)
 		ck_epoch_register(&e->ck, &e->slots[i].rec, NULL);
-	ck_epoch_register(&e->ck, &e->writer, NULL);
+	/* The writers' record sits after the readers' (ck wants it
+	 * aligned like them). */
+	e->writer = &e->slots[n].rec;
+	ck_epoch_register(&e->ck, e->writer, NULL);
 	resil__spin_init(&e->wlock);
 	*out = e;
 	return RESIL_OK;
@@ -151,9 +154,9 @@ resil__epoch_retire(
 	entry->domain = e;
 	resil__spin_lock(&e->wlock);
 	e->pending++;
-	ck_epoch_call(&e->writer, &entry->ck, trampoline);
+	ck_epoch_call(e->writer, &entry->ck, trampoline);
 	/* Poll now, so that a steady stream of updates frees as it goes. */
-	(void)ck_epoch_poll(&e->writer);
+	(void)ck_epoch_poll(e->writer);
 	resil__spin_unlock(&e->wlock);
 }
 
@@ -161,7 +164,7 @@ void
 resil__epoch_reclaim(resil__epoch *e)
 {
 	resil__spin_lock(&e->wlock);
-	(void)ck_epoch_poll(&e->writer);
+	(void)ck_epoch_poll(e->writer);
 	resil__spin_unlock(&e->wlock);
 }
 
@@ -169,7 +172,7 @@ void
 resil__epoch_synchronize(resil__epoch *e)
 {
 	resil__spin_lock(&e->wlock);
-	ck_epoch_barrier(&e->writer);
+	ck_epoch_barrier(e->writer);
 	resil__spin_unlock(&e->wlock);
 }
 

@@ -657,13 +657,17 @@ resil__no_provider(const resil__route_cfg *cfg, const char *service,
 	    &m, req != NULL && req->method != NULL ? req->method : "");
 	RESIL__MSG_LIT(&m, ": ");
 	resil__msg_int(&m, (int)st->endpoints);
-	RESIL__MSG_LIT(&m,
-	    st->endpoints == 1 ? " endpoint, 0 after routers"
-	                       : " endpoints, 0 after routers");
-#define SEP()                                            \
-	do {                                             \
-		RESIL__MSG_LIT(&m, first ? " (" : ", "); \
-		first = 0;                               \
+	if (st->endpoints == 1)
+		RESIL__MSG_LIT(&m, " endpoint, 0 after routers");
+	else
+		RESIL__MSG_LIT(&m, " endpoints, 0 after routers");
+#define SEP()                                     \
+	do {                                      \
+		if (first)                        \
+			RESIL__MSG_LIT(&m, " ("); \
+		else                              \
+			RESIL__MSG_LIT(&m, ", "); \
+		first = 0;                        \
 	} while (0)
 	if (st->removed_tag > 0) {
 		SEP();

@@ -25,7 +25,7 @@ typedef struct scripted {
 	int seeded;
 } scripted;
 
-static double
+static inline double
 scripted_uniform(void *ctx)
 {
 	scripted *s = ctx;
@@ -36,7 +36,7 @@ scripted_uniform(void *ctx)
 	return s->seeded ? resil_rng_uniform(&s->rng) : 0.0;
 }
 
-static void
+static inline void
 scripted_set(scripted *s, const double *v, size_t n)
 {
 	memcpy(s->v, v, n * sizeof(*v));
@@ -59,7 +59,7 @@ typedef struct fx {
 	resil_diag diag;
 } fx;
 
-static void
+static inline void
 fx_listener(const resil_endpoint_event *ev, void *ctx)
 {
 	fx *f = ctx;
@@ -74,7 +74,7 @@ fx_listener(const resil_endpoint_event *ev, void *ctx)
 }
 
 /* Configs with defaults; the caller adjusts them, then fx_start(). */
-static void
+static inline void
 fx_init(fx *f, uint64_t start)
 {
 	memset(f, 0, sizeof(*f));
@@ -90,7 +90,7 @@ fx_init(fx *f, uint64_t start)
 	f->scfg.service = "S";
 }
 
-static int
+static inline int
 fx_start(fx *f)
 {
 	if (resil_directory_new(&f->d, &f->dcfg, &f->diag) != RESIL_OK)
@@ -102,7 +102,7 @@ fx_start(fx *f)
 	return 0;
 }
 
-static void
+static inline void
 fx_end(fx *f)
 {
 	resil_candidates_free(f->c);
@@ -111,7 +111,7 @@ fx_end(fx *f)
 }
 
 /* Push n endpoints "e0:1".. with the given weights (NULL: 100). */
-static resil_err
+static inline resil_err
 fx_push_weights(fx *f, const int32_t *w, size_t n)
 {
 	resil_endpoint_spec specs[64];
@@ -128,7 +128,7 @@ fx_push_weights(fx *f, const int32_t *w, size_t n)
 }
 
 /* Route and pick once for req; the address, or "" on error. */
-static const char *
+static inline const char *
 fx_pick(fx *f, const resil_request *req, resil_pick *p)
 {
 	if (resil_selector_route(f->sel, req, f->c, &f->diag) != RESIL_OK)
@@ -140,7 +140,7 @@ fx_pick(fx *f, const resil_request *req, resil_pick *p)
 }
 
 /* Route, pick and report success at once: the address picked (copied). */
-static const char *
+static inline const char *
 fx_call(fx *f, const resil_request *req)
 {
 	static char last[64];
