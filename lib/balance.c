@@ -383,7 +383,7 @@ consistent(resil__lb *lb, const resil__view *v, const resil_request *req,
     size_t *out, resil_diag *diag)
 {
 	resil__epoch_guard g;
-	uint64_t key, id;
+	uint64_t key = 0, id;
 	resil_err err;
 	ring *r;
 	size_t lo, hi;

@@ -784,7 +784,7 @@ parse_dur(const char *s, uint64_t *v)
 		{ "h", 3600 * RESIL_NS_PER_SEC } };
 	char num[32];
 	size_t n = 0, i;
-	uint64_t x;
+	uint64_t x = 0;
 	int r;
 
 	while (s[n] >= '0' && s[n] <= '9')
@@ -870,7 +870,7 @@ static resil_err
 u32_in(const char *key, const char *v, uint32_t lo, uint32_t hi, uint32_t *out,
     resil_diag *diag)
 {
-	uint64_t x;
+	uint64_t x = 0;
 	int r = parse_u64(v, &x);
 
 	if (r == 0)
@@ -885,7 +885,7 @@ static resil_err
 dur_min(const char *key, const char *v, uint64_t lo, uint64_t *out,
     resil_diag *diag)
 {
-	uint64_t x;
+	uint64_t x = 0;
 	int r = parse_dur(v, &x);
 
 	if (r == 0)
@@ -929,7 +929,7 @@ set_balance(const char *key, const char *sub, const char *v,
 		for (;;) {
 			char num[16];
 			size_t len = strcspn(p, ",");
-			uint64_t x;
+			uint64_t x = 0;
 			int r;
 			while (*p == ' ' && len > 0) {
 				p++;
@@ -1049,7 +1049,7 @@ set_consumers(
 		size_t len = strcspn(p, ",");
 		const char *colon = memchr(p, ':', len);
 		char num[16];
-		uint64_t x;
+		uint64_t x = 0;
 		if (colon == NULL || colon == p ||
 		    (size_t)(p + len - colon - 1) >= sizeof(num) ||
 		    p + len == colon + 1) {
@@ -1103,7 +1103,7 @@ set_one(
 {
 	const char *dot;
 	resil_err err;
-	uint64_t x;
+	uint64_t x = 0;
 	int b;
 
 	if (strcmp(key, "service") == 0) {
