@@ -78,11 +78,20 @@ make(resil_lb_kind kind, size_t n, int route)
 	b->req.nargs = 1;
 	b->args[0] = "user-42";
 	b->gen = __atomic_add_fetch(&generation, 1, __ATOMIC_SEQ_CST);
-	for (i = 0; route && i < SLOTS; i++)
+	/* Route each thread's set once and pick once from it, so that the
+	 * method's balancer, its round-robin counters and its hash ring are
+	 * built before the clock starts. */
+	for (i = 0; route && i < SLOTS; i++) {
+		resil_pick p;
 		if (resil_candidates_new(&b->c[i], b->sel) != RESIL_OK ||
 		    resil_selector_route(b->sel, &b->req, b->c[i], NULL) !=
-		        RESIL_OK)
+		        RESIL_OK ||
+		    resil_selector_pick(b->sel, b->c[i], &b->req, NULL, 0, &p,
+		        NULL) != RESIL_OK)
 			abort();
+		resil_selector_report_duration(
+		    b->sel, &p, RESIL_OUTCOME_SUCCESS, 1);
+	}
 	return b;
 }
 

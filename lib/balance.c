@@ -443,7 +443,7 @@ consistent(resil__lb *lb, const resil__view *v, const resil_request *req,
 static uint64_t
 active_of(const resil__view *v, size_t i)
 {
-	return resil__load64(&v->snap->e[v->idx[i]].ep->active);
+	return resil__ep_active(v->snap->e[v->idx[i]].ep);
 }
 
 /* The two distinct samples (Finagle). */
@@ -468,7 +468,7 @@ ewma_load(const resil__lb *lb, const resil__view *v, size_t i, uint64_t now)
 
 	return resil__ep_ewma(ep, now, (double)lb->cfg.ewma_tau,
 	           (double)lb->cfg.ewma_default_rtt) *
-	    (double)(resil__load64(&ep->active) + 1);
+	    (double)(resil__ep_active(ep) + 1);
 }
 
 /* Least-active's and shortest-response's cost of candidate i. */
@@ -480,15 +480,14 @@ scan_cost(const resil__lb *lb, const resil__view *v, size_t i, uint64_t now,
 	uint64_t s, reset;
 
 	if (!shortest)
-		return resil__load64(&ep->active);
+		return resil__ep_active(ep);
 	s = resil__load64(&ep->sr_successes);
 	reset = resil__load64(&ep->sr_reset_at);
 	if (s == 0 ||
 	    (lb->cfg.shortest_slide != 0 &&
 	        now - reset > lb->cfg.shortest_slide))
 		return 0;
-	return resil__load64(&ep->sr_elapsed) / s *
-	    (resil__load64(&ep->active) + 1);
+	return resil__load64(&ep->sr_elapsed) / s * (resil__ep_active(ep) + 1);
 }
 
 /* Up to this many ties are kept on the stack; beyond, a second pass

@@ -16,19 +16,20 @@
 
 /* Per-address state; lives while a snapshot or a pick refers to it. */
 typedef struct resil__endpoint {
-	uint64_t refs; /* atomic */
+	/* Atomic: (snapshots holding it << 32) | calls in flight. One word,
+	 * so that a pick and its report cost one atomic add each, and the
+	 * state is freed when both reach 0. */
+	uint64_t rc;
 	uint64_t id;
 	char *address;
 	struct resil_directory *dir;
-	uint64_t active; /* atomic */
-	uint64_t picks;  /* atomic */
 	/* Shortest response window; written under lock, read atomically. */
 	uint64_t sr_successes, sr_elapsed, sr_reset_at;
 	/* PeakEWMA: cost as double bits and its time; seen 0 or 1. */
 	uint64_t ewma_bits, ewma_stamp, ewma_seen;
 	/* Outlier detection, under lock; ejected/until read atomically. */
 	resil__spinlock lock;
-	uint32_t streak;
+	uint64_t streak; /* atomic */
 	uint32_t k;
 	uint64_t ejected; /* atomic 0/1 */
 	uint64_t until;   /* atomic */
@@ -72,7 +73,17 @@ typedef struct resil__snapshot {
 /* The current snapshot with a reference the caller drops. */
 resil__snapshot *resil__dir_acquire(struct resil_directory *d);
 void resil__snap_release(resil__snapshot *s);
-void resil__ep_release(resil__endpoint *ep);
+#define RESIL__EP_HOLD (UINT64_C(1) << 32)
+
+/* Drop d from ep->rc (1: a pick; RESIL__EP_HOLD: a snapshot); frees it at
+ * 0. */
+void resil__ep_unref(resil__endpoint *ep, uint64_t d);
+
+static inline uint64_t
+resil__ep_active(const resil__endpoint *ep)
+{
+	return resil__load64(&ep->rc) & UINT32_MAX;
+}
 resil__epoch *resil__dir_epoch(struct resil_directory *d);
 uint64_t resil__dir_now(struct resil_directory *d);
 
@@ -81,10 +92,12 @@ int resil__ep_ejected(resil__endpoint *ep, uint64_t now);
 /* The breaker would give a permit now (no breaker: yes). */
 int resil__ep_breaker_admits(resil__endpoint *ep);
 
-/* Outcome of one call to ep, at now. tau and slide are the reporting
- * balancer's PeakEWMA decay and shortest-response window. */
+/* Outcome of one call to ep, at now, picked by a balancer of kind: a
+ * PEAKEWMA pick feeds the latency EWMA (decay tau), a SHORTEST one the
+ * success window (slide). */
 void resil__ep_report(resil__endpoint *ep, resil_outcome outcome,
-    uint64_t duration, uint64_t now, uint64_t tau, uint64_t slide);
+    uint64_t duration, uint64_t now, resil_lb_kind kind, uint64_t tau,
+    uint64_t slide);
 
 /* PeakEWMA cost at now; default_rtt when never observed. */
 double resil__ep_ewma(

@@ -185,11 +185,11 @@ entry_clear(const resil_allocator *a, resil__entry *e)
 }
 
 void
-resil__ep_release(resil__endpoint *ep)
+resil__ep_unref(resil__endpoint *ep, uint64_t d)
 {
 	const resil_allocator *a;
 
-	if (resil__faa64(&ep->refs, (uint64_t)-1) != 1)
+	if (resil__faa64(&ep->rc, (uint64_t)0 - d) != d)
 		return;
 	a = &ep->dir->a;
 	resil_breaker_free(ep->breaker);
@@ -206,7 +206,7 @@ snap_destroy(resil__snapshot *s)
 	for (i = 0; i < s->n; i++) {
 		resil__endpoint *ep = s->e[i].ep;
 		entry_clear(a, &s->e[i]);
-		resil__ep_release(ep);
+		resil__ep_unref(ep, RESIL__EP_HOLD);
 	}
 	if (s->e != NULL)
 		resil__free(a, s->e, s->n * sizeof(*s->e));
@@ -535,7 +535,7 @@ rebuild(resil_directory *d, const resil_endpoint_spec *specs, size_t n,
 			continue;
 		hit->used = 1;
 		s->e[pos].ep = old->e[j].ep;
-		resil__faa64(&old->e[j].ep->refs, 1);
+		resil__faa64(&old->e[j].ep->rc, RESIL__EP_HOLD);
 		if ((err = entry_fill(d, &s->e[pos], &specs[hit->index])) !=
 		    RESIL_OK) {
 			pos++;
@@ -552,7 +552,7 @@ rebuild(resil_directory *d, const resil_endpoint_spec *specs, size_t n,
 			err = RESIL_E_NOMEM;
 			goto fail;
 		}
-		resil__faa64(&s->e[pos].ep->refs, 1);
+		resil__faa64(&s->e[pos].ep->rc, RESIL__EP_HOLD);
 		if ((err = entry_fill(d, &s->e[pos], &specs[i])) != RESIL_OK) {
 			pos++;
 			goto fail;
@@ -751,12 +751,14 @@ resil__ep_ejected(resil__endpoint *ep, uint64_t now)
 		return 1;
 	/* The return is noticed lazily; the one who flips the flag tells. */
 	if (resil__cas64(&ep->ejected, 1, 0)) {
+		uint32_t k;
 		resil__spin_lock(&ep->lock);
 		ep->returned_at = until;
-		ep->streak = 0;
+		resil__store64(&ep->streak, 0);
+		k = ep->k;
 		resil__spin_unlock(&ep->lock);
 		emit(ep->dir, RESIL_ENDPOINT_RETURNED, ep->address, until, 0,
-		    ep->k);
+		    k);
 	}
 	return 0;
 }
@@ -834,7 +836,7 @@ try_eject(resil__endpoint *ep, uint64_t now)
 			dur = o->max_ejection;
 		resil__store64(&ep->until, now + dur);
 		resil__store64(&ep->ejected, 1);
-		ep->streak = 0;
+		resil__store64(&ep->streak, 0);
 	}
 	resil__snap_release(s);
 	resil__spin_unlock(&d->elock);
@@ -843,34 +845,41 @@ try_eject(resil__endpoint *ep, uint64_t now)
 
 void
 resil__ep_report(resil__endpoint *ep, resil_outcome outcome, uint64_t duration,
-    uint64_t now, uint64_t tau, uint64_t slide)
+    uint64_t now, resil_lb_kind kind, uint64_t tau, uint64_t slide)
 {
 	const resil_outlier_config *o = &ep->dir->cfg.outlier;
-	uint64_t dur = 0;
+	uint64_t dur = 0, streak;
 	uint32_t k = 0;
 
 	if (outcome == RESIL_OUTCOME_IGNORED)
 		return;
 	(void)resil__ep_ejected(ep, now); /* notice a return first */
-	resil__spin_lock(&ep->lock);
-	/* PeakEWMA: every answer is a latency sample. */
-	if (resil__load64(&ep->ewma_seen) == 0) {
-		resil__store64(&ep->ewma_bits, double_bits((double)duration));
-		resil__store64(&ep->ewma_seen, 1);
-	} else {
-		double cost = bits_double(resil__load64(&ep->ewma_bits));
-		uint64_t stamp = resil__load64(&ep->ewma_stamp);
-		double w = now > stamp && tau > 0
-		    ? resil__exp_neg((double)(now - stamp) / (double)tau)
-		    : 1.0;
-		double decayed = cost * w;
-		cost = (double)duration > decayed
-		    ? (double)duration
-		    : decayed + (double)duration * (1.0 - w);
-		resil__store64(&ep->ewma_bits, double_bits(cost));
+	if (kind == RESIL_LB_PEAKEWMA) {
+		/* Every answer is a latency sample. */
+		resil__spin_lock(&ep->lock);
+		if (resil__load64(&ep->ewma_seen) == 0) {
+			resil__store64(
+			    &ep->ewma_bits, double_bits((double)duration));
+			resil__store64(&ep->ewma_seen, 1);
+		} else {
+			double cost =
+			    bits_double(resil__load64(&ep->ewma_bits));
+			uint64_t stamp = resil__load64(&ep->ewma_stamp);
+			double w = now > stamp && tau > 0
+			    ? resil__exp_neg(
+			          (double)(now - stamp) / (double)tau)
+			    : 1.0;
+			double decayed = cost * w;
+			cost = (double)duration > decayed
+			    ? (double)duration
+			    : decayed + (double)duration * (1.0 - w);
+			resil__store64(&ep->ewma_bits, double_bits(cost));
+		}
+		resil__store64(&ep->ewma_stamp, now);
+		resil__spin_unlock(&ep->lock);
 	}
-	resil__store64(&ep->ewma_stamp, now);
-	if (outcome == RESIL_OUTCOME_SUCCESS) {
+	if (kind == RESIL_LB_SHORTEST && outcome == RESIL_OUTCOME_SUCCESS) {
+		resil__spin_lock(&ep->lock);
 		if (slide != 0 && now - ep->sr_reset_at > slide) {
 			resil__store64(&ep->sr_successes, 0);
 			resil__store64(&ep->sr_elapsed, 0);
@@ -878,17 +887,25 @@ resil__ep_report(resil__endpoint *ep, resil_outcome outcome, uint64_t duration,
 		}
 		resil__store64(&ep->sr_successes, ep->sr_successes + 1);
 		resil__store64(&ep->sr_elapsed, ep->sr_elapsed + duration);
+		resil__spin_unlock(&ep->lock);
 	}
-	if (outcome == RESIL_OUTCOME_FAILURE) {
-		ep->streak++;
-		if (o->consecutive_failures != 0 &&
-		    ep->streak >= o->consecutive_failures &&
-		    resil__load64(&ep->ejected) == 0) {
-			dur = try_eject(ep, now);
-			k = ep->k;
-		}
-	} else {
-		ep->streak = 0; /* SUCCESS or BUSINESS ends a streak */
+	if (outcome != RESIL_OUTCOME_FAILURE) {
+		/* SUCCESS or BUSINESS ends a streak; no write when none. */
+		if (resil__load64(&ep->streak) != 0)
+			resil__store64(&ep->streak, 0);
+		return;
+	}
+	streak = resil__faa64(&ep->streak, 1) + 1;
+	if (o->consecutive_failures == 0 || streak < o->consecutive_failures ||
+	    resil__load64(&ep->ejected) != 0)
+		return;
+	/* Ejection decisions for one endpoint are serialised by its lock,
+	 * and the cap across endpoints by the directory's (try_eject). */
+	resil__spin_lock(&ep->lock);
+	if (resil__load64(&ep->ejected) == 0 &&
+	    resil__load64(&ep->streak) >= o->consecutive_failures) {
+		dur = try_eject(ep, now);
+		k = ep->k;
 	}
 	resil__spin_unlock(&ep->lock);
 	if (dur != 0)
@@ -965,11 +982,10 @@ resil_directory_get_state(
 	memset(out, 0, sizeof(*out));
 	out->position = pos;
 	out->id = ep->id;
-	out->active = resil__load64(&ep->active);
-	out->picks = resil__load64(&ep->picks);
+	out->active = resil__ep_active(ep);
 	out->ejected = resil__ep_ejected(ep, now);
+	out->streak = (uint32_t)resil__load64(&ep->streak);
 	resil__spin_lock(&ep->lock);
-	out->streak = ep->streak;
 	out->ejections = ep->k;
 	resil__spin_unlock(&ep->lock);
 	out->ejected_until = resil__load64(&ep->until);

@@ -559,9 +559,7 @@ resil_selector_pick(resil_selector *sel, resil_candidates *c,
 			}
 			out->has_permit_ = 1;
 		}
-		resil__faa64(&ep->refs, 1);
-		resil__faa64(&ep->active, 1);
-		resil__faa64(&ep->picks, 1);
+		resil__faa64(&ep->rc, 1); /* in flight, and held */
 		out->address = ep->address;
 		out->id = ep->id;
 		out->user = view->snap->e[view->idx[pos]].user;
@@ -569,6 +567,7 @@ resil_selector_pick(resil_selector *sel, resil_candidates *c,
 		out->ep_ = ep;
 		out->tau_ = lb->cfg.ewma_tau;
 		out->slide_ = lb->cfg.shortest_slide;
+		out->kind_ = (unsigned)lb->cfg.kind;
 		(void)tries;
 		return RESIL_OK;
 	}
@@ -590,10 +589,10 @@ resil_selector_report_duration(resil_selector *sel, resil_pick *pick,
 	if (pick->has_permit_)
 		(void)resil_breaker_record_duration(
 		    ep->breaker, &pick->permit_, outcome, duration);
-	resil__ep_report(ep, outcome, duration, now, pick->tau_, pick->slide_);
-	resil__faa64(&ep->active, (uint64_t)-1);
+	resil__ep_report(ep, outcome, duration, now,
+	    (resil_lb_kind)pick->kind_, pick->tau_, pick->slide_);
 	pick->ep_ = NULL;
-	resil__ep_release(ep);
+	resil__ep_unref(ep, 1);
 	return RESIL_OK;
 }
 
@@ -622,9 +621,8 @@ resil_selector_release(resil_selector *sel, resil_pick *pick)
 		return RESIL_E_MISUSE;
 	if (pick->has_permit_)
 		(void)resil_breaker_release(ep->breaker, &pick->permit_);
-	resil__faa64(&ep->active, (uint64_t)-1);
 	pick->ep_ = NULL;
-	resil__ep_release(ep);
+	resil__ep_unref(ep, 1);
 	return RESIL_OK;
 }
 

@@ -28,8 +28,15 @@
  * Thread safety: every function may be called from any thread at any
  * time, except new and free, which must not overlap any other call on the
  * same directory. Updates are serialised by a writer lock; readers take no
- * lock. The listener is called on the thread that caused the event, with
- * no lock held by resil except where noted.
+ * lock. The listener is called on the thread that caused the event:
+ * ADDED and REMOVED by the updating thread with the writer lock held (it
+ * must not update the directory), EJECTED by the reporting thread and
+ * RETURNED by whichever thread first notices the return (a route, a
+ * report or get_state), both without a lock. Free the selectors and
+ * candidate sets over a directory before the directory.
+ *
+ * A PeakEWMA and shortest-response estimate is kept per endpoint, with the
+ * decay and window of the balancer of the method that reported.
  */
 #ifndef RESIL_DIRECTORY_H
 #define RESIL_DIRECTORY_H
@@ -190,7 +197,6 @@ typedef struct resil_endpoint_state {
 	size_t position;    /* in the current list */
 	uint64_t id;        /* unique per address lifetime in d */
 	uint64_t active;    /* calls picked and not yet reported */
-	uint64_t picks;     /* lifetime */
 	uint32_t streak;    /* consecutive failures */
 	uint32_t ejections; /* k: consecutive ejections */
 	int ejected;        /* at the time of the call */

@@ -169,6 +169,7 @@ typedef struct resil_pick {
 	resil_permit permit_;
 	int has_permit_;
 	uint64_t tau_, slide_;
+	unsigned kind_;
 } resil_pick;
 
 /*
