@@ -391,21 +391,33 @@ consistent(resil__lb *lb, const resil__view *v, const resil_request *req,
 	if ((err = hash_key(lb, req, &key, diag)) != RESIL_OK)
 		return err;
 	for (;;) {
+		unsigned i;
 		resil__epoch_enter(lb->epoch, &g);
-		r = resil__loadptr((void *const *)&lb->ring);
-		if (r != NULL && r->sig == v->sig)
+		for (i = 0; i < RESIL__RINGS; i++) {
+			r = resil__loadptr((void *const *)&lb->rings[i]);
+			if (r != NULL && r->sig == v->sig)
+				break;
+		}
+		if (i < RESIL__RINGS)
 			break;
 		resil__epoch_exit(lb->epoch, &g);
-		/* The candidate set changed: build its ring, once. */
+		/* A candidate set not seen lately: build its ring, once,
+		 * in place of the oldest. */
 		resil__spin_lock(&lb->lock);
-		r = lb->ring;
-		if (r == NULL || r->sig != v->sig) {
+		for (i = 0; i < RESIL__RINGS; i++) {
+			r = lb->rings[i];
+			if (r != NULL && r->sig == v->sig)
+				break;
+		}
+		if (i == RESIL__RINGS) {
 			ring *nr = ring_build(lb, v);
 			if (nr == NULL) {
 				resil__spin_unlock(&lb->lock);
 				return RESIL_E_NOMEM;
 			}
-			resil__storeptr(&lb->ring, nr);
+			i = lb->ring_next++ % RESIL__RINGS;
+			r = lb->rings[i];
+			resil__storeptr(&lb->rings[i], nr);
 			if (r != NULL)
 				resil__epoch_retire(
 				    lb->epoch, &r->retire, ring_retired);
@@ -602,6 +614,11 @@ resil__lb_deinit(resil__lb *lb)
 		resil__free(lb->a, lb->rr_cur, lb->rr_n * sizeof(*lb->rr_cur));
 	}
 	/* Readers are gone by now (the selector is being freed). */
-	ring_free(lb->ring);
-	lb->ring = NULL;
+	{
+		unsigned i;
+		for (i = 0; i < RESIL__RINGS; i++) {
+			ring_free(lb->rings[i]);
+			lb->rings[i] = NULL;
+		}
+	}
 }

@@ -136,7 +136,12 @@ typedef struct resil__lb {
 	size_t rr_n;
 	uint64_t *rr_ids;
 	int64_t *rr_cur;
-	void *ring; /* atomic */
+	/* Hash rings of the last RESIL__RINGS candidate sets (atomic), so
+	 * that requests routed to different sets (tags, conditions) do not
+	 * rebuild one ring back and forth. */
+#define RESIL__RINGS 4
+	void *rings[RESIL__RINGS];
+	unsigned ring_next; /* under lock */
 } resil__lb;
 
 void resil__lb_init(resil__lb *lb, const resil_balance_config *cfg,

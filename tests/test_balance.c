@@ -13,6 +13,7 @@
 #include <resil/selector.h>
 
 #include "support/cluster_fx.h"
+#include "support/fail_alloc.h"
 
 static void
 start_lb(fx *f, resil_lb_kind kind, const int32_t *w, size_t n)
@@ -367,6 +368,50 @@ test_balance_hash_argument_out_of_range(void **state)
 }
 
 static void
+test_balance_hash_rings_per_candidate_set(void **state)
+{
+	resil_endpoint_spec specs[6];
+	static const char *const addrs[] = { "t0:1", "t1:1", "t2:1", "u0:1",
+		"u1:1", "u2:1" };
+	resil_request tagged, plain;
+	const char *args[1] = { "key-1" };
+	uint64_t after;
+	fail_alloc fa;
+	fx f;
+	int i;
+
+	(void)state;
+	fx_init(&f, 1000);
+	f.dcfg.alloc = fail_alloc_init(&fa, 0);
+	f.scfg.alloc = f.dcfg.alloc;
+	f.scfg.balance.kind = RESIL_LB_HASH;
+	assert_int_equal(fx_start(&f), 0);
+	for (i = 0; i < 6; i++) {
+		specs[i] = resil_endpoint_spec_default(addrs[i]);
+		specs[i].tag = i < 3 ? "a" : NULL;
+	}
+	assert_int_equal(resil_directory_push(f.d, specs, 6, NULL), RESIL_OK);
+	memset(&tagged, 0, sizeof(tagged));
+	tagged.method = "get";
+	tagged.args = args;
+	tagged.nargs = 1;
+	tagged.tag = "a";
+	plain = tagged;
+	plain.tag = NULL;
+	assert_int_equal(fx_call(&f, &tagged)[0], 't');
+	assert_int_equal(fx_call(&f, &plain)[0], 'u');
+	after = fa.allocs;
+	/* Alternating sets reuse their rings: nothing is rebuilt. */
+	for (i = 0; i < 100; i++) {
+		assert_int_equal(fx_call(&f, i % 2 ? &plain : &tagged)[0],
+		    i % 2 ? 'u' : 't');
+	}
+	assert_int_equal(fa.allocs, after);
+	fx_end(&f);
+	assert_int_equal(fail_alloc_live(&fa), 0);
+}
+
+static void
 test_balance_shortest_response(void **state)
 {
 	static const double u[] = { 0.9 };
@@ -515,6 +560,7 @@ main(void)
 		cmocka_unit_test(test_balance_warmup_shifts_random_choice),
 		cmocka_unit_test(test_balance_hash_only_leaving_keys_move),
 		cmocka_unit_test(test_balance_hash_argument_out_of_range),
+		cmocka_unit_test(test_balance_hash_rings_per_candidate_set),
 		cmocka_unit_test(test_balance_shortest_response),
 		cmocka_unit_test(test_balance_peakewma_cost),
 		cmocka_unit_test(test_balance_exp_neg),
