@@ -42,6 +42,7 @@ struct resil_candidates {
 	unsigned char *keep;
 	size_t cap;
 	resil__route_stats st;
+	resil__lb *lb; /* the routed method's balancer */
 };
 
 static double
@@ -429,6 +430,7 @@ resil_selector_route(resil_selector *sel, const resil_request *req,
 		return err;
 	}
 	resil__route(&sel->rc, s, req, now, &sel->rnd, &c->v, c->keep, &c->st);
+	c->lb = lb_for(sel, req != NULL ? req->method : NULL);
 	if (c->v.n == 0) {
 		resil__no_provider(&sel->rc, sel->service, req, &c->st, diag);
 		resil_candidates_clear(c);
@@ -512,7 +514,7 @@ resil_selector_pick(resil_selector *sel, resil_candidates *c,
 		return resil__diagf(diag, RESIL_E_MISUSE,
 		    "selector: pick from an empty candidate set (route "
 		    "first)");
-	lb = lb_for(sel, req != NULL ? req->method : NULL);
+	lb = c->lb; /* the balancer of the method routed for */
 	now = resil__dir_now(sel->dir);
 	view = &c->v;
 	if (nexclude > 0) {
@@ -585,7 +587,14 @@ resil_selector_report_duration(resil_selector *sel, resil_pick *pick,
 	ep = pick->ep_;
 	if (ep == NULL)
 		return RESIL_E_MISUSE;
-	now = resil__dir_now(sel->dir);
+	/* The time matters only to the estimates, a failure streak and a
+	 * return from ejection: a plain success does without the clock. */
+	now = pick->kind_ == RESIL_LB_PEAKEWMA ||
+	        pick->kind_ == RESIL_LB_SHORTEST ||
+	        outcome == RESIL_OUTCOME_FAILURE ||
+	        resil__load64(&ep->ejected) != 0
+	    ? resil__dir_now(sel->dir)
+	    : 0;
 	if (pick->has_permit_)
 		(void)resil_breaker_record_duration(
 		    ep->breaker, &pick->permit_, outcome, duration);

@@ -173,7 +173,9 @@ typedef struct resil_pick {
 } resil_pick;
 
 /*
- * Choose one of c's candidates for req, leaving out the endpoints whose
+ * Choose one of c's candidates for req, with the balancer of the method c
+ * was routed for (req gives the arguments a hash balancer reads; pass the
+ * request that was routed), leaving out the endpoints whose
  * ids are in exclude[0..nexclude). The endpoint's active count grows by
  * one and, when it has a breaker, a permit is acquired (an endpoint whose
  * breaker refuses is passed over). Every pick must end in exactly one
