@@ -148,8 +148,9 @@ scaled(double u, uint64_t n)
 static size_t
 weighted(const resil__view *v, const resil_random *rnd)
 {
+	const uint64_t *base;
 	uint64_t off;
-	size_t lo = 0, hi;
+	size_t len;
 	double u;
 
 	if (v->n == 1)
@@ -158,16 +159,16 @@ weighted(const resil__view *v, const resil_random *rnd)
 	if (v->total == 0 || v->same)
 		return scaled(u, v->n);
 	off = (uint64_t)scaled(u, v->total);
-	hi = v->n - 1;
-	/* The first running sum above off. */
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (v->cum[mid] > off)
-			hi = mid;
-		else
-			lo = mid + 1;
+	/* The first running sum above off (the last one, the total, is).
+	 * Branch-free halving: the draws make every branch a coin flip. */
+	base = v->cum;
+	len = v->n;
+	while (len > 1) {
+		size_t half = len / 2;
+		base = base[half - 1] <= off ? base + half : base;
+		len -= half;
 	}
-	return lo;
+	return (size_t)(base - v->cum);
 }
 
 /* The weighted choice among ties t[0..nt) of v (one draw iff nt > 1). */
@@ -425,16 +426,16 @@ consistent(resil__lb *lb, const resil__view *v, const resil_request *req,
 		resil__spin_unlock(&lb->lock);
 	}
 	/* The first point at or after the key, wrapping. */
-	lo = 0;
-	hi = r->n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (r->p[mid].h < key)
-			lo = mid + 1;
-		else
-			hi = mid;
+	{
+		const point *b = r->p;
+		size_t len = r->n;
+		while (len > 1) { /* branch-free, as in weighted() */
+			size_t half = len / 2;
+			b = b[half - 1].h < key ? b + half : b;
+			len -= half;
+		}
+		id = b->h < key ? r->p[0].id : b->id; /* past the last: wrap */
 	}
-	id = r->p[lo == r->n ? 0 : lo].id;
 	resil__epoch_exit(lb->epoch, &g);
 	/* Ids grow along the view. */
 	lo = 0;

@@ -129,6 +129,51 @@ test_balance_random_zero_weight_equal_and_single(void **state)
 	fx_end(&f);
 }
 
+/* The weighted choice against a linear scan of DESIGN.md's rule, over
+ * seeded weights (0 included) and draws. */
+static void
+test_balance_random_matches_reference_scan(void **state)
+{
+	resil_rng rng;
+	int trial;
+
+	(void)state;
+	resil_rng_seed(&rng, 99);
+	for (trial = 0; trial < 200; trial++) {
+		int32_t w[40];
+		size_t n = 1 + resil_rng_next(&rng) % 40, i, want;
+		uint64_t total = 0, off, sum = 0;
+		int same = 1;
+		double u = resil_rng_uniform(&rng);
+		char addr[16];
+		fx f;
+
+		for (i = 0; i < n; i++) {
+			w[i] = (int32_t)(resil_rng_next(&rng) % 10);
+			total += (uint64_t)w[i];
+			same &= w[i] == w[0];
+		}
+		if (n == 1) {
+			want = 0;
+		} else if (total == 0 || same) {
+			want = (size_t)(u * (double)n);
+		} else {
+			off = (uint64_t)(u * (double)total);
+			for (want = 0; want < n; want++) {
+				sum += (uint64_t)w[want];
+				if (sum > off)
+					break;
+			}
+		}
+		fx_init(&f, 1000);
+		start_lb(&f, RESIL_LB_RANDOM, w, n);
+		scripted_set(&f.rnd, &u, 1);
+		snprintf(addr, sizeof(addr), "e%zu:1", want);
+		assert_string_equal(fx_call(&f, NULL), addr);
+		fx_end(&f);
+	}
+}
+
 static void
 test_balance_random_distribution(void **state)
 {
@@ -552,6 +597,7 @@ main(void)
 		cmocka_unit_test(test_balance_random_draw_mapping),
 		cmocka_unit_test(
 		    test_balance_random_zero_weight_equal_and_single),
+		cmocka_unit_test(test_balance_random_matches_reference_scan),
 		cmocka_unit_test(test_balance_random_distribution),
 		cmocka_unit_test(
 		    test_balance_leastactive_ties_by_weighted_draw),
