@@ -16,25 +16,26 @@
 
 /* Per-address state; lives while a snapshot or a pick refers to it. */
 typedef struct resil__endpoint {
+	/* The first cache line holds what every pick and report touches. */
 	/* Atomic: (snapshots holding it << 32) | calls in flight. One word,
 	 * so that a pick and its report cost one atomic add each, and the
 	 * state is freed when both reach 0. */
 	uint64_t rc;
+	uint64_t ejected; /* atomic 0/1 */
+	uint64_t until;   /* atomic */
+	uint64_t streak;  /* atomic */
 	uint64_t id;
 	char *address;
+	resil_breaker *breaker;
 	struct resil_directory *dir;
 	/* Shortest response window; written under lock, read atomically. */
 	uint64_t sr_successes, sr_elapsed, sr_reset_at;
 	/* PeakEWMA: cost as double bits and its time; seen 0 or 1. */
 	uint64_t ewma_bits, ewma_stamp, ewma_seen;
-	/* Outlier detection, under lock; ejected/until read atomically. */
+	/* Outlier detection, under lock. */
 	resil__spinlock lock;
-	uint64_t streak; /* atomic */
 	uint32_t k;
-	uint64_t ejected; /* atomic 0/1 */
-	uint64_t until;   /* atomic */
 	uint64_t returned_at;
-	resil_breaker *breaker;
 } resil__endpoint;
 
 typedef struct resil__param {
@@ -47,6 +48,7 @@ typedef struct resil__param {
 /* One endpoint of a snapshot: its attributes at that version. */
 typedef struct resil__entry {
 	resil__endpoint *ep;
+	void *user; /* next to ep: a pick reads both */
 	char *zone; /* NULL: none */
 	char *tag;  /* NULL: untagged */
 	char *params_src;
@@ -58,7 +60,6 @@ typedef struct resil__entry {
 	int32_t weight;
 	uint64_t start, warmup;
 	int mock;
-	void *user;
 } resil__entry;
 
 typedef struct resil__snapshot {
