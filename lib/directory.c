@@ -177,8 +177,10 @@ entry_clear(const resil_allocator *a, resil__entry *e)
 {
 	resil__strfree(a, e->zone);
 	resil__strfree(a, e->tag);
+	/* NULs were written into the buffer: its size is the source's. */
+	if (e->params_buf != NULL)
+		resil__free(a, e->params_buf, strlen(e->params_src) + 1);
 	resil__strfree(a, e->params_src);
-	resil__strfree(a, e->params_buf);
 	if (e->params != NULL)
 		resil__free(a, e->params, e->nparams * sizeof(*e->params));
 	memset(e, 0, sizeof(*e));
@@ -206,7 +208,8 @@ snap_destroy(resil__snapshot *s)
 	for (i = 0; i < s->n; i++) {
 		resil__endpoint *ep = s->e[i].ep;
 		entry_clear(a, &s->e[i]);
-		resil__ep_unref(ep, RESIL__EP_HOLD);
+		if (ep != NULL)
+			resil__ep_unref(ep, RESIL__EP_HOLD);
 	}
 	if (s->e != NULL)
 		resil__free(a, s->e, s->n * sizeof(*s->e));
@@ -380,6 +383,11 @@ check_spec(const resil_endpoint_spec *s, size_t i, resil_diag *diag)
 				    "endpoints[%zu].params: \"%s\" at column "
 				    "%zu: expected key=value",
 				    i, s->params, (size_t)(q - s->params) + 1);
+			if (amp != NULL && amp[1] == '\0')
+				return resil__diagf(diag, RESIL_E_INVAL,
+				    "endpoints[%zu].params: \"%s\" at column "
+				    "%zu: expected key=value",
+				    i, s->params, strlen(s->params) + 1);
 			q = amp != NULL ? amp + 1 : end;
 		}
 	}
@@ -577,8 +585,14 @@ rebuild(resil_directory *d, const resil_endpoint_spec *specs, size_t n,
 	resil__epoch_retire(d->epoch, &old->retire, snap_retired);
 	goto out;
 fail:
-	s->n = pos; /* destroy what was built */
-	snap_destroy(s);
+	/* Undo what was built: the first pos entries hold a reference. */
+	for (i = 0; i < pos; i++) {
+		resil__endpoint *ep = s->e[i].ep;
+		entry_clear(&d->a, &s->e[i]);
+		if (ep != NULL)
+			resil__ep_unref(ep, RESIL__EP_HOLD);
+	}
+	snap_destroy(s); /* its entries are empty now */
 out:
 	HASH_ITER(hh, table, hit, tmp)
 	{

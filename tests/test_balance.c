@@ -454,6 +454,7 @@ test_balance_hash_rings_per_candidate_set(void **state)
 	assert_int_equal(fa.allocs, after);
 	fx_end(&f);
 	assert_int_equal(fail_alloc_live(&fa), 0);
+	assert_false(fa.size_mismatch);
 }
 
 static void

@@ -182,6 +182,18 @@ test_directory_bad_input_changes_nothing(void **state)
 	    resil_directory_push(f.d, s, 3, &diag), RESIL_E_INVAL);
 	assert_string_equal(diag.msg,
 	    "endpoints[2].params: \"a=1&b\" at column 5: expected key=value");
+	s[2].params = "a=1&";
+	assert_int_equal(
+	    resil_directory_push(f.d, s, 3, &diag), RESIL_E_INVAL);
+	assert_string_equal(diag.msg,
+	    "endpoints[2].params: \"a=1&\" at column 5: expected key=value");
+	s[2].params = "&a=1";
+	assert_int_equal(
+	    resil_directory_push(f.d, s, 3, &diag), RESIL_E_INVAL);
+	s[2].params = "=1";
+	assert_int_equal(
+	    resil_directory_push(f.d, s, 3, &diag), RESIL_E_INVAL);
+	s[2].params = NULL;
 	assert_int_equal(
 	    resil_directory_push(NULL, s, 3, &diag), RESIL_E_INVAL);
 	assert_int_equal(
@@ -550,6 +562,7 @@ test_directory_out_of_memory_changes_nothing(void **state)
 		}
 		resil_directory_free(d);
 		assert_int_equal(fail_alloc_live(&fa), 0);
+		assert_false(fa.size_mismatch);
 		if (fa.failures == 0)
 			break;
 	}

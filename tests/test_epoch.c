@@ -81,6 +81,7 @@ test_epoch_synchronize_and_free_run_everything(void **state)
 	resil__epoch_free(e);
 	assert_int_equal(freed, 8);
 	assert_int_equal(fail_alloc_live(&fa), 0);
+	assert_false(fa.size_mismatch);
 	resil__epoch_free(NULL);
 }
 
@@ -98,6 +99,7 @@ test_epoch_bad_arguments_and_oom(void **state)
 	assert_int_equal(
 	    resil__epoch_new(&e, 4, fail_alloc_init(&fa, 2)), RESIL_E_NOMEM);
 	assert_int_equal(fail_alloc_live(&fa), 0);
+	assert_false(fa.size_mismatch);
 	assert_null(e);
 }
 

@@ -224,6 +224,7 @@ test_selector_pick_allocates_nothing(void **state)
 		assert_int_equal(fa.allocs, after_setup);
 		fx_end(&f);
 		assert_int_equal(fail_alloc_live(&fa), 0);
+		assert_false(fa.size_mismatch);
 	}
 }
 
@@ -268,6 +269,68 @@ test_selector_exclusion(void **state)
 	fx_end(&f);
 }
 
+static void
+test_selector_out_of_memory(void **state)
+{
+	static const resil_lb_kind kinds[] = { RESIL_LB_HASH,
+		RESIL_LB_ROUNDROBIN };
+	static const char *const names[] = { "hz", "sh" };
+	static const uint32_t cons[] = { 1, 1 };
+	resil_method_balance mb;
+	resil_request req;
+	const char *args[1] = { "k" };
+	size_t k;
+
+	(void)state;
+	memset(&req, 0, sizeof(req));
+	req.method = "get";
+	req.args = args;
+	req.nargs = 1;
+	for (k = 0; k < 2; k++) {
+		uint64_t n;
+		for (n = 1; n < 100; n++) {
+			fail_alloc fa;
+			resil_pick p;
+			resil_err err;
+			fx f;
+			fx_init(&f, 1000);
+			f.scfg.alloc = fail_alloc_init(&fa, n);
+			f.scfg.balance.kind = kinds[k];
+			f.scfg.service = "svc";
+			f.scfg.local_zone = "hz";
+			f.scfg.zone_names = names;
+			f.scfg.zone_consumers = cons;
+			f.scfg.nzones = 2;
+			mb.method = "get";
+			resil_balance_config_init(&mb.balance);
+			mb.balance.kind = kinds[k];
+			f.scfg.methods = &mb;
+			f.scfg.nmethods = 1;
+			err = fx_start(&f);
+			if (err == 0) {
+				assert_int_equal(
+				    fx_push_weights(&f, NULL, 40), RESIL_OK);
+				err = resil_selector_route(
+				    f.sel, &req, f.c, NULL);
+				if (err == RESIL_OK)
+					err = resil_selector_pick(f.sel, f.c,
+					    &req, NULL, 0, &p, NULL);
+				if (err == RESIL_OK)
+					resil_selector_report(
+					    f.sel, &p, RESIL_OUTCOME_SUCCESS);
+				else
+					assert_int_equal(err, RESIL_E_NOMEM);
+			}
+			fx_end(&f);
+			assert_int_equal(fail_alloc_live(&fa), 0);
+			assert_false(fa.size_mismatch);
+			if (fa.failures == 0)
+				break;
+		}
+		assert_true(n < 100);
+	}
+}
+
 int
 main(void)
 {
@@ -276,6 +339,7 @@ main(void)
 		cmocka_unit_test(test_selector_config_bad_values),
 		cmocka_unit_test(test_selector_pick_allocates_nothing),
 		cmocka_unit_test(test_selector_exclusion),
+		cmocka_unit_test(test_selector_out_of_memory),
 	};
 
 	return cmocka_run_group_tests_name("selector", tests, NULL, NULL);

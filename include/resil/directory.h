@@ -161,7 +161,8 @@ RESIL_API resil_err resil_directory_config_validate(
 RESIL_API resil_err resil_directory_new(resil_directory **out,
     const resil_directory_config *cfg, resil_diag *diag);
 
-/* Release d. NULL is a no-op. */
+/* Release d, after every selector and candidate set over it is freed and
+ * every pick from it is reported or released. NULL is a no-op. */
 RESIL_API void resil_directory_free(resil_directory *d);
 
 /*
