@@ -71,6 +71,8 @@ picker(void *p)
 		if (err != RESIL_OK)
 			continue; /* an empty list for a moment */
 		err = resil_selector_pick(s->sel, c, &req, NULL, 0, &pk, NULL);
+		if (err == RESIL_E_UNAVAILABLE)
+			continue; /* every breaker refused since the route */
 		if (err != RESIL_OK) {
 			s->bad[a->id]++;
 			continue;
@@ -92,6 +94,7 @@ test_directory_threads_pushes_while_picking(void **state)
 	static shared s;
 	resil_directory_config dc = resil_directory_config_default();
 	resil_selector_config sc = resil_selector_config_default();
+	resil_breaker_config bc = resil_breaker_config_default();
 	resil_method_balance mb[4];
 	pthread_t th[PICKERS];
 	arg args[PICKERS];
@@ -111,6 +114,12 @@ test_directory_threads_pushes_while_picking(void **state)
 	dc.outlier.max_ejection = 50;
 	dc.outlier.interval = 10;
 	dc.outlier.max_ejection_pct = 30;
+	/* Each endpoint's own breaker too: permits taken and given back
+	 * while the lists change. */
+	bc.failure_rate_pct = 0;
+	bc.consecutive_failures = 4;
+	bc.open_wait_ns = 3;
+	dc.endpoint_breaker = &bc;
 	assert_int_equal(resil_directory_new(&s.d, &dc, NULL), RESIL_OK);
 	memset(mb, 0, sizeof(mb));
 	for (i = 0; i < 4; i++) {

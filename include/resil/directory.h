@@ -195,15 +195,16 @@ RESIL_API uint64_t resil_directory_version(resil_directory *d);
 
 /* An endpoint's state, as resil_directory_get_state() reports it. */
 typedef struct resil_endpoint_state {
-	size_t position;    /* in the current list */
-	uint64_t id;        /* unique per address lifetime in d */
-	uint64_t active;    /* calls picked and not yet reported */
-	uint32_t streak;    /* consecutive failures */
-	uint32_t ejections; /* k: consecutive ejections */
-	int ejected;        /* at the time of the call */
-	uint64_t ejected_until;
-	uint64_t ewma_cost;    /* PeakEWMA cost now, 0 if never observed */
-	uint64_t sr_successes; /* shortest response window */
+	size_t position;        /* in the current list */
+	uint64_t id;            /* unique per address lifetime in d */
+	uint64_t active;        /* calls picked and not yet reported */
+	uint32_t streak;        /* consecutive failures */
+	uint32_t ejections;     /* k: consecutive ejections */
+	int ejected;            /* at the time of the call */
+	uint64_t ejected_until; /* the end of the last ejection */
+	uint64_t ewma_cost;     /* PeakEWMA cost at its last sample (not
+	                         * decayed); 0 if never observed */
+	uint64_t sr_successes;  /* shortest response window */
 	uint64_t sr_elapsed;
 	int32_t weight;              /* configured */
 	resil_breaker_state breaker; /* CLOSED when there is no breaker */
