@@ -824,7 +824,7 @@ parse_bool(const char *s, int *v)
 	char low[8];
 	size_t i;
 
-	for (i = 0; s[i] != '\0' && i < sizeof(low) - 1; i++)
+	for (i = 0; i < sizeof(low) - 1 && s[i] != '\0'; i++)
 		low[i] = s[i] >= 'A' && s[i] <= 'Z' ? (char)(s[i] + 32) : s[i];
 	if (s[i] != '\0')
 		return 0;
