@@ -500,6 +500,55 @@ test_directory_endpoint_breaker_filters(void **state)
 }
 
 static void
+test_directory_pick_outlives_its_endpoint(void **state)
+{
+	resil_endpoint_spec s[2];
+	resil_pick p;
+	resil_endpoint_state st;
+	fail_alloc fa;
+	int i;
+	fx f;
+
+	(void)state;
+	fx_init(&f, 1000);
+	f.dcfg.alloc = fail_alloc_init(&fa, 0);
+	f.scfg.alloc = f.dcfg.alloc;
+	assert_int_equal(fx_start(&f), 0);
+	s[0] = spec("gone:1", NULL, 100);
+	s[1] = spec("stays:1", NULL, 0);
+	assert_int_equal(resil_directory_push(f.d, s, 2, NULL), RESIL_OK);
+	/* Weight 0 is never picked while another has weight: "gone". */
+	assert_string_equal(fx_pick(&f, NULL, &p), "gone:1");
+	/* The candidate set still holds the old snapshot; drop it, remove
+	 * the endpoint and push many times, so the snapshots that had it
+	 * are all reclaimed. */
+	resil_candidates_clear(f.c);
+	for (i = 0; i < 50; i++)
+		assert_int_equal(
+		    resil_directory_push(f.d, s + 1, 1, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_directory_get_state(f.d, "gone:1", &st), RESIL_E_NOTFOUND);
+	/* The pick still holds its endpoint: reporting is safe, and it is
+	 * freed then (ASan would see a use after free). */
+	assert_string_equal(p.address, "gone:1");
+	assert_int_equal(
+	    resil_selector_report(f.sel, &p, RESIL_OUTCOME_FAILURE), RESIL_OK);
+	/* A candidate set routed before pushes still picks from its own
+	 * snapshot. */
+	assert_int_equal(
+	    resil_selector_route(f.sel, NULL, f.c, NULL), RESIL_OK);
+	assert_int_equal(resil_directory_push(f.d, s, 1, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_selector_pick(f.sel, f.c, NULL, NULL, 0, &p, NULL),
+	    RESIL_OK);
+	assert_string_equal(p.address, "stays:1");
+	resil_selector_release(f.sel, &p);
+	fx_end(&f);
+	assert_int_equal(fail_alloc_live(&fa), 0);
+	assert_false(fa.size_mismatch);
+}
+
+static void
 test_directory_snapshots_reclaimed(void **state)
 {
 	fail_alloc fa;
@@ -583,6 +632,7 @@ main(void)
 		cmocka_unit_test(test_directory_outlier_ejection_cap),
 		cmocka_unit_test(test_directory_business_and_ignored_outcomes),
 		cmocka_unit_test(test_directory_endpoint_breaker_filters),
+		cmocka_unit_test(test_directory_pick_outlives_its_endpoint),
 		cmocka_unit_test(test_directory_snapshots_reclaimed),
 		cmocka_unit_test(test_directory_out_of_memory_changes_nothing),
 	};
