@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "atomic.h"
+#include "call_internal.h"
 #include "internal.h"
 
 /* Budget tokens are fixed point, in millionths, so a deposit of a fraction
@@ -348,125 +349,159 @@ emit(const resil_retry *r, resil_retry_event_type type, uint32_t attempt,
 	r->cfg.listener(&ev, r->cfg.listener_ctx);
 }
 
-resil_err
-resil_retry_call(resil_retry *r, resil_retry_fn fn, void *ctx, void *out,
-    resil_retry_result *res)
+int
+resil__retry_needs_time(const resil_retry *r)
 {
-	const resil_retry_config *cfg;
-	resil_retry_attempt at;
-	resil_outcome outcome = RESIL_OUTCOME_SUCCESS;
-	resil_retry_stop stop;
-	resil_err status = RESIL_OK;
-	uint64_t now, t0, deadline_at, wait = 0, waited = 0;
-	uint32_t n = 1;
-	int rc = 0, want, by_result = 0, has_deadline, timed;
-	struct rstripe *st;
+	return r->cfg.deadline_ns != 0 || r->cfg.listener != NULL;
+}
 
-	if (r == NULL || fn == NULL)
-		return RESIL_E_INVAL;
-	cfg = &r->cfg;
-	has_deadline = cfg->deadline_ns != 0;
-	/* The clock is read only where something needs the time: a
-	 * deadline, a listener (events carry times), or a wait before a
-	 * retry. A call that succeeds at once without either reads none. */
-	timed = has_deadline || cfg->listener != NULL;
-	now = t0 = timed ? resil_clock_now(&r->clock) : 0;
-	deadline_at = t0 > UINT64_MAX - cfg->deadline_ns
+void
+resil__retry_begin(
+    resil_retry *r, resil__retry_run *run, int timed, uint64_t now)
+{
+	const resil_retry_config *cfg = &r->cfg;
+
+	run->has_deadline = cfg->deadline_ns != 0;
+	run->timed = timed;
+	run->now = run->t0 = timed ? now : 0;
+	run->deadline_at = run->t0 > UINT64_MAX - cfg->deadline_ns
 	    ? UINT64_MAX
-	    : t0 + cfg->deadline_ns;
+	    : run->t0 + cfg->deadline_ns;
+	run->wait = 0;
+	run->waited = 0;
+	run->n = 1;
+	run->rc = 0;
+	run->by_result = 0;
+	run->status = RESIL_OK;
+	run->outcome = RESIL_OUTCOME_SUCCESS;
+	run->stop = RESIL_RETRY_STOP_FINAL;
 	if (r->budget_on)
 		budget_deposit(r);
-	for (;;) {
-		at.number = n;
-		at.start = now;
-		at.time_left = has_deadline ? deadline_at - now : UINT64_MAX;
-		at.last_wait = wait;
-		at.last_rc = rc;
-		at.status = RESIL_OK;
-		rc = fn(ctx, &at, out);
-		if (timed)
-			now = resil_clock_now(&r->clock);
-		status = at.status;
-		by_result = 0;
-		if (status == RESIL_OK) {
-			outcome = resil_classify(&cfg->classifier, rc, out);
-			if (outcome == RESIL_OUTCOME_FAILURE)
-				want = cfg->retry_on_failure == NULL ||
-				    cfg->retry_on_failure(
-				        rc, out, cfg->retry_on_failure_ctx);
-			else if (outcome == RESIL_OUTCOME_SUCCESS)
-				want = by_result =
-				    cfg->retry_on_result != NULL &&
-				    cfg->retry_on_result(
-				        rc, out, cfg->retry_on_result_ctx);
-			else
-				want = 0; /* business and ignored: never */
-		} else {
-			/* A lower layer answered for the call; to the caller
-			 * it is a failed call. A rejection is retried only on
-			 * request: retrying into an open breaker or a full
-			 * limit just burns attempts. */
-			outcome = RESIL_OUTCOME_FAILURE;
-			if (status == RESIL_E_OPEN)
-				want = cfg->retry_on_open;
-			else if (status == RESIL_E_LIMITED)
-				want = cfg->retry_on_limited;
-			else
-				want = 1;
-		}
-		if (!want) {
-			stop = RESIL_RETRY_STOP_FINAL;
-			break;
-		}
-		if (n >= cfg->max_attempts) {
-			stop = RESIL_RETRY_STOP_EXHAUSTED;
-			break;
-		}
-		if (!timed) {
-			/* The first wait: from here on, time is read. */
-			timed = 1;
-			now = t0 = resil_clock_now(&r->clock);
-		}
-		wait = compute_wait(cfg, n, wait,
-		    cfg->jitter == RESIL_JITTER_NONE
-		        ? 0.0
-		        : resil_random_uniform(&r->random));
-		/* The next attempt would start at now + wait; it starts
-		 * only before the deadline, and no wait is begun for an
-		 * attempt that would not start. */
-		if (has_deadline &&
-		    (now >= deadline_at || wait >= deadline_at - now)) {
-			stop = RESIL_RETRY_STOP_DEADLINE;
-			break;
-		}
-		if (r->budget_on && !budget_withdraw(r, now)) {
-			stop = RESIL_RETRY_STOP_BUDGET;
-			break;
-		}
-		emit(r, RESIL_RETRY_EVENT_RETRY, n, wait, now, rc, status,
-		    outcome, RESIL_RETRY_STOP_FINAL);
-		resil_clock_sleep(&r->clock, wait);
-		waited += wait;
-		now = resil_clock_now(&r->clock);
-		n++;
-		/* A real sleep may overshoot; the rule is about when the
-		 * attempt actually starts. */
-		if (has_deadline && now >= deadline_at) {
-			stop = RESIL_RETRY_STOP_DEADLINE;
-			n--;
-			break;
-		}
-	}
+}
 
-	st = &r->stripes[resil__thread_stripe(RSTRIPES)];
+int
+resil__retry_judge(resil_retry *r, resil__retry_run *run, int rc,
+    resil_err status, const void *value, uint64_t now)
+{
+	const resil_retry_config *cfg = &r->cfg;
+	int want;
+
+	if (run->timed)
+		run->now = now;
+	run->rc = rc;
+	run->status = status;
+	run->by_result = 0;
+	if (status == RESIL_OK) {
+		run->outcome = resil_classify(&cfg->classifier, rc, value);
+		if (run->outcome == RESIL_OUTCOME_FAILURE)
+			want = cfg->retry_on_failure == NULL ||
+			    cfg->retry_on_failure(
+			        rc, value, cfg->retry_on_failure_ctx);
+		else if (run->outcome == RESIL_OUTCOME_SUCCESS)
+			want = run->by_result = cfg->retry_on_result != NULL &&
+			    cfg->retry_on_result(
+			        rc, value, cfg->retry_on_result_ctx);
+		else
+			want = 0; /* business and ignored: never */
+	} else {
+		/* A lower layer answered for the call; to the caller it is a
+		 * failed call. A rejection is retried only on request:
+		 * retrying into an open breaker or a full limit just burns
+		 * attempts. */
+		run->outcome = RESIL_OUTCOME_FAILURE;
+		if (status == RESIL_E_OPEN)
+			want = cfg->retry_on_open;
+		else if (status == RESIL_E_LIMITED)
+			want = cfg->retry_on_limited;
+		else
+			want = 1;
+	}
+	if (!want) {
+		run->stop = RESIL_RETRY_STOP_FINAL;
+		return 0;
+	}
+	if (run->n >= cfg->max_attempts) {
+		run->stop = RESIL_RETRY_STOP_EXHAUSTED;
+		return 0;
+	}
+	return 1;
+}
+
+int
+resil__retry_plan(resil_retry *r, resil__retry_run *run, uint64_t now)
+{
+	const resil_retry_config *cfg = &r->cfg;
+	uint64_t wait;
+
+	if (!run->timed) {
+		/* The first wait: from here on, time is read. */
+		run->timed = 1;
+		run->now = run->t0 = now;
+	}
+	now = run->now;
+	wait = compute_wait(cfg, run->n, run->wait,
+	    cfg->jitter == RESIL_JITTER_NONE
+	        ? 0.0
+	        : resil_random_uniform(&r->random));
+	run->wait = wait;
+	/* The next attempt would start at now + wait; it starts only before
+	 * the deadline, and no wait is begun for an attempt that would not
+	 * start. */
+	if (run->has_deadline &&
+	    (now >= run->deadline_at || wait >= run->deadline_at - now)) {
+		run->stop = RESIL_RETRY_STOP_DEADLINE;
+		return 0;
+	}
+	if (r->budget_on && !budget_withdraw(r, now)) {
+		run->stop = RESIL_RETRY_STOP_BUDGET;
+		return 0;
+	}
+	emit(r, RESIL_RETRY_EVENT_RETRY, run->n, wait, now, run->rc,
+	    run->status, run->outcome, RESIL_RETRY_STOP_FINAL);
+	return 1;
+}
+
+int
+resil__retry_resume(resil_retry *r, resil__retry_run *run, uint64_t now)
+{
+	(void)r;
+	run->waited += run->wait;
+	run->now = now;
+	/* A real sleep may overshoot; the rule is about when the attempt
+	 * actually starts. */
+	if (run->has_deadline && now >= run->deadline_at) {
+		run->stop = RESIL_RETRY_STOP_DEADLINE;
+		return 0;
+	}
+	run->n++;
+	return 1;
+}
+
+int
+resil__retry_spend(resil_retry *r, uint64_t now)
+{
+	if (!r->budget_on || budget_withdraw(r, now))
+		return 1;
+	resil__faa64(
+	    &r->stripes[resil__thread_stripe(RSTRIPES)].budget_refusals, 1);
+	return 0;
+}
+
+resil_err
+resil__retry_end(
+    resil_retry *r, const resil__retry_run *run, resil_retry_result *res)
+{
+	struct rstripe *st = &r->stripes[resil__thread_stripe(RSTRIPES)];
+	uint32_t n = run->n;
+
 	if (n > 1)
 		resil__faa64(&st->retries, n - 1);
-	if (outcome == RESIL_OUTCOME_SUCCESS && !by_result)
+	if (run->outcome == RESIL_OUTCOME_SUCCESS && !run->by_result)
 		resil__faa64(
 		    n > 1 ? &st->succeeded_retry : &st->succeeded_first, 1);
 	else
 		resil__faa64(n > 1 ? &st->failed_retry : &st->failed_first, 1);
-	switch (stop) {
+	switch (run->stop) {
 	case RESIL_RETRY_STOP_EXHAUSTED:
 		resil__faa64(&st->exhausted, 1);
 		break;
@@ -480,26 +515,63 @@ resil_retry_call(resil_retry *r, resil_retry_fn fn, void *ctx, void *out,
 		break;
 	}
 
-	if (stop != RESIL_RETRY_STOP_FINAL)
-		emit(r, RESIL_RETRY_EVENT_GIVE_UP, n, 0, now, rc, status,
-		    outcome, stop);
-	else if (outcome == RESIL_OUTCOME_SUCCESS && n > 1)
-		emit(r, RESIL_RETRY_EVENT_SUCCESS, n, 0, now, rc, status,
-		    outcome, stop);
+	if (run->stop != RESIL_RETRY_STOP_FINAL)
+		emit(r, RESIL_RETRY_EVENT_GIVE_UP, n, 0, run->now, run->rc,
+		    run->status, run->outcome, run->stop);
+	else if (run->outcome == RESIL_OUTCOME_SUCCESS && n > 1)
+		emit(r, RESIL_RETRY_EVENT_SUCCESS, n, 0, run->now, run->rc,
+		    run->status, run->outcome, run->stop);
 
 	if (res != NULL) {
 		res->attempts = n;
-		res->rc = rc;
-		res->status = status;
-		res->outcome = outcome;
-		res->stop = stop;
-		res->waited = waited;
-		res->elapsed = now >= t0 ? now - t0 : 0;
+		res->rc = run->rc;
+		res->status = run->status;
+		res->outcome = run->outcome;
+		res->stop = run->stop;
+		res->waited = run->waited;
+		res->elapsed = run->now >= run->t0 ? run->now - run->t0 : 0;
 	}
-	if (by_result && stop != RESIL_RETRY_STOP_FINAL &&
-	    cfg->fail_after_max_attempts)
+	if (run->by_result && run->stop != RESIL_RETRY_STOP_FINAL &&
+	    r->cfg.fail_after_max_attempts)
 		return RESIL_E_RETRIES_EXHAUSTED;
-	return status;
+	return run->status;
+}
+
+resil_err
+resil_retry_call(resil_retry *r, resil_retry_fn fn, void *ctx, void *out,
+    resil_retry_result *res)
+{
+	resil__retry_run run;
+	resil_retry_attempt at;
+	int rc, timed;
+
+	if (r == NULL || fn == NULL)
+		return RESIL_E_INVAL;
+	/* The clock is read only where something needs the time: a
+	 * deadline, a listener (events carry times), or a wait before a
+	 * retry. A call that succeeds at once without either reads none. */
+	timed = resil__retry_needs_time(r);
+	resil__retry_begin(r, &run, timed, timed ? resil_clock_now(&r->clock) : 0);
+	for (;;) {
+		at.number = run.n;
+		at.start = run.now;
+		at.time_left = run.has_deadline ? run.deadline_at - run.now
+		                                : UINT64_MAX;
+		at.last_wait = run.wait;
+		at.last_rc = run.rc;
+		at.status = RESIL_OK;
+		rc = fn(ctx, &at, out);
+		if (!resil__retry_judge(r, &run, rc, at.status, out,
+		        run.timed ? resil_clock_now(&r->clock) : 0))
+			break;
+		if (!resil__retry_plan(r, &run,
+		        run.timed ? run.now : resil_clock_now(&r->clock)))
+			break;
+		resil_clock_sleep(&r->clock, run.wait);
+		if (!resil__retry_resume(r, &run, resil_clock_now(&r->clock)))
+			break;
+	}
+	return resil__retry_end(r, &run, res);
 }
 
 int
