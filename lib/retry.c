@@ -551,12 +551,13 @@ resil_retry_call(resil_retry *r, resil_retry_fn fn, void *ctx, void *out,
 	 * deadline, a listener (events carry times), or a wait before a
 	 * retry. A call that succeeds at once without either reads none. */
 	timed = resil__retry_needs_time(r);
-	resil__retry_begin(r, &run, timed, timed ? resil_clock_now(&r->clock) : 0);
+	resil__retry_begin(
+	    r, &run, timed, timed ? resil_clock_now(&r->clock) : 0);
 	for (;;) {
 		at.number = run.n;
 		at.start = run.now;
-		at.time_left = run.has_deadline ? run.deadline_at - run.now
-		                                : UINT64_MAX;
+		at.time_left =
+		    run.has_deadline ? run.deadline_at - run.now : UINT64_MAX;
 		at.last_wait = run.wait;
 		at.last_rc = run.rc;
 		at.status = RESIL_OK;
@@ -701,7 +702,8 @@ resil_retry_get_metrics(const resil_retry *r, resil_retry_metrics *out)
 	for (i = 0; i < RSTRIPES; i++) {
 		struct rstripe *st = &w->stripes[i];
 
-		m.succeeded_without_retry += resil__load64(&st->succeeded_first);
+		m.succeeded_without_retry +=
+		    resil__load64(&st->succeeded_first);
 		m.succeeded_after_retry += resil__load64(&st->succeeded_retry);
 		m.failed_without_retry += resil__load64(&st->failed_first);
 		m.failed_after_retry += resil__load64(&st->failed_retry);
