@@ -609,6 +609,12 @@ resil_pipeline_add_handler(resil_pipeline *p, resil_fallback_fn fn, void *ctx)
 	return err;
 }
 
+const resil_clock *
+resil_pipeline_clock(const resil_pipeline *p)
+{
+	return p == NULL ? NULL : &p->clock;
+}
+
 const char *
 resil_pipeline_service(const resil_pipeline *p)
 {

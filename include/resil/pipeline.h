@@ -395,6 +395,9 @@ RESIL_API uint64_t resil_pipeline_deadline(void);
 RESIL_API resil_err resil_pipeline_set_mock(
     resil_pipeline *p, const char *method, const char *spec, resil_diag *diag);
 
+/* The pipeline's clock (valid as long as p): the one its stages read. */
+RESIL_API const resil_clock *resil_pipeline_clock(const resil_pipeline *p);
+
 /* The service name (valid as long as p). */
 RESIL_API const char *resil_pipeline_service(const resil_pipeline *p);
 
