@@ -1084,6 +1084,7 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 	}
 	s->state = S_RUNNING;
 	s->id = ++c->issued;
+	c->attempts++; /* a call of the user's function is made */
 	s->has_permit = c->breaker != NULL;
 	s->has_bh = p->bh != NULL;
 	if (c->breaker != NULL)
@@ -1116,7 +1117,6 @@ complete(callm *c, slot *s, int rc, resil_value *value, int late, tsrc *ts)
 	resil_err status = RESIL_OK;
 	uint64_t dur = 0;
 
-	c->attempts++;
 	if (c->timeout != 0) {
 		uint64_t t1 = tnow(ts);
 		stripe *sp = my_stripe(p);
@@ -1589,7 +1589,8 @@ resil_call_report(resil_call *call, uint32_t attempt, int rc,
 	if (RESIL__UNLIKELY(c->magic != CALL_LIVE && c->magic != CALL_DONE &&
 	        c->magic != CALL_CANCELLED))
 		return RESIL_E_MISUSE;
-	tls_method = c->args->method;
+	/* After DONE the args may be gone: only a live call names them. */
+	tls_method = c->magic == CALL_LIVE ? c->args->method : NULL;
 	err = mreport(c, attempt, rc, value, &ts);
 	tls_method = NULL;
 	return err;
