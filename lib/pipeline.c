@@ -34,6 +34,10 @@ typedef struct resil_method {
 	resil_breaker *breaker; /* own breaker, or NULL: the service's */
 	int declared;           /* from the configuration */
 	int retry_fast; /* its policy allows the first-attempt fast path */
+	/* No stage needs the machine on its success path (no limiter, no
+	 * timeout, no hedging, no retry run): the blocking driver may run
+	 * the machine's first step inline. */
+	int simple;
 	UT_hash_handle hh;
 } method;
 
@@ -581,11 +585,16 @@ resil_pipeline_new(
 	/* Decided once: whether a method's policy allows the fast path. */
 	p->dflt.retry_fast =
 	    p->retry != NULL && resil__retry_fast_ok(p->retry);
+	p->dflt.simple = (p->retry == NULL || p->dflt.retry_fast) &&
+	    p->rl == NULL && p->bh == NULL && p->dflt.timeout == 0 &&
+	    p->hedge_max == 0;
 	HASH_ITER(hh, p->methods, it, tmp)
 	{
 		resil_retry *r = it->retry != NULL ? it->retry : p->retry;
 
 		it->retry_fast = r != NULL && resil__retry_fast_ok(r);
+		it->simple = (r == NULL || it->retry_fast) && p->rl == NULL &&
+		    p->bh == NULL && it->timeout == 0 && p->hedge_max == 0;
 	}
 	*out = p;
 	return RESIL_OK;
@@ -771,11 +780,9 @@ resil_pipeline_set_mock(
 #define CALL_CANCELLED 0x63616e63u
 
 enum { P_ATTEMPT = 0, P_WAIT = 1, P_DONE = 2 };
-enum { S_FREE = 0, S_RUNNING = 1, S_ABANDONED = 2 };
 
 typedef struct slot {
 	uint32_t id;
-	uint8_t state;
 	uint8_t has_permit;
 	uint8_t has_bh;
 	uint64_t start; /* when it was started (where time is needed) */
@@ -791,6 +798,10 @@ typedef struct callm {
 	uint8_t winner;  /* a hedged attempt won: the others are abandoned */
 	uint8_t hedges;  /* hedges started in this retry attempt */
 	uint8_t no_more_hedges;
+	/* Slots by bit: attempts out and running, and abandoned ones whose
+	 * answers are still to come (and will be dropped). */
+	uint8_t running;
+	uint8_t abandoned;
 	resil_pipeline *p;
 	const method *m;
 	resil_breaker *breaker;
@@ -854,6 +865,20 @@ latency_bucket(uint64_t d)
 	return b;
 }
 
+#if defined(__GNUC__)
+#define HOT __attribute__((always_inline)) static inline
+#else
+#define HOT static inline
+#endif
+
+/* A null value, as resil_value_init() makes it (all zero bits), without
+ * a call on the hot path. */
+HOT void
+vnull(resil_value *v)
+{
+	memset(v, 0, sizeof(*v));
+}
+
 static uint64_t
 sat_add(uint64_t a, uint64_t b)
 {
@@ -903,7 +928,7 @@ count_source(resil_pipeline *p, const resil_result *r)
 }
 
 /* The call is answered: count it, tell the listener, and stop. */
-static void
+HOT void
 conclude_with(callm *c, resil_stage stage, tsrc *ts, resil_call_next *st)
 {
 	resil_pipeline *p = c->p;
@@ -929,18 +954,21 @@ abandon_running(callm *c)
 {
 	unsigned i;
 
+	if (c->running == 0)
+		return;
 	for (i = 0; i < RESIL_CALL_MAX_INFLIGHT; i++) {
 		slot *s = &c->slots[i];
 
-		if (s->state != S_RUNNING)
+		if (!(c->running & (1u << i)))
 			continue;
 		if (s->has_permit)
 			resil_breaker_release(c->breaker, &s->permit);
 		if (s->has_bh)
 			resil_bulkhead_release(c->p->bh);
 		s->has_permit = s->has_bh = 0;
-		s->state = S_ABANDONED;
 	}
+	c->abandoned |= c->running;
+	c->running = 0;
 	if (c->breaker != NULL)
 		c->breaker_state = (int)resil_breaker_get_state(c->breaker);
 }
@@ -977,7 +1005,7 @@ conclude(callm *c, resil_err rr, int rc, resil_err status,
 		    ? RESIL_OK
 		    : RESIL_E_CALL;
 		out->value = c->value; /* moved */
-		resil_value_init(&c->value);
+		vnull(&c->value);
 		conclude_with(c, RESIL_STAGE_CALL, ts, st);
 		return;
 	}
@@ -1011,24 +1039,30 @@ conclude_run(callm *c, tsrc *ts, resil_call_next *st)
 
 /* A free slot; when every slot is taken, the oldest abandoned attempt is
  * forgotten (its answer, if it ever comes, is then refused). */
-static slot *
-free_slot(callm *c)
+static int
+free_slot_slow(callm *c)
 {
-	slot *old = NULL;
-	unsigned i;
+	unsigned used = (unsigned)(c->running | c->abandoned), i;
+	int old = -1;
 
 	for (i = 0; i < RESIL_CALL_MAX_INFLIGHT; i++) {
-		slot *s = &c->slots[i];
-
-		if (s->state == S_FREE)
-			return s;
-		if (s->state == S_ABANDONED &&
-		    (old == NULL || s->id < old->id))
-			old = s;
+		if (!(used & (1u << i)))
+			return (int)i;
+		if ((c->abandoned & (1u << i)) &&
+		    (old < 0 || c->slots[i].id < c->slots[old].id))
+			old = (int)i;
 	}
-	if (old != NULL)
-		old->state = S_FREE;
+	if (old >= 0)
+		c->abandoned &= (uint8_t) ~(1u << old);
 	return old;
+}
+
+HOT int
+free_slot(callm *c)
+{
+	if (RESIL__LIKELY((c->running | c->abandoned) == 0))
+		return 0;
+	return free_slot_slow(c);
 }
 
 /* A rejected attempt: no call was made, the retry policy sees the
@@ -1047,16 +1081,18 @@ rejected(callm *c, resil_err status)
  * Returns 1 with *st RUN, or 0 when a stage rejected it (pending set with
  * the rejection) or no slot is free.
  */
-static int
+HOT int
 launch(callm *c, tsrc *ts, resil_call_next *st)
 {
 	resil_pipeline *p = c->p;
 	uint64_t retry_after, deadline = UINT64_MAX;
-	slot *s = free_slot(c);
+	int i = free_slot(c);
 	resil_permit permit;
+	slot *s;
 
-	if (s == NULL)
+	if (i < 0)
 		return 0;
+	s = &c->slots[i];
 	if (c->breaker != NULL &&
 	    resil_breaker_acquire(c->breaker, &permit) != RESIL_OK) {
 		c->breaker_state = (int)resil_breaker_get_state(c->breaker);
@@ -1082,7 +1118,7 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 		rejected(c, RESIL_E_LIMITED);
 		return 0;
 	}
-	s->state = S_RUNNING;
+	c->running |= (uint8_t)(1u << i);
 	s->id = ++c->issued;
 	c->attempts++; /* a call of the user's function is made */
 	s->has_permit = c->breaker != NULL;
@@ -1109,9 +1145,10 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
  * stage below retry. A late attempt stays abandoned: its answer, when it
  * comes, is dropped.
  */
-static void
-complete(callm *c, slot *s, int rc, resil_value *value, int late, tsrc *ts)
+HOT void
+complete(callm *c, unsigned i, int rc, resil_value *value, int late, tsrc *ts)
 {
+	slot *s = &c->slots[i];
 	resil_pipeline *p = c->p;
 	resil_outcome outcome;
 	resil_err status = RESIL_OK;
@@ -1125,21 +1162,23 @@ complete(callm *c, slot *s, int rc, resil_value *value, int late, tsrc *ts)
 		resil__faa64(&sp->latency[latency_bucket(dur)], 1);
 		resil__faa64(&sp->latency_count, 1);
 	}
-	if (c->value.type != RESIL_VALUE_NULL) {
-		/* The previous attempt's value is dropped. */
-		resil_value_free(&c->value);
-		resil_value_init(&c->value);
-	}
-	if (value != NULL) {
-		c->value = *value;
-		resil_value_init(value);
+	if (value != &c->value) {
+		if (c->value.type != RESIL_VALUE_NULL) {
+			/* The previous attempt's value is dropped. */
+			resil_value_free(&c->value);
+			vnull(&c->value);
+		}
+		if (value != NULL) {
+			c->value = *value;
+			vnull(value);
+		}
 	}
 	outcome = late ? RESIL_OUTCOME_FAILURE
 	               : resil_classify(&p->cls, rc, &c->value);
 	if (c->timeout != 0 && (late || dur > c->timeout)) {
 		/* Too late: the answer is dropped and the attempt failed. */
 		resil_value_free(&c->value);
-		resil_value_init(&c->value);
+		vnull(&c->value);
 		outcome = RESIL_OUTCOME_FAILURE;
 		status = RESIL_E_TIMEOUT;
 		resil__faa64(&my_stripe(p)->timeouts, 1);
@@ -1155,7 +1194,9 @@ complete(callm *c, slot *s, int rc, resil_value *value, int late, tsrc *ts)
 	if (s->has_bh)
 		resil_bulkhead_complete(p->bh, outcome, dur);
 	s->has_permit = s->has_bh = 0;
-	s->state = late ? S_ABANDONED : S_FREE;
+	c->running &= (uint8_t) ~(1u << i);
+	if (late)
+		c->abandoned |= (uint8_t)(1u << i);
 	c->last_rc = late ? 0 : rc;
 	c->last_status = status;
 	c->last_outcome = outcome;
@@ -1165,16 +1206,6 @@ complete(callm *c, slot *s, int rc, resil_value *value, int late, tsrc *ts)
 		c->winner = 1;
 		abandon_running(c);
 	}
-}
-
-static unsigned
-running(const callm *c)
-{
-	unsigned i, n = 0;
-
-	for (i = 0; i < RESIL_CALL_MAX_INFLIGHT; i++)
-		n += c->slots[i].state == S_RUNNING;
-	return n;
 }
 
 /* Start the next attempt of the retry stage (after a backoff), or decide
@@ -1251,24 +1282,29 @@ attend(callm *c, tsrc *ts, resil_call_next *st)
 {
 	resil_pipeline *p = c->p;
 	uint64_t wake = UINT64_MAX;
-	unsigned i, n;
+	unsigned i;
 
-	if (c->timeout != 0) {
+	/* The common case: the one attempt has answered. */
+	if (RESIL__LIKELY(
+	        c->pending && c->running == 0 && p->hedge_max == 0)) {
+		decide(c, ts, st);
+		return;
+	}
+	if (c->timeout != 0 && c->running != 0) {
 		for (i = 0; i < RESIL_CALL_MAX_INFLIGHT; i++) {
 			slot *s = &c->slots[i];
 			uint64_t due;
 
-			if (s->state != S_RUNNING)
+			if (!(c->running & (1u << i)))
 				continue;
 			/* Late when its duration passes the timeout. */
 			due = sat_add(sat_add(s->start, c->timeout), 1);
 			if (tnow(ts) >= due)
-				complete(c, s, 0, NULL, 1, ts);
+				complete(c, i, 0, NULL, 1, ts);
 		}
 	}
-	n = running(c);
 	if (c->winner ||
-	    (n == 0 && c->pending &&
+	    (c->running == 0 && c->pending &&
 	        (p->hedge_max == 0 || c->no_more_hedges ||
 	            c->hedges >= p->hedge_max))) {
 		decide(c, ts, st);
@@ -1295,7 +1331,7 @@ attend(callm *c, tsrc *ts, resil_call_next *st)
 	for (i = 0; i < RESIL_CALL_MAX_INFLIGHT; i++) {
 		const slot *s = &c->slots[i];
 
-		if (s->state == S_RUNNING && c->timeout != 0) {
+		if ((c->running & (1u << i)) && c->timeout != 0) {
 			uint64_t due =
 			    sat_add(sat_add(s->start, c->timeout), 1);
 
@@ -1322,8 +1358,11 @@ check_method(const resil_pipeline *p, const method *m)
 	return m->owner == p ? RESIL_OK : RESIL_E_INVAL;
 }
 
+HOT void minit(callm *c, resil_pipeline *p, const method *m,
+    const resil_args *args, resil_result *out);
+
 /* Start: the mock stage, then attempt 1. */
-static resil_err
+HOT resil_err
 mstart(callm *c, resil_pipeline *p, const method *m, const resil_args *args,
     resil_result *out, tsrc *ts, resil_call_next *st)
 {
@@ -1331,26 +1370,7 @@ mstart(callm *c, resil_pipeline *p, const method *m, const resil_args *args,
 
 	resil_result_init(out);
 	resil__faa64(&my_stripe(p)->calls, 1);
-	c->magic = CALL_LIVE;
-	c->p = p;
-	c->m = m;
-	c->args = args;
-	c->out = out;
-	c->has_mock = 0;
-	c->run_on = 0;
-	c->pending = 0;
-	c->winner = 0;
-	c->hedges = 0;
-	c->no_more_hedges = 0;
-	c->issued = 0;
-	c->attempts = 0;
-	c->wait_until = 0;
-	c->breaker_state = -1;
-	c->slots[0].state = S_FREE;
-	for (unsigned i = 1; i < RESIL_CALL_MAX_INFLIGHT; i++)
-		c->slots[i].state = S_FREE;
-	resil_value_init(&c->value);
-	c->phase = P_ATTEMPT;
+	minit(c, p, m, args, out);
 
 	/* The mock stage: force: answers and nothing below runs. */
 	mock = resil__loadptr((void *const *)&p->mock);
@@ -1370,10 +1390,6 @@ mstart(callm *c, resil_pipeline *p, const method *m, const resil_args *args,
 			return RESIL_OK;
 		}
 	}
-
-	c->breaker = m->breaker != NULL ? m->breaker : p->breaker;
-	c->retry = m->retry != NULL ? m->retry : p->retry;
-	c->timeout = m->timeout;
 	if (c->retry != NULL && !m->retry_fast) {
 		c->run_on = 1;
 		resil__retry_begin(c->retry, &c->run,
@@ -1385,44 +1401,109 @@ mstart(callm *c, resil_pipeline *p, const method *m, const resil_args *args,
 	return RESIL_OK;
 }
 
-static slot *
-find_slot(callm *c, uint32_t id)
+/* A call's state before its first attempt. */
+HOT void
+minit(callm *c, resil_pipeline *p, const method *m, const resil_args *args,
+    resil_result *out)
 {
-	unsigned i;
-
-	if (id == 0)
-		return NULL;
-	for (i = 0; i < RESIL_CALL_MAX_INFLIGHT; i++)
-		if (c->slots[i].state != S_FREE && c->slots[i].id == id)
-			return &c->slots[i];
-	return NULL;
+	c->magic = CALL_LIVE;
+	c->p = p;
+	c->m = m;
+	c->args = args;
+	c->out = out;
+	c->has_mock = 0;
+	c->run_on = 0;
+	c->pending = 0;
+	c->winner = 0;
+	c->hedges = 0;
+	c->no_more_hedges = 0;
+	c->issued = 0;
+	c->attempts = 0;
+	c->wait_until = 0;
+	c->breaker_state = -1;
+	c->running = 0;
+	c->abandoned = 0;
+	vnull(&c->value);
+	c->phase = P_ATTEMPT;
+	c->breaker = m->breaker != NULL ? m->breaker : p->breaker;
+	c->retry = m->retry != NULL ? m->retry : p->retry;
+	c->timeout = m->timeout;
 }
 
-static resil_err
+/* The slot of attempt id (running or abandoned), or -1. */
+static int
+find_slot(const callm *c, uint32_t id)
+{
+	unsigned used = (unsigned)(c->running | c->abandoned), i;
+
+	if (id == 0)
+		return -1;
+	for (i = 0; i < RESIL_CALL_MAX_INFLIGHT; i++)
+		if ((used & (1u << i)) && c->slots[i].id == id)
+			return (int)i;
+	return -1;
+}
+
+HOT resil_err
 mreport(callm *c, uint32_t id, int rc, resil_value *value, tsrc *ts)
 {
-	slot *s = find_slot(c, id);
+	int i;
+	uint8_t bit;
 
-	if (s == NULL)
+	/* The common case first: the one attempt out answers. */
+	if (RESIL__LIKELY(c->running == 1 && c->slots[0].id == id))
+		i = 0;
+	else if ((i = find_slot(c, id)) < 0)
 		return RESIL_E_MISUSE;
-	if (s->state == S_ABANDONED) {
+	bit = (uint8_t)(1u << i);
+	if (c->abandoned & bit) {
 		/* An answer that no longer matters: accepted and dropped. */
 		if (value != NULL) {
 			resil_value_free(value);
-			resil_value_init(value);
+			vnull(value);
 		}
-		s->state = S_FREE;
+		c->abandoned &= (uint8_t)~bit;
 		return RESIL_OK;
 	}
 	if (c->magic != CALL_LIVE)
 		return RESIL_E_MISUSE;
-	complete(c, s, rc, value, 0, ts);
+	complete(c, (unsigned)i, rc, value, 0, ts);
 	return RESIL_OK;
 }
 
-static void
+/* The first attempt of a call with no retry run begun (no policy, or its
+ * fast path) succeeded: the answer is live, and the policy has only a
+ * count to keep. */
+HOT void
+live_success(callm *c, tsrc *ts, resil_call_next *st)
+{
+	resil_pipeline *p = c->p;
+	resil_result *out = c->out;
+
+	if (c->retry != NULL)
+		resil__retry_count_first_success(c->retry);
+	out->rc = c->last_rc;
+	out->attempts = c->attempts;
+	out->breaker_state = c->breaker_state;
+	out->source = RESIL_SOURCE_LIVE;
+	if (p->cache != NULL)
+		resil_fallback_record(p->fb, c->args, &c->value);
+	out->err = RESIL_OK;
+	out->value = c->value; /* moved */
+	conclude_with(c, RESIL_STAGE_CALL, ts, st);
+}
+
+HOT void
 mstep(callm *c, tsrc *ts, int waited, resil_call_next *st)
 {
+	if (RESIL__LIKELY(c->pending && c->running == 0 &&
+	        c->phase == P_ATTEMPT && !c->run_on &&
+	        c->last_status == RESIL_OK &&
+	        c->last_outcome == RESIL_OUTCOME_SUCCESS &&
+	        c->p->hedge_max == 0)) {
+		live_success(c, ts, st);
+		return;
+	}
 	if (c->phase == P_WAIT)
 		advance(c, ts, waited, st);
 	else
@@ -1437,22 +1518,94 @@ drive(resil_pipeline *p, const method *m, const resil_args *args,
 {
 	callm c;
 	resil_call_next st;
-	resil_value v;
 	tsrc ts;
 	int rc;
 
 	tls_method = args->method;
 	tls_in_call = 1;
 	tlazy(&ts, p);
-	mstart(&c, p, m, args, out, &ts, &st);
+	if (RESIL__LIKELY(m->simple) &&
+	    resil__loadptr((void *const *)&p->mock) == NULL) {
+		/*
+		 * The machine's first step, inline: no mock stage, no stage
+		 * that needs the time, and no retry run before attempt 1.
+		 * A success ends the call here exactly as live_success()
+		 * would; anything else is handed to the machine in the state
+		 * its own first step would have left it.
+		 */
+		resil_breaker *b =
+		    m->breaker != NULL ? m->breaker : p->breaker;
+		resil_permit permit;
+		resil_outcome o;
+		resil_value v;
+		int bstate = -1;
+
+		resil_result_init(out);
+		resil__faa64(&my_stripe(p)->calls, 1);
+		if (b != NULL &&
+		    resil_breaker_acquire(b, &permit) != RESIL_OK) {
+			minit(&c, p, m, args, out);
+			c.breaker_state = (int)resil_breaker_get_state(b);
+			rejected(&c, RESIL_E_OPEN);
+			attend(&c, &ts, &st);
+			goto loop;
+		}
+		vnull(&v);
+		rc = fn(ctx, args, &v);
+		/* The default classifier inline; a user's through
+		 * resil_classify(), which also guards its answer. */
+		o = p->cls.fn == NULL
+		    ? (rc == 0 ? RESIL_OUTCOME_SUCCESS : RESIL_OUTCOME_FAILURE)
+		    : resil_classify(&p->cls, rc, &v);
+		if (b != NULL) {
+			resil_breaker_record(b, &permit, o);
+			bstate = (int)resil_breaker_get_state(b);
+		}
+		if (RESIL__LIKELY(o == RESIL_OUTCOME_SUCCESS)) {
+			resil_retry *r =
+			    m->retry != NULL ? m->retry : p->retry;
+
+			if (r != NULL)
+				resil__retry_count_first_success(r);
+			out->rc = rc;
+			out->attempts = 1;
+			out->breaker_state = bstate;
+			out->source = RESIL_SOURCE_LIVE;
+			if (p->cache != NULL)
+				resil_fallback_record(p->fb, args, &v);
+			out->err = RESIL_OK;
+			out->value = v; /* moved */
+			tls_method = NULL;
+			tls_in_call = 0;
+			return RESIL_OK;
+		}
+		minit(&c, p, m, args, out);
+		c.issued = 1;
+		c.attempts = 1;
+		c.breaker_state = bstate;
+		c.value = v;
+		c.last_rc = rc;
+		c.last_status = RESIL_OK;
+		c.last_outcome = o;
+		c.pending = 1;
+		mstep(&c, &ts, 0, &st);
+	} else {
+		mstart(&c, p, m, args, out, &ts, &st);
+	}
+loop:
 	while (st.action != RESIL_CALL_DONE) {
 		if (st.action == RESIL_CALL_RUN) {
+			/* The attempt writes straight into the call's value
+			 * (the previous attempt's is dropped first). */
+			if (c.value.type != RESIL_VALUE_NULL) {
+				resil_value_free(&c.value);
+				vnull(&c.value);
+			}
 			tls_deadline = st.deadline;
-			resil_value_init(&v);
-			rc = fn(ctx, args, &v);
+			rc = fn(ctx, args, &c.value);
 			tls_deadline = UINT64_MAX;
 			tlazy(&ts, p);
-			mreport(&c, st.attempt, rc, &v, &ts);
+			mreport(&c, st.attempt, rc, &c.value, &ts);
 			mstep(&c, &ts, 0, &st);
 		} else {
 			uint64_t now = resil_clock_now(&p->clock);
@@ -1609,7 +1762,7 @@ resil_call_cancel(resil_call *call, uint64_t now)
 		return RESIL_E_MISUSE;
 	abandon_running(c);
 	resil_value_free(&c->value);
-	resil_value_init(&c->value);
+	vnull(&c->value);
 	resil_result_init(c->out);
 	c->out->attempts = c->attempts;
 	c->out->breaker_state = c->breaker_state;
@@ -1632,7 +1785,7 @@ resil_call_outstanding(const resil_call *call)
 	        c->magic != CALL_CANCELLED))
 		return 0;
 	for (i = 0; i < RESIL_CALL_MAX_INFLIGHT; i++)
-		n += c->slots[i].state != S_FREE;
+		n += ((c->running | c->abandoned) >> i) & 1u;
 	return n;
 }
 

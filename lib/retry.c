@@ -355,9 +355,16 @@ resil__retry_needs_time(const resil_retry *r)
 	return r->cfg.deadline_ns != 0 || r->cfg.listener != NULL;
 }
 
-void
-resil__retry_begin(
-    resil_retry *r, resil__retry_run *run, int timed, uint64_t now)
+#if defined(__GNUC__)
+#define RESIL__ALWAYS_INLINE __attribute__((always_inline))
+#else
+#define RESIL__ALWAYS_INLINE
+#endif
+
+/* The steps are inlined into resil_retry_call(); the pipeline's machine
+ * calls the exported wrappers below. */
+RESIL__ALWAYS_INLINE static inline void
+run_begin(resil_retry *r, resil__retry_run *run, int timed, uint64_t now)
 {
 	const resil_retry_config *cfg = &r->cfg;
 
@@ -379,9 +386,9 @@ resil__retry_begin(
 		budget_deposit(r);
 }
 
-int
-resil__retry_judge(resil_retry *r, resil__retry_run *run, int rc,
-    resil_err status, const void *value, uint64_t now)
+RESIL__ALWAYS_INLINE static inline int
+run_judge(resil_retry *r, resil__retry_run *run, int rc, resil_err status,
+    const void *value, uint64_t now)
 {
 	const resil_retry_config *cfg = &r->cfg;
 	int want;
@@ -427,8 +434,8 @@ resil__retry_judge(resil_retry *r, resil__retry_run *run, int rc,
 	return 1;
 }
 
-int
-resil__retry_plan(resil_retry *r, resil__retry_run *run, uint64_t now)
+static int
+run_plan(resil_retry *r, resil__retry_run *run, uint64_t now)
 {
 	const resil_retry_config *cfg = &r->cfg;
 	uint64_t wait;
@@ -461,8 +468,8 @@ resil__retry_plan(resil_retry *r, resil__retry_run *run, uint64_t now)
 	return 1;
 }
 
-int
-resil__retry_resume(resil_retry *r, resil__retry_run *run, uint64_t now)
+static int
+run_resume(resil_retry *r, resil__retry_run *run, uint64_t now)
 {
 	(void)r;
 	run->waited += run->wait;
@@ -487,9 +494,8 @@ resil__retry_spend(resil_retry *r, uint64_t now)
 	return 0;
 }
 
-resil_err
-resil__retry_end(
-    resil_retry *r, const resil__retry_run *run, resil_retry_result *res)
+RESIL__ALWAYS_INLINE static inline resil_err
+run_end(resil_retry *r, const resil__retry_run *run, resil_retry_result *res)
 {
 	struct rstripe *st = &r->stripes[resil__thread_stripe(RSTRIPES)];
 	uint32_t n = run->n;
@@ -537,6 +543,39 @@ resil__retry_end(
 	return run->status;
 }
 
+void
+resil__retry_begin(
+    resil_retry *r, resil__retry_run *run, int timed, uint64_t now)
+{
+	run_begin(r, run, timed, now);
+}
+
+int
+resil__retry_judge(resil_retry *r, resil__retry_run *run, int rc,
+    resil_err status, const void *value, uint64_t now)
+{
+	return run_judge(r, run, rc, status, value, now);
+}
+
+int
+resil__retry_plan(resil_retry *r, resil__retry_run *run, uint64_t now)
+{
+	return run_plan(r, run, now);
+}
+
+int
+resil__retry_resume(resil_retry *r, resil__retry_run *run, uint64_t now)
+{
+	return run_resume(r, run, now);
+}
+
+resil_err
+resil__retry_end(
+    resil_retry *r, const resil__retry_run *run, resil_retry_result *res)
+{
+	return run_end(r, run, res);
+}
+
 resil_err
 resil_retry_call(resil_retry *r, resil_retry_fn fn, void *ctx, void *out,
     resil_retry_result *res)
@@ -551,8 +590,39 @@ resil_retry_call(resil_retry *r, resil_retry_fn fn, void *ctx, void *out,
 	 * deadline, a listener (events carry times), or a wait before a
 	 * retry. A call that succeeds at once without either reads none. */
 	timed = resil__retry_needs_time(r);
-	resil__retry_begin(
-	    r, &run, timed, timed ? resil_clock_now(&r->clock) : 0);
+	if (RESIL__LIKELY(
+	        !timed && !r->budget_on && r->cfg.retry_on_result == NULL)) {
+		/* The first attempt is made before anything else is set up:
+		 * when it succeeds, the policy has only a count to keep. */
+		at.number = 1;
+		at.start = 0;
+		at.time_left = UINT64_MAX;
+		at.last_wait = 0;
+		at.last_rc = 0;
+		at.status = RESIL_OK;
+		rc = fn(ctx, &at, out);
+		if (RESIL__LIKELY(at.status == RESIL_OK &&
+		        resil_classify(&r->cfg.classifier, rc, out) ==
+		            RESIL_OUTCOME_SUCCESS)) {
+			resil__faa64(
+			    &r->stripes[resil__thread_stripe(RSTRIPES)]
+			         .succeeded_first,
+			    1);
+			if (res != NULL) {
+				res->attempts = 1;
+				res->rc = rc;
+				res->status = RESIL_OK;
+				res->outcome = RESIL_OUTCOME_SUCCESS;
+				res->stop = RESIL_RETRY_STOP_FINAL;
+				res->waited = 0;
+				res->elapsed = 0;
+			}
+			return RESIL_OK;
+		}
+		run_begin(r, &run, 0, 0);
+		goto judge;
+	}
+	run_begin(r, &run, timed, timed ? resil_clock_now(&r->clock) : 0);
 	for (;;) {
 		at.number = run.n;
 		at.start = run.now;
@@ -562,17 +632,18 @@ resil_retry_call(resil_retry *r, resil_retry_fn fn, void *ctx, void *out,
 		at.last_rc = run.rc;
 		at.status = RESIL_OK;
 		rc = fn(ctx, &at, out);
-		if (!resil__retry_judge(r, &run, rc, at.status, out,
+	judge:
+		if (!run_judge(r, &run, rc, at.status, out,
 		        run.timed ? resil_clock_now(&r->clock) : 0))
 			break;
-		if (!resil__retry_plan(r, &run,
+		if (!run_plan(r, &run,
 		        run.timed ? run.now : resil_clock_now(&r->clock)))
 			break;
 		resil_clock_sleep(&r->clock, run.wait);
-		if (!resil__retry_resume(r, &run, resil_clock_now(&r->clock)))
+		if (!run_resume(r, &run, resil_clock_now(&r->clock)))
 			break;
 	}
-	return resil__retry_end(r, &run, res);
+	return run_end(r, &run, res);
 }
 
 int
