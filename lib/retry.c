@@ -33,6 +33,10 @@ struct resil_retry {
 	uint64_t floor_step;  /* ticks between two floor retries */
 	uint64_t floor_burst; /* how far ahead of now the floor may run */
 	int budget_on;
+	/* Decided once: no deadline, no listener, no budget and no
+	 * retry-on-result, so a first attempt that succeeds needs nothing
+	 * but a count. */
+	int first_fast;
 	/* The shared words below are written by every thread: keep them
 	 * off the cache line of the read-only configuration above, and off
 	 * each other's, so a busy bank does not slow the floor or the RNG. */
@@ -259,6 +263,8 @@ resil_retry_new(
 	else
 		r->random = resil_rng_hook(&r->rng);
 	r->budget_on = cfg->budget_ratio > 0.0;
+	r->first_fast = cfg->deadline_ns == 0 && cfg->listener == NULL &&
+	    !r->budget_on && cfg->retry_on_result == NULL;
 	r->deposit = (uint64_t)(cfg->budget_ratio * (double)TOKEN + 0.5);
 	r->bank_max = (uint64_t)cfg->budget_max_tokens * TOKEN;
 	if (cfg->budget_min_retries > 0) {
@@ -589,9 +595,7 @@ resil_retry_call(resil_retry *r, resil_retry_fn fn, void *ctx, void *out,
 	/* The clock is read only where something needs the time: a
 	 * deadline, a listener (events carry times), or a wait before a
 	 * retry. A call that succeeds at once without either reads none. */
-	timed = resil__retry_needs_time(r);
-	if (RESIL__LIKELY(
-	        !timed && !r->budget_on && r->cfg.retry_on_result == NULL)) {
+	if (RESIL__LIKELY(r->first_fast)) {
 		/* The first attempt is made before anything else is set up:
 		 * when it succeeds, the policy has only a count to keep. */
 		at.number = 1;
@@ -601,9 +605,13 @@ resil_retry_call(resil_retry *r, resil_retry_fn fn, void *ctx, void *out,
 		at.last_rc = 0;
 		at.status = RESIL_OK;
 		rc = fn(ctx, &at, out);
+		/* The default classifier inline; a user's through
+		 * resil_classify(), which guards its answer. */
 		if (RESIL__LIKELY(at.status == RESIL_OK &&
-		        resil_classify(&r->cfg.classifier, rc, out) ==
-		            RESIL_OUTCOME_SUCCESS)) {
+		        (r->cfg.classifier.fn == NULL
+		                ? rc == 0
+		                : resil_classify(&r->cfg.classifier, rc,
+		                      out) == RESIL_OUTCOME_SUCCESS))) {
 			resil__faa64(
 			    &r->stripes[resil__thread_stripe(RSTRIPES)]
 			         .succeeded_first,
@@ -622,6 +630,7 @@ resil_retry_call(resil_retry *r, resil_retry_fn fn, void *ctx, void *out,
 		run_begin(r, &run, 0, 0);
 		goto judge;
 	}
+	timed = resil__retry_needs_time(r);
 	run_begin(r, &run, timed, timed ? resil_clock_now(&r->clock) : 0);
 	for (;;) {
 		at.number = run.n;
