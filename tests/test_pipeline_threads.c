@@ -198,12 +198,121 @@ test_pipeline_threads_calls_while_mock_switches(void **state)
 	resil_pipeline_free(sh.p);
 }
 
+/* The call machine from several threads at once: each thread steps its
+ * own calls by hand on one shared pipeline (a call is stepped by one
+ * thread at a time; calls are independent). */
+typedef struct mworker {
+	resil_pipeline *p;
+	pthread_barrier_t *go;
+	uint64_t live, cache, other;
+} mworker;
+
+static void *
+machine_caller(void *arg)
+{
+	mworker *w = arg;
+	resil_args args = { "getStock", "k", 1 };
+	resil_call call[2];
+	resil_call_next st[2];
+	resil_result r[2];
+	resil_value v;
+	int i, j;
+
+	pthread_barrier_wait(w->go);
+	for (i = 0; i < CALLS; i++) {
+		/* Two calls interleaved: the first attempt of each fails
+		 * on every fourth call, the retry answers. */
+		for (j = 0; j < 2; j++)
+			assert_int_equal(resil_call_start(&call[j], w->p, NULL,
+			                     &args, &r[j], 0, &st[j]),
+			    RESIL_OK);
+		for (j = 0; j < 2; j++) {
+			while (st[j].action != RESIL_CALL_DONE) {
+				int fail = st[j].action == RESIL_CALL_RUN &&
+				    st[j].attempt == 1 && (i & 3) == j;
+
+				if (st[j].action == RESIL_CALL_RUN) {
+					v = fail ? resil_value_null()
+					         : resil_value_int(8);
+					assert_int_equal(
+					    resil_call_report(&call[j],
+					        st[j].attempt, fail ? -1 : 0,
+					        &v, 0),
+					    RESIL_OK);
+				}
+				assert_int_equal(
+				    resil_call_step(&call[j], 0, &st[j]),
+				    RESIL_OK);
+			}
+			if (r[j].source == RESIL_SOURCE_LIVE &&
+			    r[j].err == RESIL_OK && r[j].value.u.i == 8)
+				w->live++;
+			else
+				w->other++;
+			resil_result_free(&r[j]);
+		}
+	}
+	return NULL;
+}
+
+static void
+test_pipeline_threads_machine_calls_on_one_pipeline(void **state)
+{
+	resil_pipeline_config cfg;
+	resil_pipeline *p;
+	resil_pipeline_metrics m;
+	resil_retry_metrics rm;
+	pthread_barrier_t go;
+	pthread_t tid[THREADS];
+	mworker wk[THREADS];
+	uint64_t live = 0;
+	int i;
+
+	(void)state;
+	resil_pipeline_config_init(&cfg);
+	cfg.service = "StockService";
+	cfg.clock = NULL; /* a wait of 0 ticks needs no clock reading */
+	cfg.breaker_enabled = 1;
+	cfg.breaker.failure_rate_pct = 90;
+	cfg.retry_enabled = 1;
+	cfg.retry.max_attempts = 2;
+	cfg.retry.base_delay_ns = 0;
+	assert_int_equal(resil_pipeline_new(&p, &cfg, NULL), RESIL_OK);
+	pthread_barrier_init(&go, NULL, THREADS);
+	for (i = 0; i < THREADS; i++) {
+		memset(&wk[i], 0, sizeof(wk[i]));
+		wk[i].p = p;
+		wk[i].go = &go;
+		assert_int_equal(
+		    pthread_create(&tid[i], NULL, machine_caller, &wk[i]), 0);
+	}
+	for (i = 0; i < THREADS; i++) {
+		pthread_join(tid[i], NULL);
+		assert_int_equal(wk[i].other, 0);
+		live += wk[i].live;
+	}
+	pthread_barrier_destroy(&go);
+	assert_int_equal(live, THREADS * CALLS * 2);
+	assert_int_equal(resil_pipeline_get_metrics(p, &m), RESIL_OK);
+	assert_int_equal(m.calls, THREADS * CALLS * 2);
+	assert_int_equal(m.live, THREADS * CALLS * 2);
+	assert_int_equal(
+	    resil_retry_get_metrics(resil_pipeline_retry(p, NULL), &rm),
+	    RESIL_OK);
+	/* One retry in every four calls of each of the two slots. */
+	assert_int_equal(rm.retries, THREADS * CALLS / 2);
+	assert_int_equal(rm.succeeded_after_retry, THREADS * CALLS / 2);
+	resil_pipeline_free(p);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(
 		    test_pipeline_threads_calls_while_mock_switches),
+		cmocka_unit_test(
+		    test_pipeline_threads_machine_calls_on_one_pipeline),
 	};
 
 	return cmocka_run_group_tests_name(
