@@ -70,7 +70,7 @@ typedef struct server {
 	int fd;      /* listening socket */
 	int stop[2]; /* a pipe: a byte on it stops the server */
 	pthread_t thread;
-	unsigned long requests; /* requests answered (read after join) */
+	unsigned long requests; /* requests answered (atomic) */
 	conn conns[MAX_CONN];
 } server;
 
@@ -106,10 +106,12 @@ answer(server *srv, conn *c)
 		    "Content-Length: %d\r\nConnection: close\r\n\r\n%s",
 		    bl, body);
 	}
+	/* Counted before the answer leaves, so that a client that has its
+	 * answer sees the count (atomic: the client thread reads it). */
+	__atomic_add_fetch(&srv->requests, 1, __ATOMIC_SEQ_CST);
 	/* Small answers on loopback: one send. */
 	if (send(c->fd, out, (size_t)n, 0) != n)
 		perror("async_http: server send");
-	srv->requests++;
 }
 
 static void *
@@ -357,6 +359,7 @@ static void
 run_wave(loop *l, int wave, unsigned long *served_before, server *srv)
 {
 	unsigned live = 0, cache = 0, mock = 0, rejected = 0, errors = 0;
+	unsigned long seen;
 	unsigned pending, i;
 
 	for (i = 0; i < CALLS; i++) {
@@ -450,11 +453,12 @@ run_wave(loop *l, int wave, unsigned long *served_before, server *srv)
 		}
 		resil_result_free(res);
 	}
+	seen = __atomic_load_n(&srv->requests, __ATOMIC_SEQ_CST);
 	printf("t=%4dms  live %3u  cache %3u  mock %3u  rejected %3u  "
 	       "errors %u  (server saw %lu)\n",
 	    wave * WAVE_TICKS, live, cache, mock, rejected, errors,
-	    srv->requests - *served_before);
-	*served_before = srv->requests;
+	    seen - *served_before);
+	*served_before = seen;
 }
 
 static void
