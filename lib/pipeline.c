@@ -1512,7 +1512,7 @@ mstep(callm *c, tsrc *ts, int waited, resil_call_next *st)
 
 /* ---- the blocking driver ---- */
 
-static resil_err
+HOT resil_err
 drive(resil_pipeline *p, const method *m, const resil_args *args,
     resil_call_fn fn, void *ctx, resil_result *out)
 {

@@ -213,10 +213,14 @@ RESIL_API resil_err resil_pipeline_add_handler(
  * fallback passed; without a fallback, the original failure
  * (RESIL_E_CALL with rc, RESIL_E_OPEN, RESIL_E_TIMEOUT, RESIL_E_LIMITED,
  * RESIL_E_RETRIES_EXHAUSTED). RESIL_E_INVAL for a NULL argument or a NULL
- * args->method (*out untouched).
+ * args->method (*out untouched), and for a pipeline configured with
+ * hedging, which needs attempts in parallel (*out says so; use the call
+ * machine below).
  *
- * The success path, without cache and timing, allocates nothing and
- * takes no lock.
+ * This is the blocking driver of the call machine (resil_call_start()
+ * below): it runs each attempt on the calling thread and sleeps through
+ * the pipeline's clock between retries. The success path, without cache
+ * and timing, allocates nothing and takes no lock.
  */
 RESIL_API resil_err resil_pipeline_call(resil_pipeline *p,
     const resil_args *args, resil_call_fn fn, void *ctx, resil_result *out);
