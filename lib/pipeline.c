@@ -79,6 +79,7 @@ struct resil_pipeline {
 	uint64_t timeout;
 	uint32_t hedge_max;   /* extra attempts a hedge may start; 0: off */
 	uint64_t hedge_delay; /* ticks without an answer before a hedge */
+	resil_executor executor;
 
 	method *methods; /* uthash by name; immutable after new */
 	method dflt;     /* the service-level settings */
@@ -415,6 +416,11 @@ validate(const resil_pipeline_config *cfg, resil_diag *diag)
 	if (cfg->clock != NULL && cfg->clock->now == NULL)
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "pipeline.clock: the clock has no now function");
+	if (cfg->executor.submit != NULL &&
+	    (cfg->executor.wait == NULL || cfg->executor.wake == NULL))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "pipeline.executor: submit, wait and wake are all "
+		    "required");
 	if (cfg->hedge_max > RESIL_CALL_MAX_INFLIGHT - 1)
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "pipeline.hedge_max: %u is out of range 0..%u",
@@ -460,6 +466,7 @@ resil_pipeline_new(
 	p->dflt.timeout = cfg->timeout_ns;
 	p->hedge_max = cfg->hedge_max;
 	p->hedge_delay = cfg->hedge_delay_ns;
+	p->executor = cfg->executor;
 	p->service = resil__strdup(resil__a, cfg->service);
 	p->stripes_mem = resil__calloc(
 	    resil__a, sizeof(stripe) * NSTRIPES + RESIL__CACHELINE);
@@ -1623,6 +1630,192 @@ loop:
 	return out->err;
 }
 
+/* ---- the blocking driver with an executor (hedging) ---- */
+
+enum { J_RUNNING = 0, J_DONE = 1, J_ABANDONED = 2 };
+
+typedef struct job {
+	resil_call_fn fn;
+	void *ctx;
+	/* Copies: a losing hedge may run on after the call has returned,
+	 * and the pipeline may be gone by then. The method and argument
+	 * bytes follow the struct. */
+	resil_args args;
+	resil_executor ex;
+	resil_allocator alloc;
+	size_t size;
+	uint64_t deadline;
+	uint32_t id;
+	int rc;
+	resil_value value;
+	uint32_t state; /* J_*, atomic */
+	struct job *next;
+} job;
+
+static void
+job_free(job *j)
+{
+	resil_allocator a = j->alloc;
+
+	resil_value_free(&j->value);
+	resil__free(&a, j, j->size);
+}
+
+static job *
+job_new(resil_pipeline *p, resil_call_fn fn, void *ctx, const resil_args *args,
+    const resil_call_next *st)
+{
+	size_t mlen = strlen(args->method) + 1, size;
+	job *j;
+	char *buf;
+
+	size = sizeof(*j) + mlen + args->len;
+	if (size < mlen) /* size_t overflow */
+		return NULL;
+	j = resil__calloc(&p->alloc, size);
+	if (j == NULL)
+		return NULL;
+	buf = (char *)(j + 1);
+	memcpy(buf, args->method, mlen);
+	if (args->len > 0)
+		memcpy(buf + mlen, args->data, args->len);
+	j->fn = fn;
+	j->ctx = ctx;
+	j->args.method = buf;
+	j->args.data = args->len > 0 ? buf + mlen : NULL;
+	j->args.len = args->len;
+	j->ex = p->executor;
+	j->alloc = p->alloc;
+	j->size = size;
+	j->deadline = st->deadline;
+	j->id = st->attempt;
+	j->state = J_RUNNING;
+	return j;
+}
+
+/* On the executor's thread: the attempt, then hand it back, or free it
+ * when the call has finished meanwhile. */
+static void
+run_job(void *vj)
+{
+	job *j = vj;
+	resil_executor ex = j->ex;
+	uint32_t st = J_RUNNING;
+
+	vnull(&j->value);
+	tls_in_call = 1;
+	tls_deadline = j->deadline;
+	j->rc = j->fn(j->ctx, &j->args, &j->value);
+	tls_deadline = UINT64_MAX;
+	tls_in_call = 0;
+	/* ex is copied first: once DONE is published the call may free j. */
+	if (__atomic_compare_exchange_n(
+	        &j->state, &st, J_DONE, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		ex.wake(ex.ctx);
+	else
+		job_free(j); /* abandoned: nobody will read the answer */
+}
+
+/* The hedging pipeline's blocking loop: attempts run on the executor;
+ * the calling thread waits for answers and timers. */
+static resil_err
+drive_hedged(resil_pipeline *p, const method *m, const resil_args *args,
+    resil_call_fn fn, void *ctx, resil_result *out)
+{
+	const resil_executor *ex = &p->executor;
+	job *jobs = NULL, **pp, *j;
+	callm c;
+	resil_call_next st;
+	tsrc ts;
+	int rc;
+
+	tls_method = args->method;
+	tls_in_call = 1;
+	tlazy(&ts, p);
+	mstart(&c, p, m, args, out, &ts, &st);
+	while (st.action != RESIL_CALL_DONE) {
+		if (st.action == RESIL_CALL_RUN) {
+			j = job_new(p, fn, ctx, args, &st);
+			if (j != NULL &&
+			    ex->submit(run_job, j, ex->ctx) == 0) {
+				j->next = jobs;
+				jobs = j;
+				tlazy(&ts, p);
+				mstep(&c, &ts, 0, &st);
+				continue;
+			}
+			/* No executor thread: this attempt runs here. */
+			if (j != NULL)
+				job_free(j);
+			if (c.value.type != RESIL_VALUE_NULL) {
+				resil_value_free(&c.value);
+				vnull(&c.value);
+			}
+			tls_deadline = st.deadline;
+			rc = fn(ctx, args, &c.value);
+			tls_deadline = UINT64_MAX;
+			tlazy(&ts, p);
+			mreport(&c, st.attempt, rc, &c.value, &ts);
+			tlazy(&ts, p);
+			mstep(&c, &ts, 0, &st);
+			continue;
+		}
+		/* WAIT: report the answers that came, in the order of their
+		 * ids; else wait for one or for the tick. */
+		{
+			job *best = NULL;
+
+			for (j = jobs; j != NULL; j = j->next)
+				if (__atomic_load_n(&j->state,
+				        __ATOMIC_ACQUIRE) == J_DONE &&
+				    (best == NULL || j->id < best->id))
+					best = j;
+			if (best != NULL) {
+				for (pp = &jobs; *pp != best;
+				     pp = &(*pp)->next)
+					;
+				*pp = best->next;
+				tlazy(&ts, p);
+				mreport(
+				    &c, best->id, best->rc, &best->value, &ts);
+				job_free(best);
+				tlazy(&ts, p);
+				mstep(&c, &ts, 0, &st);
+				continue;
+			}
+		}
+		if (jobs == NULL) {
+			/* A backoff: sleep through the clock as always. */
+			uint64_t now = resil_clock_now(&p->clock);
+
+			if (st.until > now)
+				resil_clock_sleep(&p->clock, st.until - now);
+			tlazy(&ts, p);
+			mstep(&c, &ts, 1, &st);
+			continue;
+		}
+		ex->wait(st.until, ex->ctx);
+		tlazy(&ts, p);
+		mstep(&c, &ts, 0, &st);
+	}
+	/* Jobs still out: their answers no longer matter. */
+	while (jobs != NULL) {
+		uint32_t want = J_RUNNING;
+
+		j = jobs;
+		jobs = j->next;
+		if (!__atomic_compare_exchange_n(&j->state, &want, J_ABANDONED,
+		        0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+			/* It answered after all: drop the answer here. */
+			mreport(&c, j->id, j->rc, &j->value, &ts);
+			job_free(j);
+		}
+	}
+	tls_method = NULL;
+	tls_in_call = 0;
+	return out->err;
+}
+
 static resil_err
 refuse_hedging(resil_pipeline *p, resil_result *out)
 {
@@ -1633,8 +1826,8 @@ refuse_hedging(resil_pipeline *p, resil_result *out)
 	out->source = RESIL_SOURCE_UNAVAILABLE;
 	resil__msg_start(&o, out->message, sizeof(out->message));
 	RESIL__MSG_LIT(&o,
-	    "hedging runs attempts in parallel: use the call "
-	    "machine (resil_call_start) for ");
+	    "hedging runs attempts in parallel: give the pipeline an "
+	    "executor, or use the call machine (resil_call_start), for ");
 	resil__msg_str(&o, p->service);
 	return RESIL_E_INVAL;
 }
@@ -1647,7 +1840,10 @@ resil_pipeline_call(resil_pipeline *p, const resil_args *args,
 	        args->method == NULL || fn == NULL || out == NULL))
 		return RESIL_E_INVAL;
 	if (RESIL__UNLIKELY(p->hedge_max != 0))
-		return refuse_hedging(p, out);
+		return p->executor.submit != NULL
+		    ? drive_hedged(
+		          p, find_method(p, args->method), args, fn, ctx, out)
+		    : refuse_hedging(p, out);
 	return drive(p, find_method(p, args->method), args, fn, ctx, out);
 }
 
@@ -1660,7 +1856,9 @@ resil_pipeline_call_method(resil_pipeline *p, const resil_method *m,
 	        check_method(p, m) != RESIL_OK))
 		return RESIL_E_INVAL;
 	if (RESIL__UNLIKELY(p->hedge_max != 0))
-		return refuse_hedging(p, out);
+		return p->executor.submit != NULL
+		    ? drive_hedged(p, m, args, fn, ctx, out)
+		    : refuse_hedging(p, out);
 	return drive(p, m, args, fn, ctx, out);
 }
 

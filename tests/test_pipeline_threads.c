@@ -15,11 +15,56 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <resil/pipeline.h>
 
 #define THREADS 4
+
+/* A counting allocator that several threads may use (the hedging tests
+ * free a late attempt's job on the executor's thread). */
+typedef struct fail_alloc_lite {
+	resil_allocator hook;
+	int64_t live;
+} fail_alloc_lite;
+
+static void *
+lite_alloc(size_t size, void *ctx)
+{
+	fail_alloc_lite *fa = ctx;
+	void *p = malloc(size);
+
+	if (p != NULL)
+		__atomic_add_fetch(&fa->live, 1, __ATOMIC_SEQ_CST);
+	return p;
+}
+
+static void
+lite_free(void *ptr, size_t size, void *ctx)
+{
+	fail_alloc_lite *fa = ctx;
+
+	(void)size;
+	if (ptr != NULL)
+		__atomic_sub_fetch(&fa->live, 1, __ATOMIC_SEQ_CST);
+	free(ptr);
+}
+
+static void
+fail_alloc_lite_init(fail_alloc_lite *fa)
+{
+	fa->hook.alloc = lite_alloc;
+	fa->hook.free = lite_free;
+	fa->hook.ctx = fa;
+	fa->live = 0;
+}
+
+static int64_t
+fail_alloc_lite_live(fail_alloc_lite *fa)
+{
+	return __atomic_load_n(&fa->live, __ATOMIC_SEQ_CST);
+}
 #define CALLS 3000
 
 typedef struct shared {
@@ -305,6 +350,201 @@ test_pipeline_threads_machine_calls_on_one_pipeline(void **state)
 	resil_pipeline_free(p);
 }
 
+/* ---- hedging through resil_pipeline_call with an executor ---- */
+
+typedef struct texec {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int woken;
+	resil_manual_clock *mc;
+	pthread_t threads[8];
+	int n;
+	/* The dependency: the first attempt waits for the gate. */
+	int gate_open;
+	int calls;
+	int fail;
+} texec;
+
+typedef struct tjob {
+	void (*run)(void *job);
+	void *job;
+} tjob;
+
+static void *
+texec_thread(void *arg)
+{
+	tjob *t = arg;
+
+	t->run(t->job);
+	return NULL;
+}
+
+static int
+texec_submit(void (*run)(void *job), void *job, void *ctx)
+{
+	texec *x = ctx;
+	static tjob slots[8];
+	tjob *t = &slots[x->n];
+
+	t->run = run;
+	t->job = job;
+	return pthread_create(&x->threads[x->n++], NULL, texec_thread, t);
+}
+
+static void
+texec_wait(uint64_t until, void *ctx)
+{
+	texec *x = ctx;
+
+	pthread_mutex_lock(&x->mu);
+	while (!x->woken && until == UINT64_MAX)
+		pthread_cond_wait(&x->cv, &x->mu);
+	if (!x->woken) /* a timed wait: time passes at once */
+		resil_manual_clock_set(x->mc, until);
+	x->woken = 0;
+	pthread_mutex_unlock(&x->mu);
+}
+
+static void
+texec_wake(void *ctx)
+{
+	texec *x = ctx;
+
+	pthread_mutex_lock(&x->mu);
+	x->woken = 1;
+	pthread_cond_broadcast(&x->cv);
+	pthread_mutex_unlock(&x->mu);
+}
+
+static int
+hedged_dep(void *ctx, const resil_args *args, resil_value *out)
+{
+	texec *x = ctx;
+	int n;
+
+	(void)args;
+	pthread_mutex_lock(&x->mu);
+	n = ++x->calls;
+	while (n == 1 && !x->fail && !x->gate_open)
+		pthread_cond_wait(&x->cv, &x->mu);
+	pthread_mutex_unlock(&x->mu);
+	if (x->fail)
+		return -n;
+	*out = resil_value_int(n == 1 ? 11 : 22);
+	return 0;
+}
+
+static void
+hedged_pipeline(
+    texec *x, resil_manual_clock *mc, fail_alloc_lite *fa, resil_pipeline **p)
+{
+	resil_pipeline_config cfg;
+
+	memset(x, 0, sizeof(*x));
+	pthread_mutex_init(&x->mu, NULL);
+	pthread_cond_init(&x->cv, NULL);
+	resil_manual_clock_init(mc, 100);
+	x->mc = mc;
+	resil_pipeline_config_init(&cfg);
+	cfg.service = "StockService";
+	cfg.clock = resil_manual_clock_hook(mc);
+	cfg.alloc = &fa->hook;
+	cfg.breaker_enabled = 1;
+	cfg.hedge_max = 1;
+	cfg.hedge_delay_ns = 10;
+	cfg.executor.submit = texec_submit;
+	cfg.executor.wait = texec_wait;
+	cfg.executor.wake = texec_wake;
+	cfg.executor.ctx = x;
+	assert_int_equal(resil_pipeline_new(p, &cfg, NULL), RESIL_OK);
+}
+
+static void
+texec_join(texec *x)
+{
+	int i;
+
+	pthread_mutex_lock(&x->mu);
+	x->gate_open = 1;
+	pthread_cond_broadcast(&x->cv);
+	pthread_mutex_unlock(&x->mu);
+	for (i = 0; i < x->n; i++)
+		pthread_join(x->threads[i], NULL);
+	pthread_cond_destroy(&x->cv);
+	pthread_mutex_destroy(&x->mu);
+}
+
+static void
+test_pipeline_threads_hedge_with_executor_first_success_wins(void **state)
+{
+	static texec x;
+	resil_manual_clock mc;
+	fail_alloc_lite fa;
+	resil_pipeline *p;
+	resil_args args = { "getStock", "k", 1 };
+	resil_result r;
+
+	(void)state;
+	fail_alloc_lite_init(&fa);
+	hedged_pipeline(&x, &mc, &fa, &p);
+	/* Attempt 1 hangs; after 10 ticks the hedge answers 22. */
+	assert_int_equal(
+	    resil_pipeline_call(p, &args, hedged_dep, &x, &r), RESIL_OK);
+	assert_int_equal(r.source, RESIL_SOURCE_LIVE);
+	assert_int_equal(r.value.u.i, 22);
+	assert_int_equal(r.attempts, 2);
+	assert_int_equal(resil_manual_clock_now(&mc), 110);
+	resil_result_free(&r);
+	/* The pipeline may go before the loser answers: its answer is
+	 * dropped and its job frees itself. */
+	resil_pipeline_free(p);
+	texec_join(&x);
+	assert_int_equal(fail_alloc_lite_live(&fa), 0);
+}
+
+static void
+test_pipeline_threads_hedge_with_executor_all_fail_last_error(void **state)
+{
+	static texec x;
+	resil_manual_clock mc;
+	fail_alloc_lite fa;
+	resil_pipeline *p;
+	resil_args args = { "getStock", "k", 1 };
+	resil_result r;
+
+	(void)state;
+	fail_alloc_lite_init(&fa);
+	hedged_pipeline(&x, &mc, &fa, &p);
+	x.fail = 1;
+	assert_int_equal(
+	    resil_pipeline_call(p, &args, hedged_dep, &x, &r), RESIL_E_CALL);
+	assert_int_equal(r.rc, -2); /* the failure reported last */
+	assert_int_equal(r.attempts, 2);
+	assert_int_equal(x.calls, 2);
+	resil_result_free(&r);
+	texec_join(&x);
+	resil_pipeline_free(p);
+	assert_int_equal(fail_alloc_lite_live(&fa), 0);
+}
+
+static void
+test_pipeline_threads_executor_needs_all_three_hooks(void **state)
+{
+	resil_pipeline_config cfg;
+	resil_pipeline *p = NULL;
+	resil_diag diag;
+
+	(void)state;
+	resil_pipeline_config_init(&cfg);
+	cfg.service = "StockService";
+	cfg.hedge_max = 1;
+	cfg.executor.submit = texec_submit;
+	assert_int_equal(resil_pipeline_new(&p, &cfg, &diag), RESIL_E_INVAL);
+	assert_string_equal(diag.msg,
+	    "pipeline.executor: submit, wait and wake are all required");
+	assert_null(p);
+}
+
 int
 main(void)
 {
@@ -313,6 +553,12 @@ main(void)
 		    test_pipeline_threads_calls_while_mock_switches),
 		cmocka_unit_test(
 		    test_pipeline_threads_machine_calls_on_one_pipeline),
+		cmocka_unit_test(
+		    test_pipeline_threads_hedge_with_executor_first_success_wins),
+		cmocka_unit_test(
+		    test_pipeline_threads_hedge_with_executor_all_fail_last_error),
+		cmocka_unit_test(
+		    test_pipeline_threads_executor_needs_all_three_hooks),
 	};
 
 	return cmocka_run_group_tests_name(

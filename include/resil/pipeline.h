@@ -92,6 +92,33 @@ typedef struct resil_pipeline_event {
 typedef void (*resil_pipeline_listener_fn)(
     const resil_pipeline_event *ev, void *ctx);
 
+/*
+ * An executor lets resil_pipeline_call() run the attempts of a hedging
+ * pipeline in parallel. All three functions are required.
+ * - submit: start run(job) on another thread and return 0; nonzero when
+ *   it cannot (that attempt then runs on the calling thread). run must be
+ *   called exactly once, and not from inside submit.
+ * - wait: block the calling thread until wake() has been called since the
+ *   last wait returned, or the pipeline's clock reaches until (UINT64_MAX:
+ *   no limit); returning early is allowed. (With the manual clock, a
+ *   timed wait with no wake pending may simply advance the clock to
+ *   until.)
+ * - wake: called by a job when its attempt has answered, from the
+ *   executor's thread.
+ * ctx is passed to each; resil never frees it. The user's function then
+ * runs on the executor's threads and must be thread-safe. A job whose
+ * call has finished (a hedge that lost) runs on with its own copy of the
+ * arguments and its answer is dropped; its memory is freed by whichever
+ * of the call and the job ends last. The executor's ctx and the
+ * function's ctx must outlive such jobs (the pipeline need not).
+ */
+typedef struct resil_executor {
+	int (*submit)(void (*run)(void *job), void *job, void *ctx);
+	void (*wait)(uint64_t until, void *ctx);
+	void (*wake)(void *ctx);
+	void *ctx;
+} resil_executor;
+
 /* Settings of one declared method; 0 / NULL fields inherit the
  * service-level setting. */
 typedef struct resil_method_config {
@@ -147,12 +174,14 @@ typedef struct resil_pipeline_config {
 	 * last failure stands. Each hedge spends one retry from the retry
 	 * budget (when the pipeline's retry policy has one; a refusal stops
 	 * hedging for that attempt). Together the hedged attempts are one
-	 * attempt of the retry stage. resil_pipeline_call() cannot run
-	 * attempts in parallel and refuses a pipeline with hedging
-	 * (RESIL_E_INVAL). 0: off; at most RESIL_CALL_MAX_INFLIGHT - 1.
+	 * attempt of the retry stage. resil_pipeline_call() runs attempts
+	 * in parallel only through an executor: without one it refuses a
+	 * pipeline with hedging (RESIL_E_INVAL). 0: off; at most
+	 * RESIL_CALL_MAX_INFLIGHT - 1.
 	 */
 	uint32_t hedge_max;
 	uint64_t hedge_delay_ns;
+	resil_executor executor; /* copied; submit NULL: none */
 } resil_pipeline_config;
 
 /* Defaults: no stage on (each stage's own defaults ready in its config),
@@ -214,8 +243,8 @@ RESIL_API resil_err resil_pipeline_add_handler(
  * (RESIL_E_CALL with rc, RESIL_E_OPEN, RESIL_E_TIMEOUT, RESIL_E_LIMITED,
  * RESIL_E_RETRIES_EXHAUSTED). RESIL_E_INVAL for a NULL argument or a NULL
  * args->method (*out untouched), and for a pipeline configured with
- * hedging, which needs attempts in parallel (*out says so; use the call
- * machine below).
+ * hedging but no executor, which needs attempts in parallel (*out says
+ * so; give the pipeline an executor, or use the call machine below).
  *
  * This is the blocking driver of the call machine (resil_call_start()
  * below): it runs each attempt on the calling thread and sleeps through
