@@ -394,7 +394,7 @@ run_begin(resil_retry *r, resil__retry_run *run, int timed, uint64_t now)
 
 RESIL__ALWAYS_INLINE static inline int
 run_judge(resil_retry *r, resil__retry_run *run, int rc, resil_err status,
-    const void *value, uint64_t now)
+    const void *value, uint64_t now, int classified, resil_outcome known)
 {
 	const resil_retry_config *cfg = &r->cfg;
 	int want;
@@ -405,7 +405,11 @@ run_judge(resil_retry *r, resil__retry_run *run, int rc, resil_err status,
 	run->status = status;
 	run->by_result = 0;
 	if (status == RESIL_OK) {
-		run->outcome = resil_classify(&cfg->classifier, rc, value);
+		/* Classified once per attempt: a first attempt may have
+		 * been classified already. */
+		run->outcome = classified
+		    ? known
+		    : resil_classify(&cfg->classifier, rc, value);
 		if (run->outcome == RESIL_OUTCOME_FAILURE)
 			want = cfg->retry_on_failure == NULL ||
 			    cfg->retry_on_failure(
@@ -560,7 +564,8 @@ int
 resil__retry_judge(resil_retry *r, resil__retry_run *run, int rc,
     resil_err status, const void *value, uint64_t now)
 {
-	return run_judge(r, run, rc, status, value, now);
+	return run_judge(
+	    r, run, rc, status, value, now, 0, RESIL_OUTCOME_SUCCESS);
 }
 
 int
@@ -588,7 +593,8 @@ resil_retry_call(resil_retry *r, resil_retry_fn fn, void *ctx, void *out,
 {
 	resil__retry_run run;
 	resil_retry_attempt at;
-	int rc, timed;
+	resil_outcome first = RESIL_OUTCOME_SUCCESS;
+	int rc, timed, classified = 0;
 
 	if (r == NULL || fn == NULL)
 		return RESIL_E_INVAL;
@@ -607,11 +613,11 @@ resil_retry_call(resil_retry *r, resil_retry_fn fn, void *ctx, void *out,
 		rc = fn(ctx, &at, out);
 		/* The default classifier inline; a user's through
 		 * resil_classify(), which guards its answer. */
+		first = r->cfg.classifier.fn == NULL
+		    ? (rc == 0 ? RESIL_OUTCOME_SUCCESS : RESIL_OUTCOME_FAILURE)
+		    : resil_classify(&r->cfg.classifier, rc, out);
 		if (RESIL__LIKELY(at.status == RESIL_OK &&
-		        (r->cfg.classifier.fn == NULL
-		                ? rc == 0
-		                : resil_classify(&r->cfg.classifier, rc,
-		                      out) == RESIL_OUTCOME_SUCCESS))) {
+		        first == RESIL_OUTCOME_SUCCESS)) {
 			resil__faa64(
 			    &r->stripes[resil__thread_stripe(RSTRIPES)]
 			         .succeeded_first,
@@ -628,6 +634,7 @@ resil_retry_call(resil_retry *r, resil_retry_fn fn, void *ctx, void *out,
 			return RESIL_OK;
 		}
 		run_begin(r, &run, 0, 0);
+		classified = at.status == RESIL_OK;
 		goto judge;
 	}
 	timed = resil__retry_needs_time(r);
@@ -643,8 +650,10 @@ resil_retry_call(resil_retry *r, resil_retry_fn fn, void *ctx, void *out,
 		rc = fn(ctx, &at, out);
 	judge:
 		if (!run_judge(r, &run, rc, at.status, out,
-		        run.timed ? resil_clock_now(&r->clock) : 0))
+		        run.timed ? resil_clock_now(&r->clock) : 0, classified,
+		        first))
 			break;
+		classified = 0;
 		if (!run_plan(r, &run,
 		        run.timed ? run.now : resil_clock_now(&r->clock)))
 			break;
