@@ -333,6 +333,10 @@ RESIL_API resil_err resil_pipeline_call_method(resil_pipeline *p,
  * Ownership: *args and *out are borrowed until DONE (or cancel); the
  * resil_call must not move meanwhile. A reported value is moved into the
  * call (*value is left null) and freed by resil when it is dropped.
+ * Attempt ids start at 1 for every call: before starting a new call in
+ * the same resil_call, report (or forget) the answers its previous call
+ * still has out (resil_call_outstanding()), or a late answer could be
+ * taken for the new call's attempt of the same id.
  *
  * Thread safety: one call is stepped by one thread at a time (start,
  * step, report and cancel of one resil_call must not overlap); any
