@@ -697,6 +697,55 @@ test_call_force_mock_is_done_at_start(void **state)
 	fx_free(&f);
 }
 
+static void
+test_call_hedge_with_timeout_and_retry(void **state)
+{
+	fx f;
+
+	(void)state;
+	hedge_fx(&f, 1);
+	f.cfg.timeout_ns = 15;
+	f.cfg.retry_enabled = 1;
+	f.cfg.retry.max_attempts = 2;
+	f.cfg.retry.base_delay_ns = 50;
+	fx_new(&f);
+	start(&f);
+	expect_run(&f, 1, 115);
+	resil_manual_clock_set(&f.mc, 110);
+	step(&f);
+	expect_run(&f, 2, 125); /* the hedge, with its own timeout */
+	step(&f);
+	expect_wait(&f, 116); /* attempt 1 is late after 115 */
+	resil_manual_clock_set(&f.mc, 116);
+	step(&f);
+	expect_wait(&f, 126); /* no hedge left: attempt 2's timeout */
+	resil_manual_clock_set(&f.mc, 126);
+	step(&f);
+	/* Both failed (timed out): the retry stage backs off, then a new
+	 * attempt with its own hedge budget. */
+	expect_wait(&f, 176);
+	resil_manual_clock_set(&f.mc, 176);
+	step(&f);
+	expect_run(&f, 3, 191);
+	resil_manual_clock_set(&f.mc, 186);
+	step(&f);
+	expect_run(&f, 4, 201);
+	report(&f, 4, 0, 44);
+	step(&f);
+	assert_int_equal(f.st.action, RESIL_CALL_DONE);
+	assert_int_equal(f.r.err, RESIL_OK);
+	assert_int_equal(f.r.value.u.i, 44);
+	assert_int_equal(f.r.attempts, 4);
+	/* Late answers of 1, 2 and 3 are dropped. */
+	assert_int_equal(resil_call_outstanding(&f.call), 3);
+	report(&f, 2, 0, 2);
+	report(&f, 1, 0, 1);
+	report(&f, 3, 0, 3);
+	assert_int_equal(resil_call_outstanding(&f.call), 0);
+	assert_int_equal(f.r.value.u.i, 44);
+	fx_free(&f);
+}
+
 int
 main(void)
 {
@@ -720,6 +769,7 @@ main(void)
 		cmocka_unit_test(test_call_hedge_spends_the_retry_budget),
 		cmocka_unit_test(test_call_blocking_call_refuses_hedging),
 		cmocka_unit_test(test_call_force_mock_is_done_at_start),
+		cmocka_unit_test(test_call_hedge_with_timeout_and_retry),
 	};
 
 	return cmocka_run_group_tests_name("call", tests, NULL, NULL);
