@@ -1,7 +1,8 @@
 /*
  * resil pipeline: every stage composed around one user function.
  *
- *   resil_pipeline_call(p, args, fn, ctx, &result)
+ *   resil_pipeline_call(p, args, fn, ctx, &result)   (or the call machine,
+ *                                                     resil_call_start)
  *     -> mock stage       force: the mock answers; nothing below runs
  *     -> fallback chain   after a non-business failure: cache (age-limited),
  *                         then the mock (fail:), then user handlers
@@ -21,11 +22,13 @@
  * after its timeout is recorded as a failure (RESIL_E_TIMEOUT), its late
  * value is dropped, and retry and fallback treat it as any failure.
  *
- * Thread safety: resil_pipeline_call, resil_pipeline_set_mock and
- * resil_pipeline_get_metrics may run concurrently from any number of
- * threads. new, add_handler (before the first call) and free must not
- * overlap any other call on the same pipeline. The listener may be called
- * from any calling thread, concurrently.
+ * Thread safety: resil_pipeline_call, resil_pipeline_call_method, the
+ * call machine (resil_call_*: each call stepped by one thread at a time),
+ * resil_pipeline_set_mock and resil_pipeline_get_metrics may run
+ * concurrently from any number of threads. new, add_handler (before the
+ * first call) and free must not overlap any other call on the same
+ * pipeline. The listener may be called from any calling thread,
+ * concurrently.
  */
 #ifndef RESIL_PIPELINE_H
 #define RESIL_PIPELINE_H
