@@ -1218,13 +1218,14 @@ complete(callm *c, unsigned i, int rc, resil_value *value, int late, tsrc *ts)
 /* Start the next attempt of the retry stage (after a backoff), or decide
  * at once when it is rejected. Returns 1 with *st RUN. */
 static int advance(callm *c, tsrc *ts, int waited, resil_call_next *st);
+static void attend(callm *c, tsrc *ts, resil_call_next *st);
 
 /*
  * The retry attempt is over: its (last) attempt's answer is in c->last_*.
  * Decide: answer, or retry after a backoff.
  */
-static void
-decide(callm *c, tsrc *ts, resil_call_next *st)
+static int
+decide_core(callm *c, tsrc *ts, resil_call_next *st)
 {
 	c->pending = 0;
 	c->winner = 0;
@@ -1233,7 +1234,7 @@ decide(callm *c, tsrc *ts, resil_call_next *st)
 	if (c->retry == NULL) {
 		conclude(c, c->last_status, c->last_rc, c->last_status,
 		    c->last_outcome, ts, st);
-		return;
+		return 0;
 	}
 	if (!c->run_on) {
 		/* The fast path: attempt 1 ran before the run was begun. A
@@ -1243,7 +1244,7 @@ decide(callm *c, tsrc *ts, resil_call_next *st)
 			resil__retry_count_first_success(c->retry);
 			conclude(c, RESIL_OK, c->last_rc, RESIL_OK,
 			    RESIL_OUTCOME_SUCCESS, ts, st);
-			return;
+			return 0;
 		}
 		c->run_on = 1;
 		resil__retry_begin(c->retry, &c->run,
@@ -1254,32 +1255,52 @@ decide(callm *c, tsrc *ts, resil_call_next *st)
 	        &c->value, c->run.timed ? tnow(ts) : 0) ||
 	    !resil__retry_plan(c->retry, &c->run, tnow(ts))) {
 		conclude_run(c, ts, st);
-		return;
+		return 0;
 	}
 	c->wait_until = sat_add(c->run.now, c->run.wait);
 	c->phase = P_WAIT;
-	advance(c, ts, 0, st);
+	return 1;
 }
 
+/*
+ * A loop, not a recursion: with retry_on_open, a zero backoff and an
+ * open breaker, each of up to RESIL_RETRY_MAX_ATTEMPTS attempts is
+ * rejected at once.
+ */
 static int
 advance(callm *c, tsrc *ts, int waited, resil_call_next *st)
 {
-	if (!waited && tnow(ts) < c->wait_until) {
-		st->action = RESIL_CALL_WAIT;
-		st->attempt = 0;
-		st->deadline = 0;
-		st->until = c->wait_until;
-		return 0;
+	for (;;) {
+		if (!waited && tnow(ts) < c->wait_until) {
+			st->action = RESIL_CALL_WAIT;
+			st->attempt = 0;
+			st->deadline = 0;
+			st->until = c->wait_until;
+			return 0;
+		}
+		if (!resil__retry_resume(c->retry, &c->run, tnow(ts))) {
+			conclude_run(c, ts, st);
+			return 0;
+		}
+		c->phase = P_ATTEMPT;
+		if (launch(c, ts, st))
+			return 1;
+		if (c->p->hedge_max != 0) {
+			/* A rejection may still be hedged. */
+			attend(c, ts, st);
+			return 0;
+		}
+		if (!decide_core(c, ts, st))
+			return 0;
+		waited = 0;
 	}
-	if (!resil__retry_resume(c->retry, &c->run, tnow(ts))) {
-		conclude_run(c, ts, st);
-		return 0;
-	}
-	c->phase = P_ATTEMPT;
-	if (launch(c, ts, st))
-		return 1;
-	decide(c, ts, st);
-	return 0;
+}
+
+static void
+decide(callm *c, tsrc *ts, resil_call_next *st)
+{
+	if (decide_core(c, ts, st))
+		advance(c, ts, 0, st);
 }
 
 /* The attempts of this retry attempt are out (ATTEMPT phase): time out

@@ -545,6 +545,79 @@ test_pipeline_threads_executor_needs_all_three_hooks(void **state)
 	assert_null(p);
 }
 
+/* 1000 attempts, each rejected at once by a forced-open breaker, with
+ * retry_on_open and no backoff: the machine iterates, it does not
+ * recurse, so a small thread stack is enough. */
+typedef struct deep {
+	resil_pipeline *p;
+	resil_err err;
+	uint32_t attempts;
+	int calls;
+} deep;
+
+static int
+deep_fn(void *ctx, const resil_args *args, resil_value *out)
+{
+	(void)args;
+	(void)out;
+	((deep *)ctx)->calls++;
+	return 0;
+}
+
+static void *
+deep_caller(void *arg)
+{
+	deep *d = arg;
+	resil_args args = { "getStock", "k", 1 };
+	resil_result r;
+
+	d->err = resil_pipeline_call(d->p, &args, deep_fn, d, &r);
+	d->attempts = r.attempts;
+	resil_result_free(&r);
+	return NULL;
+}
+
+static void
+test_pipeline_threads_many_rejected_retries_on_a_small_stack(void **state)
+{
+	resil_manual_clock mc;
+	resil_pipeline_config cfg;
+	resil_retry_metrics rm;
+	pthread_attr_t attr;
+	pthread_t t;
+	deep d;
+
+	(void)state;
+	memset(&d, 0, sizeof(d));
+	resil_manual_clock_init(&mc, 0);
+	resil_pipeline_config_init(&cfg);
+	cfg.service = "StockService";
+	cfg.clock = resil_manual_clock_hook(&mc);
+	cfg.breaker_enabled = 1;
+	cfg.retry_enabled = 1;
+	cfg.retry.max_attempts = RESIL_RETRY_MAX_ATTEMPTS;
+	cfg.retry.base_delay_ns = 0;
+	cfg.retry.retry_on_open = 1;
+	assert_int_equal(resil_pipeline_new(&d.p, &cfg, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_breaker_force_open(resil_pipeline_breaker(d.p, NULL)),
+	    RESIL_OK);
+	pthread_attr_init(&attr);
+	assert_int_equal(pthread_attr_setstacksize(&attr, 64 * 1024), 0);
+	assert_int_equal(pthread_create(&t, &attr, deep_caller, &d), 0);
+	pthread_join(t, NULL);
+	pthread_attr_destroy(&attr);
+	assert_int_equal(d.err, RESIL_E_OPEN);
+	assert_int_equal(d.attempts, 0);
+	assert_int_equal(d.calls, 0);
+	assert_int_equal(
+	    resil_retry_get_metrics(resil_pipeline_retry(d.p, NULL), &rm),
+	    RESIL_OK);
+	assert_int_equal(rm.retries, RESIL_RETRY_MAX_ATTEMPTS - 1);
+	assert_int_equal(rm.exhausted, 1);
+	resil_pipeline_free(d.p);
+}
+
 int
 main(void)
 {
@@ -559,6 +632,8 @@ main(void)
 		    test_pipeline_threads_hedge_with_executor_all_fail_last_error),
 		cmocka_unit_test(
 		    test_pipeline_threads_executor_needs_all_three_hooks),
+		cmocka_unit_test(
+		    test_pipeline_threads_many_rejected_retries_on_a_small_stack),
 	};
 
 	return cmocka_run_group_tests_name(
