@@ -11,6 +11,13 @@
 
 #include "support/fail_alloc.h"
 
+#ifdef RESIL_TEST_MACHINE
+/* Run every call through the call machine, stepped by hand. */
+#include "support/machine_driver.h"
+#define resil_pipeline_call machine_pipeline_call
+#define resil_pipeline_deadline machine_pipeline_deadline
+#endif
+
 /* A scripted dependency: each call pops the next behaviour. */
 enum { OK8 = 0, FAIL = 1, BUSINESS = 2, SLOW = 3, OKNULL = 4 };
 
@@ -757,5 +764,11 @@ main(void)
 		cmocka_unit_test(test_pipeline_allocation_failure_leaks_nothing),
 	};
 
-	return cmocka_run_group_tests_name("pipeline", tests, NULL, NULL);
+	int failed = cmocka_run_group_tests_name("pipeline", tests, NULL, NULL);
+#ifdef RESIL_TEST_MACHINE
+	/* The suite really went through the machine driver. */
+	if (machine_driver_steps() == 0)
+		return 1;
+#endif
+	return failed;
 }
