@@ -88,6 +88,8 @@ typedef void (*resil_limit_listener_fn)(
 /* The largest span, in scaled ticks (ticks * rate / gcd(rate, period_ns)),
  * that burst permits (and a max_wait) may cover. */
 #define RESIL_RATELIMIT_MAX_SPAN (UINT64_C(1) << 50)
+/* The largest per-thread batch (resil_ratelimit_config.batch). */
+#define RESIL_RATELIMIT_MAX_BATCH (UINT32_C(1) << 16)
 
 typedef struct resil_ratelimit_config {
 	size_t size;   /* sizeof(resil_ratelimit_config), set by _init() */
@@ -101,6 +103,24 @@ typedef struct resil_ratelimit_config {
 
 	const resil_allocator *alloc; /* NULL: malloc() and free() */
 	const resil_clock *clock;     /* NULL: the monotonic system clock */
+
+	/*
+	 * Per-thread token batches, opt-in (0, the default: exact). With
+	 * batch = B >= 1, each thread stripe (one per thread, for up to 8
+	 * threads) keeps a cache of at most B permits taken from the shared
+	 * state in one compare-and-swap, and grants from it without reading
+	 * the clock or writing a shared cache line. The cost in exactness,
+	 * with T threads using the limiter:
+	 *   - from creation up to any time t, the permits granted never
+	 *     exceed burst + rate * (t - t0) / period (as when exact);
+	 *   - in any window [a, b], they never exceed burst + rate * (b - a)
+	 *     / period + T * B (T <= 8; 2 * T * B beyond 8 threads), because
+	 *     permits cached before a may be granted in the window;
+	 *   - a refusal means the shared state had fewer than k permits and
+	 *     no stripe's cache held k at the moment it was looked at.
+	 * 0..RESIL_RATELIMIT_MAX_BATCH, and at most burst.
+	 */
+	uint32_t batch;
 } resil_ratelimit_config;
 
 /* Fill *cfg with the defaults: 100 permits per second, a burst of 100, no
@@ -246,6 +266,25 @@ typedef struct resil_bulkhead_config {
 	const resil_allocator *alloc; /* NULL: malloc() and free() */
 	const resil_clock *clock;     /* NULL: the monotonic system clock;
 	                                 read only for listener events */
+
+	/*
+	 * Per-thread slot leases, opt-in (0, the default: exact). With
+	 * batch = B >= 1 (fixed bulkheads only: adaptive needs 0), each
+	 * thread stripe leases up to B slots from the shared count at once
+	 * and a thread's acquire and release of them touch only its stripe.
+	 * The limit stays exact: never more than max_concurrent calls in
+	 * flight. What it costs: a refusal means every slot was leased and
+	 * no stripe had a free leased slot at the moment it was looked at,
+	 * so under concurrency a call may be refused while a slot is being
+	 * freed on another stripe; a release on a thread whose stripe has
+	 * nothing in flight (a call handed between threads) searches the
+	 * other stripes, and can report RESIL_E_MISUSE for a legitimate
+	 * release only while other threads race it the same way; metrics
+	 * in_flight is exact only when no call is in progress, and
+	 * peak_in_flight counts leased slots (an upper bound).
+	 * 0..max_concurrent.
+	 */
+	uint32_t batch;
 } resil_bulkhead_config;
 
 /* Fill *cfg with the defaults: 25 calls in flight, not adaptive; for the
