@@ -11,6 +11,15 @@
 #include "atomic.h"
 #include "internal.h"
 
+/* The hot paths inline the decision; the slow paths stay out of line. */
+#if defined(__GNUC__)
+#define LIMIT_INLINE __attribute__((always_inline)) inline
+#define LIMIT_NOINLINE __attribute__((noinline))
+#else
+#define LIMIT_INLINE inline
+#define LIMIT_NOINLINE
+#endif
+
 const char *
 resil_limit_event_name(resil_limit_event_type t)
 {
@@ -333,7 +342,7 @@ rl_now(const resil_ratelimit *rl)
  * and adds their number to *got (which the exact callers pass as NULL,
  * with more 0, so that code folds away).
  */
-static inline resil_err
+static LIMIT_INLINE resil_err
 rl_take(resil_ratelimit *rl, uint64_t now, uint32_t k, uint32_t more,
     uint64_t wait_max_s, uint64_t *ticks, uint32_t *got)
 {
@@ -359,7 +368,7 @@ rl_take(resil_ratelimit *rl, uint64_t now, uint32_t k, uint32_t more,
 		 * rebase) counts as the base for the schedule; but a wait
 		 * must first cover the way back up to the base, or waiting
 		 * the answer would not make the permits due. */
-		n = now > base ? (now - base) * rl->scale : 0;
+		n = RESIL__LIKELY(now > base) ? (now - base) * rl->scale : 0;
 		tat = w & TAT_MASK;
 		t = tat > n ? tat : n;
 		nt = t + need;
@@ -445,7 +454,7 @@ rl_granted(rl_stripe *sp, uint32_t k)
 		resil__faa64(&sp->extra_permits, k - 1);
 }
 
-static void
+static LIMIT_NOINLINE void
 rl_rejected(resil_ratelimit *rl, uint32_t k, uint64_t retry, uint64_t now)
 {
 	resil_limit_event ev;
@@ -465,7 +474,7 @@ rl_rejected(resil_ratelimit *rl, uint32_t k, uint64_t retry, uint64_t now)
 
 /* Grant k permits from the cache of stripe sp if it holds k: one CAS on
  * the stripe's own line, no clock read, no shared write. */
-static inline bool
+static LIMIT_INLINE bool
 rl_cache_take(rl_stripe *sp, uint32_t k)
 {
 	uint64_t f = resil__load64(&sp->filled);
@@ -508,7 +517,7 @@ rl_cache_put(resil_ratelimit *rl, rl_stripe *sp, uint32_t r)
  * cache. Returns RESIL_OK or RESIL_E_LIMITED (with *ticks as the exact
  * decision's retry_after).
  */
-static resil_err
+static LIMIT_NOINLINE resil_err
 rl_take_batched(resil_ratelimit *rl, rl_stripe *sp, uint32_t k,
     uint64_t *ticks, uint64_t *now_out)
 {
@@ -541,35 +550,50 @@ rl_take_batched(resil_ratelimit *rl, rl_stripe *sp, uint32_t k,
 	return RESIL_E_LIMITED;
 }
 
+/* A refusal: count it, tell the listener, report the wait. */
+static LIMIT_NOINLINE resil_err
+rl_refuse(resil_ratelimit *rl, uint32_t k, uint64_t ticks, uint64_t now,
+    uint64_t *retry_after)
+{
+	rl_rejected(rl, k, ticks, now);
+	if (retry_after != NULL)
+		*retry_after = ticks;
+	return RESIL_E_LIMITED;
+}
+
+/* Batched try_acquire when the own cache holds fewer than k. */
+static LIMIT_NOINLINE resil_err
+rl_try_batched(
+    resil_ratelimit *rl, rl_stripe *sp, uint32_t k, uint64_t *retry_after)
+{
+	uint64_t ticks, now;
+
+	if (rl_take_batched(rl, sp, k, &ticks, &now) == RESIL_OK)
+		return RESIL_OK;
+	return rl_refuse(rl, k, ticks, now, retry_after);
+}
+
 resil_err
 resil_ratelimit_try_acquire(
     resil_ratelimit *rl, uint32_t k, uint64_t *retry_after)
 {
 	uint64_t ticks, now;
 	rl_stripe *sp;
-	resil_err err;
 
 	if (RESIL__UNLIKELY(rl == NULL || k == 0 || k > rl->burst))
 		return RESIL_E_INVAL;
-	sp = rl_my_stripe(rl);
-	if (rl->batch == 0) {
-		now = rl_now(rl);
-		err = rl_take(rl, now, k, 0, 0, &ticks, NULL);
-		if (RESIL__LIKELY(err == RESIL_OK)) {
-			rl_granted(sp, k);
+	if (rl->batch != 0) {
+		sp = rl_my_stripe(rl);
+		if (RESIL__LIKELY(rl_cache_take(sp, k)))
 			return RESIL_OK;
-		}
-	} else {
-		if (rl_cache_take(sp, k))
-			return RESIL_OK;
-		err = rl_take_batched(rl, sp, k, &ticks, &now);
-		if (err == RESIL_OK)
-			return RESIL_OK;
+		return rl_try_batched(rl, sp, k, retry_after);
 	}
-	rl_rejected(rl, k, ticks, now);
-	if (retry_after != NULL)
-		*retry_after = ticks;
-	return RESIL_E_LIMITED;
+	now = rl_now(rl);
+	if (RESIL__UNLIKELY(
+	        rl_take(rl, now, k, 0, 0, &ticks, NULL) != RESIL_OK))
+		return rl_refuse(rl, k, ticks, now, retry_after);
+	rl_granted(rl_my_stripe(rl), k);
+	return RESIL_OK;
 }
 
 resil_err
@@ -869,7 +893,7 @@ bh_event(resil_bulkhead *bh, resil_limit_event_type type, uint32_t old_limit,
 	bh->listener(&ev, bh->listener_ctx);
 }
 
-static resil_err
+static LIMIT_NOINLINE resil_err
 bh_reject(resil_bulkhead *bh, uint64_t lim)
 {
 	resil__faa64(&bh_my_stripe(bh)->rejected, 1);
@@ -891,7 +915,7 @@ bh_note_peak(bh_stripe *sp, uint64_t v)
 }
 
 /* Use a free leased slot of stripe sp, if it has one. */
-static inline bool
+static LIMIT_INLINE bool
 bh_slot_take(bh_stripe *sp)
 {
 	uint64_t w = resil__load64(&sp->slots);
@@ -908,7 +932,7 @@ bh_slot_take(bh_stripe *sp)
  * batch slots leased and free there: the rest go back to the shared
  * count (after the stripe gave them up, so the shared count never falls
  * below the leases). */
-static inline bool
+static LIMIT_INLINE bool
 bh_slot_give(resil_bulkhead *bh, bh_stripe *sp)
 {
 	uint64_t w = resil__load64(&sp->slots);
@@ -933,7 +957,7 @@ bh_slot_give(resil_bulkhead *bh, bh_stripe *sp)
 
 /* Batched acquire when the own stripe has no free slot: lease up to
  * batch more from the shared count, else use any stripe's free slot. */
-static resil_err
+static LIMIT_NOINLINE resil_err
 bh_acquire_slow(resil_bulkhead *bh, bh_stripe *sp)
 {
 	uint64_t lim = resil__load64(&bh->ctl) >> 32;
@@ -995,12 +1019,27 @@ resil_bulkhead_try_acquire(resil_bulkhead *bh)
  * flight looks through the other stripes before it calls it misuse. */
 #define BH_RELEASE_SCANS 3
 
+/* A batched release whose own stripe has nothing in flight: the call was
+ * acquired on another thread's stripe (or this is misuse). */
+static LIMIT_NOINLINE resil_err
+bh_release_scan(resil_bulkhead *bh, bh_stripe *sp)
+{
+	unsigned i, pass;
+
+	for (pass = 0; pass < BH_RELEASE_SCANS; pass++)
+		for (i = 0; i < NSTRIPES; i++)
+			if (bh_slot_give(bh, &bh->stripes[i])) {
+				resil__faa64(&sp->released, 1);
+				return RESIL_OK;
+			}
+	return RESIL_E_MISUSE;
+}
+
 resil_err
 resil_bulkhead_release(resil_bulkhead *bh)
 {
 	uint64_t cur;
 	bh_stripe *sp;
-	unsigned i, pass;
 
 	if (RESIL__UNLIKELY(bh == NULL))
 		return RESIL_E_INVAL;
@@ -1010,14 +1049,7 @@ resil_bulkhead_release(resil_bulkhead *bh)
 			resil__faa64(&sp->released, 1);
 			return RESIL_OK;
 		}
-		/* Acquired on another thread's stripe (or misuse). */
-		for (pass = 0; pass < BH_RELEASE_SCANS; pass++)
-			for (i = 0; i < NSTRIPES; i++)
-				if (bh_slot_give(bh, &bh->stripes[i])) {
-					resil__faa64(&sp->released, 1);
-					return RESIL_OK;
-				}
-		return RESIL_E_MISUSE;
+		return bh_release_scan(bh, sp);
 	}
 	cur = resil__load64(&bh->in_flight);
 	for (;;) {
