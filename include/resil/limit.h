@@ -196,6 +196,14 @@ RESIL_API void resil_ratelimit_free(resil_ratelimit *rl);
  * One clock read and, normally, one compare-and-swap; no lock, allocation
  * or system call. (About every 2^52 / (rate / gcd(rate, period_ns)) ticks
  * one decision also moves the limiter's time base, a few more CASes.)
+ *
+ * With cfg.batch > 0 the rule above is applied to batches: k permits are
+ * granted from the calling thread's cache when it holds k (no clock read,
+ * one CAS on the thread's own stripe); otherwise one decision takes k
+ * plus up to batch - cached more (as many as are due now) and caches the
+ * extra; failing that, k are taken from any stripe's cache; only then is
+ * the call refused, with the exact rule's retry_after. The bounds this
+ * keeps are stated at resil_ratelimit_config.batch.
  */
 RESIL_API resil_err resil_ratelimit_try_acquire(
     resil_ratelimit *rl, uint32_t k, uint64_t *retry_after);
@@ -214,6 +222,8 @@ RESIL_API resil_err resil_ratelimit_try_acquire(
  *
  * Returns RESIL_OK (*waited written, waited may be NULL); RESIL_E_LIMITED;
  * RESIL_E_INVAL as for try_acquire. *waited is written only on RESIL_OK.
+ * With cfg.batch > 0, k permits in the calling thread's cache are taken
+ * first (waited 0); otherwise the decision is the exact one above.
  */
 RESIL_API resil_err resil_ratelimit_acquire_wait(
     resil_ratelimit *rl, uint32_t k, uint64_t max_wait, uint64_t *waited);
@@ -232,7 +242,9 @@ typedef struct resil_ratelimit_metrics {
 /* Fill *out with the counters and the permits available at the current
  * clock reading (one clock read). Returns RESIL_OK or RESIL_E_INVAL for a
  * NULL argument. The counters are each exact but not read atomically
- * together while other threads acquire. */
+ * together while other threads acquire. With cfg.batch > 0, available
+ * includes the permits held in the threads' caches (so it may exceed the
+ * burst by up to the bound at resil_ratelimit_config.batch). */
 RESIL_API resil_err resil_ratelimit_get_metrics(
     resil_ratelimit *rl, resil_ratelimit_metrics *out);
 
