@@ -469,6 +469,107 @@ test_limit_threads_bulkhead_batched_never_exceeds_limit(void **state)
 	}
 }
 
+/* ---- batched bulkhead, calls handed between threads ---- */
+
+typedef struct handoff {
+	resil_bulkhead *bh;
+	uint32_t limit;
+	uint64_t pending;   /* acquired, waiting for some thread to release */
+	uint64_t in_flight; /* the test's own count */
+	uint64_t max_seen;
+	uint64_t misuse; /* releases refused as misuse */
+	uint64_t errors;
+	int iterations;
+} handoff;
+
+static void *
+handoff_worker(void *arg)
+{
+	handoff *h = arg;
+	resil_rng rng;
+	int i;
+
+	resil_rng_seed(&rng, (uint64_t)(uintptr_t)&rng ^ 0x4a11);
+	for (i = 0; i < h->iterations; i++) {
+		uint64_t r = resil_rng_next(&rng), p;
+		resil_err err;
+
+		if (r & 1) {
+			err = resil_bulkhead_try_acquire(h->bh);
+			if (err == RESIL_OK) {
+				note_max(&h->max_seen,
+				    resil__faa64(&h->in_flight, 1) + 1);
+				resil__faa64(&h->pending, 1);
+			} else if (err != RESIL_E_LIMITED) {
+				resil__faa64(&h->errors, 1);
+			}
+			continue;
+		}
+		/* Release a call some thread acquired, if one is pending. */
+		p = resil__load64(&h->pending);
+		while (p > 0 && !resil__cas64(&h->pending, p, p - 1))
+			p = resil__load64(&h->pending);
+		if (p == 0)
+			continue;
+		resil__faa64(&h->in_flight, UINT64_MAX);
+		err = resil_bulkhead_release(h->bh);
+		if (err == RESIL_E_MISUSE)
+			resil__faa64(&h->misuse, 1);
+		else if (err != RESIL_OK)
+			resil__faa64(&h->errors, 1);
+	}
+	return NULL;
+}
+
+/*
+ * Acquired on one thread, released on any: the limit still holds
+ * exactly. A release whose search races other threads' hand-offs may be
+ * refused as misuse (documented); such a refused release leaves its slot
+ * counted, so in flight at the end is exactly the refused releases.
+ */
+static void
+test_limit_threads_bulkhead_batched_handoff(void **state)
+{
+	resil_bulkhead_config cfg = resil_bulkhead_config_default();
+	resil_bulkhead_metrics m;
+	pthread_t th[MAX_THREADS];
+	handoff h;
+	int i, n;
+
+	(void)state;
+	for (n = 2; n <= MAX_THREADS; n *= 2) {
+		memset(&h, 0, sizeof(h));
+		cfg.max_concurrent = h.limit = 6;
+		cfg.batch = 2;
+		assert_int_equal(
+		    resil_bulkhead_new(&h.bh, &cfg, NULL), RESIL_OK);
+		h.iterations = 20000;
+		for (i = 0; i < n; i++)
+			assert_int_equal(
+			    pthread_create(&th[i], NULL, handoff_worker, &h),
+			    0);
+		for (i = 0; i < n; i++)
+			pthread_join(th[i], NULL);
+		assert_int_equal(h.errors, 0);
+		assert_true(h.max_seen >= 1 && h.max_seen <= h.limit);
+		/* Release what is still pending, on this thread. */
+		while (h.pending > 0) {
+			h.pending--;
+			if (resil_bulkhead_release(h.bh) == RESIL_E_MISUSE)
+				h.misuse++;
+		}
+		assert_int_equal(
+		    resil_bulkhead_get_metrics(h.bh, &m), RESIL_OK);
+		assert_int_equal(m.in_flight, h.misuse);
+		assert_int_equal(m.granted - m.released, h.misuse);
+		print_message("handoff, %d threads: %llu of %llu releases "
+		              "refused as misuse\n",
+		    n, (unsigned long long)h.misuse,
+		    (unsigned long long)m.granted);
+		resil_bulkhead_free(h.bh);
+	}
+}
+
 int
 main(void)
 {
@@ -484,6 +585,7 @@ main(void)
 		    test_limit_threads_bulkhead_batched_across_threads),
 		cmocka_unit_test(
 		    test_limit_threads_bulkhead_batched_never_exceeds_limit),
+		cmocka_unit_test(test_limit_threads_bulkhead_batched_handoff),
 	};
 
 	return cmocka_run_group_tests_name("limit_threads", tests, NULL, NULL);
