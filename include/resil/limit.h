@@ -106,16 +106,17 @@ typedef struct resil_ratelimit_config {
 
 	/*
 	 * Per-thread token batches, opt-in (0, the default: exact). With
-	 * batch = B >= 1, each thread stripe (one per thread, for up to 8
-	 * threads) keeps a cache of at most B permits taken from the shared
-	 * state in one compare-and-swap, and grants from it without reading
-	 * the clock or writing a shared cache line. The cost in exactness,
-	 * with T threads using the limiter:
+	 * batch = B >= 1, each of 8 thread stripes (a thread gets one, round
+	 * robin, at its first call into resil) keeps a cache of at most B
+	 * permits taken from the shared state in one compare-and-swap, and
+	 * grants from it without reading the clock or writing a shared cache
+	 * line. The cost in exactness, with T threads using the limiter:
 	 *   - from creation up to any time t, the permits granted never
 	 *     exceed burst + rate * (t - t0) / period (as when exact);
 	 *   - in any window [a, b], they never exceed burst + rate * (b - a)
-	 *     / period + T * B (T <= 8; 2 * T * B beyond 8 threads), because
-	 *     permits cached before a may be granted in the window;
+	 *     / period + T * B while each thread has a stripe of its own (at
+	 *     most 8 threads), and + 2 * T * B in general, because permits
+	 *     cached before a may be granted in the window;
 	 *   - a refusal means the shared state had fewer than k permits and
 	 *     no stripe's cache held k at the moment it was looked at.
 	 * 0..RESIL_RATELIMIT_MAX_BATCH, and at most burst.
