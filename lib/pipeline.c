@@ -17,6 +17,7 @@
 
 #include "atomic.h"
 #include "call_internal.h"
+#include "epoch.h"
 #include "internal.h"
 
 #include <uthash.h>
@@ -41,9 +42,12 @@ typedef struct resil_method {
 	UT_hash_handle hh;
 } method;
 
+/* A mock configuration replaced by set_mock, freed by the epoch domain
+ * once no call can still be reading it. */
 typedef struct retired {
+	resil__epoch_entry entry; /* first */
 	resil_mock *mock;
-	struct retired *next;
+	resil_allocator alloc;
 } retired;
 
 typedef struct stripe {
@@ -89,7 +93,7 @@ struct resil_pipeline {
 	 * ones it replaced. Writers serialise on mock_lock. */
 	resil_mock *mock;
 	char *service_spec;
-	retired *retired;
+	resil__epoch *mock_epoch; /* readers of mock: a short section each */
 	resil__spinlock mock_lock;
 
 	void *stripes_mem;
@@ -346,7 +350,6 @@ void
 resil_pipeline_free(resil_pipeline *p)
 {
 	method *it, *tmp;
-	retired *r, *next;
 	const resil_allocator *resil__a;
 
 	if (p == NULL)
@@ -358,11 +361,8 @@ resil_pipeline_free(resil_pipeline *p)
 		free_method(p, it);
 		resil__free(resil__a, it, sizeof(*it));
 	}
-	for (r = p->retired; r != NULL; r = next) {
-		next = r->next;
-		resil_mock_free(r->mock);
-		resil__free(resil__a, r, sizeof(*r));
-	}
+	/* Runs the destructors of every retired mock. */
+	resil__epoch_free(p->mock_epoch);
 	resil_mock_free(p->mock);
 	resil__strfree(resil__a, p->service_spec);
 	resil_fallback_free(p->fb);
@@ -470,7 +470,8 @@ resil_pipeline_new(
 	p->service = resil__strdup(resil__a, cfg->service);
 	p->stripes_mem = resil__calloc(
 	    resil__a, sizeof(stripe) * NSTRIPES + RESIL__CACHELINE);
-	if (p->service == NULL || p->stripes_mem == NULL)
+	if (p->service == NULL || p->stripes_mem == NULL ||
+	    resil__epoch_new(&p->mock_epoch, 0, resil__a) != RESIL_OK)
 		goto nomem;
 	sp = ((uintptr_t)p->stripes_mem + RESIL__CACHELINE - 1) &
 	    ~(uintptr_t)(RESIL__CACHELINE - 1);
@@ -706,6 +707,16 @@ resil_pipeline_method_name(const resil_pipeline *p, size_t i)
 	return NULL;
 }
 
+static void
+free_retired(resil__epoch_entry *entry)
+{
+	retired *r = (retired *)(void *)entry;
+	resil_allocator a = r->alloc;
+
+	resil_mock_free(r->mock);
+	resil__free(&a, r, sizeof(*r));
+}
+
 resil_err
 resil_pipeline_set_mock(
     resil_pipeline *p, const char *name, const char *spec, resil_diag *diag)
@@ -762,10 +773,16 @@ resil_pipeline_set_mock(
 	}
 	old = resil__loadptr((void *const *)&p->mock);
 	resil__storeptr((void **)&p->mock, m);
-	r->mock = old;
-	r->next = p->retired;
-	p->retired = r;
 	resil__spin_unlock(&p->mock_lock);
+	/* The old one goes once no call can be reading it: memory stays
+	 * bounded however often the specs switch. */
+	if (old != NULL) {
+		r->mock = old;
+		r->alloc = p->alloc;
+		resil__epoch_retire(p->mock_epoch, &r->entry, free_retired);
+	} else {
+		resil__free(resil__a, r, sizeof(*r));
+	}
 	return RESIL_OK;
 }
 
@@ -898,11 +915,18 @@ mock_handler(void *ctx, const resil_args *args, const resil_failure *failure,
     resil_result *out)
 {
 	resil_pipeline *p = ctx;
-	resil_mock *m = resil__loadptr((void *const *)&p->mock);
+	resil__epoch_guard g;
+	resil_mock *m;
+	resil_err err;
 
-	if (m == NULL)
+	if (resil__loadptr((void *const *)&p->mock) == NULL)
 		return RESIL_FALLBACK_PASS;
-	if (resil_mock_invoke(m, args, failure, out) == RESIL_E_NOTFOUND)
+	resil__epoch_enter(p->mock_epoch, &g);
+	m = resil__loadptr((void *const *)&p->mock);
+	err = m != NULL ? resil_mock_invoke(m, args, failure, out)
+			: RESIL_E_NOTFOUND;
+	resil__epoch_exit(p->mock_epoch, &g);
+	if (err == RESIL_E_NOTFOUND)
 		return RESIL_FALLBACK_PASS;
 	return RESIL_FALLBACK_ANSWER;
 }
@@ -1400,20 +1424,30 @@ mstart(callm *c, resil_pipeline *p, const method *m, const resil_args *args,
 	resil__faa64(&my_stripe(p)->calls, 1);
 	minit(c, p, m, args, out);
 
-	/* The mock stage: force: answers and nothing below runs. */
-	mock = resil__loadptr((void *const *)&p->mock);
-	if (mock != NULL) {
+	/* The mock stage: force: answers and nothing below runs. The mock
+	 * is read inside an epoch section: set_mock may retire it. */
+	if (resil__loadptr((void *const *)&p->mock) != NULL) {
 		const resil_mock_spec *spec;
+		resil__epoch_guard g;
+		int forced = 0;
 
-		if (resil_mock_lookup(mock, args->method, &spec) == RESIL_OK &&
-		    spec->action != RESIL_MOCK_NONE)
+		resil__epoch_enter(p->mock_epoch, &g);
+		mock = resil__loadptr((void *const *)&p->mock);
+		if (mock != NULL &&
+		    resil_mock_lookup(mock, args->method, &spec) == RESIL_OK &&
+		    spec->action != RESIL_MOCK_NONE) {
 			c->has_mock = 1;
-		if (c->has_mock && spec->mode == RESIL_MOCK_FORCE) {
-			if (resil_mock_invoke(mock, args, NULL, out) ==
-			    RESIL_E_NOMEM) {
-				resil_result_init(out);
-				out->err = RESIL_E_NOMEM;
+			if (spec->mode == RESIL_MOCK_FORCE) {
+				forced = 1;
+				if (resil_mock_invoke(mock, args, NULL, out) ==
+				    RESIL_E_NOMEM) {
+					resil_result_init(out);
+					out->err = RESIL_E_NOMEM;
+				}
 			}
+		}
+		resil__epoch_exit(p->mock_epoch, &g);
+		if (forced) {
 			conclude_with(c, RESIL_STAGE_MOCK, ts, st);
 			return RESIL_OK;
 		}

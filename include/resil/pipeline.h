@@ -428,9 +428,10 @@ RESIL_API uint64_t resil_pipeline_deadline(void);
  * Change a mock spec while calls run: method NULL sets the service-level
  * spec (`mock=`), otherwise the method-level one (`getStock.mock=`; NULL
  * spec: inherit again). The spec is validated first; on error nothing
- * changes. Calls already running finish with the spec they started with.
- * Each change keeps the previous mock configuration allocated until the
- * pipeline is freed.
+ * changes. A call reads the mock at its mock stage and again when its
+ * fallback chain asks it, each time the one current then. The previous
+ * configuration is freed (safe reclamation, ck_epoch) once no call can be
+ * reading it: memory stays bounded however often specs switch.
  */
 RESIL_API resil_err resil_pipeline_set_mock(
     resil_pipeline *p, const char *method, const char *spec, resil_diag *diag);
