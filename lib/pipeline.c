@@ -13,7 +13,10 @@
 #include <resil/pipeline.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include <resil/config.h>
 
 #include "atomic.h"
 #include "call_internal.h"
@@ -180,11 +183,13 @@ on_retry(const resil_retry_event *re, void *ctx)
 	if (p->listener == NULL)
 		return;
 	memset(&ev, 0, sizeof(ev));
-	if (re->type == RESIL_RETRY_EVENT_RETRY)
+	if (re->type == RESIL_RETRY_EVENT_RETRY) {
+		char dur[32];
+
+		resil_config_format_duration(re->wait, dur, sizeof(dur));
 		snprintf(text, sizeof(text),
-		    "retry after attempt %u, waiting %llu", re->attempt,
-		    (unsigned long long)re->wait);
-	else
+		    "retry after attempt %u, waiting %s", re->attempt, dur);
+	} else
 		snprintf(text, sizeof(text), "retry %s after attempt %u (%s)",
 		    resil_retry_event_name(re->type), re->attempt,
 		    resil_retry_stop_name(re->stop));
@@ -237,9 +242,13 @@ emit_result(
 	if (p->listener == NULL)
 		return;
 	memset(&ev, 0, sizeof(ev));
-	snprintf(text, sizeof(text), "%s answered: %s (%s)",
-	    resil_stage_name(stage), resil_source_name(r->source),
-	    resil_err_name(r->err));
+	if (r->source == RESIL_SOURCE_UNAVAILABLE)
+		snprintf(text, sizeof(text), "%s: nothing answered (%s)",
+		    resil_stage_name(stage), resil_err_name(r->err));
+	else
+		snprintf(text, sizeof(text), "%s answered: %s (%s)",
+		    resil_stage_name(stage), resil_source_name(r->source),
+		    resil_err_name(r->err));
 	ev.stage = stage;
 	ev.time = now;
 	ev.result = r;
@@ -384,6 +393,12 @@ resil_pipeline_free(resil_pipeline *p)
 static resil_verdict mock_handler(void *ctx, const resil_args *args,
     const resil_failure *failure, resil_result *out);
 
+static int
+cmp_names(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 static resil_err
 validate(const resil_pipeline_config *cfg, resil_diag *diag)
 {
@@ -404,14 +419,40 @@ validate(const resil_pipeline_config *cfg, resil_diag *diag)
 		    "pipeline.methods: NULL with nmethods %zu", cfg->nmethods);
 	for (i = 0; i < cfg->nmethods; i++) {
 		const char *n = cfg->methods[i].name;
+		resil_err err;
 
 		if (n == NULL || n[0] == '\0')
 			return resil__diagf(diag, RESIL_E_INVAL,
 			    "pipeline.methods[%zu].name: empty", i);
-		for (j = 0; j < i; j++)
+		/* The same rules as configuration text. */
+		err = resil_config_check_method(&cfg->methods[i], diag);
+		if (err != RESIL_OK)
+			return err;
+		for (j = 0; j < i && i < 32; j++)
 			if (strcmp(cfg->methods[j].name, n) == 0)
 				return resil__diagf(diag, RESIL_E_INVAL,
 				    "%s: the method is declared twice", n);
+	}
+	if (cfg->nmethods >= 32) {
+		/* Many methods: duplicates by sorting, not by pairs. */
+		const resil_allocator *a = resil__allocator(cfg->alloc);
+		const char **names =
+		    resil__alloc(a, cfg->nmethods * sizeof(*names));
+		const char *dup = NULL;
+
+		if (names == NULL)
+			return resil__diagf(
+			    diag, RESIL_E_NOMEM, "pipeline: out of memory");
+		for (i = 0; i < cfg->nmethods; i++)
+			names[i] = cfg->methods[i].name;
+		qsort(names, cfg->nmethods, sizeof(*names), cmp_names);
+		for (i = 1; i < cfg->nmethods && dup == NULL; i++)
+			if (strcmp(names[i - 1], names[i]) == 0)
+				dup = names[i];
+		resil__free(a, names, cfg->nmethods * sizeof(*names));
+		if (dup != NULL)
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "%s: the method is declared twice", dup);
 	}
 	if (cfg->clock != NULL && cfg->clock->now == NULL)
 		return resil__diagf(diag, RESIL_E_INVAL,
@@ -924,7 +965,7 @@ mock_handler(void *ctx, const resil_args *args, const resil_failure *failure,
 	resil__epoch_enter(p->mock_epoch, &g);
 	m = resil__loadptr((void *const *)&p->mock);
 	err = m != NULL ? resil_mock_invoke(m, args, failure, out)
-			: RESIL_E_NOTFOUND;
+	                : RESIL_E_NOTFOUND;
 	resil__epoch_exit(p->mock_epoch, &g);
 	if (err == RESIL_E_NOTFOUND)
 		return RESIL_FALLBACK_PASS;
