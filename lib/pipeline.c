@@ -879,6 +879,10 @@ typedef struct callm {
 	int breaker_state;
 	uint32_t attempts; /* calls of the user's function */
 	uint32_t issued;   /* attempt ids handed out */
+	/* The last attempt that ran and failed: RESIL_OK, or E_CALL /
+	 * E_TIMEOUT with its rc. */
+	resil_err real_err;
+	int real_rc;
 	/* The last completed attempt, as the breaker saw it. */
 	int last_rc;
 	resil_err last_status;
@@ -1096,6 +1100,8 @@ conclude(callm *c, resil_err rr, int rc, resil_err status,
 	    c->args, &failure, out);
 	out->attempts = c->attempts;
 	out->breaker_state = c->breaker_state;
+	out->last_failure = c->real_err;
+	out->last_failure_rc = c->real_rc;
 	conclude_with(c, RESIL_STAGE_FALLBACK, ts, st);
 }
 
@@ -1272,6 +1278,10 @@ complete(callm *c, unsigned i, int rc, resil_value *value, int late, tsrc *ts)
 	c->last_rc = late ? 0 : rc;
 	c->last_status = status;
 	c->last_outcome = outcome;
+	if (outcome == RESIL_OUTCOME_FAILURE) {
+		c->real_err = status != RESIL_OK ? status : RESIL_E_CALL;
+		c->real_rc = late ? 0 : rc;
+	}
 	c->pending = 1;
 	if (outcome != RESIL_OUTCOME_FAILURE && p->hedge_max != 0) {
 		/* The first answer that is not a failure wins. */
@@ -1524,6 +1534,8 @@ minit(callm *c, resil_pipeline *p, const method *m, const resil_args *args,
 	c->attempts = 0;
 	c->wait_until = 0;
 	c->breaker_state = -1;
+	c->real_err = RESIL_OK;
+	c->real_rc = 0;
 	c->running = 0;
 	c->abandoned = 0;
 	vnull(&c->value);
@@ -1690,6 +1702,10 @@ drive(resil_pipeline *p, const method *m, const resil_args *args,
 		c.last_rc = rc;
 		c.last_status = RESIL_OK;
 		c.last_outcome = o;
+		if (o == RESIL_OUTCOME_FAILURE) {
+			c.real_err = RESIL_E_CALL;
+			c.real_rc = rc;
+		}
 		c.pending = 1;
 		mstep(&c, &ts, 0, &st);
 	} else {

@@ -828,6 +828,41 @@ test_pipeline_methods_checked_like_text(void **state)
 	assert_string_equal(d.msg, "m17: the method is declared twice");
 }
 
+/* A retry that ends in the breaker's rejection still says why the breaker
+ * opened: the last real failure is kept beside the final error. */
+static void
+test_pipeline_keeps_last_real_failure(void **state)
+{
+	static const int script[] = { FAIL, OK8 };
+	fx f;
+	resil_result r;
+
+	(void)state;
+	fx_init(&f, script, 2);
+	f.cfg.breaker_enabled = 1;
+	f.cfg.breaker.failure_rate_pct = 0;
+	f.cfg.breaker.consecutive_failures = 1;
+	f.cfg.retry_enabled = 1;
+	f.cfg.retry.max_attempts = 3;
+	f.cfg.retry.base_delay_ns = 10;
+	f.cfg.retry.retry_on_open = 1;
+	fx_new(&f);
+	call(&f, "getStock", &r);
+	assert_int_equal(r.err, RESIL_E_OPEN);
+	assert_int_equal(r.last_failure, RESIL_E_CALL);
+	assert_int_equal(r.last_failure_rc, -1);
+	assert_int_equal(f.d.calls, 1);
+	resil_result_free(&r);
+	/* A clean success has none. */
+	resil_manual_clock_advance(&f.mc, 60 * RESIL_NS_PER_SEC);
+	call(&f, "getStock", &r);
+	assert_int_equal(r.err, RESIL_OK);
+	assert_int_equal(r.last_failure, RESIL_OK);
+	assert_int_equal(r.last_failure_rc, 0);
+	resil_result_free(&r);
+	resil_pipeline_free(f.p);
+}
+
 int
 main(void)
 {
@@ -853,6 +888,7 @@ main(void)
 		cmocka_unit_test(test_pipeline_rate_limit_rejects_to_fallback),
 		cmocka_unit_test(test_pipeline_events_name_stage_and_method),
 		cmocka_unit_test(test_pipeline_event_texts_have_units),
+		cmocka_unit_test(test_pipeline_keeps_last_real_failure),
 		cmocka_unit_test(test_pipeline_methods_checked_like_text),
 		cmocka_unit_test(test_pipeline_config_errors),
 		cmocka_unit_test(

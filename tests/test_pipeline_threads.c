@@ -734,6 +734,12 @@ test_pipeline_threads_mock_switches_keep_memory_bounded(void **state)
 	__atomic_store_n(&ch.stop, 1, __ATOMIC_RELEASE);
 	for (i = 0; i < 2; i++)
 		pthread_join(tid[i], NULL);
+	/* With no reader left, a few more switches let the last grace
+	 * periods pass (each switch polls the epoch). */
+	for (i = 0; i < 8; i++)
+		assert_int_equal(resil_pipeline_set_mock(ch.p, "getStock",
+				     specs[i % 3], NULL),
+		    RESIL_OK);
 	/* Each switch retires one configuration (~1 KB); kept until the
 	 * pipeline is freed they would be 200 MB here (20 MB under TSan).
 	 * Reclaimed (a grace period or two behind), they stay small. */
@@ -742,7 +748,7 @@ test_pipeline_threads_mock_switches_keep_memory_bounded(void **state)
 	    (long long)after_warmup, (long long)cnt.live, (long long)cnt.peak,
 	    (unsigned long long)ch.calls);
 	assert_true(cnt.live < 1024 * 1024);
-	assert_true(cnt.peak < 32 * 1024 * 1024);
+	assert_true(cnt.peak < 64 * 1024 * 1024);
 	resil_pipeline_free(ch.p);
 	assert_int_equal(cnt.live, 0);
 }
