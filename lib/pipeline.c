@@ -84,6 +84,7 @@ struct resil_pipeline {
 	resil_fallback *fb;
 	size_t handlers; /* user handlers added */
 	uint64_t timeout;
+	unsigned call_events; /* RESIL_CALL_EVENT_* to tell the listener */
 	uint32_t hedge_max;   /* extra attempts a hedge may start; 0: off */
 	uint64_t hedge_delay; /* ticks without an answer before a hedge */
 	resil_executor executor;
@@ -254,6 +255,87 @@ emit_result(
 	ev.result = r;
 	ev.text = text;
 	emit(p, &ev);
+}
+
+/* The per-call event: what the caller got, as Resilience4j's onSuccess,
+ * onError and onCallNotPermitted tell it. */
+static void
+emit_call(
+    resil_pipeline *p, const void *cv, const resil_result *r, uint64_t now)
+{
+	resil_pipeline_event ev;
+	char text[RESIL_RESULT_MSG_MAX + 64];
+	unsigned kind;
+	const char *what;
+
+	(void)cv;
+	if (r->err == RESIL_OK) {
+		kind = RESIL_CALL_EVENT_SUCCESS;
+		what = "succeeded";
+	} else if (r->attempts == 0 &&
+	    (r->cause == RESIL_E_OPEN || r->cause == RESIL_E_LIMITED ||
+	        r->err == RESIL_E_OPEN || r->err == RESIL_E_LIMITED)) {
+		kind = RESIL_CALL_EVENT_REJECTED;
+		what = "not permitted";
+	} else {
+		kind = RESIL_CALL_EVENT_ERROR;
+		what = "failed";
+	}
+	if (!(p->call_events & kind))
+		return;
+	memset(&ev, 0, sizeof(ev));
+	snprintf(text, sizeof(text), "call %s: %s %s, %u attempt%s", what,
+	    resil_source_name(r->source), resil_err_name(r->err),
+	    (unsigned)r->attempts, r->attempts == 1 ? "" : "s");
+	ev.stage = RESIL_STAGE_CALL;
+	ev.time = now;
+	ev.result = r;
+	ev.text = text;
+	emit(p, &ev);
+}
+
+/* ---- the recording listener ---- */
+
+void
+resil_pipeline_recorder_init(resil_pipeline_recorder *r,
+    resil_pipeline_record *records, size_t capacity)
+{
+	if (r == NULL)
+		return;
+	memset(r, 0, sizeof(*r));
+	r->records = records;
+	r->capacity = records != NULL ? capacity : 0;
+}
+
+void
+resil_pipeline_recorder_listener(const resil_pipeline_event *ev, void *ctx)
+{
+	resil_pipeline_recorder *r = ctx;
+	resil_pipeline_record *rec;
+
+	if (r == NULL || ev == NULL)
+		return;
+	/* A test-and-set lock on the recorder's own byte. */
+	while (__atomic_exchange_n(&r->lock_, 1, __ATOMIC_ACQUIRE))
+		while (__atomic_load_n(&r->lock_, __ATOMIC_RELAXED))
+			resil__stall();
+	if (r->count < r->capacity) {
+		rec = &r->records[r->count++];
+		memset(rec, 0, sizeof(*rec));
+		rec->stage = ev->stage;
+		rec->time = ev->time;
+		snprintf(rec->method, sizeof(rec->method), "%s",
+		    ev->method != NULL ? ev->method : "");
+		snprintf(rec->text, sizeof(rec->text), "%s",
+		    ev->text != NULL ? ev->text : "");
+		if (ev->result != NULL) {
+			rec->err = ev->result->err;
+			rec->source = ev->result->source;
+		}
+	} else {
+		r->dropped++;
+	}
+	__atomic_store_n(&r->lock_, 0, __ATOMIC_RELEASE);
 }
 
 /* ---- mock configuration ---- */
@@ -506,6 +588,7 @@ resil_pipeline_new(
 	p->dflt.type = RESIL_TYPE_ANY;
 	p->dflt.timeout = cfg->timeout_ns;
 	p->hedge_max = cfg->hedge_max;
+	p->call_events = cfg->listener != NULL ? cfg->call_events : 0;
 	p->hedge_delay = cfg->hedge_delay_ns;
 	p->executor = cfg->executor;
 	p->service = resil__strdup(resil__a, cfg->service);
@@ -636,14 +719,15 @@ resil_pipeline_new(
 	    p->retry != NULL && resil__retry_fast_ok(p->retry);
 	p->dflt.simple = (p->retry == NULL || p->dflt.retry_fast) &&
 	    p->rl == NULL && p->bh == NULL && p->dflt.timeout == 0 &&
-	    p->hedge_max == 0;
+	    p->hedge_max == 0 && p->call_events == 0;
 	HASH_ITER(hh, p->methods, it, tmp)
 	{
 		resil_retry *r = it->retry != NULL ? it->retry : p->retry;
 
 		it->retry_fast = r != NULL && resil__retry_fast_ok(r);
 		it->simple = (r == NULL || it->retry_fast) && p->rl == NULL &&
-		    p->bh == NULL && it->timeout == 0 && p->hedge_max == 0;
+		    p->bh == NULL && it->timeout == 0 && p->hedge_max == 0 &&
+		    p->call_events == 0;
 	}
 	*out = p;
 	return RESIL_OK;
@@ -1015,6 +1099,8 @@ conclude_with(callm *c, resil_stage stage, tsrc *ts, resil_call_next *st)
 		count_source(p, out);
 	if (p->listener != NULL && stage != RESIL_STAGE_CALL)
 		emit_result(p, stage, out, tnow(ts));
+	if (RESIL__UNLIKELY(p->call_events != 0))
+		emit_call(p, c, out, tnow(ts));
 	c->phase = P_DONE;
 	c->magic = CALL_DONE;
 	st->action = RESIL_CALL_DONE;

@@ -863,6 +863,93 @@ test_pipeline_keeps_last_real_failure(void **state)
 	resil_pipeline_free(f.p);
 }
 
+/* Per-call events (onSuccess / onError / onCallNotPermitted), recorded by
+ * the ready-made recorder; none at all when nobody asks. */
+static void
+test_pipeline_call_events_and_recorder(void **state)
+{
+	static const int script[] = { OK8, FAIL, OK8 };
+	resil_pipeline_record recs[16];
+	resil_pipeline_recorder rec;
+	fx f;
+	resil_result r;
+	size_t i, calls = 0;
+
+	(void)state;
+	resil_pipeline_recorder_init(&rec, recs, 16);
+	fx_init(&f, script, 3);
+	f.cfg.breaker_enabled = 1;
+	f.cfg.breaker.failure_rate_pct = 0;
+	f.cfg.breaker.consecutive_failures = 1;
+	f.cfg.listener = resil_pipeline_recorder_listener;
+	f.cfg.listener_ctx = &rec;
+	f.cfg.call_events = RESIL_CALL_EVENTS_ALL;
+	fx_new(&f);
+	for (i = 0; i < 3; i++) {
+		call(&f, "getStock", &r);
+		resil_result_free(&r);
+	}
+	for (i = 0; i < rec.count; i++)
+		if (recs[i].stage == RESIL_STAGE_CALL)
+			calls++;
+	assert_int_equal(calls, 3);
+	for (i = 0; i < rec.count && recs[i].stage != RESIL_STAGE_CALL; i++)
+		;
+	assert_string_equal(
+	    recs[i].text, "call succeeded: live RESIL_OK, 1 attempt");
+	assert_string_equal(recs[i].method, "getStock");
+	assert_string_equal(recs[rec.count - 1].text,
+	    "call not permitted: live RESIL_E_OPEN, 0 attempts");
+	assert_int_equal(recs[rec.count - 1].err, RESIL_E_OPEN);
+	/* The failure between them, and the breaker's own event. */
+	for (i = 0; i < rec.count; i++)
+		if (strcmp(recs[i].text,
+		        "call failed: live RESIL_E_CALL, 1 attempt") == 0)
+			break;
+	assert_true(i < rec.count);
+	assert_int_equal(rec.dropped, 0);
+	resil_pipeline_free(f.p);
+
+	/* Only rejections asked for: the others are not told. */
+	resil_pipeline_recorder_init(&rec, recs, 16);
+	fx_init(&f, script, 3);
+	f.cfg.breaker_enabled = 1;
+	f.cfg.breaker.failure_rate_pct = 0;
+	f.cfg.breaker.consecutive_failures = 1;
+	f.cfg.listener = resil_pipeline_recorder_listener;
+	f.cfg.listener_ctx = &rec;
+	f.cfg.call_events = RESIL_CALL_EVENT_REJECTED;
+	fx_new(&f);
+	for (i = 0; i < 4; i++) {
+		call(&f, "getStock", &r);
+		resil_result_free(&r);
+	}
+	for (calls = 0, i = 0; i < rec.count; i++)
+		if (recs[i].stage == RESIL_STAGE_CALL) {
+			assert_string_equal(recs[i].text,
+			    "call not permitted: live RESIL_E_OPEN, 0 "
+			    "attempts");
+			calls++;
+		}
+	assert_int_equal(calls, 2);
+	resil_pipeline_free(f.p);
+
+	/* Past the capacity, events are counted as dropped. */
+	resil_pipeline_recorder_init(&rec, recs, 1);
+	fx_init(&f, script, 3);
+	f.cfg.listener = resil_pipeline_recorder_listener;
+	f.cfg.listener_ctx = &rec;
+	f.cfg.call_events = RESIL_CALL_EVENTS_ALL;
+	fx_new(&f);
+	for (i = 0; i < 3; i++) {
+		call(&f, "getStock", &r);
+		resil_result_free(&r);
+	}
+	assert_int_equal(rec.count, 1);
+	assert_true(rec.dropped >= 2); /* 3 calls and a fallback event */
+	resil_pipeline_free(f.p);
+}
+
 int
 main(void)
 {
@@ -889,6 +976,7 @@ main(void)
 		cmocka_unit_test(test_pipeline_events_name_stage_and_method),
 		cmocka_unit_test(test_pipeline_event_texts_have_units),
 		cmocka_unit_test(test_pipeline_keeps_last_real_failure),
+		cmocka_unit_test(test_pipeline_call_events_and_recorder),
 		cmocka_unit_test(test_pipeline_methods_checked_like_text),
 		cmocka_unit_test(test_pipeline_config_errors),
 		cmocka_unit_test(

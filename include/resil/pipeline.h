@@ -185,7 +185,51 @@ typedef struct resil_pipeline_config {
 	uint32_t hedge_max;
 	uint64_t hedge_delay_ns;
 	resil_executor executor; /* copied; submit NULL: none */
+
+	/* Per-call events for the listener (Resilience4j's onSuccess,
+	 * onError, onCallNotPermitted): a RESIL_STAGE_CALL event at the end
+	 * of each call of the kinds in this mask, with the result. 0 (the
+	 * default): none, and no cost. */
+	unsigned call_events;
 } resil_pipeline_config;
+
+/* The kinds of call events (resil_pipeline_config.call_events). */
+#define RESIL_CALL_EVENT_SUCCESS 0x1u  /* answered RESIL_OK, any source */
+#define RESIL_CALL_EVENT_ERROR 0x2u    /* an error: failed, unavailable */
+#define RESIL_CALL_EVENT_REJECTED 0x4u /* not permitted: open, limited */
+#define RESIL_CALL_EVENTS_ALL 0x7u
+
+/*
+ * A ready-made listener that keeps every pipeline event in a
+ * caller-provided array (stage, time, the method, and the text copied),
+ * so a test can compare a whole history. Events past the capacity are
+ * counted in dropped. It is thread-safe (a spin lock): pipelines call
+ * listeners from every calling thread. Set it up with
+ * resil_pipeline_recorder_init(), then pass
+ * resil_pipeline_recorder_listener as cfg.listener and the recorder as
+ * cfg.listener_ctx.
+ */
+typedef struct resil_pipeline_record {
+	resil_stage stage;
+	uint64_t time;
+	char method[64];
+	char text[160];
+	resil_err err;       /* CALL events: the result's */
+	resil_source source; /* CALL events: the result's */
+} resil_pipeline_record;
+
+typedef struct resil_pipeline_recorder {
+	resil_pipeline_record *records;
+	size_t capacity;
+	size_t count;     /* records kept */
+	uint64_t dropped; /* events that did not fit */
+	unsigned char lock_;
+} resil_pipeline_recorder;
+
+RESIL_API void resil_pipeline_recorder_init(resil_pipeline_recorder *r,
+    resil_pipeline_record *records, size_t capacity);
+RESIL_API void resil_pipeline_recorder_listener(
+    const resil_pipeline_event *ev, void *ctx);
 
 /* Defaults: no stage on (each stage's own defaults ready in its config),
  * no mock, no timeout. */
