@@ -33,8 +33,13 @@
 #define CTL_STATE 0x0fu
 
 /* Lease slot states (low 3 bits of a slot word). */
-enum { SLOT_EMPTY = 0, SLOT_FREE = 1, SLOT_INUSE = 2, SLOT_OK = 3,
-	SLOT_FAIL = 4 };
+enum {
+	SLOT_EMPTY = 0,
+	SLOT_FREE = 1,
+	SLOT_INUSE = 2,
+	SLOT_OK = 3,
+	SLOT_FAIL = 4
+};
 
 /* KEYS: state hash, votes zset, leases hash, aggregate key prefix.
  * ARGV: instance, sick, calls, failures, quorum, K, open wait, lease,
@@ -173,8 +178,8 @@ struct resil_fleet {
 	redisContext *c;
 	char sha[41];
 	int have_sha;
-	int forced;      /* we forced the local breaker open */
-	int tried;       /* a connection has been attempted */
+	int forced; /* we forced the local breaker open */
+	int tried;  /* a connection has been attempted */
 	uint64_t next_reconnect;
 	uint64_t last_calls, last_fails, last_trips;
 	uint64_t syncs, sync_errors;
@@ -262,8 +267,8 @@ name_ok(const char *s)
 }
 
 static resil_err
-range(resil_diag *diag, const char *field, uint64_t v, uint64_t lo,
-    uint64_t hi)
+range(
+    resil_diag *diag, const char *field, uint64_t v, uint64_t lo, uint64_t hi)
 {
 	if (v >= lo && v <= hi)
 		return RESIL_OK;
@@ -280,9 +285,10 @@ resil_fleet_config_validate(const resil_fleet_config *cfg, resil_diag *diag)
 	resil_err err;
 
 	if (cfg == NULL)
-		return resil__diagf(diag, RESIL_E_INVAL, "fleet: config is NULL");
-	err = resil__check_size(diag, "fleet", "resil_fleet_config",
-	    cfg->size, sizeof(resil_fleet_config));
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "fleet: config is NULL");
+	err = resil__check_size(diag, "fleet", "resil_fleet_config", cfg->size,
+	    sizeof(resil_fleet_config));
 	if (err != RESIL_OK)
 		return err;
 	if (cfg->name == NULL || !name_ok(cfg->name))
@@ -301,8 +307,8 @@ resil_fleet_config_validate(const resil_fleet_config *cfg, resil_diag *diag)
 	         1, 60000)) ||
 	    (err = range(diag, "command_timeout_ms", cfg->command_timeout_ms,
 	         1, 60000)) ||
-	    (err = range(diag, "reconnect_ms", cfg->reconnect_ms, 0,
-	         3600000)) ||
+	    (err = range(
+	         diag, "reconnect_ms", cfg->reconnect_ms, 0, 3600000)) ||
 	    (err = range(diag, "quorum", cfg->quorum, 1, 1024)) ||
 	    (err = range(diag, "probe_leases", cfg->probe_leases, 1, 1024)) ||
 	    (err = range(diag, "max_local_leases", cfg->max_local_leases, 0,
@@ -453,27 +459,28 @@ resil_fleet_new(
 		return err;
 	f = resil__calloc(cfg->alloc, sizeof(*f));
 	if (f == NULL)
-		return resil__diagf(diag, RESIL_E_NOMEM, "fleet: out of memory");
+		return resil__diagf(
+		    diag, RESIL_E_NOMEM, "fleet: out of memory");
 	f->alloc = *resil__allocator(cfg->alloc);
 	f->clock = cfg->breaker.clock != NULL ? *cfg->breaker.clock
 	                                      : *resil_clock_system();
 	snprintf(f->name, sizeof(f->name), "%s", cfg->name);
 	if (cfg->instance != NULL)
-		snprintf(f->instance, sizeof(f->instance), "%s",
-		    cfg->instance);
+		snprintf(
+		    f->instance, sizeof(f->instance), "%s", cfg->instance);
 	else
-		snprintf(f->instance, sizeof(f->instance), "p%ld",
-		    (long)getpid());
+		snprintf(
+		    f->instance, sizeof(f->instance), "p%ld", (long)getpid());
 	snprintf(f->host, sizeof(f->host), "%s",
 	    cfg->host != NULL ? cfg->host : "127.0.0.1");
 	snprintf(f->key_state, sizeof(f->key_state), "resil:fleet:%s:state",
 	    f->name);
 	snprintf(f->key_votes, sizeof(f->key_votes), "resil:fleet:%s:votes",
 	    f->name);
-	snprintf(f->key_leases, sizeof(f->key_leases),
-	    "resil:fleet:%s:leases", f->name);
-	snprintf(f->key_agg, sizeof(f->key_agg), "resil:fleet:%s:agg:",
+	snprintf(f->key_leases, sizeof(f->key_leases), "resil:fleet:%s:leases",
 	    f->name);
+	snprintf(
+	    f->key_agg, sizeof(f->key_agg), "resil:fleet:%s:agg:", f->name);
 	f->port = cfg->port;
 	f->connect_ms = cfg->connect_timeout_ms;
 	f->command_ms = cfg->command_timeout_ms;
@@ -506,9 +513,12 @@ resil_fleet_new(
 	}
 	/* Unreachable now is not an error: the handle starts local. */
 	f->tried = 1;
-	if (connect_redis(f, why, sizeof(why)) != 0)
+	if (connect_redis(f, why, sizeof(why)) != 0) {
 		f->next_reconnect = resil_clock_now(&f->clock) +
 		    (uint64_t)f->reconnect_ms * RESIL_NS_PER_MS;
+		f->sync_errors++;
+		emit(f, RESIL_FLEET_EV_LOCAL, 0, why);
+	}
 	*out = f;
 	return RESIL_OK;
 }
@@ -643,8 +653,8 @@ resil_fleet_release(resil_fleet *f, resil_fleet_permit *p)
 /* Parse the script's answer strictly: anything else is an error. */
 static int
 parse_reply(const redisReply *r, uint64_t *state, uint64_t *ep,
-    uint64_t *votes, uint64_t granted[MAX_SLOTS], size_t *ngranted,
-    char *buf, size_t cap)
+    uint64_t *votes, uint64_t granted[MAX_SLOTS], size_t *ngranted, char *buf,
+    size_t cap)
 {
 	size_t i;
 
@@ -656,7 +666,8 @@ parse_reply(const redisReply *r, uint64_t *state, uint64_t *ep,
 	for (i = 0; i < 4; i++)
 		if (r->element[i]->type != REDIS_REPLY_INTEGER ||
 		    r->element[i]->integer < 0) {
-			snprintf(buf, cap, "script: field %zu is malformed", i);
+			snprintf(
+			    buf, cap, "script: field %zu is malformed", i);
 			return -1;
 		}
 	if (r->element[4]->type != REDIS_REPLY_STRING &&
@@ -734,16 +745,17 @@ resil_fleet_sync(resil_fleet *f, uint64_t now)
 	if (!was_local && (ctl & CTL_STATE) != RESIL_FLEET_CLOSED)
 		sick = 0;
 
-#define PUT_STR(s)                                                            \
-	do {                                                                 \
-		argv[argc] = (s);                                            \
-		argl[argc] = strlen(s);                                      \
-		argc++;                                                      \
+#define PUT_STR(s)                      \
+	do {                            \
+		argv[argc] = (s);       \
+		argl[argc] = strlen(s); \
+		argc++;                 \
 	} while (0)
-#define PUT_NUM(v)                                                            \
-	do {                                                                 \
-		snprintf(nums[argc], ARG_LEN, "%llu", (unsigned long long)(v)); \
-		PUT_STR(nums[argc]);                                         \
+#define PUT_NUM(v)                                                         \
+	do {                                                               \
+		snprintf(                                                  \
+		    nums[argc], ARG_LEN, "%llu", (unsigned long long)(v)); \
+		PUT_STR(nums[argc]);                                       \
 	} while (0)
 
 	PUT_STR(f->have_sha ? "EVALSHA" : "EVAL");
@@ -862,8 +874,8 @@ resil_fleet_sync(resil_fleet *f, uint64_t now)
 		f->forced = 1;
 	}
 	if (ngranted > 0)
-		resil__store64(&f->lease_deadline,
-		    now + f->lease_ms * RESIL_NS_PER_MS);
+		resil__store64(
+		    &f->lease_deadline, now + f->lease_ms * RESIL_NS_PER_MS);
 	changed = nep != ep || nstate != (ctl & CTL_STATE);
 	resil__store64(&f->ctl, mkctl(nep, (unsigned)nstate, 0));
 	for (i = 0; i < ngranted; i++)

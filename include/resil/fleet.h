@@ -113,11 +113,11 @@ typedef struct resil_fleet_config {
 	uint32_t probe_leases;     /* K per episode, 1..1024, default 1 */
 	uint32_t max_local_leases; /* leases one instance holds, 0..64;
 	                              0 (default): min(K, 64) */
-	uint64_t open_wait_ms; /* 1..86400000, default 30000 */
-	uint64_t lease_ms;     /* 1..86400000, default 10000 */
-	uint64_t vote_ms;      /* a vote's life, 1..86400000, default 10000 */
-	uint64_t bucket_ms;    /* aggregate bucket, 1..3600000, default 1000 */
-	uint32_t buckets;      /* buckets kept (TTL), 1..1000, default 10 */
+	uint64_t open_wait_ms;     /* 1..86400000, default 30000 */
+	uint64_t lease_ms;         /* 1..86400000, default 10000 */
+	uint64_t vote_ms;   /* a vote's life, 1..86400000, default 10000 */
+	uint64_t bucket_ms; /* aggregate bucket, 1..3600000, default 1000 */
+	uint32_t buckets;   /* buckets kept (TTL), 1..1000, default 10 */
 
 	/* The local breaker: its triggers decide this instance's vote, its
 	 * clock (ns) times local lease deadlines and reconnects, and it
@@ -208,8 +208,7 @@ RESIL_API resil_err resil_fleet_record(
 
 /* Give an unused permit back (the call was never made); a probe's lease
  * can be used again. RESIL_OK, RESIL_E_INVAL, RESIL_E_MISUSE as above. */
-RESIL_API resil_err resil_fleet_release(
-    resil_fleet *f, resil_fleet_permit *p);
+RESIL_API resil_err resil_fleet_release(resil_fleet *f, resil_fleet_permit *p);
 
 /*
  * One round trip with Redis (see the top of this header); now is a reading
@@ -226,12 +225,12 @@ RESIL_API resil_fleet_state resil_fleet_get_state(const resil_fleet *f);
 
 typedef struct resil_fleet_info {
 	resil_fleet_state state;
-	uint64_t episode;      /* the fleet episode last synced */
-	int local_mode;        /* nonzero: Redis unreachable, local decisions */
-	uint32_t leases_held;  /* unused leases of this episode */
-	uint32_t votes;        /* instances voting "tripped" at the last sync */
-	uint64_t syncs;        /* successful syncs */
-	uint64_t sync_errors;  /* syncs that fell back */
+	uint64_t episode;     /* the fleet episode last synced */
+	int local_mode;       /* nonzero: Redis unreachable, local decisions */
+	uint32_t leases_held; /* unused leases of this episode */
+	uint32_t votes;       /* instances voting "tripped" at the last sync */
+	uint64_t syncs;       /* successful syncs */
+	uint64_t sync_errors; /* syncs that fell back */
 	resil_breaker_state local_state; /* the local breaker */
 } resil_fleet_info;
 
