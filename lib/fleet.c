@@ -169,8 +169,10 @@ struct resil_fleet {
 
 	/* The call path's words. */
 	uint64_t ctl;
-	uint64_t lease_deadline; /* local clock: leases unusable from then */
 	uint64_t slots[MAX_SLOTS];
+	/* Local clock: each lease is unusable from then (its grant's sync
+	 * began before Redis granted it, so this is never later). */
+	uint64_t deadline[MAX_SLOTS];
 	uint64_t sick;  /* 1: the local breaker tripped on its own */
 	uint64_t trips; /* local trips so far */
 
@@ -553,7 +555,7 @@ resil_fleet_get_state(const resil_fleet *f)
 resil_err
 resil_fleet_acquire(resil_fleet *f, resil_fleet_permit *p)
 {
-	uint64_t ctl, ep;
+	uint64_t ctl, ep, now;
 	unsigned j;
 	resil_err err;
 
@@ -572,14 +574,15 @@ resil_fleet_acquire(resil_fleet *f, resil_fleet_permit *p)
 	}
 	if ((ctl & CTL_STATE) != RESIL_FLEET_HALF_OPEN)
 		return RESIL_E_OPEN;
-	/* A lease past its local deadline may have lapsed in Redis. */
-	if (resil_clock_now(&f->clock) >= resil__load64(&f->lease_deadline))
-		return RESIL_E_OPEN;
 	ep = ctl >> 8;
+	now = resil_clock_now(&f->clock);
 	for (j = 0; j < f->max_local; j++) {
 		uint64_t w = resil__load64(&f->slots[j]);
 
+		/* A lease past its local deadline may have lapsed in
+		 * Redis: never use it. */
 		if (w == mkslot(ep, SLOT_FREE) &&
+		    now < resil__load64(&f->deadline[j]) &&
 		    resil__cas64(&f->slots[j], w, mkslot(ep, SLOT_INUSE))) {
 			memset(&p->local, 0, sizeof(p->local));
 			p->kind = 2;
@@ -873,13 +876,13 @@ resil_fleet_sync(resil_fleet *f, uint64_t now)
 	} else {
 		f->forced = 1;
 	}
-	if (ngranted > 0)
-		resil__store64(
-		    &f->lease_deadline, now + f->lease_ms * RESIL_NS_PER_MS);
 	changed = nep != ep || nstate != (ctl & CTL_STATE);
 	resil__store64(&f->ctl, mkctl(nep, (unsigned)nstate, 0));
-	for (i = 0; i < ngranted; i++)
+	for (i = 0; i < ngranted; i++) {
+		resil__store64(&f->deadline[granted[i]],
+		    now + f->lease_ms * RESIL_NS_PER_MS);
 		resil__store64(&f->slots[granted[i]], mkslot(nep, SLOT_FREE));
+	}
 	if (was_local)
 		emit(f, RESIL_FLEET_EV_CONNECTED, 0, "synced");
 	if (changed)

@@ -24,6 +24,8 @@
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -876,6 +878,131 @@ test_fleet_redis_malformed_values(void **state)
 	resil_fleet_free(f);
 }
 
+/* A lease is never used past its local deadline (the manual clock). */
+static void
+test_fleet_redis_lease_local_deadline(void **state)
+{
+	heard h;
+	resil_fleet *f;
+	resil_fleet_permit p;
+	resil_fleet_config cfg;
+	resil_fleet_info info;
+	char name[64];
+
+	(void)state;
+	NEED_SERVER();
+	memset(&h, 0, sizeof(h));
+	resil_manual_clock_init(&mc, 1000);
+	new_name(name, sizeof(name));
+	cfg = make_cfg(name, 0, &h);
+	cfg.open_wait_ms = 1;
+	cfg.lease_ms = 600000;
+	assert_int_equal(resil_fleet_new(&f, &cfg, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_fleet_sync(f, resil_manual_clock_now(&mc)), RESIL_OK);
+	trip_local(f, 1);
+	assert_true(sync_until(f, RESIL_FLEET_HALF_OPEN));
+	assert_int_equal(resil_fleet_get_info(f, &info), RESIL_OK);
+	assert_int_equal(info.leases_held, 1);
+	assert_int_equal(h.n[RESIL_FLEET_EV_LEASES], 1);
+	resil_manual_clock_advance(&mc, cfg.lease_ms * RESIL_NS_PER_MS - 1);
+	assert_int_equal(resil_fleet_acquire(f, &p), RESIL_OK);
+	assert_int_equal(p.kind, 2);
+	/* Only one lease: the second acquire is refused. */
+	{
+		resil_fleet_permit q;
+
+		assert_int_equal(resil_fleet_acquire(f, &q), RESIL_E_OPEN);
+	}
+	assert_int_equal(resil_fleet_release(f, &p), RESIL_OK);
+	assert_int_equal(resil_fleet_release(f, &p), RESIL_E_MISUSE);
+	resil_manual_clock_advance(&mc, 1);
+	assert_int_equal(resil_fleet_acquire(f, &p), RESIL_E_OPEN);
+	resil_fleet_free(f);
+}
+
+/* Callers on threads while the loop syncs: still at most K probes per
+ * episode, and the call path never waits for Redis. */
+#define MAX_EP 100000
+static uint32_t probes_by_ep[MAX_EP];
+static int stop_callers;
+
+static void *
+caller(void *arg)
+{
+	resil_fleet *f = arg;
+	unsigned long i;
+
+	for (i = 0; i < 100000000UL &&
+	     !__atomic_load_n(&stop_callers, __ATOMIC_ACQUIRE);
+	     i++) {
+		resil_fleet_permit p;
+
+		if (resil_fleet_acquire(f, &p) == RESIL_OK) {
+			if (p.kind == 2) {
+				if (p.episode < MAX_EP)
+					__atomic_fetch_add(
+					    &probes_by_ep[p.episode], 1,
+					    __ATOMIC_RELAXED);
+				resil_fleet_record(
+				    f, &p, RESIL_OUTCOME_SUCCESS);
+			} else {
+				resil_fleet_record(
+				    f, &p, RESIL_OUTCOME_FAILURE);
+			}
+		}
+		if (i % 64 == 0)
+			sched_yield();
+	}
+	return NULL;
+}
+
+static void
+test_fleet_redis_threads(void **state)
+{
+	heard h;
+	resil_fleet *f;
+	resil_fleet_config cfg;
+	pthread_t th[2];
+	char name[64];
+	unsigned i, eps = 0, over = 0;
+
+	(void)state;
+	NEED_SERVER();
+	memset(&h, 0, sizeof(h));
+	memset(probes_by_ep, 0, sizeof(probes_by_ep));
+	resil_manual_clock_init(&mc, 1000);
+	new_name(name, sizeof(name));
+	cfg = make_cfg(name, 0, &h);
+	cfg.listener = NULL;
+	cfg.probe_leases = K;
+	cfg.open_wait_ms = 1;
+	assert_int_equal(resil_fleet_new(&f, &cfg, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_fleet_sync(f, resil_manual_clock_now(&mc)), RESIL_OK);
+	stop_callers = 0;
+	for (i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, caller, f), 0);
+	for (i = 0; i < 2000; i++) {
+		(void)resil_fleet_sync(f, resil_manual_clock_now(&mc));
+		nap_ms(1);
+	}
+	__atomic_store_n(&stop_callers, 1, __ATOMIC_RELEASE);
+	for (i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	for (i = 0; i < MAX_EP; i++) {
+		if (probes_by_ep[i] > 0)
+			eps++;
+		if (probes_by_ep[i] > K)
+			over++;
+	}
+	printf(
+	    "fleet threads: %u episodes with probes, %u over K\n", eps, over);
+	assert_int_equal(over, 0);
+	assert_true(eps >= 10);
+	resil_fleet_free(f);
+}
+
 int
 main(void)
 {
@@ -887,6 +1014,8 @@ main(void)
 		cmocka_unit_test(test_fleet_redis_killed_and_restarted),
 		cmocka_unit_test(test_fleet_redis_lease_holder_killed),
 		cmocka_unit_test(test_fleet_redis_malformed_values),
+		cmocka_unit_test(test_fleet_redis_lease_local_deadline),
+		cmocka_unit_test(test_fleet_redis_threads),
 	};
 
 	return cmocka_run_group_tests_name(
