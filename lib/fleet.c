@@ -414,8 +414,8 @@ connect_redis(resil_fleet *f, char *buf, size_t cap)
 		return -1;
 	}
 	if (f->c->err) {
-		snprintf(buf, cap, "connect %s:%u: %s", f->host, f->port,
-		    f->c->errstr);
+		snprintf(buf, cap, "connect %.100s:%u: %.120s", f->host,
+		    f->port, f->c->errstr);
 		disconnect(f);
 		return -1;
 	}
@@ -552,26 +552,14 @@ resil_fleet_get_state(const resil_fleet *f)
 	return (resil_fleet_state)(resil__load64(&f->ctl) & CTL_STATE);
 }
 
-resil_err
-resil_fleet_acquire(resil_fleet *f, resil_fleet_permit *p)
+/* HALF_OPEN (and OPEN): off the fast path, so that path keeps no
+ * registers for it. */
+static __attribute__((noinline)) resil_err
+acquire_probe(resil_fleet *f, resil_fleet_permit *p, uint64_t ctl)
 {
-	uint64_t ctl, ep, now;
+	uint64_t ep, now;
 	unsigned j;
-	resil_err err;
 
-	if (f == NULL || p == NULL)
-		return RESIL_E_INVAL;
-	ctl = resil__load64(&f->ctl);
-	if (RESIL__LIKELY((ctl & (CTL_LOCAL | CTL_STATE)) == 0) ||
-	    (ctl & CTL_LOCAL) != 0) {
-		err = resil_breaker_acquire(f->b, &p->local);
-		if (err == RESIL_OK) {
-			p->kind = 1;
-			p->episode = 0;
-			p->slot = 0;
-		}
-		return err;
-	}
 	if ((ctl & CTL_STATE) != RESIL_FLEET_HALF_OPEN)
 		return RESIL_E_OPEN;
 	ep = ctl >> 8;
@@ -595,20 +583,34 @@ resil_fleet_acquire(resil_fleet *f, resil_fleet_permit *p)
 }
 
 resil_err
+resil_fleet_acquire(resil_fleet *f, resil_fleet_permit *p)
+{
+	uint64_t ctl;
+	resil_err err;
+
+	if (RESIL__UNLIKELY(f == NULL || p == NULL))
+		return RESIL_E_INVAL;
+	ctl = resil__load64(&f->ctl);
+	/* Fleet CLOSED or local mode: the local breaker decides. */
+	if (RESIL__UNLIKELY((ctl & CTL_LOCAL) == 0 && (ctl & CTL_STATE) != 0))
+		return acquire_probe(f, p, ctl);
+	err = resil_breaker_acquire(f->b, &p->local);
+	if (RESIL__LIKELY(err == RESIL_OK))
+		p->kind = 1;
+	return err;
+}
+
+resil_err
 resil_fleet_record(
     resil_fleet *f, resil_fleet_permit *p, resil_outcome outcome)
 {
-	resil_err err;
 	unsigned st;
 
 	if (f == NULL || p == NULL)
 		return RESIL_E_INVAL;
-	if (p->kind == 1) {
-		err = resil_breaker_record(f->b, &p->local, outcome);
-		if (err != RESIL_E_INVAL)
-			p->kind = 0;
-		return err;
-	}
+	/* A local permit: the breaker tracks its spending itself. */
+	if (RESIL__LIKELY(p->kind == 1))
+		return resil_breaker_record(f->b, &p->local, outcome);
 	if (p->kind != 2 || p->slot >= f->max_local)
 		return RESIL_E_MISUSE;
 	switch (outcome) {
@@ -635,16 +637,10 @@ resil_fleet_record(
 resil_err
 resil_fleet_release(resil_fleet *f, resil_fleet_permit *p)
 {
-	resil_err err;
-
 	if (f == NULL || p == NULL)
 		return RESIL_E_INVAL;
-	if (p->kind == 1) {
-		err = resil_breaker_release(f->b, &p->local);
-		if (err != RESIL_E_INVAL)
-			p->kind = 0;
-		return err;
-	}
+	if (p->kind == 1)
+		return resil_breaker_release(f->b, &p->local);
 	if (p->kind != 2 || p->slot >= f->max_local)
 		return RESIL_E_MISUSE;
 	p->kind = 0;
