@@ -184,8 +184,8 @@ struct resil_fleet {
 	int tried;  /* a connection has been attempted */
 	uint64_t next_reconnect;
 	uint64_t last_calls, last_fails, last_trips;
-	uint64_t syncs, sync_errors;
-	uint32_t votes;
+	/* Written by the sync, read by get_info from any thread. */
+	uint64_t syncs, sync_errors, votes;
 
 	/* Copies of the configuration. */
 	char name[NAME_MAX_LEN + 1];
@@ -337,7 +337,7 @@ emit(resil_fleet *f, resil_fleet_event_kind kind, uint32_t leases,
 	ev.state = (resil_fleet_state)(ctl & CTL_STATE);
 	ev.episode = ctl >> 8;
 	ev.leases = leases;
-	ev.votes = f->votes;
+	ev.votes = (uint32_t)resil__load64(&f->votes);
 	ev.detail = detail != NULL ? detail : "";
 	f->listener(&ev, f->listener_ctx);
 }
@@ -375,7 +375,7 @@ go_local(resil_fleet *f, const char *why, int error_event)
 {
 	uint64_t ctl = resil__load64(&f->ctl);
 
-	f->sync_errors++;
+	resil__faa64(&f->sync_errors, 1);
 	if (error_event)
 		emit(f, RESIL_FLEET_EV_ERROR, 0, why);
 	if (ctl & CTL_LOCAL)
@@ -518,7 +518,7 @@ resil_fleet_new(
 	if (connect_redis(f, why, sizeof(why)) != 0) {
 		f->next_reconnect = resil_clock_now(&f->clock) +
 		    (uint64_t)f->reconnect_ms * RESIL_NS_PER_MS;
-		f->sync_errors++;
+		resil__faa64(&f->sync_errors, 1);
 		emit(f, RESIL_FLEET_EV_LOCAL, 0, why);
 	}
 	*out = f;
@@ -858,8 +858,8 @@ resil_fleet_sync(resil_fleet *f, uint64_t now)
 	f->last_calls = m.successes + m.failures;
 	f->last_fails = m.failures;
 	f->last_trips = trips;
-	f->votes = (uint32_t)nvotes;
-	f->syncs++;
+	resil__store64(&f->votes, nvotes);
+	resil__faa64(&f->syncs, 1);
 
 	if (nstate == RESIL_FLEET_CLOSED) {
 		if (f->forced)
@@ -905,9 +905,9 @@ resil_fleet_get_info(resil_fleet *f, resil_fleet_info *out)
 	for (j = 0; j < f->max_local; j++)
 		if (resil__load64(&f->slots[j]) == mkslot(ep, SLOT_FREE))
 			out->leases_held++;
-	out->votes = f->votes;
-	out->syncs = f->syncs;
-	out->sync_errors = f->sync_errors;
+	out->votes = (uint32_t)resil__load64(&f->votes);
+	out->syncs = resil__load64(&f->syncs);
+	out->sync_errors = resil__load64(&f->sync_errors);
 	out->local_state = resil_breaker_get_state(f->b);
 	return RESIL_OK;
 }

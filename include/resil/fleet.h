@@ -215,7 +215,8 @@ RESIL_API resil_err resil_fleet_release(resil_fleet *f, resil_fleet_permit *p);
  * of the local breaker's clock. Returns RESIL_OK when synced;
  * RESIL_E_UNAVAILABLE when the handle is (now, or still) in local mode,
  * the reason reported to the listener; RESIL_E_INVAL for a NULL handle.
- * Waits at most connect_timeout_ms + 2 * command_timeout_ms.
+ * Waits at most connect_timeout_ms + 4 * command_timeout_ms (a reconnect,
+ * the script load, the call, and on NOSCRIPT its retry and reload).
  */
 RESIL_API resil_err resil_fleet_sync(resil_fleet *f, uint64_t now);
 
