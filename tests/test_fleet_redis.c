@@ -1003,6 +1003,61 @@ test_fleet_redis_threads(void **state)
 	resil_fleet_free(f);
 }
 
+/* Redis paused (SIGSTOP, like DEBUG SLEEP): the sync gives up after its
+ * timeout, calls go on locally, and the fleet resyncs once it resumes. */
+static void
+test_fleet_redis_paused(void **state)
+{
+	heard h;
+	resil_fleet *f;
+	resil_fleet_permit p;
+	resil_fleet_config cfg;
+	resil_fleet_info info;
+	resil_err rc = RESIL_OK;
+	char name[64];
+	unsigned i, calls = 0;
+
+	(void)state;
+	NEED_SERVER();
+	memset(&h, 0, sizeof(h));
+	resil_manual_clock_init(&mc, 1000);
+	new_name(name, sizeof(name));
+	cfg = make_cfg(name, 0, &h);
+	cfg.command_timeout_ms = 20;
+	assert_int_equal(resil_fleet_new(&f, &cfg, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_fleet_sync(f, resil_manual_clock_now(&mc)), RESIL_OK);
+	assert_int_equal(kill(server, SIGSTOP), 0);
+	/* The first sync may still slip in before the stop takes hold. */
+	for (i = 0; i < 50 && rc == RESIL_OK; i++)
+		rc = resil_fleet_sync(f, resil_manual_clock_now(&mc));
+	for (i = 0; i < 1000; i++)
+		if (resil_fleet_acquire(f, &p) == RESIL_OK &&
+		    resil_fleet_record(f, &p, RESIL_OUTCOME_SUCCESS) ==
+		        RESIL_OK)
+			calls++;
+	assert_int_equal(kill(server, SIGCONT), 0);
+	assert_int_equal(rc, RESIL_E_UNAVAILABLE);
+	assert_int_equal(h.n[RESIL_FLEET_EV_LOCAL], 1);
+	assert_non_null(strstr(h.last_detail, "redis"));
+	assert_int_equal(calls, 1000);
+	assert_int_equal(resil_fleet_get_info(f, &info), RESIL_OK);
+	assert_true(info.local_mode);
+	assert_true(info.sync_errors >= 1);
+
+	resil_manual_clock_advance(&mc, 20 * RESIL_NS_PER_MS);
+	rc = RESIL_E_UNAVAILABLE;
+	for (i = 0; i < 200 && rc != RESIL_OK; i++) {
+		rc = resil_fleet_sync(f, resil_manual_clock_now(&mc));
+		resil_manual_clock_advance(&mc, 20 * RESIL_NS_PER_MS);
+	}
+	assert_int_equal(rc, RESIL_OK);
+	assert_int_equal(h.n[RESIL_FLEET_EV_CONNECTED], 2);
+	assert_int_equal(resil_fleet_get_info(f, &info), RESIL_OK);
+	assert_false(info.local_mode);
+	resil_fleet_free(f);
+}
+
 int
 main(void)
 {
@@ -1016,6 +1071,7 @@ main(void)
 		cmocka_unit_test(test_fleet_redis_malformed_values),
 		cmocka_unit_test(test_fleet_redis_lease_local_deadline),
 		cmocka_unit_test(test_fleet_redis_threads),
+		cmocka_unit_test(test_fleet_redis_paused),
 	};
 
 	return cmocka_run_group_tests_name(
