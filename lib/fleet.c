@@ -873,6 +873,14 @@ resil_fleet_sync(resil_fleet *f, uint64_t now)
 		f->forced = 1;
 	}
 	changed = nep != ep || nstate != (ctl & CTL_STATE);
+	/* Leases of other episodes are void. Episode numbers can come back
+	 * (a Redis restart, someone resetting the keys), so a slot must not
+	 * keep an old episode's lease that could match a later one; a call
+	 * holding one finds its slot changed and its outcome is stale. */
+	if (nep != ep)
+		for (i = 0; i < f->max_local; i++)
+			if ((resil__load64(&f->slots[i]) >> 3) != nep)
+				resil__store64(&f->slots[i], 0);
 	resil__store64(&f->ctl, mkctl(nep, (unsigned)nstate, 0));
 	for (i = 0; i < ngranted; i++) {
 		resil__store64(&f->deadline[granted[i]],

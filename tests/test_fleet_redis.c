@@ -1058,6 +1058,65 @@ test_fleet_redis_paused(void **state)
 	resil_fleet_free(f);
 }
 
+/* Regression: a lease of episode E held when the fleet moved on must not
+ * come back to life when the episode number E comes back (a Redis restart
+ * or someone resetting the keys). */
+static void
+test_fleet_redis_episode_number_reused(void **state)
+{
+	heard h;
+	resil_fleet *f;
+	resil_fleet_permit p;
+	resil_fleet_config cfg;
+	resil_fleet_info info;
+	redisContext *c;
+	redisReply *r;
+	char name[64], key[128];
+	uint64_t e;
+
+	(void)state;
+	NEED_SERVER();
+	memset(&h, 0, sizeof(h));
+	resil_manual_clock_init(&mc, 1000);
+	new_name(name, sizeof(name));
+	snprintf(key, sizeof(key), "resil:fleet:%s:state", name);
+	cfg = make_cfg(name, 0, &h);
+	cfg.open_wait_ms = 1;
+	cfg.lease_ms = 600000;
+	assert_int_equal(resil_fleet_new(&f, &cfg, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_fleet_sync(f, resil_manual_clock_now(&mc)), RESIL_OK);
+	trip_local(f, 1);
+	assert_true(sync_until(f, RESIL_FLEET_HALF_OPEN));
+	assert_int_equal(resil_fleet_get_info(f, &info), RESIL_OK);
+	assert_int_equal(info.leases_held, 1);
+	e = info.episode;
+
+	c = admin();
+	assert_non_null(c);
+	r = redisCommand(c,
+	    "HSET %s state 0 episode %llu since 0 granted 0 ok 0", key,
+	    (unsigned long long)(e + 1));
+	freeReplyObject(r);
+	assert_int_equal(
+	    resil_fleet_sync(f, resil_manual_clock_now(&mc)), RESIL_OK);
+	assert_int_equal(resil_fleet_get_state(f), RESIL_FLEET_CLOSED);
+	/* Episode E again, its one lease taken by someone else. */
+	r = redisCommand(c,
+	    "HSET %s state 2 episode %llu since 0 granted 1 ok 0", key,
+	    (unsigned long long)e);
+	freeReplyObject(r);
+	assert_int_equal(
+	    resil_fleet_sync(f, resil_manual_clock_now(&mc)), RESIL_OK);
+	assert_int_equal(resil_fleet_get_info(f, &info), RESIL_OK);
+	assert_int_equal(info.state, RESIL_FLEET_HALF_OPEN);
+	assert_int_equal(info.episode, e);
+	assert_int_equal(info.leases_held, 0);
+	assert_int_equal(resil_fleet_acquire(f, &p), RESIL_E_OPEN);
+	redisFree(c);
+	resil_fleet_free(f);
+}
+
 int
 main(void)
 {
@@ -1072,6 +1131,7 @@ main(void)
 		cmocka_unit_test(test_fleet_redis_lease_local_deadline),
 		cmocka_unit_test(test_fleet_redis_threads),
 		cmocka_unit_test(test_fleet_redis_paused),
+		cmocka_unit_test(test_fleet_redis_episode_number_reused),
 	};
 
 	return cmocka_run_group_tests_name(
