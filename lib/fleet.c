@@ -445,6 +445,32 @@ connect_redis(resil_fleet *f, char *buf, size_t cap)
 	return 0;
 }
 
+/* HOST-pPID, HOST cut to 40 characters of [A-Za-z0-9._-] (others become
+ * '_'): PIDs alone collide across hosts. */
+static void
+default_instance(char *buf, size_t cap)
+{
+	char host[256];
+	size_t i;
+
+	if (gethostname(host, sizeof(host)) != 0)
+		host[0] = '\0';
+	host[sizeof(host) - 1] = '\0';
+	host[40] = '\0';
+	for (i = 0; host[i] != '\0'; i++) {
+		char c = host[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		        (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+		        c == '-'))
+			host[i] = '_';
+	}
+	if (host[0] == '\0')
+		snprintf(buf, cap, "p%ld", (long)getpid());
+	else
+		snprintf(buf, cap, "%s-p%ld", host, (long)getpid());
+}
+
 resil_err
 resil_fleet_new(
     resil_fleet **out, const resil_fleet_config *cfg, resil_diag *diag)
@@ -471,8 +497,7 @@ resil_fleet_new(
 		snprintf(
 		    f->instance, sizeof(f->instance), "%s", cfg->instance);
 	else
-		snprintf(
-		    f->instance, sizeof(f->instance), "p%ld", (long)getpid());
+		default_instance(f->instance, sizeof(f->instance));
 	snprintf(f->host, sizeof(f->host), "%s",
 	    cfg->host != NULL ? cfg->host : "127.0.0.1");
 	snprintf(f->key_state, sizeof(f->key_state), "resil:fleet:%s:state",

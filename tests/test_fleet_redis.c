@@ -1117,6 +1117,62 @@ test_fleet_redis_episode_number_reused(void **state)
 	resil_fleet_free(f);
 }
 
+/* The default instance name carries the host and the pid; the vote and
+ * the aggregates land under it. */
+static void
+test_fleet_redis_default_instance(void **state)
+{
+	heard h;
+	resil_fleet *f;
+	resil_fleet_config cfg;
+	redisContext *c;
+	redisReply *r;
+	char name[64], key[128], want[32];
+
+	(void)state;
+	NEED_SERVER();
+	memset(&h, 0, sizeof(h));
+	resil_manual_clock_init(&mc, 1000);
+	new_name(name, sizeof(name));
+	cfg = make_cfg(name, 0, &h);
+	cfg.instance = NULL;
+	cfg.quorum = 2;
+	assert_int_equal(resil_fleet_new(&f, &cfg, NULL), RESIL_OK);
+	trip_local(f, 1);
+	assert_int_equal(
+	    resil_fleet_sync(f, resil_manual_clock_now(&mc)), RESIL_OK);
+	c = admin();
+	assert_non_null(c);
+	snprintf(key, sizeof(key), "resil:fleet:%s:votes", name);
+	r = redisCommand(c, "ZRANGE %s 0 -1", key);
+	assert_non_null(r);
+	assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+	assert_int_equal(r->elements, 1);
+	snprintf(want, sizeof(want), "-p%ld", (long)getpid());
+	assert_true(r->element[0]->len > strlen(want));
+	assert_string_equal(
+	    r->element[0]->str + r->element[0]->len - strlen(want), want);
+	freeReplyObject(r);
+	/* One call, one failure pushed into this instance's bucket. */
+	snprintf(key, sizeof(key), "resil:fleet:%s:agg:*", name);
+	r = redisCommand(c, "KEYS %s", key);
+	assert_non_null(r);
+	assert_int_equal(r->elements, 1);
+	snprintf(key, sizeof(key), "%s", r->element[0]->str);
+	freeReplyObject(r);
+	r = redisCommand(c, "HGET %s failures", key);
+	assert_non_null(r);
+	assert_string_equal(r->str, "1");
+	freeReplyObject(r);
+	r = redisCommand(c, "PTTL %s", key);
+	assert_non_null(r);
+	assert_true(r->integer > 0);
+	freeReplyObject(r);
+	assert_int_equal(resil_fleet_get_state(f), RESIL_FLEET_CLOSED);
+	redisFree(c);
+	resil_fleet_free(f);
+}
+
 int
 main(void)
 {
@@ -1132,6 +1188,7 @@ main(void)
 		cmocka_unit_test(test_fleet_redis_threads),
 		cmocka_unit_test(test_fleet_redis_paused),
 		cmocka_unit_test(test_fleet_redis_episode_number_reused),
+		cmocka_unit_test(test_fleet_redis_default_instance),
 	};
 
 	return cmocka_run_group_tests_name(

@@ -97,11 +97,14 @@ typedef struct resil_fleet_config {
 	size_t size; /* sizeof(resil_fleet_config), set by _init() */
 
 	/* Identity. name: 1..63 characters of [A-Za-z0-9._-]; instance the
-	 * same, or NULL for "pPID" (give each instance of a fleet its own). */
+	 * same, or NULL for "HOST-pPID" (HOST cut to 40 characters, others
+	 * than [A-Za-z0-9._-] made '_'). Each instance of a fleet needs its
+	 * own: two handles with one name count as one vote. */
 	const char *name;
 	const char *instance;
 
-	/* Redis. host: NULL for "127.0.0.1". */
+	/* Redis. host: NULL for "127.0.0.1". Give an address: a name is
+	 * resolved by the system resolver, which no timeout here bounds. */
 	const char *host;
 	uint32_t port;               /* 1..65535, default 6379 */
 	uint32_t connect_timeout_ms; /* 1..60000, default 5 */
@@ -164,8 +167,9 @@ RESIL_API resil_err resil_fleet_config_validate(
 
 /*
  * Create a fleet handle in *out. Strings in *cfg are copied; listener_ctx
- * and the breaker's clock must outlive the handle. Connects to Redis
- * (bounded by connect_timeout_ms) but does not sync: the handle starts in
+ * and the breaker's clock must outlive the handle. Connects to Redis and
+ * loads the script (bounded by connect_timeout_ms + command_timeout_ms)
+ * but does not sync: the handle starts in
  * local mode and the first resil_fleet_sync() joins the fleet. Redis being
  * unreachable is not an error here.
  *
