@@ -468,7 +468,7 @@ default_instance(char *buf, size_t cap)
 	if (host[0] == '\0')
 		snprintf(buf, cap, "p%ld", (long)getpid());
 	else
-		snprintf(buf, cap, "%s-p%ld", host, (long)getpid());
+		snprintf(buf, cap, "%.40s-p%ld", host, (long)getpid());
 }
 
 resil_err
