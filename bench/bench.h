@@ -34,6 +34,7 @@ extern const resil_bench resil_bench_fallback[];
 extern const resil_bench resil_bench_limit[];
 extern const resil_bench resil_bench_shm[];
 extern const resil_bench resil_bench_balance[];
+extern const resil_bench resil_bench_fleet[];
 
 /* Every table, NULL-terminated. */
 extern const resil_bench *const resil_bench_tables[];

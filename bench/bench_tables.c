@@ -11,5 +11,6 @@ const resil_bench *const resil_bench_tables[] = {
 	resil_bench_pipeline,
 	resil_bench_shm,
 	resil_bench_balance,
+	resil_bench_fleet,
 	NULL,
 };

@@ -6,7 +6,8 @@
 set -eu
 
 PKGS="make gcc g++ cmake pkg-config libck-dev uthash-dev libcmocka-dev \
-libbenchmark-dev libcjson-dev libcurl4-openssl-dev $*"
+libbenchmark-dev libcjson-dev libcurl4-openssl-dev libhiredis-dev redis-server \
+$*"
 
 missing=""
 for p in $PKGS; do

@@ -1,0 +1,253 @@
+/*
+ * resil fleet: one circuit breaker shared by the instances of a fleet
+ * (processes on many hosts), through Redis, with Redis never on the call
+ * path.
+ *
+ * Each instance holds a fleet handle: a local resil_breaker plus a locally
+ * cached fleet state. resil_fleet_acquire, _record and _release decide
+ * from those alone (atomic loads; no Redis, no lock, no system call when
+ * the fleet is CLOSED). The user's loop calls resil_fleet_sync(), which
+ * makes one round trip to Redis: it pushes this instance's aggregates
+ * (calls and failures since the last sync) into per-instance time-bucket
+ * keys with a TTL, and runs a Lua script that, on Redis's own clock
+ * (TIME, never the instances' clocks) and atomically:
+ *
+ * - counts the instances that vote "tripped" (their local breaker crossed
+ *   its own threshold) and opens the fleet only when at least quorum of
+ *   them do: one sick instance opens only its own local breaker;
+ * - moves OPEN to HALF_OPEN once open_wait_ms has passed;
+ * - in HALF_OPEN grants probe leases, at most probe_leases (K) fleet-wide
+ *   per episode, each with an expiry of lease_ms: a lease that lapses
+ *   unreported (its instance died) reopens the fleet, so a dead instance
+ *   delays recovery by at most lease_ms + open_wait_ms;
+ * - closes the fleet once K leased probes reported success, or reopens it
+ *   on the first failed probe.
+ * The sync then applies the fleet state locally: OPEN forces the local
+ * breaker open; HALF_OPEN admits only as many probe calls as leases this
+ * instance holds; CLOSED hands decisions back to the local breaker.
+ *
+ * When Redis is unreachable, slow (no answer within command_timeout_ms) or
+ * answers nonsense (a script error, a malformed value written by someone
+ * else), the sync that saw it returns RESIL_E_UNAVAILABLE and the instance
+ * is in local mode from then on: its local breaker alone decides (a fleet
+ * OPEN or HALF_OPEN becomes a local OPEN with a fresh wait). Callers are
+ * never delayed by this: at most the one sync waits, for one timeout. A
+ * later sync reconnects (at most once per reconnect_ms) and resyncs.
+ * Every such change is reported to the listener.
+ *
+ * Keys (one Redis, not Cluster): resil:fleet:NAME:state (hash),
+ * :votes (sorted set), :leases (hash), :agg:INSTANCE:BUCKET (hashes with
+ * a TTL). docs/fleet.md describes the protocol and what is guaranteed.
+ *
+ * Thread safety: acquire, record, release, get_state and get_info may run
+ * concurrently from any number of threads. sync must not overlap another
+ * sync of the same handle (call it from one loop), but may run
+ * concurrently with the calls above. new and free must not overlap any
+ * other call on the same handle. The listener runs on the thread calling
+ * sync.
+ */
+#ifndef RESIL_FLEET_H
+#define RESIL_FLEET_H
+
+#include <string.h>
+
+#include <resil/breaker.h>
+#include <resil/resil.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct resil_fleet resil_fleet;
+
+/* The fleet's own states (a subset of the breaker's). */
+typedef enum resil_fleet_state {
+	RESIL_FLEET_CLOSED = 0,
+	RESIL_FLEET_OPEN = 1,
+	RESIL_FLEET_HALF_OPEN = 2
+} resil_fleet_state;
+
+/* "CLOSED", "OPEN", "HALF_OPEN" or "UNKNOWN". */
+RESIL_API const char *resil_fleet_state_name(resil_fleet_state s);
+
+typedef enum resil_fleet_event_kind {
+	RESIL_FLEET_EV_CONNECTED = 0, /* synced with Redis (again) */
+	RESIL_FLEET_EV_LOCAL = 1,     /* fell back to local decisions */
+	RESIL_FLEET_EV_STATE = 2,     /* the fleet state applied changed */
+	RESIL_FLEET_EV_LEASES = 3,    /* probe leases granted to us */
+	RESIL_FLEET_EV_ERROR = 4      /* Redis answered nonsense */
+} resil_fleet_event_kind;
+
+/* "connected", "local", "state", "leases", "error" or "unknown". */
+RESIL_API const char *resil_fleet_event_name(resil_fleet_event_kind k);
+
+typedef struct resil_fleet_event {
+	resil_fleet_event_kind kind;
+	resil_fleet_state state; /* the fleet state, as last known */
+	uint64_t episode;        /* the fleet episode, as last known */
+	uint32_t leases;         /* LEASES: how many were granted */
+	uint32_t votes;          /* instances voting "tripped" */
+	const char *detail;      /* why (LOCAL, ERROR); never NULL */
+} resil_fleet_event;
+
+typedef void (*resil_fleet_listener_fn)(
+    const resil_fleet_event *ev, void *ctx);
+
+typedef struct resil_fleet_config {
+	size_t size; /* sizeof(resil_fleet_config), set by _init() */
+
+	/* Identity. name: 1..63 characters of [A-Za-z0-9._-]; instance the
+	 * same, or NULL for "HOST-pPID" (HOST cut to 40 characters, others
+	 * than [A-Za-z0-9._-] made '_'). Each instance of a fleet needs its
+	 * own: two handles with one name count as one vote. */
+	const char *name;
+	const char *instance;
+
+	/* Redis. host: NULL for "127.0.0.1". Give an address: a name is
+	 * resolved by the system resolver, which no timeout here bounds. */
+	const char *host;
+	uint32_t port;               /* 1..65535, default 6379 */
+	uint32_t connect_timeout_ms; /* 1..60000, default 5 */
+	uint32_t command_timeout_ms; /* 1..60000, default 5 */
+	uint32_t reconnect_ms; /* 0..3600000, default 1000: between attempts */
+
+	/* The fleet breaker; times on Redis's clock. */
+	uint32_t quorum;           /* 1..1024, default 1 */
+	uint32_t probe_leases;     /* K per episode, 1..1024, default 1 */
+	uint32_t max_local_leases; /* leases one instance holds, 0..64;
+	                              0 (default): min(K, 64) */
+	uint64_t open_wait_ms;     /* 1..86400000, default 30000 */
+	uint64_t lease_ms;         /* 1..86400000, default 10000 */
+	uint64_t vote_ms;   /* a vote's life, 1..86400000, default 10000 */
+	uint64_t bucket_ms; /* aggregate bucket, 1..3600000, default 1000 */
+	uint32_t buckets;   /* buckets kept (TTL), 1..1000, default 10 */
+
+	/* The local breaker: its triggers decide this instance's vote, its
+	 * clock (ns) times local lease deadlines and reconnects, and it
+	 * decides alone in local mode. */
+	resil_breaker_config breaker;
+
+	resil_fleet_listener_fn listener; /* optional */
+	void *listener_ctx;
+	const resil_allocator *alloc; /* NULL: malloc() and free() */
+} resil_fleet_config;
+
+static inline void
+resil_fleet_config_init(resil_fleet_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->size = sizeof(*cfg);
+	cfg->port = 6379;
+	cfg->connect_timeout_ms = 5;
+	cfg->command_timeout_ms = 5;
+	cfg->reconnect_ms = 1000;
+	cfg->quorum = 1;
+	cfg->probe_leases = 1;
+	cfg->open_wait_ms = 30000;
+	cfg->lease_ms = 10000;
+	cfg->vote_ms = 10000;
+	cfg->bucket_ms = 1000;
+	cfg->buckets = 10;
+	resil_breaker_config_init(&cfg->breaker);
+}
+
+static inline resil_fleet_config
+resil_fleet_config_default(void)
+{
+	resil_fleet_config cfg;
+
+	resil_fleet_config_init(&cfg);
+	return cfg;
+}
+
+/* Check cfg (and its breaker config) without creating anything: RESIL_OK,
+ * or RESIL_E_INVAL naming the field in *diag (diag may be NULL). */
+RESIL_API resil_err resil_fleet_config_validate(
+    const resil_fleet_config *cfg, resil_diag *diag);
+
+/*
+ * Create a fleet handle in *out. Strings in *cfg are copied; listener_ctx
+ * and the breaker's clock must outlive the handle. Connects to Redis and
+ * loads the script (bounded by connect_timeout_ms + command_timeout_ms)
+ * but does not sync: the handle starts in
+ * local mode and the first resil_fleet_sync() joins the fleet. Redis being
+ * unreachable is not an error here.
+ *
+ * Returns RESIL_OK; RESIL_E_INVAL (reason in *diag) for a NULL argument or
+ * a bad setting; RESIL_E_NOMEM. *out is written only on RESIL_OK.
+ */
+RESIL_API resil_err resil_fleet_new(
+    resil_fleet **out, const resil_fleet_config *cfg, resil_diag *diag);
+
+/* Close the connection and release everything. Leases held lapse in Redis
+ * after lease_ms. NULL is a no-op. */
+RESIL_API void resil_fleet_free(resil_fleet *f);
+
+/* A permit from resil_fleet_acquire: a local breaker permit or a fleet
+ * probe (a lease). Opaque; spent by its first record or release. */
+typedef struct resil_fleet_permit {
+	resil_permit local;
+	uint64_t episode; /* the fleet episode of a probe */
+	uint32_t kind;    /* 0 spent or never granted, 1 local, 2 probe */
+	uint32_t slot;    /* the lease a probe uses */
+} resil_fleet_permit;
+
+/*
+ * Ask for a permit. Local mode and fleet CLOSED: the local breaker
+ * decides. Fleet OPEN: RESIL_E_OPEN. Fleet HALF_OPEN: RESIL_OK with a
+ * probe permit while this instance holds an unused, unexpired lease, else
+ * RESIL_E_OPEN. RESIL_E_INVAL for a NULL argument. *p is written only on
+ * RESIL_OK. Never talks to Redis.
+ */
+RESIL_API resil_err resil_fleet_acquire(resil_fleet *f, resil_fleet_permit *p);
+
+/* Record the call's outcome. A probe's outcome is reported to the fleet
+ * at the next sync (BUSINESS and IGNORED give the lease back for another
+ * call). Returns as resil_breaker_record: RESIL_OK (also for a probe of an
+ * episode that has ended, which changes nothing); RESIL_E_MISUSE for a
+ * spent or never granted permit; RESIL_E_INVAL for a NULL argument or an
+ * unknown outcome (the permit is then not spent). */
+RESIL_API resil_err resil_fleet_record(
+    resil_fleet *f, resil_fleet_permit *p, resil_outcome outcome);
+
+/* Give an unused permit back (the call was never made); a probe's lease
+ * can be used again. RESIL_OK, RESIL_E_INVAL, RESIL_E_MISUSE as above. */
+RESIL_API resil_err resil_fleet_release(resil_fleet *f, resil_fleet_permit *p);
+
+/*
+ * One round trip with Redis (see the top of this header); now is a reading
+ * of the local breaker's clock. Returns RESIL_OK when synced;
+ * RESIL_E_UNAVAILABLE when the handle is (now, or still) in local mode,
+ * the reason reported to the listener; RESIL_E_INVAL for a NULL handle.
+ * Waits at most connect_timeout_ms + 4 * command_timeout_ms (a reconnect,
+ * the script load, the call, and on NOSCRIPT its retry and reload).
+ */
+RESIL_API resil_err resil_fleet_sync(resil_fleet *f, uint64_t now);
+
+/* The fleet state as applied locally (one atomic load). In local mode the
+ * last state known. */
+RESIL_API resil_fleet_state resil_fleet_get_state(const resil_fleet *f);
+
+typedef struct resil_fleet_info {
+	resil_fleet_state state;
+	uint64_t episode;     /* the fleet episode last synced */
+	int local_mode;       /* nonzero: Redis unreachable, local decisions */
+	uint32_t leases_held; /* unused leases of this episode */
+	uint32_t votes;       /* instances voting "tripped" at the last sync */
+	uint64_t syncs;       /* successful syncs */
+	uint64_t sync_errors; /* syncs that fell back */
+	resil_breaker_state local_state; /* the local breaker */
+} resil_fleet_info;
+
+RESIL_API resil_err resil_fleet_get_info(
+    resil_fleet *f, resil_fleet_info *out);
+
+/* The local breaker (owned by f; do not free it). Manual transitions on it
+ * are overridden by the next sync while Redis is reachable. */
+RESIL_API resil_breaker *resil_fleet_breaker(resil_fleet *f);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RESIL_FLEET_H */

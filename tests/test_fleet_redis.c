@@ -1,0 +1,1196 @@
+/*
+ * The fleet breaker against a real redis-server that the fixture starts
+ * on 127.0.0.1 on a free port (and kills at the end): K probes per
+ * episode fleet-wide over 1000 episodes, the quorum trip, Redis killed and
+ * restarted, a process SIGKILLed while it holds a probe lease, malformed
+ * values written by someone else, and the config refusals.
+ *
+ * Local time is a manual clock. Redis's own clock cannot be moved, so the
+ * fleet's waits are a few milliseconds and a test waits for them by
+ * polling, always a bounded number of times; every assertion is on
+ * counts and states, none on timing.
+ */
+#define _GNU_SOURCE 1
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <resil/clock.h>
+#include <resil/fleet.h>
+
+static pid_t server = -1;
+static int port;
+static int have_server;
+static unsigned fleet_seq;
+
+/* Bounded waits: at most this many rounds of a 1 ms poll. */
+#define WAIT_ROUNDS 5000
+
+static void
+nap_ms(int ms)
+{
+	(void)poll(NULL, 0, ms);
+}
+
+static int
+free_port(void)
+{
+	struct sockaddr_in a;
+	socklen_t len = sizeof(a);
+	int s = socket(AF_INET, SOCK_STREAM, 0), p = -1;
+
+	if (s < 0)
+		return -1;
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (bind(s, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+	    getsockname(s, (struct sockaddr *)&a, &len) == 0)
+		p = ntohs(a.sin_port);
+	close(s);
+	return p;
+}
+
+static int
+redis_installed(void)
+{
+	const char *path = getenv("PATH");
+	char buf[4096], *save = NULL, *dir;
+
+	if (path == NULL)
+		path = "/usr/bin:/bin";
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (dir = strtok_r(buf, ":", &save); dir != NULL;
+	     dir = strtok_r(NULL, ":", &save)) {
+		char exe[4200];
+
+		snprintf(exe, sizeof(exe), "%s/redis-server", dir);
+		if (access(exe, X_OK) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+static redisContext *
+admin(void)
+{
+	struct timeval tv = { 0, 200000 };
+	redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+
+	if (c != NULL && c->err) {
+		redisFree(c);
+		return NULL;
+	}
+	if (c != NULL)
+		redisSetTimeout(c, tv);
+	return c;
+}
+
+static int
+ping(void)
+{
+	redisContext *c = admin();
+	redisReply *r;
+	int ok = 0;
+
+	if (c == NULL)
+		return 0;
+	r = redisCommand(c, "PING");
+	ok = r != NULL && r->type == REDIS_REPLY_STATUS;
+	if (r != NULL)
+		freeReplyObject(r);
+	redisFree(c);
+	return ok;
+}
+
+static void
+stop_server(void)
+{
+	if (server > 0) {
+		kill(server, SIGKILL);
+		(void)waitpid(server, NULL, 0);
+	}
+	server = -1;
+}
+
+static int
+start_server(void)
+{
+	char pbuf[16];
+	int i;
+
+	snprintf(pbuf, sizeof(pbuf), "%d", port);
+	server = fork();
+	if (server < 0)
+		return -1;
+	if (server == 0) {
+		int null = open("/dev/null", O_WRONLY);
+
+		/* Never outlive the test, whatever happens to it. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (null >= 0) {
+			dup2(null, 1);
+			dup2(null, 2);
+		}
+		execlp("redis-server", "redis-server", "--port", pbuf,
+		    "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		    "--daemonize", "no", (char *)NULL);
+		_exit(127);
+	}
+	for (i = 0; i < WAIT_ROUNDS; i++) {
+		int st;
+
+		if (ping())
+			return 0;
+		if (waitpid(server, &st, WNOHANG) == server) {
+			server = -1;
+			return -1;
+		}
+		nap_ms(2);
+	}
+	stop_server();
+	return -1;
+}
+
+static int
+group_setup(void **state)
+{
+	(void)state;
+	if (!redis_installed()) {
+		fprintf(stderr,
+		    "test_fleet_redis: redis-server is not "
+		    "installed; the Redis tests are skipped\n");
+		return 0;
+	}
+	atexit(stop_server);
+	port = free_port();
+	if (port <= 0 || start_server() != 0) {
+		fprintf(stderr,
+		    "test_fleet_redis: cannot start redis-server "
+		    "on 127.0.0.1:%d\n",
+		    port);
+		return -1;
+	}
+	have_server = 1;
+	return 0;
+}
+
+static int
+group_teardown(void **state)
+{
+	(void)state;
+	stop_server();
+	return 0;
+}
+
+#define NEED_SERVER()             \
+	do {                      \
+		if (!have_server) \
+			skip();   \
+	} while (0)
+
+/* Events heard by one handle. */
+typedef struct heard {
+	unsigned n[5];
+	char last_detail[RESIL_DIAG_MAX];
+} heard;
+
+static void
+on_event(const resil_fleet_event *ev, void *ctx)
+{
+	heard *h = ctx;
+
+	if ((unsigned)ev->kind < 5)
+		h->n[ev->kind]++;
+	snprintf(h->last_detail, sizeof(h->last_detail), "%s", ev->detail);
+}
+
+static resil_manual_clock mc;
+
+/* A config for instance i of a fleet with a fresh name (per test). */
+static resil_fleet_config
+make_cfg(const char *fleet, unsigned i, heard *h)
+{
+	static char inst[8][16];
+	resil_fleet_config cfg = resil_fleet_config_default();
+
+	snprintf(inst[i % 8], sizeof(inst[0]), "i%u", i);
+	cfg.name = fleet;
+	cfg.instance = inst[i % 8];
+	cfg.port = (uint32_t)port;
+	cfg.connect_timeout_ms = 200;
+	cfg.command_timeout_ms = 200;
+	cfg.reconnect_ms = 10;
+	cfg.breaker.failure_rate_pct = 0;
+	cfg.breaker.consecutive_failures = 1;
+	cfg.breaker.open_wait_ns = 1000 * RESIL_NS_PER_MS;
+	cfg.breaker.clock = resil_manual_clock_hook(&mc);
+	cfg.listener = on_event;
+	cfg.listener_ctx = h;
+	return cfg;
+}
+
+static const char *
+new_name(char *buf, size_t n)
+{
+	snprintf(buf, n, "t%d-%u", (int)getpid(), ++fleet_seq);
+	return buf;
+}
+
+/* Trip handle f's local breaker (consecutive_failures = n). */
+static void
+trip_local(resil_fleet *f, unsigned n)
+{
+	resil_fleet_permit p;
+	unsigned i;
+
+	for (i = 0; i < n; i++) {
+		assert_int_equal(resil_fleet_acquire(f, &p), RESIL_OK);
+		assert_int_equal(
+		    resil_fleet_record(f, &p, RESIL_OUTCOME_FAILURE),
+		    RESIL_OK);
+	}
+}
+
+static void
+sync_all(resil_fleet **f, unsigned n)
+{
+	unsigned i;
+
+	for (i = 0; i < n; i++)
+		assert_int_equal(
+		    resil_fleet_sync(f[i], resil_manual_clock_now(&mc)),
+		    RESIL_OK);
+}
+
+static void
+test_fleet_config_validate(void **state)
+{
+	resil_fleet_config cfg = resil_fleet_config_default();
+	resil_diag d;
+	resil_fleet *f = NULL;
+
+	(void)state;
+	assert_int_equal(resil_fleet_new(&f, &cfg, &d), RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "fleet.name"));
+	cfg.name = "bad/name";
+	assert_int_equal(resil_fleet_config_validate(&cfg, &d), RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "fleet.name"));
+	cfg.name = "ok";
+	cfg.instance = "";
+	assert_int_equal(resil_fleet_config_validate(&cfg, &d), RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "fleet.instance"));
+	cfg.instance = NULL;
+	cfg.quorum = 0;
+	assert_int_equal(resil_fleet_config_validate(&cfg, &d), RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "fleet.quorum: 0 is out of range"));
+	cfg.quorum = 1;
+	cfg.probe_leases = 1025;
+	assert_int_equal(resil_fleet_config_validate(&cfg, &d), RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "fleet.probe_leases"));
+	cfg.probe_leases = 1;
+	cfg.max_local_leases = 65;
+	assert_int_equal(resil_fleet_config_validate(&cfg, &d), RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "fleet.max_local_leases"));
+	cfg.max_local_leases = 0;
+	cfg.port = 0;
+	assert_int_equal(resil_fleet_config_validate(&cfg, &d), RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "fleet.port"));
+	cfg.port = 6379;
+	cfg.command_timeout_ms = 0;
+	assert_int_equal(resil_fleet_config_validate(&cfg, &d), RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "fleet.command_timeout_ms"));
+	cfg.command_timeout_ms = 5;
+	cfg.open_wait_ms = 0;
+	assert_int_equal(resil_fleet_config_validate(&cfg, &d), RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "fleet.open_wait_ms"));
+	cfg.open_wait_ms = 1;
+	cfg.host = "";
+	assert_int_equal(resil_fleet_config_validate(&cfg, &d), RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "fleet.host"));
+	cfg.host = NULL;
+	cfg.breaker.failure_rate_pct = 101;
+	assert_int_equal(resil_fleet_config_validate(&cfg, &d), RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "failure_rate_pct"));
+	cfg.breaker.failure_rate_pct = 50;
+	cfg.size = 3;
+	assert_int_equal(resil_fleet_config_validate(&cfg, &d), RESIL_E_INVAL);
+	cfg.size = sizeof(cfg);
+	assert_int_equal(resil_fleet_config_validate(&cfg, &d), RESIL_OK);
+	assert_int_equal(resil_fleet_config_validate(NULL, &d), RESIL_E_INVAL);
+	assert_int_equal(resil_fleet_new(NULL, &cfg, &d), RESIL_E_INVAL);
+	assert_null(f);
+	assert_int_equal(resil_fleet_sync(NULL, 0), RESIL_E_INVAL);
+	assert_int_equal(resil_fleet_acquire(NULL, NULL), RESIL_E_INVAL);
+	resil_fleet_free(NULL);
+}
+
+/* Nothing listening: the handle starts and stays local, says so once. */
+static void
+test_fleet_redis_unreachable_at_start(void **state)
+{
+	heard h;
+	resil_fleet_config cfg;
+	resil_fleet *f;
+	resil_fleet_permit p;
+	resil_fleet_info info;
+	int dead = free_port();
+
+	(void)state;
+	memset(&h, 0, sizeof(h));
+	resil_manual_clock_init(&mc, 1000);
+	cfg = make_cfg("unreachable", 0, &h);
+	cfg.port = (uint32_t)dead;
+	assert_int_equal(resil_fleet_new(&f, &cfg, NULL), RESIL_OK);
+	assert_int_equal(h.n[RESIL_FLEET_EV_LOCAL], 1); /* said at start */
+	assert_non_null(strstr(h.last_detail, "connect"));
+	assert_int_equal(resil_fleet_sync(f, resil_manual_clock_now(&mc)),
+	    RESIL_E_UNAVAILABLE);
+	assert_int_equal(h.n[RESIL_FLEET_EV_LOCAL], 1);
+	resil_manual_clock_advance(&mc, 20 * RESIL_NS_PER_MS);
+	assert_int_equal(resil_fleet_sync(f, resil_manual_clock_now(&mc)),
+	    RESIL_E_UNAVAILABLE);
+	assert_int_equal(h.n[RESIL_FLEET_EV_LOCAL], 1);
+	assert_int_equal(resil_fleet_get_info(f, &info), RESIL_OK);
+	assert_true(info.local_mode);
+	/* Local decisions: the local breaker trips and rejects. */
+	assert_int_equal(resil_fleet_acquire(f, &p), RESIL_OK);
+	assert_int_equal(
+	    resil_fleet_record(f, &p, RESIL_OUTCOME_SUCCESS), RESIL_OK);
+	assert_int_equal(
+	    resil_fleet_record(f, &p, RESIL_OUTCOME_SUCCESS), RESIL_E_MISUSE);
+	trip_local(f, 1);
+	assert_int_equal(resil_fleet_acquire(f, &p), RESIL_E_OPEN);
+	resil_fleet_free(f);
+}
+
+/* Quorum 3 of 4: one or two sick instances open only themselves. */
+static void
+test_fleet_redis_quorum(void **state)
+{
+	heard h[4];
+	resil_fleet *f[4];
+	resil_fleet_permit p;
+	resil_fleet_config cfg;
+	char name[64];
+	unsigned i, round;
+
+	(void)state;
+	NEED_SERVER();
+	memset(h, 0, sizeof(h));
+	resil_manual_clock_init(&mc, 1000);
+	new_name(name, sizeof(name));
+	for (i = 0; i < 4; i++) {
+		cfg = make_cfg(name, i, &h[i]);
+		cfg.quorum = 3;
+		cfg.open_wait_ms = 600000;
+		assert_int_equal(resil_fleet_new(&f[i], &cfg, NULL), RESIL_OK);
+	}
+	sync_all(f, 4);
+	for (i = 0; i < 4; i++)
+		assert_int_equal(h[i].n[RESIL_FLEET_EV_CONNECTED], 1);
+
+	/* One sick instance, many syncs: the fleet stays CLOSED. */
+	trip_local(f[0], 1);
+	for (round = 0; round < 50; round++) {
+		sync_all(f, 4);
+		for (i = 0; i < 4; i++)
+			assert_int_equal(
+			    resil_fleet_get_state(f[i]), RESIL_FLEET_CLOSED);
+		assert_int_equal(resil_fleet_acquire(f[0], &p), RESIL_E_OPEN);
+		for (i = 1; i < 4; i++) {
+			assert_int_equal(
+			    resil_fleet_acquire(f[i], &p), RESIL_OK);
+			assert_int_equal(resil_fleet_record(
+			                     f[i], &p, RESIL_OUTCOME_SUCCESS),
+			    RESIL_OK);
+		}
+	}
+	/* Two: still CLOSED. */
+	trip_local(f[1], 1);
+	sync_all(f, 4);
+	sync_all(f, 4);
+	for (i = 0; i < 4; i++)
+		assert_int_equal(
+		    resil_fleet_get_state(f[i]), RESIL_FLEET_CLOSED);
+	assert_int_equal(resil_fleet_acquire(f[3], &p), RESIL_OK);
+	assert_int_equal(resil_fleet_release(f[3], &p), RESIL_OK);
+
+	/* Three: the fleet opens for everyone, the healthy one included. */
+	trip_local(f[2], 1);
+	sync_all(f, 4);
+	sync_all(f, 4);
+	for (i = 0; i < 4; i++) {
+		resil_fleet_info info;
+
+		assert_int_equal(
+		    resil_fleet_get_state(f[i]), RESIL_FLEET_OPEN);
+		assert_int_equal(resil_fleet_acquire(f[i], &p), RESIL_E_OPEN);
+		assert_int_equal(resil_fleet_get_info(f[i], &info), RESIL_OK);
+		assert_int_equal(info.local_state, RESIL_BREAKER_FORCED_OPEN);
+		assert_true(h[i].n[RESIL_FLEET_EV_STATE] >= 1);
+	}
+	for (i = 0; i < 4; i++)
+		resil_fleet_free(f[i]);
+}
+
+/* Wait (bounded) until handle f reports state s after a sync. */
+static int
+sync_until(resil_fleet *f, resil_fleet_state s)
+{
+	int i;
+
+	for (i = 0; i < WAIT_ROUNDS; i++) {
+		if (resil_fleet_sync(f, resil_manual_clock_now(&mc)) ==
+		        RESIL_OK &&
+		    resil_fleet_get_state(f) == s)
+			return 1;
+		nap_ms(1);
+	}
+	return 0;
+}
+
+#define EPISODES 1000
+#define NH 4
+#define K 2
+
+/* Probes fleet-wide per HALF_OPEN episode never exceed K. */
+static void
+test_fleet_redis_probes_per_episode(void **state)
+{
+	heard h[NH];
+	resil_fleet *f[NH];
+	resil_fleet_permit held[NH][K + 2];
+	unsigned nheld[NH];
+	resil_fleet_config cfg;
+	char name[64];
+	unsigned i, e, j, full = 0, over = 0, failed_eps = 0;
+
+	(void)state;
+	NEED_SERVER();
+	memset(h, 0, sizeof(h));
+	resil_manual_clock_init(&mc, 1000);
+	new_name(name, sizeof(name));
+	for (i = 0; i < NH; i++) {
+		cfg = make_cfg(name, i, &h[i]);
+		cfg.probe_leases = K;
+		cfg.max_local_leases = 1 + i % 2; /* spread the leases */
+		cfg.open_wait_ms = 1;
+		cfg.lease_ms = 600000;
+		assert_int_equal(resil_fleet_new(&f[i], &cfg, NULL), RESIL_OK);
+	}
+	sync_all(f, NH);
+	for (e = 0; e < EPISODES; e++) {
+		uint64_t ep = 0;
+		unsigned probes = 0, reprobes = 0;
+		int fail_one = e % 10 == 9;
+
+		/* Trip: instance e % NH fails once (quorum 1). */
+		trip_local(f[e % NH], 1);
+		assert_int_equal(
+		    resil_fleet_sync(f[e % NH], resil_manual_clock_now(&mc)),
+		    RESIL_OK);
+		assert_int_equal(
+		    resil_fleet_get_state(f[e % NH]), RESIL_FLEET_OPEN);
+		/* Every instance, in turn, syncs and takes what it can. */
+		assert_true(sync_until(f[0], RESIL_FLEET_HALF_OPEN));
+		for (i = 0; i < NH; i++) {
+			resil_fleet_permit p;
+
+			nheld[i] = 0;
+			assert_int_equal(resil_fleet_sync(f[i],
+			                     resil_manual_clock_now(&mc)),
+			    RESIL_OK);
+			assert_int_equal(resil_fleet_get_state(f[i]),
+			    RESIL_FLEET_HALF_OPEN);
+			while (nheld[i] < K + 2 &&
+			    resil_fleet_acquire(f[i], &p) == RESIL_OK) {
+				assert_int_equal(p.kind, 2);
+				if (ep == 0)
+					ep = p.episode;
+				assert_true(p.episode == ep);
+				held[i][nheld[i]++] = p;
+				probes++;
+			}
+		}
+		if (probes > K)
+			over++;
+		if (probes == K)
+			full++;
+		/* Report: all succeed, or one fails every tenth episode. */
+		for (i = 0; i < NH; i++)
+			for (j = 0; j < nheld[i]; j++)
+				assert_int_equal(
+				    resil_fleet_record(f[i], &held[i][j],
+				        fail_one && i == 0 && j == 0
+				            ? RESIL_OUTCOME_FAILURE
+				            : RESIL_OUTCOME_SUCCESS),
+				    RESIL_OK);
+		sync_all(f, NH);
+		if (fail_one && nheld[0] > 0) {
+			failed_eps++;
+			/* The failed probe reopened it; let it recover. */
+			assert_int_not_equal(resil_fleet_get_state(f[NH - 1]),
+			    RESIL_FLEET_CLOSED);
+			assert_true(sync_until(f[0], RESIL_FLEET_HALF_OPEN));
+			for (i = 0; i < NH; i++) {
+				resil_fleet_permit p;
+
+				assert_int_equal(
+				    resil_fleet_sync(
+				        f[i], resil_manual_clock_now(&mc)),
+				    RESIL_OK);
+				while (resil_fleet_acquire(f[i], &p) ==
+				    RESIL_OK) {
+					assert_int_equal(p.kind, 2);
+					assert_int_equal(
+					    resil_fleet_record(f[i], &p,
+					        RESIL_OUTCOME_SUCCESS),
+					    RESIL_OK);
+					reprobes++;
+				}
+			}
+			if (reprobes != K)
+				over++;
+			sync_all(f, NH);
+		}
+		sync_all(f, NH);
+		for (i = 0; i < NH; i++)
+			assert_int_equal(
+			    resil_fleet_get_state(f[i]), RESIL_FLEET_CLOSED);
+		/* Closed: every local breaker is back to CLOSED. */
+		for (i = 0; i < NH; i++) {
+			resil_fleet_info info;
+
+			assert_int_equal(
+			    resil_fleet_get_info(f[i], &info), RESIL_OK);
+			assert_int_equal(
+			    info.local_state, RESIL_BREAKER_CLOSED);
+		}
+	}
+	printf("fleet probes: %u episodes, %u with exactly K=%d probes, %u "
+	       "over K, %u reopened by a failed probe\n",
+	    EPISODES, full, K, over, failed_eps);
+	assert_int_equal(over, 0);
+	assert_int_equal(full, EPISODES);
+	assert_true(failed_eps >= EPISODES / 20);
+	for (i = 0; i < NH; i++)
+		resil_fleet_free(f[i]);
+}
+
+/* Redis killed and restarted: local decisions meanwhile, resync after. */
+static void
+test_fleet_redis_killed_and_restarted(void **state)
+{
+	heard h[2];
+	resil_fleet *f[2];
+	resil_fleet_permit p;
+	resil_fleet_config cfg;
+	resil_fleet_info info;
+	redisContext *c;
+	redisReply *r;
+	char name[64];
+	unsigned i;
+
+	(void)state;
+	NEED_SERVER();
+	memset(h, 0, sizeof(h));
+	resil_manual_clock_init(&mc, 1000);
+	new_name(name, sizeof(name));
+	for (i = 0; i < 2; i++) {
+		cfg = make_cfg(name, i, &h[i]);
+		cfg.open_wait_ms = 600000;
+		assert_int_equal(resil_fleet_new(&f[i], &cfg, NULL), RESIL_OK);
+	}
+	sync_all(f, 2);
+	trip_local(f[0], 1);
+	sync_all(f, 2);
+	assert_int_equal(resil_fleet_get_state(f[1]), RESIL_FLEET_OPEN);
+	assert_int_equal(resil_fleet_acquire(f[1], &p), RESIL_E_OPEN);
+
+	stop_server();
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(
+		    resil_fleet_sync(f[i], resil_manual_clock_now(&mc)),
+		    RESIL_E_UNAVAILABLE);
+		assert_int_equal(h[i].n[RESIL_FLEET_EV_LOCAL], 1);
+		assert_int_equal(resil_fleet_get_info(f[i], &info), RESIL_OK);
+		assert_true(info.local_mode);
+		/* The fleet OPEN became a local OPEN with a fresh wait. */
+		assert_int_equal(info.local_state, RESIL_BREAKER_OPEN);
+		assert_int_equal(resil_fleet_acquire(f[i], &p), RESIL_E_OPEN);
+	}
+	/* Meanwhile the local breakers decide alone: probe and close. */
+	resil_manual_clock_advance(&mc, 1000 * RESIL_NS_PER_MS);
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(resil_fleet_acquire(f[i], &p), RESIL_OK);
+		assert_int_equal(p.kind, 1);
+		assert_int_equal(
+		    resil_fleet_record(f[i], &p, RESIL_OUTCOME_SUCCESS),
+		    RESIL_OK);
+		assert_int_equal(
+		    resil_breaker_get_state(resil_fleet_breaker(f[i])),
+		    RESIL_BREAKER_CLOSED);
+		/* Still down: no new event, still local. */
+		assert_int_equal(
+		    resil_fleet_sync(f[i], resil_manual_clock_now(&mc)),
+		    RESIL_E_UNAVAILABLE);
+		assert_int_equal(h[i].n[RESIL_FLEET_EV_LOCAL], 1);
+	}
+
+	assert_int_equal(start_server(), 0);
+	resil_manual_clock_advance(&mc, 20 * RESIL_NS_PER_MS);
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(
+		    resil_fleet_sync(f[i], resil_manual_clock_now(&mc)),
+		    RESIL_OK);
+		assert_int_equal(h[i].n[RESIL_FLEET_EV_CONNECTED], 2);
+		assert_int_equal(resil_fleet_get_info(f[i], &info), RESIL_OK);
+		assert_false(info.local_mode);
+		/* The new server has no state: a CLOSED fleet. */
+		assert_int_equal(info.state, RESIL_FLEET_CLOSED);
+		assert_int_equal(resil_fleet_acquire(f[i], &p), RESIL_OK);
+		assert_int_equal(resil_fleet_release(f[i], &p), RESIL_OK);
+	}
+
+	/* The script cache flushed under us: EVAL, then EVALSHA again. */
+	c = admin();
+	assert_non_null(c);
+	r = redisCommand(c, "SCRIPT FLUSH");
+	assert_non_null(r);
+	freeReplyObject(r);
+	redisFree(c);
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(
+		    resil_fleet_sync(f[i], resil_manual_clock_now(&mc)),
+		    RESIL_OK);
+		assert_int_equal(
+		    resil_fleet_sync(f[i], resil_manual_clock_now(&mc)),
+		    RESIL_OK);
+	}
+	trip_local(f[1], 1);
+	sync_all(f, 2);
+	assert_int_equal(resil_fleet_get_state(f[1]), RESIL_FLEET_OPEN);
+	sync_all(f, 2);
+	assert_int_equal(resil_fleet_get_state(f[0]), RESIL_FLEET_OPEN);
+	for (i = 0; i < 2; i++)
+		resil_fleet_free(f[i]);
+}
+
+/* A process holding the only probe lease is SIGKILLed: the lease lapses,
+ * the fleet reopens, and the survivors probe and close it. */
+static void
+test_fleet_redis_lease_holder_killed(void **state)
+{
+	heard h;
+	resil_fleet *f;
+	resil_fleet_permit p;
+	resil_fleet_config cfg;
+	resil_fleet_info info;
+	char name[64];
+	int fds[2], i, got_lease = 0;
+	struct pollfd pfd;
+	uint64_t child_ep = 0;
+	pid_t child;
+
+	(void)state;
+	NEED_SERVER();
+	memset(&h, 0, sizeof(h));
+	resil_manual_clock_init(&mc, 1000);
+	new_name(name, sizeof(name));
+	cfg = make_cfg(name, 0, &h);
+	cfg.probe_leases = 1;
+	cfg.open_wait_ms = 1;
+	cfg.lease_ms = 100;
+	assert_int_equal(resil_fleet_new(&f, &cfg, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_fleet_sync(f, resil_manual_clock_now(&mc)), RESIL_OK);
+	assert_int_equal(pipe(fds), 0);
+	child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		resil_fleet *cf;
+		resil_fleet_config cc = make_cfg(name, 1, NULL);
+		resil_fleet_permit cp;
+		int k;
+
+		cc.listener = NULL;
+		cc.probe_leases = 1;
+		cc.open_wait_ms = 1;
+		cc.lease_ms = 100;
+		close(fds[0]);
+		if (resil_fleet_new(&cf, &cc, NULL) != RESIL_OK)
+			_exit(2);
+		for (k = 0; k < WAIT_ROUNDS; k++) {
+			resil_fleet_sync(cf, resil_manual_clock_now(&mc));
+			if (resil_fleet_acquire(cf, &cp) == RESIL_OK) {
+				if (cp.kind == 2)
+					break;
+				resil_fleet_release(cf, &cp);
+			}
+			nap_ms(1);
+		}
+		if (k == WAIT_ROUNDS)
+			_exit(3);
+		if (write(fds[1], &cp.episode, sizeof(cp.episode)) !=
+		    (ssize_t)sizeof(cp.episode))
+			_exit(4);
+		for (k = 0; k < 60000; k++) /* killed long before */
+			nap_ms(1);
+		_exit(5);
+	}
+	close(fds[1]);
+	/* The fleet opens, then the child grabs the one lease. */
+	trip_local(f, 1);
+	assert_int_equal(
+	    resil_fleet_sync(f, resil_manual_clock_now(&mc)), RESIL_OK);
+	pfd.fd = fds[0];
+	pfd.events = POLLIN;
+	i = poll(&pfd, 1, 10000);
+	if (i == 1)
+		i = read(fds[0], &child_ep, sizeof(child_ep)) ==
+		    (ssize_t)sizeof(child_ep);
+	kill(child, SIGKILL);
+	assert_int_equal(waitpid(child, NULL, 0), child);
+	close(fds[0]);
+	assert_int_equal(i, 1);
+	assert_true(child_ep > 0);
+
+	/* While the dead child's lease is live, no lease for us. */
+	assert_int_equal(
+	    resil_fleet_sync(f, resil_manual_clock_now(&mc)), RESIL_OK);
+	assert_int_equal(resil_fleet_get_info(f, &info), RESIL_OK);
+	if (info.episode == child_ep) {
+		assert_int_equal(info.state, RESIL_FLEET_HALF_OPEN);
+		assert_int_equal(info.leases_held, 0);
+		assert_int_equal(resil_fleet_acquire(f, &p), RESIL_E_OPEN);
+	}
+	/* After the lease's expiry the fleet reopens and we get one. */
+	for (i = 0; i < WAIT_ROUNDS && !got_lease; i++) {
+		if (resil_fleet_sync(f, resil_manual_clock_now(&mc)) ==
+		        RESIL_OK &&
+		    resil_fleet_acquire(f, &p) == RESIL_OK) {
+			assert_int_equal(p.kind, 2);
+			got_lease = 1;
+		} else {
+			nap_ms(1);
+		}
+	}
+	assert_true(got_lease);
+	/* Lapsed: reopened (child_ep + 1), then a new HALF_OPEN. */
+	assert_true(p.episode >= child_ep + 2);
+	assert_int_equal(
+	    resil_fleet_record(f, &p, RESIL_OUTCOME_SUCCESS), RESIL_OK);
+	assert_int_equal(
+	    resil_fleet_sync(f, resil_manual_clock_now(&mc)), RESIL_OK);
+	assert_int_equal(resil_fleet_get_state(f), RESIL_FLEET_CLOSED);
+	resil_fleet_free(f);
+}
+
+/* Someone else wrote nonsense into the fleet's keys. */
+static void
+test_fleet_redis_malformed_values(void **state)
+{
+	heard h;
+	resil_fleet *f;
+	resil_fleet_permit p;
+	resil_fleet_config cfg;
+	redisContext *c;
+	redisReply *r;
+	char name[64], key[128];
+
+	(void)state;
+	NEED_SERVER();
+	memset(&h, 0, sizeof(h));
+	resil_manual_clock_init(&mc, 1000);
+	new_name(name, sizeof(name));
+	cfg = make_cfg(name, 0, &h);
+	assert_int_equal(resil_fleet_new(&f, &cfg, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_fleet_sync(f, resil_manual_clock_now(&mc)), RESIL_OK);
+
+	c = admin();
+	assert_non_null(c);
+	snprintf(key, sizeof(key), "resil:fleet:%s:state", name);
+	r = redisCommand(c, "HSET %s state banana", key);
+	assert_non_null(r);
+	freeReplyObject(r);
+	assert_int_equal(resil_fleet_sync(f, resil_manual_clock_now(&mc)),
+	    RESIL_E_UNAVAILABLE);
+	assert_int_equal(h.n[RESIL_FLEET_EV_ERROR], 1);
+	assert_int_equal(h.n[RESIL_FLEET_EV_LOCAL], 1);
+	assert_non_null(strstr(h.last_detail, "malformed state"));
+	assert_int_equal(resil_fleet_acquire(f, &p), RESIL_OK);
+	assert_int_equal(resil_fleet_release(f, &p), RESIL_OK);
+
+	/* A key of the wrong type. */
+	r = redisCommand(c, "DEL %s", key);
+	freeReplyObject(r);
+	r = redisCommand(c, "SET %s x", key);
+	freeReplyObject(r);
+	assert_int_equal(resil_fleet_sync(f, resil_manual_clock_now(&mc)),
+	    RESIL_E_UNAVAILABLE);
+	assert_int_equal(h.n[RESIL_FLEET_EV_ERROR], 2);
+	assert_int_equal(h.n[RESIL_FLEET_EV_LOCAL], 1);
+
+	/* A malformed lease. */
+	r = redisCommand(c, "DEL %s", key);
+	freeReplyObject(r);
+	r = redisCommand(
+	    c, "HSET %s state 2 episode 7 since 0 granted 0 ok 0", key);
+	freeReplyObject(r);
+	snprintf(key, sizeof(key), "resil:fleet:%s:leases", name);
+	r = redisCommand(c, "HSET %s other:0 soon", key);
+	freeReplyObject(r);
+	assert_int_equal(resil_fleet_sync(f, resil_manual_clock_now(&mc)),
+	    RESIL_E_UNAVAILABLE);
+	assert_int_equal(h.n[RESIL_FLEET_EV_ERROR], 3);
+	assert_non_null(strstr(h.last_detail, "malformed lease"));
+
+	/* Repaired: synced again. */
+	r = redisCommand(c, "DEL %s", key);
+	freeReplyObject(r);
+	assert_int_equal(
+	    resil_fleet_sync(f, resil_manual_clock_now(&mc)), RESIL_OK);
+	assert_int_equal(h.n[RESIL_FLEET_EV_CONNECTED], 2);
+	assert_int_equal(resil_fleet_get_state(f), RESIL_FLEET_HALF_OPEN);
+	redisFree(c);
+	resil_fleet_free(f);
+}
+
+/* A lease is never used past its local deadline (the manual clock). */
+static void
+test_fleet_redis_lease_local_deadline(void **state)
+{
+	heard h;
+	resil_fleet *f;
+	resil_fleet_permit p;
+	resil_fleet_config cfg;
+	resil_fleet_info info;
+	char name[64];
+
+	(void)state;
+	NEED_SERVER();
+	memset(&h, 0, sizeof(h));
+	resil_manual_clock_init(&mc, 1000);
+	new_name(name, sizeof(name));
+	cfg = make_cfg(name, 0, &h);
+	cfg.open_wait_ms = 1;
+	cfg.lease_ms = 600000;
+	assert_int_equal(resil_fleet_new(&f, &cfg, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_fleet_sync(f, resil_manual_clock_now(&mc)), RESIL_OK);
+	trip_local(f, 1);
+	assert_true(sync_until(f, RESIL_FLEET_HALF_OPEN));
+	assert_int_equal(resil_fleet_get_info(f, &info), RESIL_OK);
+	assert_int_equal(info.leases_held, 1);
+	assert_int_equal(h.n[RESIL_FLEET_EV_LEASES], 1);
+	resil_manual_clock_advance(&mc, cfg.lease_ms * RESIL_NS_PER_MS - 1);
+	assert_int_equal(resil_fleet_acquire(f, &p), RESIL_OK);
+	assert_int_equal(p.kind, 2);
+	/* Only one lease: the second acquire is refused. */
+	{
+		resil_fleet_permit q;
+
+		assert_int_equal(resil_fleet_acquire(f, &q), RESIL_E_OPEN);
+	}
+	assert_int_equal(resil_fleet_release(f, &p), RESIL_OK);
+	assert_int_equal(resil_fleet_release(f, &p), RESIL_E_MISUSE);
+	resil_manual_clock_advance(&mc, 1);
+	assert_int_equal(resil_fleet_acquire(f, &p), RESIL_E_OPEN);
+	resil_fleet_free(f);
+}
+
+/* Callers on threads while the loop syncs: still at most K probes per
+ * episode, and the call path never waits for Redis. */
+#define MAX_EP 100000
+static uint32_t probes_by_ep[MAX_EP];
+static int stop_callers;
+
+static void *
+caller(void *arg)
+{
+	resil_fleet *f = arg;
+	unsigned long i;
+
+	for (i = 0; i < 100000000UL &&
+	     !__atomic_load_n(&stop_callers, __ATOMIC_ACQUIRE);
+	     i++) {
+		resil_fleet_permit p;
+
+		if (resil_fleet_acquire(f, &p) == RESIL_OK) {
+			if (p.kind == 2) {
+				if (p.episode < MAX_EP)
+					__atomic_fetch_add(
+					    &probes_by_ep[p.episode], 1,
+					    __ATOMIC_RELAXED);
+				resil_fleet_record(
+				    f, &p, RESIL_OUTCOME_SUCCESS);
+			} else {
+				resil_fleet_record(
+				    f, &p, RESIL_OUTCOME_FAILURE);
+			}
+		}
+		if (i % 64 == 0)
+			sched_yield();
+	}
+	return NULL;
+}
+
+static void
+test_fleet_redis_threads(void **state)
+{
+	heard h;
+	resil_fleet *f;
+	resil_fleet_config cfg;
+	pthread_t th[2];
+	char name[64];
+	unsigned i, eps = 0, over = 0;
+
+	(void)state;
+	NEED_SERVER();
+	memset(&h, 0, sizeof(h));
+	memset(probes_by_ep, 0, sizeof(probes_by_ep));
+	resil_manual_clock_init(&mc, 1000);
+	new_name(name, sizeof(name));
+	cfg = make_cfg(name, 0, &h);
+	cfg.listener = NULL;
+	cfg.probe_leases = K;
+	cfg.open_wait_ms = 1;
+	assert_int_equal(resil_fleet_new(&f, &cfg, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_fleet_sync(f, resil_manual_clock_now(&mc)), RESIL_OK);
+	stop_callers = 0;
+	for (i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, caller, f), 0);
+	for (i = 0; i < 2000; i++) {
+		(void)resil_fleet_sync(f, resil_manual_clock_now(&mc));
+		nap_ms(1);
+	}
+	__atomic_store_n(&stop_callers, 1, __ATOMIC_RELEASE);
+	for (i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	for (i = 0; i < MAX_EP; i++) {
+		if (probes_by_ep[i] > 0)
+			eps++;
+		if (probes_by_ep[i] > K)
+			over++;
+	}
+	printf(
+	    "fleet threads: %u episodes with probes, %u over K\n", eps, over);
+	assert_int_equal(over, 0);
+	assert_true(eps >= 10);
+	resil_fleet_free(f);
+}
+
+/* Redis paused (SIGSTOP, like DEBUG SLEEP): the sync gives up after its
+ * timeout, calls go on locally, and the fleet resyncs once it resumes. */
+static void
+test_fleet_redis_paused(void **state)
+{
+	heard h;
+	resil_fleet *f;
+	resil_fleet_permit p;
+	resil_fleet_config cfg;
+	resil_fleet_info info;
+	resil_err rc = RESIL_OK;
+	char name[64];
+	unsigned i, calls = 0;
+
+	(void)state;
+	NEED_SERVER();
+	memset(&h, 0, sizeof(h));
+	resil_manual_clock_init(&mc, 1000);
+	new_name(name, sizeof(name));
+	cfg = make_cfg(name, 0, &h);
+	cfg.command_timeout_ms = 20;
+	assert_int_equal(resil_fleet_new(&f, &cfg, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_fleet_sync(f, resil_manual_clock_now(&mc)), RESIL_OK);
+	assert_int_equal(kill(server, SIGSTOP), 0);
+	/* The first sync may still slip in before the stop takes hold. */
+	for (i = 0; i < 50 && rc == RESIL_OK; i++)
+		rc = resil_fleet_sync(f, resil_manual_clock_now(&mc));
+	for (i = 0; i < 1000; i++)
+		if (resil_fleet_acquire(f, &p) == RESIL_OK &&
+		    resil_fleet_record(f, &p, RESIL_OUTCOME_SUCCESS) ==
+		        RESIL_OK)
+			calls++;
+	assert_int_equal(kill(server, SIGCONT), 0);
+	assert_int_equal(rc, RESIL_E_UNAVAILABLE);
+	assert_int_equal(h.n[RESIL_FLEET_EV_LOCAL], 1);
+	assert_non_null(strstr(h.last_detail, "redis"));
+	assert_int_equal(calls, 1000);
+	assert_int_equal(resil_fleet_get_info(f, &info), RESIL_OK);
+	assert_true(info.local_mode);
+	assert_true(info.sync_errors >= 1);
+
+	resil_manual_clock_advance(&mc, 20 * RESIL_NS_PER_MS);
+	rc = RESIL_E_UNAVAILABLE;
+	for (i = 0; i < 200 && rc != RESIL_OK; i++) {
+		rc = resil_fleet_sync(f, resil_manual_clock_now(&mc));
+		resil_manual_clock_advance(&mc, 20 * RESIL_NS_PER_MS);
+	}
+	assert_int_equal(rc, RESIL_OK);
+	assert_int_equal(h.n[RESIL_FLEET_EV_CONNECTED], 2);
+	assert_int_equal(resil_fleet_get_info(f, &info), RESIL_OK);
+	assert_false(info.local_mode);
+	resil_fleet_free(f);
+}
+
+/* Regression: a lease of episode E held when the fleet moved on must not
+ * come back to life when the episode number E comes back (a Redis restart
+ * or someone resetting the keys). */
+static void
+test_fleet_redis_episode_number_reused(void **state)
+{
+	heard h;
+	resil_fleet *f;
+	resil_fleet_permit p;
+	resil_fleet_config cfg;
+	resil_fleet_info info;
+	redisContext *c;
+	redisReply *r;
+	char name[64], key[128];
+	uint64_t e;
+
+	(void)state;
+	NEED_SERVER();
+	memset(&h, 0, sizeof(h));
+	resil_manual_clock_init(&mc, 1000);
+	new_name(name, sizeof(name));
+	snprintf(key, sizeof(key), "resil:fleet:%s:state", name);
+	cfg = make_cfg(name, 0, &h);
+	cfg.open_wait_ms = 1;
+	cfg.lease_ms = 600000;
+	assert_int_equal(resil_fleet_new(&f, &cfg, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_fleet_sync(f, resil_manual_clock_now(&mc)), RESIL_OK);
+	trip_local(f, 1);
+	assert_true(sync_until(f, RESIL_FLEET_HALF_OPEN));
+	assert_int_equal(resil_fleet_get_info(f, &info), RESIL_OK);
+	assert_int_equal(info.leases_held, 1);
+	e = info.episode;
+
+	c = admin();
+	assert_non_null(c);
+	r = redisCommand(c,
+	    "HSET %s state 0 episode %llu since 0 granted 0 ok 0", key,
+	    (unsigned long long)(e + 1));
+	freeReplyObject(r);
+	assert_int_equal(
+	    resil_fleet_sync(f, resil_manual_clock_now(&mc)), RESIL_OK);
+	assert_int_equal(resil_fleet_get_state(f), RESIL_FLEET_CLOSED);
+	/* Episode E again, its one lease taken by someone else. */
+	r = redisCommand(c,
+	    "HSET %s state 2 episode %llu since 0 granted 1 ok 0", key,
+	    (unsigned long long)e);
+	freeReplyObject(r);
+	assert_int_equal(
+	    resil_fleet_sync(f, resil_manual_clock_now(&mc)), RESIL_OK);
+	assert_int_equal(resil_fleet_get_info(f, &info), RESIL_OK);
+	assert_int_equal(info.state, RESIL_FLEET_HALF_OPEN);
+	assert_int_equal(info.episode, e);
+	assert_int_equal(info.leases_held, 0);
+	assert_int_equal(resil_fleet_acquire(f, &p), RESIL_E_OPEN);
+	redisFree(c);
+	resil_fleet_free(f);
+}
+
+/* The default instance name carries the host and the pid; the vote and
+ * the aggregates land under it. */
+static void
+test_fleet_redis_default_instance(void **state)
+{
+	heard h;
+	resil_fleet *f;
+	resil_fleet_config cfg;
+	redisContext *c;
+	redisReply *r;
+	char name[64], key[128], want[32];
+
+	(void)state;
+	NEED_SERVER();
+	memset(&h, 0, sizeof(h));
+	resil_manual_clock_init(&mc, 1000);
+	new_name(name, sizeof(name));
+	cfg = make_cfg(name, 0, &h);
+	cfg.instance = NULL;
+	cfg.quorum = 2;
+	assert_int_equal(resil_fleet_new(&f, &cfg, NULL), RESIL_OK);
+	trip_local(f, 1);
+	assert_int_equal(
+	    resil_fleet_sync(f, resil_manual_clock_now(&mc)), RESIL_OK);
+	c = admin();
+	assert_non_null(c);
+	snprintf(key, sizeof(key), "resil:fleet:%s:votes", name);
+	r = redisCommand(c, "ZRANGE %s 0 -1", key);
+	assert_non_null(r);
+	assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+	assert_int_equal(r->elements, 1);
+	snprintf(want, sizeof(want), "-p%ld", (long)getpid());
+	assert_true(r->element[0]->len > strlen(want));
+	assert_string_equal(
+	    r->element[0]->str + r->element[0]->len - strlen(want), want);
+	freeReplyObject(r);
+	/* One call, one failure pushed into this instance's bucket. */
+	snprintf(key, sizeof(key), "resil:fleet:%s:agg:*", name);
+	r = redisCommand(c, "KEYS %s", key);
+	assert_non_null(r);
+	assert_int_equal(r->elements, 1);
+	snprintf(key, sizeof(key), "%s", r->element[0]->str);
+	freeReplyObject(r);
+	r = redisCommand(c, "HGET %s failures", key);
+	assert_non_null(r);
+	assert_string_equal(r->str, "1");
+	freeReplyObject(r);
+	r = redisCommand(c, "PTTL %s", key);
+	assert_non_null(r);
+	assert_true(r->integer > 0);
+	freeReplyObject(r);
+	assert_int_equal(resil_fleet_get_state(f), RESIL_FLEET_CLOSED);
+	redisFree(c);
+	resil_fleet_free(f);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_fleet_config_validate),
+		cmocka_unit_test(test_fleet_redis_unreachable_at_start),
+		cmocka_unit_test(test_fleet_redis_quorum),
+		cmocka_unit_test(test_fleet_redis_probes_per_episode),
+		cmocka_unit_test(test_fleet_redis_killed_and_restarted),
+		cmocka_unit_test(test_fleet_redis_lease_holder_killed),
+		cmocka_unit_test(test_fleet_redis_malformed_values),
+		cmocka_unit_test(test_fleet_redis_lease_local_deadline),
+		cmocka_unit_test(test_fleet_redis_threads),
+		cmocka_unit_test(test_fleet_redis_paused),
+		cmocka_unit_test(test_fleet_redis_episode_number_reused),
+		cmocka_unit_test(test_fleet_redis_default_instance),
+	};
+
+	return cmocka_run_group_tests_name(
+	    "fleet_redis", tests, group_setup, group_teardown);
+}
