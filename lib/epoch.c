@@ -154,7 +154,13 @@ resil__epoch_retire(
 	entry->domain = e;
 	resil__spin_lock(&e->wlock);
 	e->pending++;
+	/* ck files a callback under its record's epoch: inside a section of
+	 * the writers' record that is the current global epoch. Outside one,
+	 * a stale record epoch would file it under an older epoch and poll
+	 * could run it while readers still hold the object. */
+	ck_epoch_begin(e->writer, NULL);
 	ck_epoch_call(e->writer, &entry->ck, trampoline);
+	ck_epoch_end(e->writer, NULL);
 	/* Poll now, so that a steady stream of updates frees as it goes. */
 	(void)ck_epoch_poll(e->writer);
 	resil__spin_unlock(&e->wlock);

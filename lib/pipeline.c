@@ -12,6 +12,7 @@
  */
 #include <resil/pipeline.h>
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +21,6 @@
 
 #include "atomic.h"
 #include "call_internal.h"
-#include "epoch.h"
 #include "internal.h"
 
 #include <uthash.h>
@@ -45,13 +45,15 @@ typedef struct resil_method {
 	UT_hash_handle hh;
 } method;
 
-/* A mock configuration replaced by set_mock, freed by the epoch domain
- * once no call can still be reading it. */
-typedef struct retired {
-	resil__epoch_entry entry; /* first */
-	resil_mock *mock;
-	resil_allocator alloc;
-} retired;
+/* Readers of the mock configuration, per thread stripe and generation
+ * parity (the breaker's announce protocol): a call announces itself, checks
+ * the generation, reads, withdraws. set_mock swaps the pointer, bumps the
+ * generation and waits until no reader of the old parity is left, then
+ * frees the old configuration at once. */
+typedef struct mock_readers {
+	uint64_t n[2];
+	uint64_t pad[6];
+} mock_readers;
 
 typedef struct stripe {
 	uint64_t calls;
@@ -97,7 +99,8 @@ struct resil_pipeline {
 	 * ones it replaced. Writers serialise on mock_lock. */
 	resil_mock *mock;
 	char *service_spec;
-	resil__epoch *mock_epoch; /* readers of mock: a short section each */
+	uint64_t mock_gen; /* +1 at every swap of mock */
+	mock_readers mock_rd[NSTRIPES];
 	resil__spinlock mock_lock;
 
 	void *stripes_mem;
@@ -452,8 +455,6 @@ resil_pipeline_free(resil_pipeline *p)
 		free_method(p, it);
 		resil__free(resil__a, it, sizeof(*it));
 	}
-	/* Runs the destructors of every retired mock. */
-	resil__epoch_free(p->mock_epoch);
 	resil_mock_free(p->mock);
 	resil__strfree(resil__a, p->service_spec);
 	resil_fallback_free(p->fb);
@@ -594,8 +595,7 @@ resil_pipeline_new(
 	p->service = resil__strdup(resil__a, cfg->service);
 	p->stripes_mem = resil__calloc(
 	    resil__a, sizeof(stripe) * NSTRIPES + RESIL__CACHELINE);
-	if (p->service == NULL || p->stripes_mem == NULL ||
-	    resil__epoch_new(&p->mock_epoch, 0, resil__a) != RESIL_OK)
+	if (p->service == NULL || p->stripes_mem == NULL)
 		goto nomem;
 	sp = ((uintptr_t)p->stripes_mem + RESIL__CACHELINE - 1) &
 	    ~(uintptr_t)(RESIL__CACHELINE - 1);
@@ -832,14 +832,46 @@ resil_pipeline_method_name(const resil_pipeline *p, size_t i)
 	return NULL;
 }
 
-static void
-free_retired(resil__epoch_entry *entry)
+/* Hold the current mock configuration for a short read; *tok says what
+ * to release. NULL: none configured (nothing to release then either). */
+static resil_mock *
+mock_hold(resil_pipeline *p, unsigned *tok)
 {
-	retired *r = (retired *)(void *)entry;
-	resil_allocator a = r->alloc;
+	unsigned st = resil__thread_stripe(NSTRIPES);
+	uint64_t g;
 
-	resil_mock_free(r->mock);
-	resil__free(&a, r, sizeof(*r));
+	for (;;) {
+		g = resil__load64(&p->mock_gen);
+		resil__faa64(&p->mock_rd[st].n[g & 1], 1);
+		if (resil__load64_after_rmw(&p->mock_gen) == g)
+			break;
+		resil__faa64(&p->mock_rd[st].n[g & 1], UINT64_MAX);
+	}
+	*tok = (st << 1) | (unsigned)(g & 1);
+	return resil__loadptr((void *const *)&p->mock);
+}
+
+static void
+mock_release(resil_pipeline *p, unsigned tok)
+{
+	resil__faa64(&p->mock_rd[tok >> 1].n[tok & 1], UINT64_MAX); /* -1 */
+}
+
+/* After a swap: wait until every reader that may hold the old pointer
+ * (announced under the old generation's parity) is done. */
+static void
+mock_quiesce(resil_pipeline *p, uint64_t old_gen)
+{
+	unsigned i, spins = 0;
+
+	for (i = 0; i < NSTRIPES; i++)
+		while (resil__load64_after_rmw(
+		           &p->mock_rd[i].n[old_gen & 1]) != 0) {
+			if (++spins % 1024 == 0)
+				sched_yield();
+			else
+				resil__stall();
+		}
 }
 
 resil_err
@@ -848,7 +880,6 @@ resil_pipeline_set_mock(
 {
 	const resil_allocator *resil__a;
 	resil_mock *m = NULL, *old;
-	retired *r;
 	method *meth = NULL;
 	char *copy = NULL;
 	resil_err err;
@@ -867,12 +898,6 @@ resil_pipeline_set_mock(
 	if (spec != NULL && (copy = resil__strdup(resil__a, spec)) == NULL)
 		return resil__diagf(
 		    diag, RESIL_E_NOMEM, "pipeline: out of memory");
-	r = resil__alloc(resil__a, sizeof(*r));
-	if (r == NULL) {
-		resil__strfree(resil__a, copy);
-		return resil__diagf(
-		    diag, RESIL_E_NOMEM, "pipeline: out of memory");
-	}
 	resil__spin_lock(&p->mock_lock);
 	if (name == NULL)
 		err = build_mock(p, copy, NULL, NULL, 0, &m, diag);
@@ -882,7 +907,6 @@ resil_pipeline_set_mock(
 	if (err != RESIL_OK) {
 		resil__spin_unlock(&p->mock_lock);
 		resil__strfree(resil__a, copy);
-		resil__free(resil__a, r, sizeof(*r));
 		return err;
 	}
 	if (name == NULL) {
@@ -898,16 +922,11 @@ resil_pipeline_set_mock(
 	}
 	old = resil__loadptr((void *const *)&p->mock);
 	resil__storeptr((void **)&p->mock, m);
+	/* The old one goes as soon as no call can be reading it: memory
+	 * stays bounded however often the specs switch. */
+	mock_quiesce(p, resil__faa64(&p->mock_gen, 1));
 	resil__spin_unlock(&p->mock_lock);
-	/* The old one goes once no call can be reading it: memory stays
-	 * bounded however often the specs switch. */
-	if (old != NULL) {
-		r->mock = old;
-		r->alloc = p->alloc;
-		resil__epoch_retire(p->mock_epoch, &r->entry, free_retired);
-	} else {
-		resil__free(resil__a, r, sizeof(*r));
-	}
+	resil_mock_free(old);
 	return RESIL_OK;
 }
 
@@ -1044,17 +1063,16 @@ mock_handler(void *ctx, const resil_args *args, const resil_failure *failure,
     resil_result *out)
 {
 	resil_pipeline *p = ctx;
-	resil__epoch_guard g;
 	resil_mock *m;
 	resil_err err;
+	unsigned tok;
 
 	if (resil__loadptr((void *const *)&p->mock) == NULL)
 		return RESIL_FALLBACK_PASS;
-	resil__epoch_enter(p->mock_epoch, &g);
-	m = resil__loadptr((void *const *)&p->mock);
+	m = mock_hold(p, &tok);
 	err = m != NULL ? resil_mock_invoke(m, args, failure, out)
 	                : RESIL_E_NOTFOUND;
-	resil__epoch_exit(p->mock_epoch, &g);
+	mock_release(p, tok);
 	if (err == RESIL_E_NOTFOUND)
 		return RESIL_FALLBACK_PASS;
 	return RESIL_FALLBACK_ANSWER;
@@ -1562,14 +1580,13 @@ mstart(callm *c, resil_pipeline *p, const method *m, const resil_args *args,
 	minit(c, p, m, args, out);
 
 	/* The mock stage: force: answers and nothing below runs. The mock
-	 * is read inside an epoch section: set_mock may retire it. */
+	 * is held (mock_hold) while it is read: set_mock may replace it. */
 	if (resil__loadptr((void *const *)&p->mock) != NULL) {
 		const resil_mock_spec *spec;
-		resil__epoch_guard g;
+		unsigned tok;
 		int forced = 0;
 
-		resil__epoch_enter(p->mock_epoch, &g);
-		mock = resil__loadptr((void *const *)&p->mock);
+		mock = mock_hold(p, &tok);
 		if (mock != NULL &&
 		    resil_mock_lookup(mock, args->method, &spec) == RESIL_OK &&
 		    spec->action != RESIL_MOCK_NONE) {
@@ -1583,7 +1600,7 @@ mstart(callm *c, resil_pipeline *p, const method *m, const resil_args *args,
 				}
 			}
 		}
-		resil__epoch_exit(p->mock_epoch, &g);
+		mock_release(p, tok);
 		if (forced) {
 			conclude_with(c, RESIL_STAGE_MOCK, ts, st);
 			return RESIL_OK;

@@ -474,8 +474,10 @@ RESIL_API uint64_t resil_pipeline_deadline(void);
  * spec: inherit again). The spec is validated first; on error nothing
  * changes. A call reads the mock at its mock stage and again when its
  * fallback chain asks it, each time the one current then. The previous
- * configuration is freed (safe reclamation, ck_epoch) once no call can be
- * reading it: memory stays bounded however often specs switch.
+ * configuration is freed once no call can be
+ * reading it: memory stays bounded however often specs switch. It waits
+ * for calls reading the old one (a mock implementation running), so a mock
+ * implementation must not call it on its own pipeline.
  */
 RESIL_API resil_err resil_pipeline_set_mock(
     resil_pipeline *p, const char *method, const char *spec, resil_diag *diag);
