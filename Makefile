@@ -5,6 +5,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_BUILD = cmake --build --preset
 
 .PHONY: all deps dev demo test bench bench-build bench-instructions asan ubsan tsan format clean
+.PHONY: fuzz soak lint
 
 all: test
 
@@ -65,3 +66,28 @@ format:
 
 clean:
 	rm -rf build
+
+# libFuzzer (clang, ASan + UBSan): each harness of fuzz/ for FUZZ_S seconds
+# over its seeds and regression inputs. New inputs go to build/fuzz/work/;
+# a crash or failed property is saved under build/fuzz/crashes/<harness>/
+# (copy it to fuzz/regressions/<harness>/ so `make test` replays it).
+FUZZ_S ?= 60
+FUZZ_HARNESSES = mock_spec config scenario
+fuzz: deps
+	@sh tools/install-deps.sh clang
+	cmake --preset fuzz >/dev/null
+	$(CMAKE_BUILD) fuzz -j $(JOBS)
+	@failed=""; for h in $(FUZZ_HARNESSES); do \
+	  mkdir -p build/fuzz/work/$$h build/fuzz/crashes/$$h; \
+	  echo "fuzz_$$h: $(FUZZ_S) s"; \
+	  if ./build/fuzz/fuzz/fuzz_$$h -max_total_time=$(FUZZ_S) \
+	      -print_final_stats=1 -dict=fuzz/dict/$$h.dict \
+	      -artifact_prefix=build/fuzz/crashes/$$h/ build/fuzz/work/$$h \
+	      fuzz/corpus/$$h fuzz/regressions/$$h >build/fuzz/$$h.log 2>&1; \
+	  then grep -E '^(Done|stat::number_of_executed_units|stat::peak_rss_mb)' \
+	      build/fuzz/$$h.log; \
+	  else grep -B2 -A12 -E 'property failed|ERROR:' build/fuzz/$$h.log \
+	      | head -40; failed="$$failed $$h"; fi; \
+	done; \
+	if [ -n "$$failed" ]; then \
+	  echo "fuzz: failed:$$failed (inputs in build/fuzz/crashes/)"; exit 1; fi
