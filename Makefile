@@ -91,3 +91,12 @@ fuzz: deps
 	done; \
 	if [ -n "$$failed" ]; then \
 	  echo "fuzz: failed:$$failed (inputs in build/fuzz/crashes/)"; exit 1; fi
+
+# Soak (not in CI): SOAK_ACQUIRES acquires per clock (manual, system), each
+# split over 2, 4 and 8 threads, with the breaker invariant checks, in an
+# optimised build; prints the figures. `make test` runs 10^6 (test_soak).
+SOAK_ACQUIRES ?= 100000000
+soak: deps
+	cmake --preset soak >/dev/null
+	$(CMAKE_BUILD) soak -j $(JOBS) --target test_soak
+	RESIL_SOAK_ACQUIRES=$(SOAK_ACQUIRES) ./build/soak/tests/test_soak
