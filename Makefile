@@ -100,3 +100,18 @@ soak: deps
 	cmake --preset soak >/dev/null
 	$(CMAKE_BUILD) soak -j $(JOBS) --target test_soak
 	RESIL_SOAK_ACQUIRES=$(SOAK_ACQUIRES) ./build/soak/tests/test_soak
+
+# Static analysis of lib/: cppcheck (suppressions in
+# tools/lint/cppcheck-suppressions.xml) and clang-tidy (.clang-tidy; known
+# false positives in tools/lint/clang-tidy-suppressions.txt) over the dev
+# tree's compile_commands.json. Any other finding fails.
+lint: deps
+	@sh tools/install-deps.sh cppcheck clang-tidy python3
+	cmake --preset dev >/dev/null
+	cppcheck --std=c11 --enable=warning,style,performance,portability \
+	  -I include -I lib -D__GNUC__ --quiet --inline-suppr \
+	  --suppress-xml=tools/lint/cppcheck-suppressions.xml \
+	  --error-exitcode=1 \
+	  --template='{file}:{line}: {severity}: {message} [{id}]' lib/*.c
+	@echo "cppcheck: lib/*.c clean"
+	python3 tools/lint/clang-tidy.py build/dev $(JOBS) lib/*.c
