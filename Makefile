@@ -75,6 +75,8 @@ FUZZ_S ?= 60
 FUZZ_HARNESSES = mock_spec config scenario
 fuzz: deps
 	@sh tools/install-deps.sh clang
+	@# libFuzzer's runtime is only a Recommends of Debian's clang.
+	@sh tools/install-deps.sh libclang-rt-$$(clang -dumpversion | cut -d. -f1)-dev
 	cmake --preset fuzz >/dev/null
 	$(CMAKE_BUILD) fuzz -j $(JOBS)
 	@failed=""; for h in $(FUZZ_HARNESSES); do \

@@ -56,7 +56,7 @@ typedef struct snapshot {
 } snapshot;
 
 static char *
-dup(const char *s)
+str_dup(const char *s)
 {
 	size_t n = strlen(s) + 1;
 	char *c = malloc(n);
@@ -74,8 +74,8 @@ snap_add(snapshot *sn, const resil_config *conf, const char *key)
 
 	FUZZ_CHECK(e == RESIL_OK || e == RESIL_E_NOTFOUND, "get %s: %s", key,
 	    resil_err_name(e));
-	sn->key[sn->n] = dup(key);
-	sn->value[sn->n] = e == RESIL_OK ? dup(buf) : NULL;
+	sn->key[sn->n] = str_dup(key);
+	sn->value[sn->n] = e == RESIL_OK ? str_dup(buf) : NULL;
 	sn->n++;
 }
 
