@@ -5,7 +5,6 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_BUILD = cmake --build --preset
 
 .PHONY: all deps dev demo test bench bench-build bench-instructions asan ubsan tsan format clean
-.PHONY: fuzz soak lint
 
 all: test
 
@@ -73,6 +72,7 @@ clean:
 # (copy it to fuzz/regressions/<harness>/ so `make test` replays it).
 FUZZ_S ?= 60
 FUZZ_HARNESSES = mock_spec config scenario
+.PHONY: fuzz
 fuzz: deps
 	@sh tools/install-deps.sh clang
 	@# libFuzzer's runtime is only a Recommends of Debian's clang.
@@ -98,6 +98,7 @@ fuzz: deps
 # split over 2, 4 and 8 threads, with the breaker invariant checks, in an
 # optimised build; prints the figures. `make test` runs 10^6 (test_soak).
 SOAK_ACQUIRES ?= 100000000
+.PHONY: soak
 soak: deps
 	cmake --preset soak >/dev/null
 	$(CMAKE_BUILD) soak -j $(JOBS) --target test_soak
@@ -107,6 +108,7 @@ soak: deps
 # tools/lint/cppcheck-suppressions.xml) and clang-tidy (.clang-tidy; known
 # false positives in tools/lint/clang-tidy-suppressions.txt) over the dev
 # tree's compile_commands.json. Any other finding fails.
+.PHONY: lint
 lint: deps
 	@sh tools/install-deps.sh cppcheck clang-tidy python3
 	cmake --preset dev >/dev/null
