@@ -94,22 +94,40 @@ check_steps(const step *v, size_t n)
 	}
 }
 
+/*
+ * Two layouts of a step are known: VALUE an int64_t and times in raw ticks
+ * (the first resil-sim), or VALUE the checked word (MAX_VALUE) and times
+ * read as configuration durations (a bare number is milliseconds), which
+ * print back exactly in nanoseconds with the "ns" unit.
+ */
+#ifdef MAX_VALUE
+#define TIME_FMT "%lluns"
+#define VALUE_FMT " %s"
+#define VALUE_ARG(s) (s).value
+#define VALUE_EQ(a, b) (strcmp((a).value, (b).value) == 0)
+#else
+#define TIME_FMT "%llu"
+#define VALUE_FMT " %lld"
+#define VALUE_ARG(s) (long long)(s).value
+#define VALUE_EQ(a, b) ((a).value == (b).value)
+#endif
+
 static char *
 print_steps(const step *v, size_t n, size_t *len)
 {
-	size_t cap = n * (MAX_METHOD + 96) + 1, i, at = 0;
+	size_t cap = n * (MAX_LINE + 2) + 1, i, at = 0;
 	char *out = malloc(cap);
 
 	FUZZ_CHECK(out != NULL, "out of memory");
 	for (i = 0; i < n; i++) {
-		at += (size_t)snprintf(out + at, cap - at, "%llu %s",
+		at += (size_t)snprintf(out + at, cap - at, TIME_FMT " %s",
 		    (unsigned long long)v[i].t, behaviour_names[v[i].b]);
 		if (v[i].b == B_SLOW)
-			at += (size_t)snprintf(out + at, cap - at, " %llu",
-			    (unsigned long long)v[i].slow);
+			at += (size_t)snprintf(out + at, cap - at,
+			    " " TIME_FMT, (unsigned long long)v[i].slow);
 		if (v[i].b == B_OK || v[i].b == B_SLOW)
-			at += (size_t)snprintf(out + at, cap - at, " %lld",
-			    (long long)v[i].value);
+			at += (size_t)snprintf(
+			    out + at, cap - at, VALUE_FMT, VALUE_ARG(v[i]));
 		at += (size_t)snprintf(out + at, cap - at,
 		    " calls=%u method=%s\n", v[i].calls, v[i].method);
 	}
@@ -151,7 +169,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		        strcmp(v[i].method, w[i].method) == 0 &&
 		        (v[i].b != B_SLOW || v[i].slow == w[i].slow) &&
 		        ((v[i].b != B_OK && v[i].b != B_SLOW) ||
-		            v[i].value == w[i].value),
+		            VALUE_EQ(v[i], w[i])),
 		    "step %zu changed when printed back", i);
 	}
 	free(w);
