@@ -85,11 +85,13 @@ fuzz: deps
 	  if ./build/fuzz/fuzz/fuzz_$$h -max_total_time=$(FUZZ_S) \
 	      -print_final_stats=1 -dict=fuzz/dict/$$h.dict \
 	      -artifact_prefix=build/fuzz/crashes/$$h/ build/fuzz/work/$$h \
-	      fuzz/corpus/$$h fuzz/regressions/$$h >build/fuzz/$$h.log 2>&1; \
+	      fuzz/corpus/$$h $$(ls -d fuzz/regressions/$$h 2>/dev/null) \
+	      >build/fuzz/$$h.log 2>&1; \
 	  then grep -E '^(Done|stat::number_of_executed_units|stat::peak_rss_mb)' \
 	      build/fuzz/$$h.log; \
-	  else grep -B2 -A12 -E 'property failed|ERROR:' build/fuzz/$$h.log \
-	      | head -40; failed="$$failed $$h"; fi; \
+	  else { grep -B2 -A12 -E 'property failed|ERROR:' build/fuzz/$$h.log \
+	      || tail -5 build/fuzz/$$h.log; } | head -40; \
+	    failed="$$failed $$h"; fi; \
 	done; \
 	if [ -n "$$failed" ]; then \
 	  echo "fuzz: failed:$$failed (inputs in build/fuzz/crashes/)"; exit 1; fi
