@@ -32,6 +32,8 @@ extern const resil_bench resil_bench_retry[];
 extern const resil_bench resil_bench_pipeline[];
 extern const resil_bench resil_bench_fallback[];
 extern const resil_bench resil_bench_limit[];
+extern const resil_bench resil_bench_shm[];
+extern const resil_bench resil_bench_balance[];
 
 /* Every table, NULL-terminated. */
 extern const resil_bench *const resil_bench_tables[];

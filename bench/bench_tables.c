@@ -9,5 +9,7 @@ const resil_bench *const resil_bench_tables[] = {
 	resil_bench_fallback,
 	resil_bench_limit,
 	resil_bench_pipeline,
+	resil_bench_shm,
+	resil_bench_balance,
 	NULL,
 };

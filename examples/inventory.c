@@ -4,10 +4,12 @@
  * manual clock. It prints exactly the eight lines of the seed.
  *
  * The stock service answers 8 when it is up. Two consecutive failures
- * open the breaker for 5 time units; a probe is admitted exactly when the
+ * open the breaker for 5 seconds; a probe is admitted exactly when the
  * wait ends. After a failure, or while the breaker rejects, the cache
- * answers with the last live value if it is at most 10 units old;
- * otherwise the stock is unavailable (None), never 0.
+ * answers with the last live value if it is at most 10 seconds old;
+ * otherwise the stock is unavailable (None), never 0. The seed counted
+ * whole time units: here a unit is a second of the manual clock, whose
+ * ticks are nanoseconds like every resil clock's.
  */
 #include <stdio.h>
 
@@ -54,10 +56,10 @@ main(void)
 	cfg.breaker_enabled = 1;
 	cfg.breaker.failure_rate_pct = 0;
 	cfg.breaker.consecutive_failures = 2;
-	cfg.breaker.open_wait_ns = 5; /* time units of the manual clock */
+	cfg.breaker.open_wait_ns = 5 * RESIL_NS_PER_SEC;
 	cfg.breaker.permitted_probes = 1;
 	cfg.cache_enabled = 1;
-	cfg.cache.max_age = 10; /* age 10 is served, 11 is not */
+	cfg.cache.max_age = 10 * RESIL_NS_PER_SEC; /* 10 s is served, not 11 */
 	if (resil_pipeline_new(&p, &cfg, &diag) != RESIL_OK) {
 		fprintf(stderr, "inventory: %s\n", diag.msg);
 		return 1;
@@ -66,16 +68,20 @@ main(void)
 	for (i = 0; i < sizeof(script) / sizeof(script[0]); i++) {
 		resil_result r;
 
-		resil_manual_clock_set(&mc, script[i].t);
+		resil_manual_clock_set(&mc, script[i].t * RESIL_NS_PER_SEC);
 		svc.up = script[i].up;
 		resil_pipeline_call(p, &args, get_stock, &svc, &r);
 		if (r.err == RESIL_OK)
-			printf("时刻%llu: %s, 库存=%lld, 年龄=%llu, 调用数=%d\n",
+			printf(
+			    "时刻%llu: %s, 库存=%lld, 年龄=%llu, 调用数=%d\n",
 			    (unsigned long long)script[i].t,
-			    resil_source_name(r.source), (long long)r.value.u.i,
-			    (unsigned long long)r.age, svc.calls);
+			    resil_source_name(r.source),
+			    (long long)r.value.u.i,
+			    (unsigned long long)(r.age / RESIL_NS_PER_SEC),
+			    svc.calls);
 		else
-			printf("时刻%llu: %s, 库存=None, 年龄=None, 调用数=%d\n",
+			printf(
+			    "时刻%llu: %s, 库存=None, 年龄=None, 调用数=%d\n",
 			    (unsigned long long)script[i].t,
 			    resil_source_name(r.source), svc.calls);
 		resil_result_free(&r);

@@ -222,11 +222,32 @@ resil__spin_unlock(resil__spinlock *l)
 
 #endif /* RESIL__TSAN */
 
+/*
+ * A load ordered after the caller's preceding read-modify-write, for
+ * Dekker-style handshakes ("I announce, then look at yours"): both sides
+ * do a sequentially consistent RMW, then this load. x86's locked RMW is
+ * already a full fence; elsewhere ck's RMWs may be relaxed, so a full
+ * fence goes first.
+ */
+static inline uint64_t
+resil__load64_after_rmw(const uint64_t *p)
+{
+#if defined(RESIL__TSAN)
+	return __atomic_load_n(p, __ATOMIC_SEQ_CST);
+#elif defined(__x86_64__) || defined(__i386__)
+	return resil__load64(p);
+#else
+	ck_pr_fence_memory();
+	return resil__load64(p);
+#endif
+}
+
 /* A pointer published with release and read with acquire semantics. */
 static inline void *
 resil__loadptr(void *const *p)
 {
-	return (void *)(uintptr_t)resil__load64((const uint64_t *)(const void *)p);
+	return (void *)(uintptr_t)resil__load64(
+	    (const uint64_t *)(const void *)p);
 }
 
 static inline void

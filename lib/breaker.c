@@ -14,17 +14,34 @@
  * to (new state, episode + 1, TRANSIT). Exactly one thread wins it. The
  * winner alone then writes the new state's fields (entry time, OPEN wait,
  * emptied counts), tells the listener, and publishes the word without
- * TRANSIT. While TRANSIT is set, acquires are rejected and outcomes are
- * stale (their episode is the old one), so nothing can observe half-reset
- * counts, and listener calls are strictly ordered.
+ * TRANSIT. While TRANSIT is set, acquires wait for it to clear (a few
+ * stores and the listener call) and then decide on the new state, so a
+ * transition in progress never turns a call away by itself; outcomes of
+ * the old episode are stale. Nothing can observe half-reset counts, and
+ * listener calls are strictly ordered.
+ *
+ * An outcome must never land in the window of a later episode. A record
+ * that will write window or probe state announces itself first: it adds
+ * one to its stripe's `active[episode & 1]`, then re-reads the word; only
+ * if the episode is still its permit's does it write, and it withdraws the
+ * announcement when done. The owner of a transition out of episode E,
+ * after its compare-and-swap and before it empties any count, waits until
+ * no announcement for E's parity is left. Both sides are sequentially
+ * consistent read-modify-writes followed by a load (Dekker's pattern), so
+ * either the record sees the new episode and writes nothing, or the owner
+ * sees the announcement and waits for the write to finish. The announced
+ * stretch contains no clock read, no callback and no wait, so it is a few
+ * instructions long; a record reads its clock before it announces.
  */
 #include <resil/breaker.h>
 
 #include <math.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <string.h>
 
 #include "atomic.h"
+#include "breaker_shared.h"
 #include "internal.h"
 
 #define W_STATE_MASK UINT64_C(0x7)
@@ -33,6 +50,14 @@
 #define W_PROBE_ONE (UINT64_C(1) << W_PROBE_SHIFT)
 #define W_PROBE_MASK (UINT64_C(0xffff) << W_PROBE_SHIFT)
 #define W_EP_SHIFT 20
+/* While TRANSIT is set in a shared breaker, the probe field names the
+ * owner of the transition: its process slot + 1 (7 bits), the state it
+ * left (3 bits) and the reason (4 bits), so another process can finish
+ * the transition of an owner that died. Local breakers leave it 0. */
+#define W_OWNER(slot, from, why)                             \
+	((((uint64_t)(slot) + 1) | ((uint64_t)(from) << 7) | \
+	     ((uint64_t)(why) << 10))                        \
+	    << W_PROBE_SHIFT)
 
 #define MAX_PROBES 32767u
 #define MAX_COUNT_WINDOW (1u << 20)
@@ -56,9 +81,14 @@
 /* Count-window slot: FILLED marks a slot that holds an outcome. */
 #define SLOT_FAIL 0x1u
 #define SLOT_SLOW 0x2u
+#define SLOT_BAD (SLOT_FAIL | SLOT_SLOW)
 #define SLOT_FILLED 0x80u
 
 #define NSTRIPES 8u
+
+#define FAST_CONSEC 1u
+#define FAST_COUNT 2u
+#define FAST_WINDOW 3u /* no timing: straight to window_record() */
 
 typedef struct stripe {
 	uint64_t successes;
@@ -67,7 +97,8 @@ typedef struct stripe {
 	uint64_t ignored;
 	uint64_t rejections;
 	uint64_t stale;
-	uint64_t pad[2];
+	/* Records writing window or probe state now, by episode parity. */
+	uint64_t active[2];
 } stripe;
 
 typedef struct bucket {
@@ -95,10 +126,30 @@ struct bstate {
 	uint64_t head; /* count window: outcomes ever added since reset */
 	uint64_t win_failures;
 	uint64_t win_slow;
-	uint64_t pad3[5];
+	uint64_t win_bad; /* slots holding a failure or a slow call */
+	uint64_t pad3[4];
 	stripe stripes[NSTRIPES];
 	/* Then the window: uint8_t slots[window_size] (COUNT) or
 	 * bucket buckets[window_size] (TIME). */
+};
+
+/* The shared part of a breaker in a region: announcements per process (a
+ * dead process's are skipped by its slot), and the last transitions, for
+ * the listeners of every process. */
+typedef struct shared_ann {
+	uint64_t active[2];
+	uint64_t pad[6];
+} shared_ann;
+
+typedef struct shared_ev {
+	uint64_t seq; /* written last; 0: empty */
+	uint64_t time;
+	uint32_t from, to, reason, pad;
+} shared_ev;
+
+struct bshared {
+	shared_ann ann[RESIL__SHM_PROCS];
+	shared_ev ring[RESIL__SHM_RING];
 };
 
 struct resil_breaker {
@@ -106,10 +157,15 @@ struct resil_breaker {
 	resil_allocator alloc;
 	resil_clock clock;
 	size_t alloc_size;
-	uint32_t min_calls;   /* capped at a count window's size */
-	bool timing;          /* slow-call detection needs durations */
-	bool rate_triggers;   /* a failure or slow rate is configured */
-	void *mem;            /* the allocation; st is aligned inside it */
+	uint32_t min_calls; /* capped at a count window's size */
+	bool timing;        /* slow-call detection needs durations */
+	bool rate_triggers; /* a failure or slow rate is configured */
+	/* Which success needs no announcement (record's fast path):
+	 * FAST_CONSEC, the consecutive trigger alone, without timing;
+	 * FAST_COUNT, a count window alone, without timing; FAST_WINDOW,
+	 * any other window without timing; else 0. */
+	uint8_t fast;
+	void *mem; /* the allocation; st is aligned inside it */
 	struct bstate *st;
 	uint8_t *slots;
 	/* TIME: NSTRIPES arrays of window_size buckets, stride apart (a
@@ -117,7 +173,21 @@ struct resil_breaker {
 	 * never write the same line. */
 	bucket *buckets;
 	uint32_t stride;
+	/* Shared mode (lib/shm.c): st lives in a region. */
+	bool shared;
+	unsigned slot;                /* this process's slot */
+	const resil__shm_proc *procs; /* the region's process table */
+	struct bshared *sh;
+	uint64_t delivered; /* events given to this process's listener */
+	resil__spinlock deliver_lock;
 };
+
+/* The breaker whose listener this thread is running, if any: a listener
+ * that calls back into its own breaker in a way that would wait for the
+ * transition it is part of gets RESIL_E_MISUSE instead of a hang. */
+static RESIL__TLS const resil_breaker *in_listener;
+
+void (*resil__breaker_transit_hook)(void);
 
 /* ---- the state word ---- */
 
@@ -215,6 +285,8 @@ resil_breaker_reason_name(resil_breaker_reason r)
 		return "half_open_timeout";
 	case RESIL_BREAKER_REASON_MANUAL:
 		return "manual";
+	case RESIL_BREAKER_REASON_RESTORED:
+		return "restored";
 	}
 	return "unknown";
 }
@@ -226,10 +298,12 @@ resil_breaker_config_validate(
     const resil_breaker_config *cfg, resil_diag *diag)
 {
 	if (cfg == NULL)
-		return resil__diagf(diag, RESIL_E_INVAL, "breaker: config is NULL");
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "breaker: config is NULL");
 	if (cfg->size != sizeof(resil_breaker_config))
-		return resil__check_size(diag, "breaker", "resil_breaker_config",
-		    cfg->size, sizeof(resil_breaker_config));
+		return resil__check_size(diag, "breaker",
+		    "resil_breaker_config", cfg->size,
+		    sizeof(resil_breaker_config));
 	if (cfg->consecutive_failures == 0 && cfg->failure_rate_pct == 0 &&
 	    cfg->slow_rate_pct == 0)
 		return resil__diagf(diag, RESIL_E_INVAL,
@@ -250,7 +324,8 @@ resil_breaker_config_validate(
 	if (cfg->window_type != RESIL_WINDOW_COUNT &&
 	    cfg->window_type != RESIL_WINDOW_TIME)
 		return resil__diagf(diag, RESIL_E_INVAL,
-		    "breaker.window_type: %d is neither RESIL_WINDOW_COUNT nor "
+		    "breaker.window_type: %d is neither RESIL_WINDOW_COUNT "
+		    "nor "
 		    "RESIL_WINDOW_TIME",
 		    (int)cfg->window_type);
 	if (cfg->window_type == RESIL_WINDOW_COUNT &&
@@ -272,7 +347,7 @@ resil_breaker_config_validate(
 		    "breaker.min_calls: 0 must be >= 1 when a rate trigger "
 		    "is set");
 	if (!(cfg->open_wait_multiplier >= 1.0 &&
-		cfg->open_wait_multiplier <= 1000.0))
+	        cfg->open_wait_multiplier <= 1000.0))
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "breaker.open_wait_multiplier: %g is out of range "
 		    "1.0..1000.0",
@@ -298,51 +373,54 @@ resil_breaker_config_validate(
 	return RESIL_OK;
 }
 
-resil_err
-resil_breaker_new(resil_breaker **out, const resil_breaker_config *cfg,
-    resil_diag *diag)
+/* The bytes of a breaker's window. */
+static size_t
+window_bytes_of(const resil_breaker_config *cfg)
+{
+	if (cfg->window_type == RESIL_WINDOW_COUNT)
+		return cfg->window_size;
+	return (size_t)(((cfg->window_size + 1u) & ~1u) * NSTRIPES) *
+	    sizeof(bucket);
+}
+
+/* A handle for cfg (validated), without its state. */
+static resil_err
+handle_new(
+    resil_breaker **out, const resil_breaker_config *cfg, resil_diag *diag)
 {
 	resil_breaker *b;
 	const resil_allocator *a;
-	size_t window_bytes, size;
-	uintptr_t p;
 	resil_err err;
 
 	if (out == NULL)
-		return resil__diagf(diag, RESIL_E_INVAL, "breaker: out is NULL");
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "breaker: out is NULL");
 	err = resil_breaker_config_validate(cfg, diag);
 	if (err != RESIL_OK)
 		return err;
 	a = resil__allocator(cfg->alloc);
 	b = resil__alloc(a, sizeof(*b));
 	if (b == NULL)
-		return resil__diagf(diag, RESIL_E_NOMEM, "breaker: out of memory");
+		return resil__diagf(
+		    diag, RESIL_E_NOMEM, "breaker: out of memory");
 	memset(b, 0, sizeof(*b));
 	memcpy(&b->cfg, cfg, sizeof(b->cfg));
 	b->alloc = *a;
 	b->cfg.alloc = &b->alloc;
 	b->clock = cfg->clock != NULL ? *cfg->clock : *resil_clock_system();
 	b->cfg.clock = &b->clock;
+	*out = b;
+	return RESIL_OK;
+}
 
-	if (cfg->window_type == RESIL_WINDOW_COUNT)
-		window_bytes = cfg->window_size;
-	else
-		window_bytes = (size_t)(((cfg->window_size + 1u) & ~1u) *
-				   NSTRIPES) *
-		    sizeof(bucket);
-	/* One allocation holds the state and its window, aligned to a cache
-	 * line: memory per breaker is fixed here and never grows. */
-	size = sizeof(struct bstate) + window_bytes + RESIL__CACHELINE;
-	b->mem = resil__alloc(a, size);
-	if (b->mem == NULL) {
-		resil__free(a, b, sizeof(*b));
-		return resil__diagf(diag, RESIL_E_NOMEM, "breaker: out of memory");
-	}
-	b->alloc_size = size;
-	memset(b->mem, 0, size);
-	p = ((uintptr_t)b->mem + RESIL__CACHELINE - 1) &
-	    ~(uintptr_t)(RESIL__CACHELINE - 1);
-	b->st = (struct bstate *)p;
+/* Point b at its state st (cache-line aligned, window after it) and set
+ * the derived fields; init writes a fresh CLOSED state. */
+static void
+handle_bind(resil_breaker *b, struct bstate *st, bool init)
+{
+	const resil_breaker_config *cfg = &b->cfg;
+
+	b->st = st;
 	if (cfg->window_type == RESIL_WINDOW_COUNT)
 		b->slots = (uint8_t *)(b->st + 1);
 	else {
@@ -350,19 +428,167 @@ resil_breaker_new(resil_breaker **out, const resil_breaker_config *cfg,
 		/* Two 32-byte buckets make a 64-byte line. */
 		b->stride = (cfg->window_size + 1u) & ~1u;
 	}
-
 	b->min_calls = cfg->min_calls;
 	if (cfg->window_type == RESIL_WINDOW_COUNT &&
 	    b->min_calls > cfg->window_size)
 		b->min_calls = cfg->window_size;
 	b->timing = cfg->slow_threshold_ns > 0;
 	b->rate_triggers = cfg->failure_rate_pct > 0 || cfg->slow_rate_pct > 0;
-
-	b->st->word = w_make(RESIL_BREAKER_CLOSED, 0, 0);
-	b->st->since = now_coarse(b);
-	b->st->wait = cfg->open_wait_ns;
+	if (!b->timing && !b->rate_triggers)
+		b->fast = FAST_CONSEC;
+	else if (!b->timing && b->slots != NULL &&
+	    cfg->consecutive_failures == 0)
+		b->fast = FAST_COUNT;
+	else if (!b->timing)
+		b->fast = FAST_WINDOW;
+	if (init) {
+		b->st->word = w_make(RESIL_BREAKER_CLOSED, 0, 0);
+		b->st->since = now_coarse(b);
+		b->st->wait = cfg->open_wait_ns;
+	}
 	resil__fence();
+}
+
+resil_err
+resil_breaker_new(
+    resil_breaker **out, const resil_breaker_config *cfg, resil_diag *diag)
+{
+	resil_breaker *b;
+	size_t size;
+	uintptr_t p;
+	resil_err err;
+
+	if (out == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "breaker: out is NULL");
+	err = handle_new(&b, cfg, diag);
+	if (err != RESIL_OK)
+		return err;
+	/* One allocation holds the state and its window, aligned to a cache
+	 * line: memory per breaker is fixed here and never grows. */
+	size = sizeof(struct bstate) + window_bytes_of(cfg) + RESIL__CACHELINE;
+	b->mem = resil__alloc(&b->alloc, size);
+	if (b->mem == NULL) {
+		resil__free(&b->alloc, b, sizeof(*b));
+		return resil__diagf(
+		    diag, RESIL_E_NOMEM, "breaker: out of memory");
+	}
+	b->alloc_size = size;
+	memset(b->mem, 0, size);
+	p = ((uintptr_t)b->mem + RESIL__CACHELINE - 1) &
+	    ~(uintptr_t)(RESIL__CACHELINE - 1);
+	handle_bind(b, (struct bstate *)p, true);
 	*out = b;
+	return RESIL_OK;
+}
+
+/* ---- shared mode (lib/shm.c places the state in a region) ---- */
+
+static size_t
+shared_offset(const resil_breaker_config *cfg)
+{
+	return (sizeof(struct bstate) + window_bytes_of(cfg) +
+	           RESIL__CACHELINE - 1) &
+	    ~(size_t)(RESIL__CACHELINE - 1);
+}
+
+_Static_assert(sizeof(shared_ann) == 64 && sizeof(struct bshared) % 64 == 0,
+    "lib/shm.c relies on the shared part's layout");
+
+size_t
+resil__breaker_shared_size(const resil_breaker_config *cfg)
+{
+	return shared_offset(cfg) + sizeof(struct bshared);
+}
+
+size_t
+resil__breaker_shared_tail(void)
+{
+	return sizeof(struct bshared);
+}
+
+resil_err
+resil__breaker_new_shared(resil_breaker **out, const resil_breaker_config *cfg,
+    void *mem, bool init, const resil__shm_proc *procs, unsigned slot,
+    resil_diag *diag)
+{
+	resil_breaker_config c;
+	resil_breaker *b;
+	resil_err err;
+
+	if (cfg == NULL || mem == NULL || procs == NULL ||
+	    slot >= RESIL__SHM_PROCS ||
+	    ((uintptr_t)mem & (RESIL__CACHELINE - 1)) != 0)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "breaker: bad shared placement");
+	c = *cfg;
+	/* A probe permit of a process that dies must not be held for ever:
+	 * the HALF_OPEN episode ends after this at the latest. */
+	if (c.max_half_open_ns == 0)
+		c.max_half_open_ns = c.open_wait_ns > 0 ? c.open_wait_ns : 1;
+	if (out == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "breaker: out is NULL");
+	err = handle_new(&b, &c, diag);
+	if (err != RESIL_OK)
+		return err;
+	b->shared = true;
+	b->slot = slot;
+	b->procs = procs;
+	b->sh = (struct bshared *)(void *)((uint8_t *)mem + shared_offset(&c));
+	resil__spin_init(&b->deliver_lock);
+	handle_bind(b, (struct bstate *)mem, init);
+	/* Events before this process attached are not its to hear. */
+	b->delivered = w_episode(resil__load64(&b->st->word));
+	*out = b;
+	return RESIL_OK;
+}
+
+/* Give this process's listener the transitions it has not heard yet, in
+ * order, from the ring. Events that fell out of the ring are skipped. */
+static void
+deliver(resil_breaker *b)
+{
+	resil_breaker_event ev;
+	const resil_breaker *outer;
+	uint64_t cur, seq;
+
+	if (b->cfg.listener == NULL || in_listener == b)
+		return;
+	resil__spin_lock(&b->deliver_lock);
+	cur = w_episode(resil__load64(&b->st->word));
+	for (seq = b->delivered + 1; seq <= cur; seq++) {
+		shared_ev *e = &b->sh->ring[seq % RESIL__SHM_RING];
+
+		if (cur - seq >= RESIL__SHM_RING)
+			continue; /* overwritten: missed */
+		if (resil__load64(&e->seq) != seq)
+			break; /* being written (a transition in progress) */
+		ev.seq = seq;
+		ev.time = resil__load64(&e->time);
+		ev.from = (resil_breaker_state)e->from;
+		ev.to = (resil_breaker_state)e->to;
+		ev.reason = (resil_breaker_reason)e->reason;
+		if (resil__load64(&e->seq) != seq)
+			break;
+		b->delivered = seq;
+		outer = in_listener;
+		in_listener = b;
+		b->cfg.listener(&ev, b->cfg.listener_ctx);
+		in_listener = outer;
+	}
+	if (seq > cur)
+		b->delivered = cur;
+	resil__spin_unlock(&b->deliver_lock);
+}
+
+resil_err
+resil_breaker_poll(resil_breaker *b)
+{
+	if (b == NULL)
+		return RESIL_E_INVAL;
+	if (b->shared)
+		deliver(b);
 	return RESIL_OK;
 }
 
@@ -374,7 +600,8 @@ resil_breaker_free(resil_breaker *b)
 	if (b == NULL)
 		return;
 	a = b->alloc;
-	resil__free(&a, b->mem, b->alloc_size);
+	if (b->mem != NULL) /* a shared breaker's state stays in its region */
+		resil__free(&a, b->mem, b->alloc_size);
 	resil__free(&a, b, sizeof(*b));
 }
 
@@ -390,6 +617,7 @@ window_reset(resil_breaker *b)
 	resil__store64(&st->head, 0);
 	resil__store64(&st->win_failures, 0);
 	resil__store64(&st->win_slow, 0);
+	resil__store64(&st->win_bad, 0);
 	if (b->slots != NULL) {
 		for (i = 0; i < b->cfg.window_size; i++)
 			resil__store8(&b->slots[i], 0);
@@ -419,6 +647,17 @@ clamp_count(uint64_t v, uint64_t max)
 	return v > max ? max : v;
 }
 
+/* The bucket index of time now. The clock's last tick shares the bucket
+ * of the tick before it, so that index + 1 (a bucket's epoch) never wraps
+ * to 0, "never used". */
+static inline uint64_t
+bucket_index(const resil_breaker *b, uint64_t now)
+{
+	if (RESIL__UNLIKELY(now == UINT64_MAX))
+		now--;
+	return now / b->cfg.bucket_ns;
+}
+
 static totals
 window_totals(resil_breaker *b, uint64_t now)
 {
@@ -431,11 +670,12 @@ window_totals(resil_breaker *b, uint64_t now)
 		uint64_t head = resil__load64(&st->head);
 
 		t.calls = head < n ? head : n;
-		t.failures = clamp_count(resil__load64(&st->win_failures), t.calls);
+		t.failures =
+		    clamp_count(resil__load64(&st->win_failures), t.calls);
 		t.slow = clamp_count(resil__load64(&st->win_slow), t.calls);
 		return t;
 	}
-	idx = now / b->cfg.bucket_ns;
+	idx = bucket_index(b, now);
 	/* Padding buckets of a stripe stay empty (epoch 0). */
 	for (i = 0; i < b->stride * NSTRIPES; i++) {
 		e = resil__load64(&b->buckets[i].epoch);
@@ -449,10 +689,14 @@ window_totals(resil_breaker *b, uint64_t now)
 	return t;
 }
 
-/* Add one outcome. Returns true when the add may have raised a rate (so
- * the trip rule must be evaluated). */
-static bool
-window_add(resil_breaker *b, bool fail, bool slow, uint64_t *now_out)
+/* Add one outcome; a time window's `now` is read by the caller, before
+ * it announced itself. Returns true when the add may have raised a rate
+ * (so the trip rule must be evaluated). */
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline bool
+window_add(resil_breaker *b, bool fail, bool slow, uint64_t now)
 {
 	struct bstate *st = b->st;
 
@@ -477,17 +721,17 @@ window_add(resil_breaker *b, bool fail, bool slow, uint64_t *now_out)
 			    fail ? 1 : UINT64_MAX); /* + or - 1 */
 		if ((ov & SLOT_SLOW) != (nv & SLOT_SLOW))
 			resil__faa64(&st->win_slow, slow ? 1 : UINT64_MAX);
+		if (((ov & SLOT_BAD) != 0) != ((nv & SLOT_BAD) != 0))
+			resil__faa64(
+			    &st->win_bad, (nv & SLOT_BAD) ? 1 : UINT64_MAX);
 		/* Otherwise a success never raises a count window's rates:
 		 * it adds a non-failure or evicts an outcome. */
 		return fail || slow || filling;
 	} else {
-		uint64_t now = now_coarse(b);
-		uint64_t idx = now / b->cfg.bucket_ns;
-
-		*now_out = now;
-		bucket *bk = &b->buckets[resil__thread_stripe(NSTRIPES) *
-			b->stride +
-		    idx % b->cfg.window_size];
+		uint64_t idx = bucket_index(b, now);
+		bucket *bk =
+		    &b->buckets[resil__thread_stripe(NSTRIPES) * b->stride +
+		        idx % b->cfg.window_size];
 		uint64_t e = resil__load64(&bk->epoch);
 		bool rolled = false;
 		uint64_t calls;
@@ -521,8 +765,8 @@ static uint64_t
 grow_wait(const resil_breaker *b, uint64_t wait)
 {
 	double next;
-	uint64_t cap = b->cfg.open_wait_max_ns ? b->cfg.open_wait_max_ns
-					       : UINT64_MAX;
+	uint64_t cap =
+	    b->cfg.open_wait_max_ns ? b->cfg.open_wait_max_ns : UINT64_MAX;
 
 	if (b->cfg.open_wait_multiplier <= 1.0)
 		return wait;
@@ -533,36 +777,129 @@ grow_wait(const resil_breaker *b, uint64_t wait)
 	return (uint64_t)next;
 }
 
+/* One round of a wait for another thread: a pause, and after many of them
+ * a yield, since on an oversubscribed machine the thread waited for may be
+ * preempted and need this CPU (a rare, contended path only). */
+static void
+backoff(unsigned *spins)
+{
+	if (++*spins < 1024) {
+		resil__stall();
+		return;
+	}
+	*spins = 0;
+	sched_yield();
+}
+
+/* Wait until no record of an episode of parity par is writing window or
+ * probe state. Records announce themselves only for a few instructions
+ * (no clock read, callback or wait inside), so this is short unless the
+ * recording thread is preempted in that stretch. */
+static void
+quiesce(resil_breaker *b, unsigned par)
+{
+	unsigned i, spins = 0, rounds;
+
+	if (b->shared) {
+		/* A process that died announced stays announced: after a
+		 * while, its slot is checked and skipped. */
+		for (i = 0; i < RESIL__SHM_PROCS; i++)
+			for (rounds = 0; resil__load64_after_rmw(
+			                     &b->sh->ann[i].active[par]) != 0;
+			     rounds++) {
+				backoff(&spins);
+				if (rounds % 4096 == 4095 &&
+				    !resil__shm_proc_alive(b->procs, i))
+					break;
+			}
+		return;
+	}
+	for (i = 0; i < NSTRIPES; i++)
+		while (resil__load64_after_rmw(
+		           &b->st->stripes[i].active[par]) != 0)
+			backoff(&spins);
+}
+
+/* Announce a record of episode ep, and confirm ep is still the current
+ * episode (word without TRANSIT). On false the announcement is already
+ * withdrawn and the outcome is stale. */
+/* The announcement counters of this caller: its stripe's, or in a shared
+ * breaker its process's. */
+static inline uint64_t *
+ann_of(resil_breaker *b, stripe *sp)
+{
+	if (RESIL__UNLIKELY(b->shared))
+		return b->sh->ann[b->slot].active;
+	return sp->active;
+}
+
+static inline bool
+announce(resil_breaker *b, stripe *sp, uint64_t ep)
+{
+	uint64_t w, *a = ann_of(b, sp);
+
+	resil__faa64(&a[ep & 1], 1);
+	w = resil__load64_after_rmw(&b->st->word);
+	if (RESIL__LIKELY(w_episode(w) == ep))
+		return true; /* a word with TRANSIT has the next episode */
+	resil__faa64(&a[ep & 1], UINT64_MAX);
+	return false;
+}
+
+static inline void
+withdraw(resil_breaker *b, stripe *sp, uint64_t ep)
+{
+	resil__faa64(&ann_of(b, sp)[ep & 1], UINT64_MAX); /* - 1 */
+}
+
+struct restore_data; /* a decoded snapshot, for restore's transition */
+static void restore_apply(resil_breaker *b, const struct restore_data *rd);
+
 /*
  * Move from the state in word w to `to`. Fails (returns false) when the
- * word is no longer w: another thread changed the state first.
+ * word is no longer w: another thread changed the state first. With rd,
+ * the new state's fields come from a snapshot instead of being emptied.
  */
-static bool
-transition(resil_breaker *b, uint64_t w, resil_breaker_state to,
-    resil_breaker_reason reason, uint64_t time)
+static void deliver(resil_breaker *b);
+
+/* The rest of a transition, by the thread that owns it (won the CAS to
+ * (to, ep, TRANSIT), or took it over from a dead owner): wait for the old
+ * episode's announced records, write the new state's fields, tell the
+ * listener(s), publish. */
+static void
+finish(resil_breaker *b, resil_breaker_state from, resil_breaker_state to,
+    uint64_t ep, resil_breaker_reason reason, uint64_t time,
+    const struct restore_data *rd)
 {
 	struct bstate *st = b->st;
-	uint64_t ep = w_episode(w) + 1;
 	resil_breaker_event ev;
+	const resil_breaker *outer;
 
-	if (!resil__cas64(&st->word, w, w_make(to, ep, W_TRANSIT)))
-		return false;
-	/* This thread owns the transition until the final store. */
+	/* Records of the old episode that confirmed it before the swap
+	 * finish their writes first; later ones see the new episode and
+	 * write nothing. */
+	quiesce(b, (unsigned)((ep - 1) & 1));
+	if (RESIL__UNLIKELY(resil__breaker_transit_hook != NULL) && b->shared)
+		resil__breaker_transit_hook(); /* tests: die holding it */
 	resil__store64(&st->since, time);
+	if (rd != NULL) {
+		restore_apply(b, rd);
+		goto tell;
+	}
 	switch (to) {
 	case RESIL_BREAKER_OPEN:
 	case RESIL_BREAKER_FORCED_OPEN:
 		/* Consecutive re-openings (from HALF_OPEN, automatic or by
 		 * hand) grow the wait; anything else starts at the base. */
 		if (to == RESIL_BREAKER_OPEN) {
-			if (w_state(w) == RESIL_BREAKER_HALF_OPEN)
+			if (from == RESIL_BREAKER_HALF_OPEN)
 				resil__store64(&st->wait,
 				    grow_wait(b, resil__load64(&st->wait)));
 			else
 				resil__store64(&st->wait, b->cfg.open_wait_ns);
 		}
-		resil__store64(&st->open_shows_probes,
-		    w_state(w) == RESIL_BREAKER_HALF_OPEN);
+		resil__store64(
+		    &st->open_shows_probes, from == RESIL_BREAKER_HALF_OPEN);
 		break;
 	case RESIL_BREAKER_HALF_OPEN:
 		resil__store64(&st->probes, P_TAG_OF(ep) << 45);
@@ -577,15 +914,98 @@ transition(resil_breaker *b, uint64_t w, resil_breaker_state to,
 	case RESIL_BREAKER_DISABLED:
 		break;
 	}
+tell:
+	if (b->shared) {
+		/* Every process's listener hears it, in order: from the ring,
+		 * after the publication (a listener never runs while this
+		 * process holds a transition of a shared breaker). */
+		shared_ev *e = &b->sh->ring[ep % RESIL__SHM_RING];
+
+		resil__store64(&e->seq, 0);
+		resil__store64(&e->time, time);
+		e->from = (uint32_t)from;
+		e->to = (uint32_t)to;
+		e->reason = (uint32_t)reason;
+		resil__store64(&e->seq, ep);
+		resil__store64(&st->word, w_make(to, ep, 0));
+		deliver(b);
+		return;
+	}
 	if (b->cfg.listener != NULL) {
 		ev.seq = ep;
 		ev.time = time;
-		ev.from = w_state(w);
+		ev.from = from;
 		ev.to = to;
 		ev.reason = reason;
+		outer = in_listener;
+		in_listener = b;
 		b->cfg.listener(&ev, b->cfg.listener_ctx);
+		in_listener = outer;
 	}
 	resil__store64(&st->word, w_make(to, ep, 0));
+}
+
+/*
+ * Move from the state in word w to `to`. Fails (returns false) when the
+ * word is no longer w: another thread changed the state first. With rd,
+ * the new state's fields come from a snapshot instead of being emptied.
+ */
+static bool
+transition_ex(resil_breaker *b, uint64_t w, resil_breaker_state to,
+    resil_breaker_reason reason, uint64_t time, const struct restore_data *rd)
+{
+	uint64_t ep = w_episode(w) + 1;
+	uint64_t owner = b->shared ? W_OWNER(b->slot, w_state(w), reason) : 0;
+
+	if (!resil__cas64(&b->st->word, w, w_make(to, ep, W_TRANSIT | owner)))
+		return false;
+	/* This thread owns the transition until finish() publishes it. */
+	finish(b, w_state(w), to, ep, reason, time, rd);
+	return true;
+}
+
+/* A shared breaker's transition whose owner died (SIGKILL at any
+ * instruction): take it over and finish it. */
+static void
+take_over(resil_breaker *b, uint64_t w)
+{
+	uint64_t bits = (w & W_PROBE_MASK) >> W_PROBE_SHIFT;
+	unsigned owner = (unsigned)(bits & 0x7f);
+	resil_breaker_state from = (resil_breaker_state)((bits >> 7) & 7);
+	resil_breaker_reason why = (resil_breaker_reason)((bits >> 10) & 15);
+
+	if (owner == 0 || resil__shm_proc_alive(b->procs, owner - 1))
+		return;
+	if (!resil__cas64(&b->st->word, w,
+	        (w & ~W_PROBE_MASK) | W_OWNER(b->slot, from, why)))
+		return;
+	finish(b, from, w_state(w), w_episode(w), why, now_coarse(b), NULL);
+}
+
+static bool
+transition(resil_breaker *b, uint64_t w, resil_breaker_state to,
+    resil_breaker_reason reason, uint64_t time)
+{
+	return transition_ex(b, w, to, reason, time, NULL);
+}
+
+/* Wait for the transition in progress to be published. False when this
+ * thread is the one making it (a listener calling back): waiting would
+ * never end. */
+static bool
+await_transit(resil_breaker *b)
+{
+	unsigned spins = 0, rounds = 0;
+	uint64_t w;
+
+	if (in_listener == b)
+		return false;
+	while ((w = resil__load64(&b->st->word)) & W_TRANSIT) {
+		backoff(&spins);
+		/* Shared: an owner that takes this long may be dead. */
+		if (b->shared && ++rounds % 8192 == 0)
+			take_over(b, w);
+	}
 	return true;
 }
 
@@ -614,11 +1034,13 @@ acquire_slow(resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
 
 	for (;;) {
 		w = resil__load64(&st->word);
-		if (RESIL__UNLIKELY(w & W_TRANSIT))
-			return reject(b, retry_after,
-			    w_state(w) == RESIL_BREAKER_OPEN
-				? resil__load64(&st->wait)
-				: 0);
+		if (RESIL__UNLIKELY(w & W_TRANSIT)) {
+			/* Another thread is finishing a transition: decide on
+			 * the state it publishes, not on its being busy. */
+			if (!await_transit(b))
+				return RESIL_E_MISUSE;
+			continue;
+		}
 		switch (w_state(w)) {
 		case RESIL_BREAKER_CLOSED:
 		case RESIL_BREAKER_METRICS_ONLY:
@@ -645,9 +1067,9 @@ acquire_slow(resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
 			continue;
 		case RESIL_BREAKER_HALF_OPEN:
 			if (b->cfg.max_half_open_ns != 0) {
-				uint64_t end = sat_add(
-				    resil__load64(&st->since),
-				    b->cfg.max_half_open_ns);
+				uint64_t end =
+				    sat_add(resil__load64(&st->since),
+				        b->cfg.max_half_open_ns);
 
 				now = now_coarse(b);
 				if (now >= end) {
@@ -677,33 +1099,38 @@ acquire_slow(resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
 	}
 }
 
+/* The hot path, CLOSED without timing: small enough to need no saved
+ * registers; everything else goes to acquire_slow(). */
+#define ACQUIRE_FAST(b, permit, retry_after)                           \
+	do {                                                           \
+		uint64_t w_;                                           \
+                                                                       \
+		if (RESIL__UNLIKELY(b == NULL || permit == NULL))      \
+			return RESIL_E_INVAL;                          \
+		w_ = resil__load64(&b->st->word);                      \
+		if (RESIL__LIKELY((w_ & (W_STATE_MASK | W_TRANSIT)) == \
+		            RESIL_BREAKER_CLOSED &&                    \
+		        !b->timing)) {                                 \
+			permit->episode = w_episode(w_);               \
+			permit->start = 0;                             \
+			permit->flags = PERMIT_VALID;                  \
+			permit->reserved = 0;                          \
+			return RESIL_OK;                               \
+		}                                                      \
+		return acquire_slow(b, permit, retry_after);           \
+	} while (0)
+
 resil_err
 resil_breaker_acquire_ex(
     resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
 {
-	uint64_t w;
-
-	if (RESIL__UNLIKELY(b == NULL || permit == NULL))
-		return RESIL_E_INVAL;
-	/* The hot path, CLOSED without timing, stays small enough to need
-	 * no saved registers; everything else goes to acquire_slow(). */
-	w = resil__load64(&b->st->word);
-	if (RESIL__LIKELY((w & (W_STATE_MASK | W_TRANSIT)) ==
-		    RESIL_BREAKER_CLOSED &&
-		!b->timing)) {
-		permit->episode = w_episode(w);
-		permit->start = 0;
-		permit->flags = PERMIT_VALID;
-		permit->reserved = 0;
-		return RESIL_OK;
-	}
-	return acquire_slow(b, permit, retry_after);
+	ACQUIRE_FAST(b, permit, retry_after);
 }
 
 resil_err
 resil_breaker_acquire(resil_breaker *b, resil_permit *permit)
 {
-	return resil_breaker_acquire_ex(b, permit, NULL);
+	ACQUIRE_FAST(b, permit, NULL);
 }
 
 /* ---- record ---- */
@@ -742,37 +1169,67 @@ rate_evaluate(resil_breaker *b, uint64_t w, uint64_t now)
 		    RESIL_BREAKER_REASON_SLOW_CALL_RATE, now_coarse(b));
 }
 
+/* Count one lifetime outcome on this thread's stripe. */
 static inline void
-closed_evaluate(resil_breaker *b, uint64_t w, bool fail, bool maybe_rate,
-    uint64_t now)
+count_outcome(stripe *sp, bool fail, bool slow)
+{
+	resil__faa64(fail ? &sp->failures : &sp->successes, 1);
+	if (slow)
+		resil__faa64(&sp->slow, 1);
+}
+
+/*
+ * An outcome in CLOSED (consecutive counts too) or METRICS_ONLY (window
+ * only), with the permit of episode w_episode(w). The clock is read
+ * before the announcement; the trip decision is made after it is
+ * withdrawn, since a transition waits for announced records.
+ */
+static RESIL__NOINLINE resil_err
+window_record(resil_breaker *b, stripe *sp, uint64_t w, bool fail, bool slow)
 {
 	struct bstate *st = b->st;
-	uint32_t n = b->cfg.consecutive_failures;
+	uint64_t ep = w_episode(w);
+	uint64_t now =
+	    b->buckets != NULL && b->rate_triggers ? now_coarse(b) : 0;
+	uint32_t n = w_state(w) == RESIL_BREAKER_CLOSED
+	    ? b->cfg.consecutive_failures
+	    : 0;
+	bool trip = false, maybe = false;
 
+	if (!announce(b, sp, ep)) {
+		resil__faa64(&sp->stale, 1);
+		return RESIL_OK;
+	}
+	count_outcome(sp, fail, slow);
+	/* The window serves the rate triggers only: without one, the
+	 * success path writes nothing shared at all. */
+	if (b->rate_triggers)
+		maybe = window_add(b, fail, slow, now);
 	if (n != 0) {
-		if (fail) {
-			if (resil__faa64(&st->consecutive, 1) + 1 >= n) {
-				transition(b, w, RESIL_BREAKER_OPEN,
-				    RESIL_BREAKER_REASON_CONSECUTIVE_FAILURES,
-				    now_coarse(b));
-				return;
-			}
-		} else if (resil__load64(&st->consecutive) != 0) {
+		if (fail)
+			trip = resil__faa64(&st->consecutive, 1) + 1 >= n;
+		else if (resil__load64(&st->consecutive) != 0)
 			/* Write only when needed: the common success path
 			 * leaves the shared line untouched. */
 			resil__store64(&st->consecutive, 0);
-		}
 	}
-	if (maybe_rate && b->rate_triggers)
+	withdraw(b, sp, ep);
+	if (w_state(w) != RESIL_BREAKER_CLOSED)
+		return RESIL_OK; /* METRICS_ONLY never trips */
+	if (trip)
+		transition(b, w, RESIL_BREAKER_OPEN,
+		    RESIL_BREAKER_REASON_CONSECUTIVE_FAILURES, now_coarse(b));
+	else if (maybe)
 		rate_evaluate(b, w, now);
+	return RESIL_OK;
 }
 
 /* Whether the K probe outcomes breach a threshold. With a rate trigger
  * the probes are judged by their rates; with the consecutive-failure
  * trigger alone, any failed probe reopens (as gobreaker does). */
 static bool
-probes_failed(const resil_breaker *b, uint64_t reported, uint64_t failed,
-    uint64_t slow)
+probes_failed(
+    const resil_breaker *b, uint64_t reported, uint64_t failed, uint64_t slow)
 {
 	if (b->cfg.failure_rate_pct != 0 &&
 	    failed * 100 >= (uint64_t)b->cfg.failure_rate_pct * reported)
@@ -799,31 +1256,46 @@ decide(resil_breaker *b, uint64_t ep, bool reopen, resil_breaker_reason why)
 		    w_state(cw) != RESIL_BREAKER_HALF_OPEN)
 			return;
 		if (transition(b, cw,
-			reopen ? RESIL_BREAKER_OPEN : RESIL_BREAKER_CLOSED, why,
-			now_coarse(b)))
+		        reopen ? RESIL_BREAKER_OPEN : RESIL_BREAKER_CLOSED,
+		        why, now_coarse(b)))
 			return;
 	}
 }
 
 static resil_err
-half_open_record(resil_breaker *b, uint64_t w, bool fail, bool slow)
+half_open_record(
+    resil_breaker *b, stripe *sp, uint64_t w, bool fail, bool slow)
 {
 	struct bstate *st = b->st;
-	uint64_t ep = w_episode(w), p, np, reported;
+	uint64_t ep = w_episode(w), p, np = 0, reported;
+	resil_err err = RESIL_OK;
 
+	if (!announce(b, sp, ep)) {
+		resil__faa64(&sp->stale, 1);
+		return RESIL_OK;
+	}
+	/* Announced: the episode cannot end before the add below lands, so
+	 * the probe word is this episode's (its tag only keeps metrics
+	 * readers consistent). */
 	for (;;) {
 		p = resil__load64(&st->probes);
-		if (P_TAG(p) != P_TAG_OF(ep))
-			return RESIL_OK; /* a later episode: stale */
 		reported = P_REPORTED(p) + 1;
-		if (reported > b->cfg.permitted_probes) {
-			return RESIL_E_MISUSE;
+		if (P_TAG(p) != P_TAG_OF(ep) ||
+		    reported > b->cfg.permitted_probes) {
+			/* More outcomes than permits: a copied permit. */
+			err = RESIL_E_MISUSE;
+			break;
 		}
 		np = p + 1 + (fail ? UINT64_C(1) << 15 : 0) +
 		    (slow ? UINT64_C(1) << 30 : 0);
 		if (resil__cas64(&st->probes, p, np))
 			break;
 	}
+	if (err == RESIL_OK)
+		count_outcome(sp, fail, slow);
+	withdraw(b, sp, ep);
+	if (err != RESIL_OK)
+		return err;
 	if (fail && b->cfg.reopen_on_first_failure) {
 		decide(b, ep, true, RESIL_BREAKER_REASON_PROBE_FAILED);
 		return RESIL_OK;
@@ -838,25 +1310,52 @@ half_open_record(resil_breaker *b, uint64_t w, bool fail, bool slow)
 	return RESIL_OK;
 }
 
+/* Take the permit: a second record or release of it is misuse. Returns
+ * its flags, 0 when it was never granted or is already spent. */
+static inline uint32_t
+consume(resil_permit *permit)
+{
+	uint32_t flags = permit->flags;
+
+	if (RESIL__UNLIKELY(!(flags & PERMIT_VALID)))
+		return 0;
+	permit->flags = 0;
+	return flags;
+}
+
 static RESIL__NOINLINE resil_err
-record_impl(resil_breaker *b, const resil_permit *permit,
-    resil_outcome outcome, bool have_duration, uint64_t duration)
+record_impl(resil_breaker *b, resil_permit *permit, resil_outcome outcome,
+    bool have_duration, uint64_t duration)
 {
 	struct bstate *st;
-	uint64_t w;
+	uint64_t w, ep;
+	uint32_t flags;
 	bool fail, slow = false;
 	stripe *sp;
 
 	if (RESIL__UNLIKELY(b == NULL || permit == NULL ||
-		(unsigned)outcome > (unsigned)RESIL_OUTCOME_BUSINESS))
+	        (unsigned)outcome > (unsigned)RESIL_OUTCOME_BUSINESS))
 		return RESIL_E_INVAL;
-	if (RESIL__UNLIKELY(!(permit->flags & PERMIT_VALID))) {
+	flags = consume(permit);
+	if (RESIL__UNLIKELY(flags == 0))
 		return RESIL_E_MISUSE;
-	}
+	ep = permit->episode;
 	st = b->st;
-	w = resil__load64(&st->word);
 	sp = my_stripe(b);
-	if (w_episode(w) != permit->episode) {
+	/* Everything that reads the clock comes before the announcement. */
+	fail = outcome == RESIL_OUTCOME_FAILURE;
+	if (b->timing && (outcome == RESIL_OUTCOME_SUCCESS || fail)) {
+		if (!have_duration && (flags & PERMIT_TIMED)) {
+			uint64_t now = now_precise(b);
+
+			duration =
+			    now > permit->start ? now - permit->start : 0;
+			have_duration = true;
+		}
+		slow = have_duration && duration > b->cfg.slow_threshold_ns;
+	}
+	w = resil__load64(&st->word);
+	if (w_episode(w) != ep) {
 		/* From an earlier episode: a slow call from before the trip
 		 * must not close (or trip) the breaker. */
 		resil__faa64(&sp->stale, 1);
@@ -881,50 +1380,19 @@ record_impl(resil_breaker *b, const resil_permit *permit,
 	if (outcome == RESIL_OUTCOME_IGNORED ||
 	    outcome == RESIL_OUTCOME_BUSINESS) {
 		resil__faa64(&sp->ignored, 1);
-		if (permit->flags & PERMIT_PROBE)
-			give_back_probe(b, permit->episode);
+		if (flags & PERMIT_PROBE)
+			give_back_probe(b, ep);
 		return RESIL_OK;
 	}
-	fail = outcome == RESIL_OUTCOME_FAILURE;
-	if (b->timing) {
-		if (!have_duration && (permit->flags & PERMIT_TIMED)) {
-			uint64_t now = now_precise(b);
-
-			duration = now > permit->start ? now - permit->start
-						       : 0;
-			have_duration = true;
-		}
-		slow = have_duration && duration > b->cfg.slow_threshold_ns;
-	}
-	if (fail)
-		resil__faa64(&sp->failures, 1);
-	else
-		resil__faa64(&sp->successes, 1);
-	if (slow)
-		resil__faa64(&sp->slow, 1);
 
 	switch (w_state(w)) {
-	case RESIL_BREAKER_CLOSED: {
-		/* The window serves the rate triggers only: without one,
-		 * the success path writes nothing shared at all. */
-		uint64_t now = 0; /* set by a time window's add */
-		bool maybe = b->rate_triggers &&
-		    window_add(b, fail, slow, &now);
-
-		closed_evaluate(b, w, fail, maybe, now);
-		return RESIL_OK;
-	}
+	case RESIL_BREAKER_CLOSED:
 	case RESIL_BREAKER_METRICS_ONLY:
-		if (b->rate_triggers) {
-			uint64_t now;
-
-			window_add(b, fail, slow, &now);
-		}
-		return RESIL_OK;
+		return window_record(b, sp, w, fail, slow);
 	case RESIL_BREAKER_HALF_OPEN:
-		if (!(permit->flags & PERMIT_PROBE))
+		if (!(flags & PERMIT_PROBE))
 			return RESIL_E_MISUSE;
-		return half_open_record(b, w, fail, slow);
+		return half_open_record(b, sp, w, fail, slow);
 	case RESIL_BREAKER_OPEN:
 	case RESIL_BREAKER_FORCED_OPEN:
 	case RESIL_BREAKER_DISABLED:
@@ -934,46 +1402,86 @@ record_impl(resil_breaker *b, const resil_permit *permit,
 	return RESIL_E_MISUSE;
 }
 
-resil_err
-resil_breaker_record(
-    resil_breaker *b, const resil_permit *permit, resil_outcome outcome)
+static RESIL__NOINLINE resil_err
+record_slow(resil_breaker *b, resil_permit *permit, resil_outcome outcome)
 {
-	uint64_t w, now = 0;
-	bool maybe;
-
-	if (RESIL__UNLIKELY(b == NULL || permit == NULL))
-		return RESIL_E_INVAL;
-	/* The hot path: a success in the permit's own CLOSED episode,
-	 * without timing. Everything else goes to record_impl(). */
-	w = resil__load64(&b->st->word);
-	if (RESIL__LIKELY(outcome == RESIL_OUTCOME_SUCCESS &&
-		(permit->flags & PERMIT_VALID) &&
-		(w & (W_STATE_MASK | W_TRANSIT)) == RESIL_BREAKER_CLOSED &&
-		w_episode(w) == permit->episode && !b->timing)) {
-		resil__faa64(&my_stripe(b)->successes, 1);
-		maybe = b->rate_triggers && window_add(b, false, false, &now);
-		closed_evaluate(b, w, false, maybe, now);
-		return RESIL_OK;
-	}
 	return record_impl(b, permit, outcome, false, 0);
 }
 
+/* A success to add to the window, the permit checked: the fast path's
+ * second stage, kept out of line so the first saves no registers. */
+static RESIL__NOINLINE resil_err
+record_window_success(resil_breaker *b, resil_permit *permit, uint64_t w)
+{
+	permit->flags = 0;
+	return window_record(b, my_stripe(b), w, false, false);
+}
+
 resil_err
-resil_breaker_record_duration(resil_breaker *b, const resil_permit *permit,
+resil_breaker_record(
+    resil_breaker *b, resil_permit *permit, resil_outcome outcome)
+{
+	struct bstate *st;
+	uint64_t w;
+
+	if (RESIL__UNLIKELY(b == NULL || permit == NULL))
+		return RESIL_E_INVAL;
+	/* The hot path: a success in the permit's own CLOSED episode that
+	 * writes nothing but its stripe's lifetime count, so it cannot leak
+	 * into a later episode and needs no announcement. Everything else
+	 * goes to record_impl(). */
+	st = b->st;
+	w = resil__load64(&st->word);
+	if (RESIL__LIKELY(outcome == RESIL_OUTCOME_SUCCESS &&
+	        (w & (W_STATE_MASK | W_TRANSIT)) == RESIL_BREAKER_CLOSED &&
+	        w_episode(w) == permit->episode &&
+	        (permit->flags & PERMIT_VALID))) {
+		if (b->fast == FAST_CONSEC) {
+			/* No failure streak to end. */
+			if (RESIL__LIKELY(
+			        resil__load64(&st->consecutive) == 0))
+				goto nothing_changes;
+		} else if (b->fast == FAST_COUNT) {
+			/* A full count window of successes: one more changes
+			 * nothing (the ring stays all successes). Exact: an
+			 * outcome that does write evicts a success either way.
+			 * head first: once full, the window stays full within
+			 * the episode, so the success takes effect at the
+			 * win_bad reading. */
+			if (RESIL__LIKELY(resil__load64(&st->head) >=
+			            b->cfg.window_size &&
+			        resil__load64(&st->win_bad) == 0))
+				goto nothing_changes;
+		}
+		if (b->fast >= FAST_COUNT)
+			return record_window_success(b, permit, w);
+	}
+	return record_slow(b, permit, outcome);
+nothing_changes:
+	permit->flags = 0;
+	resil__faa64(
+	    &st->stripes[resil__thread_stripe(NSTRIPES)].successes, 1);
+	return RESIL_OK;
+}
+
+resil_err
+resil_breaker_record_duration(resil_breaker *b, resil_permit *permit,
     resil_outcome outcome, uint64_t duration)
 {
 	return record_impl(b, permit, outcome, true, duration);
 }
 
 resil_err
-resil_breaker_release(resil_breaker *b, const resil_permit *permit)
+resil_breaker_release(resil_breaker *b, resil_permit *permit)
 {
+	uint32_t flags;
+
 	if (b == NULL || permit == NULL)
 		return RESIL_E_INVAL;
-	if (!(permit->flags & PERMIT_VALID)) {
+	flags = consume(permit);
+	if (flags == 0)
 		return RESIL_E_MISUSE;
-	}
-	if (permit->flags & PERMIT_PROBE)
+	if (flags & PERMIT_PROBE)
 		give_back_probe(b, permit->episode);
 	return RESIL_OK;
 }
@@ -1019,14 +1527,16 @@ resil_breaker_transition(resil_breaker *b, resil_breaker_state to)
 		w = resil__load64(&b->st->word);
 		if (w & W_TRANSIT) {
 			/* Another thread is finishing a transition: a few
-			 * stores and a listener call. */
-			resil__stall();
+			 * stores and a listener call. Its own listener must
+			 * not wait for it. */
+			if (!await_transit(b))
+				return RESIL_E_MISUSE;
 			continue;
 		}
 		if (w_state(w) == to && to != RESIL_BREAKER_CLOSED)
 			return RESIL_OK;
-		if (transition(b, w, to, RESIL_BREAKER_REASON_MANUAL,
-			now_coarse(b)))
+		if (transition(
+		        b, w, to, RESIL_BREAKER_REASON_MANUAL, now_coarse(b)))
 			return RESIL_OK;
 	}
 }
@@ -1115,8 +1625,8 @@ resil_breaker_get_metrics(resil_breaker *b, resil_breaker_metrics *out)
 	p = resil__load64(&st->probes);
 	if (m.state == RESIL_BREAKER_HALF_OPEN ||
 	    ((m.state == RESIL_BREAKER_OPEN ||
-		 m.state == RESIL_BREAKER_FORCED_OPEN) &&
-		resil__load64(&st->open_shows_probes))) {
+	         m.state == RESIL_BREAKER_FORCED_OPEN) &&
+	        resil__load64(&st->open_shows_probes))) {
 		/* The probes of this episode, or of the one that reopened
 		 * the breaker: judged once all have reported. */
 		if (m.state != RESIL_BREAKER_HALF_OPEN ||
@@ -1128,13 +1638,14 @@ resil_breaker_get_metrics(resil_breaker *b, resil_breaker_metrics *out)
 			t.calls = t.failures = t.slow = 0;
 		}
 		if (m.state == RESIL_BREAKER_HALF_OPEN) {
-			m.probes_granted = w_probes(w);
+			/* (During a transition the field names its owner.) */
+			m.probes_granted = (w & W_TRANSIT) ? 0 : w_probes(w);
 			m.probes_reported = (uint32_t)t.calls;
 		}
 		fill_window(&m, &t,
 		    m.state == RESIL_BREAKER_HALF_OPEN
-			? b->cfg.permitted_probes
-			: 1);
+		        ? b->cfg.permitted_probes
+		        : 1);
 	} else if (m.state != RESIL_BREAKER_DISABLED) {
 		/* CLOSED and METRICS_ONLY: the sliding window; OPEN: the
 		 * window that tripped it, as time leaves it. */
@@ -1145,6 +1656,370 @@ resil_breaker_get_metrics(resil_breaker *b, resil_breaker_metrics *out)
 	}
 	*out = m;
 	return RESIL_OK;
+}
+
+/* ---- snapshot and restore ---- */
+
+/*
+ * The format (docs/breaker.md), every integer little-endian:
+ *   0  magic "RESILBRK"        8 bytes
+ *   8  version                 u32 (RESIL_BREAKER_SNAPSHOT_VERSION)
+ *  12  total length            u32, the checksum included
+ *  16  window type, size       u32, u32
+ *  24  bucket_ns               u64 (0 for a count window)
+ *  32  state, flags            u32, u32 (flag 1: OPEN shows its probes)
+ *  40  episode                 u64 (informational: restore starts its own)
+ *  48  taken_at                u64, the clock reading when it was taken
+ *  56  since                   u64, when the state began
+ *  64  open wait               u64, the current (possibly grown) wait
+ *  72  consecutive failures    u64
+ *  80  successes, failures, slow, ignored, rejections, stale: 6 x u64
+ * 128  probes reported, failed, slow, entries: 4 x u32
+ * 144  entries: COUNT: one byte per outcome, oldest first (bit 0 failed,
+ *      bit 1 slow), zero-padded to 8 bytes; TIME: per live bucket
+ *      {bucket index, calls, failures, slow}, 4 x u64
+ * end  FNV-1a 64 of every byte before it, u64
+ */
+#define SNAP_MAGIC "RESILBRK"
+#define SNAP_HEAD 144u
+
+struct restore_data {
+	resil_breaker_state state;
+	uint32_t flags;
+	uint64_t since, wait, consecutive;
+	uint64_t totals[6];
+	uint32_t preported, pfailed, pslow, entries;
+	const uint8_t *body;  /* the entries, validated */
+	int64_t bucket_shift; /* added to TIME bucket indexes */
+};
+
+static void
+put32(uint8_t *p, uint32_t v)
+{
+	int i;
+
+	for (i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void
+put64(uint8_t *p, uint64_t v)
+{
+	int i;
+
+	for (i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t
+get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	    (uint32_t)p[3] << 24;
+}
+
+static uint64_t
+get64(const uint8_t *p)
+{
+	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
+static uint64_t
+fnv1a(const uint8_t *p, size_t n)
+{
+	uint64_t h = UINT64_C(0xcbf29ce484222325);
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		h ^= p[i];
+		h *= UINT64_C(0x100000001b3);
+	}
+	return h;
+}
+
+static size_t
+snap_body_max(const resil_breaker *b)
+{
+	if (b->slots != NULL)
+		return ((size_t)b->cfg.window_size + 7u) & ~(size_t)7u;
+	return (size_t)b->cfg.window_size * 32u;
+}
+
+size_t
+resil_breaker_snapshot_size(const resil_breaker *b)
+{
+	if (b == NULL)
+		return 0;
+	return SNAP_HEAD + snap_body_max(b) + 8u;
+}
+
+resil_err
+resil_breaker_snapshot(resil_breaker *b, void *buf, size_t cap, size_t *len)
+{
+	struct bstate *st;
+	resil_breaker_metrics m;
+	uint8_t *out = buf, *e;
+	uint64_t w, p, now, idx, head;
+	uint32_t entries = 0, i, n;
+	size_t total;
+
+	if (b == NULL || buf == NULL || len == NULL)
+		return RESIL_E_INVAL;
+	if (cap < resil_breaker_snapshot_size(b))
+		return RESIL_E_INVAL;
+	st = b->st;
+	/* A consistent reading: no transition may complete meanwhile (the
+	 * episode is read again at the end and the reading retried). */
+	for (;;) {
+		w = resil__load64(&st->word);
+		if (w & W_TRANSIT) {
+			if (!await_transit(b))
+				return RESIL_E_MISUSE;
+			continue;
+		}
+		memset(out, 0, SNAP_HEAD);
+		resil_breaker_get_metrics(b, &m);
+		now = now_coarse(b);
+		memcpy(out, SNAP_MAGIC, 8);
+		put32(out + 8, RESIL_BREAKER_SNAPSHOT_VERSION);
+		put32(out + 16, (uint32_t)b->cfg.window_type);
+		put32(out + 20, b->cfg.window_size);
+		put64(out + 24, b->slots != NULL ? 0 : b->cfg.bucket_ns);
+		put32(out + 32, (uint32_t)w_state(w));
+		put32(
+		    out + 36, (uint32_t)resil__load64(&st->open_shows_probes));
+		put64(out + 40, w_episode(w));
+		put64(out + 48, now);
+		put64(out + 56, resil__load64(&st->since));
+		put64(out + 64, resil__load64(&st->wait));
+		put64(out + 72, resil__load64(&st->consecutive));
+		put64(out + 80, m.successes);
+		put64(out + 88, m.failures);
+		put64(out + 96, m.slow_calls);
+		put64(out + 104, m.ignored);
+		put64(out + 112, m.rejections);
+		put64(out + 120, m.stale);
+		p = resil__load64(&st->probes);
+		put32(out + 128, (uint32_t)P_REPORTED(p));
+		put32(out + 132, (uint32_t)P_FAILED(p));
+		put32(out + 136, (uint32_t)P_SLOW(p));
+		e = out + SNAP_HEAD;
+		n = b->cfg.window_size;
+		if (b->slots != NULL) {
+			head = resil__load64(&st->head);
+			entries = (uint32_t)(head < n ? head : n);
+			memset(e, 0, snap_body_max(b));
+			for (i = 0; i < entries; i++) {
+				uint8_t v = resil__load8(
+				    &b->slots[(head - entries + i) % n]);
+
+				e[i] = (uint8_t)(((v & SLOT_FAIL) ? 1 : 0) |
+				    ((v & SLOT_SLOW) ? 2 : 0));
+			}
+			total =
+			    SNAP_HEAD + (((size_t)entries + 7u) & ~(size_t)7u);
+		} else {
+			/* One entry per live bucket index, stripes merged. */
+			uint64_t k;
+
+			idx = bucket_index(b, now);
+			for (k = 0; k < n && k <= idx; k++) {
+				uint64_t bi = idx - k, c = 0, f = 0, sl = 0;
+				uint32_t s2;
+
+				for (s2 = 0; s2 < NSTRIPES; s2++) {
+					bucket *bk =
+					    &b->buckets[s2 * b->stride +
+					        bi % n];
+
+					if (resil__load64(&bk->epoch) !=
+					    bi + 1)
+						continue;
+					c += resil__load64(&bk->calls);
+					f += resil__load64(&bk->failures);
+					sl += resil__load64(&bk->slow);
+				}
+				if (c == 0)
+					continue;
+				put64(e, bi);
+				put64(e + 8, c);
+				put64(e + 16, f);
+				put64(e + 24, sl);
+				e += 32;
+				entries++;
+			}
+			total = SNAP_HEAD + (size_t)entries * 32u;
+		}
+		if (resil__load64(&st->word) == w)
+			break;
+	}
+	put32(out + 140, entries);
+	total += 8;
+	put32(out + 12, (uint32_t)total);
+	put64(out + total - 8, fnv1a(out, total - 8));
+	*len = total;
+	return RESIL_OK;
+}
+
+static resil_err
+snap_refuse(resil_diag *diag, const char *why)
+{
+	return resil__diagf(diag, RESIL_E_INVAL, "breaker snapshot: %s", why);
+}
+
+/* Write the decoded snapshot into the breaker; called by the owner of the
+ * restore's transition, after it quiesced the old episode. */
+static void
+restore_apply(resil_breaker *b, const struct restore_data *rd)
+{
+	struct bstate *st = b->st;
+	stripe *s0 = &st->stripes[0];
+	uint64_t fails = 0, slows = 0, bads = 0;
+	uint32_t i, n = b->cfg.window_size;
+
+	resil__store64(&st->since, rd->since);
+	resil__store64(&st->wait, rd->wait);
+	resil__store64(&st->open_shows_probes, rd->flags & 1u);
+	window_reset(b);
+	resil__store64(&st->consecutive, rd->consecutive);
+	/* A HALF_OPEN snapshot starts a fresh probe episode: the permits it
+	 * counted belonged to another process. */
+	resil__store64(&st->probes,
+	    (P_TAG_OF(w_episode(resil__load64(&st->word))) << 45) |
+	        (rd->state == RESIL_BREAKER_HALF_OPEN
+	                ? 0
+	                : ((uint64_t)rd->preported |
+	                      (uint64_t)rd->pfailed << 15 |
+	                      (uint64_t)rd->pslow << 30)));
+	resil__faa64(&s0->successes, rd->totals[0]);
+	resil__faa64(&s0->failures, rd->totals[1]);
+	resil__faa64(&s0->slow, rd->totals[2]);
+	resil__faa64(&s0->ignored, rd->totals[3]);
+	resil__faa64(&s0->rejections, rd->totals[4]);
+	resil__faa64(&s0->stale, rd->totals[5]);
+	if (b->slots != NULL) {
+		for (i = 0; i < rd->entries; i++) {
+			uint8_t v = rd->body[i];
+
+			resil__store8(&b->slots[i],
+			    (uint8_t)(SLOT_FILLED | ((v & 1) ? SLOT_FAIL : 0) |
+			        ((v & 2) ? SLOT_SLOW : 0)));
+			fails += (v & 1) != 0;
+			slows += (v & 2) != 0;
+			bads += (v & 3) != 0;
+		}
+		resil__store64(&st->head, rd->entries);
+		resil__store64(&st->win_failures, fails);
+		resil__store64(&st->win_slow, slows);
+		resil__store64(&st->win_bad, bads);
+		return;
+	}
+	for (i = 0; i < rd->entries; i++) {
+		const uint8_t *e = rd->body + (size_t)i * 32u;
+		uint64_t bi = (uint64_t)((int64_t)get64(e) + rd->bucket_shift);
+		bucket *bk = &b->buckets[bi % n];
+
+		resil__store64(&bk->epoch, bi + 1);
+		resil__store64(&bk->calls, get64(e + 8));
+		resil__store64(&bk->failures, get64(e + 16));
+		resil__store64(&bk->slow, get64(e + 24));
+	}
+}
+
+resil_err
+resil_breaker_restore(
+    resil_breaker *b, const void *buf, size_t len, resil_diag *diag)
+{
+	const uint8_t *in = buf;
+	struct restore_data rd;
+	uint32_t version, total, wtype, wsize, i, n;
+	uint64_t bucket_ns, taken, now, w, age;
+	size_t body;
+
+	if (b == NULL || buf == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "breaker snapshot: NULL argument");
+	if (len < SNAP_HEAD + 8u || memcmp(in, SNAP_MAGIC, 8) != 0)
+		return snap_refuse(diag, "not a breaker snapshot");
+	version = get32(in + 8);
+	if (version != RESIL_BREAKER_SNAPSHOT_VERSION)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "breaker snapshot: version %u, this library reads %u",
+		    version, (unsigned)RESIL_BREAKER_SNAPSHOT_VERSION);
+	total = get32(in + 12);
+	if (total != len || total < SNAP_HEAD + 8u)
+		return snap_refuse(diag, "truncated or wrong length");
+	if (get64(in + total - 8) != fnv1a(in, total - 8))
+		return snap_refuse(diag, "checksum mismatch (corrupted)");
+	wtype = get32(in + 16);
+	wsize = get32(in + 20);
+	bucket_ns = get64(in + 24);
+	if (wtype != (uint32_t)b->cfg.window_type ||
+	    wsize != b->cfg.window_size ||
+	    (b->slots == NULL && bucket_ns != b->cfg.bucket_ns))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "breaker snapshot: window %s of %u%s does not match this "
+		    "breaker's %s of %u",
+		    wtype == RESIL_WINDOW_TIME ? "TIME" : "COUNT", wsize,
+		    wtype == RESIL_WINDOW_TIME ? " buckets" : "",
+		    b->slots == NULL ? "TIME" : "COUNT", b->cfg.window_size);
+	memset(&rd, 0, sizeof(rd));
+	rd.state = (resil_breaker_state)get32(in + 32);
+	if ((unsigned)rd.state > (unsigned)RESIL_BREAKER_METRICS_ONLY)
+		return snap_refuse(diag, "unknown state");
+	rd.flags = get32(in + 36);
+	taken = get64(in + 48);
+	rd.since = get64(in + 56);
+	rd.wait = get64(in + 64);
+	rd.consecutive = get64(in + 72);
+	for (i = 0; i < 6; i++)
+		rd.totals[i] = get64(in + 80 + 8 * i);
+	rd.preported = get32(in + 128);
+	rd.pfailed = get32(in + 132);
+	rd.pslow = get32(in + 136);
+	rd.entries = get32(in + 140);
+	n = b->cfg.window_size;
+	body = total - SNAP_HEAD - 8u;
+	if (rd.since > taken)
+		rd.since = taken; /* a clock that went back before it */
+	if (rd.preported > MAX_PROBES || rd.pfailed > rd.preported ||
+	    rd.pslow > rd.preported || rd.entries > n ||
+	    body !=
+	        (b->slots != NULL ? (((size_t)rd.entries + 7u) & ~(size_t)7u)
+	                          : (size_t)rd.entries * 32u))
+		return snap_refuse(diag, "inconsistent fields");
+	rd.body = in + SNAP_HEAD;
+	now = now_coarse(b);
+	/* Readings of another clock domain (a reboot, another host) come
+	 * before the snapshot was taken: keep the ages, not the readings. */
+	age = taken - rd.since;
+	if (now < taken) {
+		rd.since = now >= age ? now - age : 0;
+		if (b->slots == NULL)
+			rd.bucket_shift = (int64_t)(bucket_index(b, now) -
+			    bucket_index(b, taken));
+	}
+	if (b->slots == NULL) {
+		for (i = 0; i < rd.entries; i++) {
+			const uint8_t *e = rd.body + (size_t)i * 32u;
+
+			if (get64(e + 16) > get64(e + 8) ||
+			    get64(e + 24) > get64(e + 8))
+				return snap_refuse(
+				    diag, "inconsistent bucket");
+		}
+	}
+	for (;;) {
+		w = resil__load64(&b->st->word);
+		if (w & W_TRANSIT) {
+			if (!await_transit(b))
+				return RESIL_E_MISUSE;
+			continue;
+		}
+		if (transition_ex(b, w, rd.state,
+		        RESIL_BREAKER_REASON_RESTORED, now, &rd))
+			return RESIL_OK;
+	}
 }
 
 /* ---- the recording listener ---- */

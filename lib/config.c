@@ -38,7 +38,8 @@ enum kind {
 	K_U32,
 	K_U64,
 	K_SIZE,
-	K_DUR, /* uint64_t ticks, with an optional unit suffix */
+	K_DUR, /* uint64_t nanoseconds: milliseconds, or a number with a unit
+	        */
 	K_DOUBLE,
 	K_WINDOW,
 	K_BACKOFF,
@@ -62,6 +63,7 @@ typedef struct keydef {
 
 #define PC(field) offsetof(resil_pipeline_config, field)
 #define U32MAX UINT64_C(4294967295)
+#define WINDOW_MAX UINT64_C(1048576)
 #define INT(n, k, st, fl, field, lo, hi)                  \
 	{                                                 \
 		n, k, st, fl, PC(field), lo, hi, 0.0, 0.0 \
@@ -95,8 +97,10 @@ static const keydef keys[] = {
 	    U32MAX),
 	INT("breaker.window", K_WINDOW, ST_BREAKER, 0, breaker.window_type, 0,
 	    0),
+	/* The count window's real maximum (lib/breaker.c); a time window's
+	 * 3600 buckets are checked by the breaker, which knows the kind. */
 	INT("breaker.window_size", K_U32, ST_BREAKER, 0, breaker.window_size,
-	    1, U32MAX),
+	    1, WINDOW_MAX),
 	INT("breaker.bucket", K_DUR, ST_BREAKER, 0, breaker.bucket_ns, 1,
 	    UINT64_MAX),
 	INT("breaker.open_wait", K_DUR, ST_BREAKER, 0, breaker.open_wait_ns, 0,
@@ -189,6 +193,105 @@ static const char *const backoff_names[] = { "fixed", "exponential" };
 static const char *const jitter_names[] = { "none", "proportional", "full",
 	"equal", "decorrelated" };
 
+/* ---- a string index ----
+ *
+ * Keys to array positions, so that reading n settings and n methods is
+ * linear: open addressing over the positions (stored + 1, 0 is empty),
+ * the strings read back through key_of, so the arrays may move. */
+
+typedef const char *(*key_of_fn)(const void *ctx, size_t i);
+
+typedef struct strtab {
+	size_t *slot;
+	size_t cap; /* a power of two, or 0 */
+	size_t n;
+} strtab;
+
+static size_t
+str_hash(const char *s)
+{
+	uint64_t h = UINT64_C(14695981039346656037);
+
+	while (*s != '\0') {
+		h ^= (unsigned char)*s++;
+		h *= UINT64_C(1099511628211);
+	}
+	return (size_t)(h ^ (h >> 32));
+}
+
+/* The position of key, or -1. */
+static long
+strtab_find(
+    const strtab *t, const char *key, key_of_fn key_of, const void *ctx)
+{
+	size_t i;
+
+	if (t->cap == 0)
+		return -1;
+	for (i = str_hash(key) & (t->cap - 1); t->slot[i] != 0;
+	     i = (i + 1) & (t->cap - 1))
+		if (strcmp(key_of(ctx, t->slot[i] - 1), key) == 0)
+			return (long)(t->slot[i] - 1);
+	return -1;
+}
+
+static void
+strtab_put(size_t *slot, size_t cap, size_t h, size_t pos)
+{
+	size_t i;
+
+	for (i = h & (cap - 1); slot[i] != 0; i = (i + 1) & (cap - 1))
+		;
+	slot[i] = pos + 1;
+}
+
+/* Make room for want entries (at most half full). RESIL_E_NOMEM. */
+static resil_err
+strtab_reserve(strtab *t, const resil_allocator *a, size_t want,
+    key_of_fn key_of, const void *ctx)
+{
+	if (2 * want > t->cap) {
+		size_t cap = t->cap == 0 ? 16 : t->cap * 2, i;
+		size_t *slot;
+
+		if (cap > SIZE_MAX / sizeof(*slot))
+			return RESIL_E_NOMEM;
+		slot = resil__calloc(a, cap * sizeof(*slot));
+		if (slot == NULL)
+			return RESIL_E_NOMEM;
+		for (i = 0; i < t->cap; i++)
+			if (t->slot[i] != 0)
+				strtab_put(slot, cap,
+				    str_hash(key_of(ctx, t->slot[i] - 1)),
+				    t->slot[i] - 1);
+		if (t->slot != NULL)
+			resil__free(a, t->slot, t->cap * sizeof(*t->slot));
+		t->slot = slot;
+		t->cap = cap;
+	}
+	return RESIL_OK;
+}
+
+/* Add position pos (its key not yet in t). RESIL_OK or RESIL_E_NOMEM. */
+static resil_err
+strtab_add(strtab *t, const resil_allocator *a, size_t pos, key_of_fn key_of,
+    const void *ctx)
+{
+	if (strtab_reserve(t, a, t->n + 1, key_of, ctx) != RESIL_OK)
+		return RESIL_E_NOMEM;
+	strtab_put(t->slot, t->cap, str_hash(key_of(ctx, pos)), pos);
+	t->n++;
+	return RESIL_OK;
+}
+
+static void
+strtab_free(strtab *t, const resil_allocator *a)
+{
+	if (t->slot != NULL)
+		resil__free(a, t->slot, t->cap * sizeof(*t->slot));
+	memset(t, 0, sizeof(*t));
+}
+
 /* ---- the config ---- */
 
 typedef struct setting {
@@ -208,6 +311,7 @@ struct resil_config {
 	resil_pipeline_config pc;
 	resil_method_config *methods;
 	size_t methods_cap;
+	strtab index; /* setting keys -> positions in settings */
 };
 
 /*
@@ -227,6 +331,7 @@ typedef struct build {
 	resil_method_config *methods;
 	ref *method_mock; /* each method's mock setting */
 	size_t n, cap;
+	strtab names; /* method names -> positions in methods */
 	int touched[ST_COUNT];
 	int enabled[ST_COUNT];   /* -1: not given */
 	unsigned last[ST_COUNT]; /* the line of each stage's last key */
@@ -270,18 +375,30 @@ static resil_err
 fail_at(
     resil_diag *diag, const char *origin, unsigned line, const char *fmt, ...)
 {
-	char msg[RESIL_DIAG_MAX];
+	char f[512];
+	size_t n = 0, i;
 	va_list ap;
+	resil_err err;
 
 	if (diag == NULL)
 		return RESIL_E_INVAL;
+	/* "origin:line: " becomes part of the format (its '%' doubled), so
+	 * that the values of the message are elided as any diagnostic's. */
+	if (line != 0 && origin != NULL) {
+		for (i = 0; origin[i] != '\0' && n + 2 < 200; i++) {
+			if (origin[i] == '%')
+				f[n++] = '%';
+			f[n++] = origin[i];
+		}
+		n += (size_t)snprintf(f + n, sizeof(f) - n, ":%u: ", line);
+	}
+	if (n + strlen(fmt) + 1 > sizeof(f))
+		return resil__diagf(diag, RESIL_E_INVAL, "%s", fmt);
+	memcpy(f + n, fmt, strlen(fmt) + 1);
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	err = resil__vdiagf(diag, RESIL_E_INVAL, f, ap);
 	va_end(ap);
-	if (line == 0 || origin == NULL)
-		return resil__diagf(diag, RESIL_E_INVAL, "%s", msg);
-	return resil__diagf(
-	    diag, RESIL_E_INVAL, "%s:%u: %s", origin, line, msg);
+	return err;
 }
 
 static size_t
@@ -368,6 +485,51 @@ is_ident(const char *s, size_t n)
 	return 1;
 }
 
+/* Is s[0..n) a word that starts a stage key (never a method name)? */
+static int
+is_reserved(const char *s, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++)
+		if (strlen(reserved[i]) == n && memcmp(reserved[i], s, n) == 0)
+			return 1;
+	return 0;
+}
+
+resil_err
+resil_config_check_method(const resil_method_config *m, resil_diag *diag)
+{
+	size_t n;
+
+	if (m == NULL)
+		return resil__diagf(diag, RESIL_E_INVAL, "method: NULL");
+	if (m->name == NULL || m->name[0] == '\0')
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "method: a name is required");
+	n = strlen(m->name);
+	if (!is_ident(m->name, n))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "method \"%s\": not a method name (a letter, '_' or '$', "
+		    "then letters, digits, '_' or '$')",
+		    m->name);
+	if (is_reserved(m->name, n))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "method \"%s\": a reserved word (it starts stage keys)",
+		    m->name);
+	if ((unsigned)m->type > (unsigned)RESIL_TYPE_JSON)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "%s.type: %d is not a type (any, void, bool, int, double, "
+		    "string, bytes, array, object, json)",
+		    m->name, (int)m->type);
+	if (m->max_attempts > RESIL_RETRY_MAX_ATTEMPTS)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "%s.retry.max_attempts: %u is out of range 0..%u", m->name,
+		    (unsigned)m->max_attempts,
+		    (unsigned)RESIL_RETRY_MAX_ATTEMPTS);
+	return RESIL_OK;
+}
+
 /*
  * Classify key: a stage key (*def set) or a method key (*method_len and
  * *mk set). Returns RESIL_OK or RESIL_E_INVAL with the message.
@@ -390,10 +552,8 @@ classify(const char *key, const keydef **def, size_t *method_len,
 	if (dot == NULL)
 		return unknown_key(diag, origin, line, key, NULL);
 	n = (size_t)(dot - key);
-	for (i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++)
-		if (strlen(reserved[i]) == n &&
-		    memcmp(reserved[i], key, n) == 0)
-			return unknown_key(diag, origin, line, key, NULL);
+	if (is_reserved(key, n))
+		return unknown_key(diag, origin, line, key, NULL);
 	if (!is_ident(key, n)) {
 		/* Maybe a misspelt stage key rather than a method. */
 		return fail_at(diag, origin, line,
@@ -446,40 +606,140 @@ parse_digits(const char *s, size_t n, uint64_t *v)
 	return 1;
 }
 
-/* A duration: digits and an optional unit. 0 bad, -1 overflow. */
+/*
+ * A duration: a decimal number (digits, optionally a fraction) and an
+ * optional unit written next to it. A tick is a nanosecond on every clock;
+ * a number without a unit is milliseconds, as in Dubbo and Spring
+ * (timeout=3000 is three seconds).
+ */
+#define DUR_UNITS "ns, us, ms, s, m, h; a number alone is milliseconds"
+
+enum dur_result {
+	DUR_OK = 1,
+	DUR_BAD = 0,    /* not a duration at all */
+	DUR_RANGE = -1, /* overflows 64 bits of nanoseconds */
+	DUR_UNIT = -2,  /* an unknown unit (*unit_at points at it) */
+	DUR_SPACE = -3, /* a blank between the number and the unit */
+	DUR_FRACT = -4, /* a fraction finer than a nanosecond */
+	DUR_COMMA = -5  /* a decimal comma (1,5s) */
+};
+
+static const struct {
+	const char *suffix;
+	uint64_t mul;
+} dur_units[] = { { "ns", 1 }, { "us", RESIL_NS_PER_US },
+	{ "ms", RESIL_NS_PER_MS }, { "s", RESIL_NS_PER_SEC },
+	{ "m", 60 * RESIL_NS_PER_SEC }, { "h", 3600 * RESIL_NS_PER_SEC } };
+
 static int
-parse_duration(const char *s, uint64_t *v)
+parse_duration(const char *s, uint64_t *v, const char **unit_at)
 {
-	static const struct {
-		const char *suffix;
-		uint64_t mul;
-	} units[] = { { "ns", 1 }, { "us", RESIL_NS_PER_US },
-		{ "ms", RESIL_NS_PER_MS }, { "s", RESIL_NS_PER_SEC },
-		{ "m", 60 * RESIL_NS_PER_SEC },
-		{ "h", 3600 * RESIL_NS_PER_SEC } };
-	size_t n = 0, i;
-	uint64_t x;
-	int r;
+	size_t n = 0, f0, fn = 0, i;
+	const char *u;
+	uint64_t whole, frac = 0, mul = RESIL_NS_PER_MS, div = 1;
+	int r, seen = 0;
 
 	while (s[n] >= '0' && s[n] <= '9')
 		n++;
-	if (n == 0)
-		return 0;
-	r = parse_digits(s, n, &x);
-	if (s[n] == '\0') {
-		if (r == 1)
-			*v = x;
-		return r;
+	f0 = n;
+	if (s[n] == '.') {
+		f0 = n + 1;
+		while (s[f0 + fn] >= '0' && s[f0 + fn] <= '9')
+			fn++;
+		if (fn == 0)
+			return DUR_BAD;
 	}
-	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		if (strcmp(s + n, units[i].suffix) == 0) {
-			if (r != 1 || x > UINT64_MAX / units[i].mul)
-				return -1;
-			*v = x * units[i].mul;
-			return 1;
+	if (n == 0 && fn == 0)
+		return DUR_BAD;
+	u = s + (fn > 0 ? f0 + fn : n);
+	if (*u == ' ' || *u == '\t') {
+		while (*u == ' ' || *u == '\t')
+			u++;
+		if (*u == '\0')
+			return DUR_BAD;
+		*unit_at = u;
+		return DUR_SPACE;
+	}
+	if (*u == ',' && u[1] >= '0' && u[1] <= '9') {
+		*unit_at = u;
+		return DUR_COMMA;
+	}
+	if (*u != '\0') {
+		for (i = 0; i < sizeof(dur_units) / sizeof(dur_units[0]);
+		     i++) {
+			if (strcmp(u, dur_units[i].suffix) == 0) {
+				mul = dur_units[i].mul;
+				seen = 1;
+				break;
+			}
+		}
+		if (!seen) {
+			*unit_at = u;
+			return DUR_UNIT;
 		}
 	}
-	return 0;
+	whole = 0;
+	r = n > 0 ? parse_digits(s, n, &whole) : 1;
+	if (r < 0 || whole > UINT64_MAX / mul)
+		return DUR_RANGE;
+	whole *= mul;
+	/* The fraction, exactly: at most as many digits as the unit has
+	 * decimal places of nanoseconds (trailing zeros aside). */
+	while (fn > 0 && s[f0 + fn - 1] == '0')
+		fn--;
+	for (i = 0; i < fn; i++) {
+		if (div >= mul)
+			return DUR_FRACT;
+		div *= 10;
+		frac = frac * 10 + (uint64_t)(s[f0 + i] - '0');
+	}
+	if (fn > 0) {
+		if (mul % div != 0)
+			return DUR_FRACT;
+		frac *= mul / div;
+		if (frac > UINT64_MAX - whole)
+			return DUR_RANGE;
+		whole += frac;
+	}
+	*v = whole;
+	return DUR_OK;
+}
+
+/* A unit people write for one of ours, for "did you mean". */
+static const char *
+dur_unit_hint(const char *u)
+{
+	static const char *const map[][2] = { { "sec", "s" }, { "secs", "s" },
+		{ "second", "s" }, { "seconds", "s" }, { "min", "m" },
+		{ "mins", "m" }, { "minute", "m" }, { "minutes", "m" },
+		{ "msec", "ms" }, { "msecs", "ms" }, { "millis", "ms" },
+		{ "usec", "us" }, { "\xC2\xB5s", "us" }, { "\xCE\xBCs", "us" },
+		{ "nsec", "ns" }, { "nanos", "ns" }, { "hr", "h" },
+		{ "hrs", "h" }, { "hour", "h" }, { "hours", "h" },
+		{ "S", "s" }, { "MS", "ms" }, { "Ms", "ms" }, { "NS", "ns" },
+		{ "US", "us" }, { "H", "h" } };
+	size_t i;
+
+	for (i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (strcmp(u, map[i][0]) == 0)
+			return map[i][1];
+	return NULL;
+}
+
+/* The shortest text of a duration that reads back as it: the largest
+ * unit that divides it, or a bare 0. */
+static int
+format_duration(char *buf, size_t len, uint64_t ns)
+{
+	size_t i = sizeof(dur_units) / sizeof(dur_units[0]);
+
+	if (ns == 0)
+		return snprintf(buf, len, "0");
+	while (i-- > 1)
+		if (ns % dur_units[i].mul == 0)
+			break;
+	return snprintf(buf, len, "%llu%s",
+	    (unsigned long long)(ns / dur_units[i].mul), dur_units[i].suffix);
 }
 
 /* A decimal number, no hex, inf or nan. */
@@ -574,6 +834,13 @@ build_discard(build *b)
 	b->methods = NULL;
 	b->method_mock = NULL;
 	b->n = b->cap = 0;
+	strtab_free(&b->names, b->a);
+}
+
+static const char *
+method_key(const void *ctx, size_t i)
+{
+	return ((const build *)ctx)->methods[i].name;
 }
 
 /* The index of method name, declaring it if new; -1 on no memory. */
@@ -582,11 +849,14 @@ build_method(build *b, const char *name)
 {
 	resil_method_config *m;
 	ref *mm;
-	size_t i, cap;
+	size_t cap;
 
-	for (i = 0; i < b->n; i++)
-		if (strcmp(b->methods[i].name, name) == 0)
-			return (long)i;
+	{
+		long at = strtab_find(&b->names, name, method_key, b);
+
+		if (at >= 0)
+			return at;
+	}
 	if (b->n == b->cap) {
 		cap = b->cap == 0 ? 4 : b->cap * 2;
 		m = resil__alloc(b->a, cap * sizeof(*m));
@@ -602,11 +872,15 @@ build_method(build *b, const char *name)
 			memcpy(m, b->methods, b->n * sizeof(*m));
 			memcpy(mm, b->method_mock, b->n * sizeof(*mm));
 		}
-		build_discard(b);
+		if (b->methods != NULL) {
+			resil__free(
+			    b->a, b->methods, b->cap * sizeof(*b->methods));
+			resil__free(b->a, b->method_mock,
+			    b->cap * sizeof(*b->method_mock));
+		}
 		b->methods = m;
 		b->method_mock = mm;
 		b->cap = cap;
-		b->n = i;
 	}
 	m = &b->methods[b->n];
 	memset(m, 0, sizeof(*m));
@@ -614,7 +888,46 @@ build_method(build *b, const char *name)
 	m->type = RESIL_TYPE_ANY;
 	b->method_mock[b->n].value = NULL;
 	b->method_mock[b->n].line = 0;
+	if (strtab_add(&b->names, b->a, b->n, method_key, b) != RESIL_OK)
+		return -1;
 	return (long)b->n++;
+}
+
+/* The message for a duration parse_duration() refused. */
+static resil_err
+dur_fail(resil_diag *diag, const char *origin, unsigned line, const char *key,
+    const char *v, int r, const char *unit_at)
+{
+	const char *hint;
+
+	switch (r) {
+	case DUR_SPACE:
+		return fail_at(diag, origin, line,
+		    "%s: \"%s\": write the unit next to the number (%.*s%s)",
+		    key, v, (int)strcspn(v, " \t"), v, unit_at);
+	case DUR_UNIT:
+		hint = dur_unit_hint(unit_at);
+		if (hint != NULL)
+			return fail_at(diag, origin, line,
+			    "%s: \"%s\": unknown unit \"%s\" (did you mean "
+			    "%.*s%s?)",
+			    key, v, unit_at, (int)(unit_at - v), v, hint);
+		return fail_at(diag, origin, line,
+		    "%s: \"%s\": unknown unit \"%s\" (units: " DUR_UNITS ")",
+		    key, v, unit_at);
+	case DUR_COMMA:
+		return fail_at(diag, origin, line,
+		    "%s: \"%s\": write a fraction with '.', not ','", key, v);
+	case DUR_FRACT:
+		return fail_at(diag, origin, line,
+		    "%s: \"%s\" is not a whole number of nanoseconds", key, v);
+	default:
+		return fail_at(diag, origin, line,
+		    "%s: \"%s\" is not a duration (a number of "
+		    "milliseconds, or a number with a unit: ns, us, ms, s, m, "
+		    "h)",
+		    key, v);
+	}
 }
 
 /* Apply one setting to b. */
@@ -628,6 +941,7 @@ build_apply(build *b, const setting *s, resil_diag *diag)
 	char names[128];
 	uint64_t u = 0;
 	double d = 0.0;
+	const char *unit_at = NULL;
 	int r, e;
 
 	if (k == NULL) {
@@ -657,11 +971,12 @@ build_apply(build *b, const setting *s, resil_diag *diag)
 			b->method_mock[i].line = s->line;
 			return RESIL_OK;
 		case MK_TIMEOUT:
-			r = parse_duration(v, &u);
-			if (r == 0)
-				goto bad_duration;
-			if (r < 0)
+			r = parse_duration(v, &u, &unit_at);
+			if (r == DUR_RANGE)
 				goto range_u64;
+			if (r != DUR_OK)
+				return dur_fail(diag, b->origin, line, s->key,
+				    v, r, unit_at);
 			m->timeout_ns = u;
 			return RESIL_OK;
 		default:
@@ -740,10 +1055,13 @@ build_apply(build *b, const setting *s, resil_diag *diag)
 		if ((k->flags & F_NONE) && word_eq(v, "none")) {
 			u = UINT64_MAX;
 		} else {
-			r = parse_duration(v, &u);
-			if (r == 0)
-				goto bad_duration;
-			if (r < 0 || u < k->min)
+			r = parse_duration(v, &u, &unit_at);
+			if (r == DUR_RANGE)
+				goto range;
+			if (r != DUR_OK)
+				return dur_fail(diag, b->origin, line, s->key,
+				    v, r, unit_at);
+			if (u < k->min)
 				goto range;
 		}
 		memcpy(field, &u, sizeof(u));
@@ -786,11 +1104,6 @@ bad_enum:
 bad_integer:
 	return fail_at(diag, b->origin, line,
 	    "%s: \"%s\" is not an unsigned integer", s->key, v);
-bad_duration:
-	return fail_at(diag, b->origin, line,
-	    "%s: \"%s\" is not a duration (ticks, or a whole number with ns, "
-	    "us, ms, s, m or h)",
-	    s->key, v);
 range_u64:
 	return fail_at(diag, b->origin, line,
 	    "%s: %s is out of range 0..18446744073709551615", s->key, v);
@@ -861,14 +1174,38 @@ is_word(char c)
 	    (c >= '0' && c <= '9') || c == '_';
 }
 
-/* Copy in to out (len bytes), each whole-word field name renamed. */
+/* Copy the digits at *in to out as a duration ("10000000000" -> "10s"):
+ * the stage's numbers are nanoseconds, the text's are not. */
+static void
+put_duration(const char **in, char *out, size_t len, size_t *o)
+{
+	uint64_t v = 0;
+	size_t n = 0;
+	char tmp[32];
+	const char *t;
+
+	while ((*in)[n] >= '0' && (*in)[n] <= '9')
+		n++;
+	if (n == 0 || is_word((*in)[n]) || parse_digits(*in, n, &v) != 1)
+		return;
+	*in += n;
+	format_duration(tmp, sizeof(tmp), v);
+	for (t = tmp; *t != '\0' && *o + 1 < len; t++)
+		out[(*o)++] = *t;
+}
+
+/* Copy in to out (len bytes), each whole-word field name renamed; the
+ * number that follows a duration field (after ": ", " " or " (") and the
+ * bound of a ">= N" after one are written with a unit. */
 static void
 rename_fields(const char *in, char *out, size_t len)
 {
-	size_t o = 0, i, n;
+	size_t o = 0, i, n = 0;
+	int dur_seen = 0;
 
 	while (*in != '\0' && o + 1 < len) {
 		const char *to = NULL;
+		int dur = 0;
 
 		if (is_word(*in) && (o == 0 || !is_word(out[o - 1]))) {
 			for (i = 0; i < sizeof(renames) / sizeof(renames[0]);
@@ -877,17 +1214,45 @@ rename_fields(const char *in, char *out, size_t len)
 				if (strncmp(in, renames[i][0], n) == 0 &&
 				    !is_word(in[n])) {
 					to = renames[i][1];
+					dur = n > 3 &&
+					    strcmp(renames[i][0] + n - 3,
+					        "_ns") == 0;
 					break;
 				}
 			}
 		}
 		if (to == NULL) {
+			if (dur_seen && strncmp(in, ">= ", 3) == 0 &&
+			    in[3] >= '0' && in[3] <= '9') {
+				for (i = 0; i < 3 && o + 1 < len; i++)
+					out[o++] = *in++;
+				put_duration(&in, out, len, &o);
+				continue;
+			}
 			out[o++] = *in++;
 			continue;
 		}
 		in += n;
 		while (*to != '\0' && o + 1 < len)
 			out[o++] = *to++;
+		if (!dur)
+			continue;
+		dur_seen = 1;
+		{
+			const char *p = in;
+
+			if (*p == ':')
+				p++;
+			if (*p == ' ')
+				p++;
+			if (*p == '(')
+				p++;
+			if (*p >= '0' && *p <= '9') {
+				while (in < p && o + 1 < len)
+					out[o++] = *in++;
+				put_duration(&in, out, len, &o);
+			}
+		}
 	}
 	out[o] = '\0';
 }
@@ -938,6 +1303,12 @@ build_finish(build *b, resil_diag *diag)
 			return err;
 	}
 	for (i = 0; i < b->n; i++) {
+		/* The rules of the API too (the text cannot break them:
+		 * each was checked as its key was read). */
+		d.msg[0] = '\0';
+		if (resil_config_check_method(&b->methods[i], &d) != RESIL_OK)
+			return fail_at(diag, b->origin, b->method_mock[i].line,
+			    "%s", d.msg);
 		if (b->method_mock[i].value == NULL)
 			continue;
 		err = check_mock(b, &b->method_mock[i], b->methods[i].name,
@@ -980,6 +1351,7 @@ install(resil_config *conf, build *b)
 	conf->methods_cap = b->cap;
 	b->methods = NULL;
 	b->method_mock = NULL;
+	strtab_free(&b->names, b->a);
 }
 
 /* Rebuild from every setting. */
@@ -1071,15 +1443,16 @@ nomem:
 	return resil__diagf(diag, RESIL_E_NOMEM, "config: out of memory");
 }
 
+static const char *
+setting_key(const void *ctx, size_t i)
+{
+	return ((const resil_config *)ctx)->settings[i].key;
+}
+
 static long
 setting_find(const resil_config *conf, const char *key)
 {
-	size_t i;
-
-	for (i = 0; i < conf->n; i++)
-		if (strcmp(conf->settings[i].key, key) == 0)
-			return (long)i;
-	return -1;
+	return strtab_find(&conf->index, key, setting_key, conf);
 }
 
 static void
@@ -1188,6 +1561,12 @@ parse_text(resil_config *conf, const char *text, size_t len, resil_diag *diag)
 			break;
 		}
 		conf->n++;
+		if (strtab_add(&conf->index, &conf->alloc, conf->n - 1,
+		        setting_key, conf) != RESIL_OK) {
+			err = resil__diagf(
+			    diag, RESIL_E_NOMEM, "config: out of memory");
+			break;
+		}
 		err = build_apply(&b, &conf->settings[conf->n - 1], diag);
 	}
 	if (err == RESIL_OK)
@@ -1316,6 +1695,7 @@ resil_config_free(resil_config *conf)
 	if (conf->methods != NULL)
 		resil__free(&a, conf->methods,
 		    conf->methods_cap * sizeof(*conf->methods));
+	strtab_free(&conf->index, &a);
 	resil__strfree(&a, conf->origin);
 	resil__free(&a, conf, sizeof(*conf));
 }
@@ -1352,6 +1732,13 @@ resil_config_set(
 	if (err != RESIL_OK)
 		return err;
 	at = setting_find(conf, s.key);
+	if (at < 0 &&
+	    strtab_reserve(&conf->index, &conf->alloc, conf->n + 1,
+	        setting_key, conf) != RESIL_OK) {
+		setting_free(&conf->alloc, &s);
+		return resil__diagf(
+		    diag, RESIL_E_NOMEM, "config: out of memory");
+	}
 	if (at >= 0) {
 		old = conf->settings[at];
 		conf->settings[at] = s;
@@ -1359,6 +1746,11 @@ resil_config_set(
 		conf->settings[conf->n++] = s;
 	}
 	err = rebuild(conf, diag);
+	if (err == RESIL_OK && at < 0) {
+		/* Room was made before: this cannot fail. */
+		err = strtab_add(&conf->index, &conf->alloc, conf->n - 1,
+		    setting_key, conf);
+	}
 	if (err != RESIL_OK) {
 		/* Put everything back; the old build is still installed. */
 		if (at >= 0)
@@ -1435,8 +1827,7 @@ resil_config_get(
 			return m->mock == NULL ? RESIL_E_NOTFOUND
 			                       : put(buf, len, m->mock);
 		case MK_TIMEOUT:
-			snprintf(tmp, sizeof(tmp), "%llu",
-			    (unsigned long long)m->timeout_ns);
+			format_duration(tmp, sizeof(tmp), m->timeout_ns);
 			return put(buf, len, tmp);
 		default:
 			snprintf(
@@ -1492,10 +1883,46 @@ resil_config_get(
 		memcpy(&u, field, sizeof(u));
 		if ((k->flags & F_NONE) && u == UINT64_MAX)
 			return put(buf, len, "none");
+		if (k->kind == K_DUR) {
+			format_duration(tmp, sizeof(tmp), u);
+			return put(buf, len, tmp);
+		}
 		break;
 	}
 	snprintf(tmp, sizeof(tmp), "%llu", (unsigned long long)u);
 	return put(buf, len, tmp);
+}
+
+resil_err
+resil_config_parse_duration(const char *text, uint64_t *ns, resil_diag *diag)
+{
+	const char *unit_at = NULL;
+	uint64_t v = 0;
+	int r;
+
+	if (text == NULL || ns == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "duration: NULL argument");
+	r = parse_duration(text, &v, &unit_at);
+	if (r == DUR_RANGE)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "duration: %s is out of range 0..18446744073709551615ns",
+		    text);
+	if (r != DUR_OK)
+		return dur_fail(diag, NULL, 0, "duration", text, r, unit_at);
+	*ns = v;
+	return RESIL_OK;
+}
+
+size_t
+resil_config_format_duration(uint64_t ns, char *buf, size_t len)
+{
+	int n;
+
+	if (buf == NULL)
+		len = 0;
+	n = format_duration(buf, len, ns);
+	return n < 0 ? 0 : (size_t)n;
 }
 
 size_t

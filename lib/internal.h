@@ -52,6 +52,10 @@ char *resil__strndup(const resil_allocator *a, const char *s, size_t n);
 char *resil__strdup(const resil_allocator *a, const char *s);
 void resil__strfree(const resil_allocator *a, char *s);
 
+/* As resil__diagf, with a va_list. */
+resil_err resil__vdiagf(
+    resil_diag *diag, resil_err err, const char *fmt, va_list ap);
+
 /* Write a message into diag (if not NULL) and return err. */
 resil_err resil__diagf(resil_diag *diag, resil_err err, const char *fmt, ...)
     RESIL__PRINTF(3, 4);

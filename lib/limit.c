@@ -141,6 +141,18 @@ ceil_div(uint64_t a, uint64_t b)
 	return a / b + (a % b != 0 ? 1u : 0u);
 }
 
+static uint64_t
+sat_add_u64(uint64_t a, uint64_t b)
+{
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+static uint64_t
+sat_mul_u64(uint64_t a, uint64_t b)
+{
+	return b != 0 && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+
 resil_err
 resil_ratelimit_config_validate(
     const resil_ratelimit_config *cfg, resil_diag *diag)
@@ -295,7 +307,7 @@ rl_take(resil_ratelimit *rl, uint32_t k, uint64_t wait_max_s, uint64_t *ticks,
 {
 	uint64_t now = resil_clock_now(&rl->clock);
 	uint64_t need = (uint64_t)k * rl->ts;
-	uint64_t w, gen, b, base, n, tat, t, nt, lim;
+	uint64_t w, gen, b, base, n, tat, t, nt, lim, excess;
 
 	*now_out = now;
 	for (;;) {
@@ -313,20 +325,29 @@ rl_take(resil_ratelimit *rl, uint32_t k, uint64_t wait_max_s, uint64_t *ticks,
 			continue;
 		}
 		/* A reading before the base (a clock that went back past a
-		 * rebase made by another thread) counts as the base. */
+		 * rebase) counts as the base for the schedule; but a wait
+		 * must first cover the way back up to the base, or waiting
+		 * the answer would not make the permits due. */
 		n = now > base ? (now - base) * rl->scale : 0;
 		tat = w & TAT_MASK;
 		t = tat > n ? tat : n;
 		nt = t + need;
 		lim = n + rl->bs;
-		if (nt <= lim || nt - lim <= wait_max_s) {
+		excess = 0;
+		if (nt > lim) {
+			excess = nt - lim;
+			if (now < base)
+				excess = sat_add_u64(excess,
+				    sat_mul_u64(base - now, rl->scale));
+		}
+		if (excess <= wait_max_s) {
 			if (!resil__cas64(
 			        &rl->state, w, (gen << TAT_BITS) | nt))
 				continue;
-			*ticks = nt > lim ? ceil_div(nt - lim, rl->scale) : 0;
+			*ticks = ceil_div(excess, rl->scale);
 			return RESIL_OK;
 		}
-		*ticks = ceil_div(nt - lim, rl->scale);
+		*ticks = ceil_div(excess, rl->scale);
 		return RESIL_E_LIMITED;
 	}
 }

@@ -171,6 +171,58 @@ is_number(const char *s, size_t n, int *integral)
 	return i == n;
 }
 
+/* Edit distance of a[0..la) (any case) and the keyword b, counting a
+ * swap of two neighbours as one edit (ture: true); 3 when above 2. */
+static size_t
+near_distance(const char *a, size_t la, const char *b)
+{
+	size_t lb = strlen(b), i, j, v;
+	size_t d[16][16];
+
+	if (la >= 16 || lb >= 16 || la > lb + 2 || lb > la + 2)
+		return 3;
+	for (i = 0; i <= la; i++)
+		d[i][0] = i;
+	for (j = 0; j <= lb; j++)
+		d[0][j] = j;
+	for (i = 1; i <= la; i++) {
+		for (j = 1; j <= lb; j++) {
+			size_t cost = lower(a[i - 1]) == b[j - 1] ? 0 : 1;
+
+			v = d[i - 1][j - 1] + cost;
+			if (d[i - 1][j] + 1 < v)
+				v = d[i - 1][j] + 1;
+			if (d[i][j - 1] + 1 < v)
+				v = d[i][j - 1] + 1;
+			if (i > 1 && j > 1 && lower(a[i - 1]) == b[j - 2] &&
+			    lower(a[i - 2]) == b[j - 1] &&
+			    d[i - 2][j - 2] + 1 < v)
+				v = d[i - 2][j - 2] + 1;
+			d[i][j] = v;
+		}
+	}
+	return d[la][lb] > 3 ? 3 : d[la][lb];
+}
+
+/* The payload keyword s[0..n) is a misspelling of, or NULL. */
+static const char *
+near_keyword(const char *s, size_t n)
+{
+	static const char *const kw[] = { "true", "false", "null", "empty" };
+	size_t i, best = 3, d;
+	const char *hit = NULL;
+
+	for (i = 0; i < sizeof(kw) / sizeof(kw[0]); i++) {
+		d = near_distance(s, n, kw[i]);
+		/* One edit for a short word, two for a long one. */
+		if (d < best && d <= (strlen(kw[i]) > 4 ? 2u : 1u)) {
+			best = d;
+			hit = kw[i];
+		}
+	}
+	return hit;
+}
+
 /* The payload of `return`, at text[pos..pos+n), into *out, converted to
  * the declared type. The order is Dubbo's parseMockValue. */
 static resil_err
@@ -243,19 +295,33 @@ parse_payload(const parser *p, size_t pos, size_t n, resil_value *out)
 			return fail_at(p, pos + at,
 			    "unexpected text after the JSON value");
 		err = resil_value_json(&raw, s, n, p->a);
-		if (err != RESIL_OK)
-			return err;
-	} else if (p->type == RESIL_TYPE_ANY) {
-		/* Dubbo's last resort: the text itself. */
-		err = resil_value_string(&raw, s, n, p->a);
+		if (err == RESIL_E_INVAL)
+			return fail_at(p, pos,
+			    "invalid JSON: not UTF-8, or a string holds "
+			    "\\u0000");
 		if (err != RESIL_OK)
 			return err;
 	} else {
-		char why[96];
+		/* Neither quoted nor a number, a keyword or JSON: Dubbo keeps
+		 * such text only for a String method. Elsewhere it is a
+		 * mistake (`return ture`), refused with a hint. */
+		char why[160];
+		const char *near = near_keyword(s, n);
 
-		snprintf(why, sizeof(why),
-		    "cannot read an unquoted value as %s",
-		    resil_type_name(p->type));
+		if (p->type == RESIL_TYPE_ANY)
+			snprintf(why, sizeof(why),
+			    "an unquoted value must be a number, true, false, "
+			    "null, empty or JSON (quote text, or declare the "
+			    "type string)%s%s%s",
+			    near != NULL ? "; did you mean " : "",
+			    near != NULL ? near : "", near != NULL ? "?" : "");
+		else
+			snprintf(why, sizeof(why),
+			    "cannot read an unquoted value as %s%s%s%s",
+			    resil_type_name(p->type),
+			    near != NULL ? " (did you mean " : "",
+			    near != NULL ? near : "",
+			    near != NULL ? "?)" : "");
 		return fail_at(p, pos, why);
 	}
 	{
@@ -453,7 +519,8 @@ resil_mock_spec_format(const resil_mock_spec *s, char *buf, size_t size)
 	if (s == NULL || s->action == RESIL_MOCK_NONE) {
 		resil__out_z(&o, "false");
 	} else {
-		resil__out_z(&o, s->mode == RESIL_MOCK_FORCE ? "force:" : "fail:");
+		resil__out_z(
+		    &o, s->mode == RESIL_MOCK_FORCE ? "force:" : "fail:");
 		switch (s->action) {
 		case RESIL_MOCK_RETURN:
 			resil__out_z(&o, "return ");
@@ -462,8 +529,25 @@ resil_mock_spec_format(const resil_mock_spec *s, char *buf, size_t size)
 				/* Raw between quotes: the parser takes
 				 * everything between the outer quotes. */
 				resil__out_s(&o, "\"", 1);
-				resil__out_s(&o, s->value.u.s.ptr, s->value.u.s.len);
+				resil__out_s(
+				    &o, s->value.u.s.ptr, s->value.u.s.len);
 				resil__out_s(&o, "\"", 1);
+			} else if (s->value.type == RESIL_VALUE_JSON &&
+			    s->value.u.s.len > 0 &&
+			    s->value.u.s.ptr[0] == '"') {
+				/* A JSON string came from quoted text: print
+				 * that text, raw, which parses back to the
+				 * same JSON (its JSON escapes would double).
+				 */
+				cJSON *doc = cJSON_ParseWithLength(
+				    s->value.u.s.ptr, s->value.u.s.len);
+				const char *raw = cJSON_GetStringValue(doc);
+
+				resil__out_s(&o, "\"", 1);
+				if (raw != NULL)
+					resil__out_z(&o, raw);
+				resil__out_s(&o, "\"", 1);
+				cJSON_Delete(doc);
 			} else {
 				char tmp[48];
 				size_t n = resil_value_format(
@@ -484,7 +568,8 @@ resil_mock_spec_format(const resil_mock_spec *s, char *buf, size_t size)
 			}
 			break;
 		case RESIL_MOCK_IMPL:
-			resil__out_z(&o, s->name != NULL ? s->name : "default");
+			resil__out_z(
+			    &o, s->name != NULL ? s->name : "default");
 			break;
 		default:
 			resil__out_z(&o, "?");
@@ -743,7 +828,8 @@ bind(const resil_mock *m, const char *text, resil_type type, bound *out,
 			}
 			snprintf(b.impl_name, n + 1, "%sMock", m->service);
 		} else {
-			b.impl_name = resil__strndup(resil__a, name, strlen(name));
+			b.impl_name =
+			    resil__strndup(resil__a, name, strlen(name));
 			if (b.impl_name == NULL) {
 				err = RESIL_E_NOMEM;
 				goto fail;

@@ -14,8 +14,8 @@ const char *
 resil_strerror(resil_err err)
 {
 	switch (err) {
-#define XX(name, value, text)                                                \
-	case RESIL_##name:                                                   \
+#define XX(name, value, text) \
+	case RESIL_##name:    \
 		return text;
 		RESIL_ERR_MAP(XX)
 #undef XX
@@ -27,8 +27,8 @@ const char *
 resil_err_name(resil_err err)
 {
 	switch (err) {
-#define XX(name, value, text)                                                \
-	case RESIL_##name:                                                   \
+#define XX(name, value, text) \
+	case RESIL_##name:    \
 		return "RESIL_" #name;
 		RESIL_ERR_MAP(XX)
 #undef XX
@@ -175,16 +175,240 @@ resil__strfree(const resil_allocator *a, char *s)
 		resil__free(a, s, strlen(s) + 1);
 }
 
+/*
+ * Diagnostics: the message names the field and gives the reason, and a
+ * long value (a 10 KB key, a huge spec) must not push the reason out of
+ * the 256 bytes. So each %s argument that would not fit a diagnostic by
+ * itself is elided in the middle ("abc...xyz", 44 bytes each side; a
+ * message passed on from another diagnostic always fits, so it is never
+ * cut), and a message still too long keeps its head and its tail (where
+ * the reason is) around "...".
+ */
+#define DIAG_VALUE_MAX (RESIL_DIAG_MAX - 1)
+#define DIAG_VALUE_KEEP 44
+
+/* Move i back (floor) or on (ceil) to the start of a UTF-8 character. */
+static size_t
+utf8_floor(const char *s, size_t i)
+{
+	while (i > 0 && ((unsigned char)s[i] & 0xC0) == 0x80)
+		i--;
+	return i;
+}
+
+static size_t
+utf8_ceil(const char *s, size_t i, size_t n)
+{
+	while (i < n && ((unsigned char)s[i] & 0xC0) == 0x80)
+		i++;
+	return i;
+}
+
+static void
+out_elided(resil__out *o, const char *s, size_t n)
+{
+	size_t head, tail;
+
+	if (n <= DIAG_VALUE_MAX) {
+		resil__out_s(o, s, n);
+		return;
+	}
+	head = utf8_floor(s, DIAG_VALUE_KEEP);
+	tail = utf8_ceil(s, n - DIAG_VALUE_KEEP, n);
+	resil__out_s(o, s, head);
+	resil__out_s(o, "...", 3);
+	resil__out_s(o, s + tail, n - tail);
+}
+
+/* vsnprintf with every long %s elided; the conversions resil uses. */
+static void
+diag_format(resil__out *o, const char *fmt, va_list ap)
+{
+	const char *p;
+
+	for (p = fmt; *p != '\0'; p++) {
+		char spec[32], tmp[64];
+		const char *start = p;
+		int width = -1, prec = -1, n;
+		char len[3] = { 0, 0, 0 };
+		size_t k = 0;
+
+		if (*p != '%') {
+			resil__out_c(o, *p);
+			continue;
+		}
+		if (p[1] == '%') {
+			resil__out_c(o, '%');
+			p++;
+			continue;
+		}
+		p++;
+		while (*p != '\0' && strchr("-+ #0", *p) != NULL)
+			p++;
+		if (*p == '*') {
+			width = va_arg(ap, int);
+			p++;
+		} else {
+			while (*p >= '0' && *p <= '9')
+				p++;
+		}
+		if (*p == '.') {
+			p++;
+			if (*p == '*') {
+				prec = va_arg(ap, int);
+				p++;
+			} else {
+				prec = 0;
+				while (*p >= '0' && *p <= '9')
+					prec = prec * 10 + (*p++ - '0');
+			}
+		}
+		while (*p != '\0' && strchr("hlzjtL", *p) != NULL && k < 2)
+			len[k++] = *p++;
+		if (*p == '\0' || (size_t)(p - start) + 1 >= sizeof(spec) - 8)
+			break;
+		/* The spec again, with * replaced by the numbers read. */
+		{
+			size_t j = 0;
+			const char *q;
+
+			for (q = start; q <= p; q++) {
+				if (*q == '*') {
+					int v = q[-1] == '.' ? prec : width;
+
+					j += (size_t)snprintf(spec + j,
+					    sizeof(spec) - j, "%d", v);
+				} else {
+					spec[j++] = *q;
+				}
+			}
+			spec[j] = '\0';
+		}
+		n = 0;
+		switch (*p) {
+		case 's': {
+			const char *s = va_arg(ap, const char *);
+			size_t sl;
+
+			if (s == NULL)
+				s = "(null)";
+			sl = strlen(s);
+			if (prec >= 0 && (size_t)prec < sl)
+				sl = (size_t)prec;
+			out_elided(o, s, sl);
+			continue;
+		}
+		case 'c':
+			n = snprintf(tmp, sizeof(tmp), spec, va_arg(ap, int));
+			break;
+		case 'd':
+		case 'i':
+			if (len[0] == 'l' && len[1] == 'l')
+				n = snprintf(tmp, sizeof(tmp), spec,
+				    va_arg(ap, long long));
+			else if (len[0] == 'l')
+				n = snprintf(
+				    tmp, sizeof(tmp), spec, va_arg(ap, long));
+			else if (len[0] == 'z' || len[0] == 't')
+				n = snprintf(tmp, sizeof(tmp), spec,
+				    va_arg(ap, ptrdiff_t));
+			else if (len[0] == 'j')
+				n = snprintf(tmp, sizeof(tmp), spec,
+				    va_arg(ap, intmax_t));
+			else
+				n = snprintf(
+				    tmp, sizeof(tmp), spec, va_arg(ap, int));
+			break;
+		case 'u':
+		case 'x':
+		case 'X':
+		case 'o':
+			if (len[0] == 'l' && len[1] == 'l')
+				n = snprintf(tmp, sizeof(tmp), spec,
+				    va_arg(ap, unsigned long long));
+			else if (len[0] == 'l')
+				n = snprintf(tmp, sizeof(tmp), spec,
+				    va_arg(ap, unsigned long));
+			else if (len[0] == 'z' || len[0] == 't')
+				n = snprintf(tmp, sizeof(tmp), spec,
+				    va_arg(ap, size_t));
+			else if (len[0] == 'j')
+				n = snprintf(tmp, sizeof(tmp), spec,
+				    va_arg(ap, uintmax_t));
+			else
+				n = snprintf(tmp, sizeof(tmp), spec,
+				    va_arg(ap, unsigned));
+			break;
+		case 'f':
+		case 'F':
+		case 'g':
+		case 'G':
+		case 'e':
+		case 'E':
+		case 'a':
+		case 'A':
+			if (len[0] == 'L')
+				n = snprintf(tmp, sizeof(tmp), spec,
+				    va_arg(ap, long double));
+			else
+				n = snprintf(tmp, sizeof(tmp), spec,
+				    va_arg(ap, double));
+			break;
+		case 'p':
+			n = snprintf(
+			    tmp, sizeof(tmp), spec, va_arg(ap, void *));
+			break;
+		default:
+			/* Not a conversion resil writes: show it as is. */
+			resil__out_s(o, start, (size_t)(p - start) + 1);
+			continue;
+		}
+		if (n > 0)
+			resil__out_s(o, tmp,
+			    (size_t)n < sizeof(tmp) ? (size_t)n
+			                            : sizeof(tmp) - 1);
+	}
+}
+
+resil_err
+resil__vdiagf(resil_diag *diag, resil_err err, const char *fmt, va_list ap)
+{
+	char full[1024];
+	resil__out o;
+	size_t n;
+
+	if (diag == NULL)
+		return err;
+	resil__out_start(&o, full, sizeof(full));
+	diag_format(&o, fmt, ap);
+	n = resil__out_finish(&o);
+	if (n >= sizeof(full))
+		n = sizeof(full) - 1;
+	if (n < sizeof(diag->msg)) {
+		memcpy(diag->msg, full, n + 1);
+	} else {
+		/* Head and tail, the reason is at the end. */
+		size_t keep = (sizeof(diag->msg) - 4) / 2;
+		size_t head = utf8_floor(full, keep);
+		size_t tail =
+		    utf8_ceil(full, n - (sizeof(diag->msg) - 4 - head), n);
+
+		memcpy(diag->msg, full, head);
+		memcpy(diag->msg + head, "...", 3);
+		memcpy(diag->msg + head + 3, full + tail, n - tail);
+		diag->msg[head + 3 + (n - tail)] = '\0';
+	}
+	return err;
+}
+
 resil_err
 resil__diagf(resil_diag *diag, resil_err err, const char *fmt, ...)
 {
 	va_list ap;
 
-	if (diag != NULL) {
-		va_start(ap, fmt);
-		vsnprintf(diag->msg, sizeof(diag->msg), fmt, ap);
-		va_end(ap);
-	}
+	va_start(ap, fmt);
+	err = resil__vdiagf(diag, err, fmt, ap);
+	va_end(ap);
 	return err;
 }
 

@@ -33,6 +33,8 @@ resil_vtype_name(resil_vtype t)
 		return "bytes";
 	case RESIL_VALUE_JSON:
 		return "json";
+	case RESIL_VALUE_OPAQUE:
+		return "opaque";
 	}
 	return "unknown";
 }
@@ -186,6 +188,76 @@ resil_value_bytes(
 	return set_heap(out, RESIL_VALUE_BYTES, p, len, a);
 }
 
+/* The length of the well-formed UTF-8 sequence at s[0..n), or 0 when
+ * s[0] does not start one (overlong forms, surrogates and code points
+ * past U+10FFFF are not well-formed). */
+static size_t
+utf8_seq(const unsigned char *s, size_t n)
+{
+	unsigned c = s[0];
+	size_t len, i;
+	uint32_t cp;
+
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xC2 && c <= 0xDF) {
+		len = 2;
+		cp = c & 0x1F;
+	} else if (c >= 0xE0 && c <= 0xEF) {
+		len = 3;
+		cp = c & 0x0F;
+	} else if (c >= 0xF0 && c <= 0xF4) {
+		len = 4;
+		cp = c & 0x07;
+	} else {
+		return 0;
+	}
+	if (n < len)
+		return 0;
+	for (i = 1; i < len; i++) {
+		if ((s[i] & 0xC0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (s[i] & 0x3Fu);
+	}
+	if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+	    (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF)
+		return 0;
+	return len;
+}
+
+static int
+utf8_valid(const char *p, size_t n)
+{
+	const unsigned char *s = (const unsigned char *)p;
+	size_t i = 0, k;
+
+	while (i < n) {
+		k = utf8_seq(s + i, n - i);
+		if (k == 0)
+			return 0;
+		i += k;
+	}
+	return 1;
+}
+
+/* 1 if JSON text p holds the string escape \u0000 (a backslash appears
+ * only inside strings of valid JSON, so no string tracking is needed). */
+static int
+json_has_nul_escape(const char *p, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i + 1 < len; i++) {
+		if (p[i] != '\\')
+			continue;
+		if (p[i + 1] == 'u' && i + 6 <= len &&
+		    memcmp(p + i + 2, "0000", 4) == 0)
+			return 1;
+		i++; /* skip the escaped character */
+	}
+	return 0;
+}
+
 resil_err
 resil_value_json(
     resil_value *out, const char *p, size_t len, const resil_allocator *a)
@@ -197,6 +269,9 @@ resil_value_json(
 	resil_err err;
 
 	if (out == NULL || p == NULL)
+		return RESIL_E_INVAL;
+	if (!utf8_valid(p, len) || json_has_nul_escape(p, len) ||
+	    memchr(p, '\0', len) != NULL)
 		return RESIL_E_INVAL;
 	doc = cJSON_ParseWithLengthOpts(p, len, &end, 0);
 	if (doc == NULL)
@@ -229,6 +304,28 @@ is_heap(resil_vtype t)
 }
 
 resil_err
+resil_value_opaque(resil_value *out, void *obj, const resil_value_ops *ops)
+{
+	if (out == NULL || obj == NULL || ops == NULL || ops->copy == NULL ||
+	    ops->free == NULL)
+		return RESIL_E_INVAL;
+	value_clear(out);
+	out->type = RESIL_VALUE_OPAQUE;
+	out->u.o.ptr = obj;
+	out->u.o.ops = ops;
+	return RESIL_OK;
+}
+
+void *
+resil_value_opaque_get(const resil_value *v, const resil_value_ops *ops)
+{
+	if (v == NULL || v->type != RESIL_VALUE_OPAQUE || ops == NULL ||
+	    v->u.o.ops != ops)
+		return NULL;
+	return v->u.o.ptr;
+}
+
+resil_err
 resil_value_copy(
     resil_value *dst, const resil_value *src, const resil_allocator *a)
 {
@@ -236,6 +333,21 @@ resil_value_copy(
 		return RESIL_E_INVAL;
 	if (is_heap(src->type))
 		return set_heap(dst, src->type, src->u.s.ptr, src->u.s.len, a);
+	if (src->type == RESIL_VALUE_OPAQUE) {
+		const resil_value_ops *ops = src->u.o.ops;
+		void *obj = NULL;
+
+		if (ops == NULL || ops->copy == NULL)
+			return RESIL_E_INVAL;
+		if (ops->copy(&obj, src->u.o.ptr, ops->ctx) != 0 ||
+		    obj == NULL)
+			return RESIL_E_NOMEM;
+		value_clear(dst);
+		dst->type = RESIL_VALUE_OPAQUE;
+		dst->u.o.ptr = obj;
+		dst->u.o.ops = ops;
+		return RESIL_OK;
+	}
 	*dst = *src;
 	memset(&dst->alloc_, 0, sizeof(dst->alloc_));
 	return RESIL_OK;
@@ -248,6 +360,9 @@ resil_value_free(resil_value *v)
 		return;
 	if (is_heap(v->type) && v->u.s.ptr != NULL)
 		resil__free(&v->alloc_, v->u.s.ptr, v->u.s.len + 1);
+	else if (v->type == RESIL_VALUE_OPAQUE && v->u.o.ptr != NULL &&
+	    v->u.o.ops != NULL)
+		v->u.o.ops->free(v->u.o.ptr, v->u.o.ops->ctx);
 	value_clear(v);
 }
 
@@ -273,6 +388,15 @@ resil_value_equal(const resil_value *a, const resil_value *b)
 		return a->u.s.len == b->u.s.len &&
 		    (a->u.s.len == 0 ||
 		        memcmp(a->u.s.ptr, b->u.s.ptr, a->u.s.len) == 0);
+	case RESIL_VALUE_OPAQUE:
+		if (a->u.o.ops != b->u.o.ops)
+			return 0;
+		if (a->u.o.ptr == b->u.o.ptr)
+			return 1;
+		if (a->u.o.ops == NULL || a->u.o.ops->equal == NULL)
+			return 0;
+		return a->u.o.ops->equal(
+		           a->u.o.ptr, b->u.o.ptr, a->u.o.ops->ctx) != 0;
 	}
 	return 0;
 }
@@ -280,6 +404,10 @@ resil_value_equal(const resil_value *a, const resil_value *b)
 size_t
 resil_value_heap_size(const resil_value *v)
 {
+	if (v != NULL && v->type == RESIL_VALUE_OPAQUE)
+		return v->u.o.ops != NULL && v->u.o.ops->size != NULL
+		    ? v->u.o.ops->size(v->u.o.ptr, v->u.o.ops->ctx)
+		    : 0;
 	if (v == NULL || !is_heap(v->type))
 		return 0;
 	return v->u.s.len + 1;
@@ -347,8 +475,22 @@ put_json_string(resil__out *o, const char *s, size_t n)
 				resil__out_s(o, "\\u00", 4);
 				resil__out_c(o, hex[c >> 4]);
 				resil__out_c(o, hex[c & 15]);
-			} else {
+			} else if (c < 0x80) {
 				resil__out_c(o, (char)c);
+			} else {
+				/* Well-formed UTF-8 as it is; any other byte
+				 * as U+FFFD, the replacement character (its
+				 * UTF-8 bytes, so that the text reads back to
+				 * itself). */
+				size_t k = utf8_seq(
+				    (const unsigned char *)s + i, n - i);
+
+				if (k == 0) {
+					resil__out_s(o, "\xEF\xBF\xBD", 3);
+				} else {
+					resil__out_s(o, s + i, k);
+					i += k - 1;
+				}
 			}
 		}
 	}
@@ -363,6 +505,14 @@ resil_value_format(const resil_value *v, char *buf, size_t size)
 	char tmp[40];
 	size_t i;
 
+	if (v != NULL && v->type == RESIL_VALUE_OPAQUE && v->u.o.ops != NULL &&
+	    v->u.o.ops->format != NULL) {
+		/* The kind prints itself, like snprintf. */
+		if (buf == NULL)
+			size = 0;
+		return v->u.o.ops->format(
+		    v->u.o.ptr, buf, size, v->u.o.ops->ctx);
+	}
 	resil__out_start(&o, buf, size);
 	if (v == NULL) {
 		resil__out_s(&o, "null", 4);
@@ -401,6 +551,18 @@ resil_value_format(const resil_value *v, char *buf, size_t size)
 	case RESIL_VALUE_JSON:
 		resil__out_s(&o, v->u.s.ptr, v->u.s.len);
 		break;
+	case RESIL_VALUE_OPAQUE: {
+		const resil_value_ops *ops = v->u.o.ops;
+		const char *name =
+		    ops != NULL && ops->name != NULL ? ops->name : "opaque";
+
+		resil__out_c(&o, '"');
+		resil__out_c(&o, '<');
+		resil__out_s(&o, name, strlen(name));
+		resil__out_c(&o, '>');
+		resil__out_c(&o, '"');
+		break;
+	}
 	default:
 		resil__out_s(&o, "?", 1);
 	}

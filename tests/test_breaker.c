@@ -182,8 +182,8 @@ test_breaker_null_arguments(void **state)
 	assert_int_equal(resil_breaker_release(NULL, &p), RESIL_E_INVAL);
 	assert_int_equal(resil_breaker_get_metrics(NULL, &m), RESIL_E_INVAL);
 	assert_int_equal(resil_breaker_reset(NULL), RESIL_E_INVAL);
-	assert_int_equal(resil_breaker_call(NULL, NULL, NULL, NULL, NULL),
-	    RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_breaker_call(NULL, NULL, NULL, NULL, NULL), RESIL_E_INVAL);
 	resil_breaker_free(NULL); /* harmless */
 	assert_int_equal(resil_breaker_new(&b, &c, NULL), RESIL_OK);
 	assert_int_equal(resil_breaker_acquire(b, NULL), RESIL_E_INVAL);
@@ -209,22 +209,23 @@ test_breaker_misuse_of_permits(void **state)
 	fx_new(&fx);
 	memset(&zero, 0, sizeof(zero));
 	/* A permit that was never granted. */
-	assert_int_equal(resil_breaker_record(fx.b, &zero,
-			     RESIL_OUTCOME_FAILURE),
+	assert_int_equal(
+	    resil_breaker_record(fx.b, &zero, RESIL_OUTCOME_FAILURE),
 	    RESIL_E_MISUSE);
 	assert_int_equal(resil_breaker_release(fx.b, &zero), RESIL_E_MISUSE);
 	assert_int_equal(st_of(&fx), RESIL_BREAKER_CLOSED);
-	/* A permit reported twice: the first report closes the breaker, so
-	 * the second is from an old episode and changes nothing. */
+	/* A permit reported twice: the first report consumes it and closes
+	 * the breaker; the second is misuse and changes nothing. */
 	call(&fx, RESIL_OUTCOME_FAILURE);
 	resil_manual_clock_advance(&fx.mc, 10);
 	assert_int_equal(resil_breaker_acquire(fx.b, &p), RESIL_OK);
 	assert_int_equal(
 	    resil_breaker_record(fx.b, &p, RESIL_OUTCOME_SUCCESS), RESIL_OK);
 	assert_int_equal(st_of(&fx), RESIL_BREAKER_CLOSED);
-	assert_int_equal(
-	    resil_breaker_record(fx.b, &p, RESIL_OUTCOME_FAILURE), RESIL_OK);
+	assert_int_equal(resil_breaker_record(fx.b, &p, RESIL_OUTCOME_FAILURE),
+	    RESIL_E_MISUSE);
 	assert_int_equal(st_of(&fx), RESIL_BREAKER_CLOSED);
+	assert_int_equal(resil_breaker_release(fx.b, &p), RESIL_E_MISUSE);
 	resil_breaker_free(fx.b);
 }
 
@@ -240,7 +241,8 @@ test_breaker_allocation_failure_leaks_nothing(void **state)
 	for (n = 1; n <= 2; n++) {
 		b = NULL;
 		c.alloc = fail_alloc_init(&fa, n);
-		assert_int_equal(resil_breaker_new(&b, &c, NULL), RESIL_E_NOMEM);
+		assert_int_equal(
+		    resil_breaker_new(&b, &c, NULL), RESIL_E_NOMEM);
 		assert_null(b);
 		assert_int_equal(fail_alloc_live(&fa), 0);
 	}
@@ -438,7 +440,7 @@ test_breaker_min_calls_exactly(void **state)
 	assert_int_equal(resil_breaker_get_metrics(fx.b, &m), RESIL_OK);
 	assert_int_equal(m.window_calls, 4);
 	assert_true(m.failure_rate < 0.0f); /* below min_calls: -1 */
-	call(&fx, RESIL_OUTCOME_FAILURE); /* exactly M calls */
+	call(&fx, RESIL_OUTCOME_FAILURE);   /* exactly M calls */
 	assert_int_equal(st_of(&fx), RESIL_BREAKER_OPEN);
 	resil_breaker_free(fx.b);
 }
@@ -511,8 +513,8 @@ test_breaker_slow_call_rate_strict_threshold(void **state)
 	fx_new(&fx);
 	/* duration == threshold is not slow. */
 	assert_int_equal(resil_breaker_acquire(fx.b, &p), RESIL_OK);
-	assert_int_equal(resil_breaker_record_duration(fx.b, &p,
-			     RESIL_OUTCOME_SUCCESS, 100),
+	assert_int_equal(resil_breaker_record_duration(
+	                     fx.b, &p, RESIL_OUTCOME_SUCCESS, 100),
 	    RESIL_OK);
 	/* Measured by the breaker: acquire at t, record at t + 101. */
 	assert_int_equal(resil_breaker_acquire(fx.b, &p), RESIL_OK);
@@ -530,12 +532,12 @@ test_breaker_slow_call_rate_strict_threshold(void **state)
 	/* A slow failure: 2 of 4 slow = 50% trips; slowness counts whether
 	 * the call succeeded or failed, and failures alone don't trip here. */
 	assert_int_equal(resil_breaker_acquire(fx.b, &p), RESIL_OK);
-	assert_int_equal(resil_breaker_record_duration(fx.b, &p,
-			     RESIL_OUTCOME_FAILURE, 101),
+	assert_int_equal(resil_breaker_record_duration(
+	                     fx.b, &p, RESIL_OUTCOME_FAILURE, 101),
 	    RESIL_OK);
 	assert_int_equal(st_of(&fx), RESIL_BREAKER_OPEN);
-	assert_int_equal(fx.events[0].reason,
-	    RESIL_BREAKER_REASON_SLOW_CALL_RATE);
+	assert_int_equal(
+	    fx.events[0].reason, RESIL_BREAKER_REASON_SLOW_CALL_RATE);
 	resil_breaker_free(fx.b);
 }
 
@@ -596,7 +598,7 @@ test_breaker_time_window_trips_within_span(void **state)
 	call(&fx, RESIL_OUTCOME_SUCCESS);
 	assert_int_equal(st_of(&fx), RESIL_BREAKER_CLOSED);
 	resil_manual_clock_advance(&fx.mc, 9); /* all 3 still in the span */
-	call(&fx, RESIL_OUTCOME_FAILURE);     /* 2 of 4 = 50% */
+	call(&fx, RESIL_OUTCOME_FAILURE);      /* 2 of 4 = 50% */
 	assert_int_equal(st_of(&fx), RESIL_BREAKER_OPEN);
 	assert_event(&fx, 1, 119, RESIL_BREAKER_CLOSED, RESIL_BREAKER_OPEN,
 	    RESIL_BREAKER_REASON_FAILURE_RATE);
@@ -823,30 +825,34 @@ static void
 test_breaker_stale_permit_changes_nothing(void **state)
 {
 	fixture fx;
-	resil_permit slow_call, p;
+	resil_permit slow_call, slow2, p;
 	resil_breaker_metrics m;
 
 	(void)state;
 	probe_fixture(&fx, 1);
-	/* A call starts while CLOSED and is still running when it trips. */
+	/* Calls start while CLOSED and are still running when it trips. */
 	assert_int_equal(resil_breaker_acquire(fx.b, &slow_call), RESIL_OK);
+	assert_int_equal(resil_breaker_acquire(fx.b, &slow2), RESIL_OK);
 	open_then_half_open(&fx);
 	assert_int_equal(resil_breaker_acquire(fx.b, &p), RESIL_OK);
 	/* Its success would close a HALF_OPEN breaker: it must not. */
-	assert_int_equal(resil_breaker_record(fx.b, &slow_call,
-			     RESIL_OUTCOME_SUCCESS),
+	assert_int_equal(
+	    resil_breaker_record(fx.b, &slow_call, RESIL_OUTCOME_SUCCESS),
 	    RESIL_OK);
 	assert_int_equal(st_of(&fx), RESIL_BREAKER_HALF_OPEN);
 	assert_int_equal(resil_breaker_get_metrics(fx.b, &m), RESIL_OK);
 	assert_int_equal(m.stale, 1);
 	assert_int_equal(m.probes_reported, 0);
-	/* Nor may its failure, nor its release. */
-	resil_breaker_record(fx.b, &slow_call, RESIL_OUTCOME_FAILURE);
-	resil_breaker_release(fx.b, &slow_call);
+	/* Nor may a stale permit's release; reporting it again is misuse. */
+	assert_int_equal(
+	    resil_breaker_record(fx.b, &slow_call, RESIL_OUTCOME_FAILURE),
+	    RESIL_E_MISUSE);
+	assert_int_equal(resil_breaker_release(fx.b, &slow2), RESIL_OK);
+	assert_int_equal(resil_breaker_acquire(fx.b, &slow2), RESIL_E_OPEN);
 	assert_int_equal(st_of(&fx), RESIL_BREAKER_HALF_OPEN);
 	assert_int_equal(resil_breaker_get_metrics(fx.b, &m), RESIL_OK);
 	assert_int_equal(m.probes_granted, 1);
-	assert_int_equal(m.stale, 2);
+	assert_int_equal(m.stale, 1);
 	resil_breaker_record(fx.b, &p, RESIL_OUTCOME_SUCCESS);
 	assert_int_equal(st_of(&fx), RESIL_BREAKER_CLOSED);
 	resil_breaker_free(fx.b);
@@ -902,26 +908,26 @@ test_breaker_exponential_wait_with_cap(void **state)
 	fx.cfg.open_wait_max_ns = 35;
 	fx_new(&fx);
 	call(&fx, RESIL_OUTCOME_FAILURE); /* OPEN, wait 10 */
-	assert_int_equal(resil_breaker_acquire_ex(fx.b, &p, &left),
-	    RESIL_E_OPEN);
+	assert_int_equal(
+	    resil_breaker_acquire_ex(fx.b, &p, &left), RESIL_E_OPEN);
 	assert_int_equal(left, 10);
 	resil_manual_clock_advance(&fx.mc, 10);
 	call(&fx, RESIL_OUTCOME_FAILURE); /* probe fails: wait 20 */
 	resil_manual_clock_advance(&fx.mc, 19);
-	assert_int_equal(resil_breaker_acquire_ex(fx.b, &p, &left),
-	    RESIL_E_OPEN);
+	assert_int_equal(
+	    resil_breaker_acquire_ex(fx.b, &p, &left), RESIL_E_OPEN);
 	assert_int_equal(left, 1);
 	resil_manual_clock_advance(&fx.mc, 1);
 	call(&fx, RESIL_OUTCOME_FAILURE); /* wait 40, capped at 35 */
-	assert_int_equal(resil_breaker_acquire_ex(fx.b, &p, &left),
-	    RESIL_E_OPEN);
+	assert_int_equal(
+	    resil_breaker_acquire_ex(fx.b, &p, &left), RESIL_E_OPEN);
 	assert_int_equal(left, 35);
 	resil_manual_clock_advance(&fx.mc, 35);
 	call(&fx, RESIL_OUTCOME_SUCCESS); /* closes: wait back to 10 */
 	assert_int_equal(st_of(&fx), RESIL_BREAKER_CLOSED);
 	call(&fx, RESIL_OUTCOME_FAILURE);
-	assert_int_equal(resil_breaker_acquire_ex(fx.b, &p, &left),
-	    RESIL_E_OPEN);
+	assert_int_equal(
+	    resil_breaker_acquire_ex(fx.b, &p, &left), RESIL_E_OPEN);
 	assert_int_equal(left, 10);
 	resil_breaker_free(fx.b);
 }
@@ -964,8 +970,8 @@ test_breaker_max_half_open_time(void **state)
 	assert_int_equal(st_of(&fx), RESIL_BREAKER_HALF_OPEN);
 	assert_event(&fx, 5, 120, RESIL_BREAKER_HALF_OPEN, RESIL_BREAKER_OPEN,
 	    RESIL_BREAKER_REASON_HALF_OPEN_TIMEOUT);
-	assert_event(&fx, 6, 1000, RESIL_BREAKER_OPEN,
-	    RESIL_BREAKER_HALF_OPEN, RESIL_BREAKER_REASON_WAIT_ELAPSED);
+	assert_event(&fx, 6, 1000, RESIL_BREAKER_OPEN, RESIL_BREAKER_HALF_OPEN,
+	    RESIL_BREAKER_REASON_WAIT_ELAPSED);
 	resil_breaker_free(fx.b);
 }
 
@@ -1100,7 +1106,8 @@ test_breaker_reset_from_automatic_open(void **state)
 	assert_int_equal(m.window_calls, 0);
 	assert_int_equal(m.transitions, 2);
 	assert_int_equal(resil_breaker_acquire(fx.b, &p), RESIL_OK);
-	/* A reset of a CLOSED breaker still clears its counts (and says so). */
+	/* A reset of a CLOSED breaker still clears its counts (and says so).
+	 */
 	assert_int_equal(
 	    resil_breaker_record(fx.b, &p, RESIL_OUTCOME_SUCCESS), RESIL_OK);
 	assert_int_equal(resil_breaker_reset(fx.b), RESIL_OK);
@@ -1169,9 +1176,11 @@ test_breaker_call_wraps_acquire_and_record(void **state)
 	fx.cfg.consecutive_failures = 2;
 	fx.cfg.open_wait_ns = 3;
 	fx_new(&fx);
-	assert_int_equal(resil_breaker_call(fx.b, flaky, &n, NULL, &rc), RESIL_OK);
+	assert_int_equal(
+	    resil_breaker_call(fx.b, flaky, &n, NULL, &rc), RESIL_OK);
 	assert_int_equal(rc, -1);
-	assert_int_equal(resil_breaker_call(fx.b, flaky, &n, NULL, &rc), RESIL_OK);
+	assert_int_equal(
+	    resil_breaker_call(fx.b, flaky, &n, NULL, &rc), RESIL_OK);
 	assert_int_equal(st_of(&fx), RESIL_BREAKER_OPEN);
 	rc = 99;
 	assert_int_equal(
@@ -1179,7 +1188,8 @@ test_breaker_call_wraps_acquire_and_record(void **state)
 	assert_int_equal(n, 2); /* not called */
 	assert_int_equal(rc, 99);
 	resil_manual_clock_advance(&fx.mc, 3);
-	assert_int_equal(resil_breaker_call(fx.b, flaky, &n, NULL, &rc), RESIL_OK);
+	assert_int_equal(
+	    resil_breaker_call(fx.b, flaky, &n, NULL, &rc), RESIL_OK);
 	assert_int_equal(rc, 0);
 	assert_int_equal(st_of(&fx), RESIL_BREAKER_CLOSED);
 	resil_breaker_free(fx.b);
@@ -1191,7 +1201,8 @@ test_breaker_names(void **state)
 	(void)state;
 	assert_string_equal(
 	    resil_breaker_state_name(RESIL_BREAKER_HALF_OPEN), "HALF_OPEN");
-	assert_string_equal(resil_breaker_state_name(RESIL_BREAKER_METRICS_ONLY),
+	assert_string_equal(
+	    resil_breaker_state_name(RESIL_BREAKER_METRICS_ONLY),
 	    "METRICS_ONLY");
 	assert_string_equal(
 	    resil_breaker_state_name((resil_breaker_state)17), "UNKNOWN");
@@ -1202,6 +1213,206 @@ test_breaker_names(void **state)
 	    resil_breaker_reason_name((resil_breaker_reason)99), "unknown");
 }
 
+/* ---- a permit is consumed by its first record or release ---- */
+
+static void
+test_breaker_probe_recorded_twice_is_misuse(void **state)
+{
+	fixture fx;
+	resil_permit p, q;
+	resil_breaker_metrics m;
+
+	(void)state;
+	probe_fixture(&fx, 2);
+	open_then_half_open(&fx);
+	assert_int_equal(resil_breaker_acquire(fx.b, &p), RESIL_OK);
+	assert_int_equal(
+	    resil_breaker_record(fx.b, &p, RESIL_OUTCOME_SUCCESS), RESIL_OK);
+	/* Twice: it must not stand in for the second probe. */
+	assert_int_equal(resil_breaker_record(fx.b, &p, RESIL_OUTCOME_SUCCESS),
+	    RESIL_E_MISUSE);
+	assert_int_equal(resil_breaker_release(fx.b, &p), RESIL_E_MISUSE);
+	assert_int_equal(st_of(&fx), RESIL_BREAKER_HALF_OPEN);
+	assert_int_equal(resil_breaker_get_metrics(fx.b, &m), RESIL_OK);
+	assert_int_equal(m.probes_reported, 1);
+	assert_int_equal(m.probes_granted, 1);
+	/* A released probe is spent too. */
+	assert_int_equal(resil_breaker_acquire(fx.b, &q), RESIL_OK);
+	assert_int_equal(resil_breaker_release(fx.b, &q), RESIL_OK);
+	assert_int_equal(resil_breaker_record(fx.b, &q, RESIL_OUTCOME_SUCCESS),
+	    RESIL_E_MISUSE);
+	assert_int_equal(st_of(&fx), RESIL_BREAKER_HALF_OPEN);
+	/* The real second probe decides. */
+	assert_int_equal(resil_breaker_acquire(fx.b, &q), RESIL_OK);
+	assert_int_equal(
+	    resil_breaker_record(fx.b, &q, RESIL_OUTCOME_SUCCESS), RESIL_OK);
+	assert_int_equal(st_of(&fx), RESIL_BREAKER_CLOSED);
+	resil_breaker_free(fx.b);
+}
+
+static void
+test_breaker_failure_recorded_twice_is_misuse(void **state)
+{
+	fixture fx;
+	resil_permit p;
+	resil_breaker_metrics m;
+
+	(void)state;
+	fx_init(&fx, 0);
+	fx.cfg.failure_rate_pct = 0;
+	fx.cfg.consecutive_failures = 2;
+	fx_new(&fx);
+	assert_int_equal(resil_breaker_acquire(fx.b, &p), RESIL_OK);
+	assert_int_equal(
+	    resil_breaker_record(fx.b, &p, RESIL_OUTCOME_FAILURE), RESIL_OK);
+	assert_int_equal(resil_breaker_record(fx.b, &p, RESIL_OUTCOME_FAILURE),
+	    RESIL_E_MISUSE);
+	assert_int_equal(st_of(&fx), RESIL_BREAKER_CLOSED);
+	assert_int_equal(resil_breaker_get_metrics(fx.b, &m), RESIL_OK);
+	assert_int_equal(m.consecutive_failures, 1);
+	assert_int_equal(m.failures, 1);
+	/* The same on the hot path: a success recorded twice. */
+	assert_int_equal(resil_breaker_acquire(fx.b, &p), RESIL_OK);
+	assert_int_equal(
+	    resil_breaker_record(fx.b, &p, RESIL_OUTCOME_SUCCESS), RESIL_OK);
+	assert_int_equal(resil_breaker_record(fx.b, &p, RESIL_OUTCOME_SUCCESS),
+	    RESIL_E_MISUSE);
+	assert_int_equal(resil_breaker_get_metrics(fx.b, &m), RESIL_OK);
+	assert_int_equal(m.successes, 1);
+	resil_breaker_free(fx.b);
+}
+
+/* ---- a listener calling back into its own breaker ---- */
+
+typedef struct reentrant {
+	resil_breaker *b;
+	resil_err reset_err;
+	resil_err acquire_err;
+	resil_err force_err;
+	int calls;
+} reentrant;
+
+static void
+reentrant_listener(const resil_breaker_event *ev, void *ctx)
+{
+	reentrant *r = ctx;
+	resil_permit p;
+
+	(void)ev;
+	if (r->calls++ > 0)
+		return;
+	r->reset_err = resil_breaker_reset(r->b);
+	r->force_err = resil_breaker_force_open(r->b);
+	r->acquire_err = resil_breaker_acquire(r->b, &p);
+}
+
+static void
+test_breaker_listener_reentry_is_misuse(void **state)
+{
+	resil_manual_clock mc;
+	resil_breaker_config cfg;
+	reentrant r;
+
+	(void)state;
+	memset(&r, 0, sizeof(r));
+	resil_manual_clock_init(&mc, 0);
+	resil_breaker_config_init(&cfg);
+	cfg.clock = resil_manual_clock_hook(&mc);
+	cfg.failure_rate_pct = 0;
+	cfg.consecutive_failures = 1;
+	cfg.listener = reentrant_listener;
+	cfg.listener_ctx = &r;
+	assert_int_equal(resil_breaker_new(&r.b, &cfg, NULL), RESIL_OK);
+	/* It used to hang for ever here. */
+	assert_int_equal(resil_breaker_force_open(r.b), RESIL_OK);
+	assert_int_equal(r.calls, 1);
+	assert_int_equal(r.reset_err, RESIL_E_MISUSE);
+	assert_int_equal(r.force_err, RESIL_E_MISUSE);
+	assert_int_equal(r.acquire_err, RESIL_E_MISUSE);
+	assert_int_equal(
+	    resil_breaker_get_state(r.b), RESIL_BREAKER_FORCED_OPEN);
+	/* Outside the listener the breaker works as before. */
+	assert_int_equal(resil_breaker_reset(r.b), RESIL_OK);
+	assert_int_equal(resil_breaker_get_state(r.b), RESIL_BREAKER_CLOSED);
+	resil_breaker_free(r.b);
+}
+
+/* ---- the end of the clock ---- */
+
+static void
+test_breaker_time_window_at_end_of_clock(void **state)
+{
+	uint64_t t;
+
+	(void)state;
+	/* One tick before the end and at the end, the same trip. */
+	for (t = UINT64_MAX - 1; t != 0; t++) {
+		fixture fx;
+
+		fx_init(&fx, t);
+		fx.cfg.window_type = RESIL_WINDOW_TIME;
+		fx.cfg.window_size = 4;
+		fx.cfg.bucket_ns = 1;
+		fx.cfg.min_calls = 2;
+		fx_new(&fx);
+		call(&fx, RESIL_OUTCOME_FAILURE);
+		assert_int_equal(st_of(&fx), RESIL_BREAKER_CLOSED);
+		call(&fx, RESIL_OUTCOME_FAILURE);
+		assert_int_equal(st_of(&fx), RESIL_BREAKER_OPEN);
+		resil_breaker_free(fx.b);
+	}
+}
+
+/* The count window against a reference ring, over seeded runs that keep
+ * the window full of successes for long stretches (where a success writes
+ * nothing) and then fail: the window's counts and the trip are exact. */
+static void
+test_breaker_count_window_matches_reference(void **state)
+{
+	uint64_t seed;
+
+	(void)state;
+	for (seed = 1; seed <= 300; seed++) {
+		fixture fx;
+		resil_rng rng;
+		resil_breaker_metrics m;
+		uint8_t ring[8];
+		uint64_t head = 0, i, calls, fails, k;
+
+		resil_rng_seed(&rng, seed);
+		fx_init(&fx, 0);
+		fx.cfg.window_size = 8;
+		fx.cfg.min_calls = 8;
+		fx.cfg.failure_rate_pct = 50;
+		fx_new(&fx);
+		memset(ring, 0, sizeof(ring));
+		for (i = 0; i < 400; i++) {
+			/* Mostly successes; a failure now and then. */
+			int fail = resil_rng_next(&rng) % 16 == 0;
+
+			call(&fx,
+			    fail ? RESIL_OUTCOME_FAILURE
+			         : RESIL_OUTCOME_SUCCESS);
+			ring[head % 8] = (uint8_t)fail;
+			head++;
+			calls = head < 8 ? head : 8;
+			for (fails = 0, k = 0; k < calls; k++)
+				fails += ring[k];
+			if (calls >= 8 && fails * 100 >= 50 * calls) {
+				assert_int_equal(
+				    st_of(&fx), RESIL_BREAKER_OPEN);
+				break;
+			}
+			assert_int_equal(st_of(&fx), RESIL_BREAKER_CLOSED);
+			assert_int_equal(
+			    resil_breaker_get_metrics(fx.b, &m), RESIL_OK);
+			assert_int_equal(m.window_calls, calls);
+			assert_int_equal(m.window_failures, fails);
+		}
+		resil_breaker_free(fx.b);
+	}
+}
+
 int
 main(void)
 {
@@ -1210,13 +1421,15 @@ main(void)
 		cmocka_unit_test(test_breaker_config_refuses_bad_fields),
 		cmocka_unit_test(test_breaker_null_arguments),
 		cmocka_unit_test(test_breaker_misuse_of_permits),
-		cmocka_unit_test(test_breaker_allocation_failure_leaks_nothing),
+		cmocka_unit_test(
+		    test_breaker_allocation_failure_leaks_nothing),
 		cmocka_unit_test(test_breaker_probe_exactly_at_open_wait),
 		cmocka_unit_test(test_breaker_seed_two_failures_open_for_five),
 		cmocka_unit_test(test_breaker_seed_failed_probe_opens_again),
 		cmocka_unit_test(test_breaker_failure_rate_boundary),
 		cmocka_unit_test(test_breaker_min_calls_exactly),
-		cmocka_unit_test(test_breaker_min_calls_capped_at_count_window),
+		cmocka_unit_test(
+		    test_breaker_min_calls_capped_at_count_window),
 		cmocka_unit_test(test_breaker_count_window_evicts_oldest),
 		cmocka_unit_test(test_breaker_slow_call_rate_strict_threshold),
 		cmocka_unit_test(test_breaker_time_window_drops_old_outcomes),
@@ -1225,7 +1438,8 @@ main(void)
 		cmocka_unit_test(test_breaker_time_alone_never_trips),
 		cmocka_unit_test(test_breaker_success_resets_consecutive),
 		cmocka_unit_test(test_breaker_half_open_grants_exactly_k),
-		cmocka_unit_test(test_breaker_half_open_reopens_over_threshold),
+		cmocka_unit_test(
+		    test_breaker_half_open_reopens_over_threshold),
 		cmocka_unit_test(test_breaker_reopen_on_first_failure),
 		cmocka_unit_test(
 		    test_breaker_ignored_and_released_give_permit_back),
@@ -1242,6 +1456,12 @@ main(void)
 		cmocka_unit_test(test_breaker_open_wait_saturates_near_max),
 		cmocka_unit_test(test_breaker_call_wraps_acquire_and_record),
 		cmocka_unit_test(test_breaker_names),
+		cmocka_unit_test(test_breaker_probe_recorded_twice_is_misuse),
+		cmocka_unit_test(
+		    test_breaker_failure_recorded_twice_is_misuse),
+		cmocka_unit_test(test_breaker_listener_reentry_is_misuse),
+		cmocka_unit_test(test_breaker_time_window_at_end_of_clock),
+		cmocka_unit_test(test_breaker_count_window_matches_reference),
 	};
 
 	return cmocka_run_group_tests_name("breaker", tests, NULL, NULL);

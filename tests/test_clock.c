@@ -5,7 +5,9 @@
 
 #include <cmocka.h>
 
+#include <resil/breaker.h>
 #include <resil/clock.h>
+#include <resil/config.h>
 
 static void
 test_clock_manual_set_advance_sleep(void **state)
@@ -37,7 +39,8 @@ test_clock_manual_saturates_at_max(void **state)
 	resil_manual_clock_init(&mc, UINT64_MAX - 2);
 	assert_int_equal(resil_manual_clock_advance(&mc, 1), UINT64_MAX - 1);
 	assert_int_equal(resil_manual_clock_advance(&mc, 10), UINT64_MAX);
-	assert_int_equal(resil_manual_clock_advance(&mc, UINT64_MAX), UINT64_MAX);
+	assert_int_equal(
+	    resil_manual_clock_advance(&mc, UINT64_MAX), UINT64_MAX);
 }
 
 static void
@@ -111,6 +114,44 @@ test_clock_random_hook_clamps(void **state)
 	assert_true(resil_random_uniform(&h) >= 0.0);
 }
 
+/* A tick is a nanosecond on every clock, the manual one included: text
+ * says breaker.open_wait=30 (milliseconds), the test moves the manual
+ * clock by 30 * RESIL_NS_PER_MS, and the probe comes exactly then. */
+static void
+test_clock_manual_ticks_are_nanoseconds(void **state)
+{
+	resil_manual_clock mc;
+	resil_config *conf;
+	resil_breaker_config bc;
+	resil_breaker *b;
+	resil_permit pm;
+	resil_diag d;
+
+	(void)state;
+	assert_int_equal(resil_config_parse_string(&conf,
+	                     "breaker.failure_rate=0\n"
+	                     "breaker.consecutive_failures=1\n"
+	                     "breaker.open_wait=30\n",
+	                     "t.conf", NULL, &d),
+	    RESIL_OK);
+	bc = resil_config_pipeline(conf)->breaker;
+	assert_true(bc.open_wait_ns == 30 * RESIL_NS_PER_MS);
+	resil_manual_clock_init(&mc, 0);
+	bc.clock = resil_manual_clock_hook(&mc);
+	assert_int_equal(resil_breaker_new(&b, &bc, &d), RESIL_OK);
+	assert_int_equal(resil_breaker_acquire(b, &pm), RESIL_OK);
+	assert_int_equal(
+	    resil_breaker_record(b, &pm, RESIL_OUTCOME_FAILURE), RESIL_OK);
+	assert_int_equal(resil_breaker_get_state(b), RESIL_BREAKER_OPEN);
+	resil_manual_clock_advance(&mc, 30 * RESIL_NS_PER_MS - 1);
+	assert_int_equal(resil_breaker_acquire(b, &pm), RESIL_E_OPEN);
+	resil_manual_clock_advance(&mc, 1); /* one nanosecond */
+	assert_int_equal(resil_breaker_acquire(b, &pm), RESIL_OK);
+	assert_int_equal(resil_breaker_release(b, &pm), RESIL_OK);
+	resil_breaker_free(b);
+	resil_config_free(conf);
+}
+
 int
 main(void)
 {
@@ -120,6 +161,7 @@ main(void)
 		cmocka_unit_test(test_clock_system_is_monotonic),
 		cmocka_unit_test(test_clock_rng_is_seeded_and_exact),
 		cmocka_unit_test(test_clock_random_hook_clamps),
+		cmocka_unit_test(test_clock_manual_ticks_are_nanoseconds),
 	};
 
 	return cmocka_run_group_tests_name("clock", tests, NULL, NULL);

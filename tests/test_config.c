@@ -70,7 +70,7 @@ test_config_issue_examples(void **state)
 	             "retry.max_attempts=3\n"
 	             "mock=fail:return null\n"
 	             "getStock.mock=force:return 0\n"
-	             "cache.max_age=10\n");
+	             "cache.max_age=10s\n");
 	pc = resil_config_pipeline(c);
 	assert_non_null(pc);
 	assert_int_equal(pc->size, sizeof(resil_pipeline_config));
@@ -84,7 +84,7 @@ test_config_issue_examples(void **state)
 	assert_string_equal(pc->methods[0].mock, "force:return 0");
 	assert_int_equal(pc->methods[0].type, RESIL_TYPE_ANY);
 	assert_true(pc->cache_enabled);
-	assert_int_equal(pc->cache.max_age, 10);
+	assert_int_equal(pc->cache.max_age, 10 * RESIL_NS_PER_SEC);
 	assert_false(pc->ratelimit_enabled);
 	assert_false(pc->bulkhead_enabled);
 	resil_config_free(c);
@@ -351,14 +351,14 @@ test_config_comments_and_blanks(void **state)
 	             "   # indented comment\n"
 	             "\t service \t=\t StockService \t\r\n"
 	             "retry.max_attempts =2\n"
-	             "retry.delay= 5\n"
+	             "retry.delay= 5ms\n"
 	             "mock = return \"a # b\"   \n"
 	             "getStock.type = string\n"
 	             "getStock.mock=return x # not a comment");
 	pc = resil_config_pipeline(c);
 	assert_string_equal(pc->service, "StockService");
 	assert_int_equal(pc->retry.max_attempts, 2);
-	assert_int_equal(pc->retry.base_delay_ns, 5);
+	assert_int_equal(pc->retry.base_delay_ns, 5 * RESIL_NS_PER_MS);
 	/* '#' after a value belongs to the value. */
 	assert_string_equal(pc->mock, "return \"a # b\"");
 	assert_string_equal(pc->methods[0].mock, "return x # not a comment");
@@ -378,19 +378,29 @@ test_config_comments_and_blanks(void **state)
 static void
 test_config_durations(void **state)
 {
+	/* A tick is a nanosecond on every clock; a number alone is
+	 * milliseconds (Dubbo's timeout=3000 is three seconds). */
 	static const struct {
 		const char *text;
-		uint64_t ticks;
+		uint64_t ns;
 	} cases[] = {
 		{ "timeout=0", 0 },
-		{ "timeout=17", 17 },
+		{ "timeout=17", 17 * RESIL_NS_PER_MS },
+		{ "timeout=3000", 3 * RESIL_NS_PER_SEC },
 		{ "timeout=17ns", 17 },
 		{ "timeout=3us", 3000 },
 		{ "timeout=3ms", 3000000 },
 		{ "timeout=3s", UINT64_C(3000000000) },
 		{ "timeout=2m", UINT64_C(120000000000) },
 		{ "timeout=2h", UINT64_C(7200000000000) },
-		{ "timeout=18446744073709551615", UINT64_MAX },
+		{ "timeout=1.5s", UINT64_C(1500000000) },
+		{ "timeout=0.25", 250 * RESIL_NS_PER_US },
+		{ "timeout=.5ms", 500 * RESIL_NS_PER_US },
+		{ "timeout=2.000ns", 2 },
+		{ "timeout=0.000001ms", 1 },
+		{ "timeout=1.5m", UINT64_C(90000000000) },
+		{ "timeout=18446744073709551615ns", UINT64_MAX },
+		{ "timeout=18446744073709ms", UINT64_C(18446744073709000000) },
 		{ "timeout=18446744073s", UINT64_C(18446744073000000000) },
 	};
 	size_t i;
@@ -399,36 +409,164 @@ test_config_durations(void **state)
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		resil_config *c = parse_ok(cases[i].text);
 
-		assert_true(
-		    resil_config_pipeline(c)->timeout_ns == cases[i].ticks);
+		if (resil_config_pipeline(c)->timeout_ns != cases[i].ns)
+			fail_msg("%s gave %llu ns", cases[i].text,
+			    (unsigned long long)resil_config_pipeline(c)
+			        ->timeout_ns);
 		resil_config_free(c);
 	}
 	expect_error("timeout=18446744074s",
 	    "svc.conf:1: timeout: 18446744074s is out of range "
 	    "0..18446744073709551615");
-	expect_error("timeout=18446744073709551616",
-	    "svc.conf:1: timeout: 18446744073709551616 is out of range "
+	expect_error("timeout=18446744073710",
+	    "svc.conf:1: timeout: 18446744073710 is out of range "
 	    "0..18446744073709551615");
+	expect_error("timeout=18446744073709551616ns",
+	    "svc.conf:1: timeout: 18446744073709551616ns is out of range "
+	    "0..18446744073709551615");
+	/* Ambiguous or unknown forms are refused, never guessed. */
 	expect_error("timeout=5 s",
-	    "svc.conf:1: timeout: \"5 s\" is not a duration (ticks, or a "
-	    "whole "
-	    "number with ns, us, ms, s, m or h)");
-	expect_error("timeout=1.5s",
-	    "svc.conf:1: timeout: \"1.5s\" is not a duration (ticks, or a "
-	    "whole number with ns, us, ms, s, m or h)");
-	expect_error("timeout=-1",
-	    "svc.conf:1: timeout: \"-1\" is not a duration (ticks, or a whole "
-	    "number with ns, us, ms, s, m or h)");
+	    "svc.conf:1: timeout: \"5 s\": write the unit next to the number "
+	    "(5s)");
+	expect_error("timeout=1,5s",
+	    "svc.conf:1: timeout: \"1,5s\": write a fraction with '.', not "
+	    "','");
+	expect_error("timeout=0.5ns",
+	    "svc.conf:1: timeout: \"0.5ns\" is not a whole number of "
+	    "nanoseconds");
+	expect_error("timeout=0.0000001",
+	    "svc.conf:1: timeout: \"0.0000001\" is not a whole number of "
+	    "nanoseconds");
+	expect_error("timeout=10sec",
+	    "svc.conf:1: timeout: \"10sec\": unknown unit \"sec\" (did you "
+	    "mean 10s?)");
+	expect_error("timeout=10M",
+	    "svc.conf:1: timeout: \"10M\": unknown unit \"M\" (units: ns, us, "
+	    "ms, s, m, h; a number alone is milliseconds)");
+	expect_error("timeout=3MS",
+	    "svc.conf:1: timeout: \"3MS\": unknown unit \"MS\" (did you mean "
+	    "3ms?)");
 	expect_error("timeout=10d",
-	    "svc.conf:1: timeout: \"10d\" is not a duration (ticks, or a "
-	    "whole "
-	    "number with ns, us, ms, s, m or h)");
+	    "svc.conf:1: timeout: \"10d\": unknown unit \"d\" (units: ns, us, "
+	    "ms, s, m, h; a number alone is milliseconds)");
+	expect_error("timeout=-1",
+	    "svc.conf:1: timeout: \"-1\" is not a duration (a number of "
+	    "milliseconds, or a number with a unit: ns, us, ms, s, m, h)");
+	expect_error("timeout=1.",
+	    "svc.conf:1: timeout: \"1.\" is not a duration (a number of "
+	    "milliseconds, or a number with a unit: ns, us, ms, s, m, h)");
 	expect_error("timeout=none",
-	    "svc.conf:1: timeout: \"none\" is not a duration (ticks, or a "
-	    "whole number with ns, us, ms, s, m or h)");
+	    "svc.conf:1: timeout: \"none\" is not a duration (a number of "
+	    "milliseconds, or a number with a unit: ns, us, ms, s, m, h)");
 	expect_error("breaker.bucket=0",
 	    "svc.conf:1: breaker.bucket: 0 is out of range "
 	    "1..18446744073709551615");
+}
+
+static void
+test_config_duration_functions(void **state)
+{
+	static const struct {
+		uint64_t ns;
+		const char *text;
+	} cases[] = { { 0, "0" }, { 1, "1ns" }, { 1500, "1500ns" },
+		{ 2000, "2us" }, { 1500000, "1500us" }, { 3000000, "3ms" },
+		{ UINT64_C(30000000000), "30s" },
+		{ UINT64_C(90000000000), "90s" },
+		{ UINT64_C(120000000000), "2m" },
+		{ UINT64_C(7200000000000), "2h" },
+		{ UINT64_MAX, "18446744073709551615ns" } };
+	char buf[32];
+	uint64_t ns = 7;
+	resil_diag d;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(resil_config_format_duration(
+		                     cases[i].ns, buf, sizeof(buf)),
+		    strlen(cases[i].text));
+		assert_string_equal(buf, cases[i].text);
+		assert_int_equal(
+		    resil_config_parse_duration(buf, &ns, &d), RESIL_OK);
+		assert_true(ns == cases[i].ns);
+	}
+	assert_int_equal(resil_config_format_duration(30, NULL, 0), 4);
+	assert_int_equal(
+	    resil_config_parse_duration("3000", &ns, &d), RESIL_OK);
+	assert_true(ns == 3 * RESIL_NS_PER_SEC);
+	ns = 7;
+	assert_int_equal(
+	    resil_config_parse_duration("10sec", &ns, &d), RESIL_E_INVAL);
+	assert_string_equal(d.msg,
+	    "duration: \"10sec\": unknown unit \"sec\" (did you mean 10s?)");
+	assert_true(ns == 7);
+	assert_int_equal(resil_config_parse_duration("99999999999h", &ns, &d),
+	    RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_config_parse_duration(NULL, &ns, &d), RESIL_E_INVAL);
+}
+
+/* issue 14: a 10 KB key keeps "unknown key" (the value is elided in the
+ * middle), and so does a 10 KB value its reason. */
+static void
+test_config_long_values_keep_the_reason(void **state)
+{
+	static char text[10300];
+	resil_config *c = NULL;
+	resil_diag d;
+
+	(void)state;
+	memset(text, 'k', 10240);
+	memcpy(text + 10240, "=1\n", 4);
+	assert_int_equal(
+	    resil_config_parse_string(&c, text, "svc.conf", NULL, &d),
+	    RESIL_E_INVAL);
+	assert_null(c);
+	assert_true(strlen(d.msg) < RESIL_DIAG_MAX);
+	assert_true(strncmp(d.msg, "svc.conf:1: kkkk", 16) == 0);
+	assert_non_null(strstr(d.msg, "k...k"));
+	assert_non_null(strstr(d.msg, "kkk: unknown key"));
+	memcpy(text, "timeout=", 8);
+	memset(text + 8, '7', 10240);
+	memcpy(text + 10248, "x\n", 3);
+	assert_int_equal(
+	    resil_config_parse_string(&c, text, "svc.conf", NULL, &d),
+	    RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "svc.conf:1: timeout: \"777"));
+	assert_non_null(strstr(d.msg, "777x\": unknown unit \"x\""));
+}
+
+/* The user's run of issue 14: timeout=200 and breaker.open_wait=30 in a
+ * Dubbo habit are 200 ms and 30 ms, never 200 ns and 30 ns. */
+static void
+test_config_unitless_is_milliseconds(void **state)
+{
+	resil_config *c;
+	const resil_pipeline_config *pc;
+	char buf[32];
+
+	(void)state;
+	c = parse_ok("timeout=200\nbreaker.open_wait=30\nretry.delay=100\n"
+	             "cache.max_age=10000\ngetStock.timeout=3000\n");
+	pc = resil_config_pipeline(c);
+	assert_true(pc->timeout_ns == 200 * RESIL_NS_PER_MS);
+	assert_true(pc->breaker.open_wait_ns == 30 * RESIL_NS_PER_MS);
+	assert_true(pc->retry.base_delay_ns == 100 * RESIL_NS_PER_MS);
+	assert_true(pc->cache.max_age == 10 * RESIL_NS_PER_SEC);
+	assert_true(pc->methods[0].timeout_ns == 3 * RESIL_NS_PER_SEC);
+	/* Read back in the largest unit that holds the value exactly. */
+	assert_int_equal(
+	    resil_config_get(c, "timeout", buf, sizeof(buf)), RESIL_OK);
+	assert_string_equal(buf, "200ms");
+	assert_int_equal(
+	    resil_config_get(c, "cache.max_age", buf, sizeof(buf)), RESIL_OK);
+	assert_string_equal(buf, "10s");
+	assert_int_equal(
+	    resil_config_get(c, "getStock.timeout", buf, sizeof(buf)),
+	    RESIL_OK);
+	assert_string_equal(buf, "3s");
+	resil_config_free(c);
 }
 
 static void
@@ -500,9 +638,20 @@ test_config_range_errors(void **state)
 	    "svc.conf:1: breaker.probes: 0 is out of range 1..32767");
 	expect_error("breaker.probes=32768",
 	    "svc.conf:1: breaker.probes: 32768 is out of range 1..32767");
+	/* The range names the real maximum of a count window. */
 	expect_error("breaker.window_size=0",
 	    "svc.conf:1: breaker.window_size: 0 is out of range "
-	    "1..4294967295");
+	    "1..1048576");
+	expect_error("breaker.window_size=1048577",
+	    "svc.conf:1: breaker.window_size: 1048577 is out of range "
+	    "1..1048576");
+	{
+		resil_config *c = parse_ok("breaker.window_size=1048576\n");
+
+		assert_int_equal(
+		    resil_config_pipeline(c)->breaker.window_size, 1048576);
+		resil_config_free(c);
+	}
 	expect_error("breaker.open_wait_multiplier=0.5",
 	    "svc.conf:1: breaker.open_wait_multiplier: 0.5 is out of range "
 	    "1..1000");
@@ -687,8 +836,9 @@ test_config_method_keys(void **state)
 	    "svc.conf:1: getStock.retry.max_attempts: 1001 is out of range "
 	    "0..1000");
 	expect_error("getStock.timeout=soon",
-	    "svc.conf:1: getStock.timeout: \"soon\" is not a duration (ticks, "
-	    "or a whole number with ns, us, ms, s, m or h)");
+	    "svc.conf:1: getStock.timeout: \"soon\" is not a duration (a "
+	    "number of milliseconds, or a number with a unit: ns, us, ms, s, "
+	    "m, h)");
 }
 
 static void
@@ -708,8 +858,14 @@ test_config_mock_specs(void **state)
 	expect_error("getStock.mock=return abc\ngetStock.type=int\n",
 	    "svc.conf:1: getStock.mock: \"return abc\" at column 8: cannot "
 	    "read an unquoted value as int");
-	/* Without a type the same spec is a fine string... */
-	c = parse_ok("getStock.mock=return abc\n");
+	/* Without a type the same spec is refused too (Dubbo keeps unquoted
+	 * text only for a String method), with the line... */
+	expect_error("getStock.mock=return ture\n",
+	    "svc.conf:1: getStock.mock: \"return ture\" at column 8: an "
+	    "unquoted value must be a number, true, false, null, empty or "
+	    "JSON "
+	    "(quote text, or declare the type string); did you mean true?");
+	c = parse_ok("getStock.mock=return abc\ngetStock.type=string\n");
 	resil_config_free(c);
 	/* ...and "no mock" spellings are accepted. */
 	c = parse_ok("mock=\ngetStock.mock=false\n");
@@ -731,17 +887,15 @@ test_config_stage_validation_line(void **state)
 	             "breaker.min_calls=5\n"
 	             "retry.max_delay=1s\n"
 	             "service=S\n",
-	    "svc.conf:3: retry.max_delay: 1000000000 is below retry.delay "
-	    "(10000000000)");
+	    "svc.conf:3: retry.max_delay: 1s is below retry.delay (10s)");
 	expect_error("breaker.failure_rate=0\nbreaker.min_calls=3\n",
 	    "svc.conf:2: breaker: no trigger: set consecutive_failures, "
 	    "failure_rate or slow_rate");
 	expect_error("breaker.slow_rate=50\n",
-	    "svc.conf:1: breaker.slow_threshold: 0 must be >= 1 when "
+	    "svc.conf:1: breaker.slow_threshold: 0 must be >= 1ns when "
 	    "slow_rate is set");
 	expect_error("breaker.open_wait=10s\nbreaker.open_wait_max=5s\n",
-	    "svc.conf:2: breaker.open_wait_max: 5000000000 is below open_wait "
-	    "10000000000");
+	    "svc.conf:2: breaker.open_wait_max: 5s is below open_wait 10s");
 	expect_error("breaker.window=time\nbreaker.window_size=3601\n",
 	    "svc.conf:2: breaker.window_size: 3601 buckets is out of range "
 	    "1..3600");
@@ -751,8 +905,9 @@ test_config_stage_validation_line(void **state)
 	expect_error("bulkhead.adaptive=yes\nbulkhead.min_limit=50\n",
 	    "svc.conf:2: bulkhead.min_limit: 50 is out of range 1..25 "
 	    "(max_concurrent)");
-	expect_error("ratelimit.rate=100000000\nratelimit.period=7\n",
-	    "svc.conf:2: ratelimit.rate: 100000000 per period 7 needs a time "
+	expect_error("ratelimit.rate=100000000\nratelimit.period=7ns\n",
+	    "svc.conf:2: ratelimit.rate: 100000000 per period 7ns needs a "
+	    "time "
 	    "step of 1/100000000 tick, finer than 1/16777216");
 }
 
@@ -982,8 +1137,8 @@ test_config_set(void **state)
 	c = parse_ok("retry.delay=10s\n");
 	assert_int_equal(
 	    resil_config_set(c, "retry.max_delay", "1s", &d), RESIL_E_INVAL);
-	assert_string_equal(d.msg,
-	    "retry.max_delay: 1000000000 is below retry.delay (10000000000)");
+	assert_string_equal(
+	    d.msg, "retry.max_delay: 1s is below retry.delay (10s)");
 	assert_int_equal(resil_config_count(c), 1);
 	resil_config_free(c);
 
@@ -992,14 +1147,14 @@ test_config_set(void **state)
 	c = parse_ok("retry.max_delay=2s\nretry.deadline=5s\n");
 	assert_int_equal(
 	    resil_config_set(c, "retry.delay", "10s", &d), RESIL_E_INVAL);
-	assert_string_equal(d.msg,
-	    "retry.max_delay: 2000000000 is below retry.delay (10000000000)");
+	assert_string_equal(
+	    d.msg, "retry.max_delay: 2s is below retry.delay (10s)");
 	assert_int_equal(
 	    resil_config_set(c, "retry.max_delay", "1s", &d), RESIL_OK);
 	assert_int_equal(
 	    resil_config_set(c, "retry.delay", "3s", &d), RESIL_E_INVAL);
-	assert_string_equal(d.msg,
-	    "retry.max_delay: 1000000000 is below retry.delay (3000000000)");
+	assert_string_equal(
+	    d.msg, "retry.max_delay: 1s is below retry.delay (3s)");
 	assert_int_equal(resil_config_entry(c, 0, &s), RESIL_OK);
 	assert_string_equal(s.key, "retry.max_delay");
 	assert_string_equal(s.value, "1s");
@@ -1031,11 +1186,11 @@ test_config_get(void **state)
 	GET("breaker.failure_rate", "40");
 	GET("breaker.min_calls", "10"); /* a default */
 	GET("breaker.window", "count");
-	GET("breaker.open_wait", "30000000000");
+	GET("breaker.open_wait", "30s");
 	GET("breaker.open_wait_multiplier", "1");
 	GET("breaker.per_method", "false");
 	GET("retry.enabled", "true");
-	GET("retry.delay", "2000000000");
+	GET("retry.delay", "2s");
 	GET("retry.max_delay", "none");
 	GET("retry.backoff", "fixed");
 	GET("retry.jitter", "equal");
@@ -1044,7 +1199,7 @@ test_config_get(void **state)
 	GET("cache.max_age", "none");
 	GET("cache.max_bytes", "1048576");
 	GET("cache.shards", "16");
-	GET("ratelimit.period", "1000000000");
+	GET("ratelimit.period", "1s");
 	GET("bulkhead.backoff_pct", "90");
 	GET("getStock.type", "int");
 	GET("getStock.mock", "force:return 0");
@@ -1297,7 +1452,7 @@ test_config_many_methods(void **state)
 	assert_non_null(text);
 	for (i = 0; i < 100; i++)
 		n += (size_t)sprintf(
-		    text + n, "m%d.timeout=%d\nm%d.type=int\n", i, i + 1, i);
+		    text + n, "m%d.timeout=%dns\nm%d.type=int\n", i, i + 1, i);
 	c = parse_ok(text);
 	free(text);
 	pc = resil_config_pipeline(c);
@@ -1312,6 +1467,114 @@ test_config_many_methods(void **state)
 	resil_config_free(c);
 }
 
+/* issue 14: one validation for the API and the text: method type 77 and
+ * the name "get stock" are refused both ways. */
+static void
+test_config_one_method_validation(void **state)
+{
+	resil_method_config m;
+	resil_diag d;
+
+	(void)state;
+	memset(&m, 0, sizeof(m));
+	m.name = "getStock";
+	assert_int_equal(resil_config_check_method(&m, &d), RESIL_OK);
+	m.type = (resil_type)77;
+	assert_int_equal(resil_config_check_method(&m, &d), RESIL_E_INVAL);
+	assert_string_equal(d.msg,
+	    "getStock.type: 77 is not a type (any, void, bool, int, double, "
+	    "string, bytes, array, object, json)");
+	m.type = RESIL_TYPE_JSON;
+	m.max_attempts = 1001;
+	assert_int_equal(resil_config_check_method(&m, &d), RESIL_E_INVAL);
+	assert_string_equal(d.msg,
+	    "getStock.retry.max_attempts: 1001 is out of range 0..1000");
+	m.max_attempts = 0;
+	m.name = "get stock";
+	assert_int_equal(resil_config_check_method(&m, &d), RESIL_E_INVAL);
+	assert_string_equal(d.msg,
+	    "method \"get stock\": not a method name (a letter, '_' or '$', "
+	    "then letters, digits, '_' or '$')");
+	m.name = "retry";
+	assert_int_equal(resil_config_check_method(&m, &d), RESIL_E_INVAL);
+	assert_string_equal(
+	    d.msg, "method \"retry\": a reserved word (it starts stage keys)");
+	m.name = "";
+	assert_int_equal(resil_config_check_method(&m, &d), RESIL_E_INVAL);
+	m.name = NULL;
+	assert_int_equal(resil_config_check_method(&m, &d), RESIL_E_INVAL);
+	assert_int_equal(resil_config_check_method(NULL, &d), RESIL_E_INVAL);
+	/* The text refuses the same. */
+	expect_error("get stock.type=int\n",
+	    "svc.conf:1: get stock.type: \"get stock\" is not a method name "
+	    "(a letter, '_' or '$', then letters, digits, '_' or '$')");
+	expect_error("getStock.type=77\n",
+	    "svc.conf:1: getStock.type: \"77\" is not a type (any, void, "
+	    "bool, int, double, string, bytes, array, object, json)");
+	expect_error("getStock.retry.max_attempts=1001\n",
+	    "svc.conf:1: getStock.retry.max_attempts: 1001 is out of range "
+	    "0..1000");
+	/* Every method a text declares passes the API's check. */
+	{
+		resil_config *c = parse_ok("a.type=int\n$b.timeout=5\n_c.mock="
+		                           "return 1\n");
+		const resil_pipeline_config *pc = resil_config_pipeline(c);
+		size_t i;
+
+		for (i = 0; i < pc->nmethods; i++)
+			assert_int_equal(
+			    resil_config_check_method(&pc->methods[i], &d),
+			    RESIL_OK);
+		resil_config_free(c);
+	}
+}
+
+/* issue 14: parsing was quadratic in the methods (200k: minutes). With
+ * the key and method indexes it is linear; the ctest timeout is what a
+ * quadratic parser would hit here (no timing is asserted). */
+static void
+test_config_200k_methods(void **state)
+{
+	const int n = 200000;
+	char *text = malloc((size_t)n * 40 + 32);
+	size_t len = 0;
+	int i;
+	resil_config *c;
+	const resil_pipeline_config *pc;
+	char buf[32];
+
+	(void)state;
+	assert_non_null(text);
+	for (i = 0; i < n; i++)
+		len += (size_t)sprintf(text + len, "m%d.type=int\n", i);
+	/* The last line repeats a key: still found among 200k. */
+	len += (size_t)sprintf(text + len, "m7.type=bool\n");
+	expect_error(text,
+	    "svc.conf:200001: m7.type: set again (first set "
+	    "at line 8)");
+	text[len - strlen("m7.type=bool\n")] = '\0';
+	c = parse_ok(text);
+	free(text);
+	pc = resil_config_pipeline(c);
+	assert_int_equal(pc->nmethods, n);
+	assert_string_equal(pc->methods[n - 1].name, "m199999");
+	assert_int_equal(pc->methods[n - 1].type, RESIL_TYPE_INT);
+	assert_int_equal(resil_config_count(c), n);
+	/* set finds and replaces among them too. */
+	assert_int_equal(
+	    resil_config_set(c, "m123456.type", "string", NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_config_set(c, "extra.timeout", "5s", NULL), RESIL_OK);
+	assert_int_equal(resil_config_count(c), n + 1);
+	assert_int_equal(
+	    resil_config_get(c, "m123456.type", buf, sizeof(buf)), RESIL_OK);
+	assert_string_equal(buf, "string");
+	assert_int_equal(
+	    resil_config_get(c, "extra.timeout", buf, sizeof(buf)), RESIL_OK);
+	assert_string_equal(buf, "5s");
+	resil_config_free(c);
+}
+
 int
 main(void)
 {
@@ -1323,6 +1586,9 @@ main(void)
 		cmocka_unit_test(test_config_stage_switches),
 		cmocka_unit_test(test_config_comments_and_blanks),
 		cmocka_unit_test(test_config_durations),
+		cmocka_unit_test(test_config_unitless_is_milliseconds),
+		cmocka_unit_test(test_config_duration_functions),
+		cmocka_unit_test(test_config_long_values_keep_the_reason),
 		cmocka_unit_test(test_config_numbers_and_overflow),
 		cmocka_unit_test(test_config_range_errors),
 		cmocka_unit_test(test_config_syntax_errors),
@@ -1343,6 +1609,8 @@ main(void)
 		cmocka_unit_test(test_config_owns_strings),
 		cmocka_unit_test(test_config_allocation_failure),
 		cmocka_unit_test(test_config_many_methods),
+		cmocka_unit_test(test_config_200k_methods),
+		cmocka_unit_test(test_config_one_method_validation),
 	};
 
 	return cmocka_run_group_tests_name("config", tests, NULL, NULL);

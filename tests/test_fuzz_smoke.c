@@ -19,25 +19,28 @@
 #include <resil/config.h>
 #include <resil/mock.h>
 
-#define ROUNDS 4000
+#define ROUNDS 20000
 
 static const char *const mock_tokens[] = { "force", "fail", ":", "return",
 	"throw", "null", "empty", "true", "false", "default", " ", "  ", "1",
 	"-2", "3.5", "1e999", "'x'", "\"y\"", "`z`", "'", "\"", "{", "}", "[",
 	"]", "{\"a\":1}", "[1,2]", ",", "N/A", "0", "Exc", "$", ".", "\t",
-	"FORCE", "Return", "x", "\\", "\xc3\xa9", "9223372036854775808" };
+	"FORCE", "Return", "x", "\\", "\xc3\xa9", "9223372036854775808",
+	"'a\\b'", "\"a\\\"b\"", "\\n", "\\u0000", "\\u00e9", "\xff", "\n",
+	"{\"k\":\"\\\\\"}", "[\"\\\"\"]", "ture", "-0.0", "1e5", "\"\"",
+	"''" };
 
-static const char *const conf_tokens[] = { "service", "=", "\n",
-	"breaker.", "retry.", "cache.", "ratelimit.", "bulkhead.", "mock",
-	"getStock.", "failure_rate", "consecutive_failures", "max_attempts",
-	"max_age", "open_wait", "window", "count", "time", "10", "0", "101",
-	"5s", "3ms", "none", "true", "off", "#", " ", "fail:return null",
-	"force:return 0", "type", "int", "string", "timeout", "delay", "jitter",
-	"full", "enabled", "-1", "18446744073709551616", "\r\n", ".", "x" };
+static const char *const conf_tokens[] = { "service", "=", "\n", "breaker.",
+	"retry.", "cache.", "ratelimit.", "bulkhead.", "mock", "getStock.",
+	"failure_rate", "consecutive_failures", "max_attempts", "max_age",
+	"open_wait", "window", "count", "time", "10", "0", "101", "5s", "3ms",
+	"none", "true", "off", "#", " ", "fail:return null", "force:return 0",
+	"type", "int", "string", "timeout", "delay", "jitter", "full",
+	"enabled", "-1", "18446744073709551616", "\r\n", ".", "x" };
 
 static size_t
-build(char *buf, size_t cap, resil_rng *rng, const char *const *tok,
-    size_t ntok)
+build(
+    char *buf, size_t cap, resil_rng *rng, const char *const *tok, size_t ntok)
 {
 	size_t len = 0, n = 1 + resil_rng_next(rng) % 12, i;
 
@@ -57,18 +60,19 @@ build(char *buf, size_t cap, resil_rng *rng, const char *const *tok,
 static void
 test_fuzz_smoke_mock_specs(void **state)
 {
-	static const resil_type types[] = { RESIL_TYPE_ANY, RESIL_TYPE_INT,
-		RESIL_TYPE_STRING, RESIL_TYPE_BOOL, RESIL_TYPE_ARRAY,
-		RESIL_TYPE_DOUBLE };
+	static const resil_type types[] = { RESIL_TYPE_ANY, RESIL_TYPE_VOID,
+		RESIL_TYPE_BOOL, RESIL_TYPE_INT, RESIL_TYPE_DOUBLE,
+		RESIL_TYPE_STRING, RESIL_TYPE_BYTES, RESIL_TYPE_ARRAY,
+		RESIL_TYPE_OBJECT, RESIL_TYPE_JSON };
 	resil_rng rng;
-	char buf[256], canon[512];
+	char buf[256], canon[512], canon2[512];
 	unsigned ok = 0, refused = 0;
 	int i;
 
 	(void)state;
 	resil_rng_seed(&rng, 20261130);
 	for (i = 0; i < ROUNDS; i++) {
-		resil_type t = types[resil_rng_next(&rng) % 6];
+		resil_type t = types[resil_rng_next(&rng) % 10];
 		resil_mock_spec s, again;
 		resil_diag d;
 		resil_err e;
@@ -87,10 +91,16 @@ test_fuzz_smoke_mock_specs(void **state)
 		ok++;
 		resil_mock_spec_format(&s, canon, sizeof(canon));
 		if (resil_mock_parse(&again, canon, t, NULL, &d) != RESIL_OK)
-			fail_msg("canonical \"%s\" of \"%s\" refused: %s", canon,
-			    buf, d.msg);
+			fail_msg("canonical \"%s\" of \"%s\" refused: %s",
+			    canon, buf, d.msg);
 		if (!resil_mock_spec_equal(&s, &again))
-			fail_msg("\"%s\" -> \"%s\" changed meaning", buf, canon);
+			fail_msg(
+			    "\"%s\" -> \"%s\" changed meaning", buf, canon);
+		/* ...and the canonical text is a fixed point. */
+		resil_mock_spec_format(&again, canon2, sizeof(canon2));
+		if (strcmp(canon, canon2) != 0)
+			fail_msg(
+			    "\"%s\" -> \"%s\" -> \"%s\"", buf, canon, canon2);
 		resil_mock_spec_free(&again);
 		resil_mock_spec_free(&s);
 	}

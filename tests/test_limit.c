@@ -366,6 +366,19 @@ test_limit_ratelimit_clock_backwards_and_near_max(void **state)
 	assert_int_equal(ra, 20);
 	resil_manual_clock_set(&mc, 5010);
 	assert_int_equal(resil_ratelimit_try_acquire(rl, 1, &ra), RESIL_OK);
+	/* Further back, below the limiter's time base: the answer still
+	 * covers the way back, so waiting it out is enough, and waiting one
+	 * tick less is not (nothing is over-admitted either way). */
+	resil_manual_clock_set(&mc, 1000);
+	assert_int_equal(
+	    resil_ratelimit_try_acquire(rl, 1, &ra), RESIL_E_LIMITED);
+	assert_int_equal(ra, 4020);
+	resil_manual_clock_set(&mc, 1000 + ra - 1);
+	assert_int_equal(
+	    resil_ratelimit_try_acquire(rl, 1, &ra), RESIL_E_LIMITED);
+	assert_int_equal(ra, 1);
+	resil_manual_clock_advance(&mc, 1);
+	assert_int_equal(resil_ratelimit_try_acquire(rl, 1, &ra), RESIL_OK);
 	resil_ratelimit_free(rl);
 
 	resil_manual_clock_init(&mc, UINT64_MAX - 100);

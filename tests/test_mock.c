@@ -505,9 +505,13 @@ test_mock_return_values_take_the_declared_type(void **state)
 	assert_int_equal(s.value.type, RESIL_VALUE_INT);
 	assert_int_equal(s.value.u.i, 12);
 	resil_mock_spec_free(&s);
-	/* Dubbo keeps an unquoted word as text when nothing is declared. */
+	/* Dubbo keeps an unquoted word as text only for a String method:
+	 * with nothing declared it is refused (quoted, it is text). */
 	assert_int_equal(
 	    resil_mock_parse(&s, "return abc", RESIL_TYPE_ANY, NULL, NULL),
+	    RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_mock_parse(&s, "return 'abc'", RESIL_TYPE_ANY, NULL, NULL),
 	    RESIL_OK);
 	assert_int_equal(s.value.type, RESIL_VALUE_STRING);
 	resil_mock_spec_free(&s);
@@ -569,6 +573,30 @@ test_mock_invalid_specs_quote_and_point(void **state)
 	refused("return abc", RESIL_TYPE_INT,
 	    "mock: \"return abc\" at column 8: cannot read an unquoted value "
 	    "as int");
+	/* issue 14: `return ture` on an untyped method is a typo, not the
+	 * string "ture"; near keywords get a did-you-mean. */
+	refused("return ture", RESIL_TYPE_ANY,
+	    "mock: \"return ture\" at column 8: an unquoted value must be a "
+	    "number, true, false, null, empty or JSON (quote text, or declare "
+	    "the type string); did you mean true?");
+	refused("fail:return flase", RESIL_TYPE_ANY,
+	    "mock: \"fail:return flase\" at column 13: an unquoted value must "
+	    "be a number, true, false, null, empty or JSON (quote text, or "
+	    "declare the type string); did you mean false?");
+	refused("return nul", RESIL_TYPE_INT,
+	    "mock: \"return nul\" at column 8: cannot read an unquoted value "
+	    "as int (did you mean null?)");
+	refused("return emtpy", RESIL_TYPE_JSON,
+	    "mock: \"return emtpy\" at column 8: cannot read an unquoted "
+	    "value "
+	    "as json (did you mean empty?)");
+	refused("return abc", RESIL_TYPE_ANY,
+	    "mock: \"return abc\" at column 8: an unquoted value must be a "
+	    "number, true, false, null, empty or JSON (quote text, or declare "
+	    "the type string)");
+	refused("return {\"a\":\"\\u0000\"}", RESIL_TYPE_ANY,
+	    "mock: \"return {\"a\":\"\\u0000\"}\" at column 8: invalid JSON: "
+	    "not UTF-8, or a string holds \\u0000");
 	refused("return 2.5", RESIL_TYPE_INT,
 	    "mock: \"return 2.5\" at column 8: cannot convert double 2.5 to "
 	    "int");
@@ -851,8 +879,8 @@ test_mock_config_errors_name_the_field(void **state)
 	cfg.size = 3;
 	assert_int_equal(resil_mock_new(&m, &cfg, &d), RESIL_E_INVAL);
 	assert_true(strncmp(d.msg,
-			"mock.size: 3 is not a known resil_mock_config size",
-			50) == 0);
+	                "mock.size: 3 is not a known resil_mock_config size",
+	                50) == 0);
 	assert_int_equal(resil_mock_new(NULL, &cfg, NULL), RESIL_E_INVAL);
 	assert_int_equal(resil_mock_new(&m, NULL, NULL), RESIL_E_INVAL);
 	assert_int_equal(
@@ -994,10 +1022,123 @@ test_mock_invoke_carries_the_failure(void **state)
 	resil_mock_free(m);
 }
 
+/* parse -> format -> parse gives an equal spec, and formatting the second
+ * gives the same text again, for every spec the parser accepts. */
+static int
+round_trips(const char *spec, resil_type t)
+{
+	resil_mock_spec s, again;
+	resil_diag d;
+	char one[512], two[512];
+
+	d.msg[0] = '\0';
+	if (resil_mock_parse(&s, spec, t, NULL, &d) != RESIL_OK)
+		return 0; /* refused: nothing to hold */
+	resil_mock_spec_format(&s, one, sizeof(one));
+	if (resil_mock_parse(&again, one, t, NULL, &d) != RESIL_OK)
+		fail_msg("\"%s\" as %s -> \"%s\" refused: %s", spec,
+		    resil_type_name(t), one, d.msg);
+	if (!resil_mock_spec_equal(&s, &again))
+		fail_msg("\"%s\" as %s -> \"%s\" changed meaning", spec,
+		    resil_type_name(t), one);
+	resil_mock_spec_format(&again, two, sizeof(two));
+	if (strcmp(one, two) != 0)
+		fail_msg("\"%s\" as %s: \"%s\" then \"%s\"", spec,
+		    resil_type_name(t), one, two);
+	resil_mock_spec_free(&again);
+	resil_mock_spec_free(&s);
+	return 1;
+}
+
+/* issue 10 #5: a JSON-typed string with a backslash formatted as
+ * `fail:return "a\\b"`, which parsed back as "a\\\\b": backslashes doubled
+ * on every cycle. */
+static void
+test_mock_json_string_survives_its_canonical_text(void **state)
+{
+	(void)state;
+	canon("return 'a\\b'", RESIL_TYPE_JSON, "fail:return \"a\\b\"");
+	canon("return 'a\"b'", RESIL_TYPE_JSON, "fail:return \"a\"b\"");
+	canon("force:return `tab\there`", RESIL_TYPE_JSON,
+	    "force:return \"tab\there\"");
+	canon("return '\\\\u0041'", RESIL_TYPE_JSON,
+	    "fail:return \"\\\\u0041\"");
+	canon("return \"\xff\"", RESIL_TYPE_JSON,
+	    "fail:return \"\xef\xbf\xbd\"");
+}
+
+/* issue 14: a 10 KB spec is elided in the middle of the message, so the
+ * column and the reason stay. */
+static void
+test_mock_long_spec_keeps_the_reason(void **state)
+{
+	static char spec[10240];
+	resil_mock_spec s;
+	resil_diag d;
+
+	(void)state;
+	memcpy(spec, "return 'x", 9);
+	memset(spec + 9, 'y', sizeof(spec) - 10);
+	spec[sizeof(spec) - 1] = '\0';
+	assert_int_equal(resil_mock_parse(&s, spec, RESIL_TYPE_ANY, NULL, &d),
+	    RESIL_E_INVAL);
+	assert_true(strlen(d.msg) < RESIL_DIAG_MAX);
+	assert_true(strncmp(d.msg, "mock: \"return 'xyyy", 19) == 0);
+	assert_non_null(strstr(d.msg, "y...y"));
+	assert_non_null(strstr(d.msg,
+	    "yyy\" at column 10240: unterminated string: no closing '"));
+}
+
+static void
+test_mock_round_trip_property(void **state)
+{
+	static const char *const specs[] = { "", "false", "0", "null", "N/A",
+		"true", "default", "fail", "force", "return", "fail:return",
+		"force:return null", "return empty", "return EMPTY",
+		"return true", "return False", "return 1", "return -0",
+		"return -0.0", "return 2.5", "return 1e5", "return -1E-3",
+		"return 99999999999999999999", "return 9223372036854775807",
+		"return -9223372036854775808", "return 0.1", "return 1.0",
+		"return 5e-324", "return 1.7976931348623157e308", "return 'x'",
+		"return \"x\"", "return `x`", "return ''", "return \"\"",
+		"return ' x '", "return 'a\\b'", "return 'a\\\\b'",
+		"return 'a\"b'", "return \"a'b\"", "return 'a`b'",
+		"return '\"'", "return \"'\"", "return '\\n'",
+		"return 'tab\tin'", "return 'line\nbreak'", "return '\\u0000'",
+		"return '\xc3\xa9'", "return '\xff\xfe'", "return '{\"a\":1}'",
+		"return '[1]'", "return '1'", "return '2.5'", "return 'true'",
+		"return 'null'", "return {\"a\":1}",
+		"return { \"a\" : [ 1 , 2 ] }", "return [1,\"a\",null,true]",
+		"return []", "return {}", "return {\"k\":\"a\\\\b\\\"c\\n\"}",
+		"return {\"e\":\"\\u00e9\"}", "return [\"\\ud83d\\ude00\"]",
+		"return [1e400]", "return {\"a\":1}x", "return abc",
+		"return hello world", "return ture", "fail:throw",
+		"force:throw", "throw Exc", "fail:throw com.foo.NoStock",
+		"throw $x-1.y", "fail:default", "force:default", "fail:true",
+		"force:fail", "fail:force", "myMock", "force:myMock",
+		"fail:com.foo.StockMock", "FORCE : RETURN 1",
+		"  fail :  return  'x'  ", "return\t1", "returnx",
+		"force:returnx", "throwit", "fail:throwit" };
+	resil_type t;
+	size_t i;
+	unsigned accepted = 0;
+
+	(void)state;
+	for (t = RESIL_TYPE_ANY; t <= RESIL_TYPE_JSON; t++)
+		for (i = 0; i < sizeof(specs) / sizeof(specs[0]); i++)
+			accepted += (unsigned)round_trips(specs[i], t);
+	/* The set reaches every declared type's accepting side. */
+	assert_true(accepted > 400);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(
+		    test_mock_json_string_survives_its_canonical_text),
+		cmocka_unit_test(test_mock_round_trip_property),
+		cmocka_unit_test(test_mock_long_spec_keeps_the_reason),
 		cmocka_unit_test(test_mock_force_return_null_never_calls),
 		cmocka_unit_test(test_mock_force_return_value_never_calls),
 		cmocka_unit_test(test_mock_force_throw_gives_mock_error),

@@ -1,7 +1,9 @@
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <cmocka.h>
 
@@ -16,14 +18,14 @@ test_resil_strerror_every_code(void **state)
 {
 	(void)state;
 	assert_string_equal(resil_strerror(RESIL_OK), "success");
-	assert_string_equal(resil_strerror(RESIL_E_OPEN),
-	    "rejected: circuit breaker open");
+	assert_string_equal(
+	    resil_strerror(RESIL_E_OPEN), "rejected: circuit breaker open");
 	assert_string_equal(resil_strerror(RESIL_E_MOCK),
 	    "mocked exception for service degradation.");
 	assert_string_equal(
 	    resil_strerror((resil_err)9999), "unknown resil error");
-	assert_string_equal(resil_err_name(RESIL_E_UNAVAILABLE),
-	    "RESIL_E_UNAVAILABLE");
+	assert_string_equal(
+	    resil_err_name(RESIL_E_UNAVAILABLE), "RESIL_E_UNAVAILABLE");
 	assert_string_equal(resil_err_name((resil_err)-1), "RESIL_E_UNKNOWN");
 }
 
@@ -72,13 +74,16 @@ test_resil_classifier_default_and_custom(void **state)
 
 	(void)state;
 	assert_int_equal(resil_classify(NULL, 0, NULL), RESIL_OUTCOME_SUCCESS);
-	assert_int_equal(resil_classify(NULL, -1, NULL), RESIL_OUTCOME_FAILURE);
+	assert_int_equal(
+	    resil_classify(NULL, -1, NULL), RESIL_OUTCOME_FAILURE);
 	assert_int_equal(resil_classify(NULL, 1, NULL), RESIL_OUTCOME_FAILURE);
-	assert_int_equal(resil_classify(&cls, 7, NULL), RESIL_OUTCOME_BUSINESS);
+	assert_int_equal(
+	    resil_classify(&cls, 7, NULL), RESIL_OUTCOME_BUSINESS);
 	assert_int_equal(resil_classify(&cls, 3, NULL), RESIL_OUTCOME_IGNORED);
 	assert_int_equal(resil_classify(&cls, 8, NULL), RESIL_OUTCOME_FAILURE);
 	assert_int_equal(calls, 3);
-	assert_string_equal(resil_outcome_name(RESIL_OUTCOME_BUSINESS), "business");
+	assert_string_equal(
+	    resil_outcome_name(RESIL_OUTCOME_BUSINESS), "business");
 	assert_string_equal(resil_outcome_name((resil_outcome)9), "unknown");
 }
 
@@ -91,10 +96,65 @@ test_resil_diag_truncates_safely(void **state)
 	(void)state;
 	memset(big, 'x', sizeof(big) - 1);
 	big[sizeof(big) - 1] = '\0';
-	assert_int_equal(resil__diagf(&d, RESIL_E_INVAL, "f: %s", big),
-	    RESIL_E_INVAL);
-	assert_int_equal(strlen(d.msg), RESIL_DIAG_MAX - 1);
-	assert_int_equal(resil__diagf(NULL, RESIL_E_NOMEM, "x"), RESIL_E_NOMEM);
+	assert_int_equal(
+	    resil__diagf(&d, RESIL_E_INVAL, "f: %s", big), RESIL_E_INVAL);
+	assert_true(strlen(d.msg) < RESIL_DIAG_MAX);
+	assert_int_equal(
+	    resil__diagf(NULL, RESIL_E_NOMEM, "x"), RESIL_E_NOMEM);
+}
+
+/* issue 14: a 10 KB value must not push the reason out of the message:
+ * a value longer than a diagnostic is elided in the middle. */
+static void
+test_resil_diag_elides_long_values_keeps_reason(void **state)
+{
+	resil_diag d;
+	static char key[10240];
+	char want[128];
+
+	(void)state;
+	memset(key, 'k', sizeof(key) - 1);
+	key[0] = 'A';
+	key[sizeof(key) - 2] = 'Z';
+	resil__diagf(&d, RESIL_E_INVAL, "%s: unknown key", key);
+	snprintf(want, sizeof(want), "A%.43s...%.43sZ: unknown key", key + 1,
+	    key + 1);
+	assert_string_equal(d.msg, want);
+	/* A value that fits is never cut, nor a message passed on. */
+	resil__diagf(&d, RESIL_E_INVAL, "%s: %s", "outer",
+	    "a message of its own that is long enough to be a real message "
+	    "passed on from another diagnostic, but still below 255 bytes");
+	assert_string_equal(d.msg,
+	    "outer: a message of its own that is long enough to be a real "
+	    "message passed on from another diagnostic, but still below 255 "
+	    "bytes");
+	/* The conversions resil writes come out as printf's. */
+	resil__diagf(&d, RESIL_E_INVAL,
+	    "%zu %llu %u %d %ld %c %g %.3f %% %.*s|%5s|%-3d|%x %" PRIu64,
+	    (size_t)7, 18446744073709551615ull, 4294967295u, -3, -4L, 'q', 0.5,
+	    1.25, 2, "abcdef", "ab", 9, 255u, (uint64_t)42);
+	assert_string_equal(d.msg,
+	    "7 18446744073709551615 4294967295 -3 -4 q 0.5 1.250 % ab|ab|9  "
+	    "|ff 42");
+	/* Many long values: the head and the tail (the reason) stay. */
+	resil__diagf(
+	    &d, RESIL_E_INVAL, "%s %s %s %s: the reason", key, key, key, key);
+	assert_true(strlen(d.msg) < RESIL_DIAG_MAX);
+	assert_true(strncmp(d.msg, "Akkk", 4) == 0);
+	assert_non_null(strstr(d.msg, "kZ: the reason"));
+	/* UTF-8 is never cut inside a character. */
+	{
+		static char u[900];
+		size_t i;
+
+		for (i = 0; i + 2 < sizeof(u); i += 2)
+			memcpy(u + i, "\xc3\xa9", 2);
+		u[i] = '\0';
+		resil__diagf(&d, RESIL_E_INVAL, "%s", u);
+		assert_int_equal(strlen(d.msg), 44 + 3 + 44);
+		assert_true(strncmp(d.msg + 44, "...", 3) == 0);
+		assert_true((unsigned char)d.msg[47] == 0xc3);
+	}
 }
 
 static void
@@ -118,6 +178,8 @@ main(void)
 		cmocka_unit_test(test_resil_version_matches_header),
 		cmocka_unit_test(test_resil_classifier_default_and_custom),
 		cmocka_unit_test(test_resil_diag_truncates_safely),
+		cmocka_unit_test(
+		    test_resil_diag_elides_long_values_keeps_reason),
 		cmocka_unit_test(test_resil_thread_stripe_in_range),
 	};
 

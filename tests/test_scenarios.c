@@ -1789,7 +1789,7 @@ test_scenarios_dubbo_mock_force_default_with_overrides(void **state)
 	resil_result r;
 
 	(void)state;
-	m = hello_mock("force:return z", NULL);
+	m = hello_mock("force:return 'z'", NULL);
 	set_method(m, "getSomething", RESIL_TYPE_STRING, "fail:return x");
 	set_method(m, "getSomething2", RESIL_TYPE_STRING, "force:return y");
 	mcall(m, "getSomething", &h, &r);
@@ -1822,7 +1822,7 @@ test_scenarios_dubbo_mock_fail_default_and_no_prefix(void **state)
 	resil_result r;
 
 	(void)state;
-	m = hello_mock("fail:return x", NULL);
+	m = hello_mock("fail:return 'x'", NULL);
 	mcall(m, "getSomething", &h, &r);
 	assert_str_value(&r, "x");
 	resil_result_free(&r);
@@ -2095,7 +2095,7 @@ test_scenarios_seed000_business_and_failsafe(void **state)
 	int calls = 0;
 
 	(void)state;
-	m = hello_mock("fail:return x", NULL);
+	m = hello_mock("fail:return 'x'", NULL);
 	assert_int_equal(resil_mock_call(m, &a, biz_fn, &calls, &cls, &r),
 	    RESIL_E_BUSINESS);
 	assert_int_equal(r.rc, 400);
@@ -2544,7 +2544,7 @@ test_scenarios_dubbo_method_false_overrides_service_force(void **state)
 	resil_result r;
 
 	(void)state;
-	m = hello_mock("force:return z", NULL);
+	m = hello_mock("force:return 'z'", NULL);
 	set_method(m, "getSomething", RESIL_TYPE_STRING, "false");
 	mcall(m, "getSomething", &h, &r);
 	assert_str_value(&r, "Something");
@@ -2622,7 +2622,7 @@ test_scenarios_dubbo_parse_mock_value(void **state)
 		    "\"foo\"" },
 		{ "return `foo`", RESIL_TYPE_ANY, RESIL_VALUE_STRING,
 		    "\"foo\"" },
-		{ "return foo", RESIL_TYPE_ANY, RESIL_VALUE_STRING,
+		{ "return foo", RESIL_TYPE_STRING, RESIL_VALUE_STRING,
 		    "\"foo\"" },
 		{ "return 1688", RESIL_TYPE_STRING, RESIL_VALUE_STRING,
 		    "\"1688\"" },
@@ -2752,7 +2752,7 @@ test_scenarios_seed000_business_through_pipeline(void **state)
 	cfg.breaker.failure_rate_pct = 0;
 	cfg.breaker.consecutive_failures = 1;
 	cfg.cache_enabled = 1;
-	cfg.mock = "fail:return x";
+	cfg.mock = "fail:return 'x'";
 	assert_int_equal(resil_pipeline_new(&p, &cfg, &d), RESIL_OK);
 	assert_int_equal(
 	    resil_pipeline_call(p, &a, biz_fn, &calls, &r), RESIL_E_BUSINESS);
@@ -2859,10 +2859,10 @@ test_scenarios_seed003_inventory_from_config_text(void **state)
 	                           "breaker.enabled=true\n"
 	                           "breaker.failure_rate=0\n"
 	                           "breaker.consecutive_failures=2\n"
-	                           "breaker.open_wait=5\n"
+	                           "breaker.open_wait=5ns\n"
 	                           "breaker.probes=1\n"
 	                           "cache.enabled=true\n"
-	                           "cache.max_age=10\n";
+	                           "cache.max_age=10ns\n";
 	static const step steps[] = {
 		{ 0, 1, LIVE, 8, 0, 1 },
 		{ 1, 0, CACHE, 8, 1, 2 },

@@ -5,8 +5,12 @@
 
 #include <cmocka.h>
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include <resil/fallback.h>
+#include <resil/pipeline.h>
 #include <resil/value.h>
 
 #include "support/fail_alloc.h"
@@ -315,6 +319,355 @@ test_value_result_init_is_unavailable_not_zero(void **state)
 	resil_result_free(NULL);
 }
 
+/* ---- opaque values: a user struct cached and returned as it is ---- */
+
+typedef struct stock {
+	char sku[16];
+	int qty;
+	double price;
+} stock;
+
+static int stock_live; /* objects made and not yet freed */
+
+static int
+stock_copy(void **dst, const void *src, void *ctx)
+{
+	stock *s = malloc(sizeof(*s));
+
+	(void)ctx;
+	if (s == NULL)
+		return -1;
+	*s = *(const stock *)src;
+	stock_live++;
+	*dst = s;
+	return 0;
+}
+
+static void
+stock_free(void *obj, void *ctx)
+{
+	(void)ctx;
+	stock_live--;
+	free(obj);
+}
+
+static int
+stock_equal(const void *a, const void *b, void *ctx)
+{
+	const stock *x = a, *y = b;
+
+	(void)ctx;
+	return strcmp(x->sku, y->sku) == 0 && x->qty == y->qty &&
+	    x->price == y->price;
+}
+
+static size_t
+stock_size(const void *obj, void *ctx)
+{
+	(void)obj;
+	(void)ctx;
+	return sizeof(stock);
+}
+
+static size_t
+stock_format(const void *obj, char *buf, size_t size, void *ctx)
+{
+	const stock *s = obj;
+	int n;
+
+	(void)ctx;
+	n = snprintf(buf, size, "{\"sku\":\"%s\",\"qty\":%d}", s->sku, s->qty);
+	return n < 0 ? 0 : (size_t)n;
+}
+
+static const resil_value_ops stock_ops = { stock_copy, stock_free, stock_equal,
+	stock_size, stock_format, "Stock", NULL };
+static const resil_value_ops bare_ops = { stock_copy, stock_free, NULL, NULL,
+	NULL, NULL, NULL };
+
+static stock *
+stock_new(const char *sku, int qty)
+{
+	stock *s = calloc(1, sizeof(*s));
+
+	assert_non_null(s);
+	snprintf(s->sku, sizeof(s->sku), "%s", sku);
+	s->qty = qty;
+	s->price = 2.5;
+	stock_live++;
+	return s;
+}
+
+static void
+test_value_opaque_copy_free_equal_format(void **state)
+{
+	resil_value v, c, d;
+	stock *s = stock_new("A-1", 8);
+	char buf[64];
+
+	(void)state;
+	stock_live = 1;
+	/* Refusals keep the object the caller's. */
+	assert_int_equal(resil_value_opaque(&v, s, NULL), RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_value_opaque(&v, NULL, &stock_ops), RESIL_E_INVAL);
+	{
+		resil_value_ops no_free = stock_ops;
+
+		no_free.free = NULL;
+		assert_int_equal(
+		    resil_value_opaque(&v, s, &no_free), RESIL_E_INVAL);
+	}
+	assert_int_equal(resil_value_opaque(&v, s, &stock_ops), RESIL_OK);
+	assert_int_equal(v.type, RESIL_VALUE_OPAQUE);
+	assert_string_equal(resil_vtype_name(v.type), "opaque");
+	assert_ptr_equal(resil_value_opaque_get(&v, &stock_ops), s);
+	assert_null(resil_value_opaque_get(&v, &bare_ops)); /* other kind */
+	assert_int_equal(resil_value_heap_size(&v), sizeof(stock));
+
+	assert_int_equal(resil_value_copy(&c, &v, NULL), RESIL_OK);
+	assert_int_equal(stock_live, 2);
+	assert_ptr_not_equal(resil_value_opaque_get(&c, &stock_ops), s);
+	assert_true(resil_value_equal(&v, &c));
+	((stock *)resil_value_opaque_get(&c, &stock_ops))->qty = 9;
+	assert_false(resil_value_equal(&v, &c));
+	assert_int_equal(s->qty, 8); /* a deep copy */
+
+	assert_int_equal(resil_value_format(&c, buf, sizeof(buf)), 21);
+	assert_string_equal(buf, "{\"sku\":\"A-1\",\"qty\":9}");
+	assert_int_equal(resil_value_format(&c, NULL, 0), 21);
+
+	/* A kind without equal compares by pointer; without format it
+	 * prints its name as a JSON string. */
+	assert_int_equal(
+	    resil_value_opaque(&d, stock_new("B", 1), &bare_ops), RESIL_OK);
+	resil_value_format(&d, buf, sizeof(buf));
+	assert_string_equal(buf, "\"<opaque>\"");
+	assert_false(resil_value_equal(&d, &v));
+	assert_true(resil_value_equal(&d, &d));
+	assert_int_equal(resil_value_heap_size(&d), 0);
+	/* Only ANY keeps an opaque value: it converts to nothing else. */
+	{
+		resil_value o;
+		resil_diag diag;
+
+		assert_int_equal(
+		    resil_value_coerce(&o, &v, RESIL_TYPE_INT, NULL, &diag),
+		    RESIL_E_INVAL);
+		assert_string_equal(diag.msg,
+		    "cannot convert opaque {\"sku\":\"A-1\",\"qty\":8} to "
+		    "int");
+		assert_int_equal(
+		    resil_value_coerce(&o, &v, RESIL_TYPE_ANY, NULL, &diag),
+		    RESIL_OK);
+		assert_true(resil_value_equal(&o, &v));
+		resil_value_free(&o);
+	}
+	resil_value_free(&v);
+	resil_value_free(&c);
+	resil_value_free(&d);
+	assert_int_equal(stock_live, 0);
+	assert_int_equal(v.type, RESIL_VALUE_NULL);
+}
+
+static int
+failing_copy(void **dst, const void *src, void *ctx)
+{
+	(void)dst;
+	(void)src;
+	(void)ctx;
+	return -1;
+}
+
+static void
+test_value_opaque_copy_failure_is_nomem(void **state)
+{
+	static const resil_value_ops ops = { failing_copy, stock_free, NULL,
+		NULL, NULL, "Stock", NULL };
+	resil_value v, c = resil_value_int(5);
+
+	(void)state;
+	stock_live = 0;
+	assert_int_equal(
+	    resil_value_opaque(&v, stock_new("A", 1), &ops), RESIL_OK);
+	assert_int_equal(resil_value_copy(&c, &v, NULL), RESIL_E_NOMEM);
+	assert_int_equal(c.type, RESIL_VALUE_INT); /* unchanged */
+	resil_value_free(&v);
+	assert_int_equal(stock_live, 0);
+}
+
+/* The cache keeps its own copy, charges the kind's size, and gives every
+ * lookup a copy; nothing leaks. */
+static void
+test_value_opaque_in_the_cache(void **state)
+{
+	resil_cache_config cfg = resil_cache_config_default();
+	resil_manual_clock mc;
+	resil_cache *c;
+	resil_value v, out;
+	resil_cache_stats st;
+	resil_args a = { "getStock", "k", 1 };
+	uint64_t age = 0;
+
+	(void)state;
+	stock_live = 0;
+	resil_manual_clock_init(&mc, 0);
+	cfg.clock = resil_manual_clock_hook(&mc);
+	assert_int_equal(resil_cache_new(&c, &cfg, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_value_opaque(&v, stock_new("A-1", 8), &stock_ops), RESIL_OK);
+	assert_int_equal(resil_cache_put(c, &a, &v), RESIL_OK);
+	assert_int_equal(stock_live, 2);
+	assert_int_equal(resil_cache_stats_get(c, &st), RESIL_OK);
+	assert_int_equal(st.bytes, resil_cache_entry_charge(&a, &v));
+	assert_true(st.bytes >= sizeof(stock));
+	resil_value_free(&v);
+	assert_int_equal(stock_live, 1);
+	resil_manual_clock_advance(&mc, 3 * RESIL_NS_PER_SEC);
+	assert_int_equal(resil_cache_get(c, &a, &out, &age), RESIL_OK);
+	assert_int_equal(age, 3 * RESIL_NS_PER_SEC);
+	assert_int_equal(stock_live, 2);
+	assert_string_equal(
+	    ((stock *)resil_value_opaque_get(&out, &stock_ops))->sku, "A-1");
+	resil_value_free(&out);
+	resil_cache_free(c);
+	assert_int_equal(stock_live, 0);
+}
+
+typedef struct stock_dep {
+	int up;
+} stock_dep;
+
+static int
+get_stock_struct(void *ctx, const resil_args *args, resil_value *out)
+{
+	stock_dep *d = ctx;
+
+	(void)args;
+	if (!d->up)
+		return -1;
+	return resil_value_opaque(out, stock_new("A-1", 8), &stock_ops) ==
+	        RESIL_OK
+	    ? 0
+	    : -1;
+}
+
+/* Through a whole pipeline: live, then (the service down) the cached
+ * struct, without a byte of serialisation. */
+static void
+test_value_opaque_through_a_pipeline(void **state)
+{
+	resil_pipeline_config cfg;
+	resil_manual_clock mc;
+	resil_pipeline *p;
+	resil_result r;
+	stock_dep d = { 1 };
+	resil_args a = { "getStock", "k", 1 };
+	stock *s;
+
+	(void)state;
+	stock_live = 0;
+	resil_manual_clock_init(&mc, 0);
+	resil_pipeline_config_init(&cfg);
+	cfg.service = "StockService";
+	cfg.clock = resil_manual_clock_hook(&mc);
+	cfg.cache_enabled = 1;
+	assert_int_equal(resil_pipeline_new(&p, &cfg, NULL), RESIL_OK);
+	resil_pipeline_call(p, &a, get_stock_struct, &d, &r);
+	assert_int_equal(r.err, RESIL_OK);
+	assert_int_equal(r.source, RESIL_SOURCE_LIVE);
+	s = resil_value_opaque_get(&r.value, &stock_ops);
+	assert_non_null(s);
+	assert_int_equal(s->qty, 8);
+	resil_result_free(&r);
+	d.up = 0;
+	resil_manual_clock_advance(&mc, RESIL_NS_PER_SEC);
+	resil_pipeline_call(p, &a, get_stock_struct, &d, &r);
+	assert_int_equal(r.err, RESIL_OK);
+	assert_int_equal(r.source, RESIL_SOURCE_CACHE);
+	assert_int_equal(r.age, RESIL_NS_PER_SEC);
+	s = resil_value_opaque_get(&r.value, &stock_ops);
+	assert_non_null(s);
+	assert_string_equal(s->sku, "A-1");
+	assert_true(s->price == 2.5);
+	resil_result_free(&r);
+	resil_pipeline_free(p);
+	assert_int_equal(stock_live, 0);
+}
+
+/* ---- JSON and UTF-8 ---- */
+
+static void
+test_value_json_nul_escape_refused(void **state)
+{
+	resil_value v = resil_value_int(1);
+	static const char *const bad[] = { "\"x\\u0000y\"",
+		"{\"k\":\"a\\u0000\"}", "[\"\\u0000\"]" };
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(
+		    resil_value_json(&v, bad[i], strlen(bad[i]), NULL),
+		    RESIL_E_INVAL);
+		assert_int_equal(v.type, RESIL_VALUE_INT); /* unchanged */
+	}
+	/* An escaped backslash before u0000 is not the escape. */
+	assert_int_equal(
+	    resil_value_json(&v, "\"a\\\\u0000\"", 10, NULL), RESIL_OK);
+	assert_string_equal(v.u.s.ptr, "\"a\\\\u0000\"");
+	resil_value_free(&v);
+	assert_int_equal(
+	    resil_value_json(&v, "\"x\\u0001y\"", 10, NULL), RESIL_OK);
+	resil_value_free(&v);
+	/* JSON text must be UTF-8. */
+	assert_int_equal(
+	    resil_value_json(&v, "\"\xff\"", 3, NULL), RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_value_json(&v, "\"\xc3\xa9\"", 4, NULL), RESIL_OK);
+	resil_value_free(&v);
+}
+
+/* resil_value_format promises JSON: a string's invalid UTF-8 bytes are
+ * replaced by U+FFFD (EF BF BD), well-formed UTF-8 is kept, NUL is
+ * \u0000. */
+#define RCH "\xef\xbf\xbd"
+static void
+test_value_format_escapes_invalid_utf8(void **state)
+{
+	static const struct {
+		const char *in;
+		size_t len;
+		const char *out;
+	} cases[] = {
+		{ "caf\xc3\xa9", 5, "\"caf\xc3\xa9\"" },
+		{ "a\xff"
+		  "b",
+		    3, "\"a" RCH "b\"" },
+		{ "\xc3", 1, "\"" RCH "\"" },                 /* truncated */
+		{ "\xc0\xaf", 2, "\"" RCH RCH "\"" },         /* overlong */
+		{ "\xed\xa0\x80", 3, "\"" RCH RCH RCH "\"" }, /* surrogate */
+		{ "\xf0\x9f\x98\x80", 4, "\"\xf0\x9f\x98\x80\"" },
+		{ "\xf4\x90\x80\x80", 4,
+		    "\"" RCH RCH RCH RCH "\"" }, /* > U+10FFFF */
+		{ "x\0y", 3, "\"x\\u0000y\"" },
+	};
+	resil_value v;
+	char buf[64];
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(
+		    resil_value_string(&v, cases[i].in, cases[i].len, NULL),
+		    RESIL_OK);
+		assert_int_equal(resil_value_format(&v, buf, sizeof(buf)),
+		    strlen(cases[i].out));
+		assert_string_equal(buf, cases[i].out);
+		resil_value_free(&v);
+	}
+}
+
 int
 main(void)
 {
@@ -327,6 +680,12 @@ main(void)
 		cmocka_unit_test(test_value_equality_is_by_type_and_content),
 		cmocka_unit_test(test_value_coerce_each_type),
 		cmocka_unit_test(test_value_empty_of_each_type),
+		cmocka_unit_test(test_value_opaque_copy_free_equal_format),
+		cmocka_unit_test(test_value_opaque_copy_failure_is_nomem),
+		cmocka_unit_test(test_value_opaque_in_the_cache),
+		cmocka_unit_test(test_value_opaque_through_a_pipeline),
+		cmocka_unit_test(test_value_json_nul_escape_refused),
+		cmocka_unit_test(test_value_format_escapes_invalid_utf8),
 		cmocka_unit_test(test_value_format_truncates_like_snprintf),
 		cmocka_unit_test(
 		    test_value_result_init_is_unavailable_not_zero),

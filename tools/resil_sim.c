@@ -3,6 +3,7 @@
  * manual clock and print the timeline; optionally draw it as SVG.
  *
  *   resil-sim CONFIG SCENARIO [--svg FILE] [--metrics FILE]
+ *   resil-sim --help | --version
  *
  * CONFIG is a resil configuration file (docs/config.md). SCENARIO says,
  * line by line, how the dependency behaves from a time on and which calls
@@ -14,13 +15,21 @@
  *   5       slow 30 8      method=getStock
  *   9       business
  *
- * behaviour is `ok VALUE` (answers the integer VALUE), `null` (answers
- * null), `fail` (the call fails), `slow TICKS VALUE` (answers VALUE after
- * TICKS ticks of virtual time) or `business` (the callee's own error,
- * code 400). Options: `calls=N` calls at that time (default 1; 0 only
- * changes the behaviour), `method=NAME` (default: the first method the
- * configuration declares, else "call"). Times never decrease. '#' starts
- * a comment. Bad lines are refused as `file:line: message`.
+ * Times and the duration of `slow` are read as CONFIG reads durations: a
+ * number alone is milliseconds, a unit may follow (250us, 1.5s). The clock
+ * counts nanoseconds (a tick is a nanosecond on every resil clock); the
+ * timeline prints milliseconds.
+ *
+ * behaviour is `ok VALUE` (answers VALUE: an integer, a number such as
+ * 2.5, true, false, null, a "string" without blanks, or JSON without
+ * blanks), `null` (answers null), `fail` (the call fails), `slow DURATION
+ * VALUE` (answers VALUE after DURATION of virtual time) or `business` (the
+ * callee's own error, code 400). Options: `calls=N` calls at that time
+ * (default 1; 0 only changes the behaviour), `method=NAME` (default: the
+ * first method the configuration declares, else "call"). Times never
+ * decrease. '#' starts a comment. Bad lines are refused as
+ * `file:line: message`. A step that a slow call before it pushed past its
+ * time runs late, and a warning says so (file:line: warning: ...).
  *
  * The dependency's return code 0 is a success, 400 a business error,
  * anything else a failure. --metrics FILE writes the pipeline's metrics,
@@ -42,12 +51,15 @@
 #define MAX_LINE 512
 #define MAX_METHOD 64
 
+#define MAX_BANDS 16
+#define MAX_VALUE 64
+
 enum behaviour { B_OK, B_NULL, B_FAIL, B_SLOW, B_BUSINESS };
 
 typedef struct step {
 	uint64_t t;
 	enum behaviour b;
-	int64_t value;
+	char value[MAX_VALUE]; /* the VALUE word, checked by parse_value */
 	uint64_t slow;
 	unsigned calls;
 	char method[MAX_METHOD];
@@ -61,7 +73,7 @@ typedef struct dependency {
 } dependency;
 
 typedef struct row {
-	uint64_t t;
+	uint64_t t; /* when the answer was given: where its age is measured */
 	char method[MAX_METHOD];
 	resil_source source;
 	resil_err err;
@@ -71,7 +83,15 @@ typedef struct row {
 	unsigned calls;
 	int breaker;
 	uint32_t attempts;
+	int band_state[MAX_BANDS]; /* every band's breaker after the call */
 } row;
+
+/* One breaker band of the picture: the breaker of one or more methods. */
+typedef struct band {
+	resil_breaker *b;
+	char label[MAX_METHOD + 16];
+	unsigned nmethods;
+} band;
 
 static int
 fail_line(const char *file, unsigned line, const char *msg, const char *arg)
@@ -97,26 +117,93 @@ parse_u64(const char *s, uint64_t *out)
 	return 0;
 }
 
+/* VALUE into *out: an integer, a number, true, false, null, a "string"
+ * (no blanks, no escapes) or JSON. 0, or -1 when it is none of those. */
 static int
-parse_i64(const char *s, int64_t *out)
+parse_value(const char *s, resil_value *out)
 {
 	char *end;
-	long long v;
+	size_t n = strlen(s);
 
-	if (s == NULL || *s == '\0')
+	resil_value_init(out);
+	if (n == 0)
 		return -1;
+	if (strcmp(s, "true") == 0 || strcmp(s, "false") == 0) {
+		*out = resil_value_bool(s[0] == 't');
+		return 0;
+	}
+	if (strcmp(s, "null") == 0)
+		return 0;
+	if (n >= 2 && s[0] == '"' && s[n - 1] == '"' &&
+	    memchr(s + 1, '"', n - 2) == NULL)
+		return resil_value_string(out, s + 1, n - 2, NULL) == RESIL_OK
+		    ? 0
+		    : -1;
+	if (s[0] == '{' || s[0] == '[')
+		return resil_value_json(out, s, n, NULL) == RESIL_OK ? 0 : -1;
 	errno = 0;
-	v = strtoll(s, &end, 10);
-	if (errno != 0 || *end != '\0')
-		return -1;
-	*out = (int64_t)v;
-	return 0;
+	{
+		long long v = strtoll(s, &end, 10);
+
+		if (errno == 0 && *end == '\0') {
+			*out = resil_value_int((int64_t)v);
+			return 0;
+		}
+	}
+	if ((s[0] >= '0' && s[0] <= '9') || s[0] == '-' || s[0] == '.') {
+		double d;
+
+		errno = 0;
+		d = strtod(s, &end);
+		if (errno == 0 && *end == '\0' && d == d && d - d == 0) {
+			*out = resil_value_double(d);
+			return 0;
+		}
+	}
+	return -1;
+}
+
+/* A time or duration of the scenario (the configuration's rule). */
+static int
+parse_time(const char *s, uint64_t *ns, resil_diag *diag)
+{
+	return resil_config_parse_duration(s, ns, diag) == RESIL_OK ? 0 : -1;
+}
+
+/* ns as milliseconds: "12", "12.5", "0.000001". */
+static const char *
+ms_text(uint64_t ns, char *buf, size_t len)
+{
+	uint64_t whole = ns / RESIL_NS_PER_MS, frac = ns % RESIL_NS_PER_MS;
+	int digits = 6;
+
+	if (frac == 0) {
+		snprintf(buf, len, "%" PRIu64, whole);
+		return buf;
+	}
+	while (frac % 10 == 0) {
+		frac /= 10;
+		digits--;
+	}
+	snprintf(buf, len, "%" PRIu64 ".%0*" PRIu64, whole, digits, frac);
+	return buf;
+}
+
+static int
+value_ok(const char *s)
+{
+	resil_value v;
+
+	if (strlen(s) >= MAX_VALUE || parse_value(s, &v) != 0)
+		return 0;
+	resil_value_free(&v);
+	return 1;
 }
 
 /* Read the scenario; returns 0, or 2 after printing file:line: message. */
 static int
-read_scenario(const char *file, const char *dflt_method, step **steps,
-    size_t *nsteps)
+read_scenario(
+    const char *file, const char *dflt_method, step **steps, size_t *nsteps)
 {
 	FILE *f = fopen(file, "r");
 	char buf[MAX_LINE + 2];
@@ -126,7 +213,8 @@ read_scenario(const char *file, const char *dflt_method, step **steps,
 	uint64_t last = 0;
 
 	if (f == NULL) {
-		fprintf(stderr, "%s: cannot open: %s\n", file, strerror(errno));
+		fprintf(
+		    stderr, "%s: cannot open: %s\n", file, strerror(errno));
 		return 2;
 	}
 	while (fgets(buf, sizeof(buf), f) != NULL) {
@@ -142,7 +230,8 @@ read_scenario(const char *file, const char *dflt_method, step **steps,
 		}
 		if ((hash = strchr(buf, '#')) != NULL)
 			*hash = '\0';
-		for (w = strtok_r(buf, " \t\r\n", &save); w != NULL && ntok < 8;
+		for (w = strtok_r(buf, " \t\r\n", &save);
+		     w != NULL && ntok < 8;
 		     w = strtok_r(NULL, " \t\r\n", &save))
 			tok[ntok++] = w;
 		if (ntok == 0)
@@ -156,45 +245,60 @@ read_scenario(const char *file, const char *dflt_method, step **steps,
 		s.calls = 1;
 		s.line = lineno;
 		snprintf(s.method, sizeof(s.method), "%s", dflt_method);
-		if (parse_u64(tok[0], &s.t) != 0) {
-			fclose(f);
-			free(v);
-			return fail_line(file, lineno, "bad time", tok[0]);
+		{
+			resil_diag d;
+
+			d.msg[0] = '\0';
+			if (parse_time(tok[0], &s.t, &d) != 0) {
+				fclose(f);
+				free(v);
+				return fail_line(file, lineno, "bad time",
+				    d.msg[0] != '\0' ? d.msg + 10 : tok[0]);
+			}
 		}
 		if (n > 0 && s.t < last) {
 			fclose(f);
 			free(v);
-			return fail_line(file, lineno, "time goes backwards",
-			    tok[0]);
+			return fail_line(
+			    file, lineno, "time goes backwards", tok[0]);
 		}
 		if (ntok < 2) {
 			fclose(f);
 			free(v);
 			return fail_line(file, lineno,
-			    "missing behaviour (ok VALUE, null, fail, slow TICKS "
-			    "VALUE, business)",
+			    "missing behaviour (ok VALUE, null, fail, slow "
+			    "DURATION VALUE, business)",
 			    NULL);
 		}
 		i = 2;
 		if (strcmp(tok[1], "ok") == 0) {
 			s.b = B_OK;
-			if (ntok < 3 || parse_i64(tok[2], &s.value) != 0) {
+			if (ntok < 3 || !value_ok(tok[2])) {
 				fclose(f);
 				free(v);
 				return fail_line(file, lineno,
-				    "ok needs an integer value",
+				    "ok needs a VALUE (an integer, a number, "
+				    "true, false, null, \"text\" or JSON, "
+				    "without "
+				    "blanks)",
 				    ntok < 3 ? NULL : tok[2]);
 			}
+			snprintf(s.value, sizeof(s.value), "%s", tok[2]);
 			i = 3;
 		} else if (strcmp(tok[1], "slow") == 0) {
+			resil_diag d;
+
 			s.b = B_SLOW;
-			if (ntok < 4 || parse_u64(tok[2], &s.slow) != 0 ||
-			    parse_i64(tok[3], &s.value) != 0) {
+			if (ntok < 4 || parse_time(tok[2], &s.slow, &d) != 0 ||
+			    !value_ok(tok[3])) {
 				fclose(f);
 				free(v);
 				return fail_line(file, lineno,
-				    "slow needs TICKS and an integer VALUE", NULL);
+				    "slow needs a DURATION (milliseconds, or "
+				    "with a unit) and a VALUE",
+				    NULL);
 			}
+			snprintf(s.value, sizeof(s.value), "%s", tok[3]);
 			i = 4;
 		} else if (strcmp(tok[1], "null") == 0) {
 			s.b = B_NULL;
@@ -205,7 +309,8 @@ read_scenario(const char *file, const char *dflt_method, step **steps,
 		} else {
 			fclose(f);
 			free(v);
-			return fail_line(file, lineno, "unknown behaviour", tok[1]);
+			return fail_line(
+			    file, lineno, "unknown behaviour", tok[1]);
 		}
 		for (; i < ntok; i++) {
 			uint64_t c;
@@ -214,7 +319,8 @@ read_scenario(const char *file, const char *dflt_method, step **steps,
 			    parse_u64(tok[i] + 6, &c) == 0 && c <= 100000) {
 				s.calls = (unsigned)c;
 			} else if (strncmp(tok[i], "method=", 7) == 0 &&
-			    tok[i][7] != '\0' && strlen(tok[i] + 7) < MAX_METHOD) {
+			    tok[i][7] != '\0' &&
+			    strlen(tok[i] + 7) < MAX_METHOD) {
 				snprintf(s.method, sizeof(s.method), "%s",
 				    tok[i] + 7);
 			} else {
@@ -262,14 +368,12 @@ dependency_call(void *ctx, const resil_args *args, resil_value *out)
 	d->calls++;
 	switch (d->now->b) {
 	case B_OK:
-		*out = resil_value_int(d->now->value);
-		return 0;
+		return parse_value(d->now->value, out) == 0 ? 0 : -1;
 	case B_NULL:
 		return 0;
 	case B_SLOW:
 		resil_manual_clock_advance(d->mc, d->now->slow);
-		*out = resil_value_int(d->now->value);
-		return 0;
+		return parse_value(d->now->value, out) == 0 ? 0 : -1;
 	case B_BUSINESS:
 		return 400;
 	case B_FAIL:
@@ -361,9 +465,10 @@ write_metrics(const char *path, resil_pipeline *p)
 	f = fopen(path, "w");
 	if (f == NULL ||
 	    resil_registry_write_prometheus_cb(reg, write_chunk, f) !=
-		RESIL_OK ||
+	        RESIL_OK ||
 	    fclose(f) != 0) {
-		fprintf(stderr, "%s: cannot write: %s\n", path, strerror(errno));
+		fprintf(
+		    stderr, "%s: cannot write: %s\n", path, strerror(errno));
 		rc = 2;
 	} else {
 		fprintf(stderr, "resil-sim: metrics in %s\n", path);
@@ -372,70 +477,174 @@ write_metrics(const char *path, resil_pipeline *p)
 	return rc;
 }
 
+/* The x of time t on an axis from t0 with px pixels per nanosecond. */
+static double
+x_at(uint64_t t, uint64_t t0, double x0, double px)
+{
+	return x0 + px * (double)(t - t0);
+}
+
+/*
+ * The timeline picture. The axis is proportional to time; a slot as wide
+ * as the smallest gap between two answer times follows each of them, and
+ * the calls answered at one time share their slot side by side. Each band
+ * is one breaker (one per method with breaker.per_method, else the
+ * service's), sampled after every call whatever its method.
+ */
 static int
-write_svg(const char *path, const row *rows, size_t n)
+write_svg(const char *path, const row *rows, size_t n, const band *bands,
+    size_t nbands)
 {
 	FILE *f = fopen(path, "w");
-	uint64_t t0 = rows[0].t, t1 = rows[n - 1].t;
-	double span = (double)(t1 - t0 + 1), x0 = 60.0, w = 800.0;
-	size_t i;
+	uint64_t t0 = rows[0].t, t1 = rows[n - 1].t, slot = 0;
+	double x0 = 150.0, w = 800.0, px, band_h = 22.0, y_marks, y_time;
+	size_t i, j, k, first;
+	char tb[32];
 
 	if (f == NULL) {
-		fprintf(stderr, "%s: cannot write: %s\n", path, strerror(errno));
+		fprintf(
+		    stderr, "%s: cannot write: %s\n", path, strerror(errno));
 		return 2;
 	}
+	for (i = 1; i < n; i++) {
+		uint64_t gap = rows[i].t - rows[i - 1].t;
+
+		if (gap > 0 && (slot == 0 || gap < slot))
+			slot = gap;
+	}
+	if (slot == 0)
+		slot = RESIL_NS_PER_MS;
+	px = w / ((double)(t1 - t0) + (double)slot);
+	y_marks = 30.0 + band_h * (double)nbands + 30.0;
+	y_time = y_marks + 25.0;
 	fprintf(f,
 	    "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
-	    "height=\"205\" font-family=\"monospace\" font-size=\"11\">\n"
+	    "height=\"%d\" font-family=\"monospace\" font-size=\"11\">\n"
 	    "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
-	    (int)(x0 + w + 40));
-	fprintf(f, "<text x=\"4\" y=\"40\">breaker</text>\n"
-		   "<text x=\"4\" y=\"110\">result</text>\n");
-	/* Breaker state as bands: each call's state lasts until the next. */
-	for (i = 0; i < n; i++) {
-		double xa = x0 + w * (double)(rows[i].t - t0) / span;
-		double xb = x0 +
-		    w * (double)((i + 1 < n ? rows[i + 1].t : t1 + 1) - t0) / span;
+	    (int)(x0 + w + 40), (int)(y_time + 70.0));
+	for (k = 0; k < nbands; k++) {
+		double y = 25.0 + band_h * (double)k;
 
-		if (xb > xa)
-			fprintf(f,
-			    "<rect x=\"%.1f\" y=\"25\" width=\"%.1f\" "
-			    "height=\"25\" fill=\"%s\"><title>t=%" PRIu64
-			    " %s</title></rect>\n",
-			    xa, xb - xa, state_color(rows[i].breaker), rows[i].t,
-			    state_name(rows[i].breaker));
+		fprintf(f, "<text x=\"4\" y=\"%.1f\">%s</text>\n", y + 15.0,
+		    bands[k].label);
+		/* Each call's state lasts until the next call's answer. */
+		for (i = 0; i < n; i++) {
+			uint64_t te = i + 1 < n ? rows[i + 1].t : t1 + slot;
+			double xa = x_at(rows[i].t, t0, x0, px);
+			double xb = x_at(te, t0, x0, px);
+
+			if (xb > xa)
+				fprintf(f,
+				    "<rect x=\"%.1f\" y=\"%.1f\" "
+				    "width=\"%.1f\" "
+				    "height=\"%.1f\" fill=\"%s\"><title>%s "
+				    "t=%sms %s</title></rect>\n",
+				    xa, y, xb - xa, band_h - 2.0,
+				    state_color(rows[i].band_state[k]),
+				    bands[k].label,
+				    ms_text(rows[i].t, tb, sizeof(tb)),
+				    state_name(rows[i].band_state[k]));
+		}
 	}
-	/* One mark per call, coloured by where its answer came from, and
-	 * the time under the first mark of each tick. */
-	for (i = 0; i < n; i++) {
-		double x = x0 + w * ((double)(rows[i].t - t0) + 0.5) / span;
+	fprintf(f, "<text x=\"4\" y=\"%.1f\">result</text>\n", y_marks + 4.0);
+	fprintf(f, "<text x=\"4\" y=\"%.1f\">time (ms)</text>\n", y_time);
+	/* The calls answered at one time, side by side in its slot. */
+	for (first = 0; first < n; first = j) {
+		double xs = x_at(rows[first].t, t0, x0, px),
+		       sw = px * (double)slot;
+		double r;
+		size_t cnt;
 
-		if (i == 0 || rows[i].t != rows[i - 1].t)
-			fprintf(f,
-			    "<text x=\"%.1f\" y=\"130\" "
-			    "text-anchor=\"middle\">%" PRIu64 "</text>\n",
-			    x, rows[i].t);
-
+		for (j = first; j < n && rows[j].t == rows[first].t; j++)
+			;
+		cnt = j - first;
+		r = sw / (2.0 * (double)cnt) - 0.5;
+		if (r > 5.0)
+			r = 5.0;
+		if (r < 0.5)
+			r = 0.5;
 		fprintf(f,
-		    "<circle cx=\"%.1f\" cy=\"105\" r=\"5\" fill=\"%s\">"
-		    "<title>t=%" PRIu64 " %s %s %s</title></circle>\n",
-		    x, source_color(&rows[i]), rows[i].t, rows[i].method,
-		    resil_source_name(rows[i].source),
-		    rows[i].has_value ? rows[i].value : "-");
+		    "<text x=\"%.1f\" y=\"%.1f\" "
+		    "text-anchor=\"middle\">%s</text>\n",
+		    xs + sw / 2.0, y_time,
+		    ms_text(rows[first].t, tb, sizeof(tb)));
+		for (i = first; i < j; i++) {
+			double x = xs +
+			    sw * ((double)(i - first) + 0.5) / (double)cnt;
+
+			fprintf(f,
+			    "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%.1f\" "
+			    "fill=\"%s\"><title>t=%sms %s %s %s</title>"
+			    "</circle>\n",
+			    x, y_marks, r, source_color(&rows[i]),
+			    ms_text(rows[i].t, tb, sizeof(tb)), rows[i].method,
+			    resil_source_name(rows[i].source),
+			    rows[i].has_value ? rows[i].value : "-");
+		}
 	}
-	fprintf(f, "<text x=\"4\" y=\"130\">time</text>\n");
 	fprintf(f,
-	    "<text x=\"%.1f\" y=\"175\">bands: breaker after each call "
+	    "<text x=\"%.1f\" y=\"%.1f\">bands: each breaker after every call "
 	    "(CLOSED green, OPEN red, HALF_OPEN yellow)</text>\n"
-	    "<text x=\"%.1f\" y=\"192\">marks: live green, cache blue, "
+	    "<text x=\"%.1f\" y=\"%.1f\">marks: live green, cache blue, "
 	    "mock purple, fallback orange, unavailable or error red</text>\n"
 	    "</svg>\n",
-	    x0, x0);
+	    x0, y_time + 35.0, x0, y_time + 52.0);
 	if (fclose(f) != 0) {
-		fprintf(stderr, "%s: cannot write: %s\n", path, strerror(errno));
+		fprintf(
+		    stderr, "%s: cannot write: %s\n", path, strerror(errno));
 		return 2;
 	}
 	return 0;
+}
+
+static void
+usage(FILE *to)
+{
+	fprintf(to,
+	    "usage: resil-sim CONFIG SCENARIO [--svg FILE] [--metrics FILE]\n"
+	    "       resil-sim --help | --version\n"
+	    "Replays SCENARIO against the pipeline CONFIG describes, on a "
+	    "manual clock,\n"
+	    "and prints one line per call. Times are milliseconds (a unit "
+	    "may follow:\n"
+	    "250us, 1.5s). See docs/resil-sim.md.\n");
+}
+
+/* The bands: one per distinct breaker of the methods the scenario
+ * calls, in order of first call. */
+static size_t
+collect_bands(resil_pipeline *p, const step *steps, size_t nsteps, band *bands)
+{
+	size_t n = 0, i, k;
+
+	for (i = 0; i < nsteps; i++) {
+		resil_breaker *b = resil_pipeline_breaker(p, steps[i].method);
+
+		if (b == NULL)
+			continue;
+		for (k = 0; k < n && bands[k].b != b; k++)
+			;
+		if (k == n) {
+			if (n == MAX_BANDS)
+				continue;
+			bands[n].b = b;
+			bands[n].nmethods = 0;
+			snprintf(bands[n].label, sizeof(bands[n].label), "%s",
+			    steps[i].method);
+			n++;
+		} else if (bands[k].nmethods == 1 &&
+		    strcmp(bands[k].label, steps[i].method) != 0) {
+			/* One breaker for several methods: the service's. */
+			snprintf(
+			    bands[k].label, sizeof(bands[k].label), "breaker");
+		} else {
+			continue;
+		}
+		bands[k].nmethods++;
+	}
+	if (n == 1)
+		snprintf(bands[0].label, sizeof(bands[0].label), "breaker");
+	return n;
 }
 
 int
@@ -450,17 +659,34 @@ main(int argc, char **argv)
 	resil_pipeline *p;
 	resil_diag diag;
 	step *steps = NULL;
-	size_t nsteps = 0, i, nrows = 0, cap = 0;
+	size_t nsteps = 0, i, nrows = 0, cap = 0, nbands = 0, k;
 	row *rows = NULL;
+	band bands[MAX_BANDS];
 	dependency dep;
 	int a, rc = 0;
 
+	for (a = 1; a < argc; a++) {
+		if (strcmp(argv[a], "--help") == 0 ||
+		    strcmp(argv[a], "-h") == 0) {
+			usage(stdout);
+			return 0;
+		}
+		if (strcmp(argv[a], "--version") == 0) {
+			printf("resil-sim %s\n", resil_version_string());
+			return 0;
+		}
+	}
 	for (a = 1; a < argc; a++) {
 		if (strcmp(argv[a], "--svg") == 0 && a + 1 < argc)
 			svg = argv[++a];
 		else if (strcmp(argv[a], "--metrics") == 0 && a + 1 < argc)
 			metrics = argv[++a];
-		else if (conf_path == NULL)
+		else if (argv[a][0] == '-' && argv[a][1] != '\0') {
+			fprintf(
+			    stderr, "resil-sim: unknown option %s\n", argv[a]);
+			usage(stderr);
+			return 2;
+		} else if (conf_path == NULL)
 			conf_path = argv[a];
 		else if (scn_path == NULL)
 			scn_path = argv[a];
@@ -468,9 +694,7 @@ main(int argc, char **argv)
 			conf_path = NULL, a = argc; /* too many: usage */
 	}
 	if (conf_path == NULL || scn_path == NULL) {
-		fprintf(stderr,
-		    "usage: resil-sim CONFIG SCENARIO [--svg FILE] "
-		    "[--metrics FILE]\n");
+		usage(stderr);
 		return 2;
 	}
 	if (resil_config_parse_file(&conf, conf_path, NULL, &diag) !=
@@ -494,6 +718,7 @@ main(int argc, char **argv)
 	rc = read_scenario(scn_path, dflt_method, &steps, &nsteps);
 	if (rc != 0)
 		goto out;
+	nbands = collect_bands(p, steps, nsteps, bands);
 
 	memset(&dep, 0, sizeof(dep));
 	dep.mc = &mc;
@@ -502,20 +727,36 @@ main(int argc, char **argv)
 	    "error");
 	for (i = 0; i < nsteps; i++) {
 		unsigned c;
+		char t1[32], t2[32];
 
-		if (resil_manual_clock_now(&mc) < steps[i].t)
+		if (resil_manual_clock_now(&mc) < steps[i].t) {
 			resil_manual_clock_set(&mc, steps[i].t);
+		} else if (resil_manual_clock_now(&mc) > steps[i].t) {
+			/* A slow call before ran past this step's time: it
+			 * starts late, and so may every later step. */
+			fflush(stdout);
+			fprintf(stderr,
+			    "%s:%u: warning: due at %sms, starts at %sms: a "
+			    "slow call before it was still running\n",
+			    scn_path, steps[i].line,
+			    ms_text(steps[i].t, t1, sizeof(t1)),
+			    ms_text(
+			        resil_manual_clock_now(&mc), t2, sizeof(t2)));
+		}
 		dep.now = &steps[i];
 		for (c = 0; c < steps[i].calls; c++) {
 			resil_args args = { steps[i].method, NULL, 0 };
 			resil_result r;
 			resil_breaker *b;
-			char age[24];
+			char age[32], tt[32];
 			row rw;
 
 			memset(&rw, 0, sizeof(rw));
+			resil_pipeline_call(
+			    p, &args, dependency_call, &dep, &r);
+			/* The answer's time: a cached answer's age is
+			 * measured then, after a slow call too. */
 			rw.t = resil_manual_clock_now(&mc);
-			resil_pipeline_call(p, &args, dependency_call, &dep, &r);
 			snprintf(rw.method, sizeof(rw.method), "%s",
 			    steps[i].method);
 			rw.source = r.source;
@@ -529,21 +770,25 @@ main(int argc, char **argv)
 			rw.age = r.age;
 			rw.calls = dep.calls;
 			b = resil_pipeline_breaker(p, steps[i].method);
-			rw.breaker = b != NULL ? (int)resil_breaker_get_state(b)
-					       : -1;
+			rw.breaker =
+			    b != NULL ? (int)resil_breaker_get_state(b) : -1;
+			for (k = 0; k < nbands; k++)
+				rw.band_state[k] =
+				    (int)resil_breaker_get_state(bands[k].b);
 			rw.attempts = r.attempts;
 			resil_result_free(&r);
 			if (rw.source == RESIL_SOURCE_CACHE ||
 			    (rw.source == RESIL_SOURCE_LIVE && rw.has_value))
-				snprintf(age, sizeof(age), "%" PRIu64, rw.age);
+				ms_text(rw.age, age, sizeof(age));
 			else
 				snprintf(age, sizeof(age), "-");
-			printf("%-6" PRIu64
-			       " %-12s %-12s %-8s %-5s %-6u %-12s %-8u %s\n",
-			    rw.t, rw.method, resil_source_name(rw.source),
-			    rw.value, age, rw.calls, state_name(rw.breaker),
-			    rw.attempts,
-			    rw.err == RESIL_OK ? "-" : resil_err_name(rw.err) + 6);
+			printf(
+			    "%-6s %-12s %-12s %-8s %-5s %-6u %-12s %-8u %s\n",
+			    ms_text(rw.t, tt, sizeof(tt)), rw.method,
+			    resil_source_name(rw.source), rw.value, age,
+			    rw.calls, state_name(rw.breaker), rw.attempts,
+			    rw.err == RESIL_OK ? "-"
+			                       : resil_err_name(rw.err) + 6);
 			if (nrows == cap) {
 				row *nv;
 
@@ -560,8 +805,9 @@ main(int argc, char **argv)
 			rows[nrows++] = rw;
 		}
 	}
+	fflush(stdout);
 	if (svg != NULL && nrows > 0) {
-		rc = write_svg(svg, rows, nrows);
+		rc = write_svg(svg, rows, nrows, bands, nbands);
 		if (rc == 0)
 			fprintf(stderr, "resil-sim: timeline picture in %s\n",
 			    svg);

@@ -19,11 +19,13 @@
  * the manual transitions may run concurrently on one breaker from any number
  * of threads. new and free must not overlap any other call on the same
  * breaker. The listener is called on the thread that made the transition,
- * while it holds the transition: it must return quickly and must not call a
- * manual transition of the same breaker.
+ * while it holds the transition (acquires and manual transitions on other
+ * threads wait for it): it must return quickly. An acquire or a manual
+ * transition of the same breaker from inside its listener would wait for
+ * itself and returns RESIL_E_MISUSE instead.
  *
- * Durations (the _ns fields) are in ticks of the breaker's clock:
- * nanoseconds with the system clock, the test's unit with a manual clock.
+ * Durations (the _ns fields) are in ticks of the breaker's clock, and a
+ * tick is a nanosecond on every clock, the manual clock included.
  */
 #ifndef RESIL_BREAKER_H
 #define RESIL_BREAKER_H
@@ -62,7 +64,8 @@ typedef enum resil_breaker_reason {
 	RESIL_BREAKER_REASON_PROBES_FAILED = 5,    /* HALF_OPEN -> OPEN */
 	RESIL_BREAKER_REASON_PROBE_FAILED = 6,     /* reopen on first failure */
 	RESIL_BREAKER_REASON_HALF_OPEN_TIMEOUT = 7, /* HALF_OPEN -> OPEN */
-	RESIL_BREAKER_REASON_MANUAL = 8            /* a manual transition */
+	RESIL_BREAKER_REASON_MANUAL = 8,           /* a manual transition */
+	RESIL_BREAKER_REASON_RESTORED = 9          /* resil_breaker_restore */
 } resil_breaker_reason;
 
 /* "consecutive_failures", "failure_rate", ... or "unknown". */
@@ -178,7 +181,11 @@ RESIL_API void resil_breaker_free(resil_breaker *b);
 /*
  * A permit to make one call. It remembers the episode (the stretch of time
  * between two transitions) it was granted in: an outcome recorded with a
- * permit from an earlier episode changes nothing. Treat it as opaque.
+ * permit from an earlier episode changes nothing, however the record races
+ * the transition. It is consumed by its first record or release, which
+ * mark it spent; a second record or release of it returns RESIL_E_MISUSE
+ * and changes nothing. Treat it as opaque (a copy made before its first
+ * use is not tracked).
  */
 typedef struct resil_permit {
 	uint64_t episode;
@@ -191,7 +198,11 @@ typedef struct resil_permit {
  * Ask for a permit. Returns RESIL_OK and fills *permit, or RESIL_E_OPEN
  * when the breaker rejects the call (OPEN before its wait has passed,
  * FORCED_OPEN, or HALF_OPEN with every probe permit out); RESIL_E_INVAL for
- * a NULL argument. *permit is written only on RESIL_OK.
+ * a NULL argument; RESIL_E_MISUSE from inside the breaker's own listener.
+ * *permit is written only on RESIL_OK. When many acquires race at the OPEN
+ * deadline, exactly permitted_probes of them get probe permits: one that
+ * meets a transition in progress waits for it and decides on the new
+ * state.
  *
  * No lock, no allocation, no system call; the clock is read only where the
  * configuration needs it (OPEN, a time window, slow-call timing).
@@ -214,23 +225,26 @@ RESIL_API resil_err resil_breaker_acquire_ex(
  * permit's start with one clock read.
  *
  * Returns RESIL_OK (also for a stale permit, which changes nothing);
- * RESIL_E_MISUSE for a permit that was never granted (a zeroed struct), or
- * more probe outcomes in an episode than permits granted; RESIL_E_INVAL for
- * a NULL argument or an unknown outcome. Misuse never aborts.
+ * RESIL_E_MISUSE for a permit that was never granted (a zeroed struct) or
+ * is already spent, or more probe outcomes in an episode than permits
+ * granted; RESIL_E_INVAL for a NULL argument or an unknown outcome (the
+ * permit is then not spent). Misuse never aborts. On RESIL_OK and
+ * RESIL_E_MISUSE the permit is spent.
  */
 RESIL_API resil_err resil_breaker_record(
-    resil_breaker *b, const resil_permit *permit, resil_outcome outcome);
+    resil_breaker *b, resil_permit *permit, resil_outcome outcome);
 
 /* As resil_breaker_record, with the call's duration given by the caller
  * (no clock read for it). */
 RESIL_API resil_err resil_breaker_record_duration(resil_breaker *b,
-    const resil_permit *permit, resil_outcome outcome, uint64_t duration);
+    resil_permit *permit, resil_outcome outcome, uint64_t duration);
 
 /* Give an unused permit back: the call was never made. In HALF_OPEN the
- * probe can be granted again; elsewhere nothing changes. Returns RESIL_OK,
- * RESIL_E_INVAL for a NULL argument, RESIL_E_MISUSE for a zeroed permit. */
+ * probe can be granted again; elsewhere nothing changes. The permit is
+ * spent. Returns RESIL_OK, RESIL_E_INVAL for a NULL argument,
+ * RESIL_E_MISUSE for a zeroed or already spent permit. */
 RESIL_API resil_err resil_breaker_release(
-    resil_breaker *b, const resil_permit *permit);
+    resil_breaker *b, resil_permit *permit);
 
 /* The shape of a call resil_breaker_call() can run. */
 typedef int (*resil_breaker_fn)(void *ctx);
@@ -252,6 +266,8 @@ RESIL_API resil_breaker_state resil_breaker_get_state(const resil_breaker *b);
  * Manual control, at any time, from any thread. Each is one transition,
  * reported to the listener with reason MANUAL (none when the breaker is
  * already in the target state, except reset, which always clears counts).
+ * Each returns RESIL_OK, RESIL_E_INVAL for a NULL breaker or an unknown
+ * state, RESIL_E_MISUSE when called from the breaker's own listener.
  *
  * reset: CLOSED with empty counts and the base OPEN wait, from any state.
  * force_open: rejects every call until reset (or another manual state),
@@ -300,6 +316,48 @@ typedef struct resil_breaker_metrics {
 
 RESIL_API resil_err resil_breaker_get_metrics(
     resil_breaker *b, resil_breaker_metrics *out);
+
+/*
+ * A breaker in shared memory (include/resil/shm.h) tells this process's
+ * listener about transitions made by other processes too, in order, from
+ * a ring of the last 64: poll delivers those not yet heard (a transition
+ * made by this process delivers them as well). In a shared breaker the
+ * listener runs after the transition is published, never while this
+ * process holds it. A no-op for other breakers. Returns RESIL_OK, or
+ * RESIL_E_INVAL for a NULL breaker.
+ */
+RESIL_API resil_err resil_breaker_poll(resil_breaker *b);
+
+/*
+ * Snapshot and restore, for short-lived processes (a CLI tool, a worker
+ * that restarts): the state, its start and OPEN wait, the consecutive
+ * failures, the window's outcomes, the probe counts and the lifetime
+ * totals, in a small versioned format (docs/breaker.md). Thread-safe with
+ * every other call.
+ *
+ * snapshot writes at most resil_breaker_snapshot_size(b) bytes to buf and
+ * their number to *len. Returns RESIL_OK; RESIL_E_INVAL for a NULL
+ * argument or cap < resil_breaker_snapshot_size(b); RESIL_E_MISUSE from the
+ * breaker's own listener.
+ *
+ * restore moves b, in one transition reported with reason RESTORED, to
+ * the snapshot's state with its counts (lifetime totals are added). The
+ * episode counter stays b's own: permits granted before are stale. A
+ * HALF_OPEN snapshot restores a fresh probe episode. Times are kept as ages
+ * when b's clock reads earlier than when the snapshot was taken (another
+ * boot): OPEN then has the same wait left. Returns RESIL_OK; RESIL_E_INVAL,
+ * with the reason in *diag, for a snapshot of another version, of a
+ * breaker with another window layout (type, size, bucket_ns), a truncated
+ * or corrupted one (checksum, inconsistent fields): b is then unchanged;
+ * RESIL_E_MISUSE from the breaker's own listener.
+ */
+#define RESIL_BREAKER_SNAPSHOT_VERSION 1
+
+RESIL_API size_t resil_breaker_snapshot_size(const resil_breaker *b);
+RESIL_API resil_err resil_breaker_snapshot(
+    resil_breaker *b, void *buf, size_t cap, size_t *len);
+RESIL_API resil_err resil_breaker_restore(
+    resil_breaker *b, const void *buf, size_t len, resil_diag *diag);
 
 /*
  * A ready-made listener that keeps every transition in a caller-provided

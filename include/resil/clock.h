@@ -2,11 +2,14 @@
  * resil clock: the injected time source and sleeper, the manual clock for
  * tests, and the seeded random number generator.
  *
- * Time is a count of integer ticks. The system clock counts nanoseconds of
- * CLOCK_MONOTONIC; a manual clock counts whatever unit the test chooses
- * (the inventory demo counts whole time units). Every duration a resil
- * object is configured with is in ticks of the clock it was given, even
- * where a field name ends in _ns (that is the unit with the system clock).
+ * Time is a count of integer ticks, and a tick is one nanosecond on every
+ * clock: the system clock counts nanoseconds of CLOCK_MONOTONIC, and a
+ * manual clock counts nanoseconds of virtual time. So every duration field
+ * ending in _ns holds nanoseconds whichever clock an object is given, and a
+ * test moves a manual clock by RESIL_NS_PER_MS * 5 to mean five
+ * milliseconds (a custom clock must count nanoseconds too). In
+ * configuration text a duration without a unit is milliseconds
+ * (docs/config.md).
  *
  * Thread safety: the system clocks may be used from any thread. A manual
  * clock may be read, advanced and set from any number of threads at once

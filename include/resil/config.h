@@ -19,6 +19,12 @@
  * text: a second occurrence is refused. docs/config.md lists every key with
  * its default and range.
  *
+ * Durations: a tick is a nanosecond on every clock. A number without a
+ * unit is milliseconds (timeout=3000 is three seconds, as in Dubbo and
+ * Spring); the units ns, us, ms, s, m and h may follow the number, and a
+ * fraction that makes whole nanoseconds is accepted (1.5s). Anything else
+ * (10 s, 10sec, 10M) is refused with a hint, never guessed.
+ *
  * Every setting is checked as it is read, then each enabled stage's own
  * validation runs. An error is reported as `origin:line: message`, e.g.
  * `svc.conf:3: breaker.failure_rate: 101 is out of range 0..100`;
@@ -107,9 +113,10 @@ RESIL_API resil_err resil_config_set(
 /*
  * The effective value of key as text, into buf (len bytes with the NUL):
  * every stage key gives its value, default or set, in a form the parser
- * reads back (durations in raw ticks, enums by name, booleans as true or
- * false, "none" for no limit); `<stage>.enabled` gives whether the stage
- * is on. service, mock and method keys give what was set.
+ * reads back (durations in the largest unit that holds them exactly, as
+ * "30s" or "7ns", 0 as "0"; enums by name, booleans as true or false, "none"
+ * for no limit); `<stage>.enabled` gives whether the stage is on. service,
+ * mock and method keys give what was set.
  *
  * Returns RESIL_OK; RESIL_E_NOTFOUND for an unknown key, a string key that
  * was not set or a method that was not declared; RESIL_E_INVAL for a NULL
@@ -133,6 +140,38 @@ RESIL_API size_t resil_config_count(const resil_config *conf);
  * RESIL_E_NOTFOUND when i >= count. */
 RESIL_API resil_err resil_config_entry(
     const resil_config *conf, size_t i, resil_config_setting *out);
+
+/*
+ * The rules every declared method obeys, in configuration text and through
+ * the API alike (resil_pipeline_config.methods): a name that is an
+ * identifier, [A-Za-z_$][A-Za-z0-9_$]*, and not a word that starts a stage
+ * key (service, timeout, mock, breaker, retry, cache, ratelimit,
+ * bulkhead); a type among resil_type's; max_attempts at most 1000.
+ * Returns RESIL_OK, or RESIL_E_INVAL with the reason in diag, naming the
+ * method: `method "get stock": not a method name (a letter, '_' or '$',
+ * then letters, digits, '_' or '$')`, `getStock.type: 77 is not a type`.
+ * The text parser applies exactly these rules.
+ */
+RESIL_API resil_err resil_config_check_method(
+    const resil_method_config *m, resil_diag *diag);
+
+/*
+ * A duration as configuration text reads it, into *ns: a number alone is
+ * milliseconds; ns, us, ms, s, m or h may follow it; a fraction must make
+ * whole nanoseconds. Returns RESIL_OK; RESIL_E_INVAL for a NULL argument or
+ * text that is not a duration, with the reason in diag (`"10sec": unknown
+ * unit "sec" (did you mean 10s?)`); *ns is unchanged on error.
+ */
+RESIL_API resil_err resil_config_parse_duration(
+    const char *text, uint64_t *ns, resil_diag *diag);
+
+/*
+ * ns as text that resil_config_parse_duration() reads back: the largest
+ * unit that holds it exactly ("30s", "1500us"), 0 as "0". Like snprintf:
+ * returns the length of the whole text; buf may be NULL when len is 0.
+ */
+RESIL_API size_t resil_config_format_duration(
+    uint64_t ns, char *buf, size_t len);
 
 #ifdef __cplusplus
 }

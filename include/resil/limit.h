@@ -167,7 +167,9 @@ RESIL_API void resil_ratelimit_free(resil_ratelimit *rl);
  * Returns RESIL_OK; RESIL_E_LIMITED when the k permits are not available
  * now (nothing is taken), with the ticks until they would be, if nothing
  * else is taken meanwhile, in *retry_after (which may be NULL); this is
- * the smallest whole number of ticks, >= 1. *retry_after is written only
+ * the smallest whole number of ticks, >= 1 (after a clock that moved
+ * back below the limiter's time base, it includes the way back, so waiting
+ * it out is always enough). *retry_after is written only
  * on RESIL_E_LIMITED. RESIL_E_INVAL for a NULL limiter, k == 0 or
  * k > burst (such a request could never be granted).
  *

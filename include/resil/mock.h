@@ -17,6 +17,10 @@
  *            | 'text' | "text" | `text` | JSON object or array
  *            | text                 (when the declared type is a string)
  *
+ * An unquoted payload that is not a keyword, a number or JSON is refused
+ * for every other declared type, RESIL_TYPE_ANY included (`return ture`:
+ * "did you mean true?"), as Dubbo keeps such text only for String methods.
+ *
  * force: answers from the mock and never calls. fail: calls first and asks
  * the mock only after a non-business failure; business errors propagate.
  * `throw` answers RESIL_E_MOCK with the message RESIL_MOCK_MESSAGE;
@@ -94,7 +98,9 @@ RESIL_API void resil_mock_spec_free(resil_mock_spec *s);
  * text parses back to it: `false` (NONE), `fail:return null`,
  * `force:return "x"`, `fail:return 1`, `fail:return 2.5`,
  * `fail:return {"a":1}`, `force:throw`, `fail:throw NAME`,
- * `fail:default`, `force:NAME`.
+ * `fail:default`, `force:NAME`. Strings, and the JSON strings of a JSON
+ * method, print raw between double quotes. For every accepted spec,
+ * parse -> format -> parse gives an equal spec.
  */
 RESIL_API size_t resil_mock_spec_format(
     const resil_mock_spec *s, char *buf, size_t size);

@@ -2,7 +2,9 @@
  * resil value: what a call answers, and where the answer came from.
  *
  * A resil_value is a tagged value: null (no value), bool, integer (int64),
- * double, string, bytes or JSON text. Strings, bytes and JSON own a heap
+ * double, string, bytes, JSON text, or an opaque object of the user's (a
+ * pointer with copy and free callbacks, so a struct can be cached and
+ * returned without being serialised). Strings, bytes and JSON own a heap
  * copy made through the allocator they were created with; the value keeps
  * a copy of that allocator and frees through it. A value is a small struct
  * that lives in the caller's storage; its fields may be read directly but
@@ -42,7 +44,9 @@ typedef enum resil_vtype {
 	RESIL_VALUE_DOUBLE = 3,
 	RESIL_VALUE_STRING = 4,
 	RESIL_VALUE_BYTES = 5,
-	RESIL_VALUE_JSON = 6
+	RESIL_VALUE_JSON = 6,
+	RESIL_VALUE_OPAQUE =
+	    7 /* the user's object: see resil_value_opaque() */
 } resil_vtype;
 
 /* The declared return type of a method. ANY keeps a value as it is. */
@@ -59,7 +63,7 @@ typedef enum resil_type {
 	RESIL_TYPE_JSON = 9    /* any JSON document */
 } resil_type;
 
-/* "null", "bool", "int", "double", "string", "bytes", "json" or
+/* "null", "bool", "int", "double", "string", "bytes", "json", "opaque" or
  * "unknown". */
 RESIL_API const char *resil_vtype_name(resil_vtype t);
 
@@ -68,9 +72,38 @@ RESIL_API const char *resil_vtype_name(resil_vtype t);
 RESIL_API const char *resil_type_name(resil_type t);
 
 /*
+ * The kind of an opaque value: how to copy, free, compare and show the
+ * user's objects of that kind. One static const struct per kind; it must
+ * outlive every value (and every cache entry) that uses it.
+ *
+ * copy (required): make *dst an independent copy of src; return 0, or
+ *   nonzero when it cannot (resil then reports RESIL_E_NOMEM).
+ * free (required): release an object (one resil_value_opaque() was given,
+ *   or one copy made).
+ * equal (optional): 1 if a and b are equal; NULL compares the pointers.
+ * size (optional): the bytes an object holds, which the result cache
+ *   charges against its max_bytes; NULL charges nothing beyond the entry.
+ * format (optional): write the object as JSON, like snprintf (at most
+ *   size bytes with the NUL; return the whole length); NULL prints the
+ *   JSON string "<name>".
+ * name: the kind's name, for messages ("Stock"); NULL is "opaque".
+ * ctx is passed to every callback.
+ */
+typedef struct resil_value_ops {
+	int (*copy)(void **dst, const void *src, void *ctx);
+	void (*free)(void *obj, void *ctx);
+	int (*equal)(const void *a, const void *b, void *ctx);
+	size_t (*size)(const void *obj, void *ctx);
+	size_t (*format)(const void *obj, char *buf, size_t size, void *ctx);
+	const char *name;
+	void *ctx;
+} resil_value_ops;
+
+/*
  * A value. Read type and the member of u that it selects: u.b (0 or 1),
- * u.i, u.d, or u.s (ptr and len; ptr is NUL-terminated for convenience,
- * the terminator is not counted in len). alloc_ is private.
+ * u.i, u.d, u.s (ptr and len; ptr is NUL-terminated for convenience, the
+ * terminator is not counted in len), or u.o (the object and its kind; read
+ * it with resil_value_opaque_get()). alloc_ is private.
  */
 typedef struct resil_value {
 	resil_vtype type;
@@ -82,6 +115,10 @@ typedef struct resil_value {
 			char *ptr;
 			size_t len;
 		} s;
+		struct {
+			void *ptr;
+			const resil_value_ops *ops;
+		} o;
 	} u;
 	resil_allocator alloc_;
 } resil_value;
@@ -98,12 +135,15 @@ RESIL_API resil_value resil_value_double(double d);
 /*
  * Make *out a STRING, BYTES or JSON value holding a copy of the len bytes
  * at p (p may be NULL when len is 0), allocated through a (NULL: malloc).
- * *out is overwritten without being freed first. JSON text is parsed and
- * validated with cJSON and stored in compact form.
+ * *out is overwritten without being freed first. A string may hold any
+ * bytes (NUL and invalid UTF-8 included; see resil_value_format()). JSON
+ * text is parsed and validated with cJSON and stored in compact form; it
+ * must be UTF-8 (RFC 8259), and a string escape \u0000 is refused, since
+ * it would silently cut the string short ("x\u0000y" is not "x").
  *
  * Returns RESIL_OK; RESIL_E_INVAL for a NULL out, a NULL p with len > 0,
- * or (JSON) text that is not one JSON document; RESIL_E_NOMEM. On error
- * *out is unchanged.
+ * or (JSON) text that is not one JSON document, is not UTF-8 or holds
+ * \u0000; RESIL_E_NOMEM. On error *out is unchanged.
  */
 RESIL_API resil_err resil_value_string(
     resil_value *out, const char *p, size_t len, const resil_allocator *a);
@@ -111,6 +151,25 @@ RESIL_API resil_err resil_value_bytes(
     resil_value *out, const void *p, size_t len, const resil_allocator *a);
 RESIL_API resil_err resil_value_json(
     resil_value *out, const char *p, size_t len, const resil_allocator *a);
+
+/*
+ * Make *out an OPAQUE value that owns obj: resil_value_free() calls
+ * ops->free(obj), resil_value_copy() calls ops->copy (the allocator given
+ * to copy is not used: the kind allocates its own objects). *out is
+ * overwritten without being freed first. A user function may answer with
+ * one (`return resil_value_opaque(out, stock, &stock_ops) ? -1 : 0;`); the
+ * cache then keeps a copy and hands out copies, never the object itself.
+ *
+ * Returns RESIL_OK; RESIL_E_INVAL for a NULL out, obj or ops, or ops
+ * without copy or free (obj is then not taken: the caller still owns it).
+ */
+RESIL_API resil_err resil_value_opaque(
+    resil_value *out, void *obj, const resil_value_ops *ops);
+
+/* The object of v if v is an OPAQUE value of kind ops, else NULL. The
+ * object stays v's (valid until v is freed). */
+RESIL_API void *resil_value_opaque_get(
+    const resil_value *v, const resil_value_ops *ops);
 
 /*
  * Deep-copy src into *dst through a (NULL: malloc). *dst is overwritten
@@ -126,11 +185,13 @@ RESIL_API resil_err resil_value_copy(
 RESIL_API void resil_value_free(resil_value *v);
 
 /* 1 if a and b have the same type and content, else 0. Doubles compare
- * with == (so NaN is unequal to itself); INT 1 and DOUBLE 1.0 differ.
- * NULL pointers are equal only to each other. */
+ * with == (so NaN is unequal to itself); INT 1 and DOUBLE 1.0 differ;
+ * opaque values of one kind compare with its equal (or by pointer), of
+ * two kinds are unequal. NULL pointers are equal only to each other. */
 RESIL_API int resil_value_equal(const resil_value *a, const resil_value *b);
 
-/* Heap bytes owned by v (string, bytes and JSON: len + 1; others 0). */
+/* Heap bytes owned by v (string, bytes and JSON: len + 1; opaque: what
+ * its kind's size callback says, 0 without one; others 0). */
 RESIL_API size_t resil_value_heap_size(const resil_value *v);
 
 /*
@@ -138,8 +199,14 @@ RESIL_API size_t resil_value_heap_size(const resil_value *v);
  * returns the length the whole text has (so a return >= size means it was
  * truncated). Forms: null, true, false, 42, 2.5 (doubles always show a
  * '.' or an exponent: 2.0, shortest text that reads back exactly), strings
- * as JSON strings ("a\"b"), bytes as hex (0x6869), JSON as its compact
- * text. A NULL v prints as null. buf may be NULL when size is 0.
+ * as JSON strings ("a\"b"; control bytes and NUL as \u00XX; every byte
+ * that is not part of well-formed UTF-8 is replaced by U+FFFD, the
+ * replacement character, written as its UTF-8 bytes EF BF BD, so the text
+ * is always valid UTF-8 JSON: invalid UTF-8 is replaced, never refused and
+ * never passed through), bytes
+ * as hex (0x6869), JSON as its compact text, an opaque value by its kind's
+ * format (or the JSON string "<name>"). A NULL v prints as null. buf may
+ * be NULL when size is 0.
  */
 RESIL_API size_t resil_value_format(
     const resil_value *v, char *buf, size_t size);

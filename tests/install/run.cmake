@@ -22,6 +22,43 @@ execute_process(COMMAND ${work}/consumer_static RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "static consumer exited ${rc}")
 endif()
+# The installed tool runs from the prefix alone: its RUNPATH is relative
+# to its own place ($ORIGIN), so no LD_LIBRARY_PATH is needed.
+if(EXISTS ${prefix}/bin/resil-sim)
+  unset(ENV{LD_LIBRARY_PATH})
+  execute_process(COMMAND ${prefix}/bin/resil-sim --version
+    OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "^resil-sim [0-9]+\\.[0-9]+\\.[0-9]+\n$")
+    message(FATAL_ERROR "installed resil-sim --version: ${rc} ${out} ${err}")
+  endif()
+  # ...and still after the prefix is moved somewhere else.
+  file(RENAME ${prefix} ${prefix}-moved)
+  execute_process(COMMAND ${prefix}-moved/bin/resil-sim --version
+    OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+  file(RENAME ${prefix}-moved ${prefix})
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "moved resil-sim --version: ${rc} ${err}")
+  endif()
+elseif(TOOLS)
+  message(FATAL_ERROR "resil-sim was not installed into ${prefix}/bin")
+endif()
+# The README's install line (the install preset) is an optimised build.
+if(PRESETS)
+  file(READ ${PRESETS} presets)
+  string(JSON n LENGTH "${presets}" configurePresets)
+  math(EXPR last "${n} - 1")
+  set(type "")
+  foreach(i RANGE ${last})
+    string(JSON name GET "${presets}" configurePresets ${i} name)
+    if(name STREQUAL "install")
+      string(JSON type GET "${presets}" configurePresets ${i}
+        cacheVariables CMAKE_BUILD_TYPE)
+    endif()
+  endforeach()
+  if(NOT type STREQUAL "Release")
+    message(FATAL_ERROR "the install preset builds '${type}', not Release")
+  endif()
+endif()
 file(GLOB libdir LIST_DIRECTORIES true ${prefix}/lib*)
 set(ENV{LD_LIBRARY_PATH} "${libdir}")
 execute_process(COMMAND ${work}/consumer_shared RESULT_VARIABLE rc)
@@ -36,6 +73,11 @@ execute_process(COMMAND pkg-config --cflags --libs resil
   OUTPUT_VARIABLE flags RESULT_VARIABLE rc OUTPUT_STRIP_TRAILING_WHITESPACE)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "pkg-config resil failed")
+endif()
+# No public header includes cJSON: neither its include directory nor
+# its -dev package may be needed by a consumer of the shared library.
+if(flags MATCHES "cjson")
+  message(FATAL_ERROR "pkg-config resil names cJSON: ${flags}")
 endif()
 separate_arguments(flags)
 execute_process(COMMAND cc ${SRC}/consumer.c ${flags} -o ${work}/consumer_pc

@@ -1,0 +1,235 @@
+/*
+ * resil directory: the live list of a service's endpoints (providers), the
+ * consistent snapshots calls read it through, and the state each endpoint
+ * carries across updates: calls in flight, latency estimates, outlier
+ * ejection and its own circuit breaker.
+ *
+ * An endpoint is keyed by its address. The user changes the list at any
+ * time while calls run: resil_directory_push() replaces it (a registry
+ * push), resil_directory_add(), _update() and _remove() apply one registry
+ * event. Every change builds a new snapshot and publishes it with one
+ * pointer store; a call reads one snapshot from start to end, and old
+ * snapshots are reclaimed with ck_epoch once no reader can see them. An
+ * update keeps an existing address's position and its state (active calls,
+ * latency, ejection, breaker) and appends new addresses in the order given;
+ * a refused update (a negative weight, a duplicate address, an empty
+ * address or zone) changes nothing.
+ *
+ * Outlier detection (Envoy's consecutive failures): a FAILURE outcome
+ * reported for an endpoint adds to its streak; SUCCESS or BUSINESS ends it.
+ * At outlier.consecutive_failures in a row the endpoint is ejected for
+ * min(base * k, max), k the count of consecutive ejections (k drops by one
+ * for each full interval it stays in), unless that would put more than
+ * max_ejection_pct of the non-mock endpoints out at once:
+ * 100 * (ejected + 1) <= max_ejection_pct * N. It returns exactly at
+ * ejected_at + duration. Ejections and returns are events with the
+ * address.
+ *
+ * Thread safety: every function may be called from any thread at any
+ * time, except new and free, which must not overlap any other call on the
+ * same directory. Updates are serialised by a writer lock; readers take no
+ * lock. The listener is called on the thread that caused the event:
+ * ADDED and REMOVED by the updating thread with the writer lock held (it
+ * must not update the directory), EJECTED by the reporting thread and
+ * RETURNED by whichever thread first notices the return (a route, a
+ * report or get_state), both without a lock. Free the selectors and
+ * candidate sets over a directory before the directory.
+ *
+ * A PeakEWMA and shortest-response estimate is kept per endpoint, with the
+ * decay and window of the balancer of the method that reported.
+ */
+#ifndef RESIL_DIRECTORY_H
+#define RESIL_DIRECTORY_H
+
+#include <resil/breaker.h>
+#include <resil/clock.h>
+#include <resil/resil.h>
+
+#include <string.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct resil_directory resil_directory;
+
+/* One endpoint as the user describes it. Strings are copied. */
+typedef struct resil_endpoint_spec {
+	const char *address; /* the key, e.g. "10.0.0.1:20880"; required */
+	const char *zone;    /* NULL: no zone */
+	int32_t weight;      /* >= 0; 0 is never picked while others have
+	                      * weight (Dubbo's default is 100) */
+	const char *tag;     /* Dubbo routing tag; NULL: untagged */
+	/* Other attributes a condition rule can test, "k=v&k2=v2"; NULL:
+	 * none. Keys address, host, port, zone and tag are built in. */
+	const char *params;
+	uint64_t start_time; /* clock tick the endpoint started at */
+	uint64_t warmup;     /* ticks of warm-up after start_time; 0: none */
+	int mock;            /* nonzero: a mock endpoint, never a candidate */
+	void *user;          /* the caller's, never freed by resil */
+} resil_endpoint_spec;
+
+/* A spec with weight 100 and nothing else set. */
+static inline resil_endpoint_spec
+resil_endpoint_spec_default(const char *address)
+{
+	resil_endpoint_spec s;
+
+	memset(&s, 0, sizeof(s));
+	s.address = address;
+	s.weight = 100;
+	return s;
+}
+
+typedef enum resil_endpoint_event_type {
+	RESIL_ENDPOINT_EJECTED = 0,
+	RESIL_ENDPOINT_RETURNED = 1,
+	RESIL_ENDPOINT_ADDED = 2,
+	RESIL_ENDPOINT_REMOVED = 3
+} resil_endpoint_event_type;
+
+/* "EJECTED", "RETURNED", "ADDED", "REMOVED" or "UNKNOWN". */
+RESIL_API const char *resil_endpoint_event_name(resil_endpoint_event_type t);
+
+typedef struct resil_endpoint_event {
+	resil_endpoint_event_type type;
+	const char *address; /* valid during the call only */
+	uint64_t time;      /* EJECTED: now; RETURNED: the exact return time */
+	uint64_t duration;  /* EJECTED: how long */
+	uint32_t ejections; /* EJECTED: k, the consecutive ejection count */
+} resil_endpoint_event;
+
+typedef void (*resil_endpoint_listener_fn)(
+    const resil_endpoint_event *ev, void *ctx);
+
+/* Outlier detection; consecutive_failures 0 turns it off. */
+typedef struct resil_outlier_config {
+	uint32_t consecutive_failures; /* default 5; 0: off */
+	uint64_t base_ejection;        /* default 30 s */
+	uint64_t max_ejection;         /* default 300 s; >= base_ejection */
+	uint64_t interval;             /* default 10 s; >= 1 */
+	uint32_t max_ejection_pct;     /* default 10; 0..100 */
+} resil_outlier_config;
+
+typedef struct resil_directory_config {
+	size_t size; /* sizeof(resil_directory_config), set by _init() */
+	resil_outlier_config outlier;
+	/* A breaker for each endpoint, created when the address first
+	 * appears; NULL: none. Copied (its clock and alloc are replaced by
+	 * the directory's). */
+	const resil_breaker_config *endpoint_breaker;
+	resil_endpoint_listener_fn listener;
+	void *listener_ctx;
+	unsigned reader_slots;        /* concurrent readers; 0: 64 */
+	const resil_allocator *alloc; /* NULL: malloc() and free() */
+	const resil_clock *clock;     /* NULL: the monotonic system clock */
+} resil_directory_config;
+
+static inline void
+resil_directory_config_init(resil_directory_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->size = sizeof(*cfg);
+	cfg->outlier.consecutive_failures = 5;
+	cfg->outlier.base_ejection = 30 * RESIL_NS_PER_SEC;
+	cfg->outlier.max_ejection = 300 * RESIL_NS_PER_SEC;
+	cfg->outlier.interval = 10 * RESIL_NS_PER_SEC;
+	cfg->outlier.max_ejection_pct = 10;
+}
+
+static inline resil_directory_config
+resil_directory_config_default(void)
+{
+	resil_directory_config cfg;
+
+	resil_directory_config_init(&cfg);
+	return cfg;
+}
+
+/* RESIL_OK, or RESIL_E_INVAL naming the field in *diag
+ * ("outlier.max_ejection: 10 is below outlier.base_ejection (30)"). */
+RESIL_API resil_err resil_directory_config_validate(
+    const resil_directory_config *cfg, resil_diag *diag);
+
+/*
+ * Create an empty directory. *cfg is copied; the endpoint breaker config
+ * is copied too. The listener's ctx, the allocator's and the clock's must
+ * outlive the directory. Free it with resil_directory_free() after every
+ * selector over it is freed. Returns RESIL_OK, RESIL_E_INVAL (message in
+ * *diag) or RESIL_E_NOMEM; *out is unchanged on error.
+ */
+RESIL_API resil_err resil_directory_new(resil_directory **out,
+    const resil_directory_config *cfg, resil_diag *diag);
+
+/* Release d, after every selector and candidate set over it is freed and
+ * every pick from it is reported or released. NULL is a no-op. */
+RESIL_API void resil_directory_free(resil_directory *d);
+
+/*
+ * Replace the whole list with specs[0..n) (n may be 0). Addresses kept keep
+ * their position and state; new ones are appended in the given order;
+ * missing ones are removed. Returns RESIL_OK; RESIL_E_INVAL for a bad spec
+ * ("endpoints[2].weight: -1 is negative", "endpoints[3].address: duplicate
+ * of endpoints[1] (10.0.0.1:1)"), changing nothing; RESIL_E_NOMEM.
+ */
+RESIL_API resil_err resil_directory_push(resil_directory *d,
+    const resil_endpoint_spec *specs, size_t n, resil_diag *diag);
+
+/* Add one endpoint at the end. RESIL_E_INVAL if its address is present. */
+RESIL_API resil_err resil_directory_add(
+    resil_directory *d, const resil_endpoint_spec *spec, resil_diag *diag);
+
+/* Change the attributes of a present address in place (state kept).
+ * RESIL_E_NOTFOUND if it is absent. */
+RESIL_API resil_err resil_directory_update(
+    resil_directory *d, const resil_endpoint_spec *spec, resil_diag *diag);
+
+/* Remove one address. RESIL_E_NOTFOUND if it is absent. */
+RESIL_API resil_err resil_directory_remove(
+    resil_directory *d, const char *address, resil_diag *diag);
+
+/* Number of endpoints (mock ones included) and the snapshot version (grows
+ * by one with each accepted update). */
+RESIL_API size_t resil_directory_count(resil_directory *d);
+RESIL_API uint64_t resil_directory_version(resil_directory *d);
+
+/* An endpoint's state, as resil_directory_get_state() reports it. */
+typedef struct resil_endpoint_state {
+	size_t position;        /* in the current list */
+	uint64_t id;            /* unique per address lifetime in d */
+	uint64_t active;        /* calls picked and not yet reported */
+	uint32_t streak;        /* consecutive failures */
+	uint32_t ejections;     /* k: consecutive ejections */
+	int ejected;            /* at the time of the call */
+	uint64_t ejected_until; /* the end of the last ejection */
+	uint64_t ewma_cost;     /* PeakEWMA cost at its last sample (not
+	                         * decayed); 0 if never observed */
+	uint64_t sr_successes;  /* shortest response window */
+	uint64_t sr_elapsed;
+	int32_t weight;              /* configured */
+	resil_breaker_state breaker; /* CLOSED when there is no breaker */
+} resil_endpoint_state;
+
+/* The state of address; RESIL_E_NOTFOUND if it is not in the list. */
+RESIL_API resil_err resil_directory_get_state(
+    resil_directory *d, const char *address, resil_endpoint_state *out);
+
+/* The breaker of address (NULL when absent or none configured); valid
+ * until the address leaves the directory. For manual control and tests. */
+RESIL_API resil_breaker *resil_directory_breaker(
+    resil_directory *d, const char *address);
+
+/*
+ * Warm-up (Dubbo): the weight an endpoint of weight w has at uptime ticks
+ * into a warm-up of warmup ticks: for uptime < warmup,
+ * min(w, max(1, floor(uptime * w / warmup))); w otherwise. Weight 0 stays 0.
+ * now < start (a start in the future) gives 1.
+ */
+RESIL_API int32_t resil_warmup_weight(
+    int32_t w, uint64_t start, uint64_t warmup, uint64_t now);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RESIL_DIRECTORY_H */

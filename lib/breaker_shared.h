@@ -1,0 +1,54 @@
+/*
+ * Private: what lib/shm.c needs from lib/breaker.c to place a breaker's
+ * state in a region shared between processes. Never installed.
+ */
+#ifndef RESIL_BREAKER_SHARED_H
+#define RESIL_BREAKER_SHARED_H
+
+#include <resil/breaker.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Process slots of a region: at most this many processes attached at once. */
+#define RESIL__SHM_PROCS 64u
+/* Transition events kept for other processes' listeners. */
+#define RESIL__SHM_RING 64u
+
+/* One process slot: the pid and its start time (/proc/PID/stat field 22),
+ * so a pid reused by another process is not taken for the dead one. */
+typedef struct resil__shm_proc {
+	uint64_t pid; /* 0: free */
+	uint64_t start;
+	uint64_t pad[6];
+} resil__shm_proc;
+
+/* Whether process slot i of procs holds a live process. */
+bool resil__shm_proc_alive(const resil__shm_proc *procs, unsigned i);
+
+/* Bytes of region memory a shared breaker with cfg needs (cache-line
+ * aligned start assumed). */
+size_t resil__breaker_shared_size(const resil_breaker_config *cfg);
+
+/* The bytes at the end of that size holding the per-process part, which
+ * starts with one 64-byte line per process slot: {announcements[2], pad}. */
+size_t resil__breaker_shared_tail(void);
+
+/*
+ * A breaker whose state lives at mem (resil__breaker_shared_size(cfg)
+ * bytes, 64-byte aligned, in the region). init: this process creates it
+ * (mem is zeroed), else it attaches to a state another process made with
+ * the same layout. procs: the region's process table; slot: this
+ * process's. The handle is this process's own: free it with
+ * resil_breaker_free(), which leaves mem alone.
+ */
+resil_err resil__breaker_new_shared(resil_breaker **out,
+    const resil_breaker_config *cfg, void *mem, bool init,
+    const resil__shm_proc *procs, unsigned slot, resil_diag *diag);
+
+/* Tests only: called by the owner of a shared breaker's transition
+ * while it holds it (NULL in production). */
+extern void (*resil__breaker_transit_hook)(void);
+
+#endif /* RESIL_BREAKER_SHARED_H */

@@ -1,0 +1,157 @@
+/*
+ * Private structures shared by the directory, router, balance and selector
+ * sources. Never installed.
+ */
+#ifndef RESIL_CLUSTER_INTERNAL_H
+#define RESIL_CLUSTER_INTERNAL_H
+
+#include <resil/balance.h>
+#include <resil/clock.h>
+#include <resil/directory.h>
+#include <resil/router.h>
+
+#include "atomic.h"
+#include "epoch.h"
+#include "internal.h"
+
+/* Per-address state; lives while a snapshot or a pick refers to it. */
+typedef struct resil__endpoint {
+	/* The first cache line holds what every pick and report touches. */
+	/* Atomic: (snapshots holding it << 32) | calls in flight. One word,
+	 * so that a pick and its report cost one atomic add each, and the
+	 * state is freed when both reach 0. */
+	uint64_t rc;
+	uint64_t ejected; /* atomic 0/1 */
+	uint64_t until;   /* atomic */
+	uint64_t streak;  /* atomic */
+	uint64_t id;
+	char *address;
+	resil_breaker *breaker;
+	struct resil_directory *dir;
+	/* Shortest response window; written under lock, read atomically. */
+	uint64_t sr_successes, sr_elapsed, sr_reset_at;
+	/* PeakEWMA: cost as double bits and its time; seen 0 or 1. */
+	uint64_t ewma_bits, ewma_stamp, ewma_seen;
+	/* Outlier detection, under lock. */
+	resil__spinlock lock;
+	uint32_t k;
+	uint64_t returned_at;
+} resil__endpoint;
+
+typedef struct resil__param {
+	const char *key;
+	size_t klen;
+	const char *val;
+	size_t vlen;
+} resil__param;
+
+/* One endpoint of a snapshot: its attributes at that version. */
+typedef struct resil__entry {
+	resil__endpoint *ep;
+	void *user; /* next to ep: a pick reads both */
+	char *zone; /* NULL: none */
+	char *tag;  /* NULL: untagged */
+	char *params_src;
+	char *params_buf;
+	resil__param *params;
+	size_t nparams;
+	size_t host_len;  /* address up to its last ':' */
+	const char *port; /* after it, or "" */
+	int32_t weight;
+	uint64_t start, warmup;
+	int mock;
+} resil__entry;
+
+typedef struct resil__snapshot {
+	resil__epoch_entry retire;
+	uint64_t refs; /* atomic */
+	uint64_t version;
+	size_t n, n_live;
+	resil__entry *e;
+	struct resil_directory *dir;
+} resil__snapshot;
+
+/* The current snapshot with a reference the caller drops. */
+resil__snapshot *resil__dir_acquire(struct resil_directory *d);
+void resil__snap_release(resil__snapshot *s);
+#define RESIL__EP_HOLD (UINT64_C(1) << 32)
+
+/* Drop d from ep->rc (1: a pick; RESIL__EP_HOLD: a snapshot); frees it at
+ * 0. */
+void resil__ep_unref(resil__endpoint *ep, uint64_t d);
+
+static inline uint64_t
+resil__ep_active(const resil__endpoint *ep)
+{
+	return resil__load64(&ep->rc) & UINT32_MAX;
+}
+resil__epoch *resil__dir_epoch(struct resil_directory *d);
+uint64_t resil__dir_now(struct resil_directory *d);
+
+/* Ejected at now (notices a return, firing its event). */
+int resil__ep_ejected(resil__endpoint *ep, uint64_t now);
+/* The breaker would give a permit now (no breaker: yes). */
+int resil__ep_breaker_admits(resil__endpoint *ep);
+
+/* Outcome of one call to ep, at now, picked by a balancer of kind: a
+ * PEAKEWMA pick feeds the latency EWMA (decay tau), a SHORTEST one the
+ * success window (slide). */
+void resil__ep_report(resil__endpoint *ep, resil_outcome outcome,
+    uint64_t duration, uint64_t now, resil_lb_kind kind, uint64_t tau,
+    uint64_t slide);
+
+/* PeakEWMA cost at now; default_rtt when never observed. */
+double resil__ep_ewma(
+    const resil__endpoint *ep, uint64_t now, double tau, double default_rtt);
+
+/* exp(-x) for x >= 0, without libm. */
+double resil__exp_neg(double x);
+
+/* Look up key in an entry's attributes: built-ins then params. */
+int resil__entry_attr(const resil__entry *e, const char *key, size_t klen,
+    const char **val, size_t *vlen);
+
+/* A candidate list over one snapshot: positions in directory order (so
+ * endpoint ids grow along it), weights after warm-up, their running sums. */
+typedef struct resil__view {
+	resil__snapshot *snap;
+	uint32_t *idx;
+	uint64_t *w;
+	uint64_t *cum;
+	size_t n;
+	uint64_t total;
+	int same;     /* all weights equal */
+	uint64_t sig; /* identity of the candidate set */
+} resil__view;
+
+/* Fill v's sums and sig from v->idx and v->w. */
+void resil__view_finish(resil__view *v);
+
+/* One method's balancer. */
+typedef struct resil__lb {
+	resil_balance_config cfg;
+	const resil_allocator *a;
+	resil__epoch *epoch; /* the directory's, for the ring */
+	resil__spinlock lock;
+	uint64_t rr_version;
+	size_t rr_n;
+	uint64_t *rr_ids;
+	int64_t *rr_cur;
+	/* Hash rings of the last RESIL__RINGS candidate sets (atomic), so
+	 * that requests routed to different sets (tags, conditions) do not
+	 * rebuild one ring back and forth. */
+#define RESIL__RINGS 4
+	void *rings[RESIL__RINGS];
+	unsigned ring_next; /* under lock */
+} resil__lb;
+
+void resil__lb_init(resil__lb *lb, const resil_balance_config *cfg,
+    const resil_allocator *a, resil__epoch *epoch);
+void resil__lb_deinit(resil__lb *lb);
+
+/* Choose one of v (n >= 1) into *out (a position in v). */
+resil_err resil__lb_pick(resil__lb *lb, const resil__view *v,
+    const resil_request *req, const resil_random *rnd, uint64_t now,
+    size_t *out, resil_diag *diag);
+
+#endif

@@ -1,0 +1,1034 @@
+/*
+ * The directory: endpoints, snapshots published with one pointer store and
+ * reclaimed with ck_epoch, and per-address state that survives updates.
+ */
+#include <resil/directory.h>
+
+#include "cluster_internal.h"
+
+#include <stdio.h>
+
+#include <uthash.h>
+
+struct resil_directory {
+	resil_allocator a;
+	resil_clock clk;
+	resil_directory_config cfg;
+	resil_breaker_config bcfg;
+	int has_breaker;
+	resil__epoch *epoch;
+	resil__spinlock wlock; /* updates */
+	resil__spinlock elock; /* ejection decisions */
+	resil__snapshot *cur;  /* atomic */
+	uint64_t next_id;
+	uint64_t version;
+};
+
+const char *
+resil_endpoint_event_name(resil_endpoint_event_type t)
+{
+	switch (t) {
+	case RESIL_ENDPOINT_EJECTED:
+		return "EJECTED";
+	case RESIL_ENDPOINT_RETURNED:
+		return "RETURNED";
+	case RESIL_ENDPOINT_ADDED:
+		return "ADDED";
+	case RESIL_ENDPOINT_REMOVED:
+		return "REMOVED";
+	}
+	return "UNKNOWN";
+}
+
+int32_t
+resil_warmup_weight(int32_t w, uint64_t start, uint64_t warmup, uint64_t now)
+{
+	__extension__ typedef unsigned __int128 u128;
+	uint64_t up, ww;
+
+	if (w <= 0)
+		return 0;
+	if (warmup == 0)
+		return w;
+	if (now < start)
+		return 1;
+	up = now - start;
+	if (up >= warmup)
+		return w;
+	ww = (uint64_t)((u128)up * (u128)(uint32_t)w / (u128)warmup);
+	if (ww < 1)
+		ww = 1;
+	return ww > (uint64_t)w ? w : (int32_t)ww;
+}
+
+double
+resil__exp_neg(double x)
+{
+	/* e^-x = 2^-k * e^-r with r = x - k ln 2 in [0, ln 2): a short
+	 * series is exact to ~1e-13 there, and 2^-k is an exponent. */
+	static const double ln2 = 0.69314718055994530942;
+	double r, t, sum, p;
+	uint64_t k;
+	int i;
+
+	if (!(x > 0.0))
+		return 1.0;
+	if (x > 700.0)
+		return 0.0;
+	k = (uint64_t)(x / ln2);
+	r = x - (double)k * ln2;
+	sum = 1.0;
+	t = 1.0;
+	for (i = 1; i <= 16; i++) {
+		t *= -r / i;
+		sum += t;
+	}
+	p = 1.0;
+	while (k >= 60) {
+		p /= (double)(UINT64_C(1) << 60);
+		k -= 60;
+	}
+	p /= (double)(UINT64_C(1) << k);
+	return sum * p;
+}
+
+static double
+bits_double(uint64_t b)
+{
+	double d;
+
+	memcpy(&d, &b, sizeof(d));
+	return d;
+}
+
+static uint64_t
+double_bits(double d)
+{
+	uint64_t b;
+
+	memcpy(&b, &d, sizeof(b));
+	return b;
+}
+
+resil_err
+resil_directory_config_validate(
+    const resil_directory_config *cfg, resil_diag *diag)
+{
+	const resil_outlier_config *o;
+
+	if (cfg == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "directory: NULL config");
+	if (resil__check_size(diag, "directory", "resil_directory_config",
+	        cfg->size, sizeof(*cfg)) != RESIL_OK)
+		return RESIL_E_INVAL;
+	o = &cfg->outlier;
+	if (o->max_ejection_pct > 100)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "outlier.max_ejection_pct: %u is out of range 0..100",
+		    o->max_ejection_pct);
+	if (o->consecutive_failures != 0) {
+		if (o->base_ejection == 0)
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "outlier.base_ejection: must be at least 1");
+		if (o->max_ejection < o->base_ejection)
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "outlier.max_ejection: %llu is below "
+			    "outlier.base_ejection (%llu)",
+			    (unsigned long long)o->max_ejection,
+			    (unsigned long long)o->base_ejection);
+		if (o->interval == 0)
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "outlier.interval: must be at least 1");
+	}
+	if (cfg->reader_slots > 4096)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "directory.reader_slots: %u is out of range 0..4096",
+		    cfg->reader_slots);
+	if (cfg->endpoint_breaker != NULL) {
+		resil_err err =
+		    resil_breaker_config_validate(cfg->endpoint_breaker, diag);
+		if (err != RESIL_OK)
+			return err;
+	}
+	return RESIL_OK;
+}
+
+static uint64_t
+now_of(resil_directory *d)
+{
+	return resil_clock_now(&d->clk);
+}
+
+uint64_t
+resil__dir_now(resil_directory *d)
+{
+	return now_of(d);
+}
+
+resil__epoch *
+resil__dir_epoch(resil_directory *d)
+{
+	return d->epoch;
+}
+
+static void
+entry_clear(const resil_allocator *a, resil__entry *e)
+{
+	resil__strfree(a, e->zone);
+	resil__strfree(a, e->tag);
+	/* NULs were written into the buffer: its size is the source's. */
+	if (e->params_buf != NULL)
+		resil__free(a, e->params_buf, strlen(e->params_src) + 1);
+	resil__strfree(a, e->params_src);
+	if (e->params != NULL)
+		resil__free(a, e->params, e->nparams * sizeof(*e->params));
+	memset(e, 0, sizeof(*e));
+}
+
+void
+resil__ep_unref(resil__endpoint *ep, uint64_t d)
+{
+	const resil_allocator *a;
+
+	if (resil__faa64(&ep->rc, (uint64_t)0 - d) != d)
+		return;
+	a = &ep->dir->a;
+	resil_breaker_free(ep->breaker);
+	resil__strfree(a, ep->address);
+	resil__free(a, ep, sizeof(*ep));
+}
+
+static void
+snap_destroy(resil__snapshot *s)
+{
+	const resil_allocator *a = &s->dir->a;
+	size_t i;
+
+	for (i = 0; i < s->n; i++) {
+		resil__endpoint *ep = s->e[i].ep;
+		entry_clear(a, &s->e[i]);
+		if (ep != NULL)
+			resil__ep_unref(ep, RESIL__EP_HOLD);
+	}
+	if (s->e != NULL)
+		resil__free(a, s->e, s->n * sizeof(*s->e));
+	resil__free(a, s, sizeof(*s));
+}
+
+void
+resil__snap_release(resil__snapshot *s)
+{
+	if (s != NULL && resil__faa64(&s->refs, (uint64_t)-1) == 1)
+		snap_destroy(s);
+}
+
+static void
+snap_retired(resil__epoch_entry *entry)
+{
+	resil__snap_release((resil__snapshot *)(void *)entry);
+}
+
+resil__snapshot *
+resil__dir_acquire(resil_directory *d)
+{
+	resil__epoch_guard g;
+	resil__snapshot *s;
+
+	/* The epoch section covers only the window between reading the
+	 * pointer and taking the reference: after it, the reference keeps
+	 * the snapshot alive for as long as the caller needs it. */
+	resil__epoch_enter(d->epoch, &g);
+	s = resil__loadptr((void *const *)&d->cur);
+	resil__faa64(&s->refs, 1);
+	resil__epoch_exit(d->epoch, &g);
+	return s;
+}
+
+static resil_err
+snap_alloc(resil_directory *d, size_t n, resil__snapshot **out)
+{
+	resil__snapshot *s = resil__calloc(&d->a, sizeof(*s));
+
+	if (s == NULL)
+		return RESIL_E_NOMEM;
+	if (n > 0) {
+		s->e = resil__calloc(&d->a, n * sizeof(*s->e));
+		if (s->e == NULL) {
+			resil__free(&d->a, s, sizeof(*s));
+			return RESIL_E_NOMEM;
+		}
+	}
+	s->n = n;
+	s->refs = 1;
+	s->dir = d;
+	*out = s;
+	return RESIL_OK;
+}
+
+resil_err
+resil_directory_new(
+    resil_directory **out, const resil_directory_config *cfg, resil_diag *diag)
+{
+	const resil_allocator *a;
+	resil_directory *d;
+	resil_err err;
+
+	if (out == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "directory: NULL out");
+	err = resil_directory_config_validate(cfg, diag);
+	if (err != RESIL_OK)
+		return err;
+	a = resil__allocator(cfg->alloc);
+	d = resil__calloc(a, sizeof(*d));
+	if (d == NULL)
+		return RESIL_E_NOMEM;
+	d->a = *a;
+	d->clk = *(cfg->clock != NULL ? cfg->clock : resil_clock_system());
+	resil_directory_config_init(&d->cfg);
+	memcpy(&d->cfg, cfg, cfg->size);
+	d->cfg.alloc = &d->a;
+	d->cfg.clock = &d->clk;
+	if (cfg->endpoint_breaker != NULL) {
+		d->bcfg = *cfg->endpoint_breaker;
+		d->bcfg.alloc = &d->a;
+		d->bcfg.clock = &d->clk;
+		d->has_breaker = 1;
+	}
+	d->cfg.endpoint_breaker = NULL;
+	resil__spin_init(&d->wlock);
+	resil__spin_init(&d->elock);
+	d->next_id = 1;
+	err = resil__epoch_new(&d->epoch, cfg->reader_slots, &d->a);
+	if (err != RESIL_OK) {
+		resil__free(a, d, sizeof(*d));
+		return err;
+	}
+	err = snap_alloc(d, 0, &d->cur);
+	if (err != RESIL_OK) {
+		resil__epoch_free(d->epoch);
+		resil__free(a, d, sizeof(*d));
+		return err;
+	}
+	*out = d;
+	return RESIL_OK;
+}
+
+void
+resil_directory_free(resil_directory *d)
+{
+	resil_allocator a;
+
+	if (d == NULL)
+		return;
+	resil__epoch_free(d->epoch); /* runs the retired snapshots' ends */
+	resil__snap_release(d->cur);
+	a = d->a;
+	resil__free(&a, d, sizeof(*d));
+}
+
+static void
+emit(resil_directory *d, resil_endpoint_event_type t, const char *addr,
+    uint64_t time, uint64_t duration, uint32_t k)
+{
+	resil_endpoint_event ev;
+
+	if (d->cfg.listener == NULL)
+		return;
+	ev.type = t;
+	ev.address = addr;
+	ev.time = time;
+	ev.duration = duration;
+	ev.ejections = k;
+	d->cfg.listener(&ev, d->cfg.listener_ctx);
+}
+
+/* --- validation and building ------------------------------------------ */
+
+static int
+blank(char c)
+{
+	return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
+static resil_err
+check_spec(const resil_endpoint_spec *s, size_t i, resil_diag *diag)
+{
+	const char *p;
+
+	if (s->address == NULL || s->address[0] == '\0')
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "endpoints[%zu].address: empty", i);
+	for (p = s->address; *p != '\0'; p++)
+		if (blank(*p))
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "endpoints[%zu].address: \"%s\" contains a blank",
+			    i, s->address);
+	if (s->weight < 0)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "endpoints[%zu].weight: %d is negative (0 is allowed)", i,
+		    (int)s->weight);
+	if (s->zone != NULL && s->zone[0] == '\0')
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "endpoints[%zu].zone: empty (use NULL for no zone)", i);
+	if (s->params != NULL && s->params[0] != '\0') {
+		const char *q = s->params;
+		while (*q != '\0') {
+			const char *amp = strchr(q, '&');
+			const char *end = amp != NULL ? amp : q + strlen(q);
+			const char *eq = memchr(q, '=', (size_t)(end - q));
+			if (eq == NULL || eq == q)
+				return resil__diagf(diag, RESIL_E_INVAL,
+				    "endpoints[%zu].params: \"%s\" at column "
+				    "%zu: expected key=value",
+				    i, s->params, (size_t)(q - s->params) + 1);
+			if (amp != NULL && amp[1] == '\0')
+				return resil__diagf(diag, RESIL_E_INVAL,
+				    "endpoints[%zu].params: \"%s\" at column "
+				    "%zu: expected key=value",
+				    i, s->params, strlen(s->params) + 1);
+			q = amp != NULL ? amp + 1 : end;
+		}
+	}
+	return RESIL_OK;
+}
+
+static resil_err
+entry_fill(resil_directory *d, resil__entry *e, const resil_endpoint_spec *s)
+{
+	const resil_allocator *a = &d->a;
+	const char *addr = e->ep->address;
+	const char *colon = strrchr(addr, ':');
+
+	e->weight = s->weight;
+	e->start = s->start_time;
+	e->warmup = s->warmup;
+	e->mock = s->mock != 0;
+	e->user = s->user;
+	e->host_len = colon != NULL ? (size_t)(colon - addr) : strlen(addr);
+	e->port = colon != NULL ? colon + 1 : "";
+	if (s->zone != NULL && (e->zone = resil__strdup(a, s->zone)) == NULL)
+		return RESIL_E_NOMEM;
+	if (s->tag != NULL && s->tag[0] != '\0' &&
+	    (e->tag = resil__strdup(a, s->tag)) == NULL)
+		return RESIL_E_NOMEM;
+	if (s->params != NULL && s->params[0] != '\0') {
+		size_t n = 1, i = 0;
+		char *p;
+		if ((e->params_src = resil__strdup(a, s->params)) == NULL ||
+		    (e->params_buf = resil__strdup(a, s->params)) == NULL)
+			return RESIL_E_NOMEM;
+		for (p = e->params_buf; *p != '\0'; p++)
+			n += *p == '&';
+		e->params = resil__calloc(a, n * sizeof(*e->params));
+		if (e->params == NULL)
+			return RESIL_E_NOMEM;
+		e->nparams = n;
+		p = e->params_buf;
+		while (i < n) {
+			char *amp = strchr(p, '&');
+			char *eq = strchr(p, '=');
+			if (amp != NULL)
+				*amp = '\0';
+			e->params[i].key = p;
+			e->params[i].klen = (size_t)(eq - p);
+			e->params[i].val = eq + 1;
+			e->params[i].vlen = strlen(eq + 1);
+			i++;
+			if (amp == NULL)
+				break;
+			p = amp + 1;
+		}
+		e->nparams = i;
+	}
+	return RESIL_OK;
+}
+
+static resil__endpoint *
+ep_new(resil_directory *d, const char *address)
+{
+	resil__endpoint *ep = resil__calloc(&d->a, sizeof(*ep));
+	resil_diag diag;
+
+	if (ep == NULL)
+		return NULL;
+	ep->dir = d;
+	ep->address = resil__strdup(&d->a, address);
+	if (ep->address == NULL) {
+		resil__free(&d->a, ep, sizeof(*ep));
+		return NULL;
+	}
+	if (d->has_breaker &&
+	    resil_breaker_new(&ep->breaker, &d->bcfg, &diag) != RESIL_OK) {
+		resil__strfree(&d->a, ep->address);
+		resil__free(&d->a, ep, sizeof(*ep));
+		return NULL;
+	}
+	resil__spin_init(&ep->lock);
+	ep->id = d->next_id++;
+	return ep;
+}
+
+typedef struct addr_slot {
+	const char *key;
+	size_t index;
+	int used;
+	UT_hash_handle hh;
+} addr_slot;
+
+/* A spec rebuilt from a snapshot entry, to re-push what is kept. */
+static resil_endpoint_spec
+spec_of(const resil__entry *e)
+{
+	resil_endpoint_spec s;
+
+	memset(&s, 0, sizeof(s));
+	s.address = e->ep->address;
+	s.zone = e->zone;
+	s.weight = e->weight;
+	s.tag = e->tag;
+	s.params = e->params_src;
+	s.start_time = e->start;
+	s.warmup = e->warmup;
+	s.mock = e->mock;
+	s.user = e->user;
+	return s;
+}
+
+/*
+ * Replace the list with specs (under wlock). Kept addresses keep their
+ * position, new ones are appended in order. Builds everything before
+ * publishing, so a failure changes nothing.
+ */
+static resil_err
+rebuild(resil_directory *d, const resil_endpoint_spec *specs, size_t n,
+    resil_diag *diag)
+{
+	const resil_allocator *resil__a = &d->a;
+	addr_slot *table = NULL, *slots = NULL, *hit, *tmp;
+	resil__snapshot *old = d->cur, *s = NULL;
+	resil_err err = RESIL_OK;
+	size_t i, j, pos = 0;
+
+	for (i = 0; i < n; i++)
+		if ((err = check_spec(&specs[i], i, diag)) != RESIL_OK)
+			return err;
+	if (n > 0) {
+		slots = resil__calloc(&d->a, n * sizeof(*slots));
+		if (slots == NULL)
+			return RESIL_E_NOMEM;
+	}
+	for (i = 0; i < n; i++) {
+		size_t len = strlen(specs[i].address);
+		HASH_FIND(hh, table, specs[i].address, len, hit);
+		if (hit != NULL) {
+			err = resil__diagf(diag, RESIL_E_INVAL,
+			    "endpoints[%zu].address: duplicate of "
+			    "endpoints[%zu] (%s)",
+			    i, hit->index, specs[i].address);
+			goto out;
+		}
+		slots[i].key = specs[i].address;
+		slots[i].index = i;
+		HASH_ADD_KEYPTR(hh, table, slots[i].key, len, &slots[i]);
+	}
+	if ((err = snap_alloc(d, n, &s)) != RESIL_OK)
+		goto out;
+	/* Kept addresses, in their old order. */
+	for (j = 0; j < old->n; j++) {
+		const char *addr = old->e[j].ep->address;
+		HASH_FIND(hh, table, addr, strlen(addr), hit);
+		if (hit == NULL)
+			continue;
+		hit->used = 1;
+		s->e[pos].ep = old->e[j].ep;
+		resil__faa64(&old->e[j].ep->rc, RESIL__EP_HOLD);
+		if ((err = entry_fill(d, &s->e[pos], &specs[hit->index])) !=
+		    RESIL_OK) {
+			pos++;
+			goto fail;
+		}
+		pos++;
+	}
+	/* New addresses, in the order given. */
+	for (i = 0; i < n; i++) {
+		if (slots[i].used)
+			continue;
+		s->e[pos].ep = ep_new(d, specs[i].address);
+		if (s->e[pos].ep == NULL) {
+			err = RESIL_E_NOMEM;
+			goto fail;
+		}
+		resil__faa64(&s->e[pos].ep->rc, RESIL__EP_HOLD);
+		if ((err = entry_fill(d, &s->e[pos], &specs[i])) != RESIL_OK) {
+			pos++;
+			goto fail;
+		}
+		pos++;
+	}
+	for (i = 0; i < n; i++)
+		s->n_live += s->e[i].mock == 0;
+	s->version = ++d->version;
+	resil__storeptr((void **)&d->cur, s);
+	/* Events, with old still alive (its reference is released below). */
+	for (j = 0; j < old->n; j++) {
+		const char *addr = old->e[j].ep->address;
+		HASH_FIND(hh, table, addr, strlen(addr), hit);
+		if (hit == NULL)
+			emit(d, RESIL_ENDPOINT_REMOVED, addr, now_of(d), 0, 0);
+	}
+	for (i = 0; i < n; i++)
+		if (!slots[i].used)
+			emit(d, RESIL_ENDPOINT_ADDED, specs[i].address,
+			    now_of(d), 0, 0);
+	resil__epoch_retire(d->epoch, &old->retire, snap_retired);
+	goto out;
+fail:
+	/* Undo what was built: the first pos entries hold a reference. */
+	for (i = 0; i < pos; i++) {
+		resil__endpoint *ep = s->e[i].ep;
+		entry_clear(&d->a, &s->e[i]);
+		if (ep != NULL)
+			resil__ep_unref(ep, RESIL__EP_HOLD);
+	}
+	snap_destroy(s); /* its entries are empty now */
+out:
+	HASH_ITER(hh, table, hit, tmp)
+	{
+		HASH_DELETE(hh, table, hit);
+	}
+	if (slots != NULL)
+		resil__free(&d->a, slots, n * sizeof(*slots));
+	return err;
+}
+
+resil_err
+resil_directory_push(resil_directory *d, const resil_endpoint_spec *specs,
+    size_t n, resil_diag *diag)
+{
+	resil_err err;
+
+	if (d == NULL || (specs == NULL && n > 0))
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "directory: NULL argument");
+	resil__spin_lock(&d->wlock);
+	err = rebuild(d, specs, n, diag);
+	resil__spin_unlock(&d->wlock);
+	return err;
+}
+
+#define NOPOS ((size_t)-1)
+
+static size_t
+find_pos(const resil__snapshot *s, const char *address)
+{
+	size_t i;
+
+	for (i = 0; i < s->n; i++)
+		if (strcmp(s->e[i].ep->address, address) == 0)
+			return i;
+	return NOPOS;
+}
+
+/* 0 add, 1 update, 2 remove: the current list as specs, changed. */
+static resil_err
+edit(resil_directory *d, int op, const resil_endpoint_spec *spec,
+    const char *address, resil_diag *diag)
+{
+	resil__snapshot *cur;
+	resil_endpoint_spec *specs = NULL;
+	size_t n, i, k = 0, cap;
+	size_t pos;
+	resil_err err;
+
+	resil__spin_lock(&d->wlock);
+	cur = d->cur;
+	pos = find_pos(cur, address);
+	if (op == 0 && pos != NOPOS) {
+		err = resil__diagf(diag, RESIL_E_INVAL,
+		    "endpoint.address: %s is already present", address);
+		goto out;
+	}
+	if (op != 0 && pos == NOPOS) {
+		err = resil__diagf(diag, RESIL_E_NOTFOUND,
+		    "endpoint.address: %s is not present", address);
+		goto out;
+	}
+	n = cur->n;
+	cap = n + 1;
+	specs = resil__calloc(&d->a, cap * sizeof(*specs));
+	if (specs == NULL) {
+		err = RESIL_E_NOMEM;
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		if (i == pos && op == 2)
+			continue;
+		specs[k++] = i == pos ? *spec : spec_of(&cur->e[i]);
+	}
+	if (op == 0)
+		specs[k++] = *spec;
+	err = rebuild(d, specs, k, diag);
+	if (err == RESIL_E_INVAL && diag != NULL && op != 2) {
+		/* Name the event's field, not the rebuilt list's index. */
+		char *br = strchr(diag->msg, ']');
+		if (br != NULL && strncmp(diag->msg, "endpoints[", 10) == 0) {
+			size_t off = (size_t)(br + 1 - diag->msg);
+			memmove(diag->msg + 8, diag->msg + off,
+			    strlen(diag->msg + off) + 1);
+			memcpy(diag->msg, "endpoint", 8);
+		}
+	}
+out:
+	if (specs != NULL)
+		resil__free(&d->a, specs, cap * sizeof(*specs));
+	resil__spin_unlock(&d->wlock);
+	return err;
+}
+
+resil_err
+resil_directory_add(
+    resil_directory *d, const resil_endpoint_spec *spec, resil_diag *diag)
+{
+	if (d == NULL || spec == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "directory: NULL argument");
+	if (spec->address == NULL || spec->address[0] == '\0')
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "endpoint.address: empty");
+	return edit(d, 0, spec, spec->address, diag);
+}
+
+resil_err
+resil_directory_update(
+    resil_directory *d, const resil_endpoint_spec *spec, resil_diag *diag)
+{
+	if (d == NULL || spec == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "directory: NULL argument");
+	if (spec->address == NULL || spec->address[0] == '\0')
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "endpoint.address: empty");
+	return edit(d, 1, spec, spec->address, diag);
+}
+
+resil_err
+resil_directory_remove(
+    resil_directory *d, const char *address, resil_diag *diag)
+{
+	if (d == NULL || address == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "directory: NULL argument");
+	return edit(d, 2, NULL, address, diag);
+}
+
+size_t
+resil_directory_count(resil_directory *d)
+{
+	resil__snapshot *s;
+	size_t n;
+
+	if (d == NULL)
+		return 0;
+	s = resil__dir_acquire(d);
+	n = s->n;
+	resil__snap_release(s);
+	return n;
+}
+
+uint64_t
+resil_directory_version(resil_directory *d)
+{
+	resil__snapshot *s;
+	uint64_t v;
+
+	if (d == NULL)
+		return 0;
+	s = resil__dir_acquire(d);
+	v = s->version;
+	resil__snap_release(s);
+	return v;
+}
+
+/* --- per-endpoint health ----------------------------------------------- */
+
+int
+resil__ep_ejected(resil__endpoint *ep, uint64_t now)
+{
+	uint64_t until;
+
+	if (RESIL__LIKELY(resil__load64(&ep->ejected) == 0))
+		return 0;
+	until = resil__load64(&ep->until);
+	if (now < until)
+		return 1;
+	/* The return is noticed lazily; the one who flips the flag tells. */
+	if (resil__cas64(&ep->ejected, 1, 0)) {
+		uint32_t k;
+		resil__spin_lock(&ep->lock);
+		ep->returned_at = until;
+		resil__store64(&ep->streak, 0);
+		k = ep->k;
+		resil__spin_unlock(&ep->lock);
+		emit(ep->dir, RESIL_ENDPOINT_RETURNED, ep->address, until, 0,
+		    k);
+	}
+	return 0;
+}
+
+int
+resil__ep_breaker_admits(resil__endpoint *ep)
+{
+	resil_breaker_metrics m;
+
+	if (ep->breaker == NULL)
+		return 1;
+	switch (resil_breaker_get_state(ep->breaker)) {
+	case RESIL_BREAKER_FORCED_OPEN:
+		return 0;
+	case RESIL_BREAKER_OPEN:
+		/* OPEN past its wait lets the next acquire probe. */
+		if (resil_breaker_get_metrics(ep->breaker, &m) != RESIL_OK)
+			return 0;
+		return m.state != RESIL_BREAKER_OPEN ||
+		    m.time_in_state >= m.open_wait;
+	default:
+		return 1;
+	}
+}
+
+double
+resil__ep_ewma(
+    const resil__endpoint *ep, uint64_t now, double tau, double default_rtt)
+{
+	uint64_t stamp;
+	double cost;
+
+	if (resil__load64(&ep->ewma_seen) == 0)
+		return default_rtt;
+	cost = bits_double(resil__load64(&ep->ewma_bits));
+	stamp = resil__load64(&ep->ewma_stamp);
+	if (now > stamp && tau > 0.0)
+		cost *= resil__exp_neg((double)(now - stamp) / tau);
+	return cost;
+}
+
+/* Try to eject ep at now (ep->lock held); returns the duration or 0. */
+static uint64_t
+try_eject(resil__endpoint *ep, uint64_t now)
+{
+	resil_directory *d = ep->dir;
+	const resil_outlier_config *o = &d->cfg.outlier;
+	resil__snapshot *s;
+	uint64_t ejected = 0, dur = 0, intervals;
+	size_t i;
+	int member = 0;
+
+	resil__spin_lock(&d->elock);
+	s = resil__dir_acquire(d);
+	for (i = 0; i < s->n; i++) {
+		resil__endpoint *x = s->e[i].ep;
+		if (x == ep)
+			member = !s->e[i].mock;
+		if (s->e[i].mock || x == ep)
+			continue;
+		ejected += resil__load64(&x->ejected) != 0 &&
+		    now < resil__load64(&x->until);
+	}
+	/* The cap: 100 * (ejected + 1) / N <= max_pct, in integers. */
+	if (member &&
+	    100 * (ejected + 1) <=
+	        (uint64_t)o->max_ejection_pct * (uint64_t)s->n_live) {
+		intervals = now > ep->returned_at
+		    ? (now - ep->returned_at) / o->interval
+		    : 0;
+		ep->k = ep->k > intervals ? ep->k - (uint32_t)intervals : 0;
+		ep->k++;
+		dur = o->base_ejection * ep->k;
+		if (dur / ep->k != o->base_ejection || dur > o->max_ejection)
+			dur = o->max_ejection;
+		resil__store64(&ep->until, now + dur);
+		resil__store64(&ep->ejected, 1);
+		resil__store64(&ep->streak, 0);
+	}
+	resil__snap_release(s);
+	resil__spin_unlock(&d->elock);
+	return dur;
+}
+
+void
+resil__ep_report(resil__endpoint *ep, resil_outcome outcome, uint64_t duration,
+    uint64_t now, resil_lb_kind kind, uint64_t tau, uint64_t slide)
+{
+	const resil_outlier_config *o = &ep->dir->cfg.outlier;
+	uint64_t dur = 0, streak;
+	uint32_t k = 0;
+
+	if (outcome == RESIL_OUTCOME_IGNORED)
+		return;
+	(void)resil__ep_ejected(ep, now); /* notice a return first */
+	if (kind == RESIL_LB_PEAKEWMA) {
+		/* Every answer is a latency sample. */
+		resil__spin_lock(&ep->lock);
+		if (resil__load64(&ep->ewma_seen) == 0) {
+			resil__store64(
+			    &ep->ewma_bits, double_bits((double)duration));
+			resil__store64(&ep->ewma_seen, 1);
+		} else {
+			double cost =
+			    bits_double(resil__load64(&ep->ewma_bits));
+			uint64_t stamp = resil__load64(&ep->ewma_stamp);
+			double w = now > stamp && tau > 0
+			    ? resil__exp_neg(
+			          (double)(now - stamp) / (double)tau)
+			    : 1.0;
+			double decayed = cost * w;
+			cost = (double)duration > decayed
+			    ? (double)duration
+			    : decayed + (double)duration * (1.0 - w);
+			resil__store64(&ep->ewma_bits, double_bits(cost));
+		}
+		resil__store64(&ep->ewma_stamp, now);
+		resil__spin_unlock(&ep->lock);
+	}
+	if (kind == RESIL_LB_SHORTEST && outcome == RESIL_OUTCOME_SUCCESS) {
+		resil__spin_lock(&ep->lock);
+		if (slide != 0 && now - ep->sr_reset_at > slide) {
+			resil__store64(&ep->sr_successes, 0);
+			resil__store64(&ep->sr_elapsed, 0);
+			resil__store64(&ep->sr_reset_at, now);
+		}
+		resil__store64(&ep->sr_successes, ep->sr_successes + 1);
+		resil__store64(&ep->sr_elapsed, ep->sr_elapsed + duration);
+		resil__spin_unlock(&ep->lock);
+	}
+	if (outcome != RESIL_OUTCOME_FAILURE) {
+		/* SUCCESS or BUSINESS ends a streak; no write when none. */
+		if (resil__load64(&ep->streak) != 0)
+			resil__store64(&ep->streak, 0);
+		return;
+	}
+	streak = resil__faa64(&ep->streak, 1) + 1;
+	if (o->consecutive_failures == 0 || streak < o->consecutive_failures ||
+	    resil__load64(&ep->ejected) != 0)
+		return;
+	/* Ejection decisions for one endpoint are serialised by its lock,
+	 * and the cap across endpoints by the directory's (try_eject). */
+	resil__spin_lock(&ep->lock);
+	if (resil__load64(&ep->ejected) == 0 &&
+	    resil__load64(&ep->streak) >= o->consecutive_failures) {
+		dur = try_eject(ep, now);
+		k = ep->k;
+	}
+	resil__spin_unlock(&ep->lock);
+	if (dur != 0)
+		emit(
+		    ep->dir, RESIL_ENDPOINT_EJECTED, ep->address, now, dur, k);
+}
+
+int
+resil__entry_attr(const resil__entry *e, const char *key, size_t klen,
+    const char **val, size_t *vlen)
+{
+	size_t i;
+
+#define KEYIS(lit) (klen == sizeof(lit) - 1 && memcmp(key, lit, klen) == 0)
+	if (KEYIS("address")) {
+		*val = e->ep->address;
+		*vlen = strlen(e->ep->address);
+		return 1;
+	}
+	if (KEYIS("host")) {
+		*val = e->ep->address;
+		*vlen = e->host_len;
+		return 1;
+	}
+	if (KEYIS("port")) {
+		*val = e->port;
+		*vlen = strlen(e->port);
+		return *vlen > 0;
+	}
+	if (KEYIS("zone")) {
+		if (e->zone == NULL)
+			return 0;
+		*val = e->zone;
+		*vlen = strlen(e->zone);
+		return 1;
+	}
+	if (KEYIS("tag")) {
+		if (e->tag == NULL)
+			return 0;
+		*val = e->tag;
+		*vlen = strlen(e->tag);
+		return 1;
+	}
+#undef KEYIS
+	for (i = 0; i < e->nparams; i++)
+		if (e->params[i].klen == klen &&
+		    memcmp(e->params[i].key, key, klen) == 0) {
+			*val = e->params[i].val;
+			*vlen = e->params[i].vlen;
+			return 1;
+		}
+	return 0;
+}
+
+resil_err
+resil_directory_get_state(
+    resil_directory *d, const char *address, resil_endpoint_state *out)
+{
+	resil__snapshot *s;
+	resil__endpoint *ep;
+	uint64_t now;
+	size_t pos;
+
+	if (d == NULL || address == NULL || out == NULL)
+		return RESIL_E_INVAL;
+	now = now_of(d);
+	s = resil__dir_acquire(d);
+	pos = find_pos(s, address);
+	if (pos == NOPOS) {
+		resil__snap_release(s);
+		return RESIL_E_NOTFOUND;
+	}
+	ep = s->e[pos].ep;
+	memset(out, 0, sizeof(*out));
+	out->position = pos;
+	out->id = ep->id;
+	out->active = resil__ep_active(ep);
+	out->ejected = resil__ep_ejected(ep, now);
+	out->streak = (uint32_t)resil__load64(&ep->streak);
+	resil__spin_lock(&ep->lock);
+	out->ejections = ep->k;
+	resil__spin_unlock(&ep->lock);
+	out->ejected_until = resil__load64(&ep->until);
+	out->ewma_cost = resil__load64(&ep->ewma_seen)
+	    ? (uint64_t)resil__ep_ewma(ep, now, 0.0, 0.0)
+	    : 0;
+	out->sr_successes = resil__load64(&ep->sr_successes);
+	out->sr_elapsed = resil__load64(&ep->sr_elapsed);
+	out->weight = s->e[pos].weight;
+	out->breaker = ep->breaker != NULL
+	    ? resil_breaker_get_state(ep->breaker)
+	    : RESIL_BREAKER_CLOSED;
+	resil__snap_release(s);
+	return RESIL_OK;
+}
+
+resil_breaker *
+resil_directory_breaker(resil_directory *d, const char *address)
+{
+	resil__snapshot *s;
+	resil_breaker *b = NULL;
+	size_t pos;
+
+	if (d == NULL || address == NULL)
+		return NULL;
+	s = resil__dir_acquire(d);
+	pos = find_pos(s, address);
+	if (pos != NOPOS)
+		b = s->e[pos].ep->breaker;
+	resil__snap_release(s);
+	return b;
+}

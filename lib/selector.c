@@ -1,0 +1,1310 @@
+/*
+ * The selector: routes over a directory snapshot, balances per method, and
+ * takes outcomes back into the endpoints' state. Also the cluster keys of
+ * the configuration text.
+ */
+#include <resil/selector.h>
+
+#include "router_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#define MSLOTS 128
+
+typedef struct mslot {
+	char *name;
+	resil__lb lb;
+} mslot;
+
+struct resil_selector {
+	resil_allocator a;
+	resil_directory *dir;
+	char *service;
+	char *local_zone;
+	char **zone_names;
+	uint32_t *zone_consumers;
+	size_t nzones;
+	resil_condition **conds;
+	size_t nconds;
+	resil__route_cfg rc;
+	resil_random rnd;
+	resil_balance_config deflt;
+	resil_method_balance *methods; /* names owned */
+	size_t nmethods;
+	resil__lb base;       /* the unnamed method, and overflow */
+	mslot *slots[MSLOTS]; /* atomic; filled once each */
+};
+
+struct resil_candidates {
+	resil_selector *sel;
+	resil__view v, x;
+	unsigned char *keep;
+	size_t cap;
+	resil__route_stats st;
+	resil__lb *lb; /* the routed method's balancer */
+};
+
+static double
+zero_draw(void *ctx)
+{
+	(void)ctx;
+	return 0.0;
+}
+
+resil_err
+resil_selector_config_validate(
+    const resil_selector_config *cfg, resil_diag *diag)
+{
+	resil_err err;
+	size_t i;
+
+	if (cfg == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "selector: NULL config");
+	if (resil__check_size(diag, "selector", "resil_selector_config",
+	        cfg->size, sizeof(*cfg)) != RESIL_OK)
+		return RESIL_E_INVAL;
+	if ((err = resil_balance_config_validate(&cfg->balance, "", diag)) !=
+	    RESIL_OK)
+		return err;
+	if (cfg->nmethods > 0 && cfg->methods == NULL)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "selector.methods: NULL with %zu methods", cfg->nmethods);
+	for (i = 0; i < cfg->nmethods; i++) {
+		char prefix[96];
+		if (cfg->methods[i].method == NULL ||
+		    cfg->methods[i].method[0] == '\0')
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "selector.methods[%zu].method: empty", i);
+		snprintf(
+		    prefix, sizeof(prefix), "%s.", cfg->methods[i].method);
+		if ((err = resil_balance_config_validate(
+		         &cfg->methods[i].balance, prefix, diag)) != RESIL_OK)
+			return err;
+	}
+	if ((unsigned)cfg->zone_mode > RESIL_ZONE_PROPORTIONAL)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "router.zone.mode: %d is not a mode", (int)cfg->zone_mode);
+	if (cfg->local_zone != NULL && cfg->local_zone[0] == '\0')
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "router.zone: empty (use NULL for no zone routing)");
+	if (cfg->panic_threshold_pct > 100)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "panic.threshold: %u is out of range 0..100",
+		    cfg->panic_threshold_pct);
+	if (cfg->nconditions > 0 && cfg->conditions == NULL)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "router.condition: NULL with %zu rules", cfg->nconditions);
+	for (i = 0; i < cfg->nconditions; i++)
+		if (cfg->conditions[i] == NULL)
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "router.condition[%zu]: NULL", i);
+	if (cfg->nzones > 0 &&
+	    (cfg->zone_names == NULL || cfg->zone_consumers == NULL))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "router.zone.consumers: NULL with %zu zones", cfg->nzones);
+	for (i = 0; i < cfg->nzones; i++)
+		if (cfg->zone_names[i] == NULL ||
+		    cfg->zone_names[i][0] == '\0')
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "router.zone.consumers[%zu]: empty zone", i);
+	return RESIL_OK;
+}
+
+static void
+sel_destroy(resil_selector *sel)
+{
+	const resil_allocator *a = &sel->a;
+	size_t i;
+
+	for (i = 0; i < MSLOTS; i++)
+		if (sel->slots[i] != NULL) {
+			resil__lb_deinit(&sel->slots[i]->lb);
+			resil__strfree(a, sel->slots[i]->name);
+			resil__free(a, sel->slots[i], sizeof(mslot));
+		}
+	resil__lb_deinit(&sel->base);
+	if (sel->methods != NULL) {
+		for (i = 0; i < sel->nmethods; i++)
+			resil__strfree(
+			    a, (char *)(uintptr_t)sel->methods[i].method);
+		resil__free(
+		    a, sel->methods, sel->nmethods * sizeof(*sel->methods));
+	}
+	if (sel->zone_names != NULL) {
+		for (i = 0; i < sel->nzones; i++)
+			resil__strfree(a, sel->zone_names[i]);
+		resil__free(a, sel->zone_names, sel->nzones * sizeof(char *));
+	}
+	if (sel->zone_consumers != NULL)
+		resil__free(
+		    a, sel->zone_consumers, sel->nzones * sizeof(uint32_t));
+	if (sel->conds != NULL)
+		resil__free(a, sel->conds, sel->nconds * sizeof(*sel->conds));
+	resil__strfree(a, sel->service);
+	resil__strfree(a, sel->local_zone);
+	resil__free(a, sel, sizeof(*sel));
+}
+
+resil_err
+resil_selector_new(resil_selector **out, resil_directory *dir,
+    const resil_selector_config *cfg, resil_diag *diag)
+{
+	const resil_allocator *a;
+	resil_selector *sel;
+	resil_err err;
+	size_t i;
+
+	if (out == NULL || dir == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "selector: NULL argument");
+	if ((err = resil_selector_config_validate(cfg, diag)) != RESIL_OK)
+		return err;
+	a = resil__allocator(cfg->alloc);
+	sel = resil__calloc(a, sizeof(*sel));
+	if (sel == NULL)
+		return RESIL_E_NOMEM;
+	sel->a = *a;
+	a = &sel->a;
+	sel->dir = dir;
+	sel->deflt = cfg->balance;
+	if (cfg->random != NULL && cfg->random->uniform != NULL)
+		sel->rnd = *cfg->random;
+	else
+		sel->rnd.uniform = zero_draw;
+	if ((cfg->service != NULL &&
+	        (sel->service = resil__strdup(a, cfg->service)) == NULL) ||
+	    (cfg->local_zone != NULL &&
+	        (sel->local_zone = resil__strdup(a, cfg->local_zone)) == NULL))
+		goto nomem;
+	if (cfg->nmethods > 0) {
+		sel->methods =
+		    resil__calloc(a, cfg->nmethods * sizeof(*sel->methods));
+		if (sel->methods == NULL)
+			goto nomem;
+		sel->nmethods = cfg->nmethods;
+		for (i = 0; i < cfg->nmethods; i++) {
+			sel->methods[i] = cfg->methods[i];
+			sel->methods[i].method =
+			    resil__strdup(a, cfg->methods[i].method);
+			if (sel->methods[i].method == NULL)
+				goto nomem;
+		}
+	}
+	if (cfg->nzones > 0) {
+		sel->zone_names =
+		    resil__calloc(a, cfg->nzones * sizeof(char *));
+		sel->zone_consumers =
+		    resil__calloc(a, cfg->nzones * sizeof(uint32_t));
+		sel->nzones = cfg->nzones;
+		if (sel->zone_names == NULL || sel->zone_consumers == NULL)
+			goto nomem;
+		for (i = 0; i < cfg->nzones; i++) {
+			sel->zone_names[i] =
+			    resil__strdup(a, cfg->zone_names[i]);
+			if (sel->zone_names[i] == NULL)
+				goto nomem;
+			sel->zone_consumers[i] = cfg->zone_consumers[i];
+		}
+	}
+	if (cfg->nconditions > 0) {
+		sel->conds =
+		    resil__alloc(a, cfg->nconditions * sizeof(*sel->conds));
+		if (sel->conds == NULL)
+			goto nomem;
+		memcpy(sel->conds, cfg->conditions,
+		    cfg->nconditions * sizeof(*sel->conds));
+		sel->nconds = cfg->nconditions;
+	}
+	sel->rc.local_zone = sel->local_zone;
+	sel->rc.zone_mode = cfg->zone_mode;
+	sel->rc.zone_min = cfg->zone_min_cluster_size;
+	sel->rc.zone_names = (const char *const *)sel->zone_names;
+	sel->rc.zone_consumers = sel->zone_consumers;
+	sel->rc.nzones = sel->nzones;
+	sel->rc.tag_force = cfg->tag_force != 0;
+	sel->rc.conds = sel->conds;
+	sel->rc.nconds = sel->nconds;
+	sel->rc.panic = cfg->panic_threshold_pct;
+	resil__lb_init(&sel->base, &sel->deflt, a, resil__dir_epoch(dir));
+	*out = sel;
+	return RESIL_OK;
+nomem:
+	resil__lb_init(&sel->base, &sel->deflt, a, resil__dir_epoch(dir));
+	sel_destroy(sel);
+	return RESIL_E_NOMEM;
+}
+
+void
+resil_selector_free(resil_selector *sel)
+{
+	if (sel == NULL)
+		return;
+	/* A retired hash ring may still be pending in the epoch. */
+	resil__epoch_synchronize(resil__dir_epoch(sel->dir));
+	sel_destroy(sel);
+}
+
+static uint64_t
+str_hash(const char *s)
+{
+	uint64_t h = UINT64_C(0xcbf29ce484222325);
+
+	for (; *s != '\0'; s++) {
+		h ^= (unsigned char)*s;
+		h *= UINT64_C(0x100000001b3);
+	}
+	return h;
+}
+
+/* The balancer of method: created once on its first pick. */
+static resil__lb *
+lb_for(resil_selector *sel, const char *method)
+{
+	uint64_t h;
+	size_t i, p;
+
+	if (method == NULL || method[0] == '\0')
+		return &sel->base;
+	h = str_hash(method);
+	for (p = 0; p < MSLOTS; p++) {
+		mslot **at = &sel->slots[(h + p) % MSLOTS];
+		mslot *ms = resil__loadptr((void *const *)at);
+		const resil_balance_config *bc = &sel->deflt;
+		if (ms == NULL) {
+			ms = resil__calloc(&sel->a, sizeof(*ms));
+			if (ms == NULL)
+				return &sel->base;
+			ms->name = resil__strdup(&sel->a, method);
+			if (ms->name == NULL) {
+				resil__free(&sel->a, ms, sizeof(*ms));
+				return &sel->base;
+			}
+			for (i = 0; i < sel->nmethods; i++)
+				if (strcmp(sel->methods[i].method, method) ==
+				    0)
+					bc = &sel->methods[i].balance;
+			resil__lb_init(
+			    &ms->lb, bc, &sel->a, resil__dir_epoch(sel->dir));
+			if (resil__cas64((uint64_t *)(void *)at, 0,
+			        (uint64_t)(uintptr_t)ms))
+				return &ms->lb;
+			resil__strfree(&sel->a, ms->name);
+			resil__free(&sel->a, ms, sizeof(*ms));
+			ms = resil__loadptr((void *const *)at);
+		}
+		if (strcmp(ms->name, method) == 0)
+			return &ms->lb;
+	}
+	return &sel->base;
+}
+
+static void
+view_free(const resil_allocator *a, resil__view *v, size_t cap)
+{
+	if (v->idx != NULL)
+		resil__free(a, v->idx, cap * sizeof(*v->idx));
+	if (v->w != NULL)
+		resil__free(a, v->w, cap * sizeof(*v->w));
+	if (v->cum != NULL)
+		resil__free(a, v->cum, cap * sizeof(*v->cum));
+	v->idx = NULL;
+	v->w = NULL;
+	v->cum = NULL;
+}
+
+static int
+view_alloc(const resil_allocator *a, resil__view *v, size_t cap)
+{
+	v->idx = resil__alloc(a, cap * sizeof(*v->idx));
+	v->w = resil__alloc(a, cap * sizeof(*v->w));
+	v->cum = resil__alloc(a, cap * sizeof(*v->cum));
+	if (v->idx == NULL || v->w == NULL || v->cum == NULL) {
+		view_free(a, v, cap);
+		return 0;
+	}
+	return 1;
+}
+
+resil_err
+resil_candidates_new(resil_candidates **out, resil_selector *sel)
+{
+	resil_candidates *c;
+
+	if (out == NULL || sel == NULL)
+		return RESIL_E_INVAL;
+	c = resil__calloc(&sel->a, sizeof(*c));
+	if (c == NULL)
+		return RESIL_E_NOMEM;
+	c->sel = sel;
+	*out = c;
+	return RESIL_OK;
+}
+
+void
+resil_candidates_clear(resil_candidates *c)
+{
+	if (c == NULL)
+		return;
+	resil__snap_release(c->v.snap);
+	c->v.snap = NULL;
+	c->v.n = 0;
+	c->x.snap = NULL;
+	c->x.n = 0;
+}
+
+void
+resil_candidates_free(resil_candidates *c)
+{
+	const resil_allocator *a;
+
+	if (c == NULL)
+		return;
+	resil_candidates_clear(c);
+	a = &c->sel->a;
+	view_free(a, &c->v, c->cap);
+	view_free(a, &c->x, c->cap);
+	if (c->keep != NULL)
+		resil__free(a, c->keep, c->cap);
+	resil__free(a, c, sizeof(*c));
+}
+
+static resil_err
+grow(resil_candidates *c, size_t n)
+{
+	const resil_allocator *a = &c->sel->a;
+	size_t cap = c->cap == 0 ? 16 : c->cap;
+	resil__view v, x;
+	unsigned char *keep;
+
+	if (n <= c->cap)
+		return RESIL_OK;
+	while (cap < n)
+		cap *= 2;
+	memset(&v, 0, sizeof(v));
+	memset(&x, 0, sizeof(x));
+	if (!view_alloc(a, &v, cap))
+		return RESIL_E_NOMEM;
+	if (!view_alloc(a, &x, cap)) {
+		view_free(a, &v, cap);
+		return RESIL_E_NOMEM;
+	}
+	keep = resil__alloc(a, cap);
+	if (keep == NULL) {
+		view_free(a, &v, cap);
+		view_free(a, &x, cap);
+		return RESIL_E_NOMEM;
+	}
+	view_free(a, &c->v, c->cap);
+	view_free(a, &c->x, c->cap);
+	if (c->keep != NULL)
+		resil__free(a, c->keep, c->cap);
+	c->v.idx = v.idx;
+	c->v.w = v.w;
+	c->v.cum = v.cum;
+	c->x.idx = x.idx;
+	c->x.w = x.w;
+	c->x.cum = x.cum;
+	c->keep = keep;
+	c->cap = cap;
+	return RESIL_OK;
+}
+
+resil_err
+resil_selector_route(resil_selector *sel, const resil_request *req,
+    resil_candidates *c, resil_diag *diag)
+{
+	resil__snapshot *s;
+	resil_err err;
+	uint64_t now;
+
+	if (sel == NULL || c == NULL || c->sel != sel)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "selector: bad argument");
+	resil_candidates_clear(c);
+	now = resil__dir_now(sel->dir);
+	s = resil__dir_acquire(sel->dir);
+	if ((err = grow(c, s->n)) != RESIL_OK) {
+		resil__snap_release(s);
+		return err;
+	}
+	resil__route(&sel->rc, s, req, now, &sel->rnd, &c->v, c->keep, &c->st);
+	c->lb = lb_for(sel, req != NULL ? req->method : NULL);
+	if (c->v.n == 0) {
+		resil__no_provider(&sel->rc, sel->service, req, &c->st, diag);
+		resil_candidates_clear(c);
+		return RESIL_E_UNAVAILABLE;
+	}
+	return RESIL_OK;
+}
+
+void
+resil_candidates_stats(const resil_candidates *c, resil_route_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (c == NULL)
+		return;
+	out->endpoints = c->st.endpoints;
+	out->candidates = c->v.n;
+	out->removed_tag = c->st.removed_tag;
+	out->removed_condition = c->st.removed_condition;
+	out->removed_health = c->st.removed_health;
+	out->removed_zone = c->st.removed_zone;
+	out->panic = c->st.panic;
+	out->version = c->v.snap != NULL ? c->v.snap->version : 0;
+}
+
+size_t
+resil_candidates_count(const resil_candidates *c)
+{
+	return c != NULL ? c->v.n : 0;
+}
+
+resil_err
+resil_candidates_get(const resil_candidates *c, size_t i, resil_candidate *out)
+{
+	const resil__entry *e;
+
+	if (c == NULL || out == NULL || i >= c->v.n)
+		return RESIL_E_INVAL;
+	e = &c->v.snap->e[c->v.idx[i]];
+	out->address = e->ep->address;
+	out->zone = e->zone;
+	out->tag = e->tag;
+	out->weight = (int32_t)c->v.w[i];
+	out->id = e->ep->id;
+	out->user = e->user;
+	return RESIL_OK;
+}
+
+/* Copy v into x without the candidates keep[i] == 0. */
+static void
+view_filter(const resil__view *v, resil__view *x, const unsigned char *keep)
+{
+	size_t i, k = 0;
+
+	x->snap = v->snap;
+	for (i = 0; i < v->n; i++)
+		if (keep[i]) {
+			x->idx[k] = v->idx[i];
+			x->w[k] = v->w[i];
+			k++;
+		}
+	x->n = k;
+	resil__view_finish(x);
+}
+
+resil_err
+resil_selector_pick(resil_selector *sel, resil_candidates *c,
+    const resil_request *req, const uint64_t *exclude, size_t nexclude,
+    resil_pick *out, resil_diag *diag)
+{
+	resil__view *view;
+	resil__lb *lb;
+	uint64_t now;
+	size_t i, j, pos, tries;
+	resil_err err;
+
+	if (sel == NULL || c == NULL || out == NULL || c->sel != sel ||
+	    (exclude == NULL && nexclude > 0))
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "selector: bad argument");
+	if (c->v.snap == NULL || c->v.n == 0)
+		return resil__diagf(diag, RESIL_E_MISUSE,
+		    "selector: pick from an empty candidate set (route "
+		    "first)");
+	lb = c->lb; /* the balancer of the method routed for */
+	now = resil__dir_now(sel->dir);
+	view = &c->v;
+	if (nexclude > 0) {
+		for (i = 0; i < c->v.n; i++) {
+			uint64_t id = c->v.snap->e[c->v.idx[i]].ep->id;
+			c->keep[i] = 1;
+			for (j = 0; j < nexclude; j++)
+				if (exclude[j] == id)
+					c->keep[i] = 0;
+		}
+		view_filter(&c->v, &c->x, c->keep);
+		view = &c->x;
+		if (view->n == 0)
+			return resil__diagf(diag, RESIL_E_UNAVAILABLE,
+			    "all %zu candidates excluded", c->v.n);
+	}
+	for (tries = 0;; tries++) {
+		resil__endpoint *ep;
+		if ((err = resil__lb_pick(lb, view, req, &sel->rnd, now, &pos,
+		         diag)) != RESIL_OK)
+			return err;
+		ep = view->snap->e[view->idx[pos]].ep;
+		out->has_permit_ = 0;
+		if (ep->breaker != NULL) {
+			if (resil_breaker_acquire(
+			        ep->breaker, &out->permit_) != RESIL_OK) {
+				/* Refused between routing and now: pass over
+				 * it. */
+				if (view == &c->v) {
+					memset(c->keep, 1, c->v.n);
+					view_filter(&c->v, &c->x, c->keep);
+					view = &c->x;
+				}
+				memset(c->keep, 1, view->n);
+				c->keep[pos] = 0;
+				view_filter(view, &c->x, c->keep);
+				if (c->x.n == 0)
+					return resil__diagf(diag,
+					    RESIL_E_UNAVAILABLE,
+					    "all %zu candidates excluded or "
+					    "refused by their breakers",
+					    c->v.n);
+				continue;
+			}
+			out->has_permit_ = 1;
+		}
+		resil__faa64(&ep->rc, 1); /* in flight, and held */
+		out->address = ep->address;
+		out->id = ep->id;
+		out->user = view->snap->e[view->idx[pos]].user;
+		out->start = now;
+		out->ep_ = ep;
+		out->tau_ = lb->cfg.ewma_tau;
+		out->slide_ = lb->cfg.shortest_slide;
+		out->kind_ = (unsigned)lb->cfg.kind;
+		(void)tries;
+		return RESIL_OK;
+	}
+}
+
+resil_err
+resil_selector_report_duration(resil_selector *sel, resil_pick *pick,
+    resil_outcome outcome, uint64_t duration)
+{
+	resil__endpoint *ep;
+	uint64_t now;
+
+	if (sel == NULL || pick == NULL)
+		return RESIL_E_INVAL;
+	ep = pick->ep_;
+	if (ep == NULL)
+		return RESIL_E_MISUSE;
+	/* The time matters only to the estimates, a failure streak and a
+	 * return from ejection: a plain success does without the clock. */
+	now = pick->kind_ == RESIL_LB_PEAKEWMA ||
+	        pick->kind_ == RESIL_LB_SHORTEST ||
+	        outcome == RESIL_OUTCOME_FAILURE ||
+	        resil__load64(&ep->ejected) != 0
+	    ? resil__dir_now(sel->dir)
+	    : 0;
+	if (pick->has_permit_)
+		(void)resil_breaker_record_duration(
+		    ep->breaker, &pick->permit_, outcome, duration);
+	resil__ep_report(ep, outcome, duration, now,
+	    (resil_lb_kind)pick->kind_, pick->tau_, pick->slide_);
+	pick->ep_ = NULL;
+	resil__ep_unref(ep, 1);
+	return RESIL_OK;
+}
+
+resil_err
+resil_selector_report(
+    resil_selector *sel, resil_pick *pick, resil_outcome outcome)
+{
+	uint64_t now;
+
+	if (sel == NULL || pick == NULL)
+		return RESIL_E_INVAL;
+	now = resil__dir_now(sel->dir);
+	return resil_selector_report_duration(
+	    sel, pick, outcome, now > pick->start ? now - pick->start : 0);
+}
+
+resil_err
+resil_selector_release(resil_selector *sel, resil_pick *pick)
+{
+	resil__endpoint *ep;
+
+	if (sel == NULL || pick == NULL)
+		return RESIL_E_INVAL;
+	ep = pick->ep_;
+	if (ep == NULL)
+		return RESIL_E_MISUSE;
+	if (pick->has_permit_)
+		(void)resil_breaker_release(ep->breaker, &pick->permit_);
+	pick->ep_ = NULL;
+	resil__ep_unref(ep, 1);
+	return RESIL_OK;
+}
+
+/* ---- configuration text ----------------------------------------------- */
+
+/* Which fields of a method's balancer were set. */
+enum {
+	SET_KIND = 1,
+	SET_NODES = 2,
+	SET_ARGS = 4,
+	SET_TAU = 8,
+	SET_RTT = 16,
+	SET_SLIDE = 32
+};
+
+typedef struct cc_method {
+	unsigned set;
+	resil_balance_config b;
+} cc_method;
+
+struct resil_cluster_config {
+	const resil_allocator *a;
+	char *service;
+	resil_balance_config balance;
+	unsigned balance_set;
+	resil_method_balance *methods; /* resolved by finish() */
+	cc_method *raw;
+	size_t nmethods, cap;
+	char *zone;
+	resil_zone_mode zone_mode;
+	uint32_t zone_min;
+	char **znames;
+	uint32_t *zcons;
+	size_t nz;
+	int tag_force;
+	resil_condition **conds;
+	size_t nconds, ccap;
+	int cond_force;
+	uint32_t panic;
+	resil_outlier_config outlier;
+};
+
+resil_err
+resil_cluster_config_new(
+    resil_cluster_config **out, const resil_allocator *alloc)
+{
+	const resil_allocator *a = resil__allocator(alloc);
+	resil_cluster_config *cc;
+	resil_directory_config dc;
+
+	if (out == NULL)
+		return RESIL_E_INVAL;
+	cc = resil__calloc(a, sizeof(*cc));
+	if (cc == NULL)
+		return RESIL_E_NOMEM;
+	cc->a = a;
+	resil_balance_config_init(&cc->balance);
+	cc->zone_mode = RESIL_ZONE_PREFER;
+	cc->zone_min = 6;
+	cc->panic = 50;
+	resil_directory_config_init(&dc);
+	cc->outlier = dc.outlier;
+	*out = cc;
+	return RESIL_OK;
+}
+
+static void
+zones_free(resil_cluster_config *cc)
+{
+	size_t i;
+
+	for (i = 0; i < cc->nz; i++)
+		resil__strfree(cc->a, cc->znames[i]);
+	if (cc->znames != NULL)
+		resil__free(cc->a, cc->znames, cc->nz * sizeof(char *));
+	if (cc->zcons != NULL)
+		resil__free(cc->a, cc->zcons, cc->nz * sizeof(uint32_t));
+	cc->znames = NULL;
+	cc->zcons = NULL;
+	cc->nz = 0;
+}
+
+void
+resil_cluster_config_free(resil_cluster_config *cc)
+{
+	size_t i;
+
+	if (cc == NULL)
+		return;
+	for (i = 0; i < cc->nmethods; i++)
+		resil__strfree(
+		    cc->a, (char *)(uintptr_t)cc->methods[i].method);
+	if (cc->methods != NULL) {
+		resil__free(
+		    cc->a, cc->methods, cc->cap * sizeof(*cc->methods));
+		resil__free(cc->a, cc->raw, cc->cap * sizeof(*cc->raw));
+	}
+	for (i = 0; i < cc->nconds; i++)
+		resil_condition_free(cc->conds[i]);
+	if (cc->conds != NULL)
+		resil__free(cc->a, cc->conds, cc->ccap * sizeof(*cc->conds));
+	zones_free(cc);
+	resil__strfree(cc->a, cc->service);
+	resil__strfree(cc->a, cc->zone);
+	resil__free(cc->a, cc, sizeof(*cc));
+}
+
+/* "origin:line: " before a message already in diag. */
+static resil_err
+locate(resil_diag *diag, resil_err err, const char *origin, unsigned line)
+{
+	char tmp[RESIL_DIAG_MAX];
+	resil__msg m;
+
+	if (diag == NULL || origin == NULL || err == RESIL_OK)
+		return err;
+
+	memcpy(tmp, diag->msg, sizeof(tmp));
+	tmp[sizeof(tmp) - 1] = '\0';
+	resil__msg_start(&m, diag->msg, sizeof(diag->msg));
+	resil__msg_str(&m, origin);
+	RESIL__MSG_LIT(&m, ":");
+	resil__msg_int(&m, (int)line);
+	RESIL__MSG_LIT(&m, ": ");
+	resil__msg_str(&m, tmp);
+	return err;
+}
+
+static int
+parse_u64(const char *s, uint64_t *v)
+{
+	uint64_t x = 0;
+
+	if (*s == '\0')
+		return 0;
+	for (; *s != '\0'; s++) {
+		if (*s < '0' || *s > '9')
+			return 0;
+		if (x > (UINT64_MAX - (uint64_t)(*s - '0')) / 10)
+			return -1;
+		x = x * 10 + (uint64_t)(*s - '0');
+	}
+	*v = x;
+	return 1;
+}
+
+/* As config.c: whole ticks, or a whole number with ns us ms s m h. */
+static int
+parse_dur(const char *s, uint64_t *v)
+{
+	static const struct {
+		const char *u;
+		uint64_t mul;
+	} units[] = { { "ns", 1 }, { "us", RESIL_NS_PER_US },
+		{ "ms", RESIL_NS_PER_MS }, { "s", RESIL_NS_PER_SEC },
+		{ "m", 60 * RESIL_NS_PER_SEC },
+		{ "h", 3600 * RESIL_NS_PER_SEC } };
+	char num[32];
+	size_t n = 0, i;
+	uint64_t x = 0;
+	int r;
+
+	while (s[n] >= '0' && s[n] <= '9')
+		n++;
+	if (n == 0 || n >= sizeof(num))
+		return n == 0 ? 0 : -1;
+	memcpy(num, s, n);
+	num[n] = '\0';
+	if ((r = parse_u64(num, &x)) != 1)
+		return r;
+	if (s[n] == '\0') {
+		*v = x;
+		return 1;
+	}
+	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+		if (strcmp(s + n, units[i].u) == 0) {
+			if (x > UINT64_MAX / units[i].mul)
+				return -1;
+			*v = x * units[i].mul;
+			return 1;
+		}
+	return 0;
+}
+
+static int
+parse_bool(const char *s, int *v)
+{
+	static const char *const t[] = { "true", "yes", "on", "1" };
+	static const char *const f[] = { "false", "no", "off", "0" };
+	char low[8];
+	size_t i;
+
+	for (i = 0; i < sizeof(low) - 1 && s[i] != '\0'; i++)
+		low[i] = s[i] >= 'A' && s[i] <= 'Z' ? (char)(s[i] + 32) : s[i];
+	if (s[i] != '\0')
+		return 0;
+	low[i] = '\0';
+	for (i = 0; i < 4; i++) {
+		if (strcmp(low, t[i]) == 0) {
+			*v = 1;
+			return 1;
+		}
+		if (strcmp(low, f[i]) == 0) {
+			*v = 0;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+static int
+zone_ok(const char *s)
+{
+	if (*s == '\0')
+		return 0;
+	for (; *s != '\0'; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+		        (*s >= '0' && *s <= '9') || *s == '_' || *s == '-' ||
+		        *s == '.'))
+			return 0;
+	return 1;
+}
+
+static int
+method_ok(const char *s, size_t n)
+{
+	size_t i;
+
+	if (n == 0 || (s[0] >= '0' && s[0] <= '9'))
+		return 0;
+	for (i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') ||
+		        (s[i] >= 'A' && s[i] <= 'Z') ||
+		        (s[i] >= '0' && s[i] <= '9') || s[i] == '_' ||
+		        s[i] == '$'))
+			return 0;
+	return 1;
+}
+
+#define BAD(...) resil__diagf(diag, RESIL_E_INVAL, __VA_ARGS__)
+
+static resil_err
+u32_in(const char *key, const char *v, uint32_t lo, uint32_t hi, uint32_t *out,
+    resil_diag *diag)
+{
+	uint64_t x = 0;
+	int r = parse_u64(v, &x);
+
+	if (r == 0)
+		return BAD("%s: \"%s\" is not an unsigned integer", key, v);
+	if (r < 0 || x < lo || x > hi)
+		return BAD("%s: %s is out of range %u..%u", key, v, lo, hi);
+	*out = (uint32_t)x;
+	return RESIL_OK;
+}
+
+static resil_err
+dur_min(const char *key, const char *v, uint64_t lo, uint64_t *out,
+    resil_diag *diag)
+{
+	uint64_t x = 0;
+	int r = parse_dur(v, &x);
+
+	if (r == 0)
+		return BAD("%s: \"%s\" is not a duration (ticks, or a whole "
+		           "number with ns, us, ms, s, m or h)",
+		    key, v);
+	if (r < 0)
+		return BAD("%s: %s is out of range", key, v);
+	if (x < lo)
+		return BAD(
+		    "%s: %s is below %llu", key, v, (unsigned long long)lo);
+	*out = x;
+	return RESIL_OK;
+}
+
+/* A balancer key (after "loadbalance") into *b, marking *set. */
+static resil_err
+set_balance(const char *key, const char *sub, const char *v,
+    resil_balance_config *b, unsigned *set, resil_diag *diag)
+{
+	resil_err err;
+
+	if (strcmp(sub, "") == 0) {
+		resil_lb_kind k;
+		if ((err = resil_lb_kind_parse(v, &k, diag)) != RESIL_OK)
+			return BAD(
+			    "%s: \"%s\" is not one of random, roundrobin, "
+			    "leastactive, p2c, peakewma, hash, shortest",
+			    key, v);
+		b->kind = k;
+		*set |= SET_KIND;
+		return RESIL_OK;
+	}
+	if (strcmp(sub, ".hash.nodes") == 0) {
+		*set |= SET_NODES;
+		return u32_in(key, v, 1, 10000, &b->hash_nodes, diag);
+	}
+	if (strcmp(sub, ".hash.arguments") == 0) {
+		uint32_t args[RESIL_HASH_MAX_ARGS], n = 0;
+		const char *p = v;
+		for (;;) {
+			char num[16];
+			size_t len = strcspn(p, ",");
+			uint64_t x = 0;
+			int r;
+			while (*p == ' ' && len > 0) {
+				p++;
+				len--;
+			}
+			while (len > 0 && p[len - 1] == ' ')
+				len--;
+			if (len == 0 || len >= sizeof(num))
+				return BAD(
+				    "%s: \"%s\" at column %zu: expected an "
+				    "argument index",
+				    key, v, (size_t)(p - v) + 1);
+			memcpy(num, p, len);
+			num[len] = '\0';
+			r = parse_u64(num, &x);
+			if (r == 0)
+				return BAD(
+				    "%s: \"%s\" at column %zu: \"%s\" is "
+				    "not an argument index",
+				    key, v, (size_t)(p - v) + 1, num);
+			if (r < 0 || x > 255)
+				return BAD(
+				    "%s: index %s is out of range 0..255", key,
+				    num);
+			if (n == RESIL_HASH_MAX_ARGS)
+				return BAD("%s: more than %d indexes", key,
+				    RESIL_HASH_MAX_ARGS);
+			args[n++] = (uint32_t)x;
+			p += strcspn(p, ",");
+			if (*p == '\0')
+				break;
+			p++;
+		}
+		memcpy(b->hash_args, args, n * sizeof(args[0]));
+		b->hash_nargs = n;
+		*set |= SET_ARGS;
+		return RESIL_OK;
+	}
+	if (strcmp(sub, ".peakewma.tau") == 0) {
+		*set |= SET_TAU;
+		return dur_min(key, v, 1, &b->ewma_tau, diag);
+	}
+	if (strcmp(sub, ".peakewma.default_rtt") == 0) {
+		*set |= SET_RTT;
+		return dur_min(key, v, 0, &b->ewma_default_rtt, diag);
+	}
+	if (strcmp(sub, ".shortest.slide") == 0) {
+		*set |= SET_SLIDE;
+		return dur_min(key, v, 0, &b->shortest_slide, diag);
+	}
+	return resil__diagf(diag, RESIL_E_NOTFOUND, "%s: unknown key", key);
+}
+
+static resil_err
+method_slot(
+    resil_cluster_config *cc, const char *name, size_t len, size_t *out)
+{
+	size_t i;
+
+	for (i = 0; i < cc->nmethods; i++)
+		if (strlen(cc->methods[i].method) == len &&
+		    memcmp(cc->methods[i].method, name, len) == 0) {
+			*out = i;
+			return RESIL_OK;
+		}
+	if (cc->nmethods == cc->cap) {
+		size_t nc = cc->cap == 0 ? 4 : cc->cap * 2;
+		resil_method_balance *m =
+		    resil__calloc(cc->a, nc * sizeof(*m));
+		cc_method *r = resil__calloc(cc->a, nc * sizeof(*r));
+		if (m == NULL || r == NULL) {
+			if (m != NULL)
+				resil__free(cc->a, m, nc * sizeof(*m));
+			if (r != NULL)
+				resil__free(cc->a, r, nc * sizeof(*r));
+			return RESIL_E_NOMEM;
+		}
+		if (cc->methods != NULL) {
+			memcpy(m, cc->methods, cc->nmethods * sizeof(*m));
+			memcpy(r, cc->raw, cc->nmethods * sizeof(*r));
+			resil__free(cc->a, cc->methods, cc->cap * sizeof(*m));
+			resil__free(cc->a, cc->raw, cc->cap * sizeof(*r));
+		}
+		cc->methods = m;
+		cc->raw = r;
+		cc->cap = nc;
+	}
+	cc->methods[cc->nmethods].method = resil__strndup(cc->a, name, len);
+	if (cc->methods[cc->nmethods].method == NULL)
+		return RESIL_E_NOMEM;
+	resil_balance_config_init(&cc->raw[cc->nmethods].b);
+	cc->raw[cc->nmethods].set = 0;
+	*out = cc->nmethods++;
+	return RESIL_OK;
+}
+
+static resil_err
+set_consumers(
+    resil_cluster_config *cc, const char *key, const char *v, resil_diag *diag)
+{
+	char **names = NULL;
+	uint32_t *cons = NULL;
+	size_t n = 1, i = 0, k;
+	const char *p;
+	resil_err err = RESIL_OK;
+
+	for (p = v; *p != '\0'; p++)
+		n += *p == ',';
+	names = resil__calloc(cc->a, n * sizeof(char *));
+	cons = resil__calloc(cc->a, n * sizeof(uint32_t));
+	if (names == NULL || cons == NULL) {
+		err = RESIL_E_NOMEM;
+		goto fail;
+	}
+	p = v;
+	for (i = 0; i < n; i++) {
+		size_t len = strcspn(p, ",");
+		const char *colon = memchr(p, ':', len);
+		char num[16];
+		uint64_t x = 0;
+		if (colon == NULL || colon == p ||
+		    (size_t)(p + len - colon - 1) >= sizeof(num) ||
+		    p + len == colon + 1) {
+			err = BAD(
+			    "%s: \"%s\" at column %zu: expected zone:count",
+			    key, v, (size_t)(p - v) + 1);
+			goto fail;
+		}
+		names[i] = resil__strndup(cc->a, p, (size_t)(colon - p));
+		if (names[i] == NULL) {
+			err = RESIL_E_NOMEM;
+			goto fail;
+		}
+		if (!zone_ok(names[i])) {
+			err = BAD(
+			    "%s: \"%s\" at column %zu: \"%s\" is not a zone "
+			    "name",
+			    key, v, (size_t)(p - v) + 1, names[i]);
+			goto fail;
+		}
+		memcpy(num, colon + 1, (size_t)(p + len - colon - 1));
+		num[p + len - colon - 1] = '\0';
+		if (parse_u64(num, &x) != 1 || x > UINT32_MAX) {
+			err = BAD("%s: \"%s\" at column %zu: \"%s\" is not a "
+			          "count",
+			    key, v, (size_t)(colon - v) + 2, num);
+			goto fail;
+		}
+		cons[i] = (uint32_t)x;
+		p += len + (p[len] == ',');
+	}
+	zones_free(cc);
+	cc->znames = names;
+	cc->zcons = cons;
+	cc->nz = n;
+	return RESIL_OK;
+fail:
+	if (names != NULL) {
+		for (k = 0; k < n; k++)
+			resil__strfree(cc->a, names[k]);
+		resil__free(cc->a, names, n * sizeof(char *));
+	}
+	if (cons != NULL)
+		resil__free(cc->a, cons, n * sizeof(uint32_t));
+	return err;
+}
+
+static resil_err
+set_one(
+    resil_cluster_config *cc, const char *key, const char *v, resil_diag *diag)
+{
+	const char *dot;
+	resil_err err;
+	uint64_t x = 0;
+	int b;
+
+	if (strcmp(key, "service") == 0) {
+		char *s = resil__strdup(cc->a, v);
+		if (s == NULL)
+			return RESIL_E_NOMEM;
+		resil__strfree(cc->a, cc->service);
+		cc->service = s;
+		return RESIL_OK;
+	}
+	if (strncmp(key, "loadbalance", 11) == 0)
+		return set_balance(
+		    key, key + 11, v, &cc->balance, &cc->balance_set, diag);
+	if (strcmp(key, "router.zone") == 0) {
+		char *s;
+		if (!zone_ok(v))
+			return BAD("%s: \"%s\" is not a zone name (letters, "
+			           "digits, '_', '-', '.')",
+			    key, v);
+		if ((s = resil__strdup(cc->a, v)) == NULL)
+			return RESIL_E_NOMEM;
+		resil__strfree(cc->a, cc->zone);
+		cc->zone = s;
+		return RESIL_OK;
+	}
+	if (strcmp(key, "router.zone.mode") == 0) {
+		int m;
+		for (m = 0; m <= RESIL_ZONE_PROPORTIONAL; m++)
+			if (strcmp(
+			        v, resil_zone_mode_name((resil_zone_mode)m)) ==
+			    0) {
+				cc->zone_mode = (resil_zone_mode)m;
+				return RESIL_OK;
+			}
+		return BAD("%s: \"%s\" is not one of off, prefer, strict, "
+		           "proportional",
+		    key, v);
+	}
+	if (strcmp(key, "router.zone.min_cluster_size") == 0)
+		return u32_in(key, v, 0, 1000000, &cc->zone_min, diag);
+	if (strcmp(key, "router.zone.consumers") == 0)
+		return set_consumers(cc, key, v, diag);
+	if (strcmp(key, "router.tag.force") == 0 ||
+	    strcmp(key, "router.condition.force") == 0) {
+		if (!parse_bool(v, &b))
+			return BAD("%s: \"%s\" is not a boolean", key, v);
+		if (key[7] == 't')
+			cc->tag_force = b;
+		else
+			cc->cond_force = b;
+		return RESIL_OK;
+	}
+	if (strcmp(key, "router.condition") == 0) {
+		resil_condition *c;
+		resil_diag d2;
+		if ((err = resil_condition_parse(&c, v, 0, cc->a, &d2)) !=
+		    RESIL_OK) {
+			if (err == RESIL_E_NOMEM)
+				return err;
+			return BAD("%s: %s", key, d2.msg);
+		}
+		if (cc->nconds == cc->ccap) {
+			size_t nc = cc->ccap == 0 ? 4 : cc->ccap * 2;
+			resil_condition **n2 =
+			    resil__alloc(cc->a, nc * sizeof(*n2));
+			if (n2 == NULL) {
+				resil_condition_free(c);
+				return RESIL_E_NOMEM;
+			}
+			if (cc->conds != NULL) {
+				memcpy(
+				    n2, cc->conds, cc->nconds * sizeof(*n2));
+				resil__free(
+				    cc->a, cc->conds, cc->ccap * sizeof(*n2));
+			}
+			cc->conds = n2;
+			cc->ccap = nc;
+		}
+		cc->conds[cc->nconds++] = c;
+		return RESIL_OK;
+	}
+	if (strcmp(key, "panic.threshold") == 0)
+		return u32_in(key, v, 0, 100, &cc->panic, diag);
+	if (strcmp(key, "outlier.consecutive_failures") == 0)
+		return u32_in(key, v, 0, 1000000,
+		    &cc->outlier.consecutive_failures, diag);
+	if (strcmp(key, "outlier.max_ejection_pct") == 0)
+		return u32_in(
+		    key, v, 0, 100, &cc->outlier.max_ejection_pct, diag);
+	if (strcmp(key, "outlier.base_ejection") == 0)
+		return dur_min(key, v, 1, &cc->outlier.base_ejection, diag);
+	if (strcmp(key, "outlier.max_ejection") == 0)
+		return dur_min(key, v, 1, &cc->outlier.max_ejection, diag);
+	if (strcmp(key, "outlier.interval") == 0)
+		return dur_min(key, v, 1, &cc->outlier.interval, diag);
+	/* <method>.loadbalance... */
+	dot = strchr(key, '.');
+	if (dot != NULL && strncmp(dot + 1, "loadbalance", 11) == 0 &&
+	    strncmp(key, "router.", 7) != 0 &&
+	    strncmp(key, "outlier.", 8) != 0 &&
+	    strncmp(key, "panic.", 6) != 0) {
+		size_t slot;
+		if (!method_ok(key, (size_t)(dot - key)))
+			return BAD("%s: \"%.*s\" is not a method name", key,
+			    (int)(dot - key), key);
+		if ((err = method_slot(cc, key, (size_t)(dot - key), &slot)) !=
+		    RESIL_OK)
+			return err;
+		return set_balance(key, dot + 12, v, &cc->raw[slot].b,
+		    &cc->raw[slot].set, diag);
+	}
+	(void)x;
+	return resil__diagf(diag, RESIL_E_NOTFOUND, "%s: unknown key", key);
+}
+
+resil_err
+resil_cluster_config_set(resil_cluster_config *cc, const char *key,
+    const char *value, const char *origin, unsigned line, resil_diag *diag)
+{
+	if (cc == NULL || key == NULL || value == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "cluster: NULL argument");
+	return locate(diag, set_one(cc, key, value, diag), origin, line);
+}
+
+resil_err
+resil_cluster_config_finish(resil_cluster_config *cc, resil_diag *diag)
+{
+	resil_directory_config dc;
+	size_t i;
+	resil_err err;
+
+	if (cc == NULL)
+		return RESIL_E_INVAL;
+	/* A method inherits every balancer field it does not set. */
+	for (i = 0; i < cc->nmethods; i++) {
+		const cc_method *r = &cc->raw[i];
+		resil_balance_config b = cc->balance;
+		char prefix[96];
+		if (r->set & SET_KIND)
+			b.kind = r->b.kind;
+		if (r->set & SET_NODES)
+			b.hash_nodes = r->b.hash_nodes;
+		if (r->set & SET_ARGS) {
+			memcpy(
+			    b.hash_args, r->b.hash_args, sizeof(b.hash_args));
+			b.hash_nargs = r->b.hash_nargs;
+		}
+		if (r->set & SET_TAU)
+			b.ewma_tau = r->b.ewma_tau;
+		if (r->set & SET_RTT)
+			b.ewma_default_rtt = r->b.ewma_default_rtt;
+		if (r->set & SET_SLIDE)
+			b.shortest_slide = r->b.shortest_slide;
+		cc->methods[i].balance = b;
+		snprintf(prefix, sizeof(prefix), "%s.", cc->methods[i].method);
+		if ((err = resil_balance_config_validate(&b, prefix, diag)) !=
+		    RESIL_OK)
+			return err;
+	}
+	for (i = 0; i < cc->nconds; i++)
+		resil__condition_set_force(cc->conds[i], cc->cond_force);
+	resil_directory_config_init(&dc);
+	dc.outlier = cc->outlier;
+	return resil_directory_config_validate(&dc, diag);
+}
+
+void
+resil_cluster_config_selector(
+    const resil_cluster_config *cc, resil_selector_config *out)
+{
+	resil_selector_config_init(out);
+	if (cc == NULL)
+		return;
+	out->service = cc->service;
+	out->balance = cc->balance;
+	out->methods = cc->methods;
+	out->nmethods = cc->nmethods;
+	out->local_zone = cc->zone;
+	out->zone_mode = cc->zone_mode;
+	out->zone_min_cluster_size = cc->zone_min;
+	out->zone_names = (const char *const *)cc->znames;
+	out->zone_consumers = cc->zcons;
+	out->nzones = cc->nz;
+	out->tag_force = cc->tag_force;
+	out->conditions = cc->conds;
+	out->nconditions = cc->nconds;
+	out->panic_threshold_pct = cc->panic;
+}
+
+void
+resil_cluster_config_directory(
+    const resil_cluster_config *cc, resil_directory_config *out)
+{
+	if (cc != NULL && out != NULL)
+		out->outlier = cc->outlier;
+}

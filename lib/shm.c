@@ -1,0 +1,534 @@
+/*
+ * resil shm: named shared-memory regions holding breakers by name.
+ *
+ * A region is one POSIX shared-memory object, mapped whole:
+ *
+ *   head     magic, layout, fingerprint, size, capacity, ready flag,
+ *            the entry-table lock, the bump allocator's next offset
+ *   procs    64 process slots {pid, start time}
+ *   entries  max_entries {name, kind, layout of the breaker, offset}
+ *   data     each breaker's state (lib/breaker.c's shared layout)
+ *
+ * Nothing here is on a hot path: opening, attaching and finding a breaker
+ * take the entry-table lock, a spin lock tagged with the holder's process
+ * slot, so a holder that dies is replaced once it is seen dead.
+ */
+#define _GNU_SOURCE 1
+
+#include <resil/shm.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "atomic.h"
+#include "breaker_shared.h"
+#include "internal.h"
+
+#define SHM_MAGIC "RESILSHM"
+#define NAME_MAX_REGION 200u
+#define NAME_MAX_ENTRY 63u
+#define KIND_BREAKER 1u
+#define WAIT_ROUNDS 200000u /* bounded waits for another process */
+
+typedef struct shm_head {
+	char magic[8];
+	uint32_t layout;
+	uint32_t ready; /* 1 once the creator has initialised it */
+	uint64_t fingerprint;
+	uint64_t bytes;
+	uint32_t max_entries;
+	uint32_t nentries;
+	uint64_t lock; /* entry table: holder's slot + 1; 0 free */
+	uint64_t next; /* first free data offset */
+	uint64_t pad[2];
+} shm_head;
+
+typedef struct shm_entry {
+	char name[NAME_MAX_ENTRY + 1];
+	uint32_t kind;
+	uint32_t ready;
+	uint32_t window_type;
+	uint32_t window_size;
+	uint64_t bucket_ns;
+	uint32_t permitted_probes;
+	uint32_t pad0;
+	uint64_t offset;
+	uint64_t bytes;
+	uint64_t pad[1];
+} shm_entry;
+
+struct resil_shm {
+	resil_allocator alloc;
+	void *base;
+	size_t bytes;
+	shm_head *head;
+	resil__shm_proc *procs;
+	shm_entry *entries;
+	unsigned slot;
+};
+
+/* What a process built differently would disagree on. */
+static uint64_t
+fingerprint(void)
+{
+	resil_breaker_config ref;
+
+	resil_breaker_config_init(&ref);
+	return (uint64_t)sizeof(shm_head) | (uint64_t)sizeof(shm_entry) << 12 |
+	    (uint64_t)sizeof(resil__shm_proc) << 24 |
+	    (uint64_t)resil__breaker_shared_size(&ref) << 32;
+}
+
+static size_t
+procs_offset(void)
+{
+	return sizeof(shm_head);
+}
+
+static size_t
+entries_offset(void)
+{
+	return procs_offset() + RESIL__SHM_PROCS * sizeof(resil__shm_proc);
+}
+
+static size_t
+data_offset(uint32_t max_entries)
+{
+	return (entries_offset() + (size_t)max_entries * sizeof(shm_entry) +
+	           RESIL__CACHELINE - 1) &
+	    ~(size_t)(RESIL__CACHELINE - 1);
+}
+
+static bool
+name_ok(const char *name, size_t max)
+{
+	size_t i, n;
+
+	if (name == NULL)
+		return false;
+	n = strlen(name);
+	if (n == 0 || n > max)
+		return false;
+	for (i = 0; i < n; i++) {
+		char c = name[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		        (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+		        c == '-'))
+			return false;
+	}
+	return true;
+}
+
+/* The start time of process pid (field 22 of /proc/PID/stat), 0 if it
+ * cannot be read. */
+static uint64_t
+proc_start(uint64_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long start = 0;
+	FILE *f;
+	size_t n;
+	int field;
+
+	snprintf(
+	    path, sizeof(path), "/proc/%llu/stat", (unsigned long long)pid);
+	f = fopen(path, "r");
+	if (f == NULL)
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* The command name may hold blanks and parentheses: count fields
+	 * from the last ')'. */
+	p = strrchr(buf, ')');
+	if (p == NULL)
+		return 0;
+	for (field = 2; field < 22 && p != NULL; field++)
+		p = strchr(p + 1, ' ');
+	if (p != NULL)
+		start = strtoull(p + 1, NULL, 10);
+	return start;
+}
+
+bool
+resil__shm_proc_alive(const resil__shm_proc *procs, unsigned i)
+{
+	uint64_t pid, start;
+
+	if (i >= RESIL__SHM_PROCS)
+		return false;
+	pid = resil__load64(&procs[i].pid);
+	if (pid == 0)
+		return false;
+	if (kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+		return false;
+	start = resil__load64(&procs[i].start);
+	/* A pid now used by another process is not the one that died. */
+	return start == 0 || proc_start(pid) == start;
+}
+
+static void
+table_lock(resil_shm *shm)
+{
+	uint64_t mine = shm->slot + 1, cur;
+	unsigned rounds = 0;
+
+	for (;;) {
+		cur = resil__load64(&shm->head->lock);
+		if (cur == 0 && resil__cas64(&shm->head->lock, 0, mine))
+			return;
+		if (++rounds % 1024 == 0) {
+			sched_yield();
+			if (cur != 0 &&
+			    !resil__shm_proc_alive(
+			        shm->procs, (unsigned)cur - 1) &&
+			    resil__cas64(&shm->head->lock, cur, mine))
+				return; /* its holder died */
+		} else {
+			resil__stall();
+		}
+	}
+}
+
+static void
+table_unlock(resil_shm *shm)
+{
+	resil__store64(&shm->head->lock, 0);
+}
+
+static resil_err
+sys_fail(resil_diag *diag, const char *what, const char *name)
+{
+	return resil__diagf(diag, RESIL_E_INVAL, "shm %s: %s: %s", name, what,
+	    strerror(errno));
+}
+
+/* Map the region of fd; create: initialise it (fd is new and empty). */
+static resil_err
+map_region(resil_shm *shm, int fd, bool create, const resil_shm_config *c,
+    const char *name, resil_diag *diag)
+{
+	struct stat sb;
+	unsigned rounds;
+	size_t bytes;
+	void *base;
+
+	if (create) {
+		bytes = c->region_bytes;
+		if (ftruncate(fd, (off_t)bytes) != 0)
+			return sys_fail(diag, "ftruncate", name);
+	} else {
+		/* The creator may not have sized it yet. */
+		for (rounds = 0;; rounds++) {
+			if (fstat(fd, &sb) != 0)
+				return sys_fail(diag, "fstat", name);
+			if (sb.st_size >= (off_t)sizeof(shm_head))
+				break;
+			if (rounds >= WAIT_ROUNDS)
+				return resil__diagf(diag, RESIL_E_INVAL,
+				    "shm %s: the region was never sized: its "
+				    "creator may have died (resil_shm_unlink "
+				    "it)",
+				    name);
+			sched_yield();
+		}
+		bytes = (size_t)sb.st_size;
+	}
+	base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (base == MAP_FAILED)
+		return sys_fail(diag, "mmap", name);
+	shm->base = base;
+	shm->bytes = bytes;
+	shm->head = base;
+	shm->procs =
+	    (resil__shm_proc *)(void *)((char *)base + procs_offset());
+	shm->entries = (shm_entry *)(void *)((char *)base + entries_offset());
+	if (create) {
+		shm_head *h = shm->head;
+
+		memcpy(h->magic, SHM_MAGIC, 8);
+		h->layout = RESIL_SHM_LAYOUT;
+		h->fingerprint = fingerprint();
+		h->bytes = bytes;
+		h->max_entries = c->max_entries;
+		h->next = data_offset(c->max_entries);
+		resil__fence();
+		__atomic_store_n(&h->ready, 1, __ATOMIC_RELEASE);
+		return RESIL_OK;
+	}
+	for (rounds = 0;
+	     __atomic_load_n(&shm->head->ready, __ATOMIC_ACQUIRE) != 1;
+	     rounds++) {
+		if (rounds >= WAIT_ROUNDS) {
+			munmap(base, bytes);
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "shm %s: the region was never initialised: its "
+			    "creator may have died (resil_shm_unlink it)",
+			    name);
+		}
+		sched_yield();
+	}
+	if (memcmp(shm->head->magic, SHM_MAGIC, 8) != 0 ||
+	    shm->head->layout != RESIL_SHM_LAYOUT ||
+	    shm->head->fingerprint != fingerprint() ||
+	    shm->head->bytes != bytes ||
+	    data_offset(shm->head->max_entries) > bytes) {
+		resil_err e = resil__diagf(diag, RESIL_E_INVAL,
+		    "shm %s: region of layout %u (fingerprint %llx), this "
+		    "process uses layout %u (fingerprint %llx): refusing to "
+		    "attach",
+		    name, (unsigned)shm->head->layout,
+		    (unsigned long long)shm->head->fingerprint,
+		    (unsigned)RESIL_SHM_LAYOUT,
+		    (unsigned long long)fingerprint());
+
+		munmap(base, bytes);
+		return e;
+	}
+	return RESIL_OK;
+}
+
+/* Zero process slot i's announcements in every breaker: a slot taken
+ * over from a dead process must not inherit them. */
+static void clear_slot_announcements(resil_shm *shm, unsigned i);
+
+static resil_err
+claim_slot(resil_shm *shm, resil_diag *diag)
+{
+	uint64_t me = (uint64_t)getpid(), pid;
+	unsigned i;
+
+	for (i = 0; i < RESIL__SHM_PROCS; i++) {
+		pid = resil__load64(&shm->procs[i].pid);
+		if (pid != 0 && resil__shm_proc_alive(shm->procs, i))
+			continue;
+		if (!resil__cas64(&shm->procs[i].pid, pid, me))
+			continue;
+		resil__store64(&shm->procs[i].start, proc_start(me));
+		shm->slot = i;
+		if (pid != 0) {
+			table_lock(shm);
+			clear_slot_announcements(shm, i);
+			table_unlock(shm);
+		}
+		return RESIL_OK;
+	}
+	return resil__diagf(diag, RESIL_E_LIMITED,
+	    "shm: all %u process slots are taken by live processes",
+	    (unsigned)RESIL__SHM_PROCS);
+}
+
+resil_err
+resil_shm_open(resil_shm **out, const char *name, const resil_shm_config *cfg,
+    resil_diag *diag)
+{
+	resil_shm_config c;
+	const resil_allocator *a;
+	char path[NAME_MAX_REGION + 8];
+	resil_shm *shm;
+	resil_err err;
+	bool create = true;
+	int fd;
+
+	if (out == NULL)
+		return resil__diagf(diag, RESIL_E_INVAL, "shm: out is NULL");
+	if (!name_ok(name, NAME_MAX_REGION))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "shm: region name \"%.40s%s\": 1..%u characters of "
+		    "A-Z a-z 0-9 . _ - (no '/')",
+		    name != NULL ? name : "(null)",
+		    name != NULL && strlen(name) > 40 ? "..." : "",
+		    NAME_MAX_REGION);
+	resil_shm_config_init(&c);
+	if (cfg != NULL) {
+		if (cfg->size != sizeof(resil_shm_config))
+			return resil__check_size(diag, "shm",
+			    "resil_shm_config", cfg->size,
+			    sizeof(resil_shm_config));
+		c = *cfg;
+	}
+	if (c.max_entries == 0 || c.max_entries > 4096)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "shm.max_entries: %u is out of range 1..4096",
+		    c.max_entries);
+	if (c.region_bytes < data_offset(c.max_entries) + 4096 ||
+	    c.region_bytes > ((size_t)1 << 40))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "shm.region_bytes: %zu is out of range %zu..2^40 for %u "
+		    "entries",
+		    c.region_bytes, data_offset(c.max_entries) + 4096,
+		    c.max_entries);
+	a = resil__allocator(c.alloc);
+	shm = resil__alloc(a, sizeof(*shm));
+	if (shm == NULL)
+		return resil__diagf(diag, RESIL_E_NOMEM, "shm: out of memory");
+	memset(shm, 0, sizeof(*shm));
+	shm->alloc = *a;
+	snprintf(path, sizeof(path), "/resil.%s", name);
+	fd = shm_open(path, O_RDWR | O_CREAT | O_EXCL, (mode_t)c.mode);
+	if (fd < 0 && errno == EEXIST) {
+		create = false;
+		fd = shm_open(path, O_RDWR, 0);
+	}
+	if (fd < 0) {
+		err = sys_fail(diag, "shm_open", name);
+		resil__free(a, shm, sizeof(*shm));
+		return err;
+	}
+	err = map_region(shm, fd, create, &c, name, diag);
+	close(fd);
+	if (err == RESIL_OK)
+		err = claim_slot(shm, diag);
+	if (err != RESIL_OK) {
+		if (shm->base != NULL && err != RESIL_OK)
+			munmap(shm->base, shm->bytes);
+		resil__free(a, shm, sizeof(*shm));
+		return err;
+	}
+	*out = shm;
+	return RESIL_OK;
+}
+
+void
+resil_shm_close(resil_shm *shm)
+{
+	resil_allocator a;
+
+	if (shm == NULL)
+		return;
+	resil__store64(&shm->procs[shm->slot].start, 0);
+	resil__store64(&shm->procs[shm->slot].pid, 0);
+	munmap(shm->base, shm->bytes);
+	a = shm->alloc;
+	resil__free(&a, shm, sizeof(*shm));
+}
+
+resil_err
+resil_shm_unlink(const char *name, resil_diag *diag)
+{
+	char path[NAME_MAX_REGION + 8];
+
+	if (!name_ok(name, NAME_MAX_REGION))
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "shm: bad region name");
+	snprintf(path, sizeof(path), "/resil.%s", name);
+	if (shm_unlink(path) != 0)
+		return sys_fail(diag, "shm_unlink", name);
+	return RESIL_OK;
+}
+
+/* The shared part of entry e's breaker, where the announcements live: the
+ * breaker layout puts it at the end of the entry's bytes. */
+static void
+clear_slot_announcements(resil_shm *shm, unsigned i)
+{
+	uint32_t k, n = shm->head->nentries;
+
+	for (k = 0; k < n && k < shm->head->max_entries; k++) {
+		shm_entry *e = &shm->entries[k];
+		uint64_t *ann;
+		size_t off;
+
+		if (e->kind != KIND_BREAKER || e->ready != 1)
+			continue;
+		/* The breaker's shared part ends its bytes and starts with
+		 * one 64-byte announcement line per slot. */
+		off = (size_t)e->offset + (size_t)e->bytes -
+		    resil__breaker_shared_tail();
+		ann = (uint64_t *)(void *)((char *)shm->base + off + 64u * i);
+		resil__store64(&ann[0], 0);
+		resil__store64(&ann[1], 0);
+	}
+}
+
+resil_err
+resil_shm_breaker(resil_shm *shm, const char *name,
+    const resil_breaker_config *cfg, resil_breaker **out, resil_diag *diag)
+{
+	shm_entry *e = NULL;
+	resil_err err;
+	uint32_t k, n;
+	size_t bytes;
+	bool init = false;
+
+	if (shm == NULL || cfg == NULL || out == NULL)
+		return resil__diagf(diag, RESIL_E_INVAL, "shm: NULL argument");
+	if (!name_ok(name, NAME_MAX_ENTRY))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "shm: breaker name \"%.40s\": 1..%u characters of A-Z "
+		    "a-z 0-9 . _ -",
+		    name != NULL ? name : "(null)", NAME_MAX_ENTRY);
+	err = resil_breaker_config_validate(cfg, diag);
+	if (err != RESIL_OK)
+		return err;
+	table_lock(shm);
+	n = shm->head->nentries;
+	for (k = 0; k < n && k < shm->head->max_entries; k++)
+		if (strcmp(shm->entries[k].name, name) == 0) {
+			e = &shm->entries[k];
+			break;
+		}
+	if (e != NULL) {
+		if (e->kind != KIND_BREAKER || e->ready != 1 ||
+		    e->window_type != (uint32_t)cfg->window_type ||
+		    e->window_size != cfg->window_size ||
+		    (cfg->window_type == RESIL_WINDOW_TIME &&
+		        e->bucket_ns != cfg->bucket_ns) ||
+		    e->permitted_probes != cfg->permitted_probes) {
+			err = resil__diagf(diag, RESIL_E_INVAL,
+			    "shm: breaker %s has window %s of %u, %u probes; "
+			    "asked for %s of %u, %u probes",
+			    name,
+			    e->window_type == RESIL_WINDOW_TIME ? "TIME"
+			                                        : "COUNT",
+			    e->window_size, e->permitted_probes,
+			    cfg->window_type == RESIL_WINDOW_TIME ? "TIME"
+			                                          : "COUNT",
+			    cfg->window_size, cfg->permitted_probes);
+			table_unlock(shm);
+			return err;
+		}
+	} else {
+		bytes = resil__breaker_shared_size(cfg); /* 64-byte multiple */
+		if (n >= shm->head->max_entries ||
+		    shm->head->next + bytes > shm->bytes) {
+			table_unlock(shm);
+			return resil__diagf(diag, RESIL_E_NOMEM,
+			    "shm: no room for breaker %s (%u of %u entries, "
+			    "%zu bytes needed, %llu free)",
+			    name, n, shm->head->max_entries, bytes,
+			    (unsigned long long)(shm->bytes -
+			        shm->head->next));
+		}
+		e = &shm->entries[n];
+		memset(e, 0, sizeof(*e));
+		memcpy(e->name, name, strlen(name) + 1);
+		e->kind = KIND_BREAKER;
+		e->window_type = (uint32_t)cfg->window_type;
+		e->window_size = cfg->window_size;
+		e->bucket_ns = cfg->bucket_ns;
+		e->permitted_probes = cfg->permitted_probes;
+		e->offset = shm->head->next;
+		e->bytes = bytes;
+		memset((char *)shm->base + e->offset, 0, bytes);
+		init = true;
+	}
+	err = resil__breaker_new_shared(out, cfg,
+	    (char *)shm->base + e->offset, init, shm->procs, shm->slot, diag);
+	if (err == RESIL_OK && init) {
+		e->ready = 1;
+		shm->head->next += e->bytes;
+		shm->head->nentries = n + 1;
+	}
+	table_unlock(shm);
+	return err;
+}

@@ -1,0 +1,617 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include <resil/balance.h>
+#include <resil/directory.h>
+#include <resil/selector.h>
+
+#include "support/cluster_fx.h"
+#include "support/fail_alloc.h"
+
+static void
+start_lb(fx *f, resil_lb_kind kind, const int32_t *w, size_t n)
+{
+	f->scfg.balance.kind = kind;
+	assert_int_equal(fx_start(f), 0);
+	assert_int_equal(fx_push_weights(f, w, n), RESIL_OK);
+}
+
+static void
+test_balance_roundrobin_smooth_sequence_1_2_3(void **state)
+{
+	static const int32_t w[] = { 1, 2, 3 };
+	static const char *const want[] = { "e2:1", "e1:1", "e0:1", "e2:1",
+		"e1:1", "e2:1" };
+	fx f;
+	int round, i;
+
+	(void)state;
+	fx_init(&f, 1000);
+	start_lb(&f, RESIL_LB_ROUNDROBIN, w, 3);
+	/* current += w; the largest wins (first on a tie); it gives back 6:
+	 * C B A C B C, then the same again. */
+	for (round = 0; round < 3; round++)
+		for (i = 0; i < 6; i++)
+			assert_string_equal(fx_call(&f, NULL), want[i]);
+	assert_int_equal(f.rnd.calls, 0); /* round robin draws nothing */
+	fx_end(&f);
+}
+
+static void
+test_balance_roundrobin_removal_keeps_counters(void **state)
+{
+	static const int32_t w[] = { 1, 2, 3 };
+	resil_endpoint_spec d;
+	fx f;
+
+	(void)state;
+	fx_init(&f, 1000);
+	start_lb(&f, RESIL_LB_ROUNDROBIN, w, 3);
+	/* After C, B: current = [2, -2, 0]. */
+	assert_string_equal(fx_call(&f, NULL), "e2:1");
+	assert_string_equal(fx_call(&f, NULL), "e1:1");
+	assert_int_equal(resil_directory_remove(f.d, "e0:1", NULL), RESIL_OK);
+	d = resil_endpoint_spec_default("e3:1");
+	d.weight = 3;
+	assert_int_equal(resil_directory_add(f.d, &d, NULL), RESIL_OK);
+	/* B -2, C 0 kept, D new at 0; weights 2, 3, 3, total 8:
+	 * [0, 3, 3] -> C (first of the tie) -> [0, -5, 3];
+	 * [2, -2, 6] -> D -> [2, -2, -2]; [4, 1, 1] -> B -> [-4, 1, 1]. */
+	assert_string_equal(fx_call(&f, NULL), "e2:1");
+	assert_string_equal(fx_call(&f, NULL), "e3:1");
+	assert_string_equal(fx_call(&f, NULL), "e1:1");
+	fx_end(&f);
+}
+
+static void
+test_balance_random_draw_mapping(void **state)
+{
+	static const int32_t w[] = { 1, 2, 3 };
+	/* offset = floor(u * 6): 0 -> A; 1 -> B (cum 1 is not > 1);
+	 * 2 -> B; 3 -> C; 5 -> C. */
+	static const double u[] = { 0.0, 1.0 / 6 + 1e-9, 0.34, 0.5, 0.999999 };
+	static const char *const want[] = { "e0:1", "e1:1", "e1:1", "e2:1",
+		"e2:1" };
+	fx f;
+	size_t i;
+
+	(void)state;
+	fx_init(&f, 1000);
+	start_lb(&f, RESIL_LB_RANDOM, w, 3);
+	scripted_set(&f.rnd, u, 5);
+	for (i = 0; i < 5; i++)
+		assert_string_equal(fx_call(&f, NULL), want[i]);
+	assert_int_equal(f.rnd.calls, 5); /* one draw per pick */
+	fx_end(&f);
+}
+
+static void
+test_balance_random_zero_weight_equal_and_single(void **state)
+{
+	static const int32_t zero_first[] = { 0, 5 };
+	static const int32_t all_zero[] = { 0, 0, 0, 0 };
+	static const double u0[] = { 0.0, 0.5, 0.99 };
+	static const double u1[] = { 0.0, 0.26, 0.5, 0.99 };
+	fx f;
+	size_t i;
+
+	(void)state;
+	/* Weight 0 is never picked while another has weight. */
+	fx_init(&f, 1000);
+	start_lb(&f, RESIL_LB_RANDOM, zero_first, 2);
+	scripted_set(&f.rnd, u0, 3);
+	for (i = 0; i < 3; i++)
+		assert_string_equal(fx_call(&f, NULL), "e1:1");
+	fx_end(&f);
+
+	/* All weights 0: uniform floor(u * n). */
+	fx_init(&f, 1000);
+	start_lb(&f, RESIL_LB_RANDOM, all_zero, 4);
+	scripted_set(&f.rnd, u1, 4);
+	assert_string_equal(fx_call(&f, NULL), "e0:1");
+	assert_string_equal(fx_call(&f, NULL), "e1:1");
+	assert_string_equal(fx_call(&f, NULL), "e2:1");
+	assert_string_equal(fx_call(&f, NULL), "e3:1");
+	fx_end(&f);
+
+	/* One candidate: no draw. */
+	fx_init(&f, 1000);
+	start_lb(&f, RESIL_LB_RANDOM, NULL, 1);
+	assert_string_equal(fx_call(&f, NULL), "e0:1");
+	assert_int_equal(f.rnd.calls, 0);
+	fx_end(&f);
+}
+
+/* The weighted choice against a linear scan of DESIGN.md's rule, over
+ * seeded weights (0 included) and draws. */
+static void
+test_balance_random_matches_reference_scan(void **state)
+{
+	resil_rng rng;
+	int trial;
+
+	(void)state;
+	resil_rng_seed(&rng, 99);
+	for (trial = 0; trial < 200; trial++) {
+		int32_t w[40];
+		size_t n = 1 + resil_rng_next(&rng) % 40, i, want;
+		uint64_t total = 0, off, sum = 0;
+		int same = 1;
+		double u = resil_rng_uniform(&rng);
+		char addr[16];
+		fx f;
+
+		for (i = 0; i < n; i++) {
+			w[i] = (int32_t)(resil_rng_next(&rng) % 10);
+			total += (uint64_t)w[i];
+			same &= w[i] == w[0];
+		}
+		if (n == 1) {
+			want = 0;
+		} else if (total == 0 || same) {
+			want = (size_t)(u * (double)n);
+		} else {
+			off = (uint64_t)(u * (double)total);
+			for (want = 0; want < n; want++) {
+				sum += (uint64_t)w[want];
+				if (sum > off)
+					break;
+			}
+		}
+		fx_init(&f, 1000);
+		start_lb(&f, RESIL_LB_RANDOM, w, n);
+		scripted_set(&f.rnd, &u, 1);
+		snprintf(addr, sizeof(addr), "e%zu:1", want);
+		assert_string_equal(fx_call(&f, NULL), addr);
+		fx_end(&f);
+	}
+}
+
+static void
+test_balance_random_distribution(void **state)
+{
+	static const int32_t w[] = { 1, 2, 3, 4 };
+	unsigned counts[4] = { 0 };
+	fx f;
+	int i;
+
+	(void)state;
+	fx_init(&f, 1000);
+	f.rnd.seeded = 1;
+	resil_rng_seed(&f.rnd.rng, 42);
+	start_lb(&f, RESIL_LB_RANDOM, w, 4);
+	for (i = 0; i < 100000; i++)
+		counts[fx_call(&f, NULL)[1] - '0']++;
+	/* Expected 10%, 20%, 30%, 40%; a seeded run, a loose bound. */
+	for (i = 0; i < 4; i++) {
+		double share = counts[i] / 100000.0;
+		assert_true(share > (i + 1) / 10.0 - 0.01);
+		assert_true(share < (i + 1) / 10.0 + 0.01);
+	}
+	fx_end(&f);
+}
+
+static void
+test_balance_leastactive_ties_by_weighted_draw(void **state)
+{
+	static const int32_t w[] = { 1, 1, 2 };
+	static const double u[] = { 0.5, 0.6 };
+	resil_pick p1, p2, p3;
+	fx f;
+
+	(void)state;
+	fx_init(&f, 1000);
+	start_lb(&f, RESIL_LB_LEASTACTIVE, w, 3);
+	scripted_set(&f.rnd, u, 2);
+	/* All idle: a three-way tie, total 4, floor(0.5 * 4) = 2: C. */
+	assert_string_equal(fx_pick(&f, NULL, &p1), "e2:1");
+	assert_int_equal(f.rnd.calls, 1);
+	/* C busy: A and B tie with equal weights: floor(0.6 * 2) = 1: B. */
+	assert_string_equal(fx_pick(&f, NULL, &p2), "e1:1");
+	assert_int_equal(f.rnd.calls, 2);
+	/* Only A is idle: no tie, no draw. */
+	assert_string_equal(fx_pick(&f, NULL, &p3), "e0:1");
+	assert_int_equal(f.rnd.calls, 2);
+	assert_int_equal(
+	    resil_selector_report(f.sel, &p1, RESIL_OUTCOME_SUCCESS),
+	    RESIL_OK);
+	/* A and B busy, C idle again: C, no draw. */
+	assert_string_equal(fx_call(&f, NULL), "e2:1");
+	assert_int_equal(f.rnd.calls, 2);
+	resil_selector_report(f.sel, &p2, RESIL_OUTCOME_SUCCESS);
+	resil_selector_report(f.sel, &p3, RESIL_OUTCOME_SUCCESS);
+	/* A report twice is a misuse. */
+	assert_int_equal(
+	    resil_selector_report(f.sel, &p3, RESIL_OUTCOME_SUCCESS),
+	    RESIL_E_MISUSE);
+	fx_end(&f);
+}
+
+static void
+test_balance_p2c_samples_two_distinct(void **state)
+{
+	/* n = 4: i = floor(0.5 * 4) = 2, j = floor(0.5 * 3) = 1 (< i). */
+	static const double u[] = { 0.5, 0.5, 0.25, 0.4, 0.5, 0.5 };
+	resil_pick held;
+	fx f;
+
+	(void)state;
+	fx_init(&f, 1000);
+	start_lb(&f, RESIL_LB_P2C, NULL, 4);
+	scripted_set(&f.rnd, u, 6);
+	/* A tie (both idle) goes to i. */
+	assert_string_equal(fx_pick(&f, NULL, &held), "e2:1");
+	/* i = 1, j = floor(0.4 * 3) = 1 >= i gives 2, which is busy: i. */
+	assert_string_equal(fx_call(&f, NULL), "e1:1");
+	/* i = 2 (busy), j = 1: the lower load wins. */
+	assert_string_equal(fx_call(&f, NULL), "e1:1");
+	assert_int_equal(f.rnd.calls, 6);
+	resil_selector_report(f.sel, &held, RESIL_OUTCOME_SUCCESS);
+	fx_end(&f);
+
+	/* Two candidates: no draw; the idle one. */
+	fx_init(&f, 1000);
+	start_lb(&f, RESIL_LB_P2C, NULL, 2);
+	assert_string_equal(fx_pick(&f, NULL, &held), "e0:1");
+	assert_string_equal(fx_call(&f, NULL), "e1:1");
+	assert_int_equal(f.rnd.calls, 0);
+	resil_selector_report(f.sel, &held, RESIL_OUTCOME_SUCCESS);
+	fx_end(&f);
+}
+
+static void
+test_balance_warmup_weights_at_uptimes(void **state)
+{
+	resil_endpoint_spec s;
+	resil_candidate cand;
+	fx f;
+
+	(void)state;
+	/* min(w, max(1, floor(uptime * w / warmup))). */
+	assert_int_equal(resil_warmup_weight(100, 1000, 600, 1000), 1);
+	assert_int_equal(resil_warmup_weight(100, 1000, 600, 1005), 1);
+	assert_int_equal(resil_warmup_weight(100, 1000, 600, 1060), 10);
+	assert_int_equal(resil_warmup_weight(100, 1000, 600, 1300), 50);
+	assert_int_equal(resil_warmup_weight(100, 1000, 600, 1599), 99);
+	assert_int_equal(resil_warmup_weight(100, 1000, 600, 1600), 100);
+	assert_int_equal(resil_warmup_weight(100, 1000, 600, 99999), 100);
+	assert_int_equal(resil_warmup_weight(100, 1000, 600, 999), 1);
+	assert_int_equal(resil_warmup_weight(0, 1000, 600, 1300), 0);
+	assert_int_equal(resil_warmup_weight(7, 1000, 0, 1000), 7);
+	/* Large values do not overflow: 10 min in ns, weight 2^31 - 1. */
+	assert_int_equal(resil_warmup_weight(INT32_MAX, 0,
+	                     600 * RESIL_NS_PER_SEC, 300 * RESIL_NS_PER_SEC),
+	    INT32_MAX / 2);
+
+	/* Through routing: the candidate's weight is the warmed one. */
+	fx_init(&f, 1000);
+	assert_int_equal(fx_start(&f), 0);
+	s = resil_endpoint_spec_default("a:1");
+	s.start_time = 1000;
+	s.warmup = 600;
+	assert_int_equal(resil_directory_push(f.d, &s, 1, NULL), RESIL_OK);
+	resil_manual_clock_set(&f.mc, 1300);
+	assert_int_equal(
+	    resil_selector_route(f.sel, NULL, f.c, NULL), RESIL_OK);
+	assert_int_equal(resil_candidates_get(f.c, 0, &cand), RESIL_OK);
+	assert_int_equal(cand.weight, 50);
+	fx_end(&f);
+}
+
+static void
+test_balance_warmup_shifts_random_choice(void **state)
+{
+	resil_endpoint_spec s[2];
+	static const double u[] = { 0.5, 0.5 };
+	fx f;
+
+	(void)state;
+	fx_init(&f, 0);
+	assert_int_equal(fx_start(&f), 0);
+	s[0] = resil_endpoint_spec_default("old:1");
+	s[1] = resil_endpoint_spec_default("new:1");
+	s[1].start_time = 0;
+	s[1].warmup = 1000;
+	assert_int_equal(resil_directory_push(f.d, s, 2, NULL), RESIL_OK);
+	scripted_set(&f.rnd, u, 2);
+	/* At uptime 100 the new one weighs 10: 0.5 * 110 = 55 < 100: old. */
+	resil_manual_clock_set(&f.mc, 100);
+	assert_string_equal(fx_call(&f, NULL), "old:1");
+	/* Warm: equal weights, floor(0.5 * 2) = 1: new. */
+	resil_manual_clock_set(&f.mc, 1000);
+	assert_string_equal(fx_call(&f, NULL), "new:1");
+	fx_end(&f);
+}
+
+#define KEYS 20000
+#define NEPS 10
+
+static void
+test_balance_hash_only_leaving_keys_move(void **state)
+{
+	static int before[KEYS];
+	resil_request req;
+	const char *args[1];
+	char key[32];
+	unsigned moved = 0, on_leaver = 0, wrongly = 0, counts[NEPS] = { 0 };
+	fx f;
+	int i;
+
+	(void)state;
+	fx_init(&f, 1000);
+	start_lb(&f, RESIL_LB_HASH, NULL, NEPS);
+	memset(&req, 0, sizeof(req));
+	req.method = "get";
+	req.args = args;
+	req.nargs = 1;
+	args[0] = key;
+	for (i = 0; i < KEYS; i++) {
+		snprintf(key, sizeof(key), "user-%d", i);
+		before[i] = fx_call(&f, &req)[1] - '0';
+		counts[before[i]]++;
+	}
+	assert_int_equal(f.rnd.calls, 0); /* no draw */
+	/* The same key, the same endpoint. */
+	snprintf(key, sizeof(key), "user-%d", 7);
+	assert_int_equal(fx_call(&f, &req)[1] - '0', before[7]);
+	/* 160 virtual nodes each: every endpoint gets a fair share. */
+	for (i = 0; i < NEPS; i++)
+		assert_true(counts[i] > KEYS / NEPS / 2);
+
+	assert_int_equal(resil_directory_remove(f.d, "e3:1", NULL), RESIL_OK);
+	for (i = 0; i < KEYS; i++) {
+		int now;
+		snprintf(key, sizeof(key), "user-%d", i);
+		now = fx_call(&f, &req)[1] - '0';
+		on_leaver += before[i] == 3;
+		if (now != before[i]) {
+			moved++;
+			wrongly += before[i] != 3;
+		}
+	}
+	/* Exactly the leaver's keys moved, and nothing else. */
+	assert_int_equal(wrongly, 0);
+	assert_int_equal(moved, on_leaver);
+	print_message("hash: %u of %d keys moved (%.2f%%) when 1 of %d "
+	              "endpoints left; %u moved from the others\n",
+	    moved, KEYS, 100.0 * moved / KEYS, NEPS, wrongly);
+	fx_end(&f);
+}
+
+static void
+test_balance_hash_argument_out_of_range(void **state)
+{
+	resil_request req;
+	const char *args[1] = { "x" };
+	resil_pick p;
+	fx f;
+
+	(void)state;
+	fx_init(&f, 1000);
+	f.scfg.balance.hash_args[0] = 2;
+	start_lb(&f, RESIL_LB_HASH, NULL, 3);
+	memset(&req, 0, sizeof(req));
+	req.method = "get";
+	req.args = args;
+	req.nargs = 1;
+	assert_int_equal(
+	    resil_selector_route(f.sel, &req, f.c, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_selector_pick(f.sel, f.c, &req, NULL, 0, &p, &f.diag),
+	    RESIL_E_INVAL);
+	assert_string_equal(f.diag.msg,
+	    "loadbalance.hash.arguments: index 2 is out of range for method "
+	    "get with 1 argument");
+	fx_end(&f);
+}
+
+static void
+test_balance_hash_rings_per_candidate_set(void **state)
+{
+	resil_endpoint_spec specs[6];
+	static const char *const addrs[] = { "t0:1", "t1:1", "t2:1", "u0:1",
+		"u1:1", "u2:1" };
+	resil_request tagged, plain;
+	const char *args[1] = { "key-1" };
+	uint64_t after;
+	fail_alloc fa;
+	fx f;
+	int i;
+
+	(void)state;
+	fx_init(&f, 1000);
+	f.dcfg.alloc = fail_alloc_init(&fa, 0);
+	f.scfg.alloc = f.dcfg.alloc;
+	f.scfg.balance.kind = RESIL_LB_HASH;
+	assert_int_equal(fx_start(&f), 0);
+	for (i = 0; i < 6; i++) {
+		specs[i] = resil_endpoint_spec_default(addrs[i]);
+		specs[i].tag = i < 3 ? "a" : NULL;
+	}
+	assert_int_equal(resil_directory_push(f.d, specs, 6, NULL), RESIL_OK);
+	memset(&tagged, 0, sizeof(tagged));
+	tagged.method = "get";
+	tagged.args = args;
+	tagged.nargs = 1;
+	tagged.tag = "a";
+	plain = tagged;
+	plain.tag = NULL;
+	assert_int_equal(fx_call(&f, &tagged)[0], 't');
+	assert_int_equal(fx_call(&f, &plain)[0], 'u');
+	after = fa.allocs;
+	/* Alternating sets reuse their rings: nothing is rebuilt. */
+	for (i = 0; i < 100; i++) {
+		assert_int_equal(fx_call(&f, i % 2 ? &plain : &tagged)[0],
+		    i % 2 ? 'u' : 't');
+	}
+	assert_int_equal(fa.allocs, after);
+	fx_end(&f);
+	assert_int_equal(fail_alloc_live(&fa), 0);
+	assert_false(fa.size_mismatch);
+}
+
+static void
+test_balance_shortest_response(void **state)
+{
+	static const double u[] = { 0.9 };
+	resil_pick p;
+	fx f;
+
+	(void)state;
+	fx_init(&f, 1000);
+	f.scfg.balance.shortest_slide = 1000;
+	start_lb(&f, RESIL_LB_SHORTEST, NULL, 3);
+	/* Give A an average of 50 and B 20; C has no success: 0, preferred. */
+	assert_int_equal(
+	    resil_selector_route(f.sel, NULL, f.c, NULL), RESIL_OK);
+	/* Pick by exclusion to aim at each endpoint. */
+	{
+		resil_candidate cs[3];
+		uint64_t ex[2];
+		int k;
+		for (k = 0; k < 3; k++)
+			resil_candidates_get(f.c, (size_t)k, &cs[k]);
+		ex[0] = cs[1].id;
+		ex[1] = cs[2].id;
+		assert_int_equal(
+		    resil_selector_pick(f.sel, f.c, NULL, ex, 2, &p, NULL),
+		    RESIL_OK);
+		assert_string_equal(p.address, "e0:1");
+		resil_selector_report_duration(
+		    f.sel, &p, RESIL_OUTCOME_SUCCESS, 50);
+		ex[0] = cs[0].id;
+		assert_int_equal(
+		    resil_selector_pick(f.sel, f.c, NULL, ex, 2, &p, NULL),
+		    RESIL_OK);
+		assert_string_equal(p.address, "e1:1");
+		resil_selector_report_duration(
+		    f.sel, &p, RESIL_OUTCOME_SUCCESS, 20);
+		/* A failure is ignored by the estimate. */
+		ex[1] = cs[1].id;
+		assert_int_equal(
+		    resil_selector_pick(f.sel, f.c, NULL, ex, 2, &p, NULL),
+		    RESIL_OK);
+		assert_string_equal(p.address, "e2:1");
+		resil_selector_report_duration(
+		    f.sel, &p, RESIL_OUTCOME_FAILURE, 5);
+	}
+	f.rnd.calls = 0;
+	/* C: 0 (no success yet) wins without a draw. */
+	assert_string_equal(fx_pick(&f, NULL, &p), "e2:1");
+	assert_int_equal(f.rnd.calls, 0);
+	/* C busy now still 0 * 2 = 0; report it a success of 100: 100. */
+	resil_selector_report_duration(f.sel, &p, RESIL_OUTCOME_SUCCESS, 100);
+	/* A 50, B 20, C 100: B. */
+	assert_string_equal(fx_call(&f, NULL), "e1:1");
+	assert_int_equal(f.rnd.calls, 0);
+	/* Past the slide period every window restarts: all 0, a tie of 3,
+	 * floor(0.9 * 3) = 2. */
+	resil_manual_clock_advance(&f.mc, 1001);
+	scripted_set(&f.rnd, u, 1);
+	assert_string_equal(fx_call(&f, NULL), "e2:1");
+	assert_int_equal(f.rnd.calls, 1);
+	fx_end(&f);
+}
+
+static void
+test_balance_peakewma_cost(void **state)
+{
+	static const double u[] = { 0.0, 0.0, 0.0, 0.0 };
+	resil_endpoint_state st;
+	resil_pick p;
+	uint64_t ex[1];
+	resil_candidate c1;
+	fx f;
+
+	(void)state;
+	fx_init(&f, 1000);
+	f.scfg.balance.ewma_tau = 1000;
+	f.scfg.balance.ewma_default_rtt = 500;
+	start_lb(&f, RESIL_LB_PEAKEWMA, NULL, 2);
+	/* A observed at 100; B never: its cost is the default 500. */
+	assert_int_equal(
+	    resil_selector_route(f.sel, NULL, f.c, NULL), RESIL_OK);
+	resil_candidates_get(f.c, 1, &c1);
+	ex[0] = c1.id;
+	assert_int_equal(
+	    resil_selector_pick(f.sel, f.c, NULL, ex, 1, &p, NULL), RESIL_OK);
+	resil_selector_report_duration(f.sel, &p, RESIL_OUTCOME_SUCCESS, 100);
+	scripted_set(&f.rnd, u, 4);
+	assert_string_equal(fx_call(&f, NULL), "e0:1");
+	/* fx_call reported a 0-tick call at the same time: the EWMA keeps
+	 * the old cost (w = 1). It decays by e^-1 in tau. */
+	assert_int_equal(
+	    resil_directory_get_state(f.d, "e0:1", &st), RESIL_OK);
+	assert_int_equal(st.ewma_cost, 100);
+	resil_manual_clock_advance(&f.mc, 1000);
+	resil_selector_route(f.sel, NULL, f.c, NULL);
+	ex[0] = c1.id;
+	resil_selector_pick(f.sel, f.c, NULL, ex, 1, &p, NULL);
+	/* A sample above the decayed cost (36.8) replaces it. */
+	resil_selector_report_duration(f.sel, &p, RESIL_OUTCOME_SUCCESS, 900);
+	assert_int_equal(
+	    resil_directory_get_state(f.d, "e0:1", &st), RESIL_OK);
+	assert_int_equal(st.ewma_cost, 900);
+	/* Now A costs 900 > B's 500: B. */
+	assert_string_equal(fx_call(&f, NULL), "e1:1");
+	fx_end(&f);
+}
+
+/* Internal (lib/directory.c): e^-x without libm. */
+double resil__exp_neg(double x);
+
+static void
+test_balance_exp_neg(void **state)
+{
+	static const double x[] = { 0.0, 0.001, 0.5, 1.0, 2.302585092994046,
+		10.0, 50.0 };
+	static const double want[] = { 1.0, 0.999000499833375,
+		0.6065306597126334, 0.36787944117144233, 0.1,
+		4.5399929762484854e-05, 1.9287498479639178e-22 };
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(x) / sizeof(x[0]); i++) {
+		double got = resil__exp_neg(x[i]);
+		assert_true(got > want[i] * (1 - 1e-12));
+		assert_true(got < want[i] * (1 + 1e-12));
+	}
+	assert_true(resil__exp_neg(800.0) == 0.0);
+	assert_true(resil__exp_neg(-1.0) == 1.0);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(
+		    test_balance_roundrobin_smooth_sequence_1_2_3),
+		cmocka_unit_test(
+		    test_balance_roundrobin_removal_keeps_counters),
+		cmocka_unit_test(test_balance_random_draw_mapping),
+		cmocka_unit_test(
+		    test_balance_random_zero_weight_equal_and_single),
+		cmocka_unit_test(test_balance_random_matches_reference_scan),
+		cmocka_unit_test(test_balance_random_distribution),
+		cmocka_unit_test(
+		    test_balance_leastactive_ties_by_weighted_draw),
+		cmocka_unit_test(test_balance_p2c_samples_two_distinct),
+		cmocka_unit_test(test_balance_warmup_weights_at_uptimes),
+		cmocka_unit_test(test_balance_warmup_shifts_random_choice),
+		cmocka_unit_test(test_balance_hash_only_leaving_keys_move),
+		cmocka_unit_test(test_balance_hash_argument_out_of_range),
+		cmocka_unit_test(test_balance_hash_rings_per_candidate_set),
+		cmocka_unit_test(test_balance_shortest_response),
+		cmocka_unit_test(test_balance_peakewma_cost),
+		cmocka_unit_test(test_balance_exp_neg),
+	};
+
+	return cmocka_run_group_tests_name("balance", tests, NULL, NULL);
+}

@@ -1,0 +1,205 @@
+/*
+ * Directory pushes and single-endpoint events while 4 threads route, pick
+ * and report through one selector (run under TSan by `make tsan`). Every
+ * pick must name an address of some pushed list, every pick is reported,
+ * and at the end no endpoint has a call in flight.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <resil/clock.h>
+#include <resil/directory.h>
+#include <resil/selector.h>
+
+#define PICKERS 4
+#define ROUNDS 4000
+#define PUSHES 2000
+
+typedef struct shared {
+	resil_manual_clock mc;
+	resil_rng rng;
+	resil_random rnd;
+	resil_directory *d;
+	resil_selector *sel;
+	int stop;    /* atomic */
+	int started; /* atomic */
+	uint64_t picks[PICKERS];
+	uint64_t bad[PICKERS];
+} shared;
+
+typedef struct arg {
+	shared *s;
+	int id;
+} arg;
+
+static const char *const methods[] = { "r", "rr", "h", "p", "l" };
+
+static void *
+picker(void *p)
+{
+	arg *a = p;
+	shared *s = a->s;
+	resil_candidates *c;
+	resil_request req;
+	const char *args[1];
+	char key[16];
+	int i;
+
+	if (resil_candidates_new(&c, s->sel) != RESIL_OK)
+		return NULL;
+	memset(&req, 0, sizeof(req));
+	req.args = args;
+	req.nargs = 1;
+	args[0] = key;
+	__atomic_fetch_add(&s->started, 1, __ATOMIC_SEQ_CST);
+	/* At least ROUNDS, and for as long as the writer pushes. */
+	for (i = 0; i < ROUNDS || !__atomic_load_n(&s->stop, __ATOMIC_SEQ_CST);
+	     i++) {
+		resil_pick pk;
+		resil_err err;
+		req.method = methods[i % 5];
+		snprintf(key, sizeof(key), "k%d", i % 97);
+		err = resil_selector_route(s->sel, &req, c, NULL);
+		if (err != RESIL_OK)
+			continue; /* an empty list for a moment */
+		err = resil_selector_pick(s->sel, c, &req, NULL, 0, &pk, NULL);
+		if (err == RESIL_E_UNAVAILABLE)
+			continue; /* every breaker refused since the route */
+		if (err != RESIL_OK) {
+			s->bad[a->id]++;
+			continue;
+		}
+		if (strncmp(pk.address, "10.0.", 5) != 0)
+			s->bad[a->id]++;
+		s->picks[a->id]++;
+		resil_selector_report_duration(s->sel, &pk,
+		    i % 7 == 0 ? RESIL_OUTCOME_FAILURE : RESIL_OUTCOME_SUCCESS,
+		    (uint64_t)(i % 13));
+	}
+	resil_candidates_free(c);
+	return NULL;
+}
+
+static void
+test_directory_threads_pushes_while_picking(void **state)
+{
+	static shared s;
+	resil_directory_config dc = resil_directory_config_default();
+	resil_selector_config sc = resil_selector_config_default();
+	resil_breaker_config bc = resil_breaker_config_default();
+	resil_method_balance mb[4];
+	pthread_t th[PICKERS];
+	arg args[PICKERS];
+	char addrs[40][32];
+	resil_endpoint_spec specs[40];
+	uint64_t total = 0;
+	int i, k;
+
+	(void)state;
+	memset(&s, 0, sizeof(s));
+	resil_manual_clock_init(&s.mc, 1);
+	resil_rng_seed(&s.rng, 7);
+	s.rnd = resil_rng_hook(&s.rng);
+	dc.clock = resil_manual_clock_hook(&s.mc);
+	dc.outlier.consecutive_failures = 3;
+	dc.outlier.base_ejection = 5;
+	dc.outlier.max_ejection = 50;
+	dc.outlier.interval = 10;
+	dc.outlier.max_ejection_pct = 30;
+	/* Each endpoint's own breaker too: permits taken and given back
+	 * while the lists change. */
+	bc.failure_rate_pct = 0;
+	bc.consecutive_failures = 4;
+	bc.open_wait_ns = 3;
+	dc.endpoint_breaker = &bc;
+	assert_int_equal(resil_directory_new(&s.d, &dc, NULL), RESIL_OK);
+	memset(mb, 0, sizeof(mb));
+	for (i = 0; i < 4; i++) {
+		mb[i].method = methods[i + 1];
+		resil_balance_config_init(&mb[i].balance);
+	}
+	mb[0].balance.kind = RESIL_LB_ROUNDROBIN;
+	mb[1].balance.kind = RESIL_LB_HASH;
+	mb[1].balance.hash_nodes = 16;
+	mb[2].balance.kind = RESIL_LB_PEAKEWMA;
+	mb[3].balance.kind = RESIL_LB_LEASTACTIVE;
+	sc.methods = mb;
+	sc.nmethods = 4;
+	sc.random = &s.rnd;
+	sc.local_zone = "z0";
+	assert_int_equal(resil_selector_new(&s.sel, s.d, &sc, NULL), RESIL_OK);
+	for (i = 0; i < 40; i++) {
+		snprintf(
+		    addrs[i], sizeof(addrs[i]), "10.0.%d.%d:1", i / 10, i);
+		specs[i] = resil_endpoint_spec_default(addrs[i]);
+		specs[i].zone = i % 3 == 0 ? "z0" : "z1";
+		specs[i].weight = 1 + i % 5;
+	}
+	assert_int_equal(resil_directory_push(s.d, specs, 20, NULL), RESIL_OK);
+	for (i = 0; i < PICKERS; i++) {
+		args[i].s = &s;
+		args[i].id = i;
+		assert_int_equal(
+		    pthread_create(&th[i], NULL, picker, &args[i]), 0);
+	}
+	while (__atomic_load_n(&s.started, __ATOMIC_SEQ_CST) < PICKERS)
+		;
+	/* The writer: whole-list pushes of sliding windows, single events,
+	 * now and then an empty list; the clock moves. */
+	for (k = 0; k < PUSHES; k++) {
+		int from = k % 20, n = 5 + k % 16;
+		if (k % 50 == 49)
+			n = 0;
+		assert_int_equal(
+		    resil_directory_push(s.d, specs + from, (size_t)n, NULL),
+		    RESIL_OK);
+		if (k % 3 == 0) {
+			resil_endpoint_spec one = specs[39];
+			one.weight = k % 4;
+			if (resil_directory_add(s.d, &one, NULL) != RESIL_OK)
+				(void)resil_directory_update(s.d, &one, NULL);
+		}
+		if (k % 5 == 0)
+			(void)resil_directory_remove(s.d, addrs[from], NULL);
+		resil_manual_clock_advance(&s.mc, 1);
+	}
+	__atomic_store_n(&s.stop, 1, __ATOMIC_SEQ_CST);
+	for (i = 0; i < PICKERS; i++)
+		pthread_join(th[i], NULL);
+	for (i = 0; i < PICKERS; i++) {
+		assert_int_equal(s.bad[i], 0);
+		total += s.picks[i];
+	}
+	assert_true(total > 0);
+	/* Nothing is left in flight. */
+	assert_int_equal(resil_directory_push(s.d, specs, 40, NULL), RESIL_OK);
+	for (i = 0; i < 40; i++) {
+		resil_endpoint_state st;
+		assert_int_equal(
+		    resil_directory_get_state(s.d, addrs[i], &st), RESIL_OK);
+		assert_int_equal(st.active, 0);
+	}
+	print_message(
+	    "%llu picks over %d pushes\n", (unsigned long long)total, PUSHES);
+	resil_selector_free(s.sel);
+	resil_directory_free(s.d);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_directory_threads_pushes_while_picking),
+	};
+
+	return cmocka_run_group_tests_name(
+	    "directory_threads", tests, NULL, NULL);
+}

@@ -1,0 +1,346 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include <resil/selector.h>
+
+#include "support/cluster_fx.h"
+#include "support/fail_alloc.h"
+
+static resil_err
+set(resil_cluster_config *cc, const char *k, const char *v, resil_diag *d)
+{
+	return resil_cluster_config_set(cc, k, v, "svc.conf", 7, d);
+}
+
+static void
+bad(const char *k, const char *v, resil_err want, const char *msg)
+{
+	resil_cluster_config *cc;
+	resil_diag diag;
+
+	assert_int_equal(resil_cluster_config_new(&cc, NULL), RESIL_OK);
+	assert_int_equal(set(cc, k, v, &diag), want);
+	assert_string_equal(diag.msg, msg);
+	resil_cluster_config_free(cc);
+}
+
+static void
+test_selector_config_keys(void **state)
+{
+	resil_cluster_config *cc;
+	resil_selector_config sc;
+	resil_directory_config dc = resil_directory_config_default();
+	resil_diag diag;
+
+	(void)state;
+	assert_int_equal(resil_cluster_config_new(&cc, NULL), RESIL_OK);
+	assert_int_equal(set(cc, "service", "com.foo.Stock", &diag), RESIL_OK);
+	assert_int_equal(
+	    set(cc, "loadbalance", "LeastActive", &diag), RESIL_OK);
+	assert_int_equal(
+	    set(cc, "loadbalance.hash.nodes", "40", &diag), RESIL_OK);
+	assert_int_equal(
+	    set(cc, "getX.loadbalance", "consistenthash", &diag), RESIL_OK);
+	assert_int_equal(
+	    set(cc, "getX.loadbalance.hash.arguments", "0, 2", &diag),
+	    RESIL_OK);
+	assert_int_equal(
+	    set(cc, "getY.loadbalance.peakewma.tau", "5s", &diag), RESIL_OK);
+	assert_int_equal(set(cc, "router.zone", "hz", &diag), RESIL_OK);
+	assert_int_equal(
+	    set(cc, "router.zone.mode", "strict", &diag), RESIL_OK);
+	assert_int_equal(set(cc, "router.tag.force", "yes", &diag), RESIL_OK);
+	assert_int_equal(set(cc, "router.condition",
+	                     "method = getX & zone != sh => zone = hz", &diag),
+	    RESIL_OK);
+	assert_int_equal(
+	    set(cc, "router.condition", "=> tag != gray", &diag), RESIL_OK);
+	assert_int_equal(
+	    set(cc, "router.condition.force", "true", &diag), RESIL_OK);
+	assert_int_equal(set(cc, "panic.threshold", "30", &diag), RESIL_OK);
+	assert_int_equal(
+	    set(cc, "outlier.consecutive_failures", "7", &diag), RESIL_OK);
+	assert_int_equal(
+	    set(cc, "outlier.base_ejection", "10s", &diag), RESIL_OK);
+	assert_int_equal(
+	    set(cc, "outlier.max_ejection", "100s", &diag), RESIL_OK);
+	assert_int_equal(
+	    set(cc, "outlier.max_ejection_pct", "25", &diag), RESIL_OK);
+	assert_int_equal(resil_cluster_config_finish(cc, &diag), RESIL_OK);
+	resil_cluster_config_selector(cc, &sc);
+	assert_string_equal(sc.service, "com.foo.Stock");
+	assert_int_equal(sc.balance.kind, RESIL_LB_LEASTACTIVE);
+	assert_int_equal(sc.balance.hash_nodes, 40);
+	assert_int_equal(sc.nmethods, 2);
+	assert_string_equal(sc.methods[0].method, "getX");
+	assert_int_equal(sc.methods[0].balance.kind, RESIL_LB_HASH);
+	assert_int_equal(sc.methods[0].balance.hash_nodes, 40); /* inherited */
+	assert_int_equal(sc.methods[0].balance.hash_nargs, 2);
+	assert_int_equal(sc.methods[0].balance.hash_args[1], 2);
+	assert_int_equal(sc.methods[1].balance.kind, RESIL_LB_LEASTACTIVE);
+	assert_int_equal(sc.methods[1].balance.ewma_tau, 5 * RESIL_NS_PER_SEC);
+	assert_string_equal(sc.local_zone, "hz");
+	assert_int_equal(sc.zone_mode, RESIL_ZONE_STRICT);
+	assert_true(sc.tag_force);
+	assert_int_equal(sc.nconditions, 2);
+	assert_int_equal(sc.panic_threshold_pct, 30);
+	resil_cluster_config_directory(cc, &dc);
+	assert_int_equal(dc.outlier.consecutive_failures, 7);
+	assert_int_equal(dc.outlier.base_ejection, 10 * RESIL_NS_PER_SEC);
+	assert_int_equal(dc.outlier.max_ejection_pct, 25);
+	/* The result builds a working selector. */
+	{
+		resil_directory *d;
+		resil_selector *sel;
+		assert_int_equal(resil_directory_new(&d, &dc, NULL), RESIL_OK);
+		assert_int_equal(
+		    resil_selector_new(&sel, d, &sc, &diag), RESIL_OK);
+		resil_selector_free(sel);
+		resil_directory_free(d);
+	}
+	/* Cross-field: the maximum ejection below its base. */
+	assert_int_equal(
+	    set(cc, "outlier.max_ejection", "1s", &diag), RESIL_OK);
+	assert_int_equal(
+	    resil_cluster_config_finish(cc, &diag), RESIL_E_INVAL);
+	assert_string_equal(diag.msg,
+	    "outlier.max_ejection: 1000000000 is below outlier.base_ejection "
+	    "(10000000000)");
+	resil_cluster_config_free(cc);
+	resil_cluster_config_free(NULL);
+}
+
+static void
+test_selector_config_bad_values(void **state)
+{
+	(void)state;
+	bad("loadbalance", "fastest", RESIL_E_INVAL,
+	    "svc.conf:7: loadbalance: \"fastest\" is not one of random, "
+	    "roundrobin, leastactive, p2c, peakewma, hash, shortest");
+	bad("loadbalance.hash.nodes", "0", RESIL_E_INVAL,
+	    "svc.conf:7: loadbalance.hash.nodes: 0 is out of range 1..10000");
+	bad("loadbalance.hash.nodes", "x", RESIL_E_INVAL,
+	    "svc.conf:7: loadbalance.hash.nodes: \"x\" is not an unsigned "
+	    "integer");
+	bad("getX.loadbalance.hash.arguments", "0,,1", RESIL_E_INVAL,
+	    "svc.conf:7: getX.loadbalance.hash.arguments: \"0,,1\" at column "
+	    "3: "
+	    "expected an argument index");
+	bad("getX.loadbalance.hash.arguments", "0,a", RESIL_E_INVAL,
+	    "svc.conf:7: getX.loadbalance.hash.arguments: \"0,a\" at column "
+	    "3: "
+	    "\"a\" is not an argument index");
+	bad("getX.loadbalance.hash.arguments", "256", RESIL_E_INVAL,
+	    "svc.conf:7: getX.loadbalance.hash.arguments: index 256 is out of "
+	    "range 0..255");
+	bad("get-X.loadbalance", "random", RESIL_E_INVAL,
+	    "svc.conf:7: get-X.loadbalance: \"get-X\" is not a method name");
+	bad("getX.loadbalance.bogus", "1", RESIL_E_NOTFOUND,
+	    "svc.conf:7: getX.loadbalance.bogus: unknown key");
+	bad("router.zone", "h z", RESIL_E_INVAL,
+	    "svc.conf:7: router.zone: \"h z\" is not a zone name (letters, "
+	    "digits, '_', '-', '.')");
+	bad("router.zone.mode", "nearest", RESIL_E_INVAL,
+	    "svc.conf:7: router.zone.mode: \"nearest\" is not one of off, "
+	    "prefer, strict, proportional");
+	bad("router.zone.consumers", "hz:1,sh", RESIL_E_INVAL,
+	    "svc.conf:7: router.zone.consumers: \"hz:1,sh\" at column 6: "
+	    "expected zone:count");
+	bad("router.tag.force", "maybe", RESIL_E_INVAL,
+	    "svc.conf:7: router.tag.force: \"maybe\" is not a boolean");
+	bad("router.condition", "method = => zone = hz", RESIL_E_INVAL,
+	    "svc.conf:7: router.condition: condition \"method = => zone = "
+	    "hz\" "
+	    "at column 10: expected a value after '='");
+	bad("panic.threshold", "101", RESIL_E_INVAL,
+	    "svc.conf:7: panic.threshold: 101 is out of range 0..100");
+	bad("outlier.max_ejection_pct", "150", RESIL_E_INVAL,
+	    "svc.conf:7: outlier.max_ejection_pct: 150 is out of range "
+	    "0..100");
+	bad("outlier.base_ejection", "10 s", RESIL_E_INVAL,
+	    "svc.conf:7: outlier.base_ejection: \"10 s\" is not a duration "
+	    "(ticks, or a whole number with ns, us, ms, s, m or h)");
+	bad("outlier.base_ejection", "0", RESIL_E_INVAL,
+	    "svc.conf:7: outlier.base_ejection: 0 is below 1");
+	bad("outlier.interval", "99999999999999999999s", RESIL_E_INVAL,
+	    "svc.conf:7: outlier.interval: 99999999999999999999s is out of "
+	    "range");
+	bad("outlier.consecutive", "3", RESIL_E_NOTFOUND,
+	    "svc.conf:7: outlier.consecutive: unknown key");
+	bad("retry.max_attempts", "3", RESIL_E_NOTFOUND,
+	    "svc.conf:7: retry.max_attempts: unknown key");
+}
+
+static void
+test_selector_pick_allocates_nothing(void **state)
+{
+	static const resil_lb_kind kinds[] = { RESIL_LB_RANDOM,
+		RESIL_LB_ROUNDROBIN, RESIL_LB_LEASTACTIVE, RESIL_LB_P2C,
+		RESIL_LB_PEAKEWMA, RESIL_LB_HASH, RESIL_LB_SHORTEST };
+	resil_request req;
+	const char *args[1] = { "key" };
+	size_t k;
+
+	(void)state;
+	memset(&req, 0, sizeof(req));
+	req.method = "get";
+	req.args = args;
+	req.nargs = 1;
+	for (k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+		fail_alloc fa;
+		uint64_t after_setup;
+		fx f;
+		int i;
+
+		fx_init(&f, 1000);
+		f.rnd.seeded = 1;
+		resil_rng_seed(&f.rnd.rng, 3);
+		f.dcfg.alloc = fail_alloc_init(&fa, 0);
+		f.scfg.alloc = f.dcfg.alloc;
+		f.scfg.balance.kind = kinds[k];
+		assert_int_equal(fx_start(&f), 0);
+		assert_int_equal(fx_push_weights(&f, NULL, 64), RESIL_OK);
+		/* The first call of a method sets up its balancer, the
+		 * candidate set grows to the list, a ring is built. */
+		assert_string_not_equal(fx_call(&f, &req), "");
+		after_setup = fa.allocs;
+		for (i = 0; i < 1000; i++) {
+			resil_pick p;
+			assert_string_not_equal(fx_pick(&f, &req, &p), "");
+			resil_manual_clock_advance(&f.mc, 1);
+			assert_int_equal(
+			    resil_selector_report(f.sel, &p,
+			        i % 5 == 0 ? RESIL_OUTCOME_FAILURE
+			                   : RESIL_OUTCOME_SUCCESS),
+			    RESIL_OK);
+		}
+		assert_int_equal(fa.allocs, after_setup);
+		fx_end(&f);
+		assert_int_equal(fail_alloc_live(&fa), 0);
+		assert_false(fa.size_mismatch);
+	}
+}
+
+static void
+test_selector_exclusion(void **state)
+{
+	resil_pick p;
+	uint64_t ex[3];
+	resil_candidate c;
+	fx f;
+	int i;
+
+	(void)state;
+	fx_init(&f, 1000);
+	f.rnd.seeded = 1;
+	resil_rng_seed(&f.rnd.rng, 5);
+	assert_int_equal(fx_start(&f), 0);
+	assert_int_equal(fx_push_weights(&f, NULL, 3), RESIL_OK);
+	assert_int_equal(
+	    resil_selector_route(f.sel, NULL, f.c, NULL), RESIL_OK);
+	for (i = 0; i < 3; i++) {
+		resil_candidates_get(f.c, (size_t)i, &c);
+		ex[i] = c.id;
+	}
+	/* Excluding two: always the third. */
+	for (i = 0; i < 20; i++) {
+		assert_int_equal(
+		    resil_selector_pick(f.sel, f.c, NULL, ex, 2, &p, NULL),
+		    RESIL_OK);
+		assert_string_equal(p.address, "e2:1");
+		resil_selector_release(f.sel, &p);
+	}
+	/* Excluding all. */
+	assert_int_equal(
+	    resil_selector_pick(f.sel, f.c, NULL, ex, 3, &p, &f.diag),
+	    RESIL_E_UNAVAILABLE);
+	assert_string_equal(f.diag.msg, "all 3 candidates excluded");
+	assert_int_equal(resil_candidates_get(f.c, 3, &c), RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_selector_pick(f.sel, f.c, NULL, NULL, 2, &p, NULL),
+	    RESIL_E_INVAL);
+	fx_end(&f);
+}
+
+static void
+test_selector_out_of_memory(void **state)
+{
+	static const resil_lb_kind kinds[] = { RESIL_LB_HASH,
+		RESIL_LB_ROUNDROBIN };
+	static const char *const names[] = { "hz", "sh" };
+	static const uint32_t cons[] = { 1, 1 };
+	resil_method_balance mb;
+	resil_request req;
+	const char *args[1] = { "k" };
+	size_t k;
+
+	(void)state;
+	memset(&req, 0, sizeof(req));
+	req.method = "get";
+	req.args = args;
+	req.nargs = 1;
+	for (k = 0; k < 2; k++) {
+		uint64_t n;
+		for (n = 1; n < 100; n++) {
+			fail_alloc fa;
+			resil_pick p;
+			resil_err err;
+			fx f;
+			fx_init(&f, 1000);
+			f.scfg.alloc = fail_alloc_init(&fa, n);
+			f.scfg.balance.kind = kinds[k];
+			f.scfg.service = "svc";
+			f.scfg.local_zone = "hz";
+			f.scfg.zone_names = names;
+			f.scfg.zone_consumers = cons;
+			f.scfg.nzones = 2;
+			mb.method = "get";
+			resil_balance_config_init(&mb.balance);
+			mb.balance.kind = kinds[k];
+			f.scfg.methods = &mb;
+			f.scfg.nmethods = 1;
+			err = fx_start(&f);
+			if (err == 0) {
+				assert_int_equal(
+				    fx_push_weights(&f, NULL, 40), RESIL_OK);
+				err = resil_selector_route(
+				    f.sel, &req, f.c, NULL);
+				if (err == RESIL_OK)
+					err = resil_selector_pick(f.sel, f.c,
+					    &req, NULL, 0, &p, NULL);
+				if (err == RESIL_OK)
+					resil_selector_report(
+					    f.sel, &p, RESIL_OUTCOME_SUCCESS);
+				else
+					assert_int_equal(err, RESIL_E_NOMEM);
+			}
+			fx_end(&f);
+			assert_int_equal(fail_alloc_live(&fa), 0);
+			assert_false(fa.size_mismatch);
+			if (fa.failures == 0)
+				break;
+		}
+		assert_true(n < 100);
+	}
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_selector_config_keys),
+		cmocka_unit_test(test_selector_config_bad_values),
+		cmocka_unit_test(test_selector_pick_allocates_nothing),
+		cmocka_unit_test(test_selector_exclusion),
+		cmocka_unit_test(test_selector_out_of_memory),
+	};
+
+	return cmocka_run_group_tests_name("selector", tests, NULL, NULL);
+}

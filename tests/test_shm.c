@@ -1,0 +1,461 @@
+/*
+ * Breakers in shared memory across processes (fork): K probes per episode
+ * fleet-wide over 1000 episodes, a process SIGKILLed while it holds a
+ * transition or a probe permit, listeners hearing other processes'
+ * transitions in order, and the refusals (names, layouts, capacity).
+ */
+#define _GNU_SOURCE 1
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <resil/breaker.h>
+#include <resil/shm.h>
+
+#include "breaker_shared.h"
+
+/* A clock and a barrier all processes share (an anonymous shared page). */
+typedef struct common {
+	uint64_t now;
+	pthread_barrier_t go, done;
+	uint64_t granted; /* this episode's probe grants, all processes */
+	uint64_t over;    /* episodes with more than K */
+	uint64_t under;   /* episodes with fewer than K */
+	int stop;
+} common;
+
+static common *cm;
+
+static uint64_t
+shared_now(void *ctx)
+{
+	(void)ctx;
+	return __atomic_load_n(&cm->now, __ATOMIC_ACQUIRE);
+}
+
+static const resil_clock shared_clock = { shared_now, NULL, NULL, NULL };
+
+static char region[64];
+
+static void
+setup_common(void)
+{
+	pthread_barrierattr_t ba;
+
+	cm = mmap(NULL, sizeof(*cm), PROT_READ | PROT_WRITE,
+	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	assert_true(cm != MAP_FAILED);
+	memset(cm, 0, sizeof(*cm));
+	cm->now = 1000;
+	snprintf(region, sizeof(region), "test-%ld", (long)getpid());
+	(void)resil_shm_unlink(region, NULL);
+	(void)pthread_barrierattr_init(&ba);
+	(void)ba;
+}
+
+static void
+teardown_common(void)
+{
+	(void)resil_shm_unlink(region, NULL);
+	munmap(cm, sizeof(*cm));
+}
+
+static resil_breaker_config
+probe_cfg(uint32_t k)
+{
+	resil_breaker_config c;
+
+	resil_breaker_config_init(&c);
+	c.clock = &shared_clock;
+	c.failure_rate_pct = 0;
+	c.consecutive_failures = 1;
+	c.open_wait_ns = 10;
+	c.max_half_open_ns = 100;
+	c.permitted_probes = k;
+	return c;
+}
+
+static void
+barriers(unsigned n)
+{
+	pthread_barrierattr_t ba;
+
+	pthread_barrierattr_init(&ba);
+	pthread_barrierattr_setpshared(&ba, PTHREAD_PROCESS_SHARED);
+	pthread_barrier_init(&cm->go, &ba, n);
+	pthread_barrier_init(&cm->done, &ba, n);
+	pthread_barrierattr_destroy(&ba);
+}
+
+/* ---- K probes per episode across 4 processes ---- */
+
+#define PROCS 4
+#define EPISODES 1000
+#define K 2
+
+static void
+prober(void)
+{
+	resil_shm *shm;
+	resil_breaker *b;
+	resil_breaker_config c = probe_cfg(K);
+	resil_permit p;
+	int i;
+
+	if (resil_shm_open(&shm, region, NULL, NULL) != RESIL_OK ||
+	    resil_shm_breaker(shm, "probes", &c, &b, NULL) != RESIL_OK)
+		_exit(3);
+	for (;;) {
+		pthread_barrier_wait(&cm->go);
+		if (__atomic_load_n(&cm->stop, __ATOMIC_ACQUIRE))
+			break;
+		/* Each process tries twice: 8 acquires for K permits. */
+		for (i = 0; i < 2; i++)
+			if (resil_breaker_acquire(b, &p) == RESIL_OK)
+				__atomic_add_fetch(
+				    &cm->granted, 1, __ATOMIC_SEQ_CST);
+		pthread_barrier_wait(&cm->done);
+	}
+	resil_breaker_free(b);
+	resil_shm_close(shm);
+	_exit(0);
+}
+
+static void
+test_shm_k_probes_per_episode_across_processes(void **state)
+{
+	resil_shm *shm;
+	resil_breaker *b;
+	resil_breaker_config c = probe_cfg(K);
+	resil_diag d;
+	pid_t kids[PROCS];
+	int i, e, st;
+
+	(void)state;
+	setup_common();
+	barriers(PROCS + 1);
+	assert_int_equal(resil_shm_open(&shm, region, NULL, &d), RESIL_OK);
+	assert_int_equal(
+	    resil_shm_breaker(shm, "probes", &c, &b, &d), RESIL_OK);
+	for (i = 0; i < PROCS; i++) {
+		kids[i] = fork();
+		assert_true(kids[i] >= 0);
+		if (kids[i] == 0)
+			prober();
+	}
+	for (e = 0; e < EPISODES; e++) {
+		/* OPEN now, its wait over: the children race for probes. */
+		assert_int_equal(
+		    resil_breaker_transition(b, RESIL_BREAKER_OPEN), RESIL_OK);
+		__atomic_add_fetch(&cm->now, 10, __ATOMIC_SEQ_CST);
+		__atomic_store_n(&cm->granted, 0, __ATOMIC_SEQ_CST);
+		pthread_barrier_wait(&cm->go);
+		pthread_barrier_wait(&cm->done);
+		if (cm->granted > K)
+			cm->over++;
+		if (cm->granted < K)
+			cm->under++;
+	}
+	__atomic_store_n(&cm->stop, 1, __ATOMIC_RELEASE);
+	pthread_barrier_wait(&cm->go);
+	for (i = 0; i < PROCS; i++) {
+		assert_int_equal(waitpid(kids[i], &st, 0), kids[i]);
+		assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	}
+	assert_int_equal(cm->over, 0);
+	assert_int_equal(cm->under, 0);
+	assert_int_equal(resil_breaker_get_state(b), RESIL_BREAKER_HALF_OPEN);
+	resil_breaker_free(b);
+	resil_shm_close(shm);
+	teardown_common();
+}
+
+/* ---- a process killed while it holds a transition or a probe ---- */
+
+static void
+die_now(void)
+{
+	raise(SIGKILL);
+}
+
+typedef struct heard {
+	uint64_t seqs[16];
+	resil_breaker_state to[16];
+	int n;
+} heard;
+
+static void
+hear(const resil_breaker_event *ev, void *ctx)
+{
+	heard *h = ctx;
+
+	if (h->n < 16) {
+		h->seqs[h->n] = ev->seq;
+		h->to[h->n] = ev->to;
+		h->n++;
+	}
+}
+
+static void
+test_shm_sigkill_holding_transition_or_probe(void **state)
+{
+	resil_shm *shm;
+	resil_breaker *b;
+	resil_breaker_config c = probe_cfg(1);
+	resil_breaker_metrics m;
+	resil_permit p;
+	heard h;
+	pid_t kid;
+	int st, i;
+
+	(void)state;
+	setup_common();
+	memset(&h, 0, sizeof(h));
+	c.listener = hear;
+	c.listener_ctx = &h;
+	assert_int_equal(resil_shm_open(&shm, region, NULL, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_shm_breaker(shm, "kill", &c, &b, NULL), RESIL_OK);
+
+	/* A child dies (SIGKILL) in the middle of forcing it open. */
+	kid = fork();
+	assert_true(kid >= 0);
+	if (kid == 0) {
+		resil_shm *s2;
+		resil_breaker *b2;
+		resil_breaker_config c2 = probe_cfg(1);
+
+		if (resil_shm_open(&s2, region, NULL, NULL) != RESIL_OK ||
+		    resil_shm_breaker(s2, "kill", &c2, &b2, NULL) != RESIL_OK)
+			_exit(3);
+		resil__breaker_transit_hook = die_now;
+		resil_breaker_force_open(b2);
+		_exit(4); /* not reached */
+	}
+	assert_int_equal(waitpid(kid, &st, 0), kid);
+	assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	/* Its transition was left half made: this process finishes it the
+	 * first time it has to wait for it, and the breaker works on. */
+	assert_int_equal(resil_breaker_acquire(b, &p), RESIL_E_OPEN);
+	assert_int_equal(
+	    resil_breaker_get_state(b), RESIL_BREAKER_FORCED_OPEN);
+	assert_int_equal(resil_breaker_reset(b), RESIL_OK);
+	assert_int_equal(resil_breaker_get_state(b), RESIL_BREAKER_CLOSED);
+	/* This process's listener heard both, in order. */
+	assert_int_equal(h.n, 2);
+	assert_int_equal(h.seqs[0], 1);
+	assert_int_equal(h.to[0], RESIL_BREAKER_FORCED_OPEN);
+	assert_int_equal(h.seqs[1], 2);
+	assert_int_equal(h.to[1], RESIL_BREAKER_CLOSED);
+
+	/* A child takes the only probe and dies with it. */
+	assert_int_equal(
+	    resil_breaker_transition(b, RESIL_BREAKER_HALF_OPEN), RESIL_OK);
+	kid = fork();
+	assert_true(kid >= 0);
+	if (kid == 0) {
+		resil_shm *s2;
+		resil_breaker *b2;
+		resil_breaker_config c2 = probe_cfg(1);
+		resil_permit p2;
+
+		if (resil_shm_open(&s2, region, NULL, NULL) != RESIL_OK ||
+		    resil_shm_breaker(s2, "kill", &c2, &b2, NULL) !=
+		        RESIL_OK ||
+		    resil_breaker_acquire(b2, &p2) != RESIL_OK)
+			_exit(3);
+		raise(SIGKILL);
+	}
+	assert_int_equal(waitpid(kid, &st, 0), kid);
+	assert_true(WIFSIGNALED(st));
+	assert_int_equal(resil_breaker_acquire(b, &p), RESIL_E_OPEN);
+	/* The permit lapses with the episode (max_half_open 100): then OPEN,
+	 * and after its wait a new probe. */
+	__atomic_add_fetch(&cm->now, 100, __ATOMIC_SEQ_CST);
+	assert_int_equal(resil_breaker_acquire(b, &p), RESIL_E_OPEN);
+	assert_int_equal(resil_breaker_get_state(b), RESIL_BREAKER_OPEN);
+	__atomic_add_fetch(&cm->now, 10, __ATOMIC_SEQ_CST);
+	assert_int_equal(resil_breaker_acquire(b, &p), RESIL_OK);
+	assert_int_equal(
+	    resil_breaker_record(b, &p, RESIL_OUTCOME_SUCCESS), RESIL_OK);
+	assert_int_equal(resil_breaker_get_state(b), RESIL_BREAKER_CLOSED);
+	assert_int_equal(resil_breaker_get_metrics(b, &m), RESIL_OK);
+	for (i = 1; i < h.n; i++)
+		assert_true(h.seqs[i] == h.seqs[i - 1] + 1);
+	assert_int_equal(h.seqs[h.n - 1], m.transitions);
+	resil_breaker_free(b);
+	resil_shm_close(shm);
+	teardown_common();
+}
+
+/* ---- listeners hear other processes' transitions ---- */
+
+static void
+test_shm_listener_hears_other_processes(void **state)
+{
+	resil_shm *shm;
+	resil_breaker *b;
+	resil_breaker_config c = probe_cfg(1);
+	heard h;
+	pid_t kid;
+	int st;
+
+	(void)state;
+	setup_common();
+	memset(&h, 0, sizeof(h));
+	c.listener = hear;
+	c.listener_ctx = &h;
+	assert_int_equal(resil_shm_open(&shm, region, NULL, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_shm_breaker(shm, "ears", &c, &b, NULL), RESIL_OK);
+	kid = fork();
+	assert_true(kid >= 0);
+	if (kid == 0) {
+		resil_shm *s2;
+		resil_breaker *b2;
+		resil_breaker_config c2 = probe_cfg(1);
+		resil_permit p2;
+
+		if (resil_shm_open(&s2, region, NULL, NULL) != RESIL_OK ||
+		    resil_shm_breaker(s2, "ears", &c2, &b2, NULL) != RESIL_OK)
+			_exit(3);
+		/* A failure trips it; the wait passes; a probe closes it. */
+		if (resil_breaker_acquire(b2, &p2) != RESIL_OK)
+			_exit(4);
+		resil_breaker_record(b2, &p2, RESIL_OUTCOME_FAILURE);
+		__atomic_add_fetch(&cm->now, 10, __ATOMIC_SEQ_CST);
+		if (resil_breaker_acquire(b2, &p2) != RESIL_OK)
+			_exit(5);
+		resil_breaker_record(b2, &p2, RESIL_OUTCOME_SUCCESS);
+		resil_breaker_free(b2);
+		resil_shm_close(s2);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(kid, &st, 0), kid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	assert_int_equal(h.n, 0); /* nothing until this process looks */
+	assert_int_equal(resil_breaker_poll(b), RESIL_OK);
+	assert_int_equal(h.n, 3);
+	assert_int_equal(h.to[0], RESIL_BREAKER_OPEN);
+	assert_int_equal(h.to[1], RESIL_BREAKER_HALF_OPEN);
+	assert_int_equal(h.to[2], RESIL_BREAKER_CLOSED);
+	assert_int_equal(h.seqs[2], 3);
+	assert_int_equal(resil_breaker_poll(b), RESIL_OK);
+	assert_int_equal(h.n, 3); /* each heard once */
+	resil_breaker_free(b);
+	resil_shm_close(shm);
+	teardown_common();
+}
+
+/* ---- refusals ---- */
+
+static void
+test_shm_refusals(void **state)
+{
+	resil_shm *shm, *other;
+	resil_breaker *b;
+	resil_breaker_config c = probe_cfg(1), c2;
+	resil_shm_config sc;
+	resil_diag d;
+	char longname[300];
+	int i, fd;
+	char path[128];
+	uint32_t *layout;
+
+	(void)state;
+	setup_common();
+	memset(longname, 'a', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = '\0';
+	assert_int_equal(resil_shm_open(&shm, "a/b", NULL, &d), RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "no '/'"));
+	assert_int_equal(resil_shm_open(&shm, "", NULL, &d), RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_shm_open(&shm, longname, NULL, &d), RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "..."));
+	resil_shm_config_init(&sc);
+	sc.max_entries = 0;
+	assert_int_equal(resil_shm_open(&shm, region, &sc, &d), RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "shm.max_entries"));
+
+	/* Two entries at most. */
+	resil_shm_config_init(&sc);
+	sc.max_entries = 2;
+	assert_int_equal(resil_shm_open(&shm, region, &sc, &d), RESIL_OK);
+	assert_int_equal(resil_shm_breaker(shm, "x", &c, &b, &d), RESIL_OK);
+	resil_breaker_free(b);
+	/* The same name with another layout. */
+	c2 = c;
+	c2.permitted_probes = 3;
+	assert_int_equal(
+	    resil_shm_breaker(shm, "x", &c2, &b, &d), RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "1 probes; asked for COUNT of 100, 3"));
+	assert_int_equal(
+	    resil_shm_breaker(shm, "bad name", &c, &b, &d), RESIL_E_INVAL);
+	assert_int_equal(resil_shm_breaker(shm, "y", &c, &b, &d), RESIL_OK);
+	resil_breaker_free(b);
+	assert_int_equal(
+	    resil_shm_breaker(shm, "z", &c, &b, &d), RESIL_E_NOMEM);
+	assert_non_null(strstr(d.msg, "no room for breaker z"));
+	/* Attached again, it is the same breaker. */
+	assert_int_equal(resil_shm_open(&other, region, NULL, &d), RESIL_OK);
+	assert_int_equal(resil_shm_breaker(other, "x", &c, &b, &d), RESIL_OK);
+	for (i = 0; i < 1; i++) {
+		resil_breaker *b1;
+		resil_permit p;
+
+		assert_int_equal(
+		    resil_shm_breaker(shm, "x", &c, &b1, &d), RESIL_OK);
+		assert_int_equal(resil_breaker_acquire(b1, &p), RESIL_OK);
+		assert_int_equal(
+		    resil_breaker_record(b1, &p, RESIL_OUTCOME_FAILURE),
+		    RESIL_OK);
+		assert_int_equal(
+		    resil_breaker_get_state(b), RESIL_BREAKER_OPEN);
+		resil_breaker_free(b1);
+	}
+	resil_breaker_free(b);
+	resil_shm_close(other);
+	resil_shm_close(shm);
+
+	/* A region of another layout: refused with both named. */
+	snprintf(path, sizeof(path), "/resil.%s", region);
+	fd = shm_open(path, O_RDWR, 0);
+	assert_true(fd >= 0);
+	layout = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	assert_true(layout != MAP_FAILED);
+	layout[2] = 99; /* the layout field, after the 8-byte magic */
+	munmap(layout, 4096);
+	close(fd);
+	assert_int_equal(
+	    resil_shm_open(&shm, region, NULL, &d), RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "region of layout 99"));
+	assert_non_null(strstr(d.msg, "refusing to attach"));
+	teardown_common();
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_shm_refusals),
+		cmocka_unit_test(test_shm_listener_hears_other_processes),
+		cmocka_unit_test(test_shm_sigkill_holding_transition_or_probe),
+		cmocka_unit_test(
+		    test_shm_k_probes_per_episode_across_processes),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
