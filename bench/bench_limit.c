@@ -10,6 +10,11 @@
  *   limit/bulkhead  resil_bulkhead_try_acquire() + resil_bulkhead_release()
  *                   on a fixed bulkhead of 25: never full with the one or
  *                   two threads of a run.
+ *   limit/rate_batched, limit/bulkhead_batched
+ *                   the same with the opt-in per-thread batches
+ *                   (ratelimit.batch 64, bulkhead.batch 8): a thread takes
+ *                   from its own stripe and touches the shared word once
+ *                   per batch.
  */
 #include <stdlib.h>
 
@@ -25,7 +30,7 @@ typedef struct lb {
 } lb;
 
 static void *
-setup_rate(void)
+setup_rate_with(uint32_t batch)
 {
 	lb *x = calloc(1, sizeof(*x));
 	resil_ratelimit_config cfg = resil_ratelimit_config_default();
@@ -37,13 +42,26 @@ setup_rate(void)
 	cfg.rate = 1;
 	cfg.period_ns = 1;
 	cfg.burst = UINT32_C(1) << 20;
+	cfg.batch = batch;
 	if (resil_ratelimit_new(&x->rl, &cfg, NULL) != RESIL_OK)
 		abort();
 	return x;
 }
 
 static void *
-setup_bulkhead(void)
+setup_rate(void)
+{
+	return setup_rate_with(0);
+}
+
+static void *
+setup_rate_batched(void)
+{
+	return setup_rate_with(64);
+}
+
+static void *
+setup_bulkhead_with(uint32_t batch)
 {
 	lb *x = calloc(1, sizeof(*x));
 	resil_bulkhead_config cfg = resil_bulkhead_config_default();
@@ -52,9 +70,22 @@ setup_bulkhead(void)
 		abort();
 	resil_manual_clock_init(&x->mc, 1);
 	cfg.clock = resil_manual_clock_hook(&x->mc);
+	cfg.batch = batch;
 	if (resil_bulkhead_new(&x->bh, &cfg, NULL) != RESIL_OK)
 		abort();
 	return x;
+}
+
+static void *
+setup_bulkhead(void)
+{
+	return setup_bulkhead_with(0);
+}
+
+static void *
+setup_bulkhead_batched(void)
+{
+	return setup_bulkhead_with(8);
 }
 
 static void
@@ -94,5 +125,8 @@ run_bulkhead(void *ctx, uint64_t iters)
 const resil_bench resil_bench_limit[] = {
 	{ "limit/rate", setup_rate, run_rate, lb_free },
 	{ "limit/bulkhead", setup_bulkhead, run_bulkhead, lb_free },
+	{ "limit/rate_batched", setup_rate_batched, run_rate, lb_free },
+	{ "limit/bulkhead_batched", setup_bulkhead_batched, run_bulkhead,
+	    lb_free },
 	{ NULL, NULL, NULL, NULL },
 };

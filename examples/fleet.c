@@ -37,7 +37,14 @@ typedef struct stage {
 	pthread_cond_t cv;
 } stage;
 
-enum { STEP_CALL, STEP_ACQUIRE, STEP_REPORT, STEP_PRINT, STEP_EXIT };
+enum {
+	STEP_READY,
+	STEP_CALL,
+	STEP_ACQUIRE,
+	STEP_REPORT,
+	STEP_PRINT,
+	STEP_EXIT
+};
 
 static stage *sg;
 
@@ -136,7 +143,9 @@ worker(int id, const char *region)
 	}
 	for (;;) {
 		step = wait_turn(id);
-		if (step == STEP_CALL) {
+		if (step == STEP_READY) {
+			/* Attached: it hears every transition from now on. */
+		} else if (step == STEP_CALL) {
 			int rc;
 
 			if (resil_breaker_call(b, dependency, NULL, NULL,
@@ -218,6 +227,9 @@ main(void)
 			worker(i, region);
 	}
 
+	/* Every worker has attached before the first call. */
+	for (i = 0; i < WORKERS; i++)
+		run_turn(i, STEP_READY);
 	printf("0s: the dependency is sick; each worker calls once\n");
 	fflush(stdout);
 	sg->sick = 1;

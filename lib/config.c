@@ -159,6 +159,8 @@ static const keydef keys[] = {
 	    UINT64_MAX),
 	INT("ratelimit.burst", K_U32, ST_RATELIMIT, 0, ratelimit.burst, 1,
 	    U32MAX),
+	INT("ratelimit.batch", K_U32, ST_RATELIMIT, 0, ratelimit.batch, 0,
+	    65536),
 
 	EN("bulkhead.enabled", ST_BULKHEAD),
 	INT("bulkhead.max_concurrent", K_U32, ST_BULKHEAD, 0,
@@ -175,6 +177,11 @@ static const keydef keys[] = {
 	    RESIL_BULKHEAD_MAX_LIMIT),
 	INT("bulkhead.backoff_pct", K_U32, ST_BULKHEAD, 0,
 	    bulkhead.backoff_pct, 1, 99),
+	INT("bulkhead.batch", K_U32, ST_BULKHEAD, 0, bulkhead.batch, 0,
+	    RESIL_BULKHEAD_MAX_LIMIT),
+
+	INT("hedge.max", K_U32, ST_NONE, 0, hedge_max, 0, 7),
+	INT("hedge.delay", K_DUR, ST_NONE, 0, hedge_delay_ns, 0, UINT64_MAX),
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))

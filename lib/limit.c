@@ -11,6 +11,15 @@
 #include "atomic.h"
 #include "internal.h"
 
+/* The hot paths inline the decision; the slow paths stay out of line. */
+#if defined(__GNUC__)
+#define LIMIT_INLINE __attribute__((always_inline)) inline
+#define LIMIT_NOINLINE __attribute__((noinline))
+#else
+#define LIMIT_INLINE inline
+#define LIMIT_NOINLINE
+#endif
+
 const char *
 resil_limit_event_name(resil_limit_event_type t)
 {
@@ -68,11 +77,20 @@ resil_limit_event_name(resil_limit_event_type t)
  * extra_permits, where only an acquire of k > 1 adds k - 1, so a granted
  * single permit costs one add. */
 typedef struct rl_stripe {
-	uint64_t granted_calls;
-	uint64_t extra_permits;
+	uint64_t granted_calls; /* grants decided on the shared state */
+	uint64_t extra_permits; /* k - 1 of those grants with k > 1 */
 	uint64_t rejected_calls;
 	uint64_t waited_calls;
-	uint64_t pad[4];
+	/* The batch cache (batch > 0 only): filled counts the permits ever
+	 * put in it, used those ever granted from it (so used is also the
+	 * permits it granted), used_extra the k - 1 of its grants with
+	 * k > 1. It holds filled - used <= batch permits: used only grows
+	 * by a CAS that keeps used <= filled, filled only by a CAS that
+	 * keeps filled - used <= batch. */
+	uint64_t filled;
+	uint64_t used;
+	uint64_t used_extra;
+	uint64_t pad;
 } rl_stripe;
 
 struct resil_ratelimit {
@@ -89,6 +107,7 @@ struct resil_ratelimit {
 	uint64_t period;
 	uint32_t rate;
 	uint32_t burst;
+	uint32_t batch; /* 0: exact */
 	resil_limit_listener_fn listener;
 	void *listener_ctx;
 	resil_clock clock;
@@ -191,6 +210,15 @@ resil_ratelimit_config_validate(
 		    " (burst * period_ns / gcd(rate, period_ns) must be <= "
 		    "2^50)",
 		    cfg->burst, cfg->rate, cfg->period_ns);
+	if (cfg->batch > RESIL_RATELIMIT_MAX_BATCH || cfg->batch > cfg->burst)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "ratelimit.batch: %" PRIu32 " is out of range 0..%" PRIu32
+		    " (the smaller of burst and %" PRIu32 ")",
+		    cfg->batch,
+		    cfg->burst < RESIL_RATELIMIT_MAX_BATCH
+		        ? cfg->burst
+		        : RESIL_RATELIMIT_MAX_BATCH,
+		    RESIL_RATELIMIT_MAX_BATCH);
 	return RESIL_OK;
 }
 
@@ -226,6 +254,7 @@ resil_ratelimit_new(
 	rl->period = cfg->period_ns;
 	rl->rate = cfg->rate;
 	rl->burst = cfg->burst;
+	rl->batch = cfg->batch;
 	rl->listener = cfg->listener;
 	rl->listener_ctx = cfg->listener_ctx;
 
@@ -295,32 +324,43 @@ rebase(resil_ratelimit *rl, uint64_t w, uint64_t base, uint64_t now)
 	(void)resil__cas64(&rl->state, w, (ngen << TAT_BITS) | ntat);
 }
 
-/*
- * The GCRA decision. Grants when the k permits are due within
- * wait_max_s scaled ticks of now (0: only when due now), storing the
- * ticks to wait in *ticks; otherwise stores the ticks until they would be
- * due (>= 1) and returns RESIL_E_LIMITED. *now_out gets the clock reading.
- */
-static resil_err
-rl_take(resil_ratelimit *rl, uint32_t k, uint64_t wait_max_s, uint64_t *ticks,
-    uint64_t *now_out)
+/* The clock, which _new() made sure has a now function. */
+static inline uint64_t
+rl_now(const resil_ratelimit *rl)
 {
-	uint64_t now = resil_clock_now(&rl->clock);
-	uint64_t need = (uint64_t)k * rl->ts;
-	uint64_t w, gen, b, base, n, tat, t, nt, lim, excess;
+	return rl->clock.now(rl->clock.ctx);
+}
 
-	*now_out = now;
+/*
+ * The GCRA decision at clock reading now. Grants when the k permits are
+ * due within wait_max_s scaled ticks of now (0: only when due now),
+ * storing the ticks to wait in *ticks; otherwise stores the ticks until
+ * they would be due (>= 1) and returns RESIL_E_LIMITED.
+ *
+ * With more > 0 (and wait_max_s 0: the batch refill), a grant also takes
+ * up to more further permits, as many as are due now, in the same CAS,
+ * and adds their number to *got (which the exact callers pass as NULL,
+ * with more 0, so that code folds away).
+ */
+static LIMIT_INLINE resil_err
+rl_take(resil_ratelimit *rl, uint64_t now, uint32_t k, uint32_t more,
+    uint64_t wait_max_s, uint64_t *ticks, uint32_t *got)
+{
+	uint64_t need = (uint64_t)k * rl->ts;
+	uint64_t w, gen, b, base, n, tat, t, nt, lim, excess, x;
+
 	for (;;) {
 		w = resil__load64(&rl->state);
 		gen = w >> TAT_BITS;
 		b = resil__load64(&rl->base[gen & 1]);
-		if ((b & GEN_MASK) != gen) {
+		if (RESIL__UNLIKELY((b & GEN_MASK) != gen)) {
 			/* The word moved on twice since we read it. */
 			resil__stall();
 			continue;
 		}
 		base = b & ~GEN_MASK;
-		if (now > base && now - base > rl->rebase_ticks) {
+		if (RESIL__UNLIKELY(
+		        now > base && now - base > rl->rebase_ticks)) {
 			rebase(rl, w, base, now);
 			continue;
 		}
@@ -328,27 +368,73 @@ rl_take(resil_ratelimit *rl, uint32_t k, uint64_t wait_max_s, uint64_t *ticks,
 		 * rebase) counts as the base for the schedule; but a wait
 		 * must first cover the way back up to the base, or waiting
 		 * the answer would not make the permits due. */
-		n = now > base ? (now - base) * rl->scale : 0;
+		n = RESIL__LIKELY(now > base) ? (now - base) * rl->scale : 0;
 		tat = w & TAT_MASK;
 		t = tat > n ? tat : n;
 		nt = t + need;
 		lim = n + rl->bs;
-		excess = 0;
-		if (nt > lim) {
-			excess = nt - lim;
-			if (now < base)
-				excess = sat_add_u64(excess,
-				    sat_mul_u64(base - now, rl->scale));
+		if (RESIL__LIKELY(nt <= lim)) {
+			x = 0;
+			if (more > 0) {
+				/* More permits, as many as are due now. */
+				x = (lim - nt) / rl->ts;
+				if (x > more)
+					x = more;
+				nt += x * rl->ts;
+			}
+			if (!resil__cas64(
+			        &rl->state, w, (gen << TAT_BITS) | nt))
+				continue;
+			if (more > 0)
+				*got += (uint32_t)x;
+			*ticks = 0;
+			return RESIL_OK;
 		}
+		excess = nt - lim;
+		if (now < base)
+			excess = sat_add_u64(
+			    excess, sat_mul_u64(base - now, rl->scale));
+		*ticks = ceil_div(excess, rl->scale);
 		if (excess <= wait_max_s) {
 			if (!resil__cas64(
 			        &rl->state, w, (gen << TAT_BITS) | nt))
 				continue;
-			*ticks = ceil_div(excess, rl->scale);
 			return RESIL_OK;
 		}
-		*ticks = ceil_div(excess, rl->scale);
 		return RESIL_E_LIMITED;
+	}
+}
+
+/*
+ * Give r permits taken at an earlier decision back to the shared state,
+ * as if they had not been taken: TAT moves back by r * T, but never below
+ * now (permits that would have been due before now are lost, as idle time
+ * never banks more than the burst). A rebase race just drops them.
+ */
+static void
+rl_give_back(resil_ratelimit *rl, uint64_t now, uint32_t r)
+{
+	uint64_t back = (uint64_t)r * rl->ts;
+	uint64_t w, gen, b, base, n, tat, ntat;
+
+	for (;;) {
+		w = resil__load64(&rl->state);
+		gen = w >> TAT_BITS;
+		b = resil__load64(&rl->base[gen & 1]);
+		if ((b & GEN_MASK) != gen) {
+			resil__stall();
+			continue;
+		}
+		base = b & ~GEN_MASK;
+		if (now > base && now - base > rl->rebase_ticks)
+			return;
+		n = now > base ? (now - base) * rl->scale : 0;
+		tat = w & TAT_MASK;
+		if (tat <= n)
+			return; /* full at now: nothing to give back to */
+		ntat = tat - n > back ? tat - back : n;
+		if (resil__cas64(&rl->state, w, (gen << TAT_BITS) | ntat))
+			return;
 	}
 }
 
@@ -358,7 +444,8 @@ rl_my_stripe(resil_ratelimit *rl)
 	return &rl->stripes[resil__thread_stripe(NSTRIPES)];
 }
 
-/* Count a grant of k permits: one add for k = 1. */
+/* Count a grant of k permits decided on the shared state: one add for
+ * k = 1. */
 static inline void
 rl_granted(rl_stripe *sp, uint32_t k)
 {
@@ -367,7 +454,7 @@ rl_granted(rl_stripe *sp, uint32_t k)
 		resil__faa64(&sp->extra_permits, k - 1);
 }
 
-static void
+static LIMIT_NOINLINE void
 rl_rejected(resil_ratelimit *rl, uint32_t k, uint64_t retry, uint64_t now)
 {
 	resil_limit_event ev;
@@ -385,20 +472,126 @@ rl_rejected(resil_ratelimit *rl, uint32_t k, uint64_t retry, uint64_t now)
 	rl->listener(&ev, rl->listener_ctx);
 }
 
+/* Grant k permits from the cache of stripe sp if it holds k: one CAS on
+ * the stripe's own line, no clock read, no shared write. */
+static LIMIT_INLINE bool
+rl_cache_take(rl_stripe *sp, uint32_t k)
+{
+	uint64_t f = resil__load64(&sp->filled);
+	uint64_t u = resil__load64(&sp->used);
+
+	while (u + k <= f) {
+		if (resil__cas64(&sp->used, u, u + k)) {
+			if (k > 1)
+				resil__faa64(&sp->used_extra, k - 1);
+			return true;
+		}
+		f = resil__load64(&sp->filled);
+		u = resil__load64(&sp->used);
+	}
+	return false;
+}
+
+/* Put up to r permits in the cache of sp, keeping it at most batch;
+ * returns how many did not fit. */
+static uint32_t
+rl_cache_put(resil_ratelimit *rl, rl_stripe *sp, uint32_t r)
+{
+	for (;;) {
+		uint64_t f = resil__load64(&sp->filled);
+		uint64_t u = resil__load64(&sp->used);
+		uint64_t room = rl->batch - (f - u);
+		uint64_t add = r < room ? r : room;
+
+		if (add == 0)
+			return r;
+		if (resil__cas64(&sp->filled, f, f + add))
+			return r - (uint32_t)add;
+	}
+}
+
+/*
+ * The batched decision when the own cache holds fewer than k: take k
+ * plus a refill of the cache (up to batch, as many as are due) in one
+ * decision on the shared state; failing that, k from another stripe's
+ * cache. Returns RESIL_OK or RESIL_E_LIMITED (with *ticks as the exact
+ * decision's retry_after).
+ */
+static LIMIT_NOINLINE resil_err
+rl_take_batched(resil_ratelimit *rl, rl_stripe *sp, uint32_t k,
+    uint64_t *ticks, uint64_t *now_out)
+{
+	uint64_t now = rl_now(rl);
+	uint64_t f = resil__load64(&sp->filled);
+	uint64_t u = resil__load64(&sp->used);
+	uint64_t held = f >= u ? f - u : 0;
+	uint32_t more = 0, got = 0, left;
+	unsigned i;
+
+	*now_out = now;
+	if (held < rl->batch)
+		more = rl->batch - (uint32_t)held;
+	if (more > rl->burst - k)
+		more = rl->burst - k;
+	if (rl_take(rl, now, k, more, 0, ticks, &got) == RESIL_OK) {
+		rl_granted(sp, k);
+		if (got > 0) {
+			left = rl_cache_put(rl, sp, got);
+			if (left > 0)
+				rl_give_back(rl, now, left);
+		}
+		return RESIL_OK;
+	}
+	/* The shared state has fewer than k: take them from any cache that
+	 * holds k (a refusal then means none did). */
+	for (i = 0; i < NSTRIPES; i++)
+		if (rl_cache_take(&rl->stripes[i], k))
+			return RESIL_OK;
+	return RESIL_E_LIMITED;
+}
+
+/* A refusal: count it, tell the listener, report the wait. */
+static LIMIT_NOINLINE resil_err
+rl_refuse(resil_ratelimit *rl, uint32_t k, uint64_t ticks, uint64_t now,
+    uint64_t *retry_after)
+{
+	rl_rejected(rl, k, ticks, now);
+	if (retry_after != NULL)
+		*retry_after = ticks;
+	return RESIL_E_LIMITED;
+}
+
+/* Batched try_acquire when the own cache holds fewer than k. */
+static LIMIT_NOINLINE resil_err
+rl_try_batched(
+    resil_ratelimit *rl, rl_stripe *sp, uint32_t k, uint64_t *retry_after)
+{
+	uint64_t ticks, now;
+
+	if (rl_take_batched(rl, sp, k, &ticks, &now) == RESIL_OK)
+		return RESIL_OK;
+	return rl_refuse(rl, k, ticks, now, retry_after);
+}
+
 resil_err
 resil_ratelimit_try_acquire(
     resil_ratelimit *rl, uint32_t k, uint64_t *retry_after)
 {
 	uint64_t ticks, now;
+	rl_stripe *sp;
 
-	if (rl == NULL || k == 0 || k > rl->burst)
+	if (RESIL__UNLIKELY(rl == NULL || k == 0 || k > rl->burst))
 		return RESIL_E_INVAL;
-	if (rl_take(rl, k, 0, &ticks, &now) != RESIL_OK) {
-		rl_rejected(rl, k, ticks, now);
-		if (retry_after != NULL)
-			*retry_after = ticks;
-		return RESIL_E_LIMITED;
+	if (rl->batch != 0) {
+		sp = rl_my_stripe(rl);
+		if (RESIL__LIKELY(rl_cache_take(sp, k)))
+			return RESIL_OK;
+		return rl_try_batched(rl, sp, k, retry_after);
 	}
+	now = rl_now(rl);
+	if (RESIL__UNLIKELY(
+	        rl_take(rl, now, k, 0, 0, &ticks, NULL) != RESIL_OK))
+		return rl_refuse(rl, k, ticks, now, retry_after);
 	rl_granted(rl_my_stripe(rl), k);
 	return RESIL_OK;
 }
@@ -412,6 +605,13 @@ resil_ratelimit_acquire_wait(
 
 	if (rl == NULL || k == 0 || k > rl->burst)
 		return RESIL_E_INVAL;
+	sp = rl_my_stripe(rl);
+	/* Batched: the own cache first; a wait is decided exactly. */
+	if (rl->batch > 0 && rl_cache_take(sp, k)) {
+		if (waited != NULL)
+			*waited = 0;
+		return RESIL_OK;
+	}
 	/* Waiting needs a clock that can sleep; otherwise only "now" is
 	 * acceptable. */
 	if (rl->clock.sleep == NULL)
@@ -420,11 +620,11 @@ resil_ratelimit_acquire_wait(
 		wait_s = RESIL_RATELIMIT_MAX_SPAN;
 	else
 		wait_s = max_wait * rl->scale;
-	if (rl_take(rl, k, wait_s, &ticks, &now) != RESIL_OK) {
+	now = rl_now(rl);
+	if (rl_take(rl, now, k, 0, wait_s, &ticks, NULL) != RESIL_OK) {
 		rl_rejected(rl, k, ticks, now);
 		return RESIL_E_LIMITED;
 	}
-	sp = rl_my_stripe(rl);
 	rl_granted(sp, k);
 	if (ticks > 0) {
 		resil__faa64(&sp->waited_calls, 1);
@@ -439,13 +639,13 @@ resil_err
 resil_ratelimit_get_metrics(resil_ratelimit *rl, resil_ratelimit_metrics *out)
 {
 	resil_ratelimit_metrics m;
-	uint64_t now, w, gen, b, base, n, t;
+	uint64_t now, w, gen, b, base, n, t, cached = 0;
 	unsigned i;
 
 	if (rl == NULL || out == NULL)
 		return RESIL_E_INVAL;
 	memset(&m, 0, sizeof(m));
-	now = resil_clock_now(&rl->clock);
+	now = rl_now(rl);
 	for (;;) {
 		w = resil__load64(&rl->state);
 		gen = w >> TAT_BITS;
@@ -465,13 +665,22 @@ resil_ratelimit_get_metrics(resil_ratelimit *rl, resil_ratelimit_metrics *out)
 	}
 	for (i = 0; i < NSTRIPES; i++) {
 		rl_stripe *sp = &rl->stripes[i];
+		/* In this order: a cache grant adds to used before
+		 * used_extra, and used never passes filled. */
+		uint64_t used_extra = resil__load64(&sp->used_extra);
+		uint64_t used = resil__load64(&sp->used);
+		uint64_t filled = resil__load64(&sp->filled);
+		uint64_t calls = resil__load64(&sp->granted_calls);
 
-		m.granted_calls += resil__load64(&sp->granted_calls);
-		m.granted_permits += resil__load64(&sp->extra_permits);
+		m.granted_calls += calls + (used - used_extra);
+		m.granted_permits +=
+		    calls + resil__load64(&sp->extra_permits) + used;
 		m.rejected_calls += resil__load64(&sp->rejected_calls);
 		m.waited_calls += resil__load64(&sp->waited_calls);
+		cached += filled - used;
 	}
-	m.granted_permits += m.granted_calls;
+	/* The batch caches' permits can be taken now too. */
+	m.available += cached;
 	m.rate = rl->rate;
 	m.burst = rl->burst;
 	m.period_ns = rl->period;
@@ -492,20 +701,27 @@ resil_ratelimit_get_metrics(resil_ratelimit *rl, resil_ratelimit_metrics *out)
 
 /* Bulkhead stripe. peak is this stripe's highest in-flight count seen by
  * a grant; the peak of the bulkhead is the highest of the stripes', so an
- * acquire reads its own line, not a shared one, to check it. */
+ * acquire reads its own line, not a shared one, to check it.
+ *
+ * slots (batch > 0 only) is [leased:32][used:32]: slots this stripe holds
+ * of the shared count, and how many of them calls use. One word, so that
+ * an acquire (used < leased) and a release that hands leases back see
+ * each other. Two cache lines: what the hot path touches in the first. */
 typedef struct bh_stripe {
 	uint64_t granted;
-	uint64_t rejected;
 	uint64_t released;
+	uint64_t slots;
 	uint64_t peak;
+	uint64_t rejected;
 	uint64_t good;
 	uint64_t bad;
 	uint64_t increases;
 	uint64_t decreases;
+	uint64_t pad[7];
 } bh_stripe;
 
 struct resil_bulkhead {
-	uint64_t in_flight;
+	uint64_t in_flight; /* batch > 0: the slots leased to stripes */
 	char pad0[RESIL__CACHELINE - sizeof(uint64_t)];
 	uint64_t ctl;
 	char pad1[RESIL__CACHELINE - sizeof(uint64_t)];
@@ -516,6 +732,7 @@ struct resil_bulkhead {
 	uint32_t max_limit;
 	uint32_t increase;
 	uint32_t backoff_pct;
+	uint32_t batch; /* 0: exact */
 	uint64_t target;
 	resil_limit_listener_fn listener;
 	void *listener_ctx;
@@ -524,14 +741,14 @@ struct resil_bulkhead {
 	void *mem; /* what was allocated: the struct sits aligned inside */
 };
 
-_Static_assert(sizeof(bh_stripe) == RESIL__CACHELINE, "bh_stripe size");
+_Static_assert(sizeof(bh_stripe) == 2 * RESIL__CACHELINE, "bh_stripe size");
 _Static_assert(offsetof(struct resil_bulkhead, ctl) == RESIL__CACHELINE,
     "bulkhead: ctl on its own line");
 _Static_assert(
     offsetof(struct resil_bulkhead, stripes) == 2 * RESIL__CACHELINE,
     "bulkhead: stripes line-aligned");
 _Static_assert(offsetof(struct resil_bulkhead, adaptive) ==
-        (2 + NSTRIPES) * RESIL__CACHELINE,
+        (2 + 2 * NSTRIPES) * RESIL__CACHELINE,
     "bulkhead: configuration after the stripes");
 
 static inline bh_stripe *
@@ -557,8 +774,18 @@ resil_bulkhead_config_validate(
 		    "bulkhead.max_concurrent: %" PRIu32
 		    " is out of range 1..%" PRIu32,
 		    cfg->max_concurrent, MAX_LIMIT);
+	if (cfg->batch > cfg->max_concurrent)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "bulkhead.batch: %" PRIu32 " is out of range 0..%" PRIu32
+		    " (max_concurrent)",
+		    cfg->batch, cfg->max_concurrent);
 	if (!cfg->adaptive)
 		return RESIL_OK;
+	if (cfg->batch != 0)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "bulkhead.batch: %" PRIu32
+		    " must be 0 for an adaptive bulkhead",
+		    cfg->batch);
 	if (cfg->min_limit < 1 || cfg->min_limit > cfg->max_concurrent)
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "bulkhead.min_limit: %" PRIu32
@@ -612,6 +839,7 @@ resil_bulkhead_new(
 	bh->max_limit = cfg->max_limit;
 	bh->increase = cfg->increase;
 	bh->backoff_pct = cfg->backoff_pct;
+	bh->batch = cfg->batch;
 	bh->target = cfg->target_latency_ns;
 	bh->listener = cfg->listener;
 	bh->listener_ctx = cfg->listener_ctx;
@@ -631,6 +859,24 @@ resil_bulkhead_free(resil_bulkhead *bh)
 	resil__free(&a, bh->mem, sizeof(*bh) + RESIL__CACHELINE);
 }
 
+#define SLOT_USED(w) ((w)&UINT32_MAX)
+#define SLOT_LEASED(w) ((w) >> 32)
+
+/* Calls in flight: the shared count, or (batched) the stripes' used
+ * slots, summed without a snapshot (exact when no call is in progress). */
+static uint64_t
+bh_in_flight(resil_bulkhead *bh)
+{
+	uint64_t n = 0;
+	unsigned i;
+
+	if (bh->batch == 0)
+		return resil__load64(&bh->in_flight);
+	for (i = 0; i < NSTRIPES; i++)
+		n += SLOT_USED(resil__load64(&bh->stripes[i].slots));
+	return n;
+}
+
 static void
 bh_event(resil_bulkhead *bh, resil_limit_event_type type, uint32_t old_limit,
     uint32_t limit)
@@ -643,59 +889,178 @@ bh_event(resil_bulkhead *bh, resil_limit_event_type type, uint32_t old_limit,
 	ev.permits = 1;
 	ev.limit = limit;
 	ev.old_limit = old_limit;
-	ev.in_flight = (uint32_t)resil__load64(&bh->in_flight);
+	ev.in_flight = (uint32_t)bh_in_flight(bh);
 	bh->listener(&ev, bh->listener_ctx);
+}
+
+static LIMIT_NOINLINE resil_err
+bh_reject(resil_bulkhead *bh, uint64_t lim)
+{
+	resil__faa64(&bh_my_stripe(bh)->rejected, 1);
+	if (bh->listener != NULL)
+		bh_event(bh, RESIL_LIMIT_EVENT_REJECTED, (uint32_t)lim,
+		    (uint32_t)lim);
+	return RESIL_E_LIMITED;
+}
+
+/* Raise the stripe's peak to v: one load of our own line in the common
+ * case (a CAS, because threads beyond NSTRIPES share stripes). */
+static inline void
+bh_note_peak(bh_stripe *sp, uint64_t v)
+{
+	uint64_t p = resil__load64(&sp->peak);
+
+	while (v > p && !resil__cas64(&sp->peak, p, v))
+		p = resil__load64(&sp->peak);
+}
+
+/* Use a free leased slot of stripe sp, if it has one. */
+static LIMIT_INLINE bool
+bh_slot_take(bh_stripe *sp)
+{
+	uint64_t w = resil__load64(&sp->slots);
+
+	while (SLOT_USED(w) < SLOT_LEASED(w)) {
+		if (resil__cas64(&sp->slots, w, w + 1))
+			return true;
+		w = resil__load64(&sp->slots);
+	}
+	return false;
+}
+
+/* Give back a used slot of stripe sp, if it has one, keeping at most
+ * batch slots leased and free there: the rest go back to the shared
+ * count (after the stripe gave them up, so the shared count never falls
+ * below the leases). */
+static LIMIT_INLINE bool
+bh_slot_give(resil_bulkhead *bh, bh_stripe *sp)
+{
+	uint64_t w = resil__load64(&sp->slots);
+
+	while (SLOT_USED(w) > 0) {
+		uint64_t used = SLOT_USED(w) - 1;
+		uint64_t leased = SLOT_LEASED(w);
+		uint64_t spare = leased - used;
+		uint64_t back = spare > bh->batch ? spare - bh->batch : 0;
+
+		if (resil__cas64(
+		        &sp->slots, w, ((leased - back) << 32) | used)) {
+			if (back > 0)
+				resil__faa64(
+				    &bh->in_flight, (uint64_t)0 - back);
+			return true;
+		}
+		w = resil__load64(&sp->slots);
+	}
+	return false;
+}
+
+/* Batched acquire when the own stripe has no free slot: lease up to
+ * batch more from the shared count, else use any stripe's free slot. */
+static LIMIT_NOINLINE resil_err
+bh_acquire_slow(resil_bulkhead *bh, bh_stripe *sp)
+{
+	uint64_t lim = resil__load64(&bh->ctl) >> 32;
+	uint64_t cur = resil__load64(&bh->in_flight), d, w;
+	unsigned i;
+
+	while (cur < lim) {
+		d = lim - cur < bh->batch ? lim - cur : bh->batch;
+		if (resil__cas64(&bh->in_flight, cur, cur + d)) {
+			/* One slot for this call, d - 1 kept free. */
+			w = resil__load64(&sp->slots);
+			while (!resil__cas64(&sp->slots, w, w + (d << 32) + 1))
+				w = resil__load64(&sp->slots);
+			resil__faa64(&sp->granted, 1);
+			bh_note_peak(sp, cur + d);
+			return RESIL_OK;
+		}
+		cur = resil__load64(&bh->in_flight);
+	}
+	for (i = 0; i < NSTRIPES; i++)
+		if (bh_slot_take(&bh->stripes[i])) {
+			resil__faa64(&sp->granted, 1);
+			return RESIL_OK;
+		}
+	return bh_reject(bh, lim);
 }
 
 resil_err
 resil_bulkhead_try_acquire(resil_bulkhead *bh)
 {
-	uint64_t cur, lim, p;
+	uint64_t cur, lim;
 	bh_stripe *sp;
 
-	if (bh == NULL)
+	if (RESIL__UNLIKELY(bh == NULL))
 		return RESIL_E_INVAL;
+	sp = bh_my_stripe(bh);
+	if (bh->batch > 0) {
+		if (RESIL__LIKELY(bh_slot_take(sp))) {
+			resil__faa64(&sp->granted, 1);
+			return RESIL_OK;
+		}
+		return bh_acquire_slow(bh, sp);
+	}
 	cur = resil__load64(&bh->in_flight);
 	for (;;) {
 		lim = resil__load64(&bh->ctl) >> 32;
-		if (cur >= lim) {
-			resil__faa64(&bh_my_stripe(bh)->rejected, 1);
-			if (bh->listener != NULL)
-				bh_event(bh, RESIL_LIMIT_EVENT_REJECTED,
-				    (uint32_t)lim, (uint32_t)lim);
-			return RESIL_E_LIMITED;
-		}
-		if (resil__cas64(&bh->in_flight, cur, cur + 1))
+		if (RESIL__UNLIKELY(cur >= lim))
+			return bh_reject(bh, lim);
+		if (RESIL__LIKELY(resil__cas64(&bh->in_flight, cur, cur + 1)))
 			break;
 		cur = resil__load64(&bh->in_flight);
 	}
-	sp = bh_my_stripe(bh);
 	resil__faa64(&sp->granted, 1);
-	/* The peak rarely moves: one load of our own line in the common
-	 * case (a CAS, because threads beyond NSTRIPES share stripes). */
-	p = resil__load64(&sp->peak);
-	while (cur + 1 > p && !resil__cas64(&sp->peak, p, cur + 1))
-		p = resil__load64(&sp->peak);
+	bh_note_peak(sp, cur + 1);
 	return RESIL_OK;
+}
+
+/* How many times a batched release whose own stripe has nothing in
+ * flight looks through the other stripes before it calls it misuse. */
+#define BH_RELEASE_SCANS 3
+
+/* A batched release whose own stripe has nothing in flight: the call was
+ * acquired on another thread's stripe (or this is misuse). */
+static LIMIT_NOINLINE resil_err
+bh_release_scan(resil_bulkhead *bh, bh_stripe *sp)
+{
+	unsigned i, pass;
+
+	for (pass = 0; pass < BH_RELEASE_SCANS; pass++)
+		for (i = 0; i < NSTRIPES; i++)
+			if (bh_slot_give(bh, &bh->stripes[i])) {
+				resil__faa64(&sp->released, 1);
+				return RESIL_OK;
+			}
+	return RESIL_E_MISUSE;
 }
 
 resil_err
 resil_bulkhead_release(resil_bulkhead *bh)
 {
 	uint64_t cur;
+	bh_stripe *sp;
 
-	if (bh == NULL)
+	if (RESIL__UNLIKELY(bh == NULL))
 		return RESIL_E_INVAL;
+	sp = bh_my_stripe(bh);
+	if (bh->batch > 0) {
+		if (RESIL__LIKELY(bh_slot_give(bh, sp))) {
+			resil__faa64(&sp->released, 1);
+			return RESIL_OK;
+		}
+		return bh_release_scan(bh, sp);
+	}
 	cur = resil__load64(&bh->in_flight);
 	for (;;) {
-		if (cur == 0)
+		if (RESIL__UNLIKELY(cur == 0))
 			return RESIL_E_MISUSE; /* more releases than acquires
 			                        */
-		if (resil__cas64(&bh->in_flight, cur, cur - 1))
+		if (RESIL__LIKELY(resil__cas64(&bh->in_flight, cur, cur - 1)))
 			break;
 		cur = resil__load64(&bh->in_flight);
 	}
-	resil__faa64(&bh_my_stripe(bh)->released, 1);
+	resil__faa64(&sp->released, 1);
 	return RESIL_OK;
 }
 
@@ -800,7 +1165,7 @@ resil_bulkhead_get_metrics(resil_bulkhead *bh, resil_bulkhead_metrics *out)
 			peak = p;
 	}
 	m.limit = (uint32_t)(resil__load64(&bh->ctl) >> 32);
-	m.in_flight = (uint32_t)resil__load64(&bh->in_flight);
+	m.in_flight = (uint32_t)bh_in_flight(bh);
 	m.peak_in_flight = (uint32_t)peak;
 	*out = m;
 	return RESIL_OK;

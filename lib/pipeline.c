@@ -13,31 +13,44 @@
 #include <resil/pipeline.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include <resil/config.h>
+
 #include "atomic.h"
+#include "call_internal.h"
+#include "epoch.h"
 #include "internal.h"
 
 #include <uthash.h>
 
 #define NSTRIPES 8u
 
-typedef struct method {
+typedef struct resil_method {
+	const struct resil_pipeline *owner;
 	char *name;
 	resil_type type;
 	uint64_t timeout;
-	char *mock_spec;   /* method-level spec (owned), or NULL */
-	int mock_set;      /* mock_spec applies (NULL + set: none) */
+	char *mock_spec;        /* method-level spec (owned), or NULL */
+	int mock_set;           /* mock_spec applies (NULL + set: none) */
 	resil_retry *retry;     /* own policy, or NULL: the service's */
 	resil_breaker *breaker; /* own breaker, or NULL: the service's */
 	int declared;           /* from the configuration */
 	int retry_fast; /* its policy allows the first-attempt fast path */
+	/* No stage needs the machine on its success path (no limiter, no
+	 * timeout, no hedging, no retry run): the blocking driver may run
+	 * the machine's first step inline. */
+	int simple;
 	UT_hash_handle hh;
 } method;
 
+/* A mock configuration replaced by set_mock, freed by the epoch domain
+ * once no call can still be reading it. */
 typedef struct retired {
+	resil__epoch_entry entry; /* first */
 	resil_mock *mock;
-	struct retired *next;
+	resil_allocator alloc;
 } retired;
 
 typedef struct stripe {
@@ -71,6 +84,9 @@ struct resil_pipeline {
 	resil_fallback *fb;
 	size_t handlers; /* user handlers added */
 	uint64_t timeout;
+	uint32_t hedge_max;   /* extra attempts a hedge may start; 0: off */
+	uint64_t hedge_delay; /* ticks without an answer before a hedge */
+	resil_executor executor;
 
 	method *methods; /* uthash by name; immutable after new */
 	method dflt;     /* the service-level settings */
@@ -80,7 +96,7 @@ struct resil_pipeline {
 	 * ones it replaced. Writers serialise on mock_lock. */
 	resil_mock *mock;
 	char *service_spec;
-	retired *retired;
+	resil__epoch *mock_epoch; /* readers of mock: a short section each */
 	resil__spinlock mock_lock;
 
 	void *stripes_mem;
@@ -167,11 +183,13 @@ on_retry(const resil_retry_event *re, void *ctx)
 	if (p->listener == NULL)
 		return;
 	memset(&ev, 0, sizeof(ev));
-	if (re->type == RESIL_RETRY_EVENT_RETRY)
+	if (re->type == RESIL_RETRY_EVENT_RETRY) {
+		char dur[32];
+
+		resil_config_format_duration(re->wait, dur, sizeof(dur));
 		snprintf(text, sizeof(text),
-		    "retry after attempt %u, waiting %llu", re->attempt,
-		    (unsigned long long)re->wait);
-	else
+		    "retry after attempt %u, waiting %s", re->attempt, dur);
+	} else
 		snprintf(text, sizeof(text), "retry %s after attempt %u (%s)",
 		    resil_retry_event_name(re->type), re->attempt,
 		    resil_retry_stop_name(re->stop));
@@ -215,7 +233,8 @@ on_bulkhead(const resil_limit_event *le, void *ctx)
 }
 
 static void
-emit_result(resil_pipeline *p, resil_stage stage, const resil_result *r)
+emit_result(
+    resil_pipeline *p, resil_stage stage, const resil_result *r, uint64_t now)
 {
 	resil_pipeline_event ev;
 	char text[RESIL_RESULT_MSG_MAX + 64];
@@ -223,11 +242,15 @@ emit_result(resil_pipeline *p, resil_stage stage, const resil_result *r)
 	if (p->listener == NULL)
 		return;
 	memset(&ev, 0, sizeof(ev));
-	snprintf(text, sizeof(text), "%s answered: %s (%s)",
-	    resil_stage_name(stage), resil_source_name(r->source),
-	    resil_err_name(r->err));
+	if (r->source == RESIL_SOURCE_UNAVAILABLE)
+		snprintf(text, sizeof(text), "%s: nothing answered (%s)",
+		    resil_stage_name(stage), resil_err_name(r->err));
+	else
+		snprintf(text, sizeof(text), "%s answered: %s (%s)",
+		    resil_stage_name(stage), resil_source_name(r->source),
+		    resil_err_name(r->err));
 	ev.stage = stage;
-	ev.time = resil_clock_now(&p->clock);
+	ev.time = now;
 	ev.result = r;
 	ev.text = text;
 	emit(p, &ev);
@@ -257,9 +280,9 @@ prefix_diag(resil_diag *diag, resil_err err, const char *what)
 
 /* Build a resil_mock from the service spec and every method's own. */
 static resil_err
-build_mock(resil_pipeline *p, const char *service_spec, const char *method_name,
-    const char *method_spec, int method_unset, resil_mock **out,
-    resil_diag *diag)
+build_mock(resil_pipeline *p, const char *service_spec,
+    const char *method_name, const char *method_spec, int method_unset,
+    resil_mock **out, resil_diag *diag)
 {
 	resil_mock_config mc;
 	resil_mock *m;
@@ -336,7 +359,6 @@ void
 resil_pipeline_free(resil_pipeline *p)
 {
 	method *it, *tmp;
-	retired *r, *next;
 	const resil_allocator *resil__a;
 
 	if (p == NULL)
@@ -348,11 +370,8 @@ resil_pipeline_free(resil_pipeline *p)
 		free_method(p, it);
 		resil__free(resil__a, it, sizeof(*it));
 	}
-	for (r = p->retired; r != NULL; r = next) {
-		next = r->next;
-		resil_mock_free(r->mock);
-		resil__free(resil__a, r, sizeof(*r));
-	}
+	/* Runs the destructors of every retired mock. */
+	resil__epoch_free(p->mock_epoch);
 	resil_mock_free(p->mock);
 	resil__strfree(resil__a, p->service_spec);
 	resil_fallback_free(p->fb);
@@ -374,13 +393,20 @@ resil_pipeline_free(resil_pipeline *p)
 static resil_verdict mock_handler(void *ctx, const resil_args *args,
     const resil_failure *failure, resil_result *out);
 
+static int
+cmp_names(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 static resil_err
 validate(const resil_pipeline_config *cfg, resil_diag *diag)
 {
 	size_t i, j;
 
 	if (cfg == NULL)
-		return resil__diagf(diag, RESIL_E_INVAL, "pipeline: config is NULL");
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "pipeline: config is NULL");
 	if (cfg->size != sizeof(resil_pipeline_config))
 		return resil__check_size(diag, "pipeline",
 		    "resil_pipeline_config", cfg->size,
@@ -393,24 +419,60 @@ validate(const resil_pipeline_config *cfg, resil_diag *diag)
 		    "pipeline.methods: NULL with nmethods %zu", cfg->nmethods);
 	for (i = 0; i < cfg->nmethods; i++) {
 		const char *n = cfg->methods[i].name;
+		resil_err err;
 
 		if (n == NULL || n[0] == '\0')
 			return resil__diagf(diag, RESIL_E_INVAL,
 			    "pipeline.methods[%zu].name: empty", i);
-		for (j = 0; j < i; j++)
+		/* The same rules as configuration text. */
+		err = resil_config_check_method(&cfg->methods[i], diag);
+		if (err != RESIL_OK)
+			return err;
+		for (j = 0; j < i && i < 32; j++)
 			if (strcmp(cfg->methods[j].name, n) == 0)
 				return resil__diagf(diag, RESIL_E_INVAL,
 				    "%s: the method is declared twice", n);
 	}
+	if (cfg->nmethods >= 32) {
+		/* Many methods: duplicates by sorting, not by pairs. */
+		const resil_allocator *a = resil__allocator(cfg->alloc);
+		const char **names =
+		    resil__alloc(a, cfg->nmethods * sizeof(*names));
+		const char *dup = NULL;
+
+		if (names == NULL)
+			return resil__diagf(
+			    diag, RESIL_E_NOMEM, "pipeline: out of memory");
+		for (i = 0; i < cfg->nmethods; i++)
+			names[i] = cfg->methods[i].name;
+		qsort(names, cfg->nmethods, sizeof(*names), cmp_names);
+		for (i = 1; i < cfg->nmethods && dup == NULL; i++)
+			if (strcmp(names[i - 1], names[i]) == 0)
+				dup = names[i];
+		resil__free(a, names, cfg->nmethods * sizeof(*names));
+		if (dup != NULL)
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "%s: the method is declared twice", dup);
+	}
 	if (cfg->clock != NULL && cfg->clock->now == NULL)
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "pipeline.clock: the clock has no now function");
+	if (cfg->executor.submit != NULL &&
+	    (cfg->executor.wait == NULL || cfg->executor.wake == NULL))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "pipeline.executor: submit, wait and wake are all "
+		    "required");
+	if (cfg->hedge_max > RESIL_CALL_MAX_INFLIGHT - 1)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "pipeline.hedge_max: %u is out of range 0..%u",
+		    (unsigned)cfg->hedge_max,
+		    (unsigned)(RESIL_CALL_MAX_INFLIGHT - 1));
 	return RESIL_OK;
 }
 
 resil_err
-resil_pipeline_new(resil_pipeline **out, const resil_pipeline_config *cfg,
-    resil_diag *diag)
+resil_pipeline_new(
+    resil_pipeline **out, const resil_pipeline_config *cfg, resil_diag *diag)
 {
 	const resil_allocator *resil__a;
 	resil_pipeline *p;
@@ -421,14 +483,16 @@ resil_pipeline_new(resil_pipeline **out, const resil_pipeline_config *cfg,
 	method *it, *tmp;
 
 	if (out == NULL)
-		return resil__diagf(diag, RESIL_E_INVAL, "pipeline: out is NULL");
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "pipeline: out is NULL");
 	err = validate(cfg, diag);
 	if (err != RESIL_OK)
 		return err;
 	resil__a = resil__allocator(cfg->alloc);
 	p = resil__calloc(resil__a, sizeof(*p));
 	if (p == NULL)
-		return resil__diagf(diag, RESIL_E_NOMEM, "pipeline: out of memory");
+		return resil__diagf(
+		    diag, RESIL_E_NOMEM, "pipeline: out of memory");
 	p->alloc = *resil__a;
 	resil__a = &p->alloc;
 	p->clock = cfg->clock != NULL ? *cfg->clock : *resil_clock_system();
@@ -438,12 +502,17 @@ resil_pipeline_new(resil_pipeline **out, const resil_pipeline_config *cfg,
 	p->registry = cfg->registry;
 	p->timeout = cfg->timeout_ns;
 	resil__spin_init(&p->mock_lock);
+	p->dflt.owner = p;
 	p->dflt.type = RESIL_TYPE_ANY;
 	p->dflt.timeout = cfg->timeout_ns;
+	p->hedge_max = cfg->hedge_max;
+	p->hedge_delay = cfg->hedge_delay_ns;
+	p->executor = cfg->executor;
 	p->service = resil__strdup(resil__a, cfg->service);
 	p->stripes_mem = resil__calloc(
 	    resil__a, sizeof(stripe) * NSTRIPES + RESIL__CACHELINE);
-	if (p->service == NULL || p->stripes_mem == NULL)
+	if (p->service == NULL || p->stripes_mem == NULL ||
+	    resil__epoch_new(&p->mock_epoch, 0, resil__a) != RESIL_OK)
 		goto nomem;
 	sp = ((uintptr_t)p->stripes_mem + RESIL__CACHELINE - 1) &
 	    ~(uintptr_t)(RESIL__CACHELINE - 1);
@@ -498,6 +567,7 @@ resil_pipeline_new(resil_pipeline **out, const resil_pipeline_config *cfg,
 
 		if (m == NULL)
 			goto nomem;
+		m->owner = p;
 		m->name = resil__strdup(resil__a, mc->name);
 		m->type = mc->type;
 		m->timeout = mc->timeout_ns ? mc->timeout_ns : cfg->timeout_ns;
@@ -524,7 +594,8 @@ resil_pipeline_new(resil_pipeline **out, const resil_pipeline_config *cfg,
 		if (mc->mock != NULL && m->mock_spec == NULL)
 			goto nomem;
 		if (mc->max_attempts != 0) {
-			err = new_retry(p, cfg, mc->max_attempts, &m->retry, diag);
+			err = new_retry(
+			    p, cfg, mc->max_attempts, &m->retry, diag);
 			if (err != RESIL_OK) {
 				prefix_diag(diag, err, mc->name);
 				goto fail;
@@ -542,7 +613,8 @@ resil_pipeline_new(resil_pipeline **out, const resil_pipeline_config *cfg,
 			goto nomem;
 	}
 	if (any_mock || cfg->registry != NULL) {
-		err = build_mock(p, p->service_spec, NULL, NULL, 0, &p->mock, diag);
+		err = build_mock(
+		    p, p->service_spec, NULL, NULL, 0, &p->mock, diag);
 		if (err != RESIL_OK)
 			goto fail;
 	}
@@ -560,12 +632,18 @@ resil_pipeline_new(resil_pipeline **out, const resil_pipeline_config *cfg,
 	if (err != RESIL_OK)
 		goto fail;
 	/* Decided once: whether a method's policy allows the fast path. */
-	p->dflt.retry_fast = p->retry != NULL && resil__retry_fast_ok(p->retry);
+	p->dflt.retry_fast =
+	    p->retry != NULL && resil__retry_fast_ok(p->retry);
+	p->dflt.simple = (p->retry == NULL || p->dflt.retry_fast) &&
+	    p->rl == NULL && p->bh == NULL && p->dflt.timeout == 0 &&
+	    p->hedge_max == 0;
 	HASH_ITER(hh, p->methods, it, tmp)
 	{
 		resil_retry *r = it->retry != NULL ? it->retry : p->retry;
 
 		it->retry_fast = r != NULL && resil__retry_fast_ok(r);
+		it->simple = (r == NULL || it->retry_fast) && p->rl == NULL &&
+		    p->bh == NULL && it->timeout == 0 && p->hedge_max == 0;
 	}
 	*out = p;
 	return RESIL_OK;
@@ -587,6 +665,12 @@ resil_pipeline_add_handler(resil_pipeline *p, resil_fallback_fn fn, void *ctx)
 	if (err == RESIL_OK)
 		p->handlers++;
 	return err;
+}
+
+const resil_clock *
+resil_pipeline_clock(const resil_pipeline *p)
+{
+	return p == NULL ? NULL : &p->clock;
 }
 
 const char *
@@ -664,9 +748,19 @@ resil_pipeline_method_name(const resil_pipeline *p, size_t i)
 	return NULL;
 }
 
+static void
+free_retired(resil__epoch_entry *entry)
+{
+	retired *r = (retired *)(void *)entry;
+	resil_allocator a = r->alloc;
+
+	resil_mock_free(r->mock);
+	resil__free(&a, r, sizeof(*r));
+}
+
 resil_err
-resil_pipeline_set_mock(resil_pipeline *p, const char *name,
-    const char *spec, resil_diag *diag)
+resil_pipeline_set_mock(
+    resil_pipeline *p, const char *name, const char *spec, resil_diag *diag)
 {
 	const resil_allocator *resil__a;
 	resil_mock *m = NULL, *old;
@@ -687,18 +781,20 @@ resil_pipeline_set_mock(resil_pipeline *p, const char *name,
 			    name, name, p->service);
 	}
 	if (spec != NULL && (copy = resil__strdup(resil__a, spec)) == NULL)
-		return resil__diagf(diag, RESIL_E_NOMEM, "pipeline: out of memory");
+		return resil__diagf(
+		    diag, RESIL_E_NOMEM, "pipeline: out of memory");
 	r = resil__alloc(resil__a, sizeof(*r));
 	if (r == NULL) {
 		resil__strfree(resil__a, copy);
-		return resil__diagf(diag, RESIL_E_NOMEM, "pipeline: out of memory");
+		return resil__diagf(
+		    diag, RESIL_E_NOMEM, "pipeline: out of memory");
 	}
 	resil__spin_lock(&p->mock_lock);
 	if (name == NULL)
 		err = build_mock(p, copy, NULL, NULL, 0, &m, diag);
 	else
-		err = build_mock(p, p->service_spec, name, copy, spec == NULL,
-		    &m, diag);
+		err = build_mock(
+		    p, p->service_spec, name, copy, spec == NULL, &m, diag);
 	if (err != RESIL_OK) {
 		resil__spin_unlock(&p->mock_lock);
 		resil__strfree(resil__a, copy);
@@ -718,33 +814,113 @@ resil_pipeline_set_mock(resil_pipeline *p, const char *name,
 	}
 	old = resil__loadptr((void *const *)&p->mock);
 	resil__storeptr((void **)&p->mock, m);
-	r->mock = old;
-	r->next = p->retired;
-	p->retired = r;
 	resil__spin_unlock(&p->mock_lock);
+	/* The old one goes once no call can be reading it: memory stays
+	 * bounded however often the specs switch. */
+	if (old != NULL) {
+		r->mock = old;
+		r->alloc = p->alloc;
+		resil__epoch_retire(p->mock_epoch, &r->entry, free_retired);
+	} else {
+		resil__free(resil__a, r, sizeof(*r));
+	}
 	return RESIL_OK;
 }
 
-/* ---- the call ---- */
+/* ---- the call machine ---- */
 
-typedef struct callstate {
+/*
+ * One call's state, in the caller's resil_call. The machine decides; the
+ * driver (resil_pipeline_call's loop, or the caller's event loop) runs the
+ * attempts and the timers.
+ *
+ * Phases: ATTEMPT (attempts of one retry attempt are out: one, or several
+ * when hedging), WAIT (a retry backoff), DONE. A completed attempt is
+ * recorded at once, by report (breaker, bulkhead, timing); the decisions
+ * that follow (retry, hedge, fallback) are taken by the next step.
+ */
+
+#define CALL_LIVE 0x7265736cu /* "resl" */
+#define CALL_DONE 0x646f6e65u
+#define CALL_CANCELLED 0x63616e63u
+
+enum { P_ATTEMPT = 0, P_WAIT = 1, P_DONE = 2 };
+
+typedef struct slot {
+	uint32_t id;
+	uint8_t has_permit;
+	uint8_t has_bh;
+	uint64_t start; /* when it was started (where time is needed) */
+	resil_permit permit;
+} slot;
+
+typedef struct callm {
+	uint32_t magic;
+	uint8_t phase;
+	uint8_t has_mock;
+	uint8_t run_on;  /* the retry run is begun */
+	uint8_t pending; /* an attempt completed; not yet decided on */
+	uint8_t winner;  /* a hedged attempt won: the others are abandoned */
+	uint8_t hedges;  /* hedges started in this retry attempt */
+	uint8_t no_more_hedges;
+	/* Slots by bit: attempts out and running, and abandoned ones whose
+	 * answers are still to come (and will be dropped). */
+	uint8_t running;
+	uint8_t abandoned;
 	resil_pipeline *p;
 	const method *m;
 	resil_breaker *breaker;
+	resil_retry *retry;
 	const resil_args *args;
-	resil_call_fn fn;
-	void *ctx;
-	resil_value value;
+	resil_result *out;
 	uint64_t timeout;
+	uint64_t wait_until; /* WAIT: the end of the backoff */
+	uint64_t launched;   /* when the last attempt was started */
 	int breaker_state;
-	uint32_t attempts;
-	resil_outcome outcome; /* of the last attempt, as the breaker saw it */
-	/* The fast path ran attempt 1 itself and failed: the retry policy
-	 * is then handed that attempt's answer instead of a second call. */
-	int replay;
-	int replay_rc;
-	resil_err replay_status;
-} callstate;
+	uint32_t attempts; /* calls of the user's function */
+	uint32_t issued;   /* attempt ids handed out */
+	/* The last attempt that ran and failed: RESIL_OK, or E_CALL /
+	 * E_TIMEOUT with its rc. */
+	resil_err real_err;
+	int real_rc;
+	/* The last completed attempt, as the breaker saw it. */
+	int last_rc;
+	resil_err last_status;
+	resil_outcome last_outcome;
+	resil_value value; /* its value */
+	resil__retry_run run;
+	slot slots[RESIL_CALL_MAX_INFLIGHT];
+} callm;
+
+_Static_assert(sizeof(callm) <= sizeof(resil_call),
+    "resil_call is too small for the machine's state");
+_Static_assert(_Alignof(callm) <= _Alignof(resil_call),
+    "resil_call is not aligned enough for the machine's state");
+
+/* The time for one step: given by the caller (known), or read from the
+ * pipeline's clock the first time something needs it (the blocking
+ * driver reads no clock on a success path that needs no time). */
+typedef struct tsrc {
+	uint64_t now;
+	const resil_clock *clk; /* NULL: now is given */
+} tsrc;
+
+static uint64_t
+tnow(tsrc *t)
+{
+	if (t->clk != NULL) {
+		t->now = resil_clock_now(t->clk);
+		t->clk = NULL;
+	}
+	return t->now;
+}
+
+static void
+tlazy(tsrc *t, const resil_pipeline *p)
+{
+	t->now = 0;
+	t->clk = &p->clock;
+}
 
 static unsigned
 latency_bucket(uint64_t d)
@@ -758,139 +934,24 @@ latency_bucket(uint64_t d)
 	return b;
 }
 
-/* The earlier of t0 + timeout and start + time_left, saturating. */
+#if defined(__GNUC__)
+#define HOT __attribute__((always_inline)) static inline
+#else
+#define HOT static inline
+#endif
+
+/* A null value, as resil_value_init() makes it (all zero bits), without
+ * a call on the hot path. */
+HOT void
+vnull(resil_value *v)
+{
+	memset(v, 0, sizeof(*v));
+}
+
 static uint64_t
-sat_deadline(uint64_t t0, uint64_t timeout, uint64_t time_left, uint64_t start)
+sat_add(uint64_t a, uint64_t b)
 {
-	uint64_t a = t0 > UINT64_MAX - timeout ? UINT64_MAX : t0 + timeout;
-	uint64_t b = time_left == UINT64_MAX || start > UINT64_MAX - time_left
-	    ? UINT64_MAX
-	    : start + time_left;
-
-	return a < b ? a : b;
-}
-
-static int
-attempt(void *vctx, resil_retry_attempt *at, void *out)
-{
-	callstate *cs = vctx;
-	resil_pipeline *p = cs->p;
-	resil_permit permit;
-	uint64_t t0 = 0, dur = 0, retry_after;
-	resil_outcome outcome;
-	int rc, timed = cs->timeout != 0;
-
-	(void)out;
-	if (cs->breaker != NULL) {
-		if (resil_breaker_acquire(cs->breaker, &permit) != RESIL_OK) {
-			cs->breaker_state =
-			    (int)resil_breaker_get_state(cs->breaker);
-			cs->outcome = RESIL_OUTCOME_FAILURE;
-			at->status = RESIL_E_OPEN;
-			return 0;
-		}
-	}
-	if (p->rl != NULL &&
-	    resil_ratelimit_try_acquire(p->rl, 1, &retry_after) != RESIL_OK) {
-		if (cs->breaker != NULL) {
-			resil_breaker_release(cs->breaker, &permit);
-			cs->breaker_state =
-			    (int)resil_breaker_get_state(cs->breaker);
-		}
-		cs->outcome = RESIL_OUTCOME_FAILURE;
-		at->status = RESIL_E_LIMITED;
-		return 0;
-	}
-	if (p->bh != NULL && resil_bulkhead_try_acquire(p->bh) != RESIL_OK) {
-		if (cs->breaker != NULL) {
-			resil_breaker_release(cs->breaker, &permit);
-			cs->breaker_state =
-			    (int)resil_breaker_get_state(cs->breaker);
-		}
-		cs->outcome = RESIL_OUTCOME_FAILURE;
-		at->status = RESIL_E_LIMITED;
-		return 0;
-	}
-
-	if (timed) {
-		t0 = resil_clock_now(&p->clock);
-		tls_deadline = sat_deadline(t0, cs->timeout, at->time_left, at->start);
-	} else {
-		tls_deadline = at->time_left == UINT64_MAX
-		    ? UINT64_MAX
-		    : at->start + at->time_left;
-	}
-	if (cs->value.type != RESIL_VALUE_NULL) {
-		/* A retry: the previous attempt's value is dropped. */
-		resil_value_free(&cs->value);
-		resil_value_init(&cs->value);
-	}
-	rc = cs->fn(cs->ctx, cs->args, &cs->value);
-	cs->attempts++;
-	if (timed) {
-		uint64_t t1 = resil_clock_now(&p->clock);
-		stripe *s = my_stripe(p);
-
-		dur = t1 > t0 ? t1 - t0 : 0;
-		resil__faa64(&s->latency[latency_bucket(dur)], 1);
-		resil__faa64(&s->latency_count, 1);
-	}
-	outcome = resil_classify(&p->cls, rc, &cs->value);
-	if (timed && dur > cs->timeout) {
-		/* Too late: the answer is dropped and the attempt failed. */
-		resil_value_free(&cs->value);
-		resil_value_init(&cs->value);
-		outcome = RESIL_OUTCOME_FAILURE;
-		at->status = RESIL_E_TIMEOUT;
-		resil__faa64(&my_stripe(p)->timeouts, 1);
-	}
-	if (cs->breaker != NULL) {
-		if (timed)
-			resil_breaker_record_duration(
-			    cs->breaker, &permit, outcome, dur);
-		else
-			resil_breaker_record(cs->breaker, &permit, outcome);
-		cs->breaker_state = (int)resil_breaker_get_state(cs->breaker);
-	}
-	if (p->bh != NULL)
-		resil_bulkhead_complete(p->bh, outcome, dur);
-	cs->outcome = outcome;
-	return rc;
-}
-
-/* Attempt 1 run by the pipeline itself (no retry policy, or its fast
- * path), reported as resil_retry_call would. */
-static resil_err
-first_attempt(callstate *cs, resil_retry_result *res)
-{
-	resil_retry_attempt at;
-
-	at.number = 1;
-	at.start = 0;
-	at.time_left = UINT64_MAX;
-	at.last_wait = 0;
-	at.last_rc = 0;
-	at.status = RESIL_OK;
-	res->rc = attempt(cs, &at, &cs->value);
-	res->status = at.status;
-	res->outcome = cs->outcome;
-	res->attempts = 1;
-	return at.status;
-}
-
-/* resil_retry_call's attempt after the fast path: attempt 1 is replayed
- * from what the fast path saw; later attempts run. */
-static int
-attempt_or_replay(void *vctx, resil_retry_attempt *at, void *out)
-{
-	callstate *cs = vctx;
-
-	if (cs->replay && at->number == 1) {
-		cs->replay = 0;
-		at->status = cs->replay_status;
-		return cs->replay_rc;
-	}
-	return attempt(vctx, at, out);
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
 /* The chain's mock handler: whatever mock is current when it runs. */
@@ -899,11 +960,18 @@ mock_handler(void *ctx, const resil_args *args, const resil_failure *failure,
     resil_result *out)
 {
 	resil_pipeline *p = ctx;
-	resil_mock *m = resil__loadptr((void *const *)&p->mock);
+	resil__epoch_guard g;
+	resil_mock *m;
+	resil_err err;
 
-	if (m == NULL)
+	if (resil__loadptr((void *const *)&p->mock) == NULL)
 		return RESIL_FALLBACK_PASS;
-	if (resil_mock_invoke(m, args, failure, out) == RESIL_E_NOTFOUND)
+	resil__epoch_enter(p->mock_epoch, &g);
+	m = resil__loadptr((void *const *)&p->mock);
+	err = m != NULL ? resil_mock_invoke(m, args, failure, out)
+	                : RESIL_E_NOTFOUND;
+	resil__epoch_exit(p->mock_epoch, &g);
+	if (err == RESIL_E_NOTFOUND)
 		return RESIL_FALLBACK_PASS;
 	return RESIL_FALLBACK_ANSWER;
 }
@@ -935,133 +1003,1105 @@ count_source(resil_pipeline *p, const resil_result *r)
 	}
 }
 
-static resil_err
-finish(resil_pipeline *p, resil_stage stage, resil_result *out)
+/* The call is answered: count it, tell the listener, and stop. */
+HOT void
+conclude_with(callm *c, resil_stage stage, tsrc *ts, resil_call_next *st)
 {
-	if (RESIL__UNLIKELY(out->source != RESIL_SOURCE_LIVE ||
-		out->err != RESIL_OK))
+	resil_pipeline *p = c->p;
+	resil_result *out = c->out;
+
+	if (RESIL__UNLIKELY(
+	        out->source != RESIL_SOURCE_LIVE || out->err != RESIL_OK))
 		count_source(p, out);
 	if (p->listener != NULL && stage != RESIL_STAGE_CALL)
-		emit_result(p, stage, out);
+		emit_result(p, stage, out, tnow(ts));
+	c->phase = P_DONE;
+	c->magic = CALL_DONE;
+	st->action = RESIL_CALL_DONE;
+	st->attempt = 0;
+	st->deadline = 0;
+	st->until = 0;
+}
+
+/* Give back what the still running attempts hold; their late answers will
+ * be dropped. */
+static void
+abandon_running(callm *c)
+{
+	unsigned i;
+
+	if (c->running == 0)
+		return;
+	for (i = 0; i < RESIL_CALL_MAX_INFLIGHT; i++) {
+		slot *s = &c->slots[i];
+
+		if (!(c->running & (1u << i)))
+			continue;
+		if (s->has_permit)
+			resil_breaker_release(c->breaker, &s->permit);
+		if (s->has_bh)
+			resil_bulkhead_release(c->p->bh);
+		s->has_permit = s->has_bh = 0;
+	}
+	c->abandoned |= c->running;
+	c->running = 0;
+	if (c->breaker != NULL)
+		c->breaker_state = (int)resil_breaker_get_state(c->breaker);
+}
+
+/* The retry stage is over (rr, and the last attempt's rc, status,
+ * outcome): build the answer, live or from the fallback chain. */
+static void
+conclude(callm *c, resil_err rr, int rc, resil_err status,
+    resil_outcome outcome, tsrc *ts, resil_call_next *st)
+{
+	resil_pipeline *p = c->p;
+	resil_result *out = c->out;
+	resil_failure failure;
+
+	abandon_running(c);
+	if (rr == RESIL_OK && status == RESIL_OK &&
+	    outcome != RESIL_OUTCOME_FAILURE) {
+		out->rc = rc;
+		out->attempts = c->attempts;
+		out->breaker_state = c->breaker_state;
+		out->source = RESIL_SOURCE_LIVE;
+		if (outcome == RESIL_OUTCOME_BUSINESS) {
+			/* The callee's own answer: untouched, never degraded.
+			 */
+			resil_value_free(&c->value);
+			out->err = RESIL_E_BUSINESS;
+			conclude_with(c, RESIL_STAGE_CALL, ts, st);
+			return;
+		}
+		if (outcome == RESIL_OUTCOME_SUCCESS && p->cache != NULL)
+			resil_fallback_record(p->fb, c->args, &c->value);
+		/* IGNORED passes as it is: RESIL_OK with rc 0, else E_CALL. */
+		out->err = outcome == RESIL_OUTCOME_SUCCESS || rc == 0
+		    ? RESIL_OK
+		    : RESIL_E_CALL;
+		out->value = c->value; /* moved */
+		vnull(&c->value);
+		conclude_with(c, RESIL_STAGE_CALL, ts, st);
+		return;
+	}
+
+	/* A non-business failure: the fallback chain answers or passes. */
+	resil_value_free(&c->value);
+	failure.err = status != RESIL_OK      ? status
+	    : rr == RESIL_E_RETRIES_EXHAUSTED ? RESIL_E_RETRIES_EXHAUSTED
+	                                      : RESIL_E_CALL;
+	failure.rc = rc;
+	failure.attempts = c->attempts;
+	/* No cache, no mock for this method and no handler: no fallback is
+	 * configured, so the original error propagates. */
+	resil_fallback_recover(
+	    p->cache != NULL || c->has_mock || p->handlers > 0 ? p->fb : NULL,
+	    c->args, &failure, out);
+	out->attempts = c->attempts;
+	out->breaker_state = c->breaker_state;
+	out->last_failure = c->real_err;
+	out->last_failure_rc = c->real_rc;
+	conclude_with(c, RESIL_STAGE_FALLBACK, ts, st);
+}
+
+/* End of the retry run: its report decides the answer. */
+static void
+conclude_run(callm *c, tsrc *ts, resil_call_next *st)
+{
+	resil_retry_result res;
+	resil_err rr = resil__retry_end(c->retry, &c->run, &res);
+
+	conclude(c, rr, res.rc, res.status, res.outcome, ts, st);
+}
+
+/* A free slot; when every slot is taken, the oldest abandoned attempt is
+ * forgotten (its answer, if it ever comes, is then refused). */
+static int
+free_slot_slow(callm *c)
+{
+	unsigned used = (unsigned)(c->running | c->abandoned), i;
+	int old = -1;
+
+	for (i = 0; i < RESIL_CALL_MAX_INFLIGHT; i++) {
+		if (!(used & (1u << i)))
+			return (int)i;
+		if ((c->abandoned & (1u << i)) &&
+		    (old < 0 || c->slots[i].id < c->slots[old].id))
+			old = (int)i;
+	}
+	if (old >= 0)
+		c->abandoned &= (uint8_t) ~(1u << old);
+	return old;
+}
+
+HOT int
+free_slot(callm *c)
+{
+	if (RESIL__LIKELY((c->running | c->abandoned) == 0))
+		return 0;
+	return free_slot_slow(c);
+}
+
+/* A rejected attempt: no call was made, the retry policy sees the
+ * rejection as that attempt's status. */
+static void
+rejected(callm *c, resil_err status)
+{
+	c->last_rc = 0;
+	c->last_status = status;
+	c->last_outcome = RESIL_OUTCOME_FAILURE;
+	c->pending = 1;
+}
+
+/*
+ * Start an attempt: a breaker permit, the rate limiter, the bulkhead.
+ * Returns 1 with *st RUN, or 0 when a stage rejected it (pending set with
+ * the rejection) or no slot is free.
+ */
+HOT int
+launch(callm *c, tsrc *ts, resil_call_next *st)
+{
+	resil_pipeline *p = c->p;
+	uint64_t retry_after, deadline = UINT64_MAX;
+	int i = free_slot(c);
+	resil_permit permit;
+	slot *s;
+
+	if (i < 0)
+		return 0;
+	s = &c->slots[i];
+	if (c->breaker != NULL &&
+	    resil_breaker_acquire(c->breaker, &permit) != RESIL_OK) {
+		c->breaker_state = (int)resil_breaker_get_state(c->breaker);
+		rejected(c, RESIL_E_OPEN);
+		return 0;
+	}
+	if (p->rl != NULL &&
+	    resil_ratelimit_try_acquire(p->rl, 1, &retry_after) != RESIL_OK) {
+		if (c->breaker != NULL) {
+			resil_breaker_release(c->breaker, &permit);
+			c->breaker_state =
+			    (int)resil_breaker_get_state(c->breaker);
+		}
+		rejected(c, RESIL_E_LIMITED);
+		return 0;
+	}
+	if (p->bh != NULL && resil_bulkhead_try_acquire(p->bh) != RESIL_OK) {
+		if (c->breaker != NULL) {
+			resil_breaker_release(c->breaker, &permit);
+			c->breaker_state =
+			    (int)resil_breaker_get_state(c->breaker);
+		}
+		rejected(c, RESIL_E_LIMITED);
+		return 0;
+	}
+	c->running |= (uint8_t)(1u << i);
+	s->id = ++c->issued;
+	c->attempts++; /* a call of the user's function is made */
+	s->has_permit = c->breaker != NULL;
+	s->has_bh = p->bh != NULL;
+	if (c->breaker != NULL)
+		s->permit = permit;
+	if (c->timeout != 0 || p->hedge_max != 0) {
+		s->start = c->launched = tnow(ts);
+		if (c->timeout != 0)
+			deadline = sat_add(s->start, c->timeout);
+	}
+	if (c->run_on && c->run.has_deadline && c->run.deadline_at < deadline)
+		deadline = c->run.deadline_at;
+	st->action = RESIL_CALL_RUN;
+	st->attempt = s->id;
+	st->deadline = deadline;
+	st->until = 0;
+	return 1;
+}
+
+/*
+ * Attempt s answered (rc, *value, moved in; NULL: null) at the time in
+ * ts, or (late != 0) did not answer by its timeout. Record it with every
+ * stage below retry. A late attempt stays abandoned: its answer, when it
+ * comes, is dropped.
+ */
+HOT void
+complete(callm *c, unsigned i, int rc, resil_value *value, int late, tsrc *ts)
+{
+	slot *s = &c->slots[i];
+	resil_pipeline *p = c->p;
+	resil_outcome outcome;
+	resil_err status = RESIL_OK;
+	uint64_t dur = 0;
+
+	if (c->timeout != 0) {
+		uint64_t t1 = tnow(ts);
+		stripe *sp = my_stripe(p);
+
+		dur = t1 > s->start ? t1 - s->start : 0;
+		resil__faa64(&sp->latency[latency_bucket(dur)], 1);
+		resil__faa64(&sp->latency_count, 1);
+	}
+	if (value != &c->value) {
+		if (c->value.type != RESIL_VALUE_NULL) {
+			/* The previous attempt's value is dropped. */
+			resil_value_free(&c->value);
+			vnull(&c->value);
+		}
+		if (value != NULL) {
+			c->value = *value;
+			vnull(value);
+		}
+	}
+	outcome = late ? RESIL_OUTCOME_FAILURE
+	               : resil_classify(&p->cls, rc, &c->value);
+	if (c->timeout != 0 && (late || dur > c->timeout)) {
+		/* Too late: the answer is dropped and the attempt failed. */
+		resil_value_free(&c->value);
+		vnull(&c->value);
+		outcome = RESIL_OUTCOME_FAILURE;
+		status = RESIL_E_TIMEOUT;
+		resil__faa64(&my_stripe(p)->timeouts, 1);
+	}
+	if (s->has_permit) {
+		if (c->timeout != 0)
+			resil_breaker_record_duration(
+			    c->breaker, &s->permit, outcome, dur);
+		else
+			resil_breaker_record(c->breaker, &s->permit, outcome);
+		c->breaker_state = (int)resil_breaker_get_state(c->breaker);
+	}
+	if (s->has_bh)
+		resil_bulkhead_complete(p->bh, outcome, dur);
+	s->has_permit = s->has_bh = 0;
+	c->running &= (uint8_t) ~(1u << i);
+	if (late)
+		c->abandoned |= (uint8_t)(1u << i);
+	c->last_rc = late ? 0 : rc;
+	c->last_status = status;
+	c->last_outcome = outcome;
+	if (outcome == RESIL_OUTCOME_FAILURE) {
+		c->real_err = status != RESIL_OK ? status : RESIL_E_CALL;
+		c->real_rc = late ? 0 : rc;
+	}
+	c->pending = 1;
+	if (outcome != RESIL_OUTCOME_FAILURE && p->hedge_max != 0) {
+		/* The first answer that is not a failure wins. */
+		c->winner = 1;
+		abandon_running(c);
+	}
+}
+
+/* Start the next attempt of the retry stage (after a backoff), or decide
+ * at once when it is rejected. Returns 1 with *st RUN. */
+static int advance(callm *c, tsrc *ts, int waited, resil_call_next *st);
+static void attend(callm *c, tsrc *ts, resil_call_next *st);
+
+/*
+ * The retry attempt is over: its (last) attempt's answer is in c->last_*.
+ * Decide: answer, or retry after a backoff.
+ */
+static int
+decide_core(callm *c, tsrc *ts, resil_call_next *st)
+{
+	c->pending = 0;
+	c->winner = 0;
+	c->hedges = 0;
+	c->no_more_hedges = 0;
+	if (c->retry == NULL) {
+		conclude(c, c->last_status, c->last_rc, c->last_status,
+		    c->last_outcome, ts, st);
+		return 0;
+	}
+	if (!c->run_on) {
+		/* The fast path: attempt 1 ran before the run was begun. A
+		 * success then needs nothing from the policy but a count. */
+		if (c->last_status == RESIL_OK &&
+		    c->last_outcome == RESIL_OUTCOME_SUCCESS) {
+			resil__retry_count_first_success(c->retry);
+			conclude(c, RESIL_OK, c->last_rc, RESIL_OK,
+			    RESIL_OUTCOME_SUCCESS, ts, st);
+			return 0;
+		}
+		c->run_on = 1;
+		resil__retry_begin(c->retry, &c->run,
+		    resil__retry_needs_time(c->retry),
+		    resil__retry_needs_time(c->retry) ? tnow(ts) : 0);
+	}
+	if (!resil__retry_judge(c->retry, &c->run, c->last_rc, c->last_status,
+	        &c->value, c->run.timed ? tnow(ts) : 0) ||
+	    !resil__retry_plan(c->retry, &c->run, tnow(ts))) {
+		conclude_run(c, ts, st);
+		return 0;
+	}
+	c->wait_until = sat_add(c->run.now, c->run.wait);
+	c->phase = P_WAIT;
+	return 1;
+}
+
+/*
+ * A loop, not a recursion: with retry_on_open, a zero backoff and an
+ * open breaker, each of up to RESIL_RETRY_MAX_ATTEMPTS attempts is
+ * rejected at once.
+ */
+static int
+advance(callm *c, tsrc *ts, int waited, resil_call_next *st)
+{
+	for (;;) {
+		if (!waited && tnow(ts) < c->wait_until) {
+			st->action = RESIL_CALL_WAIT;
+			st->attempt = 0;
+			st->deadline = 0;
+			st->until = c->wait_until;
+			return 0;
+		}
+		if (!resil__retry_resume(c->retry, &c->run, tnow(ts))) {
+			conclude_run(c, ts, st);
+			return 0;
+		}
+		c->phase = P_ATTEMPT;
+		if (launch(c, ts, st))
+			return 1;
+		if (c->p->hedge_max != 0) {
+			/* A rejection may still be hedged. */
+			attend(c, ts, st);
+			return 0;
+		}
+		if (!decide_core(c, ts, st))
+			return 0;
+		waited = 0;
+	}
+}
+
+static void
+decide(callm *c, tsrc *ts, resil_call_next *st)
+{
+	if (decide_core(c, ts, st))
+		advance(c, ts, 0, st);
+}
+
+/* The attempts of this retry attempt are out (ATTEMPT phase): time out
+ * the late ones, start a hedge when it is due, or decide. */
+static void
+attend(callm *c, tsrc *ts, resil_call_next *st)
+{
+	resil_pipeline *p = c->p;
+	uint64_t wake = UINT64_MAX;
+	unsigned i;
+
+	/* The common case: the one attempt has answered. */
+	if (RESIL__LIKELY(
+	        c->pending && c->running == 0 && p->hedge_max == 0)) {
+		decide(c, ts, st);
+		return;
+	}
+	if (c->timeout != 0 && c->running != 0) {
+		for (i = 0; i < RESIL_CALL_MAX_INFLIGHT; i++) {
+			slot *s = &c->slots[i];
+			uint64_t due;
+
+			if (!(c->running & (1u << i)))
+				continue;
+			/* Late when its duration passes the timeout. */
+			due = sat_add(sat_add(s->start, c->timeout), 1);
+			if (tnow(ts) >= due)
+				complete(c, i, 0, NULL, 1, ts);
+		}
+	}
+	if (c->winner ||
+	    (c->running == 0 && c->pending &&
+	        (p->hedge_max == 0 || c->no_more_hedges ||
+	            c->hedges >= p->hedge_max))) {
+		decide(c, ts, st);
+		return;
+	}
+	if (p->hedge_max != 0 && !c->no_more_hedges &&
+	    c->hedges < p->hedge_max &&
+	    (c->pending || tnow(ts) >= sat_add(c->launched, p->hedge_delay))) {
+		/* A failure, or no answer within the hedge delay: another
+		 * attempt, paid for from the retry budget. */
+		c->pending = 0;
+		if (c->retry != NULL &&
+		    !resil__retry_spend(c->retry, tnow(ts))) {
+			c->no_more_hedges = 1;
+		} else {
+			c->hedges++;
+			if (launch(c, ts, st))
+				return;
+		}
+		attend(c, ts, st);
+		return;
+	}
+	c->pending = 0;
+	for (i = 0; i < RESIL_CALL_MAX_INFLIGHT; i++) {
+		const slot *s = &c->slots[i];
+
+		if ((c->running & (1u << i)) && c->timeout != 0) {
+			uint64_t due =
+			    sat_add(sat_add(s->start, c->timeout), 1);
+
+			if (due < wake)
+				wake = due;
+		}
+	}
+	if (p->hedge_max != 0 && !c->no_more_hedges &&
+	    c->hedges < p->hedge_max) {
+		uint64_t due = sat_add(c->launched, p->hedge_delay);
+
+		if (due < wake)
+			wake = due;
+	}
+	st->action = RESIL_CALL_WAIT;
+	st->attempt = 0;
+	st->deadline = 0;
+	st->until = wake;
+}
+
+static resil_err
+check_method(const resil_pipeline *p, const method *m)
+{
+	return m->owner == p ? RESIL_OK : RESIL_E_INVAL;
+}
+
+HOT void minit(callm *c, resil_pipeline *p, const method *m,
+    const resil_args *args, resil_result *out);
+
+/* Start: the mock stage, then attempt 1. */
+HOT resil_err
+mstart(callm *c, resil_pipeline *p, const method *m, const resil_args *args,
+    resil_result *out, tsrc *ts, resil_call_next *st)
+{
+	resil_mock *mock;
+
+	resil_result_init(out);
+	resil__faa64(&my_stripe(p)->calls, 1);
+	minit(c, p, m, args, out);
+
+	/* The mock stage: force: answers and nothing below runs. The mock
+	 * is read inside an epoch section: set_mock may retire it. */
+	if (resil__loadptr((void *const *)&p->mock) != NULL) {
+		const resil_mock_spec *spec;
+		resil__epoch_guard g;
+		int forced = 0;
+
+		resil__epoch_enter(p->mock_epoch, &g);
+		mock = resil__loadptr((void *const *)&p->mock);
+		if (mock != NULL &&
+		    resil_mock_lookup(mock, args->method, &spec) == RESIL_OK &&
+		    spec->action != RESIL_MOCK_NONE) {
+			c->has_mock = 1;
+			if (spec->mode == RESIL_MOCK_FORCE) {
+				forced = 1;
+				if (resil_mock_invoke(mock, args, NULL, out) ==
+				    RESIL_E_NOMEM) {
+					resil_result_init(out);
+					out->err = RESIL_E_NOMEM;
+				}
+			}
+		}
+		resil__epoch_exit(p->mock_epoch, &g);
+		if (forced) {
+			conclude_with(c, RESIL_STAGE_MOCK, ts, st);
+			return RESIL_OK;
+		}
+	}
+	if (c->retry != NULL && !m->retry_fast) {
+		c->run_on = 1;
+		resil__retry_begin(c->retry, &c->run,
+		    resil__retry_needs_time(c->retry),
+		    resil__retry_needs_time(c->retry) ? tnow(ts) : 0);
+	}
+	if (!launch(c, ts, st))
+		attend(c, ts, st);
+	return RESIL_OK;
+}
+
+/* A call's state before its first attempt. */
+HOT void
+minit(callm *c, resil_pipeline *p, const method *m, const resil_args *args,
+    resil_result *out)
+{
+	c->magic = CALL_LIVE;
+	c->p = p;
+	c->m = m;
+	c->args = args;
+	c->out = out;
+	c->has_mock = 0;
+	c->run_on = 0;
+	c->pending = 0;
+	c->winner = 0;
+	c->hedges = 0;
+	c->no_more_hedges = 0;
+	c->issued = 0;
+	c->attempts = 0;
+	c->wait_until = 0;
+	c->breaker_state = -1;
+	c->real_err = RESIL_OK;
+	c->real_rc = 0;
+	c->running = 0;
+	c->abandoned = 0;
+	vnull(&c->value);
+	c->phase = P_ATTEMPT;
+	c->breaker = m->breaker != NULL ? m->breaker : p->breaker;
+	c->retry = m->retry != NULL ? m->retry : p->retry;
+	c->timeout = m->timeout;
+}
+
+/* The slot of attempt id (running or abandoned), or -1. */
+static int
+find_slot(const callm *c, uint32_t id)
+{
+	unsigned used = (unsigned)(c->running | c->abandoned), i;
+
+	if (id == 0)
+		return -1;
+	for (i = 0; i < RESIL_CALL_MAX_INFLIGHT; i++)
+		if ((used & (1u << i)) && c->slots[i].id == id)
+			return (int)i;
+	return -1;
+}
+
+HOT resil_err
+mreport(callm *c, uint32_t id, int rc, resil_value *value, tsrc *ts)
+{
+	int i;
+	uint8_t bit;
+
+	/* The common case first: the one attempt out answers. */
+	if (RESIL__LIKELY(c->running == 1 && c->slots[0].id == id))
+		i = 0;
+	else if ((i = find_slot(c, id)) < 0)
+		return RESIL_E_MISUSE;
+	bit = (uint8_t)(1u << i);
+	if (c->abandoned & bit) {
+		/* An answer that no longer matters: accepted and dropped. */
+		if (value != NULL) {
+			resil_value_free(value);
+			vnull(value);
+		}
+		c->abandoned &= (uint8_t)~bit;
+		return RESIL_OK;
+	}
+	if (c->magic != CALL_LIVE)
+		return RESIL_E_MISUSE;
+	complete(c, (unsigned)i, rc, value, 0, ts);
+	return RESIL_OK;
+}
+
+/* The first attempt of a call with no retry run begun (no policy, or its
+ * fast path) succeeded: the answer is live, and the policy has only a
+ * count to keep. */
+HOT void
+live_success(callm *c, tsrc *ts, resil_call_next *st)
+{
+	resil_pipeline *p = c->p;
+	resil_result *out = c->out;
+
+	if (c->retry != NULL)
+		resil__retry_count_first_success(c->retry);
+	out->rc = c->last_rc;
+	out->attempts = c->attempts;
+	out->breaker_state = c->breaker_state;
+	out->source = RESIL_SOURCE_LIVE;
+	if (p->cache != NULL)
+		resil_fallback_record(p->fb, c->args, &c->value);
+	out->err = RESIL_OK;
+	out->value = c->value; /* moved */
+	conclude_with(c, RESIL_STAGE_CALL, ts, st);
+}
+
+HOT void
+mstep(callm *c, tsrc *ts, int waited, resil_call_next *st)
+{
+	if (RESIL__LIKELY(c->pending && c->running == 0 &&
+	        c->phase == P_ATTEMPT && !c->run_on &&
+	        c->last_status == RESIL_OK &&
+	        c->last_outcome == RESIL_OUTCOME_SUCCESS &&
+	        c->p->hedge_max == 0)) {
+		live_success(c, ts, st);
+		return;
+	}
+	if (c->phase == P_WAIT)
+		advance(c, ts, waited, st);
+	else
+		attend(c, ts, st);
+}
+
+/* ---- the blocking driver ---- */
+
+HOT resil_err
+drive(resil_pipeline *p, const method *m, const resil_args *args,
+    resil_call_fn fn, void *ctx, resil_result *out)
+{
+	callm c;
+	resil_call_next st;
+	tsrc ts;
+	int rc;
+
+	tls_method = args->method;
+	tls_in_call = 1;
+	tlazy(&ts, p);
+	if (RESIL__LIKELY(m->simple) &&
+	    resil__loadptr((void *const *)&p->mock) == NULL) {
+		/*
+		 * The machine's first step, inline: no mock stage, no stage
+		 * that needs the time, and no retry run before attempt 1.
+		 * A success ends the call here exactly as live_success()
+		 * would; anything else is handed to the machine in the state
+		 * its own first step would have left it.
+		 */
+		resil_breaker *b =
+		    m->breaker != NULL ? m->breaker : p->breaker;
+		resil_permit permit;
+		resil_outcome o;
+		resil_value v;
+		int bstate = -1;
+
+		resil_result_init(out);
+		resil__faa64(&my_stripe(p)->calls, 1);
+		if (b != NULL &&
+		    resil_breaker_acquire(b, &permit) != RESIL_OK) {
+			minit(&c, p, m, args, out);
+			c.breaker_state = (int)resil_breaker_get_state(b);
+			rejected(&c, RESIL_E_OPEN);
+			attend(&c, &ts, &st);
+			goto loop;
+		}
+		vnull(&v);
+		rc = fn(ctx, args, &v);
+		/* The default classifier inline; a user's through
+		 * resil_classify(), which also guards its answer. */
+		o = p->cls.fn == NULL
+		    ? (rc == 0 ? RESIL_OUTCOME_SUCCESS : RESIL_OUTCOME_FAILURE)
+		    : resil_classify(&p->cls, rc, &v);
+		if (b != NULL) {
+			resil_breaker_record(b, &permit, o);
+			bstate = (int)resil_breaker_get_state(b);
+		}
+		if (RESIL__LIKELY(o == RESIL_OUTCOME_SUCCESS)) {
+			resil_retry *r =
+			    m->retry != NULL ? m->retry : p->retry;
+
+			if (r != NULL)
+				resil__retry_count_first_success(r);
+			out->rc = rc;
+			out->attempts = 1;
+			out->breaker_state = bstate;
+			out->source = RESIL_SOURCE_LIVE;
+			if (p->cache != NULL)
+				resil_fallback_record(p->fb, args, &v);
+			out->err = RESIL_OK;
+			out->value = v; /* moved */
+			tls_method = NULL;
+			tls_in_call = 0;
+			return RESIL_OK;
+		}
+		minit(&c, p, m, args, out);
+		c.issued = 1;
+		c.attempts = 1;
+		c.breaker_state = bstate;
+		c.value = v;
+		c.last_rc = rc;
+		c.last_status = RESIL_OK;
+		c.last_outcome = o;
+		if (o == RESIL_OUTCOME_FAILURE) {
+			c.real_err = RESIL_E_CALL;
+			c.real_rc = rc;
+		}
+		c.pending = 1;
+		mstep(&c, &ts, 0, &st);
+	} else {
+		mstart(&c, p, m, args, out, &ts, &st);
+	}
+loop:
+	while (st.action != RESIL_CALL_DONE) {
+		if (st.action == RESIL_CALL_RUN) {
+			/* The attempt writes straight into the call's value
+			 * (the previous attempt's is dropped first). */
+			if (c.value.type != RESIL_VALUE_NULL) {
+				resil_value_free(&c.value);
+				vnull(&c.value);
+			}
+			tls_deadline = st.deadline;
+			rc = fn(ctx, args, &c.value);
+			tls_deadline = UINT64_MAX;
+			tlazy(&ts, p);
+			mreport(&c, st.attempt, rc, &c.value, &ts);
+			mstep(&c, &ts, 0, &st);
+		} else {
+			uint64_t now = resil_clock_now(&p->clock);
+
+			/* One attempt at a time: a wait is a backoff, never
+			 * an unbounded one. */
+			if (st.until > now)
+				resil_clock_sleep(&p->clock, st.until - now);
+			tlazy(&ts, p);
+			mstep(&c, &ts, 1, &st);
+		}
+	}
 	tls_method = NULL;
 	tls_in_call = 0;
 	return out->err;
+}
+
+/* ---- the blocking driver with an executor (hedging) ---- */
+
+enum { J_RUNNING = 0, J_DONE = 1, J_ABANDONED = 2 };
+
+typedef struct job {
+	resil_call_fn fn;
+	void *ctx;
+	/* Copies: a losing hedge may run on after the call has returned,
+	 * and the pipeline may be gone by then. The method and argument
+	 * bytes follow the struct. */
+	resil_args args;
+	resil_executor ex;
+	resil_allocator alloc;
+	size_t size;
+	uint64_t deadline;
+	uint32_t id;
+	int rc;
+	resil_value value;
+	uint32_t state; /* J_*, atomic */
+	struct job *next;
+} job;
+
+static void
+job_free(job *j)
+{
+	resil_allocator a = j->alloc;
+
+	resil_value_free(&j->value);
+	resil__free(&a, j, j->size);
+}
+
+static job *
+job_new(resil_pipeline *p, resil_call_fn fn, void *ctx, const resil_args *args,
+    const resil_call_next *st)
+{
+	size_t mlen = strlen(args->method) + 1, size;
+	job *j;
+	char *buf;
+
+	size = sizeof(*j) + mlen + args->len;
+	if (size < mlen) /* size_t overflow */
+		return NULL;
+	j = resil__calloc(&p->alloc, size);
+	if (j == NULL)
+		return NULL;
+	buf = (char *)(j + 1);
+	memcpy(buf, args->method, mlen);
+	if (args->len > 0)
+		memcpy(buf + mlen, args->data, args->len);
+	j->fn = fn;
+	j->ctx = ctx;
+	j->args.method = buf;
+	j->args.data = args->len > 0 ? buf + mlen : NULL;
+	j->args.len = args->len;
+	j->ex = p->executor;
+	j->alloc = p->alloc;
+	j->size = size;
+	j->deadline = st->deadline;
+	j->id = st->attempt;
+	j->state = J_RUNNING;
+	return j;
+}
+
+/* On the executor's thread: the attempt, then hand it back, or free it
+ * when the call has finished meanwhile. */
+static void
+run_job(void *vj)
+{
+	job *j = vj;
+	resil_executor ex = j->ex;
+	uint32_t st = J_RUNNING;
+
+	vnull(&j->value);
+	tls_in_call = 1;
+	tls_deadline = j->deadline;
+	j->rc = j->fn(j->ctx, &j->args, &j->value);
+	tls_deadline = UINT64_MAX;
+	tls_in_call = 0;
+	/* ex is copied first: once DONE is published the call may free j. */
+	if (__atomic_compare_exchange_n(
+	        &j->state, &st, J_DONE, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		ex.wake(ex.ctx);
+	else
+		job_free(j); /* abandoned: nobody will read the answer */
+}
+
+/* The hedging pipeline's blocking loop: attempts run on the executor;
+ * the calling thread waits for answers and timers. */
+static resil_err
+drive_hedged(resil_pipeline *p, const method *m, const resil_args *args,
+    resil_call_fn fn, void *ctx, resil_result *out)
+{
+	const resil_executor *ex = &p->executor;
+	job *jobs = NULL, **pp, *j;
+	callm c;
+	resil_call_next st;
+	tsrc ts;
+	int rc;
+
+	tls_method = args->method;
+	tls_in_call = 1;
+	tlazy(&ts, p);
+	mstart(&c, p, m, args, out, &ts, &st);
+	while (st.action != RESIL_CALL_DONE) {
+		if (st.action == RESIL_CALL_RUN) {
+			j = job_new(p, fn, ctx, args, &st);
+			if (j != NULL &&
+			    ex->submit(run_job, j, ex->ctx) == 0) {
+				j->next = jobs;
+				jobs = j;
+				tlazy(&ts, p);
+				mstep(&c, &ts, 0, &st);
+				continue;
+			}
+			/* No executor thread: this attempt runs here. */
+			if (j != NULL)
+				job_free(j);
+			if (c.value.type != RESIL_VALUE_NULL) {
+				resil_value_free(&c.value);
+				vnull(&c.value);
+			}
+			tls_deadline = st.deadline;
+			rc = fn(ctx, args, &c.value);
+			tls_deadline = UINT64_MAX;
+			tlazy(&ts, p);
+			mreport(&c, st.attempt, rc, &c.value, &ts);
+			tlazy(&ts, p);
+			mstep(&c, &ts, 0, &st);
+			continue;
+		}
+		/* WAIT: report the answers that came, in the order of their
+		 * ids; else wait for one or for the tick. */
+		{
+			job *best = NULL;
+
+			for (j = jobs; j != NULL; j = j->next)
+				if (__atomic_load_n(&j->state,
+				        __ATOMIC_ACQUIRE) == J_DONE &&
+				    (best == NULL || j->id < best->id))
+					best = j;
+			if (best != NULL) {
+				for (pp = &jobs; *pp != best;
+				     pp = &(*pp)->next)
+					;
+				*pp = best->next;
+				tlazy(&ts, p);
+				mreport(
+				    &c, best->id, best->rc, &best->value, &ts);
+				job_free(best);
+				tlazy(&ts, p);
+				mstep(&c, &ts, 0, &st);
+				continue;
+			}
+		}
+		if (jobs == NULL) {
+			/* A backoff: sleep through the clock as always. */
+			uint64_t now = resil_clock_now(&p->clock);
+
+			if (st.until > now)
+				resil_clock_sleep(&p->clock, st.until - now);
+			tlazy(&ts, p);
+			mstep(&c, &ts, 1, &st);
+			continue;
+		}
+		ex->wait(st.until, ex->ctx);
+		tlazy(&ts, p);
+		mstep(&c, &ts, 0, &st);
+	}
+	/* Jobs still out: their answers no longer matter. */
+	while (jobs != NULL) {
+		uint32_t want = J_RUNNING;
+
+		j = jobs;
+		jobs = j->next;
+		if (!__atomic_compare_exchange_n(&j->state, &want, J_ABANDONED,
+		        0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+			/* It answered after all: drop the answer here. */
+			mreport(&c, j->id, j->rc, &j->value, &ts);
+			job_free(j);
+		}
+	}
+	tls_method = NULL;
+	tls_in_call = 0;
+	return out->err;
+}
+
+static resil_err
+refuse_hedging(resil_pipeline *p, resil_result *out)
+{
+	resil__msg o;
+
+	resil_result_init(out);
+	out->err = RESIL_E_INVAL;
+	out->source = RESIL_SOURCE_UNAVAILABLE;
+	resil__msg_start(&o, out->message, sizeof(out->message));
+	RESIL__MSG_LIT(&o,
+	    "hedging runs attempts in parallel: give the pipeline an "
+	    "executor, or use the call machine (resil_call_start), for ");
+	resil__msg_str(&o, p->service);
+	return RESIL_E_INVAL;
 }
 
 resil_err
 resil_pipeline_call(resil_pipeline *p, const resil_args *args,
     resil_call_fn fn, void *ctx, resil_result *out)
 {
-	resil_retry_result res;
-	resil_failure failure;
-	resil_retry *retry;
-	resil_mock *mock;
-	callstate cs;
-	resil_err rr;
-	int has_mock;
-
-	if (RESIL__UNLIKELY(p == NULL || args == NULL || args->method == NULL ||
-		fn == NULL || out == NULL))
+	if (RESIL__UNLIKELY(p == NULL || args == NULL ||
+	        args->method == NULL || fn == NULL || out == NULL))
 		return RESIL_E_INVAL;
-	resil_result_init(out);
-	resil__faa64(&my_stripe(p)->calls, 1);
-	cs.m = find_method(p, args->method);
-	tls_method = args->method;
-	tls_in_call = 1;
-
-	/* The mock stage: force: answers and nothing below runs. */
-	mock = resil__loadptr((void *const *)&p->mock);
-	has_mock = 0;
-	if (mock != NULL) {
-		const resil_mock_spec *spec;
-
-		if (resil_mock_lookup(mock, args->method, &spec) == RESIL_OK &&
-		    spec->action != RESIL_MOCK_NONE)
-			has_mock = 1;
-		if (has_mock && spec->mode == RESIL_MOCK_FORCE) {
-			if (resil_mock_invoke(mock, args, NULL, out) ==
-			    RESIL_E_NOMEM) {
-				resil_result_init(out);
-				out->err = RESIL_E_NOMEM;
-			}
-			return finish(p, RESIL_STAGE_MOCK, out);
-		}
-	}
-
-	cs.p = p;
-	cs.breaker = cs.m->breaker != NULL ? cs.m->breaker : p->breaker;
-	cs.args = args;
-	cs.fn = fn;
-	cs.ctx = ctx;
-	cs.timeout = cs.m->timeout;
-	cs.breaker_state = -1;
-	cs.attempts = 0;
-	resil_value_init(&cs.value);
-
-	cs.replay = 0;
-	retry = cs.m->retry != NULL ? cs.m->retry : p->retry;
-	if (retry == NULL) {
-		rr = first_attempt(&cs, &res);
-	} else if (cs.m->retry_fast) {
-		/* The fast path: most calls succeed at once, and then the
-		 * policy has nothing to decide but a count. */
-		rr = first_attempt(&cs, &res);
-		if (rr == RESIL_OK && res.outcome == RESIL_OUTCOME_SUCCESS) {
-			resil__retry_count_first_success(retry);
-		} else {
-			cs.replay = 1;
-			cs.replay_rc = res.rc;
-			cs.replay_status = res.status;
-			rr = resil_retry_call(
-			    retry, attempt_or_replay, &cs, &cs.value, &res);
-		}
-	} else {
-		rr = resil_retry_call(retry, attempt, &cs, &cs.value, &res);
-	}
-	tls_deadline = UINT64_MAX;
-
-	if (rr == RESIL_OK && res.status == RESIL_OK &&
-	    res.outcome != RESIL_OUTCOME_FAILURE) {
-		out->rc = res.rc;
-		out->attempts = cs.attempts;
-		out->breaker_state = cs.breaker_state;
-		out->source = RESIL_SOURCE_LIVE;
-		if (res.outcome == RESIL_OUTCOME_BUSINESS) {
-			/* The callee's own answer: untouched, never degraded. */
-			resil_value_free(&cs.value);
-			out->err = RESIL_E_BUSINESS;
-			return finish(p, RESIL_STAGE_CALL, out);
-		}
-		if (res.outcome == RESIL_OUTCOME_SUCCESS && p->cache != NULL)
-			resil_fallback_record(p->fb, args, &cs.value);
-		/* IGNORED passes as it is: RESIL_OK with rc 0, else E_CALL. */
-		out->err = res.outcome == RESIL_OUTCOME_SUCCESS || res.rc == 0
-		    ? RESIL_OK
-		    : RESIL_E_CALL;
-		out->value = cs.value; /* moved */
-		return finish(p, RESIL_STAGE_CALL, out);
-	}
-
-	/* A non-business failure: the fallback chain answers or passes. */
-	resil_value_free(&cs.value);
-	failure.err = res.status != RESIL_OK ? res.status
-	    : rr == RESIL_E_RETRIES_EXHAUSTED ? RESIL_E_RETRIES_EXHAUSTED
-					       : RESIL_E_CALL;
-	failure.rc = res.rc;
-	failure.attempts = cs.attempts;
-	/* No cache, no mock for this method and no handler: no fallback is
-	 * configured, so the original error propagates. */
-	resil_fallback_recover(p->cache != NULL || has_mock || p->handlers > 0
-		? p->fb
-		: NULL,
-	    args, &failure, out);
-	out->attempts = cs.attempts;
-	out->breaker_state = cs.breaker_state;
-	return finish(p, RESIL_STAGE_FALLBACK, out);
+	if (RESIL__UNLIKELY(p->hedge_max != 0))
+		return p->executor.submit != NULL
+		    ? drive_hedged(
+		          p, find_method(p, args->method), args, fn, ctx, out)
+		    : refuse_hedging(p, out);
+	return drive(p, find_method(p, args->method), args, fn, ctx, out);
 }
 
 resil_err
-resil_pipeline_get_metrics(const resil_pipeline *p, resil_pipeline_metrics *out)
+resil_pipeline_call_method(resil_pipeline *p, const resil_method *m,
+    const resil_args *args, resil_call_fn fn, void *ctx, resil_result *out)
+{
+	if (RESIL__UNLIKELY(p == NULL || m == NULL || args == NULL ||
+	        args->method == NULL || fn == NULL || out == NULL ||
+	        check_method(p, m) != RESIL_OK))
+		return RESIL_E_INVAL;
+	if (RESIL__UNLIKELY(p->hedge_max != 0))
+		return p->executor.submit != NULL
+		    ? drive_hedged(p, m, args, fn, ctx, out)
+		    : refuse_hedging(p, out);
+	return drive(p, m, args, fn, ctx, out);
+}
+
+resil_err
+resil_pipeline_method(
+    resil_pipeline *p, const char *name, const resil_method **out)
+{
+	if (p == NULL || name == NULL || out == NULL)
+		return RESIL_E_INVAL;
+	*out = find_method(p, name);
+	return RESIL_OK;
+}
+
+const char *
+resil_method_name(const resil_method *m)
+{
+	return m == NULL ? NULL : m->name != NULL ? m->name : "";
+}
+
+/* ---- the machine's public face ---- */
+
+static tsrc
+tgiven(uint64_t now)
+{
+	tsrc t;
+
+	t.now = now;
+	t.clk = NULL;
+	return t;
+}
+
+resil_err
+resil_call_start(resil_call *call, resil_pipeline *p, const resil_method *m,
+    const resil_args *args, resil_result *out, uint64_t now,
+    resil_call_next *step)
+{
+	callm *c = (callm *)(void *)call;
+	tsrc ts = tgiven(now);
+
+	if (RESIL__UNLIKELY(call == NULL || p == NULL || args == NULL ||
+	        args->method == NULL || out == NULL || step == NULL))
+		return RESIL_E_INVAL;
+	if (m == NULL)
+		m = find_method(p, args->method);
+	else if (RESIL__UNLIKELY(check_method(p, m) != RESIL_OK))
+		return RESIL_E_INVAL;
+	tls_method = args->method;
+	mstart(c, p, m, args, out, &ts, step);
+	tls_method = NULL;
+	return RESIL_OK;
+}
+
+resil_err
+resil_call_step(resil_call *call, uint64_t now, resil_call_next *step)
+{
+	callm *c = (callm *)(void *)call;
+	tsrc ts = tgiven(now);
+
+	if (RESIL__UNLIKELY(call == NULL || step == NULL))
+		return RESIL_E_INVAL;
+	if (RESIL__UNLIKELY(c->magic != CALL_LIVE))
+		return RESIL_E_MISUSE;
+	tls_method = c->args->method;
+	mstep(c, &ts, 0, step);
+	tls_method = NULL;
+	return RESIL_OK;
+}
+
+resil_err
+resil_call_report(resil_call *call, uint32_t attempt, int rc,
+    resil_value *value, uint64_t now)
+{
+	callm *c = (callm *)(void *)call;
+	tsrc ts = tgiven(now);
+	resil_err err;
+
+	if (RESIL__UNLIKELY(call == NULL))
+		return RESIL_E_INVAL;
+	if (RESIL__UNLIKELY(c->magic != CALL_LIVE && c->magic != CALL_DONE &&
+	        c->magic != CALL_CANCELLED))
+		return RESIL_E_MISUSE;
+	/* After DONE the args may be gone: only a live call names them. */
+	tls_method = c->magic == CALL_LIVE ? c->args->method : NULL;
+	err = mreport(c, attempt, rc, value, &ts);
+	tls_method = NULL;
+	return err;
+}
+
+resil_err
+resil_call_cancel(resil_call *call, uint64_t now)
+{
+	callm *c = (callm *)(void *)call;
+	resil__msg o;
+
+	(void)now;
+	if (call == NULL)
+		return RESIL_E_INVAL;
+	if (c->magic != CALL_LIVE)
+		return RESIL_E_MISUSE;
+	abandon_running(c);
+	resil_value_free(&c->value);
+	vnull(&c->value);
+	resil_result_init(c->out);
+	c->out->attempts = c->attempts;
+	c->out->breaker_state = c->breaker_state;
+	resil__msg_start(&o, c->out->message, sizeof(c->out->message));
+	RESIL__MSG_LIT(&o, "the call was cancelled");
+	resil__faa64(&my_stripe(c->p)->unavailable, 1);
+	c->phase = P_DONE;
+	c->magic = CALL_CANCELLED;
+	return RESIL_OK;
+}
+
+uint32_t
+resil_call_outstanding(const resil_call *call)
+{
+	const callm *c = (const callm *)(const void *)call;
+	unsigned i, n = 0;
+
+	if (call == NULL ||
+	    (c->magic != CALL_LIVE && c->magic != CALL_DONE &&
+	        c->magic != CALL_CANCELLED))
+		return 0;
+	for (i = 0; i < RESIL_CALL_MAX_INFLIGHT; i++)
+		n += ((c->running | c->abandoned) >> i) & 1u;
+	return n;
+}
+
+resil_err
+resil_pipeline_get_metrics(
+    const resil_pipeline *p, resil_pipeline_metrics *out)
 {
 	resil_pipeline_metrics m;
 	unsigned i, j;
@@ -1116,7 +2156,7 @@ resil_latency_quantile(const resil_pipeline_metrics *m, double q)
 		if (seen >= want)
 			return i == 0 ? 0
 			    : i >= 64 ? UINT64_MAX
-				      : (UINT64_C(1) << i) - 1;
+			              : (UINT64_C(1) << i) - 1;
 	}
 	return UINT64_MAX;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "atomic.h"
+#include "call_internal.h"
 #include "internal.h"
 
 /* Budget tokens are fixed point, in millionths, so a deposit of a fraction
@@ -32,6 +33,10 @@ struct resil_retry {
 	uint64_t floor_step;  /* ticks between two floor retries */
 	uint64_t floor_burst; /* how far ahead of now the floor may run */
 	int budget_on;
+	/* Decided once: no deadline, no listener, no budget and no
+	 * retry-on-result, so a first attempt that succeeds needs nothing
+	 * but a count. */
+	int first_fast;
 	/* The shared words below are written by every thread: keep them
 	 * off the cache line of the read-only configuration above, and off
 	 * each other's, so a busy bank does not slow the floor or the RNG. */
@@ -258,6 +263,8 @@ resil_retry_new(
 	else
 		r->random = resil_rng_hook(&r->rng);
 	r->budget_on = cfg->budget_ratio > 0.0;
+	r->first_fast = cfg->deadline_ns == 0 && cfg->listener == NULL &&
+	    !r->budget_on && cfg->retry_on_result == NULL;
 	r->deposit = (uint64_t)(cfg->budget_ratio * (double)TOKEN + 0.5);
 	r->bank_max = (uint64_t)cfg->budget_max_tokens * TOKEN;
 	if (cfg->budget_min_retries > 0) {
@@ -348,125 +355,169 @@ emit(const resil_retry *r, resil_retry_event_type type, uint32_t attempt,
 	r->cfg.listener(&ev, r->cfg.listener_ctx);
 }
 
-resil_err
-resil_retry_call(resil_retry *r, resil_retry_fn fn, void *ctx, void *out,
-    resil_retry_result *res)
+int
+resil__retry_needs_time(const resil_retry *r)
 {
-	const resil_retry_config *cfg;
-	resil_retry_attempt at;
-	resil_outcome outcome = RESIL_OUTCOME_SUCCESS;
-	resil_retry_stop stop;
-	resil_err status = RESIL_OK;
-	uint64_t now, t0, deadline_at, wait = 0, waited = 0;
-	uint32_t n = 1;
-	int rc = 0, want, by_result = 0, has_deadline, timed;
-	struct rstripe *st;
+	return r->cfg.deadline_ns != 0 || r->cfg.listener != NULL;
+}
 
-	if (r == NULL || fn == NULL)
-		return RESIL_E_INVAL;
-	cfg = &r->cfg;
-	has_deadline = cfg->deadline_ns != 0;
-	/* The clock is read only where something needs the time: a
-	 * deadline, a listener (events carry times), or a wait before a
-	 * retry. A call that succeeds at once without either reads none. */
-	timed = has_deadline || cfg->listener != NULL;
-	now = t0 = timed ? resil_clock_now(&r->clock) : 0;
-	deadline_at = t0 > UINT64_MAX - cfg->deadline_ns
+#if defined(__GNUC__)
+#define RESIL__ALWAYS_INLINE __attribute__((always_inline))
+#else
+#define RESIL__ALWAYS_INLINE
+#endif
+
+/* The steps are inlined into resil_retry_call(); the pipeline's machine
+ * calls the exported wrappers below. */
+RESIL__ALWAYS_INLINE static inline void
+run_begin(resil_retry *r, resil__retry_run *run, int timed, uint64_t now)
+{
+	const resil_retry_config *cfg = &r->cfg;
+
+	run->has_deadline = cfg->deadline_ns != 0;
+	run->timed = timed;
+	run->now = run->t0 = timed ? now : 0;
+	run->deadline_at = run->t0 > UINT64_MAX - cfg->deadline_ns
 	    ? UINT64_MAX
-	    : t0 + cfg->deadline_ns;
+	    : run->t0 + cfg->deadline_ns;
+	run->wait = 0;
+	run->waited = 0;
+	run->n = 1;
+	run->rc = 0;
+	run->by_result = 0;
+	run->status = RESIL_OK;
+	run->outcome = RESIL_OUTCOME_SUCCESS;
+	run->stop = RESIL_RETRY_STOP_FINAL;
 	if (r->budget_on)
 		budget_deposit(r);
-	for (;;) {
-		at.number = n;
-		at.start = now;
-		at.time_left = has_deadline ? deadline_at - now : UINT64_MAX;
-		at.last_wait = wait;
-		at.last_rc = rc;
-		at.status = RESIL_OK;
-		rc = fn(ctx, &at, out);
-		if (timed)
-			now = resil_clock_now(&r->clock);
-		status = at.status;
-		by_result = 0;
-		if (status == RESIL_OK) {
-			outcome = resil_classify(&cfg->classifier, rc, out);
-			if (outcome == RESIL_OUTCOME_FAILURE)
-				want = cfg->retry_on_failure == NULL ||
-				    cfg->retry_on_failure(
-				        rc, out, cfg->retry_on_failure_ctx);
-			else if (outcome == RESIL_OUTCOME_SUCCESS)
-				want = by_result =
-				    cfg->retry_on_result != NULL &&
-				    cfg->retry_on_result(
-				        rc, out, cfg->retry_on_result_ctx);
-			else
-				want = 0; /* business and ignored: never */
-		} else {
-			/* A lower layer answered for the call; to the caller
-			 * it is a failed call. A rejection is retried only on
-			 * request: retrying into an open breaker or a full
-			 * limit just burns attempts. */
-			outcome = RESIL_OUTCOME_FAILURE;
-			if (status == RESIL_E_OPEN)
-				want = cfg->retry_on_open;
-			else if (status == RESIL_E_LIMITED)
-				want = cfg->retry_on_limited;
-			else
-				want = 1;
-		}
-		if (!want) {
-			stop = RESIL_RETRY_STOP_FINAL;
-			break;
-		}
-		if (n >= cfg->max_attempts) {
-			stop = RESIL_RETRY_STOP_EXHAUSTED;
-			break;
-		}
-		if (!timed) {
-			/* The first wait: from here on, time is read. */
-			timed = 1;
-			now = t0 = resil_clock_now(&r->clock);
-		}
-		wait = compute_wait(cfg, n, wait,
-		    cfg->jitter == RESIL_JITTER_NONE
-		        ? 0.0
-		        : resil_random_uniform(&r->random));
-		/* The next attempt would start at now + wait; it starts
-		 * only before the deadline, and no wait is begun for an
-		 * attempt that would not start. */
-		if (has_deadline &&
-		    (now >= deadline_at || wait >= deadline_at - now)) {
-			stop = RESIL_RETRY_STOP_DEADLINE;
-			break;
-		}
-		if (r->budget_on && !budget_withdraw(r, now)) {
-			stop = RESIL_RETRY_STOP_BUDGET;
-			break;
-		}
-		emit(r, RESIL_RETRY_EVENT_RETRY, n, wait, now, rc, status,
-		    outcome, RESIL_RETRY_STOP_FINAL);
-		resil_clock_sleep(&r->clock, wait);
-		waited += wait;
-		now = resil_clock_now(&r->clock);
-		n++;
-		/* A real sleep may overshoot; the rule is about when the
-		 * attempt actually starts. */
-		if (has_deadline && now >= deadline_at) {
-			stop = RESIL_RETRY_STOP_DEADLINE;
-			n--;
-			break;
-		}
-	}
+}
 
-	st = &r->stripes[resil__thread_stripe(RSTRIPES)];
+RESIL__ALWAYS_INLINE static inline int
+run_judge(resil_retry *r, resil__retry_run *run, int rc, resil_err status,
+    const void *value, uint64_t now, int classified, resil_outcome known)
+{
+	const resil_retry_config *cfg = &r->cfg;
+	int want;
+
+	if (run->timed)
+		run->now = now;
+	run->rc = rc;
+	run->status = status;
+	run->by_result = 0;
+	if (status == RESIL_OK) {
+		/* Classified once per attempt: a first attempt may have
+		 * been classified already. */
+		run->outcome = classified
+		    ? known
+		    : resil_classify(&cfg->classifier, rc, value);
+		if (run->outcome == RESIL_OUTCOME_FAILURE)
+			want = cfg->retry_on_failure == NULL ||
+			    cfg->retry_on_failure(
+			        rc, value, cfg->retry_on_failure_ctx);
+		else if (run->outcome == RESIL_OUTCOME_SUCCESS)
+			want = run->by_result = cfg->retry_on_result != NULL &&
+			    cfg->retry_on_result(
+			        rc, value, cfg->retry_on_result_ctx);
+		else
+			want = 0; /* business and ignored: never */
+	} else {
+		/* A lower layer answered for the call; to the caller it is a
+		 * failed call. A rejection is retried only on request:
+		 * retrying into an open breaker or a full limit just burns
+		 * attempts. */
+		run->outcome = RESIL_OUTCOME_FAILURE;
+		if (status == RESIL_E_OPEN)
+			want = cfg->retry_on_open;
+		else if (status == RESIL_E_LIMITED)
+			want = cfg->retry_on_limited;
+		else
+			want = 1;
+	}
+	if (!want) {
+		run->stop = RESIL_RETRY_STOP_FINAL;
+		return 0;
+	}
+	if (run->n >= cfg->max_attempts) {
+		run->stop = RESIL_RETRY_STOP_EXHAUSTED;
+		return 0;
+	}
+	return 1;
+}
+
+static int
+run_plan(resil_retry *r, resil__retry_run *run, uint64_t now)
+{
+	const resil_retry_config *cfg = &r->cfg;
+	uint64_t wait;
+
+	if (!run->timed) {
+		/* The first wait: from here on, time is read. */
+		run->timed = 1;
+		run->now = run->t0 = now;
+	}
+	now = run->now;
+	wait = compute_wait(cfg, run->n, run->wait,
+	    cfg->jitter == RESIL_JITTER_NONE
+	        ? 0.0
+	        : resil_random_uniform(&r->random));
+	run->wait = wait;
+	/* The next attempt would start at now + wait; it starts only before
+	 * the deadline, and no wait is begun for an attempt that would not
+	 * start. */
+	if (run->has_deadline &&
+	    (now >= run->deadline_at || wait >= run->deadline_at - now)) {
+		run->stop = RESIL_RETRY_STOP_DEADLINE;
+		return 0;
+	}
+	if (r->budget_on && !budget_withdraw(r, now)) {
+		run->stop = RESIL_RETRY_STOP_BUDGET;
+		return 0;
+	}
+	emit(r, RESIL_RETRY_EVENT_RETRY, run->n, wait, now, run->rc,
+	    run->status, run->outcome, RESIL_RETRY_STOP_FINAL);
+	return 1;
+}
+
+static int
+run_resume(resil_retry *r, resil__retry_run *run, uint64_t now)
+{
+	(void)r;
+	run->waited += run->wait;
+	run->now = now;
+	/* A real sleep may overshoot; the rule is about when the attempt
+	 * actually starts. */
+	if (run->has_deadline && now >= run->deadline_at) {
+		run->stop = RESIL_RETRY_STOP_DEADLINE;
+		return 0;
+	}
+	run->n++;
+	return 1;
+}
+
+int
+resil__retry_spend(resil_retry *r, uint64_t now)
+{
+	if (!r->budget_on || budget_withdraw(r, now))
+		return 1;
+	resil__faa64(
+	    &r->stripes[resil__thread_stripe(RSTRIPES)].budget_refusals, 1);
+	return 0;
+}
+
+RESIL__ALWAYS_INLINE static inline resil_err
+run_end(resil_retry *r, const resil__retry_run *run, resil_retry_result *res)
+{
+	struct rstripe *st = &r->stripes[resil__thread_stripe(RSTRIPES)];
+	uint32_t n = run->n;
+
 	if (n > 1)
 		resil__faa64(&st->retries, n - 1);
-	if (outcome == RESIL_OUTCOME_SUCCESS && !by_result)
+	if (run->outcome == RESIL_OUTCOME_SUCCESS && !run->by_result)
 		resil__faa64(
 		    n > 1 ? &st->succeeded_retry : &st->succeeded_first, 1);
 	else
 		resil__faa64(n > 1 ? &st->failed_retry : &st->failed_first, 1);
-	switch (stop) {
+	switch (run->stop) {
 	case RESIL_RETRY_STOP_EXHAUSTED:
 		resil__faa64(&st->exhausted, 1);
 		break;
@@ -480,26 +531,137 @@ resil_retry_call(resil_retry *r, resil_retry_fn fn, void *ctx, void *out,
 		break;
 	}
 
-	if (stop != RESIL_RETRY_STOP_FINAL)
-		emit(r, RESIL_RETRY_EVENT_GIVE_UP, n, 0, now, rc, status,
-		    outcome, stop);
-	else if (outcome == RESIL_OUTCOME_SUCCESS && n > 1)
-		emit(r, RESIL_RETRY_EVENT_SUCCESS, n, 0, now, rc, status,
-		    outcome, stop);
+	if (run->stop != RESIL_RETRY_STOP_FINAL)
+		emit(r, RESIL_RETRY_EVENT_GIVE_UP, n, 0, run->now, run->rc,
+		    run->status, run->outcome, run->stop);
+	else if (run->outcome == RESIL_OUTCOME_SUCCESS && n > 1)
+		emit(r, RESIL_RETRY_EVENT_SUCCESS, n, 0, run->now, run->rc,
+		    run->status, run->outcome, run->stop);
 
 	if (res != NULL) {
 		res->attempts = n;
-		res->rc = rc;
-		res->status = status;
-		res->outcome = outcome;
-		res->stop = stop;
-		res->waited = waited;
-		res->elapsed = now >= t0 ? now - t0 : 0;
+		res->rc = run->rc;
+		res->status = run->status;
+		res->outcome = run->outcome;
+		res->stop = run->stop;
+		res->waited = run->waited;
+		res->elapsed = run->now >= run->t0 ? run->now - run->t0 : 0;
 	}
-	if (by_result && stop != RESIL_RETRY_STOP_FINAL &&
-	    cfg->fail_after_max_attempts)
+	if (run->by_result && run->stop != RESIL_RETRY_STOP_FINAL &&
+	    r->cfg.fail_after_max_attempts)
 		return RESIL_E_RETRIES_EXHAUSTED;
-	return status;
+	return run->status;
+}
+
+void
+resil__retry_begin(
+    resil_retry *r, resil__retry_run *run, int timed, uint64_t now)
+{
+	run_begin(r, run, timed, now);
+}
+
+int
+resil__retry_judge(resil_retry *r, resil__retry_run *run, int rc,
+    resil_err status, const void *value, uint64_t now)
+{
+	return run_judge(
+	    r, run, rc, status, value, now, 0, RESIL_OUTCOME_SUCCESS);
+}
+
+int
+resil__retry_plan(resil_retry *r, resil__retry_run *run, uint64_t now)
+{
+	return run_plan(r, run, now);
+}
+
+int
+resil__retry_resume(resil_retry *r, resil__retry_run *run, uint64_t now)
+{
+	return run_resume(r, run, now);
+}
+
+resil_err
+resil__retry_end(
+    resil_retry *r, const resil__retry_run *run, resil_retry_result *res)
+{
+	return run_end(r, run, res);
+}
+
+resil_err
+resil_retry_call(resil_retry *r, resil_retry_fn fn, void *ctx, void *out,
+    resil_retry_result *res)
+{
+	resil__retry_run run;
+	resil_retry_attempt at;
+	resil_outcome first = RESIL_OUTCOME_SUCCESS;
+	int rc, timed, classified = 0;
+
+	if (r == NULL || fn == NULL)
+		return RESIL_E_INVAL;
+	/* The clock is read only where something needs the time: a
+	 * deadline, a listener (events carry times), or a wait before a
+	 * retry. A call that succeeds at once without either reads none. */
+	if (RESIL__LIKELY(r->first_fast)) {
+		/* The first attempt is made before anything else is set up:
+		 * when it succeeds, the policy has only a count to keep. */
+		at.number = 1;
+		at.start = 0;
+		at.time_left = UINT64_MAX;
+		at.last_wait = 0;
+		at.last_rc = 0;
+		at.status = RESIL_OK;
+		rc = fn(ctx, &at, out);
+		/* The default classifier inline; a user's through
+		 * resil_classify(), which guards its answer. */
+		first = r->cfg.classifier.fn == NULL
+		    ? (rc == 0 ? RESIL_OUTCOME_SUCCESS : RESIL_OUTCOME_FAILURE)
+		    : resil_classify(&r->cfg.classifier, rc, out);
+		if (RESIL__LIKELY(at.status == RESIL_OK &&
+		        first == RESIL_OUTCOME_SUCCESS)) {
+			resil__faa64(
+			    &r->stripes[resil__thread_stripe(RSTRIPES)]
+			         .succeeded_first,
+			    1);
+			if (res != NULL) {
+				res->attempts = 1;
+				res->rc = rc;
+				res->status = RESIL_OK;
+				res->outcome = RESIL_OUTCOME_SUCCESS;
+				res->stop = RESIL_RETRY_STOP_FINAL;
+				res->waited = 0;
+				res->elapsed = 0;
+			}
+			return RESIL_OK;
+		}
+		run_begin(r, &run, 0, 0);
+		classified = at.status == RESIL_OK;
+		goto judge;
+	}
+	timed = resil__retry_needs_time(r);
+	run_begin(r, &run, timed, timed ? resil_clock_now(&r->clock) : 0);
+	for (;;) {
+		at.number = run.n;
+		at.start = run.now;
+		at.time_left =
+		    run.has_deadline ? run.deadline_at - run.now : UINT64_MAX;
+		at.last_wait = run.wait;
+		at.last_rc = run.rc;
+		at.status = RESIL_OK;
+		rc = fn(ctx, &at, out);
+	judge:
+		if (!run_judge(r, &run, rc, at.status, out,
+		        run.timed ? resil_clock_now(&r->clock) : 0, classified,
+		        first))
+			break;
+		classified = 0;
+		if (!run_plan(r, &run,
+		        run.timed ? run.now : resil_clock_now(&r->clock)))
+			break;
+		resil_clock_sleep(&r->clock, run.wait);
+		if (!run_resume(r, &run, resil_clock_now(&r->clock)))
+			break;
+	}
+	return run_end(r, &run, res);
 }
 
 int
@@ -629,7 +791,8 @@ resil_retry_get_metrics(const resil_retry *r, resil_retry_metrics *out)
 	for (i = 0; i < RSTRIPES; i++) {
 		struct rstripe *st = &w->stripes[i];
 
-		m.succeeded_without_retry += resil__load64(&st->succeeded_first);
+		m.succeeded_without_retry +=
+		    resil__load64(&st->succeeded_first);
 		m.succeeded_after_retry += resil__load64(&st->succeeded_retry);
 		m.failed_without_retry += resil__load64(&st->failed_first);
 		m.failed_after_retry += resil__load64(&st->failed_retry);

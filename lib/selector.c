@@ -434,7 +434,7 @@ resil_selector_route(resil_selector *sel, const resil_request *req,
 	if (c->v.n == 0) {
 		resil__no_provider(&sel->rc, sel->service, req, &c->st, diag);
 		resil_candidates_clear(c);
-		return RESIL_E_UNAVAILABLE;
+		return RESIL_E_NO_PROVIDER;
 	}
 	return RESIL_OK;
 }

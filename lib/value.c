@@ -811,6 +811,8 @@ resil_result_init(resil_result *r)
 	r->error_name = NULL;
 	r->breaker_state = -1;
 	r->message[0] = '\0';
+	r->last_failure = RESIL_OK;
+	r->last_failure_rc = 0;
 }
 
 void

@@ -158,6 +158,9 @@ test_config_every_key(void **state)
 	             "ratelimit.rate=20\n"
 	             "ratelimit.period=1s\n"
 	             "ratelimit.burst=5\n"
+	             "ratelimit.batch=4\n"
+	             "hedge.max=2\n"
+	             "hedge.delay=50ms\n"
 	             "bulkhead.max_concurrent=10\n"
 	             "bulkhead.adaptive=true\n"
 	             "bulkhead.min_limit=2\n"
@@ -216,6 +219,9 @@ test_config_every_key(void **state)
 	assert_int_equal(pc->ratelimit.rate, 20);
 	assert_int_equal(pc->ratelimit.period_ns, RESIL_NS_PER_SEC);
 	assert_int_equal(pc->ratelimit.burst, 5);
+	assert_int_equal(pc->ratelimit.batch, 4);
+	assert_int_equal(pc->hedge_max, 2);
+	assert_int_equal(pc->hedge_delay_ns, 50 * RESIL_NS_PER_MS);
 
 	assert_true(pc->bulkhead_enabled);
 	assert_int_equal(pc->bulkhead.max_concurrent, 10);

@@ -20,6 +20,7 @@
 #include <resil/fallback.h>
 #include <resil/limit.h>
 #include <resil/mock.h>
+#include <resil/pipeline.h>
 #include <resil/retry.h>
 #include <resil/value.h>
 
@@ -432,6 +433,121 @@ test_hotpath_bulkhead_allocates_nothing(void **state)
 	bulkhead_calls(&cfg);
 }
 
+/* ---- the pipeline, through both drivers ---- */
+
+static int
+pipe_ok(void *ctx, const resil_args *args, resil_value *out)
+{
+	(void)ctx;
+	(void)args;
+	*out = resil_value_int(8);
+	return 0;
+}
+
+static resil_verdict
+pipe_never(void *ctx, const resil_args *args, const resil_failure *f,
+    resil_result *out)
+{
+	(void)ctx;
+	(void)args;
+	(void)f;
+	(void)out;
+	return RESIL_FALLBACK_PASS;
+}
+
+/* driver 0: resil_pipeline_call (by name); 1: resil_pipeline_call_method;
+ * 2: the machine stepped by hand. */
+static void
+pipeline_calls(int timed, int driver)
+{
+	resil_manual_clock mc;
+	fail_alloc fa;
+	resil_pipeline_config cfg;
+	resil_pipeline *p;
+	const resil_method *m;
+	resil_args args = { "getStock", "12345678", 8 };
+	resil_result r;
+	resil_call call;
+	resil_call_next st;
+	resil_value v;
+	uint64_t after_setup;
+	int i;
+
+	resil_manual_clock_init(&mc, 1);
+	resil_pipeline_config_init(&cfg);
+	cfg.service = "StockService";
+	cfg.clock = resil_manual_clock_hook(&mc);
+	cfg.alloc = fail_alloc_init(&fa, 0);
+	cfg.breaker_enabled = 1;
+	cfg.breaker.window_size = 100;
+	cfg.retry_enabled = 1;
+	if (timed) {
+		cfg.breaker.slow_threshold_ns = 1000;
+		cfg.breaker.slow_rate_pct = 80;
+		cfg.timeout_ns = 1000;
+	}
+	assert_int_equal(resil_pipeline_new(&p, &cfg, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_pipeline_add_handler(p, pipe_never, NULL), RESIL_OK);
+	assert_int_equal(resil_pipeline_method(p, "getStock", &m), RESIL_OK);
+	after_setup = fa.allocs;
+	for (i = 0; i < CALLS; i++) {
+		switch (driver) {
+		case 0:
+			assert_int_equal(
+			    resil_pipeline_call(p, &args, pipe_ok, NULL, &r),
+			    RESIL_OK);
+			break;
+		case 1:
+			assert_int_equal(resil_pipeline_call_method(
+			                     p, m, &args, pipe_ok, NULL, &r),
+			    RESIL_OK);
+			break;
+		default:
+			assert_int_equal(
+			    resil_call_start(&call, p, m, &args, &r,
+			        resil_manual_clock_now(&mc), &st),
+			    RESIL_OK);
+			assert_int_equal(st.action, RESIL_CALL_RUN);
+			v = resil_value_int(8);
+			assert_int_equal(
+			    resil_call_report(&call, st.attempt, 0, &v,
+			        resil_manual_clock_now(&mc)),
+			    RESIL_OK);
+			assert_int_equal(resil_call_step(&call,
+			                     resil_manual_clock_now(&mc), &st),
+			    RESIL_OK);
+			assert_int_equal(st.action, RESIL_CALL_DONE);
+			break;
+		}
+		assert_int_equal(r.err, RESIL_OK);
+		assert_int_equal(r.value.u.i, 8);
+		resil_result_free(&r);
+		resil_manual_clock_advance(&mc, 1);
+	}
+	assert_int_equal(fa.allocs, after_setup);
+	resil_pipeline_free(p);
+	assert_int_equal(fail_alloc_live(&fa), 0);
+}
+
+static void
+test_hotpath_pipeline_blocking_allocates_nothing(void **state)
+{
+	(void)state;
+	pipeline_calls(0, 0);
+	pipeline_calls(0, 1);
+	pipeline_calls(1, 0);
+	pipeline_calls(1, 1);
+}
+
+static void
+test_hotpath_pipeline_machine_allocates_nothing(void **state)
+{
+	(void)state;
+	pipeline_calls(0, 2);
+	pipeline_calls(1, 2);
+}
+
 int
 main(void)
 {
@@ -446,6 +562,10 @@ main(void)
 		    test_hotpath_cache_hit_string_allocates_one_copy),
 		cmocka_unit_test(test_hotpath_ratelimit_allocates_nothing),
 		cmocka_unit_test(test_hotpath_bulkhead_allocates_nothing),
+		cmocka_unit_test(
+		    test_hotpath_pipeline_blocking_allocates_nothing),
+		cmocka_unit_test(
+		    test_hotpath_pipeline_machine_allocates_nothing),
 	};
 
 	return cmocka_run_group_tests_name("hotpath_alloc", tests, NULL, NULL);

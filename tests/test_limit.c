@@ -1075,6 +1075,222 @@ test_limit_bulkhead_null_arguments_and_oom(void **state)
 	assert_int_equal(fa.size_mismatch, 0);
 }
 
+/* ---- opt-in batches (single thread) ---- */
+
+static resil_ratelimit *
+mk_rl_batched(resil_manual_clock *mc, uint32_t rate, uint64_t period,
+    uint32_t burst, uint32_t batch)
+{
+	resil_ratelimit_config cfg = resil_ratelimit_config_default();
+	resil_ratelimit *rl = NULL;
+
+	cfg.rate = rate;
+	cfg.period_ns = period;
+	cfg.burst = burst;
+	cfg.clock = resil_manual_clock_hook(mc);
+	cfg.batch = batch;
+	assert_int_equal(resil_ratelimit_new(&rl, &cfg, NULL), RESIL_OK);
+	return rl;
+}
+
+static void
+test_limit_ratelimit_batch_config(void **state)
+{
+	resil_ratelimit_config cfg;
+	resil_diag d;
+
+	(void)state;
+	resil_ratelimit_config_init(&cfg);
+	assert_int_equal(cfg.batch, 0); /* exact by default */
+	cfg.burst = 10;
+	cfg.batch = 10;
+	assert_int_equal(resil_ratelimit_config_validate(&cfg, &d), RESIL_OK);
+	cfg.batch = 11;
+	assert_int_equal(
+	    resil_ratelimit_config_validate(&cfg, &d), RESIL_E_INVAL);
+	assert_string_equal(d.msg,
+	    "ratelimit.batch: 11 is out of range 0..10 (the smaller of burst "
+	    "and 65536)");
+	cfg.burst = 1000000;
+	cfg.batch = RESIL_RATELIMIT_MAX_BATCH + 1;
+	assert_int_equal(
+	    resil_ratelimit_config_validate(&cfg, &d), RESIL_E_INVAL);
+	assert_string_equal(d.msg,
+	    "ratelimit.batch: 65537 is out of range 0..65536 (the smaller of "
+	    "burst and 65536)");
+}
+
+/*
+ * The documented error bound is reached and not passed: a permit taken
+ * at 0 fills the cache with batch more; after a long idle the shared
+ * state holds a full burst again, so one instant grants burst + batch.
+ */
+static void
+test_limit_ratelimit_batch_bound_after_idle(void **state)
+{
+	resil_manual_clock mc;
+	resil_ratelimit *rl;
+	resil_ratelimit_metrics m;
+	uint64_t retry = 0;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	rl = mk_rl_batched(&mc, 1, 10, 8, 4);
+	assert_int_equal(resil_ratelimit_try_acquire(rl, 1, NULL), RESIL_OK);
+	/* 3 left in the shared state, 4 cached: 7 available. */
+	assert_int_equal(available(rl), 7);
+	resil_manual_clock_set(&mc, 1000);
+	assert_int_equal(available(rl), 12);
+	assert_int_equal(drain(rl), 12); /* burst 8 + batch 4 */
+	assert_int_equal(
+	    resil_ratelimit_try_acquire(rl, 1, &retry), RESIL_E_LIMITED);
+	assert_int_equal(retry, 10);
+	assert_int_equal(resil_ratelimit_get_metrics(rl, &m), RESIL_OK);
+	assert_int_equal(m.granted_calls, 13);
+	assert_int_equal(m.granted_permits, 13);
+	assert_int_equal(m.rejected_calls, 2);
+	assert_int_equal(m.available, 0);
+	resil_ratelimit_free(rl);
+}
+
+/*
+ * Polled every tick for a long run, one thread: from the start the
+ * batched limiter never grants more than burst + elapsed * rate (the
+ * bound of the exact limiter, which it also never falls below by more
+ * than the batch), and weighted acquires are counted right.
+ */
+static void
+test_limit_ratelimit_batch_cumulative_bound(void **state)
+{
+	resil_manual_clock mc;
+	resil_ratelimit *rl, *ex;
+	resil_ratelimit_metrics m;
+	uint64_t t, got = 0, exact = 0, calls = 0;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 5);
+	rl = mk_rl_batched(&mc, 3, 10, 6, 5);
+	ex = mk_rl(&mc, 3, 10, 6);
+	for (t = 5; t < 5 + 20000; t++) {
+		uint32_t k = (t % 7 == 0) ? 2 : 1;
+
+		resil_manual_clock_set(&mc, t);
+		while (resil_ratelimit_try_acquire(rl, k, NULL) == RESIL_OK) {
+			got += k;
+			calls++;
+		}
+		while (resil_ratelimit_try_acquire(ex, k, NULL) == RESIL_OK)
+			exact += k;
+		assert_true(got <= 6 + (t - 5) * 3 / 10);
+		assert_true(got + 5 >= exact);
+	}
+	assert_int_equal(resil_ratelimit_get_metrics(rl, &m), RESIL_OK);
+	assert_int_equal(m.granted_permits, got);
+	assert_int_equal(m.granted_calls, calls);
+	resil_ratelimit_free(rl);
+	resil_ratelimit_free(ex);
+}
+
+/* acquire_wait takes from the cache first, and waits exactly otherwise. */
+static void
+test_limit_ratelimit_batch_acquire_wait(void **state)
+{
+	resil_manual_clock mc;
+	resil_ratelimit *rl;
+	uint64_t waited = 99;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	rl = mk_rl_batched(&mc, 1, 10, 4, 2);
+	assert_int_equal(resil_ratelimit_try_acquire(rl, 1, NULL), RESIL_OK);
+	/* cache 2, shared 1 */
+	assert_int_equal(
+	    resil_ratelimit_acquire_wait(rl, 2, 0, &waited), RESIL_OK);
+	assert_int_equal(waited, 0);
+	assert_int_equal(resil_ratelimit_try_acquire(rl, 1, NULL), RESIL_OK);
+	assert_int_equal(available(rl), 0);
+	assert_int_equal(
+	    resil_ratelimit_acquire_wait(rl, 1, 9, &waited), RESIL_E_LIMITED);
+	assert_int_equal(
+	    resil_ratelimit_acquire_wait(rl, 1, 10, &waited), RESIL_OK);
+	assert_int_equal(waited, 10);
+	assert_int_equal(resil_manual_clock_now(&mc), 10);
+	resil_ratelimit_free(rl);
+}
+
+static resil_bulkhead *
+mk_bh_batched(uint32_t n, uint32_t batch)
+{
+	resil_bulkhead_config cfg = resil_bulkhead_config_default();
+	resil_bulkhead *bh = NULL;
+
+	cfg.max_concurrent = n;
+	cfg.batch = batch;
+	assert_int_equal(resil_bulkhead_new(&bh, &cfg, NULL), RESIL_OK);
+	return bh;
+}
+
+static void
+test_limit_bulkhead_batch_config(void **state)
+{
+	resil_bulkhead_config cfg;
+	resil_diag d;
+
+	(void)state;
+	resil_bulkhead_config_init(&cfg);
+	assert_int_equal(cfg.batch, 0);
+	cfg.max_concurrent = 4;
+	cfg.batch = 4;
+	assert_int_equal(resil_bulkhead_config_validate(&cfg, &d), RESIL_OK);
+	cfg.batch = 5;
+	assert_int_equal(
+	    resil_bulkhead_config_validate(&cfg, &d), RESIL_E_INVAL);
+	assert_string_equal(
+	    d.msg, "bulkhead.batch: 5 is out of range 0..4 (max_concurrent)");
+	cfg.batch = 2;
+	cfg.adaptive = 1;
+	assert_int_equal(
+	    resil_bulkhead_config_validate(&cfg, &d), RESIL_E_INVAL);
+	assert_string_equal(
+	    d.msg, "bulkhead.batch: 2 must be 0 for an adaptive bulkhead");
+}
+
+/* The limit stays exact with leases: 5 of 5, then refused; releases give
+ * every slot back, one release too many is misuse. */
+static void
+test_limit_bulkhead_batch_exact_limit(void **state)
+{
+	resil_bulkhead *bh;
+	resil_bulkhead_metrics m;
+	int round, i;
+
+	(void)state;
+	bh = mk_bh_batched(5, 2);
+	for (round = 0; round < 3; round++) {
+		for (i = 0; i < 5; i++)
+			assert_int_equal(
+			    resil_bulkhead_try_acquire(bh), RESIL_OK);
+		assert_int_equal(
+		    resil_bulkhead_try_acquire(bh), RESIL_E_LIMITED);
+		assert_int_equal(resil_bulkhead_get_metrics(bh, &m), RESIL_OK);
+		assert_int_equal(m.in_flight, 5);
+		for (i = 0; i < 5; i++)
+			assert_int_equal(resil_bulkhead_release(bh), RESIL_OK);
+		assert_int_equal(resil_bulkhead_release(bh), RESIL_E_MISUSE);
+	}
+	assert_int_equal(resil_bulkhead_get_metrics(bh, &m), RESIL_OK);
+	assert_int_equal(m.granted, 15);
+	assert_int_equal(m.rejected, 3);
+	assert_int_equal(m.released, 15);
+	assert_int_equal(m.in_flight, 0);
+	assert_int_equal(m.peak_in_flight, 5);
+	assert_int_equal(m.limit, 5);
+	/* record on a fixed batched bulkhead only counts */
+	assert_int_equal(
+	    resil_bulkhead_record(bh, RESIL_OUTCOME_SUCCESS, 1), RESIL_OK);
+	resil_bulkhead_free(bh);
+}
+
 int
 main(void)
 {
@@ -1114,6 +1330,12 @@ main(void)
 		cmocka_unit_test(
 		    test_limit_bulkhead_config_errors_name_the_field),
 		cmocka_unit_test(test_limit_bulkhead_null_arguments_and_oom),
+		cmocka_unit_test(test_limit_ratelimit_batch_config),
+		cmocka_unit_test(test_limit_ratelimit_batch_bound_after_idle),
+		cmocka_unit_test(test_limit_ratelimit_batch_cumulative_bound),
+		cmocka_unit_test(test_limit_ratelimit_batch_acquire_wait),
+		cmocka_unit_test(test_limit_bulkhead_batch_config),
+		cmocka_unit_test(test_limit_bulkhead_batch_exact_limit),
 	};
 
 	return cmocka_run_group_tests_name("limit", tests, NULL, NULL);

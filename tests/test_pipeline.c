@@ -5,11 +5,19 @@
 
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <string.h>
 
 #include <resil/pipeline.h>
 
 #include "support/fail_alloc.h"
+
+#ifdef RESIL_TEST_MACHINE
+/* Run every call through the call machine, stepped by hand. */
+#include "support/machine_driver.h"
+#define resil_pipeline_call machine_pipeline_call
+#define resil_pipeline_deadline machine_pipeline_deadline
+#endif
 
 /* A scripted dependency: each call pops the next behaviour. */
 enum { OK8 = 0, FAIL = 1, BUSINESS = 2, SLOW = 3, OKNULL = 4 };
@@ -125,7 +133,7 @@ test_pipeline_force_mock_never_calls(void **state)
 	assert_int_equal(f.d.calls, 0); /* never called */
 	resil_result_free(&r);
 	assert_int_equal(resil_breaker_get_metrics(
-			     resil_pipeline_breaker(f.p, "getStock"), &bm),
+	                     resil_pipeline_breaker(f.p, "getStock"), &bm),
 	    RESIL_OK);
 	assert_int_equal(bm.successes + bm.failures, 0); /* breaker idle */
 	resil_pipeline_free(f.p);
@@ -241,11 +249,11 @@ test_pipeline_business_error_passes_untouched(void **state)
 	assert_int_equal(call(&f, "getStock", &r), RESIL_E_BUSINESS);
 	assert_int_equal(r.rc, 400);
 	assert_int_equal(r.source, RESIL_SOURCE_LIVE);
-	assert_int_equal(f.d.calls, 1); /* not retried */
+	assert_int_equal(f.d.calls, 1);                   /* not retried */
 	assert_int_equal(r.value.type, RESIL_VALUE_NULL); /* no mock */
 	resil_result_free(&r);
-	assert_int_equal(resil_breaker_get_metrics(
-			     resil_pipeline_breaker(f.p, NULL), &bm),
+	assert_int_equal(
+	    resil_breaker_get_metrics(resil_pipeline_breaker(f.p, NULL), &bm),
 	    RESIL_OK);
 	assert_int_equal(bm.failures, 0); /* not counted */
 	assert_int_equal(bm.ignored, 1);
@@ -359,8 +367,8 @@ test_pipeline_timeout_drops_late_answer(void **state)
 	assert_int_equal(m.calls, 3);
 	assert_int_equal(m.live, 2);
 	assert_int_equal(m.cache, 1);
-	assert_int_equal(resil_breaker_get_metrics(
-			     resil_pipeline_breaker(f.p, NULL), &bm),
+	assert_int_equal(
+	    resil_breaker_get_metrics(resil_pipeline_breaker(f.p, NULL), &bm),
 	    RESIL_OK);
 	assert_int_equal(bm.failures, 1);
 	resil_pipeline_free(f.p);
@@ -426,8 +434,8 @@ test_pipeline_switch_mock_while_running(void **state)
 	assert_int_equal(call(&f, "getStock", &r), RESIL_OK);
 	assert_int_equal(r.source, RESIL_SOURCE_LIVE);
 	resil_result_free(&r);
-	assert_int_equal(resil_pipeline_set_mock(f.p, "getStock",
-			     "force:return 0", &diag),
+	assert_int_equal(
+	    resil_pipeline_set_mock(f.p, "getStock", "force:return 0", &diag),
 	    RESIL_OK);
 	assert_int_equal(call(&f, "getStock", &r), RESIL_OK);
 	assert_int_equal(r.source, RESIL_SOURCE_MOCK);
@@ -447,18 +455,21 @@ test_pipeline_switch_mock_while_running(void **state)
 	    RESIL_E_INVAL);
 	/* Back to no mock: the service answers again. */
 	assert_int_equal(
-	    resil_pipeline_set_mock(f.p, "getStock", "false", &diag), RESIL_OK);
+	    resil_pipeline_set_mock(f.p, "getStock", "false", &diag),
+	    RESIL_OK);
 	assert_int_equal(call(&f, "getStock", &r), RESIL_OK);
 	assert_int_equal(r.source, RESIL_SOURCE_LIVE);
 	assert_int_equal(f.d.calls, 2);
 	resil_result_free(&r);
 	/* Service level, force for everyone. */
-	assert_int_equal(resil_pipeline_set_mock(f.p, "getStock", NULL, &diag),
-	    RESIL_OK);
 	assert_int_equal(
-	    resil_pipeline_set_mock(f.p, NULL, "force:throw", &diag), RESIL_OK);
+	    resil_pipeline_set_mock(f.p, "getStock", NULL, &diag), RESIL_OK);
+	assert_int_equal(
+	    resil_pipeline_set_mock(f.p, NULL, "force:throw", &diag),
+	    RESIL_OK);
 	assert_int_equal(call(&f, "getStock", &r), RESIL_E_MOCK);
-	assert_string_equal(r.message, "mocked exception for service degradation.");
+	assert_string_equal(
+	    r.message, "mocked exception for service degradation.");
 	assert_int_equal(f.d.calls, 2);
 	resil_result_free(&r);
 	resil_pipeline_free(f.p);
@@ -488,12 +499,14 @@ test_pipeline_per_method_breakers(void **state)
 	resil_result_free(&r);
 	call(&f, "a", &r);
 	resil_result_free(&r);
-	assert_int_equal(resil_breaker_get_state(resil_pipeline_breaker(f.p, "a")),
+	assert_int_equal(
+	    resil_breaker_get_state(resil_pipeline_breaker(f.p, "a")),
 	    RESIL_BREAKER_OPEN);
-	assert_int_equal(resil_breaker_get_state(resil_pipeline_breaker(f.p, "b")),
+	assert_int_equal(
+	    resil_breaker_get_state(resil_pipeline_breaker(f.p, "b")),
 	    RESIL_BREAKER_CLOSED);
-	assert_ptr_not_equal(
-	    resil_pipeline_breaker(f.p, "a"), resil_pipeline_breaker(f.p, "b"));
+	assert_ptr_not_equal(resil_pipeline_breaker(f.p, "a"),
+	    resil_pipeline_breaker(f.p, "b"));
 	assert_int_equal(call(&f, "b", &r), RESIL_OK);
 	assert_int_equal(r.value.u.i, 8);
 	resil_result_free(&r);
@@ -566,7 +579,7 @@ test_pipeline_retry_counts_on_the_fast_path(void **state)
 	assert_int_equal(f.d.calls, 7);
 	resil_result_free(&r);
 	assert_int_equal(resil_retry_get_metrics(
-			     resil_pipeline_retry(f.p, "getStock"), &rm),
+	                     resil_pipeline_retry(f.p, "getStock"), &rm),
 	    RESIL_OK);
 	assert_int_equal(rm.calls, 4);
 	assert_int_equal(rm.attempts, 7);
@@ -647,7 +660,8 @@ test_pipeline_events_name_stage_and_method(void **state)
 	assert_int_equal(l.breaker_events, 1);
 	assert_string_equal(l.method, "getStock");
 	assert_string_equal(l.text, "breaker CLOSED -> OPEN (failure_rate)");
-	assert_string_equal(resil_stage_name(RESIL_STAGE_BULKHEAD), "bulkhead");
+	assert_string_equal(
+	    resil_stage_name(RESIL_STAGE_BULKHEAD), "bulkhead");
 	resil_pipeline_free(f.p);
 }
 
@@ -686,8 +700,8 @@ test_pipeline_config_errors(void **state)
 	cfg.mock = "default"; /* no StockServiceMock registered */
 	assert_int_equal(resil_pipeline_new(&p, &cfg, &diag), RESIL_E_INVAL);
 	assert_null(p);
-	assert_int_equal(resil_pipeline_call(NULL, NULL, NULL, NULL, NULL),
-	    RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_pipeline_call(NULL, NULL, NULL, NULL, NULL), RESIL_E_INVAL);
 }
 
 static void
@@ -723,11 +737,130 @@ test_pipeline_allocation_failure_leaks_nothing(void **state)
 	for (n = 1; n <= total; n++) {
 		p = NULL;
 		cfg.alloc = fail_alloc_init(&fa, n);
-		assert_int_equal(resil_pipeline_new(&p, &cfg, NULL), RESIL_E_NOMEM);
+		assert_int_equal(
+		    resil_pipeline_new(&p, &cfg, NULL), RESIL_E_NOMEM);
 		assert_null(p);
 		assert_int_equal(fail_alloc_live(&fa), 0);
 		assert_false(fa.size_mismatch);
 	}
+}
+
+/* Every event's text reads as a person would: units on durations, and no
+ * "answered" when nothing did. */
+typedef struct textlog {
+	char retry[128];
+	char fallback[128];
+} textlog;
+
+static void
+text_listener(const resil_pipeline_event *ev, void *ctx)
+{
+	textlog *l = ctx;
+
+	if (ev->stage == RESIL_STAGE_RETRY && l->retry[0] == '\0')
+		strncpy(l->retry, ev->text, sizeof(l->retry) - 1);
+	if (ev->stage == RESIL_STAGE_FALLBACK)
+		strncpy(l->fallback, ev->text, sizeof(l->fallback) - 1);
+}
+
+static void
+test_pipeline_event_texts_have_units(void **state)
+{
+	static const int script[] = { FAIL, FAIL, FAIL };
+	fx f;
+	resil_result r;
+	textlog l;
+
+	(void)state;
+	memset(&l, 0, sizeof(l));
+	fx_init(&f, script, 3);
+	f.cfg.retry_enabled = 1;
+	f.cfg.retry.max_attempts = 2;
+	f.cfg.retry.base_delay_ns = 50 * RESIL_NS_PER_MS;
+	f.cfg.cache_enabled = 1;
+	f.cfg.listener = text_listener;
+	f.cfg.listener_ctx = &l;
+	fx_new(&f);
+	call(&f, "getStock", &r);
+	assert_int_equal(r.source, RESIL_SOURCE_UNAVAILABLE);
+	resil_result_free(&r);
+	assert_string_equal(l.retry, "retry after attempt 1, waiting 50ms");
+	assert_string_equal(
+	    l.fallback, "fallback: nothing answered (RESIL_E_UNAVAILABLE)");
+	resil_pipeline_free(f.p);
+}
+
+/* The API checks a declared method as the text does, and finds a
+ * duplicate among many methods without comparing every pair. */
+static void
+test_pipeline_methods_checked_like_text(void **state)
+{
+	static resil_method_config many[5000];
+	static char names[5000][16];
+	resil_pipeline_config cfg;
+	resil_pipeline *p;
+	resil_diag d;
+	size_t i;
+
+	(void)state;
+	resil_pipeline_config_init(&cfg);
+	cfg.service = "StockService";
+	memset(many, 0, sizeof(many));
+	many[0].name = "get stock";
+	cfg.methods = many;
+	cfg.nmethods = 1;
+	assert_int_equal(resil_pipeline_new(&p, &cfg, &d), RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "not a method name"));
+	many[0].name = "getStock";
+	many[0].type = (resil_type)77;
+	assert_int_equal(resil_pipeline_new(&p, &cfg, &d), RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "getStock.type: 77 is not a type"));
+	for (i = 0; i < 5000; i++) {
+		snprintf(names[i], sizeof(names[i]), "m%zu", i);
+		many[i].name = names[i];
+		many[i].type = RESIL_TYPE_ANY;
+	}
+	cfg.nmethods = 5000;
+	assert_int_equal(resil_pipeline_new(&p, &cfg, &d), RESIL_OK);
+	resil_pipeline_free(p);
+	many[4321].name = "m17";
+	assert_int_equal(resil_pipeline_new(&p, &cfg, &d), RESIL_E_INVAL);
+	assert_string_equal(d.msg, "m17: the method is declared twice");
+}
+
+/* A retry that ends in the breaker's rejection still says why the breaker
+ * opened: the last real failure is kept beside the final error. */
+static void
+test_pipeline_keeps_last_real_failure(void **state)
+{
+	static const int script[] = { FAIL, OK8 };
+	fx f;
+	resil_result r;
+
+	(void)state;
+	fx_init(&f, script, 2);
+	f.cfg.breaker_enabled = 1;
+	f.cfg.breaker.failure_rate_pct = 0;
+	f.cfg.breaker.consecutive_failures = 1;
+	f.cfg.retry_enabled = 1;
+	f.cfg.retry.max_attempts = 3;
+	f.cfg.retry.base_delay_ns = 10;
+	f.cfg.retry.retry_on_open = 1;
+	fx_new(&f);
+	call(&f, "getStock", &r);
+	assert_int_equal(r.err, RESIL_E_OPEN);
+	assert_int_equal(r.last_failure, RESIL_E_CALL);
+	assert_int_equal(r.last_failure_rc, -1);
+	assert_int_equal(f.d.calls, 1);
+	resil_result_free(&r);
+	/* A clean success has none. */
+	resil_manual_clock_advance(&f.mc, 60 * RESIL_NS_PER_SEC);
+	call(&f, "getStock", &r);
+	assert_int_equal(r.err, RESIL_OK);
+	assert_int_equal(r.last_failure, RESIL_OK);
+	assert_int_equal(r.last_failure_rc, 0);
+	resil_result_free(&r);
+	resil_pipeline_free(f.p);
 }
 
 int
@@ -740,7 +873,8 @@ main(void)
 		    test_pipeline_open_breaker_rejects_and_fallback_answers),
 		cmocka_unit_test(
 		    test_pipeline_swallowed_failure_never_reaches_fallback),
-		cmocka_unit_test(test_pipeline_business_error_passes_untouched),
+		cmocka_unit_test(
+		    test_pipeline_business_error_passes_untouched),
 		cmocka_unit_test(
 		    test_pipeline_no_fallback_propagates_original_error),
 		cmocka_unit_test(test_pipeline_cache_then_unavailable),
@@ -753,9 +887,20 @@ main(void)
 		cmocka_unit_test(test_pipeline_retry_counts_on_the_fast_path),
 		cmocka_unit_test(test_pipeline_rate_limit_rejects_to_fallback),
 		cmocka_unit_test(test_pipeline_events_name_stage_and_method),
+		cmocka_unit_test(test_pipeline_event_texts_have_units),
+		cmocka_unit_test(test_pipeline_keeps_last_real_failure),
+		cmocka_unit_test(test_pipeline_methods_checked_like_text),
 		cmocka_unit_test(test_pipeline_config_errors),
-		cmocka_unit_test(test_pipeline_allocation_failure_leaks_nothing),
+		cmocka_unit_test(
+		    test_pipeline_allocation_failure_leaks_nothing),
 	};
 
-	return cmocka_run_group_tests_name("pipeline", tests, NULL, NULL);
+	int failed =
+	    cmocka_run_group_tests_name("pipeline", tests, NULL, NULL);
+#ifdef RESIL_TEST_MACHINE
+	/* The suite really went through the machine driver. */
+	if (machine_driver_steps() == 0)
+		return 1;
+#endif
+	return failed;
 }

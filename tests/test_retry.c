@@ -1491,10 +1491,46 @@ test_retry_reads_the_clock_only_when_needed(void **state)
 	assert_int_equal(calls, 4);
 }
 
+static resil_outcome
+counting_classifier(int rc, const void *value, void *ctx)
+{
+	(void)value;
+	(*(int *)ctx)++;
+	return rc == 0 ? RESIL_OUTCOME_SUCCESS : RESIL_OUTCOME_FAILURE;
+}
+
+/* Each attempt's outcome is classified exactly once, the first attempt
+ * included (the policy's fast first attempt must hand its outcome on). */
+static void
+test_retry_classifier_called_once_per_attempt(void **state)
+{
+	static const int rcs[] = { 5, 5, 0 };
+	fixture f;
+	script s;
+	resil_retry_result res;
+	int out = 0, calls = 0;
+
+	(void)state;
+	fixture_init(&f, 0);
+	f.cfg.listener = NULL; /* the fast first attempt */
+	f.cfg.classifier.fn = counting_classifier;
+	f.cfg.classifier.ctx = &calls;
+	fixture_new(&f);
+	script_init(&s, &f.mc, rcs, 3);
+	assert_int_equal(
+	    resil_retry_call(f.r, scripted, &s, &out, &res), RESIL_OK);
+	assert_int_equal(res.attempts, 3);
+	assert_int_equal(res.outcome, RESIL_OUTCOME_SUCCESS);
+	assert_int_equal(calls, 3);
+	resil_retry_free(f.r);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(
+		    test_retry_classifier_called_once_per_attempt),
 		cmocka_unit_test(test_retry_config_defaults),
 		cmocka_unit_test(test_retry_config_refuses_bad_fields),
 		cmocka_unit_test(test_retry_null_arguments),

@@ -437,14 +437,14 @@ test_router_message_reads_like_dubbo(void **state)
 	assert_int_equal(fx_start(&f), 0);
 	push(&f, eight, 8);
 	assert_int_equal(resil_selector_route(f.sel, &r, f.c, &f.diag),
-	    RESIL_E_UNAVAILABLE);
+	    RESIL_E_NO_PROVIDER);
 	assert_string_equal(f.diag.msg,
 	    "No provider available for service S method M: 8 endpoints, 0 "
 	    "after routers (tag=canary removed 4, zone=hz removed 4)");
 	/* An empty directory. */
 	push(&f, eight, 0);
 	assert_int_equal(resil_selector_route(f.sel, &r, f.c, &f.diag),
-	    RESIL_E_UNAVAILABLE);
+	    RESIL_E_NO_PROVIDER);
 	assert_string_equal(f.diag.msg,
 	    "No provider available for service S method M: 0 endpoints, 0 "
 	    "after routers");

@@ -6,7 +6,7 @@
 set -eu
 
 PKGS="make gcc g++ cmake pkg-config libck-dev uthash-dev libcmocka-dev \
-libbenchmark-dev libcjson-dev $*"
+libbenchmark-dev libcjson-dev libcurl4-openssl-dev $*"
 
 missing=""
 for p in $PKGS; do

@@ -88,6 +88,8 @@ typedef void (*resil_limit_listener_fn)(
 /* The largest span, in scaled ticks (ticks * rate / gcd(rate, period_ns)),
  * that burst permits (and a max_wait) may cover. */
 #define RESIL_RATELIMIT_MAX_SPAN (UINT64_C(1) << 50)
+/* The largest per-thread batch (resil_ratelimit_config.batch). */
+#define RESIL_RATELIMIT_MAX_BATCH (UINT32_C(1) << 16)
 
 typedef struct resil_ratelimit_config {
 	size_t size;   /* sizeof(resil_ratelimit_config), set by _init() */
@@ -101,6 +103,25 @@ typedef struct resil_ratelimit_config {
 
 	const resil_allocator *alloc; /* NULL: malloc() and free() */
 	const resil_clock *clock;     /* NULL: the monotonic system clock */
+
+	/*
+	 * Per-thread token batches, opt-in (0, the default: exact). With
+	 * batch = B >= 1, each of 8 thread stripes (a thread gets one, round
+	 * robin, at its first call into resil) keeps a cache of at most B
+	 * permits taken from the shared state in one compare-and-swap, and
+	 * grants from it without reading the clock or writing a shared cache
+	 * line. The cost in exactness, with T threads using the limiter:
+	 *   - from creation up to any time t, the permits granted never
+	 *     exceed burst + rate * (t - t0) / period (as when exact);
+	 *   - in any window [a, b], they never exceed burst + rate * (b - a)
+	 *     / period + T * B while each thread has a stripe of its own (at
+	 *     most 8 threads), and + 2 * T * B in general, because permits
+	 *     cached before a may be granted in the window;
+	 *   - a refusal means the shared state had fewer than k permits and
+	 *     no stripe's cache held k at the moment it was looked at.
+	 * 0..RESIL_RATELIMIT_MAX_BATCH, and at most burst.
+	 */
+	uint32_t batch;
 } resil_ratelimit_config;
 
 /* Fill *cfg with the defaults: 100 permits per second, a burst of 100, no
@@ -176,6 +197,14 @@ RESIL_API void resil_ratelimit_free(resil_ratelimit *rl);
  * One clock read and, normally, one compare-and-swap; no lock, allocation
  * or system call. (About every 2^52 / (rate / gcd(rate, period_ns)) ticks
  * one decision also moves the limiter's time base, a few more CASes.)
+ *
+ * With cfg.batch > 0 the rule above is applied to batches: k permits are
+ * granted from the calling thread's cache when it holds k (no clock read,
+ * one CAS on the thread's own stripe); otherwise one decision takes k
+ * plus up to batch - cached more (as many as are due now) and caches the
+ * extra; failing that, k are taken from any stripe's cache; only then is
+ * the call refused, with the exact rule's retry_after. The bounds this
+ * keeps are stated at resil_ratelimit_config.batch.
  */
 RESIL_API resil_err resil_ratelimit_try_acquire(
     resil_ratelimit *rl, uint32_t k, uint64_t *retry_after);
@@ -194,6 +223,8 @@ RESIL_API resil_err resil_ratelimit_try_acquire(
  *
  * Returns RESIL_OK (*waited written, waited may be NULL); RESIL_E_LIMITED;
  * RESIL_E_INVAL as for try_acquire. *waited is written only on RESIL_OK.
+ * With cfg.batch > 0, k permits in the calling thread's cache are taken
+ * first (waited 0); otherwise the decision is the exact one above.
  */
 RESIL_API resil_err resil_ratelimit_acquire_wait(
     resil_ratelimit *rl, uint32_t k, uint64_t max_wait, uint64_t *waited);
@@ -212,7 +243,9 @@ typedef struct resil_ratelimit_metrics {
 /* Fill *out with the counters and the permits available at the current
  * clock reading (one clock read). Returns RESIL_OK or RESIL_E_INVAL for a
  * NULL argument. The counters are each exact but not read atomically
- * together while other threads acquire. */
+ * together while other threads acquire. With cfg.batch > 0, available
+ * includes the permits held in the threads' caches (so it may exceed the
+ * burst by up to the bound at resil_ratelimit_config.batch). */
 RESIL_API resil_err resil_ratelimit_get_metrics(
     resil_ratelimit *rl, resil_ratelimit_metrics *out);
 
@@ -246,6 +279,25 @@ typedef struct resil_bulkhead_config {
 	const resil_allocator *alloc; /* NULL: malloc() and free() */
 	const resil_clock *clock;     /* NULL: the monotonic system clock;
 	                                 read only for listener events */
+
+	/*
+	 * Per-thread slot leases, opt-in (0, the default: exact). With
+	 * batch = B >= 1 (fixed bulkheads only: adaptive needs 0), each
+	 * thread stripe leases up to B slots from the shared count at once
+	 * and a thread's acquire and release of them touch only its stripe.
+	 * The limit stays exact: never more than max_concurrent calls in
+	 * flight. What it costs: a refusal means every slot was leased and
+	 * no stripe had a free leased slot at the moment it was looked at,
+	 * so under concurrency a call may be refused while a slot is being
+	 * freed on another stripe; a release on a thread whose stripe has
+	 * nothing in flight (a call handed between threads) searches the
+	 * other stripes, and can report RESIL_E_MISUSE for a legitimate
+	 * release only while other threads race it the same way; metrics
+	 * in_flight is exact only when no call is in progress, and
+	 * peak_in_flight counts leased slots (an upper bound).
+	 * 0..max_concurrent.
+	 */
+	uint32_t batch;
 } resil_bulkhead_config;
 
 /* Fill *cfg with the defaults: 25 calls in flight, not adaptive; for the

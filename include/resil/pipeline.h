@@ -1,7 +1,8 @@
 /*
  * resil pipeline: every stage composed around one user function.
  *
- *   resil_pipeline_call(p, args, fn, ctx, &result)
+ *   resil_pipeline_call(p, args, fn, ctx, &result)   (or the call machine,
+ *                                                     resil_call_start)
  *     -> mock stage       force: the mock answers; nothing below runs
  *     -> fallback chain   after a non-business failure: cache (age-limited),
  *                         then the mock (fail:), then user handlers
@@ -21,11 +22,13 @@
  * after its timeout is recorded as a failure (RESIL_E_TIMEOUT), its late
  * value is dropped, and retry and fallback treat it as any failure.
  *
- * Thread safety: resil_pipeline_call, resil_pipeline_set_mock and
- * resil_pipeline_get_metrics may run concurrently from any number of
- * threads. new, add_handler (before the first call) and free must not
- * overlap any other call on the same pipeline. The listener may be called
- * from any calling thread, concurrently.
+ * Thread safety: resil_pipeline_call, resil_pipeline_call_method, the
+ * call machine (resil_call_*: each call stepped by one thread at a time),
+ * resil_pipeline_set_mock and resil_pipeline_get_metrics may run
+ * concurrently from any number of threads. new, add_handler (before the
+ * first call) and free must not overlap any other call on the same
+ * pipeline. The listener may be called from any calling thread,
+ * concurrently.
  */
 #ifndef RESIL_PIPELINE_H
 #define RESIL_PIPELINE_H
@@ -46,6 +49,13 @@ extern "C" {
 #endif
 
 typedef struct resil_pipeline resil_pipeline;
+
+/* A resolved method of a pipeline (see resil_pipeline_method()). */
+typedef struct resil_method resil_method;
+
+/* Attempts one call can have out at once (hedging), abandoned ones
+ * included. */
+#define RESIL_CALL_MAX_INFLIGHT 8
 
 /* The stage an event comes from. */
 typedef enum resil_stage {
@@ -84,6 +94,33 @@ typedef struct resil_pipeline_event {
 
 typedef void (*resil_pipeline_listener_fn)(
     const resil_pipeline_event *ev, void *ctx);
+
+/*
+ * An executor lets resil_pipeline_call() run the attempts of a hedging
+ * pipeline in parallel. All three functions are required.
+ * - submit: start run(job) on another thread and return 0; nonzero when
+ *   it cannot (that attempt then runs on the calling thread). run must be
+ *   called exactly once, and not from inside submit.
+ * - wait: block the calling thread until wake() has been called since the
+ *   last wait returned, or the pipeline's clock reaches until (UINT64_MAX:
+ *   no limit); returning early is allowed. (With the manual clock, a
+ *   timed wait with no wake pending may simply advance the clock to
+ *   until.)
+ * - wake: called by a job when its attempt has answered, from the
+ *   executor's thread.
+ * ctx is passed to each; resil never frees it. The user's function then
+ * runs on the executor's threads and must be thread-safe. A job whose
+ * call has finished (a hedge that lost) runs on with its own copy of the
+ * arguments and its answer is dropped; its memory is freed by whichever
+ * of the call and the job ends last. The executor's ctx and the
+ * function's ctx must outlive such jobs (the pipeline need not).
+ */
+typedef struct resil_executor {
+	int (*submit)(void (*run)(void *job), void *job, void *ctx);
+	void (*wait)(uint64_t until, void *ctx);
+	void (*wake)(void *ctx);
+	void *ctx;
+} resil_executor;
 
 /* Settings of one declared method; 0 / NULL fields inherit the
  * service-level setting. */
@@ -130,6 +167,24 @@ typedef struct resil_pipeline_config {
 	void *listener_ctx;
 	const resil_clock *clock;     /* NULL: the monotonic system clock */
 	const resil_allocator *alloc; /* NULL: malloc() and free() */
+
+	/*
+	 * Hedging (Polly v8's hedging strategy), for calls run through the
+	 * call machine (resil_call_start): when an attempt has not answered
+	 * within hedge_delay_ns, or has failed, another attempt is started,
+	 * up to hedge_max extra ones; the first answer that is not a
+	 * failure wins and the others are abandoned; when all fail the
+	 * last failure stands. Each hedge spends one retry from the retry
+	 * budget (when the pipeline's retry policy has one; a refusal stops
+	 * hedging for that attempt). Together the hedged attempts are one
+	 * attempt of the retry stage. resil_pipeline_call() runs attempts
+	 * in parallel only through an executor: without one it refuses a
+	 * pipeline with hedging (RESIL_E_INVAL). 0: off; at most
+	 * RESIL_CALL_MAX_INFLIGHT - 1.
+	 */
+	uint32_t hedge_max;
+	uint64_t hedge_delay_ns;
+	resil_executor executor; /* copied; submit NULL: none */
 } resil_pipeline_config;
 
 /* Defaults: no stage on (each stage's own defaults ready in its config),
@@ -161,15 +216,15 @@ resil_pipeline_config_default(void)
  * ...`, `getStock.mock: "fail:" at column 6: ...`).
  *
  * *cfg, its strings and its methods are copied; the registry is read
- * during this call and by resil_pipeline_set_mock(); the clock's, allocator's, classifier's and listener's
- * ctx must outlive the pipeline. The caller frees *out with
- * resil_pipeline_free().
+ * during this call and by resil_pipeline_set_mock(); the clock's, allocator's,
+ * classifier's and listener's ctx must outlive the pipeline. The caller frees
+ * *out with resil_pipeline_free().
  *
  * Returns RESIL_OK; RESIL_E_INVAL (message in diag); RESIL_E_NOMEM. On
  * error *out is unchanged.
  */
-RESIL_API resil_err resil_pipeline_new(resil_pipeline **out,
-    const resil_pipeline_config *cfg, resil_diag *diag);
+RESIL_API resil_err resil_pipeline_new(
+    resil_pipeline **out, const resil_pipeline_config *cfg, resil_diag *diag);
 
 /* Free p and every stage it created. NULL is a harmless no-op. */
 RESIL_API void resil_pipeline_free(resil_pipeline *p);
@@ -190,13 +245,176 @@ RESIL_API resil_err resil_pipeline_add_handler(
  * fallback passed; without a fallback, the original failure
  * (RESIL_E_CALL with rc, RESIL_E_OPEN, RESIL_E_TIMEOUT, RESIL_E_LIMITED,
  * RESIL_E_RETRIES_EXHAUSTED). RESIL_E_INVAL for a NULL argument or a NULL
- * args->method (*out untouched).
+ * args->method (*out untouched), and for a pipeline configured with
+ * hedging but no executor, which needs attempts in parallel (*out says
+ * so; give the pipeline an executor, or use the call machine below).
  *
- * The success path, without cache and timing, allocates nothing and
- * takes no lock.
+ * This is the blocking driver of the call machine (resil_call_start()
+ * below): it runs each attempt on the calling thread and sleeps through
+ * the pipeline's clock between retries. The success path, without cache
+ * and timing, allocates nothing and takes no lock.
  */
 RESIL_API resil_err resil_pipeline_call(resil_pipeline *p,
     const resil_args *args, resil_call_fn fn, void *ctx, resil_result *out);
+
+/* ---- method handles ---- */
+
+/*
+ * Resolve a method name once: *out is the handle of the declared method
+ * name, or of the service-level settings when name is not declared (the
+ * settings a call by that name would use). Handles are immutable and
+ * valid as long as p; pass one per call to resil_pipeline_call_method()
+ * or resil_call_start() so that the call does no string hashing.
+ *
+ * Returns RESIL_OK; RESIL_E_INVAL for a NULL argument.
+ */
+RESIL_API resil_err resil_pipeline_method(
+    resil_pipeline *p, const char *name, const resil_method **out);
+
+/* The declared name of m, "" for the service-level handle, NULL for
+ * NULL. */
+RESIL_API const char *resil_method_name(const resil_method *m);
+
+/*
+ * resil_pipeline_call() with the method's settings taken from m instead
+ * of looking args->method up. args->method still names the call for the
+ * mock stage, the cache key and events. Returns as resil_pipeline_call();
+ * RESIL_E_INVAL also for a NULL m or a handle of another pipeline (*out
+ * untouched).
+ */
+RESIL_API resil_err resil_pipeline_call_method(resil_pipeline *p,
+    const resil_method *m, const resil_args *args, resil_call_fn fn, void *ctx,
+    resil_result *out);
+
+/* ---- the call machine ---- */
+
+/*
+ * A call as a state machine, for event loops (libcurl multi, libuv,
+ * epoll): resil decides, the caller runs attempts and timers. The call
+ * lives in caller storage (a resil_call, on the stack or in the caller's
+ * request object): nothing is allocated on the success path. Every
+ * function takes the caller's clock reading `now`, in the pipeline's
+ * ticks; the machine itself never reads a clock, sleeps or starts a
+ * thread. (The stages below it, the breaker, the limiters and the cache,
+ * read the pipeline's clock as they do for resil_pipeline_call(): give
+ * the pipeline the clock your loop uses.)
+ *
+ *   resil_call_start(&c, p, m, &args, &res, now, &st);
+ *   while (st.action != RESIL_CALL_DONE) {
+ *           RUN:  start attempt st.attempt (answer by st.deadline); when
+ *                 it answers: resil_call_report(&c, st.attempt, rc, &v,
+ *                 now), then resil_call_step(&c, now, &st)
+ *           WAIT: step again at st.until, or as soon as an outstanding
+ *                 attempt has been reported
+ *   }
+ *   ... res is the answer, as resil_pipeline_call() gives it ...
+ *
+ * Each step returns the next action:
+ * - RESIL_CALL_RUN: start the attempt with id st->attempt (ids are 1, 2,
+ *   ... per call) and report its outcome. st->deadline is the clock
+ *   reading by which it should answer (its timeout, the retry deadline;
+ *   UINT64_MAX: none). An attempt that has not been reported when its
+ *   timeout has passed (the duration > timeout) is failed with
+ *   RESIL_E_TIMEOUT by the step at or after deadline + 1; its answer,
+ *   when it comes, is accepted and dropped.
+ * - RESIL_CALL_WAIT: nothing to start now. Step again when now reaches
+ *   st->until (a retry backoff, a hedge delay, a timeout), or earlier
+ *   after a report. st->until is UINT64_MAX when only a report can move
+ *   the call on. Stepping early is harmless: it returns WAIT again.
+ * - RESIL_CALL_DONE: *out holds the answer, with its provenance (source,
+ *   age, attempts, breaker state), exactly as resil_pipeline_call()
+ *   would have given it; the caller frees it with resil_result_free().
+ * With hedging (hedge_max in the configuration), a RUN may come while
+ * earlier attempts are still out; each is reported under its own id.
+ *
+ * Every stage works as with resil_pipeline_call(): the mock stage, the
+ * fallback chain and cache, retry (backoff, jitter, deadline, budget),
+ * the breaker, the rate limiter, the bulkhead, timeouts, events and
+ * metrics. resil_pipeline_call() is this machine driven by a loop that
+ * runs the attempt itself and sleeps through the pipeline's clock.
+ *
+ * Ownership: *args and *out are borrowed until DONE (or cancel); the
+ * resil_call must not move meanwhile. A reported value is moved into the
+ * call (*value is left null) and freed by resil when it is dropped.
+ * Attempt ids start at 1 for every call: before starting a new call in
+ * the same resil_call, report (or forget) the answers its previous call
+ * still has out (resil_call_outstanding()), or a late answer could be
+ * taken for the new call's attempt of the same id.
+ *
+ * Thread safety: one call is stepped by one thread at a time (start,
+ * step, report and cancel of one resil_call must not overlap); any
+ * number of calls may run concurrently on one pipeline, from any threads,
+ * with resil_pipeline_call() too.
+ */
+typedef struct resil_call {
+	/* Private: the machine's state. */
+	uint64_t opaque_[84];
+} resil_call;
+
+typedef enum resil_call_action {
+	RESIL_CALL_RUN = 0,
+	RESIL_CALL_WAIT = 1,
+	RESIL_CALL_DONE = 2
+} resil_call_action;
+
+typedef struct resil_call_next {
+	resil_call_action action;
+	uint32_t attempt;  /* RUN: the attempt's id */
+	uint64_t deadline; /* RUN: answer by this reading; UINT64_MAX: none */
+	uint64_t until;    /* WAIT: step again at this reading */
+} resil_call_next;
+
+/*
+ * Start a call of args->method through p, with the settings of m (NULL:
+ * looked up by args->method) at clock reading now. *c is initialised
+ * whatever it held; *out is initialised and, at DONE, holds the answer.
+ * The first action is in *step (a force mock is DONE at once).
+ *
+ * Returns RESIL_OK; RESIL_E_INVAL for a NULL argument, a NULL
+ * args->method or a handle of another pipeline (nothing is changed).
+ */
+RESIL_API resil_err resil_call_start(resil_call *c, resil_pipeline *p,
+    const resil_method *m, const resil_args *args, resil_result *out,
+    uint64_t now, resil_call_next *step);
+
+/*
+ * The next action at clock reading now, in *step. Returns RESIL_OK;
+ * RESIL_E_INVAL for a NULL argument; RESIL_E_MISUSE for a call that is
+ * done, cancelled or was never started (nothing changes).
+ */
+RESIL_API resil_err resil_call_step(
+    resil_call *c, uint64_t now, resil_call_next *step);
+
+/*
+ * Attempt `attempt` answered at clock reading now with the user's return
+ * code rc and *value (moved into the call, *value left null; value may be
+ * NULL for no value). The answer is recorded with the breaker, the
+ * bulkhead and the timing at once; the decision it leads to comes from
+ * the next resil_call_step().
+ *
+ * An attempt that no longer matters (a hedge that lost, one that timed
+ * out, one still out when the call finished or was cancelled) is accepted
+ * and dropped, also after DONE. Returns RESIL_OK; RESIL_E_INVAL for a
+ * NULL c; RESIL_E_MISUSE for an attempt id never handed out, one already
+ * reported, or a call never started: nothing changes and *value stays
+ * the caller's.
+ */
+RESIL_API resil_err resil_call_report(
+    resil_call *c, uint32_t attempt, int rc, resil_value *value, uint64_t now);
+
+/*
+ * Cancel a running call: the outstanding attempts' permits (breaker,
+ * bulkhead) are given back and their later answers will be dropped; *out
+ * becomes an empty result (RESIL_E_UNAVAILABLE, source UNAVAILABLE,
+ * message "the call was cancelled"), counted as unavailable. Returns
+ * RESIL_OK; RESIL_E_INVAL for NULL; RESIL_E_MISUSE for a call that is
+ * done, cancelled or never started.
+ */
+RESIL_API resil_err resil_call_cancel(resil_call *c, uint64_t now);
+
+/* Attempts handed out and not yet reported (abandoned ones included);
+ * 0 for NULL or a call never started. */
+RESIL_API uint32_t resil_call_outstanding(const resil_call *c);
 
 /*
  * Inside a user function called by resil_pipeline_call(): the clock
@@ -210,12 +428,16 @@ RESIL_API uint64_t resil_pipeline_deadline(void);
  * Change a mock spec while calls run: method NULL sets the service-level
  * spec (`mock=`), otherwise the method-level one (`getStock.mock=`; NULL
  * spec: inherit again). The spec is validated first; on error nothing
- * changes. Calls already running finish with the spec they started with.
- * Each change keeps the previous mock configuration allocated until the
- * pipeline is freed.
+ * changes. A call reads the mock at its mock stage and again when its
+ * fallback chain asks it, each time the one current then. The previous
+ * configuration is freed (safe reclamation, ck_epoch) once no call can be
+ * reading it: memory stays bounded however often specs switch.
  */
-RESIL_API resil_err resil_pipeline_set_mock(resil_pipeline *p,
-    const char *method, const char *spec, resil_diag *diag);
+RESIL_API resil_err resil_pipeline_set_mock(
+    resil_pipeline *p, const char *method, const char *spec, resil_diag *diag);
+
+/* The pipeline's clock (valid as long as p): the one its stages read. */
+RESIL_API const resil_clock *resil_pipeline_clock(const resil_pipeline *p);
 
 /* The service name (valid as long as p). */
 RESIL_API const char *resil_pipeline_service(const resil_pipeline *p);

@@ -66,7 +66,8 @@ extern "C" {
 	XX(E_MOCK, 9, "mocked exception for service degradation.")           \
 	XX(E_BUSINESS, 10, "business error")                                 \
 	XX(E_NOTFOUND, 11, "not found")                                      \
-	XX(E_CALL, 12, "the call failed")
+	XX(E_CALL, 12, "the call failed")                                    \
+	XX(E_NO_PROVIDER, 13, "no provider available")
 
 typedef enum resil_err {
 #define XX(name, value, text) RESIL_##name = value,

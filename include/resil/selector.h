@@ -9,7 +9,7 @@
  *   resil_selector_route()   "the candidates for this request, now";
  *   resil_selector_pick()    "one of them, excluding these";
  *   resil_selector_report()  "this is how the call went".
- * An empty candidate set is RESIL_E_UNAVAILABLE with Dubbo's message in
+ * An empty candidate set is RESIL_E_NO_PROVIDER with Dubbo's message in
  * *diag: `No provider available for service S method M: 8 endpoints, 0
  * after routers (tag=canary removed 4, zone=hz removed 4)` (stages in chain
  * order, only those that removed something).
@@ -118,7 +118,7 @@ RESIL_API void resil_candidates_clear(resil_candidates *c);
 /*
  * Route req (NULL: no method, no tag, no arguments) over the current
  * snapshot into c. Returns RESIL_OK with at least one candidate;
- * RESIL_E_UNAVAILABLE ("No provider available ...", in *diag) when none
+ * RESIL_E_NO_PROVIDER ("No provider available ...", in *diag) when none
  * is left; RESIL_E_NOMEM when c had to grow and could not.
  */
 RESIL_API resil_err resil_selector_route(resil_selector *sel,

@@ -283,6 +283,13 @@ typedef struct resil_result {
 	 * when no breaker was involved. */
 	int breaker_state;
 	char message[RESIL_RESULT_MSG_MAX];
+	/* The last attempt that ran and failed (RESIL_E_CALL with its rc,
+	 * or RESIL_E_TIMEOUT), kept beside the final error: after a retry
+	 * that ended in a breaker's rejection, err/cause say RESIL_E_OPEN
+	 * and this still says why the breaker opened (rc 111, say).
+	 * RESIL_OK and 0 when no attempt failed. */
+	resil_err last_failure;
+	int last_failure_rc;
 } resil_result;
 
 /* Make *r an empty result: err RESIL_E_UNAVAILABLE, source UNAVAILABLE,

@@ -1,0 +1,688 @@
+/*
+ * resil cluster: failover, failfast, failsafe, failback and broadcast over
+ * a selector, with Dubbo's messages (include/resil/cluster.h).
+ */
+#include <resil/cluster.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "atomic.h"
+#include "internal.h"
+
+#define MAX_TRIED 64u /* endpoints remembered for exclusion per call */
+
+/* A failed call kept for later (failback). Its request is a copy. */
+typedef struct task {
+	struct task *next;
+	uint64_t due;
+	uint32_t retries; /* retries made */
+	uint64_t last_id; /* the endpoint tried last, to avoid it */
+	int has_last;
+	resil_request req;
+	char *method, *tag;
+	char **args;
+	size_t nargs;
+	resil_param *params;
+	size_t nparams;
+} task;
+
+struct resil_cluster {
+	resil_cluster_config cfg;
+	resil_allocator alloc;
+	resil_clock clock;
+	resil_selector *sel;
+	char *service;
+	resil__spinlock qlock;
+	task *head, *tail; /* failback queue, in order of arrival */
+	size_t queued;
+};
+
+static const char *const strategy_names[] = { "failover", "failfast",
+	"failsafe", "failback", "broadcast" };
+
+const char *
+resil_cluster_strategy_name(resil_cluster_strategy s)
+{
+	if ((unsigned)s < sizeof(strategy_names) / sizeof(strategy_names[0]))
+		return strategy_names[s];
+	return "unknown";
+}
+
+resil_err
+resil_cluster_strategy_parse(const char *name, resil_cluster_strategy *out)
+{
+	unsigned i;
+
+	if (name == NULL || out == NULL)
+		return RESIL_E_INVAL;
+	for (i = 0; i < sizeof(strategy_names) / sizeof(strategy_names[0]);
+	     i++)
+		if (strcmp(name, strategy_names[i]) == 0) {
+			*out = (resil_cluster_strategy)i;
+			return RESIL_OK;
+		}
+	return RESIL_E_INVAL;
+}
+
+resil_err
+resil_cluster_config_validate(const resil_cluster_config *c, resil_diag *diag)
+{
+	if (c == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "cluster: config is NULL");
+	if (c->size != sizeof(resil_cluster_config))
+		return resil__check_size(diag, "cluster",
+		    "resil_cluster_config", c->size,
+		    sizeof(resil_cluster_config));
+	if ((unsigned)c->strategy > (unsigned)RESIL_CLUSTER_BROADCAST)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "cluster: strategy %d is not one of failover, failfast, "
+		    "failsafe, failback, broadcast",
+		    (int)c->strategy);
+	if (c->retries < 0)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "cluster.retries: %d must be >= 0", (int)c->retries);
+	if (c->failback_queue < 1)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "cluster.failback_queue: %d must be >= 1",
+		    (int)c->failback_queue);
+	if (c->failback_retries < 0)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "cluster.failback_retries: %d must be >= 0",
+		    (int)c->failback_retries);
+	if (c->failback_period_ns == 0)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "cluster.failback_period_ns: 0 must be >= 1");
+	if (c->broadcast_fail_percent < 0 || c->broadcast_fail_percent > 100)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "cluster.broadcast_fail_percent: %d is out of range "
+		    "0..100",
+		    (int)c->broadcast_fail_percent);
+	if (c->clock != NULL && c->clock->now == NULL)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "cluster.clock: the clock has no now function");
+	return RESIL_OK;
+}
+
+resil_err
+resil_cluster_new(resil_cluster **out, resil_selector *sel,
+    const resil_cluster_config *cfg, resil_diag *diag)
+{
+	const resil_allocator *a;
+	resil_cluster *cl;
+	resil_err err;
+
+	if (out == NULL || sel == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "cluster: NULL argument");
+	if ((err = resil_cluster_config_validate(cfg, diag)) != RESIL_OK)
+		return err;
+	a = resil__allocator(cfg->alloc);
+	cl = resil__calloc(a, sizeof(*cl));
+	if (cl == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_NOMEM, "cluster: out of memory");
+	cl->cfg = *cfg;
+	cl->alloc = *a;
+	cl->cfg.alloc = &cl->alloc;
+	cl->clock = cfg->clock != NULL ? *cfg->clock : *resil_clock_system();
+	cl->cfg.clock = &cl->clock;
+	cl->sel = sel;
+	cl->service =
+	    resil__strdup(a, cfg->service != NULL ? cfg->service : "");
+	if (cl->service == NULL) {
+		resil__free(a, cl, sizeof(*cl));
+		return resil__diagf(
+		    diag, RESIL_E_NOMEM, "cluster: out of memory");
+	}
+	cl->cfg.service = cl->service;
+	resil__spin_init(&cl->qlock);
+	*out = cl;
+	return RESIL_OK;
+}
+
+static void task_free(resil_cluster *cl, task *t);
+
+void
+resil_cluster_free(resil_cluster *cl)
+{
+	task *t, *next;
+	resil_allocator a;
+
+	if (cl == NULL)
+		return;
+	for (t = cl->head; t != NULL; t = next) {
+		next = t->next;
+		task_free(cl, t);
+	}
+	a = cl->alloc;
+	resil__strfree(&a, cl->service);
+	resil__free(&a, cl, sizeof(*cl));
+}
+
+static void
+emit(resil_cluster *cl, resil_cluster_event_type type, const char *method,
+    const char *address, int rc, uint32_t retries)
+{
+	resil_cluster_event ev;
+
+	if (cl->cfg.listener == NULL)
+		return;
+	ev.type = type;
+	ev.time = resil_clock_now(&cl->clock);
+	ev.method = method != NULL ? method : "";
+	ev.address = address;
+	ev.rc = rc;
+	ev.retries = retries;
+	cl->cfg.listener(&ev, cl->cfg.listener_ctx);
+}
+
+/* ---- one attempt ---- */
+
+typedef struct attempt {
+	resil_outcome outcome;
+	int rc;
+	resil_value value;
+	char address[128];
+	uint64_t id;
+} attempt;
+
+/* Pick (avoiding exclude, or anyone when all are excluded) and run one
+ * attempt. Returns RESIL_OK when it ran, else the pick's error. */
+static resil_err
+run_one(resil_cluster *cl, resil_candidates *c, const resil_request *req,
+    const uint64_t *exclude, size_t nexclude, resil_endpoint_fn fn, void *ctx,
+    attempt *at, resil_diag *diag)
+{
+	resil_pick pick;
+	resil_err err;
+
+	err = resil_selector_pick(
+	    cl->sel, c, req, exclude, nexclude, &pick, diag);
+	if (err == RESIL_E_UNAVAILABLE && nexclude > 0)
+		/* Every candidate tried: tried ones again. */
+		err =
+		    resil_selector_pick(cl->sel, c, req, NULL, 0, &pick, diag);
+	if (err != RESIL_OK)
+		return err;
+	resil_value_init(&at->value);
+	snprintf(at->address, sizeof(at->address), "%s",
+	    pick.address != NULL ? pick.address : "");
+	at->id = pick.id;
+	at->rc = fn(ctx, &pick, req, &at->value);
+	at->outcome = resil_classify(&cl->cfg.classifier, at->rc, &at->value);
+	resil_selector_report(cl->sel, &pick, at->outcome);
+	return RESIL_OK;
+}
+
+static void
+set_result(resil_cluster_result *out, resil_err err, const attempt *at)
+{
+	out->err = err;
+	out->rc = at->rc;
+	out->outcome = at->outcome;
+}
+
+/* "the call failed (rc 111)" */
+static void
+last_error(char *buf, size_t n, const attempt *at)
+{
+	snprintf(buf, n, "%s (rc %d)", resil_strerror(RESIL_E_CALL), at->rc);
+}
+
+/* ---- failback's queue ---- */
+
+static char *
+dup_or_null(resil_cluster *cl, const char *s, int *fail)
+{
+	char *d;
+
+	if (s == NULL)
+		return NULL;
+	d = resil__strdup(&cl->alloc, s);
+	if (d == NULL)
+		*fail = 1;
+	return d;
+}
+
+static void
+task_free(resil_cluster *cl, task *t)
+{
+	size_t i;
+
+	resil__strfree(&cl->alloc, t->method);
+	resil__strfree(&cl->alloc, t->tag);
+	if (t->args != NULL) {
+		for (i = 0; i < t->nargs; i++)
+			resil__strfree(&cl->alloc, t->args[i]);
+		resil__free(&cl->alloc, t->args, t->nargs * sizeof(char *));
+	}
+	if (t->params != NULL) {
+		for (i = 0; i < t->nparams; i++) {
+			resil__strfree(
+			    &cl->alloc, (char *)(uintptr_t)t->params[i].key);
+			resil__strfree(
+			    &cl->alloc, (char *)(uintptr_t)t->params[i].value);
+		}
+		resil__free(
+		    &cl->alloc, t->params, t->nparams * sizeof(resil_param));
+	}
+	resil__free(&cl->alloc, t, sizeof(*t));
+}
+
+/* A copy of req, owned by the task. NULL when memory runs out. */
+static task *
+task_new(resil_cluster *cl, const resil_request *req)
+{
+	task *t = resil__calloc(&cl->alloc, sizeof(*t));
+	int fail = 0;
+	size_t i;
+
+	if (t == NULL)
+		return NULL;
+	t->method = dup_or_null(cl, req->method, &fail);
+	t->tag = dup_or_null(cl, req->tag, &fail);
+	if (req->nargs > 0 && req->args != NULL) {
+		t->args =
+		    resil__calloc(&cl->alloc, req->nargs * sizeof(char *));
+		if (t->args == NULL)
+			fail = 1;
+		else {
+			t->nargs = req->nargs;
+			for (i = 0; i < req->nargs; i++)
+				t->args[i] = dup_or_null(cl,
+				    req->args[i] ? req->args[i] : "", &fail);
+		}
+	}
+	if (req->nparams > 0 && req->params != NULL) {
+		t->params = resil__calloc(
+		    &cl->alloc, req->nparams * sizeof(resil_param));
+		if (t->params == NULL)
+			fail = 1;
+		else {
+			t->nparams = req->nparams;
+			for (i = 0; i < req->nparams; i++) {
+				t->params[i].key =
+				    dup_or_null(cl, req->params[i].key, &fail);
+				t->params[i].value = dup_or_null(
+				    cl, req->params[i].value, &fail);
+			}
+		}
+	}
+	if (fail) {
+		task_free(cl, t);
+		return NULL;
+	}
+	t->req.method = t->method;
+	t->req.tag = t->tag;
+	t->req.args = (const char *const *)t->args;
+	t->req.nargs = t->nargs;
+	t->req.params = t->params;
+	t->req.nparams = t->nparams;
+	return t;
+}
+
+/* Queue a failed call; false (and an event) when the queue is full or
+ * memory runs out. */
+static bool
+enqueue(resil_cluster *cl, const resil_request *req, const attempt *at,
+    uint64_t now)
+{
+	task *t;
+
+	resil__spin_lock(&cl->qlock);
+	if (cl->queued >= (size_t)cl->cfg.failback_queue) {
+		resil__spin_unlock(&cl->qlock);
+		emit(cl, RESIL_CLUSTER_EVENT_QUEUE_FULL, req->method,
+		    at->address, at->rc, 0);
+		return false;
+	}
+	cl->queued++; /* reserved; the allocation runs unlocked */
+	resil__spin_unlock(&cl->qlock);
+	t = task_new(cl, req);
+	if (t == NULL) {
+		resil__spin_lock(&cl->qlock);
+		cl->queued--;
+		resil__spin_unlock(&cl->qlock);
+		emit(cl, RESIL_CLUSTER_EVENT_QUEUE_FULL, req->method,
+		    at->address, at->rc, 0);
+		return false;
+	}
+	t->due = now + cl->cfg.failback_period_ns;
+	t->last_id = at->id;
+	t->has_last = 1;
+	resil__spin_lock(&cl->qlock);
+	if (cl->tail != NULL)
+		cl->tail->next = t;
+	else
+		cl->head = t;
+	cl->tail = t;
+	resil__spin_unlock(&cl->qlock);
+	emit(cl, RESIL_CLUSTER_EVENT_QUEUED, req->method, at->address, at->rc,
+	    0);
+	return true;
+}
+
+size_t
+resil_cluster_failback_pending(resil_cluster *cl)
+{
+	size_t n;
+
+	if (cl == NULL)
+		return 0;
+	resil__spin_lock(&cl->qlock);
+	n = cl->queued;
+	resil__spin_unlock(&cl->qlock);
+	return n;
+}
+
+resil_err
+resil_cluster_failback_poll(
+    resil_cluster *cl, resil_endpoint_fn fn, void *ctx, size_t *ran)
+{
+	task *due = NULL, **dt = &due, *t, **pp, *next;
+	resil_candidates *c;
+	uint64_t now;
+	size_t n = 0;
+	resil_err err;
+
+	if (cl == NULL || fn == NULL)
+		return RESIL_E_INVAL;
+	now = resil_clock_now(&cl->clock);
+	/* Take the due tasks out; each runs once, whatever it missed. */
+	resil__spin_lock(&cl->qlock);
+	for (pp = &cl->head; (t = *pp) != NULL;) {
+		if (t->due <= now) {
+			*pp = t->next;
+			t->next = NULL;
+			*dt = t;
+			dt = &t->next;
+		} else {
+			pp = &t->next;
+		}
+	}
+	cl->tail = NULL;
+	for (t = cl->head; t != NULL; t = t->next)
+		cl->tail = t;
+	resil__spin_unlock(&cl->qlock);
+	if (due == NULL) {
+		if (ran != NULL)
+			*ran = 0;
+		return RESIL_OK;
+	}
+	err = resil_candidates_new(&c, cl->sel);
+	if (err != RESIL_OK)
+		c = NULL;
+	for (t = due; t != NULL; t = next) {
+		attempt at;
+		bool ok = false, ran_one = false;
+
+		next = t->next;
+		t->next = NULL;
+		memset(&at, 0, sizeof(at));
+		if (c != NULL &&
+		    resil_selector_route(cl->sel, &t->req, c, NULL) ==
+		        RESIL_OK &&
+		    run_one(cl, c, &t->req, t->has_last ? &t->last_id : NULL,
+		        t->has_last ? 1 : 0, fn, ctx, &at, NULL) == RESIL_OK) {
+			ran_one = true;
+			n++;
+			ok = at.outcome != RESIL_OUTCOME_FAILURE;
+			t->last_id = at.id;
+			t->has_last = 1;
+			resil_value_free(&at.value);
+		}
+		t->retries++;
+		if (ok) {
+			emit(cl, RESIL_CLUSTER_EVENT_RETRIED, t->req.method,
+			    at.address, at.rc, t->retries);
+		} else if (t->retries >= (uint32_t)cl->cfg.failback_retries) {
+			emit(cl, RESIL_CLUSTER_EVENT_GAVE_UP, t->req.method,
+			    ran_one ? at.address : NULL, at.rc, t->retries);
+		} else {
+			/* Again a period after this poll. */
+			t->due = now + cl->cfg.failback_period_ns;
+			resil__spin_lock(&cl->qlock);
+			if (cl->tail != NULL)
+				cl->tail->next = t;
+			else
+				cl->head = t;
+			cl->tail = t;
+			resil__spin_unlock(&cl->qlock);
+			continue;
+		}
+		resil__spin_lock(&cl->qlock);
+		cl->queued--;
+		resil__spin_unlock(&cl->qlock);
+		task_free(cl, t);
+	}
+	resil_candidates_free(c);
+	if (ran != NULL)
+		*ran = n;
+	return RESIL_OK;
+}
+
+/* ---- invoke ---- */
+
+static resil_err
+fail_msg(resil_cluster_result *out, resil_err err, const char *msg)
+{
+	out->err = err;
+	snprintf(out->message, sizeof(out->message), "%s", msg);
+	return err;
+}
+
+resil_err
+resil_cluster_invoke(resil_cluster *cl, const resil_request *req,
+    resil_endpoint_fn fn, void *ctx, resil_cluster_result *out)
+{
+	static const resil_request none = { NULL, NULL, 0, NULL, NULL, 0 };
+	uint64_t tried[MAX_TRIED];
+	char failed[MAX_TRIED][128];
+	size_t ntried = 0, nfailed = 0, i, n;
+	resil_candidates *c;
+	resil_diag diag;
+	attempt at;
+	uint32_t attempts, k;
+	resil_err err;
+	char lasterr[96];
+
+	if (out == NULL)
+		return RESIL_E_INVAL;
+	memset(out, 0, sizeof(*out));
+	resil_value_init(&out->value);
+	if (cl == NULL || fn == NULL)
+		return fail_msg(out, RESIL_E_INVAL, "cluster: NULL argument");
+	if (req == NULL)
+		req = &none;
+	memset(&at, 0, sizeof(at));
+	diag.msg[0] = '\0';
+	if ((err = resil_candidates_new(&c, cl->sel)) != RESIL_OK)
+		return fail_msg(out, err, "cluster: out of memory");
+	/* Every strategy routes first; "no provider" is never swallowed. */
+	err = resil_selector_route(cl->sel, req, c, &diag);
+	if (err != RESIL_OK) {
+		resil_candidates_free(c);
+		return fail_msg(out, err, diag.msg);
+	}
+
+	if (cl->cfg.strategy == RESIL_CLUSTER_BROADCAST) {
+		resil_candidate cand;
+		uint32_t threshold, failures = 0;
+		int any_fail = 0;
+		attempt lastfail;
+
+		n = resil_candidates_count(c);
+		threshold = (uint32_t)(n *
+		    (size_t)cl->cfg.broadcast_fail_percent / 100u);
+		memset(&lastfail, 0, sizeof(lastfail));
+		/* Every candidate in order: exclude all the others. */
+		for (i = 0; i < n; i++) {
+			uint64_t ex[MAX_TRIED];
+			size_t j, nex = 0;
+
+			if (resil_candidates_get(c, i, &cand) != RESIL_OK)
+				break;
+			for (j = 0; j < n && nex < MAX_TRIED; j++) {
+				resil_candidate o;
+
+				if (j != i &&
+				    resil_candidates_get(c, j, &o) == RESIL_OK)
+					ex[nex++] = o.id;
+			}
+			resil_value_free(&at.value);
+			if (run_one(cl, c, req, ex, nex, fn, ctx, &at,
+			        &diag) != RESIL_OK)
+				continue; /* its breaker refused: skipped */
+			out->attempts++;
+			if (at.outcome == RESIL_OUTCOME_BUSINESS) {
+				set_result(out, RESIL_E_BUSINESS, &at);
+				out->value = at.value;
+				resil_candidates_free(c);
+				return out->err;
+			}
+			if (at.outcome == RESIL_OUTCOME_FAILURE) {
+				any_fail = 1;
+				failures++;
+				resil_value_free(&at.value);
+				lastfail = at;
+				if (failures == threshold)
+					break;
+			}
+		}
+		resil_candidates_free(c);
+		if (any_fail) {
+			resil_value_free(&at.value);
+			set_result(out, RESIL_E_CALL, &lastfail);
+			last_error(lasterr, sizeof(lasterr), &lastfail);
+			resil__msg m;
+			char num[64];
+
+			resil__msg_start(
+			    &m, out->message, sizeof(out->message));
+			RESIL__MSG_LIT(&m, "Failed to invoke the method ");
+			resil__msg_str(
+			    &m, req->method != NULL ? req->method : "");
+			RESIL__MSG_LIT(&m, " in the service ");
+			resil__msg_str(&m, cl->service);
+			snprintf(num, sizeof(num),
+			    " by broadcast: %u of %zu providers failed",
+			    (unsigned)failures, n);
+			resil__msg_str(&m, num);
+			RESIL__MSG_LIT(&m, ". Last error is: ");
+			resil__msg_str(&m, lasterr);
+			return out->err;
+		}
+		set_result(out, RESIL_OK, &at);
+		out->value = at.value;
+		return RESIL_OK;
+	}
+
+	attempts = cl->cfg.strategy == RESIL_CLUSTER_FAILOVER
+	    ? (uint32_t)cl->cfg.retries + 1
+	    : 1;
+	for (k = 0; k < attempts; k++) {
+		if (k > 0) {
+			/* The directory may have changed: route again. */
+			err = resil_selector_route(cl->sel, req, c, &diag);
+			if (err != RESIL_OK) {
+				resil_candidates_free(c);
+				return fail_msg(out, err, diag.msg);
+			}
+		}
+		resil_value_free(&at.value);
+		err = run_one(cl, c, req, tried, ntried, fn, ctx, &at, &diag);
+		if (err != RESIL_OK) {
+			/* Every candidate's breaker refused. */
+			resil_candidates_free(c);
+			return fail_msg(out, err, diag.msg);
+		}
+		out->attempts++;
+		if (ntried < MAX_TRIED) {
+			for (i = 0; i < ntried && tried[i] != at.id; i++)
+				;
+			if (i == ntried)
+				tried[ntried++] = at.id;
+		}
+		if (at.outcome != RESIL_OUTCOME_FAILURE)
+			break;
+		for (i = 0; i < nfailed && strcmp(failed[i], at.address) != 0;
+		     i++)
+			;
+		if (i == nfailed && nfailed < MAX_TRIED)
+			snprintf(failed[nfailed++], sizeof(failed[0]), "%s",
+			    at.address);
+	}
+	n = resil_candidates_count(c);
+	resil_candidates_free(c);
+	if (at.outcome == RESIL_OUTCOME_SUCCESS ||
+	    at.outcome == RESIL_OUTCOME_IGNORED) {
+		set_result(out, RESIL_OK, &at);
+		out->value = at.value;
+		return RESIL_OK;
+	}
+	if (at.outcome == RESIL_OUTCOME_BUSINESS) {
+		/* Passed through untouched, by every strategy. */
+		set_result(out, RESIL_E_BUSINESS, &at);
+		out->value = at.value;
+		return out->err;
+	}
+	/* A failure. */
+	resil_value_free(&at.value);
+	if (cl->cfg.strategy == RESIL_CLUSTER_FAILSAFE) {
+		emit(cl, RESIL_CLUSTER_EVENT_SWALLOWED, req->method,
+		    at.address, at.rc, 0);
+		set_result(out, RESIL_OK, &at);
+		out->value = resil_value_null();
+		return RESIL_OK;
+	}
+	if (cl->cfg.strategy == RESIL_CLUSTER_FAILBACK) {
+		if (cl->cfg.failback_retries > 0)
+			(void)enqueue(
+			    cl, req, &at, resil_clock_now(&cl->clock));
+		set_result(out, RESIL_OK, &at);
+		out->value = resil_value_null();
+		return RESIL_OK;
+	}
+	set_result(out, RESIL_E_CALL, &at);
+	last_error(lasterr, sizeof(lasterr), &at);
+	if (cl->cfg.strategy == RESIL_CLUSTER_FAILFAST) {
+		resil__msg m;
+
+		resil__msg_start(&m, out->message, sizeof(out->message));
+		RESIL__MSG_LIT(&m, "Failfast invoke providers ");
+		resil__msg_str(&m, at.address);
+		RESIL__MSG_LIT(&m, " of the method ");
+		resil__msg_str(&m, req->method != NULL ? req->method : "");
+		RESIL__MSG_LIT(&m, " in the service ");
+		resil__msg_str(&m, cl->service);
+		RESIL__MSG_LIT(&m, ". Last error is: ");
+		resil__msg_str(&m, lasterr);
+		return out->err;
+	}
+	{
+		resil__msg m;
+		char num[32];
+
+		resil__msg_start(&m, out->message, sizeof(out->message));
+		RESIL__MSG_LIT(&m, "Failed to invoke the method ");
+		resil__msg_str(&m, req->method != NULL ? req->method : "");
+		RESIL__MSG_LIT(&m, " in the service ");
+		resil__msg_str(&m, cl->service);
+		RESIL__MSG_LIT(&m, ". Tried ");
+		resil__msg_int(&m, (int)out->attempts);
+		resil__msg_str(&m, out->attempts == 1 ? " time" : " times");
+		RESIL__MSG_LIT(&m, " of the providers [");
+		for (i = 0; i < nfailed; i++) {
+			if (i > 0)
+				RESIL__MSG_LIT(&m, ", ");
+			resil__msg_str(&m, failed[i]);
+		}
+		snprintf(num, sizeof(num), "] (%zu/%zu)", nfailed, n);
+		resil__msg_str(&m, num);
+		RESIL__MSG_LIT(&m, ". Last error is: ");
+		resil__msg_str(&m, lasterr);
+	}
+	return out->err;
+}
