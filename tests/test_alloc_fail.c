@@ -27,6 +27,7 @@
 
 #include <resil/breaker.h>
 #include <resil/clock.h>
+#include <resil/cluster.h>
 #include <resil/config.h>
 #include <resil/directory.h>
 #include <resil/fallback.h>
@@ -1500,6 +1501,41 @@ op_cluster_config(fail_alloc *fa, uint64_t nth)
 	return e;
 }
 
+/* A failback cluster (its task queue) over a selector. */
+static resil_err
+op_cluster_new(fail_alloc *fa, uint64_t nth)
+{
+	resil_manual_clock mc;
+	resil_breaker_config bcfg;
+	resil_directory *d;
+	resil_selector_config scfg;
+	resil_selector *sel;
+	resil_cluster_config cfg;
+	resil_cluster *cl = SENTINEL;
+	resil_err e;
+
+	resil_manual_clock_init(&mc, 1);
+	d = make_directory(fa, &mc, &bcfg);
+	resil_selector_config_init(&scfg);
+	scfg.alloc = &fa->hook;
+	assert_int_equal(resil_selector_new(&sel, d, &scfg, NULL), RESIL_OK);
+	resil_cluster_config_init(&cfg);
+	cfg.strategy = RESIL_CLUSTER_FAILBACK;
+	cfg.service = SERVICE;
+	cfg.alloc = &fa->hook;
+	cfg.clock = resil_manual_clock_hook(&mc);
+	fail_alloc_arm(fa, nth);
+	e = resil_cluster_new(&cl, sel, &cfg, NULL);
+	fail_alloc_arm(fa, 0);
+	if (e != RESIL_OK)
+		assert_ptr_equal(cl, SENTINEL);
+	else
+		resil_cluster_free(cl);
+	resil_selector_free(sel);
+	resil_directory_free(d);
+	return e;
+}
+
 static void
 test_alloc_fail_cluster(void **state)
 {
@@ -1507,6 +1543,7 @@ test_alloc_fail_cluster(void **state)
 	assert_true(sweep("condition_parse", op_condition_parse, 0) > 0);
 	assert_true(sweep("directory_new", op_directory_new, 0) > 0);
 	assert_true(sweep_steps("selector", op_selector, 3, 0) > 0);
+	assert_true(sweep("cluster_new failback", op_cluster_new, 0) > 0);
 	assert_true(
 	    sweep_steps("cluster_config", op_cluster_config, 4, 0) > 0);
 }
