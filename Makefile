@@ -86,3 +86,59 @@ format:
 
 clean:
 	rm -rf build
+
+# libFuzzer (clang, ASan + UBSan): each harness of fuzz/ for FUZZ_S seconds
+# over its seeds and regression inputs. New inputs go to build/fuzz/work/;
+# a crash or failed property is saved under build/fuzz/crashes/<harness>/
+# (copy it to fuzz/regressions/<harness>/ so `make test` replays it).
+FUZZ_S ?= 60
+FUZZ_HARNESSES = mock_spec config scenario condition
+.PHONY: fuzz
+fuzz: deps
+	@sh tools/install-deps.sh clang
+	@# libFuzzer's runtime is only a Recommends of Debian's clang.
+	@sh tools/install-deps.sh libclang-rt-$$(clang -dumpversion | cut -d. -f1)-dev
+	cmake --preset fuzz >/dev/null
+	$(CMAKE_BUILD) fuzz -j $(JOBS)
+	@failed=""; for h in $(FUZZ_HARNESSES); do \
+	  mkdir -p build/fuzz/work/$$h build/fuzz/crashes/$$h; \
+	  echo "fuzz_$$h: $(FUZZ_S) s"; \
+	  if ./build/fuzz/fuzz/fuzz_$$h -max_total_time=$(FUZZ_S) \
+	      -print_final_stats=1 -dict=fuzz/dict/$$h.dict \
+	      -artifact_prefix=build/fuzz/crashes/$$h/ build/fuzz/work/$$h \
+	      fuzz/corpus/$$h $$(ls -d fuzz/regressions/$$h 2>/dev/null) \
+	      >build/fuzz/$$h.log 2>&1; \
+	  then grep -E '^(Done|stat::number_of_executed_units|stat::peak_rss_mb)' \
+	      build/fuzz/$$h.log; \
+	  else { grep -B2 -A12 -E 'property failed|ERROR:' build/fuzz/$$h.log \
+	      || tail -5 build/fuzz/$$h.log; } | head -40; \
+	    failed="$$failed $$h"; fi; \
+	done; \
+	if [ -n "$$failed" ]; then \
+	  echo "fuzz: failed:$$failed (inputs in build/fuzz/crashes/)"; exit 1; fi
+
+# Soak (not in CI): SOAK_ACQUIRES acquires per clock (manual, system), each
+# split over 2, 4 and 8 threads, with the breaker invariant checks, in an
+# optimised build; prints the figures. `make test` runs 10^6 (test_soak).
+SOAK_ACQUIRES ?= 100000000
+.PHONY: soak
+soak: deps
+	cmake --preset soak >/dev/null
+	$(CMAKE_BUILD) soak -j $(JOBS) --target test_soak
+	RESIL_SOAK_ACQUIRES=$(SOAK_ACQUIRES) ./build/soak/tests/test_soak
+
+# Static analysis of lib/: cppcheck (suppressions in
+# tools/lint/cppcheck-suppressions.xml) and clang-tidy (.clang-tidy; known
+# false positives in tools/lint/clang-tidy-suppressions.txt) over the dev
+# tree's compile_commands.json. Any other finding fails.
+.PHONY: lint
+lint: deps
+	@sh tools/install-deps.sh cppcheck clang-tidy python3
+	cmake --preset dev >/dev/null
+	cppcheck --std=c11 --enable=warning,style,performance,portability \
+	  -I include -I lib -D__GNUC__ --quiet --inline-suppr \
+	  --suppress-xml=tools/lint/cppcheck-suppressions.xml \
+	  --error-exitcode=1 \
+	  --template='{file}:{line}: {severity}: {message} [{id}]' lib/*.c
+	@echo "cppcheck: lib/*.c clean"
+	python3 tools/lint/clang-tidy.py build/dev $(JOBS) lib/*.c

@@ -55,6 +55,12 @@ fail_alloc_init(fail_alloc *fa, uint64_t fail_at)
 	return &fa->hook;
 }
 
+void
+fail_alloc_arm(fail_alloc *fa, uint64_t nth)
+{
+	fa->fail_at = nth == 0 ? 0 : fa->allocs + nth;
+}
+
 uint64_t
 fail_alloc_live(const fail_alloc *fa)
 {

@@ -14,8 +14,8 @@
 
 typedef struct fail_alloc {
 	resil_allocator hook;
-	uint64_t fail_at;  /* fail the Nth allocation; 0: never */
-	uint64_t allocs;   /* allocations attempted */
+	uint64_t fail_at; /* fail the Nth allocation; 0: never */
+	uint64_t allocs;  /* allocations attempted */
 	uint64_t frees;
 	uint64_t failures; /* allocations refused */
 	size_t live_bytes;
@@ -24,6 +24,11 @@ typedef struct fail_alloc {
 
 /* Set fa up; fail_at 0 never fails. Returns &fa->hook. */
 const resil_allocator *fail_alloc_init(fail_alloc *fa, uint64_t fail_at);
+
+/* From now on, fail the nth allocation (1-based) counted from the next
+ * one; 0 never fails. For sweeping one operation on an object that was
+ * built through fa without failures. */
+void fail_alloc_arm(fail_alloc *fa, uint64_t nth);
 
 /* Live allocations (allocs that succeeded minus frees). */
 uint64_t fail_alloc_live(const fail_alloc *fa);
