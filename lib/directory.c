@@ -10,6 +10,10 @@
 
 #include <uthash.h>
 
+/* A failed uthash allocation sets the caller's resil__oom. */
+#undef uthash_nonfatal_oom
+#define uthash_nonfatal_oom(obj) (resil__oom = 1)
+
 struct resil_directory {
 	resil_allocator a;
 	resil_clock clk;
@@ -510,6 +514,7 @@ rebuild(resil_directory *d, const resil_endpoint_spec *specs, size_t n,
 	resil__snapshot *old = d->cur, *s = NULL;
 	resil_err err = RESIL_OK;
 	size_t i, j, pos = 0;
+	int resil__oom = 0;
 
 	for (i = 0; i < n; i++)
 		if ((err = check_spec(&specs[i], i, diag)) != RESIL_OK)
@@ -532,6 +537,11 @@ rebuild(resil_directory *d, const resil_endpoint_spec *specs, size_t n,
 		slots[i].key = specs[i].address;
 		slots[i].index = i;
 		HASH_ADD_KEYPTR(hh, table, slots[i].key, len, &slots[i]);
+		if (resil__oom) {
+			/* The index could not grow: refuse, change nothing. */
+			err = RESIL_E_NOMEM;
+			goto out;
+		}
 	}
 	if ((err = snap_alloc(d, n, &s)) != RESIL_OK)
 		goto out;
