@@ -293,6 +293,11 @@ RESIL_API resil_err resil_pipeline_add_handler(
  * hedging but no executor, which needs attempts in parallel (*out says
  * so; give the pipeline an executor, or use the call machine below).
  *
+ * Best effort, never an error of the call: a live answer whose copy into
+ * the cache cannot be allocated is still returned (not cached); a cached
+ * answer that cannot be copied out for lack of memory counts as a miss,
+ * and the chain asks its next handler.
+ *
  * This is the blocking driver of the call machine (resil_call_start()
  * below): it runs each attempt on the calling thread and sleeps through
  * the pipeline's clock between retries. The success path, without cache

@@ -143,7 +143,10 @@ RESIL_API resil_value resil_value_double(double d);
  *
  * Returns RESIL_OK; RESIL_E_INVAL for a NULL out, a NULL p with len > 0,
  * or (JSON) text that is not one JSON document, is not UTF-8 or holds
- * \u0000; RESIL_E_NOMEM. On error *out is unchanged.
+ * \u0000; RESIL_E_NOMEM. On error *out is unchanged. (cJSON allocates with
+ * its own hooks and answers NULL both for bad text and for no memory:
+ * memory running out inside cJSON's parse is reported as RESIL_E_INVAL,
+ * the same for a mock's JSON payload. Nothing leaks either way.)
  */
 RESIL_API resil_err resil_value_string(
     resil_value *out, const char *p, size_t len, const resil_allocator *a);
