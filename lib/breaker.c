@@ -1101,36 +1101,40 @@ acquire_slow(resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
 
 /* The hot path, CLOSED without timing: small enough to need no saved
  * registers; everything else goes to acquire_slow(). */
-#define ACQUIRE_FAST(b, permit, retry_after)                           \
-	do {                                                           \
-		uint64_t w_;                                           \
-                                                                       \
-		if (RESIL__UNLIKELY(b == NULL || permit == NULL))      \
-			return RESIL_E_INVAL;                          \
-		w_ = resil__load64(&b->st->word);                      \
-		if (RESIL__LIKELY((w_ & (W_STATE_MASK | W_TRANSIT)) == \
-		            RESIL_BREAKER_CLOSED &&                    \
-		        !b->timing)) {                                 \
-			permit->episode = w_episode(w_);               \
-			permit->start = 0;                             \
-			permit->flags = PERMIT_VALID;                  \
-			permit->reserved = 0;                          \
-			return RESIL_OK;                               \
-		}                                                      \
-		return acquire_slow(b, permit, retry_after);           \
-	} while (0)
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline resil_err
+acquire_fast(resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
+{
+	uint64_t w;
+
+	if (RESIL__UNLIKELY(b == NULL || permit == NULL))
+		return RESIL_E_INVAL;
+	w = resil__load64(&b->st->word);
+	if (RESIL__LIKELY(
+	        (w & (W_STATE_MASK | W_TRANSIT)) == RESIL_BREAKER_CLOSED &&
+	        !b->timing)) {
+		permit->episode = w_episode(w);
+		permit->start = 0;
+		permit->flags = PERMIT_VALID;
+		permit->reserved = 0;
+		return RESIL_OK;
+	}
+	return acquire_slow(b, permit, retry_after);
+}
 
 resil_err
 resil_breaker_acquire_ex(
     resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
 {
-	ACQUIRE_FAST(b, permit, retry_after);
+	return acquire_fast(b, permit, retry_after);
 }
 
 resil_err
 resil_breaker_acquire(resil_breaker *b, resil_permit *permit)
 {
-	ACQUIRE_FAST(b, permit, NULL);
+	return acquire_fast(b, permit, NULL);
 }
 
 /* ---- record ---- */
