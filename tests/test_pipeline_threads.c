@@ -524,7 +524,12 @@ test_pipeline_threads_hedge_with_executor_all_fail_last_error(void **state)
 	x.fail = 1;
 	assert_int_equal(
 	    resil_pipeline_call(p, &args, hedged_dep, &x, &r), RESIL_E_CALL);
-	assert_int_equal(r.rc, -2); /* the failure reported last */
+	/* One of the two failures: which thread reports last is the
+	 * scheduler's (the hedge may start before attempt 1 even runs, when
+	 * the executor's timed wait lets the hedge delay pass). That the
+	 * last failure in report order stands is tested deterministically
+	 * through the machine in tests/test_call.c. */
+	assert_true(r.rc == -1 || r.rc == -2);
 	assert_int_equal(r.attempts, 2);
 	assert_int_equal(x.calls, 2);
 	resil_result_free(&r);
