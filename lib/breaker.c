@@ -36,7 +36,6 @@
 #include <resil/breaker.h>
 
 #include <math.h>
-#include <sched.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -777,20 +776,6 @@ grow_wait(const resil_breaker *b, uint64_t wait)
 	return (uint64_t)next;
 }
 
-/* One round of a wait for another thread: a pause, and after many of them
- * a yield, since on an oversubscribed machine the thread waited for may be
- * preempted and need this CPU (a rare, contended path only). */
-static void
-backoff(unsigned *spins)
-{
-	if (++*spins < 1024) {
-		resil__stall();
-		return;
-	}
-	*spins = 0;
-	sched_yield();
-}
-
 /* Wait until no record of an episode of parity par is writing window or
  * probe state. Records announce themselves only for a few instructions
  * (no clock read, callback or wait inside), so this is short unless the
@@ -807,7 +792,7 @@ quiesce(resil_breaker *b, unsigned par)
 			for (rounds = 0; resil__load64_after_rmw(
 			                     &b->sh->ann[i].active[par]) != 0;
 			     rounds++) {
-				backoff(&spins);
+				resil__backoff(&spins);
 				if (rounds % 4096 == 4095 &&
 				    !resil__shm_proc_alive(b->procs, i))
 					break;
@@ -817,7 +802,7 @@ quiesce(resil_breaker *b, unsigned par)
 	for (i = 0; i < NSTRIPES; i++)
 		while (resil__load64_after_rmw(
 		           &b->st->stripes[i].active[par]) != 0)
-			backoff(&spins);
+			resil__backoff(&spins);
 }
 
 /* Announce a record of episode ep, and confirm ep is still the current
@@ -1001,7 +986,7 @@ await_transit(resil_breaker *b)
 	if (in_listener == b)
 		return false;
 	while ((w = resil__load64(&b->st->word)) & W_TRANSIT) {
-		backoff(&spins);
+		resil__backoff(&spins);
 		/* Shared: an owner that takes this long may be dead. */
 		if (b->shared && ++rounds % 8192 == 0)
 			take_over(b, w);

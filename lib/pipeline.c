@@ -12,7 +12,6 @@
  */
 #include <resil/pipeline.h>
 
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -868,12 +867,8 @@ mock_quiesce(resil_pipeline *p, uint64_t old_gen)
 
 	for (i = 0; i < NSTRIPES; i++)
 		while (resil__load64_after_rmw(
-		           &p->mock_rd[i].n[old_gen & 1]) != 0) {
-			if (++spins % 1024 == 0)
-				sched_yield();
-			else
-				resil__stall();
-		}
+		           &p->mock_rd[i].n[old_gen & 1]) != 0)
+			resil__backoff(&spins);
 }
 
 resil_err

@@ -4,6 +4,7 @@
  */
 #include "internal.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -368,6 +369,17 @@ diag_format(resil__out *o, const char *fmt, va_list ap)
 			    (size_t)n < sizeof(tmp) ? (size_t)n
 			                            : sizeof(tmp) - 1);
 	}
+}
+
+void
+resil__backoff(unsigned *spins)
+{
+	if (++*spins < 1024) {
+		resil__stall();
+		return;
+	}
+	*spins = 0;
+	sched_yield();
 }
 
 resil_err
