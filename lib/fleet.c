@@ -17,6 +17,7 @@
 #include <resil/fleet.h>
 
 #include <hiredis/hiredis.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -942,5 +943,531 @@ resil_fleet_get_info(resil_fleet *f, resil_fleet_info *out)
 	out->syncs = resil__load64(&f->syncs);
 	out->sync_errors = resil__load64(&f->sync_errors);
 	out->local_state = resil_breaker_get_state(f->b);
+	return RESIL_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* The fleet-wide GCRA rate limiter                                    */
+/* ------------------------------------------------------------------ */
+
+/*
+ * KEYS: the limiter's hash {base, tat}, the instances sorted set.
+ * ARGV: instance, k, scale, ts, bs (see below), instance TTL (ms).
+ * Time is Redis's TIME in microseconds, scaled by scale = rate / gcd(rate,
+ * period_us) so that the emission interval ts = period_us / gcd is an
+ * integer and nothing is rounded; tat is relative to base, which moves to
+ * now when (now - base) * scale would pass 2^52 (every number stays below
+ * 2^53, exact in Lua's doubles). Returns {granted 0/1, retry_us (the
+ * smallest whole number of microseconds after which the k permits would
+ * be due, rounded up), instances seen, TIME in microseconds}.
+ */
+static const char limit_lua[] =
+    "local function int(v, what, lo, hi)\n"
+    "  local n = tonumber(v)\n"
+    "  if n == nil or n ~= math.floor(n) or n < lo or n > hi then\n"
+    "    error({err = 'RESILFLEET malformed ' .. what .. ': ' ..\n"
+    "      tostring(v)})\n"
+    "  end\n"
+    "  return n\n"
+    "end\n"
+    "local BIG = 9007199254740991\n"
+    "local REBASE = 4503599627370496\n"
+    "local t = redis.call('TIME')\n"
+    "local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
+    "local inst = ARGV[1]\n"
+    "local k = tonumber(ARGV[2])\n"
+    "local scale = tonumber(ARGV[3])\n"
+    "local ts = tonumber(ARGV[4])\n"
+    "local bs = tonumber(ARGV[5])\n"
+    "local ttl = tonumber(ARGV[6])\n"
+    "redis.call('ZADD', KEYS[2], now + ttl * 1000, inst)\n"
+    "redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)\n"
+    "redis.call('PEXPIRE', KEYS[2], ttl)\n"
+    "local seen = redis.call('ZCARD', KEYS[2])\n"
+    "local h = redis.call('HMGET', KEYS[1], 'base', 'tat')\n"
+    "local base, tat = now, 0\n"
+    "if h[1] or h[2] then\n"
+    "  base = int(h[1], 'base', 0, BIG)\n"
+    "  tat = int(h[2], 'tat', 0, BIG)\n"
+    "end\n"
+    "if now > base and (now - base) > REBASE / scale then\n"
+    "  local shift = now - base\n"
+    "  if tat / scale > shift then tat = tat - shift * scale else tat = 0 "
+    "end\n"
+    "  base = now\n"
+    "end\n"
+    "local n = 0\n"
+    "if now > base then n = (now - base) * scale end\n"
+    "local tt = tat\n"
+    "if n > tt then tt = n end\n"
+    "local nt = tt + k * ts\n"
+    "local lim = n + bs\n"
+    "local keep = math.floor((bs + ts) / scale / 1000) + 1000\n"
+    "if nt <= lim then\n"
+    "  redis.call('HSET', KEYS[1], 'base', string.format('%d', base),\n"
+    "    'tat', string.format('%d', nt))\n"
+    "  redis.call('PEXPIRE', KEYS[1], keep)\n"
+    "  return {1, 0, seen, now}\n"
+    "end\n"
+    "local excess = nt - lim\n"
+    "if now < base then excess = excess + (base - now) * scale end\n"
+    "local q = math.floor(excess / scale)\n"
+    "while q * scale < excess do q = q + 1 end\n"
+    "while q > 1 and (q - 1) * scale >= excess do q = q - 1 end\n"
+    "return {0, q, seen, now}\n";
+
+struct resil_fleet_limit {
+	resil_allocator alloc;
+	resil_clock clock;
+	pthread_mutex_t mu; /* the connection and the fallback */
+	redisContext *c;
+	char sha[41];
+	int have_sha;
+	int local;         /* deciding locally */
+	uint64_t retry_at; /* local clock: no Redis before this */
+	uint64_t seen;     /* instances seen at the last answer */
+	uint64_t redis_us; /* Redis's TIME then */
+	resil_ratelimit *share;
+	uint64_t share_n; /* the N the share was made for */
+
+	uint64_t redis_grants, local_grants, rejected, errors;
+
+	char instance[NAME_MAX_LEN + 1];
+	char host[HOST_MAX_LEN + 1];
+	char key_state[NAME_MAX_LEN + 32];
+	char key_inst[NAME_MAX_LEN + 32];
+	char scale_s[24], ts_s[24], bs_s[24], ttl_s[24];
+	uint32_t port, connect_ms, command_ms, reconnect_ms;
+	uint32_t rate, burst, min_instances;
+	uint64_t period_ms, ttl_ms;
+	resil_fleet_listener_fn listener;
+	void *listener_ctx;
+};
+
+static uint64_t
+gcd_u64(uint64_t a, uint64_t b)
+{
+	while (b != 0) {
+		uint64_t t = a % b;
+
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+resil_err
+resil_fleet_limit_config_validate(
+    const resil_fleet_limit_config *cfg, resil_diag *diag)
+{
+	resil_ratelimit_config lc;
+	uint64_t g, scale, ts;
+	resil_err err;
+
+	if (cfg == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "fleet_limit: config is NULL");
+	err =
+	    resil__check_size(diag, "fleet_limit", "resil_fleet_limit_config",
+	        cfg->size, sizeof(resil_fleet_limit_config));
+	if (err != RESIL_OK)
+		return err;
+	if (cfg->name == NULL || !name_ok(cfg->name))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "fleet_limit.name: must be 1..63 characters of "
+		    "[A-Za-z0-9._-]");
+	if (cfg->instance != NULL && !name_ok(cfg->instance))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "fleet_limit.instance: must be NULL or 1..63 characters "
+		    "of [A-Za-z0-9._-]");
+	if (cfg->host != NULL &&
+	    (cfg->host[0] == '\0' || strlen(cfg->host) > HOST_MAX_LEN))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "fleet_limit.host: must be NULL or 1..255 characters");
+#define LRANGE(field, lo, hi)                                    \
+	do {                                                     \
+		if ((uint64_t)cfg->field < (lo) ||               \
+		    (uint64_t)cfg->field > (hi))                 \
+			return resil__diagf(diag, RESIL_E_INVAL, \
+			    "fleet_limit." #field                \
+			    ": %llu is out of range %llu..%llu", \
+			    (unsigned long long)cfg->field,      \
+			    (unsigned long long)(lo),            \
+			    (unsigned long long)(hi));           \
+	} while (0)
+	LRANGE(port, 1, 65535);
+	LRANGE(connect_timeout_ms, 1, 60000);
+	LRANGE(command_timeout_ms, 1, 60000);
+	LRANGE(reconnect_ms, 0, 3600000);
+	LRANGE(rate, 1, 1000000000);
+	LRANGE(period_ms, 1, 86400000);
+	LRANGE(burst, 1, 1000000000);
+	LRANGE(instance_ttl_ms, 1, 86400000);
+	LRANGE(min_instances, 1, 4096);
+#undef LRANGE
+	g = gcd_u64(cfg->rate, cfg->period_ms * 1000);
+	scale = cfg->rate / g;
+	ts = cfg->period_ms * 1000 / g;
+	if (scale > (UINT64_C(1) << 24) ||
+	    ts > (UINT64_C(1) << 50) / cfg->burst)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "fleet_limit.rate: %u per %llu ms with burst %u needs "
+		    "rate / gcd(rate, period_us) <= 2^24 and burst * "
+		    "period_us / gcd <= 2^50",
+		    cfg->rate, (unsigned long long)cfg->period_ms, cfg->burst);
+	/* The local fallback at N = 1 must be a valid limiter. */
+	resil_ratelimit_config_init(&lc);
+	lc.rate = cfg->rate;
+	lc.period_ns = cfg->period_ms * RESIL_NS_PER_MS;
+	lc.burst = cfg->burst;
+	err = resil_ratelimit_config_validate(&lc, diag);
+	if (err != RESIL_OK)
+		return err;
+	return RESIL_OK;
+}
+
+static void
+lemit(resil_fleet_limit *fl, resil_fleet_event_kind kind, const char *detail)
+{
+	resil_fleet_event ev;
+
+	if (fl->listener == NULL)
+		return;
+	memset(&ev, 0, sizeof(ev));
+	ev.kind = kind;
+	ev.votes = (uint32_t)fl->seen; /* instances seen */
+	ev.detail = detail != NULL ? detail : "";
+	fl->listener(&ev, fl->listener_ctx);
+}
+
+static void
+ldisconnect(resil_fleet_limit *fl)
+{
+	if (fl->c != NULL)
+		redisFree(fl->c);
+	fl->c = NULL;
+	fl->have_sha = 0;
+}
+
+static int
+lconnect(resil_fleet_limit *fl, char *buf, size_t cap)
+{
+	redisReply *r;
+
+	fl->c = redisConnectWithTimeout(
+	    fl->host, (int)fl->port, ms_tv(fl->connect_ms));
+	if (fl->c == NULL) {
+		snprintf(buf, cap, "connect: out of memory");
+		return -1;
+	}
+	if (fl->c->err) {
+		snprintf(buf, cap, "connect %.100s:%u: %.120s", fl->host,
+		    fl->port, fl->c->errstr);
+		ldisconnect(fl);
+		return -1;
+	}
+	if (redisSetTimeout(fl->c, ms_tv(fl->command_ms)) != REDIS_OK) {
+		snprintf(buf, cap, "connect: cannot set the timeout");
+		ldisconnect(fl);
+		return -1;
+	}
+	r = redisCommand(fl->c, "SCRIPT LOAD %s", limit_lua);
+	if (r == NULL || r->type != REDIS_REPLY_STRING || r->len != 40) {
+		snprintf(buf, cap, "SCRIPT LOAD: %s",
+		    r == NULL
+		        ? (fl->c->errstr[0] ? fl->c->errstr : "no answer")
+		        : "unexpected answer");
+		if (r != NULL)
+			freeReplyObject(r);
+		ldisconnect(fl);
+		return -1;
+	}
+	memcpy(fl->sha, r->str, 40);
+	fl->sha[40] = '\0';
+	fl->have_sha = 1;
+	freeReplyObject(r);
+	return 0;
+}
+
+resil_err
+resil_fleet_limit_new(resil_fleet_limit **out,
+    const resil_fleet_limit_config *cfg, resil_diag *diag)
+{
+	resil_fleet_limit *fl;
+	resil_err err;
+	uint64_t g;
+	char why[RESIL_DIAG_MAX];
+
+	if (out == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "fleet_limit: out is NULL");
+	err = resil_fleet_limit_config_validate(cfg, diag);
+	if (err != RESIL_OK)
+		return err;
+	fl = resil__calloc(cfg->alloc, sizeof(*fl));
+	if (fl == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_NOMEM, "fleet_limit: out of memory");
+	fl->alloc = *resil__allocator(cfg->alloc);
+	fl->clock = cfg->clock != NULL && cfg->clock->now != NULL
+	    ? *cfg->clock
+	    : *resil_clock_system();
+	if (pthread_mutex_init(&fl->mu, NULL) != 0) {
+		resil__free(&fl->alloc, fl, sizeof(*fl));
+		return resil__diagf(
+		    diag, RESIL_E_NOMEM, "fleet_limit: no mutex");
+	}
+	if (cfg->instance != NULL)
+		snprintf(
+		    fl->instance, sizeof(fl->instance), "%s", cfg->instance);
+	else
+		default_instance(fl->instance, sizeof(fl->instance));
+	snprintf(fl->host, sizeof(fl->host), "%s",
+	    cfg->host != NULL ? cfg->host : "127.0.0.1");
+	snprintf(fl->key_state, sizeof(fl->key_state), "resil:limit:%s:gcra",
+	    cfg->name);
+	snprintf(fl->key_inst, sizeof(fl->key_inst),
+	    "resil:limit:%s:instances", cfg->name);
+	g = gcd_u64(cfg->rate, cfg->period_ms * 1000);
+	snprintf(fl->scale_s, sizeof(fl->scale_s), "%llu",
+	    (unsigned long long)(cfg->rate / g));
+	snprintf(fl->ts_s, sizeof(fl->ts_s), "%llu",
+	    (unsigned long long)(cfg->period_ms * 1000 / g));
+	snprintf(fl->bs_s, sizeof(fl->bs_s), "%llu",
+	    (unsigned long long)cfg->burst * (cfg->period_ms * 1000 / g));
+	snprintf(fl->ttl_s, sizeof(fl->ttl_s), "%llu",
+	    (unsigned long long)cfg->instance_ttl_ms);
+	fl->port = cfg->port;
+	fl->connect_ms = cfg->connect_timeout_ms;
+	fl->command_ms = cfg->command_timeout_ms;
+	fl->reconnect_ms = cfg->reconnect_ms;
+	fl->rate = cfg->rate;
+	fl->burst = cfg->burst;
+	fl->period_ms = cfg->period_ms;
+	fl->ttl_ms = cfg->instance_ttl_ms;
+	fl->min_instances = cfg->min_instances;
+	fl->seen = cfg->min_instances;
+	fl->listener = cfg->listener;
+	fl->listener_ctx = cfg->listener_ctx;
+	fl->local = 1;
+	if (lconnect(fl, why, sizeof(why)) != 0) {
+		fl->retry_at = resil_clock_now(&fl->clock) +
+		    (uint64_t)fl->reconnect_ms * RESIL_NS_PER_MS;
+		resil__faa64(&fl->errors, 1);
+		lemit(fl, RESIL_FLEET_EV_LOCAL, why);
+	}
+	*out = fl;
+	return RESIL_OK;
+}
+
+void
+resil_fleet_limit_free(resil_fleet_limit *fl)
+{
+	resil_allocator a;
+
+	if (fl == NULL)
+		return;
+	ldisconnect(fl);
+	resil_ratelimit_free(fl->share);
+	pthread_mutex_destroy(&fl->mu);
+	a = fl->alloc;
+	resil__free(&a, fl, sizeof(*fl));
+}
+
+/* The local 1/N share: rate per N periods, burst / N (at least 1). A
+ * share that would not be a valid limiter halves N until it is (N = 1 is
+ * validated with the config). */
+static resil_ratelimit *
+local_share(resil_fleet_limit *fl)
+{
+	uint64_t n =
+	    fl->seen > fl->min_instances ? fl->seen : fl->min_instances;
+	resil_ratelimit_config lc;
+
+	if (fl->share != NULL && fl->share_n == n)
+		return fl->share;
+	resil_ratelimit_free(fl->share);
+	fl->share = NULL;
+	for (; n >= 1; n /= 2) {
+		resil_ratelimit_config_init(&lc);
+		lc.rate = fl->rate;
+		lc.period_ns = fl->period_ms * RESIL_NS_PER_MS * n;
+		lc.burst =
+		    fl->burst / (uint32_t)n > 0 ? fl->burst / (uint32_t)n : 1;
+		lc.clock = &fl->clock;
+		lc.alloc = &fl->alloc;
+		if (resil_ratelimit_new(&fl->share, &lc, NULL) == RESIL_OK) {
+			fl->share_n = fl->seen > fl->min_instances
+			    ? fl->seen
+			    : fl->min_instances;
+			return fl->share;
+		}
+	}
+	return NULL;
+}
+
+static resil_err
+decide_local(resil_fleet_limit *fl, uint32_t k, uint64_t *retry_after_ns)
+{
+	resil_ratelimit *rl = local_share(fl);
+	uint64_t ticks = 0;
+	resil_err e;
+
+	if (rl == NULL) {
+		/* Out of memory: refuse (a limiter fails closed). */
+		if (retry_after_ns != NULL)
+			*retry_after_ns = fl->period_ms * RESIL_NS_PER_MS;
+		resil__faa64(&fl->rejected, 1);
+		return RESIL_E_LIMITED;
+	}
+	e = resil_ratelimit_try_acquire(rl, k, &ticks);
+	if (e == RESIL_OK) {
+		resil__faa64(&fl->local_grants, 1);
+		return RESIL_OK;
+	}
+	if (e == RESIL_E_INVAL) /* k is more than the share's burst */
+		ticks = fl->period_ms * RESIL_NS_PER_MS * fl->share_n;
+	resil__faa64(&fl->rejected, 1);
+	if (retry_after_ns != NULL)
+		*retry_after_ns = ticks;
+	return RESIL_E_LIMITED;
+}
+
+/* Fall back: say so once, hold Redis off for reconnect_ms. */
+static resil_err
+limit_go_local(resil_fleet_limit *fl, uint64_t now, const char *why,
+    int error_event, uint32_t k, uint64_t *retry_after_ns)
+{
+	resil__faa64(&fl->errors, 1);
+	fl->retry_at = now + (uint64_t)fl->reconnect_ms * RESIL_NS_PER_MS;
+	if (error_event)
+		lemit(fl, RESIL_FLEET_EV_ERROR, why);
+	if (!fl->local) {
+		fl->local = 1;
+		lemit(fl, RESIL_FLEET_EV_LOCAL, why);
+	}
+	return decide_local(fl, k, retry_after_ns);
+}
+
+static resil_err
+limit_acquire_locked(
+    resil_fleet_limit *fl, uint32_t k, uint64_t *retry_after_ns)
+{
+	const char *argv[11];
+	size_t argl[11];
+	char kbuf[16], why[RESIL_DIAG_MAX];
+	uint64_t now = resil_clock_now(&fl->clock);
+	redisReply *r;
+	size_t i;
+
+	/* Local until retry_at after a failure; then one attempt. */
+	if (fl->local && now < fl->retry_at)
+		return decide_local(fl, k, retry_after_ns);
+	if (fl->c == NULL && lconnect(fl, why, sizeof(why)) != 0)
+		return limit_go_local(fl, now, why, 0, k, retry_after_ns);
+	snprintf(kbuf, sizeof(kbuf), "%u", k);
+	argv[0] = fl->have_sha ? "EVALSHA" : "EVAL";
+	argv[1] = fl->have_sha ? fl->sha : limit_lua;
+	argv[2] = "2";
+	argv[3] = fl->key_state;
+	argv[4] = fl->key_inst;
+	argv[5] = fl->instance;
+	argv[6] = kbuf;
+	argv[7] = fl->scale_s;
+	argv[8] = fl->ts_s;
+	argv[9] = fl->bs_s;
+	argv[10] = fl->ttl_s;
+	for (i = 0; i < 11; i++)
+		argl[i] = strlen(argv[i]);
+	r = redisCommandArgv(fl->c, 11, argv, argl);
+	if (r != NULL && r->type == REDIS_REPLY_ERROR &&
+	    strncmp(r->str, "NOSCRIPT", 8) == 0) {
+		freeReplyObject(r);
+		fl->have_sha = 0;
+		argv[0] = "EVAL";
+		argv[1] = limit_lua;
+		argl[0] = 4;
+		argl[1] = strlen(limit_lua);
+		r = redisCommandArgv(fl->c, 11, argv, argl);
+	}
+	if (r == NULL) {
+		snprintf(why, sizeof(why), "redis: %s",
+		    fl->c->errstr[0] ? fl->c->errstr : "no answer");
+		ldisconnect(fl);
+		return limit_go_local(fl, now, why, 0, k, retry_after_ns);
+	}
+	if (r->type == REDIS_REPLY_ERROR) {
+		snprintf(why, sizeof(why), "redis script: %.200s", r->str);
+		freeReplyObject(r);
+		return limit_go_local(fl, now, why, 1, k, retry_after_ns);
+	}
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 4 ||
+	    r->element[0]->type != REDIS_REPLY_INTEGER ||
+	    r->element[1]->type != REDIS_REPLY_INTEGER ||
+	    r->element[2]->type != REDIS_REPLY_INTEGER ||
+	    r->element[3]->type != REDIS_REPLY_INTEGER ||
+	    r->element[3]->integer < 0 || r->element[0]->integer < 0 ||
+	    r->element[0]->integer > 1 || r->element[1]->integer < 0 ||
+	    r->element[1]->integer > (long long)(UINT64_MAX / 1000 / 2) ||
+	    r->element[2]->integer < 1) {
+		freeReplyObject(r);
+		return limit_go_local(fl, now, "script: unexpected answer", 1,
+		    k, retry_after_ns);
+	}
+	fl->seen = (uint64_t)r->element[2]->integer;
+	fl->redis_us = (uint64_t)r->element[3]->integer;
+	if (fl->local) {
+		fl->local = 0;
+		lemit(fl, RESIL_FLEET_EV_CONNECTED, "synced");
+	}
+	if (r->element[0]->integer == 1) {
+		freeReplyObject(r);
+		resil__faa64(&fl->redis_grants, 1);
+		return RESIL_OK;
+	}
+	if (retry_after_ns != NULL)
+		*retry_after_ns = (uint64_t)r->element[1]->integer * 1000;
+	freeReplyObject(r);
+	resil__faa64(&fl->rejected, 1);
+	return RESIL_E_LIMITED;
+}
+
+resil_err
+resil_fleet_limit_acquire(
+    resil_fleet_limit *fl, uint32_t k, uint64_t *retry_after_ns)
+{
+	resil_err e;
+
+	if (fl == NULL || k == 0 || k > fl->burst)
+		return RESIL_E_INVAL;
+	pthread_mutex_lock(&fl->mu);
+	e = limit_acquire_locked(fl, k, retry_after_ns);
+	pthread_mutex_unlock(&fl->mu);
+	return e;
+}
+
+uint64_t
+resil_retry_after_seconds(uint64_t retry_after_ns)
+{
+	return retry_after_ns / RESIL_NS_PER_SEC +
+	    (retry_after_ns % RESIL_NS_PER_SEC != 0 ? 1u : 0u);
+}
+
+resil_err
+resil_fleet_limit_get_info(resil_fleet_limit *fl, resil_fleet_limit_info *out)
+{
+	if (fl == NULL || out == NULL)
+		return RESIL_E_INVAL;
+	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&fl->mu);
+	out->local_mode = fl->local;
+	out->instances_seen = (uint32_t)fl->seen;
+	out->share_n = (uint32_t)fl->share_n;
+	out->redis_time_us = fl->redis_us;
+	pthread_mutex_unlock(&fl->mu);
+	out->redis_grants = resil__load64(&fl->redis_grants);
+	out->local_grants = resil__load64(&fl->local_grants);
+	out->rejected = resil__load64(&fl->rejected);
+	out->errors = resil__load64(&fl->errors);
 	return RESIL_OK;
 }
