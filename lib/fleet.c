@@ -42,12 +42,20 @@ enum {
 	SLOT_FAIL = 4
 };
 
-/* KEYS: state hash, votes zset, leases hash, aggregate key prefix.
- * ARGV: instance, sick, calls, failures, quorum, K, open wait, lease,
- * vote life, bucket, bucket TTL (ms), the episode the reports are for,
- * the number of reports, reports (slot, 1 ok / 0 failed), then the slots
- * offered for leases. Returns {state, episode, votes, wait left, why,
- * granted slots...}. */
+/* KEYS: state hash, votes zset, leases hash, aggregate key prefix,
+ * instances zset. ARGV: instance, sick, calls, failures, quorum, K, open
+ * wait, lease, vote life, bucket, bucket TTL (ms), traffic, traffic
+ * quorum (percent, 0 off), the episode the reports are for, the number of
+ * reports, reports (slot, 1 ok / 0 failed), then the slots offered for
+ * leases. Returns {state, episode, votes, wait left, why, the sick
+ * instances' traffic share in percent (-1: not computed), granted
+ * slots...}.
+ *
+ * The traffic share: each instance pushes its traffic (every call it was
+ * asked for: recorded, ignored or refused by its local breaker) into its
+ * bucket hash; the share is the voters' traffic over everyone's, summed
+ * over the buckets kept, for the instances in the instances set (those
+ * that synced within the kept buckets). */
 static const char fleet_lua[] =
     "local function int(v, what, lo, hi)\n"
     "  local n = tonumber(v)\n"
@@ -72,9 +80,11 @@ static const char fleet_lua[] =
     "local vote = tonumber(ARGV[9])\n"
     "local bucket = tonumber(ARGV[10])\n"
     "local keep = tonumber(ARGV[11])\n"
-    "local rep_ep = tonumber(ARGV[12])\n"
-    "local nrep = tonumber(ARGV[13])\n"
-    "local i = 14\n"
+    "local traffic = tonumber(ARGV[12])\n"
+    "local pct = tonumber(ARGV[13])\n"
+    "local rep_ep = tonumber(ARGV[14])\n"
+    "local nrep = tonumber(ARGV[15])\n"
+    "local i = 16\n"
     "local s = redis.call('HMGET', KEYS[1], 'state', 'episode', 'since',\n"
     "  'granted', 'ok')\n"
     "local state, ep, since, granted, ok = 0, 1, now, 0, 0\n"
@@ -85,13 +95,17 @@ static const char fleet_lua[] =
     "  granted = int(s[4], 'granted', 0, BIG)\n"
     "  ok = int(s[5], 'ok', 0, BIG)\n"
     "end\n"
-    "if calls > 0 or fails > 0 then\n"
+    "if calls > 0 or fails > 0 or traffic > 0 then\n"
     "  local ak = KEYS[4] .. inst .. ':' .. "
     "string.format('%d', math.floor(now / bucket))\n"
     "  redis.call('HINCRBY', ak, 'calls', calls)\n"
     "  redis.call('HINCRBY', ak, 'failures', fails)\n"
+    "  redis.call('HINCRBY', ak, 'traffic', traffic)\n"
     "  redis.call('PEXPIRE', ak, keep)\n"
     "end\n"
+    "redis.call('ZADD', KEYS[5], now + keep, inst)\n"
+    "redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)\n"
+    "redis.call('PEXPIRE', KEYS[5], keep)\n"
     "if sick == '1' then\n"
     "  redis.call('ZADD', KEYS[2], now + vote, inst)\n"
     "else\n"
@@ -109,7 +123,28 @@ static const char fleet_lua[] =
     "  why = reason\n"
     "  redis.call('DEL', KEYS[3])\n"
     "end\n"
-    "if state == 0 and votes >= q then go(1, 'quorum') end\n"
+    "local share, share_ok = -1, true\n"
+    "if pct > 0 and state == 0 and votes >= q then\n"
+    " local cur, nb, sk, tot, st = math.floor(now / bucket),\n"
+    "  math.floor(keep / bucket), {}, 0, 0\n"
+    " for _, m in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do\n"
+    "  sk[m] = true end\n"
+    " for _, m in ipairs(redis.call('ZRANGE', KEYS[5], 0, -1)) do\n"
+    "  for b = cur - nb + 1, cur do\n"
+    "   local v = redis.call('HGET', KEYS[4] .. m .. ':' ..\n"
+    "    string.format('%d', b), 'traffic')\n"
+    "   if v then\n"
+    "    v = int(v, 'traffic', 0, BIG)\n"
+    "    tot = tot + v\n"
+    "    if sk[m] then st = st + v end\n"
+    "   end\n"
+    "  end\n"
+    " end\n"
+    " share = 0\n"
+    " if tot > 0 then share = math.floor(st * 100 / tot) end\n"
+    " share_ok = tot > 0 and st * 100 >= pct * tot\n"
+    "end\n"
+    "if state == 0 and votes >= q and share_ok then go(1, 'quorum') end\n"
     "if state == 1 and now - since >= wait then go(2, 'wait_elapsed') "
     "end\n"
     "local got = {}\n"
@@ -159,7 +194,7 @@ static const char fleet_lua[] =
     "  left = wait - (now - since)\n"
     "  if left < 0 then left = 0 end\n"
     "end\n"
-    "local r = {state, ep, votes, left, why}\n"
+    "local r = {state, ep, votes, left, why, share}\n"
     "for j = 1, #got do r[#r + 1] = got[j] end\n"
     "return r\n";
 
@@ -184,9 +219,10 @@ struct resil_fleet {
 	int forced; /* we forced the local breaker open */
 	int tried;  /* a connection has been attempted */
 	uint64_t next_reconnect;
-	uint64_t last_calls, last_fails, last_trips;
+	uint64_t last_calls, last_fails, last_trips, last_traffic;
 	/* Written by the sync, read by get_info from any thread. */
 	uint64_t syncs, sync_errors, votes;
+	uint64_t share; /* the sick traffic share + 1 (0: not computed) */
 
 	/* Copies of the configuration. */
 	char name[NAME_MAX_LEN + 1];
@@ -196,8 +232,9 @@ struct resil_fleet {
 	char key_votes[NAME_MAX_LEN + 32];
 	char key_leases[NAME_MAX_LEN + 32];
 	char key_agg[NAME_MAX_LEN + 32];
+	char key_inst[NAME_MAX_LEN + 32];
 	uint32_t port, connect_ms, command_ms, reconnect_ms;
-	uint32_t quorum, k, max_local;
+	uint32_t quorum, quorum_pct, k, max_local;
 	uint64_t open_wait_ms, lease_ms, vote_ms, bucket_ms;
 	uint32_t buckets;
 	resil_fleet_listener_fn listener;
@@ -313,6 +350,8 @@ resil_fleet_config_validate(const resil_fleet_config *cfg, resil_diag *diag)
 	    (err = range(
 	         diag, "reconnect_ms", cfg->reconnect_ms, 0, 3600000)) ||
 	    (err = range(diag, "quorum", cfg->quorum, 1, 1024)) ||
+	    (err = range(diag, "quorum_traffic_pct", cfg->quorum_traffic_pct,
+	         0, 100)) ||
 	    (err = range(diag, "probe_leases", cfg->probe_leases, 1, 1024)) ||
 	    (err = range(diag, "max_local_leases", cfg->max_local_leases, 0,
 	         MAX_SLOTS)) ||
@@ -509,11 +548,14 @@ resil_fleet_new(
 	    f->name);
 	snprintf(
 	    f->key_agg, sizeof(f->key_agg), "resil:fleet:%s:agg:", f->name);
+	snprintf(f->key_inst, sizeof(f->key_inst), "resil:fleet:%s:instances",
+	    f->name);
 	f->port = cfg->port;
 	f->connect_ms = cfg->connect_timeout_ms;
 	f->command_ms = cfg->command_timeout_ms;
 	f->reconnect_ms = cfg->reconnect_ms;
 	f->quorum = cfg->quorum;
+	f->quorum_pct = cfg->quorum_traffic_pct;
 	f->k = cfg->probe_leases;
 	f->max_local = cfg->max_local_leases != 0
 	    ? cfg->max_local_leases
@@ -678,13 +720,13 @@ resil_fleet_release(resil_fleet *f, resil_fleet_permit *p)
 /* Parse the script's answer strictly: anything else is an error. */
 static int
 parse_reply(const redisReply *r, uint64_t *state, uint64_t *ep,
-    uint64_t *votes, uint64_t granted[MAX_SLOTS], size_t *ngranted, char *buf,
-    size_t cap)
+    uint64_t *votes, uint64_t *share, uint64_t granted[MAX_SLOTS],
+    size_t *ngranted, char *buf, size_t cap)
 {
 	size_t i;
 
-	if (r->type != REDIS_REPLY_ARRAY || r->elements < 5 ||
-	    r->elements > 5 + MAX_SLOTS) {
+	if (r->type != REDIS_REPLY_ARRAY || r->elements < 6 ||
+	    r->elements > 6 + MAX_SLOTS) {
 		snprintf(buf, cap, "script: unexpected answer shape");
 		return -1;
 	}
@@ -700,6 +742,12 @@ parse_reply(const redisReply *r, uint64_t *state, uint64_t *ep,
 		snprintf(buf, cap, "script: reason is malformed");
 		return -1;
 	}
+	if (r->element[5]->type != REDIS_REPLY_INTEGER ||
+	    r->element[5]->integer < -1 || r->element[5]->integer > 100) {
+		snprintf(buf, cap, "script: traffic share is malformed");
+		return -1;
+	}
+	*share = (uint64_t)(r->element[5]->integer + 1);
 	*state = (uint64_t)r->element[0]->integer;
 	*ep = (uint64_t)r->element[1]->integer;
 	*votes = (uint64_t)r->element[2]->integer;
@@ -710,7 +758,7 @@ parse_reply(const redisReply *r, uint64_t *state, uint64_t *ep,
 		return -1;
 	}
 	*ngranted = 0;
-	for (i = 5; i < r->elements; i++) {
+	for (i = 6; i < r->elements; i++) {
 		const redisReply *e = r->element[i];
 
 		if (e->type != REDIS_REPLY_INTEGER || e->integer < 0 ||
@@ -723,7 +771,7 @@ parse_reply(const redisReply *r, uint64_t *state, uint64_t *ep,
 	return 0;
 }
 
-#define ARG_FIXED 13u
+#define ARG_FIXED 24u
 #define ARG_MAX (ARG_FIXED + 3u + 3u * MAX_SLOTS)
 #define ARG_LEN 32u
 
@@ -736,8 +784,8 @@ resil_fleet_sync(resil_fleet *f, uint64_t now)
 	char why[RESIL_DIAG_MAX];
 	uint64_t reported[MAX_SLOTS], rep_ok[MAX_SLOTS];
 	uint64_t granted[MAX_SLOTS];
-	uint64_t ctl, ep, held = 0, calls, fails, trips, sick;
-	uint64_t nstate, nep, nvotes;
+	uint64_t ctl, ep, held = 0, calls, fails, trips, sick, traffic, tr_now;
+	uint64_t nstate, nep, nvotes, nshare;
 	size_t nrep = 0, ncand = 0, ngranted = 0, argc = 0, i;
 	resil_breaker_metrics m;
 	redisReply *r;
@@ -762,6 +810,10 @@ resil_fleet_sync(resil_fleet *f, uint64_t now)
 	resil_breaker_get_metrics(f->b, &m);
 	calls = m.successes + m.failures - f->last_calls;
 	fails = m.failures - f->last_fails;
+	/* Traffic: every call asked of this instance while the fleet let
+	 * the local breaker decide. */
+	tr_now = m.successes + m.failures + m.ignored + m.rejections;
+	traffic = tr_now - f->last_traffic;
 	trips = resil__load64(&f->trips);
 	sick = resil__load64(&f->sick) != 0 || trips != f->last_trips;
 	/* Votes count only while the fleet is CLOSED (the script clears them
@@ -785,11 +837,12 @@ resil_fleet_sync(resil_fleet *f, uint64_t now)
 
 	PUT_STR(f->have_sha ? "EVALSHA" : "EVAL");
 	PUT_STR(f->have_sha ? f->sha : fleet_lua);
-	PUT_STR("4");
+	PUT_STR("5");
 	PUT_STR(f->key_state);
 	PUT_STR(f->key_votes);
 	PUT_STR(f->key_leases);
 	PUT_STR(f->key_agg);
+	PUT_STR(f->key_inst);
 	PUT_STR(f->instance);
 	PUT_NUM(sick);
 	PUT_NUM(calls);
@@ -801,6 +854,8 @@ resil_fleet_sync(resil_fleet *f, uint64_t now)
 	PUT_NUM(f->vote_ms);
 	PUT_NUM(f->bucket_ms);
 	PUT_NUM(f->bucket_ms * f->buckets);
+	PUT_NUM(traffic);
+	PUT_NUM(f->quorum_pct);
 	PUT_NUM(ep);
 	for (i = 0; i < f->max_local; i++) {
 		uint64_t w = resil__load64(&f->slots[i]);
@@ -869,8 +924,8 @@ resil_fleet_sync(resil_fleet *f, uint64_t now)
 		freeReplyObject(r);
 		return go_local(f, why, 1);
 	}
-	if (parse_reply(r, &nstate, &nep, &nvotes, granted, &ngranted, why,
-	        sizeof(why)) != 0) {
+	if (parse_reply(r, &nstate, &nep, &nvotes, &nshare, granted, &ngranted,
+	        why, sizeof(why)) != 0) {
 		freeReplyObject(r);
 		return go_local(f, why, 1);
 	}
@@ -884,7 +939,9 @@ resil_fleet_sync(resil_fleet *f, uint64_t now)
 	f->last_calls = m.successes + m.failures;
 	f->last_fails = m.failures;
 	f->last_trips = trips;
+	f->last_traffic = tr_now;
 	resil__store64(&f->votes, nvotes);
+	resil__store64(&f->share, nshare);
 	resil__faa64(&f->syncs, 1);
 
 	if (nstate == RESIL_FLEET_CLOSED) {
@@ -940,6 +997,7 @@ resil_fleet_get_info(resil_fleet *f, resil_fleet_info *out)
 		if (resil__load64(&f->slots[j]) == mkslot(ep, SLOT_FREE))
 			out->leases_held++;
 	out->votes = (uint32_t)resil__load64(&f->votes);
+	out->sick_traffic_pct = (int32_t)resil__load64(&f->share) - 1;
 	out->syncs = resil__load64(&f->syncs);
 	out->sync_errors = resil__load64(&f->sync_errors);
 	out->local_state = resil_breaker_get_state(f->b);

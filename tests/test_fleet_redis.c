@@ -306,6 +306,10 @@ test_fleet_config_validate(void **state)
 	assert_int_equal(resil_fleet_config_validate(&cfg, &d), RESIL_E_INVAL);
 	assert_non_null(strstr(d.msg, "fleet.quorum: 0 is out of range"));
 	cfg.quorum = 1;
+	cfg.quorum_traffic_pct = 101;
+	assert_int_equal(resil_fleet_config_validate(&cfg, &d), RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "fleet.quorum_traffic_pct"));
+	cfg.quorum_traffic_pct = 0;
 	cfg.probe_leases = 1025;
 	assert_int_equal(resil_fleet_config_validate(&cfg, &d), RESIL_E_INVAL);
 	assert_non_null(strstr(d.msg, "fleet.probe_leases"));
@@ -451,6 +455,78 @@ test_fleet_redis_quorum(void **state)
 		assert_int_equal(info.local_state, RESIL_BREAKER_FORCED_OPEN);
 		assert_true(h[i].n[RESIL_FLEET_EV_STATE] >= 1);
 	}
+	for (i = 0; i < 4; i++)
+		resil_fleet_free(f[i]);
+}
+
+/* n successful calls through handle f. */
+static void
+calls_ok(resil_fleet *f, unsigned n)
+{
+	resil_fleet_permit p;
+	unsigned i;
+
+	for (i = 0; i < n; i++) {
+		assert_int_equal(resil_fleet_acquire(f, &p), RESIL_OK);
+		assert_int_equal(
+		    resil_fleet_record(f, &p, RESIL_OUTCOME_SUCCESS),
+		    RESIL_OK);
+	}
+}
+
+/* Quorum by traffic share 50%, count quorum 1: a sick instance carrying
+ * a tenth of the traffic never opens the fleet (a count quorum of 1
+ * alone would); sick instances carrying 60% do. */
+static void
+test_fleet_redis_quorum_traffic_share(void **state)
+{
+	static const unsigned share[4] = { 10, 50, 20, 20 };
+	heard h[4];
+	resil_fleet *f[4];
+	resil_fleet_config cfg;
+	resil_fleet_info info;
+	char name[64];
+	unsigned i, round;
+
+	(void)state;
+	NEED_SERVER();
+	memset(h, 0, sizeof(h));
+	resil_manual_clock_init(&mc, 1000);
+	new_name(name, sizeof(name));
+	for (i = 0; i < 4; i++) {
+		cfg = make_cfg(name, i, &h[i]);
+		cfg.quorum = 1;
+		cfg.quorum_traffic_pct = 50;
+		cfg.open_wait_ms = 600000;
+		cfg.bucket_ms = 60000; /* all of the test in the kept window */
+		assert_int_equal(resil_fleet_new(&f[i], &cfg, NULL), RESIL_OK);
+	}
+	for (i = 0; i < 4; i++)
+		calls_ok(f[i], share[i]);
+	sync_all(f, 4);
+	assert_int_equal(resil_fleet_get_info(f[0], &info), RESIL_OK);
+	assert_int_equal(info.sick_traffic_pct, -1); /* nobody voted */
+
+	/* Instance 0, 11 of 101 calls, is sick: the fleet stays CLOSED. */
+	trip_local(f[0], 1);
+	for (round = 0; round < 20; round++) {
+		sync_all(f, 4);
+		for (i = 0; i < 4; i++)
+			assert_int_equal(
+			    resil_fleet_get_state(f[i]), RESIL_FLEET_CLOSED);
+	}
+	assert_int_equal(resil_fleet_get_info(f[3], &info), RESIL_OK);
+	assert_int_equal(info.votes, 1);
+	assert_int_equal(info.sick_traffic_pct, 10); /* floor(1100 / 101) */
+
+	/* Instance 1 too: 62 of 102 calls. The fleet opens. */
+	trip_local(f[1], 1);
+	sync_all(f, 4);
+	sync_all(f, 4);
+	for (i = 0; i < 4; i++)
+		assert_int_equal(
+		    resil_fleet_get_state(f[i]), RESIL_FLEET_OPEN);
+	assert_true(h[3].n[RESIL_FLEET_EV_STATE] >= 1);
 	for (i = 0; i < 4; i++)
 		resil_fleet_free(f[i]);
 }
@@ -1532,6 +1608,7 @@ main(void)
 		cmocka_unit_test(test_fleet_config_validate),
 		cmocka_unit_test(test_fleet_redis_unreachable_at_start),
 		cmocka_unit_test(test_fleet_redis_quorum),
+		cmocka_unit_test(test_fleet_redis_quorum_traffic_share),
 		cmocka_unit_test(test_fleet_redis_probes_per_episode),
 		cmocka_unit_test(test_fleet_redis_killed_and_restarted),
 		cmocka_unit_test(test_fleet_redis_lease_holder_killed),

@@ -14,7 +14,9 @@
  *
  * - counts the instances that vote "tripped" (their local breaker crossed
  *   its own threshold) and opens the fleet only when at least quorum of
- *   them do: one sick instance opens only its own local breaker;
+ *   them do, and (quorum_traffic_pct) they carry at least that share of
+ *   the fleet's traffic, summed from the per-instance aggregates: one
+ *   sick instance opens only its own local breaker;
  * - moves OPEN to HALF_OPEN once open_wait_ms has passed;
  * - in HALF_OPEN grants probe leases, at most probe_leases (K) fleet-wide
  *   per episode, each with an expiry of lease_ms: a lease that lapses
@@ -36,8 +38,9 @@
  * Every such change is reported to the listener.
  *
  * Keys (one Redis, not Cluster): resil:fleet:NAME:state (hash),
- * :votes (sorted set), :leases (hash), :agg:INSTANCE:BUCKET (hashes with
- * a TTL). docs/fleet.md describes the protocol and what is guaranteed.
+ * :votes (sorted set), :leases (hash), :agg:INSTANCE:BUCKET (hashes
+ * {calls, failures, traffic} with a TTL), :instances (sorted set).
+ * docs/fleet.md describes the protocol and what is guaranteed.
  *
  * Thread safety: acquire, record, release, get_state and get_info may run
  * concurrently from any number of threads. sync must not overlap another
@@ -114,7 +117,12 @@ typedef struct resil_fleet_config {
 	uint32_t reconnect_ms; /* 0..3600000, default 1000: between attempts */
 
 	/* The fleet breaker; times on Redis's clock. */
-	uint32_t quorum;           /* 1..1024, default 1 */
+	uint32_t quorum; /* 1..1024, default 1 */
+	/* Quorum by traffic share, 0..100, default 0 (off): the fleet opens
+	 * only when, besides quorum instances voting, the voters carry at
+	 * least this percent of the fleet's traffic over the kept buckets
+	 * (from the aggregates every instance pushes). */
+	uint32_t quorum_traffic_pct;
 	uint32_t probe_leases;     /* K per episode, 1..1024, default 1 */
 	uint32_t max_local_leases; /* leases one instance holds, 0..64;
 	                              0 (default): min(K, 64) */
@@ -236,8 +244,12 @@ typedef struct resil_fleet_info {
 	int local_mode;       /* nonzero: Redis unreachable, local decisions */
 	uint32_t leases_held; /* unused leases of this episode */
 	uint32_t votes;       /* instances voting "tripped" at the last sync */
-	uint64_t syncs;       /* successful syncs */
-	uint64_t sync_errors; /* syncs that fell back */
+	/* The voters' share of the fleet's traffic in percent, as computed
+	 * at the last sync; -1 when it was not (quorum_traffic_pct 0, the
+	 * fleet not CLOSED, or fewer than quorum votes). */
+	int32_t sick_traffic_pct;
+	uint64_t syncs;                  /* successful syncs */
+	uint64_t sync_errors;            /* syncs that fell back */
 	resil_breaker_state local_state; /* the local breaker */
 } resil_fleet_info;
 
