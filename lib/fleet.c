@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "atomic.h"
@@ -241,6 +242,16 @@ struct resil_fleet {
 	void *listener_ctx;
 	resil_breaker_listener_fn user_listener;
 	void *user_ctx;
+
+	/* The optional helper thread (resil_fleet_start). */
+	pthread_mutex_t hmu;
+	pthread_cond_t hcv;
+	pthread_t helper;
+	int hinit;          /* hmu and hcv exist */
+	int hrunning;       /* a helper thread exists (joined by stop) */
+	int hstop;          /* asked to stop */
+	uint64_t helper_on; /* atomic: the public sync refuses */
+	uint32_t hinterval_ms;
 };
 
 static uint64_t
@@ -600,6 +611,11 @@ resil_fleet_free(resil_fleet *f)
 
 	if (f == NULL)
 		return;
+	(void)resil_fleet_stop(f);
+	if (f->hinit) {
+		pthread_cond_destroy(&f->hcv);
+		pthread_mutex_destroy(&f->hmu);
+	}
 	disconnect(f);
 	resil_breaker_free(f->b);
 	a = f->alloc;
@@ -775,8 +791,123 @@ parse_reply(const redisReply *r, uint64_t *state, uint64_t *ep,
 #define ARG_MAX (ARG_FIXED + 3u + 3u * MAX_SLOTS)
 #define ARG_LEN 32u
 
+static resil_err sync_step(resil_fleet *f, uint64_t now);
+
 resil_err
 resil_fleet_sync(resil_fleet *f, uint64_t now)
+{
+	if (f == NULL)
+		return RESIL_E_INVAL;
+	if (resil__load64(&f->helper_on) != 0)
+		return RESIL_E_MISUSE; /* the helper thread syncs */
+	return sync_step(f, now);
+}
+
+static void *
+helper_main(void *arg)
+{
+	resil_fleet *f = arg;
+	struct timespec ts;
+
+	pthread_mutex_lock(&f->hmu);
+	while (!f->hstop) {
+		pthread_mutex_unlock(&f->hmu);
+		(void)sync_step(f, resil_clock_now(&f->clock));
+		pthread_mutex_lock(&f->hmu);
+		if (f->hstop)
+			break;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += (time_t)(f->hinterval_ms / 1000);
+		ts.tv_nsec += (long)(f->hinterval_ms % 1000) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		while (!f->hstop &&
+		    pthread_cond_timedwait(&f->hcv, &f->hmu, &ts) == 0)
+			;
+	}
+	pthread_mutex_unlock(&f->hmu);
+	return NULL;
+}
+
+resil_err
+resil_fleet_start(resil_fleet *f, uint32_t interval_ms, resil_diag *diag)
+{
+	pthread_condattr_t ca;
+	int rc;
+
+	if (f == NULL || interval_ms == 0 || interval_ms > 3600000)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "fleet: start needs a handle and interval_ms 1..3600000");
+	if (!f->hinit) {
+		if (pthread_condattr_init(&ca) != 0)
+			return resil__diagf(
+			    diag, RESIL_E_NOMEM, "fleet: no condattr");
+		(void)pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		rc = pthread_cond_init(&f->hcv, &ca);
+		pthread_condattr_destroy(&ca);
+		if (rc != 0)
+			return resil__diagf(diag, RESIL_E_NOMEM,
+			    "fleet: no condition variable");
+		if (pthread_mutex_init(&f->hmu, NULL) != 0) {
+			pthread_cond_destroy(&f->hcv);
+			return resil__diagf(
+			    diag, RESIL_E_NOMEM, "fleet: no mutex");
+		}
+		f->hinit = 1;
+	}
+	pthread_mutex_lock(&f->hmu);
+	if (f->hrunning) {
+		pthread_mutex_unlock(&f->hmu);
+		return resil__diagf(diag, RESIL_E_MISUSE,
+		    "fleet: the helper thread is running already");
+	}
+	f->hstop = 0;
+	f->hinterval_ms = interval_ms;
+	resil__store64(&f->helper_on, 1);
+	rc = pthread_create(&f->helper, NULL, helper_main, f);
+	if (rc != 0) {
+		resil__store64(&f->helper_on, 0);
+		pthread_mutex_unlock(&f->hmu);
+		return resil__diagf(diag, RESIL_E_NOMEM,
+		    "fleet: cannot start the helper thread: %s", strerror(rc));
+	}
+	f->hrunning = 1;
+	pthread_mutex_unlock(&f->hmu);
+	return RESIL_OK;
+}
+
+resil_err
+resil_fleet_stop(resil_fleet *f)
+{
+	pthread_t t;
+
+	if (f == NULL)
+		return RESIL_E_INVAL;
+	if (!f->hinit)
+		return RESIL_OK;
+	pthread_mutex_lock(&f->hmu);
+	if (!f->hrunning) {
+		pthread_mutex_unlock(&f->hmu);
+		return RESIL_OK;
+	}
+	f->hstop = 1;
+	t = f->helper;
+	pthread_cond_broadcast(&f->hcv);
+	pthread_mutex_unlock(&f->hmu);
+	/* The thread finishes its sync in progress (bounded by the sync's
+	 * own timeouts) and exits. */
+	pthread_join(t, NULL);
+	pthread_mutex_lock(&f->hmu);
+	f->hrunning = 0;
+	resil__store64(&f->helper_on, 0);
+	pthread_mutex_unlock(&f->hmu);
+	return RESIL_OK;
+}
+
+static resil_err
+sync_step(resil_fleet *f, uint64_t now)
 {
 	const char *argv[ARG_MAX];
 	size_t argl[ARG_MAX];

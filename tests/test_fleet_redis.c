@@ -1250,6 +1250,98 @@ test_fleet_redis_default_instance(void **state)
 	resil_fleet_free(f);
 }
 
+/* ---- the helper thread ---- */
+
+typedef struct caller_arg {
+	resil_fleet *f;
+	unsigned ok;
+} caller_arg;
+
+static void *
+caller_main(void *arg)
+{
+	caller_arg *a = arg;
+	resil_fleet_permit p;
+	unsigned i;
+
+	for (i = 0; i < 2000; i++)
+		if (resil_fleet_acquire(a->f, &p) == RESIL_OK &&
+		    resil_fleet_record(a->f, &p, RESIL_OUTCOME_SUCCESS) ==
+		        RESIL_OK)
+			a->ok++;
+	return NULL;
+}
+
+/* The helper thread syncs while two threads call; the fleet opens from
+ * a local trip with nobody calling sync; stop joins, and nothing syncs
+ * after it. */
+static void
+test_fleet_redis_helper_thread(void **state)
+{
+	heard h;
+	resil_fleet *f;
+	resil_fleet_config cfg;
+	resil_fleet_info info;
+	pthread_t t[2];
+	caller_arg a[2];
+	char name[64];
+	uint64_t s1;
+	int i;
+
+	(void)state;
+	NEED_SERVER();
+	memset(&h, 0, sizeof(h));
+	resil_manual_clock_init(&mc, 1000);
+	new_name(name, sizeof(name));
+	cfg = make_cfg(name, 0, &h);
+	cfg.open_wait_ms = 600000;
+	assert_int_equal(resil_fleet_new(&f, &cfg, NULL), RESIL_OK);
+	assert_int_equal(resil_fleet_start(f, 0, NULL), RESIL_E_INVAL);
+	assert_int_equal(resil_fleet_start(NULL, 1, NULL), RESIL_E_INVAL);
+	assert_int_equal(resil_fleet_start(f, 1, NULL), RESIL_OK);
+	assert_int_equal(resil_fleet_start(f, 1, NULL), RESIL_E_MISUSE);
+	assert_int_equal(resil_fleet_sync(f, 0), RESIL_E_MISUSE);
+	for (i = 0; i < 2; i++) {
+		a[i].f = f;
+		a[i].ok = 0;
+		assert_int_equal(
+		    pthread_create(&t[i], NULL, caller_main, &a[i]), 0);
+	}
+	for (i = 0; i < 2; i++)
+		assert_int_equal(pthread_join(t[i], NULL), 0);
+	assert_int_equal(a[0].ok + a[1].ok, 4000);
+	for (i = 0; i < WAIT_ROUNDS; i++) {
+		assert_int_equal(resil_fleet_get_info(f, &info), RESIL_OK);
+		if (info.syncs >= 3)
+			break;
+		nap_ms(1);
+	}
+	assert_true(info.syncs >= 3);
+	/* A local trip: the helper's syncs open the fleet. */
+	trip_local(f, 1);
+	for (i = 0;
+	     i < WAIT_ROUNDS && resil_fleet_get_state(f) != RESIL_FLEET_OPEN;
+	     i++)
+		nap_ms(1);
+	assert_int_equal(resil_fleet_get_state(f), RESIL_FLEET_OPEN);
+	assert_int_equal(resil_fleet_stop(f), RESIL_OK);
+	/* Joined: the listener's writes are ours to read now. */
+	assert_true(h.n[RESIL_FLEET_EV_CONNECTED] >= 1);
+	assert_true(h.n[RESIL_FLEET_EV_STATE] >= 1);
+	assert_int_equal(resil_fleet_get_info(f, &info), RESIL_OK);
+	s1 = info.syncs;
+	nap_ms(5);
+	assert_int_equal(resil_fleet_get_info(f, &info), RESIL_OK);
+	assert_int_equal(info.syncs, s1);
+	assert_int_equal(resil_fleet_stop(f), RESIL_OK);
+	assert_int_equal(
+	    resil_fleet_sync(f, resil_manual_clock_now(&mc)), RESIL_OK);
+	assert_int_equal(resil_fleet_stop(NULL), RESIL_E_INVAL);
+	/* Started again, and stopped by free. */
+	assert_int_equal(resil_fleet_start(f, 1, NULL), RESIL_OK);
+	resil_fleet_free(f);
+}
+
 /* ---- the fleet-wide GCRA rate limiter ---- */
 
 static resil_fleet_limit_config
@@ -1618,6 +1710,7 @@ main(void)
 		cmocka_unit_test(test_fleet_redis_paused),
 		cmocka_unit_test(test_fleet_redis_episode_number_reused),
 		cmocka_unit_test(test_fleet_redis_default_instance),
+		cmocka_unit_test(test_fleet_redis_helper_thread),
 		cmocka_unit_test(test_fleet_limit_config_validate),
 		cmocka_unit_test(
 		    test_fleet_redis_limit_exact_across_processes),

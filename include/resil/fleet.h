@@ -44,8 +44,9 @@
  *
  * Thread safety: acquire, record, release, get_state and get_info may run
  * concurrently from any number of threads. sync must not overlap another
- * sync of the same handle (call it from one loop), but may run
- * concurrently with the calls above. new and free must not overlap any
+ * sync of the same handle (call it from one loop, or let the helper
+ * thread, resil_fleet_start(), do it), but may run concurrently with the
+ * calls above. new and free must not overlap any
  * other call on the same handle. The listener runs on the thread calling
  * sync.
  */
@@ -233,6 +234,25 @@ RESIL_API resil_err resil_fleet_release(resil_fleet *f, resil_fleet_permit *p);
  * the script load, the call, and on NOSCRIPT its retry and reload).
  */
 RESIL_API resil_err resil_fleet_sync(resil_fleet *f, uint64_t now);
+
+/*
+ * The optional helper thread: resil_fleet_start() starts a thread that
+ * calls the sync step every interval_ms (1..3600000) of real time
+ * (CLOCK_MONOTONIC), with now read from the local breaker's clock; the
+ * listener then runs on that thread. While it runs, resil_fleet_sync()
+ * returns RESIL_E_MISUSE (one sync at a time). resil_fleet_stop() asks
+ * it to stop, waits for its sync in progress (bounded by that sync's
+ * timeouts) and joins it; resil_fleet_free() stops it too.
+ *
+ * start: RESIL_OK; RESIL_E_INVAL for NULL or a bad interval;
+ * RESIL_E_MISUSE when it runs already; RESIL_E_NOMEM when no thread can
+ * be made. stop: RESIL_OK (also when none runs); RESIL_E_INVAL for NULL.
+ * start and stop must not be called concurrently with each other or
+ * with free.
+ */
+RESIL_API resil_err resil_fleet_start(
+    resil_fleet *f, uint32_t interval_ms, resil_diag *diag);
+RESIL_API resil_err resil_fleet_stop(resil_fleet *f);
 
 /* The fleet state as applied locally (one atomic load). In local mode the
  * last state known. */
