@@ -12,10 +12,27 @@
  * interval. Meaningful only with RESIL_FLEET_BENCH_PORT (without it each
  * sync is the local-mode early return). A sync must not overlap another
  * of the same handle, so threads of one run take turns (a mutex).
+ *
+ * fleet/closed_success_redis_paused: fleet/closed_success while the
+ * helper thread (resil_fleet_start, every 1 ms) syncs against a Redis
+ * paused by DEBUG SLEEP 0.5 sent at setup: callers must not be delayed.
+ * Needs RESIL_FLEET_BENCH_PORT and a redis-server started with
+ * --enable-debug-command yes (setup aborts, saying so, when the pause
+ * does not take); setup first waits (up to 2 s) for the previous run's
+ * pause to end. Without the port it is fleet/closed_success plus an idle
+ * helper thread.
  */
+#define _POSIX_C_SOURCE 200809L
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 #include <resil/clock.h>
 #include <resil/fleet.h>
