@@ -109,10 +109,10 @@ struct resil_ratelimit {
 	uint32_t rate;
 	uint32_t burst;
 	uint32_t batch; /* 0: exact */
-	/* The GCRA word and its bases: &state and base here, or (shared)
-	 * in a shared-memory region (lib/limit_shared.h). */
+	/* The GCRA word, &state here or (shared) in a shared-memory region
+	 * (lib/limit_shared.h); in both its bases are the next cache line,
+	 * RL_BASE(rl). */
 	uint64_t *statep;
-	uint64_t *basep;
 	resil_limit_listener_fn listener;
 	void *listener_ctx;
 	resil_clock clock;
@@ -121,6 +121,9 @@ struct resil_ratelimit {
 };
 
 _Static_assert(sizeof(rl_stripe) == RESIL__CACHELINE, "rl_stripe size");
+
+/* The time bases: the cache line after the state word's. */
+#define RL_BASE(rl) ((rl)->statep + RESIL__CACHELINE / sizeof(uint64_t))
 _Static_assert(offsetof(struct resil_ratelimit, base) == RESIL__CACHELINE,
     "ratelimit: base on its own line");
 _Static_assert(
@@ -266,12 +269,9 @@ rl_create(resil_ratelimit **out, const resil_ratelimit_config *cfg,
 	rl->listener_ctx = cfg->listener_ctx;
 	if (shared == NULL) {
 		rl->statep = &rl->state;
-		rl->basep = rl->base;
 		init = true;
 	} else {
 		rl->statep = shared;
-		rl->basep =
-		    (uint64_t *)(void *)((char *)shared + RESIL__CACHELINE);
 	}
 	if (init) {
 		/* Generation 0; slot 1 is tagged with generation GEN_MASK
@@ -279,8 +279,8 @@ rl_create(resil_ratelimit **out, const resil_ratelimit_config *cfg,
 		 * generation 1. A full burst: tat = now. */
 		now = resil_clock_now(&rl->clock);
 		base = now & ~GEN_MASK;
-		resil__store64(&rl->basep[0], base);
-		resil__store64(&rl->basep[1], GEN_MASK);
+		resil__store64(&RL_BASE(rl)[0], base);
+		resil__store64(&RL_BASE(rl)[1], GEN_MASK);
 		resil__store64(rl->statep, (now - base) * rl->scale);
 	}
 	*out = rl;
@@ -331,7 +331,7 @@ rebase(resil_ratelimit *rl, uint64_t w, uint64_t base, uint64_t now)
 {
 	uint64_t gen = w >> TAT_BITS;
 	uint64_t ngen = (gen + 1) & GEN_MASK;
-	uint64_t *slot = &rl->basep[ngen & 1];
+	uint64_t *slot = &RL_BASE(rl)[ngen & 1];
 	uint64_t cur, want, nbase, shift, tat, ntat;
 
 	cur = resil__load64(slot);
@@ -390,7 +390,7 @@ rl_take(resil_ratelimit *rl, uint64_t now, uint32_t k, uint32_t more,
 	for (;;) {
 		w = resil__load64(rl->statep);
 		gen = w >> TAT_BITS;
-		b = resil__load64(&rl->basep[gen & 1]);
+		b = resil__load64(&RL_BASE(rl)[gen & 1]);
 		if (RESIL__UNLIKELY((b & GEN_MASK) != gen)) {
 			/* The word moved on twice since we read it. */
 			resil__stall();
@@ -458,7 +458,7 @@ rl_give_back(resil_ratelimit *rl, uint64_t now, uint32_t r)
 	for (;;) {
 		w = resil__load64(rl->statep);
 		gen = w >> TAT_BITS;
-		b = resil__load64(&rl->basep[gen & 1]);
+		b = resil__load64(&RL_BASE(rl)[gen & 1]);
 		if ((b & GEN_MASK) != gen) {
 			resil__stall();
 			continue;
@@ -687,7 +687,7 @@ resil_ratelimit_get_metrics(resil_ratelimit *rl, resil_ratelimit_metrics *out)
 	for (;;) {
 		w = resil__load64(rl->statep);
 		gen = w >> TAT_BITS;
-		b = resil__load64(&rl->basep[gen & 1]);
+		b = resil__load64(&RL_BASE(rl)[gen & 1]);
 		if ((b & GEN_MASK) == gen)
 			break;
 		resil__stall();
@@ -772,11 +772,12 @@ struct resil_bulkhead {
 	uint32_t backoff_pct;
 	uint32_t batch; /* 0: exact */
 	uint64_t target;
-	/* The limit word: &ctl, or (shared) the region's. */
-	uint64_t *ctlp;
-	/* Shared only (else NULL): one 64-byte line per process slot holding
+	/* Shared only (else NULL; batch is then BH_SHARED, so the exact
+	 * path does not test for it): the region's state (shmem), one
+	 * 64-byte line per process slot holding
 	 * [pid:32][calls in flight:32] of the process in that slot, the
 	 * last sweep's time, the region's process table and our slot. */
+	void *shmem;
 	uint64_t *counts;
 	uint64_t *sweep_at;
 	const resil__shm_proc *procs;
@@ -860,6 +861,9 @@ resil_bulkhead_config_validate(
 }
 
 static resil_err bh_reject(resil_bulkhead *bh, uint64_t lim);
+
+/* batch of a shared-memory bulkhead. */
+#define BH_SHARED UINT32_MAX
 static inline void bh_note_peak(bh_stripe *sp, uint64_t v);
 
 /* Create a bulkhead whose limit word is its own (shared NULL) or in a
@@ -883,6 +887,10 @@ bh_create(resil_bulkhead **out, const resil_bulkhead_config *cfg, void *shared,
 		    "bulkhead.batch: %" PRIu32
 		    " must be 0 for a shared-memory bulkhead",
 		    cfg->batch);
+	if (shared != NULL && cfg->adaptive)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "bulkhead.adaptive: a shared-memory bulkhead has a fixed "
+		    "limit (adaptive must be 0)");
 	bh = alloc_aligned(cfg->alloc, sizeof(*bh), &mem);
 	if (bh == NULL)
 		return resil__diagf(
@@ -901,18 +909,18 @@ bh_create(resil_bulkhead **out, const resil_bulkhead_config *cfg, void *shared,
 	bh->target = cfg->target_latency_ns;
 	bh->listener = cfg->listener;
 	bh->listener_ctx = cfg->listener_ctx;
-	if (shared == NULL) {
-		bh->ctlp = &bh->ctl;
-		init = true;
-	} else {
-		bh->ctlp = shared;
+	bh->ctl = (uint64_t)cfg->max_concurrent << 32;
+	if (shared != NULL) {
+		bh->batch = BH_SHARED;
+		bh->shmem = shared;
 		bh->sweep_at =
 		    (uint64_t *)(void *)((char *)shared + RESIL__CACHELINE);
 		bh->counts = (uint64_t *)(void *)((char *)shared +
 		    2 * RESIL__CACHELINE);
 	}
-	if (init)
-		resil__store64(bh->ctlp, (uint64_t)cfg->max_concurrent << 32);
+	if (shared != NULL && init)
+		resil__store64(
+		    (uint64_t *)shared, bh->ctl); /* for reference */
 	*out = bh;
 	return RESIL_OK;
 }
@@ -1020,7 +1028,7 @@ bh_shared_sweep(resil_bulkhead *bh)
 		return false;
 	if (!resil__cas64(bh->sweep_at, last, now != 0 ? now : 1))
 		return false;
-	return resil__bulkhead_shared_reap(bh->ctlp, bh->procs, bh->slot) > 0;
+	return resil__bulkhead_shared_reap(bh->shmem, bh->procs, bh->slot) > 0;
 }
 
 /*
@@ -1048,7 +1056,7 @@ bh_shared_acquire(resil_bulkhead *bh, bh_stripe *sp)
 				break;
 			w = resil__load64(cw);
 		}
-		lim = resil__load64(bh->ctlp) >> 32;
+		lim = resil__load64(&bh->ctl) >> 32;
 		sum = bh_shared_sum(bh);
 		if (RESIL__LIKELY(sum <= lim)) {
 			resil__faa64(&sp->granted, 1);
@@ -1059,7 +1067,7 @@ bh_shared_acquire(resil_bulkhead *bh, bh_stripe *sp)
 		if (round > 0 || !bh_shared_sweep(bh))
 			break;
 	}
-	return bh_reject(bh, resil__load64(bh->ctlp) >> 32);
+	return bh_reject(bh, resil__load64(&bh->ctl) >> 32);
 }
 
 /* Leave a shared bulkhead: one call fewer in our process line. */
@@ -1194,7 +1202,7 @@ bh_slot_give(resil_bulkhead *bh, bh_stripe *sp)
 static LIMIT_NOINLINE resil_err
 bh_acquire_slow(resil_bulkhead *bh, bh_stripe *sp)
 {
-	uint64_t lim = resil__load64(bh->ctlp) >> 32;
+	uint64_t lim = resil__load64(&bh->ctl) >> 32;
 	uint64_t cur = resil__load64(&bh->in_flight), d, w;
 	unsigned i;
 
@@ -1228,9 +1236,9 @@ resil_bulkhead_try_acquire(resil_bulkhead *bh)
 	if (RESIL__UNLIKELY(bh == NULL))
 		return RESIL_E_INVAL;
 	sp = bh_my_stripe(bh);
-	if (RESIL__UNLIKELY(bh->counts != NULL))
-		return bh_shared_acquire(bh, sp);
 	if (bh->batch > 0) {
+		if (RESIL__UNLIKELY(bh->batch == BH_SHARED))
+			return bh_shared_acquire(bh, sp);
 		if (RESIL__LIKELY(bh_slot_take(sp))) {
 			resil__faa64(&sp->granted, 1);
 			return RESIL_OK;
@@ -1239,7 +1247,7 @@ resil_bulkhead_try_acquire(resil_bulkhead *bh)
 	}
 	cur = resil__load64(&bh->in_flight);
 	for (;;) {
-		lim = resil__load64(bh->ctlp) >> 32;
+		lim = resil__load64(&bh->ctl) >> 32;
 		if (RESIL__UNLIKELY(cur >= lim))
 			return bh_reject(bh, lim);
 		if (RESIL__LIKELY(resil__cas64(&bh->in_flight, cur, cur + 1)))
@@ -1280,9 +1288,9 @@ resil_bulkhead_release(resil_bulkhead *bh)
 	if (RESIL__UNLIKELY(bh == NULL))
 		return RESIL_E_INVAL;
 	sp = bh_my_stripe(bh);
-	if (RESIL__UNLIKELY(bh->counts != NULL))
-		return bh_shared_release(bh, sp);
 	if (bh->batch > 0) {
+		if (RESIL__UNLIKELY(bh->batch == BH_SHARED))
+			return bh_shared_release(bh, sp);
 		if (RESIL__LIKELY(bh_slot_give(bh, sp))) {
 			resil__faa64(&sp->released, 1);
 			return RESIL_OK;
@@ -1321,7 +1329,7 @@ resil_bulkhead_record(
 	if (!bh->adaptive)
 		return RESIL_OK;
 	for (;;) {
-		w = resil__load64(bh->ctlp);
+		w = resil__load64(&bh->ctl);
 		lim = w >> 32;
 		cnt = w & UINT32_MAX;
 		if (good) {
@@ -1339,7 +1347,7 @@ resil_bulkhead_record(
 				nlim = bh->min_limit;
 			ncnt = 0;
 		}
-		if (resil__cas64(bh->ctlp, w, (nlim << 32) | ncnt))
+		if (resil__cas64(&bh->ctl, w, (nlim << 32) | ncnt))
 			break;
 	}
 	if (nlim > lim) {
@@ -1375,7 +1383,7 @@ resil_bulkhead_get_limit(const resil_bulkhead *bh)
 {
 	if (bh == NULL)
 		return 0;
-	return (uint32_t)(resil__load64(bh->ctlp) >> 32);
+	return (uint32_t)(resil__load64(&bh->ctl) >> 32);
 }
 
 resil_err
@@ -1402,7 +1410,7 @@ resil_bulkhead_get_metrics(resil_bulkhead *bh, resil_bulkhead_metrics *out)
 		if (p > peak)
 			peak = p;
 	}
-	m.limit = (uint32_t)(resil__load64(bh->ctlp) >> 32);
+	m.limit = (uint32_t)(resil__load64(&bh->ctl) >> 32);
 	m.in_flight = (uint32_t)bh_in_flight(bh);
 	m.peak_in_flight = (uint32_t)peak;
 	*out = m;

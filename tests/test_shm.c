@@ -813,6 +813,11 @@ test_shm_limit_refusals(void **state)
 	assert_int_equal(
 	    resil_shm_bulkhead(shm, "bh3", &hc2, &bh, &d), RESIL_E_INVAL);
 	assert_non_null(strstr(d.msg, "must be 0 for a shared-memory"));
+	hc2 = hc;
+	hc2.adaptive = 1;
+	assert_int_equal(
+	    resil_shm_bulkhead(shm, "bh3", &hc2, &bh, &d), RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "bulkhead.adaptive"));
 
 	/* One namespace for every kind. */
 	assert_int_equal(

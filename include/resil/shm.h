@@ -150,9 +150,8 @@ RESIL_API resil_err resil_shm_ratelimit(resil_shm *shm, const char *name,
 
 /*
  * The bulkhead called name in the region, as above. Attaching requires
- * the creator's max_concurrent and adaptive flag (an adaptive limit is
- * shared and moved by every process's samples; the other adaptive fields
- * are each process's own and should agree); cfg->batch must be 0. A
+ * the creator's max_concurrent; the limit is fixed (cfg->adaptive and
+ * cfg->batch must be 0: RESIL_E_INVAL naming the field otherwise). A
  * release must happen in the process that acquired (else
  * RESIL_E_MISUSE). A refusal means the sum of the live processes' calls
  * in flight was at the limit when looked at; while acquires race for the
