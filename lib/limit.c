@@ -385,12 +385,15 @@ rl_take(resil_ratelimit *rl, uint64_t now, uint32_t k, uint32_t more,
     uint64_t wait_max_s, uint64_t *ticks, uint32_t *got)
 {
 	uint64_t need = (uint64_t)k * rl->ts;
+	/* Read once: the atomics below would make the compiler reload it. */
+	uint64_t *const st = rl->statep;
+	uint64_t *const bases = st + RESIL__CACHELINE / sizeof(uint64_t);
 	uint64_t w, gen, b, base, n, tat, t, nt, lim, excess, x;
 
 	for (;;) {
-		w = resil__load64(rl->statep);
+		w = resil__load64(st);
 		gen = w >> TAT_BITS;
-		b = resil__load64(&RL_BASE(rl)[gen & 1]);
+		b = resil__load64(&bases[gen & 1]);
 		if (RESIL__UNLIKELY((b & GEN_MASK) != gen)) {
 			/* The word moved on twice since we read it. */
 			resil__stall();
@@ -420,8 +423,7 @@ rl_take(resil_ratelimit *rl, uint64_t now, uint32_t k, uint32_t more,
 					x = more;
 				nt += x * rl->ts;
 			}
-			if (!resil__cas64(
-			        rl->statep, w, (gen << TAT_BITS) | nt))
+			if (!resil__cas64(st, w, (gen << TAT_BITS) | nt))
 				continue;
 			if (more > 0)
 				*got += (uint32_t)x;
@@ -434,8 +436,7 @@ rl_take(resil_ratelimit *rl, uint64_t now, uint32_t k, uint32_t more,
 			    excess, sat_mul_u64(base - now, rl->scale));
 		*ticks = ceil_div(excess, rl->scale);
 		if (excess <= wait_max_s) {
-			if (!resil__cas64(
-			        rl->statep, w, (gen << TAT_BITS) | nt))
+			if (!resil__cas64(st, w, (gen << TAT_BITS) | nt))
 				continue;
 			return RESIL_OK;
 		}
@@ -1203,9 +1204,12 @@ static LIMIT_NOINLINE resil_err
 bh_acquire_slow(resil_bulkhead *bh, bh_stripe *sp)
 {
 	uint64_t lim = resil__load64(&bh->ctl) >> 32;
-	uint64_t cur = resil__load64(&bh->in_flight), d, w;
+	uint64_t cur, d, w;
 	unsigned i;
 
+	if (bh->batch == BH_SHARED)
+		return bh_shared_acquire(bh, sp);
+	cur = resil__load64(&bh->in_flight);
 	while (cur < lim) {
 		d = lim - cur < bh->batch ? lim - cur : bh->batch;
 		if (resil__cas64(&bh->in_flight, cur, cur + d)) {
@@ -1237,8 +1241,8 @@ resil_bulkhead_try_acquire(resil_bulkhead *bh)
 		return RESIL_E_INVAL;
 	sp = bh_my_stripe(bh);
 	if (bh->batch > 0) {
-		if (RESIL__UNLIKELY(bh->batch == BH_SHARED))
-			return bh_shared_acquire(bh, sp);
+		/* A shared bulkhead's stripes lease nothing: it goes to the
+		 * slow path, which sends it on. */
 		if (RESIL__LIKELY(bh_slot_take(sp))) {
 			resil__faa64(&sp->granted, 1);
 			return RESIL_OK;
@@ -1270,6 +1274,8 @@ bh_release_scan(resil_bulkhead *bh, bh_stripe *sp)
 {
 	unsigned i, pass;
 
+	if (bh->batch == BH_SHARED)
+		return bh_shared_release(bh, sp);
 	for (pass = 0; pass < BH_RELEASE_SCANS; pass++)
 		for (i = 0; i < NSTRIPES; i++)
 			if (bh_slot_give(bh, &bh->stripes[i])) {
@@ -1289,8 +1295,7 @@ resil_bulkhead_release(resil_bulkhead *bh)
 		return RESIL_E_INVAL;
 	sp = bh_my_stripe(bh);
 	if (bh->batch > 0) {
-		if (RESIL__UNLIKELY(bh->batch == BH_SHARED))
-			return bh_shared_release(bh, sp);
+		/* As in acquire: a shared one goes to the scan. */
 		if (RESIL__LIKELY(bh_slot_give(bh, sp))) {
 			resil__faa64(&sp->released, 1);
 			return RESIL_OK;
