@@ -1245,6 +1245,18 @@ gcd_u64(uint64_t a, uint64_t b)
 	return a;
 }
 
+static resil_err
+lrange(
+    resil_diag *diag, const char *field, uint64_t v, uint64_t lo, uint64_t hi)
+{
+	if (v >= lo && v <= hi)
+		return RESIL_OK;
+	return resil__diagf(diag, RESIL_E_INVAL,
+	    "fleet_limit.%s: %llu is out of range %llu..%llu", field,
+	    (unsigned long long)v, (unsigned long long)lo,
+	    (unsigned long long)hi);
+}
+
 resil_err
 resil_fleet_limit_config_validate(
     const resil_fleet_limit_config *cfg, resil_diag *diag)
@@ -1273,28 +1285,24 @@ resil_fleet_limit_config_validate(
 	    (cfg->host[0] == '\0' || strlen(cfg->host) > HOST_MAX_LEN))
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "fleet_limit.host: must be NULL or 1..255 characters");
-#define LRANGE(field, lo, hi)                                    \
-	do {                                                     \
-		if ((uint64_t)cfg->field < (lo) ||               \
-		    (uint64_t)cfg->field > (hi))                 \
-			return resil__diagf(diag, RESIL_E_INVAL, \
-			    "fleet_limit." #field                \
-			    ": %llu is out of range %llu..%llu", \
-			    (unsigned long long)cfg->field,      \
-			    (unsigned long long)(lo),            \
-			    (unsigned long long)(hi));           \
-	} while (0)
-	LRANGE(port, 1, 65535);
-	LRANGE(connect_timeout_ms, 1, 60000);
-	LRANGE(command_timeout_ms, 1, 60000);
-	LRANGE(reconnect_ms, 0, 3600000);
-	LRANGE(rate, 1, 1000000000);
-	LRANGE(period_ms, 1, 86400000);
-	LRANGE(burst, 1, 1000000000);
-	LRANGE(instance_ttl_ms, 1, 86400000);
-	LRANGE(min_instances, 1, 4096);
-#undef LRANGE
+	if ((err = lrange(diag, "port", cfg->port, 1, 65535)) ||
+	    (err = lrange(diag, "connect_timeout_ms", cfg->connect_timeout_ms,
+	         1, 60000)) ||
+	    (err = lrange(diag, "command_timeout_ms", cfg->command_timeout_ms,
+	         1, 60000)) ||
+	    (err = lrange(
+	         diag, "reconnect_ms", cfg->reconnect_ms, 0, 3600000)) ||
+	    (err = lrange(diag, "rate", cfg->rate, 1, 1000000000)) ||
+	    (err = lrange(diag, "period_ms", cfg->period_ms, 1, 86400000)) ||
+	    (err = lrange(diag, "burst", cfg->burst, 1, 1000000000)) ||
+	    (err = lrange(diag, "instance_ttl_ms", cfg->instance_ttl_ms, 1,
+	         86400000)) ||
+	    (err = lrange(diag, "min_instances", cfg->min_instances, 1, 4096)))
+		return err;
 	g = gcd_u64(cfg->rate, cfg->period_ms * 1000);
+	if (g == 0 || cfg->burst == 0) /* not reached: the ranges above */
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "fleet_limit: rate or burst is 0");
 	scale = cfg->rate / g;
 	ts = cfg->period_ms * 1000 / g;
 	if (scale > (UINT64_C(1) << 24) ||

@@ -279,8 +279,10 @@ rl_create(resil_ratelimit **out, const resil_ratelimit_config *cfg,
 		 * generation 1. A full burst: tat = now. */
 		now = resil_clock_now(&rl->clock);
 		base = now & ~GEN_MASK;
-		resil__store64(&RL_BASE(rl)[0], base);
-		resil__store64(&RL_BASE(rl)[1], GEN_MASK);
+		uint64_t *bases = shared == NULL ? rl->base : RL_BASE(rl);
+
+		resil__store64(&bases[0], base);
+		resil__store64(&bases[1], GEN_MASK);
 		resil__store64(rl->statep, (now - base) * rl->scale);
 	}
 	*out = rl;

@@ -666,9 +666,9 @@ resil_err
 resil_shm_ratelimit(resil_shm *shm, const char *name,
     const resil_ratelimit_config *cfg, resil_ratelimit **out, resil_diag *diag)
 {
-	shm_entry *e;
+	shm_entry *e = NULL;
 	resil_err err;
-	bool init;
+	bool init = false;
 	want w;
 
 	err = entry_name_check(shm, name, cfg, out, "rate limiter", diag);
@@ -685,10 +685,10 @@ resil_shm_ratelimit(resil_shm *shm, const char *name,
 	w.bytes = resil__ratelimit_shared_size();
 	table_lock(shm);
 	err = entry_get(shm, name, &w, &e, &init, diag);
-	if (err == RESIL_OK)
+	if (err == RESIL_OK && e != NULL)
 		err = resil__ratelimit_new_shared(
 		    out, cfg, (char *)shm->base + e->offset, init, diag);
-	if (err == RESIL_OK && init)
+	if (err == RESIL_OK && init && e != NULL)
 		commit_entry(shm, e);
 	table_unlock(shm);
 	return err;
@@ -698,9 +698,9 @@ resil_err
 resil_shm_bulkhead(resil_shm *shm, const char *name,
     const resil_bulkhead_config *cfg, resil_bulkhead **out, resil_diag *diag)
 {
-	shm_entry *e;
+	shm_entry *e = NULL;
 	resil_err err;
-	bool init;
+	bool init = false;
 	want w;
 
 	err = entry_name_check(shm, name, cfg, out, "bulkhead", diag);
@@ -716,11 +716,11 @@ resil_shm_bulkhead(resil_shm *shm, const char *name,
 	w.bytes = resil__bulkhead_shared_size();
 	table_lock(shm);
 	err = entry_get(shm, name, &w, &e, &init, diag);
-	if (err == RESIL_OK)
+	if (err == RESIL_OK && e != NULL)
 		err = resil__bulkhead_new_shared(out, cfg,
 		    (char *)shm->base + e->offset, init, shm->procs, shm->slot,
 		    diag);
-	if (err == RESIL_OK && init)
+	if (err == RESIL_OK && init && e != NULL)
 		commit_entry(shm, e);
 	table_unlock(shm);
 	return err;
