@@ -1632,6 +1632,77 @@ test_fleet_redis_limit_fallback_share(void **state)
 		resil_fleet_limit_free(fl[i]);
 }
 
+/* Redis killed mid-run and restarted: no hang, the local share meanwhile
+ * (N = 2 seen), and the fleet again afterwards, with a full burst (the
+ * server kept nothing). */
+static void
+test_fleet_redis_limit_killed_and_restarted(void **state)
+{
+	heard h;
+	resil_fleet_limit *fl[2];
+	resil_fleet_limit_config c;
+	resil_fleet_limit_info info;
+	char name[64];
+	unsigned i, got = 0, rounds;
+
+	(void)state;
+	NEED_SERVER();
+	memset(&h, 0, sizeof(h));
+	resil_manual_clock_init(&mc, 1000);
+	new_name(name, sizeof(name));
+	for (i = 0; i < 2; i++) {
+		c = limit_cfg(name, i == 0 ? "i0" : "i1", i == 0 ? &h : NULL);
+		assert_int_equal(
+		    resil_fleet_limit_new(&fl[i], &c, NULL), RESIL_OK);
+		assert_int_equal(resil_fleet_limit_acquire(fl[i], 30, NULL),
+		    i == 0 ? RESIL_OK : RESIL_E_LIMITED);
+	}
+	/* The last answer to i0 counts both instances. */
+	assert_int_equal(resil_fleet_limit_acquire(fl[0], 1, NULL), RESIL_OK);
+	stop_server();
+	for (i = 0; i < 40; i++)
+		if (resil_fleet_limit_acquire(fl[0], 1, NULL) == RESIL_OK)
+			got++;
+	assert_int_equal(got, 20); /* 40 / 2 */
+	assert_int_equal(h.n[RESIL_FLEET_EV_LOCAL], 1);
+	assert_int_equal(resil_fleet_limit_get_info(fl[0], &info), RESIL_OK);
+	assert_true(info.local_mode);
+	assert_int_equal(info.share_n, 2);
+	/* Still down after the hold-off: one attempt, still local. */
+	resil_manual_clock_advance(&mc, 20 * RESIL_NS_PER_MS);
+	assert_int_equal(
+	    resil_fleet_limit_acquire(fl[0], 1, NULL), RESIL_E_LIMITED);
+	assert_int_equal(h.n[RESIL_FLEET_EV_LOCAL], 1);
+
+	assert_int_equal(start_server(), 0);
+	for (rounds = 0; rounds < 200; rounds++) {
+		resil_manual_clock_advance(&mc, 20 * RESIL_NS_PER_MS);
+		if (resil_fleet_limit_acquire(fl[0], 40, NULL) == RESIL_OK)
+			break;
+		nap_ms(1);
+	}
+	assert_int_equal(resil_fleet_limit_get_info(fl[0], &info), RESIL_OK);
+	assert_false(info.local_mode);
+	assert_int_equal(h.n[RESIL_FLEET_EV_CONNECTED], 2);
+	/* i1 finds its connection broken (a local decision), then, after
+	 * the hold-off, the fleet: whose burst i0 just took. */
+	for (rounds = 0; rounds < 200; rounds++) {
+		resil_err e = resil_fleet_limit_acquire(fl[1], 1, NULL);
+
+		assert_int_equal(
+		    resil_fleet_limit_get_info(fl[1], &info), RESIL_OK);
+		if (!info.local_mode) {
+			assert_int_equal(e, RESIL_E_LIMITED);
+			break;
+		}
+		resil_manual_clock_advance(&mc, 20 * RESIL_NS_PER_MS);
+	}
+	assert_false(info.local_mode);
+	assert_true(info.errors >= 1);
+	for (i = 0; i < 2; i++)
+		resil_fleet_limit_free(fl[i]);
+}
+
 /* Unreachable at start, and a malformed value: local, said, no crash. */
 static void
 test_fleet_redis_limit_unreachable_and_malformed(void **state)
@@ -1718,6 +1789,7 @@ main(void)
 		cmocka_unit_test(test_fleet_redis_limit_fallback_share),
 		cmocka_unit_test(
 		    test_fleet_redis_limit_unreachable_and_malformed),
+		cmocka_unit_test(test_fleet_redis_limit_killed_and_restarted),
 	};
 
 	return cmocka_run_group_tests_name(
