@@ -1212,7 +1212,9 @@ struct resil_fleet_limit {
 	redisContext *c;
 	char sha[41];
 	int have_sha;
-	int local;         /* deciding locally */
+	/* Written under mu with atomic stores, so that get_info reads them
+	 * without waiting for an acquire's round trip. */
+	uint64_t local;    /* deciding locally */
 	uint64_t retry_at; /* local clock: no Redis before this */
 	uint64_t seen;     /* instances seen at the last answer */
 	uint64_t redis_us; /* Redis's TIME then */
@@ -1494,9 +1496,9 @@ local_share(resil_fleet_limit *fl)
 		lc.clock = &fl->clock;
 		lc.alloc = &fl->alloc;
 		if (resil_ratelimit_new(&fl->share, &lc, NULL) == RESIL_OK) {
-			fl->share_n = fl->seen > fl->min_instances
-			    ? fl->seen
-			    : fl->min_instances;
+			resil__store64(&fl->share_n,
+			    fl->seen > fl->min_instances ? fl->seen
+			                                 : fl->min_instances);
 			return fl->share;
 		}
 	}
@@ -1540,7 +1542,7 @@ limit_go_local(resil_fleet_limit *fl, uint64_t now, const char *why,
 	if (error_event)
 		lemit(fl, RESIL_FLEET_EV_ERROR, why);
 	if (!fl->local) {
-		fl->local = 1;
+		resil__store64(&fl->local, 1);
 		lemit(fl, RESIL_FLEET_EV_LOCAL, why);
 	}
 	return decide_local(fl, k, retry_after_ns);
@@ -1611,10 +1613,10 @@ limit_acquire_locked(
 		return limit_go_local(fl, now, "script: unexpected answer", 1,
 		    k, retry_after_ns);
 	}
-	fl->seen = (uint64_t)r->element[2]->integer;
-	fl->redis_us = (uint64_t)r->element[3]->integer;
+	resil__store64(&fl->seen, (uint64_t)r->element[2]->integer);
+	resil__store64(&fl->redis_us, (uint64_t)r->element[3]->integer);
 	if (fl->local) {
-		fl->local = 0;
+		resil__store64(&fl->local, 0);
 		lemit(fl, RESIL_FLEET_EV_CONNECTED, "synced");
 	}
 	if (r->element[0]->integer == 1) {
@@ -1656,12 +1658,10 @@ resil_fleet_limit_get_info(resil_fleet_limit *fl, resil_fleet_limit_info *out)
 	if (fl == NULL || out == NULL)
 		return RESIL_E_INVAL;
 	memset(out, 0, sizeof(*out));
-	pthread_mutex_lock(&fl->mu);
-	out->local_mode = fl->local;
-	out->instances_seen = (uint32_t)fl->seen;
-	out->share_n = (uint32_t)fl->share_n;
-	out->redis_time_us = fl->redis_us;
-	pthread_mutex_unlock(&fl->mu);
+	out->local_mode = resil__load64(&fl->local) != 0;
+	out->instances_seen = (uint32_t)resil__load64(&fl->seen);
+	out->share_n = (uint32_t)resil__load64(&fl->share_n);
+	out->redis_time_us = resil__load64(&fl->redis_us);
 	out->redis_grants = resil__load64(&fl->redis_grants);
 	out->local_grants = resil__load64(&fl->local_grants);
 	out->rejected = resil__load64(&fl->rejected);

@@ -1703,6 +1703,61 @@ test_fleet_redis_limit_killed_and_restarted(void **state)
 		resil_fleet_limit_free(fl[i]);
 }
 
+typedef struct limit_arg {
+	resil_fleet_limit *fl;
+	unsigned ok;
+} limit_arg;
+
+static void *
+limit_caller(void *arg)
+{
+	limit_arg *a = arg;
+	resil_fleet_limit_info info;
+	unsigned i;
+
+	for (i = 0; i < 30; i++) {
+		if (resil_fleet_limit_acquire(a->fl, 1, NULL) == RESIL_OK)
+			a->ok++;
+		(void)resil_fleet_limit_get_info(a->fl, &info);
+	}
+	return NULL;
+}
+
+/* Two threads share one handle (and its connection): exactly the burst
+ * is granted, and get_info runs alongside. */
+static void
+test_fleet_redis_limit_threads(void **state)
+{
+	resil_fleet_limit *fl;
+	resil_fleet_limit_config c;
+	resil_fleet_limit_info info;
+	pthread_t t[2];
+	limit_arg a[2];
+	char name[64];
+	int i;
+
+	(void)state;
+	NEED_SERVER();
+	resil_manual_clock_init(&mc, 1000);
+	new_name(name, sizeof(name));
+	c = limit_cfg(name, "i0", NULL);
+	assert_int_equal(resil_fleet_limit_new(&fl, &c, NULL), RESIL_OK);
+	for (i = 0; i < 2; i++) {
+		a[i].fl = fl;
+		a[i].ok = 0;
+		assert_int_equal(
+		    pthread_create(&t[i], NULL, limit_caller, &a[i]), 0);
+	}
+	for (i = 0; i < 2; i++)
+		assert_int_equal(pthread_join(t[i], NULL), 0);
+	assert_int_equal(resil_fleet_limit_get_info(fl, &info), RESIL_OK);
+	assert_false(info.local_mode);
+	assert_int_equal(a[0].ok + a[1].ok, 40);
+	assert_int_equal(info.redis_grants, 40);
+	assert_int_equal(info.rejected, 20);
+	resil_fleet_limit_free(fl);
+}
+
 /* Unreachable at start, and a malformed value: local, said, no crash. */
 static void
 test_fleet_redis_limit_unreachable_and_malformed(void **state)
@@ -1790,6 +1845,7 @@ main(void)
 		cmocka_unit_test(
 		    test_fleet_redis_limit_unreachable_and_malformed),
 		cmocka_unit_test(test_fleet_redis_limit_killed_and_restarted),
+		cmocka_unit_test(test_fleet_redis_limit_threads),
 	};
 
 	return cmocka_run_group_tests_name(

@@ -312,8 +312,9 @@ RESIL_API resil_breaker *resil_fleet_breaker(resil_fleet *f);
  * burst's span) and resil:limit:NAME:instances (sorted set).
  *
  * Thread safety: acquire and get_info may be called from any number of
- * threads; they share the handle's one connection, one at a time (a
- * mutex), so for concurrent round trips give each thread its own handle
+ * threads. Acquires share the handle's one connection, one at a time (a
+ * mutex; get_info never waits for it), so for concurrent round trips
+ * give each thread its own handle
  * (with its own instance name, or they count as one instance). new and
  * free must not overlap any other call on the handle.
  */
