@@ -72,14 +72,14 @@ typedef struct resil_shm resil_shm;
 #define RESIL_SHM_LAYOUT 2
 
 typedef struct resil_shm_config {
-	size_t size;                  /* sizeof(resil_shm_config) */
-	size_t region_bytes;          /* the region's size when created */
-	uint32_t max_entries;         /* breakers it can hold, 1..4096 */
-	unsigned mode;                /* permissions when created */
+	size_t size;          /* sizeof(resil_shm_config) */
+	size_t region_bytes;  /* the region's size when created */
+	uint32_t max_entries; /* breakers, rate limiters, bulkheads, 1..4096 */
+	unsigned mode;        /* permissions when created */
 	const resil_allocator *alloc; /* NULL: malloc() and free() */
 } resil_shm_config;
 
-/* 1 MiB, 64 breakers, mode 0600. */
+/* 1 MiB, 64 entries, mode 0600. */
 static inline void
 resil_shm_config_init(resil_shm_config *cfg)
 {
