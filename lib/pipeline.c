@@ -591,6 +591,16 @@ cluster_setup(
 			    diag, RESIL_E_NOMEM, "pipeline: out of memory");
 		p->ccfg.local_zone = p->zone;
 	}
+	if (cc->strategy == RESIL_CLUSTER_ZONE_AWARE) {
+		resil_diag zd;
+
+		zd.msg[0] = '\0';
+		if (resil_selector_check_zones(p->sel, &zd) != RESIL_OK)
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "zone: %.180s; zone-aware needs every endpoint's "
+			    "zone",
+			    zd.msg);
+	}
 	p->hedge_delay = 0; /* forking starts its forks at once */
 	if (cc->strategy == RESIL_CLUSTER_FORKING)
 		/* Forks above the candidate count find no distinct endpoint
@@ -1180,7 +1190,8 @@ typedef struct callm {
 	uint8_t last_local; /* zone-aware: the last attempt was local */
 	uint8_t bany;       /* broadcast: a failure was seen */
 	resil_selector *sel;
-	uint32_t ncand;  /* candidates at the first route */
+	uint32_t ncand;  /* candidates at the last route (messages) */
+	uint32_t bn;     /* broadcast: candidates at the first route */
 	uint32_t nother; /* zone-aware: other-zone candidates, last route */
 	uint32_t bidx;   /* broadcast: the candidate of the next attempt */
 	uint32_t bfail, bthreshold;
@@ -1553,7 +1564,7 @@ cl_start(callm *c, const method *m, tsrc ts)
 	c->has_pick = 0;
 	c->last_local = 0;
 	c->bany = 0;
-	c->ncand = c->nother = 0;
+	c->ncand = c->nother = c->bn = 0;
 	c->bidx = c->bfail = c->bthreshold = 0;
 	c->blast_rc = 0;
 	c->blast_status = RESIL_OK;
@@ -1617,12 +1628,13 @@ cl_pick(callm *c, unsigned i, uint64_t now)
 			    c->req.method, NULL, 0, now);
 		return err;
 	}
-	if (c->issued == 0) {
-		/* The call's first route sets the broadcast threshold. */
-		c->ncand = (uint32_t)resil_candidates_count(cs);
-		if (cc->strategy == RESIL_CLUSTER_BROADCAST)
-			c->bthreshold = (uint32_t)((uint64_t)c->ncand *
-			    (uint64_t)cc->broadcast_fail_percent / 100u);
+	c->ncand = (uint32_t)resil_candidates_count(cs);
+	if (c->issued == 0 && cc->strategy == RESIL_CLUSTER_BROADCAST) {
+		/* The call's first route sets the broadcast's endpoints and
+		 * threshold. */
+		c->bn = c->ncand;
+		c->bthreshold = (uint32_t)((uint64_t)c->bn *
+		    (uint64_t)cc->broadcast_fail_percent / 100u);
 	}
 	switch (cc->strategy) {
 	case RESIL_CLUSTER_BROADCAST:
@@ -1741,7 +1753,7 @@ cl_decide(callm *c, tsrc *ts, resil_call_next *st)
 				if (c->bfail == c->bthreshold)
 					break;
 			}
-			if (++c->bidx >= c->ncand)
+			if (++c->bidx >= c->bn)
 				break;
 			if (launch(c, ts, st))
 				return 0;

@@ -546,6 +546,30 @@ resil_selector_pick(resil_selector *sel, resil_candidates *c,
 }
 
 resil_err
+resil_selector_check_zones(resil_selector *sel, resil_diag *diag)
+{
+	resil__snapshot *snap;
+	resil_err err = RESIL_OK;
+	size_t i;
+
+	if (sel == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "selector: bad argument");
+	snap = resil__dir_acquire(sel->dir);
+	for (i = 0; i < snap->n; i++) {
+		const resil__entry *e = &snap->e[i];
+
+		if (!e->mock && (e->zone == NULL || e->zone[0] == '\0')) {
+			err = resil__diagf(diag, RESIL_E_INVAL,
+			    "endpoint %s has no zone", e->ep->address);
+			break;
+		}
+	}
+	resil__snap_release(snap);
+	return err;
+}
+
+resil_err
 resil_selector_pick_at(resil_selector *sel, resil_candidates *c, size_t i,
     resil_pick *out, resil_diag *diag)
 {

@@ -204,6 +204,12 @@ RESIL_API resil_err resil_selector_pick_zone(resil_selector *sel,
     size_t nexclude, const char *zone, int in_zone, resil_pick *out,
     resil_diag *diag);
 
+/* RESIL_OK when every (non-mock) endpoint of the directory now has a
+ * zone; RESIL_E_INVAL "endpoint e0:1 has no zone" naming the first that
+ * has none. */
+RESIL_API resil_err resil_selector_check_zones(
+    resil_selector *sel, resil_diag *diag);
+
 /* How many of c's candidates are in zone (in_zone nonzero) or not. */
 RESIL_API size_t resil_candidates_count_zone(
     const resil_candidates *c, const char *zone, int in_zone);
