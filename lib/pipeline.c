@@ -1284,6 +1284,48 @@ sat_add(uint64_t a, uint64_t b)
 	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
+/*
+ * A mock endpoint of the directory answers for the mock stage (Dubbo's
+ * mock:// providers): the consumer's spec chose the mode (failure NULL:
+ * force), the endpoint's spec gives the answer. 1 when it answered into
+ * *out; 0 when there is none (or its spec does not parse): the local mock
+ * answers then.
+ */
+static int
+mock_from_endpoint(resil_pipeline *p, const resil_args *args,
+    const resil_failure *failure, resil_result *out)
+{
+	char spec[RESIL_DIAG_MAX], full[RESIL_DIAG_MAX + 8];
+	const char *body = spec;
+	resil_mock_config mc;
+	resil_mock *m;
+	resil_err err;
+
+	if (p->sel == NULL ||
+	    !resil_selector_mock_spec(
+	        p->sel, args->method, spec, sizeof(spec)))
+		return 0;
+	while (*body == ' ' || *body == '\t')
+		body++;
+	if (strncmp(body, "force:", 6) == 0)
+		body += 6;
+	else if (strncmp(body, "fail:", 5) == 0)
+		body += 5;
+	snprintf(full, sizeof(full), "%s%s",
+	    failure == NULL ? "force:" : "fail:", body);
+	resil_mock_config_init(&mc);
+	mc.service = p->service;
+	mc.spec = full;
+	mc.registry = p->registry;
+	mc.alloc = &p->alloc;
+	if (resil_mock_new(&m, &mc, NULL) != RESIL_OK)
+		return 0;
+	err = resil_mock_invoke(m, args, failure, out);
+	resil_mock_free(m);
+	return err != RESIL_E_NOTFOUND && err != RESIL_E_NOMEM &&
+	    err != RESIL_E_INVAL;
+}
+
 /* The chain's mock handler: whatever mock is current when it runs. */
 static resil_verdict
 mock_handler(void *ctx, const resil_args *args, const resil_failure *failure,
@@ -1297,6 +1339,16 @@ mock_handler(void *ctx, const resil_args *args, const resil_failure *failure,
 	if (resil__loadptr((void *const *)&p->mock) == NULL)
 		return RESIL_FALLBACK_PASS;
 	m = mock_hold(p, &tok);
+	if (m != NULL && p->sel != NULL) {
+		const resil_mock_spec *spec;
+
+		if (resil_mock_lookup(m, args->method, &spec) == RESIL_OK &&
+		    spec->action != RESIL_MOCK_NONE &&
+		    mock_from_endpoint(p, args, failure, out)) {
+			mock_release(p, tok);
+			return RESIL_FALLBACK_ANSWER;
+		}
+	}
 	err = m != NULL ? resil_mock_invoke(m, args, failure, out)
 	                : RESIL_E_NOTFOUND;
 	mock_release(p, tok);
@@ -1816,6 +1868,7 @@ cl_conclude(callm *c, resil_err rr, int rc, resil_err status,
 	resil_result *out = c->out;
 	resil_cluster_strategy sg = p->ccfg.strategy;
 	resil_failure failure;
+	int full = 0;
 
 	if (rr == RESIL_OK && status == RESIL_OK &&
 	    outcome != RESIL_OUTCOME_FAILURE) {
@@ -1842,20 +1895,20 @@ cl_conclude(callm *c, resil_err rr, int rc, resil_err status,
 		return;
 	}
 	resil_value_free(&c->value);
-	if (!c->cstop &&
+	if (!c->cstop && sg == RESIL_CLUSTER_FAILBACK &&
+	    p->ccfg.failback_retries > 0 &&
+	    !resil__cluster_enqueue(p->fbq, &c->req, c->args, c->last_addr,
+	        c->ntried > 0 ? c->tried[c->ntried - 1] : 0, rc, tnow(ts)))
+		/* The queue is full (an event said so): the failure is not
+		 * swallowed, it goes on as failfast's would. */
+		full = 1;
+	if (!c->cstop && !full &&
 	    (sg == RESIL_CLUSTER_FAILSAFE || sg == RESIL_CLUSTER_FAILBACK)) {
 		/* The failure is swallowed: a null value now (failback:
 		 * and the call queued for later). No fallback runs. */
-		uint64_t now = tnow(ts);
-
 		if (sg == RESIL_CLUSTER_FAILSAFE)
 			cluster_event(p, RESIL_CLUSTER_EVENT_SWALLOWED,
-			    c->req.method, c->last_addr, rc, now);
-		else if (p->ccfg.failback_retries > 0)
-			(void)resil__cluster_enqueue(p->fbq, &c->req, c->args,
-			    c->last_addr,
-			    c->ntried > 0 ? c->tried[c->ntried - 1] : 0, rc,
-			    now);
+			    c->req.method, c->last_addr, rc, tnow(ts));
 		out->rc = rc;
 		out->attempts = c->attempts;
 		out->breaker_state = c->breaker_state;
@@ -1890,7 +1943,25 @@ cl_conclude(callm *c, resil_err rr, int rc, resil_err status,
 		copy_str(out->zone, sizeof(out->zone), c->last_zone);
 		if (c->cstop && c->cmsg[0] != '\0')
 			copy_str(out->message, sizeof(out->message), c->cmsg);
-		else {
+		else if (full) {
+			char lasterr[64];
+			resil__msg o;
+
+			resil__cluster_last_error(lasterr, sizeof(lasterr),
+			    failure.err, rc, c->last_timeout);
+			resil__msg_start(
+			    &o, out->message, sizeof(out->message));
+			RESIL__MSG_LIT(&o, "Failback queue of the method ");
+			resil__msg_str(&o, c->req.method);
+			RESIL__MSG_LIT(&o, " in the service ");
+			resil__msg_str(&o, p->service);
+			RESIL__MSG_LIT(&o, " is full (");
+			resil__msg_int(&o, (int)p->ccfg.failback_queue);
+			RESIL__MSG_LIT(&o,
+			    " calls): the failure is dropped. "
+			    "Last error is: ");
+			resil__msg_str(&o, lasterr);
+		} else {
 			char lasterr[64];
 
 			resil__cluster_last_error(lasterr, sizeof(lasterr),
@@ -2278,8 +2349,11 @@ mstart(callm *c, resil_pipeline *p, const method *m, const resil_args *args,
 			c->has_mock = 1;
 			if (spec->mode == RESIL_MOCK_FORCE) {
 				forced = 1;
-				if (resil_mock_invoke(mock, args, NULL, out) ==
-				    RESIL_E_NOMEM) {
+				if (RESIL__UNLIKELY(p->sel != NULL) &&
+				    mock_from_endpoint(p, args, NULL, out))
+					;
+				else if (resil_mock_invoke(mock, args, NULL,
+				             out) == RESIL_E_NOMEM) {
 					resil_result_init(out);
 					out->err = RESIL_E_NOMEM;
 				}

@@ -472,11 +472,16 @@ test_failback_queue_and_retry_times(void **state)
 	assert_int_equal(invoke(&x, &r), RESIL_OK); /* e2 fails */
 	resil_result_free(&r);
 	assert_int_equal(resil_pipeline_failback_pending(x.p), 2);
+	/* The queue holds 2: the third failure is dropped with an event,
+	 * and the caller gets the error. */
 	assert_int_equal(
 	    resil_pipeline_invoke(x.p, NULL, &a, always_fail, &x.d, &r),
-	    RESIL_OK);
+	    RESIL_E_CALL);
+	assert_string_equal(r.message,
+	    "Failback queue of the method getStock in the service "
+	    "StockService is full (2 calls): the failure is dropped. Last "
+	    "error is: the call failed (rc 111)");
 	resil_result_free(&r);
-	/* The queue holds 2: the third failure is dropped with an event. */
 	assert_int_equal(resil_pipeline_failback_pending(x.p), 2);
 	assert_int_equal(cluster_events(&x, "cluster queue_full"), 1);
 	/* Not due before failure time + 5 s. */
@@ -958,6 +963,83 @@ test_zone_endpoint_without_zone_refused(void **state)
 	pfx_end(&x);
 }
 
+/* ---- mock endpoints (Dubbo's mock:// providers) ---- */
+
+static void
+push_with_mock(pfx *x, const char *params)
+{
+	resil_endpoint_spec specs[3];
+
+	specs[0] = resil_endpoint_spec_default("e0:1");
+	specs[1] = resil_endpoint_spec_default("m9:1");
+	specs[1].mock = 1;
+	specs[1].params = params;
+	specs[2] = resil_endpoint_spec_default("e1:1");
+	assert_int_equal(
+	    resil_directory_push(x->f.d, specs, 3, &x->f.diag), RESIL_OK);
+}
+
+/* A mock endpoint is never a candidate; it answers only when the mock
+ * stage fires, with its own spec (the consumer's sets the mode). */
+static void
+test_mock_endpoint_answers_for_the_mock_stage(void **state)
+{
+	pfx x;
+	resil_result r;
+
+	(void)state;
+	/* fail: every real endpoint fails, then the mock endpoint answers. */
+	pfx_init(&x, RESIL_CLUSTER_FAILOVER, 0);
+	push_with_mock(&x, "mock=return 77&getStock.mock=return 78");
+	x.pcfg.mock = "fail:return 1";
+	pfx_new(&x);
+	x.d.fails[0] = x.d.fails[1] = 9;
+	assert_int_equal(invoke(&x, &r), RESIL_OK);
+	assert_int_equal(r.source, RESIL_SOURCE_MOCK);
+	assert_int_equal(r.value.u.i, 78); /* the method-level one */
+	assert_int_equal(r.attempts, 3);
+	assert_null(strstr(x.d.order, "m9"));
+	resil_result_free(&r);
+	/* A success: no mock at all. */
+	memset(&x.d, 0, sizeof(x.d));
+	assert_int_equal(invoke(&x, &r), RESIL_OK);
+	assert_int_equal(r.source, RESIL_SOURCE_LIVE);
+	resil_result_free(&r);
+	pfx_end(&x);
+
+	/* force: no real endpoint is called; the mock endpoint answers. */
+	pfx_init(&x, RESIL_CLUSTER_FAILOVER, 0);
+	push_with_mock(&x, "mock=fail:return 77");
+	x.pcfg.mock = "force:return 1";
+	pfx_new(&x);
+	assert_int_equal(invoke(&x, &r), RESIL_OK);
+	assert_int_equal(r.source, RESIL_SOURCE_MOCK);
+	assert_int_equal(r.value.u.i, 77);
+	assert_int_equal(r.attempts, 0);
+	assert_int_equal(x.d.n, 0);
+	resil_result_free(&r);
+	pfx_end(&x);
+
+	/* No consumer mock: the mock endpoint never answers. */
+	pfx_init(&x, RESIL_CLUSTER_FAILFAST, 0);
+	push_with_mock(&x, "mock=return 77");
+	pfx_new(&x);
+	x.d.fails[0] = 9;
+	assert_int_equal(invoke(&x, &r), RESIL_E_CALL);
+	resil_result_free(&r);
+	pfx_end(&x);
+
+	/* No mock endpoint: the local mock answers. */
+	pfx_init(&x, RESIL_CLUSTER_FAILFAST, 2);
+	x.pcfg.mock = "fail:return 1";
+	pfx_new(&x);
+	x.d.fails[0] = 9;
+	assert_int_equal(invoke(&x, &r), RESIL_OK);
+	assert_int_equal(r.value.u.i, 1);
+	resil_result_free(&r);
+	pfx_end(&x);
+}
+
 /* ---- no provider, bad settings ---- */
 
 static void
@@ -1306,6 +1388,8 @@ main(void)
 		cmocka_unit_test(
 		    test_no_provider_is_an_error_and_a_fail_mock_fires),
 		cmocka_unit_test(test_bad_cluster_settings),
+		cmocka_unit_test(
+		    test_mock_endpoint_answers_for_the_mock_stage),
 		cmocka_unit_test(test_selector_pipeline_refuses_plain_call),
 		cmocka_unit_test(test_seed000_order_table),
 		cmocka_unit_test(test_config_one_file),
