@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -1301,6 +1302,90 @@ test_config_bad_cluster_keys(void **state)
 	    "retries?)");
 }
 
+/* ---- threads: many calls at once share the candidate pool ---- */
+
+#define TH 4
+#define TH_CALLS 3000
+
+typedef struct th_arg {
+	resil_pipeline *p;
+	int ok, failed, n;
+	unsigned seed;
+} th_arg;
+
+static int
+th_call(
+    void *ctx, const resil_pick *ep, const resil_args *args, resil_value *out)
+{
+	th_arg *t = ctx;
+
+	(void)args;
+	(void)ep;
+	t->n++;
+	/* A deterministic third of attempts fails. */
+	t->seed = t->seed * 1103515245u + 12345u;
+	if ((t->seed >> 16) % 3 == 0)
+		return 111;
+	*out = resil_value_int(1);
+	return 0;
+}
+
+static void *
+th_main(void *arg)
+{
+	th_arg *t = arg;
+	resil_args a = { "getStock", NULL, 0 };
+	int i;
+
+	for (i = 0; i < TH_CALLS; i++) {
+		resil_result r;
+
+		if (resil_pipeline_invoke(t->p, NULL, &a, th_call, t, &r) ==
+		    RESIL_OK)
+			t->ok++;
+		else
+			t->failed++;
+		resil_result_free(&r);
+	}
+	return NULL;
+}
+
+static void
+test_threads_share_the_pool(void **state)
+{
+	pfx x;
+	pthread_t th[TH];
+	th_arg ta[TH];
+	resil_pipeline_metrics m;
+	int i, ok = 0, failed = 0, n = 0;
+
+	(void)state;
+	pfx_init(&x, RESIL_CLUSTER_FAILOVER, 6);
+	x.pcfg.listener = NULL;
+	x.pcfg.listener_ctx = NULL;
+	pfx_new(&x);
+	for (i = 0; i < TH; i++) {
+		memset(&ta[i], 0, sizeof(ta[i]));
+		ta[i].p = x.p;
+		ta[i].seed = (unsigned)i + 1u;
+		assert_int_equal(
+		    pthread_create(&th[i], NULL, th_main, &ta[i]), 0);
+	}
+	for (i = 0; i < TH; i++) {
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+		ok += ta[i].ok;
+		failed += ta[i].failed;
+		n += ta[i].n;
+	}
+	assert_int_equal(ok + failed, TH * TH_CALLS);
+	assert_true(n >= TH * TH_CALLS && n <= 3 * TH * TH_CALLS);
+	assert_true(failed > 0 && ok > failed);
+	assert_int_equal(resil_pipeline_get_metrics(x.p, &m), RESIL_OK);
+	assert_true(m.calls == (uint64_t)(TH * TH_CALLS));
+	assert_true(m.errors == (uint64_t)failed);
+	pfx_end(&x);
+}
+
 /* ---- seed 000: the order table through the real cluster ---- */
 
 typedef struct row {
@@ -1393,6 +1478,7 @@ main(void)
 		cmocka_unit_test(test_selector_pipeline_refuses_plain_call),
 		cmocka_unit_test(test_seed000_order_table),
 		cmocka_unit_test(test_config_one_file),
+		cmocka_unit_test(test_threads_share_the_pool),
 		cmocka_unit_test(test_config_bad_cluster_keys),
 	};
 
