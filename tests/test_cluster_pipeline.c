@@ -97,7 +97,7 @@ static void
 push(pfx *x, size_t n, const char *const *zones)
 {
 	resil_endpoint_spec specs[8];
-	static char addr[8][16];
+	static char addr[8][32];
 	size_t i;
 
 	for (i = 0; i < n; i++) {
