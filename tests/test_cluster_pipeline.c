@@ -15,6 +15,7 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <resil/config.h>
@@ -1302,6 +1303,79 @@ test_config_bad_cluster_keys(void **state)
 	    "retries?)");
 }
 
+/* ---- the success path allocates nothing ---- */
+
+static size_t n_allocs;
+
+static void *
+count_alloc(size_t size, void *ctx)
+{
+	(void)ctx;
+	n_allocs++;
+	return malloc(size);
+}
+
+static void
+count_free(void *ptr, size_t size, void *ctx)
+{
+	(void)size;
+	(void)ctx;
+	free(ptr);
+}
+
+static void
+test_success_path_allocates_nothing(void **state)
+{
+	static const resil_allocator counting = { count_alloc, count_free,
+		NULL };
+	pfx x;
+	resil_result r;
+	resil_call call;
+	resil_call_next st;
+	resil_args a = { "getStock", NULL, 0 };
+	int i;
+
+	(void)state;
+	memset(&x, 0, sizeof(x));
+	fx_init(&x.f, 0);
+	x.f.scfg.balance.kind = RESIL_LB_ROUNDROBIN;
+	x.f.scfg.alloc = &counting;
+	x.f.dcfg.alloc = &counting;
+	assert_int_equal(fx_start(&x.f), 0);
+	push(&x, 4, NULL);
+	resil_pipeline_config_init(&x.pcfg);
+	x.pcfg.service = "StockService";
+	x.pcfg.clock = resil_manual_clock_hook(&x.f.mc);
+	x.pcfg.selector = x.f.sel;
+	x.pcfg.alloc = &counting;
+	x.pcfg.timeout_ns = 1000 * MS;
+	pfx_new(&x);
+	/* The first call grows the pooled candidate set. */
+	assert_int_equal(invoke(&x, &r), RESIL_OK);
+	resil_result_free(&r);
+	n_allocs = 0;
+	for (i = 0; i < 100; i++) {
+		assert_int_equal(invoke(&x, &r), RESIL_OK);
+		resil_result_free(&r);
+	}
+	/* Through the machine too. */
+	for (i = 0; i < 100; i++) {
+		assert_int_equal(
+		    resil_call_start(&call, x.p, NULL, &a, &r, now(&x), &st),
+		    RESIL_OK);
+		assert_int_equal(st.action, RESIL_CALL_RUN);
+		assert_int_equal(
+		    resil_call_report(&call, st.attempt, 0, NULL, now(&x)),
+		    RESIL_OK);
+		assert_int_equal(
+		    resil_call_step(&call, now(&x), &st), RESIL_OK);
+		assert_int_equal(st.action, RESIL_CALL_DONE);
+		resil_result_free(&r);
+	}
+	assert_int_equal(n_allocs, 0);
+	pfx_end(&x);
+}
+
 /* ---- threads: many calls at once share the candidate pool ---- */
 
 #define TH 4
@@ -1479,6 +1553,7 @@ main(void)
 		cmocka_unit_test(test_seed000_order_table),
 		cmocka_unit_test(test_config_one_file),
 		cmocka_unit_test(test_threads_share_the_pool),
+		cmocka_unit_test(test_success_path_allocates_nothing),
 		cmocka_unit_test(test_config_bad_cluster_keys),
 	};
 
