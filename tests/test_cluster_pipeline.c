@@ -1303,6 +1303,111 @@ test_config_bad_cluster_keys(void **state)
 	    "retries?)");
 }
 
+/* ---- every strategy through the call machine, as through invoke ---- */
+
+/* resil_pipeline_invoke() by hand: each RUN runs dep_call at once. */
+static resil_err
+machine_invoke(pfx *x, resil_result *r)
+{
+	resil_call call;
+	resil_call_next st;
+	resil_args a = { "getStock", NULL, 0 };
+
+	assert_int_equal(
+	    resil_call_start(&call, x->p, NULL, &a, r, now(x), &st), RESIL_OK);
+	while (st.action != RESIL_CALL_DONE) {
+		if (st.action == RESIL_CALL_RUN) {
+			resil_value v;
+			int rc;
+
+			resil_value_init(&v);
+			rc = dep_call(&x->d, st.endpoint, &a, &v);
+			assert_int_equal(resil_call_report(&call, st.attempt,
+			                     rc, &v, now(x)),
+			    RESIL_OK);
+		} else {
+			assert_true(st.until != UINT64_MAX);
+			resil_manual_clock_set(&x->f.mc, st.until);
+		}
+		assert_int_equal(
+		    resil_call_step(&call, now(x), &st), RESIL_OK);
+	}
+	assert_int_equal(resil_call_outstanding(&call), 0);
+	return r->err;
+}
+
+typedef struct mrow {
+	resil_cluster_strategy strategy;
+	int fails[4];
+	resil_err err;
+	int attempts;
+	const char *order;
+	int queued;
+} mrow;
+
+static void
+test_machine_every_strategy(void **state)
+{
+	static const mrow rows[] = {
+		{ RESIL_CLUSTER_FAILOVER, { 1, 1, 0, 0 }, RESIL_OK, 3,
+		    "e0:1 e1:1 e2:1", 0 },
+		{ RESIL_CLUSTER_FAILOVER, { 9, 9, 9, 0 }, RESIL_E_CALL, 3,
+		    "e0:1 e1:1 e2:1", 0 },
+		{ RESIL_CLUSTER_FAILFAST, { 9, 0, 0, 0 }, RESIL_E_CALL, 1,
+		    "e0:1", 0 },
+		{ RESIL_CLUSTER_FAILSAFE, { 9, 0, 0, 0 }, RESIL_OK, 1, "e0:1",
+		    0 },
+		{ RESIL_CLUSTER_FAILBACK, { 9, 0, 0, 0 }, RESIL_OK, 1, "e0:1",
+		    1 },
+		{ RESIL_CLUSTER_BROADCAST, { 0, 1, 0, 0 }, RESIL_E_CALL, 4,
+		    "e0:1 e1:1 e2:1 e3:1", 0 },
+		{ RESIL_CLUSTER_BROADCAST, { 0, 0, 0, 0 }, RESIL_OK, 4,
+		    "e0:1 e1:1 e2:1 e3:1", 0 },
+	};
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		pfx x;
+		resil_result r;
+		int k;
+
+		pfx_init(&x, rows[i].strategy, 4);
+		pfx_new(&x);
+		for (k = 0; k < 4; k++)
+			x.d.fails[k] = rows[i].fails[k];
+		assert_int_equal(machine_invoke(&x, &r), rows[i].err);
+		assert_int_equal(r.attempts, rows[i].attempts);
+		assert_string_equal(x.d.order, rows[i].order);
+		assert_int_equal(
+		    resil_pipeline_failback_pending(x.p), rows[i].queued);
+		resil_result_free(&r);
+		pfx_end(&x);
+	}
+}
+
+/* Failover's backoff comes as WAIT steps of the machine. */
+static void
+test_machine_failover_waits(void **state)
+{
+	pfx x;
+	resil_result r;
+	uint64_t t0;
+
+	(void)state;
+	pfx_init(&x, RESIL_CLUSTER_FAILOVER, 4);
+	x.pcfg.retry_enabled = 1;
+	x.pcfg.retry.base_delay_ns = 50 * MS;
+	pfx_new(&x);
+	x.d.fails[0] = x.d.fails[1] = 1;
+	t0 = now(&x);
+	assert_int_equal(machine_invoke(&x, &r), RESIL_OK);
+	assert_int_equal(r.attempts, 3);
+	assert_true(now(&x) == t0 + 100 * MS);
+	resil_result_free(&r);
+	pfx_end(&x);
+}
+
 /* ---- the success path allocates nothing ---- */
 
 static size_t n_allocs;
@@ -1553,6 +1658,8 @@ main(void)
 		cmocka_unit_test(test_seed000_order_table),
 		cmocka_unit_test(test_config_one_file),
 		cmocka_unit_test(test_threads_share_the_pool),
+		cmocka_unit_test(test_machine_every_strategy),
+		cmocka_unit_test(test_machine_failover_waits),
 		cmocka_unit_test(test_success_path_allocates_nothing),
 		cmocka_unit_test(test_config_bad_cluster_keys),
 	};
