@@ -1351,6 +1351,22 @@ test_config_bad_cluster_keys(void **state)
 	                     "loadbalance=bogus\n", "svc.conf", NULL, &diag),
 	    RESIL_E_INVAL);
 	assert_non_null(strstr(diag.msg, "svc.conf:1: loadbalance:"));
+	/* router.condition may be given again: each appends a rule. */
+	assert_int_equal(resil_config_parse_string(&conf,
+	                     "router.condition=method = a => zone = hz\n"
+	                     "router.condition=method = b => zone = sh\n",
+	                     "svc.conf", NULL, &diag),
+	    RESIL_OK);
+	{
+		resil_selector_config sc;
+
+		assert_int_equal(resil_config_selector(conf, &sc), 1);
+		assert_int_equal(sc.nconditions, 2);
+	}
+	resil_config_free(conf);
+	conf = NULL;
+	expect_text_refused("retries=1\nretries=2\n",
+	    "svc.conf:2: retries: set again (first set at line 1)");
 	/* An unknown key is still unknown. */
 	expect_text_refused("retrys=1\n",
 	    "svc.conf:1: retrys: unknown key (did you mean "
