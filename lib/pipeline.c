@@ -118,6 +118,7 @@ struct resil_pipeline {
 	struct {
 		resil_candidates *c;
 		uint64_t busy; /* atomic 0/1 */
+		/* cppcheck-suppress unusedStructMember ; a cache line each */
 		uint64_t pad[6];
 	} pool[NSTRIPES]; /* candidate sets, reused by calls */
 };
