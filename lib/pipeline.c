@@ -1845,6 +1845,9 @@ cl_decide(callm *c, tsrc *ts, resil_call_next *st)
 		    c->nother > 0) {
 			/* Phase 1 ended in a timeout: one attempt in another
 			 * zone, with its own timeout. */
+			resil_err ls = c->last_status;
+			int lrc = c->last_rc;
+
 			c->pending = 0;
 			c->cphase = 2;
 			if (p->ccfg.cross_zone_timeout_ns != 0)
@@ -1853,8 +1856,15 @@ cl_decide(callm *c, tsrc *ts, resil_call_next *st)
 			    c->req.method, c->last_addr, 0, tnow(ts));
 			if (launch(c, ts, st))
 				return 0;
-			conclude(c, c->last_status, c->last_rc, c->last_status,
-			    c->last_outcome, ts, st);
+			/* No other-zone endpoint would take it: the timeout
+			 * stands. */
+			c->pending = 0;
+			c->cstop = 0;
+			c->last_status = ls;
+			c->last_rc = lrc;
+			c->last_outcome = RESIL_OUTCOME_FAILURE;
+			conclude(
+			    c, ls, lrc, ls, RESIL_OUTCOME_FAILURE, ts, st);
 			return 0;
 		}
 	}
