@@ -26,6 +26,8 @@
 
 #define NSTRIPES 8u
 
+enum { START_NONE = 0, START_RUN = 1, START_CLUSTER = 2 };
+
 typedef struct resil_method {
 	const struct resil_pipeline *owner;
 	char *name;
@@ -39,6 +41,9 @@ typedef struct resil_method {
 	                         * the service's */
 	int declared;           /* from the configuration */
 	int retry_fast; /* its policy allows the first-attempt fast path */
+	/* What a call of it does before attempt 1 (decided once): START_NONE,
+	 * START_RUN (begin the retry run: no fast path), START_CLUSTER. */
+	int start;
 	/* No stage needs the machine on its success path (no limiter, no
 	 * timeout, no hedging, no retry run): the blocking driver may run
 	 * the machine's first step inline. */
@@ -911,6 +916,9 @@ resil_pipeline_new(
 	/* Decided once: whether a method's policy allows the fast path. */
 	p->dflt.retry_fast =
 	    p->retry != NULL && resil__retry_fast_ok(p->retry);
+	p->dflt.start = p->sel != NULL                ? START_CLUSTER
+	    : p->retry != NULL && !p->dflt.retry_fast ? START_RUN
+	                                              : START_NONE;
 	p->dflt.simple = (p->retry == NULL || p->dflt.retry_fast) &&
 	    p->rl == NULL && p->bh == NULL && p->dflt.timeout == 0 &&
 	    p->hedge_max == 0 && p->call_events == 0 && p->sel == NULL;
@@ -919,6 +927,9 @@ resil_pipeline_new(
 		resil_retry *r = it->retry != NULL ? it->retry : p->retry;
 
 		it->retry_fast = r != NULL && resil__retry_fast_ok(r);
+		it->start = p->sel != NULL         ? START_CLUSTER
+		    : r != NULL && !it->retry_fast ? START_RUN
+		                                   : START_NONE;
 		it->simple = (r == NULL || it->retry_fast) && p->rl == NULL &&
 		    p->bh == NULL && it->timeout == 0 && p->hedge_max == 0 &&
 		    p->call_events == 0 && p->sel == NULL;
@@ -2370,13 +2381,15 @@ mstart(callm *c, resil_pipeline *p, const method *m, const resil_args *args,
 			return RESIL_OK;
 		}
 	}
-	if (RESIL__UNLIKELY(p->sel != NULL)) {
-		cl_start(c, m, *ts);
-	} else if (c->retry != NULL && !m->retry_fast) {
-		c->run_on = 1;
-		resil__retry_begin(c->retry, &c->run,
-		    resil__retry_needs_time(c->retry),
-		    resil__retry_needs_time(c->retry) ? tnow(ts) : 0);
+	if (m->start != START_NONE) {
+		if (RESIL__UNLIKELY(m->start == START_CLUSTER)) {
+			cl_start(c, m, *ts);
+		} else {
+			c->run_on = 1;
+			resil__retry_begin(c->retry, &c->run,
+			    resil__retry_needs_time(c->retry),
+			    resil__retry_needs_time(c->retry) ? tnow(ts) : 0);
+		}
 	}
 	if (!launch(c, ts, st))
 		attend(c, ts, st);
