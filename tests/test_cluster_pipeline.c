@@ -341,6 +341,57 @@ test_machine_gives_endpoints(void **state)
 	pfx_end(&x);
 }
 
+static int
+null_endpoint_call(
+    void *ctx, const resil_pick *ep, const resil_args *args, resil_value *out)
+{
+	int *n = ctx;
+
+	(void)args;
+	assert_null(ep);
+	(*n)++;
+	if (*n == 1)
+		return 111;
+	*out = resil_value_int(3);
+	return 0;
+}
+
+/* resil_pipeline_invoke without a selector: the pipeline as before, the
+ * function told there is no endpoint. */
+static void
+test_invoke_without_selector(void **state)
+{
+	resil_pipeline_config cfg;
+	resil_pipeline *p;
+	resil_result r;
+	resil_args a = { "m", NULL, 0 };
+	resil_manual_clock mc;
+	int n = 0;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	resil_pipeline_config_init(&cfg);
+	cfg.service = "S";
+	cfg.clock = resil_manual_clock_hook(&mc);
+	cfg.retry_enabled = 1;
+	cfg.retry.base_delay_ns = 0;
+	assert_int_equal(resil_pipeline_new(&p, &cfg, NULL), RESIL_OK);
+	assert_null(resil_pipeline_selector(p));
+	assert_int_equal(
+	    resil_pipeline_invoke(p, NULL, &a, null_endpoint_call, &n, &r),
+	    RESIL_OK);
+	assert_int_equal(n, 2);
+	assert_int_equal(r.attempts, 2);
+	assert_int_equal(r.value.u.i, 3);
+	assert_string_equal(r.endpoint, "");
+	resil_result_free(&r);
+	assert_int_equal(resil_pipeline_failback_pending(p), 0);
+	assert_int_equal(
+	    resil_pipeline_failback_poll(p, 0, null_endpoint_call, &n, NULL),
+	    RESIL_OK);
+	resil_pipeline_free(p);
+}
+
 /* What the selector learns: a timeout is a failure of that endpoint (its
  * streak, its active count back to 0); a cancelled call releases its
  * pick (no outcome counted). */
@@ -1706,6 +1757,7 @@ main(void)
 		cmocka_unit_test(test_machine_gives_endpoints),
 		cmocka_unit_test(test_machine_no_selector_null_endpoint),
 		cmocka_unit_test(test_machine_reports_to_the_selector),
+		cmocka_unit_test(test_invoke_without_selector),
 		cmocka_unit_test(test_failfast_one_attempt),
 		cmocka_unit_test(test_failsafe_swallows_and_mock_never_fires),
 		cmocka_unit_test(test_failback_queue_and_retry_times),
