@@ -48,11 +48,14 @@
 #include <resil/pipeline.h>
 #include <resil/registry.h>
 
+#include "sim/sim.h"
+
 #define MAX_LINE 512
 #define MAX_METHOD 64
 
 #define MAX_BANDS 16
 #define MAX_VALUE 64
+#define MAX_POSITIONAL 5
 
 enum behaviour { B_OK, B_NULL, B_FAIL, B_SLOW, B_BUSINESS };
 
@@ -653,6 +656,8 @@ main(int argc, char **argv)
 	const char *conf_path = NULL, *scn_path = NULL, *svg = NULL;
 	const char *metrics = NULL;
 	const char *dflt_method = "call";
+	const char *pos[MAX_POSITIONAL];
+	size_t npos = 0;
 	resil_pipeline_config pcfg;
 	resil_manual_clock mc;
 	resil_config *conf;
@@ -686,17 +691,29 @@ main(int argc, char **argv)
 			    stderr, "resil-sim: unknown option %s\n", argv[a]);
 			usage(stderr);
 			return 2;
-		} else if (conf_path == NULL)
-			conf_path = argv[a];
-		else if (scn_path == NULL)
-			scn_path = argv[a];
+		} else if (npos < MAX_POSITIONAL)
+			pos[npos++] = argv[a];
 		else
-			conf_path = NULL, a = argc; /* too many: usage */
+			npos = 0, a = argc; /* too many: usage */
 	}
-	if (conf_path == NULL || scn_path == NULL) {
+	if (npos < 2) {
 		usage(stderr);
 		return 2;
 	}
+	scn_path = pos[npos - 1];
+	if (sim_des_detect(scn_path)) {
+		if (metrics != NULL) {
+			fprintf(stderr,
+			    "resil-sim: --metrics is for step scenarios\n");
+			return 2;
+		}
+		return sim_des_main(pos, npos - 1, scn_path, svg);
+	}
+	if (npos != 2) {
+		usage(stderr);
+		return 2;
+	}
+	conf_path = pos[0];
 	if (resil_config_parse_file(&conf, conf_path, NULL, &diag) !=
 	    RESIL_OK) {
 		fprintf(stderr, "%s\n", diag.msg);
@@ -823,3 +840,8 @@ out:
 	resil_config_free(conf);
 	return rc;
 }
+
+/* The event-driven engine, in this translation unit (see
+ * tools/CMakeLists.txt). */
+#include "sim/des.c"
+#include "sim/queue.c"
