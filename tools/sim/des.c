@@ -81,6 +81,7 @@ typedef struct action {
 	enum act_kind kind;
 	int zone;     /* -1: one endpoint */
 	int endpoint; /* -1: a zone */
+	unsigned line;
 } action;
 
 typedef struct phase {
@@ -91,6 +92,7 @@ typedef struct phase {
 typedef struct callbatch {
 	uint64_t t;
 	unsigned n;
+	unsigned line;
 } callbatch;
 
 typedef struct scenario {
@@ -484,6 +486,7 @@ read_des(const char *file, scenario *s)
 			callbatch cb;
 
 			cb.n = 1;
+			cb.line = line;
 			if (parse_at(s, w[1], &cb.t) != 0 ||
 			    (nw == 3 &&
 			        (strncmp(w[2], "calls=", 6) != 0 ||
@@ -526,6 +529,7 @@ read_des(const char *file, scenario *s)
 		                strcmp(w[3], "add") == 0)))) {
 			action a;
 
+			a.line = line;
 			if (parse_at(s, w[1], &a.t) != 0) {
 				rc = bad(file, line,
 				    "bad time (a duration, PHASE or "
@@ -1226,7 +1230,7 @@ run_one(run *r, const scenario *s, const simconf *sc)
 	resil_selector_config scfg;
 	resil_diag diag;
 	sim_event ev;
-	size_t i;
+	size_t i, j;
 
 	memset(r, 0, sizeof(*r));
 	r->s = s;
@@ -1278,10 +1282,19 @@ run_one(run *r, const scenario *s, const simconf *sc)
 		return 2;
 	if (s->rate > 0)
 		sched(r, 0, EV_ARRIVAL, NULL, 0);
-	for (i = 0; i < s->nbatches; i++)
-		sched(r, s->batches[i].t, EV_CALLS, NULL, s->batches[i].n);
-	for (i = 0; i < s->nacts; i++)
-		sched(r, s->acts[i].t, EV_ACTION, NULL, (uint32_t)i);
+	/* Calls and actions of one time run in the order of their lines. */
+	for (i = 0, j = 0; i < s->nbatches || j < s->nacts;) {
+		if (j == s->nacts ||
+		    (i < s->nbatches &&
+		        s->batches[i].line < s->acts[j].line)) {
+			sched(r, s->batches[i].t, EV_CALLS, NULL,
+			    s->batches[i].n);
+			i++;
+		} else {
+			sched(r, s->acts[j].t, EV_ACTION, NULL, (uint32_t)j);
+			j++;
+		}
+	}
 	while (!r->oom && sim_next(&r->q, &ev))
 		handle(r, &ev);
 	if (r->oom) {
