@@ -1437,6 +1437,32 @@ panel(FILE *f, const scenario *s, const series *sr, size_t ns, int which,
 	    "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">0</text>\n",
 	    x0, y0 - 6.0, title, x0, y0, w, h, x0 - 4.0, y0 + 10.0, vmax, unit,
 	    x0 - 4.0, y0 + h);
+	for (i = 0; i < s->nloss; i++) {
+		const lossw *lw = &s->loss[i];
+		double xa = x0 + w * (double)lw->from / (double)s->end;
+		double xb = x0 + w * (double)lw->until / (double)s->end;
+
+		fprintf(f,
+		    "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+		    "height=\"%.1f\" fill=\"#ffe0b2\"><title>loss %s-%s "
+		    "%g%%</title></rect>\n",
+		    xa, y0, xb - xa > 1.0 ? xb - xa : 1.0, h, s->zones[lw->a],
+		    s->zones[lw->b], lw->p * 100.0);
+	}
+	{
+		uint64_t tick = s->end > 20 * 60 * RESIL_NS_PER_SEC
+		    ? 5 * 60 * RESIL_NS_PER_SEC
+		    : s->end / 4 + 1,
+		         t;
+		char tb[32];
+
+		for (t = 0; t <= s->end; t += tick)
+			fprintf(f,
+			    "<text x=\"%.1f\" y=\"%.1f\" fill=\"#555\" "
+			    "text-anchor=\"middle\">%s s</text>\n",
+			    x0 + w * (double)t / (double)s->end, y0 + h + 12.0,
+			    sim_ms_text(t / 1000, tb, sizeof(tb)));
+	}
 	for (p = 0; p < s->nphases; p++) {
 		double x =
 		    x0 + w * (double)s->phases[p].start / (double)s->end;
@@ -1486,8 +1512,8 @@ des_write_svg(const char *path, const scenario *s, const series *sr, size_t ns)
 	    "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"960\" "
 	    "height=\"%d\" font-family=\"monospace\" font-size=\"11\">\n"
 	    "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
-	    "<text x=\"70\" y=\"18\">%s, per %s ms of call start "
-	    "time</text>\n",
+	    "<text x=\"70\" y=\"18\">%s: each point is the calls started in "
+	    "%s ms (loss bursts shaded, phases dashed)</text>\n",
 	    (int)(60 + 3 * (ph + 40) + 20 * (double)ns), s->path,
 	    sim_ms_text(s->bucket, tb, sizeof(tb)));
 	panel(f, s, sr, ns, 0, 50.0, ph, "local-zone share of attempts", "%");
