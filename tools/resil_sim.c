@@ -3,9 +3,17 @@
  * manual clock and print the timeline; optionally draw it as SVG.
  *
  *   resil-sim CONFIG SCENARIO [--svg FILE] [--metrics FILE]
+ *   resil-sim CONFIG... SCENARIO [--svg FILE]  (an event scenario)
  *   resil-sim --help | --version
  *
- * CONFIG is a resil configuration file (docs/config.md). SCENARIO says,
+ * Both kinds of scenario run on a discrete-event engine (sim/sim.h): an
+ * event queue ordered by (time, sequence) on the manual clock, every call
+ * through the call machine. An event scenario (its first word a keyword:
+ * zones, endpoints with workers and queues, the network, Poisson
+ * arrivals, phases, pushes) is read and run by sim/des.c; the rest of
+ * this file is the step scenario.
+ *
+ * CONFIG is a resil configuration file (docs/config.md). A step SCENARIO says,
  * line by line, how the dependency behaves from a time on and which calls
  * are made at that time:
  *
@@ -28,8 +36,8 @@
  * (default 1; 0 only changes the behaviour), `method=NAME` (default: the
  * first method the configuration declares, else "call"). Times never
  * decrease. '#' starts a comment. Bad lines are refused as
- * `file:line: message`. A step that a slow call before it pushed past its
- * time runs late, and a warning says so (file:line: warning: ...).
+ * `file:line: message`. Each step is an event at its time: a slow call
+ * still running then does not delay it.
  *
  * The dependency's return code 0 is a success, 400 a business error,
  * anything else a failure. --metrics FILE writes the pipeline's metrics,
@@ -827,12 +835,17 @@ usage(FILE *to)
 {
 	fprintf(to,
 	    "usage: resil-sim CONFIG SCENARIO [--svg FILE] [--metrics FILE]\n"
+	    "       resil-sim CONFIG... SCENARIO [--svg FILE]\n"
 	    "       resil-sim --help | --version\n"
 	    "Replays SCENARIO against the pipeline CONFIG describes, on a "
 	    "manual clock,\n"
-	    "and prints one line per call. Times are milliseconds (a unit "
-	    "may follow:\n"
-	    "250us, 1.5s). See docs/resil-sim.md.\n");
+	    "as discrete events. A step scenario prints one line per call; "
+	    "an event\n"
+	    "scenario (zones, endpoints, arrivals, phases) one line per phase "
+	    "and\n"
+	    "configuration. Times are milliseconds (a unit may follow: "
+	    "250us, 1.5s).\n"
+	    "See docs/resil-sim.md.\n");
 }
 
 /* The bands: one per distinct breaker of the methods the scenario
