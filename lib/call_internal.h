@@ -79,4 +79,40 @@ int resil__retry_spend(resil_retry *r, uint64_t now);
 resil_err resil__retry_end(
     resil_retry *r, const resil__retry_run *run, resil_retry_result *res);
 
+/* ---- the cluster: shared by lib/cluster.c and lib/pipeline.c ---- */
+
+#include <resil/cluster.h>
+
+/* Dubbo's failure message: "Failed to invoke the method M in the service
+ * S. Tried N times of the providers [a, b] (k/n). Last error is: E".
+ * providers is the list already joined with ", ". */
+void resil__cluster_failed_msg(char *buf, size_t n, const char *method,
+    const char *service, uint32_t attempts, const char *providers,
+    size_t nfailed, size_t ncand, const char *lasterr);
+
+/* The last error in words: "timeout after 3000 ms", "the call failed (rc
+ * 111)", or resil_strerror(status). */
+void resil__cluster_last_error(
+    char *buf, size_t n, resil_err status, int rc, uint64_t timeout_ns);
+
+/* A cluster that only keeps the failback queue of a pipeline (every
+ * strategy accepted; cfg checked by resil_cluster_config_validate). */
+resil_err resil__cluster_new_queue(resil_cluster **out, resil_selector *sel,
+    const resil_cluster_config *cfg, resil_diag *diag);
+
+/* A queued call retried: args is the task's copy. */
+typedef int (*resil__task_fn)(void *ctx, const resil_pick *endpoint,
+    const resil_request *req, const resil_args *args, resil_value *out);
+
+/* Queue a failed call at now (req and args copied; args may be NULL).
+ * 0 (and a QUEUE_FULL event) when the queue is full or memory runs out;
+ * 1 when queued (a QUEUED event). */
+int resil__cluster_enqueue(resil_cluster *cl, const resil_request *req,
+    const resil_args *args, const char *address, uint64_t id, int rc,
+    uint64_t now);
+
+/* Run the tasks due at now, each once (see resil_cluster_failback_poll). */
+resil_err resil__cluster_poll(resil_cluster *cl, uint64_t now,
+    resil__task_fn fn, void *ctx, size_t *ran);
+
 #endif /* RESIL_CALL_INTERNAL_H */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "atomic.h"
+#include "call_internal.h"
 #include "internal.h"
 
 #define MAX_TRIED 64u /* endpoints remembered for exclusion per call */
@@ -25,6 +26,9 @@ typedef struct task {
 	size_t nargs;
 	resil_param *params;
 	size_t nparams;
+	resil_args cargs; /* the call's arguments (pipeline), or method NULL */
+	void *data;
+	size_t len;
 } task;
 
 struct resil_cluster {
@@ -39,7 +43,18 @@ struct resil_cluster {
 };
 
 static const char *const strategy_names[] = { "failover", "failfast",
-	"failsafe", "failback", "broadcast" };
+	"failsafe", "failback", "broadcast", "forking", "zone-aware" };
+
+static const char *const event_names[] = { "swallowed", "queued", "queue_full",
+	"retried", "gave_up", "cross_zone", "no_provider" };
+
+const char *
+resil_cluster_event_name(resil_cluster_event_type t)
+{
+	if ((unsigned)t < sizeof(event_names) / sizeof(event_names[0]))
+		return event_names[t];
+	return "unknown";
+}
 
 const char *
 resil_cluster_strategy_name(resil_cluster_strategy s)
@@ -75,10 +90,10 @@ resil_cluster_config_validate(const resil_cluster_config *c, resil_diag *diag)
 		return resil__check_size(diag, "cluster",
 		    "resil_cluster_config", c->size,
 		    sizeof(resil_cluster_config));
-	if ((unsigned)c->strategy > (unsigned)RESIL_CLUSTER_BROADCAST)
+	if ((unsigned)c->strategy > (unsigned)RESIL_CLUSTER_ZONE_AWARE)
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "cluster: strategy %d is not one of failover, failfast, "
-		    "failsafe, failback, broadcast",
+		    "failsafe, failback, broadcast, forking, zone-aware",
 		    (int)c->strategy);
 	if (c->retries < 0)
 		return resil__diagf(diag, RESIL_E_INVAL,
@@ -99,14 +114,49 @@ resil_cluster_config_validate(const resil_cluster_config *c, resil_diag *diag)
 		    "cluster.broadcast_fail_percent: %d is out of range "
 		    "0..100",
 		    (int)c->broadcast_fail_percent);
+	if (c->forks < 1)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "cluster.forks: %d must be >= 1 (above the endpoint count "
+		    "means all)",
+		    (int)c->forks);
+	if (c->strategy == RESIL_CLUSTER_ZONE_AWARE &&
+	    (c->local_zone == NULL || c->local_zone[0] == '\0'))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "cluster.local_zone: zone-aware needs the caller's zone "
+		    "(zone=)");
 	if (c->clock != NULL && c->clock->now == NULL)
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "cluster.clock: the clock has no now function");
 	return RESIL_OK;
 }
 
+static resil_err cluster_new(resil_cluster **out, resil_selector *sel,
+    const resil_cluster_config *cfg, resil_diag *diag);
+
 resil_err
 resil_cluster_new(resil_cluster **out, resil_selector *sel,
+    const resil_cluster_config *cfg, resil_diag *diag)
+{
+	if (cfg != NULL && cfg->size == sizeof(*cfg) &&
+	    (cfg->strategy == RESIL_CLUSTER_FORKING ||
+	        cfg->strategy == RESIL_CLUSTER_ZONE_AWARE))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "cluster.strategy: %s needs parallel attempts and "
+		    "timeouts: use a pipeline with a selector "
+		    "(resil_pipeline_config.selector)",
+		    resil_cluster_strategy_name(cfg->strategy));
+	return cluster_new(out, sel, cfg, diag);
+}
+
+resil_err
+resil__cluster_new_queue(resil_cluster **out, resil_selector *sel,
+    const resil_cluster_config *cfg, resil_diag *diag)
+{
+	return cluster_new(out, sel, cfg, diag);
+}
+
+static resil_err
+cluster_new(resil_cluster **out, resil_selector *sel,
     const resil_cluster_config *cfg, resil_diag *diag)
 {
 	const resil_allocator *a;
@@ -137,6 +187,7 @@ resil_cluster_new(resil_cluster **out, resil_selector *sel,
 		    diag, RESIL_E_NOMEM, "cluster: out of memory");
 	}
 	cl->cfg.service = cl->service;
+	cl->cfg.local_zone = NULL; /* not kept: the pipeline has its own */
 	resil__spin_init(&cl->qlock);
 	*out = cl;
 	return RESIL_OK;
@@ -162,20 +213,30 @@ resil_cluster_free(resil_cluster *cl)
 }
 
 static void
-emit(resil_cluster *cl, resil_cluster_event_type type, const char *method,
-    const char *address, int rc, uint32_t retries)
+emit_at(resil_cluster *cl, uint64_t now, resil_cluster_event_type type,
+    const char *method, const char *address, int rc, uint32_t retries)
 {
 	resil_cluster_event ev;
 
 	if (cl->cfg.listener == NULL)
 		return;
 	ev.type = type;
-	ev.time = resil_clock_now(&cl->clock);
+	ev.time = now;
 	ev.method = method != NULL ? method : "";
 	ev.address = address;
 	ev.rc = rc;
 	ev.retries = retries;
 	cl->cfg.listener(&ev, cl->cfg.listener_ctx);
+}
+
+static void
+emit(resil_cluster *cl, resil_cluster_event_type type, const char *method,
+    const char *address, int rc, uint32_t retries)
+{
+	if (cl->cfg.listener == NULL)
+		return;
+	emit_at(cl, resil_clock_now(&cl->clock), type, method, address, rc,
+	    retries);
 }
 
 /* ---- one attempt ---- */
@@ -228,7 +289,7 @@ set_result(resil_cluster_result *out, resil_err err, const attempt *at)
 static void
 last_error(char *buf, size_t n, const attempt *at)
 {
-	snprintf(buf, n, "%s (rc %d)", resil_strerror(RESIL_E_CALL), at->rc);
+	resil__cluster_last_error(buf, n, RESIL_E_CALL, at->rc, 0);
 }
 
 /* ---- failback's queue ---- */
@@ -268,12 +329,15 @@ task_free(resil_cluster *cl, task *t)
 		resil__free(
 		    &cl->alloc, t->params, t->nparams * sizeof(resil_param));
 	}
+	if (t->data != NULL)
+		resil__free(&cl->alloc, t->data, t->len);
 	resil__free(&cl->alloc, t, sizeof(*t));
 }
 
-/* A copy of req, owned by the task. NULL when memory runs out. */
+/* A copy of req (and args, when not NULL), owned by the task. NULL when
+ * memory runs out. */
 static task *
-task_new(resil_cluster *cl, const resil_request *req)
+task_new(resil_cluster *cl, const resil_request *req, const resil_args *args)
 {
 	task *t = resil__calloc(&cl->alloc, sizeof(*t));
 	int fail = 0;
@@ -310,6 +374,19 @@ task_new(resil_cluster *cl, const resil_request *req)
 			}
 		}
 	}
+	if (args != NULL && args->len > 0) {
+		t->data = resil__alloc(&cl->alloc, args->len);
+		if (t->data == NULL)
+			fail = 1;
+		else {
+			memcpy(t->data, args->data, args->len);
+			t->len = args->len;
+		}
+	}
+	if (args != NULL && t->method == NULL) {
+		t->method = dup_or_null(
+		    cl, args->method != NULL ? args->method : "", &fail);
+	}
 	if (fail) {
 		task_free(cl, t);
 		return NULL;
@@ -320,13 +397,17 @@ task_new(resil_cluster *cl, const resil_request *req)
 	t->req.nargs = t->nargs;
 	t->req.params = t->params;
 	t->req.nparams = t->nparams;
+	if (args != NULL) {
+		t->cargs.method = t->method;
+		t->cargs.data = t->data;
+		t->cargs.len = t->len;
+	}
 	return t;
 }
 
-/* Queue a failed call; false (and an event) when the queue is full or
- * memory runs out. */
-static bool
-enqueue(resil_cluster *cl, const resil_request *req, const attempt *at,
+int
+resil__cluster_enqueue(resil_cluster *cl, const resil_request *req,
+    const resil_args *args, const char *address, uint64_t id, int rc,
     uint64_t now)
 {
 	task *t;
@@ -334,23 +415,23 @@ enqueue(resil_cluster *cl, const resil_request *req, const attempt *at,
 	resil__spin_lock(&cl->qlock);
 	if (cl->queued >= (size_t)cl->cfg.failback_queue) {
 		resil__spin_unlock(&cl->qlock);
-		emit(cl, RESIL_CLUSTER_EVENT_QUEUE_FULL, req->method,
-		    at->address, at->rc, 0);
-		return false;
+		emit_at(cl, now, RESIL_CLUSTER_EVENT_QUEUE_FULL, req->method,
+		    address, rc, 0);
+		return 0;
 	}
 	cl->queued++; /* reserved; the allocation runs unlocked */
 	resil__spin_unlock(&cl->qlock);
-	t = task_new(cl, req);
+	t = task_new(cl, req, args);
 	if (t == NULL) {
 		resil__spin_lock(&cl->qlock);
 		cl->queued--;
 		resil__spin_unlock(&cl->qlock);
-		emit(cl, RESIL_CLUSTER_EVENT_QUEUE_FULL, req->method,
-		    at->address, at->rc, 0);
-		return false;
+		emit_at(cl, now, RESIL_CLUSTER_EVENT_QUEUE_FULL, req->method,
+		    address, rc, 0);
+		return 0;
 	}
 	t->due = now + cl->cfg.failback_period_ns;
-	t->last_id = at->id;
+	t->last_id = id;
 	t->has_last = 1;
 	resil__spin_lock(&cl->qlock);
 	if (cl->tail != NULL)
@@ -359,9 +440,19 @@ enqueue(resil_cluster *cl, const resil_request *req, const attempt *at,
 		cl->head = t;
 	cl->tail = t;
 	resil__spin_unlock(&cl->qlock);
-	emit(cl, RESIL_CLUSTER_EVENT_QUEUED, req->method, at->address, at->rc,
-	    0);
-	return true;
+	emit_at(
+	    cl, now, RESIL_CLUSTER_EVENT_QUEUED, req->method, address, rc, 0);
+	return 1;
+}
+
+/* Queue a failed call; false (and an event) when the queue is full or
+ * memory runs out. */
+static bool
+enqueue(resil_cluster *cl, const resil_request *req, const attempt *at,
+    uint64_t now)
+{
+	return resil__cluster_enqueue(
+	           cl, req, NULL, at->address, at->id, at->rc, now) != 0;
 }
 
 size_t
@@ -377,19 +468,75 @@ resil_cluster_failback_pending(resil_cluster *cl)
 	return n;
 }
 
+/* resil_endpoint_fn through resil__task_fn. */
+typedef struct plain_fn {
+	resil_endpoint_fn fn;
+	void *ctx;
+} plain_fn;
+
+static int
+plain_call(void *ctx, const resil_pick *endpoint, const resil_request *req,
+    const resil_args *args, resil_value *out)
+{
+	const plain_fn *pf = ctx;
+
+	(void)args;
+	return pf->fn(pf->ctx, endpoint, req, out);
+}
+
 resil_err
 resil_cluster_failback_poll(
     resil_cluster *cl, resil_endpoint_fn fn, void *ctx, size_t *ran)
 {
+	plain_fn pf;
+
+	if (cl == NULL || fn == NULL)
+		return RESIL_E_INVAL;
+	pf.fn = fn;
+	pf.ctx = ctx;
+	return resil__cluster_poll(
+	    cl, resil_clock_now(&cl->clock), plain_call, &pf, ran);
+}
+
+/* Pick (avoiding exclude, or anyone when all are excluded) and run one
+ * attempt of task t. Returns RESIL_OK when it ran, else the pick's error. */
+static resil_err
+run_task(resil_cluster *cl, resil_candidates *c, task *t, resil__task_fn fn,
+    void *ctx, attempt *at)
+{
+	resil_pick pick;
+	resil_err err;
+
+	err = resil_selector_pick(cl->sel, c, &t->req,
+	    t->has_last ? &t->last_id : NULL, t->has_last ? 1 : 0, &pick,
+	    NULL);
+	if (err == RESIL_E_UNAVAILABLE && t->has_last)
+		err = resil_selector_pick(
+		    cl->sel, c, &t->req, NULL, 0, &pick, NULL);
+	if (err != RESIL_OK)
+		return err;
+	resil_value_init(&at->value);
+	snprintf(at->address, sizeof(at->address), "%s",
+	    pick.address != NULL ? pick.address : "");
+	at->id = pick.id;
+	at->rc = fn(ctx, &pick, &t->req,
+	    t->cargs.method != NULL ? &t->cargs : NULL, &at->value);
+	at->outcome = resil_classify(&cl->cfg.classifier, at->rc, &at->value);
+	resil_selector_report(cl->sel, &pick, at->outcome);
+	return RESIL_OK;
+}
+
+resil_err
+resil__cluster_poll(
+    resil_cluster *cl, uint64_t now, resil__task_fn fn, void *ctx, size_t *ran)
+{
 	task *due = NULL, **dt = &due, *t, **pp, *next;
 	resil_candidates *c;
-	uint64_t now;
 	size_t n = 0;
 	resil_err err;
 
 	if (cl == NULL || fn == NULL)
 		return RESIL_E_INVAL;
-	now = resil_clock_now(&cl->clock);
 	/* Take the due tasks out; each runs once, whatever it missed. */
 	resil__spin_lock(&cl->qlock);
 	for (pp = &cl->head; (t = *pp) != NULL;) {
@@ -424,8 +571,7 @@ resil_cluster_failback_poll(
 		if (c != NULL &&
 		    resil_selector_route(cl->sel, &t->req, c, NULL) ==
 		        RESIL_OK &&
-		    run_one(cl, c, &t->req, t->has_last ? &t->last_id : NULL,
-		        t->has_last ? 1 : 0, fn, ctx, &at, NULL) == RESIL_OK) {
+		    run_task(cl, c, t, fn, ctx, &at) == RESIL_OK) {
 			ran_one = true;
 			n++;
 			ok = at.outcome != RESIL_OUTCOME_FAILURE;
@@ -435,11 +581,12 @@ resil_cluster_failback_poll(
 		}
 		t->retries++;
 		if (ok) {
-			emit(cl, RESIL_CLUSTER_EVENT_RETRIED, t->req.method,
-			    at.address, at.rc, t->retries);
+			emit_at(cl, now, RESIL_CLUSTER_EVENT_RETRIED,
+			    t->req.method, at.address, at.rc, t->retries);
 		} else if (t->retries >= (uint32_t)cl->cfg.failback_retries) {
-			emit(cl, RESIL_CLUSTER_EVENT_GAVE_UP, t->req.method,
-			    ran_one ? at.address : NULL, at.rc, t->retries);
+			emit_at(cl, now, RESIL_CLUSTER_EVENT_GAVE_UP,
+			    t->req.method, ran_one ? at.address : NULL, at.rc,
+			    t->retries);
 		} else {
 			/* Again a period after this poll. */
 			t->due = now + cl->cfg.failback_period_ns;
@@ -461,6 +608,51 @@ resil_cluster_failback_poll(
 	if (ran != NULL)
 		*ran = n;
 	return RESIL_OK;
+}
+
+/* ---- messages ---- */
+
+void
+resil__cluster_last_error(
+    char *buf, size_t n, resil_err status, int rc, uint64_t timeout_ns)
+{
+	if (status == RESIL_E_TIMEOUT && timeout_ns != 0) {
+		if (timeout_ns % RESIL_NS_PER_MS == 0)
+			snprintf(buf, n, "timeout after %llu ms",
+			    (unsigned long long)(timeout_ns /
+			        RESIL_NS_PER_MS));
+		else
+			snprintf(buf, n, "timeout after %llu ns",
+			    (unsigned long long)timeout_ns);
+	} else if (status == RESIL_E_CALL || status == RESIL_OK)
+		snprintf(
+		    buf, n, "%s (rc %d)", resil_strerror(RESIL_E_CALL), rc);
+	else
+		snprintf(buf, n, "%s", resil_strerror(status));
+}
+
+void
+resil__cluster_failed_msg(char *buf, size_t n, const char *method,
+    const char *service, uint32_t attempts, const char *providers,
+    size_t nfailed, size_t ncand, const char *lasterr)
+{
+	resil__msg m;
+	char num[64];
+
+	resil__msg_start(&m, buf, n);
+	RESIL__MSG_LIT(&m, "Failed to invoke the method ");
+	resil__msg_str(&m, method != NULL ? method : "");
+	RESIL__MSG_LIT(&m, " in the service ");
+	resil__msg_str(&m, service != NULL ? service : "");
+	RESIL__MSG_LIT(&m, ". Tried ");
+	resil__msg_int(&m, (int)attempts);
+	resil__msg_str(&m, attempts == 1 ? " time" : " times");
+	RESIL__MSG_LIT(&m, " of the providers [");
+	resil__msg_str(&m, providers != NULL ? providers : "");
+	snprintf(num, sizeof(num), "] (%zu/%zu)", nfailed, ncand);
+	resil__msg_str(&m, num);
+	RESIL__MSG_LIT(&m, ". Last error is: ");
+	resil__msg_str(&m, lasterr != NULL ? lasterr : "");
 }
 
 /* ---- invoke ---- */
@@ -662,27 +854,18 @@ resil_cluster_invoke(resil_cluster *cl, const resil_request *req,
 		return out->err;
 	}
 	{
+		char list[RESIL_DIAG_MAX];
 		resil__msg m;
-		char num[32];
 
-		resil__msg_start(&m, out->message, sizeof(out->message));
-		RESIL__MSG_LIT(&m, "Failed to invoke the method ");
-		resil__msg_str(&m, req->method != NULL ? req->method : "");
-		RESIL__MSG_LIT(&m, " in the service ");
-		resil__msg_str(&m, cl->service);
-		RESIL__MSG_LIT(&m, ". Tried ");
-		resil__msg_int(&m, (int)out->attempts);
-		resil__msg_str(&m, out->attempts == 1 ? " time" : " times");
-		RESIL__MSG_LIT(&m, " of the providers [");
+		resil__msg_start(&m, list, sizeof(list));
 		for (i = 0; i < nfailed; i++) {
 			if (i > 0)
 				RESIL__MSG_LIT(&m, ", ");
 			resil__msg_str(&m, failed[i]);
 		}
-		snprintf(num, sizeof(num), "] (%zu/%zu)", nfailed, n);
-		resil__msg_str(&m, num);
-		RESIL__MSG_LIT(&m, ". Last error is: ");
-		resil__msg_str(&m, lasterr);
+		resil__cluster_failed_msg(out->message, sizeof(out->message),
+		    req->method, cl->service, out->attempts, list, nfailed, n,
+		    lasterr);
 	}
 	return out->err;
 }

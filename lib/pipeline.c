@@ -35,6 +35,8 @@ typedef struct resil_method {
 	int mock_set;           /* mock_spec applies (NULL + set: none) */
 	resil_retry *retry;     /* own policy, or NULL: the service's */
 	resil_breaker *breaker; /* own breaker, or NULL: the service's */
+	resil_retry *cretry;    /* the cluster's failover policy, or NULL:
+	                         * the service's */
 	int declared;           /* from the configuration */
 	int retry_fast; /* its policy allows the first-attempt fast path */
 	/* No stage needs the machine on its success path (no limiter, no
@@ -104,6 +106,20 @@ struct resil_pipeline {
 
 	void *stripes_mem;
 	stripe *stripes;
+
+	/* The cluster: selector NULL for none. */
+	resil_selector *sel;
+	resil_cluster_config ccfg; /* copied; local_zone is zone */
+	char *zone;
+	resil_retry *cretry; /* failover / zone-aware attempts, or NULL */
+	resil_cluster *fbq;  /* failback's queue, or NULL */
+	int slow;            /* resil_pipeline_call's slow path: hedging or
+	                      * a selector */
+	struct {
+		resil_candidates *c;
+		uint64_t busy; /* atomic 0/1 */
+		uint64_t pad[6];
+	} pool[NSTRIPES]; /* candidate sets, reused by calls */
 };
 
 /* The call running on this thread, for events and the deadline. */
@@ -129,6 +145,8 @@ resil_stage_name(resil_stage s)
 		return "bulkhead";
 	case RESIL_STAGE_CALL:
 		return "call";
+	case RESIL_STAGE_CLUSTER:
+		return "cluster";
 	}
 	return "unknown";
 }
@@ -298,6 +316,46 @@ emit_call(
 	emit(p, &ev);
 }
 
+/* A cluster event (failback's queue, or the machine's own). */
+static void
+on_cluster(const resil_cluster_event *ce, void *ctx)
+{
+	resil_pipeline *p = ctx;
+	resil_pipeline_event ev;
+	char text[160];
+
+	if (p->listener == NULL)
+		return;
+	memset(&ev, 0, sizeof(ev));
+	snprintf(text, sizeof(text), "cluster %s%s%s (rc %d)",
+	    resil_cluster_event_name(ce->type), ce->address != NULL ? " " : "",
+	    ce->address != NULL ? ce->address : "", ce->rc);
+	ev.stage = RESIL_STAGE_CLUSTER;
+	ev.time = ce->time;
+	ev.cluster = ce;
+	ev.text = text;
+	ev.service = p->service;
+	ev.method = ce->method != NULL ? ce->method : "";
+	p->listener(&ev, p->listener_ctx);
+}
+
+static void
+cluster_event(resil_pipeline *p, resil_cluster_event_type type,
+    const char *name, const char *address, int rc, uint64_t now)
+{
+	resil_cluster_event ce;
+
+	if (p->listener == NULL)
+		return;
+	memset(&ce, 0, sizeof(ce));
+	ce.type = type;
+	ce.time = now;
+	ce.method = name;
+	ce.address = address;
+	ce.rc = rc;
+	on_cluster(&ce, p);
+}
+
 /* ---- the recording listener ---- */
 
 void
@@ -432,11 +490,36 @@ new_retry(resil_pipeline *p, const resil_pipeline_config *cfg,
 	return resil_retry_new(out, &rc, diag);
 }
 
+/* The failover policy of the cluster: attempts (retries + 1), and the
+ * retry stage's backoff, deadline, budget and predicates when it is on
+ * (no wait between attempts otherwise, as Dubbo). */
+static resil_err
+new_cretry(resil_pipeline *p, const resil_pipeline_config *cfg,
+    uint32_t attempts, resil_retry **out, resil_diag *diag)
+{
+	resil_retry_config rc;
+
+	if (cfg->retry_enabled)
+		rc = cfg->retry;
+	else {
+		resil_retry_config_init(&rc);
+		rc.base_delay_ns = 0;
+	}
+	rc.clock = &p->clock;
+	rc.alloc = &p->alloc;
+	rc.classifier = p->cls;
+	rc.listener = p->listener != NULL ? on_retry : NULL;
+	rc.listener_ctx = p;
+	rc.max_attempts = attempts;
+	return resil_retry_new(out, &rc, diag);
+}
+
 static void
 free_method(resil_pipeline *p, method *m)
 {
 	resil__strfree(&p->alloc, m->name);
 	resil__strfree(&p->alloc, m->mock_spec);
+	resil_retry_free(m->cretry);
 	resil_retry_free(m->retry);
 	resil_breaker_free(m->breaker);
 }
@@ -446,6 +529,7 @@ resil_pipeline_free(resil_pipeline *p)
 {
 	method *it, *tmp;
 	const resil_allocator *resil__a;
+	unsigned i;
 
 	if (p == NULL)
 		return;
@@ -464,6 +548,11 @@ resil_pipeline_free(resil_pipeline *p)
 	resil_retry_free(p->retry);
 	resil_ratelimit_free(p->rl);
 	resil_bulkhead_free(p->bh);
+	resil_retry_free(p->cretry);
+	resil_cluster_free(p->fbq);
+	resil__strfree(resil__a, p->zone);
+	for (i = 0; i < NSTRIPES; i++)
+		resil_candidates_free(p->pool[i].c);
 	resil__strfree(resil__a, p->service);
 	resil__free(resil__a, p->stripes_mem,
 	    sizeof(stripe) * NSTRIPES + RESIL__CACHELINE);
@@ -476,6 +565,54 @@ resil_pipeline_free(resil_pipeline *p)
 
 static resil_verdict mock_handler(void *ctx, const resil_args *args,
     const resil_failure *failure, resil_result *out);
+
+/* The cluster's parts: its settings, failover policy, failback queue and
+ * candidate sets. */
+static resil_err
+cluster_setup(
+    resil_pipeline *p, const resil_pipeline_config *cfg, resil_diag *diag)
+{
+	const resil_cluster_config *cc = &cfg->cluster;
+	resil_err err;
+	unsigned i;
+
+	p->ccfg = *cc;
+	p->ccfg.clock = &p->clock;
+	p->ccfg.alloc = &p->alloc;
+	p->ccfg.classifier = p->cls;
+	p->ccfg.listener = on_cluster;
+	p->ccfg.listener_ctx = p;
+	p->ccfg.service = p->service;
+	p->ccfg.local_zone = NULL;
+	if (cc->local_zone != NULL) {
+		p->zone = resil__strdup(&p->alloc, cc->local_zone);
+		if (p->zone == NULL)
+			return resil__diagf(
+			    diag, RESIL_E_NOMEM, "pipeline: out of memory");
+		p->ccfg.local_zone = p->zone;
+	}
+	p->hedge_delay = 0; /* forking starts its forks at once */
+	if (cc->strategy == RESIL_CLUSTER_FAILOVER ||
+	    cc->strategy == RESIL_CLUSTER_ZONE_AWARE) {
+		err = new_cretry(
+		    p, cfg, (uint32_t)cc->retries + 1, &p->cretry, diag);
+		if (err != RESIL_OK)
+			return err;
+	}
+	if (cc->strategy == RESIL_CLUSTER_FAILBACK) {
+		err =
+		    resil__cluster_new_queue(&p->fbq, p->sel, &p->ccfg, diag);
+		if (err != RESIL_OK)
+			return err;
+	}
+	for (i = 0; i < NSTRIPES; i++) {
+		err = resil_candidates_new(&p->pool[i].c, p->sel);
+		if (err != RESIL_OK)
+			return resil__diagf(
+			    diag, err, "pipeline: out of memory");
+	}
+	return RESIL_OK;
+}
 
 static int
 cmp_names(const void *a, const void *b)
@@ -551,6 +688,28 @@ validate(const resil_pipeline_config *cfg, resil_diag *diag)
 		    "pipeline.hedge_max: %u is out of range 0..%u",
 		    (unsigned)cfg->hedge_max,
 		    (unsigned)(RESIL_CALL_MAX_INFLIGHT - 1));
+	if (cfg->selector != NULL) {
+		const resil_cluster_config *cc = &cfg->cluster;
+		resil_err err;
+
+		if (cfg->hedge_max != 0)
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "pipeline.hedge_max: hedging with a selector is "
+			    "the forking strategy (cluster=forking, forks=)");
+		if ((err = resil_cluster_config_validate(cc, diag)) !=
+		    RESIL_OK)
+			return err;
+		if (cc->retries > 999)
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "retries: %d is out of range 0..999",
+			    (int)cc->retries);
+		if (cc->strategy == RESIL_CLUSTER_FORKING &&
+		    cfg->executor.submit == NULL)
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "cluster: forking runs its forks in parallel: "
+			    "give the pipeline an executor "
+			    "(pipeline.executor)");
+	}
 	return RESIL_OK;
 }
 
@@ -593,6 +752,8 @@ resil_pipeline_new(
 	p->call_events = cfg->listener != NULL ? cfg->call_events : 0;
 	p->hedge_delay = cfg->hedge_delay_ns;
 	p->executor = cfg->executor;
+	p->sel = cfg->selector;
+	p->slow = cfg->hedge_max != 0 || cfg->selector != NULL;
 	p->service = resil__strdup(resil__a, cfg->service);
 	p->stripes_mem = resil__calloc(
 	    resil__a, sizeof(stripe) * NSTRIPES + RESIL__CACHELINE);
@@ -690,6 +851,21 @@ resil_pipeline_new(
 			if (err != RESIL_OK)
 				goto fail;
 		}
+		if (cfg->selector != NULL && mc->max_attempts != 0 &&
+		    (cfg->cluster.strategy == RESIL_CLUSTER_FAILOVER ||
+		        cfg->cluster.strategy == RESIL_CLUSTER_ZONE_AWARE)) {
+			err = new_cretry(
+			    p, cfg, mc->max_attempts, &m->cretry, diag);
+			if (err != RESIL_OK) {
+				prefix_diag(diag, err, mc->name);
+				goto fail;
+			}
+		}
+	}
+	if (cfg->selector != NULL) {
+		err = cluster_setup(p, cfg, diag);
+		if (err != RESIL_OK)
+			goto fail;
 	}
 	if (cfg->mock != NULL) {
 		p->service_spec = resil__strdup(resil__a, cfg->mock);
@@ -720,7 +896,7 @@ resil_pipeline_new(
 	    p->retry != NULL && resil__retry_fast_ok(p->retry);
 	p->dflt.simple = (p->retry == NULL || p->dflt.retry_fast) &&
 	    p->rl == NULL && p->bh == NULL && p->dflt.timeout == 0 &&
-	    p->hedge_max == 0 && p->call_events == 0;
+	    p->hedge_max == 0 && p->call_events == 0 && p->sel == NULL;
 	HASH_ITER(hh, p->methods, it, tmp)
 	{
 		resil_retry *r = it->retry != NULL ? it->retry : p->retry;
@@ -728,7 +904,7 @@ resil_pipeline_new(
 		it->retry_fast = r != NULL && resil__retry_fast_ok(r);
 		it->simple = (r == NULL || it->retry_fast) && p->rl == NULL &&
 		    p->bh == NULL && it->timeout == 0 && p->hedge_max == 0 &&
-		    p->call_events == 0;
+		    p->call_events == 0 && p->sel == NULL;
 	}
 	*out = p;
 	return RESIL_OK;
@@ -990,6 +1166,34 @@ typedef struct callm {
 	resil_value value; /* its value */
 	resil__retry_run run;
 	slot slots[RESIL_CALL_MAX_INFLIGHT];
+	/* Extra attempts this call may have out at once: the pipeline's
+	 * hedging, or the forks of a forking cluster. */
+	uint8_t hedge_max;
+	/* ---- the cluster (sel != NULL); read only when sel is set ---- */
+	uint8_t cphase;     /* zone-aware: 1 local first, 2 cross-zone */
+	uint8_t cstop;      /* no candidate: conclude at once */
+	uint8_t has_pick;   /* slots holding a pick, by bit */
+	uint8_t last_local; /* zone-aware: the last attempt was local */
+	uint8_t bany;       /* broadcast: a failure was seen */
+	resil_selector *sel;
+	uint32_t ncand;  /* candidates at the first route */
+	uint32_t nother; /* zone-aware: other-zone candidates, last route */
+	uint32_t bidx;   /* broadcast: the candidate of the next attempt */
+	uint32_t bfail, bthreshold;
+	int blast_rc;
+	resil_err blast_status;
+	uint32_t ntried, nfailed;
+	uint64_t tried[16];
+	uint64_t failed_ids[16];
+	uint64_t last_timeout; /* the timeout of the last attempt */
+	resil_request req;
+	char failed[128];   /* the addresses that failed, ", " joined */
+	char last_addr[64]; /* the endpoint of the last completed attempt */
+	char last_zone[32];
+	char
+	    cmsg[RESIL_RESULT_MSG_MAX]; /* no provider: the selector's words */
+	char pzone[RESIL_CALL_MAX_INFLIGHT][32]; /* each pick's zone */
+	resil_pick picks[RESIL_CALL_MAX_INFLIGHT];
 } callm;
 
 _Static_assert(sizeof(callm) <= sizeof(resil_call),
@@ -997,13 +1201,21 @@ _Static_assert(sizeof(callm) <= sizeof(resil_call),
 _Static_assert(_Alignof(callm) <= _Alignof(resil_call),
     "resil_call is not aligned enough for the machine's state");
 
+typedef struct tsrc tsrc;
+static void cl_start(callm *c, const method *m, tsrc *ts);
+static resil_err cl_pick(callm *c, unsigned i, tsrc *ts);
+static void cl_done(callm *c, unsigned i, resil_outcome outcome, tsrc *ts);
+static int cl_decide(callm *c, tsrc *ts, resil_call_next *st);
+static void cl_conclude(callm *c, resil_err rr, int rc, resil_err status,
+    resil_outcome outcome, tsrc *ts, resil_call_next *st);
+
 /* The time for one step: given by the caller (known), or read from the
  * pipeline's clock the first time something needs it (the blocking
  * driver reads no clock on a success path that needs no time). */
-typedef struct tsrc {
+struct tsrc {
 	uint64_t now;
 	const resil_clock *clk; /* NULL: now is given */
-} tsrc;
+};
 
 static uint64_t
 tnow(tsrc *t)
@@ -1143,6 +1355,12 @@ abandon_running(callm *c)
 		if (s->has_bh)
 			resil_bulkhead_release(c->p->bh);
 		s->has_permit = s->has_bh = 0;
+		if (c->sel != NULL && (c->has_pick & (1u << i))) {
+			/* Abandoned (a fork that lost, a cancelled call): the
+			 * pick is released, no outcome is counted. */
+			resil_selector_release(c->sel, &c->picks[i]);
+			c->has_pick &= (uint8_t) ~(1u << i);
+		}
 	}
 	c->abandoned |= c->running;
 	c->running = 0;
@@ -1161,6 +1379,10 @@ conclude(callm *c, resil_err rr, int rc, resil_err status,
 	resil_failure failure;
 
 	abandon_running(c);
+	if (RESIL__UNLIKELY(c->sel != NULL)) {
+		cl_conclude(c, rr, rc, status, outcome, ts, st);
+		return;
+	}
 	if (rr == RESIL_OK && status == RESIL_OK &&
 	    outcome != RESIL_OUTCOME_FAILURE) {
 		out->rc = rc;
@@ -1255,6 +1477,426 @@ rejected(callm *c, resil_err status)
 	c->pending = 1;
 }
 
+HOT int launch(callm *c, tsrc *ts, resil_call_next *st);
+
+/* ---- the cluster in the machine ----
+ *
+ * With a selector every attempt is routed and picked when it is launched
+ * (cl_pick: the candidate set comes from the pipeline's pool and goes
+ * back at once, so a call holds no snapshot), reported to the selector
+ * when it completes (cl_done: outcome and duration, a timeout as a
+ * failure) and released when it is abandoned. The strategy decides after
+ * each attempt (cl_decide) and shapes the answer (cl_conclude).
+ */
+
+/* src into dst (n bytes with the NUL), cut when it does not fit. */
+static void
+copy_str(char *dst, size_t n, const char *src)
+{
+	size_t len = src != NULL ? strlen(src) : 0;
+
+	if (len >= n)
+		len = n - 1;
+	if (len > 0)
+		memcpy(dst, src, len);
+	dst[len] = '\0';
+}
+
+static resil_candidates *
+cand_take(resil_pipeline *p, int *at)
+{
+	unsigned st = resil__thread_stripe(NSTRIPES), k;
+	resil_candidates *c;
+
+	for (k = 0; k < NSTRIPES; k++) {
+		unsigned i = (st + k) % NSTRIPES;
+
+		if (resil__load64(&p->pool[i].busy) == 0 &&
+		    resil__cas64(&p->pool[i].busy, 0, 1)) {
+			*at = (int)i;
+			return p->pool[i].c;
+		}
+	}
+	/* Every pooled set is in use: one of its own for this pick. */
+	*at = -1;
+	return resil_candidates_new(&c, p->sel) == RESIL_OK ? c : NULL;
+}
+
+static void
+cand_put(resil_pipeline *p, resil_candidates *c, int at)
+{
+	if (at < 0) {
+		resil_candidates_free(c);
+		return;
+	}
+	resil_candidates_clear(c);
+	resil__store64(&p->pool[at].busy, 0);
+}
+
+static void
+cl_start(callm *c, const method *m, tsrc *ts)
+{
+	resil_pipeline *p = c->p;
+
+	c->sel = p->sel;
+	c->cphase = 1;
+	c->cstop = 0;
+	c->has_pick = 0;
+	c->last_local = 0;
+	c->bany = 0;
+	c->ncand = c->nother = 0;
+	c->bidx = c->bfail = c->bthreshold = 0;
+	c->blast_rc = 0;
+	c->blast_status = RESIL_OK;
+	c->ntried = c->nfailed = 0;
+	c->last_timeout = 0;
+	c->failed[0] = c->last_addr[0] = c->last_zone[0] = c->cmsg[0] = '\0';
+	memset(&c->req, 0, sizeof(c->req));
+	c->req.method = c->args->method;
+	c->retry = p->ccfg.strategy == RESIL_CLUSTER_FAILOVER ||
+	        p->ccfg.strategy == RESIL_CLUSTER_ZONE_AWARE
+	    ? (m->cretry != NULL ? m->cretry : p->cretry)
+	    : NULL;
+	/* The run is on from the start (with no policy, a run that is never
+	 * used: it keeps the machine's first-success shortcut, which knows
+	 * nothing of endpoints, away from cluster calls). */
+	c->run_on = 1;
+	if (c->retry != NULL)
+		resil__retry_begin(c->retry, &c->run,
+		    resil__retry_needs_time(c->retry),
+		    resil__retry_needs_time(c->retry) ? tnow(ts) : 0);
+	else
+		memset(&c->run, 0, sizeof(c->run));
+}
+
+static void
+note_tried(callm *c, uint64_t id)
+{
+	uint32_t k;
+
+	for (k = 0; k < c->ntried; k++)
+		if (c->tried[k] == id)
+			return;
+	if (c->ntried < sizeof(c->tried) / sizeof(c->tried[0]))
+		c->tried[c->ntried++] = id;
+}
+
+static resil_err
+cl_pick(callm *c, unsigned i, tsrc *ts)
+{
+	resil_pipeline *p = c->p;
+	const resil_cluster_config *cc = &p->ccfg;
+	resil_pick *pk = &c->picks[i];
+	const char *zone = p->zone;
+	resil_candidates *cs;
+	resil_diag diag;
+	resil_err err;
+	int ps;
+
+	cs = cand_take(p, &ps);
+	if (cs == NULL) {
+		snprintf(c->cmsg, sizeof(c->cmsg), "pipeline: out of memory");
+		return RESIL_E_NOMEM;
+	}
+	diag.msg[0] = '\0';
+	err = resil_selector_route(c->sel, &c->req, cs, &diag);
+	if (err != RESIL_OK) {
+		cand_put(p, cs, ps);
+		copy_str(c->cmsg, sizeof(c->cmsg), diag.msg);
+		if (err == RESIL_E_NO_PROVIDER)
+			cluster_event(p, RESIL_CLUSTER_EVENT_NO_PROVIDER,
+			    c->req.method, NULL, 0, tnow(ts));
+		return err;
+	}
+	if (c->issued == 0) {
+		/* The call's first route sets the forks and the broadcast
+		 * threshold. */
+		c->ncand = (uint32_t)resil_candidates_count(cs);
+		if (cc->strategy == RESIL_CLUSTER_FORKING) {
+			uint32_t f = (uint32_t)cc->forks < c->ncand
+			    ? (uint32_t)cc->forks
+			    : c->ncand;
+
+			if (f > RESIL_CALL_MAX_INFLIGHT)
+				f = RESIL_CALL_MAX_INFLIGHT;
+			c->hedge_max = (uint8_t)(f - 1);
+		}
+		if (cc->strategy == RESIL_CLUSTER_BROADCAST)
+			c->bthreshold = (uint32_t)((uint64_t)c->ncand *
+			    (uint64_t)cc->broadcast_fail_percent / 100u);
+	}
+	switch (cc->strategy) {
+	case RESIL_CLUSTER_BROADCAST:
+		err = c->bidx < resil_candidates_count(cs)
+		    ? resil_selector_pick_at(c->sel, cs, c->bidx, pk, &diag)
+		    : RESIL_E_UNAVAILABLE;
+		break;
+	case RESIL_CLUSTER_ZONE_AWARE:
+		if (c->cphase == 2) {
+			/* The one cross-zone attempt. */
+			err = resil_selector_pick_zone(
+			    c->sel, cs, &c->req, NULL, 0, zone, 0, pk, &diag);
+			c->last_local = 0;
+			break;
+		}
+		c->nother = (uint32_t)resil_candidates_count_zone(cs, zone, 0);
+		if (resil_candidates_count_zone(cs, zone, 1) > 0) {
+			err = resil_selector_pick_zone(c->sel, cs, &c->req,
+			    c->tried, c->ntried, zone, 1, pk, &diag);
+			if (err == RESIL_E_UNAVAILABLE && c->ntried > 0)
+				err = resil_selector_pick_zone(c->sel, cs,
+				    &c->req, NULL, 0, zone, 1, pk, &diag);
+			c->last_local = 1;
+			break;
+		}
+		/* No usable local endpoint: phase 1 runs over every zone. */
+		c->last_local = 0;
+		c->nother = 0;
+		/* fall through */
+	default:
+		err = resil_selector_pick(
+		    c->sel, cs, &c->req, c->tried, c->ntried, pk, &diag);
+		if (err == RESIL_E_UNAVAILABLE && c->ntried > 0 &&
+		    cc->strategy != RESIL_CLUSTER_FORKING)
+			/* Every candidate tried: tried ones again. */
+			err = resil_selector_pick(
+			    c->sel, cs, &c->req, NULL, 0, pk, &diag);
+		break;
+	}
+	if (err == RESIL_OK) {
+		if (pk->zone != NULL) {
+			copy_str(c->pzone[i], sizeof(c->pzone[i]), pk->zone);
+			pk->zone = c->pzone[i];
+		}
+		note_tried(c, pk->id);
+		c->has_pick |= (uint8_t)(1u << i);
+		c->slots[i].start = tnow(ts);
+	} else {
+		copy_str(c->cmsg, sizeof(c->cmsg), diag.msg);
+	}
+	cand_put(p, cs, ps);
+	return err;
+}
+
+static void
+cl_done(callm *c, unsigned i, resil_outcome outcome, tsrc *ts)
+{
+	resil_pick *pk = &c->picks[i];
+	uint64_t t1, dur;
+	uint32_t k;
+
+	if (!(c->has_pick & (1u << i)))
+		return;
+	t1 = tnow(ts);
+	dur = t1 > c->slots[i].start ? t1 - c->slots[i].start : 0;
+	copy_str(c->last_addr, sizeof(c->last_addr),
+	    pk->address != NULL ? pk->address : "");
+	copy_str(c->last_zone, sizeof(c->last_zone),
+	    pk->zone != NULL ? pk->zone : "");
+	c->last_timeout = c->timeout;
+	if (outcome == RESIL_OUTCOME_FAILURE) {
+		for (k = 0; k < c->nfailed && c->failed_ids[k] != pk->id; k++)
+			;
+		if (k == c->nfailed &&
+		    c->nfailed <
+		        sizeof(c->failed_ids) / sizeof(c->failed_ids[0])) {
+			size_t len = strlen(c->failed);
+
+			c->failed_ids[c->nfailed++] = pk->id;
+			snprintf(c->failed + len, sizeof(c->failed) - len,
+			    "%s%s", len > 0 ? ", " : "", c->last_addr);
+		}
+	}
+	resil_selector_report_duration(c->sel, pk, outcome, dur);
+	c->has_pick &= (uint8_t) ~(1u << i);
+}
+
+/* The strategy's own decisions after an attempt: 0 (done, or *st RUN),
+ * or -1 to leave it to the retry stage (failover, zone-aware phase 1). */
+static int
+cl_decide(callm *c, tsrc *ts, resil_call_next *st)
+{
+	resil_pipeline *p = c->p;
+
+	if (c->cstop) {
+		c->pending = 0;
+		conclude(c, c->last_status, 0, c->last_status,
+		    RESIL_OUTCOME_FAILURE, ts, st);
+		return 0;
+	}
+	if (p->ccfg.strategy == RESIL_CLUSTER_BROADCAST) {
+		for (;;) {
+			c->pending = 0;
+			if (c->last_outcome == RESIL_OUTCOME_BUSINESS) {
+				conclude(c, RESIL_OK, c->last_rc, RESIL_OK,
+				    RESIL_OUTCOME_BUSINESS, ts, st);
+				return 0;
+			}
+			if (c->last_outcome == RESIL_OUTCOME_FAILURE &&
+			    c->last_status != RESIL_E_UNAVAILABLE) {
+				c->bany = 1;
+				c->bfail++;
+				c->blast_rc = c->last_rc;
+				c->blast_status = c->last_status != RESIL_OK
+				    ? c->last_status
+				    : RESIL_E_CALL;
+				if (c->bfail == c->bthreshold)
+					break;
+			}
+			if (++c->bidx >= c->ncand)
+				break;
+			if (launch(c, ts, st))
+				return 0;
+			if (c->cstop) {
+				conclude(c, c->last_status, 0, c->last_status,
+				    RESIL_OUTCOME_FAILURE, ts, st);
+				return 0;
+			}
+		}
+		if (c->bany) {
+			conclude(c, c->blast_status, c->blast_rc,
+			    c->blast_status, RESIL_OUTCOME_FAILURE, ts, st);
+		} else if (c->attempts == 0) {
+			conclude(c, RESIL_E_UNAVAILABLE, 0,
+			    RESIL_E_UNAVAILABLE, RESIL_OUTCOME_FAILURE, ts,
+			    st);
+		} else {
+			conclude(c, RESIL_OK, c->last_rc, RESIL_OK,
+			    c->last_outcome == RESIL_OUTCOME_FAILURE
+			        ? RESIL_OUTCOME_SUCCESS
+			        : c->last_outcome,
+			    ts, st);
+		}
+		return 0;
+	}
+	if (p->ccfg.strategy == RESIL_CLUSTER_ZONE_AWARE) {
+		if (c->cphase == 2) {
+			c->pending = 0;
+			conclude(c, c->last_status, c->last_rc, c->last_status,
+			    c->last_outcome, ts, st);
+			return 0;
+		}
+		if (c->last_status == RESIL_E_TIMEOUT && c->last_local &&
+		    c->nother > 0) {
+			/* Phase 1 ended in a timeout: one attempt in another
+			 * zone, with its own timeout. */
+			c->pending = 0;
+			c->cphase = 2;
+			if (p->ccfg.cross_zone_timeout_ns != 0)
+				c->timeout = p->ccfg.cross_zone_timeout_ns;
+			cluster_event(p, RESIL_CLUSTER_EVENT_CROSS_ZONE,
+			    c->req.method, c->last_addr, 0, tnow(ts));
+			if (launch(c, ts, st))
+				return 0;
+			conclude(c, c->last_status, c->last_rc, c->last_status,
+			    c->last_outcome, ts, st);
+			return 0;
+		}
+	}
+	return -1;
+}
+
+/* The answer of a cluster call: as conclude(), with the strategy's say
+ * (failsafe, failback), the endpoint and Dubbo's message. */
+static void
+cl_conclude(callm *c, resil_err rr, int rc, resil_err status,
+    resil_outcome outcome, tsrc *ts, resil_call_next *st)
+{
+	resil_pipeline *p = c->p;
+	resil_result *out = c->out;
+	resil_cluster_strategy sg = p->ccfg.strategy;
+	resil_failure failure;
+
+	if (rr == RESIL_OK && status == RESIL_OK &&
+	    outcome != RESIL_OUTCOME_FAILURE) {
+		out->rc = rc;
+		out->attempts = c->attempts;
+		out->breaker_state = c->breaker_state;
+		out->source = RESIL_SOURCE_LIVE;
+		copy_str(out->endpoint, sizeof(out->endpoint), c->last_addr);
+		copy_str(out->zone, sizeof(out->zone), c->last_zone);
+		if (outcome == RESIL_OUTCOME_BUSINESS) {
+			resil_value_free(&c->value);
+			out->err = RESIL_E_BUSINESS;
+			conclude_with(c, RESIL_STAGE_CALL, ts, st);
+			return;
+		}
+		if (outcome == RESIL_OUTCOME_SUCCESS && p->cache != NULL)
+			resil_fallback_record(p->fb, c->args, &c->value);
+		out->err = outcome == RESIL_OUTCOME_SUCCESS || rc == 0
+		    ? RESIL_OK
+		    : RESIL_E_CALL;
+		out->value = c->value; /* moved */
+		vnull(&c->value);
+		conclude_with(c, RESIL_STAGE_CALL, ts, st);
+		return;
+	}
+	resil_value_free(&c->value);
+	if (!c->cstop &&
+	    (sg == RESIL_CLUSTER_FAILSAFE || sg == RESIL_CLUSTER_FAILBACK)) {
+		/* The failure is swallowed: a null value now (failback:
+		 * and the call queued for later). No fallback runs. */
+		uint64_t now = tnow(ts);
+
+		if (sg == RESIL_CLUSTER_FAILSAFE)
+			cluster_event(p, RESIL_CLUSTER_EVENT_SWALLOWED,
+			    c->req.method, c->last_addr, rc, now);
+		else if (p->ccfg.failback_retries > 0)
+			(void)resil__cluster_enqueue(p->fbq, &c->req, c->args,
+			    c->last_addr,
+			    c->ntried > 0 ? c->tried[c->ntried - 1] : 0, rc,
+			    now);
+		out->rc = rc;
+		out->attempts = c->attempts;
+		out->breaker_state = c->breaker_state;
+		out->source = RESIL_SOURCE_LIVE;
+		out->err = RESIL_OK;
+		out->last_failure = c->real_err;
+		out->last_failure_rc = c->real_rc;
+		copy_str(out->endpoint, sizeof(out->endpoint), c->last_addr);
+		copy_str(out->zone, sizeof(out->zone), c->last_zone);
+		conclude_with(c, RESIL_STAGE_CALL, ts, st);
+		return;
+	}
+	/* The final error has the kind of the last attempt's (failover's
+	 * exhaustion is that attempt's failure, as in Dubbo). */
+	failure.err = status != RESIL_OK       ? status
+	    : outcome == RESIL_OUTCOME_FAILURE ? RESIL_E_CALL
+	    : rr != RESIL_OK                   ? rr
+	                                       : RESIL_E_CALL;
+	failure.rc = rc;
+	failure.attempts = c->attempts;
+	resil_fallback_recover(
+	    p->cache != NULL || c->has_mock || p->handlers > 0 ? p->fb : NULL,
+	    c->args, &failure, out);
+	out->attempts = c->attempts;
+	out->breaker_state = c->breaker_state;
+	out->last_failure = c->real_err;
+	out->last_failure_rc = c->real_rc;
+	if (out->source == RESIL_SOURCE_LIVE && out->err != RESIL_OK) {
+		/* No fallback answered: the endpoint, and what happened in
+		 * Dubbo's words. */
+		copy_str(out->endpoint, sizeof(out->endpoint), c->last_addr);
+		copy_str(out->zone, sizeof(out->zone), c->last_zone);
+		if (c->cstop && c->cmsg[0] != '\0')
+			copy_str(out->message, sizeof(out->message), c->cmsg);
+		else {
+			char lasterr[64];
+
+			resil__cluster_last_error(lasterr, sizeof(lasterr),
+			    c->real_err != RESIL_OK ? c->real_err
+			                            : failure.err,
+			    c->real_err != RESIL_OK ? c->real_rc : rc,
+			    c->last_timeout);
+			resil__cluster_failed_msg(out->message,
+			    sizeof(out->message), c->req.method, p->service,
+			    c->attempts, c->failed, c->nfailed, c->ncand,
+			    lasterr);
+		}
+	}
+	conclude_with(c, RESIL_STAGE_FALLBACK, ts, st);
+}
+
 /*
  * Start an attempt: a breaker permit, the rate limiter, the bulkhead.
  * Returns 1 with *st RUN, or 0 when a stage rejected it (pending set with
@@ -1297,6 +1939,28 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 		rejected(c, RESIL_E_LIMITED);
 		return 0;
 	}
+	if (RESIL__UNLIKELY(c->sel != NULL)) {
+		/* The endpoint: routed and balanced now. */
+		resil_err e = cl_pick(c, (unsigned)i, ts);
+
+		if (e != RESIL_OK) {
+			if (c->breaker != NULL) {
+				resil_breaker_release(c->breaker, &permit);
+				c->breaker_state =
+				    (int)resil_breaker_get_state(c->breaker);
+			}
+			if (p->bh != NULL)
+				resil_bulkhead_release(p->bh);
+			/* No candidate ends the call (never retried); a
+			 * broadcast passes over a refusing endpoint. */
+			if (!(e == RESIL_E_UNAVAILABLE &&
+			        p->ccfg.strategy == RESIL_CLUSTER_BROADCAST))
+				c->cstop = 1;
+			rejected(c, e);
+			return 0;
+		}
+		st->endpoint = &c->picks[i];
+	}
 	c->running |= (uint8_t)(1u << i);
 	s->id = ++c->issued;
 	c->attempts++; /* a call of the user's function is made */
@@ -1304,7 +1968,7 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 	s->has_bh = p->bh != NULL;
 	if (c->breaker != NULL)
 		s->permit = permit;
-	if (c->timeout != 0 || p->hedge_max != 0) {
+	if (c->timeout != 0 || c->hedge_max != 0) {
 		s->start = c->launched = tnow(ts);
 		if (c->timeout != 0)
 			deadline = sat_add(s->start, c->timeout);
@@ -1373,6 +2037,8 @@ complete(callm *c, unsigned i, int rc, resil_value *value, int late, tsrc *ts)
 	if (s->has_bh)
 		resil_bulkhead_complete(p->bh, outcome, dur);
 	s->has_permit = s->has_bh = 0;
+	if (RESIL__UNLIKELY(c->sel != NULL))
+		cl_done(c, i, outcome, ts);
 	c->running &= (uint8_t) ~(1u << i);
 	if (late)
 		c->abandoned |= (uint8_t)(1u << i);
@@ -1384,7 +2050,7 @@ complete(callm *c, unsigned i, int rc, resil_value *value, int late, tsrc *ts)
 		c->real_rc = late ? 0 : rc;
 	}
 	c->pending = 1;
-	if (outcome != RESIL_OUTCOME_FAILURE && p->hedge_max != 0) {
+	if (outcome != RESIL_OUTCOME_FAILURE && c->hedge_max != 0) {
 		/* The first answer that is not a failure wins. */
 		c->winner = 1;
 		abandon_running(c);
@@ -1403,6 +2069,12 @@ static void attend(callm *c, tsrc *ts, resil_call_next *st);
 static int
 decide_core(callm *c, tsrc *ts, resil_call_next *st)
 {
+	if (RESIL__UNLIKELY(c->sel != NULL)) {
+		int r = cl_decide(c, ts, st);
+
+		if (r >= 0)
+			return r;
+	}
 	c->pending = 0;
 	c->winner = 0;
 	c->hedges = 0;
@@ -1461,7 +2133,7 @@ advance(callm *c, tsrc *ts, int waited, resil_call_next *st)
 		c->phase = P_ATTEMPT;
 		if (launch(c, ts, st))
 			return 1;
-		if (c->p->hedge_max != 0) {
+		if (c->hedge_max != 0) {
 			/* A rejection may still be hedged. */
 			attend(c, ts, st);
 			return 0;
@@ -1490,7 +2162,7 @@ attend(callm *c, tsrc *ts, resil_call_next *st)
 
 	/* The common case: the one attempt has answered. */
 	if (RESIL__LIKELY(
-	        c->pending && c->running == 0 && p->hedge_max == 0)) {
+	        c->pending && c->running == 0 && c->hedge_max == 0)) {
 		decide(c, ts, st);
 		return;
 	}
@@ -1509,13 +2181,13 @@ attend(callm *c, tsrc *ts, resil_call_next *st)
 	}
 	if (c->winner ||
 	    (c->running == 0 && c->pending &&
-	        (p->hedge_max == 0 || c->no_more_hedges ||
-	            c->hedges >= p->hedge_max))) {
+	        (c->hedge_max == 0 || c->no_more_hedges ||
+	            c->hedges >= c->hedge_max))) {
 		decide(c, ts, st);
 		return;
 	}
-	if (p->hedge_max != 0 && !c->no_more_hedges &&
-	    c->hedges < p->hedge_max &&
+	if (c->hedge_max != 0 && !c->no_more_hedges &&
+	    c->hedges < c->hedge_max &&
 	    (c->pending || tnow(ts) >= sat_add(c->launched, p->hedge_delay))) {
 		/* A failure, or no answer within the hedge delay: another
 		 * attempt, paid for from the retry budget. */
@@ -1543,8 +2215,8 @@ attend(callm *c, tsrc *ts, resil_call_next *st)
 				wake = due;
 		}
 	}
-	if (p->hedge_max != 0 && !c->no_more_hedges &&
-	    c->hedges < p->hedge_max) {
+	if (c->hedge_max != 0 && !c->no_more_hedges &&
+	    c->hedges < c->hedge_max) {
 		uint64_t due = sat_add(c->launched, p->hedge_delay);
 
 		if (due < wake)
@@ -1603,7 +2275,9 @@ mstart(callm *c, resil_pipeline *p, const method *m, const resil_args *args,
 			return RESIL_OK;
 		}
 	}
-	if (c->retry != NULL && !m->retry_fast) {
+	if (RESIL__UNLIKELY(p->sel != NULL)) {
+		cl_start(c, m, ts);
+	} else if (c->retry != NULL && !m->retry_fast) {
 		c->run_on = 1;
 		resil__retry_begin(c->retry, &c->run,
 		    resil__retry_needs_time(c->retry),
@@ -1638,6 +2312,8 @@ minit(callm *c, resil_pipeline *p, const method *m, const resil_args *args,
 	c->real_rc = 0;
 	c->running = 0;
 	c->abandoned = 0;
+	c->hedge_max = (uint8_t)p->hedge_max;
+	c->sel = NULL;
 	vnull(&c->value);
 	c->phase = P_ATTEMPT;
 	c->breaker = m->breaker != NULL ? m->breaker : p->breaker;
@@ -1715,7 +2391,7 @@ mstep(callm *c, tsrc *ts, int waited, resil_call_next *st)
 	        c->phase == P_ATTEMPT && !c->run_on &&
 	        c->last_status == RESIL_OK &&
 	        c->last_outcome == RESIL_OUTCOME_SUCCESS &&
-	        c->p->hedge_max == 0)) {
+	        c->hedge_max == 0)) {
 		live_success(c, ts, st);
 		return;
 	}
@@ -1848,6 +2524,8 @@ enum { J_RUNNING = 0, J_DONE = 1, J_ABANDONED = 2 };
 
 typedef struct job {
 	resil_call_fn fn;
+	resil_endpoint_call_fn efn; /* a cluster's attempt, or NULL */
+	resil_pick pick;            /* efn: its endpoint (strings copied) */
 	void *ctx;
 	/* Copies: a losing hedge may run on after the call has returned,
 	 * and the pipeline may be gone by then. The method and argument
@@ -1874,15 +2552,24 @@ job_free(job *j)
 }
 
 static job *
-job_new(resil_pipeline *p, resil_call_fn fn, void *ctx, const resil_args *args,
-    const resil_call_next *st)
+job_new(resil_pipeline *p, resil_call_fn fn, resil_endpoint_call_fn efn,
+    void *ctx, const resil_args *args, const resil_call_next *st)
 {
-	size_t mlen = strlen(args->method) + 1, size;
+	size_t mlen = strlen(args->method) + 1, size, alen = 0, zlen = 0;
 	job *j;
 	char *buf;
 
-	size = sizeof(*j) + mlen + args->len;
-	if (size < mlen) /* size_t overflow */
+	if (efn != NULL && st->endpoint != NULL) {
+		alen = strlen(st->endpoint->address != NULL
+		               ? st->endpoint->address
+		               : "") +
+		    1;
+		zlen = st->endpoint->zone != NULL
+		    ? strlen(st->endpoint->zone) + 1
+		    : 0;
+	}
+	size = sizeof(*j) + mlen + args->len + alen + zlen;
+	if (size < mlen + alen + zlen) /* size_t overflow */
 		return NULL;
 	j = resil__calloc(&p->alloc, size);
 	if (j == NULL)
@@ -1892,6 +2579,23 @@ job_new(resil_pipeline *p, resil_call_fn fn, void *ctx, const resil_args *args,
 	if (args->len > 0)
 		memcpy(buf + mlen, args->data, args->len);
 	j->fn = fn;
+	j->efn = efn;
+	if (alen > 0) {
+		/* The endpoint's strings, for a fork that outlives its
+		 * pick. */
+		char *a = buf + mlen + args->len;
+
+		j->pick = *st->endpoint;
+		memcpy(a,
+		    st->endpoint->address != NULL ? st->endpoint->address : "",
+		    alen);
+		j->pick.address = a;
+		if (zlen > 0) {
+			memcpy(a + alen, st->endpoint->zone, zlen);
+			j->pick.zone = a + alen;
+		}
+		j->pick.ep_ = NULL; /* not for reporting */
+	}
 	j->ctx = ctx;
 	j->args.method = buf;
 	j->args.data = args->len > 0 ? buf + mlen : NULL;
@@ -1917,7 +2621,10 @@ run_job(void *vj)
 	vnull(&j->value);
 	tls_in_call = 1;
 	tls_deadline = j->deadline;
-	j->rc = j->fn(j->ctx, &j->args, &j->value);
+	j->rc = j->efn != NULL
+	    ? j->efn(j->ctx, j->pick.address != NULL ? &j->pick : NULL,
+	          &j->args, &j->value)
+	    : j->fn(j->ctx, &j->args, &j->value);
 	tls_deadline = UINT64_MAX;
 	tls_in_call = 0;
 	/* ex is copied first: once DONE is published the call may free j. */
@@ -1932,7 +2639,7 @@ run_job(void *vj)
  * the calling thread waits for answers and timers. */
 static resil_err
 drive_hedged(resil_pipeline *p, const method *m, const resil_args *args,
-    resil_call_fn fn, void *ctx, resil_result *out)
+    resil_call_fn fn, resil_endpoint_call_fn efn, void *ctx, resil_result *out)
 {
 	const resil_executor *ex = &p->executor;
 	job *jobs = NULL, **pp, *j;
@@ -1944,15 +2651,17 @@ drive_hedged(resil_pipeline *p, const method *m, const resil_args *args,
 	tls_method = args->method;
 	tls_in_call = 1;
 	tlazy(&ts, p);
+	st.endpoint = NULL;
 	mstart(&c, p, m, args, out, &ts, &st);
 	while (st.action != RESIL_CALL_DONE) {
 		if (st.action == RESIL_CALL_RUN) {
-			j = job_new(p, fn, ctx, args, &st);
+			j = job_new(p, fn, efn, ctx, args, &st);
 			if (j != NULL &&
 			    ex->submit(run_job, j, ex->ctx) == 0) {
 				j->next = jobs;
 				jobs = j;
 				tlazy(&ts, p);
+				st.endpoint = NULL;
 				mstep(&c, &ts, 0, &st);
 				continue;
 			}
@@ -1964,11 +2673,14 @@ drive_hedged(resil_pipeline *p, const method *m, const resil_args *args,
 				vnull(&c.value);
 			}
 			tls_deadline = st.deadline;
-			rc = fn(ctx, args, &c.value);
+			rc = efn != NULL
+			    ? efn(ctx, st.endpoint, args, &c.value)
+			    : fn(ctx, args, &c.value);
 			tls_deadline = UINT64_MAX;
 			tlazy(&ts, p);
 			mreport(&c, st.attempt, rc, &c.value, &ts);
 			tlazy(&ts, p);
+			st.endpoint = NULL;
 			mstep(&c, &ts, 0, &st);
 			continue;
 		}
@@ -1992,6 +2704,7 @@ drive_hedged(resil_pipeline *p, const method *m, const resil_args *args,
 				    &c, best->id, best->rc, &best->value, &ts);
 				job_free(best);
 				tlazy(&ts, p);
+				st.endpoint = NULL;
 				mstep(&c, &ts, 0, &st);
 				continue;
 			}
@@ -2003,11 +2716,13 @@ drive_hedged(resil_pipeline *p, const method *m, const resil_args *args,
 			if (st.until > now)
 				resil_clock_sleep(&p->clock, st.until - now);
 			tlazy(&ts, p);
+			st.endpoint = NULL;
 			mstep(&c, &ts, 1, &st);
 			continue;
 		}
 		ex->wait(st.until, ex->ctx);
 		tlazy(&ts, p);
+		st.endpoint = NULL;
 		mstep(&c, &ts, 0, &st);
 	}
 	/* Jobs still out: their answers no longer matter. */
@@ -2026,6 +2741,21 @@ drive_hedged(resil_pipeline *p, const method *m, const resil_args *args,
 	tls_method = NULL;
 	tls_in_call = 0;
 	return out->err;
+}
+
+static resil_err
+refuse_selector(resil_pipeline *p, resil_result *out)
+{
+	resil__msg o;
+
+	resil_result_init(out);
+	out->err = RESIL_E_INVAL;
+	resil__msg_start(&o, out->message, sizeof(out->message));
+	RESIL__MSG_LIT(&o,
+	    "a pipeline with a selector gives each attempt its endpoint: "
+	    "call it with resil_pipeline_invoke (or the call machine), for ");
+	resil__msg_str(&o, p->service);
+	return RESIL_E_INVAL;
 }
 
 static resil_err
@@ -2051,10 +2781,11 @@ resil_pipeline_call(resil_pipeline *p, const resil_args *args,
 	if (RESIL__UNLIKELY(p == NULL || args == NULL ||
 	        args->method == NULL || fn == NULL || out == NULL))
 		return RESIL_E_INVAL;
-	if (RESIL__UNLIKELY(p->hedge_max != 0))
-		return p->executor.submit != NULL
-		    ? drive_hedged(
-		          p, find_method(p, args->method), args, fn, ctx, out)
+	if (RESIL__UNLIKELY(p->slow))
+		return p->sel != NULL ? refuse_selector(p, out)
+		    : p->executor.submit != NULL
+		    ? drive_hedged(p, find_method(p, args->method), args, fn,
+		          NULL, ctx, out)
 		    : refuse_hedging(p, out);
 	return drive(p, find_method(p, args->method), args, fn, ctx, out);
 }
@@ -2067,11 +2798,154 @@ resil_pipeline_call_method(resil_pipeline *p, const resil_method *m,
 	        args->method == NULL || fn == NULL || out == NULL ||
 	        check_method(p, m) != RESIL_OK))
 		return RESIL_E_INVAL;
-	if (RESIL__UNLIKELY(p->hedge_max != 0))
-		return p->executor.submit != NULL
-		    ? drive_hedged(p, m, args, fn, ctx, out)
+	if (RESIL__UNLIKELY(p->slow))
+		return p->sel != NULL ? refuse_selector(p, out)
+		    : p->executor.submit != NULL
+		    ? drive_hedged(p, m, args, fn, NULL, ctx, out)
 		    : refuse_hedging(p, out);
 	return drive(p, m, args, fn, ctx, out);
+}
+
+/* ---- the cluster's blocking driver ---- */
+
+/* One attempt after another on the calling thread, each on the endpoint
+ * the machine chose. */
+static resil_err
+drive_ep(resil_pipeline *p, const method *m, const resil_args *args,
+    resil_endpoint_call_fn fn, void *ctx, resil_result *out)
+{
+	callm c;
+	resil_call_next st;
+	tsrc ts;
+	int rc;
+
+	tls_method = args->method;
+	tls_in_call = 1;
+	tlazy(&ts, p);
+	st.endpoint = NULL;
+	mstart(&c, p, m, args, out, &ts, &st);
+	while (st.action != RESIL_CALL_DONE) {
+		if (st.action == RESIL_CALL_RUN) {
+			if (c.value.type != RESIL_VALUE_NULL) {
+				resil_value_free(&c.value);
+				vnull(&c.value);
+			}
+			tls_deadline = st.deadline;
+			rc = fn(ctx, st.endpoint, args, &c.value);
+			tls_deadline = UINT64_MAX;
+			tlazy(&ts, p);
+			mreport(&c, st.attempt, rc, &c.value, &ts);
+			tlazy(&ts, p);
+			st.endpoint = NULL;
+			mstep(&c, &ts, 0, &st);
+		} else {
+			uint64_t now = resil_clock_now(&p->clock);
+
+			if (st.until > now)
+				resil_clock_sleep(&p->clock, st.until - now);
+			tlazy(&ts, p);
+			st.endpoint = NULL;
+			mstep(&c, &ts, 1, &st);
+		}
+	}
+	tls_method = NULL;
+	tls_in_call = 0;
+	return out->err;
+}
+
+/* resil_endpoint_call_fn over a pipeline without a selector. */
+typedef struct ep_adapter {
+	resil_endpoint_call_fn fn;
+	void *ctx;
+} ep_adapter;
+
+static int
+ep_adapt(void *ctx, const resil_args *args, resil_value *out)
+{
+	const ep_adapter *a = ctx;
+
+	return a->fn(a->ctx, NULL, args, out);
+}
+
+resil_err
+resil_pipeline_invoke(resil_pipeline *p, const resil_method *m,
+    const resil_args *args, resil_endpoint_call_fn fn, void *ctx,
+    resil_result *out)
+{
+	if (RESIL__UNLIKELY(p == NULL || args == NULL ||
+	        args->method == NULL || fn == NULL || out == NULL ||
+	        (m != NULL && check_method(p, m) != RESIL_OK)))
+		return RESIL_E_INVAL;
+	if (m == NULL)
+		m = find_method(p, args->method);
+	if (p->sel == NULL) {
+		ep_adapter a;
+
+		a.fn = fn;
+		a.ctx = ctx;
+		if (p->hedge_max != 0)
+			return p->executor.submit != NULL
+			    ? drive_hedged(p, m, args, NULL, fn, ctx, out)
+			    : refuse_hedging(p, out);
+		return drive(p, m, args, ep_adapt, &a, out);
+	}
+	if (p->ccfg.strategy == RESIL_CLUSTER_FORKING)
+		return drive_hedged(p, m, args, NULL, fn, ctx, out);
+	return drive_ep(p, m, args, fn, ctx, out);
+}
+
+/* ---- failback ---- */
+
+typedef struct fb_adapter {
+	resil_endpoint_call_fn fn;
+	void *ctx;
+} fb_adapter;
+
+static int
+fb_adapt(void *ctx, const resil_pick *endpoint, const resil_request *req,
+    const resil_args *args, resil_value *out)
+{
+	const fb_adapter *a = ctx;
+	resil_args none;
+
+	(void)req;
+	if (args == NULL) {
+		none.method = req->method != NULL ? req->method : "";
+		none.data = NULL;
+		none.len = 0;
+		args = &none;
+	}
+	return a->fn(a->ctx, endpoint, args, out);
+}
+
+resil_err
+resil_pipeline_failback_poll(resil_pipeline *p, uint64_t now,
+    resil_endpoint_call_fn fn, void *ctx, size_t *ran)
+{
+	fb_adapter a;
+
+	if (p == NULL || fn == NULL)
+		return RESIL_E_INVAL;
+	if (p->fbq == NULL) {
+		if (ran != NULL)
+			*ran = 0;
+		return RESIL_OK;
+	}
+	a.fn = fn;
+	a.ctx = ctx;
+	return resil__cluster_poll(p->fbq, now, fb_adapt, &a, ran);
+}
+
+size_t
+resil_pipeline_failback_pending(resil_pipeline *p)
+{
+	return p == NULL ? 0 : resil_cluster_failback_pending(p->fbq);
+}
+
+resil_selector *
+resil_pipeline_selector(const resil_pipeline *p)
+{
+	return p == NULL ? NULL : p->sel;
 }
 
 resil_err
@@ -2118,6 +2992,7 @@ resil_call_start(resil_call *call, resil_pipeline *p, const resil_method *m,
 	else if (RESIL__UNLIKELY(check_method(p, m) != RESIL_OK))
 		return RESIL_E_INVAL;
 	tls_method = args->method;
+	step->endpoint = NULL;
 	mstart(c, p, m, args, out, &ts, step);
 	tls_method = NULL;
 	return RESIL_OK;
@@ -2134,6 +3009,7 @@ resil_call_step(resil_call *call, uint64_t now, resil_call_next *step)
 	if (RESIL__UNLIKELY(c->magic != CALL_LIVE))
 		return RESIL_E_MISUSE;
 	tls_method = c->args->method;
+	step->endpoint = NULL;
 	mstep(c, &ts, 0, step);
 	tls_method = NULL;
 	return RESIL_OK;

@@ -495,10 +495,83 @@ view_filter(const resil__view *v, resil__view *x, const unsigned char *keep)
 	resil__view_finish(x);
 }
 
+/* Whether entry e is in zone (in_zone) or outside it. */
+static int
+zone_match(const resil__entry *e, const char *zone, int in_zone)
+{
+	int same = e->zone != NULL && strcmp(e->zone, zone) == 0;
+
+	return in_zone ? same : !same;
+}
+
+size_t
+resil_candidates_count_zone(
+    const resil_candidates *c, const char *zone, int in_zone)
+{
+	size_t i, n = 0;
+
+	if (c == NULL || c->v.snap == NULL)
+		return 0;
+	if (zone == NULL)
+		return c->v.n;
+	for (i = 0; i < c->v.n; i++)
+		n += (size_t)zone_match(
+		    &c->v.snap->e[c->v.idx[i]], zone, in_zone);
+	return n;
+}
+
+static void
+pick_fill(resil_pick *out, const resil__view *view, size_t pos,
+    resil__endpoint *ep, const resil__lb *lb, uint64_t now)
+{
+	resil__faa64(&ep->rc, 1); /* in flight, and held */
+	out->address = ep->address;
+	out->id = ep->id;
+	out->user = view->snap->e[view->idx[pos]].user;
+	out->zone = view->snap->e[view->idx[pos]].zone;
+	out->start = now;
+	out->ep_ = ep;
+	out->tau_ = lb->cfg.ewma_tau;
+	out->slide_ = lb->cfg.shortest_slide;
+	out->kind_ = (unsigned)lb->cfg.kind;
+}
+
 resil_err
 resil_selector_pick(resil_selector *sel, resil_candidates *c,
     const resil_request *req, const uint64_t *exclude, size_t nexclude,
     resil_pick *out, resil_diag *diag)
+{
+	return resil_selector_pick_zone(
+	    sel, c, req, exclude, nexclude, NULL, 0, out, diag);
+}
+
+resil_err
+resil_selector_pick_at(resil_selector *sel, resil_candidates *c, size_t i,
+    resil_pick *out, resil_diag *diag)
+{
+	resil__endpoint *ep;
+
+	if (sel == NULL || c == NULL || out == NULL || c->sel != sel ||
+	    c->v.snap == NULL || i >= c->v.n)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "selector: bad argument");
+	ep = c->v.snap->e[c->v.idx[i]].ep;
+	out->has_permit_ = 0;
+	if (ep->breaker != NULL) {
+		if (resil_breaker_acquire(ep->breaker, &out->permit_) !=
+		    RESIL_OK)
+			return resil__diagf(diag, RESIL_E_UNAVAILABLE,
+			    "%s: refused by its breaker", ep->address);
+		out->has_permit_ = 1;
+	}
+	pick_fill(out, &c->v, i, ep, c->lb, resil__dir_now(sel->dir));
+	return RESIL_OK;
+}
+
+resil_err
+resil_selector_pick_zone(resil_selector *sel, resil_candidates *c,
+    const resil_request *req, const uint64_t *exclude, size_t nexclude,
+    const char *zone, int in_zone, resil_pick *out, resil_diag *diag)
 {
 	resil__view *view;
 	resil__lb *lb;
@@ -517,16 +590,28 @@ resil_selector_pick(resil_selector *sel, resil_candidates *c,
 	lb = c->lb; /* the balancer of the method routed for */
 	now = resil__dir_now(sel->dir);
 	view = &c->v;
-	if (nexclude > 0) {
+	if (nexclude > 0 || zone != NULL) {
+		size_t inzone = 0;
+
 		for (i = 0; i < c->v.n; i++) {
-			uint64_t id = c->v.snap->e[c->v.idx[i]].ep->id;
+			const resil__entry *e = &c->v.snap->e[c->v.idx[i]];
+			uint64_t id = e->ep->id;
+
 			c->keep[i] = 1;
+			if (zone != NULL && !zone_match(e, zone, in_zone))
+				c->keep[i] = 0;
+			else
+				inzone++;
 			for (j = 0; j < nexclude; j++)
 				if (exclude[j] == id)
 					c->keep[i] = 0;
 		}
 		view_filter(&c->v, &c->x, c->keep);
 		view = &c->x;
+		if (view->n == 0 && zone != NULL && inzone == 0)
+			return resil__diagf(diag, RESIL_E_UNAVAILABLE,
+			    "no candidate %s zone %s",
+			    in_zone ? "in" : "outside", zone);
 		if (view->n == 0)
 			return resil__diagf(diag, RESIL_E_UNAVAILABLE,
 			    "all %zu candidates excluded", c->v.n);
@@ -561,15 +646,7 @@ resil_selector_pick(resil_selector *sel, resil_candidates *c,
 			}
 			out->has_permit_ = 1;
 		}
-		resil__faa64(&ep->rc, 1); /* in flight, and held */
-		out->address = ep->address;
-		out->id = ep->id;
-		out->user = view->snap->e[view->idx[pos]].user;
-		out->start = now;
-		out->ep_ = ep;
-		out->tau_ = lb->cfg.ewma_tau;
-		out->slide_ = lb->cfg.shortest_slide;
-		out->kind_ = (unsigned)lb->cfg.kind;
+		pick_fill(out, view, pos, ep, lb, now);
 		(void)tries;
 		return RESIL_OK;
 	}
@@ -652,7 +729,7 @@ typedef struct cc_method {
 	resil_balance_config b;
 } cc_method;
 
-struct resil_cluster_config {
+struct resil_cluster_text {
 	const resil_allocator *a;
 	char *service;
 	resil_balance_config balance;
@@ -675,11 +752,10 @@ struct resil_cluster_config {
 };
 
 resil_err
-resil_cluster_config_new(
-    resil_cluster_config **out, const resil_allocator *alloc)
+resil_cluster_text_new(resil_cluster_text **out, const resil_allocator *alloc)
 {
 	const resil_allocator *a = resil__allocator(alloc);
-	resil_cluster_config *cc;
+	resil_cluster_text *cc;
 	resil_directory_config dc;
 
 	if (out == NULL)
@@ -699,7 +775,7 @@ resil_cluster_config_new(
 }
 
 static void
-zones_free(resil_cluster_config *cc)
+zones_free(resil_cluster_text *cc)
 {
 	size_t i;
 
@@ -715,7 +791,7 @@ zones_free(resil_cluster_config *cc)
 }
 
 void
-resil_cluster_config_free(resil_cluster_config *cc)
+resil_cluster_text_free(resil_cluster_text *cc)
 {
 	size_t i;
 
@@ -991,8 +1067,7 @@ set_balance(const char *key, const char *sub, const char *v,
 }
 
 static resil_err
-method_slot(
-    resil_cluster_config *cc, const char *name, size_t len, size_t *out)
+method_slot(resil_cluster_text *cc, const char *name, size_t len, size_t *out)
 {
 	size_t i;
 
@@ -1035,7 +1110,7 @@ method_slot(
 
 static resil_err
 set_consumers(
-    resil_cluster_config *cc, const char *key, const char *v, resil_diag *diag)
+    resil_cluster_text *cc, const char *key, const char *v, resil_diag *diag)
 {
 	char **names = NULL;
 	uint32_t *cons = NULL;
@@ -1106,7 +1181,7 @@ fail:
 
 static resil_err
 set_one(
-    resil_cluster_config *cc, const char *key, const char *v, resil_diag *diag)
+    resil_cluster_text *cc, const char *key, const char *v, resil_diag *diag)
 {
 	const char *dot;
 	resil_err err;
@@ -1227,7 +1302,7 @@ set_one(
 }
 
 resil_err
-resil_cluster_config_set(resil_cluster_config *cc, const char *key,
+resil_cluster_text_set(resil_cluster_text *cc, const char *key,
     const char *value, const char *origin, unsigned line, resil_diag *diag)
 {
 	if (cc == NULL || key == NULL || value == NULL)
@@ -1237,7 +1312,7 @@ resil_cluster_config_set(resil_cluster_config *cc, const char *key,
 }
 
 resil_err
-resil_cluster_config_finish(resil_cluster_config *cc, resil_diag *diag)
+resil_cluster_text_finish(resil_cluster_text *cc, resil_diag *diag)
 {
 	resil_directory_config dc;
 	size_t i;
@@ -1279,8 +1354,8 @@ resil_cluster_config_finish(resil_cluster_config *cc, resil_diag *diag)
 }
 
 void
-resil_cluster_config_selector(
-    const resil_cluster_config *cc, resil_selector_config *out)
+resil_cluster_text_selector(
+    const resil_cluster_text *cc, resil_selector_config *out)
 {
 	resil_selector_config_init(out);
 	if (cc == NULL)
@@ -1302,8 +1377,8 @@ resil_cluster_config_selector(
 }
 
 void
-resil_cluster_config_directory(
-    const resil_cluster_config *cc, resil_directory_config *out)
+resil_cluster_text_directory(
+    const resil_cluster_text *cc, resil_directory_config *out)
 {
 	if (cc != NULL && out != NULL)
 		out->outlier = cc->outlier;

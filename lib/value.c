@@ -813,6 +813,8 @@ resil_result_init(resil_result *r)
 	r->message[0] = '\0';
 	r->last_failure = RESIL_OK;
 	r->last_failure_rc = 0;
+	r->endpoint[0] = '\0';
+	r->zone[0] = '\0';
 }
 
 void

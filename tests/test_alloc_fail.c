@@ -1473,13 +1473,13 @@ op_cluster_config(fail_alloc *fa, uint64_t nth)
 		{ "router.condition", "method = getStock => zone = east" },
 		{ "outlier.consecutive_failures", "3" },
 	};
-	resil_cluster_config *cc = SENTINEL;
+	resil_cluster_text *cc = SENTINEL;
 	resil_err e;
 	size_t i;
 	int armed;
 
 	arm_step(fa, 0, nth);
-	e = resil_cluster_config_new(&cc, &fa->hook);
+	e = resil_cluster_text_new(&cc, &fa->hook);
 	fail_alloc_arm(fa, 0);
 	if (e != RESIL_OK) {
 		assert_ptr_equal(cc, SENTINEL);
@@ -1489,15 +1489,15 @@ op_cluster_config(fail_alloc *fa, uint64_t nth)
 	     i < sizeof(sets) / sizeof(sets[0]) && (int)i + 1 <= target_step;
 	     i++) {
 		armed = arm_step(fa, (int)i + 1, nth);
-		e = resil_cluster_config_set(
+		e = resil_cluster_text_set(
 		    cc, sets[i][0], sets[i][1], "t.conf", 1, NULL);
 		fail_alloc_arm(fa, 0);
 		assert_true(armed || e == RESIL_OK);
 	}
 	if (e == RESIL_OK)
 		assert_int_equal(
-		    resil_cluster_config_finish(cc, NULL), RESIL_OK);
-	resil_cluster_config_free(cc);
+		    resil_cluster_text_finish(cc, NULL), RESIL_OK);
+	resil_cluster_text_free(cc);
 	return e;
 }
 

@@ -14,33 +14,33 @@
 #include "support/fail_alloc.h"
 
 static resil_err
-set(resil_cluster_config *cc, const char *k, const char *v, resil_diag *d)
+set(resil_cluster_text *cc, const char *k, const char *v, resil_diag *d)
 {
-	return resil_cluster_config_set(cc, k, v, "svc.conf", 7, d);
+	return resil_cluster_text_set(cc, k, v, "svc.conf", 7, d);
 }
 
 static void
 bad(const char *k, const char *v, resil_err want, const char *msg)
 {
-	resil_cluster_config *cc;
+	resil_cluster_text *cc;
 	resil_diag diag;
 
-	assert_int_equal(resil_cluster_config_new(&cc, NULL), RESIL_OK);
+	assert_int_equal(resil_cluster_text_new(&cc, NULL), RESIL_OK);
 	assert_int_equal(set(cc, k, v, &diag), want);
 	assert_string_equal(diag.msg, msg);
-	resil_cluster_config_free(cc);
+	resil_cluster_text_free(cc);
 }
 
 static void
 test_selector_config_keys(void **state)
 {
-	resil_cluster_config *cc;
+	resil_cluster_text *cc;
 	resil_selector_config sc;
 	resil_directory_config dc = resil_directory_config_default();
 	resil_diag diag;
 
 	(void)state;
-	assert_int_equal(resil_cluster_config_new(&cc, NULL), RESIL_OK);
+	assert_int_equal(resil_cluster_text_new(&cc, NULL), RESIL_OK);
 	assert_int_equal(set(cc, "service", "com.foo.Stock", &diag), RESIL_OK);
 	assert_int_equal(
 	    set(cc, "loadbalance", "LeastActive", &diag), RESIL_OK);
@@ -73,8 +73,8 @@ test_selector_config_keys(void **state)
 	    set(cc, "outlier.max_ejection", "100s", &diag), RESIL_OK);
 	assert_int_equal(
 	    set(cc, "outlier.max_ejection_pct", "25", &diag), RESIL_OK);
-	assert_int_equal(resil_cluster_config_finish(cc, &diag), RESIL_OK);
-	resil_cluster_config_selector(cc, &sc);
+	assert_int_equal(resil_cluster_text_finish(cc, &diag), RESIL_OK);
+	resil_cluster_text_selector(cc, &sc);
 	assert_string_equal(sc.service, "com.foo.Stock");
 	assert_int_equal(sc.balance.kind, RESIL_LB_LEASTACTIVE);
 	assert_int_equal(sc.balance.hash_nodes, 40);
@@ -91,7 +91,7 @@ test_selector_config_keys(void **state)
 	assert_true(sc.tag_force);
 	assert_int_equal(sc.nconditions, 2);
 	assert_int_equal(sc.panic_threshold_pct, 30);
-	resil_cluster_config_directory(cc, &dc);
+	resil_cluster_text_directory(cc, &dc);
 	assert_int_equal(dc.outlier.consecutive_failures, 7);
 	assert_int_equal(dc.outlier.base_ejection, 10 * RESIL_NS_PER_SEC);
 	assert_int_equal(dc.outlier.max_ejection_pct, 25);
@@ -108,13 +108,12 @@ test_selector_config_keys(void **state)
 	/* Cross-field: the maximum ejection below its base. */
 	assert_int_equal(
 	    set(cc, "outlier.max_ejection", "1s", &diag), RESIL_OK);
-	assert_int_equal(
-	    resil_cluster_config_finish(cc, &diag), RESIL_E_INVAL);
+	assert_int_equal(resil_cluster_text_finish(cc, &diag), RESIL_E_INVAL);
 	assert_string_equal(diag.msg,
 	    "outlier.max_ejection: 1000000000 is below outlier.base_ejection "
 	    "(10000000000)");
-	resil_cluster_config_free(cc);
-	resil_cluster_config_free(NULL);
+	resil_cluster_text_free(cc);
+	resil_cluster_text_free(NULL);
 }
 
 static void

@@ -5,10 +5,12 @@
  * caller gets; the selector routes and balances; the user's function
  * makes one attempt on the endpoint it is given.
  *
- * This is the blocking form: resil_cluster_invoke() runs the attempts one
- * after another on the calling thread. (Forking and the zone-aware
- * strategy need parallel attempts and timeouts: they come with the
- * pipeline's call machine.)
+ * This is the standalone blocking form: resil_cluster_invoke() runs the
+ * attempts one after another on the calling thread. Every strategy also
+ * runs inside a pipeline (resil_pipeline_config.selector and .cluster,
+ * pipeline.h), through its call machine: there forking gets parallel
+ * attempts and zone-aware its timeouts. resil_cluster_new() refuses
+ * forking and zone-aware (they need the pipeline).
  *
  * Semantics (docs/cluster.md, DESIGN.md "Cluster"):
  * - Every call routes first; no candidate is RESIL_E_NO_PROVIDER for every
@@ -61,22 +63,31 @@ typedef enum resil_cluster_strategy {
 	RESIL_CLUSTER_FAILFAST = 1,
 	RESIL_CLUSTER_FAILSAFE = 2,
 	RESIL_CLUSTER_FAILBACK = 3,
-	RESIL_CLUSTER_BROADCAST = 4
+	RESIL_CLUSTER_BROADCAST = 4,
+	RESIL_CLUSTER_FORKING = 5,   /* pipeline only */
+	RESIL_CLUSTER_ZONE_AWARE = 6 /* pipeline only */
 } resil_cluster_strategy;
 
-/* "failover", "failfast", "failsafe", "failback", "broadcast" or
- * "unknown"; and back (RESIL_E_INVAL for an unknown name). */
+/* "failover", "failfast", "failsafe", "failback", "broadcast",
+ * "forking", "zone-aware" or "unknown"; and back (RESIL_E_INVAL for an
+ * unknown name). */
 RESIL_API const char *resil_cluster_strategy_name(resil_cluster_strategy s);
 RESIL_API resil_err resil_cluster_strategy_parse(
     const char *name, resil_cluster_strategy *out);
 
 typedef enum resil_cluster_event_type {
-	RESIL_CLUSTER_EVENT_SWALLOWED = 0,     /* failsafe hid a failure */
-	RESIL_CLUSTER_EVENT_QUEUED = 1,        /* failback queued a call */
-	RESIL_CLUSTER_EVENT_QUEUE_FULL = 2,    /* failback dropped a new one */
-	RESIL_CLUSTER_EVENT_RETRIED = 3,       /* a failback retry succeeded */
-	RESIL_CLUSTER_EVENT_GAVE_UP = 4        /* failback dropped a task */
+	RESIL_CLUSTER_EVENT_SWALLOWED = 0,  /* failsafe hid a failure */
+	RESIL_CLUSTER_EVENT_QUEUED = 1,     /* failback queued a call */
+	RESIL_CLUSTER_EVENT_QUEUE_FULL = 2, /* failback dropped a new one */
+	RESIL_CLUSTER_EVENT_RETRIED = 3,    /* a failback retry succeeded */
+	RESIL_CLUSTER_EVENT_GAVE_UP = 4,    /* failback dropped a task */
+	RESIL_CLUSTER_EVENT_CROSS_ZONE = 5, /* zone-aware crossed zones */
+	RESIL_CLUSTER_EVENT_NO_PROVIDER = 6 /* routing left no candidate */
 } resil_cluster_event_type;
+
+/* "swallowed", "queued", "queue_full", "retried", "gave_up",
+ * "cross_zone", "no_provider" or "unknown". */
+RESIL_API const char *resil_cluster_event_name(resil_cluster_event_type t);
 
 typedef struct resil_cluster_event {
 	resil_cluster_event_type type;
@@ -100,6 +111,14 @@ typedef struct resil_cluster_config {
 	uint64_t failback_period_ns;
 	/* broadcast */
 	int32_t broadcast_fail_percent; /* 0..100 */
+	/* forking: endpoints tried at once; >= 1, above the candidate count
+	 * means all of them (Dubbo). Default 2. */
+	int32_t forks;
+	/* zone-aware: the caller's zone (required there; copied by the
+	 * pipeline), and the timeout of the one cross-zone attempt (0: the
+	 * call's own timeout). */
+	const char *local_zone;
+	uint64_t cross_zone_timeout_ns;
 	/* How the user's return code counts: NULL, 0 is success. */
 	resil_classifier classifier;
 	resil_cluster_listener_fn listener;
@@ -110,7 +129,8 @@ typedef struct resil_cluster_config {
 } resil_cluster_config;
 
 /* Failover with retries 2 (3 attempts, Dubbo's default); failback queue
- * 100, 3 retries, 5 s apart; broadcast fail percent 100. */
+ * 100, 3 retries, 5 s apart; broadcast fail percent 100; forks 2; no
+ * local zone; cross-zone timeout 0 (the call's timeout). */
 static inline void
 resil_cluster_config_init(resil_cluster_config *c)
 {
@@ -122,6 +142,7 @@ resil_cluster_config_init(resil_cluster_config *c)
 	c->failback_retries = 3;
 	c->failback_period_ns = 5 * RESIL_NS_PER_SEC;
 	c->broadcast_fail_percent = 100;
+	c->forks = 2;
 }
 
 static inline resil_cluster_config
@@ -135,18 +156,20 @@ resil_cluster_config_default(void)
 
 /* RESIL_OK, or RESIL_E_INVAL naming the field (retries < 0, a failback
  * queue < 1, failback retries < 0, a period of 0, a percent outside
- * 0..100, an unknown strategy). */
+ * 0..100, forks < 1, zone-aware without a local zone, an unknown
+ * strategy). */
 RESIL_API resil_err resil_cluster_config_validate(
     const resil_cluster_config *cfg, resil_diag *diag);
 
 /*
  * A cluster over sel, which must outlive it. *cfg is copied (service too).
- * Returns RESIL_OK; RESIL_E_INVAL (named in *diag); RESIL_E_NOMEM. The
+ * Returns RESIL_OK; RESIL_E_INVAL (named in *diag; also for forking and
+ * zone-aware, which run only in a pipeline); RESIL_E_NOMEM. The
  * caller frees it with resil_cluster_free(), which drops queued failback
  * tasks.
  */
-RESIL_API resil_err resil_cluster_new(resil_cluster **out,
-    resil_selector *sel, const resil_cluster_config *cfg, resil_diag *diag);
+RESIL_API resil_err resil_cluster_new(resil_cluster **out, resil_selector *sel,
+    const resil_cluster_config *cfg, resil_diag *diag);
 RESIL_API void resil_cluster_free(resil_cluster *cl);
 
 /* One attempt on the endpoint picked: the user's call. Returns its code;

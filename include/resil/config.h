@@ -97,6 +97,26 @@ RESIL_API const resil_pipeline_config *resil_config_pipeline(
     const resil_config *conf);
 
 /*
+ * The cluster keys of conf (cluster=, retries=, forks=, zone=, ...) are in
+ * resil_config_pipeline()'s .cluster. The selector and directory keys
+ * (loadbalance=, router.*, outlier.*, panic.threshold, ...; parsed by
+ * resil_cluster_text_set) are given here, so that one file builds the
+ * directory, the selector and the pipeline:
+ * - resil_config_selector(): *out is initialised and filled (service,
+ *   balancers, routers, panic; its local zone is zone= unless router.zone
+ *   says otherwise); random and alloc are left NULL for the caller.
+ * - resil_config_directory(): the outlier settings of *out are overwritten
+ *   (the rest is left as the caller set it).
+ * Strings point into conf (valid until it is changed or freed). Both
+ * return 1 when conf has any such key, 0 when none (the outputs are still
+ * filled with defaults), 0 for a NULL argument.
+ */
+RESIL_API int resil_config_selector(
+    const resil_config *conf, resil_selector_config *out);
+RESIL_API int resil_config_directory(
+    const resil_config *conf, resil_directory_config *out);
+
+/*
  * Apply one setting, with the same checks as a line of text (key and value
  * are trimmed of blanks), then run the stage validations again. A key set
  * before (by the text or by an earlier set) takes the new value, and its

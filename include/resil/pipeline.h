@@ -11,6 +11,21 @@
  *     -> rate limiter, bulkhead
  *     -> fn(ctx, args, &value)
  *
+ * With a selector (resil_pipeline_config.selector: many endpoints), the
+ * stages below the fallback chain become the cluster:
+ *
+ *   resil_pipeline_invoke(p, m, args, fn, ctx, &result)  (or the machine)
+ *     -> mock stage, fallback chain   as above
+ *     -> cluster strategy  failover / failfast / failsafe / failback /
+ *                          forking / broadcast / zone-aware (cfg.cluster)
+ *     -> router chain, balancer       the selector's (selector.h)
+ *     -> the pipeline's breaker, rate limiter, bulkhead (per attempt), and
+ *        the endpoint's own breaker (the directory's)
+ *     -> fn(ctx, endpoint, args, &value)
+ *
+ * Business errors never degrade and are never retried. See
+ * docs/cluster.md for each strategy's exact rules.
+ *
  * Any stage may be absent. Each call names its method (args->method):
  * methods declared in the configuration get their own mock spec, timeout,
  * attempt limit and, with breaker_per_method, their own breaker; other
@@ -37,6 +52,7 @@
 
 #include <resil/breaker.h>
 #include <resil/clock.h>
+#include <resil/cluster.h>
 #include <resil/fallback.h>
 #include <resil/limit.h>
 #include <resil/mock.h>
@@ -65,11 +81,12 @@ typedef enum resil_stage {
 	RESIL_STAGE_BREAKER = 3,
 	RESIL_STAGE_RATELIMIT = 4,
 	RESIL_STAGE_BULKHEAD = 5,
-	RESIL_STAGE_CALL = 6
+	RESIL_STAGE_CALL = 6,
+	RESIL_STAGE_CLUSTER = 7
 } resil_stage;
 
-/* "mock", "fallback", "retry", "breaker", "ratelimit", "bulkhead", "call"
- * or "unknown". */
+/* "mock", "fallback", "retry", "breaker", "ratelimit", "bulkhead", "call",
+ * "cluster" or "unknown". */
 RESIL_API const char *resil_stage_name(resil_stage s);
 
 /*
@@ -90,6 +107,9 @@ typedef struct resil_pipeline_event {
 	const resil_limit_event *limit;
 	const resil_result *result;
 	const char *text;
+	/* CLUSTER events (failsafe swallowed, failback queued / queue full /
+	 * retried / gave up, zone-aware crossed zones, no provider). */
+	const resil_cluster_event *cluster;
 } resil_pipeline_event;
 
 typedef void (*resil_pipeline_listener_fn)(
@@ -125,11 +145,14 @@ typedef struct resil_executor {
 /* Settings of one declared method; 0 / NULL fields inherit the
  * service-level setting. */
 typedef struct resil_method_config {
-	const char *name;      /* required, unique */
-	resil_type type;       /* declared return type; RESIL_TYPE_ANY */
-	const char *mock;      /* method-level mock spec; NULL: inherit */
-	uint64_t timeout_ns;   /* 0: the service-level timeout */
-	uint32_t max_attempts; /* 0: the service-level retry setting */
+	const char *name;    /* required, unique */
+	resil_type type;     /* declared return type; RESIL_TYPE_ANY */
+	const char *mock;    /* method-level mock spec; NULL: inherit */
+	uint64_t timeout_ns; /* 0: the service-level timeout */
+	/* 0: the service-level retry setting. With a selector: the
+	 * failover / zone-aware attempts of this method (retries + 1; the
+	 * text key getStock.retries=N sets N + 1). */
+	uint32_t max_attempts;
 } resil_method_config;
 
 typedef struct resil_pipeline_config {
@@ -191,6 +214,24 @@ typedef struct resil_pipeline_config {
 	 * of each call of the kinds in this mask, with the result. 0 (the
 	 * default): none, and no cost. */
 	unsigned call_events;
+
+	/*
+	 * The cluster. selector NULL (the default): one implicit endpoint,
+	 * the pipeline above, unchanged. Otherwise borrowed (it, and its
+	 * directory, must outlive the pipeline): every attempt goes to an
+	 * endpoint the selector routes and picks, and the strategy in
+	 * cluster decides the attempts (cluster.clock, .alloc, .listener and
+	 * .classifier are replaced by the pipeline's own). Attempts:
+	 * failover and zone-aware make cluster.retries + 1 (a method's
+	 * max_attempts overrides it); retry.max_attempts is not used then,
+	 * while the retry policy, when enabled, still gives the backoff,
+	 * jitter, deadline, budget and what is retried. hedge_max must be 0
+	 * (forking is the cluster's parallel strategy); forking under
+	 * resil_pipeline_invoke() needs the executor (else RESIL_E_INVAL at
+	 * resil_pipeline_new, naming `cluster`).
+	 */
+	resil_selector *selector;
+	resil_cluster_config cluster;
 } resil_pipeline_config;
 
 /* The kinds of call events (resil_pipeline_config.call_events). */
@@ -243,6 +284,7 @@ resil_pipeline_config_init(resil_pipeline_config *cfg)
 	resil_cache_config_init(&cfg->cache);
 	resil_ratelimit_config_init(&cfg->ratelimit);
 	resil_bulkhead_config_init(&cfg->bulkhead);
+	resil_cluster_config_init(&cfg->cluster);
 }
 
 static inline resil_pipeline_config
@@ -397,7 +439,7 @@ RESIL_API resil_err resil_pipeline_call_method(resil_pipeline *p,
  */
 typedef struct resil_call {
 	/* Private: the machine's state. */
-	uint64_t opaque_[84];
+	uint64_t opaque_[320];
 } resil_call;
 
 typedef enum resil_call_action {
@@ -411,6 +453,11 @@ typedef struct resil_call_next {
 	uint32_t attempt;  /* RUN: the attempt's id */
 	uint64_t deadline; /* RUN: answer by this reading; UINT64_MAX: none */
 	uint64_t until;    /* WAIT: step again at this reading */
+	/* RUN: the endpoint this attempt goes to (run it against
+	 * endpoint->address / endpoint->user), valid until the attempt is
+	 * reported or the call ends; NULL without a selector, and for
+	 * WAIT and DONE. */
+	const resil_pick *endpoint;
 } resil_call_next;
 
 /*
@@ -464,6 +511,52 @@ RESIL_API resil_err resil_call_cancel(resil_call *c, uint64_t now);
 /* Attempts handed out and not yet reported (abandoned ones included);
  * 0 for NULL or a call never started. */
 RESIL_API uint32_t resil_call_outstanding(const resil_call *c);
+
+/* ---- the cluster's blocking form ---- */
+
+/* One attempt on endpoint (NULL without a selector): the user's call.
+ * Returns its code; the classifier maps it to an outcome. *out starts
+ * null; resil frees it. */
+typedef int (*resil_endpoint_call_fn)(void *ctx, const resil_pick *endpoint,
+    const resil_args *args, resil_value *out);
+
+/*
+ * resil_pipeline_call() for a pipeline with a selector: fn receives the
+ * endpoint of each attempt. m NULL: looked up by args->method. Without a
+ * selector, fn gets endpoint NULL and the call is resil_pipeline_call's.
+ * Forking runs its attempts on the executor. Returns out->err as
+ * resil_pipeline_call() does, and RESIL_E_NO_PROVIDER when routing left
+ * no candidate and no fallback answered; RESIL_E_INVAL for a NULL
+ * argument (*out untouched). On a failure without a fallback
+ * out->message has Dubbo's words ("Failed to invoke the method getStock
+ * in the service StockService. Tried 3 times of the providers [a, b]
+ * (2/8). Last error is: timeout after 3000 ms"); out->endpoint and
+ * out->zone name the endpoint of the final answer. With a selector,
+ * resil_pipeline_call() and resil_pipeline_call_method() refuse
+ * (RESIL_E_INVAL): use this.
+ */
+RESIL_API resil_err resil_pipeline_invoke(resil_pipeline *p,
+    const resil_method *m, const resil_args *args, resil_endpoint_call_fn fn,
+    void *ctx, resil_result *out);
+
+/*
+ * Failback (cluster.strategy RESIL_CLUSTER_FAILBACK): run the queued
+ * calls that are due at clock reading now, each once, through fn on an
+ * endpoint the selector picks (avoiding the one tried last when another
+ * exists). *ran (may be NULL) gets the attempts made. A due task is
+ * re-armed at now + failback.period until it succeeds or has failed
+ * failback.retries times (then dropped, an event). No timer thread: the
+ * user calls this with the clock. RESIL_OK; RESIL_E_INVAL for NULL p or
+ * fn; RESIL_OK with *ran 0 for a pipeline without failback.
+ */
+RESIL_API resil_err resil_pipeline_failback_poll(resil_pipeline *p,
+    uint64_t now, resil_endpoint_call_fn fn, void *ctx, size_t *ran);
+
+/* Failback calls queued now (0 without failback). */
+RESIL_API size_t resil_pipeline_failback_pending(resil_pipeline *p);
+
+/* The selector (borrowed), or NULL. */
+RESIL_API resil_selector *resil_pipeline_selector(const resil_pipeline *p);
 
 /*
  * Inside a user function called by resil_pipeline_call(): the clock

@@ -16,12 +16,12 @@
  *
  * The text keys (loadbalance=, router.zone=, router.condition=, outlier.*,
  * panic.threshold, <method>.loadbalance=, ...) are parsed by
- * resil_cluster_config_set(); see docs/cluster.md for the table.
+ * resil_cluster_text_set(); see docs/cluster.md for the table.
  *
  * Thread safety: route, pick, report and release may run concurrently on
  * one selector from any number of threads, with directory updates going on;
  * a resil_candidates belongs to one thread at a time. new and free must
- * not overlap any other call on the same selector. A resil_cluster_config
+ * not overlap any other call on the same selector. A resil_cluster_text
  * is not thread-safe.
  */
 #ifndef RESIL_SELECTOR_H
@@ -163,7 +163,10 @@ typedef struct resil_pick {
 	const char *address;
 	uint64_t id;
 	void *user;
-	uint64_t start; /* clock reading at the pick */
+	uint64_t start;   /* clock reading at the pick */
+	const char *zone; /* the endpoint's zone, or NULL; valid while the
+	                   * candidate set it was picked from is not routed
+	                   * again, cleared or freed */
 	/* private */
 	void *ep_;
 	resil_permit permit_;
@@ -189,6 +192,31 @@ RESIL_API resil_err resil_selector_pick(resil_selector *sel,
     resil_candidates *c, const resil_request *req, const uint64_t *exclude,
     size_t nexclude, resil_pick *out, resil_diag *diag);
 
+/*
+ * resil_selector_pick() restricted by zone: with in_zone nonzero only the
+ * candidates whose zone is zone, else only those whose zone is not zone
+ * (no zone counts as another zone). RESIL_E_UNAVAILABLE when none is
+ * left ("no candidate in zone hz" / "no candidate outside zone hz").
+ * zone NULL: resil_selector_pick().
+ */
+RESIL_API resil_err resil_selector_pick_zone(resil_selector *sel,
+    resil_candidates *c, const resil_request *req, const uint64_t *exclude,
+    size_t nexclude, const char *zone, int in_zone, resil_pick *out,
+    resil_diag *diag);
+
+/* How many of c's candidates are in zone (in_zone nonzero) or not. */
+RESIL_API size_t resil_candidates_count_zone(
+    const resil_candidates *c, const char *zone, int in_zone);
+
+/*
+ * Pick candidate i of c itself, without the balancer (broadcast goes
+ * through them in order). RESIL_E_UNAVAILABLE when its breaker refuses;
+ * RESIL_E_INVAL for i out of range. Ends in report or release as any
+ * pick.
+ */
+RESIL_API resil_err resil_selector_pick_at(resil_selector *sel,
+    resil_candidates *c, size_t i, resil_pick *out, resil_diag *diag);
+
 /* The outcome of a picked call; its duration is now - pick->start on the
  * directory's clock (report_duration: as given). */
 RESIL_API resil_err resil_selector_report(
@@ -202,38 +230,38 @@ RESIL_API resil_err resil_selector_release(
 
 /* ---- configuration text ------------------------------------------------
  *
- * resil_cluster_config holds the cluster keys of a configuration text and
- * owns every string and parsed rule. resil_cluster_config_set() checks one
+ * resil_cluster_text holds the cluster keys of a configuration text and
+ * owns every string and parsed rule. resil_cluster_text_set() checks one
  * key=value (an error is "origin:line: key: message" in *diag, without
- * origin:line when origin is NULL); resil_cluster_config_finish() runs the
+ * origin:line when origin is NULL); resil_cluster_text_finish() runs the
  * cross-field checks. The selector and directory configs it gives point
  * into it and stay valid until the next set or free.
  */
-typedef struct resil_cluster_config resil_cluster_config;
+typedef struct resil_cluster_text resil_cluster_text;
 
-RESIL_API resil_err resil_cluster_config_new(
-    resil_cluster_config **out, const resil_allocator *alloc);
-RESIL_API void resil_cluster_config_free(resil_cluster_config *cc);
+RESIL_API resil_err resil_cluster_text_new(
+    resil_cluster_text **out, const resil_allocator *alloc);
+RESIL_API void resil_cluster_text_free(resil_cluster_text *cc);
 
 /* RESIL_OK; RESIL_E_NOTFOUND for a key that is not a cluster key (so a
  * caller can try other parsers; the message says "unknown key");
  * RESIL_E_INVAL for a bad value; RESIL_E_NOMEM. */
-RESIL_API resil_err resil_cluster_config_set(resil_cluster_config *cc,
+RESIL_API resil_err resil_cluster_text_set(resil_cluster_text *cc,
     const char *key, const char *value, const char *origin, unsigned line,
     resil_diag *diag);
 
 /* Cross-field checks (outlier.max_ejection below its base, ...). */
-RESIL_API resil_err resil_cluster_config_finish(
-    resil_cluster_config *cc, resil_diag *diag);
+RESIL_API resil_err resil_cluster_text_finish(
+    resil_cluster_text *cc, resil_diag *diag);
 
 /* Fill *out from cc (service, balancers, routers, panic); random and
  * alloc are left NULL for the caller. */
-RESIL_API void resil_cluster_config_selector(
-    const resil_cluster_config *cc, resil_selector_config *out);
+RESIL_API void resil_cluster_text_selector(
+    const resil_cluster_text *cc, resil_selector_config *out);
 
 /* Overwrite the outlier settings of *out with cc's. */
-RESIL_API void resil_cluster_config_directory(
-    const resil_cluster_config *cc, resil_directory_config *out);
+RESIL_API void resil_cluster_text_directory(
+    const resil_cluster_text *cc, resil_directory_config *out);
 
 #ifdef __cplusplus
 }

@@ -251,7 +251,7 @@ typedef enum resil_source {
 /* "live", "cache", "mock", "unavailable", "fallback" or "unknown". */
 RESIL_API const char *resil_source_name(resil_source s);
 
-#define RESIL_RESULT_MSG_MAX 160
+#define RESIL_RESULT_MSG_MAX 256
 
 /* The message of a mock `throw`, exactly as Dubbo words it. */
 #define RESIL_MOCK_MESSAGE "mocked exception for service degradation."
@@ -293,6 +293,11 @@ typedef struct resil_result {
 	 * RESIL_OK and 0 when no attempt failed. */
 	resil_err last_failure;
 	int last_failure_rc;
+	/* With a cluster (a pipeline with a selector): the address and zone
+	 * of the endpoint whose attempt gave the final answer ("" when no
+	 * endpoint answered: a mock, the cache, no provider). */
+	char endpoint[64];
+	char zone[32];
 } resil_result;
 
 /* Make *r an empty result: err RESIL_E_UNAVAILABLE, source UNAVAILABLE,
