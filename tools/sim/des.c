@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <resil/cluster.h>
 #include <resil/config.h>
 #include <resil/directory.h>
 #include <resil/pipeline.h>
@@ -122,12 +123,9 @@ typedef struct scenario {
 /* One attempt of a call. */
 typedef struct att {
 	uint32_t id;
-	ep *e;
-	resil_pick pick;
-	int picked;   /* a pick of ours, still to report */
+	ep *e;        /* the endpoint the call machine picked */
 	int answered; /* the answer came */
 	int rc;
-	uint64_t sent, deadline;
 } att;
 
 typedef struct scall {
@@ -161,9 +159,9 @@ typedef struct rec {
 typedef struct simconf {
 	const char *path;
 	resil_config *conf;
-	resil_cluster_config *cc;
-	int failfast;
-	int retries; /* -1: not given */
+	resil_cluster_text *cc;    /* the selector's keys */
+	resil_cluster_config ccfg; /* the cluster's */
+	char zone[MAX_NAME];
 } simconf;
 
 typedef struct run {
@@ -178,7 +176,6 @@ typedef struct run {
 	resil_pipeline *p;
 	resil_directory *dir;
 	resil_selector *sel;
-	resil_candidates *cand;
 	scall *free_calls;
 	job *free_jobs;
 	uint64_t ncalls;
@@ -604,13 +601,67 @@ free_scenario(scenario *s)
 
 /* ---- reading a configuration ---- */
 
+static int
+conf_bad(const char *path, unsigned line, const char *key, const char *v,
+    const char *want)
+{
+	fprintf(
+	    stderr, "%s:%u: %s: \"%s\" is not %s\n", path, line, key, v, want);
+	return -1;
+}
+
+/* A cluster key into sc->ccfg: 1 when it is one, 0 when not, -1 (after
+ * printing the error) for a bad value. */
+static int
+cluster_key(simconf *sc, const char *key, const char *v, unsigned line)
+{
+	resil_cluster_config *cc = &sc->ccfg;
+	unsigned u;
+	uint64_t d;
+
+	if (strcmp(key, "cluster") == 0) {
+		if (resil_cluster_strategy_parse(v, &cc->strategy) != RESIL_OK)
+			return conf_bad(sc->path, line, key, v,
+			    "a strategy (failover, failfast, failsafe, "
+			    "failback, broadcast, forking, zone-aware)");
+	} else if (strcmp(key, "retries") == 0) {
+		if (parse_uint(v, 1000, &u) != 0)
+			return conf_bad(
+			    sc->path, line, key, v, "an integer 0..1000");
+		cc->retries = (int32_t)u;
+	} else if (strcmp(key, "forks") == 0) {
+		if (parse_uint(v, 1000, &u) != 0 || u == 0)
+			return conf_bad(
+			    sc->path, line, key, v, "an integer 1..1000");
+		cc->forks = (int32_t)u;
+	} else if (strcmp(key, "broadcast.fail.percent") == 0) {
+		if (parse_uint(v, 100, &u) != 0)
+			return conf_bad(
+			    sc->path, line, key, v, "an integer 0..100");
+		cc->broadcast_fail_percent = (int32_t)u;
+	} else if (strcmp(key, "zone") == 0) {
+		if (*v == '\0' || strlen(v) >= sizeof(sc->zone))
+			return conf_bad(sc->path, line, key, v,
+			    "a zone name (1 to 31 characters)");
+		snprintf(sc->zone, sizeof(sc->zone), "%s", v);
+		cc->local_zone = sc->zone;
+	} else if (strcmp(key, "cross_zone_timeout") == 0) {
+		if (sim_parse_time(v, &d) != 0)
+			return conf_bad(sc->path, line, key, v, "a duration");
+		cc->cross_zone_timeout_ns = d;
+	} else {
+		return 0;
+	}
+	return 1;
+}
+
 /*
- * The keys of a configuration file: the pipeline's (resil_config) and
- * the selector's (loadbalance=, router.*, outlier.*, panic.threshold,
- * parsed by resil_cluster_config_set), and the cluster's own cluster=
- * and retries= (until the pipeline runs the cluster strategies itself:
- * failover is the retry stage, retries + 1 attempts without backoff, the
- * endpoints tried before excluded at each pick).
+ * The keys of a configuration file: the pipeline's (resil_config), the
+ * selector's (loadbalance=, router.*, outlier.*, panic.threshold, parsed
+ * by resil_cluster_text_set) and the cluster's (cluster=, retries=,
+ * forks=, broadcast.fail.percent=, zone=, cross_zone_timeout=, read here
+ * into a resil_cluster_config). The lines resil_config does not know are
+ * blanked before it reads the text, so its messages keep their lines.
  */
 static int
 load_conf(const char *path, simconf *sc)
@@ -625,13 +676,13 @@ load_conf(const char *path, simconf *sc)
 
 	memset(sc, 0, sizeof(*sc));
 	sc->path = path;
-	sc->retries = -1;
+	resil_cluster_config_init(&sc->ccfg);
 	if (f == NULL) {
 		fprintf(
 		    stderr, "%s: cannot open: %s\n", path, strerror(errno));
 		return 2;
 	}
-	if (resil_cluster_config_new(&sc->cc, NULL) != RESIL_OK)
+	if (resil_cluster_text_new(&sc->cc, NULL) != RESIL_OK)
 		goto out;
 	while (fgets(buf, sizeof(buf), f) != NULL) {
 		char key[128], *eq = strchr(buf, '='), *k = buf, *v, *e;
@@ -660,35 +711,16 @@ load_conf(const char *path, simconf *sc)
 			     e--)
 				;
 			*e = '\0';
-			if (strcmp(key, "cluster") == 0) {
-				mine = 1;
-				if (strcmp(v, "failfast") == 0)
-					sc->failfast = 1;
-				else if (strcmp(v, "failover") != 0) {
-					fprintf(stderr,
-					    "%s:%u: cluster: %s is not "
-					    "simulated (failover, failfast)\n",
-					    path, line, v);
-					goto out;
-				}
-			} else if (strcmp(key, "retries") == 0) {
-				unsigned r;
-
-				mine = 1;
-				if (parse_uint(v, 999, &r) != 0) {
-					fprintf(stderr,
-					    "%s:%u: retries: %s is not "
-					    "0..999\n",
-					    path, line, v);
-					goto out;
-				}
-				sc->retries = (int)r;
-			} else {
-				resil_err err = resil_cluster_config_set(
+			mine = cluster_key(sc, key, v, line);
+			if (mine < 0)
+				goto out;
+			if (mine == 0) {
+				resil_err err = resil_cluster_text_set(
 				    sc->cc, key, v, path, line, &diag);
 
+				/* service= is both's. */
 				if (err == RESIL_OK)
-					mine = 1;
+					mine = strcmp(key, "service") != 0;
 				else if (err != RESIL_E_NOTFOUND) {
 					fprintf(stderr, "%s\n", diag.msg);
 					goto out;
@@ -717,7 +749,11 @@ load_conf(const char *path, simconf *sc)
 		}
 		text[len] = '\0';
 	}
-	if (resil_cluster_config_finish(sc->cc, &diag) != RESIL_OK) {
+	if (resil_cluster_text_finish(sc->cc, &diag) != RESIL_OK) {
+		fprintf(stderr, "%s: %s\n", path, diag.msg);
+		goto out;
+	}
+	if (resil_cluster_config_validate(&sc->ccfg, &diag) != RESIL_OK) {
 		fprintf(stderr, "%s: %s\n", path, diag.msg);
 		goto out;
 	}
@@ -731,7 +767,7 @@ out:
 	fclose(f);
 	free(text);
 	if (rc != 0) {
-		resil_cluster_config_free(sc->cc);
+		resil_cluster_text_free(sc->cc);
 		sc->cc = NULL;
 	}
 	return rc;
@@ -741,7 +777,7 @@ static void
 free_conf(simconf *sc)
 {
 	resil_config_free(sc->conf);
-	resil_cluster_config_free(sc->cc);
+	resil_cluster_text_free(sc->cc);
 }
 
 /* ---- the run ---- */
@@ -866,15 +902,6 @@ call_release(run *r, scall *c)
 	r->free_calls = c;
 }
 
-static void
-sel_report(run *r, att *a, resil_outcome o, uint64_t now)
-{
-	if (!a->picked)
-		return;
-	a->picked = 0;
-	resil_selector_report_duration(r->sel, &a->pick, o, now - a->sent);
-}
-
 static const char *
 att_word(const att *a)
 {
@@ -901,18 +928,6 @@ finish(run *r, scall *c, uint64_t now)
 	rec rc;
 
 	c->done = 1;
-	for (i = 0; i < c->natt; i++) {
-		att *a = &c->a[i];
-
-		if (a->picked && !a->answered) {
-			if (a->deadline != UINT64_MAX && now > a->deadline)
-				sel_report(r, a, RESIL_OUTCOME_FAILURE, now);
-			else {
-				a->picked = 0;
-				resil_selector_release(r->sel, &a->pick);
-			}
-		}
-	}
 	rc.start = c->start;
 	rc.lat = now - c->start;
 	rc.err = c->res.err != RESIL_OK;
@@ -934,6 +949,8 @@ finish(run *r, scall *c, uint64_t now)
 			printf("%s %s %s", i == 0 ? ":" : ",",
 			    c->a[i].e ? c->a[i].e->address : "-",
 			    att_word(&c->a[i]));
+		if (c->res.err != RESIL_OK && c->res.message[0] != '\0')
+			printf(" (%s)", c->res.message);
 		printf("\n");
 	}
 	resil_result_free(&c->res);
@@ -941,30 +958,19 @@ finish(run *r, scall *c, uint64_t now)
 }
 
 static void attempt(
-    run *r, scall *c, uint32_t id, uint64_t deadline, uint64_t now);
+    run *r, scall *c, uint32_t id, const resil_pick *pick, uint64_t now);
 
 /* Move the call on from the action in *st until it waits or is done. */
 static void
 drive(run *r, scall *c, resil_call_next st, uint64_t now)
 {
-	uint32_t i;
-
 	for (;;) {
-		/* Attempts the machine has given up (timed out) are
-		 * failures for the endpoint's outlier detection. */
-		for (i = 0; i < c->natt; i++) {
-			att *a = &c->a[i];
-
-			if (a->picked && !a->answered &&
-			    a->deadline != UINT64_MAX && now > a->deadline)
-				sel_report(r, a, RESIL_OUTCOME_FAILURE, now);
-		}
 		if (st.action == RESIL_CALL_DONE) {
 			finish(r, c, now);
 			return;
 		}
 		if (st.action == RESIL_CALL_RUN) {
-			attempt(r, c, st.attempt, st.deadline, now);
+			attempt(r, c, st.attempt, st.endpoint, now);
 		} else {
 			if (st.until == UINT64_MAX)
 				return;
@@ -981,44 +987,26 @@ drive(run *r, scall *c, resil_call_next st, uint64_t now)
 	}
 }
 
+/*
+ * Attempt id of c goes to the endpoint the call machine picked (routing,
+ * balancing, outlier detection and the strategy are the pipeline's): the
+ * request travels half a round trip (or is lost, or is refused after a
+ * whole one), and the answer comes back as an EV_ANSWER event.
+ */
 static void
-attempt(run *r, scall *c, uint32_t id, uint64_t deadline, uint64_t now)
+attempt(run *r, scall *c, uint32_t id, const resil_pick *pick, uint64_t now)
 {
-	resil_request req;
-	uint64_t excl[MAX_ATT];
-	size_t nex = 0;
-	resil_diag diag;
 	att *a;
 	job *j;
-	uint32_t i;
 
-	if (c->natt == MAX_ATT) {
+	if (c->natt == MAX_ATT || pick == NULL || pick->user == NULL) {
 		resil_call_report(&c->mc, id, RC_NO_PROVIDER, NULL, now);
 		return;
 	}
 	a = &c->a[c->natt++];
 	memset(a, 0, sizeof(*a));
 	a->id = id;
-	a->deadline = deadline;
-	a->sent = now;
-	memset(&req, 0, sizeof(req));
-	req.method = c->args.method;
-	for (i = 0; i + 1 < c->natt; i++)
-		if (c->a[i].e != NULL)
-			excl[nex++] = c->a[i].pick.id;
-	if (resil_selector_route(r->sel, &req, r->cand, &diag) != RESIL_OK ||
-	    (resil_selector_pick(r->sel, r->cand, &req, excl, nex, &a->pick,
-	         &diag) != RESIL_OK &&
-	        (nex == 0 ||
-	            resil_selector_pick(r->sel, r->cand, &req, NULL, 0,
-	                &a->pick, &diag) != RESIL_OK))) {
-		a->answered = 1;
-		a->rc = RC_NO_PROVIDER;
-		resil_call_report(&c->mc, id, RC_NO_PROVIDER, NULL, now);
-		return;
-	}
-	a->picked = 1;
-	a->e = a->pick.user;
+	a->e = pick->user;
 	c->sent++;
 	if (a->e->zone == r->s->caller)
 		c->local++;
@@ -1203,7 +1191,6 @@ handle(run *r, const sim_event *ev)
 		c->refs--;
 		a->answered = 1;
 		a->rc = j->rc;
-		sel_report(r, a, des_classify(j->rc, NULL, NULL), now);
 		resil_call_report(
 		    &c->mc, a->id, j->rc, j->rc == RC_OK ? &v : NULL, now);
 		resil_value_free(&v);
@@ -1220,6 +1207,28 @@ handle(run *r, const sim_event *ev)
 		act(r, &r->s->acts[ev->arg], now);
 		break;
 	}
+}
+
+static int
+no_submit(void (*fn)(void *), void *arg, void *ctx)
+{
+	(void)fn;
+	(void)arg;
+	(void)ctx;
+	return 1;
+}
+
+static void
+no_wait(uint64_t until, void *ctx)
+{
+	(void)until;
+	(void)ctx;
+}
+
+static void
+no_wake(void *ctx)
+{
+	(void)ctx;
 }
 
 static int
@@ -1245,7 +1254,7 @@ run_one(run *r, const scenario *s, const simconf *sc)
 	r->lbrand = resil_rng_hook(&r->lbrng);
 
 	resil_directory_config_init(&dcfg);
-	resil_cluster_config_directory(sc->cc, &dcfg);
+	resil_cluster_text_directory(sc->cc, &dcfg);
 	dcfg.clock = resil_manual_clock_hook(&r->mc);
 	dcfg.listener = on_endpoint;
 	dcfg.listener_ctx = r;
@@ -1254,26 +1263,24 @@ run_one(run *r, const scenario *s, const simconf *sc)
 		return 2;
 	}
 	resil_selector_config_init(&scfg);
-	resil_cluster_config_selector(sc->cc, &scfg);
+	resil_cluster_text_selector(sc->cc, &scfg);
 	scfg.random = &r->lbrand;
 	if (resil_selector_new(&r->sel, r->dir, &scfg, &diag) != RESIL_OK) {
 		fprintf(stderr, "%s: %s\n", sc->path, diag.msg);
 		return 2;
 	}
-	if (resil_candidates_new(&r->cand, r->sel) != RESIL_OK)
-		return 2;
 	pcfg = *resil_config_pipeline(sc->conf);
 	if (pcfg.service == NULL)
 		pcfg.service = "Service";
 	pcfg.clock = resil_manual_clock_hook(&r->mc);
 	pcfg.classifier.fn = des_classify;
-	if (sc->failfast) {
-		pcfg.retry_enabled = 0;
-	} else if (sc->retries >= 0) {
-		pcfg.retry_enabled = 1;
-		pcfg.retry.max_attempts = (uint32_t)sc->retries + 1;
-		pcfg.retry.base_delay_ns = 0;
-	}
+	pcfg.selector = r->sel;
+	pcfg.cluster = sc->ccfg;
+	/* Forking needs an executor for the blocking driver only; the
+	 * simulator runs the attempts itself. */
+	pcfg.executor.submit = no_submit;
+	pcfg.executor.wait = no_wait;
+	pcfg.executor.wake = no_wake;
 	if (resil_pipeline_new(&r->p, &pcfg, &diag) != RESIL_OK) {
 		fprintf(stderr, "%s: %s\n", sc->path, diag.msg);
 		return 2;
@@ -1319,11 +1326,10 @@ free_run(run *r)
 		free(j);
 	}
 	sim_queue_free(&r->q);
-	resil_candidates_free(r->cand);
-	resil_selector_free(r->sel);
+	/* The pipeline borrows the selector, which borrows the directory. */
 	resil_pipeline_free(r->p);
+	resil_selector_free(r->sel);
 	resil_directory_free(r->dir);
-	r->cand = NULL;
 	r->sel = NULL;
 	r->p = NULL;
 	r->dir = NULL;
