@@ -45,7 +45,10 @@ enum kind {
 	K_BACKOFF,
 	K_JITTER,
 	K_SERVICE,
-	K_MOCK
+	K_MOCK,
+	K_I32,      /* an int32_t field; a leading '-' is read (and refused) */
+	K_STRATEGY, /* cluster= */
+	K_ZONE      /* zone= : a string */
 };
 
 #define F_NONE 1u /* "none" means UINT64_MAX (no limit) */
@@ -182,18 +185,45 @@ static const keydef keys[] = {
 
 	INT("hedge.max", K_U32, ST_NONE, 0, hedge_max, 0, 7),
 	INT("hedge.delay", K_DUR, ST_NONE, 0, hedge_delay_ns, 0, UINT64_MAX),
+
+	/* The cluster (Dubbo's keys; used with a selector). */
+	INT("cluster", K_STRATEGY, ST_NONE, 0, cluster.strategy, 0, 0),
+	INT("retries", K_I32, ST_NONE, 0, cluster.retries, 0, 999),
+	INT("forks", K_I32, ST_NONE, 0, cluster.forks, 1, 2147483647),
+	INT("broadcast.fail.percent", K_I32, ST_NONE, 0,
+	    cluster.broadcast_fail_percent, 0, 100),
+	INT("failback.queue", K_I32, ST_NONE, 0, cluster.failback_queue, 1,
+	    2147483647),
+	INT("failback.retries", K_I32, ST_NONE, 0, cluster.failback_retries, 0,
+	    2147483647),
+	INT("failback.period", K_DUR, ST_NONE, 0, cluster.failback_period_ns,
+	    1, UINT64_MAX),
+	INT("zone", K_ZONE, ST_NONE, 0, cluster.local_zone, 0, 0),
+	INT("cross_zone_timeout", K_DUR, ST_NONE, 0,
+	    cluster.cross_zone_timeout_ns, 0, UINT64_MAX),
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 
 /* Words that start a stage key: never method names. */
 static const char *const reserved[] = { "service", "timeout", "mock",
-	"breaker", "retry", "cache", "ratelimit", "bulkhead" };
+	"breaker", "retry", "cache", "ratelimit", "bulkhead", "cluster",
+	"retries", "forks", "broadcast", "failback", "zone",
+	"cross_zone_timeout", "loadbalance", "router", "outlier", "panic",
+	"hedge" };
 
 /* The keys a declared method has, after "<method>.". */
-enum mkey { MK_TYPE, MK_MOCK, MK_TIMEOUT, MK_MAX_ATTEMPTS, MK_COUNT };
+enum mkey {
+	MK_TYPE,
+	MK_MOCK,
+	MK_TIMEOUT,
+	MK_MAX_ATTEMPTS,
+	MK_RETRIES, /* cluster: max_attempts = retries + 1 */
+	MK_COUNT,
+	MK_TEXT /* not a method key: a selector key (resil_cluster_text) */
+};
 static const char *const method_keys[MK_COUNT] = { "type", "mock", "timeout",
-	"retry.max_attempts" };
+	"retry.max_attempts", "retries" };
 
 static const char *const window_names[] = { "count", "time" };
 static const char *const backoff_names[] = { "fixed", "exponential" };
@@ -318,7 +348,8 @@ struct resil_config {
 	resil_pipeline_config pc;
 	resil_method_config *methods;
 	size_t methods_cap;
-	strtab index; /* setting keys -> positions in settings */
+	strtab index;           /* setting keys -> positions in settings */
+	resil_cluster_text *ct; /* the selector keys, or NULL: none */
 };
 
 /*
@@ -344,6 +375,9 @@ typedef struct build {
 	unsigned last[ST_COUNT]; /* the line of each stage's last key */
 	int set_seen[ST_COUNT];  /* the stage has a key made by set */
 	ref mock;
+	resil_cluster_text *ct; /* the selector keys, or NULL: none */
+	unsigned cluster_line;  /* the line of the last cluster key */
+	int cluster_seen;
 } build;
 
 /* ---- small helpers ---- */
@@ -541,19 +575,61 @@ resil_config_check_method(const resil_method_config *m, resil_diag *diag)
  * Classify key: a stage key (*def set) or a method key (*method_len and
  * *mk set). Returns RESIL_OK or RESIL_E_INVAL with the message.
  */
+/* Whether key=value is a selector key (loadbalance=, router.*, outlier.*,
+ * panic.threshold, <method>.loadbalance=, ...): *is set to 1 when it is
+ * one and its value is good; an error for a bad value; RESIL_OK with *is
+ * 0 for a key the selector does not know. value NULL: not tried. */
 static resil_err
-classify(const char *key, const keydef **def, size_t *method_len,
-    enum mkey *mk, const char *origin, unsigned line, resil_diag *diag)
+try_text(const char *key, const char *value, const resil_allocator *a,
+    const char *origin, unsigned line, resil_diag *diag, int *is)
+{
+	resil_cluster_text *ct;
+	resil_err err;
+
+	*is = 0;
+	if (value == NULL)
+		return RESIL_OK;
+	if (resil_cluster_text_new(&ct, a) != RESIL_OK)
+		return resil__diagf(
+		    diag, RESIL_E_NOMEM, "config: out of memory");
+	err = resil_cluster_text_set(
+	    ct, key, value, line > 0 ? origin : NULL, line, diag);
+	resil_cluster_text_free(ct);
+	if (err == RESIL_E_NOTFOUND) {
+		if (diag != NULL)
+			diag->msg[0] = '\0';
+		return RESIL_OK;
+	}
+	if (err == RESIL_OK)
+		*is = 1;
+	return err;
+}
+
+static resil_err
+classify(const char *key, const char *value, const resil_allocator *a,
+    const keydef **def, size_t *method_len, enum mkey *mk, const char *origin,
+    unsigned line, resil_diag *diag)
 {
 	const char *dot;
 	size_t i, n;
 	char name[RESIL_DIAG_MAX];
+	resil_err err;
+	int is_text;
 
 	for (i = 0; i < NKEYS; i++) {
 		if (strcmp(key, keys[i].name) == 0) {
 			*def = &keys[i];
 			return RESIL_OK;
 		}
+	}
+	err = try_text(key, value, a, origin, line, diag, &is_text);
+	if (err != RESIL_OK)
+		return err;
+	if (is_text) {
+		*def = NULL;
+		*method_len = 0;
+		*mk = MK_TEXT;
+		return RESIL_OK;
 	}
 	dot = strchr(key, '.');
 	if (dot == NULL)
@@ -842,6 +918,8 @@ build_discard(build *b)
 	b->method_mock = NULL;
 	b->n = b->cap = 0;
 	strtab_free(&b->names, b->a);
+	resil_cluster_text_free(b->ct);
+	b->ct = NULL;
 }
 
 static const char *
@@ -951,6 +1029,14 @@ build_apply(build *b, const setting *s, resil_diag *diag)
 	const char *unit_at = NULL;
 	int r, e;
 
+	if (k == NULL && s->mk == MK_TEXT) {
+		if (b->ct == NULL &&
+		    resil_cluster_text_new(&b->ct, b->a) != RESIL_OK)
+			return resil__diagf(
+			    diag, RESIL_E_NOMEM, "config: out of memory");
+		return resil_cluster_text_set(b->ct, s->key, s->value,
+		    line > 0 ? b->origin : NULL, line, diag);
+	}
 	if (k == NULL) {
 		long i = build_method(b, s->method);
 		resil_method_config *m;
@@ -986,6 +1072,20 @@ build_apply(build *b, const setting *s, resil_diag *diag)
 				    v, r, unit_at);
 			m->timeout_ns = u;
 			return RESIL_OK;
+		case MK_RETRIES:
+			if (v[0] == '-')
+				return fail_at(diag, b->origin, line,
+				    "%s: %s is out of range 0..999", s->key,
+				    v);
+			r = parse_digits(v, strlen(v), &u);
+			if (r == 0)
+				goto bad_integer;
+			if (r < 0 || u > 999)
+				return fail_at(diag, b->origin, line,
+				    "%s: %s is out of range 0..999", s->key,
+				    v);
+			m->max_attempts = (uint32_t)u + 1;
+			return RESIL_OK;
 		default:
 			r = parse_digits(v, strlen(v), &u);
 			if (r == 0)
@@ -1000,6 +1100,11 @@ build_apply(build *b, const setting *s, resil_diag *diag)
 	}
 
 	field = (char *)&b->pc + k->off;
+	if (k->off >= PC(cluster) &&
+	    k->off < PC(cluster) + sizeof(resil_cluster_config)) {
+		b->cluster_seen = 1;
+		b->cluster_line = line;
+	}
 	if (k->stage != ST_NONE) {
 		/* A setting made by set is newer than every line of the
 		 * text: once the stage has one, its errors are the set's. */
@@ -1033,6 +1138,41 @@ build_apply(build *b, const setting *s, resil_diag *diag)
 		b->mock.value = s->value;
 		b->mock.line = s->line;
 		return RESIL_OK;
+	case K_STRATEGY: {
+		resil_cluster_strategy cs;
+
+		if (resil_cluster_strategy_parse(v, &cs) != RESIL_OK)
+			return fail_at(diag, b->origin, line,
+			    "%s: \"%s\" is not one of failover, failfast, "
+			    "failsafe, failback, broadcast, forking, "
+			    "zone-aware",
+			    s->key, v);
+		b->pc.cluster.strategy = cs;
+		return RESIL_OK;
+	}
+	case K_ZONE:
+		if (*v == '\0')
+			return fail_at(diag, b->origin, line,
+			    "%s: a zone name is required", s->key);
+		b->pc.cluster.local_zone = v;
+		return RESIL_OK;
+	case K_I32: {
+		int32_t x;
+		int neg = v[0] == '-';
+
+		r = parse_digits(v + neg, strlen(v + neg), &u);
+		if (r == 0)
+			return fail_at(diag, b->origin, line,
+			    "%s: \"%s\" is not an integer", s->key, v);
+		if (neg || r < 0 || u < k->min || u > k->max)
+			return fail_at(diag, b->origin, line,
+			    "%s: %s is out of range %llu..%llu", s->key, v,
+			    (unsigned long long)k->min,
+			    (unsigned long long)k->max);
+		x = (int32_t)u;
+		memcpy(field, &x, sizeof(x));
+		return RESIL_OK;
+	}
 	case K_WINDOW:
 		if (!parse_enum(v, window_names, 2, &e))
 			goto bad_enum;
@@ -1336,6 +1476,12 @@ build_finish(build *b, resil_diag *diag)
 	if (b->pc.bulkhead_enabled &&
 	    resil_bulkhead_config_validate(&b->pc.bulkhead, &d) != RESIL_OK)
 		return stage_fail(b, ST_BULKHEAD, &d, diag);
+	if (b->cluster_seen &&
+	    resil_cluster_config_validate(&b->pc.cluster, &d) != RESIL_OK)
+		return fail_at(diag, b->origin, b->cluster_line, "%s", d.msg);
+	if (b->ct != NULL &&
+	    (err = resil_cluster_text_finish(b->ct, diag)) != RESIL_OK)
+		return err;
 	/* The cache has no cross-field rule: its fields were checked one by
 	 * one as they were read. */
 	b->pc.methods = b->n > 0 ? b->methods : NULL;
@@ -1356,6 +1502,9 @@ install(resil_config *conf, build *b)
 	conf->pc = b->pc;
 	conf->methods = b->methods;
 	conf->methods_cap = b->cap;
+	resil_cluster_text_free(conf->ct);
+	conf->ct = b->ct;
+	b->ct = NULL;
 	b->methods = NULL;
 	b->method_mock = NULL;
 	strtab_free(&b->names, b->a);
@@ -1433,13 +1582,13 @@ setting_make(resil_config *conf, setting *s, const char *key, size_t klen,
 	s->value = resil__strndup(a, value, vlen);
 	if (s->key == NULL || s->value == NULL)
 		goto nomem;
-	err =
-	    classify(s->key, &s->def, &mlen, &s->mk, conf->origin, line, diag);
+	err = classify(s->key, s->value, a, &s->def, &mlen, &s->mk,
+	    conf->origin, line, diag);
 	if (err != RESIL_OK) {
 		setting_free(a, s);
 		return err;
 	}
-	if (s->def == NULL) {
+	if (s->def == NULL && s->mk != MK_TEXT) {
 		s->method = resil__strndup(a, s->key, mlen);
 		if (s->method == NULL)
 			goto nomem;
@@ -1703,6 +1852,7 @@ resil_config_free(resil_config *conf)
 		resil__free(&a, conf->methods,
 		    conf->methods_cap * sizeof(*conf->methods));
 	strtab_free(&conf->index, &a);
+	resil_cluster_text_free(conf->ct);
 	resil__strfree(&a, conf->origin);
 	resil__free(&a, conf, sizeof(*conf));
 }
@@ -1815,7 +1965,8 @@ resil_config_get(
 	if (conf == NULL || key == NULL || buf == NULL || len == 0)
 		return RESIL_E_INVAL;
 	pc = &conf->pc;
-	if (classify(key, &k, &mlen, &mk, NULL, 0, NULL) != RESIL_OK)
+	if (classify(key, NULL, NULL, &k, &mlen, &mk, NULL, 0, NULL) !=
+	    RESIL_OK)
 		return RESIL_E_NOTFOUND;
 	if (k == NULL) {
 		const resil_method_config *m = NULL;
@@ -1835,6 +1986,12 @@ resil_config_get(
 			                       : put(buf, len, m->mock);
 		case MK_TIMEOUT:
 			format_duration(tmp, sizeof(tmp), m->timeout_ns);
+			return put(buf, len, tmp);
+		case MK_RETRIES:
+			if (m->max_attempts == 0)
+				return RESIL_E_NOTFOUND;
+			snprintf(tmp, sizeof(tmp), "%u",
+			    (unsigned)m->max_attempts - 1);
 			return put(buf, len, tmp);
 		default:
 			snprintf(
@@ -1874,6 +2031,20 @@ resil_config_get(
 		if ((unsigned)pc->retry.jitter > 4u)
 			return RESIL_E_NOTFOUND;
 		return put(buf, len, jitter_names[pc->retry.jitter]);
+	case K_STRATEGY:
+		return put(buf, len,
+		    resil_cluster_strategy_name(pc->cluster.strategy));
+	case K_ZONE:
+		return pc->cluster.local_zone == NULL
+		    ? RESIL_E_NOTFOUND
+		    : put(buf, len, pc->cluster.local_zone);
+	case K_I32: {
+		int32_t x;
+
+		memcpy(&x, field, sizeof(x));
+		snprintf(tmp, sizeof(tmp), "%d", (int)x);
+		return put(buf, len, tmp);
+	}
 	case K_DOUBLE:
 		memcpy(&d, field, sizeof(d));
 		format_double(tmp, sizeof(tmp), d);
@@ -1898,6 +2069,30 @@ resil_config_get(
 	}
 	snprintf(tmp, sizeof(tmp), "%llu", (unsigned long long)u);
 	return put(buf, len, tmp);
+}
+
+int
+resil_config_selector(const resil_config *conf, resil_selector_config *out)
+{
+	if (out == NULL)
+		return 0;
+	resil_cluster_text_selector(conf != NULL ? conf->ct : NULL, out);
+	if (conf == NULL)
+		return 0;
+	if (out->service == NULL || out->service[0] == '\0')
+		out->service = conf->pc.service;
+	return conf->ct != NULL;
+}
+
+int
+resil_config_directory(const resil_config *conf, resil_directory_config *out)
+{
+	if (conf == NULL || out == NULL)
+		return 0;
+	if (conf->ct == NULL)
+		return 0;
+	resil_cluster_text_directory(conf->ct, out);
+	return 1;
 }
 
 resil_err

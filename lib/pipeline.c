@@ -592,6 +592,12 @@ cluster_setup(
 		p->ccfg.local_zone = p->zone;
 	}
 	p->hedge_delay = 0; /* forking starts its forks at once */
+	if (cc->strategy == RESIL_CLUSTER_FORKING)
+		/* Forks above the candidate count find no distinct endpoint
+		 * and are not made: min(forks, n) attempts. */
+		p->hedge_max = (uint32_t)cc->forks < RESIL_CALL_MAX_INFLIGHT
+		    ? (uint32_t)cc->forks - 1
+		    : RESIL_CALL_MAX_INFLIGHT - 1;
 	if (cc->strategy == RESIL_CLUSTER_FAILOVER ||
 	    cc->strategy == RESIL_CLUSTER_ZONE_AWARE) {
 		err = new_cretry(
@@ -1116,7 +1122,8 @@ resil_pipeline_set_mock(
  * that follow (retry, hedge, fallback) are taken by the next step.
  */
 
-#define CALL_LIVE 0x7265736cu /* "resl" */
+#define CALL_LIVE 0x7265736cu    /* "resl" */
+#define CALL_CLUSTER 0x636c7573u /* "clus": live, with a selector */
 #define CALL_DONE 0x646f6e65u
 #define CALL_CANCELLED 0x63616e63u
 
@@ -1166,9 +1173,6 @@ typedef struct callm {
 	resil_value value; /* its value */
 	resil__retry_run run;
 	slot slots[RESIL_CALL_MAX_INFLIGHT];
-	/* Extra attempts this call may have out at once: the pipeline's
-	 * hedging, or the forks of a forking cluster. */
-	uint8_t hedge_max;
 	/* ---- the cluster (sel != NULL); read only when sel is set ---- */
 	uint8_t cphase;     /* zone-aware: 1 local first, 2 cross-zone */
 	uint8_t cstop;      /* no candidate: conclude at once */
@@ -1202,9 +1206,12 @@ _Static_assert(_Alignof(callm) <= _Alignof(resil_call),
     "resil_call is not aligned enough for the machine's state");
 
 typedef struct tsrc tsrc;
-static void cl_start(callm *c, const method *m, tsrc *ts);
-static resil_err cl_pick(callm *c, unsigned i, tsrc *ts);
-static void cl_done(callm *c, unsigned i, resil_outcome outcome, tsrc *ts);
+/* The cluster's hooks take the time by value (or a copy of the source):
+ * a pointer to the caller's tsrc would keep it in memory on the hot path
+ * of calls without a selector. */
+static void cl_start(callm *c, const method *m, tsrc ts);
+static resil_err cl_pick(callm *c, unsigned i, uint64_t now);
+static void cl_done(callm *c, unsigned i, resil_outcome outcome, uint64_t now);
 static int cl_decide(callm *c, tsrc *ts, resil_call_next *st);
 static void cl_conclude(callm *c, resil_err rr, int rc, resil_err status,
     resil_outcome outcome, tsrc *ts, resil_call_next *st);
@@ -1355,7 +1362,8 @@ abandon_running(callm *c)
 		if (s->has_bh)
 			resil_bulkhead_release(c->p->bh);
 		s->has_permit = s->has_bh = 0;
-		if (c->sel != NULL && (c->has_pick & (1u << i))) {
+		if (RESIL__UNLIKELY(c->magic == CALL_CLUSTER &&
+		        (c->has_pick & (1u << i)))) {
 			/* Abandoned (a fork that lost, a cancelled call): the
 			 * pick is released, no outcome is counted. */
 			resil_selector_release(c->sel, &c->picks[i]);
@@ -1379,7 +1387,7 @@ conclude(callm *c, resil_err rr, int rc, resil_err status,
 	resil_failure failure;
 
 	abandon_running(c);
-	if (RESIL__UNLIKELY(c->sel != NULL)) {
+	if (RESIL__UNLIKELY(c->magic == CALL_CLUSTER)) {
 		cl_conclude(c, rr, rc, status, outcome, ts, st);
 		return;
 	}
@@ -1534,11 +1542,12 @@ cand_put(resil_pipeline *p, resil_candidates *c, int at)
 }
 
 static void
-cl_start(callm *c, const method *m, tsrc *ts)
+cl_start(callm *c, const method *m, tsrc ts)
 {
 	resil_pipeline *p = c->p;
 
 	c->sel = p->sel;
+	c->magic = CALL_CLUSTER;
 	c->cphase = 1;
 	c->cstop = 0;
 	c->has_pick = 0;
@@ -1564,7 +1573,7 @@ cl_start(callm *c, const method *m, tsrc *ts)
 	if (c->retry != NULL)
 		resil__retry_begin(c->retry, &c->run,
 		    resil__retry_needs_time(c->retry),
-		    resil__retry_needs_time(c->retry) ? tnow(ts) : 0);
+		    resil__retry_needs_time(c->retry) ? tnow(&ts) : 0);
 	else
 		memset(&c->run, 0, sizeof(c->run));
 }
@@ -1582,7 +1591,7 @@ note_tried(callm *c, uint64_t id)
 }
 
 static resil_err
-cl_pick(callm *c, unsigned i, tsrc *ts)
+cl_pick(callm *c, unsigned i, uint64_t now)
 {
 	resil_pipeline *p = c->p;
 	const resil_cluster_config *cc = &p->ccfg;
@@ -1605,22 +1614,12 @@ cl_pick(callm *c, unsigned i, tsrc *ts)
 		copy_str(c->cmsg, sizeof(c->cmsg), diag.msg);
 		if (err == RESIL_E_NO_PROVIDER)
 			cluster_event(p, RESIL_CLUSTER_EVENT_NO_PROVIDER,
-			    c->req.method, NULL, 0, tnow(ts));
+			    c->req.method, NULL, 0, now);
 		return err;
 	}
 	if (c->issued == 0) {
-		/* The call's first route sets the forks and the broadcast
-		 * threshold. */
+		/* The call's first route sets the broadcast threshold. */
 		c->ncand = (uint32_t)resil_candidates_count(cs);
-		if (cc->strategy == RESIL_CLUSTER_FORKING) {
-			uint32_t f = (uint32_t)cc->forks < c->ncand
-			    ? (uint32_t)cc->forks
-			    : c->ncand;
-
-			if (f > RESIL_CALL_MAX_INFLIGHT)
-				f = RESIL_CALL_MAX_INFLIGHT;
-			c->hedge_max = (uint8_t)(f - 1);
-		}
 		if (cc->strategy == RESIL_CLUSTER_BROADCAST)
 			c->bthreshold = (uint32_t)((uint64_t)c->ncand *
 			    (uint64_t)cc->broadcast_fail_percent / 100u);
@@ -1670,7 +1669,7 @@ cl_pick(callm *c, unsigned i, tsrc *ts)
 		}
 		note_tried(c, pk->id);
 		c->has_pick |= (uint8_t)(1u << i);
-		c->slots[i].start = tnow(ts);
+		c->slots[i].start = now;
 	} else {
 		copy_str(c->cmsg, sizeof(c->cmsg), diag.msg);
 	}
@@ -1679,15 +1678,14 @@ cl_pick(callm *c, unsigned i, tsrc *ts)
 }
 
 static void
-cl_done(callm *c, unsigned i, resil_outcome outcome, tsrc *ts)
+cl_done(callm *c, unsigned i, resil_outcome outcome, uint64_t t1)
 {
 	resil_pick *pk = &c->picks[i];
-	uint64_t t1, dur;
+	uint64_t dur;
 	uint32_t k;
 
 	if (!(c->has_pick & (1u << i)))
 		return;
-	t1 = tnow(ts);
 	dur = t1 > c->slots[i].start ? t1 - c->slots[i].start : 0;
 	copy_str(c->last_addr, sizeof(c->last_addr),
 	    pk->address != NULL ? pk->address : "");
@@ -1939,9 +1937,9 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 		rejected(c, RESIL_E_LIMITED);
 		return 0;
 	}
-	if (RESIL__UNLIKELY(c->sel != NULL)) {
+	if (RESIL__UNLIKELY(c->magic == CALL_CLUSTER)) {
 		/* The endpoint: routed and balanced now. */
-		resil_err e = cl_pick(c, (unsigned)i, ts);
+		resil_err e = cl_pick(c, (unsigned)i, tnow(ts));
 
 		if (e != RESIL_OK) {
 			if (c->breaker != NULL) {
@@ -1952,9 +1950,13 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 			if (p->bh != NULL)
 				resil_bulkhead_release(p->bh);
 			/* No candidate ends the call (never retried); a
-			 * broadcast passes over a refusing endpoint. */
+			 * broadcast passes over a refusing endpoint, and
+			 * forking has no more forks than candidates. */
 			if (!(e == RESIL_E_UNAVAILABLE &&
-			        p->ccfg.strategy == RESIL_CLUSTER_BROADCAST))
+			        (p->ccfg.strategy == RESIL_CLUSTER_BROADCAST ||
+			            (p->ccfg.strategy ==
+			                    RESIL_CLUSTER_FORKING &&
+			                c->issued > 0))))
 				c->cstop = 1;
 			rejected(c, e);
 			return 0;
@@ -1968,7 +1970,7 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 	s->has_bh = p->bh != NULL;
 	if (c->breaker != NULL)
 		s->permit = permit;
-	if (c->timeout != 0 || c->hedge_max != 0) {
+	if (c->timeout != 0 || p->hedge_max != 0) {
 		s->start = c->launched = tnow(ts);
 		if (c->timeout != 0)
 			deadline = sat_add(s->start, c->timeout);
@@ -2037,8 +2039,6 @@ complete(callm *c, unsigned i, int rc, resil_value *value, int late, tsrc *ts)
 	if (s->has_bh)
 		resil_bulkhead_complete(p->bh, outcome, dur);
 	s->has_permit = s->has_bh = 0;
-	if (RESIL__UNLIKELY(c->sel != NULL))
-		cl_done(c, i, outcome, ts);
 	c->running &= (uint8_t) ~(1u << i);
 	if (late)
 		c->abandoned |= (uint8_t)(1u << i);
@@ -2050,7 +2050,7 @@ complete(callm *c, unsigned i, int rc, resil_value *value, int late, tsrc *ts)
 		c->real_rc = late ? 0 : rc;
 	}
 	c->pending = 1;
-	if (outcome != RESIL_OUTCOME_FAILURE && c->hedge_max != 0) {
+	if (outcome != RESIL_OUTCOME_FAILURE && p->hedge_max != 0) {
 		/* The first answer that is not a failure wins. */
 		c->winner = 1;
 		abandon_running(c);
@@ -2069,7 +2069,7 @@ static void attend(callm *c, tsrc *ts, resil_call_next *st);
 static int
 decide_core(callm *c, tsrc *ts, resil_call_next *st)
 {
-	if (RESIL__UNLIKELY(c->sel != NULL)) {
+	if (RESIL__UNLIKELY(c->magic == CALL_CLUSTER)) {
 		int r = cl_decide(c, ts, st);
 
 		if (r >= 0)
@@ -2133,7 +2133,7 @@ advance(callm *c, tsrc *ts, int waited, resil_call_next *st)
 		c->phase = P_ATTEMPT;
 		if (launch(c, ts, st))
 			return 1;
-		if (c->hedge_max != 0) {
+		if (c->p->hedge_max != 0) {
 			/* A rejection may still be hedged. */
 			attend(c, ts, st);
 			return 0;
@@ -2162,7 +2162,7 @@ attend(callm *c, tsrc *ts, resil_call_next *st)
 
 	/* The common case: the one attempt has answered. */
 	if (RESIL__LIKELY(
-	        c->pending && c->running == 0 && c->hedge_max == 0)) {
+	        c->pending && c->running == 0 && p->hedge_max == 0)) {
 		decide(c, ts, st);
 		return;
 	}
@@ -2175,19 +2175,23 @@ attend(callm *c, tsrc *ts, resil_call_next *st)
 				continue;
 			/* Late when its duration passes the timeout. */
 			due = sat_add(sat_add(s->start, c->timeout), 1);
-			if (tnow(ts) >= due)
+			if (tnow(ts) >= due) {
 				complete(c, i, 0, NULL, 1, ts);
+				if (c->magic == CALL_CLUSTER)
+					cl_done(
+					    c, i, c->last_outcome, tnow(ts));
+			}
 		}
 	}
 	if (c->winner ||
 	    (c->running == 0 && c->pending &&
-	        (c->hedge_max == 0 || c->no_more_hedges ||
-	            c->hedges >= c->hedge_max))) {
+	        (p->hedge_max == 0 || c->no_more_hedges ||
+	            c->hedges >= p->hedge_max))) {
 		decide(c, ts, st);
 		return;
 	}
-	if (c->hedge_max != 0 && !c->no_more_hedges &&
-	    c->hedges < c->hedge_max &&
+	if (p->hedge_max != 0 && !c->no_more_hedges &&
+	    c->hedges < p->hedge_max &&
 	    (c->pending || tnow(ts) >= sat_add(c->launched, p->hedge_delay))) {
 		/* A failure, or no answer within the hedge delay: another
 		 * attempt, paid for from the retry budget. */
@@ -2215,8 +2219,8 @@ attend(callm *c, tsrc *ts, resil_call_next *st)
 				wake = due;
 		}
 	}
-	if (c->hedge_max != 0 && !c->no_more_hedges &&
-	    c->hedges < c->hedge_max) {
+	if (p->hedge_max != 0 && !c->no_more_hedges &&
+	    c->hedges < p->hedge_max) {
 		uint64_t due = sat_add(c->launched, p->hedge_delay);
 
 		if (due < wake)
@@ -2276,7 +2280,7 @@ mstart(callm *c, resil_pipeline *p, const method *m, const resil_args *args,
 		}
 	}
 	if (RESIL__UNLIKELY(p->sel != NULL)) {
-		cl_start(c, m, ts);
+		cl_start(c, m, *ts);
 	} else if (c->retry != NULL && !m->retry_fast) {
 		c->run_on = 1;
 		resil__retry_begin(c->retry, &c->run,
@@ -2312,8 +2316,6 @@ minit(callm *c, resil_pipeline *p, const method *m, const resil_args *args,
 	c->real_rc = 0;
 	c->running = 0;
 	c->abandoned = 0;
-	c->hedge_max = (uint8_t)p->hedge_max;
-	c->sel = NULL;
 	vnull(&c->value);
 	c->phase = P_ATTEMPT;
 	c->breaker = m->breaker != NULL ? m->breaker : p->breaker;
@@ -2336,7 +2338,7 @@ find_slot(const callm *c, uint32_t id)
 }
 
 HOT resil_err
-mreport(callm *c, uint32_t id, int rc, resil_value *value, tsrc *ts)
+mreport_k(callm *c, uint32_t id, int rc, resil_value *value, tsrc *ts, int cl)
 {
 	int i;
 	uint8_t bit;
@@ -2356,10 +2358,34 @@ mreport(callm *c, uint32_t id, int rc, resil_value *value, tsrc *ts)
 		c->abandoned &= (uint8_t)~bit;
 		return RESIL_OK;
 	}
-	if (c->magic != CALL_LIVE)
+	if (c->magic != (cl ? CALL_CLUSTER : CALL_LIVE))
 		return RESIL_E_MISUSE;
 	complete(c, (unsigned)i, rc, value, 0, ts);
+	if (cl)
+		cl_done(c, (unsigned)i, c->last_outcome, tnow(ts));
 	return RESIL_OK;
+}
+
+/* A report to a call without a selector (or one that is over). */
+HOT resil_err
+mreport(callm *c, uint32_t id, int rc, resil_value *value, tsrc *ts)
+{
+	return mreport_k(c, id, rc, value, ts, 0);
+}
+
+/* A report to a live cluster call: the selector learns it too. */
+static resil_err
+mreport_cl(callm *c, uint32_t id, int rc, resil_value *value, tsrc *ts)
+{
+	return mreport_k(c, id, rc, value, ts, 1);
+}
+
+/* Either, for the drivers. */
+static resil_err
+mreport_any(callm *c, uint32_t id, int rc, resil_value *value, tsrc *ts)
+{
+	return c->magic == CALL_CLUSTER ? mreport_cl(c, id, rc, value, ts)
+	                                : mreport(c, id, rc, value, ts);
 }
 
 /* The first attempt of a call with no retry run begun (no policy, or its
@@ -2391,7 +2417,7 @@ mstep(callm *c, tsrc *ts, int waited, resil_call_next *st)
 	        c->phase == P_ATTEMPT && !c->run_on &&
 	        c->last_status == RESIL_OK &&
 	        c->last_outcome == RESIL_OUTCOME_SUCCESS &&
-	        c->hedge_max == 0)) {
+	        c->p->hedge_max == 0)) {
 		live_success(c, ts, st);
 		return;
 	}
@@ -2678,7 +2704,7 @@ drive_hedged(resil_pipeline *p, const method *m, const resil_args *args,
 			    : fn(ctx, args, &c.value);
 			tls_deadline = UINT64_MAX;
 			tlazy(&ts, p);
-			mreport(&c, st.attempt, rc, &c.value, &ts);
+			mreport_any(&c, st.attempt, rc, &c.value, &ts);
 			tlazy(&ts, p);
 			st.endpoint = NULL;
 			mstep(&c, &ts, 0, &st);
@@ -2700,7 +2726,7 @@ drive_hedged(resil_pipeline *p, const method *m, const resil_args *args,
 					;
 				*pp = best->next;
 				tlazy(&ts, p);
-				mreport(
+				mreport_any(
 				    &c, best->id, best->rc, &best->value, &ts);
 				job_free(best);
 				tlazy(&ts, p);
@@ -2734,7 +2760,7 @@ drive_hedged(resil_pipeline *p, const method *m, const resil_args *args,
 		if (!__atomic_compare_exchange_n(&j->state, &want, J_ABANDONED,
 		        0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
 			/* It answered after all: drop the answer here. */
-			mreport(&c, j->id, j->rc, &j->value, &ts);
+			mreport_any(&c, j->id, j->rc, &j->value, &ts);
 			job_free(j);
 		}
 	}
@@ -2834,7 +2860,7 @@ drive_ep(resil_pipeline *p, const method *m, const resil_args *args,
 			rc = fn(ctx, st.endpoint, args, &c.value);
 			tls_deadline = UINT64_MAX;
 			tlazy(&ts, p);
-			mreport(&c, st.attempt, rc, &c.value, &ts);
+			mreport_cl(&c, st.attempt, rc, &c.value, &ts);
 			tlazy(&ts, p);
 			st.endpoint = NULL;
 			mstep(&c, &ts, 0, &st);
@@ -3006,7 +3032,7 @@ resil_call_step(resil_call *call, uint64_t now, resil_call_next *step)
 
 	if (RESIL__UNLIKELY(call == NULL || step == NULL))
 		return RESIL_E_INVAL;
-	if (RESIL__UNLIKELY(c->magic != CALL_LIVE))
+	if (RESIL__UNLIKELY(c->magic != CALL_LIVE) && c->magic != CALL_CLUSTER)
 		return RESIL_E_MISUSE;
 	tls_method = c->args->method;
 	step->endpoint = NULL;
@@ -3025,12 +3051,20 @@ resil_call_report(resil_call *call, uint32_t attempt, int rc,
 
 	if (RESIL__UNLIKELY(call == NULL))
 		return RESIL_E_INVAL;
-	if (RESIL__UNLIKELY(c->magic != CALL_LIVE && c->magic != CALL_DONE &&
-	        c->magic != CALL_CANCELLED))
+	if (RESIL__LIKELY(c->magic == CALL_LIVE)) {
+		tls_method = c->args->method;
+		err = mreport(c, attempt, rc, value, &ts);
+	} else if (c->magic == CALL_CLUSTER) {
+		tls_method = c->args->method;
+		err = mreport_cl(c, attempt, rc, value, &ts);
+	} else if (c->magic == CALL_DONE || c->magic == CALL_CANCELLED) {
+		/* After DONE the args may be gone: only a live call names
+		 * them. */
+		tls_method = NULL;
+		err = mreport(c, attempt, rc, value, &ts);
+	} else {
 		return RESIL_E_MISUSE;
-	/* After DONE the args may be gone: only a live call names them. */
-	tls_method = c->magic == CALL_LIVE ? c->args->method : NULL;
-	err = mreport(c, attempt, rc, value, &ts);
+	}
 	tls_method = NULL;
 	return err;
 }
@@ -3044,7 +3078,7 @@ resil_call_cancel(resil_call *call, uint64_t now)
 	(void)now;
 	if (call == NULL)
 		return RESIL_E_INVAL;
-	if (c->magic != CALL_LIVE)
+	if (c->magic != CALL_LIVE && c->magic != CALL_CLUSTER)
 		return RESIL_E_MISUSE;
 	abandon_running(c);
 	resil_value_free(&c->value);
@@ -3068,7 +3102,7 @@ resil_call_outstanding(const resil_call *call)
 
 	if (call == NULL ||
 	    (c->magic != CALL_LIVE && c->magic != CALL_DONE &&
-	        c->magic != CALL_CANCELLED))
+	        c->magic != CALL_CANCELLED && c->magic != CALL_CLUSTER))
 		return 0;
 	for (i = 0; i < RESIL_CALL_MAX_INFLIGHT; i++)
 		n += ((c->running | c->abandoned) >> i) & 1u;

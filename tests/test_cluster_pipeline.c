@@ -371,6 +371,740 @@ test_machine_no_selector_null_endpoint(void **state)
 	resil_pipeline_free(p);
 }
 
+/* ---- failfast, failsafe, failback ---- */
+
+static void
+test_failfast_one_attempt(void **state)
+{
+	pfx x;
+	resil_result r;
+
+	(void)state;
+	pfx_init(&x, RESIL_CLUSTER_FAILFAST, 4);
+	pfx_new(&x);
+	x.d.fails[0] = 9;
+	assert_int_equal(invoke(&x, &r), RESIL_E_CALL);
+	assert_int_equal(r.attempts, 1);
+	assert_string_equal(x.d.order, "e0:1");
+	assert_string_equal(r.message,
+	    "Failed to invoke the method getStock in the service "
+	    "StockService. Tried 1 time of the providers [e0:1] (1/4). Last "
+	    "error is: the call failed (rc 111)");
+	resil_result_free(&r);
+	pfx_end(&x);
+}
+
+/* failsafe: a failure is RESIL_OK with a null value and an event, so a
+ * fail: mock never fires; a business error passes untouched. */
+static void
+test_failsafe_swallows_and_mock_never_fires(void **state)
+{
+	pfx x;
+	resil_result r;
+	resil_pipeline_metrics m;
+
+	(void)state;
+	pfx_init(&x, RESIL_CLUSTER_FAILSAFE, 4);
+	x.pcfg.mock = "fail:return 5";
+	pfx_new(&x);
+	x.d.fails[0] = 9;
+	assert_int_equal(invoke(&x, &r), RESIL_OK);
+	assert_int_equal(r.attempts, 1);
+	assert_int_equal(r.value.type, RESIL_VALUE_NULL);
+	assert_int_equal(r.source, RESIL_SOURCE_LIVE);
+	assert_int_equal(r.last_failure, RESIL_E_CALL);
+	assert_int_equal(r.last_failure_rc, 111);
+	assert_string_equal(r.endpoint, "e0:1");
+	assert_int_equal(cluster_events(&x, "cluster swallowed e0:1"), 1);
+	resil_result_free(&r);
+	assert_int_equal(resil_pipeline_get_metrics(x.p, &m), RESIL_OK);
+	assert_int_equal(m.mock, 0);
+	/* A business error is not swallowed. */
+	x.d.biz[1] = 1;
+	assert_int_equal(invoke(&x, &r), RESIL_E_BUSINESS);
+	assert_int_equal(cluster_events(&x, "cluster swallowed"), 1);
+	resil_result_free(&r);
+	pfx_end(&x);
+}
+
+static int
+always_fail(
+    void *ctx, const resil_pick *ep, const resil_args *args, resil_value *out)
+{
+	dep *d = ctx;
+
+	(void)args;
+	(void)out;
+	dep_note(d, ep);
+	d->n++;
+	return 111;
+}
+
+/* failback: null now, the call queued, retried by poll 5 s apart, three
+ * times, then dropped; the queue is bounded. */
+static void
+test_failback_queue_and_retry_times(void **state)
+{
+	pfx x;
+	resil_result r;
+	size_t ran = 99;
+	uint64_t t0;
+	resil_args a = { "getStock", "k1", 2 };
+
+	(void)state;
+	pfx_init(&x, RESIL_CLUSTER_FAILBACK, 3);
+	x.pcfg.cluster.failback_queue = 2;
+	pfx_new(&x);
+	t0 = now(&x);
+	assert_int_equal(
+	    resil_pipeline_invoke(x.p, NULL, &a, always_fail, &x.d, &r),
+	    RESIL_OK);
+	assert_int_equal(r.value.type, RESIL_VALUE_NULL);
+	assert_int_equal(r.attempts, 1);
+	resil_result_free(&r);
+	assert_int_equal(resil_pipeline_failback_pending(x.p), 1);
+	assert_int_equal(cluster_events(&x, "cluster queued e0:1"), 1);
+	assert_int_equal(invoke(&x, &r), RESIL_OK);
+	resil_result_free(&r);
+	/* e1 answered: nothing more queued. */
+	assert_int_equal(resil_pipeline_failback_pending(x.p), 1);
+	x.d.fails[2] = 9;
+	assert_int_equal(invoke(&x, &r), RESIL_OK); /* e2 fails */
+	resil_result_free(&r);
+	assert_int_equal(resil_pipeline_failback_pending(x.p), 2);
+	assert_int_equal(
+	    resil_pipeline_invoke(x.p, NULL, &a, always_fail, &x.d, &r),
+	    RESIL_OK);
+	resil_result_free(&r);
+	/* The queue holds 2: the third failure is dropped with an event. */
+	assert_int_equal(resil_pipeline_failback_pending(x.p), 2);
+	assert_int_equal(cluster_events(&x, "cluster queue_full"), 1);
+	/* Not due before failure time + 5 s. */
+	memset(&x.d, 0, sizeof(x.d));
+	assert_int_equal(resil_pipeline_failback_poll(
+	                     x.p, t0 + 5000 * MS - 1, always_fail, &x.d, &ran),
+	    RESIL_OK);
+	assert_int_equal(ran, 0);
+	/* Due: both run once each (avoiding the endpoint tried last). */
+	assert_int_equal(resil_pipeline_failback_poll(
+	                     x.p, t0 + 5000 * MS, always_fail, &x.d, &ran),
+	    RESIL_OK);
+	assert_int_equal(ran, 2);
+	/* The tasks last tried e0 and e2: both avoid theirs. */
+	assert_string_equal(x.d.order, "e1:1 e1:1");
+	/* Re-armed at poll time + 5 s; the third failed retry drops them. */
+	assert_int_equal(resil_pipeline_failback_poll(x.p, t0 + 10000 * MS - 1,
+	                     always_fail, &x.d, &ran),
+	    RESIL_OK);
+	assert_int_equal(ran, 0);
+	assert_int_equal(resil_pipeline_failback_poll(
+	                     x.p, t0 + 10000 * MS, always_fail, &x.d, &ran),
+	    RESIL_OK);
+	assert_int_equal(ran, 2);
+	assert_int_equal(resil_pipeline_failback_pending(x.p), 2);
+	assert_int_equal(resil_pipeline_failback_poll(
+	                     x.p, t0 + 15000 * MS, always_fail, &x.d, &ran),
+	    RESIL_OK);
+	assert_int_equal(ran, 2);
+	assert_int_equal(resil_pipeline_failback_pending(x.p), 0);
+	assert_int_equal(cluster_events(&x, "cluster gave_up"), 2);
+	assert_int_equal(x.d.n, 6);
+	pfx_end(&x);
+}
+
+/* A failback retry that succeeds ends its task, and gets the call's
+ * arguments back. */
+static int
+args_check(
+    void *ctx, const resil_pick *ep, const resil_args *args, resil_value *out)
+{
+	dep *d = ctx;
+
+	(void)out;
+	dep_note(d, ep);
+	d->n++;
+	assert_string_equal(args->method, "getStock");
+	assert_int_equal(args->len, 2);
+	assert_memory_equal(args->data, "k1", 2);
+	return 0;
+}
+
+static void
+test_failback_retry_succeeds(void **state)
+{
+	pfx x;
+	resil_result r;
+	size_t ran = 0;
+	resil_args a = { "getStock", "k1", 2 };
+
+	(void)state;
+	pfx_init(&x, RESIL_CLUSTER_FAILBACK, 2);
+	pfx_new(&x);
+	assert_int_equal(
+	    resil_pipeline_invoke(x.p, NULL, &a, always_fail, &x.d, &r),
+	    RESIL_OK);
+	resil_result_free(&r);
+	memset(&x.d, 0, sizeof(x.d));
+	assert_int_equal(resil_pipeline_failback_poll(
+	                     x.p, now(&x) + 5000 * MS, args_check, &x.d, &ran),
+	    RESIL_OK);
+	assert_int_equal(ran, 1);
+	assert_string_equal(x.d.order, "e1:1"); /* not e0, tried last */
+	assert_int_equal(resil_pipeline_failback_pending(x.p), 0);
+	assert_int_equal(cluster_events(&x, "cluster retried e1:1"), 1);
+	pfx_end(&x);
+}
+
+/* ---- broadcast ---- */
+
+static void
+test_broadcast_all_and_percent(void **state)
+{
+	pfx x;
+	resil_result r;
+
+	(void)state;
+	pfx_init(&x, RESIL_CLUSTER_BROADCAST, 4);
+	pfx_new(&x);
+	/* Every endpoint, in order; a failure gives the error even though
+	 * later endpoints succeeded. */
+	x.d.fails[1] = 1;
+	assert_int_equal(invoke(&x, &r), RESIL_E_CALL);
+	assert_int_equal(r.attempts, 4);
+	assert_string_equal(x.d.order, "e0:1 e1:1 e2:1 e3:1");
+	assert_int_equal(r.rc, 111);
+	resil_result_free(&r);
+	/* All succeed: the last endpoint's value. */
+	memset(&x.d, 0, sizeof(x.d));
+	assert_int_equal(invoke(&x, &r), RESIL_OK);
+	assert_int_equal(r.attempts, 4);
+	assert_int_equal(r.value.u.i, 103);
+	assert_string_equal(r.endpoint, "e3:1");
+	resil_result_free(&r);
+	pfx_end(&x);
+
+	/* 50%: threshold floor(4 * 50 / 100) = 2; it stops at the second
+	 * failure. */
+	pfx_init(&x, RESIL_CLUSTER_BROADCAST, 4);
+	x.pcfg.cluster.broadcast_fail_percent = 50;
+	pfx_new(&x);
+	x.d.fails[0] = x.d.fails[1] = 9;
+	assert_int_equal(invoke(&x, &r), RESIL_E_CALL);
+	assert_int_equal(r.attempts, 2);
+	assert_string_equal(x.d.order, "e0:1 e1:1");
+	resil_result_free(&r);
+	/* One failure only: below the threshold, all four run. */
+	memset(&x.d, 0, sizeof(x.d));
+	x.d.fails[2] = 9;
+	assert_int_equal(invoke(&x, &r), RESIL_E_CALL);
+	assert_int_equal(r.attempts, 4);
+	resil_result_free(&r);
+	/* A business error ends it at once, untouched. */
+	memset(&x.d, 0, sizeof(x.d));
+	x.d.biz[1] = 1;
+	assert_int_equal(invoke(&x, &r), RESIL_E_BUSINESS);
+	assert_int_equal(r.attempts, 2);
+	resil_result_free(&r);
+	pfx_end(&x);
+}
+
+/* ---- forking, through the machine ---- */
+
+static int
+refuse_submit(void (*run)(void *job), void *job, void *ctx)
+{
+	(void)run;
+	(void)job;
+	(void)ctx;
+	return -1; /* no thread: the attempt runs on the caller's */
+}
+
+static void
+nop_wait(uint64_t until, void *ctx)
+{
+	(void)until;
+	(void)ctx;
+}
+
+static void
+nop_wake(void *ctx)
+{
+	(void)ctx;
+}
+
+static void
+set_executor(pfx *x)
+{
+	x->pcfg.executor.submit = refuse_submit;
+	x->pcfg.executor.wait = nop_wait;
+	x->pcfg.executor.wake = nop_wake;
+}
+
+static void
+test_forking_first_success_wins(void **state)
+{
+	pfx x;
+	resil_result r;
+	resil_call call;
+	resil_call_next st;
+	resil_args a = { "getStock", NULL, 0 };
+	resil_value v;
+	uint32_t id[3];
+	char addr[3][16];
+	int k;
+
+	(void)state;
+	pfx_init(&x, RESIL_CLUSTER_FORKING, 4);
+	x.pcfg.cluster.forks = 3;
+	x.pcfg.timeout_ns = 1000 * MS;
+	set_executor(&x);
+	pfx_new(&x);
+	assert_int_equal(
+	    resil_call_start(&call, x.p, NULL, &a, &r, now(&x), &st),
+	    RESIL_OK);
+	for (k = 0; k < 3; k++) {
+		assert_int_equal(st.action, RESIL_CALL_RUN);
+		id[k] = st.attempt;
+		snprintf(addr[k], sizeof(addr[k]), "%s", st.endpoint->address);
+		assert_int_equal(
+		    resil_call_step(&call, now(&x), &st), RESIL_OK);
+	}
+	/* Three forks at once on three distinct endpoints, then a wait. */
+	assert_int_equal(st.action, RESIL_CALL_WAIT);
+	assert_string_equal(addr[0], "e0:1");
+	assert_string_equal(addr[1], "e1:1");
+	assert_string_equal(addr[2], "e2:1");
+	assert_int_equal(resil_call_outstanding(&call), 3);
+	/* The first fails, the second succeeds: it wins. */
+	resil_manual_clock_advance(&x.f.mc, 10 * MS);
+	assert_int_equal(
+	    resil_call_report(&call, id[0], 111, NULL, now(&x)), RESIL_OK);
+	assert_int_equal(resil_call_step(&call, now(&x), &st), RESIL_OK);
+	assert_int_equal(st.action, RESIL_CALL_WAIT);
+	v = resil_value_int(42);
+	assert_int_equal(
+	    resil_call_report(&call, id[1], 0, &v, now(&x)), RESIL_OK);
+	assert_int_equal(resil_call_step(&call, now(&x), &st), RESIL_OK);
+	assert_int_equal(st.action, RESIL_CALL_DONE);
+	assert_int_equal(r.err, RESIL_OK);
+	assert_int_equal(r.value.u.i, 42);
+	assert_int_equal(r.attempts, 3);
+	assert_string_equal(r.endpoint, "e1:1");
+	/* The loser's late answer is dropped. */
+	assert_int_equal(
+	    resil_call_report(&call, id[2], 0, NULL, now(&x)), RESIL_OK);
+	assert_int_equal(resil_call_outstanding(&call), 0);
+	resil_result_free(&r);
+	pfx_end(&x);
+}
+
+static void
+test_forking_all_fail_and_all_endpoints(void **state)
+{
+	pfx x;
+	resil_result r;
+	resil_call call;
+	resil_call_next st;
+	resil_args a = { "getStock", NULL, 0 };
+	uint32_t id[3];
+	int k;
+
+	(void)state;
+	/* forks above the endpoint count: all of them (3). */
+	pfx_init(&x, RESIL_CLUSTER_FORKING, 3);
+	x.pcfg.cluster.forks = 10;
+	set_executor(&x);
+	pfx_new(&x);
+	assert_int_equal(
+	    resil_call_start(&call, x.p, NULL, &a, &r, now(&x), &st),
+	    RESIL_OK);
+	for (k = 0; k < 3; k++) {
+		assert_int_equal(st.action, RESIL_CALL_RUN);
+		id[k] = st.attempt;
+		assert_int_equal(
+		    resil_call_step(&call, now(&x), &st), RESIL_OK);
+	}
+	assert_int_equal(st.action, RESIL_CALL_WAIT);
+	/* All fail: the call fails with the error that completed last. */
+	assert_int_equal(
+	    resil_call_report(&call, id[2], 112, NULL, now(&x)), RESIL_OK);
+	assert_int_equal(
+	    resil_call_report(&call, id[0], 113, NULL, now(&x)), RESIL_OK);
+	assert_int_equal(resil_call_step(&call, now(&x), &st), RESIL_OK);
+	assert_int_equal(st.action, RESIL_CALL_WAIT);
+	assert_int_equal(
+	    resil_call_report(&call, id[1], 114, NULL, now(&x)), RESIL_OK);
+	assert_int_equal(resil_call_step(&call, now(&x), &st), RESIL_OK);
+	assert_int_equal(st.action, RESIL_CALL_DONE);
+	assert_int_equal(r.err, RESIL_E_CALL);
+	assert_int_equal(r.rc, 114);
+	assert_int_equal(r.attempts, 3);
+	assert_string_equal(r.message,
+	    "Failed to invoke the method getStock in the service "
+	    "StockService. Tried 3 times of the providers [e2:1, e0:1, "
+	    "e1:1] (3/3). Last error is: the call failed (rc 114)");
+	resil_result_free(&r);
+	pfx_end(&x);
+}
+
+/* Forking under the blocking driver: the forks run through the executor
+ * (here: on the calling thread, one after another, as submit refuses). */
+static void
+test_forking_blocking_needs_executor(void **state)
+{
+	pfx x;
+	resil_pipeline *p = NULL;
+	resil_result r;
+
+	(void)state;
+	pfx_init(&x, RESIL_CLUSTER_FORKING, 4);
+	assert_int_equal(
+	    resil_pipeline_new(&p, &x.pcfg, &x.diag), RESIL_E_INVAL);
+	assert_null(p);
+	assert_non_null(strstr(x.diag.msg, "cluster: forking"));
+	assert_non_null(strstr(x.diag.msg, "executor"));
+	set_executor(&x);
+	pfx_new(&x);
+	x.d.fails[0] = 9;
+	assert_int_equal(invoke(&x, &r), RESIL_OK);
+	assert_int_equal(r.value.u.i, 101);
+	assert_string_equal(x.d.order, "e0:1 e1:1");
+	resil_result_free(&r);
+	pfx_end(&x);
+}
+
+/* ---- zone-aware (seed 002) ---- */
+
+static const char *const zones4[] = { "hz", "hz", "sh", "sh" };
+
+static void
+zone_init(pfx *x)
+{
+	pfx_init(x, RESIL_CLUSTER_ZONE_AWARE, 0);
+	push(x, 4, zones4);
+	x->pcfg.cluster.local_zone = "hz";
+	x->pcfg.cluster.cross_zone_timeout_ns = 500 * MS;
+	x->pcfg.timeout_ns = 3000 * MS;
+}
+
+/* A timeout of the local attempt: exactly one cross-zone attempt, with
+ * its own timeout. */
+static void
+test_zone_timeout_one_cross_zone_attempt(void **state)
+{
+	pfx x;
+	resil_result r;
+	resil_call call;
+	resil_call_next st;
+	resil_args a = { "getStock", NULL, 0 };
+	uint64_t t;
+
+	(void)state;
+	zone_init(&x);
+	pfx_new(&x);
+	assert_int_equal(
+	    resil_call_start(&call, x.p, NULL, &a, &r, now(&x), &st),
+	    RESIL_OK);
+	assert_int_equal(st.action, RESIL_CALL_RUN);
+	assert_string_equal(st.endpoint->address, "e0:1");
+	assert_string_equal(st.endpoint->zone, "hz");
+	assert_true(st.deadline == now(&x) + 3000 * MS);
+	resil_manual_clock_advance(&x.f.mc, 3000 * MS + 1);
+	assert_int_equal(resil_call_step(&call, now(&x), &st), RESIL_OK);
+	assert_int_equal(st.action, RESIL_CALL_RUN);
+	assert_int_equal(st.attempt, 2);
+	assert_string_equal(st.endpoint->zone, "sh");
+	t = now(&x);
+	assert_true(st.deadline == t + 500 * MS);
+	assert_int_equal(cluster_events(&x, "cluster cross_zone e0:1"), 1);
+	/* It times out too: that is the answer, no third attempt. */
+	resil_manual_clock_advance(&x.f.mc, 500 * MS + 1);
+	assert_int_equal(resil_call_step(&call, now(&x), &st), RESIL_OK);
+	assert_int_equal(st.action, RESIL_CALL_DONE);
+	assert_int_equal(r.err, RESIL_E_TIMEOUT);
+	assert_int_equal(r.attempts, 2);
+	assert_string_equal(r.zone, "sh");
+	assert_string_equal(r.message,
+	    "Failed to invoke the method getStock in the service "
+	    "StockService. Tried 2 times of the providers [e0:1, e2:1] "
+	    "(2/4). Last error is: timeout after 500 ms");
+	resil_result_free(&r);
+	pfx_end(&x);
+}
+
+/* The cross-zone attempt answers: its value, its zone. */
+static void
+test_zone_cross_zone_answer(void **state)
+{
+	pfx x;
+	resil_result r;
+	resil_call call;
+	resil_call_next st;
+	resil_args a = { "getStock", NULL, 0 };
+	resil_value v;
+
+	(void)state;
+	zone_init(&x);
+	pfx_new(&x);
+	assert_int_equal(
+	    resil_call_start(&call, x.p, NULL, &a, &r, now(&x), &st),
+	    RESIL_OK);
+	resil_manual_clock_advance(&x.f.mc, 3000 * MS + 1);
+	assert_int_equal(resil_call_step(&call, now(&x), &st), RESIL_OK);
+	assert_int_equal(st.action, RESIL_CALL_RUN);
+	resil_manual_clock_advance(&x.f.mc, 20 * MS);
+	v = resil_value_int(7);
+	assert_int_equal(
+	    resil_call_report(&call, st.attempt, 0, &v, now(&x)), RESIL_OK);
+	assert_int_equal(resil_call_step(&call, now(&x), &st), RESIL_OK);
+	assert_int_equal(st.action, RESIL_CALL_DONE);
+	assert_int_equal(r.err, RESIL_OK);
+	assert_int_equal(r.value.u.i, 7);
+	assert_string_equal(r.zone, "sh");
+	assert_int_equal(r.attempts, 2);
+	resil_result_free(&r);
+	pfx_end(&x);
+}
+
+/* Refusals fail over within the local zone, never across. */
+static void
+test_zone_refusals_stay_local(void **state)
+{
+	pfx x;
+	resil_result r;
+
+	(void)state;
+	zone_init(&x);
+	pfx_new(&x);
+	x.d.fails[0] = x.d.fails[1] = 9;
+	assert_int_equal(invoke(&x, &r), RESIL_E_CALL);
+	assert_int_equal(r.attempts, 3);
+	assert_string_equal(x.d.order, "e0:1 e1:1 e1:1");
+	assert_int_equal(x.d.calls[2] + x.d.calls[3], 0);
+	assert_int_equal(cluster_events(&x, "cluster cross_zone"), 0);
+	assert_string_equal(r.zone, "hz");
+	resil_result_free(&r);
+	/* A success in the zone: local answer. */
+	memset(&x.d, 0, sizeof(x.d));
+	x.d.fails[0] = 1;
+	assert_int_equal(invoke(&x, &r), RESIL_OK);
+	assert_string_equal(r.zone, "hz");
+	resil_result_free(&r);
+	pfx_end(&x);
+}
+
+/* No usable local endpoint (removed): the other zones serve, as plain
+ * failover. */
+static void
+test_zone_local_gone_others_serve(void **state)
+{
+	pfx x;
+	resil_result r;
+	static const char *const sh[] = { "sh", "sh" };
+	resil_endpoint_spec specs[2];
+
+	(void)state;
+	zone_init(&x);
+	pfx_new(&x);
+	specs[0] = resil_endpoint_spec_default("e2:1");
+	specs[0].zone = sh[0];
+	specs[1] = resil_endpoint_spec_default("e3:1");
+	specs[1].zone = sh[1];
+	assert_int_equal(
+	    resil_directory_push(x.f.d, specs, 2, &x.f.diag), RESIL_OK);
+	x.d.fails[2] = 1;
+	assert_int_equal(invoke(&x, &r), RESIL_OK);
+	assert_int_equal(r.attempts, 2);
+	assert_string_equal(x.d.order, "e2:1 e3:1");
+	assert_string_equal(r.zone, "sh");
+	resil_result_free(&r);
+	pfx_end(&x);
+}
+
+static void
+test_zone_needs_local_zone(void **state)
+{
+	pfx x;
+	resil_pipeline *p = NULL;
+
+	(void)state;
+	zone_init(&x);
+	x.pcfg.cluster.local_zone = NULL;
+	assert_int_equal(
+	    resil_pipeline_new(&p, &x.pcfg, &x.diag), RESIL_E_INVAL);
+	assert_non_null(strstr(x.diag.msg, "cluster.local_zone"));
+	pfx_end(&x);
+}
+
+/* ---- no provider, bad settings ---- */
+
+static void
+test_no_provider_is_an_error_and_a_fail_mock_fires(void **state)
+{
+	pfx x;
+	resil_result r;
+
+	(void)state;
+	pfx_init(&x, RESIL_CLUSTER_FAILSAFE, 0);
+	pfx_new(&x);
+	assert_int_equal(invoke(&x, &r), RESIL_E_NO_PROVIDER);
+	assert_int_equal(r.attempts, 0);
+	assert_non_null(strstr(r.message, "No provider available"));
+	assert_int_equal(cluster_events(&x, "cluster no_provider"), 1);
+	assert_int_equal(x.d.n, 0);
+	resil_result_free(&r);
+	pfx_end(&x);
+
+	pfx_init(&x, RESIL_CLUSTER_FAILOVER, 0);
+	x.pcfg.mock = "fail:return 9";
+	pfx_new(&x);
+	assert_int_equal(invoke(&x, &r), RESIL_OK);
+	assert_int_equal(r.source, RESIL_SOURCE_MOCK);
+	assert_int_equal(r.value.u.i, 9);
+	assert_int_equal(r.attempts, 0);
+	resil_result_free(&r);
+	pfx_end(&x);
+}
+
+static void
+expect_refused(resil_pipeline_config *cfg, const char *what)
+{
+	resil_pipeline *p = NULL;
+	resil_diag d;
+
+	d.msg[0] = '\0';
+	assert_int_equal(resil_pipeline_new(&p, cfg, &d), RESIL_E_INVAL);
+	assert_null(p);
+	if (strstr(d.msg, what) == NULL)
+		fprintf(stderr, "message: %s\n", d.msg);
+	assert_non_null(strstr(d.msg, what));
+}
+
+static void
+test_bad_cluster_settings(void **state)
+{
+	pfx x;
+	resil_cluster_strategy s;
+
+	(void)state;
+	pfx_init(&x, RESIL_CLUSTER_FAILOVER, 2);
+	x.pcfg.cluster.forks = 0;
+	expect_refused(&x.pcfg, "cluster.forks: 0 must be >= 1");
+	x.pcfg.cluster.forks = 2;
+	x.pcfg.cluster.retries = -1;
+	expect_refused(&x.pcfg, "cluster.retries: -1 must be >= 0");
+	x.pcfg.cluster.retries = 2;
+	x.pcfg.cluster.failback_queue = 0;
+	expect_refused(&x.pcfg, "cluster.failback_queue: 0 must be >= 1");
+	x.pcfg.cluster.failback_queue = 100;
+	x.pcfg.cluster.broadcast_fail_percent = 101;
+	expect_refused(&x.pcfg,
+	    "cluster.broadcast_fail_percent: 101 is out of range 0..100");
+	x.pcfg.cluster.broadcast_fail_percent = 100;
+	x.pcfg.hedge_max = 1;
+	expect_refused(&x.pcfg, "pipeline.hedge_max");
+	x.pcfg.hedge_max = 0;
+	x.pcfg.cluster.strategy = (resil_cluster_strategy)9;
+	expect_refused(&x.pcfg, "cluster: strategy 9");
+	assert_int_equal(
+	    resil_cluster_strategy_parse("zone-aware", &s), RESIL_OK);
+	assert_int_equal(s, RESIL_CLUSTER_ZONE_AWARE);
+	assert_int_equal(
+	    resil_cluster_strategy_parse("forking", &s), RESIL_OK);
+	assert_int_equal(s, RESIL_CLUSTER_FORKING);
+	assert_int_equal(
+	    resil_cluster_strategy_parse("available", &s), RESIL_E_INVAL);
+	pfx_end(&x);
+}
+
+/* A pipeline with a selector refuses resil_pipeline_call (the function
+ * would not know its endpoint). */
+static int
+plain_fn(void *ctx, const resil_args *args, resil_value *out)
+{
+	(void)ctx;
+	(void)args;
+	(void)out;
+	return 0;
+}
+
+static void
+test_selector_pipeline_refuses_plain_call(void **state)
+{
+	pfx x;
+	resil_result r;
+	resil_args a = { "getStock", NULL, 0 };
+
+	(void)state;
+	pfx_init(&x, RESIL_CLUSTER_FAILOVER, 2);
+	pfx_new(&x);
+	assert_int_equal(
+	    resil_pipeline_call(x.p, &a, plain_fn, NULL, &r), RESIL_E_INVAL);
+	assert_non_null(strstr(r.message, "resil_pipeline_invoke"));
+	resil_result_free(&r);
+	pfx_end(&x);
+}
+
+/* ---- seed 000: the order table through the real cluster ---- */
+
+typedef struct row {
+	const char *mock;
+	resil_cluster_strategy strategy;
+	int business;
+	resil_err err;
+	resil_source source;
+	int attempts;
+	resil_vtype vtype;
+	int64_t value;
+} row;
+
+static void
+test_seed000_order_table(void **state)
+{
+	static const row rows[] = {
+		/* force: the cluster never runs. */
+		{ "force:return 1", RESIL_CLUSTER_FAILOVER, 0, RESIL_OK,
+		    RESIL_SOURCE_MOCK, 0, RESIL_VALUE_INT, 1 },
+		/* fail + failover: every retry first, then the mock. */
+		{ "fail:return 2", RESIL_CLUSTER_FAILOVER, 0, RESIL_OK,
+		    RESIL_SOURCE_MOCK, 3, RESIL_VALUE_INT, 2 },
+		/* fail + failfast: one attempt, then the mock. */
+		{ "fail:return 3", RESIL_CLUSTER_FAILFAST, 0, RESIL_OK,
+		    RESIL_SOURCE_MOCK, 1, RESIL_VALUE_INT, 3 },
+		/* fail + failsafe: swallowed, the mock never fires. */
+		{ "fail:return 4", RESIL_CLUSTER_FAILSAFE, 0, RESIL_OK,
+		    RESIL_SOURCE_LIVE, 1, RESIL_VALUE_NULL, 0 },
+		/* a business error: untouched, no retry, no mock. */
+		{ "fail:return 5", RESIL_CLUSTER_FAILOVER, 1, RESIL_E_BUSINESS,
+		    RESIL_SOURCE_LIVE, 1, RESIL_VALUE_NULL, 0 },
+	};
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		pfx x;
+		resil_result r;
+		int k;
+
+		pfx_init(&x, rows[i].strategy, 4);
+		x.pcfg.mock = rows[i].mock;
+		pfx_new(&x);
+		for (k = 0; k < 4; k++) {
+			x.d.fails[k] = 9;
+			x.d.biz[k] = rows[i].business;
+		}
+		assert_int_equal(invoke(&x, &r), rows[i].err);
+		assert_int_equal(r.source, rows[i].source);
+		assert_int_equal(r.attempts, rows[i].attempts);
+		assert_int_equal(x.d.n, rows[i].attempts);
+		assert_int_equal(r.value.type, rows[i].vtype);
+		if (rows[i].vtype == RESIL_VALUE_INT)
+			assert_int_equal(r.value.u.i, rows[i].value);
+		resil_result_free(&r);
+		pfx_end(&x);
+	}
+}
+
 int
 main(void)
 {
@@ -381,6 +1115,24 @@ main(void)
 		cmocka_unit_test(test_failover_backoff_and_method_attempts),
 		cmocka_unit_test(test_machine_gives_endpoints),
 		cmocka_unit_test(test_machine_no_selector_null_endpoint),
+		cmocka_unit_test(test_failfast_one_attempt),
+		cmocka_unit_test(test_failsafe_swallows_and_mock_never_fires),
+		cmocka_unit_test(test_failback_queue_and_retry_times),
+		cmocka_unit_test(test_failback_retry_succeeds),
+		cmocka_unit_test(test_broadcast_all_and_percent),
+		cmocka_unit_test(test_forking_first_success_wins),
+		cmocka_unit_test(test_forking_all_fail_and_all_endpoints),
+		cmocka_unit_test(test_forking_blocking_needs_executor),
+		cmocka_unit_test(test_zone_timeout_one_cross_zone_attempt),
+		cmocka_unit_test(test_zone_cross_zone_answer),
+		cmocka_unit_test(test_zone_refusals_stay_local),
+		cmocka_unit_test(test_zone_local_gone_others_serve),
+		cmocka_unit_test(test_zone_needs_local_zone),
+		cmocka_unit_test(
+		    test_no_provider_is_an_error_and_a_fail_mock_fires),
+		cmocka_unit_test(test_bad_cluster_settings),
+		cmocka_unit_test(test_selector_pipeline_refuses_plain_call),
+		cmocka_unit_test(test_seed000_order_table),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
