@@ -159,9 +159,6 @@ typedef struct rec {
 typedef struct simconf {
 	const char *path;
 	resil_config *conf;
-	resil_cluster_text *cc;    /* the selector's keys */
-	resil_cluster_config ccfg; /* the cluster's */
-	char zone[MAX_NAME];
 } simconf;
 
 typedef struct run {
@@ -601,183 +598,31 @@ free_scenario(scenario *s)
 
 /* ---- reading a configuration ---- */
 
-static int
-conf_bad(const char *path, unsigned line, const char *key, const char *v,
-    const char *want)
-{
-	fprintf(
-	    stderr, "%s:%u: %s: \"%s\" is not %s\n", path, line, key, v, want);
-	return -1;
-}
-
-/* A cluster key into sc->ccfg: 1 when it is one, 0 when not, -1 (after
- * printing the error) for a bad value. */
-static int
-cluster_key(simconf *sc, const char *key, const char *v, unsigned line)
-{
-	resil_cluster_config *cc = &sc->ccfg;
-	unsigned u;
-	uint64_t d;
-
-	if (strcmp(key, "cluster") == 0) {
-		if (resil_cluster_strategy_parse(v, &cc->strategy) != RESIL_OK)
-			return conf_bad(sc->path, line, key, v,
-			    "a strategy (failover, failfast, failsafe, "
-			    "failback, broadcast, forking, zone-aware)");
-	} else if (strcmp(key, "retries") == 0) {
-		if (parse_uint(v, 1000, &u) != 0)
-			return conf_bad(
-			    sc->path, line, key, v, "an integer 0..1000");
-		cc->retries = (int32_t)u;
-	} else if (strcmp(key, "forks") == 0) {
-		if (parse_uint(v, 1000, &u) != 0 || u == 0)
-			return conf_bad(
-			    sc->path, line, key, v, "an integer 1..1000");
-		cc->forks = (int32_t)u;
-	} else if (strcmp(key, "broadcast.fail.percent") == 0) {
-		if (parse_uint(v, 100, &u) != 0)
-			return conf_bad(
-			    sc->path, line, key, v, "an integer 0..100");
-		cc->broadcast_fail_percent = (int32_t)u;
-	} else if (strcmp(key, "zone") == 0) {
-		if (*v == '\0' || strlen(v) >= sizeof(sc->zone))
-			return conf_bad(sc->path, line, key, v,
-			    "a zone name (1 to 31 characters)");
-		snprintf(sc->zone, sizeof(sc->zone), "%s", v);
-		cc->local_zone = sc->zone;
-	} else if (strcmp(key, "cross_zone_timeout") == 0) {
-		if (sim_parse_time(v, &d) != 0)
-			return conf_bad(sc->path, line, key, v, "a duration");
-		cc->cross_zone_timeout_ns = d;
-	} else {
-		return 0;
-	}
-	return 1;
-}
-
 /*
- * The keys of a configuration file: the pipeline's (resil_config), the
- * selector's (loadbalance=, router.*, outlier.*, panic.threshold, parsed
- * by resil_cluster_text_set) and the cluster's (cluster=, retries=,
- * forks=, broadcast.fail.percent=, zone=, cross_zone_timeout=, read here
- * into a resil_cluster_config). The lines resil_config does not know are
- * blanked before it reads the text, so its messages keep their lines.
+ * One configuration file holds the pipeline's keys, the cluster's
+ * (cluster=, retries=, zone=, cross_zone_timeout=, ...) and the selector's
+ * and directory's (loadbalance=, router.*, outlier.*, panic.threshold):
+ * resil_config reads them all (docs/config.md, docs/cluster.md).
  */
 static int
 load_conf(const char *path, simconf *sc)
 {
-	FILE *f = fopen(path, "r");
-	char buf[MAX_LINE + 2];
-	char *text = NULL;
-	size_t len = 0, cap = 0;
-	unsigned line = 0;
 	resil_diag diag;
-	int rc = 2;
 
 	memset(sc, 0, sizeof(*sc));
 	sc->path = path;
-	resil_cluster_config_init(&sc->ccfg);
-	if (f == NULL) {
-		fprintf(
-		    stderr, "%s: cannot open: %s\n", path, strerror(errno));
+	if (resil_config_parse_file(&sc->conf, path, NULL, &diag) !=
+	    RESIL_OK) {
+		fprintf(stderr, "%s\n", diag.msg);
 		return 2;
 	}
-	if (resil_cluster_text_new(&sc->cc, NULL) != RESIL_OK)
-		goto out;
-	while (fgets(buf, sizeof(buf), f) != NULL) {
-		char key[128], *eq = strchr(buf, '='), *k = buf, *v, *e;
-		size_t n = strlen(buf);
-		int mine = 0;
-
-		line++;
-		while (*k == ' ' || *k == '\t')
-			k++;
-		if (eq != NULL && *k != '#') {
-			for (e = eq; e > k && (e[-1] == ' ' || e[-1] == '\t');
-			     e--)
-				;
-			if ((size_t)(e - k) < sizeof(key)) {
-				memcpy(key, k, (size_t)(e - k));
-				key[e - k] = '\0';
-			} else {
-				key[0] = '\0';
-			}
-			v = eq + 1;
-			while (*v == ' ' || *v == '\t')
-				v++;
-			for (e = v + strlen(v); e > v &&
-			     (e[-1] == '\n' || e[-1] == '\r' || e[-1] == ' ' ||
-			         e[-1] == '\t');
-			     e--)
-				;
-			*e = '\0';
-			mine = cluster_key(sc, key, v, line);
-			if (mine < 0)
-				goto out;
-			if (mine == 0) {
-				resil_err err = resil_cluster_text_set(
-				    sc->cc, key, v, path, line, &diag);
-
-				/* service= is both's. */
-				if (err == RESIL_OK)
-					mine = strcmp(key, "service") != 0;
-				else if (err != RESIL_E_NOTFOUND) {
-					fprintf(stderr, "%s\n", diag.msg);
-					goto out;
-				}
-			}
-			if (!mine)
-				*e = '\n', e[1] = '\0';
-			n = strlen(buf);
-		}
-		if (len + n + 2 > cap) {
-			char *nt;
-
-			cap = (len + n + 2) * 2;
-			nt = realloc(text, cap);
-			if (nt == NULL)
-				goto out;
-			text = nt;
-		}
-		if (mine) {
-			text[len++] = '\n';
-		} else {
-			memcpy(text + len, buf, n);
-			len += n;
-			if (n > 0 && buf[n - 1] != '\n')
-				text[len++] = '\n';
-		}
-		text[len] = '\0';
-	}
-	if (resil_cluster_text_finish(sc->cc, &diag) != RESIL_OK) {
-		fprintf(stderr, "%s: %s\n", path, diag.msg);
-		goto out;
-	}
-	if (resil_cluster_config_validate(&sc->ccfg, &diag) != RESIL_OK) {
-		fprintf(stderr, "%s: %s\n", path, diag.msg);
-		goto out;
-	}
-	if (resil_config_parse_string(
-	        &sc->conf, text ? text : "", path, NULL, &diag) != RESIL_OK) {
-		fprintf(stderr, "%s\n", diag.msg);
-		goto out;
-	}
-	rc = 0;
-out:
-	fclose(f);
-	free(text);
-	if (rc != 0) {
-		resil_cluster_text_free(sc->cc);
-		sc->cc = NULL;
-	}
-	return rc;
+	return 0;
 }
 
 static void
 free_conf(simconf *sc)
 {
 	resil_config_free(sc->conf);
-	resil_cluster_text_free(sc->cc);
 }
 
 /* ---- the run ---- */
@@ -1254,7 +1099,7 @@ run_one(run *r, const scenario *s, const simconf *sc)
 	r->lbrand = resil_rng_hook(&r->lbrng);
 
 	resil_directory_config_init(&dcfg);
-	resil_cluster_text_directory(sc->cc, &dcfg);
+	resil_config_directory(sc->conf, &dcfg);
 	dcfg.clock = resil_manual_clock_hook(&r->mc);
 	dcfg.listener = on_endpoint;
 	dcfg.listener_ctx = r;
@@ -1262,8 +1107,7 @@ run_one(run *r, const scenario *s, const simconf *sc)
 		fprintf(stderr, "%s: %s\n", sc->path, diag.msg);
 		return 2;
 	}
-	resil_selector_config_init(&scfg);
-	resil_cluster_text_selector(sc->cc, &scfg);
+	resil_config_selector(sc->conf, &scfg);
 	scfg.random = &r->lbrand;
 	if (resil_selector_new(&r->sel, r->dir, &scfg, &diag) != RESIL_OK) {
 		fprintf(stderr, "%s: %s\n", sc->path, diag.msg);
@@ -1275,7 +1119,6 @@ run_one(run *r, const scenario *s, const simconf *sc)
 	pcfg.clock = resil_manual_clock_hook(&r->mc);
 	pcfg.classifier.fn = des_classify;
 	pcfg.selector = r->sel;
-	pcfg.cluster = sc->ccfg;
 	/* Forking needs an executor for the blocking driver only; the
 	 * simulator runs the attempts itself. */
 	pcfg.executor.submit = no_submit;
