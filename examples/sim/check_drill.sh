@@ -4,13 +4,21 @@
 # issue 13 on its phase lines:
 #   phase NAME: calls N local P% p99 T ms errors E% attempts A
 # healthy local >= 99%; in every phase p99 <= 400 ms, errors <= 0.1%,
-# attempts <= 1.2.
+# attempts <= 1.2. The first run also draws the picture, which must have
+# its three panels and the phases.
 # usage: check_drill.sh RESIL_SIM CONFIG SCENARIO OUTDIR
 set -eu
 sim=$1 conf=$2 scn=$3 out=$4
 mkdir -p "$out"
-"$sim" "$conf" "$scn" >"$out/drill-1.txt"
+"$sim" "$conf" "$scn" --svg "$out/drill.svg" >"$out/drill-1.txt"
 "$sim" "$conf" "$scn" >"$out/drill-2.txt"
+# The picture: three panels (local share, p99, errors), one line each,
+# the phases marked.
+if [ "$(grep -c '<polyline' "$out/drill.svg")" != 3 ] ||
+	! grep -q '>zone_down</text>' "$out/drill.svg"; then
+	echo "sim_drill: $out/drill.svg lacks its panels or phases"
+	exit 1
+fi
 if ! cmp -s "$out/drill-1.txt" "$out/drill-2.txt"; then
 	echo "sim_drill: two runs differ:"
 	diff "$out/drill-1.txt" "$out/drill-2.txt" || true

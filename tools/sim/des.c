@@ -191,6 +191,15 @@ bad(const char *file, unsigned line, const char *msg, const char *arg)
 	return 2;
 }
 
+/* An error of the whole file (no line to name). */
+static int
+bad_file(const char *file, const char *msg, const char *arg)
+{
+	fprintf(stderr, "%s: %s%s%s\n", file, msg, arg ? ": " : "",
+	    arg ? arg : "");
+	return 2;
+}
+
 static int
 zone_of(scenario *s, const char *name, int create)
 {
@@ -569,19 +578,19 @@ read_des(const char *file, scenario *s)
 	}
 	fclose(f);
 	if (s->caller < 0)
-		return bad(file, line, "no `caller ZONE` line", NULL);
+		return bad_file(file, "no `caller ZONE` line", NULL);
 	if (s->neps == 0)
-		return bad(file, line, "no endpoints", NULL);
+		return bad_file(file, "no endpoints", NULL);
 	if (s->nphases == 0)
-		return bad(file, line, "no phase", NULL);
+		return bad_file(file, "no phase", NULL);
 	{
 		int z, e;
 
 		for (e = 0; e < s->neps; e++) {
 			z = s->eps[e].zone;
 			if (!s->net[s->caller][z].set)
-				return bad(file, line, "no rtt between zones",
-				    s->zones[z]);
+				return bad_file(
+				    file, "no rtt between zones", s->zones[z]);
 		}
 	}
 	s->end = phase_t;
