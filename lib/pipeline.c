@@ -591,6 +591,16 @@ cluster_setup(
 			    diag, RESIL_E_NOMEM, "pipeline: out of memory");
 		p->ccfg.local_zone = p->zone;
 	}
+	if (cc->strategy == RESIL_CLUSTER_ZONE_AWARE) {
+		resil_diag zd;
+
+		zd.msg[0] = '\0';
+		if (resil_selector_check_zones(p->sel, &zd) != RESIL_OK)
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "zone: %.180s; zone-aware needs every endpoint's "
+			    "zone",
+			    zd.msg);
+	}
 	p->hedge_delay = 0; /* forking starts its forks at once */
 	if (cc->strategy == RESIL_CLUSTER_FORKING)
 		/* Forks above the candidate count find no distinct endpoint
@@ -1180,7 +1190,8 @@ typedef struct callm {
 	uint8_t last_local; /* zone-aware: the last attempt was local */
 	uint8_t bany;       /* broadcast: a failure was seen */
 	resil_selector *sel;
-	uint32_t ncand;  /* candidates at the first route */
+	uint32_t ncand;  /* candidates at the last route (messages) */
+	uint32_t bn;     /* broadcast: candidates at the first route */
 	uint32_t nother; /* zone-aware: other-zone candidates, last route */
 	uint32_t bidx;   /* broadcast: the candidate of the next attempt */
 	uint32_t bfail, bthreshold;
@@ -1273,6 +1284,48 @@ sat_add(uint64_t a, uint64_t b)
 	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
+/*
+ * A mock endpoint of the directory answers for the mock stage (Dubbo's
+ * mock:// providers): the consumer's spec chose the mode (failure NULL:
+ * force), the endpoint's spec gives the answer. 1 when it answered into
+ * *out; 0 when there is none (or its spec does not parse): the local mock
+ * answers then.
+ */
+static int
+mock_from_endpoint(resil_pipeline *p, const resil_args *args,
+    const resil_failure *failure, resil_result *out)
+{
+	char spec[RESIL_DIAG_MAX], full[RESIL_DIAG_MAX + 8];
+	const char *body = spec;
+	resil_mock_config mc;
+	resil_mock *m;
+	resil_err err;
+
+	if (p->sel == NULL ||
+	    !resil_selector_mock_spec(
+	        p->sel, args->method, spec, sizeof(spec)))
+		return 0;
+	while (*body == ' ' || *body == '\t')
+		body++;
+	if (strncmp(body, "force:", 6) == 0)
+		body += 6;
+	else if (strncmp(body, "fail:", 5) == 0)
+		body += 5;
+	snprintf(full, sizeof(full), "%s%s",
+	    failure == NULL ? "force:" : "fail:", body);
+	resil_mock_config_init(&mc);
+	mc.service = p->service;
+	mc.spec = full;
+	mc.registry = p->registry;
+	mc.alloc = &p->alloc;
+	if (resil_mock_new(&m, &mc, NULL) != RESIL_OK)
+		return 0;
+	err = resil_mock_invoke(m, args, failure, out);
+	resil_mock_free(m);
+	return err != RESIL_E_NOTFOUND && err != RESIL_E_NOMEM &&
+	    err != RESIL_E_INVAL;
+}
+
 /* The chain's mock handler: whatever mock is current when it runs. */
 static resil_verdict
 mock_handler(void *ctx, const resil_args *args, const resil_failure *failure,
@@ -1286,6 +1339,16 @@ mock_handler(void *ctx, const resil_args *args, const resil_failure *failure,
 	if (resil__loadptr((void *const *)&p->mock) == NULL)
 		return RESIL_FALLBACK_PASS;
 	m = mock_hold(p, &tok);
+	if (m != NULL && p->sel != NULL) {
+		const resil_mock_spec *spec;
+
+		if (resil_mock_lookup(m, args->method, &spec) == RESIL_OK &&
+		    spec->action != RESIL_MOCK_NONE &&
+		    mock_from_endpoint(p, args, failure, out)) {
+			mock_release(p, tok);
+			return RESIL_FALLBACK_ANSWER;
+		}
+	}
 	err = m != NULL ? resil_mock_invoke(m, args, failure, out)
 	                : RESIL_E_NOTFOUND;
 	mock_release(p, tok);
@@ -1553,7 +1616,7 @@ cl_start(callm *c, const method *m, tsrc ts)
 	c->has_pick = 0;
 	c->last_local = 0;
 	c->bany = 0;
-	c->ncand = c->nother = 0;
+	c->ncand = c->nother = c->bn = 0;
 	c->bidx = c->bfail = c->bthreshold = 0;
 	c->blast_rc = 0;
 	c->blast_status = RESIL_OK;
@@ -1617,12 +1680,13 @@ cl_pick(callm *c, unsigned i, uint64_t now)
 			    c->req.method, NULL, 0, now);
 		return err;
 	}
-	if (c->issued == 0) {
-		/* The call's first route sets the broadcast threshold. */
-		c->ncand = (uint32_t)resil_candidates_count(cs);
-		if (cc->strategy == RESIL_CLUSTER_BROADCAST)
-			c->bthreshold = (uint32_t)((uint64_t)c->ncand *
-			    (uint64_t)cc->broadcast_fail_percent / 100u);
+	c->ncand = (uint32_t)resil_candidates_count(cs);
+	if (c->issued == 0 && cc->strategy == RESIL_CLUSTER_BROADCAST) {
+		/* The call's first route sets the broadcast's endpoints and
+		 * threshold. */
+		c->bn = c->ncand;
+		c->bthreshold = (uint32_t)((uint64_t)c->bn *
+		    (uint64_t)cc->broadcast_fail_percent / 100u);
 	}
 	switch (cc->strategy) {
 	case RESIL_CLUSTER_BROADCAST:
@@ -1741,7 +1805,7 @@ cl_decide(callm *c, tsrc *ts, resil_call_next *st)
 				if (c->bfail == c->bthreshold)
 					break;
 			}
-			if (++c->bidx >= c->ncand)
+			if (++c->bidx >= c->bn)
 				break;
 			if (launch(c, ts, st))
 				return 0;
@@ -1804,6 +1868,7 @@ cl_conclude(callm *c, resil_err rr, int rc, resil_err status,
 	resil_result *out = c->out;
 	resil_cluster_strategy sg = p->ccfg.strategy;
 	resil_failure failure;
+	int full = 0;
 
 	if (rr == RESIL_OK && status == RESIL_OK &&
 	    outcome != RESIL_OUTCOME_FAILURE) {
@@ -1830,20 +1895,20 @@ cl_conclude(callm *c, resil_err rr, int rc, resil_err status,
 		return;
 	}
 	resil_value_free(&c->value);
-	if (!c->cstop &&
+	if (!c->cstop && sg == RESIL_CLUSTER_FAILBACK &&
+	    p->ccfg.failback_retries > 0 &&
+	    !resil__cluster_enqueue(p->fbq, &c->req, c->args, c->last_addr,
+	        c->ntried > 0 ? c->tried[c->ntried - 1] : 0, rc, tnow(ts)))
+		/* The queue is full (an event said so): the failure is not
+		 * swallowed, it goes on as failfast's would. */
+		full = 1;
+	if (!c->cstop && !full &&
 	    (sg == RESIL_CLUSTER_FAILSAFE || sg == RESIL_CLUSTER_FAILBACK)) {
 		/* The failure is swallowed: a null value now (failback:
 		 * and the call queued for later). No fallback runs. */
-		uint64_t now = tnow(ts);
-
 		if (sg == RESIL_CLUSTER_FAILSAFE)
 			cluster_event(p, RESIL_CLUSTER_EVENT_SWALLOWED,
-			    c->req.method, c->last_addr, rc, now);
-		else if (p->ccfg.failback_retries > 0)
-			(void)resil__cluster_enqueue(p->fbq, &c->req, c->args,
-			    c->last_addr,
-			    c->ntried > 0 ? c->tried[c->ntried - 1] : 0, rc,
-			    now);
+			    c->req.method, c->last_addr, rc, tnow(ts));
 		out->rc = rc;
 		out->attempts = c->attempts;
 		out->breaker_state = c->breaker_state;
@@ -1878,7 +1943,25 @@ cl_conclude(callm *c, resil_err rr, int rc, resil_err status,
 		copy_str(out->zone, sizeof(out->zone), c->last_zone);
 		if (c->cstop && c->cmsg[0] != '\0')
 			copy_str(out->message, sizeof(out->message), c->cmsg);
-		else {
+		else if (full) {
+			char lasterr[64];
+			resil__msg o;
+
+			resil__cluster_last_error(lasterr, sizeof(lasterr),
+			    failure.err, rc, c->last_timeout);
+			resil__msg_start(
+			    &o, out->message, sizeof(out->message));
+			RESIL__MSG_LIT(&o, "Failback queue of the method ");
+			resil__msg_str(&o, c->req.method);
+			RESIL__MSG_LIT(&o, " in the service ");
+			resil__msg_str(&o, p->service);
+			RESIL__MSG_LIT(&o, " is full (");
+			resil__msg_int(&o, (int)p->ccfg.failback_queue);
+			RESIL__MSG_LIT(&o,
+			    " calls): the failure is dropped. "
+			    "Last error is: ");
+			resil__msg_str(&o, lasterr);
+		} else {
 			char lasterr[64];
 
 			resil__cluster_last_error(lasterr, sizeof(lasterr),
@@ -2266,8 +2349,11 @@ mstart(callm *c, resil_pipeline *p, const method *m, const resil_args *args,
 			c->has_mock = 1;
 			if (spec->mode == RESIL_MOCK_FORCE) {
 				forced = 1;
-				if (resil_mock_invoke(mock, args, NULL, out) ==
-				    RESIL_E_NOMEM) {
+				if (RESIL__UNLIKELY(p->sel != NULL) &&
+				    mock_from_endpoint(p, args, NULL, out))
+					;
+				else if (resil_mock_invoke(mock, args, NULL,
+				             out) == RESIL_E_NOMEM) {
 					resil_result_init(out);
 					out->err = RESIL_E_NOMEM;
 				}

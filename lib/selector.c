@@ -545,6 +545,66 @@ resil_selector_pick(resil_selector *sel, resil_candidates *c,
 	    sel, c, req, exclude, nexclude, NULL, 0, out, diag);
 }
 
+int
+resil_selector_mock_spec(
+    resil_selector *sel, const char *method, char *buf, size_t len)
+{
+	resil__snapshot *snap;
+	char key[160];
+	size_t i, klen;
+	int found = 0;
+
+	if (sel == NULL || buf == NULL || len == 0)
+		return 0;
+	klen = (size_t)snprintf(
+	    key, sizeof(key), "%s.mock", method != NULL ? method : "");
+	if (klen >= sizeof(key))
+		klen = 0; /* too long a name: the service-level one only */
+	snap = resil__dir_acquire(sel->dir);
+	for (i = 0; i < snap->n && !found; i++) {
+		const resil__entry *e = &snap->e[i];
+		const char *v;
+		size_t n;
+
+		if (!e->mock)
+			continue;
+		if ((klen > 0 && resil__entry_attr(e, key, klen, &v, &n)) ||
+		    resil__entry_attr(e, "mock", 4, &v, &n)) {
+			if (n >= len)
+				n = len - 1;
+			memcpy(buf, v, n);
+			buf[n] = '\0';
+			found = 1;
+		}
+	}
+	resil__snap_release(snap);
+	return found;
+}
+
+resil_err
+resil_selector_check_zones(resil_selector *sel, resil_diag *diag)
+{
+	resil__snapshot *snap;
+	resil_err err = RESIL_OK;
+	size_t i;
+
+	if (sel == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "selector: bad argument");
+	snap = resil__dir_acquire(sel->dir);
+	for (i = 0; i < snap->n; i++) {
+		const resil__entry *e = &snap->e[i];
+
+		if (!e->mock && (e->zone == NULL || e->zone[0] == '\0')) {
+			err = resil__diagf(diag, RESIL_E_INVAL,
+			    "endpoint %s has no zone", e->ep->address);
+			break;
+		}
+	}
+	resil__snap_release(snap);
+	return err;
+}
+
 resil_err
 resil_selector_pick_at(resil_selector *sel, resil_candidates *c, size_t i,
     resil_pick *out, resil_diag *diag)

@@ -472,11 +472,16 @@ test_failback_queue_and_retry_times(void **state)
 	assert_int_equal(invoke(&x, &r), RESIL_OK); /* e2 fails */
 	resil_result_free(&r);
 	assert_int_equal(resil_pipeline_failback_pending(x.p), 2);
+	/* The queue holds 2: the third failure is dropped with an event,
+	 * and the caller gets the error. */
 	assert_int_equal(
 	    resil_pipeline_invoke(x.p, NULL, &a, always_fail, &x.d, &r),
-	    RESIL_OK);
+	    RESIL_E_CALL);
+	assert_string_equal(r.message,
+	    "Failback queue of the method getStock in the service "
+	    "StockService is full (2 calls): the failure is dropped. Last "
+	    "error is: the call failed (rc 111)");
 	resil_result_free(&r);
-	/* The queue holds 2: the third failure is dropped with an event. */
 	assert_int_equal(resil_pipeline_failback_pending(x.p), 2);
 	assert_int_equal(cluster_events(&x, "cluster queue_full"), 1);
 	/* Not due before failure time + 5 s. */
@@ -936,6 +941,105 @@ test_zone_needs_local_zone(void **state)
 	pfx_end(&x);
 }
 
+/* Endpoints without a zone under zone-aware: refused when the pipeline is
+ * made, naming the endpoint. */
+static void
+test_zone_endpoint_without_zone_refused(void **state)
+{
+	pfx x;
+	resil_pipeline *p = NULL;
+	static const char *const z[] = { "hz", NULL, "sh", "sh" };
+
+	(void)state;
+	pfx_init(&x, RESIL_CLUSTER_ZONE_AWARE, 0);
+	push(&x, 4, z);
+	x.pcfg.cluster.local_zone = "hz";
+	assert_int_equal(
+	    resil_pipeline_new(&p, &x.pcfg, &x.diag), RESIL_E_INVAL);
+	assert_null(p);
+	assert_string_equal(x.diag.msg,
+	    "zone: endpoint e1:1 has no zone; zone-aware needs every "
+	    "endpoint's zone");
+	pfx_end(&x);
+}
+
+/* ---- mock endpoints (Dubbo's mock:// providers) ---- */
+
+static void
+push_with_mock(pfx *x, const char *params)
+{
+	resil_endpoint_spec specs[3];
+
+	specs[0] = resil_endpoint_spec_default("e0:1");
+	specs[1] = resil_endpoint_spec_default("m9:1");
+	specs[1].mock = 1;
+	specs[1].params = params;
+	specs[2] = resil_endpoint_spec_default("e1:1");
+	assert_int_equal(
+	    resil_directory_push(x->f.d, specs, 3, &x->f.diag), RESIL_OK);
+}
+
+/* A mock endpoint is never a candidate; it answers only when the mock
+ * stage fires, with its own spec (the consumer's sets the mode). */
+static void
+test_mock_endpoint_answers_for_the_mock_stage(void **state)
+{
+	pfx x;
+	resil_result r;
+
+	(void)state;
+	/* fail: every real endpoint fails, then the mock endpoint answers. */
+	pfx_init(&x, RESIL_CLUSTER_FAILOVER, 0);
+	push_with_mock(&x, "mock=return 77&getStock.mock=return 78");
+	x.pcfg.mock = "fail:return 1";
+	pfx_new(&x);
+	x.d.fails[0] = x.d.fails[1] = 9;
+	assert_int_equal(invoke(&x, &r), RESIL_OK);
+	assert_int_equal(r.source, RESIL_SOURCE_MOCK);
+	assert_int_equal(r.value.u.i, 78); /* the method-level one */
+	assert_int_equal(r.attempts, 3);
+	assert_null(strstr(x.d.order, "m9"));
+	resil_result_free(&r);
+	/* A success: no mock at all. */
+	memset(&x.d, 0, sizeof(x.d));
+	assert_int_equal(invoke(&x, &r), RESIL_OK);
+	assert_int_equal(r.source, RESIL_SOURCE_LIVE);
+	resil_result_free(&r);
+	pfx_end(&x);
+
+	/* force: no real endpoint is called; the mock endpoint answers. */
+	pfx_init(&x, RESIL_CLUSTER_FAILOVER, 0);
+	push_with_mock(&x, "mock=fail:return 77");
+	x.pcfg.mock = "force:return 1";
+	pfx_new(&x);
+	assert_int_equal(invoke(&x, &r), RESIL_OK);
+	assert_int_equal(r.source, RESIL_SOURCE_MOCK);
+	assert_int_equal(r.value.u.i, 77);
+	assert_int_equal(r.attempts, 0);
+	assert_int_equal(x.d.n, 0);
+	resil_result_free(&r);
+	pfx_end(&x);
+
+	/* No consumer mock: the mock endpoint never answers. */
+	pfx_init(&x, RESIL_CLUSTER_FAILFAST, 0);
+	push_with_mock(&x, "mock=return 77");
+	pfx_new(&x);
+	x.d.fails[0] = 9;
+	assert_int_equal(invoke(&x, &r), RESIL_E_CALL);
+	resil_result_free(&r);
+	pfx_end(&x);
+
+	/* No mock endpoint: the local mock answers. */
+	pfx_init(&x, RESIL_CLUSTER_FAILFAST, 2);
+	x.pcfg.mock = "fail:return 1";
+	pfx_new(&x);
+	x.d.fails[0] = 9;
+	assert_int_equal(invoke(&x, &r), RESIL_OK);
+	assert_int_equal(r.value.u.i, 1);
+	resil_result_free(&r);
+	pfx_end(&x);
+}
+
 /* ---- no provider, bad settings ---- */
 
 static void
@@ -1045,6 +1149,158 @@ test_selector_pipeline_refuses_plain_call(void **state)
 	pfx_end(&x);
 }
 
+/* ---- configuration text: one file for directory, selector, pipeline ---- */
+
+static void
+test_config_one_file(void **state)
+{
+	static const char text[] = "service=StockService\n"
+	                           "timeout=3000\n"
+	                           "cluster=zone-aware\n"
+	                           "retries=2\n"
+	                           "zone=hz\n"
+	                           "cross_zone_timeout=500ms\n"
+	                           "loadbalance=roundrobin\n"
+	                           "outlier.consecutive_failures=3\n"
+	                           "getStock.retries=1\n"
+	                           "failback.period=2s\n";
+	resil_config *conf = NULL;
+	const resil_pipeline_config *pc;
+	resil_pipeline_config cfg;
+	resil_selector_config sc;
+	resil_directory_config dc;
+	resil_manual_clock mc;
+	resil_directory *d;
+	resil_selector *sel;
+	resil_pipeline *p;
+	resil_diag diag;
+	resil_result r;
+	resil_args a = { "getStock", NULL, 0 };
+	resil_endpoint_spec specs[4];
+	char buf[64];
+	dep dp;
+	int k;
+
+	(void)state;
+	assert_int_equal(
+	    resil_config_parse_string(&conf, text, "svc.conf", NULL, &diag),
+	    RESIL_OK);
+	pc = resil_config_pipeline(conf);
+	assert_int_equal(pc->cluster.strategy, RESIL_CLUSTER_ZONE_AWARE);
+	assert_int_equal(pc->cluster.retries, 2);
+	assert_string_equal(pc->cluster.local_zone, "hz");
+	assert_true(pc->cluster.cross_zone_timeout_ns == 500 * MS);
+	assert_true(pc->cluster.failback_period_ns == 2000 * MS);
+	assert_int_equal(pc->nmethods, 1);
+	assert_int_equal(pc->methods[0].max_attempts, 2);
+	assert_int_equal(
+	    resil_config_get(conf, "cluster", buf, sizeof(buf)), RESIL_OK);
+	assert_string_equal(buf, "zone-aware");
+	assert_int_equal(
+	    resil_config_get(conf, "retries", buf, sizeof(buf)), RESIL_OK);
+	assert_string_equal(buf, "2");
+	assert_int_equal(
+	    resil_config_get(conf, "getStock.retries", buf, sizeof(buf)),
+	    RESIL_OK);
+	assert_string_equal(buf, "1");
+	assert_int_equal(
+	    resil_config_get(conf, "zone", buf, sizeof(buf)), RESIL_OK);
+	assert_string_equal(buf, "hz");
+
+	/* The directory and the selector from the same file. */
+	resil_manual_clock_init(&mc, 0);
+	resil_directory_config_init(&dc);
+	dc.clock = resil_manual_clock_hook(&mc);
+	assert_int_equal(resil_config_directory(conf, &dc), 1);
+	assert_int_equal(dc.outlier.consecutive_failures, 3);
+	assert_int_equal(resil_config_selector(conf, &sc), 1);
+	assert_int_equal(sc.balance.kind, RESIL_LB_ROUNDROBIN);
+	assert_string_equal(sc.service, "StockService");
+	assert_null(sc.local_zone); /* zone= is the cluster's, not routing */
+	assert_int_equal(resil_directory_new(&d, &dc, &diag), RESIL_OK);
+	assert_int_equal(resil_selector_new(&sel, d, &sc, &diag), RESIL_OK);
+	for (k = 0; k < 4; k++) {
+		static const char *const addr[] = { "e0:1", "e1:1", "e2:1",
+			"e3:1" };
+
+		specs[k] = resil_endpoint_spec_default(addr[k]);
+		specs[k].zone = zones4[k];
+	}
+	assert_int_equal(resil_directory_push(d, specs, 4, &diag), RESIL_OK);
+	cfg = *pc;
+	cfg.clock = resil_manual_clock_hook(&mc);
+	cfg.classifier.fn = classify;
+	cfg.selector = sel;
+	assert_int_equal(resil_pipeline_new(&p, &cfg, &diag), RESIL_OK);
+	/* getStock.retries=1: two attempts, both in hz. */
+	memset(&dp, 0, sizeof(dp));
+	dp.fails[0] = dp.fails[1] = 9;
+	assert_int_equal(resil_pipeline_invoke(p, NULL, &a, dep_call, &dp, &r),
+	    RESIL_E_CALL);
+	assert_int_equal(r.attempts, 2);
+	assert_string_equal(dp.order, "e0:1 e1:1");
+	resil_result_free(&r);
+	resil_pipeline_free(p);
+	resil_selector_free(sel);
+	resil_directory_free(d);
+	resil_config_free(conf);
+}
+
+static void
+expect_text_refused(const char *text, const char *msg)
+{
+	resil_config *conf = NULL;
+	resil_diag diag;
+
+	diag.msg[0] = '\0';
+	assert_int_equal(
+	    resil_config_parse_string(&conf, text, "svc.conf", NULL, &diag),
+	    RESIL_E_INVAL);
+	assert_null(conf);
+	assert_string_equal(diag.msg, msg);
+}
+
+static void
+test_config_bad_cluster_keys(void **state)
+{
+	resil_config *conf = NULL;
+	resil_diag diag;
+
+	(void)state;
+	expect_text_refused("cluster=available\n",
+	    "svc.conf:1: cluster: \"available\" is not one of failover, "
+	    "failfast, failsafe, failback, broadcast, forking, zone-aware");
+	expect_text_refused(
+	    "retries=-1\n", "svc.conf:1: retries: -1 is out of range 0..999");
+	expect_text_refused(
+	    "forks=0\n", "svc.conf:1: forks: 0 is out of range 1..2147483647");
+	expect_text_refused("failback.queue=0\n",
+	    "svc.conf:1: failback.queue: 0 is out of range 1..2147483647");
+	expect_text_refused("broadcast.fail.percent=101\n",
+	    "svc.conf:1: broadcast.fail.percent: 101 is out of range 0..100");
+	expect_text_refused("failback.retries=-3\n",
+	    "svc.conf:1: failback.retries: -3 is out of range "
+	    "0..2147483647");
+	expect_text_refused("service=S\ncluster=zone-aware\n",
+	    "svc.conf:2: cluster.local_zone: zone-aware needs the caller's "
+	    "zone (zone=)");
+	expect_text_refused("getStock.retries=-2\n",
+	    "svc.conf:1: getStock.retries: -2 is out of range 0..999");
+	expect_text_refused("zone=\n",
+	    "svc.conf:1: zone: a zone name is "
+	    "required");
+	/* A selector key with a bad value: the selector's words. */
+	diag.msg[0] = '\0';
+	assert_int_equal(resil_config_parse_string(&conf,
+	                     "loadbalance=bogus\n", "svc.conf", NULL, &diag),
+	    RESIL_E_INVAL);
+	assert_non_null(strstr(diag.msg, "svc.conf:1: loadbalance:"));
+	/* An unknown key is still unknown. */
+	expect_text_refused("retrys=1\n",
+	    "svc.conf:1: retrys: unknown key (did you mean "
+	    "retries?)");
+}
+
 /* ---- seed 000: the order table through the real cluster ---- */
 
 typedef struct row {
@@ -1128,11 +1384,16 @@ main(void)
 		cmocka_unit_test(test_zone_refusals_stay_local),
 		cmocka_unit_test(test_zone_local_gone_others_serve),
 		cmocka_unit_test(test_zone_needs_local_zone),
+		cmocka_unit_test(test_zone_endpoint_without_zone_refused),
 		cmocka_unit_test(
 		    test_no_provider_is_an_error_and_a_fail_mock_fires),
 		cmocka_unit_test(test_bad_cluster_settings),
+		cmocka_unit_test(
+		    test_mock_endpoint_answers_for_the_mock_stage),
 		cmocka_unit_test(test_selector_pipeline_refuses_plain_call),
 		cmocka_unit_test(test_seed000_order_table),
+		cmocka_unit_test(test_config_one_file),
+		cmocka_unit_test(test_config_bad_cluster_keys),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

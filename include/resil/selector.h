@@ -204,6 +204,21 @@ RESIL_API resil_err resil_selector_pick_zone(resil_selector *sel,
     size_t nexclude, const char *zone, int in_zone, resil_pick *out,
     resil_diag *diag);
 
+/* RESIL_OK when every (non-mock) endpoint of the directory now has a
+ * zone; RESIL_E_INVAL "endpoint e0:1 has no zone" naming the first that
+ * has none. */
+RESIL_API resil_err resil_selector_check_zones(
+    resil_selector *sel, resil_diag *diag);
+
+/*
+ * Dubbo's mock:// providers: the mock spec of the first mock endpoint in
+ * directory order that has one, its "<method>.mock" attribute, else its
+ * "mock" attribute (params "mock=return 5"). Copied into buf (len bytes
+ * with the NUL, cut when longer); returns 1, or 0 when none has one.
+ */
+RESIL_API int resil_selector_mock_spec(
+    resil_selector *sel, const char *method, char *buf, size_t len);
+
 /* How many of c's candidates are in zone (in_zone nonzero) or not. */
 RESIL_API size_t resil_candidates_count_zone(
     const resil_candidates *c, const char *zone, int in_zone);
