@@ -1267,6 +1267,20 @@ typedef struct series {
 static const char *const colours[MAX_CONFS] = { "#c62828", "#1565c0",
 	"#2e7d32", "#6a1b9a" };
 
+/* Where v falls in a panel whose top is vmax, 0 (bottom) to 1: linear,
+ * or for latencies (logarithmic) from 1 ms. */
+static double
+frac_of(int logscale, double v, double vmax)
+{
+	/* The top at 95% of the panel, so that a line at the maximum
+	 * stays clear of the frame. */
+	if (!logscale)
+		return 0.95 * v / vmax;
+	if (v <= 1.0)
+		return 0.0;
+	return 0.95 * sim_log(v) / sim_log(vmax);
+}
+
 static void
 panel(FILE *f, const scenario *s, const series *sr, size_t ns, int which,
     double y0, double h, const char *title, const char *unit)
@@ -1287,14 +1301,31 @@ panel(FILE *f, const scenario *s, const series *sr, size_t ns, int which,
 		}
 	if (which == 0 || vmax <= 0)
 		vmax = which == 0 ? 100.0 : 1.0;
+	if (which == 1 && vmax < 10.0)
+		vmax = 10.0;
 	fprintf(f,
 	    "<text x=\"%.1f\" y=\"%.1f\" font-weight=\"bold\">%s</text>\n"
 	    "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
 	    "fill=\"none\" stroke=\"#999\"/>\n"
 	    "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.4g%s</text>\n"
-	    "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">0</text>\n",
-	    x0, y0 - 6.0, title, x0, y0, w, h, x0 - 4.0, y0 + 10.0, vmax, unit,
-	    x0 - 4.0, y0 + h);
+	    "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
+	    x0, y0 - 6.0, title, x0, y0, w, h, x0 - 4.0, y0 + 0.05 * h + 4.0,
+	    vmax, unit, x0 - 4.0, y0 + h, which == 1 ? "1 ms" : "0");
+	if (which == 1) {
+		/* Latencies on a log scale: a line at each power of ten. */
+		double g;
+
+		for (g = 10.0; g < vmax; g *= 10.0) {
+			double y = y0 + h - h * frac_of(1, g, vmax);
+
+			fprintf(f,
+			    "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
+			    "y2=\"%.1f\" stroke=\"#ddd\"/>\n"
+			    "<text x=\"%.1f\" y=\"%.1f\" "
+			    "text-anchor=\"end\">%g ms</text>\n",
+			    x0, y, x0 + w, y, x0 - 4.0, y + 4.0, g);
+		}
+	}
 	for (i = 0; i < s->nloss; i++) {
 		const lossw *lw = &s->loss[i];
 		double xa = x0 + w * (double)lw->from / (double)s->end;
@@ -1347,7 +1378,8 @@ panel(FILE *f, const scenario *s, const series *sr, size_t ns, int which,
 
 			if (b->calls == 0)
 				continue;
-			fprintf(f, "%.1f,%.1f ", x, y0 + h - h * v / vmax);
+			fprintf(f, "%.1f,%.1f ", x,
+			    y0 + h - h * frac_of(which == 1, v, vmax));
 		}
 		fprintf(f, "\"/>\n");
 	}
@@ -1375,7 +1407,8 @@ des_write_svg(const char *path, const scenario *s, const series *sr, size_t ns)
 	    (int)(60 + 3 * (ph + 40) + 20 * (double)ns), s->path,
 	    sim_ms_text(s->bucket, tb, sizeof(tb)));
 	panel(f, s, sr, ns, 0, 50.0, ph, "local-zone share of attempts", "%");
-	panel(f, s, sr, ns, 1, 50.0 + ph + 40.0, ph, "p99 latency", " ms");
+	panel(f, s, sr, ns, 1, 50.0 + ph + 40.0, ph, "p99 latency (log scale)",
+	    " ms");
 	panel(f, s, sr, ns, 2, 50.0 + 2 * (ph + 40.0), ph, "error rate", "%");
 	for (k = 0; k < ns; k++)
 		fprintf(f,

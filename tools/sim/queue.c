@@ -119,7 +119,7 @@ sim_rng_uniform(sim_rng *r)
 /* The natural logarithm of x > 0, without libm (the fuzz harness that
  * compiles this file links none): x = m * 2^e with m in [1, 2), and
  * ln m = 2 atanh((m - 1) / (m + 1)) by its series (|z| <= 1/3). */
-static double
+double
 sim_log(double x)
 {
 	uint64_t bits;

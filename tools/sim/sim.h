@@ -45,6 +45,9 @@ typedef struct sim_rng {
 void sim_rng_seed(sim_rng *r, uint64_t seed, uint64_t stream);
 uint64_t sim_rng_next(sim_rng *r);
 double sim_rng_uniform(sim_rng *r); /* [0, 1) */
+/* The natural logarithm of x > 0 (no libm). */
+double sim_log(double x);
+
 /* Exponential with the given mean (in ticks), rounded to a tick. */
 uint64_t sim_rng_exp(sim_rng *r, double mean);
 
