@@ -126,6 +126,7 @@ typedef struct att {
 	ep *e;        /* the endpoint the call machine picked */
 	int answered; /* the answer came */
 	int rc;
+	uint64_t deadline; /* the machine's for this attempt */
 } att;
 
 typedef struct scall {
@@ -756,13 +757,16 @@ call_release(run *r, scall *c)
 	r->free_calls = c;
 }
 
+/* What became of attempt a when its call ended at now. */
 static const char *
-att_word(const att *a)
+att_word(const att *a, uint64_t now)
 {
 	if (a->e == NULL)
 		return "no-provider";
 	if (!a->answered)
-		return "timeout";
+		return a->deadline != UINT64_MAX && now > a->deadline
+		    ? "timeout"
+		    : "abandoned";
 	switch (a->rc) {
 	case RC_OK:
 		return "ok";
@@ -802,7 +806,7 @@ finish(run *r, scall *c, uint64_t now)
 		for (i = 0; i < c->natt; i++)
 			printf("%s %s %s", i == 0 ? ":" : ",",
 			    c->a[i].e ? c->a[i].e->address : "-",
-			    att_word(&c->a[i]));
+			    att_word(&c->a[i], now));
 		if (c->res.err != RESIL_OK && c->res.message[0] != '\0')
 			printf(" (%s)", c->res.message);
 		printf("\n");
@@ -811,8 +815,7 @@ finish(run *r, scall *c, uint64_t now)
 	call_release(r, c);
 }
 
-static void attempt(
-    run *r, scall *c, uint32_t id, const resil_pick *pick, uint64_t now);
+static void attempt(run *r, scall *c, const resil_call_next *st, uint64_t now);
 
 /* Move the call on from the action in *st until it waits or is done. */
 static void
@@ -824,7 +827,7 @@ drive(run *r, scall *c, resil_call_next st, uint64_t now)
 			return;
 		}
 		if (st.action == RESIL_CALL_RUN) {
-			attempt(r, c, st.attempt, st.endpoint, now);
+			attempt(r, c, &st, now);
 		} else {
 			if (st.until == UINT64_MAX)
 				return;
@@ -848,18 +851,21 @@ drive(run *r, scall *c, resil_call_next st, uint64_t now)
  * whole one), and the answer comes back as an EV_ANSWER event.
  */
 static void
-attempt(run *r, scall *c, uint32_t id, const resil_pick *pick, uint64_t now)
+attempt(run *r, scall *c, const resil_call_next *st, uint64_t now)
 {
+	const resil_pick *pick = st->endpoint;
 	att *a;
 	job *j;
 
 	if (c->natt == MAX_ATT || pick == NULL || pick->user == NULL) {
-		resil_call_report(&c->mc, id, RC_NO_PROVIDER, NULL, now);
+		resil_call_report(
+		    &c->mc, st->attempt, RC_NO_PROVIDER, NULL, now);
 		return;
 	}
 	a = &c->a[c->natt++];
 	memset(a, 0, sizeof(*a));
-	a->id = id;
+	a->id = st->attempt;
+	a->deadline = st->deadline;
 	a->e = pick->user;
 	c->sent++;
 	if (a->e->zone == r->s->caller)
