@@ -46,8 +46,12 @@ enum ev_kind {
 	EV_REACH,
 	EV_SERVED,
 	EV_ANSWER,
-	EV_ACTION
+	EV_ACTION,
+	EV_POLL
 };
+
+/* Failback: the queue is polled this often. */
+#define POLL_EVERY (100 * RESIL_NS_PER_MS)
 
 enum act_kind { A_REFUSE, A_ACCEPT, A_REMOVE, A_ADD };
 
@@ -665,6 +669,19 @@ on_endpoint(const resil_endpoint_event *ev, void *ctx)
 		    sim_ms_text(ev->time, t, sizeof(t)), ev->address);
 }
 
+/* In a trace, the cluster's events (failsafe swallowed, failback queued
+ * or retried, zone-aware crossed zones, ...) as the pipeline words them. */
+static void
+on_pipeline(const resil_pipeline_event *ev, void *ctx)
+{
+	run *r = ctx;
+	char t[32];
+
+	if (!r->s->trace || ev->stage != RESIL_STAGE_CLUSTER)
+		return;
+	printf("%s ms: %s\n", sim_ms_text(ev->time, t, sizeof(t)), ev->text);
+}
+
 static int
 push(run *r)
 {
@@ -963,6 +980,25 @@ act(run *r, const action *a, uint64_t now)
 		r->oom = 1;
 }
 
+/*
+ * A failback retry (resil_pipeline_failback_poll() runs it as a blocking
+ * function): it takes no simulated time and fails when the endpoint
+ * refuses connections at that moment.
+ */
+static int
+failback_try(void *ctx, const resil_pick *endpoint, const resil_args *args,
+    resil_value *out)
+{
+	const ep *e = endpoint != NULL ? endpoint->user : NULL;
+
+	(void)ctx;
+	(void)args;
+	(void)out;
+	if (e == NULL)
+		return RC_NO_PROVIDER;
+	return e->refusing ? RC_REFUSED : RC_OK;
+}
+
 static void
 handle(run *r, const sim_event *ev)
 {
@@ -1066,6 +1102,19 @@ handle(run *r, const sim_event *ev)
 	case EV_ACTION:
 		act(r, &r->s->acts[ev->arg], now);
 		break;
+	case EV_POLL: {
+		size_t ran = 0;
+		char t[32];
+
+		resil_pipeline_failback_poll(r->p, now, failback_try, r, &ran);
+		if (ran > 0 && r->s->trace)
+			printf("%s ms: failback poll: %zu attempts\n",
+			    sim_ms_text(now, t, sizeof(t)), ran);
+		if (now < r->s->end ||
+		    resil_pipeline_failback_pending(r->p) > 0)
+			sched(r, now + POLL_EVERY, EV_POLL, NULL, 0);
+		break;
+	}
 	}
 }
 
@@ -1134,6 +1183,10 @@ run_one(run *r, const scenario *s, const simconf *sc)
 	pcfg.clock = resil_manual_clock_hook(&r->mc);
 	pcfg.classifier.fn = des_classify;
 	pcfg.selector = r->sel;
+	if (s->trace && pcfg.listener == NULL) {
+		pcfg.listener = on_pipeline;
+		pcfg.listener_ctx = r;
+	}
 	/* Forking needs an executor for the blocking driver only; the
 	 * simulator runs the attempts itself. */
 	pcfg.executor.submit = no_submit;
@@ -1147,6 +1200,8 @@ run_one(run *r, const scenario *s, const simconf *sc)
 		return 2;
 	if (s->rate > 0)
 		sched(r, 0, EV_ARRIVAL, NULL, 0);
+	if (pcfg.cluster.strategy == RESIL_CLUSTER_FAILBACK)
+		sched(r, POLL_EVERY, EV_POLL, NULL, 0);
 	/* Calls and actions of one time run in the order of their lines. */
 	for (i = 0, j = 0; i < s->nbatches || j < s->nacts;) {
 		if (j == s->nacts ||
