@@ -166,6 +166,9 @@ cluster_new(resil_cluster **out, resil_selector *sel,
 	if (out == NULL || sel == NULL)
 		return resil__diagf(
 		    diag, RESIL_E_INVAL, "cluster: NULL argument");
+	if (cfg == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "cluster: config is NULL");
 	if ((err = resil_cluster_config_validate(cfg, diag)) != RESIL_OK)
 		return err;
 	a = resil__allocator(cfg->alloc);

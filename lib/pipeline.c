@@ -1780,7 +1780,9 @@ cl_decide(callm *c, tsrc *ts, resil_call_next *st)
 {
 	resil_pipeline *p = c->p;
 
-	if (c->cstop) {
+	if (c->cstop && c->last_status != RESIL_OK) {
+		/* The last thing that happened is the refusal (a fork that
+		 * answered after it still counts: last_status is its). */
 		c->pending = 0;
 		conclude(c, c->last_status, 0, c->last_status,
 		    RESIL_OUTCOME_FAILURE, ts, st);
@@ -2039,8 +2041,10 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 			        (p->ccfg.strategy == RESIL_CLUSTER_BROADCAST ||
 			            (p->ccfg.strategy ==
 			                    RESIL_CLUSTER_FORKING &&
-			                c->issued > 0))))
+			                c->issued > 0)))) {
 				c->cstop = 1;
+				c->no_more_hedges = 1; /* no more forks */
+			}
 			rejected(c, e);
 			return 0;
 		}

@@ -13,7 +13,9 @@
 
 #include <cmocka.h>
 
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <resil/config.h>
@@ -96,7 +98,7 @@ static void
 push(pfx *x, size_t n, const char *const *zones)
 {
 	resil_endpoint_spec specs[8];
-	static char addr[8][16];
+	static char addr[8][32];
 	size_t i;
 
 	for (i = 0; i < n; i++) {
@@ -1301,6 +1303,268 @@ test_config_bad_cluster_keys(void **state)
 	    "retries?)");
 }
 
+/* ---- every strategy through the call machine, as through invoke ---- */
+
+/* resil_pipeline_invoke() by hand: each RUN runs dep_call at once. */
+static resil_err
+machine_invoke(pfx *x, resil_result *r)
+{
+	resil_call call;
+	resil_call_next st;
+	resil_args a = { "getStock", NULL, 0 };
+
+	assert_int_equal(
+	    resil_call_start(&call, x->p, NULL, &a, r, now(x), &st), RESIL_OK);
+	while (st.action != RESIL_CALL_DONE) {
+		if (st.action == RESIL_CALL_RUN) {
+			resil_value v;
+			int rc;
+
+			resil_value_init(&v);
+			rc = dep_call(&x->d, st.endpoint, &a, &v);
+			assert_int_equal(resil_call_report(&call, st.attempt,
+			                     rc, &v, now(x)),
+			    RESIL_OK);
+		} else {
+			assert_true(st.until != UINT64_MAX);
+			resil_manual_clock_set(&x->f.mc, st.until);
+		}
+		assert_int_equal(
+		    resil_call_step(&call, now(x), &st), RESIL_OK);
+	}
+	assert_int_equal(resil_call_outstanding(&call), 0);
+	return r->err;
+}
+
+typedef struct mrow {
+	resil_cluster_strategy strategy;
+	int fails[4];
+	resil_err err;
+	int attempts;
+	const char *order;
+	int queued;
+} mrow;
+
+static void
+test_machine_every_strategy(void **state)
+{
+	static const mrow rows[] = {
+		{ RESIL_CLUSTER_FAILOVER, { 1, 1, 0, 0 }, RESIL_OK, 3,
+		    "e0:1 e1:1 e2:1", 0 },
+		{ RESIL_CLUSTER_FAILOVER, { 9, 9, 9, 0 }, RESIL_E_CALL, 3,
+		    "e0:1 e1:1 e2:1", 0 },
+		{ RESIL_CLUSTER_FAILFAST, { 9, 0, 0, 0 }, RESIL_E_CALL, 1,
+		    "e0:1", 0 },
+		{ RESIL_CLUSTER_FAILSAFE, { 9, 0, 0, 0 }, RESIL_OK, 1, "e0:1",
+		    0 },
+		{ RESIL_CLUSTER_FAILBACK, { 9, 0, 0, 0 }, RESIL_OK, 1, "e0:1",
+		    1 },
+		{ RESIL_CLUSTER_BROADCAST, { 0, 1, 0, 0 }, RESIL_E_CALL, 4,
+		    "e0:1 e1:1 e2:1 e3:1", 0 },
+		{ RESIL_CLUSTER_BROADCAST, { 0, 0, 0, 0 }, RESIL_OK, 4,
+		    "e0:1 e1:1 e2:1 e3:1", 0 },
+	};
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		pfx x;
+		resil_result r;
+		int k;
+
+		pfx_init(&x, rows[i].strategy, 4);
+		pfx_new(&x);
+		for (k = 0; k < 4; k++)
+			x.d.fails[k] = rows[i].fails[k];
+		assert_int_equal(machine_invoke(&x, &r), rows[i].err);
+		assert_int_equal(r.attempts, rows[i].attempts);
+		assert_string_equal(x.d.order, rows[i].order);
+		assert_int_equal(
+		    resil_pipeline_failback_pending(x.p), rows[i].queued);
+		resil_result_free(&r);
+		pfx_end(&x);
+	}
+}
+
+/* Failover's backoff comes as WAIT steps of the machine. */
+static void
+test_machine_failover_waits(void **state)
+{
+	pfx x;
+	resil_result r;
+	uint64_t t0;
+
+	(void)state;
+	pfx_init(&x, RESIL_CLUSTER_FAILOVER, 4);
+	x.pcfg.retry_enabled = 1;
+	x.pcfg.retry.base_delay_ns = 50 * MS;
+	pfx_new(&x);
+	x.d.fails[0] = x.d.fails[1] = 1;
+	t0 = now(&x);
+	assert_int_equal(machine_invoke(&x, &r), RESIL_OK);
+	assert_int_equal(r.attempts, 3);
+	assert_true(now(&x) == t0 + 100 * MS);
+	resil_result_free(&r);
+	pfx_end(&x);
+}
+
+/* ---- the success path allocates nothing ---- */
+
+static size_t n_allocs;
+
+static void *
+count_alloc(size_t size, void *ctx)
+{
+	(void)ctx;
+	n_allocs++;
+	return malloc(size);
+}
+
+static void
+count_free(void *ptr, size_t size, void *ctx)
+{
+	(void)size;
+	(void)ctx;
+	free(ptr);
+}
+
+static void
+test_success_path_allocates_nothing(void **state)
+{
+	static const resil_allocator counting = { count_alloc, count_free,
+		NULL };
+	pfx x;
+	resil_result r;
+	resil_call call;
+	resil_call_next st;
+	resil_args a = { "getStock", NULL, 0 };
+	int i;
+
+	(void)state;
+	memset(&x, 0, sizeof(x));
+	fx_init(&x.f, 0);
+	x.f.scfg.balance.kind = RESIL_LB_ROUNDROBIN;
+	x.f.scfg.alloc = &counting;
+	x.f.dcfg.alloc = &counting;
+	assert_int_equal(fx_start(&x.f), 0);
+	push(&x, 4, NULL);
+	resil_pipeline_config_init(&x.pcfg);
+	x.pcfg.service = "StockService";
+	x.pcfg.clock = resil_manual_clock_hook(&x.f.mc);
+	x.pcfg.selector = x.f.sel;
+	x.pcfg.alloc = &counting;
+	x.pcfg.timeout_ns = 1000 * MS;
+	pfx_new(&x);
+	/* The first call grows the pooled candidate set. */
+	assert_int_equal(invoke(&x, &r), RESIL_OK);
+	resil_result_free(&r);
+	n_allocs = 0;
+	for (i = 0; i < 100; i++) {
+		assert_int_equal(invoke(&x, &r), RESIL_OK);
+		resil_result_free(&r);
+	}
+	/* Through the machine too. */
+	for (i = 0; i < 100; i++) {
+		assert_int_equal(
+		    resil_call_start(&call, x.p, NULL, &a, &r, now(&x), &st),
+		    RESIL_OK);
+		assert_int_equal(st.action, RESIL_CALL_RUN);
+		assert_int_equal(
+		    resil_call_report(&call, st.attempt, 0, NULL, now(&x)),
+		    RESIL_OK);
+		assert_int_equal(
+		    resil_call_step(&call, now(&x), &st), RESIL_OK);
+		assert_int_equal(st.action, RESIL_CALL_DONE);
+		resil_result_free(&r);
+	}
+	assert_int_equal(n_allocs, 0);
+	pfx_end(&x);
+}
+
+/* ---- threads: many calls at once share the candidate pool ---- */
+
+#define TH 4
+#define TH_CALLS 3000
+
+typedef struct th_arg {
+	resil_pipeline *p;
+	int ok, failed, n;
+	unsigned seed;
+} th_arg;
+
+static int
+th_call(
+    void *ctx, const resil_pick *ep, const resil_args *args, resil_value *out)
+{
+	th_arg *t = ctx;
+
+	(void)args;
+	(void)ep;
+	t->n++;
+	/* A deterministic third of attempts fails. */
+	t->seed = t->seed * 1103515245u + 12345u;
+	if ((t->seed >> 16) % 3 == 0)
+		return 111;
+	*out = resil_value_int(1);
+	return 0;
+}
+
+static void *
+th_main(void *arg)
+{
+	th_arg *t = arg;
+	resil_args a = { "getStock", NULL, 0 };
+	int i;
+
+	for (i = 0; i < TH_CALLS; i++) {
+		resil_result r;
+
+		if (resil_pipeline_invoke(t->p, NULL, &a, th_call, t, &r) ==
+		    RESIL_OK)
+			t->ok++;
+		else
+			t->failed++;
+		resil_result_free(&r);
+	}
+	return NULL;
+}
+
+static void
+test_threads_share_the_pool(void **state)
+{
+	pfx x;
+	pthread_t th[TH];
+	th_arg ta[TH];
+	resil_pipeline_metrics m;
+	int i, ok = 0, failed = 0, n = 0;
+
+	(void)state;
+	pfx_init(&x, RESIL_CLUSTER_FAILOVER, 6);
+	x.pcfg.listener = NULL;
+	x.pcfg.listener_ctx = NULL;
+	pfx_new(&x);
+	for (i = 0; i < TH; i++) {
+		memset(&ta[i], 0, sizeof(ta[i]));
+		ta[i].p = x.p;
+		ta[i].seed = (unsigned)i + 1u;
+		assert_int_equal(
+		    pthread_create(&th[i], NULL, th_main, &ta[i]), 0);
+	}
+	for (i = 0; i < TH; i++) {
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+		ok += ta[i].ok;
+		failed += ta[i].failed;
+		n += ta[i].n;
+	}
+	assert_int_equal(ok + failed, TH * TH_CALLS);
+	assert_true(n >= TH * TH_CALLS && n <= 3 * TH * TH_CALLS);
+	assert_true(failed > 0 && ok > failed);
+	assert_int_equal(resil_pipeline_get_metrics(x.p, &m), RESIL_OK);
+	assert_true(m.calls == (uint64_t)(TH * TH_CALLS));
+	assert_true(m.errors == (uint64_t)failed);
+	pfx_end(&x);
+}
+
 /* ---- seed 000: the order table through the real cluster ---- */
 
 typedef struct row {
@@ -1393,6 +1657,10 @@ main(void)
 		cmocka_unit_test(test_selector_pipeline_refuses_plain_call),
 		cmocka_unit_test(test_seed000_order_table),
 		cmocka_unit_test(test_config_one_file),
+		cmocka_unit_test(test_threads_share_the_pool),
+		cmocka_unit_test(test_machine_every_strategy),
+		cmocka_unit_test(test_machine_failover_waits),
+		cmocka_unit_test(test_success_path_allocates_nothing),
 		cmocka_unit_test(test_config_bad_cluster_keys),
 	};
 

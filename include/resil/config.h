@@ -166,7 +166,9 @@ RESIL_API resil_err resil_config_entry(
  * the API alike (resil_pipeline_config.methods): a name that is an
  * identifier, [A-Za-z_$][A-Za-z0-9_$]*, and not a word that starts a stage
  * key (service, timeout, mock, breaker, retry, cache, ratelimit,
- * bulkhead); a type among resil_type's; max_attempts at most 1000.
+ * bulkhead, cluster, retries, forks, broadcast, failback, zone,
+ * cross_zone_timeout, loadbalance, router, outlier, panic, hedge); a type
+ * among resil_type's; max_attempts at most 1000.
  * Returns RESIL_OK, or RESIL_E_INVAL with the reason in diag, naming the
  * method: `method "get stock": not a method name (a letter, '_' or '$',
  * then letters, digits, '_' or '$')`, `getStock.type: 77 is not a type`.
