@@ -90,6 +90,11 @@ void resil__cluster_failed_msg(char *buf, size_t n, const char *method,
     const char *service, uint32_t attempts, const char *providers,
     size_t nfailed, size_t ncand, const char *lasterr);
 
+/* "Failback queue of the method M in the service S is full (N calls): the
+ * failure is dropped. Last error is: E". */
+void resil__cluster_full_msg(char *buf, size_t n, const char *method,
+    const char *service, int32_t queue, const char *lasterr);
+
 /* The last error in words: "timeout after 3000 ms", "the call failed (rc
  * 111)", or resil_strerror(status). */
 void resil__cluster_last_error(

@@ -635,6 +635,23 @@ resil__cluster_last_error(
 }
 
 void
+resil__cluster_full_msg(char *buf, size_t n, const char *method,
+    const char *service, int32_t queue, const char *lasterr)
+{
+	resil__msg m;
+
+	resil__msg_start(&m, buf, n);
+	RESIL__MSG_LIT(&m, "Failback queue of the method ");
+	resil__msg_str(&m, method != NULL ? method : "");
+	RESIL__MSG_LIT(&m, " in the service ");
+	resil__msg_str(&m, service != NULL ? service : "");
+	RESIL__MSG_LIT(&m, " is full (");
+	resil__msg_int(&m, (int)queue);
+	RESIL__MSG_LIT(&m, " calls): the failure is dropped. Last error is: ");
+	resil__msg_str(&m, lasterr != NULL ? lasterr : "");
+}
+
+void
 resil__cluster_failed_msg(char *buf, size_t n, const char *method,
     const char *service, uint32_t attempts, const char *providers,
     size_t nfailed, size_t ncand, const char *lasterr)
@@ -833,9 +850,17 @@ resil_cluster_invoke(resil_cluster *cl, const resil_request *req,
 		return RESIL_OK;
 	}
 	if (cl->cfg.strategy == RESIL_CLUSTER_FAILBACK) {
-		if (cl->cfg.failback_retries > 0)
-			(void)enqueue(
-			    cl, req, &at, resil_clock_now(&cl->clock));
+		if (cl->cfg.failback_retries > 0 &&
+		    !enqueue(cl, req, &at, resil_clock_now(&cl->clock))) {
+			/* Full: an event said so, and the caller gets the
+			 * failure. */
+			set_result(out, RESIL_E_CALL, &at);
+			last_error(lasterr, sizeof(lasterr), &at);
+			resil__cluster_full_msg(out->message,
+			    sizeof(out->message), req->method, cl->service,
+			    cl->cfg.failback_queue, lasterr);
+			return out->err;
+		}
 		set_result(out, RESIL_OK, &at);
 		out->value = resil_value_null();
 		return RESIL_OK;

@@ -1708,7 +1708,10 @@ parse_text(resil_config *conf, const char *text, size_t len, resil_diag *diag)
 		if (err != RESIL_OK)
 			break;
 		prev = setting_find(conf, conf->settings[conf->n].key);
-		if (prev >= 0) {
+		/* router.condition appends a rule each time it is given. */
+		if (prev >= 0 &&
+		    strcmp(conf->settings[conf->n].key, "router.condition") !=
+		        0) {
 			err = fail_at(diag, conf->origin, line,
 			    "%s: set again (first set at line %u)",
 			    conf->settings[conf->n].key,

@@ -1947,22 +1947,12 @@ cl_conclude(callm *c, resil_err rr, int rc, resil_err status,
 			copy_str(out->message, sizeof(out->message), c->cmsg);
 		else if (full) {
 			char lasterr[64];
-			resil__msg o;
 
 			resil__cluster_last_error(lasterr, sizeof(lasterr),
 			    failure.err, rc, c->last_timeout);
-			resil__msg_start(
-			    &o, out->message, sizeof(out->message));
-			RESIL__MSG_LIT(&o, "Failback queue of the method ");
-			resil__msg_str(&o, c->req.method);
-			RESIL__MSG_LIT(&o, " in the service ");
-			resil__msg_str(&o, p->service);
-			RESIL__MSG_LIT(&o, " is full (");
-			resil__msg_int(&o, (int)p->ccfg.failback_queue);
-			RESIL__MSG_LIT(&o,
-			    " calls): the failure is dropped. "
-			    "Last error is: ");
-			resil__msg_str(&o, lasterr);
+			resil__cluster_full_msg(out->message,
+			    sizeof(out->message), c->req.method, p->service,
+			    p->ccfg.failback_queue, lasterr);
 		} else {
 			char lasterr[64];
 

@@ -520,7 +520,13 @@ resil_candidates_count_zone(
 	return n;
 }
 
-static void
+#if defined(__GNUC__)
+#define PICK_INLINE __attribute__((always_inline)) static inline
+#else
+#define PICK_INLINE static inline
+#endif
+
+PICK_INLINE void
 pick_fill(resil_pick *out, const resil__view *view, size_t pos,
     resil__endpoint *ep, const resil__lb *lb, uint64_t now)
 {
@@ -536,13 +542,25 @@ pick_fill(resil_pick *out, const resil__view *view, size_t pos,
 	out->kind_ = (unsigned)lb->cfg.kind;
 }
 
+PICK_INLINE resil_err pick_impl(resil_selector *sel, resil_candidates *c,
+    const resil_request *req, const uint64_t *exclude, size_t nexclude,
+    const char *zone, int in_zone, resil_pick *out, resil_diag *diag);
+
 resil_err
 resil_selector_pick(resil_selector *sel, resil_candidates *c,
     const resil_request *req, const uint64_t *exclude, size_t nexclude,
     resil_pick *out, resil_diag *diag)
 {
-	return resil_selector_pick_zone(
-	    sel, c, req, exclude, nexclude, NULL, 0, out, diag);
+	return pick_impl(sel, c, req, exclude, nexclude, NULL, 0, out, diag);
+}
+
+resil_err
+resil_selector_pick_zone(resil_selector *sel, resil_candidates *c,
+    const resil_request *req, const uint64_t *exclude, size_t nexclude,
+    const char *zone, int in_zone, resil_pick *out, resil_diag *diag)
+{
+	return pick_impl(
+	    sel, c, req, exclude, nexclude, zone, in_zone, out, diag);
 }
 
 int
@@ -628,10 +646,10 @@ resil_selector_pick_at(resil_selector *sel, resil_candidates *c, size_t i,
 	return RESIL_OK;
 }
 
-resil_err
-resil_selector_pick_zone(resil_selector *sel, resil_candidates *c,
-    const resil_request *req, const uint64_t *exclude, size_t nexclude,
-    const char *zone, int in_zone, resil_pick *out, resil_diag *diag)
+PICK_INLINE resil_err
+pick_impl(resil_selector *sel, resil_candidates *c, const resil_request *req,
+    const uint64_t *exclude, size_t nexclude, const char *zone, int in_zone,
+    resil_pick *out, resil_diag *diag)
 {
 	resil__view *view;
 	resil__lb *lb;

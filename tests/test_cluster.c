@@ -276,11 +276,17 @@ test_cluster_failback_queue_and_retries(void **state)
 	c.ccfg.failback_period_ns = 5 * RESIL_NS_PER_SEC;
 	cfx_new(&c);
 	c.d.fails[0] = c.d.fails[1] = c.d.fails[2] = 9;
-	/* Three failures at t=0: two queued, the third dropped (full). */
+	/* Three failures at t=0: two queued, the third dropped (full): an
+	 * event, and the caller gets the failure. */
 	assert_int_equal(invoke(&c, &r), RESIL_OK);
 	assert_int_equal(r.value.type, RESIL_VALUE_NULL);
 	assert_int_equal(invoke(&c, &r), RESIL_OK);
-	assert_int_equal(invoke(&c, &r), RESIL_OK);
+	assert_int_equal(invoke(&c, &r), RESIL_E_CALL);
+	assert_int_equal(r.rc, 111);
+	assert_string_equal(r.message,
+	    "Failback queue of the method getStock in the service "
+	    "StockService is full (2 calls): the failure is dropped. Last "
+	    "error is: the call failed (rc 111)");
 	assert_int_equal(resil_cluster_failback_pending(c.cl), 2);
 	assert_int_equal(c.nev, 3);
 	assert_int_equal(c.ev[0].type, RESIL_CLUSTER_EVENT_QUEUED);

@@ -341,6 +341,60 @@ test_machine_gives_endpoints(void **state)
 	pfx_end(&x);
 }
 
+/* What the selector learns: a timeout is a failure of that endpoint (its
+ * streak, its active count back to 0); a cancelled call releases its
+ * pick (no outcome counted). */
+static void
+test_machine_reports_to_the_selector(void **state)
+{
+	pfx x;
+	resil_result r;
+	resil_call call;
+	resil_call_next st;
+	resil_args a = { "getStock", NULL, 0 };
+	resil_endpoint_state es;
+
+	(void)state;
+	pfx_init(&x, RESIL_CLUSTER_FAILFAST, 2);
+	x.pcfg.timeout_ns = 100 * MS;
+	pfx_new(&x);
+	assert_int_equal(
+	    resil_call_start(&call, x.p, NULL, &a, &r, now(&x), &st),
+	    RESIL_OK);
+	assert_string_equal(st.endpoint->address, "e0:1");
+	assert_int_equal(
+	    resil_directory_get_state(x.f.d, "e0:1", &es), RESIL_OK);
+	assert_int_equal(es.active, 1);
+	resil_manual_clock_advance(&x.f.mc, 100 * MS + 1);
+	assert_int_equal(resil_call_step(&call, now(&x), &st), RESIL_OK);
+	assert_int_equal(st.action, RESIL_CALL_DONE);
+	assert_int_equal(r.err, RESIL_E_TIMEOUT);
+	assert_int_equal(
+	    resil_directory_get_state(x.f.d, "e0:1", &es), RESIL_OK);
+	assert_int_equal(es.active, 0);
+	assert_int_equal(es.streak, 1);
+	assert_string_equal(r.message,
+	    "Failed to invoke the method getStock in the service "
+	    "StockService. Tried 1 time of the providers [e0:1] (1/2). Last "
+	    "error is: timeout after 100 ms");
+	resil_result_free(&r);
+	/* Cancelled: released, no outcome. */
+	assert_int_equal(
+	    resil_call_start(&call, x.p, NULL, &a, &r, now(&x), &st),
+	    RESIL_OK);
+	assert_string_equal(st.endpoint->address, "e1:1");
+	assert_int_equal(resil_call_cancel(&call, now(&x)), RESIL_OK);
+	assert_int_equal(
+	    resil_directory_get_state(x.f.d, "e1:1", &es), RESIL_OK);
+	assert_int_equal(es.active, 0);
+	assert_int_equal(es.streak, 0);
+	assert_int_equal(r.err, RESIL_E_UNAVAILABLE);
+	assert_int_equal(
+	    resil_call_report(&call, st.attempt, 0, NULL, now(&x)), RESIL_OK);
+	resil_result_free(&r);
+	pfx_end(&x);
+}
+
 /* Without a selector the machine gives no endpoint. */
 static void
 test_machine_no_selector_null_endpoint(void **state)
@@ -1297,6 +1351,22 @@ test_config_bad_cluster_keys(void **state)
 	                     "loadbalance=bogus\n", "svc.conf", NULL, &diag),
 	    RESIL_E_INVAL);
 	assert_non_null(strstr(diag.msg, "svc.conf:1: loadbalance:"));
+	/* router.condition may be given again: each appends a rule. */
+	assert_int_equal(resil_config_parse_string(&conf,
+	                     "router.condition=method = a => zone = hz\n"
+	                     "router.condition=method = b => zone = sh\n",
+	                     "svc.conf", NULL, &diag),
+	    RESIL_OK);
+	{
+		resil_selector_config sc;
+
+		assert_int_equal(resil_config_selector(conf, &sc), 1);
+		assert_int_equal(sc.nconditions, 2);
+	}
+	resil_config_free(conf);
+	conf = NULL;
+	expect_text_refused("retries=1\nretries=2\n",
+	    "svc.conf:2: retries: set again (first set at line 1)");
 	/* An unknown key is still unknown. */
 	expect_text_refused("retrys=1\n",
 	    "svc.conf:1: retrys: unknown key (did you mean "
@@ -1635,6 +1705,7 @@ main(void)
 		cmocka_unit_test(test_failover_backoff_and_method_attempts),
 		cmocka_unit_test(test_machine_gives_endpoints),
 		cmocka_unit_test(test_machine_no_selector_null_endpoint),
+		cmocka_unit_test(test_machine_reports_to_the_selector),
 		cmocka_unit_test(test_failfast_one_attempt),
 		cmocka_unit_test(test_failsafe_swallows_and_mock_never_fires),
 		cmocka_unit_test(test_failback_queue_and_retry_times),

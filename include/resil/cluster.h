@@ -26,13 +26,15 @@
  * - failfast: one attempt, its error as it is.
  * - failsafe: a failure becomes RESIL_OK with a null value and an event.
  * - failback: a failure becomes RESIL_OK with a null value; the call is
- *   queued (failback_queue entries; when full the new failure is dropped
- *   with an event) and retried by resil_cluster_failback_poll(): the first
- *   retry is due at failure time + period; each poll runs each due task
- *   once (no catch-up) and re-arms it at poll time + period, avoiding the
- *   last endpoint tried when another exists; after failback_retries failed
- *   retries the task is dropped (an event). failback_retries = 0 queues
- *   nothing.
+ *   queued (failback_queue entries; when full the new failure is not
+ *   queued: an event, and the caller gets it as RESIL_E_CALL with
+ *   "Failback queue of the method M in the service S is full (N calls):
+ *   the failure is dropped. Last error is: ...") and retried by
+ * resil_cluster_failback_poll(): the first retry is due at failure time +
+ * period; each poll runs each due task once (no catch-up) and re-arms it at
+ * poll time + period, avoiding the last endpoint tried when another exists;
+ * after failback_retries failed retries the task is dropped (an event).
+ * failback_retries = 0 queues nothing.
  * - broadcast: every candidate in candidate order; threshold =
  *   floor(n * broadcast_fail_percent / 100); it stops at the failure that
  *   brings the count of failures to the threshold; any failure gives the

@@ -37,8 +37,9 @@
  * after its timeout is recorded as a failure (RESIL_E_TIMEOUT), its late
  * value is dropped, and retry and fallback treat it as any failure.
  *
- * Thread safety: resil_pipeline_call, resil_pipeline_call_method, the
- * call machine (resil_call_*: each call stepped by one thread at a time),
+ * Thread safety: resil_pipeline_call, resil_pipeline_call_method,
+ * resil_pipeline_invoke, resil_pipeline_failback_poll, the call machine
+ * (resil_call_*: each call stepped by one thread at a time),
  * resil_pipeline_set_mock and resil_pipeline_get_metrics may run
  * concurrently from any number of threads. new, add_handler (before the
  * first call) and free must not overlap any other call on the same
