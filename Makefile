@@ -142,3 +142,16 @@ lint: deps
 	  --template='{file}:{line}: {severity}: {message} [{id}]' lib/*.c
 	@echo "cppcheck: lib/*.c clean"
 	python3 tools/lint/clang-tidy.py build/dev $(JOBS) lib/*.c
+
+# Seed 002's zone drill in resil-sim (examples/sim/zones.scn): 30
+# simulated minutes against the configuration before (zones-before.conf)
+# and after (zones.conf); one line per configuration and phase, and the
+# picture build/zones.svg (docs/cluster.md, "The zone drill").
+.PHONY: drill
+drill: deps
+	@cmake --preset dev >build-drill.log 2>&1 || { cat build-drill.log; exit 1; }
+	@$(CMAKE_BUILD) dev -j $(JOBS) --target resil-sim -- --no-print-directory \
+	  >>build-drill.log 2>&1 || { cat build-drill.log; exit 1; }
+	@mv -f build-drill.log build/drill-build.log
+	@./build/dev/tools/resil-sim examples/sim/zones-before.conf \
+	  examples/sim/zones.conf examples/sim/zones.scn --svg build/zones.svg

@@ -3,9 +3,17 @@
  * manual clock and print the timeline; optionally draw it as SVG.
  *
  *   resil-sim CONFIG SCENARIO [--svg FILE] [--metrics FILE]
+ *   resil-sim CONFIG... SCENARIO [--svg FILE]  (an event scenario)
  *   resil-sim --help | --version
  *
- * CONFIG is a resil configuration file (docs/config.md). SCENARIO says,
+ * Both kinds of scenario run on a discrete-event engine (sim/sim.h): an
+ * event queue ordered by (time, sequence) on the manual clock, every call
+ * through the call machine. An event scenario (its first word a keyword:
+ * zones, endpoints with workers and queues, the network, Poisson
+ * arrivals, phases, pushes) is read and run by sim/des.c; the rest of
+ * this file is the step scenario.
+ *
+ * CONFIG is a resil configuration file (docs/config.md). A step SCENARIO says,
  * line by line, how the dependency behaves from a time on and which calls
  * are made at that time:
  *
@@ -28,8 +36,8 @@
  * (default 1; 0 only changes the behaviour), `method=NAME` (default: the
  * first method the configuration declares, else "call"). Times never
  * decrease. '#' starts a comment. Bad lines are refused as
- * `file:line: message`. A step that a slow call before it pushed past its
- * time runs late, and a warning says so (file:line: warning: ...).
+ * `file:line: message`. Each step is an event at its time: a slow call
+ * still running then does not delay it.
  *
  * The dependency's return code 0 is a success, 400 a business error,
  * anything else a failure. --metrics FILE writes the pipeline's metrics,
@@ -48,11 +56,14 @@
 #include <resil/pipeline.h>
 #include <resil/registry.h>
 
+#include "sim/sim.h"
+
 #define MAX_LINE 512
 #define MAX_METHOD 64
 
 #define MAX_BANDS 16
 #define MAX_VALUE 64
+#define MAX_POSITIONAL 5
 
 enum behaviour { B_OK, B_NULL, B_FAIL, B_SLOW, B_BUSINESS };
 
@@ -65,12 +76,6 @@ typedef struct step {
 	char method[MAX_METHOD];
 	unsigned line;
 } step;
-
-typedef struct dependency {
-	resil_manual_clock *mc;
-	const step *now;
-	unsigned calls;
-} dependency;
 
 typedef struct row {
 	uint64_t t; /* when the answer was given: where its age is measured */
@@ -359,29 +364,6 @@ read_scenario(
 	return 0;
 }
 
-static int
-dependency_call(void *ctx, const resil_args *args, resil_value *out)
-{
-	dependency *d = ctx;
-
-	(void)args;
-	d->calls++;
-	switch (d->now->b) {
-	case B_OK:
-		return parse_value(d->now->value, out) == 0 ? 0 : -1;
-	case B_NULL:
-		return 0;
-	case B_SLOW:
-		resil_manual_clock_advance(d->mc, d->now->slow);
-		return parse_value(d->now->value, out) == 0 ? 0 : -1;
-	case B_BUSINESS:
-		return 400;
-	case B_FAIL:
-		break;
-	}
-	return -1;
-}
-
 static resil_outcome
 classify(int rc, const void *value, void *ctx)
 {
@@ -597,17 +579,273 @@ write_svg(const char *path, const row *rows, size_t n, const band *bands,
 	return 0;
 }
 
+/*
+ * The replay, on the event-driven engine (sim/sim.h): each step is an
+ * event at its time, and its calls start then through the call machine.
+ * An answer that takes no time (ok, null, fail, business) is reported at
+ * once, so the calls of one step run one after the other, as a caller
+ * would make them; a slow answer is an event DURATION later, during which
+ * the clock goes on and later steps start on time. A retry's backoff or a
+ * timeout is a wake-up event. A call's row is printed when it is done.
+ */
+enum { L_STEP, L_WAKE, L_ANSWER };
+
+typedef struct lcall {
+	resil_call c;
+	resil_result r;
+	resil_args args;
+	uint64_t wake_at;
+	unsigned refs;
+	int done;
+} lcall;
+
+typedef struct lanswer {
+	lcall *c;
+	uint32_t attempt;
+	const step *s;
+} lanswer;
+
+typedef struct replayer {
+	resil_pipeline *p;
+	resil_manual_clock *mc;
+	sim_queue q;
+	const step *cur; /* the behaviour now */
+	unsigned calls;  /* that reached the dependency */
+	const band *bands;
+	size_t nbands;
+	row *rows;
+	size_t nrows, cap;
+	int failed;
+} replayer;
+
+static void
+lcall_release(lcall *c)
+{
+	if (c->done && c->refs == 0)
+		free(c);
+}
+
+static void
+print_row(replayer *rp, lcall *c, uint64_t now)
+{
+	resil_breaker *b;
+	char age[32], tt[32];
+	row rw;
+	size_t k;
+
+	memset(&rw, 0, sizeof(rw));
+	rw.t = now;
+	snprintf(rw.method, sizeof(rw.method), "%s", c->args.method);
+	rw.source = c->r.source;
+	rw.err = c->r.err;
+	rw.has_value = c->r.err == RESIL_OK;
+	if (rw.has_value)
+		resil_value_format(&c->r.value, rw.value, sizeof(rw.value));
+	else
+		snprintf(rw.value, sizeof(rw.value), "-");
+	rw.age = c->r.age;
+	rw.calls = rp->calls;
+	b = resil_pipeline_breaker(rp->p, c->args.method);
+	rw.breaker = b != NULL ? (int)resil_breaker_get_state(b) : -1;
+	for (k = 0; k < rp->nbands; k++)
+		rw.band_state[k] =
+		    (int)resil_breaker_get_state(rp->bands[k].b);
+	rw.attempts = c->r.attempts;
+	if (rw.source == RESIL_SOURCE_CACHE ||
+	    (rw.source == RESIL_SOURCE_LIVE && rw.has_value))
+		ms_text(rw.age, age, sizeof(age));
+	else
+		snprintf(age, sizeof(age), "-");
+	printf("%-6s %-12s %-12s %-8s %-5s %-6u %-12s %-8u %s\n",
+	    ms_text(rw.t, tt, sizeof(tt)), rw.method,
+	    resil_source_name(rw.source), rw.value, age, rw.calls,
+	    state_name(rw.breaker), rw.attempts,
+	    rw.err == RESIL_OK ? "-" : resil_err_name(rw.err) + 6);
+	if (rp->nrows == rp->cap) {
+		size_t cap = rp->cap ? rp->cap * 2 : 64;
+		row *nv = realloc(rp->rows, cap * sizeof(*nv));
+
+		if (nv == NULL) {
+			rp->failed = 1;
+			return;
+		}
+		rp->rows = nv;
+		rp->cap = cap;
+	}
+	rp->rows[rp->nrows++] = rw;
+}
+
+static void
+lschedule(replayer *rp, uint64_t t, int kind, void *ptr, uint32_t arg)
+{
+	if (sim_schedule(&rp->q, t, kind, ptr, arg) != 0)
+		rp->failed = 1;
+}
+
+/* Move c on from *st until it waits or is done. */
+static void
+ldrive(replayer *rp, lcall *c, resil_call_next st, uint64_t now)
+{
+	for (;;) {
+		const step *s = rp->cur;
+		resil_value v;
+		int rc = -1;
+
+		if (st.action == RESIL_CALL_DONE) {
+			c->done = 1;
+			print_row(rp, c, now);
+			resil_result_free(&c->r);
+			lcall_release(c);
+			return;
+		}
+		if (st.action == RESIL_CALL_WAIT) {
+			if (st.until != UINT64_MAX &&
+			    (c->wake_at == 0 || c->wake_at > st.until ||
+			        c->wake_at < now)) {
+				c->wake_at = st.until;
+				c->refs++;
+				lschedule(rp, st.until, L_WAKE, c, 0);
+			}
+			return;
+		}
+		rp->calls++;
+		resil_value_init(&v);
+		if (s->b == B_SLOW) {
+			lanswer *an = malloc(sizeof(*an));
+
+			if (an == NULL) {
+				rp->failed = 1;
+				return;
+			}
+			an->c = c;
+			an->attempt = st.attempt;
+			an->s = s;
+			c->refs++;
+			lschedule(rp, now + s->slow, L_ANSWER, an, 0);
+		} else {
+			switch (s->b) {
+			case B_OK:
+				rc = parse_value(s->value, &v) == 0 ? 0 : -1;
+				break;
+			case B_NULL:
+				rc = 0;
+				break;
+			case B_BUSINESS:
+				rc = 400;
+				break;
+			default:
+				rc = -1;
+				break;
+			}
+			resil_call_report(&c->c, st.attempt, rc, &v, now);
+			resil_value_free(&v);
+		}
+		if (resil_call_step(&c->c, now, &st) != RESIL_OK) {
+			rp->failed = 1;
+			return;
+		}
+	}
+}
+
+static int
+replay(resil_pipeline *p, resil_manual_clock *mc, const step *steps,
+    size_t nsteps, const band *bands, size_t nbands, row **rows, size_t *nrows)
+{
+	replayer rp;
+	sim_event ev;
+	size_t i;
+
+	memset(&rp, 0, sizeof(rp));
+	rp.p = p;
+	rp.mc = mc;
+	rp.bands = bands;
+	rp.nbands = nbands;
+	sim_queue_init(&rp.q);
+	for (i = 0; i < nsteps; i++)
+		lschedule(&rp, steps[i].t, L_STEP, (void *)&steps[i], 0);
+	while (!rp.failed && sim_next(&rp.q, &ev)) {
+		uint64_t now = ev.t;
+		resil_call_next st;
+
+		resil_manual_clock_set(mc, now);
+		if (ev.kind == L_STEP) {
+			const step *s = ev.p;
+			unsigned k;
+
+			rp.cur = s;
+			for (k = 0; k < s->calls && !rp.failed; k++) {
+				lcall *c = malloc(sizeof(*c));
+
+				if (c == NULL) {
+					rp.failed = 1;
+					break;
+				}
+				memset(c, 0, sizeof(*c));
+				c->args.method = s->method;
+				if (resil_call_start(&c->c, p, NULL, &c->args,
+				        &c->r, now, &st) != RESIL_OK) {
+					free(c);
+					rp.failed = 1;
+					break;
+				}
+				ldrive(&rp, c, st, now);
+			}
+		} else if (ev.kind == L_WAKE) {
+			lcall *c = ev.p;
+
+			c->refs--;
+			if (c->done || ev.t != c->wake_at) {
+				lcall_release(c);
+				continue;
+			}
+			c->wake_at = 0;
+			if (resil_call_step(&c->c, now, &st) == RESIL_OK)
+				ldrive(&rp, c, st, now);
+		} else {
+			lanswer *an = ev.p;
+			lcall *c = an->c;
+			resil_value v;
+			int rc = parse_value(an->s->value, &v) == 0 ? 0 : -1;
+
+			c->refs--;
+			resil_call_report(&c->c, an->attempt, rc, &v, now);
+			resil_value_free(&v);
+			free(an);
+			if (c->done) {
+				lcall_release(c);
+				continue;
+			}
+			if (resil_call_step(&c->c, now, &st) == RESIL_OK)
+				ldrive(&rp, c, st, now);
+		}
+	}
+	/* On a failure, calls still queued are left to the process's exit. */
+	sim_queue_free(&rp.q);
+	*rows = rp.rows;
+	*nrows = rp.nrows;
+	if (rp.failed) {
+		fprintf(stderr, "resil-sim: out of memory\n");
+		return 2;
+	}
+	return 0;
+}
+
 static void
 usage(FILE *to)
 {
 	fprintf(to,
 	    "usage: resil-sim CONFIG SCENARIO [--svg FILE] [--metrics FILE]\n"
+	    "       resil-sim CONFIG... SCENARIO [--svg FILE]\n"
 	    "       resil-sim --help | --version\n"
 	    "Replays SCENARIO against the pipeline CONFIG describes, on a "
 	    "manual clock,\n"
-	    "and prints one line per call. Times are milliseconds (a unit "
-	    "may follow:\n"
-	    "250us, 1.5s). See docs/resil-sim.md.\n");
+	    "as discrete events. A step scenario prints one line per call; "
+	    "an event\n"
+	    "scenario (zones, endpoints, arrivals, phases) one line per phase "
+	    "and\n"
+	    "configuration. Times are milliseconds (a unit may follow: "
+	    "250us, 1.5s).\n"
+	    "See docs/resil-sim.md.\n");
 }
 
 /* The bands: one per distinct breaker of the methods the scenario
@@ -653,16 +891,17 @@ main(int argc, char **argv)
 	const char *conf_path = NULL, *scn_path = NULL, *svg = NULL;
 	const char *metrics = NULL;
 	const char *dflt_method = "call";
+	const char *pos[MAX_POSITIONAL];
+	size_t npos = 0;
 	resil_pipeline_config pcfg;
 	resil_manual_clock mc;
 	resil_config *conf;
 	resil_pipeline *p;
 	resil_diag diag;
 	step *steps = NULL;
-	size_t nsteps = 0, i, nrows = 0, cap = 0, nbands = 0, k;
+	size_t nsteps = 0, nrows = 0, nbands = 0;
 	row *rows = NULL;
 	band bands[MAX_BANDS];
-	dependency dep;
 	int a, rc = 0;
 
 	for (a = 1; a < argc; a++) {
@@ -686,17 +925,29 @@ main(int argc, char **argv)
 			    stderr, "resil-sim: unknown option %s\n", argv[a]);
 			usage(stderr);
 			return 2;
-		} else if (conf_path == NULL)
-			conf_path = argv[a];
-		else if (scn_path == NULL)
-			scn_path = argv[a];
+		} else if (npos < MAX_POSITIONAL)
+			pos[npos++] = argv[a];
 		else
-			conf_path = NULL, a = argc; /* too many: usage */
+			npos = 0, a = argc; /* too many: usage */
 	}
-	if (conf_path == NULL || scn_path == NULL) {
+	if (npos < 2) {
 		usage(stderr);
 		return 2;
 	}
+	scn_path = pos[npos - 1];
+	if (sim_des_detect(scn_path)) {
+		if (metrics != NULL) {
+			fprintf(stderr,
+			    "resil-sim: --metrics is for step scenarios\n");
+			return 2;
+		}
+		return sim_des_main(pos, npos - 1, scn_path, svg);
+	}
+	if (npos != 2) {
+		usage(stderr);
+		return 2;
+	}
+	conf_path = pos[0];
 	if (resil_config_parse_file(&conf, conf_path, NULL, &diag) !=
 	    RESIL_OK) {
 		fprintf(stderr, "%s\n", diag.msg);
@@ -720,91 +971,12 @@ main(int argc, char **argv)
 		goto out;
 	nbands = collect_bands(p, steps, nsteps, bands);
 
-	memset(&dep, 0, sizeof(dep));
-	dep.mc = &mc;
 	printf("%-6s %-12s %-12s %-8s %-5s %-6s %-12s %-8s %s\n", "time",
 	    "method", "source", "value", "age", "calls", "breaker", "attempts",
 	    "error");
-	for (i = 0; i < nsteps; i++) {
-		unsigned c;
-		char t1[32], t2[32];
-
-		if (resil_manual_clock_now(&mc) < steps[i].t) {
-			resil_manual_clock_set(&mc, steps[i].t);
-		} else if (resil_manual_clock_now(&mc) > steps[i].t) {
-			/* A slow call before ran past this step's time: it
-			 * starts late, and so may every later step. */
-			fflush(stdout);
-			fprintf(stderr,
-			    "%s:%u: warning: due at %sms, starts at %sms: a "
-			    "slow call before it was still running\n",
-			    scn_path, steps[i].line,
-			    ms_text(steps[i].t, t1, sizeof(t1)),
-			    ms_text(
-			        resil_manual_clock_now(&mc), t2, sizeof(t2)));
-		}
-		dep.now = &steps[i];
-		for (c = 0; c < steps[i].calls; c++) {
-			resil_args args = { steps[i].method, NULL, 0 };
-			resil_result r;
-			resil_breaker *b;
-			char age[32], tt[32];
-			row rw;
-
-			memset(&rw, 0, sizeof(rw));
-			resil_pipeline_call(
-			    p, &args, dependency_call, &dep, &r);
-			/* The answer's time: a cached answer's age is
-			 * measured then, after a slow call too. */
-			rw.t = resil_manual_clock_now(&mc);
-			snprintf(rw.method, sizeof(rw.method), "%s",
-			    steps[i].method);
-			rw.source = r.source;
-			rw.err = r.err;
-			rw.has_value = r.err == RESIL_OK;
-			if (rw.has_value)
-				resil_value_format(
-				    &r.value, rw.value, sizeof(rw.value));
-			else
-				snprintf(rw.value, sizeof(rw.value), "-");
-			rw.age = r.age;
-			rw.calls = dep.calls;
-			b = resil_pipeline_breaker(p, steps[i].method);
-			rw.breaker =
-			    b != NULL ? (int)resil_breaker_get_state(b) : -1;
-			for (k = 0; k < nbands; k++)
-				rw.band_state[k] =
-				    (int)resil_breaker_get_state(bands[k].b);
-			rw.attempts = r.attempts;
-			resil_result_free(&r);
-			if (rw.source == RESIL_SOURCE_CACHE ||
-			    (rw.source == RESIL_SOURCE_LIVE && rw.has_value))
-				ms_text(rw.age, age, sizeof(age));
-			else
-				snprintf(age, sizeof(age), "-");
-			printf(
-			    "%-6s %-12s %-12s %-8s %-5s %-6u %-12s %-8u %s\n",
-			    ms_text(rw.t, tt, sizeof(tt)), rw.method,
-			    resil_source_name(rw.source), rw.value, age,
-			    rw.calls, state_name(rw.breaker), rw.attempts,
-			    rw.err == RESIL_OK ? "-"
-			                       : resil_err_name(rw.err) + 6);
-			if (nrows == cap) {
-				row *nv;
-
-				cap = cap ? cap * 2 : 64;
-				nv = realloc(rows, cap * sizeof(*rows));
-				if (nv == NULL) {
-					fprintf(stderr,
-					    "resil-sim: out of memory\n");
-					rc = 2;
-					goto out;
-				}
-				rows = nv;
-			}
-			rows[nrows++] = rw;
-		}
-	}
+	rc = replay(p, &mc, steps, nsteps, bands, nbands, &rows, &nrows);
+	if (rc != 0)
+		goto out;
 	fflush(stdout);
 	if (svg != NULL && nrows > 0) {
 		rc = write_svg(svg, rows, nrows, bands, nbands);
@@ -823,3 +995,8 @@ out:
 	resil_config_free(conf);
 	return rc;
 }
+
+/* The event-driven engine, in this translation unit (see
+ * tools/CMakeLists.txt). */
+#include "sim/des.c"
+#include "sim/queue.c"
