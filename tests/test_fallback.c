@@ -127,7 +127,7 @@ test_fallback_cache_evicts_lru_at_entry_bound(void **state)
 	assert_int_equal(resil_cache_put(c, &a, &v), RESIL_OK);
 	assert_int_equal(resil_cache_put(c, &b, &v), RESIL_OK);
 	assert_int_equal(resil_cache_put(c, &cc, &v), RESIL_OK);
-	/* touch a: b becomes the least recently used */
+	/* a hit on a: the hand gives it a second chance, b goes */
 	assert_int_equal(resil_cache_get(c, &a, &got, NULL), RESIL_OK);
 	assert_int_equal(resil_cache_put(c, &d, &v), RESIL_OK);
 	assert_int_equal(resil_cache_get(c, &b, &got, NULL), RESIL_E_NOTFOUND);
@@ -142,6 +142,155 @@ test_fallback_cache_evicts_lru_at_entry_bound(void **state)
 	assert_int_equal(resil_cache_stats_get(c, &st), RESIL_OK);
 	assert_int_equal(st.entries, 3);
 	assert_int_equal(st.evictions, 1);
+	resil_cache_free(c);
+}
+
+/* Hit (1) or miss (0); a hit sets the entry's reference bit, so the
+ * eviction tests look only once the order under test is done. */
+static int
+held(resil_cache *c, const char *arg)
+{
+	resil_args k = key("m", arg);
+	resil_value got;
+	resil_err err = resil_cache_get(c, &k, &got, NULL);
+
+	if (err == RESIL_OK)
+		resil_value_free(&got);
+	else
+		assert_int_equal(err, RESIL_E_NOTFOUND);
+	return err == RESIL_OK;
+}
+
+static void
+put_int(resil_cache *c, const char *arg)
+{
+	resil_args k = key("m", arg);
+	resil_value v = resil_value_int(1);
+
+	assert_int_equal(resil_cache_put(c, &k, &v), RESIL_OK);
+}
+
+static void
+test_fallback_cache_second_chance_is_spent_once(void **state)
+{
+	resil_manual_clock mc;
+	resil_cache *c;
+	resil_cache_stats st;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	c = new_cache(&mc, 3, 1 << 20, RESIL_CACHE_NO_AGE_LIMIT, 1);
+	put_int(c, "a");
+	put_int(c, "b");
+	put_int(c, "c");
+	assert_true(held(c, "b"));
+	assert_true(held(c, "a"));
+	/* The hand passes a and b (clearing their bits, moving them behind
+	 * the newest) and evicts c: the order is now a, b, d, bits clear. */
+	put_int(c, "d");
+	/* a's chance is spent: it is the oldest with a clear bit. Exact LRU
+	 * would evict b here (a was used after b). */
+	put_int(c, "e");
+	assert_false(held(c, "a"));
+	assert_false(held(c, "c"));
+	assert_true(held(c, "b"));
+	assert_true(held(c, "d"));
+	assert_true(held(c, "e"));
+	assert_int_equal(resil_cache_stats_get(c, &st), RESIL_OK);
+	assert_int_equal(st.entries, 3);
+	assert_int_equal(st.evictions, 2);
+	resil_cache_free(c);
+}
+
+static void
+test_fallback_cache_all_referenced_evicts_the_oldest(void **state)
+{
+	resil_manual_clock mc;
+	resil_cache *c;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	c = new_cache(&mc, 3, 1 << 20, RESIL_CACHE_NO_AGE_LIMIT, 1);
+	put_int(c, "a");
+	put_int(c, "b");
+	put_int(c, "c");
+	assert_true(held(c, "c"));
+	assert_true(held(c, "b"));
+	assert_true(held(c, "a"));
+	/* Every bit set: one full round clears them all, then the hand is
+	 * back at the oldest, a. The round left b's bit clear too. */
+	put_int(c, "d");
+	put_int(c, "e");
+	assert_false(held(c, "a"));
+	assert_false(held(c, "b"));
+	assert_true(held(c, "c"));
+	assert_true(held(c, "d"));
+	assert_true(held(c, "e"));
+	resil_cache_free(c);
+}
+
+static void
+test_fallback_cache_replaced_entry_goes_to_the_back(void **state)
+{
+	resil_manual_clock mc;
+	resil_cache *c;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	c = new_cache(&mc, 3, 1 << 20, RESIL_CACHE_NO_AGE_LIMIT, 1);
+	put_int(c, "a");
+	put_int(c, "b");
+	put_int(c, "c");
+	assert_true(held(c, "c"));
+	/* The new entry of a is the newest, its bit clear; c keeps its
+	 * bit. Order: b, c (set), a. */
+	put_int(c, "a");
+	put_int(c, "d"); /* evicts b */
+	put_int(c, "e"); /* passes c (clears it), evicts a */
+	assert_false(held(c, "b"));
+	assert_false(held(c, "a"));
+	assert_true(held(c, "c"));
+	assert_true(held(c, "d"));
+	assert_true(held(c, "e"));
+	resil_cache_free(c);
+}
+
+static void
+test_fallback_cache_byte_bound_follows_the_clock(void **state)
+{
+	resil_manual_clock mc;
+	resil_cache *c;
+	resil_args d = key("m", "d");
+	resil_value small = resil_value_int(1), big;
+	resil_cache_stats st;
+	char blob[48];
+	size_t cs, cd;
+
+	(void)state;
+	memset(blob, 'x', sizeof(blob));
+	resil_manual_clock_init(&mc, 0);
+	assert_int_equal(
+	    resil_value_bytes(&big, blob, sizeof(blob), NULL), RESIL_OK);
+	cs = resil_cache_entry_charge(&d, &small);
+	cd = resil_cache_entry_charge(&d, &big);
+	assert_true(cd > cs && cd <= 2 * cs);
+	c = new_cache(&mc, 100, 3 * cs, RESIL_CACHE_NO_AGE_LIMIT, 1);
+	put_int(c, "a");
+	put_int(c, "b");
+	put_int(c, "c");
+	assert_true(held(c, "b"));
+	/* d needs more than one small entry's room: the hand evicts a,
+	 * passes b, evicts c. */
+	assert_int_equal(resil_cache_put(c, &d, &big), RESIL_OK);
+	assert_int_equal(resil_cache_stats_get(c, &st), RESIL_OK);
+	assert_int_equal(st.entries, 2);
+	assert_int_equal(st.bytes, cs + cd);
+	assert_int_equal(st.evictions, 2);
+	assert_false(held(c, "a"));
+	assert_false(held(c, "c"));
+	assert_true(held(c, "b"));
+	assert_true(held(c, "d"));
+	resil_value_free(&big);
 	resil_cache_free(c);
 }
 
@@ -330,8 +479,8 @@ test_fallback_cache_config_errors_name_the_field(void **state)
 	cfg.size = 1;
 	assert_int_equal(resil_cache_new(&c, &cfg, &d), RESIL_E_INVAL);
 	assert_true(strncmp(d.msg,
-			"cache.size: 1 is not a known resil_cache_config size",
-			52) == 0);
+	                "cache.size: 1 is not a known resil_cache_config size",
+	                52) == 0);
 	assert_null(c);
 	assert_int_equal(resil_cache_new(NULL, &cfg, NULL), RESIL_E_INVAL);
 	assert_int_equal(resil_cache_put(NULL, NULL, NULL), RESIL_E_INVAL);
@@ -910,10 +1059,11 @@ test_fallback_config_and_null_arguments(void **state)
 	(void)state;
 	cfg.size = 2;
 	assert_int_equal(resil_fallback_new(&fb, &cfg, &d), RESIL_E_INVAL);
-	assert_true(strncmp(d.msg,
-			"fallback.size: 2 is not a known resil_fallback_config "
-			"size",
-			58) == 0);
+	assert_true(
+	    strncmp(d.msg,
+	        "fallback.size: 2 is not a known resil_fallback_config "
+	        "size",
+	        58) == 0);
 	assert_null(fb);
 	assert_int_equal(resil_fallback_new(NULL, NULL, NULL), RESIL_E_INVAL);
 	assert_int_equal(
@@ -948,6 +1098,14 @@ main(void)
 		cmocka_unit_test(
 		    test_fallback_cache_evicts_lru_at_entry_bound),
 		cmocka_unit_test(test_fallback_cache_evicts_at_byte_bound),
+		cmocka_unit_test(
+		    test_fallback_cache_second_chance_is_spent_once),
+		cmocka_unit_test(
+		    test_fallback_cache_all_referenced_evicts_the_oldest),
+		cmocka_unit_test(
+		    test_fallback_cache_replaced_entry_goes_to_the_back),
+		cmocka_unit_test(
+		    test_fallback_cache_byte_bound_follows_the_clock),
 		cmocka_unit_test(
 		    test_fallback_cache_refuses_entry_bigger_than_bound),
 		cmocka_unit_test(test_fallback_cache_owns_its_copies),
