@@ -64,10 +64,14 @@ typedef struct table {
 
 /* One thread stripe's readers of a shard, on its own cache line. */
 typedef struct readers {
-	uint64_t n[2]; /* reads in progress, per generation parity */
-	uint64_t hits; /* gets served */
-	uint64_t misses;
-	uint64_t pad_[4];
+	/* Reads begun and ended, per generation parity: equal when none of
+	 * that parity is in progress. Monotonic, so that a hit costs two
+	 * atomic adds in all: its ended count is also the hit count. */
+	uint64_t in[2];
+	uint64_t out[2];
+	uint64_t idle;   /* reads ended that were not hits */
+	uint64_t misses; /* gets with no entry */
+	uint64_t pad_[2];
 } readers;
 
 typedef struct shard {
@@ -76,11 +80,12 @@ typedef struct shard {
 	uint64_t gen;
 	size_t max_count;
 	size_t max_bytes;
-	uint64_t pad0_[4];
+	uint64_t hits_locked; /* hits served on the stale path, under lock */
+	uint64_t pad0_[3];
 	/* The writers' state, under lock. */
-	resil__spinlock lock;
-	entry *hand; /* the clock's next candidate: the oldest entry */
-	entry *last; /* the newest */
+	uint8_t lock; /* shard_lock() */
+	entry *hand;  /* the clock's next candidate: the oldest entry */
+	entry *last;  /* the newest */
 	size_t count;
 	size_t bytes;
 	size_t used; /* slots not NULL: entries and tombstones */
@@ -221,7 +226,6 @@ resil_cache_new(
 	for (i = 0; i < n; i++) {
 		shard *s = &cache->shards[i];
 
-		resil__spin_init(&s->lock);
 		s->max_count = c.max_entries / n + (i < c.max_entries % n);
 		s->max_bytes = c.max_bytes / n + (i < c.max_bytes % n);
 	}
@@ -263,6 +267,27 @@ clock_append(shard *s, entry *e)
 	s->last = e;
 }
 
+/* The writers' lock of a shard (gets take it only to drop a stale
+ * entry). A waiter pauses, then yields: on a machine with more threads
+ * than CPUs the holder may be preempted, and a plain spin would burn the
+ * waiter's whole time slice. */
+static void
+shard_lock(shard *s)
+{
+	unsigned spins = 0;
+
+	while (resil__fas8(&s->lock, 1) != 0)
+		do
+			resil__backoff(&spins);
+		while (resil__load8(&s->lock) != 0);
+}
+
+static void
+shard_unlock(shard *s)
+{
+	resil__store8(&s->lock, 0);
+}
+
 /* ---- the read side ---- */
 
 /* Announce a read of s; returns the parity to withdraw from. */
@@ -273,17 +298,21 @@ read_enter(shard *s, readers *rd)
 
 	for (;;) {
 		g = resil__load64(&s->gen);
-		resil__faa64(&rd->n[g & 1], 1);
+		resil__faa64(&rd->in[g & 1], 1);
 		if (resil__load64_after_rmw(&s->gen) == g)
 			return (unsigned)(g & 1);
-		resil__faa64(&rd->n[g & 1], UINT64_MAX); /* -1 */
+		resil__faa64(&rd->idle, 1);
+		resil__faa64(&rd->out[g & 1], 1);
 	}
 }
 
+/* End a read; hit says whether it served a value. */
 static void
-read_exit(readers *rd, unsigned parity)
+read_exit(readers *rd, unsigned parity, int hit)
 {
-	resil__faa64(&rd->n[parity], UINT64_MAX); /* -1 */
+	if (!hit)
+		resil__faa64(&rd->idle, 1);
+	resil__faa64(&rd->out[parity], 1);
 }
 
 /* Find the key in t (NULL: no table); from a reader or a writer. */
@@ -312,11 +341,14 @@ lookup(const table *t, uint64_t h, const resil_args *args, size_t mlen,
 static void
 quiesce(shard *s)
 {
-	uint64_t old = resil__faa64(&s->gen, 1);
+	unsigned p = (unsigned)(resil__faa64(&s->gen, 1) & 1);
 	unsigned i, spins = 0;
 
+	/* Ended first, then begun: equal means every read of the parity
+	 * begun before this look has ended. */
 	for (i = 0; i < NSTRIPES; i++)
-		while (resil__load64_after_rmw(&s->rd[i].n[old & 1]) != 0)
+		while (resil__load64_after_rmw(&s->rd[i].out[p]) !=
+		    resil__load64(&s->rd[i].in[p]))
 			resil__backoff(&spins);
 }
 
@@ -425,7 +457,7 @@ resil_cache_clear(resil_cache *c)
 		entry *list;
 		table *t;
 
-		resil__spin_lock(&s->lock);
+		shard_lock(s);
 		list = s->hand;
 		t = s->tab;
 		resil__storeptr((void **)&s->tab, NULL);
@@ -435,7 +467,7 @@ resil_cache_clear(resil_cache *c)
 		s->used = 0;
 		if (t != NULL)
 			quiesce(s);
-		resil__spin_unlock(&s->lock);
+		shard_unlock(s);
 		free_list(&c->alloc, list);
 		if (t != NULL)
 			resil__free(&c->alloc, t, table_size(t->mask + 1));
@@ -463,13 +495,13 @@ remove_key(resil_cache *c, shard *s, uint64_t h, const resil_args *args,
 {
 	entry *e;
 
-	resil__spin_lock(&s->lock);
+	shard_lock(s);
 	e = lookup(s->tab, h, args, mlen, klen);
 	if (e != NULL) {
 		detach(s, e);
 		quiesce(s);
 	}
-	resil__spin_unlock(&s->lock);
+	shard_unlock(s);
 	if (e == NULL)
 		return RESIL_E_NOTFOUND;
 	entry_free(&c->alloc, e);
@@ -522,7 +554,7 @@ resil_cache_put(
 	}
 	e->stored_at = resil_clock_now(&c->clock);
 
-	resil__spin_lock(&s->lock);
+	shard_lock(s);
 	t = s->tab;
 	old = NULL;
 	idx = t != NULL ? probe(t, h, args, mlen, key_len, &old) : 0;
@@ -535,7 +567,7 @@ resil_cache_put(
 		table *nt = table_rebuild(a, s);
 
 		if (nt == NULL) {
-			resil__spin_unlock(&s->lock);
+			shard_unlock(s);
 			entry_free(a, e);
 			return RESIL_E_NOMEM;
 		}
@@ -585,7 +617,7 @@ resil_cache_put(
 	s->bytes += charge;
 	if (victims != NULL || dead_tab != NULL)
 		quiesce(s);
-	resil__spin_unlock(&s->lock);
+	shard_unlock(s);
 	if (dead_tab != NULL)
 		resil__free(a, dead_tab, table_size(dead_tab->mask + 1));
 	free_list(a, victims);
@@ -599,19 +631,16 @@ age_of(const entry *e, uint64_t now)
 	return now >= e->stored_at ? now - e->stored_at : 0;
 }
 
-/* A hit: the copy, the reference bit (written only when clear, so hits
- * on a hot entry write nothing shared) and the stripe's count. */
+/* A hit: the copy and the reference bit (written only when clear, so
+ * hits on a hot entry write nothing shared). */
 static resil_err
-serve(const resil_cache *c, entry *e, readers *rd, resil_value *out)
+serve(const resil_cache *c, entry *e, resil_value *out)
 {
 	resil_err err = resil_value_copy(out, &e->value, &c->alloc);
 
-	if (err != RESIL_OK)
-		return err;
-	if (resil__load8(&e->ref) == 0)
+	if (err == RESIL_OK && resil__load8(&e->ref) == 0)
 		resil__store8(&e->ref, 1);
-	resil__faa64(&rd->hits, 1);
-	return RESIL_OK;
+	return err;
 }
 
 resil_err
@@ -642,22 +671,22 @@ resil_cache_get(
 	    resil__loadptr((void *const *)&s->tab), h, args, mlen, klen);
 	if (e == NULL) {
 		resil__faa64(&rd->misses, 1);
-		read_exit(rd, parity);
+		read_exit(rd, parity, 0);
 		return RESIL_E_NOTFOUND;
 	}
 	a = age_of(e, now);
 	if (a <= c->max_age) { /* inclusive: age == max_age is served */
-		err = serve(c, e, rd, out);
-		read_exit(rd, parity);
+		err = serve(c, e, out);
+		read_exit(rd, parity, err == RESIL_OK);
 		if (err == RESIL_OK && age != NULL)
 			*age = a;
 		return err;
 	}
-	read_exit(rd, parity);
+	read_exit(rd, parity, 0);
 
 	/* Stale: removed under the lock, if it is still the key's entry
 	 * and still stale (a put may have replaced it meanwhile). */
-	resil__spin_lock(&s->lock);
+	shard_lock(s);
 	e = lookup(s->tab, h, args, mlen, klen);
 	if (e == NULL) {
 		resil__faa64(&rd->misses, 1);
@@ -668,10 +697,10 @@ resil_cache_get(
 		quiesce(s);
 		dead = e;
 		err = RESIL_E_NOTFOUND;
-	} else {
-		err = serve(c, e, rd, out);
+	} else if ((err = serve(c, e, out)) == RESIL_OK) {
+		s->hits_locked++;
 	}
-	resil__spin_unlock(&s->lock);
+	shard_unlock(s);
 	if (dead != NULL)
 		entry_free(&c->alloc, dead);
 	if (err == RESIL_OK && age != NULL)
@@ -711,17 +740,25 @@ resil_cache_stats_get(const resil_cache *c, resil_cache_stats *out)
 		/* The lock is the only mutable part of a const cache. */
 		shard *s = &c->shards[i];
 
-		resil__spin_lock(&s->lock);
+		shard_lock(s);
 		st.entries += s->count;
 		st.bytes += s->bytes;
 		st.stale += s->stale;
 		st.evictions += s->evictions;
+		st.hits += s->hits_locked;
 		if (s->tab != NULL)
 			st.memory += table_size(s->tab->mask + 1);
-		resil__spin_unlock(&s->lock);
+		shard_unlock(s);
 		for (j = 0; j < NSTRIPES; j++) {
-			st.hits += resil__load64(&s->rd[j].hits);
-			st.misses += resil__load64(&s->rd[j].misses);
+			const readers *rd = &s->rd[j];
+			uint64_t idle = resil__load64(&rd->idle);
+			uint64_t ended = resil__load64(&rd->out[0]) +
+			    resil__load64(&rd->out[1]);
+
+			/* Reads in flight can make idle run ahead for a
+			 * moment: never below zero. */
+			st.hits += ended > idle ? ended - idle : 0;
+			st.misses += resil__load64(&rd->misses);
 		}
 	}
 	st.memory += st.bytes;
