@@ -181,8 +181,8 @@ weighted_ties(
 	int same = 1;
 	double u;
 
-	if (nt == 1)
-		return t[0];
+	if (nt <= 1) /* callers pass nt >= 1 */
+		return nt == 1 ? t[0] : 0;
 	for (i = 0; i < nt; i++) {
 		total += v->w[t[i]];
 		if (v->w[t[i]] != v->w[t[0]])
@@ -224,11 +224,14 @@ rr_sync(resil__lb *lb, const resil__snapshot *s)
 	}
 	for (i = 0; i < s->n; i++) {
 		uint64_t id = s->e[i].ep->id;
-		while (j < lb->rr_n && lb->rr_ids[j] < id)
+		while (
+		    j < lb->rr_n && lb->rr_ids != NULL && lb->rr_ids[j] < id)
 			j++;
 		ids[i] = id;
 		cur[i] =
-		    j < lb->rr_n && lb->rr_ids[j] == id ? lb->rr_cur[j] : 0;
+		    j < lb->rr_n && lb->rr_ids != NULL && lb->rr_ids[j] == id
+		    ? lb->rr_cur[j]
+		    : 0;
 	}
 	if (lb->rr_ids != NULL) {
 		resil__free(lb->a, lb->rr_ids, lb->rr_n * sizeof(*lb->rr_ids));

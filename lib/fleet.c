@@ -17,10 +17,12 @@
 #include <resil/fleet.h>
 
 #include <hiredis/hiredis.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "atomic.h"
@@ -41,12 +43,20 @@ enum {
 	SLOT_FAIL = 4
 };
 
-/* KEYS: state hash, votes zset, leases hash, aggregate key prefix.
- * ARGV: instance, sick, calls, failures, quorum, K, open wait, lease,
- * vote life, bucket, bucket TTL (ms), the episode the reports are for,
- * the number of reports, reports (slot, 1 ok / 0 failed), then the slots
- * offered for leases. Returns {state, episode, votes, wait left, why,
- * granted slots...}. */
+/* KEYS: state hash, votes zset, leases hash, aggregate key prefix,
+ * instances zset. ARGV: instance, sick, calls, failures, quorum, K, open
+ * wait, lease, vote life, bucket, bucket TTL (ms), traffic, traffic
+ * quorum (percent, 0 off), the episode the reports are for, the number of
+ * reports, reports (slot, 1 ok / 0 failed), then the slots offered for
+ * leases. Returns {state, episode, votes, wait left, why, the sick
+ * instances' traffic share in percent (-1: not computed), granted
+ * slots...}.
+ *
+ * The traffic share: each instance pushes its traffic (every call it was
+ * asked for: recorded, ignored or refused by its local breaker) into its
+ * bucket hash; the share is the voters' traffic over everyone's, summed
+ * over the buckets kept, for the instances in the instances set (those
+ * that synced within the kept buckets). */
 static const char fleet_lua[] =
     "local function int(v, what, lo, hi)\n"
     "  local n = tonumber(v)\n"
@@ -71,9 +81,11 @@ static const char fleet_lua[] =
     "local vote = tonumber(ARGV[9])\n"
     "local bucket = tonumber(ARGV[10])\n"
     "local keep = tonumber(ARGV[11])\n"
-    "local rep_ep = tonumber(ARGV[12])\n"
-    "local nrep = tonumber(ARGV[13])\n"
-    "local i = 14\n"
+    "local traffic = tonumber(ARGV[12])\n"
+    "local pct = tonumber(ARGV[13])\n"
+    "local rep_ep = tonumber(ARGV[14])\n"
+    "local nrep = tonumber(ARGV[15])\n"
+    "local i = 16\n"
     "local s = redis.call('HMGET', KEYS[1], 'state', 'episode', 'since',\n"
     "  'granted', 'ok')\n"
     "local state, ep, since, granted, ok = 0, 1, now, 0, 0\n"
@@ -84,13 +96,17 @@ static const char fleet_lua[] =
     "  granted = int(s[4], 'granted', 0, BIG)\n"
     "  ok = int(s[5], 'ok', 0, BIG)\n"
     "end\n"
-    "if calls > 0 or fails > 0 then\n"
+    "if calls > 0 or fails > 0 or traffic > 0 then\n"
     "  local ak = KEYS[4] .. inst .. ':' .. "
     "string.format('%d', math.floor(now / bucket))\n"
     "  redis.call('HINCRBY', ak, 'calls', calls)\n"
     "  redis.call('HINCRBY', ak, 'failures', fails)\n"
+    "  redis.call('HINCRBY', ak, 'traffic', traffic)\n"
     "  redis.call('PEXPIRE', ak, keep)\n"
     "end\n"
+    "redis.call('ZADD', KEYS[5], now + keep, inst)\n"
+    "redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)\n"
+    "redis.call('PEXPIRE', KEYS[5], keep)\n"
     "if sick == '1' then\n"
     "  redis.call('ZADD', KEYS[2], now + vote, inst)\n"
     "else\n"
@@ -108,7 +124,28 @@ static const char fleet_lua[] =
     "  why = reason\n"
     "  redis.call('DEL', KEYS[3])\n"
     "end\n"
-    "if state == 0 and votes >= q then go(1, 'quorum') end\n"
+    "local share, share_ok = -1, true\n"
+    "if pct > 0 and state == 0 and votes >= q then\n"
+    " local cur, nb, sk, tot, st = math.floor(now / bucket),\n"
+    "  math.floor(keep / bucket), {}, 0, 0\n"
+    " for _, m in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do\n"
+    "  sk[m] = true end\n"
+    " for _, m in ipairs(redis.call('ZRANGE', KEYS[5], 0, -1)) do\n"
+    "  for b = cur - nb + 1, cur do\n"
+    "   local v = redis.call('HGET', KEYS[4] .. m .. ':' ..\n"
+    "    string.format('%d', b), 'traffic')\n"
+    "   if v then\n"
+    "    v = int(v, 'traffic', 0, BIG)\n"
+    "    tot = tot + v\n"
+    "    if sk[m] then st = st + v end\n"
+    "   end\n"
+    "  end\n"
+    " end\n"
+    " share = 0\n"
+    " if tot > 0 then share = math.floor(st * 100 / tot) end\n"
+    " share_ok = tot > 0 and st * 100 >= pct * tot\n"
+    "end\n"
+    "if state == 0 and votes >= q and share_ok then go(1, 'quorum') end\n"
     "if state == 1 and now - since >= wait then go(2, 'wait_elapsed') "
     "end\n"
     "local got = {}\n"
@@ -158,7 +195,7 @@ static const char fleet_lua[] =
     "  left = wait - (now - since)\n"
     "  if left < 0 then left = 0 end\n"
     "end\n"
-    "local r = {state, ep, votes, left, why}\n"
+    "local r = {state, ep, votes, left, why, share}\n"
     "for j = 1, #got do r[#r + 1] = got[j] end\n"
     "return r\n";
 
@@ -183,9 +220,10 @@ struct resil_fleet {
 	int forced; /* we forced the local breaker open */
 	int tried;  /* a connection has been attempted */
 	uint64_t next_reconnect;
-	uint64_t last_calls, last_fails, last_trips;
+	uint64_t last_calls, last_fails, last_trips, last_traffic;
 	/* Written by the sync, read by get_info from any thread. */
 	uint64_t syncs, sync_errors, votes;
+	uint64_t share; /* the sick traffic share + 1 (0: not computed) */
 
 	/* Copies of the configuration. */
 	char name[NAME_MAX_LEN + 1];
@@ -195,14 +233,25 @@ struct resil_fleet {
 	char key_votes[NAME_MAX_LEN + 32];
 	char key_leases[NAME_MAX_LEN + 32];
 	char key_agg[NAME_MAX_LEN + 32];
+	char key_inst[NAME_MAX_LEN + 32];
 	uint32_t port, connect_ms, command_ms, reconnect_ms;
-	uint32_t quorum, k, max_local;
+	uint32_t quorum, quorum_pct, k, max_local;
 	uint64_t open_wait_ms, lease_ms, vote_ms, bucket_ms;
 	uint32_t buckets;
 	resil_fleet_listener_fn listener;
 	void *listener_ctx;
 	resil_breaker_listener_fn user_listener;
 	void *user_ctx;
+
+	/* The optional helper thread (resil_fleet_start). */
+	pthread_mutex_t hmu;
+	pthread_cond_t hcv;
+	pthread_t helper;
+	int hinit;          /* hmu and hcv exist */
+	int hrunning;       /* a helper thread exists (joined by stop) */
+	int hstop;          /* asked to stop */
+	uint64_t helper_on; /* atomic: the public sync refuses */
+	uint32_t hinterval_ms;
 };
 
 static uint64_t
@@ -312,6 +361,8 @@ resil_fleet_config_validate(const resil_fleet_config *cfg, resil_diag *diag)
 	    (err = range(
 	         diag, "reconnect_ms", cfg->reconnect_ms, 0, 3600000)) ||
 	    (err = range(diag, "quorum", cfg->quorum, 1, 1024)) ||
+	    (err = range(diag, "quorum_traffic_pct", cfg->quorum_traffic_pct,
+	         0, 100)) ||
 	    (err = range(diag, "probe_leases", cfg->probe_leases, 1, 1024)) ||
 	    (err = range(diag, "max_local_leases", cfg->max_local_leases, 0,
 	         MAX_SLOTS)) ||
@@ -508,11 +559,14 @@ resil_fleet_new(
 	    f->name);
 	snprintf(
 	    f->key_agg, sizeof(f->key_agg), "resil:fleet:%s:agg:", f->name);
+	snprintf(f->key_inst, sizeof(f->key_inst), "resil:fleet:%s:instances",
+	    f->name);
 	f->port = cfg->port;
 	f->connect_ms = cfg->connect_timeout_ms;
 	f->command_ms = cfg->command_timeout_ms;
 	f->reconnect_ms = cfg->reconnect_ms;
 	f->quorum = cfg->quorum;
+	f->quorum_pct = cfg->quorum_traffic_pct;
 	f->k = cfg->probe_leases;
 	f->max_local = cfg->max_local_leases != 0
 	    ? cfg->max_local_leases
@@ -557,6 +611,11 @@ resil_fleet_free(resil_fleet *f)
 
 	if (f == NULL)
 		return;
+	(void)resil_fleet_stop(f);
+	if (f->hinit) {
+		pthread_cond_destroy(&f->hcv);
+		pthread_mutex_destroy(&f->hmu);
+	}
 	disconnect(f);
 	resil_breaker_free(f->b);
 	a = f->alloc;
@@ -677,13 +736,13 @@ resil_fleet_release(resil_fleet *f, resil_fleet_permit *p)
 /* Parse the script's answer strictly: anything else is an error. */
 static int
 parse_reply(const redisReply *r, uint64_t *state, uint64_t *ep,
-    uint64_t *votes, uint64_t granted[MAX_SLOTS], size_t *ngranted, char *buf,
-    size_t cap)
+    uint64_t *votes, uint64_t *share, uint64_t granted[MAX_SLOTS],
+    size_t *ngranted, char *buf, size_t cap)
 {
 	size_t i;
 
-	if (r->type != REDIS_REPLY_ARRAY || r->elements < 5 ||
-	    r->elements > 5 + MAX_SLOTS) {
+	if (r->type != REDIS_REPLY_ARRAY || r->elements < 6 ||
+	    r->elements > 6 + MAX_SLOTS) {
 		snprintf(buf, cap, "script: unexpected answer shape");
 		return -1;
 	}
@@ -699,6 +758,12 @@ parse_reply(const redisReply *r, uint64_t *state, uint64_t *ep,
 		snprintf(buf, cap, "script: reason is malformed");
 		return -1;
 	}
+	if (r->element[5]->type != REDIS_REPLY_INTEGER ||
+	    r->element[5]->integer < -1 || r->element[5]->integer > 100) {
+		snprintf(buf, cap, "script: traffic share is malformed");
+		return -1;
+	}
+	*share = (uint64_t)(r->element[5]->integer + 1);
 	*state = (uint64_t)r->element[0]->integer;
 	*ep = (uint64_t)r->element[1]->integer;
 	*votes = (uint64_t)r->element[2]->integer;
@@ -709,7 +774,7 @@ parse_reply(const redisReply *r, uint64_t *state, uint64_t *ep,
 		return -1;
 	}
 	*ngranted = 0;
-	for (i = 5; i < r->elements; i++) {
+	for (i = 6; i < r->elements; i++) {
 		const redisReply *e = r->element[i];
 
 		if (e->type != REDIS_REPLY_INTEGER || e->integer < 0 ||
@@ -722,12 +787,127 @@ parse_reply(const redisReply *r, uint64_t *state, uint64_t *ep,
 	return 0;
 }
 
-#define ARG_FIXED 13u
+#define ARG_FIXED 24u
 #define ARG_MAX (ARG_FIXED + 3u + 3u * MAX_SLOTS)
 #define ARG_LEN 32u
 
+static resil_err sync_step(resil_fleet *f, uint64_t now);
+
 resil_err
 resil_fleet_sync(resil_fleet *f, uint64_t now)
+{
+	if (f == NULL)
+		return RESIL_E_INVAL;
+	if (resil__load64(&f->helper_on) != 0)
+		return RESIL_E_MISUSE; /* the helper thread syncs */
+	return sync_step(f, now);
+}
+
+static void *
+helper_main(void *arg)
+{
+	resil_fleet *f = arg;
+	struct timespec ts;
+
+	pthread_mutex_lock(&f->hmu);
+	while (!f->hstop) {
+		pthread_mutex_unlock(&f->hmu);
+		(void)sync_step(f, resil_clock_now(&f->clock));
+		pthread_mutex_lock(&f->hmu);
+		if (f->hstop)
+			break;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += (time_t)(f->hinterval_ms / 1000);
+		ts.tv_nsec += (long)(f->hinterval_ms % 1000) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		while (!f->hstop &&
+		    pthread_cond_timedwait(&f->hcv, &f->hmu, &ts) == 0)
+			;
+	}
+	pthread_mutex_unlock(&f->hmu);
+	return NULL;
+}
+
+resil_err
+resil_fleet_start(resil_fleet *f, uint32_t interval_ms, resil_diag *diag)
+{
+	pthread_condattr_t ca;
+	int rc;
+
+	if (f == NULL || interval_ms == 0 || interval_ms > 3600000)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "fleet: start needs a handle and interval_ms 1..3600000");
+	if (!f->hinit) {
+		if (pthread_condattr_init(&ca) != 0)
+			return resil__diagf(
+			    diag, RESIL_E_NOMEM, "fleet: no condattr");
+		(void)pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		rc = pthread_cond_init(&f->hcv, &ca);
+		pthread_condattr_destroy(&ca);
+		if (rc != 0)
+			return resil__diagf(diag, RESIL_E_NOMEM,
+			    "fleet: no condition variable");
+		if (pthread_mutex_init(&f->hmu, NULL) != 0) {
+			pthread_cond_destroy(&f->hcv);
+			return resil__diagf(
+			    diag, RESIL_E_NOMEM, "fleet: no mutex");
+		}
+		f->hinit = 1;
+	}
+	pthread_mutex_lock(&f->hmu);
+	if (f->hrunning) {
+		pthread_mutex_unlock(&f->hmu);
+		return resil__diagf(diag, RESIL_E_MISUSE,
+		    "fleet: the helper thread is running already");
+	}
+	f->hstop = 0;
+	f->hinterval_ms = interval_ms;
+	resil__store64(&f->helper_on, 1);
+	rc = pthread_create(&f->helper, NULL, helper_main, f);
+	if (rc != 0) {
+		resil__store64(&f->helper_on, 0);
+		pthread_mutex_unlock(&f->hmu);
+		return resil__diagf(diag, RESIL_E_NOMEM,
+		    "fleet: cannot start the helper thread: %s", strerror(rc));
+	}
+	f->hrunning = 1;
+	pthread_mutex_unlock(&f->hmu);
+	return RESIL_OK;
+}
+
+resil_err
+resil_fleet_stop(resil_fleet *f)
+{
+	pthread_t t;
+
+	if (f == NULL)
+		return RESIL_E_INVAL;
+	if (!f->hinit)
+		return RESIL_OK;
+	pthread_mutex_lock(&f->hmu);
+	if (!f->hrunning) {
+		pthread_mutex_unlock(&f->hmu);
+		return RESIL_OK;
+	}
+	f->hstop = 1;
+	t = f->helper;
+	pthread_cond_broadcast(&f->hcv);
+	pthread_mutex_unlock(&f->hmu);
+	/* The thread finishes its sync in progress (bounded by the sync's
+	 * own timeouts) and exits. */
+	pthread_join(t, NULL);
+	pthread_mutex_lock(&f->hmu);
+	f->hrunning = 0;
+	resil__store64(&f->helper_on, 0);
+	pthread_mutex_unlock(&f->hmu);
+	return RESIL_OK;
+}
+
+static resil_err
+sync_step(resil_fleet *f, uint64_t now)
 {
 	const char *argv[ARG_MAX];
 	size_t argl[ARG_MAX];
@@ -735,8 +915,8 @@ resil_fleet_sync(resil_fleet *f, uint64_t now)
 	char why[RESIL_DIAG_MAX];
 	uint64_t reported[MAX_SLOTS], rep_ok[MAX_SLOTS];
 	uint64_t granted[MAX_SLOTS];
-	uint64_t ctl, ep, held = 0, calls, fails, trips, sick;
-	uint64_t nstate, nep, nvotes;
+	uint64_t ctl, ep, held = 0, calls, fails, trips, sick, traffic, tr_now;
+	uint64_t nstate, nep, nvotes, nshare;
 	size_t nrep = 0, ncand = 0, ngranted = 0, argc = 0, i;
 	resil_breaker_metrics m;
 	redisReply *r;
@@ -761,6 +941,10 @@ resil_fleet_sync(resil_fleet *f, uint64_t now)
 	resil_breaker_get_metrics(f->b, &m);
 	calls = m.successes + m.failures - f->last_calls;
 	fails = m.failures - f->last_fails;
+	/* Traffic: every call asked of this instance while the fleet let
+	 * the local breaker decide. */
+	tr_now = m.successes + m.failures + m.ignored + m.rejections;
+	traffic = tr_now - f->last_traffic;
 	trips = resil__load64(&f->trips);
 	sick = resil__load64(&f->sick) != 0 || trips != f->last_trips;
 	/* Votes count only while the fleet is CLOSED (the script clears them
@@ -784,11 +968,12 @@ resil_fleet_sync(resil_fleet *f, uint64_t now)
 
 	PUT_STR(f->have_sha ? "EVALSHA" : "EVAL");
 	PUT_STR(f->have_sha ? f->sha : fleet_lua);
-	PUT_STR("4");
+	PUT_STR("5");
 	PUT_STR(f->key_state);
 	PUT_STR(f->key_votes);
 	PUT_STR(f->key_leases);
 	PUT_STR(f->key_agg);
+	PUT_STR(f->key_inst);
 	PUT_STR(f->instance);
 	PUT_NUM(sick);
 	PUT_NUM(calls);
@@ -800,6 +985,8 @@ resil_fleet_sync(resil_fleet *f, uint64_t now)
 	PUT_NUM(f->vote_ms);
 	PUT_NUM(f->bucket_ms);
 	PUT_NUM(f->bucket_ms * f->buckets);
+	PUT_NUM(traffic);
+	PUT_NUM(f->quorum_pct);
 	PUT_NUM(ep);
 	for (i = 0; i < f->max_local; i++) {
 		uint64_t w = resil__load64(&f->slots[i]);
@@ -868,8 +1055,8 @@ resil_fleet_sync(resil_fleet *f, uint64_t now)
 		freeReplyObject(r);
 		return go_local(f, why, 1);
 	}
-	if (parse_reply(r, &nstate, &nep, &nvotes, granted, &ngranted, why,
-	        sizeof(why)) != 0) {
+	if (parse_reply(r, &nstate, &nep, &nvotes, &nshare, granted, &ngranted,
+	        why, sizeof(why)) != 0) {
 		freeReplyObject(r);
 		return go_local(f, why, 1);
 	}
@@ -883,7 +1070,9 @@ resil_fleet_sync(resil_fleet *f, uint64_t now)
 	f->last_calls = m.successes + m.failures;
 	f->last_fails = m.failures;
 	f->last_trips = trips;
+	f->last_traffic = tr_now;
 	resil__store64(&f->votes, nvotes);
+	resil__store64(&f->share, nshare);
 	resil__faa64(&f->syncs, 1);
 
 	if (nstate == RESIL_FLEET_CLOSED) {
@@ -939,8 +1128,543 @@ resil_fleet_get_info(resil_fleet *f, resil_fleet_info *out)
 		if (resil__load64(&f->slots[j]) == mkslot(ep, SLOT_FREE))
 			out->leases_held++;
 	out->votes = (uint32_t)resil__load64(&f->votes);
+	out->sick_traffic_pct = (int32_t)resil__load64(&f->share) - 1;
 	out->syncs = resil__load64(&f->syncs);
 	out->sync_errors = resil__load64(&f->sync_errors);
 	out->local_state = resil_breaker_get_state(f->b);
+	return RESIL_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* The fleet-wide GCRA rate limiter                                    */
+/* ------------------------------------------------------------------ */
+
+/*
+ * KEYS: the limiter's hash {base, tat}, the instances sorted set.
+ * ARGV: instance, k, scale, ts, bs (see below), instance TTL (ms).
+ * Time is Redis's TIME in microseconds, scaled by scale = rate / gcd(rate,
+ * period_us) so that the emission interval ts = period_us / gcd is an
+ * integer and nothing is rounded; tat is relative to base, which moves to
+ * now when (now - base) * scale would pass 2^52 (every number stays below
+ * 2^53, exact in Lua's doubles). Returns {granted 0/1, retry_us (the
+ * smallest whole number of microseconds after which the k permits would
+ * be due, rounded up), instances seen, TIME in microseconds}.
+ */
+static const char limit_lua[] =
+    "local function int(v, what, lo, hi)\n"
+    "  local n = tonumber(v)\n"
+    "  if n == nil or n ~= math.floor(n) or n < lo or n > hi then\n"
+    "    error({err = 'RESILFLEET malformed ' .. what .. ': ' ..\n"
+    "      tostring(v)})\n"
+    "  end\n"
+    "  return n\n"
+    "end\n"
+    "local BIG = 9007199254740991\n"
+    "local REBASE = 4503599627370496\n"
+    "local t = redis.call('TIME')\n"
+    "local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
+    "local inst = ARGV[1]\n"
+    "local k = tonumber(ARGV[2])\n"
+    "local scale = tonumber(ARGV[3])\n"
+    "local ts = tonumber(ARGV[4])\n"
+    "local bs = tonumber(ARGV[5])\n"
+    "local ttl = tonumber(ARGV[6])\n"
+    "redis.call('ZADD', KEYS[2], now + ttl * 1000, inst)\n"
+    "redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)\n"
+    "redis.call('PEXPIRE', KEYS[2], ttl)\n"
+    "local seen = redis.call('ZCARD', KEYS[2])\n"
+    "local h = redis.call('HMGET', KEYS[1], 'base', 'tat')\n"
+    "local base, tat = now, 0\n"
+    "if h[1] or h[2] then\n"
+    "  base = int(h[1], 'base', 0, BIG)\n"
+    "  tat = int(h[2], 'tat', 0, BIG)\n"
+    "end\n"
+    "if now > base and (now - base) > REBASE / scale then\n"
+    "  local shift = now - base\n"
+    "  if tat / scale > shift then tat = tat - shift * scale else tat = 0 "
+    "end\n"
+    "  base = now\n"
+    "end\n"
+    "local n = 0\n"
+    "if now > base then n = (now - base) * scale end\n"
+    "local tt = tat\n"
+    "if n > tt then tt = n end\n"
+    "local nt = tt + k * ts\n"
+    "local lim = n + bs\n"
+    "local keep = math.floor((bs + ts) / scale / 1000) + 1000\n"
+    "if nt <= lim then\n"
+    "  redis.call('HSET', KEYS[1], 'base', string.format('%d', base),\n"
+    "    'tat', string.format('%d', nt))\n"
+    "  redis.call('PEXPIRE', KEYS[1], keep)\n"
+    "  return {1, 0, seen, now}\n"
+    "end\n"
+    "local excess = nt - lim\n"
+    "if now < base then excess = excess + (base - now) * scale end\n"
+    "local q = math.floor(excess / scale)\n"
+    "while q * scale < excess do q = q + 1 end\n"
+    "while q > 1 and (q - 1) * scale >= excess do q = q - 1 end\n"
+    "return {0, q, seen, now}\n";
+
+struct resil_fleet_limit {
+	resil_allocator alloc;
+	resil_clock clock;
+	pthread_mutex_t mu; /* the connection and the fallback */
+	redisContext *c;
+	char sha[41];
+	int have_sha;
+	/* Written under mu with atomic stores, so that get_info reads them
+	 * without waiting for an acquire's round trip. */
+	uint64_t local;    /* deciding locally */
+	uint64_t retry_at; /* local clock: no Redis before this */
+	uint64_t seen;     /* instances seen at the last answer */
+	uint64_t redis_us; /* Redis's TIME then */
+	resil_ratelimit *share;
+	uint64_t share_n; /* the N the share was made for */
+
+	uint64_t redis_grants, local_grants, rejected, errors;
+
+	char instance[NAME_MAX_LEN + 1];
+	char host[HOST_MAX_LEN + 1];
+	char key_state[NAME_MAX_LEN + 32];
+	char key_inst[NAME_MAX_LEN + 32];
+	char scale_s[24], ts_s[24], bs_s[24], ttl_s[24];
+	uint32_t port, connect_ms, command_ms, reconnect_ms;
+	uint32_t rate, burst, min_instances;
+	uint64_t period_ms, ttl_ms;
+	resil_fleet_listener_fn listener;
+	void *listener_ctx;
+};
+
+static uint64_t
+gcd_u64(uint64_t a, uint64_t b)
+{
+	while (b != 0) {
+		uint64_t t = a % b;
+
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+static resil_err
+lrange(
+    resil_diag *diag, const char *field, uint64_t v, uint64_t lo, uint64_t hi)
+{
+	if (v >= lo && v <= hi)
+		return RESIL_OK;
+	return resil__diagf(diag, RESIL_E_INVAL,
+	    "fleet_limit.%s: %llu is out of range %llu..%llu", field,
+	    (unsigned long long)v, (unsigned long long)lo,
+	    (unsigned long long)hi);
+}
+
+resil_err
+resil_fleet_limit_config_validate(
+    const resil_fleet_limit_config *cfg, resil_diag *diag)
+{
+	resil_ratelimit_config lc;
+	uint64_t g, scale, ts;
+	resil_err err;
+
+	if (cfg == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "fleet_limit: config is NULL");
+	err =
+	    resil__check_size(diag, "fleet_limit", "resil_fleet_limit_config",
+	        cfg->size, sizeof(resil_fleet_limit_config));
+	if (err != RESIL_OK)
+		return err;
+	if (cfg->name == NULL || !name_ok(cfg->name))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "fleet_limit.name: must be 1..63 characters of "
+		    "[A-Za-z0-9._-]");
+	if (cfg->instance != NULL && !name_ok(cfg->instance))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "fleet_limit.instance: must be NULL or 1..63 characters "
+		    "of [A-Za-z0-9._-]");
+	if (cfg->host != NULL &&
+	    (cfg->host[0] == '\0' || strlen(cfg->host) > HOST_MAX_LEN))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "fleet_limit.host: must be NULL or 1..255 characters");
+	if ((err = lrange(diag, "port", cfg->port, 1, 65535)) ||
+	    (err = lrange(diag, "connect_timeout_ms", cfg->connect_timeout_ms,
+	         1, 60000)) ||
+	    (err = lrange(diag, "command_timeout_ms", cfg->command_timeout_ms,
+	         1, 60000)) ||
+	    (err = lrange(
+	         diag, "reconnect_ms", cfg->reconnect_ms, 0, 3600000)) ||
+	    (err = lrange(diag, "rate", cfg->rate, 1, 1000000000)) ||
+	    (err = lrange(diag, "period_ms", cfg->period_ms, 1, 86400000)) ||
+	    (err = lrange(diag, "burst", cfg->burst, 1, 1000000000)) ||
+	    (err = lrange(diag, "instance_ttl_ms", cfg->instance_ttl_ms, 1,
+	         86400000)) ||
+	    (err = lrange(diag, "min_instances", cfg->min_instances, 1, 4096)))
+		return err;
+	g = gcd_u64(cfg->rate, cfg->period_ms * 1000);
+	if (g == 0 || cfg->burst == 0) /* not reached: the ranges above */
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "fleet_limit: rate or burst is 0");
+	scale = cfg->rate / g;
+	ts = cfg->period_ms * 1000 / g;
+	if (scale > (UINT64_C(1) << 24) ||
+	    ts > (UINT64_C(1) << 50) / cfg->burst)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "fleet_limit.rate: %u per %llu ms with burst %u needs "
+		    "rate / gcd(rate, period_us) <= 2^24 and burst * "
+		    "period_us / gcd <= 2^50",
+		    cfg->rate, (unsigned long long)cfg->period_ms, cfg->burst);
+	/* The local fallback at N = 1 must be a valid limiter. */
+	resil_ratelimit_config_init(&lc);
+	lc.rate = cfg->rate;
+	lc.period_ns = cfg->period_ms * RESIL_NS_PER_MS;
+	lc.burst = cfg->burst;
+	err = resil_ratelimit_config_validate(&lc, diag);
+	if (err != RESIL_OK)
+		return err;
+	return RESIL_OK;
+}
+
+static void
+lemit(resil_fleet_limit *fl, resil_fleet_event_kind kind, const char *detail)
+{
+	resil_fleet_event ev;
+
+	if (fl->listener == NULL)
+		return;
+	memset(&ev, 0, sizeof(ev));
+	ev.kind = kind;
+	ev.votes = (uint32_t)fl->seen; /* instances seen */
+	ev.detail = detail != NULL ? detail : "";
+	fl->listener(&ev, fl->listener_ctx);
+}
+
+static void
+ldisconnect(resil_fleet_limit *fl)
+{
+	if (fl->c != NULL)
+		redisFree(fl->c);
+	fl->c = NULL;
+	fl->have_sha = 0;
+}
+
+static int
+lconnect(resil_fleet_limit *fl, char *buf, size_t cap)
+{
+	redisReply *r;
+
+	fl->c = redisConnectWithTimeout(
+	    fl->host, (int)fl->port, ms_tv(fl->connect_ms));
+	if (fl->c == NULL) {
+		snprintf(buf, cap, "connect: out of memory");
+		return -1;
+	}
+	if (fl->c->err) {
+		snprintf(buf, cap, "connect %.100s:%u: %.120s", fl->host,
+		    fl->port, fl->c->errstr);
+		ldisconnect(fl);
+		return -1;
+	}
+	if (redisSetTimeout(fl->c, ms_tv(fl->command_ms)) != REDIS_OK) {
+		snprintf(buf, cap, "connect: cannot set the timeout");
+		ldisconnect(fl);
+		return -1;
+	}
+	r = redisCommand(fl->c, "SCRIPT LOAD %s", limit_lua);
+	if (r == NULL || r->type != REDIS_REPLY_STRING || r->len != 40) {
+		snprintf(buf, cap, "SCRIPT LOAD: %s",
+		    r == NULL
+		        ? (fl->c->errstr[0] ? fl->c->errstr : "no answer")
+		        : "unexpected answer");
+		if (r != NULL)
+			freeReplyObject(r);
+		ldisconnect(fl);
+		return -1;
+	}
+	memcpy(fl->sha, r->str, 40);
+	fl->sha[40] = '\0';
+	fl->have_sha = 1;
+	freeReplyObject(r);
+	return 0;
+}
+
+resil_err
+resil_fleet_limit_new(resil_fleet_limit **out,
+    const resil_fleet_limit_config *cfg, resil_diag *diag)
+{
+	resil_fleet_limit *fl;
+	resil_err err;
+	uint64_t g;
+	char why[RESIL_DIAG_MAX];
+
+	if (out == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "fleet_limit: out is NULL");
+	err = resil_fleet_limit_config_validate(cfg, diag);
+	if (err != RESIL_OK)
+		return err;
+	fl = resil__calloc(cfg->alloc, sizeof(*fl));
+	if (fl == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_NOMEM, "fleet_limit: out of memory");
+	fl->alloc = *resil__allocator(cfg->alloc);
+	fl->clock = cfg->clock != NULL && cfg->clock->now != NULL
+	    ? *cfg->clock
+	    : *resil_clock_system();
+	if (pthread_mutex_init(&fl->mu, NULL) != 0) {
+		resil__free(&fl->alloc, fl, sizeof(*fl));
+		return resil__diagf(
+		    diag, RESIL_E_NOMEM, "fleet_limit: no mutex");
+	}
+	if (cfg->instance != NULL)
+		snprintf(
+		    fl->instance, sizeof(fl->instance), "%s", cfg->instance);
+	else
+		default_instance(fl->instance, sizeof(fl->instance));
+	snprintf(fl->host, sizeof(fl->host), "%s",
+	    cfg->host != NULL ? cfg->host : "127.0.0.1");
+	snprintf(fl->key_state, sizeof(fl->key_state), "resil:limit:%s:gcra",
+	    cfg->name);
+	snprintf(fl->key_inst, sizeof(fl->key_inst),
+	    "resil:limit:%s:instances", cfg->name);
+	g = gcd_u64(cfg->rate, cfg->period_ms * 1000);
+	snprintf(fl->scale_s, sizeof(fl->scale_s), "%llu",
+	    (unsigned long long)(cfg->rate / g));
+	snprintf(fl->ts_s, sizeof(fl->ts_s), "%llu",
+	    (unsigned long long)(cfg->period_ms * 1000 / g));
+	snprintf(fl->bs_s, sizeof(fl->bs_s), "%llu",
+	    (unsigned long long)cfg->burst * (cfg->period_ms * 1000 / g));
+	snprintf(fl->ttl_s, sizeof(fl->ttl_s), "%llu",
+	    (unsigned long long)cfg->instance_ttl_ms);
+	fl->port = cfg->port;
+	fl->connect_ms = cfg->connect_timeout_ms;
+	fl->command_ms = cfg->command_timeout_ms;
+	fl->reconnect_ms = cfg->reconnect_ms;
+	fl->rate = cfg->rate;
+	fl->burst = cfg->burst;
+	fl->period_ms = cfg->period_ms;
+	fl->ttl_ms = cfg->instance_ttl_ms;
+	fl->min_instances = cfg->min_instances;
+	fl->seen = cfg->min_instances;
+	fl->listener = cfg->listener;
+	fl->listener_ctx = cfg->listener_ctx;
+	fl->local = 1;
+	if (lconnect(fl, why, sizeof(why)) != 0) {
+		fl->retry_at = resil_clock_now(&fl->clock) +
+		    (uint64_t)fl->reconnect_ms * RESIL_NS_PER_MS;
+		resil__faa64(&fl->errors, 1);
+		lemit(fl, RESIL_FLEET_EV_LOCAL, why);
+	}
+	*out = fl;
+	return RESIL_OK;
+}
+
+void
+resil_fleet_limit_free(resil_fleet_limit *fl)
+{
+	resil_allocator a;
+
+	if (fl == NULL)
+		return;
+	ldisconnect(fl);
+	resil_ratelimit_free(fl->share);
+	pthread_mutex_destroy(&fl->mu);
+	a = fl->alloc;
+	resil__free(&a, fl, sizeof(*fl));
+}
+
+/* The local 1/N share: rate per N periods, burst / N (at least 1). A
+ * share that would not be a valid limiter halves N until it is (N = 1 is
+ * validated with the config). */
+static resil_ratelimit *
+local_share(resil_fleet_limit *fl)
+{
+	uint64_t n =
+	    fl->seen > fl->min_instances ? fl->seen : fl->min_instances;
+	resil_ratelimit_config lc;
+
+	if (fl->share != NULL && fl->share_n == n)
+		return fl->share;
+	resil_ratelimit_free(fl->share);
+	fl->share = NULL;
+	for (; n >= 1; n /= 2) {
+		resil_ratelimit_config_init(&lc);
+		lc.rate = fl->rate;
+		lc.period_ns = fl->period_ms * RESIL_NS_PER_MS * n;
+		lc.burst =
+		    fl->burst / (uint32_t)n > 0 ? fl->burst / (uint32_t)n : 1;
+		lc.clock = &fl->clock;
+		lc.alloc = &fl->alloc;
+		if (resil_ratelimit_new(&fl->share, &lc, NULL) == RESIL_OK) {
+			resil__store64(&fl->share_n,
+			    fl->seen > fl->min_instances ? fl->seen
+			                                 : fl->min_instances);
+			return fl->share;
+		}
+	}
+	return NULL;
+}
+
+static resil_err
+decide_local(resil_fleet_limit *fl, uint32_t k, uint64_t *retry_after_ns)
+{
+	resil_ratelimit *rl = local_share(fl);
+	uint64_t ticks = 0;
+	resil_err e;
+
+	if (rl == NULL) {
+		/* Out of memory: refuse (a limiter fails closed). */
+		if (retry_after_ns != NULL)
+			*retry_after_ns = fl->period_ms * RESIL_NS_PER_MS;
+		resil__faa64(&fl->rejected, 1);
+		return RESIL_E_LIMITED;
+	}
+	e = resil_ratelimit_try_acquire(rl, k, &ticks);
+	if (e == RESIL_OK) {
+		resil__faa64(&fl->local_grants, 1);
+		return RESIL_OK;
+	}
+	if (e == RESIL_E_INVAL) /* k is more than the share's burst */
+		ticks = fl->period_ms * RESIL_NS_PER_MS * fl->share_n;
+	resil__faa64(&fl->rejected, 1);
+	if (retry_after_ns != NULL)
+		*retry_after_ns = ticks;
+	return RESIL_E_LIMITED;
+}
+
+/* Fall back: say so once, hold Redis off for reconnect_ms. */
+static resil_err
+limit_go_local(resil_fleet_limit *fl, uint64_t now, const char *why,
+    int error_event, uint32_t k, uint64_t *retry_after_ns)
+{
+	resil__faa64(&fl->errors, 1);
+	fl->retry_at = now + (uint64_t)fl->reconnect_ms * RESIL_NS_PER_MS;
+	if (error_event)
+		lemit(fl, RESIL_FLEET_EV_ERROR, why);
+	if (!fl->local) {
+		resil__store64(&fl->local, 1);
+		lemit(fl, RESIL_FLEET_EV_LOCAL, why);
+	}
+	return decide_local(fl, k, retry_after_ns);
+}
+
+static resil_err
+limit_acquire_locked(
+    resil_fleet_limit *fl, uint32_t k, uint64_t *retry_after_ns)
+{
+	const char *argv[11];
+	size_t argl[11];
+	char kbuf[16], why[RESIL_DIAG_MAX];
+	uint64_t now = resil_clock_now(&fl->clock);
+	redisReply *r;
+	size_t i;
+
+	/* Local until retry_at after a failure; then one attempt. */
+	if (fl->local && now < fl->retry_at)
+		return decide_local(fl, k, retry_after_ns);
+	if (fl->c == NULL && lconnect(fl, why, sizeof(why)) != 0)
+		return limit_go_local(fl, now, why, 0, k, retry_after_ns);
+	snprintf(kbuf, sizeof(kbuf), "%u", k);
+	argv[0] = fl->have_sha ? "EVALSHA" : "EVAL";
+	argv[1] = fl->have_sha ? fl->sha : limit_lua;
+	argv[2] = "2";
+	argv[3] = fl->key_state;
+	argv[4] = fl->key_inst;
+	argv[5] = fl->instance;
+	argv[6] = kbuf;
+	argv[7] = fl->scale_s;
+	argv[8] = fl->ts_s;
+	argv[9] = fl->bs_s;
+	argv[10] = fl->ttl_s;
+	for (i = 0; i < 11; i++)
+		argl[i] = strlen(argv[i]);
+	r = redisCommandArgv(fl->c, 11, argv, argl);
+	if (r != NULL && r->type == REDIS_REPLY_ERROR &&
+	    strncmp(r->str, "NOSCRIPT", 8) == 0) {
+		freeReplyObject(r);
+		fl->have_sha = 0;
+		argv[0] = "EVAL";
+		argv[1] = limit_lua;
+		argl[0] = 4;
+		argl[1] = strlen(limit_lua);
+		r = redisCommandArgv(fl->c, 11, argv, argl);
+	}
+	if (r == NULL) {
+		snprintf(why, sizeof(why), "redis: %s",
+		    fl->c->errstr[0] ? fl->c->errstr : "no answer");
+		ldisconnect(fl);
+		return limit_go_local(fl, now, why, 0, k, retry_after_ns);
+	}
+	if (r->type == REDIS_REPLY_ERROR) {
+		snprintf(why, sizeof(why), "redis script: %.200s", r->str);
+		freeReplyObject(r);
+		return limit_go_local(fl, now, why, 1, k, retry_after_ns);
+	}
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 4 ||
+	    r->element[0]->type != REDIS_REPLY_INTEGER ||
+	    r->element[1]->type != REDIS_REPLY_INTEGER ||
+	    r->element[2]->type != REDIS_REPLY_INTEGER ||
+	    r->element[3]->type != REDIS_REPLY_INTEGER ||
+	    r->element[3]->integer < 0 || r->element[0]->integer < 0 ||
+	    r->element[0]->integer > 1 || r->element[1]->integer < 0 ||
+	    r->element[1]->integer > (long long)(UINT64_MAX / 1000 / 2) ||
+	    r->element[2]->integer < 1) {
+		freeReplyObject(r);
+		return limit_go_local(fl, now, "script: unexpected answer", 1,
+		    k, retry_after_ns);
+	}
+	resil__store64(&fl->seen, (uint64_t)r->element[2]->integer);
+	resil__store64(&fl->redis_us, (uint64_t)r->element[3]->integer);
+	if (fl->local) {
+		resil__store64(&fl->local, 0);
+		lemit(fl, RESIL_FLEET_EV_CONNECTED, "synced");
+	}
+	if (r->element[0]->integer == 1) {
+		freeReplyObject(r);
+		resil__faa64(&fl->redis_grants, 1);
+		return RESIL_OK;
+	}
+	if (retry_after_ns != NULL)
+		*retry_after_ns = (uint64_t)r->element[1]->integer * 1000;
+	freeReplyObject(r);
+	resil__faa64(&fl->rejected, 1);
+	return RESIL_E_LIMITED;
+}
+
+resil_err
+resil_fleet_limit_acquire(
+    resil_fleet_limit *fl, uint32_t k, uint64_t *retry_after_ns)
+{
+	resil_err e;
+
+	if (fl == NULL || k == 0 || k > fl->burst)
+		return RESIL_E_INVAL;
+	pthread_mutex_lock(&fl->mu);
+	e = limit_acquire_locked(fl, k, retry_after_ns);
+	pthread_mutex_unlock(&fl->mu);
+	return e;
+}
+
+uint64_t
+resil_retry_after_seconds(uint64_t retry_after_ns)
+{
+	return retry_after_ns / RESIL_NS_PER_SEC +
+	    (retry_after_ns % RESIL_NS_PER_SEC != 0 ? 1u : 0u);
+}
+
+resil_err
+resil_fleet_limit_get_info(resil_fleet_limit *fl, resil_fleet_limit_info *out)
+{
+	if (fl == NULL || out == NULL)
+		return RESIL_E_INVAL;
+	memset(out, 0, sizeof(*out));
+	out->local_mode = resil__load64(&fl->local) != 0;
+	out->instances_seen = (uint32_t)resil__load64(&fl->seen);
+	out->share_n = (uint32_t)resil__load64(&fl->share_n);
+	out->redis_time_us = resil__load64(&fl->redis_us);
+	out->redis_grants = resil__load64(&fl->redis_grants);
+	out->local_grants = resil__load64(&fl->local_grants);
+	out->rejected = resil__load64(&fl->rejected);
+	out->errors = resil__load64(&fl->errors);
 	return RESIL_OK;
 }

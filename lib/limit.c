@@ -10,6 +10,7 @@
 
 #include "atomic.h"
 #include "internal.h"
+#include "limit_shared.h"
 
 /* The hot paths inline the decision; the slow paths stay out of line. */
 #if defined(__GNUC__)
@@ -108,6 +109,10 @@ struct resil_ratelimit {
 	uint32_t rate;
 	uint32_t burst;
 	uint32_t batch; /* 0: exact */
+	/* The GCRA word, &state here or (shared) in a shared-memory region
+	 * (lib/limit_shared.h); in both its bases are the next cache line,
+	 * RL_BASE(rl). */
+	uint64_t *statep;
 	resil_limit_listener_fn listener;
 	void *listener_ctx;
 	resil_clock clock;
@@ -116,6 +121,9 @@ struct resil_ratelimit {
 };
 
 _Static_assert(sizeof(rl_stripe) == RESIL__CACHELINE, "rl_stripe size");
+
+/* The time bases: the cache line after the state word's. */
+#define RL_BASE(rl) ((rl)->statep + RESIL__CACHELINE / sizeof(uint64_t))
 _Static_assert(offsetof(struct resil_ratelimit, base) == RESIL__CACHELINE,
     "ratelimit: base on its own line");
 _Static_assert(
@@ -222,9 +230,11 @@ resil_ratelimit_config_validate(
 	return RESIL_OK;
 }
 
-resil_err
-resil_ratelimit_new(
-    resil_ratelimit **out, const resil_ratelimit_config *cfg, resil_diag *diag)
+/* Create a rate limiter whose GCRA words are its own (shared NULL) or at
+ * shared, in a region; init: set them up (always when its own). */
+static resil_err
+rl_create(resil_ratelimit **out, const resil_ratelimit_config *cfg,
+    void *shared, bool init, resil_diag *diag)
 {
 	resil_ratelimit *rl;
 	resil_err err;
@@ -257,19 +267,49 @@ resil_ratelimit_new(
 	rl->batch = cfg->batch;
 	rl->listener = cfg->listener;
 	rl->listener_ctx = cfg->listener_ctx;
+	if (shared == NULL) {
+		rl->statep = &rl->state;
+		init = true;
+	} else {
+		rl->statep = shared;
+	}
+	if (init) {
+		/* Generation 0; slot 1 is tagged with generation GEN_MASK
+		 * (that is, -1), so that it reads as "not prepared" for
+		 * generation 1. A full burst: tat = now. */
+		now = resil_clock_now(&rl->clock);
+		base = now & ~GEN_MASK;
+		uint64_t *bases = shared == NULL ? rl->base : RL_BASE(rl);
 
-	/* Generation 0; slot 1 is tagged with generation GEN_MASK (that is,
-	 * -1), so that it reads as "not prepared" for generation 1. A full
-	 * burst: tat = now. */
-	now = resil_clock_now(&rl->clock);
-	base = now & ~GEN_MASK;
-	rl->base[0] = base;
-	rl->base[1] = GEN_MASK;
-	rl->state = (now - base) * rl->scale;
-	/* No fence: handing *out to another thread (pthread_create, a lock,
-	 * an atomic store) already orders these plain stores before it. */
+		resil__store64(&bases[0], base);
+		resil__store64(&bases[1], GEN_MASK);
+		resil__store64(rl->statep, (now - base) * rl->scale);
+	}
 	*out = rl;
 	return RESIL_OK;
+}
+
+resil_err
+resil_ratelimit_new(
+    resil_ratelimit **out, const resil_ratelimit_config *cfg, resil_diag *diag)
+{
+	return rl_create(out, cfg, NULL, true, diag);
+}
+
+size_t
+resil__ratelimit_shared_size(void)
+{
+	return 2 * RESIL__CACHELINE;
+}
+
+resil_err
+resil__ratelimit_new_shared(resil_ratelimit **out,
+    const resil_ratelimit_config *cfg, void *mem, bool init, resil_diag *diag)
+{
+	if (mem == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "ratelimit: no shared memory");
+	return rl_create(out, cfg, mem, init, diag);
 }
 
 void
@@ -293,7 +333,7 @@ rebase(resil_ratelimit *rl, uint64_t w, uint64_t base, uint64_t now)
 {
 	uint64_t gen = w >> TAT_BITS;
 	uint64_t ngen = (gen + 1) & GEN_MASK;
-	uint64_t *slot = &rl->base[ngen & 1];
+	uint64_t *slot = &RL_BASE(rl)[ngen & 1];
 	uint64_t cur, want, nbase, shift, tat, ntat;
 
 	cur = resil__load64(slot);
@@ -321,7 +361,7 @@ rebase(resil_ratelimit *rl, uint64_t w, uint64_t base, uint64_t now)
 	tat = w & TAT_MASK;
 	/* A tat before the new base is in the past: 0 means the same. */
 	ntat = shift <= tat / rl->scale ? tat - shift * rl->scale : 0;
-	(void)resil__cas64(&rl->state, w, (ngen << TAT_BITS) | ntat);
+	(void)resil__cas64(rl->statep, w, (ngen << TAT_BITS) | ntat);
 }
 
 /* The clock, which _new() made sure has a now function. */
@@ -347,12 +387,15 @@ rl_take(resil_ratelimit *rl, uint64_t now, uint32_t k, uint32_t more,
     uint64_t wait_max_s, uint64_t *ticks, uint32_t *got)
 {
 	uint64_t need = (uint64_t)k * rl->ts;
+	/* Read once: the atomics below would make the compiler reload it. */
+	uint64_t *const st = rl->statep;
+	uint64_t *const bases = st + RESIL__CACHELINE / sizeof(uint64_t);
 	uint64_t w, gen, b, base, n, tat, t, nt, lim, excess, x;
 
 	for (;;) {
-		w = resil__load64(&rl->state);
+		w = resil__load64(st);
 		gen = w >> TAT_BITS;
-		b = resil__load64(&rl->base[gen & 1]);
+		b = resil__load64(&bases[gen & 1]);
 		if (RESIL__UNLIKELY((b & GEN_MASK) != gen)) {
 			/* The word moved on twice since we read it. */
 			resil__stall();
@@ -382,8 +425,7 @@ rl_take(resil_ratelimit *rl, uint64_t now, uint32_t k, uint32_t more,
 					x = more;
 				nt += x * rl->ts;
 			}
-			if (!resil__cas64(
-			        &rl->state, w, (gen << TAT_BITS) | nt))
+			if (!resil__cas64(st, w, (gen << TAT_BITS) | nt))
 				continue;
 			if (more > 0)
 				*got += (uint32_t)x;
@@ -396,8 +438,7 @@ rl_take(resil_ratelimit *rl, uint64_t now, uint32_t k, uint32_t more,
 			    excess, sat_mul_u64(base - now, rl->scale));
 		*ticks = ceil_div(excess, rl->scale);
 		if (excess <= wait_max_s) {
-			if (!resil__cas64(
-			        &rl->state, w, (gen << TAT_BITS) | nt))
+			if (!resil__cas64(st, w, (gen << TAT_BITS) | nt))
 				continue;
 			return RESIL_OK;
 		}
@@ -418,9 +459,9 @@ rl_give_back(resil_ratelimit *rl, uint64_t now, uint32_t r)
 	uint64_t w, gen, b, base, n, tat, ntat;
 
 	for (;;) {
-		w = resil__load64(&rl->state);
+		w = resil__load64(rl->statep);
 		gen = w >> TAT_BITS;
-		b = resil__load64(&rl->base[gen & 1]);
+		b = resil__load64(&RL_BASE(rl)[gen & 1]);
 		if ((b & GEN_MASK) != gen) {
 			resil__stall();
 			continue;
@@ -433,7 +474,7 @@ rl_give_back(resil_ratelimit *rl, uint64_t now, uint32_t r)
 		if (tat <= n)
 			return; /* full at now: nothing to give back to */
 		ntat = tat - n > back ? tat - back : n;
-		if (resil__cas64(&rl->state, w, (gen << TAT_BITS) | ntat))
+		if (resil__cas64(rl->statep, w, (gen << TAT_BITS) | ntat))
 			return;
 	}
 }
@@ -647,9 +688,9 @@ resil_ratelimit_get_metrics(resil_ratelimit *rl, resil_ratelimit_metrics *out)
 	memset(&m, 0, sizeof(m));
 	now = rl_now(rl);
 	for (;;) {
-		w = resil__load64(&rl->state);
+		w = resil__load64(rl->statep);
 		gen = w >> TAT_BITS;
-		b = resil__load64(&rl->base[gen & 1]);
+		b = resil__load64(&RL_BASE(rl)[gen & 1]);
 		if ((b & GEN_MASK) == gen)
 			break;
 		resil__stall();
@@ -734,6 +775,17 @@ struct resil_bulkhead {
 	uint32_t backoff_pct;
 	uint32_t batch; /* 0: exact */
 	uint64_t target;
+	/* Shared only (else NULL; batch is then BH_SHARED, so the exact
+	 * path does not test for it): the region's state (shmem), one
+	 * 64-byte line per process slot holding
+	 * [pid:32][calls in flight:32] of the process in that slot, the
+	 * last sweep's time, the region's process table and our slot. */
+	void *shmem;
+	uint64_t *counts;
+	uint64_t *sweep_at;
+	const resil__shm_proc *procs;
+	uint64_t tag; /* our pid << 32 */
+	unsigned slot;
 	resil_limit_listener_fn listener;
 	void *listener_ctx;
 	resil_clock clock;
@@ -811,9 +863,17 @@ resil_bulkhead_config_validate(
 	return RESIL_OK;
 }
 
-resil_err
-resil_bulkhead_new(
-    resil_bulkhead **out, const resil_bulkhead_config *cfg, resil_diag *diag)
+static resil_err bh_reject(resil_bulkhead *bh, uint64_t lim);
+
+/* batch of a shared-memory bulkhead. */
+#define BH_SHARED UINT32_MAX
+static inline void bh_note_peak(bh_stripe *sp, uint64_t v);
+
+/* Create a bulkhead whose limit word is its own (shared NULL) or in a
+ * region's shared bulkhead at shared; init: set it up. */
+static resil_err
+bh_create(resil_bulkhead **out, const resil_bulkhead_config *cfg, void *shared,
+    bool init, resil_diag *diag)
 {
 	resil_bulkhead *bh;
 	resil_err err;
@@ -825,6 +885,15 @@ resil_bulkhead_new(
 	err = resil_bulkhead_config_validate(cfg, diag);
 	if (err != RESIL_OK)
 		return err;
+	if (shared != NULL && cfg->batch != 0)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "bulkhead.batch: %" PRIu32
+		    " must be 0 for a shared-memory bulkhead",
+		    cfg->batch);
+	if (shared != NULL && cfg->adaptive)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "bulkhead.adaptive: a shared-memory bulkhead has a fixed "
+		    "limit (adaptive must be 0)");
 	bh = alloc_aligned(cfg->alloc, sizeof(*bh), &mem);
 	if (bh == NULL)
 		return resil__diagf(
@@ -844,7 +913,181 @@ resil_bulkhead_new(
 	bh->listener = cfg->listener;
 	bh->listener_ctx = cfg->listener_ctx;
 	bh->ctl = (uint64_t)cfg->max_concurrent << 32;
+	if (shared != NULL) {
+		bh->batch = BH_SHARED;
+		bh->shmem = shared;
+		bh->sweep_at =
+		    (uint64_t *)(void *)((char *)shared + RESIL__CACHELINE);
+		bh->counts = (uint64_t *)(void *)((char *)shared +
+		    2 * RESIL__CACHELINE);
+	}
+	if (shared != NULL && init)
+		resil__store64(
+		    (uint64_t *)shared, bh->ctl); /* for reference */
 	*out = bh;
+	return RESIL_OK;
+}
+
+resil_err
+resil_bulkhead_new(
+    resil_bulkhead **out, const resil_bulkhead_config *cfg, resil_diag *diag)
+{
+	return bh_create(out, cfg, NULL, true, diag);
+}
+
+/* Words per process line of a shared bulkhead's counts. */
+#define BH_LINE_WORDS (RESIL__CACHELINE / sizeof(uint64_t))
+
+size_t
+resil__bulkhead_shared_size(void)
+{
+	return (2 + (size_t)RESIL__SHM_PROCS) * RESIL__CACHELINE;
+}
+
+resil_err
+resil__bulkhead_new_shared(resil_bulkhead **out,
+    const resil_bulkhead_config *cfg, void *mem, bool init,
+    const resil__shm_proc *procs, unsigned slot, resil_diag *diag)
+{
+	resil_err err;
+
+	if (mem == NULL || procs == NULL || slot >= RESIL__SHM_PROCS)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "bulkhead: no shared memory");
+	err = bh_create(out, cfg, mem, init, diag);
+	if (err != RESIL_OK)
+		return err;
+	(*out)->procs = procs;
+	(*out)->slot = slot;
+	(*out)->tag = resil__load64(&procs[slot].pid) << 32;
+	return RESIL_OK;
+}
+
+/* Whether count word w of process slot i is stale: its process slot now
+ * belongs to another process (or none). Dead owners still registered are
+ * found only by a sweep (a system call per slot). */
+static inline bool
+bh_stale(const resil_bulkhead *bh, unsigned i, uint64_t w)
+{
+	return (w >> 32) != resil__load64(&bh->procs[i].pid);
+}
+
+/* The calls in flight across processes: the sum of the process lines
+ * that are not stale. */
+static uint64_t
+bh_shared_sum(const resil_bulkhead *bh)
+{
+	uint64_t n = 0, w;
+	unsigned i;
+
+	for (i = 0; i < RESIL__SHM_PROCS; i++) {
+		w = resil__load64(&bh->counts[i * BH_LINE_WORDS]);
+		if ((w & UINT32_MAX) != 0 && !bh_stale(bh, i, w))
+			n += w & UINT32_MAX;
+	}
+	return n;
+}
+
+uint32_t
+resil__bulkhead_shared_reap(
+    void *mem, const resil__shm_proc *procs, unsigned skip)
+{
+	uint64_t *counts =
+	    (uint64_t *)(void *)((char *)mem + 2 * RESIL__CACHELINE);
+	uint32_t got = 0;
+	unsigned i;
+
+	for (i = 0; i < RESIL__SHM_PROCS; i++) {
+		uint64_t *cw = &counts[i * BH_LINE_WORDS];
+		uint64_t w = resil__load64(cw);
+
+		if (i == skip || (w & UINT32_MAX) == 0)
+			continue;
+		/* The tag holds the pid: a process now in the slot (alive,
+		 * same start time) that wrote it keeps it. A new owner
+		 * writes its own tag, so the CAS fails for it. */
+		if ((w >> 32) == resil__load64(&procs[i].pid) &&
+		    resil__shm_proc_alive(procs, i))
+			continue;
+		if (resil__cas64(cw, w, 0))
+			got += (uint32_t)(w & UINT32_MAX);
+	}
+	return got;
+}
+
+/* Sweep at most this often from the refusal path (system clock). */
+#define BH_SWEEP_NS (10 * RESIL_NS_PER_MS)
+
+/* A refusal of a shared bulkhead: sweep for dead processes' slots (at
+ * most once per BH_SWEEP_NS across the region, the first one at once);
+ * true when that reclaimed some, so the caller tries again. */
+static LIMIT_NOINLINE bool
+bh_shared_sweep(resil_bulkhead *bh)
+{
+	uint64_t now = resil_clock_now(resil_clock_system());
+	uint64_t last = resil__load64(bh->sweep_at);
+
+	if (last != 0 && now - last < BH_SWEEP_NS)
+		return false;
+	if (!resil__cas64(bh->sweep_at, last, now != 0 ? now : 1))
+		return false;
+	return resil__bulkhead_shared_reap(bh->shmem, bh->procs, bh->slot) > 0;
+}
+
+/*
+ * Enter a shared bulkhead: count the call in our own process line first,
+ * then sum every live process's line; over the limit, take it back and
+ * refuse. Of calls admitted at once, the last to count saw all the others
+ * counted, so at most the limit are ever admitted; racers for the last
+ * slots may each see the other and both back off (a refusal that a
+ * retry could turn into a grant).
+ */
+static LIMIT_NOINLINE resil_err
+bh_shared_acquire(resil_bulkhead *bh, bh_stripe *sp)
+{
+	uint64_t *cw = &bh->counts[bh->slot * BH_LINE_WORDS];
+	uint64_t w, nw, lim, sum;
+	int round;
+
+	for (round = 0; round < 2; round++) {
+		w = resil__load64(cw);
+		for (;;) {
+			/* Another tag: left by a dead process that had our
+			 * slot; its count is not ours. */
+			nw = (w >> 32) << 32 == bh->tag ? w + 1 : bh->tag | 1;
+			if (resil__cas64(cw, w, nw))
+				break;
+			w = resil__load64(cw);
+		}
+		lim = resil__load64(&bh->ctl) >> 32;
+		sum = bh_shared_sum(bh);
+		if (RESIL__LIKELY(sum <= lim)) {
+			resil__faa64(&sp->granted, 1);
+			bh_note_peak(sp, sum);
+			return RESIL_OK;
+		}
+		resil__faa64(cw, (uint64_t)0 - 1);
+		if (round > 0 || !bh_shared_sweep(bh))
+			break;
+	}
+	return bh_reject(bh, resil__load64(&bh->ctl) >> 32);
+}
+
+/* Leave a shared bulkhead: one call fewer in our process line. */
+static LIMIT_NOINLINE resil_err
+bh_shared_release(resil_bulkhead *bh, bh_stripe *sp)
+{
+	uint64_t *cw = &bh->counts[bh->slot * BH_LINE_WORDS];
+	uint64_t w = resil__load64(cw);
+
+	for (;;) {
+		if ((w >> 32) << 32 != bh->tag || (w & UINT32_MAX) == 0)
+			return RESIL_E_MISUSE; /* none in flight here */
+		if (resil__cas64(cw, w, w - 1))
+			break;
+		w = resil__load64(cw);
+	}
+	resil__faa64(&sp->released, 1);
 	return RESIL_OK;
 }
 
@@ -870,6 +1113,8 @@ bh_in_flight(resil_bulkhead *bh)
 	uint64_t n = 0;
 	unsigned i;
 
+	if (bh->counts != NULL)
+		return bh_shared_sum(bh);
 	if (bh->batch == 0)
 		return resil__load64(&bh->in_flight);
 	for (i = 0; i < NSTRIPES; i++)
@@ -961,9 +1206,12 @@ static LIMIT_NOINLINE resil_err
 bh_acquire_slow(resil_bulkhead *bh, bh_stripe *sp)
 {
 	uint64_t lim = resil__load64(&bh->ctl) >> 32;
-	uint64_t cur = resil__load64(&bh->in_flight), d, w;
+	uint64_t cur, d, w;
 	unsigned i;
 
+	if (bh->batch == BH_SHARED)
+		return bh_shared_acquire(bh, sp);
+	cur = resil__load64(&bh->in_flight);
 	while (cur < lim) {
 		d = lim - cur < bh->batch ? lim - cur : bh->batch;
 		if (resil__cas64(&bh->in_flight, cur, cur + d)) {
@@ -995,6 +1243,8 @@ resil_bulkhead_try_acquire(resil_bulkhead *bh)
 		return RESIL_E_INVAL;
 	sp = bh_my_stripe(bh);
 	if (bh->batch > 0) {
+		/* A shared bulkhead's stripes lease nothing: it goes to the
+		 * slow path, which sends it on. */
 		if (RESIL__LIKELY(bh_slot_take(sp))) {
 			resil__faa64(&sp->granted, 1);
 			return RESIL_OK;
@@ -1026,6 +1276,8 @@ bh_release_scan(resil_bulkhead *bh, bh_stripe *sp)
 {
 	unsigned i, pass;
 
+	if (bh->batch == BH_SHARED)
+		return bh_shared_release(bh, sp);
 	for (pass = 0; pass < BH_RELEASE_SCANS; pass++)
 		for (i = 0; i < NSTRIPES; i++)
 			if (bh_slot_give(bh, &bh->stripes[i])) {
@@ -1045,6 +1297,7 @@ resil_bulkhead_release(resil_bulkhead *bh)
 		return RESIL_E_INVAL;
 	sp = bh_my_stripe(bh);
 	if (bh->batch > 0) {
+		/* As in acquire: a shared one goes to the scan. */
 		if (RESIL__LIKELY(bh_slot_give(bh, sp))) {
 			resil__faa64(&sp->released, 1);
 			return RESIL_OK;

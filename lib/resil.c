@@ -285,7 +285,6 @@ diag_format(resil__out *o, const char *fmt, va_list ap)
 			}
 			spec[j] = '\0';
 		}
-		n = 0;
 		switch (*p) {
 		case 's': {
 			const char *s = va_arg(ap, const char *);

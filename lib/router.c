@@ -266,7 +266,6 @@ parse_side(const resil_allocator *a, const char *text, size_t from, size_t to,
 		memcpy(ncs, cs, n * sizeof(*cs));
 		resil__free(a, cs, cap * sizeof(*cs));
 		cs = ncs;
-		cap = n;
 	}
 	*out = cs;
 	*nout = n;

@@ -7,7 +7,8 @@
  *            the entry-table lock, the bump allocator's next offset
  *   procs    64 process slots {pid, start time}
  *   entries  max_entries {name, kind, layout of the breaker, offset}
- *   data     each breaker's state (lib/breaker.c's shared layout)
+ *   data     each breaker's state (lib/breaker.c's shared layout), rate
+ *            limiter's or bulkhead's (lib/limit.c's, limit_shared.h)
  *
  * Nothing here is on a hot path: opening, attaching and finding a breaker
  * take the entry-table lock, a spin lock tagged with the holder's process
@@ -31,11 +32,14 @@
 #include "atomic.h"
 #include "breaker_shared.h"
 #include "internal.h"
+#include "limit_shared.h"
 
 #define SHM_MAGIC "RESILSHM"
 #define NAME_MAX_REGION 200u
 #define NAME_MAX_ENTRY 63u
 #define KIND_BREAKER 1u
+#define KIND_RATELIMIT 2u
+#define KIND_BULKHEAD 3u
 #define WAIT_ROUNDS 200000u /* bounded waits for another process */
 
 typedef struct shm_head {
@@ -51,6 +55,10 @@ typedef struct shm_head {
 	uint64_t pad[2];
 } shm_head;
 
+/* An entry. The layout fields are the breaker's as named; a rate limiter
+ * keeps rate in window_size, period_ns in bucket_ns and burst in
+ * permitted_probes; a bulkhead max_concurrent in window_size and its
+ * adaptive flag in window_type. */
 typedef struct shm_entry {
 	char name[NAME_MAX_ENTRY + 1];
 	uint32_t kind;
@@ -80,11 +88,16 @@ static uint64_t
 fingerprint(void)
 {
 	resil_breaker_config ref;
+	uint64_t fp;
 
 	resil_breaker_config_init(&ref);
-	return (uint64_t)sizeof(shm_head) | (uint64_t)sizeof(shm_entry) << 12 |
+	fp = (uint64_t)sizeof(shm_head) | (uint64_t)sizeof(shm_entry) << 12 |
 	    (uint64_t)sizeof(resil__shm_proc) << 24 |
 	    (uint64_t)resil__breaker_shared_size(&ref) << 32;
+	/* The limiters' layouts, mixed in (FNV-1a style). */
+	fp = (fp ^ resil__ratelimit_shared_size()) * UINT64_C(0x100000001b3);
+	fp = (fp ^ resil__bulkhead_shared_size()) * UINT64_C(0x100000001b3);
+	return fp;
 }
 
 static size_t
@@ -477,6 +490,12 @@ resil_shm_breaker(resil_shm *shm, const char *name,
 			e = &shm->entries[k];
 			break;
 		}
+	if (e != NULL && e->kind != KIND_BREAKER) {
+		table_unlock(shm);
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "shm: %s is a %s, not a breaker", name,
+		    e->kind == KIND_RATELIMIT ? "rate limiter" : "bulkhead");
+	}
 	if (e != NULL) {
 		if (e->kind != KIND_BREAKER || e->ready != 1 ||
 		    e->window_type != (uint32_t)cfg->window_type ||
@@ -531,4 +550,199 @@ resil_shm_breaker(resil_shm *shm, const char *name,
 	}
 	table_unlock(shm);
 	return err;
+}
+
+static const char *
+kind_name(uint32_t kind)
+{
+	switch (kind) {
+	case KIND_BREAKER:
+		return "breaker";
+	case KIND_RATELIMIT:
+		return "rate limiter";
+	case KIND_BULKHEAD:
+		return "bulkhead";
+	}
+	return "unknown entry";
+}
+
+/* The wanted layout of a limiter entry. */
+typedef struct want {
+	uint32_t kind, a, b, d;
+	uint64_t c;
+	size_t bytes;
+} want;
+
+/*
+ * Under the table lock: find entry name of kind w->kind with w's layout,
+ * or reserve a new one (zeroed memory, *init set). The caller finishes a
+ * new one with commit_entry() or drops it by not committing.
+ */
+static resil_err
+entry_get(resil_shm *shm, const char *name, const want *w, shm_entry **out,
+    bool *init, resil_diag *diag)
+{
+	uint32_t k, n = shm->head->nentries;
+	shm_entry *e;
+
+	*init = false;
+	for (k = 0; k < n && k < shm->head->max_entries; k++) {
+		e = &shm->entries[k];
+		if (strcmp(e->name, name) != 0)
+			continue;
+		if (e->kind != w->kind)
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "shm: %s is a %s, not a %s", name,
+			    kind_name(e->kind), kind_name(w->kind));
+		if (e->ready != 1 || e->window_type != w->a ||
+		    e->window_size != w->b || e->bucket_ns != w->c ||
+		    e->permitted_probes != w->d || e->bytes != w->bytes) {
+			if (w->kind == KIND_RATELIMIT)
+				return resil__diagf(diag, RESIL_E_INVAL,
+				    "shm: rate limiter %s has rate %u per "
+				    "%llu ns, burst %u; asked for %u per "
+				    "%llu ns, burst %u",
+				    name, e->window_size,
+				    (unsigned long long)e->bucket_ns,
+				    e->permitted_probes, w->b,
+				    (unsigned long long)w->c, w->d);
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "shm: bulkhead %s has max_concurrent %u%s; asked "
+			    "for %u%s",
+			    name, e->window_size,
+			    e->window_type ? " (adaptive)" : "", w->b,
+			    w->a ? " (adaptive)" : "");
+		}
+		*out = e;
+		return RESIL_OK;
+	}
+	if (n >= shm->head->max_entries ||
+	    shm->head->next + w->bytes > shm->bytes)
+		return resil__diagf(diag, RESIL_E_NOMEM,
+		    "shm: no room for %s %s (%u of %u entries, %zu bytes "
+		    "needed, %llu free)",
+		    kind_name(w->kind), name, n, shm->head->max_entries,
+		    w->bytes,
+		    (unsigned long long)(shm->bytes - shm->head->next));
+	e = &shm->entries[n];
+	memset(e, 0, sizeof(*e));
+	memcpy(e->name, name, strlen(name) + 1);
+	e->kind = w->kind;
+	e->window_type = w->a;
+	e->window_size = w->b;
+	e->bucket_ns = w->c;
+	e->permitted_probes = w->d;
+	e->offset = shm->head->next;
+	e->bytes = w->bytes;
+	memset((char *)shm->base + e->offset, 0, w->bytes);
+	*init = true;
+	*out = e;
+	return RESIL_OK;
+}
+
+static void
+commit_entry(resil_shm *shm, shm_entry *e)
+{
+	e->ready = 1;
+	shm->head->next += e->bytes;
+	shm->head->nentries++;
+}
+
+static resil_err
+entry_name_check(resil_shm *shm, const char *name, const void *cfg,
+    const void *out, const char *what, resil_diag *diag)
+{
+	if (shm == NULL || cfg == NULL || out == NULL)
+		return resil__diagf(diag, RESIL_E_INVAL, "shm: NULL argument");
+	if (!name_ok(name, NAME_MAX_ENTRY))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "shm: %s name \"%.40s\": 1..%u characters of A-Z a-z "
+		    "0-9 . _ - (no '/')",
+		    what, name != NULL ? name : "(null)", NAME_MAX_ENTRY);
+	return RESIL_OK;
+}
+
+resil_err
+resil_shm_ratelimit(resil_shm *shm, const char *name,
+    const resil_ratelimit_config *cfg, resil_ratelimit **out, resil_diag *diag)
+{
+	shm_entry *e = NULL;
+	resil_err err;
+	bool init = false;
+	want w;
+
+	err = entry_name_check(shm, name, cfg, out, "rate limiter", diag);
+	if (err != RESIL_OK)
+		return err;
+	err = resil_ratelimit_config_validate(cfg, diag);
+	if (err != RESIL_OK)
+		return err;
+	memset(&w, 0, sizeof(w));
+	w.kind = KIND_RATELIMIT;
+	w.b = cfg->rate;
+	w.c = cfg->period_ns;
+	w.d = cfg->burst;
+	w.bytes = resil__ratelimit_shared_size();
+	table_lock(shm);
+	err = entry_get(shm, name, &w, &e, &init, diag);
+	if (err == RESIL_OK && e != NULL)
+		err = resil__ratelimit_new_shared(
+		    out, cfg, (char *)shm->base + e->offset, init, diag);
+	if (err == RESIL_OK && init && e != NULL)
+		commit_entry(shm, e);
+	table_unlock(shm);
+	return err;
+}
+
+resil_err
+resil_shm_bulkhead(resil_shm *shm, const char *name,
+    const resil_bulkhead_config *cfg, resil_bulkhead **out, resil_diag *diag)
+{
+	shm_entry *e = NULL;
+	resil_err err;
+	bool init = false;
+	want w;
+
+	err = entry_name_check(shm, name, cfg, out, "bulkhead", diag);
+	if (err != RESIL_OK)
+		return err;
+	err = resil_bulkhead_config_validate(cfg, diag);
+	if (err != RESIL_OK)
+		return err;
+	memset(&w, 0, sizeof(w));
+	w.kind = KIND_BULKHEAD;
+	w.a = cfg->adaptive != 0;
+	w.b = cfg->max_concurrent;
+	w.bytes = resil__bulkhead_shared_size();
+	table_lock(shm);
+	err = entry_get(shm, name, &w, &e, &init, diag);
+	if (err == RESIL_OK && e != NULL)
+		err = resil__bulkhead_new_shared(out, cfg,
+		    (char *)shm->base + e->offset, init, shm->procs, shm->slot,
+		    diag);
+	if (err == RESIL_OK && init && e != NULL)
+		commit_entry(shm, e);
+	table_unlock(shm);
+	return err;
+}
+
+uint32_t
+resil_shm_reap(resil_shm *shm)
+{
+	uint32_t k, n, got = 0;
+
+	if (shm == NULL)
+		return 0;
+	table_lock(shm);
+	n = shm->head->nentries;
+	for (k = 0; k < n && k < shm->head->max_entries; k++) {
+		shm_entry *e = &shm->entries[k];
+
+		if (e->kind == KIND_BULKHEAD && e->ready == 1)
+			got += resil__bulkhead_shared_reap(
+			    (char *)shm->base + e->offset, shm->procs,
+			    shm->slot);
+	}
+	table_unlock(shm);
+	return got;
 }

@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -305,6 +306,10 @@ test_fleet_config_validate(void **state)
 	assert_int_equal(resil_fleet_config_validate(&cfg, &d), RESIL_E_INVAL);
 	assert_non_null(strstr(d.msg, "fleet.quorum: 0 is out of range"));
 	cfg.quorum = 1;
+	cfg.quorum_traffic_pct = 101;
+	assert_int_equal(resil_fleet_config_validate(&cfg, &d), RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "fleet.quorum_traffic_pct"));
+	cfg.quorum_traffic_pct = 0;
 	cfg.probe_leases = 1025;
 	assert_int_equal(resil_fleet_config_validate(&cfg, &d), RESIL_E_INVAL);
 	assert_non_null(strstr(d.msg, "fleet.probe_leases"));
@@ -450,6 +455,78 @@ test_fleet_redis_quorum(void **state)
 		assert_int_equal(info.local_state, RESIL_BREAKER_FORCED_OPEN);
 		assert_true(h[i].n[RESIL_FLEET_EV_STATE] >= 1);
 	}
+	for (i = 0; i < 4; i++)
+		resil_fleet_free(f[i]);
+}
+
+/* n successful calls through handle f. */
+static void
+calls_ok(resil_fleet *f, unsigned n)
+{
+	resil_fleet_permit p;
+	unsigned i;
+
+	for (i = 0; i < n; i++) {
+		assert_int_equal(resil_fleet_acquire(f, &p), RESIL_OK);
+		assert_int_equal(
+		    resil_fleet_record(f, &p, RESIL_OUTCOME_SUCCESS),
+		    RESIL_OK);
+	}
+}
+
+/* Quorum by traffic share 50%, count quorum 1: a sick instance carrying
+ * a tenth of the traffic never opens the fleet (a count quorum of 1
+ * alone would); sick instances carrying 60% do. */
+static void
+test_fleet_redis_quorum_traffic_share(void **state)
+{
+	static const unsigned share[4] = { 10, 50, 20, 20 };
+	heard h[4];
+	resil_fleet *f[4];
+	resil_fleet_config cfg;
+	resil_fleet_info info;
+	char name[64];
+	unsigned i, round;
+
+	(void)state;
+	NEED_SERVER();
+	memset(h, 0, sizeof(h));
+	resil_manual_clock_init(&mc, 1000);
+	new_name(name, sizeof(name));
+	for (i = 0; i < 4; i++) {
+		cfg = make_cfg(name, i, &h[i]);
+		cfg.quorum = 1;
+		cfg.quorum_traffic_pct = 50;
+		cfg.open_wait_ms = 600000;
+		cfg.bucket_ms = 60000; /* all of the test in the kept window */
+		assert_int_equal(resil_fleet_new(&f[i], &cfg, NULL), RESIL_OK);
+	}
+	for (i = 0; i < 4; i++)
+		calls_ok(f[i], share[i]);
+	sync_all(f, 4);
+	assert_int_equal(resil_fleet_get_info(f[0], &info), RESIL_OK);
+	assert_int_equal(info.sick_traffic_pct, -1); /* nobody voted */
+
+	/* Instance 0, 11 of 101 calls, is sick: the fleet stays CLOSED. */
+	trip_local(f[0], 1);
+	for (round = 0; round < 20; round++) {
+		sync_all(f, 4);
+		for (i = 0; i < 4; i++)
+			assert_int_equal(
+			    resil_fleet_get_state(f[i]), RESIL_FLEET_CLOSED);
+	}
+	assert_int_equal(resil_fleet_get_info(f[3], &info), RESIL_OK);
+	assert_int_equal(info.votes, 1);
+	assert_int_equal(info.sick_traffic_pct, 10); /* floor(1100 / 101) */
+
+	/* Instance 1 too: 62 of 102 calls. The fleet opens. */
+	trip_local(f[1], 1);
+	sync_all(f, 4);
+	sync_all(f, 4);
+	for (i = 0; i < 4; i++)
+		assert_int_equal(
+		    resil_fleet_get_state(f[i]), RESIL_FLEET_OPEN);
+	assert_true(h[3].n[RESIL_FLEET_EV_STATE] >= 1);
 	for (i = 0; i < 4; i++)
 		resil_fleet_free(f[i]);
 }
@@ -1173,6 +1250,575 @@ test_fleet_redis_default_instance(void **state)
 	resil_fleet_free(f);
 }
 
+/* ---- the helper thread ---- */
+
+typedef struct caller_arg {
+	resil_fleet *f;
+	unsigned ok;
+} caller_arg;
+
+static void *
+caller_main(void *arg)
+{
+	caller_arg *a = arg;
+	resil_fleet_permit p;
+	unsigned i;
+
+	for (i = 0; i < 2000; i++)
+		if (resil_fleet_acquire(a->f, &p) == RESIL_OK &&
+		    resil_fleet_record(a->f, &p, RESIL_OUTCOME_SUCCESS) ==
+		        RESIL_OK)
+			a->ok++;
+	return NULL;
+}
+
+/* The helper thread syncs while two threads call; the fleet opens from
+ * a local trip with nobody calling sync; stop joins, and nothing syncs
+ * after it. */
+static void
+test_fleet_redis_helper_thread(void **state)
+{
+	heard h;
+	resil_fleet *f;
+	resil_fleet_config cfg;
+	resil_fleet_info info;
+	pthread_t t[2];
+	caller_arg a[2];
+	char name[64];
+	uint64_t s1;
+	int i;
+
+	(void)state;
+	NEED_SERVER();
+	memset(&h, 0, sizeof(h));
+	resil_manual_clock_init(&mc, 1000);
+	new_name(name, sizeof(name));
+	cfg = make_cfg(name, 0, &h);
+	cfg.open_wait_ms = 600000;
+	assert_int_equal(resil_fleet_new(&f, &cfg, NULL), RESIL_OK);
+	assert_int_equal(resil_fleet_start(f, 0, NULL), RESIL_E_INVAL);
+	assert_int_equal(resil_fleet_start(NULL, 1, NULL), RESIL_E_INVAL);
+	assert_int_equal(resil_fleet_start(f, 1, NULL), RESIL_OK);
+	assert_int_equal(resil_fleet_start(f, 1, NULL), RESIL_E_MISUSE);
+	assert_int_equal(resil_fleet_sync(f, 0), RESIL_E_MISUSE);
+	for (i = 0; i < 2; i++) {
+		a[i].f = f;
+		a[i].ok = 0;
+		assert_int_equal(
+		    pthread_create(&t[i], NULL, caller_main, &a[i]), 0);
+	}
+	for (i = 0; i < 2; i++)
+		assert_int_equal(pthread_join(t[i], NULL), 0);
+	assert_int_equal(a[0].ok + a[1].ok, 4000);
+	for (i = 0; i < WAIT_ROUNDS; i++) {
+		assert_int_equal(resil_fleet_get_info(f, &info), RESIL_OK);
+		if (info.syncs >= 3)
+			break;
+		nap_ms(1);
+	}
+	assert_true(info.syncs >= 3);
+	/* A local trip: the helper's syncs open the fleet. */
+	trip_local(f, 1);
+	for (i = 0;
+	     i < WAIT_ROUNDS && resil_fleet_get_state(f) != RESIL_FLEET_OPEN;
+	     i++)
+		nap_ms(1);
+	assert_int_equal(resil_fleet_get_state(f), RESIL_FLEET_OPEN);
+	assert_int_equal(resil_fleet_stop(f), RESIL_OK);
+	/* Joined: the listener's writes are ours to read now. */
+	assert_true(h.n[RESIL_FLEET_EV_CONNECTED] >= 1);
+	assert_true(h.n[RESIL_FLEET_EV_STATE] >= 1);
+	assert_int_equal(resil_fleet_get_info(f, &info), RESIL_OK);
+	s1 = info.syncs;
+	nap_ms(5);
+	assert_int_equal(resil_fleet_get_info(f, &info), RESIL_OK);
+	assert_int_equal(info.syncs, s1);
+	assert_int_equal(resil_fleet_stop(f), RESIL_OK);
+	assert_int_equal(
+	    resil_fleet_sync(f, resil_manual_clock_now(&mc)), RESIL_OK);
+	assert_int_equal(resil_fleet_stop(NULL), RESIL_E_INVAL);
+	/* Started again, and stopped by free. */
+	assert_int_equal(resil_fleet_start(f, 1, NULL), RESIL_OK);
+	resil_fleet_free(f);
+}
+
+/* ---- the fleet-wide GCRA rate limiter ---- */
+
+static resil_fleet_limit_config
+limit_cfg(const char *name, const char *inst, heard *h)
+{
+	resil_fleet_limit_config c;
+
+	resil_fleet_limit_config_init(&c);
+	c.name = name;
+	c.instance = inst;
+	c.port = (uint32_t)port;
+	c.connect_timeout_ms = 200;
+	c.command_timeout_ms = 200;
+	c.reconnect_ms = 10;
+	c.rate = 40;
+	c.period_ms = 3600000; /* no refill while a test runs */
+	c.burst = 40;
+	c.clock = resil_manual_clock_hook(&mc);
+	c.listener = h != NULL ? on_event : NULL;
+	c.listener_ctx = h;
+	return c;
+}
+
+static void
+test_fleet_limit_config_validate(void **state)
+{
+	resil_fleet_limit_config c = limit_cfg("ok", "i0", NULL);
+	resil_fleet_limit *fl = NULL;
+	resil_diag d;
+
+	(void)state;
+	assert_int_equal(resil_fleet_limit_config_validate(&c, &d), RESIL_OK);
+	c.name = "bad/name";
+	assert_int_equal(resil_fleet_limit_new(&fl, &c, &d), RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "fleet_limit.name"));
+	c.name = "ok";
+	c.rate = 0;
+	assert_int_equal(
+	    resil_fleet_limit_config_validate(&c, &d), RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "fleet_limit.rate: 0 is out of range"));
+	c.rate = 40;
+	c.period_ms = 0;
+	assert_int_equal(
+	    resil_fleet_limit_config_validate(&c, &d), RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "fleet_limit.period_ms"));
+	c.period_ms = 1000;
+	c.min_instances = 0;
+	assert_int_equal(
+	    resil_fleet_limit_config_validate(&c, &d), RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "fleet_limit.min_instances"));
+	c.min_instances = 1;
+	c.rate = 16777259; /* prime: scale 16777259 > 2^24 */
+	assert_int_equal(
+	    resil_fleet_limit_config_validate(&c, &d), RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "2^24"));
+	c.rate = 40;
+	c.size = 1;
+	assert_int_equal(
+	    resil_fleet_limit_config_validate(&c, &d), RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_fleet_limit_config_validate(NULL, &d), RESIL_E_INVAL);
+	assert_null(fl);
+	assert_int_equal(
+	    resil_fleet_limit_acquire(NULL, 1, NULL), RESIL_E_INVAL);
+	resil_fleet_limit_free(NULL);
+	/* Retry-After seconds round up. */
+	assert_int_equal(resil_retry_after_seconds(0), 0);
+	assert_int_equal(resil_retry_after_seconds(1), 1);
+	assert_int_equal(resil_retry_after_seconds(400000000), 1);
+	assert_int_equal(resil_retry_after_seconds(1000000000), 1);
+	assert_int_equal(resil_retry_after_seconds(1000000001), 2);
+}
+
+/* Four processes and this one share a burst of 40 (no refill within the
+ * test): exactly 40 are granted fleet-wide, whoever asks. */
+static void
+test_fleet_redis_limit_exact_across_processes(void **state)
+{
+	resil_fleet_limit *fl;
+	resil_fleet_limit_config c;
+	resil_fleet_limit_info info;
+	uint64_t *granted, retry = 0;
+	char name[64];
+	pid_t kids[4];
+	int i, st, mine = 0;
+
+	(void)state;
+	NEED_SERVER();
+	resil_manual_clock_init(&mc, 1000);
+	new_name(name, sizeof(name));
+	granted = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	assert_true(granted != MAP_FAILED);
+	granted[0] = granted[1] = 0;
+	for (i = 0; i < 4; i++) {
+		kids[i] = fork();
+		assert_true(kids[i] >= 0);
+		if (kids[i] == 0) {
+			char inst[16];
+			int j;
+
+			snprintf(inst, sizeof(inst), "k%d", i);
+			c = limit_cfg(name, inst, NULL);
+			if (resil_fleet_limit_new(&fl, &c, NULL) != RESIL_OK)
+				_exit(3);
+			for (j = 0; j < 15; j++) {
+				resil_err e =
+				    resil_fleet_limit_acquire(fl, 1, &retry);
+
+				if (e == RESIL_OK)
+					__atomic_add_fetch(
+					    &granted[0], 1, __ATOMIC_SEQ_CST);
+				else if (e != RESIL_E_LIMITED || retry == 0)
+					_exit(4);
+				resil_fleet_limit_get_info(fl, &info);
+				if (info.local_mode)
+					__atomic_add_fetch(
+					    &granted[1], 1, __ATOMIC_SEQ_CST);
+			}
+			resil_fleet_limit_free(fl);
+			_exit(0);
+		}
+	}
+	c = limit_cfg(name, "parent", NULL);
+	assert_int_equal(resil_fleet_limit_new(&fl, &c, NULL), RESIL_OK);
+	for (i = 0; i < 15; i++)
+		if (resil_fleet_limit_acquire(fl, 1, NULL) == RESIL_OK)
+			mine++;
+	for (i = 0; i < 4; i++) {
+		assert_int_equal(waitpid(kids[i], &st, 0), kids[i]);
+		assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	}
+	assert_int_equal(granted[1], 0); /* nobody fell back */
+	assert_int_equal(granted[0] + (uint64_t)mine, 40);
+	/* Refused with a wait: rate 40 per hour is one per 90 s. */
+	assert_int_equal(
+	    resil_fleet_limit_acquire(fl, 1, &retry), RESIL_E_LIMITED);
+	assert_true(retry > 0 && retry <= 90 * RESIL_NS_PER_SEC);
+	assert_int_equal(retry % 1000, 0);
+	assert_int_equal(resil_fleet_limit_get_info(fl, &info), RESIL_OK);
+	assert_false(info.local_mode);
+	assert_int_equal(info.instances_seen, 5);
+	assert_int_equal(info.redis_grants, (uint64_t)mine);
+	assert_int_equal(
+	    resil_fleet_limit_acquire(fl, 41, NULL), RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_fleet_limit_acquire(fl, 0, NULL), RESIL_E_INVAL);
+	resil_fleet_limit_free(fl);
+	munmap(granted, 4096);
+}
+
+/* redis-cell #56: the wait is rounded up, not down. Rate 3 per 10 s,
+ * burst 1: a permit every 3333333.33 us. After a grant, each refusal's
+ * wait must be exactly ceil((tat + ts - n - bs) / scale) microseconds,
+ * computed here from the state in Redis and the Redis time of the
+ * decision (the limiter reports it): rounding down would be 1 us short
+ * every time (the excess is never a multiple of 3 here). In seconds, 4,
+ * never 3. */
+static void
+test_fleet_redis_limit_retry_after_rounds_up(void **state)
+{
+	resil_fleet_limit *fl;
+	resil_fleet_limit_config c;
+	resil_fleet_limit_info info;
+	redisContext *a;
+	redisReply *r;
+	uint64_t retry = 0, base, tat, n, excess, want;
+	const uint64_t scale = 3, ts = 10000000, bs = 10000000;
+	char name[64], key[128];
+	int i;
+
+	(void)state;
+	NEED_SERVER();
+	resil_manual_clock_init(&mc, 1000);
+	new_name(name, sizeof(name));
+	c = limit_cfg(name, "i0", NULL);
+	c.rate = 3;
+	c.period_ms = 10000;
+	c.burst = 1;
+	assert_int_equal(resil_fleet_limit_new(&fl, &c, NULL), RESIL_OK);
+	assert_int_equal(resil_fleet_limit_acquire(fl, 1, NULL), RESIL_OK);
+	a = admin();
+	assert_non_null(a);
+	snprintf(key, sizeof(key), "resil:limit:%s:gcra", name);
+	r = redisCommand(a, "HMGET %s base tat", key);
+	assert_non_null(r);
+	assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+	assert_int_equal(r->element[0]->type, REDIS_REPLY_STRING);
+	base = strtoull(r->element[0]->str, NULL, 10);
+	tat = strtoull(r->element[1]->str, NULL, 10);
+	freeReplyObject(r);
+	assert_int_equal(tat, ts); /* granted at the base */
+	for (i = 0; i < 20; i++) {
+		assert_int_equal(
+		    resil_fleet_limit_acquire(fl, 1, &retry), RESIL_E_LIMITED);
+		assert_int_equal(
+		    resil_fleet_limit_get_info(fl, &info), RESIL_OK);
+		assert_true(info.redis_time_us >= base);
+		n = (info.redis_time_us - base) * scale;
+		excess = tat + ts - n - bs;
+		assert_true(excess % scale != 0);
+		want = excess / scale + 1; /* the ceiling */
+		assert_int_equal(retry, want * 1000);
+		assert_true(retry / 1000 * scale >= excess); /* never early */
+	}
+	/* Unless the calls were a second apart: */
+	assert_true(retry > UINT64_C(2333334000));
+	assert_int_equal(resil_retry_after_seconds(retry), 4);
+	redisFree(a);
+	resil_fleet_limit_free(fl);
+}
+
+/* Redis paused: the acquire that finds it gives up after one command
+ * timeout and decides on the local 1/N share (N = 4 instances seen);
+ * Redis back: the fleet decides again. */
+static void
+test_fleet_redis_limit_fallback_share(void **state)
+{
+	heard h;
+	resil_fleet_limit *fl[4];
+	resil_fleet_limit_config c;
+	resil_fleet_limit_info info;
+	uint64_t retry = 0;
+	char name[64], inst[4][8];
+	unsigned i, local = 0, rounds;
+
+	(void)state;
+	NEED_SERVER();
+	memset(&h, 0, sizeof(h));
+	resil_manual_clock_init(&mc, 1000);
+	new_name(name, sizeof(name));
+	for (i = 0; i < 4; i++) {
+		snprintf(inst[i], sizeof(inst[i]), "i%u", i);
+		c = limit_cfg(name, inst[i], i == 0 ? &h : NULL);
+		c.command_timeout_ms = 20;
+		assert_int_equal(
+		    resil_fleet_limit_new(&fl[i], &c, NULL), RESIL_OK);
+		assert_int_equal(
+		    resil_fleet_limit_acquire(fl[i], 1, NULL), RESIL_OK);
+	}
+	assert_int_equal(h.n[RESIL_FLEET_EV_CONNECTED], 1);
+	assert_int_equal(resil_fleet_limit_acquire(fl[0], 1, NULL), RESIL_OK);
+	assert_int_equal(resil_fleet_limit_get_info(fl[0], &info), RESIL_OK);
+	assert_int_equal(info.instances_seen, 4);
+
+	assert_int_equal(kill(server, SIGSTOP), 0);
+	/* One acquire may slip in before the stop takes hold. */
+	for (rounds = 0; rounds < 50; rounds++) {
+		resil_err e = resil_fleet_limit_acquire(fl[0], 1, &retry);
+
+		assert_int_equal(
+		    resil_fleet_limit_get_info(fl[0], &info), RESIL_OK);
+		if (info.local_mode) {
+			assert_int_equal(e, RESIL_OK);
+			local = 1;
+			break;
+		}
+	}
+	assert_int_equal(local, 1);
+	assert_int_equal(h.n[RESIL_FLEET_EV_LOCAL], 1);
+	assert_non_null(strstr(h.last_detail, "redis"));
+	/* The share: burst 40 / 4 = 10, one of them just taken. */
+	for (i = 0; i < 20; i++)
+		if (resil_fleet_limit_acquire(fl[0], 1, &retry) == RESIL_OK)
+			local++;
+	assert_int_equal(local, 10);
+	/* rate 40 per 4 hours: one per 360 s, exactly. */
+	assert_int_equal(retry, 360 * RESIL_NS_PER_SEC);
+	assert_int_equal(resil_fleet_limit_get_info(fl[0], &info), RESIL_OK);
+	assert_int_equal(info.share_n, 4);
+	assert_int_equal(info.local_grants, 10);
+	assert_int_equal(kill(server, SIGCONT), 0);
+
+	/* Back after reconnect_ms: the fleet decides again. */
+	for (rounds = 0; rounds < 200; rounds++) {
+		resil_manual_clock_advance(&mc, 20 * RESIL_NS_PER_MS);
+		(void)resil_fleet_limit_acquire(fl[0], 1, NULL);
+		assert_int_equal(
+		    resil_fleet_limit_get_info(fl[0], &info), RESIL_OK);
+		if (!info.local_mode)
+			break;
+		nap_ms(1);
+	}
+	assert_false(info.local_mode);
+	assert_int_equal(h.n[RESIL_FLEET_EV_CONNECTED], 2);
+	assert_true(info.redis_grants >= 2);
+	for (i = 0; i < 4; i++)
+		resil_fleet_limit_free(fl[i]);
+}
+
+/* Redis killed mid-run and restarted: no hang, the local share meanwhile
+ * (N = 2 seen), and the fleet again afterwards, with a full burst (the
+ * server kept nothing). */
+static void
+test_fleet_redis_limit_killed_and_restarted(void **state)
+{
+	heard h;
+	resil_fleet_limit *fl[2];
+	resil_fleet_limit_config c;
+	resil_fleet_limit_info info;
+	char name[64];
+	unsigned i, got = 0, rounds;
+
+	(void)state;
+	NEED_SERVER();
+	memset(&h, 0, sizeof(h));
+	resil_manual_clock_init(&mc, 1000);
+	new_name(name, sizeof(name));
+	for (i = 0; i < 2; i++) {
+		c = limit_cfg(name, i == 0 ? "i0" : "i1", i == 0 ? &h : NULL);
+		assert_int_equal(
+		    resil_fleet_limit_new(&fl[i], &c, NULL), RESIL_OK);
+		assert_int_equal(resil_fleet_limit_acquire(fl[i], 30, NULL),
+		    i == 0 ? RESIL_OK : RESIL_E_LIMITED);
+	}
+	/* The last answer to i0 counts both instances. */
+	assert_int_equal(resil_fleet_limit_acquire(fl[0], 1, NULL), RESIL_OK);
+	stop_server();
+	for (i = 0; i < 40; i++)
+		if (resil_fleet_limit_acquire(fl[0], 1, NULL) == RESIL_OK)
+			got++;
+	assert_int_equal(got, 20); /* 40 / 2 */
+	assert_int_equal(h.n[RESIL_FLEET_EV_LOCAL], 1);
+	assert_int_equal(resil_fleet_limit_get_info(fl[0], &info), RESIL_OK);
+	assert_true(info.local_mode);
+	assert_int_equal(info.share_n, 2);
+	/* Still down after the hold-off: one attempt, still local. */
+	resil_manual_clock_advance(&mc, 20 * RESIL_NS_PER_MS);
+	assert_int_equal(
+	    resil_fleet_limit_acquire(fl[0], 1, NULL), RESIL_E_LIMITED);
+	assert_int_equal(h.n[RESIL_FLEET_EV_LOCAL], 1);
+
+	assert_int_equal(start_server(), 0);
+	for (rounds = 0; rounds < 200; rounds++) {
+		resil_manual_clock_advance(&mc, 20 * RESIL_NS_PER_MS);
+		if (resil_fleet_limit_acquire(fl[0], 40, NULL) == RESIL_OK)
+			break;
+		nap_ms(1);
+	}
+	assert_int_equal(resil_fleet_limit_get_info(fl[0], &info), RESIL_OK);
+	assert_false(info.local_mode);
+	assert_int_equal(h.n[RESIL_FLEET_EV_CONNECTED], 2);
+	/* i1 finds its connection broken (a local decision), then, after
+	 * the hold-off, the fleet: whose burst i0 just took. */
+	for (rounds = 0; rounds < 200; rounds++) {
+		resil_err e = resil_fleet_limit_acquire(fl[1], 1, NULL);
+
+		assert_int_equal(
+		    resil_fleet_limit_get_info(fl[1], &info), RESIL_OK);
+		if (!info.local_mode) {
+			assert_int_equal(e, RESIL_E_LIMITED);
+			break;
+		}
+		resil_manual_clock_advance(&mc, 20 * RESIL_NS_PER_MS);
+	}
+	assert_false(info.local_mode);
+	assert_true(info.errors >= 1);
+	for (i = 0; i < 2; i++)
+		resil_fleet_limit_free(fl[i]);
+}
+
+typedef struct limit_arg {
+	resil_fleet_limit *fl;
+	unsigned ok;
+} limit_arg;
+
+static void *
+limit_caller(void *arg)
+{
+	limit_arg *a = arg;
+	resil_fleet_limit_info info;
+	unsigned i;
+
+	for (i = 0; i < 30; i++) {
+		if (resil_fleet_limit_acquire(a->fl, 1, NULL) == RESIL_OK)
+			a->ok++;
+		(void)resil_fleet_limit_get_info(a->fl, &info);
+	}
+	return NULL;
+}
+
+/* Two threads share one handle (and its connection): exactly the burst
+ * is granted, and get_info runs alongside. */
+static void
+test_fleet_redis_limit_threads(void **state)
+{
+	resil_fleet_limit *fl;
+	resil_fleet_limit_config c;
+	resil_fleet_limit_info info;
+	pthread_t t[2];
+	limit_arg a[2];
+	char name[64];
+	int i;
+
+	(void)state;
+	NEED_SERVER();
+	resil_manual_clock_init(&mc, 1000);
+	new_name(name, sizeof(name));
+	c = limit_cfg(name, "i0", NULL);
+	assert_int_equal(resil_fleet_limit_new(&fl, &c, NULL), RESIL_OK);
+	for (i = 0; i < 2; i++) {
+		a[i].fl = fl;
+		a[i].ok = 0;
+		assert_int_equal(
+		    pthread_create(&t[i], NULL, limit_caller, &a[i]), 0);
+	}
+	for (i = 0; i < 2; i++)
+		assert_int_equal(pthread_join(t[i], NULL), 0);
+	assert_int_equal(resil_fleet_limit_get_info(fl, &info), RESIL_OK);
+	assert_false(info.local_mode);
+	assert_int_equal(a[0].ok + a[1].ok, 40);
+	assert_int_equal(info.redis_grants, 40);
+	assert_int_equal(info.rejected, 20);
+	resil_fleet_limit_free(fl);
+}
+
+/* Unreachable at start, and a malformed value: local, said, no crash. */
+static void
+test_fleet_redis_limit_unreachable_and_malformed(void **state)
+{
+	heard h;
+	resil_fleet_limit *fl;
+	resil_fleet_limit_config c;
+	redisContext *a;
+	redisReply *r;
+	char name[64], key[128];
+	unsigned i, got = 0;
+
+	(void)state;
+	memset(&h, 0, sizeof(h));
+	resil_manual_clock_init(&mc, 1000);
+	c = limit_cfg("unreachable", "i0", &h);
+	c.port = (uint32_t)free_port();
+	c.min_instances = 8; /* the share before any answer: 40 / 8 */
+	assert_int_equal(resil_fleet_limit_new(&fl, &c, NULL), RESIL_OK);
+	assert_int_equal(h.n[RESIL_FLEET_EV_LOCAL], 1);
+	assert_non_null(strstr(h.last_detail, "connect"));
+	for (i = 0; i < 20; i++)
+		if (resil_fleet_limit_acquire(fl, 1, NULL) == RESIL_OK)
+			got++;
+	assert_int_equal(got, 5);
+	resil_fleet_limit_free(fl);
+
+	NEED_SERVER();
+	memset(&h, 0, sizeof(h));
+	new_name(name, sizeof(name));
+	c = limit_cfg(name, "i0", &h);
+	assert_int_equal(resil_fleet_limit_new(&fl, &c, NULL), RESIL_OK);
+	assert_int_equal(resil_fleet_limit_acquire(fl, 1, NULL), RESIL_OK);
+	a = admin();
+	assert_non_null(a);
+	snprintf(key, sizeof(key), "resil:limit:%s:gcra", name);
+	r = redisCommand(a, "HSET %s tat banana", key);
+	assert_non_null(r);
+	freeReplyObject(r);
+	assert_int_equal(resil_fleet_limit_acquire(fl, 1, NULL), RESIL_OK);
+	assert_int_equal(h.n[RESIL_FLEET_EV_ERROR], 1);
+	assert_int_equal(h.n[RESIL_FLEET_EV_LOCAL], 1);
+	assert_non_null(strstr(h.last_detail, "malformed tat"));
+	/* A key of the wrong type, after the hold-off. */
+	r = redisCommand(a, "DEL %s", key);
+	freeReplyObject(r);
+	r = redisCommand(a, "SET %s x", key);
+	freeReplyObject(r);
+	resil_manual_clock_advance(&mc, 20 * RESIL_NS_PER_MS);
+	(void)resil_fleet_limit_acquire(fl, 1, NULL);
+	assert_int_equal(h.n[RESIL_FLEET_EV_ERROR], 2);
+	/* Repaired: the fleet again, with a full burst. */
+	r = redisCommand(a, "DEL %s", key);
+	freeReplyObject(r);
+	resil_manual_clock_advance(&mc, 20 * RESIL_NS_PER_MS);
+	assert_int_equal(resil_fleet_limit_acquire(fl, 40, NULL), RESIL_OK);
+	assert_int_equal(h.n[RESIL_FLEET_EV_CONNECTED], 2);
+	redisFree(a);
+	resil_fleet_limit_free(fl);
+}
+
 int
 main(void)
 {
@@ -1180,6 +1826,7 @@ main(void)
 		cmocka_unit_test(test_fleet_config_validate),
 		cmocka_unit_test(test_fleet_redis_unreachable_at_start),
 		cmocka_unit_test(test_fleet_redis_quorum),
+		cmocka_unit_test(test_fleet_redis_quorum_traffic_share),
 		cmocka_unit_test(test_fleet_redis_probes_per_episode),
 		cmocka_unit_test(test_fleet_redis_killed_and_restarted),
 		cmocka_unit_test(test_fleet_redis_lease_holder_killed),
@@ -1189,6 +1836,16 @@ main(void)
 		cmocka_unit_test(test_fleet_redis_paused),
 		cmocka_unit_test(test_fleet_redis_episode_number_reused),
 		cmocka_unit_test(test_fleet_redis_default_instance),
+		cmocka_unit_test(test_fleet_redis_helper_thread),
+		cmocka_unit_test(test_fleet_limit_config_validate),
+		cmocka_unit_test(
+		    test_fleet_redis_limit_exact_across_processes),
+		cmocka_unit_test(test_fleet_redis_limit_retry_after_rounds_up),
+		cmocka_unit_test(test_fleet_redis_limit_fallback_share),
+		cmocka_unit_test(
+		    test_fleet_redis_limit_unreachable_and_malformed),
+		cmocka_unit_test(test_fleet_redis_limit_killed_and_restarted),
+		cmocka_unit_test(test_fleet_redis_limit_threads),
 	};
 
 	return cmocka_run_group_tests_name(

@@ -15,6 +15,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -23,6 +24,7 @@
 #include <unistd.h>
 
 #include <resil/breaker.h>
+#include <resil/limit.h>
 #include <resil/shm.h>
 
 #include "breaker_shared.h"
@@ -35,6 +37,9 @@ typedef struct common {
 	uint64_t over;    /* episodes with more than K */
 	uint64_t under;   /* episodes with fewer than K */
 	int stop;
+	int64_t inflight; /* bulkhead calls in flight, all processes */
+	int64_t peak;
+	uint64_t errors;
 } common;
 
 static common *cm;
@@ -446,11 +451,399 @@ test_shm_refusals(void **state)
 	teardown_common();
 }
 
+/* ---- a rate limiter shared by 4 processes ---- */
+
+#define RL_RATE 5
+#define RL_PERIOD 100
+#define RL_BURST 8
+#define RL_TRIES 6 /* per process per round: 24 > the burst */
+#define RL_ROUNDS 300
+
+static resil_ratelimit_config
+rl_cfg(void)
+{
+	resil_ratelimit_config c = resil_ratelimit_config_default();
+
+	c.rate = RL_RATE;
+	c.period_ns = RL_PERIOD;
+	c.burst = RL_BURST;
+	c.clock = &shared_clock;
+	return c;
+}
+
+static void
+rl_taker(void)
+{
+	resil_shm *shm;
+	resil_ratelimit *rl;
+	resil_ratelimit_config c = rl_cfg();
+	uint64_t retry;
+	int i;
+
+	if (resil_shm_open(&shm, region, NULL, NULL) != RESIL_OK ||
+	    resil_shm_ratelimit(shm, "rl", &c, &rl, NULL) != RESIL_OK)
+		_exit(3);
+	for (;;) {
+		pthread_barrier_wait(&cm->go);
+		if (__atomic_load_n(&cm->stop, __ATOMIC_ACQUIRE))
+			break;
+		for (i = 0; i < RL_TRIES; i++) {
+			resil_err e =
+			    resil_ratelimit_try_acquire(rl, 1, &retry);
+
+			if (e == RESIL_OK)
+				__atomic_add_fetch(
+				    &cm->granted, 1, __ATOMIC_SEQ_CST);
+			else if (e != RESIL_E_LIMITED || retry == 0)
+				__atomic_add_fetch(
+				    &cm->errors, 1, __ATOMIC_SEQ_CST);
+		}
+		pthread_barrier_wait(&cm->done);
+	}
+	resil_ratelimit_free(rl);
+	resil_shm_close(shm);
+	_exit(0);
+}
+
+/* Four processes drain one limiter each round; the shared manual clock
+ * moves between rounds by uneven steps. Each round's grants must equal
+ * what an in-process limiter on the same timeline grants when drained
+ * (the rule is exact), and the total never exceeds burst + rate * t /
+ * period. */
+static void
+test_shm_ratelimit_across_processes(void **state)
+{
+	static const uint64_t steps[] = { 0, 20, 100, 37, 300, 1, 19, 250 };
+	resil_shm *shm;
+	resil_ratelimit *rl, *ref;
+	resil_ratelimit_config c = rl_cfg(), rc = rl_cfg();
+	resil_ratelimit_metrics m;
+	resil_manual_clock refclock;
+	pid_t kids[PROCS];
+	uint64_t total = 0, elapsed = 0, expect;
+	int i, r, st;
+
+	(void)state;
+	setup_common();
+	barriers(PROCS + 1);
+	resil_manual_clock_init(&refclock, 1000);
+	rc.clock = resil_manual_clock_hook(&refclock);
+	assert_int_equal(resil_ratelimit_new(&ref, &rc, NULL), RESIL_OK);
+	assert_int_equal(resil_shm_open(&shm, region, NULL, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_shm_ratelimit(shm, "rl", &c, &rl, NULL), RESIL_OK);
+	for (i = 0; i < PROCS; i++) {
+		kids[i] = fork();
+		assert_true(kids[i] >= 0);
+		if (kids[i] == 0)
+			rl_taker();
+	}
+	for (r = 0; r < RL_ROUNDS; r++) {
+		uint64_t step = steps[r % 8];
+
+		__atomic_add_fetch(&cm->now, step, __ATOMIC_SEQ_CST);
+		resil_manual_clock_advance(&refclock, step);
+		elapsed += step;
+		__atomic_store_n(&cm->granted, 0, __ATOMIC_SEQ_CST);
+		pthread_barrier_wait(&cm->go);
+		pthread_barrier_wait(&cm->done);
+		for (expect = 0;
+		     resil_ratelimit_try_acquire(ref, 1, NULL) == RESIL_OK;)
+			expect++;
+		assert_int_equal(cm->granted, expect);
+		total += cm->granted;
+		assert_true(total <= RL_BURST + RL_RATE * elapsed / RL_PERIOD);
+	}
+	__atomic_store_n(&cm->stop, 1, __ATOMIC_RELEASE);
+	pthread_barrier_wait(&cm->go);
+	for (i = 0; i < PROCS; i++) {
+		assert_int_equal(waitpid(kids[i], &st, 0), kids[i]);
+		assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	}
+	assert_int_equal(cm->errors, 0);
+	/* Drained by the others: nothing left here either. */
+	assert_int_equal(resil_ratelimit_get_metrics(rl, &m), RESIL_OK);
+	assert_int_equal(m.available, 0);
+	assert_int_equal(m.granted_calls, 0); /* this process's own */
+	assert_true(total > RL_BURST);
+	resil_ratelimit_free(ref);
+	resil_ratelimit_free(rl);
+	resil_shm_close(shm);
+	teardown_common();
+}
+
+/* ---- a bulkhead shared by 4 processes ---- */
+
+#define BH_LIMIT 5
+
+static resil_bulkhead_config
+bh_cfg(void)
+{
+	resil_bulkhead_config c = resil_bulkhead_config_default();
+
+	c.max_concurrent = BH_LIMIT;
+	return c;
+}
+
+static void
+bh_racer(void)
+{
+	resil_shm *shm;
+	resil_bulkhead *bh;
+	resil_bulkhead_config c = bh_cfg();
+	int i;
+
+	if (resil_shm_open(&shm, region, NULL, NULL) != RESIL_OK ||
+	    resil_shm_bulkhead(shm, "bh", &c, &bh, NULL) != RESIL_OK)
+		_exit(3);
+	pthread_barrier_wait(&cm->go);
+	/* Each takes up to 3 at once (12 wanted, 5 there), holds them
+	 * through a yield, and gives them back. */
+	for (i = 0; i < 2000; i++) {
+		int64_t v, p;
+		int held = 0, j;
+
+		while (
+		    held < 3 && resil_bulkhead_try_acquire(bh) == RESIL_OK) {
+			held++;
+			__atomic_add_fetch(&cm->granted, 1, __ATOMIC_SEQ_CST);
+			v = __atomic_add_fetch(
+			    &cm->inflight, 1, __ATOMIC_SEQ_CST);
+			p = __atomic_load_n(&cm->peak, __ATOMIC_SEQ_CST);
+			while (v > p &&
+			    !__atomic_compare_exchange_n(&cm->peak, &p, v,
+			        false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+				;
+		}
+		sched_yield();
+		for (j = 0; j < held; j++) {
+			__atomic_sub_fetch(&cm->inflight, 1, __ATOMIC_SEQ_CST);
+			if (resil_bulkhead_release(bh) != RESIL_OK)
+				__atomic_add_fetch(
+				    &cm->errors, 1, __ATOMIC_SEQ_CST);
+		}
+	}
+	resil_bulkhead_free(bh);
+	resil_shm_close(shm);
+	_exit(0);
+}
+
+/* A child that takes n slots of bulkhead name, says so, and waits to be
+ * killed. */
+static pid_t
+holder(const char *name, int n)
+{
+	pid_t kid = fork();
+
+	assert_true(kid >= 0);
+	if (kid == 0) {
+		resil_shm *shm;
+		resil_bulkhead *bh;
+		resil_bulkhead_config c = bh_cfg();
+		int i;
+
+		if (resil_shm_open(&shm, region, NULL, NULL) != RESIL_OK ||
+		    resil_shm_bulkhead(shm, name, &c, &bh, NULL) != RESIL_OK)
+			_exit(3);
+		for (i = 0; i < n; i++)
+			if (resil_bulkhead_try_acquire(bh) != RESIL_OK)
+				_exit(4);
+		pthread_barrier_wait(&cm->go);
+		for (;;)
+			pause();
+	}
+	pthread_barrier_wait(&cm->go);
+	return kid;
+}
+
+static void
+kill_holder(pid_t kid)
+{
+	int st;
+
+	assert_int_equal(kill(kid, SIGKILL), 0);
+	assert_int_equal(waitpid(kid, &st, 0), kid);
+	assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+}
+
+static void
+test_shm_bulkhead_across_processes(void **state)
+{
+	resil_shm *shm;
+	resil_bulkhead *bh, *bh2;
+	resil_bulkhead_config c = bh_cfg();
+	resil_bulkhead_metrics m;
+	pid_t kids[PROCS], kid;
+	int i, st;
+
+	(void)state;
+	setup_common();
+	barriers(PROCS + 1);
+	assert_int_equal(resil_shm_open(&shm, region, NULL, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_shm_bulkhead(shm, "bh", &c, &bh, NULL), RESIL_OK);
+
+	/* Four processes race: never more than the limit in flight. */
+	for (i = 0; i < PROCS; i++) {
+		kids[i] = fork();
+		assert_true(kids[i] >= 0);
+		if (kids[i] == 0)
+			bh_racer();
+	}
+	pthread_barrier_wait(&cm->go);
+	for (i = 0; i < PROCS; i++) {
+		assert_int_equal(waitpid(kids[i], &st, 0), kids[i]);
+		assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	}
+	fprintf(stderr, "shm bulkhead: %llu grants, peak %lld of %d\n",
+	    (unsigned long long)cm->granted, (long long)cm->peak, BH_LIMIT);
+	assert_true(cm->peak <= BH_LIMIT);
+	assert_true(cm->granted > 0);
+	assert_int_equal(cm->errors, 0);
+	assert_int_equal(resil_bulkhead_get_metrics(bh, &m), RESIL_OK);
+	assert_int_equal(m.in_flight, 0);
+
+	/* A process holding 3 slots dies: they come back by a reap. */
+	barriers(2);
+	kid = holder("bh", 3);
+	assert_int_equal(resil_bulkhead_get_metrics(bh, &m), RESIL_OK);
+	assert_int_equal(m.in_flight, 3);
+	assert_int_equal(resil_bulkhead_try_acquire(bh), RESIL_OK);
+	assert_int_equal(resil_bulkhead_try_acquire(bh), RESIL_OK);
+	/* Full; its holder is alive, so the sweep gives nothing back. */
+	assert_int_equal(resil_bulkhead_try_acquire(bh), RESIL_E_LIMITED);
+	assert_int_equal(resil_shm_reap(shm), 0);
+	kill_holder(kid);
+	assert_int_equal(resil_shm_reap(shm), 3);
+	assert_int_equal(resil_shm_reap(shm), 0);
+	for (i = 0; i < 3; i++)
+		assert_int_equal(resil_bulkhead_try_acquire(bh), RESIL_OK);
+	assert_int_equal(resil_bulkhead_try_acquire(bh), RESIL_E_LIMITED);
+	for (i = 0; i < BH_LIMIT; i++)
+		assert_int_equal(resil_bulkhead_release(bh), RESIL_OK);
+	assert_int_equal(resil_bulkhead_release(bh), RESIL_E_MISUSE);
+
+	/* All slots of a fresh bulkhead held by a process that dies: the
+	 * first refusal sweeps and the acquire gets its slot. */
+	assert_int_equal(
+	    resil_shm_bulkhead(shm, "bh2", &c, &bh2, NULL), RESIL_OK);
+	kid = holder("bh2", BH_LIMIT);
+	kill_holder(kid);
+	assert_int_equal(resil_bulkhead_get_metrics(bh2, &m), RESIL_OK);
+	assert_int_equal(m.in_flight, BH_LIMIT); /* not yet found dead */
+	assert_int_equal(resil_bulkhead_try_acquire(bh2), RESIL_OK);
+	assert_int_equal(resil_bulkhead_get_metrics(bh2, &m), RESIL_OK);
+	assert_int_equal(m.in_flight, 1);
+	assert_int_equal(resil_bulkhead_release(bh2), RESIL_OK);
+
+	/* A process that took over a dead one's process slot does not
+	 * inherit its count: the dead one's is ignored at once. */
+	kid = holder("bh2", 2);
+	kill_holder(kid);
+	kid = holder("bh2", BH_LIMIT); /* takes the first dead slot */
+	kill_holder(kid);
+	assert_int_equal(resil_shm_reap(shm), BH_LIMIT);
+	assert_int_equal(resil_bulkhead_get_metrics(bh2, &m), RESIL_OK);
+	assert_int_equal(m.in_flight, 0);
+	resil_bulkhead_free(bh2);
+	resil_bulkhead_free(bh);
+	resil_shm_close(shm);
+	teardown_common();
+}
+
+/* ---- limiter refusals ---- */
+
+static void
+test_shm_limit_refusals(void **state)
+{
+	resil_shm *shm;
+	resil_ratelimit *rl;
+	resil_bulkhead *bh;
+	resil_breaker *b;
+	resil_breaker_config bc = probe_cfg(1);
+	resil_ratelimit_config c = rl_cfg(), c2;
+	resil_bulkhead_config hc = bh_cfg(), hc2;
+	resil_diag d;
+	char longname[80];
+
+	(void)state;
+	setup_common();
+	memset(longname, 'a', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = '\0';
+	assert_int_equal(resil_shm_open(&shm, region, NULL, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_shm_ratelimit(shm, "a/b", &c, &rl, &d), RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "rate limiter name"));
+	assert_non_null(strstr(d.msg, "no '/'"));
+	assert_int_equal(
+	    resil_shm_ratelimit(shm, longname, &c, &rl, &d), RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_shm_bulkhead(shm, longname, &hc, &bh, &d), RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "bulkhead name"));
+	assert_int_equal(
+	    resil_shm_ratelimit(shm, "rl", NULL, &rl, &d), RESIL_E_INVAL);
+	c2 = c;
+	c2.rate = 0;
+	assert_int_equal(
+	    resil_shm_ratelimit(shm, "rl", &c2, &rl, &d), RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "ratelimit.rate"));
+
+	/* Another layout under the same name. */
+	assert_int_equal(
+	    resil_shm_ratelimit(shm, "rl", &c, &rl, &d), RESIL_OK);
+	resil_ratelimit_free(rl);
+	c2 = c;
+	c2.burst = 9;
+	assert_int_equal(
+	    resil_shm_ratelimit(shm, "rl", &c2, &rl, &d), RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg,
+	    "rate limiter rl has rate 5 per 100 ns, burst 8; asked for 5 per "
+	    "100 ns, burst 9"));
+	assert_int_equal(
+	    resil_shm_bulkhead(shm, "bh", &hc, &bh, &d), RESIL_OK);
+	assert_int_equal(resil_bulkhead_release(bh), RESIL_E_MISUSE);
+	resil_bulkhead_free(bh);
+	hc2 = hc;
+	hc2.max_concurrent = 6;
+	assert_int_equal(
+	    resil_shm_bulkhead(shm, "bh", &hc2, &bh, &d), RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "has max_concurrent 5; asked for 6"));
+	hc2 = hc;
+	hc2.batch = 2;
+	assert_int_equal(
+	    resil_shm_bulkhead(shm, "bh3", &hc2, &bh, &d), RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "must be 0 for a shared-memory"));
+	hc2 = hc;
+	hc2.adaptive = 1;
+	assert_int_equal(
+	    resil_shm_bulkhead(shm, "bh3", &hc2, &bh, &d), RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "bulkhead.adaptive"));
+
+	/* One namespace for every kind. */
+	assert_int_equal(
+	    resil_shm_ratelimit(shm, "bh", &c, &rl, &d), RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "bh is a bulkhead, not a rate limiter"));
+	assert_int_equal(
+	    resil_shm_breaker(shm, "rl", &bc, &b, &d), RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "rl is a rate limiter, not a breaker"));
+	assert_int_equal(resil_shm_breaker(shm, "br", &bc, &b, &d), RESIL_OK);
+	resil_breaker_free(b);
+	assert_int_equal(
+	    resil_shm_bulkhead(shm, "br", &hc, &bh, &d), RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "br is a breaker, not a bulkhead"));
+	assert_int_equal(resil_shm_reap(NULL), 0);
+	resil_shm_close(shm);
+	teardown_common();
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_shm_refusals),
+		cmocka_unit_test(test_shm_limit_refusals),
+		cmocka_unit_test(test_shm_ratelimit_across_processes),
+		cmocka_unit_test(test_shm_bulkhead_across_processes),
 		cmocka_unit_test(test_shm_listener_hears_other_processes),
 		cmocka_unit_test(test_shm_sigkill_holding_transition_or_probe),
 		cmocka_unit_test(

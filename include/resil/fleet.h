@@ -14,7 +14,9 @@
  *
  * - counts the instances that vote "tripped" (their local breaker crossed
  *   its own threshold) and opens the fleet only when at least quorum of
- *   them do: one sick instance opens only its own local breaker;
+ *   them do, and (quorum_traffic_pct) they carry at least that share of
+ *   the fleet's traffic, summed from the per-instance aggregates: one
+ *   sick instance opens only its own local breaker;
  * - moves OPEN to HALF_OPEN once open_wait_ms has passed;
  * - in HALF_OPEN grants probe leases, at most probe_leases (K) fleet-wide
  *   per episode, each with an expiry of lease_ms: a lease that lapses
@@ -36,13 +38,15 @@
  * Every such change is reported to the listener.
  *
  * Keys (one Redis, not Cluster): resil:fleet:NAME:state (hash),
- * :votes (sorted set), :leases (hash), :agg:INSTANCE:BUCKET (hashes with
- * a TTL). docs/fleet.md describes the protocol and what is guaranteed.
+ * :votes (sorted set), :leases (hash), :agg:INSTANCE:BUCKET (hashes
+ * {calls, failures, traffic} with a TTL), :instances (sorted set).
+ * docs/fleet.md describes the protocol and what is guaranteed.
  *
  * Thread safety: acquire, record, release, get_state and get_info may run
  * concurrently from any number of threads. sync must not overlap another
- * sync of the same handle (call it from one loop), but may run
- * concurrently with the calls above. new and free must not overlap any
+ * sync of the same handle (call it from one loop, or let the helper
+ * thread, resil_fleet_start(), do it), but may run concurrently with the
+ * calls above. new and free must not overlap any
  * other call on the same handle. The listener runs on the thread calling
  * sync.
  */
@@ -52,6 +56,8 @@
 #include <string.h>
 
 #include <resil/breaker.h>
+#include <resil/clock.h>
+#include <resil/limit.h>
 #include <resil/resil.h>
 
 #ifdef __cplusplus
@@ -112,7 +118,12 @@ typedef struct resil_fleet_config {
 	uint32_t reconnect_ms; /* 0..3600000, default 1000: between attempts */
 
 	/* The fleet breaker; times on Redis's clock. */
-	uint32_t quorum;           /* 1..1024, default 1 */
+	uint32_t quorum; /* 1..1024, default 1 */
+	/* Quorum by traffic share, 0..100, default 0 (off): the fleet opens
+	 * only when, besides quorum instances voting, the voters carry at
+	 * least this percent of the fleet's traffic over the kept buckets
+	 * (from the aggregates every instance pushes). */
+	uint32_t quorum_traffic_pct;
 	uint32_t probe_leases;     /* K per episode, 1..1024, default 1 */
 	uint32_t max_local_leases; /* leases one instance holds, 0..64;
 	                              0 (default): min(K, 64) */
@@ -224,6 +235,25 @@ RESIL_API resil_err resil_fleet_release(resil_fleet *f, resil_fleet_permit *p);
  */
 RESIL_API resil_err resil_fleet_sync(resil_fleet *f, uint64_t now);
 
+/*
+ * The optional helper thread: resil_fleet_start() starts a thread that
+ * calls the sync step every interval_ms (1..3600000) of real time
+ * (CLOCK_MONOTONIC), with now read from the local breaker's clock; the
+ * listener then runs on that thread. While it runs, resil_fleet_sync()
+ * returns RESIL_E_MISUSE (one sync at a time). resil_fleet_stop() asks
+ * it to stop, waits for its sync in progress (bounded by that sync's
+ * timeouts) and joins it; resil_fleet_free() stops it too.
+ *
+ * start: RESIL_OK; RESIL_E_INVAL for NULL or a bad interval;
+ * RESIL_E_MISUSE when it runs already; RESIL_E_NOMEM when no thread can
+ * be made. stop: RESIL_OK (also when none runs); RESIL_E_INVAL for NULL.
+ * start and stop must not be called concurrently with each other or
+ * with free.
+ */
+RESIL_API resil_err resil_fleet_start(
+    resil_fleet *f, uint32_t interval_ms, resil_diag *diag);
+RESIL_API resil_err resil_fleet_stop(resil_fleet *f);
+
 /* The fleet state as applied locally (one atomic load). In local mode the
  * last state known. */
 RESIL_API resil_fleet_state resil_fleet_get_state(const resil_fleet *f);
@@ -234,8 +264,12 @@ typedef struct resil_fleet_info {
 	int local_mode;       /* nonzero: Redis unreachable, local decisions */
 	uint32_t leases_held; /* unused leases of this episode */
 	uint32_t votes;       /* instances voting "tripped" at the last sync */
-	uint64_t syncs;       /* successful syncs */
-	uint64_t sync_errors; /* syncs that fell back */
+	/* The voters' share of the fleet's traffic in percent, as computed
+	 * at the last sync; -1 when it was not (quorum_traffic_pct 0, the
+	 * fleet not CLOSED, or fewer than quorum votes). */
+	int32_t sick_traffic_pct;
+	uint64_t syncs;                  /* successful syncs */
+	uint64_t sync_errors;            /* syncs that fell back */
 	resil_breaker_state local_state; /* the local breaker */
 } resil_fleet_info;
 
@@ -245,6 +279,137 @@ RESIL_API resil_err resil_fleet_get_info(
 /* The local breaker (owned by f; do not free it). Manual transitions on it
  * are overridden by the next sync while Redis is reachable. */
 RESIL_API resil_breaker *resil_fleet_breaker(resil_fleet *f);
+
+/* ------------------------------------------------------------------ */
+/* A fleet-wide rate limiter (GCRA on Redis's clock)                   */
+/* ------------------------------------------------------------------ */
+
+/*
+ * resil_fleet_limit: `rate` permits per `period_ms` and a burst of
+ * `burst`, shared by every instance of the fleet. Each acquire is one
+ * round trip: a Lua script runs the GCRA decision (limit.h's rule,
+ * exactly, in integer microseconds scaled by rate / gcd) on Redis's own
+ * TIME, so instances' clocks never matter; it also registers the
+ * instance in a sorted set with a TTL, so every answer says how many
+ * instances were seen (N).
+ *
+ * When Redis is unreachable, slow (no answer within command_timeout_ms)
+ * or answers nonsense (a script error, a malformed value written by
+ * someone else), that acquire decides locally instead, and so does every
+ * acquire for the next reconnect_ms (local clock); then one acquire tries
+ * Redis again and, when it answers, the fleet decides again (resync). So
+ * an acquire waits at most connect_timeout_ms + 3 * command_timeout_ms
+ * (a reconnect, the script load, the call, on NOSCRIPT its retry),
+ * and only one per reconnect_ms waits at all while Redis is away. The
+ * local decision is a local GCRA limiter holding a 1/N share: rate per
+ * N * period_ms, burst max(1, burst / N), N = the instances seen at the
+ * last answer (at least min_instances; min_instances before any answer).
+ * Both changes are reported to the listener (LOCAL, CONNECTED; ERROR for
+ * nonsense; ev.votes holds N). The fleet state kept in Redis survives the
+ * fallback; after a Redis restart it starts again with a full burst.
+ *
+ * Keys: resil:limit:NAME:gcra (hash base, tat; PEXPIREs once idle for the
+ * burst's span) and resil:limit:NAME:instances (sorted set).
+ *
+ * Thread safety: acquire and get_info may be called from any number of
+ * threads. Acquires share the handle's one connection, one at a time (a
+ * mutex; get_info never waits for it), so for concurrent round trips
+ * give each thread its own handle
+ * (with its own instance name, or they count as one instance). new and
+ * free must not overlap any other call on the handle.
+ */
+typedef struct resil_fleet_limit resil_fleet_limit;
+
+typedef struct resil_fleet_limit_config {
+	size_t size; /* sizeof(resil_fleet_limit_config), set by _init() */
+	const char *name;            /* 1..63 characters of [A-Za-z0-9._-] */
+	const char *instance;        /* as resil_fleet_config.instance */
+	const char *host;            /* NULL: "127.0.0.1" */
+	uint32_t port;               /* 1..65535, default 6379 */
+	uint32_t connect_timeout_ms; /* 1..60000, default 5 */
+	uint32_t command_timeout_ms; /* 1..60000, default 5 */
+	uint32_t reconnect_ms;       /* 0..3600000, default 1000 */
+	uint32_t rate;               /* permits per period, 1..10^9 */
+	uint64_t period_ms;          /* 1..86400000, default 1000 */
+	uint32_t burst;              /* 1..10^9, default 100 */
+	/* How long an instance counts as seen after its last acquire,
+	 * 1..86400000, default 10000. */
+	uint64_t instance_ttl_ms;
+	/* N for the local share before any answer, and its floor,
+	 * 1..4096, default 1. */
+	uint32_t min_instances;
+	const resil_clock *clock;         /* local: the fallback, reconnects */
+	resil_fleet_listener_fn listener; /* optional */
+	void *listener_ctx;
+	const resil_allocator *alloc; /* NULL: malloc() and free() */
+} resil_fleet_limit_config;
+
+/* 100 per second, burst 100, timeouts 5 ms, reconnect after 1 s. */
+static inline void
+resil_fleet_limit_config_init(resil_fleet_limit_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->size = sizeof(*cfg);
+	cfg->port = 6379;
+	cfg->connect_timeout_ms = 5;
+	cfg->command_timeout_ms = 5;
+	cfg->reconnect_ms = 1000;
+	cfg->rate = 100;
+	cfg->period_ms = 1000;
+	cfg->burst = 100;
+	cfg->instance_ttl_ms = 10000;
+	cfg->min_instances = 1;
+}
+
+/* RESIL_OK, or RESIL_E_INVAL naming the field (e.g.
+ * "fleet_limit.rate: 0 is out of range 1..1000000000"). Besides the
+ * ranges, rate / gcd(rate, period in us) must be <= 2^24 and burst *
+ * period_us / gcd <= 2^50, and the local limiter (limit.h) at N = 1 must
+ * be valid. */
+RESIL_API resil_err resil_fleet_limit_config_validate(
+    const resil_fleet_limit_config *cfg, resil_diag *diag);
+
+/* Create a handle in *out (strings copied; listener_ctx and clock must
+ * outlive it). Connects and loads the script, bounded by
+ * connect_timeout_ms + command_timeout_ms; Redis unreachable is not an
+ * error (the handle starts local, and says so with a LOCAL event).
+ * RESIL_OK; RESIL_E_INVAL; RESIL_E_NOMEM. */
+RESIL_API resil_err resil_fleet_limit_new(resil_fleet_limit **out,
+    const resil_fleet_limit_config *cfg, resil_diag *diag);
+
+/* NULL is a no-op. */
+RESIL_API void resil_fleet_limit_free(resil_fleet_limit *fl);
+
+/*
+ * Take k permits now, or none. RESIL_OK; RESIL_E_LIMITED with the wait in
+ * *retry_after_ns (may be NULL): from Redis, the smallest whole number of
+ * microseconds after which the k permits would be due, rounded UP (never
+ * early), times 1000; from the local share, its ticks (limit.h). For an
+ * HTTP Retry-After header use resil_retry_after_seconds(), which rounds
+ * up too (a wait of 0.4 s is "1", not "0"). RESIL_E_INVAL for NULL, k == 0
+ * or k > burst.
+ */
+RESIL_API resil_err resil_fleet_limit_acquire(
+    resil_fleet_limit *fl, uint32_t k, uint64_t *retry_after_ns);
+
+/* Whole seconds, rounded up: ceil(retry_after_ns / 10^9). */
+RESIL_API uint64_t resil_retry_after_seconds(uint64_t retry_after_ns);
+
+typedef struct resil_fleet_limit_info {
+	int local_mode;          /* nonzero: deciding on the local share */
+	uint32_t instances_seen; /* N at the last answer */
+	uint32_t share_n;        /* the N of the local share (0: none yet) */
+	uint64_t redis_grants;   /* granted by the fleet */
+	uint64_t local_grants;   /* granted by the local share */
+	uint64_t rejected;
+	uint64_t errors; /* acquires that fell back */
+	/* Redis's TIME at the last answer, in microseconds (the decision's
+	 * clock reading: for logs and tests). */
+	uint64_t redis_time_us;
+} resil_fleet_limit_info;
+
+RESIL_API resil_err resil_fleet_limit_get_info(
+    resil_fleet_limit *fl, resil_fleet_limit_info *out);
 
 #ifdef __cplusplus
 }

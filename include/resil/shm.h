@@ -1,6 +1,7 @@
 /*
- * resil shm: breakers shared by the processes of one host (prefork
- * servers, worker pools), in a named shared-memory region.
+ * resil shm: breakers, rate limiters and bulkheads shared by the
+ * processes of one host (prefork servers, worker pools), in a named
+ * shared-memory region.
  *
  * The first process to open a region creates it; the others attach. A
  * breaker is found in the region by name, created by the first process
@@ -25,8 +26,31 @@
  * Every process's listener hears every transition, in order by seq: see
  * resil_breaker_poll() in breaker.h.
  *
- * Thread safety: open, close and resil_shm_breaker may be called from any
- * thread; the breakers are as thread-safe as any breaker.
+ * Rate limiters (resil_shm_ratelimit) share their one GCRA word: the
+ * permits granted by all processes together obey the limiter's rule
+ * exactly (limit.h), since every decision is a CAS on that word. Nothing
+ * is held between calls, so a process dying anywhere leaves nothing
+ * behind (with cfg.batch > 0 the permits in its caches are lost, never
+ * granted twice).
+ *
+ * Bulkheads (resil_shm_bulkhead) count each process's calls in flight in
+ * its own line, tagged with its pid; an acquire counts itself, then sums
+ * the lines of live process slots, and backs off when over the limit. So
+ * never more than the limit are in flight across processes. The calls of
+ * a process that dies are given back (reclaimed):
+ * - at once when another process takes its process slot (its tag is no
+ *   longer the slot's pid);
+ * - by resil_shm_reap(), which checks each holder's liveness;
+ * - by the first refusal at least 10 ms (system clock) after the last
+ *   sweep of that bulkhead in any process (the first refusal ever sweeps
+ *   at once), which then tries again.
+ *
+ * A handle (region or object) belongs to the process that opened it: a
+ * child made by fork() after resil_shm_open must open its own.
+ *
+ * Thread safety: open, close, reap and resil_shm_breaker / _ratelimit /
+ * _bulkhead may be called from any thread; the objects are as
+ * thread-safe as their in-process kind.
  */
 #ifndef RESIL_SHM_H
 #define RESIL_SHM_H
@@ -34,6 +58,7 @@
 #include <string.h>
 
 #include <resil/breaker.h>
+#include <resil/limit.h>
 #include <resil/resil.h>
 
 #ifdef __cplusplus
@@ -44,17 +69,17 @@ typedef struct resil_shm resil_shm;
 
 /* The layout of a region. A process built with another layout refuses to
  * attach (RESIL_E_INVAL naming both). */
-#define RESIL_SHM_LAYOUT 1
+#define RESIL_SHM_LAYOUT 2
 
 typedef struct resil_shm_config {
-	size_t size;                  /* sizeof(resil_shm_config) */
-	size_t region_bytes;          /* the region's size when created */
-	uint32_t max_entries;         /* breakers it can hold, 1..4096 */
-	unsigned mode;                /* permissions when created */
+	size_t size;          /* sizeof(resil_shm_config) */
+	size_t region_bytes;  /* the region's size when created */
+	uint32_t max_entries; /* breakers, rate limiters, bulkheads, 1..4096 */
+	unsigned mode;        /* permissions when created */
 	const resil_allocator *alloc; /* NULL: malloc() and free() */
 } resil_shm_config;
 
-/* 1 MiB, 64 breakers, mode 0600. */
+/* 1 MiB, 64 entries, mode 0600. */
 static inline void
 resil_shm_config_init(resil_shm_config *cfg)
 {
@@ -102,6 +127,48 @@ RESIL_API resil_err resil_shm_unlink(const char *name, resil_diag *diag);
  */
 RESIL_API resil_err resil_shm_breaker(resil_shm *shm, const char *name,
     const resil_breaker_config *cfg, resil_breaker **out, resil_diag *diag);
+
+/*
+ * The rate limiter called name (rules as for breakers; one namespace for
+ * every kind) in the region: created with *cfg by the first process that
+ * asks (holding its full burst at that process's clock reading), attached
+ * to by the others. Attaching requires the creator's rate, period_ns and
+ * burst; listener, batch and clock are each process's own, but every
+ * process must read the same clock (the system clock, or one manual
+ * clock in memory they share): the state holds absolute clock readings.
+ * The caller owns *out (resil_ratelimit_free(), which leaves the shared
+ * state alone). Metrics counters are this process's own; "available" is
+ * the shared state's.
+ *
+ * Returns RESIL_OK; RESIL_E_INVAL for a bad name or config, a name taken
+ * by another kind, or a layout that differs from the creator's (both
+ * named in *diag); RESIL_E_NOMEM when the region is full.
+ */
+RESIL_API resil_err resil_shm_ratelimit(resil_shm *shm, const char *name,
+    const resil_ratelimit_config *cfg, resil_ratelimit **out,
+    resil_diag *diag);
+
+/*
+ * The bulkhead called name in the region, as above. Attaching requires
+ * the creator's max_concurrent; the limit is fixed (cfg->adaptive and
+ * cfg->batch must be 0: RESIL_E_INVAL naming the field otherwise). A
+ * release must happen in the process that acquired (else
+ * RESIL_E_MISUSE). A refusal means the sum of the live processes' calls
+ * in flight was at the limit when looked at; while acquires race for the
+ * last slots, each may see the others and back off (a retry may then
+ * succeed). An acquire reads one line per process slot (64): slower than
+ * the in-process bulkhead, no system call unless it refuses (see above).
+ * Metrics counters and peak are this process's own; in_flight and limit
+ * are the region's.
+ */
+RESIL_API resil_err resil_shm_bulkhead(resil_shm *shm, const char *name,
+    const resil_bulkhead_config *cfg, resil_bulkhead **out, resil_diag *diag);
+
+/* Give back the bulkhead slots (calls in flight) of processes found dead,
+ * in every bulkhead of the region; returns how many were given back. One
+ * liveness check (a system call or two) per process slot holding any.
+ * NULL: 0. */
+RESIL_API uint32_t resil_shm_reap(resil_shm *shm);
 
 #ifdef __cplusplus
 }
