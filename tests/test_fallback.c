@@ -5,6 +5,7 @@
 
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -234,6 +235,8 @@ test_fallback_cache_replaced_entry_goes_to_the_back(void **state)
 {
 	resil_manual_clock mc;
 	resil_cache *c;
+	resil_args a = key("m", "a");
+	resil_value two = resil_value_int(2), got;
 
 	(void)state;
 	resil_manual_clock_init(&mc, 0);
@@ -242,9 +245,9 @@ test_fallback_cache_replaced_entry_goes_to_the_back(void **state)
 	put_int(c, "b");
 	put_int(c, "c");
 	assert_true(held(c, "c"));
-	/* The new entry of a is the newest, its bit clear; c keeps its
-	 * bit. Order: b, c (set), a. */
-	put_int(c, "a");
+	/* A new value for a: its entry is the newest, bit clear; c keeps
+	 * its bit. Order: b, c (set), a. */
+	assert_int_equal(resil_cache_put(c, &a, &two), RESIL_OK);
 	put_int(c, "d"); /* evicts b */
 	put_int(c, "e"); /* passes c (clears it), evicts a */
 	assert_false(held(c, "b"));
@@ -252,6 +255,79 @@ test_fallback_cache_replaced_entry_goes_to_the_back(void **state)
 	assert_true(held(c, "c"));
 	assert_true(held(c, "d"));
 	assert_true(held(c, "e"));
+	resil_cache_free(c);
+
+	/* The same, looking at a at once: the replacement survives the
+	 * eviction the old entry would not have. */
+	c = new_cache(&mc, 3, 1 << 20, RESIL_CACHE_NO_AGE_LIMIT, 1);
+	put_int(c, "a");
+	put_int(c, "b");
+	put_int(c, "c");
+	assert_int_equal(resil_cache_put(c, &a, &two), RESIL_OK);
+	put_int(c, "d"); /* evicts b, not a */
+	assert_int_equal(resil_cache_get(c, &a, &got, NULL), RESIL_OK);
+	assert_int_equal(got.u.i, 2);
+	assert_false(held(c, "b"));
+	resil_cache_free(c);
+}
+
+static void
+test_fallback_cache_same_value_put_restamps_in_place(void **state)
+{
+	resil_manual_clock mc;
+	resil_cache *c;
+	resil_args x = key("m", "x");
+	resil_value s, neg, zero = resil_value_double(0.0), got;
+	resil_cache_stats st;
+	uint64_t age = 99;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	/* The value the key holds already: the entry keeps its place
+	 * (a is still the oldest, so d evicts a, where a replacement
+	 * would have moved it behind c and evicted b). */
+	c = new_cache(&mc, 3, 1 << 20, RESIL_CACHE_NO_AGE_LIMIT, 1);
+	put_int(c, "a");
+	put_int(c, "b");
+	put_int(c, "c");
+	put_int(c, "a");
+	put_int(c, "d");
+	assert_false(held(c, "a"));
+	assert_true(held(c, "b"));
+	assert_true(held(c, "c"));
+	assert_true(held(c, "d"));
+	assert_int_equal(resil_cache_stats_get(c, &st), RESIL_OK);
+	assert_int_equal(st.entries, 3);
+	assert_int_equal(st.evictions, 1);
+	resil_cache_free(c);
+
+	/* ... and its age starts again from that put. */
+	c = new_cache(&mc, 10, 1 << 20, 10, 1);
+	assert_int_equal(resil_value_string(&s, "widget", 6, NULL), RESIL_OK);
+	assert_int_equal(resil_cache_put(c, &x, &s), RESIL_OK);
+	resil_manual_clock_set(&mc, 8);
+	assert_int_equal(resil_cache_put(c, &x, &s), RESIL_OK);
+	resil_manual_clock_set(&mc, 15);
+	assert_int_equal(resil_cache_get(c, &x, &got, &age), RESIL_OK);
+	assert_int_equal(age, 7);
+	assert_string_equal(got.u.s.ptr, "widget");
+	resil_value_free(&got);
+	resil_value_free(&s);
+	/* Bit for bit: -0.0 is not the 0.0 held, so it replaces it. */
+	neg = resil_value_double(-0.0);
+	assert_int_equal(resil_cache_put(c, &x, &zero), RESIL_OK);
+	assert_int_equal(resil_cache_put(c, &x, &neg), RESIL_OK);
+	assert_int_equal(resil_cache_get(c, &x, &got, NULL), RESIL_OK);
+	assert_true(got.type == RESIL_VALUE_DOUBLE && got.u.d == 0.0 &&
+	    signbit(got.u.d));
+	/* The NULL sentinel is the null value. */
+	assert_int_equal(resil_cache_put(c, &x, NULL), RESIL_OK);
+	resil_value_init(&neg);
+	assert_int_equal(resil_cache_put(c, &x, &neg), RESIL_OK);
+	assert_int_equal(resil_cache_get(c, &x, &got, NULL), RESIL_OK);
+	assert_int_equal(got.type, RESIL_VALUE_NULL);
+	assert_int_equal(resil_cache_stats_get(c, &st), RESIL_OK);
+	assert_int_equal(st.entries, 1);
 	resil_cache_free(c);
 }
 
@@ -1106,6 +1182,8 @@ main(void)
 		    test_fallback_cache_replaced_entry_goes_to_the_back),
 		cmocka_unit_test(
 		    test_fallback_cache_byte_bound_follows_the_clock),
+		cmocka_unit_test(
+		    test_fallback_cache_same_value_put_restamps_in_place),
 		cmocka_unit_test(
 		    test_fallback_cache_refuses_entry_bigger_than_bound),
 		cmocka_unit_test(test_fallback_cache_owns_its_copies),
