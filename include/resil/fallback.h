@@ -109,8 +109,12 @@ RESIL_API void resil_cache_free(resil_cache *c);
 /*
  * Record value (NULL, or a null value: the NULL sentinel) for args,
  * replacing any earlier entry of the key and stamping it with the clock's
- * now. The new entry is the newest of its shard, with its reference bit
- * clear (a replaced entry's bit is not carried over). Until it fits, the
+ * now. A put of the value the key holds already (same type and bytes;
+ * doubles by their bits; opaque values never count as the same) only
+ * re-stamps that entry: it keeps its place and its reference bit, and the
+ * put takes no lock and allocates nothing. Otherwise the new entry is the
+ * newest of its shard, with its reference bit clear (a replaced entry's
+ * bit is not carried over). Until it fits, the
  * shard's hand looks at its oldest entry: one with the bit set gets a
  * second chance (the bit is cleared, the entry becomes the newest), one
  * with the bit clear is evicted. The hand gives at most one round of
