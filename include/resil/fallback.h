@@ -25,8 +25,9 @@
  * Thread safety: resil_cache_put, _get, _remove, _clear and _stats may run
  * concurrently on one cache from any number of threads. A get takes no
  * lock and writes nothing that another thread's get writes (except to drop
- * a stale entry); puts, removes and clears take their shard's lock, so
- * writers of different shards never meet. new and free must not overlap
+ * a stale entry); puts (but one of the value already held), removes and
+ * clears take their shard's lock, so writers of different shards never
+ * meet. new and free must not overlap
  * any other call on the same cache.
  * A chain is configured (new, add_*) from one thread before use; then
  * resil_fallback_recover, _record and _call may run concurrently from any
