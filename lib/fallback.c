@@ -95,6 +95,7 @@ typedef struct shard {
 } shard;
 
 _Static_assert(sizeof(readers) == RESIL__CACHELINE, "one line per stripe");
+_Static_assert(sizeof(double) == sizeof(uint64_t), "doubles are 64 bits");
 _Static_assert(offsetof(shard, lock) == RESIL__CACHELINE &&
         offsetof(shard, rd) == 2 * RESIL__CACHELINE,
     "readers' fields, writers' fields and each stripe on lines of their own");
@@ -530,8 +531,14 @@ same_value(const resil_value *held, const resil_value *v)
 		return held->u.b == v->u.b;
 	case RESIL_VALUE_INT:
 		return held->u.i == v->u.i;
-	case RESIL_VALUE_DOUBLE:
-		return memcmp(&held->u.d, &v->u.d, sizeof(double)) == 0;
+	case RESIL_VALUE_DOUBLE: {
+		/* The bits, on purpose: 0.0 and -0.0 are two answers. */
+		uint64_t x, y;
+
+		memcpy(&x, &held->u.d, sizeof(x));
+		memcpy(&y, &v->u.d, sizeof(y));
+		return x == y;
+	}
 	case RESIL_VALUE_STRING:
 	case RESIL_VALUE_BYTES:
 	case RESIL_VALUE_JSON:
