@@ -553,7 +553,11 @@ same_value(const resil_value *held, const resil_value *v)
 
 /* A put of the value the key holds already only re-stamps its entry, on
  * the read side: no lock, no allocation, and the entry keeps its place
- * on the clock and its reference bit. 1 if done. */
+ * on the clock and its reference bit. 1 if done. A writer may be removing
+ * the entry at the same moment (eviction, remove, a get dropping it as
+ * stale on its old stamp): the stamp is then lost with it, as if the
+ * removal came just after this put. The key misses; nothing older than
+ * the last answer is ever served. */
 static int
 refresh(shard *s, uint64_t h, const resil_args *args, size_t mlen, size_t klen,
     const resil_value *value, uint64_t now)
