@@ -11,12 +11,18 @@
  *   fallback/mock_return  a chain holding a `fail:return 0` mock; the call
  *                         fails and the mock answers int 0 (no heap).
  *   cache/record64        resil_cache_put() of a 64-byte string, the same
- *                         key every time: each put copies the key and the
- *                         value into a new entry and frees the one it
- *                         replaces (two allocations and two frees).
+ *                         key and value every time: since issue 16 a put
+ *                         of the value the key holds only re-stamps the
+ *                         entry (no lock, no allocation).
+ *   cache/record64_changing  the same key, the value alternating between
+ *                         two 64-byte strings, so that every put copies
+ *                         the key and the value into a new entry and frees
+ *                         the one it replaces (two allocations and two
+ *                         frees, under the shard's lock): the full put.
  *
  * Every case shares one object between the threads of a run; the cache and
- * the chain are safe for that (sharded spin locks; a configured chain).
+ * the chain are safe for that (lock-free reads, per-shard writer locks; a
+ * configured chain).
  */
 #include <stdlib.h>
 
@@ -29,6 +35,8 @@
 
 #define VALUE64 \
 	"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+#define VALUE64B \
+	"fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
 
 typedef struct fb {
 	resil_manual_clock mc;
@@ -36,6 +44,7 @@ typedef struct fb {
 	resil_cache *cache;
 	resil_fallback *chain;
 	resil_value v64;
+	resil_value v64b; /* another 64-byte string */
 	resil_args args;
 	uint64_t id;
 } fb;
@@ -53,6 +62,7 @@ fb_new(void)
 	x->args.data = &x->id;
 	x->args.len = sizeof(x->id);
 	if (resil_value_string(&x->v64, VALUE64, 64, NULL) != RESIL_OK ||
+	    resil_value_string(&x->v64b, VALUE64B, 64, NULL) != RESIL_OK ||
 	    resil_fallback_new(&x->chain, NULL, NULL) != RESIL_OK)
 		abort();
 	return x;
@@ -92,6 +102,7 @@ fb_free(void *ctx)
 	resil_cache_free(x->cache);
 	resil_mock_free(x->mock);
 	resil_value_free(&x->v64);
+	resil_value_free(&x->v64b);
 	free(x);
 }
 
@@ -209,10 +220,24 @@ run_record64(void *ctx, uint64_t iters)
 	return n;
 }
 
+static uint64_t
+run_record64_changing(void *ctx, uint64_t iters)
+{
+	fb *x = ctx;
+	uint64_t i, n = 0;
+
+	for (i = 0; i < iters; i++)
+		n += resil_cache_put(x->cache, &x->args,
+		         (i & 1) != 0 ? &x->v64b : &x->v64) == RESIL_OK;
+	return n;
+}
+
 const resil_bench resil_bench_fallback[] = {
 	{ "fallback/pass", setup_mock, run_pass, fb_free },
 	{ "fallback/cache_hit", setup_cache, run_cache_hit, fb_free },
 	{ "fallback/mock_return", setup_mock, run_mock_return, fb_free },
 	{ "cache/record64", setup_cache_only, run_record64, fb_free },
+	{ "cache/record64_changing", setup_cache_only, run_record64_changing,
+	    fb_free },
 	{ NULL, NULL, NULL, NULL },
 };

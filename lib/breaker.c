@@ -37,6 +37,7 @@
 
 #include <math.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "atomic.h"
@@ -166,6 +167,13 @@ struct resil_breaker {
 	uint8_t fast;
 	void *mem; /* the allocation; st is aligned inside it */
 	struct bstate *st;
+	/* The acquire fast path reads this word: &st->word, or never_fast
+	 * where timing is needed (so it needs no test of its own). */
+	const uint64_t *acq_word;
+	/* The record fast path's one test beyond the permit: FAST_CONSEC,
+	 * &st->consecutive (a success ends no streak when it is 0); other
+	 * modes, never_zero (their own tests follow). */
+	const uint64_t *streak;
 	uint8_t *slots;
 	/* TIME: NSTRIPES arrays of window_size buckets, stride apart (a
 	 * whole number of cache lines), so threads on different stripes
@@ -187,6 +195,17 @@ struct resil_breaker {
 static RESIL__TLS const resil_breaker *in_listener;
 
 void (*resil__breaker_transit_hook)(void);
+
+/* Targets of acq_word and streak that send every call to the full path:
+ * TRANSIT is never clear, the streak never 0. */
+static const uint64_t never_fast = W_TRANSIT;
+static const uint64_t never_zero = 1;
+
+/* This thread's lifetime-success counter, as a byte offset into struct
+ * bstate, plus 1 (0: not computed yet). The stripe index is the thread's,
+ * the layout every breaker's, so one offset serves them all: the record
+ * fast path adds to it without computing the stripe. */
+static RESIL__TLS uintptr_t success_at;
 
 /* ---- the state word ---- */
 
@@ -420,6 +439,7 @@ handle_bind(resil_breaker *b, struct bstate *st, bool init)
 	const resil_breaker_config *cfg = &b->cfg;
 
 	b->st = st;
+	b->acq_word = cfg->slow_threshold_ns > 0 ? &never_fast : &st->word;
 	if (cfg->window_type == RESIL_WINDOW_COUNT)
 		b->slots = (uint8_t *)(b->st + 1);
 	else {
@@ -440,6 +460,7 @@ handle_bind(resil_breaker *b, struct bstate *st, bool init)
 		b->fast = FAST_COUNT;
 	else if (!b->timing)
 		b->fast = FAST_WINDOW;
+	b->streak = b->fast == FAST_CONSEC ? &st->consecutive : &never_zero;
 	if (init) {
 		b->st->word = w_make(RESIL_BREAKER_CLOSED, 0, 0);
 		b->st->since = now_coarse(b);
@@ -1032,7 +1053,10 @@ acquire_slow(resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
 		case RESIL_BREAKER_DISABLED:
 			permit->episode = w_episode(w);
 			permit->flags = PERMIT_VALID;
-			permit->start = 0;
+			/* Untimed: the word it was granted under, CLOSED
+			 * only (see resil_breaker_record). */
+			permit->start =
+			    w_state(w) == RESIL_BREAKER_CLOSED ? w : 0;
 			permit->reserved = 0;
 			if (b->timing) {
 				permit->start = now_precise(b);
@@ -1096,14 +1120,14 @@ acquire_fast(resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
 
 	if (RESIL__UNLIKELY(b == NULL || permit == NULL))
 		return RESIL_E_INVAL;
-	w = resil__load64(&b->st->word);
+	w = resil__load64(b->acq_word);
 	if (RESIL__LIKELY(
-	        (w & (W_STATE_MASK | W_TRANSIT)) == RESIL_BREAKER_CLOSED &&
-	        !b->timing)) {
+	        (w & (W_STATE_MASK | W_TRANSIT)) == RESIL_BREAKER_CLOSED)) {
 		permit->episode = w_episode(w);
-		permit->start = 0;
+		permit->start = w; /* untimed: the word of the grant */
 		permit->flags = PERMIT_VALID;
-		permit->reserved = 0;
+		/* reserved is written by the slow path alone: nothing reads
+		 * it, and the two 32-bit stores cost GCC a constant load. */
 		return RESIL_OK;
 	}
 	return acquire_slow(b, permit, retry_after);
@@ -1406,31 +1430,46 @@ record_window_success(resil_breaker *b, resil_permit *permit, uint64_t w)
 	return window_record(b, my_stripe(b), w, false, false);
 }
 
+/* A thread's first fast success: find its counter, then count. */
+static RESIL__NOINLINE resil_err
+count_first_success(struct bstate *st)
+{
+	uintptr_t off = offsetof(struct bstate, stripes) +
+	    resil__thread_stripe(NSTRIPES) * sizeof(stripe) +
+	    offsetof(stripe, successes) + 1;
+
+	success_at = off;
+	resil__faa64((uint64_t *)(void *)((char *)st + off - 1), 1);
+	return RESIL_OK;
+}
+
 resil_err
 resil_breaker_record(
     resil_breaker *b, resil_permit *permit, resil_outcome outcome)
 {
 	struct bstate *st;
 	uint64_t w;
+	uintptr_t off;
 
 	if (RESIL__UNLIKELY(b == NULL || permit == NULL))
 		return RESIL_E_INVAL;
 	/* The hot path: a success in the permit's own CLOSED episode that
 	 * writes nothing but its stripe's lifetime count, so it cannot leak
 	 * into a later episode and needs no announcement. Everything else
-	 * goes to record_impl(). */
+	 * goes to record_impl(). A plain permit (flags exactly VALID: not a
+	 * probe, not timed, not spent) holds in start the word it was
+	 * granted under, and only a CLOSED word (else 0, which no later
+	 * word equals: episode 0 is CLOSED's alone); the word equal to it
+	 * means this CLOSED episode, no transition in progress, in one
+	 * compare. */
 	st = b->st;
 	w = resil__load64(&st->word);
 	if (RESIL__LIKELY(outcome == RESIL_OUTCOME_SUCCESS &&
-	        (w & (W_STATE_MASK | W_TRANSIT)) == RESIL_BREAKER_CLOSED &&
-	        w_episode(w) == permit->episode &&
-	        (permit->flags & PERMIT_VALID))) {
-		if (b->fast == FAST_CONSEC) {
-			/* No failure streak to end. */
-			if (RESIL__LIKELY(
-			        resil__load64(&st->consecutive) == 0))
-				goto nothing_changes;
-		} else if (b->fast == FAST_COUNT) {
+	        permit->flags == PERMIT_VALID && permit->start == w)) {
+		/* FAST_CONSEC: no failure streak to end. */
+		if (RESIL__LIKELY(resil__load64(b->streak) == 0))
+			goto nothing_changes;
+		if (b->fast == FAST_COUNT) {
 			/* A full count window of successes: one more changes
 			 * nothing (the ring stays all successes). Exact: an
 			 * outcome that does write evicts a success either way.
@@ -1448,8 +1487,10 @@ resil_breaker_record(
 	return record_slow(b, permit, outcome);
 nothing_changes:
 	permit->flags = 0;
-	resil__faa64(
-	    &st->stripes[resil__thread_stripe(NSTRIPES)].successes, 1);
+	off = success_at;
+	if (RESIL__UNLIKELY(off == 0))
+		return count_first_success(st);
+	resil__faa64((uint64_t *)(void *)((char *)st + off - 1), 1);
 	return RESIL_OK;
 }
 

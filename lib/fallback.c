@@ -1,57 +1,113 @@
 /*
- * resil fallback: the result cache (sharded, LRU, age-limited) and the
- * chain of fallback handlers.
+ * resil fallback: the result cache (sharded, second-chance eviction,
+ * age-limited) and the chain of fallback handlers.
+ *
+ * The cache's read path takes no lock and writes nothing another thread
+ * writes, so hits on one shard from many threads do not contend:
+ *
+ * - Each shard's keys live in an open-addressing table of entry pointers
+ *   (linear probing, tombstones), published with release stores. Entries
+ *   are immutable once published, except their reference bit; a put
+ *   replaces a key by storing the new entry into the old one's slot.
+ * - Eviction is CLOCK (second chance) instead of LRU: a hit sets the
+ *   entry's reference bit (a load, and a store only when it was clear),
+ *   where LRU would move the entry in a list that every hit writes.
+ * - Reclamation: a reader announces itself in its thread's stripe under
+ *   the shard generation's parity (the breaker's and the pipeline's
+ *   protocol). A writer (under the shard's spin lock) unlinks what it
+ *   removes, bumps the generation and waits until no reader of the old
+ *   parity is left, then frees: memory is back at once, and the entry and
+ *   byte bounds are exact at every moment, as before.
+ *
+ * Why not Concurrency Kit's ck_hs with ck_epoch: ck_hs's probes are ck_pr
+ * inline assembly that ThreadSanitizer cannot see (the TSan build would
+ * report every read against every write), it grows through its own
+ * allocator protocol, and its epoch would add a domain-wide writer lock
+ * that puts to distinct shards would share. The table here is ~80 lines,
+ * reads through resil's atomics (TSan-visible builtins under TSan) and
+ * keeps every writer inside its own shard.
  */
 #include "internal.h"
 
 #include <resil/fallback.h>
 
+#include <stddef.h>
 #include <string.h>
 
 #include "atomic.h"
 
-/* A failed table insert sets this flag instead of exiting. */
-#undef uthash_nonfatal_oom
-#define uthash_nonfatal_oom(obj) (resil__oom = 1)
-#include <uthash.h>
-
 /* ---------------------------------------------------------------- */
 /* The cache */
 
+/* Reader stripes per shard (threads get distinct ones round robin). */
+#define NSTRIPES 8u
+
 typedef struct entry {
-	UT_hash_handle hh;
-	struct entry *prev; /* towards the most recently used */
-	struct entry *next; /* towards the least recently used */
-	char *key;          /* method, NUL, argument bytes; after the struct */
-	size_t key_len;
+	struct entry *prev; /* the clock's order: towards the hand */
+	struct entry *next; /* away from the hand */
+	uint64_t hash;
+	size_t key_len; /* method, NUL, argument bytes; after the struct */
 	size_t charge;
-	uint64_t stored_at;
-	resil_value value; /* a null value is the NULL sentinel */
+	uint64_t stored_at; /* atomic: a put of the same value re-stamps it */
+	resil_value value;  /* a null value is the NULL sentinel */
+	uint8_t ref;        /* set by a hit, cleared by the hand */
 } entry;
 
+/* Removed keys leave this in their slot, so probes go on past it. */
+static char tomb_;
+#define TOMB ((entry *)(void *)&tomb_)
+
+typedef struct table {
+	size_t mask;   /* slots - 1; slots a power of 2 */
+	entry *slot[]; /* mask + 1 of them: NULL, TOMB or an entry */
+} table;
+
+/* One thread stripe's readers of a shard, on its own cache line. */
+typedef struct readers {
+	/* Reads begun and ended, per generation parity: equal when none of
+	 * that parity is in progress. Monotonic, so that a hit costs two
+	 * atomic adds in all: its ended count is also the hit count. */
+	uint64_t in[2];
+	uint64_t out[2];
+	uint64_t idle;   /* reads ended that were not hits */
+	uint64_t misses; /* gets with no entry */
+	uint64_t pad_[2];
+} readers;
+
 typedef struct shard {
-	resil__spinlock lock;
-	entry *table;
-	entry *mru;
-	entry *lru;
-	size_t count;
-	size_t bytes;
+	/* Read by every get, written by writers only. */
+	table *tab;
+	uint64_t gen;
 	size_t max_count;
 	size_t max_bytes;
-	uint64_t hits;
-	uint64_t misses;
+	uint64_t hits_locked; /* hits served on the stale path, under lock */
+	uint64_t pad0_[3];
+	/* The writers' state, under lock. */
+	uint8_t lock; /* shard_lock() */
+	entry *hand;  /* the clock's next candidate: the oldest entry */
+	entry *last;  /* the newest */
+	size_t count;
+	size_t bytes;
+	size_t used; /* slots not NULL: entries and tombstones */
 	uint64_t stale;
 	uint64_t evictions;
-	/* Keep neighbouring shards' locks off one cache line. */
-	char pad_[RESIL__CACHELINE];
+	readers rd[NSTRIPES];
 } shard;
+
+_Static_assert(sizeof(readers) == RESIL__CACHELINE, "one line per stripe");
+_Static_assert(sizeof(double) == sizeof(uint64_t), "doubles are 64 bits");
+_Static_assert(offsetof(shard, lock) == RESIL__CACHELINE &&
+        offsetof(shard, rd) == 2 * RESIL__CACHELINE,
+    "readers' fields, writers' fields and each stripe on lines of their own");
 
 struct resil_cache {
 	resil_allocator alloc;
 	resil_clock clock;
 	uint64_t max_age;
 	uint32_t nshards;
-	shard *shards;
+	shard *shards; /* cache-line aligned, in shards_raw */
+	void *shards_raw;
+	size_t shards_raw_size;
 };
 
 /* FNV-1a over the key parts, without building the key. */
@@ -71,20 +127,30 @@ key_hash(const resil_args *args, size_t mlen)
 		h ^= p[i];
 		h *= UINT64_C(1099511628211);
 	}
-	/* Mix the high bits down: the shard comes from the top, uthash's
-	 * bucket from the bottom. */
+	/* Mix the high bits down: the shard comes from the top, the slot
+	 * from the bottom. */
 	h ^= h >> 29;
 	h *= UINT64_C(0xbf58476d1ce4e5b9);
 	h ^= h >> 32;
 	return h;
 }
 
-static void
-key_write(char *dst, const resil_args *args, size_t mlen)
+static char *
+key_of(const entry *e)
 {
-	memcpy(dst, args->method, mlen + 1);
-	if (args->len > 0)
-		memcpy(dst + mlen + 1, args->data, args->len);
+	return (char *)(uintptr_t)(e + 1);
+}
+
+static int
+key_eq(const entry *e, uint64_t h, const resil_args *args, size_t mlen,
+    size_t klen)
+{
+	const char *k = key_of(e);
+
+	return e->hash == h && e->key_len == klen &&
+	    memcmp(k, args->method, mlen + 1) == 0 &&
+	    (args->len == 0 ||
+	        memcmp(k + mlen + 1, args->data, args->len) == 0);
 }
 
 size_t
@@ -98,6 +164,12 @@ resil_cache_entry_charge(const resil_args *args, const resil_value *value)
 	return sizeof(entry) + key_len + resil_value_heap_size(value);
 }
 
+static size_t
+table_size(size_t slots)
+{
+	return offsetof(table, slot) + slots * sizeof(entry *);
+}
+
 resil_err
 resil_cache_new(
     resil_cache **out, const resil_cache_config *cfg, resil_diag *diag)
@@ -106,6 +178,7 @@ resil_cache_new(
 	const resil_allocator *al;
 	resil_cache *cache;
 	uint32_t n, i;
+	uintptr_t p;
 
 	if (out == NULL || cfg == NULL)
 		return resil__diagf(
@@ -136,11 +209,17 @@ resil_cache_new(
 	cache = resil__calloc(al, sizeof(*cache));
 	if (cache == NULL)
 		return RESIL_E_NOMEM;
-	cache->shards = resil__calloc(al, sizeof(shard) * n);
-	if (cache->shards == NULL) {
+	/* The hook promises malloc's alignment only: one line more, and
+	 * the shards aligned by hand. */
+	cache->shards_raw_size = sizeof(shard) * n + RESIL__CACHELINE;
+	cache->shards_raw = resil__calloc(al, cache->shards_raw_size);
+	if (cache->shards_raw == NULL) {
 		resil__free(al, cache, sizeof(*cache));
 		return RESIL_E_NOMEM;
 	}
+	p = ((uintptr_t)cache->shards_raw + RESIL__CACHELINE - 1) &
+	    ~(uintptr_t)(RESIL__CACHELINE - 1);
+	cache->shards = (shard *)p;
 	cache->alloc = *al;
 	cache->clock = c.clock != NULL ? *c.clock : *resil_clock_system();
 	cache->max_age = c.max_age;
@@ -148,7 +227,6 @@ resil_cache_new(
 	for (i = 0; i < n; i++) {
 		shard *s = &cache->shards[i];
 
-		resil__spin_init(&s->lock);
 		s->max_count = c.max_entries / n + (i < c.max_entries % n);
 		s->max_bytes = c.max_bytes / n + (i < c.max_bytes % n);
 	}
@@ -163,113 +241,238 @@ entry_free(const resil_allocator *a, entry *e)
 	resil__free(a, e, sizeof(*e) + e->key_len);
 }
 
+/* The clock's order, under the lock: the hand is the oldest. */
 static void
-lru_unlink(shard *s, entry *e)
+clock_unlink(shard *s, entry *e)
 {
 	if (e->prev != NULL)
 		e->prev->next = e->next;
 	else
-		s->mru = e->next;
+		s->hand = e->next;
 	if (e->next != NULL)
 		e->next->prev = e->prev;
 	else
-		s->lru = e->prev;
+		s->last = e->prev;
 	e->prev = e->next = NULL;
 }
 
 static void
-lru_push(shard *s, entry *e)
+clock_append(shard *s, entry *e)
 {
-	e->prev = NULL;
-	e->next = s->mru;
-	if (s->mru != NULL)
-		s->mru->prev = e;
-	s->mru = e;
-	if (s->lru == NULL)
-		s->lru = e;
+	e->next = NULL;
+	e->prev = s->last;
+	if (s->last != NULL)
+		s->last->next = e;
+	else
+		s->hand = e;
+	s->last = e;
 }
 
-/* Take e out of the shard (table, list, counts); the caller frees it
- * after unlocking. Called with the lock held. */
+/* The writers' lock of a shard (gets take it only to drop a stale
+ * entry). A waiter pauses, then yields: on a machine with more threads
+ * than CPUs the holder may be preempted, and a plain spin would burn the
+ * waiter's whole time slice. */
 static void
-detach(const resil_allocator *resil__a, shard *s, entry *e)
+shard_lock(shard *s)
 {
-	(void)resil__a;
-	HASH_DELETE(hh, s->table, e);
-	lru_unlink(s, e);
+	unsigned spins = 0;
+
+	while (resil__fas8(&s->lock, 1) != 0)
+		do
+			resil__backoff(&spins);
+		while (resil__load8(&s->lock) != 0);
+}
+
+static void
+shard_unlock(shard *s)
+{
+	resil__store8(&s->lock, 0);
+}
+
+/* ---- the read side ---- */
+
+/* Announce a read of s; returns the parity to withdraw from. */
+static unsigned
+read_enter(shard *s, readers *rd)
+{
+	uint64_t g;
+
+	for (;;) {
+		g = resil__load64(&s->gen);
+		resil__faa64(&rd->in[g & 1], 1);
+		if (resil__load64_after_rmw(&s->gen) == g)
+			return (unsigned)(g & 1);
+		resil__faa64(&rd->idle, 1);
+		resil__faa64(&rd->out[g & 1], 1);
+	}
+}
+
+/* End a read; hit says whether it served a value. */
+static void
+read_exit(readers *rd, unsigned parity, int hit)
+{
+	if (!hit)
+		resil__faa64(&rd->idle, 1);
+	resil__faa64(&rd->out[parity], 1);
+}
+
+/* Find the key in t (NULL: no table); from a reader or a writer. */
+static entry *
+lookup(const table *t, uint64_t h, const resil_args *args, size_t mlen,
+    size_t klen)
+{
+	size_t i;
+
+	if (t == NULL)
+		return NULL;
+	for (i = (size_t)h & t->mask;; i = (i + 1) & t->mask) {
+		entry *e = resil__loadptr((void *const *)&t->slot[i]);
+
+		if (e == NULL)
+			return NULL;
+		if (e != TOMB && key_eq(e, h, args, mlen, klen))
+			return e;
+	}
+}
+
+/* ---- the write side, under the shard's lock ---- */
+
+/* After unlinking: wait until no read that may still see what was
+ * unlinked (announced under the old generation's parity) is running. */
+static void
+quiesce(shard *s)
+{
+	unsigned p = (unsigned)(resil__faa64(&s->gen, 1) & 1);
+	unsigned i, spins = 0;
+
+	/* Ended first, then begun: equal means every read of the parity
+	 * begun before this look has ended. */
+	for (i = 0; i < NSTRIPES; i++)
+		while (resil__load64_after_rmw(&s->rd[i].out[p]) !=
+		    resil__load64(&s->rd[i].in[p]))
+			resil__backoff(&spins);
+}
+
+/* The slot of the key, or (*found NULL) the slot an insert of it takes:
+ * the first tombstone on its probe, else the empty slot that ends it. */
+static size_t
+probe(const table *t, uint64_t h, const resil_args *args, size_t mlen,
+    size_t klen, entry **found)
+{
+	size_t i, free_at = SIZE_MAX;
+
+	for (i = (size_t)h & t->mask;; i = (i + 1) & t->mask) {
+		entry *e = t->slot[i];
+
+		if (e == NULL) {
+			*found = NULL;
+			return free_at != SIZE_MAX ? free_at : i;
+		}
+		if (e == TOMB) {
+			if (free_at == SIZE_MAX)
+				free_at = i;
+		} else if (key_eq(e, h, args, mlen, klen)) {
+			*found = e;
+			return i;
+		}
+	}
+}
+
+/* The slot holding e (which is in t). */
+static size_t
+slot_of(const table *t, const entry *e)
+{
+	size_t i = (size_t)e->hash & t->mask;
+
+	while (t->slot[i] != e)
+		i = (i + 1) & t->mask;
+	return i;
+}
+
+/* Take e out of the table and the clock; the caller quiesces, then frees
+ * it after unlocking. */
+static void
+detach(shard *s, entry *e)
+{
+	resil__storeptr((void **)&s->tab->slot[slot_of(s->tab, e)], TOMB);
+	clock_unlink(s, e);
 	s->count--;
 	s->bytes -= e->charge;
+}
+
+/* A table for the shard's entries with room for one more, without
+ * tombstones: at most a quarter full, so probes stay short and an empty
+ * slot always ends them. NULL when out of memory. */
+static table *
+table_rebuild(const resil_allocator *a, const shard *s)
+{
+	size_t slots = 8, i;
+	table *t;
+	entry *e;
+
+	while (slots / 4 < s->count + 1)
+		slots <<= 1;
+	t = resil__calloc(a, table_size(slots));
+	if (t == NULL)
+		return NULL;
+	t->mask = slots - 1;
+	for (e = s->hand; e != NULL; e = e->next) {
+		for (i = (size_t)e->hash & t->mask; t->slot[i] != NULL;
+		     i = (i + 1) & t->mask)
+			;
+		t->slot[i] = e;
+	}
+	return t;
+}
+
+static void
+free_list(const resil_allocator *a, entry *list)
+{
+	while (list != NULL) {
+		entry *e = list;
+
+		list = e->next;
+		entry_free(a, e);
+	}
 }
 
 void
 resil_cache_free(resil_cache *c)
 {
-	const resil_allocator *resil__a;
-
 	if (c == NULL)
 		return;
-	resil__a = &c->alloc;
 	resil_cache_clear(c);
-	resil__free(resil__a, c->shards, sizeof(shard) * c->nshards);
-	resil__free(resil__a, c, sizeof(*c));
+	resil__free(&c->alloc, c->shards_raw, c->shards_raw_size);
+	resil__free(&c->alloc, c, sizeof(*c));
 }
 
 void
 resil_cache_clear(resil_cache *c)
 {
-	const resil_allocator *resil__a;
 	uint32_t i;
 
 	if (c == NULL)
 		return;
-	resil__a = &c->alloc;
 	for (i = 0; i < c->nshards; i++) {
 		shard *s = &c->shards[i];
-		entry *list, *e;
+		entry *list;
+		table *t;
 
-		resil__spin_lock(&s->lock);
-		list = s->mru;
-		/* HASH_CLEAR frees the buckets: the entries are freed below,
-		 * outside the lock, through the LRU list. */
-		HASH_CLEAR(hh, s->table);
-		s->mru = s->lru = NULL;
+		shard_lock(s);
+		list = s->hand;
+		t = s->tab;
+		resil__storeptr((void **)&s->tab, NULL);
+		s->hand = s->last = NULL;
 		s->count = 0;
 		s->bytes = 0;
-		resil__spin_unlock(&s->lock);
-		while (list != NULL) {
-			e = list;
-			list = e->next;
-			entry_free(resil__a, e);
-		}
+		s->used = 0;
+		if (t != NULL)
+			quiesce(s);
+		shard_unlock(s);
+		free_list(&c->alloc, list);
+		if (t != NULL)
+			resil__free(&c->alloc, t, table_size(t->mask + 1));
 	}
-}
-
-/* A key on the stack when it is small, on the heap otherwise. */
-typedef struct key_buf {
-	char small[256];
-	char *p;
-	size_t len;
-} key_buf;
-
-static resil_err
-key_make(
-    key_buf *k, const resil_allocator *a, const resil_args *args, size_t mlen)
-{
-	k->len = mlen + 1 + args->len;
-	if (k->len < mlen) /* size_t overflow */
-		return RESIL_E_NOMEM;
-	k->p = k->len <= sizeof(k->small) ? k->small : resil__alloc(a, k->len);
-	if (k->p == NULL)
-		return RESIL_E_NOMEM;
-	key_write(k->p, args, mlen);
-	return RESIL_OK;
-}
-
-static void
-key_done(key_buf *k, const resil_allocator *a)
-{
-	if (k->p != k->small)
-		resil__free(a, k->p, k->len);
 }
 
 static int
@@ -279,102 +482,237 @@ args_ok(const resil_args *args)
 	    (args->data != NULL || args->len == 0);
 }
 
+static shard *
+shard_of(const resil_cache *c, uint64_t h)
+{
+	return &c->shards[(h >> 32) & (c->nshards - 1)];
+}
+
+/* Remove the key's entry (if any) under the lock; RESIL_OK if there was
+ * one. */
+static resil_err
+remove_key(resil_cache *c, shard *s, uint64_t h, const resil_args *args,
+    size_t mlen, size_t klen)
+{
+	entry *e;
+
+	shard_lock(s);
+	e = lookup(s->tab, h, args, mlen, klen);
+	if (e != NULL) {
+		detach(s, e);
+		quiesce(s);
+	}
+	shard_unlock(s);
+	if (e == NULL)
+		return RESIL_E_NOTFOUND;
+	entry_free(&c->alloc, e);
+	return RESIL_OK;
+}
+
+/* The same value, bit for bit (what a copy of it would hold): doubles by
+ * their bits (0.0 and -0.0 differ), booleans by their int; opaque values
+ * never (their equal is the user's idea of equal). NULL is the null
+ * value. */
+static int
+same_value(const resil_value *held, const resil_value *v)
+{
+	resil_value null;
+
+	if (v == NULL) {
+		resil_value_init(&null);
+		v = &null;
+	}
+	if (held->type != v->type)
+		return 0;
+	switch (held->type) {
+	case RESIL_VALUE_NULL:
+		return 1;
+	case RESIL_VALUE_BOOL:
+		return held->u.b == v->u.b;
+	case RESIL_VALUE_INT:
+		return held->u.i == v->u.i;
+	case RESIL_VALUE_DOUBLE: {
+		/* The bits, on purpose: 0.0 and -0.0 are two answers. */
+		uint64_t x, y;
+
+		memcpy(&x, &held->u.d, sizeof(x));
+		memcpy(&y, &v->u.d, sizeof(y));
+		return x == y;
+	}
+	case RESIL_VALUE_STRING:
+	case RESIL_VALUE_BYTES:
+	case RESIL_VALUE_JSON:
+		return held->u.s.len == v->u.s.len &&
+		    (v->u.s.len == 0 ||
+		        memcmp(held->u.s.ptr, v->u.s.ptr, v->u.s.len) == 0);
+	case RESIL_VALUE_OPAQUE:
+		break;
+	}
+	return 0;
+}
+
+/* A put of the value the key holds already only re-stamps its entry, on
+ * the read side: no lock, no allocation, and the entry keeps its place
+ * on the clock and its reference bit. 1 if done. A writer may be removing
+ * the entry at the same moment (eviction, remove, a get dropping it as
+ * stale on its old stamp): the stamp is then lost with it, as if the
+ * removal came just after this put. The key misses; nothing older than
+ * the last answer is ever served. */
+static int
+refresh(shard *s, uint64_t h, const resil_args *args, size_t mlen, size_t klen,
+    const resil_value *value, uint64_t now)
+{
+	readers *rd = &s->rd[resil__thread_stripe(NSTRIPES)];
+	unsigned parity = read_enter(s, rd);
+	entry *e = lookup(
+	    resil__loadptr((void *const *)&s->tab), h, args, mlen, klen);
+	int done = e != NULL && same_value(&e->value, value);
+
+	/* Written only when it changes: repeated puts within one tick
+	 * write nothing shared. */
+	if (done && resil__load64(&e->stored_at) != now)
+		resil__store64(&e->stored_at, now);
+	read_exit(rd, parity, 0);
+	return done;
+}
+
 resil_err
 resil_cache_put(
     resil_cache *c, const resil_args *args, const resil_value *value)
 {
-	const resil_allocator *resil__a;
+	const resil_allocator *a;
 	entry *e, *old, *victims = NULL;
+	table *t, *dead_tab = NULL;
 	shard *s;
-	size_t mlen, key_len, charge;
-	uint64_t h;
-	int resil__oom = 0;
-	resil_err err = RESIL_OK;
+	size_t mlen, key_len, charge, idx, turns;
+	uint64_t h, now;
 
 	if (c == NULL || !args_ok(args))
 		return RESIL_E_INVAL;
-	resil__a = &c->alloc;
+	a = &c->alloc;
 	mlen = strlen(args->method);
 	key_len = mlen + 1 + args->len;
+	if (key_len < mlen) /* size_t overflow */
+		return RESIL_E_NOMEM;
 	h = key_hash(args, mlen);
-	s = &c->shards[(h >> 32) & (c->nshards - 1)];
+	s = shard_of(c, h);
 	charge = sizeof(entry) + key_len + resil_value_heap_size(value);
 
 	if (charge > s->max_bytes) {
 		/* Too big to keep: drop the older answer of the key too, so
 		 * that the cache never serves one older than the last. */
-		key_buf k;
-
-		if (key_make(&k, resil__a, args, mlen) != RESIL_OK)
-			return RESIL_E_NOMEM;
-		resil__spin_lock(&s->lock);
-		HASH_FIND_BYHASHVALUE(
-		    hh, s->table, k.p, key_len, (unsigned)h, old);
-		if (old != NULL)
-			detach(resil__a, s, old);
-		resil__spin_unlock(&s->lock);
-		key_done(&k, resil__a);
-		if (old != NULL)
-			entry_free(resil__a, old);
+		(void)remove_key(c, s, h, args, mlen, key_len);
 		return RESIL_E_LIMITED;
 	}
+	now = resil_clock_now(&c->clock);
+	if (refresh(s, h, args, mlen, key_len, value, now))
+		return RESIL_OK;
 	/* Allocate and copy before taking the lock. */
-	e = resil__calloc(resil__a, sizeof(*e) + key_len);
+	e = resil__calloc(a, sizeof(*e) + key_len);
 	if (e == NULL)
 		return RESIL_E_NOMEM;
-	e->key = (char *)(e + 1);
+	e->hash = h;
 	e->key_len = key_len;
-	key_write(e->key, args, mlen);
+	memcpy(key_of(e), args->method, mlen + 1);
+	if (args->len > 0)
+		memcpy(key_of(e) + mlen + 1, args->data, args->len);
 	e->charge = charge;
 	resil_value_init(&e->value);
 	if (value != NULL &&
-	    resil_value_copy(&e->value, value, resil__a) != RESIL_OK) {
-		resil__free(resil__a, e, sizeof(*e) + key_len);
+	    resil_value_copy(&e->value, value, a) != RESIL_OK) {
+		resil__free(a, e, sizeof(*e) + key_len);
 		return RESIL_E_NOMEM;
 	}
+	e->stored_at = now;
 
-	e->stored_at = resil_clock_now(&c->clock);
-	resil__spin_lock(&s->lock);
-	HASH_FIND_BYHASHVALUE(hh, s->table, e->key, key_len, (unsigned)h, old);
-	/* Insert first, next to the old entry of the key if any: the insert
-	 * is the only step that can fail (uthash allocates buckets), and a
-	 * failure must leave the cache as it was. */
-	HASH_ADD_KEYPTR_BYHASHVALUE(
-	    hh, s->table, e->key, key_len, (unsigned)h, e);
-	if (resil__oom) {
-		err = RESIL_E_NOMEM;
-	} else {
-		if (old != NULL) {
-			detach(resil__a, s, old);
-			old->next = victims;
-			victims = old;
+	shard_lock(s);
+	t = s->tab;
+	old = NULL;
+	idx = t != NULL ? probe(t, h, args, mlen, key_len, &old) : 0;
+	if (t == NULL ||
+	    (old == NULL && t->slot[idx] == NULL &&
+	        (s->used + 1) * 2 > t->mask + 1)) {
+		/* A new key would fill the table past half (tombstones
+		 * count): rebuild it first, the only step that can fail, so
+		 * that a failure leaves the cache as it was. */
+		table *nt = table_rebuild(a, s);
+
+		if (nt == NULL) {
+			shard_unlock(s);
+			entry_free(a, e);
+			return RESIL_E_NOMEM;
 		}
-		/* e is in the table but not yet in the LRU list or the
-		 * counts, so it cannot evict itself. */
-		while (s->lru != NULL &&
-		    (s->count + 1 > s->max_count ||
-		        s->bytes + charge > s->max_bytes)) {
-			entry *v = s->lru;
+		resil__storeptr((void **)&s->tab, nt);
+		dead_tab = t;
+		t = nt;
+		s->used = s->count;
+		idx = probe(t, h, args, mlen, key_len, &old);
+	}
+	/* Publish: a reader sees the old entry or the new one, never
+	 * neither. */
+	if (t->slot[idx] == NULL)
+		s->used++;
+	resil__storeptr((void **)&t->slot[idx], e);
+	if (old != NULL) {
+		clock_unlink(s, old);
+		s->count--;
+		s->bytes -= old->charge;
+		old->next = victims;
+		victims = old;
+	}
+	/* e is in the table but not yet on the clock or in the counts, so
+	 * it cannot evict itself. The hand gives an entry with its bit set
+	 * a second chance (clears the bit, moves it behind the newest), for
+	 * one round at most: then it evicts whatever it points at, however
+	 * often hits set the bits again meanwhile. */
+	turns = s->count;
+	while (s->hand != NULL &&
+	    (s->count + 1 > s->max_count ||
+	        s->bytes + charge > s->max_bytes)) {
+		entry *v = s->hand;
 
-			detach(resil__a, s, v);
-			s->evictions++;
-			v->next = victims;
-			victims = v;
+		if (turns > 0 && resil__load8(&v->ref) != 0) {
+			turns--;
+			resil__store8(&v->ref, 0);
+			clock_unlink(s, v);
+			clock_append(s, v);
+			continue;
 		}
-		lru_push(s, e);
-		s->count++;
-		s->bytes += charge;
-		e = NULL;
+		detach(s, v);
+		s->evictions++;
+		v->next = victims;
+		victims = v;
 	}
-	resil__spin_unlock(&s->lock);
-	if (e != NULL)
-		entry_free(resil__a, e);
-	while (victims != NULL) {
-		entry *v = victims;
+	clock_append(s, e);
+	s->count++;
+	s->bytes += charge;
+	if (victims != NULL || dead_tab != NULL)
+		quiesce(s);
+	shard_unlock(s);
+	if (dead_tab != NULL)
+		resil__free(a, dead_tab, table_size(dead_tab->mask + 1));
+	free_list(a, victims);
+	return RESIL_OK;
+}
 
-		victims = v->next;
-		entry_free(resil__a, v);
-	}
+/* Age of e at now (0 if the clock went backwards). */
+static uint64_t
+age_of(const entry *e, uint64_t now)
+{
+	uint64_t at = resil__load64(&e->stored_at);
+
+	return now >= at ? now - at : 0;
+}
+
+/* A hit: the copy and the reference bit (written only when clear, so
+ * hits on a hot entry write nothing shared). */
+static resil_err
+serve(const resil_cache *c, entry *e, resil_value *out)
+{
+	resil_err err = resil_value_copy(out, &e->value, &c->alloc);
+
+	if (err == RESIL_OK && resil__load8(&e->ref) == 0)
+		resil__store8(&e->ref, 1);
 	return err;
 }
 
@@ -382,51 +720,62 @@ resil_err
 resil_cache_get(
     resil_cache *c, const resil_args *args, resil_value *out, uint64_t *age)
 {
-	const resil_allocator *resil__a;
 	entry *e, *dead = NULL;
+	readers *rd;
 	shard *s;
-	key_buf k;
-	size_t mlen;
-	uint64_t h, now, a = 0;
+	size_t mlen, klen;
+	uint64_t h, now, a;
+	unsigned parity;
 	resil_err err;
 
 	if (c == NULL || !args_ok(args) || out == NULL)
 		return RESIL_E_INVAL;
-	resil__a = &c->alloc;
 	mlen = strlen(args->method);
+	klen = mlen + 1 + args->len;
+	if (klen < mlen) /* size_t overflow: never stored */
+		return RESIL_E_NOMEM;
 	h = key_hash(args, mlen);
-	s = &c->shards[(h >> 32) & (c->nshards - 1)];
-	err = key_make(&k, resil__a, args, mlen);
-	if (err != RESIL_OK)
-		return err;
+	s = shard_of(c, h);
+	rd = &s->rd[resil__thread_stripe(NSTRIPES)];
 	now = resil_clock_now(&c->clock);
 
-	resil__spin_lock(&s->lock);
-	HASH_FIND_BYHASHVALUE(hh, s->table, k.p, k.len, (unsigned)h, e);
+	parity = read_enter(s, rd);
+	e = lookup(
+	    resil__loadptr((void *const *)&s->tab), h, args, mlen, klen);
 	if (e == NULL) {
-		s->misses++;
-		err = RESIL_E_NOTFOUND;
-	} else {
-		a = now >= e->stored_at ? now - e->stored_at : 0;
-		if (a > c->max_age) {
-			/* Inclusive limit: age == max_age is still served. */
-			detach(resil__a, s, e);
-			s->stale++;
-			dead = e;
-			err = RESIL_E_NOTFOUND;
-		} else {
-			err = resil_value_copy(out, &e->value, resil__a);
-			if (err == RESIL_OK) {
-				s->hits++;
-				lru_unlink(s, e);
-				lru_push(s, e);
-			}
-		}
+		resil__faa64(&rd->misses, 1);
+		read_exit(rd, parity, 0);
+		return RESIL_E_NOTFOUND;
 	}
-	resil__spin_unlock(&s->lock);
-	key_done(&k, resil__a);
+	a = age_of(e, now);
+	if (a <= c->max_age) { /* inclusive: age == max_age is served */
+		err = serve(c, e, out);
+		read_exit(rd, parity, err == RESIL_OK);
+		if (err == RESIL_OK && age != NULL)
+			*age = a;
+		return err;
+	}
+	read_exit(rd, parity, 0);
+
+	/* Stale: removed under the lock, if it is still the key's entry
+	 * and still stale (a put may have replaced it meanwhile). */
+	shard_lock(s);
+	e = lookup(s->tab, h, args, mlen, klen);
+	if (e == NULL) {
+		resil__faa64(&rd->misses, 1);
+		err = RESIL_E_NOTFOUND;
+	} else if ((a = age_of(e, now)) > c->max_age) {
+		detach(s, e);
+		s->stale++;
+		quiesce(s);
+		dead = e;
+		err = RESIL_E_NOTFOUND;
+	} else if ((err = serve(c, e, out)) == RESIL_OK) {
+		s->hits_locked++;
+	}
+	shard_unlock(s);
 	if (dead != NULL)
-		entry_free(resil__a, dead);
+		entry_free(&c->alloc, dead);
 	if (err == RESIL_OK && age != NULL)
 		*age = a;
 	return err;
@@ -435,33 +784,17 @@ resil_cache_get(
 resil_err
 resil_cache_remove(resil_cache *c, const resil_args *args)
 {
-	const resil_allocator *resil__a;
-	entry *e;
-	shard *s;
-	key_buf k;
-	size_t mlen;
+	size_t mlen, klen;
 	uint64_t h;
-	resil_err err;
 
 	if (c == NULL || !args_ok(args))
 		return RESIL_E_INVAL;
-	resil__a = &c->alloc;
 	mlen = strlen(args->method);
-	h = key_hash(args, mlen);
-	s = &c->shards[(h >> 32) & (c->nshards - 1)];
-	err = key_make(&k, resil__a, args, mlen);
-	if (err != RESIL_OK)
-		return err;
-	resil__spin_lock(&s->lock);
-	HASH_FIND_BYHASHVALUE(hh, s->table, k.p, k.len, (unsigned)h, e);
-	if (e != NULL)
-		detach(resil__a, s, e);
-	resil__spin_unlock(&s->lock);
-	key_done(&k, resil__a);
-	if (e == NULL)
+	klen = mlen + 1 + args->len;
+	if (klen < mlen)
 		return RESIL_E_NOTFOUND;
-	entry_free(resil__a, e);
-	return RESIL_OK;
+	h = key_hash(args, mlen);
+	return remove_key(c, shard_of(c, h), h, args, mlen, klen);
 }
 
 resil_err
@@ -469,28 +802,37 @@ resil_cache_stats_get(const resil_cache *c, resil_cache_stats *out)
 {
 	resil_cache_stats st;
 	uint32_t i;
+	unsigned j;
 
 	if (c == NULL || out == NULL)
 		return RESIL_E_INVAL;
 	memset(&st, 0, sizeof(st));
 	st.shards = c->nshards;
-	st.memory = sizeof(*c) + (uint64_t)sizeof(shard) * c->nshards;
+	st.memory = sizeof(*c) + c->shards_raw_size;
 	for (i = 0; i < c->nshards; i++) {
 		/* The lock is the only mutable part of a const cache. */
 		shard *s = &c->shards[i];
 
-		resil__spin_lock(&s->lock);
+		shard_lock(s);
 		st.entries += s->count;
 		st.bytes += s->bytes;
-		st.hits += s->hits;
-		st.misses += s->misses;
 		st.stale += s->stale;
 		st.evictions += s->evictions;
-		if (s->table != NULL)
-			st.memory += sizeof(UT_hash_table) +
-			    (uint64_t)s->table->hh.tbl->num_buckets *
-			        sizeof(UT_hash_bucket);
-		resil__spin_unlock(&s->lock);
+		st.hits += s->hits_locked;
+		if (s->tab != NULL)
+			st.memory += table_size(s->tab->mask + 1);
+		shard_unlock(s);
+		for (j = 0; j < NSTRIPES; j++) {
+			const readers *rd = &s->rd[j];
+			uint64_t idle = resil__load64(&rd->idle);
+			uint64_t ended = resil__load64(&rd->out[0]) +
+			    resil__load64(&rd->out[1]);
+
+			/* Reads in flight can make idle run ahead for a
+			 * moment: never below zero. */
+			st.hits += ended > idle ? ended - idle : 0;
+			st.misses += resil__load64(&rd->misses);
+		}
 	}
 	st.memory += st.bytes;
 	*out = st;

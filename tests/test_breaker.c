@@ -1063,6 +1063,68 @@ test_breaker_disabled_records_nothing(void **state)
 	resil_breaker_free(fx.b);
 }
 
+/* The success fast path (consecutive trigger alone, no timing) takes a
+ * permit only in the very CLOSED episode that granted it: a DISABLED
+ * permit counts nothing, a CLOSED permit from before a reset is stale,
+ * and every fast success is counted once, on any thread's first call
+ * too. */
+static void
+test_breaker_fast_success_only_in_its_closed_episode(void **state)
+{
+	fixture fx;
+	resil_breaker_metrics m;
+	resil_permit old, p;
+
+	(void)state;
+	fx_init(&fx, 0);
+	fx.cfg.failure_rate_pct = 0;
+	fx.cfg.consecutive_failures = 3;
+	fx_new(&fx);
+	call(&fx, RESIL_OUTCOME_SUCCESS);
+	call(&fx, RESIL_OUTCOME_SUCCESS);
+	assert_int_equal(resil_breaker_get_metrics(fx.b, &m), RESIL_OK);
+	assert_int_equal(m.successes, 2);
+	/* Granted in CLOSED, recorded after a reset (a new CLOSED
+	 * episode): stale, not a success. */
+	assert_int_equal(resil_breaker_acquire(fx.b, &old), RESIL_OK);
+	assert_int_equal(resil_breaker_reset(fx.b), RESIL_OK);
+	assert_int_equal(
+	    resil_breaker_record(fx.b, &old, RESIL_OUTCOME_SUCCESS), RESIL_OK);
+	assert_int_equal(resil_breaker_get_metrics(fx.b, &m), RESIL_OK);
+	assert_int_equal(m.stale, 1);
+	assert_int_equal(m.successes, 2);
+	/* DISABLED records nothing, successes included. */
+	assert_int_equal(resil_breaker_disable(fx.b), RESIL_OK);
+	assert_int_equal(resil_breaker_acquire(fx.b, &p), RESIL_OK);
+	assert_int_equal(
+	    resil_breaker_record(fx.b, &p, RESIL_OUTCOME_SUCCESS), RESIL_OK);
+	assert_int_equal(resil_breaker_record(fx.b, &p, RESIL_OUTCOME_SUCCESS),
+	    RESIL_E_MISUSE);
+	assert_int_equal(resil_breaker_get_metrics(fx.b, &m), RESIL_OK);
+	assert_int_equal(m.successes, 2);
+	/* Back to CLOSED: the fast path counts again, once per permit. */
+	assert_int_equal(resil_breaker_reset(fx.b), RESIL_OK);
+	assert_int_equal(resil_breaker_acquire(fx.b, &p), RESIL_OK);
+	assert_int_equal(
+	    resil_breaker_record(fx.b, &p, RESIL_OUTCOME_SUCCESS), RESIL_OK);
+	assert_int_equal(resil_breaker_record(fx.b, &p, RESIL_OUTCOME_SUCCESS),
+	    RESIL_E_MISUSE);
+	assert_int_equal(resil_breaker_get_metrics(fx.b, &m), RESIL_OK);
+	assert_int_equal(m.successes, 3);
+	/* A failure streak sends a success to the full path, which ends
+	 * it: two more failures do not trip. */
+	call(&fx, RESIL_OUTCOME_FAILURE);
+	call(&fx, RESIL_OUTCOME_FAILURE);
+	call(&fx, RESIL_OUTCOME_SUCCESS);
+	call(&fx, RESIL_OUTCOME_FAILURE);
+	call(&fx, RESIL_OUTCOME_FAILURE);
+	assert_int_equal(st_of(&fx), RESIL_BREAKER_CLOSED);
+	assert_int_equal(resil_breaker_get_metrics(fx.b, &m), RESIL_OK);
+	assert_int_equal(m.successes, 4);
+	assert_int_equal(m.failures, 4);
+	resil_breaker_free(fx.b);
+}
+
 static void
 test_breaker_metrics_only_never_trips(void **state)
 {
@@ -1451,6 +1513,8 @@ main(void)
 		    test_breaker_late_probe_after_half_open_timeout),
 		cmocka_unit_test(test_breaker_forced_open_ignores_wait),
 		cmocka_unit_test(test_breaker_disabled_records_nothing),
+		cmocka_unit_test(
+		    test_breaker_fast_success_only_in_its_closed_episode),
 		cmocka_unit_test(test_breaker_metrics_only_never_trips),
 		cmocka_unit_test(test_breaker_reset_from_automatic_open),
 		cmocka_unit_test(test_breaker_open_wait_saturates_near_max),

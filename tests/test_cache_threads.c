@@ -154,11 +154,110 @@ test_cache_threads_bound_and_integrity(void **state)
 	resil_cache_free(c);
 }
 
+/*
+ * Readers hit one key without locks while a writer replaces it again and
+ * again (each put frees the entry it replaces) and fills other keys so
+ * that the hand runs: every read is a whole value the writer put, and a
+ * reader never sees an older value after a newer one. Under ASan a read
+ * of a freed entry fails; under TSan an unordered one.
+ */
+#define READERS 3
+#define VERSIONS 20000
+
+typedef struct hot {
+	resil_cache *c;
+	uint64_t done; /* set by the writer at the end */
+	unsigned long bad;
+	unsigned long reads;
+} hot;
+
+static void *
+hot_reader(void *arg)
+{
+	hot *h = arg;
+	resil_args a = { "get", "hot", 3 };
+	long last = -1;
+	unsigned long bad = 0, reads = 0;
+
+	while (!__atomic_load_n(&h->done, __ATOMIC_ACQUIRE)) {
+		resil_value v;
+		resil_err err = resil_cache_get(h->c, &a, &v, NULL);
+		long n;
+
+		if (err == RESIL_E_NOTFOUND)
+			continue;
+		if (err != RESIL_OK || v.type != RESIL_VALUE_STRING ||
+		    sscanf(v.u.s.ptr, "hot-%ld", &n) != 1 || n < last)
+			bad++;
+		else
+			last = n;
+		reads++;
+		resil_value_free(&v);
+	}
+	__atomic_fetch_add(&h->bad, bad, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&h->reads, reads, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+static void
+test_cache_threads_hits_see_whole_values_in_order(void **state)
+{
+	resil_manual_clock mc;
+	resil_cache_config cfg = resil_cache_config_default();
+	resil_cache *c;
+	pthread_t t[READERS];
+	hot h;
+	resil_cache_stats st;
+	resil_args a = { "get", "hot", 3 };
+	unsigned i;
+	int n;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	cfg.max_entries = 8;
+	cfg.shards = 1;
+	cfg.clock = resil_manual_clock_hook(&mc);
+	assert_int_equal(resil_cache_new(&c, &cfg, NULL), RESIL_OK);
+	memset(&h, 0, sizeof(h));
+	h.c = c;
+	for (i = 0; i < READERS; i++)
+		assert_int_equal(
+		    pthread_create(&t[i], NULL, hot_reader, &h), 0);
+	for (n = 0; n < VERSIONS; n++) {
+		char text[32], other[16];
+		resil_value v;
+		resil_args o;
+		int len = snprintf(text, sizeof(text), "hot-%d", n);
+
+		assert_int_equal(
+		    resil_value_string(&v, text, (size_t)len, NULL), RESIL_OK);
+		assert_int_equal(resil_cache_put(c, &a, &v), RESIL_OK);
+		resil_value_free(&v);
+		/* Other keys push the hand round, evicting hot at times. */
+		len = snprintf(other, sizeof(other), "o%d", n % 32);
+		o.method = "get";
+		o.data = other;
+		o.len = (size_t)len;
+		assert_int_equal(resil_cache_put(c, &o, NULL), RESIL_OK);
+		assert_int_equal(resil_cache_stats_get(c, &st), RESIL_OK);
+		assert_true(st.entries <= 8);
+	}
+	__atomic_store_n(&h.done, 1, __ATOMIC_RELEASE);
+	for (i = 0; i < READERS; i++)
+		assert_int_equal(pthread_join(t[i], NULL), 0);
+	assert_int_equal(h.bad, 0);
+	assert_int_equal(resil_cache_stats_get(c, &st), RESIL_OK);
+	assert_true(st.evictions > 0);
+	resil_cache_free(c);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cache_threads_bound_and_integrity),
+		cmocka_unit_test(
+		    test_cache_threads_hits_see_whole_values_in_order),
 	};
 
 	return cmocka_run_group_tests_name("cache_threads", tests, NULL, NULL);

@@ -5,6 +5,7 @@
 
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -127,7 +128,7 @@ test_fallback_cache_evicts_lru_at_entry_bound(void **state)
 	assert_int_equal(resil_cache_put(c, &a, &v), RESIL_OK);
 	assert_int_equal(resil_cache_put(c, &b, &v), RESIL_OK);
 	assert_int_equal(resil_cache_put(c, &cc, &v), RESIL_OK);
-	/* touch a: b becomes the least recently used */
+	/* a hit on a: the hand gives it a second chance, b goes */
 	assert_int_equal(resil_cache_get(c, &a, &got, NULL), RESIL_OK);
 	assert_int_equal(resil_cache_put(c, &d, &v), RESIL_OK);
 	assert_int_equal(resil_cache_get(c, &b, &got, NULL), RESIL_E_NOTFOUND);
@@ -142,6 +143,230 @@ test_fallback_cache_evicts_lru_at_entry_bound(void **state)
 	assert_int_equal(resil_cache_stats_get(c, &st), RESIL_OK);
 	assert_int_equal(st.entries, 3);
 	assert_int_equal(st.evictions, 1);
+	resil_cache_free(c);
+}
+
+/* Hit (1) or miss (0); a hit sets the entry's reference bit, so the
+ * eviction tests look only once the order under test is done. */
+static int
+held(resil_cache *c, const char *arg)
+{
+	resil_args k = key("m", arg);
+	resil_value got;
+	resil_err err = resil_cache_get(c, &k, &got, NULL);
+
+	if (err == RESIL_OK)
+		resil_value_free(&got);
+	else
+		assert_int_equal(err, RESIL_E_NOTFOUND);
+	return err == RESIL_OK;
+}
+
+static void
+put_int(resil_cache *c, const char *arg)
+{
+	resil_args k = key("m", arg);
+	resil_value v = resil_value_int(1);
+
+	assert_int_equal(resil_cache_put(c, &k, &v), RESIL_OK);
+}
+
+static void
+test_fallback_cache_second_chance_is_spent_once(void **state)
+{
+	resil_manual_clock mc;
+	resil_cache *c;
+	resil_cache_stats st;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	c = new_cache(&mc, 3, 1 << 20, RESIL_CACHE_NO_AGE_LIMIT, 1);
+	put_int(c, "a");
+	put_int(c, "b");
+	put_int(c, "c");
+	assert_true(held(c, "b"));
+	assert_true(held(c, "a"));
+	/* The hand passes a and b (clearing their bits, moving them behind
+	 * the newest) and evicts c: the order is now a, b, d, bits clear. */
+	put_int(c, "d");
+	/* a's chance is spent: it is the oldest with a clear bit. Exact LRU
+	 * would evict b here (a was used after b). */
+	put_int(c, "e");
+	assert_false(held(c, "a"));
+	assert_false(held(c, "c"));
+	assert_true(held(c, "b"));
+	assert_true(held(c, "d"));
+	assert_true(held(c, "e"));
+	assert_int_equal(resil_cache_stats_get(c, &st), RESIL_OK);
+	assert_int_equal(st.entries, 3);
+	assert_int_equal(st.evictions, 2);
+	resil_cache_free(c);
+}
+
+static void
+test_fallback_cache_all_referenced_evicts_the_oldest(void **state)
+{
+	resil_manual_clock mc;
+	resil_cache *c;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	c = new_cache(&mc, 3, 1 << 20, RESIL_CACHE_NO_AGE_LIMIT, 1);
+	put_int(c, "a");
+	put_int(c, "b");
+	put_int(c, "c");
+	assert_true(held(c, "c"));
+	assert_true(held(c, "b"));
+	assert_true(held(c, "a"));
+	/* Every bit set: one full round clears them all, then the hand is
+	 * back at the oldest, a. The round left b's bit clear too. */
+	put_int(c, "d");
+	put_int(c, "e");
+	assert_false(held(c, "a"));
+	assert_false(held(c, "b"));
+	assert_true(held(c, "c"));
+	assert_true(held(c, "d"));
+	assert_true(held(c, "e"));
+	resil_cache_free(c);
+}
+
+static void
+test_fallback_cache_replaced_entry_goes_to_the_back(void **state)
+{
+	resil_manual_clock mc;
+	resil_cache *c;
+	resil_args a = key("m", "a");
+	resil_value two = resil_value_int(2), got;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	c = new_cache(&mc, 3, 1 << 20, RESIL_CACHE_NO_AGE_LIMIT, 1);
+	put_int(c, "a");
+	put_int(c, "b");
+	put_int(c, "c");
+	assert_true(held(c, "c"));
+	/* A new value for a: its entry is the newest, bit clear; c keeps
+	 * its bit. Order: b, c (set), a. */
+	assert_int_equal(resil_cache_put(c, &a, &two), RESIL_OK);
+	put_int(c, "d"); /* evicts b */
+	put_int(c, "e"); /* passes c (clears it), evicts a */
+	assert_false(held(c, "b"));
+	assert_false(held(c, "a"));
+	assert_true(held(c, "c"));
+	assert_true(held(c, "d"));
+	assert_true(held(c, "e"));
+	resil_cache_free(c);
+
+	/* The same, looking at a at once: the replacement survives the
+	 * eviction the old entry would not have. */
+	c = new_cache(&mc, 3, 1 << 20, RESIL_CACHE_NO_AGE_LIMIT, 1);
+	put_int(c, "a");
+	put_int(c, "b");
+	put_int(c, "c");
+	assert_int_equal(resil_cache_put(c, &a, &two), RESIL_OK);
+	put_int(c, "d"); /* evicts b, not a */
+	assert_int_equal(resil_cache_get(c, &a, &got, NULL), RESIL_OK);
+	assert_int_equal(got.u.i, 2);
+	assert_false(held(c, "b"));
+	resil_cache_free(c);
+}
+
+static void
+test_fallback_cache_same_value_put_restamps_in_place(void **state)
+{
+	resil_manual_clock mc;
+	resil_cache *c;
+	resil_args x = key("m", "x");
+	resil_value s, neg, zero = resil_value_double(0.0), got;
+	resil_cache_stats st;
+	uint64_t age = 99;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	/* The value the key holds already: the entry keeps its place
+	 * (a is still the oldest, so d evicts a, where a replacement
+	 * would have moved it behind c and evicted b). */
+	c = new_cache(&mc, 3, 1 << 20, RESIL_CACHE_NO_AGE_LIMIT, 1);
+	put_int(c, "a");
+	put_int(c, "b");
+	put_int(c, "c");
+	put_int(c, "a");
+	put_int(c, "d");
+	assert_false(held(c, "a"));
+	assert_true(held(c, "b"));
+	assert_true(held(c, "c"));
+	assert_true(held(c, "d"));
+	assert_int_equal(resil_cache_stats_get(c, &st), RESIL_OK);
+	assert_int_equal(st.entries, 3);
+	assert_int_equal(st.evictions, 1);
+	resil_cache_free(c);
+
+	/* ... and its age starts again from that put. */
+	c = new_cache(&mc, 10, 1 << 20, 10, 1);
+	assert_int_equal(resil_value_string(&s, "widget", 6, NULL), RESIL_OK);
+	assert_int_equal(resil_cache_put(c, &x, &s), RESIL_OK);
+	resil_manual_clock_set(&mc, 8);
+	assert_int_equal(resil_cache_put(c, &x, &s), RESIL_OK);
+	resil_manual_clock_set(&mc, 15);
+	assert_int_equal(resil_cache_get(c, &x, &got, &age), RESIL_OK);
+	assert_int_equal(age, 7);
+	assert_string_equal(got.u.s.ptr, "widget");
+	resil_value_free(&got);
+	resil_value_free(&s);
+	/* Bit for bit: -0.0 is not the 0.0 held, so it replaces it. */
+	neg = resil_value_double(-0.0);
+	assert_int_equal(resil_cache_put(c, &x, &zero), RESIL_OK);
+	assert_int_equal(resil_cache_put(c, &x, &neg), RESIL_OK);
+	assert_int_equal(resil_cache_get(c, &x, &got, NULL), RESIL_OK);
+	assert_true(got.type == RESIL_VALUE_DOUBLE && got.u.d == 0.0 &&
+	    signbit(got.u.d));
+	/* The NULL sentinel is the null value. */
+	assert_int_equal(resil_cache_put(c, &x, NULL), RESIL_OK);
+	resil_value_init(&neg);
+	assert_int_equal(resil_cache_put(c, &x, &neg), RESIL_OK);
+	assert_int_equal(resil_cache_get(c, &x, &got, NULL), RESIL_OK);
+	assert_int_equal(got.type, RESIL_VALUE_NULL);
+	assert_int_equal(resil_cache_stats_get(c, &st), RESIL_OK);
+	assert_int_equal(st.entries, 1);
+	resil_cache_free(c);
+}
+
+static void
+test_fallback_cache_byte_bound_follows_the_clock(void **state)
+{
+	resil_manual_clock mc;
+	resil_cache *c;
+	resil_args d = key("m", "d");
+	resil_value small = resil_value_int(1), big;
+	resil_cache_stats st;
+	char blob[48];
+	size_t cs, cd;
+
+	(void)state;
+	memset(blob, 'x', sizeof(blob));
+	resil_manual_clock_init(&mc, 0);
+	assert_int_equal(
+	    resil_value_bytes(&big, blob, sizeof(blob), NULL), RESIL_OK);
+	cs = resil_cache_entry_charge(&d, &small);
+	cd = resil_cache_entry_charge(&d, &big);
+	assert_true(cd > cs && cd <= 2 * cs);
+	c = new_cache(&mc, 100, 3 * cs, RESIL_CACHE_NO_AGE_LIMIT, 1);
+	put_int(c, "a");
+	put_int(c, "b");
+	put_int(c, "c");
+	assert_true(held(c, "b"));
+	/* d needs more than one small entry's room: the hand evicts a,
+	 * passes b, evicts c. */
+	assert_int_equal(resil_cache_put(c, &d, &big), RESIL_OK);
+	assert_int_equal(resil_cache_stats_get(c, &st), RESIL_OK);
+	assert_int_equal(st.entries, 2);
+	assert_int_equal(st.bytes, cs + cd);
+	assert_int_equal(st.evictions, 2);
+	assert_false(held(c, "a"));
+	assert_false(held(c, "c"));
+	assert_true(held(c, "b"));
+	assert_true(held(c, "d"));
+	resil_value_free(&big);
 	resil_cache_free(c);
 }
 
@@ -330,8 +555,8 @@ test_fallback_cache_config_errors_name_the_field(void **state)
 	cfg.size = 1;
 	assert_int_equal(resil_cache_new(&c, &cfg, &d), RESIL_E_INVAL);
 	assert_true(strncmp(d.msg,
-			"cache.size: 1 is not a known resil_cache_config size",
-			52) == 0);
+	                "cache.size: 1 is not a known resil_cache_config size",
+	                52) == 0);
 	assert_null(c);
 	assert_int_equal(resil_cache_new(NULL, &cfg, NULL), RESIL_E_INVAL);
 	assert_int_equal(resil_cache_put(NULL, NULL, NULL), RESIL_E_INVAL);
@@ -910,10 +1135,11 @@ test_fallback_config_and_null_arguments(void **state)
 	(void)state;
 	cfg.size = 2;
 	assert_int_equal(resil_fallback_new(&fb, &cfg, &d), RESIL_E_INVAL);
-	assert_true(strncmp(d.msg,
-			"fallback.size: 2 is not a known resil_fallback_config "
-			"size",
-			58) == 0);
+	assert_true(
+	    strncmp(d.msg,
+	        "fallback.size: 2 is not a known resil_fallback_config "
+	        "size",
+	        58) == 0);
 	assert_null(fb);
 	assert_int_equal(resil_fallback_new(NULL, NULL, NULL), RESIL_E_INVAL);
 	assert_int_equal(
@@ -948,6 +1174,16 @@ main(void)
 		cmocka_unit_test(
 		    test_fallback_cache_evicts_lru_at_entry_bound),
 		cmocka_unit_test(test_fallback_cache_evicts_at_byte_bound),
+		cmocka_unit_test(
+		    test_fallback_cache_second_chance_is_spent_once),
+		cmocka_unit_test(
+		    test_fallback_cache_all_referenced_evicts_the_oldest),
+		cmocka_unit_test(
+		    test_fallback_cache_replaced_entry_goes_to_the_back),
+		cmocka_unit_test(
+		    test_fallback_cache_byte_bound_follows_the_clock),
+		cmocka_unit_test(
+		    test_fallback_cache_same_value_put_restamps_in_place),
 		cmocka_unit_test(
 		    test_fallback_cache_refuses_entry_bigger_than_bound),
 		cmocka_unit_test(test_fallback_cache_owns_its_copies),

@@ -189,9 +189,10 @@ RESIL_API void resil_breaker_free(resil_breaker *b);
  */
 typedef struct resil_permit {
 	uint64_t episode;
-	uint64_t start; /* clock reading at acquire, where timing is needed */
+	uint64_t start; /* clock reading at acquire where timing is needed;
+	                   else internal (the state word of the grant) */
 	uint32_t flags;
-	uint32_t reserved;
+	uint32_t reserved; /* unused (the fast acquire leaves it as it is) */
 } resil_permit;
 
 /*

@@ -18,12 +18,17 @@
  * sentinel: a cached null answers null, a miss passes. A value whose age
  * (by the injected clock) is above max_age is never served: age ==
  * max_age is served, max_age + 1 is not. The cache is bounded by entries
- * and by bytes and evicts the least recently used entry of a shard. It
- * owns its copies; a lookup gives the caller its own copy.
+ * and by bytes and evicts by second chance (CLOCK) within a shard: the
+ * oldest entry not hit since the hand last passed it. It owns its copies;
+ * a lookup gives the caller its own copy.
  *
  * Thread safety: resil_cache_put, _get, _remove, _clear and _stats may run
- * concurrently on one cache from any number of threads (sharded spin
- * locks). new and free must not overlap any other call on the same cache.
+ * concurrently on one cache from any number of threads. A get takes no
+ * lock and writes nothing that another thread's get writes (except to drop
+ * a stale entry); puts (but one of the value already held), removes and
+ * clears take their shard's lock, so writers of different shards never
+ * meet. new and free must not overlap
+ * any other call on the same cache.
  * A chain is configured (new, add_*) from one thread before use; then
  * resil_fallback_recover, _record and _call may run concurrently from any
  * number of threads. Caches and mocks added to a chain are borrowed and
@@ -83,10 +88,10 @@ resil_cache_config_default(void)
 /*
  * Create an empty cache. The key space is split over
  * min(shards, max_entries) shards (rounded down to a power of two), each
- * with its own lock, LRU list and an equal share of max_entries and
- * max_bytes (the shares add up to the totals exactly), so the totals are
- * never exceeded. An entry is charged its header, its key and its value's
- * heap bytes (resil_cache_entry_charge()).
+ * with its own table, clock, writers' lock and an equal share of
+ * max_entries and max_bytes (the shares add up to the totals exactly), so the
+ * totals are never exceeded. An entry is charged its header, its key and its
+ * value's heap bytes (resil_cache_entry_charge()).
  *
  * *cfg, *cfg->clock and *cfg->alloc are copied; the clock's and the
  * allocator's ctx must outlive the cache. The caller frees *out with
@@ -105,8 +110,18 @@ RESIL_API void resil_cache_free(resil_cache *c);
 /*
  * Record value (NULL, or a null value: the NULL sentinel) for args,
  * replacing any earlier entry of the key and stamping it with the clock's
- * now. Least recently used entries of the key's shard are evicted until it
- * fits.
+ * now. A put of the value the key holds already (same type and bytes;
+ * doubles by their bits; opaque values never count as the same) only
+ * re-stamps that entry: it keeps its place and its reference bit, and the
+ * put takes no lock and allocates nothing. Otherwise the new entry is the
+ * newest of its shard, with its reference bit clear (a replaced entry's
+ * bit is not carried over). Until it fits, the
+ * shard's hand looks at its oldest entry: one with the bit set gets a
+ * second chance (the bit is cleared, the entry becomes the newest), one
+ * with the bit clear is evicted. The hand gives at most one round of
+ * second chances per put, then evicts the oldest whatever its bit (only
+ * concurrent hits can make that happen). Memory of replaced and evicted
+ * entries is freed before the put returns.
  *
  * Returns RESIL_OK; RESIL_E_INVAL for a NULL argument; RESIL_E_LIMITED
  * when the entry alone is bigger than its shard's byte share (it is not
@@ -121,7 +136,8 @@ RESIL_API resil_err resil_cache_put(
  * value (a null value for the NULL sentinel; allocated through the
  * cache's allocator, free it with resil_value_free()) and *age, if not
  * NULL, the ticks since it was stored (0 if the clock went backwards); the
- * entry becomes the most recently used. A stale entry is removed.
+ * entry's reference bit is set (the order of entries does not change). A
+ * stale entry is removed (under the shard's lock).
  *
  * Returns RESIL_OK on a hit; RESIL_E_NOTFOUND on a miss or a stale entry
  * (*out untouched); RESIL_E_INVAL for a NULL argument; RESIL_E_NOMEM.
