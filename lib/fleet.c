@@ -452,47 +452,64 @@ ms_tv(uint32_t ms)
 	return tv;
 }
 
-/* Connect and load the script. 0 on success; otherwise a reason in buf. */
+/* Connect to host:port with the two timeouts and load script, its sha
+ * into sha[41]. 0 on success; otherwise -1, *cp NULL and a reason in
+ * buf. Shared by the fleet breaker and the fleet limiter. */
 static int
-connect_redis(resil_fleet *f, char *buf, size_t cap)
+redis_open(redisContext **cp, const char *host, uint32_t port,
+    uint32_t connect_ms, uint32_t command_ms, const char *script, char *sha,
+    char *buf, size_t cap)
 {
+	redisContext *c;
 	redisReply *r;
 
-	f->c = redisConnectWithTimeout(
-	    f->host, (int)f->port, ms_tv(f->connect_ms));
-	if (f->c == NULL) {
+	*cp = NULL;
+	c = redisConnectWithTimeout(host, (int)port, ms_tv(connect_ms));
+	if (c == NULL) {
 		snprintf(buf, cap, "connect: out of memory");
 		return -1;
 	}
-	if (f->c->err) {
-		snprintf(buf, cap, "connect %.100s:%u: %.120s", f->host,
-		    f->port, f->c->errstr);
-		disconnect(f);
+	if (c->err) {
+		snprintf(buf, cap, "connect %.100s:%u: %.120s", host, port,
+		    c->errstr);
+		redisFree(c);
 		return -1;
 	}
-	if (redisSetTimeout(f->c, ms_tv(f->command_ms)) != REDIS_OK) {
+	if (redisSetTimeout(c, ms_tv(command_ms)) != REDIS_OK) {
 		snprintf(buf, cap, "connect: cannot set the timeout");
-		disconnect(f);
+		redisFree(c);
 		return -1;
 	}
-	r = redisCommand(f->c, "SCRIPT LOAD %s", fleet_lua);
+	r = redisCommand(c, "SCRIPT LOAD %s", script);
 	if (r == NULL) {
 		snprintf(buf, cap, "SCRIPT LOAD: %s",
-		    f->c->errstr[0] ? f->c->errstr : "no answer");
-		disconnect(f);
+		    c->errstr[0] ? c->errstr : "no answer");
+		redisFree(c);
 		return -1;
 	}
 	if (r->type != REDIS_REPLY_STRING || r->len != 40) {
 		snprintf(buf, cap, "SCRIPT LOAD: unexpected answer (%s)",
 		    r->type == REDIS_REPLY_ERROR ? r->str : "not a sha");
 		freeReplyObject(r);
-		disconnect(f);
+		redisFree(c);
 		return -1;
 	}
-	memcpy(f->sha, r->str, 40);
-	f->sha[40] = '\0';
-	f->have_sha = 1;
+	memcpy(sha, r->str, 40);
+	sha[40] = '\0';
 	freeReplyObject(r);
+	*cp = c;
+	return 0;
+}
+
+/* Connect and load the script. 0 on success; otherwise a reason in buf. */
+static int
+connect_redis(resil_fleet *f, char *buf, size_t cap)
+{
+	disconnect(f);
+	if (redis_open(&f->c, f->host, f->port, f->connect_ms, f->command_ms,
+	        fleet_lua, f->sha, buf, cap) != 0)
+		return -1;
+	f->have_sha = 1;
 	return 0;
 }
 
@@ -1351,40 +1368,11 @@ ldisconnect(resil_fleet_limit *fl)
 static int
 lconnect(resil_fleet_limit *fl, char *buf, size_t cap)
 {
-	redisReply *r;
-
-	fl->c = redisConnectWithTimeout(
-	    fl->host, (int)fl->port, ms_tv(fl->connect_ms));
-	if (fl->c == NULL) {
-		snprintf(buf, cap, "connect: out of memory");
+	ldisconnect(fl);
+	if (redis_open(&fl->c, fl->host, fl->port, fl->connect_ms,
+	        fl->command_ms, limit_lua, fl->sha, buf, cap) != 0)
 		return -1;
-	}
-	if (fl->c->err) {
-		snprintf(buf, cap, "connect %.100s:%u: %.120s", fl->host,
-		    fl->port, fl->c->errstr);
-		ldisconnect(fl);
-		return -1;
-	}
-	if (redisSetTimeout(fl->c, ms_tv(fl->command_ms)) != REDIS_OK) {
-		snprintf(buf, cap, "connect: cannot set the timeout");
-		ldisconnect(fl);
-		return -1;
-	}
-	r = redisCommand(fl->c, "SCRIPT LOAD %s", limit_lua);
-	if (r == NULL || r->type != REDIS_REPLY_STRING || r->len != 40) {
-		snprintf(buf, cap, "SCRIPT LOAD: %s",
-		    r == NULL
-		        ? (fl->c->errstr[0] ? fl->c->errstr : "no answer")
-		        : "unexpected answer");
-		if (r != NULL)
-			freeReplyObject(r);
-		ldisconnect(fl);
-		return -1;
-	}
-	memcpy(fl->sha, r->str, 40);
-	fl->sha[40] = '\0';
 	fl->have_sha = 1;
-	freeReplyObject(r);
 	return 0;
 }
 
