@@ -175,25 +175,6 @@ parse_time(const char *s, uint64_t *ns, resil_diag *diag)
 	return resil_config_parse_duration(s, ns, diag) == RESIL_OK ? 0 : -1;
 }
 
-/* ns as milliseconds: "12", "12.5", "0.000001". */
-static const char *
-ms_text(uint64_t ns, char *buf, size_t len)
-{
-	uint64_t whole = ns / RESIL_NS_PER_MS, frac = ns % RESIL_NS_PER_MS;
-	int digits = 6;
-
-	if (frac == 0) {
-		snprintf(buf, len, "%" PRIu64, whole);
-		return buf;
-	}
-	while (frac % 10 == 0) {
-		frac /= 10;
-		digits--;
-	}
-	snprintf(buf, len, "%" PRIu64 ".%0*" PRIu64, whole, digits, frac);
-	return buf;
-}
-
 static int
 value_ok(const char *s)
 {
@@ -524,7 +505,7 @@ write_svg(const char *path, const row *rows, size_t n, const band *bands,
 				    xa, y, xb - xa, band_h - 2.0,
 				    state_color(rows[i].band_state[k]),
 				    bands[k].label,
-				    ms_text(rows[i].t, tb, sizeof(tb)),
+				    sim_ms_text(rows[i].t, tb, sizeof(tb)),
 				    state_name(rows[i].band_state[k]));
 		}
 	}
@@ -549,7 +530,7 @@ write_svg(const char *path, const row *rows, size_t n, const band *bands,
 		    "<text x=\"%.1f\" y=\"%.1f\" "
 		    "text-anchor=\"middle\">%s</text>\n",
 		    xs + sw / 2.0, y_time,
-		    ms_text(rows[first].t, tb, sizeof(tb)));
+		    sim_ms_text(rows[first].t, tb, sizeof(tb)));
 		for (i = first; i < j; i++) {
 			double x = xs +
 			    sw * ((double)(i - first) + 0.5) / (double)cnt;
@@ -559,8 +540,8 @@ write_svg(const char *path, const row *rows, size_t n, const band *bands,
 			    "fill=\"%s\"><title>t=%sms %s %s %s</title>"
 			    "</circle>\n",
 			    x, y_marks, r, source_color(&rows[i]),
-			    ms_text(rows[i].t, tb, sizeof(tb)), rows[i].method,
-			    resil_source_name(rows[i].source),
+			    sim_ms_text(rows[i].t, tb, sizeof(tb)),
+			    rows[i].method, resil_source_name(rows[i].source),
 			    rows[i].has_value ? rows[i].value : "-");
 		}
 	}
@@ -653,11 +634,11 @@ print_row(replayer *rp, lcall *c, uint64_t now)
 	rw.attempts = c->r.attempts;
 	if (rw.source == RESIL_SOURCE_CACHE ||
 	    (rw.source == RESIL_SOURCE_LIVE && rw.has_value))
-		ms_text(rw.age, age, sizeof(age));
+		sim_ms_text(rw.age, age, sizeof(age));
 	else
 		snprintf(age, sizeof(age), "-");
 	printf("%-6s %-12s %-12s %-8s %-5s %-6u %-12s %-8u %s\n",
-	    ms_text(rw.t, tt, sizeof(tt)), rw.method,
+	    sim_ms_text(rw.t, tt, sizeof(tt)), rw.method,
 	    resil_source_name(rw.source), rw.value, age, rw.calls,
 	    state_name(rw.breaker), rw.attempts,
 	    rw.err == RESIL_OK ? "-" : resil_err_name(rw.err) + 6);
