@@ -859,6 +859,60 @@ test_forking_all_fail_and_all_endpoints(void **state)
 	pfx_end(&x);
 }
 
+/* DESIGN, forking: no success within the timeout is a TIMEOUT, once the
+ * timeout has passed (duration > timeout, the machine's rule); a fork's
+ * earlier failure does not end the call while another is out. */
+static void
+test_forking_no_success_within_timeout(void **state)
+{
+	pfx x;
+	resil_result r;
+	resil_call call;
+	resil_call_next st;
+	resil_args a = { "getStock", NULL, 0 };
+	uint32_t id[2];
+	uint64_t t0;
+	int k;
+
+	(void)state;
+	pfx_init(&x, RESIL_CLUSTER_FORKING, 2);
+	x.pcfg.cluster.forks = 2;
+	x.pcfg.timeout_ns = 100 * MS;
+	set_executor(&x);
+	pfx_new(&x);
+	t0 = now(&x);
+	assert_int_equal(
+	    resil_call_start(&call, x.p, NULL, &a, &r, t0, &st), RESIL_OK);
+	for (k = 0; k < 2; k++) {
+		assert_int_equal(st.action, RESIL_CALL_RUN);
+		id[k] = st.attempt;
+		assert_int_equal(st.deadline, t0 + 100 * MS);
+		assert_int_equal(resil_call_step(&call, t0, &st), RESIL_OK);
+	}
+	assert_int_equal(st.action, RESIL_CALL_WAIT);
+	/* One fork fails at 10 ms: the other is still out. */
+	assert_int_equal(
+	    resil_call_report(&call, id[0], 111, NULL, t0 + 10 * MS),
+	    RESIL_OK);
+	assert_int_equal(resil_call_step(&call, t0 + 10 * MS, &st), RESIL_OK);
+	assert_int_equal(st.action, RESIL_CALL_WAIT);
+	/* At the deadline itself the fork may still answer. */
+	assert_int_equal(resil_call_step(&call, t0 + 100 * MS, &st), RESIL_OK);
+	assert_int_equal(st.action, RESIL_CALL_WAIT);
+	/* One tick later it has timed out: the call is a TIMEOUT. */
+	assert_int_equal(
+	    resil_call_step(&call, t0 + 100 * MS + 1, &st), RESIL_OK);
+	assert_int_equal(st.action, RESIL_CALL_DONE);
+	assert_int_equal(r.err, RESIL_E_TIMEOUT);
+	assert_int_equal(r.attempts, 2);
+	/* Its late answer is accepted and dropped. */
+	assert_int_equal(
+	    resil_call_report(&call, id[1], 0, NULL, t0 + 200 * MS), RESIL_OK);
+	assert_int_equal(resil_call_outstanding(&call), 0);
+	resil_result_free(&r);
+	pfx_end(&x);
+}
+
 /* Forking under the blocking driver: the forks run through the executor
  * (here: on the calling thread, one after another, as submit refuses). */
 static void
@@ -1765,6 +1819,7 @@ main(void)
 		cmocka_unit_test(test_broadcast_all_and_percent),
 		cmocka_unit_test(test_forking_first_success_wins),
 		cmocka_unit_test(test_forking_all_fail_and_all_endpoints),
+		cmocka_unit_test(test_forking_no_success_within_timeout),
 		cmocka_unit_test(test_forking_blocking_needs_executor),
 		cmocka_unit_test(test_zone_timeout_one_cross_zone_attempt),
 		cmocka_unit_test(test_zone_cross_zone_answer),

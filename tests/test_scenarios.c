@@ -2819,9 +2819,10 @@ test_scenarios_dubbo_method_level_retries(void **state)
 }
 
 /* Seed 001 (bounded local cache) and DESIGN: the cache never grows past
- * its bound; the least recently used entry goes first. */
+ * its bound; an entry read since it was stored gets a second chance (the
+ * cache's CLOCK eviction, docs/fallback.md), so the unread one goes. */
 static void
-test_scenarios_seed001_cache_bound_lru(void **state)
+test_scenarios_seed001_cache_bound_second_chance(void **state)
 {
 	resil_cache_config cc;
 	resil_cache *c;
@@ -3759,7 +3760,7 @@ main(void)
 		cmocka_unit_test(
 		    test_scenarios_seed000_business_through_pipeline),
 		cmocka_unit_test(test_scenarios_dubbo_method_level_retries),
-		cmocka_unit_test(test_scenarios_seed001_cache_bound_lru),
+		cmocka_unit_test(test_scenarios_seed001_cache_bound_second_chance),
 		cmocka_unit_test(
 		    test_scenarios_seed003_inventory_from_config_text),
 		cmocka_unit_test(
