@@ -26,20 +26,50 @@
 
 #define NSTRIPES 8u
 
+#if defined(__GNUC__)
+#define HOT __attribute__((always_inline)) static inline
+#else
+#define HOT static inline
+#endif
+
 enum { START_NONE = 0, START_RUN = 1, START_CLUSTER = 2 };
 
-typedef struct resil_method {
+/* A method handle (resil_pipeline_method): stable for the pipeline's
+ * life, it names a declared method; idx indexes each settings' byidx. The
+ * service-level handle has idx NO_IDX. */
+#define NO_IDX UINT32_MAX
+struct resil_method {
+	const struct resil_pipeline *owner;
+	char *name; /* NULL: the service-level handle */
+	uint32_t idx;
+	UT_hash_handle hh;
+};
+
+/* A stage object shared by consecutive settings (a breaker carried over
+ * by a reload): freed when the last settings holding it go. */
+enum { PART_BREAKER, PART_RETRY, PART_CACHE, PART_RL, PART_BH };
+typedef struct part {
+	uint64_t refs; /* atomic */
+	int kind;
+	void *obj;
+} part;
+
+/* One declared method in one settings generation. */
+typedef struct pmethod {
 	const struct resil_pipeline *owner;
 	char *name;
 	resil_type type;
 	uint64_t timeout;
-	char *mock_spec;        /* method-level spec (owned), or NULL */
-	int mock_set;           /* mock_spec applies (NULL + set: none) */
-	resil_retry *retry;     /* own policy, or NULL: the service's */
-	resil_breaker *breaker; /* own breaker, or NULL: the service's */
-	resil_retry *cretry;    /* the cluster's failover policy, or NULL:
-	                         * the service's */
-	int declared;           /* from the configuration */
+	char *mock_spec;         /* method-level spec (owned), or NULL */
+	int mock_set;            /* mock_spec applies (NULL + set: none) */
+	resil_retry *retry;      /* own policy, or NULL: the service's */
+	resil_breaker *breaker;  /* own breaker, or NULL: the service's */
+	part *pretry, *pbreaker; /* what holds them */
+	uint32_t max_attempts;   /* as configured */
+	uint32_t idx;            /* its handle's */
+	resil_retry *cretry;     /* the cluster's failover policy, or NULL:
+	                          * the service's */
+	int declared;            /* from the configuration */
 	int retry_fast; /* its policy allows the first-attempt fast path */
 	/* What a call of it does before attempt 1 (decided once): START_NONE,
 	 * START_RUN (begin the retry run: no fast path), START_CLUSTER. */
@@ -75,6 +105,47 @@ typedef struct stripe {
 	uint64_t pad[7];
 } stripe;
 
+/*
+ * The settings a call runs with: everything a reload may change. A call
+ * holds one (refs) from its start to its end, so it finishes on the
+ * settings it started with; a reload publishes new ones with one pointer
+ * store (cur) and the old ones go when their last call drops them.
+ */
+typedef struct settings {
+	uint64_t refs; /* atomic: the pipeline's (while current) + calls */
+	struct resil_pipeline *p;
+	/* What these were built from, for a reload's comparison: a shallow
+	 * copy (its strings and methods are not to be read). */
+	resil_pipeline_config cfg;
+	resil_breaker *breaker;
+	resil_retry *retry;
+	resil_cache *cache;
+	resil_ratelimit *rl;
+	resil_bulkhead *bh;
+	part *pbreaker, *pretry, *pcache, *prl, *pbh;
+	resil_retry *cretry; /* failover / zone-aware attempts, or NULL */
+	resil_fallback *fb;
+	uint64_t timeout;
+	method *methods; /* uthash by name; immutable */
+	method dflt;     /* the service-level settings */
+	method **byidx;  /* by handle index; NULL: not declared here */
+	uint32_t nidx;
+	/* Mock state: the current resil_mock (atomic pointer; NULL when no
+	 * spec is configured at all) and the service spec it was built from
+	 * (set_mock replaces both, under mock_lock). */
+	resil_mock *mock;
+	char *service_spec;
+} settings;
+
+/* Readers announcing themselves while they take a reference on the
+ * current settings (the same protocol as the mock's). */
+typedef mock_readers conf_readers;
+
+typedef struct handler {
+	resil_fallback_fn fn;
+	void *ctx;
+} handler;
+
 struct resil_pipeline {
 	char *service;
 	resil_allocator alloc;
@@ -84,28 +155,25 @@ struct resil_pipeline {
 	void *listener_ctx;
 	const resil_mock_registry *registry;
 
-	resil_breaker *breaker;
-	resil_retry *retry;
-	resil_cache *cache;
-	resil_ratelimit *rl;
-	resil_bulkhead *bh;
-	resil_fallback *fb;
-	size_t handlers; /* user handlers added */
-	uint64_t timeout;
+	settings *cur;   /* atomic pointer: the current settings */
+	uint64_t cf_gen; /* +1 at every reload */
+	conf_readers cf_rd[NSTRIPES];
+
+	/* Method handles, by name (under mock_lock once calls run). */
+	struct resil_method *names;
+	struct resil_method svc; /* the service-level handle */
+	uint32_t nnames;
+
+	handler *hlist; /* user handlers added, re-added at each reload */
+	size_t handlers;
 	unsigned call_events; /* RESIL_CALL_EVENT_* to tell the listener */
 	uint32_t hedge_max;   /* extra attempts a hedge may start; 0: off */
 	uint64_t hedge_delay; /* ticks without an answer before a hedge */
 	resil_executor executor;
 
-	method *methods; /* uthash by name; immutable after new */
-	method dflt;     /* the service-level settings */
-
-	/* Mock state: the current resil_mock (atomic pointer; NULL when no
-	 * spec is configured at all), the specs it was built from, and the
-	 * ones it replaced. Writers serialise on mock_lock. */
-	resil_mock *mock;
-	char *service_spec;
-	uint64_t mock_gen; /* +1 at every swap of mock */
+	/* +1 at every swap of a settings' mock; reload and set_mock
+	 * serialise on mock_lock. */
+	uint64_t mock_gen;
 	mock_readers mock_rd[NSTRIPES];
 	resil__spinlock mock_lock;
 
@@ -116,10 +184,9 @@ struct resil_pipeline {
 	resil_selector *sel;
 	resil_cluster_config ccfg; /* copied; local_zone is zone */
 	char *zone;
-	resil_retry *cretry; /* failover / zone-aware attempts, or NULL */
-	resil_cluster *fbq;  /* failback's queue, or NULL */
-	int slow;            /* resil_pipeline_call's slow path: hedging or
-	                      * a selector */
+	resil_cluster *fbq; /* failback's queue, or NULL */
+	int slow;           /* resil_pipeline_call's slow path: hedging or
+	                     * a selector */
 	struct {
 		resil_candidates *c;
 		uint64_t busy; /* atomic 0/1 */
@@ -153,6 +220,8 @@ resil_stage_name(resil_stage s)
 		return "call";
 	case RESIL_STAGE_CLUSTER:
 		return "cluster";
+	case RESIL_STAGE_CONFIG:
+		return "config";
 	}
 	return "unknown";
 }
@@ -430,7 +499,7 @@ prefix_diag(resil_diag *diag, resil_err err, const char *what)
 
 /* Build a resil_mock from the service spec and every method's own. */
 static resil_err
-build_mock(resil_pipeline *p, const char *service_spec,
+build_mock(resil_pipeline *p, const settings *g, const char *service_spec,
     const char *method_name, const char *method_spec, int method_unset,
     resil_mock **out, resil_diag *diag)
 {
@@ -447,7 +516,7 @@ build_mock(resil_pipeline *p, const char *service_spec,
 	err = resil_mock_new(&m, &mc, diag);
 	if (err != RESIL_OK)
 		return err;
-	HASH_ITER(hh, p->methods, it, tmp)
+	HASH_ITER(hh, g->methods, it, tmp)
 	{
 		const char *spec = it->mock_set ? it->mock_spec : NULL;
 
@@ -520,41 +589,154 @@ new_cretry(resil_pipeline *p, const resil_pipeline_config *cfg,
 	return resil_retry_new(out, &rc, diag);
 }
 
+/* A shared stage object: *out holds obj (refs 1), or obj is freed and
+ * RESIL_E_NOMEM returned. */
+static void
+part_free_obj(int kind, void *obj)
+{
+	switch (kind) {
+	case PART_BREAKER:
+		resil_breaker_free(obj);
+		break;
+	case PART_RETRY:
+		resil_retry_free(obj);
+		break;
+	case PART_CACHE:
+		resil_cache_free(obj);
+		break;
+	case PART_RL:
+		resil_ratelimit_free(obj);
+		break;
+	case PART_BH:
+		resil_bulkhead_free(obj);
+		break;
+	}
+}
+
+static resil_err
+part_new(resil_pipeline *p, int kind, void *obj, part **out)
+{
+	part *x = resil__calloc(&p->alloc, sizeof(*x));
+
+	if (x == NULL) {
+		part_free_obj(kind, obj);
+		return RESIL_E_NOMEM;
+	}
+	x->refs = 1;
+	x->kind = kind;
+	x->obj = obj;
+	*out = x;
+	return RESIL_OK;
+}
+
+static part *
+part_get(part *x)
+{
+	resil__faa64(&x->refs, 1);
+	return x;
+}
+
+static void
+part_put(resil_pipeline *p, part *x)
+{
+	if (x == NULL || resil__faa64(&x->refs, UINT64_MAX) != 1)
+		return;
+	part_free_obj(x->kind, x->obj);
+	resil__free(&p->alloc, x, sizeof(*x));
+}
+
 static void
 free_method(resil_pipeline *p, method *m)
 {
 	resil__strfree(&p->alloc, m->name);
 	resil__strfree(&p->alloc, m->mock_spec);
 	resil_retry_free(m->cretry);
-	resil_retry_free(m->retry);
-	resil_breaker_free(m->breaker);
+	part_put(p, m->pretry);
+	part_put(p, m->pbreaker);
+}
+
+static void
+settings_free(settings *g)
+{
+	resil_pipeline *p;
+	const resil_allocator *resil__a;
+	method *it, *tmp;
+
+	if (g == NULL)
+		return;
+	p = g->p;
+	resil__a = &p->alloc;
+	HASH_ITER(hh, g->methods, it, tmp)
+	{
+		HASH_DEL(g->methods, it);
+		free_method(p, it);
+		resil__free(resil__a, it, sizeof(*it));
+	}
+	resil_mock_free(g->mock);
+	resil__strfree(resil__a, g->service_spec);
+	resil_fallback_free(g->fb);
+	part_put(p, g->pcache);
+	part_put(p, g->pbreaker);
+	part_put(p, g->pretry);
+	part_put(p, g->prl);
+	part_put(p, g->pbh);
+	resil_retry_free(g->cretry);
+	if (g->byidx != NULL)
+		resil__free(resil__a, g->byidx, g->nidx * sizeof(*g->byidx));
+	resil__free(resil__a, g, sizeof(*g));
+}
+
+/* Take a reference on the current settings. The announce (per stripe and
+ * generation parity, as the mock's) covers only the load and the
+ * increment, so a reload never waits for a running call. */
+HOT settings *
+conf_hold(resil_pipeline *p)
+{
+	unsigned st = resil__thread_stripe(NSTRIPES);
+	uint64_t gen;
+	settings *g;
+
+	for (;;) {
+		gen = resil__load64(&p->cf_gen);
+		resil__faa64(&p->cf_rd[st].n[gen & 1], 1);
+		if (RESIL__LIKELY(resil__load64_after_rmw(&p->cf_gen) == gen))
+			break;
+		resil__faa64(&p->cf_rd[st].n[gen & 1], UINT64_MAX);
+	}
+	g = resil__loadptr((void *const *)&p->cur);
+	resil__faa64(&g->refs, 1);
+	resil__faa64(&p->cf_rd[st].n[gen & 1], UINT64_MAX);
+	return g;
+}
+
+/* Drop it: the last holder of retired settings frees them. */
+HOT void
+conf_drop(settings *g)
+{
+	if (RESIL__UNLIKELY(resil__faa64(&g->refs, UINT64_MAX) == 1))
+		settings_free(g);
 }
 
 void
 resil_pipeline_free(resil_pipeline *p)
 {
-	method *it, *tmp;
+	struct resil_method *h, *htmp;
 	const resil_allocator *resil__a;
 	unsigned i;
 
 	if (p == NULL)
 		return;
 	resil__a = &p->alloc;
-	HASH_ITER(hh, p->methods, it, tmp)
+	settings_free(p->cur);
+	HASH_ITER(hh, p->names, h, htmp)
 	{
-		HASH_DEL(p->methods, it);
-		free_method(p, it);
-		resil__free(resil__a, it, sizeof(*it));
+		HASH_DEL(p->names, h);
+		resil__strfree(resil__a, h->name);
+		resil__free(resil__a, h, sizeof(*h));
 	}
-	resil_mock_free(p->mock);
-	resil__strfree(resil__a, p->service_spec);
-	resil_fallback_free(p->fb);
-	resil_cache_free(p->cache);
-	resil_breaker_free(p->breaker);
-	resil_retry_free(p->retry);
-	resil_ratelimit_free(p->rl);
-	resil_bulkhead_free(p->bh);
-	resil_retry_free(p->cretry);
+	if (p->hlist != NULL)
+		resil__free(
+		    resil__a, p->hlist, p->handlers * sizeof(*p->hlist));
 	resil_cluster_free(p->fbq);
 	resil__strfree(resil__a, p->zone);
 	for (i = 0; i < NSTRIPES; i++)
@@ -572,8 +754,8 @@ resil_pipeline_free(resil_pipeline *p)
 static resil_verdict mock_handler(void *ctx, const resil_args *args,
     const resil_failure *failure, resil_result *out);
 
-/* The cluster's parts: its settings, failover policy, failback queue and
- * candidate sets. */
+/* The cluster's parts that live as long as the pipeline: its settings,
+ * failback queue and candidate sets. */
 static resil_err
 cluster_setup(
     resil_pipeline *p, const resil_pipeline_config *cfg, resil_diag *diag)
@@ -614,13 +796,6 @@ cluster_setup(
 		p->hedge_max = (uint32_t)cc->forks < RESIL_CALL_MAX_INFLIGHT
 		    ? (uint32_t)cc->forks - 1
 		    : RESIL_CALL_MAX_INFLIGHT - 1;
-	if (cc->strategy == RESIL_CLUSTER_FAILOVER ||
-	    cc->strategy == RESIL_CLUSTER_ZONE_AWARE) {
-		err = new_cretry(
-		    p, cfg, (uint32_t)cc->retries + 1, &p->cretry, diag);
-		if (err != RESIL_OK)
-			return err;
-	}
 	if (cc->strategy == RESIL_CLUSTER_FAILBACK) {
 		err =
 		    resil__cluster_new_queue(&p->fbq, p->sel, &p->ccfg, diag);
@@ -735,6 +910,380 @@ validate(const resil_pipeline_config *cfg, resil_diag *diag)
 	return RESIL_OK;
 }
 
+/* ---- settings: built at new and at each reload ---- */
+
+/* The effective configuration of a stage, compared with its pointer
+ * fields (the pipeline's own clock, allocator, listener) left out. */
+static int
+same_breaker(const resil_breaker_config *a, const resil_breaker_config *b)
+{
+	resil_breaker_config x, y;
+
+	memcpy(&x, a, sizeof(x));
+	memcpy(&y, b, sizeof(y));
+	x.listener = y.listener = NULL;
+	x.listener_ctx = y.listener_ctx = NULL;
+	x.alloc = y.alloc = NULL;
+	x.clock = y.clock = NULL;
+	return memcmp(&x, &y, sizeof(x)) == 0;
+}
+
+/* max_attempts aside (a method's own may override it). */
+static int
+same_retry(const resil_retry_config *a, const resil_retry_config *b)
+{
+	resil_retry_config x, y;
+
+	memcpy(&x, a, sizeof(x));
+	memcpy(&y, b, sizeof(y));
+	x.listener = y.listener = NULL;
+	x.listener_ctx = y.listener_ctx = NULL;
+	x.alloc = y.alloc = NULL;
+	x.clock = y.clock = NULL;
+	memset(&x.classifier, 0, sizeof(x.classifier));
+	memset(&y.classifier, 0, sizeof(y.classifier));
+	x.max_attempts = y.max_attempts = 0;
+	return memcmp(&x, &y, sizeof(x)) == 0;
+}
+
+static int
+same_cache(const resil_cache_config *a, const resil_cache_config *b)
+{
+	resil_cache_config x, y;
+
+	memcpy(&x, a, sizeof(x));
+	memcpy(&y, b, sizeof(y));
+	x.alloc = y.alloc = NULL;
+	x.clock = y.clock = NULL;
+	return memcmp(&x, &y, sizeof(x)) == 0;
+}
+
+static int
+same_ratelimit(
+    const resil_ratelimit_config *a, const resil_ratelimit_config *b)
+{
+	resil_ratelimit_config x, y;
+
+	memcpy(&x, a, sizeof(x));
+	memcpy(&y, b, sizeof(y));
+	x.listener = y.listener = NULL;
+	x.listener_ctx = y.listener_ctx = NULL;
+	x.alloc = y.alloc = NULL;
+	x.clock = y.clock = NULL;
+	return memcmp(&x, &y, sizeof(x)) == 0;
+}
+
+static int
+same_bulkhead(const resil_bulkhead_config *a, const resil_bulkhead_config *b)
+{
+	resil_bulkhead_config x, y;
+
+	memcpy(&x, a, sizeof(x));
+	memcpy(&y, b, sizeof(y));
+	x.listener = y.listener = NULL;
+	x.listener_ctx = y.listener_ctx = NULL;
+	x.alloc = y.alloc = NULL;
+	x.clock = y.clock = NULL;
+	return memcmp(&x, &y, sizeof(x)) == 0;
+}
+
+/* The handle of a declared name, made the first time the name is
+ * declared (handles live as long as the pipeline). NULL: out of memory. */
+static struct resil_method *
+handle_for(resil_pipeline *p, const char *name)
+{
+	const resil_allocator *resil__a = &p->alloc;
+	struct resil_method *h = NULL;
+
+	HASH_FIND_STR(p->names, name, h);
+	if (h != NULL)
+		return h;
+	h = resil__calloc(resil__a, sizeof(*h));
+	if (h == NULL)
+		return NULL;
+	h->owner = p;
+	h->idx = p->nnames;
+	h->name = resil__strdup(resil__a, name);
+	if (h->name == NULL) {
+		resil__free(resil__a, h, sizeof(*h));
+		return NULL;
+	}
+	HASH_ADD_KEYPTR(hh, p->names, h->name, strlen(h->name), h);
+	if (HASH_COUNT(p->names) != (size_t)p->nnames + 1) {
+		resil__strfree(resil__a, h->name);
+		resil__free(resil__a, h, sizeof(*h));
+		return NULL;
+	}
+	p->nnames++;
+	return h;
+}
+
+static method *
+find_in(const settings *g, const char *name)
+{
+	method *m = NULL;
+
+	if (g->methods != NULL)
+		HASH_FIND_STR(g->methods, name, m);
+	return m;
+}
+
+/* A stage object: the old settings' one when its configuration is the
+ * same (shared: its state carries over), else a new one. */
+#define SHARE_OR_NEW(slot_, raw_, kind_, same_, make_)              \
+	do {                                                        \
+		if (old != NULL && old->slot_ != NULL && (same_)) { \
+			g->slot_ = part_get(old->slot_);            \
+		} else {                                            \
+			void *obj_ = NULL;                          \
+			err = (make_);                              \
+			if (err != RESIL_OK)                        \
+				goto fail;                          \
+			err = part_new(p, kind_, obj_, &g->slot_);  \
+			if (err != RESIL_OK)                        \
+				goto nomem;                         \
+		}                                                   \
+		g->raw_ = g->slot_->obj;                            \
+	} while (0)
+
+/*
+ * Settings from cfg (validated). old: the current ones, whose stage
+ * objects are carried over where their configuration did not change (NULL
+ * at creation). Nothing of old or of p's calls changes here; the handles
+ * of newly declared names are made (they stay, harmless, on failure).
+ */
+static resil_err
+settings_build(resil_pipeline *p, const resil_pipeline_config *cfg,
+    const settings *old, settings **out, resil_diag *diag)
+{
+	const resil_allocator *resil__a = &p->alloc;
+	settings *g;
+	resil_err err = RESIL_OK;
+	size_t i;
+	int any_mock;
+	method *it, *tmp;
+
+	g = resil__calloc(resil__a, sizeof(*g));
+	if (g == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_NOMEM, "pipeline: out of memory");
+	g->refs = 1;
+	g->p = p;
+	memcpy(&g->cfg, cfg, sizeof(g->cfg));
+	g->timeout = cfg->timeout_ns;
+	g->dflt.owner = p;
+	g->dflt.type = RESIL_TYPE_ANY;
+	g->dflt.timeout = cfg->timeout_ns;
+	g->dflt.idx = NO_IDX;
+
+	if (cfg->breaker_enabled)
+		SHARE_OR_NEW(pbreaker, breaker, PART_BREAKER,
+		    same_breaker(&old->cfg.breaker, &cfg->breaker),
+		    new_breaker(p, cfg, (resil_breaker **)&obj_, diag));
+	if (cfg->retry_enabled)
+		SHARE_OR_NEW(pretry, retry, PART_RETRY,
+		    same_retry(&old->cfg.retry, &cfg->retry) &&
+		        old->cfg.retry.max_attempts == cfg->retry.max_attempts,
+		    new_retry(p, cfg, 0, (resil_retry **)&obj_, diag));
+	if (cfg->ratelimit_enabled) {
+		resil_ratelimit_config rc = cfg->ratelimit;
+
+		rc.clock = &p->clock;
+		rc.alloc = resil__a;
+		rc.listener = on_ratelimit;
+		rc.listener_ctx = p;
+		SHARE_OR_NEW(prl, rl, PART_RL,
+		    same_ratelimit(&old->cfg.ratelimit, &cfg->ratelimit),
+		    resil_ratelimit_new((resil_ratelimit **)&obj_, &rc, diag));
+	}
+	if (cfg->bulkhead_enabled) {
+		resil_bulkhead_config bc = cfg->bulkhead;
+
+		bc.clock = &p->clock;
+		bc.alloc = resil__a;
+		bc.listener = on_bulkhead;
+		bc.listener_ctx = p;
+		SHARE_OR_NEW(pbh, bh, PART_BH,
+		    same_bulkhead(&old->cfg.bulkhead, &cfg->bulkhead),
+		    resil_bulkhead_new((resil_bulkhead **)&obj_, &bc, diag));
+	}
+	if (cfg->cache_enabled) {
+		resil_cache_config cc = cfg->cache;
+
+		cc.clock = &p->clock;
+		cc.alloc = resil__a;
+		SHARE_OR_NEW(pcache, cache, PART_CACHE,
+		    same_cache(&old->cfg.cache, &cfg->cache),
+		    resil_cache_new((resil_cache **)&obj_, &cc, diag));
+	}
+
+	any_mock = !spec_is_none(cfg->mock);
+	for (i = 0; i < cfg->nmethods; i++) {
+		const resil_method_config *mc = &cfg->methods[i];
+		struct resil_method *h = handle_for(p, mc->name);
+		method *m = resil__calloc(resil__a, sizeof(*m));
+		const method *om = old != NULL ? find_in(old, mc->name) : NULL;
+
+		if (m == NULL || h == NULL) {
+			if (m != NULL)
+				resil__free(resil__a, m, sizeof(*m));
+			goto nomem;
+		}
+		m->owner = p;
+		m->idx = h->idx;
+		m->name = resil__strdup(resil__a, mc->name);
+		m->type = mc->type;
+		m->timeout = mc->timeout_ns ? mc->timeout_ns : cfg->timeout_ns;
+		m->max_attempts = mc->max_attempts;
+		m->declared = 1;
+		if (mc->mock != NULL) {
+			m->mock_spec = resil__strdup(resil__a, mc->mock);
+			m->mock_set = 1;
+			any_mock = 1;
+		}
+		if (m->name == NULL) {
+			free_method(p, m);
+			resil__free(resil__a, m, sizeof(*m));
+			goto nomem;
+		}
+		/* Added before any further failure, so that freeing the
+		 * settings frees the method. uthash cannot fail to add here:
+		 * HASH_NONFATAL_OOM leaves the table as it was. */
+		HASH_ADD_KEYPTR(hh, g->methods, m->name, strlen(m->name), m);
+		if (HASH_COUNT(g->methods) != i + 1) {
+			free_method(p, m);
+			resil__free(resil__a, m, sizeof(*m));
+			goto nomem;
+		}
+		if (mc->mock != NULL && m->mock_spec == NULL)
+			goto nomem;
+		if (mc->max_attempts != 0) {
+			if (om != NULL && om->pretry != NULL &&
+			    om->max_attempts == mc->max_attempts &&
+			    same_retry(&old->cfg.retry, &cfg->retry))
+				m->pretry = part_get(om->pretry);
+			else {
+				resil_retry *r;
+
+				err = new_retry(
+				    p, cfg, mc->max_attempts, &r, diag);
+				if (err != RESIL_OK) {
+					prefix_diag(diag, err, mc->name);
+					goto fail;
+				}
+				if (part_new(p, PART_RETRY, r, &m->pretry) !=
+				    RESIL_OK)
+					goto nomem;
+			}
+			m->retry = m->pretry->obj;
+		}
+		if (cfg->breaker_enabled && cfg->breaker_per_method) {
+			if (om != NULL && om->pbreaker != NULL &&
+			    same_breaker(&old->cfg.breaker, &cfg->breaker))
+				m->pbreaker = part_get(om->pbreaker);
+			else {
+				resil_breaker *b;
+
+				err = new_breaker(p, cfg, &b, diag);
+				if (err != RESIL_OK)
+					goto fail;
+				if (part_new(p, PART_BREAKER, b,
+				        &m->pbreaker) != RESIL_OK)
+					goto nomem;
+			}
+			m->breaker = m->pbreaker->obj;
+		}
+		if (p->sel != NULL && mc->max_attempts != 0 &&
+		    (cfg->cluster.strategy == RESIL_CLUSTER_FAILOVER ||
+		        cfg->cluster.strategy == RESIL_CLUSTER_ZONE_AWARE)) {
+			err = new_cretry(
+			    p, cfg, mc->max_attempts, &m->cretry, diag);
+			if (err != RESIL_OK) {
+				prefix_diag(diag, err, mc->name);
+				goto fail;
+			}
+		}
+	}
+	if (p->sel != NULL &&
+	    (cfg->cluster.strategy == RESIL_CLUSTER_FAILOVER ||
+	        cfg->cluster.strategy == RESIL_CLUSTER_ZONE_AWARE)) {
+		err = new_cretry(p, cfg, (uint32_t)cfg->cluster.retries + 1,
+		    &g->cretry, diag);
+		if (err != RESIL_OK)
+			goto fail;
+	}
+	/* Handles by index: every name declared so far has one. */
+	g->nidx = p->nnames;
+	if (g->nidx > 0) {
+		g->byidx =
+		    resil__calloc(resil__a, g->nidx * sizeof(*g->byidx));
+		if (g->byidx == NULL) {
+			g->nidx = 0;
+			goto nomem;
+		}
+		HASH_ITER(hh, g->methods, it, tmp)
+		g->byidx[it->idx] = it;
+	}
+	if (cfg->mock != NULL) {
+		g->service_spec = resil__strdup(resil__a, cfg->mock);
+		if (g->service_spec == NULL)
+			goto nomem;
+	}
+	if (any_mock || p->registry != NULL) {
+		err = build_mock(
+		    p, g, g->service_spec, NULL, NULL, 0, &g->mock, diag);
+		if (err != RESIL_OK)
+			goto fail;
+	}
+
+	/* The chain: cache, then the mock, then user handlers. */
+	err = resil_fallback_new(&g->fb, NULL, diag);
+	if (err != RESIL_OK)
+		goto fail;
+	if (g->cache != NULL) {
+		err = resil_fallback_add_cache(g->fb, g->cache);
+		if (err != RESIL_OK)
+			goto fail;
+	}
+	err = resil_fallback_add_handler(g->fb, mock_handler, g);
+	if (err != RESIL_OK)
+		goto fail;
+	for (i = 0; i < p->handlers; i++) {
+		err = resil_fallback_add_handler(
+		    g->fb, p->hlist[i].fn, p->hlist[i].ctx);
+		if (err != RESIL_OK)
+			goto fail;
+	}
+	/* Decided once: whether a method's policy allows the fast path. */
+	g->dflt.retry_fast =
+	    g->retry != NULL && resil__retry_fast_ok(g->retry);
+	g->dflt.start = p->sel != NULL                ? START_CLUSTER
+	    : g->retry != NULL && !g->dflt.retry_fast ? START_RUN
+	                                              : START_NONE;
+	g->dflt.simple = (g->retry == NULL || g->dflt.retry_fast) &&
+	    g->rl == NULL && g->bh == NULL && g->dflt.timeout == 0 &&
+	    p->hedge_max == 0 && p->call_events == 0 && p->sel == NULL;
+	HASH_ITER(hh, g->methods, it, tmp)
+	{
+		resil_retry *r = it->retry != NULL ? it->retry : g->retry;
+
+		it->retry_fast = r != NULL && resil__retry_fast_ok(r);
+		it->start = p->sel != NULL         ? START_CLUSTER
+		    : r != NULL && !it->retry_fast ? START_RUN
+		                                   : START_NONE;
+		it->simple = (r == NULL || it->retry_fast) && g->rl == NULL &&
+		    g->bh == NULL && it->timeout == 0 && p->hedge_max == 0 &&
+		    p->call_events == 0 && p->sel == NULL;
+	}
+	*out = g;
+	return RESIL_OK;
+nomem:
+	err = resil__diagf(diag, RESIL_E_NOMEM, "pipeline: out of memory");
+fail:
+	settings_free(g);
+	return err;
+}
+
 resil_err
 resil_pipeline_new(
     resil_pipeline **out, const resil_pipeline_config *cfg, resil_diag *diag)
@@ -743,9 +1292,6 @@ resil_pipeline_new(
 	resil_pipeline *p;
 	resil_err err;
 	uintptr_t sp;
-	size_t i;
-	int any_mock;
-	method *it, *tmp;
 
 	if (out == NULL)
 		return resil__diagf(
@@ -765,11 +1311,9 @@ resil_pipeline_new(
 	p->listener = cfg->listener;
 	p->listener_ctx = cfg->listener_ctx;
 	p->registry = cfg->registry;
-	p->timeout = cfg->timeout_ns;
 	resil__spin_init(&p->mock_lock);
-	p->dflt.owner = p;
-	p->dflt.type = RESIL_TYPE_ANY;
-	p->dflt.timeout = cfg->timeout_ns;
+	p->svc.owner = p;
+	p->svc.idx = NO_IDX;
 	p->hedge_max = cfg->hedge_max;
 	p->call_events = cfg->listener != NULL ? cfg->call_events : 0;
 	p->hedge_delay = cfg->hedge_delay_ns;
@@ -779,165 +1323,24 @@ resil_pipeline_new(
 	p->service = resil__strdup(resil__a, cfg->service);
 	p->stripes_mem = resil__calloc(
 	    resil__a, sizeof(stripe) * NSTRIPES + RESIL__CACHELINE);
-	if (p->service == NULL || p->stripes_mem == NULL)
-		goto nomem;
+	if (p->service == NULL || p->stripes_mem == NULL) {
+		err = resil__diagf(
+		    diag, RESIL_E_NOMEM, "pipeline: out of memory");
+		goto fail;
+	}
 	sp = ((uintptr_t)p->stripes_mem + RESIL__CACHELINE - 1) &
 	    ~(uintptr_t)(RESIL__CACHELINE - 1);
 	p->stripes = (stripe *)sp;
-
-	if (cfg->breaker_enabled) {
-		err = new_breaker(p, cfg, &p->breaker, diag);
-		if (err != RESIL_OK)
-			goto fail;
-	}
-	if (cfg->retry_enabled) {
-		err = new_retry(p, cfg, 0, &p->retry, diag);
-		if (err != RESIL_OK)
-			goto fail;
-	}
-	if (cfg->ratelimit_enabled) {
-		resil_ratelimit_config rc = cfg->ratelimit;
-
-		rc.clock = &p->clock;
-		rc.alloc = resil__a;
-		rc.listener = on_ratelimit;
-		rc.listener_ctx = p;
-		err = resil_ratelimit_new(&p->rl, &rc, diag);
-		if (err != RESIL_OK)
-			goto fail;
-	}
-	if (cfg->bulkhead_enabled) {
-		resil_bulkhead_config bc = cfg->bulkhead;
-
-		bc.clock = &p->clock;
-		bc.alloc = resil__a;
-		bc.listener = on_bulkhead;
-		bc.listener_ctx = p;
-		err = resil_bulkhead_new(&p->bh, &bc, diag);
-		if (err != RESIL_OK)
-			goto fail;
-	}
-	if (cfg->cache_enabled) {
-		resil_cache_config cc = cfg->cache;
-
-		cc.clock = &p->clock;
-		cc.alloc = resil__a;
-		err = resil_cache_new(&p->cache, &cc, diag);
-		if (err != RESIL_OK)
-			goto fail;
-	}
-
-	any_mock = !spec_is_none(cfg->mock);
-	for (i = 0; i < cfg->nmethods; i++) {
-		const resil_method_config *mc = &cfg->methods[i];
-		method *m = resil__calloc(resil__a, sizeof(*m));
-
-		if (m == NULL)
-			goto nomem;
-		m->owner = p;
-		m->name = resil__strdup(resil__a, mc->name);
-		m->type = mc->type;
-		m->timeout = mc->timeout_ns ? mc->timeout_ns : cfg->timeout_ns;
-		m->declared = 1;
-		if (mc->mock != NULL) {
-			m->mock_spec = resil__strdup(resil__a, mc->mock);
-			m->mock_set = 1;
-			any_mock = 1;
-		}
-		if (m->name == NULL) {
-			free_method(p, m);
-			resil__free(resil__a, m, sizeof(*m));
-			goto nomem;
-		}
-		/* Added before any further failure, so that freeing the
-		 * pipeline frees the method. uthash cannot fail to add here:
-		 * HASH_NONFATAL_OOM leaves the table as it was. */
-		HASH_ADD_KEYPTR(hh, p->methods, m->name, strlen(m->name), m);
-		if (HASH_COUNT(p->methods) != i + 1) {
-			free_method(p, m);
-			resil__free(resil__a, m, sizeof(*m));
-			goto nomem;
-		}
-		if (mc->mock != NULL && m->mock_spec == NULL)
-			goto nomem;
-		if (mc->max_attempts != 0) {
-			err = new_retry(
-			    p, cfg, mc->max_attempts, &m->retry, diag);
-			if (err != RESIL_OK) {
-				prefix_diag(diag, err, mc->name);
-				goto fail;
-			}
-		}
-		if (cfg->breaker_enabled && cfg->breaker_per_method) {
-			err = new_breaker(p, cfg, &m->breaker, diag);
-			if (err != RESIL_OK)
-				goto fail;
-		}
-		if (cfg->selector != NULL && mc->max_attempts != 0 &&
-		    (cfg->cluster.strategy == RESIL_CLUSTER_FAILOVER ||
-		        cfg->cluster.strategy == RESIL_CLUSTER_ZONE_AWARE)) {
-			err = new_cretry(
-			    p, cfg, mc->max_attempts, &m->cretry, diag);
-			if (err != RESIL_OK) {
-				prefix_diag(diag, err, mc->name);
-				goto fail;
-			}
-		}
-	}
 	if (cfg->selector != NULL) {
 		err = cluster_setup(p, cfg, diag);
 		if (err != RESIL_OK)
 			goto fail;
 	}
-	if (cfg->mock != NULL) {
-		p->service_spec = resil__strdup(resil__a, cfg->mock);
-		if (p->service_spec == NULL)
-			goto nomem;
-	}
-	if (any_mock || cfg->registry != NULL) {
-		err = build_mock(
-		    p, p->service_spec, NULL, NULL, 0, &p->mock, diag);
-		if (err != RESIL_OK)
-			goto fail;
-	}
-
-	/* The chain: cache, then the mock, then user handlers. */
-	err = resil_fallback_new(&p->fb, NULL, diag);
+	err = settings_build(p, cfg, NULL, &p->cur, diag);
 	if (err != RESIL_OK)
 		goto fail;
-	if (p->cache != NULL) {
-		err = resil_fallback_add_cache(p->fb, p->cache);
-		if (err != RESIL_OK)
-			goto fail;
-	}
-	err = resil_fallback_add_handler(p->fb, mock_handler, p);
-	if (err != RESIL_OK)
-		goto fail;
-	/* Decided once: whether a method's policy allows the fast path. */
-	p->dflt.retry_fast =
-	    p->retry != NULL && resil__retry_fast_ok(p->retry);
-	p->dflt.start = p->sel != NULL                ? START_CLUSTER
-	    : p->retry != NULL && !p->dflt.retry_fast ? START_RUN
-	                                              : START_NONE;
-	p->dflt.simple = (p->retry == NULL || p->dflt.retry_fast) &&
-	    p->rl == NULL && p->bh == NULL && p->dflt.timeout == 0 &&
-	    p->hedge_max == 0 && p->call_events == 0 && p->sel == NULL;
-	HASH_ITER(hh, p->methods, it, tmp)
-	{
-		resil_retry *r = it->retry != NULL ? it->retry : p->retry;
-
-		it->retry_fast = r != NULL && resil__retry_fast_ok(r);
-		it->start = p->sel != NULL         ? START_CLUSTER
-		    : r != NULL && !it->retry_fast ? START_RUN
-		                                   : START_NONE;
-		it->simple = (r == NULL || it->retry_fast) && p->rl == NULL &&
-		    p->bh == NULL && it->timeout == 0 && p->hedge_max == 0 &&
-		    p->call_events == 0 && p->sel == NULL;
-	}
 	*out = p;
 	return RESIL_OK;
-nomem:
-	err = resil__diagf(diag, RESIL_E_NOMEM, "pipeline: out of memory");
 fail:
 	resil_pipeline_free(p);
 	return err;
@@ -946,14 +1349,30 @@ fail:
 resil_err
 resil_pipeline_add_handler(resil_pipeline *p, resil_fallback_fn fn, void *ctx)
 {
+	const resil_allocator *a;
+	handler *nl;
 	resil_err err;
 
 	if (p == NULL || fn == NULL)
 		return RESIL_E_INVAL;
-	err = resil_fallback_add_handler(p->fb, fn, ctx);
-	if (err == RESIL_OK)
-		p->handlers++;
-	return err;
+	a = &p->alloc;
+	nl = resil__alloc(a, (p->handlers + 1) * sizeof(*nl));
+	if (nl == NULL)
+		return RESIL_E_NOMEM;
+	err = resil_fallback_add_handler(p->cur->fb, fn, ctx);
+	if (err != RESIL_OK) {
+		resil__free(a, nl, (p->handlers + 1) * sizeof(*nl));
+		return err;
+	}
+	if (p->handlers > 0) {
+		memcpy(nl, p->hlist, p->handlers * sizeof(*nl));
+		resil__free(a, p->hlist, p->handlers * sizeof(*nl));
+	}
+	nl[p->handlers].fn = fn;
+	nl[p->handlers].ctx = ctx;
+	p->hlist = nl;
+	p->handlers++;
+	return RESIL_OK;
 }
 
 const resil_clock *
@@ -968,60 +1387,78 @@ resil_pipeline_service(const resil_pipeline *p)
 	return p == NULL ? NULL : p->service;
 }
 
-static const method *
-find_method(const resil_pipeline *p, const char *name)
+/* The current settings, for the accessors (not to overlap a reload). */
+static settings *
+cur_of(const resil_pipeline *p)
 {
-	method *m = NULL;
+	return resil__loadptr((void *const *)&p->cur);
+}
 
-	if (p->methods != NULL)
-		HASH_FIND_STR(p->methods, name, m);
-	return m != NULL ? m : &p->dflt;
+static const method *
+find_method(const settings *g, const char *name)
+{
+	method *m = find_in(g, name);
+
+	return m != NULL ? m : &g->dflt;
+}
+
+/* The settings of handle h in g: its method, or the service-level ones
+ * when g does not declare it. */
+HOT const method *
+resolve(const settings *g, const struct resil_method *h)
+{
+	return h->idx < g->nidx && g->byidx[h->idx] != NULL ? g->byidx[h->idx]
+	                                                    : &g->dflt;
 }
 
 resil_breaker *
 resil_pipeline_breaker(resil_pipeline *p, const char *name)
 {
+	const settings *g;
 	const method *m;
 
 	if (p == NULL)
 		return NULL;
-	m = name != NULL ? find_method(p, name) : &p->dflt;
-	return m->breaker != NULL ? m->breaker : p->breaker;
+	g = cur_of(p);
+	m = name != NULL ? find_method(g, name) : &g->dflt;
+	return m->breaker != NULL ? m->breaker : g->breaker;
 }
 
 resil_retry *
 resil_pipeline_retry(resil_pipeline *p, const char *name)
 {
+	const settings *g;
 	const method *m;
 
 	if (p == NULL)
 		return NULL;
-	m = name != NULL ? find_method(p, name) : &p->dflt;
-	return m->retry != NULL ? m->retry : p->retry;
+	g = cur_of(p);
+	m = name != NULL ? find_method(g, name) : &g->dflt;
+	return m->retry != NULL ? m->retry : g->retry;
 }
 
 resil_cache *
 resil_pipeline_cache(resil_pipeline *p)
 {
-	return p == NULL ? NULL : p->cache;
+	return p == NULL ? NULL : cur_of(p)->cache;
 }
 
 resil_ratelimit *
 resil_pipeline_ratelimit(resil_pipeline *p)
 {
-	return p == NULL ? NULL : p->rl;
+	return p == NULL ? NULL : cur_of(p)->rl;
 }
 
 resil_bulkhead *
 resil_pipeline_bulkhead(resil_pipeline *p)
 {
-	return p == NULL ? NULL : p->bh;
+	return p == NULL ? NULL : cur_of(p)->bh;
 }
 
 size_t
 resil_pipeline_method_count(const resil_pipeline *p)
 {
-	return p == NULL ? 0 : HASH_COUNT(p->methods);
+	return p == NULL ? 0 : HASH_COUNT(cur_of(p)->methods);
 }
 
 const char *
@@ -1031,29 +1468,29 @@ resil_pipeline_method_name(const resil_pipeline *p, size_t i)
 
 	if (p == NULL)
 		return NULL;
-	for (m = p->methods; m != NULL; m = m->hh.next, i--)
+	for (m = cur_of(p)->methods; m != NULL; m = m->hh.next, i--)
 		if (i == 0)
 			return m->name;
 	return NULL;
 }
 
-/* Hold the current mock configuration for a short read; *tok says what
- * to release. NULL: none configured (nothing to release then either). */
+/* Hold the mock configuration of g for a short read; *tok says what to
+ * release. NULL: none configured (nothing to release then either). */
 static resil_mock *
-mock_hold(resil_pipeline *p, unsigned *tok)
+mock_hold(resil_pipeline *p, const settings *g, unsigned *tok)
 {
 	unsigned st = resil__thread_stripe(NSTRIPES);
-	uint64_t g;
+	uint64_t gen;
 
 	for (;;) {
-		g = resil__load64(&p->mock_gen);
-		resil__faa64(&p->mock_rd[st].n[g & 1], 1);
-		if (resil__load64_after_rmw(&p->mock_gen) == g)
+		gen = resil__load64(&p->mock_gen);
+		resil__faa64(&p->mock_rd[st].n[gen & 1], 1);
+		if (resil__load64_after_rmw(&p->mock_gen) == gen)
 			break;
-		resil__faa64(&p->mock_rd[st].n[g & 1], UINT64_MAX);
+		resil__faa64(&p->mock_rd[st].n[gen & 1], UINT64_MAX);
 	}
-	*tok = (st << 1) | (unsigned)(g & 1);
-	return resil__loadptr((void *const *)&p->mock);
+	*tok = (st << 1) | (unsigned)(gen & 1);
+	return resil__loadptr((void *const *)&g->mock);
 }
 
 static void
@@ -1065,13 +1502,12 @@ mock_release(resil_pipeline *p, unsigned tok)
 /* After a swap: wait until every reader that may hold the old pointer
  * (announced under the old generation's parity) is done. */
 static void
-mock_quiesce(resil_pipeline *p, uint64_t old_gen)
+rd_quiesce(mock_readers *rd, uint64_t old_gen)
 {
 	unsigned i, spins = 0;
 
 	for (i = 0; i < NSTRIPES; i++)
-		while (resil__load64_after_rmw(
-		           &p->mock_rd[i].n[old_gen & 1]) != 0)
+		while (resil__load64_after_rmw(&rd[i].n[old_gen & 1]) != 0)
 			resil__backoff(&spins);
 }
 
@@ -1082,37 +1518,43 @@ resil_pipeline_set_mock(
 	const resil_allocator *resil__a;
 	resil_mock *m = NULL, *old;
 	method *meth = NULL;
+	settings *g;
 	char *copy = NULL;
 	resil_err err;
 
 	if (p == NULL)
 		return RESIL_E_INVAL;
 	resil__a = &p->alloc;
-	if (name != NULL) {
-		HASH_FIND_STR(p->methods, name, meth);
-		if (meth == NULL)
-			return resil__diagf(diag, RESIL_E_INVAL,
-			    "%s.mock: %s is not a method declared in the "
-			    "configuration of %s",
-			    name, name, p->service);
-	}
 	if (spec != NULL && (copy = resil__strdup(resil__a, spec)) == NULL)
 		return resil__diagf(
 		    diag, RESIL_E_NOMEM, "pipeline: out of memory");
 	resil__spin_lock(&p->mock_lock);
+	/* Under the lock the current settings cannot be replaced. */
+	g = p->cur;
+	if (name != NULL) {
+		meth = find_in(g, name);
+		if (meth == NULL) {
+			resil__spin_unlock(&p->mock_lock);
+			resil__strfree(resil__a, copy);
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "%s.mock: %s is not a method declared in the "
+			    "configuration of %s",
+			    name, name, p->service);
+		}
+	}
 	if (name == NULL)
-		err = build_mock(p, copy, NULL, NULL, 0, &m, diag);
+		err = build_mock(p, g, copy, NULL, NULL, 0, &m, diag);
 	else
 		err = build_mock(
-		    p, p->service_spec, name, copy, spec == NULL, &m, diag);
+		    p, g, g->service_spec, name, copy, spec == NULL, &m, diag);
 	if (err != RESIL_OK) {
 		resil__spin_unlock(&p->mock_lock);
 		resil__strfree(resil__a, copy);
 		return err;
 	}
 	if (name == NULL) {
-		resil__strfree(resil__a, p->service_spec);
-		p->service_spec = copy;
+		resil__strfree(resil__a, g->service_spec);
+		g->service_spec = copy;
 	} else {
 		/* The method table is read without locks by running calls,
 		 * but only its mock_spec fields change here, and those are
@@ -1121,14 +1563,265 @@ resil_pipeline_set_mock(
 		meth->mock_spec = copy;
 		meth->mock_set = spec != NULL;
 	}
-	old = resil__loadptr((void *const *)&p->mock);
-	resil__storeptr((void **)&p->mock, m);
+	old = resil__loadptr((void *const *)&g->mock);
+	resil__storeptr((void **)&g->mock, m);
 	/* The old one goes as soon as no call can be reading it: memory
 	 * stays bounded however often the specs switch. */
-	mock_quiesce(p, resil__faa64(&p->mock_gen, 1));
+	rd_quiesce(p->mock_rd, resil__faa64(&p->mock_gen, 1));
 	resil__spin_unlock(&p->mock_lock);
 	resil_mock_free(old);
 	return RESIL_OK;
+}
+
+/* ---- reload ---- */
+
+/* A field the reload cannot change: NULL / 0 in the new configuration
+ * keeps the pipeline's; another value is refused, naming the key. */
+static resil_err
+immutable(resil_diag *diag, const char *key)
+{
+	return resil__diagf(diag, RESIL_E_INVAL,
+	    "%s: cannot change by reload (it is fixed when the pipeline is "
+	    "created; build a new pipeline to change it)",
+	    key);
+}
+
+static int
+same_cluster(const resil_cluster_config *a, const resil_cluster_config *b)
+{
+	const char *za = a->local_zone != NULL ? a->local_zone : "";
+	const char *zb = b->local_zone != NULL ? b->local_zone : "";
+
+	return a->strategy == b->strategy && a->retries == b->retries &&
+	    a->failback_queue == b->failback_queue &&
+	    a->failback_retries == b->failback_retries &&
+	    a->failback_period_ns == b->failback_period_ns &&
+	    a->broadcast_fail_percent == b->broadcast_fail_percent &&
+	    a->forks == b->forks && strcmp(za, zb) == 0 &&
+	    a->cross_zone_timeout_ns == b->cross_zone_timeout_ns;
+}
+
+/* *eff: cfg with what it leaves NULL filled from p; refused when it would
+ * change what a reload cannot. */
+static resil_err
+reload_check(const resil_pipeline *p, const settings *g,
+    const resil_pipeline_config *cfg, resil_pipeline_config *eff,
+    resil_diag *diag)
+{
+	if (cfg == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "pipeline: config is NULL");
+	if (cfg->size != sizeof(resil_pipeline_config))
+		return resil__check_size(diag, "pipeline",
+		    "resil_pipeline_config", cfg->size,
+		    sizeof(resil_pipeline_config));
+	*eff = *cfg;
+	if (cfg->service != NULL && strcmp(cfg->service, p->service) != 0)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "service: cannot change by reload (%.64s is not %.64s: "
+		    "a pipeline serves one service)",
+		    cfg->service, p->service);
+	eff->service = p->service;
+	if (cfg->clock != NULL &&
+	    (cfg->clock->now != p->clock.now ||
+	        cfg->clock->sleep != p->clock.sleep ||
+	        cfg->clock->ctx != p->clock.ctx))
+		return immutable(diag, "clock");
+	eff->clock = &p->clock;
+	if (cfg->alloc != NULL &&
+	    memcmp(cfg->alloc, &p->alloc, sizeof(p->alloc)) != 0)
+		return immutable(diag, "alloc");
+	eff->alloc = &p->alloc;
+	if (cfg->listener != NULL &&
+	    (cfg->listener != p->listener ||
+	        cfg->listener_ctx != p->listener_ctx))
+		return immutable(diag, "listener");
+	eff->listener = p->listener;
+	eff->listener_ctx = p->listener_ctx;
+	if (cfg->classifier.fn != NULL &&
+	    (cfg->classifier.fn != p->cls.fn ||
+	        cfg->classifier.ctx != p->cls.ctx))
+		return immutable(diag, "classifier");
+	eff->classifier = p->cls;
+	if (cfg->registry != NULL && cfg->registry != p->registry)
+		return immutable(diag, "registry");
+	eff->registry = p->registry;
+	if (cfg->selector != NULL && cfg->selector != p->sel)
+		return immutable(diag, "selector");
+	eff->selector = p->sel;
+	if (cfg->executor.submit != NULL &&
+	    memcmp(&cfg->executor, &p->executor, sizeof(p->executor)) != 0)
+		return immutable(diag, "executor");
+	eff->executor = p->executor;
+	if (cfg->call_events != 0 && cfg->call_events != g->cfg.call_events)
+		return immutable(diag, "call_events");
+	eff->call_events = g->cfg.call_events;
+	if (cfg->hedge_max != g->cfg.hedge_max)
+		return immutable(diag, "hedge_max");
+	if (cfg->hedge_delay_ns != g->cfg.hedge_delay_ns)
+		return immutable(diag, "hedge_delay");
+	if (p->sel != NULL && !same_cluster(&cfg->cluster, &g->cfg.cluster))
+		return immutable(diag, "cluster");
+	return validate(eff, diag);
+}
+
+/* What changed from old to g, for the event: a count and the names. */
+static unsigned
+describe_changes(const settings *old, const settings *g,
+    const resil_pipeline_config *cfg, char *buf, size_t n)
+{
+	const resil_pipeline_config *a = &old->cfg;
+	unsigned count = 0;
+	size_t len = 0;
+	size_t i;
+	method *it, *tmp;
+
+#define NOTE(name_)                                                         \
+	do {                                                                \
+		count++;                                                    \
+		if (len < n)                                                \
+			len += (size_t)snprintf(buf + len, n - len, "%s%s", \
+			    count > 1 ? ", " : "", (name_));                \
+	} while (0)
+	buf[0] = '\0';
+	if (a->breaker_enabled != cfg->breaker_enabled ||
+	    a->breaker_per_method != cfg->breaker_per_method ||
+	    (cfg->breaker_enabled &&
+	        !same_breaker(&a->breaker, &cfg->breaker)))
+		NOTE("breaker");
+	if (a->retry_enabled != cfg->retry_enabled ||
+	    !same_retry(&a->retry, &cfg->retry) ||
+	    a->retry.max_attempts != cfg->retry.max_attempts)
+		NOTE("retry");
+	if (a->cache_enabled != cfg->cache_enabled ||
+	    (cfg->cache_enabled && !same_cache(&a->cache, &cfg->cache)))
+		NOTE("cache");
+	if (a->ratelimit_enabled != cfg->ratelimit_enabled ||
+	    (cfg->ratelimit_enabled &&
+	        !same_ratelimit(&a->ratelimit, &cfg->ratelimit)))
+		NOTE("ratelimit");
+	if (a->bulkhead_enabled != cfg->bulkhead_enabled ||
+	    (cfg->bulkhead_enabled &&
+	        !same_bulkhead(&a->bulkhead, &cfg->bulkhead)))
+		NOTE("bulkhead");
+	if (a->timeout_ns != cfg->timeout_ns)
+		NOTE("timeout");
+	if ((old->service_spec == NULL) != (cfg->mock == NULL) ||
+	    (cfg->mock != NULL && strcmp(old->service_spec, cfg->mock) != 0))
+		NOTE("mock");
+	for (i = 0; i < cfg->nmethods; i++) {
+		const resil_method_config *mc = &cfg->methods[i];
+		const method *om = find_in(old, mc->name);
+		uint64_t t = mc->timeout_ns ? mc->timeout_ns : cfg->timeout_ns;
+		const char *os =
+		    om != NULL && om->mock_set ? om->mock_spec : NULL;
+
+		if (om == NULL || om->type != mc->type || om->timeout != t ||
+		    om->max_attempts != mc->max_attempts ||
+		    (os == NULL) != (mc->mock == NULL) ||
+		    (os != NULL && strcmp(os, mc->mock) != 0))
+			NOTE(mc->name);
+	}
+	HASH_ITER(hh, old->methods, it, tmp)
+	if (find_in(g, it->name) == NULL)
+		NOTE(it->name);
+#undef NOTE
+	if (len >= n && n > 4)
+		memcpy(buf + n - 4, "...", 4);
+	return count;
+}
+
+static void
+emit_reload(resil_pipeline *p, unsigned count, const char *what)
+{
+	resil_pipeline_event ev;
+	char text[160];
+
+	if (p->listener == NULL)
+		return;
+	memset(&ev, 0, sizeof(ev));
+	if (count == 0)
+		snprintf(text, sizeof(text),
+		    "configuration reloaded: nothing changed");
+	else
+		snprintf(text, sizeof(text),
+		    "configuration reloaded: %u setting%s changed (%s)", count,
+		    count == 1 ? "" : "s", what);
+	ev.stage = RESIL_STAGE_CONFIG;
+	ev.time = resil_clock_now(&p->clock);
+	ev.text = text;
+	ev.service = p->service;
+	ev.method = "";
+	p->listener(&ev, p->listener_ctx);
+}
+
+resil_err
+resil_pipeline_reload(
+    resil_pipeline *p, const resil_pipeline_config *cfg, resil_diag *diag)
+{
+	resil_pipeline_config eff;
+	settings *old, *g = NULL;
+	char what[128];
+	unsigned count;
+	resil_err err;
+
+	if (p == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "pipeline: p is NULL");
+	resil__spin_lock(&p->mock_lock);
+	old = p->cur;
+	err = reload_check(p, old, cfg, &eff, diag);
+	if (err == RESIL_OK)
+		err = settings_build(p, &eff, old, &g, diag);
+	if (err != RESIL_OK) {
+		resil__spin_unlock(&p->mock_lock);
+		return err;
+	}
+	count = describe_changes(old, g, &eff, what, sizeof(what));
+	resil__storeptr((void **)&p->cur, g);
+	/* Calls taking a reference now get g; wait only for those between
+	 * loading the old pointer and counting themselves on it. */
+	rd_quiesce(p->cf_rd, resil__faa64(&p->cf_gen, 1));
+	resil__spin_unlock(&p->mock_lock);
+	conf_drop(old); /* the pipeline's reference; calls hold their own */
+	emit_reload(p, count, what);
+	return RESIL_OK;
+}
+
+resil_err
+resil_pipeline_reload_string(
+    resil_pipeline *p, const char *text, const char *origin, resil_diag *diag)
+{
+	resil_config *conf;
+	resil_err err;
+
+	if (p == NULL || text == NULL)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "pipeline: %s is NULL", p == NULL ? "p" : "text");
+	err = resil_config_parse_string(&conf, text, origin, &p->alloc, diag);
+	if (err != RESIL_OK)
+		return err;
+	err = resil_pipeline_reload(p, resil_config_pipeline(conf), diag);
+	resil_config_free(conf);
+	return err;
+}
+
+resil_err
+resil_pipeline_reload_file(
+    resil_pipeline *p, const char *path, resil_diag *diag)
+{
+	resil_config *conf;
+	resil_err err;
+
+	if (p == NULL || path == NULL)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "pipeline: %s is NULL", p == NULL ? "p" : "path");
+	err = resil_config_parse_file(&conf, path, &p->alloc, diag);
+	if (err != RESIL_OK)
+		return err;
+	err = resil_pipeline_reload(p, resil_config_pipeline(conf), diag);
+	resil_config_free(conf);
+	return err;
 }
 
 /* ---- the call machine ---- */
@@ -1173,6 +1866,8 @@ typedef struct callm {
 	uint8_t running;
 	uint8_t abandoned;
 	resil_pipeline *p;
+	settings *g;  /* the settings it runs with, held */
+	uint8_t gref; /* the call machine's API holds g (drop at the end) */
 	const method *m;
 	resil_breaker *breaker;
 	resil_retry *retry;
@@ -1276,12 +1971,6 @@ latency_bucket(uint64_t d)
 	return b;
 }
 
-#if defined(__GNUC__)
-#define HOT __attribute__((always_inline)) static inline
-#else
-#define HOT static inline
-#endif
-
 /* A null value, as resil_value_init() makes it (all zero bits), without
  * a call on the hot path. */
 HOT void
@@ -1343,14 +2032,15 @@ static resil_verdict
 mock_handler(void *ctx, const resil_args *args, const resil_failure *failure,
     resil_result *out)
 {
-	resil_pipeline *p = ctx;
+	settings *g = ctx;
+	resil_pipeline *p = g->p;
 	resil_mock *m;
 	resil_err err;
 	unsigned tok;
 
-	if (resil__loadptr((void *const *)&p->mock) == NULL)
+	if (resil__loadptr((void *const *)&g->mock) == NULL)
 		return RESIL_FALLBACK_PASS;
-	m = mock_hold(p, &tok);
+	m = mock_hold(p, g, &tok);
 	if (m != NULL && p->sel != NULL) {
 		const resil_mock_spec *spec;
 
@@ -1435,7 +2125,7 @@ abandon_running(callm *c)
 		if (s->has_permit)
 			resil_breaker_release(c->breaker, &s->permit);
 		if (s->has_bh)
-			resil_bulkhead_release(c->p->bh);
+			resil_bulkhead_release(c->g->bh);
 		s->has_permit = s->has_bh = 0;
 		if (RESIL__UNLIKELY(c->magic == CALL_CLUSTER &&
 		        (c->has_pick & (1u << i)))) {
@@ -1480,8 +2170,8 @@ conclude(callm *c, resil_err rr, int rc, resil_err status,
 			conclude_with(c, RESIL_STAGE_CALL, ts, st);
 			return;
 		}
-		if (outcome == RESIL_OUTCOME_SUCCESS && p->cache != NULL)
-			resil_fallback_record(p->fb, c->args, &c->value);
+		if (outcome == RESIL_OUTCOME_SUCCESS && c->g->cache != NULL)
+			resil_fallback_record(c->g->fb, c->args, &c->value);
 		/* IGNORED passes as it is: RESIL_OK with rc 0, else E_CALL. */
 		out->err = outcome == RESIL_OUTCOME_SUCCESS || rc == 0
 		    ? RESIL_OK
@@ -1502,7 +2192,8 @@ conclude(callm *c, resil_err rr, int rc, resil_err status,
 	/* No cache, no mock for this method and no handler: no fallback is
 	 * configured, so the original error propagates. */
 	resil_fallback_recover(
-	    p->cache != NULL || c->has_mock || p->handlers > 0 ? p->fb : NULL,
+	    c->g->cache != NULL || c->has_mock || p->handlers > 0 ? c->g->fb
+	                                                          : NULL,
 	    c->args, &failure, out);
 	out->attempts = c->attempts;
 	out->breaker_state = c->breaker_state;
@@ -1639,7 +2330,7 @@ cl_start(callm *c, const method *m, tsrc ts)
 	c->req.method = c->args->method;
 	c->retry = p->ccfg.strategy == RESIL_CLUSTER_FAILOVER ||
 	        p->ccfg.strategy == RESIL_CLUSTER_ZONE_AWARE
-	    ? (m->cretry != NULL ? m->cretry : p->cretry)
+	    ? (m->cretry != NULL ? m->cretry : c->g->cretry)
 	    : NULL;
 	/* The run is on from the start (with no policy, a run that is never
 	 * used: it keeps the machine's first-success shortcut, which knows
@@ -1908,8 +2599,8 @@ cl_conclude(callm *c, resil_err rr, int rc, resil_err status,
 			conclude_with(c, RESIL_STAGE_CALL, ts, st);
 			return;
 		}
-		if (outcome == RESIL_OUTCOME_SUCCESS && p->cache != NULL)
-			resil_fallback_record(p->fb, c->args, &c->value);
+		if (outcome == RESIL_OUTCOME_SUCCESS && c->g->cache != NULL)
+			resil_fallback_record(c->g->fb, c->args, &c->value);
 		out->err = outcome == RESIL_OUTCOME_SUCCESS || rc == 0
 		    ? RESIL_OK
 		    : RESIL_E_CALL;
@@ -1954,7 +2645,8 @@ cl_conclude(callm *c, resil_err rr, int rc, resil_err status,
 	failure.rc = rc;
 	failure.attempts = c->attempts;
 	resil_fallback_recover(
-	    p->cache != NULL || c->has_mock || p->handlers > 0 ? p->fb : NULL,
+	    c->g->cache != NULL || c->has_mock || p->handlers > 0 ? c->g->fb
+	                                                          : NULL,
 	    c->args, &failure, out);
 	out->attempts = c->attempts;
 	out->breaker_state = c->breaker_state;
@@ -2015,8 +2707,9 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 		rejected(c, RESIL_E_OPEN);
 		return 0;
 	}
-	if (p->rl != NULL &&
-	    resil_ratelimit_try_acquire(p->rl, 1, &retry_after) != RESIL_OK) {
+	if (c->g->rl != NULL &&
+	    resil_ratelimit_try_acquire(c->g->rl, 1, &retry_after) !=
+	        RESIL_OK) {
 		if (c->breaker != NULL) {
 			resil_breaker_release(c->breaker, &permit);
 			c->breaker_state =
@@ -2025,7 +2718,8 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 		rejected(c, RESIL_E_LIMITED);
 		return 0;
 	}
-	if (p->bh != NULL && resil_bulkhead_try_acquire(p->bh) != RESIL_OK) {
+	if (c->g->bh != NULL &&
+	    resil_bulkhead_try_acquire(c->g->bh) != RESIL_OK) {
 		if (c->breaker != NULL) {
 			resil_breaker_release(c->breaker, &permit);
 			c->breaker_state =
@@ -2044,8 +2738,8 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 				c->breaker_state =
 				    (int)resil_breaker_get_state(c->breaker);
 			}
-			if (p->bh != NULL)
-				resil_bulkhead_release(p->bh);
+			if (c->g->bh != NULL)
+				resil_bulkhead_release(c->g->bh);
 			/* No candidate ends the call (never retried); a
 			 * broadcast passes over a refusing endpoint, and
 			 * forking has no more forks than candidates. */
@@ -2066,7 +2760,7 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 	s->id = ++c->issued;
 	c->attempts++; /* a call of the user's function is made */
 	s->has_permit = c->breaker != NULL;
-	s->has_bh = p->bh != NULL;
+	s->has_bh = c->g->bh != NULL;
 	if (c->breaker != NULL)
 		s->permit = permit;
 	if (c->timeout != 0 || p->hedge_max != 0) {
@@ -2136,7 +2830,7 @@ complete(callm *c, unsigned i, int rc, resil_value *value, int late, tsrc *ts)
 		c->breaker_state = (int)resil_breaker_get_state(c->breaker);
 	}
 	if (s->has_bh)
-		resil_bulkhead_complete(p->bh, outcome, dur);
+		resil_bulkhead_complete(c->g->bh, outcome, dur);
 	s->has_permit = s->has_bh = 0;
 	c->running &= (uint8_t) ~(1u << i);
 	if (late)
@@ -2332,33 +3026,33 @@ attend(callm *c, tsrc *ts, resil_call_next *st)
 }
 
 static resil_err
-check_method(const resil_pipeline *p, const method *m)
+check_method(const resil_pipeline *p, const struct resil_method *m)
 {
 	return m->owner == p ? RESIL_OK : RESIL_E_INVAL;
 }
 
-HOT void minit(callm *c, resil_pipeline *p, const method *m,
+HOT void minit(callm *c, resil_pipeline *p, settings *g, const method *m,
     const resil_args *args, resil_result *out);
 
 /* Start: the mock stage, then attempt 1. */
 HOT resil_err
-mstart(callm *c, resil_pipeline *p, const method *m, const resil_args *args,
-    resil_result *out, tsrc *ts, resil_call_next *st)
+mstart(callm *c, resil_pipeline *p, settings *g, const method *m,
+    const resil_args *args, resil_result *out, tsrc *ts, resil_call_next *st)
 {
 	resil_mock *mock;
 
 	resil_result_init(out);
 	resil__faa64(&my_stripe(p)->calls, 1);
-	minit(c, p, m, args, out);
+	minit(c, p, g, m, args, out);
 
 	/* The mock stage: force: answers and nothing below runs. The mock
 	 * is held (mock_hold) while it is read: set_mock may replace it. */
-	if (resil__loadptr((void *const *)&p->mock) != NULL) {
+	if (resil__loadptr((void *const *)&g->mock) != NULL) {
 		const resil_mock_spec *spec;
 		unsigned tok;
 		int forced = 0;
 
-		mock = mock_hold(p, &tok);
+		mock = mock_hold(p, g, &tok);
 		if (mock != NULL &&
 		    resil_mock_lookup(mock, args->method, &spec) == RESIL_OK &&
 		    spec->action != RESIL_MOCK_NONE) {
@@ -2398,11 +3092,13 @@ mstart(callm *c, resil_pipeline *p, const method *m, const resil_args *args,
 
 /* A call's state before its first attempt. */
 HOT void
-minit(callm *c, resil_pipeline *p, const method *m, const resil_args *args,
-    resil_result *out)
+minit(callm *c, resil_pipeline *p, settings *g, const method *m,
+    const resil_args *args, resil_result *out)
 {
 	c->magic = CALL_LIVE;
 	c->p = p;
+	c->g = g;
+	c->gref = 0;
 	c->m = m;
 	c->args = args;
 	c->out = out;
@@ -2422,8 +3118,8 @@ minit(callm *c, resil_pipeline *p, const method *m, const resil_args *args,
 	c->abandoned = 0;
 	vnull(&c->value);
 	c->phase = P_ATTEMPT;
-	c->breaker = m->breaker != NULL ? m->breaker : p->breaker;
-	c->retry = m->retry != NULL ? m->retry : p->retry;
+	c->breaker = m->breaker != NULL ? m->breaker : g->breaker;
+	c->retry = m->retry != NULL ? m->retry : g->retry;
 	c->timeout = m->timeout;
 }
 
@@ -2498,7 +3194,6 @@ mreport_any(callm *c, uint32_t id, int rc, resil_value *value, tsrc *ts)
 HOT void
 live_success(callm *c, tsrc *ts, resil_call_next *st)
 {
-	resil_pipeline *p = c->p;
 	resil_result *out = c->out;
 
 	if (c->retry != NULL)
@@ -2507,8 +3202,8 @@ live_success(callm *c, tsrc *ts, resil_call_next *st)
 	out->attempts = c->attempts;
 	out->breaker_state = c->breaker_state;
 	out->source = RESIL_SOURCE_LIVE;
-	if (p->cache != NULL)
-		resil_fallback_record(p->fb, c->args, &c->value);
+	if (c->g->cache != NULL)
+		resil_fallback_record(c->g->fb, c->args, &c->value);
 	out->err = RESIL_OK;
 	out->value = c->value; /* moved */
 	conclude_with(c, RESIL_STAGE_CALL, ts, st);
@@ -2534,7 +3229,7 @@ mstep(callm *c, tsrc *ts, int waited, resil_call_next *st)
 /* ---- the blocking driver ---- */
 
 HOT resil_err
-drive(resil_pipeline *p, const method *m, const resil_args *args,
+drive(resil_pipeline *p, settings *g, const method *m, const resil_args *args,
     resil_call_fn fn, void *ctx, resil_result *out)
 {
 	callm c;
@@ -2546,7 +3241,7 @@ drive(resil_pipeline *p, const method *m, const resil_args *args,
 	tls_in_call = 1;
 	tlazy(&ts, p);
 	if (RESIL__LIKELY(m->simple) &&
-	    resil__loadptr((void *const *)&p->mock) == NULL) {
+	    resil__loadptr((void *const *)&g->mock) == NULL) {
 		/*
 		 * The machine's first step, inline: no mock stage, no stage
 		 * that needs the time, and no retry run before attempt 1.
@@ -2555,7 +3250,7 @@ drive(resil_pipeline *p, const method *m, const resil_args *args,
 		 * its own first step would have left it.
 		 */
 		resil_breaker *b =
-		    m->breaker != NULL ? m->breaker : p->breaker;
+		    m->breaker != NULL ? m->breaker : g->breaker;
 		resil_permit permit;
 		resil_outcome o;
 		resil_value v;
@@ -2565,7 +3260,7 @@ drive(resil_pipeline *p, const method *m, const resil_args *args,
 		resil__faa64(&my_stripe(p)->calls, 1);
 		if (b != NULL &&
 		    resil_breaker_acquire(b, &permit) != RESIL_OK) {
-			minit(&c, p, m, args, out);
+			minit(&c, p, g, m, args, out);
 			c.breaker_state = (int)resil_breaker_get_state(b);
 			rejected(&c, RESIL_E_OPEN);
 			attend(&c, &ts, &st);
@@ -2584,7 +3279,7 @@ drive(resil_pipeline *p, const method *m, const resil_args *args,
 		}
 		if (RESIL__LIKELY(o == RESIL_OUTCOME_SUCCESS)) {
 			resil_retry *r =
-			    m->retry != NULL ? m->retry : p->retry;
+			    m->retry != NULL ? m->retry : g->retry;
 
 			if (r != NULL)
 				resil__retry_count_first_success(r);
@@ -2592,15 +3287,15 @@ drive(resil_pipeline *p, const method *m, const resil_args *args,
 			out->attempts = 1;
 			out->breaker_state = bstate;
 			out->source = RESIL_SOURCE_LIVE;
-			if (p->cache != NULL)
-				resil_fallback_record(p->fb, args, &v);
+			if (g->cache != NULL)
+				resil_fallback_record(g->fb, args, &v);
 			out->err = RESIL_OK;
 			out->value = v; /* moved */
 			tls_method = NULL;
 			tls_in_call = 0;
 			return RESIL_OK;
 		}
-		minit(&c, p, m, args, out);
+		minit(&c, p, g, m, args, out);
 		c.issued = 1;
 		c.attempts = 1;
 		c.breaker_state = bstate;
@@ -2615,7 +3310,7 @@ drive(resil_pipeline *p, const method *m, const resil_args *args,
 		c.pending = 1;
 		mstep(&c, &ts, 0, &st);
 	} else {
-		mstart(&c, p, m, args, out, &ts, &st);
+		mstart(&c, p, g, m, args, out, &ts, &st);
 	}
 loop:
 	while (st.action != RESIL_CALL_DONE) {
@@ -2768,8 +3463,9 @@ run_job(void *vj)
 /* The hedging pipeline's blocking loop: attempts run on the executor;
  * the calling thread waits for answers and timers. */
 static resil_err
-drive_hedged(resil_pipeline *p, const method *m, const resil_args *args,
-    resil_call_fn fn, resil_endpoint_call_fn efn, void *ctx, resil_result *out)
+drive_hedged(resil_pipeline *p, settings *g, const method *m,
+    const resil_args *args, resil_call_fn fn, resil_endpoint_call_fn efn,
+    void *ctx, resil_result *out)
 {
 	const resil_executor *ex = &p->executor;
 	job *jobs = NULL, **pp, *j;
@@ -2782,7 +3478,7 @@ drive_hedged(resil_pipeline *p, const method *m, const resil_args *args,
 	tls_in_call = 1;
 	tlazy(&ts, p);
 	st.endpoint = NULL;
-	mstart(&c, p, m, args, out, &ts, &st);
+	mstart(&c, p, g, m, args, out, &ts, &st);
 	while (st.action != RESIL_CALL_DONE) {
 		if (st.action == RESIL_CALL_RUN) {
 			j = job_new(p, fn, efn, ctx, args, &st);
@@ -2908,32 +3604,51 @@ resil_err
 resil_pipeline_call(resil_pipeline *p, const resil_args *args,
     resil_call_fn fn, void *ctx, resil_result *out)
 {
+	settings *g;
+	resil_err err;
+
 	if (RESIL__UNLIKELY(p == NULL || args == NULL ||
 	        args->method == NULL || fn == NULL || out == NULL))
 		return RESIL_E_INVAL;
-	if (RESIL__UNLIKELY(p->slow))
+	if (RESIL__UNLIKELY(p->slow && p->executor.submit == NULL))
 		return p->sel != NULL ? refuse_selector(p, out)
-		    : p->executor.submit != NULL
-		    ? drive_hedged(p, find_method(p, args->method), args, fn,
-		          NULL, ctx, out)
-		    : refuse_hedging(p, out);
-	return drive(p, find_method(p, args->method), args, fn, ctx, out);
+		                      : refuse_hedging(p, out);
+	g = conf_hold(p);
+	if (RESIL__UNLIKELY(p->slow))
+		err = p->sel != NULL
+		    ? refuse_selector(p, out)
+		    : drive_hedged(p, g, find_method(g, args->method), args,
+		          fn, NULL, ctx, out);
+	else
+		err = drive(
+		    p, g, find_method(g, args->method), args, fn, ctx, out);
+	conf_drop(g);
+	return err;
 }
 
 resil_err
 resil_pipeline_call_method(resil_pipeline *p, const resil_method *m,
     const resil_args *args, resil_call_fn fn, void *ctx, resil_result *out)
 {
+	settings *g;
+	resil_err err;
+
 	if (RESIL__UNLIKELY(p == NULL || m == NULL || args == NULL ||
 	        args->method == NULL || fn == NULL || out == NULL ||
 	        check_method(p, m) != RESIL_OK))
 		return RESIL_E_INVAL;
-	if (RESIL__UNLIKELY(p->slow))
+	if (RESIL__UNLIKELY(p->slow && p->executor.submit == NULL))
 		return p->sel != NULL ? refuse_selector(p, out)
-		    : p->executor.submit != NULL
-		    ? drive_hedged(p, m, args, fn, NULL, ctx, out)
-		    : refuse_hedging(p, out);
-	return drive(p, m, args, fn, ctx, out);
+		                      : refuse_hedging(p, out);
+	g = conf_hold(p);
+	if (RESIL__UNLIKELY(p->slow))
+		err = p->sel != NULL ? refuse_selector(p, out)
+		                     : drive_hedged(p, g, resolve(g, m), args,
+		                           fn, NULL, ctx, out);
+	else
+		err = drive(p, g, resolve(g, m), args, fn, ctx, out);
+	conf_drop(g);
+	return err;
 }
 
 /* ---- the cluster's blocking driver ---- */
@@ -2941,8 +3656,9 @@ resil_pipeline_call_method(resil_pipeline *p, const resil_method *m,
 /* One attempt after another on the calling thread, each on the endpoint
  * the machine chose. */
 static resil_err
-drive_ep(resil_pipeline *p, const method *m, const resil_args *args,
-    resil_endpoint_call_fn fn, void *ctx, resil_result *out)
+drive_ep(resil_pipeline *p, settings *g, const method *m,
+    const resil_args *args, resil_endpoint_call_fn fn, void *ctx,
+    resil_result *out)
 {
 	callm c;
 	resil_call_next st;
@@ -2953,7 +3669,7 @@ drive_ep(resil_pipeline *p, const method *m, const resil_args *args,
 	tls_in_call = 1;
 	tlazy(&ts, p);
 	st.endpoint = NULL;
-	mstart(&c, p, m, args, out, &ts, &st);
+	mstart(&c, p, g, m, args, out, &ts, &st);
 	while (st.action != RESIL_CALL_DONE) {
 		if (st.action == RESIL_CALL_RUN) {
 			if (c.value.type != RESIL_VALUE_NULL) {
@@ -2998,30 +3714,37 @@ ep_adapt(void *ctx, const resil_args *args, resil_value *out)
 }
 
 resil_err
-resil_pipeline_invoke(resil_pipeline *p, const resil_method *m,
+resil_pipeline_invoke(resil_pipeline *p, const resil_method *h,
     const resil_args *args, resil_endpoint_call_fn fn, void *ctx,
     resil_result *out)
 {
+	const method *pm;
+	settings *g;
+	resil_err err;
+
 	if (RESIL__UNLIKELY(p == NULL || args == NULL ||
 	        args->method == NULL || fn == NULL || out == NULL ||
-	        (m != NULL && check_method(p, m) != RESIL_OK)))
+	        (h != NULL && check_method(p, h) != RESIL_OK)))
 		return RESIL_E_INVAL;
-	if (m == NULL)
-		m = find_method(p, args->method);
+	if (p->sel == NULL && p->hedge_max != 0 && p->executor.submit == NULL)
+		return refuse_hedging(p, out);
+	g = conf_hold(p);
+	pm = h != NULL ? resolve(g, h) : find_method(g, args->method);
 	if (p->sel == NULL) {
 		ep_adapter a;
 
 		a.fn = fn;
 		a.ctx = ctx;
 		if (p->hedge_max != 0)
-			return p->executor.submit != NULL
-			    ? drive_hedged(p, m, args, NULL, fn, ctx, out)
-			    : refuse_hedging(p, out);
-		return drive(p, m, args, ep_adapt, &a, out);
-	}
-	if (p->ccfg.strategy == RESIL_CLUSTER_FORKING)
-		return drive_hedged(p, m, args, NULL, fn, ctx, out);
-	return drive_ep(p, m, args, fn, ctx, out);
+			err = drive_hedged(p, g, pm, args, NULL, fn, ctx, out);
+		else
+			err = drive(p, g, pm, args, ep_adapt, &a, out);
+	} else if (p->ccfg.strategy == RESIL_CLUSTER_FORKING)
+		err = drive_hedged(p, g, pm, args, NULL, fn, ctx, out);
+	else
+		err = drive_ep(p, g, pm, args, fn, ctx, out);
+	conf_drop(g);
+	return err;
 }
 
 /* ---- failback ---- */
@@ -3082,9 +3805,16 @@ resil_err
 resil_pipeline_method(
     resil_pipeline *p, const char *name, const resil_method **out)
 {
+	const struct resil_method *h = NULL;
+
 	if (p == NULL || name == NULL || out == NULL)
 		return RESIL_E_INVAL;
-	*out = find_method(p, name);
+	/* The names table grows at reloads: read under their lock. */
+	resil__spin_lock(&p->mock_lock);
+	if (find_in(p->cur, name) != NULL)
+		HASH_FIND_STR(p->names, name, h);
+	resil__spin_unlock(&p->mock_lock);
+	*out = h != NULL ? h : &p->svc;
 	return RESIL_OK;
 }
 
@@ -3095,6 +3825,18 @@ resil_method_name(const resil_method *m)
 }
 
 /* ---- the machine's public face ---- */
+
+/* A call of the machine's API that is over drops its settings (a late
+ * report after DONE touches none of them). */
+HOT void
+call_settle(callm *c)
+{
+	if (RESIL__UNLIKELY(c->gref) &&
+	    (c->magic == CALL_DONE || c->magic == CALL_CANCELLED)) {
+		c->gref = 0;
+		conf_drop(c->g);
+	}
+}
 
 static tsrc
 tgiven(uint64_t now)
@@ -3113,17 +3855,21 @@ resil_call_start(resil_call *call, resil_pipeline *p, const resil_method *m,
 {
 	callm *c = (callm *)(void *)call;
 	tsrc ts = tgiven(now);
+	settings *g;
 
 	if (RESIL__UNLIKELY(call == NULL || p == NULL || args == NULL ||
 	        args->method == NULL || out == NULL || step == NULL))
 		return RESIL_E_INVAL;
-	if (m == NULL)
-		m = find_method(p, args->method);
-	else if (RESIL__UNLIKELY(check_method(p, m) != RESIL_OK))
+	if (RESIL__UNLIKELY(m != NULL && check_method(p, m) != RESIL_OK))
 		return RESIL_E_INVAL;
+	g = conf_hold(p);
 	tls_method = args->method;
 	step->endpoint = NULL;
-	mstart(c, p, m, args, out, &ts, step);
+	mstart(c, p, g,
+	    m != NULL ? resolve(g, m) : find_method(g, args->method), args,
+	    out, &ts, step);
+	c->gref = 1;
+	call_settle(c);
 	tls_method = NULL;
 	return RESIL_OK;
 }
@@ -3141,6 +3887,7 @@ resil_call_step(resil_call *call, uint64_t now, resil_call_next *step)
 	tls_method = c->args->method;
 	step->endpoint = NULL;
 	mstep(c, &ts, 0, step);
+	call_settle(c);
 	tls_method = NULL;
 	return RESIL_OK;
 }
@@ -3195,6 +3942,7 @@ resil_call_cancel(resil_call *call, uint64_t now)
 	resil__faa64(&my_stripe(c->p)->unavailable, 1);
 	c->phase = P_DONE;
 	c->magic = CALL_CANCELLED;
+	call_settle(c);
 	return RESIL_OK;
 }
 
