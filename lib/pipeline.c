@@ -12,6 +12,7 @@
  */
 #include <resil/pipeline.h>
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,8 +37,8 @@ enum { START_NONE = 0, START_RUN = 1, START_CLUSTER = 2 };
 
 /* A method handle (resil_pipeline_method): stable for the pipeline's
  * life, it names a declared method; idx indexes each settings' byidx. The
- * service-level handle has idx NO_IDX. */
-#define NO_IDX UINT32_MAX
+ * service-level handle has idx 0 (byidx[0] is always the service-level
+ * settings). */
 struct resil_method {
 	const struct resil_pipeline *owner;
 	char *name; /* NULL: the service-level handle */
@@ -112,8 +113,11 @@ typedef struct stripe {
  * store (cur) and the old ones go when their last call drops them.
  */
 typedef struct settings {
-	uint64_t refs; /* atomic: the pipeline's (while current) + calls */
+	/* Atomic: the pipeline's reference (while current) + the calls'.
+	 * DEAD added while the shell is free (see conf_hold). */
+	uint64_t refs;
 	struct resil_pipeline *p;
+	struct settings *next_free; /* in p->shells, while free */
 	/* What these were built from, for a reload's comparison: a shallow
 	 * copy (its strings and methods are not to be read). */
 	resil_pipeline_config cfg;
@@ -128,7 +132,7 @@ typedef struct settings {
 	uint64_t timeout;
 	method *methods; /* uthash by name; immutable */
 	method dflt;     /* the service-level settings */
-	method **byidx;  /* by handle index; NULL: not declared here */
+	method **byidx;  /* by handle index: the method, or &dflt */
 	uint32_t nidx;
 	/* Mock state: the current resil_mock (atomic pointer; NULL when no
 	 * spec is configured at all) and the service spec it was built from
@@ -136,10 +140,6 @@ typedef struct settings {
 	resil_mock *mock;
 	char *service_spec;
 } settings;
-
-/* Readers announcing themselves while they take a reference on the
- * current settings (the same protocol as the mock's). */
-typedef mock_readers conf_readers;
 
 typedef struct handler {
 	resil_fallback_fn fn;
@@ -155,9 +155,11 @@ struct resil_pipeline {
 	void *listener_ctx;
 	const resil_mock_registry *registry;
 
-	settings *cur;   /* atomic pointer: the current settings */
-	uint64_t cf_gen; /* +1 at every reload */
-	conf_readers cf_rd[NSTRIPES];
+	settings *cur; /* atomic pointer: the current settings */
+	/* Free settings shells, reused by reloads (a shell is never given
+	 * back to the allocator before the pipeline is freed). */
+	settings *shells;
+	resil__spinlock shell_lock;
 
 	/* Method handles, by name (under mock_lock once calls run). */
 	struct resil_method *names;
@@ -655,15 +657,14 @@ free_method(resil_pipeline *p, method *m)
 	part_put(p, m->pbreaker);
 }
 
+/* Free what g holds; the shell stays (refs and p untouched). */
 static void
-settings_free(settings *g)
+settings_clear(settings *g)
 {
 	resil_pipeline *p;
 	const resil_allocator *resil__a;
 	method *it, *tmp;
 
-	if (g == NULL)
-		return;
 	p = g->p;
 	resil__a = &p->alloc;
 	HASH_ITER(hh, g->methods, it, tmp)
@@ -683,38 +684,102 @@ settings_free(settings *g)
 	resil_retry_free(g->cretry);
 	if (g->byidx != NULL)
 		resil__free(resil__a, g->byidx, g->nidx * sizeof(*g->byidx));
-	resil__free(resil__a, g, sizeof(*g));
+	memset((char *)g + offsetof(settings, next_free), 0,
+	    sizeof(*g) - offsetof(settings, next_free));
 }
 
-/* Take a reference on the current settings. The announce (per stripe and
- * generation parity, as the mock's) covers only the load and the
- * increment, so a reload never waits for a running call. */
-HOT settings *
-conf_hold(resil_pipeline *p)
+#define DEAD (UINT64_C(1) << 62)
+
+/* A shell for new settings, holding one reference (the builder's, which
+ * becomes the pipeline's when they are published): a free one, or a new
+ * one. */
+static settings *
+shell_take(resil_pipeline *p)
 {
-	unsigned st = resil__thread_stripe(NSTRIPES);
-	uint64_t gen;
 	settings *g;
 
-	for (;;) {
-		gen = resil__load64(&p->cf_gen);
-		resil__faa64(&p->cf_rd[st].n[gen & 1], 1);
-		if (RESIL__LIKELY(resil__load64_after_rmw(&p->cf_gen) == gen))
-			break;
-		resil__faa64(&p->cf_rd[st].n[gen & 1], UINT64_MAX);
+	resil__spin_lock(&p->shell_lock);
+	g = p->shells;
+	if (g != NULL)
+		p->shells = g->next_free;
+	resil__spin_unlock(&p->shell_lock);
+	if (g == NULL) {
+		g = resil__calloc(&p->alloc, sizeof(*g));
+		if (g == NULL)
+			return NULL;
+		g->refs = 1;
+		g->p = p;
+		return g;
 	}
-	g = resil__loadptr((void *const *)&p->cur);
-	resil__faa64(&g->refs, 1);
-	resil__faa64(&p->cf_rd[st].n[gen & 1], UINT64_MAX);
+	g->next_free = NULL;
+	/* DEAD off, one reference on; a stray reference taken meanwhile
+	 * (conf_hold's) stays counted. */
+	resil__faa64(&g->refs, (uint64_t)1 - DEAD);
 	return g;
 }
 
-/* Drop it: the last holder of retired settings frees them. */
+/* The last reference went: claim the settings (a stray reference may
+ * come and go meanwhile: whoever brings the count to 0 again claims
+ * them), free their contents and keep the shell. */
+static void
+settings_retire(settings *g)
+{
+	resil_pipeline *p = g->p;
+
+	if (!resil__cas64(&g->refs, 0, DEAD))
+		return;
+	settings_clear(g);
+	resil__spin_lock(&p->shell_lock);
+	g->next_free = p->shells;
+	p->shells = g;
+	resil__spin_unlock(&p->shell_lock);
+}
+
+/* Free g and its shell, when no call can reach it (creation failed, or
+ * the pipeline is being freed). */
+static void
+settings_free(settings *g)
+{
+	if (g == NULL)
+		return;
+	settings_clear(g);
+	resil__free(&g->p->alloc, g, sizeof(*g));
+}
+
+/*
+ * Take a reference on the current settings: load the pointer, count
+ * oneself on what it pointed to, and check that it still points there
+ * (then the pipeline's own reference was there too, so they were alive
+ * and are now held). Otherwise they were replaced meanwhile: drop the
+ * stray count and try again. Shells are never freed while the pipeline
+ * lives (retired ones are reused), so a stray count never touches freed
+ * memory; a free shell carries DEAD in refs, so a stray count on it can
+ * never reach 0. A reload never waits for a call.
+ */
+HOT void conf_drop(settings *g);
+
+HOT settings *
+conf_hold(resil_pipeline *p)
+{
+	for (;;) {
+		settings *g = resil__loadptr((void *const *)&p->cur);
+
+		resil__faa64(&g->refs, 1);
+		if (RESIL__LIKELY(
+		        (void *)(uintptr_t)resil__load64_after_rmw(
+		            (const uint64_t *)(const void *)&p->cur) ==
+		        (void *)g))
+			return g;
+		conf_drop(g);
+	}
+}
+
+/* Drop it: the last holder of retired settings frees what they hold. */
 HOT void
 conf_drop(settings *g)
 {
 	if (RESIL__UNLIKELY(resil__faa64(&g->refs, UINT64_MAX) == 1))
-		settings_free(g);
+		settings_retire(g);
 }
 
 void
@@ -728,6 +793,12 @@ resil_pipeline_free(resil_pipeline *p)
 		return;
 	resil__a = &p->alloc;
 	settings_free(p->cur);
+	while (p->shells != NULL) {
+		settings *g = p->shells;
+
+		p->shells = g->next_free;
+		resil__free(resil__a, g, sizeof(*g));
+	}
 	HASH_ITER(hh, p->names, h, htmp)
 	{
 		HASH_DEL(p->names, h);
@@ -1063,18 +1134,15 @@ settings_build(resil_pipeline *p, const resil_pipeline_config *cfg,
 	int any_mock;
 	method *it, *tmp;
 
-	g = resil__calloc(resil__a, sizeof(*g));
+	g = shell_take(p);
 	if (g == NULL)
 		return resil__diagf(
 		    diag, RESIL_E_NOMEM, "pipeline: out of memory");
-	g->refs = 1;
-	g->p = p;
 	memcpy(&g->cfg, cfg, sizeof(g->cfg));
 	g->timeout = cfg->timeout_ns;
 	g->dflt.owner = p;
 	g->dflt.type = RESIL_TYPE_ANY;
 	g->dflt.timeout = cfg->timeout_ns;
-	g->dflt.idx = NO_IDX;
 
 	if (cfg->breaker_enabled)
 		SHARE_OR_NEW(pbreaker, breaker, PART_BREAKER,
@@ -1212,18 +1280,16 @@ settings_build(resil_pipeline *p, const resil_pipeline_config *cfg,
 		if (err != RESIL_OK)
 			goto fail;
 	}
-	/* Handles by index: every name declared so far has one. */
+	/* Handles by index: every name declared so far has one; those
+	 * not declared here run with the service-level settings. */
+	g->byidx = resil__alloc(resil__a, p->nnames * sizeof(*g->byidx));
+	if (g->byidx == NULL)
+		goto nomem;
 	g->nidx = p->nnames;
-	if (g->nidx > 0) {
-		g->byidx =
-		    resil__calloc(resil__a, g->nidx * sizeof(*g->byidx));
-		if (g->byidx == NULL) {
-			g->nidx = 0;
-			goto nomem;
-		}
-		HASH_ITER(hh, g->methods, it, tmp)
-		g->byidx[it->idx] = it;
-	}
+	for (i = 0; i < g->nidx; i++)
+		g->byidx[i] = &g->dflt;
+	HASH_ITER(hh, g->methods, it, tmp)
+	g->byidx[it->idx] = it;
 	if (cfg->mock != NULL) {
 		g->service_spec = resil__strdup(resil__a, cfg->mock);
 		if (g->service_spec == NULL)
@@ -1280,7 +1346,9 @@ settings_build(resil_pipeline *p, const resil_pipeline_config *cfg,
 nomem:
 	err = resil__diagf(diag, RESIL_E_NOMEM, "pipeline: out of memory");
 fail:
-	settings_free(g);
+	/* Never published: its reference is the only one but for stray
+	 * counts, so it goes back to the free shells. */
+	conf_drop(g);
 	return err;
 }
 
@@ -1312,8 +1380,9 @@ resil_pipeline_new(
 	p->listener_ctx = cfg->listener_ctx;
 	p->registry = cfg->registry;
 	resil__spin_init(&p->mock_lock);
+	resil__spin_init(&p->shell_lock);
 	p->svc.owner = p;
-	p->svc.idx = NO_IDX;
+	p->nnames = 1; /* index 0: the service-level handle */
 	p->hedge_max = cfg->hedge_max;
 	p->call_events = cfg->listener != NULL ? cfg->call_events : 0;
 	p->hedge_delay = cfg->hedge_delay_ns;
@@ -1407,8 +1476,9 @@ find_method(const settings *g, const char *name)
 HOT const method *
 resolve(const settings *g, const struct resil_method *h)
 {
-	return h->idx < g->nidx && g->byidx[h->idx] != NULL ? g->byidx[h->idx]
-	                                                    : &g->dflt;
+	/* A handle is given out only once its index exists, and later
+	 * settings have every earlier index: the bound is a guard. */
+	return RESIL__LIKELY(h->idx < g->nidx) ? g->byidx[h->idx] : &g->dflt;
 }
 
 resil_breaker *
@@ -1778,10 +1848,9 @@ resil_pipeline_reload(
 		return err;
 	}
 	count = describe_changes(old, g, &eff, what, sizeof(what));
-	resil__storeptr((void **)&p->cur, g);
-	/* Calls taking a reference now get g; wait only for those between
-	 * loading the old pointer and counting themselves on it. */
-	rd_quiesce(p->cf_rd, resil__faa64(&p->cf_gen, 1));
+	/* Published with a full barrier (conf_hold's check relies on it):
+	 * calls that start from now on run with g. */
+	resil__fas64((uint64_t *)(void *)&p->cur, (uint64_t)(uintptr_t)g);
 	resil__spin_unlock(&p->mock_lock);
 	conf_drop(old); /* the pipeline's reference; calls hold their own */
 	emit_reload(p, count, what);
@@ -3600,6 +3669,27 @@ refuse_hedging(resil_pipeline *p, resil_result *out)
 	return RESIL_E_INVAL;
 }
 
+/* resil_pipeline_call's slow path: hedging or a selector (h NULL: by
+ * args->method). */
+static resil_err
+call_slow(resil_pipeline *p, const struct resil_method *h,
+    const resil_args *args, resil_call_fn fn, void *ctx, resil_result *out)
+{
+	settings *g;
+	resil_err err;
+
+	if (p->sel != NULL)
+		return refuse_selector(p, out);
+	if (p->executor.submit == NULL)
+		return refuse_hedging(p, out);
+	g = conf_hold(p);
+	err = drive_hedged(p, g,
+	    h != NULL ? resolve(g, h) : find_method(g, args->method), args, fn,
+	    NULL, ctx, out);
+	conf_drop(g);
+	return err;
+}
+
 resil_err
 resil_pipeline_call(resil_pipeline *p, const resil_args *args,
     resil_call_fn fn, void *ctx, resil_result *out)
@@ -3610,18 +3700,10 @@ resil_pipeline_call(resil_pipeline *p, const resil_args *args,
 	if (RESIL__UNLIKELY(p == NULL || args == NULL ||
 	        args->method == NULL || fn == NULL || out == NULL))
 		return RESIL_E_INVAL;
-	if (RESIL__UNLIKELY(p->slow && p->executor.submit == NULL))
-		return p->sel != NULL ? refuse_selector(p, out)
-		                      : refuse_hedging(p, out);
-	g = conf_hold(p);
 	if (RESIL__UNLIKELY(p->slow))
-		err = p->sel != NULL
-		    ? refuse_selector(p, out)
-		    : drive_hedged(p, g, find_method(g, args->method), args,
-		          fn, NULL, ctx, out);
-	else
-		err = drive(
-		    p, g, find_method(g, args->method), args, fn, ctx, out);
+		return call_slow(p, NULL, args, fn, ctx, out);
+	g = conf_hold(p);
+	err = drive(p, g, find_method(g, args->method), args, fn, ctx, out);
 	conf_drop(g);
 	return err;
 }
@@ -3637,16 +3719,10 @@ resil_pipeline_call_method(resil_pipeline *p, const resil_method *m,
 	        args->method == NULL || fn == NULL || out == NULL ||
 	        check_method(p, m) != RESIL_OK))
 		return RESIL_E_INVAL;
-	if (RESIL__UNLIKELY(p->slow && p->executor.submit == NULL))
-		return p->sel != NULL ? refuse_selector(p, out)
-		                      : refuse_hedging(p, out);
-	g = conf_hold(p);
 	if (RESIL__UNLIKELY(p->slow))
-		err = p->sel != NULL ? refuse_selector(p, out)
-		                     : drive_hedged(p, g, resolve(g, m), args,
-		                           fn, NULL, ctx, out);
-	else
-		err = drive(p, g, resolve(g, m), args, fn, ctx, out);
+		return call_slow(p, m, args, fn, ctx, out);
+	g = conf_hold(p);
+	err = drive(p, g, resolve(g, m), args, fn, ctx, out);
 	conf_drop(g);
 	return err;
 }
