@@ -1079,8 +1079,9 @@ handle_for(resil_pipeline *p, const char *name)
 		resil__free(resil__a, h, sizeof(*h));
 		return NULL;
 	}
+	/* Index 0 is the service-level handle, not in the table. */
 	HASH_ADD_KEYPTR(hh, p->names, h->name, strlen(h->name), h);
-	if (HASH_COUNT(p->names) != (size_t)p->nnames + 1) {
+	if (HASH_COUNT(p->names) != (size_t)p->nnames) {
 		resil__strfree(resil__a, h->name);
 		resil__free(resil__a, h, sizeof(*h));
 		return NULL;
