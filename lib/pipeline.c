@@ -113,11 +113,16 @@ typedef struct stripe {
  * store (cur) and the old ones go when their last call drops them.
  */
 typedef struct settings {
-	/* Atomic: the pipeline's reference (while current) + the calls'.
-	 * DEAD added while the shell is free (see conf_hold). */
-	uint64_t refs;
+	/* Calls holding these settings, per thread stripe (a call drops
+	 * its count on the stripe it took it on): no shared counter on the
+	 * call path. */
+	struct {
+		uint64_t n;
+		/* cppcheck-suppress unusedStructMember ; a cache line each */
+		uint64_t pad[7];
+	} rc[NSTRIPES];
 	struct resil_pipeline *p;
-	struct settings *next_free; /* in p->shells, while free */
+	struct settings *next_free; /* in p->retired or p->shells */
 	/* What these were built from, for a reload's comparison: a shallow
 	 * copy (its strings and methods are not to be read). */
 	resil_pipeline_config cfg;
@@ -156,10 +161,11 @@ struct resil_pipeline {
 	const resil_mock_registry *registry;
 
 	settings *cur; /* atomic pointer: the current settings */
-	/* Free settings shells, reused by reloads (a shell is never given
-	 * back to the allocator before the pipeline is freed). */
+	/* Under mock_lock: settings replaced but maybe still held by calls,
+	 * and free shells reused by reloads (a shell is never given back to
+	 * the allocator before the pipeline is freed). */
+	settings *retired;
 	settings *shells;
-	resil__spinlock shell_lock;
 
 	/* Method handles, by name (under mock_lock once calls run). */
 	struct resil_method *names;
@@ -688,51 +694,67 @@ settings_clear(settings *g)
 	    sizeof(*g) - offsetof(settings, next_free));
 }
 
-#define DEAD (UINT64_C(1) << 62)
-
-/* A shell for new settings, holding one reference (the builder's, which
- * becomes the pipeline's when they are published): a free one, or a new
- * one. */
+/* A shell for new settings (under mock_lock, or at creation): a free
+ * one, or a new one. Counts left on a free shell's stripes are stray
+ * ones (see conf_hold), dropped in time. */
 static settings *
 shell_take(resil_pipeline *p)
 {
-	settings *g;
+	settings *g = p->shells;
 
-	resil__spin_lock(&p->shell_lock);
-	g = p->shells;
-	if (g != NULL)
+	if (g != NULL) {
 		p->shells = g->next_free;
-	resil__spin_unlock(&p->shell_lock);
-	if (g == NULL) {
-		g = resil__calloc(&p->alloc, sizeof(*g));
-		if (g == NULL)
-			return NULL;
-		g->refs = 1;
-		g->p = p;
+		g->next_free = NULL;
 		return g;
 	}
-	g->next_free = NULL;
-	/* DEAD off, one reference on; a stray reference taken meanwhile
-	 * (conf_hold's) stays counted. */
-	resil__faa64(&g->refs, (uint64_t)1 - DEAD);
+	g = resil__calloc(&p->alloc, sizeof(*g));
+	if (g != NULL)
+		g->p = p;
 	return g;
 }
 
-/* The last reference went: claim the settings (a stray reference may
- * come and go meanwhile: whoever brings the count to 0 again claims
- * them), free their contents and keep the shell. */
+/* Settings never published, or no longer held: contents freed, shell
+ * kept (under mock_lock, or at creation). */
 static void
-settings_retire(settings *g)
+shell_put(resil_pipeline *p, settings *g)
 {
-	resil_pipeline *p = g->p;
-
-	if (!resil__cas64(&g->refs, 0, DEAD))
-		return;
 	settings_clear(g);
-	resil__spin_lock(&p->shell_lock);
 	g->next_free = p->shells;
 	p->shells = g;
-	resil__spin_unlock(&p->shell_lock);
+}
+
+/* Whether calls still count on g. A count taken after g was replaced is
+ * a stray one (its call sees the pointer moved and drops it at once),
+ * and each stripe's count includes every call counted on it and not yet
+ * dropped (a call drops on the stripe it counted on), so a zero sum read
+ * after g was replaced is final. */
+static int
+settings_held(settings *g)
+{
+	uint64_t sum = 0;
+	unsigned i;
+
+	for (i = 0; i < NSTRIPES; i++)
+		sum += resil__load64_after_rmw(&g->rc[i].n);
+	return sum != 0;
+}
+
+/* Free the replaced settings that no call holds any more (under
+ * mock_lock): at every reload, so that however many reloads come, only
+ * settings with a call still running on them stay allocated. */
+static void
+settings_reclaim(resil_pipeline *p)
+{
+	settings **pp = &p->retired, *g;
+
+	while ((g = *pp) != NULL) {
+		if (settings_held(g)) {
+			pp = &g->next_free;
+			continue;
+		}
+		*pp = g->next_free;
+		shell_put(p, g);
+	}
 }
 
 /* Free g and its shell, when no call can reach it (creation failed, or
@@ -748,38 +770,50 @@ settings_free(settings *g)
 
 /*
  * Take a reference on the current settings: load the pointer, count
- * oneself on what it pointed to, and check that it still points there
- * (then the pipeline's own reference was there too, so they were alive
- * and are now held). Otherwise they were replaced meanwhile: drop the
- * stray count and try again. Shells are never freed while the pipeline
- * lives (retired ones are reused), so a stray count never touches freed
- * memory; a free shell carries DEAD in refs, so a stray count on it can
- * never reach 0. A reload never waits for a call.
+ * oneself on what it pointed to (on this thread's stripe, *st), and check
+ * that it still points there (then they were current after the count, so
+ * no reclaim can miss it). Otherwise they were replaced meanwhile: drop
+ * the stray count and try again. Shells are never freed while the
+ * pipeline lives (retired ones are reused), so a stray count never
+ * touches freed memory. A reload never waits for a call.
  */
-HOT void conf_drop(settings *g);
+HOT void conf_drop(settings *g, unsigned st);
 
-HOT settings *
-conf_hold(resil_pipeline *p)
+/* The settings moved under a call taking its count: retry. */
+static settings *
+conf_hold_again(resil_pipeline *p, settings *g, unsigned s)
 {
 	for (;;) {
-		settings *g = resil__loadptr((void *const *)&p->cur);
-
-		resil__faa64(&g->refs, 1);
-		if (RESIL__LIKELY(
-		        (void *)(uintptr_t)resil__load64_after_rmw(
-		            (const uint64_t *)(const void *)&p->cur) ==
-		        (void *)g))
+		conf_drop(g, s);
+		g = resil__loadptr((void *const *)&p->cur);
+		resil__faa64(&g->rc[s].n, 1);
+		if ((void *)(uintptr_t)resil__load64_after_rmw(
+		        (const uint64_t *)(const void *)&p->cur) == (void *)g)
 			return g;
-		conf_drop(g);
 	}
 }
 
-/* Drop it: the last holder of retired settings frees what they hold. */
-HOT void
-conf_drop(settings *g)
+HOT settings *
+conf_hold(resil_pipeline *p, unsigned *st)
 {
-	if (RESIL__UNLIKELY(resil__faa64(&g->refs, UINT64_MAX) == 1))
-		settings_retire(g);
+	unsigned s = resil__thread_stripe(NSTRIPES);
+	settings *g = resil__loadptr((void *const *)&p->cur);
+
+	resil__faa64(&g->rc[s].n, 1);
+	if (RESIL__UNLIKELY(
+	        (void *)(uintptr_t)resil__load64_after_rmw(
+	            (const uint64_t *)(const void *)&p->cur) != (void *)g))
+		g = conf_hold_again(p, g, s);
+	*st = s;
+	return g;
+}
+
+/* Drop the count taken on stripe st. Replaced settings are freed by the
+ * next reload after their last call dropped them (or by free). */
+HOT void
+conf_drop(settings *g, unsigned st)
+{
+	resil__faa64(&g->rc[st].n, UINT64_MAX);
 }
 
 void
@@ -793,6 +827,12 @@ resil_pipeline_free(resil_pipeline *p)
 		return;
 	resil__a = &p->alloc;
 	settings_free(p->cur);
+	while (p->retired != NULL) {
+		settings *g = p->retired;
+
+		p->retired = g->next_free;
+		settings_free(g);
+	}
 	while (p->shells != NULL) {
 		settings *g = p->shells;
 
@@ -1347,9 +1387,8 @@ settings_build(resil_pipeline *p, const resil_pipeline_config *cfg,
 nomem:
 	err = resil__diagf(diag, RESIL_E_NOMEM, "pipeline: out of memory");
 fail:
-	/* Never published: its reference is the only one but for stray
-	 * counts, so it goes back to the free shells. */
-	conf_drop(g);
+	/* Never published: back to the free shells. */
+	shell_put(p, g);
 	return err;
 }
 
@@ -1381,7 +1420,6 @@ resil_pipeline_new(
 	p->listener_ctx = cfg->listener_ctx;
 	p->registry = cfg->registry;
 	resil__spin_init(&p->mock_lock);
-	resil__spin_init(&p->shell_lock);
 	p->svc.owner = p;
 	p->nnames = 1; /* index 0: the service-level handle */
 	p->hedge_max = cfg->hedge_max;
@@ -1477,9 +1515,10 @@ find_method(const settings *g, const char *name)
 HOT const method *
 resolve(const settings *g, const struct resil_method *h)
 {
-	/* A handle is given out only once its index exists, and later
-	 * settings have every earlier index: the bound is a guard. */
-	return RESIL__LIKELY(h->idx < g->nidx) ? g->byidx[h->idx] : &g->dflt;
+	/* A handle is given out (resil_pipeline_method) only when the
+	 * current settings have its index, and settings built later have
+	 * every earlier index: any settings a call holds have it. */
+	return g->byidx[h->idx];
 }
 
 resil_breaker *
@@ -1853,7 +1892,9 @@ resil_pipeline_reload(
 	 * calls that start from now on run with g. */
 	resil__fas64((uint64_t *)(void *)&p->cur, (uint64_t)(uintptr_t)g);
 	resil__spin_unlock(&p->mock_lock);
-	conf_drop(old); /* the pipeline's reference; calls hold their own */
+	old->next_free = p->retired;
+	p->retired = old;
+	settings_reclaim(p); /* old too, when no call holds it */
 	emit_reload(p, count, what);
 	return RESIL_OK;
 }
@@ -1938,6 +1979,7 @@ typedef struct callm {
 	resil_pipeline *p;
 	settings *g;  /* the settings it runs with, held */
 	uint8_t gref; /* the call machine's API holds g (drop at the end) */
+	uint8_t gst;  /* the stripe g is counted on */
 	const method *m;
 	resil_breaker *breaker;
 	resil_retry *retry;
@@ -3101,19 +3143,19 @@ check_method(const resil_pipeline *p, const struct resil_method *m)
 	return m->owner == p ? RESIL_OK : RESIL_E_INVAL;
 }
 
-HOT void minit(callm *c, resil_pipeline *p, settings *g, const method *m,
-    const resil_args *args, resil_result *out);
+HOT void minit(callm *c, resil_pipeline *p, settings *g, unsigned gs,
+    const method *m, const resil_args *args, resil_result *out);
 
 /* Start: the mock stage, then attempt 1. */
 HOT resil_err
-mstart(callm *c, resil_pipeline *p, settings *g, const method *m,
+mstart(callm *c, resil_pipeline *p, settings *g, unsigned gs, const method *m,
     const resil_args *args, resil_result *out, tsrc *ts, resil_call_next *st)
 {
 	resil_mock *mock;
 
 	resil_result_init(out);
-	resil__faa64(&my_stripe(p)->calls, 1);
-	minit(c, p, g, m, args, out);
+	resil__faa64(&p->stripes[gs].calls, 1);
+	minit(c, p, g, gs, m, args, out);
 
 	/* The mock stage: force: answers and nothing below runs. The mock
 	 * is held (mock_hold) while it is read: set_mock may replace it. */
@@ -3162,13 +3204,14 @@ mstart(callm *c, resil_pipeline *p, settings *g, const method *m,
 
 /* A call's state before its first attempt. */
 HOT void
-minit(callm *c, resil_pipeline *p, settings *g, const method *m,
+minit(callm *c, resil_pipeline *p, settings *g, unsigned gs, const method *m,
     const resil_args *args, resil_result *out)
 {
 	c->magic = CALL_LIVE;
 	c->p = p;
 	c->g = g;
 	c->gref = 0;
+	c->gst = (uint8_t)gs;
 	c->m = m;
 	c->args = args;
 	c->out = out;
@@ -3299,8 +3342,8 @@ mstep(callm *c, tsrc *ts, int waited, resil_call_next *st)
 /* ---- the blocking driver ---- */
 
 HOT resil_err
-drive(resil_pipeline *p, settings *g, const method *m, const resil_args *args,
-    resil_call_fn fn, void *ctx, resil_result *out)
+drive(resil_pipeline *p, settings *g, unsigned gs, const method *m,
+    const resil_args *args, resil_call_fn fn, void *ctx, resil_result *out)
 {
 	callm c;
 	resil_call_next st;
@@ -3327,10 +3370,10 @@ drive(resil_pipeline *p, settings *g, const method *m, const resil_args *args,
 		int bstate = -1;
 
 		resil_result_init(out);
-		resil__faa64(&my_stripe(p)->calls, 1);
+		resil__faa64(&p->stripes[gs].calls, 1);
 		if (b != NULL &&
 		    resil_breaker_acquire(b, &permit) != RESIL_OK) {
-			minit(&c, p, g, m, args, out);
+			minit(&c, p, g, gs, m, args, out);
 			c.breaker_state = (int)resil_breaker_get_state(b);
 			rejected(&c, RESIL_E_OPEN);
 			attend(&c, &ts, &st);
@@ -3365,7 +3408,7 @@ drive(resil_pipeline *p, settings *g, const method *m, const resil_args *args,
 			tls_in_call = 0;
 			return RESIL_OK;
 		}
-		minit(&c, p, g, m, args, out);
+		minit(&c, p, g, gs, m, args, out);
 		c.issued = 1;
 		c.attempts = 1;
 		c.breaker_state = bstate;
@@ -3380,7 +3423,7 @@ drive(resil_pipeline *p, settings *g, const method *m, const resil_args *args,
 		c.pending = 1;
 		mstep(&c, &ts, 0, &st);
 	} else {
-		mstart(&c, p, g, m, args, out, &ts, &st);
+		mstart(&c, p, g, gs, m, args, out, &ts, &st);
 	}
 loop:
 	while (st.action != RESIL_CALL_DONE) {
@@ -3533,7 +3576,7 @@ run_job(void *vj)
 /* The hedging pipeline's blocking loop: attempts run on the executor;
  * the calling thread waits for answers and timers. */
 static resil_err
-drive_hedged(resil_pipeline *p, settings *g, const method *m,
+drive_hedged(resil_pipeline *p, settings *g, unsigned gs, const method *m,
     const resil_args *args, resil_call_fn fn, resil_endpoint_call_fn efn,
     void *ctx, resil_result *out)
 {
@@ -3548,7 +3591,7 @@ drive_hedged(resil_pipeline *p, settings *g, const method *m,
 	tls_in_call = 1;
 	tlazy(&ts, p);
 	st.endpoint = NULL;
-	mstart(&c, p, g, m, args, out, &ts, &st);
+	mstart(&c, p, g, gs, m, args, out, &ts, &st);
 	while (st.action != RESIL_CALL_DONE) {
 		if (st.action == RESIL_CALL_RUN) {
 			j = job_new(p, fn, efn, ctx, args, &st);
@@ -3677,17 +3720,18 @@ call_slow(resil_pipeline *p, const struct resil_method *h,
     const resil_args *args, resil_call_fn fn, void *ctx, resil_result *out)
 {
 	settings *g;
+	unsigned gs;
 	resil_err err;
 
 	if (p->sel != NULL)
 		return refuse_selector(p, out);
 	if (p->executor.submit == NULL)
 		return refuse_hedging(p, out);
-	g = conf_hold(p);
-	err = drive_hedged(p, g,
+	g = conf_hold(p, &gs);
+	err = drive_hedged(p, g, gs,
 	    h != NULL ? resolve(g, h) : find_method(g, args->method), args, fn,
 	    NULL, ctx, out);
-	conf_drop(g);
+	conf_drop(g, gs);
 	return err;
 }
 
@@ -3696,6 +3740,7 @@ resil_pipeline_call(resil_pipeline *p, const resil_args *args,
     resil_call_fn fn, void *ctx, resil_result *out)
 {
 	settings *g;
+	unsigned gs;
 	resil_err err;
 
 	if (RESIL__UNLIKELY(p == NULL || args == NULL ||
@@ -3703,9 +3748,10 @@ resil_pipeline_call(resil_pipeline *p, const resil_args *args,
 		return RESIL_E_INVAL;
 	if (RESIL__UNLIKELY(p->slow))
 		return call_slow(p, NULL, args, fn, ctx, out);
-	g = conf_hold(p);
-	err = drive(p, g, find_method(g, args->method), args, fn, ctx, out);
-	conf_drop(g);
+	g = conf_hold(p, &gs);
+	err =
+	    drive(p, g, gs, find_method(g, args->method), args, fn, ctx, out);
+	conf_drop(g, gs);
 	return err;
 }
 
@@ -3714,6 +3760,7 @@ resil_pipeline_call_method(resil_pipeline *p, const resil_method *m,
     const resil_args *args, resil_call_fn fn, void *ctx, resil_result *out)
 {
 	settings *g;
+	unsigned gs;
 	resil_err err;
 
 	if (RESIL__UNLIKELY(p == NULL || m == NULL || args == NULL ||
@@ -3722,9 +3769,9 @@ resil_pipeline_call_method(resil_pipeline *p, const resil_method *m,
 		return RESIL_E_INVAL;
 	if (RESIL__UNLIKELY(p->slow))
 		return call_slow(p, m, args, fn, ctx, out);
-	g = conf_hold(p);
-	err = drive(p, g, resolve(g, m), args, fn, ctx, out);
-	conf_drop(g);
+	g = conf_hold(p, &gs);
+	err = drive(p, g, gs, resolve(g, m), args, fn, ctx, out);
+	conf_drop(g, gs);
 	return err;
 }
 
@@ -3733,7 +3780,7 @@ resil_pipeline_call_method(resil_pipeline *p, const resil_method *m,
 /* One attempt after another on the calling thread, each on the endpoint
  * the machine chose. */
 static resil_err
-drive_ep(resil_pipeline *p, settings *g, const method *m,
+drive_ep(resil_pipeline *p, settings *g, unsigned gs, const method *m,
     const resil_args *args, resil_endpoint_call_fn fn, void *ctx,
     resil_result *out)
 {
@@ -3746,7 +3793,7 @@ drive_ep(resil_pipeline *p, settings *g, const method *m,
 	tls_in_call = 1;
 	tlazy(&ts, p);
 	st.endpoint = NULL;
-	mstart(&c, p, g, m, args, out, &ts, &st);
+	mstart(&c, p, g, gs, m, args, out, &ts, &st);
 	while (st.action != RESIL_CALL_DONE) {
 		if (st.action == RESIL_CALL_RUN) {
 			if (c.value.type != RESIL_VALUE_NULL) {
@@ -3797,6 +3844,7 @@ resil_pipeline_invoke(resil_pipeline *p, const resil_method *h,
 {
 	const method *pm;
 	settings *g;
+	unsigned gs;
 	resil_err err;
 
 	if (RESIL__UNLIKELY(p == NULL || args == NULL ||
@@ -3805,7 +3853,7 @@ resil_pipeline_invoke(resil_pipeline *p, const resil_method *h,
 		return RESIL_E_INVAL;
 	if (p->sel == NULL && p->hedge_max != 0 && p->executor.submit == NULL)
 		return refuse_hedging(p, out);
-	g = conf_hold(p);
+	g = conf_hold(p, &gs);
 	pm = h != NULL ? resolve(g, h) : find_method(g, args->method);
 	if (p->sel == NULL) {
 		ep_adapter a;
@@ -3813,14 +3861,15 @@ resil_pipeline_invoke(resil_pipeline *p, const resil_method *h,
 		a.fn = fn;
 		a.ctx = ctx;
 		if (p->hedge_max != 0)
-			err = drive_hedged(p, g, pm, args, NULL, fn, ctx, out);
+			err = drive_hedged(
+			    p, g, gs, pm, args, NULL, fn, ctx, out);
 		else
-			err = drive(p, g, pm, args, ep_adapt, &a, out);
+			err = drive(p, g, gs, pm, args, ep_adapt, &a, out);
 	} else if (p->ccfg.strategy == RESIL_CLUSTER_FORKING)
-		err = drive_hedged(p, g, pm, args, NULL, fn, ctx, out);
+		err = drive_hedged(p, g, gs, pm, args, NULL, fn, ctx, out);
 	else
-		err = drive_ep(p, g, pm, args, fn, ctx, out);
-	conf_drop(g);
+		err = drive_ep(p, g, gs, pm, args, fn, ctx, out);
+	conf_drop(g, gs);
 	return err;
 }
 
@@ -3911,7 +3960,7 @@ call_settle(callm *c)
 	if (RESIL__UNLIKELY(c->gref) &&
 	    (c->magic == CALL_DONE || c->magic == CALL_CANCELLED)) {
 		c->gref = 0;
-		conf_drop(c->g);
+		conf_drop(c->g, c->gst);
 	}
 }
 
@@ -3933,19 +3982,21 @@ resil_call_start(resil_call *call, resil_pipeline *p, const resil_method *m,
 	callm *c = (callm *)(void *)call;
 	tsrc ts = tgiven(now);
 	settings *g;
+	unsigned gs;
 
 	if (RESIL__UNLIKELY(call == NULL || p == NULL || args == NULL ||
 	        args->method == NULL || out == NULL || step == NULL))
 		return RESIL_E_INVAL;
 	if (RESIL__UNLIKELY(m != NULL && check_method(p, m) != RESIL_OK))
 		return RESIL_E_INVAL;
-	g = conf_hold(p);
+	g = conf_hold(p, &gs);
 	tls_method = args->method;
 	step->endpoint = NULL;
-	mstart(c, p, g,
+	mstart(c, p, g, gs,
 	    m != NULL ? resolve(g, m) : find_method(g, args->method), args,
 	    out, &ts, step);
 	c->gref = 1;
+	c->gst = (uint8_t)gs;
 	call_settle(c);
 	tls_method = NULL;
 	return RESIL_OK;
