@@ -1855,8 +1855,8 @@ emit_reload(resil_pipeline *p, unsigned count, const char *what)
 		    "configuration reloaded: nothing changed");
 	else
 		snprintf(text, sizeof(text),
-		    "configuration reloaded: %u setting%s changed (%s)", count,
-		    count == 1 ? "" : "s", what);
+		    "configuration reloaded: %u setting%s changed (%s)",
+		    count, count == 1 ? "" : "s", what);
 	ev.stage = RESIL_STAGE_CONFIG;
 	ev.time = resil_clock_now(&p->clock);
 	ev.text = text;
@@ -1871,7 +1871,7 @@ resil_pipeline_reload(
 {
 	resil_pipeline_config eff;
 	settings *old, *g = NULL;
-	char what[128];
+	char what[100];
 	unsigned count;
 	resil_err err;
 
