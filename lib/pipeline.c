@@ -2,13 +2,17 @@
  * resil pipeline: mock stage -> fallback chain -> retry -> breaker ->
  * rate limiter -> bulkhead -> the user's function.
  *
- * The success path of a call reads the method table (immutable after
- * creation), the current mock (one atomic pointer, only when a mock is
- * configured), runs retry and breaker, and adds one to a per-thread
- * striped counter. Runtime mock changes build a whole new resil_mock and
- * publish it with one pointer store; the old ones stay allocated until
- * the pipeline is freed, so a call that started with one can finish with
- * it.
+ * Everything a reload may change lives in one `settings` object (stage
+ * objects, the method table, the mock). A call counts itself on the
+ * current settings (per thread stripe) and runs on them to its end; a
+ * reload publishes new settings with one pointer store, carrying over the
+ * stage objects whose configuration did not change (shared, reference
+ * counted parts), and frees replaced settings once no call counts on them.
+ * The success path reads the method table, the current mock (one atomic
+ * pointer, only when a mock is configured), runs retry and breaker, and
+ * adds one to a per-thread striped counter. Runtime mock changes build a
+ * whole new resil_mock, publish it with one pointer store and free the old
+ * one once its readers are gone.
  */
 #include <resil/pipeline.h>
 
@@ -1767,9 +1771,9 @@ reload_check(const resil_pipeline *p, const settings *g,
 		return immutable(diag, "call_events");
 	eff->call_events = g->cfg.call_events;
 	if (cfg->hedge_max != g->cfg.hedge_max)
-		return immutable(diag, "hedge_max");
+		return immutable(diag, "hedge.max (hedge_max)");
 	if (cfg->hedge_delay_ns != g->cfg.hedge_delay_ns)
-		return immutable(diag, "hedge_delay");
+		return immutable(diag, "hedge.delay (hedge_delay_ns)");
 	if (p->sel != NULL && !same_cluster(&cfg->cluster, &g->cfg.cluster))
 		return immutable(diag, "cluster");
 	return validate(eff, diag);
@@ -1855,8 +1859,8 @@ emit_reload(resil_pipeline *p, unsigned count, const char *what)
 		    "configuration reloaded: nothing changed");
 	else
 		snprintf(text, sizeof(text),
-		    "configuration reloaded: %u setting%s changed (%s)",
-		    count, count == 1 ? "" : "s", what);
+		    "configuration reloaded: %u setting%s changed (%s)", count,
+		    count == 1 ? "" : "s", what);
 	ev.stage = RESIL_STAGE_CONFIG;
 	ev.time = resil_clock_now(&p->clock);
 	ev.text = text;

@@ -229,7 +229,8 @@ test_reload_fixed_settings_are_refused(void **state)
 	assert_int_equal(
 	    reload(&f, "service=StockService\nhedge.max=2\n", &diag),
 	    RESIL_E_INVAL);
-	assert_non_null(strstr(diag.msg, "hedge_max: cannot change"));
+	assert_non_null(
+	    strstr(diag.msg, "hedge.max (hedge_max): cannot change"));
 
 	/* Through the struct: another clock, allocator or listener. */
 	resil_manual_clock_init(&other, 5);

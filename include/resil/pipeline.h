@@ -40,8 +40,9 @@
  * Thread safety: resil_pipeline_call, resil_pipeline_call_method,
  * resil_pipeline_invoke, resil_pipeline_failback_poll, the call machine
  * (resil_call_*: each call stepped by one thread at a time),
- * resil_pipeline_set_mock and resil_pipeline_get_metrics may run
- * concurrently from any number of threads. new, add_handler (before the
+ * resil_pipeline_set_mock, resil_pipeline_reload (and its text forms in
+ * config.h) and resil_pipeline_get_metrics may run concurrently from any
+ * number of threads. new, add_handler (before the
  * first call) and free must not overlap any other call on the same
  * pipeline. The listener may be called from any calling thread,
  * concurrently.
@@ -357,8 +358,10 @@ RESIL_API resil_err resil_pipeline_call(resil_pipeline *p,
  * Resolve a method name once: *out is the handle of the declared method
  * name, or of the service-level settings when name is not declared (the
  * settings a call by that name would use). Handles are immutable and
- * valid as long as p; pass one per call to resil_pipeline_call_method()
- * or resil_call_start() so that the call does no string hashing.
+ * valid as long as p, across reloads (see resil_pipeline_reload: a call
+ * resolves its handle in the settings it runs with); pass one per call to
+ * resil_pipeline_call_method() or resil_call_start() so that the call does no
+ * string hashing.
  *
  * Returns RESIL_OK; RESIL_E_INVAL for a NULL argument.
  */
@@ -428,8 +431,11 @@ RESIL_API resil_err resil_pipeline_call_method(resil_pipeline *p,
  * runs the attempt itself and sleeps through the pipeline's clock.
  *
  * Ownership: *args and *out are borrowed until DONE (or cancel); the
- * resil_call must not move meanwhile. A reported value is moved into the
- * call (*value is left null) and freed by resil when it is dropped.
+ * resil_call must not move meanwhile. A started call holds the
+ * pipeline's settings it started with (resil_pipeline_reload) until DONE
+ * or cancel: drive every call to one of them (a call dropped half-way
+ * keeps those settings, and its permits, held). A reported value is moved into
+ * the call (*value is left null) and freed by resil when it is dropped.
  * Attempt ids start at 1 for every call: before starting a new call in
  * the same resil_call, report (or forget) the answers its previous call
  * still has out (resil_call_outstanding()), or a late answer could be
