@@ -2967,8 +2967,8 @@ complete(callm *c, unsigned i, int rc, resil_value *value, int late, tsrc *ts)
 }
 
 /* Start the next attempt of the retry stage (after a backoff), or decide
- * at once when it is rejected. Returns 1 with *st RUN. */
-static int advance(callm *c, tsrc *ts, int waited, resil_call_next *st);
+ * at once when it is rejected; attend to the attempts out. */
+static void advance(callm *c, tsrc *ts, int waited, resil_call_next *st);
 static void attend(callm *c, tsrc *ts, resil_call_next *st);
 
 /*
@@ -3019,62 +3019,49 @@ decide_core(callm *c, tsrc *ts, resil_call_next *st)
 	return 1;
 }
 
+/* What the machine does next, for the loop in run_machine(). */
+enum { M_ATTEND, M_DECIDE, M_ADVANCE, M_STOP };
+
 /*
- * A loop, not a recursion: with retry_on_open, a zero backoff and an
- * open breaker, each of up to RESIL_RETRY_MAX_ATTEMPTS attempts is
- * rejected at once.
+ * After a backoff: start the next attempt of the retry stage. A
+ * rejection is decided at once (M_DECIDE), or, with hedging, attended
+ * (M_ATTEND); M_STOP with *st RUN, WAIT or DONE.
  */
 static int
-advance(callm *c, tsrc *ts, int waited, resil_call_next *st)
+advance_once(callm *c, tsrc *ts, int waited, resil_call_next *st)
 {
-	for (;;) {
-		if (!waited && tnow(ts) < c->wait_until) {
-			st->action = RESIL_CALL_WAIT;
-			st->attempt = 0;
-			st->deadline = 0;
-			st->until = c->wait_until;
-			return 0;
-		}
-		if (!resil__retry_resume(c->retry, &c->run, tnow(ts))) {
-			conclude_run(c, ts, st);
-			return 0;
-		}
-		c->phase = P_ATTEMPT;
-		if (launch(c, ts, st))
-			return 1;
-		if (c->p->hedge_max != 0) {
-			/* A rejection may still be hedged. */
-			attend(c, ts, st);
-			return 0;
-		}
-		if (!decide_core(c, ts, st))
-			return 0;
-		waited = 0;
+	if (!waited && tnow(ts) < c->wait_until) {
+		st->action = RESIL_CALL_WAIT;
+		st->attempt = 0;
+		st->deadline = 0;
+		st->until = c->wait_until;
+		return M_STOP;
 	}
+	if (!resil__retry_resume(c->retry, &c->run, tnow(ts))) {
+		conclude_run(c, ts, st);
+		return M_STOP;
+	}
+	c->phase = P_ATTEMPT;
+	if (launch(c, ts, st))
+		return M_STOP;
+	/* Rejected; with hedging a rejection may still be hedged. */
+	return c->p->hedge_max != 0 ? M_ATTEND : M_DECIDE;
 }
 
-static void
-decide(callm *c, tsrc *ts, resil_call_next *st)
-{
-	if (decide_core(c, ts, st))
-		advance(c, ts, 0, st);
-}
-
-/* The attempts of this retry attempt are out (ATTEMPT phase): time out
- * the late ones, start a hedge when it is due, or decide. */
-static void
-attend(callm *c, tsrc *ts, resil_call_next *st)
+/*
+ * Attempts are out, or one has answered: decide (M_DECIDE), hedge, fail
+ * the late ones, or say how long to wait (M_STOP with *st set).
+ */
+static int
+attend_once(callm *c, tsrc *ts, resil_call_next *st)
 {
 	resil_pipeline *p = c->p;
 	uint64_t wake = UINT64_MAX;
 	unsigned i;
 
 	/* The common case: the one attempt has answered. */
-	if (RESIL__LIKELY(
-	        c->pending && c->running == 0 && p->hedge_max == 0)) {
-		decide(c, ts, st);
-		return;
-	}
+	if (RESIL__LIKELY(c->pending && c->running == 0 && p->hedge_max == 0))
+		return M_DECIDE;
 	if (c->timeout != 0 && c->running != 0) {
 		for (i = 0; i < RESIL_CALL_MAX_INFLIGHT; i++) {
 			slot *s = &c->slots[i];
@@ -3095,10 +3082,8 @@ attend(callm *c, tsrc *ts, resil_call_next *st)
 	if (c->winner ||
 	    (c->running == 0 && c->pending &&
 	        (p->hedge_max == 0 || c->no_more_hedges ||
-	            c->hedges >= p->hedge_max))) {
-		decide(c, ts, st);
-		return;
-	}
+	            c->hedges >= p->hedge_max)))
+		return M_DECIDE;
 	if (p->hedge_max != 0 && !c->no_more_hedges &&
 	    c->hedges < p->hedge_max &&
 	    (c->pending || tnow(ts) >= sat_add(c->launched, p->hedge_delay))) {
@@ -3111,10 +3096,9 @@ attend(callm *c, tsrc *ts, resil_call_next *st)
 		} else {
 			c->hedges++;
 			if (launch(c, ts, st))
-				return;
+				return M_STOP;
 		}
-		attend(c, ts, st);
-		return;
+		return M_ATTEND;
 	}
 	c->pending = 0;
 	for (i = 0; i < RESIL_CALL_MAX_INFLIGHT; i++) {
@@ -3139,6 +3123,47 @@ attend(callm *c, tsrc *ts, resil_call_next *st)
 	st->attempt = 0;
 	st->deadline = 0;
 	st->until = wake;
+	return M_STOP;
+}
+
+/*
+ * The machine's moves until it has an action for the caller: a loop, not
+ * a recursion (with retry_on_open, a zero backoff and an open breaker,
+ * each of up to RESIL_RETRY_MAX_ATTEMPTS attempts is rejected at once,
+ * and each hedge that cannot launch is attended again).
+ */
+static void
+run_machine(callm *c, tsrc *ts, int state, int waited, resil_call_next *st)
+{
+	for (;;) {
+		switch (state) {
+		case M_ATTEND:
+			state = attend_once(c, ts, st);
+			break;
+		case M_DECIDE:
+			state = decide_core(c, ts, st) ? M_ADVANCE : M_STOP;
+			break;
+		case M_ADVANCE:
+			state = advance_once(c, ts, waited, st);
+			waited = 0;
+			break;
+		default:
+			return;
+		}
+	}
+}
+
+/* The retry stage waited (waited: the driver slept through the backoff). */
+static void
+advance(callm *c, tsrc *ts, int waited, resil_call_next *st)
+{
+	run_machine(c, ts, M_ADVANCE, waited, st);
+}
+
+static void
+attend(callm *c, tsrc *ts, resil_call_next *st)
+{
+	run_machine(c, ts, M_ATTEND, 0, st);
 }
 
 static resil_err
