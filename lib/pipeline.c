@@ -31,6 +31,17 @@
 
 #define NSTRIPES 8u
 
+/* Two doubles are the same setting when their bits are (no float ==). */
+static int
+same_double(double x, double y)
+{
+	uint64_t u, v;
+
+	memcpy(&u, &x, sizeof(u));
+	memcpy(&v, &y, sizeof(v));
+	return u == v;
+}
+
 #if defined(__GNUC__)
 #define HOT __attribute__((always_inline)) static inline
 #else
@@ -693,7 +704,7 @@ settings_clear(settings *g)
 	part_put(p, g->pbh);
 	resil_retry_free(g->cretry);
 	if (g->byidx != NULL)
-		resil__free(resil__a, g->byidx, g->nidx * sizeof(*g->byidx));
+		resil__free(resil__a, g->byidx, g->nidx * sizeof(method *));
 	memset((char *)g + offsetof(settings, next_free), 0,
 	    sizeof(*g) - offsetof(settings, next_free));
 }
@@ -1027,80 +1038,67 @@ validate(const resil_pipeline_config *cfg, resil_diag *diag)
 
 /* ---- settings: built at new and at each reload ---- */
 
-/* The effective configuration of a stage, compared with its pointer
- * fields (the pipeline's own clock, allocator, listener) left out. */
+/*
+ * The effective configuration of a stage, compared member by member,
+ * leaving out what the pipeline replaces with its own (clock, allocator,
+ * listener, classifier). A member added to a stage's config must be
+ * added here too, or a change of it alone carries the old object over.
+ */
+#define SAME(m_) (a->m_ == b->m_)
+
 static int
 same_breaker(const resil_breaker_config *a, const resil_breaker_config *b)
 {
-	resil_breaker_config x, y;
-
-	memcpy(&x, a, sizeof(x));
-	memcpy(&y, b, sizeof(y));
-	x.listener = y.listener = NULL;
-	x.listener_ctx = y.listener_ctx = NULL;
-	x.alloc = y.alloc = NULL;
-	x.clock = y.clock = NULL;
-	return memcmp(&x, &y, sizeof(x)) == 0;
+	return SAME(consecutive_failures) && SAME(failure_rate_pct) &&
+	    SAME(slow_rate_pct) && SAME(slow_threshold_ns) &&
+	    SAME(min_calls) && SAME(window_type) && SAME(window_size) &&
+	    SAME(bucket_ns) && SAME(open_wait_ns) &&
+	    same_double(a->open_wait_multiplier, b->open_wait_multiplier) &&
+	    SAME(open_wait_max_ns) && SAME(permitted_probes) &&
+	    SAME(reopen_on_first_failure) && SAME(max_half_open_ns);
 }
 
 /* max_attempts aside (a method's own may override it). */
 static int
 same_retry(const resil_retry_config *a, const resil_retry_config *b)
 {
-	resil_retry_config x, y;
-
-	memcpy(&x, a, sizeof(x));
-	memcpy(&y, b, sizeof(y));
-	x.listener = y.listener = NULL;
-	x.listener_ctx = y.listener_ctx = NULL;
-	x.alloc = y.alloc = NULL;
-	x.clock = y.clock = NULL;
-	memset(&x.classifier, 0, sizeof(x.classifier));
-	memset(&y.classifier, 0, sizeof(y.classifier));
-	x.max_attempts = y.max_attempts = 0;
-	return memcmp(&x, &y, sizeof(x)) == 0;
+	return SAME(backoff) && SAME(base_delay_ns) &&
+	    same_double(a->multiplier, b->multiplier) && SAME(backoff_fn) &&
+	    SAME(backoff_ctx) && SAME(max_delay_ns) && SAME(jitter) &&
+	    same_double(a->jitter_factor, b->jitter_factor) &&
+	    SAME(random.uniform) && SAME(random.ctx) && SAME(seed) &&
+	    SAME(deadline_ns) && SAME(retry_on_failure) &&
+	    SAME(retry_on_failure_ctx) && SAME(retry_on_result) &&
+	    SAME(retry_on_result_ctx) && SAME(fail_after_max_attempts) &&
+	    SAME(retry_on_open) &&
+	    same_double(a->budget_ratio, b->budget_ratio) &&
+	    SAME(budget_max_tokens) && SAME(budget_min_retries) &&
+	    SAME(budget_period_ns) && SAME(retry_on_limited);
 }
 
 static int
 same_cache(const resil_cache_config *a, const resil_cache_config *b)
 {
-	resil_cache_config x, y;
-
-	memcpy(&x, a, sizeof(x));
-	memcpy(&y, b, sizeof(y));
-	x.alloc = y.alloc = NULL;
-	x.clock = y.clock = NULL;
-	return memcmp(&x, &y, sizeof(x)) == 0;
+	return SAME(max_entries) && SAME(max_bytes) && SAME(max_age) &&
+	    SAME(shards);
 }
 
 static int
 same_ratelimit(
     const resil_ratelimit_config *a, const resil_ratelimit_config *b)
 {
-	resil_ratelimit_config x, y;
-
-	memcpy(&x, a, sizeof(x));
-	memcpy(&y, b, sizeof(y));
-	x.listener = y.listener = NULL;
-	x.listener_ctx = y.listener_ctx = NULL;
-	x.alloc = y.alloc = NULL;
-	x.clock = y.clock = NULL;
-	return memcmp(&x, &y, sizeof(x)) == 0;
+	return SAME(rate) && SAME(period_ns) && SAME(burst) && SAME(batch);
 }
 
 static int
 same_bulkhead(const resil_bulkhead_config *a, const resil_bulkhead_config *b)
 {
-	resil_bulkhead_config x, y;
-
-	memcpy(&x, a, sizeof(x));
-	memcpy(&y, b, sizeof(y));
-	x.listener = y.listener = NULL;
-	x.listener_ctx = y.listener_ctx = NULL;
-	x.alloc = y.alloc = NULL;
-	x.clock = y.clock = NULL;
-	return memcmp(&x, &y, sizeof(x)) == 0;
+	return SAME(max_concurrent) && SAME(adaptive) && SAME(min_limit) &&
+	    SAME(max_limit) && SAME(target_latency_ns) && SAME(increase) &&
+	    SAME(backoff_pct) && SAME(batch);
 }
+
+#undef SAME
 
 /* The handle of a declared name, made the first time the name is
  * declared (handles live as long as the pipeline). NULL: out of memory. */
@@ -1327,14 +1325,16 @@ settings_build(resil_pipeline *p, const resil_pipeline_config *cfg,
 	}
 	/* Handles by index: every name declared so far has one; those
 	 * not declared here run with the service-level settings. */
-	g->byidx = resil__alloc(resil__a, p->nnames * sizeof(*g->byidx));
+	g->byidx = resil__alloc(resil__a, p->nnames * sizeof(method *));
 	if (g->byidx == NULL)
 		goto nomem;
 	g->nidx = p->nnames;
 	for (i = 0; i < g->nidx; i++)
 		g->byidx[i] = &g->dflt;
 	HASH_ITER(hh, g->methods, it, tmp)
-	g->byidx[it->idx] = it;
+	{
+		g->byidx[it->idx] = it;
+	}
 	if (cfg->mock != NULL) {
 		g->service_spec = resil__strdup(resil__a, cfg->mock);
 		if (g->service_spec == NULL)
@@ -1837,8 +1837,10 @@ describe_changes(const settings *old, const settings *g,
 			NOTE(mc->name);
 	}
 	HASH_ITER(hh, old->methods, it, tmp)
-	if (find_in(g, it->name) == NULL)
-		NOTE(it->name);
+	{
+		if (find_in(g, it->name) == NULL)
+			NOTE(it->name);
+	}
 #undef NOTE
 	if (len >= n && n > 4)
 		memcpy(buf + n - 4, "...", 4);
