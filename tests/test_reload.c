@@ -20,6 +20,8 @@
 #include <resil/config.h>
 #include <resil/pipeline.h>
 
+#include "support/cluster_fx.h"
+
 #define MS RESIL_NS_PER_MS
 #define SEC RESIL_NS_PER_SEC
 
@@ -85,13 +87,13 @@ ca_init(count_alloc *a)
 
 /* ---- fixture: a pipeline built from text ---- */
 
-typedef struct fx {
+typedef struct rfx {
 	resil_manual_clock mc;
 	resil_pipeline_recorder rec;
 	resil_pipeline_record records[256];
 	resil_pipeline *p;
 	dep d;
-} fx;
+} rfx;
 
 static const char *TEXT_A = "service=StockService\n"
                             "breaker.consecutive_failures=2\n"
@@ -100,7 +102,7 @@ static const char *TEXT_A = "service=StockService\n"
                             "getStock.type=int\n";
 
 static void
-fx_new(fx *f, const char *text, const resil_allocator *alloc)
+rfx_new(rfx *f, const char *text, const resil_allocator *alloc)
 {
 	resil_config *conf;
 	resil_pipeline_config cfg;
@@ -124,7 +126,7 @@ fx_new(fx *f, const char *text, const resil_allocator *alloc)
 }
 
 static resil_err
-call(fx *f, const char *method, resil_result *r)
+call(rfx *f, const char *method, resil_result *r)
 {
 	resil_args args;
 
@@ -136,7 +138,7 @@ call(fx *f, const char *method, resil_result *r)
 
 /* One call; its error. */
 static resil_err
-call1(fx *f, const char *method)
+call1(rfx *f, const char *method)
 {
 	resil_result r;
 	resil_err err;
@@ -148,14 +150,14 @@ call1(fx *f, const char *method)
 }
 
 static resil_err
-reload(fx *f, const char *text, resil_diag *diag)
+reload(rfx *f, const char *text, resil_diag *diag)
 {
 	diag->msg[0] = '\0';
 	return resil_pipeline_reload_string(f->p, text, "b.conf", diag);
 }
 
 static size_t
-count_text(const fx *f, const char *needle)
+count_text(const rfx *f, const char *needle)
 {
 	size_t i, n = 0;
 
@@ -166,7 +168,7 @@ count_text(const fx *f, const char *needle)
 }
 
 static void
-open_breaker(fx *f)
+open_breaker(rfx *f)
 {
 	f->d.fail = 1;
 	assert_int_equal(call1(f, "getStock"), RESIL_E_CALL);
@@ -182,13 +184,13 @@ open_breaker(fx *f)
 static void
 test_reload_invalid_text_is_refused_with_line(void **state)
 {
-	fx f;
+	rfx f;
 	resil_diag diag;
 	resil_breaker *b;
 	uint64_t before;
 
 	(void)state;
-	fx_new(&f, TEXT_A, NULL);
+	rfx_new(&f, TEXT_A, NULL);
 	open_breaker(&f);
 	b = resil_pipeline_breaker(f.p, NULL);
 	assert_int_equal(reload(&f,
@@ -216,13 +218,13 @@ test_reload_invalid_text_is_refused_with_line(void **state)
 static void
 test_reload_fixed_settings_are_refused(void **state)
 {
-	fx f;
+	rfx f;
 	resil_diag diag;
 	resil_manual_clock other;
 	resil_pipeline_config cfg;
 
 	(void)state;
-	fx_new(&f, TEXT_A, NULL);
+	rfx_new(&f, TEXT_A, NULL);
 	assert_int_equal(
 	    reload(&f, "service=PriceService\n", &diag), RESIL_E_INVAL);
 	assert_non_null(strstr(diag.msg, "service: cannot change by reload"));
@@ -267,13 +269,13 @@ test_reload_fixed_settings_are_refused(void **state)
 static void
 test_reload_open_breaker_survives_retry_change(void **state)
 {
-	fx f;
+	rfx f;
 	resil_diag diag;
 	resil_breaker *b;
 	uint64_t before;
 
 	(void)state;
-	fx_new(&f, TEXT_A, NULL);
+	rfx_new(&f, TEXT_A, NULL);
 	open_breaker(&f); /* OPEN at 1000, until 1000 + 10s */
 	b = resil_pipeline_breaker(f.p, NULL);
 	resil_manual_clock_advance(&f.mc, 1 * SEC);
@@ -314,12 +316,12 @@ test_reload_open_breaker_survives_retry_change(void **state)
 static void
 test_reload_breaker_change_starts_closed(void **state)
 {
-	fx f;
+	rfx f;
 	resil_diag diag;
 	resil_breaker *b;
 
 	(void)state;
-	fx_new(&f, TEXT_A, NULL);
+	rfx_new(&f, TEXT_A, NULL);
 	open_breaker(&f);
 	b = resil_pipeline_breaker(f.p, NULL);
 	assert_int_equal(reload(&f,
@@ -352,13 +354,13 @@ test_reload_per_method_breakers_and_cache(void **state)
 	                       "cache.max_entries=16\n"
 	                       "getStock.type=int\n"
 	                       "getPrice.type=int\n";
-	fx f;
+	rfx f;
 	resil_diag diag;
 	resil_breaker *bs, *bp;
 	resil_result r;
 
 	(void)state;
-	fx_new(&f, A, NULL);
+	rfx_new(&f, A, NULL);
 	/* A cached answer for getPrice, then getStock's breaker opens. */
 	assert_int_equal(call1(&f, "getPrice"), RESIL_OK);
 	f.d.fail = 1;
@@ -433,7 +435,7 @@ test_reload_machine_call_finishes_on_its_settings(void **state)
 	                           "breaker.consecutive_failures=100\n"
 	                           "retry.max_attempts=3\n"
 	                           "retry.delay=0\n";
-	fx f;
+	rfx f;
 	resil_diag diag;
 	resil_call c;
 	resil_call_next st;
@@ -444,7 +446,7 @@ test_reload_machine_call_finishes_on_its_settings(void **state)
 	uint64_t now = 1000;
 
 	(void)state;
-	fx_new(&f, THREE, NULL);
+	rfx_new(&f, THREE, NULL);
 	old_b = resil_pipeline_breaker(f.p, NULL);
 	args.method = "getStock";
 	args.data = "k";
@@ -482,7 +484,7 @@ test_reload_machine_call_finishes_on_its_settings(void **state)
 
 /* The attempts of one call through handle h. */
 static uint32_t
-attempts_of(fx *f, const resil_method *h, const resil_args *args)
+attempts_of(rfx *f, const resil_method *h, const resil_args *args)
 {
 	resil_result r;
 	uint32_t n;
@@ -501,13 +503,13 @@ test_reload_handles_follow_their_method(void **state)
 	                       "retry.max_attempts=1\n"
 	                       "retry.delay=0\n"
 	                       "getStock.retry.max_attempts=2\n";
-	fx f;
+	rfx f;
 	resil_diag diag;
 	const resil_method *h, *svc;
 	resil_args args;
 
 	(void)state;
-	fx_new(&f, B, NULL);
+	rfx_new(&f, B, NULL);
 	assert_int_equal(resil_pipeline_method(f.p, "getStock", &h), RESIL_OK);
 	assert_int_equal(resil_pipeline_method(f.p, "other", &svc), RESIL_OK);
 	assert_string_equal(resil_method_name(h), "getStock");
@@ -554,12 +556,12 @@ test_reload_handles_follow_their_method(void **state)
 static void
 test_reload_mock_specs_come_from_the_text(void **state)
 {
-	fx f;
+	rfx f;
 	resil_diag diag;
 	resil_result r;
 
 	(void)state;
-	fx_new(&f, "service=StockService\ngetStock.type=int\n", NULL);
+	rfx_new(&f, "service=StockService\ngetStock.type=int\n", NULL);
 	assert_int_equal(
 	    resil_pipeline_set_mock(f.p, "getStock", "force:return 1", &diag),
 	    RESIL_OK);
@@ -604,14 +606,14 @@ test_reload_mock_specs_come_from_the_text(void **state)
 static void
 test_reload_from_file(void **state)
 {
-	fx f;
+	rfx f;
 	resil_diag diag;
 	char path[] = "/tmp/resil-reload-XXXXXX";
 	int fd;
 	FILE *fp;
 
 	(void)state;
-	fx_new(&f, TEXT_A, NULL);
+	rfx_new(&f, TEXT_A, NULL);
 	fd = mkstemp(path);
 	assert_true(fd >= 0);
 	fp = fdopen(fd, "w");
@@ -649,7 +651,7 @@ test_reload_memory_is_bounded(void **state)
 	                       "getStock.type=int\n"
 	                       "getPrice.mock=force:return 1\n";
 	count_alloc ca;
-	fx f;
+	rfx f;
 	resil_diag diag;
 	resil_call c;
 	resil_call_next st;
@@ -659,7 +661,7 @@ test_reload_memory_is_bounded(void **state)
 	int i;
 
 	(void)state;
-	fx_new(&f, X, ca_init(&ca));
+	rfx_new(&f, X, ca_init(&ca));
 	assert_int_equal(reload(&f, Y, &diag), RESIL_OK);
 	assert_int_equal(reload(&f, X, &diag), RESIL_OK);
 	base = __atomic_load_n(&ca.live, __ATOMIC_RELAXED);
@@ -698,7 +700,7 @@ test_reload_memory_is_bounded(void **state)
 enum { NTHREADS = 3, PER_THREAD = 3000, NRELOADS = 300 };
 
 typedef struct worker {
-	fx *f;
+	rfx *f;
 	int machine; /* run calls through the machine, stepping slowly */
 	uint64_t ok, bad;
 } worker;
@@ -758,7 +760,7 @@ test_reload_threads_calls_while_reloading(void **state)
 	                       "getStock.type=int\n"
 	                       "getStock.timeout=5s\n";
 	count_alloc ca;
-	fx f;
+	rfx f;
 	worker w[NTHREADS];
 	pthread_t t[NTHREADS];
 	resil_diag diag;
@@ -767,7 +769,7 @@ test_reload_threads_calls_while_reloading(void **state)
 	int i;
 
 	(void)state;
-	fx_new(&f, X, ca_init(&ca));
+	rfx_new(&f, X, ca_init(&ca));
 	assert_int_equal(reload(&f, Y, &diag), RESIL_OK);
 	assert_int_equal(reload(&f, X, &diag), RESIL_OK);
 	base = __atomic_load_n(&ca.live, __ATOMIC_RELAXED);
@@ -801,6 +803,73 @@ test_reload_threads_calls_while_reloading(void **state)
 	assert_int_equal(__atomic_load_n(&ca.live, __ATOMIC_RELAXED), 0);
 }
 
+/* ---- with a selector ---- */
+
+static int
+ep_call(void *ctx, const resil_pick *endpoint, const resil_args *args,
+    resil_value *out)
+{
+	(void)ctx;
+	(void)endpoint;
+	(void)args;
+	*out = resil_value_int(3);
+	return 0;
+}
+
+static void
+test_reload_cluster_settings_are_fixed(void **state)
+{
+	fx cf;
+	resil_endpoint_spec spec;
+	resil_pipeline_config cfg;
+	resil_pipeline *p;
+	resil_diag diag;
+	resil_args args;
+	resil_result r;
+	resil_method_config mc;
+
+	(void)state;
+	fx_init(&cf, 1000 * MS);
+	cf.scfg.service = "StockService";
+	assert_int_equal(fx_start(&cf), 0);
+	spec = resil_endpoint_spec_default("e0:1");
+	assert_int_equal(
+	    resil_directory_push(cf.d, &spec, 1, &diag), RESIL_OK);
+	resil_pipeline_config_init(&cfg);
+	cfg.service = "StockService";
+	cfg.clock = resil_manual_clock_hook(&cf.mc);
+	cfg.selector = cf.sel;
+	cfg.cluster.retries = 2;
+	assert_int_equal(resil_pipeline_new(&p, &cfg, &diag), RESIL_OK);
+	/* Reloaded from text: retries= differs, refused by name. */
+	diag.msg[0] = '\0';
+	assert_int_equal(
+	    resil_pipeline_reload_string(
+	        p, "service=StockService\nretries=5\n", "c.conf", &diag),
+	    RESIL_E_INVAL);
+	assert_non_null(strstr(diag.msg, "cluster: cannot change by reload"));
+	/* The same cluster settings, a method's own retries: accepted. */
+	memset(&mc, 0, sizeof(mc));
+	mc.name = "getStock";
+	mc.max_attempts = 4;
+	cfg.selector = NULL; /* NULL keeps the pipeline's */
+	cfg.methods = &mc;
+	cfg.nmethods = 1;
+	assert_int_equal(resil_pipeline_reload(p, &cfg, &diag), RESIL_OK);
+	assert_ptr_equal(resil_pipeline_selector(p), cf.sel);
+	args.method = "getStock";
+	args.data = "k";
+	args.len = 1;
+	resil_result_init(&r);
+	assert_int_equal(
+	    resil_pipeline_invoke(p, NULL, &args, ep_call, NULL, &r),
+	    RESIL_OK);
+	assert_int_equal(r.value.u.i, 3);
+	resil_result_free(&r);
+	resil_pipeline_free(p);
+	fx_end(&cf);
+}
+
 int
 main(void)
 {
@@ -819,6 +888,7 @@ main(void)
 		cmocka_unit_test(test_reload_from_file),
 		cmocka_unit_test(test_reload_memory_is_bounded),
 		cmocka_unit_test(test_reload_threads_calls_while_reloading),
+		cmocka_unit_test(test_reload_cluster_settings_are_fixed),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
