@@ -2,16 +2,21 @@
  * resil pipeline: mock stage -> fallback chain -> retry -> breaker ->
  * rate limiter -> bulkhead -> the user's function.
  *
- * The success path of a call reads the method table (immutable after
- * creation), the current mock (one atomic pointer, only when a mock is
- * configured), runs retry and breaker, and adds one to a per-thread
- * striped counter. Runtime mock changes build a whole new resil_mock and
- * publish it with one pointer store; the old ones stay allocated until
- * the pipeline is freed, so a call that started with one can finish with
- * it.
+ * Everything a reload may change lives in one `settings` object (stage
+ * objects, the method table, the mock). A call counts itself on the
+ * current settings (per thread stripe) and runs on them to its end; a
+ * reload publishes new settings with one pointer store, carrying over the
+ * stage objects whose configuration did not change (shared, reference
+ * counted parts), and frees replaced settings once no call counts on them.
+ * The success path reads the method table, the current mock (one atomic
+ * pointer, only when a mock is configured), runs retry and breaker, and
+ * adds one to a per-thread striped counter. Runtime mock changes build a
+ * whole new resil_mock, publish it with one pointer store and free the old
+ * one once its readers are gone.
  */
 #include <resil/pipeline.h>
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,20 +31,61 @@
 
 #define NSTRIPES 8u
 
+/* Two doubles are the same setting when their bits are (no float ==). */
+static int
+same_double(double x, double y)
+{
+	uint64_t u, v;
+
+	memcpy(&u, &x, sizeof(u));
+	memcpy(&v, &y, sizeof(v));
+	return u == v;
+}
+
+#if defined(__GNUC__)
+#define HOT __attribute__((always_inline)) static inline
+#else
+#define HOT static inline
+#endif
+
 enum { START_NONE = 0, START_RUN = 1, START_CLUSTER = 2 };
 
-typedef struct resil_method {
+/* A method handle (resil_pipeline_method): stable for the pipeline's
+ * life, it names a declared method; idx indexes each settings' byidx. The
+ * service-level handle has idx 0 (byidx[0] is always the service-level
+ * settings). */
+struct resil_method {
+	const struct resil_pipeline *owner;
+	char *name; /* NULL: the service-level handle */
+	uint32_t idx;
+	UT_hash_handle hh;
+};
+
+/* A stage object shared by consecutive settings (a breaker carried over
+ * by a reload): freed when the last settings holding it go. */
+enum { PART_BREAKER, PART_RETRY, PART_CACHE, PART_RL, PART_BH };
+typedef struct part {
+	uint64_t refs; /* atomic */
+	int kind;
+	void *obj;
+} part;
+
+/* One declared method in one settings generation. */
+typedef struct pmethod {
 	const struct resil_pipeline *owner;
 	char *name;
 	resil_type type;
 	uint64_t timeout;
-	char *mock_spec;        /* method-level spec (owned), or NULL */
-	int mock_set;           /* mock_spec applies (NULL + set: none) */
-	resil_retry *retry;     /* own policy, or NULL: the service's */
-	resil_breaker *breaker; /* own breaker, or NULL: the service's */
-	resil_retry *cretry;    /* the cluster's failover policy, or NULL:
-	                         * the service's */
-	int declared;           /* from the configuration */
+	char *mock_spec;         /* method-level spec (owned), or NULL */
+	int mock_set;            /* mock_spec applies (NULL + set: none) */
+	resil_retry *retry;      /* own policy, or NULL: the service's */
+	resil_breaker *breaker;  /* own breaker, or NULL: the service's */
+	part *pretry, *pbreaker; /* what holds them */
+	uint32_t max_attempts;   /* as configured */
+	uint32_t idx;            /* its handle's */
+	resil_retry *cretry;     /* the cluster's failover policy, or NULL:
+	                          * the service's */
+	int declared;            /* from the configuration */
 	int retry_fast; /* its policy allows the first-attempt fast path */
 	/* What a call of it does before attempt 1 (decided once): START_NONE,
 	 * START_RUN (begin the retry run: no fast path), START_CLUSTER. */
@@ -75,6 +121,51 @@ typedef struct stripe {
 	uint64_t pad[7];
 } stripe;
 
+/*
+ * The settings a call runs with: everything a reload may change. A call
+ * holds one (refs) from its start to its end, so it finishes on the
+ * settings it started with; a reload publishes new ones with one pointer
+ * store (cur) and the old ones go when their last call drops them.
+ */
+typedef struct settings {
+	/* Calls holding these settings, per thread stripe (a call drops
+	 * its count on the stripe it took it on): no shared counter on the
+	 * call path. */
+	struct {
+		uint64_t n;
+		/* cppcheck-suppress unusedStructMember ; a cache line each */
+		uint64_t pad[7];
+	} rc[NSTRIPES];
+	struct resil_pipeline *p;
+	struct settings *next_free; /* in p->retired or p->shells */
+	/* What these were built from, for a reload's comparison: a shallow
+	 * copy (its strings and methods are not to be read). */
+	resil_pipeline_config cfg;
+	resil_breaker *breaker;
+	resil_retry *retry;
+	resil_cache *cache;
+	resil_ratelimit *rl;
+	resil_bulkhead *bh;
+	part *pbreaker, *pretry, *pcache, *prl, *pbh;
+	resil_retry *cretry; /* failover / zone-aware attempts, or NULL */
+	resil_fallback *fb;
+	uint64_t timeout;
+	method *methods; /* uthash by name; immutable */
+	method dflt;     /* the service-level settings */
+	method **byidx;  /* by handle index: the method, or &dflt */
+	uint32_t nidx;
+	/* Mock state: the current resil_mock (atomic pointer; NULL when no
+	 * spec is configured at all) and the service spec it was built from
+	 * (set_mock replaces both, under mock_lock). */
+	resil_mock *mock;
+	char *service_spec;
+} settings;
+
+typedef struct handler {
+	resil_fallback_fn fn;
+	void *ctx;
+} handler;
+
 struct resil_pipeline {
 	char *service;
 	resil_allocator alloc;
@@ -84,28 +175,28 @@ struct resil_pipeline {
 	void *listener_ctx;
 	const resil_mock_registry *registry;
 
-	resil_breaker *breaker;
-	resil_retry *retry;
-	resil_cache *cache;
-	resil_ratelimit *rl;
-	resil_bulkhead *bh;
-	resil_fallback *fb;
-	size_t handlers; /* user handlers added */
-	uint64_t timeout;
+	settings *cur; /* atomic pointer: the current settings */
+	/* Under mock_lock: settings replaced but maybe still held by calls,
+	 * and free shells reused by reloads (a shell is never given back to
+	 * the allocator before the pipeline is freed). */
+	settings *retired;
+	settings *shells;
+
+	/* Method handles, by name (under mock_lock once calls run). */
+	struct resil_method *names;
+	struct resil_method svc; /* the service-level handle */
+	uint32_t nnames;
+
+	handler *hlist; /* user handlers added, re-added at each reload */
+	size_t handlers;
 	unsigned call_events; /* RESIL_CALL_EVENT_* to tell the listener */
 	uint32_t hedge_max;   /* extra attempts a hedge may start; 0: off */
 	uint64_t hedge_delay; /* ticks without an answer before a hedge */
 	resil_executor executor;
 
-	method *methods; /* uthash by name; immutable after new */
-	method dflt;     /* the service-level settings */
-
-	/* Mock state: the current resil_mock (atomic pointer; NULL when no
-	 * spec is configured at all), the specs it was built from, and the
-	 * ones it replaced. Writers serialise on mock_lock. */
-	resil_mock *mock;
-	char *service_spec;
-	uint64_t mock_gen; /* +1 at every swap of mock */
+	/* +1 at every swap of a settings' mock; reload and set_mock
+	 * serialise on mock_lock. */
+	uint64_t mock_gen;
 	mock_readers mock_rd[NSTRIPES];
 	resil__spinlock mock_lock;
 
@@ -116,10 +207,9 @@ struct resil_pipeline {
 	resil_selector *sel;
 	resil_cluster_config ccfg; /* copied; local_zone is zone */
 	char *zone;
-	resil_retry *cretry; /* failover / zone-aware attempts, or NULL */
-	resil_cluster *fbq;  /* failback's queue, or NULL */
-	int slow;            /* resil_pipeline_call's slow path: hedging or
-	                      * a selector */
+	resil_cluster *fbq; /* failback's queue, or NULL */
+	int slow;           /* resil_pipeline_call's slow path: hedging or
+	                     * a selector */
 	struct {
 		resil_candidates *c;
 		uint64_t busy; /* atomic 0/1 */
@@ -153,6 +243,8 @@ resil_stage_name(resil_stage s)
 		return "call";
 	case RESIL_STAGE_CLUSTER:
 		return "cluster";
+	case RESIL_STAGE_CONFIG:
+		return "config";
 	}
 	return "unknown";
 }
@@ -430,7 +522,7 @@ prefix_diag(resil_diag *diag, resil_err err, const char *what)
 
 /* Build a resil_mock from the service spec and every method's own. */
 static resil_err
-build_mock(resil_pipeline *p, const char *service_spec,
+build_mock(resil_pipeline *p, const settings *g, const char *service_spec,
     const char *method_name, const char *method_spec, int method_unset,
     resil_mock **out, resil_diag *diag)
 {
@@ -447,7 +539,7 @@ build_mock(resil_pipeline *p, const char *service_spec,
 	err = resil_mock_new(&m, &mc, diag);
 	if (err != RESIL_OK)
 		return err;
-	HASH_ITER(hh, p->methods, it, tmp)
+	HASH_ITER(hh, g->methods, it, tmp)
 	{
 		const char *spec = it->mock_set ? it->mock_spec : NULL;
 
@@ -520,41 +612,257 @@ new_cretry(resil_pipeline *p, const resil_pipeline_config *cfg,
 	return resil_retry_new(out, &rc, diag);
 }
 
+/* A shared stage object: *out holds obj (refs 1), or obj is freed and
+ * RESIL_E_NOMEM returned. */
+static void
+part_free_obj(int kind, void *obj)
+{
+	switch (kind) {
+	case PART_BREAKER:
+		resil_breaker_free(obj);
+		break;
+	case PART_RETRY:
+		resil_retry_free(obj);
+		break;
+	case PART_CACHE:
+		resil_cache_free(obj);
+		break;
+	case PART_RL:
+		resil_ratelimit_free(obj);
+		break;
+	case PART_BH:
+		resil_bulkhead_free(obj);
+		break;
+	}
+}
+
+static resil_err
+part_new(resil_pipeline *p, int kind, void *obj, part **out)
+{
+	part *x = resil__calloc(&p->alloc, sizeof(*x));
+
+	if (x == NULL) {
+		part_free_obj(kind, obj);
+		return RESIL_E_NOMEM;
+	}
+	x->refs = 1;
+	x->kind = kind;
+	x->obj = obj;
+	*out = x;
+	return RESIL_OK;
+}
+
+static part *
+part_get(part *x)
+{
+	resil__faa64(&x->refs, 1);
+	return x;
+}
+
+static void
+part_put(resil_pipeline *p, part *x)
+{
+	if (x == NULL || resil__faa64(&x->refs, UINT64_MAX) != 1)
+		return;
+	part_free_obj(x->kind, x->obj);
+	resil__free(&p->alloc, x, sizeof(*x));
+}
+
 static void
 free_method(resil_pipeline *p, method *m)
 {
 	resil__strfree(&p->alloc, m->name);
 	resil__strfree(&p->alloc, m->mock_spec);
 	resil_retry_free(m->cretry);
-	resil_retry_free(m->retry);
-	resil_breaker_free(m->breaker);
+	part_put(p, m->pretry);
+	part_put(p, m->pbreaker);
+}
+
+/* Free what g holds; the shell stays (refs and p untouched). */
+static void
+settings_clear(settings *g)
+{
+	resil_pipeline *p;
+	const resil_allocator *resil__a;
+	method *it, *tmp;
+
+	p = g->p;
+	resil__a = &p->alloc;
+	HASH_ITER(hh, g->methods, it, tmp)
+	{
+		HASH_DEL(g->methods, it);
+		free_method(p, it);
+		resil__free(resil__a, it, sizeof(*it));
+	}
+	resil_mock_free(g->mock);
+	resil__strfree(resil__a, g->service_spec);
+	resil_fallback_free(g->fb);
+	part_put(p, g->pcache);
+	part_put(p, g->pbreaker);
+	part_put(p, g->pretry);
+	part_put(p, g->prl);
+	part_put(p, g->pbh);
+	resil_retry_free(g->cretry);
+	if (g->byidx != NULL)
+		resil__free(resil__a, g->byidx, g->nidx * sizeof(method *));
+	memset((char *)g + offsetof(settings, next_free), 0,
+	    sizeof(*g) - offsetof(settings, next_free));
+}
+
+/* A shell for new settings (under mock_lock, or at creation): a free
+ * one, or a new one. Counts left on a free shell's stripes are stray
+ * ones (see conf_hold), dropped in time. */
+static settings *
+shell_take(resil_pipeline *p)
+{
+	settings *g = p->shells;
+
+	if (g != NULL) {
+		p->shells = g->next_free;
+		g->next_free = NULL;
+		return g;
+	}
+	g = resil__calloc(&p->alloc, sizeof(*g));
+	if (g != NULL)
+		g->p = p;
+	return g;
+}
+
+/* Settings never published, or no longer held: contents freed, shell
+ * kept (under mock_lock, or at creation). */
+static void
+shell_put(resil_pipeline *p, settings *g)
+{
+	settings_clear(g);
+	g->next_free = p->shells;
+	p->shells = g;
+}
+
+/* Whether calls still count on g. A count taken after g was replaced is
+ * a stray one (its call sees the pointer moved and drops it at once),
+ * and each stripe's count includes every call counted on it and not yet
+ * dropped (a call drops on the stripe it counted on), so a zero sum read
+ * after g was replaced is final. */
+static int
+settings_held(settings *g)
+{
+	uint64_t sum = 0;
+	unsigned i;
+
+	for (i = 0; i < NSTRIPES; i++)
+		sum += resil__load64_after_rmw(&g->rc[i].n);
+	return sum != 0;
+}
+
+/* Free the replaced settings that no call holds any more (under
+ * mock_lock): at every reload, so that however many reloads come, only
+ * settings with a call still running on them stay allocated. */
+static void
+settings_reclaim(resil_pipeline *p)
+{
+	settings **pp = &p->retired, *g;
+
+	while ((g = *pp) != NULL) {
+		if (settings_held(g)) {
+			pp = &g->next_free;
+			continue;
+		}
+		*pp = g->next_free;
+		shell_put(p, g);
+	}
+}
+
+/* Free g and its shell, when no call can reach it (creation failed, or
+ * the pipeline is being freed). */
+static void
+settings_free(settings *g)
+{
+	if (g == NULL)
+		return;
+	settings_clear(g);
+	resil__free(&g->p->alloc, g, sizeof(*g));
+}
+
+/*
+ * Take a reference on the current settings: load the pointer, count
+ * oneself on what it pointed to (on this thread's stripe, *st), and check
+ * that it still points there (then they were current after the count, so
+ * no reclaim can miss it). Otherwise they were replaced meanwhile: drop
+ * the stray count and try again. Shells are never freed while the
+ * pipeline lives (retired ones are reused), so a stray count never
+ * touches freed memory. A reload never waits for a call.
+ */
+HOT void conf_drop(settings *g, unsigned st);
+
+/* The settings moved under a call taking its count: retry. */
+static settings *
+conf_hold_again(resil_pipeline *p, settings *g, unsigned s)
+{
+	for (;;) {
+		conf_drop(g, s);
+		g = resil__loadptr((void *const *)&p->cur);
+		resil__faa64(&g->rc[s].n, 1);
+		if ((void *)(uintptr_t)resil__load64_after_rmw(
+		        (const uint64_t *)(const void *)&p->cur) == (void *)g)
+			return g;
+	}
+}
+
+HOT settings *
+conf_hold(resil_pipeline *p, unsigned *st)
+{
+	unsigned s = resil__thread_stripe(NSTRIPES);
+	settings *g = resil__loadptr((void *const *)&p->cur);
+
+	resil__faa64(&g->rc[s].n, 1);
+	if (RESIL__UNLIKELY(
+	        (void *)(uintptr_t)resil__load64_after_rmw(
+	            (const uint64_t *)(const void *)&p->cur) != (void *)g))
+		g = conf_hold_again(p, g, s);
+	*st = s;
+	return g;
+}
+
+/* Drop the count taken on stripe st. Replaced settings are freed by the
+ * next reload after their last call dropped them (or by free). */
+HOT void
+conf_drop(settings *g, unsigned st)
+{
+	resil__faa64(&g->rc[st].n, UINT64_MAX);
 }
 
 void
 resil_pipeline_free(resil_pipeline *p)
 {
-	method *it, *tmp;
+	struct resil_method *h, *htmp;
 	const resil_allocator *resil__a;
 	unsigned i;
 
 	if (p == NULL)
 		return;
 	resil__a = &p->alloc;
-	HASH_ITER(hh, p->methods, it, tmp)
-	{
-		HASH_DEL(p->methods, it);
-		free_method(p, it);
-		resil__free(resil__a, it, sizeof(*it));
+	settings_free(p->cur);
+	while (p->retired != NULL) {
+		settings *g = p->retired;
+
+		p->retired = g->next_free;
+		settings_free(g);
 	}
-	resil_mock_free(p->mock);
-	resil__strfree(resil__a, p->service_spec);
-	resil_fallback_free(p->fb);
-	resil_cache_free(p->cache);
-	resil_breaker_free(p->breaker);
-	resil_retry_free(p->retry);
-	resil_ratelimit_free(p->rl);
-	resil_bulkhead_free(p->bh);
-	resil_retry_free(p->cretry);
+	while (p->shells != NULL) {
+		settings *g = p->shells;
+
+		p->shells = g->next_free;
+		resil__free(resil__a, g, sizeof(*g));
+	}
+	HASH_ITER(hh, p->names, h, htmp)
+	{
+		HASH_DEL(p->names, h);
+		resil__strfree(resil__a, h->name);
+		resil__free(resil__a, h, sizeof(*h));
+	}
+	if (p->hlist != NULL)
+		resil__free(
+		    resil__a, p->hlist, p->handlers * sizeof(*p->hlist));
 	resil_cluster_free(p->fbq);
 	resil__strfree(resil__a, p->zone);
 	for (i = 0; i < NSTRIPES; i++)
@@ -572,8 +880,8 @@ resil_pipeline_free(resil_pipeline *p)
 static resil_verdict mock_handler(void *ctx, const resil_args *args,
     const resil_failure *failure, resil_result *out);
 
-/* The cluster's parts: its settings, failover policy, failback queue and
- * candidate sets. */
+/* The cluster's parts that live as long as the pipeline: its settings,
+ * failback queue and candidate sets. */
 static resil_err
 cluster_setup(
     resil_pipeline *p, const resil_pipeline_config *cfg, resil_diag *diag)
@@ -614,13 +922,6 @@ cluster_setup(
 		p->hedge_max = (uint32_t)cc->forks < RESIL_CALL_MAX_INFLIGHT
 		    ? (uint32_t)cc->forks - 1
 		    : RESIL_CALL_MAX_INFLIGHT - 1;
-	if (cc->strategy == RESIL_CLUSTER_FAILOVER ||
-	    cc->strategy == RESIL_CLUSTER_ZONE_AWARE) {
-		err = new_cretry(
-		    p, cfg, (uint32_t)cc->retries + 1, &p->cretry, diag);
-		if (err != RESIL_OK)
-			return err;
-	}
 	if (cc->strategy == RESIL_CLUSTER_FAILBACK) {
 		err =
 		    resil__cluster_new_queue(&p->fbq, p->sel, &p->ccfg, diag);
@@ -735,6 +1036,366 @@ validate(const resil_pipeline_config *cfg, resil_diag *diag)
 	return RESIL_OK;
 }
 
+/* ---- settings: built at new and at each reload ---- */
+
+/*
+ * The effective configuration of a stage, compared member by member,
+ * leaving out what the pipeline replaces with its own (clock, allocator,
+ * listener, classifier). A member added to a stage's config must be
+ * added here too, or a change of it alone carries the old object over.
+ */
+#define SAME(m_) (a->m_ == b->m_)
+
+static int
+same_breaker(const resil_breaker_config *a, const resil_breaker_config *b)
+{
+	return SAME(consecutive_failures) && SAME(failure_rate_pct) &&
+	    SAME(slow_rate_pct) && SAME(slow_threshold_ns) &&
+	    SAME(min_calls) && SAME(window_type) && SAME(window_size) &&
+	    SAME(bucket_ns) && SAME(open_wait_ns) &&
+	    same_double(a->open_wait_multiplier, b->open_wait_multiplier) &&
+	    SAME(open_wait_max_ns) && SAME(permitted_probes) &&
+	    SAME(reopen_on_first_failure) && SAME(max_half_open_ns);
+}
+
+/* max_attempts aside (a method's own may override it). */
+static int
+same_retry(const resil_retry_config *a, const resil_retry_config *b)
+{
+	return SAME(backoff) && SAME(base_delay_ns) &&
+	    same_double(a->multiplier, b->multiplier) && SAME(backoff_fn) &&
+	    SAME(backoff_ctx) && SAME(max_delay_ns) && SAME(jitter) &&
+	    same_double(a->jitter_factor, b->jitter_factor) &&
+	    SAME(random.uniform) && SAME(random.ctx) && SAME(seed) &&
+	    SAME(deadline_ns) && SAME(retry_on_failure) &&
+	    SAME(retry_on_failure_ctx) && SAME(retry_on_result) &&
+	    SAME(retry_on_result_ctx) && SAME(fail_after_max_attempts) &&
+	    SAME(retry_on_open) &&
+	    same_double(a->budget_ratio, b->budget_ratio) &&
+	    SAME(budget_max_tokens) && SAME(budget_min_retries) &&
+	    SAME(budget_period_ns) && SAME(retry_on_limited);
+}
+
+static int
+same_cache(const resil_cache_config *a, const resil_cache_config *b)
+{
+	return SAME(max_entries) && SAME(max_bytes) && SAME(max_age) &&
+	    SAME(shards);
+}
+
+static int
+same_ratelimit(
+    const resil_ratelimit_config *a, const resil_ratelimit_config *b)
+{
+	return SAME(rate) && SAME(period_ns) && SAME(burst) && SAME(batch);
+}
+
+static int
+same_bulkhead(const resil_bulkhead_config *a, const resil_bulkhead_config *b)
+{
+	return SAME(max_concurrent) && SAME(adaptive) && SAME(min_limit) &&
+	    SAME(max_limit) && SAME(target_latency_ns) && SAME(increase) &&
+	    SAME(backoff_pct) && SAME(batch);
+}
+
+#undef SAME
+
+/* The handle of a declared name, made the first time the name is
+ * declared (handles live as long as the pipeline). NULL: out of memory. */
+static struct resil_method *
+handle_for(resil_pipeline *p, const char *name)
+{
+	const resil_allocator *resil__a = &p->alloc;
+	struct resil_method *h = NULL;
+
+	HASH_FIND_STR(p->names, name, h);
+	if (h != NULL)
+		return h;
+	h = resil__calloc(resil__a, sizeof(*h));
+	if (h == NULL)
+		return NULL;
+	h->owner = p;
+	h->idx = p->nnames;
+	h->name = resil__strdup(resil__a, name);
+	if (h->name == NULL) {
+		resil__free(resil__a, h, sizeof(*h));
+		return NULL;
+	}
+	/* Index 0 is the service-level handle, not in the table. */
+	HASH_ADD_KEYPTR(hh, p->names, h->name, strlen(h->name), h);
+	if (HASH_COUNT(p->names) != (size_t)p->nnames) {
+		resil__strfree(resil__a, h->name);
+		resil__free(resil__a, h, sizeof(*h));
+		return NULL;
+	}
+	p->nnames++;
+	return h;
+}
+
+static method *
+find_in(const settings *g, const char *name)
+{
+	method *m = NULL;
+
+	if (g->methods != NULL)
+		HASH_FIND_STR(g->methods, name, m);
+	return m;
+}
+
+/* A stage object: the old settings' one when its configuration is the
+ * same (shared: its state carries over), else a new one. */
+#define SHARE_OR_NEW(slot_, raw_, kind_, same_, make_)              \
+	do {                                                        \
+		if (old != NULL && old->slot_ != NULL && (same_)) { \
+			g->slot_ = part_get(old->slot_);            \
+		} else {                                            \
+			void *obj_ = NULL;                          \
+			err = (make_);                              \
+			if (err != RESIL_OK)                        \
+				goto fail;                          \
+			err = part_new(p, kind_, obj_, &g->slot_);  \
+			if (err != RESIL_OK)                        \
+				goto nomem;                         \
+		}                                                   \
+		g->raw_ = g->slot_->obj;                            \
+	} while (0)
+
+/*
+ * Settings from cfg (validated). old: the current ones, whose stage
+ * objects are carried over where their configuration did not change (NULL
+ * at creation). Nothing of old or of p's calls changes here; the handles
+ * of newly declared names are made (they stay, harmless, on failure).
+ */
+static resil_err
+settings_build(resil_pipeline *p, const resil_pipeline_config *cfg,
+    const settings *old, settings **out, resil_diag *diag)
+{
+	const resil_allocator *resil__a = &p->alloc;
+	settings *g;
+	resil_err err = RESIL_OK;
+	size_t i;
+	int any_mock;
+	method *it, *tmp;
+
+	g = shell_take(p);
+	if (g == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_NOMEM, "pipeline: out of memory");
+	memcpy(&g->cfg, cfg, sizeof(g->cfg));
+	g->timeout = cfg->timeout_ns;
+	g->dflt.owner = p;
+	g->dflt.type = RESIL_TYPE_ANY;
+	g->dflt.timeout = cfg->timeout_ns;
+
+	if (cfg->breaker_enabled)
+		SHARE_OR_NEW(pbreaker, breaker, PART_BREAKER,
+		    same_breaker(&old->cfg.breaker, &cfg->breaker),
+		    new_breaker(p, cfg, (resil_breaker **)&obj_, diag));
+	if (cfg->retry_enabled)
+		SHARE_OR_NEW(pretry, retry, PART_RETRY,
+		    same_retry(&old->cfg.retry, &cfg->retry) &&
+		        old->cfg.retry.max_attempts == cfg->retry.max_attempts,
+		    new_retry(p, cfg, 0, (resil_retry **)&obj_, diag));
+	if (cfg->ratelimit_enabled) {
+		resil_ratelimit_config rc = cfg->ratelimit;
+
+		rc.clock = &p->clock;
+		rc.alloc = resil__a;
+		rc.listener = on_ratelimit;
+		rc.listener_ctx = p;
+		SHARE_OR_NEW(prl, rl, PART_RL,
+		    same_ratelimit(&old->cfg.ratelimit, &cfg->ratelimit),
+		    resil_ratelimit_new((resil_ratelimit **)&obj_, &rc, diag));
+	}
+	if (cfg->bulkhead_enabled) {
+		resil_bulkhead_config bc = cfg->bulkhead;
+
+		bc.clock = &p->clock;
+		bc.alloc = resil__a;
+		bc.listener = on_bulkhead;
+		bc.listener_ctx = p;
+		SHARE_OR_NEW(pbh, bh, PART_BH,
+		    same_bulkhead(&old->cfg.bulkhead, &cfg->bulkhead),
+		    resil_bulkhead_new((resil_bulkhead **)&obj_, &bc, diag));
+	}
+	if (cfg->cache_enabled) {
+		resil_cache_config cc = cfg->cache;
+
+		cc.clock = &p->clock;
+		cc.alloc = resil__a;
+		SHARE_OR_NEW(pcache, cache, PART_CACHE,
+		    same_cache(&old->cfg.cache, &cfg->cache),
+		    resil_cache_new((resil_cache **)&obj_, &cc, diag));
+	}
+
+	any_mock = !spec_is_none(cfg->mock);
+	for (i = 0; i < cfg->nmethods; i++) {
+		const resil_method_config *mc = &cfg->methods[i];
+		struct resil_method *h = handle_for(p, mc->name);
+		method *m = resil__calloc(resil__a, sizeof(*m));
+		const method *om = old != NULL ? find_in(old, mc->name) : NULL;
+
+		if (m == NULL || h == NULL) {
+			if (m != NULL)
+				resil__free(resil__a, m, sizeof(*m));
+			goto nomem;
+		}
+		m->owner = p;
+		m->idx = h->idx;
+		m->name = resil__strdup(resil__a, mc->name);
+		m->type = mc->type;
+		m->timeout = mc->timeout_ns ? mc->timeout_ns : cfg->timeout_ns;
+		m->max_attempts = mc->max_attempts;
+		m->declared = 1;
+		if (mc->mock != NULL) {
+			m->mock_spec = resil__strdup(resil__a, mc->mock);
+			m->mock_set = 1;
+			any_mock = 1;
+		}
+		if (m->name == NULL) {
+			free_method(p, m);
+			resil__free(resil__a, m, sizeof(*m));
+			goto nomem;
+		}
+		/* Added before any further failure, so that freeing the
+		 * settings frees the method. uthash cannot fail to add here:
+		 * HASH_NONFATAL_OOM leaves the table as it was. */
+		HASH_ADD_KEYPTR(hh, g->methods, m->name, strlen(m->name), m);
+		if (HASH_COUNT(g->methods) != i + 1) {
+			free_method(p, m);
+			resil__free(resil__a, m, sizeof(*m));
+			goto nomem;
+		}
+		if (mc->mock != NULL && m->mock_spec == NULL)
+			goto nomem;
+		if (mc->max_attempts != 0) {
+			if (om != NULL && om->pretry != NULL &&
+			    om->max_attempts == mc->max_attempts &&
+			    same_retry(&old->cfg.retry, &cfg->retry))
+				m->pretry = part_get(om->pretry);
+			else {
+				resil_retry *r;
+
+				err = new_retry(
+				    p, cfg, mc->max_attempts, &r, diag);
+				if (err != RESIL_OK) {
+					prefix_diag(diag, err, mc->name);
+					goto fail;
+				}
+				if (part_new(p, PART_RETRY, r, &m->pretry) !=
+				    RESIL_OK)
+					goto nomem;
+			}
+			m->retry = m->pretry->obj;
+		}
+		if (cfg->breaker_enabled && cfg->breaker_per_method) {
+			if (om != NULL && om->pbreaker != NULL &&
+			    same_breaker(&old->cfg.breaker, &cfg->breaker))
+				m->pbreaker = part_get(om->pbreaker);
+			else {
+				resil_breaker *b;
+
+				err = new_breaker(p, cfg, &b, diag);
+				if (err != RESIL_OK)
+					goto fail;
+				if (part_new(p, PART_BREAKER, b,
+				        &m->pbreaker) != RESIL_OK)
+					goto nomem;
+			}
+			m->breaker = m->pbreaker->obj;
+		}
+		if (p->sel != NULL && mc->max_attempts != 0 &&
+		    (cfg->cluster.strategy == RESIL_CLUSTER_FAILOVER ||
+		        cfg->cluster.strategy == RESIL_CLUSTER_ZONE_AWARE)) {
+			err = new_cretry(
+			    p, cfg, mc->max_attempts, &m->cretry, diag);
+			if (err != RESIL_OK) {
+				prefix_diag(diag, err, mc->name);
+				goto fail;
+			}
+		}
+	}
+	if (p->sel != NULL &&
+	    (cfg->cluster.strategy == RESIL_CLUSTER_FAILOVER ||
+	        cfg->cluster.strategy == RESIL_CLUSTER_ZONE_AWARE)) {
+		err = new_cretry(p, cfg, (uint32_t)cfg->cluster.retries + 1,
+		    &g->cretry, diag);
+		if (err != RESIL_OK)
+			goto fail;
+	}
+	/* Handles by index: every name declared so far has one; those
+	 * not declared here run with the service-level settings. */
+	g->byidx = resil__alloc(resil__a, p->nnames * sizeof(method *));
+	if (g->byidx == NULL)
+		goto nomem;
+	g->nidx = p->nnames;
+	for (i = 0; i < g->nidx; i++)
+		g->byidx[i] = &g->dflt;
+	HASH_ITER(hh, g->methods, it, tmp)
+	{
+		g->byidx[it->idx] = it;
+	}
+	if (cfg->mock != NULL) {
+		g->service_spec = resil__strdup(resil__a, cfg->mock);
+		if (g->service_spec == NULL)
+			goto nomem;
+	}
+	if (any_mock || p->registry != NULL) {
+		err = build_mock(
+		    p, g, g->service_spec, NULL, NULL, 0, &g->mock, diag);
+		if (err != RESIL_OK)
+			goto fail;
+	}
+
+	/* The chain: cache, then the mock, then user handlers. */
+	err = resil_fallback_new(&g->fb, NULL, diag);
+	if (err != RESIL_OK)
+		goto fail;
+	if (g->cache != NULL) {
+		err = resil_fallback_add_cache(g->fb, g->cache);
+		if (err != RESIL_OK)
+			goto fail;
+	}
+	err = resil_fallback_add_handler(g->fb, mock_handler, g);
+	if (err != RESIL_OK)
+		goto fail;
+	for (i = 0; i < p->handlers; i++) {
+		err = resil_fallback_add_handler(
+		    g->fb, p->hlist[i].fn, p->hlist[i].ctx);
+		if (err != RESIL_OK)
+			goto fail;
+	}
+	/* Decided once: whether a method's policy allows the fast path. */
+	g->dflt.retry_fast =
+	    g->retry != NULL && resil__retry_fast_ok(g->retry);
+	g->dflt.start = p->sel != NULL                ? START_CLUSTER
+	    : g->retry != NULL && !g->dflt.retry_fast ? START_RUN
+	                                              : START_NONE;
+	g->dflt.simple = (g->retry == NULL || g->dflt.retry_fast) &&
+	    g->rl == NULL && g->bh == NULL && g->dflt.timeout == 0 &&
+	    p->hedge_max == 0 && p->call_events == 0 && p->sel == NULL;
+	HASH_ITER(hh, g->methods, it, tmp)
+	{
+		resil_retry *r = it->retry != NULL ? it->retry : g->retry;
+
+		it->retry_fast = r != NULL && resil__retry_fast_ok(r);
+		it->start = p->sel != NULL         ? START_CLUSTER
+		    : r != NULL && !it->retry_fast ? START_RUN
+		                                   : START_NONE;
+		it->simple = (r == NULL || it->retry_fast) && g->rl == NULL &&
+		    g->bh == NULL && it->timeout == 0 && p->hedge_max == 0 &&
+		    p->call_events == 0 && p->sel == NULL;
+	}
+	*out = g;
+	return RESIL_OK;
+nomem:
+	err = resil__diagf(diag, RESIL_E_NOMEM, "pipeline: out of memory");
+fail:
+	/* Never published: back to the free shells. */
+	shell_put(p, g);
+	return err;
+}
+
 resil_err
 resil_pipeline_new(
     resil_pipeline **out, const resil_pipeline_config *cfg, resil_diag *diag)
@@ -743,9 +1404,6 @@ resil_pipeline_new(
 	resil_pipeline *p;
 	resil_err err;
 	uintptr_t sp;
-	size_t i;
-	int any_mock;
-	method *it, *tmp;
 
 	if (out == NULL)
 		return resil__diagf(
@@ -765,11 +1423,9 @@ resil_pipeline_new(
 	p->listener = cfg->listener;
 	p->listener_ctx = cfg->listener_ctx;
 	p->registry = cfg->registry;
-	p->timeout = cfg->timeout_ns;
 	resil__spin_init(&p->mock_lock);
-	p->dflt.owner = p;
-	p->dflt.type = RESIL_TYPE_ANY;
-	p->dflt.timeout = cfg->timeout_ns;
+	p->svc.owner = p;
+	p->nnames = 1; /* index 0: the service-level handle */
 	p->hedge_max = cfg->hedge_max;
 	p->call_events = cfg->listener != NULL ? cfg->call_events : 0;
 	p->hedge_delay = cfg->hedge_delay_ns;
@@ -779,165 +1435,24 @@ resil_pipeline_new(
 	p->service = resil__strdup(resil__a, cfg->service);
 	p->stripes_mem = resil__calloc(
 	    resil__a, sizeof(stripe) * NSTRIPES + RESIL__CACHELINE);
-	if (p->service == NULL || p->stripes_mem == NULL)
-		goto nomem;
+	if (p->service == NULL || p->stripes_mem == NULL) {
+		err = resil__diagf(
+		    diag, RESIL_E_NOMEM, "pipeline: out of memory");
+		goto fail;
+	}
 	sp = ((uintptr_t)p->stripes_mem + RESIL__CACHELINE - 1) &
 	    ~(uintptr_t)(RESIL__CACHELINE - 1);
 	p->stripes = (stripe *)sp;
-
-	if (cfg->breaker_enabled) {
-		err = new_breaker(p, cfg, &p->breaker, diag);
-		if (err != RESIL_OK)
-			goto fail;
-	}
-	if (cfg->retry_enabled) {
-		err = new_retry(p, cfg, 0, &p->retry, diag);
-		if (err != RESIL_OK)
-			goto fail;
-	}
-	if (cfg->ratelimit_enabled) {
-		resil_ratelimit_config rc = cfg->ratelimit;
-
-		rc.clock = &p->clock;
-		rc.alloc = resil__a;
-		rc.listener = on_ratelimit;
-		rc.listener_ctx = p;
-		err = resil_ratelimit_new(&p->rl, &rc, diag);
-		if (err != RESIL_OK)
-			goto fail;
-	}
-	if (cfg->bulkhead_enabled) {
-		resil_bulkhead_config bc = cfg->bulkhead;
-
-		bc.clock = &p->clock;
-		bc.alloc = resil__a;
-		bc.listener = on_bulkhead;
-		bc.listener_ctx = p;
-		err = resil_bulkhead_new(&p->bh, &bc, diag);
-		if (err != RESIL_OK)
-			goto fail;
-	}
-	if (cfg->cache_enabled) {
-		resil_cache_config cc = cfg->cache;
-
-		cc.clock = &p->clock;
-		cc.alloc = resil__a;
-		err = resil_cache_new(&p->cache, &cc, diag);
-		if (err != RESIL_OK)
-			goto fail;
-	}
-
-	any_mock = !spec_is_none(cfg->mock);
-	for (i = 0; i < cfg->nmethods; i++) {
-		const resil_method_config *mc = &cfg->methods[i];
-		method *m = resil__calloc(resil__a, sizeof(*m));
-
-		if (m == NULL)
-			goto nomem;
-		m->owner = p;
-		m->name = resil__strdup(resil__a, mc->name);
-		m->type = mc->type;
-		m->timeout = mc->timeout_ns ? mc->timeout_ns : cfg->timeout_ns;
-		m->declared = 1;
-		if (mc->mock != NULL) {
-			m->mock_spec = resil__strdup(resil__a, mc->mock);
-			m->mock_set = 1;
-			any_mock = 1;
-		}
-		if (m->name == NULL) {
-			free_method(p, m);
-			resil__free(resil__a, m, sizeof(*m));
-			goto nomem;
-		}
-		/* Added before any further failure, so that freeing the
-		 * pipeline frees the method. uthash cannot fail to add here:
-		 * HASH_NONFATAL_OOM leaves the table as it was. */
-		HASH_ADD_KEYPTR(hh, p->methods, m->name, strlen(m->name), m);
-		if (HASH_COUNT(p->methods) != i + 1) {
-			free_method(p, m);
-			resil__free(resil__a, m, sizeof(*m));
-			goto nomem;
-		}
-		if (mc->mock != NULL && m->mock_spec == NULL)
-			goto nomem;
-		if (mc->max_attempts != 0) {
-			err = new_retry(
-			    p, cfg, mc->max_attempts, &m->retry, diag);
-			if (err != RESIL_OK) {
-				prefix_diag(diag, err, mc->name);
-				goto fail;
-			}
-		}
-		if (cfg->breaker_enabled && cfg->breaker_per_method) {
-			err = new_breaker(p, cfg, &m->breaker, diag);
-			if (err != RESIL_OK)
-				goto fail;
-		}
-		if (cfg->selector != NULL && mc->max_attempts != 0 &&
-		    (cfg->cluster.strategy == RESIL_CLUSTER_FAILOVER ||
-		        cfg->cluster.strategy == RESIL_CLUSTER_ZONE_AWARE)) {
-			err = new_cretry(
-			    p, cfg, mc->max_attempts, &m->cretry, diag);
-			if (err != RESIL_OK) {
-				prefix_diag(diag, err, mc->name);
-				goto fail;
-			}
-		}
-	}
 	if (cfg->selector != NULL) {
 		err = cluster_setup(p, cfg, diag);
 		if (err != RESIL_OK)
 			goto fail;
 	}
-	if (cfg->mock != NULL) {
-		p->service_spec = resil__strdup(resil__a, cfg->mock);
-		if (p->service_spec == NULL)
-			goto nomem;
-	}
-	if (any_mock || cfg->registry != NULL) {
-		err = build_mock(
-		    p, p->service_spec, NULL, NULL, 0, &p->mock, diag);
-		if (err != RESIL_OK)
-			goto fail;
-	}
-
-	/* The chain: cache, then the mock, then user handlers. */
-	err = resil_fallback_new(&p->fb, NULL, diag);
+	err = settings_build(p, cfg, NULL, &p->cur, diag);
 	if (err != RESIL_OK)
 		goto fail;
-	if (p->cache != NULL) {
-		err = resil_fallback_add_cache(p->fb, p->cache);
-		if (err != RESIL_OK)
-			goto fail;
-	}
-	err = resil_fallback_add_handler(p->fb, mock_handler, p);
-	if (err != RESIL_OK)
-		goto fail;
-	/* Decided once: whether a method's policy allows the fast path. */
-	p->dflt.retry_fast =
-	    p->retry != NULL && resil__retry_fast_ok(p->retry);
-	p->dflt.start = p->sel != NULL                ? START_CLUSTER
-	    : p->retry != NULL && !p->dflt.retry_fast ? START_RUN
-	                                              : START_NONE;
-	p->dflt.simple = (p->retry == NULL || p->dflt.retry_fast) &&
-	    p->rl == NULL && p->bh == NULL && p->dflt.timeout == 0 &&
-	    p->hedge_max == 0 && p->call_events == 0 && p->sel == NULL;
-	HASH_ITER(hh, p->methods, it, tmp)
-	{
-		resil_retry *r = it->retry != NULL ? it->retry : p->retry;
-
-		it->retry_fast = r != NULL && resil__retry_fast_ok(r);
-		it->start = p->sel != NULL         ? START_CLUSTER
-		    : r != NULL && !it->retry_fast ? START_RUN
-		                                   : START_NONE;
-		it->simple = (r == NULL || it->retry_fast) && p->rl == NULL &&
-		    p->bh == NULL && it->timeout == 0 && p->hedge_max == 0 &&
-		    p->call_events == 0 && p->sel == NULL;
-	}
 	*out = p;
 	return RESIL_OK;
-nomem:
-	err = resil__diagf(diag, RESIL_E_NOMEM, "pipeline: out of memory");
 fail:
 	resil_pipeline_free(p);
 	return err;
@@ -946,14 +1461,30 @@ fail:
 resil_err
 resil_pipeline_add_handler(resil_pipeline *p, resil_fallback_fn fn, void *ctx)
 {
+	const resil_allocator *a;
+	handler *nl;
 	resil_err err;
 
 	if (p == NULL || fn == NULL)
 		return RESIL_E_INVAL;
-	err = resil_fallback_add_handler(p->fb, fn, ctx);
-	if (err == RESIL_OK)
-		p->handlers++;
-	return err;
+	a = &p->alloc;
+	nl = resil__alloc(a, (p->handlers + 1) * sizeof(*nl));
+	if (nl == NULL)
+		return RESIL_E_NOMEM;
+	err = resil_fallback_add_handler(p->cur->fb, fn, ctx);
+	if (err != RESIL_OK) {
+		resil__free(a, nl, (p->handlers + 1) * sizeof(*nl));
+		return err;
+	}
+	if (p->handlers > 0) {
+		memcpy(nl, p->hlist, p->handlers * sizeof(*nl));
+		resil__free(a, p->hlist, p->handlers * sizeof(*nl));
+	}
+	nl[p->handlers].fn = fn;
+	nl[p->handlers].ctx = ctx;
+	p->hlist = nl;
+	p->handlers++;
+	return RESIL_OK;
 }
 
 const resil_clock *
@@ -968,60 +1499,80 @@ resil_pipeline_service(const resil_pipeline *p)
 	return p == NULL ? NULL : p->service;
 }
 
-static const method *
-find_method(const resil_pipeline *p, const char *name)
+/* The current settings, for the accessors (not to overlap a reload). */
+static settings *
+cur_of(const resil_pipeline *p)
 {
-	method *m = NULL;
+	return resil__loadptr((void *const *)&p->cur);
+}
 
-	if (p->methods != NULL)
-		HASH_FIND_STR(p->methods, name, m);
-	return m != NULL ? m : &p->dflt;
+static const method *
+find_method(const settings *g, const char *name)
+{
+	method *m = find_in(g, name);
+
+	return m != NULL ? m : &g->dflt;
+}
+
+/* The settings of handle h in g: its method, or the service-level ones
+ * when g does not declare it. */
+HOT const method *
+resolve(const settings *g, const struct resil_method *h)
+{
+	/* A handle is given out (resil_pipeline_method) only when the
+	 * current settings have its index, and settings built later have
+	 * every earlier index: any settings a call holds have it. */
+	return g->byidx[h->idx];
 }
 
 resil_breaker *
 resil_pipeline_breaker(resil_pipeline *p, const char *name)
 {
+	const settings *g;
 	const method *m;
 
 	if (p == NULL)
 		return NULL;
-	m = name != NULL ? find_method(p, name) : &p->dflt;
-	return m->breaker != NULL ? m->breaker : p->breaker;
+	g = cur_of(p);
+	m = name != NULL ? find_method(g, name) : &g->dflt;
+	return m->breaker != NULL ? m->breaker : g->breaker;
 }
 
 resil_retry *
 resil_pipeline_retry(resil_pipeline *p, const char *name)
 {
+	const settings *g;
 	const method *m;
 
 	if (p == NULL)
 		return NULL;
-	m = name != NULL ? find_method(p, name) : &p->dflt;
-	return m->retry != NULL ? m->retry : p->retry;
+	g = cur_of(p);
+	m = name != NULL ? find_method(g, name) : &g->dflt;
+	return m->retry != NULL ? m->retry : g->retry;
 }
 
 resil_cache *
 resil_pipeline_cache(resil_pipeline *p)
 {
-	return p == NULL ? NULL : p->cache;
+	return p == NULL ? NULL : cur_of(p)->cache;
 }
 
 resil_ratelimit *
 resil_pipeline_ratelimit(resil_pipeline *p)
 {
-	return p == NULL ? NULL : p->rl;
+	return p == NULL ? NULL : cur_of(p)->rl;
 }
 
 resil_bulkhead *
 resil_pipeline_bulkhead(resil_pipeline *p)
 {
-	return p == NULL ? NULL : p->bh;
+	return p == NULL ? NULL : cur_of(p)->bh;
 }
 
 size_t
 resil_pipeline_method_count(const resil_pipeline *p)
 {
-	return p == NULL ? 0 : HASH_COUNT(p->methods);
+	return p == NULL ? 0 : HASH_COUNT(cur_of(p)->methods);
 }
 
 const char *
@@ -1031,29 +1582,29 @@ resil_pipeline_method_name(const resil_pipeline *p, size_t i)
 
 	if (p == NULL)
 		return NULL;
-	for (m = p->methods; m != NULL; m = m->hh.next, i--)
+	for (m = cur_of(p)->methods; m != NULL; m = m->hh.next, i--)
 		if (i == 0)
 			return m->name;
 	return NULL;
 }
 
-/* Hold the current mock configuration for a short read; *tok says what
- * to release. NULL: none configured (nothing to release then either). */
+/* Hold the mock configuration of g for a short read; *tok says what to
+ * release. NULL: none configured (nothing to release then either). */
 static resil_mock *
-mock_hold(resil_pipeline *p, unsigned *tok)
+mock_hold(resil_pipeline *p, const settings *g, unsigned *tok)
 {
 	unsigned st = resil__thread_stripe(NSTRIPES);
-	uint64_t g;
+	uint64_t gen;
 
 	for (;;) {
-		g = resil__load64(&p->mock_gen);
-		resil__faa64(&p->mock_rd[st].n[g & 1], 1);
-		if (resil__load64_after_rmw(&p->mock_gen) == g)
+		gen = resil__load64(&p->mock_gen);
+		resil__faa64(&p->mock_rd[st].n[gen & 1], 1);
+		if (resil__load64_after_rmw(&p->mock_gen) == gen)
 			break;
-		resil__faa64(&p->mock_rd[st].n[g & 1], UINT64_MAX);
+		resil__faa64(&p->mock_rd[st].n[gen & 1], UINT64_MAX);
 	}
-	*tok = (st << 1) | (unsigned)(g & 1);
-	return resil__loadptr((void *const *)&p->mock);
+	*tok = (st << 1) | (unsigned)(gen & 1);
+	return resil__loadptr((void *const *)&g->mock);
 }
 
 static void
@@ -1065,13 +1616,12 @@ mock_release(resil_pipeline *p, unsigned tok)
 /* After a swap: wait until every reader that may hold the old pointer
  * (announced under the old generation's parity) is done. */
 static void
-mock_quiesce(resil_pipeline *p, uint64_t old_gen)
+rd_quiesce(mock_readers *rd, uint64_t old_gen)
 {
 	unsigned i, spins = 0;
 
 	for (i = 0; i < NSTRIPES; i++)
-		while (resil__load64_after_rmw(
-		           &p->mock_rd[i].n[old_gen & 1]) != 0)
+		while (resil__load64_after_rmw(&rd[i].n[old_gen & 1]) != 0)
 			resil__backoff(&spins);
 }
 
@@ -1082,37 +1632,43 @@ resil_pipeline_set_mock(
 	const resil_allocator *resil__a;
 	resil_mock *m = NULL, *old;
 	method *meth = NULL;
+	settings *g;
 	char *copy = NULL;
 	resil_err err;
 
 	if (p == NULL)
 		return RESIL_E_INVAL;
 	resil__a = &p->alloc;
-	if (name != NULL) {
-		HASH_FIND_STR(p->methods, name, meth);
-		if (meth == NULL)
-			return resil__diagf(diag, RESIL_E_INVAL,
-			    "%s.mock: %s is not a method declared in the "
-			    "configuration of %s",
-			    name, name, p->service);
-	}
 	if (spec != NULL && (copy = resil__strdup(resil__a, spec)) == NULL)
 		return resil__diagf(
 		    diag, RESIL_E_NOMEM, "pipeline: out of memory");
 	resil__spin_lock(&p->mock_lock);
+	/* Under the lock the current settings cannot be replaced. */
+	g = p->cur;
+	if (name != NULL) {
+		meth = find_in(g, name);
+		if (meth == NULL) {
+			resil__spin_unlock(&p->mock_lock);
+			resil__strfree(resil__a, copy);
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "%s.mock: %s is not a method declared in the "
+			    "configuration of %s",
+			    name, name, p->service);
+		}
+	}
 	if (name == NULL)
-		err = build_mock(p, copy, NULL, NULL, 0, &m, diag);
+		err = build_mock(p, g, copy, NULL, NULL, 0, &m, diag);
 	else
 		err = build_mock(
-		    p, p->service_spec, name, copy, spec == NULL, &m, diag);
+		    p, g, g->service_spec, name, copy, spec == NULL, &m, diag);
 	if (err != RESIL_OK) {
 		resil__spin_unlock(&p->mock_lock);
 		resil__strfree(resil__a, copy);
 		return err;
 	}
 	if (name == NULL) {
-		resil__strfree(resil__a, p->service_spec);
-		p->service_spec = copy;
+		resil__strfree(resil__a, g->service_spec);
+		g->service_spec = copy;
 	} else {
 		/* The method table is read without locks by running calls,
 		 * but only its mock_spec fields change here, and those are
@@ -1121,14 +1677,268 @@ resil_pipeline_set_mock(
 		meth->mock_spec = copy;
 		meth->mock_set = spec != NULL;
 	}
-	old = resil__loadptr((void *const *)&p->mock);
-	resil__storeptr((void **)&p->mock, m);
+	old = resil__loadptr((void *const *)&g->mock);
+	resil__storeptr((void **)&g->mock, m);
 	/* The old one goes as soon as no call can be reading it: memory
 	 * stays bounded however often the specs switch. */
-	mock_quiesce(p, resil__faa64(&p->mock_gen, 1));
+	rd_quiesce(p->mock_rd, resil__faa64(&p->mock_gen, 1));
 	resil__spin_unlock(&p->mock_lock);
 	resil_mock_free(old);
 	return RESIL_OK;
+}
+
+/* ---- reload ---- */
+
+/* A field the reload cannot change: NULL / 0 in the new configuration
+ * keeps the pipeline's; another value is refused, naming the key. */
+static resil_err
+immutable(resil_diag *diag, const char *key)
+{
+	return resil__diagf(diag, RESIL_E_INVAL,
+	    "%s: cannot change by reload (it is fixed when the pipeline is "
+	    "created; build a new pipeline to change it)",
+	    key);
+}
+
+static int
+same_cluster(const resil_cluster_config *a, const resil_cluster_config *b)
+{
+	const char *za = a->local_zone != NULL ? a->local_zone : "";
+	const char *zb = b->local_zone != NULL ? b->local_zone : "";
+
+	return a->strategy == b->strategy && a->retries == b->retries &&
+	    a->failback_queue == b->failback_queue &&
+	    a->failback_retries == b->failback_retries &&
+	    a->failback_period_ns == b->failback_period_ns &&
+	    a->broadcast_fail_percent == b->broadcast_fail_percent &&
+	    a->forks == b->forks && strcmp(za, zb) == 0 &&
+	    a->cross_zone_timeout_ns == b->cross_zone_timeout_ns;
+}
+
+/* *eff: cfg with what it leaves NULL filled from p; refused when it would
+ * change what a reload cannot. */
+static resil_err
+reload_check(const resil_pipeline *p, const settings *g,
+    const resil_pipeline_config *cfg, resil_pipeline_config *eff,
+    resil_diag *diag)
+{
+	if (cfg == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "pipeline: config is NULL");
+	if (cfg->size != sizeof(resil_pipeline_config))
+		return resil__check_size(diag, "pipeline",
+		    "resil_pipeline_config", cfg->size,
+		    sizeof(resil_pipeline_config));
+	*eff = *cfg;
+	if (cfg->service != NULL && strcmp(cfg->service, p->service) != 0)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "service: cannot change by reload (%.64s is not %.64s: "
+		    "a pipeline serves one service)",
+		    cfg->service, p->service);
+	eff->service = p->service;
+	if (cfg->clock != NULL &&
+	    (cfg->clock->now != p->clock.now ||
+	        cfg->clock->sleep != p->clock.sleep ||
+	        cfg->clock->ctx != p->clock.ctx))
+		return immutable(diag, "clock");
+	eff->clock = &p->clock;
+	if (cfg->alloc != NULL &&
+	    memcmp(cfg->alloc, &p->alloc, sizeof(p->alloc)) != 0)
+		return immutable(diag, "alloc");
+	eff->alloc = &p->alloc;
+	if (cfg->listener != NULL &&
+	    (cfg->listener != p->listener ||
+	        cfg->listener_ctx != p->listener_ctx))
+		return immutable(diag, "listener");
+	eff->listener = p->listener;
+	eff->listener_ctx = p->listener_ctx;
+	if (cfg->classifier.fn != NULL &&
+	    (cfg->classifier.fn != p->cls.fn ||
+	        cfg->classifier.ctx != p->cls.ctx))
+		return immutable(diag, "classifier");
+	eff->classifier = p->cls;
+	if (cfg->registry != NULL && cfg->registry != p->registry)
+		return immutable(diag, "registry");
+	eff->registry = p->registry;
+	if (cfg->selector != NULL && cfg->selector != p->sel)
+		return immutable(diag, "selector");
+	eff->selector = p->sel;
+	if (cfg->executor.submit != NULL &&
+	    memcmp(&cfg->executor, &p->executor, sizeof(p->executor)) != 0)
+		return immutable(diag, "executor");
+	eff->executor = p->executor;
+	if (cfg->call_events != 0 && cfg->call_events != g->cfg.call_events)
+		return immutable(diag, "call_events");
+	eff->call_events = g->cfg.call_events;
+	if (cfg->hedge_max != g->cfg.hedge_max)
+		return immutable(diag, "hedge.max (hedge_max)");
+	if (cfg->hedge_delay_ns != g->cfg.hedge_delay_ns)
+		return immutable(diag, "hedge.delay (hedge_delay_ns)");
+	if (p->sel != NULL && !same_cluster(&cfg->cluster, &g->cfg.cluster))
+		return immutable(diag, "cluster");
+	return validate(eff, diag);
+}
+
+/* What changed from old to g, for the event: a count and the names. */
+static unsigned
+describe_changes(const settings *old, const settings *g,
+    const resil_pipeline_config *cfg, char *buf, size_t n)
+{
+	const resil_pipeline_config *a = &old->cfg;
+	unsigned count = 0;
+	size_t len = 0;
+	size_t i;
+	method *it, *tmp;
+
+#define NOTE(name_)                                                         \
+	do {                                                                \
+		count++;                                                    \
+		if (len < n)                                                \
+			len += (size_t)snprintf(buf + len, n - len, "%s%s", \
+			    count > 1 ? ", " : "", (name_));                \
+	} while (0)
+	buf[0] = '\0';
+	if (a->breaker_enabled != cfg->breaker_enabled ||
+	    a->breaker_per_method != cfg->breaker_per_method ||
+	    (cfg->breaker_enabled &&
+	        !same_breaker(&a->breaker, &cfg->breaker)))
+		NOTE("breaker");
+	if (a->retry_enabled != cfg->retry_enabled ||
+	    !same_retry(&a->retry, &cfg->retry) ||
+	    a->retry.max_attempts != cfg->retry.max_attempts)
+		NOTE("retry");
+	if (a->cache_enabled != cfg->cache_enabled ||
+	    (cfg->cache_enabled && !same_cache(&a->cache, &cfg->cache)))
+		NOTE("cache");
+	if (a->ratelimit_enabled != cfg->ratelimit_enabled ||
+	    (cfg->ratelimit_enabled &&
+	        !same_ratelimit(&a->ratelimit, &cfg->ratelimit)))
+		NOTE("ratelimit");
+	if (a->bulkhead_enabled != cfg->bulkhead_enabled ||
+	    (cfg->bulkhead_enabled &&
+	        !same_bulkhead(&a->bulkhead, &cfg->bulkhead)))
+		NOTE("bulkhead");
+	if (a->timeout_ns != cfg->timeout_ns)
+		NOTE("timeout");
+	if ((old->service_spec == NULL) != (cfg->mock == NULL) ||
+	    (cfg->mock != NULL && strcmp(old->service_spec, cfg->mock) != 0))
+		NOTE("mock");
+	for (i = 0; i < cfg->nmethods; i++) {
+		const resil_method_config *mc = &cfg->methods[i];
+		const method *om = find_in(old, mc->name);
+		uint64_t t = mc->timeout_ns ? mc->timeout_ns : cfg->timeout_ns;
+		const char *os =
+		    om != NULL && om->mock_set ? om->mock_spec : NULL;
+
+		if (om == NULL || om->type != mc->type || om->timeout != t ||
+		    om->max_attempts != mc->max_attempts ||
+		    (os == NULL) != (mc->mock == NULL) ||
+		    (os != NULL && strcmp(os, mc->mock) != 0))
+			NOTE(mc->name);
+	}
+	HASH_ITER(hh, old->methods, it, tmp)
+	{
+		if (find_in(g, it->name) == NULL)
+			NOTE(it->name);
+	}
+#undef NOTE
+	if (len >= n && n > 4)
+		memcpy(buf + n - 4, "...", 4);
+	return count;
+}
+
+static void
+emit_reload(resil_pipeline *p, unsigned count, const char *what)
+{
+	resil_pipeline_event ev;
+	char text[160];
+
+	if (p->listener == NULL)
+		return;
+	memset(&ev, 0, sizeof(ev));
+	if (count == 0)
+		snprintf(text, sizeof(text),
+		    "configuration reloaded: nothing changed");
+	else
+		snprintf(text, sizeof(text),
+		    "configuration reloaded: %u setting%s changed (%s)", count,
+		    count == 1 ? "" : "s", what);
+	ev.stage = RESIL_STAGE_CONFIG;
+	ev.time = resil_clock_now(&p->clock);
+	ev.text = text;
+	ev.service = p->service;
+	ev.method = "";
+	p->listener(&ev, p->listener_ctx);
+}
+
+resil_err
+resil_pipeline_reload(
+    resil_pipeline *p, const resil_pipeline_config *cfg, resil_diag *diag)
+{
+	resil_pipeline_config eff;
+	settings *old, *g = NULL;
+	char what[100];
+	unsigned count;
+	resil_err err;
+
+	if (p == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "pipeline: p is NULL");
+	resil__spin_lock(&p->mock_lock);
+	old = p->cur;
+	err = reload_check(p, old, cfg, &eff, diag);
+	if (err == RESIL_OK)
+		err = settings_build(p, &eff, old, &g, diag);
+	if (err != RESIL_OK) {
+		resil__spin_unlock(&p->mock_lock);
+		return err;
+	}
+	count = describe_changes(old, g, &eff, what, sizeof(what));
+	/* Published with a full barrier (conf_hold's check relies on it):
+	 * calls that start from now on run with g. */
+	resil__fas64((uint64_t *)(void *)&p->cur, (uint64_t)(uintptr_t)g);
+	resil__spin_unlock(&p->mock_lock);
+	old->next_free = p->retired;
+	p->retired = old;
+	settings_reclaim(p); /* old too, when no call holds it */
+	emit_reload(p, count, what);
+	return RESIL_OK;
+}
+
+resil_err
+resil_pipeline_reload_string(
+    resil_pipeline *p, const char *text, const char *origin, resil_diag *diag)
+{
+	resil_config *conf;
+	resil_err err;
+
+	if (p == NULL || text == NULL)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "pipeline: %s is NULL", p == NULL ? "p" : "text");
+	err = resil_config_parse_string(&conf, text, origin, &p->alloc, diag);
+	if (err != RESIL_OK)
+		return err;
+	err = resil_pipeline_reload(p, resil_config_pipeline(conf), diag);
+	resil_config_free(conf);
+	return err;
+}
+
+resil_err
+resil_pipeline_reload_file(
+    resil_pipeline *p, const char *path, resil_diag *diag)
+{
+	resil_config *conf;
+	resil_err err;
+
+	if (p == NULL || path == NULL)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "pipeline: %s is NULL", p == NULL ? "p" : "path");
+	err = resil_config_parse_file(&conf, path, &p->alloc, diag);
+	if (err != RESIL_OK)
+		return err;
+	err = resil_pipeline_reload(p, resil_config_pipeline(conf), diag);
+	resil_config_free(conf);
+	return err;
 }
 
 /* ---- the call machine ---- */
@@ -1173,6 +1983,9 @@ typedef struct callm {
 	uint8_t running;
 	uint8_t abandoned;
 	resil_pipeline *p;
+	settings *g;  /* the settings it runs with, held */
+	uint8_t gref; /* the call machine's API holds g (drop at the end) */
+	uint8_t gst;  /* the stripe g is counted on */
 	const method *m;
 	resil_breaker *breaker;
 	resil_retry *retry;
@@ -1276,12 +2089,6 @@ latency_bucket(uint64_t d)
 	return b;
 }
 
-#if defined(__GNUC__)
-#define HOT __attribute__((always_inline)) static inline
-#else
-#define HOT static inline
-#endif
-
 /* A null value, as resil_value_init() makes it (all zero bits), without
  * a call on the hot path. */
 HOT void
@@ -1343,14 +2150,15 @@ static resil_verdict
 mock_handler(void *ctx, const resil_args *args, const resil_failure *failure,
     resil_result *out)
 {
-	resil_pipeline *p = ctx;
+	settings *g = ctx;
+	resil_pipeline *p = g->p;
 	resil_mock *m;
 	resil_err err;
 	unsigned tok;
 
-	if (resil__loadptr((void *const *)&p->mock) == NULL)
+	if (resil__loadptr((void *const *)&g->mock) == NULL)
 		return RESIL_FALLBACK_PASS;
-	m = mock_hold(p, &tok);
+	m = mock_hold(p, g, &tok);
 	if (m != NULL && p->sel != NULL) {
 		const resil_mock_spec *spec;
 
@@ -1435,7 +2243,7 @@ abandon_running(callm *c)
 		if (s->has_permit)
 			resil_breaker_release(c->breaker, &s->permit);
 		if (s->has_bh)
-			resil_bulkhead_release(c->p->bh);
+			resil_bulkhead_release(c->g->bh);
 		s->has_permit = s->has_bh = 0;
 		if (RESIL__UNLIKELY(c->magic == CALL_CLUSTER &&
 		        (c->has_pick & (1u << i)))) {
@@ -1480,8 +2288,8 @@ conclude(callm *c, resil_err rr, int rc, resil_err status,
 			conclude_with(c, RESIL_STAGE_CALL, ts, st);
 			return;
 		}
-		if (outcome == RESIL_OUTCOME_SUCCESS && p->cache != NULL)
-			resil_fallback_record(p->fb, c->args, &c->value);
+		if (outcome == RESIL_OUTCOME_SUCCESS && c->g->cache != NULL)
+			resil_fallback_record(c->g->fb, c->args, &c->value);
 		/* IGNORED passes as it is: RESIL_OK with rc 0, else E_CALL. */
 		out->err = outcome == RESIL_OUTCOME_SUCCESS || rc == 0
 		    ? RESIL_OK
@@ -1502,7 +2310,8 @@ conclude(callm *c, resil_err rr, int rc, resil_err status,
 	/* No cache, no mock for this method and no handler: no fallback is
 	 * configured, so the original error propagates. */
 	resil_fallback_recover(
-	    p->cache != NULL || c->has_mock || p->handlers > 0 ? p->fb : NULL,
+	    c->g->cache != NULL || c->has_mock || p->handlers > 0 ? c->g->fb
+	                                                          : NULL,
 	    c->args, &failure, out);
 	out->attempts = c->attempts;
 	out->breaker_state = c->breaker_state;
@@ -1639,7 +2448,7 @@ cl_start(callm *c, const method *m, tsrc ts)
 	c->req.method = c->args->method;
 	c->retry = p->ccfg.strategy == RESIL_CLUSTER_FAILOVER ||
 	        p->ccfg.strategy == RESIL_CLUSTER_ZONE_AWARE
-	    ? (m->cretry != NULL ? m->cretry : p->cretry)
+	    ? (m->cretry != NULL ? m->cretry : c->g->cretry)
 	    : NULL;
 	/* The run is on from the start (with no policy, a run that is never
 	 * used: it keeps the machine's first-success shortcut, which knows
@@ -1908,8 +2717,8 @@ cl_conclude(callm *c, resil_err rr, int rc, resil_err status,
 			conclude_with(c, RESIL_STAGE_CALL, ts, st);
 			return;
 		}
-		if (outcome == RESIL_OUTCOME_SUCCESS && p->cache != NULL)
-			resil_fallback_record(p->fb, c->args, &c->value);
+		if (outcome == RESIL_OUTCOME_SUCCESS && c->g->cache != NULL)
+			resil_fallback_record(c->g->fb, c->args, &c->value);
 		out->err = outcome == RESIL_OUTCOME_SUCCESS || rc == 0
 		    ? RESIL_OK
 		    : RESIL_E_CALL;
@@ -1954,7 +2763,8 @@ cl_conclude(callm *c, resil_err rr, int rc, resil_err status,
 	failure.rc = rc;
 	failure.attempts = c->attempts;
 	resil_fallback_recover(
-	    p->cache != NULL || c->has_mock || p->handlers > 0 ? p->fb : NULL,
+	    c->g->cache != NULL || c->has_mock || p->handlers > 0 ? c->g->fb
+	                                                          : NULL,
 	    c->args, &failure, out);
 	out->attempts = c->attempts;
 	out->breaker_state = c->breaker_state;
@@ -2015,8 +2825,9 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 		rejected(c, RESIL_E_OPEN);
 		return 0;
 	}
-	if (p->rl != NULL &&
-	    resil_ratelimit_try_acquire(p->rl, 1, &retry_after) != RESIL_OK) {
+	if (c->g->rl != NULL &&
+	    resil_ratelimit_try_acquire(c->g->rl, 1, &retry_after) !=
+	        RESIL_OK) {
 		if (c->breaker != NULL) {
 			resil_breaker_release(c->breaker, &permit);
 			c->breaker_state =
@@ -2025,7 +2836,8 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 		rejected(c, RESIL_E_LIMITED);
 		return 0;
 	}
-	if (p->bh != NULL && resil_bulkhead_try_acquire(p->bh) != RESIL_OK) {
+	if (c->g->bh != NULL &&
+	    resil_bulkhead_try_acquire(c->g->bh) != RESIL_OK) {
 		if (c->breaker != NULL) {
 			resil_breaker_release(c->breaker, &permit);
 			c->breaker_state =
@@ -2044,8 +2856,8 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 				c->breaker_state =
 				    (int)resil_breaker_get_state(c->breaker);
 			}
-			if (p->bh != NULL)
-				resil_bulkhead_release(p->bh);
+			if (c->g->bh != NULL)
+				resil_bulkhead_release(c->g->bh);
 			/* No candidate ends the call (never retried); a
 			 * broadcast passes over a refusing endpoint, and
 			 * forking has no more forks than candidates. */
@@ -2066,7 +2878,7 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 	s->id = ++c->issued;
 	c->attempts++; /* a call of the user's function is made */
 	s->has_permit = c->breaker != NULL;
-	s->has_bh = p->bh != NULL;
+	s->has_bh = c->g->bh != NULL;
 	if (c->breaker != NULL)
 		s->permit = permit;
 	if (c->timeout != 0 || p->hedge_max != 0) {
@@ -2136,7 +2948,7 @@ complete(callm *c, unsigned i, int rc, resil_value *value, int late, tsrc *ts)
 		c->breaker_state = (int)resil_breaker_get_state(c->breaker);
 	}
 	if (s->has_bh)
-		resil_bulkhead_complete(p->bh, outcome, dur);
+		resil_bulkhead_complete(c->g->bh, outcome, dur);
 	s->has_permit = s->has_bh = 0;
 	c->running &= (uint8_t) ~(1u << i);
 	if (late)
@@ -2157,8 +2969,8 @@ complete(callm *c, unsigned i, int rc, resil_value *value, int late, tsrc *ts)
 }
 
 /* Start the next attempt of the retry stage (after a backoff), or decide
- * at once when it is rejected. Returns 1 with *st RUN. */
-static int advance(callm *c, tsrc *ts, int waited, resil_call_next *st);
+ * at once when it is rejected; attend to the attempts out. */
+static void advance(callm *c, tsrc *ts, int waited, resil_call_next *st);
 static void attend(callm *c, tsrc *ts, resil_call_next *st);
 
 /*
@@ -2209,62 +3021,49 @@ decide_core(callm *c, tsrc *ts, resil_call_next *st)
 	return 1;
 }
 
+/* What the machine does next, for the loop in run_machine(). */
+enum { M_ATTEND, M_DECIDE, M_ADVANCE, M_STOP };
+
 /*
- * A loop, not a recursion: with retry_on_open, a zero backoff and an
- * open breaker, each of up to RESIL_RETRY_MAX_ATTEMPTS attempts is
- * rejected at once.
+ * After a backoff: start the next attempt of the retry stage. A
+ * rejection is decided at once (M_DECIDE), or, with hedging, attended
+ * (M_ATTEND); M_STOP with *st RUN, WAIT or DONE.
  */
 static int
-advance(callm *c, tsrc *ts, int waited, resil_call_next *st)
+advance_once(callm *c, tsrc *ts, int waited, resil_call_next *st)
 {
-	for (;;) {
-		if (!waited && tnow(ts) < c->wait_until) {
-			st->action = RESIL_CALL_WAIT;
-			st->attempt = 0;
-			st->deadline = 0;
-			st->until = c->wait_until;
-			return 0;
-		}
-		if (!resil__retry_resume(c->retry, &c->run, tnow(ts))) {
-			conclude_run(c, ts, st);
-			return 0;
-		}
-		c->phase = P_ATTEMPT;
-		if (launch(c, ts, st))
-			return 1;
-		if (c->p->hedge_max != 0) {
-			/* A rejection may still be hedged. */
-			attend(c, ts, st);
-			return 0;
-		}
-		if (!decide_core(c, ts, st))
-			return 0;
-		waited = 0;
+	if (!waited && tnow(ts) < c->wait_until) {
+		st->action = RESIL_CALL_WAIT;
+		st->attempt = 0;
+		st->deadline = 0;
+		st->until = c->wait_until;
+		return M_STOP;
 	}
+	if (!resil__retry_resume(c->retry, &c->run, tnow(ts))) {
+		conclude_run(c, ts, st);
+		return M_STOP;
+	}
+	c->phase = P_ATTEMPT;
+	if (launch(c, ts, st))
+		return M_STOP;
+	/* Rejected; with hedging a rejection may still be hedged. */
+	return c->p->hedge_max != 0 ? M_ATTEND : M_DECIDE;
 }
 
-static void
-decide(callm *c, tsrc *ts, resil_call_next *st)
-{
-	if (decide_core(c, ts, st))
-		advance(c, ts, 0, st);
-}
-
-/* The attempts of this retry attempt are out (ATTEMPT phase): time out
- * the late ones, start a hedge when it is due, or decide. */
-static void
-attend(callm *c, tsrc *ts, resil_call_next *st)
+/*
+ * Attempts are out, or one has answered: decide (M_DECIDE), hedge, fail
+ * the late ones, or say how long to wait (M_STOP with *st set).
+ */
+static int
+attend_once(callm *c, tsrc *ts, resil_call_next *st)
 {
 	resil_pipeline *p = c->p;
 	uint64_t wake = UINT64_MAX;
 	unsigned i;
 
 	/* The common case: the one attempt has answered. */
-	if (RESIL__LIKELY(
-	        c->pending && c->running == 0 && p->hedge_max == 0)) {
-		decide(c, ts, st);
-		return;
-	}
+	if (RESIL__LIKELY(c->pending && c->running == 0 && p->hedge_max == 0))
+		return M_DECIDE;
 	if (c->timeout != 0 && c->running != 0) {
 		for (i = 0; i < RESIL_CALL_MAX_INFLIGHT; i++) {
 			slot *s = &c->slots[i];
@@ -2285,10 +3084,8 @@ attend(callm *c, tsrc *ts, resil_call_next *st)
 	if (c->winner ||
 	    (c->running == 0 && c->pending &&
 	        (p->hedge_max == 0 || c->no_more_hedges ||
-	            c->hedges >= p->hedge_max))) {
-		decide(c, ts, st);
-		return;
-	}
+	            c->hedges >= p->hedge_max)))
+		return M_DECIDE;
 	if (p->hedge_max != 0 && !c->no_more_hedges &&
 	    c->hedges < p->hedge_max &&
 	    (c->pending || tnow(ts) >= sat_add(c->launched, p->hedge_delay))) {
@@ -2301,10 +3098,9 @@ attend(callm *c, tsrc *ts, resil_call_next *st)
 		} else {
 			c->hedges++;
 			if (launch(c, ts, st))
-				return;
+				return M_STOP;
 		}
-		attend(c, ts, st);
-		return;
+		return M_ATTEND;
 	}
 	c->pending = 0;
 	for (i = 0; i < RESIL_CALL_MAX_INFLIGHT; i++) {
@@ -2329,36 +3125,77 @@ attend(callm *c, tsrc *ts, resil_call_next *st)
 	st->attempt = 0;
 	st->deadline = 0;
 	st->until = wake;
+	return M_STOP;
+}
+
+/*
+ * The machine's moves until it has an action for the caller: a loop, not
+ * a recursion (with retry_on_open, a zero backoff and an open breaker,
+ * each of up to RESIL_RETRY_MAX_ATTEMPTS attempts is rejected at once,
+ * and each hedge that cannot launch is attended again).
+ */
+static void
+run_machine(callm *c, tsrc *ts, int state, int waited, resil_call_next *st)
+{
+	for (;;) {
+		switch (state) {
+		case M_ATTEND:
+			state = attend_once(c, ts, st);
+			break;
+		case M_DECIDE:
+			state = decide_core(c, ts, st) ? M_ADVANCE : M_STOP;
+			break;
+		case M_ADVANCE:
+			state = advance_once(c, ts, waited, st);
+			waited = 0;
+			break;
+		default:
+			return;
+		}
+	}
+}
+
+/* The retry stage waited (waited: the driver slept through the backoff). */
+static void
+advance(callm *c, tsrc *ts, int waited, resil_call_next *st)
+{
+	run_machine(c, ts, M_ADVANCE, waited, st);
+}
+
+static void
+attend(callm *c, tsrc *ts, resil_call_next *st)
+{
+	run_machine(c, ts, M_ATTEND, 0, st);
 }
 
 static resil_err
-check_method(const resil_pipeline *p, const method *m)
+check_method(const resil_pipeline *p, const struct resil_method *m)
 {
 	return m->owner == p ? RESIL_OK : RESIL_E_INVAL;
 }
 
-HOT void minit(callm *c, resil_pipeline *p, const method *m,
-    const resil_args *args, resil_result *out);
+HOT void minit(callm *c, resil_pipeline *p, settings *g, unsigned gs,
+    const method *m, const resil_args *args, resil_result *out);
 
 /* Start: the mock stage, then attempt 1. */
 HOT resil_err
-mstart(callm *c, resil_pipeline *p, const method *m, const resil_args *args,
-    resil_result *out, tsrc *ts, resil_call_next *st)
+mstart(callm *c, resil_pipeline *p, settings *g, unsigned gs, const method *m,
+    const resil_args *args, resil_result *out, tsrc *ts, resil_call_next *st)
 {
 	resil_mock *mock;
 
 	resil_result_init(out);
-	resil__faa64(&my_stripe(p)->calls, 1);
-	minit(c, p, m, args, out);
+	resil__faa64(&p->stripes[gs].calls, 1);
+	minit(c, p, g, gs, m, args, out);
 
 	/* The mock stage: force: answers and nothing below runs. The mock
 	 * is held (mock_hold) while it is read: set_mock may replace it. */
-	if (resil__loadptr((void *const *)&p->mock) != NULL) {
+	if (resil__loadptr((void *const *)&g->mock) != NULL) {
 		const resil_mock_spec *spec;
 		unsigned tok;
 		int forced = 0;
 
-		mock = mock_hold(p, &tok);
+		mock = mock_hold(p, g, &tok);
 		if (mock != NULL &&
 		    resil_mock_lookup(mock, args->method, &spec) == RESIL_OK &&
 		    spec->action != RESIL_MOCK_NONE) {
@@ -2398,11 +3235,14 @@ mstart(callm *c, resil_pipeline *p, const method *m, const resil_args *args,
 
 /* A call's state before its first attempt. */
 HOT void
-minit(callm *c, resil_pipeline *p, const method *m, const resil_args *args,
-    resil_result *out)
+minit(callm *c, resil_pipeline *p, settings *g, unsigned gs, const method *m,
+    const resil_args *args, resil_result *out)
 {
 	c->magic = CALL_LIVE;
 	c->p = p;
+	c->g = g;
+	c->gref = 0;
+	c->gst = (uint8_t)gs;
 	c->m = m;
 	c->args = args;
 	c->out = out;
@@ -2422,8 +3262,8 @@ minit(callm *c, resil_pipeline *p, const method *m, const resil_args *args,
 	c->abandoned = 0;
 	vnull(&c->value);
 	c->phase = P_ATTEMPT;
-	c->breaker = m->breaker != NULL ? m->breaker : p->breaker;
-	c->retry = m->retry != NULL ? m->retry : p->retry;
+	c->breaker = m->breaker != NULL ? m->breaker : g->breaker;
+	c->retry = m->retry != NULL ? m->retry : g->retry;
 	c->timeout = m->timeout;
 }
 
@@ -2498,7 +3338,6 @@ mreport_any(callm *c, uint32_t id, int rc, resil_value *value, tsrc *ts)
 HOT void
 live_success(callm *c, tsrc *ts, resil_call_next *st)
 {
-	resil_pipeline *p = c->p;
 	resil_result *out = c->out;
 
 	if (c->retry != NULL)
@@ -2507,8 +3346,8 @@ live_success(callm *c, tsrc *ts, resil_call_next *st)
 	out->attempts = c->attempts;
 	out->breaker_state = c->breaker_state;
 	out->source = RESIL_SOURCE_LIVE;
-	if (p->cache != NULL)
-		resil_fallback_record(p->fb, c->args, &c->value);
+	if (c->g->cache != NULL)
+		resil_fallback_record(c->g->fb, c->args, &c->value);
 	out->err = RESIL_OK;
 	out->value = c->value; /* moved */
 	conclude_with(c, RESIL_STAGE_CALL, ts, st);
@@ -2534,8 +3373,8 @@ mstep(callm *c, tsrc *ts, int waited, resil_call_next *st)
 /* ---- the blocking driver ---- */
 
 HOT resil_err
-drive(resil_pipeline *p, const method *m, const resil_args *args,
-    resil_call_fn fn, void *ctx, resil_result *out)
+drive(resil_pipeline *p, settings *g, unsigned gs, const method *m,
+    const resil_args *args, resil_call_fn fn, void *ctx, resil_result *out)
 {
 	callm c;
 	resil_call_next st;
@@ -2546,7 +3385,7 @@ drive(resil_pipeline *p, const method *m, const resil_args *args,
 	tls_in_call = 1;
 	tlazy(&ts, p);
 	if (RESIL__LIKELY(m->simple) &&
-	    resil__loadptr((void *const *)&p->mock) == NULL) {
+	    resil__loadptr((void *const *)&g->mock) == NULL) {
 		/*
 		 * The machine's first step, inline: no mock stage, no stage
 		 * that needs the time, and no retry run before attempt 1.
@@ -2555,17 +3394,17 @@ drive(resil_pipeline *p, const method *m, const resil_args *args,
 		 * its own first step would have left it.
 		 */
 		resil_breaker *b =
-		    m->breaker != NULL ? m->breaker : p->breaker;
+		    m->breaker != NULL ? m->breaker : g->breaker;
 		resil_permit permit;
 		resil_outcome o;
 		resil_value v;
 		int bstate = -1;
 
 		resil_result_init(out);
-		resil__faa64(&my_stripe(p)->calls, 1);
+		resil__faa64(&p->stripes[gs].calls, 1);
 		if (b != NULL &&
 		    resil_breaker_acquire(b, &permit) != RESIL_OK) {
-			minit(&c, p, m, args, out);
+			minit(&c, p, g, gs, m, args, out);
 			c.breaker_state = (int)resil_breaker_get_state(b);
 			rejected(&c, RESIL_E_OPEN);
 			attend(&c, &ts, &st);
@@ -2584,7 +3423,7 @@ drive(resil_pipeline *p, const method *m, const resil_args *args,
 		}
 		if (RESIL__LIKELY(o == RESIL_OUTCOME_SUCCESS)) {
 			resil_retry *r =
-			    m->retry != NULL ? m->retry : p->retry;
+			    m->retry != NULL ? m->retry : g->retry;
 
 			if (r != NULL)
 				resil__retry_count_first_success(r);
@@ -2592,15 +3431,15 @@ drive(resil_pipeline *p, const method *m, const resil_args *args,
 			out->attempts = 1;
 			out->breaker_state = bstate;
 			out->source = RESIL_SOURCE_LIVE;
-			if (p->cache != NULL)
-				resil_fallback_record(p->fb, args, &v);
+			if (g->cache != NULL)
+				resil_fallback_record(g->fb, args, &v);
 			out->err = RESIL_OK;
 			out->value = v; /* moved */
 			tls_method = NULL;
 			tls_in_call = 0;
 			return RESIL_OK;
 		}
-		minit(&c, p, m, args, out);
+		minit(&c, p, g, gs, m, args, out);
 		c.issued = 1;
 		c.attempts = 1;
 		c.breaker_state = bstate;
@@ -2615,7 +3454,7 @@ drive(resil_pipeline *p, const method *m, const resil_args *args,
 		c.pending = 1;
 		mstep(&c, &ts, 0, &st);
 	} else {
-		mstart(&c, p, m, args, out, &ts, &st);
+		mstart(&c, p, g, gs, m, args, out, &ts, &st);
 	}
 loop:
 	while (st.action != RESIL_CALL_DONE) {
@@ -2768,8 +3607,9 @@ run_job(void *vj)
 /* The hedging pipeline's blocking loop: attempts run on the executor;
  * the calling thread waits for answers and timers. */
 static resil_err
-drive_hedged(resil_pipeline *p, const method *m, const resil_args *args,
-    resil_call_fn fn, resil_endpoint_call_fn efn, void *ctx, resil_result *out)
+drive_hedged(resil_pipeline *p, settings *g, unsigned gs, const method *m,
+    const resil_args *args, resil_call_fn fn, resil_endpoint_call_fn efn,
+    void *ctx, resil_result *out)
 {
 	const resil_executor *ex = &p->executor;
 	job *jobs = NULL, **pp, *j;
@@ -2782,7 +3622,7 @@ drive_hedged(resil_pipeline *p, const method *m, const resil_args *args,
 	tls_in_call = 1;
 	tlazy(&ts, p);
 	st.endpoint = NULL;
-	mstart(&c, p, m, args, out, &ts, &st);
+	mstart(&c, p, g, gs, m, args, out, &ts, &st);
 	while (st.action != RESIL_CALL_DONE) {
 		if (st.action == RESIL_CALL_RUN) {
 			j = job_new(p, fn, efn, ctx, args, &st);
@@ -2904,36 +3744,66 @@ refuse_hedging(resil_pipeline *p, resil_result *out)
 	return RESIL_E_INVAL;
 }
 
+/* resil_pipeline_call's slow path: hedging or a selector (h NULL: by
+ * args->method). */
+static resil_err
+call_slow(resil_pipeline *p, const struct resil_method *h,
+    const resil_args *args, resil_call_fn fn, void *ctx, resil_result *out)
+{
+	settings *g;
+	unsigned gs;
+	resil_err err;
+
+	if (p->sel != NULL)
+		return refuse_selector(p, out);
+	if (p->executor.submit == NULL)
+		return refuse_hedging(p, out);
+	g = conf_hold(p, &gs);
+	err = drive_hedged(p, g, gs,
+	    h != NULL ? resolve(g, h) : find_method(g, args->method), args, fn,
+	    NULL, ctx, out);
+	conf_drop(g, gs);
+	return err;
+}
+
 resil_err
 resil_pipeline_call(resil_pipeline *p, const resil_args *args,
     resil_call_fn fn, void *ctx, resil_result *out)
 {
+	settings *g;
+	unsigned gs;
+	resil_err err;
+
 	if (RESIL__UNLIKELY(p == NULL || args == NULL ||
 	        args->method == NULL || fn == NULL || out == NULL))
 		return RESIL_E_INVAL;
 	if (RESIL__UNLIKELY(p->slow))
-		return p->sel != NULL ? refuse_selector(p, out)
-		    : p->executor.submit != NULL
-		    ? drive_hedged(p, find_method(p, args->method), args, fn,
-		          NULL, ctx, out)
-		    : refuse_hedging(p, out);
-	return drive(p, find_method(p, args->method), args, fn, ctx, out);
+		return call_slow(p, NULL, args, fn, ctx, out);
+	g = conf_hold(p, &gs);
+	err =
+	    drive(p, g, gs, find_method(g, args->method), args, fn, ctx, out);
+	conf_drop(g, gs);
+	return err;
 }
 
 resil_err
 resil_pipeline_call_method(resil_pipeline *p, const resil_method *m,
     const resil_args *args, resil_call_fn fn, void *ctx, resil_result *out)
 {
+	settings *g;
+	unsigned gs;
+	resil_err err;
+
 	if (RESIL__UNLIKELY(p == NULL || m == NULL || args == NULL ||
 	        args->method == NULL || fn == NULL || out == NULL ||
 	        check_method(p, m) != RESIL_OK))
 		return RESIL_E_INVAL;
 	if (RESIL__UNLIKELY(p->slow))
-		return p->sel != NULL ? refuse_selector(p, out)
-		    : p->executor.submit != NULL
-		    ? drive_hedged(p, m, args, fn, NULL, ctx, out)
-		    : refuse_hedging(p, out);
-	return drive(p, m, args, fn, ctx, out);
+		return call_slow(p, m, args, fn, ctx, out);
+	g = conf_hold(p, &gs);
+	err = drive(p, g, gs, resolve(g, m), args, fn, ctx, out);
+	conf_drop(g, gs);
+	return err;
 }
 
 /* ---- the cluster's blocking driver ---- */
@@ -2941,8 +3811,9 @@ resil_pipeline_call_method(resil_pipeline *p, const resil_method *m,
 /* One attempt after another on the calling thread, each on the endpoint
  * the machine chose. */
 static resil_err
-drive_ep(resil_pipeline *p, const method *m, const resil_args *args,
-    resil_endpoint_call_fn fn, void *ctx, resil_result *out)
+drive_ep(resil_pipeline *p, settings *g, unsigned gs, const method *m,
+    const resil_args *args, resil_endpoint_call_fn fn, void *ctx,
+    resil_result *out)
 {
 	callm c;
 	resil_call_next st;
@@ -2953,7 +3824,7 @@ drive_ep(resil_pipeline *p, const method *m, const resil_args *args,
 	tls_in_call = 1;
 	tlazy(&ts, p);
 	st.endpoint = NULL;
-	mstart(&c, p, m, args, out, &ts, &st);
+	mstart(&c, p, g, gs, m, args, out, &ts, &st);
 	while (st.action != RESIL_CALL_DONE) {
 		if (st.action == RESIL_CALL_RUN) {
 			if (c.value.type != RESIL_VALUE_NULL) {
@@ -2998,30 +3869,39 @@ ep_adapt(void *ctx, const resil_args *args, resil_value *out)
 }
 
 resil_err
-resil_pipeline_invoke(resil_pipeline *p, const resil_method *m,
+resil_pipeline_invoke(resil_pipeline *p, const resil_method *h,
     const resil_args *args, resil_endpoint_call_fn fn, void *ctx,
     resil_result *out)
 {
+	const method *pm;
+	settings *g;
+	unsigned gs;
+	resil_err err;
+
 	if (RESIL__UNLIKELY(p == NULL || args == NULL ||
 	        args->method == NULL || fn == NULL || out == NULL ||
-	        (m != NULL && check_method(p, m) != RESIL_OK)))
+	        (h != NULL && check_method(p, h) != RESIL_OK)))
 		return RESIL_E_INVAL;
-	if (m == NULL)
-		m = find_method(p, args->method);
+	if (p->sel == NULL && p->hedge_max != 0 && p->executor.submit == NULL)
+		return refuse_hedging(p, out);
+	g = conf_hold(p, &gs);
+	pm = h != NULL ? resolve(g, h) : find_method(g, args->method);
 	if (p->sel == NULL) {
 		ep_adapter a;
 
 		a.fn = fn;
 		a.ctx = ctx;
 		if (p->hedge_max != 0)
-			return p->executor.submit != NULL
-			    ? drive_hedged(p, m, args, NULL, fn, ctx, out)
-			    : refuse_hedging(p, out);
-		return drive(p, m, args, ep_adapt, &a, out);
-	}
-	if (p->ccfg.strategy == RESIL_CLUSTER_FORKING)
-		return drive_hedged(p, m, args, NULL, fn, ctx, out);
-	return drive_ep(p, m, args, fn, ctx, out);
+			err = drive_hedged(
+			    p, g, gs, pm, args, NULL, fn, ctx, out);
+		else
+			err = drive(p, g, gs, pm, args, ep_adapt, &a, out);
+	} else if (p->ccfg.strategy == RESIL_CLUSTER_FORKING)
+		err = drive_hedged(p, g, gs, pm, args, NULL, fn, ctx, out);
+	else
+		err = drive_ep(p, g, gs, pm, args, fn, ctx, out);
+	conf_drop(g, gs);
+	return err;
 }
 
 /* ---- failback ---- */
@@ -3082,9 +3962,16 @@ resil_err
 resil_pipeline_method(
     resil_pipeline *p, const char *name, const resil_method **out)
 {
+	const struct resil_method *h = NULL;
+
 	if (p == NULL || name == NULL || out == NULL)
 		return RESIL_E_INVAL;
-	*out = find_method(p, name);
+	/* The names table grows at reloads: read under their lock. */
+	resil__spin_lock(&p->mock_lock);
+	if (find_in(p->cur, name) != NULL)
+		HASH_FIND_STR(p->names, name, h);
+	resil__spin_unlock(&p->mock_lock);
+	*out = h != NULL ? h : &p->svc;
 	return RESIL_OK;
 }
 
@@ -3095,6 +3982,18 @@ resil_method_name(const resil_method *m)
 }
 
 /* ---- the machine's public face ---- */
+
+/* A call of the machine's API that is over drops its settings (a late
+ * report after DONE touches none of them). */
+HOT void
+call_settle(callm *c)
+{
+	if (RESIL__UNLIKELY(c->gref) &&
+	    (c->magic == CALL_DONE || c->magic == CALL_CANCELLED)) {
+		c->gref = 0;
+		conf_drop(c->g, c->gst);
+	}
+}
 
 static tsrc
 tgiven(uint64_t now)
@@ -3113,17 +4012,23 @@ resil_call_start(resil_call *call, resil_pipeline *p, const resil_method *m,
 {
 	callm *c = (callm *)(void *)call;
 	tsrc ts = tgiven(now);
+	settings *g;
+	unsigned gs;
 
 	if (RESIL__UNLIKELY(call == NULL || p == NULL || args == NULL ||
 	        args->method == NULL || out == NULL || step == NULL))
 		return RESIL_E_INVAL;
-	if (m == NULL)
-		m = find_method(p, args->method);
-	else if (RESIL__UNLIKELY(check_method(p, m) != RESIL_OK))
+	if (RESIL__UNLIKELY(m != NULL && check_method(p, m) != RESIL_OK))
 		return RESIL_E_INVAL;
+	g = conf_hold(p, &gs);
 	tls_method = args->method;
 	step->endpoint = NULL;
-	mstart(c, p, m, args, out, &ts, step);
+	mstart(c, p, g, gs,
+	    m != NULL ? resolve(g, m) : find_method(g, args->method), args,
+	    out, &ts, step);
+	c->gref = 1;
+	c->gst = (uint8_t)gs;
+	call_settle(c);
 	tls_method = NULL;
 	return RESIL_OK;
 }
@@ -3141,6 +4046,7 @@ resil_call_step(resil_call *call, uint64_t now, resil_call_next *step)
 	tls_method = c->args->method;
 	step->endpoint = NULL;
 	mstep(c, &ts, 0, step);
+	call_settle(c);
 	tls_method = NULL;
 	return RESIL_OK;
 }
@@ -3195,6 +4101,7 @@ resil_call_cancel(resil_call *call, uint64_t now)
 	resil__faa64(&my_stripe(c->p)->unavailable, 1);
 	c->phase = P_DONE;
 	c->magic = CALL_CANCELLED;
+	call_settle(c);
 	return RESIL_OK;
 }
 

@@ -162,6 +162,23 @@ RESIL_API resil_err resil_config_entry(
     const resil_config *conf, size_t i, resil_config_setting *out);
 
 /*
+ * Reload a running pipeline from configuration text: parse text (origin
+ * names it in messages, NULL: "<string>") with the parser above, then
+ * resil_pipeline_reload() with the result (what text cannot say, the
+ * clock, allocator, listener, classifier, registry, selector and
+ * executor, stays the pipeline's). Invalid text is refused with
+ * `origin:line: message` (RESIL_E_INVAL), a setting that cannot change by
+ * reload with the key named; either way the pipeline is unchanged. See
+ * resil_pipeline_reload() for what carries over. _file reads path (its
+ * origin in messages; RESIL_E_NOTFOUND when it cannot be read).
+ * Thread safety: as resil_pipeline_reload().
+ */
+RESIL_API resil_err resil_pipeline_reload_string(
+    resil_pipeline *p, const char *text, const char *origin, resil_diag *diag);
+RESIL_API resil_err resil_pipeline_reload_file(
+    resil_pipeline *p, const char *path, resil_diag *diag);
+
+/*
  * The rules every declared method obeys, in configuration text and through
  * the API alike (resil_pipeline_config.methods): a name that is an
  * identifier, [A-Za-z_$][A-Za-z0-9_$]*, and not a word that starts a stage

@@ -40,8 +40,9 @@
  * Thread safety: resil_pipeline_call, resil_pipeline_call_method,
  * resil_pipeline_invoke, resil_pipeline_failback_poll, the call machine
  * (resil_call_*: each call stepped by one thread at a time),
- * resil_pipeline_set_mock and resil_pipeline_get_metrics may run
- * concurrently from any number of threads. new, add_handler (before the
+ * resil_pipeline_set_mock, resil_pipeline_reload (and its text forms in
+ * config.h) and resil_pipeline_get_metrics may run concurrently from any
+ * number of threads. new, add_handler (before the
  * first call) and free must not overlap any other call on the same
  * pipeline. The listener may be called from any calling thread,
  * concurrently.
@@ -83,11 +84,13 @@ typedef enum resil_stage {
 	RESIL_STAGE_RATELIMIT = 4,
 	RESIL_STAGE_BULKHEAD = 5,
 	RESIL_STAGE_CALL = 6,
-	RESIL_STAGE_CLUSTER = 7
+	RESIL_STAGE_CLUSTER = 7,
+	/* a reload (resil_pipeline_reload) */
+	RESIL_STAGE_CONFIG = 8
 } resil_stage;
 
 /* "mock", "fallback", "retry", "breaker", "ratelimit", "bulkhead", "call",
- * "cluster" or "unknown". */
+ * "cluster", "config" or "unknown". */
 RESIL_API const char *resil_stage_name(resil_stage s);
 
 /*
@@ -355,8 +358,10 @@ RESIL_API resil_err resil_pipeline_call(resil_pipeline *p,
  * Resolve a method name once: *out is the handle of the declared method
  * name, or of the service-level settings when name is not declared (the
  * settings a call by that name would use). Handles are immutable and
- * valid as long as p; pass one per call to resil_pipeline_call_method()
- * or resil_call_start() so that the call does no string hashing.
+ * valid as long as p, across reloads (see resil_pipeline_reload: a call
+ * resolves its handle in the settings it runs with); pass one per call to
+ * resil_pipeline_call_method() or resil_call_start() so that the call does no
+ * string hashing.
  *
  * Returns RESIL_OK; RESIL_E_INVAL for a NULL argument.
  */
@@ -426,8 +431,11 @@ RESIL_API resil_err resil_pipeline_call_method(resil_pipeline *p,
  * runs the attempt itself and sleeps through the pipeline's clock.
  *
  * Ownership: *args and *out are borrowed until DONE (or cancel); the
- * resil_call must not move meanwhile. A reported value is moved into the
- * call (*value is left null) and freed by resil when it is dropped.
+ * resil_call must not move meanwhile. A started call holds the
+ * pipeline's settings it started with (resil_pipeline_reload) until DONE
+ * or cancel: drive every call to one of them (a call dropped half-way
+ * keeps those settings, and its permits, held). A reported value is moved into
+ * the call (*value is left null) and freed by resil when it is dropped.
  * Attempt ids start at 1 for every call: before starting a new call in
  * the same resil_call, report (or forget) the answers its previous call
  * still has out (resil_call_outstanding()), or a late answer could be
@@ -580,6 +588,65 @@ RESIL_API uint64_t resil_pipeline_deadline(void);
  */
 RESIL_API resil_err resil_pipeline_set_mock(
     resil_pipeline *p, const char *method, const char *spec, resil_diag *diag);
+
+/*
+ * Reload: replace the pipeline's settings while calls run (Polly's
+ * reloads, Dubbo's dynamic configuration). cfg is checked and every stage
+ * built first; on any error (RESIL_E_INVAL with the key named in diag,
+ * RESIL_E_NOMEM) nothing changes and calls go on exactly as before.
+ *
+ * Atomic: the new settings are published with one pointer store. A call
+ * runs on the settings current when it started, from its first stage to
+ * its answer (a call machine's call until DONE or cancel, however many
+ * steps and threads), and its outcomes go to the stage objects of those
+ * settings. The old settings are freed by whichever of the reload and
+ * their last call ends last: memory stays bounded however many reloads;
+ * a reload never waits for a running call (it only waits for calls that
+ * are between loading the settings pointer and counting themselves).
+ *
+ * State carried over: a stage object whose effective configuration is
+ * unchanged is the same object in the new settings (shared by old and new
+ * calls, so no outcome is lost): the service breaker (breaker.*), each
+ * declared method's own breaker (breaker_per_method, same breaker.*, the
+ * method still declared), the retry policies and their budget (retry.*;
+ * a method's own: also the same max_attempts), the cache and its
+ * contents (cache.*), the rate limiter and the bulkhead (their *). A
+ * stage whose configuration changed starts fresh (a breaker CLOSED with
+ * an empty window). The mock specs become the new configuration's
+ * (replacing any resil_pipeline_set_mock since); user fallback handlers
+ * (add_handler) stay. docs/pipeline.md has the table.
+ *
+ * Cannot change (refused, naming the key): service, clock, alloc,
+ * listener, classifier, registry, selector, executor, call_events,
+ * hedge_max, hedge_delay and, with a selector, the cluster settings
+ * (cluster, retries, forks, failback.*, broadcast.*, zone,
+ * cross_zone_timeout). For the pointer fields and call_events, NULL / 0
+ * in cfg means "keep the pipeline's" (what resil_config_pipeline()
+ * gives), so a configuration parsed from text reloads as it is;
+ * service NULL keeps it too.
+ *
+ * Method handles (resil_pipeline_method) stay valid: a handle names its
+ * method, and each call resolves it in the settings it runs with (a
+ * method the new configuration no longer declares runs with the
+ * service-level settings, and with its own again if a later reload
+ * declares it). Pointers from resil_pipeline_breaker(), _retry(),
+ * _cache(), _ratelimit() and _bulkhead() name the current settings'
+ * objects: take them again after a reload (the old ones stay valid only
+ * while the old settings are held by a call).
+ *
+ * One RESIL_STAGE_CONFIG event per reload that succeeds: "configuration
+ * reloaded: 2 settings changed (retry, getStock)" or "configuration
+ * reloaded: nothing changed". Breaker transitions of carried-over
+ * breakers keep going to the listener.
+ *
+ * Thread safety: with calls, set_mock and other reloads on any thread;
+ * reloads and set_mock serialise on one lock. As set_mock, not from
+ * inside a mock implementation of the same pipeline (set_mock holds that
+ * lock while it waits for mock readers); from a user function or the
+ * listener it is fine. Not concurrently with add_handler or free.
+ */
+RESIL_API resil_err resil_pipeline_reload(
+    resil_pipeline *p, const resil_pipeline_config *cfg, resil_diag *diag);
 
 /* The pipeline's clock (valid as long as p): the one its stages read. */
 RESIL_API const resil_clock *resil_pipeline_clock(const resil_pipeline *p);
