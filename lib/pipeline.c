@@ -1046,6 +1046,23 @@ validate(const resil_pipeline_config *cfg, resil_diag *diag)
  */
 #define SAME(m_) (a->m_ == b->m_)
 
+/* The same_*() comparisons below list every field of each stage config:
+ * a field added to one of these structs must be compared there too, or a
+ * reload that changes only that field would keep the old stage. These
+ * sizes (LP64) fail the build when a struct grows, as a reminder. */
+#if defined(__LP64__)
+_Static_assert(sizeof(resil_breaker_config) == 128,
+    "resil_breaker_config changed: update same_breaker()");
+_Static_assert(sizeof(resil_retry_config) == 224,
+    "resil_retry_config changed: update same_retry()");
+_Static_assert(sizeof(resil_cache_config) == 56,
+    "resil_cache_config changed: update same_cache()");
+_Static_assert(sizeof(resil_ratelimit_config) == 72,
+    "resil_ratelimit_config changed: update same_ratelimit()");
+_Static_assert(sizeof(resil_bulkhead_config) == 80,
+    "resil_bulkhead_config changed: update same_bulkhead()");
+#endif
+
 static int
 same_breaker(const resil_breaker_config *a, const resil_breaker_config *b)
 {
