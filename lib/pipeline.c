@@ -2276,6 +2276,34 @@ abandon_running(callm *c)
 		c->breaker_state = (int)resil_breaker_get_state(c->breaker);
 }
 
+/* The answer is the live call's (a success, a business error or an
+ * ignored outcome): the callee's own, untouched, never degraded. */
+static inline void
+conclude_live(
+    callm *c, int rc, resil_outcome outcome, tsrc *ts, resil_call_next *st)
+{
+	resil_result *out = c->out;
+
+	out->rc = rc;
+	out->attempts = c->attempts;
+	out->breaker_state = c->breaker_state;
+	out->source = RESIL_SOURCE_LIVE;
+	if (outcome == RESIL_OUTCOME_BUSINESS) {
+		resil_value_free(&c->value);
+		out->err = RESIL_E_BUSINESS;
+		conclude_with(c, RESIL_STAGE_CALL, ts, st);
+		return;
+	}
+	if (outcome == RESIL_OUTCOME_SUCCESS && c->g->cache != NULL)
+		resil_fallback_record(c->g->fb, c->args, &c->value);
+	/* IGNORED passes as it is: RESIL_OK with rc 0, else E_CALL. */
+	out->err = outcome == RESIL_OUTCOME_SUCCESS || rc == 0 ? RESIL_OK
+	                                                       : RESIL_E_CALL;
+	out->value = c->value; /* moved */
+	vnull(&c->value);
+	conclude_with(c, RESIL_STAGE_CALL, ts, st);
+}
+
 /* The retry stage is over (rr, and the last attempt's rc, status,
  * outcome): build the answer, live or from the fallback chain. */
 static void
@@ -2293,27 +2321,7 @@ conclude(callm *c, resil_err rr, int rc, resil_err status,
 	}
 	if (rr == RESIL_OK && status == RESIL_OK &&
 	    outcome != RESIL_OUTCOME_FAILURE) {
-		out->rc = rc;
-		out->attempts = c->attempts;
-		out->breaker_state = c->breaker_state;
-		out->source = RESIL_SOURCE_LIVE;
-		if (outcome == RESIL_OUTCOME_BUSINESS) {
-			/* The callee's own answer: untouched, never degraded.
-			 */
-			resil_value_free(&c->value);
-			out->err = RESIL_E_BUSINESS;
-			conclude_with(c, RESIL_STAGE_CALL, ts, st);
-			return;
-		}
-		if (outcome == RESIL_OUTCOME_SUCCESS && c->g->cache != NULL)
-			resil_fallback_record(c->g->fb, c->args, &c->value);
-		/* IGNORED passes as it is: RESIL_OK with rc 0, else E_CALL. */
-		out->err = outcome == RESIL_OUTCOME_SUCCESS || rc == 0
-		    ? RESIL_OK
-		    : RESIL_E_CALL;
-		out->value = c->value; /* moved */
-		vnull(&c->value);
-		conclude_with(c, RESIL_STAGE_CALL, ts, st);
+		conclude_live(c, rc, outcome, ts, st);
 		return;
 	}
 
@@ -2722,26 +2730,9 @@ cl_conclude(callm *c, resil_err rr, int rc, resil_err status,
 
 	if (rr == RESIL_OK && status == RESIL_OK &&
 	    outcome != RESIL_OUTCOME_FAILURE) {
-		out->rc = rc;
-		out->attempts = c->attempts;
-		out->breaker_state = c->breaker_state;
-		out->source = RESIL_SOURCE_LIVE;
 		copy_str(out->endpoint, sizeof(out->endpoint), c->last_addr);
 		copy_str(out->zone, sizeof(out->zone), c->last_zone);
-		if (outcome == RESIL_OUTCOME_BUSINESS) {
-			resil_value_free(&c->value);
-			out->err = RESIL_E_BUSINESS;
-			conclude_with(c, RESIL_STAGE_CALL, ts, st);
-			return;
-		}
-		if (outcome == RESIL_OUTCOME_SUCCESS && c->g->cache != NULL)
-			resil_fallback_record(c->g->fb, c->args, &c->value);
-		out->err = outcome == RESIL_OUTCOME_SUCCESS || rc == 0
-		    ? RESIL_OK
-		    : RESIL_E_CALL;
-		out->value = c->value; /* moved */
-		vnull(&c->value);
-		conclude_with(c, RESIL_STAGE_CALL, ts, st);
+		conclude_live(c, rc, outcome, ts, st);
 		return;
 	}
 	resil_value_free(&c->value);
