@@ -317,16 +317,57 @@ name_ok(const char *s)
 	return true;
 }
 
+/* v within lo..hi, or an error naming what.field. */
 static resil_err
-range(
-    resil_diag *diag, const char *field, uint64_t v, uint64_t lo, uint64_t hi)
+range_of(resil_diag *diag, const char *what, const char *field, uint64_t v,
+    uint64_t lo, uint64_t hi)
 {
 	if (v >= lo && v <= hi)
 		return RESIL_OK;
 	return resil__diagf(diag, RESIL_E_INVAL,
-	    "fleet.%s: %llu is out of range %llu..%llu", field,
+	    "%s.%s: %llu is out of range %llu..%llu", what, field,
 	    (unsigned long long)v, (unsigned long long)lo,
 	    (unsigned long long)hi);
+}
+
+static resil_err
+range(
+    resil_diag *diag, const char *field, uint64_t v, uint64_t lo, uint64_t hi)
+{
+	return range_of(diag, "fleet", field, v, lo, hi);
+}
+
+/* The settings the fleet breaker and the fleet limiter share: names,
+ * the server and the timeouts, with what ("fleet", "fleet_limit") in
+ * messages. */
+static resil_err
+check_conn(resil_diag *diag, const char *what, const char *name,
+    const char *instance, const char *host, uint32_t port, uint32_t connect_ms,
+    uint32_t command_ms, uint32_t reconnect_ms)
+{
+	resil_err err;
+
+	if (name == NULL || !name_ok(name))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "%s.name: must be 1..63 characters of [A-Za-z0-9._-]",
+		    what);
+	if (instance != NULL && !name_ok(instance))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "%s.instance: must be NULL or 1..63 characters of "
+		    "[A-Za-z0-9._-]",
+		    what);
+	if (host != NULL && (host[0] == '\0' || strlen(host) > HOST_MAX_LEN))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "%s.host: must be NULL or 1..255 characters", what);
+	if ((err = range_of(diag, what, "port", port, 1, 65535)) ||
+	    (err = range_of(
+	         diag, what, "connect_timeout_ms", connect_ms, 1, 60000)) ||
+	    (err = range_of(
+	         diag, what, "command_timeout_ms", command_ms, 1, 60000)) ||
+	    (err = range_of(
+	         diag, what, "reconnect_ms", reconnect_ms, 0, 3600000)))
+		return err;
+	return RESIL_OK;
 }
 
 resil_err
@@ -342,24 +383,9 @@ resil_fleet_config_validate(const resil_fleet_config *cfg, resil_diag *diag)
 	    sizeof(resil_fleet_config));
 	if (err != RESIL_OK)
 		return err;
-	if (cfg->name == NULL || !name_ok(cfg->name))
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "fleet.name: must be 1..63 characters of [A-Za-z0-9._-]");
-	if (cfg->instance != NULL && !name_ok(cfg->instance))
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "fleet.instance: must be NULL or 1..63 characters of "
-		    "[A-Za-z0-9._-]");
-	if (cfg->host != NULL &&
-	    (cfg->host[0] == '\0' || strlen(cfg->host) > HOST_MAX_LEN))
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "fleet.host: must be NULL or 1..255 characters");
-	if ((err = range(diag, "port", cfg->port, 1, 65535)) ||
-	    (err = range(diag, "connect_timeout_ms", cfg->connect_timeout_ms,
-	         1, 60000)) ||
-	    (err = range(diag, "command_timeout_ms", cfg->command_timeout_ms,
-	         1, 60000)) ||
-	    (err = range(
-	         diag, "reconnect_ms", cfg->reconnect_ms, 0, 3600000)) ||
+	if ((err = check_conn(diag, "fleet", cfg->name, cfg->instance,
+	         cfg->host, cfg->port, cfg->connect_timeout_ms,
+	         cfg->command_timeout_ms, cfg->reconnect_ms)) ||
 	    (err = range(diag, "quorum", cfg->quorum, 1, 1024)) ||
 	    (err = range(diag, "quorum_traffic_pct", cfg->quorum_traffic_pct,
 	         0, 100)) ||
@@ -1268,12 +1294,7 @@ static resil_err
 lrange(
     resil_diag *diag, const char *field, uint64_t v, uint64_t lo, uint64_t hi)
 {
-	if (v >= lo && v <= hi)
-		return RESIL_OK;
-	return resil__diagf(diag, RESIL_E_INVAL,
-	    "fleet_limit.%s: %llu is out of range %llu..%llu", field,
-	    (unsigned long long)v, (unsigned long long)lo,
-	    (unsigned long long)hi);
+	return range_of(diag, "fleet_limit", field, v, lo, hi);
 }
 
 resil_err
@@ -1292,25 +1313,9 @@ resil_fleet_limit_config_validate(
 	        cfg->size, sizeof(resil_fleet_limit_config));
 	if (err != RESIL_OK)
 		return err;
-	if (cfg->name == NULL || !name_ok(cfg->name))
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "fleet_limit.name: must be 1..63 characters of "
-		    "[A-Za-z0-9._-]");
-	if (cfg->instance != NULL && !name_ok(cfg->instance))
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "fleet_limit.instance: must be NULL or 1..63 characters "
-		    "of [A-Za-z0-9._-]");
-	if (cfg->host != NULL &&
-	    (cfg->host[0] == '\0' || strlen(cfg->host) > HOST_MAX_LEN))
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "fleet_limit.host: must be NULL or 1..255 characters");
-	if ((err = lrange(diag, "port", cfg->port, 1, 65535)) ||
-	    (err = lrange(diag, "connect_timeout_ms", cfg->connect_timeout_ms,
-	         1, 60000)) ||
-	    (err = lrange(diag, "command_timeout_ms", cfg->command_timeout_ms,
-	         1, 60000)) ||
-	    (err = lrange(
-	         diag, "reconnect_ms", cfg->reconnect_ms, 0, 3600000)) ||
+	if ((err = check_conn(diag, "fleet_limit", cfg->name, cfg->instance,
+	         cfg->host, cfg->port, cfg->connect_timeout_ms,
+	         cfg->command_timeout_ms, cfg->reconnect_ms)) ||
 	    (err = lrange(diag, "rate", cfg->rate, 1, 1000000000)) ||
 	    (err = lrange(diag, "period_ms", cfg->period_ms, 1, 86400000)) ||
 	    (err = lrange(diag, "burst", cfg->burst, 1, 1000000000)) ||
