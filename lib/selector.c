@@ -1067,11 +1067,9 @@ static resil_err
 set_balance(const char *key, const char *sub, const char *v,
     resil_balance_config *b, unsigned *set, resil_diag *diag)
 {
-	resil_err err;
-
 	if (strcmp(sub, "") == 0) {
 		resil_lb_kind k;
-		if ((err = resil_lb_kind_parse(v, &k, diag)) != RESIL_OK)
+		if (resil_lb_kind_parse(v, &k, diag) != RESIL_OK)
 			return BAD(
 			    "%s: \"%s\" is not one of random, roundrobin, "
 			    "leastactive, p2c, peakewma, hash, shortest",
