@@ -127,10 +127,14 @@ resil__epoch_exit(resil__epoch *e, resil__epoch_guard *g)
 	slot *s = g->slot;
 
 	(void)e;
-	ck_epoch_end(&s->rec, NULL);
 #if defined(RESIL__TSAN)
+	/* Before ck_epoch_end: once the record reads inactive, a writer may
+	 * run a destructor (and acquire this slot) at once; a release after
+	 * the end could come too late for TSan to see this section's reads
+	 * happen before the free. */
 	__tsan_release(s);
 #endif
+	ck_epoch_end(&s->rec, NULL);
 	resil__store8(&s->busy, 0);
 	g->slot = NULL;
 }
