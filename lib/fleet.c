@@ -1421,6 +1421,8 @@ resil_fleet_limit_new(resil_fleet_limit **out,
 	snprintf(fl->key_inst, sizeof(fl->key_inst),
 	    "resil:limit:%s:instances", cfg->name);
 	g = gcd_u64(cfg->rate, cfg->period_ms * 1000);
+	if (g == 0) /* not reached: the check refuses rate 0 */
+		g = 1;
 	snprintf(fl->scale_s, sizeof(fl->scale_s), "%llu",
 	    (unsigned long long)(cfg->rate / g));
 	snprintf(fl->ts_s, sizeof(fl->ts_s), "%llu",
