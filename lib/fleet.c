@@ -859,6 +859,10 @@ helper_main(void *arg)
 		pthread_mutex_lock(&f->hmu);
 		if (f->hstop)
 			break;
+		/* The one read of the system clock outside the clock module,
+		 * on purpose: the optional helper thread sleeps real time on a
+		 * CLOCK_MONOTONIC condition variable (an injected clock cannot
+		 * wake one). Its sync steps read the fleet's own clock. */
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		ts.tv_sec += (time_t)(f->hinterval_ms / 1000);
 		ts.tv_nsec += (long)(f->hinterval_ms % 1000) * 1000000L;
