@@ -3760,7 +3760,8 @@ main(void)
 		cmocka_unit_test(
 		    test_scenarios_seed000_business_through_pipeline),
 		cmocka_unit_test(test_scenarios_dubbo_method_level_retries),
-		cmocka_unit_test(test_scenarios_seed001_cache_bound_second_chance),
+		cmocka_unit_test(
+		    test_scenarios_seed001_cache_bound_second_chance),
 		cmocka_unit_test(
 		    test_scenarios_seed003_inventory_from_config_text),
 		cmocka_unit_test(
