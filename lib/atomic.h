@@ -53,6 +53,13 @@ resil__faa64(uint64_t *p, uint64_t d)
 	return __atomic_fetch_add(p, d, __ATOMIC_SEQ_CST);
 }
 
+/* Add one, the old value not needed (x86: one `lock inc`). */
+static inline void
+resil__inc64(uint64_t *p)
+{
+	__atomic_fetch_add(p, 1, __ATOMIC_SEQ_CST);
+}
+
 static inline uint64_t
 resil__fas64(uint64_t *p, uint64_t v)
 {
@@ -121,6 +128,12 @@ static inline uint64_t
 resil__faa64(uint64_t *p, uint64_t d)
 {
 	return ck_pr_faa_64(p, d);
+}
+
+static inline void
+resil__inc64(uint64_t *p)
+{
+	ck_pr_inc_64(p);
 }
 
 static inline uint64_t

@@ -77,6 +77,11 @@
 #define PERMIT_VALID 0x1u
 #define PERMIT_PROBE 0x2u
 #define PERMIT_TIMED 0x4u
+/* episode holds the permit's episode. A permit whose flags are exactly
+ * PERMIT_VALID (an untimed CLOSED grant) holds the word it was granted
+ * under in start instead, and its episode is that word's: the fast acquire
+ * writes no episode. */
+#define PERMIT_EPF 0x8u
 
 /* Count-window slot: FILLED marks a slot that holds an outcome. */
 #define SLOT_FAIL 0x1u
@@ -1052,11 +1057,15 @@ acquire_slow(resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
 		case RESIL_BREAKER_METRICS_ONLY:
 		case RESIL_BREAKER_DISABLED:
 			permit->episode = w_episode(w);
-			permit->flags = PERMIT_VALID;
 			/* Untimed: the word it was granted under, CLOSED
 			 * only (see resil_breaker_record). */
-			permit->start =
-			    w_state(w) == RESIL_BREAKER_CLOSED ? w : 0;
+			if (w_state(w) == RESIL_BREAKER_CLOSED) {
+				permit->flags = PERMIT_VALID;
+				permit->start = w;
+			} else {
+				permit->flags = PERMIT_VALID | PERMIT_EPF;
+				permit->start = 0;
+			}
 			permit->reserved = 0;
 			if (b->timing) {
 				permit->start = now_precise(b);
@@ -1123,11 +1132,11 @@ acquire_fast(resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
 	w = resil__load64(b->acq_word);
 	if (RESIL__LIKELY(
 	        (w & (W_STATE_MASK | W_TRANSIT)) == RESIL_BREAKER_CLOSED)) {
-		permit->episode = w_episode(w);
-		permit->start = w; /* untimed: the word of the grant */
+		/* Untimed: the word of the grant, which also gives the
+		 * episode (see PERMIT_EPF). episode and reserved are
+		 * written by the slow path alone. */
+		permit->start = w;
 		permit->flags = PERMIT_VALID;
-		/* reserved is written by the slow path alone: nothing reads
-		 * it, and the two 32-bit stores cost GCC a constant load. */
 		return RESIL_OK;
 	}
 	return acquire_slow(b, permit, retry_after);
@@ -1323,6 +1332,14 @@ half_open_record(
 	return RESIL_OK;
 }
 
+/* The episode of a permit with these flags (see PERMIT_EPF). */
+static inline uint64_t
+permit_episode(const resil_permit *permit, uint32_t flags)
+{
+	return flags == PERMIT_VALID ? w_episode(permit->start)
+	                             : permit->episode;
+}
+
 /* Take the permit: a second record or release of it is misuse. Returns
  * its flags, 0 when it was never granted or is already spent. */
 static inline uint32_t
@@ -1352,7 +1369,7 @@ record_impl(resil_breaker *b, resil_permit *permit, resil_outcome outcome,
 	flags = consume(permit);
 	if (RESIL__UNLIKELY(flags == 0))
 		return RESIL_E_MISUSE;
-	ep = permit->episode;
+	ep = permit_episode(permit, flags);
 	st = b->st;
 	sp = my_stripe(b);
 	/* Everything that reads the clock comes before the announcement. */
@@ -1439,7 +1456,7 @@ count_first_success(struct bstate *st)
 	    offsetof(stripe, successes) + 1;
 
 	success_at = off;
-	resil__faa64((uint64_t *)(void *)((char *)st + off - 1), 1);
+	resil__inc64((uint64_t *)(void *)((char *)st + off - 1));
 	return RESIL_OK;
 }
 
@@ -1490,7 +1507,7 @@ nothing_changes:
 	off = success_at;
 	if (RESIL__UNLIKELY(off == 0))
 		return count_first_success(st);
-	resil__faa64((uint64_t *)(void *)((char *)st + off - 1), 1);
+	resil__inc64((uint64_t *)(void *)((char *)st + off - 1));
 	return RESIL_OK;
 }
 

@@ -188,7 +188,8 @@ RESIL_API void resil_breaker_free(resil_breaker *b);
  * use is not tracked).
  */
 typedef struct resil_permit {
-	uint64_t episode;
+	uint64_t episode; /* internal: the fast CLOSED grant leaves it as it
+	                     is (its episode is in start) */
 	uint64_t start; /* clock reading at acquire where timing is needed;
 	                   else internal (the state word of the grant) */
 	uint32_t flags;
