@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -40,14 +41,23 @@ static void
 spin_wait(spin_barrier *sb)
 {
 	uint64_t gen = resil__load64(&sb->generation);
+	unsigned spins;
 
 	if (resil__faa64(&sb->arrived, 1) + 1 == sb->n) {
 		resil__store64(&sb->arrived, 0);
 		resil__faa64(&sb->generation, 1);
 		return;
 	}
-	while (resil__load64(&sb->generation) == gen)
-		resil__stall();
+	/* Spin for a tight start; past that the other thread is most
+	 * likely not running (more threads than CPUs, or a loaded
+	 * machine), so give it the CPU instead of spinning out the time
+	 * slice. */
+	for (spins = 0; resil__load64(&sb->generation) == gen; spins++) {
+		if (spins < 4096)
+			resil__stall();
+		else
+			sched_yield();
+	}
 }
 
 /* ---- 1. exactly K probes for a burst at the deadline ---- */
