@@ -34,7 +34,8 @@ typedef struct resil__retry_run {
 	uint64_t deadline_at; /* t0 + deadline, saturating */
 	uint64_t wait;        /* the last wait chosen; 0 before the first */
 	uint64_t waited;
-	uint32_t n; /* the attempt running or just ended, 1-based */
+	double jstate; /* DECORRELATED_V2's f(t) of the last wait */
+	uint32_t n;    /* the attempt running or just ended, 1-based */
 	int rc;
 	int by_result;
 	int timed;

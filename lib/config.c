@@ -226,9 +226,12 @@ static const char *const method_keys[MK_COUNT] = { "type", "mock", "timeout",
 	"retry.max_attempts", "retries" };
 
 static const char *const window_names[] = { "count", "time" };
-static const char *const backoff_names[] = { "fixed", "exponential" };
+static const char *const backoff_names[] = { "fixed", "exponential",
+	"linear" };
+static const resil_retry_backoff backoff_values[] = { RESIL_BACKOFF_FIXED,
+	RESIL_BACKOFF_EXPONENTIAL, RESIL_BACKOFF_LINEAR };
 static const char *const jitter_names[] = { "none", "proportional", "full",
-	"equal", "decorrelated" };
+	"equal", "decorrelated", "decorrelated_v2" };
 
 /* ---- a string index ----
  *
@@ -1179,12 +1182,12 @@ build_apply(build *b, const setting *s, resil_diag *diag)
 		b->pc.breaker.window_type = (resil_breaker_window_type)e;
 		return RESIL_OK;
 	case K_BACKOFF:
-		if (!parse_enum(v, backoff_names, 2, &e))
+		if (!parse_enum(v, backoff_names, 3, &e))
 			goto bad_enum;
-		b->pc.retry.backoff = (resil_retry_backoff)e;
+		b->pc.retry.backoff = backoff_values[e];
 		return RESIL_OK;
 	case K_JITTER:
-		if (!parse_enum(v, jitter_names, 5, &e))
+		if (!parse_enum(v, jitter_names, 6, &e))
 			goto bad_enum;
 		b->pc.retry.jitter = (resil_retry_jitter)e;
 		return RESIL_OK;
@@ -1243,9 +1246,9 @@ bad_enum:
 	if (k->kind == K_WINDOW)
 		join_names(names, sizeof(names), window_names, 2);
 	else if (k->kind == K_BACKOFF)
-		join_names(names, sizeof(names), backoff_names, 2);
+		join_names(names, sizeof(names), backoff_names, 3);
 	else
-		join_names(names, sizeof(names), jitter_names, 5);
+		join_names(names, sizeof(names), jitter_names, 6);
 	return fail_at(diag, b->origin, line, "%s: \"%s\" is not one of %s",
 	    s->key, v, names);
 bad_integer:
@@ -2025,13 +2028,12 @@ resil_config_get(
 		    window_names[pc->breaker.window_type ==
 		        RESIL_WINDOW_TIME]);
 	case K_BACKOFF:
-		return put(buf, len,
-		    pc->retry.backoff == RESIL_BACKOFF_EXPONENTIAL
-		        ? "exponential"
-		        : pc->retry.backoff == RESIL_BACKOFF_FIXED ? "fixed"
-		                                                   : "custom");
+		for (i = 0; i < 3; i++)
+			if (backoff_values[i] == pc->retry.backoff)
+				return put(buf, len, backoff_names[i]);
+		return put(buf, len, "custom");
 	case K_JITTER:
-		if ((unsigned)pc->retry.jitter > 4u)
+		if ((unsigned)pc->retry.jitter > 5u)
 			return RESIL_E_NOTFOUND;
 		return put(buf, len, jitter_names[pc->retry.jitter]);
 	case K_STRATEGY:

@@ -3,6 +3,7 @@
  */
 #include <resil/retry.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -108,9 +109,10 @@ resil_retry_config_validate(const resil_retry_config *cfg, resil_diag *diag)
 		    "retry.max_attempts: %u is out of range 1..%u",
 		    (unsigned)cfg->max_attempts,
 		    (unsigned)RESIL_RETRY_MAX_ATTEMPTS);
-	if ((unsigned)cfg->backoff > (unsigned)RESIL_BACKOFF_CUSTOM)
+	if ((unsigned)cfg->backoff > (unsigned)RESIL_BACKOFF_LINEAR)
 		return resil__diagf(diag, RESIL_E_INVAL,
-		    "retry.backoff: %u is not FIXED, EXPONENTIAL or CUSTOM",
+		    "retry.backoff: %u is not FIXED, EXPONENTIAL, CUSTOM or "
+		    "LINEAR",
 		    (unsigned)cfg->backoff);
 	/* Written so that NaN fails too. */
 	if (!(cfg->multiplier >= 1.0 && cfg->multiplier <= MAX_MULTIPLIER))
@@ -126,10 +128,10 @@ resil_retry_config_validate(const resil_retry_config *cfg, resil_diag *diag)
 		    "(%llu)",
 		    (unsigned long long)cfg->max_delay_ns,
 		    (unsigned long long)cfg->base_delay_ns);
-	if ((unsigned)cfg->jitter > (unsigned)RESIL_JITTER_DECORRELATED)
+	if ((unsigned)cfg->jitter > (unsigned)RESIL_JITTER_DECORRELATED_V2)
 		return resil__diagf(diag, RESIL_E_INVAL,
-		    "retry.jitter: %u is not NONE, PROPORTIONAL, FULL, EQUAL "
-		    "or DECORRELATED",
+		    "retry.jitter: %u is not NONE, PROPORTIONAL, FULL, EQUAL, "
+		    "DECORRELATED or DECORRELATED_V2",
 		    (unsigned)cfg->jitter);
 	if (!(cfg->jitter_factor >= 0.0 && cfg->jitter_factor <= 1.0))
 		return resil__diagf(diag, RESIL_E_INVAL,
@@ -171,15 +173,27 @@ to_ticks(double d)
 	return (uint64_t)d;
 }
 
-/* The wait before attempt n + 1: backoff, then jitter, then cap. */
-static uint64_t
-compute_wait(
-    const resil_retry_config *cfg, uint32_t n, uint64_t prev, double u)
+/* Polly's decorrelated jitter V2 at t: 2^t * tanh(sqrt(4 t)). */
+static double
+v2_formula(double t)
 {
-	double d, base = (double)cfg->base_delay_ns, w;
+	return exp2(t) * tanh(sqrt(4.0 * t));
+}
+
+/* The wait before attempt n + 1: backoff, then jitter, then cap. *state is
+ * DECORRELATED_V2's f(t) of the previous wait (0 before the first); other
+ * modes leave it alone. */
+static uint64_t
+compute_wait(const resil_retry_config *cfg, uint32_t n, uint64_t prev,
+    double u, double *state)
+{
+	double d, base = (double)cfg->base_delay_ns, w, next;
 	uint32_t i;
 
 	switch (cfg->backoff) {
+	case RESIL_BACKOFF_LINEAR:
+		d = base * (double)n;
+		break;
 	case RESIL_BACKOFF_EXPONENTIAL:
 		d = base;
 		/* Repeated products rather than pow(): no libm, and exact
@@ -214,6 +228,14 @@ compute_wait(
 		if (prev == 0)
 			prev = cfg->base_delay_ns;
 		w = base + u * (3.0 * (double)prev - base);
+		break;
+	case RESIL_JITTER_DECORRELATED_V2:
+		/* t grows by 1 + u - u_prev > 0 from wait to wait, so the
+		 * difference is positive; max_attempts <= 1000 keeps 2^t
+		 * finite. The products in Polly's order. */
+		next = v2_formula((double)(n - 1u) + u);
+		w = (next - *state) * (1.0 / 1.4) * base;
+		*state = next;
 		break;
 	case RESIL_JITTER_NONE:
 	default:
@@ -382,6 +404,7 @@ run_begin(resil_retry *r, resil__retry_run *run, int timed, uint64_t now)
 	    : run->t0 + cfg->deadline_ns;
 	run->wait = 0;
 	run->waited = 0;
+	run->jstate = 0.0;
 	run->n = 1;
 	run->rc = 0;
 	run->by_result = 0;
@@ -459,7 +482,8 @@ run_plan(resil_retry *r, resil__retry_run *run, uint64_t now)
 	wait = compute_wait(cfg, run->n, run->wait,
 	    cfg->jitter == RESIL_JITTER_NONE
 	        ? 0.0
-	        : resil_random_uniform(&r->random));
+	        : resil_random_uniform(&r->random),
+	    &run->jstate);
 	run->wait = wait;
 	/* The next attempt would start at now + wait; it starts only before
 	 * the deadline, and no wait is begun for an attempt that would not
@@ -682,9 +706,13 @@ resil_err
 resil_retry_next_delay(const resil_retry *r, uint32_t attempt,
     uint64_t prev_wait, double u, uint64_t *wait)
 {
-	if (r == NULL || wait == NULL || attempt == 0)
+	double state = 0.0;
+
+	if (r == NULL || wait == NULL || attempt == 0 ||
+	    r->cfg.jitter == RESIL_JITTER_DECORRELATED_V2)
 		return RESIL_E_INVAL;
-	*wait = compute_wait(&r->cfg, attempt, prev_wait, clamp_unit(u));
+	*wait =
+	    compute_wait(&r->cfg, attempt, prev_wait, clamp_unit(u), &state);
 	return RESIL_OK;
 }
 
@@ -695,6 +723,7 @@ resil_retry_plan(const resil_retry_config *cfg, const resil_random *random,
 	resil_rng rng;
 	resil_random src;
 	uint64_t wait = 0, t = 0;
+	double state = 0.0;
 	size_t len = 0;
 	uint32_t n;
 	resil_err err;
@@ -719,7 +748,8 @@ resil_retry_plan(const resil_retry_config *cfg, const resil_random *random,
 		wait = compute_wait(cfg, n, wait,
 		    cfg->jitter == RESIL_JITTER_NONE
 		        ? 0.0
-		        : resil_random_uniform(&src));
+		        : resil_random_uniform(&src),
+		    &state);
 		if (cfg->deadline_ns != 0 &&
 		    (t >= cfg->deadline_ns || wait >= cfg->deadline_ns - t))
 			break;

@@ -292,6 +292,25 @@ test_config_other_enum_and_bool_spellings(void **state)
 	assert_int_equal(
 	    resil_config_pipeline(c)->retry.jitter, RESIL_JITTER_NONE);
 	resil_config_free(c);
+	/* Polly's Linear and its exponential jitter, and read back. */
+	c = parse_ok("retry.backoff=Linear\nretry.jitter=decorrelated_v2\n");
+	assert_int_equal(
+	    resil_config_pipeline(c)->retry.backoff, RESIL_BACKOFF_LINEAR);
+	assert_int_equal(resil_config_pipeline(c)->retry.jitter,
+	    RESIL_JITTER_DECORRELATED_V2);
+	{
+		char buf[32];
+
+		assert_int_equal(
+		    resil_config_get(c, "retry.backoff", buf, sizeof(buf)),
+		    RESIL_OK);
+		assert_string_equal(buf, "linear");
+		assert_int_equal(
+		    resil_config_get(c, "retry.jitter", buf, sizeof(buf)),
+		    RESIL_OK);
+		assert_string_equal(buf, "decorrelated_v2");
+	}
+	resil_config_free(c);
 }
 
 static void
@@ -716,10 +735,10 @@ test_config_range_errors(void **state)
 	    "time");
 	expect_error("retry.backoff=custom",
 	    "svc.conf:1: retry.backoff: \"custom\" is not one of fixed, "
-	    "exponential");
+	    "exponential, linear");
 	expect_error("retry.jitter=random",
 	    "svc.conf:1: retry.jitter: \"random\" is not one of none, "
-	    "proportional, full, equal, decorrelated");
+	    "proportional, full, equal, decorrelated, decorrelated_v2");
 	expect_error(
 	    "service=", "svc.conf:1: service: a service name is required");
 }

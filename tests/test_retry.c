@@ -221,14 +221,14 @@ test_retry_config_refuses_bad_fields(void **state)
 	expect_refused(
 	    &cfg, "retry.backoff_fn: NULL, but retry.backoff is CUSTOM");
 	RESET();
-	cfg.backoff = (resil_retry_backoff)3;
-	expect_refused(
-	    &cfg, "retry.backoff: 3 is not FIXED, EXPONENTIAL or CUSTOM");
-	RESET();
-	cfg.jitter = (resil_retry_jitter)5;
+	cfg.backoff = (resil_retry_backoff)4;
 	expect_refused(&cfg,
-	    "retry.jitter: 5 is not NONE, PROPORTIONAL, FULL, EQUAL or "
-	    "DECORRELATED");
+	    "retry.backoff: 4 is not FIXED, EXPONENTIAL, CUSTOM or LINEAR");
+	RESET();
+	cfg.jitter = (resil_retry_jitter)6;
+	expect_refused(&cfg,
+	    "retry.jitter: 6 is not NONE, PROPORTIONAL, FULL, EQUAL, "
+	    "DECORRELATED or DECORRELATED_V2");
 	RESET();
 	cfg.jitter_factor = 1.5;
 	expect_refused(&cfg, "retry.jitter_factor: 1.5 is out of range 0..1");

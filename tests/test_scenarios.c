@@ -1465,6 +1465,181 @@ test_scenarios_aws_jitter_formulas(void **state)
 	resil_retry_free(r);
 }
 
+/* Polly (v8) RetryHelperTests.Constant_Jitter_Ok, Linear_Ok,
+ * Linear_Jitter_Ok and Exponential_Ok: one tick is one millisecond, a
+ * base of 1 s is 1000. Polly's jitter for Constant and Linear is
+ * delay * (0.75 + 0.5 u), which is PROPORTIONAL with jitter_factor 0.25;
+ * Linear is (attempt + 1) * base with Polly's 0-based attempt, so n * base
+ * here. Polly's randomizer of 1.0 is outside [0, 1) and is not ported. */
+static void
+test_scenarios_polly_constant_linear_exponential(void **state)
+{
+	resil_retry_config cfg;
+	resil_retry *r;
+	uint64_t w;
+
+	(void)state;
+	cfg = resil_retry_config_default();
+	cfg.max_attempts = 10;
+	cfg.base_delay_ns = 1000;
+	cfg.max_delay_ns = 100000;
+
+	/* Constant_Jitter_Ok: 0.75, 0.95, 1.05 s. */
+	cfg.jitter = RESIL_JITTER_PROPORTIONAL;
+	cfg.jitter_factor = 0.25;
+	assert_int_equal(resil_retry_new(&r, &cfg, NULL), RESIL_OK);
+	assert_int_equal(resil_retry_next_delay(r, 1, 0, 0.0, &w), RESIL_OK);
+	assert_int_equal(w, 750);
+	assert_int_equal(resil_retry_next_delay(r, 1, 0, 0.4, &w), RESIL_OK);
+	assert_int_equal(w, 950);
+	assert_int_equal(resil_retry_next_delay(r, 2, 0, 0.6, &w), RESIL_OK);
+	assert_int_equal(w, 1050);
+	resil_retry_free(r);
+
+	/* Linear_Ok: 1, 2, 3 s. */
+	cfg.backoff = RESIL_BACKOFF_LINEAR;
+	cfg.jitter = RESIL_JITTER_NONE;
+	assert_int_equal(resil_retry_new(&r, &cfg, NULL), RESIL_OK);
+	assert_int_equal(resil_retry_next_delay(r, 1, 0, 0.0, &w), RESIL_OK);
+	assert_int_equal(w, 1000);
+	assert_int_equal(resil_retry_next_delay(r, 2, 0, 0.0, &w), RESIL_OK);
+	assert_int_equal(w, 2000);
+	assert_int_equal(resil_retry_next_delay(r, 3, 0, 0.0, &w), RESIL_OK);
+	assert_int_equal(w, 3000);
+	resil_retry_free(r);
+
+	/* Linear_Jitter_Ok, Polly's attempt 2: 2.25, 2.85, 3, 3.15 s. */
+	cfg.jitter = RESIL_JITTER_PROPORTIONAL;
+	assert_int_equal(resil_retry_new(&r, &cfg, NULL), RESIL_OK);
+	assert_int_equal(resil_retry_next_delay(r, 3, 0, 0.0, &w), RESIL_OK);
+	assert_int_equal(w, 2250);
+	assert_int_equal(resil_retry_next_delay(r, 3, 0, 0.4, &w), RESIL_OK);
+	assert_int_equal(w, 2850);
+	assert_int_equal(resil_retry_next_delay(r, 3, 0, 0.5, &w), RESIL_OK);
+	assert_int_equal(w, 3000);
+	assert_int_equal(resil_retry_next_delay(r, 3, 0, 0.6, &w), RESIL_OK);
+	assert_int_equal(w, 3150);
+	resil_retry_free(r);
+
+	/* MaxDelay_Ok's rule (the cap after the jitter), with a cap of 2 s:
+	 * Polly's own case (base 10 s, cap 1 s) is refused here, because
+	 * max_delay_ns below base_delay_ns is refused. */
+	cfg.max_delay_ns = 2000;
+	assert_int_equal(resil_retry_new(&r, &cfg, NULL), RESIL_OK);
+	assert_int_equal(resil_retry_next_delay(r, 3, 0, 0.5, &w), RESIL_OK);
+	assert_int_equal(w, 2000);
+	resil_retry_free(r);
+	cfg.base_delay_ns = 10000;
+	cfg.max_delay_ns = 1000;
+	assert_int_equal(resil_retry_new(&r, &cfg, NULL), RESIL_E_INVAL);
+
+	/* Exponential_Ok: 1, 2, 4 s (Polly's factor is 2). */
+	cfg.backoff = RESIL_BACKOFF_EXPONENTIAL;
+	cfg.multiplier = 2.0;
+	cfg.jitter = RESIL_JITTER_NONE;
+	cfg.base_delay_ns = 1000;
+	cfg.max_delay_ns = 100000;
+	assert_int_equal(resil_retry_new(&r, &cfg, NULL), RESIL_OK);
+	assert_int_equal(resil_retry_next_delay(r, 1, 0, 0.0, &w), RESIL_OK);
+	assert_int_equal(w, 1000);
+	assert_int_equal(resil_retry_next_delay(r, 2, 0, 0.0, &w), RESIL_OK);
+	assert_int_equal(w, 2000);
+	assert_int_equal(resil_retry_next_delay(r, 3, 0, 0.0, &w), RESIL_OK);
+	assert_int_equal(w, 4000);
+	resil_retry_free(r);
+}
+
+/* Polly (v8) RetryHelper.DecorrelatedJitterBackoffV2, the jitter of
+ * Exponential with UseJitter: f(t) = 2^t tanh(sqrt(4 t)), t = attempt + u
+ * (Polly's 0-based attempt), wait = (f(t) - f(t_prev)) / 1.4 * base,
+ * truncated. Exact waits for a scripted u (expected values computed
+ * outside resil, in Python's math module), through the plan and through a
+ * real call; then RetryHelperTests.DecorrelatedJitterBackoffV2_Meets_
+ * Specification: 0 <= wait <= base * 2^attempt * 4 - 1, here over seeded
+ * draws, every attempt up to 60 and a range of bases; and
+ * GetRetryDelay_Exponential_Does_Not_Exceed_MaxDelay. */
+static void
+test_scenarios_polly_decorrelated_jitter_v2(void **state)
+{
+	static const double u[] = { 0.5, 0.25, 0.75, 0.0, 0.9 };
+	static const uint64_t want[] = { 897, 763, 3131, 910, 15617 };
+	static const int script[] = { -1, -1, -1, -1, -1, -1 };
+	resil_retry_config cfg;
+	resil_retry *r;
+	script_rng s = { u, 5, 0 };
+	resil_random src = { script_uniform, &s };
+	uint64_t waits[64], w, bound, at;
+	size_t count, i;
+	uint32_t base;
+	rfx f;
+	rdep d = { script, 6, 0, RESIL_OK, { 0 } };
+	resil_retry_result res;
+
+	(void)state;
+	cfg = resil_retry_config_default();
+	cfg.max_attempts = 6;
+	cfg.base_delay_ns = 1000;
+	cfg.max_delay_ns = UINT64_MAX;
+	cfg.jitter = RESIL_JITTER_DECORRELATED_V2;
+	assert_int_equal(
+	    resil_retry_plan(&cfg, &src, waits, 64, &count, NULL), RESIL_OK);
+	assert_int_equal(count, 5);
+	for (i = 0; i < 5; i++)
+		assert_int_equal(waits[i], want[i]);
+	/* Stateful: the policy refuses the one-wait question. */
+	assert_int_equal(resil_retry_new(&r, &cfg, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_retry_next_delay(r, 1, 0, 0.5, &w), RESIL_E_INVAL);
+	resil_retry_free(r);
+
+	/* The same waits from a call (state per call, not per policy). */
+	rfx_init(&f);
+	f.cfg.max_attempts = 6;
+	f.cfg.base_delay_ns = 1000;
+	f.cfg.max_delay_ns = UINT64_MAX;
+	f.cfg.jitter = RESIL_JITTER_DECORRELATED_V2;
+	f.cfg.random.uniform = script_uniform;
+	f.cfg.random.ctx = &s;
+	rfx_new(&f);
+	for (i = 0; i < 2; i++) {
+		s.i = 0;
+		d.calls = 0;
+		resil_retry_call(f.r, rdep_fn, &d, NULL, &res);
+		assert_int_equal(d.calls, 6);
+		assert_int_equal(d.starts[1] - d.starts[0], want[0]);
+		assert_int_equal(d.starts[3] - d.starts[2], want[2]);
+		assert_int_equal(d.starts[5] - d.starts[4], want[4]);
+		assert_int_equal(res.waited, 897 + 763 + 3131 + 910 + 15617);
+	}
+	resil_retry_free(f.r);
+
+	/* The specification's bounds over seeded draws. */
+	cfg.max_attempts = 61;
+	for (base = 1; base <= 3600000; base = base * 7 + 3) {
+		cfg.base_delay_ns = base;
+		cfg.seed = base;
+		assert_int_equal(
+		    resil_retry_plan(&cfg, NULL, waits, 64, &count, NULL),
+		    RESIL_OK);
+		assert_int_equal(count, 60);
+		for (i = 0; i < count; i++) {
+			at = (uint64_t)i; /* Polly's attempt */
+			if (at >= 40)
+				break; /* the bound passes 2^64 */
+			bound = (uint64_t)base * (UINT64_C(4) << at);
+			assert_true(waits[i] <= bound - 1);
+		}
+	}
+	/* The cap: base 2 s, cap 30 s. */
+	cfg.base_delay_ns = 2000;
+	cfg.max_delay_ns = 30000;
+	assert_int_equal(
+	    resil_retry_plan(&cfg, NULL, waits, 64, &count, NULL), RESIL_OK);
+	for (i = 0; i < count; i++)
+		assert_true(waits[i] <= 30000);
+	assert_int_equal(waits[count - 1], 30000);
+}
+
 /* Polly RetrySpecs
  * .Should_not_throw_when_specified_exception_thrown_fewer_times_than_retry_count
  * and .Should_call_onretry_on_each_retry_with_the_current_retry_count:
@@ -3717,6 +3892,9 @@ main(void)
 		cmocka_unit_test(test_scenarios_r4j_exponential_intervals),
 		cmocka_unit_test(test_scenarios_r4j_randomized_intervals),
 		cmocka_unit_test(test_scenarios_aws_jitter_formulas),
+		cmocka_unit_test(
+		    test_scenarios_polly_constant_linear_exponential),
+		cmocka_unit_test(test_scenarios_polly_decorrelated_jitter_v2),
 		cmocka_unit_test(
 		    test_scenarios_polly_retry_three_then_success),
 		cmocka_unit_test(

@@ -22,6 +22,7 @@
  *   backoff  FIXED:       d = base_delay_ns
  *            EXPONENTIAL: d = base_delay_ns * multiplier^(n - 1)
  *            CUSTOM:      d = backoff_fn(n, previous wait, backoff_ctx)
+ *            LINEAR:      d = base_delay_ns * n
  *   jitter   NONE:         w = d
  *            PROPORTIONAL: w = d * (1 - f + 2 * f * u), f = jitter_factor
  *            FULL:         w = d * u
@@ -29,6 +30,8 @@
  *            DECORRELATED: w = base + u * (3 * prev - base), prev being the
  *                          previous wait (base before the first retry); it
  *                          replaces the backoff, as in the AWS formula
+ *            DECORRELATED_V2: Polly's formula (see the enum below); it
+ *                          replaces the backoff too
  *   cap      w = min(w, max_delay_ns), after the jitter
  * Each w is truncated to a whole tick. u in [0, 1) is one draw from the
  * random source per wait, in attempt order; NONE draws nothing.
@@ -63,7 +66,8 @@ typedef struct resil_retry resil_retry;
 typedef enum resil_retry_backoff {
 	RESIL_BACKOFF_FIXED = 0,       /* base_delay_ns every time */
 	RESIL_BACKOFF_EXPONENTIAL = 1, /* base * multiplier^(n - 1) */
-	RESIL_BACKOFF_CUSTOM = 2       /* backoff_fn */
+	RESIL_BACKOFF_CUSTOM = 2,      /* backoff_fn */
+	RESIL_BACKOFF_LINEAR = 3       /* base * n (Polly's Linear) */
 } resil_retry_backoff;
 
 typedef enum resil_retry_jitter {
@@ -71,7 +75,20 @@ typedef enum resil_retry_jitter {
 	RESIL_JITTER_PROPORTIONAL = 1, /* Resilience4j's randomization */
 	RESIL_JITTER_FULL = 2,         /* AWS "full jitter" */
 	RESIL_JITTER_EQUAL = 3,        /* AWS "equal jitter" */
-	RESIL_JITTER_DECORRELATED = 4  /* AWS "decorrelated jitter" */
+	RESIL_JITTER_DECORRELATED = 4, /* AWS "decorrelated jitter" */
+	/*
+	 * Polly's exponential jitter ("decorrelated jitter V2", Polly v8's
+	 * Exponential with UseJitter): with t = n - 1 + u and
+	 * f(t) = 2^t * tanh(sqrt(4 t)), the wait before attempt n + 1 is
+	 * (f(t) - f(t_prev)) / 1.4 * base (f(t_prev) = 0 before the first
+	 * wait), truncated to a whole tick, then capped. Median waits near
+	 * base, 2 base, 4 base, ... Like DECORRELATED it replaces the
+	 * backoff (backoff and multiplier are not used) and keeps state
+	 * from wait to wait, so resil_retry_next_delay() refuses it.
+	 * Polly's jitter for Constant and Linear is PROPORTIONAL with
+	 * jitter_factor 0.25.
+	 */
+	RESIL_JITTER_DECORRELATED_V2 = 5
 } resil_retry_jitter;
 
 /* Why a call stopped. */
@@ -325,7 +342,9 @@ RESIL_API resil_err resil_retry_call(resil_retry *r, resil_retry_fn fn,
  * previous wait (0 before the first retry) and a uniform draw u in [0, 1)
  * (ignored without jitter; clamped to [0, 1)). Pure: no clock, no random
  * draw, no budget. Stores it in *wait. Returns RESIL_OK; RESIL_E_INVAL for
- * a NULL r or wait, or attempt 0.
+ * a NULL r or wait, attempt 0, or a policy with DECORRELATED_V2 jitter
+ * (its wait depends on every earlier draw, not on the previous wait: use
+ * resil_retry_plan() with a scripted random source instead).
  */
 RESIL_API resil_err resil_retry_next_delay(const resil_retry *r,
     uint32_t attempt, uint64_t prev_wait, double u, uint64_t *wait);
