@@ -604,6 +604,68 @@ test_dubbo_broadcast_fail_percent(void **state)
 	cx_end(&c);
 }
 
+/*
+ * Broadcast over endpoints whose own breaker refuses (no peer has this:
+ * Dubbo's broadcast calls every invoker). resil (DESIGN: broadcast runs
+ * in candidate order; docs: an endpoint whose breaker refuses is passed
+ * over) with panic keeping the refusing ones routed: e1 refused gives
+ * e0, e2 (e0 was called twice before the fix, its balancer choosing a
+ * replacement); the last one refused gives the value of the last that
+ * answered (e1's, was e0's); all refused is RESIL_E_UNAVAILABLE with no
+ * call (was RESIL_OK with a null value), as in the pipeline.
+ */
+static void
+test_design_broadcast_passes_over_refusing_breakers(void **state)
+{
+	static const char *const down[3][3] = { { "e1:1", NULL, NULL },
+		{ "e2:1", NULL, NULL }, { "e0:1", "e1:1", "e2:1" } };
+	static const char *const order[] = { "e0:1 e2:1", "e0:1 e1:1", "" };
+	static const int value[] = { 102, 101, -1 };
+	resil_breaker_config bc;
+	size_t k, j;
+
+	(void)state;
+	for (k = 0; k < 3; k++) {
+		cx c;
+		resil_cluster_result r;
+		resil_err want = value[k] < 0 ? RESIL_E_UNAVAILABLE : RESIL_OK;
+
+		cx_init(&c, RESIL_CLUSTER_BROADCAST, 0);
+		fx_end(&c.f);
+		fx_init(&c.f, 0);
+		resil_breaker_config_init(&bc);
+		c.f.dcfg.endpoint_breaker = &bc;
+		c.f.dcfg.outlier.consecutive_failures = 0;
+		c.f.scfg.balance.kind = RESIL_LB_ROUNDROBIN;
+		c.f.scfg.service = "StockService";
+		c.f.scfg.panic_threshold_pct = 100;
+		assert_int_equal(fx_start(&c.f), 0);
+		assert_int_equal(fx_push_weights(&c.f, NULL, 3), RESIL_OK);
+		for (j = 0; j < 3 && down[k][j] != NULL; j++)
+			assert_int_equal(
+			    resil_breaker_force_open(
+			        resil_directory_breaker(c.f.d, down[k][j])),
+			    RESIL_OK);
+		cx_new(&c);
+		assert_int_equal(cx_invoke(&c, &r), want);
+		assert_string_equal(c.d.order, order[k]);
+		assert_int_equal(r.attempts, k < 2 ? 2 : 0);
+		if (value[k] >= 0) {
+			assert_int_equal(r.value.type, RESIL_VALUE_INT);
+			assert_int_equal(r.value.u.i, value[k]);
+		} else {
+			assert_int_equal(r.value.type, RESIL_VALUE_NULL);
+			assert_string_equal(r.message,
+			    "Failed to invoke the method getStock in the "
+			    "service StockService by broadcast: none of 3 "
+			    "providers could be called (their breakers "
+			    "refused)");
+		}
+		resil_value_free(&r.value);
+		cx_end(&c);
+	}
+}
+
 /* ------------------------------------------------------------------ */
 /* Selection (Dubbo AbstractClusterInvokerTest)                        */
 /* ------------------------------------------------------------------ */
@@ -2550,6 +2612,8 @@ main(void)
 		cmocka_unit_test(test_dubbo_broadcast_normal),
 		cmocka_unit_test(test_dubbo_broadcast_ex),
 		cmocka_unit_test(test_dubbo_broadcast_fail_percent),
+		cmocka_unit_test(
+		    test_design_broadcast_passes_over_refusing_breakers),
 		cmocka_unit_test(test_dubbo_select_invoker_size_0_and_1),
 		cmocka_unit_test(test_dubbo_select_two_excluding_selected),
 		cmocka_unit_test(test_dubbo_select_do_not_select_again),
