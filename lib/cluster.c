@@ -840,7 +840,12 @@ resil_cluster_invoke(resil_cluster *cl, const resil_request *req,
 			/* The directory may have changed: route again. */
 			err = resil_selector_route(cl->sel, req, c, &diag);
 			if (err != RESIL_OK) {
+				/* "No provider" ends the call; rc and outcome
+				 * stay the last attempt's, its value is not
+				 * the caller's. */
+				resil_value_free(&at.value);
 				resil_candidates_free(c);
+				set_result(out, err, &at);
 				return fail_msg(out, err, diag.msg);
 			}
 		}
@@ -849,6 +854,8 @@ resil_cluster_invoke(resil_cluster *cl, const resil_request *req,
 		if (err != RESIL_OK) {
 			/* Every candidate's breaker refused. */
 			resil_candidates_free(c);
+			if (k > 0)
+				set_result(out, err, &at);
 			return fail_msg(out, err, diag.msg);
 		}
 		out->attempts++;

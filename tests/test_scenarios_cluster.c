@@ -66,6 +66,7 @@ typedef struct dep {
 	int n;
 	void (*hook)(struct dep *d, const resil_pick *ep);
 	void *hook_ctx;
+	int detail; /* a failure also sets a (heap) string value */
 } dep;
 
 static int
@@ -93,8 +94,15 @@ dep_answer(dep *d, const char *address, resil_value *out)
 	d->n++;
 	if (d->biz[i])
 		return 7;
-	if (d->fails[i] < 0 || d->calls[i] <= d->fails[i])
+	if (d->fails[i] < 0 || d->calls[i] <= d->fails[i]) {
+		if (d->detail)
+			assert_int_equal(resil_value_string(out,
+			                     "connection refused by the "
+			                     "provider's acceptor thread",
+			                     52, NULL),
+			    RESIL_OK);
 		return 111;
+	}
 	*out = resil_value_int(100 + i);
 	return 0;
 }
@@ -336,6 +344,51 @@ test_dubbo_failover_invoker_destroy_and_relist(void **state)
 	resil_value_free(&r.value);
 	/* The removed endpoints are gone for the next call too. */
 	assert_int_equal(resil_directory_count(c.f.d), 1);
+	cx_end(&c);
+}
+
+/* The directory empties during the call. */
+static void
+empty_hook(dep *d, const resil_pick *ep)
+{
+	fx *f = d->hook_ctx;
+
+	(void)ep;
+	assert_int_equal(
+	    resil_directory_push(f->d, NULL, 0, &f->diag), RESIL_OK);
+	d->hook = NULL;
+}
+
+/*
+ * testInvokerDestroyAndReList's other branch, as DESIGN has it: the list
+ * is emptied during the first attempt, so the retry's route finds no
+ * provider, which ends the call (RESIL_E_NO_PROVIDER, one attempt). The
+ * result keeps the last attempt's rc and outcome (they were 0 and
+ * SUCCESS before the fix) and the value that failed attempt set is freed
+ * (it leaked before the fix; make asan shows it).
+ */
+static void
+test_dubbo_failover_list_emptied_before_retry(void **state)
+{
+	cx c;
+	resil_cluster_result r;
+
+	(void)state;
+	cx_init(&c, RESIL_CLUSTER_FAILOVER, 2);
+	c.ccfg.retries = 5;
+	cx_new(&c);
+	c.d.fails[0] = c.d.fails[1] = -1;
+	c.d.detail = 1;
+	c.d.hook = empty_hook;
+	c.d.hook_ctx = &c.f;
+	assert_int_equal(cx_invoke(&c, &r), RESIL_E_NO_PROVIDER);
+	assert_int_equal(r.attempts, 1);
+	assert_int_equal(r.rc, 111);
+	assert_int_equal(r.outcome, RESIL_OUTCOME_FAILURE);
+	assert_int_equal(r.value.type, RESIL_VALUE_NULL);
+	assert_string_equal(r.message,
+	    "No provider available for service StockService method "
+	    "getStock: 0 endpoints, 0 after routers");
 	cx_end(&c);
 }
 
@@ -2603,6 +2656,8 @@ main(void)
 		cmocka_unit_test(test_dubbo_failover_no_invoke),
 		cmocka_unit_test(
 		    test_dubbo_failover_invoker_destroy_and_relist),
+		cmocka_unit_test(
+		    test_dubbo_failover_list_emptied_before_retry),
 		cmocka_unit_test(test_dubbo_failfast_one_attempt),
 		cmocka_unit_test(
 		    test_dubbo_failsafe_swallows_but_not_no_provider),
