@@ -361,7 +361,7 @@ hash_key(const resil__lb *lb, const resil_request *req, uint64_t *out,
 {
 	uint64_t h = FNV0;
 	uint32_t i;
-	size_t nargs = req != NULL ? req->nargs : 0;
+	size_t nargs = req != NULL && req->args != NULL ? req->nargs : 0;
 
 	for (i = 0; i < lb->cfg.hash_nargs; i++) {
 		uint32_t a = lb->cfg.hash_args[i];

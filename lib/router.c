@@ -401,7 +401,8 @@ req_attr(const cond *c, const resil_request *req, const char *local_zone,
 	size_t i;
 
 	if (c->argi >= 0) {
-		if (req == NULL || (size_t)c->argi >= req->nargs ||
+		if (req == NULL || req->args == NULL ||
+		    (size_t)c->argi >= req->nargs ||
 		    req->args[c->argi] == NULL)
 			return 0;
 		*v = req->args[c->argi];
@@ -416,7 +417,7 @@ req_attr(const cond *c, const resil_request *req, const char *local_zone,
 			return 0;
 		*v = local_zone;
 	} else {
-		if (req == NULL)
+		if (req == NULL || req->params == NULL)
 			return 0;
 		for (i = 0; i < req->nparams; i++)
 			if (req->params[i].key != NULL &&

@@ -411,6 +411,22 @@ grow(resil_candidates *c, size_t n)
 	return RESIL_OK;
 }
 
+/* A request whose counts promise arrays it does not have is refused (a
+ * rule or a hash balancer would read through the NULL). */
+static resil_err
+req_check(const resil_request *req, resil_diag *diag)
+{
+	if (req == NULL)
+		return RESIL_OK;
+	if (RESIL__UNLIKELY(req->nargs > 0 && req->args == NULL))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "request: args is NULL with nargs %zu", req->nargs);
+	if (RESIL__UNLIKELY(req->nparams > 0 && req->params == NULL))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "request: params is NULL with nparams %zu", req->nparams);
+	return RESIL_OK;
+}
+
 resil_err
 resil_selector_route(resil_selector *sel, const resil_request *req,
     resil_candidates *c, resil_diag *diag)
@@ -422,6 +438,8 @@ resil_selector_route(resil_selector *sel, const resil_request *req,
 	if (sel == NULL || c == NULL || c->sel != sel)
 		return resil__diagf(
 		    diag, RESIL_E_INVAL, "selector: bad argument");
+	if ((err = req_check(req, diag)) != RESIL_OK)
+		return err;
 	resil_candidates_clear(c);
 	now = resil__dir_now(sel->dir);
 	s = resil__dir_acquire(sel->dir);
@@ -661,6 +679,8 @@ pick_impl(resil_selector *sel, resil_candidates *c, const resil_request *req,
 	    (exclude == NULL && nexclude > 0))
 		return resil__diagf(
 		    diag, RESIL_E_INVAL, "selector: bad argument");
+	if ((err = req_check(req, diag)) != RESIL_OK)
+		return err;
 	if (c->v.snap == NULL || c->v.n == 0)
 		return resil__diagf(diag, RESIL_E_MISUSE,
 		    "selector: pick from an empty candidate set (route "

@@ -1424,6 +1424,68 @@ test_dubbo_consistent_hash_spread(void **state)
 }
 
 /*
+ * LoadBalanceBaseTest's invocations always carry their arguments. A
+ * resil_request whose nargs or nparams promises an array it does not
+ * have is refused with RESIL_E_INVAL at route and at pick (a hash pick
+ * over args NULL with nargs 1 crashed before the fix, and so would a
+ * condition on arguments[0] or on a request param).
+ */
+static void
+test_dubbo_hash_request_without_arguments_refused(void **state)
+{
+	fx f;
+	resil_condition *rule;
+	resil_request req;
+	resil_pick p;
+	const char *args[1] = { "arg1" };
+
+	(void)state;
+	assert_int_equal(
+	    resil_condition_parse(&rule,
+	        "arguments[0] = a & foo = b => host = x", 0, NULL, NULL),
+	    RESIL_OK);
+	fx_init(&f, 0);
+	f.scfg.balance.kind = RESIL_LB_HASH;
+	f.scfg.conditions = &rule;
+	f.scfg.nconditions = 1;
+	assert_int_equal(fx_start(&f), 0);
+	assert_int_equal(fx_push_weights(&f, NULL, 3), RESIL_OK);
+	memset(&req, 0, sizeof(req));
+	req.method = "method1";
+	req.nargs = 1;
+	assert_int_equal(
+	    resil_selector_route(f.sel, &req, f.c, &f.diag), RESIL_E_INVAL);
+	assert_string_equal(f.diag.msg, "request: args is NULL with nargs 1");
+	req.nargs = 0;
+	req.nparams = 2;
+	assert_int_equal(
+	    resil_selector_route(f.sel, &req, f.c, &f.diag), RESIL_E_INVAL);
+	assert_string_equal(
+	    f.diag.msg, "request: params is NULL with nparams 2");
+	/* Routed with a good request, picked with a bad one. */
+	req.nparams = 0;
+	req.args = args;
+	req.nargs = 1;
+	assert_int_equal(
+	    resil_selector_route(f.sel, &req, f.c, &f.diag), RESIL_OK);
+	req.args = NULL;
+	assert_int_equal(
+	    resil_selector_pick(f.sel, f.c, &req, NULL, 0, &p, &f.diag),
+	    RESIL_E_INVAL);
+	assert_string_equal(f.diag.msg, "request: args is NULL with nargs 1");
+	/* No arguments at all: the hash index is out of range. */
+	req.nargs = 0;
+	assert_int_equal(
+	    resil_selector_pick(f.sel, f.c, &req, NULL, 0, &p, &f.diag),
+	    RESIL_E_INVAL);
+	assert_string_equal(f.diag.msg,
+	    "loadbalance.hash.arguments: index 0 is out of range for method "
+	    "method1 with 0 arguments");
+	fx_end(&f);
+	resil_condition_free(rule);
+}
+
+/*
  * ConsistentHashLoadBalanceTest.testNormalWhenRouterEnabled (apache/dubbo
  * issue 5429): routing the same invokers again must not rebuild a
  * different ring. resil: 100 routes of the same set send a key to the
@@ -2685,6 +2747,8 @@ main(void)
 		cmocka_unit_test(test_dubbo_shortest_select_by_weight),
 		cmocka_unit_test(test_dubbo_shortest_select_by_response),
 		cmocka_unit_test(test_dubbo_consistent_hash_spread),
+		cmocka_unit_test(
+		    test_dubbo_hash_request_without_arguments_refused),
 		cmocka_unit_test(
 		    test_dubbo_consistent_hash_stable_across_routes),
 		cmocka_unit_test(test_dubbo_condition_match_when),
