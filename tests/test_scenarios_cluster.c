@@ -2913,6 +2913,70 @@ test_dubbo_timeout_exception_code(void **state)
 	}
 }
 
+/*
+ * OutlierDetectorImplTest's consecutive gateway failures (502/503/504 and
+ * Envoy's own local-origin errors: connect timeouts, resets) eject like
+ * 5xx. resil (DESIGN: timeouts and unavailability count as consecutive
+ * failures): the call machine reports an attempt that times out as a
+ * failure, so five timed-out calls eject a lone endpoint (at 100%) at the
+ * fifth timeout's step, and the next call finds no provider (panic off).
+ */
+static void
+test_envoy_gateway_failure_timeouts_eject(void **state)
+{
+	px x;
+	resil_call call;
+	resil_call_next st;
+	resil_result r;
+	uint32_t id[4];
+	char addr[4][32];
+	int k;
+
+	(void)state;
+	memset(&x, 0, sizeof(x));
+	fx_init(&x.f, 1000);
+	x.f.scfg.service = "StockService";
+	x.f.scfg.panic_threshold_pct = 0;
+	x.f.dcfg.outlier.consecutive_failures = 5;
+	x.f.dcfg.outlier.base_ejection = 30000;
+	x.f.dcfg.outlier.max_ejection = 300000;
+	x.f.dcfg.outlier.interval = 10000;
+	x.f.dcfg.outlier.max_ejection_pct = 100;
+	assert_int_equal(fx_start(&x.f), 0);
+	assert_int_equal(fx_push_weights(&x.f, NULL, 1), RESIL_OK);
+	x.f.nev = 0;
+	resil_pipeline_config_init(&x.pcfg);
+	x.pcfg.service = "StockService";
+	x.pcfg.clock = resil_manual_clock_hook(&x.f.mc);
+	x.pcfg.classifier.fn = classify;
+	x.pcfg.selector = x.f.sel;
+	x.pcfg.cluster.strategy = RESIL_CLUSTER_FAILFAST;
+	x.pcfg.timeout_ns = 100;
+	px_new(&x);
+	for (k = 0; k < 5; k++) {
+		assert_int_equal(
+		    px_launch(&x, &call, &r, &st, id, addr, 4), 1);
+		resil_manual_clock_advance(&x.f.mc, 101);
+		assert_int_equal(
+		    resil_call_step(&call, px_now(&x), &st), RESIL_OK);
+		assert_int_equal(st.action, RESIL_CALL_DONE);
+		assert_int_equal(r.err, RESIL_E_TIMEOUT);
+		assert_int_equal(x.f.nev, k < 4 ? 0 : 1);
+		resil_result_free(&r);
+	}
+	assert_int_equal(x.f.ev[0].type, RESIL_ENDPOINT_EJECTED);
+	assert_int_equal(x.f.ev[0].time, 1000 + 5 * 101);
+	assert_int_equal(x.f.ev[0].duration, 30000);
+	assert_int_equal(px_launch(&x, &call, &r, &st, id, addr, 4), 0);
+	assert_int_equal(st.action, RESIL_CALL_DONE);
+	assert_int_equal(r.err, RESIL_E_NO_PROVIDER);
+	assert_string_equal(r.message,
+	    "No provider available for service StockService method "
+	    "getStock: 1 endpoint, 0 after routers (health removed 1)");
+	resil_result_free(&r);
+	px_end(&x);
+}
+
 int
 main(void)
 {
@@ -2983,6 +3047,7 @@ main(void)
 		cmocka_unit_test(test_dubbo_forking_invoke_no_exception),
 		cmocka_unit_test(test_dubbo_forking_illegal_forks),
 		cmocka_unit_test(test_dubbo_timeout_exception_code),
+		cmocka_unit_test(test_envoy_gateway_failure_timeouts_eject),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
