@@ -1319,6 +1319,73 @@ test_envoy_weighted_round_robin_order(void **state)
 	fx_end(&f);
 }
 
+/*
+ * Dubbo's weight=0 (a provider drained by the registry) and DESIGN's
+ * "all weights 0: uniform": random, round robin, least-active and
+ * shortest never pick a weight-0 endpoint while another has weight, and
+ * share evenly when all are 0 (round robin: exactly). P2C, PeakEWMA and
+ * hash ignore weights (DESIGN), so they do pick it (listed; the header
+ * said "0 is never picked" for every balancer and now says which).
+ */
+static void
+test_dubbo_weight_zero(void **state)
+{
+	static const resil_lb_kind weighted[] = { RESIL_LB_RANDOM,
+		RESIL_LB_ROUNDROBIN, RESIL_LB_LEASTACTIVE, RESIL_LB_SHORTEST };
+	static const int32_t w050[] = { 0, 5, 0 }, w000[] = { 0, 0, 0 };
+	static const double u[] = { 0.0, 0.34, 0.67 };
+	resil_request req = { "m", NULL, 0, NULL, NULL, 0 };
+	size_t k;
+
+	(void)state;
+	for (k = 0; k < 4; k++) {
+		fx f;
+		int counts[NEP] = { 0 };
+
+		fx_init(&f, 0);
+		f.scfg.balance.kind = weighted[k];
+		f.rnd.seeded = 1;
+		resil_rng_seed(&f.rnd.rng, 5);
+		assert_int_equal(fx_start(&f), 0);
+		assert_int_equal(fx_push_weights(&f, w050, 3), RESIL_OK);
+		count_picks(&f, &req, 300, counts);
+		assert_int_equal(counts[1], 300);
+		fx_end(&f);
+	}
+	{
+		fx f;
+		int counts[NEP] = { 0 };
+
+		fx_init(&f, 0);
+		f.scfg.balance.kind = RESIL_LB_ROUNDROBIN;
+		assert_int_equal(fx_start(&f), 0);
+		assert_int_equal(fx_push_weights(&f, w000, 3), RESIL_OK);
+		count_picks(&f, &req, 300, counts);
+		assert_int_equal(counts[0], 100);
+		assert_int_equal(counts[1], 100);
+		assert_int_equal(counts[2], 100);
+		fx_end(&f);
+
+		fx_init(&f, 0);
+		assert_int_equal(fx_start(&f), 0);
+		assert_int_equal(fx_push_weights(&f, w000, 3), RESIL_OK);
+		scripted_set(&f.rnd, u, 3);
+		assert_string_equal(fx_call(&f, &req), "e0:1");
+		assert_string_equal(fx_call(&f, &req), "e1:1");
+		assert_string_equal(fx_call(&f, &req), "e2:1");
+		fx_end(&f);
+
+		fx_init(&f, 0);
+		f.scfg.balance.kind = RESIL_LB_P2C;
+		assert_int_equal(fx_start(&f), 0);
+		assert_int_equal(fx_push_weights(&f, w050, 3), RESIL_OK);
+		scripted_set(
+		    &f.rnd, u, 2); /* i = 0, j = floor(0.34 * 2) + 1 */
+		assert_string_equal(fx_call(&f, &req), "e0:1");
+		fx_end(&f);
+	}
+}
+
 /* Hold `n` picks of endpoint i open (calls in flight). */
 static void
 hold(fx *f, size_t i, int n, resil_pick *held, int *nheld)
@@ -3014,6 +3081,7 @@ main(void)
 		cmocka_unit_test(test_dubbo_roundrobin_select_by_weight),
 		cmocka_unit_test(test_dubbo_roundrobin_node_cache),
 		cmocka_unit_test(test_envoy_weighted_round_robin_order),
+		cmocka_unit_test(test_dubbo_weight_zero),
 		cmocka_unit_test(test_dubbo_random_select_then_least_active),
 		cmocka_unit_test(test_dubbo_random_select_by_weight),
 		cmocka_unit_test(test_dubbo_leastactive_select_by_weight),
