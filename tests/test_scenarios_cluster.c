@@ -957,7 +957,7 @@ static void
 test_dubbo_select_do_not_select_again(void **state)
 {
 	fx f;
-	char b[32], name[8];
+	char b[32], name[32];
 	resil_err err;
 	uint64_t ex[5];
 	size_t i, k, n;
@@ -2441,7 +2441,7 @@ static void
 panic_hosts(fx *f, size_t n, const char *const *zones, uint32_t panic)
 {
 	resil_endpoint_spec s[8];
-	static char a[8][16];
+	static char a[8][32];
 	size_t i;
 
 	fx_init(f, 0);
