@@ -1982,6 +1982,8 @@ test_dubbo_condition_return_and_filters(void **state)
  * parse time (only arguments[N] is a key; not decided by DESIGN, listed).
  * testRoute_Key_Not_Exist: a key missing on an endpoint excludes it (0
  * left); a key missing on the WHEN side does not match (3 left) (DESIGN).
+ * testRoute_Multiple_Conditions: `application=consumer_app&arguments[0]=a`
+ * (the consumer's application is a request param) needs both.
  */
 static void
 test_dubbo_condition_arguments_and_missing_keys(void **state)
@@ -2017,6 +2019,21 @@ test_dubbo_condition_arguments_and_missing_keys(void **state)
 	assert_int_equal(route_count("not_exist_when_key=a => then_key = a", 1,
 	                     p, 2, NULL, 0, NULL),
 	    3);
+	/* testRoute_Multiple_Conditions: both WHEN conditions must hold. */
+	{
+		static const resil_param app[] = { { "application",
+		    "consumer_app" } };
+		static const resil_param other[] = { { "application",
+		    "another_consumer_app" } };
+		const char *text =
+		    "application=consumer_app&arguments[0]=a => "
+		    "host = 127.0.0.1";
+
+		assert_int_equal(
+		    route_count(text, 1, app, 1, a_arg, 1, NULL), 2);
+		assert_int_equal(
+		    route_count(text, 1, other, 1, a_arg, 1, NULL), 3);
+	}
 }
 
 /*
