@@ -2650,6 +2650,69 @@ test_envoy_panic_skips_zone_routing(void **state)
 	fx_end(&f);
 }
 
+/* Three endpoints, e1 alone in zone `zone1` when in_zone; the caller's
+ * zone `zone1` with the given mode. */
+static size_t
+registry_zone(resil_zone_mode mode, int in_zone, char *first, size_t len)
+{
+	fx f;
+	resil_endpoint_spec s[3];
+	resil_candidate c;
+	resil_route_stats st;
+	size_t n;
+
+	fx_init(&f, 0);
+	f.scfg.local_zone = "zone1";
+	f.scfg.zone_mode = mode;
+	assert_int_equal(fx_start(&f), 0);
+	s[0] = resil_endpoint_spec_default("e0:1");
+	s[1] = resil_endpoint_spec_default("e1:1");
+	s[2] = resil_endpoint_spec_default("e2:1");
+	s[0].zone = s[2].zone = "zone2";
+	s[1].zone = in_zone ? "zone1" : "zone2";
+	assert_int_equal(resil_directory_push(f.d, s, 3, &f.diag), RESIL_OK);
+	n = routed(&f, &st);
+	if (n > 0) {
+		assert_int_equal(resil_candidates_get(f.c, 0, &c), RESIL_OK);
+		snprintf(first, len, "%s", c.address);
+	} else {
+		snprintf(first, len, "%s", f.diag.msg);
+	}
+	fx_end(&f);
+	return n;
+}
+
+/*
+ * ZoneAwareClusterInvokerTest.testRegistryZoneStrategy: the invoker whose
+ * registry zone is the call's zone answers; .testRegistryZoneForceStrategy:
+ * with zone force and no invoker in that zone, the call fails
+ * (IllegalStateException). resil's zone affinity (DESIGN): prefer keeps
+ * the local zone's candidates (all when it has none), strict gives "no
+ * provider" instead. Dubbo's zone-aware picks among registries (and
+ * honours a registry's `preferred=true` first, .testPreferredStrategy);
+ * resil has no registries of registries (listed).
+ */
+static void
+test_dubbo_zone_aware_registry_zone(void **state)
+{
+	char first[256];
+
+	(void)state;
+	assert_int_equal(
+	    registry_zone(RESIL_ZONE_PREFER, 1, first, sizeof(first)), 1);
+	assert_string_equal(first, "e1:1");
+	assert_int_equal(
+	    registry_zone(RESIL_ZONE_PREFER, 0, first, sizeof(first)), 3);
+	assert_int_equal(
+	    registry_zone(RESIL_ZONE_STRICT, 1, first, sizeof(first)), 1);
+	assert_int_equal(
+	    registry_zone(RESIL_ZONE_STRICT, 0, first, sizeof(first)), 0);
+	assert_string_equal(first,
+	    "No provider available for service S method : 3 endpoints, 0 "
+	    "after routers (zone=zone1 removed 3: no endpoint is in that "
+	    "zone)");
+}
+
 /* Envoy's zone-aware fixtures: upstream hosts 80..84 with localities as
  * given; the consumer (local) zone A; one consumer per zone. */
 static void
@@ -3126,6 +3189,7 @@ main(void)
 		cmocka_unit_test(test_envoy_max_unhealthy_panic),
 		cmocka_unit_test(test_envoy_panic_threshold_boundary),
 		cmocka_unit_test(test_envoy_panic_skips_zone_routing),
+		cmocka_unit_test(test_dubbo_zone_aware_registry_zone),
 		cmocka_unit_test(test_envoy_zone_aware_small_cluster),
 		cmocka_unit_test(test_envoy_zone_aware_routing_small_zone),
 		cmocka_unit_test(test_dubbo_forking_invoke_exception),
