@@ -757,8 +757,9 @@ resil_selector_report_duration(resil_selector *sel, resil_pick *pick,
 	resil__endpoint *ep;
 	uint64_t now;
 
-	if (sel == NULL || pick == NULL)
-		return RESIL_E_INVAL;
+	if (sel == NULL || pick == NULL ||
+	    (unsigned)outcome > (unsigned)RESIL_OUTCOME_BUSINESS)
+		return RESIL_E_INVAL; /* the pick stays open */
 	ep = pick->ep_;
 	if (ep == NULL)
 		return RESIL_E_MISUSE;

@@ -1089,6 +1089,57 @@ test_dubbo_select_balance(void **state)
 }
 
 /*
+ * A pick ends in exactly one report (AbstractClusterInvoker's
+ * RpcStatus.beginCount/endCount pair): a second report or a release after
+ * it is RESIL_E_MISUSE. An outcome outside the four was accepted before
+ * the fix (counted as a success, and a half-open endpoint breaker never
+ * got its probe back); now it is RESIL_E_INVAL and changes nothing, so
+ * the probe can still be reported and closes the breaker.
+ */
+static void
+test_dubbo_report_once_and_bad_outcome(void **state)
+{
+	fx f;
+	resil_breaker_config bc;
+	resil_breaker *b;
+	resil_endpoint_state st;
+	resil_request req = { "m", NULL, 0, NULL, NULL, 0 };
+	resil_pick p;
+
+	(void)state;
+	fx_init(&f, 0);
+	resil_breaker_config_init(&bc);
+	bc.open_wait_ns = 100;
+	f.dcfg.endpoint_breaker = &bc;
+	f.dcfg.outlier.consecutive_failures = 0;
+	f.scfg.panic_threshold_pct = 0;
+	assert_int_equal(fx_start(&f), 0);
+	assert_int_equal(fx_push_weights(&f, NULL, 1), RESIL_OK);
+	b = resil_directory_breaker(f.d, "e0:1");
+	assert_int_equal(
+	    resil_breaker_transition(b, RESIL_BREAKER_OPEN), RESIL_OK);
+	resil_manual_clock_advance(&f.mc, 100);
+	assert_string_equal(fx_pick(&f, &req, &p), "e0:1");
+	assert_int_equal(resil_breaker_get_state(b), RESIL_BREAKER_HALF_OPEN);
+	assert_int_equal(resil_selector_report(f.sel, &p, (resil_outcome)77),
+	    RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_directory_get_state(f.d, "e0:1", &st), RESIL_OK);
+	assert_int_equal(st.active, 1);
+	assert_int_equal(
+	    resil_selector_report(f.sel, &p, RESIL_OUTCOME_SUCCESS), RESIL_OK);
+	assert_int_equal(resil_breaker_get_state(b), RESIL_BREAKER_CLOSED);
+	assert_int_equal(
+	    resil_selector_report(f.sel, &p, RESIL_OUTCOME_SUCCESS),
+	    RESIL_E_MISUSE);
+	assert_int_equal(resil_selector_release(f.sel, &p), RESIL_E_MISUSE);
+	assert_int_equal(
+	    resil_directory_get_state(f.d, "e0:1", &st), RESIL_OK);
+	assert_int_equal(st.active, 0);
+	fx_end(&f);
+}
+
+/*
  * AbstractClusterInvokerTest.testMockedInvokerSelect: five invokers and
  * a mock:// one; a normal invocation lists the five. resil (DESIGN): mock
  * endpoints are never candidates; the mock stage reads the first one's
@@ -3155,6 +3206,7 @@ main(void)
 		cmocka_unit_test(test_dubbo_select_do_not_select_again),
 		cmocka_unit_test(test_dubbo_select_again_and_check_available),
 		cmocka_unit_test(test_dubbo_select_balance),
+		cmocka_unit_test(test_dubbo_report_once_and_bad_outcome),
 		cmocka_unit_test(test_dubbo_mocked_invoker_select),
 		cmocka_unit_test(test_dubbo_load_balance_warmup),
 		cmocka_unit_test(test_dubbo_roundrobin_select),

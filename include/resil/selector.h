@@ -235,7 +235,10 @@ RESIL_API resil_err resil_selector_pick_at(resil_selector *sel,
     resil_candidates *c, size_t i, resil_pick *out, resil_diag *diag);
 
 /* The outcome of a picked call; its duration is now - pick->start on the
- * directory's clock (report_duration: as given). */
+ * directory's clock (report_duration: as given). Returns RESIL_OK;
+ * RESIL_E_MISUSE for a pick already reported or released; RESIL_E_INVAL
+ * for a NULL argument or an outcome that is not one of the four, which
+ * changes nothing (the pick stays open for its real report). */
 RESIL_API resil_err resil_selector_report(
     resil_selector *sel, resil_pick *pick, resil_outcome outcome);
 RESIL_API resil_err resil_selector_report_duration(resil_selector *sel,
