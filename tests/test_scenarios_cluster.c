@@ -1502,6 +1502,42 @@ test_dubbo_random_select_then_least_active(void **state)
 }
 
 /*
+ * load_balancer_impl_test.cc LeastRequestLoadBalancerTest.Normal: two
+ * hosts with 1 and 2 requests active: host 0; with 2 and 1: host 1.
+ * Envoy draws its two samples (with repetition); resil's P2C (DESIGN)
+ * takes both of two candidates without a draw, the lower load wins, a
+ * tie goes to the first.
+ */
+static void
+test_envoy_least_request_normal(void **state)
+{
+	fx f;
+	resil_pick held[6];
+	int nheld = 0, i;
+	resil_request req = { "m", NULL, 0, NULL, NULL, 0 };
+
+	(void)state;
+	fx_init(&f, 0);
+	f.scfg.balance.kind = RESIL_LB_P2C;
+	assert_int_equal(fx_start(&f), 0);
+	assert_int_equal(fx_push_weights(&f, NULL, 2), RESIL_OK);
+	assert_string_equal(fx_call(&f, &req), "e0:1");
+	hold(&f, 0, 1, held, &nheld);
+	hold(&f, 1, 2, held, &nheld);
+	assert_string_equal(fx_call(&f, &req), "e0:1");
+	assert_int_equal(resil_selector_release(f.sel, &held[0]), RESIL_OK);
+	hold(&f, 0, 2, held, &nheld);
+	assert_int_equal(resil_selector_release(f.sel, &held[1]), RESIL_OK);
+	/* e0 has 2, e1 has 1 now. */
+	assert_string_equal(fx_call(&f, &req), "e1:1");
+	assert_int_equal(f.rnd.calls, 0);
+	for (i = 2; i < nheld; i++)
+		assert_int_equal(
+		    resil_selector_release(f.sel, &held[i]), RESIL_OK);
+	fx_end(&f);
+}
+
+/*
  * RandomLoadBalanceTest.testSelectByWeight: weights 1 : 9 : 6, 10000
  * picks all land on the three. resil (DESIGN): offset = floor(u * 16),
  * the first whose running sum exceeds it: u < 1/16 is e0, u < 10/16 e1,
@@ -3215,6 +3251,7 @@ main(void)
 		cmocka_unit_test(test_envoy_weighted_round_robin_order),
 		cmocka_unit_test(test_dubbo_weight_zero),
 		cmocka_unit_test(test_dubbo_random_select_then_least_active),
+		cmocka_unit_test(test_envoy_least_request_normal),
 		cmocka_unit_test(test_dubbo_random_select_by_weight),
 		cmocka_unit_test(test_dubbo_leastactive_select_by_weight),
 		cmocka_unit_test(test_dubbo_shortest_select_by_weight),
