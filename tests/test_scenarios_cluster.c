@@ -1828,7 +1828,7 @@ test_dubbo_consistent_hash_stable_across_routes(void **state)
 	fx f;
 	const char *args[1];
 	resil_request req = { "method1", args, 1, NULL, NULL, 0 };
-	char key[32], first[64][8];
+	char key[32], first[64][64];
 	int i, moved = 0;
 
 	(void)state;
