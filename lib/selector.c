@@ -412,19 +412,27 @@ grow(resil_candidates *c, size_t n)
 }
 
 /* A request whose counts promise arrays it does not have is refused (a
- * rule or a hash balancer would read through the NULL). */
-static resil_err
-req_check(const resil_request *req, resil_diag *diag)
+ * rule or a hash balancer would read through the NULL). The test is one
+ * branch on the hot path; the message is built out of line. */
+#define REQ_BAD(req)                                      \
+	((req) != NULL &&                                 \
+	    (((req)->nargs > 0 && (req)->args == NULL) || \
+	        ((req)->nparams > 0 && (req)->params == NULL)))
+
+#if defined(__GNUC__) || defined(__clang__)
+#define SEL_COLD __attribute__((noinline, cold))
+#else
+#define SEL_COLD
+#endif
+
+static SEL_COLD resil_err
+req_refuse(const resil_request *req, resil_diag *diag)
 {
-	if (req == NULL)
-		return RESIL_OK;
-	if (RESIL__UNLIKELY(req->nargs > 0 && req->args == NULL))
+	if (req->nargs > 0 && req->args == NULL)
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "request: args is NULL with nargs %zu", req->nargs);
-	if (RESIL__UNLIKELY(req->nparams > 0 && req->params == NULL))
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "request: params is NULL with nparams %zu", req->nparams);
-	return RESIL_OK;
+	return resil__diagf(diag, RESIL_E_INVAL,
+	    "request: params is NULL with nparams %zu", req->nparams);
 }
 
 resil_err
@@ -438,8 +446,8 @@ resil_selector_route(resil_selector *sel, const resil_request *req,
 	if (sel == NULL || c == NULL || c->sel != sel)
 		return resil__diagf(
 		    diag, RESIL_E_INVAL, "selector: bad argument");
-	if ((err = req_check(req, diag)) != RESIL_OK)
-		return err;
+	if (RESIL__UNLIKELY(REQ_BAD(req)))
+		return req_refuse(req, diag);
 	resil_candidates_clear(c);
 	now = resil__dir_now(sel->dir);
 	s = resil__dir_acquire(sel->dir);
@@ -679,8 +687,7 @@ pick_impl(resil_selector *sel, resil_candidates *c, const resil_request *req,
 	    (exclude == NULL && nexclude > 0))
 		return resil__diagf(
 		    diag, RESIL_E_INVAL, "selector: bad argument");
-	if ((err = req_check(req, diag)) != RESIL_OK)
-		return err;
+	/* req is read again only by a hash balancer, which checks it. */
 	if (c->v.snap == NULL || c->v.n == 0)
 		return resil__diagf(diag, RESIL_E_MISUSE,
 		    "selector: pick from an empty candidate set (route "

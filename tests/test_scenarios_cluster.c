@@ -1755,9 +1755,9 @@ test_dubbo_consistent_hash_spread(void **state)
 /*
  * LoadBalanceBaseTest's invocations always carry their arguments. A
  * resil_request whose nargs or nparams promises an array it does not
- * have is refused with RESIL_E_INVAL at route and at pick (a hash pick
- * over args NULL with nargs 1 crashed before the fix, and so would a
- * condition on arguments[0] or on a request param).
+ * have is refused with RESIL_E_INVAL at route, and by the hash balancer
+ * at pick (a hash pick over args NULL with nargs 1 crashed before the
+ * fix, and so would a condition on arguments[0] or on a request param).
  */
 static void
 test_dubbo_hash_request_without_arguments_refused(void **state)

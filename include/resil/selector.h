@@ -120,8 +120,9 @@ RESIL_API void resil_candidates_clear(resil_candidates *c);
  * snapshot into c. Returns RESIL_OK with at least one candidate;
  * RESIL_E_NO_PROVIDER ("No provider available ...", in *diag) when none
  * is left; RESIL_E_INVAL for a request whose args or params is NULL with
- * a count above 0 ("request: args is NULL with nargs 1"; pick refuses it
- * too); RESIL_E_NOMEM when c had to grow and could not.
+ * a count above 0 ("request: args is NULL with nargs 1"; a hash pick
+ * refuses it too, the other balancers do not read req); RESIL_E_NOMEM
+ * when c had to grow and could not.
  */
 RESIL_API resil_err resil_selector_route(resil_selector *sel,
     const resil_request *req, resil_candidates *c, resil_diag *diag);
