@@ -2689,6 +2689,58 @@ test_envoy_panic_threshold_boundary(void **state)
 }
 
 /*
+ * Envoy's panic sends requests to unhealthy hosts too (they may answer).
+ * resil's panic routes every candidate, breaker-open ones included
+ * (DESIGN), but an endpoint's own breaker still refuses the call at the
+ * pick, so with every breaker forced open the route gives 2 candidates
+ * and the pick RESIL_E_UNAVAILABLE; every standalone strategy returns
+ * that error, failsafe too (it is neither "no provider" nor a failure of
+ * a call; not decided by DESIGN, listed).
+ */
+static void
+test_envoy_panic_with_open_breakers(void **state)
+{
+	static const resil_cluster_strategy all[] = { RESIL_CLUSTER_FAILOVER,
+		RESIL_CLUSTER_FAILFAST, RESIL_CLUSTER_FAILSAFE,
+		RESIL_CLUSTER_FAILBACK };
+	resil_breaker_config bc;
+	resil_route_stats st;
+	size_t k;
+
+	(void)state;
+	for (k = 0; k < 4; k++) {
+		cx c;
+		resil_cluster_result r;
+
+		cx_init(&c, all[k], 0);
+		fx_end(&c.f);
+		fx_init(&c.f, 0);
+		resil_breaker_config_init(&bc);
+		c.f.dcfg.endpoint_breaker = &bc;
+		c.f.dcfg.outlier.consecutive_failures = 0;
+		c.f.scfg.service = "StockService";
+		assert_int_equal(fx_start(&c.f), 0);
+		assert_int_equal(fx_push_weights(&c.f, NULL, 2), RESIL_OK);
+		assert_int_equal(resil_breaker_force_open(
+		                     resil_directory_breaker(c.f.d, "e0:1")),
+		    RESIL_OK);
+		assert_int_equal(resil_breaker_force_open(
+		                     resil_directory_breaker(c.f.d, "e1:1")),
+		    RESIL_OK);
+		assert_int_equal(routed(&c.f, &st), 2);
+		assert_int_equal(st.panic, 1);
+		cx_new(&c);
+		assert_int_equal(cx_invoke(&c, &r), RESIL_E_UNAVAILABLE);
+		assert_int_equal(r.attempts, 0);
+		assert_int_equal(c.d.n, 0);
+		assert_string_equal(r.message,
+		    "all 2 candidates excluded or refused by their breakers");
+		assert_int_equal(resil_cluster_failback_pending(c.cl), 0);
+		cx_end(&c);
+	}
+}
+
+/*
  * Envoy's panic also turns zone-aware routing off (the panic set is the
  * whole cluster). resil (DESIGN): panic skips zone affinity. hz has e0
  * and e1, sh has e2 and e3, mode prefer: with e0 and e1 ejected (2 of 4
@@ -3277,6 +3329,7 @@ main(void)
 		cmocka_unit_test(test_envoy_max_ejection_time),
 		cmocka_unit_test(test_envoy_max_unhealthy_panic),
 		cmocka_unit_test(test_envoy_panic_threshold_boundary),
+		cmocka_unit_test(test_envoy_panic_with_open_breakers),
 		cmocka_unit_test(test_envoy_panic_skips_zone_routing),
 		cmocka_unit_test(test_dubbo_zone_aware_registry_zone),
 		cmocka_unit_test(test_envoy_zone_aware_small_cluster),
