@@ -2481,6 +2481,48 @@ test_envoy_4xx_ends_the_5xx_streak(void **state)
 }
 
 /*
+ * OutlierDetectorImplTest.RemoveWhileEjected: a host ejected and then
+ * removed from the cluster leaves no active ejection, and the sweep after
+ * its ejection time has nothing to bring back. resil: the removal is a
+ * REMOVED event and no RETURNED ever follows; the address added again is
+ * a new endpoint (new id, not ejected, k = 0), and the removed one no
+ * longer counts against max_ejection_pct (50% of two: H1 can now go).
+ */
+static void
+test_envoy_remove_while_ejected(void **state)
+{
+	fx f;
+	resil_endpoint_state s;
+	resil_endpoint_spec sp = resil_endpoint_spec_default(H0);
+	uint64_t id0;
+	size_t i;
+
+	(void)state;
+	envoy_hosts(&f, 3, 30000, 50);
+	load_rq(&f, H0, 5, RESIL_OUTCOME_FAILURE);
+	assert_true(ejected(&f, H0));
+	load_rq(&f, H1, 5, RESIL_OUTCOME_FAILURE);
+	assert_false(ejected(&f, H1)); /* 100 * 2 > 50 * 3 */
+	id0 = id_of(&f, H0);
+	assert_int_equal(resil_directory_remove(f.d, H0, &f.diag), RESIL_OK);
+	assert_int_equal(f.ev[f.nev - 1].type, RESIL_ENDPOINT_REMOVED);
+	/* Two left, none ejected: the next failure of H1 ejects it
+	 * (100 * 1 <= 50 * 2). */
+	load_rq(&f, H1, 1, RESIL_OUTCOME_FAILURE);
+	assert_true(ejected(&f, H1));
+	resil_manual_clock_set(&f.mc, 30001);
+	assert_int_equal(resil_directory_add(f.d, &sp, &f.diag), RESIL_OK);
+	assert_int_equal(resil_directory_get_state(f.d, H0, &s), RESIL_OK);
+	assert_false(s.ejected);
+	assert_int_equal(s.ejections, 0);
+	assert_true(s.id != id0);
+	for (i = 0; i < f.nev; i++)
+		if (f.ev[i].type == RESIL_ENDPOINT_RETURNED)
+			assert_string_not_equal(f.ev[i].address, H0);
+	fx_end(&f);
+}
+
+/*
  * OutlierDetectorImplTest.DetectorStaticConfigiInvalidMaxEjectTime: a
  * max_ejection_time (3 s) below base_ejection_time (10 s) is refused.
  * .DetectorStaticConfigBaseLargerThanMaxNoMax: Envoy accepts base 400 s
@@ -3326,6 +3368,7 @@ main(void)
 		cmocka_unit_test(test_envoy_max_ejection_percentage),
 		cmocka_unit_test(test_envoy_consecutive_5xx_already_ejected),
 		cmocka_unit_test(test_envoy_4xx_ends_the_5xx_streak),
+		cmocka_unit_test(test_envoy_remove_while_ejected),
 		cmocka_unit_test(test_envoy_max_ejection_time),
 		cmocka_unit_test(test_envoy_max_unhealthy_panic),
 		cmocka_unit_test(test_envoy_panic_threshold_boundary),
