@@ -718,6 +718,51 @@ test_design_repaired_values_refused(void **state)
 	assert_int_equal(resil_directory_config_validate(&dc, &d), RESIL_OK);
 }
 
+/*
+ * Dubbo's cluster extension names (failover, failfast, failsafe,
+ * failback, forking, broadcast, zone-aware) parse to resil's strategies,
+ * case-sensitively as Dubbo's ExtensionLoader; AvailableClusterInvokerTest
+ * ("available": the first available invoker) and MergeableClusterInvoker
+ * have no resil strategy and are refused (listed). resil_cluster_new
+ * refuses forking and zone-aware, which run only in the pipeline.
+ */
+static void
+test_dubbo_cluster_names(void **state)
+{
+	static const char *const names[] = { "failover", "failfast",
+		"failsafe", "failback", "broadcast", "forking", "zone-aware" };
+	resil_cluster_strategy st;
+	size_t i;
+	cx c;
+	resil_cluster *cl = NULL;
+	resil_diag d;
+
+	(void)state;
+	for (i = 0; i < 7; i++) {
+		assert_int_equal(
+		    resil_cluster_strategy_parse(names[i], &st), RESIL_OK);
+		assert_int_equal(st, (resil_cluster_strategy)i);
+		assert_string_equal(resil_cluster_strategy_name(st), names[i]);
+	}
+	assert_int_equal(
+	    resil_cluster_strategy_parse("available", &st), RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_cluster_strategy_parse("mergeable", &st), RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_cluster_strategy_parse("Failover", &st), RESIL_E_INVAL);
+	cx_init(&c, RESIL_CLUSTER_FORKING, 2);
+	assert_int_equal(
+	    resil_cluster_new(&cl, c.f.sel, &c.ccfg, &d), RESIL_E_INVAL);
+	assert_null(cl);
+	assert_non_null(strstr(d.msg, "forking"));
+	c.ccfg.strategy = RESIL_CLUSTER_ZONE_AWARE;
+	c.ccfg.local_zone = "hz";
+	assert_int_equal(
+	    resil_cluster_new(&cl, c.f.sel, &c.ccfg, &d), RESIL_E_INVAL);
+	assert_null(cl);
+	fx_end(&c.f);
+}
+
 /* ---- Dubbo BroadCastClusterInvokerTest ---- */
 
 /* BroadCastClusterInvokerTest.testNormal: every invoker is called; all
@@ -3326,6 +3371,7 @@ main(void)
 		cmocka_unit_test(test_dubbo_failback_retry_failed),
 		cmocka_unit_test(test_dubbo_failback_retry_timer_avoids_last),
 		cmocka_unit_test(test_design_repaired_values_refused),
+		cmocka_unit_test(test_dubbo_cluster_names),
 		cmocka_unit_test(test_dubbo_broadcast_normal),
 		cmocka_unit_test(test_dubbo_broadcast_ex),
 		cmocka_unit_test(test_dubbo_broadcast_fail_percent),
