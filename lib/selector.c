@@ -104,11 +104,20 @@ resil_selector_config_validate(
 	    (cfg->zone_names == NULL || cfg->zone_consumers == NULL))
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "router.zone.consumers: NULL with %zu zones", cfg->nzones);
-	for (i = 0; i < cfg->nzones; i++)
+	for (i = 0; i < cfg->nzones; i++) {
+		size_t j;
 		if (cfg->zone_names[i] == NULL ||
 		    cfg->zone_names[i][0] == '\0')
 			return resil__diagf(diag, RESIL_E_INVAL,
 			    "router.zone.consumers[%zu]: empty zone", i);
+		for (j = 0; j < i; j++)
+			if (strcmp(cfg->zone_names[j], cfg->zone_names[i]) ==
+			    0)
+				return resil__diagf(diag, RESIL_E_INVAL,
+				    "router.zone.consumers[%zu]: zone \"%s\" "
+				    "is given twice",
+				    i, cfg->zone_names[i]);
+	}
 	return RESIL_OK;
 }
 
@@ -1256,6 +1265,13 @@ set_consumers(
 			    key, v, (size_t)(p - v) + 1, names[i]);
 			goto fail;
 		}
+		for (k = 0; k < i; k++)
+			if (strcmp(names[k], names[i]) == 0) {
+				err = BAD("%s: \"%s\" at column %zu: zone "
+				          "\"%s\" is given twice",
+				    key, v, (size_t)(p - v) + 1, names[i]);
+				goto fail;
+			}
 		memcpy(num, colon + 1, (size_t)(p + len - colon - 1));
 		num[p + len - colon - 1] = '\0';
 		if (parse_u64(num, &x) != 1 || x > UINT32_MAX) {

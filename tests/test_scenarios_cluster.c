@@ -2967,6 +2967,48 @@ envoy_zones(fx *f, const char *const *addr, const char *const *zone, size_t n,
 }
 
 /*
+ * Envoy's zone-aware routing reads one count of local hosts per locality.
+ * resil's `router.zone.consumers` gives them as zone:count; a zone given
+ * twice (`A:1,A:2`) was accepted before the fix, and the proportional
+ * router then summed both counts for the total but used the last for the
+ * local share. It is refused, in the text and in the C config.
+ */
+static void
+test_envoy_zone_consumers_given_twice(void **state)
+{
+	static const char *const names[] = { "A", "B", "A" };
+	static const uint32_t cons[] = { 1, 1, 2 };
+	resil_cluster_text *cc;
+	resil_selector_config sc;
+	resil_diag d;
+
+	(void)state;
+	assert_int_equal(resil_cluster_text_new(&cc, NULL), RESIL_OK);
+	assert_int_equal(resil_cluster_text_set(cc, "router.zone.consumers",
+	                     "A:1,B:1,A:2", "svc.conf", 4, &d),
+	    RESIL_E_INVAL);
+	assert_string_equal(d.msg,
+	    "svc.conf:4: router.zone.consumers: \"A:1,B:1,A:2\" at column 9: "
+	    "zone \"A\" is given twice");
+	assert_int_equal(resil_cluster_text_set(cc, "router.zone.consumers",
+	                     "A:1,B:1,C:2", "svc.conf", 5, &d),
+	    RESIL_OK);
+	resil_cluster_text_free(cc);
+	resil_selector_config_init(&sc);
+	sc.local_zone = "A";
+	sc.zone_mode = RESIL_ZONE_PROPORTIONAL;
+	sc.zone_names = names;
+	sc.zone_consumers = cons;
+	sc.nzones = 3;
+	assert_int_equal(
+	    resil_selector_config_validate(&sc, &d), RESIL_E_INVAL);
+	assert_string_equal(
+	    d.msg, "router.zone.consumers[2]: zone \"A\" is given twice");
+	sc.nzones = 2;
+	assert_int_equal(resil_selector_config_validate(&sc, &d), RESIL_OK);
+}
+
+/*
  * RoundRobinLoadBalancerTest.ZoneAwareSmallCluster: three hosts, one per
  * zone, the same spread as the consumers. Below min_cluster_size (7) no
  * zone routing: round robin over all three (0, 1, 2); at min_cluster_size
@@ -3421,6 +3463,7 @@ main(void)
 		cmocka_unit_test(test_envoy_panic_with_open_breakers),
 		cmocka_unit_test(test_envoy_panic_skips_zone_routing),
 		cmocka_unit_test(test_dubbo_zone_aware_registry_zone),
+		cmocka_unit_test(test_envoy_zone_consumers_given_twice),
 		cmocka_unit_test(test_envoy_zone_aware_small_cluster),
 		cmocka_unit_test(test_envoy_zone_aware_routing_small_zone),
 		cmocka_unit_test(test_dubbo_forking_invoke_exception),
