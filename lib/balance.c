@@ -363,6 +363,9 @@ hash_key(const resil__lb *lb, const resil_request *req, uint64_t *out,
 	uint32_t i;
 	size_t nargs = req != NULL ? req->nargs : 0;
 
+	if (nargs > 0 && req->args == NULL)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "request: args is NULL with nargs %zu", nargs);
 	for (i = 0; i < lb->cfg.hash_nargs; i++) {
 		uint32_t a = lb->cfg.hash_args[i];
 		const char *s;

@@ -280,6 +280,29 @@ run_one(resil_cluster *cl, resil_candidates *c, const resil_request *req,
 	return RESIL_OK;
 }
 
+/* One attempt on candidate i itself (broadcast), without the balancer.
+ * Returns RESIL_OK when it ran, else the pick's error (its breaker
+ * refused). */
+static resil_err
+run_at(resil_cluster *cl, resil_candidates *c, size_t i,
+    const resil_request *req, resil_endpoint_fn fn, void *ctx, attempt *at)
+{
+	resil_pick pick;
+	resil_err err;
+
+	err = resil_selector_pick_at(cl->sel, c, i, &pick, NULL);
+	if (err != RESIL_OK)
+		return err;
+	resil_value_init(&at->value);
+	snprintf(at->address, sizeof(at->address), "%s",
+	    pick.address != NULL ? pick.address : "");
+	at->id = pick.id;
+	at->rc = fn(ctx, &pick, req, &at->value);
+	at->outcome = resil_classify(&cl->cfg.classifier, at->rc, &at->value);
+	resil_selector_report(cl->sel, &pick, at->outcome);
+	return RESIL_OK;
+}
+
 static void
 set_result(resil_cluster_result *out, resil_err err, const attempt *at)
 {
@@ -293,6 +316,37 @@ static void
 last_error(char *buf, size_t n, const attempt *at)
 {
 	resil__cluster_last_error(buf, n, RESIL_E_CALL, at->rc, 0);
+}
+
+/* "Failed to invoke the method M in the service S by broadcast: F of N
+ * providers failed. Last error is: ..." or, when no breaker let a call
+ * through, "... by broadcast: none of N providers could be called (their
+ * breakers refused)". */
+static void
+broadcast_msg(resil_cluster_result *out, const resil_request *req,
+    const resil_cluster *cl, uint32_t failures, size_t n, const char *lasterr)
+{
+	resil__msg m;
+	char num[96];
+
+	resil__msg_start(&m, out->message, sizeof(out->message));
+	RESIL__MSG_LIT(&m, "Failed to invoke the method ");
+	resil__msg_str(&m, req->method != NULL ? req->method : "");
+	RESIL__MSG_LIT(&m, " in the service ");
+	resil__msg_str(&m, cl->service);
+	if (lasterr == NULL) {
+		snprintf(num, sizeof(num),
+		    " by broadcast: none of %zu providers could be called "
+		    "(their breakers refused)",
+		    n);
+		resil__msg_str(&m, num);
+		return;
+	}
+	snprintf(num, sizeof(num), " by broadcast: %u of %zu providers failed",
+	    (unsigned)failures, n);
+	resil__msg_str(&m, num);
+	RESIL__MSG_LIT(&m, ". Last error is: ");
+	resil__msg_str(&m, lasterr);
 }
 
 /* ---- failback's queue ---- */
@@ -720,35 +774,25 @@ resil_cluster_invoke(resil_cluster *cl, const resil_request *req,
 	}
 
 	if (cl->cfg.strategy == RESIL_CLUSTER_BROADCAST) {
-		resil_candidate cand;
 		uint32_t threshold, failures = 0;
-		int any_fail = 0;
-		attempt lastfail;
+		int any_fail = 0, any_ok = 0;
+		attempt lastfail, lastok;
 
 		n = resil_candidates_count(c);
 		threshold = (uint32_t)(n *
 		    (size_t)cl->cfg.broadcast_fail_percent / 100u);
 		memset(&lastfail, 0, sizeof(lastfail));
-		/* Every candidate in order: exclude all the others. */
+		memset(&lastok, 0, sizeof(lastok));
+		resil_value_init(&lastok.value);
+		/* Every candidate in order, each by its position: one whose
+		 * breaker refuses is passed over, never replaced by another
+		 * (a balancer's choice would call one endpoint twice). */
 		for (i = 0; i < n; i++) {
-			uint64_t ex[MAX_TRIED];
-			size_t j, nex = 0;
-
-			if (resil_candidates_get(c, i, &cand) != RESIL_OK)
-				break;
-			for (j = 0; j < n && nex < MAX_TRIED; j++) {
-				resil_candidate o;
-
-				if (j != i &&
-				    resil_candidates_get(c, j, &o) == RESIL_OK)
-					ex[nex++] = o.id;
-			}
-			resil_value_free(&at.value);
-			if (run_one(cl, c, req, ex, nex, fn, ctx, &at,
-			        &diag) != RESIL_OK)
+			if (run_at(cl, c, i, req, fn, ctx, &at) != RESIL_OK)
 				continue; /* its breaker refused: skipped */
 			out->attempts++;
 			if (at.outcome == RESIL_OUTCOME_BUSINESS) {
+				resil_value_free(&lastok.value);
 				set_result(out, RESIL_E_BUSINESS, &at);
 				out->value = at.value;
 				resil_candidates_free(c);
@@ -761,33 +805,30 @@ resil_cluster_invoke(resil_cluster *cl, const resil_request *req,
 				lastfail = at;
 				if (failures == threshold)
 					break;
+			} else {
+				/* The last endpoint that answered gives the
+				 * value. */
+				resil_value_free(&lastok.value);
+				lastok = at;
+				any_ok = 1;
 			}
 		}
 		resil_candidates_free(c);
 		if (any_fail) {
-			resil_value_free(&at.value);
+			resil_value_free(&lastok.value);
 			set_result(out, RESIL_E_CALL, &lastfail);
 			last_error(lasterr, sizeof(lasterr), &lastfail);
-			resil__msg m;
-			char num[64];
-
-			resil__msg_start(
-			    &m, out->message, sizeof(out->message));
-			RESIL__MSG_LIT(&m, "Failed to invoke the method ");
-			resil__msg_str(
-			    &m, req->method != NULL ? req->method : "");
-			RESIL__MSG_LIT(&m, " in the service ");
-			resil__msg_str(&m, cl->service);
-			snprintf(num, sizeof(num),
-			    " by broadcast: %u of %zu providers failed",
-			    (unsigned)failures, n);
-			resil__msg_str(&m, num);
-			RESIL__MSG_LIT(&m, ". Last error is: ");
-			resil__msg_str(&m, lasterr);
+			broadcast_msg(out, req, cl, failures, n, lasterr);
 			return out->err;
 		}
-		set_result(out, RESIL_OK, &at);
-		out->value = at.value;
+		if (!any_ok) {
+			/* Nobody could be called: that is no success. */
+			out->err = RESIL_E_UNAVAILABLE;
+			broadcast_msg(out, req, cl, 0, n, NULL);
+			return out->err;
+		}
+		set_result(out, RESIL_OK, &lastok);
+		out->value = lastok.value;
 		return RESIL_OK;
 	}
 
@@ -799,7 +840,12 @@ resil_cluster_invoke(resil_cluster *cl, const resil_request *req,
 			/* The directory may have changed: route again. */
 			err = resil_selector_route(cl->sel, req, c, &diag);
 			if (err != RESIL_OK) {
+				/* "No provider" ends the call; rc and outcome
+				 * stay the last attempt's, its value is not
+				 * the caller's. */
+				resil_value_free(&at.value);
 				resil_candidates_free(c);
+				set_result(out, err, &at);
 				return fail_msg(out, err, diag.msg);
 			}
 		}
@@ -808,6 +854,8 @@ resil_cluster_invoke(resil_cluster *cl, const resil_request *req,
 		if (err != RESIL_OK) {
 			/* Every candidate's breaker refused. */
 			resil_candidates_free(c);
+			if (k > 0)
+				set_result(out, err, &at);
 			return fail_msg(out, err, diag.msg);
 		}
 		out->attempts++;

@@ -280,6 +280,19 @@ fail:
 	return err;
 }
 
+/* Is text[from..to), blanks around it ignored, exactly the word w? */
+static int
+side_is(const char *text, size_t from, size_t to, const char *w)
+{
+	size_t n = strlen(w);
+
+	while (from < to && sp(text[from]))
+		from++;
+	while (to > from && sp(text[to - 1]))
+		to--;
+	return to - from == n && memcmp(text + from, w, n) == 0;
+}
+
 resil_err
 resil_condition_parse(resil_condition **out, const char *text, int force,
     const resil_allocator *alloc, resil_diag *diag)
@@ -315,13 +328,20 @@ resil_condition_parse(resil_condition **out, const char *text, int force,
 		goto fail;
 	}
 	at = (size_t)(arrow - c->text);
-	err = parse_side(a, c->text, 0, at, 1, &c->when, &c->nwhen, diag);
-	if (err != RESIL_OK)
-		goto fail;
-	err =
-	    parse_side(a, c->text, at + 2, len, 0, &c->then, &c->nthen, diag);
-	if (err != RESIL_OK)
-		goto fail;
+	/* Dubbo's words: a WHEN of `true` matches every request (as an empty
+	 * one), a THEN of `false` keeps nothing (as an empty one). */
+	if (!side_is(c->text, 0, at, "true")) {
+		err = parse_side(
+		    a, c->text, 0, at, 1, &c->when, &c->nwhen, diag);
+		if (err != RESIL_OK)
+			goto fail;
+	}
+	if (!side_is(c->text, at + 2, len, "false")) {
+		err = parse_side(
+		    a, c->text, at + 2, len, 0, &c->then, &c->nthen, diag);
+		if (err != RESIL_OK)
+			goto fail;
+	}
 	*out = c;
 	return RESIL_OK;
 fail:
@@ -381,7 +401,8 @@ req_attr(const cond *c, const resil_request *req, const char *local_zone,
 	size_t i;
 
 	if (c->argi >= 0) {
-		if (req == NULL || (size_t)c->argi >= req->nargs ||
+		if (req == NULL || req->args == NULL ||
+		    (size_t)c->argi >= req->nargs ||
 		    req->args[c->argi] == NULL)
 			return 0;
 		*v = req->args[c->argi];
@@ -396,7 +417,7 @@ req_attr(const cond *c, const resil_request *req, const char *local_zone,
 			return 0;
 		*v = local_zone;
 	} else {
-		if (req == NULL)
+		if (req == NULL || req->params == NULL)
 			return 0;
 		for (i = 0; i < req->nparams; i++)
 			if (req->params[i].key != NULL &&

@@ -104,11 +104,20 @@ resil_selector_config_validate(
 	    (cfg->zone_names == NULL || cfg->zone_consumers == NULL))
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "router.zone.consumers: NULL with %zu zones", cfg->nzones);
-	for (i = 0; i < cfg->nzones; i++)
+	for (i = 0; i < cfg->nzones; i++) {
+		size_t j;
 		if (cfg->zone_names[i] == NULL ||
 		    cfg->zone_names[i][0] == '\0')
 			return resil__diagf(diag, RESIL_E_INVAL,
 			    "router.zone.consumers[%zu]: empty zone", i);
+		for (j = 0; j < i; j++)
+			if (strcmp(cfg->zone_names[j], cfg->zone_names[i]) ==
+			    0)
+				return resil__diagf(diag, RESIL_E_INVAL,
+				    "router.zone.consumers[%zu]: zone \"%s\" "
+				    "is given twice",
+				    i, cfg->zone_names[i]);
+	}
 	return RESIL_OK;
 }
 
@@ -411,6 +420,30 @@ grow(resil_candidates *c, size_t n)
 	return RESIL_OK;
 }
 
+/* A request whose counts promise arrays it does not have is refused (a
+ * rule or a hash balancer would read through the NULL). The test is one
+ * branch on the hot path; the message is built out of line. */
+#define REQ_BAD(req)                                      \
+	((req) != NULL &&                                 \
+	    (((req)->nargs > 0 && (req)->args == NULL) || \
+	        ((req)->nparams > 0 && (req)->params == NULL)))
+
+#if defined(__GNUC__) || defined(__clang__)
+#define SEL_COLD __attribute__((noinline, cold))
+#else
+#define SEL_COLD
+#endif
+
+static SEL_COLD resil_err
+req_refuse(const resil_request *req, resil_diag *diag)
+{
+	if (req->nargs > 0 && req->args == NULL)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "request: args is NULL with nargs %zu", req->nargs);
+	return resil__diagf(diag, RESIL_E_INVAL,
+	    "request: params is NULL with nparams %zu", req->nparams);
+}
+
 resil_err
 resil_selector_route(resil_selector *sel, const resil_request *req,
     resil_candidates *c, resil_diag *diag)
@@ -422,6 +455,8 @@ resil_selector_route(resil_selector *sel, const resil_request *req,
 	if (sel == NULL || c == NULL || c->sel != sel)
 		return resil__diagf(
 		    diag, RESIL_E_INVAL, "selector: bad argument");
+	if (RESIL__UNLIKELY(REQ_BAD(req)))
+		return req_refuse(req, diag);
 	resil_candidates_clear(c);
 	now = resil__dir_now(sel->dir);
 	s = resil__dir_acquire(sel->dir);
@@ -661,6 +696,7 @@ pick_impl(resil_selector *sel, resil_candidates *c, const resil_request *req,
 	    (exclude == NULL && nexclude > 0))
 		return resil__diagf(
 		    diag, RESIL_E_INVAL, "selector: bad argument");
+	/* req is read again only by a hash balancer, which checks it. */
 	if (c->v.snap == NULL || c->v.n == 0)
 		return resil__diagf(diag, RESIL_E_MISUSE,
 		    "selector: pick from an empty candidate set (route "
@@ -737,8 +773,9 @@ resil_selector_report_duration(resil_selector *sel, resil_pick *pick,
 	resil__endpoint *ep;
 	uint64_t now;
 
-	if (sel == NULL || pick == NULL)
-		return RESIL_E_INVAL;
+	if (sel == NULL || pick == NULL ||
+	    (unsigned)outcome > (unsigned)RESIL_OUTCOME_BUSINESS)
+		return RESIL_E_INVAL; /* the pick stays open */
 	ep = pick->ep_;
 	if (ep == NULL)
 		return RESIL_E_MISUSE;
@@ -1228,6 +1265,13 @@ set_consumers(
 			    key, v, (size_t)(p - v) + 1, names[i]);
 			goto fail;
 		}
+		for (k = 0; k < i; k++)
+			if (strcmp(names[k], names[i]) == 0) {
+				err = BAD("%s: \"%s\" at column %zu: zone "
+				          "\"%s\" is given twice",
+				    key, v, (size_t)(p - v) + 1, names[i]);
+				goto fail;
+			}
 		memcpy(num, colon + 1, (size_t)(p + len - colon - 1));
 		num[p + len - colon - 1] = '\0';
 		if (parse_u64(num, &x) != 1 || x > UINT32_MAX) {

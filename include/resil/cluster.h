@@ -37,9 +37,12 @@
  * failback_retries = 0 queues nothing.
  * - broadcast: every candidate in candidate order; threshold =
  *   floor(n * broadcast_fail_percent / 100); it stops at the failure that
- *   brings the count of failures to the threshold; any failure gives the
- *   last failure's error even if later endpoints succeeded; all succeeded:
- *   the last endpoint's value.
+ *   brings the count of failures to the threshold (a threshold of 0 never
+ *   stops it, as in Dubbo); any failure gives the last failure's error
+ *   even if later endpoints succeeded; all succeeded: the value of the
+ *   last endpoint called. An endpoint whose breaker refuses is passed
+ *   over (no other is called in its place); when every breaker refuses,
+ *   RESIL_E_UNAVAILABLE and no call.
  *
  * Thread safety: invoke and poll may run concurrently from any threads on
  * one cluster; new and free must not overlap other calls.

@@ -57,8 +57,11 @@ typedef struct resil_directory resil_directory;
 typedef struct resil_endpoint_spec {
 	const char *address; /* the key, e.g. "10.0.0.1:20880"; required */
 	const char *zone;    /* NULL: no zone */
-	int32_t weight;      /* >= 0; 0 is never picked while others have
-	                      * weight (Dubbo's default is 100) */
+	int32_t weight;      /* >= 0 (Dubbo's default is 100); 0 is never
+	                      * picked by random, roundrobin, leastactive
+	                      * or shortest while others have weight (all
+	                      * 0: evenly); p2c, peakewma and hash ignore
+	                      * weights */
 	const char *tag;     /* Dubbo routing tag; NULL: untagged */
 	/* Other attributes a condition rule can test, "k=v&k2=v2"; NULL:
 	 * none. Keys address, host, port, zone and tag are built in. */

@@ -22,7 +22,9 @@
  * `address`, `host`, `port`, `zone`, `tag` and its params; a key missing
  * on an endpoint excludes it. When nothing matches the THEN side the set
  * is unchanged (empty with force); an empty THEN excludes everything
- * (Dubbo's blocklist).
+ * (Dubbo's blocklist). As in Dubbo, a WHEN of `true` is an empty WHEN
+ * and a THEN of `false` an empty THEN (`true => host = h`, `host = h =>
+ * false`).
  *
  * Panic: when 100 * healthy / routed < panic_threshold (strictly), every
  * routed candidate is used (ejected and breaker-refused included) and zone

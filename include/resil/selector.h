@@ -119,7 +119,10 @@ RESIL_API void resil_candidates_clear(resil_candidates *c);
  * Route req (NULL: no method, no tag, no arguments) over the current
  * snapshot into c. Returns RESIL_OK with at least one candidate;
  * RESIL_E_NO_PROVIDER ("No provider available ...", in *diag) when none
- * is left; RESIL_E_NOMEM when c had to grow and could not.
+ * is left; RESIL_E_INVAL for a request whose args or params is NULL with
+ * a count above 0 ("request: args is NULL with nargs 1"; a hash pick
+ * refuses it too, the other balancers do not read req); RESIL_E_NOMEM
+ * when c had to grow and could not.
  */
 RESIL_API resil_err resil_selector_route(resil_selector *sel,
     const resil_request *req, resil_candidates *c, resil_diag *diag);
@@ -233,7 +236,10 @@ RESIL_API resil_err resil_selector_pick_at(resil_selector *sel,
     resil_candidates *c, size_t i, resil_pick *out, resil_diag *diag);
 
 /* The outcome of a picked call; its duration is now - pick->start on the
- * directory's clock (report_duration: as given). */
+ * directory's clock (report_duration: as given). Returns RESIL_OK;
+ * RESIL_E_MISUSE for a pick already reported or released; RESIL_E_INVAL
+ * for a NULL argument or an outcome that is not one of the four, which
+ * changes nothing (the pick stays open for its real report). */
 RESIL_API resil_err resil_selector_report(
     resil_selector *sel, resil_pick *pick, resil_outcome outcome);
 RESIL_API resil_err resil_selector_report_duration(resil_selector *sel,
