@@ -36,7 +36,7 @@ directory(void)
 	if (d != NULL)
 		return d;
 	resil_directory_config_init(&cfg);
-	cfg.outlier.consecutive_failures = 0;
+	cfg.outlier.max_ejection_pct = 0;
 	FUZZ_CHECK(resil_directory_new(&d, &cfg, NULL) == RESIL_OK, "dir");
 	for (i = 0; i < 4; i++)
 		s[i] = resil_endpoint_spec_default(addrs[i]);

@@ -131,7 +131,12 @@ resil_directory_config_validate(
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "outlier.max_ejection_pct: %u is out of range 0..100",
 		    o->max_ejection_pct);
-	if (o->consecutive_failures != 0) {
+	if (o->consecutive_failures == 0)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "outlier.consecutive_failures: 0 must be >= 1 "
+		    "(outlier.max_ejection_pct=0 turns outlier detection "
+		    "off)");
+	if (o->max_ejection_pct != 0) {
 		if (o->base_ejection == 0)
 			return resil__diagf(diag, RESIL_E_INVAL,
 			    "outlier.base_ejection: must be at least 1");
@@ -920,7 +925,7 @@ resil__ep_report(resil__endpoint *ep, resil_outcome outcome, uint64_t duration,
 		return;
 	}
 	streak = resil__faa64(&ep->streak, 1) + 1;
-	if (o->consecutive_failures == 0 || streak < o->consecutive_failures ||
+	if (o->max_ejection_pct == 0 || streak < o->consecutive_failures ||
 	    resil__load64(&ep->ejected) != 0)
 		return;
 	/* Ejection decisions for one endpoint are serialised by its lock,

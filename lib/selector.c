@@ -1390,7 +1390,7 @@ set_one(
 	if (strcmp(key, "panic.threshold") == 0)
 		return u32_in(key, v, 0, 100, &cc->panic, diag);
 	if (strcmp(key, "outlier.consecutive_failures") == 0)
-		return u32_in(key, v, 0, 1000000,
+		return u32_in(key, v, 1, 1000000,
 		    &cc->outlier.consecutive_failures, diag);
 	if (strcmp(key, "outlier.max_ejection_pct") == 0)
 		return u32_in(

@@ -89,7 +89,7 @@ cfx_init(cfx *c, resil_cluster_strategy s, size_t n)
 	fx_init(&c->f, 0);
 	c->f.scfg.balance.kind = RESIL_LB_ROUNDROBIN;
 	c->f.scfg.service = "StockService";
-	c->f.dcfg.outlier.consecutive_failures = 0;
+	c->f.dcfg.outlier.max_ejection_pct = 0;
 	assert_int_equal(fx_start(&c->f), 0);
 	assert_int_equal(fx_push_weights(&c->f, NULL, n), RESIL_OK);
 	resil_cluster_config_init(&c->ccfg);

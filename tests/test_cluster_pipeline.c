@@ -118,7 +118,7 @@ pfx_init(pfx *x, resil_cluster_strategy s, size_t n)
 	fx_init(&x->f, 1000 * MS);
 	x->f.scfg.balance.kind = RESIL_LB_ROUNDROBIN;
 	x->f.scfg.service = "StockService";
-	x->f.dcfg.outlier.consecutive_failures = 0;
+	x->f.dcfg.outlier.max_ejection_pct = 0;
 	assert_int_equal(fx_start(&x->f), 0);
 	if (n > 0)
 		push(x, n, NULL);

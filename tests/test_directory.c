@@ -239,7 +239,7 @@ test_directory_config_validation(void **state)
 	assert_int_equal(resil_directory_new(&d, &cfg, &diag), RESIL_E_INVAL);
 	/* Outlier detection off: its durations are not checked. */
 	cfg = resil_directory_config_default();
-	cfg.outlier.consecutive_failures = 0;
+	cfg.outlier.max_ejection_pct = 0;
 	cfg.outlier.max_ejection = 0;
 	assert_int_equal(resil_directory_new(&d, &cfg, &diag), RESIL_OK);
 	resil_directory_free(d);
@@ -454,7 +454,7 @@ test_directory_endpoint_breaker_filters(void **state)
 	bc.consecutive_failures = 2;
 	bc.open_wait_ns = 50;
 	f.dcfg.endpoint_breaker = &bc;
-	f.dcfg.outlier.consecutive_failures = 0;
+	f.dcfg.outlier.max_ejection_pct = 0;
 	f.scfg.panic_threshold_pct = 0;
 	assert_int_equal(fx_start(&f), 0);
 	assert_int_equal(fx_push_weights(&f, NULL, 2), RESIL_OK);

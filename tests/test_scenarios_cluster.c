@@ -160,7 +160,7 @@ cx_init(cx *c, resil_cluster_strategy s, size_t n)
 	fx_init(&c->f, 0);
 	c->f.scfg.balance.kind = RESIL_LB_ROUNDROBIN;
 	c->f.scfg.service = "StockService";
-	c->f.dcfg.outlier.consecutive_failures = 0;
+	c->f.dcfg.outlier.max_ejection_pct = 0;
 	assert_int_equal(fx_start(&c->f), 0);
 	if (n > 0)
 		assert_int_equal(fx_push_weights(&c->f, NULL, n), RESIL_OK);
@@ -661,9 +661,9 @@ test_dubbo_failback_retry_timer_avoids_last(void **state)
  * time (FailbackClusterInvokerTest's retries=-1 / failbacktasks=-1,
  * ForkingClusterInvokerTest's forks=-1, and the rest of the list), each
  * message naming the field. DESIGN's list also names "0 consecutive
- * failures for outlier detection"; resil's headers and docs make 0 turn
- * outlier detection off (the zeroed-struct convention, used by the drill
- * configuration), and this test holds that: a conflict left for review.
+ * failures for outlier detection": refused too, in the C configuration
+ * and in the text; max_ejection_pct 0 is the switch that turns outlier
+ * detection off.
  */
 static void
 test_design_repaired_values_refused(void **state)
@@ -715,6 +715,28 @@ test_design_repaired_values_refused(void **state)
 	    d.msg, "outlier.max_ejection_pct: 101 is out of range 0..100");
 	resil_directory_config_init(&dc);
 	dc.outlier.consecutive_failures = 0;
+	assert_int_equal(
+	    resil_directory_config_validate(&dc, &d), RESIL_E_INVAL);
+	assert_string_equal(d.msg,
+	    "outlier.consecutive_failures: 0 must be >= 1 "
+	    "(outlier.max_ejection_pct=0 turns outlier detection off)");
+	resil_selector_config_init(&sc);
+	{
+		resil_cluster_text *t = NULL;
+
+		assert_int_equal(resil_cluster_text_new(&t, NULL), RESIL_OK);
+		assert_int_equal(
+		    resil_cluster_text_set(
+		        t, "outlier.consecutive_failures", "0", NULL, 0, &d),
+		    RESIL_E_INVAL);
+		assert_string_equal(d.msg,
+		    "outlier.consecutive_failures: 0 is out of range "
+		    "1..1000000");
+		resil_cluster_text_free(t);
+	}
+	/* Off: never ejected, however long the streak. */
+	resil_directory_config_init(&dc);
+	dc.outlier.max_ejection_pct = 0;
 	assert_int_equal(resil_directory_config_validate(&dc, &d), RESIL_OK);
 }
 
@@ -861,7 +883,7 @@ test_design_broadcast_passes_over_refusing_breakers(void **state)
 		fx_init(&c.f, 0);
 		resil_breaker_config_init(&bc);
 		c.f.dcfg.endpoint_breaker = &bc;
-		c.f.dcfg.outlier.consecutive_failures = 0;
+		c.f.dcfg.outlier.max_ejection_pct = 0;
 		c.f.scfg.balance.kind = RESIL_LB_ROUNDROBIN;
 		c.f.scfg.service = "StockService";
 		c.f.scfg.panic_threshold_pct = 100;
@@ -1156,7 +1178,7 @@ test_dubbo_report_once_and_bad_outcome(void **state)
 	resil_breaker_config_init(&bc);
 	bc.open_wait_ns = 100;
 	f.dcfg.endpoint_breaker = &bc;
-	f.dcfg.outlier.consecutive_failures = 0;
+	f.dcfg.outlier.max_ejection_pct = 0;
 	f.scfg.panic_threshold_pct = 0;
 	assert_int_equal(fx_start(&f), 0);
 	assert_int_equal(fx_push_weights(&f, NULL, 1), RESIL_OK);
@@ -2804,7 +2826,7 @@ test_envoy_panic_with_open_breakers(void **state)
 		fx_init(&c.f, 0);
 		resil_breaker_config_init(&bc);
 		c.f.dcfg.endpoint_breaker = &bc;
-		c.f.dcfg.outlier.consecutive_failures = 0;
+		c.f.dcfg.outlier.max_ejection_pct = 0;
 		c.f.scfg.service = "StockService";
 		assert_int_equal(fx_start(&c.f), 0);
 		assert_int_equal(fx_push_weights(&c.f, NULL, 2), RESIL_OK);
@@ -3108,7 +3130,7 @@ px_init(px *x, resil_cluster_strategy s, size_t n)
 	fx_init(&x->f, 1000);
 	x->f.scfg.balance.kind = RESIL_LB_ROUNDROBIN;
 	x->f.scfg.service = "StockService";
-	x->f.dcfg.outlier.consecutive_failures = 0;
+	x->f.dcfg.outlier.max_ejection_pct = 0;
 	assert_int_equal(fx_start(&x->f), 0);
 	if (n > 0)
 		assert_int_equal(fx_push_weights(&x->f, NULL, n), RESIL_OK);

@@ -22,7 +22,9 @@
  * for each full interval it stays in), unless that would put more than
  * max_ejection_pct of the non-mock endpoints out at once:
  * 100 * (ejected + 1) <= max_ejection_pct * N. It returns exactly at
- * ejected_at + duration. Ejections and returns are events with the
+ * ejected_at + duration. consecutive_failures 0 is refused (DESIGN: a
+ * value to refuse, not to repair); max_ejection_pct 0 turns detection
+ * off. Ejections and returns are events with the
  * address.
  *
  * Thread safety: every function may be called from any thread at any
@@ -105,9 +107,10 @@ typedef struct resil_endpoint_event {
 typedef void (*resil_endpoint_listener_fn)(
     const resil_endpoint_event *ev, void *ctx);
 
-/* Outlier detection; consecutive_failures 0 turns it off. */
+/* Outlier detection; max_ejection_pct 0 turns it off (no endpoint is
+ * ever ejected; streaks are still counted for resil_endpoint_info). */
 typedef struct resil_outlier_config {
-	uint32_t consecutive_failures; /* default 5; 0: off */
+	uint32_t consecutive_failures; /* default 5; >= 1 */
 	uint64_t base_ejection;        /* default 30 s */
 	uint64_t max_ejection;         /* default 300 s; >= base_ejection */
 	uint64_t interval;             /* default 10 s; >= 1 */
