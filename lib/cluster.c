@@ -590,10 +590,17 @@ resil__cluster_poll(
 	task *due = NULL, **dt = &due, *t, **pp, *next;
 	resil_candidates *c;
 	size_t n = 0;
-	resil_err err;
+	resil_err err, result = RESIL_OK;
 
 	if (cl == NULL || fn == NULL)
 		return RESIL_E_INVAL;
+	if (ran != NULL)
+		*ran = 0;
+	/* The candidate set first: out of memory, nothing is taken out and
+	 * every task stays as it was. */
+	err = resil_candidates_new(&c, cl->sel);
+	if (err != RESIL_OK)
+		return err;
 	/* Take the due tasks out; each runs once, whatever it missed. */
 	resil__spin_lock(&cl->qlock);
 	for (pp = &cl->head; (t = *pp) != NULL;) {
@@ -611,13 +618,9 @@ resil__cluster_poll(
 		cl->tail = t;
 	resil__spin_unlock(&cl->qlock);
 	if (due == NULL) {
-		if (ran != NULL)
-			*ran = 0;
+		resil_candidates_free(c);
 		return RESIL_OK;
 	}
-	err = resil_candidates_new(&c, cl->sel);
-	if (err != RESIL_OK)
-		c = NULL;
 	for (t = due; t != NULL; t = next) {
 		attempt at;
 		bool ok = false, ran_one = false;
@@ -625,9 +628,21 @@ resil__cluster_poll(
 		next = t->next;
 		t->next = NULL;
 		memset(&at, 0, sizeof(at));
-		if (c != NULL &&
-		    resil_selector_route(cl->sel, &t->req, c, NULL) ==
-		        RESIL_OK &&
+		err = resil_selector_route(cl->sel, &t->req, c, NULL);
+		if (err == RESIL_E_NOMEM) {
+			/* Not a failed retry: the task goes back as it was,
+			 * still due, and the poll says why. */
+			result = err;
+			resil__spin_lock(&cl->qlock);
+			if (cl->tail != NULL)
+				cl->tail->next = t;
+			else
+				cl->head = t;
+			cl->tail = t;
+			resil__spin_unlock(&cl->qlock);
+			continue;
+		}
+		if (err == RESIL_OK &&
 		    run_task(cl, c, t, fn, ctx, &at) == RESIL_OK) {
 			ran_one = true;
 			n++;
@@ -664,7 +679,7 @@ resil__cluster_poll(
 	resil_candidates_free(c);
 	if (ran != NULL)
 		*ran = n;
-	return RESIL_OK;
+	return result;
 }
 
 /* ---- messages ---- */

@@ -205,6 +205,9 @@ RESIL_API resil_err resil_cluster_invoke(resil_cluster *cl,
 /*
  * Failback: run the tasks that are due now, each once. *ran (may be NULL)
  * gets the number of attempts made. Tasks are retried through fn, ctx.
+ * RESIL_OK; RESIL_E_INVAL for NULL cl or fn; RESIL_E_NOMEM when memory
+ * ran out, with the tasks not run still queued as they were (still due,
+ * no retry counted).
  */
 RESIL_API resil_err resil_cluster_failback_poll(
     resil_cluster *cl, resil_endpoint_fn fn, void *ctx, size_t *ran);

@@ -556,7 +556,9 @@ RESIL_API resil_err resil_pipeline_invoke(resil_pipeline *p,
  * re-armed at now + failback.period until it succeeds or has failed
  * failback.retries times (then dropped, an event). No timer thread: the
  * user calls this with the clock. RESIL_OK; RESIL_E_INVAL for NULL p or
- * fn; RESIL_OK with *ran 0 for a pipeline without failback.
+ * fn; RESIL_OK with *ran 0 for a pipeline without failback; RESIL_E_NOMEM
+ * when memory ran out, with the tasks not run still queued as they were
+ * (still due, no retry counted).
  */
 RESIL_API resil_err resil_pipeline_failback_poll(resil_pipeline *p,
     uint64_t now, resil_endpoint_call_fn fn, void *ctx, size_t *ran);
