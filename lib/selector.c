@@ -841,6 +841,7 @@ enum {
 
 typedef struct cc_method {
 	unsigned set;
+	unsigned line; /* of its last key, for finish()'s messages; 0: none */
 	resil_balance_config b;
 } cc_method;
 
@@ -864,6 +865,11 @@ struct resil_cluster_text {
 	int cond_force;
 	uint32_t panic;
 	resil_outlier_config outlier;
+	/* Where finish()'s cross-field messages point: the first origin
+	 * given to set (a copy), the line of the key being set, and that of
+	 * the last outlier key. */
+	char *origin;
+	unsigned cur_line, outlier_line;
 };
 
 resil_err
@@ -927,6 +933,7 @@ resil_cluster_text_free(resil_cluster_text *cc)
 	zones_free(cc);
 	resil__strfree(cc->a, cc->service);
 	resil__strfree(cc->a, cc->zone);
+	resil__strfree(cc->a, cc->origin);
 	resil__free(cc->a, cc, sizeof(*cc));
 }
 
@@ -1414,6 +1421,7 @@ set_one(
 		if ((err = method_slot(cc, key, (size_t)(dot - key), &slot)) !=
 		    RESIL_OK)
 			return err;
+		cc->raw[slot].line = cc->cur_line;
 		return set_balance(key, dot + 12, v, &cc->raw[slot].b,
 		    &cc->raw[slot].set, diag);
 	}
@@ -1425,10 +1433,31 @@ resil_err
 resil_cluster_text_set(resil_cluster_text *cc, const char *key,
     const char *value, const char *origin, unsigned line, resil_diag *diag)
 {
+	resil_err err;
+
 	if (cc == NULL || key == NULL || value == NULL)
 		return resil__diagf(
 		    diag, RESIL_E_INVAL, "cluster: NULL argument");
-	return locate(diag, set_one(cc, key, value, diag), origin, line);
+	cc->cur_line = origin != NULL ? line : 0;
+	err = set_one(cc, key, value, diag);
+	if (err == RESIL_OK && origin != NULL && line != 0) {
+		if (strncmp(key, "outlier.", 8) == 0)
+			cc->outlier_line = line;
+		if (cc->origin == NULL &&
+		    (cc->origin = resil__strdup(cc->a, origin)) == NULL)
+			return resil__diagf(
+			    diag, RESIL_E_NOMEM, "cluster: out of memory");
+	}
+	return locate(diag, err, origin, line);
+}
+
+/* finish()'s message, "origin:line: " first where the key's line is
+ * known. */
+static resil_err
+locate_known(const resil_cluster_text *cc, resil_diag *diag, resil_err err,
+    unsigned line)
+{
+	return line != 0 ? locate(diag, err, cc->origin, line) : err;
 }
 
 resil_err
@@ -1464,13 +1493,14 @@ resil_cluster_text_finish(resil_cluster_text *cc, resil_diag *diag)
 		snprintf(prefix, sizeof(prefix), "%s.", cc->methods[i].method);
 		if ((err = resil_balance_config_validate(&b, prefix, diag)) !=
 		    RESIL_OK)
-			return err;
+			return locate_known(cc, diag, err, r->line);
 	}
 	for (i = 0; i < cc->nconds; i++)
 		resil__condition_set_force(cc->conds[i], cc->cond_force);
 	resil_directory_config_init(&dc);
 	dc.outlier = cc->outlier;
-	return resil_directory_config_validate(&dc, diag);
+	return locate_known(cc, diag,
+	    resil_directory_config_validate(&dc, diag), cc->outlier_line);
 }
 
 void

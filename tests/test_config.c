@@ -682,6 +682,11 @@ test_config_range_errors(void **state)
 	    "1..1000");
 	expect_error("retry.multiplier=101",
 	    "svc.conf:1: retry.multiplier: 101 is out of range 1..100");
+	/* Cross-field rules of the cluster keys name the line too. */
+	expect_error("outlier.base_ejection=30s\nretries=1\n"
+	             "outlier.max_ejection=1s\n",
+	    "svc.conf:3: outlier.max_ejection: 1000000000 is below "
+	    "outlier.base_ejection (30000000000)");
 	expect_error("retry.jitter_factor=1.5",
 	    "svc.conf:1: retry.jitter_factor: 1.5 is out of range 0..1");
 	expect_error("retry.budget_ratio=-0.5",

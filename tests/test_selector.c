@@ -110,8 +110,8 @@ test_selector_config_keys(void **state)
 	    set(cc, "outlier.max_ejection", "1s", &diag), RESIL_OK);
 	assert_int_equal(resil_cluster_text_finish(cc, &diag), RESIL_E_INVAL);
 	assert_string_equal(diag.msg,
-	    "outlier.max_ejection: 1000000000 is below outlier.base_ejection "
-	    "(10000000000)");
+	    "svc.conf:7: outlier.max_ejection: 1000000000 is below "
+	    "outlier.base_ejection (10000000000)");
 	resil_cluster_text_free(cc);
 	resil_cluster_text_free(NULL);
 }

@@ -255,8 +255,10 @@ RESIL_API resil_err resil_selector_release(
  * owns every string and parsed rule. resil_cluster_text_set() checks one
  * key=value (an error is "origin:line: key: message" in *diag, without
  * origin:line when origin is NULL); resil_cluster_text_finish() runs the
- * cross-field checks. The selector and directory configs it gives point
- * into it and stay valid until the next set or free.
+ * cross-field checks, and names the origin given to the first set and
+ * the line of the last key involved (an outlier key, a method's
+ * balancer key) when set was given one. The selector and directory configs it
+ * gives point into it and stay valid until the next set or free.
  */
 typedef struct resil_cluster_text resil_cluster_text;
 
