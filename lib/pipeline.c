@@ -192,6 +192,10 @@ struct resil_pipeline {
 	unsigned call_events; /* RESIL_CALL_EVENT_* to tell the listener */
 	uint32_t hedge_max;   /* extra attempts a hedge may start; 0: off */
 	uint64_t hedge_delay; /* ticks without an answer before a hedge */
+	/* An attempt is late once its duration reaches timeout + late_edge:
+	 * 1, past the timeout (duration > timeout); 0 for forking, whose
+	 * call is a TIMEOUT at start + timeout (DESIGN). */
+	uint64_t late_edge;
 	resil_executor executor;
 
 	/* +1 at every swap of a settings' mock; reload and set_mock
@@ -917,6 +921,8 @@ cluster_setup(
 	}
 	p->hedge_delay = 0; /* forking starts its forks at once */
 	if (cc->strategy == RESIL_CLUSTER_FORKING)
+		p->late_edge = 0;
+	if (cc->strategy == RESIL_CLUSTER_FORKING)
 		/* Forks above the candidate count find no distinct endpoint
 		 * and are not made: min(forks, n) attempts. */
 		p->hedge_max = (uint32_t)cc->forks < RESIL_CALL_MAX_INFLIGHT
@@ -1444,6 +1450,7 @@ resil_pipeline_new(
 	p->svc.owner = p;
 	p->nnames = 1; /* index 0: the service-level handle */
 	p->hedge_max = cfg->hedge_max;
+	p->late_edge = 1;
 	p->call_events = cfg->listener != NULL ? cfg->call_events : 0;
 	p->hedge_delay = cfg->hedge_delay_ns;
 	p->executor = cfg->executor;
@@ -2939,7 +2946,8 @@ complete(callm *c, unsigned i, int rc, resil_value *value, int late, tsrc *ts)
 	}
 	outcome = late ? RESIL_OUTCOME_FAILURE
 	               : resil_classify(&p->cls, rc, &c->value);
-	if (c->timeout != 0 && (late || dur > c->timeout)) {
+	if (c->timeout != 0 &&
+	    (late || dur >= sat_add(c->timeout, p->late_edge))) {
 		/* Too late: the answer is dropped and the attempt failed. */
 		resil_value_free(&c->value);
 		vnull(&c->value);
@@ -3080,7 +3088,8 @@ attend_once(callm *c, tsrc *ts, resil_call_next *st)
 			if (!(c->running & (1u << i)))
 				continue;
 			/* Late when its duration passes the timeout. */
-			due = sat_add(sat_add(s->start, c->timeout), 1);
+			due = sat_add(
+			    sat_add(s->start, c->timeout), p->late_edge);
 			if (tnow(ts) >= due) {
 				complete(c, i, 0, NULL, 1, ts);
 				if (c->magic == CALL_CLUSTER)
@@ -3115,8 +3124,8 @@ attend_once(callm *c, tsrc *ts, resil_call_next *st)
 		const slot *s = &c->slots[i];
 
 		if ((c->running & (1u << i)) && c->timeout != 0) {
-			uint64_t due =
-			    sat_add(sat_add(s->start, c->timeout), 1);
+			uint64_t due = sat_add(
+			    sat_add(s->start, c->timeout), p->late_edge);
 
 			if (due < wake)
 				wake = due;

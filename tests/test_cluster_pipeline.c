@@ -859,9 +859,9 @@ test_forking_all_fail_and_all_endpoints(void **state)
 	pfx_end(&x);
 }
 
-/* DESIGN, forking: no success within the timeout is a TIMEOUT, once the
- * timeout has passed (duration > timeout, the machine's rule); a fork's
- * earlier failure does not end the call while another is out. */
+/* DESIGN, forking: no success within the fork timeout is a TIMEOUT at
+ * start + timeout (not one tick later, as an attempt's own timeout); a
+ * fork's earlier failure does not end the call while another is out. */
 static void
 test_forking_no_success_within_timeout(void **state)
 {
@@ -896,12 +896,13 @@ test_forking_no_success_within_timeout(void **state)
 	    RESIL_OK);
 	assert_int_equal(resil_call_step(&call, t0 + 10 * MS, &st), RESIL_OK);
 	assert_int_equal(st.action, RESIL_CALL_WAIT);
-	/* At the deadline itself the fork may still answer. */
-	assert_int_equal(resil_call_step(&call, t0 + 100 * MS, &st), RESIL_OK);
-	assert_int_equal(st.action, RESIL_CALL_WAIT);
-	/* One tick later it has timed out: the call is a TIMEOUT. */
+	/* The machine wakes at the deadline itself... */
+	assert_int_equal(st.until, t0 + 100 * MS);
 	assert_int_equal(
-	    resil_call_step(&call, t0 + 100 * MS + 1, &st), RESIL_OK);
+	    resil_call_step(&call, t0 + 100 * MS - 1, &st), RESIL_OK);
+	assert_int_equal(st.action, RESIL_CALL_WAIT);
+	/* ...where the call is a TIMEOUT. */
+	assert_int_equal(resil_call_step(&call, t0 + 100 * MS, &st), RESIL_OK);
 	assert_int_equal(st.action, RESIL_CALL_DONE);
 	assert_int_equal(r.err, RESIL_E_TIMEOUT);
 	assert_int_equal(r.attempts, 2);

@@ -774,14 +774,18 @@ call_release(run *r, scall *c)
 	r->free_calls = c;
 }
 
-/* What became of attempt a when its call ended at now. */
+/* What became of attempt a when its call ended at now with err. An
+ * attempt times out one tick past its deadline; a forking call, whose
+ * forks share one timeout, is a TIMEOUT at the deadline itself. */
 static const char *
-att_word(const att *a, uint64_t now)
+att_word(const att *a, uint64_t now, resil_err err)
 {
 	if (a->e == NULL)
 		return "no-provider";
 	if (!a->answered)
-		return a->deadline != UINT64_MAX && now > a->deadline
+		return a->deadline != UINT64_MAX &&
+		        (now > a->deadline ||
+		            (now == a->deadline && err == RESIL_E_TIMEOUT))
 		    ? "timeout"
 		    : "abandoned";
 	switch (a->rc) {
@@ -823,7 +827,7 @@ finish(run *r, scall *c, uint64_t now)
 		for (i = 0; i < c->natt; i++)
 			printf("%s %s %s", i == 0 ? ":" : ",",
 			    c->a[i].e ? c->a[i].e->address : "-",
-			    att_word(&c->a[i], now));
+			    att_word(&c->a[i], now, c->res.err));
 		if (c->res.err != RESIL_OK && c->res.message[0] != '\0')
 			printf(" (%s)", c->res.message);
 		printf("\n");
