@@ -2635,9 +2635,10 @@ cl_decide(callm *c, tsrc *ts, resil_call_next *st)
 
 	if (c->cstop && c->last_status != RESIL_OK) {
 		/* The last thing that happened is the refusal (a fork that
-		 * answered after it still counts: last_status is its). */
+		 * answered after it still counts: last_status is its). rc is
+		 * the last attempt's that ran, as the other strategies'. */
 		c->pending = 0;
-		conclude(c, c->last_status, 0, c->last_status,
+		conclude(c, c->last_status, c->real_rc, c->last_status,
 		    RESIL_OUTCOME_FAILURE, ts, st);
 		return 0;
 	}

@@ -1246,6 +1246,49 @@ expect_refused(resil_pipeline_config *cfg, const char *what)
 	assert_non_null(strstr(d.msg, what));
 }
 
+/* The endpoint call empties the directory, then fails. */
+static fx *emptying_fx;
+
+static int
+fail_and_empty(
+    void *ctx, const resil_pick *ep, const resil_args *args, resil_value *out)
+{
+	(void)ctx;
+	(void)ep;
+	(void)args;
+	(void)out;
+	assert_int_equal(
+	    resil_directory_push(emptying_fx->d, NULL, 0, NULL), RESIL_OK);
+	return 111;
+}
+
+/* DESIGN, failover: the candidates are read again before every retry;
+ * none left ends the call with "no provider". The result still says what
+ * the attempt that ran answered: rc 111, one attempt, its endpoint. */
+static void
+test_failover_no_provider_before_retry_keeps_rc(void **state)
+{
+	pfx x;
+	resil_result r;
+	resil_args a = { "getStock", NULL, 0 };
+
+	(void)state;
+	pfx_init(&x, RESIL_CLUSTER_FAILOVER, 2);
+	x.pcfg.cluster.retries = 2;
+	pfx_new(&x);
+	emptying_fx = &x.f;
+	assert_int_equal(resil_pipeline_invoke(x.p, NULL, &a, fail_and_empty,
+	                     NULL, &r),
+	    RESIL_E_NO_PROVIDER);
+	assert_int_equal(r.err, RESIL_E_NO_PROVIDER);
+	assert_int_equal(r.rc, 111);
+	assert_int_equal(r.attempts, 1);
+	assert_int_equal(r.last_failure, RESIL_E_CALL);
+	assert_int_equal(r.last_failure_rc, 111);
+	resil_result_free(&r);
+	pfx_end(&x);
+}
+
 static void
 test_bad_cluster_settings(void **state)
 {
@@ -1830,6 +1873,8 @@ main(void)
 		cmocka_unit_test(test_zone_endpoint_without_zone_refused),
 		cmocka_unit_test(
 		    test_no_provider_is_an_error_and_a_fail_mock_fires),
+		cmocka_unit_test(
+		    test_failover_no_provider_before_retry_keeps_rc),
 		cmocka_unit_test(test_bad_cluster_settings),
 		cmocka_unit_test(
 		    test_mock_endpoint_answers_for_the_mock_stage),
