@@ -91,6 +91,13 @@ void resil__cluster_failed_msg(char *buf, size_t n, const char *method,
     const char *service, uint32_t attempts, const char *providers,
     size_t nfailed, size_t ncand, const char *lasterr);
 
+/* Broadcast's: "Failed to invoke the method M in the service S by
+ * broadcast: F of N providers failed. Last error is: E", or with lasterr
+ * NULL "... by broadcast: none of N providers could be called (their
+ * breakers refused)". */
+void resil__cluster_broadcast_msg(char *buf, size_t len, const char *method,
+    const char *service, uint32_t failures, size_t n, const char *lasterr);
+
 /* "Failback queue of the method M in the service S is full (N calls): the
  * failure is dropped. Last error is: E". */
 void resil__cluster_full_msg(char *buf, size_t n, const char *method,

@@ -322,18 +322,18 @@ last_error(char *buf, size_t n, const attempt *at)
  * providers failed. Last error is: ..." or, when no breaker let a call
  * through, "... by broadcast: none of N providers could be called (their
  * breakers refused)". */
-static void
-broadcast_msg(resil_cluster_result *out, const resil_request *req,
-    const resil_cluster *cl, uint32_t failures, size_t n, const char *lasterr)
+void
+resil__cluster_broadcast_msg(char *buf, size_t len, const char *method,
+    const char *service, uint32_t failures, size_t n, const char *lasterr)
 {
 	resil__msg m;
 	char num[96];
 
-	resil__msg_start(&m, out->message, sizeof(out->message));
+	resil__msg_start(&m, buf, len);
 	RESIL__MSG_LIT(&m, "Failed to invoke the method ");
-	resil__msg_str(&m, req->method != NULL ? req->method : "");
+	resil__msg_str(&m, method != NULL ? method : "");
 	RESIL__MSG_LIT(&m, " in the service ");
-	resil__msg_str(&m, cl->service);
+	resil__msg_str(&m, service);
 	if (lasterr == NULL) {
 		snprintf(num, sizeof(num),
 		    " by broadcast: none of %zu providers could be called "
@@ -347,6 +347,14 @@ broadcast_msg(resil_cluster_result *out, const resil_request *req,
 	resil__msg_str(&m, num);
 	RESIL__MSG_LIT(&m, ". Last error is: ");
 	resil__msg_str(&m, lasterr);
+}
+
+static void
+broadcast_msg(resil_cluster_result *out, const resil_request *req,
+    const resil_cluster *cl, uint32_t failures, size_t n, const char *lasterr)
+{
+	resil__cluster_broadcast_msg(out->message, sizeof(out->message),
+	    req->method, cl->service, failures, n, lasterr);
 }
 
 /* ---- failback's queue ---- */

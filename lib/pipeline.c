@@ -2044,6 +2044,11 @@ typedef struct callm {
 	uint32_t nother; /* zone-aware: other-zone candidates, last route */
 	uint32_t bidx;   /* broadcast: the candidate of the next attempt */
 	uint32_t bfail, bthreshold;
+	/* broadcast: the endpoint of the last attempt. Every attempt routes
+	 * again, and an endpoint whose breaker opened meanwhile is no longer
+	 * a candidate, so the next one is found by id (directory order), not
+	 * by position. */
+	uint64_t blast_id;
 	int blast_rc;
 	resil_err blast_status;
 	uint32_t ntried, nfailed;
@@ -2542,11 +2547,21 @@ cl_pick(callm *c, unsigned i, uint64_t now)
 		    (uint64_t)cc->broadcast_fail_percent / 100u);
 	}
 	switch (cc->strategy) {
-	case RESIL_CLUSTER_BROADCAST:
-		err = c->bidx < resil_candidates_count(cs)
-		    ? resil_selector_pick_at(c->sel, cs, c->bidx, pk, &diag)
-		    : RESIL_E_UNAVAILABLE;
+	case RESIL_CLUSTER_BROADCAST: {
+		size_t k, n = resil_candidates_count(cs);
+		resil_candidate cd;
+
+		err = RESIL_E_UNAVAILABLE;
+		for (k = 0; k < n; k++) {
+			if (resil_candidates_get(cs, k, &cd) != RESIL_OK ||
+			    (c->bidx > 0 && cd.id <= c->blast_id))
+				continue;
+			c->blast_id = cd.id; /* refused or not, passed over */
+			err = resil_selector_pick_at(c->sel, cs, k, pk, &diag);
+			break;
+		}
 		break;
+	}
 	case RESIL_CLUSTER_ZONE_AWARE:
 		if (c->cphase == 2) {
 			/* The one cross-zone attempt. */
@@ -2793,7 +2808,15 @@ cl_conclude(callm *c, resil_err rr, int rc, resil_err status,
 		copy_str(out->zone, sizeof(out->zone), c->last_zone);
 		if (c->cstop && c->cmsg[0] != '\0')
 			copy_str(out->message, sizeof(out->message), c->cmsg);
-		else if (full) {
+		else if (sg == RESIL_CLUSTER_BROADCAST) {
+			char lasterr[64];
+
+			resil__cluster_last_error(lasterr, sizeof(lasterr),
+			    failure.err, rc, c->last_timeout);
+			resil__cluster_broadcast_msg(out->message,
+			    sizeof(out->message), c->req.method, p->service,
+			    c->bfail, c->bn, c->attempts > 0 ? lasterr : NULL);
+		} else if (full) {
 			char lasterr[64];
 
 			resil__cluster_last_error(lasterr, sizeof(lasterr),

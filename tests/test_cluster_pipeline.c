@@ -111,11 +111,14 @@ push(pfx *x, size_t n, const char *const *zones)
 	    resil_directory_push(x->f.d, specs, n, &x->f.diag), RESIL_OK);
 }
 
+/* As pfx_init, with a breaker for each endpoint (bc, NULL: none). */
 static void
-pfx_init(pfx *x, resil_cluster_strategy s, size_t n)
+pfx_init_breakers(
+    pfx *x, resil_cluster_strategy s, size_t n, const resil_breaker_config *bc)
 {
 	memset(x, 0, sizeof(*x));
 	fx_init(&x->f, 1000 * MS);
+	x->f.dcfg.endpoint_breaker = bc;
 	x->f.scfg.balance.kind = RESIL_LB_ROUNDROBIN;
 	x->f.scfg.service = "StockService";
 	x->f.dcfg.outlier.max_ejection_pct = 0;
@@ -131,6 +134,12 @@ pfx_init(pfx *x, resil_cluster_strategy s, size_t n)
 	resil_pipeline_recorder_init(&x->r, x->rec, MAX_EV);
 	x->pcfg.listener = resil_pipeline_recorder_listener;
 	x->pcfg.listener_ctx = &x->r;
+}
+
+static void
+pfx_init(pfx *x, resil_cluster_strategy s, size_t n)
+{
+	pfx_init_breakers(x, s, n, NULL);
 }
 
 static void
@@ -704,7 +713,45 @@ test_broadcast_all_and_percent(void **state)
 	assert_int_equal(invoke(&x, &r), RESIL_E_CALL);
 	assert_int_equal(r.attempts, 2);
 	assert_string_equal(x.d.order, "e0:1 e1:1");
+	/* Broadcast's own words, as the standalone cluster's. */
+	assert_string_equal(r.message,
+	    "Failed to invoke the method getStock in the service "
+	    "StockService by broadcast: 2 of 4 providers failed. Last error "
+	    "is: the call failed (rc 111)");
 	resil_result_free(&r);
+	pfx_end(&x);
+
+	/* Every endpoint's breaker open (one failure each, the whole
+	 * broadcast run): panic lets them be routed, each refuses, and
+	 * nobody is called. */
+	{
+		resil_breaker_config bc = resil_breaker_config_default();
+
+		bc.failure_rate_pct = 0;
+		bc.consecutive_failures = 1;
+		bc.open_wait_ns = 1000 * MS;
+		pfx_init_breakers(&x, RESIL_CLUSTER_BROADCAST, 3, &bc);
+	}
+	x.pcfg.cluster.broadcast_fail_percent = 100;
+	pfx_new(&x);
+	x.d.fails[0] = x.d.fails[1] = x.d.fails[2] = 1;
+	assert_int_equal(invoke(&x, &r), RESIL_E_CALL);
+	assert_int_equal(r.attempts, 3);
+	resil_result_free(&r);
+	memset(&x.d, 0, sizeof(x.d));
+	assert_int_equal(invoke(&x, &r), RESIL_E_UNAVAILABLE);
+	assert_int_equal(r.attempts, 0);
+	assert_int_equal(x.d.n, 0);
+	assert_string_equal(r.message,
+	    "Failed to invoke the method getStock in the service "
+	    "StockService by broadcast: none of 3 providers could be called "
+	    "(their breakers refused)");
+	resil_result_free(&r);
+	pfx_end(&x);
+
+	pfx_init(&x, RESIL_CLUSTER_BROADCAST, 4);
+	x.pcfg.cluster.broadcast_fail_percent = 50;
+	pfx_new(&x);
 	/* One failure only: below the threshold, all four run. */
 	memset(&x.d, 0, sizeof(x.d));
 	x.d.fails[2] = 9;
