@@ -1668,26 +1668,30 @@ op_pipeline_reload(fail_alloc *fa, uint64_t nth)
 	return e;
 }
 
-/* The same through text (parsed with the pipeline's allocator). */
+/* The same through text (parsed with the pipeline's allocator): step 1
+ * from a string, step 2 from a file. */
+static const char reload_text[] = "service=" SERVICE "\n"
+                                  "timeout=1us\n"
+                                  "breaker.consecutive_failures=4\n"
+                                  "breaker.per_method=true\n"
+                                  "retry.max_attempts=3\n"
+                                  "retry.budget_ratio=0.5\n"
+                                  "cache.shards=2\n"
+                                  "ratelimit.enabled=true\n"
+                                  "bulkhead.enabled=true\n"
+                                  "mock=fail:return null\n"
+                                  "getStock.type=string\n"
+                                  "getStock.mock=fail:return 'mocked stock'\n"
+                                  "reserve.mock=fail:throw OutOfStock\n"
+                                  "reserve.retry.max_attempts=1\n"
+                                  "audit.mock=force:return 'audited'\n"
+                                  "audit.retry.max_attempts=2\n";
+
+#define RELOAD_FILE "test_alloc_fail_reload.conf" /* ctest's working dir */
+
 static resil_err
 op_pipeline_reload_string(fail_alloc *fa, uint64_t nth)
 {
-	static const char text[] = "service=" SERVICE "\n"
-	                           "timeout=1us\n"
-	                           "breaker.consecutive_failures=4\n"
-	                           "breaker.per_method=true\n"
-	                           "retry.max_attempts=3\n"
-	                           "retry.budget_ratio=0.5\n"
-	                           "cache.shards=2\n"
-	                           "ratelimit.enabled=true\n"
-	                           "bulkhead.enabled=true\n"
-	                           "mock=fail:return null\n"
-	                           "getStock.type=string\n"
-	                           "getStock.mock=fail:return 'mocked stock'\n"
-	                           "reserve.mock=fail:throw OutOfStock\n"
-	                           "reserve.retry.max_attempts=1\n"
-	                           "audit.mock=force:return 'audited'\n"
-	                           "audit.retry.max_attempts=2\n";
 	resil_manual_clock mc;
 	resil_mock_registry *r = make_registry(fa);
 	resil_pipeline *p;
@@ -1698,7 +1702,9 @@ op_pipeline_reload_string(fail_alloc *fa, uint64_t nth)
 	p = make_pipeline(fa, &mc, r);
 	pl_take(p, &before);
 	fail_alloc_arm(fa, nth);
-	e = resil_pipeline_reload_string(p, text, "t.conf", NULL);
+	e = target_step == 0
+	    ? resil_pipeline_reload_string(p, reload_text, "t.conf", NULL)
+	    : resil_pipeline_reload_file(p, RELOAD_FILE, NULL);
 	fail_alloc_arm(fa, 0);
 	pl_take(p, &after);
 	if (e != RESIL_OK) {
@@ -2054,11 +2060,19 @@ op_config_cluster(fail_alloc *fa, uint64_t nth)
 static void
 test_alloc_fail_reload_cluster(void **state)
 {
+	FILE *f;
+
 	(void)state;
 	assert_true(
 	    sweep_steps("pipeline_reload", op_pipeline_reload, 2, 0) > 0);
-	assert_true(
-	    sweep("pipeline_reload_string", op_pipeline_reload_string, 0) > 0);
+	f = fopen(RELOAD_FILE, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(reload_text, 1, sizeof(reload_text) - 1, f),
+	    sizeof(reload_text) - 1);
+	assert_int_equal(fclose(f), 0);
+	assert_true(sweep_steps("pipeline_reload text",
+	                op_pipeline_reload_string, 2, 0) > 0);
+	remove(RELOAD_FILE);
 	assert_true(sweep_steps("pipeline_new cluster",
 	                op_pipeline_new_cluster, NSTRATEGIES, 0) > 0);
 	/* Best effort: the per-method balancer state (lib/selector.c
