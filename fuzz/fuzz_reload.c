@@ -20,6 +20,9 @@
  *     events and the same metrics, and their failback queues agree;
  *   - accepted with no call before it: the reloaded pipeline answers
  *     exactly as a new pipeline built from the same text does;
+ *   - with calls before it, a call of the machine (resil_call_start) is
+ *     out across the reload, accepted or not: it ends exactly as the
+ *     twin's does (it runs on the settings it started with);
  *   - accepted: a reload of the same text again succeeds and reports
  *     "nothing changed"; a reload back to the base text succeeds;
  *   - no leak, no undefined behaviour (ASan, UBSan, LSan).
@@ -265,6 +268,53 @@ same_behaviour(world *a, world *b, const char *how)
 	    "%s: %zu events, then %zu", how, a->rec.count, b->rec.count);
 }
 
+/* ---- a call of the machine across the reload ---- */
+
+static const resil_args machine_args = { "getStock", "k1", 2 };
+static resil_call machine_calls[2];
+
+static void
+machine_start(world *w, resil_call *mc, resil_result *out, resil_call_next *st)
+{
+	FUZZ_CHECK(resil_call_start(mc, w->p, NULL, &machine_args, out,
+	               resil_manual_clock_now(&w->mc), st) == RESIL_OK,
+	    "call_start refused");
+}
+
+/* Drive the call to DONE: run each attempt, wait out each wait. */
+static void
+machine_finish(world *w, resil_call *mc, resil_call_next *st)
+{
+	unsigned k;
+
+	for (k = 0; k < 64 && st->action != RESIL_CALL_DONE; k++) {
+		uint64_t now = resil_manual_clock_now(&w->mc);
+
+		if (st->action == RESIL_CALL_RUN) {
+			resil_value v;
+			int rc;
+
+			resil_value_init(&v);
+			rc = user_call(w, st->endpoint, &machine_args, &v);
+			now = resil_manual_clock_now(&w->mc);
+			FUZZ_CHECK(resil_call_report(mc, st->attempt, rc, &v,
+			               now) == RESIL_OK,
+			    "report refused");
+			resil_value_free(&v);
+		} else {
+			FUZZ_CHECK(st->until != UINT64_MAX,
+			    "a wait for nothing with no attempt out");
+			if (st->until > now) {
+				resil_manual_clock_set(&w->mc, st->until);
+				now = st->until;
+			}
+		}
+		FUZZ_CHECK(
+		    resil_call_step(mc, now, st) == RESIL_OK, "step refused");
+	}
+	FUZZ_CHECK(st->action == RESIL_CALL_DONE, "the call never ended");
+}
+
 static const char *
 last_event(const world *w)
 {
@@ -279,6 +329,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	resil_config *conf;
 	resil_diag d, pd;
 	resil_err e, pe;
+	resil_result ma, mb;
+	resil_call_next sa, sb;
 	char *text;
 	int mode, pre, i;
 
@@ -303,6 +355,13 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		resil_result_free(&ra);
 		resil_result_free(&rb);
 	}
+	/* With calls before: a call of the machine is out across the
+	 * reload; it must end on the settings it started with, as in the
+	 * twin. */
+	if (pre > 0) {
+		machine_start(a, &machine_calls[0], &ma, &sa);
+		machine_start(b, &machine_calls[1], &mb, &sb);
+	}
 
 	d.msg[0] = '\0';
 	e = resil_pipeline_reload_string(a->p, text, "fuzz", &d);
@@ -314,6 +373,13 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(e == pe && strcmp(d.msg, pd.msg) == 0,
 		    "the text is refused (%s), the reload says %s (%s)",
 		    pd.msg, resil_err_name(e), d.msg);
+	if (pre > 0) {
+		machine_finish(a, &machine_calls[0], &sa);
+		machine_finish(b, &machine_calls[1], &sb);
+		same_result(&ma, &mb, 0, "a call across the reload");
+		resil_result_free(&ma);
+		resil_result_free(&mb);
+	}
 
 	if (e != RESIL_OK) {
 		FUZZ_CHECK(e == RESIL_E_INVAL, "reload: %s (%s)",
