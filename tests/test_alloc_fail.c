@@ -1916,6 +1916,60 @@ op_pipeline_invoke(fail_alloc *fa, uint64_t nth)
 	return e;
 }
 
+/* The call machine on a failover cluster: the first attempt fails, the
+ * second answers; out of memory in a pick is the call's RESIL_E_NOMEM
+ * (best effort as resil_pipeline_invoke). */
+static resil_err
+op_call_machine_cluster(fail_alloc *fa, uint64_t nth)
+{
+	cl_fx f;
+	resil_pipeline_config cfg;
+	resil_method_config methods[2];
+	resil_args args = { "getStock", "sku-1", 5 };
+	resil_pipeline *p;
+	resil_result res;
+	resil_call c;
+	resil_call_next st;
+	ep_dep d = { 1, 0 };
+	unsigned k;
+	resil_err e;
+
+	cl_fx_start(&f, fa);
+	cluster_pipeline_config(&cfg, fa, &f, methods, RESIL_CLUSTER_FAILOVER);
+	assert_int_equal(resil_pipeline_new(&p, &cfg, NULL), RESIL_OK);
+	fail_alloc_arm(fa, nth);
+	assert_int_equal(resil_call_start(&c, p, NULL, &args, &res,
+	                     resil_manual_clock_now(&f.mc), &st),
+	    RESIL_OK);
+	for (k = 0; k < 16 && st.action != RESIL_CALL_DONE; k++) {
+		uint64_t now = resil_manual_clock_now(&f.mc);
+
+		if (st.action == RESIL_CALL_RUN) {
+			resil_value v;
+			int rc;
+
+			resil_value_init(&v);
+			rc = ep_dep_call(&d, st.endpoint, &args, &v);
+			assert_int_equal(
+			    resil_call_report(&c, st.attempt, rc, &v, now),
+			    RESIL_OK);
+		} else if (st.until != UINT64_MAX && st.until > now) {
+			resil_manual_clock_set(&f.mc, st.until);
+			now = st.until;
+		}
+		assert_int_equal(resil_call_step(&c, now, &st), RESIL_OK);
+	}
+	fail_alloc_arm(fa, 0);
+	assert_int_equal(st.action, RESIL_CALL_DONE);
+	e = res.err;
+	if (e == RESIL_OK)
+		assert_int_equal(res.value.u.i, 42);
+	resil_result_free(&res);
+	resil_pipeline_free(p);
+	cl_fx_end(&f);
+	return e;
+}
+
 /* Failback: a failed call is queued (step 1: the task's copy of the
  * request allocates; a queue that cannot take it gives the caller the
  * failure, as a full queue does, and queues nothing), then the poll runs
@@ -2080,6 +2134,8 @@ test_alloc_fail_reload_cluster(void **state)
 	 * pick uses the service's balancer and the call answers. */
 	assert_true(sweep_steps("pipeline_invoke", op_pipeline_invoke,
 	                NSTRATEGIES, BEST_EFFORT) > 0);
+	assert_true(sweep("call machine cluster", op_call_machine_cluster,
+	                BEST_EFFORT) > 0);
 	target_step = 0;
 	assert_true(sweep("pipeline failback queue", op_pipeline_failback,
 	                BEST_EFFORT) > 0);
