@@ -2111,6 +2111,51 @@ op_config_cluster(fail_alloc *fa, uint64_t nth)
 	return e;
 }
 
+/* The directory (step 1) and the selector (step 2) that the cluster
+ * text describes: per-method balancers, rules, zone consumers. */
+static resil_err
+op_cluster_from_config(fail_alloc *fa, uint64_t nth)
+{
+	resil_manual_clock mc;
+	resil_config *conf;
+	resil_selector_config sc;
+	resil_directory_config dc;
+	resil_directory *d = SENTINEL;
+	resil_selector *sel = SENTINEL;
+	resil_err e;
+
+	resil_manual_clock_init(&mc, 1);
+	assert_int_equal(resil_config_parse_string(&conf, cluster_conf_text,
+	                     "c.conf", &fa->hook, NULL),
+	    RESIL_OK);
+	resil_directory_config_init(&dc);
+	assert_int_equal(resil_config_directory(conf, &dc), 1);
+	dc.alloc = &fa->hook;
+	dc.clock = resil_manual_clock_hook(&mc);
+	arm_step(fa, 0, nth);
+	e = resil_directory_new(&d, &dc, NULL);
+	fail_alloc_arm(fa, 0);
+	if (e != RESIL_OK) {
+		assert_ptr_equal(d, SENTINEL);
+		resil_config_free(conf);
+		return e;
+	}
+	if (target_step == 1) {
+		assert_int_equal(resil_config_selector(conf, &sc), 1);
+		sc.alloc = &fa->hook;
+		fail_alloc_arm(fa, nth);
+		e = resil_selector_new(&sel, d, &sc, NULL);
+		fail_alloc_arm(fa, 0);
+		if (e != RESIL_OK)
+			assert_ptr_equal(sel, SENTINEL);
+		else
+			resil_selector_free(sel);
+	}
+	resil_directory_free(d);
+	resil_config_free(conf);
+	return e;
+}
+
 static void
 test_alloc_fail_reload_cluster(void **state)
 {
@@ -2141,6 +2186,8 @@ test_alloc_fail_reload_cluster(void **state)
 	                BEST_EFFORT) > 0);
 	assert_true(
 	    sweep_steps("config cluster keys", op_config_cluster, 3, 0) > 0);
+	assert_true(sweep_steps("cluster from config", op_cluster_from_config,
+	                2, 0) > 0);
 }
 
 static void
