@@ -18,9 +18,11 @@
 #include <resil/cluster.h>
 #include <resil/config.h>
 #include <resil/directory.h>
+#include <resil/fleet.h>
 #include <resil/pipeline.h>
 #include <resil/router.h>
 #include <resil/selector.h>
+#include <resil/shm.h>
 
 #define SERVICE "StockService"
 
@@ -647,6 +649,65 @@ test_bad_cluster(void **state)
 	resil_condition_free(NULL);
 }
 
+/* ---- fleet and shared memory: NULL before any connection ---- */
+
+static void
+test_bad_fleet_shm(void **state)
+{
+	resil_fleet *f = (resil_fleet *)state;
+	resil_fleet_limit *fl = (resil_fleet_limit *)state;
+	resil_shm *shm = (resil_shm *)state;
+	resil_breaker *b = (resil_breaker *)state;
+	resil_fleet_permit permit;
+	resil_fleet_info info;
+	resil_fleet_limit_info linfo;
+	resil_breaker_config bc;
+	uint64_t after = 5;
+	resil_diag diag;
+
+	assert_int_equal(resil_fleet_new(NULL, NULL, &diag), RESIL_E_INVAL);
+	assert_int_equal(resil_fleet_new(&f, NULL, &diag), RESIL_E_INVAL);
+	assert_ptr_equal(f, (resil_fleet *)state);
+	assert_int_equal(
+	    resil_fleet_config_validate(NULL, &diag), RESIL_E_INVAL);
+	assert_int_equal(resil_fleet_acquire(NULL, &permit), RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_fleet_record(NULL, &permit, RESIL_OUTCOME_SUCCESS),
+	    RESIL_E_INVAL);
+	assert_int_equal(resil_fleet_release(NULL, &permit), RESIL_E_INVAL);
+	assert_int_equal(resil_fleet_sync(NULL, 0), RESIL_E_INVAL);
+	assert_int_equal(resil_fleet_start(NULL, 100, &diag), RESIL_E_INVAL);
+	assert_int_equal(resil_fleet_stop(NULL), RESIL_E_INVAL);
+	assert_int_equal(resil_fleet_get_info(NULL, &info), RESIL_E_INVAL);
+	assert_null(resil_fleet_breaker(NULL));
+	resil_fleet_free(NULL);
+	assert_int_equal(
+	    resil_fleet_limit_new(NULL, NULL, &diag), RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_fleet_limit_new(&fl, NULL, &diag), RESIL_E_INVAL);
+	assert_ptr_equal(fl, (resil_fleet_limit *)state);
+	assert_int_equal(
+	    resil_fleet_limit_config_validate(NULL, &diag), RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_fleet_limit_acquire(NULL, 1, &after), RESIL_E_INVAL);
+	assert_int_equal(after, 5);
+	assert_int_equal(
+	    resil_fleet_limit_get_info(NULL, &linfo), RESIL_E_INVAL);
+	resil_fleet_limit_free(NULL);
+	assert_int_equal(
+	    resil_shm_open(NULL, "/resil-bad", NULL, &diag), RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_shm_open(&shm, NULL, NULL, &diag), RESIL_E_INVAL);
+	assert_ptr_equal(shm, (resil_shm *)state);
+	assert_int_equal(resil_shm_unlink(NULL, &diag), RESIL_E_INVAL);
+	resil_breaker_config_init(&bc);
+	assert_int_equal(
+	    resil_shm_breaker(NULL, "b", &bc, &b, &diag), RESIL_E_INVAL);
+	assert_ptr_equal(b, (resil_breaker *)state);
+	assert_int_equal(resil_shm_reap(NULL), 0);
+	resil_shm_close(NULL);
+}
+
 int
 main(void)
 {
@@ -662,6 +723,7 @@ main(void)
 		cmocka_unit_test(test_bad_directory),
 		cmocka_unit_test(test_bad_selector),
 		cmocka_unit_test(test_bad_cluster),
+		cmocka_unit_test(test_bad_fleet_shm),
 	};
 
 	return cmocka_run_group_tests_name(
