@@ -136,8 +136,8 @@ check_scenario(const scenario *s)
 	FUZZ_CHECK(s->end == t, "end %llu, the phases end at %llu",
 	    (unsigned long long)s->end, (unsigned long long)t);
 	for (i = 0; i < s->nbatches; i++)
-		FUZZ_CHECK(s->batches[i].n <= 100000,
-		    "batch %zu: %u calls", i, s->batches[i].n);
+		FUZZ_CHECK(s->batches[i].n <= 100000, "batch %zu: %u calls", i,
+		    s->batches[i].n);
 }
 
 /* Calls the run would make, roughly: the batches and the arrivals. */
