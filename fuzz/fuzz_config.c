@@ -10,11 +10,19 @@
  *     keys of each declared method), resil_config_set(key, get(key))
  *     succeeds and leaves every key's get unchanged;
  *   - text back: the text "key=get(key)" of every key parses to a config
- *     whose every get is the same again.
+ *     whose every get is the same again;
+ *   - entries back: the text of the settings as listed by
+ *     resil_config_entry() (selector keys included) parses to a config
+ *     with the same gets, and the same selector and directory keys;
+ *   - the selector and directory configs (resil_config_selector,
+ *     resil_config_directory) pass their validations and build a
+ *     directory and a selector.
  */
 #include <string.h>
 
 #include <resil/config.h>
+#include <resil/directory.h>
+#include <resil/selector.h>
 
 #include "fuzz.h"
 
@@ -38,13 +46,16 @@ static const char *const stage_keys[] = { "breaker.enabled", "retry.enabled",
 	"cache.max_bytes", "cache.max_age", "cache.shards", "ratelimit.rate",
 	"ratelimit.period", "ratelimit.burst", "bulkhead.max_concurrent",
 	"bulkhead.adaptive", "bulkhead.min_limit", "bulkhead.max_limit",
-	"bulkhead.target_latency", "bulkhead.increase",
-	"bulkhead.backoff_pct" };
+	"bulkhead.target_latency", "bulkhead.increase", "bulkhead.backoff_pct",
+	"ratelimit.batch", "bulkhead.batch", "hedge.max", "hedge.delay",
+	"cluster", "retries", "forks", "broadcast.fail.percent",
+	"failback.queue", "failback.retries", "failback.period", "zone",
+	"cross_zone_timeout" };
 #define NSTAGE (sizeof(stage_keys) / sizeof(stage_keys[0]))
 
 static const char *const method_keys[] = { "type", "timeout",
-	"retry.max_attempts", "mock" };
-#define NMETHOD_KEYS 4
+	"retry.max_attempts", "mock", "retries" };
+#define NMETHOD_KEYS 5
 
 #define VALUE_MAX 4096
 
@@ -148,6 +159,67 @@ text_safe(const char *v)
 	return strchr(v, '\n') == NULL && strchr(v, '\r') == NULL;
 }
 
+/* The text of conf's settings as resil_config_entry() lists them; NULL
+ * when a value cannot be carried by text. */
+static char *
+entries_text(const resil_config *conf)
+{
+	size_t n = resil_config_count(conf), i, cap = 1, len = 0;
+	resil_config_setting st;
+	char *out;
+
+	for (i = 0; i < n; i++) {
+		FUZZ_CHECK(resil_config_entry(conf, i, &st) == RESIL_OK,
+		    "entry %zu of %zu", i, n);
+		FUZZ_CHECK(st.key != NULL && st.value != NULL &&
+		        st.origin != NULL && st.line > 0,
+		    "entry %zu: no key, value or line", i);
+		if (!text_safe(st.value))
+			return NULL;
+		cap += strlen(st.key) + strlen(st.value) + 2;
+	}
+	FUZZ_CHECK(resil_config_entry(conf, n, &st) == RESIL_E_NOTFOUND,
+	    "an entry past the count");
+	out = malloc(cap);
+	FUZZ_CHECK(out != NULL, "out of memory");
+	out[0] = '\0';
+	for (i = 0; i < n; i++) {
+		resil_config_entry(conf, i, &st);
+		len += (size_t)snprintf(
+		    out + len, cap - len, "%s=%s\n", st.key, st.value);
+	}
+	return out;
+}
+
+/* The selector and directory that conf describes: validated and built. */
+static void
+build_cluster(const resil_config *conf)
+{
+	resil_directory_config dc;
+	resil_selector_config sc;
+	resil_directory *dir = NULL;
+	resil_selector *sel = NULL;
+	resil_diag d;
+	int has_s, has_d;
+
+	resil_directory_config_init(&dc);
+	has_d = resil_config_directory(conf, &dc);
+	has_s = resil_config_selector(conf, &sc);
+	FUZZ_CHECK(has_s == has_d, "selector keys %d, directory keys %d",
+	    has_s, has_d);
+	d.msg[0] = '\0';
+	FUZZ_CHECK(resil_directory_config_validate(&dc, &d) == RESIL_OK,
+	    "the directory config of an accepted text: %s", d.msg);
+	FUZZ_CHECK(resil_selector_config_validate(&sc, &d) == RESIL_OK,
+	    "the selector config of an accepted text: %s", d.msg);
+	FUZZ_CHECK(resil_directory_new(&dir, &dc, &d) == RESIL_OK,
+	    "directory of an accepted text: %s", d.msg);
+	FUZZ_CHECK(resil_selector_new(&sel, dir, &sc, &d) == RESIL_OK,
+	    "selector of an accepted text: %s", d.msg);
+	resil_selector_free(sel);
+	resil_directory_free(dir);
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -177,6 +249,37 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	FUZZ_CHECK(conf != sentinel && conf != NULL, "no config");
 	snap_take(&before, conf);
+	build_cluster(conf);
+
+	/* The settings as listed, as text again. */
+	out = entries_text(conf);
+	if (out != NULL) {
+		resil_selector_config s1, s2;
+
+		d.msg[0] = '\0';
+		e = resil_config_parse_string(&back, out, "entries", NULL, &d);
+		FUZZ_CHECK(e == RESIL_OK,
+		    "text of the entries refused: %s\n%s", d.msg, out);
+		snap_take(&reparsed, back);
+		snap_same(&before, &reparsed, "entries back");
+		snap_free(&reparsed);
+		FUZZ_CHECK(
+		    resil_config_count(back) == resil_config_count(conf),
+		    "entries back: %zu settings, then %zu",
+		    resil_config_count(conf), resil_config_count(back));
+		FUZZ_CHECK(resil_config_selector(conf, &s1) ==
+		            resil_config_selector(back, &s2) &&
+		        s1.balance.kind == s2.balance.kind &&
+		        s1.nmethods == s2.nmethods &&
+		        s1.nconditions == s2.nconditions &&
+		        s1.panic_threshold_pct == s2.panic_threshold_pct &&
+		        s1.tag_force == s2.tag_force &&
+		        s1.zone_mode == s2.zone_mode,
+		    "entries back: another selector");
+		resil_config_free(back);
+		back = NULL;
+		free(out);
+	}
 
 	/* Set every key back to its own value, in place. */
 	for (i = 0; i < before.n; i++) {

@@ -1894,7 +1894,11 @@ resil_config_set(
 	err = setting_make(conf, &s, k, kn, v, vn, 0, diag);
 	if (err != RESIL_OK)
 		return err;
-	at = setting_find(conf, s.key);
+	/* router.condition appends a rule, as each line of it in a text
+	 * does; every other key replaces the value it had. */
+	at = strcmp(s.key, "router.condition") == 0
+	    ? -1
+	    : setting_find(conf, s.key);
 	if (at < 0 &&
 	    strtab_reserve(&conf->index, &conf->alloc, conf->n + 1,
 	        setting_key, conf) != RESIL_OK) {
