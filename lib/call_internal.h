@@ -99,7 +99,8 @@ void resil__cluster_broadcast_msg(char *buf, size_t len, const char *method,
     const char *service, uint32_t failures, size_t n, const char *lasterr);
 
 /* "Failback queue of the method M in the service S is full (N calls): the
- * failure is dropped. Last error is: E". */
+ * failure is dropped. Last error is: E"; with queue < 0 "... could not
+ * take the call (out of memory): ...". */
 void resil__cluster_full_msg(char *buf, size_t n, const char *method,
     const char *service, int32_t queue, const char *lasterr);
 
@@ -118,8 +119,8 @@ typedef int (*resil__task_fn)(void *ctx, const resil_pick *endpoint,
     const resil_request *req, const resil_args *args, resil_value *out);
 
 /* Queue a failed call at now (req and args copied; args may be NULL).
- * 0 (and a QUEUE_FULL event) when the queue is full or memory runs out;
- * 1 when queued (a QUEUED event). */
+ * 1 when queued (a QUEUED event); 0 (and a QUEUE_FULL event) when the
+ * queue is full; -1 when memory ran out. */
 int resil__cluster_enqueue(resil_cluster *cl, const resil_request *req,
     const resil_args *args, const char *address, uint64_t id, int rc,
     uint64_t now);

@@ -488,12 +488,12 @@ resil__cluster_enqueue(resil_cluster *cl, const resil_request *req,
 	resil__spin_unlock(&cl->qlock);
 	t = task_new(cl, req, args);
 	if (t == NULL) {
+		/* Not full: out of memory (no QUEUE_FULL event, which would
+		 * say the queue is full). */
 		resil__spin_lock(&cl->qlock);
 		cl->queued--;
 		resil__spin_unlock(&cl->qlock);
-		emit_at(cl, now, RESIL_CLUSTER_EVENT_QUEUE_FULL, req->method,
-		    address, rc, 0);
-		return 0;
+		return -1;
 	}
 	t->due = now + cl->cfg.failback_period_ns;
 	t->last_id = id;
@@ -510,9 +510,9 @@ resil__cluster_enqueue(resil_cluster *cl, const resil_request *req,
 	return 1;
 }
 
-/* Queue a failed call; false (and an event) when the queue is full or
- * memory runs out. */
-static bool
+/* Queue a failed call: 1; 0 (and an event) when the queue is full; -1
+ * when memory ran out. */
+static int
 enqueue(resil_cluster *cl, const resil_request *req, const attempt *at,
     uint64_t now)
 {
@@ -722,9 +722,14 @@ resil__cluster_full_msg(char *buf, size_t n, const char *method,
 	resil__msg_str(&m, method != NULL ? method : "");
 	RESIL__MSG_LIT(&m, " in the service ");
 	resil__msg_str(&m, service != NULL ? service : "");
-	RESIL__MSG_LIT(&m, " is full (");
-	resil__msg_int(&m, (int)queue);
-	RESIL__MSG_LIT(&m, " calls): the failure is dropped. Last error is: ");
+	if (queue < 0) {
+		RESIL__MSG_LIT(&m, " could not take the call (out of memory)");
+	} else {
+		RESIL__MSG_LIT(&m, " is full (");
+		resil__msg_int(&m, (int)queue);
+		RESIL__MSG_LIT(&m, " calls)");
+	}
+	RESIL__MSG_LIT(&m, ": the failure is dropped. Last error is: ");
 	resil__msg_str(&m, lasterr != NULL ? lasterr : "");
 }
 
@@ -921,15 +926,18 @@ resil_cluster_invoke(resil_cluster *cl, const resil_request *req,
 		return RESIL_OK;
 	}
 	if (cl->cfg.strategy == RESIL_CLUSTER_FAILBACK) {
-		if (cl->cfg.failback_retries > 0 &&
-		    !enqueue(cl, req, &at, resil_clock_now(&cl->clock))) {
-			/* Full: an event said so, and the caller gets the
-			 * failure. */
+		int q = cl->cfg.failback_retries > 0
+		    ? enqueue(cl, req, &at, resil_clock_now(&cl->clock))
+		    : 1;
+
+		if (q <= 0) {
+			/* Full (an event said so) or out of memory: the
+			 * caller gets the failure. */
 			set_result(out, RESIL_E_CALL, &at);
 			last_error(lasterr, sizeof(lasterr), &at);
 			resil__cluster_full_msg(out->message,
 			    sizeof(out->message), req->method, cl->service,
-			    cl->cfg.failback_queue, lasterr);
+			    q == 0 ? cl->cfg.failback_queue : -1, lasterr);
 			return out->err;
 		}
 		set_result(out, RESIL_OK, &at);

@@ -2760,12 +2760,17 @@ cl_conclude(callm *c, resil_err rr, int rc, resil_err status,
 	}
 	resil_value_free(&c->value);
 	if (!c->cstop && sg == RESIL_CLUSTER_FAILBACK &&
-	    p->ccfg.failback_retries > 0 &&
-	    !resil__cluster_enqueue(p->fbq, &c->req, c->args, c->last_addr,
-	        c->ntried > 0 ? c->tried[c->ntried - 1] : 0, rc, tnow(ts)))
-		/* The queue is full (an event said so): the failure is not
-		 * swallowed, it goes on as failfast's would. */
-		full = 1;
+	    p->ccfg.failback_retries > 0) {
+		int q = resil__cluster_enqueue(p->fbq, &c->req, c->args,
+		    c->last_addr, c->ntried > 0 ? c->tried[c->ntried - 1] : 0,
+		    rc, tnow(ts));
+
+		/* The queue is full (an event said so) or memory ran out:
+		 * the failure is not swallowed, it goes on as failfast's
+		 * would. full: 1 full, 2 out of memory. */
+		if (q <= 0)
+			full = q == 0 ? 1 : 2;
+	}
 	if (!c->cstop && !full &&
 	    (sg == RESIL_CLUSTER_FAILSAFE || sg == RESIL_CLUSTER_FAILBACK)) {
 		/* The failure is swallowed: a null value now (failback:
@@ -2823,7 +2828,7 @@ cl_conclude(callm *c, resil_err rr, int rc, resil_err status,
 			    failure.err, rc, c->last_timeout);
 			resil__cluster_full_msg(out->message,
 			    sizeof(out->message), c->req.method, p->service,
-			    p->ccfg.failback_queue, lasterr);
+			    full == 1 ? p->ccfg.failback_queue : -1, lasterr);
 		} else {
 			char lasterr[64];
 

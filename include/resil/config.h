@@ -120,8 +120,9 @@ RESIL_API int resil_config_directory(
  * Apply one setting, with the same checks as a line of text (key and value
  * are trimmed of blanks), then run the stage validations again. A key set
  * before (by the text or by an earlier set) takes the new value, and its
- * setting loses its line. Pointers from resil_config_pipeline() become
- * invalid on RESIL_OK.
+ * setting loses its line; router.condition, which a text may repeat,
+ * appends a rule instead, as a line does. Pointers from
+ * resil_config_pipeline() become invalid on RESIL_OK.
  *
  * Returns RESIL_OK; RESIL_E_INVAL for a NULL argument or a bad setting
  * (message in *diag, without origin:line for this setting); RESIL_E_NOMEM.
