@@ -196,9 +196,9 @@ compute_wait(const resil_retry_config *cfg, uint32_t n, uint64_t prev,
 		break;
 	case RESIL_BACKOFF_EXPONENTIAL:
 		d = base;
-		/* Repeated products rather than pow(): no libm, and exact
-		 * for the usual multipliers (2, 1.5) while the result fits
-		 * 53 bits. Past 2^64 it only saturates. */
+		/* Repeated products rather than pow(): exact for the usual
+		 * multipliers (2, 1.5) while the result fits 53 bits. Past
+		 * 2^64 it only saturates. */
 		for (i = 1; i < n && d < TWO64; i++)
 			d *= cfg->multiplier;
 		break;
