@@ -50,18 +50,23 @@ directory(void)
 	return d;
 }
 
-/* The rule has a THEN part: something but blanks after its "=>". */
+/* The rule has a THEN part: something but blanks after its "=>", and
+ * not Dubbo's `false`, which keeps nothing as an empty THEN does. */
 static int
 has_then(const char *text)
 {
-	const char *p = strstr(text, "=>");
+	const char *p = strstr(text, "=>"), *end;
 
 	if (p == NULL)
 		return 1; /* a rule without "=>" is all THEN (Dubbo) */
-	for (p += 2; *p != '\0'; p++)
-		if (*p != ' ' && *p != '\t')
-			return 1;
-	return 0;
+	for (p += 2; *p == ' ' || *p == '\t'; p++)
+		;
+	for (end = p + strlen(p);
+	     end > p && (end[-1] == ' ' || end[-1] == '\t'); end--)
+		;
+	if (end - p == 5 && memcmp(p, "false", 5) == 0)
+		return 0;
+	return end > p;
 }
 
 static void
