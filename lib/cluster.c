@@ -252,6 +252,21 @@ typedef struct attempt {
 	uint64_t id;
 } attempt;
 
+/* Run the attempt on a picked endpoint, and report its outcome. */
+static resil_err
+run_pick(resil_cluster *cl, resil_pick *pick, const resil_request *req,
+    resil_endpoint_fn fn, void *ctx, attempt *at)
+{
+	resil_value_init(&at->value);
+	snprintf(at->address, sizeof(at->address), "%s",
+	    pick->address != NULL ? pick->address : "");
+	at->id = pick->id;
+	at->rc = fn(ctx, pick, req, &at->value);
+	at->outcome = resil_classify(&cl->cfg.classifier, at->rc, &at->value);
+	resil_selector_report(cl->sel, pick, at->outcome);
+	return RESIL_OK;
+}
+
 /* Pick (avoiding exclude, or anyone when all are excluded) and run one
  * attempt. Returns RESIL_OK when it ran, else the pick's error. */
 static resil_err
@@ -270,14 +285,7 @@ run_one(resil_cluster *cl, resil_candidates *c, const resil_request *req,
 		    resil_selector_pick(cl->sel, c, req, NULL, 0, &pick, diag);
 	if (err != RESIL_OK)
 		return err;
-	resil_value_init(&at->value);
-	snprintf(at->address, sizeof(at->address), "%s",
-	    pick.address != NULL ? pick.address : "");
-	at->id = pick.id;
-	at->rc = fn(ctx, &pick, req, &at->value);
-	at->outcome = resil_classify(&cl->cfg.classifier, at->rc, &at->value);
-	resil_selector_report(cl->sel, &pick, at->outcome);
-	return RESIL_OK;
+	return run_pick(cl, &pick, req, fn, ctx, at);
 }
 
 /* One attempt on candidate i itself (broadcast), without the balancer.
@@ -293,14 +301,7 @@ run_at(resil_cluster *cl, resil_candidates *c, size_t i,
 	err = resil_selector_pick_at(cl->sel, c, i, &pick, NULL);
 	if (err != RESIL_OK)
 		return err;
-	resil_value_init(&at->value);
-	snprintf(at->address, sizeof(at->address), "%s",
-	    pick.address != NULL ? pick.address : "");
-	at->id = pick.id;
-	at->rc = fn(ctx, &pick, req, &at->value);
-	at->outcome = resil_classify(&cl->cfg.classifier, at->rc, &at->value);
-	resil_selector_report(cl->sel, &pick, at->outcome);
-	return RESIL_OK;
+	return run_pick(cl, &pick, req, fn, ctx, at);
 }
 
 static void
@@ -470,6 +471,19 @@ task_new(resil_cluster *cl, const resil_request *req, const resil_args *args)
 	return t;
 }
 
+/* Task t at the queue's tail. */
+static void
+queue_append(resil_cluster *cl, task *t)
+{
+	resil__spin_lock(&cl->qlock);
+	if (cl->tail != NULL)
+		cl->tail->next = t;
+	else
+		cl->head = t;
+	cl->tail = t;
+	resil__spin_unlock(&cl->qlock);
+}
+
 int
 resil__cluster_enqueue(resil_cluster *cl, const resil_request *req,
     const resil_args *args, const char *address, uint64_t id, int rc,
@@ -498,13 +512,7 @@ resil__cluster_enqueue(resil_cluster *cl, const resil_request *req,
 	t->due = now + cl->cfg.failback_period_ns;
 	t->last_id = id;
 	t->has_last = 1;
-	resil__spin_lock(&cl->qlock);
-	if (cl->tail != NULL)
-		cl->tail->next = t;
-	else
-		cl->head = t;
-	cl->tail = t;
-	resil__spin_unlock(&cl->qlock);
+	queue_append(cl, t);
 	emit_at(
 	    cl, now, RESIL_CLUSTER_EVENT_QUEUED, req->method, address, rc, 0);
 	return 1;
@@ -641,13 +649,7 @@ resil__cluster_poll(
 			/* Not a failed retry: the task goes back as it was,
 			 * still due, and the poll says why. */
 			result = err;
-			resil__spin_lock(&cl->qlock);
-			if (cl->tail != NULL)
-				cl->tail->next = t;
-			else
-				cl->head = t;
-			cl->tail = t;
-			resil__spin_unlock(&cl->qlock);
+			queue_append(cl, t);
 			continue;
 		}
 		if (err == RESIL_OK &&
@@ -670,13 +672,7 @@ resil__cluster_poll(
 		} else {
 			/* Again a period after this poll. */
 			t->due = now + cl->cfg.failback_period_ns;
-			resil__spin_lock(&cl->qlock);
-			if (cl->tail != NULL)
-				cl->tail->next = t;
-			else
-				cl->head = t;
-			cl->tail = t;
-			resil__spin_unlock(&cl->qlock);
+			queue_append(cl, t);
 			continue;
 		}
 		resil__spin_lock(&cl->qlock);

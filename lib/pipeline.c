@@ -920,14 +920,14 @@ cluster_setup(
 			    zd.msg);
 	}
 	p->hedge_delay = 0; /* forking starts its forks at once */
-	if (cc->strategy == RESIL_CLUSTER_FORKING)
+	if (cc->strategy == RESIL_CLUSTER_FORKING) {
 		p->late_edge = 0;
-	if (cc->strategy == RESIL_CLUSTER_FORKING)
 		/* Forks above the candidate count find no distinct endpoint
 		 * and are not made: min(forks, n) attempts. */
 		p->hedge_max = (uint32_t)cc->forks < RESIL_CALL_MAX_INFLIGHT
 		    ? (uint32_t)cc->forks - 1
 		    : RESIL_CALL_MAX_INFLIGHT - 1;
+	}
 	if (cc->strategy == RESIL_CLUSTER_FAILBACK) {
 		err =
 		    resil__cluster_new_queue(&p->fbq, p->sel, &p->ccfg, diag);
