@@ -210,7 +210,7 @@ static const char *const reserved[] = { "service", "timeout", "mock",
 	"breaker", "retry", "cache", "ratelimit", "bulkhead", "cluster",
 	"retries", "forks", "broadcast", "failback", "zone",
 	"cross_zone_timeout", "loadbalance", "router", "outlier", "panic",
-	"hedge" };
+	"hedge", "registry" };
 
 /* The keys a declared method has, after "<method>.". */
 enum mkey {

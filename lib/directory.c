@@ -40,6 +40,8 @@ resil_endpoint_event_name(resil_endpoint_event_type t)
 		return "ADDED";
 	case RESIL_ENDPOINT_REMOVED:
 		return "REMOVED";
+	case RESIL_ENDPOINT_EMPTY_PUSH:
+		return "EMPTY_PUSH";
 	}
 	return "UNKNOWN";
 }
@@ -505,6 +507,16 @@ spec_of(const resil__entry *e)
 	return s;
 }
 
+static size_t
+live_count(const resil_endpoint_spec *specs, size_t n)
+{
+	size_t i, k = 0;
+
+	for (i = 0; i < n; i++)
+		k += specs[i].mock == 0;
+	return k;
+}
+
 /*
  * Replace the list with specs (under wlock). Kept addresses keep their
  * position, new ones are appended in order. Builds everything before
@@ -512,7 +524,7 @@ spec_of(const resil__entry *e)
  */
 static resil_err
 rebuild(resil_directory *d, const resil_endpoint_spec *specs, size_t n,
-    resil_diag *diag)
+    int protect, resil_diag *diag)
 {
 	const resil_allocator *resil__a = &d->a;
 	addr_slot *table = NULL, *slots = NULL, *hit, *tmp;
@@ -547,6 +559,14 @@ rebuild(resil_directory *d, const resil_endpoint_spec *specs, size_t n,
 			err = RESIL_E_NOMEM;
 			goto out;
 		}
+	}
+	if (protect && old->n_live > 0 && live_count(specs, n) == 0) {
+		/* Empty protection: a registry that lost its providers (or
+		 * sent an empty list by mistake) must not leave the callers
+		 * with none; the list stays, valid as it was checked. */
+		emit(d, RESIL_ENDPOINT_EMPTY_PUSH, "", now_of(d), old->n_live,
+		    0);
+		goto out;
 	}
 	if ((err = snap_alloc(d, n, &s)) != RESIL_OK)
 		goto out;
@@ -628,7 +648,7 @@ resil_directory_push(resil_directory *d, const resil_endpoint_spec *specs,
 		return resil__diagf(
 		    diag, RESIL_E_INVAL, "directory: NULL argument");
 	resil__spin_lock(&d->wlock);
-	err = rebuild(d, specs, n, diag);
+	err = rebuild(d, specs, n, d->cfg.empty_protection != 0, diag);
 	resil__spin_unlock(&d->wlock);
 	return err;
 }
@@ -684,7 +704,7 @@ edit(resil_directory *d, int op, const resil_endpoint_spec *spec,
 	}
 	if (op == 0)
 		specs[k++] = *spec;
-	err = rebuild(d, specs, k, diag);
+	err = rebuild(d, specs, k, 0, diag);
 	if (err == RESIL_E_INVAL && diag != NULL && op != 2) {
 		/* Name the event's field, not the rebuilt list's index. */
 		char *br = strchr(diag->msg, ']');

@@ -865,6 +865,7 @@ struct resil_cluster_text {
 	int cond_force;
 	uint32_t panic;
 	resil_outlier_config outlier;
+	int empty_protection; /* registry.empty_protection; default 1 */
 	/* Where finish()'s cross-field messages point: the first origin
 	 * given to set (a copy), the line of the key being set, and that of
 	 * the last outlier key. */
@@ -891,6 +892,7 @@ resil_cluster_text_new(resil_cluster_text **out, const resil_allocator *alloc)
 	cc->panic = 50;
 	resil_directory_config_init(&dc);
 	cc->outlier = dc.outlier;
+	cc->empty_protection = dc.empty_protection;
 	*out = cc;
 	return RESIL_OK;
 }
@@ -1396,6 +1398,12 @@ set_one(
 	}
 	if (strcmp(key, "panic.threshold") == 0)
 		return u32_in(key, v, 0, 100, &cc->panic, diag);
+	if (strcmp(key, "registry.empty_protection") == 0) {
+		if (!parse_bool(v, &b))
+			return BAD("%s: \"%s\" is not a boolean", key, v);
+		cc->empty_protection = b;
+		return RESIL_OK;
+	}
 	if (strcmp(key, "outlier.consecutive_failures") == 0)
 		return u32_in(key, v, 1, 1000000,
 		    &cc->outlier.consecutive_failures, diag);
@@ -1530,6 +1538,8 @@ void
 resil_cluster_text_directory(
     const resil_cluster_text *cc, resil_directory_config *out)
 {
-	if (cc != NULL && out != NULL)
+	if (cc != NULL && out != NULL) {
 		out->outlier = cc->outlier;
+		out->empty_protection = cc->empty_protection;
+	}
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include <resil/breaker.h>
+#include <resil/config.h>
 #include <resil/directory.h>
 #include <resil/selector.h>
 
@@ -205,6 +206,90 @@ test_directory_bad_input_changes_nothing(void **state)
 	s[0] = spec("a:1", NULL, 0);
 	assert_int_equal(resil_directory_push(f.d, s, 1, NULL), RESIL_OK);
 	fx_end(&f);
+}
+
+/* Dubbo's empty protection: an empty push (or one of mock endpoints only)
+ * keeps the last non-empty list and says so; turned off, it applies. */
+static void
+test_directory_empty_push_keeps_last_list(void **state)
+{
+	resil_endpoint_spec s[2];
+	resil_config *conf;
+	resil_directory_config dc;
+	fx f;
+
+	(void)state;
+	fx_init(&f, 1000);
+	assert_true(f.dcfg.empty_protection); /* on by default */
+	assert_int_equal(fx_start(&f), 0);
+	/* An empty directory takes an empty push: nothing to keep. */
+	assert_int_equal(resil_directory_push(f.d, NULL, 0, NULL), RESIL_OK);
+	assert_int_equal(resil_directory_version(f.d), 1);
+	assert_int_equal(f.nev, 0);
+	s[0] = spec("a:1", "hz", 100);
+	s[1] = spec("b:1", "hz", 100);
+	assert_int_equal(resil_directory_push(f.d, s, 2, NULL), RESIL_OK);
+	assert_int_equal(resil_directory_version(f.d), 2);
+	assert_int_equal(f.nev, 2);
+	assert_int_equal(resil_directory_push(f.d, NULL, 0, NULL), RESIL_OK);
+	assert_int_equal(resil_directory_count(f.d), 2);
+	assert_int_equal(resil_directory_version(f.d), 2);
+	assert_int_equal(f.nev, 3);
+	assert_int_equal(f.ev[2].type, RESIL_ENDPOINT_EMPTY_PUSH);
+	assert_string_equal(f.ev[2].address, "");
+	assert_int_equal(f.ev[2].duration, 2);
+	assert_int_equal(f.ev[2].time, 1000);
+	assert_string_equal(
+	    resil_endpoint_event_name(RESIL_ENDPOINT_EMPTY_PUSH),
+	    "EMPTY_PUSH");
+	/* Mock endpoints are no providers: the same. */
+	s[0] = spec("m:1", NULL, 100);
+	s[0].mock = 1;
+	assert_int_equal(resil_directory_push(f.d, s, 1, NULL), RESIL_OK);
+	assert_int_equal(resil_directory_count(f.d), 2);
+	assert_int_equal(f.ev[3].type, RESIL_ENDPOINT_EMPTY_PUSH);
+	/* A bad empty-ish push is still refused as bad. */
+	s[0] = spec("m:1", NULL, -1);
+	s[0].mock = 1;
+	assert_int_equal(
+	    resil_directory_push(f.d, s, 1, &f.diag), RESIL_E_INVAL);
+	assert_int_equal(f.nev, 4);
+	/* A partial push is applied (only an empty one is protected). */
+	s[0] = spec("b:1", "hz", 100);
+	assert_int_equal(resil_directory_push(f.d, s, 1, NULL), RESIL_OK);
+	assert_int_equal(resil_directory_count(f.d), 1);
+	/* An explicit remove of the last provider is applied. */
+	assert_int_equal(resil_directory_remove(f.d, "b:1", NULL), RESIL_OK);
+	assert_int_equal(resil_directory_count(f.d), 0);
+	fx_end(&f);
+
+	/* Off: the empty push empties the list. */
+	fx_init(&f, 1000);
+	f.dcfg.empty_protection = 0;
+	assert_int_equal(fx_start(&f), 0);
+	s[0] = spec("a:1", "hz", 100);
+	assert_int_equal(resil_directory_push(f.d, s, 1, NULL), RESIL_OK);
+	assert_int_equal(resil_directory_push(f.d, NULL, 0, NULL), RESIL_OK);
+	assert_int_equal(resil_directory_count(f.d), 0);
+	assert_int_equal(f.ev[f.nev - 1].type, RESIL_ENDPOINT_REMOVED);
+	fx_end(&f);
+
+	/* The text key. */
+	assert_int_equal(
+	    resil_config_parse_string(&conf,
+	        "registry.empty_protection=false\n", "t.conf", NULL, &f.diag),
+	    RESIL_OK);
+	resil_directory_config_init(&dc);
+	assert_int_equal(resil_config_directory(conf, &dc), 1);
+	assert_int_equal(dc.empty_protection, 0);
+	resil_config_free(conf);
+	assert_int_equal(
+	    resil_config_parse_string(&conf,
+	        "registry.empty_protection=maybe\n", "t.conf", NULL, &f.diag),
+	    RESIL_E_INVAL);
+	assert_string_equal(f.diag.msg,
+	    "t.conf:1: registry.empty_protection: \"maybe\" is not a "
+	    "boolean");
 }
 
 static void
@@ -626,6 +711,7 @@ main(void)
 		    test_directory_push_keeps_positions_and_state),
 		cmocka_unit_test(test_directory_events_add_update_remove),
 		cmocka_unit_test(test_directory_bad_input_changes_nothing),
+		cmocka_unit_test(test_directory_empty_push_keeps_last_list),
 		cmocka_unit_test(test_directory_config_validation),
 		cmocka_unit_test(
 		    test_directory_outlier_ejection_grows_and_returns_exactly),

@@ -434,6 +434,7 @@ test_router_message_reads_like_dubbo(void **state)
 	fx_init(&f, 1000);
 	f.scfg.local_zone = "hz";
 	f.scfg.zone_mode = RESIL_ZONE_STRICT;
+	f.dcfg.empty_protection = 0; /* the empty directory below */
 	assert_int_equal(fx_start(&f), 0);
 	push(&f, eight, 8);
 	assert_int_equal(resil_selector_route(f.sel, &r, f.c, &f.diag),

@@ -105,8 +105,9 @@ RESIL_API const resil_pipeline_config *resil_config_pipeline(
  * - resil_config_selector(): *out is initialised and filled (service,
  *   balancers, routers, panic; its local zone is zone= unless router.zone
  *   says otherwise); random and alloc are left NULL for the caller.
- * - resil_config_directory(): the outlier settings of *out are overwritten
- *   (the rest is left as the caller set it).
+ * - resil_config_directory(): the outlier settings and empty protection
+ *   (registry.empty_protection) of *out are overwritten (the rest is left
+ *   as the caller set it).
  * Strings point into conf (valid until it is changed or freed). Both
  * return 1 when conf has any such key, 0 when none (the outputs are still
  * filled with defaults), 0 for a NULL argument.

@@ -90,17 +90,21 @@ typedef enum resil_endpoint_event_type {
 	RESIL_ENDPOINT_EJECTED = 0,
 	RESIL_ENDPOINT_RETURNED = 1,
 	RESIL_ENDPOINT_ADDED = 2,
-	RESIL_ENDPOINT_REMOVED = 3
+	RESIL_ENDPOINT_REMOVED = 3,
+	/* A push with no provider was not applied (empty protection): the
+	 * last non-empty list stays. address is "", duration the number of
+	 * providers kept. */
+	RESIL_ENDPOINT_EMPTY_PUSH = 4
 } resil_endpoint_event_type;
 
-/* "EJECTED", "RETURNED", "ADDED", "REMOVED" or "UNKNOWN". */
+/* "EJECTED", "RETURNED", "ADDED", "REMOVED", "EMPTY_PUSH" or "UNKNOWN". */
 RESIL_API const char *resil_endpoint_event_name(resil_endpoint_event_type t);
 
 typedef struct resil_endpoint_event {
 	resil_endpoint_event_type type;
 	const char *address; /* valid during the call only */
 	uint64_t time;      /* EJECTED: now; RETURNED: the exact return time */
-	uint64_t duration;  /* EJECTED: how long */
+	uint64_t duration;  /* EJECTED: how long; EMPTY_PUSH: providers kept */
 	uint32_t ejections; /* EJECTED: k, the consecutive ejection count */
 } resil_endpoint_event;
 
@@ -129,6 +133,12 @@ typedef struct resil_directory_config {
 	unsigned reader_slots;        /* concurrent readers; 0: 64 */
 	const resil_allocator *alloc; /* NULL: malloc() and free() */
 	const resil_clock *clock;     /* NULL: the monotonic system clock */
+	/* Dubbo's empty protection: a push with no provider (no non-mock
+	 * endpoint) while the list has some is not applied; the last
+	 * non-empty list stays and an EMPTY_PUSH event says so. Default 1
+	 * (set by _init); 0 applies such a push. Edits by add, update and
+	 * remove are always applied. */
+	int empty_protection;
 } resil_directory_config;
 
 static inline void
@@ -141,6 +151,7 @@ resil_directory_config_init(resil_directory_config *cfg)
 	cfg->outlier.max_ejection = 300 * RESIL_NS_PER_SEC;
 	cfg->outlier.interval = 10 * RESIL_NS_PER_SEC;
 	cfg->outlier.max_ejection_pct = 10;
+	cfg->empty_protection = 1;
 }
 
 static inline resil_directory_config
@@ -174,7 +185,10 @@ RESIL_API void resil_directory_free(resil_directory *d);
 /*
  * Replace the whole list with specs[0..n) (n may be 0). Addresses kept keep
  * their position and state; new ones are appended in the given order;
- * missing ones are removed. Returns RESIL_OK; RESIL_E_INVAL for a bad spec
+ * missing ones are removed. A push with no provider (mock endpoints do not
+ * count) while the list has providers changes nothing under empty
+ * protection (the default): it returns RESIL_OK and sends EMPTY_PUSH.
+ * Returns RESIL_OK; RESIL_E_INVAL for a bad spec
  * ("endpoints[2].weight: -1 is negative", "endpoints[3].address: duplicate
  * of endpoints[1] (10.0.0.1:1)"), changing nothing; RESIL_E_NOMEM.
  */
