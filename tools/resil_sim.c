@@ -979,5 +979,7 @@ out:
 
 /* The event-driven engine, in this translation unit (see
  * tools/CMakeLists.txt). */
+#include "sim/des_read.c"
 #include "sim/des.c"
+#include "sim/des_report.c"
 #include "sim/queue.c"

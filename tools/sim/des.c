@@ -1,9 +1,11 @@
 /*
- * resil-sim's event-driven model: zones, endpoints with a pool of workers
- * and a FIFO queue each, the network between zones (a round-trip time
- * range and a loss rate per zone pair, loss bursts), Poisson arrivals,
- * phases and directory pushes, all on the manual clock with seeded
- * generators. Every call goes through the real call machine
+ * resil-sim's event-driven model: a caller with an optional pool of
+ * threads, zones, endpoints with a pool of workers and a FIFO queue each
+ * (bounded or not), stop-the-world pauses, the network between zones (a
+ * round-trip time range and a loss rate per zone pair, loss bursts),
+ * Poisson arrivals, phases, and a registry whose pushes may arrive late,
+ * empty or incomplete, all on the manual clock with seeded generators.
+ * Every call goes through the real call machine
  * (resil_call_start/step/report) of a pipeline built from CONFIG, and
  * every attempt through the real selector (routers, balancer, outlier
  * detection) over a real directory. The syntax is in docs/resil-sim.md.
@@ -18,26 +20,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <resil/cluster.h>
-#include <resil/config.h>
-#include <resil/directory.h>
-#include <resil/pipeline.h>
-#include <resil/selector.h>
+#include "des.h"
 
-#include "sim.h"
+/* TEMPORARY until main's selector: condition rules replaced at run time. */
+static resil_err
+resil_selector_set_conditions(resil_selector *sel,
+    resil_condition *const *rules, size_t n, resil_diag *diag)
+{
+	size_t i;
 
-#define MAX_LINE 512
-#define MAX_NAME 32
-#define MAX_ZONES 8
-#define MAX_EPS 256
-#define MAX_ATT 16
-#define MAX_CONFS 4
-
-/* Return codes of a simulated attempt. */
-#define RC_OK 0
-#define RC_BUSINESS 400
-#define RC_REFUSED 111     /* ECONNREFUSED */
-#define RC_NO_PROVIDER 503 /* routing left no endpoint */
+	(void)sel;
+	(void)diag;
+	for (i = 0; i < n; i++)
+		resil_condition_free(rules[i]);
+	return RESIL_OK;
+}
 
 enum ev_kind {
 	EV_ARRIVAL,
@@ -47,581 +44,29 @@ enum ev_kind {
 	EV_SERVED,
 	EV_ANSWER,
 	EV_ACTION,
-	EV_POLL
+	EV_POLL,
+	EV_PUSH,     /* a registry push reaches the caller */
+	EV_HEARTBEAT /* the registry notices a pause (arg: 2 * endpoint + back) */
 };
 
 /* Failback: the queue is polled this often. */
 #define POLL_EVERY (100 * RESIL_NS_PER_MS)
-
-enum act_kind { A_REFUSE, A_ACCEPT, A_REMOVE, A_ADD };
-
-typedef struct job job;
-
-typedef struct ep {
-	char address[40];
-	int zone;
-	unsigned workers, busy;
-	int exp;      /* service time exponential (else fixed) */
-	double mean;  /* ns */
-	int refusing; /* connections refused */
-	int listed;   /* in the directory */
-	job *qhead, *qtail;
-	uint64_t served;
-} ep;
-
-typedef struct pair {
-	uint64_t lo, hi; /* round-trip time range */
-	double loss;     /* per message, each way */
-	int set;
-} pair;
-
-typedef struct lossw {
-	int a, b;
-	double p;
-	uint64_t from, until;
-} lossw;
-
-typedef struct action {
-	uint64_t t;
-	enum act_kind kind;
-	int zone;     /* -1: one endpoint */
-	int endpoint; /* -1: a zone */
-	unsigned line;
-} action;
-
-typedef struct phase {
-	char name[MAX_NAME];
-	uint64_t start, end;
-} phase;
-
-typedef struct callbatch {
-	uint64_t t;
-	unsigned n;
-	unsigned line;
-} callbatch;
-
-typedef struct scenario {
-	const char *path;
-	uint64_t seed;
-	int caller;
-	char zones[MAX_ZONES][MAX_NAME];
-	int nzones;
-	ep eps[MAX_EPS];
-	int neps;
-	pair net[MAX_ZONES][MAX_ZONES];
-	lossw *loss;
-	size_t nloss;
-	action *acts;
-	size_t nacts;
-	phase phases[16];
-	int nphases;
-	callbatch *batches;
-	size_t nbatches;
-	double rate; /* calls per second; 0: none */
-	uint64_t end;
-	uint64_t bucket;
-	int trace;
-	char method[MAX_NAME];
-} scenario;
-
-/* One attempt of a call. */
-typedef struct att {
-	uint32_t id;
-	ep *e;        /* the endpoint the call machine picked */
-	int answered; /* the answer came */
-	int rc;
-	uint64_t deadline; /* the machine's for this attempt */
-} att;
-
-typedef struct scall {
-	resil_call mc;
-	resil_result res;
-	resil_args args;
-	uint64_t no, start, step_at;
-	unsigned refs;
-	int done;
-	uint32_t natt, sent, local;
-	att a[MAX_ATT];
-	struct scall *next_free;
-} scall;
-
-struct job {
-	scall *c;
-	uint32_t ai;
-	ep *e;
-	uint64_t rtt;
-	int rc;
-	job *next;
-};
-
-typedef struct rec {
-	uint64_t start;
-	uint64_t lat;
-	uint8_t err, sent, local;
-} rec;
-
-/* A configuration as the simulator reads it. */
-typedef struct simconf {
-	const char *path;
-	resil_config *conf;
-} simconf;
-
-typedef struct run {
-	const scenario *s;
-	const simconf *sc;
-	ep eps[MAX_EPS];
-	resil_manual_clock mc;
-	sim_queue q;
-	sim_rng arrivals, service, net, lb;
-	resil_rng lbrng;
-	resil_random lbrand;
-	resil_pipeline *p;
-	resil_directory *dir;
-	resil_selector *sel;
-	scall *free_calls;
-	job *free_jobs;
-	uint64_t ncalls;
-	rec *recs;
-	size_t nrecs, caprecs;
-	int oom;
-} run;
-
-/* ---- reading the scenario ---- */
-
-static int
-bad(const char *file, unsigned line, const char *msg, const char *arg)
-{
-	fprintf(stderr, "%s:%u: %s%s%s\n", file, line, msg, arg ? ": " : "",
-	    arg ? arg : "");
-	return 2;
-}
-
-/* An error of the whole file (no line to name). */
-static int
-bad_file(const char *file, const char *msg, const char *arg)
-{
-	fprintf(stderr, "%s: %s%s%s\n", file, msg, arg ? ": " : "",
-	    arg ? arg : "");
-	return 2;
-}
-
-static int
-zone_of(scenario *s, const char *name, int create)
-{
-	int i;
-
-	for (i = 0; i < s->nzones; i++)
-		if (strcmp(s->zones[i], name) == 0)
-			return i;
-	if (!create || s->nzones == MAX_ZONES || strlen(name) >= MAX_NAME)
-		return -1;
-	snprintf(s->zones[s->nzones], MAX_NAME, "%s", name);
-	return s->nzones++;
-}
-
-static int
-parse_pct(const char *w, double *out)
-{
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(w, &end);
-	if (errno != 0 || end == w || strcmp(end, "%") != 0 || !(v >= 0) ||
-	    v > 100)
-		return -1;
-	*out = v / 100.0;
-	return 0;
-}
-
-static int
-parse_uint(const char *w, unsigned max, unsigned *out)
-{
-	char *end;
-	unsigned long v;
-
-	if (*w < '0' || *w > '9')
-		return -1;
-	errno = 0;
-	v = strtoul(w, &end, 10);
-	if (errno != 0 || *end != '\0' || v > max)
-		return -1;
-	*out = (unsigned)v;
-	return 0;
-}
-
-/* TIME: a duration, PHASE, or PHASE+DURATION. */
-static int
-parse_at(const scenario *s, const char *w, uint64_t *out)
-{
-	char name[MAX_NAME];
-	const char *plus = strchr(w, '+');
-	size_t n = plus ? (size_t)(plus - w) : strlen(w);
-	uint64_t d = 0;
-	int i;
-
-	if (sim_parse_time(w, out) == 0)
-		return 0;
-	if (n >= sizeof(name))
-		return -1;
-	memcpy(name, w, n);
-	name[n] = '\0';
-	if (plus != NULL && sim_parse_time(plus + 1, &d) != 0)
-		return -1;
-	for (i = 0; i < s->nphases; i++)
-		if (strcmp(s->phases[i].name, name) == 0) {
-			*out = s->phases[i].start + d;
-			return 0;
-		}
-	return -1;
-}
-
-static int
-grow(void **v, size_t *cap, size_t n, size_t size)
-{
-	if (n < *cap)
-		return 0;
-	{
-		size_t nc = *cap ? *cap * 2 : 8;
-		void *nv = realloc(*v, nc * size);
-
-		if (nv == NULL)
-			return -1;
-		*v = nv;
-		*cap = nc;
-	}
-	return 0;
-}
-
-static int
-endpoint_opts(
-    const char *file, unsigned line, ep *e, char **w, int from, int nw)
-{
-	int i;
-
-	e->workers = 1;
-	e->exp = 0;
-	e->mean = 0;
-	for (i = from; i < nw; i++) {
-		uint64_t d;
-
-		if (strncmp(w[i], "workers=", 8) == 0) {
-			if (parse_uint(w[i] + 8, 100000, &e->workers) != 0 ||
-			    e->workers == 0)
-				return bad(file, line,
-				    "workers= needs 1..100000", w[i]);
-		} else if (strncmp(w[i], "service=exp:", 12) == 0 &&
-		    sim_parse_time(w[i] + 12, &d) == 0) {
-			e->exp = 1;
-			e->mean = (double)d;
-		} else if (strncmp(w[i], "service=", 8) == 0 &&
-		    sim_parse_time(w[i] + 8, &d) == 0) {
-			e->exp = 0;
-			e->mean = (double)d;
-		} else {
-			return bad(file, line,
-			    "bad endpoint option (workers=N, "
-			    "service=DURATION, service=exp:MEAN)",
-			    w[i]);
-		}
-	}
-	return 0;
-}
-
-static int
-target(scenario *s, const char *w, action *a)
-{
-	int i;
-
-	a->zone = zone_of(s, w, 0);
-	a->endpoint = -1;
-	if (a->zone >= 0)
-		return 0;
-	for (i = 0; i < s->neps; i++)
-		if (strcmp(s->eps[i].address, w) == 0) {
-			a->endpoint = i;
-			return 0;
-		}
-	return -1;
-}
-
-static int
-read_des(const char *file, scenario *s)
-{
-	FILE *f = fopen(file, "r");
-	char buf[MAX_LINE + 2];
-	unsigned line = 0;
-	size_t caploss = 0, capacts = 0, capb = 0;
-	uint64_t phase_t = 0;
-
-	memset(s, 0, sizeof(*s));
-	s->path = file;
-	s->caller = -1;
-	s->bucket = 10 * RESIL_NS_PER_SEC;
-	s->seed = 1;
-	if (f == NULL) {
-		fprintf(
-		    stderr, "%s: cannot open: %s\n", file, strerror(errno));
-		return 2;
-	}
-	while (fgets(buf, sizeof(buf), f) != NULL) {
-		char *w[12];
-		int nw, rc = 0;
-
-		line++;
-		if (strchr(buf, '\n') == NULL && !feof(f)) {
-			rc = bad(file, line, "line too long", NULL);
-			goto fail;
-		}
-		nw = sim_split(buf, w, 12);
-		if (nw == 0)
-			continue;
-		if (nw < 0) {
-			rc = bad(file, line, "too many words", NULL);
-			goto fail;
-		}
-		if (strcmp(w[0], "seed") == 0 && nw == 2) {
-			char *end;
-
-			errno = 0;
-			s->seed = strtoull(w[1], &end, 10);
-			if (errno != 0 || *end != '\0' || w[1][0] == '-') {
-				rc = bad(file, line, "bad seed", w[1]);
-				goto fail;
-			}
-		} else if (strcmp(w[0], "caller") == 0 && nw == 2) {
-			s->caller = zone_of(s, w[1], 1);
-			if (s->caller < 0) {
-				rc = bad(file, line, "bad zone", w[1]);
-				goto fail;
-			}
-		} else if (strcmp(w[0], "endpoints") == 0 && nw >= 3) {
-			int z = zone_of(s, w[1], 1);
-			unsigned n, k;
-			ep proto;
-
-			if (z < 0 || parse_uint(w[2], MAX_EPS, &n) != 0 ||
-			    n == 0 || s->neps + (int)n > MAX_EPS) {
-				rc = bad(file, line,
-				    "endpoints needs ZONE COUNT (at most 256 "
-				    "endpoints in all)",
-				    NULL);
-				goto fail;
-			}
-			memset(&proto, 0, sizeof(proto));
-			if ((rc = endpoint_opts(
-			         file, line, &proto, w, 3, nw)) != 0)
-				goto fail;
-			for (k = 0; k < n; k++) {
-				ep *e = &s->eps[s->neps];
-				unsigned same = 0;
-				int j;
-
-				for (j = 0; j < s->neps; j++)
-					same += s->eps[j].zone == z;
-				*e = proto;
-				e->zone = z;
-				e->listed = 1;
-				snprintf(e->address, sizeof(e->address),
-				    "10.0.%d.%u:20880", z + 1, same + 1);
-				s->neps++;
-			}
-		} else if (strcmp(w[0], "rtt") == 0 && nw == 5) {
-			int a = zone_of(s, w[1], 1), b = zone_of(s, w[2], 1);
-			uint64_t lo, hi;
-
-			if (a < 0 || b < 0 || sim_parse_time(w[3], &lo) != 0 ||
-			    sim_parse_time(w[4], &hi) != 0 || hi < lo) {
-				rc = bad(file, line,
-				    "rtt needs ZONE ZONE LOW HIGH (durations, "
-				    "LOW <= HIGH)",
-				    NULL);
-				goto fail;
-			}
-			s->net[a][b].lo = s->net[b][a].lo = lo;
-			s->net[a][b].hi = s->net[b][a].hi = hi;
-			s->net[a][b].set = s->net[b][a].set = 1;
-		} else if (strcmp(w[0], "loss") == 0 &&
-		    (nw == 4 ||
-		        (nw == 8 && strcmp(w[4], "at") == 0 &&
-		            strcmp(w[6], "for") == 0))) {
-			int a = zone_of(s, w[1], 1), b = zone_of(s, w[2], 1);
-			double p;
-
-			if (a < 0 || b < 0 || parse_pct(w[3], &p) != 0) {
-				rc = bad(file, line,
-				    "loss needs ZONE ZONE PERCENT% [at TIME "
-				    "for DURATION]",
-				    NULL);
-				goto fail;
-			}
-			if (nw == 4) {
-				s->net[a][b].loss = s->net[b][a].loss = p;
-			} else {
-				lossw lw;
-				uint64_t d;
-
-				lw.a = a;
-				lw.b = b;
-				lw.p = p;
-				if (parse_at(s, w[5], &lw.from) != 0 ||
-				    sim_parse_time(w[7], &d) != 0) {
-					rc = bad(file, line,
-					    "loss ... at TIME for DURATION",
-					    NULL);
-					goto fail;
-				}
-				lw.until = lw.from + d;
-				if (grow((void **)&s->loss, &caploss, s->nloss,
-				        sizeof(lw)) != 0)
-					goto oom;
-				s->loss[s->nloss++] = lw;
-			}
-		} else if (strcmp(w[0], "arrivals") == 0 && nw == 2) {
-			char *end;
-
-			errno = 0;
-			s->rate = strtod(w[1], &end);
-			if (errno != 0 || *end != '\0' || !(s->rate > 0) ||
-			    s->rate > 1e7) {
-				rc = bad(file, line,
-				    "arrivals needs a rate in calls per "
-				    "second",
-				    w[1]);
-				goto fail;
-			}
-		} else if (strcmp(w[0], "call") == 0 && (nw == 2 || nw == 3)) {
-			callbatch cb;
-
-			cb.n = 1;
-			cb.line = line;
-			if (parse_at(s, w[1], &cb.t) != 0 ||
-			    (nw == 3 &&
-			        (strncmp(w[2], "calls=", 6) != 0 ||
-			            parse_uint(w[2] + 6, 100000, &cb.n) !=
-			                0))) {
-				rc = bad(file, line,
-				    "call needs TIME [calls=N]", NULL);
-				goto fail;
-			}
-			if (grow((void **)&s->batches, &capb, s->nbatches,
-			        sizeof(cb)) != 0)
-				goto oom;
-			s->batches[s->nbatches++] = cb;
-		} else if (strcmp(w[0], "method") == 0 && nw == 2 &&
-		    strlen(w[1]) < MAX_NAME) {
-			snprintf(s->method, sizeof(s->method), "%s", w[1]);
-		} else if (strcmp(w[0], "phase") == 0 && nw == 3) {
-			phase *ph = &s->phases[s->nphases];
-			uint64_t d;
-
-			if (s->nphases == 16 || strlen(w[1]) >= MAX_NAME ||
-			    sim_parse_time(w[2], &d) != 0 || d == 0) {
-				rc = bad(file, line,
-				    "phase needs NAME DURATION (at most 16 "
-				    "phases)",
-				    NULL);
-				goto fail;
-			}
-			snprintf(ph->name, sizeof(ph->name), "%s", w[1]);
-			ph->start = phase_t;
-			ph->end = phase_t + d;
-			phase_t = ph->end;
-			s->nphases++;
-		} else if (strcmp(w[0], "at") == 0 &&
-		    ((nw == 4 &&
-		         (strcmp(w[2], "refuse") == 0 ||
-		             strcmp(w[2], "accept") == 0)) ||
-		        (nw == 5 && strcmp(w[2], "push") == 0 &&
-		            (strcmp(w[3], "remove") == 0 ||
-		                strcmp(w[3], "add") == 0)))) {
-			action a;
-
-			a.line = line;
-			if (parse_at(s, w[1], &a.t) != 0) {
-				rc = bad(file, line,
-				    "bad time (a duration, PHASE or "
-				    "PHASE+DURATION)",
-				    w[1]);
-				goto fail;
-			}
-			if (nw == 4)
-				a.kind = w[2][0] == 'r' ? A_REFUSE : A_ACCEPT;
-			else
-				a.kind = w[3][0] == 'r' ? A_REMOVE : A_ADD;
-			if (target(s, w[nw - 1], &a) != 0) {
-				rc = bad(file, line,
-				    "not a zone or endpoint address",
-				    w[nw - 1]);
-				goto fail;
-			}
-			if (grow((void **)&s->acts, &capacts, s->nacts,
-			        sizeof(a)) != 0)
-				goto oom;
-			s->acts[s->nacts++] = a;
-		} else if (strcmp(w[0], "bucket") == 0 && nw == 2) {
-			if (sim_parse_time(w[1], &s->bucket) != 0 ||
-			    s->bucket == 0) {
-				rc = bad(file, line, "bad bucket", w[1]);
-				goto fail;
-			}
-		} else if (strcmp(w[0], "trace") == 0 && nw == 1) {
-			s->trace = 1;
-		} else {
-			rc =
-			    bad(file, line, "unknown or malformed line", w[0]);
-			goto fail;
-		}
-		continue;
-	fail:
-		fclose(f);
-		return rc;
-	oom:
-		fclose(f);
-		fprintf(stderr, "resil-sim: out of memory\n");
-		return 2;
-	}
-	fclose(f);
-	if (s->caller < 0)
-		return bad_file(file, "no `caller ZONE` line", NULL);
-	if (s->neps == 0)
-		return bad_file(file, "no endpoints", NULL);
-	if (s->nphases == 0)
-		return bad_file(file, "no phase", NULL);
-	{
-		int z, e;
-
-		for (e = 0; e < s->neps; e++) {
-			z = s->eps[e].zone;
-			if (!s->net[s->caller][z].set)
-				return bad_file(
-				    file, "no rtt between zones", s->zones[z]);
-		}
-	}
-	s->end = phase_t;
-	return 0;
-}
-
-static void
-free_scenario(scenario *s)
-{
-	free(s->loss);
-	free(s->acts);
-	free(s->batches);
-}
 
 /* ---- reading a configuration ---- */
 
 /*
  * One configuration file holds the pipeline's keys, the cluster's
  * (cluster=, retries=, zone=, cross_zone_timeout=, ...) and the selector's
- * and directory's (loadbalance=, router.*, outlier.*, panic.threshold):
- * resil_config reads them all (docs/config.md, docs/cluster.md).
+ * and directory's (loadbalance=, router.*, outlier.*, panic.threshold,
+ * registry.empty_protection): resil_config reads them all
+ * (docs/config.md, docs/cluster.md). The scenario's rules are applied with
+ * the configuration's router.condition.force.
  */
 static int
 load_conf(const char *path, simconf *sc)
 {
 	resil_diag diag;
+	char force[16];
 
 	memset(sc, 0, sizeof(*sc));
 	sc->path = path;
@@ -630,6 +75,9 @@ load_conf(const char *path, simconf *sc)
 		fprintf(stderr, "%s\n", diag.msg);
 		return 2;
 	}
+	sc->rule_force = resil_config_get(sc->conf, "router.condition.force",
+	                     force, sizeof(force)) == RESIL_OK &&
+	    strcmp(force, "true") == 0;
 	return 0;
 }
 
@@ -667,6 +115,11 @@ on_endpoint(const resil_endpoint_event *ev, void *ctx)
 	else if (ev->type == RESIL_ENDPOINT_RETURNED)
 		printf("%s ms: %s returned\n",
 		    sim_ms_text(ev->time, t, sizeof(t)), ev->address);
+	else if (ev->type == RESIL_ENDPOINT_EMPTY_PUSH)
+		printf("%s ms: empty push not applied (%" PRIu64
+		       " providers kept)\n",
+		    sim_ms_text(resil_manual_clock_now(&r->mc), t, sizeof(t)),
+		    ev->duration);
 }
 
 /* In a trace, the cluster's events (failsafe swallowed, failback queued
@@ -682,8 +135,17 @@ on_pipeline(const resil_pipeline_event *ev, void *ctx)
 	printf("%s ms: %s\n", sim_ms_text(ev->time, t, sizeof(t)), ev->text);
 }
 
+static void
+sched(run *r, uint64_t t, int kind, void *p, uint32_t arg)
+{
+	if (sim_schedule(&r->q, t, kind, p, arg) != 0)
+		r->oom = 1;
+}
+
+/* The caller's directory gets the endpoints of *set (traced: a push
+ * from the registry, not the list the run starts with). */
 static int
-push(run *r)
+push(run *r, const epset *set, int trace)
 {
 	resil_endpoint_spec specs[MAX_EPS];
 	resil_diag diag;
@@ -693,12 +155,19 @@ push(run *r)
 	for (i = 0; i < r->s->neps; i++) {
 		ep *e = &r->eps[i];
 
-		if (!e->listed)
+		if (!epset_has(set, i))
 			continue;
 		specs[n] = resil_endpoint_spec_default(e->address);
 		specs[n].zone = r->s->zones[e->zone];
 		specs[n].user = e;
 		n++;
+	}
+	if (trace) {
+		char t[32];
+
+		printf("%s ms: push of %zu endpoints\n",
+		    sim_ms_text(resil_manual_clock_now(&r->mc), t, sizeof(t)),
+		    n);
 	}
 	if (resil_directory_push(r->dir, specs, n, &diag) != RESIL_OK) {
 		fprintf(stderr, "resil-sim: push: %s\n", diag.msg);
@@ -707,11 +176,57 @@ push(run *r)
 	return 0;
 }
 
-static void
-sched(run *r, uint64_t t, int kind, void *p, uint32_t arg)
+static epset
+registered(const run *r)
 {
-	if (sim_schedule(&r->q, t, kind, p, arg) != 0)
+	epset set;
+	int i;
+
+	memset(&set, 0, sizeof(set));
+	for (i = 0; i < r->s->neps; i++)
+		if (r->eps[i].listed)
+			epset_add(&set, i);
+	return set;
+}
+
+/* How late a push issued at now reaches the caller's zone. */
+static uint64_t
+lag_at(const scenario *s, uint64_t now)
+{
+	uint64_t d = 0;
+	size_t i;
+
+	for (i = 0; i < s->nlag; i++)
+		if (now >= s->lag[i].from && now < s->lag[i].until)
+			d = s->lag[i].d;
+	return d;
+}
+
+/*
+ * The registry sends *set: it reaches the caller lag_at() later, and
+ * never before a push sent earlier (the pushes of one registry arrive in
+ * order). One that arrives at once, with none on its way, is applied now.
+ */
+static void
+registry_push(run *r, const epset *set, uint64_t now)
+{
+	uint64_t at = now + lag_at(r->s, now);
+
+	if (at < r->last_delivery)
+		at = r->last_delivery;
+	r->last_delivery = at;
+	if (at == now && r->npushes == 0) {
+		if (push(r, set, r->s->trace) != 0)
+			r->oom = 1;
+		return;
+	}
+	if (grow((void **)&r->pushes, &r->cappushes, r->npushes,
+	        sizeof(*set)) != 0) {
 		r->oom = 1;
+		return;
+	}
+	r->pushes[r->npushes++] = *set;
+	sched(r, at, EV_PUSH, NULL, 0);
 }
 
 static uint64_t
@@ -731,7 +246,7 @@ lost(run *r, int zone, uint64_t now)
 	size_t i;
 
 	for (i = 0; i < s->nloss; i++) {
-		const lossw *lw = &s->loss[i];
+		const window *lw = &s->loss[i];
 
 		if (now >= lw->from && now < lw->until &&
 		    ((lw->a == s->caller && lw->b == zone) ||
@@ -793,6 +308,8 @@ att_word(const att *a, uint64_t now, resil_err err)
 		return "ok";
 	case RC_REFUSED:
 		return "refused";
+	case RC_EXHAUSTED:
+		return "rejected";
 	case RC_BUSINESS:
 		return "business";
 	default:
@@ -801,37 +318,50 @@ att_word(const att *a, uint64_t now, resil_err err)
 }
 
 static void
-finish(run *r, scall *c, uint64_t now)
+record(run *r, uint64_t start, uint64_t now, int err, uint32_t sent,
+    uint32_t local)
 {
-	uint32_t i;
 	rec rc;
 
-	c->done = 1;
-	rc.start = c->start;
-	rc.lat = now - c->start;
-	rc.err = c->res.err != RESIL_OK;
-	rc.sent = (uint8_t)c->sent;
-	rc.local = (uint8_t)c->local;
+	rc.start = start;
+	rc.lat = now - start;
+	rc.err = (uint8_t)(err != 0);
+	rc.sent = (uint8_t)sent;
+	rc.local = (uint8_t)local;
 	if (grow((void **)&r->recs, &r->caprecs, r->nrecs, sizeof(rc)) != 0)
 		r->oom = 1;
 	else
 		r->recs[r->nrecs++] = rc;
-	if (r->s->trace) {
-		char t0[32], t1[32];
+}
 
-		printf("%s ms: call %" PRIu64 " (started %s ms) %s",
-		    sim_ms_text(now, t1, sizeof(t1)), c->no,
-		    sim_ms_text(c->start, t0, sizeof(t0)),
-		    c->res.err == RESIL_OK ? "ok"
-		                           : resil_err_name(c->res.err) + 6);
-		for (i = 0; i < c->natt; i++)
-			printf("%s %s %s", i == 0 ? ":" : ",",
-			    c->a[i].e ? c->a[i].e->address : "-",
-			    att_word(&c->a[i], now, c->res.err));
-		if (c->res.err != RESIL_OK && c->res.message[0] != '\0')
-			printf(" (%s)", c->res.message);
-		printf("\n");
-	}
+static void
+trace_call(const run *r, const scall *c, uint64_t now)
+{
+	char t0[32], t1[32];
+	uint32_t i;
+
+	printf("%s ms: call %" PRIu64 " (started %s ms) %s",
+	    sim_ms_text(now, t1, sizeof(t1)), c->no,
+	    sim_ms_text(c->start, t0, sizeof(t0)),
+	    c->res.err == RESIL_OK ? "ok" : resil_err_name(c->res.err) + 6);
+	for (i = 0; i < c->natt; i++)
+		printf("%s %s %s", i == 0 ? ":" : ",",
+		    c->a[i].e ? c->a[i].e->address : "-",
+		    att_word(&c->a[i], now, c->res.err));
+	if (c->res.err != RESIL_OK && c->res.message[0] != '\0')
+		printf(" (%s)", c->res.message);
+	printf("\n");
+	(void)r;
+}
+
+static void
+finish(run *r, scall *c, uint64_t now)
+{
+	c->done = 1;
+	r->busy--;
+	record(r, c->start, now, c->res.err != RESIL_OK, c->sent, c->local);
+	if (r->s->trace)
+		trace_call(r, c, now);
 	resil_result_free(&c->res);
 	call_release(r, c);
 }
@@ -911,8 +441,9 @@ attempt(run *r, scall *c, const resil_call_next *st, uint64_t now)
 	}
 }
 
+/* A call that arrived at t0 gets a thread of the caller's pool at now. */
 static void
-start_call(run *r, uint64_t now)
+start_call(run *r, uint64_t t0, uint64_t now)
 {
 	scall *c = r->free_calls;
 	resil_call_next st;
@@ -923,8 +454,9 @@ start_call(run *r, uint64_t now)
 		r->oom = 1;
 		return;
 	}
+	r->busy++;
 	c->no = ++r->ncalls;
-	c->start = now;
+	c->start = t0;
 	c->step_at = 0;
 	c->refs = 0;
 	c->done = 0;
@@ -941,6 +473,65 @@ start_call(run *r, uint64_t now)
 	drive(r, c, st, now);
 }
 
+/*
+ * A call arrives at the caller. With a pool (caller threads=N), it waits
+ * in FIFO order for a thread while all N hold a call, and is refused at
+ * once (an error that made no attempt) when queue=M calls wait already.
+ */
+static void
+arrive(run *r, uint64_t now)
+{
+	const scenario *s = r->s;
+	waitq *w = &r->waiting;
+
+	if (r->busy < s->threads && w->n == 0) {
+		start_call(r, now, now);
+		return;
+	}
+	if (w->n >= s->queue) {
+		char t[32];
+
+		r->ncalls++;
+		record(r, now, now, 1, 0, 0);
+		if (s->trace)
+			printf("%s ms: call %" PRIu64
+			       " rejected: the caller's pool is full\n",
+			    sim_ms_text(now, t, sizeof(t)), r->ncalls);
+		return;
+	}
+	if (w->n == w->cap) {
+		size_t cap = w->cap ? w->cap * 2 : 64, i;
+		uint64_t *nt = malloc(cap * sizeof(*nt));
+
+		if (nt == NULL) {
+			r->oom = 1;
+			return;
+		}
+		for (i = 0; i < w->n; i++)
+			nt[i] = w->t[(w->head + i) % w->cap];
+		free(w->t);
+		w->t = nt;
+		w->cap = cap;
+		w->head = 0;
+	}
+	w->t[(w->head + w->n++) % w->cap] = now;
+}
+
+/* Threads freed by calls that ended take the calls waiting, in order. */
+static void
+pump(run *r, uint64_t now)
+{
+	waitq *w = &r->waiting;
+
+	while (!r->oom && w->n > 0 && r->busy < r->s->threads) {
+		uint64_t t0 = w->t[w->head];
+
+		w->head = (w->head + 1) % w->cap;
+		w->n--;
+		start_call(r, t0, now);
+	}
+}
+
 static void
 serve(run *r, job *j, uint64_t now)
 {
@@ -949,39 +540,107 @@ serve(run *r, job *j, uint64_t now)
 	    e->exp ? sim_rng_exp(&r->service, e->mean) : (uint64_t)e->mean;
 
 	e->busy++;
+	j->paused_seen = e->paused_total;
 	sched(r, now + d, EV_SERVED, j, 0);
+}
+
+/* The answer (or the refusal of a full queue) leaves the endpoint: lost,
+ * or back half a round trip later. */
+static void
+send_answer(run *r, job *j, uint64_t now)
+{
+	if (lost(r, j->e->zone, now)) {
+		scall *c = j->c;
+
+		c->refs--;
+		job_free(r, j);
+		call_release(r, c);
+	} else {
+		sched(r, now + (j->rtt - j->rtt / 2), EV_ANSWER, j, 0);
+	}
+}
+
+/*
+ * A stop-the-world pause of e from now for d: requests that reach it wait
+ * until it ends, those in service finish d later. With a registry
+ * heartbeat timeout shorter than the pause, the registry removes e that
+ * long into the pause and lists it again when the pause ends.
+ */
+static void
+pause_ep(run *r, int i, uint64_t d, uint64_t now)
+{
+	ep *e = &r->eps[i];
+	uint64_t until = now + d;
+
+	if (until <= e->paused_until)
+		return;
+	e->paused_total += until - (e->paused_until > now ? e->paused_until
+	                                                   : now);
+	e->paused_until = until;
+	if (r->s->heartbeat > 0 && d > r->s->heartbeat) {
+		sched(r, now + r->s->heartbeat, EV_HEARTBEAT, NULL,
+		    (uint32_t)(2 * i));
+		sched(r, until, EV_HEARTBEAT, NULL, (uint32_t)(2 * i + 1));
+	}
+}
+
+/* The scenario's rule (NULL: none) replaces the selector's rules. */
+static void
+apply_rule(run *r, const char *text)
+{
+	resil_condition *c = NULL;
+	resil_diag diag;
+
+	if (text != NULL && resil_condition_parse(&c, text,
+	                        r->sc->rule_force, NULL, &diag) != RESIL_OK) {
+		r->oom = 1;
+		return;
+	}
+	if (resil_selector_set_conditions(
+	        r->sel, c != NULL ? &c : NULL, (size_t)(c != NULL), &diag) !=
+	    RESIL_OK) {
+		fprintf(stderr, "resil-sim: rule: %s\n", diag.msg);
+		r->oom = 1;
+	}
+	if (r->s->trace) {
+		char t[32];
+
+		printf("%s ms: rule %s\n",
+		    sim_ms_text(resil_manual_clock_now(&r->mc), t, sizeof(t)),
+		    text != NULL ? text : "none");
+	}
 }
 
 static void
 act(run *r, const action *a, uint64_t now)
 {
+	epset set = registered(r);
 	int i, changed = 0;
 
-	(void)now;
 	for (i = 0; i < r->s->neps; i++) {
 		ep *e = &r->eps[i];
 
-		if (a->endpoint >= 0 ? i != a->endpoint : e->zone != a->zone)
+		if (!epset_has(&a->target, i))
 			continue;
-		switch (a->kind) {
-		case A_REFUSE:
-			e->refusing = 1;
-			break;
-		case A_ACCEPT:
-			e->refusing = 0;
-			break;
-		case A_REMOVE:
-			changed |= e->listed;
-			e->listed = 0;
-			break;
-		case A_ADD:
-			changed |= !e->listed;
-			e->listed = 1;
-			break;
-		}
+		if (a->kind == A_REFUSE || a->kind == A_ACCEPT)
+			e->refusing = a->kind == A_REFUSE;
+		else if (a->kind == A_PAUSE)
+			pause_ep(r, i, a->d, now);
+		else if (a->kind == A_REMOVE || a->kind == A_ADD) {
+			changed |= e->listed != (a->kind == A_ADD);
+			e->listed = a->kind == A_ADD;
+		} else if (a->kind == A_WITHOUT)
+			set.w[i / 64] &= ~((uint64_t)1 << (i % 64));
 	}
-	if (changed && push(r) != 0)
-		r->oom = 1;
+	if (a->kind == A_EMPTY)
+		memset(&set, 0, sizeof(set));
+	if (a->kind == A_REMOVE || a->kind == A_ADD)
+		set = registered(r);
+	if (changed || a->kind == A_EMPTY || a->kind == A_WITHOUT ||
+	    a->kind == A_RESYNC)
+		registry_push(r, &set, now);
+	if (a->kind == A_RULE)
+		apply_rule(r, a->rule);
 }
 
 /*
@@ -1003,123 +662,195 @@ failback_try(void *ctx, const resil_pick *endpoint, const resil_args *args,
 	return e->refusing ? RC_REFUSED : RC_OK;
 }
 
+/* ---- one handler per event kind ---- */
+
+static void
+on_arrival(run *r, const sim_event *ev)
+{
+	uint64_t gap =
+	    sim_rng_exp(&r->arrivals, (double)RESIL_NS_PER_SEC / r->s->rate);
+
+	if (ev->t + gap < r->s->end)
+		sched(r, ev->t + gap, EV_ARRIVAL, NULL, 0);
+	arrive(r, ev->t);
+}
+
+static void
+on_calls(run *r, const sim_event *ev)
+{
+	unsigned k;
+
+	for (k = 0; k < ev->arg; k++)
+		arrive(r, ev->t);
+}
+
+static void
+on_step(run *r, const sim_event *ev)
+{
+	scall *c = ev->p;
+	resil_call_next st;
+
+	c->refs--;
+	if (c->done) {
+		call_release(r, c);
+		return;
+	}
+	if (ev->t != c->step_at)
+		return;
+	c->step_at = 0;
+	if (resil_call_step(&c->mc, ev->t, &st) == RESIL_OK)
+		drive(r, c, st, ev->t);
+}
+
+/* A request reaches its endpoint: it waits out a pause, then a worker
+ * takes it, or it queues, or a full queue refuses it. */
+static void
+on_reach(run *r, const sim_event *ev)
+{
+	job *j = ev->p;
+	ep *e = j->e;
+
+	if (e->paused_until > ev->t) {
+		sched(r, e->paused_until, EV_REACH, j, 0);
+	} else if (e->busy < e->workers) {
+		serve(r, j, ev->t);
+	} else if (e->nq < e->qcap) {
+		j->next = NULL;
+		if (e->qtail != NULL)
+			e->qtail->next = j;
+		else
+			e->qhead = j;
+		e->qtail = j;
+		e->nq++;
+	} else {
+		j->rc = RC_EXHAUSTED;
+		send_answer(r, j, ev->t);
+	}
+}
+
+static void
+on_served(run *r, const sim_event *ev)
+{
+	job *j = ev->p, *nx;
+	ep *e = j->e;
+
+	if (j->paused_seen != e->paused_total) {
+		/* A pause began during the service: it ends that much later. */
+		uint64_t extra = e->paused_total - j->paused_seen;
+
+		j->paused_seen = e->paused_total;
+		sched(r, ev->t + extra, EV_SERVED, j, 0);
+		return;
+	}
+	e->busy--;
+	e->served++;
+	if ((nx = e->qhead) != NULL) {
+		e->qhead = nx->next;
+		if (e->qhead == NULL)
+			e->qtail = NULL;
+		e->nq--;
+		serve(r, nx, ev->t);
+	}
+	send_answer(r, j, ev->t);
+}
+
+static void
+on_answer(run *r, const sim_event *ev)
+{
+	job *j = ev->p;
+	scall *c = j->c;
+	att *a = &c->a[j->ai];
+	resil_value v = resil_value_int(1);
+	resil_call_next st;
+
+	c->refs--;
+	a->answered = 1;
+	a->rc = j->rc;
+	resil_call_report(
+	    &c->mc, a->id, j->rc, j->rc == RC_OK ? &v : NULL, ev->t);
+	resil_value_free(&v);
+	job_free(r, j);
+	if (c->done) {
+		call_release(r, c);
+		return;
+	}
+	if (resil_call_step(&c->mc, ev->t, &st) == RESIL_OK)
+		drive(r, c, st, ev->t);
+}
+
+static void
+on_action(run *r, const sim_event *ev)
+{
+	act(r, &r->s->acts[ev->arg], ev->t);
+}
+
+static void
+on_poll(run *r, const sim_event *ev)
+{
+	size_t ran = 0;
+	char t[32];
+
+	resil_pipeline_failback_poll(r->p, ev->t, failback_try, r, &ran);
+	if (ran > 0 && r->s->trace)
+		printf("%s ms: failback poll: %zu attempts\n",
+		    sim_ms_text(ev->t, t, sizeof(t)), ran);
+	if (ev->t < r->s->end || resil_pipeline_failback_pending(r->p) > 0)
+		sched(r, ev->t + POLL_EVERY, EV_POLL, NULL, 0);
+}
+
+static void
+on_push(run *r, const sim_event *ev)
+{
+	(void)ev;
+	if (push(r, &r->pushes[0], r->s->trace) != 0)
+		r->oom = 1;
+	memmove(r->pushes, r->pushes + 1, --r->npushes * sizeof(epset));
+}
+
+/* The registry's view of a paused endpoint: removed when its heartbeats
+ * have been missing for the timeout, listed again when it resumes. */
+static void
+on_heartbeat(run *r, const sim_event *ev)
+{
+	ep *e = &r->eps[ev->arg / 2];
+	epset set;
+
+	if (ev->arg % 2 == 0 && e->paused_until > ev->t && e->listed) {
+		e->listed = 0;
+		e->hb_removed = 1;
+	} else if (ev->arg % 2 == 1 && e->paused_until <= ev->t &&
+	    e->hb_removed) {
+		e->listed = 1;
+		e->hb_removed = 0;
+	} else {
+		return;
+	}
+	set = registered(r);
+	registry_push(r, &set, ev->t);
+}
+
+typedef void (*handler_fn)(run *r, const sim_event *ev);
+
+static const handler_fn handlers[] = {
+	[EV_ARRIVAL] = on_arrival,
+	[EV_CALLS] = on_calls,
+	[EV_STEP] = on_step,
+	[EV_REACH] = on_reach,
+	[EV_SERVED] = on_served,
+	[EV_ANSWER] = on_answer,
+	[EV_ACTION] = on_action,
+	[EV_POLL] = on_poll,
+	[EV_PUSH] = on_push,
+	[EV_HEARTBEAT] = on_heartbeat,
+};
+
 static void
 handle(run *r, const sim_event *ev)
 {
-	uint64_t now = ev->t;
-
-	resil_manual_clock_set(&r->mc, now);
-	switch (ev->kind) {
-	case EV_ARRIVAL: {
-		uint64_t gap = sim_rng_exp(
-		    &r->arrivals, (double)RESIL_NS_PER_SEC / r->s->rate);
-
-		if (now + gap < r->s->end)
-			sched(r, now + gap, EV_ARRIVAL, NULL, 0);
-		start_call(r, now);
-		break;
-	}
-	case EV_CALLS: {
-		unsigned k;
-
-		for (k = 0; k < ev->arg; k++)
-			start_call(r, now);
-		break;
-	}
-	case EV_STEP: {
-		scall *c = ev->p;
-		resil_call_next st;
-
-		c->refs--;
-		if (c->done) {
-			call_release(r, c);
-			break;
-		}
-		if (ev->t != c->step_at)
-			break;
-		c->step_at = 0;
-		if (resil_call_step(&c->mc, now, &st) == RESIL_OK)
-			drive(r, c, st, now);
-		break;
-	}
-	case EV_REACH: {
-		job *j = ev->p;
-		ep *e = j->e;
-
-		if (e->busy < e->workers) {
-			serve(r, j, now);
-		} else {
-			j->next = NULL;
-			if (e->qtail != NULL)
-				e->qtail->next = j;
-			else
-				e->qhead = j;
-			e->qtail = j;
-		}
-		break;
-	}
-	case EV_SERVED: {
-		job *j = ev->p, *nx;
-		ep *e = j->e;
-
-		e->busy--;
-		e->served++;
-		if ((nx = e->qhead) != NULL) {
-			e->qhead = nx->next;
-			if (e->qhead == NULL)
-				e->qtail = NULL;
-			serve(r, nx, now);
-		}
-		if (lost(r, e->zone, now)) {
-			scall *c = j->c;
-
-			c->refs--;
-			job_free(r, j);
-			call_release(r, c);
-		} else {
-			sched(r, now + (j->rtt - j->rtt / 2), EV_ANSWER, j, 0);
-		}
-		break;
-	}
-	case EV_ANSWER: {
-		job *j = ev->p;
-		scall *c = j->c;
-		att *a = &c->a[j->ai];
-		resil_value v = resil_value_int(1);
-		resil_call_next st;
-
-		c->refs--;
-		a->answered = 1;
-		a->rc = j->rc;
-		resil_call_report(
-		    &c->mc, a->id, j->rc, j->rc == RC_OK ? &v : NULL, now);
-		resil_value_free(&v);
-		job_free(r, j);
-		if (c->done) {
-			call_release(r, c);
-			break;
-		}
-		if (resil_call_step(&c->mc, now, &st) == RESIL_OK)
-			drive(r, c, st, now);
-		break;
-	}
-	case EV_ACTION:
-		act(r, &r->s->acts[ev->arg], now);
-		break;
-	case EV_POLL: {
-		size_t ran = 0;
-		char t[32];
-
-		resil_pipeline_failback_poll(r->p, now, failback_try, r, &ran);
-		if (ran > 0 && r->s->trace)
-			printf("%s ms: failback poll: %zu attempts\n",
-			    sim_ms_text(now, t, sizeof(t)), ran);
-		if (now < r->s->end ||
-		    resil_pipeline_failback_pending(r->p) > 0)
-			sched(r, now + POLL_EVERY, EV_POLL, NULL, 0);
-		break;
-	}
-	}
+	resil_manual_clock_set(&r->mc, ev->t);
+	handlers[ev->kind](r, ev);
+	if (r->waiting.n > 0)
+		pump(r, ev->t);
 }
 
 static int
@@ -1144,13 +875,53 @@ no_wake(void *ctx)
 	(void)ctx;
 }
 
+/* The directory, the selector over it and the pipeline of one run. */
 static int
-run_one(run *r, const scenario *s, const simconf *sc)
+build(run *r, const simconf *sc)
 {
 	resil_pipeline_config pcfg;
 	resil_directory_config dcfg;
 	resil_selector_config scfg;
 	resil_diag diag;
+
+	resil_directory_config_init(&dcfg);
+	resil_config_directory(sc->conf, &dcfg);
+	dcfg.clock = resil_manual_clock_hook(&r->mc);
+	dcfg.listener = on_endpoint;
+	dcfg.listener_ctx = r;
+	if (resil_directory_new(&r->dir, &dcfg, &diag) != RESIL_OK)
+		goto fail;
+	resil_config_selector(sc->conf, &scfg);
+	scfg.random = &r->lbrand;
+	if (resil_selector_new(&r->sel, r->dir, &scfg, &diag) != RESIL_OK)
+		goto fail;
+	pcfg = *resil_config_pipeline(sc->conf);
+	if (pcfg.service == NULL)
+		pcfg.service = "Service";
+	pcfg.clock = resil_manual_clock_hook(&r->mc);
+	pcfg.classifier.fn = des_classify;
+	pcfg.selector = r->sel;
+	if (r->s->trace && pcfg.listener == NULL) {
+		pcfg.listener = on_pipeline;
+		pcfg.listener_ctx = r;
+	}
+	/* Forking needs an executor for the blocking driver only; the
+	 * simulator runs the attempts itself. */
+	pcfg.executor.submit = no_submit;
+	pcfg.executor.wait = no_wait;
+	pcfg.executor.wake = no_wake;
+	if (resil_pipeline_new(&r->p, &pcfg, &diag) != RESIL_OK)
+		goto fail;
+	return 0;
+fail:
+	fprintf(stderr, "%s: %s\n", sc->path, diag.msg);
+	return 2;
+}
+
+static int
+run_one(run *r, const scenario *s, const simconf *sc)
+{
+	epset all;
 	sim_event ev;
 	size_t i, j;
 
@@ -1165,46 +936,15 @@ run_one(run *r, const scenario *s, const simconf *sc)
 	sim_rng_seed(&r->net, s->seed, 3);
 	resil_rng_seed(&r->lbrng, s->seed * 4 + 1);
 	r->lbrand = resil_rng_hook(&r->lbrng);
-
-	resil_directory_config_init(&dcfg);
-	resil_config_directory(sc->conf, &dcfg);
-	dcfg.clock = resil_manual_clock_hook(&r->mc);
-	dcfg.listener = on_endpoint;
-	dcfg.listener_ctx = r;
-	if (resil_directory_new(&r->dir, &dcfg, &diag) != RESIL_OK) {
-		fprintf(stderr, "%s: %s\n", sc->path, diag.msg);
+	if (build(r, sc) != 0)
 		return 2;
-	}
-	resil_config_selector(sc->conf, &scfg);
-	scfg.random = &r->lbrand;
-	if (resil_selector_new(&r->sel, r->dir, &scfg, &diag) != RESIL_OK) {
-		fprintf(stderr, "%s: %s\n", sc->path, diag.msg);
-		return 2;
-	}
-	pcfg = *resil_config_pipeline(sc->conf);
-	if (pcfg.service == NULL)
-		pcfg.service = "Service";
-	pcfg.clock = resil_manual_clock_hook(&r->mc);
-	pcfg.classifier.fn = des_classify;
-	pcfg.selector = r->sel;
-	if (s->trace && pcfg.listener == NULL) {
-		pcfg.listener = on_pipeline;
-		pcfg.listener_ctx = r;
-	}
-	/* Forking needs an executor for the blocking driver only; the
-	 * simulator runs the attempts itself. */
-	pcfg.executor.submit = no_submit;
-	pcfg.executor.wait = no_wait;
-	pcfg.executor.wake = no_wake;
-	if (resil_pipeline_new(&r->p, &pcfg, &diag) != RESIL_OK) {
-		fprintf(stderr, "%s: %s\n", sc->path, diag.msg);
-		return 2;
-	}
-	if (push(r) != 0)
+	all = registered(r);
+	if (push(r, &all, 0) != 0)
 		return 2;
 	if (s->rate > 0)
 		sched(r, 0, EV_ARRIVAL, NULL, 0);
-	if (pcfg.cluster.strategy == RESIL_CLUSTER_FAILBACK)
+	if (resil_config_pipeline(sc->conf)->cluster.strategy ==
+	    RESIL_CLUSTER_FAILBACK)
 		sched(r, POLL_EVERY, EV_POLL, NULL, 0);
 	/* Calls and actions of one time run in the order of their lines. */
 	for (i = 0, j = 0; i < s->nbatches || j < s->nacts;) {
@@ -1243,6 +983,11 @@ free_run(run *r)
 		free(j);
 	}
 	sim_queue_free(&r->q);
+	free(r->waiting.t);
+	free(r->pushes);
+	memset(&r->waiting, 0, sizeof(r->waiting));
+	r->pushes = NULL;
+	r->npushes = r->cappushes = 0;
 	/* The pipeline borrows the selector, which borrows the directory. */
 	resil_pipeline_free(r->p);
 	resil_selector_free(r->sel);
@@ -1250,345 +995,4 @@ free_run(run *r)
 	r->sel = NULL;
 	r->p = NULL;
 	r->dir = NULL;
-}
-
-/* ---- figures ---- */
-
-typedef struct figures {
-	uint64_t calls, errors, sent, local;
-	double p99_ms;
-} figures;
-
-static int
-cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* The figures of the calls started in [from, until); lat is scratch
- * space for as many latencies as there are records. */
-static void
-figures_of(const rec *recs, size_t n, uint64_t from, uint64_t until,
-    uint64_t *lat, figures *f)
-{
-	size_t i, k = 0;
-
-	memset(f, 0, sizeof(*f));
-	for (i = 0; i < n; i++) {
-		const rec *c = &recs[i];
-
-		if (c->start < from || c->start >= until)
-			continue;
-		f->calls++;
-		f->errors += c->err;
-		f->sent += c->sent;
-		f->local += c->local;
-		lat[k++] = c->lat;
-	}
-	if (k > 0) {
-		size_t rank = (99 * k + 99) / 100; /* ceil(0.99 k) */
-
-		qsort(lat, k, sizeof(*lat), cmp_u64);
-		f->p99_ms = (double)lat[rank - 1] / (double)RESIL_NS_PER_MS;
-	}
-}
-
-static double
-pct(uint64_t a, uint64_t b)
-{
-	return b == 0 ? 0.0 : 100.0 * (double)a / (double)b;
-}
-
-static void
-print_phases(const scenario *s, const run *r, uint64_t *lat)
-{
-	int i;
-
-	for (i = 0; i < s->nphases; i++) {
-		figures f;
-		uint64_t until =
-		    i + 1 == s->nphases ? UINT64_MAX : s->phases[i].end;
-
-		figures_of(
-		    r->recs, r->nrecs, s->phases[i].start, until, lat, &f);
-		printf("phase %s: calls %" PRIu64
-		       " local %.1f%% p99 %.1f ms errors %.3f%% attempts "
-		       "%.3f\n",
-		    s->phases[i].name, f.calls, pct(f.local, f.sent), f.p99_ms,
-		    pct(f.errors, f.calls),
-		    f.calls ? (double)f.sent / (double)f.calls : 0.0);
-	}
-}
-
-/* One series per configuration: figures per bucket. */
-typedef struct series {
-	const char *label;
-	size_t n;
-	figures *b;
-} series;
-
-static const char *const colours[MAX_CONFS] = { "#c62828", "#1565c0",
-	"#2e7d32", "#6a1b9a" };
-
-/* Where v falls in a panel whose top is vmax, 0 (bottom) to 1: linear,
- * or for latencies (logarithmic) from 1 ms. */
-static double
-frac_of(int logscale, double v, double vmax)
-{
-	/* The top at 95% of the panel, so that a line at the maximum
-	 * stays clear of the frame. */
-	if (!logscale)
-		return 0.95 * v / vmax;
-	if (v <= 1.0)
-		return 0.0;
-	return 0.95 * sim_log(v) / sim_log(vmax);
-}
-
-static void
-panel(FILE *f, const scenario *s, const series *sr, size_t ns, int which,
-    double y0, double h, const char *title, const char *unit)
-{
-	double x0 = 70.0, w = 860.0, vmax = 0.0;
-	size_t k, i;
-	int p;
-
-	for (k = 0; k < ns; k++)
-		for (i = 0; i < sr[k].n; i++) {
-			const figures *b = &sr[k].b[i];
-			double v = which == 0 ? pct(b->local, b->sent)
-			    : which == 1      ? b->p99_ms
-			                      : pct(b->errors, b->calls);
-
-			if (b->calls > 0 && v > vmax)
-				vmax = v;
-		}
-	if (which == 0 || vmax <= 0)
-		vmax = which == 0 ? 100.0 : 1.0;
-	if (which == 1 && vmax < 10.0)
-		vmax = 10.0;
-	fprintf(f,
-	    "<text x=\"%.1f\" y=\"%.1f\" font-weight=\"bold\">%s</text>\n"
-	    "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
-	    "fill=\"none\" stroke=\"#999\"/>\n"
-	    "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.4g%s</text>\n"
-	    "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
-	    x0, y0 - 6.0, title, x0, y0, w, h, x0 - 4.0, y0 + 0.05 * h + 4.0,
-	    vmax, unit, x0 - 4.0, y0 + h, which == 1 ? "1 ms" : "0");
-	if (which == 1) {
-		/* Latencies on a log scale: a line at each power of ten. */
-		double g;
-
-		for (g = 10.0; g < vmax; g *= 10.0) {
-			double y = y0 + h - h * frac_of(1, g, vmax);
-
-			fprintf(f,
-			    "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
-			    "y2=\"%.1f\" stroke=\"#ddd\"/>\n"
-			    "<text x=\"%.1f\" y=\"%.1f\" "
-			    "text-anchor=\"end\">%g ms</text>\n",
-			    x0, y, x0 + w, y, x0 - 4.0, y + 4.0, g);
-		}
-	}
-	for (i = 0; i < s->nloss; i++) {
-		const lossw *lw = &s->loss[i];
-		double xa = x0 + w * (double)lw->from / (double)s->end;
-		double xb = x0 + w * (double)lw->until / (double)s->end;
-
-		fprintf(f,
-		    "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
-		    "height=\"%.1f\" fill=\"#ffe0b2\"><title>loss %s-%s "
-		    "%g%%</title></rect>\n",
-		    xa, y0, xb - xa > 1.0 ? xb - xa : 1.0, h, s->zones[lw->a],
-		    s->zones[lw->b], lw->p * 100.0);
-	}
-	{
-		uint64_t tick = s->end > 20 * 60 * RESIL_NS_PER_SEC
-		    ? 5 * 60 * RESIL_NS_PER_SEC
-		    : s->end / 4 + 1,
-		         t;
-		char tb[32];
-
-		for (t = 0; t <= s->end; t += tick)
-			fprintf(f,
-			    "<text x=\"%.1f\" y=\"%.1f\" fill=\"#555\" "
-			    "text-anchor=\"middle\">%s s</text>\n",
-			    x0 + w * (double)t / (double)s->end, y0 + h + 12.0,
-			    sim_ms_text(t / 1000, tb, sizeof(tb)));
-	}
-	for (p = 0; p < s->nphases; p++) {
-		double x =
-		    x0 + w * (double)s->phases[p].start / (double)s->end;
-
-		fprintf(f,
-		    "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
-		    "stroke=\"#777\" stroke-dasharray=\"4,3\"/>\n"
-		    "<text x=\"%.1f\" y=\"%.1f\" fill=\"#555\">%s</text>\n",
-		    x, y0, x, y0 + h, x + 3.0, y0 + 12.0, s->phases[p].name);
-	}
-	for (k = 0; k < ns; k++) {
-		fprintf(f,
-		    "<polyline fill=\"none\" stroke=\"%s\" "
-		    "stroke-width=\"1.5\" points=\"",
-		    colours[k]);
-		for (i = 0; i < sr[k].n; i++) {
-			const figures *b = &sr[k].b[i];
-			double v = which == 0 ? pct(b->local, b->sent)
-			    : which == 1      ? b->p99_ms
-			                      : pct(b->errors, b->calls);
-			double x = x0 +
-			    w * ((double)i + 0.5) * (double)s->bucket /
-			        (double)s->end;
-
-			if (b->calls == 0)
-				continue;
-			fprintf(f, "%.1f,%.1f ", x,
-			    y0 + h - h * frac_of(which == 1, v, vmax));
-		}
-		fprintf(f, "\"/>\n");
-	}
-}
-
-static int
-des_write_svg(const char *path, const scenario *s, const series *sr, size_t ns)
-{
-	FILE *f = fopen(path, "w");
-	double ph = 150.0;
-	size_t k;
-	char tb[32];
-
-	if (f == NULL) {
-		fprintf(
-		    stderr, "%s: cannot write: %s\n", path, strerror(errno));
-		return 2;
-	}
-	fprintf(f,
-	    "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"960\" "
-	    "height=\"%d\" font-family=\"monospace\" font-size=\"11\">\n"
-	    "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
-	    "<text x=\"70\" y=\"18\">%s: each point is the calls started in "
-	    "%s ms (loss bursts shaded, phases dashed)</text>\n",
-	    (int)(60 + 3 * (ph + 40) + 20 * (double)ns), s->path,
-	    sim_ms_text(s->bucket, tb, sizeof(tb)));
-	panel(f, s, sr, ns, 0, 50.0, ph, "local-zone share of attempts", "%");
-	panel(f, s, sr, ns, 1, 50.0 + ph + 40.0, ph, "p99 latency (log scale)",
-	    " ms");
-	panel(f, s, sr, ns, 2, 50.0 + 2 * (ph + 40.0), ph, "error rate", "%");
-	for (k = 0; k < ns; k++)
-		fprintf(f,
-		    "<text x=\"70\" y=\"%.1f\" fill=\"%s\">&#9473; "
-		    "%s</text>\n",
-		    50.0 + 3 * (ph + 40.0) + 20.0 * (double)k, colours[k],
-		    sr[k].label);
-	fprintf(f, "</svg>\n");
-	if (fclose(f) != 0) {
-		fprintf(
-		    stderr, "%s: cannot write: %s\n", path, strerror(errno));
-		return 2;
-	}
-	return 0;
-}
-
-int
-sim_des_detect(const char *scn)
-{
-	FILE *f = fopen(scn, "r");
-	char buf[MAX_LINE + 2];
-	int des = 0;
-
-	if (f == NULL)
-		return 0;
-	while (fgets(buf, sizeof(buf), f) != NULL) {
-		char *w[2];
-		uint64_t t;
-		int n = sim_split(buf, w, 2);
-
-		if (n == 0)
-			continue;
-		des = sim_parse_time(w[0], &t) != 0 &&
-		    strcmp(w[0], "0") != 0 && (w[0][0] < '0' || w[0][0] > '9');
-		break;
-	}
-	fclose(f);
-	return des;
-}
-
-int
-sim_des_main(
-    const char *const *confs, size_t nconfs, const char *scn, const char *svg)
-{
-	scenario *s = calloc(1, sizeof(*s));
-	simconf sc[MAX_CONFS];
-	series sr[MAX_CONFS];
-	run *r = calloc(1, sizeof(*r));
-	uint64_t *lat = NULL;
-	size_t k, nb, loaded = 0, nseries = 0;
-	int rc;
-
-	if (s == NULL || r == NULL) {
-		free(s);
-		free(r);
-		return 2;
-	}
-	if (nconfs > MAX_CONFS) {
-		fprintf(stderr, "resil-sim: at most %d configurations\n",
-		    MAX_CONFS);
-		free(s);
-		free(r);
-		return 2;
-	}
-	rc = read_des(scn, s);
-	if (s->method[0] == '\0')
-		snprintf(s->method, sizeof(s->method), "call");
-	for (k = 0; rc == 0 && k < nconfs; k++) {
-		rc = load_conf(confs[k], &sc[k]);
-		if (rc == 0)
-			loaded++;
-	}
-	nb = (size_t)((s->end + s->bucket - 1) / (s->bucket ? s->bucket : 1));
-	for (k = 0; rc == 0 && k < nconfs; k++) {
-		size_t i;
-
-		if (nconfs > 1)
-			printf("== %s\n", confs[k]);
-		fflush(stdout);
-		rc = run_one(r, s, &sc[k]);
-		if (rc == 0) {
-			free(lat);
-			lat = malloc((r->nrecs + 1) * sizeof(*lat));
-			sr[k].label = confs[k];
-			sr[k].n = nb;
-			sr[k].b = calloc(nb + 1, sizeof(figures));
-			if (lat == NULL || sr[k].b == NULL) {
-				free(sr[k].b);
-				rc = 2;
-			} else {
-				nseries++;
-				print_phases(s, r, lat);
-				for (i = 0; i < nb; i++)
-					figures_of(r->recs, r->nrecs,
-					    s->bucket * i, s->bucket * (i + 1),
-					    lat, &sr[k].b[i]);
-			}
-		}
-		fflush(stdout);
-		free(r->recs);
-		r->recs = NULL;
-		free_run(r);
-	}
-	if (rc == 0 && svg != NULL) {
-		rc = des_write_svg(svg, s, sr, nseries);
-		if (rc == 0)
-			fprintf(stderr, "resil-sim: picture in %s\n", svg);
-	}
-	for (k = 0; k < nseries; k++)
-		free(sr[k].b);
-	for (k = 0; k < loaded; k++)
-		free_conf(&sc[k]);
-	free(lat);
-	free_scenario(s);
-	free(s);
-	free(r);
-	return rc;
 }
