@@ -71,6 +71,55 @@ test_sim_queue_interleaved(void **state)
 	sim_queue_free(&q);
 }
 
+/* Events scheduled through the FIFO lane come out in the same order as
+ * through the heap alone, whether they arrive in time order or not. */
+static void
+test_sim_queue_fifo_same_order(void **state)
+{
+	sim_queue a, b;
+	sim_event ea, eb;
+	sim_rng r;
+	uint64_t now = 0;
+	unsigned i, n = 0;
+
+	(void)state;
+	sim_queue_init(&a);
+	sim_queue_init(&b);
+	sim_rng_seed(&r, 9, 0);
+	for (i = 0; i < 20000; i++) {
+		uint64_t x = sim_rng_next(&r), t;
+
+		/* Mostly a fixed timeout ahead, at times earlier; the rest
+		 * of the events near, to the heap. */
+		if (x % 3 == 0) {
+			t = now + (x % 7 == 0 ? 5 : 100);
+			assert_int_equal(
+			    sim_schedule_fifo(&a, t, 1, NULL, i), 0);
+		} else {
+			t = now + x % 50;
+			assert_int_equal(sim_schedule(&a, t, 2, NULL, i), 0);
+		}
+		assert_int_equal(
+		    sim_schedule(&b, t, x % 3 == 0 ? 1 : 2, NULL, i), 0);
+		if (x % 2 == 0 && sim_next(&a, &ea)) {
+			assert_int_equal(sim_next(&b, &eb), 1);
+			assert_true(ea.t == eb.t && ea.arg == eb.arg);
+			now = ea.t;
+			n++;
+		}
+	}
+	while (sim_next(&a, &ea)) {
+		assert_int_equal(sim_next(&b, &eb), 1);
+		assert_true(ea.t == eb.t && ea.arg == eb.arg &&
+		    ea.kind == eb.kind);
+		n++;
+	}
+	assert_int_equal(sim_next(&b, &eb), 0);
+	assert_int_equal(n, 20000);
+	sim_queue_free(&a);
+	sim_queue_free(&b);
+}
+
 static void
 test_sim_rng_streams(void **state)
 {
@@ -163,6 +212,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sim_queue_time_then_sequence),
 		cmocka_unit_test(test_sim_queue_interleaved),
+		cmocka_unit_test(test_sim_queue_fifo_same_order),
 		cmocka_unit_test(test_sim_rng_streams),
 		cmocka_unit_test(test_sim_log_matches_known_values),
 		cmocka_unit_test(test_sim_exp_mean),

@@ -386,7 +386,11 @@ drive(run *r, scall *c, resil_call_next st, uint64_t now)
 			    c->step_at < now) {
 				c->step_at = st.until;
 				c->refs++;
-				sched(r, st.until, EV_STEP, c, 0);
+				/* Mostly a timeout ahead, and mostly never
+				 * needed (the answer comes first). */
+				if (sim_schedule_fifo(&r->q, st.until, EV_STEP,
+				        c, 0) != 0)
+					r->oom = 1;
 			}
 			return;
 		}

@@ -99,7 +99,7 @@ parse_uint(const char *w, unsigned max, unsigned *out)
 	return 0;
 }
 
-/* TIME: a duration, PHASE, or PHASE+DURATION. */
+/* TIME: a duration, PHASE, PHASE+DURATION or DURATION+DURATION. */
 static int
 parse_at(const scenario *s, const char *w, uint64_t *out)
 {
@@ -117,6 +117,10 @@ parse_at(const scenario *s, const char *w, uint64_t *out)
 	name[n] = '\0';
 	if (plus != NULL && sim_parse_time(plus + 1, &d) != 0)
 		return -1;
+	if (plus != NULL && sim_parse_time(name, out) == 0) {
+		*out += d;
+		return 0;
+	}
 	for (i = 0; i < s->nphases; i++)
 		if (strcmp(s->phases[i].name, name) == 0) {
 			*out = s->phases[i].start + d;

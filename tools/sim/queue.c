@@ -24,6 +24,7 @@ void
 sim_queue_free(sim_queue *q)
 {
 	free(q->heap);
+	free(q->lane.v);
 	memset(q, 0, sizeof(*q));
 }
 
@@ -67,11 +68,51 @@ sim_schedule(sim_queue *q, uint64_t t, int kind, void *p, uint32_t arg)
 	return 0;
 }
 
+/* The lane holds events in (time, sequence) order: one goes at its tail
+ * only when it comes after the tail. */
+int
+sim_schedule_fifo(sim_queue *q, uint64_t t, int kind, void *p, uint32_t arg)
+{
+	sim_lane *l = &q->lane;
+	sim_event *ev;
+
+	if (l->n > 0 && l->v[(l->head + l->n - 1) % l->cap].t > t)
+		return sim_schedule(q, t, kind, p, arg);
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 1024, i;
+		sim_event *v = malloc(cap * sizeof(*v));
+
+		if (v == NULL)
+			return -1;
+		for (i = 0; i < l->n; i++)
+			v[i] = l->v[(l->head + i) % l->cap];
+		free(l->v);
+		l->v = v;
+		l->cap = cap;
+		l->head = 0;
+	}
+	ev = &l->v[(l->head + l->n++) % l->cap];
+	ev->t = t;
+	ev->seq = q->seq++;
+	ev->kind = kind;
+	ev->arg = arg;
+	ev->p = p;
+	return 0;
+}
+
 int
 sim_next(sim_queue *q, sim_event *out)
 {
+	sim_lane *fifo = &q->lane;
 	size_t i = 0;
 
+	if (fifo->n > 0 &&
+	    (q->n == 0 || before(&fifo->v[fifo->head], &q->heap[0]))) {
+		*out = fifo->v[fifo->head];
+		fifo->head = (fifo->head + 1) % fifo->cap;
+		fifo->n--;
+		return 1;
+	}
 	if (q->n == 0)
 		return 0;
 	*out = q->heap[0];

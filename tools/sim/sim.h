@@ -23,16 +23,31 @@ typedef struct sim_event {
 	void *p;
 } sim_event;
 
+/* A FIFO of events in (time, sequence) order, beside the heap. */
+typedef struct sim_lane {
+	sim_event *v;
+	size_t head, n, cap;
+} sim_lane;
+
 typedef struct sim_queue {
 	sim_event *heap;
 	size_t n, cap;
 	uint64_t seq;
+	sim_lane lane;
 } sim_queue;
 
 void sim_queue_init(sim_queue *q);
 void sim_queue_free(sim_queue *q);
 /* 0, or -1 when out of memory. */
 int sim_schedule(sim_queue *q, uint64_t t, int kind, void *p, uint32_t arg);
+/*
+ * As sim_schedule(), for events that mostly come in time order (wake-ups
+ * a fixed timeout ahead): such an event goes to a FIFO, the others to the
+ * heap. The order of events is the same as with sim_schedule(); only the
+ * cost differs (many wake-ups that are never needed stay out of the heap).
+ */
+int sim_schedule_fifo(
+    sim_queue *q, uint64_t t, int kind, void *p, uint32_t arg);
 /* 1 with the earliest event in *out, 0 when empty. */
 int sim_next(sim_queue *q, sim_event *out);
 
