@@ -22,20 +22,6 @@
 
 #include "des.h"
 
-/* TEMPORARY until main's selector: condition rules replaced at run time. */
-static resil_err
-resil_selector_set_conditions(resil_selector *sel,
-    resil_condition *const *rules, size_t n, resil_diag *diag)
-{
-	size_t i;
-
-	(void)sel;
-	(void)diag;
-	for (i = 0; i < n; i++)
-		resil_condition_free(rules[i]);
-	return RESIL_OK;
-}
-
 enum ev_kind {
 	EV_ARRIVAL,
 	EV_CALLS,
@@ -600,10 +586,13 @@ apply_rule(run *r, const char *text)
 		r->oom = 1;
 		return;
 	}
+	/* On success the selector owns the rule (and frees it once no
+	 * route can see it); on error it is still ours. */
 	if (resil_selector_set_conditions(
 	        r->sel, c != NULL ? &c : NULL, (size_t)(c != NULL), &diag) !=
 	    RESIL_OK) {
 		fprintf(stderr, "resil-sim: rule: %s\n", diag.msg);
+		resil_condition_free(c);
 		r->oom = 1;
 	}
 	if (r->s->trace) {
