@@ -144,9 +144,11 @@ lint: deps
 	python3 tools/lint/clang-tidy.py build/dev $(JOBS) lib/*.c
 
 # Seed 002's zone drill in resil-sim (examples/sim/zones.scn): 30
-# simulated minutes against the configuration before (zones-before.conf)
-# and after (zones.conf); one line per configuration and phase, and the
-# picture build/zones.svg (docs/cluster.md, "The zone drill").
+# simulated minutes at 3x daily traffic with the registry's and the
+# network's faults, against the configuration before (zones-before.conf)
+# and after (zones.conf); one line per configuration and phase, the
+# compare line against the seed's figures, and the picture
+# build/zones.svg (docs/cluster.md, "The zone drill").
 .PHONY: drill
 drill: deps
 	@cmake --preset dev >build-drill.log 2>&1 || { cat build-drill.log; exit 1; }
