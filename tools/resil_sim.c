@@ -186,6 +186,110 @@ value_ok(const char *s)
 	return 1;
 }
 
+/* The behaviours of a step: the word, how many words it takes (the
+ * behaviour's own included) and the message for a bad one. */
+static const struct behaviour_form {
+	const char *word;
+	enum behaviour b;
+	int nwords;
+	const char *usage;
+} behaviours[] = {
+	{ "ok", B_OK, 2,
+	    "ok needs a VALUE (an integer, a number, true, false, null, "
+	    "\"text\" or JSON, without blanks)" },
+	{ "slow", B_SLOW, 3,
+	    "slow needs a DURATION (milliseconds, or with a unit) and a "
+	    "VALUE" },
+	{ "null", B_NULL, 1, NULL },
+	{ "fail", B_FAIL, 1, NULL },
+	{ "business", B_BUSINESS, 1, NULL },
+};
+
+/* The behaviour of tok[1..] into *s; the index of the first option in
+ * *next. 0, or 2 after printing file:line: message. */
+static int
+read_behaviour(const char *file, unsigned lineno, char **tok, int ntok,
+    step *s, int *next)
+{
+	const struct behaviour_form *f = NULL;
+	resil_diag d;
+	size_t i;
+
+	for (i = 0; i < sizeof(behaviours) / sizeof(behaviours[0]); i++)
+		if (strcmp(tok[1], behaviours[i].word) == 0)
+			f = &behaviours[i];
+	if (f == NULL)
+		return fail_line(file, lineno, "unknown behaviour", tok[1]);
+	s->b = f->b;
+	*next = 1 + f->nwords;
+	if (f->b == B_OK && (ntok < 3 || !value_ok(tok[2])))
+		return fail_line(
+		    file, lineno, f->usage, ntok < 3 ? NULL : tok[2]);
+	if (f->b == B_SLOW &&
+	    (ntok < 4 || parse_time(tok[2], &s->slow, &d) != 0 ||
+	        !value_ok(tok[3])))
+		return fail_line(file, lineno, f->usage, NULL);
+	if (f->nwords > 1)
+		snprintf(s->value, sizeof(s->value), "%s", tok[f->nwords]);
+	return 0;
+}
+
+/* The options calls=N and method=NAME of tok[i..ntok). */
+static int
+read_options(
+    const char *file, unsigned lineno, char **tok, int i, int ntok, step *s)
+{
+	for (; i < ntok; i++) {
+		uint64_t c;
+
+		if (strncmp(tok[i], "calls=", 6) == 0 &&
+		    parse_u64(tok[i] + 6, &c) == 0 && c <= 100000)
+			s->calls = (unsigned)c;
+		else if (strncmp(tok[i], "method=", 7) == 0 &&
+		    tok[i][7] != '\0' && strlen(tok[i] + 7) < MAX_METHOD)
+			snprintf(s->method, sizeof(s->method), "%s", tok[i] + 7);
+		else
+			return fail_line(file, lineno,
+			    "bad option (calls=N up to 100000, method=NAME)",
+			    tok[i]);
+	}
+	return 0;
+}
+
+/* One line's words into *s, after *prev (NULL: the first step): 0, 1
+ * for a line with none, or 2 after printing file:line: message. */
+static int
+read_step(const char *file, unsigned lineno, char *buf,
+    const char *dflt_method, const step *prev, step *s)
+{
+	char *tok[8];
+	int ntok = sim_split(buf, tok, 8), next, rc;
+	resil_diag d;
+
+	if (ntok == 0)
+		return 1;
+	if (ntok < 0)
+		return fail_line(file, lineno, "too many words", NULL);
+	memset(s, 0, sizeof(*s));
+	s->calls = 1;
+	s->line = lineno;
+	snprintf(s->method, sizeof(s->method), "%s", dflt_method);
+	d.msg[0] = '\0';
+	if (parse_time(tok[0], &s->t, &d) != 0)
+		return fail_line(file, lineno, "bad time",
+		    d.msg[0] != '\0' ? d.msg + 10 : tok[0]);
+	if (prev != NULL && s->t < prev->t)
+		return fail_line(file, lineno, "time goes backwards", tok[0]);
+	if (ntok < 2)
+		return fail_line(file, lineno,
+		    "missing behaviour (ok VALUE, null, fail, slow DURATION "
+		    "VALUE, business)",
+		    NULL);
+	if ((rc = read_behaviour(file, lineno, tok, ntok, s, &next)) != 0)
+		return rc;
+	return read_options(file, lineno, tok, next, ntok, s);
+}
+
 /* Read the scenario; returns 0, or 2 after printing file:line: message. */
 static int
 read_scenario(
@@ -195,150 +299,48 @@ read_scenario(
 	char buf[MAX_LINE + 2];
 	unsigned lineno = 0;
 	size_t n = 0, cap = 0;
-	step *v = NULL;
-	uint64_t last = 0;
+	step *v = NULL, s;
+	int rc = 0;
 
 	if (f == NULL) {
 		fprintf(
 		    stderr, "%s: cannot open: %s\n", file, strerror(errno));
 		return 2;
 	}
-	while (fgets(buf, sizeof(buf), f) != NULL) {
-		char *tok[8], *save = NULL, *hash, *w;
-		int ntok = 0, i;
-		step s;
-
+	while (rc == 0 && fgets(buf, sizeof(buf), f) != NULL) {
 		lineno++;
 		if (strchr(buf, '\n') == NULL && !feof(f)) {
-			fclose(f);
-			free(v);
-			return fail_line(file, lineno, "line too long", NULL);
+			rc = fail_line(file, lineno, "line too long", NULL);
+			break;
 		}
-		if ((hash = strchr(buf, '#')) != NULL)
-			*hash = '\0';
-		for (w = strtok_r(buf, " \t\r\n", &save);
-		     w != NULL && ntok < 8;
-		     w = strtok_r(NULL, " \t\r\n", &save))
-			tok[ntok++] = w;
-		if (ntok == 0)
+		rc = read_step(file, lineno, buf, dflt_method,
+		    n > 0 ? &v[n - 1] : NULL, &s);
+		if (rc == 1) {
+			rc = 0;
 			continue;
-		if (w != NULL) {
-			fclose(f);
-			free(v);
-			return fail_line(file, lineno, "too many words", NULL);
 		}
-		memset(&s, 0, sizeof(s));
-		s.calls = 1;
-		s.line = lineno;
-		snprintf(s.method, sizeof(s.method), "%s", dflt_method);
-		{
-			resil_diag d;
-
-			d.msg[0] = '\0';
-			if (parse_time(tok[0], &s.t, &d) != 0) {
-				fclose(f);
-				free(v);
-				return fail_line(file, lineno, "bad time",
-				    d.msg[0] != '\0' ? d.msg + 10 : tok[0]);
-			}
-		}
-		if (n > 0 && s.t < last) {
-			fclose(f);
-			free(v);
-			return fail_line(
-			    file, lineno, "time goes backwards", tok[0]);
-		}
-		if (ntok < 2) {
-			fclose(f);
-			free(v);
-			return fail_line(file, lineno,
-			    "missing behaviour (ok VALUE, null, fail, slow "
-			    "DURATION VALUE, business)",
-			    NULL);
-		}
-		i = 2;
-		if (strcmp(tok[1], "ok") == 0) {
-			s.b = B_OK;
-			if (ntok < 3 || !value_ok(tok[2])) {
-				fclose(f);
-				free(v);
-				return fail_line(file, lineno,
-				    "ok needs a VALUE (an integer, a number, "
-				    "true, false, null, \"text\" or JSON, "
-				    "without "
-				    "blanks)",
-				    ntok < 3 ? NULL : tok[2]);
-			}
-			snprintf(s.value, sizeof(s.value), "%s", tok[2]);
-			i = 3;
-		} else if (strcmp(tok[1], "slow") == 0) {
-			resil_diag d;
-
-			s.b = B_SLOW;
-			if (ntok < 4 || parse_time(tok[2], &s.slow, &d) != 0 ||
-			    !value_ok(tok[3])) {
-				fclose(f);
-				free(v);
-				return fail_line(file, lineno,
-				    "slow needs a DURATION (milliseconds, or "
-				    "with a unit) and a VALUE",
-				    NULL);
-			}
-			snprintf(s.value, sizeof(s.value), "%s", tok[3]);
-			i = 4;
-		} else if (strcmp(tok[1], "null") == 0) {
-			s.b = B_NULL;
-		} else if (strcmp(tok[1], "fail") == 0) {
-			s.b = B_FAIL;
-		} else if (strcmp(tok[1], "business") == 0) {
-			s.b = B_BUSINESS;
-		} else {
-			fclose(f);
-			free(v);
-			return fail_line(
-			    file, lineno, "unknown behaviour", tok[1]);
-		}
-		for (; i < ntok; i++) {
-			uint64_t c;
-
-			if (strncmp(tok[i], "calls=", 6) == 0 &&
-			    parse_u64(tok[i] + 6, &c) == 0 && c <= 100000) {
-				s.calls = (unsigned)c;
-			} else if (strncmp(tok[i], "method=", 7) == 0 &&
-			    tok[i][7] != '\0' &&
-			    strlen(tok[i] + 7) < MAX_METHOD) {
-				snprintf(s.method, sizeof(s.method), "%s",
-				    tok[i] + 7);
-			} else {
-				fclose(f);
-				free(v);
-				return fail_line(file, lineno,
-				    "bad option (calls=N up to 100000, "
-				    "method=NAME)",
-				    tok[i]);
-			}
-		}
-		if (n == cap) {
+		if (rc == 0 && n == cap) {
 			step *nv;
 
 			cap = cap ? cap * 2 : 16;
-			nv = realloc(v, cap * sizeof(*v));
-			if (nv == NULL) {
-				fclose(f);
-				free(v);
+			if ((nv = realloc(v, cap * sizeof(*v))) == NULL) {
 				fprintf(stderr, "resil-sim: out of memory\n");
-				return 2;
+				rc = 2;
+				break;
 			}
 			v = nv;
 		}
-		v[n++] = s;
-		last = s.t;
+		if (rc == 0)
+			v[n++] = s;
 	}
 	fclose(f);
-	if (n == 0) {
-		free(v);
+	if (rc == 0 && n == 0) {
 		fprintf(stderr, "%s: no steps\n", file);
-		return 2;
+		rc = 2;
+	}
+	if (rc != 0) {
+		free(v);
+		return rc;
 	}
 	*steps = v;
 	*nsteps = n;
