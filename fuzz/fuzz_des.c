@@ -1,7 +1,9 @@
 /*
  * libFuzzer harness: resil-sim's event-engine scenarios (read_des() in
- * tools/sim/des.c: zones, endpoints, round trips, losses, phases, calls,
- * pushes), and short runs of them through a cluster pipeline.
+ * tools/sim/des_read.c: the caller's pool, zones, endpoints and their
+ * queues, round trips, losses, push lags, the heartbeat timeout, phases,
+ * calls, pauses, pushes (remove, add, empty, without, resync), rules,
+ * the compare line), and short runs of them through a cluster pipeline.
  *
  * As fuzz_scenario, this compiles tools/resil_sim.c (which includes
  * the files of tools/sim/) into the harness with its main renamed, serves the
@@ -14,11 +16,15 @@
  * Properties:
  *   - read_des() returns 0, or 2 with a message that starts with
  *     "fuzz.scn" (or is the out of memory message);
- *   - accepted: the caller's zone is one of the zones; 1..256 endpoints,
- *     each in a known zone with a round trip from the caller's zone; the
+ *   - accepted: the caller's zone is one of the zones, its pool has at
+ *     least one thread; 1..256 endpoints, each in a known zone with a
+ *     round trip from the caller's zone and at least one worker; the
  *     phases follow each other from 0 and end at the scenario's end;
  *     every call batch has at most 100000 calls (0 is accepted: a line
- *     that calls nothing);
+ *     that calls nothing); every action's target holds only endpoints
+ *     of the scenario, a pause lasts, a rule is text that parses; every
+ *     lag is for the caller's zone; the compare line names a phase and
+ *     has at most 4 triples;
  *   - accepted, short (at most 3 simulated seconds and 500 calls): the
  *     run succeeds (run_one() returns 0) and frees everything;
  *   - no leak, no undefined behaviour.
@@ -138,6 +144,44 @@ check_scenario(const scenario *s)
 	for (i = 0; i < s->nbatches; i++)
 		FUZZ_CHECK(s->batches[i].n <= 100000, "batch %zu: %u calls", i,
 		    s->batches[i].n);
+	FUZZ_CHECK(s->threads >= 1, "a pool of %u threads", s->threads);
+	for (e = 0; e < s->neps; e++)
+		FUZZ_CHECK(s->eps[e].workers >= 1, "endpoint %d: %u workers", e,
+		    s->eps[e].workers);
+	for (i = 0; i < s->nacts; i++) {
+		const action *a = &s->acts[i];
+
+		for (e = s->neps; e < MAX_EPS; e++)
+			FUZZ_CHECK(!epset_has(&a->target, e),
+			    "action %zu targets endpoint %d of %d", i, e,
+			    s->neps);
+		FUZZ_CHECK(a->kind != A_PAUSE || a->d > 0,
+		    "action %zu: a pause of 0", i);
+		FUZZ_CHECK(a->kind == A_RULE || a->rule == NULL,
+		    "action %zu: a rule text on another action", i);
+		if (a->kind == A_RULE && a->rule != NULL) {
+			resil_condition *c;
+			resil_diag d;
+
+			FUZZ_CHECK(a->rule[0] != '\0', "action %zu: empty rule",
+			    i);
+			if (resil_condition_parse(&c, a->rule, 0, NULL, &d) ==
+			    RESIL_OK)
+				resil_condition_free(c);
+			else
+				FUZZ_CHECK(strstr(d.msg, "memory") != NULL,
+				    "action %zu: rule accepted, then refused: "
+				    "%s",
+				    i, d.msg);
+		}
+	}
+	for (i = 0; i < s->nlag; i++)
+		FUZZ_CHECK(s->lag[i].a == s->caller, "lag %zu for zone %d", i,
+		    s->lag[i].a);
+	FUZZ_CHECK(s->nrefs <= MAX_CONFS &&
+	        (s->nrefs == 0 ||
+	            (s->ref_phase >= 0 && s->ref_phase < s->nphases)),
+	    "%zu references for phase %d", s->nrefs, s->ref_phase);
 }
 
 /* Calls the run would make, roughly: the batches and the arrivals. */

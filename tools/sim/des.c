@@ -431,9 +431,9 @@ attempt(run *r, scall *c, const resil_call_next *st, uint64_t now)
 	}
 }
 
-/* A call that arrived at t0 gets a thread of the caller's pool at now. */
+/* Call no, arrived at t0, gets a thread of the caller's pool at now. */
 static void
-start_call(run *r, uint64_t t0, uint64_t now)
+start_call(run *r, uint64_t no, uint64_t t0, uint64_t now)
 {
 	scall *c = r->free_calls;
 	resil_call_next st;
@@ -445,7 +445,7 @@ start_call(run *r, uint64_t t0, uint64_t now)
 		return;
 	}
 	r->busy++;
-	c->no = ++r->ncalls;
+	c->no = no;
 	c->start = t0;
 	c->step_at = 0;
 	c->refs = 0;
@@ -474,14 +474,14 @@ arrive(run *r, uint64_t now)
 	const scenario *s = r->s;
 	waitq *w = &r->waiting;
 
+	r->ncalls++;
 	if (r->busy < s->threads && w->n == 0) {
-		start_call(r, now, now);
+		start_call(r, r->ncalls, now, now);
 		return;
 	}
 	if (w->n >= s->queue) {
 		char t[32];
 
-		r->ncalls++;
 		record(r, now, now, 1, 0, 0);
 		if (s->trace)
 			printf("%s ms: call %" PRIu64
@@ -491,20 +491,21 @@ arrive(run *r, uint64_t now)
 	}
 	if (w->n == w->cap) {
 		size_t cap = w->cap ? w->cap * 2 : 64, i;
-		uint64_t *nt = malloc(cap * sizeof(*nt));
+		waiter *nv = malloc(cap * sizeof(*nv));
 
-		if (nt == NULL) {
+		if (nv == NULL) {
 			r->oom = 1;
 			return;
 		}
 		for (i = 0; i < w->n; i++)
-			nt[i] = w->t[(w->head + i) % w->cap];
-		free(w->t);
-		w->t = nt;
+			nv[i] = w->v[(w->head + i) % w->cap];
+		free(w->v);
+		w->v = nv;
 		w->cap = cap;
 		w->head = 0;
 	}
-	w->t[(w->head + w->n++) % w->cap] = now;
+	w->v[(w->head + w->n) % w->cap].t = now;
+	w->v[(w->head + w->n++) % w->cap].no = r->ncalls;
 }
 
 /* Threads freed by calls that ended take the calls waiting, in order. */
@@ -514,11 +515,11 @@ pump(run *r, uint64_t now)
 	waitq *w = &r->waiting;
 
 	while (!r->oom && w->n > 0 && r->busy < r->s->threads) {
-		uint64_t t0 = w->t[w->head];
+		waiter wt = w->v[w->head];
 
 		w->head = (w->head + 1) % w->cap;
 		w->n--;
-		start_call(r, t0, now);
+		start_call(r, wt.no, wt.t, now);
 	}
 }
 
@@ -560,8 +561,12 @@ static void
 pause_ep(run *r, int i, uint64_t d, uint64_t now)
 {
 	ep *e = &r->eps[i];
-	uint64_t until = now + d;
+	uint64_t until, most = now < UINT64_MAX / 4 ? UINT64_MAX / 4 - now : 1;
 
+	/* Far enough: the run is over long before (and no sum wraps). */
+	if (d > most)
+		d = most;
+	until = now + d;
 	if (until <= e->paused_until)
 		return;
 	e->paused_total += until - (e->paused_until > now ? e->paused_until
@@ -976,7 +981,7 @@ free_run(run *r)
 		free(j);
 	}
 	sim_queue_free(&r->q);
-	free(r->waiting.t);
+	free(r->waiting.v);
 	free(r->pushes);
 	memset(&r->waiting, 0, sizeof(r->waiting));
 	r->pushes = NULL;

@@ -186,9 +186,14 @@ typedef struct simconf {
 	int rule_force; /* router.condition.force, for the scenario's rules */
 } simconf;
 
-/* Calls waiting for a thread of the caller's pool (their arrival times). */
+/* A call waiting for a thread of the caller's pool. */
+typedef struct waiter {
+	uint64_t t, no; /* arrival, number */
+} waiter;
+
+/* The calls waiting, in arrival order (a ring). */
 typedef struct waitq {
-	uint64_t *t;
+	waiter *v;
 	size_t head, n, cap;
 } waitq;
 
