@@ -321,7 +321,7 @@ record(run *r, uint64_t start, uint64_t now, int err, uint32_t sent,
 }
 
 static void
-trace_call(const run *r, const scall *c, uint64_t now)
+trace_call(const scall *c, uint64_t now)
 {
 	char t0[32], t1[32];
 	uint32_t i;
@@ -337,7 +337,6 @@ trace_call(const run *r, const scall *c, uint64_t now)
 	if (c->res.err != RESIL_OK && c->res.message[0] != '\0')
 		printf(" (%s)", c->res.message);
 	printf("\n");
-	(void)r;
 }
 
 static void
@@ -347,7 +346,7 @@ finish(run *r, scall *c, uint64_t now)
 	r->busy--;
 	record(r, c->start, now, c->res.err != RESIL_OK, c->sent, c->local);
 	if (r->s->trace)
-		trace_call(r, c, now);
+		trace_call(c, now);
 	resil_result_free(&c->res);
 	call_release(r, c);
 }

@@ -420,7 +420,7 @@ des_write_svg(const char *path, const scenario *s, const series *sr, size_t ns)
 	    "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"960\" "
 	    "height=\"%d\" font-family=\"monospace\" font-size=\"11\">\n"
 	    "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
-	    "<text x=\"70\" y=\"18\">%s: each point is the calls started in "
+	    "<text x=\"70\" y=\"18\">%s: each point is the calls that arrived in "
 	    "%s ms (loss bursts orange, push lags blue, phases dashed, "
 	    "actions purple)</text>\n",
 	    (int)(60 + 3 * (ph + 40) + 20 * (double)ns), s->path,
