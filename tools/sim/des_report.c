@@ -570,6 +570,8 @@ sim_des_main(
 	}
 	if (rc == 0 && o.s->nrefs > 0)
 		print_compare(o.s, (const figures *const *)o.ph, nconfs);
+	/* Before the picture's note on stderr: the compare line is last. */
+	fflush(stdout);
 	if (rc == 0 && svg != NULL) {
 		rc = des_write_svg(svg, o.s, o.sr, o.nseries);
 		if (rc == 0)
