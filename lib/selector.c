@@ -17,6 +17,21 @@ typedef struct mslot {
 	resil__lb lb;
 } mslot;
 
+/*
+ * The condition rules routes read, with the route settings they go with:
+ * published by one pointer store, replaced whole by
+ * resil_selector_set_conditions() and retired through the directory's
+ * epoch, so a route in progress keeps the set it started with.
+ */
+typedef struct rule_set {
+	resil__epoch_entry retire; /* first: the epoch gives it back */
+	resil_allocator a;         /* a copy: the set may outlive sel */
+	resil__route_cfg rc;       /* rc.conds is conds */
+	resil_condition **conds;
+	size_t n;
+	int owned; /* the rules are freed with the set */
+} rule_set;
+
 struct resil_selector {
 	resil_allocator a;
 	resil_directory *dir;
@@ -25,9 +40,9 @@ struct resil_selector {
 	char **zone_names;
 	uint32_t *zone_consumers;
 	size_t nzones;
-	resil_condition **conds;
-	size_t nconds;
-	resil__route_cfg rc;
+	rule_set *rules;             /* atomic */
+	resil__spinlock rules_wlock; /* serialises replacements */
+	resil__route_cfg rc;         /* the base: everything but the rules */
 	resil_random rnd;
 	resil_balance_config deflt;
 	resil_method_balance *methods; /* names owned */
@@ -122,6 +137,54 @@ resil_selector_config_validate(
 }
 
 static void
+rules_free(rule_set *rs)
+{
+	size_t i;
+
+	if (rs == NULL)
+		return;
+	if (rs->owned)
+		for (i = 0; i < rs->n; i++)
+			resil_condition_free(rs->conds[i]);
+	if (rs->conds != NULL)
+		resil__free(&rs->a, rs->conds, rs->n * sizeof(*rs->conds));
+	resil__free(&rs->a, rs, sizeof(*rs));
+}
+
+static void
+rules_retired(resil__epoch_entry *e)
+{
+	rules_free((rule_set *)(void *)e);
+}
+
+/* A set over a copy of rules[0..n) and the base settings; NULL: out of
+ * memory. */
+static rule_set *
+rules_new(const resil_selector *sel, resil_condition *const *rules, size_t n,
+    int owned)
+{
+	rule_set *rs = resil__calloc(&sel->a, sizeof(*rs));
+
+	if (rs == NULL)
+		return NULL;
+	rs->a = sel->a;
+	if (n > 0) {
+		rs->conds = resil__alloc(&sel->a, n * sizeof(*rs->conds));
+		if (rs->conds == NULL) {
+			resil__free(&sel->a, rs, sizeof(*rs));
+			return NULL;
+		}
+		memcpy(rs->conds, rules, n * sizeof(*rs->conds));
+	}
+	rs->n = n;
+	rs->owned = owned;
+	rs->rc = sel->rc;
+	rs->rc.conds = rs->conds;
+	rs->rc.nconds = n;
+	return rs;
+}
+
+static void
 sel_destroy(resil_selector *sel)
 {
 	const resil_allocator *a = &sel->a;
@@ -149,8 +212,7 @@ sel_destroy(resil_selector *sel)
 	if (sel->zone_consumers != NULL)
 		resil__free(
 		    a, sel->zone_consumers, sel->nzones * sizeof(uint32_t));
-	if (sel->conds != NULL)
-		resil__free(a, sel->conds, sel->nconds * sizeof(*sel->conds));
+	rules_free(sel->rules);
 	resil__strfree(a, sel->service);
 	resil__strfree(a, sel->local_zone);
 	resil__free(a, sel, sizeof(*sel));
@@ -217,15 +279,6 @@ resil_selector_new(resil_selector **out, resil_directory *dir,
 			sel->zone_consumers[i] = cfg->zone_consumers[i];
 		}
 	}
-	if (cfg->nconditions > 0) {
-		sel->conds =
-		    resil__alloc(a, cfg->nconditions * sizeof(*sel->conds));
-		if (sel->conds == NULL)
-			goto nomem;
-		memcpy(sel->conds, cfg->conditions,
-		    cfg->nconditions * sizeof(*sel->conds));
-		sel->nconds = cfg->nconditions;
-	}
 	sel->rc.local_zone = sel->local_zone;
 	sel->rc.zone_mode = cfg->zone_mode;
 	sel->rc.zone_min = cfg->zone_min_cluster_size;
@@ -233,9 +286,12 @@ resil_selector_new(resil_selector **out, resil_directory *dir,
 	sel->rc.zone_consumers = sel->zone_consumers;
 	sel->rc.nzones = sel->nzones;
 	sel->rc.tag_force = cfg->tag_force != 0;
-	sel->rc.conds = sel->conds;
-	sel->rc.nconds = sel->nconds;
 	sel->rc.panic = cfg->panic_threshold_pct;
+	resil__spin_init(&sel->rules_wlock);
+	/* The configuration's rules are borrowed (they outlive sel). */
+	sel->rules = rules_new(sel, cfg->conditions, cfg->nconditions, 0);
+	if (sel->rules == NULL)
+		goto nomem;
 	resil__lb_init(&sel->base, &sel->deflt, a, resil__dir_epoch(dir));
 	*out = sel;
 	return RESIL_OK;
@@ -253,6 +309,48 @@ resil_selector_free(resil_selector *sel)
 	/* A retired hash ring may still be pending in the epoch. */
 	resil__epoch_synchronize(resil__dir_epoch(sel->dir));
 	sel_destroy(sel);
+}
+
+resil_err
+resil_selector_set_conditions(resil_selector *sel,
+    resil_condition *const *rules, size_t n, resil_diag *diag)
+{
+	rule_set *rs, *old;
+	size_t i;
+
+	if (sel == NULL || (rules == NULL && n > 0))
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "selector: NULL argument");
+	for (i = 0; i < n; i++)
+		if (rules[i] == NULL)
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "router.condition[%zu]: NULL", i);
+	if ((rs = rules_new(sel, rules, n, 1)) == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_NOMEM, "selector: out of memory");
+	resil__spin_lock(&sel->rules_wlock);
+	old = sel->rules;
+	resil__storeptr((void **)&sel->rules, rs);
+	resil__spin_unlock(&sel->rules_wlock);
+	resil__epoch_retire(
+	    resil__dir_epoch(sel->dir), &old->retire, rules_retired);
+	return RESIL_OK;
+}
+
+size_t
+resil_selector_condition_count(resil_selector *sel)
+{
+	resil__epoch *ep;
+	resil__epoch_guard g;
+	size_t n;
+
+	if (sel == NULL)
+		return 0;
+	ep = resil__dir_epoch(sel->dir);
+	resil__epoch_enter(ep, &g);
+	n = ((const rule_set *)resil__loadptr((void *const *)&sel->rules))->n;
+	resil__epoch_exit(ep, &g);
+	return n;
 }
 
 static uint64_t
@@ -448,8 +546,11 @@ resil_err
 resil_selector_route(resil_selector *sel, const resil_request *req,
     resil_candidates *c, resil_diag *diag)
 {
+	resil__epoch *ep;
+	resil__epoch_guard g;
+	const rule_set *rs;
 	resil__snapshot *s;
-	resil_err err;
+	resil_err err = RESIL_OK;
 	uint64_t now;
 
 	if (sel == NULL || c == NULL || c->sel != sel)
@@ -464,14 +565,21 @@ resil_selector_route(resil_selector *sel, const resil_request *req,
 		resil__snap_release(s);
 		return err;
 	}
-	resil__route(&sel->rc, s, req, now, &sel->rnd, &c->v, c->keep, &c->st);
-	c->lb = lb_for(sel, req != NULL ? req->method : NULL);
+	/* The rules stay alive for the section: a replacement retires them
+	 * only after it closes. */
+	ep = resil__dir_epoch(sel->dir);
+	resil__epoch_enter(ep, &g);
+	rs = resil__loadptr((void *const *)&sel->rules);
+	resil__route(&rs->rc, s, req, now, &sel->rnd, &c->v, c->keep, &c->st);
 	if (c->v.n == 0) {
-		resil__no_provider(&sel->rc, sel->service, req, &c->st, diag);
-		resil_candidates_clear(c);
-		return RESIL_E_NO_PROVIDER;
+		resil__no_provider(&rs->rc, sel->service, req, &c->st, diag);
+		err = RESIL_E_NO_PROVIDER;
 	}
-	return RESIL_OK;
+	resil__epoch_exit(ep, &g);
+	c->lb = lb_for(sel, req != NULL ? req->method : NULL);
+	if (err != RESIL_OK)
+		resil_candidates_clear(c);
+	return err;
 }
 
 void

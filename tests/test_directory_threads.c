@@ -2,7 +2,8 @@
  * Directory pushes and single-endpoint events while 4 threads route, pick
  * and report through one selector (run under TSan by `make tsan`). Every
  * pick must name an address of some pushed list, every pick is reported,
- * and at the end no endpoint has a call in flight.
+ * and at the end no endpoint has a call in flight. Condition rules are
+ * replaced (resil_selector_set_conditions) while routes read them.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -114,6 +115,7 @@ test_directory_threads_pushes_while_picking(void **state)
 	dc.outlier.max_ejection = 50;
 	dc.outlier.interval = 10;
 	dc.outlier.max_ejection_pct = 30;
+	dc.empty_protection = 0; /* the writer's empty lists apply */
 	/* Each endpoint's own breaker too: permits taken and given back
 	 * while the lists change. */
 	bc.failure_rate_pct = 0;
@@ -169,6 +171,28 @@ test_directory_threads_pushes_while_picking(void **state)
 		}
 		if (k % 5 == 0)
 			(void)resil_directory_remove(s.d, addrs[from], NULL);
+		if (k % 7 == 0) {
+			/* New condition rules while routes read the old. */
+			static const char *const texts[] = {
+				"method = r => zone = z0",
+				"method = rr,h => zone = z1",
+				"=> address != 10.0.0.3:1",
+			};
+			resil_condition *rules[2];
+			size_t nr = (size_t)(k / 7) % 3;
+			size_t j;
+			for (j = 0; j < nr; j++)
+				assert_int_equal(
+				    resil_condition_parse(&rules[j],
+				        texts[(k + (int)j) % 3], 0, NULL,
+				        NULL),
+				    RESIL_OK);
+			assert_int_equal(resil_selector_set_conditions(
+			                     s.sel, rules, nr, NULL),
+			    RESIL_OK);
+			assert_int_equal(
+			    resil_selector_condition_count(s.sel), nr);
+		}
 		resil_manual_clock_advance(&s.mc, 1);
 	}
 	__atomic_store_n(&s.stop, 1, __ATOMIC_SEQ_CST);

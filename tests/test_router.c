@@ -329,6 +329,62 @@ start_zoned(fx *f, const char *zone, resil_zone_mode mode, uint32_t panic)
 	push(f, zoned, 4);
 }
 
+/* Rules replaced at run time: the next route uses them; the old ones
+ * were borrowed (the caller frees them), the new ones are owned. */
+static void
+test_router_conditions_replaced_at_run_time(void **state)
+{
+	resil_request r = req_of("getStock", NULL);
+	resil_condition *c0, *rules[2];
+	fx f;
+
+	(void)state;
+	with_rule(&f, &c0, "=> zone = hz", 0);
+	assert_string_equal(route(&f, &r), "10.0.0.1:20880,10.0.0.2:20880");
+	assert_int_equal(resil_selector_condition_count(f.sel), 1);
+	/* A rule that filters every provider, forced: no provider. */
+	assert_int_equal(
+	    resil_condition_parse(&rules[0], "=> zone = bj", 1, NULL, &f.diag),
+	    RESIL_OK);
+	assert_int_equal(
+	    resil_selector_set_conditions(f.sel, rules, 1, &f.diag), RESIL_OK);
+	assert_string_equal(route(&f, &r),
+	    "No provider available for service S method getStock: 4 "
+	    "endpoints, 0 after routers (condition \"=> zone = bj\" removed "
+	    "4)");
+	/* Two rules, in order. */
+	assert_int_equal(
+	    resil_condition_parse(&rules[0], "=> zone = sh", 0, NULL, &f.diag),
+	    RESIL_OK);
+	assert_int_equal(resil_condition_parse(&rules[1],
+	                     "=> address != 10.0.1.1:20881", 0, NULL, &f.diag),
+	    RESIL_OK);
+	assert_int_equal(
+	    resil_selector_set_conditions(f.sel, rules, 2, &f.diag), RESIL_OK);
+	assert_int_equal(resil_selector_condition_count(f.sel), 2);
+	assert_string_equal(route(&f, &r), "10.0.1.2:20881");
+	/* Bad input changes nothing and takes nothing. */
+	rules[1] = NULL;
+	assert_int_equal(
+	    resil_selector_set_conditions(f.sel, rules, 2, &f.diag),
+	    RESIL_E_INVAL);
+	assert_string_equal(f.diag.msg, "router.condition[1]: NULL");
+	assert_int_equal(
+	    resil_selector_set_conditions(f.sel, NULL, 1, &f.diag),
+	    RESIL_E_INVAL);
+	assert_int_equal(resil_selector_set_conditions(NULL, NULL, 0, &f.diag),
+	    RESIL_E_INVAL);
+	assert_string_equal(route(&f, &r), "10.0.1.2:20881");
+	/* None. */
+	assert_int_equal(
+	    resil_selector_set_conditions(f.sel, NULL, 0, &f.diag), RESIL_OK);
+	assert_int_equal(resil_selector_condition_count(f.sel), 0);
+	assert_string_equal(route(&f, &r),
+	    "10.0.0.1:20880,10.0.0.2:20880,10.0.1.1:20881,10.0.1.2:20881");
+	assert_int_equal(resil_selector_condition_count(NULL), 0);
+	end_rule(&f, c0);
+}
+
 static void
 test_router_health_and_panic(void **state)
 {
@@ -590,6 +646,7 @@ main(void)
 		cmocka_unit_test(
 		    test_router_condition_parse_errors_have_columns),
 		cmocka_unit_test(test_router_condition_matching),
+		cmocka_unit_test(test_router_conditions_replaced_at_run_time),
 		cmocka_unit_test(test_router_health_and_panic),
 		cmocka_unit_test(test_router_zone_prefer_and_strict),
 		cmocka_unit_test(test_router_message_reads_like_dubbo),

@@ -249,6 +249,25 @@ RESIL_API resil_err resil_selector_report_duration(resil_selector *sel,
 RESIL_API resil_err resil_selector_release(
     resil_selector *sel, resil_pick *pick);
 
+/*
+ * Replace the condition rules at run time (a registry's routes, an
+ * operator's change): routes that start after the call use rules[0..n)
+ * in order (n 0: none); a route in progress finishes with the rules it
+ * started with. On success the selector owns the rules (and frees each
+ * with resil_condition_free() once no route can see it, at the latest in
+ * resil_selector_free()); the array itself is copied. The rules given in
+ * resil_selector_config stay borrowed. Each rule keeps its own force flag.
+ * Returns RESIL_OK; RESIL_E_INVAL for a NULL selector, array or rule
+ * ("router.condition[1]: NULL"); RESIL_E_NOMEM. On error nothing changes
+ * and the caller still owns the rules. May run concurrently with routes,
+ * picks, reports and other replacements.
+ */
+RESIL_API resil_err resil_selector_set_conditions(resil_selector *sel,
+    resil_condition *const *rules, size_t n, resil_diag *diag);
+
+/* The number of condition rules routes use now (0 for NULL). */
+RESIL_API size_t resil_selector_condition_count(resil_selector *sel);
+
 /* ---- configuration text ------------------------------------------------
  *
  * resil_cluster_text holds the cluster keys of a configuration text and
