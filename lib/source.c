@@ -494,20 +494,19 @@ by_priority(const void *x, const void *y)
 	return strcmp(a->name, b->name);
 }
 
-/* The rules go to the selector, which owns them from here on (also on
- * error). */
+/* The rules go to the selector, which owns them from here on; on error
+ * they are freed here, so the caller owns them in no case. */
 static resil_err
 give_rules(
     resil_selector *sel, resil_condition **rules, size_t n, resil_diag *diag)
 {
+	resil_err err = resil_selector_set_conditions(sel, rules, n, diag);
 	size_t i;
 
-	/* TEMPORARY until resil_selector_set_conditions() is merged. */
-	(void)sel;
-	(void)diag;
-	for (i = 0; i < n; i++)
-		resil_condition_free(rules[i]);
-	return RESIL_OK;
+	if (err != RESIL_OK)
+		for (i = 0; i < n; i++)
+			resil_condition_free(rules[i]);
+	return err;
 }
 
 static void

@@ -256,6 +256,16 @@ empty_kept(void *ctx)
 	return heard_n(&w->f->h, RESIL_SOURCE_EMPTY_KEPT) >= w->n;
 }
 
+/* A push after n, with count endpoints. */
+static int
+pushed_to(void *ctx)
+{
+	want *w = ctx;
+
+	return stats(w->f).pushes > w->n &&
+	    resil_directory_count(w->f->dir) == w->count;
+}
+
 static void
 reg(fx *f, const char *url)
 {
@@ -801,9 +811,12 @@ test_zk_one_change_among_1000(void **state)
 		    zoo_create(prov, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE,
 		        ZOO_EPHEMERAL, NULL, 0),
 		    ZOK);
-		wait_count(&f, (size_t)(N + i + 1));
+		{
+			want w = { &f, (size_t)(N + i + 1), pushes };
+
+			assert_true(zk_wait(pushed_to, &w, WAIT_MS));
+		}
 		st = stats(&f);
-		assert_true(st.pushes > pushes);
 		sum += st.last_update_ns;
 		if (st.last_update_ns > max)
 			max = st.last_update_ns;
