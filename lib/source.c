@@ -355,17 +355,23 @@ apply_providers(resil_source *src, list *l)
 	pthread_mutex_unlock(&src->smu);
 	for (i = 0; i < l->n && !nomem; i++) {
 		const char *name = l->names[i];
+		size_t len = strlen(name);
+		unsigned hv;
 
-		HASH_FIND_STR(ntab, name, e);
+		/* One hash per name for the three table operations: the
+		 * names are long (a whole URL) and this runs for every
+		 * provider on every change. */
+		HASH_VALUE(name, len, hv);
+		HASH_FIND_BYHASHVALUE(hh, ntab, name, len, hv, e);
 		if (e != NULL)
 			continue; /* listed twice */
-		HASH_FIND_STR(src->tab, name, e);
+		HASH_FIND_BYHASHVALUE(hh, src->tab, name, len, hv, e);
 		if (e != NULL)
 			HASH_DEL(src->tab, e);
 		else if ((e = entry_new(src, name, l->decoded, now, wms,
 		              &nomem)) == NULL)
 			break;
-		HASH_ADD_KEYPTR(hh, ntab, e->name, strlen(e->name), e);
+		HASH_ADD_KEYPTR_BYHASHVALUE(hh, ntab, e->name, len, hv, e);
 		if (resil__oom) {
 			entry_free(&src->a, e);
 			nomem = 1;
