@@ -236,6 +236,11 @@ main(int argc, char **argv)
 		return 2;
 	}
 	snprintf(registry, sizeof(registry), "zookeeper://%s", argv[1]);
+	/* The ZooKeeper client's own log level is the process's: this
+	 * program has two handles (the consumer's and the demo providers'),
+	 * and the client formats log lines in one static buffer, so two
+	 * handles logging at once race on it. resil drops the lines anyway. */
+	zoo_set_debug_level((ZooLogLevel)0);
 
 	/* The consumer: directory, selector, source. In a configuration
 	 * text the source's part reads

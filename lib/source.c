@@ -1332,19 +1332,22 @@ create(resil_source **out, const resil_source_config *cfg, int attach,
 		w.path[RESIL__CAT_ROUTERS] = src->path[RESIL__CAT_ROUTERS];
 		w.session_timeout_ms = cfg->session_timeout_ms;
 		w.alloc = a;
+		/* The backend first: its deliveries wait in the pending
+		 * slots for the thread, which then sees be_state set. */
+		err = src->be->open(src, &w, &src->be_state, diag);
+		if (err != RESIL_OK) {
+			src->be = NULL;
+			release(src);
+			return err;
+		}
 		if (pthread_create(&src->thread, NULL, thread_main, src) !=
 		    0) {
+			src->be->close(src->be_state);
 			release(src);
 			return resil__diagf(diag, RESIL_E_NOMEM,
 			    "source: cannot start its thread");
 		}
 		src->has_thread = 1;
-		err = src->be->open(src, &w, &src->be_state, diag);
-		if (err != RESIL_OK) {
-			src->be = NULL;
-			resil_source_free(src);
-			return err;
-		}
 		resil__source_wake(src);
 	} else
 		src->be = NULL;
@@ -1375,10 +1378,8 @@ resil_source_free(resil_source *src)
 {
 	if (src == NULL)
 		return;
-	/* The backend first: after close() nothing is delivered. */
-	if (src->be != NULL)
-		src->be->close(src->be_state);
-	src->be = NULL;
+	/* The thread first (it runs the backend's tick), then the
+	 * backend: after close() nothing is delivered. */
 	if (src->has_thread) {
 		pthread_mutex_lock(&src->mu);
 		src->stop = 1;
@@ -1386,6 +1387,9 @@ resil_source_free(resil_source *src)
 		pthread_mutex_unlock(&src->mu);
 		pthread_join(src->thread, NULL);
 	}
+	if (src->be != NULL)
+		src->be->close(src->be_state);
+	src->be = NULL;
 	pthread_mutex_lock(&src->work);
 	save_file(src);
 	pthread_mutex_unlock(&src->work);
