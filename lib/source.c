@@ -50,7 +50,6 @@ struct resil_source {
 	resil_allocator a;
 	resil_clock clk;
 	resil_clock wall;
-	int has_wall;
 	resil_source_config cfg; /* strings are the copies below */
 	char *s_registry, *s_service, *s_group, *s_version, *s_root;
 	char *s_protocols, *s_file, *hosts, *key;
@@ -291,14 +290,19 @@ oom:
 	return NULL;
 }
 
+/* A reference to an entry, for the sorts. */
+typedef struct eref {
+	entry *e;
+} eref;
+
 /* Order for choosing one provider per address: the newest timestamp
  * first (a restarted provider whose old node has not expired yet), then
  * by name. */
 static int
 by_address(const void *x, const void *y)
 {
-	const entry *a = *(const entry *const *)x;
-	const entry *b = *(const entry *const *)y;
+	const entry *a = ((const eref *)x)->e;
+	const entry *b = ((const eref *)y)->e;
 	int c = strcmp(a->p.spec.address, b->p.spec.address);
 
 	if (c != 0)
@@ -311,8 +315,8 @@ by_address(const void *x, const void *y)
 static int
 by_name(const void *x, const void *y)
 {
-	const entry *a = *(const entry *const *)x;
-	const entry *b = *(const entry *const *)y;
+	const entry *a = ((const eref *)x)->e;
+	const entry *b = ((const eref *)y)->e;
 
 	return strcmp(a->name, b->name);
 }
@@ -342,7 +346,8 @@ apply_providers(resil_source *src, list *l)
 	const resil_allocator *resil__a = &src->a;
 	uint64_t now = resil_clock_now(&src->clk), before_v, after_v;
 	int64_t wms = wall_ms(src);
-	entry *ntab = NULL, *e, *tmp, **ok = NULL;
+	entry *ntab = NULL, *e, *tmp;
+	eref *ok = NULL;
 	resil_endpoint_spec *specs = NULL;
 	size_t i, nok = 0, nkept = 0, nprov = 0, before_n;
 	int resil__oom = 0, nomem = 0;
@@ -398,27 +403,27 @@ apply_providers(resil_source *src, list *l)
 	HASH_ITER(hh, src->tab, e, tmp)
 	{
 		if (e->verdict == RESIL__PROVIDER_OK)
-			ok[i++] = e;
+			ok[i++].e = e;
 	}
 	/* One provider per address. */
 	if (nok > 1)
 		qsort(ok, nok, sizeof(*ok), by_address);
 	for (i = 0; i < nok; i++) {
 		if (nkept > 0 &&
-		    strcmp(ok[nkept - 1]->p.spec.address,
-		        ok[i]->p.spec.address) == 0) {
-			if (!ok[i]->dup_said) {
+		    strcmp(ok[nkept - 1].e->p.spec.address,
+		        ok[i].e->p.spec.address) == 0) {
+			if (!ok[i].e->dup_said) {
 				(void)snprintf(msg, sizeof(msg),
 				    "address %s is listed by a newer "
 				    "provider; this one is left out",
-				    ok[i]->p.spec.address);
+				    ok[i].e->p.spec.address);
 				emit(src, RESIL_SOURCE_BAD_PROVIDER,
-				    ok[i]->decoded, msg, 0);
-				ok[i]->dup_said = 1;
+				    ok[i].e->decoded, msg, 0);
+				ok[i].e->dup_said = 1;
 			}
 			continue;
 		}
-		ok[i]->dup_said = 0;
+		ok[i].e->dup_said = 0;
 		ok[nkept++] = ok[i];
 	}
 	if (nkept > 1)
@@ -427,7 +432,7 @@ apply_providers(resil_source *src, list *l)
 	    (specs = resil__alloc(&src->a, nkept * sizeof(*specs))) == NULL)
 		goto oom;
 	for (i = 0; i < nkept; i++) {
-		specs[i] = ok[i]->p.spec;
+		specs[i] = ok[i].e->p.spec;
 		nprov += !specs[i].mock;
 	}
 	before_n = resil_directory_count(src->cfg.directory);
@@ -484,6 +489,9 @@ oom:
 /* ---- routes ----------------------------------------------------------------
  */
 
+/* An element of the array of rules the selector copies. */
+typedef resil_condition *rule_ptr;
+
 typedef struct rule_item {
 	resil_condition *c;
 	const char *name;
@@ -520,7 +528,7 @@ apply_routes(resil_source *src, list *l)
 {
 	const resil_allocator *a = &src->a;
 	rule_item *items = NULL;
-	resil_condition **rules = NULL;
+	rule_ptr *rules = NULL;
 	size_t i, n = 0;
 	resil_diag why;
 	char msg[160];
@@ -596,7 +604,7 @@ apply_routes(resil_source *src, list *l)
 	/* Dubbo sorts its routers by priority, the lowest first. */
 	if (n > 1)
 		qsort(items, n, sizeof(*items), by_priority);
-	if (n > 0 && (rules = resil__alloc(a, n * sizeof(*rules))) == NULL)
+	if (n > 0 && (rules = resil__alloc(a, n * sizeof(rule_ptr))) == NULL)
 		goto oom;
 	for (i = 0; i < n; i++)
 		rules[i] = items[i].c;
@@ -613,7 +621,7 @@ apply_routes(resil_source *src, list *l)
 
 		if (err != RESIL_OK) {
 			if (rules != NULL)
-				resil__free(a, rules, n * sizeof(*rules));
+				resil__free(a, rules, n * sizeof(rule_ptr));
 			if (items != NULL)
 				resil__free(a, items, l->n * sizeof(*items));
 			if (err == RESIL_E_NOMEM) {
@@ -637,7 +645,7 @@ apply_routes(resil_source *src, list *l)
 		    src->cfg.service);
 	}
 	if (rules != NULL)
-		resil__free(a, rules, n * sizeof(*rules));
+		resil__free(a, rules, n * sizeof(rule_ptr));
 	if (items != NULL)
 		resil__free(a, items, l->n * sizeof(*items));
 	pthread_mutex_lock(&src->smu);
@@ -687,7 +695,7 @@ save_file(resil_source *src)
 	urls = n > 0 ? resil__calloc(a, n * sizeof(*urls)) : NULL;
 	if (n > 0 && urls == NULL)
 		err = RESIL_E_NOMEM;
-	for (c = 0; c < RESIL__NCAT && err == RESIL_OK; c++) {
+	for (c = 0; urls != NULL && c < RESIL__NCAT && err == RESIL_OK; c++) {
 		list *l = src->saved[c];
 
 		for (i = 0; l != NULL && i < l->n && err == RESIL_OK; i++) {
@@ -712,7 +720,7 @@ save_file(resil_source *src)
 	if (err == RESIL_OK)
 		err = resil__cache_write(a, src->cfg.file, src->key,
 		    (const char *const *)urls, k, &why);
-	for (i = 0; i < k; i++)
+	for (i = 0; urls != NULL && i < k; i++)
 		resil__strfree(a, urls[i]);
 	if (urls != NULL)
 		resil__free(a, urls, n * sizeof(*urls));
@@ -790,8 +798,10 @@ load_file(resil_source *src)
 			continue;
 		l = list_copy(
 		    a, (const char *const *)part[c], cnt[c], sys_now(), 1);
-		if ((nomem = l == NULL) != 0)
+		if (l == NULL) {
+			nomem = 1;
 			break;
+		}
 		if (c == RESIL__CAT_PROVIDERS) {
 			(void)snprintf(msg, sizeof(msg),
 			    "%zu providers of %s from %s", cnt[c],
@@ -1067,6 +1077,8 @@ find_backend(const char *scheme)
 {
 	size_t i;
 
+	if (scheme == NULL)
+		return NULL;
 	for (i = 0; i < sizeof(backends) / sizeof(backends[0]); i++)
 		if (strcmp(backends[i]->scheme, scheme) == 0)
 			return backends[i];
@@ -1202,9 +1214,8 @@ category_path(const resil_allocator *a, const char *root, const char *svc,
 	n += strlen(root) + strlen(cat) + 3;
 	if ((p = resil__alloc(a, n)) == NULL)
 		return NULL;
-	o = p;
-	memcpy(o, root, strlen(root));
-	o += strlen(root);
+	for (o = p; *root != '\0'; root++)
+		*o++ = *root;
 	*o++ = '/';
 	for (i = 0; svc[i] != '\0'; i++) {
 		unsigned char c = (unsigned char)svc[i];

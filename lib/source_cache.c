@@ -80,6 +80,34 @@ put_u(buf *b, unsigned cp)
 	put(b, e, 6);
 }
 
+/* The number of continuation bytes of the valid UTF-8 sequence at p
+ * (its code point in *cp), or 0 when it is not one. */
+static size_t
+utf8_tail(const unsigned char *p, unsigned *cp)
+{
+	size_t need, i;
+	unsigned v;
+
+	if ((p[0] & 0xe0) == 0xc0) {
+		v = p[0] & 0x1fu;
+		need = 1;
+	} else if ((p[0] & 0xf0) == 0xe0) {
+		v = p[0] & 0x0fu;
+		need = 2;
+	} else if ((p[0] & 0xf8) == 0xf0) {
+		v = p[0] & 0x07u;
+		need = 3;
+	} else
+		return 0;
+	for (i = 1; i <= need; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		v = (v << 6) | (p[i] & 0x3fu);
+	}
+	*cp = v;
+	return need;
+}
+
 /* Properties.saveConvert: escapes of \, blanks (in a key, or leading in
  * a value), = : # ! and controls; characters above 0x7e as \uXXXX
  * (UTF-16 units; an invalid UTF-8 byte as its own value). */
@@ -112,25 +140,9 @@ put_escaped(buf *b, const char *s, int key)
 		else if (c < 0x80)
 			putc1(b, (char)c);
 		else {
-			unsigned cp = 0, need = 0, i;
+			unsigned cp = 0;
+			size_t need = utf8_tail(p, &cp);
 
-			if ((c & 0xe0) == 0xc0) {
-				cp = c & 0x1f;
-				need = 1;
-			} else if ((c & 0xf0) == 0xe0) {
-				cp = c & 0x0f;
-				need = 2;
-			} else if ((c & 0xf8) == 0xf0) {
-				cp = c & 0x07;
-				need = 3;
-			}
-			for (i = 1; need > 0 && i <= need; i++) {
-				if ((p[i] & 0xc0) != 0x80) {
-					need = 0;
-					break;
-				}
-				cp = (cp << 6) | (p[i] & 0x3f);
-			}
 			if (need == 0) {
 				put_u(b, c);
 				continue;

@@ -542,12 +542,12 @@ resil__provider_map(const resil_allocator *a, const resil__url *u,
 	out->spec = resil_endpoint_spec_default(p);
 	p += alen + 1;
 	if (zone != NULL) {
-		strcpy(p, zone);
+		memcpy(p, zone, strlen(zone) + 1);
 		out->spec.zone = p;
 		p += strlen(zone) + 1;
 	}
 	if (tag != NULL) {
-		strcpy(p, tag);
+		memcpy(p, tag, strlen(tag) + 1);
 		out->spec.tag = p;
 		p += strlen(tag) + 1;
 	}
