@@ -1458,6 +1458,7 @@ struct resil_source_text {
 	int routes;
 	int has_routes;
 	int any;
+	int none; /* registry=N/A */
 };
 
 static const char *const str_keys[] = { "registry", "registry.service",
@@ -1577,6 +1578,15 @@ text_set(resil_source_text *st, const char *key, const char *value,
 	size_t i;
 	int b;
 
+	/* Dubbo's "N/A": no registry (direct connections). */
+	if (strcmp(key, "registry") == 0 &&
+	    (strcmp(value, "N/A") == 0 || strcmp(value, "n/a") == 0)) {
+		resil__strfree(&st->a, st->s[0]);
+		st->s[0] = NULL;
+		st->has_s[0] = 1;
+		st->none = 1;
+		return RESIL_OK;
+	}
 	for (i = 0; i < sizeof(str_keys) / sizeof(str_keys[0]); i++) {
 		char *copy;
 
@@ -1607,6 +1617,8 @@ text_set(resil_source_text *st, const char *key, const char *value,
 		resil__strfree(&st->a, st->s[i]);
 		st->s[i] = copy;
 		st->has_s[i] = 1;
+		if (i == 0)
+			st->none = 0;
 		return RESIL_OK;
 	}
 	if (strcmp(key, "registry.file.interval") == 0) {
@@ -1657,7 +1669,7 @@ resil_source_text_set(resil_source_text *st, const char *key,
 int
 resil_source_text_present(const resil_source_text *st)
 {
-	return st != NULL && st->any;
+	return st != NULL && st->any && !st->none;
 }
 
 void

@@ -997,6 +997,13 @@ test_source_text_keys(void **state)
 	assert_int_equal(
 	    resil_source_text_set(st, "registry.bogus", "1", NULL, 0, &diag),
 	    RESIL_E_NOTFOUND);
+	/* Dubbo's N/A: no registry, no source. */
+	assert_int_equal(
+	    resil_source_text_set(st, "registry", "N/A", NULL, 0, &diag),
+	    RESIL_OK);
+	assert_false(resil_source_text_present(st));
+	resil_source_text_config(st, &sc);
+	assert_null(sc.registry);
 	resil_source_text_free(st);
 }
 

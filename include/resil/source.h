@@ -237,7 +237,7 @@ RESIL_API void resil_source_get_stats(
  * resil_source_text holds the registry keys of a configuration text and
  * owns their strings (the pattern of resil_cluster_text, selector.h):
  *
- *   registry=zookeeper://127.0.0.1:2181     .registry
+ *   registry=zookeeper://127.0.0.1:2181     .registry ("N/A": none)
  *   registry.service=com.foo.BarService     .service
  *   registry.group=, registry.version=      .group, .version
  *   registry.root=/dubbo                    .root
@@ -266,7 +266,8 @@ RESIL_API resil_err resil_source_text_set(resil_source_text *st,
     const char *key, const char *value, const char *origin, unsigned line,
     resil_diag *diag);
 
-/* Whether any key was set (a text with no registry key needs no source). */
+/* Whether a source is asked for: a registry key was set and registry is
+ * not Dubbo's "N/A" (no registry). */
 RESIL_API int resil_source_text_present(const resil_source_text *st);
 
 /* Overwrite the fields of *out that st has; the strings point into st and
