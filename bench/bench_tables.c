@@ -2,6 +2,9 @@
 
 #include <stddef.h>
 
+/* The registry source's rows (bench_source.c). */
+extern const resil_bench resil_bench_source[];
+
 const resil_bench *const resil_bench_tables[] = {
 	resil_bench_baseline,
 	resil_bench_breaker,
@@ -12,5 +15,6 @@ const resil_bench *const resil_bench_tables[] = {
 	resil_bench_shm,
 	resil_bench_balance,
 	resil_bench_fleet,
+	resil_bench_source,
 	NULL,
 };

@@ -1,0 +1,1700 @@
+/*
+ * The registry source: configuration, the source's thread, and what it
+ * does with each list a backend delivers: providers become one directory
+ * push, condition rules the selector's rules, and both the cache file.
+ *
+ * A backend's threads (the ZooKeeper client's) only copy a list into the
+ * pending slot of its category and wake the source's thread; a newer list
+ * replaces one not yet applied, so a flood of changes costs one push per
+ * turn of the thread, never a queue. Parsed provider URLs are kept by node
+ * name (as Dubbo's CacheableFailbackRegistry keeps them), so a change of
+ * one provider among many parses one URL.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "source_internal.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include <uthash.h>
+
+/* A failed uthash allocation sets the caller's resil__oom. */
+#undef uthash_nonfatal_oom
+#define uthash_nonfatal_oom(obj) (resil__oom = 1)
+
+/* One list as received: names in one block. */
+typedef struct list {
+	char **names;
+	size_t n;
+	size_t bytes; /* of the block: n pointers, then the strings */
+	uint64_t fired;
+	int decoded;
+} list;
+
+/* A provider node seen in the last list, parsed once. */
+typedef struct entry {
+	UT_hash_handle hh;
+	char *name; /* as received */
+	char *decoded;
+	int verdict;
+	int dup_said;
+	resil__provider p;
+} entry;
+
+#define EVQ 32
+
+struct resil_source {
+	resil_allocator a;
+	resil_clock clk;
+	resil_clock wall;
+	resil_source_config cfg; /* strings are the copies below */
+	char *s_registry, *s_service, *s_group, *s_version, *s_root;
+	char *s_protocols, *s_file, *hosts, *key;
+	char *path[RESIL__NCAT];
+	resil__match match;
+
+	const resil__source_backend *be;
+	void *be_state;
+
+	/* Deliveries and the thread's life. */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int stop, has_thread, woken;
+	pthread_t thread;
+	list *pend[RESIL__NCAT];
+	struct {
+		resil_source_event_type type;
+		char msg[192];
+	} evq[EVQ];
+	unsigned evn;
+
+	/* Work: held while a list is applied, the file written, tick. */
+	pthread_mutex_t work;
+	entry *tab;
+	list *saved[RESIL__NCAT];  /* what the file gets */
+	list *failed[RESIL__NCAT]; /* to apply again */
+	uint64_t retry_at;
+	int dirty;
+	uint64_t saved_at; /* system clock */
+	int rules_given;   /* the selector has the registry's rules */
+
+	pthread_mutex_t smu;
+	resil_source_stats st;
+};
+
+const char *
+resil_source_event_name(resil_source_event_type t)
+{
+	static const char *const names[] = { "CONNECTED", "DISCONNECTED",
+		"EXPIRED", "PROVIDERS", "EMPTY_KEPT", "SKIPPED",
+		"BAD_PROVIDER", "BAD_FIELD", "ROUTES", "BAD_ROUTE",
+		"CACHE_LOADED", "CACHE_ERROR", "ERROR" };
+
+	if ((unsigned)t < sizeof(names) / sizeof(names[0]))
+		return names[t];
+	return "UNKNOWN";
+}
+
+static uint64_t
+sys_now(void)
+{
+	return resil_clock_now(resil_clock_system());
+}
+
+/* The one read of the real-time clock outside the clock module, on
+ * purpose: a Dubbo provider's timestamp is wall-clock time, and the
+ * clock module has no wall clock (cfg->wall_clock replaces this). */
+static uint64_t
+wall_system(void *ctx)
+{
+	struct timespec ts;
+
+	(void)ctx;
+	if (clock_gettime(CLOCK_REALTIME, &ts) != 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * RESIL_NS_PER_SEC + (uint64_t)ts.tv_nsec;
+}
+
+static int64_t
+wall_ms(resil_source *src)
+{
+	return (int64_t)(resil_clock_now(&src->wall) / RESIL_NS_PER_MS);
+}
+
+/* ---- events and stats ----------------------------------------------------
+ */
+
+static void
+emit(resil_source *src, resil_source_event_type type, const char *node,
+    const char *msg, size_t count)
+{
+	resil_source_event ev;
+
+	pthread_mutex_lock(&src->smu);
+	switch (type) {
+	case RESIL_SOURCE_BAD_PROVIDER:
+	case RESIL_SOURCE_BAD_FIELD:
+	case RESIL_SOURCE_BAD_ROUTE:
+		src->st.bad++;
+		break;
+	case RESIL_SOURCE_SKIPPED:
+		src->st.skipped++;
+		break;
+	case RESIL_SOURCE_ERROR:
+	case RESIL_SOURCE_CACHE_ERROR:
+		src->st.errors++;
+		break;
+	case RESIL_SOURCE_EMPTY_KEPT:
+		src->st.empty_kept++;
+		break;
+	default:
+		break;
+	}
+	pthread_mutex_unlock(&src->smu);
+	if (src->cfg.listener == NULL)
+		return;
+	ev.type = type;
+	ev.node = node != NULL ? node : "";
+	ev.message = msg != NULL ? msg : "";
+	ev.count = count;
+	src->cfg.listener(&ev, src->cfg.listener_ctx);
+}
+
+void
+resil_source_get_stats(resil_source *src, resil_source_stats *out)
+{
+	if (src == NULL || out == NULL)
+		return;
+	pthread_mutex_lock(&src->smu);
+	*out = src->st;
+	pthread_mutex_unlock(&src->smu);
+}
+
+/* ---- lists ----------------------------------------------------------------
+ */
+
+static void
+list_free(const resil_allocator *a, list *l)
+{
+	if (l == NULL)
+		return;
+	resil__free(a, l->names, l->bytes);
+	resil__free(a, l, sizeof(*l));
+}
+
+static list *
+list_copy(const resil_allocator *a, const char *const *names, size_t n,
+    uint64_t fired, int decoded)
+{
+	size_t bytes = n * sizeof(char *), i;
+	list *l = resil__calloc(a, sizeof(*l));
+	char *s;
+
+	if (l == NULL)
+		return NULL;
+	for (i = 0; i < n; i++)
+		bytes += strlen(names[i]) + 1;
+	l->bytes = bytes > 0 ? bytes : 1;
+	if ((l->names = resil__alloc(a, l->bytes)) == NULL) {
+		resil__free(a, l, sizeof(*l));
+		return NULL;
+	}
+	s = (char *)(l->names + n);
+	for (i = 0; i < n; i++) {
+		size_t len = strlen(names[i]) + 1;
+
+		memcpy(s, names[i], len);
+		l->names[i] = s;
+		s += len;
+	}
+	l->n = n;
+	l->fired = fired;
+	l->decoded = decoded;
+	return l;
+}
+
+/* ---- providers ------------------------------------------------------------
+ */
+
+static void
+entry_free(const resil_allocator *a, entry *e)
+{
+	resil__strfree(a, e->name);
+	resil__strfree(a, e->decoded);
+	resil__provider_free(a, &e->p);
+	resil__free(a, e, sizeof(*e));
+}
+
+/* Parse one node; NULL for out of memory. Events for what is not a
+ * candidate or was repaired are sent here, once per node. */
+static entry *
+entry_new(resil_source *src, const char *name, int decoded, uint64_t now,
+    int64_t wms, int *nomem)
+{
+	const resil_allocator *a = &src->a;
+	entry *e = resil__calloc(a, sizeof(*e));
+	resil_diag why, field;
+	resil__url u;
+	resil_err err;
+	size_t col = 0;
+	int v;
+
+	*nomem = 0;
+	if (e == NULL || (e->name = resil__strdup(a, name)) == NULL)
+		goto oom;
+	why.msg[0] = field.msg[0] = '\0';
+	if (decoded)
+		err = (e->decoded = resil__strdup(a, name)) == NULL
+		    ? RESIL_E_NOMEM
+		    : RESIL_OK;
+	else
+		err = resil__url_decode(a, name, &e->decoded, &col);
+	if (err == RESIL_E_NOMEM)
+		goto oom;
+	if (err != RESIL_OK) {
+		e->verdict = RESIL__PROVIDER_BAD;
+		(void)snprintf(why.msg, sizeof(why.msg),
+		    "a malformed %%-escape at column %zu of the node name",
+		    col);
+		emit(src, RESIL_SOURCE_BAD_PROVIDER, name, why.msg, 0);
+		return e;
+	}
+	err = resil__url_parse(a, e->decoded, &u, &why);
+	if (err == RESIL_E_NOMEM)
+		goto oom;
+	if (err != RESIL_OK) {
+		e->verdict = RESIL__PROVIDER_BAD;
+		emit(src, RESIL_SOURCE_BAD_PROVIDER, e->decoded, why.msg, 0);
+		return e;
+	}
+	v = resil__provider_map(
+	    a, &u, &src->match, now, wms, &e->p, &why, &field);
+	resil__url_free(a, &u);
+	if (v < 0)
+		goto oom;
+	e->verdict = v;
+	if (v == RESIL__PROVIDER_SKIP)
+		emit(src, RESIL_SOURCE_SKIPPED, e->decoded, why.msg, 0);
+	else if (v == RESIL__PROVIDER_BAD)
+		emit(src, RESIL_SOURCE_BAD_PROVIDER, e->decoded, why.msg, 0);
+	else if (field.msg[0] != '\0')
+		emit(src, RESIL_SOURCE_BAD_FIELD, e->decoded, field.msg, 0);
+	return e;
+oom:
+	if (e != NULL)
+		entry_free(a, e);
+	*nomem = 1;
+	return NULL;
+}
+
+/* A reference to an entry, for the sorts. */
+typedef struct eref {
+	entry *e;
+} eref;
+
+/* Order for choosing one provider per address: the newest timestamp
+ * first (a restarted provider whose old node has not expired yet), then
+ * by name. */
+static int
+by_address(const void *x, const void *y)
+{
+	const entry *a = ((const eref *)x)->e;
+	const entry *b = ((const eref *)y)->e;
+	int c = strcmp(a->p.spec.address, b->p.spec.address);
+
+	if (c != 0)
+		return c;
+	if (a->p.timestamp_ms != b->p.timestamp_ms)
+		return a->p.timestamp_ms > b->p.timestamp_ms ? -1 : 1;
+	return strcmp(a->name, b->name);
+}
+
+static int
+by_name(const void *x, const void *y)
+{
+	const entry *a = ((const eref *)x)->e;
+	const entry *b = ((const eref *)y)->e;
+
+	return strcmp(a->name, b->name);
+}
+
+static void
+set_failed(resil_source *src, int cat, list *l)
+{
+	list_free(&src->a, src->failed[cat]);
+	src->failed[cat] = l;
+	/* Out of memory or a refused push: try again in a second. */
+	src->retry_at = sys_now() + RESIL_NS_PER_SEC;
+}
+
+static void
+keep_saved(resil_source *src, int cat, list *l)
+{
+	list_free(&src->a, src->saved[cat]);
+	src->saved[cat] = l;
+	if (src->cfg.file != NULL)
+		src->dirty = 1;
+}
+
+/* Apply a provider list (owned: kept for the file, or freed). */
+static void
+apply_providers(resil_source *src, list *l)
+{
+	const resil_allocator *resil__a = &src->a;
+	uint64_t now = resil_clock_now(&src->clk), before_v, after_v;
+	int64_t wms = wall_ms(src);
+	entry *ntab = NULL, *e, *tmp;
+	eref *ok = NULL;
+	resil_endpoint_spec *specs = NULL;
+	size_t i, nok = 0, nkept = 0, nprov = 0, before_n;
+	int resil__oom = 0, nomem = 0;
+	resil_diag diag;
+	resil_err err;
+	char msg[160];
+
+	pthread_mutex_lock(&src->smu);
+	src->st.lists++;
+	pthread_mutex_unlock(&src->smu);
+	for (i = 0; i < l->n && !nomem; i++) {
+		const char *name = l->names[i];
+		size_t len = strlen(name);
+		unsigned hv;
+
+		/* One hash per name for the three table operations: the
+		 * names are long (a whole URL) and this runs for every
+		 * provider on every change. */
+		HASH_VALUE(name, len, hv);
+		HASH_FIND_BYHASHVALUE(hh, ntab, name, len, hv, e);
+		if (e != NULL)
+			continue; /* listed twice */
+		HASH_FIND_BYHASHVALUE(hh, src->tab, name, len, hv, e);
+		if (e != NULL)
+			HASH_DEL(src->tab, e);
+		else if ((e = entry_new(src, name, l->decoded, now, wms,
+		              &nomem)) == NULL)
+			break;
+		HASH_ADD_KEYPTR_BYHASHVALUE(hh, ntab, e->name, len, hv, e);
+		if (resil__oom) {
+			entry_free(&src->a, e);
+			nomem = 1;
+		}
+	}
+	/* What the old list had and this one has not is gone. */
+	HASH_ITER(hh, src->tab, e, tmp)
+	{
+		HASH_DEL(src->tab, e);
+		entry_free(&src->a, e);
+	}
+	src->tab = ntab;
+	if (nomem)
+		goto oom;
+
+	nok = 0;
+	HASH_ITER(hh, src->tab, e, tmp)
+	{
+		nok += e->verdict == RESIL__PROVIDER_OK;
+	}
+	if (nok > 0 && (ok = resil__alloc(&src->a, nok * sizeof(*ok))) == NULL)
+		goto oom;
+	i = 0;
+	HASH_ITER(hh, src->tab, e, tmp)
+	{
+		if (e->verdict == RESIL__PROVIDER_OK)
+			ok[i++].e = e;
+	}
+	/* One provider per address. */
+	if (nok > 1)
+		qsort(ok, nok, sizeof(*ok), by_address);
+	for (i = 0; i < nok; i++) {
+		if (nkept > 0 &&
+		    strcmp(ok[nkept - 1].e->p.spec.address,
+		        ok[i].e->p.spec.address) == 0) {
+			if (!ok[i].e->dup_said) {
+				(void)snprintf(msg, sizeof(msg),
+				    "address %s is listed by a newer "
+				    "provider; this one is left out",
+				    ok[i].e->p.spec.address);
+				emit(src, RESIL_SOURCE_BAD_PROVIDER,
+				    ok[i].e->decoded, msg, 0);
+				ok[i].e->dup_said = 1;
+			}
+			continue;
+		}
+		ok[i].e->dup_said = 0;
+		ok[nkept++] = ok[i];
+	}
+	if (nkept > 1)
+		qsort(ok, nkept, sizeof(*ok), by_name);
+	if (nkept > 0 &&
+	    (specs = resil__alloc(&src->a, nkept * sizeof(*specs))) == NULL)
+		goto oom;
+	for (i = 0; i < nkept; i++) {
+		specs[i] = ok[i].e->p.spec;
+		nprov += !specs[i].mock;
+	}
+	before_n = resil_directory_count(src->cfg.directory);
+	before_v = resil_directory_version(src->cfg.directory);
+	err = resil_directory_push(src->cfg.directory, specs, nkept, &diag);
+	after_v = resil_directory_version(src->cfg.directory);
+	if (specs != NULL)
+		resil__free(&src->a, specs, nkept * sizeof(*specs));
+	if (ok != NULL)
+		resil__free(&src->a, ok, nok * sizeof(*ok));
+	ok = NULL;
+	if (err == RESIL_E_NOMEM)
+		goto oom;
+	if (err != RESIL_OK) {
+		emit(src, RESIL_SOURCE_ERROR, "", diag.msg, nkept);
+		set_failed(src, RESIL__CAT_PROVIDERS, l);
+		return;
+	}
+	{
+		uint64_t took = sys_now() - l->fired;
+
+		pthread_mutex_lock(&src->smu);
+		src->st.pushes++;
+		src->st.providers = nkept;
+		src->st.last_update_ns = took;
+		if (took > src->st.max_update_ns)
+			src->st.max_update_ns = took;
+		pthread_mutex_unlock(&src->smu);
+	}
+	if (nprov == 0 && before_n > 0 && after_v == before_v) {
+		(void)snprintf(msg, sizeof(msg),
+		    "the registry lists no provider of %s; the last %zu are "
+		    "kept (empty protection)",
+		    src->cfg.service, before_n);
+		emit(src, RESIL_SOURCE_EMPTY_KEPT, "", msg, before_n);
+		list_free(&src->a, l); /* the file keeps the last list */
+		return;
+	}
+	(void)snprintf(
+	    msg, sizeof(msg), "%zu providers of %s", nkept, src->cfg.service);
+	emit(src, RESIL_SOURCE_PROVIDERS, "", msg, nkept);
+	keep_saved(src, RESIL__CAT_PROVIDERS, l);
+	return;
+oom:
+	if (ok != NULL)
+		resil__free(&src->a, ok, nok * sizeof(*ok));
+	emit(src, RESIL_SOURCE_ERROR, "",
+	    "out of memory applying the provider list; the directory keeps "
+	    "its list and the source tries again",
+	    0);
+	set_failed(src, RESIL__CAT_PROVIDERS, l);
+}
+
+/* ---- routes ----------------------------------------------------------------
+ */
+
+/* An element of the array of rules the selector copies. */
+typedef resil_condition *rule_ptr;
+
+typedef struct rule_item {
+	resil_condition *c;
+	const char *name;
+	int priority;
+} rule_item;
+
+static int
+by_priority(const void *x, const void *y)
+{
+	const rule_item *a = x, *b = y;
+
+	if (a->priority != b->priority)
+		return a->priority < b->priority ? -1 : 1;
+	return strcmp(a->name, b->name);
+}
+
+/* The rules go to the selector, which owns them from here on; on error
+ * they are freed here, so the caller owns them in no case. */
+static resil_err
+give_rules(
+    resil_selector *sel, resil_condition **rules, size_t n, resil_diag *diag)
+{
+	resil_err err = resil_selector_set_conditions(sel, rules, n, diag);
+	size_t i;
+
+	if (err != RESIL_OK)
+		for (i = 0; i < n; i++)
+			resil_condition_free(rules[i]);
+	return err;
+}
+
+static void
+apply_routes(resil_source *src, list *l)
+{
+	const resil_allocator *a = &src->a;
+	rule_item *items = NULL;
+	rule_ptr *rules = NULL;
+	size_t i, n = 0;
+	resil_diag why;
+	char msg[160];
+
+	if (l->n > 0 &&
+	    (items = resil__calloc(a, l->n * sizeof(*items))) == NULL)
+		goto oom;
+	for (i = 0; i < l->n; i++) {
+		char *dec = NULL, *rule = NULL;
+		int force = 0, prio = 0, v;
+		size_t col = 0;
+		resil__url u;
+		resil_err err;
+
+		why.msg[0] = '\0';
+		if (l->decoded)
+			err = (dec = resil__strdup(a, l->names[i])) == NULL
+			    ? RESIL_E_NOMEM
+			    : RESIL_OK;
+		else
+			err = resil__url_decode(a, l->names[i], &dec, &col);
+		if (err == RESIL_E_NOMEM)
+			goto oom;
+		if (err != RESIL_OK) {
+			(void)snprintf(msg, sizeof(msg),
+			    "a malformed %%-escape at column %zu of the node "
+			    "name",
+			    col);
+			emit(src, RESIL_SOURCE_BAD_ROUTE, l->names[i], msg, 0);
+			continue;
+		}
+		err = resil__url_parse(a, dec, &u, &why);
+		if (err == RESIL_E_NOMEM) {
+			resil__strfree(a, dec);
+			goto oom;
+		}
+		if (err != RESIL_OK) {
+			emit(src, RESIL_SOURCE_BAD_ROUTE, dec, why.msg, 0);
+			resil__strfree(a, dec);
+			continue;
+		}
+		v = resil__route_map(a, &u, &rule, &force, &prio, &why);
+		resil__url_free(a, &u);
+		if (v < 0) {
+			resil__strfree(a, dec);
+			goto oom;
+		}
+		if (v != RESIL__PROVIDER_OK) {
+			emit(src,
+			    v == RESIL__PROVIDER_SKIP ? RESIL_SOURCE_SKIPPED
+			                              : RESIL_SOURCE_BAD_ROUTE,
+			    dec, why.msg, 0);
+			resil__strfree(a, dec);
+			continue;
+		}
+		err = resil_condition_parse(
+		    &items[n].c, rule, force, &src->a, &why);
+		resil__strfree(a, rule);
+		if (err == RESIL_E_NOMEM) {
+			resil__strfree(a, dec);
+			goto oom;
+		}
+		if (err != RESIL_OK) {
+			emit(src, RESIL_SOURCE_BAD_ROUTE, dec, why.msg, 0);
+			resil__strfree(a, dec);
+			continue;
+		}
+		resil__strfree(a, dec);
+		items[n].name = l->names[i];
+		items[n].priority = prio;
+		n++;
+	}
+	/* Dubbo sorts its routers by priority, the lowest first. */
+	if (n > 1)
+		qsort(items, n, sizeof(*items), by_priority);
+	if (n > 0 && (rules = resil__alloc(a, n * sizeof(rule_ptr))) == NULL)
+		goto oom;
+	for (i = 0; i < n; i++)
+		rules[i] = items[i].c;
+	if (src->cfg.selector != NULL && src->cfg.routes && n == 0 &&
+	    !src->rules_given) {
+		/* No rule in the registry and none given yet: the
+		 * selector's own rules stay. */
+		(void)snprintf(msg, sizeof(msg),
+		    "no condition rule of %s in the registry; the selector's "
+		    "own rules stay",
+		    src->cfg.service);
+	} else if (src->cfg.selector != NULL && src->cfg.routes) {
+		resil_err err = give_rules(src->cfg.selector, rules, n, &why);
+
+		if (err != RESIL_OK) {
+			if (rules != NULL)
+				resil__free(a, rules, n * sizeof(rule_ptr));
+			if (items != NULL)
+				resil__free(a, items, l->n * sizeof(*items));
+			if (err == RESIL_E_NOMEM) {
+				items = NULL;
+				n = 0;
+				goto oom;
+			}
+			emit(src, RESIL_SOURCE_ERROR, "", why.msg, n);
+			set_failed(src, RESIL__CAT_ROUTERS, l);
+			return;
+		}
+		src->rules_given = 1;
+		(void)snprintf(msg, sizeof(msg),
+		    "%zu condition rules of %s for the selector", n,
+		    src->cfg.service);
+	} else {
+		for (i = 0; i < n; i++)
+			resil_condition_free(rules[i]);
+		(void)snprintf(msg, sizeof(msg),
+		    "%zu condition rules of %s (no selector: not applied)", n,
+		    src->cfg.service);
+	}
+	if (rules != NULL)
+		resil__free(a, rules, n * sizeof(rule_ptr));
+	if (items != NULL)
+		resil__free(a, items, l->n * sizeof(*items));
+	pthread_mutex_lock(&src->smu);
+	src->st.route_lists++;
+	src->st.rules = n;
+	pthread_mutex_unlock(&src->smu);
+	emit(src, RESIL_SOURCE_ROUTES, "", msg, n);
+	keep_saved(src, RESIL__CAT_ROUTERS, l);
+	return;
+oom:
+	for (i = 0; i < n; i++)
+		resil_condition_free(items[i].c);
+	if (items != NULL)
+		resil__free(a, items, l->n * sizeof(*items));
+	emit(src, RESIL_SOURCE_ERROR, "",
+	    "out of memory applying the routers; the selector keeps its "
+	    "rules and the source tries again",
+	    0);
+	set_failed(src, RESIL__CAT_ROUTERS, l);
+}
+
+static void
+apply(resil_source *src, int cat, list *l)
+{
+	if (cat == RESIL__CAT_PROVIDERS)
+		apply_providers(src, l);
+	else
+		apply_routes(src, l);
+}
+
+/* ---- the cache file ----------------------------------------------------- */
+
+/* The decoded entries of both lists, for the file. */
+static void
+save_file(resil_source *src)
+{
+	const resil_allocator *a = &src->a;
+	size_t n = 0, i, k = 0, c;
+	char **urls;
+	resil_diag why;
+	resil_err err = RESIL_OK;
+
+	if (src->cfg.file == NULL || !src->dirty)
+		return;
+	for (c = 0; c < RESIL__NCAT; c++)
+		n += src->saved[c] != NULL ? src->saved[c]->n : 0;
+	urls = n > 0 ? resil__calloc(a, n * sizeof(*urls)) : NULL;
+	if (n > 0 && urls == NULL)
+		err = RESIL_E_NOMEM;
+	for (c = 0; urls != NULL && c < RESIL__NCAT && err == RESIL_OK; c++) {
+		list *l = src->saved[c];
+
+		for (i = 0; l != NULL && i < l->n && err == RESIL_OK; i++) {
+			size_t col;
+
+			if (l->decoded)
+				err = (urls[k] = resil__strdup(
+				           a, l->names[i])) == NULL
+				    ? RESIL_E_NOMEM
+				    : RESIL_OK;
+			else if ((err = resil__url_decode(a, l->names[i],
+			              &urls[k], &col)) == RESIL_E_INVAL) {
+				/* Not a URL: it has nothing to restore. */
+				urls[k] = NULL;
+				err = RESIL_OK;
+				continue;
+			}
+			k += err == RESIL_OK;
+		}
+	}
+	why.msg[0] = '\0';
+	if (err == RESIL_OK)
+		err = resil__cache_write(a, src->cfg.file, src->key,
+		    (const char *const *)urls, k, &why);
+	for (i = 0; urls != NULL && i < k; i++)
+		resil__strfree(a, urls[i]);
+	if (urls != NULL)
+		resil__free(a, urls, n * sizeof(*urls));
+	src->saved_at = sys_now();
+	if (err == RESIL_OK) {
+		src->dirty = 0;
+		pthread_mutex_lock(&src->smu);
+		src->st.cache_saves++;
+		pthread_mutex_unlock(&src->smu);
+		return;
+	}
+	/* Tried; the next change (or the next interval) tries again. */
+	emit(src, RESIL_SOURCE_CACHE_ERROR, "",
+	    err == RESIL_E_NOMEM ? "out of memory writing the cache file"
+	                         : why.msg,
+	    0);
+}
+
+static int
+is_route_url(const resil_allocator *a, const char *url)
+{
+	resil__url u;
+	const char *cat;
+	int r;
+
+	if (strncmp(url, "condition://", 12) == 0 ||
+	    strncmp(url, "route://", 8) == 0 ||
+	    strncmp(url, "script://", 9) == 0)
+		return 1;
+	if (resil__url_parse(a, url, &u, NULL) != RESIL_OK)
+		return 0;
+	cat = resil__url_get(&u, "category");
+	r = cat != NULL && strcmp(cat, "routers") == 0;
+	resil__url_free(a, &u);
+	return r;
+}
+
+static void
+load_file(resil_source *src)
+{
+	const resil_allocator *a = &src->a;
+	char **urls = NULL, **part[RESIL__NCAT] = { NULL, NULL };
+	size_t n = 0, i, cnt[RESIL__NCAT] = { 0, 0 }, c;
+	resil_diag why;
+	resil_err err;
+	int nomem = 0;
+	char msg[200];
+
+	why.msg[0] = '\0';
+	err = resil__cache_read(a, src->cfg.file, src->key, &urls, &n, &why);
+	if (err == RESIL_E_NOTFOUND)
+		return;
+	if (err != RESIL_OK) {
+		emit(src, RESIL_SOURCE_CACHE_ERROR, "",
+		    err == RESIL_E_NOMEM ? "out of memory reading the cache "
+		                           "file"
+		                         : why.msg,
+		    0);
+		return;
+	}
+	for (c = 0; c < RESIL__NCAT && n > 0 && !nomem; c++)
+		nomem =
+		    (part[c] = resil__calloc(a, n * sizeof(char *))) == NULL;
+	for (i = 0; i < n && !nomem; i++) {
+		if (strncmp(urls[i], "empty://", 8) == 0)
+			continue;
+		c = is_route_url(a, urls[i]) ? RESIL__CAT_ROUTERS
+		                             : RESIL__CAT_PROVIDERS;
+		part[c][cnt[c]++] = urls[i];
+	}
+	for (c = 0; c < RESIL__NCAT && !nomem; c++) {
+		list *l;
+
+		if (cnt[c] == 0)
+			continue;
+		l = list_copy(
+		    a, (const char *const *)part[c], cnt[c], sys_now(), 1);
+		if (l == NULL) {
+			nomem = 1;
+			break;
+		}
+		if (c == RESIL__CAT_PROVIDERS) {
+			(void)snprintf(msg, sizeof(msg),
+			    "%zu providers of %s from %s", cnt[c],
+			    src->cfg.service, src->cfg.file);
+			emit(src, RESIL_SOURCE_CACHE_LOADED, "", msg, cnt[c]);
+		}
+		apply(src, (int)c, l);
+	}
+	/* Read back as it is: nothing to write until a change. */
+	src->dirty = 0;
+	for (c = 0; c < RESIL__NCAT; c++)
+		if (part[c] != NULL)
+			resil__free(a, part[c], n * sizeof(char *));
+	resil__cache_urls_free(a, urls, n);
+	if (nomem)
+		emit(src, RESIL_SOURCE_CACHE_ERROR, "",
+		    "out of memory reading the cache file", 0);
+}
+
+/* ---- deliveries (any thread) ---------------------------------------------
+ */
+
+void
+resil__source_deliver(resil_source *src, int cat, const char *const *names,
+    size_t n, uint64_t fired_ns)
+{
+	list *l;
+
+	if (cat < 0 || cat >= RESIL__NCAT)
+		return;
+	l = list_copy(&src->a, names, n, fired_ns, 0);
+	pthread_mutex_lock(&src->mu);
+	if (l == NULL) {
+		/* The list is lost; say so, and the next change brings a
+		 * full list again. */
+		if (src->evn < EVQ) {
+			src->evq[src->evn].type = RESIL_SOURCE_ERROR;
+			(void)snprintf(src->evq[src->evn].msg,
+			    sizeof(src->evq[0].msg),
+			    "out of memory copying a list of %zu from the "
+			    "registry",
+			    n);
+			src->evn++;
+		}
+	} else {
+		list_free(&src->a, src->pend[cat]);
+		src->pend[cat] = l;
+	}
+	src->woken = 1;
+	pthread_cond_signal(&src->cv);
+	pthread_mutex_unlock(&src->mu);
+}
+
+void
+resil__source_notify(
+    resil_source *src, resil_source_event_type type, const char *msg)
+{
+	pthread_mutex_lock(&src->smu);
+	if (type == RESIL_SOURCE_CONNECTED) {
+		src->st.connected = 1;
+		src->st.connects++;
+	} else if (type == RESIL_SOURCE_DISCONNECTED) {
+		src->st.connected = 0;
+	} else if (type == RESIL_SOURCE_EXPIRED) {
+		src->st.connected = 0;
+		src->st.expirations++;
+	}
+	pthread_mutex_unlock(&src->smu);
+	pthread_mutex_lock(&src->mu);
+	if (src->evn < EVQ) {
+		src->evq[src->evn].type = type;
+		(void)snprintf(src->evq[src->evn].msg, sizeof(src->evq[0].msg),
+		    "%s", msg != NULL ? msg : "");
+		src->evn++;
+	}
+	src->woken = 1;
+	pthread_cond_signal(&src->cv);
+	pthread_mutex_unlock(&src->mu);
+}
+
+void
+resil__source_session_made(resil_source *src)
+{
+	pthread_mutex_lock(&src->smu);
+	src->st.sessions++;
+	pthread_mutex_unlock(&src->smu);
+}
+
+void
+resil__source_wake(resil_source *src)
+{
+	pthread_mutex_lock(&src->mu);
+	src->woken = 1;
+	pthread_cond_signal(&src->cv);
+	pthread_mutex_unlock(&src->mu);
+}
+
+/* ---- the source's thread --------------------------------------------------
+ */
+
+/* One turn: events, lists, retries, the backend's tick, the file. Returns
+ * the ns until the next turn is due (0: none). */
+static uint64_t
+turn(resil_source *src, list **take, unsigned evn,
+    const resil_source_event_type *evt, char (*evm)[192])
+{
+	uint64_t now, next = 0, t;
+	unsigned i;
+	int c;
+
+	for (i = 0; i < evn; i++)
+		emit(src, evt[i], "", evm[i], 0);
+	pthread_mutex_lock(&src->work);
+	for (c = 0; c < RESIL__NCAT; c++) {
+		if (take[c] != NULL) {
+			/* A newer list replaces one to retry. */
+			list_free(&src->a, src->failed[c]);
+			src->failed[c] = NULL;
+			apply(src, c, take[c]);
+		}
+	}
+	now = sys_now();
+	for (c = 0; c < RESIL__NCAT; c++) {
+		if (src->failed[c] != NULL && now >= src->retry_at) {
+			list *l = src->failed[c];
+
+			src->failed[c] = NULL;
+			apply(src, c, l);
+		}
+		if (src->failed[c] != NULL)
+			next = src->retry_at > now ? src->retry_at - now : 1;
+	}
+	if (src->be != NULL && (t = src->be->tick(src->be_state)) > 0 &&
+	    (next == 0 || t < next))
+		next = t;
+	if (src->dirty) {
+		now = sys_now();
+		if (now - src->saved_at >= src->cfg.file_interval_ns)
+			save_file(src);
+		if (src->dirty) {
+			t = src->saved_at + src->cfg.file_interval_ns - now;
+			if (t == 0 || t > src->cfg.file_interval_ns)
+				t = src->cfg.file_interval_ns + 1;
+			if (next == 0 || t < next)
+				next = t;
+		}
+	}
+	pthread_mutex_unlock(&src->work);
+	return next;
+}
+
+static void *
+thread_main(void *arg)
+{
+	resil_source *src = arg;
+	resil_source_event_type evt[EVQ];
+	char evm[EVQ][192];
+	uint64_t next = 0;
+
+	pthread_mutex_lock(&src->mu);
+	for (;;) {
+		list *take[RESIL__NCAT];
+		unsigned evn, i;
+		int c;
+
+		while (!src->stop && !src->woken) {
+			if (next == 0) {
+				pthread_cond_wait(&src->cv, &src->mu);
+			} else {
+				/* The condition variable waits on
+				 * CLOCK_MONOTONIC, the system clock's. */
+				uint64_t at = sys_now() + next;
+				struct timespec ts;
+
+				ts.tv_sec = (time_t)(at / RESIL_NS_PER_SEC);
+				ts.tv_nsec = (long)(at % RESIL_NS_PER_SEC);
+				if (pthread_cond_timedwait(
+				        &src->cv, &src->mu, &ts) != 0)
+					break;
+			}
+		}
+		if (src->stop)
+			break;
+		src->woken = 0;
+		for (c = 0; c < RESIL__NCAT; c++) {
+			take[c] = src->pend[c];
+			src->pend[c] = NULL;
+		}
+		evn = src->evn;
+		for (i = 0; i < evn; i++) {
+			evt[i] = src->evq[i].type;
+			memcpy(evm[i], src->evq[i].msg, sizeof(evm[i]));
+		}
+		src->evn = 0;
+		pthread_mutex_unlock(&src->mu);
+		next = turn(src, take, evn, evt, evm);
+		pthread_mutex_lock(&src->mu);
+	}
+	pthread_mutex_unlock(&src->mu);
+	return NULL;
+}
+
+/* ---- configuration ---------------------------------------------------------
+ */
+
+/* Split "zookeeper://h1:2181,h2:2181/x?backup=h3:2181&group=g" into the
+ * scheme, the host list (backups appended) and the group (a root). */
+static resil_err
+parse_registry(const resil_allocator *a, const char *url, char **scheme,
+    char **hosts, char **group, resil_diag *diag)
+{
+	const char *sep = strstr(url, "://"), *h, *he, *q;
+	const char *backup = NULL, *grp = NULL;
+	size_t bl = 0, gl = 0, hl, sl, n;
+	char *hs, *p;
+
+	if (sep == NULL || sep == url)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "registry: \"%s\" is not scheme://host:port", url);
+	sl = (size_t)(sep - url);
+	h = sep + 3;
+	he = h + strcspn(h, "/?");
+	hl = (size_t)(he - h);
+	q = strchr(he, '?');
+	while (q != NULL && *q != '\0') {
+		const char *k = q + 1, *e = k + strcspn(k, "&");
+
+		if (strncmp(k, "backup=", 7) == 0) {
+			backup = k + 7;
+			bl = (size_t)(e - backup);
+		} else if (strncmp(k, "group=", 6) == 0) {
+			grp = k + 6;
+			gl = (size_t)(e - grp);
+		}
+		q = *e == '&' ? e : NULL;
+	}
+	if (hl == 0)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "registry: \"%s\" names no host", url);
+	for (p = (char *)(uintptr_t)h; p < he; p++)
+		if (*p == ' ' || *p == '@')
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "registry: \"%s\": the hosts \"%.*s\" are not "
+			    "host:port,...",
+			    url, (int)hl, h);
+	n = hl + (bl > 0 ? bl + 1 : 0) + 1;
+	if ((hs = resil__alloc(a, n)) == NULL)
+		return RESIL_E_NOMEM;
+	memcpy(hs, h, hl);
+	if (bl > 0) {
+		hs[hl] = ',';
+		memcpy(hs + hl + 1, backup, bl);
+	}
+	hs[n - 1] = '\0';
+	*scheme = resil__strndup(a, url, sl);
+	*group = gl > 0 ? resil__strndup(a, grp, gl) : NULL;
+	if (*scheme == NULL || (gl > 0 && *group == NULL)) {
+		resil__free(a, hs, n);
+		resil__strfree(a, *scheme);
+		resil__strfree(a, *group);
+		return RESIL_E_NOMEM;
+	}
+	*hosts = hs;
+	return RESIL_OK;
+}
+
+static const resil__source_backend *const backends[] = {
+	&resil__source_zookeeper,
+};
+
+static const resil__source_backend *
+find_backend(const char *scheme)
+{
+	size_t i;
+
+	if (scheme == NULL)
+		return NULL;
+	for (i = 0; i < sizeof(backends) / sizeof(backends[0]); i++)
+		if (strcmp(backends[i]->scheme, scheme) == 0)
+			return backends[i];
+	return NULL;
+}
+
+resil_err
+resil_source_config_validate(const resil_source_config *cfg, resil_diag *diag)
+{
+	const resil_allocator *a = resil_allocator_default();
+	char *scheme = NULL, *hosts = NULL, *group = NULL;
+	resil_err err;
+	const char *p;
+
+	if (cfg == NULL)
+		return resil__diagf(diag, RESIL_E_INVAL, "config: NULL");
+	if ((err = resil__check_size(diag, "source", "resil_source_config",
+	         cfg->size, sizeof(*cfg))) != RESIL_OK)
+		return err;
+	if (cfg->registry == NULL || cfg->registry[0] == '\0')
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "registry: required (zookeeper://host:port)");
+	if ((err = parse_registry(
+	         a, cfg->registry, &scheme, &hosts, &group, diag)) != RESIL_OK)
+		return err;
+	if (find_backend(scheme) == NULL)
+		err = resil__diagf(diag, RESIL_E_INVAL,
+		    "registry: scheme \"%s\" is not supported (zookeeper)",
+		    scheme);
+	resil__strfree(a, scheme);
+	resil__strfree(a, hosts);
+	resil__strfree(a, group);
+	if (err != RESIL_OK)
+		return err;
+	if (cfg->service == NULL || cfg->service[0] == '\0')
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "registry.service: required (the interface)");
+	for (p = cfg->service; *p != '\0'; p++)
+		if (*p == '/' || *p == ' ')
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "registry.service: \"%s\" has a '%c'",
+			    cfg->service, *p);
+	if (cfg->root != NULL &&
+	    (cfg->root[0] != '/' ||
+	        (cfg->root[1] != '\0' &&
+	            cfg->root[strlen(cfg->root) - 1] == '/')))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "registry.root: \"%s\" is not /name (no '/' at the end)",
+		    cfg->root);
+	if (cfg->protocols != NULL && cfg->protocols[0] == '\0')
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "registry.protocols: empty (NULL for the default list)");
+	if (cfg->file != NULL && cfg->file[0] == '\0')
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "registry.file: empty (NULL for none)");
+	if (cfg->session_timeout_ms == 0 ||
+	    cfg->session_timeout_ms > (uint32_t)INT32_MAX)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "registry.session_timeout: %lu ms is out of range "
+		    "1..2147483647",
+		    (unsigned long)cfg->session_timeout_ms);
+	if (cfg->directory == NULL)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "directory: required (the directory to feed)");
+	return RESIL_OK;
+}
+
+static void
+free_strings(resil_source *src)
+{
+	const resil_allocator *a = &src->a;
+	int c;
+
+	resil__strfree(a, src->s_registry);
+	resil__strfree(a, src->s_service);
+	resil__strfree(a, src->s_group);
+	resil__strfree(a, src->s_version);
+	resil__strfree(a, src->s_root);
+	resil__strfree(a, src->s_protocols);
+	resil__strfree(a, src->s_file);
+	resil__strfree(a, src->hosts);
+	resil__strfree(a, src->key);
+	for (c = 0; c < RESIL__NCAT; c++)
+		resil__strfree(a, src->path[c]);
+}
+
+static void
+release(resil_source *src)
+{
+	const resil_allocator *resil__a = &src->a;
+	entry *e, *tmp;
+	int c;
+
+	HASH_ITER(hh, src->tab, e, tmp)
+	{
+		HASH_DEL(src->tab, e);
+		entry_free(&src->a, e);
+	}
+	for (c = 0; c < RESIL__NCAT; c++) {
+		list_free(&src->a, src->pend[c]);
+		list_free(&src->a, src->saved[c]);
+		list_free(&src->a, src->failed[c]);
+	}
+	free_strings(src);
+	pthread_mutex_destroy(&src->mu);
+	pthread_cond_destroy(&src->cv);
+	pthread_mutex_destroy(&src->work);
+	pthread_mutex_destroy(&src->smu);
+	resil__free(&src->a, src, sizeof(*src));
+}
+
+/* Dubbo's toServicePath: root + "/" + URL.encode(service) + "/" + cat.
+ * An interface name has nothing URLEncoder changes but a '$'. */
+static int
+plain(unsigned char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	    (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '*' ||
+	    c == '_';
+}
+
+static char *
+category_path(const resil_allocator *a, const char *root, const char *svc,
+    const char *cat)
+{
+	size_t n = 0, i;
+	char *p, *o;
+
+	if (strcmp(root, "/") == 0)
+		root = "";
+	for (i = 0; svc[i] != '\0'; i++)
+		n += plain((unsigned char)svc[i]) ? 1 : 3;
+	n += strlen(root) + strlen(cat) + 3;
+	if ((p = resil__alloc(a, n)) == NULL)
+		return NULL;
+	for (o = p; *root != '\0'; root++)
+		*o++ = *root;
+	*o++ = '/';
+	for (i = 0; svc[i] != '\0'; i++) {
+		unsigned char c = (unsigned char)svc[i];
+
+		if (plain(c))
+			*o++ = (char)c;
+		else {
+			(void)snprintf(o, 4, "%%%02X", c);
+			o += 3;
+		}
+	}
+	*o++ = '/';
+	memcpy(o, cat, strlen(cat) + 1);
+	return p;
+}
+
+static resil_err
+create(resil_source **out, const resil_source_config *cfg, int attach,
+    resil_diag *diag)
+{
+	const resil_allocator *a;
+	resil_source *src;
+	char *scheme = NULL, *group = NULL;
+	pthread_condattr_t ca;
+	resil_err err;
+
+	if (out == NULL)
+		return resil__diagf(diag, RESIL_E_INVAL, "out: NULL");
+	if ((err = resil_source_config_validate(cfg, diag)) != RESIL_OK)
+		return err;
+	a = resil__allocator(cfg->alloc);
+	if ((src = resil__calloc(a, sizeof(*src))) == NULL)
+		return RESIL_E_NOMEM;
+	src->a = *a;
+	a = &src->a;
+	src->clk = cfg->clock != NULL ? *cfg->clock : *resil_clock_system();
+	if (cfg->wall_clock != NULL)
+		src->wall = *cfg->wall_clock;
+	else {
+		memset(&src->wall, 0, sizeof(src->wall));
+		src->wall.now = wall_system;
+	}
+	memcpy(&src->cfg, cfg, sizeof(*cfg));
+	pthread_mutex_init(&src->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&src->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_mutex_init(&src->work, NULL);
+	pthread_mutex_init(&src->smu, NULL);
+	err = parse_registry(
+	    a, cfg->registry, &scheme, &src->hosts, &group, diag);
+	if (err != RESIL_OK) {
+		release(src);
+		return err;
+	}
+	src->be = find_backend(scheme);
+	resil__strfree(a, scheme);
+#define DUP(field, s)                                                         \
+	do {                                                                  \
+		if ((s) != NULL && ((field) = resil__strdup(a, (s))) == NULL) \
+			goto oom;                                             \
+	} while (0)
+	DUP(src->s_registry, cfg->registry);
+	DUP(src->s_service, cfg->service);
+	DUP(src->s_group, cfg->group);
+	DUP(src->s_version, cfg->version);
+	DUP(src->s_root,
+	    cfg->root != NULL   ? cfg->root
+	        : group != NULL ? NULL
+	                        : "/dubbo");
+	if (cfg->root == NULL && group != NULL) {
+		/* Dubbo: the registry URL's group is the root. */
+		size_t n = strlen(group) + 2;
+
+		if ((src->s_root = resil__alloc(a, n)) == NULL)
+			goto oom;
+		(void)snprintf(
+		    src->s_root, n, "%s%s", group[0] == '/' ? "" : "/", group);
+		if (group[0] == '/') {
+			/* One byte shorter than allocated: exact copy. */
+			char *t = resil__strdup(a, src->s_root);
+
+			resil__free(a, src->s_root, n);
+			src->s_root = t;
+			if (t == NULL)
+				goto oom;
+		}
+	}
+	DUP(src->s_protocols, cfg->protocols);
+	DUP(src->s_file, cfg->file);
+#undef DUP
+	resil__strfree(a, group);
+	group = NULL;
+	src->cfg.registry = src->s_registry;
+	src->cfg.service = src->s_service;
+	src->cfg.group = src->s_group;
+	src->cfg.version = src->s_version;
+	src->cfg.root = src->s_root;
+	src->cfg.protocols = src->s_protocols;
+	src->cfg.file = src->s_file;
+	src->cfg.alloc = NULL;
+	src->cfg.clock = NULL;
+	src->cfg.wall_clock = NULL;
+	src->match.service = src->s_service;
+	src->match.group = src->s_group;
+	src->match.version = src->s_version;
+	src->match.protocols = src->s_protocols;
+	if ((src->key = resil__service_key(
+	         a, src->s_service, src->s_group, src->s_version)) == NULL)
+		goto oom;
+	if ((src->path[RESIL__CAT_PROVIDERS] = category_path(
+	         a, src->s_root, src->s_service, "providers")) == NULL ||
+	    (src->path[RESIL__CAT_ROUTERS] = category_path(
+	         a, src->s_root, src->s_service, "routers")) == NULL)
+		goto oom;
+	/* The cache first: a registry that is down leaves these. */
+	if (src->cfg.file != NULL)
+		load_file(src);
+	if (attach) {
+		resil__source_where w;
+
+		w.hosts = src->hosts;
+		w.path[RESIL__CAT_PROVIDERS] = src->path[RESIL__CAT_PROVIDERS];
+		w.path[RESIL__CAT_ROUTERS] = src->path[RESIL__CAT_ROUTERS];
+		w.session_timeout_ms = cfg->session_timeout_ms;
+		w.alloc = a;
+		/* The backend first: its deliveries wait in the pending
+		 * slots for the thread, which then sees be_state set. */
+		err = src->be->open(src, &w, &src->be_state, diag);
+		if (err != RESIL_OK) {
+			src->be = NULL;
+			release(src);
+			return err;
+		}
+		if (pthread_create(&src->thread, NULL, thread_main, src) !=
+		    0) {
+			src->be->close(src->be_state);
+			release(src);
+			return resil__diagf(diag, RESIL_E_NOMEM,
+			    "source: cannot start its thread");
+		}
+		src->has_thread = 1;
+		resil__source_wake(src);
+	} else
+		src->be = NULL;
+	*out = src;
+	return RESIL_OK;
+oom:
+	resil__strfree(a, group);
+	release(src);
+	return RESIL_E_NOMEM;
+}
+
+resil_err
+resil_source_new(
+    resil_source **out, const resil_source_config *cfg, resil_diag *diag)
+{
+	return create(out, cfg, 1, diag);
+}
+
+resil_err
+resil__source_new_detached(
+    resil_source **out, const resil_source_config *cfg, resil_diag *diag)
+{
+	return create(out, cfg, 0, diag);
+}
+
+void
+resil_source_free(resil_source *src)
+{
+	if (src == NULL)
+		return;
+	/* The thread first (it runs the backend's tick), then the
+	 * backend: after close() nothing is delivered. */
+	if (src->has_thread) {
+		pthread_mutex_lock(&src->mu);
+		src->stop = 1;
+		pthread_cond_signal(&src->cv);
+		pthread_mutex_unlock(&src->mu);
+		pthread_join(src->thread, NULL);
+	}
+	if (src->be != NULL)
+		src->be->close(src->be_state);
+	src->be = NULL;
+	pthread_mutex_lock(&src->work);
+	save_file(src);
+	pthread_mutex_unlock(&src->work);
+	release(src);
+}
+
+void
+resil__source_apply(resil_source *src, int cat, const char *const *names,
+    size_t n, int decoded)
+{
+	list *l;
+
+	if (cat < 0 || cat >= RESIL__NCAT)
+		return;
+	pthread_mutex_lock(&src->work);
+	l = list_copy(&src->a, names, n, sys_now(), decoded);
+	if (l == NULL)
+		emit(src, RESIL_SOURCE_ERROR, "",
+		    "out of memory copying the list", n);
+	else
+		apply(src, cat, l);
+	pthread_mutex_unlock(&src->work);
+}
+
+int
+resil__source_zk_session(resil_source *src, int64_t *id, char *passwd)
+{
+	if (src == NULL || src->be != &resil__source_zookeeper)
+		return -1;
+	return resil__zk_session(src->be_state, id, passwd);
+}
+
+void
+resil__source_flush(resil_source *src)
+{
+	pthread_mutex_lock(&src->work);
+	save_file(src);
+	pthread_mutex_unlock(&src->work);
+}
+
+/* ---- configuration text
+ * ------------------------------------------------------ */
+
+#define NKEYS 8
+
+struct resil_source_text {
+	resil_allocator a;
+	char *s[NKEYS]; /* registry service group version root protocols
+	                 * file (the eighth unused) */
+	int has_s[NKEYS];
+	uint64_t interval;
+	int has_interval;
+	uint32_t timeout;
+	int has_timeout;
+	int routes;
+	int has_routes;
+	int any;
+	int none; /* registry=N/A */
+};
+
+static const char *const str_keys[] = { "registry", "registry.service",
+	"registry.group", "registry.version", "registry.root",
+	"registry.protocols", "registry.file" };
+
+resil_err
+resil_source_text_new(resil_source_text **out, const resil_allocator *alloc)
+{
+	const resil_allocator *a = resil__allocator(alloc);
+	resil_source_text *st;
+
+	if (out == NULL)
+		return RESIL_E_INVAL;
+	if ((st = resil__calloc(a, sizeof(*st))) == NULL)
+		return RESIL_E_NOMEM;
+	st->a = *a;
+	*out = st;
+	return RESIL_OK;
+}
+
+void
+resil_source_text_free(resil_source_text *st)
+{
+	size_t i;
+
+	if (st == NULL)
+		return;
+	for (i = 0; i < NKEYS; i++)
+		resil__strfree(&st->a, st->s[i]);
+	resil__free(&st->a, st, sizeof(*st));
+}
+
+/* As the selector's keys: a bare number is ms; or ns us ms s m h. */
+static int
+parse_ms_dur(const char *s, uint64_t *ns)
+{
+	static const struct {
+		const char *u;
+		uint64_t mul;
+	} units[] = { { "ns", 1 }, { "us", RESIL_NS_PER_US },
+		{ "ms", RESIL_NS_PER_MS }, { "s", RESIL_NS_PER_SEC },
+		{ "m", 60 * RESIL_NS_PER_SEC },
+		{ "h", 3600 * RESIL_NS_PER_SEC } };
+	uint64_t x = 0, mul = RESIL_NS_PER_MS;
+	size_t i, n = 0;
+
+	while (s[n] >= '0' && s[n] <= '9') {
+		if (x > (UINT64_MAX - 9) / 10)
+			return 0;
+		x = x * 10 + (uint64_t)(s[n] - '0');
+		n++;
+	}
+	if (n == 0)
+		return 0;
+	if (s[n] != '\0') {
+		for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+			if (strcmp(s + n, units[i].u) == 0)
+				break;
+		if (i == sizeof(units) / sizeof(units[0]))
+			return 0;
+		mul = units[i].mul;
+	}
+	if (x > UINT64_MAX / mul)
+		return 0;
+	*ns = x * mul;
+	return 1;
+}
+
+static int
+parse_bool(const char *s, int *v)
+{
+	static const char *const t[] = { "true", "yes", "on", "1" };
+	static const char *const f[] = { "false", "no", "off", "0" };
+	char low[8];
+	size_t i;
+
+	for (i = 0; i < sizeof(low) - 1 && s[i] != '\0'; i++)
+		low[i] = s[i] >= 'A' && s[i] <= 'Z' ? (char)(s[i] + 32) : s[i];
+	if (s[i] != '\0')
+		return 0;
+	low[i] = '\0';
+	for (i = 0; i < 4; i++) {
+		if (strcmp(low, t[i]) == 0)
+			return *v = 1, 1;
+		if (strcmp(low, f[i]) == 0)
+			return *v = 0, 1;
+	}
+	return 0;
+}
+
+static resil_err
+where(resil_diag *diag, resil_err err, const char *origin, unsigned line)
+{
+	char tmp[RESIL_DIAG_MAX];
+	resil__msg m;
+
+	if (diag == NULL || origin == NULL || err == RESIL_OK)
+		return err;
+	memcpy(tmp, diag->msg, sizeof(tmp));
+	tmp[sizeof(tmp) - 1] = '\0';
+	resil__msg_start(&m, diag->msg, sizeof(diag->msg));
+	resil__msg_str(&m, origin);
+	RESIL__MSG_LIT(&m, ":");
+	resil__msg_int(&m, (int)line);
+	RESIL__MSG_LIT(&m, ": ");
+	resil__msg_str(&m, tmp);
+	return err;
+}
+
+static resil_err
+text_set(resil_source_text *st, const char *key, const char *value,
+    resil_diag *diag)
+{
+	resil_source_config probe;
+	uint64_t ns;
+	size_t i;
+	int b;
+
+	/* Dubbo's "N/A": no registry (direct connections). */
+	if (strcmp(key, "registry") == 0 &&
+	    (strcmp(value, "N/A") == 0 || strcmp(value, "n/a") == 0)) {
+		resil__strfree(&st->a, st->s[0]);
+		st->s[0] = NULL;
+		st->has_s[0] = 1;
+		st->none = 1;
+		return RESIL_OK;
+	}
+	for (i = 0; i < sizeof(str_keys) / sizeof(str_keys[0]); i++) {
+		char *copy;
+
+		if (strcmp(key, str_keys[i]) != 0)
+			continue;
+		/* Checked as the config would be. */
+		resil_source_config_init(&probe);
+		probe.registry = "zookeeper://127.0.0.1:2181";
+		probe.service = "x";
+		probe.directory = (resil_directory *)(uintptr_t)1;
+		if (i == 0)
+			probe.registry = value;
+		else if (i == 1)
+			probe.service = value;
+		else if (i == 4)
+			probe.root = value;
+		else if (i == 5)
+			probe.protocols = value;
+		else if (i == 6)
+			probe.file = value;
+		if (resil_source_config_validate(&probe, diag) != RESIL_OK)
+			return RESIL_E_INVAL;
+		/* An empty group or version means "none". */
+		copy = NULL;
+		if (!((i == 2 || i == 3) && value[0] == '\0') &&
+		    (copy = resil__strdup(&st->a, value)) == NULL)
+			return RESIL_E_NOMEM;
+		resil__strfree(&st->a, st->s[i]);
+		st->s[i] = copy;
+		st->has_s[i] = 1;
+		if (i == 0)
+			st->none = 0;
+		return RESIL_OK;
+	}
+	if (strcmp(key, "registry.file.interval") == 0) {
+		if (!parse_ms_dur(value, &ns))
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "%s: \"%s\" is not a duration (500, 500ms, 1s)",
+			    key, value);
+		st->interval = ns;
+		st->has_interval = 1;
+		return RESIL_OK;
+	}
+	if (strcmp(key, "registry.session_timeout") == 0) {
+		if (!parse_ms_dur(value, &ns) || ns < RESIL_NS_PER_MS ||
+		    ns / RESIL_NS_PER_MS > (uint64_t)INT32_MAX)
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "%s: \"%s\" is not a duration of 1ms.."
+			    "2147483647ms",
+			    key, value);
+		st->timeout = (uint32_t)(ns / RESIL_NS_PER_MS);
+		st->has_timeout = 1;
+		return RESIL_OK;
+	}
+	if (strcmp(key, "registry.routes") == 0) {
+		if (!parse_bool(value, &b))
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "%s: \"%s\" is not a boolean", key, value);
+		st->routes = b;
+		st->has_routes = 1;
+		return RESIL_OK;
+	}
+	return resil__diagf(diag, RESIL_E_NOTFOUND, "%s: unknown key", key);
+}
+
+resil_err
+resil_source_text_set(resil_source_text *st, const char *key,
+    const char *value, const char *origin, unsigned line, resil_diag *diag)
+{
+	resil_err err;
+
+	if (st == NULL || key == NULL || value == NULL)
+		return resil__diagf(diag, RESIL_E_INVAL, "source text: NULL");
+	err = text_set(st, key, value, diag);
+	if (err == RESIL_OK)
+		st->any = 1;
+	return where(diag, err, origin, line);
+}
+
+int
+resil_source_text_present(const resil_source_text *st)
+{
+	return st != NULL && st->any && !st->none;
+}
+
+void
+resil_source_text_config(const resil_source_text *st, resil_source_config *out)
+{
+	if (st == NULL || out == NULL)
+		return;
+	if (st->has_s[0])
+		out->registry = st->s[0];
+	if (st->has_s[1])
+		out->service = st->s[1];
+	if (st->has_s[2])
+		out->group = st->s[2];
+	if (st->has_s[3])
+		out->version = st->s[3];
+	if (st->has_s[4])
+		out->root = st->s[4];
+	if (st->has_s[5])
+		out->protocols = st->s[5];
+	if (st->has_s[6])
+		out->file = st->s[6];
+	if (st->has_interval)
+		out->file_interval_ns = st->interval;
+	if (st->has_timeout)
+		out->session_timeout_ms = st->timeout;
+	if (st->has_routes)
+		out->routes = st->routes;
+}

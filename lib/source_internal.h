@@ -1,0 +1,177 @@
+/*
+ * Private parts of the registry source (include/resil/source.h): the
+ * backend interface a registry kind implements (lib/source_zookeeper.c is
+ * the first), the deliveries a backend makes to the core (lib/source.c),
+ * Dubbo's URL rules (lib/source_dubbo.c), the cache file
+ * (lib/source_cache.c), and the hooks tests and the bench use.
+ */
+#ifndef RESIL_SOURCE_INTERNAL_H
+#define RESIL_SOURCE_INTERNAL_H
+
+#include <resil/source.h>
+
+#include "internal.h"
+
+/* The two lists of a service a source follows. */
+#define RESIL__CAT_PROVIDERS 0
+#define RESIL__CAT_ROUTERS 1
+#define RESIL__NCAT 2
+
+/* ---- backends ----------------------------------------------------------
+ *
+ * open() starts the subscription in the background and returns at once;
+ * from then on the backend may call the deliveries below from any thread
+ * of its own, until close() returns. tick() runs on the source's thread
+ * after every wake-up (work a backend's own threads must not do, such as
+ * replacing an expired session) and returns the ns until it wants to run
+ * again, 0 for "only when woken".
+ */
+typedef struct resil__source_where {
+	const char *hosts;             /* "h1:2181,h2:2181" */
+	const char *path[RESIL__NCAT]; /* "/dubbo/<service>/providers", ... */
+	uint32_t session_timeout_ms;
+	const resil_allocator *alloc;
+} resil__source_where;
+
+typedef struct resil__source_backend {
+	const char *scheme;
+	resil_err (*open)(resil_source *src, const resil__source_where *w,
+	    void **state, resil_diag *diag);
+	uint64_t (*tick)(void *state);
+	void (*close)(void *state);
+} resil__source_backend;
+
+extern const resil__source_backend resil__source_zookeeper;
+
+/* The ZooKeeper backend's session id and password (for
+ * resil__source_zk_session). */
+int resil__zk_session(void *state, int64_t *id, char *passwd);
+
+/* A list of category cat as the registry has it now (names as the
+ * registry stores them: URL-encoded), received after a watch fired at
+ * fired_ns (system clock). Copied; the latest list of a category
+ * replaces one not yet applied. */
+void resil__source_deliver(resil_source *src, int cat,
+    const char *const *names, size_t n, uint64_t fired_ns);
+
+/* A change of the session (CONNECTED, DISCONNECTED, EXPIRED) or an
+ * ERROR, with a message; reported by the source's thread. */
+void resil__source_notify(
+    resil_source *src, resil_source_event_type type, const char *msg);
+
+/* One more session made (stats). */
+void resil__source_session_made(resil_source *src);
+
+/* Wake the source's thread (tick() is due). */
+void resil__source_wake(resil_source *src);
+
+/* ---- Dubbo's URLs ------------------------------------------------------ */
+
+/* java.net.URLDecoder over s: '+' is a blank, %XX a byte. *out is a new
+ * string (free with resil__strfree). RESIL_E_INVAL for a malformed or
+ * NUL escape, with its column (1-based) in *col. */
+resil_err resil__url_decode(
+    const resil_allocator *a, const char *s, char **out, size_t *col);
+
+/* A decoded URL, split in place: protocol://[user@]host:port/path?k=v&... */
+typedef struct resil__url {
+	const char *protocol;
+	const char *address; /* "host:port" (an IPv6 host in brackets) */
+	const char *host;    /* copy without the port; brackets kept */
+	const char *port;    /* NULL when none */
+	const char *path;    /* "" when none */
+	resil_param *params; /* in order; a repeated key: the last wins */
+	size_t nparams;
+	char *buf_;
+	size_t buflen_, hostlen_;
+} resil__url;
+
+/* Split text (a decoded URL) into *u. RESIL_E_INVAL with the reason in
+ * *why ("no protocol", "port \"x\" is not 1..65535"); RESIL_E_NOMEM. */
+resil_err resil__url_parse(const resil_allocator *a, const char *text,
+    resil__url *u, resil_diag *why);
+void resil__url_free(const resil_allocator *a, resil__url *u);
+
+/* The value of key, or NULL. */
+const char *resil__url_get(const resil__url *u, const char *key);
+
+/* What the consumer matches providers against. */
+typedef struct resil__match {
+	const char *service;
+	const char *group;     /* NULL: none */
+	const char *version;   /* NULL: none */
+	const char *protocols; /* comma list */
+} resil__match;
+
+#define RESIL__PROVIDER_OK 0
+#define RESIL__PROVIDER_SKIP 1 /* not a candidate, as Dubbo decides */
+#define RESIL__PROVIDER_BAD 2  /* malformed or unknown protocol */
+
+/* One provider as the directory gets it. The strings are one block. */
+typedef struct resil__provider {
+	resil_endpoint_spec spec;
+	int64_t timestamp_ms; /* 0: none */
+	char *block_;
+	size_t blocklen_;
+} resil__provider;
+
+/*
+ * Map a provider URL onto an endpoint: RESIL__PROVIDER_OK with *out filled
+ * (release it with resil__provider_free), _SKIP or _BAD with the reason in
+ * *why. A repaired field (weight, timestamp, warm-up, zone, a parameter)
+ * is said in *field ("" when none). now is the directory's clock, wall_ms
+ * the wall clock in ms. -1 for out of memory.
+ */
+int resil__provider_map(const resil_allocator *a, const resil__url *u,
+    const resil__match *m, uint64_t now, int64_t wall_ms, resil__provider *out,
+    resil_diag *why, resil_diag *field);
+void resil__provider_free(const resil_allocator *a, resil__provider *p);
+
+/* A routers entry: RESIL__PROVIDER_OK with the rule text (a new string),
+ * its force flag and priority; _SKIP (disabled, empty://) or _BAD with
+ * the reason. -1 for out of memory. */
+int resil__route_map(const resil_allocator *a, const resil__url *u,
+    char **rule, int *force, int *priority, resil_diag *why);
+
+/* Dubbo's service key: [group/]service[:version]. A new string. */
+char *resil__service_key(const resil_allocator *a, const char *service,
+    const char *group, const char *version);
+
+/* ---- the cache file ----------------------------------------------------- */
+
+/* Write file atomically (a temporary file renamed over it), Dubbo's
+ * format: "key=url url ..." as a Java properties file. The urls are the
+ * decoded entries of both lists. RESIL_E_INVAL with the reason (an I/O
+ * error) in *why; RESIL_E_NOMEM. */
+resil_err resil__cache_write(const resil_allocator *a, const char *file,
+    const char *key, const char *const *urls, size_t n, resil_diag *why);
+
+/* Read the entry key of file: *urls is an array of n decoded URLs in one
+ * allocation (free with resil__cache_urls_free). RESIL_E_NOTFOUND when the
+ * file or the key is absent; RESIL_E_INVAL for an unreadable file, the
+ * reason in *why; RESIL_E_NOMEM. */
+resil_err resil__cache_read(const resil_allocator *a, const char *file,
+    const char *key, char ***urls, size_t *n, resil_diag *why);
+void resil__cache_urls_free(const resil_allocator *a, char **urls, size_t n);
+
+/* ---- hooks for tests and the bench ------------------------------------- */
+
+/* resil_source_new() without a backend and without a thread: lists come
+ * only from resil__source_apply() (and the cache file). */
+resil_err resil__source_new_detached(
+    resil_source **out, const resil_source_config *cfg, resil_diag *diag);
+
+/* Apply a list of category cat now, on the caller's thread, as the
+ * source's thread does with a delivered one (decoded: the names are
+ * decoded URLs already, as in the cache file). */
+void resil__source_apply(resil_source *src, int cat, const char *const *names,
+    size_t n, int decoded);
+
+/* Write the cache file now if a write is pending. */
+void resil__source_flush(resil_source *src);
+
+/* The ZooKeeper session of src (for the expiry trick of the tests): 0
+ * with the id and the 16-byte password, -1 when none is up. */
+int resil__source_zk_session(resil_source *src, int64_t *id, char *passwd);
+
+#endif /* RESIL_SOURCE_INTERNAL_H */

@@ -1,0 +1,405 @@
+#define _GNU_SOURCE 1
+
+#include "zk_server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define ZK_JAR "/usr/share/java/zookeeper.jar"
+
+/* Bounded waits. A JVM start is 1-2 s; a loaded machine (sanitizers,
+ * parallel builds) may take several times that. */
+#define START_MS 60000
+#define CONNECT_MS 30000
+
+static void
+nap_ms(int ms)
+{
+	(void)poll(NULL, 0, ms);
+}
+
+int
+zk_wait(int (*cond)(void *ctx), void *ctx, int ms)
+{
+	int i, r = 0;
+
+	for (i = 0; i <= ms / 2; i++) {
+		if ((r = cond(ctx)) != 0)
+			return r;
+		nap_ms(2);
+	}
+	return cond(ctx);
+}
+
+static int
+on_path(const char *exe)
+{
+	const char *path = getenv("PATH");
+	char buf[4096], *save = NULL, *dir;
+
+	if (path == NULL)
+		path = "/usr/bin:/bin";
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (dir = strtok_r(buf, ":", &save); dir != NULL;
+	     dir = strtok_r(NULL, ":", &save)) {
+		char full[4200];
+
+		snprintf(full, sizeof(full), "%s/%s", dir, exe);
+		if (access(full, X_OK) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+int
+zk_installed(void)
+{
+	return on_path("java") && access(ZK_JAR, R_OK) == 0;
+}
+
+static int
+free_port(void)
+{
+	struct sockaddr_in a;
+	socklen_t len = sizeof(a);
+	int s = socket(AF_INET, SOCK_STREAM, 0), p = -1;
+
+	if (s < 0)
+		return -1;
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (bind(s, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+	    getsockname(s, (struct sockaddr *)&a, &len) == 0)
+		p = ntohs(a.sin_port);
+	close(s);
+	return p;
+}
+
+/* The four-letter word srvr: "Mode: standalone" once it serves. */
+static int
+answers(const zk_server *z)
+{
+	struct sockaddr_in a;
+	struct pollfd pf;
+	char buf[1024];
+	size_t got = 0;
+	int s = socket(AF_INET, SOCK_STREAM, 0), ok = 0, i;
+
+	if (s < 0)
+		return 0;
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_port = htons((uint16_t)z->port);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (connect(s, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+	    write(s, "srvr", 4) != 4) {
+		close(s);
+		return 0;
+	}
+	pf.fd = s;
+	pf.events = POLLIN;
+	for (i = 0; i < 100 && got < sizeof(buf) - 1; i++) {
+		ssize_t r;
+
+		if (poll(&pf, 1, 20) <= 0)
+			continue;
+		r = read(s, buf + got, sizeof(buf) - 1 - got);
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	buf[got] = '\0';
+	ok = strstr(buf, "Mode: standalone") != NULL;
+	close(s);
+	return ok;
+}
+
+static int
+spawn(zk_server *z)
+{
+	char port[16], log[96];
+	int i;
+
+	snprintf(port, sizeof(port), "%d", z->port);
+	snprintf(log, sizeof(log), "%s/server.log", z->dir);
+	z->pid = fork();
+	if (z->pid < 0)
+		return -1;
+	if (z->pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		int null = open("/dev/null", O_RDONLY);
+		char data[80];
+
+		/* Never outlive the test, whatever happens to it. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		if (null >= 0)
+			dup2(null, 0);
+		snprintf(data, sizeof(data), "%s/data", z->dir);
+		/* A small, quick JVM; no fsync (the data directory is a
+		 * test's), no admin HTTP server, srvr for readiness. */
+		execlp("java", "java", "-Xms16m", "-Xmx256m",
+		    "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+		    "-Dzookeeper.admin.enableServer=false",
+		    "-Dzookeeper.forceSync=no",
+		    "-Dzookeeper.4lw.commands.whitelist=srvr",
+		    "-Djute.maxbuffer=16777216", "-cp", ZK_JAR,
+		    "org.apache.zookeeper.server.ZooKeeperServerMain", port,
+		    data, (char *)NULL);
+		_exit(127);
+	}
+	for (i = 0; i < START_MS / 10; i++) {
+		int st;
+
+		if (answers(z))
+			return 0;
+		if (waitpid(z->pid, &st, WNOHANG) == z->pid) {
+			z->pid = -1;
+			return -1;
+		}
+		nap_ms(10);
+	}
+	zk_kill(z);
+	return -1;
+}
+
+int
+zk_start(zk_server *z)
+{
+	memset(z, 0, sizeof(*z));
+	z->pid = -1;
+	snprintf(z->dir, sizeof(z->dir), "/tmp/resil-zk-XXXXXX");
+	if (mkdtemp(z->dir) == NULL)
+		return -1;
+	if ((z->port = free_port()) <= 0)
+		return -1;
+	snprintf(z->hosts, sizeof(z->hosts), "127.0.0.1:%d", z->port);
+	return spawn(z);
+}
+
+int
+zk_restart(zk_server *z)
+{
+	int i, r = -1;
+
+	/* The port may linger a moment after the kill. */
+	for (i = 0; i < 20 && r != 0; i++) {
+		r = spawn(z);
+		if (r != 0)
+			nap_ms(100);
+	}
+	return r;
+}
+
+void
+zk_kill(zk_server *z)
+{
+	if (z->pid > 0) {
+		kill(z->pid, SIGKILL);
+		(void)waitpid(z->pid, NULL, 0);
+	}
+	z->pid = -1;
+}
+
+static int
+rm_one(const char *path, const struct stat *sb, int flag, struct FTW *f)
+{
+	(void)sb;
+	(void)flag;
+	(void)f;
+	return remove(path);
+}
+
+void
+zk_stop(zk_server *z)
+{
+	zk_kill(z);
+	if (z->dir[0] != '\0')
+		(void)nftw(z->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	z->dir[0] = '\0';
+}
+
+static void
+quiet(const char *m)
+{
+	(void)m;
+}
+
+static void
+no_watch(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+{
+	(void)zh;
+	(void)type;
+	(void)state;
+	(void)path;
+	(void)ctx;
+}
+
+static int
+is_connected(void *ctx)
+{
+	return zoo_state((zhandle_t *)ctx) == ZOO_CONNECTED_STATE;
+}
+
+static zhandle_t *
+connect_as(const zk_server *z, const clientid_t *id)
+{
+	zhandle_t *zh =
+	    zookeeper_init2(z->hosts, no_watch, 30000, id, NULL, 0, quiet);
+
+	if (zh == NULL)
+		return NULL;
+	if (!zk_wait(is_connected, zh, CONNECT_MS)) {
+		zookeeper_close(zh);
+		return NULL;
+	}
+	return zh;
+}
+
+zhandle_t *
+zk_connect(const zk_server *z)
+{
+	return connect_as(z, NULL);
+}
+
+char *
+zk_encode(const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	char *o = malloc(3 * strlen(s) + 1), *p = o;
+
+	if (o == NULL)
+		return NULL;
+	for (; *s != '\0'; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		    (c >= '0' && c <= '9') || c == '.' || c == '-' ||
+		    c == '*' || c == '_')
+			*p++ = (char)c;
+		else if (c == ' ')
+			*p++ = '+';
+		else {
+			*p++ = '%';
+			*p++ = hex[c >> 4];
+			*p++ = hex[c & 15];
+		}
+	}
+	*p = '\0';
+	return o;
+}
+
+int
+zk_mkdirs(zhandle_t *zh, const char *path)
+{
+	char buf[1024];
+	size_t i;
+	int rc = ZOK;
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (i = 1; buf[i - 1] != '\0'; i++) {
+		if (buf[i] != '/' && buf[i] != '\0')
+			continue;
+		{
+			char c = buf[i];
+
+			buf[i] = '\0';
+			rc = zoo_create(zh, buf, NULL, -1,
+			    &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+			buf[i] = c;
+			if (rc != ZOK && rc != ZNODEEXISTS)
+				return rc;
+		}
+		if (buf[i] == '\0')
+			break;
+	}
+	return ZOK;
+}
+
+static int
+node_path(char *buf, size_t n, const char *service, const char *cat,
+    const char *name)
+{
+	return snprintf(buf, n, "/dubbo/%s/%s/%s", service, cat, name) <
+	    (int)n;
+}
+
+int
+zk_create_raw(zhandle_t *zh, const char *service, const char *cat,
+    const char *name, int ephemeral)
+{
+	char dir[512], path[8192];
+	int rc;
+
+	snprintf(dir, sizeof(dir), "/dubbo/%s/%s", service, cat);
+	if (zk_mkdirs(zh, dir) != ZOK ||
+	    !node_path(path, sizeof(path), service, cat, name))
+		return -1;
+	rc = zoo_create(zh, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE,
+	    ephemeral ? ZOO_EPHEMERAL : 0, NULL, 0);
+	return rc == ZOK ? 0 : rc;
+}
+
+int
+zk_delete_raw(
+    zhandle_t *zh, const char *service, const char *cat, const char *name)
+{
+	char path[8192];
+
+	if (!node_path(path, sizeof(path), service, cat, name))
+		return -1;
+	return zoo_delete(zh, path, -1) == ZOK ? 0 : -1;
+}
+
+int
+zk_register(zhandle_t *zh, const char *service, const char *url)
+{
+	char *enc = zk_encode(url);
+	int r =
+	    enc != NULL ? zk_create_raw(zh, service, "providers", enc, 1) : -1;
+
+	free(enc);
+	return r;
+}
+
+int
+zk_unregister(zhandle_t *zh, const char *service, const char *url)
+{
+	char *enc = zk_encode(url);
+	int r =
+	    enc != NULL ? zk_delete_raw(zh, service, "providers", enc) : -1;
+
+	free(enc);
+	return r;
+}
+
+int
+zk_expire(const zk_server *z, int64_t id, const char *passwd)
+{
+	clientid_t cid;
+	zhandle_t *zh;
+
+	memset(&cid, 0, sizeof(cid));
+	cid.client_id = id;
+	memcpy(cid.passwd, passwd, sizeof(cid.passwd));
+	if ((zh = connect_as(z, &cid)) == NULL)
+		return -1;
+	zookeeper_close(zh);
+	return 0;
+}
