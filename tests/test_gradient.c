@@ -14,7 +14,6 @@
 #include <cmocka.h>
 
 #include <math.h>
-#include <stdio.h>
 #include <string.h>
 
 #include <resil/clock.h>
