@@ -19,6 +19,10 @@
  * so a report finds its target in one step and a stale id (a timed-out
  * probe, a removed target, a slot reused) never matches. */
 #define SLOT_BITS 20
+
+/* The size of a tgt pointer, the element of the heap and slot arrays
+ * (sizeof(void *): a sizeof of a pointer to a struct reads as a bug). */
+#define TGTP sizeof(void *)
 #define SLOT_MASK ((UINT64_C(1) << SLOT_BITS) - 1)
 
 typedef struct tgt {
@@ -39,6 +43,8 @@ typedef struct tgt {
 	int probing;
 	int first; /* no result yet */
 } tgt;
+
+_Static_assert(sizeof(tgt *) == sizeof(void *), "TGTP");
 
 struct resil_health {
 	resil__spinlock lock;
@@ -260,10 +266,10 @@ resil_health_new(
 }
 
 static void
-tgt_free(resil_health *hc, tgt *t)
+tgt_free(const resil_allocator *a, tgt *t)
 {
-	resil__free(&hc->a, t->address, t->alen + 1);
-	resil__free(&hc->a, t, sizeof(*t));
+	resil__free(a, t->address, t->alen + 1);
+	resil__free(a, t, sizeof(*t));
 }
 
 void
@@ -278,11 +284,11 @@ resil_health_free(resil_health *hc)
 	HASH_ITER(hh, hc->table, t, tmp)
 	{
 		HASH_DELETE(hh, hc->table, t);
-		tgt_free(hc, t);
+		tgt_free(&hc->a, t);
 	}
 	HASH_CLEAR(hh, hc->table);
-	resil__free(resil__a, hc->heap, hc->cap * sizeof(*hc->heap));
-	resil__free(resil__a, hc->slots, hc->cap * sizeof(*hc->slots));
+	resil__free(resil__a, hc->heap, hc->cap * TGTP);
+	resil__free(resil__a, hc->slots, hc->cap * TGTP);
 	resil__free(
 	    resil__a, hc->free_slots, hc->cap * sizeof(*hc->free_slots));
 	{
@@ -349,8 +355,9 @@ heap_fix(resil_health *hc, tgt *t)
 {
 	size_t i = t->hpos;
 
-	sift_up(hc, i);
-	if (t->hpos == i)
+	if (i > 0 && before(t, hc->heap[(i - 1) / 2]))
+		sift_up(hc, i);
+	else
 		sift_down(hc, i);
 }
 
@@ -520,22 +527,22 @@ reserve(resil_health *hc)
 	ncap = hc->cap == 0 ? 8 : hc->cap * 2;
 	if (ncap > RESIL_HEALTH_TARGETS_MAX)
 		ncap = RESIL_HEALTH_TARGETS_MAX;
-	heap = resil__alloc(&hc->a, ncap * sizeof(*heap));
-	slots = resil__alloc(&hc->a, ncap * sizeof(*slots));
+	heap = resil__alloc(&hc->a, ncap * TGTP);
+	slots = resil__alloc(&hc->a, ncap * TGTP);
 	fs = resil__alloc(&hc->a, ncap * sizeof(*fs));
 	if (heap == NULL || slots == NULL || fs == NULL) {
-		resil__free(&hc->a, heap, ncap * sizeof(*heap));
-		resil__free(&hc->a, slots, ncap * sizeof(*slots));
+		resil__free(&hc->a, heap, ncap * TGTP);
+		resil__free(&hc->a, slots, ncap * TGTP);
 		resil__free(&hc->a, fs, ncap * sizeof(*fs));
 		return -1;
 	}
 	if (hc->cap > 0) {
-		memcpy(heap, hc->heap, hc->n * sizeof(*heap));
-		memcpy(slots, hc->slots, hc->nslots * sizeof(*slots));
+		memcpy(heap, hc->heap, hc->n * TGTP);
+		memcpy(slots, hc->slots, hc->nslots * TGTP);
 		memcpy(fs, hc->free_slots, hc->nfree * sizeof(*fs));
 	}
-	resil__free(&hc->a, hc->heap, hc->cap * sizeof(*heap));
-	resil__free(&hc->a, hc->slots, hc->cap * sizeof(*slots));
+	resil__free(&hc->a, hc->heap, hc->cap * TGTP);
+	resil__free(&hc->a, hc->slots, hc->cap * TGTP);
 	resil__free(&hc->a, hc->free_slots, hc->cap * sizeof(*fs));
 	hc->heap = heap;
 	hc->slots = slots;
@@ -585,27 +592,27 @@ resil_health_add(resil_health *hc, const char *address, void *user,
 	HASH_FIND(hh, hc->table, address, len, hit);
 	if (hit != NULL) {
 		resil__spin_unlock(&hc->lock);
-		tgt_free(hc, t);
+		tgt_free(&hc->a, t);
 		resil__diagf(diag, RESIL_E_INVAL,
 		    "health: %s is already a target", address);
 		return RESIL_E_INVAL;
 	}
 	if (hc->n >= RESIL_HEALTH_TARGETS_MAX) {
 		resil__spin_unlock(&hc->lock);
-		tgt_free(hc, t);
+		tgt_free(&hc->a, t);
 		resil__diagf(diag, RESIL_E_LIMITED,
 		    "health: %u targets already", RESIL_HEALTH_TARGETS_MAX);
 		return RESIL_E_LIMITED;
 	}
 	if (reserve(hc) != 0) {
 		resil__spin_unlock(&hc->lock);
-		tgt_free(hc, t);
+		tgt_free(&hc->a, t);
 		return RESIL_E_NOMEM;
 	}
 	HASH_ADD_KEYPTR(hh, hc->table, t->address, len, t);
 	if (resil__oom) {
 		resil__spin_unlock(&hc->lock);
-		tgt_free(hc, t);
+		tgt_free(&hc->a, t);
 		return RESIL_E_NOMEM;
 	}
 	t->slot = hc->nfree > 0 ? hc->free_slots[--hc->nfree]
@@ -643,7 +650,7 @@ resil_health_remove(resil_health *hc, const char *address)
 	if (t->healthy)
 		hc->healthy--;
 	resil__spin_unlock(&hc->lock);
-	tgt_free(hc, t);
+	tgt_free(resil__a, t);
 	return RESIL_OK;
 }
 
