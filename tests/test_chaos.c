@@ -591,6 +591,43 @@ test_chaos_alloc_failure(void **state)
 	assert_true(failed >= 2);
 }
 
+static void
+test_chaos_decide_allocates_nothing(void **state)
+{
+	static const double u[] = { 0.5, 0.0, 0.0, 0.0, 0.0 };
+	fail_alloc fa;
+	resil_chaos_config cfg = resil_chaos_config_default();
+	script s;
+	resil_random r = script_hook(&s, u, 5);
+	resil_chaos_action act;
+	resil_chaos *ch;
+	uint64_t before;
+	int i;
+
+	(void)state;
+	cfg.alloc = fail_alloc_init(&fa, 0);
+	cfg.random = &r;
+	cfg.rate = 0.1;
+	cfg.fault_rc = 1;
+	cfg.latency_ns = 5;
+	assert_int_equal(resil_chaos_config_set(&cfg, "chaos.outcome",
+	                     "\"a string\"", NULL),
+	    RESIL_OK);
+	cfg.behaviour_fn = behave;
+	assert_int_equal(resil_chaos_new(&ch, &cfg, NULL), RESIL_OK);
+	before = fa.allocs;
+	/* Injecting (latency and outcome: the value is the chaos's own,
+	 * handed out, not copied), missing, switching. */
+	for (i = 0; i < 100; i++)
+		(void)resil_chaos_decide(ch, (uint64_t)i, &act);
+	resil_chaos_set_enabled(ch, RESIL_CHAOS_MASTER, 0);
+	(void)resil_chaos_decide(ch, 0, &act);
+	assert_int_equal(fa.allocs, before);
+	resil_chaos_free(ch);
+	resil_chaos_config_deinit(&cfg);
+	assert_int_equal(fail_alloc_live(&fa), 0);
+}
+
 int
 main(void)
 {
@@ -609,6 +646,7 @@ main(void)
 		cmocka_unit_test(test_chaos_validate),
 		cmocka_unit_test(test_chaos_null_and_no_strategy),
 		cmocka_unit_test(test_chaos_alloc_failure),
+		cmocka_unit_test(test_chaos_decide_allocates_nothing),
 	};
 
 	return cmocka_run_group_tests_name("chaos", tests, NULL, NULL);

@@ -528,6 +528,29 @@ test_gradient_listener_null_alloc(void **state)
 	}
 }
 
+static void
+test_gradient_sample_allocates_nothing(void **state)
+{
+	fail_alloc fa;
+	resil_gradient_config cfg = resil_gradient_config_default();
+	resil_gradient_metrics m;
+	resil_gradient *g;
+	uint64_t before;
+	int i;
+
+	(void)state;
+	cfg.alloc = fail_alloc_init(&fa, 0);
+	g = make(&cfg);
+	before = fa.allocs;
+	for (i = 0; i < 10000; i++)
+		(void)resil_gradient_sample(g, (uint64_t)(1000 + i % 777),
+		    resil_gradient_get_limit(g), i % 3 == 0);
+	(void)resil_gradient_get_metrics(g, &m);
+	assert_int_equal(fa.allocs, before);
+	resil_gradient_free(g);
+	assert_int_equal(fail_alloc_live(&fa), 0);
+}
+
 int
 main(void)
 {
@@ -542,6 +565,7 @@ main(void)
 		cmocka_unit_test(test_gradient_load_step_noisy),
 		cmocka_unit_test(test_gradient_text_keys),
 		cmocka_unit_test(test_gradient_listener_null_alloc),
+		cmocka_unit_test(test_gradient_sample_allocates_nothing),
 	};
 
 	return cmocka_run_group_tests_name("gradient", tests, NULL, NULL);

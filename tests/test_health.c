@@ -743,6 +743,46 @@ test_health_many_targets(void **state)
 	resil_health_free(hc);
 }
 
+static void
+test_health_next_report_allocate_nothing(void **state)
+{
+	fail_alloc fa;
+	resil_health_config cfg = resil_health_config_default();
+	resil_health *hc;
+	resil_health_step st;
+	char addr[16];
+	uint64_t before, t;
+	int i;
+
+	(void)state;
+	cfg.alloc = fail_alloc_init(&fa, 0);
+	cfg.interval_ns = 10;
+	cfg.timeout_ns = 3;
+	cfg.interval_jitter_ns = 5;
+	assert_int_equal(resil_health_new(&hc, &cfg, NULL), RESIL_OK);
+	for (i = 0; i < 40; i++) {
+		snprintf(addr, sizeof(addr), "h%d", i);
+		assert_int_equal(
+		    resil_health_add(hc, addr, NULL, (uint64_t)i, NULL),
+		    RESIL_OK);
+	}
+	before = fa.allocs;
+	/* Probes, results of every kind, timeouts, late reports. */
+	for (t = 0; t < 2000; t++) {
+		while (resil_health_next(hc, t, &st) == RESIL_OK &&
+		    st.action == RESIL_HEALTH_PROBE) {
+			if (st.probe % 5 != 0)
+				(void)resil_health_report(hc, st.probe,
+				    (resil_probe_result)(st.probe % 4),
+				    t + st.probe % 5);
+		}
+	}
+	(void)resil_health_is_healthy(hc, "h3");
+	assert_int_equal(fa.allocs, before);
+	resil_health_free(hc);
+	assert_int_equal(fail_alloc_live(&fa), 0);
+}
+
 int
 main(void)
 {
@@ -759,6 +799,7 @@ main(void)
 		cmocka_unit_test(test_health_null),
 		cmocka_unit_test(test_health_alloc_failure),
 		cmocka_unit_test(test_health_many_targets),
+		cmocka_unit_test(test_health_next_report_allocate_nothing),
 	};
 
 	return cmocka_run_group_tests_name("health", tests, NULL, NULL);
