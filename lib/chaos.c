@@ -375,7 +375,11 @@ tell(resil_chaos *ch, resil_chaos_kind k, uint64_t now)
 	ch->listener(&ev, ch->listener_ctx);
 }
 
-/* Past the flag word: the draws, in the documented order. */
+/* Past the flag word: the draws, in the documented order. Out of line,
+ * so that the flag test does not pay for this function's registers. */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
 static unsigned
 decide_slow(resil_chaos *ch, uint64_t live, uint64_t now,
     resil_chaos_action *out)
