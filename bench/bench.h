@@ -35,6 +35,10 @@ extern const resil_bench resil_bench_limit[];
 extern const resil_bench resil_bench_shm[];
 extern const resil_bench resil_bench_balance[];
 extern const resil_bench resil_bench_fleet[];
+extern const resil_bench resil_bench_chaos[];
+extern const resil_bench resil_bench_outlier[];
+extern const resil_bench resil_bench_health[];
+extern const resil_bench resil_bench_gradient[];
 
 /* Every table, NULL-terminated. */
 extern const resil_bench *const resil_bench_tables[];

@@ -16,5 +16,9 @@ const resil_bench *const resil_bench_tables[] = {
 	resil_bench_balance,
 	resil_bench_fleet,
 	resil_bench_source,
+	resil_bench_chaos,
+	resil_bench_outlier,
+	resil_bench_health,
+	resil_bench_gradient,
 	NULL,
 };

@@ -1,0 +1,345 @@
+/*
+ * Values of key=value settings for chaos, outlier rates, health and
+ * gradient: the grammar of docs/config.md, with messages naming the key.
+ */
+#include "kv.h"
+
+#include "internal.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KV_MAX 128 /* a longer value is no number of ours */
+
+static int
+blank(char c)
+{
+	return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
+int
+resil__kv_trim(
+    const char *key, const char *v, char *buf, size_t len, resil_diag *diag)
+{
+	size_t n;
+
+	if (v == NULL) {
+		resil__diagf(diag, RESIL_E_INVAL, "%s: no value", key);
+		return -1;
+	}
+	while (blank(*v))
+		v++;
+	n = strlen(v);
+	while (n > 0 && blank(v[n - 1]))
+		n--;
+	if (n >= len) {
+		resil__diagf(diag, RESIL_E_INVAL,
+		    "%s: a value of %zu bytes is too long", key, n);
+		return -1;
+	}
+	memcpy(buf, v, n);
+	buf[n] = '\0';
+	return 0;
+}
+
+static int
+lower_eq(const char *a, const char *b)
+{
+	for (; *a != '\0' && *b != '\0'; a++, b++) {
+		char c = *a;
+
+		if (c >= 'A' && c <= 'Z')
+			c = (char)(c - 'A' + 'a');
+		if (c != *b)
+			return 0;
+	}
+	return *a == '\0' && *b == '\0';
+}
+
+resil_err
+resil__kv_bool(const char *key, const char *v, int *out, resil_diag *diag)
+{
+	static const char *const yes[] = { "true", "yes", "on", "1" };
+	static const char *const no[] = { "false", "no", "off", "0" };
+	char b[KV_MAX];
+	size_t i;
+
+	if (resil__kv_trim(key, v, b, sizeof(b), diag) != 0)
+		return RESIL_E_INVAL;
+	for (i = 0; i < 4; i++) {
+		if (lower_eq(b, yes[i])) {
+			*out = 1;
+			return RESIL_OK;
+		}
+		if (lower_eq(b, no[i])) {
+			*out = 0;
+			return RESIL_OK;
+		}
+	}
+	resil__diagf(diag, RESIL_E_INVAL,
+	    "%s: \"%s\" is not a boolean (true, false, yes, no, on, off, 1, "
+	    "0)",
+	    key, b);
+	return RESIL_E_INVAL;
+}
+
+/* The digits of s as a number; 0 when s is not all digits or overflows
+ * (*over set then). */
+static int
+digits(const char *s, uint64_t *v, int *over)
+{
+	uint64_t x = 0;
+
+	*over = 0;
+	if (*s == '\0')
+		return 0;
+	for (; *s != '\0'; s++) {
+		unsigned d;
+
+		if (*s < '0' || *s > '9')
+			return 0;
+		d = (unsigned)(*s - '0');
+		if (x > (UINT64_MAX - d) / 10) {
+			*over = 1;
+			return 0;
+		}
+		x = x * 10 + d;
+	}
+	*v = x;
+	return 1;
+}
+
+resil_err
+resil__kv_u64(const char *key, const char *v, uint64_t lo, uint64_t hi,
+    uint64_t *out, resil_diag *diag)
+{
+	char b[KV_MAX];
+	uint64_t x = 0;
+	int over;
+
+	if (resil__kv_trim(key, v, b, sizeof(b), diag) != 0)
+		return RESIL_E_INVAL;
+	if (!digits(b, &x, &over) && !over) {
+		resil__diagf(diag, RESIL_E_INVAL,
+		    "%s: \"%s\" is not a whole number (decimal digits)", key,
+		    b);
+		return RESIL_E_INVAL;
+	}
+	if (over || x < lo || x > hi) {
+		resil__diagf(diag, RESIL_E_INVAL,
+		    "%s: %s is out of range %llu..%llu", key, b,
+		    (unsigned long long)lo, (unsigned long long)hi);
+		return RESIL_E_INVAL;
+	}
+	*out = x;
+	return RESIL_OK;
+}
+
+resil_err
+resil__kv_u32(const char *key, const char *v, uint32_t lo, uint32_t hi,
+    uint32_t *out, resil_diag *diag)
+{
+	uint64_t x = 0;
+	resil_err e = resil__kv_u64(key, v, lo, hi, &x, diag);
+
+	if (e == RESIL_OK)
+		*out = (uint32_t)x;
+	return e;
+}
+
+resil_err
+resil__kv_int(const char *key, const char *v, int *out, resil_diag *diag)
+{
+	char b[KV_MAX];
+	const char *d;
+	uint64_t x = 0;
+	int over, neg;
+
+	if (resil__kv_trim(key, v, b, sizeof(b), diag) != 0)
+		return RESIL_E_INVAL;
+	neg = b[0] == '-';
+	d = neg ? b + 1 : b;
+	if (!digits(d, &x, &over) && !over) {
+		resil__diagf(diag, RESIL_E_INVAL,
+		    "%s: \"%s\" is not an integer", key, b);
+		return RESIL_E_INVAL;
+	}
+	if (over || x > (neg ? (uint64_t)INT_MAX + 1 : (uint64_t)INT_MAX)) {
+		resil__diagf(diag, RESIL_E_INVAL,
+		    "%s: %s is out of range %d..%d", key, b, INT_MIN, INT_MAX);
+		return RESIL_E_INVAL;
+	}
+	*out = neg ? (int)(-(int64_t)x) : (int)x;
+	return RESIL_OK;
+}
+
+resil_err
+resil__kv_number(const char *key, const char *v, double lo, double hi,
+    double *out, resil_diag *diag)
+{
+	char b[KV_MAX];
+	char *end = NULL;
+	double x = 0;
+	size_t i;
+	int seen = 0;
+
+	if (resil__kv_trim(key, v, b, sizeof(b), diag) != 0)
+		return RESIL_E_INVAL;
+	/* strtod alone would take hex, inf, nan and a sign. */
+	for (i = 0; b[i] != '\0'; i++) {
+		char c = b[i];
+
+		if (c >= '0' && c <= '9')
+			seen = 1;
+		else if (!(c == '.' || c == 'e' || c == 'E' ||
+		             ((c == '-' || c == '+') && i > 0 &&
+		                 (b[i - 1] == 'e' || b[i - 1] == 'E'))))
+			break;
+	}
+	if (b[i] == '\0' && seen)
+		x = strtod(b, &end);
+	if (b[i] != '\0' || !seen || end == NULL || *end != '\0' ||
+	    !isfinite(x)) {
+		resil__diagf(diag, RESIL_E_INVAL,
+		    "%s: \"%s\" is not a number (decimal, e.g. 0.25 or 1e-3)",
+		    key, b);
+		return RESIL_E_INVAL;
+	}
+	if (x < lo || x > hi) {
+		resil__diagf(diag, RESIL_E_INVAL,
+		    "%s: %s is out of range %g..%g", key, b, lo, hi);
+		return RESIL_E_INVAL;
+	}
+	*out = x;
+	return RESIL_OK;
+}
+
+static const struct {
+	const char *suffix;
+	uint64_t mul;
+} units[] = { { "ns", 1 }, { "us", RESIL_NS_PER_US }, { "ms", RESIL_NS_PER_MS },
+	{ "s", RESIL_NS_PER_SEC }, { "m", 60 * RESIL_NS_PER_SEC },
+	{ "h", 3600 * RESIL_NS_PER_SEC } };
+
+/* A unit people write for one of ours, for "did you mean". */
+static const char *
+unit_hint(const char *u)
+{
+	static const char *const map[][2] = { { "sec", "s" }, { "secs", "s" },
+		{ "second", "s" }, { "seconds", "s" }, { "min", "m" },
+		{ "mins", "m" }, { "minute", "m" }, { "minutes", "m" },
+		{ "msec", "ms" }, { "millis", "ms" }, { "usec", "us" },
+		{ "nsec", "ns" }, { "hr", "h" }, { "hour", "h" },
+		{ "hours", "h" }, { "S", "s" }, { "MS", "ms" }, { "Ms", "ms" } };
+	size_t i;
+
+	for (i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (strcmp(u, map[i][0]) == 0)
+			return map[i][1];
+	return NULL;
+}
+
+resil_err
+resil__kv_duration(const char *key, const char *v, uint64_t lo,
+    uint64_t *out, resil_diag *diag)
+{
+	char b[KV_MAX];
+	size_t n = 0, fn = 0, f0, i;
+	const char *u, *hint;
+	uint64_t whole = 0, frac = 0, mul = RESIL_NS_PER_MS, div = 1;
+	int over = 0, seen = 0;
+
+	if (resil__kv_trim(key, v, b, sizeof(b), diag) != 0)
+		return RESIL_E_INVAL;
+	while (b[n] >= '0' && b[n] <= '9')
+		n++;
+	f0 = n;
+	if (b[n] == '.') {
+		f0 = n + 1;
+		while (b[f0 + fn] >= '0' && b[f0 + fn] <= '9')
+			fn++;
+	}
+	u = b + (b[n] == '.' ? f0 + fn : n);
+	if ((n == 0 && fn == 0) || (b[n] == '.' && fn == 0))
+		goto bad;
+	if (*u == ' ' || *u == '\t') {
+		resil__diagf(diag, RESIL_E_INVAL,
+		    "%s: \"%s\": write the unit next to the number", key, b);
+		return RESIL_E_INVAL;
+	}
+	if (*u != '\0') {
+		for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+			if (strcmp(u, units[i].suffix) == 0) {
+				mul = units[i].mul;
+				seen = 1;
+				break;
+			}
+		if (!seen) {
+			hint = unit_hint(u);
+			if (hint != NULL)
+				resil__diagf(diag, RESIL_E_INVAL,
+				    "%s: \"%s\": unknown unit \"%s\" (did you "
+				    "mean %.*s%s?)",
+				    key, b, u, (int)(u - b), b, hint);
+			else
+				resil__diagf(diag, RESIL_E_INVAL,
+				    "%s: \"%s\": unknown unit \"%s\" (units: "
+				    "ns, us, ms, s, m, h; a number alone is "
+				    "milliseconds)",
+				    key, b, u);
+			return RESIL_E_INVAL;
+		}
+	}
+	for (i = 0; i < n; i++) {
+		unsigned d = (unsigned)(b[i] - '0');
+
+		if (whole > (UINT64_MAX - d) / 10) {
+			over = 1;
+			break;
+		}
+		whole = whole * 10 + d;
+	}
+	if (over || whole > UINT64_MAX / mul)
+		goto range;
+	whole *= mul;
+	while (fn > 0 && b[f0 + fn - 1] == '0')
+		fn--;
+	for (i = 0; i < fn; i++) {
+		if (div >= mul)
+			goto fract;
+		div *= 10;
+		frac = frac * 10 + (uint64_t)(b[f0 + i] - '0');
+	}
+	if (fn > 0) {
+		if (mul % div != 0)
+			goto fract;
+		frac *= mul / div;
+		if (frac > UINT64_MAX - whole)
+			goto range;
+		whole += frac;
+	}
+	if (whole < lo) {
+		resil__diagf(diag, RESIL_E_INVAL,
+		    "%s: %s is below the minimum of %lluns", key, b,
+		    (unsigned long long)lo);
+		return RESIL_E_INVAL;
+	}
+	*out = whole;
+	return RESIL_OK;
+bad:
+	resil__diagf(diag, RESIL_E_INVAL,
+	    "%s: \"%s\" is not a duration (a number of milliseconds, or a "
+	    "number with a unit: ns, us, ms, s, m, h)",
+	    key, b);
+	return RESIL_E_INVAL;
+range:
+	resil__diagf(diag, RESIL_E_INVAL,
+	    "%s: %s is out of range 0..18446744073709551615ns", key, b);
+	return RESIL_E_INVAL;
+fract:
+	resil__diagf(diag, RESIL_E_INVAL,
+	    "%s: \"%s\" is not a whole number of nanoseconds", key, b);
+	return RESIL_E_INVAL;
+}
