@@ -25,6 +25,7 @@
 
 #include "atomic.h"
 #include "call_internal.h"
+#include "retry_internal.h"
 #include "internal.h"
 
 #include <uthash.h>
