@@ -6,6 +6,7 @@
  * defaults, so resil_config_set() can try a change on a fresh build and
  * keep the old one when the change is refused.
  */
+#include "duration.h"
 #include "internal.h"
 
 #include <resil/config.h>
@@ -664,170 +665,6 @@ classify(const char *key, const char *value, const resil_allocator *a,
 
 /* ---- values ---- */
 
-/* Digits only, into *v; 0 when not a number, -1 on overflow. */
-static int
-parse_digits(const char *s, size_t n, uint64_t *v)
-{
-	uint64_t x = 0;
-	size_t i;
-	int over = 0;
-
-	if (n == 0)
-		return 0;
-	for (i = 0; i < n; i++) {
-		unsigned d;
-
-		if (s[i] < '0' || s[i] > '9')
-			return 0;
-		d = (unsigned)(s[i] - '0');
-		/* Catch uint64_t overflow. */
-		if (x > (UINT64_MAX - d) / 10)
-			over = 1;
-		else
-			x = x * 10 + d;
-	}
-	if (over)
-		return -1;
-	*v = x;
-	return 1;
-}
-
-/*
- * A duration: a decimal number (digits, optionally a fraction) and an
- * optional unit written next to it. A tick is a nanosecond on every clock;
- * a number without a unit is milliseconds, as in Dubbo and Spring
- * (timeout=3000 is three seconds).
- */
-#define DUR_UNITS "ns, us, ms, s, m, h; a number alone is milliseconds"
-
-enum dur_result {
-	DUR_OK = 1,
-	DUR_BAD = 0,    /* not a duration at all */
-	DUR_RANGE = -1, /* overflows 64 bits of nanoseconds */
-	DUR_UNIT = -2,  /* an unknown unit (*unit_at points at it) */
-	DUR_SPACE = -3, /* a blank between the number and the unit */
-	DUR_FRACT = -4, /* a fraction finer than a nanosecond */
-	DUR_COMMA = -5  /* a decimal comma (1,5s) */
-};
-
-static const struct {
-	const char *suffix;
-	uint64_t mul;
-} dur_units[] = { { "ns", 1 }, { "us", RESIL_NS_PER_US },
-	{ "ms", RESIL_NS_PER_MS }, { "s", RESIL_NS_PER_SEC },
-	{ "m", 60 * RESIL_NS_PER_SEC }, { "h", 3600 * RESIL_NS_PER_SEC } };
-
-static int
-parse_duration(const char *s, uint64_t *v, const char **unit_at)
-{
-	size_t n = 0, f0, fn = 0, i;
-	const char *u;
-	uint64_t whole, frac = 0, mul = RESIL_NS_PER_MS, div = 1;
-	int r, seen = 0;
-
-	while (s[n] >= '0' && s[n] <= '9')
-		n++;
-	f0 = n;
-	if (s[n] == '.') {
-		f0 = n + 1;
-		while (s[f0 + fn] >= '0' && s[f0 + fn] <= '9')
-			fn++;
-		if (fn == 0)
-			return DUR_BAD;
-	}
-	if (n == 0 && fn == 0)
-		return DUR_BAD;
-	u = s + (fn > 0 ? f0 + fn : n);
-	if (*u == ' ' || *u == '\t') {
-		while (*u == ' ' || *u == '\t')
-			u++;
-		if (*u == '\0')
-			return DUR_BAD;
-		*unit_at = u;
-		return DUR_SPACE;
-	}
-	if (*u == ',' && u[1] >= '0' && u[1] <= '9') {
-		*unit_at = u;
-		return DUR_COMMA;
-	}
-	if (*u != '\0') {
-		for (i = 0; i < sizeof(dur_units) / sizeof(dur_units[0]);
-		     i++) {
-			if (strcmp(u, dur_units[i].suffix) == 0) {
-				mul = dur_units[i].mul;
-				seen = 1;
-				break;
-			}
-		}
-		if (!seen) {
-			*unit_at = u;
-			return DUR_UNIT;
-		}
-	}
-	whole = 0;
-	r = n > 0 ? parse_digits(s, n, &whole) : 1;
-	if (r < 0 || whole > UINT64_MAX / mul)
-		return DUR_RANGE;
-	whole *= mul;
-	/* The fraction, exactly: at most as many digits as the unit has
-	 * decimal places of nanoseconds (trailing zeros aside). */
-	while (fn > 0 && s[f0 + fn - 1] == '0')
-		fn--;
-	for (i = 0; i < fn; i++) {
-		if (div >= mul)
-			return DUR_FRACT;
-		div *= 10;
-		frac = frac * 10 + (uint64_t)(s[f0 + i] - '0');
-	}
-	if (fn > 0) {
-		if (mul % div != 0)
-			return DUR_FRACT;
-		frac *= mul / div;
-		if (frac > UINT64_MAX - whole)
-			return DUR_RANGE;
-		whole += frac;
-	}
-	*v = whole;
-	return DUR_OK;
-}
-
-/* A unit people write for one of ours, for "did you mean". */
-static const char *
-dur_unit_hint(const char *u)
-{
-	static const char *const map[][2] = { { "sec", "s" }, { "secs", "s" },
-		{ "second", "s" }, { "seconds", "s" }, { "min", "m" },
-		{ "mins", "m" }, { "minute", "m" }, { "minutes", "m" },
-		{ "msec", "ms" }, { "msecs", "ms" }, { "millis", "ms" },
-		{ "usec", "us" }, { "\xC2\xB5s", "us" }, { "\xCE\xBCs", "us" },
-		{ "nsec", "ns" }, { "nanos", "ns" }, { "hr", "h" },
-		{ "hrs", "h" }, { "hour", "h" }, { "hours", "h" },
-		{ "S", "s" }, { "MS", "ms" }, { "Ms", "ms" }, { "NS", "ns" },
-		{ "US", "us" }, { "H", "h" } };
-	size_t i;
-
-	for (i = 0; i < sizeof(map) / sizeof(map[0]); i++)
-		if (strcmp(u, map[i][0]) == 0)
-			return map[i][1];
-	return NULL;
-}
-
-/* The shortest text of a duration that reads back as it: the largest
- * unit that divides it, or a bare 0. */
-static int
-format_duration(char *buf, size_t len, uint64_t ns)
-{
-	size_t i = sizeof(dur_units) / sizeof(dur_units[0]);
-
-	if (ns == 0)
-		return snprintf(buf, len, "0");
-	while (i-- > 1)
-		if (ns % dur_units[i].mul == 0)
-			break;
-	return snprintf(buf, len, "%llu%s",
-	    (unsigned long long)(ns / dur_units[i].mul), dur_units[i].suffix);
-}
-
 /* A decimal number, no hex, inf or nan. */
 static int
 parse_double(const char *s, double *v)
@@ -981,7 +818,7 @@ build_method(build *b, const char *name)
 	return (long)b->n++;
 }
 
-/* The message for a duration parse_duration() refused. */
+/* The message for a duration resil__duration_parse() refused. */
 static resil_err
 dur_fail(resil_diag *diag, const char *origin, unsigned line, const char *key,
     const char *v, int r, const char *unit_at)
@@ -989,24 +826,25 @@ dur_fail(resil_diag *diag, const char *origin, unsigned line, const char *key,
 	const char *hint;
 
 	switch (r) {
-	case DUR_SPACE:
+	case RESIL__DUR_SPACE:
 		return fail_at(diag, origin, line,
 		    "%s: \"%s\": write the unit next to the number (%.*s%s)",
 		    key, v, (int)strcspn(v, " \t"), v, unit_at);
-	case DUR_UNIT:
-		hint = dur_unit_hint(unit_at);
+	case RESIL__DUR_UNIT:
+		hint = resil__duration_unit_hint(unit_at);
 		if (hint != NULL)
 			return fail_at(diag, origin, line,
 			    "%s: \"%s\": unknown unit \"%s\" (did you mean "
 			    "%.*s%s?)",
 			    key, v, unit_at, (int)(unit_at - v), v, hint);
 		return fail_at(diag, origin, line,
-		    "%s: \"%s\": unknown unit \"%s\" (units: " DUR_UNITS ")",
+		    "%s: \"%s\": unknown unit \"%s\" (units: " RESIL__DUR_UNITS
+		    ")",
 		    key, v, unit_at);
-	case DUR_COMMA:
+	case RESIL__DUR_COMMA:
 		return fail_at(diag, origin, line,
 		    "%s: \"%s\": write a fraction with '.', not ','", key, v);
-	case DUR_FRACT:
+	case RESIL__DUR_FRACT:
 		return fail_at(diag, origin, line,
 		    "%s: \"%s\" is not a whole number of nanoseconds", key, v);
 	default:
@@ -1067,10 +905,10 @@ build_apply(build *b, const setting *s, resil_diag *diag)
 			b->method_mock[i].line = s->line;
 			return RESIL_OK;
 		case MK_TIMEOUT:
-			r = parse_duration(v, &u, &unit_at);
-			if (r == DUR_RANGE)
+			r = resil__duration_parse(v, &u, &unit_at);
+			if (r == RESIL__DUR_RANGE)
 				goto range_u64;
-			if (r != DUR_OK)
+			if (r != RESIL__DUR_OK)
 				return dur_fail(diag, b->origin, line, s->key,
 				    v, r, unit_at);
 			m->timeout_ns = u;
@@ -1080,7 +918,7 @@ build_apply(build *b, const setting *s, resil_diag *diag)
 				return fail_at(diag, b->origin, line,
 				    "%s: %s is out of range 0..999", s->key,
 				    v);
-			r = parse_digits(v, strlen(v), &u);
+			r = resil__parse_digits(v, strlen(v), &u);
 			if (r == 0)
 				goto bad_integer;
 			if (r < 0 || u > 999)
@@ -1090,7 +928,7 @@ build_apply(build *b, const setting *s, resil_diag *diag)
 			m->max_attempts = (uint32_t)u + 1;
 			return RESIL_OK;
 		default:
-			r = parse_digits(v, strlen(v), &u);
+			r = resil__parse_digits(v, strlen(v), &u);
 			if (r == 0)
 				goto bad_integer;
 			if (r < 0 || u > RESIL_RETRY_MAX_ATTEMPTS)
@@ -1163,7 +1001,7 @@ build_apply(build *b, const setting *s, resil_diag *diag)
 		int32_t x;
 		int neg = v[0] == '-';
 
-		r = parse_digits(v + neg, strlen(v + neg), &u);
+		r = resil__parse_digits(v + neg, strlen(v + neg), &u);
 		if (r == 0)
 			return fail_at(diag, b->origin, line,
 			    "%s: \"%s\" is not an integer", s->key, v);
@@ -1205,10 +1043,10 @@ build_apply(build *b, const setting *s, resil_diag *diag)
 		if ((k->flags & F_NONE) && word_eq(v, "none")) {
 			u = UINT64_MAX;
 		} else {
-			r = parse_duration(v, &u, &unit_at);
-			if (r == DUR_RANGE)
+			r = resil__duration_parse(v, &u, &unit_at);
+			if (r == RESIL__DUR_RANGE)
 				goto range;
-			if (r != DUR_OK)
+			if (r != RESIL__DUR_OK)
 				return dur_fail(diag, b->origin, line, s->key,
 				    v, r, unit_at);
 			if (u < k->min)
@@ -1217,7 +1055,7 @@ build_apply(build *b, const setting *s, resil_diag *diag)
 		memcpy(field, &u, sizeof(u));
 		return RESIL_OK;
 	default: /* K_U32, K_U64, K_SIZE */
-		r = parse_digits(v, strlen(v), &u);
+		r = resil__parse_digits(v, strlen(v), &u);
 		if (r == 0)
 			goto bad_integer;
 		if (r < 0 || u < k->min || u > k->max ||
@@ -1336,10 +1174,11 @@ put_duration(const char **in, char *out, size_t len, size_t *o)
 
 	while ((*in)[n] >= '0' && (*in)[n] <= '9')
 		n++;
-	if (n == 0 || is_word((*in)[n]) || parse_digits(*in, n, &v) != 1)
+	if (n == 0 || is_word((*in)[n]) ||
+	    resil__parse_digits(*in, n, &v) != 1)
 		return;
 	*in += n;
-	format_duration(tmp, sizeof(tmp), v);
+	resil__duration_format(tmp, sizeof(tmp), v);
 	for (t = tmp; *t != '\0' && *o + 1 < len; t++)
 		out[(*o)++] = *t;
 }
@@ -1995,7 +1834,8 @@ resil_config_get(
 			return m->mock == NULL ? RESIL_E_NOTFOUND
 			                       : put(buf, len, m->mock);
 		case MK_TIMEOUT:
-			format_duration(tmp, sizeof(tmp), m->timeout_ns);
+			resil__duration_format(
+			    tmp, sizeof(tmp), m->timeout_ns);
 			return put(buf, len, tmp);
 		case MK_RETRIES:
 			if (m->max_attempts == 0)
@@ -2071,7 +1911,7 @@ resil_config_get(
 		if ((k->flags & F_NONE) && u == UINT64_MAX)
 			return put(buf, len, "none");
 		if (k->kind == K_DUR) {
-			format_duration(tmp, sizeof(tmp), u);
+			resil__duration_format(tmp, sizeof(tmp), u);
 			return put(buf, len, tmp);
 		}
 		break;
@@ -2114,12 +1954,12 @@ resil_config_parse_duration(const char *text, uint64_t *ns, resil_diag *diag)
 	if (text == NULL || ns == NULL)
 		return resil__diagf(
 		    diag, RESIL_E_INVAL, "duration: NULL argument");
-	r = parse_duration(text, &v, &unit_at);
-	if (r == DUR_RANGE)
+	r = resil__duration_parse(text, &v, &unit_at);
+	if (r == RESIL__DUR_RANGE)
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "duration: %s is out of range 0..18446744073709551615ns",
 		    text);
-	if (r != DUR_OK)
+	if (r != RESIL__DUR_OK)
 		return dur_fail(diag, NULL, 0, "duration", text, r, unit_at);
 	*ns = v;
 	return RESIL_OK;
@@ -2132,7 +1972,7 @@ resil_config_format_duration(uint64_t ns, char *buf, size_t len)
 
 	if (buf == NULL)
 		len = 0;
-	n = format_duration(buf, len, ns);
+	n = resil__duration_format(buf, len, ns);
 	return n < 0 ? 0 : (size_t)n;
 }
 

@@ -25,6 +25,7 @@
 
 #include "atomic.h"
 #include "call_internal.h"
+#include "duration.h"
 #include "retry_internal.h"
 #include "internal.h"
 
@@ -310,7 +311,7 @@ on_retry(const resil_retry_event *re, void *ctx)
 	if (re->type == RESIL_RETRY_EVENT_RETRY) {
 		char dur[32];
 
-		resil_config_format_duration(re->wait, dur, sizeof(dur));
+		resil__duration_format(dur, sizeof(dur), re->wait);
 		snprintf(text, sizeof(text),
 		    "retry after attempt %u, waiting %s", re->attempt, dur);
 	} else
