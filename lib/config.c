@@ -8,6 +8,7 @@
  */
 #include "duration.h"
 #include "internal.h"
+#include "pipeline_config.h"
 
 #include <resil/config.h>
 
@@ -205,13 +206,6 @@ static const keydef keys[] = {
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
-
-/* Words that start a stage key: never method names. */
-static const char *const reserved[] = { "service", "timeout", "mock",
-	"breaker", "retry", "cache", "ratelimit", "bulkhead", "cluster",
-	"retries", "forks", "broadcast", "failback", "zone",
-	"cross_zone_timeout", "loadbalance", "router", "outlier", "panic",
-	"hedge" };
 
 /* The keys a declared method has, after "<method>.". */
 enum mkey {
@@ -512,67 +506,11 @@ unknown_key(resil_diag *diag, const char *origin, unsigned line,
 	return fail_at(diag, origin, line, "%s: unknown key", key);
 }
 
-static int
-is_ident(const char *s, size_t n)
-{
-	size_t i;
-
-	if (n == 0)
-		return 0;
-	for (i = 0; i < n; i++) {
-		char c = s[i];
-		int alpha = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-		    c == '_' || c == '$';
-
-		if (!alpha && !(i > 0 && c >= '0' && c <= '9'))
-			return 0;
-	}
-	return 1;
-}
-
-/* Is s[0..n) a word that starts a stage key (never a method name)? */
-static int
-is_reserved(const char *s, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++)
-		if (strlen(reserved[i]) == n && memcmp(reserved[i], s, n) == 0)
-			return 1;
-	return 0;
-}
-
 resil_err
 resil_config_check_method(const resil_method_config *m, resil_diag *diag)
 {
-	size_t n;
-
-	if (m == NULL)
-		return resil__diagf(diag, RESIL_E_INVAL, "method: NULL");
-	if (m->name == NULL || m->name[0] == '\0')
-		return resil__diagf(
-		    diag, RESIL_E_INVAL, "method: a name is required");
-	n = strlen(m->name);
-	if (!is_ident(m->name, n))
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "method \"%s\": not a method name (a letter, '_' or '$', "
-		    "then letters, digits, '_' or '$')",
-		    m->name);
-	if (is_reserved(m->name, n))
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "method \"%s\": a reserved word (it starts stage keys)",
-		    m->name);
-	if ((unsigned)m->type > (unsigned)RESIL_TYPE_JSON)
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "%s.type: %d is not a type (any, void, bool, int, double, "
-		    "string, bytes, array, object, json)",
-		    m->name, (int)m->type);
-	if (m->max_attempts > RESIL_RETRY_MAX_ATTEMPTS)
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "%s.retry.max_attempts: %u is out of range 0..%u", m->name,
-		    (unsigned)m->max_attempts,
-		    (unsigned)RESIL_RETRY_MAX_ATTEMPTS);
-	return RESIL_OK;
+	/* The pipeline's own rules: resil_pipeline_new applies them too. */
+	return resil__method_check(m, diag);
 }
 
 /*
@@ -639,9 +577,9 @@ classify(const char *key, const char *value, const resil_allocator *a,
 	if (dot == NULL)
 		return unknown_key(diag, origin, line, key, NULL);
 	n = (size_t)(dot - key);
-	if (is_reserved(key, n))
+	if (resil__method_reserved(key, n))
 		return unknown_key(diag, origin, line, key, NULL);
-	if (!is_ident(key, n)) {
+	if (!resil__method_ident(key, n)) {
 		/* Maybe a misspelt stage key rather than a method. */
 		return fail_at(diag, origin, line,
 		    "%s: \"%.*s\" is not a method name (a letter, '_' or '$', "
@@ -1998,4 +1936,44 @@ resil_config_entry(
 	out->origin = s->line > 0 ? conf->origin : NULL;
 	out->line = s->line;
 	return RESIL_OK;
+}
+
+/* ---- reload from text: the parser above, then the pipeline's reload ---- */
+
+resil_err
+resil_pipeline_reload_string(
+    resil_pipeline *p, const char *text, const char *origin, resil_diag *diag)
+{
+	resil_config *conf;
+	resil_err err;
+
+	if (p == NULL || text == NULL)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "pipeline: %s is NULL", p == NULL ? "p" : "text");
+	err = resil_config_parse_string(
+	    &conf, text, origin, resil__pipeline_allocator(p), diag);
+	if (err != RESIL_OK)
+		return err;
+	err = resil_pipeline_reload(p, resil_config_pipeline(conf), diag);
+	resil_config_free(conf);
+	return err;
+}
+
+resil_err
+resil_pipeline_reload_file(
+    resil_pipeline *p, const char *path, resil_diag *diag)
+{
+	resil_config *conf;
+	resil_err err;
+
+	if (p == NULL || path == NULL)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "pipeline: %s is NULL", p == NULL ? "p" : "path");
+	err = resil_config_parse_file(
+	    &conf, path, resil__pipeline_allocator(p), diag);
+	if (err != RESIL_OK)
+		return err;
+	err = resil_pipeline_reload(p, resil_config_pipeline(conf), diag);
+	resil_config_free(conf);
+	return err;
 }

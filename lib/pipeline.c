@@ -21,13 +21,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <resil/config.h>
-
 #include "atomic.h"
 #include "call_internal.h"
 #include "duration.h"
-#include "retry_internal.h"
 #include "internal.h"
+#include "pipeline_config.h"
+#include "retry_internal.h"
 
 #include <uthash.h>
 
@@ -945,105 +944,6 @@ cluster_setup(
 	return RESIL_OK;
 }
 
-static int
-cmp_names(const void *a, const void *b)
-{
-	return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-static resil_err
-validate(const resil_pipeline_config *cfg, resil_diag *diag)
-{
-	size_t i, j;
-
-	if (cfg == NULL)
-		return resil__diagf(
-		    diag, RESIL_E_INVAL, "pipeline: config is NULL");
-	if (cfg->size != sizeof(resil_pipeline_config))
-		return resil__check_size(diag, "pipeline",
-		    "resil_pipeline_config", cfg->size,
-		    sizeof(resil_pipeline_config));
-	if (cfg->service == NULL || cfg->service[0] == '\0')
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "service: a pipeline needs a service name");
-	if (cfg->nmethods > 0 && cfg->methods == NULL)
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "pipeline.methods: NULL with nmethods %zu", cfg->nmethods);
-	for (i = 0; i < cfg->nmethods; i++) {
-		const char *n = cfg->methods[i].name;
-		resil_err err;
-
-		if (n == NULL || n[0] == '\0')
-			return resil__diagf(diag, RESIL_E_INVAL,
-			    "pipeline.methods[%zu].name: empty", i);
-		/* The same rules as configuration text. */
-		err = resil_config_check_method(&cfg->methods[i], diag);
-		if (err != RESIL_OK)
-			return err;
-		for (j = 0; j < i && i < 32; j++)
-			if (strcmp(cfg->methods[j].name, n) == 0)
-				return resil__diagf(diag, RESIL_E_INVAL,
-				    "%s: the method is declared twice", n);
-	}
-	if (cfg->nmethods >= 32) {
-		/* Many methods: duplicates by sorting, not by pairs. */
-		const resil_allocator *a = resil__allocator(cfg->alloc);
-		const char **names =
-		    resil__alloc(a, cfg->nmethods * sizeof(*names));
-		const char *dup = NULL;
-
-		if (names == NULL)
-			return resil__diagf(
-			    diag, RESIL_E_NOMEM, "pipeline: out of memory");
-		for (i = 0; i < cfg->nmethods; i++)
-			names[i] = cfg->methods[i].name;
-		qsort(names, cfg->nmethods, sizeof(*names), cmp_names);
-		for (i = 1; i < cfg->nmethods && dup == NULL; i++)
-			if (strcmp(names[i - 1], names[i]) == 0)
-				dup = names[i];
-		resil__free(a, names, cfg->nmethods * sizeof(*names));
-		if (dup != NULL)
-			return resil__diagf(diag, RESIL_E_INVAL,
-			    "%s: the method is declared twice", dup);
-	}
-	if (cfg->clock != NULL && cfg->clock->now == NULL)
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "pipeline.clock: the clock has no now function");
-	if (cfg->executor.submit != NULL &&
-	    (cfg->executor.wait == NULL || cfg->executor.wake == NULL))
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "pipeline.executor: submit, wait and wake are all "
-		    "required");
-	if (cfg->hedge_max > RESIL_CALL_MAX_INFLIGHT - 1)
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "pipeline.hedge_max: %u is out of range 0..%u",
-		    (unsigned)cfg->hedge_max,
-		    (unsigned)(RESIL_CALL_MAX_INFLIGHT - 1));
-	if (cfg->selector != NULL) {
-		const resil_cluster_config *cc = &cfg->cluster;
-		resil_err err;
-
-		if (cfg->hedge_max != 0)
-			return resil__diagf(diag, RESIL_E_INVAL,
-			    "pipeline.hedge_max: hedging with a selector is "
-			    "the forking strategy (cluster=forking, forks=)");
-		if ((err = resil_cluster_config_validate(cc, diag)) !=
-		    RESIL_OK)
-			return err;
-		if (cc->retries > 999)
-			return resil__diagf(diag, RESIL_E_INVAL,
-			    "retries: %d is out of range 0..999",
-			    (int)cc->retries);
-		if (cc->strategy == RESIL_CLUSTER_FORKING &&
-		    cfg->executor.submit == NULL)
-			return resil__diagf(diag, RESIL_E_INVAL,
-			    "cluster: forking runs its forks in parallel: "
-			    "give the pipeline an executor "
-			    "(pipeline.executor)");
-	}
-	return RESIL_OK;
-}
-
 /* ---- settings: built at new and at each reload ---- */
 
 /*
@@ -1433,7 +1333,7 @@ resil_pipeline_new(
 	if (out == NULL)
 		return resil__diagf(
 		    diag, RESIL_E_INVAL, "pipeline: out is NULL");
-	err = validate(cfg, diag);
+	err = resil__pipeline_validate(cfg, diag);
 	if (err != RESIL_OK)
 		return err;
 	resil__a = resil__allocator(cfg->alloc);
@@ -1517,6 +1417,12 @@ const resil_clock *
 resil_pipeline_clock(const resil_pipeline *p)
 {
 	return p == NULL ? NULL : &p->clock;
+}
+
+const resil_allocator *
+resil__pipeline_allocator(const resil_pipeline *p)
+{
+	return &p->alloc;
 }
 
 const char *
@@ -1802,7 +1708,7 @@ reload_check(const resil_pipeline *p, const settings *g,
 		return immutable(diag, "hedge.delay (hedge_delay_ns)");
 	if (p->sel != NULL && !same_cluster(&cfg->cluster, &g->cfg.cluster))
 		return immutable(diag, "cluster");
-	return validate(eff, diag);
+	return resil__pipeline_validate(eff, diag);
 }
 
 /* What changed from old to g, for the event: a count and the names. */
@@ -1929,42 +1835,6 @@ resil_pipeline_reload(
 	settings_reclaim(p); /* old too, when no call holds it */
 	emit_reload(p, count, what);
 	return RESIL_OK;
-}
-
-resil_err
-resil_pipeline_reload_string(
-    resil_pipeline *p, const char *text, const char *origin, resil_diag *diag)
-{
-	resil_config *conf;
-	resil_err err;
-
-	if (p == NULL || text == NULL)
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "pipeline: %s is NULL", p == NULL ? "p" : "text");
-	err = resil_config_parse_string(&conf, text, origin, &p->alloc, diag);
-	if (err != RESIL_OK)
-		return err;
-	err = resil_pipeline_reload(p, resil_config_pipeline(conf), diag);
-	resil_config_free(conf);
-	return err;
-}
-
-resil_err
-resil_pipeline_reload_file(
-    resil_pipeline *p, const char *path, resil_diag *diag)
-{
-	resil_config *conf;
-	resil_err err;
-
-	if (p == NULL || path == NULL)
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "pipeline: %s is NULL", p == NULL ? "p" : "path");
-	err = resil_config_parse_file(&conf, path, &p->alloc, diag);
-	if (err != RESIL_OK)
-		return err;
-	err = resil_pipeline_reload(p, resil_config_pipeline(conf), diag);
-	resil_config_free(conf);
-	return err;
 }
 
 /* ---- the call machine ---- */
