@@ -387,6 +387,19 @@ resil__diagf(resil_diag *diag, resil_err err, const char *fmt, ...)
 }
 
 resil_err
+resil__diag_prefix(resil_diag *diag, resil_err err, const char *what)
+{
+	char tmp[RESIL_DIAG_MAX];
+
+	if (diag == NULL || err == RESIL_OK || what == NULL)
+		return err;
+	/* "retry.max_attempts: ..." becomes "getStock.retry.max_attempts:
+	 * ...", "mock: ..." becomes "getStock.mock: ...". */
+	memcpy(tmp, diag->msg, sizeof(tmp));
+	return resil__diagf(diag, err, "%.64s.%.180s", what, tmp);
+}
+
+resil_err
 resil__check_size(resil_diag *diag, const char *prefix, const char *type,
     size_t got, size_t want)
 {

@@ -47,6 +47,12 @@ void resil__free(const resil_allocator *a, void *ptr, size_t size);
 resil_err resil__check_size(resil_diag *diag, const char *prefix,
     const char *type, size_t got, size_t want);
 
+/* The message in diag (if any and err is not RESIL_OK) prefixed with
+ * "what.": "retry.max_attempts: ..." becomes "getStock.retry.max_attempts:
+ * ...". Returns err. */
+resil_err resil__diag_prefix(
+    resil_diag *diag, resil_err err, const char *what);
+
 /* A NUL-terminated copy of the n bytes at s (resil__strndup) or of the
  * string s (resil__strdup; NULL gives NULL) through a, and its release
  * (NULL is a no-op). The size given to free is strlen + 1. */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "pipeline_internal.h"
 
 /* Words that start a stage key: never method names. */
 static const char *const reserved[] = { "service", "timeout", "mock",
@@ -176,4 +177,10 @@ resil__pipeline_validate(const resil_pipeline_config *cfg, resil_diag *diag)
 			    "(pipeline.executor)");
 	}
 	return RESIL_OK;
+}
+
+const resil_allocator *
+resil__pipeline_allocator(const resil_pipeline *p)
+{
+	return &p->alloc;
 }
