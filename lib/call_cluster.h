@@ -24,11 +24,10 @@ enum {
 	                      * resil__cl_refused() if it cannot start */
 };
 
-/* The hooks take the time by value (or a copy of the source): a pointer
- * to the caller's tsrc would keep it in memory on the hot path of calls
- * without a selector. */
-
-/* A cluster call starts (the failover policy, the strategy's state). */
+/* A cluster call starts (the failover policy, the strategy's state). The
+ * hooks the hot steps call take the time by value (or a copy of the
+ * source): a pointer to the caller's tsrc would keep it in memory on the
+ * hot path of calls without a selector. */
 void resil__cl_start(callm *c, const method *m, tsrc ts);
 
 /* Route and pick the endpoint of the attempt in slot i at now. */

@@ -1,10 +1,17 @@
 /*
  * One call's state, in the caller's resil_call, and how a call is
- * answered (counted, told to the listener, ended): shared by the call
- * machine (lib/call_machine.[ch]), the cluster inside it
- * (lib/call_cluster.[ch]), the drivers (lib/call_drive.c) and the
- * machine's public face (lib/call.c). Header only: it names nothing of
- * the rooms that include it. Never installed.
+ * answered (counted, told to the listener, ended) (lib/call_state.c):
+ * shared by the call machine (lib/call_machine.[ch]), the cluster inside
+ * it (lib/call_cluster.[ch]), the drivers (lib/call_drive.c) and the
+ * machine's public face (lib/call.c). It names nothing of those rooms.
+ * Never installed.
+ *
+ * The machine decides; the driver (resil_pipeline_call's loop, or the
+ * caller's event loop) runs the attempts and the timers. Phases: ATTEMPT
+ * (attempts of one retry attempt are out: one, or several when hedging),
+ * WAIT (a retry backoff), DONE. A completed attempt is recorded at once,
+ * by report (breaker, bulkhead, timing); the decisions that follow
+ * (retry, hedge, fallback) are taken by the next step.
  */
 #ifndef RESIL_CALL_STATE_H
 #define RESIL_CALL_STATE_H
@@ -12,17 +19,6 @@
 #include "pipeline_events.h"
 #include "pipeline_internal.h"
 #include "retry_internal.h"
-
-/*
- * One call's state, in the caller's resil_call. The machine decides; the
- * driver (resil_pipeline_call's loop, or the caller's event loop) runs the
- * attempts and the timers.
- *
- * Phases: ATTEMPT (attempts of one retry attempt are out: one, or several
- * when hedging), WAIT (a retry backoff), DONE. A completed attempt is
- * recorded at once, by report (breaker, bulkhead, timing); the decisions
- * that follow (retry, hedge, fallback) are taken by the next step.
- */
 
 #define CALL_LIVE 0x7265736cu    /* "resl" */
 #define CALL_CLUSTER 0x636c7573u /* "clus": live, with a selector */

@@ -377,195 +377,244 @@ handle_for(resil_pipeline *p, const char *name)
 	return h;
 }
 
-/* A stage object: the old settings' one when its configuration is the
- * same (shared: its state carries over), else a new one. */
-#define SHARE_OR_NEW(slot_, raw_, kind_, same_, make_)              \
-	do {                                                        \
-		if (old != NULL && old->slot_ != NULL && (same_)) { \
-			g->slot_ = part_get(old->slot_);            \
-		} else {                                            \
-			void *obj_ = NULL;                          \
-			err = (make_);                              \
-			if (err != RESIL_OK)                        \
-				goto fail;                          \
-			err = part_new(p, kind_, obj_, &g->slot_);  \
-			if (err != RESIL_OK)                        \
-				goto nomem;                         \
-		}                                                   \
-		g->raw_ = g->slot_->obj;                            \
-	} while (0)
+/* The pipeline's "out of memory". */
+static resil_err
+nomem(resil_diag *diag)
+{
+	return resil__diagf(diag, RESIL_E_NOMEM, "pipeline: out of memory");
+}
 
 /*
- * Settings from cfg (validated). old: the current ones, whose stage
- * objects are carried over where their configuration did not change (NULL
- * at creation). Nothing of old or of p's calls changes here; the handles
- * of newly declared names are made (they stay, harmless, on failure).
+ * A stage object into *slot_: old_'s (shared: its state carries over) when
+ * there is one and same_ says its configuration is the same, else a new
+ * part for the object make_ makes into obj_. Returns from the function
+ * with the error when that fails.
  */
-resil_err
-resil__settings_build(resil_pipeline *p, const resil_pipeline_config *cfg,
-    const settings *old, settings **out, resil_diag *diag)
+#define SHARE_OR_NEW(slot_, old_, same_, kind_, make_)                       \
+	do {                                                                 \
+		part *old_part_ = (old_);                                    \
+		if (old_part_ != NULL && (same_)) {                          \
+			*(slot_) = part_get(old_part_);                      \
+		} else {                                                     \
+			void *obj_ = NULL;                                   \
+			resil_err err_ = (make_);                            \
+			if (err_ != RESIL_OK)                                \
+				return err_;                                 \
+			if (part_new(p, (kind_), obj_, (slot_)) != RESIL_OK) \
+				return nomem(diag);                          \
+		}                                                            \
+	} while (0)
+
+static resil_err
+new_ratelimit(resil_pipeline *p, const resil_pipeline_config *cfg,
+    resil_ratelimit **out, resil_diag *diag)
 {
-	const resil_allocator *resil__a = &p->alloc;
-	settings *g;
-	resil_err err = RESIL_OK;
-	size_t i;
-	int any_mock;
-	method *it, *tmp;
+	resil_ratelimit_config rc = cfg->ratelimit;
 
-	g = shell_take(p);
-	if (g == NULL)
-		return resil__diagf(
-		    diag, RESIL_E_NOMEM, "pipeline: out of memory");
-	memcpy(&g->cfg, cfg, sizeof(g->cfg));
-	g->timeout = cfg->timeout_ns;
-	g->dflt.owner = p;
-	g->dflt.type = RESIL_TYPE_ANY;
-	g->dflt.timeout = cfg->timeout_ns;
+	rc.clock = &p->clock;
+	rc.alloc = &p->alloc;
+	rc.listener = resil__on_ratelimit;
+	rc.listener_ctx = p;
+	return resil_ratelimit_new(out, &rc, diag);
+}
 
-	if (cfg->breaker_enabled)
-		SHARE_OR_NEW(pbreaker, breaker, PART_BREAKER,
+static resil_err
+new_bulkhead(resil_pipeline *p, const resil_pipeline_config *cfg,
+    resil_bulkhead **out, resil_diag *diag)
+{
+	resil_bulkhead_config bc = cfg->bulkhead;
+
+	bc.clock = &p->clock;
+	bc.alloc = &p->alloc;
+	bc.listener = resil__on_bulkhead;
+	bc.listener_ctx = p;
+	return resil_bulkhead_new(out, &bc, diag);
+}
+
+static resil_err
+new_cache(resil_pipeline *p, const resil_pipeline_config *cfg,
+    resil_cache **out, resil_diag *diag)
+{
+	resil_cache_config cc = cfg->cache;
+
+	cc.clock = &p->clock;
+	cc.alloc = &p->alloc;
+	return resil_cache_new(out, &cc, diag);
+}
+
+/* The service-level stage objects of g. */
+static resil_err
+build_stages(resil_pipeline *p, const resil_pipeline_config *cfg,
+    const settings *old, settings *g, resil_diag *diag)
+{
+	if (cfg->breaker_enabled) {
+		SHARE_OR_NEW(&g->pbreaker, old != NULL ? old->pbreaker : NULL,
 		    resil__same_breaker(&old->cfg.breaker, &cfg->breaker),
+		    PART_BREAKER,
 		    new_breaker(p, cfg, (resil_breaker **)&obj_, diag));
-	if (cfg->retry_enabled)
-		SHARE_OR_NEW(pretry, retry, PART_RETRY,
+		g->breaker = g->pbreaker->obj;
+	}
+	if (cfg->retry_enabled) {
+		SHARE_OR_NEW(&g->pretry, old != NULL ? old->pretry : NULL,
 		    resil__same_retry(&old->cfg.retry, &cfg->retry) &&
 		        old->cfg.retry.max_attempts == cfg->retry.max_attempts,
+		    PART_RETRY,
 		    new_retry(p, cfg, 0, (resil_retry **)&obj_, diag));
+		g->retry = g->pretry->obj;
+	}
 	if (cfg->ratelimit_enabled) {
-		resil_ratelimit_config rc = cfg->ratelimit;
-
-		rc.clock = &p->clock;
-		rc.alloc = resil__a;
-		rc.listener = resil__on_ratelimit;
-		rc.listener_ctx = p;
-		SHARE_OR_NEW(prl, rl, PART_RL,
+		SHARE_OR_NEW(&g->prl, old != NULL ? old->prl : NULL,
 		    resil__same_ratelimit(
 		        &old->cfg.ratelimit, &cfg->ratelimit),
-		    resil_ratelimit_new((resil_ratelimit **)&obj_, &rc, diag));
+		    PART_RL,
+		    new_ratelimit(p, cfg, (resil_ratelimit **)&obj_, diag));
+		g->rl = g->prl->obj;
 	}
 	if (cfg->bulkhead_enabled) {
-		resil_bulkhead_config bc = cfg->bulkhead;
-
-		bc.clock = &p->clock;
-		bc.alloc = resil__a;
-		bc.listener = resil__on_bulkhead;
-		bc.listener_ctx = p;
-		SHARE_OR_NEW(pbh, bh, PART_BH,
+		SHARE_OR_NEW(&g->pbh, old != NULL ? old->pbh : NULL,
 		    resil__same_bulkhead(&old->cfg.bulkhead, &cfg->bulkhead),
-		    resil_bulkhead_new((resil_bulkhead **)&obj_, &bc, diag));
+		    PART_BH,
+		    new_bulkhead(p, cfg, (resil_bulkhead **)&obj_, diag));
+		g->bh = g->pbh->obj;
 	}
 	if (cfg->cache_enabled) {
-		resil_cache_config cc = cfg->cache;
-
-		cc.clock = &p->clock;
-		cc.alloc = resil__a;
-		SHARE_OR_NEW(pcache, cache, PART_CACHE,
+		SHARE_OR_NEW(&g->pcache, old != NULL ? old->pcache : NULL,
 		    resil__same_cache(&old->cfg.cache, &cfg->cache),
-		    resil_cache_new((resil_cache **)&obj_, &cc, diag));
+		    PART_CACHE,
+		    new_cache(p, cfg, (resil_cache **)&obj_, diag));
+		g->cache = g->pcache->obj;
 	}
+	return RESIL_OK;
+}
 
-	any_mock = !spec_is_none(cfg->mock);
+/* Whether the cluster's strategy runs the failover policy. */
+static int
+fails_over(const resil_pipeline *p, const resil_pipeline_config *cfg)
+{
+	return p->sel != NULL &&
+	    (cfg->cluster.strategy == RESIL_CLUSTER_FAILOVER ||
+	        cfg->cluster.strategy == RESIL_CLUSTER_ZONE_AWARE);
+}
+
+/* Declared method i of cfg, added to g's table before any further
+ * failure (so that freeing the settings frees it), into *out. */
+static resil_err
+method_add(resil_pipeline *p, const resil_pipeline_config *cfg, settings *g,
+    size_t i, method **out, resil_diag *diag)
+{
+	const resil_allocator *resil__a = &p->alloc;
+	const resil_method_config *mc = &cfg->methods[i];
+	struct resil_method *h = handle_for(p, mc->name);
+	method *m = resil__calloc(resil__a, sizeof(*m));
+
+	if (m == NULL || h == NULL) {
+		if (m != NULL)
+			resil__free(resil__a, m, sizeof(*m));
+		return nomem(diag);
+	}
+	m->owner = p;
+	m->idx = h->idx;
+	m->name = resil__strdup(resil__a, mc->name);
+	m->type = mc->type;
+	m->timeout = mc->timeout_ns ? mc->timeout_ns : cfg->timeout_ns;
+	m->max_attempts = mc->max_attempts;
+	m->declared = 1;
+	if (mc->mock != NULL) {
+		m->mock_spec = resil__strdup(resil__a, mc->mock);
+		m->mock_set = 1;
+	}
+	if (m->name == NULL) {
+		free_method(p, m);
+		resil__free(resil__a, m, sizeof(*m));
+		return nomem(diag);
+	}
+	/* uthash cannot fail to add here: HASH_NONFATAL_OOM leaves the
+	 * table as it was. */
+	HASH_ADD_KEYPTR(hh, g->methods, m->name, strlen(m->name), m);
+	if (HASH_COUNT(g->methods) != i + 1) {
+		free_method(p, m);
+		resil__free(resil__a, m, sizeof(*m));
+		return nomem(diag);
+	}
+	if (mc->mock != NULL && m->mock_spec == NULL)
+		return nomem(diag);
+	*out = m;
+	return RESIL_OK;
+}
+
+/* The stage objects of declared method m (its own retry policy and
+ * breaker, the cluster's failover policy); om: its old settings, or
+ * NULL. */
+static resil_err
+method_stages(resil_pipeline *p, const resil_pipeline_config *cfg,
+    const settings *old, const method *om, method *m,
+    const resil_method_config *mc, resil_diag *diag)
+{
+	resil_err err;
+
+	if (mc->max_attempts != 0) {
+		SHARE_OR_NEW(&m->pretry, om != NULL ? om->pretry : NULL,
+		    om->max_attempts == mc->max_attempts &&
+		        resil__same_retry(&old->cfg.retry, &cfg->retry),
+		    PART_RETRY,
+		    resil__diag_prefix(diag,
+		        new_retry(p, cfg, mc->max_attempts,
+		            (resil_retry **)&obj_, diag),
+		        mc->name));
+		m->retry = m->pretry->obj;
+	}
+	if (cfg->breaker_enabled && cfg->breaker_per_method) {
+		SHARE_OR_NEW(&m->pbreaker, om != NULL ? om->pbreaker : NULL,
+		    resil__same_breaker(&old->cfg.breaker, &cfg->breaker),
+		    PART_BREAKER,
+		    new_breaker(p, cfg, (resil_breaker **)&obj_, diag));
+		m->breaker = m->pbreaker->obj;
+	}
+	if (mc->max_attempts != 0 && fails_over(p, cfg)) {
+		err = new_cretry(p, cfg, mc->max_attempts, &m->cretry, diag);
+		if (err != RESIL_OK)
+			return resil__diag_prefix(diag, err, mc->name);
+	}
+	return RESIL_OK;
+}
+
+/* Every declared method of cfg into g; *any_mock set when one has a mock
+ * spec. */
+static resil_err
+build_methods(resil_pipeline *p, const resil_pipeline_config *cfg,
+    const settings *old, settings *g, int *any_mock, resil_diag *diag)
+{
+	size_t i;
+	resil_err err;
+
 	for (i = 0; i < cfg->nmethods; i++) {
 		const resil_method_config *mc = &cfg->methods[i];
-		struct resil_method *h = handle_for(p, mc->name);
-		method *m = resil__calloc(resil__a, sizeof(*m));
 		const method *om = old != NULL ? find_in(old, mc->name) : NULL;
+		method *m;
 
-		if (m == NULL || h == NULL) {
-			if (m != NULL)
-				resil__free(resil__a, m, sizeof(*m));
-			goto nomem;
-		}
-		m->owner = p;
-		m->idx = h->idx;
-		m->name = resil__strdup(resil__a, mc->name);
-		m->type = mc->type;
-		m->timeout = mc->timeout_ns ? mc->timeout_ns : cfg->timeout_ns;
-		m->max_attempts = mc->max_attempts;
-		m->declared = 1;
-		if (mc->mock != NULL) {
-			m->mock_spec = resil__strdup(resil__a, mc->mock);
-			m->mock_set = 1;
-			any_mock = 1;
-		}
-		if (m->name == NULL) {
-			free_method(p, m);
-			resil__free(resil__a, m, sizeof(*m));
-			goto nomem;
-		}
-		/* Added before any further failure, so that freeing the
-		 * settings frees the method. uthash cannot fail to add here:
-		 * HASH_NONFATAL_OOM leaves the table as it was. */
-		HASH_ADD_KEYPTR(hh, g->methods, m->name, strlen(m->name), m);
-		if (HASH_COUNT(g->methods) != i + 1) {
-			free_method(p, m);
-			resil__free(resil__a, m, sizeof(*m));
-			goto nomem;
-		}
-		if (mc->mock != NULL && m->mock_spec == NULL)
-			goto nomem;
-		if (mc->max_attempts != 0) {
-			if (om != NULL && om->pretry != NULL &&
-			    om->max_attempts == mc->max_attempts &&
-			    resil__same_retry(&old->cfg.retry, &cfg->retry))
-				m->pretry = part_get(om->pretry);
-			else {
-				resil_retry *r;
-
-				err = new_retry(
-				    p, cfg, mc->max_attempts, &r, diag);
-				if (err != RESIL_OK) {
-					resil__diag_prefix(
-					    diag, err, mc->name);
-					goto fail;
-				}
-				if (part_new(p, PART_RETRY, r, &m->pretry) !=
-				    RESIL_OK)
-					goto nomem;
-			}
-			m->retry = m->pretry->obj;
-		}
-		if (cfg->breaker_enabled && cfg->breaker_per_method) {
-			if (om != NULL && om->pbreaker != NULL &&
-			    resil__same_breaker(
-			        &old->cfg.breaker, &cfg->breaker))
-				m->pbreaker = part_get(om->pbreaker);
-			else {
-				resil_breaker *b;
-
-				err = new_breaker(p, cfg, &b, diag);
-				if (err != RESIL_OK)
-					goto fail;
-				if (part_new(p, PART_BREAKER, b,
-				        &m->pbreaker) != RESIL_OK)
-					goto nomem;
-			}
-			m->breaker = m->pbreaker->obj;
-		}
-		if (p->sel != NULL && mc->max_attempts != 0 &&
-		    (cfg->cluster.strategy == RESIL_CLUSTER_FAILOVER ||
-		        cfg->cluster.strategy == RESIL_CLUSTER_ZONE_AWARE)) {
-			err = new_cretry(
-			    p, cfg, mc->max_attempts, &m->cretry, diag);
-			if (err != RESIL_OK) {
-				resil__diag_prefix(diag, err, mc->name);
-				goto fail;
-			}
-		}
-	}
-	if (p->sel != NULL &&
-	    (cfg->cluster.strategy == RESIL_CLUSTER_FAILOVER ||
-	        cfg->cluster.strategy == RESIL_CLUSTER_ZONE_AWARE)) {
-		err = new_cretry(p, cfg, (uint32_t)cfg->cluster.retries + 1,
-		    &g->cretry, diag);
+		err = method_add(p, cfg, g, i, &m, diag);
 		if (err != RESIL_OK)
-			goto fail;
+			return err;
+		if (mc->mock != NULL)
+			*any_mock = 1;
+		err = method_stages(p, cfg, old, om, m, mc, diag);
+		if (err != RESIL_OK)
+			return err;
 	}
-	/* Handles by index: every name declared so far has one; those
-	 * not declared here run with the service-level settings. */
-	g->byidx = resil__alloc(resil__a, p->nnames * sizeof(method *));
+	return RESIL_OK;
+}
+
+/* Handles by index: every name declared so far has one; those not
+ * declared in g run with the service-level settings. */
+static resil_err
+index_methods(resil_pipeline *p, settings *g, resil_diag *diag)
+{
+	method *it, *tmp;
+	uint32_t i;
+
+	g->byidx = resil__alloc(&p->alloc, p->nnames * sizeof(method *));
 	if (g->byidx == NULL)
-		goto nomem;
+		return nomem(diag);
 	g->nidx = p->nnames;
 	for (i = 0; i < g->nidx; i++)
 		g->byidx[i] = &g->dflt;
@@ -573,63 +622,108 @@ resil__settings_build(resil_pipeline *p, const resil_pipeline_config *cfg,
 	{
 		g->byidx[it->idx] = it;
 	}
-	if (cfg->mock != NULL) {
-		g->service_spec = resil__strdup(resil__a, cfg->mock);
-		if (g->service_spec == NULL)
-			goto nomem;
-	}
-	if (any_mock || p->registry != NULL) {
-		err = resil__build_mock(
-		    p, g, g->service_spec, NULL, NULL, 0, &g->mock, diag);
-		if (err != RESIL_OK)
-			goto fail;
-	}
+	return RESIL_OK;
+}
 
-	/* The chain: cache, then the mock, then user handlers. */
+/* The mock stage of g: the service spec, and the resil_mock when any
+ * spec (or a registry) is configured. */
+static resil_err
+build_mock_stage(resil_pipeline *p, const resil_pipeline_config *cfg,
+    settings *g, int any_mock, resil_diag *diag)
+{
+	if (cfg->mock != NULL) {
+		g->service_spec = resil__strdup(&p->alloc, cfg->mock);
+		if (g->service_spec == NULL)
+			return nomem(diag);
+	}
+	if (any_mock || p->registry != NULL)
+		return resil__build_mock(
+		    p, g, g->service_spec, NULL, NULL, 0, &g->mock, diag);
+	return RESIL_OK;
+}
+
+/* The chain: cache, then the mock, then user handlers. */
+static resil_err
+build_chain(resil_pipeline *p, settings *g, resil_diag *diag)
+{
+	resil_err err;
+	size_t i;
+
 	err = resil_fallback_new(&g->fb, NULL, diag);
 	if (err != RESIL_OK)
-		goto fail;
+		return err;
 	if (g->cache != NULL) {
 		err = resil_fallback_add_cache(g->fb, g->cache);
 		if (err != RESIL_OK)
-			goto fail;
+			return err;
 	}
 	err = resil_fallback_add_handler(g->fb, resil__mock_handler, g);
 	if (err != RESIL_OK)
-		goto fail;
+		return err;
 	for (i = 0; i < p->handlers; i++) {
 		err = resil_fallback_add_handler(
 		    g->fb, p->hlist[i].fn, p->hlist[i].ctx);
 		if (err != RESIL_OK)
-			goto fail;
+			return err;
 	}
-	/* Decided once: whether a method's policy allows the fast path. */
-	g->dflt.retry_fast =
-	    g->retry != NULL && resil__retry_fast_ok(g->retry);
-	g->dflt.start = p->sel != NULL                ? START_CLUSTER
-	    : g->retry != NULL && !g->dflt.retry_fast ? START_RUN
-	                                              : START_NONE;
-	g->dflt.simple = (g->retry == NULL || g->dflt.retry_fast) &&
-	    g->rl == NULL && g->bh == NULL && g->dflt.timeout == 0 &&
-	    p->hedge_max == 0 && p->call_events == 0 && p->sel == NULL;
+	return RESIL_OK;
+}
+
+/* Decided once: what a call of m does before attempt 1, and whether the
+ * blocking driver may run its first step inline. */
+static void
+decide_start(const resil_pipeline *p, const settings *g, method *m)
+{
+	const resil_retry *r = m->retry != NULL ? m->retry : g->retry;
+
+	m->retry_fast = r != NULL && resil__retry_fast_ok(r);
+	m->start = p->sel != NULL         ? START_CLUSTER
+	    : r != NULL && !m->retry_fast ? START_RUN
+	                                  : START_NONE;
+	m->simple = (r == NULL || m->retry_fast) && g->rl == NULL &&
+	    g->bh == NULL && m->timeout == 0 && p->hedge_max == 0 &&
+	    p->call_events == 0 && p->sel == NULL;
+}
+
+resil_err
+resil__settings_build(resil_pipeline *p, const resil_pipeline_config *cfg,
+    const settings *old, settings **out, resil_diag *diag)
+{
+	settings *g;
+	resil_err err;
+	int any_mock = !spec_is_none(cfg->mock);
+	method *it, *tmp;
+
+	g = shell_take(p);
+	if (g == NULL)
+		return nomem(diag);
+	memcpy(&g->cfg, cfg, sizeof(g->cfg));
+	g->timeout = cfg->timeout_ns;
+	g->dflt.owner = p;
+	g->dflt.type = RESIL_TYPE_ANY;
+	g->dflt.timeout = cfg->timeout_ns;
+	err = build_stages(p, cfg, old, g, diag);
+	if (err == RESIL_OK)
+		err = build_methods(p, cfg, old, g, &any_mock, diag);
+	if (err == RESIL_OK && fails_over(p, cfg))
+		err = new_cretry(p, cfg, (uint32_t)cfg->cluster.retries + 1,
+		    &g->cretry, diag);
+	if (err == RESIL_OK)
+		err = index_methods(p, g, diag);
+	if (err == RESIL_OK)
+		err = build_mock_stage(p, cfg, g, any_mock, diag);
+	if (err == RESIL_OK)
+		err = build_chain(p, g, diag);
+	if (err != RESIL_OK) {
+		/* Never published: back to the free shells. */
+		shell_put(p, g);
+		return err;
+	}
+	decide_start(p, g, &g->dflt);
 	HASH_ITER(hh, g->methods, it, tmp)
 	{
-		resil_retry *r = it->retry != NULL ? it->retry : g->retry;
-
-		it->retry_fast = r != NULL && resil__retry_fast_ok(r);
-		it->start = p->sel != NULL         ? START_CLUSTER
-		    : r != NULL && !it->retry_fast ? START_RUN
-		                                   : START_NONE;
-		it->simple = (r == NULL || it->retry_fast) && g->rl == NULL &&
-		    g->bh == NULL && it->timeout == 0 && p->hedge_max == 0 &&
-		    p->call_events == 0 && p->sel == NULL;
+		decide_start(p, g, it);
 	}
 	*out = g;
 	return RESIL_OK;
-nomem:
-	err = resil__diagf(diag, RESIL_E_NOMEM, "pipeline: out of memory");
-fail:
-	/* Never published: back to the free shells. */
-	shell_put(p, g);
-	return err;
 }
