@@ -4,22 +4,23 @@
  * The config keeps the settings as given (key, value, line). The pipeline
  * configuration is always rebuilt from them, in order, on top of the
  * defaults, so resil_config_set() can try a change on a fresh build and
- * keep the old one when the change is refused.
+ * keep the old one when the change is refused. What each key is and how
+ * its value reads and prints is lib/config_keys.c's; this file is the
+ * configuration: the settings, the text, the build, the reload from text.
  */
-#include "config_keys.h"
-#include "duration.h"
-#include "internal.h"
-#include "pipeline_config.h"
-
 #include <resil/config.h>
 
 #include <errno.h>
-#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "config_keys.h"
+#include "duration.h"
+#include "internal.h"
+#include "pipeline_config.h"
 
 #define ORIGIN_STRING "<string>"
 
