@@ -1,8 +1,10 @@
 /*
- * The call machine's public face (include/resil/pipeline.h, "the call
- * machine"; docs/async.md): the caller's event loop drives the machine of
+ * resil call: the call machine's public face (include/resil/call.h,
+ * docs/async.md). The caller's event loop drives the machine of
  * lib/call_machine.h with its own clock readings.
  */
+#include <resil/call.h>
+
 #include "call_machine.h"
 
 /* A call of the machine's API that is over drops its settings (a late
