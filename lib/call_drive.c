@@ -335,6 +335,7 @@ drive_hedged(resil_pipeline *p, settings *g, unsigned gs, const method *m,
 		mstep(&c, &ts, 0, &st);
 	}
 	/* Jobs still out: their answers no longer matter. */
+	/* cppcheck-suppress knownConditionTrueFalse ; jobs may be NULL here */
 	while (jobs != NULL) {
 		uint32_t want = J_RUNNING;
 

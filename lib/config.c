@@ -1120,13 +1120,16 @@ resil_config_entry(
 	return RESIL_OK;
 }
 
-/* ---- reload from text: the parser above, then the pipeline's reload ---- */
+/* ---- reload from text: the parser above, then the pipeline's reload ----
+ *
+ * conf starts NULL: in this file clang's analyzer follows the parser, and
+ * it cannot tell that resil__diagf() returns its error, never RESIL_OK. */
 
 resil_err
 resil_pipeline_reload_string(
     resil_pipeline *p, const char *text, const char *origin, resil_diag *diag)
 {
-	resil_config *conf;
+	resil_config *conf = NULL;
 	resil_err err;
 
 	if (p == NULL || text == NULL)
@@ -1145,7 +1148,7 @@ resil_err
 resil_pipeline_reload_file(
     resil_pipeline *p, const char *path, resil_diag *diag)
 {
-	resil_config *conf;
+	resil_config *conf = NULL;
 	resil_err err;
 
 	if (p == NULL || path == NULL)

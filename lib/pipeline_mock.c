@@ -27,6 +27,7 @@ resil__build_mock(resil_pipeline *p, const settings *g,
 		return err;
 	HASH_ITER(hh, g->methods, it, tmp)
 	{
+		/* cppcheck-suppress uninitvar ; it is set by HASH_ITER */
 		const char *spec = it->mock_set ? it->mock_spec : NULL;
 
 		if (method_name != NULL && strcmp(method_name, it->name) == 0)

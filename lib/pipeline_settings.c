@@ -620,6 +620,7 @@ index_methods(resil_pipeline *p, settings *g, resil_diag *diag)
 		g->byidx[i] = &g->dflt;
 	HASH_ITER(hh, g->methods, it, tmp)
 	{
+		/* cppcheck-suppress uninitvar ; it is set by HASH_ITER */
 		g->byidx[it->idx] = it;
 	}
 	return RESIL_OK;
