@@ -86,9 +86,7 @@ resil__cl_start(callm *c, const method *m, tsrc ts)
 	 * nothing of endpoints, away from cluster calls). */
 	c->run_on = 1;
 	if (c->retry != NULL)
-		resil__retry_begin(c->retry, &c->run,
-		    resil__retry_needs_time(c->retry),
-		    resil__retry_needs_time(c->retry) ? tnow(&ts) : 0);
+		run_begin(c, &ts);
 	else
 		memset(&c->run, 0, sizeof(c->run));
 }
@@ -359,6 +357,49 @@ resil__cl_refused(
 
 /* The answer of a cluster call: as conclude(), with the strategy's say
  * (failsafe, failback), the endpoint and Dubbo's message. */
+/* The endpoint and zone of the call's last attempt, into its answer. */
+static void
+put_endpoint(callm *c)
+{
+	copy_str(c->out->endpoint, sizeof(c->out->endpoint), c->last_addr);
+	copy_str(c->out->zone, sizeof(c->out->zone), c->last_zone);
+}
+
+/* No fallback answered a cluster call's failure err (rc): what happened,
+ * in Dubbo's words (full: failback's queue refused it, 1 full, 2 out of
+ * memory). */
+static void
+failure_msg(callm *c, resil_err err, int rc, int full)
+{
+	resil_pipeline *p = c->p;
+	resil_result *out = c->out;
+	char lasterr[64];
+
+	if (c->cstop && c->cmsg[0] != '\0') {
+		copy_str(out->message, sizeof(out->message), c->cmsg);
+	} else if (p->ccfg.strategy == RESIL_CLUSTER_BROADCAST) {
+		resil__cluster_last_error(
+		    lasterr, sizeof(lasterr), err, rc, c->last_timeout);
+		resil__cluster_broadcast_msg(out->message,
+		    sizeof(out->message), c->req.method, p->service, c->bfail,
+		    c->bn, c->attempts > 0 ? lasterr : NULL);
+	} else if (full) {
+		resil__cluster_last_error(
+		    lasterr, sizeof(lasterr), err, rc, c->last_timeout);
+		resil__cluster_full_msg(out->message, sizeof(out->message),
+		    c->req.method, p->service,
+		    full == 1 ? p->ccfg.failback_queue : -1, lasterr);
+	} else {
+		resil__cluster_last_error(lasterr, sizeof(lasterr),
+		    c->real_err != RESIL_OK ? c->real_err : err,
+		    c->real_err != RESIL_OK ? c->real_rc : rc,
+		    c->last_timeout);
+		resil__cluster_failed_msg(out->message, sizeof(out->message),
+		    c->req.method, p->service, c->attempts, c->failed,
+		    c->nfailed, c->ncand, lasterr);
+	}
+}
+
 void
 resil__cl_conclude(callm *c, resil_err rr, int rc, resil_err status,
     resil_outcome outcome, tsrc *ts, resil_call_next *st)
@@ -366,13 +407,12 @@ resil__cl_conclude(callm *c, resil_err rr, int rc, resil_err status,
 	resil_pipeline *p = c->p;
 	resil_result *out = c->out;
 	resil_cluster_strategy sg = p->ccfg.strategy;
-	resil_failure failure;
+	resil_err err;
 	int full = 0;
 
 	if (rr == RESIL_OK && status == RESIL_OK &&
 	    outcome != RESIL_OUTCOME_FAILURE) {
-		copy_str(out->endpoint, sizeof(out->endpoint), c->last_addr);
-		copy_str(out->zone, sizeof(out->zone), c->last_zone);
+		put_endpoint(c);
 		conclude_live(c, rc, outcome, ts, st);
 		return;
 	}
@@ -403,63 +443,21 @@ resil__cl_conclude(callm *c, resil_err rr, int rc, resil_err status,
 		out->err = RESIL_OK;
 		out->last_failure = c->real_err;
 		out->last_failure_rc = c->real_rc;
-		copy_str(out->endpoint, sizeof(out->endpoint), c->last_addr);
-		copy_str(out->zone, sizeof(out->zone), c->last_zone);
+		put_endpoint(c);
 		conclude_with(c, RESIL_STAGE_CALL, ts, st);
 		return;
 	}
 	/* The final error has the kind of the last attempt's (failover's
 	 * exhaustion is that attempt's failure, as in Dubbo). */
-	failure.err = status != RESIL_OK       ? status
+	err = status != RESIL_OK               ? status
 	    : outcome == RESIL_OUTCOME_FAILURE ? RESIL_E_CALL
 	    : rr != RESIL_OK                   ? rr
 	                                       : RESIL_E_CALL;
-	failure.rc = rc;
-	failure.attempts = c->attempts;
-	resil_fallback_recover(
-	    c->g->cache != NULL || c->has_mock || p->handlers > 0 ? c->g->fb
-	                                                          : NULL,
-	    c->args, &failure, out);
-	out->attempts = c->attempts;
-	out->breaker_state = c->breaker_state;
-	out->last_failure = c->real_err;
-	out->last_failure_rc = c->real_rc;
+	recover_failure(c, err, rc);
 	if (out->source == RESIL_SOURCE_LIVE && out->err != RESIL_OK) {
-		/* No fallback answered: the endpoint, and what happened in
-		 * Dubbo's words. */
-		copy_str(out->endpoint, sizeof(out->endpoint), c->last_addr);
-		copy_str(out->zone, sizeof(out->zone), c->last_zone);
-		if (c->cstop && c->cmsg[0] != '\0')
-			copy_str(out->message, sizeof(out->message), c->cmsg);
-		else if (sg == RESIL_CLUSTER_BROADCAST) {
-			char lasterr[64];
-
-			resil__cluster_last_error(lasterr, sizeof(lasterr),
-			    failure.err, rc, c->last_timeout);
-			resil__cluster_broadcast_msg(out->message,
-			    sizeof(out->message), c->req.method, p->service,
-			    c->bfail, c->bn, c->attempts > 0 ? lasterr : NULL);
-		} else if (full) {
-			char lasterr[64];
-
-			resil__cluster_last_error(lasterr, sizeof(lasterr),
-			    failure.err, rc, c->last_timeout);
-			resil__cluster_full_msg(out->message,
-			    sizeof(out->message), c->req.method, p->service,
-			    full == 1 ? p->ccfg.failback_queue : -1, lasterr);
-		} else {
-			char lasterr[64];
-
-			resil__cluster_last_error(lasterr, sizeof(lasterr),
-			    c->real_err != RESIL_OK ? c->real_err
-			                            : failure.err,
-			    c->real_err != RESIL_OK ? c->real_rc : rc,
-			    c->last_timeout);
-			resil__cluster_failed_msg(out->message,
-			    sizeof(out->message), c->req.method, p->service,
-			    c->attempts, c->failed, c->nfailed, c->ncand,
-			    lasterr);
-		}
+		/* No fallback answered: the endpoint, and what happened. */
+		put_endpoint(c);
+		failure_msg(c, err, rc, full);
 	}
 	conclude_with(c, RESIL_STAGE_FALLBACK, ts, st);
 }

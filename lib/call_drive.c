@@ -242,100 +242,75 @@ run_job(void *vj)
 		job_free(j); /* abandoned: nobody will read the answer */
 }
 
-/* The hedging pipeline's blocking loop: attempts run on the executor;
- * the calling thread waits for answers and timers. */
-static resil_err
-drive_hedged(resil_pipeline *p, settings *g, unsigned gs, const method *m,
-    const resil_args *args, resil_call_fn fn, resil_endpoint_call_fn efn,
-    void *ctx, resil_result *out)
+/* The machine's next step, with the time read lazily again. */
+static void
+next_step(callm *c, tsrc *ts, int waited, resil_call_next *st)
 {
-	const resil_executor *ex = &p->executor;
-	job *jobs = NULL, **pp, *j;
-	callm c;
-	resil_call_next st;
-	tsrc ts;
+	tlazy(ts, c->p);
+	st->endpoint = NULL;
+	mstep(c, ts, waited, st);
+}
+
+/* Attempt st->attempt on the calling thread (fn, or efn on its endpoint),
+ * reported at once, then the next step. The attempt writes straight into
+ * the call's value (the previous attempt's is dropped first). */
+static void
+run_here(callm *c, tsrc *ts, resil_call_next *st, resil_call_fn fn,
+    resil_endpoint_call_fn efn, void *ctx, const resil_args *args)
+{
 	int rc;
 
-	resil__tls_method = args->method;
-	resil__tls_in_call = 1;
-	tlazy(&ts, p);
-	st.endpoint = NULL;
-	mstart(&c, p, g, gs, m, args, out, &ts, &st);
-	while (st.action != RESIL_CALL_DONE) {
-		if (st.action == RESIL_CALL_RUN) {
-			j = job_new(p, fn, efn, ctx, args, &st);
-			if (j != NULL &&
-			    ex->submit(run_job, j, ex->ctx) == 0) {
-				j->next = jobs;
-				jobs = j;
-				tlazy(&ts, p);
-				st.endpoint = NULL;
-				mstep(&c, &ts, 0, &st);
-				continue;
-			}
-			/* No executor thread: this attempt runs here. */
-			if (j != NULL)
-				job_free(j);
-			if (c.value.type != RESIL_VALUE_NULL) {
-				resil_value_free(&c.value);
-				vnull(&c.value);
-			}
-			resil__tls_deadline = st.deadline;
-			rc = efn != NULL
-			    ? efn(ctx, st.endpoint, args, &c.value)
-			    : fn(ctx, args, &c.value);
-			resil__tls_deadline = UINT64_MAX;
-			tlazy(&ts, p);
-			resil__call_report_any(
-			    &c, st.attempt, rc, &c.value, &ts);
-			tlazy(&ts, p);
-			st.endpoint = NULL;
-			mstep(&c, &ts, 0, &st);
-			continue;
-		}
-		/* WAIT: report the answers that came, in the order of their
-		 * ids; else wait for one or for the tick. */
-		{
-			job *best = NULL;
-
-			for (j = jobs; j != NULL; j = j->next)
-				if (__atomic_load_n(&j->state,
-				        __ATOMIC_ACQUIRE) == J_DONE &&
-				    (best == NULL || j->id < best->id))
-					best = j;
-			if (best != NULL) {
-				for (pp = &jobs; *pp != best;
-				     pp = &(*pp)->next)
-					;
-				*pp = best->next;
-				tlazy(&ts, p);
-				resil__call_report_any(
-				    &c, best->id, best->rc, &best->value, &ts);
-				job_free(best);
-				tlazy(&ts, p);
-				st.endpoint = NULL;
-				mstep(&c, &ts, 0, &st);
-				continue;
-			}
-		}
-		if (jobs == NULL) {
-			/* A backoff: sleep through the clock as always. */
-			uint64_t now = resil_clock_now(&p->clock);
-
-			if (st.until > now)
-				resil_clock_sleep(&p->clock, st.until - now);
-			tlazy(&ts, p);
-			st.endpoint = NULL;
-			mstep(&c, &ts, 1, &st);
-			continue;
-		}
-		ex->wait(st.until, ex->ctx);
-		tlazy(&ts, p);
-		st.endpoint = NULL;
-		mstep(&c, &ts, 0, &st);
+	if (c->value.type != RESIL_VALUE_NULL) {
+		resil_value_free(&c->value);
+		vnull(&c->value);
 	}
-	/* Jobs still out: their answers no longer matter. */
-	/* cppcheck-suppress knownConditionTrueFalse ; jobs may be NULL here */
+	resil__tls_deadline = st->deadline;
+	rc = efn != NULL ? efn(ctx, st->endpoint, args, &c->value)
+	                 : fn(ctx, args, &c->value);
+	resil__tls_deadline = UINT64_MAX;
+	tlazy(ts, c->p);
+	resil__call_report_any(c, st->attempt, rc, &c->value, ts);
+	next_step(c, ts, 0, st);
+}
+
+/* A backoff: sleep through the clock until st->until, then step. */
+static void
+sleep_step(callm *c, tsrc *ts, resil_call_next *st)
+{
+	const resil_clock *clk = &c->p->clock;
+	uint64_t now = resil_clock_now(clk);
+
+	if (st->until > now)
+		resil_clock_sleep(clk, st->until - now);
+	next_step(c, ts, 1, st);
+}
+
+/* The answered job with the smallest id (answers are reported in the
+ * order of their ids), taken off the list; NULL when none answered. */
+static job *
+take_answered(job **jobs)
+{
+	job *best = NULL, *j, **pp;
+
+	for (j = *jobs; j != NULL; j = j->next)
+		if (__atomic_load_n(&j->state, __ATOMIC_ACQUIRE) == J_DONE &&
+		    (best == NULL || j->id < best->id))
+			best = j;
+	if (best == NULL)
+		return NULL;
+	for (pp = jobs; *pp != best; pp = &(*pp)->next)
+		;
+	*pp = best->next;
+	return best;
+}
+
+/* The call is over: the jobs still out are abandoned (their answers no
+ * longer matter), or dropped here when they answered after all. */
+static void
+abandon_jobs(callm *c, tsrc *ts, job *jobs)
+{
+	job *j;
+
 	while (jobs != NULL) {
 		uint32_t want = J_RUNNING;
 
@@ -344,14 +319,83 @@ drive_hedged(resil_pipeline *p, settings *g, unsigned gs, const method *m,
 		if (!__atomic_compare_exchange_n(&j->state, &want, J_ABANDONED,
 		        0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
 			/* It answered after all: drop the answer here. */
-			resil__call_report_any(
-			    &c, j->id, j->rc, &j->value, &ts);
+			resil__call_report_any(c, j->id, j->rc, &j->value, ts);
 			job_free(j);
 		}
 	}
+}
+
+/* A driver's call starts on this thread (its method names the events):
+ * the machine's first step into *st. */
+static void
+drive_start(callm *c, resil_pipeline *p, settings *g, unsigned gs,
+    const method *m, const resil_args *args, resil_result *out, tsrc *ts,
+    resil_call_next *st)
+{
+	resil__tls_method = args->method;
+	resil__tls_in_call = 1;
+	tlazy(ts, p);
+	st->endpoint = NULL;
+	mstart(c, p, g, gs, m, args, out, ts, st);
+}
+
+/* The driver's call is over on this thread: its answer's error. */
+static resil_err
+drive_end(const resil_result *out)
+{
 	resil__tls_method = NULL;
 	resil__tls_in_call = 0;
 	return out->err;
+}
+
+/* The hedging pipeline's blocking loop: attempts run on the executor;
+ * the calling thread waits for answers and timers. */
+static resil_err
+drive_hedged(resil_pipeline *p, settings *g, unsigned gs, const method *m,
+    const resil_args *args, resil_call_fn fn, resil_endpoint_call_fn efn,
+    void *ctx, resil_result *out)
+{
+	const resil_executor *ex = &p->executor;
+	job *jobs = NULL, *j;
+	callm c;
+	resil_call_next st;
+	tsrc ts;
+
+	drive_start(&c, p, g, gs, m, args, out, &ts, &st);
+	while (st.action != RESIL_CALL_DONE) {
+		if (st.action == RESIL_CALL_RUN) {
+			j = job_new(p, fn, efn, ctx, args, &st);
+			if (j != NULL &&
+			    ex->submit(run_job, j, ex->ctx) == 0) {
+				j->next = jobs;
+				jobs = j;
+				next_step(&c, &ts, 0, &st);
+				continue;
+			}
+			/* No executor thread: this attempt runs here. */
+			if (j != NULL)
+				job_free(j);
+			run_here(&c, &ts, &st, fn, efn, ctx, args);
+			continue;
+		}
+		/* WAIT: report the answers that came, in the order of their
+		 * ids; else wait for one or for the tick. */
+		if ((j = take_answered(&jobs)) != NULL) {
+			tlazy(&ts, p);
+			resil__call_report_any(
+			    &c, j->id, j->rc, &j->value, &ts);
+			job_free(j);
+			next_step(&c, &ts, 0, &st);
+		} else if (jobs == NULL) {
+			/* A backoff: sleep through the clock as always. */
+			sleep_step(&c, &ts, &st);
+		} else {
+			ex->wait(st.until, ex->ctx);
+			next_step(&c, &ts, 0, &st);
+		}
+	}
+	abandon_jobs(&c, &ts, jobs);
+	return drive_end(out);
 }
 
 static resil_err
@@ -459,41 +503,15 @@ drive_ep(resil_pipeline *p, settings *g, unsigned gs, const method *m,
 	callm c;
 	resil_call_next st;
 	tsrc ts;
-	int rc;
 
-	resil__tls_method = args->method;
-	resil__tls_in_call = 1;
-	tlazy(&ts, p);
-	st.endpoint = NULL;
-	mstart(&c, p, g, gs, m, args, out, &ts, &st);
+	drive_start(&c, p, g, gs, m, args, out, &ts, &st);
 	while (st.action != RESIL_CALL_DONE) {
-		if (st.action == RESIL_CALL_RUN) {
-			if (c.value.type != RESIL_VALUE_NULL) {
-				resil_value_free(&c.value);
-				vnull(&c.value);
-			}
-			resil__tls_deadline = st.deadline;
-			rc = fn(ctx, st.endpoint, args, &c.value);
-			resil__tls_deadline = UINT64_MAX;
-			tlazy(&ts, p);
-			resil__call_report_cl(
-			    &c, st.attempt, rc, &c.value, &ts);
-			tlazy(&ts, p);
-			st.endpoint = NULL;
-			mstep(&c, &ts, 0, &st);
-		} else {
-			uint64_t now = resil_clock_now(&p->clock);
-
-			if (st.until > now)
-				resil_clock_sleep(&p->clock, st.until - now);
-			tlazy(&ts, p);
-			st.endpoint = NULL;
-			mstep(&c, &ts, 1, &st);
-		}
+		if (st.action == RESIL_CALL_RUN)
+			run_here(&c, &ts, &st, NULL, fn, ctx, args);
+		else
+			sleep_step(&c, &ts, &st);
 	}
-	resil__tls_method = NULL;
-	resil__tls_in_call = 0;
-	return out->err;
+	return drive_end(out);
 }
 
 /* resil_endpoint_call_fn over a pipeline without a selector. */

@@ -30,10 +30,6 @@ static void
 conclude(callm *c, resil_err rr, int rc, resil_err status,
     resil_outcome outcome, tsrc *ts, resil_call_next *st)
 {
-	resil_pipeline *p = c->p;
-	resil_result *out = c->out;
-	resil_failure failure;
-
 	abandon_running(c);
 	if (RESIL__UNLIKELY(c->magic == CALL_CLUSTER)) {
 		resil__cl_conclude(c, rr, rc, status, outcome, ts, st);
@@ -47,21 +43,11 @@ conclude(callm *c, resil_err rr, int rc, resil_err status,
 
 	/* A non-business failure: the fallback chain answers or passes. */
 	resil_value_free(&c->value);
-	failure.err = status != RESIL_OK      ? status
-	    : rr == RESIL_E_RETRIES_EXHAUSTED ? RESIL_E_RETRIES_EXHAUSTED
-	                                      : RESIL_E_CALL;
-	failure.rc = rc;
-	failure.attempts = c->attempts;
-	/* No cache, no mock for this method and no handler: no fallback is
-	 * configured, so the original error propagates. */
-	resil_fallback_recover(
-	    c->g->cache != NULL || c->has_mock || p->handlers > 0 ? c->g->fb
-	                                                          : NULL,
-	    c->args, &failure, out);
-	out->attempts = c->attempts;
-	out->breaker_state = c->breaker_state;
-	out->last_failure = c->real_err;
-	out->last_failure_rc = c->real_rc;
+	recover_failure(c,
+	    status != RESIL_OK                    ? status
+	        : rr == RESIL_E_RETRIES_EXHAUSTED ? RESIL_E_RETRIES_EXHAUSTED
+	                                          : RESIL_E_CALL,
+	    rc);
 	conclude_with(c, RESIL_STAGE_FALLBACK, ts, st);
 }
 
@@ -118,9 +104,7 @@ decide_core(callm *c, tsrc *ts, resil_call_next *st)
 			return 0;
 		}
 		c->run_on = 1;
-		resil__retry_begin(c->retry, &c->run,
-		    resil__retry_needs_time(c->retry),
-		    resil__retry_needs_time(c->retry) ? tnow(ts) : 0);
+		run_begin(c, ts);
 	}
 	if (!resil__retry_judge(c->retry, &c->run, c->last_rc, c->last_status,
 	        &c->value, c->run.timed ? tnow(ts) : 0) ||
@@ -145,10 +129,7 @@ static int
 advance_once(callm *c, tsrc *ts, int waited, resil_call_next *st)
 {
 	if (!waited && tnow(ts) < c->wait_until) {
-		st->action = RESIL_CALL_WAIT;
-		st->attempt = 0;
-		st->deadline = 0;
-		st->until = c->wait_until;
+		next_is(st, RESIL_CALL_WAIT, 0, 0, c->wait_until);
 		return M_STOP;
 	}
 	if (!resil__retry_resume(c->retry, &c->run, tnow(ts))) {
@@ -234,10 +215,7 @@ attend_once(callm *c, tsrc *ts, resil_call_next *st)
 		if (due < wake)
 			wake = due;
 	}
-	st->action = RESIL_CALL_WAIT;
-	st->attempt = 0;
-	st->deadline = 0;
-	st->until = wake;
+	next_is(st, RESIL_CALL_WAIT, 0, 0, wake);
 	return M_STOP;
 }
 

@@ -45,6 +45,16 @@ rejected(callm *c, resil_err status)
 	c->pending = 1;
 }
 
+/* A stage below the breaker refused the attempt: its permit goes back. */
+static inline void
+permit_back(callm *c, resil_permit *permit)
+{
+	if (c->breaker != NULL) {
+		resil_breaker_release(c->breaker, permit);
+		c->breaker_state = (int)resil_breaker_get_state(c->breaker);
+	}
+}
+
 /*
  * Start an attempt: a breaker permit, the rate limiter, the bulkhead.
  * Returns 1 with *st RUN, or 0 when a stage rejected it (pending set with
@@ -71,21 +81,13 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 	if (c->g->rl != NULL &&
 	    resil_ratelimit_try_acquire(c->g->rl, 1, &retry_after) !=
 	        RESIL_OK) {
-		if (c->breaker != NULL) {
-			resil_breaker_release(c->breaker, &permit);
-			c->breaker_state =
-			    (int)resil_breaker_get_state(c->breaker);
-		}
+		permit_back(c, &permit);
 		rejected(c, RESIL_E_LIMITED);
 		return 0;
 	}
 	if (c->g->bh != NULL &&
 	    resil_bulkhead_try_acquire(c->g->bh) != RESIL_OK) {
-		if (c->breaker != NULL) {
-			resil_breaker_release(c->breaker, &permit);
-			c->breaker_state =
-			    (int)resil_breaker_get_state(c->breaker);
-		}
+		permit_back(c, &permit);
 		rejected(c, RESIL_E_LIMITED);
 		return 0;
 	}
@@ -94,11 +96,7 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 		resil_err e = resil__cl_pick(c, (unsigned)i, tnow(ts));
 
 		if (e != RESIL_OK) {
-			if (c->breaker != NULL) {
-				resil_breaker_release(c->breaker, &permit);
-				c->breaker_state =
-				    (int)resil_breaker_get_state(c->breaker);
-			}
+			permit_back(c, &permit);
 			if (c->g->bh != NULL)
 				resil_bulkhead_release(c->g->bh);
 			/* No candidate ends the call (never retried); a
@@ -131,10 +129,7 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 	}
 	if (c->run_on && c->run.has_deadline && c->run.deadline_at < deadline)
 		deadline = c->run.deadline_at;
-	st->action = RESIL_CALL_RUN;
-	st->attempt = s->id;
-	st->deadline = deadline;
-	st->until = 0;
+	next_is(st, RESIL_CALL_RUN, s->id, deadline, 0);
 	return 1;
 }
 
@@ -294,9 +289,7 @@ mstart(callm *c, resil_pipeline *p, settings *g, unsigned gs, const method *m,
 			resil__cl_start(c, m, *ts);
 		} else {
 			c->run_on = 1;
-			resil__retry_begin(c->retry, &c->run,
-			    resil__retry_needs_time(c->retry),
-			    resil__retry_needs_time(c->retry) ? tnow(ts) : 0);
+			run_begin(c, ts);
 		}
 	}
 	if (!launch(c, ts, st))

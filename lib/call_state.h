@@ -202,6 +202,27 @@ count_source(resil_pipeline *p, const resil_result *r)
 	}
 }
 
+/* The action the caller is given next. */
+static inline void
+next_is(resil_call_next *st, resil_call_action action, uint32_t attempt,
+    uint64_t deadline, uint64_t until)
+{
+	st->action = action;
+	st->attempt = attempt;
+	st->deadline = deadline;
+	st->until = until;
+}
+
+/* Begin the retry run of the call (the policy reads the time at its start
+ * only when it needs it). */
+static inline void
+run_begin(callm *c, tsrc *ts)
+{
+	int timed = resil__retry_needs_time(c->retry);
+
+	resil__retry_begin(c->retry, &c->run, timed, timed ? tnow(ts) : 0);
+}
+
 /* The call is answered: count it, tell the listener, and stop. */
 HOT void
 conclude_with(callm *c, resil_stage stage, tsrc *ts, resil_call_next *st)
@@ -218,10 +239,7 @@ conclude_with(callm *c, resil_stage stage, tsrc *ts, resil_call_next *st)
 		resil__emit_call(p, c, out, tnow(ts));
 	c->phase = P_DONE;
 	c->magic = CALL_DONE;
-	st->action = RESIL_CALL_DONE;
-	st->attempt = 0;
-	st->deadline = 0;
-	st->until = 0;
+	next_is(st, RESIL_CALL_DONE, 0, 0, 0);
 }
 
 /* Give back what the still running attempts hold; their late answers will
@@ -261,6 +279,29 @@ conclude_live(
 	out->value = c->value; /* moved */
 	vnull(&c->value);
 	conclude_with(c, RESIL_STAGE_CALL, ts, st);
+}
+
+/* A non-business failure (err, rc): the fallback chain answers into
+ * *c->out, or passes, and the answer carries the call's provenance. No
+ * cache, no mock for this method and no handler: no fallback is
+ * configured, so the original error propagates. */
+static inline void
+recover_failure(callm *c, resil_err err, int rc)
+{
+	resil_result *out = c->out;
+	resil_failure failure;
+
+	failure.err = err;
+	failure.rc = rc;
+	failure.attempts = c->attempts;
+	resil_fallback_recover(
+	    c->g->cache != NULL || c->has_mock || c->p->handlers > 0 ? c->g->fb
+	                                                             : NULL,
+	    c->args, &failure, out);
+	out->attempts = c->attempts;
+	out->breaker_state = c->breaker_state;
+	out->last_failure = c->real_err;
+	out->last_failure_rc = c->real_rc;
 }
 
 #endif /* RESIL_CALL_STATE_H */

@@ -1125,6 +1125,19 @@ resil_config_entry(
  * conf starts NULL: in this file clang's analyzer follows the parser, and
  * it cannot tell that resil__diagf() returns its error, never RESIL_OK. */
 
+/* The text parsed into conf (err: how that went): the pipeline reloads
+ * with it, and conf goes. */
+static resil_err
+reload_parsed(
+    resil_pipeline *p, resil_config *conf, resil_err err, resil_diag *diag)
+{
+	if (err != RESIL_OK)
+		return err;
+	err = resil_pipeline_reload(p, resil_config_pipeline(conf), diag);
+	resil_config_free(conf);
+	return err;
+}
+
 resil_err
 resil_pipeline_reload_string(
     resil_pipeline *p, const char *text, const char *origin, resil_diag *diag)
@@ -1137,11 +1150,7 @@ resil_pipeline_reload_string(
 		    "pipeline: %s is NULL", p == NULL ? "p" : "text");
 	err = resil_config_parse_string(
 	    &conf, text, origin, resil__pipeline_allocator(p), diag);
-	if (err != RESIL_OK)
-		return err;
-	err = resil_pipeline_reload(p, resil_config_pipeline(conf), diag);
-	resil_config_free(conf);
-	return err;
+	return reload_parsed(p, conf, err, diag);
 }
 
 resil_err
@@ -1156,9 +1165,5 @@ resil_pipeline_reload_file(
 		    "pipeline: %s is NULL", p == NULL ? "p" : "path");
 	err = resil_config_parse_file(
 	    &conf, path, resil__pipeline_allocator(p), diag);
-	if (err != RESIL_OK)
-		return err;
-	err = resil_pipeline_reload(p, resil_config_pipeline(conf), diag);
-	resil_config_free(conf);
-	return err;
+	return reload_parsed(p, conf, err, diag);
 }

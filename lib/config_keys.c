@@ -234,26 +234,6 @@ parse_double(const char *s, double *v)
 }
 
 static int
-parse_bool(const char *s, int *v)
-{
-	static const char *const yes[] = { "true", "1", "yes", "on" };
-	static const char *const no[] = { "false", "0", "no", "off" };
-	size_t i;
-
-	for (i = 0; i < 4; i++) {
-		if (word_eq(s, yes[i])) {
-			*v = 1;
-			return 1;
-		}
-		if (word_eq(s, no[i])) {
-			*v = 0;
-			return 1;
-		}
-	}
-	return 0;
-}
-
-static int
 parse_enum(const char *s, const char *const *names, size_t n, int *v)
 {
 	size_t i;
@@ -263,6 +243,24 @@ parse_enum(const char *s, const char *const *names, size_t n, int *v)
 			*v = (int)i;
 			return 1;
 		}
+	}
+	return 0;
+}
+
+static int
+parse_bool(const char *s, int *v)
+{
+	static const char *const yes[] = { "true", "1", "yes", "on" };
+	static const char *const no[] = { "false", "0", "no", "off" };
+	int i;
+
+	if (parse_enum(s, yes, 4, &i)) {
+		*v = 1;
+		return 1;
+	}
+	if (parse_enum(s, no, 4, &i)) {
+		*v = 0;
+		return 1;
 	}
 	return 0;
 }

@@ -87,10 +87,9 @@ cmp_names(const void *a, const void *b)
 }
 
 resil_err
-resil__pipeline_validate(const resil_pipeline_config *cfg, resil_diag *diag)
+resil__pipeline_config_known(
+    const resil_pipeline_config *cfg, resil_diag *diag)
 {
-	size_t i, j;
-
 	if (cfg == NULL)
 		return resil__diagf(
 		    diag, RESIL_E_INVAL, "pipeline: config is NULL");
@@ -98,6 +97,17 @@ resil__pipeline_validate(const resil_pipeline_config *cfg, resil_diag *diag)
 		return resil__check_size(diag, "pipeline",
 		    "resil_pipeline_config", cfg->size,
 		    sizeof(resil_pipeline_config));
+	return RESIL_OK;
+}
+
+resil_err
+resil__pipeline_validate(const resil_pipeline_config *cfg, resil_diag *diag)
+{
+	size_t i, j;
+	resil_err err = resil__pipeline_config_known(cfg, diag);
+
+	if (err != RESIL_OK)
+		return err;
 	if (cfg->service == NULL || cfg->service[0] == '\0')
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "service: a pipeline needs a service name");
@@ -106,7 +116,6 @@ resil__pipeline_validate(const resil_pipeline_config *cfg, resil_diag *diag)
 		    "pipeline.methods: NULL with nmethods %zu", cfg->nmethods);
 	for (i = 0; i < cfg->nmethods; i++) {
 		const char *n = cfg->methods[i].name;
-		resil_err err;
 
 		if (n == NULL || n[0] == '\0')
 			return resil__diagf(diag, RESIL_E_INVAL,
@@ -156,7 +165,6 @@ resil__pipeline_validate(const resil_pipeline_config *cfg, resil_diag *diag)
 		    (unsigned)(RESIL_CALL_MAX_INFLIGHT - 1));
 	if (cfg->selector != NULL) {
 		const resil_cluster_config *cc = &cfg->cluster;
-		resil_err err;
 
 		if (cfg->hedge_max != 0)
 			return resil__diagf(diag, RESIL_E_INVAL,

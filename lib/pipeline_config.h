@@ -23,6 +23,11 @@ int resil__method_reserved(const char *s, size_t n);
 /* The rules every declared method obeys (resil_config_check_method()). */
 resil_err resil__method_check(const resil_method_config *m, resil_diag *diag);
 
+/* cfg is a configuration of this library's layout (not NULL, its size
+ * the one it knows): RESIL_OK, or why not in diag. */
+resil_err resil__pipeline_config_known(
+    const resil_pipeline_config *cfg, resil_diag *diag);
+
 /* cfg as resil_pipeline_new() accepts it: RESIL_OK, or the first thing
  * wrong in diag. */
 resil_err resil__pipeline_validate(

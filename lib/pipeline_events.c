@@ -47,11 +47,17 @@ resil_pipeline_deadline(void)
 	return resil__tls_in_call ? resil__tls_deadline : UINT64_MAX;
 }
 
-static void
-emit(resil_pipeline *p, resil_pipeline_event *ev)
+void
+resil__emit(resil_pipeline *p, resil_pipeline_event *ev, resil_stage stage,
+    uint64_t time, const char *text, const char *name)
 {
+	ev->stage = stage;
+	ev->time = time;
+	ev->text = text;
 	ev->service = p->service;
-	ev->method = resil__tls_method != NULL ? resil__tls_method : "";
+	ev->method = name != NULL       ? name
+	    : resil__tls_method != NULL ? resil__tls_method
+	                                : "";
 	p->listener(ev, p->listener_ctx);
 }
 
@@ -69,11 +75,8 @@ resil__on_breaker(const resil_breaker_event *be, void *ctx)
 	    resil_breaker_state_name(be->from),
 	    resil_breaker_state_name(be->to),
 	    resil_breaker_reason_name(be->reason));
-	ev.stage = RESIL_STAGE_BREAKER;
-	ev.time = be->time;
 	ev.breaker = be;
-	ev.text = text;
-	emit(p, &ev);
+	resil__emit(p, &ev, RESIL_STAGE_BREAKER, be->time, text, NULL);
 }
 
 void
@@ -96,11 +99,8 @@ resil__on_retry(const resil_retry_event *re, void *ctx)
 		snprintf(text, sizeof(text), "retry %s after attempt %u (%s)",
 		    resil_retry_event_name(re->type), re->attempt,
 		    resil_retry_stop_name(re->stop));
-	ev.stage = RESIL_STAGE_RETRY;
-	ev.time = re->time;
 	ev.retry = re;
-	ev.text = text;
-	emit(p, &ev);
+	resil__emit(p, &ev, RESIL_STAGE_RETRY, re->time, text, NULL);
 }
 
 static void
@@ -116,11 +116,8 @@ on_limit(const resil_limit_event *le, void *ctx, resil_stage stage)
 	snprintf(text, sizeof(text), "%s %s (limit %u, in flight %u)",
 	    resil_stage_name(stage), resil_limit_event_name(le->type),
 	    le->limit, le->in_flight);
-	ev.stage = stage;
-	ev.time = le->time;
 	ev.limit = le;
-	ev.text = text;
-	emit(p, &ev);
+	resil__emit(p, &ev, stage, le->time, text, NULL);
 }
 
 void
@@ -152,11 +149,8 @@ resil__emit_result(
 		snprintf(text, sizeof(text), "%s answered: %s (%s)",
 		    resil_stage_name(stage), resil_source_name(r->source),
 		    resil_err_name(r->err));
-	ev.stage = stage;
-	ev.time = now;
 	ev.result = r;
-	ev.text = text;
-	emit(p, &ev);
+	resil__emit(p, &ev, stage, now, text, NULL);
 }
 
 /* The per-call event: what the caller got, as Resilience4j's onSuccess,
@@ -191,11 +185,8 @@ resil__emit_call(
 	snprintf(text, sizeof(text), "call %s: %s %s, %u attempt%s", what,
 	    resil_source_name(r->source), resil_err_name(r->err),
 	    (unsigned)r->attempts, r->attempts == 1 ? "" : "s");
-	ev.stage = RESIL_STAGE_CALL;
-	ev.time = now;
 	ev.result = r;
-	ev.text = text;
-	emit(p, &ev);
+	resil__emit(p, &ev, RESIL_STAGE_CALL, now, text, NULL);
 }
 
 /* A cluster event (failback's queue, or the machine's own). */
@@ -212,13 +203,9 @@ resil__on_cluster(const resil_cluster_event *ce, void *ctx)
 	snprintf(text, sizeof(text), "cluster %s%s%s (rc %d)",
 	    resil_cluster_event_name(ce->type), ce->address != NULL ? " " : "",
 	    ce->address != NULL ? ce->address : "", ce->rc);
-	ev.stage = RESIL_STAGE_CLUSTER;
-	ev.time = ce->time;
 	ev.cluster = ce;
-	ev.text = text;
-	ev.service = p->service;
-	ev.method = ce->method != NULL ? ce->method : "";
-	p->listener(&ev, p->listener_ctx);
+	resil__emit(p, &ev, RESIL_STAGE_CLUSTER, ce->time, text,
+	    ce->method != NULL ? ce->method : "");
 }
 
 void

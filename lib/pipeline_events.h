@@ -15,6 +15,13 @@ extern RESIL__TLS const char *resil__tls_method;
 extern RESIL__TLS uint64_t resil__tls_deadline;
 extern RESIL__TLS int resil__tls_in_call;
 
+/* Tell p's listener (there is one) of *ev, whose stage's part (breaker,
+ * retry, limit, result, cluster) is set: stage, time, text and the
+ * service; name (the method) NULL: the call running on this thread's ("" when
+ * none). */
+void resil__emit(resil_pipeline *p, resil_pipeline_event *ev,
+    resil_stage stage, uint64_t time, const char *text, const char *name);
+
 /* The stages' listeners; ctx is the pipeline. */
 void resil__on_breaker(const resil_breaker_event *be, void *ctx);
 void resil__on_retry(const resil_retry_event *re, void *ctx);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "pipeline_config.h"
+#include "pipeline_events.h"
 #include "pipeline_settings.h"
 
 /* A field the reload cannot change: NULL / 0 in the new configuration
@@ -45,13 +46,10 @@ reload_check(const resil_pipeline *p, const settings *g,
     const resil_pipeline_config *cfg, resil_pipeline_config *eff,
     resil_diag *diag)
 {
-	if (cfg == NULL)
-		return resil__diagf(
-		    diag, RESIL_E_INVAL, "pipeline: config is NULL");
-	if (cfg->size != sizeof(resil_pipeline_config))
-		return resil__check_size(diag, "pipeline",
-		    "resil_pipeline_config", cfg->size,
-		    sizeof(resil_pipeline_config));
+	resil_err err = resil__pipeline_config_known(cfg, diag);
+
+	if (err != RESIL_OK)
+		return err;
 	*eff = *cfg;
 	if (cfg->service != NULL && strcmp(cfg->service, p->service) != 0)
 		return resil__diagf(diag, RESIL_E_INVAL,
@@ -186,12 +184,8 @@ emit_reload(resil_pipeline *p, unsigned count, const char *what)
 		snprintf(text, sizeof(text),
 		    "configuration reloaded: %u setting%s changed (%s)", count,
 		    count == 1 ? "" : "s", what);
-	ev.stage = RESIL_STAGE_CONFIG;
-	ev.time = resil_clock_now(&p->clock);
-	ev.text = text;
-	ev.service = p->service;
-	ev.method = "";
-	p->listener(&ev, p->listener_ctx);
+	resil__emit(
+	    p, &ev, RESIL_STAGE_CONFIG, resil_clock_now(&p->clock), text, "");
 }
 
 resil_err

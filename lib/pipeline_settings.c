@@ -590,7 +590,7 @@ build_methods(resil_pipeline *p, const resil_pipeline_config *cfg,
 	for (i = 0; i < cfg->nmethods; i++) {
 		const resil_method_config *mc = &cfg->methods[i];
 		const method *om = old != NULL ? find_in(old, mc->name) : NULL;
-		method *m;
+		method *m = NULL;
 
 		err = method_add(p, cfg, g, i, &m, diag);
 		if (err != RESIL_OK)
