@@ -2,22 +2,25 @@
  * resil pipeline: creation, the accessors and the metrics
  * (include/resil/pipeline.h).
  *
- * The pipeline is built in rooms, each below the one that uses it:
- *   pipeline.c            creation, accessors, metrics (this file)
- *   pipeline_reload.c     resil_pipeline_reload
- *   call_drive.c          the blocking drivers: resil_pipeline_call,
- *                         _call_method, _invoke (plain, hedged, cluster)
- *   call.c                the call machine's public face (resil_call_*)
- *   pipeline_failback.c   failback's queue, polled by the user
- *   call_machine.[ch]     the call machine: it decides, drivers run it
- *   call_cluster.[ch]     the cluster inside the machine
- *   call_state.h          one call's state and how it is answered
+ * The pipeline lives in rooms, each calling only rooms below it:
+ *   pipeline.c             creation, accessors, metrics (this file)
+ *   pipeline_reload.c      resil_pipeline_reload
+ *   call_drive.c           the blocking drivers: resil_pipeline_call,
+ *                          _call_method and _invoke (plain, hedged, cluster)
+ *   call.c                 the call machine's public face (<resil/call.h>)
+ *   pipeline_failback.c    failback's queue, polled by the user
+ *   call_machine.[ch]      the call machine: it decides, the drivers run it
+ *   call_cluster.[ch]      the cluster inside the machine
+ *   call_state.[ch]        one call's state and how it is answered
  *   pipeline_settings.[ch] the settings a call runs with
- *   pipeline_mock.[ch]    the mock stage's configuration
- *   pipeline_events.[ch]  events, the recording listener
- *   pipeline_config.[ch]  what a valid configuration is
- *   pipeline_internal.h   the private types all of them share
+ *   pipeline_mock.[ch]     the mock stage's configuration
+ *   pipeline_events.[ch]   events, the recording listener
+ *   pipeline_config.[ch]   what a valid configuration is
+ *   pipeline_internal.h    the private types they all share
+ * Configuration text (config.c, config_keys.c) is above all of them.
  */
+#include <resil/pipeline.h>
+
 #include "pipeline_internal.h"
 
 #include "call_internal.h"

@@ -3,7 +3,7 @@
  * lib/call*.c): the pipeline, the settings a call runs with (everything a
  * reload may change: stage objects, the method table, the mock), the
  * method handles, and the few steps every room takes on them inline
- * (holding the current settings, finding a method, reading the mock).
+ * (holding the current settings, finding a method).
  * Header only: it names nothing of the rooms that include it. Never
  * installed.
  *
