@@ -265,8 +265,13 @@ run_here(callm *c, tsrc *ts, resil_call_next *st, resil_call_fn fn,
 		vnull(&c->value);
 	}
 	resil__tls_deadline = st->deadline;
-	rc = efn != NULL ? efn(ctx, st->endpoint, args, &c->value)
-	                 : fn(ctx, args, &c->value);
+	if (efn != NULL) {
+		rc = efn(ctx, st->endpoint, args, &c->value);
+	} else {
+		/* cppcheck-suppress nullPointer ; fn is given when efn is not
+		 */
+		rc = fn(ctx, args, &c->value);
+	}
 	resil__tls_deadline = UINT64_MAX;
 	tlazy(ts, c->p);
 	resil__call_report_any(c, st->attempt, rc, &c->value, ts);
