@@ -26,7 +26,7 @@
 
 #include "fuzz.h"
 
-/* Every key of lib/config.c's table, the enabled switches first so that
+/* Every key of lib/config_keys.c's table, the enabled switches first so that
  * setting a stage key back never switches its stage on. */
 static const char *const stage_keys[] = { "breaker.enabled", "retry.enabled",
 	"cache.enabled", "ratelimit.enabled", "bulkhead.enabled", "service",

@@ -255,13 +255,6 @@ resil__load64_after_rmw(const uint64_t *p)
 #endif
 }
 
-/*
- * One round of a wait for another thread: a pause, and after 1024 of them
- * a yield, since on an oversubscribed machine the thread waited for may be
- * preempted and need this CPU. For rare, contended paths only.
- */
-void resil__backoff(unsigned *spins);
-
 /* A pointer published with release and read with acquire semantics. */
 static inline void *
 resil__loadptr(void *const *p)

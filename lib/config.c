@@ -4,234 +4,25 @@
  * The config keeps the settings as given (key, value, line). The pipeline
  * configuration is always rebuilt from them, in order, on top of the
  * defaults, so resil_config_set() can try a change on a fresh build and
- * keep the old one when the change is refused.
+ * keep the old one when the change is refused. What each key is and how
+ * its value reads and prints is lib/config_keys.c's; this file is the
+ * configuration: the settings, the text, the build, the reload from text.
  */
-#include "internal.h"
-
 #include <resil/config.h>
 
 #include <errno.h>
-#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "config_keys.h"
+#include "duration.h"
+#include "internal.h"
+#include "pipeline_config.h"
+
 #define ORIGIN_STRING "<string>"
-
-/* ---- the key table ---- */
-
-enum stage {
-	ST_NONE = 0,
-	ST_BREAKER,
-	ST_RETRY,
-	ST_CACHE,
-	ST_RATELIMIT,
-	ST_BULKHEAD,
-	ST_COUNT
-};
-
-enum kind {
-	K_ENABLED, /* <stage>.enabled */
-	K_BOOL,    /* an int field */
-	K_U32,
-	K_U64,
-	K_SIZE,
-	K_DUR, /* uint64_t nanoseconds: milliseconds, or a number with a unit
-	        */
-	K_DOUBLE,
-	K_WINDOW,
-	K_BACKOFF,
-	K_JITTER,
-	K_SERVICE,
-	K_MOCK,
-	K_I32,      /* an int32_t field; a leading '-' is read (and refused) */
-	K_STRATEGY, /* cluster= */
-	K_ZONE      /* zone= : a string */
-};
-
-#define F_NONE 1u /* "none" means UINT64_MAX (no limit) */
-#define F_POW2 2u /* a power of two */
-
-typedef struct keydef {
-	const char *name;
-	unsigned char kind;
-	unsigned char stage;
-	unsigned char flags;
-	size_t off; /* into resil_pipeline_config */
-	uint64_t min, max;
-	double dmin, dmax;
-} keydef;
-
-#define PC(field) offsetof(resil_pipeline_config, field)
-#define U32MAX UINT64_C(4294967295)
-#define WINDOW_MAX UINT64_C(1048576)
-#define INT(n, k, st, fl, field, lo, hi)                  \
-	{                                                 \
-		n, k, st, fl, PC(field), lo, hi, 0.0, 0.0 \
-	}
-#define DBL(n, st, field, lo, hi)                           \
-	{                                                   \
-		n, K_DOUBLE, st, 0, PC(field), 0, 0, lo, hi \
-	}
-#define EN(n, st)                                      \
-	{                                              \
-		n, K_ENABLED, st, 0, 0, 0, 0, 0.0, 0.0 \
-	}
-
-static const keydef keys[] = {
-	INT("service", K_SERVICE, ST_NONE, 0, service, 0, 0),
-	INT("timeout", K_DUR, ST_NONE, 0, timeout_ns, 0, UINT64_MAX),
-	INT("mock", K_MOCK, ST_NONE, 0, mock, 0, 0),
-
-	EN("breaker.enabled", ST_BREAKER),
-	INT("breaker.per_method", K_BOOL, ST_BREAKER, 0, breaker_per_method, 0,
-	    1),
-	INT("breaker.consecutive_failures", K_U32, ST_BREAKER, 0,
-	    breaker.consecutive_failures, 0, U32MAX),
-	INT("breaker.failure_rate", K_U32, ST_BREAKER, 0,
-	    breaker.failure_rate_pct, 0, 100),
-	INT("breaker.slow_rate", K_U32, ST_BREAKER, 0, breaker.slow_rate_pct,
-	    0, 100),
-	INT("breaker.slow_threshold", K_DUR, ST_BREAKER, 0,
-	    breaker.slow_threshold_ns, 0, UINT64_MAX),
-	INT("breaker.min_calls", K_U32, ST_BREAKER, 0, breaker.min_calls, 0,
-	    U32MAX),
-	INT("breaker.window", K_WINDOW, ST_BREAKER, 0, breaker.window_type, 0,
-	    0),
-	/* The count window's real maximum (lib/breaker.c); a time window's
-	 * 3600 buckets are checked by the breaker, which knows the kind. */
-	INT("breaker.window_size", K_U32, ST_BREAKER, 0, breaker.window_size,
-	    1, WINDOW_MAX),
-	INT("breaker.bucket", K_DUR, ST_BREAKER, 0, breaker.bucket_ns, 1,
-	    UINT64_MAX),
-	INT("breaker.open_wait", K_DUR, ST_BREAKER, 0, breaker.open_wait_ns, 0,
-	    UINT64_MAX),
-	DBL("breaker.open_wait_multiplier", ST_BREAKER,
-	    breaker.open_wait_multiplier, 1.0, 1000.0),
-	INT("breaker.open_wait_max", K_DUR, ST_BREAKER, 0,
-	    breaker.open_wait_max_ns, 0, UINT64_MAX),
-	INT("breaker.probes", K_U32, ST_BREAKER, 0, breaker.permitted_probes,
-	    1, 32767),
-	INT("breaker.reopen_on_first_failure", K_BOOL, ST_BREAKER, 0,
-	    breaker.reopen_on_first_failure, 0, 1),
-	INT("breaker.max_half_open", K_DUR, ST_BREAKER, 0,
-	    breaker.max_half_open_ns, 0, UINT64_MAX),
-
-	EN("retry.enabled", ST_RETRY),
-	INT("retry.max_attempts", K_U32, ST_RETRY, 0, retry.max_attempts, 1,
-	    RESIL_RETRY_MAX_ATTEMPTS),
-	INT("retry.backoff", K_BACKOFF, ST_RETRY, 0, retry.backoff, 0, 0),
-	INT("retry.delay", K_DUR, ST_RETRY, 0, retry.base_delay_ns, 0,
-	    UINT64_MAX),
-	DBL("retry.multiplier", ST_RETRY, retry.multiplier, 1.0, 100.0),
-	INT("retry.max_delay", K_DUR, ST_RETRY, F_NONE, retry.max_delay_ns, 0,
-	    UINT64_MAX),
-	INT("retry.jitter", K_JITTER, ST_RETRY, 0, retry.jitter, 0, 0),
-	DBL("retry.jitter_factor", ST_RETRY, retry.jitter_factor, 0.0, 1.0),
-	INT("retry.seed", K_U64, ST_RETRY, 0, retry.seed, 0, UINT64_MAX),
-	INT("retry.deadline", K_DUR, ST_RETRY, 0, retry.deadline_ns, 0,
-	    UINT64_MAX),
-	INT("retry.on_open", K_BOOL, ST_RETRY, 0, retry.retry_on_open, 0, 1),
-	INT("retry.on_limited", K_BOOL, ST_RETRY, 0, retry.retry_on_limited, 0,
-	    1),
-	INT("retry.fail_after_max_attempts", K_BOOL, ST_RETRY, 0,
-	    retry.fail_after_max_attempts, 0, 1),
-	DBL("retry.budget_ratio", ST_RETRY, retry.budget_ratio, 0.0, 1000.0),
-	INT("retry.budget_max_tokens", K_U32, ST_RETRY, 0,
-	    retry.budget_max_tokens, 1, 1000000),
-	INT("retry.budget_min_retries", K_U32, ST_RETRY, 0,
-	    retry.budget_min_retries, 0, 1000000),
-	INT("retry.budget_period", K_DUR, ST_RETRY, 0, retry.budget_period_ns,
-	    1, UINT64_MAX),
-
-	EN("cache.enabled", ST_CACHE),
-	INT("cache.max_entries", K_SIZE, ST_CACHE, 0, cache.max_entries, 1,
-	    UINT64_C(1) << 32),
-	INT("cache.max_bytes", K_SIZE, ST_CACHE, 0, cache.max_bytes, 1,
-	    UINT64_MAX),
-	INT("cache.max_age", K_DUR, ST_CACHE, F_NONE, cache.max_age, 0,
-	    UINT64_MAX),
-	INT("cache.shards", K_U32, ST_CACHE, F_POW2, cache.shards, 1, 256),
-
-	EN("ratelimit.enabled", ST_RATELIMIT),
-	INT("ratelimit.rate", K_U32, ST_RATELIMIT, 0, ratelimit.rate, 1,
-	    U32MAX),
-	INT("ratelimit.period", K_DUR, ST_RATELIMIT, 0, ratelimit.period_ns, 1,
-	    UINT64_MAX),
-	INT("ratelimit.burst", K_U32, ST_RATELIMIT, 0, ratelimit.burst, 1,
-	    U32MAX),
-	INT("ratelimit.batch", K_U32, ST_RATELIMIT, 0, ratelimit.batch, 0,
-	    65536),
-
-	EN("bulkhead.enabled", ST_BULKHEAD),
-	INT("bulkhead.max_concurrent", K_U32, ST_BULKHEAD, 0,
-	    bulkhead.max_concurrent, 1, RESIL_BULKHEAD_MAX_LIMIT),
-	INT("bulkhead.adaptive", K_BOOL, ST_BULKHEAD, 0, bulkhead.adaptive, 0,
-	    1),
-	INT("bulkhead.min_limit", K_U32, ST_BULKHEAD, 0, bulkhead.min_limit, 1,
-	    RESIL_BULKHEAD_MAX_LIMIT),
-	INT("bulkhead.max_limit", K_U32, ST_BULKHEAD, 0, bulkhead.max_limit, 1,
-	    RESIL_BULKHEAD_MAX_LIMIT),
-	INT("bulkhead.target_latency", K_DUR, ST_BULKHEAD, 0,
-	    bulkhead.target_latency_ns, 1, UINT64_MAX),
-	INT("bulkhead.increase", K_U32, ST_BULKHEAD, 0, bulkhead.increase, 1,
-	    RESIL_BULKHEAD_MAX_LIMIT),
-	INT("bulkhead.backoff_pct", K_U32, ST_BULKHEAD, 0,
-	    bulkhead.backoff_pct, 1, 99),
-	INT("bulkhead.batch", K_U32, ST_BULKHEAD, 0, bulkhead.batch, 0,
-	    RESIL_BULKHEAD_MAX_LIMIT),
-
-	INT("hedge.max", K_U32, ST_NONE, 0, hedge_max, 0, 7),
-	INT("hedge.delay", K_DUR, ST_NONE, 0, hedge_delay_ns, 0, UINT64_MAX),
-
-	/* The cluster (Dubbo's keys; used with a selector). */
-	INT("cluster", K_STRATEGY, ST_NONE, 0, cluster.strategy, 0, 0),
-	INT("retries", K_I32, ST_NONE, 0, cluster.retries, 0, 999),
-	INT("forks", K_I32, ST_NONE, 0, cluster.forks, 1, 2147483647),
-	INT("broadcast.fail.percent", K_I32, ST_NONE, 0,
-	    cluster.broadcast_fail_percent, 0, 100),
-	INT("failback.queue", K_I32, ST_NONE, 0, cluster.failback_queue, 1,
-	    2147483647),
-	INT("failback.retries", K_I32, ST_NONE, 0, cluster.failback_retries, 0,
-	    2147483647),
-	INT("failback.period", K_DUR, ST_NONE, 0, cluster.failback_period_ns,
-	    1, UINT64_MAX),
-	INT("zone", K_ZONE, ST_NONE, 0, cluster.local_zone, 0, 0),
-	INT("cross_zone_timeout", K_DUR, ST_NONE, 0,
-	    cluster.cross_zone_timeout_ns, 0, UINT64_MAX),
-};
-
-#define NKEYS (sizeof(keys) / sizeof(keys[0]))
-
-/* Words that start a stage key: never method names. */
-static const char *const reserved[] = { "service", "timeout", "mock",
-	"breaker", "retry", "cache", "ratelimit", "bulkhead", "cluster",
-	"retries", "forks", "broadcast", "failback", "zone",
-	"cross_zone_timeout", "loadbalance", "router", "outlier", "panic",
-	"hedge", "registry" };
-
-/* The keys a declared method has, after "<method>.". */
-enum mkey {
-	MK_TYPE,
-	MK_MOCK,
-	MK_TIMEOUT,
-	MK_MAX_ATTEMPTS,
-	MK_RETRIES, /* cluster: max_attempts = retries + 1 */
-	MK_COUNT,
-	MK_TEXT /* not a method key: a selector key (resil_cluster_text) */
-};
-static const char *const method_keys[MK_COUNT] = { "type", "mock", "timeout",
-	"retry.max_attempts", "retries" };
-
-static const char *const window_names[] = { "count", "time" };
-static const char *const backoff_names[] = { "fixed", "exponential",
-	"linear" };
-static const resil_retry_backoff backoff_values[] = { RESIL_BACKOFF_FIXED,
-	RESIL_BACKOFF_EXPONENTIAL, RESIL_BACKOFF_LINEAR };
-static const char *const jitter_names[] = { "none", "proportional", "full",
-	"equal", "decorrelated", "decorrelated_v2" };
 
 /* ---- a string index ----
  *
@@ -391,507 +182,11 @@ is_blank(char c)
 	return c == ' ' || c == '\t' || c == '\r';
 }
 
-static int
-lower(int c)
-{
-	return c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c;
-}
-
-static int
-word_eq(const char *s, const char *w)
-{
-	while (*s != '\0' && *w != '\0' && lower(*s) == lower(*w)) {
-		s++;
-		w++;
-	}
-	return *s == '\0' && *w == '\0';
-}
-
-/*
- * Write `origin:line: message` (or the message alone for a setting without
- * a line) into diag. The message is formatted first so that the prefix is
- * not cut by a long message's own truncation rules.
- */
-static resil_err fail_at(resil_diag *diag, const char *origin, unsigned line,
-    const char *fmt, ...) RESIL__PRINTF(4, 5);
-
-static resil_err
-fail_at(
-    resil_diag *diag, const char *origin, unsigned line, const char *fmt, ...)
-{
-	char f[512];
-	size_t n = 0, i;
-	va_list ap;
-	resil_err err;
-
-	if (diag == NULL)
-		return RESIL_E_INVAL;
-	/* "origin:line: " becomes part of the format (its '%' doubled), so
-	 * that the values of the message are elided as any diagnostic's. */
-	if (line != 0 && origin != NULL) {
-		for (i = 0; origin[i] != '\0' && n + 2 < 200; i++) {
-			if (origin[i] == '%')
-				f[n++] = '%';
-			f[n++] = origin[i];
-		}
-		n += (size_t)snprintf(f + n, sizeof(f) - n, ":%u: ", line);
-	}
-	if (n + strlen(fmt) + 1 > sizeof(f))
-		return resil__diagf(diag, RESIL_E_INVAL, "%s", fmt);
-	memcpy(f + n, fmt, strlen(fmt) + 1);
-	va_start(ap, fmt);
-	err = resil__vdiagf(diag, RESIL_E_INVAL, f, ap);
-	va_end(ap);
-	return err;
-}
-
-static size_t
-edit_distance(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b), i, j;
-	size_t row[64], prev, tmp;
-
-	if (lb >= sizeof(row) / sizeof(row[0]) || la >= 64)
-		return SIZE_MAX;
-	for (j = 0; j <= lb; j++)
-		row[j] = j;
-	for (i = 1; i <= la; i++) {
-		prev = row[0];
-		row[0] = i;
-		for (j = 1; j <= lb; j++) {
-			tmp = row[j];
-			row[j] = a[i - 1] == b[j - 1] ? prev : 1 + prev;
-			if (row[j] > tmp + 1)
-				row[j] = tmp + 1;
-			if (row[j] > row[j - 1] + 1)
-				row[j] = row[j - 1] + 1;
-			prev = tmp;
-		}
-	}
-	return row[lb];
-}
-
-static resil_err
-unknown_key(resil_diag *diag, const char *origin, unsigned line,
-    const char *key, const char *method)
-{
-	const char *best = NULL;
-	size_t d, bd = 3, i;
-
-	if (method != NULL) {
-		/* A method key: suggest among the method keys. */
-		const char *rest = key + strlen(method) + 1;
-
-		for (i = 0; i < MK_COUNT; i++) {
-			d = edit_distance(rest, method_keys[i]);
-			if (d < bd) {
-				bd = d;
-				best = method_keys[i];
-			}
-		}
-		if (best != NULL)
-			return fail_at(diag, origin, line,
-			    "%s: unknown key (did you mean %s.%s?)", key,
-			    method, best);
-		return fail_at(diag, origin, line,
-		    "%s: unknown key (a method has type, mock, timeout and "
-		    "retry.max_attempts)",
-		    key);
-	}
-	for (i = 0; i < NKEYS; i++) {
-		d = edit_distance(key, keys[i].name);
-		if (d < bd) {
-			bd = d;
-			best = keys[i].name;
-		}
-	}
-	if (best != NULL)
-		return fail_at(diag, origin, line,
-		    "%s: unknown key (did you mean %s?)", key, best);
-	return fail_at(diag, origin, line, "%s: unknown key", key);
-}
-
-static int
-is_ident(const char *s, size_t n)
-{
-	size_t i;
-
-	if (n == 0)
-		return 0;
-	for (i = 0; i < n; i++) {
-		char c = s[i];
-		int alpha = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-		    c == '_' || c == '$';
-
-		if (!alpha && !(i > 0 && c >= '0' && c <= '9'))
-			return 0;
-	}
-	return 1;
-}
-
-/* Is s[0..n) a word that starts a stage key (never a method name)? */
-static int
-is_reserved(const char *s, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++)
-		if (strlen(reserved[i]) == n && memcmp(reserved[i], s, n) == 0)
-			return 1;
-	return 0;
-}
-
 resil_err
 resil_config_check_method(const resil_method_config *m, resil_diag *diag)
 {
-	size_t n;
-
-	if (m == NULL)
-		return resil__diagf(diag, RESIL_E_INVAL, "method: NULL");
-	if (m->name == NULL || m->name[0] == '\0')
-		return resil__diagf(
-		    diag, RESIL_E_INVAL, "method: a name is required");
-	n = strlen(m->name);
-	if (!is_ident(m->name, n))
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "method \"%s\": not a method name (a letter, '_' or '$', "
-		    "then letters, digits, '_' or '$')",
-		    m->name);
-	if (is_reserved(m->name, n))
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "method \"%s\": a reserved word (it starts stage keys)",
-		    m->name);
-	if ((unsigned)m->type > (unsigned)RESIL_TYPE_JSON)
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "%s.type: %d is not a type (any, void, bool, int, double, "
-		    "string, bytes, array, object, json)",
-		    m->name, (int)m->type);
-	if (m->max_attempts > RESIL_RETRY_MAX_ATTEMPTS)
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "%s.retry.max_attempts: %u is out of range 0..%u", m->name,
-		    (unsigned)m->max_attempts,
-		    (unsigned)RESIL_RETRY_MAX_ATTEMPTS);
-	return RESIL_OK;
-}
-
-/*
- * Classify key: a stage key (*def set) or a method key (*method_len and
- * *mk set). Returns RESIL_OK or RESIL_E_INVAL with the message.
- */
-/* Whether key=value is a selector key (loadbalance=, router.*, outlier.*,
- * panic.threshold, <method>.loadbalance=, ...): *is set to 1 when it is
- * one and its value is good; an error for a bad value; RESIL_OK with *is
- * 0 for a key the selector does not know. value NULL: not tried. */
-static resil_err
-try_text(const char *key, const char *value, const resil_allocator *a,
-    const char *origin, unsigned line, resil_diag *diag, int *is)
-{
-	resil_cluster_text *ct;
-	resil_err err;
-
-	*is = 0;
-	if (value == NULL)
-		return RESIL_OK;
-	if (resil_cluster_text_new(&ct, a) != RESIL_OK)
-		return resil__diagf(
-		    diag, RESIL_E_NOMEM, "config: out of memory");
-	err = resil_cluster_text_set(
-	    ct, key, value, line > 0 ? origin : NULL, line, diag);
-	resil_cluster_text_free(ct);
-	if (err == RESIL_E_NOTFOUND) {
-		if (diag != NULL)
-			diag->msg[0] = '\0';
-		return RESIL_OK;
-	}
-	if (err == RESIL_OK)
-		*is = 1;
-	return err;
-}
-
-static resil_err
-classify(const char *key, const char *value, const resil_allocator *a,
-    const keydef **def, size_t *method_len, enum mkey *mk, const char *origin,
-    unsigned line, resil_diag *diag)
-{
-	const char *dot;
-	size_t i, n;
-	char name[RESIL_DIAG_MAX];
-	resil_err err;
-	int is_text;
-
-	for (i = 0; i < NKEYS; i++) {
-		if (strcmp(key, keys[i].name) == 0) {
-			*def = &keys[i];
-			return RESIL_OK;
-		}
-	}
-	err = try_text(key, value, a, origin, line, diag, &is_text);
-	if (err != RESIL_OK)
-		return err;
-	if (is_text) {
-		*def = NULL;
-		*method_len = 0;
-		*mk = MK_TEXT;
-		return RESIL_OK;
-	}
-	dot = strchr(key, '.');
-	if (dot == NULL)
-		return unknown_key(diag, origin, line, key, NULL);
-	n = (size_t)(dot - key);
-	if (is_reserved(key, n))
-		return unknown_key(diag, origin, line, key, NULL);
-	if (!is_ident(key, n)) {
-		/* Maybe a misspelt stage key rather than a method. */
-		return fail_at(diag, origin, line,
-		    "%s: \"%.*s\" is not a method name (a letter, '_' or '$', "
-		    "then letters, digits, '_' or '$')",
-		    key, (int)n, key);
-	}
-	for (i = 0; i < MK_COUNT; i++) {
-		if (strcmp(dot + 1, method_keys[i]) == 0) {
-			*def = NULL;
-			*method_len = n;
-			*mk = (enum mkey)i;
-			return RESIL_OK;
-		}
-	}
-	if (n >= sizeof(name))
-		n = sizeof(name) - 1;
-	memcpy(name, key, n);
-	name[n] = '\0';
-	return unknown_key(diag, origin, line, key, name);
-}
-
-/* ---- values ---- */
-
-/* Digits only, into *v; 0 when not a number, -1 on overflow. */
-static int
-parse_digits(const char *s, size_t n, uint64_t *v)
-{
-	uint64_t x = 0;
-	size_t i;
-	int over = 0;
-
-	if (n == 0)
-		return 0;
-	for (i = 0; i < n; i++) {
-		unsigned d;
-
-		if (s[i] < '0' || s[i] > '9')
-			return 0;
-		d = (unsigned)(s[i] - '0');
-		/* Catch uint64_t overflow. */
-		if (x > (UINT64_MAX - d) / 10)
-			over = 1;
-		else
-			x = x * 10 + d;
-	}
-	if (over)
-		return -1;
-	*v = x;
-	return 1;
-}
-
-/*
- * A duration: a decimal number (digits, optionally a fraction) and an
- * optional unit written next to it. A tick is a nanosecond on every clock;
- * a number without a unit is milliseconds, as in Dubbo and Spring
- * (timeout=3000 is three seconds).
- */
-#define DUR_UNITS "ns, us, ms, s, m, h; a number alone is milliseconds"
-
-enum dur_result {
-	DUR_OK = 1,
-	DUR_BAD = 0,    /* not a duration at all */
-	DUR_RANGE = -1, /* overflows 64 bits of nanoseconds */
-	DUR_UNIT = -2,  /* an unknown unit (*unit_at points at it) */
-	DUR_SPACE = -3, /* a blank between the number and the unit */
-	DUR_FRACT = -4, /* a fraction finer than a nanosecond */
-	DUR_COMMA = -5  /* a decimal comma (1,5s) */
-};
-
-static const struct {
-	const char *suffix;
-	uint64_t mul;
-} dur_units[] = { { "ns", 1 }, { "us", RESIL_NS_PER_US },
-	{ "ms", RESIL_NS_PER_MS }, { "s", RESIL_NS_PER_SEC },
-	{ "m", 60 * RESIL_NS_PER_SEC }, { "h", 3600 * RESIL_NS_PER_SEC } };
-
-static int
-parse_duration(const char *s, uint64_t *v, const char **unit_at)
-{
-	size_t n = 0, f0, fn = 0, i;
-	const char *u;
-	uint64_t whole, frac = 0, mul = RESIL_NS_PER_MS, div = 1;
-	int r, seen = 0;
-
-	while (s[n] >= '0' && s[n] <= '9')
-		n++;
-	f0 = n;
-	if (s[n] == '.') {
-		f0 = n + 1;
-		while (s[f0 + fn] >= '0' && s[f0 + fn] <= '9')
-			fn++;
-		if (fn == 0)
-			return DUR_BAD;
-	}
-	if (n == 0 && fn == 0)
-		return DUR_BAD;
-	u = s + (fn > 0 ? f0 + fn : n);
-	if (*u == ' ' || *u == '\t') {
-		while (*u == ' ' || *u == '\t')
-			u++;
-		if (*u == '\0')
-			return DUR_BAD;
-		*unit_at = u;
-		return DUR_SPACE;
-	}
-	if (*u == ',' && u[1] >= '0' && u[1] <= '9') {
-		*unit_at = u;
-		return DUR_COMMA;
-	}
-	if (*u != '\0') {
-		for (i = 0; i < sizeof(dur_units) / sizeof(dur_units[0]);
-		     i++) {
-			if (strcmp(u, dur_units[i].suffix) == 0) {
-				mul = dur_units[i].mul;
-				seen = 1;
-				break;
-			}
-		}
-		if (!seen) {
-			*unit_at = u;
-			return DUR_UNIT;
-		}
-	}
-	whole = 0;
-	r = n > 0 ? parse_digits(s, n, &whole) : 1;
-	if (r < 0 || whole > UINT64_MAX / mul)
-		return DUR_RANGE;
-	whole *= mul;
-	/* The fraction, exactly: at most as many digits as the unit has
-	 * decimal places of nanoseconds (trailing zeros aside). */
-	while (fn > 0 && s[f0 + fn - 1] == '0')
-		fn--;
-	for (i = 0; i < fn; i++) {
-		if (div >= mul)
-			return DUR_FRACT;
-		div *= 10;
-		frac = frac * 10 + (uint64_t)(s[f0 + i] - '0');
-	}
-	if (fn > 0) {
-		if (mul % div != 0)
-			return DUR_FRACT;
-		frac *= mul / div;
-		if (frac > UINT64_MAX - whole)
-			return DUR_RANGE;
-		whole += frac;
-	}
-	*v = whole;
-	return DUR_OK;
-}
-
-/* A unit people write for one of ours, for "did you mean". */
-static const char *
-dur_unit_hint(const char *u)
-{
-	static const char *const map[][2] = { { "sec", "s" }, { "secs", "s" },
-		{ "second", "s" }, { "seconds", "s" }, { "min", "m" },
-		{ "mins", "m" }, { "minute", "m" }, { "minutes", "m" },
-		{ "msec", "ms" }, { "msecs", "ms" }, { "millis", "ms" },
-		{ "usec", "us" }, { "\xC2\xB5s", "us" }, { "\xCE\xBCs", "us" },
-		{ "nsec", "ns" }, { "nanos", "ns" }, { "hr", "h" },
-		{ "hrs", "h" }, { "hour", "h" }, { "hours", "h" },
-		{ "S", "s" }, { "MS", "ms" }, { "Ms", "ms" }, { "NS", "ns" },
-		{ "US", "us" }, { "H", "h" } };
-	size_t i;
-
-	for (i = 0; i < sizeof(map) / sizeof(map[0]); i++)
-		if (strcmp(u, map[i][0]) == 0)
-			return map[i][1];
-	return NULL;
-}
-
-/* The shortest text of a duration that reads back as it: the largest
- * unit that divides it, or a bare 0. */
-static int
-format_duration(char *buf, size_t len, uint64_t ns)
-{
-	size_t i = sizeof(dur_units) / sizeof(dur_units[0]);
-
-	if (ns == 0)
-		return snprintf(buf, len, "0");
-	while (i-- > 1)
-		if (ns % dur_units[i].mul == 0)
-			break;
-	return snprintf(buf, len, "%llu%s",
-	    (unsigned long long)(ns / dur_units[i].mul), dur_units[i].suffix);
-}
-
-/* A decimal number, no hex, inf or nan. */
-static int
-parse_double(const char *s, double *v)
-{
-	const char *p;
-	char *end;
-	double d;
-
-	if (*s == '\0')
-		return 0;
-	for (p = s; *p != '\0'; p++)
-		if (!((*p >= '0' && *p <= '9') || *p == '.' || *p == 'e' ||
-		        *p == 'E' || *p == '+' || *p == '-'))
-			return 0;
-	d = strtod(s, &end);
-	if (*end != '\0' || end == s || !isfinite(d))
-		return 0;
-	*v = d;
-	return 1;
-}
-
-static int
-parse_bool(const char *s, int *v)
-{
-	static const char *const yes[] = { "true", "1", "yes", "on" };
-	static const char *const no[] = { "false", "0", "no", "off" };
-	size_t i;
-
-	for (i = 0; i < 4; i++) {
-		if (word_eq(s, yes[i])) {
-			*v = 1;
-			return 1;
-		}
-		if (word_eq(s, no[i])) {
-			*v = 0;
-			return 1;
-		}
-	}
-	return 0;
-}
-
-static int
-parse_enum(const char *s, const char *const *names, size_t n, int *v)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		if (word_eq(s, names[i])) {
-			*v = (int)i;
-			return 1;
-		}
-	}
-	return 0;
-}
-
-static void
-join_names(char *buf, size_t len, const char *const *names, size_t n)
-{
-	size_t i, used = 0;
-
-	buf[0] = '\0';
-	for (i = 0; i < n && used < len; i++)
-		used += (size_t)snprintf(buf + used, len - used, "%s%s",
-		    i == 0 ? "" : ", ", names[i]);
+	/* The pipeline's own rules: resil_pipeline_new applies them too. */
+	return resil__method_check(m, diag);
 }
 
 /* ---- building ---- */
@@ -981,132 +276,45 @@ build_method(build *b, const char *name)
 	return (long)b->n++;
 }
 
-/* The message for a duration parse_duration() refused. */
+/* A selector key (loadbalance=, router.*, ...): kept for the selector. */
 static resil_err
-dur_fail(resil_diag *diag, const char *origin, unsigned line, const char *key,
-    const char *v, int r, const char *unit_at)
+apply_text(build *b, const setting *s, resil_diag *diag)
 {
-	const char *hint;
-
-	switch (r) {
-	case DUR_SPACE:
-		return fail_at(diag, origin, line,
-		    "%s: \"%s\": write the unit next to the number (%.*s%s)",
-		    key, v, (int)strcspn(v, " \t"), v, unit_at);
-	case DUR_UNIT:
-		hint = dur_unit_hint(unit_at);
-		if (hint != NULL)
-			return fail_at(diag, origin, line,
-			    "%s: \"%s\": unknown unit \"%s\" (did you mean "
-			    "%.*s%s?)",
-			    key, v, unit_at, (int)(unit_at - v), v, hint);
-		return fail_at(diag, origin, line,
-		    "%s: \"%s\": unknown unit \"%s\" (units: " DUR_UNITS ")",
-		    key, v, unit_at);
-	case DUR_COMMA:
-		return fail_at(diag, origin, line,
-		    "%s: \"%s\": write a fraction with '.', not ','", key, v);
-	case DUR_FRACT:
-		return fail_at(diag, origin, line,
-		    "%s: \"%s\" is not a whole number of nanoseconds", key, v);
-	default:
-		return fail_at(diag, origin, line,
-		    "%s: \"%s\" is not a duration (a number of "
-		    "milliseconds, or a number with a unit: ns, us, ms, s, m, "
-		    "h)",
-		    key, v);
-	}
+	if (b->ct == NULL && resil_cluster_text_new(&b->ct, b->a) != RESIL_OK)
+		return resil__diagf(
+		    diag, RESIL_E_NOMEM, "config: out of memory");
+	return resil_cluster_text_set(b->ct, s->key, s->value,
+	    s->line > 0 ? b->origin : NULL, s->line, diag);
 }
 
-/* Apply one setting to b. */
+/* A key of a declared method (declared by its first key). */
 static resil_err
-build_apply(build *b, const setting *s, resil_diag *diag)
+apply_method(build *b, const setting *s, const keyval *kv, resil_diag *diag)
 {
-	const keydef *k = s->def;
-	const char *v = s->value;
-	unsigned line = s->line;
-	char *field;
-	char names[128];
-	uint64_t u = 0;
-	double d = 0.0;
-	const char *unit_at = NULL;
-	int r, e;
+	long i = build_method(b, s->method);
+	resil_err err;
 
-	if (k == NULL && s->mk == MK_TEXT) {
-		if (b->ct == NULL &&
-		    resil_cluster_text_new(&b->ct, b->a) != RESIL_OK)
-			return resil__diagf(
-			    diag, RESIL_E_NOMEM, "config: out of memory");
-		return resil_cluster_text_set(b->ct, s->key, s->value,
-		    line > 0 ? b->origin : NULL, line, diag);
+	if (i < 0)
+		return resil__diagf(
+		    diag, RESIL_E_NOMEM, "config: out of memory");
+	err = resil__config_read_method(s->mk, kv, &b->methods[i], diag);
+	if (err == RESIL_OK && s->mk == MK_MOCK) {
+		b->method_mock[i].value = s->value;
+		b->method_mock[i].line = s->line;
 	}
-	if (k == NULL) {
-		long i = build_method(b, s->method);
-		resil_method_config *m;
+	return err;
+}
 
-		if (i < 0)
-			return resil__diagf(
-			    diag, RESIL_E_NOMEM, "config: out of memory");
-		m = &b->methods[i];
-		switch (s->mk) {
-		case MK_TYPE:
-			for (e = 0; e <= (int)RESIL_TYPE_JSON; e++) {
-				if (word_eq(
-				        v, resil_type_name((resil_type)e))) {
-					m->type = (resil_type)e;
-					return RESIL_OK;
-				}
-			}
-			return fail_at(diag, b->origin, line,
-			    "%s: \"%s\" is not a type (any, void, bool, int, "
-			    "double, string, bytes, array, object, json)",
-			    s->key, v);
-		case MK_MOCK:
-			m->mock = v;
-			b->method_mock[i].value = s->value;
-			b->method_mock[i].line = s->line;
-			return RESIL_OK;
-		case MK_TIMEOUT:
-			r = parse_duration(v, &u, &unit_at);
-			if (r == DUR_RANGE)
-				goto range_u64;
-			if (r != DUR_OK)
-				return dur_fail(diag, b->origin, line, s->key,
-				    v, r, unit_at);
-			m->timeout_ns = u;
-			return RESIL_OK;
-		case MK_RETRIES:
-			if (v[0] == '-')
-				return fail_at(diag, b->origin, line,
-				    "%s: %s is out of range 0..999", s->key,
-				    v);
-			r = parse_digits(v, strlen(v), &u);
-			if (r == 0)
-				goto bad_integer;
-			if (r < 0 || u > 999)
-				return fail_at(diag, b->origin, line,
-				    "%s: %s is out of range 0..999", s->key,
-				    v);
-			m->max_attempts = (uint32_t)u + 1;
-			return RESIL_OK;
-		default:
-			r = parse_digits(v, strlen(v), &u);
-			if (r == 0)
-				goto bad_integer;
-			if (r < 0 || u > RESIL_RETRY_MAX_ATTEMPTS)
-				return fail_at(diag, b->origin, line,
-				    "%s: %s is out of range 0..%u", s->key, v,
-				    (unsigned)RESIL_RETRY_MAX_ATTEMPTS);
-			m->max_attempts = (uint32_t)u;
-			return RESIL_OK;
-		}
-	}
-
-	field = (char *)&b->pc + k->off;
+/* What a stage key tells the build besides its value: the cluster's line,
+ * the stage's last line (its cross-field errors carry it) and that the
+ * stage was touched (which switches it on). */
+static void
+note_key(build *b, const keydef *k, const setting *s)
+{
 	if (k->off >= PC(cluster) &&
 	    k->off < PC(cluster) + sizeof(resil_cluster_config)) {
 		b->cluster_seen = 1;
-		b->cluster_line = line;
+		b->cluster_line = s->line;
 	}
 	if (k->stage != ST_NONE) {
 		/* A setting made by set is newer than every line of the
@@ -1116,155 +324,39 @@ build_apply(build *b, const setting *s, resil_diag *diag)
 		b->last[k->stage] = b->set_seen[k->stage] ? 0 : s->line;
 		b->touched[k->stage] = 1;
 	}
-	switch (k->kind) {
-	case K_ENABLED:
-	case K_BOOL:
-		if (!parse_bool(v, &e))
-			return fail_at(diag, b->origin, line,
-			    "%s: \"%s\" is not a boolean (true, false, yes, "
-			    "no, "
-			    "on, off, 1, 0)",
-			    s->key, v);
-		if (k->kind == K_ENABLED)
-			b->enabled[k->stage] = e;
-		else
-			memcpy(field, &e, sizeof(e));
-		return RESIL_OK;
-	case K_SERVICE:
-		if (*v == '\0')
-			return fail_at(diag, b->origin, line,
-			    "service: a service name is required");
-		b->pc.service = v;
-		return RESIL_OK;
-	case K_MOCK:
-		b->pc.mock = v;
+}
+
+/* Apply one setting to b: the key table says how its value is read. */
+static resil_err
+build_apply(build *b, const setting *s, resil_diag *diag)
+{
+	const keydef *k = s->def;
+	keyval kv;
+	resil_err err;
+	int on = 0;
+
+	if (k == NULL && s->mk == MK_TEXT)
+		return apply_text(b, s, diag);
+	kv.key = s->key;
+	kv.value = s->value;
+	kv.origin = b->origin;
+	kv.line = s->line;
+	if (k == NULL)
+		return apply_method(b, s, &kv, diag);
+	note_key(b, k, s);
+	if (k->kind == K_ENABLED) {
+		/* The switch is decided at the end (build_finish). */
+		err = resil__config_read(k, &kv, &on, diag);
+		if (err == RESIL_OK)
+			b->enabled[k->stage] = on;
+		return err;
+	}
+	err = resil__config_read(k, &kv, (char *)&b->pc + k->off, diag);
+	if (err == RESIL_OK && k->kind == K_MOCK) {
 		b->mock.value = s->value;
 		b->mock.line = s->line;
-		return RESIL_OK;
-	case K_STRATEGY: {
-		resil_cluster_strategy cs;
-
-		if (resil_cluster_strategy_parse(v, &cs) != RESIL_OK)
-			return fail_at(diag, b->origin, line,
-			    "%s: \"%s\" is not one of failover, failfast, "
-			    "failsafe, failback, broadcast, forking, "
-			    "zone-aware",
-			    s->key, v);
-		b->pc.cluster.strategy = cs;
-		return RESIL_OK;
 	}
-	case K_ZONE:
-		if (*v == '\0')
-			return fail_at(diag, b->origin, line,
-			    "%s: a zone name is required", s->key);
-		b->pc.cluster.local_zone = v;
-		return RESIL_OK;
-	case K_I32: {
-		int32_t x;
-		int neg = v[0] == '-';
-
-		r = parse_digits(v + neg, strlen(v + neg), &u);
-		if (r == 0)
-			return fail_at(diag, b->origin, line,
-			    "%s: \"%s\" is not an integer", s->key, v);
-		if (neg || r < 0 || u < k->min || u > k->max)
-			return fail_at(diag, b->origin, line,
-			    "%s: %s is out of range %llu..%llu", s->key, v,
-			    (unsigned long long)k->min,
-			    (unsigned long long)k->max);
-		x = (int32_t)u;
-		memcpy(field, &x, sizeof(x));
-		return RESIL_OK;
-	}
-	case K_WINDOW:
-		if (!parse_enum(v, window_names, 2, &e))
-			goto bad_enum;
-		b->pc.breaker.window_type = (resil_breaker_window_type)e;
-		return RESIL_OK;
-	case K_BACKOFF:
-		if (!parse_enum(v, backoff_names, 3, &e))
-			goto bad_enum;
-		b->pc.retry.backoff = backoff_values[e];
-		return RESIL_OK;
-	case K_JITTER:
-		if (!parse_enum(v, jitter_names, 6, &e))
-			goto bad_enum;
-		b->pc.retry.jitter = (resil_retry_jitter)e;
-		return RESIL_OK;
-	case K_DOUBLE:
-		if (!parse_double(v, &d))
-			return fail_at(diag, b->origin, line,
-			    "%s: \"%s\" is not a number", s->key, v);
-		if (!(d >= k->dmin && d <= k->dmax))
-			return fail_at(diag, b->origin, line,
-			    "%s: %s is out of range %g..%g", s->key, v,
-			    k->dmin, k->dmax);
-		memcpy(field, &d, sizeof(d));
-		return RESIL_OK;
-	case K_DUR:
-		if ((k->flags & F_NONE) && word_eq(v, "none")) {
-			u = UINT64_MAX;
-		} else {
-			r = parse_duration(v, &u, &unit_at);
-			if (r == DUR_RANGE)
-				goto range;
-			if (r != DUR_OK)
-				return dur_fail(diag, b->origin, line, s->key,
-				    v, r, unit_at);
-			if (u < k->min)
-				goto range;
-		}
-		memcpy(field, &u, sizeof(u));
-		return RESIL_OK;
-	default: /* K_U32, K_U64, K_SIZE */
-		r = parse_digits(v, strlen(v), &u);
-		if (r == 0)
-			goto bad_integer;
-		if (r < 0 || u < k->min || u > k->max ||
-		    (k->kind == K_SIZE && u > SIZE_MAX))
-			goto range;
-		if ((k->flags & F_POW2) && (u & (u - 1)) != 0)
-			return fail_at(diag, b->origin, line,
-			    "%s: %s is not a power of two in %llu..%llu",
-			    s->key, v, (unsigned long long)k->min,
-			    (unsigned long long)k->max);
-		if (k->kind == K_U32) {
-			uint32_t x = (uint32_t)u;
-
-			memcpy(field, &x, sizeof(x));
-		} else if (k->kind == K_SIZE) {
-			size_t x = (size_t)u;
-
-			memcpy(field, &x, sizeof(x));
-		} else {
-			memcpy(field, &u, sizeof(u));
-		}
-		return RESIL_OK;
-	}
-
-bad_enum:
-	if (k->kind == K_WINDOW)
-		join_names(names, sizeof(names), window_names, 2);
-	else if (k->kind == K_BACKOFF)
-		join_names(names, sizeof(names), backoff_names, 3);
-	else
-		join_names(names, sizeof(names), jitter_names, 6);
-	return fail_at(diag, b->origin, line, "%s: \"%s\" is not one of %s",
-	    s->key, v, names);
-bad_integer:
-	return fail_at(diag, b->origin, line,
-	    "%s: \"%s\" is not an unsigned integer", s->key, v);
-range_u64:
-	return fail_at(diag, b->origin, line,
-	    "%s: %s is out of range 0..18446744073709551615", s->key, v);
-range:
-	if (k->kind == K_SIZE && k->max > SIZE_MAX)
-		return fail_at(diag, b->origin, line,
-		    "%s: %s is out of range %llu..%llu", s->key, v,
-		    (unsigned long long)k->min, (unsigned long long)SIZE_MAX);
-	return fail_at(diag, b->origin, line,
-	    "%s: %s is out of range %llu..%llu", s->key, v,
-	    (unsigned long long)k->min, (unsigned long long)k->max);
+	return err;
 }
 
 /* Check a mock spec; its message names key instead of "mock". */
@@ -1289,9 +381,9 @@ check_mock(build *b, const ref *s, const char *name, resil_type type,
 	if (strncmp(msg, "mock: ", 6) == 0)
 		msg += 6;
 	if (name != NULL)
-		return fail_at(
+		return resil__config_fail(
 		    diag, b->origin, s->line, "%s.mock: %s", name, msg);
-	return fail_at(diag, b->origin, s->line, "mock: %s", msg);
+	return resil__config_fail(diag, b->origin, s->line, "mock: %s", msg);
 }
 
 /*
@@ -1336,10 +428,11 @@ put_duration(const char **in, char *out, size_t len, size_t *o)
 
 	while ((*in)[n] >= '0' && (*in)[n] <= '9')
 		n++;
-	if (n == 0 || is_word((*in)[n]) || parse_digits(*in, n, &v) != 1)
+	if (n == 0 || is_word((*in)[n]) ||
+	    resil__parse_digits(*in, n, &v) != 1)
 		return;
 	*in += n;
-	format_duration(tmp, sizeof(tmp), v);
+	resil__duration_format(tmp, sizeof(tmp), v);
 	for (t = tmp; *t != '\0' && *o + 1 < len; t++)
 		out[(*o)++] = *t;
 }
@@ -1414,7 +507,7 @@ stage_fail(build *b, int stage, const resil_diag *d, resil_diag *diag)
 	char msg[RESIL_DIAG_MAX];
 
 	rename_fields(d->msg, msg, sizeof(msg));
-	return fail_at(diag, b->origin, line, "%s", msg);
+	return resil__config_fail(diag, b->origin, line, "%s", msg);
 }
 
 /* After the last setting: stage switches, mock specs, stage checks. */
@@ -1429,23 +522,8 @@ build_finish(build *b, resil_diag *diag)
 	for (st = ST_BREAKER; st < ST_COUNT; st++) {
 		int on = b->enabled[st] >= 0 ? b->enabled[st] : b->touched[st];
 
-		switch (st) {
-		case ST_BREAKER:
-			b->pc.breaker_enabled = on;
-			break;
-		case ST_RETRY:
-			b->pc.retry_enabled = on;
-			break;
-		case ST_CACHE:
-			b->pc.cache_enabled = on;
-			break;
-		case ST_RATELIMIT:
-			b->pc.ratelimit_enabled = on;
-			break;
-		default:
-			b->pc.bulkhead_enabled = on;
-			break;
-		}
+		memcpy((char *)&b->pc + resil__config_enabled_at(st), &on,
+		    sizeof(on));
 	}
 	if (b->mock.value != NULL) {
 		err = check_mock(b, &b->mock, NULL, RESIL_TYPE_ANY, diag);
@@ -1457,8 +535,8 @@ build_finish(build *b, resil_diag *diag)
 		 * each was checked as its key was read). */
 		d.msg[0] = '\0';
 		if (resil_config_check_method(&b->methods[i], &d) != RESIL_OK)
-			return fail_at(diag, b->origin, b->method_mock[i].line,
-			    "%s", d.msg);
+			return resil__config_fail(diag, b->origin,
+			    b->method_mock[i].line, "%s", d.msg);
 		if (b->method_mock[i].value == NULL)
 			continue;
 		err = check_mock(b, &b->method_mock[i], b->methods[i].name,
@@ -1481,7 +559,8 @@ build_finish(build *b, resil_diag *diag)
 		return stage_fail(b, ST_BULKHEAD, &d, diag);
 	if (b->cluster_seen &&
 	    resil_cluster_config_validate(&b->pc.cluster, &d) != RESIL_OK)
-		return fail_at(diag, b->origin, b->cluster_line, "%s", d.msg);
+		return resil__config_fail(
+		    diag, b->origin, b->cluster_line, "%s", d.msg);
 	if (b->ct != NULL &&
 	    (err = resil_cluster_text_finish(b->ct, diag)) != RESIL_OK)
 		return err;
@@ -1585,8 +664,8 @@ setting_make(resil_config *conf, setting *s, const char *key, size_t klen,
 	s->value = resil__strndup(a, value, vlen);
 	if (s->key == NULL || s->value == NULL)
 		goto nomem;
-	err = classify(s->key, s->value, a, &s->def, &mlen, &s->mk,
-	    conf->origin, line, diag);
+	err = resil__config_classify(s->key, s->value, a, &s->def, &mlen,
+	    &s->mk, conf->origin, line, diag);
 	if (err != RESIL_OK) {
 		setting_free(a, s);
 		return err;
@@ -1678,13 +757,13 @@ parse_text(resil_config *conf, const char *text, size_t len, resil_diag *diag)
 		if (n == 0 || ln[0] == '#')
 			continue;
 		if (memchr(ln, '\0', n) != NULL) {
-			err = fail_at(diag, conf->origin, line,
+			err = resil__config_fail(diag, conf->origin, line,
 			    "a NUL byte in the line");
 			break;
 		}
 		eq = memchr(ln, '=', n);
 		if (eq == NULL) {
-			err = fail_at(diag, conf->origin, line,
+			err = resil__config_fail(diag, conf->origin, line,
 			    "\"%.*s\" is not a key=value setting",
 			    (int)(n > 64 ? 64 : n), ln);
 			break;
@@ -1696,7 +775,7 @@ parse_text(resil_config *conf, const char *text, size_t len, resil_diag *diag)
 		trim(&k, &kn);
 		trim(&v, &vn);
 		if (kn == 0) {
-			err = fail_at(
+			err = resil__config_fail(
 			    diag, conf->origin, line, "empty key before '='");
 			break;
 		}
@@ -1715,7 +794,7 @@ parse_text(resil_config *conf, const char *text, size_t len, resil_diag *diag)
 		if (prev >= 0 &&
 		    strcmp(conf->settings[conf->n].key, "router.condition") !=
 		        0) {
-			err = fail_at(diag, conf->origin, line,
+			err = resil__config_fail(diag, conf->origin, line,
 			    "%s: set again (first set at line %u)",
 			    conf->settings[conf->n].key,
 			    conf->settings[prev].line);
@@ -1932,152 +1011,32 @@ resil_config_set(
 	return RESIL_OK;
 }
 
-static resil_err
-put(char *buf, size_t len, const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n >= len)
-		return RESIL_E_INVAL;
-	memcpy(buf, s, n + 1);
-	return RESIL_OK;
-}
-
-/* The shortest decimal text that reads back as d. */
-static void
-format_double(char *buf, size_t len, double d)
-{
-	int prec;
-
-	for (prec = 1; prec <= 17; prec++) {
-		snprintf(buf, len, "%.*g", prec, d);
-		if (strtod(buf, NULL) == d)
-			return;
-	}
-}
-
 resil_err
 resil_config_get(
     const resil_config *conf, const char *key, char *buf, size_t len)
 {
 	const keydef *k = NULL;
 	const resil_pipeline_config *pc;
-	const char *field;
-	char tmp[64];
+	const resil_method_config *m = NULL;
 	size_t i, mlen = 0;
 	enum mkey mk = MK_TYPE;
-	uint64_t u;
-	uint32_t x32;
-	size_t xs;
-	double d;
-	int e;
 
 	if (conf == NULL || key == NULL || buf == NULL || len == 0)
 		return RESIL_E_INVAL;
 	pc = &conf->pc;
-	if (classify(key, NULL, NULL, &k, &mlen, &mk, NULL, 0, NULL) !=
-	    RESIL_OK)
+	if (resil__config_classify(
+	        key, NULL, NULL, &k, &mlen, &mk, NULL, 0, NULL) != RESIL_OK)
 		return RESIL_E_NOTFOUND;
-	if (k == NULL) {
-		const resil_method_config *m = NULL;
-
-		for (i = 0; i < pc->nmethods; i++) {
-			if (strlen(pc->methods[i].name) == mlen &&
-			    memcmp(pc->methods[i].name, key, mlen) == 0)
-				m = &pc->methods[i];
-		}
-		if (m == NULL)
-			return RESIL_E_NOTFOUND;
-		switch (mk) {
-		case MK_TYPE:
-			return put(buf, len, resil_type_name(m->type));
-		case MK_MOCK:
-			return m->mock == NULL ? RESIL_E_NOTFOUND
-			                       : put(buf, len, m->mock);
-		case MK_TIMEOUT:
-			format_duration(tmp, sizeof(tmp), m->timeout_ns);
-			return put(buf, len, tmp);
-		case MK_RETRIES:
-			if (m->max_attempts == 0)
-				return RESIL_E_NOTFOUND;
-			snprintf(tmp, sizeof(tmp), "%u",
-			    (unsigned)m->max_attempts - 1);
-			return put(buf, len, tmp);
-		default:
-			snprintf(
-			    tmp, sizeof(tmp), "%u", (unsigned)m->max_attempts);
-			return put(buf, len, tmp);
-		}
+	if (k != NULL)
+		return resil__config_write(k, pc, buf, len);
+	for (i = 0; i < pc->nmethods; i++) {
+		if (strlen(pc->methods[i].name) == mlen &&
+		    memcmp(pc->methods[i].name, key, mlen) == 0)
+			m = &pc->methods[i];
 	}
-	field = (const char *)pc + k->off;
-	switch (k->kind) {
-	case K_ENABLED:
-		e = k->stage == ST_BREAKER     ? pc->breaker_enabled
-		    : k->stage == ST_RETRY     ? pc->retry_enabled
-		    : k->stage == ST_CACHE     ? pc->cache_enabled
-		    : k->stage == ST_RATELIMIT ? pc->ratelimit_enabled
-		                               : pc->bulkhead_enabled;
-		return put(buf, len, e ? "true" : "false");
-	case K_BOOL:
-		memcpy(&e, field, sizeof(e));
-		return put(buf, len, e ? "true" : "false");
-	case K_SERVICE:
-		return pc->service == NULL ? RESIL_E_NOTFOUND
-		                           : put(buf, len, pc->service);
-	case K_MOCK:
-		return pc->mock == NULL ? RESIL_E_NOTFOUND
-		                        : put(buf, len, pc->mock);
-	case K_WINDOW:
-		return put(buf, len,
-		    window_names[pc->breaker.window_type ==
-		        RESIL_WINDOW_TIME]);
-	case K_BACKOFF:
-		for (i = 0; i < 3; i++)
-			if (backoff_values[i] == pc->retry.backoff)
-				return put(buf, len, backoff_names[i]);
-		return put(buf, len, "custom");
-	case K_JITTER:
-		if ((unsigned)pc->retry.jitter > 5u)
-			return RESIL_E_NOTFOUND;
-		return put(buf, len, jitter_names[pc->retry.jitter]);
-	case K_STRATEGY:
-		return put(buf, len,
-		    resil_cluster_strategy_name(pc->cluster.strategy));
-	case K_ZONE:
-		return pc->cluster.local_zone == NULL
-		    ? RESIL_E_NOTFOUND
-		    : put(buf, len, pc->cluster.local_zone);
-	case K_I32: {
-		int32_t x;
-
-		memcpy(&x, field, sizeof(x));
-		snprintf(tmp, sizeof(tmp), "%d", (int)x);
-		return put(buf, len, tmp);
-	}
-	case K_DOUBLE:
-		memcpy(&d, field, sizeof(d));
-		format_double(tmp, sizeof(tmp), d);
-		return put(buf, len, tmp);
-	case K_U32:
-		memcpy(&x32, field, sizeof(x32));
-		u = x32;
-		break;
-	case K_SIZE:
-		memcpy(&xs, field, sizeof(xs));
-		u = xs;
-		break;
-	default: /* K_U64, K_DUR */
-		memcpy(&u, field, sizeof(u));
-		if ((k->flags & F_NONE) && u == UINT64_MAX)
-			return put(buf, len, "none");
-		if (k->kind == K_DUR) {
-			format_duration(tmp, sizeof(tmp), u);
-			return put(buf, len, tmp);
-		}
-		break;
-	}
-	snprintf(tmp, sizeof(tmp), "%llu", (unsigned long long)u);
-	return put(buf, len, tmp);
+	if (m == NULL || mk >= MK_COUNT)
+		return RESIL_E_NOTFOUND;
+	return resil__config_write_method(mk, m, buf, len);
 }
 
 int
@@ -2114,13 +1073,14 @@ resil_config_parse_duration(const char *text, uint64_t *ns, resil_diag *diag)
 	if (text == NULL || ns == NULL)
 		return resil__diagf(
 		    diag, RESIL_E_INVAL, "duration: NULL argument");
-	r = parse_duration(text, &v, &unit_at);
-	if (r == DUR_RANGE)
+	r = resil__duration_parse(text, &v, &unit_at);
+	if (r == RESIL__DUR_RANGE)
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "duration: %s is out of range 0..18446744073709551615ns",
 		    text);
-	if (r != DUR_OK)
-		return dur_fail(diag, NULL, 0, "duration", text, r, unit_at);
+	if (r != RESIL__DUR_OK)
+		return resil__config_dur_fail(
+		    diag, NULL, 0, "duration", text, r, unit_at);
 	*ns = v;
 	return RESIL_OK;
 }
@@ -2132,7 +1092,7 @@ resil_config_format_duration(uint64_t ns, char *buf, size_t len)
 
 	if (buf == NULL)
 		len = 0;
-	n = format_duration(buf, len, ns);
+	n = resil__duration_format(buf, len, ns);
 	return n < 0 ? 0 : (size_t)n;
 }
 
@@ -2158,4 +1118,52 @@ resil_config_entry(
 	out->origin = s->line > 0 ? conf->origin : NULL;
 	out->line = s->line;
 	return RESIL_OK;
+}
+
+/* ---- reload from text: the parser above, then the pipeline's reload ----
+ *
+ * conf starts NULL: in this file clang's analyzer follows the parser, and
+ * it cannot tell that resil__diagf() returns its error, never RESIL_OK. */
+
+/* The text parsed into conf (err: how that went): the pipeline reloads
+ * with it, and conf goes. */
+static resil_err
+reload_parsed(
+    resil_pipeline *p, resil_config *conf, resil_err err, resil_diag *diag)
+{
+	if (err != RESIL_OK)
+		return err;
+	err = resil_pipeline_reload(p, resil_config_pipeline(conf), diag);
+	resil_config_free(conf);
+	return err;
+}
+
+resil_err
+resil_pipeline_reload_string(
+    resil_pipeline *p, const char *text, const char *origin, resil_diag *diag)
+{
+	resil_config *conf = NULL;
+	resil_err err;
+
+	if (p == NULL || text == NULL)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "pipeline: %s is NULL", p == NULL ? "p" : "text");
+	err = resil_config_parse_string(
+	    &conf, text, origin, resil__pipeline_allocator(p), diag);
+	return reload_parsed(p, conf, err, diag);
+}
+
+resil_err
+resil_pipeline_reload_file(
+    resil_pipeline *p, const char *path, resil_diag *diag)
+{
+	resil_config *conf = NULL;
+	resil_err err;
+
+	if (p == NULL || path == NULL)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "pipeline: %s is NULL", p == NULL ? "p" : "path");
+	err = resil_config_parse_file(
+	    &conf, path, resil__pipeline_allocator(p), diag);
+	return reload_parsed(p, conf, err, diag);
 }

@@ -1,7 +1,9 @@
 /*
- * Private helpers shared by resil's sources: allocation through the hook,
- * diagnostics, and uthash configured to allocate through the hook.
- * Never installed; never included by a public header.
+ * Private helpers shared by resil's sources (lib/internal.c): allocation
+ * through the hook, strings, diagnostics, thread stripes, the backoff of a
+ * wait, and uthash configured to allocate through the hook. The bottom of
+ * the house: it names nothing of the modules above it. Never installed;
+ * never included by a public header.
  */
 #ifndef RESIL_INTERNAL_H
 #define RESIL_INTERNAL_H
@@ -45,6 +47,12 @@ void resil__free(const resil_allocator *a, void *ptr, size_t size);
 resil_err resil__check_size(resil_diag *diag, const char *prefix,
     const char *type, size_t got, size_t want);
 
+/* The message in diag (if any and err is not RESIL_OK) prefixed with
+ * "what.": "retry.max_attempts: ..." becomes "getStock.retry.max_attempts:
+ * ...". Returns err. */
+resil_err resil__diag_prefix(
+    resil_diag *diag, resil_err err, const char *what);
+
 /* A NUL-terminated copy of the n bytes at s (resil__strndup) or of the
  * string s (resil__strdup; NULL gives NULL) through a, and its release
  * (NULL is a no-op). The size given to free is strlen + 1. */
@@ -75,6 +83,13 @@ resil__thread_stripe(unsigned n)
 		return (s - 1) & (n - 1);
 	return resil__thread_stripe_slow(n);
 }
+
+/*
+ * One round of a wait for another thread: a pause, and after 1024 of them
+ * a yield, since on an oversubscribed machine the thread waited for may be
+ * preempted and need this CPU. For rare, contended paths only.
+ */
+void resil__backoff(unsigned *spins);
 
 /*
  * A message built in a bounded buffer, truncated exactly as snprintf
@@ -199,17 +214,6 @@ resil__out_finish(resil__out *o)
 		o->buf[o->len < o->size ? o->len : o->size - 1] = '\0';
 	return o->len;
 }
-
-/*
- * The pipeline's first-attempt fast path (lib/pipeline.c). A policy with
- * no deadline, no budget and no retry-on-result needs nothing from
- * resil_retry_call() for a call whose first attempt succeeds but its
- * count: resil__retry_fast_ok() says whether r is such a policy, and
- * resil__retry_count_first_success() records that call in its metrics.
- */
-struct resil_retry;
-int resil__retry_fast_ok(const struct resil_retry *r);
-void resil__retry_count_first_success(struct resil_retry *r);
 
 /*
  * uthash through the allocator hook. A function that touches a table

@@ -336,6 +336,138 @@ parse_payload(const parser *p, size_t pos, size_t n, resil_value *out)
 	}
 }
 
+/* "false", "0", "null" and "n/a" mean no mock. */
+static int
+means_none(const char *s, size_t n)
+{
+	return word_is(s, n, "false") || word_is(s, n, "0") ||
+	    word_is(s, n, "null") || word_is(s, n, "n/a");
+}
+
+/* A prefix at text[i..end): force or fail, blanks, a colon. Its word's
+ * length (5 or 4) with *colon where the colon is; 0 when there is none. */
+static size_t
+prefix_at(const char *text, size_t i, size_t end, size_t *colon)
+{
+	size_t n = end - i, k = 0, j;
+
+	if (n >= 5 && word_is(text + i, 5, "force"))
+		k = 5;
+	else if (n >= 4 && word_is(text + i, 4, "fail"))
+		k = 4;
+	j = i + k;
+	while (k > 0 && j < end && is_blank(text[j]))
+		j++;
+	if (k > 0 && j < end && text[j] == ':') {
+		*colon = j;
+		return k;
+	}
+	return 0;
+}
+
+/* The prefix of the spec at *i (its mode into s, *prefix its text, *i
+ * past it and its blanks), and what may not follow it: nothing, a second
+ * prefix, a word that means no mock. */
+static resil_err
+read_prefix(const parser *p, resil_mock_spec *s, size_t *i, size_t end,
+    const char **prefix)
+{
+	const char *text = p->text;
+	size_t colon = 0, k = prefix_at(text, *i, end, &colon), n;
+	char why[80];
+
+	if (k == 0)
+		return RESIL_OK;
+	s->mode = k == 5 ? RESIL_MOCK_FORCE : RESIL_MOCK_FAIL;
+	*prefix = k == 5 ? "force:" : "fail:";
+	*i = colon + 1;
+	while (*i < end && is_blank(text[*i]))
+		(*i)++;
+	if (*i == end) {
+		snprintf(why, sizeof(why), "empty body after '%s'", *prefix);
+		return fail_at(p, *i, why);
+	}
+	n = end - *i;
+	if (prefix_at(text, *i, end, &colon) > 0) {
+		snprintf(
+		    why, sizeof(why), "a second prefix after '%s'", *prefix);
+		return fail_at(p, *i, why);
+	}
+	if (means_none(text + *i, n)) {
+		snprintf(why, sizeof(why),
+		    "'%.*s' means no mock and cannot follow '%s'", (int)n,
+		    text + *i, *prefix);
+		return fail_at(p, *i, why);
+	}
+	return RESIL_OK;
+}
+
+/* The body of throw at text[j..end): nothing, or an error name. */
+static resil_err
+read_throw(const parser *p, resil_mock_spec *s, size_t j, size_t end)
+{
+	const char *text = p->text;
+	size_t bad;
+
+	while (j < end && is_blank(text[j]))
+		j++;
+	s->action = RESIL_MOCK_THROW;
+	if (j < end) {
+		bad = name_bad_at(text + j, end - j);
+		if (bad < end - j)
+			return fail_at(p, j + bad,
+			    bad == 0
+			        ? "an error name must start with a letter, "
+			          "'_' or '$'"
+			        : "invalid character in error name");
+		s->name = resil__strndup(&s->alloc_, text + j, end - j);
+		if (s->name == NULL)
+			return RESIL_E_NOMEM;
+	}
+	return RESIL_OK;
+}
+
+/* The body of the spec at text[i..end): a default implementation, a
+ * return, a throw, or an implementation's name. */
+static resil_err
+read_body(const parser *p, resil_mock_spec *s, size_t i, size_t end,
+    const char *prefix)
+{
+	const char *text = p->text;
+	size_t n = end - i, j, bad;
+
+	if (word_is(text + i, n, "true") || word_is(text + i, n, "default") ||
+	    word_is(text + i, n, "fail") || word_is(text + i, n, "force")) {
+		/* force alone is a force mock of the default implementation,
+		 * as Dubbo's startsWith("force") makes it. */
+		if (prefix == NULL && word_is(text + i, n, "force"))
+			s->mode = RESIL_MOCK_FORCE;
+		s->action = RESIL_MOCK_IMPL;
+		return RESIL_OK;
+	}
+	if (starts_word(text + i, n, "return")) {
+		j = i + 6;
+		while (j < end && is_blank(text[j]))
+			j++;
+		s->action = RESIL_MOCK_RETURN;
+		return parse_payload(p, j, end - j, &s->value);
+	}
+	if (starts_word(text + i, n, "throw"))
+		return read_throw(p, s, i + 5, end);
+	bad = name_bad_at(text + i, n);
+	if (bad < n)
+		return fail_at(p, i + bad,
+		    bad == 0
+		        ? "expected return, throw or a mock "
+		          "implementation name"
+		        : "invalid character in mock implementation name");
+	s->action = RESIL_MOCK_IMPL;
+	s->name = resil__strndup(&s->alloc_, text + i, n);
+	if (s->name == NULL)
+		return RESIL_E_NOMEM;
+	return RESIL_OK;
+}
+
 resil_err
 resil_mock_parse(resil_mock_spec *out, const char *text, resil_type declared,
     const resil_allocator *a, resil_diag *diag)
@@ -343,7 +475,7 @@ resil_mock_parse(resil_mock_spec *out, const char *text, resil_type declared,
 	parser p;
 	resil_mock_spec s;
 	const char *prefix = NULL;
-	size_t i = 0, end, n;
+	size_t i = 0, end;
 	resil_err err;
 
 	if (out == NULL)
@@ -371,129 +503,16 @@ resil_mock_parse(resil_mock_spec *out, const char *text, resil_type declared,
 		i++;
 	while (end > i && is_blank(text[end - 1]))
 		end--;
-	n = end - i;
-	if (n == 0 || word_is(text + i, n, "false") ||
-	    word_is(text + i, n, "0") || word_is(text + i, n, "null") ||
-	    word_is(text + i, n, "n/a")) {
+	if (end == i || means_none(text + i, end - i)) {
 		*out = s;
 		return RESIL_OK;
 	}
-
-	/* A prefix: force or fail, blanks, a colon. */
-	{
-		size_t k = 0, j;
-
-		if (n >= 5 && word_is(text + i, 5, "force"))
-			k = 5;
-		else if (n >= 4 && word_is(text + i, 4, "fail"))
-			k = 4;
-		j = i + k;
-		while (k > 0 && j < end && is_blank(text[j]))
-			j++;
-		if (k > 0 && j < end && text[j] == ':') {
-			s.mode = k == 5 ? RESIL_MOCK_FORCE : RESIL_MOCK_FAIL;
-			prefix = k == 5 ? "force:" : "fail:";
-			i = j + 1;
-			while (i < end && is_blank(text[i]))
-				i++;
-			if (i == end) {
-				char why[48];
-
-				snprintf(why, sizeof(why),
-				    "empty body after '%s'", prefix);
-				return fail_at(&p, i, why);
-			}
-		}
-	}
-	n = end - i;
-
-	if (prefix != NULL) {
-		size_t k = 0, j;
-
-		if (n >= 5 && word_is(text + i, 5, "force"))
-			k = 5;
-		else if (n >= 4 && word_is(text + i, 4, "fail"))
-			k = 4;
-		j = i + k;
-		while (k > 0 && j < end && is_blank(text[j]))
-			j++;
-		if (k > 0 && j < end && text[j] == ':') {
-			char why[64];
-
-			snprintf(why, sizeof(why),
-			    "a second prefix after '%s'", prefix);
-			return fail_at(&p, i, why);
-		}
-		if (word_is(text + i, n, "false") ||
-		    word_is(text + i, n, "0") ||
-		    word_is(text + i, n, "null") ||
-		    word_is(text + i, n, "n/a")) {
-			char why[80];
-
-			snprintf(why, sizeof(why),
-			    "'%.*s' means no mock and cannot follow '%s'",
-			    (int)n, text + i, prefix);
-			return fail_at(&p, i, why);
-		}
-	}
-
-	if (word_is(text + i, n, "true") || word_is(text + i, n, "default") ||
-	    word_is(text + i, n, "fail") || word_is(text + i, n, "force")) {
-		/* force alone is a force mock of the default implementation,
-		 * as Dubbo's startsWith("force") makes it. */
-		if (prefix == NULL && word_is(text + i, n, "force"))
-			s.mode = RESIL_MOCK_FORCE;
-		s.action = RESIL_MOCK_IMPL;
-		*out = s;
-		return RESIL_OK;
-	}
-	if (starts_word(text + i, n, "return")) {
-		size_t j = i + 6;
-
-		while (j < end && is_blank(text[j]))
-			j++;
-		s.action = RESIL_MOCK_RETURN;
-		err = parse_payload(&p, j, end - j, &s.value);
-		if (err != RESIL_OK)
-			return err;
-		*out = s;
-		return RESIL_OK;
-	}
-	if (starts_word(text + i, n, "throw")) {
-		size_t j = i + 5, bad;
-
-		while (j < end && is_blank(text[j]))
-			j++;
-		s.action = RESIL_MOCK_THROW;
-		if (j < end) {
-			bad = name_bad_at(text + j, end - j);
-			if (bad < end - j)
-				return fail_at(&p, j + bad,
-				    bad == 0 ? "an error name must start with "
-				               "a letter, '_' or '$'"
-				             : "invalid character in error "
-				               "name");
-			s.name = resil__strndup(&s.alloc_, text + j, end - j);
-			if (s.name == NULL)
-				return RESIL_E_NOMEM;
-		}
-		*out = s;
-		return RESIL_OK;
-	}
-	{
-		size_t bad = name_bad_at(text + i, n);
-
-		if (bad < n)
-			return fail_at(&p, i + bad,
-			    bad == 0 ? "expected return, throw or a mock "
-			               "implementation name"
-			             : "invalid character in mock "
-			               "implementation name");
-	}
-	s.action = RESIL_MOCK_IMPL;
-	s.name = resil__strndup(&s.alloc_, text + i, n);
-	if (s.name == NULL)
-		return RESIL_E_NOMEM;
+	/* An error leaves nothing in s to free. */
+	err = read_prefix(&p, &s, &i, end, &prefix);
+	if (err == RESIL_OK)
+		err = read_body(&p, &s, i, end, prefix);
+	if (err != RESIL_OK)
+		return err;
 	*out = s;
 	return RESIL_OK;
 }

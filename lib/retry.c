@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "atomic.h"
-#include "call_internal.h"
+#include "retry_internal.h"
 #include "internal.h"
 
 /* Budget tokens are fixed point, in millionths, so a deposit of a fraction

@@ -1,0 +1,463 @@
+/*
+ * The cluster inside the call machine (lib/call_cluster.h): route and
+ * pick each attempt's endpoint, report each attempt to the selector, the
+ * strategies' decisions (broadcast, zone-aware; failover is the retry
+ * stage's) and the answer in Dubbo's words.
+ */
+#include "call_cluster.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "call_internal.h"
+#include "retry_internal.h"
+
+/* src into dst (n bytes with the NUL), cut when it does not fit. */
+static void
+copy_str(char *dst, size_t n, const char *src)
+{
+	size_t len = src != NULL ? strlen(src) : 0;
+
+	if (len >= n)
+		len = n - 1;
+	if (len > 0)
+		memcpy(dst, src, len);
+	dst[len] = '\0';
+}
+
+static resil_candidates *
+cand_take(resil_pipeline *p, int *at)
+{
+	unsigned st = resil__thread_stripe(NSTRIPES), k;
+	resil_candidates *c;
+
+	for (k = 0; k < NSTRIPES; k++) {
+		unsigned i = (st + k) % NSTRIPES;
+
+		if (resil__load64(&p->pool[i].busy) == 0 &&
+		    resil__cas64(&p->pool[i].busy, 0, 1)) {
+			*at = (int)i;
+			return p->pool[i].c;
+		}
+	}
+	/* Every pooled set is in use: one of its own for this pick. */
+	*at = -1;
+	return resil_candidates_new(&c, p->sel) == RESIL_OK ? c : NULL;
+}
+
+static void
+cand_put(resil_pipeline *p, resil_candidates *c, int at)
+{
+	if (at < 0) {
+		resil_candidates_free(c);
+		return;
+	}
+	resil_candidates_clear(c);
+	resil__store64(&p->pool[at].busy, 0);
+}
+
+void
+resil__cl_start(callm *c, const method *m, tsrc ts)
+{
+	resil_pipeline *p = c->p;
+
+	c->sel = p->sel;
+	c->magic = CALL_CLUSTER;
+	c->cphase = 1;
+	c->cstop = 0;
+	c->has_pick = 0;
+	c->last_local = 0;
+	c->bany = 0;
+	c->ncand = c->nother = c->bn = 0;
+	c->bidx = c->bfail = c->bthreshold = 0;
+	c->blast_rc = 0;
+	c->blast_status = RESIL_OK;
+	c->ntried = c->nfailed = 0;
+	c->last_timeout = 0;
+	c->failed[0] = c->last_addr[0] = c->last_zone[0] = c->cmsg[0] = '\0';
+	memset(&c->req, 0, sizeof(c->req));
+	c->req.method = c->args->method;
+	c->retry = p->ccfg.strategy == RESIL_CLUSTER_FAILOVER ||
+	        p->ccfg.strategy == RESIL_CLUSTER_ZONE_AWARE
+	    ? (m->cretry != NULL ? m->cretry : c->g->cretry)
+	    : NULL;
+	/* The run is on from the start (with no policy, a run that is never
+	 * used: it keeps the machine's first-success shortcut, which knows
+	 * nothing of endpoints, away from cluster calls). */
+	c->run_on = 1;
+	if (c->retry != NULL)
+		run_begin(c, &ts);
+	else
+		memset(&c->run, 0, sizeof(c->run));
+}
+
+static void
+note_tried(callm *c, uint64_t id)
+{
+	uint32_t k;
+
+	for (k = 0; k < c->ntried; k++)
+		if (c->tried[k] == id)
+			return;
+	if (c->ntried < sizeof(c->tried) / sizeof(c->tried[0]))
+		c->tried[c->ntried++] = id;
+}
+
+resil_err
+resil__cl_pick(callm *c, unsigned i, uint64_t now)
+{
+	resil_pipeline *p = c->p;
+	const resil_cluster_config *cc = &p->ccfg;
+	resil_pick *pk = &c->picks[i];
+	const char *zone = p->zone;
+	resil_candidates *cs;
+	resil_diag diag;
+	resil_err err;
+	int ps;
+
+	cs = cand_take(p, &ps);
+	if (cs == NULL) {
+		snprintf(c->cmsg, sizeof(c->cmsg), "pipeline: out of memory");
+		return RESIL_E_NOMEM;
+	}
+	diag.msg[0] = '\0';
+	err = resil_selector_route(c->sel, &c->req, cs, &diag);
+	if (err != RESIL_OK) {
+		cand_put(p, cs, ps);
+		copy_str(c->cmsg, sizeof(c->cmsg), diag.msg);
+		if (err == RESIL_E_NO_PROVIDER)
+			resil__cluster_event(p,
+			    RESIL_CLUSTER_EVENT_NO_PROVIDER, c->req.method,
+			    NULL, 0, now);
+		return err;
+	}
+	c->ncand = (uint32_t)resil_candidates_count(cs);
+	if (c->issued == 0 && cc->strategy == RESIL_CLUSTER_BROADCAST) {
+		/* The call's first route sets the broadcast's endpoints and
+		 * threshold. */
+		c->bn = c->ncand;
+		c->bthreshold = (uint32_t)((uint64_t)c->bn *
+		    (uint64_t)cc->broadcast_fail_percent / 100u);
+	}
+	switch (cc->strategy) {
+	case RESIL_CLUSTER_BROADCAST: {
+		size_t k, n = resil_candidates_count(cs);
+		resil_candidate cd;
+
+		err = RESIL_E_UNAVAILABLE;
+		for (k = 0; k < n; k++) {
+			if (resil_candidates_get(cs, k, &cd) != RESIL_OK ||
+			    (c->bidx > 0 && cd.id <= c->blast_id))
+				continue;
+			c->blast_id = cd.id; /* refused or not, passed over */
+			err = resil_selector_pick_at(c->sel, cs, k, pk, &diag);
+			break;
+		}
+		break;
+	}
+	case RESIL_CLUSTER_ZONE_AWARE:
+		if (c->cphase == 2) {
+			/* The one cross-zone attempt. */
+			err = resil_selector_pick_zone(
+			    c->sel, cs, &c->req, NULL, 0, zone, 0, pk, &diag);
+			c->last_local = 0;
+			break;
+		}
+		c->nother = (uint32_t)resil_candidates_count_zone(cs, zone, 0);
+		if (resil_candidates_count_zone(cs, zone, 1) > 0) {
+			err = resil_selector_pick_zone(c->sel, cs, &c->req,
+			    c->tried, c->ntried, zone, 1, pk, &diag);
+			if (err == RESIL_E_UNAVAILABLE && c->ntried > 0)
+				err = resil_selector_pick_zone(c->sel, cs,
+				    &c->req, NULL, 0, zone, 1, pk, &diag);
+			c->last_local = 1;
+			break;
+		}
+		/* No usable local endpoint: phase 1 runs over every zone. */
+		c->last_local = 0;
+		c->nother = 0;
+		/* fall through */
+	default:
+		err = resil_selector_pick(
+		    c->sel, cs, &c->req, c->tried, c->ntried, pk, &diag);
+		if (err == RESIL_E_UNAVAILABLE && c->ntried > 0 &&
+		    cc->strategy != RESIL_CLUSTER_FORKING)
+			/* Every candidate tried: tried ones again. */
+			err = resil_selector_pick(
+			    c->sel, cs, &c->req, NULL, 0, pk, &diag);
+		break;
+	}
+	if (err == RESIL_OK) {
+		if (pk->zone != NULL) {
+			copy_str(c->pzone[i], sizeof(c->pzone[i]), pk->zone);
+			pk->zone = c->pzone[i];
+		}
+		note_tried(c, pk->id);
+		c->has_pick |= (uint8_t)(1u << i);
+		c->slots[i].start = now;
+	} else {
+		copy_str(c->cmsg, sizeof(c->cmsg), diag.msg);
+	}
+	cand_put(p, cs, ps);
+	return err;
+}
+
+void
+resil__cl_done(callm *c, unsigned i, resil_outcome outcome, uint64_t t1)
+{
+	resil_pick *pk = &c->picks[i];
+	uint64_t dur;
+	uint32_t k;
+
+	if (!(c->has_pick & (1u << i)))
+		return;
+	dur = t1 > c->slots[i].start ? t1 - c->slots[i].start : 0;
+	copy_str(c->last_addr, sizeof(c->last_addr),
+	    pk->address != NULL ? pk->address : "");
+	copy_str(c->last_zone, sizeof(c->last_zone),
+	    pk->zone != NULL ? pk->zone : "");
+	c->last_timeout = c->timeout;
+	if (outcome == RESIL_OUTCOME_FAILURE) {
+		for (k = 0; k < c->nfailed && c->failed_ids[k] != pk->id; k++)
+			;
+		if (k == c->nfailed &&
+		    c->nfailed <
+		        sizeof(c->failed_ids) / sizeof(c->failed_ids[0])) {
+			size_t len = strlen(c->failed);
+
+			c->failed_ids[c->nfailed++] = pk->id;
+			snprintf(c->failed + len, sizeof(c->failed) - len,
+			    "%s%s", len > 0 ? ", " : "", c->last_addr);
+		}
+	}
+	resil_selector_report_duration(c->sel, pk, outcome, dur);
+	c->has_pick &= (uint8_t) ~(1u << i);
+}
+
+/* The call ends with the strategy's answer; attempts still out are
+ * abandoned first, as for any answer. */
+static void
+finish(callm *c, resil_err rr, int rc, resil_err status, resil_outcome outcome,
+    tsrc *ts, resil_call_next *st)
+{
+	abandon_running(c);
+	resil__cl_conclude(c, rr, rc, status, outcome, ts, st);
+}
+
+/* Broadcast's answer once it stops: any failure gives the last failure's
+ * error, none the last endpoint's answer. */
+static int
+broadcast_end(callm *c, tsrc *ts, resil_call_next *st)
+{
+	if (c->bany) {
+		finish(c, c->blast_status, c->blast_rc, c->blast_status,
+		    RESIL_OUTCOME_FAILURE, ts, st);
+	} else if (c->attempts == 0) {
+		finish(c, RESIL_E_UNAVAILABLE, 0, RESIL_E_UNAVAILABLE,
+		    RESIL_OUTCOME_FAILURE, ts, st);
+	} else {
+		finish(c, RESIL_OK, c->last_rc, RESIL_OK,
+		    c->last_outcome == RESIL_OUTCOME_FAILURE
+		        ? RESIL_OUTCOME_SUCCESS
+		        : c->last_outcome,
+		    ts, st);
+	}
+	return RESIL__CL_DONE;
+}
+
+/* Broadcast, after an attempt (or a refused one): count a failure, stop
+ * at the threshold or the last candidate, else call the next one. */
+static int
+broadcast_next(callm *c, tsrc *ts, resil_call_next *st)
+{
+	c->pending = 0;
+	if (c->last_outcome == RESIL_OUTCOME_BUSINESS) {
+		finish(c, RESIL_OK, c->last_rc, RESIL_OK,
+		    RESIL_OUTCOME_BUSINESS, ts, st);
+		return RESIL__CL_DONE;
+	}
+	if (c->last_outcome == RESIL_OUTCOME_FAILURE &&
+	    c->last_status != RESIL_E_UNAVAILABLE) {
+		c->bany = 1;
+		c->bfail++;
+		c->blast_rc = c->last_rc;
+		c->blast_status =
+		    c->last_status != RESIL_OK ? c->last_status : RESIL_E_CALL;
+		if (c->bfail == c->bthreshold)
+			return broadcast_end(c, ts, st);
+	}
+	if (++c->bidx >= c->bn)
+		return broadcast_end(c, ts, st);
+	return RESIL__CL_LAUNCH;
+}
+
+int
+resil__cl_decide(callm *c, tsrc *ts, resil_call_next *st)
+{
+	resil_pipeline *p = c->p;
+
+	if (c->cstop && c->last_status != RESIL_OK) {
+		/* The last thing that happened is the refusal (a fork that
+		 * answered after it still counts: last_status is its). rc is
+		 * the last attempt's that ran, as the other strategies'. */
+		c->pending = 0;
+		finish(c, c->last_status, c->real_rc, c->last_status,
+		    RESIL_OUTCOME_FAILURE, ts, st);
+		return RESIL__CL_DONE;
+	}
+	if (p->ccfg.strategy == RESIL_CLUSTER_BROADCAST)
+		return broadcast_next(c, ts, st);
+	if (p->ccfg.strategy == RESIL_CLUSTER_ZONE_AWARE) {
+		if (c->cphase == 2) {
+			c->pending = 0;
+			finish(c, c->last_status, c->last_rc, c->last_status,
+			    c->last_outcome, ts, st);
+			return RESIL__CL_DONE;
+		}
+		if (c->last_status == RESIL_E_TIMEOUT && c->last_local &&
+		    c->nother > 0) {
+			/* Phase 1 ended in a timeout: one attempt in another
+			 * zone, with its own timeout. */
+			c->pending = 0;
+			c->cphase = 2;
+			if (p->ccfg.cross_zone_timeout_ns != 0)
+				c->timeout = p->ccfg.cross_zone_timeout_ns;
+			resil__cluster_event(p, RESIL_CLUSTER_EVENT_CROSS_ZONE,
+			    c->req.method, c->last_addr, 0, tnow(ts));
+			return RESIL__CL_LAUNCH;
+		}
+	}
+	return RESIL__CL_PASS;
+}
+
+int
+resil__cl_refused(
+    callm *c, resil_err ls, int lrc, tsrc *ts, resil_call_next *st)
+{
+	if (c->p->ccfg.strategy == RESIL_CLUSTER_BROADCAST) {
+		/* A refusing endpoint is passed over; no candidate at all
+		 * ends the call. */
+		if (c->cstop) {
+			finish(c, c->last_status, 0, c->last_status,
+			    RESIL_OUTCOME_FAILURE, ts, st);
+			return RESIL__CL_DONE;
+		}
+		return broadcast_next(c, ts, st);
+	}
+	/* Zone-aware: no other-zone endpoint would take the cross-zone
+	 * attempt, so the timeout stands. */
+	c->pending = 0;
+	c->cstop = 0;
+	c->last_status = ls;
+	c->last_rc = lrc;
+	c->last_outcome = RESIL_OUTCOME_FAILURE;
+	finish(c, ls, lrc, ls, RESIL_OUTCOME_FAILURE, ts, st);
+	return RESIL__CL_DONE;
+}
+
+/* The answer of a cluster call: as conclude(), with the strategy's say
+ * (failsafe, failback), the endpoint and Dubbo's message. */
+/* The endpoint and zone of the call's last attempt, into its answer. */
+static void
+put_endpoint(callm *c)
+{
+	copy_str(c->out->endpoint, sizeof(c->out->endpoint), c->last_addr);
+	copy_str(c->out->zone, sizeof(c->out->zone), c->last_zone);
+}
+
+/* No fallback answered a cluster call's failure err (rc): what happened,
+ * in Dubbo's words (full: failback's queue refused it, 1 full, 2 out of
+ * memory). */
+static void
+failure_msg(callm *c, resil_err err, int rc, int full)
+{
+	resil_pipeline *p = c->p;
+	resil_result *out = c->out;
+	char lasterr[64];
+
+	if (c->cstop && c->cmsg[0] != '\0') {
+		copy_str(out->message, sizeof(out->message), c->cmsg);
+	} else if (p->ccfg.strategy == RESIL_CLUSTER_BROADCAST) {
+		resil__cluster_last_error(
+		    lasterr, sizeof(lasterr), err, rc, c->last_timeout);
+		resil__cluster_broadcast_msg(out->message,
+		    sizeof(out->message), c->req.method, p->service, c->bfail,
+		    c->bn, c->attempts > 0 ? lasterr : NULL);
+	} else if (full) {
+		resil__cluster_last_error(
+		    lasterr, sizeof(lasterr), err, rc, c->last_timeout);
+		resil__cluster_full_msg(out->message, sizeof(out->message),
+		    c->req.method, p->service,
+		    full == 1 ? p->ccfg.failback_queue : -1, lasterr);
+	} else {
+		resil__cluster_last_error(lasterr, sizeof(lasterr),
+		    c->real_err != RESIL_OK ? c->real_err : err,
+		    c->real_err != RESIL_OK ? c->real_rc : rc,
+		    c->last_timeout);
+		resil__cluster_failed_msg(out->message, sizeof(out->message),
+		    c->req.method, p->service, c->attempts, c->failed,
+		    c->nfailed, c->ncand, lasterr);
+	}
+}
+
+void
+resil__cl_conclude(callm *c, resil_err rr, int rc, resil_err status,
+    resil_outcome outcome, tsrc *ts, resil_call_next *st)
+{
+	resil_pipeline *p = c->p;
+	resil_result *out = c->out;
+	resil_cluster_strategy sg = p->ccfg.strategy;
+	resil_err err;
+	int full = 0;
+
+	if (rr == RESIL_OK && status == RESIL_OK &&
+	    outcome != RESIL_OUTCOME_FAILURE) {
+		put_endpoint(c);
+		conclude_live(c, rc, outcome, ts, st);
+		return;
+	}
+	resil_value_free(&c->value);
+	if (!c->cstop && sg == RESIL_CLUSTER_FAILBACK &&
+	    p->ccfg.failback_retries > 0) {
+		int q = resil__cluster_enqueue(p->fbq, &c->req, c->args,
+		    c->last_addr, c->ntried > 0 ? c->tried[c->ntried - 1] : 0,
+		    rc, tnow(ts));
+
+		/* The queue is full (an event said so) or memory ran out:
+		 * the failure is not swallowed, it goes on as failfast's
+		 * would. full: 1 full, 2 out of memory. */
+		if (q <= 0)
+			full = q == 0 ? 1 : 2;
+	}
+	if (!c->cstop && !full &&
+	    (sg == RESIL_CLUSTER_FAILSAFE || sg == RESIL_CLUSTER_FAILBACK)) {
+		/* The failure is swallowed: a null value now (failback:
+		 * and the call queued for later). No fallback runs. */
+		if (sg == RESIL_CLUSTER_FAILSAFE)
+			resil__cluster_event(p, RESIL_CLUSTER_EVENT_SWALLOWED,
+			    c->req.method, c->last_addr, rc, tnow(ts));
+		out->rc = rc;
+		out->attempts = c->attempts;
+		out->breaker_state = c->breaker_state;
+		out->source = RESIL_SOURCE_LIVE;
+		out->err = RESIL_OK;
+		out->last_failure = c->real_err;
+		out->last_failure_rc = c->real_rc;
+		put_endpoint(c);
+		conclude_with(c, RESIL_STAGE_CALL, ts, st);
+		return;
+	}
+	/* The final error has the kind of the last attempt's (failover's
+	 * exhaustion is that attempt's failure, as in Dubbo). */
+	err = status != RESIL_OK               ? status
+	    : outcome == RESIL_OUTCOME_FAILURE ? RESIL_E_CALL
+	    : rr != RESIL_OK                   ? rr
+	                                       : RESIL_E_CALL;
+	recover_failure(c, err, rc);
+	if (out->source == RESIL_SOURCE_LIVE && out->err != RESIL_OK) {
+		/* No fallback answered: the endpoint, and what happened. */
+		put_endpoint(c);
+		failure_msg(c, err, rc, full);
+	}
+	conclude_with(c, RESIL_STAGE_FALLBACK, ts, st);
+}

@@ -1,0 +1,570 @@
+/*
+ * The blocking drivers of the call machine: resil_pipeline_call() and
+ * resil_pipeline_call_method() (one attempt after another on the calling
+ * thread; with hedging, on the pipeline's executor), and
+ * resil_pipeline_invoke() (each attempt on the endpoint the machine
+ * chose). Each is a loop over the machine that runs the attempts itself
+ * and sleeps through the pipeline's clock.
+ */
+#include "call_machine.h"
+
+/* ---- the blocking driver ---- */
+
+HOT resil_err
+drive(resil_pipeline *p, settings *g, unsigned gs, const method *m,
+    const resil_args *args, resil_call_fn fn, void *ctx, resil_result *out)
+{
+	callm c;
+	resil_call_next st;
+	tsrc ts;
+	int rc;
+
+	resil__tls_method = args->method;
+	resil__tls_in_call = 1;
+	tlazy(&ts, p);
+	if (RESIL__LIKELY(m->simple) &&
+	    resil__loadptr((void *const *)&g->mock) == NULL) {
+		/*
+		 * The machine's first step, inline: no mock stage, no stage
+		 * that needs the time, and no retry run before attempt 1.
+		 * A success ends the call here exactly as live_success()
+		 * would; anything else is handed to the machine in the state
+		 * its own first step would have left it.
+		 */
+		resil_breaker *b =
+		    m->breaker != NULL ? m->breaker : g->breaker;
+		resil_permit permit;
+		resil_outcome o;
+		resil_value v;
+		int bstate = -1;
+
+		resil_result_init(out);
+		resil__faa64(&p->stripes[gs].calls, 1);
+		if (b != NULL &&
+		    resil_breaker_acquire(b, &permit) != RESIL_OK) {
+			minit(&c, p, g, gs, m, args, out);
+			c.breaker_state = (int)resil_breaker_get_state(b);
+			rejected(&c, RESIL_E_OPEN);
+			resil__call_attend(&c, &ts, &st);
+			goto loop;
+		}
+		vnull(&v);
+		rc = fn(ctx, args, &v);
+		/* The default classifier inline; a user's through
+		 * resil_classify(), which also guards its answer. */
+		o = p->cls.fn == NULL
+		    ? (rc == 0 ? RESIL_OUTCOME_SUCCESS : RESIL_OUTCOME_FAILURE)
+		    : resil_classify(&p->cls, rc, &v);
+		if (b != NULL) {
+			resil_breaker_record(b, &permit, o);
+			bstate = (int)resil_breaker_get_state(b);
+		}
+		if (RESIL__LIKELY(o == RESIL_OUTCOME_SUCCESS)) {
+			resil_retry *r =
+			    m->retry != NULL ? m->retry : g->retry;
+
+			if (r != NULL)
+				resil__retry_count_first_success(r);
+			out->rc = rc;
+			out->attempts = 1;
+			out->breaker_state = bstate;
+			out->source = RESIL_SOURCE_LIVE;
+			if (g->cache != NULL)
+				resil_fallback_record(g->fb, args, &v);
+			out->err = RESIL_OK;
+			out->value = v; /* moved */
+			resil__tls_method = NULL;
+			resil__tls_in_call = 0;
+			return RESIL_OK;
+		}
+		minit(&c, p, g, gs, m, args, out);
+		c.issued = 1;
+		c.attempts = 1;
+		c.breaker_state = bstate;
+		c.value = v;
+		c.last_rc = rc;
+		c.last_status = RESIL_OK;
+		c.last_outcome = o;
+		if (o == RESIL_OUTCOME_FAILURE) {
+			c.real_err = RESIL_E_CALL;
+			c.real_rc = rc;
+		}
+		c.pending = 1;
+		mstep(&c, &ts, 0, &st);
+	} else {
+		mstart(&c, p, g, gs, m, args, out, &ts, &st);
+	}
+loop:
+	while (st.action != RESIL_CALL_DONE) {
+		if (st.action == RESIL_CALL_RUN) {
+			/* The attempt writes straight into the call's value
+			 * (the previous attempt's is dropped first). */
+			if (c.value.type != RESIL_VALUE_NULL) {
+				resil_value_free(&c.value);
+				vnull(&c.value);
+			}
+			resil__tls_deadline = st.deadline;
+			rc = fn(ctx, args, &c.value);
+			resil__tls_deadline = UINT64_MAX;
+			tlazy(&ts, p);
+			mreport(&c, st.attempt, rc, &c.value, &ts);
+			mstep(&c, &ts, 0, &st);
+		} else {
+			uint64_t now = resil_clock_now(&p->clock);
+
+			/* One attempt at a time: a wait is a backoff, never
+			 * an unbounded one. */
+			if (st.until > now)
+				resil_clock_sleep(&p->clock, st.until - now);
+			tlazy(&ts, p);
+			mstep(&c, &ts, 1, &st);
+		}
+	}
+	resil__tls_method = NULL;
+	resil__tls_in_call = 0;
+	return out->err;
+}
+
+/* ---- the blocking driver with an executor (hedging) ---- */
+
+enum { J_RUNNING = 0, J_DONE = 1, J_ABANDONED = 2 };
+
+typedef struct job {
+	resil_call_fn fn;
+	resil_endpoint_call_fn efn; /* a cluster's attempt, or NULL */
+	resil_pick pick;            /* efn: its endpoint (strings copied) */
+	void *ctx;
+	/* Copies: a losing hedge may run on after the call has returned,
+	 * and the pipeline may be gone by then. The method and argument
+	 * bytes follow the struct. */
+	resil_args args;
+	resil_executor ex;
+	resil_allocator alloc;
+	size_t size;
+	uint64_t deadline;
+	uint32_t id;
+	int rc;
+	resil_value value;
+	uint32_t state; /* J_*, atomic */
+	struct job *next;
+} job;
+
+static void
+job_free(job *j)
+{
+	resil_allocator a = j->alloc;
+
+	resil_value_free(&j->value);
+	resil__free(&a, j, j->size);
+}
+
+static job *
+job_new(resil_pipeline *p, resil_call_fn fn, resil_endpoint_call_fn efn,
+    void *ctx, const resil_args *args, const resil_call_next *st)
+{
+	size_t mlen = strlen(args->method) + 1, size, alen = 0, zlen = 0;
+	job *j;
+	char *buf;
+
+	if (efn != NULL && st->endpoint != NULL) {
+		alen = strlen(st->endpoint->address != NULL
+		               ? st->endpoint->address
+		               : "") +
+		    1;
+		zlen = st->endpoint->zone != NULL
+		    ? strlen(st->endpoint->zone) + 1
+		    : 0;
+	}
+	size = sizeof(*j) + mlen + args->len + alen + zlen;
+	if (size < mlen + alen + zlen) /* size_t overflow */
+		return NULL;
+	j = resil__calloc(&p->alloc, size);
+	if (j == NULL)
+		return NULL;
+	buf = (char *)(j + 1);
+	memcpy(buf, args->method, mlen);
+	if (args->len > 0)
+		memcpy(buf + mlen, args->data, args->len);
+	j->fn = fn;
+	j->efn = efn;
+	if (alen > 0) {
+		/* The endpoint's strings, for a fork that outlives its
+		 * pick. */
+		char *a = buf + mlen + args->len;
+
+		j->pick = *st->endpoint;
+		memcpy(a,
+		    st->endpoint->address != NULL ? st->endpoint->address : "",
+		    alen);
+		j->pick.address = a;
+		if (zlen > 0) {
+			memcpy(a + alen, st->endpoint->zone, zlen);
+			j->pick.zone = a + alen;
+		}
+		j->pick.ep_ = NULL; /* not for reporting */
+	}
+	j->ctx = ctx;
+	j->args.method = buf;
+	j->args.data = args->len > 0 ? buf + mlen : NULL;
+	j->args.len = args->len;
+	j->ex = p->executor;
+	j->alloc = p->alloc;
+	j->size = size;
+	j->deadline = st->deadline;
+	j->id = st->attempt;
+	j->state = J_RUNNING;
+	return j;
+}
+
+/* On the executor's thread: the attempt, then hand it back, or free it
+ * when the call has finished meanwhile. */
+static void
+run_job(void *vj)
+{
+	job *j = vj;
+	resil_executor ex = j->ex;
+	uint32_t st = J_RUNNING;
+
+	vnull(&j->value);
+	resil__tls_in_call = 1;
+	resil__tls_deadline = j->deadline;
+	j->rc = j->efn != NULL
+	    ? j->efn(j->ctx, j->pick.address != NULL ? &j->pick : NULL,
+	          &j->args, &j->value)
+	    : j->fn(j->ctx, &j->args, &j->value);
+	resil__tls_deadline = UINT64_MAX;
+	resil__tls_in_call = 0;
+	/* ex is copied first: once DONE is published the call may free j. */
+	if (__atomic_compare_exchange_n(
+	        &j->state, &st, J_DONE, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		ex.wake(ex.ctx);
+	else
+		job_free(j); /* abandoned: nobody will read the answer */
+}
+
+/* The machine's next step, with the time read lazily again. */
+static void
+next_step(callm *c, tsrc *ts, int waited, resil_call_next *st)
+{
+	tlazy(ts, c->p);
+	st->endpoint = NULL;
+	mstep(c, ts, waited, st);
+}
+
+/* Attempt st->attempt on the calling thread (fn, or efn on its endpoint),
+ * reported at once, then the next step. The attempt writes straight into
+ * the call's value (the previous attempt's is dropped first). */
+static void
+run_here(callm *c, tsrc *ts, resil_call_next *st, resil_call_fn fn,
+    resil_endpoint_call_fn efn, void *ctx, const resil_args *args)
+{
+	int rc;
+
+	if (c->value.type != RESIL_VALUE_NULL) {
+		resil_value_free(&c->value);
+		vnull(&c->value);
+	}
+	resil__tls_deadline = st->deadline;
+	if (efn != NULL) {
+		rc = efn(ctx, st->endpoint, args, &c->value);
+	} else {
+		/* cppcheck-suppress nullPointer ; fn is given when efn is not
+		 */
+		rc = fn(ctx, args, &c->value);
+	}
+	resil__tls_deadline = UINT64_MAX;
+	tlazy(ts, c->p);
+	resil__call_report_any(c, st->attempt, rc, &c->value, ts);
+	next_step(c, ts, 0, st);
+}
+
+/* A backoff: sleep through the clock until st->until, then step. */
+static void
+sleep_step(callm *c, tsrc *ts, resil_call_next *st)
+{
+	const resil_clock *clk = &c->p->clock;
+	uint64_t now = resil_clock_now(clk);
+
+	if (st->until > now)
+		resil_clock_sleep(clk, st->until - now);
+	next_step(c, ts, 1, st);
+}
+
+/* The answered job with the smallest id (answers are reported in the
+ * order of their ids), taken off the list; NULL when none answered. */
+static job *
+take_answered(job **jobs)
+{
+	job *best = NULL, *j, **pp;
+
+	for (j = *jobs; j != NULL; j = j->next)
+		if (__atomic_load_n(&j->state, __ATOMIC_ACQUIRE) == J_DONE &&
+		    (best == NULL || j->id < best->id))
+			best = j;
+	if (best == NULL)
+		return NULL;
+	for (pp = jobs; *pp != best; pp = &(*pp)->next)
+		;
+	*pp = best->next;
+	return best;
+}
+
+/* The call is over: the jobs still out are abandoned (their answers no
+ * longer matter), or dropped here when they answered after all. */
+static void
+abandon_jobs(callm *c, tsrc *ts, job *jobs)
+{
+	job *j;
+
+	while (jobs != NULL) {
+		uint32_t want = J_RUNNING;
+
+		j = jobs;
+		jobs = j->next;
+		if (!__atomic_compare_exchange_n(&j->state, &want, J_ABANDONED,
+		        0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+			/* It answered after all: drop the answer here. */
+			resil__call_report_any(c, j->id, j->rc, &j->value, ts);
+			job_free(j);
+		}
+	}
+}
+
+/* A driver's call starts on this thread (its method names the events):
+ * the machine's first step into *st. */
+static void
+drive_start(callm *c, resil_pipeline *p, settings *g, unsigned gs,
+    const method *m, const resil_args *args, resil_result *out, tsrc *ts,
+    resil_call_next *st)
+{
+	resil__tls_method = args->method;
+	resil__tls_in_call = 1;
+	tlazy(ts, p);
+	st->endpoint = NULL;
+	mstart(c, p, g, gs, m, args, out, ts, st);
+}
+
+/* The driver's call is over on this thread: its answer's error. */
+static resil_err
+drive_end(const resil_result *out)
+{
+	resil__tls_method = NULL;
+	resil__tls_in_call = 0;
+	return out->err;
+}
+
+/* The hedging pipeline's blocking loop: attempts run on the executor;
+ * the calling thread waits for answers and timers. */
+static resil_err
+drive_hedged(resil_pipeline *p, settings *g, unsigned gs, const method *m,
+    const resil_args *args, resil_call_fn fn, resil_endpoint_call_fn efn,
+    void *ctx, resil_result *out)
+{
+	const resil_executor *ex = &p->executor;
+	job *jobs = NULL, *j;
+	callm c;
+	resil_call_next st;
+	tsrc ts;
+
+	drive_start(&c, p, g, gs, m, args, out, &ts, &st);
+	while (st.action != RESIL_CALL_DONE) {
+		if (st.action == RESIL_CALL_RUN) {
+			j = job_new(p, fn, efn, ctx, args, &st);
+			if (j != NULL &&
+			    ex->submit(run_job, j, ex->ctx) == 0) {
+				j->next = jobs;
+				jobs = j;
+				next_step(&c, &ts, 0, &st);
+				continue;
+			}
+			/* No executor thread: this attempt runs here. */
+			if (j != NULL)
+				job_free(j);
+			run_here(&c, &ts, &st, fn, efn, ctx, args);
+			continue;
+		}
+		/* WAIT: report the answers that came, in the order of their
+		 * ids; else wait for one or for the tick. */
+		if ((j = take_answered(&jobs)) != NULL) {
+			tlazy(&ts, p);
+			resil__call_report_any(
+			    &c, j->id, j->rc, &j->value, &ts);
+			job_free(j);
+			next_step(&c, &ts, 0, &st);
+		} else if (jobs == NULL) {
+			/* A backoff: sleep through the clock as always. */
+			sleep_step(&c, &ts, &st);
+		} else {
+			ex->wait(st.until, ex->ctx);
+			next_step(&c, &ts, 0, &st);
+		}
+	}
+	abandon_jobs(&c, &ts, jobs);
+	return drive_end(out);
+}
+
+static resil_err
+refuse_selector(resil_pipeline *p, resil_result *out)
+{
+	resil__msg o;
+
+	resil_result_init(out);
+	out->err = RESIL_E_INVAL;
+	resil__msg_start(&o, out->message, sizeof(out->message));
+	RESIL__MSG_LIT(&o,
+	    "a pipeline with a selector gives each attempt its endpoint: "
+	    "call it with resil_pipeline_invoke (or the call machine), for ");
+	resil__msg_str(&o, p->service);
+	return RESIL_E_INVAL;
+}
+
+static resil_err
+refuse_hedging(resil_pipeline *p, resil_result *out)
+{
+	resil__msg o;
+
+	resil_result_init(out);
+	out->err = RESIL_E_INVAL;
+	out->source = RESIL_SOURCE_UNAVAILABLE;
+	resil__msg_start(&o, out->message, sizeof(out->message));
+	RESIL__MSG_LIT(&o,
+	    "hedging runs attempts in parallel: give the pipeline an "
+	    "executor, or use the call machine (resil_call_start), for ");
+	resil__msg_str(&o, p->service);
+	return RESIL_E_INVAL;
+}
+
+/* resil_pipeline_call's slow path: hedging or a selector (h NULL: by
+ * args->method). */
+static resil_err
+call_slow(resil_pipeline *p, const struct resil_method *h,
+    const resil_args *args, resil_call_fn fn, void *ctx, resil_result *out)
+{
+	settings *g;
+	unsigned gs;
+	resil_err err;
+
+	if (p->sel != NULL)
+		return refuse_selector(p, out);
+	if (p->executor.submit == NULL)
+		return refuse_hedging(p, out);
+	g = conf_hold(p, &gs);
+	err = drive_hedged(p, g, gs,
+	    h != NULL ? resolve(g, h) : find_method(g, args->method), args, fn,
+	    NULL, ctx, out);
+	conf_drop(g, gs);
+	return err;
+}
+
+resil_err
+resil_pipeline_call(resil_pipeline *p, const resil_args *args,
+    resil_call_fn fn, void *ctx, resil_result *out)
+{
+	settings *g;
+	unsigned gs;
+	resil_err err;
+
+	if (RESIL__UNLIKELY(p == NULL || args == NULL ||
+	        args->method == NULL || fn == NULL || out == NULL))
+		return RESIL_E_INVAL;
+	if (RESIL__UNLIKELY(p->slow))
+		return call_slow(p, NULL, args, fn, ctx, out);
+	g = conf_hold(p, &gs);
+	err =
+	    drive(p, g, gs, find_method(g, args->method), args, fn, ctx, out);
+	conf_drop(g, gs);
+	return err;
+}
+
+resil_err
+resil_pipeline_call_method(resil_pipeline *p, const resil_method *m,
+    const resil_args *args, resil_call_fn fn, void *ctx, resil_result *out)
+{
+	settings *g;
+	unsigned gs;
+	resil_err err;
+
+	if (RESIL__UNLIKELY(p == NULL || m == NULL || args == NULL ||
+	        args->method == NULL || fn == NULL || out == NULL ||
+	        check_method(p, m) != RESIL_OK))
+		return RESIL_E_INVAL;
+	if (RESIL__UNLIKELY(p->slow))
+		return call_slow(p, m, args, fn, ctx, out);
+	g = conf_hold(p, &gs);
+	err = drive(p, g, gs, resolve(g, m), args, fn, ctx, out);
+	conf_drop(g, gs);
+	return err;
+}
+
+/* ---- the cluster's blocking driver ---- */
+
+/* One attempt after another on the calling thread, each on the endpoint
+ * the machine chose. */
+static resil_err
+drive_ep(resil_pipeline *p, settings *g, unsigned gs, const method *m,
+    const resil_args *args, resil_endpoint_call_fn fn, void *ctx,
+    resil_result *out)
+{
+	callm c;
+	resil_call_next st;
+	tsrc ts;
+
+	drive_start(&c, p, g, gs, m, args, out, &ts, &st);
+	while (st.action != RESIL_CALL_DONE) {
+		if (st.action == RESIL_CALL_RUN)
+			run_here(&c, &ts, &st, NULL, fn, ctx, args);
+		else
+			sleep_step(&c, &ts, &st);
+	}
+	return drive_end(out);
+}
+
+/* resil_endpoint_call_fn over a pipeline without a selector. */
+typedef struct ep_adapter {
+	resil_endpoint_call_fn fn;
+	void *ctx;
+} ep_adapter;
+
+static int
+ep_adapt(void *ctx, const resil_args *args, resil_value *out)
+{
+	const ep_adapter *a = ctx;
+
+	return a->fn(a->ctx, NULL, args, out);
+}
+
+resil_err
+resil_pipeline_invoke(resil_pipeline *p, const resil_method *h,
+    const resil_args *args, resil_endpoint_call_fn fn, void *ctx,
+    resil_result *out)
+{
+	const method *pm;
+	settings *g;
+	unsigned gs;
+	resil_err err;
+
+	if (RESIL__UNLIKELY(p == NULL || args == NULL ||
+	        args->method == NULL || fn == NULL || out == NULL ||
+	        (h != NULL && check_method(p, h) != RESIL_OK)))
+		return RESIL_E_INVAL;
+	if (p->sel == NULL && p->hedge_max != 0 && p->executor.submit == NULL)
+		return refuse_hedging(p, out);
+	g = conf_hold(p, &gs);
+	pm = h != NULL ? resolve(g, h) : find_method(g, args->method);
+	if (p->sel == NULL) {
+		ep_adapter a;
+
+		a.fn = fn;
+		a.ctx = ctx;
+		if (p->hedge_max != 0)
+			err = drive_hedged(
+			    p, g, gs, pm, args, NULL, fn, ctx, out);
+		else
+			err = drive(p, g, gs, pm, args, ep_adapt, &a, out);
+	} else if (p->ccfg.strategy == RESIL_CLUSTER_FORKING)
+		err = drive_hedged(p, g, gs, pm, args, NULL, fn, ctx, out);
+	else
+		err = drive_ep(p, g, gs, pm, args, fn, ctx, out);
+	conf_drop(g, gs);
+	return err;
+}

@@ -1,0 +1,276 @@
+/*
+ * The call machine's decisions (lib/call_machine.h): after an attempt,
+ * answer or retry after a backoff; after a backoff, the next attempt;
+ * while attempts are out, hedges and timeouts. The answer comes from the
+ * live call or the fallback chain.
+ */
+#include "call_machine.h"
+
+int
+resil__call_free_slot(callm *c)
+{
+	unsigned used = (unsigned)(c->running | c->abandoned), i;
+	int old = -1;
+
+	for (i = 0; i < RESIL_CALL_MAX_INFLIGHT; i++) {
+		if (!(used & (1u << i)))
+			return (int)i;
+		if ((c->abandoned & (1u << i)) &&
+		    (old < 0 || c->slots[i].id < c->slots[old].id))
+			old = (int)i;
+	}
+	if (old >= 0)
+		c->abandoned &= (uint8_t) ~(1u << old);
+	return old;
+}
+
+/* The retry stage is over (rr, and the last attempt's rc, status,
+ * outcome): build the answer, live or from the fallback chain. */
+static void
+conclude(callm *c, resil_err rr, int rc, resil_err status,
+    resil_outcome outcome, tsrc *ts, resil_call_next *st)
+{
+	abandon_running(c);
+	if (RESIL__UNLIKELY(c->magic == CALL_CLUSTER)) {
+		resil__cl_conclude(c, rr, rc, status, outcome, ts, st);
+		return;
+	}
+	if (rr == RESIL_OK && status == RESIL_OK &&
+	    outcome != RESIL_OUTCOME_FAILURE) {
+		conclude_live(c, rc, outcome, ts, st);
+		return;
+	}
+
+	/* A non-business failure: the fallback chain answers or passes. */
+	resil_value_free(&c->value);
+	recover_failure(c,
+	    status != RESIL_OK                    ? status
+	        : rr == RESIL_E_RETRIES_EXHAUSTED ? RESIL_E_RETRIES_EXHAUSTED
+	                                          : RESIL_E_CALL,
+	    rc);
+	conclude_with(c, RESIL_STAGE_FALLBACK, ts, st);
+}
+
+/* End of the retry run: its report decides the answer. */
+static void
+conclude_run(callm *c, tsrc *ts, resil_call_next *st)
+{
+	resil_retry_result res;
+	resil_err rr = resil__retry_end(c->retry, &c->run, &res);
+
+	conclude(c, rr, res.rc, res.status, res.outcome, ts, st);
+}
+
+/*
+ * The retry attempt is over: its (last) attempt's answer is in c->last_*.
+ * Decide: answer, or retry after a backoff.
+ */
+static int
+decide_core(callm *c, tsrc *ts, resil_call_next *st)
+{
+	if (RESIL__UNLIKELY(c->magic == CALL_CLUSTER)) {
+		int r = resil__cl_decide(c, ts, st);
+
+		/* The strategy may want more attempts: each is launched here,
+		 * and a refused one goes back to the strategy. */
+		while (r == RESIL__CL_LAUNCH) {
+			resil_err ls = c->last_status;
+			int lrc = c->last_rc;
+
+			if (launch(c, ts, st))
+				return 0;
+			r = resil__cl_refused(c, ls, lrc, ts, st);
+		}
+		if (r == RESIL__CL_DONE)
+			return 0;
+	}
+	c->pending = 0;
+	c->winner = 0;
+	c->hedges = 0;
+	c->no_more_hedges = 0;
+	if (c->retry == NULL) {
+		conclude(c, c->last_status, c->last_rc, c->last_status,
+		    c->last_outcome, ts, st);
+		return 0;
+	}
+	if (!c->run_on) {
+		/* The fast path: attempt 1 ran before the run was begun. A
+		 * success then needs nothing from the policy but a count. */
+		if (c->last_status == RESIL_OK &&
+		    c->last_outcome == RESIL_OUTCOME_SUCCESS) {
+			resil__retry_count_first_success(c->retry);
+			conclude(c, RESIL_OK, c->last_rc, RESIL_OK,
+			    RESIL_OUTCOME_SUCCESS, ts, st);
+			return 0;
+		}
+		c->run_on = 1;
+		run_begin(c, ts);
+	}
+	if (!resil__retry_judge(c->retry, &c->run, c->last_rc, c->last_status,
+	        &c->value, c->run.timed ? tnow(ts) : 0) ||
+	    !resil__retry_plan(c->retry, &c->run, tnow(ts))) {
+		conclude_run(c, ts, st);
+		return 0;
+	}
+	c->wait_until = sat_add(c->run.now, c->run.wait);
+	c->phase = P_WAIT;
+	return 1;
+}
+
+/* What the machine does next, for the loop in run_machine(). */
+enum { M_ATTEND, M_DECIDE, M_ADVANCE, M_STOP };
+
+/*
+ * After a backoff: start the next attempt of the retry stage. A
+ * rejection is decided at once (M_DECIDE), or, with hedging, attended
+ * (M_ATTEND); M_STOP with *st RUN, WAIT or DONE.
+ */
+static int
+advance_once(callm *c, tsrc *ts, int waited, resil_call_next *st)
+{
+	if (!waited && tnow(ts) < c->wait_until) {
+		next_is(st, RESIL_CALL_WAIT, 0, 0, c->wait_until);
+		return M_STOP;
+	}
+	if (!resil__retry_resume(c->retry, &c->run, tnow(ts))) {
+		conclude_run(c, ts, st);
+		return M_STOP;
+	}
+	c->phase = P_ATTEMPT;
+	if (launch(c, ts, st))
+		return M_STOP;
+	/* Rejected; with hedging a rejection may still be hedged. */
+	return c->p->hedge_max != 0 ? M_ATTEND : M_DECIDE;
+}
+
+/*
+ * Attempts are out, or one has answered: decide (M_DECIDE), hedge, fail
+ * the late ones, or say how long to wait (M_STOP with *st set).
+ */
+static int
+attend_once(callm *c, tsrc *ts, resil_call_next *st)
+{
+	resil_pipeline *p = c->p;
+	uint64_t wake = UINT64_MAX;
+	unsigned i;
+
+	/* The common case: the one attempt has answered. */
+	if (RESIL__LIKELY(c->pending && c->running == 0 && p->hedge_max == 0))
+		return M_DECIDE;
+	if (c->timeout != 0 && c->running != 0) {
+		for (i = 0; i < RESIL_CALL_MAX_INFLIGHT; i++) {
+			slot *s = &c->slots[i];
+			uint64_t due;
+
+			if (!(c->running & (1u << i)))
+				continue;
+			/* Late when its duration passes the timeout. */
+			due = sat_add(
+			    sat_add(s->start, c->timeout), p->late_edge);
+			if (tnow(ts) >= due) {
+				complete(c, i, 0, NULL, 1, ts);
+				if (c->magic == CALL_CLUSTER)
+					resil__cl_done(
+					    c, i, c->last_outcome, tnow(ts));
+			}
+		}
+	}
+	if (c->winner ||
+	    (c->running == 0 && c->pending &&
+	        (p->hedge_max == 0 || c->no_more_hedges ||
+	            c->hedges >= p->hedge_max)))
+		return M_DECIDE;
+	if (p->hedge_max != 0 && !c->no_more_hedges &&
+	    c->hedges < p->hedge_max &&
+	    (c->pending || tnow(ts) >= sat_add(c->launched, p->hedge_delay))) {
+		/* A failure, or no answer within the hedge delay: another
+		 * attempt, paid for from the retry budget. */
+		c->pending = 0;
+		if (c->retry != NULL &&
+		    !resil__retry_spend(c->retry, tnow(ts))) {
+			c->no_more_hedges = 1;
+		} else {
+			c->hedges++;
+			if (launch(c, ts, st))
+				return M_STOP;
+		}
+		return M_ATTEND;
+	}
+	c->pending = 0;
+	for (i = 0; i < RESIL_CALL_MAX_INFLIGHT; i++) {
+		const slot *s = &c->slots[i];
+
+		if ((c->running & (1u << i)) && c->timeout != 0) {
+			uint64_t due = sat_add(
+			    sat_add(s->start, c->timeout), p->late_edge);
+
+			if (due < wake)
+				wake = due;
+		}
+	}
+	if (p->hedge_max != 0 && !c->no_more_hedges &&
+	    c->hedges < p->hedge_max) {
+		uint64_t due = sat_add(c->launched, p->hedge_delay);
+
+		if (due < wake)
+			wake = due;
+	}
+	next_is(st, RESIL_CALL_WAIT, 0, 0, wake);
+	return M_STOP;
+}
+
+/*
+ * The machine's moves until it has an action for the caller: a loop, not
+ * a recursion (with retry_on_open, a zero backoff and an open breaker,
+ * each of up to RESIL_RETRY_MAX_ATTEMPTS attempts is rejected at once,
+ * and each hedge that cannot launch is attended again).
+ */
+static void
+run_machine(callm *c, tsrc *ts, int state, int waited, resil_call_next *st)
+{
+	for (;;) {
+		switch (state) {
+		case M_ATTEND:
+			state = attend_once(c, ts, st);
+			break;
+		case M_DECIDE:
+			state = decide_core(c, ts, st) ? M_ADVANCE : M_STOP;
+			break;
+		case M_ADVANCE:
+			state = advance_once(c, ts, waited, st);
+			waited = 0;
+			break;
+		default:
+			return;
+		}
+	}
+}
+
+/* The retry stage waited (waited: the driver slept through the backoff). */
+void
+resil__call_advance(callm *c, tsrc *ts, int waited, resil_call_next *st)
+{
+	run_machine(c, ts, M_ADVANCE, waited, st);
+}
+
+void
+resil__call_attend(callm *c, tsrc *ts, resil_call_next *st)
+{
+	run_machine(c, ts, M_ATTEND, 0, st);
+}
+
+resil_err
+resil__call_report_cl(
+    callm *c, uint32_t id, int rc, resil_value *value, tsrc *ts)
+{
+	return mreport_k(c, id, rc, value, ts, 1);
+}
+
+resil_err
+resil__call_report_any(
+    callm *c, uint32_t id, int rc, resil_value *value, tsrc *ts)
+{
+	return c->magic == CALL_CLUSTER
+	    ? resil__call_report_cl(c, id, rc, value, ts)
+	    : mreport(c, id, rc, value, ts);
+}

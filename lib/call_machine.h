@@ -1,0 +1,396 @@
+/*
+ * The call machine (lib/call_machine.c): it decides, the drivers run it
+ * (the blocking drivers of lib/call_drive.c, the event loop through
+ * lib/call.c). Its steps on a call's success path (start, launch, report,
+ * step) are here, inline, so that each driver runs them without a call;
+ * the decisions after a failure, a wait or a hedge are in
+ * lib/call_machine.c. Never installed.
+ */
+#ifndef RESIL_CALL_MACHINE_H
+#define RESIL_CALL_MACHINE_H
+
+#include "call_cluster.h"
+#include "call_state.h"
+#include "pipeline_mock.h"
+#include "retry_internal.h"
+
+/* The machine's moves until it has an action for the caller in *st:
+ * attend to the attempts out (a report came, or a timer), or (advance)
+ * start the next attempt of the retry stage after a backoff (waited: the
+ * driver slept through it). */
+void resil__call_attend(callm *c, tsrc *ts, resil_call_next *st);
+void resil__call_advance(callm *c, tsrc *ts, int waited, resil_call_next *st);
+
+/* A free slot; when every slot is taken, the oldest abandoned attempt is
+ * forgotten (its answer, if it ever comes, is then refused); -1 when
+ * none can be had. */
+int resil__call_free_slot(callm *c);
+
+HOT int
+free_slot(callm *c)
+{
+	if (RESIL__LIKELY((c->running | c->abandoned) == 0))
+		return 0;
+	return resil__call_free_slot(c);
+}
+
+/* A rejected attempt: no call was made, the retry policy sees the
+ * rejection as that attempt's status. */
+static inline void
+rejected(callm *c, resil_err status)
+{
+	c->last_rc = 0;
+	c->last_status = status;
+	c->last_outcome = RESIL_OUTCOME_FAILURE;
+	c->pending = 1;
+}
+
+/* A stage below the breaker refused the attempt: its permit goes back. */
+static inline void
+permit_back(callm *c, resil_permit *permit)
+{
+	if (c->breaker != NULL) {
+		resil_breaker_release(c->breaker, permit);
+		c->breaker_state = (int)resil_breaker_get_state(c->breaker);
+	}
+}
+
+/*
+ * Start an attempt: a breaker permit, the rate limiter, the bulkhead.
+ * Returns 1 with *st RUN, or 0 when a stage rejected it (pending set with
+ * the rejection) or no slot is free.
+ */
+HOT int
+launch(callm *c, tsrc *ts, resil_call_next *st)
+{
+	resil_pipeline *p = c->p;
+	uint64_t retry_after, deadline = UINT64_MAX;
+	int i = free_slot(c);
+	resil_permit permit;
+	slot *s;
+
+	if (i < 0)
+		return 0;
+	s = &c->slots[i];
+	if (c->breaker != NULL &&
+	    resil_breaker_acquire(c->breaker, &permit) != RESIL_OK) {
+		c->breaker_state = (int)resil_breaker_get_state(c->breaker);
+		rejected(c, RESIL_E_OPEN);
+		return 0;
+	}
+	if (c->g->rl != NULL &&
+	    resil_ratelimit_try_acquire(c->g->rl, 1, &retry_after) !=
+	        RESIL_OK) {
+		permit_back(c, &permit);
+		rejected(c, RESIL_E_LIMITED);
+		return 0;
+	}
+	if (c->g->bh != NULL &&
+	    resil_bulkhead_try_acquire(c->g->bh) != RESIL_OK) {
+		permit_back(c, &permit);
+		rejected(c, RESIL_E_LIMITED);
+		return 0;
+	}
+	if (RESIL__UNLIKELY(c->magic == CALL_CLUSTER)) {
+		/* The endpoint: routed and balanced now. */
+		resil_err e = resil__cl_pick(c, (unsigned)i, tnow(ts));
+
+		if (e != RESIL_OK) {
+			permit_back(c, &permit);
+			if (c->g->bh != NULL)
+				resil_bulkhead_release(c->g->bh);
+			/* No candidate ends the call (never retried); a
+			 * broadcast passes over a refusing endpoint, and
+			 * forking has no more forks than candidates. */
+			if (!(e == RESIL_E_UNAVAILABLE &&
+			        (p->ccfg.strategy == RESIL_CLUSTER_BROADCAST ||
+			            (p->ccfg.strategy ==
+			                    RESIL_CLUSTER_FORKING &&
+			                c->issued > 0)))) {
+				c->cstop = 1;
+				c->no_more_hedges = 1; /* no more forks */
+			}
+			rejected(c, e);
+			return 0;
+		}
+		st->endpoint = &c->picks[i];
+	}
+	c->running |= (uint8_t)(1u << i);
+	s->id = ++c->issued;
+	c->attempts++; /* a call of the user's function is made */
+	s->has_permit = c->breaker != NULL;
+	s->has_bh = c->g->bh != NULL;
+	if (c->breaker != NULL)
+		s->permit = permit;
+	if (c->timeout != 0 || p->hedge_max != 0) {
+		s->start = c->launched = tnow(ts);
+		if (c->timeout != 0)
+			deadline = sat_add(s->start, c->timeout);
+	}
+	if (c->run_on && c->run.has_deadline && c->run.deadline_at < deadline)
+		deadline = c->run.deadline_at;
+	next_is(st, RESIL_CALL_RUN, s->id, deadline, 0);
+	return 1;
+}
+
+/*
+ * Attempt s answered (rc, *value, moved in; NULL: null) at the time in
+ * ts, or (late != 0) did not answer by its timeout. Record it with every
+ * stage below retry. A late attempt stays abandoned: its answer, when it
+ * comes, is dropped.
+ */
+HOT void
+complete(callm *c, unsigned i, int rc, resil_value *value, int late, tsrc *ts)
+{
+	slot *s = &c->slots[i];
+	resil_pipeline *p = c->p;
+	resil_outcome outcome;
+	resil_err status = RESIL_OK;
+	uint64_t dur = 0;
+
+	if (c->timeout != 0) {
+		uint64_t t1 = tnow(ts);
+		stripe *sp = my_stripe(p);
+
+		dur = t1 > s->start ? t1 - s->start : 0;
+		resil__faa64(&sp->latency[latency_bucket(dur)], 1);
+		resil__faa64(&sp->latency_count, 1);
+	}
+	if (value != &c->value) {
+		if (c->value.type != RESIL_VALUE_NULL) {
+			/* The previous attempt's value is dropped. */
+			resil_value_free(&c->value);
+			vnull(&c->value);
+		}
+		if (value != NULL) {
+			c->value = *value;
+			vnull(value);
+		}
+	}
+	outcome = late ? RESIL_OUTCOME_FAILURE
+	               : resil_classify(&p->cls, rc, &c->value);
+	if (c->timeout != 0 &&
+	    (late || dur >= sat_add(c->timeout, p->late_edge))) {
+		/* Too late: the answer is dropped and the attempt failed. */
+		resil_value_free(&c->value);
+		vnull(&c->value);
+		outcome = RESIL_OUTCOME_FAILURE;
+		status = RESIL_E_TIMEOUT;
+		resil__faa64(&my_stripe(p)->timeouts, 1);
+	}
+	if (s->has_permit) {
+		if (c->timeout != 0)
+			resil_breaker_record_duration(
+			    c->breaker, &s->permit, outcome, dur);
+		else
+			resil_breaker_record(c->breaker, &s->permit, outcome);
+		c->breaker_state = (int)resil_breaker_get_state(c->breaker);
+	}
+	if (s->has_bh)
+		resil_bulkhead_complete(c->g->bh, outcome, dur);
+	s->has_permit = s->has_bh = 0;
+	c->running &= (uint8_t) ~(1u << i);
+	if (late)
+		c->abandoned |= (uint8_t)(1u << i);
+	c->last_rc = late ? 0 : rc;
+	c->last_status = status;
+	c->last_outcome = outcome;
+	if (outcome == RESIL_OUTCOME_FAILURE) {
+		c->real_err = status != RESIL_OK ? status : RESIL_E_CALL;
+		c->real_rc = late ? 0 : rc;
+	}
+	c->pending = 1;
+	if (outcome != RESIL_OUTCOME_FAILURE && p->hedge_max != 0) {
+		/* The first answer that is not a failure wins. */
+		c->winner = 1;
+		abandon_running(c);
+	}
+}
+
+/* A call's state before its first attempt. */
+HOT void
+minit(callm *c, resil_pipeline *p, settings *g, unsigned gs, const method *m,
+    const resil_args *args, resil_result *out)
+{
+	c->magic = CALL_LIVE;
+	c->p = p;
+	c->g = g;
+	c->gref = 0;
+	c->gst = (uint8_t)gs;
+	c->m = m;
+	c->args = args;
+	c->out = out;
+	c->has_mock = 0;
+	c->run_on = 0;
+	c->pending = 0;
+	c->winner = 0;
+	c->hedges = 0;
+	c->no_more_hedges = 0;
+	c->issued = 0;
+	c->attempts = 0;
+	c->wait_until = 0;
+	c->breaker_state = -1;
+	c->real_err = RESIL_OK;
+	c->real_rc = 0;
+	c->running = 0;
+	c->abandoned = 0;
+	vnull(&c->value);
+	c->phase = P_ATTEMPT;
+	c->breaker = m->breaker != NULL ? m->breaker : g->breaker;
+	c->retry = m->retry != NULL ? m->retry : g->retry;
+	c->timeout = m->timeout;
+}
+
+/* Start: the mock stage, then attempt 1. */
+HOT resil_err
+mstart(callm *c, resil_pipeline *p, settings *g, unsigned gs, const method *m,
+    const resil_args *args, resil_result *out, tsrc *ts, resil_call_next *st)
+{
+	resil_mock *mock;
+
+	resil_result_init(out);
+	resil__faa64(&p->stripes[gs].calls, 1);
+	minit(c, p, g, gs, m, args, out);
+
+	/* The mock stage: force: answers and nothing below runs. The mock
+	 * is held (resil__mock_hold) while it is read: set_mock may replace
+	 * it. */
+	if (resil__loadptr((void *const *)&g->mock) != NULL) {
+		const resil_mock_spec *spec;
+		unsigned tok;
+		int forced = 0;
+
+		mock = resil__mock_hold(p, g, &tok);
+		if (mock != NULL &&
+		    resil_mock_lookup(mock, args->method, &spec) == RESIL_OK &&
+		    spec->action != RESIL_MOCK_NONE) {
+			c->has_mock = 1;
+			if (spec->mode == RESIL_MOCK_FORCE) {
+				forced = 1;
+				if (RESIL__UNLIKELY(p->sel != NULL) &&
+				    resil__mock_from_endpoint(
+				        p, args, NULL, out))
+					;
+				else if (resil_mock_invoke(mock, args, NULL,
+				             out) == RESIL_E_NOMEM) {
+					resil_result_init(out);
+					out->err = RESIL_E_NOMEM;
+				}
+			}
+		}
+		mock_release(p, tok);
+		if (forced) {
+			conclude_with(c, RESIL_STAGE_MOCK, ts, st);
+			return RESIL_OK;
+		}
+	}
+	if (m->start != START_NONE) {
+		if (RESIL__UNLIKELY(m->start == START_CLUSTER)) {
+			resil__cl_start(c, m, *ts);
+		} else {
+			c->run_on = 1;
+			run_begin(c, ts);
+		}
+	}
+	if (!launch(c, ts, st))
+		resil__call_attend(c, ts, st);
+	return RESIL_OK;
+}
+
+/* The slot of attempt id (running or abandoned), or -1. */
+static inline int
+find_slot(const callm *c, uint32_t id)
+{
+	unsigned used = (unsigned)(c->running | c->abandoned), i;
+
+	if (id == 0)
+		return -1;
+	for (i = 0; i < RESIL_CALL_MAX_INFLIGHT; i++)
+		if ((used & (1u << i)) && c->slots[i].id == id)
+			return (int)i;
+	return -1;
+}
+
+HOT resil_err
+mreport_k(callm *c, uint32_t id, int rc, resil_value *value, tsrc *ts, int cl)
+{
+	int i;
+	uint8_t bit;
+
+	/* The common case first: the one attempt out answers. */
+	if (RESIL__LIKELY(c->running == 1 && c->slots[0].id == id))
+		i = 0;
+	else if ((i = find_slot(c, id)) < 0)
+		return RESIL_E_MISUSE;
+	bit = (uint8_t)(1u << i);
+	if (c->abandoned & bit) {
+		/* An answer that no longer matters: accepted and dropped. */
+		if (value != NULL) {
+			resil_value_free(value);
+			vnull(value);
+		}
+		c->abandoned &= (uint8_t)~bit;
+		return RESIL_OK;
+	}
+	if (c->magic != (cl ? CALL_CLUSTER : CALL_LIVE))
+		return RESIL_E_MISUSE;
+	complete(c, (unsigned)i, rc, value, 0, ts);
+	if (cl)
+		resil__cl_done(c, (unsigned)i, c->last_outcome, tnow(ts));
+	return RESIL_OK;
+}
+
+/* A report to a call without a selector (or one that is over). */
+HOT resil_err
+mreport(callm *c, uint32_t id, int rc, resil_value *value, tsrc *ts)
+{
+	return mreport_k(c, id, rc, value, ts, 0);
+}
+
+/* A report to a live cluster call: the selector learns it too. */
+resil_err resil__call_report_cl(
+    callm *c, uint32_t id, int rc, resil_value *value, tsrc *ts);
+
+/* Either, for the drivers. */
+resil_err resil__call_report_any(
+    callm *c, uint32_t id, int rc, resil_value *value, tsrc *ts);
+
+/* The first attempt of a call with no retry run begun (no policy, or its
+ * fast path) succeeded: the answer is live, and the policy has only a
+ * count to keep. */
+HOT void
+live_success(callm *c, tsrc *ts, resil_call_next *st)
+{
+	resil_result *out = c->out;
+
+	if (c->retry != NULL)
+		resil__retry_count_first_success(c->retry);
+	out->rc = c->last_rc;
+	out->attempts = c->attempts;
+	out->breaker_state = c->breaker_state;
+	out->source = RESIL_SOURCE_LIVE;
+	if (c->g->cache != NULL)
+		resil_fallback_record(c->g->fb, c->args, &c->value);
+	out->err = RESIL_OK;
+	out->value = c->value; /* moved */
+	conclude_with(c, RESIL_STAGE_CALL, ts, st);
+}
+
+HOT void
+mstep(callm *c, tsrc *ts, int waited, resil_call_next *st)
+{
+	if (RESIL__LIKELY(c->pending && c->running == 0 &&
+	        c->phase == P_ATTEMPT && !c->run_on &&
+	        c->last_status == RESIL_OK &&
+	        c->last_outcome == RESIL_OUTCOME_SUCCESS &&
+	        c->p->hedge_max == 0)) {
+		live_success(c, ts, st);
+		return;
+	}
+	if (c->phase == P_WAIT)
+		resil__call_advance(c, ts, waited, st);
+	else
+		resil__call_attend(c, ts, st);
+}
+
+#endif /* RESIL_CALL_MACHINE_H */

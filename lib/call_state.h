@@ -1,0 +1,307 @@
+/*
+ * One call's state, in the caller's resil_call, and how a call is
+ * answered (counted, told to the listener, ended) (lib/call_state.c):
+ * shared by the call machine (lib/call_machine.[ch]), the cluster inside
+ * it (lib/call_cluster.[ch]), the drivers (lib/call_drive.c) and the
+ * machine's public face (lib/call.c). It names nothing of those rooms.
+ * Never installed.
+ *
+ * The machine decides; the driver (resil_pipeline_call's loop, or the
+ * caller's event loop) runs the attempts and the timers. Phases: ATTEMPT
+ * (attempts of one retry attempt are out: one, or several when hedging),
+ * WAIT (a retry backoff), DONE. A completed attempt is recorded at once,
+ * by report (breaker, bulkhead, timing); the decisions that follow
+ * (retry, hedge, fallback) are taken by the next step.
+ */
+#ifndef RESIL_CALL_STATE_H
+#define RESIL_CALL_STATE_H
+
+#include "pipeline_events.h"
+#include "pipeline_internal.h"
+#include "retry_internal.h"
+
+#define CALL_LIVE 0x7265736cu    /* "resl" */
+#define CALL_CLUSTER 0x636c7573u /* "clus": live, with a selector */
+#define CALL_DONE 0x646f6e65u
+#define CALL_CANCELLED 0x63616e63u
+
+enum { P_ATTEMPT = 0, P_WAIT = 1, P_DONE = 2 };
+
+typedef struct slot {
+	uint32_t id;
+	uint8_t has_permit;
+	uint8_t has_bh;
+	uint64_t start; /* when it was started (where time is needed) */
+	resil_permit permit;
+} slot;
+
+typedef struct callm {
+	uint32_t magic;
+	uint8_t phase;
+	uint8_t has_mock;
+	uint8_t run_on;  /* the retry run is begun */
+	uint8_t pending; /* an attempt completed; not yet decided on */
+	uint8_t winner;  /* a hedged attempt won: the others are abandoned */
+	uint8_t hedges;  /* hedges started in this retry attempt */
+	uint8_t no_more_hedges;
+	/* Slots by bit: attempts out and running, and abandoned ones whose
+	 * answers are still to come (and will be dropped). */
+	uint8_t running;
+	uint8_t abandoned;
+	resil_pipeline *p;
+	settings *g;  /* the settings it runs with, held */
+	uint8_t gref; /* the call machine's API holds g (drop at the end) */
+	uint8_t gst;  /* the stripe g is counted on */
+	const method *m;
+	resil_breaker *breaker;
+	resil_retry *retry;
+	const resil_args *args;
+	resil_result *out;
+	uint64_t timeout;
+	uint64_t wait_until; /* WAIT: the end of the backoff */
+	uint64_t launched;   /* when the last attempt was started */
+	int breaker_state;
+	uint32_t attempts; /* calls of the user's function */
+	uint32_t issued;   /* attempt ids handed out */
+	/* The last attempt that ran and failed: RESIL_OK, or E_CALL /
+	 * E_TIMEOUT with its rc. */
+	resil_err real_err;
+	int real_rc;
+	/* The last completed attempt, as the breaker saw it. */
+	int last_rc;
+	resil_err last_status;
+	resil_outcome last_outcome;
+	resil_value value; /* its value */
+	resil__retry_run run;
+	slot slots[RESIL_CALL_MAX_INFLIGHT];
+	/* ---- the cluster (sel != NULL); read only when sel is set ---- */
+	uint8_t cphase;     /* zone-aware: 1 local first, 2 cross-zone */
+	uint8_t cstop;      /* no candidate: conclude at once */
+	uint8_t has_pick;   /* slots holding a pick, by bit */
+	uint8_t last_local; /* zone-aware: the last attempt was local */
+	uint8_t bany;       /* broadcast: a failure was seen */
+	resil_selector *sel;
+	uint32_t ncand;  /* candidates at the last route (messages) */
+	uint32_t bn;     /* broadcast: candidates at the first route */
+	uint32_t nother; /* zone-aware: other-zone candidates, last route */
+	uint32_t bidx;   /* broadcast: the candidate of the next attempt */
+	uint32_t bfail, bthreshold;
+	/* broadcast: the endpoint of the last attempt. Every attempt routes
+	 * again, and an endpoint whose breaker opened meanwhile is no longer
+	 * a candidate, so the next one is found by id (directory order), not
+	 * by position. */
+	uint64_t blast_id;
+	int blast_rc;
+	resil_err blast_status;
+	uint32_t ntried, nfailed;
+	uint64_t tried[16];
+	uint64_t failed_ids[16];
+	uint64_t last_timeout; /* the timeout of the last attempt */
+	resil_request req;
+	char failed[128];   /* the addresses that failed, ", " joined */
+	char last_addr[64]; /* the endpoint of the last completed attempt */
+	char last_zone[32];
+	char
+	    cmsg[RESIL_RESULT_MSG_MAX]; /* no provider: the selector's words */
+	char pzone[RESIL_CALL_MAX_INFLIGHT][32]; /* each pick's zone */
+	resil_pick picks[RESIL_CALL_MAX_INFLIGHT];
+} callm;
+
+_Static_assert(sizeof(callm) <= sizeof(resil_call),
+    "resil_call is too small for the machine's state");
+_Static_assert(_Alignof(callm) <= _Alignof(resil_call),
+    "resil_call is not aligned enough for the machine's state");
+
+typedef struct tsrc tsrc;
+
+/* The time for one step: given by the caller (known), or read from the
+ * pipeline's clock the first time something needs it (the blocking
+ * driver reads no clock on a success path that needs no time). */
+struct tsrc {
+	uint64_t now;
+	const resil_clock *clk; /* NULL: now is given */
+};
+
+static inline uint64_t
+tnow(tsrc *t)
+{
+	if (t->clk != NULL) {
+		t->now = resil_clock_now(t->clk);
+		t->clk = NULL;
+	}
+	return t->now;
+}
+
+static inline void
+tlazy(tsrc *t, const resil_pipeline *p)
+{
+	t->now = 0;
+	t->clk = &p->clock;
+}
+
+static inline tsrc
+tgiven(uint64_t now)
+{
+	tsrc t;
+
+	t.now = now;
+	t.clk = NULL;
+	return t;
+}
+
+static inline unsigned
+latency_bucket(uint64_t d)
+{
+	unsigned b = 0;
+
+	while (d != 0 && b < RESIL_LATENCY_BUCKETS - 1) {
+		d >>= 1;
+		b++;
+	}
+	return b;
+}
+
+/* A null value, as resil_value_init() makes it (all zero bits), without
+ * a call on the hot path. */
+HOT void
+vnull(resil_value *v)
+{
+	memset(v, 0, sizeof(*v));
+}
+
+static inline uint64_t
+sat_add(uint64_t a, uint64_t b)
+{
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+static inline void
+count_source(resil_pipeline *p, const resil_result *r)
+{
+	stripe *s = my_stripe(p);
+
+	switch (r->source) {
+	case RESIL_SOURCE_CACHE:
+		resil__faa64(&s->cache, 1);
+		break;
+	case RESIL_SOURCE_MOCK:
+		resil__faa64(&s->mock, 1);
+		break;
+	case RESIL_SOURCE_FALLBACK:
+		resil__faa64(&s->fallback, 1);
+		break;
+	case RESIL_SOURCE_UNAVAILABLE:
+		resil__faa64(&s->unavailable, 1);
+		break;
+	case RESIL_SOURCE_LIVE:
+		if (r->err == RESIL_E_BUSINESS)
+			resil__faa64(&s->business, 1);
+		else if (r->err != RESIL_OK)
+			resil__faa64(&s->errors, 1);
+		break;
+	}
+}
+
+/* The action the caller is given next. */
+static inline void
+next_is(resil_call_next *st, resil_call_action action, uint32_t attempt,
+    uint64_t deadline, uint64_t until)
+{
+	st->action = action;
+	st->attempt = attempt;
+	st->deadline = deadline;
+	st->until = until;
+}
+
+/* Begin the retry run of the call (the policy reads the time at its start
+ * only when it needs it). */
+static inline void
+run_begin(callm *c, tsrc *ts)
+{
+	int timed = resil__retry_needs_time(c->retry);
+
+	resil__retry_begin(c->retry, &c->run, timed, timed ? tnow(ts) : 0);
+}
+
+/* The call is answered: count it, tell the listener, and stop. */
+HOT void
+conclude_with(callm *c, resil_stage stage, tsrc *ts, resil_call_next *st)
+{
+	resil_pipeline *p = c->p;
+	resil_result *out = c->out;
+
+	if (RESIL__UNLIKELY(
+	        out->source != RESIL_SOURCE_LIVE || out->err != RESIL_OK))
+		count_source(p, out);
+	if (p->listener != NULL && stage != RESIL_STAGE_CALL)
+		resil__emit_result(p, stage, out, tnow(ts));
+	if (RESIL__UNLIKELY(p->call_events != 0))
+		resil__emit_call(p, c, out, tnow(ts));
+	c->phase = P_DONE;
+	c->magic = CALL_DONE;
+	next_is(st, RESIL_CALL_DONE, 0, 0, 0);
+}
+
+/* Give back what the still running attempts hold; their late answers will
+ * be dropped. The common case, nothing out, costs no call. */
+void resil__call_abandon(callm *c);
+
+static inline void
+abandon_running(callm *c)
+{
+	if (c->running != 0)
+		resil__call_abandon(c);
+}
+
+/* The answer is the live call's (a success, a business error or an
+ * ignored outcome): the callee's own, untouched, never degraded. */
+static inline void
+conclude_live(
+    callm *c, int rc, resil_outcome outcome, tsrc *ts, resil_call_next *st)
+{
+	resil_result *out = c->out;
+
+	out->rc = rc;
+	out->attempts = c->attempts;
+	out->breaker_state = c->breaker_state;
+	out->source = RESIL_SOURCE_LIVE;
+	if (outcome == RESIL_OUTCOME_BUSINESS) {
+		resil_value_free(&c->value);
+		out->err = RESIL_E_BUSINESS;
+		conclude_with(c, RESIL_STAGE_CALL, ts, st);
+		return;
+	}
+	if (outcome == RESIL_OUTCOME_SUCCESS && c->g->cache != NULL)
+		resil_fallback_record(c->g->fb, c->args, &c->value);
+	/* IGNORED passes as it is: RESIL_OK with rc 0, else E_CALL. */
+	out->err = outcome == RESIL_OUTCOME_SUCCESS || rc == 0 ? RESIL_OK
+	                                                       : RESIL_E_CALL;
+	out->value = c->value; /* moved */
+	vnull(&c->value);
+	conclude_with(c, RESIL_STAGE_CALL, ts, st);
+}
+
+/* A non-business failure (err, rc): the fallback chain answers into
+ * *c->out, or passes, and the answer carries the call's provenance. No
+ * cache, no mock for this method and no handler: no fallback is
+ * configured, so the original error propagates. */
+static inline void
+recover_failure(callm *c, resil_err err, int rc)
+{
+	resil_result *out = c->out;
+	resil_failure failure;
+
+	failure.err = err;
+	failure.rc = rc;
+	failure.attempts = c->attempts;
+	resil_fallback_recover(
+	    c->g->cache != NULL || c->has_mock || c->p->handlers > 0 ? c->g->fb
+	                                                             : NULL,
+	    c->args, &failure, out);
+	out->attempts = c->attempts;
+	out->breaker_state = c->breaker_state;
+	out->last_failure = c->real_err;
+	out->last_failure_rc = c->real_rc;
+}
+
+#endif /* RESIL_CALL_STATE_H */

@@ -1,0 +1,39 @@
+/*
+ * A pipeline's configuration (lib/pipeline_config.c): the checks
+ * resil_pipeline_new() and a reload make, the rules of a declared method,
+ * which configuration text obeys too (lib/config.c reads method names with
+ * them), and what a reload from text needs of a running pipeline. The
+ * pipeline's private face to the configuration room above it. Never
+ * installed.
+ */
+#ifndef RESIL_PIPELINE_CONFIG_H
+#define RESIL_PIPELINE_CONFIG_H
+
+#include <resil/pipeline.h>
+
+/* Whether the n bytes at s are an identifier, [A-Za-z_$][A-Za-z0-9_$]*
+ * (a method name's form). */
+int resil__method_ident(const char *s, size_t n);
+
+/* Whether the n bytes at s are a word that starts a stage key of the
+ * configuration (service, timeout, mock, breaker, ...): never a method
+ * name. */
+int resil__method_reserved(const char *s, size_t n);
+
+/* The rules every declared method obeys (resil_config_check_method()). */
+resil_err resil__method_check(const resil_method_config *m, resil_diag *diag);
+
+/* cfg is a configuration of this library's layout (not NULL, its size
+ * the one it knows): RESIL_OK, or why not in diag. */
+resil_err resil__pipeline_config_known(
+    const resil_pipeline_config *cfg, resil_diag *diag);
+
+/* cfg as resil_pipeline_new() accepts it: RESIL_OK, or the first thing
+ * wrong in diag. */
+resil_err resil__pipeline_validate(
+    const resil_pipeline_config *cfg, resil_diag *diag);
+
+/* The allocator of p (a reload from text parses with it). */
+const resil_allocator *resil__pipeline_allocator(const resil_pipeline *p);
+
+#endif /* RESIL_PIPELINE_CONFIG_H */

@@ -1,0 +1,221 @@
+/*
+ * resil_pipeline_reload: new settings from a whole configuration, checked
+ * against what a reload cannot change, published with one pointer store;
+ * the stage objects whose configuration did not change carry over (their
+ * state too), and the replaced settings go once no call holds them.
+ */
+#include "pipeline_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "pipeline_config.h"
+#include "pipeline_events.h"
+#include "pipeline_settings.h"
+
+/* A field the reload cannot change: NULL / 0 in the new configuration
+ * keeps the pipeline's; another value is refused, naming the key. */
+static resil_err
+immutable(resil_diag *diag, const char *key)
+{
+	return resil__diagf(diag, RESIL_E_INVAL,
+	    "%s: cannot change by reload (it is fixed when the pipeline is "
+	    "created; build a new pipeline to change it)",
+	    key);
+}
+
+static int
+same_cluster(const resil_cluster_config *a, const resil_cluster_config *b)
+{
+	const char *za = a->local_zone != NULL ? a->local_zone : "";
+	const char *zb = b->local_zone != NULL ? b->local_zone : "";
+
+	return a->strategy == b->strategy && a->retries == b->retries &&
+	    a->failback_queue == b->failback_queue &&
+	    a->failback_retries == b->failback_retries &&
+	    a->failback_period_ns == b->failback_period_ns &&
+	    a->broadcast_fail_percent == b->broadcast_fail_percent &&
+	    a->forks == b->forks && strcmp(za, zb) == 0 &&
+	    a->cross_zone_timeout_ns == b->cross_zone_timeout_ns;
+}
+
+/* *eff: cfg with what it leaves NULL filled from p; refused when it would
+ * change what a reload cannot. */
+static resil_err
+reload_check(const resil_pipeline *p, const settings *g,
+    const resil_pipeline_config *cfg, resil_pipeline_config *eff,
+    resil_diag *diag)
+{
+	resil_err err = resil__pipeline_config_known(cfg, diag);
+
+	if (err != RESIL_OK)
+		return err;
+	*eff = *cfg;
+	if (cfg->service != NULL && strcmp(cfg->service, p->service) != 0)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "service: cannot change by reload (%.64s is not %.64s: "
+		    "a pipeline serves one service)",
+		    cfg->service, p->service);
+	eff->service = p->service;
+	if (cfg->clock != NULL &&
+	    (cfg->clock->now != p->clock.now ||
+	        cfg->clock->sleep != p->clock.sleep ||
+	        cfg->clock->ctx != p->clock.ctx))
+		return immutable(diag, "clock");
+	eff->clock = &p->clock;
+	if (cfg->alloc != NULL &&
+	    memcmp(cfg->alloc, &p->alloc, sizeof(p->alloc)) != 0)
+		return immutable(diag, "alloc");
+	eff->alloc = &p->alloc;
+	if (cfg->listener != NULL &&
+	    (cfg->listener != p->listener ||
+	        cfg->listener_ctx != p->listener_ctx))
+		return immutable(diag, "listener");
+	eff->listener = p->listener;
+	eff->listener_ctx = p->listener_ctx;
+	if (cfg->classifier.fn != NULL &&
+	    (cfg->classifier.fn != p->cls.fn ||
+	        cfg->classifier.ctx != p->cls.ctx))
+		return immutable(diag, "classifier");
+	eff->classifier = p->cls;
+	if (cfg->registry != NULL && cfg->registry != p->registry)
+		return immutable(diag, "registry");
+	eff->registry = p->registry;
+	if (cfg->selector != NULL && cfg->selector != p->sel)
+		return immutable(diag, "selector");
+	eff->selector = p->sel;
+	if (cfg->executor.submit != NULL &&
+	    memcmp(&cfg->executor, &p->executor, sizeof(p->executor)) != 0)
+		return immutable(diag, "executor");
+	eff->executor = p->executor;
+	if (cfg->call_events != 0 && cfg->call_events != g->cfg.call_events)
+		return immutable(diag, "call_events");
+	eff->call_events = g->cfg.call_events;
+	if (cfg->hedge_max != g->cfg.hedge_max)
+		return immutable(diag, "hedge.max (hedge_max)");
+	if (cfg->hedge_delay_ns != g->cfg.hedge_delay_ns)
+		return immutable(diag, "hedge.delay (hedge_delay_ns)");
+	if (p->sel != NULL && !same_cluster(&cfg->cluster, &g->cfg.cluster))
+		return immutable(diag, "cluster");
+	return resil__pipeline_validate(eff, diag);
+}
+
+/* What changed from old to g, for the event: a count and the names. */
+static unsigned
+describe_changes(const settings *old, const settings *g,
+    const resil_pipeline_config *cfg, char *buf, size_t n)
+{
+	const resil_pipeline_config *a = &old->cfg;
+	unsigned count = 0;
+	size_t len = 0;
+	size_t i;
+	method *it, *tmp;
+
+#define NOTE(name_)                                                         \
+	do {                                                                \
+		count++;                                                    \
+		if (len < n)                                                \
+			len += (size_t)snprintf(buf + len, n - len, "%s%s", \
+			    count > 1 ? ", " : "", (name_));                \
+	} while (0)
+	buf[0] = '\0';
+	if (a->breaker_enabled != cfg->breaker_enabled ||
+	    a->breaker_per_method != cfg->breaker_per_method ||
+	    (cfg->breaker_enabled &&
+	        !resil__same_breaker(&a->breaker, &cfg->breaker)))
+		NOTE("breaker");
+	if (a->retry_enabled != cfg->retry_enabled ||
+	    !resil__same_retry(&a->retry, &cfg->retry) ||
+	    a->retry.max_attempts != cfg->retry.max_attempts)
+		NOTE("retry");
+	if (a->cache_enabled != cfg->cache_enabled ||
+	    (cfg->cache_enabled && !resil__same_cache(&a->cache, &cfg->cache)))
+		NOTE("cache");
+	if (a->ratelimit_enabled != cfg->ratelimit_enabled ||
+	    (cfg->ratelimit_enabled &&
+	        !resil__same_ratelimit(&a->ratelimit, &cfg->ratelimit)))
+		NOTE("ratelimit");
+	if (a->bulkhead_enabled != cfg->bulkhead_enabled ||
+	    (cfg->bulkhead_enabled &&
+	        !resil__same_bulkhead(&a->bulkhead, &cfg->bulkhead)))
+		NOTE("bulkhead");
+	if (a->timeout_ns != cfg->timeout_ns)
+		NOTE("timeout");
+	if ((old->service_spec == NULL) != (cfg->mock == NULL) ||
+	    (cfg->mock != NULL && strcmp(old->service_spec, cfg->mock) != 0))
+		NOTE("mock");
+	for (i = 0; i < cfg->nmethods; i++) {
+		const resil_method_config *mc = &cfg->methods[i];
+		const method *om = find_in(old, mc->name);
+		uint64_t t = mc->timeout_ns ? mc->timeout_ns : cfg->timeout_ns;
+		const char *os =
+		    om != NULL && om->mock_set ? om->mock_spec : NULL;
+
+		if (om == NULL || om->type != mc->type || om->timeout != t ||
+		    om->max_attempts != mc->max_attempts ||
+		    (os == NULL) != (mc->mock == NULL) ||
+		    (os != NULL && strcmp(os, mc->mock) != 0))
+			NOTE(mc->name);
+	}
+	HASH_ITER(hh, old->methods, it, tmp)
+	{
+		if (find_in(g, it->name) == NULL)
+			NOTE(it->name);
+	}
+#undef NOTE
+	if (len >= n && n > 4)
+		memcpy(buf + n - 4, "...", 4);
+	return count;
+}
+
+static void
+emit_reload(resil_pipeline *p, unsigned count, const char *what)
+{
+	resil_pipeline_event ev;
+	char text[160];
+
+	if (p->listener == NULL)
+		return;
+	memset(&ev, 0, sizeof(ev));
+	if (count == 0)
+		snprintf(text, sizeof(text),
+		    "configuration reloaded: nothing changed");
+	else
+		snprintf(text, sizeof(text),
+		    "configuration reloaded: %u setting%s changed (%s)", count,
+		    count == 1 ? "" : "s", what);
+	resil__emit(
+	    p, &ev, RESIL_STAGE_CONFIG, resil_clock_now(&p->clock), text, "");
+}
+
+resil_err
+resil_pipeline_reload(
+    resil_pipeline *p, const resil_pipeline_config *cfg, resil_diag *diag)
+{
+	resil_pipeline_config eff;
+	settings *old, *g = NULL;
+	char what[100];
+	unsigned count;
+	resil_err err;
+
+	if (p == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "pipeline: p is NULL");
+	resil__spin_lock(&p->mock_lock);
+	old = p->cur;
+	err = reload_check(p, old, cfg, &eff, diag);
+	if (err == RESIL_OK)
+		err = resil__settings_build(p, &eff, old, &g, diag);
+	if (err != RESIL_OK) {
+		resil__spin_unlock(&p->mock_lock);
+		return err;
+	}
+	count = describe_changes(old, g, &eff, what, sizeof(what));
+	/* Published with a full barrier (conf_hold's check relies on it):
+	 * calls that start from now on run with g. */
+	resil__fas64((uint64_t *)(void *)&p->cur, (uint64_t)(uintptr_t)g);
+	resil__spin_unlock(&p->mock_lock);
+	resil__settings_retire(p, old);
+	emit_reload(p, count, what);
+	return RESIL_OK;
+}
