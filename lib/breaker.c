@@ -43,6 +43,7 @@
 #include "atomic.h"
 #include "breaker_shared.h"
 #include "internal.h"
+#include "proc.h"
 
 #define W_STATE_MASK UINT64_C(0x7)
 #define W_TRANSIT UINT64_C(0x8)
@@ -153,7 +154,7 @@ typedef struct shared_ev {
 } shared_ev;
 
 struct bshared {
-	shared_ann ann[RESIL__SHM_PROCS];
+	shared_ann ann[RESIL__PROCS];
 	shared_ev ring[RESIL__SHM_RING];
 };
 
@@ -188,7 +189,7 @@ struct resil_breaker {
 	/* Shared mode (lib/shm.c): st lives in a region. */
 	bool shared;
 	unsigned slot;                /* this process's slot */
-	const resil__shm_proc *procs; /* the region's process table */
+	const resil__proc *procs; /* the region's process table */
 	struct bshared *sh;
 	uint64_t delivered; /* events given to this process's listener */
 	resil__spinlock deliver_lock;
@@ -534,7 +535,7 @@ resil__breaker_shared_tail(void)
 
 resil_err
 resil__breaker_new_shared(resil_breaker **out, const resil_breaker_config *cfg,
-    void *mem, bool init, const resil__shm_proc *procs, unsigned slot,
+    void *mem, bool init, const resil__proc *procs, unsigned slot,
     resil_diag *diag)
 {
 	resil_breaker_config c;
@@ -542,7 +543,7 @@ resil__breaker_new_shared(resil_breaker **out, const resil_breaker_config *cfg,
 	resil_err err;
 
 	if (cfg == NULL || mem == NULL || procs == NULL ||
-	    slot >= RESIL__SHM_PROCS ||
+	    slot >= RESIL__PROCS ||
 	    ((uintptr_t)mem & (RESIL__CACHELINE - 1)) != 0)
 		return resil__diagf(
 		    diag, RESIL_E_INVAL, "breaker: bad shared placement");
@@ -814,13 +815,13 @@ quiesce(resil_breaker *b, unsigned par)
 	if (b->shared) {
 		/* A process that died announced stays announced: after a
 		 * while, its slot is checked and skipped. */
-		for (i = 0; i < RESIL__SHM_PROCS; i++)
+		for (i = 0; i < RESIL__PROCS; i++)
 			for (rounds = 0; resil__load64_after_rmw(
 			                     &b->sh->ann[i].active[par]) != 0;
 			     rounds++) {
 				resil__backoff(&spins);
 				if (rounds % 4096 == 4095 &&
-				    !resil__shm_proc_alive(b->procs, i))
+				    !resil__proc_alive(b->procs, i))
 					break;
 			}
 		return;
@@ -985,7 +986,7 @@ take_over(resil_breaker *b, uint64_t w)
 	resil_breaker_state from = (resil_breaker_state)((bits >> 7) & 7);
 	resil_breaker_reason why = (resil_breaker_reason)((bits >> 10) & 15);
 
-	if (owner == 0 || resil__shm_proc_alive(b->procs, owner - 1))
+	if (owner == 0 || resil__proc_alive(b->procs, owner - 1))
 		return;
 	if (!resil__cas64(&b->st->word, w,
 	        (w & ~W_PROBE_MASK) | W_OWNER(b->slot, from, why)))
