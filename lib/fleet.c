@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "atomic.h"
+#include "clock_internal.h"
 #include "internal.h"
 
 #define NAME_MAX_LEN 63u
@@ -859,17 +860,11 @@ helper_main(void *arg)
 		pthread_mutex_lock(&f->hmu);
 		if (f->hstop)
 			break;
-		/* The one read of the system clock outside the clock module,
-		 * on purpose: the optional helper thread sleeps real time on a
-		 * CLOCK_MONOTONIC condition variable (an injected clock cannot
-		 * wake one). Its sync steps read the fleet's own clock. */
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += (time_t)(f->hinterval_ms / 1000);
-		ts.tv_nsec += (long)(f->hinterval_ms % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		/* The optional helper thread sleeps real time on a condition
+		 * variable of the monotonic system clock (an injected clock
+		 * cannot wake one; lib/clock.c reads it). Its sync steps read
+		 * the fleet's own clock. */
+		resil__cond_deadline(&ts, f->hinterval_ms);
 		while (!f->hstop &&
 		    pthread_cond_timedwait(&f->hcv, &f->hmu, &ts) == 0)
 			;
@@ -891,7 +886,7 @@ resil_fleet_start(resil_fleet *f, uint32_t interval_ms, resil_diag *diag)
 		if (pthread_condattr_init(&ca) != 0)
 			return resil__diagf(
 			    diag, RESIL_E_NOMEM, "fleet: no condattr");
-		(void)pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		(void)resil__condattr_monotonic(&ca);
 		rc = pthread_cond_init(&f->hcv, &ca);
 		pthread_condattr_destroy(&ca);
 		if (rc != 0)
