@@ -5,6 +5,7 @@
  */
 #include <resil/selector.h>
 
+#include "balance_internal.h"
 #include "router_internal.h"
 
 #include <stdio.h>
@@ -899,7 +900,10 @@ resil_selector_report_duration(resil_selector *sel, resil_pick *pick,
 		(void)resil_breaker_record_duration(
 		    ep->breaker, &pick->permit_, outcome, duration);
 	resil__ep_report(ep, outcome, duration, now,
-	    (resil_lb_kind)pick->kind_, pick->tau_, pick->slide_);
+	    pick->kind_ == RESIL_LB_PEAKEWMA      ? RESIL__EP_EWMA
+	        : pick->kind_ == RESIL_LB_SHORTEST ? RESIL__EP_WINDOW
+	                                           : 0u,
+	    pick->tau_, pick->slide_);
 	pick->ep_ = NULL;
 	resil__ep_unref(ep, 1);
 	return RESIL_OK;
