@@ -9,6 +9,7 @@
 
 #include "router_internal.h"
 
+#include <stddef.h>
 #include <stdio.h>
 
 /* ---- configuration text ----------------------------------------------- */
@@ -292,84 +293,160 @@ dur_min(const char *key, const char *v, uint64_t lo, uint64_t *out,
 	return RESIL_OK;
 }
 
-/* A balancer key (after "loadbalance") into *b, marking *set. */
+/* ---- the keys ---------------------------------------------------------- */
+
+/* How a key's value is read into its field: a whole number in lo..hi, a
+ * duration of at least lo, a boolean, or by a function of its own (which
+ * gets the object the key's table is for). */
+enum { K_U32, K_DUR, K_BOOL, K_FN };
+
+typedef resil_err (*key_fn)(
+    void *obj, const char *key, const char *v, resil_diag *diag);
+
+/* One key of a table: its name (a balancer key's: after "loadbalance"),
+ * how its value is read into the field at off, and the SET_ bit it marks
+ * (a method's balancer keys). */
+typedef struct key_def {
+	const char *name;
+	unsigned char kind;
+	unsigned set;
+	size_t off;
+	uint64_t lo, hi;
+	key_fn fn;
+} key_def;
+
+/* Read v, the value of key, into obj as k says. */
+static resil_err
+key_apply(const key_def *k, void *obj, const char *key, const char *v,
+    resil_diag *diag)
+{
+	void *field = (char *)obj + k->off;
+	int b;
+
+	switch (k->kind) {
+	case K_U32:
+		return u32_in(
+		    key, v, (uint32_t)k->lo, (uint32_t)k->hi, field, diag);
+	case K_DUR:
+		return dur_min(key, v, k->lo, field, diag);
+	case K_BOOL:
+		if (!parse_bool(v, &b))
+			return BAD("%s: \"%s\" is not a boolean", key, v);
+		*(int *)field = b;
+		return RESIL_OK;
+	default:
+		return k->fn(obj, key, v, diag);
+	}
+}
+
+/* The key of table (n of them) called name; NULL: none. */
+static const key_def *
+key_find(const key_def *table, size_t n, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (strcmp(table[i].name, name) == 0)
+			return &table[i];
+	return NULL;
+}
+
+/* loadbalance: a balancer's name. */
+static resil_err
+set_kind(void *obj, const char *key, const char *v, resil_diag *diag)
+{
+	resil_balance_config *b = obj;
+	resil_lb_kind k;
+
+	if (resil_lb_kind_parse(v, &k, diag) != RESIL_OK)
+		return BAD("%s: \"%s\" is not one of random, roundrobin, "
+		           "leastactive, p2c, peakewma, hash, shortest",
+		    key, v);
+	b->kind = k;
+	return RESIL_OK;
+}
+
+/* loadbalance.hash.arguments: a comma list of argument indexes. */
+static resil_err
+set_hash_args(void *obj, const char *key, const char *v, resil_diag *diag)
+{
+	resil_balance_config *b = obj;
+	uint32_t args[RESIL_HASH_MAX_ARGS], n = 0;
+	const char *p = v;
+
+	for (;;) {
+		char num[16];
+		size_t len = strcspn(p, ",");
+		uint64_t x = 0;
+		int r;
+		while (*p == ' ' && len > 0) {
+			p++;
+			len--;
+		}
+		while (len > 0 && p[len - 1] == ' ')
+			len--;
+		if (len == 0 || len >= sizeof(num))
+			return BAD("%s: \"%s\" at column %zu: expected an "
+			           "argument index",
+			    key, v, (size_t)(p - v) + 1);
+		memcpy(num, p, len);
+		num[len] = '\0';
+		r = parse_u64(num, &x);
+		if (r == 0)
+			return BAD("%s: \"%s\" at column %zu: \"%s\" is not an "
+			           "argument index",
+			    key, v, (size_t)(p - v) + 1, num);
+		if (r < 0 || x > 255)
+			return BAD(
+			    "%s: index %s is out of range 0..255", key, num);
+		if (n == RESIL_HASH_MAX_ARGS)
+			return BAD("%s: more than %d indexes", key,
+			    RESIL_HASH_MAX_ARGS);
+		args[n++] = (uint32_t)x;
+		p += strcspn(p, ",");
+		if (*p == '\0')
+			break;
+		p++;
+	}
+	memcpy(b->hash_args, args, n * sizeof(args[0]));
+	b->hash_nargs = n;
+	return RESIL_OK;
+}
+
+#define BAL(f) offsetof(resil_balance_config, f)
+
+/* A balancer's keys, after "loadbalance" (the service's) or
+ * "<method>.loadbalance". */
+static const key_def balance_keys[] = {
+	{ "", K_FN, SET_KIND, 0, 0, 0, set_kind },
+	{ ".hash.nodes", K_U32, SET_NODES, BAL(hash_nodes), 1, 10000, NULL },
+	{ ".hash.arguments", K_FN, SET_ARGS, 0, 0, 0, set_hash_args },
+	{ ".peakewma.tau", K_DUR, SET_TAU, BAL(ewma_tau), 1, 0, NULL },
+	{ ".peakewma.default_rtt", K_DUR, SET_RTT, BAL(ewma_default_rtt), 0,
+	    0, NULL },
+	{ ".shortest.slide", K_DUR, SET_SLIDE, BAL(shortest_slide), 0, 0,
+	    NULL },
+};
+
+/* A balancer key (sub: after "loadbalance") into *b, marking *set. */
 static resil_err
 set_balance(const char *key, const char *sub, const char *v,
     resil_balance_config *b, unsigned *set, resil_diag *diag)
 {
-	if (strcmp(sub, "") == 0) {
-		resil_lb_kind k;
-		if (resil_lb_kind_parse(v, &k, diag) != RESIL_OK)
-			return BAD(
-			    "%s: \"%s\" is not one of random, roundrobin, "
-			    "leastactive, p2c, peakewma, hash, shortest",
-			    key, v);
-		b->kind = k;
-		*set |= SET_KIND;
-		return RESIL_OK;
-	}
-	if (strcmp(sub, ".hash.nodes") == 0) {
-		*set |= SET_NODES;
-		return u32_in(key, v, 1, 10000, &b->hash_nodes, diag);
-	}
-	if (strcmp(sub, ".hash.arguments") == 0) {
-		uint32_t args[RESIL_HASH_MAX_ARGS], n = 0;
-		const char *p = v;
-		for (;;) {
-			char num[16];
-			size_t len = strcspn(p, ",");
-			uint64_t x = 0;
-			int r;
-			while (*p == ' ' && len > 0) {
-				p++;
-				len--;
-			}
-			while (len > 0 && p[len - 1] == ' ')
-				len--;
-			if (len == 0 || len >= sizeof(num))
-				return BAD(
-				    "%s: \"%s\" at column %zu: expected an "
-				    "argument index",
-				    key, v, (size_t)(p - v) + 1);
-			memcpy(num, p, len);
-			num[len] = '\0';
-			r = parse_u64(num, &x);
-			if (r == 0)
-				return BAD(
-				    "%s: \"%s\" at column %zu: \"%s\" is "
-				    "not an argument index",
-				    key, v, (size_t)(p - v) + 1, num);
-			if (r < 0 || x > 255)
-				return BAD(
-				    "%s: index %s is out of range 0..255", key,
-				    num);
-			if (n == RESIL_HASH_MAX_ARGS)
-				return BAD("%s: more than %d indexes", key,
-				    RESIL_HASH_MAX_ARGS);
-			args[n++] = (uint32_t)x;
-			p += strcspn(p, ",");
-			if (*p == '\0')
-				break;
-			p++;
-		}
-		memcpy(b->hash_args, args, n * sizeof(args[0]));
-		b->hash_nargs = n;
-		*set |= SET_ARGS;
-		return RESIL_OK;
-	}
-	if (strcmp(sub, ".peakewma.tau") == 0) {
-		*set |= SET_TAU;
-		return dur_min(key, v, 1, &b->ewma_tau, diag);
-	}
-	if (strcmp(sub, ".peakewma.default_rtt") == 0) {
-		*set |= SET_RTT;
-		return dur_min(key, v, 0, &b->ewma_default_rtt, diag);
-	}
-	if (strcmp(sub, ".shortest.slide") == 0) {
-		*set |= SET_SLIDE;
-		return dur_min(key, v, 0, &b->shortest_slide, diag);
-	}
-	return resil__diagf(diag, RESIL_E_NOTFOUND, "%s: unknown key", key);
+	const key_def *k = key_find(
+	    balance_keys, sizeof(balance_keys) / sizeof(balance_keys[0]), sub);
+	resil_err err;
+
+	if (k == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_NOTFOUND, "%s: unknown key", key);
+	/* A number counts as set even when its value is refused. */
+	if (k->kind != K_FN)
+		*set |= k->set;
+	err = key_apply(k, b, key, v, diag);
+	if (err == RESIL_OK)
+		*set |= k->set;
+	return err;
 }
 
 static resil_err
@@ -414,10 +491,11 @@ method_slot(resil_cluster_text *cc, const char *name, size_t len, size_t *out)
 	return RESIL_OK;
 }
 
+/* router.zone.consumers: zone:count,... */
 static resil_err
-set_consumers(
-    resil_cluster_text *cc, const char *key, const char *v, resil_diag *diag)
+set_consumers(void *obj, const char *key, const char *v, resil_diag *diag)
 {
+	resil_cluster_text *cc = obj;
 	char **names = NULL;
 	uint32_t *cons = NULL;
 	size_t n = 1, i = 0, k;
@@ -493,120 +571,134 @@ fail:
 }
 
 static resil_err
+set_service(void *obj, const char *key, const char *v, resil_diag *diag)
+{
+	resil_cluster_text *cc = obj;
+	char *s = resil__strdup(cc->a, v);
+
+	(void)key;
+	(void)diag;
+	if (s == NULL)
+		return RESIL_E_NOMEM;
+	resil__strfree(cc->a, cc->service);
+	cc->service = s;
+	return RESIL_OK;
+}
+
+static resil_err
+set_zone(void *obj, const char *key, const char *v, resil_diag *diag)
+{
+	resil_cluster_text *cc = obj;
+	char *s;
+
+	if (!zone_ok(v))
+		return BAD("%s: \"%s\" is not a zone name (letters, digits, "
+		           "'_', '-', '.')",
+		    key, v);
+	if ((s = resil__strdup(cc->a, v)) == NULL)
+		return RESIL_E_NOMEM;
+	resil__strfree(cc->a, cc->zone);
+	cc->zone = s;
+	return RESIL_OK;
+}
+
+static resil_err
+set_zone_mode(void *obj, const char *key, const char *v, resil_diag *diag)
+{
+	resil_cluster_text *cc = obj;
+	int m;
+
+	for (m = 0; m <= RESIL_ZONE_PROPORTIONAL; m++)
+		if (strcmp(v, resil_zone_mode_name((resil_zone_mode)m)) == 0) {
+			cc->zone_mode = (resil_zone_mode)m;
+			return RESIL_OK;
+		}
+	return BAD("%s: \"%s\" is not one of off, prefer, strict, "
+	           "proportional",
+	    key, v);
+}
+
+/* router.condition: each one appends a rule. */
+static resil_err
+add_condition(void *obj, const char *key, const char *v, resil_diag *diag)
+{
+	resil_cluster_text *cc = obj;
+	resil_condition *c;
+	resil_diag d2;
+	resil_err err;
+
+	if ((err = resil_condition_parse(&c, v, 0, cc->a, &d2)) != RESIL_OK) {
+		if (err == RESIL_E_NOMEM)
+			return err;
+		return BAD("%s: %s", key, d2.msg);
+	}
+	if (cc->nconds == cc->ccap) {
+		size_t nc = cc->ccap == 0 ? 4 : cc->ccap * 2;
+		resil_condition **n2 = resil__alloc(cc->a, nc * sizeof(*n2));
+		if (n2 == NULL) {
+			resil_condition_free(c);
+			return RESIL_E_NOMEM;
+		}
+		if (cc->conds != NULL) {
+			memcpy(n2, cc->conds, cc->nconds * sizeof(*n2));
+			resil__free(cc->a, cc->conds, cc->ccap * sizeof(*n2));
+		}
+		cc->conds = n2;
+		cc->ccap = nc;
+	}
+	cc->conds[cc->nconds++] = c;
+	return RESIL_OK;
+}
+
+#define CC(f) offsetof(resil_cluster_text, f)
+
+/* The keys of the cluster layer itself (a balancer's are balance_keys,
+ * after "loadbalance" or "<method>.loadbalance"). */
+static const key_def text_keys[] = {
+	{ "service", K_FN, 0, 0, 0, 0, set_service },
+	{ "router.zone", K_FN, 0, 0, 0, 0, set_zone },
+	{ "router.zone.mode", K_FN, 0, 0, 0, 0, set_zone_mode },
+	{ "router.zone.min_cluster_size", K_U32, 0, CC(zone_min), 0, 1000000,
+	    NULL },
+	{ "router.zone.consumers", K_FN, 0, 0, 0, 0, set_consumers },
+	{ "router.tag.force", K_BOOL, 0, CC(tag_force), 0, 0, NULL },
+	{ "router.condition.force", K_BOOL, 0, CC(cond_force), 0, 0, NULL },
+	{ "router.condition", K_FN, 0, 0, 0, 0, add_condition },
+	{ "panic.threshold", K_U32, 0, CC(panic), 0, 100, NULL },
+	{ "registry.empty_protection", K_BOOL, 0, CC(empty_protection), 0, 0,
+	    NULL },
+	{ "outlier.consecutive_failures", K_U32, 0,
+	    CC(outlier.consecutive_failures), 1, 1000000, NULL },
+	{ "outlier.max_ejection_pct", K_U32, 0, CC(outlier.max_ejection_pct),
+	    0, 100, NULL },
+	{ "outlier.base_ejection", K_DUR, 0, CC(outlier.base_ejection), 1, 0,
+	    NULL },
+	{ "outlier.max_ejection", K_DUR, 0, CC(outlier.max_ejection), 1, 0,
+	    NULL },
+	{ "outlier.interval", K_DUR, 0, CC(outlier.interval), 1, 0, NULL },
+};
+
+static resil_err
 set_one(
     resil_cluster_text *cc, const char *key, const char *v, resil_diag *diag)
 {
+	const key_def *k;
 	const char *dot;
+	size_t slot;
 	resil_err err;
-	uint64_t x = 0;
-	int b;
 
-	if (strcmp(key, "service") == 0) {
-		char *s = resil__strdup(cc->a, v);
-		if (s == NULL)
-			return RESIL_E_NOMEM;
-		resil__strfree(cc->a, cc->service);
-		cc->service = s;
-		return RESIL_OK;
-	}
 	if (strncmp(key, "loadbalance", 11) == 0)
 		return set_balance(
 		    key, key + 11, v, &cc->balance, &cc->balance_set, diag);
-	if (strcmp(key, "router.zone") == 0) {
-		char *s;
-		if (!zone_ok(v))
-			return BAD("%s: \"%s\" is not a zone name (letters, "
-			           "digits, '_', '-', '.')",
-			    key, v);
-		if ((s = resil__strdup(cc->a, v)) == NULL)
-			return RESIL_E_NOMEM;
-		resil__strfree(cc->a, cc->zone);
-		cc->zone = s;
-		return RESIL_OK;
-	}
-	if (strcmp(key, "router.zone.mode") == 0) {
-		int m;
-		for (m = 0; m <= RESIL_ZONE_PROPORTIONAL; m++)
-			if (strcmp(
-			        v, resil_zone_mode_name((resil_zone_mode)m)) ==
-			    0) {
-				cc->zone_mode = (resil_zone_mode)m;
-				return RESIL_OK;
-			}
-		return BAD("%s: \"%s\" is not one of off, prefer, strict, "
-		           "proportional",
-		    key, v);
-	}
-	if (strcmp(key, "router.zone.min_cluster_size") == 0)
-		return u32_in(key, v, 0, 1000000, &cc->zone_min, diag);
-	if (strcmp(key, "router.zone.consumers") == 0)
-		return set_consumers(cc, key, v, diag);
-	if (strcmp(key, "router.tag.force") == 0 ||
-	    strcmp(key, "router.condition.force") == 0) {
-		if (!parse_bool(v, &b))
-			return BAD("%s: \"%s\" is not a boolean", key, v);
-		if (key[7] == 't')
-			cc->tag_force = b;
-		else
-			cc->cond_force = b;
-		return RESIL_OK;
-	}
-	if (strcmp(key, "router.condition") == 0) {
-		resil_condition *c;
-		resil_diag d2;
-		if ((err = resil_condition_parse(&c, v, 0, cc->a, &d2)) !=
-		    RESIL_OK) {
-			if (err == RESIL_E_NOMEM)
-				return err;
-			return BAD("%s: %s", key, d2.msg);
-		}
-		if (cc->nconds == cc->ccap) {
-			size_t nc = cc->ccap == 0 ? 4 : cc->ccap * 2;
-			resil_condition **n2 =
-			    resil__alloc(cc->a, nc * sizeof(*n2));
-			if (n2 == NULL) {
-				resil_condition_free(c);
-				return RESIL_E_NOMEM;
-			}
-			if (cc->conds != NULL) {
-				memcpy(
-				    n2, cc->conds, cc->nconds * sizeof(*n2));
-				resil__free(
-				    cc->a, cc->conds, cc->ccap * sizeof(*n2));
-			}
-			cc->conds = n2;
-			cc->ccap = nc;
-		}
-		cc->conds[cc->nconds++] = c;
-		return RESIL_OK;
-	}
-	if (strcmp(key, "panic.threshold") == 0)
-		return u32_in(key, v, 0, 100, &cc->panic, diag);
-	if (strcmp(key, "registry.empty_protection") == 0) {
-		if (!parse_bool(v, &b))
-			return BAD("%s: \"%s\" is not a boolean", key, v);
-		cc->empty_protection = b;
-		return RESIL_OK;
-	}
-	if (strcmp(key, "outlier.consecutive_failures") == 0)
-		return u32_in(key, v, 1, 1000000,
-		    &cc->outlier.consecutive_failures, diag);
-	if (strcmp(key, "outlier.max_ejection_pct") == 0)
-		return u32_in(
-		    key, v, 0, 100, &cc->outlier.max_ejection_pct, diag);
-	if (strcmp(key, "outlier.base_ejection") == 0)
-		return dur_min(key, v, 1, &cc->outlier.base_ejection, diag);
-	if (strcmp(key, "outlier.max_ejection") == 0)
-		return dur_min(key, v, 1, &cc->outlier.max_ejection, diag);
-	if (strcmp(key, "outlier.interval") == 0)
-		return dur_min(key, v, 1, &cc->outlier.interval, diag);
+	k = key_find(text_keys, sizeof(text_keys) / sizeof(text_keys[0]), key);
+	if (k != NULL)
+		return key_apply(k, cc, key, v, diag);
 	/* <method>.loadbalance... */
 	dot = strchr(key, '.');
 	if (dot != NULL && strncmp(dot + 1, "loadbalance", 11) == 0 &&
 	    strncmp(key, "router.", 7) != 0 &&
 	    strncmp(key, "outlier.", 8) != 0 &&
 	    strncmp(key, "panic.", 6) != 0) {
-		size_t slot;
 		if (!method_ok(key, (size_t)(dot - key)))
 			return BAD("%s: \"%.*s\" is not a method name", key,
 			    (int)(dot - key), key);
@@ -617,7 +709,6 @@ set_one(
 		return set_balance(key, dot + 12, v, &cc->raw[slot].b,
 		    &cc->raw[slot].set, diag);
 	}
-	(void)x;
 	return resil__diagf(diag, RESIL_E_NOTFOUND, "%s: unknown key", key);
 }
 
