@@ -570,36 +570,39 @@ fail:
 	return err;
 }
 
+/* *field = a copy of v, the old one freed. */
+static resil_err
+str_set(resil_cluster_text *cc, char **field, const char *v)
+{
+	char *s = resil__strdup(cc->a, v);
+
+	if (s == NULL)
+		return RESIL_E_NOMEM;
+	resil__strfree(cc->a, *field);
+	*field = s;
+	return RESIL_OK;
+}
+
 static resil_err
 set_service(void *obj, const char *key, const char *v, resil_diag *diag)
 {
 	resil_cluster_text *cc = obj;
-	char *s = resil__strdup(cc->a, v);
 
 	(void)key;
 	(void)diag;
-	if (s == NULL)
-		return RESIL_E_NOMEM;
-	resil__strfree(cc->a, cc->service);
-	cc->service = s;
-	return RESIL_OK;
+	return str_set(cc, &cc->service, v);
 }
 
 static resil_err
 set_zone(void *obj, const char *key, const char *v, resil_diag *diag)
 {
 	resil_cluster_text *cc = obj;
-	char *s;
 
 	if (!zone_ok(v))
 		return BAD("%s: \"%s\" is not a zone name (letters, digits, "
 		           "'_', '-', '.')",
 		    key, v);
-	if ((s = resil__strdup(cc->a, v)) == NULL)
-		return RESIL_E_NOMEM;
-	resil__strfree(cc->a, cc->zone);
-	cc->zone = s;
-	return RESIL_OK;
+	return str_set(cc, &cc->zone, v);
 }
 
 static resil_err
