@@ -31,7 +31,9 @@
  *      {bucket index, calls, failures, slow}, 4 x u64
  * end  FNV-1a 64 of every byte before it, u64
  */
-#define SNAP_MAGIC "RESILBRK"
+/* The magic: 8 bytes of a binary format, not a C string. */
+static const uint8_t snap_magic[8] = { 'R', 'E', 'S', 'I', 'L', 'B',
+	'R', 'K' };
 #define SNAP_HEAD 144u
 
 struct restore_data {
@@ -131,7 +133,7 @@ resil_breaker_snapshot(resil_breaker *b, void *buf, size_t cap, size_t *len)
 		memset(out, 0, SNAP_HEAD);
 		resil_breaker_get_metrics(b, &m);
 		now = now_coarse(b);
-		memcpy(out, SNAP_MAGIC, 8);
+		memcpy(out, snap_magic, 8);
 		put32(out + 8, RESIL_BREAKER_SNAPSHOT_VERSION);
 		put32(out + 16, (uint32_t)b->cfg.window_type);
 		put32(out + 20, b->cfg.window_size);
@@ -292,7 +294,7 @@ resil_breaker_restore(
 	if (b == NULL || buf == NULL)
 		return resil__diagf(
 		    diag, RESIL_E_INVAL, "breaker snapshot: NULL argument");
-	if (len < SNAP_HEAD + 8u || memcmp(in, SNAP_MAGIC, 8) != 0)
+	if (len < SNAP_HEAD + 8u || memcmp(in, snap_magic, 8) != 0)
 		return snap_refuse(diag, "not a breaker snapshot");
 	version = get32(in + 8);
 	if (version != RESIL_BREAKER_SNAPSHOT_VERSION)

@@ -116,7 +116,7 @@ resil_cluster_text_free(resil_cluster_text *cc)
 	for (i = 0; i < cc->nconds; i++)
 		resil_condition_free(cc->conds[i]);
 	if (cc->conds != NULL)
-		resil__free(cc->a, cc->conds, cc->ccap * sizeof(*cc->conds));
+		resil__free(cc->a, cc->conds, cc->ccap * sizeof(resil_condition *));
 	zones_free(cc);
 	resil__strfree(cc->a, cc->service);
 	resil__strfree(cc->a, cc->zone);
@@ -500,7 +500,7 @@ set_consumers(void *obj, const char *key, const char *v, resil_diag *diag)
 	uint32_t *cons = NULL;
 	size_t n = 1, i = 0, k;
 	const char *p;
-	resil_err err = RESIL_OK;
+	resil_err err;
 
 	for (p = v; *p != '\0'; p++)
 		n += *p == ',';
@@ -637,14 +637,17 @@ add_condition(void *obj, const char *key, const char *v, resil_diag *diag)
 	}
 	if (cc->nconds == cc->ccap) {
 		size_t nc = cc->ccap == 0 ? 4 : cc->ccap * 2;
-		resil_condition **n2 = resil__alloc(cc->a, nc * sizeof(*n2));
+		resil_condition **n2 =
+		    resil__alloc(cc->a, nc * sizeof(resil_condition *));
 		if (n2 == NULL) {
 			resil_condition_free(c);
 			return RESIL_E_NOMEM;
 		}
 		if (cc->conds != NULL) {
-			memcpy(n2, cc->conds, cc->nconds * sizeof(*n2));
-			resil__free(cc->a, cc->conds, cc->ccap * sizeof(*n2));
+			memcpy(n2, cc->conds,
+			    cc->nconds * sizeof(resil_condition *));
+			resil__free(cc->a, cc->conds,
+			    cc->ccap * sizeof(resil_condition *));
 		}
 		cc->conds = n2;
 		cc->ccap = nc;

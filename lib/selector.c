@@ -148,7 +148,8 @@ rules_free(rule_set *rs)
 		for (i = 0; i < rs->n; i++)
 			resil_condition_free(rs->conds[i]);
 	if (rs->conds != NULL)
-		resil__free(&rs->a, rs->conds, rs->n * sizeof(*rs->conds));
+		resil__free(
+		    &rs->a, rs->conds, rs->n * sizeof(resil_condition *));
 	resil__free(&rs->a, rs, sizeof(*rs));
 }
 
@@ -170,12 +171,13 @@ rules_new(const resil_selector *sel, resil_condition *const *rules, size_t n,
 		return NULL;
 	rs->a = sel->a;
 	if (n > 0) {
-		rs->conds = resil__alloc(&sel->a, n * sizeof(*rs->conds));
+		rs->conds =
+		    resil__alloc(&sel->a, n * sizeof(resil_condition *));
 		if (rs->conds == NULL) {
 			resil__free(&sel->a, rs, sizeof(*rs));
 			return NULL;
 		}
-		memcpy(rs->conds, rules, n * sizeof(*rs->conds));
+		memcpy(rs->conds, rules, n * sizeof(resil_condition *));
 	}
 	rs->n = n;
 	rs->owned = owned;
