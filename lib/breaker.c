@@ -638,8 +638,8 @@ take_over(resil_breaker *b, uint64_t w)
 	if (!resil__cas64(&b->st->word, w,
 	        (w & ~W_PROBE_MASK) | W_OWNER(b->slot, from, why)))
 		return;
-	finish(b, from, w_state(w), w_episode(w), why, now_coarse(b), NULL,
-	    NULL);
+	finish(
+	    b, from, w_state(w), w_episode(w), why, now_coarse(b), NULL, NULL);
 }
 
 static bool

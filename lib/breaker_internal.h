@@ -152,7 +152,7 @@ struct resil_breaker {
 	uint32_t stride;
 	/* Shared mode (lib/shm.c): st lives in a region. */
 	bool shared;
-	unsigned slot;                /* this process's slot */
+	unsigned slot;            /* this process's slot */
 	const resil__proc *procs; /* the region's process table */
 	struct bshared *sh;
 	uint64_t delivered; /* events given to this process's listener */

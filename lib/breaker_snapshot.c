@@ -32,8 +32,8 @@
  * end  FNV-1a 64 of every byte before it, u64
  */
 /* The magic: 8 bytes of a binary format, not a C string. */
-static const uint8_t snap_magic[8] = { 'R', 'E', 'S', 'I', 'L', 'B',
-	'R', 'K' };
+static const uint8_t snap_magic[8] = { 'R', 'E', 'S', 'I', 'L', 'B', 'R',
+	'K' };
 #define SNAP_HEAD 144u
 
 struct restore_data {

@@ -116,7 +116,8 @@ resil_cluster_text_free(resil_cluster_text *cc)
 	for (i = 0; i < cc->nconds; i++)
 		resil_condition_free(cc->conds[i]);
 	if (cc->conds != NULL)
-		resil__free(cc->a, cc->conds, cc->ccap * sizeof(resil_condition *));
+		resil__free(
+		    cc->a, cc->conds, cc->ccap * sizeof(resil_condition *));
 	zones_free(cc);
 	resil__strfree(cc->a, cc->service);
 	resil__strfree(cc->a, cc->zone);
@@ -393,8 +394,9 @@ set_hash_args(void *obj, const char *key, const char *v, resil_diag *diag)
 		num[len] = '\0';
 		r = parse_u64(num, &x);
 		if (r == 0)
-			return BAD("%s: \"%s\" at column %zu: \"%s\" is not an "
-			           "argument index",
+			return BAD(
+			    "%s: \"%s\" at column %zu: \"%s\" is not an "
+			    "argument index",
 			    key, v, (size_t)(p - v) + 1, num);
 		if (r < 0 || x > 255)
 			return BAD(
@@ -422,8 +424,8 @@ static const key_def balance_keys[] = {
 	{ ".hash.nodes", K_U32, SET_NODES, BAL(hash_nodes), 1, 10000, NULL },
 	{ ".hash.arguments", K_FN, SET_ARGS, 0, 0, 0, set_hash_args },
 	{ ".peakewma.tau", K_DUR, SET_TAU, BAL(ewma_tau), 1, 0, NULL },
-	{ ".peakewma.default_rtt", K_DUR, SET_RTT, BAL(ewma_default_rtt), 0,
-	    0, NULL },
+	{ ".peakewma.default_rtt", K_DUR, SET_RTT, BAL(ewma_default_rtt), 0, 0,
+	    NULL },
 	{ ".shortest.slide", K_DUR, SET_SLIDE, BAL(shortest_slide), 0, 0,
 	    NULL },
 };

@@ -1197,8 +1197,8 @@ sync_step(resil_fleet *f, uint64_t now)
 		return err;
 	sync_read(f, &in);
 	sync_args_build(f, &in, &a);
-	r = eval_script(f->c, fleet_lua, f->sha, &f->have_sha, 1,
-	    (int)a.argc, a.argv, a.argl);
+	r = eval_script(f->c, fleet_lua, f->sha, &f->have_sha, 1, (int)a.argc,
+	    a.argv, a.argl);
 	if (r == NULL) {
 		/* A timeout or a broken connection: a late answer could
 		 * still arrive, so this connection is done. */

@@ -990,8 +990,7 @@ bh_shared_sum(const resil_bulkhead *bh)
 }
 
 uint32_t
-resil__bulkhead_shared_reap(
-    void *mem, const resil__proc *procs, unsigned skip)
+resil__bulkhead_shared_reap(void *mem, const resil__proc *procs, unsigned skip)
 {
 	uint64_t *counts =
 	    (uint64_t *)(void *)((char *)mem + 2 * RESIL__CACHELINE);

@@ -156,7 +156,8 @@ parse_key(const char *text, size_t *at, size_t to, int when, cond *c,
 	if (!(c->key.n > 10 && memcmp(c->key.p, "arguments[", 10) == 0)) {
 		if (memchr(c->key.p, '[', c->key.n) != NULL ||
 		    memchr(c->key.p, ']', c->key.n) != NULL)
-			return PERR(col, "'[' is only allowed in arguments[N]");
+			return PERR(
+			    col, "'[' is only allowed in arguments[N]");
 		return RESIL_OK;
 	}
 	if (c->key.p[c->key.n - 1] != ']' || k == c->key.n - 1)
@@ -176,8 +177,8 @@ parse_key(const char *text, size_t *at, size_t to, int when, cond *c,
 /* The values of a condition, after its '=' or '!=' at text[*at..to), into
  * c->vals (exactly c->nvals of them; freed here on error). */
 static resil_err
-parse_values(const resil_allocator *a, const char *text, size_t *at,
-    size_t to, cond *c, resil_diag *diag)
+parse_values(const resil_allocator *a, const char *text, size_t *at, size_t to,
+    cond *c, resil_diag *diag)
 {
 	size_t i = *at, vcap = 0;
 	resil_err err;

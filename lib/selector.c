@@ -902,7 +902,7 @@ resil_selector_report_duration(resil_selector *sel, resil_pick *pick,
 		(void)resil_breaker_record_duration(
 		    ep->breaker, &pick->permit_, outcome, duration);
 	resil__ep_report(ep, outcome, duration, now,
-	    pick->kind_ == RESIL_LB_PEAKEWMA      ? RESIL__EP_EWMA
+	    pick->kind_ == RESIL_LB_PEAKEWMA       ? RESIL__EP_EWMA
 	        : pick->kind_ == RESIL_LB_SHORTEST ? RESIL__EP_WINDOW
 	                                           : 0u,
 	    pick->tau_, pick->slide_);

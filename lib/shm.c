@@ -213,8 +213,7 @@ map_region(resil_shm *shm, int fd, bool create, const resil_shm_config *c,
 	shm->base = base;
 	shm->bytes = bytes;
 	shm->head = base;
-	shm->procs =
-	    (resil__proc *)(void *)((char *)base + procs_offset());
+	shm->procs = (resil__proc *)(void *)((char *)base + procs_offset());
 	shm->entries = (shm_entry *)(void *)((char *)base + entries_offset());
 	if (create) {
 		shm_head *h = shm->head;
