@@ -877,6 +877,19 @@ pick_impl(resil_selector *sel, resil_candidates *c, const resil_request *req,
 	}
 }
 
+/* What an outcome feeds in its endpoint, by the kind of the balancer
+ * that picked it: PeakEWMA the latency EWMA, shortest response the
+ * success window. */
+static unsigned
+feeds_of(unsigned kind)
+{
+	if (kind == RESIL_LB_PEAKEWMA)
+		return RESIL__EP_EWMA;
+	if (kind == RESIL_LB_SHORTEST)
+		return RESIL__EP_WINDOW;
+	return 0;
+}
+
 resil_err
 resil_selector_report_duration(resil_selector *sel, resil_pick *pick,
     resil_outcome outcome, uint64_t duration)
@@ -901,10 +914,7 @@ resil_selector_report_duration(resil_selector *sel, resil_pick *pick,
 	if (pick->has_permit_)
 		(void)resil_breaker_record_duration(
 		    ep->breaker, &pick->permit_, outcome, duration);
-	resil__ep_report(ep, outcome, duration, now,
-	    pick->kind_ == RESIL_LB_PEAKEWMA       ? RESIL__EP_EWMA
-	        : pick->kind_ == RESIL_LB_SHORTEST ? RESIL__EP_WINDOW
-	                                           : 0u,
+	resil__ep_report(ep, outcome, duration, now, feeds_of(pick->kind_),
 	    pick->tau_, pick->slide_);
 	pick->ep_ = NULL;
 	resil__ep_unref(ep, 1);
