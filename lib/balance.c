@@ -584,6 +584,12 @@ resil__lb_init(resil__lb *lb, const resil_balance_config *cfg,
 	lb->cfg = *cfg;
 	lb->a = a;
 	lb->epoch = epoch;
+	/* PeakEWMA and shortest response choose by what the endpoints learn
+	 * from each outcome: their picks' reports feed it. */
+	if (cfg->kind == RESIL_LB_PEAKEWMA)
+		lb->feeds = RESIL__EP_EWMA;
+	else if (cfg->kind == RESIL_LB_SHORTEST)
+		lb->feeds = RESIL__EP_WINDOW;
 	resil__spin_init(&lb->lock);
 }
 

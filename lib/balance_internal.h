@@ -14,6 +14,7 @@
 /* One method's balancer. */
 typedef struct resil__lb {
 	resil_balance_config cfg;
+	unsigned feeds; /* what its picks' outcomes feed: RESIL__EP_* */
 	const resil_allocator *a;
 	resil__epoch *epoch; /* the directory's, for the ring */
 	resil__spinlock lock;

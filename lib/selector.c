@@ -685,7 +685,9 @@ pick_fill(resil_pick *out, const resil__view *view, size_t pos,
 	out->ep_ = ep;
 	out->tau_ = lb->cfg.ewma_tau;
 	out->slide_ = lb->cfg.shortest_slide;
-	out->kind_ = (unsigned)lb->cfg.kind;
+	/* kind_ carries what the outcome feeds (RESIL__EP_*): the report
+	 * needs no more of the balancer. */
+	out->kind_ = lb->feeds;
 }
 
 PICK_INLINE resil_err pick_impl(resil_selector *sel, resil_candidates *c,
@@ -877,19 +879,6 @@ pick_impl(resil_selector *sel, resil_candidates *c, const resil_request *req,
 	}
 }
 
-/* What an outcome feeds in its endpoint, by the kind of the balancer
- * that picked it: PeakEWMA the latency EWMA, shortest response the
- * success window. */
-static unsigned
-feeds_of(unsigned kind)
-{
-	if (kind == RESIL_LB_PEAKEWMA)
-		return RESIL__EP_EWMA;
-	if (kind == RESIL_LB_SHORTEST)
-		return RESIL__EP_WINDOW;
-	return 0;
-}
-
 resil_err
 resil_selector_report_duration(resil_selector *sel, resil_pick *pick,
     resil_outcome outcome, uint64_t duration)
@@ -905,17 +894,15 @@ resil_selector_report_duration(resil_selector *sel, resil_pick *pick,
 		return RESIL_E_MISUSE;
 	/* The time matters only to the estimates, a failure streak and a
 	 * return from ejection: a plain success does without the clock. */
-	now = pick->kind_ == RESIL_LB_PEAKEWMA ||
-	        pick->kind_ == RESIL_LB_SHORTEST ||
-	        outcome == RESIL_OUTCOME_FAILURE ||
+	now = pick->kind_ != 0 || outcome == RESIL_OUTCOME_FAILURE ||
 	        resil__load64(&ep->ejected) != 0
 	    ? resil__dir_now(sel->dir)
 	    : 0;
 	if (pick->has_permit_)
 		(void)resil_breaker_record_duration(
 		    ep->breaker, &pick->permit_, outcome, duration);
-	resil__ep_report(ep, outcome, duration, now, feeds_of(pick->kind_),
-	    pick->tau_, pick->slide_);
+	resil__ep_report(
+	    ep, outcome, duration, now, pick->kind_, pick->tau_, pick->slide_);
 	pick->ep_ = NULL;
 	resil__ep_unref(ep, 1);
 	return RESIL_OK;
