@@ -3,7 +3,7 @@
  */
 #include <resil/balance.h>
 
-#include "cluster_internal.h"
+#include "balance_internal.h"
 
 #include <stdlib.h>
 
@@ -86,15 +86,7 @@ resil_balance_config_validate(
 	return RESIL_OK;
 }
 
-/* --- the view ---------------------------------------------------------- */
-
-static uint64_t
-mix64(uint64_t z)
-{
-	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-	return z ^ (z >> 31);
-}
+/* --- hashes and draws ------------------------------------------------- */
 
 static uint64_t
 fnv(uint64_t h, const void *p, size_t n)
@@ -110,24 +102,6 @@ fnv(uint64_t h, const void *p, size_t n)
 }
 
 #define FNV0 UINT64_C(0xcbf29ce484222325)
-
-void
-resil__view_finish(resil__view *v)
-{
-	uint64_t sum = 0, sig = FNV0 ^ v->n;
-	size_t i;
-
-	v->same = 1;
-	for (i = 0; i < v->n; i++) {
-		sum += v->w[i];
-		v->cum[i] = sum;
-		if (v->w[i] != v->w[0])
-			v->same = 0;
-		sig = mix64(sig ^ v->snap->e[v->idx[i]].ep->id);
-	}
-	v->total = sum;
-	v->sig = sig;
-}
 
 static double
 draw(const resil_random *rnd)
@@ -323,7 +297,7 @@ node_hash(const char *address, uint32_t i)
 
 	h = fnv(h, "#", 1);
 	h = fnv(h, &i, sizeof(i));
-	return mix64(h);
+	return resil__mix64(h);
 }
 
 static ring *
@@ -381,7 +355,7 @@ hash_key(const resil__lb *lb, const resil_request *req, uint64_t *out,
 		h = fnv(h, s, strlen(s));
 		h = fnv(h, "\x1f", 1);
 	}
-	*out = mix64(h);
+	*out = resil__mix64(h);
 	return RESIL_OK;
 }
 
@@ -610,6 +584,12 @@ resil__lb_init(resil__lb *lb, const resil_balance_config *cfg,
 	lb->cfg = *cfg;
 	lb->a = a;
 	lb->epoch = epoch;
+	/* PeakEWMA and shortest response choose by what the endpoints learn
+	 * from each outcome: their picks' reports feed it. */
+	if (cfg->kind == RESIL_LB_PEAKEWMA)
+		lb->feeds = RESIL__EP_EWMA;
+	else if (cfg->kind == RESIL_LB_SHORTEST)
+		lb->feeds = RESIL__EP_WINDOW;
 	resil__spin_init(&lb->lock);
 }
 

@@ -35,45 +35,17 @@
  */
 #include <resil/breaker.h>
 
-#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
 
 #include "atomic.h"
+#include "breaker_internal.h"
 #include "breaker_shared.h"
 #include "internal.h"
+#include "proc.h"
 
-#define W_STATE_MASK UINT64_C(0x7)
-#define W_TRANSIT UINT64_C(0x8)
-#define W_PROBE_SHIFT 4
-#define W_PROBE_ONE (UINT64_C(1) << W_PROBE_SHIFT)
-#define W_PROBE_MASK (UINT64_C(0xffff) << W_PROBE_SHIFT)
-#define W_EP_SHIFT 20
-/* While TRANSIT is set in a shared breaker, the probe field names the
- * owner of the transition: its process slot + 1 (7 bits), the state it
- * left (3 bits) and the reason (4 bits), so another process can finish
- * the transition of an owner that died. Local breakers leave it 0. */
-#define W_OWNER(slot, from, why)                             \
-	((((uint64_t)(slot) + 1) | ((uint64_t)(from) << 7) | \
-	     ((uint64_t)(why) << 10))                        \
-	    << W_PROBE_SHIFT)
-
-#define MAX_PROBES 32767u
-#define MAX_COUNT_WINDOW (1u << 20)
-#define MAX_TIME_BUCKETS 3600u
-
-/* The probe report word of a HALF_OPEN episode: reported, failed and slow
- * counts, tagged with the episode so that a report that raced a later
- * transition cannot land in the wrong episode. */
-#define P_FIELD_BITS 15
-#define P_FIELD_MASK UINT64_C(0x7fff)
-#define P_REPORTED(p) ((p)&P_FIELD_MASK)
-#define P_FAILED(p) (((p) >> 15) & P_FIELD_MASK)
-#define P_SLOW(p) (((p) >> 30) & P_FIELD_MASK)
-#define P_TAG(p) ((p) >> 45)
-#define P_TAG_OF(ep) ((ep)&UINT64_C(0x7ffff))
-
+/* A permit's flags. */
 #define PERMIT_VALID 0x1u
 #define PERMIT_PROBE 0x2u
 #define PERMIT_TIMED 0x4u
@@ -83,116 +55,9 @@
  * writes no episode. */
 #define PERMIT_EPF 0x8u
 
-/* Count-window slot: FILLED marks a slot that holds an outcome. */
-#define SLOT_FAIL 0x1u
-#define SLOT_SLOW 0x2u
-#define SLOT_BAD (SLOT_FAIL | SLOT_SLOW)
-#define SLOT_FILLED 0x80u
-
-#define NSTRIPES 8u
-
 #define FAST_CONSEC 1u
 #define FAST_COUNT 2u
 #define FAST_WINDOW 3u /* no timing: straight to window_record() */
-
-typedef struct stripe {
-	uint64_t successes;
-	uint64_t failures;
-	uint64_t slow;
-	uint64_t ignored;
-	uint64_t rejections;
-	uint64_t stale;
-	/* Records writing window or probe state now, by episode parity. */
-	uint64_t active[2];
-} stripe;
-
-typedef struct bucket {
-	uint64_t epoch; /* bucket index + 1; 0: never used */
-	uint64_t calls;
-	uint64_t failures;
-	uint64_t slow;
-} bucket;
-
-/* Each field that many threads write sits on its own cache line: the
- * success path of CLOSED must not bounce a line between cores. */
-struct bstate {
-	uint64_t word;
-	uint64_t pad0[7];
-	uint64_t since; /* clock reading when the current state began */
-	uint64_t wait;  /* the current OPEN wait */
-	uint64_t probes;
-	/* Which counts an OPEN breaker's metrics show: 0, the window that
-	 * tripped it; 1, the probes of the HALF_OPEN episode that reopened
-	 * it. Written by the transition's owner. */
-	uint64_t open_shows_probes;
-	uint64_t pad1[4];
-	uint64_t consecutive;
-	uint64_t pad2[7];
-	uint64_t head; /* count window: outcomes ever added since reset */
-	uint64_t win_failures;
-	uint64_t win_slow;
-	uint64_t win_bad; /* slots holding a failure or a slow call */
-	uint64_t pad3[4];
-	stripe stripes[NSTRIPES];
-	/* Then the window: uint8_t slots[window_size] (COUNT) or
-	 * bucket buckets[window_size] (TIME). */
-};
-
-/* The shared part of a breaker in a region: announcements per process (a
- * dead process's are skipped by its slot), and the last transitions, for
- * the listeners of every process. */
-typedef struct shared_ann {
-	uint64_t active[2];
-	uint64_t pad[6];
-} shared_ann;
-
-typedef struct shared_ev {
-	uint64_t seq; /* written last; 0: empty */
-	uint64_t time;
-	uint32_t from, to, reason, pad;
-} shared_ev;
-
-struct bshared {
-	shared_ann ann[RESIL__SHM_PROCS];
-	shared_ev ring[RESIL__SHM_RING];
-};
-
-struct resil_breaker {
-	resil_breaker_config cfg;
-	resil_allocator alloc;
-	resil_clock clock;
-	size_t alloc_size;
-	uint32_t min_calls; /* capped at a count window's size */
-	bool timing;        /* slow-call detection needs durations */
-	bool rate_triggers; /* a failure or slow rate is configured */
-	/* Which success needs no announcement (record's fast path):
-	 * FAST_CONSEC, the consecutive trigger alone, without timing;
-	 * FAST_COUNT, a count window alone, without timing; FAST_WINDOW,
-	 * any other window without timing; else 0. */
-	uint8_t fast;
-	void *mem; /* the allocation; st is aligned inside it */
-	struct bstate *st;
-	/* The acquire fast path reads this word: &st->word, or never_fast
-	 * where timing is needed (so it needs no test of its own). */
-	const uint64_t *acq_word;
-	/* The record fast path's one test beyond the permit: FAST_CONSEC,
-	 * &st->consecutive (a success ends no streak when it is 0); other
-	 * modes, never_zero (their own tests follow). */
-	const uint64_t *streak;
-	uint8_t *slots;
-	/* TIME: NSTRIPES arrays of window_size buckets, stride apart (a
-	 * whole number of cache lines), so threads on different stripes
-	 * never write the same line. */
-	bucket *buckets;
-	uint32_t stride;
-	/* Shared mode (lib/shm.c): st lives in a region. */
-	bool shared;
-	unsigned slot;                /* this process's slot */
-	const resil__shm_proc *procs; /* the region's process table */
-	struct bshared *sh;
-	uint64_t delivered; /* events given to this process's listener */
-	resil__spinlock deliver_lock;
-};
 
 /* The breaker whose listener this thread is running, if any: a listener
  * that calls back into its own breaker in a way that would wait for the
@@ -212,189 +77,7 @@ static const uint64_t never_zero = 1;
  * fast path adds to it without computing the stripe. */
 static RESIL__TLS uintptr_t success_at;
 
-/* ---- the state word ---- */
-
-static inline resil_breaker_state
-w_state(uint64_t w)
-{
-	return (resil_breaker_state)(w & W_STATE_MASK);
-}
-
-static inline uint64_t
-w_episode(uint64_t w)
-{
-	return w >> W_EP_SHIFT;
-}
-
-static inline uint32_t
-w_probes(uint64_t w)
-{
-	return (uint32_t)((w & W_PROBE_MASK) >> W_PROBE_SHIFT);
-}
-
-static inline uint64_t
-w_make(resil_breaker_state s, uint64_t episode, uint64_t flags)
-{
-	return (episode << W_EP_SHIFT) | flags | (uint64_t)s;
-}
-
-static inline uint64_t
-sat_add(uint64_t a, uint64_t b)
-{
-	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
-}
-
-static inline uint64_t
-now_coarse(const resil_breaker *b)
-{
-	if (b->clock.coarse != NULL)
-		return b->clock.coarse(b->clock.ctx);
-	return b->clock.now(b->clock.ctx);
-}
-
-static inline uint64_t
-now_precise(const resil_breaker *b)
-{
-	return b->clock.now(b->clock.ctx);
-}
-
-static inline stripe *
-my_stripe(resil_breaker *b)
-{
-	return &b->st->stripes[resil__thread_stripe(NSTRIPES)];
-}
-
-/* ---- names ---- */
-
-const char *
-resil_breaker_state_name(resil_breaker_state s)
-{
-	switch (s) {
-	case RESIL_BREAKER_CLOSED:
-		return "CLOSED";
-	case RESIL_BREAKER_OPEN:
-		return "OPEN";
-	case RESIL_BREAKER_HALF_OPEN:
-		return "HALF_OPEN";
-	case RESIL_BREAKER_DISABLED:
-		return "DISABLED";
-	case RESIL_BREAKER_FORCED_OPEN:
-		return "FORCED_OPEN";
-	case RESIL_BREAKER_METRICS_ONLY:
-		return "METRICS_ONLY";
-	}
-	return "UNKNOWN";
-}
-
-const char *
-resil_breaker_reason_name(resil_breaker_reason r)
-{
-	switch (r) {
-	case RESIL_BREAKER_REASON_CONSECUTIVE_FAILURES:
-		return "consecutive_failures";
-	case RESIL_BREAKER_REASON_FAILURE_RATE:
-		return "failure_rate";
-	case RESIL_BREAKER_REASON_SLOW_CALL_RATE:
-		return "slow_call_rate";
-	case RESIL_BREAKER_REASON_WAIT_ELAPSED:
-		return "wait_elapsed";
-	case RESIL_BREAKER_REASON_PROBES_PASSED:
-		return "probes_passed";
-	case RESIL_BREAKER_REASON_PROBES_FAILED:
-		return "probes_failed";
-	case RESIL_BREAKER_REASON_PROBE_FAILED:
-		return "probe_failed";
-	case RESIL_BREAKER_REASON_HALF_OPEN_TIMEOUT:
-		return "half_open_timeout";
-	case RESIL_BREAKER_REASON_MANUAL:
-		return "manual";
-	case RESIL_BREAKER_REASON_RESTORED:
-		return "restored";
-	}
-	return "unknown";
-}
-
-/* ---- configuration ---- */
-
-resil_err
-resil_breaker_config_validate(
-    const resil_breaker_config *cfg, resil_diag *diag)
-{
-	if (cfg == NULL)
-		return resil__diagf(
-		    diag, RESIL_E_INVAL, "breaker: config is NULL");
-	if (cfg->size != sizeof(resil_breaker_config))
-		return resil__check_size(diag, "breaker",
-		    "resil_breaker_config", cfg->size,
-		    sizeof(resil_breaker_config));
-	if (cfg->consecutive_failures == 0 && cfg->failure_rate_pct == 0 &&
-	    cfg->slow_rate_pct == 0)
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "breaker: no trigger: set consecutive_failures, "
-		    "failure_rate_pct or slow_rate_pct");
-	if (cfg->failure_rate_pct > 100)
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "breaker.failure_rate_pct: %u is out of range 0..100",
-		    cfg->failure_rate_pct);
-	if (cfg->slow_rate_pct > 100)
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "breaker.slow_rate_pct: %u is out of range 0..100",
-		    cfg->slow_rate_pct);
-	if (cfg->slow_rate_pct > 0 && cfg->slow_threshold_ns == 0)
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "breaker.slow_threshold_ns: 0 must be >= 1 when "
-		    "slow_rate_pct is set");
-	if (cfg->window_type != RESIL_WINDOW_COUNT &&
-	    cfg->window_type != RESIL_WINDOW_TIME)
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "breaker.window_type: %d is neither RESIL_WINDOW_COUNT "
-		    "nor "
-		    "RESIL_WINDOW_TIME",
-		    (int)cfg->window_type);
-	if (cfg->window_type == RESIL_WINDOW_COUNT &&
-	    (cfg->window_size == 0 || cfg->window_size > MAX_COUNT_WINDOW))
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "breaker.window_size: %u is out of range 1..%u",
-		    cfg->window_size, MAX_COUNT_WINDOW);
-	if (cfg->window_type == RESIL_WINDOW_TIME &&
-	    (cfg->window_size == 0 || cfg->window_size > MAX_TIME_BUCKETS))
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "breaker.window_size: %u buckets is out of range 1..%u",
-		    cfg->window_size, MAX_TIME_BUCKETS);
-	if (cfg->window_type == RESIL_WINDOW_TIME && cfg->bucket_ns == 0)
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "breaker.bucket_ns: 0 must be >= 1 for a time window");
-	if ((cfg->failure_rate_pct > 0 || cfg->slow_rate_pct > 0) &&
-	    cfg->min_calls == 0)
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "breaker.min_calls: 0 must be >= 1 when a rate trigger "
-		    "is set");
-	if (!(cfg->open_wait_multiplier >= 1.0 &&
-	        cfg->open_wait_multiplier <= 1000.0))
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "breaker.open_wait_multiplier: %g is out of range "
-		    "1.0..1000.0",
-		    cfg->open_wait_multiplier);
-	if (cfg->open_wait_max_ns != 0 &&
-	    cfg->open_wait_max_ns < cfg->open_wait_ns)
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "breaker.open_wait_max_ns: %llu is below open_wait_ns "
-		    "%llu",
-		    (unsigned long long)cfg->open_wait_max_ns,
-		    (unsigned long long)cfg->open_wait_ns);
-	if (cfg->permitted_probes == 0 || cfg->permitted_probes > MAX_PROBES)
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "breaker.permitted_probes: %u is out of range 1..%u",
-		    cfg->permitted_probes, MAX_PROBES);
-	if (cfg->clock != NULL && cfg->clock->now == NULL)
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "breaker.clock: the clock has no now function");
-	if (cfg->alloc != NULL &&
-	    (cfg->alloc->alloc == NULL || cfg->alloc->free == NULL))
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "breaker.alloc: the allocator lacks alloc or free");
-	return RESIL_OK;
-}
+/* ---- creation ---- */
 
 /* The bytes of a breaker's window. */
 static size_t
@@ -534,7 +217,7 @@ resil__breaker_shared_tail(void)
 
 resil_err
 resil__breaker_new_shared(resil_breaker **out, const resil_breaker_config *cfg,
-    void *mem, bool init, const resil__shm_proc *procs, unsigned slot,
+    void *mem, bool init, const resil__proc *procs, unsigned slot,
     resil_diag *diag)
 {
 	resil_breaker_config c;
@@ -542,7 +225,7 @@ resil__breaker_new_shared(resil_breaker **out, const resil_breaker_config *cfg,
 	resil_err err;
 
 	if (cfg == NULL || mem == NULL || procs == NULL ||
-	    slot >= RESIL__SHM_PROCS ||
+	    slot >= RESIL__PROCS ||
 	    ((uintptr_t)mem & (RESIL__CACHELINE - 1)) != 0)
 		return resil__diagf(
 		    diag, RESIL_E_INVAL, "breaker: bad shared placement");
@@ -654,33 +337,6 @@ window_reset(resil_breaker *b)
 			resil__store64(&b->buckets[i].slow, 0);
 		}
 	}
-}
-
-typedef struct totals {
-	uint64_t calls;
-	uint64_t failures;
-	uint64_t slow;
-} totals;
-
-static uint64_t
-clamp_count(uint64_t v, uint64_t max)
-{
-	/* Racing adds and evictions may leave a transiently "negative"
-	 * (wrapped) count: read it as signed and clamp. */
-	if ((int64_t)v < 0)
-		return 0;
-	return v > max ? max : v;
-}
-
-/* The bucket index of time now. The clock's last tick shares the bucket
- * of the tick before it, so that index + 1 (a bucket's epoch) never wraps
- * to 0, "never used". */
-static inline uint64_t
-bucket_index(const resil_breaker *b, uint64_t now)
-{
-	if (RESIL__UNLIKELY(now == UINT64_MAX))
-		now--;
-	return now / b->cfg.bucket_ns;
 }
 
 static totals
@@ -814,13 +470,13 @@ quiesce(resil_breaker *b, unsigned par)
 	if (b->shared) {
 		/* A process that died announced stays announced: after a
 		 * while, its slot is checked and skipped. */
-		for (i = 0; i < RESIL__SHM_PROCS; i++)
+		for (i = 0; i < RESIL__PROCS; i++)
 			for (rounds = 0; resil__load64_after_rmw(
 			                     &b->sh->ann[i].active[par]) != 0;
 			     rounds++) {
 				resil__backoff(&spins);
 				if (rounds % 4096 == 4095 &&
-				    !resil__shm_proc_alive(b->procs, i))
+				    !resil__proc_alive(b->procs, i))
 					break;
 			}
 		return;
@@ -863,16 +519,6 @@ withdraw(resil_breaker *b, stripe *sp, uint64_t ep)
 	resil__faa64(&ann_of(b, sp)[ep & 1], UINT64_MAX); /* - 1 */
 }
 
-struct restore_data; /* a decoded snapshot, for restore's transition */
-static void restore_apply(resil_breaker *b, const struct restore_data *rd);
-
-/*
- * Move from the state in word w to `to`. Fails (returns false) when the
- * word is no longer w: another thread changed the state first. With rd,
- * the new state's fields come from a snapshot instead of being emptied.
- */
-static void deliver(resil_breaker *b);
-
 /* The rest of a transition, by the thread that owns it (won the CAS to
  * (to, ep, TRANSIT), or took it over from a dead owner): wait for the old
  * episode's announced records, write the new state's fields, tell the
@@ -880,7 +526,7 @@ static void deliver(resil_breaker *b);
 static void
 finish(resil_breaker *b, resil_breaker_state from, resil_breaker_state to,
     uint64_t ep, resil_breaker_reason reason, uint64_t time,
-    const struct restore_data *rd)
+    resil__breaker_fill_fn fill, const void *ctx)
 {
 	struct bstate *st = b->st;
 	resil_breaker_event ev;
@@ -893,8 +539,8 @@ finish(resil_breaker *b, resil_breaker_state from, resil_breaker_state to,
 	if (RESIL__UNLIKELY(resil__breaker_transit_hook != NULL) && b->shared)
 		resil__breaker_transit_hook(); /* tests: die holding it */
 	resil__store64(&st->since, time);
-	if (rd != NULL) {
-		restore_apply(b, rd);
+	if (fill != NULL) {
+		fill(b, ctx);
 		goto tell;
 	}
 	switch (to) {
@@ -958,12 +604,14 @@ tell:
 
 /*
  * Move from the state in word w to `to`. Fails (returns false) when the
- * word is no longer w: another thread changed the state first. With rd,
- * the new state's fields come from a snapshot instead of being emptied.
+ * word is no longer w: another thread changed the state first. With fill,
+ * the new state's fields are fill's (a restore's snapshot) instead of
+ * being emptied.
  */
 static bool
 transition_ex(resil_breaker *b, uint64_t w, resil_breaker_state to,
-    resil_breaker_reason reason, uint64_t time, const struct restore_data *rd)
+    resil_breaker_reason reason, uint64_t time, resil__breaker_fill_fn fill,
+    const void *ctx)
 {
 	uint64_t ep = w_episode(w) + 1;
 	uint64_t owner = b->shared ? W_OWNER(b->slot, w_state(w), reason) : 0;
@@ -971,7 +619,7 @@ transition_ex(resil_breaker *b, uint64_t w, resil_breaker_state to,
 	if (!resil__cas64(&b->st->word, w, w_make(to, ep, W_TRANSIT | owner)))
 		return false;
 	/* This thread owns the transition until finish() publishes it. */
-	finish(b, w_state(w), to, ep, reason, time, rd);
+	finish(b, w_state(w), to, ep, reason, time, fill, ctx);
 	return true;
 }
 
@@ -985,19 +633,20 @@ take_over(resil_breaker *b, uint64_t w)
 	resil_breaker_state from = (resil_breaker_state)((bits >> 7) & 7);
 	resil_breaker_reason why = (resil_breaker_reason)((bits >> 10) & 15);
 
-	if (owner == 0 || resil__shm_proc_alive(b->procs, owner - 1))
+	if (owner == 0 || resil__proc_alive(b->procs, owner - 1))
 		return;
 	if (!resil__cas64(&b->st->word, w,
 	        (w & ~W_PROBE_MASK) | W_OWNER(b->slot, from, why)))
 		return;
-	finish(b, from, w_state(w), w_episode(w), why, now_coarse(b), NULL);
+	finish(
+	    b, from, w_state(w), w_episode(w), why, now_coarse(b), NULL, NULL);
 }
 
 static bool
 transition(resil_breaker *b, uint64_t w, resil_breaker_state to,
     resil_breaker_reason reason, uint64_t time)
 {
-	return transition_ex(b, w, to, reason, time, NULL);
+	return transition_ex(b, w, to, reason, time, NULL, NULL);
 }
 
 /* Wait for the transition in progress to be published. False when this
@@ -1612,490 +1261,32 @@ resil_breaker_metrics_only(resil_breaker *b)
 	return resil_breaker_transition(b, RESIL_BREAKER_METRICS_ONLY);
 }
 
-static float
-rate_pct(uint64_t part, uint64_t whole)
+/* ---- for the other breaker sources (breaker_internal.h) ---- */
+
+/* Out-of-line doors to the static functions above, so that their callers
+ * here keep the same code (and instruction counts) as before the split. */
+totals
+resil__breaker_window_totals(resil_breaker *b, uint64_t now)
 {
-	return (float)((double)part * 100.0 / (double)whole);
+	return window_totals(b, now);
 }
 
-static uint32_t
-clamp32(uint64_t v)
+void
+resil__breaker_window_reset(resil_breaker *b)
 {
-	return v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
-}
-
-/* Window figures from t; rates once it holds at least min outcomes. */
-static void
-fill_window(resil_breaker_metrics *m, const totals *t, uint64_t min)
-{
-	m->window_calls = clamp32(t->calls);
-	m->window_failures = clamp32(t->failures);
-	m->window_slow = clamp32(t->slow);
-	if (t->calls > 0 && t->calls >= min) {
-		m->failure_rate = rate_pct(t->failures, t->calls);
-		m->slow_call_rate = rate_pct(t->slow, t->calls);
-	}
-}
-
-resil_err
-resil_breaker_get_metrics(resil_breaker *b, resil_breaker_metrics *out)
-{
-	struct bstate *st;
-	resil_breaker_metrics m;
-	uint64_t w, now, since, p;
-	unsigned i;
-	totals t;
-
-	if (b == NULL || out == NULL)
-		return RESIL_E_INVAL;
-	st = b->st;
-	memset(&m, 0, sizeof(m));
-	w = resil__load64(&st->word);
-	now = now_coarse(b);
-	since = resil__load64(&st->since);
-	m.state = w_state(w);
-	m.time_in_state = now > since ? now - since : 0;
-	m.transitions = w_episode(w);
-	m.open_wait = resil__load64(&st->wait);
-	for (i = 0; i < NSTRIPES; i++) {
-		stripe *s = &st->stripes[i];
-
-		m.successes += resil__load64(&s->successes);
-		m.failures += resil__load64(&s->failures);
-		m.slow_calls += resil__load64(&s->slow);
-		m.ignored += resil__load64(&s->ignored);
-		m.rejections += resil__load64(&s->rejections);
-		m.stale += resil__load64(&s->stale);
-	}
-	m.failure_rate = -1.0f;
-	m.slow_call_rate = -1.0f;
-	p = resil__load64(&st->probes);
-	if (m.state == RESIL_BREAKER_HALF_OPEN ||
-	    ((m.state == RESIL_BREAKER_OPEN ||
-	         m.state == RESIL_BREAKER_FORCED_OPEN) &&
-	        resil__load64(&st->open_shows_probes))) {
-		/* The probes of this episode, or of the one that reopened
-		 * the breaker: judged once all have reported. */
-		if (m.state != RESIL_BREAKER_HALF_OPEN ||
-		    P_TAG(p) == P_TAG_OF(w_episode(w))) {
-			t.calls = P_REPORTED(p);
-			t.failures = P_FAILED(p);
-			t.slow = P_SLOW(p);
-		} else {
-			t.calls = t.failures = t.slow = 0;
-		}
-		if (m.state == RESIL_BREAKER_HALF_OPEN) {
-			/* (During a transition the field names its owner.) */
-			m.probes_granted = (w & W_TRANSIT) ? 0 : w_probes(w);
-			m.probes_reported = (uint32_t)t.calls;
-		}
-		fill_window(&m, &t,
-		    m.state == RESIL_BREAKER_HALF_OPEN
-		        ? b->cfg.permitted_probes
-		        : 1);
-	} else if (m.state != RESIL_BREAKER_DISABLED) {
-		/* CLOSED and METRICS_ONLY: the sliding window; OPEN: the
-		 * window that tripped it, as time leaves it. */
-		t = window_totals(b, now);
-		fill_window(&m, &t, b->min_calls);
-		m.consecutive_failures = (uint32_t)clamp_count(
-		    resil__load64(&st->consecutive), UINT32_MAX);
-	}
-	*out = m;
-	return RESIL_OK;
-}
-
-/* ---- snapshot and restore ---- */
-
-/*
- * The format (docs/breaker.md), every integer little-endian:
- *   0  magic "RESILBRK"        8 bytes
- *   8  version                 u32 (RESIL_BREAKER_SNAPSHOT_VERSION)
- *  12  total length            u32, the checksum included
- *  16  window type, size       u32, u32
- *  24  bucket_ns               u64 (0 for a count window)
- *  32  state, flags            u32, u32 (flag 1: OPEN shows its probes)
- *  40  episode                 u64 (informational: restore starts its own)
- *  48  taken_at                u64, the clock reading when it was taken
- *  56  since                   u64, when the state began
- *  64  open wait               u64, the current (possibly grown) wait
- *  72  consecutive failures    u64
- *  80  successes, failures, slow, ignored, rejections, stale: 6 x u64
- * 128  probes reported, failed, slow, entries: 4 x u32
- * 144  entries: COUNT: one byte per outcome, oldest first (bit 0 failed,
- *      bit 1 slow), zero-padded to 8 bytes; TIME: per live bucket
- *      {bucket index, calls, failures, slow}, 4 x u64
- * end  FNV-1a 64 of every byte before it, u64
- */
-#define SNAP_MAGIC "RESILBRK"
-#define SNAP_HEAD 144u
-
-struct restore_data {
-	resil_breaker_state state;
-	uint32_t flags;
-	uint64_t since, wait, consecutive;
-	uint64_t totals[6];
-	uint32_t preported, pfailed, pslow, entries;
-	const uint8_t *body;  /* the entries, validated */
-	int64_t bucket_shift; /* added to TIME bucket indexes */
-};
-
-static void
-put32(uint8_t *p, uint32_t v)
-{
-	int i;
-
-	for (i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void
-put64(uint8_t *p, uint64_t v)
-{
-	int i;
-
-	for (i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t
-get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	    (uint32_t)p[3] << 24;
-}
-
-static uint64_t
-get64(const uint8_t *p)
-{
-	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
-}
-
-static uint64_t
-fnv1a(const uint8_t *p, size_t n)
-{
-	uint64_t h = UINT64_C(0xcbf29ce484222325);
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		h ^= p[i];
-		h *= UINT64_C(0x100000001b3);
-	}
-	return h;
-}
-
-static size_t
-snap_body_max(const resil_breaker *b)
-{
-	if (b->slots != NULL)
-		return ((size_t)b->cfg.window_size + 7u) & ~(size_t)7u;
-	return (size_t)b->cfg.window_size * 32u;
-}
-
-size_t
-resil_breaker_snapshot_size(const resil_breaker *b)
-{
-	if (b == NULL)
-		return 0;
-	return SNAP_HEAD + snap_body_max(b) + 8u;
-}
-
-resil_err
-resil_breaker_snapshot(resil_breaker *b, void *buf, size_t cap, size_t *len)
-{
-	struct bstate *st;
-	resil_breaker_metrics m;
-	uint8_t *out = buf, *e;
-	uint64_t w, p, now, idx, head;
-	uint32_t entries = 0, i, n;
-	size_t total;
-
-	if (b == NULL || buf == NULL || len == NULL)
-		return RESIL_E_INVAL;
-	if (cap < resil_breaker_snapshot_size(b))
-		return RESIL_E_INVAL;
-	st = b->st;
-	/* A consistent reading: no transition may complete meanwhile (the
-	 * episode is read again at the end and the reading retried). */
-	for (;;) {
-		w = resil__load64(&st->word);
-		if (w & W_TRANSIT) {
-			if (!await_transit(b))
-				return RESIL_E_MISUSE;
-			continue;
-		}
-		memset(out, 0, SNAP_HEAD);
-		resil_breaker_get_metrics(b, &m);
-		now = now_coarse(b);
-		memcpy(out, SNAP_MAGIC, 8);
-		put32(out + 8, RESIL_BREAKER_SNAPSHOT_VERSION);
-		put32(out + 16, (uint32_t)b->cfg.window_type);
-		put32(out + 20, b->cfg.window_size);
-		put64(out + 24, b->slots != NULL ? 0 : b->cfg.bucket_ns);
-		put32(out + 32, (uint32_t)w_state(w));
-		put32(
-		    out + 36, (uint32_t)resil__load64(&st->open_shows_probes));
-		put64(out + 40, w_episode(w));
-		put64(out + 48, now);
-		put64(out + 56, resil__load64(&st->since));
-		put64(out + 64, resil__load64(&st->wait));
-		put64(out + 72, resil__load64(&st->consecutive));
-		put64(out + 80, m.successes);
-		put64(out + 88, m.failures);
-		put64(out + 96, m.slow_calls);
-		put64(out + 104, m.ignored);
-		put64(out + 112, m.rejections);
-		put64(out + 120, m.stale);
-		p = resil__load64(&st->probes);
-		put32(out + 128, (uint32_t)P_REPORTED(p));
-		put32(out + 132, (uint32_t)P_FAILED(p));
-		put32(out + 136, (uint32_t)P_SLOW(p));
-		e = out + SNAP_HEAD;
-		n = b->cfg.window_size;
-		if (b->slots != NULL) {
-			head = resil__load64(&st->head);
-			entries = (uint32_t)(head < n ? head : n);
-			memset(e, 0, snap_body_max(b));
-			for (i = 0; i < entries; i++) {
-				uint8_t v = resil__load8(
-				    &b->slots[(head - entries + i) % n]);
-
-				e[i] = (uint8_t)(((v & SLOT_FAIL) ? 1 : 0) |
-				    ((v & SLOT_SLOW) ? 2 : 0));
-			}
-			total =
-			    SNAP_HEAD + (((size_t)entries + 7u) & ~(size_t)7u);
-		} else {
-			/* One entry per live bucket index, stripes merged. */
-			uint64_t k;
-
-			idx = bucket_index(b, now);
-			for (k = 0; k < n && k <= idx; k++) {
-				uint64_t bi = idx - k, c = 0, f = 0, sl = 0;
-				uint32_t s2;
-
-				for (s2 = 0; s2 < NSTRIPES; s2++) {
-					bucket *bk =
-					    &b->buckets[s2 * b->stride +
-					        bi % n];
-
-					if (resil__load64(&bk->epoch) !=
-					    bi + 1)
-						continue;
-					c += resil__load64(&bk->calls);
-					f += resil__load64(&bk->failures);
-					sl += resil__load64(&bk->slow);
-				}
-				if (c == 0)
-					continue;
-				put64(e, bi);
-				put64(e + 8, c);
-				put64(e + 16, f);
-				put64(e + 24, sl);
-				e += 32;
-				entries++;
-			}
-			total = SNAP_HEAD + (size_t)entries * 32u;
-		}
-		if (resil__load64(&st->word) == w)
-			break;
-	}
-	put32(out + 140, entries);
-	total += 8;
-	put32(out + 12, (uint32_t)total);
-	put64(out + total - 8, fnv1a(out, total - 8));
-	*len = total;
-	return RESIL_OK;
-}
-
-static resil_err
-snap_refuse(resil_diag *diag, const char *why)
-{
-	return resil__diagf(diag, RESIL_E_INVAL, "breaker snapshot: %s", why);
-}
-
-/* Write the decoded snapshot into the breaker; called by the owner of the
- * restore's transition, after it quiesced the old episode. */
-static void
-restore_apply(resil_breaker *b, const struct restore_data *rd)
-{
-	struct bstate *st = b->st;
-	stripe *s0 = &st->stripes[0];
-	uint64_t fails = 0, slows = 0, bads = 0;
-	uint32_t i, n = b->cfg.window_size;
-
-	resil__store64(&st->since, rd->since);
-	resil__store64(&st->wait, rd->wait);
-	resil__store64(&st->open_shows_probes, rd->flags & 1u);
 	window_reset(b);
-	resil__store64(&st->consecutive, rd->consecutive);
-	/* A HALF_OPEN snapshot starts a fresh probe episode: the permits it
-	 * counted belonged to another process. */
-	resil__store64(&st->probes,
-	    (P_TAG_OF(w_episode(resil__load64(&st->word))) << 45) |
-	        (rd->state == RESIL_BREAKER_HALF_OPEN
-	                ? 0
-	                : ((uint64_t)rd->preported |
-	                      (uint64_t)rd->pfailed << 15 |
-	                      (uint64_t)rd->pslow << 30)));
-	resil__faa64(&s0->successes, rd->totals[0]);
-	resil__faa64(&s0->failures, rd->totals[1]);
-	resil__faa64(&s0->slow, rd->totals[2]);
-	resil__faa64(&s0->ignored, rd->totals[3]);
-	resil__faa64(&s0->rejections, rd->totals[4]);
-	resil__faa64(&s0->stale, rd->totals[5]);
-	if (b->slots != NULL) {
-		for (i = 0; i < rd->entries; i++) {
-			uint8_t v = rd->body[i];
-
-			resil__store8(&b->slots[i],
-			    (uint8_t)(SLOT_FILLED | ((v & 1) ? SLOT_FAIL : 0) |
-			        ((v & 2) ? SLOT_SLOW : 0)));
-			fails += (v & 1) != 0;
-			slows += (v & 2) != 0;
-			bads += (v & 3) != 0;
-		}
-		resil__store64(&st->head, rd->entries);
-		resil__store64(&st->win_failures, fails);
-		resil__store64(&st->win_slow, slows);
-		resil__store64(&st->win_bad, bads);
-		return;
-	}
-	for (i = 0; i < rd->entries; i++) {
-		const uint8_t *e = rd->body + (size_t)i * 32u;
-		uint64_t bi = (uint64_t)((int64_t)get64(e) + rd->bucket_shift);
-		bucket *bk = &b->buckets[bi % n];
-
-		resil__store64(&bk->epoch, bi + 1);
-		resil__store64(&bk->calls, get64(e + 8));
-		resil__store64(&bk->failures, get64(e + 16));
-		resil__store64(&bk->slow, get64(e + 24));
-	}
 }
 
-resil_err
-resil_breaker_restore(
-    resil_breaker *b, const void *buf, size_t len, resil_diag *diag)
+bool
+resil__breaker_await_transit(resil_breaker *b)
 {
-	const uint8_t *in = buf;
-	struct restore_data rd;
-	uint32_t version, total, wtype, wsize, i, n;
-	uint64_t bucket_ns, taken, now, w, age;
-	size_t body;
-
-	if (b == NULL || buf == NULL)
-		return resil__diagf(
-		    diag, RESIL_E_INVAL, "breaker snapshot: NULL argument");
-	if (len < SNAP_HEAD + 8u || memcmp(in, SNAP_MAGIC, 8) != 0)
-		return snap_refuse(diag, "not a breaker snapshot");
-	version = get32(in + 8);
-	if (version != RESIL_BREAKER_SNAPSHOT_VERSION)
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "breaker snapshot: version %u, this library reads %u",
-		    version, (unsigned)RESIL_BREAKER_SNAPSHOT_VERSION);
-	total = get32(in + 12);
-	if (total != len || total < SNAP_HEAD + 8u)
-		return snap_refuse(diag, "truncated or wrong length");
-	if (get64(in + total - 8) != fnv1a(in, total - 8))
-		return snap_refuse(diag, "checksum mismatch (corrupted)");
-	wtype = get32(in + 16);
-	wsize = get32(in + 20);
-	bucket_ns = get64(in + 24);
-	if (wtype != (uint32_t)b->cfg.window_type ||
-	    wsize != b->cfg.window_size ||
-	    (b->slots == NULL && bucket_ns != b->cfg.bucket_ns))
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "breaker snapshot: window %s of %u%s does not match this "
-		    "breaker's %s of %u",
-		    wtype == RESIL_WINDOW_TIME ? "TIME" : "COUNT", wsize,
-		    wtype == RESIL_WINDOW_TIME ? " buckets" : "",
-		    b->slots == NULL ? "TIME" : "COUNT", b->cfg.window_size);
-	memset(&rd, 0, sizeof(rd));
-	rd.state = (resil_breaker_state)get32(in + 32);
-	if ((unsigned)rd.state > (unsigned)RESIL_BREAKER_METRICS_ONLY)
-		return snap_refuse(diag, "unknown state");
-	rd.flags = get32(in + 36);
-	taken = get64(in + 48);
-	rd.since = get64(in + 56);
-	rd.wait = get64(in + 64);
-	rd.consecutive = get64(in + 72);
-	for (i = 0; i < 6; i++)
-		rd.totals[i] = get64(in + 80 + 8 * i);
-	rd.preported = get32(in + 128);
-	rd.pfailed = get32(in + 132);
-	rd.pslow = get32(in + 136);
-	rd.entries = get32(in + 140);
-	n = b->cfg.window_size;
-	body = total - SNAP_HEAD - 8u;
-	if (rd.since > taken)
-		rd.since = taken; /* a clock that went back before it */
-	if (rd.preported > MAX_PROBES || rd.pfailed > rd.preported ||
-	    rd.pslow > rd.preported || rd.entries > n ||
-	    body !=
-	        (b->slots != NULL ? (((size_t)rd.entries + 7u) & ~(size_t)7u)
-	                          : (size_t)rd.entries * 32u))
-		return snap_refuse(diag, "inconsistent fields");
-	rd.body = in + SNAP_HEAD;
-	now = now_coarse(b);
-	/* Readings of another clock domain (a reboot, another host) come
-	 * before the snapshot was taken: keep the ages, not the readings. */
-	age = taken - rd.since;
-	if (now < taken) {
-		rd.since = now >= age ? now - age : 0;
-		if (b->slots == NULL)
-			rd.bucket_shift = (int64_t)(bucket_index(b, now) -
-			    bucket_index(b, taken));
-	}
-	if (b->slots == NULL) {
-		for (i = 0; i < rd.entries; i++) {
-			const uint8_t *e = rd.body + (size_t)i * 32u;
-
-			if (get64(e + 16) > get64(e + 8) ||
-			    get64(e + 24) > get64(e + 8))
-				return snap_refuse(
-				    diag, "inconsistent bucket");
-		}
-	}
-	for (;;) {
-		w = resil__load64(&b->st->word);
-		if (w & W_TRANSIT) {
-			if (!await_transit(b))
-				return RESIL_E_MISUSE;
-			continue;
-		}
-		if (transition_ex(b, w, rd.state,
-		        RESIL_BREAKER_REASON_RESTORED, now, &rd))
-			return RESIL_OK;
-	}
+	return await_transit(b);
 }
 
-/* ---- the recording listener ---- */
-
-void
-resil_breaker_recorder_init(
-    resil_breaker_recorder *r, resil_breaker_event *events, size_t capacity)
+bool
+resil__breaker_transition_fill(resil_breaker *b, uint64_t w,
+    resil_breaker_state to, resil_breaker_reason reason, uint64_t time,
+    resil__breaker_fill_fn fill, const void *ctx)
 {
-	if (r == NULL)
-		return;
-	r->events = events;
-	r->capacity = events != NULL ? capacity : 0;
-	r->count = 0;
-	r->dropped = 0;
-}
-
-void
-resil_breaker_recorder_listener(const resil_breaker_event *ev, void *ctx)
-{
-	resil_breaker_recorder *r = ctx;
-
-	/* Transitions of one breaker are serialised (the listener runs
-	 * while the transition is held), so plain writes suffice. */
-	if (r == NULL || ev == NULL)
-		return;
-	if (ev->seq >= 1 && ev->seq - 1 < r->capacity)
-		r->events[ev->seq - 1] = *ev;
-	else
-		r->dropped++;
-	if (ev->seq > r->count)
-		r->count = ev->seq;
+	return transition_ex(b, w, to, reason, time, fill, ctx);
 }

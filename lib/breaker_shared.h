@@ -11,21 +11,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Process slots of a region: at most this many processes attached at once. */
-#define RESIL__SHM_PROCS 64u
+#include "proc.h"
+
 /* Transition events kept for other processes' listeners. */
 #define RESIL__SHM_RING 64u
-
-/* One process slot: the pid and its start time (/proc/PID/stat field 22),
- * so a pid reused by another process is not taken for the dead one. */
-typedef struct resil__shm_proc {
-	uint64_t pid; /* 0: free */
-	uint64_t start;
-	uint64_t pad[6];
-} resil__shm_proc;
-
-/* Whether process slot i of procs holds a live process. */
-bool resil__shm_proc_alive(const resil__shm_proc *procs, unsigned i);
 
 /* Bytes of region memory a shared breaker with cfg needs (cache-line
  * aligned start assumed). */
@@ -45,7 +34,7 @@ size_t resil__breaker_shared_tail(void);
  */
 resil_err resil__breaker_new_shared(resil_breaker **out,
     const resil_breaker_config *cfg, void *mem, bool init,
-    const resil__shm_proc *procs, unsigned slot, resil_diag *diag);
+    const resil__proc *procs, unsigned slot, resil_diag *diag);
 
 /* Tests only: called by the owner of a shared breaker's transition
  * while it holds it (NULL in production). */

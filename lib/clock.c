@@ -6,9 +6,11 @@
 #include <resil/clock.h>
 
 #include <errno.h>
+#include <pthread.h>
 #include <time.h>
 
 #include "atomic.h"
+#include "clock_internal.h"
 #include "internal.h"
 
 static uint64_t
@@ -90,6 +92,26 @@ resil_clock_sleep(const resil_clock *clk, uint64_t ticks)
 		clk = &system_clock;
 	if (clk->sleep != NULL && ticks > 0)
 		clk->sleep(ticks, clk->ctx);
+}
+
+/* ---- real-time waits (lib/fleet.c's helper thread) ---- */
+
+int
+resil__condattr_monotonic(pthread_condattr_t *ca)
+{
+	return pthread_condattr_setclock(ca, CLOCK_MONOTONIC);
+}
+
+void
+resil__cond_deadline(struct timespec *ts, uint32_t ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+	ts->tv_sec += (time_t)(ms / 1000);
+	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
 }
 
 static uint64_t

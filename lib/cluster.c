@@ -763,20 +763,222 @@ fail_msg(resil_cluster_result *out, resil_err err, const char *msg)
 	return err;
 }
 
+/* Broadcast: every candidate in order, each by its position; one whose
+ * breaker refuses is passed over, never replaced by another (a
+ * balancer's choice would call one endpoint twice). Frees c. */
+static resil_err
+invoke_broadcast(resil_cluster *cl, resil_candidates *c,
+    const resil_request *req, resil_endpoint_fn fn, void *ctx,
+    resil_cluster_result *out)
+{
+	uint32_t threshold, failures = 0;
+	int any_fail = 0, any_ok = 0;
+	attempt at, lastfail, lastok;
+	size_t i, n = resil_candidates_count(c);
+	char lasterr[96];
+
+	threshold =
+	    (uint32_t)(n * (size_t)cl->cfg.broadcast_fail_percent / 100u);
+	memset(&at, 0, sizeof(at));
+	memset(&lastfail, 0, sizeof(lastfail));
+	memset(&lastok, 0, sizeof(lastok));
+	resil_value_init(&lastok.value);
+	for (i = 0; i < n; i++) {
+		if (run_at(cl, c, i, req, fn, ctx, &at) != RESIL_OK)
+			continue; /* its breaker refused: skipped */
+		out->attempts++;
+		if (at.outcome == RESIL_OUTCOME_BUSINESS) {
+			resil_value_free(&lastok.value);
+			set_result(out, RESIL_E_BUSINESS, &at);
+			out->value = at.value;
+			resil_candidates_free(c);
+			return out->err;
+		}
+		if (at.outcome == RESIL_OUTCOME_FAILURE) {
+			any_fail = 1;
+			failures++;
+			resil_value_free(&at.value);
+			lastfail = at;
+			if (failures == threshold)
+				break;
+		} else {
+			/* The last endpoint that answered gives the value. */
+			resil_value_free(&lastok.value);
+			lastok = at;
+			any_ok = 1;
+		}
+	}
+	resil_candidates_free(c);
+	if (any_fail) {
+		resil_value_free(&lastok.value);
+		set_result(out, RESIL_E_CALL, &lastfail);
+		last_error(lasterr, sizeof(lasterr), &lastfail);
+		broadcast_msg(out, req, cl, failures, n, lasterr);
+		return out->err;
+	}
+	if (!any_ok) {
+		/* Nobody could be called: that is no success. */
+		out->err = RESIL_E_UNAVAILABLE;
+		broadcast_msg(out, req, cl, 0, n, NULL);
+		return out->err;
+	}
+	set_result(out, RESIL_OK, &lastok);
+	out->value = lastok.value;
+	return RESIL_OK;
+}
+
+/* What a call's attempts leave for its message: the endpoints tried (to
+ * exclude them), the distinct addresses that failed. */
+typedef struct tries {
+	uint64_t tried[MAX_TRIED];
+	char failed[MAX_TRIED][128];
+	size_t ntried, nfailed;
+} tries;
+
+/* Count attempt at in t: its endpoint as tried and, when it failed, its
+ * address as failed (each once, as long as there is room). */
+static void
+tries_add(tries *t, const attempt *at)
+{
+	size_t i;
+
+	if (t->ntried < MAX_TRIED) {
+		for (i = 0; i < t->ntried && t->tried[i] != at->id; i++)
+			;
+		if (i == t->ntried)
+			t->tried[t->ntried++] = at->id;
+	}
+	if (at->outcome != RESIL_OUTCOME_FAILURE)
+		return;
+	for (i = 0; i < t->nfailed && strcmp(t->failed[i], at->address) != 0;
+	     i++)
+		;
+	if (i == t->nfailed && t->nfailed < MAX_TRIED)
+		snprintf(t->failed[t->nfailed++], sizeof(t->failed[0]), "%s",
+		    at->address);
+}
+
+/* The attempts of every strategy but broadcast (failover's retries + 1,
+ * the others' one), routing again before each retry. RESIL_OK when they
+ * ran, *at the last; otherwise the call is over (c freed, out filled) and
+ * this is its error. */
+static resil_err
+run_attempts(resil_cluster *cl, resil_candidates *c, const resil_request *req,
+    resil_endpoint_fn fn, void *ctx, attempt *at, tries *t,
+    resil_cluster_result *out, resil_diag *diag)
+{
+	uint32_t attempts, k;
+	resil_err err;
+
+	attempts = cl->cfg.strategy == RESIL_CLUSTER_FAILOVER
+	    ? (uint32_t)cl->cfg.retries + 1
+	    : 1;
+	for (k = 0; k < attempts; k++) {
+		if (k > 0) {
+			/* The directory may have changed: route again. */
+			err = resil_selector_route(cl->sel, req, c, diag);
+			if (err != RESIL_OK) {
+				/* "No provider" ends the call; rc and outcome
+				 * stay the last attempt's, its value is not
+				 * the caller's. */
+				resil_value_free(&at->value);
+				resil_candidates_free(c);
+				set_result(out, err, at);
+				return fail_msg(out, err, diag->msg);
+			}
+		}
+		resil_value_free(&at->value);
+		err = run_one(
+		    cl, c, req, t->tried, t->ntried, fn, ctx, at, diag);
+		if (err != RESIL_OK) {
+			/* Every candidate's breaker refused. */
+			resil_candidates_free(c);
+			if (k > 0)
+				set_result(out, err, at);
+			return fail_msg(out, err, diag->msg);
+		}
+		out->attempts++;
+		tries_add(t, at);
+		if (at->outcome != RESIL_OUTCOME_FAILURE)
+			break;
+	}
+	return RESIL_OK;
+}
+
+/* The last attempt failed: what the strategy makes of it, over n
+ * candidates at that attempt. */
+static resil_err
+settle_failure(resil_cluster *cl, const resil_request *req, attempt *at,
+    const tries *t, size_t n, resil_cluster_result *out)
+{
+	char lasterr[96], list[RESIL_DIAG_MAX];
+	resil__msg m;
+	size_t i;
+
+	resil_value_free(&at->value);
+	if (cl->cfg.strategy == RESIL_CLUSTER_FAILSAFE) {
+		emit(cl, RESIL_CLUSTER_EVENT_SWALLOWED, req->method,
+		    at->address, at->rc, 0);
+		set_result(out, RESIL_OK, at);
+		out->value = resil_value_null();
+		return RESIL_OK;
+	}
+	if (cl->cfg.strategy == RESIL_CLUSTER_FAILBACK) {
+		int q = cl->cfg.failback_retries > 0
+		    ? enqueue(cl, req, at, resil_clock_now(&cl->clock))
+		    : 1;
+
+		if (q <= 0) {
+			/* Full (an event said so) or out of memory: the
+			 * caller gets the failure. */
+			set_result(out, RESIL_E_CALL, at);
+			last_error(lasterr, sizeof(lasterr), at);
+			resil__cluster_full_msg(out->message,
+			    sizeof(out->message), req->method, cl->service,
+			    q == 0 ? cl->cfg.failback_queue : -1, lasterr);
+			return out->err;
+		}
+		set_result(out, RESIL_OK, at);
+		out->value = resil_value_null();
+		return RESIL_OK;
+	}
+	set_result(out, RESIL_E_CALL, at);
+	last_error(lasterr, sizeof(lasterr), at);
+	if (cl->cfg.strategy == RESIL_CLUSTER_FAILFAST) {
+		resil__msg_start(&m, out->message, sizeof(out->message));
+		RESIL__MSG_LIT(&m, "Failfast invoke providers ");
+		resil__msg_str(&m, at->address);
+		RESIL__MSG_LIT(&m, " of the method ");
+		resil__msg_str(&m, req->method != NULL ? req->method : "");
+		RESIL__MSG_LIT(&m, " in the service ");
+		resil__msg_str(&m, cl->service);
+		RESIL__MSG_LIT(&m, ". Last error is: ");
+		resil__msg_str(&m, lasterr);
+		return out->err;
+	}
+	resil__msg_start(&m, list, sizeof(list));
+	for (i = 0; i < t->nfailed; i++) {
+		if (i > 0)
+			RESIL__MSG_LIT(&m, ", ");
+		resil__msg_str(&m, t->failed[i]);
+	}
+	resil__cluster_failed_msg(out->message, sizeof(out->message),
+	    req->method, cl->service, out->attempts, list, t->nfailed, n,
+	    lasterr);
+	return out->err;
+}
+
 resil_err
 resil_cluster_invoke(resil_cluster *cl, const resil_request *req,
     resil_endpoint_fn fn, void *ctx, resil_cluster_result *out)
 {
 	static const resil_request none = { NULL, NULL, 0, NULL, NULL, 0 };
-	uint64_t tried[MAX_TRIED];
-	char failed[MAX_TRIED][128];
-	size_t ntried = 0, nfailed = 0, i, n;
 	resil_candidates *c;
 	resil_diag diag;
 	attempt at;
-	uint32_t attempts, k;
+	tries t;
 	resil_err err;
-	char lasterr[96];
+	size_t n;
 
 	if (out == NULL)
 		return RESIL_E_INVAL;
@@ -787,6 +989,7 @@ resil_cluster_invoke(resil_cluster *cl, const resil_request *req,
 	if (req == NULL)
 		req = &none;
 	memset(&at, 0, sizeof(at));
+	t.ntried = t.nfailed = 0;
 	diag.msg[0] = '\0';
 	if ((err = resil_candidates_new(&c, cl->sel)) != RESIL_OK)
 		return fail_msg(out, err, "cluster: out of memory");
@@ -796,108 +999,11 @@ resil_cluster_invoke(resil_cluster *cl, const resil_request *req,
 		resil_candidates_free(c);
 		return fail_msg(out, err, diag.msg);
 	}
-
-	if (cl->cfg.strategy == RESIL_CLUSTER_BROADCAST) {
-		uint32_t threshold, failures = 0;
-		int any_fail = 0, any_ok = 0;
-		attempt lastfail, lastok;
-
-		n = resil_candidates_count(c);
-		threshold = (uint32_t)(n *
-		    (size_t)cl->cfg.broadcast_fail_percent / 100u);
-		memset(&lastfail, 0, sizeof(lastfail));
-		memset(&lastok, 0, sizeof(lastok));
-		resil_value_init(&lastok.value);
-		/* Every candidate in order, each by its position: one whose
-		 * breaker refuses is passed over, never replaced by another
-		 * (a balancer's choice would call one endpoint twice). */
-		for (i = 0; i < n; i++) {
-			if (run_at(cl, c, i, req, fn, ctx, &at) != RESIL_OK)
-				continue; /* its breaker refused: skipped */
-			out->attempts++;
-			if (at.outcome == RESIL_OUTCOME_BUSINESS) {
-				resil_value_free(&lastok.value);
-				set_result(out, RESIL_E_BUSINESS, &at);
-				out->value = at.value;
-				resil_candidates_free(c);
-				return out->err;
-			}
-			if (at.outcome == RESIL_OUTCOME_FAILURE) {
-				any_fail = 1;
-				failures++;
-				resil_value_free(&at.value);
-				lastfail = at;
-				if (failures == threshold)
-					break;
-			} else {
-				/* The last endpoint that answered gives the
-				 * value. */
-				resil_value_free(&lastok.value);
-				lastok = at;
-				any_ok = 1;
-			}
-		}
-		resil_candidates_free(c);
-		if (any_fail) {
-			resil_value_free(&lastok.value);
-			set_result(out, RESIL_E_CALL, &lastfail);
-			last_error(lasterr, sizeof(lasterr), &lastfail);
-			broadcast_msg(out, req, cl, failures, n, lasterr);
-			return out->err;
-		}
-		if (!any_ok) {
-			/* Nobody could be called: that is no success. */
-			out->err = RESIL_E_UNAVAILABLE;
-			broadcast_msg(out, req, cl, 0, n, NULL);
-			return out->err;
-		}
-		set_result(out, RESIL_OK, &lastok);
-		out->value = lastok.value;
-		return RESIL_OK;
-	}
-
-	attempts = cl->cfg.strategy == RESIL_CLUSTER_FAILOVER
-	    ? (uint32_t)cl->cfg.retries + 1
-	    : 1;
-	for (k = 0; k < attempts; k++) {
-		if (k > 0) {
-			/* The directory may have changed: route again. */
-			err = resil_selector_route(cl->sel, req, c, &diag);
-			if (err != RESIL_OK) {
-				/* "No provider" ends the call; rc and outcome
-				 * stay the last attempt's, its value is not
-				 * the caller's. */
-				resil_value_free(&at.value);
-				resil_candidates_free(c);
-				set_result(out, err, &at);
-				return fail_msg(out, err, diag.msg);
-			}
-		}
-		resil_value_free(&at.value);
-		err = run_one(cl, c, req, tried, ntried, fn, ctx, &at, &diag);
-		if (err != RESIL_OK) {
-			/* Every candidate's breaker refused. */
-			resil_candidates_free(c);
-			if (k > 0)
-				set_result(out, err, &at);
-			return fail_msg(out, err, diag.msg);
-		}
-		out->attempts++;
-		if (ntried < MAX_TRIED) {
-			for (i = 0; i < ntried && tried[i] != at.id; i++)
-				;
-			if (i == ntried)
-				tried[ntried++] = at.id;
-		}
-		if (at.outcome != RESIL_OUTCOME_FAILURE)
-			break;
-		for (i = 0; i < nfailed && strcmp(failed[i], at.address) != 0;
-		     i++)
-			;
-		if (i == nfailed && nfailed < MAX_TRIED)
-			snprintf(failed[nfailed++], sizeof(failed[0]), "%s",
-			    at.address);
-	}
+	if (cl->cfg.strategy == RESIL_CLUSTER_BROADCAST)
+		return invoke_broadcast(cl, c, req, fn, ctx, out);
+	err = run_attempts(cl, c, req, fn, ctx, &at, &t, out, &diag);
+	if (err != RESIL_OK)
+		return err;
 	n = resil_candidates_count(c);
 	resil_candidates_free(c);
 	if (at.outcome == RESIL_OUTCOME_SUCCESS ||
@@ -912,63 +1018,5 @@ resil_cluster_invoke(resil_cluster *cl, const resil_request *req,
 		out->value = at.value;
 		return out->err;
 	}
-	/* A failure. */
-	resil_value_free(&at.value);
-	if (cl->cfg.strategy == RESIL_CLUSTER_FAILSAFE) {
-		emit(cl, RESIL_CLUSTER_EVENT_SWALLOWED, req->method,
-		    at.address, at.rc, 0);
-		set_result(out, RESIL_OK, &at);
-		out->value = resil_value_null();
-		return RESIL_OK;
-	}
-	if (cl->cfg.strategy == RESIL_CLUSTER_FAILBACK) {
-		int q = cl->cfg.failback_retries > 0
-		    ? enqueue(cl, req, &at, resil_clock_now(&cl->clock))
-		    : 1;
-
-		if (q <= 0) {
-			/* Full (an event said so) or out of memory: the
-			 * caller gets the failure. */
-			set_result(out, RESIL_E_CALL, &at);
-			last_error(lasterr, sizeof(lasterr), &at);
-			resil__cluster_full_msg(out->message,
-			    sizeof(out->message), req->method, cl->service,
-			    q == 0 ? cl->cfg.failback_queue : -1, lasterr);
-			return out->err;
-		}
-		set_result(out, RESIL_OK, &at);
-		out->value = resil_value_null();
-		return RESIL_OK;
-	}
-	set_result(out, RESIL_E_CALL, &at);
-	last_error(lasterr, sizeof(lasterr), &at);
-	if (cl->cfg.strategy == RESIL_CLUSTER_FAILFAST) {
-		resil__msg m;
-
-		resil__msg_start(&m, out->message, sizeof(out->message));
-		RESIL__MSG_LIT(&m, "Failfast invoke providers ");
-		resil__msg_str(&m, at.address);
-		RESIL__MSG_LIT(&m, " of the method ");
-		resil__msg_str(&m, req->method != NULL ? req->method : "");
-		RESIL__MSG_LIT(&m, " in the service ");
-		resil__msg_str(&m, cl->service);
-		RESIL__MSG_LIT(&m, ". Last error is: ");
-		resil__msg_str(&m, lasterr);
-		return out->err;
-	}
-	{
-		char list[RESIL_DIAG_MAX];
-		resil__msg m;
-
-		resil__msg_start(&m, list, sizeof(list));
-		for (i = 0; i < nfailed; i++) {
-			if (i > 0)
-				RESIL__MSG_LIT(&m, ", ");
-			resil__msg_str(&m, failed[i]);
-		}
-		resil__cluster_failed_msg(out->message, sizeof(out->message),
-		    req->method, cl->service, out->attempts, list, nfailed, n,
-		    lasterr);
-	}
-	return out->err;
+	return settle_failure(cl, req, &at, &t, n, out);
 }

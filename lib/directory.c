@@ -4,7 +4,7 @@
  */
 #include <resil/directory.h>
 
-#include "cluster_internal.h"
+#include "directory_internal.h"
 
 #include <stdio.h>
 
@@ -894,7 +894,7 @@ try_eject(resil__endpoint *ep, uint64_t now)
 
 void
 resil__ep_report(resil__endpoint *ep, resil_outcome outcome, uint64_t duration,
-    uint64_t now, resil_lb_kind kind, uint64_t tau, uint64_t slide)
+    uint64_t now, unsigned feeds, uint64_t tau, uint64_t slide)
 {
 	const resil_outlier_config *o = &ep->dir->cfg.outlier;
 	uint64_t dur = 0, streak;
@@ -903,7 +903,7 @@ resil__ep_report(resil__endpoint *ep, resil_outcome outcome, uint64_t duration,
 	if (outcome == RESIL_OUTCOME_IGNORED)
 		return;
 	(void)resil__ep_ejected(ep, now); /* notice a return first */
-	if (kind == RESIL_LB_PEAKEWMA) {
+	if (feeds & RESIL__EP_EWMA) {
 		/* Every answer is a latency sample. */
 		resil__spin_lock(&ep->lock);
 		if (resil__load64(&ep->ewma_seen) == 0) {
@@ -927,7 +927,7 @@ resil__ep_report(resil__endpoint *ep, resil_outcome outcome, uint64_t duration,
 		resil__store64(&ep->ewma_stamp, now);
 		resil__spin_unlock(&ep->lock);
 	}
-	if (kind == RESIL_LB_SHORTEST && outcome == RESIL_OUTCOME_SUCCESS) {
+	if ((feeds & RESIL__EP_WINDOW) && outcome == RESIL_OUTCOME_SUCCESS) {
 		resil__spin_lock(&ep->lock);
 		if (slide != 0 && now - ep->sr_reset_at > slide) {
 			resil__store64(&ep->sr_successes, 0);
@@ -1007,6 +1007,26 @@ resil__entry_attr(const resil__entry *e, const char *key, size_t klen,
 			return 1;
 		}
 	return 0;
+}
+
+/* --- views ------------------------------------------------------------ */
+
+void
+resil__view_finish(resil__view *v)
+{
+	uint64_t sum = 0, sig = UINT64_C(0xcbf29ce484222325) ^ v->n;
+	size_t i;
+
+	v->same = 1;
+	for (i = 0; i < v->n; i++) {
+		sum += v->w[i];
+		v->cum[i] = sum;
+		if (v->w[i] != v->w[0])
+			v->same = 0;
+		sig = resil__mix64(sig ^ v->snap->e[v->idx[i]].ep->id);
+	}
+	v->total = sum;
+	v->sig = sig;
 }
 
 resil_err

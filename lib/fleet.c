@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "atomic.h"
+#include "clock_internal.h"
 #include "internal.h"
 
 #define NAME_MAX_LEN 63u
@@ -527,6 +528,44 @@ redis_open(redisContext **cp, const char *host, uint32_t port,
 	return 0;
 }
 
+/* Run script with argv[2..argc) (argv[0] and [1] are set here: EVALSHA
+ * and sha once loaded, else EVAL and the body). When the server has lost
+ * its script cache (NOSCRIPT: a restart, SCRIPT FLUSH), send the body
+ * instead; reload: and load it again for next time. NULL: no answer.
+ * Shared by the fleet breaker and the fleet limiter. */
+static redisReply *
+eval_script(redisContext *c, const char *script, char *sha, int *have_sha,
+    int reload, int argc, const char **argv, size_t *argl)
+{
+	redisReply *r, *l;
+
+	argv[0] = *have_sha ? "EVALSHA" : "EVAL";
+	argv[1] = *have_sha ? sha : script;
+	argl[0] = strlen(argv[0]);
+	argl[1] = strlen(argv[1]);
+	r = redisCommandArgv(c, argc, argv, argl);
+	if (r == NULL || r->type != REDIS_REPLY_ERROR ||
+	    strncmp(r->str, "NOSCRIPT", 8) != 0)
+		return r;
+	freeReplyObject(r);
+	*have_sha = 0;
+	argv[0] = "EVAL";
+	argv[1] = script;
+	argl[0] = 4;
+	argl[1] = strlen(script);
+	r = redisCommandArgv(c, argc, argv, argl);
+	if (!reload || r == NULL || r->type == REDIS_REPLY_ERROR)
+		return r;
+	l = redisCommand(c, "SCRIPT LOAD %s", script);
+	if (l != NULL && l->type == REDIS_REPLY_STRING && l->len == 40) {
+		memcpy(sha, l->str, 40);
+		*have_sha = 1;
+	}
+	if (l != NULL)
+		freeReplyObject(l);
+	return r;
+}
+
 /* Connect and load the script. 0 on success; otherwise a reason in buf. */
 static int
 connect_redis(resil_fleet *f, char *buf, size_t cap)
@@ -859,17 +898,11 @@ helper_main(void *arg)
 		pthread_mutex_lock(&f->hmu);
 		if (f->hstop)
 			break;
-		/* The one read of the system clock outside the clock module,
-		 * on purpose: the optional helper thread sleeps real time on a
-		 * CLOCK_MONOTONIC condition variable (an injected clock cannot
-		 * wake one). Its sync steps read the fleet's own clock. */
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += (time_t)(f->hinterval_ms / 1000);
-		ts.tv_nsec += (long)(f->hinterval_ms % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		/* The optional helper thread sleeps real time on a condition
+		 * variable of the monotonic system clock (an injected clock
+		 * cannot wake one; lib/clock.c reads it). Its sync steps read
+		 * the fleet's own clock. */
+		resil__cond_deadline(&ts, f->hinterval_ms);
 		while (!f->hstop &&
 		    pthread_cond_timedwait(&f->hcv, &f->hmu, &ts) == 0)
 			;
@@ -891,7 +924,7 @@ resil_fleet_start(resil_fleet *f, uint32_t interval_ms, resil_diag *diag)
 		if (pthread_condattr_init(&ca) != 0)
 			return resil__diagf(
 			    diag, RESIL_E_NOMEM, "fleet: no condattr");
-		(void)pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		(void)resil__condattr_monotonic(&ca);
 		rc = pthread_cond_init(&f->hcv, &ca);
 		pthread_condattr_destroy(&ca);
 		if (rc != 0)
@@ -953,140 +986,219 @@ resil_fleet_stop(resil_fleet *f)
 	return RESIL_OK;
 }
 
-static resil_err
-sync_step(resil_fleet *f, uint64_t now)
-{
+/* One sync's reading of this instance: the counts it reports since the
+ * last sync, and its lease slots' reports of episode ep. */
+typedef struct sync_in {
+	uint64_t ctl, ep, calls, fails, trips, sick, traffic, tr_now;
+	resil_breaker_metrics m;
+	uint64_t reported[MAX_SLOTS], rep_ok[MAX_SLOTS];
+	size_t nrep;
+} sync_in;
+
+/* The script's answer (parse_reply). */
+typedef struct sync_out {
+	uint64_t state, ep, votes, share;
+	uint64_t granted[MAX_SLOTS];
+	size_t ngranted;
+} sync_out;
+
+/* The script's arguments; argv[0] and [1] are eval_script's. */
+typedef struct sync_args {
 	const char *argv[ARG_MAX];
 	size_t argl[ARG_MAX];
 	char nums[ARG_MAX][ARG_LEN];
+	size_t argc;
+} sync_args;
+
+static void
+args_str(sync_args *a, const char *s)
+{
+	a->argv[a->argc] = s;
+	a->argl[a->argc] = strlen(s);
+	a->argc++;
+}
+
+static void
+args_num(sync_args *a, uint64_t v)
+{
+	snprintf(a->nums[a->argc], ARG_LEN, "%llu", (unsigned long long)v);
+	args_str(a, a->nums[a->argc]);
+}
+
+/* Connected, or (re)connect now when it is time: RESIL_OK, else
+ * go_local's answer. */
+static resil_err
+sync_connect(resil_fleet *f, uint64_t now)
+{
 	char why[RESIL_DIAG_MAX];
-	uint64_t reported[MAX_SLOTS], rep_ok[MAX_SLOTS];
-	uint64_t granted[MAX_SLOTS];
-	uint64_t ctl, ep, held = 0, calls, fails, trips, sick, traffic, tr_now;
-	uint64_t nstate, nep, nvotes, nshare;
-	size_t nrep = 0, ncand = 0, ngranted = 0, argc = 0, i;
-	resil_breaker_metrics m;
-	redisReply *r;
-	int was_local, changed;
 
-	if (f == NULL)
-		return RESIL_E_INVAL;
-	ctl = resil__load64(&f->ctl);
-	was_local = (ctl & CTL_LOCAL) != 0;
-	if (f->c == NULL) {
-		if (f->tried && now < f->next_reconnect)
-			return go_local(f, "redis unreachable", 0);
-		f->tried = 1;
-		if (connect_redis(f, why, sizeof(why)) != 0) {
-			f->next_reconnect =
-			    now + (uint64_t)f->reconnect_ms * RESIL_NS_PER_MS;
-			return go_local(f, why, 0);
-		}
+	if (f->c != NULL)
+		return RESIL_OK;
+	if (f->tried && now < f->next_reconnect)
+		return go_local(f, "redis unreachable", 0);
+	f->tried = 1;
+	if (connect_redis(f, why, sizeof(why)) != 0) {
+		f->next_reconnect =
+		    now + (uint64_t)f->reconnect_ms * RESIL_NS_PER_MS;
+		return go_local(f, why, 0);
 	}
+	return RESIL_OK;
+}
 
-	ep = ctl >> 8;
-	resil_breaker_get_metrics(f->b, &m);
-	calls = m.successes + m.failures - f->last_calls;
-	fails = m.failures - f->last_fails;
+/* What this sync reports: the local breaker's counts since the last one,
+ * and whether this instance votes the fleet sick. */
+static void
+sync_read(resil_fleet *f, sync_in *in)
+{
+	int was_local = (in->ctl & CTL_LOCAL) != 0;
+	const resil_breaker_metrics *m = &in->m;
+
+	in->ep = in->ctl >> 8;
+	resil_breaker_get_metrics(f->b, &in->m);
+	in->calls = m->successes + m->failures - f->last_calls;
+	in->fails = m->failures - f->last_fails;
 	/* Traffic: every call asked of this instance while the fleet let
 	 * the local breaker decide. */
-	tr_now = m.successes + m.failures + m.ignored + m.rejections;
-	traffic = tr_now - f->last_traffic;
-	trips = resil__load64(&f->trips);
-	sick = resil__load64(&f->sick) != 0 || trips != f->last_trips;
+	in->tr_now = m->successes + m->failures + m->ignored + m->rejections;
+	in->traffic = in->tr_now - f->last_traffic;
+	in->trips = resil__load64(&f->trips);
+	in->sick = resil__load64(&f->sick) != 0 || in->trips != f->last_trips;
 	/* Votes count only while the fleet is CLOSED (the script clears them
 	 * when it closes): a trip from before the fleet opened must not vote
 	 * again in the sync that learns it closed. */
-	if (!was_local && (ctl & CTL_STATE) != RESIL_FLEET_CLOSED)
-		sick = 0;
+	if (!was_local && (in->ctl & CTL_STATE) != RESIL_FLEET_CLOSED)
+		in->sick = 0;
+}
 
-#define PUT_STR(s)                      \
-	do {                            \
-		argv[argc] = (s);       \
-		argl[argc] = strlen(s); \
-		argc++;                 \
-	} while (0)
-#define PUT_NUM(v)                                                         \
-	do {                                                               \
-		snprintf(                                                  \
-		    nums[argc], ARG_LEN, "%llu", (unsigned long long)(v)); \
-		PUT_STR(nums[argc]);                                       \
-	} while (0)
+/* The script's arguments (see fleet_lua): the keys, the counts, the
+ * episode's reports, then the slots offered for leases. */
+static void
+sync_args_build(resil_fleet *f, sync_in *in, sync_args *a)
+{
+	uint64_t held = 0, w;
+	size_t i, ncand = 0;
 
-	PUT_STR(f->have_sha ? "EVALSHA" : "EVAL");
-	PUT_STR(f->have_sha ? f->sha : fleet_lua);
-	PUT_STR("5");
-	PUT_STR(f->key_state);
-	PUT_STR(f->key_votes);
-	PUT_STR(f->key_leases);
-	PUT_STR(f->key_agg);
-	PUT_STR(f->key_inst);
-	PUT_STR(f->instance);
-	PUT_NUM(sick);
-	PUT_NUM(calls);
-	PUT_NUM(fails);
-	PUT_NUM(f->quorum);
-	PUT_NUM(f->k);
-	PUT_NUM(f->open_wait_ms);
-	PUT_NUM(f->lease_ms);
-	PUT_NUM(f->vote_ms);
-	PUT_NUM(f->bucket_ms);
-	PUT_NUM(f->bucket_ms * f->buckets);
-	PUT_NUM(traffic);
-	PUT_NUM(f->quorum_pct);
-	PUT_NUM(ep);
+	a->argc = 2; /* EVALSHA or EVAL, and the script */
+	args_str(a, "5");
+	args_str(a, f->key_state);
+	args_str(a, f->key_votes);
+	args_str(a, f->key_leases);
+	args_str(a, f->key_agg);
+	args_str(a, f->key_inst);
+	args_str(a, f->instance);
+	args_num(a, in->sick);
+	args_num(a, in->calls);
+	args_num(a, in->fails);
+	args_num(a, f->quorum);
+	args_num(a, f->k);
+	args_num(a, f->open_wait_ms);
+	args_num(a, f->lease_ms);
+	args_num(a, f->vote_ms);
+	args_num(a, f->bucket_ms);
+	args_num(a, f->bucket_ms * f->buckets);
+	args_num(a, in->traffic);
+	args_num(a, f->quorum_pct);
+	args_num(a, in->ep);
+	in->nrep = 0;
 	for (i = 0; i < f->max_local; i++) {
-		uint64_t w = resil__load64(&f->slots[i]);
-
-		if ((w >> 3) != ep || (w & 7u) == SLOT_EMPTY)
+		w = resil__load64(&f->slots[i]);
+		if ((w >> 3) != in->ep || (w & 7u) == SLOT_EMPTY)
 			continue;
 		held++;
 		if ((w & 7u) == SLOT_OK || (w & 7u) == SLOT_FAIL) {
-			reported[nrep] = i;
-			rep_ok[nrep++] = (w & 7u) == SLOT_OK;
+			in->reported[in->nrep] = i;
+			in->rep_ok[in->nrep++] = (w & 7u) == SLOT_OK;
 		}
 	}
-	PUT_NUM(nrep);
-	for (i = 0; i < nrep; i++) {
-		PUT_NUM(reported[i]);
-		PUT_NUM(rep_ok[i]);
+	args_num(a, in->nrep);
+	for (i = 0; i < in->nrep; i++) {
+		args_num(a, in->reported[i]);
+		args_num(a, in->rep_ok[i]);
 	}
 	for (i = 0; i < f->max_local && held + ncand < f->max_local; i++) {
-		uint64_t w = resil__load64(&f->slots[i]);
-
-		if ((w >> 3) != ep || (w & 7u) == SLOT_EMPTY) {
-			PUT_NUM(i);
+		w = resil__load64(&f->slots[i]);
+		if ((w >> 3) != in->ep || (w & 7u) == SLOT_EMPTY) {
+			args_num(a, i);
 			ncand++;
 		}
 	}
-#undef PUT_NUM
-#undef PUT_STR
+}
 
-	r = redisCommandArgv(f->c, (int)argc, argv, argl);
-	if (r != NULL && r->type == REDIS_REPLY_ERROR &&
-	    strncmp(r->str, "NOSCRIPT", 8) == 0) {
-		/* The server lost its script cache (a restart, SCRIPT
-		 * FLUSH): send the body, and load it again next time. */
-		freeReplyObject(r);
-		f->have_sha = 0;
-		argv[0] = "EVAL";
-		argv[1] = fleet_lua;
-		argl[0] = 4;
-		argl[1] = strlen(fleet_lua);
-		r = redisCommandArgv(f->c, (int)argc, argv, argl);
-		if (r != NULL && r->type != REDIS_REPLY_ERROR) {
-			redisReply *l =
-			    redisCommand(f->c, "SCRIPT LOAD %s", fleet_lua);
+/* Synced: take the script's answer o into this instance at now. */
+static void
+sync_apply(resil_fleet *f, const sync_in *in, const sync_out *o, uint64_t now)
+{
+	int was_local = (in->ctl & CTL_LOCAL) != 0, changed;
+	uint64_t ep = in->ep;
+	size_t i;
 
-			if (l != NULL && l->type == REDIS_REPLY_STRING &&
-			    l->len == 40) {
-				memcpy(f->sha, l->str, 40);
-				f->have_sha = 1;
-			}
-			if (l != NULL)
-				freeReplyObject(l);
-		}
+	/* Reports sent are done with. */
+	for (i = 0; i < in->nrep; i++)
+		(void)resil__cas64(&f->slots[in->reported[i]],
+		    mkslot(ep, in->rep_ok[i] ? SLOT_OK : SLOT_FAIL),
+		    mkslot(ep, SLOT_EMPTY));
+	f->last_calls = in->m.successes + in->m.failures;
+	f->last_fails = in->m.failures;
+	f->last_trips = in->trips;
+	f->last_traffic = in->tr_now;
+	resil__store64(&f->votes, o->votes);
+	resil__store64(&f->share, o->share);
+	resil__faa64(&f->syncs, 1);
+
+	if (o->state == RESIL_FLEET_CLOSED) {
+		if (f->forced)
+			resil_breaker_reset(f->b);
+		f->forced = 0;
+	} else if (resil_breaker_get_state(f->b) !=
+	    RESIL_BREAKER_FORCED_OPEN) {
+		resil_breaker_force_open(f->b);
+		f->forced = 1;
+	} else {
+		f->forced = 1;
 	}
+	changed = o->ep != ep || o->state != (in->ctl & CTL_STATE);
+	/* Leases of other episodes are void. Episode numbers can come back
+	 * (a Redis restart, someone resetting the keys), so a slot must not
+	 * keep an old episode's lease that could match a later one; a call
+	 * holding one finds its slot changed and its outcome is stale. */
+	if (o->ep != ep)
+		for (i = 0; i < f->max_local; i++)
+			if ((resil__load64(&f->slots[i]) >> 3) != o->ep)
+				resil__store64(&f->slots[i], 0);
+	resil__store64(&f->ctl, mkctl(o->ep, (unsigned)o->state, 0));
+	for (i = 0; i < o->ngranted; i++) {
+		resil__store64(&f->deadline[o->granted[i]],
+		    now + f->lease_ms * RESIL_NS_PER_MS);
+		resil__store64(
+		    &f->slots[o->granted[i]], mkslot(o->ep, SLOT_FREE));
+	}
+	if (was_local)
+		emit(f, RESIL_FLEET_EV_CONNECTED, 0, "synced");
+	if (changed)
+		emit(f, RESIL_FLEET_EV_STATE, 0, "");
+	if (o->ngranted > 0)
+		emit(f, RESIL_FLEET_EV_LEASES, (uint32_t)o->ngranted, "");
+}
+
+static resil_err
+sync_step(resil_fleet *f, uint64_t now)
+{
+	char why[RESIL_DIAG_MAX];
+	sync_args a;
+	sync_in in;
+	sync_out o;
+	redisReply *r;
+	resil_err err;
+
+	if (f == NULL)
+		return RESIL_E_INVAL;
+	in.ctl = resil__load64(&f->ctl);
+	if ((err = sync_connect(f, now)) != RESIL_OK)
+		return err;
+	sync_read(f, &in);
+	sync_args_build(f, &in, &a);
+	r = eval_script(f->c, fleet_lua, f->sha, &f->have_sha, 1, (int)a.argc,
+	    a.argv, a.argl);
 	if (r == NULL) {
 		/* A timeout or a broken connection: a late answer could
 		 * still arrive, so this connection is done. */
@@ -1102,58 +1214,13 @@ sync_step(resil_fleet *f, uint64_t now)
 		freeReplyObject(r);
 		return go_local(f, why, 1);
 	}
-	if (parse_reply(r, &nstate, &nep, &nvotes, &nshare, granted, &ngranted,
-	        why, sizeof(why)) != 0) {
+	if (parse_reply(r, &o.state, &o.ep, &o.votes, &o.share, o.granted,
+	        &o.ngranted, why, sizeof(why)) != 0) {
 		freeReplyObject(r);
 		return go_local(f, why, 1);
 	}
 	freeReplyObject(r);
-
-	/* Synced: apply. Reports sent are done with. */
-	for (i = 0; i < nrep; i++)
-		(void)resil__cas64(&f->slots[reported[i]],
-		    mkslot(ep, rep_ok[i] ? SLOT_OK : SLOT_FAIL),
-		    mkslot(ep, SLOT_EMPTY));
-	f->last_calls = m.successes + m.failures;
-	f->last_fails = m.failures;
-	f->last_trips = trips;
-	f->last_traffic = tr_now;
-	resil__store64(&f->votes, nvotes);
-	resil__store64(&f->share, nshare);
-	resil__faa64(&f->syncs, 1);
-
-	if (nstate == RESIL_FLEET_CLOSED) {
-		if (f->forced)
-			resil_breaker_reset(f->b);
-		f->forced = 0;
-	} else if (resil_breaker_get_state(f->b) !=
-	    RESIL_BREAKER_FORCED_OPEN) {
-		resil_breaker_force_open(f->b);
-		f->forced = 1;
-	} else {
-		f->forced = 1;
-	}
-	changed = nep != ep || nstate != (ctl & CTL_STATE);
-	/* Leases of other episodes are void. Episode numbers can come back
-	 * (a Redis restart, someone resetting the keys), so a slot must not
-	 * keep an old episode's lease that could match a later one; a call
-	 * holding one finds its slot changed and its outcome is stale. */
-	if (nep != ep)
-		for (i = 0; i < f->max_local; i++)
-			if ((resil__load64(&f->slots[i]) >> 3) != nep)
-				resil__store64(&f->slots[i], 0);
-	resil__store64(&f->ctl, mkctl(nep, (unsigned)nstate, 0));
-	for (i = 0; i < ngranted; i++) {
-		resil__store64(&f->deadline[granted[i]],
-		    now + f->lease_ms * RESIL_NS_PER_MS);
-		resil__store64(&f->slots[granted[i]], mkslot(nep, SLOT_FREE));
-	}
-	if (was_local)
-		emit(f, RESIL_FLEET_EV_CONNECTED, 0, "synced");
-	if (changed)
-		emit(f, RESIL_FLEET_EV_STATE, 0, "");
-	if (ngranted > 0)
-		emit(f, RESIL_FLEET_EV_LEASES, (uint32_t)ngranted, "");
+	sync_apply(f, &in, &o, now);
 	return RESIL_OK;
 }
 
@@ -1564,8 +1631,6 @@ limit_acquire_locked(
 	if (fl->c == NULL && lconnect(fl, why, sizeof(why)) != 0)
 		return limit_go_local(fl, now, why, 0, k, retry_after_ns);
 	snprintf(kbuf, sizeof(kbuf), "%u", k);
-	argv[0] = fl->have_sha ? "EVALSHA" : "EVAL";
-	argv[1] = fl->have_sha ? fl->sha : limit_lua;
 	argv[2] = "2";
 	argv[3] = fl->key_state;
 	argv[4] = fl->key_inst;
@@ -1575,19 +1640,12 @@ limit_acquire_locked(
 	argv[8] = fl->ts_s;
 	argv[9] = fl->bs_s;
 	argv[10] = fl->ttl_s;
-	for (i = 0; i < 11; i++)
+	for (i = 2; i < 11; i++)
 		argl[i] = strlen(argv[i]);
-	r = redisCommandArgv(fl->c, 11, argv, argl);
-	if (r != NULL && r->type == REDIS_REPLY_ERROR &&
-	    strncmp(r->str, "NOSCRIPT", 8) == 0) {
-		freeReplyObject(r);
-		fl->have_sha = 0;
-		argv[0] = "EVAL";
-		argv[1] = limit_lua;
-		argl[0] = 4;
-		argl[1] = strlen(limit_lua);
-		r = redisCommandArgv(fl->c, 11, argv, argl);
-	}
+	/* Without a reload: a lost script is sent whole until the next
+	 * connection loads it. */
+	r = eval_script(
+	    fl->c, limit_lua, fl->sha, &fl->have_sha, 0, 11, argv, argl);
 	if (r == NULL) {
 		snprintf(why, sizeof(why), "redis: %s",
 		    fl->c->errstr[0] ? fl->c->errstr : "no answer");

@@ -11,6 +11,7 @@
 #include "atomic.h"
 #include "internal.h"
 #include "limit_shared.h"
+#include "proc.h"
 
 /* The hot paths inline the decision; the slow paths stay out of line. */
 #if defined(__GNUC__)
@@ -783,7 +784,7 @@ struct resil_bulkhead {
 	void *shmem;
 	uint64_t *counts;
 	uint64_t *sweep_at;
-	const resil__shm_proc *procs;
+	const resil__proc *procs;
 	uint64_t tag; /* our pid << 32 */
 	unsigned slot;
 	resil_limit_listener_fn listener;
@@ -941,17 +942,17 @@ resil_bulkhead_new(
 size_t
 resil__bulkhead_shared_size(void)
 {
-	return (2 + (size_t)RESIL__SHM_PROCS) * RESIL__CACHELINE;
+	return (2 + (size_t)RESIL__PROCS) * RESIL__CACHELINE;
 }
 
 resil_err
 resil__bulkhead_new_shared(resil_bulkhead **out,
     const resil_bulkhead_config *cfg, void *mem, bool init,
-    const resil__shm_proc *procs, unsigned slot, resil_diag *diag)
+    const resil__proc *procs, unsigned slot, resil_diag *diag)
 {
 	resil_err err;
 
-	if (mem == NULL || procs == NULL || slot >= RESIL__SHM_PROCS)
+	if (mem == NULL || procs == NULL || slot >= RESIL__PROCS)
 		return resil__diagf(
 		    diag, RESIL_E_INVAL, "bulkhead: no shared memory");
 	err = bh_create(out, cfg, mem, init, diag);
@@ -980,7 +981,7 @@ bh_shared_sum(const resil_bulkhead *bh)
 	uint64_t n = 0, w;
 	unsigned i;
 
-	for (i = 0; i < RESIL__SHM_PROCS; i++) {
+	for (i = 0; i < RESIL__PROCS; i++) {
 		w = resil__load64(&bh->counts[i * BH_LINE_WORDS]);
 		if ((w & UINT32_MAX) != 0 && !bh_stale(bh, i, w))
 			n += w & UINT32_MAX;
@@ -989,15 +990,14 @@ bh_shared_sum(const resil_bulkhead *bh)
 }
 
 uint32_t
-resil__bulkhead_shared_reap(
-    void *mem, const resil__shm_proc *procs, unsigned skip)
+resil__bulkhead_shared_reap(void *mem, const resil__proc *procs, unsigned skip)
 {
 	uint64_t *counts =
 	    (uint64_t *)(void *)((char *)mem + 2 * RESIL__CACHELINE);
 	uint32_t got = 0;
 	unsigned i;
 
-	for (i = 0; i < RESIL__SHM_PROCS; i++) {
+	for (i = 0; i < RESIL__PROCS; i++) {
 		uint64_t *cw = &counts[i * BH_LINE_WORDS];
 		uint64_t w = resil__load64(cw);
 
@@ -1007,7 +1007,7 @@ resil__bulkhead_shared_reap(
 		 * same start time) that wrote it keeps it. A new owner
 		 * writes its own tag, so the CAS fails for it. */
 		if ((w >> 32) == resil__load64(&procs[i].pid) &&
-		    resil__shm_proc_alive(procs, i))
+		    resil__proc_alive(procs, i))
 			continue;
 		if (resil__cas64(cw, w, 0))
 			got += (uint32_t)(w & UINT32_MAX);

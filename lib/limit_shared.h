@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "breaker_shared.h"
+#include "proc.h"
 
 /* Bytes of region memory (a 64-byte multiple) a shared rate limiter's
  * state needs: the GCRA word and its time bases. */
@@ -40,13 +40,13 @@ size_t resil__bulkhead_shared_size(void);
  */
 resil_err resil__bulkhead_new_shared(resil_bulkhead **out,
     const resil_bulkhead_config *cfg, void *mem, bool init,
-    const resil__shm_proc *procs, unsigned slot, resil_diag *diag);
+    const resil__proc *procs, unsigned slot, resil_diag *diag);
 
 /* Give back the slots held by processes found dead (or whose process
  * slot now belongs to another process) in the shared bulkhead at mem;
  * returns how many calls in flight were reclaimed. skip: a slot not to
- * look at (the caller's own), or RESIL__SHM_PROCS. */
+ * look at (the caller's own), or RESIL__PROCS. */
 uint32_t resil__bulkhead_shared_reap(
-    void *mem, const resil__shm_proc *procs, unsigned skip);
+    void *mem, const resil__proc *procs, unsigned skip);
 
 #endif /* RESIL_LIMIT_SHARED_H */

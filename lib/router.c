@@ -68,8 +68,9 @@ valch(char c)
 	    c != '!' && c != '>';
 }
 
+/* Free n conditions in an array of cap. */
 static void
-conds_free(const resil_allocator *a, cond *c, size_t n)
+conds_free(const resil_allocator *a, cond *c, size_t n, size_t cap)
 {
 	size_t i;
 
@@ -78,7 +79,43 @@ conds_free(const resil_allocator *a, cond *c, size_t n)
 	for (i = 0; i < n; i++)
 		if (c[i].vals != NULL)
 			resil__free(a, c[i].vals, c[i].nvals * sizeof(span));
-	resil__free(a, c, n * sizeof(*c));
+	resil__free(a, c, cap * sizeof(*c));
+}
+
+/* p (n elements of elem bytes in use, room for *cap) moved to twice the
+ * room (2 at first); NULL when out of memory, p unchanged. */
+static void *
+grow(const resil_allocator *a, void *p, size_t *cap, size_t n, size_t elem)
+{
+	size_t nc = *cap == 0 ? 2 : *cap * 2;
+	void *np = resil__calloc(a, nc * elem);
+
+	if (np == NULL)
+		return NULL;
+	if (p != NULL) {
+		memcpy(np, p, n * elem);
+		resil__free(a, p, *cap * elem);
+	}
+	*cap = nc;
+	return np;
+}
+
+/* p moved to room for exactly its n elements, so that free knows the
+ * size; NULL when out of memory, p unchanged. */
+static void *
+fit(const resil_allocator *a, void *p, size_t *cap, size_t n, size_t elem)
+{
+	void *np;
+
+	if (*cap == n)
+		return p;
+	np = resil__alloc(a, n * elem);
+	if (np == NULL)
+		return NULL;
+	memcpy(np, p, n * elem);
+	resil__free(a, p, *cap * elem);
+	*cap = n;
+	return np;
 }
 
 #define PERR(col, ...) perr(diag, text, (col), __VA_ARGS__)
@@ -99,14 +136,136 @@ perr(resil_diag *diag, const char *text, size_t col, const char *fmt, ...)
 	    "condition \"%s\" at column %zu: %s", text, col, what);
 }
 
-/* Parse one side, text[from..to), into *out. */
+/* The key of a condition at text[*at..to) into c: a word, or
+ * arguments[N] (before '=>' only). */
+static resil_err
+parse_key(const char *text, size_t *at, size_t to, int when, cond *c,
+    resil_diag *diag)
+{
+	size_t i = *at, k = 10, col;
+	long v = 0;
+
+	if (i == to || !keych(text[i]))
+		return PERR(i + 1, "expected a key");
+	c->key.p = text + i;
+	while (i < to && keych(text[i]))
+		i++;
+	c->key.n = (size_t)(text + i - c->key.p);
+	*at = i;
+	col = (size_t)(c->key.p - text) + 1;
+	if (!(c->key.n > 10 && memcmp(c->key.p, "arguments[", 10) == 0)) {
+		if (memchr(c->key.p, '[', c->key.n) != NULL ||
+		    memchr(c->key.p, ']', c->key.n) != NULL)
+			return PERR(
+			    col, "'[' is only allowed in arguments[N]");
+		return RESIL_OK;
+	}
+	if (c->key.p[c->key.n - 1] != ']' || k == c->key.n - 1)
+		return PERR(col, "expected arguments[N]");
+	for (; k < c->key.n - 1; k++) {
+		if (c->key.p[k] < '0' || c->key.p[k] > '9' || v > 10000)
+			return PERR(col + k,
+			    "argument index is not a number in 0..10000");
+		v = v * 10 + (c->key.p[k] - '0');
+	}
+	if (!when)
+		return PERR(col, "arguments[] can only be tested before '=>'");
+	c->argi = v;
+	return RESIL_OK;
+}
+
+/* The values of a condition, after its '=' or '!=' at text[*at..to), into
+ * c->vals (exactly c->nvals of them; freed here on error). */
+static resil_err
+parse_values(const resil_allocator *a, const char *text, size_t *at, size_t to,
+    cond *c, resil_diag *diag)
+{
+	size_t i = *at, vcap = 0;
+	resil_err err;
+	span v, *nv;
+
+	for (;;) {
+		while (i < to && sp(text[i]))
+			i++;
+		if (i == to || !valch(text[i])) {
+			err = PERR(i + 1, "expected a value after '%s'",
+			    c->nvals == 0 ? (c->neg ? "!=" : "=") : ",");
+			goto fail;
+		}
+		v.p = text + i;
+		while (i < to && valch(text[i]))
+			i++;
+		v.n = (size_t)(text + i - v.p);
+		if (c->nvals == vcap) {
+			nv = grow(a, c->vals, &vcap, c->nvals, sizeof(span));
+			if (nv == NULL) {
+				err = RESIL_E_NOMEM;
+				goto fail;
+			}
+			c->vals = nv;
+		}
+		c->vals[c->nvals++] = v;
+		while (i < to && sp(text[i]))
+			i++;
+		if (i < to && text[i] == ',') {
+			i++;
+			continue;
+		}
+		break;
+	}
+	if ((nv = fit(a, c->vals, &vcap, c->nvals, sizeof(span))) == NULL) {
+		err = RESIL_E_NOMEM;
+		goto fail;
+	}
+	c->vals = nv;
+	*at = i;
+	return RESIL_OK;
+fail:
+	if (c->vals != NULL)
+		resil__free(a, c->vals, vcap * sizeof(span));
+	c->vals = NULL;
+	return err;
+}
+
+/* One condition, `key = v1,v2` or `key != v`, at text[*at..to) into *c. */
+static resil_err
+parse_cond(const resil_allocator *a, const char *text, size_t *at, size_t to,
+    int when, cond *c, resil_diag *diag)
+{
+	size_t i = *at;
+	resil_err err;
+
+	memset(c, 0, sizeof(*c));
+	c->argi = -1;
+	while (i < to && sp(text[i]))
+		i++;
+	if ((err = parse_key(text, &i, to, when, c, diag)) != RESIL_OK)
+		return err;
+	while (i < to && sp(text[i]))
+		i++;
+	if (i < to && text[i] == '=') {
+		i++;
+	} else if (i + 1 < to && text[i] == '!' && text[i + 1] == '=') {
+		c->neg = 1;
+		i += 2;
+	} else {
+		return PERR(i + 1, "expected '=' or '!=' after '%.*s'",
+		    (int)c->key.n, c->key.p);
+	}
+	if ((err = parse_values(a, text, &i, to, c, diag)) != RESIL_OK)
+		return err;
+	*at = i;
+	return RESIL_OK;
+}
+
+/* Parse one side, text[from..to), into *out: conditions joined by '&'. */
 static resil_err
 parse_side(const resil_allocator *a, const char *text, size_t from, size_t to,
     int when, cond **out, size_t *nout, resil_diag *diag)
 {
 	size_t i = from, n = 0, cap = 0;
-	cond *cs = NULL;
-	resil_err err = RESIL_OK;
+	cond *cs = NULL, *ncs, c;
+	resil_err err;
 
 	while (i < to && sp(text[i]))
 		i++;
@@ -116,130 +275,17 @@ parse_side(const resil_allocator *a, const char *text, size_t from, size_t to,
 		return RESIL_OK;
 	}
 	for (;;) {
-		cond c;
-		size_t vcap = 0;
-
-		memset(&c, 0, sizeof(c));
-		c.argi = -1;
-		while (i < to && sp(text[i]))
-			i++;
-		if (i == to || !keych(text[i])) {
-			err = PERR(i + 1, "expected a key");
+		if ((err = parse_cond(a, text, &i, to, when, &c, diag)) !=
+		    RESIL_OK)
 			goto fail;
-		}
-		c.key.p = text + i;
-		while (i < to && keych(text[i]))
-			i++;
-		c.key.n = (size_t)(text + i - c.key.p);
-		if (c.key.n > 10 && memcmp(c.key.p, "arguments[", 10) == 0) {
-			size_t k = 10;
-			long v = 0;
-			if (c.key.p[c.key.n - 1] != ']' || k == c.key.n - 1) {
-				err = PERR((size_t)(c.key.p - text) + 1,
-				    "expected arguments[N]");
-				goto fail;
-			}
-			for (; k < c.key.n - 1; k++) {
-				if (c.key.p[k] < '0' || c.key.p[k] > '9' ||
-				    v > 10000) {
-					err = PERR(
-					    (size_t)(c.key.p - text) + k + 1,
-					    "argument index is not a number "
-					    "in 0..10000");
-					goto fail;
-				}
-				v = v * 10 + (c.key.p[k] - '0');
-			}
-			if (!when) {
-				err = PERR((size_t)(c.key.p - text) + 1,
-				    "arguments[] can only be tested before "
-				    "'=>'");
-				goto fail;
-			}
-			c.argi = v;
-		} else if (memchr(c.key.p, '[', c.key.n) != NULL ||
-		    memchr(c.key.p, ']', c.key.n) != NULL) {
-			err = PERR((size_t)(c.key.p - text) + 1,
-			    "'[' is only allowed in arguments[N]");
-			goto fail;
-		}
-		while (i < to && sp(text[i]))
-			i++;
-		if (i < to && text[i] == '=') {
-			i++;
-		} else if (i + 1 < to && text[i] == '!' &&
-		    text[i + 1] == '=') {
-			c.neg = 1;
-			i += 2;
-		} else {
-			err = PERR(i + 1, "expected '=' or '!=' after '%.*s'",
-			    (int)c.key.n, c.key.p);
-			goto fail;
-		}
-		for (;;) {
-			span v;
-			while (i < to && sp(text[i]))
-				i++;
-			if (i == to || !valch(text[i])) {
-				err = PERR(i + 1,
-				    "expected a value after '%s'",
-				    c.nvals == 0 ? (c.neg ? "!=" : "=") : ",");
-				goto fail_c;
-			}
-			v.p = text + i;
-			while (i < to && valch(text[i]))
-				i++;
-			v.n = (size_t)(text + i - v.p);
-			if (c.nvals == vcap) {
-				size_t nc = vcap == 0 ? 2 : vcap * 2;
-				span *nv = resil__alloc(a, nc * sizeof(span));
-				if (nv == NULL) {
-					err = RESIL_E_NOMEM;
-					goto fail_c;
-				}
-				if (c.vals != NULL) {
-					memcpy(nv, c.vals,
-					    c.nvals * sizeof(span));
-					resil__free(
-					    a, c.vals, vcap * sizeof(span));
-				}
-				c.vals = nv;
-				vcap = nc;
-			}
-			c.vals[c.nvals++] = v;
-			while (i < to && sp(text[i]))
-				i++;
-			if (i < to && text[i] == ',') {
-				i++;
-				continue;
-			}
-			break;
-		}
-		/* Shrink to the exact size so that free knows it. */
-		if (vcap != c.nvals) {
-			span *nv = resil__alloc(a, c.nvals * sizeof(span));
-			if (nv == NULL) {
-				err = RESIL_E_NOMEM;
-				goto fail_c;
-			}
-			memcpy(nv, c.vals, c.nvals * sizeof(span));
-			resil__free(a, c.vals, vcap * sizeof(span));
-			c.vals = nv;
-		}
 		if (n == cap) {
-			size_t nc = cap == 0 ? 2 : cap * 2;
-			cond *ncs = resil__calloc(a, nc * sizeof(*ncs));
+			ncs = grow(a, cs, &cap, n, sizeof(*cs));
 			if (ncs == NULL) {
 				resil__free(a, c.vals, c.nvals * sizeof(span));
 				err = RESIL_E_NOMEM;
 				goto fail;
 			}
-			if (cs != NULL) {
-				memcpy(ncs, cs, n * sizeof(*cs));
-				resil__free(a, cs, cap * sizeof(*cs));
-			}
 			cs = ncs;
-			cap = nc;
 		}
 		cs[n++] = c;
 		if (i == to)
@@ -250,33 +296,16 @@ parse_side(const resil_allocator *a, const char *text, size_t from, size_t to,
 			goto fail;
 		}
 		i++;
-		continue;
-	fail_c:
-		if (c.vals != NULL)
-			resil__free(a, c.vals, vcap * sizeof(span));
+	}
+	if ((ncs = fit(a, cs, &cap, n, sizeof(*cs))) == NULL) {
+		err = RESIL_E_NOMEM;
 		goto fail;
 	}
-	/* Exact size for free. */
-	if (cap != n) {
-		cond *ncs = resil__alloc(a, n * sizeof(*ncs));
-		if (ncs == NULL) {
-			err = RESIL_E_NOMEM;
-			goto fail;
-		}
-		memcpy(ncs, cs, n * sizeof(*cs));
-		resil__free(a, cs, cap * sizeof(*cs));
-		cs = ncs;
-	}
-	*out = cs;
+	*out = ncs;
 	*nout = n;
 	return RESIL_OK;
 fail:
-	if (cs != NULL) {
-		size_t k;
-		for (k = 0; k < n; k++)
-			resil__free(a, cs[k].vals, cs[k].nvals * sizeof(span));
-		resil__free(a, cs, cap * sizeof(*cs));
-	}
+	conds_free(a, cs, n, cap);
 	return err;
 }
 
@@ -354,8 +383,8 @@ resil_condition_free(resil_condition *c)
 {
 	if (c == NULL)
 		return;
-	conds_free(c->a, c->when, c->nwhen);
-	conds_free(c->a, c->then, c->nthen);
+	conds_free(c->a, c->when, c->nwhen, c->nwhen);
+	conds_free(c->a, c->then, c->nthen, c->nthen);
 	resil__strfree(c->a, c->text);
 	resil__free(c->a, c, sizeof(*c));
 }

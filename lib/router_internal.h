@@ -1,8 +1,14 @@
-/* The router chain's internal entry points (lib/router.c). */
+/*
+ * Private: the routers' room (lib/router.c). The router chain over a
+ * directory snapshot into a view (lib/directory_internal.h); the selector
+ * above runs it. Never installed.
+ */
 #ifndef RESIL_ROUTER_INTERNAL_H
 #define RESIL_ROUTER_INTERNAL_H
 
-#include "cluster_internal.h"
+#include <resil/router.h>
+
+#include "directory_internal.h"
 
 typedef struct resil__route_cfg {
 	const char *local_zone;
@@ -43,4 +49,5 @@ void resil__no_provider(const resil__route_cfg *cfg, const char *service,
 /* Change a parsed rule's force flag (the configuration text sets it with
  * a separate key). */
 void resil__condition_set_force(resil_condition *c, int force);
-#endif
+
+#endif /* RESIL_ROUTER_INTERNAL_H */

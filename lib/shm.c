@@ -5,7 +5,7 @@
  *
  *   head     magic, layout, fingerprint, size, capacity, ready flag,
  *            the entry-table lock, the bump allocator's next offset
- *   procs    64 process slots {pid, start time}
+ *   procs    64 process slots {pid, start time} (lib/proc.c's table)
  *   entries  max_entries {name, kind, layout of the breaker, offset}
  *   data     each breaker's state (lib/breaker.c's shared layout), rate
  *            limiter's or bulkhead's (lib/limit.c's, limit_shared.h)
@@ -21,9 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -33,6 +31,7 @@
 #include "breaker_shared.h"
 #include "internal.h"
 #include "limit_shared.h"
+#include "proc.h"
 
 #define SHM_MAGIC "RESILSHM"
 #define NAME_MAX_REGION 200u
@@ -78,7 +77,7 @@ struct resil_shm {
 	void *base;
 	size_t bytes;
 	shm_head *head;
-	resil__shm_proc *procs;
+	resil__proc *procs;
 	shm_entry *entries;
 	unsigned slot;
 };
@@ -92,7 +91,7 @@ fingerprint(void)
 
 	resil_breaker_config_init(&ref);
 	fp = (uint64_t)sizeof(shm_head) | (uint64_t)sizeof(shm_entry) << 12 |
-	    (uint64_t)sizeof(resil__shm_proc) << 24 |
+	    (uint64_t)sizeof(resil__proc) << 24 |
 	    (uint64_t)resil__breaker_shared_size(&ref) << 32;
 	/* The limiters' layouts, mixed in (FNV-1a style). */
 	fp = (fp ^ resil__ratelimit_shared_size()) * UINT64_C(0x100000001b3);
@@ -109,7 +108,7 @@ procs_offset(void)
 static size_t
 entries_offset(void)
 {
-	return procs_offset() + RESIL__SHM_PROCS * sizeof(resil__shm_proc);
+	return procs_offset() + RESIL__PROCS * sizeof(resil__proc);
 }
 
 static size_t
@@ -141,54 +140,6 @@ name_ok(const char *name, size_t max)
 	return true;
 }
 
-/* The start time of process pid (field 22 of /proc/PID/stat), 0 if it
- * cannot be read. */
-static uint64_t
-proc_start(uint64_t pid)
-{
-	char path[64], buf[1024], *p;
-	unsigned long long start = 0;
-	FILE *f;
-	size_t n;
-	int field;
-
-	snprintf(
-	    path, sizeof(path), "/proc/%llu/stat", (unsigned long long)pid);
-	f = fopen(path, "r");
-	if (f == NULL)
-		return 0;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	/* The command name may hold blanks and parentheses: count fields
-	 * from the last ')'. */
-	p = strrchr(buf, ')');
-	if (p == NULL)
-		return 0;
-	for (field = 2; field < 22 && p != NULL; field++)
-		p = strchr(p + 1, ' ');
-	if (p != NULL)
-		start = strtoull(p + 1, NULL, 10);
-	return start;
-}
-
-bool
-resil__shm_proc_alive(const resil__shm_proc *procs, unsigned i)
-{
-	uint64_t pid, start;
-
-	if (i >= RESIL__SHM_PROCS)
-		return false;
-	pid = resil__load64(&procs[i].pid);
-	if (pid == 0)
-		return false;
-	if (kill((pid_t)pid, 0) != 0 && errno == ESRCH)
-		return false;
-	start = resil__load64(&procs[i].start);
-	/* A pid now used by another process is not the one that died. */
-	return start == 0 || proc_start(pid) == start;
-}
-
 static void
 table_lock(resil_shm *shm)
 {
@@ -202,7 +153,7 @@ table_lock(resil_shm *shm)
 		if (++rounds % 1024 == 0) {
 			sched_yield();
 			if (cur != 0 &&
-			    !resil__shm_proc_alive(
+			    !resil__proc_alive(
 			        shm->procs, (unsigned)cur - 1) &&
 			    resil__cas64(&shm->head->lock, cur, mine))
 				return; /* its holder died */
@@ -262,8 +213,7 @@ map_region(resil_shm *shm, int fd, bool create, const resil_shm_config *c,
 	shm->base = base;
 	shm->bytes = bytes;
 	shm->head = base;
-	shm->procs =
-	    (resil__shm_proc *)(void *)((char *)base + procs_offset());
+	shm->procs = (resil__proc *)(void *)((char *)base + procs_offset());
 	shm->entries = (shm_entry *)(void *)((char *)base + entries_offset());
 	if (create) {
 		shm_head *h = shm->head;
@@ -314,30 +264,25 @@ map_region(resil_shm *shm, int fd, bool create, const resil_shm_config *c,
  * over from a dead process must not inherit them. */
 static void clear_slot_announcements(resil_shm *shm, unsigned i);
 
+/* Take a process slot (lib/proc.c's claim); one taken over from a dead
+ * process is cleared of what it left in the region's breakers. */
 static resil_err
 claim_slot(resil_shm *shm, resil_diag *diag)
 {
-	uint64_t me = (uint64_t)getpid(), pid;
+	uint64_t prev;
 	unsigned i;
 
-	for (i = 0; i < RESIL__SHM_PROCS; i++) {
-		pid = resil__load64(&shm->procs[i].pid);
-		if (pid != 0 && resil__shm_proc_alive(shm->procs, i))
-			continue;
-		if (!resil__cas64(&shm->procs[i].pid, pid, me))
-			continue;
-		resil__store64(&shm->procs[i].start, proc_start(me));
-		shm->slot = i;
-		if (pid != 0) {
-			table_lock(shm);
-			clear_slot_announcements(shm, i);
-			table_unlock(shm);
-		}
-		return RESIL_OK;
+	if (!resil__proc_claim(shm->procs, &i, &prev))
+		return resil__diagf(diag, RESIL_E_LIMITED,
+		    "shm: all %u process slots are taken by live processes",
+		    (unsigned)RESIL__PROCS);
+	shm->slot = i;
+	if (prev != 0) {
+		table_lock(shm);
+		clear_slot_announcements(shm, i);
+		table_unlock(shm);
 	}
-	return resil__diagf(diag, RESIL_E_LIMITED,
-	    "shm: all %u process slots are taken by live processes",
-	    (unsigned)RESIL__SHM_PROCS);
+	return RESIL_OK;
 }
 
 resil_err
@@ -418,8 +363,7 @@ resil_shm_close(resil_shm *shm)
 
 	if (shm == NULL)
 		return;
-	resil__store64(&shm->procs[shm->slot].start, 0);
-	resil__store64(&shm->procs[shm->slot].pid, 0);
+	resil__proc_release(shm->procs, shm->slot);
 	munmap(shm->base, shm->bytes);
 	a = shm->alloc;
 	resil__free(&a, shm, sizeof(*shm));

@@ -1,14 +1,15 @@
 /*
- * Private structures shared by the directory, router, balance and selector
- * sources. Never installed.
+ * Private: the directory's room (lib/directory.c). Endpoints, the
+ * snapshots that hold them, and views (candidate lists over a snapshot),
+ * with their functions. The routers, balancers and selector above read
+ * these; nothing here names them. Never installed.
  */
-#ifndef RESIL_CLUSTER_INTERNAL_H
-#define RESIL_CLUSTER_INTERNAL_H
+#ifndef RESIL_DIRECTORY_INTERNAL_H
+#define RESIL_DIRECTORY_INTERNAL_H
 
-#include <resil/balance.h>
+#include <resil/breaker.h>
 #include <resil/clock.h>
 #include <resil/directory.h>
-#include <resil/router.h>
 
 #include "atomic.h"
 #include "epoch.h"
@@ -93,11 +94,17 @@ int resil__ep_ejected(resil__endpoint *ep, uint64_t now);
 /* The breaker would give a permit now (no breaker: yes). */
 int resil__ep_breaker_admits(resil__endpoint *ep);
 
-/* Outcome of one call to ep, at now, picked by a balancer of kind: a
- * PEAKEWMA pick feeds the latency EWMA (decay tau), a SHORTEST one the
- * success window (slide). */
+/* What an outcome feeds besides outlier detection (resil__ep_report's
+ * feeds): the latency EWMA (PeakEWMA balancing), the success window
+ * (shortest-response balancing). */
+#define RESIL__EP_EWMA 1u
+#define RESIL__EP_WINDOW 2u
+
+/* Outcome of one call to ep, at now: RESIL__EP_EWMA in feeds takes it as
+ * a latency sample (decay tau), RESIL__EP_WINDOW a success into the
+ * window (slide). */
 void resil__ep_report(resil__endpoint *ep, resil_outcome outcome,
-    uint64_t duration, uint64_t now, resil_lb_kind kind, uint64_t tau,
+    uint64_t duration, uint64_t now, unsigned feeds, uint64_t tau,
     uint64_t slide);
 
 /* PeakEWMA cost at now; default_rtt when never observed. */
@@ -127,31 +134,14 @@ typedef struct resil__view {
 /* Fill v's sums and sig from v->idx and v->w. */
 void resil__view_finish(resil__view *v);
 
-/* One method's balancer. */
-typedef struct resil__lb {
-	resil_balance_config cfg;
-	const resil_allocator *a;
-	resil__epoch *epoch; /* the directory's, for the ring */
-	resil__spinlock lock;
-	uint64_t rr_version;
-	size_t rr_n;
-	uint64_t *rr_ids;
-	int64_t *rr_cur;
-	/* Hash rings of the last RESIL__RINGS candidate sets (atomic), so
-	 * that requests routed to different sets (tags, conditions) do not
-	 * rebuild one ring back and forth. */
-#define RESIL__RINGS 4
-	void *rings[RESIL__RINGS];
-	unsigned ring_next; /* under lock */
-} resil__lb;
+/* SplitMix64's finaliser: the view's identity, and the balancers'
+ * hashes. */
+static inline uint64_t
+resil__mix64(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+	return z ^ (z >> 31);
+}
 
-void resil__lb_init(resil__lb *lb, const resil_balance_config *cfg,
-    const resil_allocator *a, resil__epoch *epoch);
-void resil__lb_deinit(resil__lb *lb);
-
-/* Choose one of v (n >= 1) into *out (a position in v). */
-resil_err resil__lb_pick(resil__lb *lb, const resil__view *v,
-    const resil_request *req, const resil_random *rnd, uint64_t now,
-    size_t *out, resil_diag *diag);
-
-#endif
+#endif /* RESIL_DIRECTORY_INTERNAL_H */
