@@ -20,17 +20,39 @@
 /* ---- backends ----------------------------------------------------------
  *
  * open() starts the subscription in the background and returns at once;
- * from then on the backend may call the deliveries below from any thread
+ * from then on the backend may call the sink's deliveries from any thread
  * of its own, until close() returns. tick() runs on the source's thread
  * after every wake-up (work a backend's own threads must not do, such as
  * replacing an expired session) and returns the ns until it wants to run
  * again, 0 for "only when woken".
+ *
+ * The core (lib/source.c) names its backends; a backend names nothing of
+ * the core: what it tells the core goes through the sink it is given, so
+ * the arrow between the two rooms points one way.
  */
+typedef struct resil__source_sink {
+	/* A list of category cat as the registry has it now (names as the
+	 * registry stores them: URL-encoded), received after a watch fired
+	 * at fired_ns (system clock). Copied; the latest list of a category
+	 * replaces one not yet applied. */
+	void (*deliver)(resil_source *src, int cat, const char *const *names,
+	    size_t n, uint64_t fired_ns);
+	/* A change of the session (CONNECTED, DISCONNECTED, EXPIRED) or an
+	 * ERROR, with a message; reported by the source's thread. */
+	void (*notify)(
+	    resil_source *src, resil_source_event_type type, const char *msg);
+	/* One more session made (stats). */
+	void (*session_made)(resil_source *src);
+	/* Wake the source's thread (tick() is due). */
+	void (*wake)(resil_source *src);
+} resil__source_sink;
+
 typedef struct resil__source_where {
 	const char *hosts;             /* "h1:2181,h2:2181" */
 	const char *path[RESIL__NCAT]; /* "/dubbo/<service>/providers", ... */
 	uint32_t session_timeout_ms;
 	const resil_allocator *alloc;
+	const resil__source_sink *sink; /* outlives the backend */
 } resil__source_where;
 
 typedef struct resil__source_backend {
@@ -39,31 +61,13 @@ typedef struct resil__source_backend {
 	    void **state, resil_diag *diag);
 	uint64_t (*tick)(void *state);
 	void (*close)(void *state);
+	/* The session's id and its 16-byte password, for the expiry trick
+	 * of the tests (resil__source_zk_session): 0, or -1 when no session
+	 * is up. NULL for a backend without sessions. */
+	int (*session)(void *state, int64_t *id, char *passwd);
 } resil__source_backend;
 
 extern const resil__source_backend resil__source_zookeeper;
-
-/* The ZooKeeper backend's session id and password (for
- * resil__source_zk_session). */
-int resil__zk_session(void *state, int64_t *id, char *passwd);
-
-/* A list of category cat as the registry has it now (names as the
- * registry stores them: URL-encoded), received after a watch fired at
- * fired_ns (system clock). Copied; the latest list of a category
- * replaces one not yet applied. */
-void resil__source_deliver(resil_source *src, int cat,
-    const char *const *names, size_t n, uint64_t fired_ns);
-
-/* A change of the session (CONNECTED, DISCONNECTED, EXPIRED) or an
- * ERROR, with a message; reported by the source's thread. */
-void resil__source_notify(
-    resil_source *src, resil_source_event_type type, const char *msg);
-
-/* One more session made (stats). */
-void resil__source_session_made(resil_source *src);
-
-/* Wake the source's thread (tick() is due). */
-void resil__source_wake(resil_source *src);
 
 /* ---- Dubbo's URLs ------------------------------------------------------ */
 
