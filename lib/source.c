@@ -48,8 +48,12 @@ typedef struct entry {
 
 #define EVQ 32
 
-struct resil_source {
+struct resil_registry_source {
 	resil_allocator a;
+	/* The caller's allocator itself (NULL: malloc's), for the rules
+	 * given to the selector: a rule keeps its allocator's address and
+	 * the selector frees it, after the source is gone too. */
+	const resil_allocator *rule_alloc;
 	resil_clock clk;
 	resil_clock wall;
 	resil_source_config cfg; /* strings are the copies below */
@@ -107,7 +111,7 @@ sys_now(void)
 }
 
 static int64_t
-wall_ms(resil_source *src)
+wall_ms(resil_registry_source *src)
 {
 	return (int64_t)(resil_clock_now(&src->wall) / RESIL_NS_PER_MS);
 }
@@ -116,8 +120,8 @@ wall_ms(resil_source *src)
  */
 
 static void
-emit(resil_source *src, resil_source_event_type type, const char *node,
-    const char *msg, size_t count)
+emit(resil_registry_source *src, resil_source_event_type type,
+    const char *node, const char *msg, size_t count)
 {
 	resil_source_event ev;
 
@@ -152,7 +156,7 @@ emit(resil_source *src, resil_source_event_type type, const char *node,
 }
 
 void
-resil_source_get_stats(resil_source *src, resil_source_stats *out)
+resil_source_get_stats(resil_registry_source *src, resil_source_stats *out)
 {
 	if (src == NULL || out == NULL)
 		return;
@@ -219,8 +223,8 @@ entry_free(const resil_allocator *a, entry *e)
 /* Parse one node; NULL for out of memory. Events for what is not a
  * candidate or was repaired are sent here, once per node. */
 static entry *
-entry_new(resil_source *src, const char *name, int decoded, uint64_t now,
-    int64_t wms, int *nomem)
+entry_new(resil_registry_source *src, const char *name, int decoded,
+    uint64_t now, int64_t wms, int *nomem)
 {
 	const resil_allocator *a = &src->a;
 	entry *e = resil__calloc(a, sizeof(*e));
@@ -310,7 +314,7 @@ by_name(const void *x, const void *y)
 }
 
 static void
-set_failed(resil_source *src, int cat, list *l)
+set_failed(resil_registry_source *src, int cat, list *l)
 {
 	list_free(&src->a, src->failed[cat]);
 	src->failed[cat] = l;
@@ -319,7 +323,7 @@ set_failed(resil_source *src, int cat, list *l)
 }
 
 static void
-keep_saved(resil_source *src, int cat, list *l)
+keep_saved(resil_registry_source *src, int cat, list *l)
 {
 	list_free(&src->a, src->saved[cat]);
 	src->saved[cat] = l;
@@ -331,7 +335,7 @@ keep_saved(resil_source *src, int cat, list *l)
  * the old one it still lists and freeing the rest. 0, or -1 for out of
  * memory (the table then holds what was parsed). */
 static int
-retable(resil_source *src, const list *l, uint64_t now, int64_t wms)
+retable(resil_registry_source *src, const list *l, uint64_t now, int64_t wms)
 {
 	const resil_allocator *resil__a = &src->a;
 	entry *ntab = NULL, *e, *tmp;
@@ -376,7 +380,8 @@ retable(resil_source *src, const list *l, uint64_t now, int64_t wms)
  * array of *nok, to free) holds the *nkept chosen first. -1 for out of
  * memory. */
 static int
-one_per_address(resil_source *src, eref **ok, size_t *nok, size_t *nkept)
+one_per_address(
+    resil_registry_source *src, eref **ok, size_t *nok, size_t *nkept)
 {
 	entry *e;
 	size_t i, n = 0, kept = 0;
@@ -423,8 +428,8 @@ one_per_address(resil_source *src, eref **ok, size_t *nok, size_t *nkept)
 /* Push the kept providers: RESIL_OK, or the directory's refusal (said
  * in *diag); *nprov counts the non-mock ones. */
 static resil_err
-push_kept(resil_source *src, const eref *ok, size_t nkept, size_t *nprov,
-    resil_diag *diag)
+push_kept(resil_registry_source *src, const eref *ok, size_t nkept,
+    size_t *nprov, resil_diag *diag)
 {
 	resil_endpoint_spec *specs = NULL;
 	resil_err err;
@@ -445,7 +450,7 @@ push_kept(resil_source *src, const eref *ok, size_t nkept, size_t *nprov,
 }
 
 static void
-count_push(resil_source *src, const list *l, size_t nkept)
+count_push(resil_registry_source *src, const list *l, size_t nkept)
 {
 	uint64_t took = sys_now() - l->fired;
 
@@ -460,7 +465,7 @@ count_push(resil_source *src, const list *l, size_t nkept)
 
 /* Apply a provider list (owned: kept for the file, or freed). */
 static void
-apply_providers(resil_source *src, list *l)
+apply_providers(resil_registry_source *src, list *l)
 {
 	uint64_t before_v, after_v;
 	eref *ok = NULL;
@@ -551,7 +556,7 @@ give_rules(
 /* Parse entry i of l into *it: 1 when it is a rule, 0 when it is not (an
  * event says why), -1 for out of memory. */
 static int
-route_item(resil_source *src, const list *l, size_t i, rule_item *it)
+route_item(resil_registry_source *src, const list *l, size_t i, rule_item *it)
 {
 	const resil_allocator *a = &src->a;
 	char *dec = NULL, *rule = NULL;
@@ -600,7 +605,8 @@ route_item(resil_source *src, const list *l, size_t i, rule_item *it)
 		    dec, why.msg, 0);
 		goto done;
 	}
-	err = resil_condition_parse(&it->c, rule, force, &src->a, &why);
+	err =
+	    resil_condition_parse(&it->c, rule, force, src->rule_alloc, &why);
 	resil__strfree(a, rule);
 	if (err == RESIL_E_NOMEM)
 		r = -1;
@@ -620,7 +626,7 @@ done:
  * routes off), the outcome said in msg: RESIL_OK, or the selector's
  * error (said in *why), the rules freed in every case. */
 static resil_err
-hand_rules(resil_source *src, rule_ptr *rules, size_t n, char *msg,
+hand_rules(resil_registry_source *src, rule_ptr *rules, size_t n, char *msg,
     size_t msglen, resil_diag *why)
 {
 	size_t i;
@@ -653,7 +659,7 @@ hand_rules(resil_source *src, rule_ptr *rules, size_t n, char *msg,
 }
 
 static void
-apply_routes(resil_source *src, list *l)
+apply_routes(resil_registry_source *src, list *l)
 {
 	const resil_allocator *a = &src->a;
 	rule_item *items = NULL;
@@ -715,7 +721,7 @@ oom:
 }
 
 static void
-apply(resil_source *src, int cat, list *l)
+apply(resil_registry_source *src, int cat, list *l)
 {
 	if (cat == RESIL__CAT_PROVIDERS)
 		apply_providers(src, l);
@@ -727,7 +733,7 @@ apply(resil_source *src, int cat, list *l)
 
 /* The decoded entries of both lists, for the file. */
 static void
-save_file(resil_source *src)
+save_file(resil_registry_source *src)
 {
 	const resil_allocator *a = &src->a;
 	size_t n = 0, i, k = 0, c;
@@ -806,7 +812,7 @@ is_route_url(const resil_allocator *a, const char *url)
 }
 
 static void
-load_file(resil_source *src)
+load_file(resil_registry_source *src)
 {
 	const resil_allocator *a = &src->a;
 	char **urls = NULL, **part[RESIL__NCAT] = { NULL, NULL };
@@ -872,8 +878,8 @@ load_file(resil_source *src)
  */
 
 static void
-sink_deliver(resil_source *src, int cat, const char *const *names, size_t n,
-    uint64_t fired_ns)
+sink_deliver(resil_registry_source *src, int cat, const char *const *names,
+    size_t n, uint64_t fired_ns)
 {
 	list *l;
 
@@ -903,7 +909,8 @@ sink_deliver(resil_source *src, int cat, const char *const *names, size_t n,
 }
 
 static void
-sink_notify(resil_source *src, resil_source_event_type type, const char *msg)
+sink_notify(
+    resil_registry_source *src, resil_source_event_type type, const char *msg)
 {
 	pthread_mutex_lock(&src->smu);
 	if (type == RESIL_SOURCE_CONNECTED) {
@@ -929,7 +936,7 @@ sink_notify(resil_source *src, resil_source_event_type type, const char *msg)
 }
 
 static void
-sink_session_made(resil_source *src)
+sink_session_made(resil_registry_source *src)
 {
 	pthread_mutex_lock(&src->smu);
 	src->st.sessions++;
@@ -937,7 +944,7 @@ sink_session_made(resil_source *src)
 }
 
 static void
-sink_wake(resil_source *src)
+sink_wake(resil_registry_source *src)
 {
 	pthread_mutex_lock(&src->mu);
 	src->woken = 1;
@@ -958,7 +965,7 @@ static const resil__source_sink sink = {
 /* One turn: events, lists, retries, the backend's tick, the file. Returns
  * the ns until the next turn is due (0: none). */
 static uint64_t
-turn(resil_source *src, list **take, unsigned evn,
+turn(resil_registry_source *src, list **take, unsigned evn,
     const resil_source_event_type *evt, char (*evm)[192])
 {
 	uint64_t now, next = 0, t;
@@ -1009,7 +1016,7 @@ turn(resil_source *src, list **take, unsigned evn,
 static void *
 thread_main(void *arg)
 {
-	resil_source *src = arg;
+	resil_registry_source *src = arg;
 	resil_source_event_type evt[EVQ];
 	char evm[EVQ][192];
 	uint64_t next = 0;
@@ -1203,7 +1210,7 @@ resil_source_config_validate(const resil_source_config *cfg, resil_diag *diag)
 }
 
 static void
-free_strings(resil_source *src)
+free_strings(resil_registry_source *src)
 {
 	const resil_allocator *a = &src->a;
 	int c;
@@ -1222,7 +1229,7 @@ free_strings(resil_source *src)
 }
 
 static void
-release(resil_source *src)
+release(resil_registry_source *src)
 {
 	const resil_allocator *resil__a = &src->a;
 	entry *e, *tmp;
@@ -1311,8 +1318,8 @@ root_of(const resil_allocator *a, const char *root, const char *group)
 /* Copy the strings of cfg into src (cfg then points at the copies), the
  * service key and the paths. RESIL_E_NOMEM. */
 static resil_err
-copy_strings(
-    resil_source *src, const resil_source_config *cfg, const char *group)
+copy_strings(resil_registry_source *src, const resil_source_config *cfg,
+    const char *group)
 {
 	const resil_allocator *a = &src->a;
 
@@ -1358,8 +1365,8 @@ copy_strings(
 /* Open the backend and start the source's thread. On error nothing of
  * either is left. */
 static resil_err
-attach_backend(
-    resil_source *src, const resil_source_config *cfg, resil_diag *diag)
+attach_backend(resil_registry_source *src, const resil_source_config *cfg,
+    resil_diag *diag)
 {
 	resil__source_where w;
 	resil_err err;
@@ -1385,11 +1392,11 @@ attach_backend(
 }
 
 static resil_err
-create(resil_source **out, const resil_source_config *cfg, int attach,
+create(resil_registry_source **out, const resil_source_config *cfg, int attach,
     resil_diag *diag)
 {
 	const resil_allocator *a;
-	resil_source *src;
+	resil_registry_source *src;
 	char *scheme = NULL, *group = NULL;
 	pthread_condattr_t ca;
 	resil_err err;
@@ -1403,6 +1410,7 @@ create(resil_source **out, const resil_source_config *cfg, int attach,
 		return RESIL_E_NOMEM;
 	src->a = *a;
 	a = &src->a;
+	src->rule_alloc = cfg->alloc;
 	src->clk = cfg->clock != NULL ? *cfg->clock : *resil_clock_system();
 	/* A Dubbo provider's timestamp is wall-clock time. */
 	src->wall =
@@ -1443,21 +1451,21 @@ create(resil_source **out, const resil_source_config *cfg, int attach,
 }
 
 resil_err
-resil_source_new(
-    resil_source **out, const resil_source_config *cfg, resil_diag *diag)
+resil_source_new(resil_registry_source **out, const resil_source_config *cfg,
+    resil_diag *diag)
 {
 	return create(out, cfg, 1, diag);
 }
 
 resil_err
-resil__source_new_detached(
-    resil_source **out, const resil_source_config *cfg, resil_diag *diag)
+resil__source_new_detached(resil_registry_source **out,
+    const resil_source_config *cfg, resil_diag *diag)
 {
 	return create(out, cfg, 0, diag);
 }
 
 void
-resil_source_free(resil_source *src)
+resil_source_free(resil_registry_source *src)
 {
 	if (src == NULL)
 		return;
@@ -1480,8 +1488,8 @@ resil_source_free(resil_source *src)
 }
 
 void
-resil__source_apply(resil_source *src, int cat, const char *const *names,
-    size_t n, int decoded)
+resil__source_apply(resil_registry_source *src, int cat,
+    const char *const *names, size_t n, int decoded)
 {
 	list *l;
 
@@ -1498,7 +1506,7 @@ resil__source_apply(resil_source *src, int cat, const char *const *names,
 }
 
 int
-resil__source_zk_session(resil_source *src, int64_t *id, char *passwd)
+resil__source_zk_session(resil_registry_source *src, int64_t *id, char *passwd)
 {
 	if (src == NULL || src->be != &resil__source_zookeeper ||
 	    src->be->session == NULL)
@@ -1507,7 +1515,7 @@ resil__source_zk_session(resil_source *src, int64_t *id, char *passwd)
 }
 
 void
-resil__source_flush(resil_source *src)
+resil__source_flush(resil_registry_source *src)
 {
 	pthread_mutex_lock(&src->work);
 	save_file(src);

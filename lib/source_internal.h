@@ -35,16 +35,16 @@ typedef struct resil__source_sink {
 	 * registry stores them: URL-encoded), received after a watch fired
 	 * at fired_ns (system clock). Copied; the latest list of a category
 	 * replaces one not yet applied. */
-	void (*deliver)(resil_source *src, int cat, const char *const *names,
-	    size_t n, uint64_t fired_ns);
+	void (*deliver)(resil_registry_source *src, int cat,
+	    const char *const *names, size_t n, uint64_t fired_ns);
 	/* A change of the session (CONNECTED, DISCONNECTED, EXPIRED) or an
 	 * ERROR, with a message; reported by the source's thread. */
-	void (*notify)(
-	    resil_source *src, resil_source_event_type type, const char *msg);
+	void (*notify)(resil_registry_source *src,
+	    resil_source_event_type type, const char *msg);
 	/* One more session made (stats). */
-	void (*session_made)(resil_source *src);
+	void (*session_made)(resil_registry_source *src);
 	/* Wake the source's thread (tick() is due). */
-	void (*wake)(resil_source *src);
+	void (*wake)(resil_registry_source *src);
 } resil__source_sink;
 
 typedef struct resil__source_where {
@@ -57,8 +57,8 @@ typedef struct resil__source_where {
 
 typedef struct resil__source_backend {
 	const char *scheme;
-	resil_err (*open)(resil_source *src, const resil__source_where *w,
-	    void **state, resil_diag *diag);
+	resil_err (*open)(resil_registry_source *src,
+	    const resil__source_where *w, void **state, resil_diag *diag);
 	uint64_t (*tick)(void *state);
 	void (*close)(void *state);
 	/* The session's id and its 16-byte password, for the expiry trick
@@ -162,20 +162,21 @@ void resil__cache_urls_free(const resil_allocator *a, char **urls, size_t n);
 
 /* resil_source_new() without a backend and without a thread: lists come
  * only from resil__source_apply() (and the cache file). */
-resil_err resil__source_new_detached(
-    resil_source **out, const resil_source_config *cfg, resil_diag *diag);
+resil_err resil__source_new_detached(resil_registry_source **out,
+    const resil_source_config *cfg, resil_diag *diag);
 
 /* Apply a list of category cat now, on the caller's thread, as the
  * source's thread does with a delivered one (decoded: the names are
  * decoded URLs already, as in the cache file). */
-void resil__source_apply(resil_source *src, int cat, const char *const *names,
-    size_t n, int decoded);
+void resil__source_apply(resil_registry_source *src, int cat,
+    const char *const *names, size_t n, int decoded);
 
 /* Write the cache file now if a write is pending. */
-void resil__source_flush(resil_source *src);
+void resil__source_flush(resil_registry_source *src);
 
 /* The ZooKeeper session of src (for the expiry trick of the tests): 0
  * with the id and the 16-byte password, -1 when none is up. */
-int resil__source_zk_session(resil_source *src, int64_t *id, char *passwd);
+int resil__source_zk_session(
+    resil_registry_source *src, int64_t *id, char *passwd);
 
 #endif /* RESIL_SOURCE_INTERNAL_H */

@@ -48,7 +48,7 @@ struct zk_session {
 };
 
 struct zk_backend {
-	resil_source *src;
+	resil_registry_source *src;
 	const resil__source_sink *sink;
 	resil_allocator a;
 	char *hosts;
@@ -254,7 +254,7 @@ backend_free(zk_backend *b)
 }
 
 static resil_err
-zk_open(resil_source *src, const resil__source_where *w, void **state,
+zk_open(resil_registry_source *src, const resil__source_where *w, void **state,
     resil_diag *diag)
 {
 	zk_backend *b = resil__calloc(w->alloc, sizeof(*b));

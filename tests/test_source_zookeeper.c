@@ -132,7 +132,7 @@ typedef struct fx {
 	char svc[64];
 	resil_directory *dir;
 	resil_selector *sel;
-	resil_source *src;
+	resil_registry_source *src;
 	zk_proxy *px;
 	heard h;
 	char file[96];

@@ -12,7 +12,7 @@ main(void)
 	resil_directory_config dc = resil_directory_config_default();
 	resil_source_config sc = resil_source_config_default();
 	resil_directory *dir;
-	resil_source *src;
+	resil_registry_source *src;
 	resil_diag diag;
 
 	if (resil_directory_new(&dir, &dc, NULL) != RESIL_OK)
