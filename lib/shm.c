@@ -5,7 +5,7 @@
  *
  *   head     magic, layout, fingerprint, size, capacity, ready flag,
  *            the entry-table lock, the bump allocator's next offset
- *   procs    64 process slots {pid, start time} (lib/proc.c's table)
+ *   procs    64 process slots {pid copy, owner word} (lib/proc.c's table)
  *   entries  max_entries {name, kind, layout of the breaker, offset}
  *   data     each breaker's state (lib/breaker.c's shared layout), rate
  *            limiter's or bulkhead's (lib/limit.c's, limit_shared.h)
@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "atomic.h"
+#include "breaker_internal.h"
 #include "breaker_shared.h"
 #include "internal.h"
 #include "limit_shared.h"
@@ -264,6 +265,38 @@ map_region(resil_shm *shm, int fd, bool create, const resil_shm_config *c,
  * over from a dead process must not inherit them. */
 static void clear_slot_announcements(resil_shm *shm, unsigned i);
 
+/* Whether dead slot i is still named by the region: the entry-table
+ * lock, or a shared breaker's transition it was making. The processes
+ * waiting for those take them over once they see it dead; a new owner of
+ * the slot would look alive to them, and they would wait for ever. */
+static bool
+slot_busy(unsigned i, void *ctx)
+{
+	resil_shm *shm = ctx;
+	uint32_t k, n;
+
+	if (resil__load64(&shm->head->lock) == (uint64_t)i + 1)
+		return true;
+	n = __atomic_load_n(&shm->head->nentries, __ATOMIC_ACQUIRE);
+	for (k = 0; k < n && k < shm->head->max_entries; k++) {
+		const shm_entry *e = &shm->entries[k];
+		uint64_t w;
+
+		if (e->kind != KIND_BREAKER || e->ready != 1 ||
+		    e->offset > shm->bytes ||
+		    shm->bytes - e->offset < sizeof(struct bstate))
+			continue;
+		w = resil__load64(
+		    &((struct bstate *)(void *)((char *)shm->base + e->offset))
+		         ->word);
+		if ((w & W_TRANSIT) != 0 &&
+		    ((w & W_PROBE_MASK) >> W_PROBE_SHIFT & 0x7f) ==
+		        (uint64_t)i + 1)
+			return true;
+	}
+	return false;
+}
+
 /* Take a process slot (lib/proc.c's claim); one taken over from a dead
  * process is cleared of what it left in the region's breakers. */
 static resil_err
@@ -272,7 +305,7 @@ claim_slot(resil_shm *shm, resil_diag *diag)
 	uint64_t prev;
 	unsigned i;
 
-	if (!resil__proc_claim(shm->procs, &i, &prev))
+	if (!resil__proc_claim(shm->procs, &i, &prev, slot_busy, shm))
 		return resil__diagf(diag, RESIL_E_LIMITED,
 		    "shm: all %u process slots are taken by live processes",
 		    (unsigned)RESIL__PROCS);

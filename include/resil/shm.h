@@ -69,7 +69,7 @@ typedef struct resil_shm resil_shm;
 
 /* The layout of a region. A process built with another layout refuses to
  * attach (RESIL_E_INVAL naming both). */
-#define RESIL_SHM_LAYOUT 2
+#define RESIL_SHM_LAYOUT 3
 
 typedef struct resil_shm_config {
 	size_t size;          /* sizeof(resil_shm_config) */
