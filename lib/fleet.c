@@ -35,6 +35,9 @@
 #define MAX_SLOTS 64u
 #define CTL_LOCAL 0x10u
 #define CTL_STATE 0x0fu
+/* Set when the fleet decides (not local, not CLOSED): the call path's one
+ * test. */
+#define CTL_FLEET 0x20u
 
 /* Lease slot states (low 3 bits of a slot word). */
 enum {
@@ -304,7 +307,8 @@ struct resil_fleet {
 static uint64_t
 mkctl(uint64_t ep, unsigned state, int local)
 {
-	return ep << 8 | (local ? CTL_LOCAL : 0u) | state;
+	return ep << 8 | (local ? CTL_LOCAL : 0u) |
+	    (!local && state != RESIL_FLEET_CLOSED ? CTL_FLEET : 0u) | state;
 }
 
 static uint64_t
@@ -512,7 +516,7 @@ go_local(resil_fleet *f, const char *why, int error_event)
 		resil_breaker_transition(f->b, RESIL_BREAKER_OPEN);
 		f->forced = 0;
 	}
-	resil__store64(&f->ctl, ctl | CTL_LOCAL);
+	resil__store64(&f->ctl, (ctl | CTL_LOCAL) & ~(uint64_t)CTL_FLEET);
 	emit(f, RESIL_FLEET_EV_LOCAL, 0, why);
 	return RESIL_E_UNAVAILABLE;
 }
@@ -805,6 +809,8 @@ acquire_probe(resil_fleet *f, resil_fleet_permit *p, uint64_t ctl)
 	uint64_t ep, now;
 	unsigned j;
 
+	if (p == NULL)
+		return RESIL_E_INVAL;
 	if ((ctl & CTL_STATE) != RESIL_FLEET_HALF_OPEN)
 		return RESIL_E_OPEN;
 	ep = ctl >> 8;
@@ -827,36 +833,37 @@ acquire_probe(resil_fleet *f, resil_fleet_permit *p, uint64_t ctl)
 	return RESIL_E_OPEN;
 }
 
+/*
+ * The call path is a tail call into the local breaker. A local permit is
+ * the breaker's own (p->local, the first member, so p itself is a
+ * resil_permit pointer and the breaker checks it for NULL); a probe
+ * permit has kind 2 and an empty p->local. kind is written for probes
+ * only: a permit struct reused for a local call after a probe may still
+ * say 2, so its granted p->local (flags set) decides (record_probe).
+ */
 resil_err
 resil_fleet_acquire(resil_fleet *f, resil_fleet_permit *p)
 {
 	uint64_t ctl;
-	resil_err err;
 
-	if (RESIL__UNLIKELY(f == NULL || p == NULL))
+	if (RESIL__UNLIKELY(f == NULL))
 		return RESIL_E_INVAL;
 	ctl = resil__load64(&f->ctl);
 	/* Fleet CLOSED or local mode: the local breaker decides. */
-	if (RESIL__UNLIKELY((ctl & CTL_LOCAL) == 0 && (ctl & CTL_STATE) != 0))
+	if (RESIL__UNLIKELY(ctl & CTL_FLEET))
 		return acquire_probe(f, p, ctl);
-	err = resil_breaker_acquire(f->b, &p->local);
-	if (RESIL__LIKELY(err == RESIL_OK))
-		p->kind = 1;
-	return err;
+	return resil_breaker_acquire(f->b, (resil_permit *)(void *)p);
 }
 
-resil_err
-resil_fleet_record(
-    resil_fleet *f, resil_fleet_permit *p, resil_outcome outcome)
+static __attribute__((noinline)) resil_err
+record_probe(resil_fleet *f, resil_fleet_permit *p, resil_outcome outcome)
 {
 	unsigned st;
 
-	if (f == NULL || p == NULL)
-		return RESIL_E_INVAL;
-	/* A local permit: the breaker tracks its spending itself. */
-	if (RESIL__LIKELY(p->kind == 1))
+	/* A local permit in a struct that held a probe before. */
+	if (p->local.flags != 0)
 		return resil_breaker_record(f->b, &p->local, outcome);
-	if (p->kind != 2 || p->slot >= f->max_local)
+	if (p->slot >= f->max_local)
 		return RESIL_E_MISUSE;
 	switch (outcome) {
 	case RESIL_OUTCOME_SUCCESS:
@@ -880,13 +887,26 @@ resil_fleet_record(
 }
 
 resil_err
+resil_fleet_record(
+    resil_fleet *f, resil_fleet_permit *p, resil_outcome outcome)
+{
+	if (RESIL__UNLIKELY(f == NULL || p == NULL))
+		return RESIL_E_INVAL;
+	if (RESIL__UNLIKELY(p->kind == 2))
+		return record_probe(f, p, outcome);
+	/* A local permit (or a spent one): the breaker tracks its
+	 * spending itself. */
+	return resil_breaker_record(f->b, &p->local, outcome);
+}
+
+resil_err
 resil_fleet_release(resil_fleet *f, resil_fleet_permit *p)
 {
 	if (f == NULL || p == NULL)
 		return RESIL_E_INVAL;
-	if (p->kind == 1)
+	if (p->kind != 2 || p->local.flags != 0)
 		return resil_breaker_release(f->b, &p->local);
-	if (p->kind != 2 || p->slot >= f->max_local)
+	if (p->slot >= f->max_local)
 		return RESIL_E_MISUSE;
 	p->kind = 0;
 	(void)resil__cas64(&f->slots[p->slot], mkslot(p->episode, SLOT_INUSE),

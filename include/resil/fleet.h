@@ -203,7 +203,7 @@ RESIL_API void resil_fleet_free(resil_fleet *f);
 typedef struct resil_fleet_permit {
 	resil_permit local;
 	uint64_t episode; /* the fleet episode of a probe */
-	uint32_t kind;    /* 0 spent or never granted, 1 local, 2 probe */
+	uint32_t kind;    /* 2: a probe (p->local empty); else p->local */
 	uint32_t slot;    /* the lease a probe uses */
 } resil_fleet_permit;
 
