@@ -58,6 +58,9 @@ typedef enum resil_lb_kind {
 } resil_lb_kind;
 
 #define RESIL_LB_KINDS 7
+/* Up to this many candidates LEASTACTIVE and SHORTEST scan them all
+ * (Dubbo); above, they sample two (see the top of this file). */
+#define RESIL_LB_SCAN_MAX 16
 #define RESIL_HASH_MAX_ARGS 8
 
 /* "random", "roundrobin", "leastactive", "p2c", "peakewma", "hash",
