@@ -113,7 +113,9 @@ draw(const resil_random *rnd)
 static size_t
 scaled(double u, uint64_t n)
 {
-	uint64_t k = (uint64_t)(u * (double)n);
+	/* Signed conversions (one instruction each way on x86-64): n and
+	 * u * n are below 2^63. */
+	uint64_t k = (uint64_t)(int64_t)(u * (double)(int64_t)n);
 
 	return (size_t)(k >= n ? n - 1 : k);
 }
@@ -670,17 +672,34 @@ active_of(const resil__view *v, size_t i)
 	return resil__ep_active(v->snap->e[v->idx[i]].ep);
 }
 
-/* The two distinct samples (Finagle). */
+/* The second draw of a pick that takes one (balance.h): the top 53 bits
+ * of mix64 of u's bits. */
+static double
+second(double u)
+{
+	uint64_t bits;
+
+	memcpy(&bits, &u, sizeof(bits));
+	return (double)(resil__mix64(bits ^ UINT64_C(0x9e3779b97f4a7c15)) >>
+	           11) *
+	    0x1p-53;
+}
+
+/* The two distinct samples (Finagle: two draws; above RESIL_LB_SCAN_MAX
+ * candidates one, u and second(u)). */
 static void
 two(const resil__view *v, const resil_random *rnd, size_t *i, size_t *j)
 {
+	double u;
+
 	if (v->n == 2) {
 		*i = 0;
 		*j = 1;
 		return;
 	}
-	*i = scaled(draw(rnd), v->n);
-	*j = scaled(draw(rnd), v->n - 1);
+	u = draw(rnd);
+	*i = scaled(u, v->n);
+	*j = scaled(v->n > RESIL_LB_SCAN_MAX ? second(u) : draw(rnd), v->n - 1);
 	if (*j >= *i)
 		(*j)++;
 }
@@ -774,16 +793,11 @@ static size_t
 min_sample(const resil__lb *lb, const resil__view *v, const resil_random *rnd,
     uint64_t now, int shortest)
 {
-	double u = draw(rnd), u2;
-	uint64_t bits;
+	double u = draw(rnd);
 	size_t a, b;
 
-	memcpy(&bits, &u, sizeof(bits));
-	u2 = (double)(resil__mix64(bits ^ UINT64_C(0x9e3779b97f4a7c15)) >>
-	         11) *
-	    0x1p-53;
 	a = weighted_at(v, u);
-	b = weighted_at(v, u2);
+	b = weighted_at(v, second(u));
 	if (a == b)
 		return a;
 	return scan_cost(lb, v, b, now, shortest) <

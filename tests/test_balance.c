@@ -987,6 +987,47 @@ test_balance_shortest_samples_above_scan_max(void **state)
 	fx_end(&f);
 }
 
+/* P2C above RESIL_LB_SCAN_MAX candidates: one draw u, i = floor(u n),
+ * j = floor(u' (n - 1)), j >= i gives j + 1; the fewer in flight wins, a
+ * tie goes to i. */
+static void
+test_balance_p2c_one_draw_above_scan_max(void **state)
+{
+	enum { N = RESIL_LB_SCAN_MAX + 4 };
+	int32_t w[N];
+	resil_pick held[N];
+	resil_rng rng;
+	size_t t;
+	fx f;
+
+	(void)state;
+	fx_init(&f, 1000);
+	start_big(&f, RESIL_LB_P2C, w, N);
+	/* Even positions busy. */
+	for (t = 0; t < N; t += 2)
+		assert_int_equal(
+		    resil_selector_pick_at(f.sel, f.c, t, &held[t], NULL),
+		    RESIL_OK);
+	resil_rng_seed(&rng, 5);
+	for (t = 0; t < 300; t++) {
+		double u = resil_rng_uniform(&rng);
+		size_t i = (size_t)(u * N), j = (size_t)(second_draw(u) * (N - 1));
+		char want[16];
+		if (j >= i)
+			j++;
+		/* i wins unless j has fewer in flight (j odd, i even). */
+		snprintf(want, sizeof(want), "e%zu:1",
+		    (j % 2 == 1 && i % 2 == 0) ? j : i);
+		scripted_set(&f.rnd, &u, 1);
+		f.rnd.calls = 0;
+		assert_string_equal(fx_call(&f, NULL), want);
+		assert_int_equal(f.rnd.calls, 1);
+	}
+	for (t = 0; t < N; t += 2)
+		resil_selector_report(f.sel, &held[t], RESIL_OUTCOME_SUCCESS);
+	fx_end(&f);
+}
+
 int
 main(void)
 {
@@ -1016,6 +1057,7 @@ main(void)
 		    test_balance_leastactive_samples_above_scan_max),
 		cmocka_unit_test(test_balance_leastactive_sampled_distribution),
 		cmocka_unit_test(test_balance_shortest_samples_above_scan_max),
+		cmocka_unit_test(test_balance_p2c_one_draw_above_scan_max),
 	};
 
 	return cmocka_run_group_tests_name("balance", tests, NULL, NULL);

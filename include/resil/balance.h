@@ -13,15 +13,22 @@
  *              current += weight, the largest wins (first in order on a
  *              tie) and gives back the total; no draw. State per method;
  *              removed endpoints drop out, the others keep their
- *              counters, a new endpoint starts at 0.
+ *              counters, a new endpoint starts at 0. Exact, in
+ *              O(distinct weights + log n) per pick over a candidate set
+ *              picked from again (up to 32 distinct weights; more: a scan).
  * LEASTACTIVE  Dubbo: the fewest calls in flight; ties by the weighted
- *              choice, one draw only on a tie.
+ *              choice, one draw only on a tie. Above RESIL_LB_SCAN_MAX
+ *              candidates it samples (Envoy's least request): one draw u
+ *              gives two weighted choices, by u and by u' (below); the
+ *              fewer in flight wins, a tie goes to the first, so over
+ *              equally busy candidates it is the weighted choice by u.
  * P2C          two distinct uniform samples (Finagle: i = floor(u1 * n),
  *              j = floor(u2 * (n - 1)), j >= i gives j + 1; two candidates:
- *              no draw); the fewer in flight wins, a tie goes to i.
+ *              no draw); the fewer in flight wins, a tie goes to i. Above
+ *              RESIL_LB_SCAN_MAX candidates one draw: u1 = u, u2 = u'.
  * PEAKEWMA     P2C on cost * (in flight + 1), cost a peak-sensitive EWMA
  *              of latency decaying by exp(-dt / tau); never observed:
- *              default_rtt.
+ *              default_rtt. Draws as P2C.
  * HASH         consistent hash (Dubbo): a ring of `hash_nodes` virtual
  *              nodes per candidate keyed by the chosen arguments; weights
  *              ignored; no draw. When one endpoint leaves only its keys
@@ -29,7 +36,14 @@
  * SHORTEST     Dubbo's shortest response: estimate = (sum of successful
  *              durations / successes) * (in flight + 1); no success yet
  *              gives 0 (preferred); ties by the weighted choice. The
- *              window restarts when now - last restart > slide.
+ *              window restarts when now - last restart > slide. Above
+ *              RESIL_LB_SCAN_MAX candidates it samples as LEASTACTIVE does,
+ *              on the estimate.
+ *
+ * u', the second draw of a pick that takes one: the top 53 bits of
+ * SplitMix64's finaliser of (the bits of u as an IEEE double ^
+ * 0x9e3779b97f4a7c15), times 2^-53. All of these are O(1) or O(log n)
+ * per pick except ROUNDROBIN over more than 32 distinct weights.
  *
  * Warm-up (resil_warmup_weight() in directory.h) applies to the weighted
  * ones: RANDOM, ROUNDROBIN, LEASTACTIVE and SHORTEST's ties.
