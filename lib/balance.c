@@ -714,23 +714,29 @@ ewma_load(const resil__lb *lb, const resil__view *v, size_t i, uint64_t now)
 	    (double)(resil__ep_active(ep) + 1);
 }
 
+/* Shortest response's estimate of ep at now. */
+static uint64_t
+sr_estimate(const resil__endpoint *ep, uint64_t now, uint64_t slide)
+{
+	uint64_t s, reset;
+
+	s = resil__load64(&ep->sr_successes);
+	reset = resil__load64(&ep->sr_reset_at);
+	if (s == 0 || (slide != 0 && now - reset > slide))
+		return 0;
+	return resil__load64(&ep->sr_elapsed) / s * (resil__ep_active(ep) + 1);
+}
+
 /* Least-active's and shortest-response's cost of candidate i. */
 static uint64_t
 scan_cost(const resil__lb *lb, const resil__view *v, size_t i, uint64_t now,
     int shortest)
 {
 	const resil__endpoint *ep = v->snap->e[v->idx[i]].ep;
-	uint64_t s, reset;
 
 	if (!shortest)
 		return resil__ep_active(ep);
-	s = resil__load64(&ep->sr_successes);
-	reset = resil__load64(&ep->sr_reset_at);
-	if (s == 0 ||
-	    (lb->cfg.shortest_slide != 0 &&
-	        now - reset > lb->cfg.shortest_slide))
-		return 0;
-	return resil__load64(&ep->sr_elapsed) / s * (resil__ep_active(ep) + 1);
+	return sr_estimate(ep, now, lb->cfg.shortest_slide);
 }
 
 /* Up to this many ties are kept on the stack; beyond, a second pass
@@ -882,4 +888,52 @@ resil__lb_deinit(resil__lb *lb)
 			lb->rings[i] = NULL;
 		}
 	}
+}
+
+resil_err
+resil_balance_endpoint_get(resil_directory *d, const resil_balance_config *c,
+    const char *address, resil_balance_endpoint *out)
+{
+	resil_balance_config dflt;
+	resil__snapshot *s;
+	const resil__entry *e = NULL;
+	const resil__endpoint *ep;
+	uint64_t now, slide;
+	size_t i;
+
+	if (d == NULL || address == NULL || out == NULL)
+		return RESIL_E_INVAL;
+	if (c == NULL) {
+		resil_balance_config_init(&dflt);
+		c = &dflt;
+	}
+	if (resil_balance_config_validate(c, "", NULL) != RESIL_OK)
+		return RESIL_E_INVAL;
+	now = resil__dir_now(d);
+	s = resil__dir_acquire(d);
+	for (i = 0; i < s->n && e == NULL; i++)
+		if (strcmp(s->e[i].ep->address, address) == 0)
+			e = &s->e[i];
+	if (e == NULL) {
+		resil__snap_release(s);
+		return RESIL_E_NOTFOUND;
+	}
+	ep = e->ep;
+	slide = c->shortest_slide;
+	memset(out, 0, sizeof(*out));
+	out->id = ep->id;
+	out->active = resil__ep_active(ep);
+	out->weight =
+	    resil_warmup_weight(e->weight, e->start, e->warmup, now);
+	out->ewma_seen = resil__load64(&ep->ewma_seen) != 0;
+	out->ewma_cost = resil__ep_ewma(
+	    ep, now, (double)c->ewma_tau, (double)c->ewma_default_rtt);
+	out->ewma_load = out->ewma_cost * (double)(out->active + 1);
+	out->sr_successes = resil__load64(&ep->sr_successes);
+	out->sr_elapsed = resil__load64(&ep->sr_elapsed);
+	out->sr_reset_at = resil__load64(&ep->sr_reset_at);
+	out->sr_expired = slide != 0 && now - out->sr_reset_at > slide;
+	out->sr_estimate = sr_estimate(ep, now, slide);
+	resil__snap_release(s);
+	return RESIL_OK;
 }

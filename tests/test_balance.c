@@ -1028,6 +1028,118 @@ test_balance_p2c_one_draw_above_scan_max(void **state)
 	fx_end(&f);
 }
 
+/* resil_balance_endpoint_get(): what each balancer compares, read back. */
+static void
+test_balance_endpoint_view(void **state)
+{
+	resil_balance_endpoint be, bb;
+	resil_balance_config bad;
+	resil_endpoint_spec spec;
+	resil_pick p, held;
+	uint64_t ex[1];
+	resil_candidate c1;
+	fx f;
+
+	(void)state;
+	fx_init(&f, 1000);
+	f.scfg.balance.ewma_tau = 1000;
+	f.scfg.balance.ewma_default_rtt = 500;
+	f.scfg.balance.shortest_slide = 2000;
+	start_lb(&f, RESIL_LB_PEAKEWMA, NULL, 2);
+	/* Never observed: the default RTT, load = 500 * (0 + 1). */
+	assert_int_equal(resil_balance_endpoint_get(f.d, &f.scfg.balance,
+	                     "e0:1", &be),
+	    RESIL_OK);
+	assert_false(be.ewma_seen);
+	assert_true(be.ewma_cost == 500.0);
+	assert_true(be.ewma_load == 500.0);
+	assert_int_equal(be.active, 0);
+	assert_int_equal(be.weight, 100);
+	assert_int_equal(be.sr_estimate, 0);
+	/* e0 observed at 100, then one call held on it: load 100 * 2. */
+	assert_int_equal(
+	    resil_selector_route(f.sel, NULL, f.c, NULL), RESIL_OK);
+	resil_candidates_get(f.c, 1, &c1);
+	ex[0] = c1.id;
+	assert_int_equal(
+	    resil_selector_pick(f.sel, f.c, NULL, ex, 1, &p, NULL), RESIL_OK);
+	resil_selector_report_duration(f.sel, &p, RESIL_OUTCOME_SUCCESS, 100);
+	assert_int_equal(
+	    resil_selector_pick(f.sel, f.c, NULL, ex, 1, &held, NULL), RESIL_OK);
+	assert_int_equal(resil_balance_endpoint_get(f.d, &f.scfg.balance,
+	                     "e0:1", &be),
+	    RESIL_OK);
+	assert_true(be.ewma_seen);
+	assert_true(be.ewma_cost == 100.0);
+	assert_int_equal(be.active, 1);
+	assert_true(be.ewma_load == 200.0);
+	/* One tau later the cost has decayed by e^-1. */
+	resil_manual_clock_advance(&f.mc, 1000);
+	assert_int_equal(resil_balance_endpoint_get(f.d, &f.scfg.balance,
+	                     "e0:1", &be),
+	    RESIL_OK);
+	assert_true(be.ewma_cost > 36.78 && be.ewma_cost < 36.79);
+	assert_true(be.ewma_load > 73.57 && be.ewma_load < 73.58);
+	/* e1 (never observed) costs 500 > 73.6: PeakEWMA takes e0, as the
+	 * reader says. */
+	assert_int_equal(resil_balance_endpoint_get(f.d, &f.scfg.balance,
+	                     "e1:1", &bb),
+	    RESIL_OK);
+	assert_true(bb.ewma_load > be.ewma_load);
+	assert_string_equal(fx_call(&f, NULL), "e0:1");
+	resil_selector_report_duration(f.sel, &held, RESIL_OUTCOME_SUCCESS, 40);
+	/* The shortest-response window (fed only by a shortest balancer's
+	 * picks: empty here) and its expiry. */
+	assert_int_equal(be.sr_successes, 0);
+	assert_false(be.sr_expired);
+	/* Errors. */
+	assert_int_equal(resil_balance_endpoint_get(f.d, NULL, "nope:1", &be),
+	    RESIL_E_NOTFOUND);
+	assert_int_equal(resil_balance_endpoint_get(NULL, NULL, "e0:1", &be),
+	    RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_balance_endpoint_get(f.d, NULL, "e0:1", NULL), RESIL_E_INVAL);
+	resil_balance_config_init(&bad);
+	bad.ewma_tau = 0;
+	assert_int_equal(resil_balance_endpoint_get(f.d, &bad, "e0:1", &be),
+	    RESIL_E_INVAL);
+	fx_end(&f);
+
+	/* Shortest response: the window, the estimate and its expiry; the
+	 * weight after warm-up. */
+	fx_init(&f, 1000);
+	f.scfg.balance.kind = RESIL_LB_SHORTEST;
+	f.scfg.balance.shortest_slide = 2000;
+	assert_int_equal(fx_start(&f), 0);
+	spec = resil_endpoint_spec_default("w0:1");
+	spec.weight = 100;
+	spec.start_time = 1000;
+	spec.warmup = 4000;
+	assert_int_equal(resil_directory_push(f.d, &spec, 1, NULL), RESIL_OK);
+	resil_manual_clock_advance(&f.mc, 1000);
+	assert_string_equal(fx_pick(&f, NULL, &p), "w0:1");
+	resil_selector_report_duration(f.sel, &p, RESIL_OUTCOME_SUCCESS, 30);
+	assert_int_equal(fx_pick(&f, NULL, &p)[0], 'w');
+	resil_selector_report_duration(f.sel, &p, RESIL_OUTCOME_SUCCESS, 50);
+	assert_int_equal(fx_pick(&f, NULL, &held)[0], 'w');
+	assert_int_equal(
+	    resil_balance_endpoint_get(f.d, &f.scfg.balance, "w0:1", &be),
+	    RESIL_OK);
+	assert_int_equal(be.weight, 25); /* 1000 of 4000 ticks: 100 / 4 */
+	assert_int_equal(be.sr_successes, 2);
+	assert_int_equal(be.sr_elapsed, 80);
+	assert_false(be.sr_expired);
+	assert_int_equal(be.sr_estimate, 40 * 2); /* one in flight */
+	resil_manual_clock_advance(&f.mc, 2001 + 1000);
+	assert_int_equal(
+	    resil_balance_endpoint_get(f.d, &f.scfg.balance, "w0:1", &be),
+	    RESIL_OK);
+	assert_true(be.sr_expired);
+	assert_int_equal(be.sr_estimate, 0);
+	resil_selector_report_duration(f.sel, &held, RESIL_OUTCOME_SUCCESS, 1);
+	fx_end(&f);
+}
+
 int
 main(void)
 {
@@ -1058,6 +1170,7 @@ main(void)
 		cmocka_unit_test(test_balance_leastactive_sampled_distribution),
 		cmocka_unit_test(test_balance_shortest_samples_above_scan_max),
 		cmocka_unit_test(test_balance_p2c_one_draw_above_scan_max),
+		cmocka_unit_test(test_balance_endpoint_view),
 	};
 
 	return cmocka_run_group_tests_name("balance", tests, NULL, NULL);

@@ -53,6 +53,7 @@
 #ifndef RESIL_BALANCE_H
 #define RESIL_BALANCE_H
 
+#include <resil/directory.h>
 #include <resil/resil.h>
 
 #include <string.h>
@@ -112,6 +113,34 @@ resil_balance_config_init(resil_balance_config *c)
  * is out of range 1..10000"); prefix names the scope ("" or "getX."). */
 RESIL_API resil_err resil_balance_config_validate(
     const resil_balance_config *c, const char *prefix, resil_diag *diag);
+
+/*
+ * What the balancers see of one endpoint now: why a pick went where it
+ * did. Every figure is the one the balancer of configuration c compares
+ * (c gives PeakEWMA's tau and default RTT and the shortest-response slide;
+ * NULL: the defaults), read at the directory's clock.
+ */
+typedef struct resil_balance_endpoint {
+	uint64_t id;
+	uint64_t active;  /* calls in flight: P2C's and least-active's load */
+	int32_t weight;   /* after warm-up, as the weighted choice sees it */
+	int ewma_seen;    /* 0: never observed, the cost is the default RTT */
+	double ewma_cost; /* PeakEWMA's cost, decayed to now */
+	double ewma_load; /* ewma_cost * (active + 1): what PeakEWMA compares */
+	uint64_t sr_successes; /* shortest response: the window's successes */
+	uint64_t sr_elapsed;   /* and their total duration */
+	uint64_t sr_reset_at;  /* when the window last restarted */
+	int sr_expired;        /* now - sr_reset_at > slide: counts as empty */
+	uint64_t sr_estimate;  /* elapsed / successes * (active + 1); 0 with no
+	                        * success in the window (preferred) */
+} resil_balance_endpoint;
+
+/* The balancers' view of address in d: RESIL_OK, RESIL_E_NOTFOUND when it
+ * is not in the current list, RESIL_E_INVAL for a NULL d, address or out
+ * or a configuration resil_balance_config_validate() refuses. */
+RESIL_API resil_err resil_balance_endpoint_get(resil_directory *d,
+    const resil_balance_config *c, const char *address,
+    resil_balance_endpoint *out);
 
 #ifdef __cplusplus
 }
