@@ -137,10 +137,40 @@ weighted_at(const resil__view *v, double u)
 	len = v->n;
 	while (len > 1) {
 		size_t half = len / 2;
-		base = base[half - 1] <= off ? base + half : base;
+		base += half & ((size_t)0 - (size_t)(base[half - 1] <= off));
 		len -= half;
 	}
 	return (size_t)(base - v->cum);
+}
+
+/* Two weighted choices over v (n >= 2), by u1 and by u2, in one loop:
+ * the two searches have the same steps, so their loads overlap. */
+static void
+weighted_two(
+    const resil__view *v, double u1, double u2, size_t *a, size_t *b)
+{
+	const uint64_t *x, *y;
+	uint64_t o1, o2;
+	size_t len;
+
+	if (v->total == 0 || v->same) {
+		*a = scaled(u1, v->n);
+		*b = scaled(u2, v->n);
+		return;
+	}
+	o1 = (uint64_t)scaled(u1, v->total);
+	o2 = (uint64_t)scaled(u2, v->total);
+	x = y = v->cum;
+	len = v->n;
+	while (len > 1) {
+		size_t half = len / 2;
+		/* Arithmetic, not a choice, so that no branch is made. */
+		x += half & ((size_t)0 - (size_t)(x[half - 1] <= o1));
+		y += half & ((size_t)0 - (size_t)(y[half - 1] <= o2));
+		len -= half;
+	}
+	*a = (size_t)(x - v->cum);
+	*b = (size_t)(y - v->cum);
 }
 
 /* The weighted choice over v. */
@@ -236,8 +266,10 @@ rf_fold(resil__lb *lb)
 static int
 rf_above(const resil__lb *lb, uint32_t a, uint32_t b)
 {
-	return lb->rf_c[a] > lb->rf_c[b] ||
-	    (lb->rf_c[a] == lb->rf_c[b] && a < b);
+	int64_t ca = lb->rf_c[a], cb = lb->rf_c[b];
+
+	/* Bitwise, not short-circuit: no branch on the data. */
+	return (ca > cb) | ((ca == cb) & (a < b));
 }
 
 static void
@@ -249,7 +281,9 @@ rf_sift(resil__lb *lb, uint32_t *h, size_t n, size_t i)
 		size_t l = 2 * i + 1, m;
 		if (l >= n)
 			break;
-		m = l + 1 < n && rf_above(lb, h[l + 1], h[l]) ? l + 1 : l;
+		/* The larger child, chosen by arithmetic: which one is a
+		 * coin flip for the branch predictor. */
+		m = l + (size_t)(l + 1 < n && rf_above(lb, h[l + 1], h[l]));
 		if (!rf_above(lb, h[m], x))
 			break;
 		h[i] = h[m];
@@ -306,8 +340,22 @@ rf_build(resil__lb *lb, const resil__view *v, int unit)
 	for (g = 0; g < ng; g++) {
 		uint32_t *h = lb->rf_heap + lb->rf_g0[g];
 		size_t n = lb->rf_gn[g], k;
+		/* Heapsort (the first one last), then reversed: the ring in
+		 * order, the first to win at its head. */
 		for (k = n / 2; k-- > 0;)
 			rf_sift(lb, h, n, k);
+		for (k = n; k-- > 1;) {
+			uint32_t top = h[0];
+			h[0] = h[k];
+			h[k] = top;
+			rf_sift(lb, h, k, 0);
+		}
+		for (k = 0; k < n / 2; k++) {
+			uint32_t tmp = h[k];
+			h[k] = h[n - 1 - k];
+			h[n - 1 - k] = tmp;
+		}
+		lb->rf_gs[g] = 0;
 	}
 	lb->rf_ng = ng;
 	lb->rf_n = v->n;
@@ -404,6 +452,34 @@ rr_scan(resil__lb *lb, const resil__view *v, int unit)
 	return best;
 }
 
+/* The head of group g has just given back the total: put it in its
+ * place in the ring. It is nearly always the last (candidates of one
+ * weight take turns: the ring only turns); else it moves up past the
+ * ones it now goes before, as in an insertion sort. */
+static void
+rf_requeue(resil__lb *lb, size_t g)
+{
+	uint32_t *r = lb->rf_heap + lb->rf_g0[g];
+	size_t n = lb->rf_gn[g], s = lb->rf_gs[g], j, k;
+	uint32_t p;
+
+	if (n == 1)
+		return;
+	p = r[s];
+	s = s + 1 == n ? 0 : s + 1;
+	lb->rf_gs[g] = (uint32_t)s;
+	/* Now p is the last, at slot s - 1; j walks back from there. */
+	j = s == 0 ? n - 1 : s - 1;
+	for (;;) {
+		k = j == 0 ? n - 1 : j - 1; /* the one before j */
+		if (k == j || j == s || !rf_above(lb, p, r[k]))
+			break;
+		r[j] = r[k];
+		j = k;
+	}
+	r[j] = p;
+}
+
 /* Fold the run back before t * weight could overflow. */
 #define RF_RUN (UINT64_C(1) << 24)
 
@@ -415,7 +491,7 @@ rf_pick(resil__lb *lb)
 	size_t g, bg = 0;
 
 	for (g = 0; g < lb->rf_ng; g++) {
-		uint32_t p = lb->rf_heap[lb->rf_g0[g]];
+		uint32_t p = lb->rf_heap[lb->rf_g0[g] + lb->rf_gs[g]];
 		int64_t val = lb->rf_c[p] + lb->rf_gw[g] * t;
 		if (g == 0 || val > bv || (val == bv && p < bp)) {
 			bv = val;
@@ -424,7 +500,7 @@ rf_pick(resil__lb *lb)
 		}
 	}
 	lb->rf_c[bp] -= lb->rf_total;
-	rf_sift(lb, lb->rf_heap + lb->rf_g0[bg], lb->rf_gn[bg], 0);
+	rf_requeue(lb, bg);
 	lb->rf_t = (uint64_t)t;
 	if (lb->rf_t >= RF_RUN) {
 		/* c + w * t for every candidate: the heaps keep their order
@@ -800,16 +876,14 @@ min_sample(const resil__lb *lb, const resil__view *v, const resil_random *rnd,
     uint64_t now, int shortest)
 {
 	double u = draw(rnd);
+	uint64_t ca, cb;
 	size_t a, b;
 
-	a = weighted_at(v, u);
-	b = weighted_at(v, second(u));
-	if (a == b)
-		return a;
-	return scan_cost(lb, v, b, now, shortest) <
-	        scan_cost(lb, v, a, now, shortest)
-	    ? b
-	    : a;
+	weighted_two(v, u, second(u), &a, &b);
+	/* Both costs are read before either is used: their loads overlap. */
+	ca = scan_cost(lb, v, a, now, shortest);
+	cb = scan_cost(lb, v, b, now, shortest);
+	return cb < ca ? b : a;
 }
 
 resil_err

@@ -26,8 +26,9 @@ typedef struct resil__lb {
 	int64_t *rr_cur;
 	/* Its fast state over the last view picked from (rf_ok): candidate
 	 * p's counter is rf_c[p] + w(p) * rf_t, and the candidates of each
-	 * distinct weight form a heap (largest rf_c, first in order on a
-	 * tie) in rf_heap[rf_g0[g] .. + rf_gn[g]). rr_cur is stale for them
+	 * distinct weight form a ring in order (largest rf_c, first in order
+	 * on a tie), starting at rf_gs[g], in rf_heap[rf_g0[g] .. +
+	 * rf_gn[g]). rr_cur is stale for them
 	 * until the state is folded back (balance.c). */
 #define RESIL__RR_GROUPS 32
 	int rf_ok; /* 0 none, 1 fast, 2 this view is scanned */
@@ -40,6 +41,7 @@ typedef struct resil__lb {
 	uint32_t *rf_heap;
 	int64_t rf_gw[RESIL__RR_GROUPS];
 	uint32_t rf_g0[RESIL__RR_GROUPS], rf_gn[RESIL__RR_GROUPS];
+	uint32_t rf_gs[RESIL__RR_GROUPS]; /* where each ring starts */
 	/* Hash rings of the last RESIL__RINGS candidate sets (atomic), so
 	 * that requests routed to different sets (tags, conditions) do not
 	 * rebuild one ring back and forth. */

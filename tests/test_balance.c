@@ -695,7 +695,11 @@ rr_check_pick(big *b, const uint64_t *ex, size_t nex)
 
 /* mode 0: weights 1..5; 1: BIG distinct weights (more than the fast
  * state's groups: the scan); 2: 0..3 with zeros; 3: all 0; 4: 1..5 under
- * a warm-up that moves them while the test runs. */
+ * a warm-up that moves them while the test runs; 5: 1..5, and at steps
+ * 1000 and 2000 three quarters leave, then many join (the counters kept
+ * are far apart for the new total: a candidate that gives it back is not
+ * always the last of its weight); 6: 1..3 with half the picks excluding
+ * some (the same). */
 static void
 rr_run(int mode, size_t n, uint64_t seed)
 {
@@ -708,7 +712,9 @@ rr_run(int mode, size_t n, uint64_t seed)
 	assert_int_equal(fx_start(&b.f), 0);
 	resil_rng_seed(&b.rng, seed);
 	for (i = 0; i < n; i++) {
-		int32_t w = mode == 0 || mode == 4 ? (int32_t)(1 + i % 5)
+		int32_t w = mode == 6 ? (int32_t)(1 + i % 3)
+		    : mode == 0 || mode == 4 || mode == 5
+		    ? (int32_t)(1 + i % 5)
 		    : mode == 1                    ? (int32_t)(1 + i)
 		    : mode == 2                    ? (int32_t)(i % 4)
 		                                   : 0;
@@ -720,7 +726,16 @@ rr_run(int mode, size_t n, uint64_t seed)
 		size_t nex = 0;
 		if (mode == 4)
 			resil_manual_clock_advance(&b.f.mc, 1);
-		if (r < 10) {
+		if (mode == 5 && (step == 1000 || step == 2000)) {
+			size_t k;
+			for (k = 0; k < b.next; k++)
+				if (k % 4 != 0)
+					b.live[k] = 0;
+			for (k = 0; k < n / 2; k++)
+				big_add(&b, (int32_t)(1 + k % 5), 0);
+			big_push(&b);
+		}
+		if (r < (mode == 6 ? 50u : 10u)) {
 			/* A failover-like pick: 1..3 candidates excluded. */
 			resil_candidate c;
 			size_t cnt;
@@ -734,7 +749,7 @@ rr_run(int mode, size_t n, uint64_t seed)
 				    (size_t)(resil_rng_next(&b.rng) % cnt), &c);
 				ex[i] = c.id;
 			}
-		} else if (r < 12) {
+		} else if (r >= 50 && r < 52) {
 			/* An update: one leaves, one joins (state carried by
 			 * address for the others). */
 			size_t k = (size_t)(resil_rng_next(&b.rng) % b.next);
@@ -762,6 +777,9 @@ test_balance_roundrobin_fast_matches_scan(void **state)
 	rr_run(2, 100, 5);
 	rr_run(3, 50, 6);
 	rr_run(4, 120, 7);
+	rr_run(5, 200, 8);
+	rr_run(6, 20, 9);
+	rr_run(6, 12, 10);
 }
 
 /* The weighted choice by u over weights w (DESIGN.md's rule). */
