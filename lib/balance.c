@@ -214,13 +214,14 @@ weighted_ties(
 /* --- round robin ------------------------------------------------------- */
 
 /*
- * Smooth weighted round robin, exactly (balance.h), in O(groups + log n)
- * per pick instead of a scan. Over a fixed view every pick adds each
- * candidate's weight to its counter, so after t picks counter p is
- * c[p] + w[p] * t: only the winner's intercept c[p] changes (it gives back
- * the total). Candidates of one weight keep their order as t grows, so
- * each weight's candidates form a heap by intercept (first in order on a
- * tie), and a pick compares the heads of the groups at t + 1. The state
+ * Smooth weighted round robin, exactly (balance.h), in O(groups) per pick
+ * instead of a scan. Over a fixed view every pick adds each candidate's
+ * weight to its counter, so after t picks counter p is c[p] + w[p] * t:
+ * only the winner's intercept c[p] changes (it gives back the total).
+ * Candidates of one weight keep their order as t grows, so each weight's
+ * candidates form a ring sorted by intercept (first in order on a tie),
+ * and a pick compares the heads of the groups at t + 1 (rf_requeue: the
+ * winner nearly always becomes the last of its ring). The state
  * is built for the view picked from (its snapshot version, candidate set
  * and weights) and folded back into rr_cur when another view, a new
  * snapshot or too long a run comes; a view of more than RESIL__RR_GROUPS

@@ -14,8 +14,8 @@
  *              tie) and gives back the total; no draw. State per method;
  *              removed endpoints drop out, the others keep their
  *              counters, a new endpoint starts at 0. Exact, in
- *              O(distinct weights + log n) per pick over a candidate set
- *              picked from again (up to 32 distinct weights; more: a scan).
+ *              O(distinct weights) per pick over a candidate set picked
+ *              from again (up to 32 distinct weights; more: a scan).
  * LEASTACTIVE  Dubbo: the fewest calls in flight; ties by the weighted
  *              choice, one draw only on a tie. Above RESIL_LB_SCAN_MAX
  *              candidates it samples (Envoy's least request): one draw u
