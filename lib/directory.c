@@ -1015,6 +1015,7 @@ void
 resil__view_finish(resil__view *v)
 {
 	uint64_t sum = 0, sig = UINT64_C(0xcbf29ce484222325) ^ v->n;
+	uint64_t wsig = sig;
 	size_t i;
 
 	v->same = 1;
@@ -1024,9 +1025,11 @@ resil__view_finish(resil__view *v)
 		if (v->w[i] != v->w[0])
 			v->same = 0;
 		sig = resil__mix64(sig ^ v->snap->e[v->idx[i]].ep->id);
+		wsig = resil__mix64(wsig ^ v->w[i]);
 	}
 	v->total = sum;
 	v->sig = sig;
+	v->wsig = wsig;
 }
 
 resil_err
