@@ -849,18 +849,49 @@ resil__ep_ewma(
 	return cost;
 }
 
-/* Try to eject ep at now (ep->lock held); returns the duration or 0. */
+/* Eject ep at now for min(base * k, max), k the consecutive ejections
+ * (dropping by one per full interval in since the last return); d->elock
+ * and ep->lock held. Returns the duration. */
+static uint64_t
+eject_locked(resil__endpoint *ep, uint64_t now)
+{
+	const resil_outlier_config *o = &ep->dir->cfg.outlier;
+	uint64_t dur, intervals;
+
+	intervals =
+	    now > ep->returned_at ? (now - ep->returned_at) / o->interval : 0;
+	ep->k = ep->k > intervals ? ep->k - (uint32_t)intervals : 0;
+	ep->k++;
+	dur = o->base_ejection * ep->k;
+	if (dur / ep->k != o->base_ejection || dur > o->max_ejection)
+		dur = o->max_ejection;
+	resil__store64(&ep->until, now + dur);
+	resil__store64(&ep->ejected, 1);
+	resil__store64(&ep->streak, 0);
+	return dur;
+}
+
+/* Outlier-ejected now (not counting a health check's verdict). */
+static int
+ep_out(resil__endpoint *ep, uint64_t now)
+{
+	return resil__load64(&ep->ejected) != 0 &&
+	    now < resil__load64(&ep->until);
+}
+
+/* A detection of ep at now (d->elock and ep->lock held): eject it if the
+ * max share allows; returns the duration or 0. The streak restarts
+ * either way (DESIGN: also after a detection the share prevented). */
 static uint64_t
 try_eject(resil__endpoint *ep, uint64_t now)
 {
 	resil_directory *d = ep->dir;
 	const resil_outlier_config *o = &d->cfg.outlier;
 	resil__snapshot *s;
-	uint64_t ejected = 0, dur = 0, intervals;
+	uint64_t ejected = 0, dur = 0;
 	size_t i;
 	int member = 0;
 
-	resil__spin_lock(&d->elock);
 	s = resil__dir_acquire(d);
 	for (i = 0; i < s->n; i++) {
 		resil__endpoint *x = s->e[i].ep;
@@ -868,27 +899,16 @@ try_eject(resil__endpoint *ep, uint64_t now)
 			member = !s->e[i].mock;
 		if (s->e[i].mock || x == ep)
 			continue;
-		ejected += resil__load64(&x->ejected) != 0 &&
-		    now < resil__load64(&x->until);
+		ejected += (uint64_t)ep_out(x, now);
 	}
 	/* The cap: 100 * (ejected + 1) / N <= max_pct, in integers. */
 	if (member &&
 	    100 * (ejected + 1) <=
-	        (uint64_t)o->max_ejection_pct * (uint64_t)s->n_live) {
-		intervals = now > ep->returned_at
-		    ? (now - ep->returned_at) / o->interval
-		    : 0;
-		ep->k = ep->k > intervals ? ep->k - (uint32_t)intervals : 0;
-		ep->k++;
-		dur = o->base_ejection * ep->k;
-		if (dur / ep->k != o->base_ejection || dur > o->max_ejection)
-			dur = o->max_ejection;
-		resil__store64(&ep->until, now + dur);
-		resil__store64(&ep->ejected, 1);
+	        (uint64_t)o->max_ejection_pct * (uint64_t)s->n_live)
+		dur = eject_locked(ep, now);
+	else
 		resil__store64(&ep->streak, 0);
-	}
 	resil__snap_release(s);
-	resil__spin_unlock(&d->elock);
 	return dur;
 }
 
@@ -948,8 +968,10 @@ resil__ep_report(resil__endpoint *ep, resil_outcome outcome, uint64_t duration,
 	if (o->max_ejection_pct == 0 || streak < o->consecutive_failures ||
 	    resil__load64(&ep->ejected) != 0)
 		return;
-	/* Ejection decisions for one endpoint are serialised by its lock,
-	 * and the cap across endpoints by the directory's (try_eject). */
+	/* Ejection decisions are serialised by the directory's lock (the
+	 * cap across endpoints), then the endpoint's (its k); in that order
+	 * everywhere. */
+	resil__spin_lock(&ep->dir->elock);
 	resil__spin_lock(&ep->lock);
 	if (resil__load64(&ep->ejected) == 0 &&
 	    resil__load64(&ep->streak) >= o->consecutive_failures) {
@@ -957,6 +979,7 @@ resil__ep_report(resil__endpoint *ep, resil_outcome outcome, uint64_t duration,
 		k = ep->k;
 	}
 	resil__spin_unlock(&ep->lock);
+	resil__spin_unlock(&ep->dir->elock);
 	if (dur != 0)
 		emit(
 		    ep->dir, RESIL_ENDPOINT_EJECTED, ep->address, now, dur, k);

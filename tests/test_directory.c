@@ -460,7 +460,7 @@ test_directory_outlier_ejection_cap(void **state)
 	assert_int_equal(
 	    resil_directory_get_state(f.d, "e2:1", &st), RESIL_OK);
 	assert_false(st.ejected);
-	assert_int_equal(st.streak, 1); /* still failing, not ejected */
+	assert_int_equal(st.streak, 0); /* the detection restarts it */
 	assert_int_equal(
 	    resil_selector_route(f.sel, NULL, f.c, NULL), RESIL_OK);
 	assert_int_equal(resil_candidates_count(f.c), 8);
@@ -482,6 +482,55 @@ test_directory_outlier_ejection_cap(void **state)
 	assert_int_equal(
 	    resil_directory_get_state(f.d, "e0:1", &st), RESIL_OK);
 	assert_false(st.ejected);
+	fx_end(&f);
+}
+
+/* DESIGN: the streak restarts after every detection, also one the max
+ * share prevented (Envoy resets the monitor after onConsecutive5xx
+ * whatever ejectHost decided). */
+static void
+test_directory_outlier_streak_restarts_after_prevented_detection(void **state)
+{
+	resil_endpoint_state st;
+	fx f;
+
+	(void)state;
+	fx_init(&f, 1000);
+	f.dcfg.outlier.consecutive_failures = 3;
+	f.dcfg.outlier.base_ejection = 100;
+	f.dcfg.outlier.max_ejection = 1000;
+	f.dcfg.outlier.max_ejection_pct = 10; /* of 10: one at a time */
+	f.scfg.panic_threshold_pct = 0;
+	assert_int_equal(fx_start(&f), 0);
+	assert_int_equal(fx_push_weights(&f, NULL, 10), RESIL_OK);
+	f.nev = 0;
+	fail_n(&f, "e0:1", 3, NULL);
+	assert_int_equal(f.nev, 1);
+	assert_int_equal(f.ev[0].type, RESIL_ENDPOINT_EJECTED);
+	/* e1's detection finds the share full: no ejection, streak 0. */
+	fail_n(&f, "e1:1", 3, NULL);
+	assert_int_equal(f.nev, 1);
+	assert_int_equal(
+	    resil_directory_get_state(f.d, "e1:1", &st), RESIL_OK);
+	assert_false(st.ejected);
+	assert_int_equal(st.streak, 0);
+	fail_n(&f, "e1:1", 2, NULL);
+	assert_int_equal(
+	    resil_directory_get_state(f.d, "e1:1", &st), RESIL_OK);
+	assert_int_equal(st.streak, 2);
+	/* e0 returns at 1100; the third failure of the new streak ejects e1.
+	 */
+	resil_manual_clock_set(&f.mc, 1100);
+	assert_int_equal(
+	    resil_selector_route(f.sel, NULL, f.c, NULL), RESIL_OK);
+	assert_int_equal(f.nev, 2);
+	assert_int_equal(f.ev[1].type, RESIL_ENDPOINT_RETURNED);
+	fail_n(&f, "e1:1", 1, NULL);
+	assert_int_equal(f.nev, 3);
+	assert_int_equal(f.ev[2].type, RESIL_ENDPOINT_EJECTED);
+	assert_string_equal(f.ev[2].address, "e1:1");
+	assert_int_equal(f.ev[2].time, 1100);
+	assert_int_equal(f.ev[2].duration, 100);
 	fx_end(&f);
 }
 
@@ -716,6 +765,8 @@ main(void)
 		cmocka_unit_test(
 		    test_directory_outlier_ejection_grows_and_returns_exactly),
 		cmocka_unit_test(test_directory_outlier_ejection_cap),
+		cmocka_unit_test(
+		    test_directory_outlier_streak_restarts_after_prevented_detection),
 		cmocka_unit_test(test_directory_business_and_ignored_outcomes),
 		cmocka_unit_test(test_directory_endpoint_breaker_filters),
 		cmocka_unit_test(test_directory_pick_outlives_its_endpoint),

@@ -21,7 +21,8 @@
  * min(base * k, max), k the count of consecutive ejections (k drops by one
  * for each full interval it stays in), unless that would put more than
  * max_ejection_pct of the non-mock endpoints out at once:
- * 100 * (ejected + 1) <= max_ejection_pct * N. It returns exactly at
+ * 100 * (ejected + 1) <= max_ejection_pct * N; the streak restarts
+ * after every detection, also one that share prevented. It returns exactly at
  * ejected_at + duration. consecutive_failures 0 is refused (DESIGN: a
  * value to refuse, not to repair); max_ejection_pct 0 turns detection
  * off. Ejections and returns are events with the
