@@ -50,6 +50,9 @@ struct resil_cluster_text {
 	int cond_force;
 	uint32_t panic;
 	resil_outlier_config outlier;
+	/* The interval detections: on once one of their keys is given. */
+	resil_outlier_rate_config rate;
+	int rate_on;
 	int empty_protection; /* registry.empty_protection; default 1 */
 	/* Where finish()'s cross-field messages point: the first origin
 	 * given to set (a copy), the line of the key being set, and that of
@@ -78,6 +81,7 @@ resil_cluster_text_new(resil_cluster_text **out, const resil_allocator *alloc)
 	resil_directory_config_init(&dc);
 	cc->outlier = dc.outlier;
 	cc->empty_protection = dc.empty_protection;
+	resil_outlier_rate_config_init(&cc->rate);
 	*out = cc;
 	return RESIL_OK;
 }
@@ -658,6 +662,20 @@ add_condition(void *obj, const char *key, const char *v, resil_diag *diag)
 	return RESIL_OK;
 }
 
+/* outlier.success_rate_* and outlier.failure_percentage_* (Envoy's
+ * names, lib/outlier_sr.c reads them): any of them turns the interval
+ * detections on. */
+static resil_err
+set_rate(void *obj, const char *key, const char *v, resil_diag *diag)
+{
+	resil_cluster_text *cc = obj;
+	resil_err err = resil_outlier_rate_config_set(&cc->rate, key, v, diag);
+
+	if (err == RESIL_OK)
+		cc->rate_on = 1;
+	return err;
+}
+
 #define CC(f) offsetof(resil_cluster_text, f)
 
 /* The keys of the cluster layer itself (a balancer's are balance_keys,
@@ -684,6 +702,16 @@ static const key_def text_keys[] = {
 	{ "outlier.max_ejection", K_DUR, 0, CC(outlier.max_ejection), 1, 0,
 	    NULL },
 	{ "outlier.interval", K_DUR, 0, CC(outlier.interval), 1, 0, NULL },
+	{ "outlier.success_rate_minimum_hosts", K_FN, 0, 0, 0, 0, set_rate },
+	{ "outlier.success_rate_request_volume", K_FN, 0, 0, 0, 0, set_rate },
+	{ "outlier.success_rate_stdev_factor", K_FN, 0, 0, 0, 0, set_rate },
+	{ "outlier.enforcing_success_rate", K_FN, 0, 0, 0, 0, set_rate },
+	{ "outlier.failure_percentage_threshold", K_FN, 0, 0, 0, 0, set_rate },
+	{ "outlier.failure_percentage_minimum_hosts", K_FN, 0, 0, 0, 0,
+	    set_rate },
+	{ "outlier.failure_percentage_request_volume", K_FN, 0, 0, 0, 0,
+	    set_rate },
+	{ "outlier.enforcing_failure_percentage", K_FN, 0, 0, 0, 0, set_rate },
 };
 
 static resil_err
@@ -790,6 +818,7 @@ resil_cluster_text_finish(resil_cluster_text *cc, resil_diag *diag)
 		resil__condition_set_force(cc->conds[i], cc->cond_force);
 	resil_directory_config_init(&dc);
 	dc.outlier = cc->outlier;
+	dc.outlier_rate = cc->rate_on ? &cc->rate : NULL;
 	return locate_known(cc, diag,
 	    resil_directory_config_validate(&dc, diag), cc->outlier_line);
 }
@@ -824,5 +853,7 @@ resil_cluster_text_directory(
 	if (cc != NULL && out != NULL) {
 		out->outlier = cc->outlier;
 		out->empty_protection = cc->empty_protection;
+		/* Valid while cc is: resil_directory_new() copies it. */
+		out->outlier_rate = cc->rate_on ? &cc->rate : NULL;
 	}
 }

@@ -26,6 +26,17 @@ struct resil_directory {
 	resil__snapshot *cur;  /* atomic */
 	uint64_t next_id;
 	uint64_t version;
+	/* The interval detections (cfg.outlier_rate): on when rate_on; the
+	 * end of the interval being counted (atomic; UINT64_MAX when off),
+	 * one evaluation at a time (rate_busy, atomic), its last summary
+	 * (under elock). */
+	int rate_on;
+	resil_outlier_rate_config rate;
+	resil_random rnd;
+	resil_rng rng;
+	uint64_t rate_due;
+	uint64_t rate_busy;
+	resil_directory_rate_stats rate_stats;
 };
 
 const char *
@@ -162,6 +173,13 @@ resil_directory_config_validate(
 		if (err != RESIL_OK)
 			return err;
 	}
+	if (cfg->size > offsetof(resil_directory_config, outlier_rate) &&
+	    cfg->outlier_rate != NULL) {
+		resil_outlier_rate_config r = *cfg->outlier_rate;
+		r.max_ejection_pct = o->max_ejection_pct;
+		if (resil_outlier_rate_config_validate(&r, diag) != RESIL_OK)
+			return RESIL_E_INVAL;
+	}
 	return RESIL_OK;
 }
 
@@ -171,10 +189,18 @@ now_of(resil_directory *d)
 	return resil_clock_now(&d->clk);
 }
 
+static void rate_tick(resil_directory *d, uint64_t now);
+
 uint64_t
 resil__dir_now(resil_directory *d)
 {
-	return now_of(d);
+	uint64_t now = now_of(d);
+
+	/* A route, a report or a pick that reads the clock ends the
+	 * interval of the rate detections; off, rate_due is UINT64_MAX. */
+	if (RESIL__UNLIKELY(now >= resil__load64(&d->rate_due)))
+		rate_tick(d, now);
+	return now;
 }
 
 resil__epoch *
@@ -211,6 +237,22 @@ resil__ep_unref(resil__endpoint *ep, uint64_t d)
 }
 
 static void
+scratch_free(const resil_allocator *a, resil__rate_scratch *r, size_t n)
+{
+	if (r->hosts != NULL)
+		resil__free(a, r->hosts, n * sizeof(*r->hosts));
+	if (r->verdicts != NULL)
+		resil__free(a, r->verdicts, n * sizeof(*r->verdicts));
+	if (r->idx != NULL)
+		resil__free(a, r->idx, n * sizeof(*r->idx));
+	if (r->dur != NULL)
+		resil__free(a, r->dur, n * sizeof(*r->dur));
+	if (r->k != NULL)
+		resil__free(a, r->k, n * sizeof(*r->k));
+	memset(r, 0, sizeof(*r));
+}
+
+static void
 snap_destroy(resil__snapshot *s)
 {
 	const resil_allocator *a = &s->dir->a;
@@ -224,6 +266,7 @@ snap_destroy(resil__snapshot *s)
 	}
 	if (s->e != NULL)
 		resil__free(a, s->e, s->n * sizeof(*s->e));
+	scratch_free(a, &s->rate, s->n);
 	resil__free(a, s, sizeof(*s));
 }
 
@@ -270,6 +313,21 @@ snap_alloc(resil_directory *d, size_t n, resil__snapshot **out)
 			return RESIL_E_NOMEM;
 		}
 	}
+	if (n > 0 && d->rate_on) {
+		resil__rate_scratch *r = &s->rate;
+		r->hosts = resil__calloc(&d->a, n * sizeof(*r->hosts));
+		r->verdicts = resil__calloc(&d->a, n * sizeof(*r->verdicts));
+		r->idx = resil__calloc(&d->a, n * sizeof(*r->idx));
+		r->dur = resil__calloc(&d->a, n * sizeof(*r->dur));
+		r->k = resil__calloc(&d->a, n * sizeof(*r->k));
+		if (r->hosts == NULL || r->verdicts == NULL ||
+		    r->idx == NULL || r->dur == NULL || r->k == NULL) {
+			scratch_free(&d->a, r, n);
+			resil__free(&d->a, s->e, n * sizeof(*s->e));
+			resil__free(&d->a, s, sizeof(*s));
+			return RESIL_E_NOMEM;
+		}
+	}
 	s->n = n;
 	s->refs = 1;
 	s->dir = d;
@@ -308,6 +366,23 @@ resil_directory_new(
 		d->has_breaker = 1;
 	}
 	d->cfg.endpoint_breaker = NULL;
+	d->rate_due = UINT64_MAX;
+	if (d->cfg.outlier_rate != NULL && d->cfg.outlier.max_ejection_pct) {
+		uint64_t t0 = now_of(d);
+		d->rate = *d->cfg.outlier_rate;
+		d->rate.max_ejection_pct = d->cfg.outlier.max_ejection_pct;
+		d->rate_on = 1;
+		d->rate_due = t0 > UINT64_MAX - d->cfg.outlier.interval
+		    ? UINT64_MAX - 1
+		    : t0 + d->cfg.outlier.interval;
+	}
+	d->cfg.outlier_rate = NULL;
+	resil_rng_seed(&d->rng, UINT64_C(0x5eed0d1ec7043));
+	if (d->cfg.random != NULL)
+		d->rnd = *d->cfg.random;
+	else
+		d->rnd = resil_rng_hook(&d->rng);
+	d->cfg.random = NULL;
 	resil__spin_init(&d->wlock);
 	resil__spin_init(&d->elock);
 	d->next_id = 1;
@@ -340,19 +415,28 @@ resil_directory_free(resil_directory *d)
 }
 
 static void
-emit(resil_directory *d, resil_endpoint_event_type t, const char *addr,
-    uint64_t time, uint64_t duration, uint32_t k)
+emit_kind(resil_directory *d, resil_endpoint_event_type t, const char *addr,
+    uint64_t time, uint64_t duration, uint32_t k, resil_outlier_kind kind)
 {
 	resil_endpoint_event ev;
 
 	if (d->cfg.listener == NULL)
 		return;
+	memset(&ev, 0, sizeof(ev));
 	ev.type = t;
 	ev.address = addr;
 	ev.time = time;
 	ev.duration = duration;
 	ev.ejections = k;
+	ev.kind = kind;
 	d->cfg.listener(&ev, d->cfg.listener_ctx);
+}
+
+static void
+emit(resil_directory *d, resil_endpoint_event_type t, const char *addr,
+    uint64_t time, uint64_t duration, uint32_t k)
+{
+	emit_kind(d, t, addr, time, duration, k, RESIL_OUTLIER_NONE);
 }
 
 /* --- validation and building ------------------------------------------ */
@@ -478,6 +562,7 @@ ep_new(resil_directory *d, const char *address)
 	}
 	resil__spin_init(&ep->lock);
 	ep->id = d->next_id++;
+	ep->iv_rate = double_bits(-1.0);
 	return ep;
 }
 
@@ -788,28 +873,44 @@ resil_directory_version(resil_directory *d)
 
 /* --- per-endpoint health ----------------------------------------------- */
 
+/* Set bit b of *p. */
+static void
+bits_set(uint64_t *p, uint64_t b)
+{
+	uint64_t v = resil__load64(p);
+
+	while ((v & b) == 0 && !resil__cas64(p, v, v | b))
+		v = resil__load64(p);
+}
+
 int
 resil__ep_ejected(resil__endpoint *ep, uint64_t now)
 {
-	uint64_t until;
+	uint64_t v = resil__load64(&ep->ejected), until;
 
-	if (RESIL__LIKELY(resil__load64(&ep->ejected) == 0))
+	if (RESIL__LIKELY(v == 0))
 		return 0;
-	until = resil__load64(&ep->until);
-	if (now < until)
-		return 1;
-	/* The return is noticed lazily; the one who flips the flag tells. */
-	if (resil__cas64(&ep->ejected, 1, 0)) {
-		uint32_t k;
-		resil__spin_lock(&ep->lock);
-		ep->returned_at = until;
-		resil__store64(&ep->streak, 0);
-		k = ep->k;
-		resil__spin_unlock(&ep->lock);
-		emit(ep->dir, RESIL_ENDPOINT_RETURNED, ep->address, until, 0,
-		    k);
+	while (v & RESIL__EP_OUT) {
+		until = resil__load64(&ep->until);
+		if (now < until)
+			return 1;
+		/* The return is noticed lazily; the one who clears the bit
+		 * tells. */
+		if (resil__cas64(
+		        &ep->ejected, v, v & ~(uint64_t)RESIL__EP_OUT)) {
+			uint32_t k;
+			resil__spin_lock(&ep->lock);
+			ep->returned_at = until;
+			resil__store64(&ep->streak, 0);
+			k = ep->k;
+			resil__spin_unlock(&ep->lock);
+			emit(ep->dir, RESIL_ENDPOINT_RETURNED, ep->address,
+			    until, 0, k);
+			break;
+		}
+		v = resil__load64(&ep->ejected);
 	}
-	return 0;
+	return (resil__load64(&ep->ejected) & RESIL__EP_DOWN) != 0;
 }
 
 int
@@ -866,7 +967,7 @@ eject_locked(resil__endpoint *ep, uint64_t now)
 	if (dur / ep->k != o->base_ejection || dur > o->max_ejection)
 		dur = o->max_ejection;
 	resil__store64(&ep->until, now + dur);
-	resil__store64(&ep->ejected, 1);
+	bits_set(&ep->ejected, RESIL__EP_OUT);
 	resil__store64(&ep->streak, 0);
 	return dur;
 }
@@ -875,7 +976,7 @@ eject_locked(resil__endpoint *ep, uint64_t now)
 static int
 ep_out(resil__endpoint *ep, uint64_t now)
 {
-	return resil__load64(&ep->ejected) != 0 &&
+	return (resil__load64(&ep->ejected) & RESIL__EP_OUT) != 0 &&
 	    now < resil__load64(&ep->until);
 }
 
@@ -912,6 +1013,98 @@ try_eject(resil__endpoint *ep, uint64_t now)
 	return dur;
 }
 
+/*
+ * The end of an interval of the rate detections, noticed at now: the
+ * first caller to move rate_due past now evaluates the counters kept
+ * since the last evaluation and ejects each verdict EJECT as a
+ * consecutive-failure ejection would (its k, min(base * k, max)), at now.
+ * One evaluation at a time: one that finds another running leaves the
+ * counters to the next interval.
+ */
+static void
+rate_tick(resil_directory *d, uint64_t now)
+{
+	const resil_outlier_config *o = &d->cfg.outlier;
+	uint64_t due = resil__load64(&d->rate_due), next, steps;
+	resil__rate_scratch *r;
+	resil_outlier_summary sum;
+	resil__snapshot *s;
+	size_t i, n = 0;
+
+	if (now < due)
+		return;
+	steps = (now - due) / o->interval + 1;
+	next = steps > (UINT64_MAX - 1 - due) / o->interval
+	    ? UINT64_MAX - 1
+	    : due + steps * o->interval;
+	if (!resil__cas64(&d->rate_due, due, next))
+		return; /* another caller has this interval */
+	if (!resil__cas64(&d->rate_busy, 0, 1))
+		return;
+	s = resil__dir_acquire(d);
+	r = &s->rate;
+	/* Notice the returns first (their events run with no lock held). */
+	for (i = 0; i < s->n; i++)
+		if (!s->e[i].mock)
+			(void)resil__ep_ejected(s->e[i].ep, now);
+	resil__spin_lock(&d->elock);
+	for (i = 0; i < s->n && r->hosts != NULL; i++) {
+		resil__endpoint *x = s->e[i].ep;
+		uint64_t iv;
+		if (s->e[i].mock)
+			continue;
+		iv = resil__fas64(&x->iv, 0);
+		r->hosts[n].requests = iv & UINT32_MAX;
+		r->hosts[n].successes = iv >> 32;
+		r->hosts[n].ejected = ep_out(x, now);
+		r->idx[n] = (uint32_t)i;
+		r->dur[n] = 0;
+		n++;
+	}
+	if (resil_outlier_rate_evaluate(&d->rate, r->hosts, n, &d->rnd,
+	        r->verdicts, &sum, NULL) == RESIL_OK) {
+		for (i = 0; i < n; i++) {
+			resil__endpoint *x = s->e[r->idx[i]].ep;
+			resil__store64(&x->iv_rate,
+			    double_bits(r->verdicts[i].success_rate));
+			if (r->verdicts[i].action != RESIL_OUTLIER_EJECT)
+				continue;
+			resil__spin_lock(&x->lock);
+			r->dur[i] = eject_locked(x, now);
+			r->k[i] = x->k;
+			resil__spin_unlock(&x->lock);
+		}
+		d->rate_stats.last = sum;
+		d->rate_stats.evaluated_at = now;
+		d->rate_stats.evaluations++;
+	}
+	resil__spin_unlock(&d->elock);
+	for (i = 0; i < n; i++)
+		if (r->dur[i] != 0)
+			emit_kind(d, RESIL_ENDPOINT_EJECTED,
+			    s->e[r->idx[i]].ep->address, now, r->dur[i],
+			    r->k[i], r->verdicts[i].kind);
+	resil__store64(&d->rate_busy, 0);
+	resil__snap_release(s);
+}
+
+resil_err
+resil_directory_get_rate_stats(
+    resil_directory *d, resil_directory_rate_stats *out)
+{
+	if (d == NULL || out == NULL)
+		return RESIL_E_INVAL;
+	(void)resil__dir_now(d);
+	resil__spin_lock(&d->elock);
+	*out = d->rate_stats;
+	resil__spin_unlock(&d->elock);
+	if (out->evaluations == 0) {
+		memset(out, 0, sizeof(*out));
+		return RESIL_E_NOTFOUND;
+	}
+	return RESIL_OK;
+}
+
 void
 resil__ep_report(resil__endpoint *ep, resil_outcome outcome, uint64_t duration,
     uint64_t now, unsigned feeds, uint64_t tau, uint64_t slide)
@@ -923,6 +1116,10 @@ resil__ep_report(resil__endpoint *ep, resil_outcome outcome, uint64_t duration,
 	if (outcome == RESIL_OUTCOME_IGNORED)
 		return;
 	(void)resil__ep_ejected(ep, now); /* notice a return first */
+	if (ep->dir->rate_on && outcome != RESIL_OUTCOME_BUSINESS)
+		resil__faa64(&ep->iv,
+		    outcome == RESIL_OUTCOME_SUCCESS ? (UINT64_C(1) << 32) + 1
+		                                     : 1);
 	if (feeds & RESIL__EP_EWMA) {
 		/* Every answer is a latency sample. */
 		resil__spin_lock(&ep->lock);
@@ -966,14 +1163,14 @@ resil__ep_report(resil__endpoint *ep, resil_outcome outcome, uint64_t duration,
 	}
 	streak = resil__faa64(&ep->streak, 1) + 1;
 	if (o->max_ejection_pct == 0 || streak < o->consecutive_failures ||
-	    resil__load64(&ep->ejected) != 0)
+	    (resil__load64(&ep->ejected) & RESIL__EP_OUT) != 0)
 		return;
 	/* Ejection decisions are serialised by the directory's lock (the
 	 * cap across endpoints), then the endpoint's (its k); in that order
 	 * everywhere. */
 	resil__spin_lock(&ep->dir->elock);
 	resil__spin_lock(&ep->lock);
-	if (resil__load64(&ep->ejected) == 0 &&
+	if ((resil__load64(&ep->ejected) & RESIL__EP_OUT) == 0 &&
 	    resil__load64(&ep->streak) >= o->consecutive_failures) {
 		dur = try_eject(ep, now);
 		k = ep->k;
@@ -1063,7 +1260,7 @@ resil_directory_get_state(
 
 	if (d == NULL || address == NULL || out == NULL)
 		return RESIL_E_INVAL;
-	now = now_of(d);
+	now = resil__dir_now(d);
 	s = resil__dir_acquire(d);
 	pos = find_pos(s, address);
 	if (pos == NOPOS) {
@@ -1075,7 +1272,8 @@ resil_directory_get_state(
 	out->position = pos;
 	out->id = ep->id;
 	out->active = resil__ep_active(ep);
-	out->ejected = resil__ep_ejected(ep, now);
+	(void)resil__ep_ejected(ep, now); /* notice a return */
+	out->ejected = ep_out(ep, now);
 	out->streak = (uint32_t)resil__load64(&ep->streak);
 	resil__spin_lock(&ep->lock);
 	out->ejections = ep->k;
@@ -1090,6 +1288,12 @@ resil_directory_get_state(
 	out->breaker = ep->breaker != NULL
 	    ? resil_breaker_get_state(ep->breaker)
 	    : RESIL_BREAKER_CLOSED;
+	{
+		uint64_t iv = resil__load64(&ep->iv);
+		out->interval_requests = iv & UINT32_MAX;
+		out->interval_successes = iv >> 32;
+	}
+	out->success_rate = bits_double(resil__load64(&ep->iv_rate));
 	resil__snap_release(s);
 	return RESIL_OK;
 }

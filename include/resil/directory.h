@@ -46,6 +46,7 @@
 
 #include <resil/breaker.h>
 #include <resil/clock.h>
+#include <resil/outlier.h>
 #include <resil/resil.h>
 
 #include <string.h>
@@ -107,6 +108,10 @@ typedef struct resil_endpoint_event {
 	uint64_t time;      /* EJECTED: now; RETURNED: the exact return time */
 	uint64_t duration;  /* EJECTED: how long; EMPTY_PUSH: providers kept */
 	uint32_t ejections; /* EJECTED: k, the consecutive ejection count */
+	/* EJECTED: the detection: RESIL_OUTLIER_NONE for consecutive
+	 * failures, RESIL_OUTLIER_SUCCESS_RATE or
+	 * RESIL_OUTLIER_FAILURE_PERCENTAGE (the interval detections). */
+	resil_outlier_kind kind;
 } resil_endpoint_event;
 
 typedef void (*resil_endpoint_listener_fn)(
@@ -140,6 +145,16 @@ typedef struct resil_directory_config {
 	 * (set by _init); 0 applies such a push. Edits by add, update and
 	 * remove are always applied. */
 	int empty_protection;
+	/* Envoy's success-rate and failure-percentage detections
+	 * (docs/outlier.md), evaluated once per outlier.interval over the
+	 * SUCCESS and FAILURE outcomes reported in it; NULL: off (the
+	 * default). Copied; its max_ejection_pct is replaced by
+	 * outlier.max_ejection_pct (0 turns these off too). */
+	const resil_outlier_rate_config *outlier_rate;
+	/* The enforcing draws of outlier_rate; NULL: a generator of the
+	 * directory's own with a fixed seed (runs replay). Copied; its ctx
+	 * must outlive the directory. */
+	const resil_random *random;
 } resil_directory_config;
 
 static inline void
@@ -229,11 +244,32 @@ typedef struct resil_endpoint_state {
 	uint64_t sr_elapsed;
 	int32_t weight;              /* configured */
 	resil_breaker_state breaker; /* CLOSED when there is no breaker */
+	/* The interval detections (outlier_rate): the SUCCESS and FAILURE
+	 * outcomes counted since the last evaluation, and the success rate
+	 * the last evaluation computed (-1: not computed). */
+	uint64_t interval_requests, interval_successes;
+	double success_rate;
 } resil_endpoint_state;
 
 /* The state of address; RESIL_E_NOTFOUND if it is not in the list. */
 RESIL_API resil_err resil_directory_get_state(
     resil_directory *d, const char *address, resil_endpoint_state *out);
+
+/*
+ * The last evaluation of the interval detections (outlier_rate): its
+ * summary (mean and threshold of the success rate, sample sizes, the
+ * counts of each verdict), when it ran (the reading of the clock) and how
+ * many have run. RESIL_OK; RESIL_E_NOTFOUND when none has run (or the
+ * detections are off), *out zeroed; RESIL_E_INVAL for NULL.
+ */
+typedef struct resil_directory_rate_stats {
+	resil_outlier_summary last;
+	uint64_t evaluated_at;
+	uint64_t evaluations;
+} resil_directory_rate_stats;
+
+RESIL_API resil_err resil_directory_get_rate_stats(
+    resil_directory *d, resil_directory_rate_stats *out);
 
 /* The breaker of address (NULL when absent or none configured); valid
  * until the address leaves the directory. For manual control and tests. */
