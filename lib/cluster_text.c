@@ -53,6 +53,10 @@ struct resil_cluster_text {
 	/* The interval detections: on once one of their keys is given. */
 	resil_outlier_rate_config rate;
 	int rate_on;
+	/* Active health checks: on once a health.* key is given, unless
+	 * health.enabled=false (health_enabled: -1 unset, 0, 1). */
+	resil_health_config health;
+	int health_on, health_enabled;
 	int empty_protection; /* registry.empty_protection; default 1 */
 	/* Where finish()'s cross-field messages point: the first origin
 	 * given to set (a copy), the line of the key being set, and that of
@@ -82,6 +86,8 @@ resil_cluster_text_new(resil_cluster_text **out, const resil_allocator *alloc)
 	cc->outlier = dc.outlier;
 	cc->empty_protection = dc.empty_protection;
 	resil_outlier_rate_config_init(&cc->rate);
+	resil_health_config_init(&cc->health);
+	cc->health_enabled = -1;
 	*out = cc;
 	return RESIL_OK;
 }
@@ -726,6 +732,21 @@ set_one(
 	if (strncmp(key, "loadbalance", 11) == 0)
 		return set_balance(
 		    key, key + 11, v, &cc->balance, &cc->balance_set, diag);
+	if (strncmp(key, "health.", 7) == 0) {
+		/* lib/health.c reads the checker's keys. */
+		int b;
+		if (strcmp(key, "health.enabled") == 0) {
+			if (!parse_bool(v, &b))
+				return BAD(
+				    "%s: \"%s\" is not a boolean", key, v);
+			cc->health_enabled = b;
+			return RESIL_OK;
+		}
+		err = resil_health_config_set(&cc->health, key, v, diag);
+		if (err == RESIL_OK)
+			cc->health_on = 1;
+		return err;
+	}
 	k = key_find(text_keys, sizeof(text_keys) / sizeof(text_keys[0]), key);
 	if (k != NULL)
 		return key_apply(k, cc, key, v, diag);
@@ -819,6 +840,7 @@ resil_cluster_text_finish(resil_cluster_text *cc, resil_diag *diag)
 	resil_directory_config_init(&dc);
 	dc.outlier = cc->outlier;
 	dc.outlier_rate = cc->rate_on ? &cc->rate : NULL;
+	dc.health = NULL; /* checked by each key */
 	return locate_known(cc, diag,
 	    resil_directory_config_validate(&dc, diag), cc->outlier_line);
 }
@@ -855,5 +877,9 @@ resil_cluster_text_directory(
 		out->empty_protection = cc->empty_protection;
 		/* Valid while cc is: resil_directory_new() copies it. */
 		out->outlier_rate = cc->rate_on ? &cc->rate : NULL;
+		out->health = (cc->health_enabled == 1 ||
+		                  (cc->health_on && cc->health_enabled != 0))
+		    ? &cc->health
+		    : NULL;
 	}
 }

@@ -37,6 +37,12 @@ struct resil_directory {
 	uint64_t rate_due;
 	uint64_t rate_busy;
 	resil_directory_rate_stats rate_stats;
+	/* Active health checks (cfg.health): the checker, whether a new
+	 * endpoint starts unhealthy, and the user's listener. */
+	resil_health *hc;
+	int hc_down_first;
+	resil_health_listener_fn hc_listener;
+	void *hc_listener_ctx;
 };
 
 const char *
@@ -53,6 +59,10 @@ resil_endpoint_event_name(resil_endpoint_event_type t)
 		return "REMOVED";
 	case RESIL_ENDPOINT_EMPTY_PUSH:
 		return "EMPTY_PUSH";
+	case RESIL_ENDPOINT_UNHEALTHY:
+		return "UNHEALTHY";
+	case RESIL_ENDPOINT_HEALTHY:
+		return "HEALTHY";
 	}
 	return "UNKNOWN";
 }
@@ -180,6 +190,10 @@ resil_directory_config_validate(
 		if (resil_outlier_rate_config_validate(&r, diag) != RESIL_OK)
 			return RESIL_E_INVAL;
 	}
+	if (cfg->size > offsetof(resil_directory_config, health) &&
+	    cfg->health != NULL &&
+	    resil_health_config_validate(cfg->health, diag) != RESIL_OK)
+		return RESIL_E_INVAL;
 	return RESIL_OK;
 }
 
@@ -335,6 +349,8 @@ snap_alloc(resil_directory *d, size_t n, resil__snapshot **out)
 	return RESIL_OK;
 }
 
+static void health_event(const resil_health_event *ev, void *ctx);
+
 resil_err
 resil_directory_new(
     resil_directory **out, const resil_directory_config *cfg, resil_diag *diag)
@@ -397,6 +413,24 @@ resil_directory_new(
 		resil__free(a, d, sizeof(*d));
 		return err;
 	}
+	if (d->cfg.health != NULL) {
+		resil_health_config hcfg = *d->cfg.health;
+		d->hc_listener = hcfg.listener;
+		d->hc_listener_ctx = hcfg.listener_ctx;
+		d->hc_down_first = !hcfg.initial_healthy;
+		hcfg.listener = health_event;
+		hcfg.listener_ctx = d;
+		if (hcfg.alloc == NULL)
+			hcfg.alloc = &d->a;
+		err = resil_health_new(&d->hc, &hcfg, diag);
+		if (err != RESIL_OK) {
+			resil__snap_release(d->cur);
+			resil__epoch_free(d->epoch);
+			resil__free(a, d, sizeof(*d));
+			return err;
+		}
+	}
+	d->cfg.health = NULL;
 	*out = d;
 	return RESIL_OK;
 }
@@ -408,6 +442,7 @@ resil_directory_free(resil_directory *d)
 
 	if (d == NULL)
 		return;
+	resil_health_free(d->hc);
 	resil__epoch_free(d->epoch); /* runs the retired snapshots' ends */
 	resil__snap_release(d->cur);
 	a = d->a;
@@ -563,6 +598,9 @@ ep_new(resil_directory *d, const char *address)
 	resil__spin_init(&ep->lock);
 	ep->id = d->next_id++;
 	ep->iv_rate = double_bits(-1.0);
+	/* A new target of the checker is unhealthy until its first probe
+	 * passes (unless health.initial=healthy). */
+	ep->ejected = d->hc != NULL && d->hc_down_first ? RESIL__EP_DOWN : 0;
 	return ep;
 }
 
@@ -600,6 +638,61 @@ live_count(const resil_endpoint_spec *specs, size_t n)
 	for (i = 0; i < n; i++)
 		k += specs[i].mock == 0;
 	return k;
+}
+
+/* Set (on) or clear bit b of *p; 1 when that changed it. */
+static int
+bits_put(uint64_t *p, uint64_t b, int on)
+{
+	uint64_t v = resil__load64(p);
+
+	for (;;) {
+		uint64_t w = on ? v | b : v & ~b;
+		if (w == v)
+			return 0;
+		if (resil__cas64(p, v, w))
+			return 1;
+		v = resil__load64(p);
+	}
+}
+
+/* The checker's targets follow the list (under wlock, after s is
+ * published): each non-mock endpoint is one; a new target starts as the
+ * checker starts it, and one the checker refuses (an address too long)
+ * is left unchecked, healthy. */
+static void
+health_sync(resil_directory *d, const resil__snapshot *old,
+    const resil__snapshot *s, addr_slot *table)
+{
+	addr_slot *hit;
+	size_t i;
+
+	for (i = 0; i < old->n; i++) {
+		resil__endpoint *ep = old->e[i].ep;
+		HASH_FIND(hh, table, ep->address, strlen(ep->address), hit);
+		if (hit == NULL && ep->hc_target) {
+			(void)resil_health_remove(d->hc, ep->address);
+			ep->hc_target = 0;
+		}
+	}
+	for (i = 0; i < s->n; i++) {
+		resil__endpoint *ep = s->e[i].ep;
+		if (s->e[i].mock) {
+			if (ep->hc_target)
+				(void)resil_health_remove(d->hc, ep->address);
+			ep->hc_target = 0;
+			(void)bits_put(&ep->ejected, RESIL__EP_DOWN, 0);
+			continue;
+		}
+		if (ep->hc_target)
+			continue;
+		(void)bits_put(&ep->ejected, RESIL__EP_DOWN, d->hc_down_first);
+		if (resil_health_add(d->hc, ep->address, s->e[i].user,
+		        now_of(d), NULL) == RESIL_OK)
+			ep->hc_target = 1;
+		else
+			(void)bits_put(&ep->ejected, RESIL__EP_DOWN, 0);
+	}
 }
 
 /*
@@ -702,6 +795,8 @@ rebuild(resil_directory *d, const resil_endpoint_spec *specs, size_t n,
 		if (!slots[i].used)
 			emit(d, RESIL_ENDPOINT_ADDED, specs[i].address,
 			    now_of(d), 0, 0);
+	if (d->hc != NULL)
+		health_sync(d, old, s, table);
 	resil__epoch_retire(d->epoch, &old->retire, snap_retired);
 	goto out;
 fail:
@@ -873,16 +968,6 @@ resil_directory_version(resil_directory *d)
 
 /* --- per-endpoint health ----------------------------------------------- */
 
-/* Set bit b of *p. */
-static void
-bits_set(uint64_t *p, uint64_t b)
-{
-	uint64_t v = resil__load64(p);
-
-	while ((v & b) == 0 && !resil__cas64(p, v, v | b))
-		v = resil__load64(p);
-}
-
 int
 resil__ep_ejected(resil__endpoint *ep, uint64_t now)
 {
@@ -967,7 +1052,7 @@ eject_locked(resil__endpoint *ep, uint64_t now)
 	if (dur / ep->k != o->base_ejection || dur > o->max_ejection)
 		dur = o->max_ejection;
 	resil__store64(&ep->until, now + dur);
-	bits_set(&ep->ejected, RESIL__EP_OUT);
+	(void)bits_put(&ep->ejected, RESIL__EP_OUT, 1);
 	resil__store64(&ep->streak, 0);
 	return dur;
 }
@@ -1294,8 +1379,56 @@ resil_directory_get_state(
 		out->interval_successes = iv >> 32;
 	}
 	out->success_rate = bits_double(resil__load64(&ep->iv_rate));
+	out->healthy = (resil__load64(&ep->ejected) & RESIL__EP_DOWN) == 0;
 	resil__snap_release(s);
 	return RESIL_OK;
+}
+
+resil_health *
+resil_directory_health(resil_directory *d)
+{
+	return d != NULL ? d->hc : NULL;
+}
+
+resil_err
+resil_directory_set_healthy(
+    resil_directory *d, const char *address, int healthy)
+{
+	resil__snapshot *s;
+	resil__endpoint *ep = NULL;
+	size_t pos;
+	int changed;
+
+	if (d == NULL || address == NULL)
+		return RESIL_E_INVAL;
+	s = resil__dir_acquire(d);
+	pos = find_pos(s, address);
+	if (pos == NOPOS) {
+		resil__snap_release(s);
+		return RESIL_E_NOTFOUND;
+	}
+	ep = s->e[pos].ep;
+	changed = bits_put(&ep->ejected, RESIL__EP_DOWN, !healthy);
+	if (changed)
+		emit(d,
+		    healthy ? RESIL_ENDPOINT_HEALTHY
+		            : RESIL_ENDPOINT_UNHEALTHY,
+		    ep->address, now_of(d), 0, 0);
+	resil__snap_release(s);
+	return RESIL_OK;
+}
+
+/* The directory's checker: a transition marks the endpoint, then the
+ * user's listener hears it. */
+static void
+health_event(const resil_health_event *ev, void *ctx)
+{
+	resil_directory *d = ctx;
+
+	(void)resil_directory_set_healthy(
+	    d, ev->address, ev->type == RESIL_HEALTH_BECAME_HEALTHY);
+	if (d->hc_listener != NULL)
+		d->hc_listener(ev, d->hc_listener_ctx);
 }
 
 resil_breaker *

@@ -42,6 +42,7 @@ typedef struct resil__endpoint {
 	 * (double bits; -1 when not computed). */
 	uint64_t iv;
 	uint64_t iv_rate;
+	int hc_target; /* a target of the directory's checker (wlock) */
 } resil__endpoint;
 
 /* ep->ejected's bits: ejected by outlier detection; marked unhealthy by
