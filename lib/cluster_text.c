@@ -7,6 +7,7 @@
  */
 #include <resil/selector.h>
 
+#include "duration.h"
 #include "router_internal.h"
 
 #include <stddef.h>
@@ -174,44 +175,6 @@ parse_u64(const char *s, uint64_t *v)
 	return 1;
 }
 
-/* As config.c: whole ticks, or a whole number with ns us ms s m h. */
-static int
-parse_dur(const char *s, uint64_t *v)
-{
-	static const struct {
-		const char *u;
-		uint64_t mul;
-	} units[] = { { "ns", 1 }, { "us", RESIL_NS_PER_US },
-		{ "ms", RESIL_NS_PER_MS }, { "s", RESIL_NS_PER_SEC },
-		{ "m", 60 * RESIL_NS_PER_SEC },
-		{ "h", 3600 * RESIL_NS_PER_SEC } };
-	char num[32];
-	size_t n = 0, i;
-	uint64_t x = 0;
-	int r;
-
-	while (s[n] >= '0' && s[n] <= '9')
-		n++;
-	if (n == 0 || n >= sizeof(num))
-		return n == 0 ? 0 : -1;
-	memcpy(num, s, n);
-	num[n] = '\0';
-	if ((r = parse_u64(num, &x)) != 1)
-		return r;
-	if (s[n] == '\0') {
-		*v = x;
-		return 1;
-	}
-	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-		if (strcmp(s + n, units[i].u) == 0) {
-			if (x > UINT64_MAX / units[i].mul)
-				return -1;
-			*v = x * units[i].mul;
-			return 1;
-		}
-	return 0;
-}
-
 static int
 parse_bool(const char *s, int *v)
 {
@@ -284,19 +247,49 @@ u32_in(const char *key, const char *v, uint32_t lo, uint32_t hi, uint32_t *out,
 	return RESIL_OK;
 }
 
+/* A duration as every key of configuration text reads it
+ * (lib/duration.c, DESIGN: a bare number is milliseconds in every
+ * duration key), with the parser's messages. */
 static resil_err
 dur_min(const char *key, const char *v, uint64_t lo, uint64_t *out,
     resil_diag *diag)
 {
+	const char *unit_at = NULL, *hint;
 	uint64_t x = 0;
-	int r = parse_dur(v, &x);
+	int r = resil__duration_parse(v, &x, &unit_at);
 
-	if (r == 0)
-		return BAD("%s: \"%s\" is not a duration (ticks, or a whole "
-		           "number with ns, us, ms, s, m or h)",
-		    key, v);
-	if (r < 0)
+	switch (r) {
+	case RESIL__DUR_OK:
+		break;
+	case RESIL__DUR_RANGE:
 		return BAD("%s: %s is out of range", key, v);
+	case RESIL__DUR_SPACE:
+		return BAD("%s: \"%s\": write the unit next to the number "
+		           "(%.*s%s)",
+		    key, v, (int)strcspn(v, " \t"), v, unit_at);
+	case RESIL__DUR_UNIT:
+		hint = resil__duration_unit_hint(unit_at);
+		if (hint != NULL)
+			return BAD("%s: \"%s\": unknown unit \"%s\" (did you "
+			           "mean %.*s%s?)",
+			    key, v, unit_at, (int)(unit_at - v), v, hint);
+		return BAD(
+		    "%s: \"%s\": unknown unit \"%s\" (units: " RESIL__DUR_UNITS
+		    ")",
+		    key, v, unit_at);
+	case RESIL__DUR_COMMA:
+		return BAD(
+		    "%s: \"%s\": write a fraction with '.', not ','", key, v);
+	case RESIL__DUR_FRACT:
+		return BAD(
+		    "%s: \"%s\" is not a whole number of nanoseconds", key, v);
+	default:
+		return BAD(
+		    "%s: \"%s\" is not a duration (a number of "
+		    "milliseconds, or a number with a unit: ns, us, ms, "
+		    "s, m, h)",
+		    key, v);
+	}
 	if (x < lo)
 		return BAD(
 		    "%s: %s is below %llu", key, v, (unsigned long long)lo);

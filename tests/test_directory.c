@@ -534,6 +534,77 @@ test_directory_outlier_streak_restarts_after_prevented_detection(void **state)
 	fx_end(&f);
 }
 
+/* DESIGN: a bare number is milliseconds in every duration key of the
+ * cluster text, as timeout=3000 is 3 s; units and fractions as in
+ * docs/config.md, with its messages. */
+static void
+test_directory_text_durations_are_milliseconds(void **state)
+{
+	static const char *const text[][2] = {
+		{ "outlier.base_ejection", "30000" },
+		{ "outlier.max_ejection", "1.5m" },
+		{ "outlier.interval", "10" },
+		{ "loadbalance.peakewma.tau", "5" },
+		{ "loadbalance.peakewma.default_rtt", "250us" },
+		{ "loadbalance.shortest.slide", "0.5" },
+	};
+	resil_directory_config dc = resil_directory_config_default();
+	resil_selector_config sc;
+	resil_cluster_text *ct;
+	resil_diag diag;
+	size_t i;
+
+	(void)state;
+	assert_int_equal(resil_cluster_text_new(&ct, NULL), RESIL_OK);
+	for (i = 0; i < sizeof(text) / sizeof(text[0]); i++)
+		assert_int_equal(resil_cluster_text_set(ct, text[i][0],
+		                     text[i][1], NULL, 0, &diag),
+		    RESIL_OK);
+	assert_int_equal(resil_cluster_text_finish(ct, &diag), RESIL_OK);
+	resil_cluster_text_directory(ct, &dc);
+	assert_int_equal(dc.outlier.base_ejection, 30 * RESIL_NS_PER_SEC);
+	assert_int_equal(dc.outlier.max_ejection, 90 * RESIL_NS_PER_SEC);
+	assert_int_equal(dc.outlier.interval, 10 * RESIL_NS_PER_MS);
+	resil_cluster_text_selector(ct, &sc);
+	assert_int_equal(sc.balance.ewma_tau, 5 * RESIL_NS_PER_MS);
+	assert_int_equal(sc.balance.ewma_default_rtt, 250 * RESIL_NS_PER_US);
+	assert_int_equal(sc.balance.shortest_slide, 500 * RESIL_NS_PER_US);
+	/* The parser's refusals. */
+	assert_int_equal(resil_cluster_text_set(ct, "outlier.interval",
+	                     "10sec", "svc.conf", 2, &diag),
+	    RESIL_E_INVAL);
+	assert_string_equal(diag.msg,
+	    "svc.conf:2: outlier.interval: \"10sec\": unknown unit \"sec\" "
+	    "(did you mean 10s?)");
+	assert_int_equal(resil_cluster_text_set(ct, "outlier.base_ejection",
+	                     "0.5ns", NULL, 0, &diag),
+	    RESIL_E_INVAL);
+	assert_string_equal(diag.msg,
+	    "outlier.base_ejection: \"0.5ns\" is "
+	    "not a whole number of nanoseconds");
+	assert_int_equal(resil_cluster_text_set(ct, "outlier.base_ejection",
+	                     "1,5s", NULL, 0, &diag),
+	    RESIL_E_INVAL);
+	assert_string_equal(diag.msg,
+	    "outlier.base_ejection: \"1,5s\": write a fraction with '.', not "
+	    "','");
+	assert_int_equal(resil_cluster_text_set(ct, "outlier.base_ejection",
+	                     "soon", NULL, 0, &diag),
+	    RESIL_E_INVAL);
+	assert_string_equal(diag.msg,
+	    "outlier.base_ejection: \"soon\" is not a duration (a number of "
+	    "milliseconds, or a number with a unit: ns, us, ms, s, m, h)");
+	assert_int_equal(resil_cluster_text_set(
+	                     ct, "outlier.base_ejection", "0", NULL, 0, &diag),
+	    RESIL_E_INVAL);
+	assert_string_equal(diag.msg, "outlier.base_ejection: 0 is below 1");
+	/* Unchanged by the refusals. */
+	dc = resil_directory_config_default();
+	resil_cluster_text_directory(ct, &dc);
+	assert_int_equal(dc.outlier.base_ejection, 30 * RESIL_NS_PER_SEC);
+	resil_cluster_text_free(ct);
+}
+
 static void
 test_directory_business_and_ignored_outcomes(void **state)
 {
@@ -765,6 +836,8 @@ main(void)
 		cmocka_unit_test(
 		    test_directory_outlier_ejection_grows_and_returns_exactly),
 		cmocka_unit_test(test_directory_outlier_ejection_cap),
+		cmocka_unit_test(
+		    test_directory_text_durations_are_milliseconds),
 		cmocka_unit_test(
 		    test_directory_outlier_streak_restarts_after_prevented_detection),
 		cmocka_unit_test(test_directory_business_and_ignored_outcomes),
