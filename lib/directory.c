@@ -208,13 +208,15 @@ static void rate_tick(resil_directory *d, uint64_t now);
 uint64_t
 resil__dir_now(resil_directory *d)
 {
-	uint64_t now = now_of(d);
+	return now_of(d);
+}
 
-	/* A route, a report or a pick that reads the clock ends the
-	 * interval of the rate detections; off, rate_due is UINT64_MAX. */
-	if (RESIL__UNLIKELY(now >= resil__load64(&d->rate_due)))
+/* The end of an interval of the rate detections, noticed at now. */
+static void
+rate_check(resil_directory *d, uint64_t now)
+{
+	if (now >= resil__load64(&d->rate_due))
 		rate_tick(d, now);
-	return now;
 }
 
 resil__epoch *
@@ -297,8 +299,10 @@ snap_retired(resil__epoch_entry *entry)
 	resil__snap_release((resil__snapshot *)(void *)entry);
 }
 
-resil__snapshot *
-resil__dir_acquire(resil_directory *d)
+/* The current snapshot with a reference (no interval check: the
+ * directory's own functions, some under elock). */
+static resil__snapshot *
+snap_get(resil_directory *d)
 {
 	resil__epoch_guard g;
 	resil__snapshot *s;
@@ -311,6 +315,16 @@ resil__dir_acquire(resil_directory *d)
 	resil__faa64(&s->refs, 1);
 	resil__epoch_exit(d->epoch, &g);
 	return s;
+}
+
+resil__snapshot *
+resil__dir_acquire(resil_directory *d)
+{
+	/* A route (or another reader above) ends the interval of the rate
+	 * detections first: one load and a branch when they are off. */
+	if (RESIL__UNLIKELY(d->rate_on))
+		rate_check(d, now_of(d));
+	return snap_get(d);
 }
 
 static resil_err
@@ -946,7 +960,7 @@ resil_directory_count(resil_directory *d)
 
 	if (d == NULL)
 		return 0;
-	s = resil__dir_acquire(d);
+	s = snap_get(d);
 	n = s->n;
 	resil__snap_release(s);
 	return n;
@@ -960,7 +974,7 @@ resil_directory_version(resil_directory *d)
 
 	if (d == NULL)
 		return 0;
-	s = resil__dir_acquire(d);
+	s = snap_get(d);
 	v = s->version;
 	resil__snap_release(s);
 	return v;
@@ -1078,7 +1092,7 @@ try_eject(resil__endpoint *ep, uint64_t now)
 	size_t i;
 	int member = 0;
 
-	s = resil__dir_acquire(d);
+	s = snap_get(d);
 	for (i = 0; i < s->n; i++) {
 		resil__endpoint *x = s->e[i].ep;
 		if (x == ep)
@@ -1126,7 +1140,7 @@ rate_tick(resil_directory *d, uint64_t now)
 		return; /* another caller has this interval */
 	if (!resil__cas64(&d->rate_busy, 0, 1))
 		return;
-	s = resil__dir_acquire(d);
+	s = snap_get(d);
 	r = &s->rate;
 	/* Notice the returns first (their events run with no lock held). */
 	for (i = 0; i < s->n; i++)
@@ -1179,7 +1193,8 @@ resil_directory_get_rate_stats(
 {
 	if (d == NULL || out == NULL)
 		return RESIL_E_INVAL;
-	(void)resil__dir_now(d);
+	if (d->rate_on)
+		rate_check(d, now_of(d));
 	resil__spin_lock(&d->elock);
 	*out = d->rate_stats;
 	resil__spin_unlock(&d->elock);
@@ -1345,8 +1360,10 @@ resil_directory_get_state(
 
 	if (d == NULL || address == NULL || out == NULL)
 		return RESIL_E_INVAL;
-	now = resil__dir_now(d);
-	s = resil__dir_acquire(d);
+	now = now_of(d);
+	if (d->rate_on)
+		rate_check(d, now); /* a state read ends an interval too */
+	s = snap_get(d);
 	pos = find_pos(s, address);
 	if (pos == NOPOS) {
 		resil__snap_release(s);
@@ -1401,7 +1418,7 @@ resil_directory_set_healthy(
 
 	if (d == NULL || address == NULL)
 		return RESIL_E_INVAL;
-	s = resil__dir_acquire(d);
+	s = snap_get(d);
 	pos = find_pos(s, address);
 	if (pos == NOPOS) {
 		resil__snap_release(s);
@@ -1440,7 +1457,7 @@ resil_directory_breaker(resil_directory *d, const char *address)
 
 	if (d == NULL || address == NULL)
 		return NULL;
-	s = resil__dir_acquire(d);
+	s = snap_get(d);
 	pos = find_pos(s, address);
 	if (pos != NOPOS)
 		b = s->e[pos].ep->breaker;

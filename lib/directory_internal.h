@@ -94,7 +94,9 @@ typedef struct resil__snapshot {
 	resil__rate_scratch rate; /* allocated when outlier_rate is on */
 } resil__snapshot;
 
-/* The current snapshot with a reference the caller drops. */
+/* The current snapshot with a reference the caller drops; with the rate
+ * detections on, it first ends their interval if it is over (a clock
+ * read). */
 resil__snapshot *resil__dir_acquire(struct resil_directory *d);
 void resil__snap_release(resil__snapshot *s);
 #define RESIL__EP_HOLD (UINT64_C(1) << 32)

@@ -2,7 +2,7 @@
  * The directory's interval detections (Envoy's success rate and failure
  * percentage, docs/outlier.md) through the public API: outcomes reported
  * through the selector are counted per interval, the first route (or
- * report, or state read) at or after the interval's end evaluates them,
+ * state read) at or after the interval's end evaluates them,
  * and each verdict EJECT is an ejection with the consecutive kind's
  * timing (min(base * k, max), an exact return). The scenarios of Envoy's
  * test/common/upstream/outlier_detection_impl_test.cc, with their numbers
