@@ -821,6 +821,48 @@ test_directory_out_of_memory_changes_nothing(void **state)
 			break;
 	}
 	assert_true(n < 200);
+	/* The same with the rate detections (their scratch per snapshot)
+	 * and a health checker (its targets): a target the checker could
+	 * not take is left unchecked, a candidate. */
+	{
+		resil_outlier_rate_config rate =
+		    resil_outlier_rate_config_default();
+		resil_health_config hc = resil_health_config_default();
+		resil_endpoint_state st;
+		cfg.outlier_rate = &rate;
+		cfg.health = &hc;
+		hc.initial_healthy = 0;
+		for (n = 1; n < 400; n++) {
+			cfg.alloc = fail_alloc_init(&fa, n);
+			err = resil_directory_new(&d, &cfg, NULL);
+			if (err != RESIL_OK) {
+				assert_int_equal(err, RESIL_E_NOMEM);
+				assert_int_equal(fail_alloc_live(&fa), 0);
+				continue;
+			}
+			err = resil_directory_push(d, s, 2, NULL);
+			if (err == RESIL_OK)
+				err = resil_directory_push(d, s + 1, 2, NULL);
+			if (err != RESIL_OK)
+				assert_int_equal(err, RESIL_E_NOMEM);
+			/* Unhealthy only as a target of the checker. */
+			if (resil_directory_get_state(d, "b:1", &st) ==
+			        RESIL_OK &&
+			    !st.healthy) {
+				resil_health_target_state ts;
+				assert_int_equal(
+				    resil_health_get_state(
+				        resil_directory_health(d), "b:1", &ts),
+				    RESIL_OK);
+			}
+			resil_directory_free(d);
+			assert_int_equal(fail_alloc_live(&fa), 0);
+			assert_false(fa.size_mismatch);
+			if (fa.failures == 0)
+				break;
+		}
+		assert_true(n < 400);
+	}
 }
 
 int
