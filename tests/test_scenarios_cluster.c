@@ -2576,8 +2576,11 @@ test_envoy_remove_while_ejected(void **state)
 	id0 = id_of(&f, H0);
 	assert_int_equal(resil_directory_remove(f.d, H0, &f.diag), RESIL_OK);
 	assert_int_equal(f.ev[f.nev - 1].type, RESIL_ENDPOINT_REMOVED);
-	/* Two left, none ejected: the next failure of H1 ejects it
-	 * (100 * 1 <= 50 * 2). */
+	/* Two left, none ejected: H1's streak restarted after the
+	 * detection the share prevented (DESIGN), so its next five
+	 * failures eject it (100 * 1 <= 50 * 2). */
+	load_rq(&f, H1, 4, RESIL_OUTCOME_FAILURE);
+	assert_false(ejected(&f, H1));
 	load_rq(&f, H1, 1, RESIL_OUTCOME_FAILURE);
 	assert_true(ejected(&f, H1));
 	resil_manual_clock_set(&f.mc, 30001);
