@@ -49,6 +49,7 @@ struct resil_cluster_text {
 	size_t nconds, ccap;
 	int cond_force;
 	uint32_t panic;
+	uint64_t seed; /* loadbalance.seed */
 	resil_outlier_config outlier;
 	int empty_protection; /* registry.empty_protection; default 1 */
 	/* Where finish()'s cross-field messages point: the first origin
@@ -75,6 +76,7 @@ resil_cluster_text_new(resil_cluster_text **out, const resil_allocator *alloc)
 	cc->zone_mode = RESIL_ZONE_PREFER;
 	cc->zone_min = 6;
 	cc->panic = 50;
+	cc->seed = RESIL_SELECTOR_SEED;
 	resil_directory_config_init(&dc);
 	cc->outlier = dc.outlier;
 	cc->empty_protection = dc.empty_protection;
@@ -608,6 +610,22 @@ set_zone(void *obj, const char *key, const char *v, resil_diag *diag)
 }
 
 static resil_err
+set_seed(void *obj, const char *key, const char *v, resil_diag *diag)
+{
+	resil_cluster_text *cc = obj;
+	uint64_t x = 0;
+	int r = parse_u64(v, &x);
+
+	if (r == 0)
+		return BAD("%s: \"%s\" is not an unsigned integer", key, v);
+	if (r < 0)
+		return BAD(
+		    "%s: %s is out of range 0..18446744073709551615", key, v);
+	cc->seed = x;
+	return RESIL_OK;
+}
+
+static resil_err
 set_zone_mode(void *obj, const char *key, const char *v, resil_diag *diag)
 {
 	resil_cluster_text *cc = obj;
@@ -664,6 +682,7 @@ add_condition(void *obj, const char *key, const char *v, resil_diag *diag)
  * after "loadbalance" or "<method>.loadbalance"). */
 static const key_def text_keys[] = {
 	{ "service", K_FN, 0, 0, 0, 0, set_service },
+	{ "loadbalance.seed", K_FN, 0, 0, 0, 0, set_seed },
 	{ "router.zone", K_FN, 0, 0, 0, 0, set_zone },
 	{ "router.zone.mode", K_FN, 0, 0, 0, 0, set_zone_mode },
 	{ "router.zone.min_cluster_size", K_U32, 0, CC(zone_min), 0, 1000000,
@@ -695,12 +714,12 @@ set_one(
 	size_t slot;
 	resil_err err;
 
-	if (strncmp(key, "loadbalance", 11) == 0)
-		return set_balance(
-		    key, key + 11, v, &cc->balance, &cc->balance_set, diag);
 	k = key_find(text_keys, sizeof(text_keys) / sizeof(text_keys[0]), key);
 	if (k != NULL)
 		return key_apply(k, cc, key, v, diag);
+	if (strncmp(key, "loadbalance", 11) == 0)
+		return set_balance(
+		    key, key + 11, v, &cc->balance, &cc->balance_set, diag);
 	/* <method>.loadbalance... */
 	dot = strchr(key, '.');
 	if (dot != NULL && strncmp(dot + 1, "loadbalance", 11) == 0 &&
@@ -815,6 +834,7 @@ resil_cluster_text_selector(
 	out->conditions = cc->conds;
 	out->nconditions = cc->nconds;
 	out->panic_threshold_pct = cc->panic;
+	out->seed = cc->seed;
 }
 
 void

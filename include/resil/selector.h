@@ -67,10 +67,18 @@ typedef struct resil_selector_config {
 	resil_condition *const *conditions;
 	size_t nconditions;
 	uint32_t panic_threshold_pct; /* default 50; 0: no panic; 0..100 */
-	/* Random draws (balancers, PROPORTIONAL); NULL: every draw is 0. */
+	/* Random draws (balancers, PROPORTIONAL); NULL: the selector's own
+	 * resil_rng, seeded with seed. */
 	const resil_random *random;
 	const resil_allocator *alloc; /* NULL: malloc() and free() */
+	/* The seed of the selector's own generator (used when random is
+	 * NULL): the same seed gives the same picks, so a run replays.
+	 * Default RESIL_SELECTOR_SEED; text: loadbalance.seed. */
+	uint64_t seed;
 } resil_selector_config;
+
+/* The default seed of a selector's own generator. */
+#define RESIL_SELECTOR_SEED UINT64_C(0x5eed)
 
 static inline void
 resil_selector_config_init(resil_selector_config *c)
@@ -81,6 +89,7 @@ resil_selector_config_init(resil_selector_config *c)
 	c->zone_mode = RESIL_ZONE_PREFER;
 	c->zone_min_cluster_size = 6;
 	c->panic_threshold_pct = 50;
+	c->seed = RESIL_SELECTOR_SEED;
 }
 
 static inline resil_selector_config
