@@ -689,6 +689,13 @@ resil__route(const resil__route_cfg *cfg, resil__snapshot *s,
 	return RESIL_OK;
 }
 
+/*
+ * Dubbo's words (AbstractClusterInvoker.checkInvokers): "Failed to invoke
+ * the method M in the service S. No provider available for the service S",
+ * then what resil knows that Dubbo's message does not: how many endpoints
+ * the directory had and which router stage removed them. An empty
+ * directory keeps Dubbo's advice to check the providers.
+ */
 void
 resil__no_provider(const resil__route_cfg *cfg, const char *service,
     const resil_request *req, const resil__route_stats *st, resil_diag *diag)
@@ -698,12 +705,23 @@ resil__no_provider(const resil__route_cfg *cfg, const char *service,
 
 	if (diag == NULL)
 		return;
+	if (service == NULL)
+		service = "";
 	resil__msg_start(&m, diag->msg, sizeof(diag->msg));
-	RESIL__MSG_LIT(&m, "No provider available for service ");
-	resil__msg_str(&m, service != NULL ? service : "");
-	RESIL__MSG_LIT(&m, " method ");
+	RESIL__MSG_LIT(&m, "Failed to invoke the method ");
 	resil__msg_str(
 	    &m, req != NULL && req->method != NULL ? req->method : "");
+	RESIL__MSG_LIT(&m, " in the service ");
+	resil__msg_str(&m, service);
+	RESIL__MSG_LIT(&m, ". No provider available for the service ");
+	resil__msg_str(&m, service);
+	if (st->endpoints == 0) {
+		RESIL__MSG_LIT(&m,
+		    ": 0 endpoints. Please check if the "
+		    "providers have been started and "
+		    "registered.");
+		return;
+	}
 	RESIL__MSG_LIT(&m, ": ");
 	resil__msg_int(&m, (int)st->endpoints);
 	if (st->endpoints == 1)

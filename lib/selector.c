@@ -606,6 +606,14 @@ resil_candidates_count(const resil_candidates *c)
 	return c != NULL ? c->v.n : 0;
 }
 
+resil_lb_kind
+resil__candidates_lb_kind(const resil_candidates *c)
+{
+	if (c == NULL || c->lb == NULL)
+		return c != NULL ? c->sel->deflt.kind : RESIL_LB_RANDOM;
+	return c->lb->cfg.kind;
+}
+
 resil_err
 resil_candidates_get(const resil_candidates *c, size_t i, resil_candidate *out)
 {

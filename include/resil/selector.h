@@ -10,9 +10,11 @@
  *   resil_selector_pick()    "one of them, excluding these";
  *   resil_selector_report()  "this is how the call went".
  * An empty candidate set is RESIL_E_NO_PROVIDER with Dubbo's message in
- * *diag: `No provider available for service S method M: 8 endpoints, 0
- * after routers (tag=canary removed 4, zone=hz removed 4)` (stages in chain
- * order, only those that removed something).
+ * *diag: `Failed to invoke the method M in the service S. No provider
+ * available for the service S: 8 endpoints, 0 after routers (tag=canary
+ * removed 4, zone=hz removed 4)` (stages in chain order, only those that
+ * removed something; an empty directory: `...: 0 endpoints. Please check
+ * if the providers have been started and registered.`).
  *
  * The text keys (loadbalance=, router.zone=, router.condition=, outlier.*,
  * panic.threshold, <method>.loadbalance=, ...) are parsed by
@@ -127,11 +129,11 @@ RESIL_API void resil_candidates_clear(resil_candidates *c);
 /*
  * Route req (NULL: no method, no tag, no arguments) over the current
  * snapshot into c. Returns RESIL_OK with at least one candidate;
- * RESIL_E_NO_PROVIDER ("No provider available ...", in *diag) when none
- * is left; RESIL_E_INVAL for a request whose args or params is NULL with
- * a count above 0 ("request: args is NULL with nargs 1"; a hash pick
- * refuses it too, the other balancers do not read req); RESIL_E_NOMEM
- * when c had to grow and could not.
+ * RESIL_E_NO_PROVIDER ("Failed to invoke the method M ... No provider
+ * available ...", in *diag) when none is left; RESIL_E_INVAL for a request
+ * whose args or params is NULL with a count above 0 ("request: args is NULL
+ * with nargs 1"; a hash pick refuses it too, the other balancers do not read
+ * req); RESIL_E_NOMEM when c had to grow and could not.
  */
 RESIL_API resil_err resil_selector_route(resil_selector *sel,
     const resil_request *req, resil_candidates *c, resil_diag *diag);
