@@ -137,13 +137,17 @@ perr(resil_diag *diag, const char *text, size_t col, const char *fmt, ...)
 }
 
 /* The key of a condition at text[*at..to) into c: a word, or
- * arguments[N] (before '=>' only). */
+ * arguments[N] (before '=>' only). As Dubbo's ArgumentConditionMatcher,
+ * a path after it (arguments[10].inner) is accepted and reads argument N
+ * whole: the text arguments have no fields, so the path is ignored, and
+ * an index the call does not have never matches. */
 static resil_err
 parse_key(const char *text, size_t *at, size_t to, int when, cond *c,
     resil_diag *diag)
 {
-	size_t i = *at, k = 10, col;
+	size_t i = *at, k = 10, col, end;
 	long v = 0;
+	const char *dot;
 
 	if (i == to || !keych(text[i]))
 		return PERR(i + 1, "expected a key");
@@ -160,9 +164,16 @@ parse_key(const char *text, size_t *at, size_t to, int when, cond *c,
 			    col, "'[' is only allowed in arguments[N]");
 		return RESIL_OK;
 	}
-	if (c->key.p[c->key.n - 1] != ']' || k == c->key.n - 1)
+	/* arguments[N] ends at its first '.', if any (Dubbo splits there). */
+	dot = memchr(c->key.p, '.', c->key.n);
+	end = dot != NULL ? (size_t)(dot - c->key.p) : c->key.n;
+	if (dot != NULL &&
+	    (end + 1 == c->key.n || memchr(dot, '[', c->key.n - end) != NULL ||
+	        memchr(dot, ']', c->key.n - end) != NULL))
+		return PERR(col + end, "expected a field name after '.'");
+	if (end <= 10 || c->key.p[end - 1] != ']' || k == end - 1)
 		return PERR(col, "expected arguments[N]");
-	for (; k < c->key.n - 1; k++) {
+	for (; k < end - 1; k++) {
 		if (c->key.p[k] < '0' || c->key.p[k] > '9' || v > 10000)
 			return PERR(col + k,
 			    "argument index is not a number in 0..10000");

@@ -333,6 +333,64 @@ start_zoned(fx *f, const char *zone, resil_zone_mode mode, uint32_t panic)
 
 /* Rules replaced at run time: the next route uses them; the old ones
  * were borrowed (the caller frees them), the new ones are owned. */
+/* Dubbo's ConditionStateRouterTest.testRoute_Arguments: a path after
+ * arguments[N] is accepted and ignored (argument N is read whole), so
+ * arguments[10].inner never matches a call with one argument, while
+ * arguments[0].inner = 1 matches an argument "1"; a bare `arguments`
+ * never matches. Each rule is forced, so a match leaves nothing. */
+static void
+test_router_condition_argument_path(void **state)
+{
+	static const struct {
+		const char *rule;
+		const char *arg;
+		size_t left;
+	} cases[] = {
+		{ "arguments[10].inner = a => zone = nowhere", "a", 4 },
+		{ "arguments[0].inner = 1 => zone = nowhere", "1", 0 },
+		{ "arguments[0].inner = 1 => zone = nowhere", "2", 4 },
+		{ "arguments[0].a.b = 1 => zone = nowhere", "1", 0 },
+		{ "arguments = b => zone = nowhere", "b", 4 },
+	};
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		resil_condition *c;
+		resil_request r;
+		const char *args[1];
+		fx f;
+		resil_err err;
+
+		with_rule(&f, &c, cases[i].rule, 1);
+		r = req_of("m", NULL);
+		args[0] = cases[i].arg;
+		r.args = args;
+		r.nargs = 1;
+		err = resil_selector_route(f.sel, &r, f.c, &f.diag);
+		if (cases[i].left == 0) {
+			assert_int_equal(err, RESIL_E_NO_PROVIDER);
+		} else {
+			assert_int_equal(err, RESIL_OK);
+			assert_int_equal(
+			    resil_candidates_count(f.c), cases[i].left);
+		}
+		end_rule(&f, c);
+	}
+	parse_err("arguments[0]. = 1 => zone = hz",
+	    "condition \"arguments[0]. = 1 => zone = hz\" at column 13: "
+	    "expected a field name after '.'");
+	parse_err("arguments[0].x[1] = 1 => zone = hz",
+	    "condition \"arguments[0].x[1] = 1 => zone = hz\" at column 13: "
+	    "expected a field name after '.'");
+	parse_err("arguments[].x = 1 => zone = hz",
+	    "condition \"arguments[].x = 1 => zone = hz\" at column 1: "
+	    "expected arguments[N]");
+	parse_err("=> arguments[0].x = 1",
+	    "condition \"=> arguments[0].x = 1\" at column 4: arguments[] "
+	    "can only be tested before '=>'");
+}
+
 static void
 test_router_conditions_replaced_at_run_time(void **state)
 {
@@ -653,6 +711,7 @@ main(void)
 		cmocka_unit_test(
 		    test_router_condition_parse_errors_have_columns),
 		cmocka_unit_test(test_router_condition_matching),
+		cmocka_unit_test(test_router_condition_argument_path),
 		cmocka_unit_test(test_router_conditions_replaced_at_run_time),
 		cmocka_unit_test(test_router_health_and_panic),
 		cmocka_unit_test(test_router_zone_prefer_and_strict),

@@ -2141,8 +2141,8 @@ test_dubbo_condition_return_and_filters(void **state)
  * ConditionStateRouterTest.testRoute_Arguments: `arguments[0] = a`,
  * forced to a host nobody has: a null argument leaves all 3, "a" leaves
  * none; `arguments = b` (no index) matches nothing: all 3. Dubbo's
- * `arguments[10].inner = a` also matches nothing; resil refuses it at
- * parse time (only arguments[N] is a key; not decided by DESIGN, listed).
+ * `arguments[10].inner = a` also matches nothing (accepted, the path
+ * ignored: DESIGN, turn 3), and `arguments[0].inner = 1` reads argument 0.
  * testRoute_Key_Not_Exist: a key missing on an endpoint excludes it (0
  * left); a key missing on the WHEN side does not match (3 left) (DESIGN).
  * testRoute_Multiple_Conditions: `application=consumer_app&arguments[0]=a`
@@ -2154,8 +2154,6 @@ test_dubbo_condition_arguments_and_missing_keys(void **state)
 	const resil_param *p = consumer_local;
 	const char *null_arg[1] = { NULL };
 	const char *a_arg[1] = { "a" };
-	resil_condition *rule = NULL;
-	resil_diag d;
 
 	(void)state;
 	assert_int_equal(route_count("arguments[0] = a => host = 1.2.3.4", 1,
@@ -2167,14 +2165,16 @@ test_dubbo_condition_arguments_and_missing_keys(void **state)
 	assert_int_equal(route_count("arguments = b => host = 1.2.3.4", 1, p,
 	                     1, a_arg, 1, NULL),
 	    3);
+	/* Accepted, as in Dubbo: index 10 is missing, no match. */
 	assert_int_equal(
-	    resil_condition_parse(&rule,
-	        "arguments[10].inner = a => host = 1.2.3.4", 1, NULL, &d),
-	    RESIL_E_INVAL);
-	assert_null(rule);
-	assert_string_equal(d.msg,
-	    "condition \"arguments[10].inner = a => host = 1.2.3.4\" at "
-	    "column 1: expected arguments[N]");
+	    route_count("arguments[10].inner = a => host = 1.2.3.4", 1, p, 1,
+	        a_arg, 1, NULL),
+	    3);
+	/* The path is ignored: argument 0 is read whole. */
+	assert_int_equal(
+	    route_count("arguments[0].inner = a => host = 1.2.3.4", 1, p, 1,
+	        a_arg, 1, NULL),
+	    0);
 	assert_int_equal(
 	    route_count("when_key=a => not_exist_then_key = any_value", 1, p,
 	        2, NULL, 0, NULL),
