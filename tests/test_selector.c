@@ -496,6 +496,80 @@ test_selector_init_default_random_spreads(void **state)
 	assert_memory_equal(seq[0], seq[1], sizeof(seq[0]));
 }
 
+/* The zones of a route from text: the candidates' zones joined. */
+static void
+zone_route(const char *text, const char *want_zone, resil_zone_mode want_mode,
+    const char *want_route)
+{
+	static const char *const addr[4] = { "a:1", "b:1", "c:1", "d:1" };
+	static const char *const zones[4] = { "hz", "sh", "hz", "sh" };
+	resil_config *conf;
+	resil_directory_config dc;
+	resil_selector_config sc;
+	resil_directory *d;
+	resil_selector *sel;
+	resil_candidates *c;
+	resil_endpoint_spec specs[4];
+	resil_diag diag;
+	char got[64];
+	size_t i, len = 0;
+
+	assert_int_equal(
+	    resil_config_parse_string(&conf, text, "svc.conf", NULL, &diag),
+	    RESIL_OK);
+	resil_directory_config_init(&dc);
+	resil_config_directory(conf, &dc);
+	assert_int_equal(resil_directory_new(&d, &dc, &diag), RESIL_OK);
+	(void)resil_config_selector(conf, &sc);
+	if (want_zone == NULL)
+		assert_null(sc.local_zone);
+	else
+		assert_string_equal(sc.local_zone, want_zone);
+	assert_int_equal(sc.zone_mode, want_mode);
+	assert_int_equal(resil_selector_new(&sel, d, &sc, &diag), RESIL_OK);
+	assert_int_equal(resil_candidates_new(&c, sel), RESIL_OK);
+	for (i = 0; i < 4; i++) {
+		specs[i] = resil_endpoint_spec_default(addr[i]);
+		specs[i].zone = zones[i];
+	}
+	assert_int_equal(resil_directory_push(d, specs, 4, &diag), RESIL_OK);
+	assert_int_equal(resil_selector_route(sel, NULL, c, &diag), RESIL_OK);
+	got[0] = '\0';
+	for (i = 0; i < resil_candidates_count(c); i++) {
+		resil_candidate cd;
+		assert_int_equal(resil_candidates_get(c, i, &cd), RESIL_OK);
+		len += (size_t)snprintf(got + len, sizeof(got) - len, "%s%s",
+		    i > 0 ? "," : "", cd.address);
+	}
+	assert_string_equal(got, want_route);
+	resil_candidates_free(c);
+	resil_selector_free(sel);
+	resil_directory_free(d);
+	resil_config_free(conf);
+}
+
+/* Issue 23: zone= sets the selector's local zone, as config.h says (only
+ * router.zone was read); router.zone wins when both are given; under
+ * zone-aware the zone names the consumer without affinity (the strategy
+ * splits by zone itself). */
+static void
+test_selector_zone_key_sets_local_zone(void **state)
+{
+	(void)state;
+	zone_route("service=S\n", NULL, RESIL_ZONE_PREFER, "a:1,b:1,c:1,d:1");
+	zone_route("service=S\nzone=hz\n", "hz", RESIL_ZONE_PREFER, "a:1,c:1");
+	zone_route("service=S\nzone=sh\nrouter.zone.mode=strict\n", "sh",
+	    RESIL_ZONE_STRICT, "b:1,d:1");
+	zone_route("service=S\nzone=hz\nrouter.zone=sh\n", "sh",
+	    RESIL_ZONE_PREFER, "b:1,d:1");
+	zone_route("service=S\ncluster=zone-aware\nzone=hz\n", "hz",
+	    RESIL_ZONE_OFF, "a:1,b:1,c:1,d:1");
+	/* The zone is the consumer's on the WHEN side of a rule. */
+	zone_route("service=S\ncluster=zone-aware\nzone=hz\n"
+	           "router.condition=zone = hz => address = b:1\n",
+	    "hz", RESIL_ZONE_OFF, "b:1");
+}
+
 int
 main(void)
 {
@@ -508,6 +582,7 @@ main(void)
 		cmocka_unit_test(test_selector_text_default_random_spreads),
 		cmocka_unit_test(test_selector_seed_replays),
 		cmocka_unit_test(test_selector_init_default_random_spreads),
+		cmocka_unit_test(test_selector_zone_key_sets_local_zone),
 	};
 
 	return cmocka_run_group_tests_name("selector", tests, NULL, NULL);
