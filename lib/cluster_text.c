@@ -50,6 +50,7 @@ struct resil_cluster_text {
 	size_t nconds, ccap;
 	int cond_force;
 	uint32_t panic;
+	uint64_t seed; /* loadbalance.seed */
 	resil_outlier_config outlier;
 	/* The interval detections: on once one of their keys is given. */
 	resil_outlier_rate_config rate;
@@ -83,6 +84,7 @@ resil_cluster_text_new(resil_cluster_text **out, const resil_allocator *alloc)
 	cc->zone_mode = RESIL_ZONE_PREFER;
 	cc->zone_min = 6;
 	cc->panic = 50;
+	cc->seed = RESIL_SELECTOR_SEED;
 	resil_directory_config_init(&dc);
 	cc->outlier = dc.outlier;
 	cc->empty_protection = dc.empty_protection;
@@ -611,6 +613,22 @@ set_zone(void *obj, const char *key, const char *v, resil_diag *diag)
 }
 
 static resil_err
+set_seed(void *obj, const char *key, const char *v, resil_diag *diag)
+{
+	resil_cluster_text *cc = obj;
+	uint64_t x = 0;
+	int r = parse_u64(v, &x);
+
+	if (r == 0)
+		return BAD("%s: \"%s\" is not an unsigned integer", key, v);
+	if (r < 0)
+		return BAD(
+		    "%s: %s is out of range 0..18446744073709551615", key, v);
+	cc->seed = x;
+	return RESIL_OK;
+}
+
+static resil_err
 set_zone_mode(void *obj, const char *key, const char *v, resil_diag *diag)
 {
 	resil_cluster_text *cc = obj;
@@ -681,6 +699,7 @@ set_rate(void *obj, const char *key, const char *v, resil_diag *diag)
  * after "loadbalance" or "<method>.loadbalance"). */
 static const key_def text_keys[] = {
 	{ "service", K_FN, 0, 0, 0, 0, set_service },
+	{ "loadbalance.seed", K_FN, 0, 0, 0, 0, set_seed },
 	{ "router.zone", K_FN, 0, 0, 0, 0, set_zone },
 	{ "router.zone.mode", K_FN, 0, 0, 0, 0, set_zone_mode },
 	{ "router.zone.min_cluster_size", K_U32, 0, CC(zone_min), 0, 1000000,
@@ -722,9 +741,6 @@ set_one(
 	size_t slot;
 	resil_err err;
 
-	if (strncmp(key, "loadbalance", 11) == 0)
-		return set_balance(
-		    key, key + 11, v, &cc->balance, &cc->balance_set, diag);
 	if (strncmp(key, "health.", 7) == 0) {
 		/* lib/health.c reads the checker's keys. */
 		int b;
@@ -743,6 +759,9 @@ set_one(
 	k = key_find(text_keys, sizeof(text_keys) / sizeof(text_keys[0]), key);
 	if (k != NULL)
 		return key_apply(k, cc, key, v, diag);
+	if (strncmp(key, "loadbalance", 11) == 0)
+		return set_balance(
+		    key, key + 11, v, &cc->balance, &cc->balance_set, diag);
 	/* <method>.loadbalance... */
 	dot = strchr(key, '.');
 	if (dot != NULL && strncmp(dot + 1, "loadbalance", 11) == 0 &&
@@ -859,6 +878,7 @@ resil_cluster_text_selector(
 	out->conditions = cc->conds;
 	out->nconditions = cc->nconds;
 	out->panic_threshold_pct = cc->panic;
+	out->seed = cc->seed;
 }
 
 void

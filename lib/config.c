@@ -1122,6 +1122,15 @@ resil_config_selector(const resil_config *conf, resil_selector_config *out)
 		return 0;
 	if (out->service == NULL || out->service[0] == '\0')
 		out->service = conf->pc.service;
+	/* zone= is the selector's local zone too, unless router.zone says
+	 * otherwise. zone-aware splits by zone itself: there the zone only
+	 * names the consumer (condition rules), with no affinity, which
+	 * would remove the other zones before its second phase. */
+	if (out->local_zone == NULL && conf->pc.cluster.local_zone != NULL) {
+		out->local_zone = conf->pc.cluster.local_zone;
+		if (conf->pc.cluster.strategy == RESIL_CLUSTER_ZONE_AWARE)
+			out->zone_mode = RESIL_ZONE_OFF;
+	}
 	return conf->ct != NULL;
 }
 

@@ -105,7 +105,9 @@ RESIL_API const resil_pipeline_config *resil_config_pipeline(
  * directory, the selector and the pipeline:
  * - resil_config_selector(): *out is initialised and filled (service,
  *   balancers, routers, panic; its local zone is zone= unless router.zone
- *   says otherwise); random and alloc are left NULL for the caller.
+ *   says otherwise, with zone mode OFF under cluster=zone-aware); random
+ *   and alloc are left NULL for the caller (random NULL: the selector's
+ *   own generator, seeded by loadbalance.seed).
  * - resil_config_directory(): the outlier settings and empty protection
  *   (registry.empty_protection) of *out are overwritten (the rest is left
  *   as the caller set it).
