@@ -56,10 +56,76 @@ cand_put(resil_pipeline *p, resil_candidates *c, int at)
 	resil__store64(&p->pool[at].busy, 0);
 }
 
+/* The value of attachment key, or NULL. */
+static const char *
+attachment(const resil_invocation *inv, const char *key)
+{
+	size_t i;
+
+	if (inv->attachments == NULL)
+		return NULL;
+	for (i = 0; i < inv->nattachments; i++)
+		if (inv->attachments[i].key != NULL &&
+		    strcmp(inv->attachments[i].key, key) == 0)
+			return inv->attachments[i].value;
+	return NULL;
+}
+
+/* A retries count 0..RESIL_RETRY_MAX_ATTEMPTS - 1 in decimal, or -1. */
+static int
+retries_of(const char *v)
+{
+	int n = 0;
+
+	if (v == NULL || *v == '\0')
+		return -1;
+	for (; *v != '\0'; v++) {
+		if (*v < '0' || *v > '9')
+			return -1;
+		n = n * 10 + (*v - '0');
+		if (n >= RESIL_RETRY_MAX_ATTEMPTS)
+			return -1;
+	}
+	return n;
+}
+
+/* The call's request (Dubbo's Invocation) into c->req; the retries the
+ * call asks for, or -1 for the configuration's. */
+static int
+request_of(callm *c)
+{
+	const resil_invocation *inv = c->inv;
+	const char *v;
+	int retries = -1;
+
+	memset(&c->req, 0, sizeof(c->req));
+	c->req.method = c->args->method;
+	if (inv == NULL)
+		return -1;
+	c->req.args = inv->arguments;
+	c->req.nargs = inv->narguments;
+	c->req.params = inv->attachments;
+	c->req.nparams = inv->nattachments;
+	c->req.tag =
+	    inv->tag != NULL ? inv->tag : attachment(inv, "dubbo.tag");
+	c->req.tag_force = inv->tag_force != 0;
+	if (!c->req.tag_force && (v = attachment(inv, "dubbo.force.tag")) &&
+	    strcmp(v, "true") == 0)
+		c->req.tag_force = 1;
+	if (inv->has_retries)
+		retries = inv->retries < RESIL_RETRY_MAX_ATTEMPTS
+		    ? (int)inv->retries
+		    : RESIL_RETRY_MAX_ATTEMPTS - 1;
+	else
+		retries = retries_of(attachment(inv, "retries"));
+	return retries;
+}
+
 void
 resil__cl_start(callm *c, const method *m, tsrc ts)
 {
 	resil_pipeline *p = c->p;
+	int retries;
 
 	c->sel = p->sel;
 	c->magic = CALL_CLUSTER;
@@ -75,8 +141,7 @@ resil__cl_start(callm *c, const method *m, tsrc ts)
 	c->ntried = c->nfailed = 0;
 	c->last_timeout = 0;
 	c->failed[0] = c->last_addr[0] = c->last_zone[0] = c->cmsg[0] = '\0';
-	memset(&c->req, 0, sizeof(c->req));
-	c->req.method = c->args->method;
+	retries = request_of(c);
 	c->retry = p->ccfg.strategy == RESIL_CLUSTER_FAILOVER ||
 	        p->ccfg.strategy == RESIL_CLUSTER_ZONE_AWARE
 	    ? (m->cretry != NULL ? m->cretry : c->g->cretry)
@@ -85,10 +150,13 @@ resil__cl_start(callm *c, const method *m, tsrc ts)
 	 * used: it keeps the machine's first-success shortcut, which knows
 	 * nothing of endpoints, away from cluster calls). */
 	c->run_on = 1;
-	if (c->retry != NULL)
+	if (c->retry != NULL) {
 		run_begin(c, &ts);
-	else
+		if (retries >= 0)
+			c->run.max_attempts = (uint32_t)retries + 1u;
+	} else {
 		memset(&c->run, 0, sizeof(c->run));
+	}
 }
 
 static void

@@ -334,13 +334,14 @@ abandon_jobs(callm *c, tsrc *ts, job *jobs)
  * the machine's first step into *st. */
 static void
 drive_start(callm *c, resil_pipeline *p, settings *g, unsigned gs,
-    const method *m, const resil_args *args, resil_result *out, tsrc *ts,
-    resil_call_next *st)
+    const method *m, const resil_args *args, const resil_invocation *inv,
+    resil_result *out, tsrc *ts, resil_call_next *st)
 {
 	resil__tls_method = args->method;
 	resil__tls_in_call = 1;
 	tlazy(ts, p);
 	st->endpoint = NULL;
+	c->inv = inv;
 	mstart(c, p, g, gs, m, args, out, ts, st);
 }
 
@@ -357,8 +358,8 @@ drive_end(const resil_result *out)
  * the calling thread waits for answers and timers. */
 static resil_err
 drive_hedged(resil_pipeline *p, settings *g, unsigned gs, const method *m,
-    const resil_args *args, resil_call_fn fn, resil_endpoint_call_fn efn,
-    void *ctx, resil_result *out)
+    const resil_args *args, const resil_invocation *inv, resil_call_fn fn,
+    resil_endpoint_call_fn efn, void *ctx, resil_result *out)
 {
 	const resil_executor *ex = &p->executor;
 	job *jobs = NULL, *j;
@@ -366,7 +367,7 @@ drive_hedged(resil_pipeline *p, settings *g, unsigned gs, const method *m,
 	resil_call_next st;
 	tsrc ts;
 
-	drive_start(&c, p, g, gs, m, args, out, &ts, &st);
+	drive_start(&c, p, g, gs, m, args, inv, out, &ts, &st);
 	while (st.action != RESIL_CALL_DONE) {
 		if (st.action == RESIL_CALL_RUN) {
 			j = job_new(p, fn, efn, ctx, args, &st);
@@ -450,8 +451,8 @@ call_slow(resil_pipeline *p, const struct resil_method *h,
 		return refuse_hedging(p, out);
 	g = conf_hold(p, &gs);
 	err = drive_hedged(p, g, gs,
-	    h != NULL ? resolve(g, h) : find_method(g, args->method), args, fn,
-	    NULL, ctx, out);
+	    h != NULL ? resolve(g, h) : find_method(g, args->method), args,
+	    NULL, fn, NULL, ctx, out);
 	conf_drop(g, gs);
 	return err;
 }
@@ -502,14 +503,14 @@ resil_pipeline_call_method(resil_pipeline *p, const resil_method *m,
  * the machine chose. */
 static resil_err
 drive_ep(resil_pipeline *p, settings *g, unsigned gs, const method *m,
-    const resil_args *args, resil_endpoint_call_fn fn, void *ctx,
-    resil_result *out)
+    const resil_args *args, const resil_invocation *inv,
+    resil_endpoint_call_fn fn, void *ctx, resil_result *out)
 {
 	callm c;
 	resil_call_next st;
 	tsrc ts;
 
-	drive_start(&c, p, g, gs, m, args, out, &ts, &st);
+	drive_start(&c, p, g, gs, m, args, inv, out, &ts, &st);
 	while (st.action != RESIL_CALL_DONE) {
 		if (st.action == RESIL_CALL_RUN)
 			run_here(&c, &ts, &st, NULL, fn, ctx, args);
@@ -533,9 +534,9 @@ ep_adapt(void *ctx, const resil_args *args, resil_value *out)
 	return a->fn(a->ctx, NULL, args, out);
 }
 
-resil_err
-resil_pipeline_invoke(resil_pipeline *p, const resil_method *h,
-    const resil_args *args, resil_endpoint_call_fn fn, void *ctx,
+static resil_err
+invoke(resil_pipeline *p, const resil_method *h, const resil_args *args,
+    const resil_invocation *inv, resil_endpoint_call_fn fn, void *ctx,
     resil_result *out)
 {
 	const method *pm;
@@ -558,13 +559,32 @@ resil_pipeline_invoke(resil_pipeline *p, const resil_method *h,
 		a.ctx = ctx;
 		if (p->hedge_max != 0)
 			err = drive_hedged(
-			    p, g, gs, pm, args, NULL, fn, ctx, out);
+			    p, g, gs, pm, args, inv, NULL, fn, ctx, out);
 		else
 			err = drive(p, g, gs, pm, args, ep_adapt, &a, out);
 	} else if (p->ccfg.strategy == RESIL_CLUSTER_FORKING)
-		err = drive_hedged(p, g, gs, pm, args, NULL, fn, ctx, out);
+		err =
+		    drive_hedged(p, g, gs, pm, args, inv, NULL, fn, ctx, out);
 	else
-		err = drive_ep(p, g, gs, pm, args, fn, ctx, out);
+		err = drive_ep(p, g, gs, pm, args, inv, fn, ctx, out);
 	conf_drop(g, gs);
 	return err;
+}
+
+resil_err
+resil_pipeline_invoke(resil_pipeline *p, const resil_method *h,
+    const resil_args *args, resil_endpoint_call_fn fn, void *ctx,
+    resil_result *out)
+{
+	return invoke(p, h, args, NULL, fn, ctx, out);
+}
+
+resil_err
+resil_pipeline_invoke_ex(resil_pipeline *p, const resil_method *h,
+    const resil_invocation *inv, resil_endpoint_call_fn fn, void *ctx,
+    resil_result *out)
+{
+	if (inv == NULL)
+		return RESIL_E_INVAL;
+	return invoke(p, h, &inv->args, inv, fn, ctx, out);
 }

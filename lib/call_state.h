@@ -81,6 +81,9 @@ typedef struct callm {
 	uint8_t last_local; /* zone-aware: the last attempt was local */
 	uint8_t bany;       /* broadcast: a failure was seen */
 	resil_selector *sel;
+	/* The call's invocation (resil_call_start_ex, invoke_ex), or NULL:
+	 * set by the entry points, read by the cluster's start only. */
+	const resil_invocation *inv;
 	uint32_t ncand;  /* candidates at the last route (messages) */
 	uint32_t bn;     /* broadcast: candidates at the first route */
 	uint32_t nother; /* zone-aware: other-zone candidates, last route */

@@ -14,6 +14,7 @@
 #define RESIL_CALL_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include <resil/resil.h>
 #include <resil/selector.h>
@@ -112,6 +113,52 @@ typedef struct resil_call_next {
 } resil_call_next;
 
 /*
+ * What one call carries besides its method and key bytes: Dubbo's
+ * Invocation, for the cluster (resil_call_start_ex(),
+ * resil_pipeline_invoke_ex() in pipeline.h). Every field may be NULL/0
+ * (resil_invocation_init()); all are borrowed until the call is DONE.
+ *
+ * - args: the method and the bytes the cache keys on, as resil_args;
+ *   the user's function receives &args (a copy on an executor's thread).
+ * - arguments[0..narguments): the call's arguments as text, read by a
+ *   hash balancer (loadbalance.hash.arguments=0,1) and by condition
+ *   rules' arguments[i].
+ * - tag: the routing tag (Dubbo's dubbo.tag; NULL or "": untagged);
+ *   tag_force nonzero forces it for this call (dubbo.force.tag): no
+ *   endpoint with that tag gives "no provider" instead of the untagged
+ *   ones.
+ * - attachments[0..nattachments): key/value pairs, the request params a
+ *   condition rule's WHEN side reads. Dubbo's keys among them are read
+ *   as Dubbo reads them where the field above is unset: `dubbo.tag`
+ *   (tag NULL), `dubbo.force.tag=true` (tag_force 0) and `retries`
+ *   (has_retries 0; a decimal number 0..999).
+ * - has_retries, retries: this call's retries, overriding the
+ *   configuration's (cluster.retries, a method's max_attempts):
+ *   failover and zone-aware make retries + 1 attempts (at most
+ *   RESIL_RETRY_MAX_ATTEMPTS).
+ * Without a selector only args is read.
+ */
+typedef struct resil_invocation {
+	resil_args args;
+	const char *const *arguments;
+	size_t narguments;
+	const char *tag;
+	int tag_force;
+	const resil_param *attachments;
+	size_t nattachments;
+	int has_retries;
+	uint32_t retries;
+} resil_invocation;
+
+/* All fields NULL/0 but args.method. */
+static inline void
+resil_invocation_init(resil_invocation *inv, const char *method)
+{
+	memset(inv, 0, sizeof(*inv));
+	inv->args.method = method;
+}
+
+/*
  * Start a call of args->method through p, with the settings of m (NULL:
  * looked up by args->method) at clock reading now. *c is initialised
  * whatever it held; *out is initialised and, at DONE, holds the answer.
@@ -122,6 +169,17 @@ typedef struct resil_call_next {
  */
 RESIL_API resil_err resil_call_start(resil_call *c, resil_pipeline *p,
     const resil_method *m, const resil_args *args, resil_result *out,
+    uint64_t now, resil_call_next *step);
+
+/*
+ * resil_call_start() of the call inv describes: inv->args as args, and,
+ * with a selector, its arguments, tag, attachments and retries routed
+ * and balanced on (see resil_invocation). *inv is borrowed until DONE
+ * (or cancel). Returns as resil_call_start(); RESIL_E_INVAL also for a
+ * NULL inv.
+ */
+RESIL_API resil_err resil_call_start_ex(resil_call *c, resil_pipeline *p,
+    const resil_method *m, const resil_invocation *inv, resil_result *out,
     uint64_t now, resil_call_next *step);
 
 /*

@@ -412,6 +412,19 @@ RESIL_API resil_err resil_pipeline_invoke(resil_pipeline *p,
     void *ctx, resil_result *out);
 
 /*
+ * resil_pipeline_invoke() of the call inv describes (resil_invocation in
+ * <resil/call.h>): inv->args is the call's args, and with a selector its
+ * arguments, tag, attachments and retries reach the routers and the
+ * balancer of every attempt, and failback's queue (a queued call is
+ * retried with the same request). fn receives &inv->args (a copy when
+ * the attempt runs on the executor). Returns as resil_pipeline_invoke();
+ * RESIL_E_INVAL also for a NULL inv.
+ */
+RESIL_API resil_err resil_pipeline_invoke_ex(resil_pipeline *p,
+    const resil_method *m, const resil_invocation *inv,
+    resil_endpoint_call_fn fn, void *ctx, resil_result *out);
+
+/*
  * Failback (cluster.strategy RESIL_CLUSTER_FAILBACK): run the queued
  * calls that are due at clock reading now, each once, through fn on an
  * endpoint the selector picks (avoiding the one tried last when another
