@@ -121,7 +121,7 @@ request_of(callm *c)
 	return retries;
 }
 
-void
+int
 resil__cl_start(callm *c, const method *m, tsrc ts)
 {
 	resil_pipeline *p = c->p;
@@ -157,6 +157,59 @@ resil__cl_start(callm *c, const method *m, tsrc ts)
 	} else {
 		memset(&c->run, 0, sizeof(c->run));
 	}
+	/* The service breaker records the whole call, after the strategy
+	 * (DESIGN): one permit for the call; the attempts take none of it,
+	 * each endpoint's own breaker and outlier detection see them. */
+	c->sbreaker = c->breaker;
+	c->breaker = NULL;
+	c->has_spermit = 0;
+	c->cstart = c->timeout != 0 ? tnow(&ts) : 0;
+	if (c->sbreaker != NULL) {
+		if (resil_breaker_acquire(c->sbreaker, &c->spermit) !=
+		    RESIL_OK) {
+			c->breaker_state =
+			    (int)resil_breaker_get_state(c->sbreaker);
+			c->cstop = 1;
+			snprintf(c->cmsg, sizeof(c->cmsg),
+			    "Failed to invoke the method %s in the service "
+			    "%s: "
+			    "rejected, the service's circuit breaker is %s",
+			    c->req.method, p->service,
+			    resil_breaker_state_name(
+			        (resil_breaker_state)c->breaker_state));
+			return 0;
+		}
+		c->has_spermit = 1;
+	}
+	return 1;
+}
+
+/* The whole call's outcome into the service breaker (its permit). */
+static void
+service_record(callm *c, resil_outcome outcome, tsrc *ts)
+{
+	if (!c->has_spermit)
+		return;
+	c->has_spermit = 0;
+	if (c->timeout != 0) {
+		uint64_t t1 = tnow(ts);
+
+		resil_breaker_record_duration(c->sbreaker, &c->spermit,
+		    outcome, t1 > c->cstart ? t1 - c->cstart : 0);
+	} else {
+		resil_breaker_record(c->sbreaker, &c->spermit, outcome);
+	}
+	c->breaker_state = (int)resil_breaker_get_state(c->sbreaker);
+}
+
+void
+resil__cl_cancel(callm *c)
+{
+	if (!c->has_spermit)
+		return;
+	c->has_spermit = 0;
+	resil_breaker_release(c->sbreaker, &c->spermit);
+	c->breaker_state = (int)resil_breaker_get_state(c->sbreaker);
 }
 
 static void
@@ -480,10 +533,21 @@ resil__cl_conclude(callm *c, resil_err rr, int rc, resil_err status,
 
 	if (rr == RESIL_OK && status == RESIL_OK &&
 	    outcome != RESIL_OUTCOME_FAILURE) {
+		service_record(c, outcome, ts);
 		put_endpoint(c);
 		conclude_live(c, rc, outcome, ts, st);
 		return;
 	}
+	/* A failure of the whole call, unless the strategy swallows it
+	 * (failsafe, failback: neither a success nor a failure to the
+	 * breaker, as to the caller it is no answer). */
+	service_record(c,
+	    !c->cstop &&
+	            (sg == RESIL_CLUSTER_FAILSAFE ||
+	                sg == RESIL_CLUSTER_FAILBACK)
+	        ? RESIL_OUTCOME_IGNORED
+	        : RESIL_OUTCOME_FAILURE,
+	    ts);
 	resil_value_free(&c->value);
 	if (!c->cstop && sg == RESIL_CLUSTER_FAILBACK &&
 	    p->ccfg.failback_retries > 0) {

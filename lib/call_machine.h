@@ -286,7 +286,11 @@ mstart(callm *c, resil_pipeline *p, settings *g, unsigned gs, const method *m,
 	}
 	if (m->start != START_NONE) {
 		if (RESIL__UNLIKELY(m->start == START_CLUSTER)) {
-			resil__cl_start(c, m, *ts);
+			if (!resil__cl_start(c, m, *ts)) {
+				rejected(c, RESIL_E_OPEN);
+				resil__call_attend(c, ts, st);
+				return RESIL_OK;
+			}
 		} else {
 			c->run_on = 1;
 			run_begin(c, ts);

@@ -4,7 +4,8 @@
  * Invocation: arguments, tag, attachments, retries) through the blocking
  * driver, the forking driver, the call machine and failback's queue. Hash
  * stickiness, tag routing, argument and attachment conditions, the forced
- * tag and the retries override, each through the public API.
+ * tag and the retries override, each through the public API. And the
+ * service breaker of a cluster records whole calls (issue 23.3).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -482,6 +483,71 @@ test_request_failback_keeps_it(void **state)
 	rfx_end(&x);
 }
 
+static void
+test_service_breaker_records_whole_calls(void **state)
+{
+	static const char *const addr[] = { "e0:1", "e1:1", "e2:1" };
+	resil_endpoint_spec specs[3];
+	resil_pipeline_metrics mt;
+	resil_invocation inv;
+	resil_result r;
+	int k;
+	rfx x;
+
+	(void)state;
+	/* Failover over three endpoints, one dead: a quarter of the
+	 * attempts fail, every call succeeds. The service breaker (20%)
+	 * records calls, so it never trips and the mock never answers. */
+	rfx_start(&x, "service=StockService\n"
+	              "loadbalance=roundrobin\n"
+	              "outlier.max_ejection_pct=0\n"
+	              "breaker.enabled=true\n"
+	              "breaker.failure_rate=20\n"
+	              "breaker.min_calls=5\n"
+	              "breaker.window_size=20\n"
+	              "mock=fail:return 0\n");
+	for (k = 0; k < 3; k++)
+		specs[k] = resil_endpoint_spec_default(addr[k]);
+	assert_int_equal(
+	    resil_directory_push(x.d, specs, 3, &x.diag), RESIL_OK);
+	snprintf(x.dead, sizeof(x.dead), "e1:1");
+	resil_invocation_init(&inv, "getStock");
+	for (k = 0; k < 300; k++) {
+		assert_int_equal(
+		    resil_pipeline_invoke_ex(x.p, NULL, &inv, dep, &x, &r),
+		    RESIL_OK);
+		assert_int_equal(r.source, RESIL_SOURCE_LIVE);
+		assert_int_equal(r.breaker_state, RESIL_BREAKER_CLOSED);
+		resil_result_free(&r);
+		resil_manual_clock_advance(&x.mc, MS);
+	}
+	assert_true(x.calls[1] >= 90); /* the dead one was tried */
+	assert_int_equal(
+	    resil_breaker_get_state(resil_pipeline_breaker(x.p, "getStock")),
+	    RESIL_BREAKER_CLOSED);
+	assert_int_equal(resil_pipeline_get_metrics(x.p, &mt), RESIL_OK);
+	assert_int_equal(mt.mock, 0);
+	/* All three dead: whole calls fail, the breaker opens, the mock
+	 * answers, and an open breaker rejects the call before any attempt. */
+	snprintf(x.dead, sizeof(x.dead), "e0:1 e1:1 e2:1");
+	for (k = 0; k < 5; k++) {
+		(void)resil_pipeline_invoke_ex(x.p, NULL, &inv, dep, &x, &r);
+		assert_int_equal(r.source, RESIL_SOURCE_MOCK);
+		resil_result_free(&r);
+	}
+	assert_int_equal(
+	    resil_breaker_get_state(resil_pipeline_breaker(x.p, "getStock")),
+	    RESIL_BREAKER_OPEN);
+	k = x.calls[0] + x.calls[1] + x.calls[2];
+	assert_int_equal(resil_pipeline_invoke_ex(x.p, NULL, &inv, dep, &x, &r),
+	    RESIL_OK);
+	assert_int_equal(r.source, RESIL_SOURCE_MOCK);
+	assert_int_equal(r.attempts, 0);
+	resil_result_free(&r);
+	assert_int_equal(x.calls[0] + x.calls[1] + x.calls[2], k);
+	rfx_end(&x);
+}
+
 int
 main(void)
 {
@@ -494,6 +560,7 @@ main(void)
 		cmocka_unit_test(test_request_call_machine),
 		cmocka_unit_test(test_request_forking_routes),
 		cmocka_unit_test(test_request_failback_keeps_it),
+		cmocka_unit_test(test_service_breaker_records_whole_calls),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

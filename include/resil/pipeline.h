@@ -19,8 +19,10 @@
  *     -> cluster strategy  failover / failfast / failsafe / failback /
  *                          forking / broadcast / zone-aware (cfg.cluster)
  *     -> router chain, balancer       the selector's (selector.h)
- *     -> the pipeline's breaker, rate limiter, bulkhead (per attempt), and
- *        the endpoint's own breaker (the directory's)
+ *     -> the pipeline's rate limiter, bulkhead (per attempt), and the
+ *        endpoint's own breaker (the directory's)
+ *   (the pipeline's breaker wraps the strategy: one permit per call,
+ *   recorded with the whole call's outcome; docs/pipeline.md)
  *     -> fn(ctx, endpoint, args, &value)
  *
  * Business errors never degrade and are never retried. See
