@@ -34,6 +34,10 @@ call_start(resil_call *call, resil_pipeline *p, const resil_method *m,
 		return RESIL_E_INVAL;
 	if (RESIL__UNLIKELY(m != NULL && check_method(p, m) != RESIL_OK))
 		return RESIL_E_INVAL;
+	if (RESIL__UNLIKELY(c->magic == CALL_LIVE || c->magic == CALL_CLUSTER))
+		/* A call in flight holds permits and settings: starting
+		 * over it would lose them (issue 25.4). */
+		return RESIL_E_MISUSE;
 	g = conf_hold(p, &gs);
 	resil__tls_method = args->method;
 	step->endpoint = NULL;

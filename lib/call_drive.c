@@ -419,6 +419,25 @@ refuse_selector(resil_pipeline *p, resil_result *out)
 	return RESIL_E_INVAL;
 }
 
+/* Forking under the blocking driver runs its forks on the executor (the
+ * call machine needs none). */
+static resil_err
+refuse_forking(resil_pipeline *p, resil_result *out)
+{
+	resil__msg o;
+
+	resil_result_init(out);
+	out->err = RESIL_E_INVAL;
+	out->source = RESIL_SOURCE_UNAVAILABLE;
+	resil__msg_start(&o, out->message, sizeof(out->message));
+	RESIL__MSG_LIT(&o,
+	    "cluster: forking runs its forks in parallel: give the "
+	    "pipeline an executor (pipeline.executor), or use the call "
+	    "machine (resil_call_start), for ");
+	resil__msg_str(&o, p->service);
+	return RESIL_E_INVAL;
+}
+
 static resil_err
 refuse_hedging(resil_pipeline *p, resil_result *out)
 {
@@ -550,6 +569,9 @@ invoke(resil_pipeline *p, const resil_method *h, const resil_args *args,
 		return RESIL_E_INVAL;
 	if (p->sel == NULL && p->hedge_max != 0 && p->executor.submit == NULL)
 		return refuse_hedging(p, out);
+	if (p->sel != NULL && p->ccfg.strategy == RESIL_CLUSTER_FORKING &&
+	    p->executor.submit == NULL)
+		return refuse_forking(p, out);
 	g = conf_hold(p, &gs);
 	pm = h != NULL ? resolve(g, h) : find_method(g, args->method);
 	if (p->sel == NULL) {

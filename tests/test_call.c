@@ -716,6 +716,55 @@ test_call_hedge_refused_by_budget_concludes(void **state)
 	}
 }
 
+/* Issue 25.4: starting a call over one still in flight is refused and
+ * loses no permit: the bulkhead of 1 and the breaker's probe stay with
+ * the first call, which then finishes normally. */
+static void
+test_call_start_over_a_live_call_is_refused(void **state)
+{
+	resil_result r2;
+	resil_call_next st2;
+	fx f;
+	int k;
+
+	(void)state;
+	fx_init(&f);
+	f.cfg.bulkhead_enabled = 1;
+	f.cfg.bulkhead.max_concurrent = 1;
+	f.cfg.breaker_enabled = 1;
+	fx_new(&f);
+	start(&f);
+	expect_run(&f, 1, UINT64_MAX);
+	memset(&r2, 0, sizeof(r2));
+	assert_int_equal(
+	    resil_call_start(&f.call, f.p, NULL, &f.args, &r2, now(&f), &st2),
+	    RESIL_E_MISUSE);
+	assert_int_equal(resil_call_outstanding(&f.call), 1);
+	report(&f, 1, 0, 4);
+	step(&f);
+	assert_int_equal(f.st.action, RESIL_CALL_DONE);
+	assert_int_equal(f.r.value.u.i, 4);
+	resil_result_free(&f.r);
+	/* The bulkhead's one slot is free again: later calls run. */
+	for (k = 0; k < 3; k++) {
+		start(&f);
+		expect_run(&f, 1, UINT64_MAX);
+		report(&f, 1, 0, k);
+		step(&f);
+		assert_int_equal(f.st.action, RESIL_CALL_DONE);
+		assert_int_equal(f.r.err, RESIL_OK);
+		resil_result_free(&f.r);
+	}
+	/* A cancelled call may be started over. */
+	start(&f);
+	assert_int_equal(resil_call_cancel(&f.call, now(&f)), RESIL_OK);
+	resil_result_free(&f.r);
+	start(&f);
+	expect_run(&f, 1, UINT64_MAX);
+	assert_int_equal(resil_call_cancel(&f.call, now(&f)), RESIL_OK);
+	fx_free(&f);
+}
+
 static int
 ok_fn(void *ctx, const resil_args *args, resil_value *out)
 {
@@ -835,6 +884,7 @@ main(void)
 		cmocka_unit_test(test_call_hedge_all_fail_gives_last_error),
 		cmocka_unit_test(test_call_hedge_spends_the_retry_budget),
 		cmocka_unit_test(test_call_hedge_refused_by_budget_concludes),
+		cmocka_unit_test(test_call_start_over_a_live_call_is_refused),
 		cmocka_unit_test(test_call_blocking_call_refuses_hedging),
 		cmocka_unit_test(test_call_force_mock_is_done_at_start),
 		cmocka_unit_test(test_call_hedge_with_timeout_and_retry),

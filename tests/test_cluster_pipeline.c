@@ -972,11 +972,6 @@ test_forking_blocking_needs_executor(void **state)
 
 	(void)state;
 	pfx_init(&x, RESIL_CLUSTER_FORKING, 4);
-	assert_int_equal(
-	    resil_pipeline_new(&p, &x.pcfg, &x.diag), RESIL_E_INVAL);
-	assert_null(p);
-	assert_non_null(strstr(x.diag.msg, "cluster: forking"));
-	assert_non_null(strstr(x.diag.msg, "executor"));
 	set_executor(&x);
 	pfx_new(&x);
 	x.d.fails[0] = 9;
@@ -984,6 +979,51 @@ test_forking_blocking_needs_executor(void **state)
 	assert_int_equal(r.value.u.i, 101);
 	assert_string_equal(x.d.order, "e0:1 e1:1");
 	resil_result_free(&r);
+	pfx_end(&x);
+
+	pfx_init(&x, RESIL_CLUSTER_FORKING, 4);
+	/* Issue 25.5: the pipeline is built without an executor; the call
+	 * machine forks (two RUNs in a row), the blocking driver refuses. */
+	assert_int_equal(resil_pipeline_new(&p, &x.pcfg, &x.diag), RESIL_OK);
+	{
+		resil_args a = { "getStock", NULL, 0 };
+		resil_call c;
+		resil_call_next st;
+		resil_value v;
+
+		memset(&c, 0, sizeof(c));
+		assert_int_equal(resil_call_start(&c, p, NULL, &a, &r,
+		                     resil_manual_clock_now(&x.f.mc), &st),
+		    RESIL_OK);
+		assert_int_equal(st.action, RESIL_CALL_RUN);
+		assert_int_equal(
+		    resil_call_step(&c, resil_manual_clock_now(&x.f.mc), &st),
+		    RESIL_OK);
+		assert_int_equal(st.action, RESIL_CALL_RUN);
+		assert_int_equal(st.attempt, 2);
+		v = resil_value_int(7);
+		assert_int_equal(resil_call_report(&c, 2, 0, &v,
+		                     resil_manual_clock_now(&x.f.mc)),
+		    RESIL_OK);
+		assert_int_equal(
+		    resil_call_step(&c, resil_manual_clock_now(&x.f.mc), &st),
+		    RESIL_OK);
+		assert_int_equal(st.action, RESIL_CALL_DONE);
+		assert_int_equal(r.value.u.i, 7);
+		resil_result_free(&r);
+		assert_int_equal(resil_call_report(&c, 1, 0, NULL,
+		                     resil_manual_clock_now(&x.f.mc)),
+		    RESIL_OK);
+	}
+	assert_int_equal(
+	    resil_pipeline_invoke(p, NULL,
+	        &(resil_args) { "getStock", NULL, 0 }, dep_call, &x.d, &r),
+	    RESIL_E_INVAL);
+	assert_non_null(strstr(r.message, "cluster: forking"));
+	assert_non_null(strstr(r.message, "executor"));
+	assert_int_equal(x.d.n, 0);
+	resil_result_free(&r);
+	resil_pipeline_free(p);
 	pfx_end(&x);
 }
 
@@ -1328,8 +1368,8 @@ test_failover_no_provider_before_retry_keeps_rc(void **state)
 	x.pcfg.cluster.retries = 2;
 	pfx_new(&x);
 	emptying_fx = &x.f;
-	assert_int_equal(resil_pipeline_invoke(x.p, NULL, &a, fail_and_empty,
-	                     NULL, &r),
+	assert_int_equal(
+	    resil_pipeline_invoke(x.p, NULL, &a, fail_and_empty, NULL, &r),
 	    RESIL_E_NO_PROVIDER);
 	assert_int_equal(r.err, RESIL_E_NO_PROVIDER);
 	assert_int_equal(r.rc, 111);

@@ -345,6 +345,7 @@ test_request_call_machine(void **state)
 	inv.arguments = &arg;
 	inv.narguments = 1;
 	inv.tag = "canary";
+	memset(&c, 0, sizeof(c));
 	assert_int_equal(resil_call_start_ex(&c, x.p, NULL, &inv, &r,
 	                     resil_manual_clock_now(&x.mc), &st),
 	    RESIL_OK);

@@ -161,11 +161,16 @@ resil_invocation_init(resil_invocation *inv, const char *method)
 /*
  * Start a call of args->method through p, with the settings of m (NULL:
  * looked up by args->method) at clock reading now. *c is initialised
- * whatever it held; *out is initialised and, at DONE, holds the answer.
- * The first action is in *step (a force mock is DONE at once).
+ * whatever it held (zeroed, never used, or a call that is DONE or
+ * cancelled), but a call still in flight in it is refused: it holds
+ * permits and settings that would be lost (cancel it first); *out is
+ * initialised and, at DONE, holds the answer. The first action is in
+ * *step (a force mock is DONE at once).
  *
  * Returns RESIL_OK; RESIL_E_INVAL for a NULL argument, a NULL
- * args->method or a handle of another pipeline (nothing is changed).
+ * args->method or a handle of another pipeline; RESIL_E_MISUSE for a
+ * call in flight in *c (started, not DONE or cancelled). Nothing is
+ * changed on error.
  */
 RESIL_API resil_err resil_call_start(resil_call *c, resil_pipeline *p,
     const resil_method *m, const resil_args *args, resil_result *out,

@@ -229,8 +229,9 @@ typedef struct resil_pipeline_config {
 	 * while the retry policy, when enabled, still gives the backoff,
 	 * jitter, deadline, budget and what is retried. hedge_max must be 0
 	 * (forking is the cluster's parallel strategy); forking under
-	 * resil_pipeline_invoke() needs the executor (else RESIL_E_INVAL at
-	 * resil_pipeline_new, naming `cluster`).
+	 * resil_pipeline_invoke() needs the executor (else that call is
+	 * RESIL_E_INVAL, naming `cluster`); the call machine forks without
+	 * one.
 	 */
 	resil_selector *selector;
 	resil_cluster_config cluster;
