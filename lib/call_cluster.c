@@ -135,6 +135,7 @@ resil__cl_start(callm *c, const method *m, tsrc ts)
 	c->last_local = 0;
 	c->bany = 0;
 	c->ncand = c->nother = c->bn = 0;
+	c->nlocal = c->nfailed1 = 0;
 	c->bidx = c->bfail = c->bthreshold = 0;
 	c->blast_rc = 0;
 	c->blast_status = RESIL_OK;
@@ -285,7 +286,8 @@ resil__cl_pick(callm *c, unsigned i, uint64_t now)
 			break;
 		}
 		c->nother = (uint32_t)resil_candidates_count_zone(cs, zone, 0);
-		if (resil_candidates_count_zone(cs, zone, 1) > 0) {
+		c->nlocal = (uint32_t)resil_candidates_count_zone(cs, zone, 1);
+		if (c->nlocal > 0) {
 			err = resil_selector_pick_zone(c->sel, cs, &c->req,
 			    c->tried, c->ntried, zone, 1, pk, &diag);
 			if (err == RESIL_E_UNAVAILABLE && c->ntried > 0)
@@ -297,6 +299,7 @@ resil__cl_pick(callm *c, unsigned i, uint64_t now)
 		/* No usable local endpoint: phase 1 runs over every zone. */
 		c->last_local = 0;
 		c->nother = 0;
+		c->nlocal = c->ncand;
 		/* fall through */
 	default:
 		err = resil_selector_pick(
@@ -436,11 +439,15 @@ resil__cl_decide(callm *c, tsrc *ts, resil_call_next *st)
 			return RESIL__CL_DONE;
 		}
 		if (c->last_status == RESIL_E_TIMEOUT && c->last_local &&
-		    c->nother > 0) {
-			/* Phase 1 ended in a timeout: one attempt in another
+		    c->nother > 0 &&
+		    (c->retry == NULL || c->run.n >= c->run.max_attempts)) {
+			/* Phase 1 ran all its attempts and ended in a timeout
+			 * (a timeout before its last attempt fails over in
+			 * the zone, as any failure): one attempt in another
 			 * zone, with its own timeout. */
 			c->pending = 0;
 			c->cphase = 2;
+			c->nfailed1 = c->nfailed;
 			if (p->ccfg.cross_zone_timeout_ns != 0)
 				c->timeout = p->ccfg.cross_zone_timeout_ns;
 			resil__cluster_event(p, RESIL_CLUSTER_EVENT_CROSS_ZONE,
@@ -515,9 +522,14 @@ failure_msg(callm *c, resil_err err, int rc, int full)
 		    c->real_err != RESIL_OK ? c->real_err : err,
 		    c->real_err != RESIL_OK ? c->real_rc : rc,
 		    c->last_timeout);
+		int zone = p->ccfg.strategy == RESIL_CLUSTER_ZONE_AWARE;
+
+		/* Zone-aware: the counts are phase 1's, over its (local)
+		 * candidates. */
 		resil__cluster_failed_msg(out->message, sizeof(out->message),
 		    c->req.method, p->service, c->attempts, c->failed,
-		    c->nfailed, c->ncand, lasterr);
+		    zone && c->cphase == 2 ? c->nfailed1 : c->nfailed,
+		    zone ? c->nlocal : c->ncand, lasterr);
 	}
 }
 

@@ -91,6 +91,9 @@ typedef struct callm {
 	uint8_t has_spermit;
 	uint64_t cstart; /* when the call started (a timeout is set) */
 	uint32_t ncand;  /* candidates at the last route (messages) */
+	/* zone-aware: phase 1's candidates (local, or all when none is)
+	 * and the endpoints failed in it, for the message */
+	uint32_t nlocal, nfailed1;
 	uint32_t bn;     /* broadcast: candidates at the first route */
 	uint32_t nother; /* zone-aware: other-zone candidates, last route */
 	uint32_t bidx;   /* broadcast: the candidate of the next attempt */
