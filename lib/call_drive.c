@@ -52,7 +52,8 @@ drive(resil_pipeline *p, settings *g, unsigned gs, const method *m,
 		rc = fn(ctx, args, &v);
 		/* The default classifier inline; a user's through
 		 * resil_classify(), which also guards its answer. */
-		o = p->cls.fn == NULL
+		o = p->cls.fn == NULL ||
+		        RESIL__UNLIKELY(rc == RESIL_RC_TIMEOUT)
 		    ? (rc == 0 ? RESIL_OUTCOME_SUCCESS : RESIL_OUTCOME_FAILURE)
 		    : resil_classify(&p->cls, rc, &v);
 		if (b != NULL) {
@@ -88,6 +89,14 @@ drive(resil_pipeline *p, settings *g, unsigned gs, const method *m,
 		if (o == RESIL_OUTCOME_FAILURE) {
 			c.real_err = RESIL_E_CALL;
 			c.real_rc = rc;
+		}
+		if (RESIL__UNLIKELY(rc == RESIL_RC_TIMEOUT)) {
+			/* The function says it timed out (RESIL_RC_TIMEOUT):
+			 * a timeout, as complete() makes it. */
+			resil_value_free(&c.value);
+			vnull(&c.value);
+			c.last_status = c.real_err = RESIL_E_TIMEOUT;
+			resil__faa64(&my_stripe(p)->timeouts, 1);
 		}
 		c.pending = 1;
 		mstep(&c, &ts, 0, &st);
