@@ -567,13 +567,17 @@ resil__cl_conclude(callm *c, resil_err rr, int rc, resil_err status,
 		    c->last_addr, c->ntried > 0 ? c->tried[c->ntried - 1] : 0,
 		    rc, tnow(ts));
 
-		/* The queue is full (an event said so) or memory ran out:
-		 * the failure is not swallowed, it goes on as failfast's
-		 * would. full: 1 full, 2 out of memory. */
+		/* The queue is full: the new failure is dropped (a
+		 * QUEUE_FULL event, the failback_dropped metric) and the
+		 * caller still gets no error (DESIGN). Memory ran out: the
+		 * failure is not swallowed, it goes on as failfast's would.
+		 * full: 1 full, 2 out of memory. */
 		if (q <= 0)
 			full = q == 0 ? 1 : 2;
+		if (full == 1)
+			resil__faa64(&my_stripe(p)->failback_dropped, 1);
 	}
-	if (!c->cstop && !full &&
+	if (!c->cstop && full != 2 &&
 	    (sg == RESIL_CLUSTER_FAILSAFE || sg == RESIL_CLUSTER_FAILBACK)) {
 		/* The failure is swallowed: a null value now (failback:
 		 * and the call queued for later). No fallback runs. */
@@ -588,6 +592,12 @@ resil__cl_conclude(callm *c, resil_err rr, int rc, resil_err status,
 		out->last_failure = c->real_err;
 		out->last_failure_rc = c->real_rc;
 		put_endpoint(c);
+		if (full == 1)
+			/* What was dropped, in the answer too. */
+			failure_msg(c,
+			    c->real_err != RESIL_OK ? c->real_err
+			                            : RESIL_E_CALL,
+			    c->real_rc, 1);
 		conclude_with(c, RESIL_STAGE_CALL, ts, st);
 		return;
 	}

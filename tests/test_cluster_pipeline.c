@@ -588,11 +588,14 @@ test_failback_queue_and_retry_times(void **state)
 	assert_int_equal(invoke(&x, &r), RESIL_OK); /* e2 fails */
 	resil_result_free(&r);
 	assert_int_equal(resil_pipeline_failback_pending(x.p), 2);
-	/* The queue holds 2: the third failure is dropped with an event,
-	 * and the caller gets the error. */
+	/* The queue holds 2: the third failure is dropped, with an event
+	 * and a metric, and the caller still gets no error and a null value
+	 * (DESIGN); the message says what was dropped. */
 	assert_int_equal(
 	    resil_pipeline_invoke(x.p, NULL, &a, always_fail, &x.d, &r),
-	    RESIL_E_CALL);
+	    RESIL_OK);
+	assert_int_equal(r.value.type, RESIL_VALUE_NULL);
+	assert_int_equal(r.last_failure, RESIL_E_CALL);
 	assert_string_equal(r.message,
 	    "Failback queue of the method getStock in the service "
 	    "StockService is full (2 calls): the failure is dropped. Last "
@@ -600,6 +603,13 @@ test_failback_queue_and_retry_times(void **state)
 	resil_result_free(&r);
 	assert_int_equal(resil_pipeline_failback_pending(x.p), 2);
 	assert_int_equal(cluster_events(&x, "cluster queue_full"), 1);
+	{
+		resil_pipeline_metrics pm;
+
+		assert_int_equal(resil_pipeline_get_metrics(x.p, &pm), RESIL_OK);
+		assert_int_equal(pm.failback_dropped, 1);
+		assert_int_equal(pm.errors, 0);
+	}
 	/* Not due before failure time + 5 s. */
 	memset(&x.d, 0, sizeof(x.d));
 	assert_int_equal(resil_pipeline_failback_poll(

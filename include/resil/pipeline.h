@@ -573,6 +573,9 @@ typedef struct resil_pipeline_metrics {
 	 * open-ended). */
 	uint64_t latency_count;
 	uint64_t latency[RESIL_LATENCY_BUCKETS];
+	/* Failback: failures dropped because the queue was full (the caller
+	 * got no error, a QUEUE_FULL event said so). */
+	uint64_t failback_dropped;
 } resil_pipeline_metrics;
 
 RESIL_API resil_err resil_pipeline_get_metrics(
