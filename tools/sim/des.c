@@ -49,9 +49,50 @@ enum ev_kind {
  * (docs/config.md, docs/cluster.md). The scenario's rules are applied with
  * the configuration's router.condition.force.
  */
+/* A key of the cluster, the selector or the directory. */
+static int
+cluster_word(const char *k)
+{
+	static const char *const exact[] = { "cluster", "retries", "forks",
+		"zone", "cross_zone_timeout", "loadbalance" };
+	static const char *const prefix[] = { "broadcast.", "failback.",
+		"loadbalance.", "router.", "outlier.", "panic.", "registry." };
+	size_t i;
+
+	for (i = 0; i < sizeof(exact) / sizeof(exact[0]); i++)
+		if (strcmp(k, exact[i]) == 0)
+			return 1;
+	for (i = 0; i < sizeof(prefix) / sizeof(prefix[0]); i++)
+		if (strncmp(k, prefix[i], strlen(prefix[i])) == 0)
+			return 1;
+	return 0;
+}
+
+int
+sim_cluster_setting(const resil_config *conf, resil_config_setting *out)
+{
+	size_t i, n = resil_config_count(conf);
+
+	for (i = 0; i < n; i++) {
+		const char *dot;
+
+		if (resil_config_entry(conf, i, out) != RESIL_OK)
+			continue;
+		dot = strchr(out->key, '.');
+		if (cluster_word(out->key) ||
+		    (dot != NULL &&
+		        (strcmp(dot + 1, "retries") == 0 ||
+		            strcmp(dot + 1, "loadbalance") == 0 ||
+		            strncmp(dot + 1, "loadbalance.", 12) == 0)))
+			return 1;
+	}
+	return 0;
+}
+
 static int
 load_conf(const char *path, simconf *sc)
 {
+	resil_config_setting set;
 	resil_diag diag;
 	char force[16];
 
@@ -60,6 +101,20 @@ load_conf(const char *path, simconf *sc)
 	if (resil_config_parse_file(&sc->conf, path, NULL, &diag) !=
 	    RESIL_OK) {
 		fprintf(stderr, "%s\n", diag.msg);
+		return 2;
+	}
+	if (!sim_cluster_setting(sc->conf, &set)) {
+		/* A pipeline without one runs on the defaults (failover over
+		 * the scenario's endpoints): refused, as it is a mismatch
+		 * more often than a choice. */
+		fprintf(stderr,
+		    "resil-sim: %s has no cluster setting (cluster=, "
+		    "loadbalance=, retries=, router.*, outlier.*, ...): an "
+		    "event scenario runs a cluster; give it a cluster "
+		    "configuration, or use a step scenario\n",
+		    path);
+		resil_config_free(sc->conf);
+		sc->conf = NULL;
 		return 2;
 	}
 	sc->rule_force = resil_config_get(sc->conf, "router.condition.force",
