@@ -870,9 +870,11 @@ resil_cluster_text_directory(
 		out->empty_protection = cc->empty_protection;
 		/* Valid while cc is: resil_directory_new() copies it. */
 		out->outlier_rate = cc->rate_on ? &cc->rate : NULL;
-		out->health = (cc->health_enabled == 1 ||
-		                  (cc->health_on && cc->health_enabled != 0))
-		    ? &cc->health
-		    : NULL;
+		/* Health checks are not an outlier setting: a text without
+		 * health keys leaves the caller's. */
+		if (cc->health_enabled == 0)
+			out->health = NULL;
+		else if (cc->health_enabled == 1 || cc->health_on)
+			out->health = &cc->health;
 	}
 }

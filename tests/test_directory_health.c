@@ -405,13 +405,24 @@ test_directory_health_from_text(void **state)
 	drive(&f, &t);
 	assert_int_equal(candidates(&f), 1);
 	fx_end(&f);
-	/* health.enabled=false wins over the keys. */
+	/* health.enabled=false wins over the keys, and over the C
+	 * config's checker; a text without health keys leaves it. */
 	assert_int_equal(resil_cluster_text_set(
 	                     ct, "health.enabled", "false", NULL, 0, &diag),
 	    RESIL_OK);
 	dc = resil_directory_config_default();
+	dc.health = &cfg;
 	resil_cluster_text_directory(ct, &dc);
 	assert_null(dc.health);
+	{
+		resil_cluster_text *none;
+		assert_int_equal(
+		    resil_cluster_text_new(&none, NULL), RESIL_OK);
+		dc.health = &cfg;
+		resil_cluster_text_directory(none, &dc);
+		assert_ptr_equal(dc.health, &cfg);
+		resil_cluster_text_free(none);
+	}
 	assert_int_equal(
 	    resil_cluster_text_set(
 	        ct, "health.unhealthy_threshold", "0", "svc.conf", 4, &diag),
