@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <resil/config.h>
 #include <resil/directory.h>
 #include <resil/health.h>
 #include <resil/selector.h>
@@ -461,6 +462,58 @@ test_directory_health_from_text(void **state)
 	}
 }
 
+/* One configuration file: the pipeline's keys, the selector's, the
+ * interval detections' and the checker's, read by resil_config; the
+ * directory built from it checks its endpoints. */
+static void
+test_directory_health_from_a_config_file(void **state)
+{
+	static const char text[] =
+	    "service=S\n"
+	    "timeout=3000\n"
+	    "outlier.enforcing_failure_percentage=100\n"
+	    "outlier.failure_percentage_minimum_hosts=2\n"
+	    "health.interval=1s\n"
+	    "health.timeout=200\n"
+	    "health.unhealthy_threshold=1\n";
+	resil_config *conf;
+	resil_diag diag;
+	probe_table t;
+	fx f;
+
+	(void)state;
+	memset(&t, 0, sizeof(t));
+	assert_int_equal(
+	    resil_config_parse_string(&conf, text, "svc.conf", NULL, &diag),
+	    RESIL_OK);
+	fx_init(&f, 0);
+	assert_int_equal(resil_config_directory(conf, &f.dcfg), 1);
+	assert_non_null(f.dcfg.health);
+	assert_int_equal(f.dcfg.health->interval_ns, RESIL_NS_PER_SEC);
+	assert_int_equal(f.dcfg.health->timeout_ns, 200 * RESIL_NS_PER_MS);
+	assert_non_null(f.dcfg.outlier_rate);
+	assert_int_equal(
+	    f.dcfg.outlier_rate->enforcing_failure_percentage, 100);
+	assert_int_equal(
+	    f.dcfg.outlier_rate->failure_percentage_minimum_hosts, 2);
+	f.scfg.panic_threshold_pct = 0;
+	assert_int_equal(fx_start(&f), 0);
+	resil_config_free(conf); /* the directory made its copies */
+	assert_int_equal(fx_push_weights(&f, NULL, 2), RESIL_OK);
+	set(&t, "e0:1", RESIL_PROBE_FAILED);
+	drive(&f, &t);
+	assert_int_equal(candidates(&f), 1);
+	fx_end(&f);
+	/* A bad checker value is refused with its line. */
+	assert_int_equal(
+	    resil_config_parse_string(&conf,
+	        "service=S\nhealth.initial=sick\n", "svc.conf", NULL, &diag),
+	    RESIL_E_INVAL);
+	assert_string_equal(diag.msg,
+	    "svc.conf:2: health.initial: \"sick\" is not healthy or "
+	    "unhealthy");
+}
+
 int
 main(void)
 {
@@ -471,6 +524,7 @@ main(void)
 		cmocka_unit_test(test_directory_health_initial_and_by_hand),
 		cmocka_unit_test(test_directory_health_and_ejection),
 		cmocka_unit_test(test_directory_health_from_text),
+		cmocka_unit_test(test_directory_health_from_a_config_file),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
