@@ -514,6 +514,39 @@ test_directory_health_from_a_config_file(void **state)
 	    "unhealthy");
 }
 
+/* A probe not answered by its deadline has timed out at deadline + 1,
+ * however late the loop notices: the endpoint's event carries that time
+ * (a replay gives the same). */
+static void
+test_directory_health_timeout_time(void **state)
+{
+	resil_health_config hc = hcfg();
+	resil_health_step st;
+	resil_health *h;
+	fx f;
+
+	(void)state;
+	hc.initial_healthy = 1;
+	hc.unhealthy_threshold = 1;
+	fx_init(&f, 0);
+	f.dcfg.health = &hc;
+	assert_int_equal(fx_start(&f), 0);
+	assert_int_equal(fx_push_weights(&f, NULL, 1), RESIL_OK);
+	h = resil_directory_health(f.d);
+	f.nev = 0;
+	assert_int_equal(resil_health_next(h, 0, &st), RESIL_OK);
+	assert_int_equal(st.action, RESIL_HEALTH_PROBE);
+	assert_int_equal(st.deadline, 100);
+	/* Never answered; the loop wakes at 150. */
+	resil_manual_clock_set(&f.mc, 150);
+	assert_int_equal(resil_health_next(h, 150, &st), RESIL_OK);
+	assert_int_equal(f.nev, 1);
+	assert_int_equal(f.ev[0].type, RESIL_ENDPOINT_UNHEALTHY);
+	assert_int_equal(f.ev[0].time, 101);
+	assert_false(healthy(&f, "e0:1"));
+	fx_end(&f);
+}
+
 int
 main(void)
 {
@@ -525,6 +558,7 @@ main(void)
 		cmocka_unit_test(test_directory_health_and_ejection),
 		cmocka_unit_test(test_directory_health_from_text),
 		cmocka_unit_test(test_directory_health_from_a_config_file),
+		cmocka_unit_test(test_directory_health_timeout_time),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
