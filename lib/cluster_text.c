@@ -1,17 +1,22 @@
 /*
  * The cluster keys of a configuration text (resil_cluster_text in
- * include/resil/selector.h): loadbalance, router.*, panic, outlier and
- * registry keys, checked one at a time, into the selector's and the
- * directory's configurations. Above the selector, routers, balancers and
- * directory it configures; lib/config.c feeds it.
+ * include/resil/selector.h): loadbalance, router.*, panic, outlier,
+ * registry, url (the static endpoints) and endpoint.breaker keys, checked
+ * one at a time, into the selector's and the directory's configurations.
+ * Above the selector, routers, balancers and directory it configures;
+ * lib/config.c feeds it, and asks it about the pipeline keys beside them
+ * (lib/cluster_text.h).
  */
 #include <resil/selector.h>
 
+#include "cluster_text.h"
 #include "duration.h"
 #include "router_internal.h"
+#include "source_internal.h"
 
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 /* ---- configuration text ----------------------------------------------- */
 
@@ -60,11 +65,23 @@ struct resil_cluster_text {
 	resil_health_config health;
 	int health_on, health_enabled;
 	int empty_protection; /* registry.empty_protection; default 1 */
+	/* The static endpoints (url=), each string its own copy. */
+	resil_endpoint_spec *eps;
+	size_t neps;
+	/* Each endpoint's breaker: on once an endpoint.breaker.* key is
+	 * given, unless endpoint.breaker.enabled=false (eb_enabled: -1
+	 * unset, 0, 1). */
+	resil_breaker_config eb;
+	int eb_on, eb_enabled;
+	int zone_mode_set; /* router.zone.mode was given */
 	/* Where finish()'s cross-field messages point: the first origin
 	 * given to set (a copy), the line of the key being set, and that of
 	 * the last outlier key. */
 	char *origin;
 	unsigned cur_line, outlier_line;
+	/* The lines of router.zone, router.zone.mode, url and the last
+	 * endpoint.breaker key (0: not given, or given without origin). */
+	unsigned zone_line, mode_line, url_line, eb_line;
 };
 
 resil_err
@@ -91,6 +108,8 @@ resil_cluster_text_new(resil_cluster_text **out, const resil_allocator *alloc)
 	resil_outlier_rate_config_init(&cc->rate);
 	resil_health_config_init(&cc->health);
 	cc->health_enabled = -1;
+	resil_breaker_config_init(&cc->eb);
+	cc->eb_enabled = -1;
 	*out = cc;
 	return RESIL_OK;
 }
@@ -109,6 +128,23 @@ zones_free(resil_cluster_text *cc)
 	cc->znames = NULL;
 	cc->zcons = NULL;
 	cc->nz = 0;
+}
+
+/* specs[0..n) and their strings; NULL strings are skipped. */
+static void
+eps_free(const resil_allocator *a, resil_endpoint_spec *specs, size_t n)
+{
+	size_t i;
+
+	if (specs == NULL)
+		return;
+	for (i = 0; i < n; i++) {
+		resil__strfree(a, (char *)(uintptr_t)specs[i].address);
+		resil__strfree(a, (char *)(uintptr_t)specs[i].zone);
+		resil__strfree(a, (char *)(uintptr_t)specs[i].tag);
+		resil__strfree(a, (char *)(uintptr_t)specs[i].params);
+	}
+	resil__free(a, specs, n * sizeof(*specs));
 }
 
 void
@@ -132,6 +168,7 @@ resil_cluster_text_free(resil_cluster_text *cc)
 		resil__free(
 		    cc->a, cc->conds, cc->ccap * sizeof(resil_condition *));
 	zones_free(cc);
+	eps_free(cc->a, cc->eps, cc->neps);
 	resil__strfree(cc->a, cc->service);
 	resil__strfree(cc->a, cc->zone);
 	resil__strfree(cc->a, cc->origin);
@@ -637,6 +674,7 @@ set_zone_mode(void *obj, const char *key, const char *v, resil_diag *diag)
 	for (m = 0; m <= RESIL_ZONE_PROPORTIONAL; m++)
 		if (strcmp(v, resil_zone_mode_name((resil_zone_mode)m)) == 0) {
 			cc->zone_mode = (resil_zone_mode)m;
+			cc->zone_mode_set = 1;
 			return RESIL_OK;
 		}
 	return BAD("%s: \"%s\" is not one of off, prefer, strict, "
@@ -693,6 +731,386 @@ set_rate(void *obj, const char *key, const char *v, resil_diag *diag)
 	return err;
 }
 
+/* ---- url: the static endpoints ---------------------------------------- */
+
+/* The protocols a provider answers on (the registry source's list, Dubbo's
+ * RegistryDirectory), and mock:// for Dubbo's mock providers. */
+static const char *const url_protocols[] = { "dubbo", "tri", "grpc", "rest",
+	"http", "https", "hessian", "rmi", "thrift", "webservice", "redis",
+	"memcached", "mock" };
+#define URL_PROTOCOLS                                                 \
+	"dubbo, tri, grpc, rest, http, https, hessian, rmi, thrift, " \
+	"webservice, redis, memcached, mock"
+
+static int
+blank(char c)
+{
+	return c == ' ' || c == '\t';
+}
+
+/* A URL parameter that is an endpoint field, not a param (weight stays a
+ * param too, as the registry source keeps it). */
+static int
+url_own(const char *k)
+{
+	return strcmp(k, "zone") == 0 || strcmp(k, "tag") == 0 ||
+	    strcmp(k, "dubbo.tag") == 0;
+}
+
+/* The params of *u but its own (the last of a repeat), after protocol=
+ * and path= as the registry source writes them (so a condition rule reads
+ * an endpoint the same from either); a new string, or NULL for none (-1
+ * in *nomem when out of memory). */
+static char *
+url_params(const resil_allocator *a, const resil__url *u, int *nomem)
+{
+	size_t need = 0, i;
+	char *out;
+	resil__msg m;
+	int first = 1;
+
+	*nomem = 0;
+	need = strlen("protocol=") + strlen(u->protocol) + strlen("&path=") +
+	    strlen(u->path) + 1;
+	for (i = 0; i < u->nparams; i++)
+		if (u->params[i].key != NULL)
+			need += strlen(u->params[i].key) +
+			    strlen(u->params[i].value) + 2;
+	if ((out = resil__alloc(a, need)) == NULL) {
+		*nomem = 1;
+		return NULL;
+	}
+	resil__msg_start(&m, out, need);
+	if (resil__url_get(u, "protocol") == NULL) {
+		RESIL__MSG_LIT(&m, "protocol=");
+		resil__msg_str(&m, u->protocol);
+		first = 0;
+	}
+	if (resil__url_get(u, "path") == NULL && u->path[0] != '\0') {
+		if (!first)
+			RESIL__MSG_LIT(&m, "&");
+		RESIL__MSG_LIT(&m, "path=");
+		resil__msg_str(&m, u->path);
+		first = 0;
+	}
+	for (i = 0; i < u->nparams; i++) {
+		const char *k = u->params[i].key;
+
+		if (k == NULL || url_own(k) ||
+		    resil__url_get(u, k) != u->params[i].value)
+			continue;
+		if (!first)
+			RESIL__MSG_LIT(&m, "&");
+		resil__msg_str(&m, k);
+		RESIL__MSG_LIT(&m, "=");
+		resil__msg_str(&m, u->params[i].value);
+		first = 0;
+	}
+	/* A shorter copy, so that its release knows its size. */
+	{
+		char *s = resil__strdup(a, out);
+
+		resil__free(a, out, need);
+		if (s == NULL)
+			*nomem = 1;
+		return s;
+	}
+}
+
+/* Item no (1-based) of url=, item, into *sp: Dubbo's provider URL,
+ * protocol://host:port[/path][?k=v&...], its weight, zone and tag (tag or
+ * dubbo.tag) as endpoint fields, the rest as params. */
+static resil_err
+url_item(resil_cluster_text *cc, const char *key, const char *item, size_t no,
+    resil_endpoint_spec *sp, resil_diag *diag)
+{
+	resil__url u;
+	resil_diag why;
+	const char *v;
+	size_t i;
+	int nomem = 0;
+	resil_err err;
+
+	why.msg[0] = '\0';
+	err = resil__url_parse(cc->a, item, &u, &why);
+	if (err == RESIL_E_NOMEM)
+		return err;
+	if (err != RESIL_OK)
+		return BAD("%s: item %zu \"%s\": %s", key, no, item, why.msg);
+	for (i = 0; i < sizeof(url_protocols) / sizeof(url_protocols[0]); i++)
+		if (strcmp(u.protocol, url_protocols[i]) == 0)
+			break;
+	if (i == sizeof(url_protocols) / sizeof(url_protocols[0])) {
+		err = BAD("%s: item %zu \"%s\": protocol \"%s\" is not a "
+		          "provider's (" URL_PROTOCOLS
+		          "; a registry goes in registry=)",
+		    key, no, item, u.protocol);
+		goto out;
+	}
+	if (u.port == NULL) {
+		err =
+		    BAD("%s: item %zu \"%s\": no port (protocol://host:port)",
+		        key, no, item);
+		goto out;
+	}
+	for (i = 0; i < u.nparams; i++) {
+		const char *k = u.params[i].key, *pv = u.params[i].value;
+		uint64_t w = 0;
+
+		if (k == NULL)
+			continue;
+		if (k[0] == '\0') {
+			err = BAD("%s: item %zu \"%s\": a parameter has no "
+			          "name (\"=%s\")",
+			    key, no, item, pv);
+			goto out;
+		}
+		if (strcmp(k, "weight") == 0 &&
+		    (parse_u64(pv, &w) != 1 || w > INT32_MAX)) {
+			err = BAD("%s: item %zu \"%s\": weight \"%s\" is not "
+			          "a whole number 0..2147483647",
+			    key, no, item, pv);
+			goto out;
+		}
+		if (strcmp(k, "zone") == 0 && !zone_ok(pv)) {
+			err = BAD("%s: item %zu \"%s\": zone \"%s\" is not a "
+			          "zone name (letters, digits, '_', '-', '.')",
+			    key, no, item, pv);
+			goto out;
+		}
+	}
+	*sp = resil_endpoint_spec_default(NULL);
+	if ((v = resil__url_get(&u, "weight")) != NULL) {
+		uint64_t w = 0;
+		(void)parse_u64(v, &w);
+		sp->weight = (int32_t)w;
+	}
+	sp->mock = strcmp(u.protocol, "mock") == 0;
+	err = RESIL_E_NOMEM;
+	if ((sp->address = resil__strdup(cc->a, u.address)) == NULL)
+		goto out;
+	if ((v = resil__url_get(&u, "zone")) != NULL &&
+	    (sp->zone = resil__strdup(cc->a, v)) == NULL)
+		goto out;
+	if ((v = resil__url_get(&u, "dubbo.tag")) == NULL || v[0] == '\0')
+		v = resil__url_get(&u, "tag");
+	if (v != NULL && v[0] != '\0' &&
+	    (sp->tag = resil__strdup(cc->a, v)) == NULL)
+		goto out;
+	sp->params = url_params(cc->a, &u, &nomem);
+	if (nomem)
+		goto out;
+	err = RESIL_OK;
+out:
+	resil__url_free(cc->a, &u);
+	return err;
+}
+
+/* url: Dubbo's direct connection, provider URLs separated by ';'. Replaces
+ * the list a previous url= gave. */
+static resil_err
+set_url(void *obj, const char *key, const char *v, resil_diag *diag)
+{
+	resil_cluster_text *cc = obj;
+	resil_endpoint_spec *specs;
+	size_t n = 1, i, k;
+	const char *p;
+	resil_err err = RESIL_OK;
+
+	for (p = v; *p != '\0'; p++)
+		n += *p == ';';
+	if ((specs = resil__calloc(cc->a, n * sizeof(*specs))) == NULL)
+		return RESIL_E_NOMEM;
+	p = v;
+	for (i = 0; i < n; i++) {
+		size_t len = strcspn(p, ";"), sl = len;
+		const char *s = p;
+		char *item;
+		while (sl > 0 && blank(*s)) {
+			s++;
+			sl--;
+		}
+		while (sl > 0 && blank(s[sl - 1]))
+			sl--;
+		p += len + (p[len] == ';');
+		if (sl == 0) {
+			err = n == 1
+			    ? BAD("%s: empty (provider URLs separated "
+			          "by ';': dubbo://10.0.0.1:20880;"
+			          "dubbo://10.0.0.2:20880)",
+			          key)
+			    : BAD("%s: item %zu of %zu is empty (URLs "
+			          "are separated by ';')",
+			          key, i + 1, n);
+			goto fail;
+		}
+		if ((item = resil__strndup(cc->a, s, sl)) == NULL) {
+			err = RESIL_E_NOMEM;
+			goto fail;
+		}
+		err = url_item(cc, key, item, i + 1, &specs[i], diag);
+		resil__strfree(cc->a, item);
+		if (err != RESIL_OK)
+			goto fail;
+		for (k = 0; k < i; k++)
+			if (strcmp(specs[k].address, specs[i].address) == 0) {
+				err = BAD("%s: item %zu: address %s is item "
+				          "%zu's too",
+				    key, i + 1, specs[i].address, k + 1);
+				goto fail;
+			}
+	}
+	eps_free(cc->a, cc->eps, cc->neps);
+	cc->eps = specs;
+	cc->neps = n;
+	return RESIL_OK;
+fail:
+	eps_free(cc->a, specs, n);
+	return err;
+}
+
+/* ---- endpoint.breaker: each endpoint's breaker ------------------------- */
+
+/* endpoint.breaker.window: count or time (any case). */
+static resil_err
+set_window(void *obj, const char *key, const char *v, resil_diag *diag)
+{
+	resil_breaker_config *b = obj;
+	char low[8];
+	size_t i;
+
+	for (i = 0; i < sizeof(low) - 1 && v[i] != '\0'; i++)
+		low[i] = v[i] >= 'A' && v[i] <= 'Z' ? (char)(v[i] + 32) : v[i];
+	low[i] = '\0';
+	if (v[i] == '\0' && strcmp(low, "count") == 0)
+		b->window_type = RESIL_WINDOW_COUNT;
+	else if (v[i] == '\0' && strcmp(low, "time") == 0)
+		b->window_type = RESIL_WINDOW_TIME;
+	else
+		return BAD("%s: \"%s\" is not one of count, time", key, v);
+	return RESIL_OK;
+}
+
+/* endpoint.breaker.open_wait_multiplier: a number 1..1000. */
+static resil_err
+set_multiplier(void *obj, const char *key, const char *v, resil_diag *diag)
+{
+	resil_breaker_config *b = obj;
+	const char *p;
+	char *end;
+	double d;
+
+	for (p = v; *p != '\0'; p++)
+		if (!((*p >= '0' && *p <= '9') || *p == '.' || *p == 'e' ||
+		        *p == 'E' || *p == '+' || *p == '-'))
+			break;
+	d = *p == '\0' && *v != '\0' ? strtod(v, &end) : 0.0;
+	if (*p != '\0' || *v == '\0' || *end != '\0')
+		return BAD("%s: \"%s\" is not a number", key, v);
+	if (!(d >= 1.0 && d <= 1000.0))
+		return BAD("%s: %s is out of range 1..1000", key, v);
+	b->open_wait_multiplier = d;
+	return RESIL_OK;
+}
+
+#define EB(f) offsetof(resil_breaker_config, f)
+
+/* The per-endpoint breaker's keys: the service breaker's names
+ * (lib/config_keys.c) after "endpoint.", with its ranges. */
+static const key_def breaker_keys[] = {
+	{ "endpoint.breaker.consecutive_failures", K_U32, 0,
+	    EB(consecutive_failures), 0, UINT32_MAX, NULL },
+	{ "endpoint.breaker.failure_rate", K_U32, 0, EB(failure_rate_pct), 0,
+	    100, NULL },
+	{ "endpoint.breaker.slow_rate", K_U32, 0, EB(slow_rate_pct), 0, 100,
+	    NULL },
+	{ "endpoint.breaker.slow_threshold", K_DUR, 0, EB(slow_threshold_ns),
+	    0, 0, NULL },
+	{ "endpoint.breaker.min_calls", K_U32, 0, EB(min_calls), 0, UINT32_MAX,
+	    NULL },
+	{ "endpoint.breaker.window", K_FN, 0, 0, 0, 0, set_window },
+	{ "endpoint.breaker.window_size", K_U32, 0, EB(window_size), 1,
+	    1048576, NULL },
+	{ "endpoint.breaker.bucket", K_DUR, 0, EB(bucket_ns), 1, 0, NULL },
+	{ "endpoint.breaker.open_wait", K_DUR, 0, EB(open_wait_ns), 0, 0,
+	    NULL },
+	{ "endpoint.breaker.open_wait_multiplier", K_FN, 0, 0, 0, 0,
+	    set_multiplier },
+	{ "endpoint.breaker.open_wait_max", K_DUR, 0, EB(open_wait_max_ns), 0,
+	    0, NULL },
+	{ "endpoint.breaker.probes", K_U32, 0, EB(permitted_probes), 1, 32767,
+	    NULL },
+	{ "endpoint.breaker.reopen_on_first_failure", K_BOOL, 0,
+	    EB(reopen_on_first_failure), 0, 0, NULL },
+	{ "endpoint.breaker.max_half_open", K_DUR, 0, EB(max_half_open_ns), 0,
+	    0, NULL },
+};
+
+/* An endpoint.breaker key. */
+static resil_err
+set_breaker(
+    resil_cluster_text *cc, const char *key, const char *v, resil_diag *diag)
+{
+	const key_def *k;
+	resil_err err;
+	int b;
+
+	if (strcmp(key, "endpoint.breaker.enabled") == 0) {
+		if (!parse_bool(v, &b))
+			return BAD("%s: \"%s\" is not a boolean", key, v);
+		cc->eb_enabled = b;
+		return RESIL_OK;
+	}
+	k = key_find(
+	    breaker_keys, sizeof(breaker_keys) / sizeof(breaker_keys[0]), key);
+	if (k == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_NOTFOUND, "%s: unknown key", key);
+	err = key_apply(k, &cc->eb, key, v, diag);
+	if (err == RESIL_OK)
+		cc->eb_on = 1;
+	return err;
+}
+
+/* The per-endpoint breaker's cross-field rules, in the keys' words. */
+static resil_err
+breaker_check(const resil_breaker_config *b, resil_diag *diag)
+{
+	char t1[32], t2[32];
+	resil_diag d2;
+
+	if (b->consecutive_failures == 0 && b->failure_rate_pct == 0 &&
+	    b->slow_rate_pct == 0)
+		return BAD("endpoint.breaker: no trigger: set "
+		           "endpoint.breaker.consecutive_failures, "
+		           ".failure_rate or .slow_rate above 0");
+	if (b->slow_rate_pct > 0 && b->slow_threshold_ns == 0)
+		return BAD(
+		    "endpoint.breaker.slow_threshold: 0 must be above 0 "
+		    "when endpoint.breaker.slow_rate is set");
+	if ((b->failure_rate_pct > 0 || b->slow_rate_pct > 0) &&
+	    b->min_calls == 0)
+		return BAD("endpoint.breaker.min_calls: 0 must be >= 1 when a "
+		           "rate trigger is set");
+	if (b->window_type == RESIL_WINDOW_TIME && b->window_size > 3600)
+		return BAD(
+		    "endpoint.breaker.window_size: %u buckets is out of "
+		    "range 1..3600 for endpoint.breaker.window=time",
+		    b->window_size);
+	if (b->open_wait_max_ns != 0 &&
+	    b->open_wait_max_ns < b->open_wait_ns) {
+		resil__duration_format(t1, sizeof(t1), b->open_wait_max_ns);
+		resil__duration_format(t2, sizeof(t2), b->open_wait_ns);
+		return BAD("endpoint.breaker.open_wait_max: %s is below "
+		           "endpoint.breaker.open_wait (%s)",
+		    t1, t2);
+	}
+	d2.msg[0] = '\0';
+	if (resil_breaker_config_validate(b, &d2) != RESIL_OK)
+		return BAD("endpoint.%s", d2.msg);
+	return RESIL_OK;
+}
+
 #define CC(f) offsetof(resil_cluster_text, f)
 
 /* The keys of the cluster layer itself (a balancer's are balance_keys,
@@ -711,6 +1129,7 @@ static const key_def text_keys[] = {
 	{ "panic.threshold", K_U32, 0, CC(panic), 0, 100, NULL },
 	{ "registry.empty_protection", K_BOOL, 0, CC(empty_protection), 0, 0,
 	    NULL },
+	{ "url", K_FN, 0, 0, 0, 0, set_url },
 	{ "outlier.consecutive_failures", K_U32, 0,
 	    CC(outlier.consecutive_failures), 1, 1000000, NULL },
 	{ "outlier.max_ejection_pct", K_U32, 0, CC(outlier.max_ejection_pct),
@@ -756,6 +1175,8 @@ set_one(
 			cc->health_on = 1;
 		return err;
 	}
+	if (strncmp(key, "endpoint.breaker.", 17) == 0)
+		return set_breaker(cc, key, v, diag);
 	k = key_find(text_keys, sizeof(text_keys) / sizeof(text_keys[0]), key);
 	if (k != NULL)
 		return key_apply(k, cc, key, v, diag);
@@ -795,6 +1216,14 @@ resil_cluster_text_set(resil_cluster_text *cc, const char *key,
 	if (err == RESIL_OK && origin != NULL && line != 0) {
 		if (strncmp(key, "outlier.", 8) == 0)
 			cc->outlier_line = line;
+		else if (strcmp(key, "router.zone") == 0)
+			cc->zone_line = line;
+		else if (strcmp(key, "router.zone.mode") == 0)
+			cc->mode_line = line;
+		else if (strcmp(key, "url") == 0)
+			cc->url_line = line;
+		else if (strncmp(key, "endpoint.breaker.", 17) == 0)
+			cc->eb_line = line;
 		if (cc->origin == NULL &&
 		    (cc->origin = resil__strdup(cc->a, origin)) == NULL)
 			return resil__diagf(
@@ -849,12 +1278,80 @@ resil_cluster_text_finish(resil_cluster_text *cc, resil_diag *diag)
 	}
 	for (i = 0; i < cc->nconds; i++)
 		resil__condition_set_force(cc->conds[i], cc->cond_force);
+	if (cc->eb_enabled != 0 && (cc->eb_on || cc->eb_enabled == 1) &&
+	    (err = breaker_check(&cc->eb, diag)) != RESIL_OK)
+		return locate_known(cc, diag, err, cc->eb_line);
 	resil_directory_config_init(&dc);
 	dc.outlier = cc->outlier;
 	dc.outlier_rate = cc->rate_on ? &cc->rate : NULL;
 	dc.health = NULL; /* checked by each key */
 	return locate_known(cc, diag,
 	    resil_directory_config_validate(&dc, diag), cc->outlier_line);
+}
+
+/* " (origin:line)" of a key, or "" when not known, into buf. */
+static const char *
+where(char *buf, size_t len, const char *origin, unsigned line)
+{
+	if (origin == NULL || line == 0)
+		return "";
+	snprintf(buf, len, " at %s:%u", origin, line);
+	return buf;
+}
+
+resil_err
+resil__cluster_text_peer_check(const resil_cluster_text *cc,
+    const resil__cluster_peer *peer, resil_diag *diag)
+{
+	char w[RESIL_DIAG_MAX / 2];
+	const char *origin;
+	resil_err err;
+
+	if (cc == NULL || peer == NULL)
+		return RESIL_OK;
+	origin = peer->origin != NULL ? peer->origin : cc->origin;
+	/* docs/cluster.md: do not turn on the selector's zone routing with
+	 * zone-aware (it would remove the other zones before the strategy
+	 * could cross). */
+	if (peer->zone_aware && cc->zone != NULL &&
+	    cc->zone_mode != RESIL_ZONE_OFF) {
+		err = BAD("router.zone: the selector's zone routing (mode %s) "
+		          "would remove the other zones before zone-aware "
+		          "could cross (cluster=zone-aware%s); name the "
+		          "caller's zone with zone=, or set "
+		          "router.zone.mode=off",
+		    resil_zone_mode_name(cc->zone_mode),
+		    where(w, sizeof(w), origin, peer->cluster_line));
+		return cc->zone_line != 0
+		    ? locate(diag, err, origin, cc->zone_line)
+		    : err;
+	}
+	if (peer->zone_aware && cc->zone_mode_set &&
+	    cc->zone_mode != RESIL_ZONE_OFF) {
+		err = BAD("router.zone.mode: %s would remove the other zones "
+		          "before zone-aware could cross "
+		          "(cluster=zone-aware%s); zone-aware routes by zone "
+		          "itself: drop the key or set it to off",
+		    resil_zone_mode_name(cc->zone_mode),
+		    where(w, sizeof(w), origin, peer->cluster_line));
+		return cc->mode_line != 0
+		    ? locate(diag, err, origin, cc->mode_line)
+		    : err;
+	}
+	/* Dubbo lets url= win over the registry; resil refuses the pair:
+	 * the registry would be accepted and unused (or replace the listed
+	 * endpoints at its first push). */
+	if (peer->registry != NULL && cc->neps > 0) {
+		err = BAD("url: the listed endpoints and registry=%s%s both "
+		          "give the providers; use one (registry=N/A with "
+		          "url= is Dubbo's direct connection)",
+		    peer->registry,
+		    where(w, sizeof(w), origin, peer->registry_line));
+		return cc->url_line != 0
+		    ? locate(diag, err, origin, cc->url_line)
+		    : err;
+	}
+	return RESIL_OK;
 }
 
 void
@@ -885,20 +1382,29 @@ void
 resil_cluster_text_directory(
     const resil_cluster_text *cc, resil_directory_config *out)
 {
-	if (cc != NULL && out != NULL) {
-		out->outlier = cc->outlier;
-		out->empty_protection = cc->empty_protection;
-		/* Valid while cc is: resil_directory_new() copies it. A
-		 * config of an older size has no such fields. */
-		if (out->size > offsetof(resil_directory_config, outlier_rate))
-			out->outlier_rate = cc->rate_on ? &cc->rate : NULL;
-		/* Health checks are not an outlier setting: a text without
-		 * health keys leaves the caller's. */
-		if (out->size <= offsetof(resil_directory_config, health))
-			return;
+	if (cc == NULL || out == NULL)
+		return;
+	out->outlier = cc->outlier;
+	out->empty_protection = cc->empty_protection;
+	/* The endpoint breaker, the health checks and the endpoints are not
+	 * outlier settings: a text without their keys leaves the caller's.
+	 * Each is valid while cc is (resil_directory_new() copies them). */
+	if (cc->eb_enabled == 0)
+		out->endpoint_breaker = NULL;
+	else if (cc->eb_enabled == 1 || cc->eb_on)
+		out->endpoint_breaker = &cc->eb;
+	/* A config of an older size has no such fields. */
+	if (out->size > offsetof(resil_directory_config, outlier_rate))
+		out->outlier_rate = cc->rate_on ? &cc->rate : NULL;
+	if (out->size > offsetof(resil_directory_config, health)) {
 		if (cc->health_enabled == 0)
 			out->health = NULL;
 		else if (cc->health_enabled == 1 || cc->health_on)
 			out->health = &cc->health;
+	}
+	if (out->size > offsetof(resil_directory_config, nendpoints) &&
+	    cc->neps > 0) {
+		out->endpoints = cc->eps;
+		out->nendpoints = cc->neps;
 	}
 }

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster_text.h"
 #include "config_keys.h"
 #include "duration.h"
 #include "internal.h"
@@ -175,9 +176,11 @@ typedef struct build {
 	resil_cluster_text *ct; /* the selector keys, or NULL: none */
 	unsigned cluster_line;  /* the line of the last cluster key */
 	int cluster_seen;
-	resil_source_text *st; /* the registry keys, or NULL: none */
-	ref source_first;      /* the first registry key (its key) */
-	int registry_seen;     /* registry= was given */
+	resil_source_text *st;  /* the registry keys, or NULL: none */
+	ref source_first;       /* the first registry key (its key) */
+	int registry_seen;      /* registry= was given */
+	ref registry;           /* registry= (issue 24.5: against url=) */
+	unsigned strategy_line; /* the line of cluster= */
 } build;
 
 /* ---- small helpers ---- */
@@ -307,8 +310,11 @@ apply_source(build *b, const setting *s, resil_diag *diag)
 		b->source_first.value = s->key;
 		b->source_first.line = s->line;
 	}
-	if (strcmp(s->key, "registry") == 0)
+	if (strcmp(s->key, "registry") == 0) {
 		b->registry_seen = 1;
+		b->registry.value = s->value;
+		b->registry.line = s->line;
+	}
 	return resil_source_text_set(b->st, s->key, s->value,
 	    s->line > 0 ? b->origin : NULL, s->line, diag);
 }
@@ -372,6 +378,8 @@ build_apply(build *b, const setting *s, resil_diag *diag)
 	if (k == NULL)
 		return apply_method(b, s, &kv, diag);
 	note_key(b, k, s);
+	if (strcmp(s->key, "cluster") == 0)
+		b->strategy_line = s->line;
 	if (k->kind == K_ENABLED) {
 		/* The switch is decided at the end (build_finish). */
 		err = resil__config_read(k, &kv, &on, diag);
@@ -592,6 +600,22 @@ build_finish(build *b, resil_diag *diag)
 	if (b->ct != NULL &&
 	    (err = resil_cluster_text_finish(b->ct, diag)) != RESIL_OK)
 		return err;
+	if (b->ct != NULL) {
+		/* The cluster keys against the pipeline's (issue 24.5). */
+		resil__cluster_peer peer;
+
+		peer.origin = b->origin;
+		peer.zone_aware =
+		    b->pc.cluster.strategy == RESIL_CLUSTER_ZONE_AWARE;
+		peer.cluster_line = b->strategy_line;
+		peer.registry = resil_source_text_present(b->st)
+		    ? b->registry.value
+		    : NULL;
+		peer.registry_line = b->registry.line;
+		if ((err = resil__cluster_text_peer_check(
+		         b->ct, &peer, diag)) != RESIL_OK)
+			return err;
+	}
 	if (b->source_first.value != NULL && !b->registry_seen)
 		return resil__config_fail(diag, b->origin,
 		    b->source_first.line,

@@ -137,6 +137,9 @@ double_bits(double d)
 	return b;
 }
 
+static resil_err check_spec(
+    const resil_endpoint_spec *s, size_t i, resil_diag *diag);
+
 resil_err
 resil_directory_config_validate(
     const resil_directory_config *cfg, resil_diag *diag)
@@ -194,6 +197,18 @@ resil_directory_config_validate(
 	    cfg->health != NULL &&
 	    resil_health_config_validate(cfg->health, diag) != RESIL_OK)
 		return RESIL_E_INVAL;
+	if (cfg->size > offsetof(resil_directory_config, nendpoints) &&
+	    cfg->nendpoints > 0) {
+		size_t i;
+		if (cfg->endpoints == NULL)
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "directory.endpoints: NULL with nendpoints %zu",
+			    cfg->nendpoints);
+		for (i = 0; i < cfg->nendpoints; i++)
+			if (check_spec(&cfg->endpoints[i], i, diag) !=
+			    RESIL_OK)
+				return RESIL_E_INVAL;
+	}
 	return RESIL_OK;
 }
 
@@ -445,6 +460,19 @@ resil_directory_new(
 		}
 	}
 	d->cfg.health = NULL;
+	d->cfg.endpoints = NULL;
+	d->cfg.nendpoints = 0;
+	/* The static list, as a first push (the caller's size decides
+	 * whether it has one). */
+	if (cfg->size > offsetof(resil_directory_config, nendpoints) &&
+	    cfg->nendpoints > 0) {
+		err = resil_directory_push(
+		    d, cfg->endpoints, cfg->nendpoints, diag);
+		if (err != RESIL_OK) {
+			resil_directory_free(d);
+			return err;
+		}
+	}
 	*out = d;
 	return RESIL_OK;
 }

@@ -2051,7 +2051,8 @@ static const char cluster_conf_text[] =
     "getStock.loadbalance=hash\n"
     "getStock.loadbalance.hash.arguments=0,1\n"
     "router.zone=east\n"
-    "router.zone.mode=proportional\n"
+    /* Off: zone-aware refuses the selector's zone routing (24.5). */
+    "router.zone.mode=off\n"
     "router.zone.consumers=east:3,west:1\n"
     "router.condition=method = getStock => zone = east\n"
     "router.condition=arguments[0] = vip* => tag = gold\n"

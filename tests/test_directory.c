@@ -865,6 +865,71 @@ test_directory_out_of_memory_changes_nothing(void **state)
 	}
 }
 
+/* Issue 24.5: a directory starts with cfg.endpoints (the static list the
+ * text's url= gives), checked and worded as a push. */
+static void
+test_directory_config_endpoints(void **state)
+{
+	resil_endpoint_spec s[3];
+	resil_endpoint_state st;
+	resil_directory_config cfg;
+	resil_breaker_config bc = resil_breaker_config_default();
+	resil_directory *d = NULL;
+	resil_diag diag;
+	fx f;
+
+	(void)state;
+	fx_init(&f, 1000);
+	s[0] = spec("a:1", "hz", 100);
+	s[1] = spec("b:1", "sh", 30);
+	f.dcfg.endpoints = s;
+	f.dcfg.nendpoints = 2;
+	f.dcfg.endpoint_breaker = &bc;
+	assert_int_equal(fx_start(&f), 0);
+	assert_int_equal(resil_directory_count(f.d), 2);
+	assert_int_equal(resil_directory_version(f.d), 1);
+	assert_int_equal(f.nev, 2);
+	assert_int_equal(f.ev[1].type, RESIL_ENDPOINT_ADDED);
+	assert_string_equal(f.ev_addr[1], "b:1");
+	assert_int_equal(resil_directory_get_state(f.d, "b:1", &st), RESIL_OK);
+	assert_int_equal(st.weight, 30);
+	assert_non_null(resil_directory_breaker(f.d, "a:1"));
+	/* A later push replaces the list as usual, state kept. */
+	s[2] = spec("c:1", NULL, 100);
+	assert_int_equal(resil_directory_push(f.d, &s[1], 2, NULL), RESIL_OK);
+	assert_int_equal(resil_directory_count(f.d), 2);
+	assert_int_equal(resil_directory_get_state(f.d, "b:1", &st), RESIL_OK);
+	assert_int_equal(st.position, 0);
+	fx_end(&f);
+
+	/* Refused as a push refuses, *out unchanged. */
+	cfg = resil_directory_config_default();
+	s[1].weight = -1;
+	cfg.endpoints = s;
+	cfg.nendpoints = 2;
+	assert_int_equal(
+	    resil_directory_config_validate(&cfg, &diag), RESIL_E_INVAL);
+	assert_string_equal(
+	    diag.msg, "endpoints[1].weight: -1 is negative (0 is allowed)");
+	assert_int_equal(resil_directory_new(&d, &cfg, &diag), RESIL_E_INVAL);
+	assert_null(d);
+	s[1] = spec("a:1", NULL, 100);
+	assert_int_equal(resil_directory_new(&d, &cfg, &diag), RESIL_E_INVAL);
+	assert_null(d);
+	assert_string_equal(
+	    diag.msg, "endpoints[1].address: duplicate of endpoints[0] (a:1)");
+	cfg.endpoints = NULL;
+	assert_int_equal(resil_directory_new(&d, &cfg, &diag), RESIL_E_INVAL);
+	assert_string_equal(
+	    diag.msg, "directory.endpoints: NULL with nendpoints 2");
+	/* nendpoints 0: empty, whatever endpoints is. */
+	cfg.nendpoints = 0;
+	assert_int_equal(resil_directory_new(&d, &cfg, &diag), RESIL_OK);
+	assert_int_equal(resil_directory_count(d), 0);
+	assert_int_equal(resil_directory_version(d), 0);
+	resil_directory_free(d);
+}
+
 int
 main(void)
 {
@@ -875,6 +940,7 @@ main(void)
 		cmocka_unit_test(test_directory_bad_input_changes_nothing),
 		cmocka_unit_test(test_directory_empty_push_keeps_last_list),
 		cmocka_unit_test(test_directory_config_validation),
+		cmocka_unit_test(test_directory_config_endpoints),
 		cmocka_unit_test(
 		    test_directory_outlier_ejection_grows_and_returns_exactly),
 		cmocka_unit_test(test_directory_outlier_ejection_cap),

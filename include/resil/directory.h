@@ -182,6 +182,15 @@ typedef struct resil_directory_config {
 	 * after the directory's own, and its alloc NULL means the
 	 * directory's. */
 	const resil_health_config *health;
+	/* The endpoints the directory starts with: a static list (Dubbo's
+	 * url= direct connection, Envoy's static cluster; text: url=),
+	 * pushed by resil_directory_new() before it returns, as
+	 * resil_directory_push() would (each is checked as push checks it,
+	 * the listener hears ADDED for each, a breaker and a health target
+	 * are made for each). NULL and 0: empty (the default). Copied; a
+	 * later push replaces the list as usual. */
+	const resil_endpoint_spec *endpoints;
+	size_t nendpoints;
 } resil_directory_config;
 
 static inline void
@@ -207,16 +216,20 @@ resil_directory_config_default(void)
 }
 
 /* RESIL_OK, or RESIL_E_INVAL naming the field in *diag
- * ("outlier.max_ejection: 10 is below outlier.base_ejection (30)"). */
+ * ("outlier.max_ejection: 10 is below outlier.base_ejection (30)",
+ * "endpoints[1].weight: -1 is negative (0 is allowed)"; a duplicate
+ * address in endpoints is found by resil_directory_new()). */
 RESIL_API resil_err resil_directory_config_validate(
     const resil_directory_config *cfg, resil_diag *diag);
 
 /*
- * Create an empty directory. *cfg is copied; the endpoint breaker config
- * is copied too. The listener's ctx, the allocator's and the clock's must
- * outlive the directory. Free it with resil_directory_free() after every
+ * Create a directory, empty or with cfg->endpoints (version 1 then). *cfg
+ * is copied; the endpoint breaker config and the endpoints are copied
+ * too. The listener's ctx, the allocator's and the clock's must outlive
+ * the directory. Free it with resil_directory_free() after every
  * selector over it is freed. Returns RESIL_OK, RESIL_E_INVAL (message in
- * *diag) or RESIL_E_NOMEM; *out is unchanged on error.
+ * *diag, as resil_directory_push() words it for the endpoints) or
+ * RESIL_E_NOMEM; *out is unchanged on error.
  */
 RESIL_API resil_err resil_directory_new(resil_directory **out,
     const resil_directory_config *cfg, resil_diag *diag);
