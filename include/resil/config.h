@@ -109,8 +109,10 @@ RESIL_API const resil_pipeline_config *resil_config_pipeline(
  *   and alloc are left NULL for the caller (random NULL: the selector's
  *   own generator, seeded by loadbalance.seed).
  * - resil_config_directory(): the outlier settings and empty protection
- *   (registry.empty_protection) of *out are overwritten (the rest is left
- *   as the caller set it).
+ *   (registry.empty_protection) of *out are overwritten; the health
+ *   checks, the endpoint breaker (endpoint.breaker.*) and the endpoints
+ *   (url=) when the text has their keys, as resil_cluster_text_directory()
+ *   says (the rest is left as the caller set it).
  * Strings point into conf (valid until it is changed or freed). Both
  * return 1 when conf has any such key, 0 when none (the outputs are still
  * filled with defaults), 0 for a NULL argument.

@@ -312,7 +312,13 @@ RESIL_API resil_err resil_cluster_text_finish(
 RESIL_API void resil_cluster_text_selector(
     const resil_cluster_text *cc, resil_selector_config *out);
 
-/* Overwrite the outlier settings of *out with cc's. */
+/* Overwrite the outlier settings (outlier, outlier_rate: NULL without an
+ * outlier.success_rate_* / failure_percentage_* key) and the empty
+ * protection of *out with cc's; health, endpoint_breaker and endpoints
+ * (url=) only when cc has their keys (health.enabled=false and
+ * endpoint.breaker.enabled=false set them to NULL), else the caller's
+ * stay. A field beyond out->size is left alone. The pointers point into
+ * cc. */
 RESIL_API void resil_cluster_text_directory(
     const resil_cluster_text *cc, resil_directory_config *out);
 
