@@ -915,7 +915,7 @@ set_url(void *obj, const char *key, const char *v, resil_diag *diag)
 	resil_endpoint_spec *specs;
 	size_t n = 1, i, k;
 	const char *p;
-	resil_err err = RESIL_OK;
+	resil_err err;
 
 	for (p = v; *p != '\0'; p++)
 		n += *p == ';';
