@@ -74,6 +74,7 @@ struct resil_cluster_text {
 	resil_breaker_config eb;
 	int eb_on, eb_enabled;
 	int zone_mode_set; /* router.zone.mode was given */
+	int zone_min_set;  /* router.zone.min_cluster_size was given */
 	/* Where finish()'s cross-field messages point: the first origin
 	 * given to set (a copy), the line of the key being set, and that of
 	 * the last outlier key. */
@@ -82,6 +83,8 @@ struct resil_cluster_text {
 	/* The lines of router.zone, router.zone.mode, url and the last
 	 * endpoint.breaker key (0: not given, or given without origin). */
 	unsigned zone_line, mode_line, url_line, eb_line;
+	unsigned consumers_line,
+	    min_line; /* router.zone.consumers, .min_... */
 };
 
 resil_err
@@ -1213,6 +1216,9 @@ resil_cluster_text_set(resil_cluster_text *cc, const char *key,
 		    diag, RESIL_E_INVAL, "cluster: NULL argument");
 	cc->cur_line = origin != NULL ? line : 0;
 	err = set_one(cc, key, value, diag);
+	if (err == RESIL_OK &&
+	    strcmp(key, "router.zone.min_cluster_size") == 0)
+		cc->zone_min_set = 1;
 	if (err == RESIL_OK && origin != NULL && line != 0) {
 		if (strncmp(key, "outlier.", 8) == 0)
 			cc->outlier_line = line;
@@ -1224,6 +1230,10 @@ resil_cluster_text_set(resil_cluster_text *cc, const char *key,
 			cc->url_line = line;
 		else if (strncmp(key, "endpoint.breaker.", 17) == 0)
 			cc->eb_line = line;
+		else if (strcmp(key, "router.zone.consumers") == 0)
+			cc->consumers_line = line;
+		else if (strcmp(key, "router.zone.min_cluster_size") == 0)
+			cc->min_line = line;
 		if (cc->origin == NULL &&
 		    (cc->origin = resil__strdup(cc->a, origin)) == NULL)
 			return resil__diagf(
@@ -1278,6 +1288,17 @@ resil_cluster_text_finish(resil_cluster_text *cc, resil_diag *diag)
 	}
 	for (i = 0; i < cc->nconds; i++)
 		resil__condition_set_force(cc->conds[i], cc->cond_force);
+	/* Envoy's zone-aware routing reads these; another mode would leave
+	 * them accepted and unused. */
+	if ((cc->nz > 0 || cc->zone_min_set) &&
+	    cc->zone_mode != RESIL_ZONE_PROPORTIONAL)
+		return locate_known(cc, diag,
+		    BAD("%s: read by router.zone.mode=proportional only (the "
+		        "mode is %s)",
+		        cc->nz > 0 ? "router.zone.consumers"
+		                   : "router.zone.min_cluster_size",
+		        resil_zone_mode_name(cc->zone_mode)),
+		    cc->nz > 0 ? cc->consumers_line : cc->min_line);
 	if (cc->eb_enabled != 0 && (cc->eb_on || cc->eb_enabled == 1) &&
 	    (err = breaker_check(&cc->eb, diag)) != RESIL_OK)
 		return locate_known(cc, diag, err, cc->eb_line);
@@ -1334,6 +1355,16 @@ resil__cluster_text_peer_check(const resil_cluster_text *cc,
 		          "itself: drop the key or set it to off",
 		    resil_zone_mode_name(cc->zone_mode),
 		    where(w, sizeof(w), origin, peer->cluster_line));
+		return cc->mode_line != 0
+		    ? locate(diag, err, origin, cc->mode_line)
+		    : err;
+	}
+	/* Zone routing needs the caller's zone: router.zone=, or zone=. */
+	if (!peer->local_zone && cc->zone == NULL && cc->zone_mode_set &&
+	    cc->zone_mode != RESIL_ZONE_OFF) {
+		err = BAD("router.zone.mode: %s routes by the caller's zone, "
+		          "and none is given (router.zone= or zone=)",
+		    resil_zone_mode_name(cc->zone_mode));
 		return cc->mode_line != 0
 		    ? locate(diag, err, origin, cc->mode_line)
 		    : err;

@@ -14,6 +14,7 @@ typedef struct resil__cluster_peer {
 	const char *origin;    /* the text's, for messages; NULL: none */
 	int zone_aware;        /* cluster=zone-aware */
 	unsigned cluster_line; /* the line of cluster=; 0: not known */
+	int local_zone;        /* zone= was given */
 	/* registry='s URL when a registry feeds the directory (not
 	 * registry=N/A); NULL: none. */
 	const char *registry;
@@ -24,6 +25,7 @@ typedef struct resil__cluster_peer {
  * RESIL_OK, or RESIL_E_INVAL naming both keys, each with origin:line when
  * known: the selector's zone routing (router.zone, router.zone.mode other
  * than off) with cluster=zone-aware, which it would keep from crossing;
+ * router.zone.mode other than off without a zone (router.zone=, zone=);
  * url= with a registry, which would replace the listed endpoints at its
  * first push.
  */

@@ -608,6 +608,7 @@ build_finish(build *b, resil_diag *diag)
 		peer.zone_aware =
 		    b->pc.cluster.strategy == RESIL_CLUSTER_ZONE_AWARE;
 		peer.cluster_line = b->strategy_line;
+		peer.local_zone = b->pc.cluster.local_zone != NULL;
 		peer.registry = resil_source_text_present(b->st)
 		    ? b->registry.value
 		    : NULL;

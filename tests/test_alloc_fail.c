@@ -2042,23 +2042,27 @@ op_pipeline_failback(fail_alloc *fa, uint64_t nth)
 /* Configuration text with the cluster, selector and directory keys. */
 static const char cluster_conf_text[] =
     "service=StockService\n"
-    "cluster=zone-aware\n"
+    "cluster=failover\n"
     "zone=east\n"
     "retries=3\n"
-    "cross_zone_timeout=200ms\n"
     "getStock.retries=1\n"
     "loadbalance=roundrobin\n"
     "getStock.loadbalance=hash\n"
     "getStock.loadbalance.hash.arguments=0,1\n"
     "router.zone=east\n"
-    /* Off: zone-aware refuses the selector's zone routing (24.5). */
-    "router.zone.mode=off\n"
+    "router.zone.mode=proportional\n"
     "router.zone.consumers=east:3,west:1\n"
     "router.condition=method = getStock => zone = east\n"
     "router.condition=arguments[0] = vip* => tag = gold\n"
     "panic.threshold=30\n"
     "outlier.consecutive_failures=3\n"
-    "outlier.max_ejection=60s\n";
+    "outlier.max_ejection=60s\n"
+    /* Issue 24.5: the directory starts with these, each with a
+     * breaker (zone-aware with router.zone is refused since: failover
+     * here). */
+    "url=dubbo://10.0.0.1:20880?zone=east&weight=50;"
+    "dubbo://10.0.0.2:20880/StockService?zone=west&dubbo.tag=gold\n"
+    "endpoint.breaker.consecutive_failures=5\n";
 
 /* Parse it (step 1), then set one more rule and a balancer (step 2, 3):
  * a failed set leaves the config as it was. */

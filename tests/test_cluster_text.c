@@ -633,6 +633,44 @@ test_zone_aware_set_without_lines(void **state)
 	resil_config_free(conf);
 }
 
+static void
+test_zone_keys_without_their_mode_refused(void **state)
+{
+	resil_cluster_text *ct;
+	resil_diag diag;
+
+	(void)state;
+	/* Envoy's zone-aware routing keys, read by proportional only. */
+	refused("router.zone=hz\nrouter.zone.consumers=hz:3,sh:1\n",
+	    "t.conf:2: router.zone.consumers: read by "
+	    "router.zone.mode=proportional only (the mode is prefer)");
+	refused("router.zone=hz\nrouter.zone.mode=strict\n"
+	        "router.zone.min_cluster_size=3\n",
+	    "t.conf:3: router.zone.min_cluster_size: read by "
+	    "router.zone.mode=proportional only (the mode is strict)");
+	accepted("router.zone=hz\nrouter.zone.mode=proportional\n"
+	         "router.zone.consumers=hz:3,sh:1\n"
+	         "router.zone.min_cluster_size=3\n");
+	/* Through the C API: at finish, without origin:line. */
+	assert_int_equal(resil_cluster_text_new(&ct, NULL), RESIL_OK);
+	assert_int_equal(resil_cluster_text_set(ct, "router.zone.consumers",
+	                     "hz:1", NULL, 0, &diag),
+	    RESIL_OK);
+	assert_int_equal(resil_cluster_text_finish(ct, &diag), RESIL_E_INVAL);
+	assert_string_equal(diag.msg,
+	    "router.zone.consumers: read by router.zone.mode=proportional "
+	    "only (the mode is prefer)");
+	resil_cluster_text_free(ct);
+
+	/* A zone mode needs the caller's zone, from either key. */
+	refused("service=S\nrouter.zone.mode=strict\n",
+	    "t.conf:2: router.zone.mode: strict routes by the caller's zone, "
+	    "and none is given (router.zone= or zone=)");
+	accepted("service=S\nzone=sh\nrouter.zone.mode=strict\n");
+	accepted("service=S\nrouter.zone=sh\nrouter.zone.mode=strict\n");
+	accepted("service=S\nrouter.zone.mode=off\n");
+}
+
 int
 main(void)
 {
@@ -650,6 +688,7 @@ main(void)
 		cmocka_unit_test(test_endpoint_breaker_bad_values),
 		cmocka_unit_test(test_zone_aware_with_router_zone_refused),
 		cmocka_unit_test(test_zone_aware_set_without_lines),
+		cmocka_unit_test(test_zone_keys_without_their_mode_refused),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
