@@ -1049,6 +1049,55 @@ static const key_def breaker_keys[] = {
 	    0, NULL },
 };
 
+/* Levenshtein distance of a and b, or 99 when either is long. */
+static size_t
+edit_distance(const char *a, const char *b)
+{
+	size_t row[48], la = strlen(a), lb = strlen(b), i, j;
+
+	if (la >= 48 || lb >= 48)
+		return 99;
+	for (j = 0; j <= lb; j++)
+		row[j] = j;
+	for (i = 1; i <= la; i++) {
+		size_t corner = row[0];
+		row[0] = i;
+		for (j = 1; j <= lb; j++) {
+			size_t up = row[j];
+			size_t best = corner + (a[i - 1] != b[j - 1]);
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			corner = up;
+			row[j] = best;
+		}
+	}
+	return row[lb];
+}
+
+/* An endpoint.breaker key that is none of them: RESIL_E_INVAL (the
+ * namespace is the cluster text's), with the nearest key. */
+static resil_err
+breaker_unknown(const char *key, resil_diag *diag)
+{
+	size_t i, d, bd = 4;
+	const char *best = NULL;
+
+	for (i = 0; i < sizeof(breaker_keys) / sizeof(breaker_keys[0]); i++) {
+		d = edit_distance(key + 17, breaker_keys[i].name + 17);
+		if (d < bd) {
+			bd = d;
+			best = breaker_keys[i].name;
+		}
+	}
+	if (best != NULL)
+		return BAD("%s: unknown key (did you mean %s?)", key, best);
+	return BAD("%s: unknown key (the service breaker's keys after "
+	           "endpoint., or endpoint.breaker.enabled)",
+	    key);
+}
+
 /* An endpoint.breaker key. */
 static resil_err
 set_breaker(
@@ -1067,8 +1116,7 @@ set_breaker(
 	k = key_find(
 	    breaker_keys, sizeof(breaker_keys) / sizeof(breaker_keys[0]), key);
 	if (k == NULL)
-		return resil__diagf(
-		    diag, RESIL_E_NOTFOUND, "%s: unknown key", key);
+		return breaker_unknown(key, diag);
 	err = key_apply(k, &cc->eb, key, v, diag);
 	if (err == RESIL_OK)
 		cc->eb_on = 1;

@@ -560,6 +560,12 @@ test_endpoint_breaker_bad_values(void **state)
 	        "endpoint.breaker.open_wait_max=5000\n",
 	    "t.conf:2: endpoint.breaker.open_wait_max: 5s is below "
 	    "endpoint.breaker.open_wait (10s)");
+	refused("endpoint.breaker.open_wiat=5s\n",
+	    "t.conf:1: endpoint.breaker.open_wiat: unknown key (did you mean "
+	    "endpoint.breaker.open_wait?)");
+	refused("endpoint.breaker.colour=red\n",
+	    "t.conf:1: endpoint.breaker.colour: unknown key (the service "
+	    "breaker's keys after endpoint., or endpoint.breaker.enabled)");
 	/* Off: its settings are not checked. */
 	accepted("endpoint.breaker.failure_rate=0\n"
 	         "endpoint.breaker.enabled=false\n");
