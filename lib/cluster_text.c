@@ -1000,15 +1000,17 @@ set_multiplier(void *obj, const char *key, const char *v, resil_diag *diag)
 {
 	resil_breaker_config *b = obj;
 	const char *p;
-	char *end;
+	char *end = NULL;
 	double d;
 
 	for (p = v; *p != '\0'; p++)
 		if (!((*p >= '0' && *p <= '9') || *p == '.' || *p == 'e' ||
 		        *p == 'E' || *p == '+' || *p == '-'))
-			break;
-	d = *p == '\0' && *v != '\0' ? strtod(v, &end) : 0.0;
-	if (*p != '\0' || *v == '\0' || *end != '\0')
+			return BAD("%s: \"%s\" is not a number", key, v);
+	if (*v == '\0')
+		return BAD("%s: \"%s\" is not a number", key, v);
+	d = strtod(v, &end);
+	if (end == NULL || *end != '\0')
 		return BAD("%s: \"%s\" is not a number", key, v);
 	if (!(d >= 1.0 && d <= 1000.0))
 		return BAD("%s: %s is out of range 1..1000", key, v);
