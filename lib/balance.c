@@ -103,10 +103,18 @@ fnv(uint64_t h, const void *p, size_t n)
 
 #define FNV0 UINT64_C(0xcbf29ce484222325)
 
-static double
+/* resil_random_uniform(rnd), inlined: one call less per draw. */
+static inline double
 draw(const resil_random *rnd)
 {
-	return resil_random_uniform(rnd);
+	double u;
+
+	if (rnd == NULL || rnd->uniform == NULL)
+		return 0.0;
+	u = rnd->uniform(rnd->ctx);
+	if (!(u >= 0.0)) /* NaN too */
+		return 0.0;
+	return u >= 1.0 ? 0x1.fffffffffffffp-1 : u;
 }
 
 /* floor(u * n), kept below n whatever the rounding. */
