@@ -5,6 +5,7 @@
 
 #include <cmocka.h>
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1158,6 +1159,143 @@ test_balance_endpoint_view(void **state)
 	fx_end(&f);
 }
 
+/* --- threads: the large-set paths while the list changes ---------------- */
+
+#define TPICKERS 3
+#define TROUNDS 3000
+#define TPOOL 96
+
+typedef struct tshared {
+	resil_manual_clock mc;
+	resil_rng rng;
+	resil_random rnd;
+	resil_directory *d;
+	resil_selector *sel;
+	int stop; /* atomic */
+	uint64_t picks[TPICKERS], bad[TPICKERS];
+} tshared;
+
+typedef struct targ {
+	tshared *s;
+	int id;
+} targ;
+
+static const char *const tmethods[] = { "rr", "l", "s", "p", "w", "r" };
+
+static void *
+tpicker(void *p)
+{
+	targ *a = p;
+	tshared *s = a->s;
+	resil_candidates *c;
+	resil_request req;
+	int i;
+
+	if (resil_candidates_new(&c, s->sel) != RESIL_OK)
+		return NULL;
+	memset(&req, 0, sizeof(req));
+	for (i = 0; i < TROUNDS || !__atomic_load_n(&s->stop, __ATOMIC_SEQ_CST);
+	     i++) {
+		resil_pick pk;
+		resil_candidate one;
+		uint64_t ex[1];
+		size_t nex = 0;
+		resil_err err;
+
+		req.method = tmethods[i % 6];
+		if (resil_selector_route(s->sel, &req, c, NULL) != RESIL_OK)
+			continue;
+		if (i % 5 == 0 &&
+		    resil_candidates_get(c, (size_t)i % resil_candidates_count(c),
+		        &one) == RESIL_OK) {
+			ex[0] = one.id; /* another set: round robin folds back */
+			nex = 1;
+		}
+		err = resil_selector_pick(s->sel, c, &req, ex, nex, &pk, NULL);
+		if (err == RESIL_E_UNAVAILABLE)
+			continue; /* a set of one, excluded */
+		if (err != RESIL_OK ||
+		    strncmp(pk.address, "10.1.", 5) != 0) {
+			s->bad[a->id]++;
+			continue;
+		}
+		s->picks[a->id]++;
+		resil_selector_report_duration(
+		    s->sel, &pk, RESIL_OUTCOME_SUCCESS, (uint64_t)(1 + i % 17));
+	}
+	resil_candidates_free(c);
+	return NULL;
+}
+
+static void
+test_balance_threads_large_sets_while_pushing(void **state)
+{
+	static tshared s;
+	static char addrs[TPOOL][32];
+	resil_directory_config dc = resil_directory_config_default();
+	resil_selector_config sc = resil_selector_config_default();
+	resil_method_balance mb[6];
+	resil_endpoint_spec specs[TPOOL];
+	pthread_t th[TPICKERS];
+	targ args[TPICKERS];
+	uint64_t total = 0;
+	int i, k;
+
+	(void)state;
+	memset(&s, 0, sizeof(s));
+	resil_manual_clock_init(&s.mc, 1);
+	resil_rng_seed(&s.rng, 29);
+	s.rnd = resil_rng_hook(&s.rng);
+	dc.clock = resil_manual_clock_hook(&s.mc);
+	assert_int_equal(resil_directory_new(&s.d, &dc, NULL), RESIL_OK);
+	memset(mb, 0, sizeof(mb));
+	for (i = 0; i < 6; i++) {
+		mb[i].method = tmethods[i];
+		resil_balance_config_init(&mb[i].balance);
+	}
+	mb[0].balance.kind = RESIL_LB_ROUNDROBIN;
+	mb[1].balance.kind = RESIL_LB_LEASTACTIVE;
+	mb[2].balance.kind = RESIL_LB_SHORTEST;
+	mb[3].balance.kind = RESIL_LB_P2C;
+	mb[4].balance.kind = RESIL_LB_PEAKEWMA;
+	mb[5].balance.kind = RESIL_LB_RANDOM;
+	sc.methods = mb;
+	sc.nmethods = 6;
+	sc.random = &s.rnd;
+	assert_int_equal(resil_selector_new(&s.sel, s.d, &sc, NULL), RESIL_OK);
+	for (i = 0; i < TPOOL; i++) {
+		snprintf(addrs[i], sizeof(addrs[i]), "10.1.%d.%d:1", i / 50, i);
+		specs[i] = resil_endpoint_spec_default(addrs[i]);
+		specs[i].weight = 1 + i % 5;
+	}
+	assert_int_equal(resil_directory_push(s.d, specs, 64, NULL), RESIL_OK);
+	for (i = 0; i < TPICKERS; i++) {
+		args[i].s = &s;
+		args[i].id = i;
+		assert_int_equal(
+		    pthread_create(&th[i], NULL, tpicker, &args[i]), 0);
+	}
+	/* Sliding lists of 17 to 64 endpoints (above the scans' sizes), the
+	 * weights moving; the clock moves. */
+	for (k = 0; k < 300; k++) {
+		int from = k % 32, n = 17 + k % 48;
+		specs[from].weight = 1 + k % 7;
+		assert_int_equal(
+		    resil_directory_push(s.d, specs + from, (size_t)n, NULL),
+		    RESIL_OK);
+		resil_manual_clock_advance(&s.mc, 1);
+	}
+	__atomic_store_n(&s.stop, 1, __ATOMIC_SEQ_CST);
+	for (i = 0; i < TPICKERS; i++) {
+		pthread_join(th[i], NULL);
+		assert_int_equal(s.bad[i], 0);
+		total += s.picks[i];
+	}
+	assert_true(total >= (uint64_t)TPICKERS * TROUNDS / 2);
+	resil_selector_free(s.sel);
+	resil_directory_free(s.d);
+}
+
 int
 main(void)
 {
@@ -1189,6 +1327,8 @@ main(void)
 		cmocka_unit_test(test_balance_shortest_samples_above_scan_max),
 		cmocka_unit_test(test_balance_p2c_one_draw_above_scan_max),
 		cmocka_unit_test(test_balance_endpoint_view),
+		cmocka_unit_test(
+		    test_balance_threads_large_sets_while_pushing),
 	};
 
 	return cmocka_run_group_tests_name("balance", tests, NULL, NULL);
