@@ -1296,6 +1296,82 @@ test_balance_threads_large_sets_while_pushing(void **state)
 	resil_directory_free(s.d);
 }
 
+/* The large-set paths allocate nothing per pick: round robin's fast state
+ * is sized to the snapshot, so another candidate set of it (an exclusion)
+ * is rebuilt in place; the sampled balancers hold no state. And the
+ * first pick's allocations, failed one by one, fail cleanly. */
+static void
+test_balance_large_sets_allocate_nothing(void **state)
+{
+	static const resil_lb_kind kinds[] = { RESIL_LB_ROUNDROBIN,
+		RESIL_LB_LEASTACTIVE, RESIL_LB_SHORTEST, RESIL_LB_P2C };
+	size_t k;
+	uint64_t nth;
+
+	(void)state;
+	for (k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+		fail_alloc fa;
+		uint64_t after;
+		resil_candidate c0;
+		fx f;
+		int i;
+
+		fx_init(&f, 1000);
+		f.rnd.seeded = 1;
+		resil_rng_seed(&f.rnd.rng, 4);
+		f.dcfg.alloc = fail_alloc_init(&fa, 0);
+		f.scfg.alloc = f.dcfg.alloc;
+		f.scfg.balance.kind = kinds[k];
+		assert_int_equal(fx_start(&f), 0);
+		assert_int_equal(fx_push_weights(&f, NULL, 64), RESIL_OK);
+		assert_string_not_equal(fx_call(&f, NULL), "");
+		after = fa.allocs;
+		for (i = 0; i < 500; i++) {
+			resil_pick p;
+			uint64_t ex[1];
+			assert_int_equal(
+			    resil_selector_route(f.sel, NULL, f.c, NULL), RESIL_OK);
+			resil_candidates_get(f.c, (size_t)(i % 64), &c0);
+			ex[0] = c0.id;
+			assert_int_equal(resil_selector_pick(f.sel, f.c, NULL, ex,
+			                     (size_t)(i % 2), &p, NULL),
+			    RESIL_OK);
+			resil_selector_report(f.sel, &p, RESIL_OUTCOME_SUCCESS);
+		}
+		assert_int_equal(fa.allocs, after);
+		fx_end(&f);
+		assert_int_equal(fail_alloc_live(&fa), 0);
+	}
+	/* Round robin's first pick over a new snapshot allocates its
+	 * counters and fast state: each allocation refused in turn. */
+	for (nth = 1; nth <= 12; nth++) {
+		fail_alloc fa;
+		resil_pick p;
+		resil_err err;
+		fx f;
+
+		fx_init(&f, 1000);
+		f.dcfg.alloc = fail_alloc_init(&fa, 0);
+		f.scfg.alloc = f.dcfg.alloc;
+		f.scfg.balance.kind = RESIL_LB_ROUNDROBIN;
+		assert_int_equal(fx_start(&f), 0);
+		assert_int_equal(fx_push_weights(&f, NULL, 40), RESIL_OK);
+		assert_int_equal(
+		    resil_selector_route(f.sel, NULL, f.c, NULL), RESIL_OK);
+		fail_alloc_arm(&fa, nth);
+		err = resil_selector_pick(f.sel, f.c, NULL, NULL, 0, &p, NULL);
+		assert_true(err == RESIL_OK || err == RESIL_E_NOMEM);
+		if (err == RESIL_OK)
+			resil_selector_report(f.sel, &p, RESIL_OUTCOME_SUCCESS);
+		fail_alloc_arm(&fa, 0);
+		/* It recovers: the next pick works. */
+		assert_string_not_equal(fx_call(&f, NULL), "");
+		fx_end(&f);
+		assert_int_equal(fail_alloc_live(&fa), 0);
+		assert_false(fa.size_mismatch);
+	}
+}
+
 int
 main(void)
 {
@@ -1329,6 +1405,7 @@ main(void)
 		cmocka_unit_test(test_balance_endpoint_view),
 		cmocka_unit_test(
 		    test_balance_threads_large_sets_while_pushing),
+		cmocka_unit_test(test_balance_large_sets_allocate_nothing),
 	};
 
 	return cmocka_run_group_tests_name("balance", tests, NULL, NULL);
