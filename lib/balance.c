@@ -154,8 +154,7 @@ weighted_at(const resil__view *v, double u)
 /* Two weighted choices over v (n >= 2), by u1 and by u2, in one loop:
  * the two searches have the same steps, so their loads overlap. */
 static void
-weighted_two(
-    const resil__view *v, double u1, double u2, size_t *a, size_t *b)
+weighted_two(const resil__view *v, double u1, double u2, size_t *a, size_t *b)
 {
 	const uint64_t *x, *y;
 	uint64_t o1, o2;
@@ -784,7 +783,8 @@ two(const resil__view *v, const resil_random *rnd, size_t *i, size_t *j)
 	}
 	u = draw(rnd);
 	*i = scaled(u, v->n);
-	*j = scaled(v->n > RESIL_LB_SCAN_MAX ? second(u) : draw(rnd), v->n - 1);
+	*j =
+	    scaled(v->n > RESIL_LB_SCAN_MAX ? second(u) : draw(rnd), v->n - 1);
 	if (*j >= *i)
 		(*j)++;
 }
@@ -908,12 +908,14 @@ resil__lb_pick(resil__lb *lb, const resil__view *v, const resil_request *req,
 	case RESIL_LB_ROUNDROBIN:
 		return roundrobin(lb, v, out);
 	case RESIL_LB_LEASTACTIVE:
-		*out = v->n > RESIL_LB_SCAN_MAX ? min_sample(lb, v, rnd, now, 0)
-		                                : min_scan(lb, v, rnd, now, 0);
+		*out = v->n > RESIL_LB_SCAN_MAX
+		    ? min_sample(lb, v, rnd, now, 0)
+		    : min_scan(lb, v, rnd, now, 0);
 		return RESIL_OK;
 	case RESIL_LB_SHORTEST:
-		*out = v->n > RESIL_LB_SCAN_MAX ? min_sample(lb, v, rnd, now, 1)
-		                                : min_scan(lb, v, rnd, now, 1);
+		*out = v->n > RESIL_LB_SCAN_MAX
+		    ? min_sample(lb, v, rnd, now, 1)
+		    : min_scan(lb, v, rnd, now, 1);
 		return RESIL_OK;
 	case RESIL_LB_P2C:
 		if (v->n == 1) {
@@ -1006,8 +1008,7 @@ resil_balance_endpoint_get(resil_directory *d, const resil_balance_config *c,
 	memset(out, 0, sizeof(*out));
 	out->id = ep->id;
 	out->active = resil__ep_active(ep);
-	out->weight =
-	    resil_warmup_weight(e->weight, e->start, e->warmup, now);
+	out->weight = resil_warmup_weight(e->weight, e->start, e->warmup, now);
 	out->ewma_seen = resil__load64(&ep->ewma_seen) != 0;
 	out->ewma_cost = resil__ep_ewma(
 	    ep, now, (double)c->ewma_tau, (double)c->ewma_default_rtt);

@@ -635,7 +635,8 @@ big_push(big *b)
 			specs[n].warmup = b->warmup[i];
 			n++;
 		}
-	assert_int_equal(resil_directory_push(b->f.d, specs, n, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_directory_push(b->f.d, specs, n, NULL), RESIL_OK);
 }
 
 static void
@@ -687,8 +688,8 @@ rr_check_pick(big *b, const uint64_t *ex, size_t nex)
 		}
 	}
 	*ref_cur(b, cand[best].id) -= total;
-	assert_int_equal(resil_selector_pick(b->f.sel, b->f.c, NULL, ex, nex,
-	                     &p, NULL),
+	assert_int_equal(
+	    resil_selector_pick(b->f.sel, b->f.c, NULL, ex, nex, &p, NULL),
 	    RESIL_OK);
 	assert_string_equal(p.address, cand[best].address);
 	resil_selector_report(b->f.sel, &p, RESIL_OUTCOME_SUCCESS);
@@ -716,9 +717,9 @@ rr_run(int mode, size_t n, uint64_t seed)
 		int32_t w = mode == 6 ? (int32_t)(1 + i % 3)
 		    : mode == 0 || mode == 4 || mode == 5
 		    ? (int32_t)(1 + i % 5)
-		    : mode == 1                    ? (int32_t)(1 + i)
-		    : mode == 2                    ? (int32_t)(i % 4)
-		                                   : 0;
+		    : mode == 1 ? (int32_t)(1 + i)
+		    : mode == 2 ? (int32_t)(i % 4)
+		                : 0;
 		big_add(&b, w, mode == 4 ? 1000 + 10 * i : 0);
 	}
 	big_push(&b);
@@ -740,14 +741,15 @@ rr_run(int mode, size_t n, uint64_t seed)
 			/* A failover-like pick: 1..3 candidates excluded. */
 			resil_candidate c;
 			size_t cnt;
-			assert_int_equal(resil_selector_route(b.f.sel, NULL,
-			                     b.f.c, NULL),
+			assert_int_equal(
+			    resil_selector_route(b.f.sel, NULL, b.f.c, NULL),
 			    RESIL_OK);
 			cnt = resil_candidates_count(b.f.c);
 			nex = 1 + (size_t)(r % 3);
 			for (i = 0; i < nex; i++) {
 				resil_candidates_get(b.f.c,
-				    (size_t)(resil_rng_next(&b.rng) % cnt), &c);
+				    (size_t)(resil_rng_next(&b.rng) % cnt),
+				    &c);
 				ex[i] = c.id;
 			}
 		} else if (r >= 50 && r < 52) {
@@ -757,7 +759,8 @@ rr_run(int mode, size_t n, uint64_t seed)
 			if (b.live[k])
 				b.live[k] = 0;
 			big_add(&b,
-			    mode == 3 ? 0 : (int32_t)(resil_rng_next(&b.rng) % 5),
+			    mode == 3 ? 0
+			              : (int32_t)(resil_rng_next(&b.rng) % 5),
 			    0);
 			big_push(&b);
 		}
@@ -838,7 +841,8 @@ start_big(fx *f, resil_lb_kind kind, int32_t *w, size_t n)
 		specs[i].weight = w[i];
 	}
 	assert_int_equal(resil_directory_push(f->d, specs, n, NULL), RESIL_OK);
-	assert_int_equal(resil_selector_route(f->sel, NULL, f->c, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_selector_route(f->sel, NULL, f->c, NULL), RESIL_OK);
 }
 
 /*
@@ -887,15 +891,17 @@ test_balance_leastactive_samples_above_scan_max(void **state)
 	}
 	for (t = 0; t < 500; t++) {
 		double u = resil_rng_uniform(&rng);
-		size_t a = ref_weighted(w, N, u), b = ref_weighted(w, N,
-		                                        second_draw(u));
+		size_t a = ref_weighted(w, N, u),
+		       b = ref_weighted(w, N, second_draw(u));
 		resil_endpoint_state sa, sb;
 		char na[16], nb[16];
 		const char *want;
 		snprintf(na, sizeof(na), "e%zu:1", a);
 		snprintf(nb, sizeof(nb), "e%zu:1", b);
-		assert_int_equal(resil_directory_get_state(f.d, na, &sa), RESIL_OK);
-		assert_int_equal(resil_directory_get_state(f.d, nb, &sb), RESIL_OK);
+		assert_int_equal(
+		    resil_directory_get_state(f.d, na, &sa), RESIL_OK);
+		assert_int_equal(
+		    resil_directory_get_state(f.d, nb, &sb), RESIL_OK);
 		want = sb.active < sa.active ? nb : na;
 		scripted_set(&f.rnd, &u, 1);
 		assert_string_equal(fx_call(&f, NULL), want);
@@ -975,17 +981,18 @@ test_balance_shortest_samples_above_scan_max(void **state)
 			continue;
 		assert_int_equal(
 		    resil_selector_pick_at(f.sel, f.c, i, &p, NULL), RESIL_OK);
-		assert_int_equal(resil_selector_report_duration(f.sel, &p,
-		                     RESIL_OUTCOME_SUCCESS, est[i]),
+		assert_int_equal(resil_selector_report_duration(
+		                     f.sel, &p, RESIL_OUTCOME_SUCCESS, est[i]),
 		    RESIL_OK);
 	}
 	resil_rng_seed(&rng, 3);
 	for (t = 0; t < 300; t++) {
 		double u = resil_rng_uniform(&rng);
-		size_t a = ref_weighted(w, N, u), b = ref_weighted(w, N,
-		                                        second_draw(u));
+		size_t a = ref_weighted(w, N, u),
+		       b = ref_weighted(w, N, second_draw(u));
 		char want[16];
-		snprintf(want, sizeof(want), "e%zu:1", est[b] < est[a] ? b : a);
+		snprintf(
+		    want, sizeof(want), "e%zu:1", est[b] < est[a] ? b : a);
 		scripted_set(&f.rnd, &u, 1);
 		f.rnd.calls = 0;
 		assert_int_equal(
@@ -1030,7 +1037,8 @@ test_balance_p2c_one_draw_above_scan_max(void **state)
 	resil_rng_seed(&rng, 5);
 	for (t = 0; t < 300; t++) {
 		double u = resil_rng_uniform(&rng);
-		size_t i = (size_t)(u * N), j = (size_t)(second_draw(u) * (N - 1));
+		size_t i = (size_t)(u * N),
+		       j = (size_t)(second_draw(u) * (N - 1));
 		char want[16];
 		if (j >= i)
 			j++;
@@ -1066,8 +1074,8 @@ test_balance_endpoint_view(void **state)
 	f.scfg.balance.shortest_slide = 2000;
 	start_lb(&f, RESIL_LB_PEAKEWMA, NULL, 2);
 	/* Never observed: the default RTT, load = 500 * (0 + 1). */
-	assert_int_equal(resil_balance_endpoint_get(f.d, &f.scfg.balance,
-	                     "e0:1", &be),
+	assert_int_equal(
+	    resil_balance_endpoint_get(f.d, &f.scfg.balance, "e0:1", &be),
 	    RESIL_OK);
 	assert_false(be.ewma_seen);
 	assert_true(be.ewma_cost == 500.0);
@@ -1084,9 +1092,10 @@ test_balance_endpoint_view(void **state)
 	    resil_selector_pick(f.sel, f.c, NULL, ex, 1, &p, NULL), RESIL_OK);
 	resil_selector_report_duration(f.sel, &p, RESIL_OUTCOME_SUCCESS, 100);
 	assert_int_equal(
-	    resil_selector_pick(f.sel, f.c, NULL, ex, 1, &held, NULL), RESIL_OK);
-	assert_int_equal(resil_balance_endpoint_get(f.d, &f.scfg.balance,
-	                     "e0:1", &be),
+	    resil_selector_pick(f.sel, f.c, NULL, ex, 1, &held, NULL),
+	    RESIL_OK);
+	assert_int_equal(
+	    resil_balance_endpoint_get(f.d, &f.scfg.balance, "e0:1", &be),
 	    RESIL_OK);
 	assert_true(be.ewma_seen);
 	assert_true(be.ewma_cost == 100.0);
@@ -1094,19 +1103,20 @@ test_balance_endpoint_view(void **state)
 	assert_true(be.ewma_load == 200.0);
 	/* One tau later the cost has decayed by e^-1. */
 	resil_manual_clock_advance(&f.mc, 1000);
-	assert_int_equal(resil_balance_endpoint_get(f.d, &f.scfg.balance,
-	                     "e0:1", &be),
+	assert_int_equal(
+	    resil_balance_endpoint_get(f.d, &f.scfg.balance, "e0:1", &be),
 	    RESIL_OK);
 	assert_true(be.ewma_cost > 36.78 && be.ewma_cost < 36.79);
 	assert_true(be.ewma_load > 73.57 && be.ewma_load < 73.58);
 	/* e1 (never observed) costs 500 > 73.6: PeakEWMA takes e0, as the
 	 * reader says. */
-	assert_int_equal(resil_balance_endpoint_get(f.d, &f.scfg.balance,
-	                     "e1:1", &bb),
+	assert_int_equal(
+	    resil_balance_endpoint_get(f.d, &f.scfg.balance, "e1:1", &bb),
 	    RESIL_OK);
 	assert_true(bb.ewma_load > be.ewma_load);
 	assert_string_equal(fx_call(&f, NULL), "e0:1");
-	resil_selector_report_duration(f.sel, &held, RESIL_OUTCOME_SUCCESS, 40);
+	resil_selector_report_duration(
+	    f.sel, &held, RESIL_OUTCOME_SUCCESS, 40);
 	/* The shortest-response window (fed only by a shortest balancer's
 	 * picks: empty here) and its expiry. */
 	assert_int_equal(be.sr_successes, 0);
@@ -1116,12 +1126,12 @@ test_balance_endpoint_view(void **state)
 	    RESIL_E_NOTFOUND);
 	assert_int_equal(resil_balance_endpoint_get(NULL, NULL, "e0:1", &be),
 	    RESIL_E_INVAL);
-	assert_int_equal(
-	    resil_balance_endpoint_get(f.d, NULL, "e0:1", NULL), RESIL_E_INVAL);
+	assert_int_equal(resil_balance_endpoint_get(f.d, NULL, "e0:1", NULL),
+	    RESIL_E_INVAL);
 	resil_balance_config_init(&bad);
 	bad.ewma_tau = 0;
-	assert_int_equal(resil_balance_endpoint_get(f.d, &bad, "e0:1", &be),
-	    RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_balance_endpoint_get(f.d, &bad, "e0:1", &be), RESIL_E_INVAL);
 	fx_end(&f);
 
 	/* Shortest response: the window, the estimate and its expiry; the
@@ -1194,7 +1204,8 @@ tpicker(void *p)
 	if (resil_candidates_new(&c, s->sel) != RESIL_OK)
 		return NULL;
 	memset(&req, 0, sizeof(req));
-	for (i = 0; i < TROUNDS || !__atomic_load_n(&s->stop, __ATOMIC_SEQ_CST);
+	for (i = 0;
+	     i < TROUNDS || !__atomic_load_n(&s->stop, __ATOMIC_SEQ_CST);
 	     i++) {
 		resil_pick pk;
 		resil_candidate one;
@@ -1206,22 +1217,23 @@ tpicker(void *p)
 		if (resil_selector_route(s->sel, &req, c, NULL) != RESIL_OK)
 			continue;
 		if (i % 5 == 0 &&
-		    resil_candidates_get(c, (size_t)i % resil_candidates_count(c),
+		    resil_candidates_get(c,
+		        (size_t)i % resil_candidates_count(c),
 		        &one) == RESIL_OK) {
-			ex[0] = one.id; /* another set: round robin folds back */
+			ex[0] =
+			    one.id; /* another set: round robin folds back */
 			nex = 1;
 		}
 		err = resil_selector_pick(s->sel, c, &req, ex, nex, &pk, NULL);
 		if (err == RESIL_E_UNAVAILABLE)
 			continue; /* a set of one, excluded */
-		if (err != RESIL_OK ||
-		    strncmp(pk.address, "10.1.", 5) != 0) {
+		if (err != RESIL_OK || strncmp(pk.address, "10.1.", 5) != 0) {
 			s->bad[a->id]++;
 			continue;
 		}
 		s->picks[a->id]++;
-		resil_selector_report_duration(
-		    s->sel, &pk, RESIL_OUTCOME_SUCCESS, (uint64_t)(1 + i % 17));
+		resil_selector_report_duration(s->sel, &pk,
+		    RESIL_OUTCOME_SUCCESS, (uint64_t)(1 + i % 17));
 	}
 	resil_candidates_free(c);
 	return NULL;
@@ -1264,7 +1276,8 @@ test_balance_threads_large_sets_while_pushing(void **state)
 	sc.random = &s.rnd;
 	assert_int_equal(resil_selector_new(&s.sel, s.d, &sc, NULL), RESIL_OK);
 	for (i = 0; i < TPOOL; i++) {
-		snprintf(addrs[i], sizeof(addrs[i]), "10.1.%d.%d:1", i / 50, i);
+		snprintf(
+		    addrs[i], sizeof(addrs[i]), "10.1.%d.%d:1", i / 50, i);
 		specs[i] = resil_endpoint_spec_default(addrs[i]);
 		specs[i].weight = 1 + i % 5;
 	}
@@ -1330,13 +1343,15 @@ test_balance_large_sets_allocate_nothing(void **state)
 			resil_pick p;
 			uint64_t ex[1];
 			assert_int_equal(
-			    resil_selector_route(f.sel, NULL, f.c, NULL), RESIL_OK);
+			    resil_selector_route(f.sel, NULL, f.c, NULL),
+			    RESIL_OK);
 			resil_candidates_get(f.c, (size_t)(i % 64), &c0);
 			ex[0] = c0.id;
-			assert_int_equal(resil_selector_pick(f.sel, f.c, NULL, ex,
-			                     (size_t)(i % 2), &p, NULL),
+			assert_int_equal(resil_selector_pick(f.sel, f.c, NULL,
+			                     ex, (size_t)(i % 2), &p, NULL),
 			    RESIL_OK);
-			resil_selector_report(f.sel, &p, RESIL_OUTCOME_SUCCESS);
+			resil_selector_report(
+			    f.sel, &p, RESIL_OUTCOME_SUCCESS);
 		}
 		assert_int_equal(fa.allocs, after);
 		fx_end(&f);
@@ -1362,7 +1377,8 @@ test_balance_large_sets_allocate_nothing(void **state)
 		err = resil_selector_pick(f.sel, f.c, NULL, NULL, 0, &p, NULL);
 		assert_true(err == RESIL_OK || err == RESIL_E_NOMEM);
 		if (err == RESIL_OK)
-			resil_selector_report(f.sel, &p, RESIL_OUTCOME_SUCCESS);
+			resil_selector_report(
+			    f.sel, &p, RESIL_OUTCOME_SUCCESS);
 		fail_alloc_arm(&fa, 0);
 		/* It recovers: the next pick works. */
 		assert_string_not_equal(fx_call(&f, NULL), "");
@@ -1399,7 +1415,8 @@ main(void)
 		cmocka_unit_test(test_balance_roundrobin_fast_matches_scan),
 		cmocka_unit_test(
 		    test_balance_leastactive_samples_above_scan_max),
-		cmocka_unit_test(test_balance_leastactive_sampled_distribution),
+		cmocka_unit_test(
+		    test_balance_leastactive_sampled_distribution),
 		cmocka_unit_test(test_balance_shortest_samples_above_scan_max),
 		cmocka_unit_test(test_balance_p2c_one_draw_above_scan_max),
 		cmocka_unit_test(test_balance_endpoint_view),
