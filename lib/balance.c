@@ -128,6 +128,47 @@ scaled(double u, uint64_t n)
 	return (size_t)(k >= n ? n - 1 : k);
 }
 
+/* The first i with cum[i] > off (off < total = cum[n - 1]), for a large
+ * view: from the guess the running sums give if they were even, a
+ * doubling step outwards, then halving: a few loads when the weights
+ * are about even, O(log n) whatever they are. */
+static size_t
+find_cum(const resil__view *v, uint64_t off)
+{
+	const uint64_t *c = v->cum;
+	size_t n = v->n, g, lo, hi, step;
+
+	g = (size_t)((double)off / (double)v->total * (double)n);
+	if (g >= n)
+		g = n - 1;
+	if (c[g] <= off) { /* above g */
+		lo = g + 1;
+		hi = lo;
+		for (step = 1; hi < n - 1 && c[hi] <= off; step *= 2) {
+			lo = hi + 1;
+			hi = g + 2 * step < n - 1 ? g + 2 * step : n - 1;
+		}
+	} else { /* at or below g */
+		hi = g;
+		lo = 0;
+		for (step = 1; step <= g; step *= 2) {
+			if (c[g - step] <= off) {
+				lo = g - step + 1;
+				break;
+			}
+			hi = g - step;
+		}
+	}
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (c[mid] > off)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return lo;
+}
+
 /* The weighted choice over v (n >= 2) by draw u. */
 static size_t
 weighted_at(const resil__view *v, double u)
@@ -139,6 +180,8 @@ weighted_at(const resil__view *v, double u)
 	if (v->total == 0 || v->same)
 		return scaled(u, v->n);
 	off = (uint64_t)scaled(u, v->total);
+	if (v->n > RESIL_LB_SCAN_MAX)
+		return find_cum(v, off);
 	/* The first running sum above off (the last one, the total, is).
 	 * Branch-free halving: the draws make every branch a coin flip. */
 	base = v->cum;
@@ -167,6 +210,11 @@ weighted_two(const resil__view *v, double u1, double u2, size_t *a, size_t *b)
 	}
 	o1 = (uint64_t)scaled(u1, v->total);
 	o2 = (uint64_t)scaled(u2, v->total);
+	if (v->n > RESIL_LB_SCAN_MAX) {
+		*a = find_cum(v, o1);
+		*b = find_cum(v, o2);
+		return;
+	}
 	x = y = v->cum;
 	len = v->n;
 	while (len > 1) {

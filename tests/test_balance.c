@@ -1388,6 +1388,51 @@ test_balance_large_sets_allocate_nothing(void **state)
 	}
 }
 
+/* Above RESIL_LB_SCAN_MAX the weighted choice searches from a guess (the
+ * running sums as if even); the answer is the rule's whatever the
+ * weights: skewed, with runs of 0, growing. */
+static void
+test_balance_random_large_uneven_matches_reference(void **state)
+{
+	static const size_t sizes[] = { 17, 33, 64 };
+	resil_rng rng;
+	size_t si;
+	int pattern;
+
+	(void)state;
+	resil_rng_seed(&rng, 123);
+	for (si = 0; si < 3; si++)
+		for (pattern = 0; pattern < 4; pattern++) {
+			size_t n = sizes[si], i;
+			int32_t w[64];
+			int t;
+			fx f;
+
+			for (i = 0; i < n; i++)
+				w[i] = pattern == 0
+				    ? (i == n / 3 ? 1000000 : 1)
+				    : pattern == 1 ? (i % 7 < 4 ? 0 : 3)
+				    : pattern == 2
+				    ? (int32_t)(i * i)
+				    : (i == 0 ? 500000 : (int32_t)(i % 2));
+			fx_init(&f, 1000);
+			start_lb(&f, RESIL_LB_RANDOM, w, n);
+			for (t = 0; t < 300; t++) {
+				double u = t < 3
+				    ? (t == 0          ? 0.0
+				              : t == 1 ? 0x1.fffffffffffffp-1
+				                       : 0.5)
+				    : resil_rng_uniform(&rng);
+				char want[16];
+				snprintf(want, sizeof(want), "e%zu:1",
+				    ref_weighted(w, n, u));
+				scripted_set(&f.rnd, &u, 1);
+				assert_string_equal(fx_call(&f, NULL), want);
+			}
+			fx_end(&f);
+		}
+}
+
 int
 main(void)
 {
@@ -1423,6 +1468,8 @@ main(void)
 		cmocka_unit_test(
 		    test_balance_threads_large_sets_while_pushing),
 		cmocka_unit_test(test_balance_large_sets_allocate_nothing),
+		cmocka_unit_test(
+		    test_balance_random_large_uneven_matches_reference),
 	};
 
 	return cmocka_run_group_tests_name("balance", tests, NULL, NULL);
