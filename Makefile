@@ -123,7 +123,7 @@ fuzz: deps
 # bulkhead and a breaker), in an optimised build; prints the figures.
 # `make test` runs 10^6 acquires and 3000 kills (test_soak).
 SOAK_ACQUIRES ?= 100000000
-SOAK_KILLS ?= 100000
+SOAK_KILLS ?= 20000
 .PHONY: soak
 soak: deps
 	cmake --preset soak >/dev/null
