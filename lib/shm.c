@@ -485,9 +485,9 @@ map_region(resil_shm *shm, int fd, bool create, const resil_shm_config *c,
 		}
 		sched_yield();
 	}
+	/* The entries are checked once a slot is ours, under the table
+	 * lock (claim_slot): a process adding one writes it in steps. */
 	err = check_head(shm, name, diag);
-	if (err == RESIL_OK)
-		err = check_entries(shm, name, true, diag);
 	if (err != RESIL_OK) {
 		munmap(base, bytes);
 		shm->base = NULL;
@@ -535,8 +535,9 @@ slot_busy(unsigned i, void *ctx)
 /* Take a process slot (lib/proc.c's claim); one taken over from a dead
  * process is cleared of what it left in the region's breakers. */
 static resil_err
-claim_slot(resil_shm *shm, resil_diag *diag)
+claim_slot(resil_shm *shm, const char *name, resil_diag *diag)
 {
+	resil_err err;
 	uint64_t prev;
 	unsigned i;
 
@@ -545,12 +546,16 @@ claim_slot(resil_shm *shm, resil_diag *diag)
 		    "shm: all %u process slots are taken by live processes",
 		    (unsigned)RESIL__PROCS);
 	shm->slot = i;
-	if (prev != 0) {
-		table_lock(shm);
+	/* The entry table is checked under its lock (a process adding an
+	 * entry writes it in steps), before anything here trusts it. */
+	table_lock(shm);
+	err = check_entries(shm, name, true, diag);
+	if (err == RESIL_OK && prev != 0)
 		clear_slot_announcements(shm, i);
-		table_unlock(shm);
-	}
-	return RESIL_OK;
+	table_unlock(shm);
+	if (err != RESIL_OK)
+		resil__proc_release(shm->procs, i);
+	return err;
 }
 
 resil_err
@@ -614,7 +619,7 @@ resil_shm_open(resil_shm **out, const char *name, const resil_shm_config *cfg,
 	err = map_region(shm, fd, create, &c, name, diag);
 	close(fd);
 	if (err == RESIL_OK)
-		err = claim_slot(shm, diag);
+		err = claim_slot(shm, name, diag);
 	if (err != RESIL_OK) {
 		if (shm->base != NULL && err != RESIL_OK)
 			munmap(shm->base, shm->bytes);
