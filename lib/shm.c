@@ -23,6 +23,7 @@
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -307,6 +308,48 @@ check_word(uint64_t w, const char *region, const char *name, resil_diag *diag)
 	return RESIL_OK;
 }
 
+static int
+name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* No two of the n entries (their names checked) share a name: sorted,
+ * so n log n (a region holds up to 4096). Skipped when the list cannot
+ * be allocated. */
+static resil_err
+check_names(
+    const resil_shm *shm, const char *region, uint32_t n, resil_diag *diag)
+{
+	const char **names;
+	resil_err err = RESIL_OK;
+	uint32_t k;
+
+	if (n < 2)
+		return RESIL_OK;
+	names = resil__alloc(&shm->alloc, n * sizeof(*names));
+	if (names == NULL)
+		return RESIL_OK;
+	for (k = 0; k < n; k++)
+		names[k] = shm->entries[k].name;
+	qsort(names, n, sizeof(*names), name_cmp);
+	for (k = 1; k < n && err == RESIL_OK; k++)
+		if (strcmp(names[k - 1], names[k]) == 0) {
+			size_t a = (size_t)((const shm_entry *)(const void *)
+			                        names[k - 1] -
+			    shm->entries);
+			size_t b = (size_t)((const shm_entry *)(const void *)
+			                        names[k] -
+			    shm->entries);
+
+			err = corrupt(diag, region,
+			    "entries %zu and %zu are both called %s",
+			    a < b ? a : b, a < b ? b : a, names[k]);
+		}
+	resil__free(&shm->alloc, names, n * sizeof(*names));
+	return err;
+}
+
 /* The entries: each committed one ready, well named, of a known kind,
  * with valid layout fields, its kind's size, right after the one before
  * (the data area is a bump allocator), and inside it; a breaker's state
@@ -317,7 +360,7 @@ check_entries(
     const resil_shm *shm, const char *region, bool all, resil_diag *diag)
 {
 	const shm_head *h = shm->head;
-	uint32_t k, j, n = __atomic_load_n(&h->nentries, __ATOMIC_ACQUIRE);
+	uint32_t k, n = __atomic_load_n(&h->nentries, __ATOMIC_ACQUIRE);
 	uint64_t end = data_offset(h->max_entries);
 
 	if (n > h->max_entries)
@@ -394,13 +437,8 @@ check_entries(
 			if (err != RESIL_OK)
 				return err;
 		}
-		for (j = 0; all && j < k; j++)
-			if (strcmp(shm->entries[j].name, nm) == 0)
-				return corrupt(diag, region,
-				    "entries %u and %u are both called %s",
-				    (unsigned)j, (unsigned)k, nm);
 	}
-	return RESIL_OK;
+	return all ? check_names(shm, region, n, diag) : RESIL_OK;
 }
 
 /* Map the region of fd; create: initialise it (fd is new and empty). */
