@@ -17,7 +17,9 @@
  * `key != v1,v2` (matches none of); a value ending in `*` matches by
  * prefix and `*` alone matches anything present. The WHEN side reads the
  * request: `method`, `arguments[i]`, `tag`, `zone` (the consumer's local
- * zone) and the request's params; a key missing there does not match. An
+ * zone) and the request's params; a key missing there does not match (as
+ * in Dubbo, a path after `arguments[i]`, `arguments[10].inner`, is
+ * accepted and ignored: argument i is read whole). An
  * empty WHEN matches every request. The THEN side reads each endpoint:
  * `address`, `host`, `port`, `zone`, `tag` and its params; a key missing
  * on an endpoint excludes it. When nothing matches the THEN side the set
@@ -60,6 +62,10 @@ typedef struct resil_request {
 	const char *tag;           /* request tag; NULL or "": untagged */
 	const resil_param *params; /* consumer attributes for WHEN */
 	size_t nparams;
+	/* Nonzero: this request's tag is forced (Dubbo's dubbo.force.tag):
+	 * no endpoint tagged with it gives no candidate, as with the
+	 * selector's tag_force; 0: the selector's setting. */
+	int tag_force;
 } resil_request;
 
 typedef enum resil_zone_mode {
