@@ -724,13 +724,8 @@ test_soak_shm_kill_storm(void **state)
 	munmap(sm, sizeof(*sm));
 }
 
-/* ---- the hedging property (issue 25 item 1) ----
- *
- * Helper P1's: random hedging/budget/breaker/bulkhead scripts, every call
- * DONE within its deadline plus one step through both drivers. Its soak
- * version goes here as test_soak_hedging (RESIL_SOAK_HEDGE_CALLS, bounded
- * in `make test`, longer in `make soak`), next to the storm above, and its
- * figures under docs/TESTING.md's "Soak: the hedging property". */
+/* The hedging property (issue 25 item 1) is tests/test_call_property.c;
+ * `make soak` runs it after this file with RESIL_PROPERTY_SCRIPTS. */
 
 int
 main(void)
