@@ -231,9 +231,12 @@ resil__kv_duration(const char *key, const char *v, uint64_t lo,
 	/* One grammar for every duration key: lib/duration.c's. */
 	r = resil__duration_parse(b, &x, &unit_at);
 	if (r == RESIL__DUR_RANGE) {
+		char zero[32];
+
+		resil__duration_in_unit_of(zero, sizeof(zero), b, 0);
 		resil__duration_in_unit_of(why, sizeof(why), b, UINT64_MAX);
 		return resil__diagf(diag, RESIL_E_INVAL,
-		    "%s: %s is out of range 0..%s", key, b, why);
+		    "%s: %s is out of range %s..%s", key, b, zero, why);
 	}
 	if (r != RESIL__DUR_OK) {
 		resil__duration_why(why, sizeof(why), b, r, unit_at);

@@ -758,7 +758,7 @@ test_bad_duration_texts(void **state)
 	    "10s?)");
 	kv_refused("health.interval", "18446744073710",
 	    "health.interval: 18446744073710 is out of range "
-	    "0..18446744073709.551615ms");
+	    "0ms..18446744073709.551615ms");
 	/* What the grammar accepts, kv accepts: fractions, units, ms. */
 	assert_int_equal(
 	    resil_chaos_config_set(&cfg, "chaos.latency", " 1.5s ", &diag),
