@@ -174,7 +174,7 @@ resil__duration_in_unit_of(char *buf, size_t len, const char *v, uint64_t ns)
 	const char *suffix;
 	uint64_t mul = unit_of(v, &suffix), rest = ns % mul, p;
 	char frac[24], exact[32];
-	int w = 0;
+	int w, k = 0;
 
 	if (rest == 0)
 		return snprintf(buf, len, "%llu%s",
@@ -183,11 +183,14 @@ resil__duration_in_unit_of(char *buf, size_t len, const char *v, uint64_t ns)
 	 * nanosecond: the exact text then. */
 	if (mul % 10 != 0 || mul > RESIL_NS_PER_SEC)
 		return resil__duration_format(buf, len, ns);
-	for (p = mul / 10; p > 0 && rest != 0; p /= 10) {
-		frac[w++] = (char)('0' + rest / p);
-		rest %= p;
-	}
-	frac[w] = '\0';
+	/* mul is 10^k here (us, ms, s): the fraction is rest in k digits,
+	 * without its trailing zeros. */
+	for (p = mul; p >= 10; p /= 10)
+		k++;
+	w = snprintf(
+	    frac, sizeof(frac), "%0*llu", k, (unsigned long long)rest);
+	while (w > 1 && frac[w - 1] == '0')
+		frac[--w] = '\0';
 	if (ns / mul != 0)
 		return snprintf(buf, len, "%llu.%s%s",
 		    (unsigned long long)(ns / mul), frac, suffix);
@@ -268,7 +271,7 @@ exp_plain(const char *v, char *buf, size_t len)
 	w -= i;
 	if (strlen(u) + w + 1 > len)
 		return 0;
-	strcpy(buf + w, u);
+	memcpy(buf + w, u, strlen(u) + 1);
 	return 1;
 }
 
@@ -282,6 +285,9 @@ resil__duration_why(
 	int num =
 	    unit_at != NULL && unit_at - v <= 40 ? (int)(unit_at - v) : -1;
 
+	/* Those name the unit: without it, say only what a duration is. */
+	if (unit_at == NULL && (r == RESIL__DUR_SPACE || r == RESIL__DUR_UNIT))
+		r = RESIL__DUR_BAD;
 	switch (r) {
 	case RESIL__DUR_SPACE:
 		if (strcspn(v, " \t") <= 40 && strlen(unit_at) <= 40)
