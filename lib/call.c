@@ -19,10 +19,10 @@ call_settle(callm *c)
 	}
 }
 
-resil_err
-resil_call_start(resil_call *call, resil_pipeline *p, const resil_method *m,
-    const resil_args *args, resil_result *out, uint64_t now,
-    resil_call_next *step)
+HOT resil_err
+call_start(resil_call *call, resil_pipeline *p, const resil_method *m,
+    const resil_args *args, const resil_invocation *inv, resil_result *out,
+    uint64_t now, resil_call_next *step)
 {
 	callm *c = (callm *)(void *)call;
 	tsrc ts = tgiven(now);
@@ -34,9 +34,14 @@ resil_call_start(resil_call *call, resil_pipeline *p, const resil_method *m,
 		return RESIL_E_INVAL;
 	if (RESIL__UNLIKELY(m != NULL && check_method(p, m) != RESIL_OK))
 		return RESIL_E_INVAL;
+	if (RESIL__UNLIKELY(c->magic == CALL_LIVE || c->magic == CALL_CLUSTER))
+		/* A call in flight holds permits and settings: starting
+		 * over it would lose them (issue 25.4). */
+		return RESIL_E_MISUSE;
 	g = conf_hold(p, &gs);
 	resil__tls_method = args->method;
 	step->endpoint = NULL;
+	c->inv = inv;
 	mstart(c, p, g, gs,
 	    m != NULL ? resolve(g, m) : find_method(g, args->method), args,
 	    out, &ts, step);
@@ -45,6 +50,24 @@ resil_call_start(resil_call *call, resil_pipeline *p, const resil_method *m,
 	call_settle(c);
 	resil__tls_method = NULL;
 	return RESIL_OK;
+}
+
+resil_err
+resil_call_start(resil_call *call, resil_pipeline *p, const resil_method *m,
+    const resil_args *args, resil_result *out, uint64_t now,
+    resil_call_next *step)
+{
+	return call_start(call, p, m, args, NULL, out, now, step);
+}
+
+resil_err
+resil_call_start_ex(resil_call *call, resil_pipeline *p, const resil_method *m,
+    const resil_invocation *inv, resil_result *out, uint64_t now,
+    resil_call_next *step)
+{
+	if (inv == NULL)
+		return RESIL_E_INVAL;
+	return call_start(call, p, m, &inv->args, inv, out, now, step);
 }
 
 resil_err
@@ -105,6 +128,8 @@ resil_call_cancel(resil_call *call, uint64_t now)
 	if (c->magic != CALL_LIVE && c->magic != CALL_CLUSTER)
 		return RESIL_E_MISUSE;
 	abandon_running(c);
+	if (c->magic == CALL_CLUSTER)
+		resil__cl_cancel(c);
 	resil_value_free(&c->value);
 	vnull(&c->value);
 	resil_result_init(c->out);

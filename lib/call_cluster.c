@@ -56,10 +56,76 @@ cand_put(resil_pipeline *p, resil_candidates *c, int at)
 	resil__store64(&p->pool[at].busy, 0);
 }
 
-void
+/* The value of attachment key, or NULL. */
+static const char *
+attachment(const resil_invocation *inv, const char *key)
+{
+	size_t i;
+
+	if (inv->attachments == NULL)
+		return NULL;
+	for (i = 0; i < inv->nattachments; i++)
+		if (inv->attachments[i].key != NULL &&
+		    strcmp(inv->attachments[i].key, key) == 0)
+			return inv->attachments[i].value;
+	return NULL;
+}
+
+/* A retries count 0..RESIL_RETRY_MAX_ATTEMPTS - 1 in decimal, or -1. */
+static int
+retries_of(const char *v)
+{
+	int n = 0;
+
+	if (v == NULL || *v == '\0')
+		return -1;
+	for (; *v != '\0'; v++) {
+		if (*v < '0' || *v > '9')
+			return -1;
+		n = n * 10 + (*v - '0');
+		if (n >= RESIL_RETRY_MAX_ATTEMPTS)
+			return -1;
+	}
+	return n;
+}
+
+/* The call's request (Dubbo's Invocation) into c->req; the retries the
+ * call asks for, or -1 for the configuration's. */
+static int
+request_of(callm *c)
+{
+	const resil_invocation *inv = c->inv;
+	const char *v;
+	int retries = -1;
+
+	memset(&c->req, 0, sizeof(c->req));
+	c->req.method = c->args->method;
+	if (inv == NULL)
+		return -1;
+	c->req.args = inv->arguments;
+	c->req.nargs = inv->narguments;
+	c->req.params = inv->attachments;
+	c->req.nparams = inv->nattachments;
+	c->req.tag =
+	    inv->tag != NULL ? inv->tag : attachment(inv, "dubbo.tag");
+	c->req.tag_force = inv->tag_force != 0;
+	if (!c->req.tag_force && (v = attachment(inv, "dubbo.force.tag")) &&
+	    strcmp(v, "true") == 0)
+		c->req.tag_force = 1;
+	if (inv->has_retries)
+		retries = inv->retries < RESIL_RETRY_MAX_ATTEMPTS
+		    ? (int)inv->retries
+		    : RESIL_RETRY_MAX_ATTEMPTS - 1;
+	else
+		retries = retries_of(attachment(inv, "retries"));
+	return retries;
+}
+
+int
 resil__cl_start(callm *c, const method *m, tsrc ts)
 {
 	resil_pipeline *p = c->p;
+	int retries;
 
 	c->sel = p->sel;
 	c->magic = CALL_CLUSTER;
@@ -69,14 +135,14 @@ resil__cl_start(callm *c, const method *m, tsrc ts)
 	c->last_local = 0;
 	c->bany = 0;
 	c->ncand = c->nother = c->bn = 0;
+	c->nlocal = c->nfailed1 = 0;
 	c->bidx = c->bfail = c->bthreshold = 0;
 	c->blast_rc = 0;
 	c->blast_status = RESIL_OK;
 	c->ntried = c->nfailed = 0;
 	c->last_timeout = 0;
 	c->failed[0] = c->last_addr[0] = c->last_zone[0] = c->cmsg[0] = '\0';
-	memset(&c->req, 0, sizeof(c->req));
-	c->req.method = c->args->method;
+	retries = request_of(c);
 	c->retry = p->ccfg.strategy == RESIL_CLUSTER_FAILOVER ||
 	        p->ccfg.strategy == RESIL_CLUSTER_ZONE_AWARE
 	    ? (m->cretry != NULL ? m->cretry : c->g->cretry)
@@ -85,10 +151,66 @@ resil__cl_start(callm *c, const method *m, tsrc ts)
 	 * used: it keeps the machine's first-success shortcut, which knows
 	 * nothing of endpoints, away from cluster calls). */
 	c->run_on = 1;
-	if (c->retry != NULL)
+	if (c->retry != NULL) {
 		run_begin(c, &ts);
-	else
+		if (retries >= 0)
+			c->run.max_attempts = (uint32_t)retries + 1u;
+	} else {
 		memset(&c->run, 0, sizeof(c->run));
+	}
+	/* The service breaker records the whole call, after the strategy
+	 * (DESIGN): one permit for the call; the attempts take none of it,
+	 * each endpoint's own breaker and outlier detection see them. */
+	c->sbreaker = c->breaker;
+	c->breaker = NULL;
+	c->has_spermit = 0;
+	c->cstart = c->timeout != 0 ? tnow(&ts) : 0;
+	if (c->sbreaker != NULL) {
+		if (resil_breaker_acquire(c->sbreaker, &c->spermit) !=
+		    RESIL_OK) {
+			c->breaker_state =
+			    (int)resil_breaker_get_state(c->sbreaker);
+			c->cstop = 1;
+			snprintf(c->cmsg, sizeof(c->cmsg),
+			    "Failed to invoke the method %s in the service "
+			    "%s: "
+			    "rejected, the service's circuit breaker is %s",
+			    c->req.method, p->service,
+			    resil_breaker_state_name(
+			        (resil_breaker_state)c->breaker_state));
+			return 0;
+		}
+		c->has_spermit = 1;
+	}
+	return 1;
+}
+
+/* The whole call's outcome into the service breaker (its permit). */
+static void
+service_record(callm *c, resil_outcome outcome, tsrc *ts)
+{
+	if (!c->has_spermit)
+		return;
+	c->has_spermit = 0;
+	if (c->timeout != 0) {
+		uint64_t t1 = tnow(ts);
+
+		resil_breaker_record_duration(c->sbreaker, &c->spermit,
+		    outcome, t1 > c->cstart ? t1 - c->cstart : 0);
+	} else {
+		resil_breaker_record(c->sbreaker, &c->spermit, outcome);
+	}
+	c->breaker_state = (int)resil_breaker_get_state(c->sbreaker);
+}
+
+void
+resil__cl_cancel(callm *c)
+{
+	if (!c->has_spermit)
+		return;
+	c->has_spermit = 0;
+	resil_breaker_release(c->sbreaker, &c->spermit);
+	c->breaker_state = (int)resil_breaker_get_state(c->sbreaker);
 }
 
 static void
@@ -164,7 +286,8 @@ resil__cl_pick(callm *c, unsigned i, uint64_t now)
 			break;
 		}
 		c->nother = (uint32_t)resil_candidates_count_zone(cs, zone, 0);
-		if (resil_candidates_count_zone(cs, zone, 1) > 0) {
+		c->nlocal = (uint32_t)resil_candidates_count_zone(cs, zone, 1);
+		if (c->nlocal > 0) {
 			err = resil_selector_pick_zone(c->sel, cs, &c->req,
 			    c->tried, c->ntried, zone, 1, pk, &diag);
 			if (err == RESIL_E_UNAVAILABLE && c->ntried > 0)
@@ -176,6 +299,7 @@ resil__cl_pick(callm *c, unsigned i, uint64_t now)
 		/* No usable local endpoint: phase 1 runs over every zone. */
 		c->last_local = 0;
 		c->nother = 0;
+		c->nlocal = c->ncand;
 		/* fall through */
 	default:
 		err = resil_selector_pick(
@@ -315,11 +439,15 @@ resil__cl_decide(callm *c, tsrc *ts, resil_call_next *st)
 			return RESIL__CL_DONE;
 		}
 		if (c->last_status == RESIL_E_TIMEOUT && c->last_local &&
-		    c->nother > 0) {
-			/* Phase 1 ended in a timeout: one attempt in another
+		    c->nother > 0 &&
+		    (c->retry == NULL || c->run.n >= c->run.max_attempts)) {
+			/* Phase 1 ran all its attempts and ended in a timeout
+			 * (a timeout before its last attempt fails over in
+			 * the zone, as any failure): one attempt in another
 			 * zone, with its own timeout. */
 			c->pending = 0;
 			c->cphase = 2;
+			c->nfailed1 = c->nfailed;
 			if (p->ccfg.cross_zone_timeout_ns != 0)
 				c->timeout = p->ccfg.cross_zone_timeout_ns;
 			resil__cluster_event(p, RESIL_CLUSTER_EVENT_CROSS_ZONE,
@@ -394,9 +522,14 @@ failure_msg(callm *c, resil_err err, int rc, int full)
 		    c->real_err != RESIL_OK ? c->real_err : err,
 		    c->real_err != RESIL_OK ? c->real_rc : rc,
 		    c->last_timeout);
+		int zone = p->ccfg.strategy == RESIL_CLUSTER_ZONE_AWARE;
+
+		/* Zone-aware: the counts are phase 1's, over its (local)
+		 * candidates. */
 		resil__cluster_failed_msg(out->message, sizeof(out->message),
 		    c->req.method, p->service, c->attempts, c->failed,
-		    c->nfailed, c->ncand, lasterr);
+		    zone && c->cphase == 2 ? c->nfailed1 : c->nfailed,
+		    zone ? c->nlocal : c->ncand, lasterr);
 	}
 }
 
@@ -412,10 +545,21 @@ resil__cl_conclude(callm *c, resil_err rr, int rc, resil_err status,
 
 	if (rr == RESIL_OK && status == RESIL_OK &&
 	    outcome != RESIL_OUTCOME_FAILURE) {
+		service_record(c, outcome, ts);
 		put_endpoint(c);
 		conclude_live(c, rc, outcome, ts, st);
 		return;
 	}
+	/* A failure of the whole call, unless the strategy swallows it
+	 * (failsafe, failback: neither a success nor a failure to the
+	 * breaker, as to the caller it is no answer). */
+	service_record(c,
+	    !c->cstop &&
+	            (sg == RESIL_CLUSTER_FAILSAFE ||
+	                sg == RESIL_CLUSTER_FAILBACK)
+	        ? RESIL_OUTCOME_IGNORED
+	        : RESIL_OUTCOME_FAILURE,
+	    ts);
 	resil_value_free(&c->value);
 	if (!c->cstop && sg == RESIL_CLUSTER_FAILBACK &&
 	    p->ccfg.failback_retries > 0) {
@@ -423,13 +567,17 @@ resil__cl_conclude(callm *c, resil_err rr, int rc, resil_err status,
 		    c->last_addr, c->ntried > 0 ? c->tried[c->ntried - 1] : 0,
 		    rc, tnow(ts));
 
-		/* The queue is full (an event said so) or memory ran out:
-		 * the failure is not swallowed, it goes on as failfast's
-		 * would. full: 1 full, 2 out of memory. */
+		/* The queue is full: the new failure is dropped (a
+		 * QUEUE_FULL event, the failback_dropped metric) and the
+		 * caller still gets no error (DESIGN). Memory ran out: the
+		 * failure is not swallowed, it goes on as failfast's would.
+		 * full: 1 full, 2 out of memory. */
 		if (q <= 0)
 			full = q == 0 ? 1 : 2;
+		if (full == 1)
+			resil__faa64(&my_stripe(p)->failback_dropped, 1);
 	}
-	if (!c->cstop && !full &&
+	if (!c->cstop && full != 2 &&
 	    (sg == RESIL_CLUSTER_FAILSAFE || sg == RESIL_CLUSTER_FAILBACK)) {
 		/* The failure is swallowed: a null value now (failback:
 		 * and the call queued for later). No fallback runs. */
@@ -444,6 +592,12 @@ resil__cl_conclude(callm *c, resil_err rr, int rc, resil_err status,
 		out->last_failure = c->real_err;
 		out->last_failure_rc = c->real_rc;
 		put_endpoint(c);
+		if (full == 1)
+			/* What was dropped, in the answer too. */
+			failure_msg(c,
+			    c->real_err != RESIL_OK ? c->real_err
+			                            : RESIL_E_CALL,
+			    c->real_rc, 1);
 		conclude_with(c, RESIL_STAGE_CALL, ts, st);
 		return;
 	}

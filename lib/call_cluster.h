@@ -24,11 +24,18 @@ enum {
 	                      * resil__cl_refused() if it cannot start */
 };
 
-/* A cluster call starts (the failover policy, the strategy's state). The
+/* A cluster call starts (the failover policy, the strategy's state, the
+ * service breaker's permit for the whole call): 1, or 0 when the service
+ * breaker refused the call (the machine then rejects it: RESIL_E_OPEN,
+ * cstop set, the message in cmsg). The
  * hooks the hot steps call take the time by value (or a copy of the
  * source): a pointer to the caller's tsrc would keep it in memory on the
  * hot path of calls without a selector. */
-void resil__cl_start(callm *c, const method *m, tsrc ts);
+int resil__cl_start(callm *c, const method *m, tsrc ts);
+
+/* A cluster call ends before its answer (cancelled): the service
+ * breaker's permit goes back. */
+void resil__cl_cancel(callm *c);
 
 /* Route and pick the endpoint of the attempt in slot i at now. */
 resil_err resil__cl_pick(callm *c, unsigned i, uint64_t now);

@@ -52,7 +52,8 @@ drive(resil_pipeline *p, settings *g, unsigned gs, const method *m,
 		rc = fn(ctx, args, &v);
 		/* The default classifier inline; a user's through
 		 * resil_classify(), which also guards its answer. */
-		o = p->cls.fn == NULL
+		o = p->cls.fn == NULL ||
+		        RESIL__UNLIKELY(rc == RESIL_RC_TIMEOUT)
 		    ? (rc == 0 ? RESIL_OUTCOME_SUCCESS : RESIL_OUTCOME_FAILURE)
 		    : resil_classify(&p->cls, rc, &v);
 		if (b != NULL) {
@@ -88,6 +89,14 @@ drive(resil_pipeline *p, settings *g, unsigned gs, const method *m,
 		if (o == RESIL_OUTCOME_FAILURE) {
 			c.real_err = RESIL_E_CALL;
 			c.real_rc = rc;
+		}
+		if (RESIL__UNLIKELY(rc == RESIL_RC_TIMEOUT)) {
+			/* The function says it timed out (RESIL_RC_TIMEOUT):
+			 * a timeout, as complete() makes it. */
+			resil_value_free(&c.value);
+			vnull(&c.value);
+			c.last_status = c.real_err = RESIL_E_TIMEOUT;
+			resil__faa64(&my_stripe(p)->timeouts, 1);
 		}
 		c.pending = 1;
 		mstep(&c, &ts, 0, &st);
@@ -334,13 +343,14 @@ abandon_jobs(callm *c, tsrc *ts, job *jobs)
  * the machine's first step into *st. */
 static void
 drive_start(callm *c, resil_pipeline *p, settings *g, unsigned gs,
-    const method *m, const resil_args *args, resil_result *out, tsrc *ts,
-    resil_call_next *st)
+    const method *m, const resil_args *args, const resil_invocation *inv,
+    resil_result *out, tsrc *ts, resil_call_next *st)
 {
 	resil__tls_method = args->method;
 	resil__tls_in_call = 1;
 	tlazy(ts, p);
 	st->endpoint = NULL;
+	c->inv = inv;
 	mstart(c, p, g, gs, m, args, out, ts, st);
 }
 
@@ -357,8 +367,8 @@ drive_end(const resil_result *out)
  * the calling thread waits for answers and timers. */
 static resil_err
 drive_hedged(resil_pipeline *p, settings *g, unsigned gs, const method *m,
-    const resil_args *args, resil_call_fn fn, resil_endpoint_call_fn efn,
-    void *ctx, resil_result *out)
+    const resil_args *args, const resil_invocation *inv, resil_call_fn fn,
+    resil_endpoint_call_fn efn, void *ctx, resil_result *out)
 {
 	const resil_executor *ex = &p->executor;
 	job *jobs = NULL, *j;
@@ -366,7 +376,7 @@ drive_hedged(resil_pipeline *p, settings *g, unsigned gs, const method *m,
 	resil_call_next st;
 	tsrc ts;
 
-	drive_start(&c, p, g, gs, m, args, out, &ts, &st);
+	drive_start(&c, p, g, gs, m, args, inv, out, &ts, &st);
 	while (st.action != RESIL_CALL_DONE) {
 		if (st.action == RESIL_CALL_RUN) {
 			j = job_new(p, fn, efn, ctx, args, &st);
@@ -418,6 +428,25 @@ refuse_selector(resil_pipeline *p, resil_result *out)
 	return RESIL_E_INVAL;
 }
 
+/* Forking under the blocking driver runs its forks on the executor (the
+ * call machine needs none). */
+static resil_err
+refuse_forking(resil_pipeline *p, resil_result *out)
+{
+	resil__msg o;
+
+	resil_result_init(out);
+	out->err = RESIL_E_INVAL;
+	out->source = RESIL_SOURCE_UNAVAILABLE;
+	resil__msg_start(&o, out->message, sizeof(out->message));
+	RESIL__MSG_LIT(&o,
+	    "cluster: forking runs its forks in parallel: give the "
+	    "pipeline an executor (pipeline.executor), or use the call "
+	    "machine (resil_call_start), for ");
+	resil__msg_str(&o, p->service);
+	return RESIL_E_INVAL;
+}
+
 static resil_err
 refuse_hedging(resil_pipeline *p, resil_result *out)
 {
@@ -450,8 +479,8 @@ call_slow(resil_pipeline *p, const struct resil_method *h,
 		return refuse_hedging(p, out);
 	g = conf_hold(p, &gs);
 	err = drive_hedged(p, g, gs,
-	    h != NULL ? resolve(g, h) : find_method(g, args->method), args, fn,
-	    NULL, ctx, out);
+	    h != NULL ? resolve(g, h) : find_method(g, args->method), args,
+	    NULL, fn, NULL, ctx, out);
 	conf_drop(g, gs);
 	return err;
 }
@@ -502,14 +531,14 @@ resil_pipeline_call_method(resil_pipeline *p, const resil_method *m,
  * the machine chose. */
 static resil_err
 drive_ep(resil_pipeline *p, settings *g, unsigned gs, const method *m,
-    const resil_args *args, resil_endpoint_call_fn fn, void *ctx,
-    resil_result *out)
+    const resil_args *args, const resil_invocation *inv,
+    resil_endpoint_call_fn fn, void *ctx, resil_result *out)
 {
 	callm c;
 	resil_call_next st;
 	tsrc ts;
 
-	drive_start(&c, p, g, gs, m, args, out, &ts, &st);
+	drive_start(&c, p, g, gs, m, args, inv, out, &ts, &st);
 	while (st.action != RESIL_CALL_DONE) {
 		if (st.action == RESIL_CALL_RUN)
 			run_here(&c, &ts, &st, NULL, fn, ctx, args);
@@ -533,9 +562,9 @@ ep_adapt(void *ctx, const resil_args *args, resil_value *out)
 	return a->fn(a->ctx, NULL, args, out);
 }
 
-resil_err
-resil_pipeline_invoke(resil_pipeline *p, const resil_method *h,
-    const resil_args *args, resil_endpoint_call_fn fn, void *ctx,
+static resil_err
+invoke(resil_pipeline *p, const resil_method *h, const resil_args *args,
+    const resil_invocation *inv, resil_endpoint_call_fn fn, void *ctx,
     resil_result *out)
 {
 	const method *pm;
@@ -549,6 +578,9 @@ resil_pipeline_invoke(resil_pipeline *p, const resil_method *h,
 		return RESIL_E_INVAL;
 	if (p->sel == NULL && p->hedge_max != 0 && p->executor.submit == NULL)
 		return refuse_hedging(p, out);
+	if (p->sel != NULL && p->ccfg.strategy == RESIL_CLUSTER_FORKING &&
+	    p->executor.submit == NULL)
+		return refuse_forking(p, out);
 	g = conf_hold(p, &gs);
 	pm = h != NULL ? resolve(g, h) : find_method(g, args->method);
 	if (p->sel == NULL) {
@@ -558,13 +590,32 @@ resil_pipeline_invoke(resil_pipeline *p, const resil_method *h,
 		a.ctx = ctx;
 		if (p->hedge_max != 0)
 			err = drive_hedged(
-			    p, g, gs, pm, args, NULL, fn, ctx, out);
+			    p, g, gs, pm, args, inv, NULL, fn, ctx, out);
 		else
 			err = drive(p, g, gs, pm, args, ep_adapt, &a, out);
 	} else if (p->ccfg.strategy == RESIL_CLUSTER_FORKING)
-		err = drive_hedged(p, g, gs, pm, args, NULL, fn, ctx, out);
+		err =
+		    drive_hedged(p, g, gs, pm, args, inv, NULL, fn, ctx, out);
 	else
-		err = drive_ep(p, g, gs, pm, args, fn, ctx, out);
+		err = drive_ep(p, g, gs, pm, args, inv, fn, ctx, out);
 	conf_drop(g, gs);
 	return err;
+}
+
+resil_err
+resil_pipeline_invoke(resil_pipeline *p, const resil_method *h,
+    const resil_args *args, resil_endpoint_call_fn fn, void *ctx,
+    resil_result *out)
+{
+	return invoke(p, h, args, NULL, fn, ctx, out);
+}
+
+resil_err
+resil_pipeline_invoke_ex(resil_pipeline *p, const resil_method *h,
+    const resil_invocation *inv, resil_endpoint_call_fn fn, void *ctx,
+    resil_result *out)
+{
+	if (inv == NULL)
+		return RESIL_E_INVAL;
+	return invoke(p, h, &inv->args, inv, fn, ctx, out);
 }

@@ -184,16 +184,19 @@ attend_once(callm *c, tsrc *ts, resil_call_next *st)
 	    c->hedges < p->hedge_max &&
 	    (c->pending || tnow(ts) >= sat_add(c->launched, p->hedge_delay))) {
 		/* A failure, or no answer within the hedge delay: another
-		 * attempt, paid for from the retry budget. */
-		c->pending = 0;
+		 * attempt, paid for from the retry budget. A refusal stops
+		 * hedging; a failure that was pending stays pending, for the
+		 * decision (issue 25.1: dropping it left nothing to wait
+		 * for). */
 		if (c->retry != NULL &&
 		    !resil__retry_spend(c->retry, tnow(ts))) {
 			c->no_more_hedges = 1;
-		} else {
-			c->hedges++;
-			if (launch(c, ts, st))
-				return M_STOP;
+			return M_ATTEND;
 		}
+		c->pending = 0;
+		c->hedges++;
+		if (launch(c, ts, st))
+			return M_STOP;
 		return M_ATTEND;
 	}
 	c->pending = 0;
@@ -215,6 +218,10 @@ attend_once(callm *c, tsrc *ts, resil_call_next *st)
 		if (due < wake)
 			wake = due;
 	}
+	if (RESIL__UNLIKELY(c->running == 0 && wake == UINT64_MAX))
+		/* Nothing out and no timer: nothing can move the call on
+		 * but a decision on what it has. */
+		return M_DECIDE;
 	next_is(st, RESIL_CALL_WAIT, 0, 0, wake);
 	return M_STOP;
 }

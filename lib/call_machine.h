@@ -167,10 +167,18 @@ complete(callm *c, unsigned i, int rc, resil_value *value, int late, tsrc *ts)
 			vnull(value);
 		}
 	}
+	if (RESIL__UNLIKELY(rc == RESIL_RC_TIMEOUT) && !late) {
+		/* The user's function says it timed out: as late, but its
+		 * slot is free (it has answered). */
+		late = 2;
+		if (c->timeout != 0 && dur <= c->timeout)
+			dur = sat_add(c->timeout, 1);
+	}
 	outcome = late ? RESIL_OUTCOME_FAILURE
 	               : resil_classify(&p->cls, rc, &c->value);
-	if (c->timeout != 0 &&
-	    (late || dur >= sat_add(c->timeout, p->late_edge))) {
+	if (RESIL__UNLIKELY(late == 2) ||
+	    (c->timeout != 0 &&
+	        (late || dur >= sat_add(c->timeout, p->late_edge)))) {
 		/* Too late: the answer is dropped and the attempt failed. */
 		resil_value_free(&c->value);
 		vnull(&c->value);
@@ -190,14 +198,14 @@ complete(callm *c, unsigned i, int rc, resil_value *value, int late, tsrc *ts)
 		resil_bulkhead_complete(c->g->bh, outcome, dur);
 	s->has_permit = s->has_bh = 0;
 	c->running &= (uint8_t) ~(1u << i);
-	if (late)
+	if (late == 1)
 		c->abandoned |= (uint8_t)(1u << i);
-	c->last_rc = late ? 0 : rc;
+	c->last_rc = late == 1 ? 0 : rc;
 	c->last_status = status;
 	c->last_outcome = outcome;
 	if (outcome == RESIL_OUTCOME_FAILURE) {
 		c->real_err = status != RESIL_OK ? status : RESIL_E_CALL;
-		c->real_rc = late ? 0 : rc;
+		c->real_rc = late == 1 ? 0 : rc;
 	}
 	c->pending = 1;
 	if (outcome != RESIL_OUTCOME_FAILURE && p->hedge_max != 0) {
@@ -286,7 +294,11 @@ mstart(callm *c, resil_pipeline *p, settings *g, unsigned gs, const method *m,
 	}
 	if (m->start != START_NONE) {
 		if (RESIL__UNLIKELY(m->start == START_CLUSTER)) {
-			resil__cl_start(c, m, *ts);
+			if (!resil__cl_start(c, m, *ts)) {
+				rejected(c, RESIL_E_OPEN);
+				resil__call_attend(c, ts, st);
+				return RESIL_OK;
+			}
 		} else {
 			c->run_on = 1;
 			run_begin(c, ts);

@@ -81,7 +81,19 @@ typedef struct callm {
 	uint8_t last_local; /* zone-aware: the last attempt was local */
 	uint8_t bany;       /* broadcast: a failure was seen */
 	resil_selector *sel;
+	/* The call's invocation (resil_call_start_ex, invoke_ex), or NULL:
+	 * set by the entry points, read by the cluster's start only. */
+	const resil_invocation *inv;
+	/* The service breaker, which records the whole call (its attempts
+	 * see c->breaker NULL), and the call's permit. */
+	resil_breaker *sbreaker;
+	resil_permit spermit;
+	uint8_t has_spermit;
+	uint64_t cstart; /* when the call started (a timeout is set) */
 	uint32_t ncand;  /* candidates at the last route (messages) */
+	/* zone-aware: phase 1's candidates (local, or all when none is)
+	 * and the endpoints failed in it, for the message */
+	uint32_t nlocal, nfailed1;
 	uint32_t bn;     /* broadcast: candidates at the first route */
 	uint32_t nother; /* zone-aware: other-zone candidates, last route */
 	uint32_t bidx;   /* broadcast: the candidate of the next attempt */

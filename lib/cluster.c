@@ -464,6 +464,7 @@ task_new(resil_cluster *cl, const resil_request *req, const resil_args *args)
 	t->req.nargs = t->nargs;
 	t->req.params = t->params;
 	t->req.nparams = t->nparams;
+	t->req.tag_force = req->tag_force;
 	if (args != NULL) {
 		t->cargs.method = t->method;
 		t->cargs.data = t->data;
@@ -1038,7 +1039,7 @@ resil_err
 resil_cluster_invoke(resil_cluster *cl, const resil_request *req,
     resil_endpoint_fn fn, void *ctx, resil_cluster_result *out)
 {
-	static const resil_request none = { NULL, NULL, 0, NULL, NULL, 0 };
+	static const resil_request none = { NULL, NULL, 0, NULL, NULL, 0, 0 };
 	char providers[RESIL_DIAG_MAX];
 	resil_lb_kind lb;
 	resil_candidates *c;

@@ -3,6 +3,7 @@
  * the MockClusterInvoker decision.
  */
 #include "internal.h"
+#include "mock_internal.h"
 
 #include <resil/mock.h>
 
@@ -821,7 +822,27 @@ struct resil_mock {
 	const resil_mock_registry *registry;
 	bound service_level;
 	method_entry *methods;
+	size_t nforce; /* bounds with an active force: spec (issue 29) */
 };
+
+static size_t
+bound_force(const bound *b)
+{
+	return b->spec.action != RESIL_MOCK_NONE &&
+	    b->spec.mode == RESIL_MOCK_FORCE;
+}
+
+int
+resil__mock_may_force(const resil_mock *m)
+{
+	return m->nforce != 0;
+}
+
+const size_t *
+resil__mock_force_count(const resil_mock *m)
+{
+	return &m->nforce;
+}
 
 static void
 bound_free(const resil_allocator *a, bound *b)
@@ -947,6 +968,7 @@ resil_mock_new(
 		resil_mock_free(m);
 		return err;
 	}
+	m->nforce = bound_force(&m->service_level);
 	*out = m;
 	return RESIL_OK;
 nomem:
@@ -997,6 +1019,7 @@ resil_mock_set_method(resil_mock *m, const char *method, resil_type type,
 	n = strlen(method);
 	HASH_FIND(hh, m->methods, method, n, e);
 	if (e != NULL) {
+		m->nforce = m->nforce - bound_force(&e->b) + bound_force(&b);
 		bound_free(resil__a, &e->b);
 		e->b = b;
 		return RESIL_OK;
@@ -1016,6 +1039,7 @@ resil_mock_set_method(resil_mock *m, const char *method, resil_type type,
 		resil__free(resil__a, e, sizeof(*e));
 		goto nomem;
 	}
+	m->nforce += bound_force(&b);
 	return RESIL_OK;
 nomem:
 	bound_free(resil__a, &b);

@@ -359,6 +359,7 @@ resil_pipeline_get_metrics(
 		m.business += resil__load64(&s->business);
 		m.timeouts += resil__load64(&s->timeouts);
 		m.latency_count += resil__load64(&s->latency_count);
+		m.failback_dropped += resil__load64(&s->failback_dropped);
 		for (j = 0; j < RESIL_LATENCY_BUCKETS; j++)
 			m.latency[j] += resil__load64(&s->latency[j]);
 	}

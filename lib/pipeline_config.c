@@ -177,12 +177,6 @@ resil__pipeline_validate(const resil_pipeline_config *cfg, resil_diag *diag)
 			return resil__diagf(diag, RESIL_E_INVAL,
 			    "retries: %d is out of range 0..999",
 			    (int)cc->retries);
-		if (cc->strategy == RESIL_CLUSTER_FORKING &&
-		    cfg->executor.submit == NULL)
-			return resil__diagf(diag, RESIL_E_INVAL,
-			    "cluster: forking runs its forks in parallel: "
-			    "give the pipeline an executor "
-			    "(pipeline.executor)");
 	}
 	return RESIL_OK;
 }

@@ -106,7 +106,8 @@ typedef struct stripe {
 	uint64_t timeouts;
 	uint64_t latency_count;
 	uint64_t latency[RESIL_LATENCY_BUCKETS];
-	uint64_t pad[7];
+	uint64_t failback_dropped;
+	uint64_t pad[6];
 } stripe;
 
 /*

@@ -406,6 +406,7 @@ run_begin(resil_retry *r, resil__retry_run *run, int timed, uint64_t now)
 	run->waited = 0;
 	run->jstate = 0.0;
 	run->n = 1;
+	run->max_attempts = cfg->max_attempts;
 	run->rc = 0;
 	run->by_result = 0;
 	run->status = RESIL_OK;
@@ -460,7 +461,7 @@ run_judge(resil_retry *r, resil__retry_run *run, int rc, resil_err status,
 		run->stop = RESIL_RETRY_STOP_FINAL;
 		return 0;
 	}
-	if (run->n >= cfg->max_attempts) {
+	if (run->n >= run->max_attempts) {
 		run->stop = RESIL_RETRY_STOP_EXHAUSTED;
 		return 0;
 	}

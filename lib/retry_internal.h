@@ -37,6 +37,9 @@ typedef struct resil__retry_run {
 	uint64_t waited;
 	double jstate; /* DECORRELATED_V2's f(t) of the last wait */
 	uint32_t n;    /* the attempt running or just ended, 1-based */
+	/* The attempts this run may make: the policy's max_attempts, or a
+	 * call's own (a cluster call's retries override), set after begin. */
+	uint32_t max_attempts;
 	int rc;
 	int by_result;
 	int timed;

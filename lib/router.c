@@ -620,7 +620,7 @@ resil__route(const resil__route_cfg *cfg, resil__snapshot *s,
 		const char *et = s->e[v->idx[i]].tag;
 		if (tag != NULL && k > 0)
 			keep[i] = (unsigned char)streq0(et, tag);
-		else if (tag != NULL && cfg->tag_force)
+		else if (tag != NULL && (cfg->tag_force || req->tag_force))
 			keep[i] = 0;
 		else
 			keep[i] = et == NULL;

@@ -330,11 +330,17 @@ test_bad_pipeline_new_cluster(void **state)
 	resil_cluster_config_init(&cfg.cluster);
 	cfg.cluster.strategy = RESIL_CLUSTER_ZONE_AWARE;
 	assert_int_equal(resil_pipeline_new(&p, &cfg, &diag), RESIL_E_INVAL);
-	/* Forking without an executor. */
+	/* Forking without an executor is no bad setting (issue 25.5: the
+	 * call machine forks without one; resil_pipeline_invoke refuses). */
 	resil_cluster_config_init(&cfg.cluster);
 	cfg.cluster.strategy = RESIL_CLUSTER_FORKING;
-	assert_int_equal(resil_pipeline_new(&p, &cfg, &diag), RESIL_E_INVAL);
-	assert_non_null(strstr(diag.msg, "cluster"));
+	{
+		resil_pipeline *fp = NULL;
+
+		assert_int_equal(
+		    resil_pipeline_new(&fp, &cfg, &diag), RESIL_OK);
+		resil_pipeline_free(fp);
+	}
 	/* Hedging is the plain pipeline's; with a selector: refused. */
 	resil_cluster_config_init(&cfg.cluster);
 	cfg.hedge_max = 1;

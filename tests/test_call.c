@@ -649,6 +649,122 @@ test_call_hedge_spends_the_retry_budget(void **state)
 	fx_free(&f);
 }
 
+/* Issue 25.1: attempt 1 fails (or is rejected) and the budget refuses
+ * the hedge: the call concludes with that failure, it never waits for
+ * ever with nothing out. */
+static void
+test_call_hedge_refused_by_budget_concludes(void **state)
+{
+	resil_call_next st;
+	fx f;
+	int k;
+
+	(void)state;
+	for (k = 0; k < 3; k++) {
+		hedge_fx(&f, 2);
+		f.cfg.retry_enabled = 1;
+		f.cfg.retry.max_attempts = 1;
+		f.cfg.retry.budget_ratio = 0.000001; /* never a whole token */
+		f.cfg.retry.budget_max_tokens = 1;
+		f.cfg.retry.budget_min_retries = 0;
+		if (k == 2)
+			f.cfg.bulkhead.max_concurrent = 1;
+		fx_new(&f);
+		if (k == 1)
+			/* The breaker OPEN: attempt 1 is rejected. */
+			assert_int_equal(
+			    resil_breaker_force_open(
+			        resil_pipeline_breaker(f.p, NULL)),
+			    RESIL_OK);
+		if (k == 2) {
+			/* The bulkhead full: attempt 1 is rejected. */
+			assert_int_equal(resil_call_start(&f.call, f.p, NULL,
+			                     &f.args, &f.r, now(&f), &st),
+			    RESIL_OK);
+			assert_int_equal(st.action, RESIL_CALL_RUN);
+			{
+				resil_call other;
+				resil_result r2;
+				resil_call_next st2;
+
+				assert_int_equal(
+				    resil_call_start(&other, f.p, NULL,
+				        &f.args, &r2, now(&f), &st2),
+				    RESIL_OK);
+				assert_int_equal(st2.action, RESIL_CALL_DONE);
+				assert_int_equal(r2.err, RESIL_E_LIMITED);
+				resil_result_free(&r2);
+			}
+			report(&f, st.attempt, 0, 1);
+			assert_int_equal(
+			    resil_call_step(&f.call, now(&f), &st), RESIL_OK);
+			assert_int_equal(st.action, RESIL_CALL_DONE);
+			fx_free(&f);
+			continue;
+		}
+		start(&f);
+		if (k == 0) {
+			expect_run(&f, 1, UINT64_MAX);
+			resil_manual_clock_set(&f.mc, 105);
+			report(&f, 1, 5, 0);
+			step(&f);
+		}
+		assert_int_equal(f.st.action, RESIL_CALL_DONE);
+		assert_int_equal(
+		    f.r.err, k == 0 ? RESIL_E_CALL : RESIL_E_OPEN);
+		fx_free(&f);
+	}
+}
+
+/* Issue 25.4: starting a call over one still in flight is refused and
+ * loses no permit: the bulkhead of 1 and the breaker's probe stay with
+ * the first call, which then finishes normally. */
+static void
+test_call_start_over_a_live_call_is_refused(void **state)
+{
+	resil_result r2;
+	resil_call_next st2;
+	fx f;
+	int k;
+
+	(void)state;
+	fx_init(&f);
+	f.cfg.bulkhead_enabled = 1;
+	f.cfg.bulkhead.max_concurrent = 1;
+	f.cfg.breaker_enabled = 1;
+	fx_new(&f);
+	start(&f);
+	expect_run(&f, 1, UINT64_MAX);
+	memset(&r2, 0, sizeof(r2));
+	assert_int_equal(
+	    resil_call_start(&f.call, f.p, NULL, &f.args, &r2, now(&f), &st2),
+	    RESIL_E_MISUSE);
+	assert_int_equal(resil_call_outstanding(&f.call), 1);
+	report(&f, 1, 0, 4);
+	step(&f);
+	assert_int_equal(f.st.action, RESIL_CALL_DONE);
+	assert_int_equal(f.r.value.u.i, 4);
+	resil_result_free(&f.r);
+	/* The bulkhead's one slot is free again: later calls run. */
+	for (k = 0; k < 3; k++) {
+		start(&f);
+		expect_run(&f, 1, UINT64_MAX);
+		report(&f, 1, 0, k);
+		step(&f);
+		assert_int_equal(f.st.action, RESIL_CALL_DONE);
+		assert_int_equal(f.r.err, RESIL_OK);
+		resil_result_free(&f.r);
+	}
+	/* A cancelled call may be started over. */
+	start(&f);
+	assert_int_equal(resil_call_cancel(&f.call, now(&f)), RESIL_OK);
+	resil_result_free(&f.r);
+	start(&f);
+	expect_run(&f, 1, UINT64_MAX);
+	assert_int_equal(resil_call_cancel(&f.call, now(&f)), RESIL_OK);
+	fx_free(&f);
+}
+
 static int
 ok_fn(void *ctx, const resil_args *args, resil_value *out)
 {
@@ -767,6 +883,8 @@ main(void)
 		    test_call_hedge_after_delay_first_success_wins),
 		cmocka_unit_test(test_call_hedge_all_fail_gives_last_error),
 		cmocka_unit_test(test_call_hedge_spends_the_retry_budget),
+		cmocka_unit_test(test_call_hedge_refused_by_budget_concludes),
+		cmocka_unit_test(test_call_start_over_a_live_call_is_refused),
 		cmocka_unit_test(test_call_blocking_call_refuses_hedging),
 		cmocka_unit_test(test_call_force_mock_is_done_at_start),
 		cmocka_unit_test(test_call_hedge_with_timeout_and_retry),

@@ -165,8 +165,8 @@ test_selector_config_bad_values(void **state)
 	    "svc.conf:7: outlier.max_ejection_pct: 150 is out of range "
 	    "0..100");
 	bad("outlier.base_ejection", "10 s", RESIL_E_INVAL,
-	    "svc.conf:7: outlier.base_ejection: \"10 s\" is not a duration "
-	    "(ticks, or a whole number with ns, us, ms, s, m or h)");
+	    "svc.conf:7: outlier.base_ejection: \"10 s\": write the unit "
+	    "next to the number (10s)");
 	bad("outlier.base_ejection", "0", RESIL_E_INVAL,
 	    "svc.conf:7: outlier.base_ejection: 0 is below 1");
 	bad("outlier.interval", "99999999999999999999s", RESIL_E_INVAL,

@@ -247,7 +247,8 @@ read_options(
 			s->calls = (unsigned)c;
 		else if (strncmp(tok[i], "method=", 7) == 0 &&
 		    tok[i][7] != '\0' && strlen(tok[i] + 7) < MAX_METHOD)
-			snprintf(s->method, sizeof(s->method), "%s", tok[i] + 7);
+			snprintf(
+			    s->method, sizeof(s->method), "%s", tok[i] + 7);
 		else
 			return fail_line(file, lineno,
 			    "bad option (calls=N up to 100000, method=NAME)",
@@ -263,7 +264,7 @@ read_step(const char *file, unsigned lineno, char *buf,
     const char *dflt_method, const step *prev, step *s)
 {
 	char *tok[8];
-	int ntok = sim_split(buf, tok, 8), next, rc;
+	int ntok = sim_split(buf, tok, 8), next = 0, rc;
 	resil_diag d;
 
 	if (ntok == 0)
@@ -936,6 +937,22 @@ main(int argc, char **argv)
 		fprintf(stderr, "%s\n", diag.msg);
 		return 2;
 	}
+	{
+		resil_config_setting set;
+
+		if (sim_cluster_setting(conf, &set)) {
+			/* A step scenario calls one implicit endpoint: a
+			 * cluster key would be ignored. */
+			fprintf(stderr,
+			    "%s:%u: %s: a step scenario has one implicit "
+			    "endpoint and no cluster; cluster settings need "
+			    "an event scenario (docs/resil-sim.md)\n",
+			    set.origin != NULL ? set.origin : conf_path,
+			    set.line, set.key);
+			resil_config_free(conf);
+			return 2;
+		}
+	}
 	pcfg = *resil_config_pipeline(conf);
 	if (pcfg.service == NULL)
 		pcfg.service = "Service";
@@ -981,7 +998,7 @@ out:
 
 /* The event-driven engine, in this translation unit (see
  * tools/CMakeLists.txt). */
-#include "sim/des_read.c"
 #include "sim/des.c"
+#include "sim/des_read.c"
 #include "sim/des_report.c"
 #include "sim/queue.c"

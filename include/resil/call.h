@@ -14,6 +14,7 @@
 #define RESIL_CALL_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include <resil/resil.h>
 #include <resil/selector.h>
@@ -90,7 +91,7 @@ typedef struct resil_method resil_method;
  */
 typedef struct resil_call {
 	/* Private: the machine's state. */
-	uint64_t opaque_[320];
+	uint64_t opaque_[336];
 } resil_call;
 
 typedef enum resil_call_action {
@@ -112,16 +113,78 @@ typedef struct resil_call_next {
 } resil_call_next;
 
 /*
+ * What one call carries besides its method and key bytes: Dubbo's
+ * Invocation, for the cluster (resil_call_start_ex(),
+ * resil_pipeline_invoke_ex() in pipeline.h). Every field may be NULL/0
+ * (resil_invocation_init()); all are borrowed until the call is DONE.
+ *
+ * - args: the method and the bytes the cache keys on, as resil_args;
+ *   the user's function receives &args (a copy on an executor's thread).
+ * - arguments[0..narguments): the call's arguments as text, read by a
+ *   hash balancer (loadbalance.hash.arguments=0,1) and by condition
+ *   rules' arguments[i].
+ * - tag: the routing tag (Dubbo's dubbo.tag; NULL or "": untagged);
+ *   tag_force nonzero forces it for this call (dubbo.force.tag): no
+ *   endpoint with that tag gives "no provider" instead of the untagged
+ *   ones.
+ * - attachments[0..nattachments): key/value pairs, the request params a
+ *   condition rule's WHEN side reads. Dubbo's keys among them are read
+ *   as Dubbo reads them where the field above is unset: `dubbo.tag`
+ *   (tag NULL), `dubbo.force.tag=true` (tag_force 0) and `retries`
+ *   (has_retries 0; a decimal number 0..999).
+ * - has_retries, retries: this call's retries, overriding the
+ *   configuration's (cluster.retries, a method's max_attempts):
+ *   failover and zone-aware make retries + 1 attempts (at most
+ *   RESIL_RETRY_MAX_ATTEMPTS).
+ * Without a selector only args is read.
+ */
+typedef struct resil_invocation {
+	resil_args args;
+	const char *const *arguments;
+	size_t narguments;
+	const char *tag;
+	int tag_force;
+	const resil_param *attachments;
+	size_t nattachments;
+	int has_retries;
+	uint32_t retries;
+} resil_invocation;
+
+/* All fields NULL/0 but args.method. */
+static inline void
+resil_invocation_init(resil_invocation *inv, const char *method)
+{
+	memset(inv, 0, sizeof(*inv));
+	inv->args.method = method;
+}
+
+/*
  * Start a call of args->method through p, with the settings of m (NULL:
  * looked up by args->method) at clock reading now. *c is initialised
- * whatever it held; *out is initialised and, at DONE, holds the answer.
- * The first action is in *step (a force mock is DONE at once).
+ * whatever it held (zeroed, never used, or a call that is DONE or
+ * cancelled), but a call still in flight in it is refused: it holds
+ * permits and settings that would be lost (cancel it first); *out is
+ * initialised and, at DONE, holds the answer. The first action is in
+ * *step (a force mock is DONE at once).
  *
  * Returns RESIL_OK; RESIL_E_INVAL for a NULL argument, a NULL
- * args->method or a handle of another pipeline (nothing is changed).
+ * args->method or a handle of another pipeline; RESIL_E_MISUSE for a
+ * call in flight in *c (started, not DONE or cancelled). Nothing is
+ * changed on error.
  */
 RESIL_API resil_err resil_call_start(resil_call *c, resil_pipeline *p,
     const resil_method *m, const resil_args *args, resil_result *out,
+    uint64_t now, resil_call_next *step);
+
+/*
+ * resil_call_start() of the call inv describes: inv->args as args, and,
+ * with a selector, its arguments, tag, attachments and retries routed
+ * and balanced on (see resil_invocation). *inv is borrowed until DONE
+ * (or cancel). Returns as resil_call_start(); RESIL_E_INVAL also for a
+ * NULL inv.
+ */
+RESIL_API resil_err resil_call_start_ex(resil_call *c, resil_pipeline *p,
+    const resil_method *m, const resil_invocation *inv, resil_result *out,
     uint64_t now, resil_call_next *step);
 
 /*

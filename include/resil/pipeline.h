@@ -19,8 +19,10 @@
  *     -> cluster strategy  failover / failfast / failsafe / failback /
  *                          forking / broadcast / zone-aware (cfg.cluster)
  *     -> router chain, balancer       the selector's (selector.h)
- *     -> the pipeline's breaker, rate limiter, bulkhead (per attempt), and
- *        the endpoint's own breaker (the directory's)
+ *     -> the pipeline's rate limiter, bulkhead (per attempt), and the
+ *        endpoint's own breaker (the directory's)
+ *   (the pipeline's breaker wraps the strategy: one permit per call,
+ *   recorded with the whole call's outcome; docs/pipeline.md)
  *     -> fn(ctx, endpoint, args, &value)
  *
  * Business errors never degrade and are never retried. See
@@ -227,8 +229,9 @@ typedef struct resil_pipeline_config {
 	 * while the retry policy, when enabled, still gives the backoff,
 	 * jitter, deadline, budget and what is retried. hedge_max must be 0
 	 * (forking is the cluster's parallel strategy); forking under
-	 * resil_pipeline_invoke() needs the executor (else RESIL_E_INVAL at
-	 * resil_pipeline_new, naming `cluster`).
+	 * resil_pipeline_invoke() needs the executor (else that call is
+	 * RESIL_E_INVAL, naming `cluster`); the call machine forks without
+	 * one.
 	 */
 	resil_selector *selector;
 	resil_cluster_config cluster;
@@ -412,6 +415,19 @@ RESIL_API resil_err resil_pipeline_invoke(resil_pipeline *p,
     void *ctx, resil_result *out);
 
 /*
+ * resil_pipeline_invoke() of the call inv describes (resil_invocation in
+ * <resil/call.h>): inv->args is the call's args, and with a selector its
+ * arguments, tag, attachments and retries reach the routers and the
+ * balancer of every attempt, and failback's queue (a queued call is
+ * retried with the same request). fn receives &inv->args (a copy when
+ * the attempt runs on the executor). Returns as resil_pipeline_invoke();
+ * RESIL_E_INVAL also for a NULL inv.
+ */
+RESIL_API resil_err resil_pipeline_invoke_ex(resil_pipeline *p,
+    const resil_method *m, const resil_invocation *inv,
+    resil_endpoint_call_fn fn, void *ctx, resil_result *out);
+
+/*
  * Failback (cluster.strategy RESIL_CLUSTER_FAILBACK): run the queued
  * calls that are due at clock reading now, each once, through fn on an
  * endpoint the selector picks (avoiding the one tried last when another
@@ -557,6 +573,9 @@ typedef struct resil_pipeline_metrics {
 	 * open-ended). */
 	uint64_t latency_count;
 	uint64_t latency[RESIL_LATENCY_BUCKETS];
+	/* Failback: failures dropped because the queue was full (the caller
+	 * got no error, a QUEUE_FULL event said so). */
+	uint64_t failback_dropped;
 } resil_pipeline_metrics;
 
 RESIL_API resil_err resil_pipeline_get_metrics(

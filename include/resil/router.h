@@ -62,6 +62,10 @@ typedef struct resil_request {
 	const char *tag;           /* request tag; NULL or "": untagged */
 	const resil_param *params; /* consumer attributes for WHEN */
 	size_t nparams;
+	/* Nonzero: this request's tag is forced (Dubbo's dubbo.force.tag):
+	 * no endpoint tagged with it gives no candidate, as with the
+	 * selector's tag_force; 0: the selector's setting. */
+	int tag_force;
 } resil_request;
 
 typedef enum resil_zone_mode {

@@ -328,6 +328,20 @@ typedef int (*resil_call_fn)(
     void *ctx, const resil_args *args, resil_value *out);
 
 /*
+ * A return code for a failure the user's function knows to be a timeout
+ * (its own socket deadline): returned by the function (or reported to
+ * resil_call_report), it counts as a timeout everywhere resil's own
+ * deadline would: the attempt fails with RESIL_E_TIMEOUT (its value is
+ * dropped, the pipeline's timeouts metric counts it), zone-aware crosses
+ * zones on it, outlier detection and the endpoint's breaker count a
+ * failure, and the pipeline's breaker records a failure whose duration is
+ * at least the timeout + 1 (so it counts as slow wherever a call that
+ * resil timed out would). The classifier is not asked. result.rc keeps
+ * it.
+ */
+#define RESIL_RC_TIMEOUT (-2147483647 - 1) /* INT_MIN */
+
+/*
  * A failure that a fallback may answer for: the resil error (RESIL_E_CALL
  * when the user's function failed, RESIL_E_OPEN for a breaker rejection,
  * RESIL_E_RETRIES_EXHAUSTED, RESIL_E_TIMEOUT, RESIL_E_LIMITED, ...), the

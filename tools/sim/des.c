@@ -32,7 +32,8 @@ enum ev_kind {
 	EV_ACTION,
 	EV_POLL,
 	EV_PUSH,     /* a registry push reaches the caller */
-	EV_HEARTBEAT /* the registry notices a pause (arg: 2 * endpoint + back) */
+	EV_HEARTBEAT /* the registry notices a pause (arg: 2 * endpoint + back)
+	              */
 };
 
 /* Failback: the queue is polled this often. */
@@ -48,9 +49,50 @@ enum ev_kind {
  * (docs/config.md, docs/cluster.md). The scenario's rules are applied with
  * the configuration's router.condition.force.
  */
+/* A key of the cluster, the selector or the directory. */
+static int
+cluster_word(const char *k)
+{
+	static const char *const exact[] = { "cluster", "retries", "forks",
+		"zone", "cross_zone_timeout", "loadbalance" };
+	static const char *const prefix[] = { "broadcast.", "failback.",
+		"loadbalance.", "router.", "outlier.", "panic.", "registry." };
+	size_t i;
+
+	for (i = 0; i < sizeof(exact) / sizeof(exact[0]); i++)
+		if (strcmp(k, exact[i]) == 0)
+			return 1;
+	for (i = 0; i < sizeof(prefix) / sizeof(prefix[0]); i++)
+		if (strncmp(k, prefix[i], strlen(prefix[i])) == 0)
+			return 1;
+	return 0;
+}
+
+int
+sim_cluster_setting(const resil_config *conf, resil_config_setting *out)
+{
+	size_t i, n = resil_config_count(conf);
+
+	for (i = 0; i < n; i++) {
+		const char *dot;
+
+		if (resil_config_entry(conf, i, out) != RESIL_OK)
+			continue;
+		dot = strchr(out->key, '.');
+		if (cluster_word(out->key) ||
+		    (dot != NULL &&
+		        (strcmp(dot + 1, "retries") == 0 ||
+		            strcmp(dot + 1, "loadbalance") == 0 ||
+		            strncmp(dot + 1, "loadbalance.", 12) == 0)))
+			return 1;
+	}
+	return 0;
+}
+
 static int
 load_conf(const char *path, simconf *sc)
 {
+	resil_config_setting set;
 	resil_diag diag;
 	char force[16];
 
@@ -59,6 +101,20 @@ load_conf(const char *path, simconf *sc)
 	if (resil_config_parse_file(&sc->conf, path, NULL, &diag) !=
 	    RESIL_OK) {
 		fprintf(stderr, "%s\n", diag.msg);
+		return 2;
+	}
+	if (!sim_cluster_setting(sc->conf, &set)) {
+		/* A pipeline without one runs on the defaults (failover over
+		 * the scenario's endpoints): refused, as it is a mismatch
+		 * more often than a choice. */
+		fprintf(stderr,
+		    "resil-sim: %s has no cluster setting (cluster=, "
+		    "loadbalance=, retries=, router.*, outlier.*, ...): an "
+		    "event scenario runs a cluster; give it a cluster "
+		    "configuration, or use a step scenario\n",
+		    path);
+		resil_config_free(sc->conf);
+		sc->conf = NULL;
 		return 2;
 	}
 	sc->rule_force = resil_config_get(sc->conf, "router.condition.force",
@@ -146,6 +202,8 @@ push(run *r, const epset *set, int trace)
 		specs[n] = resil_endpoint_spec_default(e->address);
 		specs[n].zone = r->s->zones[e->zone];
 		specs[n].user = e;
+		if (e->tag[0] != '\0')
+			specs[n].tag = e->tag;
 		n++;
 	}
 	if (trace) {
@@ -373,8 +431,8 @@ drive(run *r, scall *c, resil_call_next st, uint64_t now)
 				c->refs++;
 				/* Mostly a timeout ahead, and mostly never
 				 * needed (the answer comes first). */
-				if (sim_schedule_fifo(&r->q, st.until, EV_STEP,
-				        c, 0) != 0)
+				if (sim_schedule_fifo(
+				        &r->q, st.until, EV_STEP, c, 0) != 0)
 					r->oom = 1;
 			}
 			return;
@@ -450,11 +508,29 @@ start_call(run *r, uint64_t no, uint64_t t0, uint64_t now)
 	c->refs = 0;
 	c->done = 0;
 	c->natt = c->sent = c->local = 0;
-	c->args.method = r->s->method;
-	c->args.data = NULL;
-	c->args.len = 0;
-	if (resil_call_start(
-	        &c->mc, r->p, NULL, &c->args, &c->res, now, &st) != RESIL_OK) {
+	resil_invocation_init(&c->inv, r->s->method);
+	if (r->s->tag[0] != '\0') {
+		c->inv.tag = r->s->tag;
+		c->inv.tag_force = r->s->tag_force;
+	}
+	if (r->s->nargs > 0 || r->s->keys > 0) {
+		size_t k, n = 0;
+		const char *a = r->s->argbuf;
+
+		if (r->s->keys > 0) {
+			snprintf(c->key, sizeof(c->key), "k%u",
+			    (unsigned)(no % r->s->keys));
+			c->argv[n++] = c->key;
+		}
+		for (k = 0; k < r->s->nargs && n < 8; k++) {
+			c->argv[n++] = a;
+			a += strlen(a) + 1;
+		}
+		c->inv.arguments = c->argv;
+		c->inv.narguments = n;
+	}
+	if (resil_call_start_ex(
+	        &c->mc, r->p, NULL, &c->inv, &c->res, now, &st) != RESIL_OK) {
 		r->oom = 1;
 		free(c);
 		return;
@@ -568,8 +644,8 @@ pause_ep(run *r, int i, uint64_t d, uint64_t now)
 	until = now + d;
 	if (until <= e->paused_until)
 		return;
-	e->paused_total += until - (e->paused_until > now ? e->paused_until
-	                                                   : now);
+	e->paused_total +=
+	    until - (e->paused_until > now ? e->paused_until : now);
 	e->paused_until = until;
 	if (r->s->heartbeat > 0 && d > r->s->heartbeat) {
 		sched(r, now + r->s->heartbeat, EV_HEARTBEAT, NULL,
@@ -585,16 +661,16 @@ apply_rule(run *r, const char *text)
 	resil_condition *c = NULL;
 	resil_diag diag;
 
-	if (text != NULL && resil_condition_parse(&c, text,
-	                        r->sc->rule_force, NULL, &diag) != RESIL_OK) {
+	if (text != NULL &&
+	    resil_condition_parse(&c, text, r->sc->rule_force, NULL, &diag) !=
+	        RESIL_OK) {
 		r->oom = 1;
 		return;
 	}
 	/* On success the selector owns the rule (and frees it once no
 	 * route can see it); on error it is still ours. */
-	if (resil_selector_set_conditions(
-	        r->sel, c != NULL ? &c : NULL, (size_t)(c != NULL), &diag) !=
-	    RESIL_OK) {
+	if (resil_selector_set_conditions(r->sel, c != NULL ? &c : NULL,
+	        (size_t)(c != NULL), &diag) != RESIL_OK) {
 		fprintf(stderr, "resil-sim: rule: %s\n", diag.msg);
 		resil_condition_free(c);
 		r->oom = 1;
@@ -732,7 +808,8 @@ on_served(run *r, const sim_event *ev)
 	ep *e = j->e;
 
 	if (j->paused_seen != e->paused_total) {
-		/* A pause began during the service: it ends that much later. */
+		/* A pause began during the service: it ends that much later.
+		 */
 		uint64_t extra = e->paused_total - j->paused_seen;
 
 		j->paused_seen = e->paused_total;

@@ -56,6 +56,7 @@ typedef struct job job;
 
 typedef struct ep {
 	char address[40];
+	char tag[MAX_NAME]; /* routing tag (tag=); "": untagged */
 	int zone;
 	unsigned workers, busy;
 	uint32_t qcap, nq; /* queue capacity (UNBOUNDED), waiting */
@@ -140,6 +141,14 @@ typedef struct scenario {
 	uint64_t bucket;
 	int trace;
 	char method[MAX_NAME];
+	/* The calls' request (`request` line): a routing tag (forced or
+	 * not), fixed arguments, and keys (argument 0 cycles over "k0" ..
+	 * "k<keys-1>" by call number; 0: none). */
+	char tag[MAX_NAME];
+	int tag_force;
+	char argbuf[MAX_NAME * 4]; /* the arguments, each NUL-ended */
+	size_t nargs;
+	uint32_t keys;
 } scenario;
 
 /* One attempt of a call. */
@@ -154,7 +163,9 @@ typedef struct att {
 typedef struct scall {
 	resil_call mc;
 	resil_result res;
-	resil_args args;
+	resil_invocation inv;
+	const char *argv[8];
+	char key[16];
 	uint64_t no, start, step_at;
 	unsigned refs;
 	int done;

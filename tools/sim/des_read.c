@@ -174,8 +174,7 @@ parse_target(scenario *s, const char *w, epset *out)
 
 /* "workers=N": 1 if w is KEY=..., with the value checked into *out. */
 static int
-uint_opt(const char *w, const char *key, unsigned max, unsigned *out,
-    int *err)
+uint_opt(const char *w, const char *key, unsigned max, unsigned *out, int *err)
 {
 	size_t n = strlen(key);
 
@@ -199,8 +198,7 @@ endpoint_opts(reader *rd, ep *e)
 
 		if (uint_opt(w, "workers", 100000, &e->workers, &err)) {
 			if (err || e->workers == 0)
-				return rbad(
-				    rd, "workers= needs 1..100000", w);
+				return rbad(rd, "workers= needs 1..100000", w);
 		} else if (uint_opt(w, "queue", 1000000, &q, &err)) {
 			if (err)
 				return rbad(rd, "queue= needs 0..1000000", w);
@@ -213,10 +211,13 @@ endpoint_opts(reader *rd, ep *e)
 		    sim_parse_time(w + 8, &d) == 0) {
 			e->exp = 0;
 			e->mean = (double)d;
+		} else if (strncmp(w, "tag=", 4) == 0 && w[4] != '\0' &&
+		    strlen(w + 4) < sizeof(e->tag)) {
+			snprintf(e->tag, sizeof(e->tag), "%s", w + 4);
 		} else {
 			return rbad(rd,
 			    "bad endpoint option (workers=N, queue=N, "
-			    "service=DURATION, service=exp:MEAN)",
+			    "service=DURATION, service=exp:MEAN, tag=T)",
 			    w);
 		}
 	}
@@ -247,8 +248,8 @@ d_caller(reader *rd)
 	for (i = 2; i < rd->nw; i++) {
 		unsigned v;
 
-		if (uint_opt(rd->w[i], "threads", 1000000, &v, &err) &&
-		    !err && v > 0)
+		if (uint_opt(rd->w[i], "threads", 1000000, &v, &err) && !err &&
+		    v > 0)
 			s->threads = v;
 		else if (uint_opt(rd->w[i], "queue", 10000000, &v, &err) &&
 		    !err)
@@ -439,8 +440,8 @@ d_phase(reader *rd)
 
 	if (s->nphases == MAX_PHASES || strlen(rd->w[1]) >= MAX_NAME ||
 	    sim_parse_time(rd->w[2], &d) != 0 || d == 0)
-		return rbad(rd, "phase needs NAME DURATION (at most 16 phases)",
-		    NULL);
+		return rbad(
+		    rd, "phase needs NAME DURATION (at most 16 phases)", NULL);
 	snprintf(ph->name, sizeof(ph->name), "%s", rd->w[1]);
 	ph->start = rd->phase_t;
 	ph->end = rd->phase_t + d;
@@ -455,6 +456,57 @@ d_bucket(reader *rd)
 	if (sim_parse_time(rd->w[1], &rd->s->bucket) != 0 ||
 	    rd->s->bucket == 0)
 		return rbad(rd, "bad bucket", rd->w[1]);
+	return 0;
+}
+
+/* request [tag=T] [force] [args=A,B,...] [keys=N]: what every call
+ * carries to routing (docs/resil-sim.md). */
+static int
+d_request(reader *rd)
+{
+	scenario *s = rd->s;
+	int i;
+
+	for (i = 1; i < rd->nw; i++) {
+		const char *w = rd->w[i];
+
+		if (strncmp(w, "tag=", 4) == 0 && w[4] != '\0' &&
+		    strlen(w + 4) < MAX_NAME) {
+			snprintf(s->tag, sizeof(s->tag), "%s", w + 4);
+		} else if (strcmp(w, "force") == 0) {
+			s->tag_force = 1;
+		} else if (strncmp(w, "args=", 5) == 0 && w[5] != '\0' &&
+		    strlen(w + 5) < sizeof(s->argbuf)) {
+			char *q;
+
+			snprintf(s->argbuf, sizeof(s->argbuf), "%s", w + 5);
+			s->nargs = 0;
+			for (q = s->argbuf; q != NULL && s->nargs < 7;) {
+				char *comma = strchr(q, ',');
+
+				if (comma != NULL)
+					*comma = '\0';
+				s->nargs++;
+				q = comma != NULL ? comma + 1 : NULL;
+			}
+		} else if (strncmp(w, "keys=", 5) == 0) {
+			char *end;
+			unsigned long n = strtoul(w + 5, &end, 10);
+
+			if (end == w + 5 || *end != '\0' || n == 0 ||
+			    n > 1000000)
+				return rbad(rd,
+				    "request keys=N needs N in 1..1000000",
+				    NULL);
+			s->keys = (uint32_t)n;
+		} else {
+			return rbad(rd,
+			    "request takes tag=T, force, args=A,B and keys=N",
+			    NULL);
+		}
+	}
+	if (s->tag_force && s->tag[0] == '\0')
+		return rbad(rd, "request force needs tag=T", NULL);
 	return 0;
 }
 
@@ -613,6 +665,7 @@ static const struct directive {
 	{ "arrivals", 2, 2, d_arrivals },
 	{ "call", 2, 3, d_call },
 	{ "method", 2, 2, d_method },
+	{ "request", 2, 6, d_request },
 	{ "phase", 3, 3, d_phase },
 	{ "at", 3, MAX_WORDS, d_at },
 	{ "compare", 6, 3 + 3 * MAX_CONFS, d_compare },

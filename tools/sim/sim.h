@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <resil/config.h>
 #include <resil/resil.h>
 
 typedef struct sim_event {
@@ -84,5 +85,11 @@ int sim_des_main(
 /* Nonzero when the scenario file is in the event-driven format: its
  * first word is a keyword, not a time. */
 int sim_des_detect(const char *scn);
+
+/* The first cluster setting of conf (cluster=, retries=, loadbalance=,
+ * router.*, outlier.*, <method>.retries, ...) into *out: 1, or 0 when it
+ * has none. An event scenario needs a cluster configuration; a step
+ * scenario (one implicit endpoint) refuses one. */
+int sim_cluster_setting(const resil_config *conf, resil_config_setting *out);
 
 #endif /* RESIL_SIM_H */

@@ -1,0 +1,234 @@
+/*
+ * Decided semantics of the call path (issue 23, shared/DESIGN.md
+ * "Decided in turn 3"), each through the public API: the user's function
+ * says its failure was a timeout (RESIL_RC_TIMEOUT) and it counts as one
+ * everywhere; failback with a full queue drops the new failure and the
+ * caller gets no error; failfast, failsafe and failback without a
+ * selector; a call whose every attempt failed says nothing answered.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include <resil/config.h>
+#include <resil/pipeline.h>
+
+#define MS RESIL_NS_PER_MS
+
+/* A cluster from configuration text over endpoints e0..e3 (zones hz, hz,
+ * sh, sh). */
+typedef struct cfx {
+	resil_manual_clock mc;
+	resil_config *conf;
+	resil_directory *d;
+	resil_selector *sel;
+	resil_pipeline *p;
+	resil_pipeline_record rec[64];
+	resil_pipeline_recorder r;
+	resil_diag diag;
+	int calls[4];
+	char order[256];
+	int rc[4]; /* each endpoint's answer: 0 (value 1) or a code */
+} cfx;
+
+static void
+cfx_start(cfx *x, const char *text, int selector)
+{
+	static const char *const addr[] = { "e0:1", "e1:1", "e2:1", "e3:1" };
+	static const char *const zones[] = { "hz", "hz", "sh", "sh" };
+	resil_endpoint_spec specs[4];
+	resil_directory_config dc;
+	resil_selector_config sc;
+	resil_pipeline_config pc;
+	size_t i;
+
+	memset(x, 0, sizeof(*x));
+	resil_manual_clock_init(&x->mc, 1000 * MS);
+	if (resil_config_parse_string(
+	        &x->conf, text, "svc.conf", NULL, &x->diag) != RESIL_OK)
+		fail_msg("config: %s", x->diag.msg);
+	pc = *resil_config_pipeline(x->conf);
+	pc.clock = resil_manual_clock_hook(&x->mc);
+	resil_pipeline_recorder_init(&x->r, x->rec, 64);
+	pc.listener = resil_pipeline_recorder_listener;
+	pc.listener_ctx = &x->r;
+	if (selector) {
+		resil_directory_config_init(&dc);
+		dc.clock = resil_manual_clock_hook(&x->mc);
+		(void)resil_config_directory(x->conf, &dc);
+		assert_int_equal(
+		    resil_directory_new(&x->d, &dc, &x->diag), RESIL_OK);
+		(void)resil_config_selector(x->conf, &sc);
+		assert_int_equal(
+		    resil_selector_new(&x->sel, x->d, &sc, &x->diag),
+		    RESIL_OK);
+		for (i = 0; i < 4; i++) {
+			specs[i] = resil_endpoint_spec_default(addr[i]);
+			specs[i].zone = zones[i];
+		}
+		assert_int_equal(
+		    resil_directory_push(x->d, specs, 4, &x->diag), RESIL_OK);
+		pc.selector = x->sel;
+	}
+	if (resil_pipeline_new(&x->p, &pc, &x->diag) != RESIL_OK)
+		fail_msg("pipeline: %s", x->diag.msg);
+}
+
+static void
+cfx_end(cfx *x)
+{
+	resil_pipeline_free(x->p);
+	resil_selector_free(x->sel);
+	resil_directory_free(x->d);
+	resil_config_free(x->conf);
+}
+
+static int
+ep_fn(
+    void *ctx, const resil_pick *ep, const resil_args *args, resil_value *out)
+{
+	cfx *x = ctx;
+	int i = ep != NULL ? ep->address[1] - '0' : 0;
+	size_t len = strlen(x->order);
+
+	(void)args;
+	x->calls[i]++;
+	snprintf(x->order + len, sizeof(x->order) - len, "%s%s",
+	    len > 0 ? " " : "", ep != NULL ? ep->address : "-");
+	if (x->rc[i] != 0)
+		return x->rc[i];
+	*out = resil_value_int(1);
+	return 0;
+}
+
+static int
+plain_fn(void *ctx, const resil_args *args, resil_value *out)
+{
+	return ep_fn(ctx, NULL, args, out);
+}
+
+static resil_err
+invoke(cfx *x, resil_result *r)
+{
+	resil_args a = { "getStock", NULL, 0 };
+
+	return resil_pipeline_invoke(x->p, NULL, &a, ep_fn, x, r);
+}
+
+/* How many recorded events have text starting with t. */
+static int
+events(const cfx *x, const char *t)
+{
+	size_t i;
+	int n = 0;
+
+	for (i = 0; i < x->r.count; i++)
+		if (strncmp(x->rec[i].text, t, strlen(t)) == 0)
+			n++;
+	return n;
+}
+
+/* ---- the user's function says it timed out ---- */
+
+static void
+test_declared_timeout_without_selector(void **state)
+{
+	resil_args a = { "getStock", NULL, 0 };
+	resil_pipeline_metrics mt;
+	resil_breaker_metrics bm;
+	resil_result r;
+	cfx x;
+
+	(void)state;
+	/* No timeout configured: the blocking driver's inline first step. */
+	cfx_start(&x,
+	    "service=StockService\n"
+	    "retry.enabled=true\n"
+	    "retry.max_attempts=2\n"
+	    "retry.delay=0\n",
+	    0);
+	x.rc[0] = RESIL_RC_TIMEOUT;
+	assert_int_equal(
+	    resil_pipeline_call(x.p, &a, plain_fn, &x, &r), RESIL_E_TIMEOUT);
+	assert_int_equal(r.attempts, 2);
+	assert_int_equal(r.last_failure, RESIL_E_TIMEOUT);
+	resil_result_free(&r);
+	assert_int_equal(resil_pipeline_get_metrics(x.p, &mt), RESIL_OK);
+	assert_int_equal(mt.timeouts, 2);
+	cfx_end(&x);
+
+	/* With a timeout: the breaker records a slow failure although the
+	 * function answered at once. */
+	cfx_start(&x,
+	    "service=StockService\n"
+	    "timeout=100\n"
+	    "breaker.enabled=true\n"
+	    "breaker.slow_rate=50\n"
+	    "breaker.slow_threshold=50\n"
+	    "breaker.min_calls=1\n",
+	    0);
+	x.rc[0] = RESIL_RC_TIMEOUT;
+	assert_int_equal(
+	    resil_pipeline_call(x.p, &a, plain_fn, &x, &r), RESIL_E_TIMEOUT);
+	resil_result_free(&r);
+	assert_int_equal(
+	    resil_breaker_get_metrics(resil_pipeline_breaker(x.p, NULL), &bm),
+	    RESIL_OK);
+	assert_int_equal(bm.slow_calls, 1);
+	assert_int_equal(bm.failures, 1);
+	assert_int_equal(resil_pipeline_get_metrics(x.p, &mt), RESIL_OK);
+	assert_int_equal(mt.timeouts, 1);
+	cfx_end(&x);
+}
+
+static void
+test_declared_timeout_crosses_zones(void **state)
+{
+	resil_result r;
+	cfx x;
+
+	(void)state;
+	cfx_start(&x,
+	    "service=StockService\n"
+	    "timeout=1000\n"
+	    "cluster=zone-aware\n"
+	    "zone=hz\n"
+	    "retries=1\n"
+	    "loadbalance=roundrobin\n"
+	    "outlier.max_ejection_pct=0\n",
+	    1);
+	/* Both local endpoints say their own deadline passed: phase 1's
+	 * two attempts, then the one cross-zone attempt. */
+	x.rc[0] = x.rc[1] = RESIL_RC_TIMEOUT;
+	assert_int_equal(invoke(&x, &r), RESIL_OK);
+	assert_int_equal(r.attempts, 3);
+	assert_string_equal(r.zone, "sh");
+	assert_string_equal(x.order, "e0:1 e1:1 e2:1");
+	assert_int_equal(events(&x, "cluster cross_zone"), 1);
+	resil_result_free(&r);
+	/* A plain failure (not a timeout) never crosses. */
+	memset(x.order, 0, sizeof(x.order));
+	x.rc[0] = x.rc[1] = 111;
+	assert_int_equal(invoke(&x, &r), RESIL_E_CALL);
+	assert_int_equal(r.attempts, 2);
+	assert_int_equal(x.calls[2] + x.calls[3], 1);
+	resil_result_free(&r);
+	cfx_end(&x);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_declared_timeout_without_selector),
+		cmocka_unit_test(test_declared_timeout_crosses_zones),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
