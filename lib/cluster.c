@@ -773,13 +773,15 @@ resil__cluster_join(const resil_candidates *c, char *buf, size_t n)
 	resil_candidate cd;
 	resil__msg m;
 	size_t i, k = resil_candidates_count(c);
+	int first = 1;
 
 	resil__msg_start(&m, buf, n);
 	for (i = 0; i < k; i++) {
 		if (resil_candidates_get(c, i, &cd) != RESIL_OK)
 			continue;
-		if (i > 0)
+		if (first == 0)
 			RESIL__MSG_LIT(&m, ", ");
+		first = 0;
 		resil__msg_str(&m, cd.address);
 	}
 }
@@ -1072,10 +1074,15 @@ resil_cluster_invoke(resil_cluster *cl, const resil_request *req,
 	if (err != RESIL_OK)
 		return err;
 	n = resil_candidates_count(c);
-	lb = resil__candidates_lb_kind(c);
+	providers[0] = '\0';
+	lb = RESIL_LB_RANDOM;
 	if (at.outcome == RESIL_OUTCOME_FAILURE &&
-	    cl->cfg.strategy == RESIL_CLUSTER_FAILFAST)
+	    cl->cfg.strategy == RESIL_CLUSTER_FAILFAST) {
+		/* Failfast's message names them (Dubbo's "select from all
+		 * providers [...]"). */
+		lb = resil__candidates_lb_kind(c);
 		resil__cluster_join(c, providers, sizeof(providers));
+	}
 	resil_candidates_free(c);
 	if (at.outcome == RESIL_OUTCOME_SUCCESS ||
 	    at.outcome == RESIL_OUTCOME_IGNORED) {
