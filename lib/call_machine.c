@@ -43,7 +43,7 @@ conclude(callm *c, resil_err rr, int rc, resil_err status,
 
 	/* A non-business failure: the fallback chain answers or passes. */
 	resil_value_free(&c->value);
-	recover_failure(c,
+	(void)recover_failure(c,
 	    status != RESIL_OK                    ? status
 	        : rr == RESIL_E_RETRIES_EXHAUSTED ? RESIL_E_RETRIES_EXHAUSTED
 	                                          : RESIL_E_CALL,

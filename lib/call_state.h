@@ -203,7 +203,12 @@ count_source(resil_pipeline *p, const resil_result *r)
 		resil__faa64(&s->fallback, 1);
 		break;
 	case RESIL_SOURCE_UNAVAILABLE:
-		resil__faa64(&s->unavailable, 1);
+		/* Every fallback passed, or (no fallback) the failure
+		 * itself propagated. */
+		if (r->err == RESIL_E_UNAVAILABLE)
+			resil__faa64(&s->unavailable, 1);
+		else
+			resil__faa64(&s->errors, 1);
 		break;
 	case RESIL_SOURCE_LIVE:
 		if (r->err == RESIL_E_BUSINESS)
@@ -296,10 +301,12 @@ conclude_live(
 /* A non-business failure (err, rc): the fallback chain answers into
  * *c->out, or passes, and the answer carries the call's provenance. No
  * cache, no mock for this method and no handler: no fallback is
- * configured, so the original error propagates. */
-static inline void
+ * configured, so the original error propagates (source UNAVAILABLE: 1 is
+ * returned). */
+static inline int
 recover_failure(callm *c, resil_err err, int rc)
 {
+	int propagated;
 	resil_result *out = c->out;
 	resil_failure failure;
 
@@ -310,10 +317,16 @@ recover_failure(callm *c, resil_err err, int rc)
 	    c->g->cache != NULL || c->has_mock || c->p->handlers > 0 ? c->g->fb
 	                                                             : NULL,
 	    c->args, &failure, out);
+	propagated = out->source == RESIL_SOURCE_LIVE;
+	if (propagated)
+		/* The original failure propagates: nothing answered (issue
+		 * 24.8), not the live call. */
+		out->source = RESIL_SOURCE_UNAVAILABLE;
 	out->attempts = c->attempts;
 	out->breaker_state = c->breaker_state;
 	out->last_failure = c->real_err;
 	out->last_failure_rc = c->real_rc;
+	return propagated;
 }
 
 #endif /* RESIL_CALL_STATE_H */

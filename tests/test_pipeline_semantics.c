@@ -222,12 +222,55 @@ test_declared_timeout_crosses_zones(void **state)
 	cfx_end(&x);
 }
 
+/* ---- a call whose every attempt failed: nothing answered ---- */
+
+static void
+test_failed_call_source_is_unavailable(void **state)
+{
+	resil_args a = { "getStock", NULL, 0 };
+	resil_pipeline_metrics mt;
+	resil_result r;
+	cfx x;
+
+	(void)state;
+	cfx_start(&x, "service=StockService\n"
+	              "retry.enabled=true\n"
+	              "retry.max_attempts=2\n"
+	              "retry.delay=0\n",
+	    0);
+	x.rc[0] = 111;
+	assert_int_equal(
+	    resil_pipeline_call(x.p, &a, plain_fn, &x, &r), RESIL_E_CALL);
+	assert_int_equal(r.source, RESIL_SOURCE_UNAVAILABLE);
+	assert_int_equal(r.rc, 111);
+	assert_int_equal(r.attempts, 2);
+	resil_result_free(&r);
+	assert_int_equal(resil_pipeline_get_metrics(x.p, &mt), RESIL_OK);
+	assert_int_equal(mt.errors, 1);
+	assert_int_equal(mt.unavailable, 0);
+	assert_int_equal(mt.live, 0);
+	cfx_end(&x);
+
+	/* Through a cluster: the same, with Dubbo's message. */
+	cfx_start(&x, "service=StockService\n"
+	              "loadbalance=roundrobin\n"
+	              "retries=1\n",
+	    1);
+	x.rc[0] = x.rc[1] = x.rc[2] = x.rc[3] = 111;
+	assert_int_equal(invoke(&x, &r), RESIL_E_CALL);
+	assert_int_equal(r.source, RESIL_SOURCE_UNAVAILABLE);
+	assert_non_null(strstr(r.message, "Tried 2 times"));
+	resil_result_free(&r);
+	cfx_end(&x);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_declared_timeout_without_selector),
 		cmocka_unit_test(test_declared_timeout_crosses_zones),
+		cmocka_unit_test(test_failed_call_source_is_unavailable),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

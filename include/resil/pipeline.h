@@ -333,7 +333,8 @@ RESIL_API resil_err resil_pipeline_add_handler(
  * RESIL_E_BUSINESS from a mock `throw`; RESIL_E_UNAVAILABLE when every
  * fallback passed; without a fallback, the original failure
  * (RESIL_E_CALL with rc, RESIL_E_OPEN, RESIL_E_TIMEOUT, RESIL_E_LIMITED,
- * RESIL_E_RETRIES_EXHAUSTED). RESIL_E_INVAL for a NULL argument or a NULL
+ * RESIL_E_RETRIES_EXHAUSTED), with out->source RESIL_SOURCE_UNAVAILABLE
+ * (nothing answered). RESIL_E_INVAL for a NULL argument or a NULL
  * args->method (*out untouched), and for a pipeline configured with
  * hedging but no executor, which needs attempts in parallel (*out says
  * so; give the pipeline an executor, or use the call machine below).
