@@ -6,6 +6,8 @@
  */
 #include "call_machine.h"
 
+#include "call_internal.h"
+
 int
 resil__call_free_slot(callm *c)
 {
@@ -22,6 +24,48 @@ resil__call_free_slot(callm *c)
 	if (old >= 0)
 		c->abandoned &= (uint8_t) ~(1u << old);
 	return old;
+}
+
+/* Failsafe or failback over the one implicit endpoint (no selector):
+ * a failure of the call (not a rejection: breaker open, limited) is
+ * swallowed, a null value now; failback queues the call for
+ * resil_pipeline_failback_poll(). 1 when it answered. */
+static int
+one_endpoint(callm *c, int rc, resil_err status, tsrc *ts, resil_call_next *st)
+{
+	resil_pipeline *p = c->p;
+	resil_result *out = c->out;
+	resil_cluster_strategy sg = p->ccfg.strategy;
+	resil_request req;
+
+	if (sg == RESIL_CLUSTER_FAILFAST || status == RESIL_E_OPEN ||
+	    status == RESIL_E_LIMITED)
+		return 0;
+	if (sg == RESIL_CLUSTER_FAILBACK && p->ccfg.failback_retries > 0) {
+		int q;
+
+		memset(&req, 0, sizeof(req));
+		req.method = c->args->method;
+		q = resil__cluster_enqueue(
+		    p->fbq, &req, c->args, "", 0, rc, tnow(ts));
+		if (q < 0)
+			return 0; /* out of memory: the failure goes on */
+		if (q == 0)
+			resil__faa64(&my_stripe(p)->failback_dropped, 1);
+	}
+	if (sg == RESIL_CLUSTER_FAILSAFE)
+		resil__cluster_event(p, RESIL_CLUSTER_EVENT_SWALLOWED,
+		    c->args->method, NULL, rc, tnow(ts));
+	resil_result_init(out);
+	out->err = RESIL_OK;
+	out->rc = rc;
+	out->attempts = c->attempts;
+	out->breaker_state = c->breaker_state;
+	out->source = RESIL_SOURCE_LIVE;
+	out->last_failure = c->real_err;
+	out->last_failure_rc = c->real_rc;
+	conclude_with(c, RESIL_STAGE_CALL, ts, st);
+	return 1;
 }
 
 /* The retry stage is over (rr, and the last attempt's rc, status,
@@ -43,6 +87,9 @@ conclude(callm *c, resil_err rr, int rc, resil_err status,
 
 	/* A non-business failure: the fallback chain answers or passes. */
 	resil_value_free(&c->value);
+	if (RESIL__UNLIKELY(c->p->one_ep) &&
+	    one_endpoint(c, rc, status, ts, st))
+		return;
 	(void)recover_failure(c,
 	    status != RESIL_OK                    ? status
 	        : rr == RESIL_E_RETRIES_EXHAUSTED ? RESIL_E_RETRIES_EXHAUSTED

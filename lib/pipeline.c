@@ -185,6 +185,23 @@ resil_pipeline_new(
 		err = cluster_setup(p, cfg, diag);
 		if (err != RESIL_OK)
 			goto fail;
+	} else if (resil__one_endpoint_strategy(cfg)) {
+		/* The strategy over the one implicit endpoint. */
+		p->one_ep = 1;
+		p->ccfg = cfg->cluster;
+		p->ccfg.clock = &p->clock;
+		p->ccfg.alloc = &p->alloc;
+		p->ccfg.classifier = p->cls;
+		p->ccfg.listener = resil__on_cluster;
+		p->ccfg.listener_ctx = p;
+		p->ccfg.service = p->service;
+		p->ccfg.local_zone = NULL;
+		if (p->ccfg.strategy == RESIL_CLUSTER_FAILBACK) {
+			err = resil__cluster_new_queue(
+			    &p->fbq, NULL, &p->ccfg, diag);
+			if (err != RESIL_OK)
+				goto fail;
+		}
 	}
 	err = resil__settings_build(p, cfg, NULL, &p->cur, diag);
 	if (err != RESIL_OK)

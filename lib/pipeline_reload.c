@@ -95,7 +95,9 @@ reload_check(const resil_pipeline *p, const settings *g,
 		return immutable(diag, "hedge.max (hedge_max)");
 	if (cfg->hedge_delay_ns != g->cfg.hedge_delay_ns)
 		return immutable(diag, "hedge.delay (hedge_delay_ns)");
-	if (p->sel != NULL && !same_cluster(&cfg->cluster, &g->cfg.cluster))
+	if ((p->sel != NULL || p->one_ep ||
+	        resil__one_endpoint_strategy(cfg)) &&
+	    !same_cluster(&cfg->cluster, &g->cfg.cluster))
 		return immutable(diag, "cluster");
 	return resil__pipeline_validate(eff, diag);
 }
