@@ -99,6 +99,19 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 			permit_back(c, &permit);
 			if (c->g->bh != NULL)
 				resil_bulkhead_release(c->g->bh);
+			if (e == RESIL_E_UNAVAILABLE &&
+			    p->ccfg.strategy == RESIL_CLUSTER_FORKING &&
+			    c->issued > 0) {
+				/* No distinct candidate left for another fork:
+				 * no more forks, and no rejection to stand for
+				 * the call (the forks' answers decide it; the
+				 * last one may have come already, when the
+				 * forks ran one after another). */
+				c->no_more_hedges = 1;
+				if (c->running == 0)
+					c->pending = 1;
+				return 0;
+			}
 			/* No candidate ends the call (never retried); a
 			 * broadcast passes over a refusing endpoint, and
 			 * forking has no more forks than candidates. */
