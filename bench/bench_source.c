@@ -28,7 +28,7 @@
 typedef struct sctx {
 	resil_manual_clock mc, wall;
 	resil_directory *dir;
-	resil_source *src;
+	resil_registry_source *src;
 	char *names[N + 1];
 	const char *list[2][N];
 	unsigned flip; /* atomic */

@@ -182,7 +182,8 @@ withdraw(zhandle_t *zh, const char *url)
 /* Wait (at most 30 s) until the directory has n endpoints and the
  * source has pushed more than pushes lists. */
 static void
-wait_for(resil_directory *dir, resil_source *src, size_t n, uint64_t pushes)
+wait_for(resil_directory *dir, resil_registry_source *src, size_t n,
+    uint64_t pushes)
 {
 	resil_source_stats st;
 	int i;
@@ -198,7 +199,7 @@ wait_for(resil_directory *dir, resil_source *src, size_t n, uint64_t pushes)
 }
 
 static uint64_t
-pushes(resil_source *src)
+pushes(resil_registry_source *src)
 {
 	resil_source_stats st;
 
@@ -222,7 +223,7 @@ main(int argc, char **argv)
 	resil_source_config rc = resil_source_config_default();
 	resil_directory *dir;
 	resil_selector *sel;
-	resil_source *src;
+	resil_registry_source *src;
 	resil_rng rng;
 	resil_random rnd;
 	resil_source_stats st;

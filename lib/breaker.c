@@ -148,9 +148,13 @@ handle_bind(resil_breaker *b, struct bstate *st, bool init)
 		b->fast = FAST_COUNT;
 	else if (!b->timing)
 		b->fast = FAST_WINDOW;
-	b->streak = b->fast == FAST_CONSEC ? &st->consecutive : &never_zero;
+	b->streak = b->fast == FAST_CONSEC ? &st->consecutive
+	    : b->fast == FAST_COUNT        ? &st->win_bad
+	                                   : &never_zero;
 	if (init) {
 		b->st->word = w_make(RESIL_BREAKER_CLOSED, 0, 0);
+		/* Every slot of an empty count window is "not a success". */
+		b->st->win_bad = b->slots != NULL ? cfg->window_size : 0;
 		b->st->since = now_coarse(b);
 		b->st->wait = cfg->open_wait_ns;
 	}
@@ -325,7 +329,7 @@ window_reset(resil_breaker *b)
 	resil__store64(&st->head, 0);
 	resil__store64(&st->win_failures, 0);
 	resil__store64(&st->win_slow, 0);
-	resil__store64(&st->win_bad, 0);
+	resil__store64(&st->win_bad, b->slots != NULL ? b->cfg.window_size : 0);
 	if (b->slots != NULL) {
 		for (i = 0; i < b->cfg.window_size; i++)
 			resil__store8(&b->slots[i], 0);
@@ -402,7 +406,9 @@ window_add(resil_breaker *b, bool fail, bool slow, uint64_t now)
 			    fail ? 1 : UINT64_MAX); /* + or - 1 */
 		if ((ov & SLOT_SLOW) != (nv & SLOT_SLOW))
 			resil__faa64(&st->win_slow, slow ? 1 : UINT64_MAX);
-		if (((ov & SLOT_BAD) != 0) != ((nv & SLOT_BAD) != 0))
+		/* win_bad counts the slots that are not a success, the
+		 * empty ones included (ov 0: the window is filling). */
+		if ((ov == 0 || (ov & SLOT_BAD) != 0) != ((nv & SLOT_BAD) != 0))
 			resil__faa64(
 			    &st->win_bad, (nv & SLOT_BAD) ? 1 : UINT64_MAX);
 		/* Otherwise a success never raises a count window's rates:
@@ -1132,21 +1138,14 @@ resil_breaker_record(
 	w = resil__load64(&st->word);
 	if (RESIL__LIKELY(outcome == RESIL_OUTCOME_SUCCESS &&
 	        permit->flags == PERMIT_VALID && permit->start == w)) {
-		/* FAST_CONSEC: no failure streak to end. */
+		/* FAST_CONSEC: no failure streak to end. FAST_COUNT: a
+		 * count window full of successes (win_bad counts the slots
+		 * that are not one, empty ones included): one more changes
+		 * nothing, the ring stays all successes. Exact: an outcome
+		 * that does write evicts a success either way, so the
+		 * success takes effect at the win_bad reading, before it. */
 		if (RESIL__LIKELY(resil__load64(b->streak) == 0))
 			goto nothing_changes;
-		if (b->fast == FAST_COUNT) {
-			/* A full count window of successes: one more changes
-			 * nothing (the ring stays all successes). Exact: an
-			 * outcome that does write evicts a success either way.
-			 * head first: once full, the window stays full within
-			 * the episode, so the success takes effect at the
-			 * win_bad reading. */
-			if (RESIL__LIKELY(resil__load64(&st->head) >=
-			            b->cfg.window_size &&
-			        resil__load64(&st->win_bad) == 0))
-				goto nothing_changes;
-		}
 		if (b->fast >= FAST_COUNT)
 			return record_window_success(b, permit, w);
 	}

@@ -96,7 +96,10 @@ struct bstate {
 	uint64_t head; /* count window: outcomes ever added since reset */
 	uint64_t win_failures;
 	uint64_t win_slow;
-	uint64_t win_bad; /* slots holding a failure or a slow call */
+	/* Count window: slots not holding a plain success (a failure, a
+	 * slow call, or nothing yet), so 0 exactly when the window is full
+	 * of successes: the one word FAST_COUNT's success tests. */
+	uint64_t win_bad;
 	uint64_t pad3[4];
 	stripe stripes[NSTRIPES];
 	/* Then the window: uint8_t slots[window_size] (COUNT) or
@@ -141,8 +144,9 @@ struct resil_breaker {
 	 * where timing is needed (so it needs no test of its own). */
 	const uint64_t *acq_word;
 	/* The record fast path's one test beyond the permit: FAST_CONSEC,
-	 * &st->consecutive (a success ends no streak when it is 0); other
-	 * modes, never_zero (their own tests follow). */
+	 * &st->consecutive (a success ends no streak when it is 0);
+	 * FAST_COUNT, &st->win_bad (a window full of successes: one more
+	 * changes nothing); other modes, never_zero. */
 	const uint64_t *streak;
 	uint8_t *slots;
 	/* TIME: NSTRIPES arrays of window_size buckets, stride apart (a

@@ -266,7 +266,8 @@ restore_fill(resil_breaker *b, const void *ctx)
 		resil__store64(&st->head, rd->entries);
 		resil__store64(&st->win_failures, fails);
 		resil__store64(&st->win_slow, slows);
-		resil__store64(&st->win_bad, bads);
+		/* The slots past the entries are empty: not successes. */
+		resil__store64(&st->win_bad, bads + (n - rd->entries));
 		return;
 	}
 	for (i = 0; i < rd->entries; i++) {

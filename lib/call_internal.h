@@ -28,6 +28,28 @@ void resil__cluster_broadcast_msg(char *buf, size_t len, const char *method,
 void resil__cluster_full_msg(char *buf, size_t n, const char *method,
     const char *service, int32_t queue, const char *lasterr);
 
+/* Failfast's, as Dubbo's FailfastClusterInvoker: "Failfast invoke
+ * providers ADDR RandomLoadBalance select from all providers [a, b] for
+ * service S method M, but no luck to perform the invocation. Last error
+ * is: E" (balancer: resil__cluster_lb_name(); providers: the candidates
+ * of the attempt, joined by resil__cluster_join()). */
+void resil__cluster_failfast_msg(char *buf, size_t n, const char *method,
+    const char *service, const char *address, const char *balancer,
+    const char *providers, const char *lasterr);
+
+/* Forking's, as Dubbo's ForkingClusterInvoker: "Failed to forking invoke
+ * provider [a, b], but no luck to perform the invocation. Last error is:
+ * E" (providers: the forked endpoints' addresses joined with ", "). */
+void resil__cluster_forking_msg(
+    char *buf, size_t n, const char *providers, const char *lasterr);
+
+/* Dubbo's class name of a balancer ("RandomLoadBalance", ...). */
+const char *resil__cluster_lb_name(resil_lb_kind k);
+
+/* The addresses of c's candidates joined with ", " into buf (cut when
+ * longer). */
+void resil__cluster_join(const resil_candidates *c, char *buf, size_t n);
+
 /* The last error in words: "timeout after 3000 ms", "the call failed (rc
  * 111)", or resil_strerror(status). */
 void resil__cluster_last_error(

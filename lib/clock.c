@@ -235,3 +235,25 @@ resil_random_uniform(const resil_random *r)
 		return 0x1.fffffffffffffp-1;
 	return u;
 }
+
+/* ---- the wall clock (lib/source.c: Dubbo's provider timestamps) ---- */
+
+static uint64_t
+system_wall(void *ctx)
+{
+	(void)ctx;
+	return read_clock(CLOCK_REALTIME);
+}
+
+static const resil_clock wall_clock = {
+	system_wall,
+	NULL,
+	NULL,
+	NULL,
+};
+
+const resil_clock *
+resil__clock_wall(void)
+{
+	return &wall_clock;
+}

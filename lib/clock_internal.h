@@ -19,4 +19,10 @@ int resil__condattr_monotonic(pthread_condattr_t *ca);
  * time for pthread_cond_timedwait() on such a condition variable. */
 void resil__cond_deadline(struct timespec *ts, uint32_t ms);
 
+/* The real-time (wall) clock in ns since the epoch, as a resil_clock
+ * (now only; no coarse, no sleep): what a Dubbo provider's timestamp
+ * counts. */
+struct resil_clock;
+const struct resil_clock *resil__clock_wall(void);
+
 #endif /* RESIL_CLOCK_INTERNAL_H */

@@ -10,6 +10,7 @@
 #include "atomic.h"
 #include "call_internal.h"
 #include "internal.h"
+#include "router_internal.h"
 
 #define MAX_TRIED 64u /* endpoints remembered for exclusion per call */
 
@@ -773,6 +774,73 @@ resil__cluster_failed_msg(char *buf, size_t n, const char *method,
 	resil__msg_str(&m, lasterr != NULL ? lasterr : "");
 }
 
+/* Dubbo's name of a balancer (its class), for failfast's message. */
+const char *
+resil__cluster_lb_name(resil_lb_kind k)
+{
+	static const char *const names[RESIL_LB_KINDS] = { "RandomLoadBalance",
+		"RoundRobinLoadBalance", "LeastActiveLoadBalance",
+		"P2CLoadBalance", "PeakEwmaLoadBalance",
+		"ConsistentHashLoadBalance", "ShortestResponseLoadBalance" };
+
+	return (unsigned)k < RESIL_LB_KINDS ? names[k] : "LoadBalance";
+}
+
+void
+resil__cluster_join(const resil_candidates *c, char *buf, size_t n)
+{
+	resil_candidate cd;
+	resil__msg m;
+	size_t i, k = resil_candidates_count(c);
+
+	resil__msg_start(&m, buf, n);
+	for (i = 0; i < k; i++) {
+		if (resil_candidates_get(c, i, &cd) != RESIL_OK)
+			continue;
+		if (i > 0)
+			RESIL__MSG_LIT(&m, ", ");
+		resil__msg_str(&m, cd.address);
+	}
+}
+
+void
+resil__cluster_failfast_msg(char *buf, size_t n, const char *method,
+    const char *service, const char *address, const char *balancer,
+    const char *providers, const char *lasterr)
+{
+	resil__msg m;
+
+	resil__msg_start(&m, buf, n);
+	RESIL__MSG_LIT(&m, "Failfast invoke providers ");
+	resil__msg_str(&m, address != NULL ? address : "");
+	RESIL__MSG_LIT(&m, " ");
+	resil__msg_str(&m, balancer != NULL ? balancer : "LoadBalance");
+	RESIL__MSG_LIT(&m, " select from all providers [");
+	resil__msg_str(&m, providers != NULL ? providers : "");
+	RESIL__MSG_LIT(&m, "] for service ");
+	resil__msg_str(&m, service != NULL ? service : "");
+	RESIL__MSG_LIT(&m, " method ");
+	resil__msg_str(&m, method != NULL ? method : "");
+	RESIL__MSG_LIT(
+	    &m, ", but no luck to perform the invocation. Last error is: ");
+	resil__msg_str(&m, lasterr != NULL ? lasterr : "");
+}
+
+void
+resil__cluster_forking_msg(
+    char *buf, size_t n, const char *providers, const char *lasterr)
+{
+	resil__msg m;
+
+	resil__msg_start(&m, buf, n);
+	RESIL__MSG_LIT(&m, "Failed to forking invoke provider [");
+	resil__msg_str(&m, providers != NULL ? providers : "");
+	RESIL__MSG_LIT(&m,
+	    "], but no luck to perform the invocation. Last "
+	    "error is: ");
+	resil__msg_str(&m, lasterr != NULL ? lasterr : "");
+}
+
 /* ---- invoke ---- */
 
 static resil_err
@@ -926,10 +994,12 @@ run_attempts(resil_cluster *cl, resil_candidates *c, const resil_request *req,
 }
 
 /* The last attempt failed: what the strategy makes of it, over n
- * candidates at that attempt. */
+ * candidates at that attempt (providers: their addresses, joined; lb
+ * their method's balancer). */
 static resil_err
 settle_failure(resil_cluster *cl, const resil_request *req, attempt *at,
-    const tries *t, size_t n, resil_cluster_result *out)
+    const tries *t, size_t n, resil_lb_kind lb, const char *providers,
+    resil_cluster_result *out)
 {
 	char lasterr[96], list[RESIL_DIAG_MAX];
 	resil__msg m;
@@ -965,15 +1035,9 @@ settle_failure(resil_cluster *cl, const resil_request *req, attempt *at,
 	set_result(out, RESIL_E_CALL, at);
 	last_error(lasterr, sizeof(lasterr), at);
 	if (cl->cfg.strategy == RESIL_CLUSTER_FAILFAST) {
-		resil__msg_start(&m, out->message, sizeof(out->message));
-		RESIL__MSG_LIT(&m, "Failfast invoke providers ");
-		resil__msg_str(&m, at->address);
-		RESIL__MSG_LIT(&m, " of the method ");
-		resil__msg_str(&m, req->method != NULL ? req->method : "");
-		RESIL__MSG_LIT(&m, " in the service ");
-		resil__msg_str(&m, cl->service);
-		RESIL__MSG_LIT(&m, ". Last error is: ");
-		resil__msg_str(&m, lasterr);
+		resil__cluster_failfast_msg(out->message, sizeof(out->message),
+		    req->method, cl->service, at->address,
+		    resil__cluster_lb_name(lb), providers, lasterr);
 		return out->err;
 	}
 	resil__msg_start(&m, list, sizeof(list));
@@ -993,6 +1057,8 @@ resil_cluster_invoke(resil_cluster *cl, const resil_request *req,
     resil_endpoint_fn fn, void *ctx, resil_cluster_result *out)
 {
 	static const resil_request none = { NULL, NULL, 0, NULL, NULL, 0, 0 };
+	char providers[RESIL_DIAG_MAX];
+	resil_lb_kind lb;
 	resil_candidates *c;
 	resil_diag diag;
 	attempt at;
@@ -1025,6 +1091,10 @@ resil_cluster_invoke(resil_cluster *cl, const resil_request *req,
 	if (err != RESIL_OK)
 		return err;
 	n = resil_candidates_count(c);
+	lb = resil__candidates_lb_kind(c);
+	if (at.outcome == RESIL_OUTCOME_FAILURE &&
+	    cl->cfg.strategy == RESIL_CLUSTER_FAILFAST)
+		resil__cluster_join(c, providers, sizeof(providers));
 	resil_candidates_free(c);
 	if (at.outcome == RESIL_OUTCOME_SUCCESS ||
 	    at.outcome == RESIL_OUTCOME_IGNORED) {
@@ -1038,5 +1108,5 @@ resil_cluster_invoke(resil_cluster *cl, const resil_request *req,
 		out->value = at.value;
 		return out->err;
 	}
-	return settle_failure(cl, req, &at, &t, n, out);
+	return settle_failure(cl, req, &at, &t, n, lb, providers, out);
 }

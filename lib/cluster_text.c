@@ -7,6 +7,7 @@
  */
 #include <resil/selector.h>
 
+#include "duration.h"
 #include "router_internal.h"
 
 #include <stddef.h>
@@ -49,7 +50,15 @@ struct resil_cluster_text {
 	size_t nconds, ccap;
 	int cond_force;
 	uint32_t panic;
+	uint64_t seed; /* loadbalance.seed */
 	resil_outlier_config outlier;
+	/* The interval detections: on once one of their keys is given. */
+	resil_outlier_rate_config rate;
+	int rate_on;
+	/* Active health checks: on once a health.* key is given, unless
+	 * health.enabled=false (health_enabled: -1 unset, 0, 1). */
+	resil_health_config health;
+	int health_on, health_enabled;
 	int empty_protection; /* registry.empty_protection; default 1 */
 	/* Where finish()'s cross-field messages point: the first origin
 	 * given to set (a copy), the line of the key being set, and that of
@@ -75,9 +84,13 @@ resil_cluster_text_new(resil_cluster_text **out, const resil_allocator *alloc)
 	cc->zone_mode = RESIL_ZONE_PREFER;
 	cc->zone_min = 6;
 	cc->panic = 50;
+	cc->seed = RESIL_SELECTOR_SEED;
 	resil_directory_config_init(&dc);
 	cc->outlier = dc.outlier;
 	cc->empty_protection = dc.empty_protection;
+	resil_outlier_rate_config_init(&cc->rate);
+	resil_health_config_init(&cc->health);
+	cc->health_enabled = -1;
 	*out = cc;
 	return RESIL_OK;
 }
@@ -164,44 +177,6 @@ parse_u64(const char *s, uint64_t *v)
 	return 1;
 }
 
-/* As config.c: whole ticks, or a whole number with ns us ms s m h. */
-static int
-parse_dur(const char *s, uint64_t *v)
-{
-	static const struct {
-		const char *u;
-		uint64_t mul;
-	} units[] = { { "ns", 1 }, { "us", RESIL_NS_PER_US },
-		{ "ms", RESIL_NS_PER_MS }, { "s", RESIL_NS_PER_SEC },
-		{ "m", 60 * RESIL_NS_PER_SEC },
-		{ "h", 3600 * RESIL_NS_PER_SEC } };
-	char num[32];
-	size_t n = 0, i;
-	uint64_t x = 0;
-	int r;
-
-	while (s[n] >= '0' && s[n] <= '9')
-		n++;
-	if (n == 0 || n >= sizeof(num))
-		return n == 0 ? 0 : -1;
-	memcpy(num, s, n);
-	num[n] = '\0';
-	if ((r = parse_u64(num, &x)) != 1)
-		return r;
-	if (s[n] == '\0') {
-		*v = x;
-		return 1;
-	}
-	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-		if (strcmp(s + n, units[i].u) == 0) {
-			if (x > UINT64_MAX / units[i].mul)
-				return -1;
-			*v = x * units[i].mul;
-			return 1;
-		}
-	return 0;
-}
-
 static int
 parse_bool(const char *s, int *v)
 {
@@ -274,19 +249,49 @@ u32_in(const char *key, const char *v, uint32_t lo, uint32_t hi, uint32_t *out,
 	return RESIL_OK;
 }
 
+/* A duration as every key of configuration text reads it
+ * (lib/duration.c, DESIGN: a bare number is milliseconds in every
+ * duration key), with the parser's messages. */
 static resil_err
 dur_min(const char *key, const char *v, uint64_t lo, uint64_t *out,
     resil_diag *diag)
 {
+	const char *unit_at = NULL, *hint;
 	uint64_t x = 0;
-	int r = parse_dur(v, &x);
+	int r = resil__duration_parse(v, &x, &unit_at);
 
-	if (r == 0)
-		return BAD("%s: \"%s\" is not a duration (ticks, or a whole "
-		           "number with ns, us, ms, s, m or h)",
-		    key, v);
-	if (r < 0)
+	switch (r) {
+	case RESIL__DUR_OK:
+		break;
+	case RESIL__DUR_RANGE:
 		return BAD("%s: %s is out of range", key, v);
+	case RESIL__DUR_SPACE:
+		return BAD("%s: \"%s\": write the unit next to the number "
+		           "(%.*s%s)",
+		    key, v, (int)strcspn(v, " \t"), v, unit_at);
+	case RESIL__DUR_UNIT:
+		hint = resil__duration_unit_hint(unit_at);
+		if (hint != NULL)
+			return BAD("%s: \"%s\": unknown unit \"%s\" (did you "
+			           "mean %.*s%s?)",
+			    key, v, unit_at, (int)(unit_at - v), v, hint);
+		return BAD(
+		    "%s: \"%s\": unknown unit \"%s\" (units: " RESIL__DUR_UNITS
+		    ")",
+		    key, v, unit_at);
+	case RESIL__DUR_COMMA:
+		return BAD(
+		    "%s: \"%s\": write a fraction with '.', not ','", key, v);
+	case RESIL__DUR_FRACT:
+		return BAD(
+		    "%s: \"%s\" is not a whole number of nanoseconds", key, v);
+	default:
+		return BAD(
+		    "%s: \"%s\" is not a duration (a number of "
+		    "milliseconds, or a number with a unit: ns, us, ms, "
+		    "s, m, h)",
+		    key, v);
+	}
 	if (x < lo)
 		return BAD(
 		    "%s: %s is below %llu", key, v, (unsigned long long)lo);
@@ -608,6 +613,22 @@ set_zone(void *obj, const char *key, const char *v, resil_diag *diag)
 }
 
 static resil_err
+set_seed(void *obj, const char *key, const char *v, resil_diag *diag)
+{
+	resil_cluster_text *cc = obj;
+	uint64_t x = 0;
+	int r = parse_u64(v, &x);
+
+	if (r == 0)
+		return BAD("%s: \"%s\" is not an unsigned integer", key, v);
+	if (r < 0)
+		return BAD(
+		    "%s: %s is out of range 0..18446744073709551615", key, v);
+	cc->seed = x;
+	return RESIL_OK;
+}
+
+static resil_err
 set_zone_mode(void *obj, const char *key, const char *v, resil_diag *diag)
 {
 	resil_cluster_text *cc = obj;
@@ -658,12 +679,27 @@ add_condition(void *obj, const char *key, const char *v, resil_diag *diag)
 	return RESIL_OK;
 }
 
+/* outlier.success_rate_* and outlier.failure_percentage_* (Envoy's
+ * names, lib/outlier_sr.c reads them): any of them turns the interval
+ * detections on. */
+static resil_err
+set_rate(void *obj, const char *key, const char *v, resil_diag *diag)
+{
+	resil_cluster_text *cc = obj;
+	resil_err err = resil_outlier_rate_config_set(&cc->rate, key, v, diag);
+
+	if (err == RESIL_OK)
+		cc->rate_on = 1;
+	return err;
+}
+
 #define CC(f) offsetof(resil_cluster_text, f)
 
 /* The keys of the cluster layer itself (a balancer's are balance_keys,
  * after "loadbalance" or "<method>.loadbalance"). */
 static const key_def text_keys[] = {
 	{ "service", K_FN, 0, 0, 0, 0, set_service },
+	{ "loadbalance.seed", K_FN, 0, 0, 0, 0, set_seed },
 	{ "router.zone", K_FN, 0, 0, 0, 0, set_zone },
 	{ "router.zone.mode", K_FN, 0, 0, 0, 0, set_zone_mode },
 	{ "router.zone.min_cluster_size", K_U32, 0, CC(zone_min), 0, 1000000,
@@ -684,6 +720,16 @@ static const key_def text_keys[] = {
 	{ "outlier.max_ejection", K_DUR, 0, CC(outlier.max_ejection), 1, 0,
 	    NULL },
 	{ "outlier.interval", K_DUR, 0, CC(outlier.interval), 1, 0, NULL },
+	{ "outlier.success_rate_minimum_hosts", K_FN, 0, 0, 0, 0, set_rate },
+	{ "outlier.success_rate_request_volume", K_FN, 0, 0, 0, 0, set_rate },
+	{ "outlier.success_rate_stdev_factor", K_FN, 0, 0, 0, 0, set_rate },
+	{ "outlier.enforcing_success_rate", K_FN, 0, 0, 0, 0, set_rate },
+	{ "outlier.failure_percentage_threshold", K_FN, 0, 0, 0, 0, set_rate },
+	{ "outlier.failure_percentage_minimum_hosts", K_FN, 0, 0, 0, 0,
+	    set_rate },
+	{ "outlier.failure_percentage_request_volume", K_FN, 0, 0, 0, 0,
+	    set_rate },
+	{ "outlier.enforcing_failure_percentage", K_FN, 0, 0, 0, 0, set_rate },
 };
 
 static resil_err
@@ -695,12 +741,27 @@ set_one(
 	size_t slot;
 	resil_err err;
 
-	if (strncmp(key, "loadbalance", 11) == 0)
-		return set_balance(
-		    key, key + 11, v, &cc->balance, &cc->balance_set, diag);
+	if (strncmp(key, "health.", 7) == 0) {
+		/* lib/health.c reads the checker's keys. */
+		int b;
+		if (strcmp(key, "health.enabled") == 0) {
+			if (!parse_bool(v, &b))
+				return BAD(
+				    "%s: \"%s\" is not a boolean", key, v);
+			cc->health_enabled = b;
+			return RESIL_OK;
+		}
+		err = resil_health_config_set(&cc->health, key, v, diag);
+		if (err == RESIL_OK)
+			cc->health_on = 1;
+		return err;
+	}
 	k = key_find(text_keys, sizeof(text_keys) / sizeof(text_keys[0]), key);
 	if (k != NULL)
 		return key_apply(k, cc, key, v, diag);
+	if (strncmp(key, "loadbalance", 11) == 0)
+		return set_balance(
+		    key, key + 11, v, &cc->balance, &cc->balance_set, diag);
 	/* <method>.loadbalance... */
 	dot = strchr(key, '.');
 	if (dot != NULL && strncmp(dot + 1, "loadbalance", 11) == 0 &&
@@ -790,6 +851,8 @@ resil_cluster_text_finish(resil_cluster_text *cc, resil_diag *diag)
 		resil__condition_set_force(cc->conds[i], cc->cond_force);
 	resil_directory_config_init(&dc);
 	dc.outlier = cc->outlier;
+	dc.outlier_rate = cc->rate_on ? &cc->rate : NULL;
+	dc.health = NULL; /* checked by each key */
 	return locate_known(cc, diag,
 	    resil_directory_config_validate(&dc, diag), cc->outlier_line);
 }
@@ -815,6 +878,7 @@ resil_cluster_text_selector(
 	out->conditions = cc->conds;
 	out->nconditions = cc->nconds;
 	out->panic_threshold_pct = cc->panic;
+	out->seed = cc->seed;
 }
 
 void
@@ -824,5 +888,11 @@ resil_cluster_text_directory(
 	if (cc != NULL && out != NULL) {
 		out->outlier = cc->outlier;
 		out->empty_protection = cc->empty_protection;
+		/* Valid while cc is: resil_directory_new() copies it. */
+		out->outlier_rate = cc->rate_on ? &cc->rate : NULL;
+		out->health = (cc->health_enabled == 1 ||
+		                  (cc->health_on && cc->health_enabled != 0))
+		    ? &cc->health
+		    : NULL;
 	}
 }

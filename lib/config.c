@@ -9,6 +9,7 @@
  * configuration: the settings, the text, the build, the reload from text.
  */
 #include <resil/config.h>
+#include <resil/source.h>
 
 #include <errno.h>
 #include <stddef.h>
@@ -132,6 +133,7 @@ typedef struct setting {
 	unsigned line;     /* 0: made by resil_config_set */
 	const keydef *def; /* NULL for a method key */
 	enum mkey mk;
+	int source; /* a registry key of the source (resil_source_text) */
 } setting;
 
 struct resil_config {
@@ -144,6 +146,7 @@ struct resil_config {
 	size_t methods_cap;
 	strtab index;           /* setting keys -> positions in settings */
 	resil_cluster_text *ct; /* the selector keys, or NULL: none */
+	resil_source_text *st;  /* the registry keys, or NULL: none */
 };
 
 /*
@@ -172,6 +175,9 @@ typedef struct build {
 	resil_cluster_text *ct; /* the selector keys, or NULL: none */
 	unsigned cluster_line;  /* the line of the last cluster key */
 	int cluster_seen;
+	resil_source_text *st; /* the registry keys, or NULL: none */
+	ref source_first;      /* the first registry key (its key) */
+	int registry_seen;     /* registry= was given */
 } build;
 
 /* ---- small helpers ---- */
@@ -218,6 +224,8 @@ build_discard(build *b)
 	strtab_free(&b->names, b->a);
 	resil_cluster_text_free(b->ct);
 	b->ct = NULL;
+	resil_source_text_free(b->st);
+	b->st = NULL;
 }
 
 static const char *
@@ -287,6 +295,24 @@ apply_text(build *b, const setting *s, resil_diag *diag)
 	    s->line > 0 ? b->origin : NULL, s->line, diag);
 }
 
+/* A registry key (registry=, registry.service=, ...): kept for the
+ * source (resil_config_source). */
+static resil_err
+apply_source(build *b, const setting *s, resil_diag *diag)
+{
+	if (b->st == NULL && resil_source_text_new(&b->st, b->a) != RESIL_OK)
+		return resil__diagf(
+		    diag, RESIL_E_NOMEM, "config: out of memory");
+	if (b->source_first.value == NULL) {
+		b->source_first.value = s->key;
+		b->source_first.line = s->line;
+	}
+	if (strcmp(s->key, "registry") == 0)
+		b->registry_seen = 1;
+	return resil_source_text_set(b->st, s->key, s->value,
+	    s->line > 0 ? b->origin : NULL, s->line, diag);
+}
+
 /* A key of a declared method (declared by its first key). */
 static resil_err
 apply_method(build *b, const setting *s, const keyval *kv, resil_diag *diag)
@@ -335,6 +361,8 @@ build_apply(build *b, const setting *s, resil_diag *diag)
 	resil_err err;
 	int on = 0;
 
+	if (s->source)
+		return apply_source(b, s, diag);
 	if (k == NULL && s->mk == MK_TEXT)
 		return apply_text(b, s, diag);
 	kv.key = s->key;
@@ -564,6 +592,12 @@ build_finish(build *b, resil_diag *diag)
 	if (b->ct != NULL &&
 	    (err = resil_cluster_text_finish(b->ct, diag)) != RESIL_OK)
 		return err;
+	if (b->source_first.value != NULL && !b->registry_seen)
+		return resil__config_fail(diag, b->origin,
+		    b->source_first.line,
+		    "%s: needs registry= (the registry's URL, "
+		    "zookeeper://host:port, or N/A)",
+		    b->source_first.value);
 	/* The cache has no cross-field rule: its fields were checked one by
 	 * one as they were read. */
 	b->pc.methods = b->n > 0 ? b->methods : NULL;
@@ -587,6 +621,9 @@ install(resil_config *conf, build *b)
 	resil_cluster_text_free(conf->ct);
 	conf->ct = b->ct;
 	b->ct = NULL;
+	resil_source_text_free(conf->st);
+	conf->st = b->st;
+	b->st = NULL;
 	b->methods = NULL;
 	b->method_mock = NULL;
 	strtab_free(&b->names, b->a);
@@ -646,6 +683,35 @@ settings_reserve(resil_config *conf)
 	return RESIL_OK;
 }
 
+/* Whether key=value is a registry key of the source: *is set to 1 when it
+ * is one and its value is good; an error for a bad value; RESIL_OK with
+ * *is 0 for a key the source does not know (registry.empty_protection is
+ * the directory's, read with the selector's keys). */
+static resil_err
+try_source(const resil_config *conf, const char *key, const char *value,
+    unsigned line, resil_diag *diag, int *is)
+{
+	resil_source_text *st;
+	resil_err err;
+
+	*is = 0;
+	if (strcmp(key, "registry") != 0 && strncmp(key, "registry.", 9) != 0)
+		return RESIL_OK;
+	if (resil_source_text_new(&st, &conf->alloc) != RESIL_OK)
+		return resil__diagf(
+		    diag, RESIL_E_NOMEM, "config: out of memory");
+	err = resil_source_text_set(
+	    st, key, value, line > 0 ? conf->origin : NULL, line, diag);
+	resil_source_text_free(st);
+	if (err == RESIL_E_NOTFOUND) {
+		if (diag != NULL)
+			diag->msg[0] = '\0';
+		return RESIL_OK;
+	}
+	*is = err == RESIL_OK;
+	return err;
+}
+
 /*
  * Fill *s from key and value (both trimmed, not NUL-terminated), checking
  * the key. Nothing is kept on error.
@@ -664,8 +730,14 @@ setting_make(resil_config *conf, setting *s, const char *key, size_t klen,
 	s->value = resil__strndup(a, value, vlen);
 	if (s->key == NULL || s->value == NULL)
 		goto nomem;
-	err = resil__config_classify(s->key, s->value, a, &s->def, &mlen,
-	    &s->mk, conf->origin, line, diag);
+	err = try_source(conf, s->key, s->value, line, diag, &s->source);
+	if (err == RESIL_OK && s->source) {
+		s->mk = MK_TEXT; /* no method */
+		return RESIL_OK;
+	}
+	if (err == RESIL_OK)
+		err = resil__config_classify(s->key, s->value, a, &s->def,
+		    &mlen, &s->mk, conf->origin, line, diag);
 	if (err != RESIL_OK) {
 		setting_free(a, s);
 		return err;
@@ -938,6 +1010,7 @@ resil_config_free(resil_config *conf)
 		    conf->methods_cap * sizeof(*conf->methods));
 	strtab_free(&conf->index, &a);
 	resil_cluster_text_free(conf->ct);
+	resil_source_text_free(conf->st);
 	resil__strfree(&a, conf->origin);
 	resil__free(&a, conf, sizeof(*conf));
 }
@@ -1049,6 +1122,15 @@ resil_config_selector(const resil_config *conf, resil_selector_config *out)
 		return 0;
 	if (out->service == NULL || out->service[0] == '\0')
 		out->service = conf->pc.service;
+	/* zone= is the selector's local zone too, unless router.zone says
+	 * otherwise. zone-aware splits by zone itself: there the zone only
+	 * names the consumer (condition rules), with no affinity, which
+	 * would remove the other zones before its second phase. */
+	if (out->local_zone == NULL && conf->pc.cluster.local_zone != NULL) {
+		out->local_zone = conf->pc.cluster.local_zone;
+		if (conf->pc.cluster.strategy == RESIL_CLUSTER_ZONE_AWARE)
+			out->zone_mode = RESIL_ZONE_OFF;
+	}
 	return conf->ct != NULL;
 }
 
@@ -1061,6 +1143,38 @@ resil_config_directory(const resil_config *conf, resil_directory_config *out)
 		return 0;
 	resil_cluster_text_directory(conf->ct, out);
 	return 1;
+}
+
+int
+resil_config_source_config(const resil_config *conf, resil_source_config *out)
+{
+	if (conf == NULL || out == NULL ||
+	    !resil_source_text_present(conf->st))
+		return 0;
+	resil_source_text_config(conf->st, out);
+	if (out->service == NULL || out->service[0] == '\0')
+		out->service = conf->pc.service;
+	return 1;
+}
+
+resil_err
+resil_config_source(const resil_config *conf, resil_directory *dir,
+    resil_selector *sel, resil_registry_source **out, resil_diag *diag)
+{
+	resil_source_config sc;
+
+	if (conf == NULL || dir == NULL || out == NULL)
+		return resil__diagf(diag, RESIL_E_INVAL, "config: %s is NULL",
+		    conf == NULL      ? "conf"
+		        : dir == NULL ? "dir"
+		                      : "out");
+	resil_source_config_init(&sc);
+	if (!resil_config_source_config(conf, &sc))
+		return resil__diagf(diag, RESIL_E_NOTFOUND,
+		    "config: no registry (registry=zookeeper://host:port)");
+	sc.directory = dir;
+	sc.selector = sel;
+	return resil_source_new(out, &sc, diag);
 }
 
 resil_err

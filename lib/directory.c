@@ -26,6 +26,23 @@ struct resil_directory {
 	resil__snapshot *cur;  /* atomic */
 	uint64_t next_id;
 	uint64_t version;
+	/* The interval detections (cfg.outlier_rate): on when rate_on; the
+	 * end of the interval being counted (atomic; UINT64_MAX when off),
+	 * one evaluation at a time (rate_busy, atomic), its last summary
+	 * (under elock). */
+	int rate_on;
+	resil_outlier_rate_config rate;
+	resil_random rnd;
+	resil_rng rng;
+	uint64_t rate_due;
+	uint64_t rate_busy;
+	resil_directory_rate_stats rate_stats;
+	/* Active health checks (cfg.health): the checker, whether a new
+	 * endpoint starts unhealthy, and the user's listener. */
+	resil_health *hc;
+	int hc_down_first;
+	resil_health_listener_fn hc_listener;
+	void *hc_listener_ctx;
 };
 
 const char *
@@ -42,6 +59,10 @@ resil_endpoint_event_name(resil_endpoint_event_type t)
 		return "REMOVED";
 	case RESIL_ENDPOINT_EMPTY_PUSH:
 		return "EMPTY_PUSH";
+	case RESIL_ENDPOINT_UNHEALTHY:
+		return "UNHEALTHY";
+	case RESIL_ENDPOINT_HEALTHY:
+		return "HEALTHY";
 	}
 	return "UNKNOWN";
 }
@@ -162,6 +183,17 @@ resil_directory_config_validate(
 		if (err != RESIL_OK)
 			return err;
 	}
+	if (cfg->size > offsetof(resil_directory_config, outlier_rate) &&
+	    cfg->outlier_rate != NULL) {
+		resil_outlier_rate_config r = *cfg->outlier_rate;
+		r.max_ejection_pct = o->max_ejection_pct;
+		if (resil_outlier_rate_config_validate(&r, diag) != RESIL_OK)
+			return RESIL_E_INVAL;
+	}
+	if (cfg->size > offsetof(resil_directory_config, health) &&
+	    cfg->health != NULL &&
+	    resil_health_config_validate(cfg->health, diag) != RESIL_OK)
+		return RESIL_E_INVAL;
 	return RESIL_OK;
 }
 
@@ -171,10 +203,20 @@ now_of(resil_directory *d)
 	return resil_clock_now(&d->clk);
 }
 
+static void rate_tick(resil_directory *d, uint64_t now);
+
 uint64_t
 resil__dir_now(resil_directory *d)
 {
 	return now_of(d);
+}
+
+/* The end of an interval of the rate detections, noticed at now. */
+static void
+rate_check(resil_directory *d, uint64_t now)
+{
+	if (now >= resil__load64(&d->rate_due))
+		rate_tick(d, now);
 }
 
 resil__epoch *
@@ -211,6 +253,22 @@ resil__ep_unref(resil__endpoint *ep, uint64_t d)
 }
 
 static void
+scratch_free(const resil_allocator *a, resil__rate_scratch *r, size_t n)
+{
+	if (r->hosts != NULL)
+		resil__free(a, r->hosts, n * sizeof(*r->hosts));
+	if (r->verdicts != NULL)
+		resil__free(a, r->verdicts, n * sizeof(*r->verdicts));
+	if (r->idx != NULL)
+		resil__free(a, r->idx, n * sizeof(*r->idx));
+	if (r->dur != NULL)
+		resil__free(a, r->dur, n * sizeof(*r->dur));
+	if (r->k != NULL)
+		resil__free(a, r->k, n * sizeof(*r->k));
+	memset(r, 0, sizeof(*r));
+}
+
+static void
 snap_destroy(resil__snapshot *s)
 {
 	const resil_allocator *a = &s->dir->a;
@@ -224,6 +282,7 @@ snap_destroy(resil__snapshot *s)
 	}
 	if (s->e != NULL)
 		resil__free(a, s->e, s->n * sizeof(*s->e));
+	scratch_free(a, &s->rate, s->n);
 	resil__free(a, s, sizeof(*s));
 }
 
@@ -240,8 +299,10 @@ snap_retired(resil__epoch_entry *entry)
 	resil__snap_release((resil__snapshot *)(void *)entry);
 }
 
-resil__snapshot *
-resil__dir_acquire(resil_directory *d)
+/* The current snapshot with a reference (no interval check: the
+ * directory's own functions, some under elock). */
+static resil__snapshot *
+snap_get(resil_directory *d)
 {
 	resil__epoch_guard g;
 	resil__snapshot *s;
@@ -254,6 +315,16 @@ resil__dir_acquire(resil_directory *d)
 	resil__faa64(&s->refs, 1);
 	resil__epoch_exit(d->epoch, &g);
 	return s;
+}
+
+resil__snapshot *
+resil__dir_acquire(resil_directory *d)
+{
+	/* A route (or another reader above) ends the interval of the rate
+	 * detections first: one load and a branch when they are off. */
+	if (RESIL__UNLIKELY(d->rate_on))
+		rate_check(d, now_of(d));
+	return snap_get(d);
 }
 
 static resil_err
@@ -270,12 +341,29 @@ snap_alloc(resil_directory *d, size_t n, resil__snapshot **out)
 			return RESIL_E_NOMEM;
 		}
 	}
+	if (n > 0 && d->rate_on) {
+		resil__rate_scratch *r = &s->rate;
+		r->hosts = resil__calloc(&d->a, n * sizeof(*r->hosts));
+		r->verdicts = resil__calloc(&d->a, n * sizeof(*r->verdicts));
+		r->idx = resil__calloc(&d->a, n * sizeof(*r->idx));
+		r->dur = resil__calloc(&d->a, n * sizeof(*r->dur));
+		r->k = resil__calloc(&d->a, n * sizeof(*r->k));
+		if (r->hosts == NULL || r->verdicts == NULL ||
+		    r->idx == NULL || r->dur == NULL || r->k == NULL) {
+			scratch_free(&d->a, r, n);
+			resil__free(&d->a, s->e, n * sizeof(*s->e));
+			resil__free(&d->a, s, sizeof(*s));
+			return RESIL_E_NOMEM;
+		}
+	}
 	s->n = n;
 	s->refs = 1;
 	s->dir = d;
 	*out = s;
 	return RESIL_OK;
 }
+
+static void health_event(const resil_health_event *ev, void *ctx);
 
 resil_err
 resil_directory_new(
@@ -308,6 +396,23 @@ resil_directory_new(
 		d->has_breaker = 1;
 	}
 	d->cfg.endpoint_breaker = NULL;
+	d->rate_due = UINT64_MAX;
+	if (d->cfg.outlier_rate != NULL && d->cfg.outlier.max_ejection_pct) {
+		uint64_t t0 = now_of(d);
+		d->rate = *d->cfg.outlier_rate;
+		d->rate.max_ejection_pct = d->cfg.outlier.max_ejection_pct;
+		d->rate_on = 1;
+		d->rate_due = t0 > UINT64_MAX - d->cfg.outlier.interval
+		    ? UINT64_MAX - 1
+		    : t0 + d->cfg.outlier.interval;
+	}
+	d->cfg.outlier_rate = NULL;
+	resil_rng_seed(&d->rng, UINT64_C(0x5eed0d1ec7043));
+	if (d->cfg.random != NULL)
+		d->rnd = *d->cfg.random;
+	else
+		d->rnd = resil_rng_hook(&d->rng);
+	d->cfg.random = NULL;
 	resil__spin_init(&d->wlock);
 	resil__spin_init(&d->elock);
 	d->next_id = 1;
@@ -322,6 +427,24 @@ resil_directory_new(
 		resil__free(a, d, sizeof(*d));
 		return err;
 	}
+	if (d->cfg.health != NULL) {
+		resil_health_config hcfg = *d->cfg.health;
+		d->hc_listener = hcfg.listener;
+		d->hc_listener_ctx = hcfg.listener_ctx;
+		d->hc_down_first = !hcfg.initial_healthy;
+		hcfg.listener = health_event;
+		hcfg.listener_ctx = d;
+		if (hcfg.alloc == NULL)
+			hcfg.alloc = &d->a;
+		err = resil_health_new(&d->hc, &hcfg, diag);
+		if (err != RESIL_OK) {
+			resil__snap_release(d->cur);
+			resil__epoch_free(d->epoch);
+			resil__free(a, d, sizeof(*d));
+			return err;
+		}
+	}
+	d->cfg.health = NULL;
 	*out = d;
 	return RESIL_OK;
 }
@@ -333,6 +456,7 @@ resil_directory_free(resil_directory *d)
 
 	if (d == NULL)
 		return;
+	resil_health_free(d->hc);
 	resil__epoch_free(d->epoch); /* runs the retired snapshots' ends */
 	resil__snap_release(d->cur);
 	a = d->a;
@@ -340,19 +464,28 @@ resil_directory_free(resil_directory *d)
 }
 
 static void
-emit(resil_directory *d, resil_endpoint_event_type t, const char *addr,
-    uint64_t time, uint64_t duration, uint32_t k)
+emit_kind(resil_directory *d, resil_endpoint_event_type t, const char *addr,
+    uint64_t time, uint64_t duration, uint32_t k, resil_outlier_kind kind)
 {
 	resil_endpoint_event ev;
 
 	if (d->cfg.listener == NULL)
 		return;
+	memset(&ev, 0, sizeof(ev));
 	ev.type = t;
 	ev.address = addr;
 	ev.time = time;
 	ev.duration = duration;
 	ev.ejections = k;
+	ev.kind = kind;
 	d->cfg.listener(&ev, d->cfg.listener_ctx);
+}
+
+static void
+emit(resil_directory *d, resil_endpoint_event_type t, const char *addr,
+    uint64_t time, uint64_t duration, uint32_t k)
+{
+	emit_kind(d, t, addr, time, duration, k, RESIL_OUTLIER_NONE);
 }
 
 /* --- validation and building ------------------------------------------ */
@@ -478,6 +611,10 @@ ep_new(resil_directory *d, const char *address)
 	}
 	resil__spin_init(&ep->lock);
 	ep->id = d->next_id++;
+	ep->iv_rate = double_bits(-1.0);
+	/* A new target of the checker is unhealthy until its first probe
+	 * passes (unless health.initial=healthy). */
+	ep->ejected = d->hc != NULL && d->hc_down_first ? RESIL__EP_DOWN : 0;
 	return ep;
 }
 
@@ -515,6 +652,61 @@ live_count(const resil_endpoint_spec *specs, size_t n)
 	for (i = 0; i < n; i++)
 		k += specs[i].mock == 0;
 	return k;
+}
+
+/* Set (on) or clear bit b of *p; 1 when that changed it. */
+static int
+bits_put(uint64_t *p, uint64_t b, int on)
+{
+	uint64_t v = resil__load64(p);
+
+	for (;;) {
+		uint64_t w = on ? v | b : v & ~b;
+		if (w == v)
+			return 0;
+		if (resil__cas64(p, v, w))
+			return 1;
+		v = resil__load64(p);
+	}
+}
+
+/* The checker's targets follow the list (under wlock, after s is
+ * published): each non-mock endpoint is one; a new target starts as the
+ * checker starts it, and one the checker refuses (an address too long)
+ * is left unchecked, healthy. */
+static void
+health_sync(resil_directory *d, const resil__snapshot *old,
+    const resil__snapshot *s, addr_slot *table)
+{
+	addr_slot *hit;
+	size_t i;
+
+	for (i = 0; i < old->n; i++) {
+		resil__endpoint *ep = old->e[i].ep;
+		HASH_FIND(hh, table, ep->address, strlen(ep->address), hit);
+		if (hit == NULL && ep->hc_target) {
+			(void)resil_health_remove(d->hc, ep->address);
+			ep->hc_target = 0;
+		}
+	}
+	for (i = 0; i < s->n; i++) {
+		resil__endpoint *ep = s->e[i].ep;
+		if (s->e[i].mock) {
+			if (ep->hc_target)
+				(void)resil_health_remove(d->hc, ep->address);
+			ep->hc_target = 0;
+			(void)bits_put(&ep->ejected, RESIL__EP_DOWN, 0);
+			continue;
+		}
+		if (ep->hc_target)
+			continue;
+		(void)bits_put(&ep->ejected, RESIL__EP_DOWN, d->hc_down_first);
+		if (resil_health_add(d->hc, ep->address, s->e[i].user,
+		        now_of(d), NULL) == RESIL_OK)
+			ep->hc_target = 1;
+		else
+			(void)bits_put(&ep->ejected, RESIL__EP_DOWN, 0);
+	}
 }
 
 /*
@@ -617,6 +809,8 @@ rebuild(resil_directory *d, const resil_endpoint_spec *specs, size_t n,
 		if (!slots[i].used)
 			emit(d, RESIL_ENDPOINT_ADDED, specs[i].address,
 			    now_of(d), 0, 0);
+	if (d->hc != NULL)
+		health_sync(d, old, s, table);
 	resil__epoch_retire(d->epoch, &old->retire, snap_retired);
 	goto out;
 fail:
@@ -766,7 +960,7 @@ resil_directory_count(resil_directory *d)
 
 	if (d == NULL)
 		return 0;
-	s = resil__dir_acquire(d);
+	s = snap_get(d);
 	n = s->n;
 	resil__snap_release(s);
 	return n;
@@ -780,7 +974,7 @@ resil_directory_version(resil_directory *d)
 
 	if (d == NULL)
 		return 0;
-	s = resil__dir_acquire(d);
+	s = snap_get(d);
 	v = s->version;
 	resil__snap_release(s);
 	return v;
@@ -791,25 +985,31 @@ resil_directory_version(resil_directory *d)
 int
 resil__ep_ejected(resil__endpoint *ep, uint64_t now)
 {
-	uint64_t until;
+	uint64_t v = resil__load64(&ep->ejected), until;
 
-	if (RESIL__LIKELY(resil__load64(&ep->ejected) == 0))
+	if (RESIL__LIKELY(v == 0))
 		return 0;
-	until = resil__load64(&ep->until);
-	if (now < until)
-		return 1;
-	/* The return is noticed lazily; the one who flips the flag tells. */
-	if (resil__cas64(&ep->ejected, 1, 0)) {
-		uint32_t k;
-		resil__spin_lock(&ep->lock);
-		ep->returned_at = until;
-		resil__store64(&ep->streak, 0);
-		k = ep->k;
-		resil__spin_unlock(&ep->lock);
-		emit(ep->dir, RESIL_ENDPOINT_RETURNED, ep->address, until, 0,
-		    k);
+	while (v & RESIL__EP_OUT) {
+		until = resil__load64(&ep->until);
+		if (now < until)
+			return 1;
+		/* The return is noticed lazily; the one who clears the bit
+		 * tells. */
+		if (resil__cas64(
+		        &ep->ejected, v, v & ~(uint64_t)RESIL__EP_OUT)) {
+			uint32_t k;
+			resil__spin_lock(&ep->lock);
+			ep->returned_at = until;
+			resil__store64(&ep->streak, 0);
+			k = ep->k;
+			resil__spin_unlock(&ep->lock);
+			emit(ep->dir, RESIL_ENDPOINT_RETURNED, ep->address,
+			    until, 0, k);
+			break;
+		}
+		v = resil__load64(&ep->ejected);
 	}
-	return 0;
+	return (resil__load64(&ep->ejected) & RESIL__EP_DOWN) != 0;
 }
 
 int
@@ -849,47 +1049,160 @@ resil__ep_ewma(
 	return cost;
 }
 
-/* Try to eject ep at now (ep->lock held); returns the duration or 0. */
+/* Eject ep at now for min(base * k, max), k the consecutive ejections
+ * (dropping by one per full interval in since the last return); d->elock
+ * and ep->lock held. Returns the duration. */
+static uint64_t
+eject_locked(resil__endpoint *ep, uint64_t now)
+{
+	const resil_outlier_config *o = &ep->dir->cfg.outlier;
+	uint64_t dur, intervals;
+
+	intervals =
+	    now > ep->returned_at ? (now - ep->returned_at) / o->interval : 0;
+	ep->k = ep->k > intervals ? ep->k - (uint32_t)intervals : 0;
+	ep->k++;
+	dur = o->base_ejection * ep->k;
+	if (dur / ep->k != o->base_ejection || dur > o->max_ejection)
+		dur = o->max_ejection;
+	resil__store64(&ep->until, now + dur);
+	(void)bits_put(&ep->ejected, RESIL__EP_OUT, 1);
+	resil__store64(&ep->streak, 0);
+	return dur;
+}
+
+/* Outlier-ejected now (not counting a health check's verdict). */
+static int
+ep_out(resil__endpoint *ep, uint64_t now)
+{
+	return (resil__load64(&ep->ejected) & RESIL__EP_OUT) != 0 &&
+	    now < resil__load64(&ep->until);
+}
+
+/* A detection of ep at now (d->elock and ep->lock held): eject it if the
+ * max share allows; returns the duration or 0. The streak restarts
+ * either way (DESIGN: also after a detection the share prevented). */
 static uint64_t
 try_eject(resil__endpoint *ep, uint64_t now)
 {
 	resil_directory *d = ep->dir;
 	const resil_outlier_config *o = &d->cfg.outlier;
 	resil__snapshot *s;
-	uint64_t ejected = 0, dur = 0, intervals;
+	uint64_t ejected = 0, dur = 0;
 	size_t i;
 	int member = 0;
 
-	resil__spin_lock(&d->elock);
-	s = resil__dir_acquire(d);
+	s = snap_get(d);
 	for (i = 0; i < s->n; i++) {
 		resil__endpoint *x = s->e[i].ep;
 		if (x == ep)
 			member = !s->e[i].mock;
 		if (s->e[i].mock || x == ep)
 			continue;
-		ejected += resil__load64(&x->ejected) != 0 &&
-		    now < resil__load64(&x->until);
+		ejected += (uint64_t)ep_out(x, now);
 	}
 	/* The cap: 100 * (ejected + 1) / N <= max_pct, in integers. */
 	if (member &&
 	    100 * (ejected + 1) <=
-	        (uint64_t)o->max_ejection_pct * (uint64_t)s->n_live) {
-		intervals = now > ep->returned_at
-		    ? (now - ep->returned_at) / o->interval
-		    : 0;
-		ep->k = ep->k > intervals ? ep->k - (uint32_t)intervals : 0;
-		ep->k++;
-		dur = o->base_ejection * ep->k;
-		if (dur / ep->k != o->base_ejection || dur > o->max_ejection)
-			dur = o->max_ejection;
-		resil__store64(&ep->until, now + dur);
-		resil__store64(&ep->ejected, 1);
+	        (uint64_t)o->max_ejection_pct * (uint64_t)s->n_live)
+		dur = eject_locked(ep, now);
+	else
 		resil__store64(&ep->streak, 0);
-	}
 	resil__snap_release(s);
-	resil__spin_unlock(&d->elock);
 	return dur;
+}
+
+/*
+ * The end of an interval of the rate detections, noticed at now: the
+ * first caller to move rate_due past now evaluates the counters kept
+ * since the last evaluation and ejects each verdict EJECT as a
+ * consecutive-failure ejection would (its k, min(base * k, max)), at now.
+ * One evaluation at a time: one that finds another running leaves the
+ * counters to the next interval.
+ */
+static void
+rate_tick(resil_directory *d, uint64_t now)
+{
+	const resil_outlier_config *o = &d->cfg.outlier;
+	uint64_t due = resil__load64(&d->rate_due), next, steps;
+	resil__rate_scratch *r;
+	resil_outlier_summary sum;
+	resil__snapshot *s;
+	size_t i, n = 0;
+
+	if (now < due)
+		return;
+	steps = (now - due) / o->interval + 1;
+	next = steps > (UINT64_MAX - 1 - due) / o->interval
+	    ? UINT64_MAX - 1
+	    : due + steps * o->interval;
+	if (!resil__cas64(&d->rate_due, due, next))
+		return; /* another caller has this interval */
+	if (!resil__cas64(&d->rate_busy, 0, 1))
+		return;
+	s = snap_get(d);
+	r = &s->rate;
+	/* Notice the returns first (their events run with no lock held). */
+	for (i = 0; i < s->n; i++)
+		if (!s->e[i].mock)
+			(void)resil__ep_ejected(s->e[i].ep, now);
+	resil__spin_lock(&d->elock);
+	for (i = 0; i < s->n && r->hosts != NULL; i++) {
+		resil__endpoint *x = s->e[i].ep;
+		uint64_t iv;
+		if (s->e[i].mock)
+			continue;
+		iv = resil__fas64(&x->iv, 0);
+		r->hosts[n].requests = iv & UINT32_MAX;
+		r->hosts[n].successes = iv >> 32;
+		r->hosts[n].ejected = ep_out(x, now);
+		r->idx[n] = (uint32_t)i;
+		r->dur[n] = 0;
+		n++;
+	}
+	if (resil_outlier_rate_evaluate(&d->rate, r->hosts, n, &d->rnd,
+	        r->verdicts, &sum, NULL) == RESIL_OK) {
+		for (i = 0; i < n; i++) {
+			resil__endpoint *x = s->e[r->idx[i]].ep;
+			resil__store64(&x->iv_rate,
+			    double_bits(r->verdicts[i].success_rate));
+			if (r->verdicts[i].action != RESIL_OUTLIER_EJECT)
+				continue;
+			resil__spin_lock(&x->lock);
+			r->dur[i] = eject_locked(x, now);
+			r->k[i] = x->k;
+			resil__spin_unlock(&x->lock);
+		}
+		d->rate_stats.last = sum;
+		d->rate_stats.evaluated_at = now;
+		d->rate_stats.evaluations++;
+	}
+	resil__spin_unlock(&d->elock);
+	for (i = 0; i < n; i++)
+		if (r->dur[i] != 0)
+			emit_kind(d, RESIL_ENDPOINT_EJECTED,
+			    s->e[r->idx[i]].ep->address, now, r->dur[i],
+			    r->k[i], r->verdicts[i].kind);
+	resil__store64(&d->rate_busy, 0);
+	resil__snap_release(s);
+}
+
+resil_err
+resil_directory_get_rate_stats(
+    resil_directory *d, resil_directory_rate_stats *out)
+{
+	if (d == NULL || out == NULL)
+		return RESIL_E_INVAL;
+	if (d->rate_on)
+		rate_check(d, now_of(d));
+	resil__spin_lock(&d->elock);
+	*out = d->rate_stats;
+	resil__spin_unlock(&d->elock);
+	if (out->evaluations == 0) {
+		memset(out, 0, sizeof(*out));
+		return RESIL_E_NOTFOUND;
+	}
+	return RESIL_OK;
 }
 
 void
@@ -903,6 +1216,10 @@ resil__ep_report(resil__endpoint *ep, resil_outcome outcome, uint64_t duration,
 	if (outcome == RESIL_OUTCOME_IGNORED)
 		return;
 	(void)resil__ep_ejected(ep, now); /* notice a return first */
+	if (ep->dir->rate_on && outcome != RESIL_OUTCOME_BUSINESS)
+		resil__faa64(&ep->iv,
+		    outcome == RESIL_OUTCOME_SUCCESS ? (UINT64_C(1) << 32) + 1
+		                                     : 1);
 	if (feeds & RESIL__EP_EWMA) {
 		/* Every answer is a latency sample. */
 		resil__spin_lock(&ep->lock);
@@ -946,17 +1263,20 @@ resil__ep_report(resil__endpoint *ep, resil_outcome outcome, uint64_t duration,
 	}
 	streak = resil__faa64(&ep->streak, 1) + 1;
 	if (o->max_ejection_pct == 0 || streak < o->consecutive_failures ||
-	    resil__load64(&ep->ejected) != 0)
+	    (resil__load64(&ep->ejected) & RESIL__EP_OUT) != 0)
 		return;
-	/* Ejection decisions for one endpoint are serialised by its lock,
-	 * and the cap across endpoints by the directory's (try_eject). */
+	/* Ejection decisions are serialised by the directory's lock (the
+	 * cap across endpoints), then the endpoint's (its k); in that order
+	 * everywhere. */
+	resil__spin_lock(&ep->dir->elock);
 	resil__spin_lock(&ep->lock);
-	if (resil__load64(&ep->ejected) == 0 &&
+	if ((resil__load64(&ep->ejected) & RESIL__EP_OUT) == 0 &&
 	    resil__load64(&ep->streak) >= o->consecutive_failures) {
 		dur = try_eject(ep, now);
 		k = ep->k;
 	}
 	resil__spin_unlock(&ep->lock);
+	resil__spin_unlock(&ep->dir->elock);
 	if (dur != 0)
 		emit(
 		    ep->dir, RESIL_ENDPOINT_EJECTED, ep->address, now, dur, k);
@@ -1015,6 +1335,7 @@ void
 resil__view_finish(resil__view *v)
 {
 	uint64_t sum = 0, sig = UINT64_C(0xcbf29ce484222325) ^ v->n;
+	uint64_t wsig = sig;
 	size_t i;
 
 	v->same = 1;
@@ -1024,9 +1345,11 @@ resil__view_finish(resil__view *v)
 		if (v->w[i] != v->w[0])
 			v->same = 0;
 		sig = resil__mix64(sig ^ v->snap->e[v->idx[i]].ep->id);
+		wsig = resil__mix64(wsig ^ v->w[i]);
 	}
 	v->total = sum;
 	v->sig = sig;
+	v->wsig = wsig;
 }
 
 resil_err
@@ -1041,7 +1364,9 @@ resil_directory_get_state(
 	if (d == NULL || address == NULL || out == NULL)
 		return RESIL_E_INVAL;
 	now = now_of(d);
-	s = resil__dir_acquire(d);
+	if (d->rate_on)
+		rate_check(d, now); /* a state read ends an interval too */
+	s = snap_get(d);
 	pos = find_pos(s, address);
 	if (pos == NOPOS) {
 		resil__snap_release(s);
@@ -1052,7 +1377,8 @@ resil_directory_get_state(
 	out->position = pos;
 	out->id = ep->id;
 	out->active = resil__ep_active(ep);
-	out->ejected = resil__ep_ejected(ep, now);
+	(void)resil__ep_ejected(ep, now); /* notice a return */
+	out->ejected = ep_out(ep, now);
 	out->streak = (uint32_t)resil__load64(&ep->streak);
 	resil__spin_lock(&ep->lock);
 	out->ejections = ep->k;
@@ -1067,8 +1393,62 @@ resil_directory_get_state(
 	out->breaker = ep->breaker != NULL
 	    ? resil_breaker_get_state(ep->breaker)
 	    : RESIL_BREAKER_CLOSED;
+	{
+		uint64_t iv = resil__load64(&ep->iv);
+		out->interval_requests = iv & UINT32_MAX;
+		out->interval_successes = iv >> 32;
+	}
+	out->success_rate = bits_double(resil__load64(&ep->iv_rate));
+	out->healthy = (resil__load64(&ep->ejected) & RESIL__EP_DOWN) == 0;
 	resil__snap_release(s);
 	return RESIL_OK;
+}
+
+resil_health *
+resil_directory_health(resil_directory *d)
+{
+	return d != NULL ? d->hc : NULL;
+}
+
+resil_err
+resil_directory_set_healthy(
+    resil_directory *d, const char *address, int healthy)
+{
+	resil__snapshot *s;
+	resil__endpoint *ep = NULL;
+	size_t pos;
+	int changed;
+
+	if (d == NULL || address == NULL)
+		return RESIL_E_INVAL;
+	s = snap_get(d);
+	pos = find_pos(s, address);
+	if (pos == NOPOS) {
+		resil__snap_release(s);
+		return RESIL_E_NOTFOUND;
+	}
+	ep = s->e[pos].ep;
+	changed = bits_put(&ep->ejected, RESIL__EP_DOWN, !healthy);
+	if (changed)
+		emit(d,
+		    healthy ? RESIL_ENDPOINT_HEALTHY
+		            : RESIL_ENDPOINT_UNHEALTHY,
+		    ep->address, now_of(d), 0, 0);
+	resil__snap_release(s);
+	return RESIL_OK;
+}
+
+/* The directory's checker: a transition marks the endpoint, then the
+ * user's listener hears it. */
+static void
+health_event(const resil_health_event *ev, void *ctx)
+{
+	resil_directory *d = ctx;
+
+	(void)resil_directory_set_healthy(
+	    d, ev->address, ev->type == RESIL_HEALTH_BECAME_HEALTHY);
+	if (d->hc_listener != NULL)
+		d->hc_listener(ev, d->hc_listener_ctx);
 }
 
 resil_breaker *
@@ -1080,7 +1460,7 @@ resil_directory_breaker(resil_directory *d, const char *address)
 
 	if (d == NULL || address == NULL)
 		return NULL;
-	s = resil__dir_acquire(d);
+	s = snap_get(d);
 	pos = find_pos(s, address);
 	if (pos != NOPOS)
 		b = s->e[pos].ep->breaker;

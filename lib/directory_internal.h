@@ -37,7 +37,28 @@ typedef struct resil__endpoint {
 	resil__spinlock lock;
 	uint32_t k;
 	uint64_t returned_at;
+	/* The interval detections: atomic (successes << 32) | requests
+	 * since the last evaluation, and that evaluation's success rate
+	 * (double bits; -1 when not computed). */
+	uint64_t iv;
+	uint64_t iv_rate;
+	int hc_target; /* a target of the directory's checker (wlock) */
 } resil__endpoint;
+
+/* ep->ejected's bits: ejected by outlier detection; marked unhealthy by
+ * an active health check. Either keeps it out of the candidates. */
+#define RESIL__EP_OUT 1u
+#define RESIL__EP_DOWN 2u
+
+/* The scratch of one evaluation of the interval detections over a
+ * snapshot: its non-mock entries' counters and verdicts. */
+typedef struct resil__rate_scratch {
+	resil_outlier_host *hosts;
+	resil_outlier_verdict *verdicts;
+	uint32_t *idx; /* the entry of each host */
+	uint64_t *dur; /* the ejection each verdict made, 0: none */
+	uint32_t *k;
+} resil__rate_scratch;
 
 typedef struct resil__param {
 	const char *key;
@@ -70,9 +91,12 @@ typedef struct resil__snapshot {
 	size_t n, n_live;
 	resil__entry *e;
 	struct resil_directory *dir;
+	resil__rate_scratch rate; /* allocated when outlier_rate is on */
 } resil__snapshot;
 
-/* The current snapshot with a reference the caller drops. */
+/* The current snapshot with a reference the caller drops; with the rate
+ * detections on, it first ends their interval if it is over (a clock
+ * read). */
 resil__snapshot *resil__dir_acquire(struct resil_directory *d);
 void resil__snap_release(resil__snapshot *s);
 #define RESIL__EP_HOLD (UINT64_C(1) << 32)
@@ -129,6 +153,7 @@ typedef struct resil__view {
 	uint64_t total;
 	int same;     /* all weights equal */
 	uint64_t sig; /* identity of the candidate set */
+	uint64_t wsig; /* identity of its weights (round robin's fast state) */
 } resil__view;
 
 /* Fill v's sums and sig from v->idx and v->w. */

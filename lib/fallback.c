@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "atomic.h"
+#include "mock_internal.h"
 
 /* ---------------------------------------------------------------- */
 /* The cache */
@@ -848,6 +849,7 @@ typedef struct handler {
 	kind k;
 	resil_cache *cache;
 	const resil_mock *mock;
+	const size_t *force; /* K_MOCK: its count of force: specs */
 	resil_fallback_fn fn;
 	void *ctx;
 } handler;
@@ -943,6 +945,7 @@ resil_fallback_add_mock(resil_fallback *fb, const resil_mock *m)
 	memset(&h, 0, sizeof(h));
 	h.k = K_MOCK;
 	h.mock = m;
+	h.force = resil__mock_force_count(m);
 	return add(fb, &h);
 }
 
@@ -1103,63 +1106,66 @@ resil_fallback_recover(resil_fallback *fb, const resil_args *args,
 	return r.err;
 }
 
-resil_err
-resil_fallback_call(resil_fallback *fb, const resil_args *args,
-    resil_call_fn fn, void *ctx, const resil_classifier *cls,
-    resil_result *out)
-{
-	resil_failure f;
-	resil_result r;
-	resil_value v;
-	resil_outcome o;
-	resil__msg m_;
-	size_t i;
-	int rc;
+#if defined(__GNUC__)
+#define FB_COLD __attribute__((noinline, cold))
+#else
+#define FB_COLD
+#endif
 
-	if (!args_ok(args) || fn == NULL || out == NULL)
-		return RESIL_E_INVAL;
-	/* The mock stage wraps everything: a force mock never calls. */
-	for (i = 0; fb != NULL && fb->nmock > 0 && i < fb->n; i++) {
+/* The mock stage wraps everything: a force mock never calls. 1 when one
+ * answered (its outcome in *err), 0 to go on with the call. */
+static FB_COLD int
+force_stage(resil_fallback *fb, const resil_args *args, resil_result *out,
+    resil_err *err)
+{
+	size_t i;
+
+	for (i = 0; i < fb->n; i++) {
 		const resil_mock_spec *spec;
 
 		if (fb->h[i].k != K_MOCK ||
+		    !resil__mock_may_force(fb->h[i].mock) ||
 		    resil_mock_lookup(fb->h[i].mock, args->method, &spec) !=
 		        RESIL_OK)
 			continue;
 		if (spec->action != RESIL_MOCK_NONE &&
 		    spec->mode == RESIL_MOCK_FORCE) {
 			/* Written only when it answers: no copy needed. */
-			resil_err err =
+			resil_err e =
 			    resil_mock_invoke(fb->h[i].mock, args, NULL, out);
 
-			if (err == RESIL_E_NOMEM)
-				return err;
-			return out->err;
+			*err = e == RESIL_E_NOMEM ? e : out->err;
+			return 1;
 		}
 	}
+	return 0;
+}
 
-	/* A null value is all zero bits (resil_value_init), and the default
-	 * classifier is inlined: this is the path of every call. */
-	memset(&v, 0, sizeof(v));
-	rc = fn(ctx, args, &v);
-	o = cls == NULL || cls->fn == NULL
-	    ? (rc == 0 ? RESIL_OUTCOME_SUCCESS : RESIL_OUTCOME_FAILURE)
-	    : resil_classify(cls, rc, &v);
-	if (o == RESIL_OUTCOME_SUCCESS ||
-	    (o == RESIL_OUTCOME_IGNORED && rc == 0)) {
-		/* Only a success is recorded; both are answered live,
-		 * straight into *out. */
-		if (o == RESIL_OUTCOME_SUCCESS && fb != NULL && fb->ncache > 0)
-			(void)resil_fallback_record(fb, args, &v);
-		resil_result_init(out);
-		out->err = RESIL_OK;
-		out->rc = rc;
-		out->attempts = 1;
-		out->source = RESIL_SOURCE_LIVE;
-		out->value = v;
-		return RESIL_OK;
-	}
-	resil_value_free(&v);
+/* Whether a mock stage of fb may answer before the call: a mock with no
+ * force: spec anywhere answers only after a failure (one flag test per
+ * mock stage). */
+static inline int
+may_force(const resil_fallback *fb)
+{
+	size_t i;
+
+	for (i = 0; i < fb->n; i++)
+		if (fb->h[i].k == K_MOCK && *fb->h[i].force != 0)
+			return 1;
+	return 0;
+}
+
+/* The live call did not succeed: a business error or an ignored code is
+ * answered live, anything else goes down the chain. */
+static FB_COLD resil_err
+call_failed(resil_fallback *fb, const resil_args *args, int rc,
+    resil_outcome o, resil_value *v, resil_result *out)
+{
+	resil_failure f;
+	resil_result r;
+	resil__msg m_;
+
+	resil_value_free(v);
 	if (o == RESIL_OUTCOME_BUSINESS || o == RESIL_OUTCOME_IGNORED) {
 		/* Business, or ignored with a code: answered live, without
 		 * a fallback. */
@@ -1185,4 +1191,41 @@ resil_fallback_call(resil_fallback *fb, const resil_args *args,
 	f.rc = rc;
 	f.attempts = 1;
 	return resil_fallback_recover(fb, args, &f, out);
+}
+
+resil_err
+resil_fallback_call(resil_fallback *fb, const resil_args *args,
+    resil_call_fn fn, void *ctx, const resil_classifier *cls,
+    resil_result *out)
+{
+	resil_outcome o;
+	resil_err err;
+	int rc;
+
+	if (!args_ok(args) || fn == NULL || out == NULL)
+		return RESIL_E_INVAL;
+	if (fb != NULL && fb->nmock > 0 && RESIL__UNLIKELY(may_force(fb)) &&
+	    force_stage(fb, args, out, &err))
+		return err;
+
+	/* The live call writes its value straight into *out (init leaves a
+	 * null value), and the default classifier is inlined: this is the
+	 * path of every call. */
+	resil_result_init(out);
+	rc = fn(ctx, args, &out->value);
+	o = cls == NULL || cls->fn == NULL
+	    ? (rc == 0 ? RESIL_OUTCOME_SUCCESS : RESIL_OUTCOME_FAILURE)
+	    : resil_classify(cls, rc, &out->value);
+	if (RESIL__LIKELY(o == RESIL_OUTCOME_SUCCESS ||
+	        (o == RESIL_OUTCOME_IGNORED && rc == 0))) {
+		/* Only a success is recorded; both are answered live. */
+		if (o == RESIL_OUTCOME_SUCCESS && fb != NULL && fb->ncache > 0)
+			(void)resil_fallback_record(fb, args, &out->value);
+		out->err = RESIL_OK;
+		out->rc = rc;
+		out->attempts = 1;
+		out->source = RESIL_SOURCE_LIVE;
+		return RESIL_OK;
+	}
+	return call_failed(fb, args, rc, o, &out->value, out);
 }

@@ -16,6 +16,7 @@
 
 #include <resil/fleet.h>
 
+#include <errno.h>
 #include <hiredis/hiredis.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -34,6 +35,9 @@
 #define MAX_SLOTS 64u
 #define CTL_LOCAL 0x10u
 #define CTL_STATE 0x0fu
+/* Set when the fleet decides (not local, not CLOSED): the call path's one
+ * test. */
+#define CTL_FLEET 0x20u
 
 /* Lease slot states (low 3 bits of a slot word). */
 enum {
@@ -45,20 +49,30 @@ enum {
 };
 
 /* KEYS: state hash, votes zset, leases hash, aggregate key prefix,
- * instances zset. ARGV: instance, sick, calls, failures, quorum, K, open
- * wait, lease, vote life, bucket, bucket TTL (ms), traffic, traffic
- * quorum (percent, 0 off), the episode the reports are for, the number of
- * reports, reports (slot, 1 ok / 0 failed), then the slots offered for
- * leases. Returns {state, episode, votes, wait left, why, the sick
- * instances' traffic share in percent (-1: not computed), granted
- * slots...}.
+ * instances zset, members hash. ARGV: instance, sick, calls, failures,
+ * quorum, K, open wait, lease, vote life, bucket, bucket TTL (ms),
+ * traffic, traffic quorum (percent, 0 off), the episode the reports are
+ * for, the number of reports, this member's settings text, reports (slot,
+ * 1 ok / 0 failed), then the slots offered for leases. Returns {state,
+ * episode, votes, wait left, why, the sick instances' traffic share in
+ * percent (-1: not computed), granted slots...}; or {"settings", the
+ * fleet's settings text} when this member's differ from the fleet's and
+ * a live member (in the instances set) still has the fleet's: refused
+ * before anything is written. A fleet whose members with its settings
+ * are all gone takes the next member's.
+ *
+ * The settings: every key that must agree for the fleet's bounds to
+ * hold (quorum, K, the waits and windows), as "key=value ..." text; the
+ * members hash keeps each member's, so that the check needs no scan
+ * unless they differ.
  *
  * The traffic share: each instance pushes its traffic (every call it was
  * asked for: recorded, ignored or refused by its local breaker) into its
  * bucket hash; the share is the voters' traffic over everyone's, summed
  * over the buckets kept, for the instances in the instances set (those
  * that synced within the kept buckets). */
-static const char fleet_lua[] =
+/* In two parts: ISO C caps a string literal at 4095 characters. */
+static const char fleet_lua_1[] =
     "local function int(v, what, lo, hi)\n"
     "  local n = tonumber(v)\n"
     "  if n == nil or n ~= math.floor(n) or n < lo or n > hi then\n"
@@ -86,9 +100,29 @@ static const char fleet_lua[] =
     "local pct = tonumber(ARGV[13])\n"
     "local rep_ep = tonumber(ARGV[14])\n"
     "local nrep = tonumber(ARGV[15])\n"
-    "local i = 16\n"
+    "local mine = ARGV[16]\n"
+    "local i = 17\n"
     "local s = redis.call('HMGET', KEYS[1], 'state', 'episode', 'since',\n"
-    "  'granted', 'ok')\n"
+    "  'granted', 'ok', 'settings')\n"
+    "if s[6] ~= mine then\n"
+    "  if s[6] then\n"
+    "    for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[5],\n"
+    "        '(' .. now, '+inf')) do\n"
+    "      if m ~= inst and redis.call('HGET', KEYS[6], m) == s[6] then\n"
+    "        return {'settings', s[6]}\n"
+    "      end\n"
+    "    end\n"
+    "  end\n"
+    "  redis.call('HSET', KEYS[1], 'settings', mine)\n"
+    "end\n"
+    "if redis.call('HSET', KEYS[6], inst, mine) == 1 then\n"
+    "  for _, m in ipairs(redis.call('HKEYS', KEYS[6])) do\n"
+    "    if m ~= inst and not redis.call('ZSCORE', KEYS[5], m) then\n"
+    "      redis.call('HDEL', KEYS[6], m)\n"
+    "    end\n"
+    "  end\n"
+    "end\n"
+    "redis.call('PEXPIRE', KEYS[6], keep)\n"
     "local state, ep, since, granted, ok = 0, 1, now, 0, 0\n"
     "if s[1] or s[2] or s[3] or s[4] or s[5] then\n"
     "  state = int(s[1], 'state', 0, 2)\n"
@@ -148,7 +182,8 @@ static const char fleet_lua[] =
     "end\n"
     "if state == 0 and votes >= q and share_ok then go(1, 'quorum') end\n"
     "if state == 1 and now - since >= wait then go(2, 'wait_elapsed') "
-    "end\n"
+    "end\n";
+static const char fleet_lua_2[] =
     "local got = {}\n"
     "if state == 2 then\n"
     "  local failed = false\n"
@@ -200,6 +235,17 @@ static const char fleet_lua[] =
     "for j = 1, #got do r[#r + 1] = got[j] end\n"
     "return r\n";
 
+static char fleet_lua[sizeof(fleet_lua_1) + sizeof(fleet_lua_2)];
+static pthread_once_t fleet_lua_once = PTHREAD_ONCE_INIT;
+
+static void
+fleet_lua_join(void)
+{
+	memcpy(fleet_lua, fleet_lua_1, sizeof(fleet_lua_1) - 1);
+	memcpy(fleet_lua + sizeof(fleet_lua_1) - 1, fleet_lua_2,
+	    sizeof(fleet_lua_2));
+}
+
 struct resil_fleet {
 	resil_allocator alloc;
 	resil_clock clock;
@@ -235,6 +281,9 @@ struct resil_fleet {
 	char key_leases[NAME_MAX_LEN + 32];
 	char key_agg[NAME_MAX_LEN + 32];
 	char key_inst[NAME_MAX_LEN + 32];
+	char key_members[NAME_MAX_LEN + 32];
+	char settings[256]; /* the keys that must agree, "key=value ..." */
+	int refused;        /* the fleet refused our settings */
 	uint32_t port, connect_ms, command_ms, reconnect_ms;
 	uint32_t quorum, quorum_pct, k, max_local;
 	uint64_t open_wait_ms, lease_ms, vote_ms, bucket_ms;
@@ -258,7 +307,8 @@ struct resil_fleet {
 static uint64_t
 mkctl(uint64_t ep, unsigned state, int local)
 {
-	return ep << 8 | (local ? CTL_LOCAL : 0u) | state;
+	return ep << 8 | (local ? CTL_LOCAL : 0u) |
+	    (!local && state != RESIL_FLEET_CLOSED ? CTL_FLEET : 0u) | state;
 }
 
 static uint64_t
@@ -295,6 +345,8 @@ resil_fleet_event_name(resil_fleet_event_kind k)
 		return "leases";
 	case RESIL_FLEET_EV_ERROR:
 		return "error";
+	case RESIL_FLEET_EV_SETTINGS:
+		return "settings";
 	}
 	return "unknown";
 }
@@ -464,7 +516,7 @@ go_local(resil_fleet *f, const char *why, int error_event)
 		resil_breaker_transition(f->b, RESIL_BREAKER_OPEN);
 		f->forced = 0;
 	}
-	resil__store64(&f->ctl, ctl | CTL_LOCAL);
+	resil__store64(&f->ctl, (ctl | CTL_LOCAL) & ~(uint64_t)CTL_FLEET);
 	emit(f, RESIL_FLEET_EV_LOCAL, 0, why);
 	return RESIL_E_UNAVAILABLE;
 }
@@ -477,6 +529,25 @@ ms_tv(uint32_t ms)
 	tv.tv_sec = (time_t)(ms / 1000);
 	tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
 	return tv;
+}
+
+/* Why a command on c got no answer, in buf: a timeout (hiredis reports
+ * the socket's EAGAIN as "Resource temporarily unavailable") names the
+ * bound that ran out; a broken connection its reason. */
+static void
+no_answer(const redisContext *c, const char *what, uint32_t timeout_ms,
+    char *buf, size_t cap)
+{
+	if (c == NULL || c->errstr[0] == '\0')
+		snprintf(buf, cap, "%s: no answer", what);
+	else if (c->err == REDIS_ERR_IO &&
+	    (strcmp(c->errstr, strerror(EAGAIN)) == 0 ||
+	        strcmp(c->errstr, strerror(EWOULDBLOCK)) == 0 ||
+	        strcmp(c->errstr, strerror(ETIMEDOUT)) == 0))
+		snprintf(buf, cap, "%s: no answer within %u ms", what,
+		    (unsigned)timeout_ms);
+	else
+		snprintf(buf, cap, "%s: %.150s", what, c->errstr);
 }
 
 /* Connect to host:port with the two timeouts and load script, its sha
@@ -497,8 +568,10 @@ redis_open(redisContext **cp, const char *host, uint32_t port,
 		return -1;
 	}
 	if (c->err) {
-		snprintf(buf, cap, "connect %.100s:%u: %.120s", host, port,
-		    c->errstr);
+		char what[128];
+
+		snprintf(what, sizeof(what), "connect %.100s:%u", host, port);
+		no_answer(c, what, connect_ms, buf, cap);
 		redisFree(c);
 		return -1;
 	}
@@ -509,8 +582,7 @@ redis_open(redisContext **cp, const char *host, uint32_t port,
 	}
 	r = redisCommand(c, "SCRIPT LOAD %s", script);
 	if (r == NULL) {
-		snprintf(buf, cap, "SCRIPT LOAD: %s",
-		    c->errstr[0] ? c->errstr : "no answer");
+		no_answer(c, "SCRIPT LOAD", command_ms, buf, cap);
 		redisFree(c);
 		return -1;
 	}
@@ -615,6 +687,7 @@ resil_fleet_new(
 
 	if (out == NULL)
 		return resil__diagf(diag, RESIL_E_INVAL, "fleet: out is NULL");
+	(void)pthread_once(&fleet_lua_once, fleet_lua_join);
 	err = resil_fleet_config_validate(cfg, diag);
 	if (err != RESIL_OK)
 		return err;
@@ -643,6 +716,8 @@ resil_fleet_new(
 	    f->key_agg, sizeof(f->key_agg), "resil:fleet:%s:agg:", f->name);
 	snprintf(f->key_inst, sizeof(f->key_inst), "resil:fleet:%s:instances",
 	    f->name);
+	snprintf(f->key_members, sizeof(f->key_members),
+	    "resil:fleet:%s:members", f->name);
 	f->port = cfg->port;
 	f->connect_ms = cfg->connect_timeout_ms;
 	f->command_ms = cfg->command_timeout_ms;
@@ -658,6 +733,14 @@ resil_fleet_new(
 	f->vote_ms = cfg->vote_ms;
 	f->bucket_ms = cfg->bucket_ms;
 	f->buckets = cfg->buckets;
+	snprintf(f->settings, sizeof(f->settings),
+	    "quorum=%u quorum_traffic_pct=%u probe_leases=%u "
+	    "open_wait_ms=%llu lease_ms=%llu vote_ms=%llu bucket_ms=%llu "
+	    "buckets=%u",
+	    (unsigned)f->quorum, (unsigned)f->quorum_pct, (unsigned)f->k,
+	    (unsigned long long)f->open_wait_ms,
+	    (unsigned long long)f->lease_ms, (unsigned long long)f->vote_ms,
+	    (unsigned long long)f->bucket_ms, (unsigned)f->buckets);
 	f->listener = cfg->listener;
 	f->listener_ctx = cfg->listener_ctx;
 	f->user_listener = cfg->breaker.listener;
@@ -726,6 +809,8 @@ acquire_probe(resil_fleet *f, resil_fleet_permit *p, uint64_t ctl)
 	uint64_t ep, now;
 	unsigned j;
 
+	if (p == NULL)
+		return RESIL_E_INVAL;
 	if ((ctl & CTL_STATE) != RESIL_FLEET_HALF_OPEN)
 		return RESIL_E_OPEN;
 	ep = ctl >> 8;
@@ -748,36 +833,37 @@ acquire_probe(resil_fleet *f, resil_fleet_permit *p, uint64_t ctl)
 	return RESIL_E_OPEN;
 }
 
+/*
+ * The call path is a tail call into the local breaker. A local permit is
+ * the breaker's own (p->local, the first member, so p itself is a
+ * resil_permit pointer and the breaker checks it for NULL); a probe
+ * permit has kind 2 and an empty p->local. kind is written for probes
+ * only: a permit struct reused for a local call after a probe may still
+ * say 2, so its granted p->local (flags set) decides (record_probe).
+ */
 resil_err
 resil_fleet_acquire(resil_fleet *f, resil_fleet_permit *p)
 {
 	uint64_t ctl;
-	resil_err err;
 
-	if (RESIL__UNLIKELY(f == NULL || p == NULL))
+	if (RESIL__UNLIKELY(f == NULL))
 		return RESIL_E_INVAL;
 	ctl = resil__load64(&f->ctl);
 	/* Fleet CLOSED or local mode: the local breaker decides. */
-	if (RESIL__UNLIKELY((ctl & CTL_LOCAL) == 0 && (ctl & CTL_STATE) != 0))
+	if (RESIL__UNLIKELY(ctl & CTL_FLEET))
 		return acquire_probe(f, p, ctl);
-	err = resil_breaker_acquire(f->b, &p->local);
-	if (RESIL__LIKELY(err == RESIL_OK))
-		p->kind = 1;
-	return err;
+	return resil_breaker_acquire(f->b, (resil_permit *)(void *)p);
 }
 
-resil_err
-resil_fleet_record(
-    resil_fleet *f, resil_fleet_permit *p, resil_outcome outcome)
+static __attribute__((noinline)) resil_err
+record_probe(resil_fleet *f, resil_fleet_permit *p, resil_outcome outcome)
 {
 	unsigned st;
 
-	if (f == NULL || p == NULL)
-		return RESIL_E_INVAL;
-	/* A local permit: the breaker tracks its spending itself. */
-	if (RESIL__LIKELY(p->kind == 1))
+	/* A local permit in a struct that held a probe before. */
+	if (p->local.flags != 0)
 		return resil_breaker_record(f->b, &p->local, outcome);
-	if (p->kind != 2 || p->slot >= f->max_local)
+	if (p->slot >= f->max_local)
 		return RESIL_E_MISUSE;
 	switch (outcome) {
 	case RESIL_OUTCOME_SUCCESS:
@@ -801,13 +887,26 @@ resil_fleet_record(
 }
 
 resil_err
+resil_fleet_record(
+    resil_fleet *f, resil_fleet_permit *p, resil_outcome outcome)
+{
+	if (RESIL__UNLIKELY(f == NULL || p == NULL))
+		return RESIL_E_INVAL;
+	if (RESIL__UNLIKELY(p->kind == 2))
+		return record_probe(f, p, outcome);
+	/* A local permit (or a spent one): the breaker tracks its
+	 * spending itself. */
+	return resil_breaker_record(f->b, &p->local, outcome);
+}
+
+resil_err
 resil_fleet_release(resil_fleet *f, resil_fleet_permit *p)
 {
 	if (f == NULL || p == NULL)
 		return RESIL_E_INVAL;
-	if (p->kind == 1)
+	if (p->kind != 2 || p->local.flags != 0)
 		return resil_breaker_release(f->b, &p->local);
-	if (p->kind != 2 || p->slot >= f->max_local)
+	if (p->slot >= f->max_local)
 		return RESIL_E_MISUSE;
 	p->kind = 0;
 	(void)resil__cas64(&f->slots[p->slot], mkslot(p->episode, SLOT_INUSE),
@@ -869,7 +968,7 @@ parse_reply(const redisReply *r, uint64_t *state, uint64_t *ep,
 	return 0;
 }
 
-#define ARG_FIXED 24u
+#define ARG_FIXED 26u
 #define ARG_MAX (ARG_FIXED + 3u + 3u * MAX_SLOTS)
 #define ARG_LEN 32u
 
@@ -1079,12 +1178,13 @@ sync_args_build(resil_fleet *f, sync_in *in, sync_args *a)
 	size_t i, ncand = 0;
 
 	a->argc = 2; /* EVALSHA or EVAL, and the script */
-	args_str(a, "5");
+	args_str(a, "6");
 	args_str(a, f->key_state);
 	args_str(a, f->key_votes);
 	args_str(a, f->key_leases);
 	args_str(a, f->key_agg);
 	args_str(a, f->key_inst);
+	args_str(a, f->key_members);
 	args_str(a, f->instance);
 	args_num(a, in->sick);
 	args_num(a, in->calls);
@@ -1111,6 +1211,7 @@ sync_args_build(resil_fleet *f, sync_in *in, sync_args *a)
 		}
 	}
 	args_num(a, in->nrep);
+	args_str(a, f->settings);
 	for (i = 0; i < in->nrep; i++) {
 		args_num(a, in->reported[i]);
 		args_num(a, in->rep_ok[i]);
@@ -1144,6 +1245,7 @@ sync_apply(resil_fleet *f, const sync_in *in, const sync_out *o, uint64_t now)
 	resil__store64(&f->votes, o->votes);
 	resil__store64(&f->share, o->share);
 	resil__faa64(&f->syncs, 1);
+	f->refused = 0;
 
 	if (o->state == RESIL_FLEET_CLOSED) {
 		if (f->forced)
@@ -1180,6 +1282,72 @@ sync_apply(resil_fleet *f, const sync_in *in, const sync_out *o, uint64_t now)
 		emit(f, RESIL_FLEET_EV_LEASES, (uint32_t)o->ngranted, "");
 }
 
+/* The value of key in settings text s ("key=value ..."), copied into
+ * buf; false when s has no such key. */
+static bool
+settings_value(const char *s, const char *key, char *buf, size_t cap)
+{
+	size_t kl = strlen(key), n;
+	const char *p = s;
+
+	while (*p != '\0') {
+		const char *end = strchr(p, ' ');
+
+		n = end != NULL ? (size_t)(end - p) : strlen(p);
+		if (n > kl && strncmp(p, key, kl) == 0 && p[kl] == '=') {
+			snprintf(
+			    buf, cap, "%.*s", (int)(n - kl - 1), p + kl + 1);
+			return true;
+		}
+		p += n;
+		while (*p == ' ')
+			p++;
+	}
+	return false;
+}
+
+/* The fleet refused this member's settings (the fleet's are theirs):
+ * name the keys that differ, once per refusal, and decide locally. */
+static resil_err
+refuse_settings(resil_fleet *f, const char *theirs)
+{
+	char why[RESIL_DIAG_MAX], key[32], mine[32], other[32];
+	const char *p = f->settings;
+	size_t len;
+	int n = 0;
+
+	len = (size_t)snprintf(why, sizeof(why),
+	    "fleet %s: settings differ from the fleet's:", f->name);
+	while (*p != '\0' && len < sizeof(why)) {
+		const char *eq = strchr(p, '='), *end;
+
+		if (eq == NULL)
+			break;
+		snprintf(key, sizeof(key), "%.*s", (int)(eq - p), p);
+		end = strchr(eq, ' ');
+		snprintf(mine, sizeof(mine), "%.*s",
+		    (int)(end != NULL ? (size_t)(end - eq - 1)
+		                      : strlen(eq + 1)),
+		    eq + 1);
+		if (!settings_value(theirs, key, other, sizeof(other)))
+			snprintf(other, sizeof(other), "(none)");
+		if (strcmp(mine, other) != 0)
+			len += (size_t)snprintf(why + len, sizeof(why) - len,
+			    "%s %s=%s (the fleet's %s)", n++ > 0 ? "," : "",
+			    key, mine, other);
+		if (end == NULL)
+			break;
+		p = end + 1;
+	}
+	if (n == 0 && len < sizeof(why))
+		snprintf(why + len, sizeof(why) - len,
+		    " the fleet's are \"%.100s\"", theirs);
+	if (!f->refused)
+		emit(f, RESIL_FLEET_EV_SETTINGS, 0, why);
+	f->refused = 1;
+	return go_local(f, why, 0);
+}
+
 static resil_err
 sync_step(resil_fleet *f, uint64_t now)
 {
@@ -1202,9 +1370,7 @@ sync_step(resil_fleet *f, uint64_t now)
 	if (r == NULL) {
 		/* A timeout or a broken connection: a late answer could
 		 * still arrive, so this connection is done. */
-		snprintf(why, sizeof(why), "redis: %s",
-		    f->c != NULL && f->c->errstr[0] ? f->c->errstr
-		                                    : "no answer");
+		no_answer(f->c, "redis", f->command_ms, why, sizeof(why));
 		disconnect(f);
 		f->next_reconnect = now;
 		return go_local(f, why, 0);
@@ -1213,6 +1379,14 @@ sync_step(resil_fleet *f, uint64_t now)
 		snprintf(why, sizeof(why), "redis script: %.200s", r->str);
 		freeReplyObject(r);
 		return go_local(f, why, 1);
+	}
+	if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+	    r->element[0]->type == REDIS_REPLY_STRING &&
+	    strcmp(r->element[0]->str, "settings") == 0 &&
+	    r->element[1]->type == REDIS_REPLY_STRING) {
+		err = refuse_settings(f, r->element[1]->str);
+		freeReplyObject(r);
+		return err;
 	}
 	if (parse_reply(r, &o.state, &o.ep, &o.votes, &o.share, o.granted,
 	        &o.ngranted, why, sizeof(why)) != 0) {
@@ -1647,8 +1821,7 @@ limit_acquire_locked(
 	r = eval_script(
 	    fl->c, limit_lua, fl->sha, &fl->have_sha, 0, 11, argv, argl);
 	if (r == NULL) {
-		snprintf(why, sizeof(why), "redis: %s",
-		    fl->c->errstr[0] ? fl->c->errstr : "no answer");
+		no_answer(fl->c, "redis", fl->command_ms, why, sizeof(why));
 		ldisconnect(fl);
 		return limit_go_local(fl, now, why, 0, k, retry_after_ns);
 	}

@@ -792,6 +792,7 @@ struct resil_bulkhead {
 	resil_clock clock;
 	resil_allocator alloc;
 	void *mem; /* what was allocated: the struct sits aligned inside */
+	resil_gradient *grad; /* adaptive == RESIL_BULKHEAD_GRADIENT */
 };
 
 _Static_assert(sizeof(bh_stripe) == 2 * RESIL__CACHELINE, "bh_stripe size");
@@ -811,6 +812,54 @@ bh_my_stripe(resil_bulkhead *bh)
 }
 
 #define MAX_LIMIT RESIL_BULKHEAD_MAX_LIMIT
+
+/* "bulkhead." before a gradient's message (its keys are
+ * bulkhead.gradient.* here); RESIL_E_INVAL. */
+static resil_err
+bh_prefix(resil_diag *diag)
+{
+	char tmp[RESIL_DIAG_MAX];
+
+	if (diag == NULL)
+		return RESIL_E_INVAL;
+	memcpy(tmp, diag->msg, sizeof(tmp));
+	tmp[sizeof(tmp) - 1] = '\0';
+	return resil__diagf(diag, RESIL_E_INVAL, "bulkhead.%s", tmp);
+}
+
+resil_err
+resil_bulkhead_config_set(resil_bulkhead_config *cfg, const char *key,
+    const char *value, resil_diag *diag)
+{
+	static const char *const modes[] = { "fixed", "aimd", "gradient" };
+	resil_gradient_config g;
+	int i;
+
+	if (cfg == NULL || key == NULL || value == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "bulkhead: NULL argument");
+	if (strcmp(key, "bulkhead.limit") == 0) {
+		for (i = 0; i < 3; i++)
+			if (strcmp(value, modes[i]) == 0) {
+				cfg->adaptive = i;
+				return RESIL_OK;
+			}
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "%s: \"%s\" is not one of fixed, aimd, gradient", key,
+		    value);
+	}
+	if (strncmp(key, "bulkhead.gradient.", 18) == 0) {
+		g = cfg->gradient;
+		if (g.size != sizeof(g))
+			resil_gradient_config_init(&g);
+		if (resil_gradient_config_set(&g, key + 9, value, diag) !=
+		    RESIL_OK)
+			return bh_prefix(diag);
+		cfg->gradient = g;
+		return RESIL_OK;
+	}
+	return resil__diagf(diag, RESIL_E_NOTFOUND, "%s: unknown key", key);
+}
 
 resil_err
 resil_bulkhead_config_validate(
@@ -839,6 +888,23 @@ resil_bulkhead_config_validate(
 		    "bulkhead.batch: %" PRIu32
 		    " must be 0 for an adaptive bulkhead",
 		    cfg->batch);
+	if (cfg->adaptive != RESIL_BULKHEAD_AIMD &&
+	    cfg->adaptive != RESIL_BULKHEAD_GRADIENT)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "bulkhead.adaptive: %d is not 0 (fixed), 1 (aimd) or 2 "
+		    "(gradient)",
+		    cfg->adaptive);
+	if (cfg->adaptive == RESIL_BULKHEAD_GRADIENT) {
+		if (resil_gradient_config_validate(&cfg->gradient, diag) !=
+		    RESIL_OK)
+			return bh_prefix(diag);
+		if (cfg->gradient.max_limit > MAX_LIMIT)
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "bulkhead.gradient.max_limit: %" PRIu32
+			    " is out of range ..%" PRIu32,
+			    cfg->gradient.max_limit, MAX_LIMIT);
+		return RESIL_OK;
+	}
 	if (cfg->min_limit < 1 || cfg->min_limit > cfg->max_concurrent)
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "bulkhead.min_limit: %" PRIu32
@@ -904,7 +970,18 @@ bh_create(resil_bulkhead **out, const resil_bulkhead_config *cfg, void *shared,
 	bh->clock = cfg->clock != NULL && cfg->clock->now != NULL
 	    ? *cfg->clock
 	    : *resil_clock_system();
-	bh->adaptive = cfg->adaptive != 0;
+	bh->adaptive = cfg->adaptive;
+	if (cfg->adaptive == RESIL_BULKHEAD_GRADIENT) {
+		resil_gradient_config g = cfg->gradient;
+		if (g.alloc == NULL)
+			g.alloc = &bh->alloc;
+		err = resil_gradient_new(&bh->grad, &g, diag);
+		if (err != RESIL_OK) {
+			resil__free(
+			    &bh->alloc, mem, sizeof(*bh) + RESIL__CACHELINE);
+			return err == RESIL_E_INVAL ? bh_prefix(diag) : err;
+		}
+	}
 	bh->min_limit = cfg->min_limit;
 	bh->max_limit = cfg->max_limit;
 	bh->increase = cfg->increase;
@@ -913,7 +990,10 @@ bh_create(resil_bulkhead **out, const resil_bulkhead_config *cfg, void *shared,
 	bh->target = cfg->target_latency_ns;
 	bh->listener = cfg->listener;
 	bh->listener_ctx = cfg->listener_ctx;
-	bh->ctl = (uint64_t)cfg->max_concurrent << 32;
+	bh->ctl =
+	    (uint64_t)(bh->grad != NULL ? resil_gradient_get_limit(bh->grad)
+	                                : cfg->max_concurrent)
+	    << 32;
 	if (shared != NULL) {
 		bh->batch = BH_SHARED;
 		bh->shmem = shared;
@@ -1098,6 +1178,7 @@ resil_bulkhead_free(resil_bulkhead *bh)
 
 	if (bh == NULL)
 		return;
+	resil_gradient_free(bh->grad);
 	a = bh->alloc;
 	resil__free(&a, bh->mem, sizeof(*bh) + RESIL__CACHELINE);
 }
@@ -1317,21 +1398,58 @@ resil_bulkhead_release(resil_bulkhead *bh)
 	return RESIL_OK;
 }
 
-resil_err
-resil_bulkhead_record(
-    resil_bulkhead *bh, resil_outcome outcome, uint64_t latency)
+/* A gradient bulkhead's sample: the gradient's answer becomes the
+ * limit. */
+static LIMIT_NOINLINE void
+bh_gradient_sample(resil_bulkhead *bh, bh_stripe *sp, resil_outcome outcome,
+    uint64_t latency, uint64_t inflight)
+{
+	uint64_t w, lim, nlim;
+
+	nlim = resil_gradient_sample(bh->grad, latency,
+	    inflight > UINT32_MAX ? UINT32_MAX : (uint32_t)inflight,
+	    outcome == RESIL_OUTCOME_FAILURE);
+	for (;;) {
+		w = resil__load64(&bh->ctl);
+		lim = w >> 32;
+		if (lim == nlim ||
+		    resil__cas64(&bh->ctl, w, (nlim << 32) | (w & UINT32_MAX)))
+			break;
+	}
+	if (nlim > lim) {
+		resil__faa64(&sp->increases, 1);
+		if (bh->listener != NULL)
+			bh_event(bh, RESIL_LIMIT_EVENT_LIMIT_INCREASED,
+			    (uint32_t)lim, (uint32_t)nlim);
+	} else if (nlim < lim) {
+		resil__faa64(&sp->decreases, 1);
+		if (bh->listener != NULL)
+			bh_event(bh, RESIL_LIMIT_EVENT_LIMIT_DECREASED,
+			    (uint32_t)lim, (uint32_t)nlim);
+	}
+}
+
+/* record, with the calls in flight a gradient sample takes. */
+static resil_err
+bh_record(resil_bulkhead *bh, resil_outcome outcome, uint64_t latency,
+    uint64_t inflight)
 {
 	uint64_t w, lim, cnt, nlim, ncnt;
 	bh_stripe *sp;
 	int good;
 
-	if (bh == NULL || (unsigned)outcome > (unsigned)RESIL_OUTCOME_BUSINESS)
-		return RESIL_E_INVAL;
 	if (outcome == RESIL_OUTCOME_IGNORED ||
 	    outcome == RESIL_OUTCOME_BUSINESS)
 		return RESIL_OK;
-	good = outcome == RESIL_OUTCOME_SUCCESS && latency <= bh->target;
 	sp = bh_my_stripe(bh);
+	if (bh->grad != NULL) {
+		resil__faa64(
+		    outcome == RESIL_OUTCOME_SUCCESS ? &sp->good : &sp->bad,
+		    1);
+		bh_gradient_sample(bh, sp, outcome, latency, inflight);
+		return RESIL_OK;
+	}
+	good = outcome == RESIL_OUTCOME_SUCCESS && latency <= bh->target;
 	resil__faa64(good ? &sp->good : &sp->bad, 1);
 	if (!bh->adaptive)
 		return RESIL_OK;
@@ -1372,17 +1490,36 @@ resil_bulkhead_record(
 }
 
 resil_err
+resil_bulkhead_record(
+    resil_bulkhead *bh, resil_outcome outcome, uint64_t latency)
+{
+	if (bh == NULL || (unsigned)outcome > (unsigned)RESIL_OUTCOME_BUSINESS)
+		return RESIL_E_INVAL;
+	return bh_record(
+	    bh, outcome, latency, bh->grad != NULL ? bh_in_flight(bh) : 0);
+}
+
+resil_err
 resil_bulkhead_complete(
     resil_bulkhead *bh, resil_outcome outcome, uint64_t latency)
 {
+	uint64_t inflight = 0;
 	resil_err err;
 
 	if (bh == NULL || (unsigned)outcome > (unsigned)RESIL_OUTCOME_BUSINESS)
 		return RESIL_E_INVAL;
+	if (bh->grad != NULL)
+		inflight = bh_in_flight(bh); /* this call included */
 	err = resil_bulkhead_release(bh);
 	if (err != RESIL_OK)
 		return err;
-	return resil_bulkhead_record(bh, outcome, latency);
+	return bh_record(bh, outcome, latency, inflight);
+}
+
+resil_gradient *
+resil_bulkhead_gradient(resil_bulkhead *bh)
+{
+	return bh != NULL ? bh->grad : NULL;
 }
 
 uint32_t

@@ -3,6 +3,7 @@
  * the MockClusterInvoker decision.
  */
 #include "internal.h"
+#include "mock_internal.h"
 
 #include <resil/mock.h>
 
@@ -223,6 +224,37 @@ near_keyword(const char *s, size_t n)
 	return hit;
 }
 
+/* An unquoted text at text[pos..pos+n) that the declared type cannot
+ * take ("return abc" for an int method). */
+static resil_err
+unquoted_fail(const parser *p, size_t pos, size_t n)
+{
+	const char *near = near_keyword(p->text + pos, n);
+	char why[128];
+
+	snprintf(why, sizeof(why), "cannot read an unquoted value as %s%s%s%s",
+	    resil_type_name(p->type), near != NULL ? " (did you mean " : "",
+	    near != NULL ? near : "", near != NULL ? "?)" : "");
+	return fail_at(p, pos, why);
+}
+
+/* The note of a spec that parsed: an unquoted text was read as the
+ * string itself. */
+static void
+unquoted_note(const parser *p, size_t pos, size_t n)
+{
+	const char *near = near_keyword(p->text + pos, n);
+
+	if (p->diag == NULL)
+		return;
+	snprintf(p->diag->msg, sizeof(p->diag->msg),
+	    "mock: \"%s\" at column %zu: unquoted text read as the string "
+	    "\"%.*s\"%s%s%s",
+	    p->text, pos + 1, (int)n, p->text + pos,
+	    near != NULL ? " (did you mean " : "", near != NULL ? near : "",
+	    near != NULL ? "?)" : "");
+}
+
 /* The payload of `return`, at text[pos..pos+n), into *out, converted to
  * the declared type. The order is Dubbo's parseMockValue. */
 static resil_err
@@ -231,7 +263,7 @@ parse_payload(const parser *p, size_t pos, size_t n, resil_value *out)
 	const char *s = p->text + pos;
 	resil_value raw;
 	resil_err err;
-	int integral;
+	int integral, unquoted = 0;
 	char q;
 
 	resil_value_init(&raw);
@@ -302,27 +334,18 @@ parse_payload(const parser *p, size_t pos, size_t n, resil_value *out)
 		if (err != RESIL_OK)
 			return err;
 	} else {
-		/* Neither quoted nor a number, a keyword or JSON: Dubbo keeps
-		 * such text only for a String method. Elsewhere it is a
-		 * mistake (`return ture`), refused with a hint. */
-		char why[160];
-		const char *near = near_keyword(s, n);
-
-		if (p->type == RESIL_TYPE_ANY)
-			snprintf(why, sizeof(why),
-			    "an unquoted value must be a number, true, false, "
-			    "null, empty or JSON (quote text, or declare the "
-			    "type string)%s%s%s",
-			    near != NULL ? "; did you mean " : "",
-			    near != NULL ? near : "", near != NULL ? "?" : "");
-		else
-			snprintf(why, sizeof(why),
-			    "cannot read an unquoted value as %s%s%s%s",
-			    resil_type_name(p->type),
-			    near != NULL ? " (did you mean " : "",
-			    near != NULL ? near : "",
-			    near != NULL ? "?)" : "");
-		return fail_at(p, pos, why);
+		/* Neither quoted nor a number, a keyword or JSON: on an
+		 * untyped method the text itself, as Dubbo's parseMockValue
+		 * ends. A typo such as `return ture` is then the string
+		 * "ture": the note in diag says how it was read, with a
+		 * did-you-mean. A declared type other than a string cannot
+		 * take such text (an int, or JSON, which it is not). */
+		if (p->type != RESIL_TYPE_ANY)
+			return unquoted_fail(p, pos, n);
+		err = resil_value_string(&raw, s, n, p->a);
+		if (err != RESIL_OK)
+			return err;
+		unquoted = 1;
 	}
 	{
 		resil_diag d;
@@ -332,6 +355,8 @@ parse_payload(const parser *p, size_t pos, size_t n, resil_value *out)
 		resil_value_free(&raw);
 		if (err == RESIL_E_INVAL)
 			return fail_at(p, pos, d.msg);
+		if (err == RESIL_OK && unquoted)
+			unquoted_note(p, pos, n);
 		return err;
 	}
 }
@@ -481,6 +506,8 @@ resil_mock_parse(resil_mock_spec *out, const char *text, resil_type declared,
 	if (out == NULL)
 		return resil__diagf(
 		    diag, RESIL_E_INVAL, "mock: NULL spec out");
+	if (diag != NULL)
+		diag->msg[0] = '\0'; /* a note, if any, comes on success */
 	memset(&s, 0, sizeof(s));
 	s.action = RESIL_MOCK_NONE;
 	s.mode = RESIL_MOCK_FAIL;
@@ -795,7 +822,27 @@ struct resil_mock {
 	const resil_mock_registry *registry;
 	bound service_level;
 	method_entry *methods;
+	size_t nforce; /* bounds with an active force: spec (issue 29) */
 };
+
+static size_t
+bound_force(const bound *b)
+{
+	return b->spec.action != RESIL_MOCK_NONE &&
+	    b->spec.mode == RESIL_MOCK_FORCE;
+}
+
+int
+resil__mock_may_force(const resil_mock *m)
+{
+	return m->nforce != 0;
+}
+
+const size_t *
+resil__mock_force_count(const resil_mock *m)
+{
+	return &m->nforce;
+}
 
 static void
 bound_free(const resil_allocator *a, bound *b)
@@ -921,6 +968,7 @@ resil_mock_new(
 		resil_mock_free(m);
 		return err;
 	}
+	m->nforce = bound_force(&m->service_level);
 	*out = m;
 	return RESIL_OK;
 nomem:
@@ -971,6 +1019,7 @@ resil_mock_set_method(resil_mock *m, const char *method, resil_type type,
 	n = strlen(method);
 	HASH_FIND(hh, m->methods, method, n, e);
 	if (e != NULL) {
+		m->nforce = m->nforce - bound_force(&e->b) + bound_force(&b);
 		bound_free(resil__a, &e->b);
 		e->b = b;
 		return RESIL_OK;
@@ -990,6 +1039,7 @@ resil_mock_set_method(resil_mock *m, const char *method, resil_type type,
 		resil__free(resil__a, e, sizeof(*e));
 		goto nomem;
 	}
+	m->nforce += bound_force(&b);
 	return RESIL_OK;
 nomem:
 	bound_free(resil__a, &b);

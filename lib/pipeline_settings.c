@@ -285,7 +285,7 @@ _Static_assert(sizeof(resil_cache_config) == 56,
     "resil_cache_config changed: update resil__same_cache()");
 _Static_assert(sizeof(resil_ratelimit_config) == 72,
     "resil_ratelimit_config changed: update resil__same_ratelimit()");
-_Static_assert(sizeof(resil_bulkhead_config) == 80,
+_Static_assert(sizeof(resil_bulkhead_config) == 160,
     "resil_bulkhead_config changed: update resil__same_bulkhead()");
 #endif
 
@@ -340,7 +340,14 @@ resil__same_bulkhead(
 {
 	return SAME(max_concurrent) && SAME(adaptive) && SAME(min_limit) &&
 	    SAME(max_limit) && SAME(target_latency_ns) && SAME(increase) &&
-	    SAME(backoff_pct) && SAME(batch);
+	    SAME(backoff_pct) && SAME(batch) && SAME(gradient.initial_limit) &&
+	    SAME(gradient.min_limit) && SAME(gradient.max_limit) &&
+	    same_double(a->gradient.smoothing, b->gradient.smoothing) &&
+	    same_double(
+	        a->gradient.rtt_tolerance, b->gradient.rtt_tolerance) &&
+	    SAME(gradient.long_window) && SAME(gradient.long_warmup) &&
+	    SAME(gradient.queue_size) && SAME(gradient.growth) &&
+	    SAME(gradient.listener) && SAME(gradient.listener_ctx);
 }
 
 #undef SAME

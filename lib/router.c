@@ -137,13 +137,17 @@ perr(resil_diag *diag, const char *text, size_t col, const char *fmt, ...)
 }
 
 /* The key of a condition at text[*at..to) into c: a word, or
- * arguments[N] (before '=>' only). */
+ * arguments[N] (before '=>' only). As Dubbo's ArgumentConditionMatcher,
+ * a path after it (arguments[10].inner) is accepted and reads argument N
+ * whole: the text arguments have no fields, so the path is ignored, and
+ * an index the call does not have never matches. */
 static resil_err
 parse_key(const char *text, size_t *at, size_t to, int when, cond *c,
     resil_diag *diag)
 {
-	size_t i = *at, k = 10, col;
+	size_t i = *at, k = 10, col, end;
 	long v = 0;
+	const char *dot;
 
 	if (i == to || !keych(text[i]))
 		return PERR(i + 1, "expected a key");
@@ -160,9 +164,16 @@ parse_key(const char *text, size_t *at, size_t to, int when, cond *c,
 			    col, "'[' is only allowed in arguments[N]");
 		return RESIL_OK;
 	}
-	if (c->key.p[c->key.n - 1] != ']' || k == c->key.n - 1)
+	/* arguments[N] ends at its first '.', if any (Dubbo splits there). */
+	dot = memchr(c->key.p, '.', c->key.n);
+	end = dot != NULL ? (size_t)(dot - c->key.p) : c->key.n;
+	if (dot != NULL &&
+	    (end + 1 == c->key.n || memchr(dot, '[', c->key.n - end) != NULL ||
+	        memchr(dot, ']', c->key.n - end) != NULL))
+		return PERR(col + end, "expected a field name after '.'");
+	if (end <= 10 || c->key.p[end - 1] != ']' || k == end - 1)
 		return PERR(col, "expected arguments[N]");
-	for (; k < c->key.n - 1; k++) {
+	for (; k < end - 1; k++) {
 		if (c->key.p[k] < '0' || c->key.p[k] > '9' || v > 10000)
 			return PERR(col + k,
 			    "argument index is not a number in 0..10000");
@@ -689,6 +700,13 @@ resil__route(const resil__route_cfg *cfg, resil__snapshot *s,
 	return RESIL_OK;
 }
 
+/*
+ * Dubbo's words (AbstractClusterInvoker.checkInvokers): "Failed to invoke
+ * the method M in the service S. No provider available for the service S",
+ * then what resil knows that Dubbo's message does not: how many endpoints
+ * the directory had and which router stage removed them. An empty
+ * directory keeps Dubbo's advice to check the providers.
+ */
 void
 resil__no_provider(const resil__route_cfg *cfg, const char *service,
     const resil_request *req, const resil__route_stats *st, resil_diag *diag)
@@ -698,12 +716,23 @@ resil__no_provider(const resil__route_cfg *cfg, const char *service,
 
 	if (diag == NULL)
 		return;
+	if (service == NULL)
+		service = "";
 	resil__msg_start(&m, diag->msg, sizeof(diag->msg));
-	RESIL__MSG_LIT(&m, "No provider available for service ");
-	resil__msg_str(&m, service != NULL ? service : "");
-	RESIL__MSG_LIT(&m, " method ");
+	RESIL__MSG_LIT(&m, "Failed to invoke the method ");
 	resil__msg_str(
 	    &m, req != NULL && req->method != NULL ? req->method : "");
+	RESIL__MSG_LIT(&m, " in the service ");
+	resil__msg_str(&m, service);
+	RESIL__MSG_LIT(&m, ". No provider available for the service ");
+	resil__msg_str(&m, service);
+	if (st->endpoints == 0) {
+		RESIL__MSG_LIT(&m,
+		    ": 0 endpoints. Please check if the "
+		    "providers have been started and "
+		    "registered.");
+		return;
+	}
 	RESIL__MSG_LIT(&m, ": ");
 	resil__msg_int(&m, (int)st->endpoints);
 	if (st->endpoints == 1)

@@ -7,6 +7,7 @@
 #define RESIL_ROUTER_INTERNAL_H
 
 #include <resil/router.h>
+#include <resil/selector.h>
 
 #include "directory_internal.h"
 
@@ -45,6 +46,10 @@ resil_err resil__route(const resil__route_cfg *cfg, resil__snapshot *s,
 /* The "No provider available ..." message. */
 void resil__no_provider(const resil__route_cfg *cfg, const char *service,
     const resil_request *req, const resil__route_stats *st, resil_diag *diag);
+
+/* The balancer of the method c was last routed for (lib/selector.c; the
+ * service's when c was never routed), for Dubbo's failfast message. */
+resil_lb_kind resil__candidates_lb_kind(const resil_candidates *c);
 
 /* Change a parsed rule's force flag (the configuration text sets it with
  * a separate key). */

@@ -45,6 +45,10 @@ struct resil_selector {
 	resil__spinlock rules_wlock; /* serialises replacements */
 	resil__route_cfg rc;         /* the base: everything but the rules */
 	resil_random rnd;
+	/* The draws when the config gave no random source: one atomic word
+	 * (resil_rng), so concurrent picks take no lock and each gets its
+	 * own value of the seeded sequence. */
+	resil_rng rng;
 	resil_balance_config deflt;
 	resil_method_balance *methods; /* names owned */
 	size_t nmethods;
@@ -60,13 +64,6 @@ struct resil_candidates {
 	resil__route_stats st;
 	resil__lb *lb; /* the routed method's balancer */
 };
-
-static double
-zero_draw(void *ctx)
-{
-	(void)ctx;
-	return 0.0;
-}
 
 resil_err
 resil_selector_config_validate(
@@ -245,8 +242,10 @@ resil_selector_new(resil_selector **out, resil_directory *dir,
 	sel->deflt = cfg->balance;
 	if (cfg->random != NULL && cfg->random->uniform != NULL)
 		sel->rnd = *cfg->random;
-	else
-		sel->rnd.uniform = zero_draw;
+	else {
+		resil_rng_seed(&sel->rng, cfg->seed);
+		sel->rnd = resil_rng_hook(&sel->rng);
+	}
 	if ((cfg->service != NULL &&
 	        (sel->service = resil__strdup(a, cfg->service)) == NULL) ||
 	    (cfg->local_zone != NULL &&
@@ -605,6 +604,14 @@ size_t
 resil_candidates_count(const resil_candidates *c)
 {
 	return c != NULL ? c->v.n : 0;
+}
+
+resil_lb_kind
+resil__candidates_lb_kind(const resil_candidates *c)
+{
+	if (c == NULL || c->lb == NULL)
+		return c != NULL ? c->sel->deflt.kind : RESIL_LB_RANDOM;
+	return c->lb->cfg.kind;
 }
 
 resil_err

@@ -5,7 +5,7 @@
  *
  *   head     magic, layout, fingerprint, size, capacity, ready flag,
  *            the entry-table lock, the bump allocator's next offset
- *   procs    64 process slots {pid, start time} (lib/proc.c's table)
+ *   procs    64 process slots {pid copy, owner word} (lib/proc.c's table)
  *   entries  max_entries {name, kind, layout of the breaker, offset}
  *   data     each breaker's state (lib/breaker.c's shared layout), rate
  *            limiter's or bulkhead's (lib/limit.c's, limit_shared.h)
@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -28,6 +29,7 @@
 #include <unistd.h>
 
 #include "atomic.h"
+#include "breaker_internal.h"
 #include "breaker_shared.h"
 #include "internal.h"
 #include "limit_shared.h"
@@ -80,6 +82,7 @@ struct resil_shm {
 	resil__proc *procs;
 	shm_entry *entries;
 	unsigned slot;
+	char name[NAME_MAX_REGION + 1]; /* the region's, for messages */
 };
 
 /* What a process built differently would disagree on. */
@@ -176,6 +179,230 @@ sys_fail(resil_diag *diag, const char *what, const char *name)
 	    strerror(errno));
 }
 
+static const char *
+kind_name(uint32_t kind)
+{
+	switch (kind) {
+	case KIND_BREAKER:
+		return "breaker";
+	case KIND_RATELIMIT:
+		return "rate limiter";
+	case KIND_BULKHEAD:
+		return "bulkhead";
+	}
+	return "unknown entry";
+}
+
+/*
+ * Validation of a region another process made (or scribbled on): every
+ * field a process relies on is checked when it attaches, and the entry
+ * table again under the table lock on every lookup, so that garbage is
+ * refused with what is wrong instead of being used. Each kind of
+ * corruption has its own message ("corrupt region: ...").
+ */
+static resil_err
+corrupt(resil_diag *diag, const char *name, const char *fmt, ...)
+{
+	char what[200];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	return resil__diagf(diag, RESIL_E_INVAL,
+	    "shm %s: corrupt region: %s (resil_shm_unlink it)", name, what);
+}
+
+static resil_err
+check_head(const resil_shm *shm, const char *name, resil_diag *diag)
+{
+	const shm_head *h = shm->head;
+	uint64_t lock;
+	unsigned i;
+
+	if (memcmp(h->magic, SHM_MAGIC, 8) != 0)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "shm %s: not a resil region (its magic is not \"%s\"): "
+		    "refusing to attach",
+		    name, SHM_MAGIC);
+	if (h->layout != RESIL_SHM_LAYOUT)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "shm %s: region of layout %u, this process uses layout "
+		    "%u: refusing to attach",
+		    name, (unsigned)h->layout, (unsigned)RESIL_SHM_LAYOUT);
+	if (h->fingerprint != fingerprint())
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "shm %s: region of layout %u made by another build "
+		    "(struct fingerprint %llx, this process's %llx): "
+		    "refusing to attach",
+		    name, (unsigned)h->layout,
+		    (unsigned long long)h->fingerprint,
+		    (unsigned long long)fingerprint());
+	if (h->bytes != shm->bytes)
+		return corrupt(diag, name,
+		    "its header says %llu bytes, the object is %zu: %s",
+		    (unsigned long long)h->bytes, shm->bytes,
+		    h->bytes > shm->bytes ? "truncated" : "resized");
+	if (h->max_entries < 1 || h->max_entries > 4096 ||
+	    data_offset(h->max_entries) > shm->bytes)
+		return corrupt(diag, name,
+		    "max_entries %u is out of range 1..4096 or does not fit "
+		    "in %zu bytes",
+		    (unsigned)h->max_entries, shm->bytes);
+	if (__atomic_load_n(&h->nentries, __ATOMIC_ACQUIRE) > h->max_entries)
+		return corrupt(diag, name, "%u entries in a table of %u",
+		    (unsigned)h->nentries, (unsigned)h->max_entries);
+	if (h->next < data_offset(h->max_entries) || h->next > shm->bytes ||
+	    h->next % RESIL__CACHELINE != 0)
+		return corrupt(diag, name,
+		    "the next free offset %llu is outside the data area "
+		    "%zu..%zu or not 64-byte aligned",
+		    (unsigned long long)h->next, data_offset(h->max_entries),
+		    shm->bytes);
+	lock = resil__load64(&h->lock);
+	if (lock > RESIL__PROCS)
+		return corrupt(diag, name,
+		    "the entry-table lock holds %llu (0..%u: a process slot "
+		    "+ 1)",
+		    (unsigned long long)lock, (unsigned)RESIL__PROCS);
+	for (i = 0; i < RESIL__PROCS; i++) {
+		uint64_t pid = resil__load64(&shm->procs[i].pid);
+
+		if (pid > RESIL__PROC_PID_MASK)
+			return corrupt(diag, name,
+			    "process slot %u holds pid %llu", i,
+			    (unsigned long long)pid);
+	}
+	return RESIL_OK;
+}
+
+/* The breaker configuration an entry's layout fields describe. */
+static void
+entry_breaker_cfg(const shm_entry *e, resil_breaker_config *cfg)
+{
+	resil_breaker_config_init(cfg);
+	cfg->window_type = (resil_breaker_window_type)e->window_type;
+	cfg->window_size = e->window_size;
+	cfg->bucket_ns = e->bucket_ns;
+	cfg->permitted_probes = e->permitted_probes;
+}
+
+/* A shared breaker's state word: a state, and while TRANSIT is set an
+ * owner that is a process slot. */
+static resil_err
+check_word(uint64_t w, const char *region, const char *name, resil_diag *diag)
+{
+	uint64_t owner = (w & W_PROBE_MASK) >> W_PROBE_SHIFT & 0x7f;
+
+	if (w_state(w) > RESIL_BREAKER_METRICS_ONLY)
+		return corrupt(diag, region,
+		    "breaker %s: its state word %#llx holds no state (%u)",
+		    name, (unsigned long long)w, (unsigned)w_state(w));
+	if ((w & W_TRANSIT) != 0 && (owner == 0 || owner > RESIL__PROCS))
+		return corrupt(diag, region,
+		    "breaker %s: its state word %#llx names transition owner "
+		    "%llu (1..%u)",
+		    name, (unsigned long long)w, (unsigned long long)owner,
+		    (unsigned)RESIL__PROCS);
+	return RESIL_OK;
+}
+
+/* The entries: each committed one ready, well named, of a known kind,
+ * with valid layout fields, its kind's size, right after the one before
+ * (the data area is a bump allocator), and inside it; a breaker's state
+ * word a state. all: also refuse duplicate names (quadratic: on open
+ * only). */
+static resil_err
+check_entries(
+    const resil_shm *shm, const char *region, bool all, resil_diag *diag)
+{
+	const shm_head *h = shm->head;
+	uint32_t k, j, n = __atomic_load_n(&h->nentries, __ATOMIC_ACQUIRE);
+	uint64_t end = data_offset(h->max_entries);
+
+	if (n > h->max_entries)
+		return corrupt(diag, region, "%u entries in a table of %u",
+		    (unsigned)n, (unsigned)h->max_entries);
+	for (k = 0; k < n; k++) {
+		const shm_entry *e = &shm->entries[k];
+		const char *nm;
+		resil_breaker_config bc;
+		resil_diag d;
+		size_t want = 0;
+
+		if (memchr(e->name, '\0', sizeof(e->name)) == NULL ||
+		    !name_ok(e->name, NAME_MAX_ENTRY))
+			return corrupt(diag, region,
+			    "entry %u has no valid name", (unsigned)k);
+		nm = e->name;
+		if (e->ready != 1)
+			return corrupt(diag, region,
+			    "entry %u (%s) is counted but its ready flag "
+			    "holds "
+			    "%u",
+			    (unsigned)k, nm, (unsigned)e->ready);
+		switch (e->kind) {
+		case KIND_BREAKER:
+			entry_breaker_cfg(e, &bc);
+			if (resil_breaker_config_validate(&bc, &d) != RESIL_OK)
+				return corrupt(diag, region,
+				    "entry %u (%s): a breaker's layout fields "
+				    "are invalid: %s",
+				    (unsigned)k, nm, d.msg);
+			want = resil__breaker_shared_size(&bc);
+			break;
+		case KIND_RATELIMIT:
+			want = resil__ratelimit_shared_size();
+			break;
+		case KIND_BULKHEAD:
+			want = resil__bulkhead_shared_size();
+			break;
+		default:
+			return corrupt(diag, region,
+			    "entry %u (%s) is of kind %u (1..3)", (unsigned)k,
+			    nm, (unsigned)e->kind);
+		}
+		if (e->bytes != want)
+			return corrupt(diag, region,
+			    "entry %u (%s) holds %llu bytes, a %s of its "
+			    "layout "
+			    "needs %zu",
+			    (unsigned)k, nm, (unsigned long long)e->bytes,
+			    kind_name(e->kind), want);
+		if (e->offset != end)
+			return corrupt(diag, region,
+			    "entry %u (%s) starts at offset %llu, expected "
+			    "%llu (where the one before ends)",
+			    (unsigned)k, nm, (unsigned long long)e->offset,
+			    (unsigned long long)end);
+		end += e->bytes;
+		if (end > h->next || end > shm->bytes)
+			return corrupt(diag, region,
+			    "entry %u (%s) ends at offset %llu, past the data "
+			    "in use (%llu)",
+			    (unsigned)k, nm, (unsigned long long)end,
+			    (unsigned long long)h->next);
+		if (e->kind == KIND_BREAKER) {
+			resil_err err = check_word(
+			    resil__load64(
+			        &((const struct bstate *)(const void
+			                  *)((const char *)shm->base +
+			              e->offset))
+			             ->word),
+			    region, nm, diag);
+
+			if (err != RESIL_OK)
+				return err;
+		}
+		for (j = 0; all && j < k; j++)
+			if (strcmp(shm->entries[j].name, nm) == 0)
+				return corrupt(diag, region,
+				    "entries %u and %u are both called %s",
+				    (unsigned)j, (unsigned)k, nm);
+	}
+	return RESIL_OK;
+}
+
 /* Map the region of fd; create: initialise it (fd is new and empty). */
 static resil_err
 map_region(resil_shm *shm, int fd, bool create, const resil_shm_config *c,
@@ -184,6 +411,7 @@ map_region(resil_shm *shm, int fd, bool create, const resil_shm_config *c,
 	struct stat sb;
 	unsigned rounds;
 	size_t bytes;
+	resil_err err;
 	void *base;
 
 	if (create) {
@@ -195,8 +423,8 @@ map_region(resil_shm *shm, int fd, bool create, const resil_shm_config *c,
 		for (rounds = 0;; rounds++) {
 			if (fstat(fd, &sb) != 0)
 				return sys_fail(diag, "fstat", name);
-			if (sb.st_size >= (off_t)sizeof(shm_head))
-				break;
+			if (sb.st_size > 0)
+				break; /* the creator sizes it in one call */
 			if (rounds >= WAIT_ROUNDS)
 				return resil__diagf(diag, RESIL_E_INVAL,
 				    "shm %s: the region was never sized: its "
@@ -228,9 +456,26 @@ map_region(resil_shm *shm, int fd, bool create, const resil_shm_config *c,
 		__atomic_store_n(&h->ready, 1, __ATOMIC_RELEASE);
 		return RESIL_OK;
 	}
-	for (rounds = 0;
-	     __atomic_load_n(&shm->head->ready, __ATOMIC_ACQUIRE) != 1;
-	     rounds++) {
+	if (bytes < sizeof(shm_head)) {
+		munmap(base, bytes);
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "shm %s: corrupt region: %zu bytes, smaller than its "
+		    "header (%zu): truncated (resil_shm_unlink it)",
+		    name, bytes, sizeof(shm_head));
+	}
+	for (rounds = 0;; rounds++) {
+		uint32_t r =
+		    __atomic_load_n(&shm->head->ready, __ATOMIC_ACQUIRE);
+
+		if (r == 1)
+			break;
+		if (r != 0) {
+			munmap(base, bytes);
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "shm %s: corrupt region: its ready flag holds %u "
+			    "(0 or 1) (resil_shm_unlink it)",
+			    name, (unsigned)r);
+		}
 		if (rounds >= WAIT_ROUNDS) {
 			munmap(base, bytes);
 			return resil__diagf(diag, RESIL_E_INVAL,
@@ -240,22 +485,13 @@ map_region(resil_shm *shm, int fd, bool create, const resil_shm_config *c,
 		}
 		sched_yield();
 	}
-	if (memcmp(shm->head->magic, SHM_MAGIC, 8) != 0 ||
-	    shm->head->layout != RESIL_SHM_LAYOUT ||
-	    shm->head->fingerprint != fingerprint() ||
-	    shm->head->bytes != bytes ||
-	    data_offset(shm->head->max_entries) > bytes) {
-		resil_err e = resil__diagf(diag, RESIL_E_INVAL,
-		    "shm %s: region of layout %u (fingerprint %llx), this "
-		    "process uses layout %u (fingerprint %llx): refusing to "
-		    "attach",
-		    name, (unsigned)shm->head->layout,
-		    (unsigned long long)shm->head->fingerprint,
-		    (unsigned)RESIL_SHM_LAYOUT,
-		    (unsigned long long)fingerprint());
-
+	err = check_head(shm, name, diag);
+	if (err == RESIL_OK)
+		err = check_entries(shm, name, true, diag);
+	if (err != RESIL_OK) {
 		munmap(base, bytes);
-		return e;
+		shm->base = NULL;
+		return err;
 	}
 	return RESIL_OK;
 }
@@ -263,6 +499,38 @@ map_region(resil_shm *shm, int fd, bool create, const resil_shm_config *c,
 /* Zero process slot i's announcements in every breaker: a slot taken
  * over from a dead process must not inherit them. */
 static void clear_slot_announcements(resil_shm *shm, unsigned i);
+
+/* Whether dead slot i is still named by the region: the entry-table
+ * lock, or a shared breaker's transition it was making. The processes
+ * waiting for those take them over once they see it dead; a new owner of
+ * the slot would look alive to them, and they would wait for ever. */
+static bool
+slot_busy(unsigned i, void *ctx)
+{
+	resil_shm *shm = ctx;
+	uint32_t k, n;
+
+	if (resil__load64(&shm->head->lock) == (uint64_t)i + 1)
+		return true;
+	n = __atomic_load_n(&shm->head->nentries, __ATOMIC_ACQUIRE);
+	for (k = 0; k < n && k < shm->head->max_entries; k++) {
+		const shm_entry *e = &shm->entries[k];
+		uint64_t w;
+
+		if (e->kind != KIND_BREAKER || e->ready != 1 ||
+		    e->offset > shm->bytes ||
+		    shm->bytes - e->offset < sizeof(struct bstate))
+			continue;
+		w = resil__load64(
+		    &((struct bstate *)(void *)((char *)shm->base + e->offset))
+		         ->word);
+		if ((w & W_TRANSIT) != 0 &&
+		    ((w & W_PROBE_MASK) >> W_PROBE_SHIFT & 0x7f) ==
+		        (uint64_t)i + 1)
+			return true;
+	}
+	return false;
+}
 
 /* Take a process slot (lib/proc.c's claim); one taken over from a dead
  * process is cleared of what it left in the region's breakers. */
@@ -272,7 +540,7 @@ claim_slot(resil_shm *shm, resil_diag *diag)
 	uint64_t prev;
 	unsigned i;
 
-	if (!resil__proc_claim(shm->procs, &i, &prev))
+	if (!resil__proc_claim(shm->procs, &i, &prev, slot_busy, shm))
 		return resil__diagf(diag, RESIL_E_LIMITED,
 		    "shm: all %u process slots are taken by live processes",
 		    (unsigned)RESIL__PROCS);
@@ -331,6 +599,7 @@ resil_shm_open(resil_shm **out, const char *name, const resil_shm_config *cfg,
 		return resil__diagf(diag, RESIL_E_NOMEM, "shm: out of memory");
 	memset(shm, 0, sizeof(*shm));
 	shm->alloc = *a;
+	memcpy(shm->name, name, strlen(name) + 1);
 	snprintf(path, sizeof(path), "/resil.%s", name);
 	fd = shm_open(path, O_RDWR | O_CREAT | O_EXCL, (mode_t)c.mode);
 	if (fd < 0 && errno == EEXIST) {
@@ -428,6 +697,11 @@ resil_shm_breaker(resil_shm *shm, const char *name,
 	if (err != RESIL_OK)
 		return err;
 	table_lock(shm);
+	err = check_entries(shm, shm->name, false, diag);
+	if (err != RESIL_OK) {
+		table_unlock(shm);
+		return err;
+	}
 	n = shm->head->nentries;
 	for (k = 0; k < n && k < shm->head->max_entries; k++)
 		if (strcmp(shm->entries[k].name, name) == 0) {
@@ -494,20 +768,6 @@ resil_shm_breaker(resil_shm *shm, const char *name,
 	}
 	table_unlock(shm);
 	return err;
-}
-
-static const char *
-kind_name(uint32_t kind)
-{
-	switch (kind) {
-	case KIND_BREAKER:
-		return "breaker";
-	case KIND_RATELIMIT:
-		return "rate limiter";
-	case KIND_BULKHEAD:
-		return "bulkhead";
-	}
-	return "unknown entry";
 }
 
 /* The wanted layout of a limiter entry. */
@@ -628,7 +888,9 @@ resil_shm_ratelimit(resil_shm *shm, const char *name,
 	w.d = cfg->burst;
 	w.bytes = resil__ratelimit_shared_size();
 	table_lock(shm);
-	err = entry_get(shm, name, &w, &e, &init, diag);
+	err = check_entries(shm, shm->name, false, diag);
+	if (err == RESIL_OK)
+		err = entry_get(shm, name, &w, &e, &init, diag);
 	if (err == RESIL_OK && e != NULL)
 		err = resil__ratelimit_new_shared(
 		    out, cfg, (char *)shm->base + e->offset, init, diag);
@@ -659,7 +921,9 @@ resil_shm_bulkhead(resil_shm *shm, const char *name,
 	w.b = cfg->max_concurrent;
 	w.bytes = resil__bulkhead_shared_size();
 	table_lock(shm);
-	err = entry_get(shm, name, &w, &e, &init, diag);
+	err = check_entries(shm, shm->name, false, diag);
+	if (err == RESIL_OK)
+		err = entry_get(shm, name, &w, &e, &init, diag);
 	if (err == RESIL_OK && e != NULL)
 		err = resil__bulkhead_new_shared(out, cfg,
 		    (char *)shm->base + e->offset, init, shm->procs, shm->slot,
@@ -678,6 +942,10 @@ resil_shm_reap(resil_shm *shm)
 	if (shm == NULL)
 		return 0;
 	table_lock(shm);
+	if (check_entries(shm, shm->name, false, NULL) != RESIL_OK) {
+		table_unlock(shm);
+		return 0; /* a corrupt table: nothing is touched */
+	}
 	n = shm->head->nentries;
 	for (k = 0; k < n && k < shm->head->max_entries; k++) {
 		shm_entry *e = &shm->entries[k];

@@ -14,6 +14,8 @@
 
 #include "source_internal.h"
 
+#include "clock_internal.h"
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,8 +48,12 @@ typedef struct entry {
 
 #define EVQ 32
 
-struct resil_source {
+struct resil_registry_source {
 	resil_allocator a;
+	/* The caller's allocator itself (NULL: malloc's), for the rules
+	 * given to the selector: a rule keeps its allocator's address and
+	 * the selector frees it, after the source is gone too. */
+	const resil_allocator *rule_alloc;
 	resil_clock clk;
 	resil_clock wall;
 	resil_source_config cfg; /* strings are the copies below */
@@ -104,22 +110,8 @@ sys_now(void)
 	return resil_clock_now(resil_clock_system());
 }
 
-/* The one read of the real-time clock outside the clock module, on
- * purpose: a Dubbo provider's timestamp is wall-clock time, and the
- * clock module has no wall clock (cfg->wall_clock replaces this). */
-static uint64_t
-wall_system(void *ctx)
-{
-	struct timespec ts;
-
-	(void)ctx;
-	if (clock_gettime(CLOCK_REALTIME, &ts) != 0)
-		return 0;
-	return (uint64_t)ts.tv_sec * RESIL_NS_PER_SEC + (uint64_t)ts.tv_nsec;
-}
-
 static int64_t
-wall_ms(resil_source *src)
+wall_ms(resil_registry_source *src)
 {
 	return (int64_t)(resil_clock_now(&src->wall) / RESIL_NS_PER_MS);
 }
@@ -128,8 +120,8 @@ wall_ms(resil_source *src)
  */
 
 static void
-emit(resil_source *src, resil_source_event_type type, const char *node,
-    const char *msg, size_t count)
+emit(resil_registry_source *src, resil_source_event_type type,
+    const char *node, const char *msg, size_t count)
 {
 	resil_source_event ev;
 
@@ -164,7 +156,7 @@ emit(resil_source *src, resil_source_event_type type, const char *node,
 }
 
 void
-resil_source_get_stats(resil_source *src, resil_source_stats *out)
+resil_source_get_stats(resil_registry_source *src, resil_source_stats *out)
 {
 	if (src == NULL || out == NULL)
 		return;
@@ -231,8 +223,8 @@ entry_free(const resil_allocator *a, entry *e)
 /* Parse one node; NULL for out of memory. Events for what is not a
  * candidate or was repaired are sent here, once per node. */
 static entry *
-entry_new(resil_source *src, const char *name, int decoded, uint64_t now,
-    int64_t wms, int *nomem)
+entry_new(resil_registry_source *src, const char *name, int decoded,
+    uint64_t now, int64_t wms, int *nomem)
 {
 	const resil_allocator *a = &src->a;
 	entry *e = resil__calloc(a, sizeof(*e));
@@ -322,7 +314,7 @@ by_name(const void *x, const void *y)
 }
 
 static void
-set_failed(resil_source *src, int cat, list *l)
+set_failed(resil_registry_source *src, int cat, list *l)
 {
 	list_free(&src->a, src->failed[cat]);
 	src->failed[cat] = l;
@@ -331,7 +323,7 @@ set_failed(resil_source *src, int cat, list *l)
 }
 
 static void
-keep_saved(resil_source *src, int cat, list *l)
+keep_saved(resil_registry_source *src, int cat, list *l)
 {
 	list_free(&src->a, src->saved[cat]);
 	src->saved[cat] = l;
@@ -339,25 +331,17 @@ keep_saved(resil_source *src, int cat, list *l)
 		src->dirty = 1;
 }
 
-/* Apply a provider list (owned: kept for the file, or freed). */
-static void
-apply_providers(resil_source *src, list *l)
+/* Parse the names of l into a new table of src, taking the entries of
+ * the old one it still lists and freeing the rest. 0, or -1 for out of
+ * memory (the table then holds what was parsed). */
+static int
+retable(resil_registry_source *src, const list *l, uint64_t now, int64_t wms)
 {
 	const resil_allocator *resil__a = &src->a;
-	uint64_t now = resil_clock_now(&src->clk), before_v, after_v;
-	int64_t wms = wall_ms(src);
 	entry *ntab = NULL, *e, *tmp;
-	eref *ok = NULL;
-	resil_endpoint_spec *specs = NULL;
-	size_t i, nok = 0, nkept = 0, nprov = 0, before_n;
 	int resil__oom = 0, nomem = 0;
-	resil_diag diag;
-	resil_err err;
-	char msg[160];
+	size_t i;
 
-	pthread_mutex_lock(&src->smu);
-	src->st.lists++;
-	pthread_mutex_unlock(&src->smu);
 	for (i = 0; i < l->n && !nomem; i++) {
 		const char *name = l->names[i];
 		size_t len = strlen(name);
@@ -389,61 +373,119 @@ apply_providers(resil_source *src, list *l)
 		entry_free(&src->a, e);
 	}
 	src->tab = ntab;
-	if (nomem)
-		goto oom;
+	return nomem ? -1 : 0;
+}
 
-	nok = 0;
-	HASH_ITER(hh, src->tab, e, tmp)
-	{
-		nok += e->verdict == RESIL__PROVIDER_OK;
-	}
-	if (nok > 0 && (ok = resil__alloc(&src->a, nok * sizeof(*ok))) == NULL)
-		goto oom;
+/* The candidates of the table, one per address, in name order: *ok (an
+ * array of *nok, to free) holds the *nkept chosen first. -1 for out of
+ * memory. */
+static int
+one_per_address(
+    resil_registry_source *src, eref **ok, size_t *nok, size_t *nkept)
+{
+	entry *e;
+	size_t i, n = 0, kept = 0;
+	eref *r = NULL;
+	char msg[160];
+
+	/* In table order (no deletion here: a plain walk). */
+	for (e = src->tab; e != NULL; e = e->hh.next)
+		n += e->verdict == RESIL__PROVIDER_OK;
+	if (n > 0 && (r = resil__alloc(&src->a, n * sizeof(*r))) == NULL)
+		return -1;
 	i = 0;
-	HASH_ITER(hh, src->tab, e, tmp)
-	{
+	for (e = src->tab; e != NULL; e = e->hh.next)
 		if (e->verdict == RESIL__PROVIDER_OK)
-			ok[i++].e = e;
-	}
-	/* One provider per address. */
-	if (nok > 1)
-		qsort(ok, nok, sizeof(*ok), by_address);
-	for (i = 0; i < nok; i++) {
-		if (nkept > 0 &&
-		    strcmp(ok[nkept - 1].e->p.spec.address,
-		        ok[i].e->p.spec.address) == 0) {
-			if (!ok[i].e->dup_said) {
+			r[i++].e = e;
+	if (n > 1)
+		qsort(r, n, sizeof(*r), by_address);
+	for (i = 0; i < n; i++) {
+		if (kept > 0 &&
+		    strcmp(r[kept - 1].e->p.spec.address,
+		        r[i].e->p.spec.address) == 0) {
+			if (!r[i].e->dup_said) {
 				(void)snprintf(msg, sizeof(msg),
 				    "address %s is listed by a newer "
 				    "provider; this one is left out",
-				    ok[i].e->p.spec.address);
+				    r[i].e->p.spec.address);
 				emit(src, RESIL_SOURCE_BAD_PROVIDER,
-				    ok[i].e->decoded, msg, 0);
-				ok[i].e->dup_said = 1;
+				    r[i].e->decoded, msg, 0);
+				r[i].e->dup_said = 1;
 			}
 			continue;
 		}
-		ok[i].e->dup_said = 0;
-		ok[nkept++] = ok[i];
+		r[i].e->dup_said = 0;
+		r[kept++] = r[i];
 	}
-	if (nkept > 1)
-		qsort(ok, nkept, sizeof(*ok), by_name);
+	if (kept > 1)
+		qsort(r, kept, sizeof(*r), by_name);
+	*ok = r;
+	*nok = n;
+	*nkept = kept;
+	return 0;
+}
+
+/* Push the kept providers: RESIL_OK, or the directory's refusal (said
+ * in *diag); *nprov counts the non-mock ones. */
+static resil_err
+push_kept(resil_registry_source *src, const eref *ok, size_t nkept,
+    size_t *nprov, resil_diag *diag)
+{
+	resil_endpoint_spec *specs = NULL;
+	resil_err err;
+	size_t i;
+
+	*nprov = 0;
 	if (nkept > 0 &&
 	    (specs = resil__alloc(&src->a, nkept * sizeof(*specs))) == NULL)
-		goto oom;
+		return RESIL_E_NOMEM;
 	for (i = 0; i < nkept; i++) {
 		specs[i] = ok[i].e->p.spec;
-		nprov += !specs[i].mock;
+		*nprov += !specs[i].mock;
 	}
-	before_n = resil_directory_count(src->cfg.directory);
-	before_v = resil_directory_version(src->cfg.directory);
-	err = resil_directory_push(src->cfg.directory, specs, nkept, &diag);
-	after_v = resil_directory_version(src->cfg.directory);
+	err = resil_directory_push(src->cfg.directory, specs, nkept, diag);
 	if (specs != NULL)
 		resil__free(&src->a, specs, nkept * sizeof(*specs));
+	return err;
+}
+
+static void
+count_push(resil_registry_source *src, const list *l, size_t nkept)
+{
+	uint64_t took = sys_now() - l->fired;
+
+	pthread_mutex_lock(&src->smu);
+	src->st.pushes++;
+	src->st.providers = nkept;
+	src->st.last_update_ns = took;
+	if (took > src->st.max_update_ns)
+		src->st.max_update_ns = took;
+	pthread_mutex_unlock(&src->smu);
+}
+
+/* Apply a provider list (owned: kept for the file, or freed). */
+static void
+apply_providers(resil_registry_source *src, list *l)
+{
+	uint64_t before_v, after_v;
+	eref *ok = NULL;
+	size_t nok = 0, nkept = 0, nprov = 0, before_n;
+	resil_diag diag;
+	resil_err err;
+	char msg[160];
+
+	pthread_mutex_lock(&src->smu);
+	src->st.lists++;
+	pthread_mutex_unlock(&src->smu);
+	if (retable(src, l, resil_clock_now(&src->clk), wall_ms(src)) != 0 ||
+	    one_per_address(src, &ok, &nok, &nkept) != 0)
+		goto oom;
+	before_n = resil_directory_count(src->cfg.directory);
+	before_v = resil_directory_version(src->cfg.directory);
+	err = push_kept(src, ok, nkept, &nprov, &diag);
+	after_v = resil_directory_version(src->cfg.directory);
 	if (ok != NULL)
 		resil__free(&src->a, ok, nok * sizeof(*ok));
-	ok = NULL;
 	if (err == RESIL_E_NOMEM)
 		goto oom;
 	if (err != RESIL_OK) {
@@ -451,17 +493,7 @@ apply_providers(resil_source *src, list *l)
 		set_failed(src, RESIL__CAT_PROVIDERS, l);
 		return;
 	}
-	{
-		uint64_t took = sys_now() - l->fired;
-
-		pthread_mutex_lock(&src->smu);
-		src->st.pushes++;
-		src->st.providers = nkept;
-		src->st.last_update_ns = took;
-		if (took > src->st.max_update_ns)
-			src->st.max_update_ns = took;
-		pthread_mutex_unlock(&src->smu);
-	}
+	count_push(src, l, nkept);
 	if (nprov == 0 && before_n > 0 && after_v == before_v) {
 		(void)snprintf(msg, sizeof(msg),
 		    "the registry lists no provider of %s; the last %zu are "
@@ -477,8 +509,6 @@ apply_providers(resil_source *src, list *l)
 	keep_saved(src, RESIL__CAT_PROVIDERS, l);
 	return;
 oom:
-	if (ok != NULL)
-		resil__free(&src->a, ok, nok * sizeof(*ok));
 	emit(src, RESIL_SOURCE_ERROR, "",
 	    "out of memory applying the provider list; the directory keeps "
 	    "its list and the source tries again",
@@ -523,83 +553,130 @@ give_rules(
 	return err;
 }
 
+/* Parse entry i of l into *it: 1 when it is a rule, 0 when it is not (an
+ * event says why), -1 for out of memory. */
+static int
+route_item(resil_registry_source *src, const list *l, size_t i, rule_item *it)
+{
+	const resil_allocator *a = &src->a;
+	char *dec = NULL, *rule = NULL;
+	int force = 0, prio = 0, v, r = 0;
+	size_t col = 0;
+	resil_diag why;
+	resil__url u;
+	resil_err err;
+	char msg[160];
+
+	why.msg[0] = '\0';
+	if (l->decoded)
+		err = (dec = resil__strdup(a, l->names[i])) == NULL
+		    ? RESIL_E_NOMEM
+		    : RESIL_OK;
+	else
+		err = resil__url_decode(a, l->names[i], &dec, &col);
+	if (err == RESIL_E_NOMEM)
+		return -1;
+	if (err != RESIL_OK) {
+		(void)snprintf(msg, sizeof(msg),
+		    "a malformed %%-escape at column %zu of the node name",
+		    col);
+		emit(src, RESIL_SOURCE_BAD_ROUTE, l->names[i], msg, 0);
+		return 0;
+	}
+	err = resil__url_parse(a, dec, &u, &why);
+	if (err == RESIL_E_NOMEM) {
+		r = -1;
+		goto done;
+	}
+	if (err != RESIL_OK) {
+		emit(src, RESIL_SOURCE_BAD_ROUTE, dec, why.msg, 0);
+		goto done;
+	}
+	v = resil__route_map(a, &u, &rule, &force, &prio, &why);
+	resil__url_free(a, &u);
+	if (v < 0) {
+		r = -1;
+		goto done;
+	}
+	if (v != RESIL__PROVIDER_OK) {
+		emit(src,
+		    v == RESIL__PROVIDER_SKIP ? RESIL_SOURCE_SKIPPED
+		                              : RESIL_SOURCE_BAD_ROUTE,
+		    dec, why.msg, 0);
+		goto done;
+	}
+	err =
+	    resil_condition_parse(&it->c, rule, force, src->rule_alloc, &why);
+	resil__strfree(a, rule);
+	if (err == RESIL_E_NOMEM)
+		r = -1;
+	else if (err != RESIL_OK)
+		emit(src, RESIL_SOURCE_BAD_ROUTE, dec, why.msg, 0);
+	else {
+		it->name = l->names[i];
+		it->priority = prio;
+		r = 1;
+	}
+done:
+	resil__strfree(a, dec);
+	return r;
+}
+
+/* Hand the n rules to the selector (or drop them, with no selector or
+ * routes off), the outcome said in msg: RESIL_OK, or the selector's
+ * error (said in *why), the rules freed in every case. */
+static resil_err
+hand_rules(resil_registry_source *src, rule_ptr *rules, size_t n, char *msg,
+    size_t msglen, resil_diag *why)
+{
+	size_t i;
+
+	if (src->cfg.selector != NULL && src->cfg.routes && n == 0 &&
+	    !src->rules_given) {
+		/* No rule in the registry and none given yet: the
+		 * selector's own rules stay. */
+		(void)snprintf(msg, msglen,
+		    "no condition rule of %s in the registry; the selector's "
+		    "own rules stay",
+		    src->cfg.service);
+	} else if (src->cfg.selector != NULL && src->cfg.routes) {
+		resil_err err = give_rules(src->cfg.selector, rules, n, why);
+
+		if (err != RESIL_OK)
+			return err;
+		src->rules_given = 1;
+		(void)snprintf(msg, msglen,
+		    "%zu condition rules of %s for the selector", n,
+		    src->cfg.service);
+	} else {
+		for (i = 0; i < n; i++)
+			resil_condition_free(rules[i]);
+		(void)snprintf(msg, msglen,
+		    "%zu condition rules of %s (no selector: not applied)", n,
+		    src->cfg.service);
+	}
+	return RESIL_OK;
+}
+
 static void
-apply_routes(resil_source *src, list *l)
+apply_routes(resil_registry_source *src, list *l)
 {
 	const resil_allocator *a = &src->a;
 	rule_item *items = NULL;
 	rule_ptr *rules = NULL;
 	size_t i, n = 0;
 	resil_diag why;
+	resil_err err;
 	char msg[160];
+	int r;
 
 	if (l->n > 0 &&
 	    (items = resil__calloc(a, l->n * sizeof(*items))) == NULL)
 		goto oom;
 	for (i = 0; i < l->n; i++) {
-		char *dec = NULL, *rule = NULL;
-		int force = 0, prio = 0, v;
-		size_t col = 0;
-		resil__url u;
-		resil_err err;
-
-		why.msg[0] = '\0';
-		if (l->decoded)
-			err = (dec = resil__strdup(a, l->names[i])) == NULL
-			    ? RESIL_E_NOMEM
-			    : RESIL_OK;
-		else
-			err = resil__url_decode(a, l->names[i], &dec, &col);
-		if (err == RESIL_E_NOMEM)
+		if ((r = route_item(src, l, i, &items[n])) < 0)
 			goto oom;
-		if (err != RESIL_OK) {
-			(void)snprintf(msg, sizeof(msg),
-			    "a malformed %%-escape at column %zu of the node "
-			    "name",
-			    col);
-			emit(src, RESIL_SOURCE_BAD_ROUTE, l->names[i], msg, 0);
-			continue;
-		}
-		err = resil__url_parse(a, dec, &u, &why);
-		if (err == RESIL_E_NOMEM) {
-			resil__strfree(a, dec);
-			goto oom;
-		}
-		if (err != RESIL_OK) {
-			emit(src, RESIL_SOURCE_BAD_ROUTE, dec, why.msg, 0);
-			resil__strfree(a, dec);
-			continue;
-		}
-		v = resil__route_map(a, &u, &rule, &force, &prio, &why);
-		resil__url_free(a, &u);
-		if (v < 0) {
-			resil__strfree(a, dec);
-			goto oom;
-		}
-		if (v != RESIL__PROVIDER_OK) {
-			emit(src,
-			    v == RESIL__PROVIDER_SKIP ? RESIL_SOURCE_SKIPPED
-			                              : RESIL_SOURCE_BAD_ROUTE,
-			    dec, why.msg, 0);
-			resil__strfree(a, dec);
-			continue;
-		}
-		err = resil_condition_parse(
-		    &items[n].c, rule, force, &src->a, &why);
-		resil__strfree(a, rule);
-		if (err == RESIL_E_NOMEM) {
-			resil__strfree(a, dec);
-			goto oom;
-		}
-		if (err != RESIL_OK) {
-			emit(src, RESIL_SOURCE_BAD_ROUTE, dec, why.msg, 0);
-			resil__strfree(a, dec);
-			continue;
-		}
-		resil__strfree(a, dec);
-		items[n].name = l->names[i];
-		items[n].priority = prio;
-		n++;
+		n += (size_t)r;
 	}
 	/* Dubbo sorts its routers by priority, the lowest first. */
 	if (n > 1)
@@ -608,46 +685,22 @@ apply_routes(resil_source *src, list *l)
 		goto oom;
 	for (i = 0; i < n; i++)
 		rules[i] = items[i].c;
-	if (src->cfg.selector != NULL && src->cfg.routes && n == 0 &&
-	    !src->rules_given) {
-		/* No rule in the registry and none given yet: the
-		 * selector's own rules stay. */
-		(void)snprintf(msg, sizeof(msg),
-		    "no condition rule of %s in the registry; the selector's "
-		    "own rules stay",
-		    src->cfg.service);
-	} else if (src->cfg.selector != NULL && src->cfg.routes) {
-		resil_err err = give_rules(src->cfg.selector, rules, n, &why);
-
-		if (err != RESIL_OK) {
-			if (rules != NULL)
-				resil__free(a, rules, n * sizeof(rule_ptr));
-			if (items != NULL)
-				resil__free(a, items, l->n * sizeof(*items));
-			if (err == RESIL_E_NOMEM) {
-				items = NULL;
-				n = 0;
-				goto oom;
-			}
-			emit(src, RESIL_SOURCE_ERROR, "", why.msg, n);
-			set_failed(src, RESIL__CAT_ROUTERS, l);
-			return;
-		}
-		src->rules_given = 1;
-		(void)snprintf(msg, sizeof(msg),
-		    "%zu condition rules of %s for the selector", n,
-		    src->cfg.service);
-	} else {
-		for (i = 0; i < n; i++)
-			resil_condition_free(rules[i]);
-		(void)snprintf(msg, sizeof(msg),
-		    "%zu condition rules of %s (no selector: not applied)", n,
-		    src->cfg.service);
-	}
+	why.msg[0] = '\0';
+	err = hand_rules(src, rules, n, msg, sizeof(msg), &why);
 	if (rules != NULL)
 		resil__free(a, rules, n * sizeof(rule_ptr));
 	if (items != NULL)
 		resil__free(a, items, l->n * sizeof(*items));
+	if (err == RESIL_E_NOMEM) {
+		items = NULL;
+		n = 0;
+		goto oom;
+	}
+	if (err != RESIL_OK) {
+		emit(src, RESIL_SOURCE_ERROR, "", why.msg, n);
+		set_failed(src, RESIL__CAT_ROUTERS, l);
+		return;
+	}
 	pthread_mutex_lock(&src->smu);
 	src->st.route_lists++;
 	src->st.rules = n;
@@ -668,7 +721,7 @@ oom:
 }
 
 static void
-apply(resil_source *src, int cat, list *l)
+apply(resil_registry_source *src, int cat, list *l)
 {
 	if (cat == RESIL__CAT_PROVIDERS)
 		apply_providers(src, l);
@@ -680,7 +733,7 @@ apply(resil_source *src, int cat, list *l)
 
 /* The decoded entries of both lists, for the file. */
 static void
-save_file(resil_source *src)
+save_file(resil_registry_source *src)
 {
 	const resil_allocator *a = &src->a;
 	size_t n = 0, i, k = 0, c;
@@ -759,7 +812,7 @@ is_route_url(const resil_allocator *a, const char *url)
 }
 
 static void
-load_file(resil_source *src)
+load_file(resil_registry_source *src)
 {
 	const resil_allocator *a = &src->a;
 	char **urls = NULL, **part[RESIL__NCAT] = { NULL, NULL };
@@ -824,8 +877,8 @@ load_file(resil_source *src)
 /* ---- deliveries (any thread) ---------------------------------------------
  */
 
-void
-resil__source_deliver(resil_source *src, int cat, const char *const *names,
+static void
+sink_deliver(resil_registry_source *src, int cat, const char *const *names,
     size_t n, uint64_t fired_ns)
 {
 	list *l;
@@ -855,9 +908,9 @@ resil__source_deliver(resil_source *src, int cat, const char *const *names,
 	pthread_mutex_unlock(&src->mu);
 }
 
-void
-resil__source_notify(
-    resil_source *src, resil_source_event_type type, const char *msg)
+static void
+sink_notify(
+    resil_registry_source *src, resil_source_event_type type, const char *msg)
 {
 	pthread_mutex_lock(&src->smu);
 	if (type == RESIL_SOURCE_CONNECTED) {
@@ -882,16 +935,16 @@ resil__source_notify(
 	pthread_mutex_unlock(&src->mu);
 }
 
-void
-resil__source_session_made(resil_source *src)
+static void
+sink_session_made(resil_registry_source *src)
 {
 	pthread_mutex_lock(&src->smu);
 	src->st.sessions++;
 	pthread_mutex_unlock(&src->smu);
 }
 
-void
-resil__source_wake(resil_source *src)
+static void
+sink_wake(resil_registry_source *src)
 {
 	pthread_mutex_lock(&src->mu);
 	src->woken = 1;
@@ -899,13 +952,20 @@ resil__source_wake(resil_source *src)
 	pthread_mutex_unlock(&src->mu);
 }
 
+static const resil__source_sink sink = {
+	sink_deliver,
+	sink_notify,
+	sink_session_made,
+	sink_wake,
+};
+
 /* ---- the source's thread --------------------------------------------------
  */
 
 /* One turn: events, lists, retries, the backend's tick, the file. Returns
  * the ns until the next turn is due (0: none). */
 static uint64_t
-turn(resil_source *src, list **take, unsigned evn,
+turn(resil_registry_source *src, list **take, unsigned evn,
     const resil_source_event_type *evt, char (*evm)[192])
 {
 	uint64_t now, next = 0, t;
@@ -956,7 +1016,7 @@ turn(resil_source *src, list **take, unsigned evn,
 static void *
 thread_main(void *arg)
 {
-	resil_source *src = arg;
+	resil_registry_source *src = arg;
 	resil_source_event_type evt[EVQ];
 	char evm[EVQ][192];
 	uint64_t next = 0;
@@ -971,13 +1031,16 @@ thread_main(void *arg)
 			if (next == 0) {
 				pthread_cond_wait(&src->cv, &src->mu);
 			} else {
-				/* The condition variable waits on
-				 * CLOCK_MONOTONIC, the system clock's. */
-				uint64_t at = sys_now() + next;
+				/* The condition variable waits on the
+				 * monotonic system clock; whole ms, rounded
+				 * up (a turn is never early). */
+				uint64_t ms = next / RESIL_NS_PER_MS +
+				    (next % RESIL_NS_PER_MS != 0);
 				struct timespec ts;
 
-				ts.tv_sec = (time_t)(at / RESIL_NS_PER_SEC);
-				ts.tv_nsec = (long)(at % RESIL_NS_PER_SEC);
+				resil__cond_deadline(&ts,
+				    ms > UINT32_MAX ? UINT32_MAX
+				                    : (uint32_t)ms);
 				if (pthread_cond_timedwait(
 				        &src->cv, &src->mu, &ts) != 0)
 					break;
@@ -1147,7 +1210,7 @@ resil_source_config_validate(const resil_source_config *cfg, resil_diag *diag)
 }
 
 static void
-free_strings(resil_source *src)
+free_strings(resil_registry_source *src)
 {
 	const resil_allocator *a = &src->a;
 	int c;
@@ -1166,7 +1229,7 @@ free_strings(resil_source *src)
 }
 
 static void
-release(resil_source *src)
+release(resil_registry_source *src)
 {
 	const resil_allocator *resil__a = &src->a;
 	entry *e, *tmp;
@@ -1232,84 +1295,48 @@ category_path(const resil_allocator *a, const char *root, const char *svc,
 	return p;
 }
 
-static resil_err
-create(resil_source **out, const resil_source_config *cfg, int attach,
-    resil_diag *diag)
+/* The root: cfg->root, else the registry URL's group (Dubbo: the group
+ * is the root), else /dubbo. A new string, NULL for out of memory. */
+static char *
+root_of(const resil_allocator *a, const char *root, const char *group)
 {
-	const resil_allocator *a;
-	resil_source *src;
-	char *scheme = NULL, *group = NULL;
-	pthread_condattr_t ca;
-	resil_err err;
+	size_t n;
+	char *r;
 
-	if (out == NULL)
-		return resil__diagf(diag, RESIL_E_INVAL, "out: NULL");
-	if ((err = resil_source_config_validate(cfg, diag)) != RESIL_OK)
-		return err;
-	a = resil__allocator(cfg->alloc);
-	if ((src = resil__calloc(a, sizeof(*src))) == NULL)
-		return RESIL_E_NOMEM;
-	src->a = *a;
-	a = &src->a;
-	src->clk = cfg->clock != NULL ? *cfg->clock : *resil_clock_system();
-	if (cfg->wall_clock != NULL)
-		src->wall = *cfg->wall_clock;
-	else {
-		memset(&src->wall, 0, sizeof(src->wall));
-		src->wall.now = wall_system;
-	}
-	memcpy(&src->cfg, cfg, sizeof(*cfg));
-	pthread_mutex_init(&src->mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&src->cv, &ca);
-	pthread_condattr_destroy(&ca);
-	pthread_mutex_init(&src->work, NULL);
-	pthread_mutex_init(&src->smu, NULL);
-	err = parse_registry(
-	    a, cfg->registry, &scheme, &src->hosts, &group, diag);
-	if (err != RESIL_OK) {
-		release(src);
-		return err;
-	}
-	src->be = find_backend(scheme);
-	resil__strfree(a, scheme);
+	if (root != NULL)
+		return resil__strdup(a, root);
+	if (group == NULL)
+		return resil__strdup(a, "/dubbo");
+	if (group[0] == '/')
+		return resil__strdup(a, group);
+	n = strlen(group) + 2;
+	if ((r = resil__alloc(a, n)) != NULL)
+		(void)snprintf(r, n, "/%s", group);
+	return r;
+}
+
+/* Copy the strings of cfg into src (cfg then points at the copies), the
+ * service key and the paths. RESIL_E_NOMEM. */
+static resil_err
+copy_strings(resil_registry_source *src, const resil_source_config *cfg,
+    const char *group)
+{
+	const resil_allocator *a = &src->a;
+
 #define DUP(field, s)                                                         \
 	do {                                                                  \
 		if ((s) != NULL && ((field) = resil__strdup(a, (s))) == NULL) \
-			goto oom;                                             \
+			return RESIL_E_NOMEM;                                 \
 	} while (0)
 	DUP(src->s_registry, cfg->registry);
 	DUP(src->s_service, cfg->service);
 	DUP(src->s_group, cfg->group);
 	DUP(src->s_version, cfg->version);
-	DUP(src->s_root,
-	    cfg->root != NULL   ? cfg->root
-	        : group != NULL ? NULL
-	                        : "/dubbo");
-	if (cfg->root == NULL && group != NULL) {
-		/* Dubbo: the registry URL's group is the root. */
-		size_t n = strlen(group) + 2;
-
-		if ((src->s_root = resil__alloc(a, n)) == NULL)
-			goto oom;
-		(void)snprintf(
-		    src->s_root, n, "%s%s", group[0] == '/' ? "" : "/", group);
-		if (group[0] == '/') {
-			/* One byte shorter than allocated: exact copy. */
-			char *t = resil__strdup(a, src->s_root);
-
-			resil__free(a, src->s_root, n);
-			src->s_root = t;
-			if (t == NULL)
-				goto oom;
-		}
-	}
 	DUP(src->s_protocols, cfg->protocols);
 	DUP(src->s_file, cfg->file);
 #undef DUP
-	resil__strfree(a, group);
-	group = NULL;
+	if ((src->s_root = root_of(a, cfg->root, group)) == NULL)
+		return RESIL_E_NOMEM;
 	src->cfg.registry = src->s_registry;
 	src->cfg.service = src->s_service;
 	src->cfg.group = src->s_group;
@@ -1326,66 +1353,119 @@ create(resil_source **out, const resil_source_config *cfg, int attach,
 	src->match.protocols = src->s_protocols;
 	if ((src->key = resil__service_key(
 	         a, src->s_service, src->s_group, src->s_version)) == NULL)
-		goto oom;
+		return RESIL_E_NOMEM;
 	if ((src->path[RESIL__CAT_PROVIDERS] = category_path(
 	         a, src->s_root, src->s_service, "providers")) == NULL ||
 	    (src->path[RESIL__CAT_ROUTERS] = category_path(
 	         a, src->s_root, src->s_service, "routers")) == NULL)
-		goto oom;
+		return RESIL_E_NOMEM;
+	return RESIL_OK;
+}
+
+/* Open the backend and start the source's thread. On error nothing of
+ * either is left. */
+static resil_err
+attach_backend(resil_registry_source *src, const resil_source_config *cfg,
+    resil_diag *diag)
+{
+	resil__source_where w;
+	resil_err err;
+
+	w.hosts = src->hosts;
+	w.path[RESIL__CAT_PROVIDERS] = src->path[RESIL__CAT_PROVIDERS];
+	w.path[RESIL__CAT_ROUTERS] = src->path[RESIL__CAT_ROUTERS];
+	w.session_timeout_ms = cfg->session_timeout_ms;
+	w.alloc = &src->a;
+	w.sink = &sink;
+	/* The backend first: its deliveries wait in the pending slots for
+	 * the thread, which then sees be_state set. */
+	if ((err = src->be->open(src, &w, &src->be_state, diag)) != RESIL_OK)
+		return err;
+	if (pthread_create(&src->thread, NULL, thread_main, src) != 0) {
+		src->be->close(src->be_state);
+		return resil__diagf(
+		    diag, RESIL_E_NOMEM, "source: cannot start its thread");
+	}
+	src->has_thread = 1;
+	sink_wake(src);
+	return RESIL_OK;
+}
+
+static resil_err
+create(resil_registry_source **out, const resil_source_config *cfg, int attach,
+    resil_diag *diag)
+{
+	const resil_allocator *a;
+	resil_registry_source *src;
+	char *scheme = NULL, *group = NULL;
+	pthread_condattr_t ca;
+	resil_err err;
+
+	if (out == NULL)
+		return resil__diagf(diag, RESIL_E_INVAL, "out: NULL");
+	if ((err = resil_source_config_validate(cfg, diag)) != RESIL_OK)
+		return err;
+	a = resil__allocator(cfg->alloc);
+	if ((src = resil__calloc(a, sizeof(*src))) == NULL)
+		return RESIL_E_NOMEM;
+	src->a = *a;
+	a = &src->a;
+	src->rule_alloc = cfg->alloc;
+	src->clk = cfg->clock != NULL ? *cfg->clock : *resil_clock_system();
+	/* A Dubbo provider's timestamp is wall-clock time. */
+	src->wall =
+	    cfg->wall_clock != NULL ? *cfg->wall_clock : *resil__clock_wall();
+	memcpy(&src->cfg, cfg, sizeof(*cfg));
+	pthread_mutex_init(&src->mu, NULL);
+	pthread_condattr_init(&ca);
+	(void)resil__condattr_monotonic(&ca);
+	pthread_cond_init(&src->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_mutex_init(&src->work, NULL);
+	pthread_mutex_init(&src->smu, NULL);
+	err = parse_registry(
+	    a, cfg->registry, &scheme, &src->hosts, &group, diag);
+	if (err != RESIL_OK) {
+		release(src);
+		return err;
+	}
+	src->be = attach ? find_backend(scheme) : NULL;
+	resil__strfree(a, scheme);
+	err = copy_strings(src, cfg, group);
+	resil__strfree(a, group);
+	if (err != RESIL_OK) {
+		src->be = NULL;
+		release(src);
+		return err;
+	}
 	/* The cache first: a registry that is down leaves these. */
 	if (src->cfg.file != NULL)
 		load_file(src);
-	if (attach) {
-		resil__source_where w;
-
-		w.hosts = src->hosts;
-		w.path[RESIL__CAT_PROVIDERS] = src->path[RESIL__CAT_PROVIDERS];
-		w.path[RESIL__CAT_ROUTERS] = src->path[RESIL__CAT_ROUTERS];
-		w.session_timeout_ms = cfg->session_timeout_ms;
-		w.alloc = a;
-		/* The backend first: its deliveries wait in the pending
-		 * slots for the thread, which then sees be_state set. */
-		err = src->be->open(src, &w, &src->be_state, diag);
-		if (err != RESIL_OK) {
-			src->be = NULL;
-			release(src);
-			return err;
-		}
-		if (pthread_create(&src->thread, NULL, thread_main, src) !=
-		    0) {
-			src->be->close(src->be_state);
-			release(src);
-			return resil__diagf(diag, RESIL_E_NOMEM,
-			    "source: cannot start its thread");
-		}
-		src->has_thread = 1;
-		resil__source_wake(src);
-	} else
+	if (attach && (err = attach_backend(src, cfg, diag)) != RESIL_OK) {
 		src->be = NULL;
+		release(src);
+		return err;
+	}
 	*out = src;
 	return RESIL_OK;
-oom:
-	resil__strfree(a, group);
-	release(src);
-	return RESIL_E_NOMEM;
 }
 
 resil_err
-resil_source_new(
-    resil_source **out, const resil_source_config *cfg, resil_diag *diag)
+resil_source_new(resil_registry_source **out, const resil_source_config *cfg,
+    resil_diag *diag)
 {
 	return create(out, cfg, 1, diag);
 }
 
 resil_err
-resil__source_new_detached(
-    resil_source **out, const resil_source_config *cfg, resil_diag *diag)
+resil__source_new_detached(resil_registry_source **out,
+    const resil_source_config *cfg, resil_diag *diag)
 {
 	return create(out, cfg, 0, diag);
 }
 
 void
-resil_source_free(resil_source *src)
+resil_source_free(resil_registry_source *src)
 {
 	if (src == NULL)
 		return;
@@ -1408,8 +1488,8 @@ resil_source_free(resil_source *src)
 }
 
 void
-resil__source_apply(resil_source *src, int cat, const char *const *names,
-    size_t n, int decoded)
+resil__source_apply(resil_registry_source *src, int cat,
+    const char *const *names, size_t n, int decoded)
 {
 	list *l;
 
@@ -1426,15 +1506,16 @@ resil__source_apply(resil_source *src, int cat, const char *const *names,
 }
 
 int
-resil__source_zk_session(resil_source *src, int64_t *id, char *passwd)
+resil__source_zk_session(resil_registry_source *src, int64_t *id, char *passwd)
 {
-	if (src == NULL || src->be != &resil__source_zookeeper)
+	if (src == NULL || src->be != &resil__source_zookeeper ||
+	    src->be->session == NULL)
 		return -1;
-	return resil__zk_session(src->be_state, id, passwd);
+	return src->be->session(src->be_state, id, passwd);
 }
 
 void
-resil__source_flush(resil_source *src)
+resil__source_flush(resil_registry_source *src)
 {
 	pthread_mutex_lock(&src->work);
 	save_file(src);

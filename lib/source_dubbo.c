@@ -405,29 +405,25 @@ resil__provider_free(const resil_allocator *a, resil__provider *p)
 		memset(p, 0, sizeof(*p));
 }
 
-int
-resil__provider_map(const resil_allocator *a, const resil__url *u,
-    const resil__match *m, uint64_t now, int64_t wall_ms, resil__provider *out,
-    resil_diag *why, resil_diag *field)
+/* Whether u is a candidate of m, as RegistryDirectory.toInvokers and
+ * the consumer's URL matching decide: RESIL__PROVIDER_OK (*mock set),
+ * _SKIP or _BAD with the reason in *why. */
+static int
+candidate(
+    const resil__url *u, const resil__match *m, int *mock, resil_diag *why)
 {
-	const char *proto = u->protocol, *v, *iface, *tag, *zone;
+	const char *proto = u->protocol, *v, *iface;
 	const char *dflt = "dubbo,tri,grpc,rest,http,https,hessian,rmi,"
 	                   "thrift,webservice,redis,memcached";
-	int64_t weight = DUBBO_WEIGHT, ts = 0, warmup = DUBBO_WARMUP_MS;
-	size_t need, i, alen, plen = 0;
-	int mock = 0, r;
-	char *blk, *p;
 
-	if (field != NULL)
-		field->msg[0] = '\0';
-	memset(out, 0, sizeof(*out));
+	*mock = 0;
 	/* Which protocols are calls (RegistryDirectory.toInvokers). */
 	if (strcmp(proto, "empty") == 0) {
 		resil__diagf(why, RESIL_E_INVAL, "an empty:// placeholder");
 		return RESIL__PROVIDER_SKIP;
 	}
 	if (strcmp(proto, "mock") == 0)
-		mock = 1;
+		*mock = 1;
 	else if (!in_list(m->protocols != NULL ? m->protocols : dflt, proto,
 	             strlen(proto))) {
 		resil__diagf(why, RESIL_E_INVAL,
@@ -478,61 +474,123 @@ resil__provider_map(const resil_allocator *a, const resil__url *u,
 		    m->version != NULL ? m->version : "none");
 		return RESIL__PROVIDER_SKIP;
 	}
+	return RESIL__PROVIDER_OK;
+}
 
+/* The endpoint fields of a provider URL, repaired as Dubbo repairs them
+ * (each repair said in *field). */
+typedef struct fields {
+	int64_t weight, ts, warmup;
+	const char *tag, *zone;
+} fields;
+
+static void
+read_fields(const resil__url *u, fields *f, resil_diag *field)
+{
+	const char *v;
+	int r;
+
+	f->weight = DUBBO_WEIGHT;
+	f->ts = 0;
+	f->warmup = DUBBO_WARMUP_MS;
 	/* Weight: AbstractLoadBalance.getWeight, Math.max(weight, 0). */
 	if ((v = resil__url_get(u, "weight")) != NULL) {
-		r = parse_i64(v, &weight);
+		r = parse_i64(v, &f->weight);
 		if (r == 0) {
 			field_note(field,
 			    "weight \"%s\" is not an integer; %d used", v,
 			    DUBBO_WEIGHT);
-			weight = DUBBO_WEIGHT;
-		} else if (weight < 0) {
+			f->weight = DUBBO_WEIGHT;
+		} else if (f->weight < 0) {
 			field_note(field, "weight %s is negative; 0 used", v);
-			weight = 0;
-		} else if (weight > INT32_MAX) {
+			f->weight = 0;
+		} else if (f->weight > INT32_MAX) {
 			field_note(field, "weight %s is above %d; %d used", v,
 			    INT32_MAX, INT32_MAX);
-			weight = INT32_MAX;
+			f->weight = INT32_MAX;
 		}
 	}
 	if ((v = resil__url_get(u, "timestamp")) != NULL && v[0] != '\0') {
-		if (parse_i64(v, &ts) != 1 || ts < 0) {
+		if (parse_i64(v, &f->ts) != 1 || f->ts < 0) {
 			field_note(field,
 			    "timestamp \"%s\" is not milliseconds since "
 			    "1970; no warm-up",
 			    v);
-			ts = 0;
+			f->ts = 0;
 		}
 	}
 	if ((v = resil__url_get(u, "warmup")) != NULL && v[0] != '\0') {
-		if (parse_i64(v, &warmup) != 1) {
+		if (parse_i64(v, &f->warmup) != 1) {
 			field_note(field,
 			    "warmup \"%s\" is not milliseconds; %lld used", v,
 			    (long long)DUBBO_WARMUP_MS);
-			warmup = DUBBO_WARMUP_MS;
+			f->warmup = DUBBO_WARMUP_MS;
 		}
 	}
-	tag = nonempty(resil__url_get(u, "dubbo.tag"));
-	zone = nonempty(resil__url_get(u, "zone"));
-	if (zone != NULL && !zone_ok(zone)) {
-		field_note(
-		    field, "zone \"%s\" is not [A-Za-z0-9_.-]+; none", zone);
-		zone = NULL;
+	f->tag = nonempty(resil__url_get(u, "dubbo.tag"));
+	f->zone = nonempty(resil__url_get(u, "zone"));
+	if (f->zone != NULL && !zone_ok(f->zone)) {
+		field_note(field, "zone \"%s\" is not [A-Za-z0-9_.-]+; none",
+		    f->zone);
+		f->zone = NULL;
 	}
+}
 
-	/* One block: address, zone, tag, params. */
+/* The params string: protocol and path (unless the URL has them as
+ * params), then the params but the endpoint's own, the last of a repeat;
+ * into p of plen + 1 bytes. */
+static void
+write_params(const resil__url *u, char *p, size_t plen)
+{
+	resil__out o;
+	size_t i;
+
+	resil__out_start(&o, p, plen + 1);
+	if (resil__url_get(u, "protocol") == NULL) {
+		resil__out_z(&o, "protocol=");
+		resil__out_z(&o, u->protocol);
+	}
+	if (resil__url_get(u, "path") == NULL && u->path[0] != '\0') {
+		if (o.len > 0)
+			resil__out_c(&o, '&');
+		resil__out_z(&o, "path=");
+		resil__out_z(&o, u->path);
+	}
+	for (i = 0; i < u->nparams; i++) {
+		const char *k = u->params[i].key;
+
+		if (k == NULL || own_key(k) ||
+		    resil__url_get(u, k) != u->params[i].value)
+			continue; /* a repeat: the last one is used */
+		if (o.len > 0)
+			resil__out_c(&o, '&');
+		resil__out_z(&o, k);
+		resil__out_c(&o, '=');
+		resil__out_z(&o, u->params[i].value);
+	}
+	(void)resil__out_finish(&o);
+}
+
+/* out's spec strings in one block: address, zone, tag, params. -1 for out
+ * of memory. */
+static int
+build_block(const resil_allocator *a, const resil__url *u, const fields *f,
+    resil__provider *out)
+{
+	size_t need, i, alen, plen;
+	char *blk, *p;
+
 	alen = strlen(u->address);
-	plen = strlen("protocol=") + strlen(proto) + 1 + strlen("path=") +
-	    strlen(u->path) + 1;
+	plen = strlen("protocol=") + strlen(u->protocol) + 1 +
+	    strlen("path=") + strlen(u->path) + 1;
 	for (i = 0; i < u->nparams; i++) {
 		if (u->params[i].key == NULL || own_key(u->params[i].key))
 			continue;
 		plen +=
 		    strlen(u->params[i].key) + strlen(u->params[i].value) + 2;
 	}
-	need = alen + 1 + (zone != NULL ? strlen(zone) + 1 : 0) +
-	    (tag != NULL ? strlen(tag) + 1 : 0) + plen + 1;
+	need = alen + 1 + (f->zone != NULL ? strlen(f->zone) + 1 : 0) +
+	    (f->tag != NULL ? strlen(f->tag) + 1 : 0) + plen + 1;
 	if ((blk = resil__alloc(a, need)) == NULL)
 		return -1;
 	out->block_ = blk;
@@ -541,65 +599,56 @@ resil__provider_map(const resil_allocator *a, const resil__url *u,
 	memcpy(p, u->address, alen + 1);
 	out->spec = resil_endpoint_spec_default(p);
 	p += alen + 1;
-	if (zone != NULL) {
-		memcpy(p, zone, strlen(zone) + 1);
+	if (f->zone != NULL) {
+		memcpy(p, f->zone, strlen(f->zone) + 1);
 		out->spec.zone = p;
-		p += strlen(zone) + 1;
+		p += strlen(f->zone) + 1;
 	}
-	if (tag != NULL) {
-		memcpy(p, tag, strlen(tag) + 1);
+	if (f->tag != NULL) {
+		memcpy(p, f->tag, strlen(f->tag) + 1);
 		out->spec.tag = p;
-		p += strlen(tag) + 1;
+		p += strlen(f->tag) + 1;
 	}
 	out->spec.params = p;
 	p[0] = '\0';
-	{
-		resil__out o;
-		int has_proto = resil__url_get(u, "protocol") != NULL;
-		int has_path = resil__url_get(u, "path") != NULL;
+	write_params(u, p, plen);
+	return 0;
+}
 
-		resil__out_start(&o, p, plen + 1);
-		if (!has_proto) {
-			resil__out_z(&o, "protocol=");
-			resil__out_z(&o, proto);
-		}
-		if (!has_path && u->path[0] != '\0') {
-			if (o.len > 0)
-				resil__out_c(&o, '&');
-			resil__out_z(&o, "path=");
-			resil__out_z(&o, u->path);
-		}
-		for (i = 0; i < u->nparams; i++) {
-			const char *k = u->params[i].key;
+int
+resil__provider_map(const resil_allocator *a, const resil__url *u,
+    const resil__match *m, uint64_t now, int64_t wall_ms, resil__provider *out,
+    resil_diag *why, resil_diag *field)
+{
+	fields f;
+	int mock, r;
 
-			if (k == NULL || own_key(k) ||
-			    resil__url_get(u, k) != u->params[i].value)
-				continue; /* a repeat: the last one is used */
-			if (o.len > 0)
-				resil__out_c(&o, '&');
-			resil__out_z(&o, k);
-			resil__out_c(&o, '=');
-			resil__out_z(&o, u->params[i].value);
-		}
-		(void)resil__out_finish(&o);
-	}
-	out->spec.weight = (int32_t)weight;
+	if (field != NULL)
+		field->msg[0] = '\0';
+	memset(out, 0, sizeof(*out));
+	if ((r = candidate(u, m, &mock, why)) != RESIL__PROVIDER_OK)
+		return r;
+	read_fields(u, &f, field);
+	if (build_block(a, u, &f, out) != 0)
+		return -1;
+	out->spec.weight = (int32_t)f.weight;
 	out->spec.mock = mock;
-	out->timestamp_ms = ts;
+	out->timestamp_ms = f.ts;
 	/* Warm-up from the provider's start, on the directory's clock: the
 	 * uptime is wall_now - timestamp (Dubbo reads System.
 	 * currentTimeMillis() - timestamp); a start in the future counts as
 	 * now, a provider past its warm-up has none. */
-	if (ts > 0 && warmup > 0) {
-		int64_t up = wall_ms - ts;
+	if (f.ts > 0 && f.warmup > 0) {
+		int64_t up = wall_ms - f.ts;
 
 		if (up < 0)
 			up = 0;
-		if (up < warmup) {
+		if (up < f.warmup) {
 			uint64_t up_ns = (uint64_t)up * RESIL_NS_PER_MS;
 
 			out->spec.start_time = up_ns < now ? now - up_ns : 0;
-			out->spec.warmup = (uint64_t)warmup * RESIL_NS_PER_MS;
+			out->spec.warmup =
+			    (uint64_t)f.warmup * RESIL_NS_PER_MS;
 		}
 	}
 	return RESIL__PROVIDER_OK;

@@ -20,50 +20,54 @@
 /* ---- backends ----------------------------------------------------------
  *
  * open() starts the subscription in the background and returns at once;
- * from then on the backend may call the deliveries below from any thread
+ * from then on the backend may call the sink's deliveries from any thread
  * of its own, until close() returns. tick() runs on the source's thread
  * after every wake-up (work a backend's own threads must not do, such as
  * replacing an expired session) and returns the ns until it wants to run
  * again, 0 for "only when woken".
+ *
+ * The core (lib/source.c) names its backends; a backend names nothing of
+ * the core: what it tells the core goes through the sink it is given, so
+ * the arrow between the two rooms points one way.
  */
+typedef struct resil__source_sink {
+	/* A list of category cat as the registry has it now (names as the
+	 * registry stores them: URL-encoded), received after a watch fired
+	 * at fired_ns (system clock). Copied; the latest list of a category
+	 * replaces one not yet applied. */
+	void (*deliver)(resil_registry_source *src, int cat,
+	    const char *const *names, size_t n, uint64_t fired_ns);
+	/* A change of the session (CONNECTED, DISCONNECTED, EXPIRED) or an
+	 * ERROR, with a message; reported by the source's thread. */
+	void (*notify)(resil_registry_source *src,
+	    resil_source_event_type type, const char *msg);
+	/* One more session made (stats). */
+	void (*session_made)(resil_registry_source *src);
+	/* Wake the source's thread (tick() is due). */
+	void (*wake)(resil_registry_source *src);
+} resil__source_sink;
+
 typedef struct resil__source_where {
 	const char *hosts;             /* "h1:2181,h2:2181" */
 	const char *path[RESIL__NCAT]; /* "/dubbo/<service>/providers", ... */
 	uint32_t session_timeout_ms;
 	const resil_allocator *alloc;
+	const resil__source_sink *sink; /* outlives the backend */
 } resil__source_where;
 
 typedef struct resil__source_backend {
 	const char *scheme;
-	resil_err (*open)(resil_source *src, const resil__source_where *w,
-	    void **state, resil_diag *diag);
+	resil_err (*open)(resil_registry_source *src,
+	    const resil__source_where *w, void **state, resil_diag *diag);
 	uint64_t (*tick)(void *state);
 	void (*close)(void *state);
+	/* The session's id and its 16-byte password, for the expiry trick
+	 * of the tests (resil__source_zk_session): 0, or -1 when no session
+	 * is up. NULL for a backend without sessions. */
+	int (*session)(void *state, int64_t *id, char *passwd);
 } resil__source_backend;
 
 extern const resil__source_backend resil__source_zookeeper;
-
-/* The ZooKeeper backend's session id and password (for
- * resil__source_zk_session). */
-int resil__zk_session(void *state, int64_t *id, char *passwd);
-
-/* A list of category cat as the registry has it now (names as the
- * registry stores them: URL-encoded), received after a watch fired at
- * fired_ns (system clock). Copied; the latest list of a category
- * replaces one not yet applied. */
-void resil__source_deliver(resil_source *src, int cat,
-    const char *const *names, size_t n, uint64_t fired_ns);
-
-/* A change of the session (CONNECTED, DISCONNECTED, EXPIRED) or an
- * ERROR, with a message; reported by the source's thread. */
-void resil__source_notify(
-    resil_source *src, resil_source_event_type type, const char *msg);
-
-/* One more session made (stats). */
-void resil__source_session_made(resil_source *src);
-
-/* Wake the source's thread (tick() is due). */
-void resil__source_wake(resil_source *src);
 
 /* ---- Dubbo's URLs ------------------------------------------------------ */
 
@@ -158,20 +162,21 @@ void resil__cache_urls_free(const resil_allocator *a, char **urls, size_t n);
 
 /* resil_source_new() without a backend and without a thread: lists come
  * only from resil__source_apply() (and the cache file). */
-resil_err resil__source_new_detached(
-    resil_source **out, const resil_source_config *cfg, resil_diag *diag);
+resil_err resil__source_new_detached(resil_registry_source **out,
+    const resil_source_config *cfg, resil_diag *diag);
 
 /* Apply a list of category cat now, on the caller's thread, as the
  * source's thread does with a delivered one (decoded: the names are
  * decoded URLs already, as in the cache file). */
-void resil__source_apply(resil_source *src, int cat, const char *const *names,
-    size_t n, int decoded);
+void resil__source_apply(resil_registry_source *src, int cat,
+    const char *const *names, size_t n, int decoded);
 
 /* Write the cache file now if a write is pending. */
-void resil__source_flush(resil_source *src);
+void resil__source_flush(resil_registry_source *src);
 
 /* The ZooKeeper session of src (for the expiry trick of the tests): 0
  * with the id and the 16-byte password, -1 when none is up. */
-int resil__source_zk_session(resil_source *src, int64_t *id, char *passwd);
+int resil__source_zk_session(
+    resil_registry_source *src, int64_t *id, char *passwd);
 
 #endif /* RESIL_SOURCE_INTERNAL_H */

@@ -2,8 +2,8 @@
  * The ZooKeeper backend of the registry source, on Debian's C client
  * (libzookeeper_mt): the client's I/O thread keeps the session, its
  * completion thread runs the watchers and completions below, which only
- * copy what they receive into the source (resil__source_deliver) and set
- * the next watch. The source's own thread replaces an expired session
+ * copy what they receive into the source (the sink's deliver) and set the
+ * next watch. The source's own thread replaces an expired session
  * (zookeeper_close must not run on the completion thread).
  *
  * Dubbo's ZookeeperRegistry reads each category with a child watch; on
@@ -48,7 +48,8 @@ struct zk_session {
 };
 
 struct zk_backend {
-	resil_source *src;
+	resil_registry_source *src;
+	const resil__source_sink *sink;
 	resil_allocator a;
 	char *hosts;
 	char *path[RESIL__NCAT];
@@ -110,14 +111,14 @@ children_done(int rc, const struct String_vector *strings,
 
 	(void)stat;
 	if (rc == ZOK) {
-		resil__source_deliver(b->src, w->cat,
+		b->sink->deliver(b->src, w->cat,
 		    (const char *const *)strings->data,
 		    strings->count > 0 ? (size_t)strings->count : 0, w->fired);
 		return;
 	}
 	if (rc == ZNONODE) {
 		/* No node: no entry. Watch for the node to appear. */
-		resil__source_deliver(b->src, w->cat, NULL, 0, w->fired);
+		b->sink->deliver(b->src, w->cat, NULL, 0, w->fired);
 		(void)zoo_awexists(
 		    w->s->zh_cb, b->path[w->cat], watcher, w, exists_done, w);
 		return;
@@ -127,7 +128,7 @@ children_done(int rc, const struct String_vector *strings,
 		return; /* the next session state reads it again */
 	(void)snprintf(
 	    msg, sizeof(msg), "reading %s: %s", b->path[w->cat], zerror(rc));
-	resil__source_notify(b->src, RESIL_SOURCE_ERROR, msg);
+	b->sink->notify(b->src, RESIL_SOURCE_ERROR, msg);
 }
 
 static void
@@ -166,7 +167,7 @@ watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 		    state == ZOO_READONLY_STATE ? ", read-only" : "");
 		s->connected = 1;
 		s->was_connected = 1;
-		resil__source_notify(b->src, RESIL_SOURCE_CONNECTED, msg);
+		b->sink->notify(b->src, RESIL_SOURCE_CONNECTED, msg);
 		for (c = 0; c < RESIL__NCAT; c++) {
 			s->w[c].fired = now_ns();
 			fetch(zh, &s->w[c]);
@@ -178,7 +179,7 @@ watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 			    "lost the connection to %s; the session may "
 			    "live on, the providers are kept",
 			    b->hosts);
-			resil__source_notify(
+			b->sink->notify(
 			    b->src, RESIL_SOURCE_DISCONNECTED, msg);
 		}
 		s->connected = 0;
@@ -187,18 +188,18 @@ watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 		(void)snprintf(msg, sizeof(msg),
 		    "the session with %s expired; a new one is being made",
 		    b->hosts);
-		resil__source_notify(b->src, RESIL_SOURCE_EXPIRED, msg);
+		b->sink->notify(b->src, RESIL_SOURCE_EXPIRED, msg);
 		pthread_mutex_lock(&b->mu);
 		if (b->cur == s) {
 			b->need_new = 1;
 			b->new_at = 0;
 		}
 		pthread_mutex_unlock(&b->mu);
-		resil__source_wake(b->src);
+		b->sink->wake(b->src);
 	} else if (state == ZOO_AUTH_FAILED_STATE) {
 		(void)snprintf(msg, sizeof(msg),
 		    "authentication with %s failed", b->hosts);
-		resil__source_notify(b->src, RESIL_SOURCE_ERROR, msg);
+		b->sink->notify(b->src, RESIL_SOURCE_ERROR, msg);
 	}
 }
 
@@ -253,7 +254,7 @@ backend_free(zk_backend *b)
 }
 
 static resil_err
-zk_open(resil_source *src, const resil__source_where *w, void **state,
+zk_open(resil_registry_source *src, const resil__source_where *w, void **state,
     resil_diag *diag)
 {
 	zk_backend *b = resil__calloc(w->alloc, sizeof(*b));
@@ -263,6 +264,7 @@ zk_open(resil_source *src, const resil__source_where *w, void **state,
 		return RESIL_E_NOMEM;
 	b->a = *w->alloc;
 	b->src = src;
+	b->sink = w->sink;
 	b->timeout_ms = (int)w->session_timeout_ms;
 	pthread_mutex_init(&b->mu, NULL);
 	b->hosts = resil__strdup(&b->a, w->hosts);
@@ -278,7 +280,7 @@ zk_open(resil_source *src, const resil__source_where *w, void **state,
 		    ? RESIL_E_NOMEM
 		    : RESIL_E_INVAL;
 	}
-	resil__source_session_made(src);
+	b->sink->session_made(src);
 	*state = b;
 	return RESIL_OK;
 }
@@ -318,10 +320,10 @@ zk_tick(void *state)
 	}
 	pthread_mutex_unlock(&b->mu);
 	if (s == NULL) {
-		resil__source_notify(b->src, RESIL_SOURCE_ERROR, diag.msg);
+		b->sink->notify(b->src, RESIL_SOURCE_ERROR, diag.msg);
 		return RESIL_NS_PER_SEC;
 	}
-	resil__source_session_made(b->src);
+	b->sink->session_made(b->src);
 	return 0;
 }
 
@@ -341,8 +343,8 @@ zk_close(void *state)
 	backend_free(b);
 }
 
-int
-resil__zk_session(void *state, int64_t *id, char *passwd)
+static int
+zk_session_id(void *state, int64_t *id, char *passwd)
 {
 	zk_backend *b = state;
 	const clientid_t *cid;
@@ -364,4 +366,5 @@ const resil__source_backend resil__source_zookeeper = {
 	zk_open,
 	zk_tick,
 	zk_close,
+	zk_session_id,
 };

@@ -6,6 +6,7 @@
 #include <cmocka.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <resil/balance.h>
@@ -587,6 +588,576 @@ test_balance_exp_neg(void **state)
 	assert_true(resil__exp_neg(-1.0) == 1.0);
 }
 
+/* --- issue 29: the balancers at scale ----------------------------------- */
+
+#define BIG 200
+
+typedef struct big {
+	fx f;
+	resil_rng rng;
+	char addr[4 * BIG][40];
+	int32_t w[4 * BIG];
+	uint64_t warmup[4 * BIG];
+	int live[4 * BIG];
+	size_t next; /* the next address to add */
+	/* The reference round robin: counters by id. */
+	uint64_t ids[8 * BIG];
+	int64_t cur[8 * BIG];
+	size_t nids;
+} big;
+
+static int64_t *
+ref_cur(big *b, uint64_t id)
+{
+	size_t i;
+
+	for (i = 0; i < b->nids; i++)
+		if (b->ids[i] == id)
+			return &b->cur[i];
+	assert_true(b->nids < 8 * BIG);
+	b->ids[b->nids] = id;
+	b->cur[b->nids] = 0; /* a new endpoint starts at 0 */
+	return &b->cur[b->nids++];
+}
+
+static void
+big_push(big *b)
+{
+	resil_endpoint_spec specs[4 * BIG];
+	size_t i, n = 0;
+
+	for (i = 0; i < b->next; i++)
+		if (b->live[i]) {
+			specs[n] = resil_endpoint_spec_default(b->addr[i]);
+			specs[n].weight = b->w[i];
+			specs[n].start_time = 0;
+			specs[n].warmup = b->warmup[i];
+			n++;
+		}
+	assert_int_equal(resil_directory_push(b->f.d, specs, n, NULL), RESIL_OK);
+}
+
+static void
+big_add(big *b, int32_t w, uint64_t warmup)
+{
+	assert_true(b->next < 4 * BIG);
+	snprintf(b->addr[b->next], sizeof(b->addr[0]), "10.0.%zu.%zu:1",
+	    b->next / 256, b->next % 256);
+	b->w[b->next] = w;
+	b->warmup[b->next] = warmup;
+	b->live[b->next] = 1;
+	b->next++;
+}
+
+/* One round-robin pick against the reference scan of the rule (DESIGN.md:
+ * current += w for each candidate, the largest wins, first on a tie, and
+ * gives back the total), over the routed view minus exclude. */
+static void
+rr_check_pick(big *b, const uint64_t *ex, size_t nex)
+{
+	resil_candidate cand[4 * BIG];
+	size_t n, i, k, best = SIZE_MAX, m = 0;
+	int64_t total = 0, bestv = 0;
+	uint64_t wsum = 0;
+	resil_pick p;
+
+	assert_int_equal(
+	    resil_selector_route(b->f.sel, NULL, b->f.c, NULL), RESIL_OK);
+	n = resil_candidates_count(b->f.c);
+	for (i = 0; i < n; i++) {
+		int out = 0;
+		assert_int_equal(
+		    resil_candidates_get(b->f.c, i, &cand[m]), RESIL_OK);
+		for (k = 0; k < nex; k++)
+			out |= cand[m].id == ex[k];
+		if (!out) {
+			wsum += (uint64_t)cand[m].weight;
+			m++;
+		}
+	}
+	for (i = 0; i < m; i++) {
+		int64_t w = wsum == 0 ? 1 : cand[i].weight;
+		int64_t *c = ref_cur(b, cand[i].id);
+		*c += w;
+		total += w;
+		if (best == SIZE_MAX || *c > bestv) {
+			best = i;
+			bestv = *c;
+		}
+	}
+	*ref_cur(b, cand[best].id) -= total;
+	assert_int_equal(resil_selector_pick(b->f.sel, b->f.c, NULL, ex, nex,
+	                     &p, NULL),
+	    RESIL_OK);
+	assert_string_equal(p.address, cand[best].address);
+	resil_selector_report(b->f.sel, &p, RESIL_OUTCOME_SUCCESS);
+}
+
+/* mode 0: weights 1..5; 1: BIG distinct weights (more than the fast
+ * state's groups: the scan); 2: 0..3 with zeros; 3: all 0; 4: 1..5 under
+ * a warm-up that moves them while the test runs; 5: 1..5, and at steps
+ * 1000 and 2000 three quarters leave, then many join (the counters kept
+ * are far apart for the new total: a candidate that gives it back is not
+ * always the last of its weight); 6: 1..3 with half the picks excluding
+ * some (the same). */
+static void
+rr_run(int mode, size_t n, uint64_t seed)
+{
+	static big b;
+	size_t i, step;
+
+	memset(&b, 0, sizeof(b));
+	fx_init(&b.f, 0);
+	b.f.scfg.balance.kind = RESIL_LB_ROUNDROBIN;
+	assert_int_equal(fx_start(&b.f), 0);
+	resil_rng_seed(&b.rng, seed);
+	for (i = 0; i < n; i++) {
+		int32_t w = mode == 6 ? (int32_t)(1 + i % 3)
+		    : mode == 0 || mode == 4 || mode == 5
+		    ? (int32_t)(1 + i % 5)
+		    : mode == 1                    ? (int32_t)(1 + i)
+		    : mode == 2                    ? (int32_t)(i % 4)
+		                                   : 0;
+		big_add(&b, w, mode == 4 ? 1000 + 10 * i : 0);
+	}
+	big_push(&b);
+	for (step = 0; step < 3000; step++) {
+		uint64_t r = resil_rng_next(&b.rng) % 100, ex[3];
+		size_t nex = 0;
+		if (mode == 4)
+			resil_manual_clock_advance(&b.f.mc, 1);
+		if (mode == 5 && (step == 1000 || step == 2000)) {
+			size_t k;
+			for (k = 0; k < b.next; k++)
+				if (k % 4 != 0)
+					b.live[k] = 0;
+			for (k = 0; k < n / 2; k++)
+				big_add(&b, (int32_t)(1 + k % 5), 0);
+			big_push(&b);
+		}
+		if (r < (mode == 6 ? 50u : 10u)) {
+			/* A failover-like pick: 1..3 candidates excluded. */
+			resil_candidate c;
+			size_t cnt;
+			assert_int_equal(resil_selector_route(b.f.sel, NULL,
+			                     b.f.c, NULL),
+			    RESIL_OK);
+			cnt = resil_candidates_count(b.f.c);
+			nex = 1 + (size_t)(r % 3);
+			for (i = 0; i < nex; i++) {
+				resil_candidates_get(b.f.c,
+				    (size_t)(resil_rng_next(&b.rng) % cnt), &c);
+				ex[i] = c.id;
+			}
+		} else if (r >= 50 && r < 52) {
+			/* An update: one leaves, one joins (state carried by
+			 * address for the others). */
+			size_t k = (size_t)(resil_rng_next(&b.rng) % b.next);
+			if (b.live[k])
+				b.live[k] = 0;
+			big_add(&b,
+			    mode == 3 ? 0 : (int32_t)(resil_rng_next(&b.rng) % 5),
+			    0);
+			big_push(&b);
+		}
+		rr_check_pick(&b, ex, nex);
+	}
+	assert_int_equal(b.f.rnd.calls, 0);
+	fx_end(&b.f);
+}
+
+static void
+test_balance_roundrobin_fast_matches_scan(void **state)
+{
+	(void)state;
+	rr_run(0, 200, 1);
+	rr_run(0, 9, 2);
+	rr_run(0, 40, 3);
+	rr_run(1, 60, 4);
+	rr_run(2, 100, 5);
+	rr_run(3, 50, 6);
+	rr_run(4, 120, 7);
+	rr_run(5, 200, 8);
+	rr_run(6, 20, 9);
+	rr_run(6, 12, 10);
+}
+
+/* The weighted choice by u over weights w (DESIGN.md's rule). */
+static size_t
+ref_weighted(const int32_t *w, size_t n, double u)
+{
+	uint64_t total = 0, off, sum = 0;
+	size_t i;
+	int same = 1;
+
+	for (i = 0; i < n; i++) {
+		total += (uint64_t)w[i];
+		same &= w[i] == w[0];
+	}
+	if (total == 0 || same)
+		return (size_t)(u * (double)n);
+	off = (uint64_t)(u * (double)total);
+	for (i = 0; i < n; i++) {
+		sum += (uint64_t)w[i];
+		if (sum > off)
+			return i;
+	}
+	return n - 1;
+}
+
+/* balance.h: u' = the top 53 bits of mix64(bits(u) ^ 0x9e3779b97f4a7c15). */
+static double
+second_draw(double u)
+{
+	uint64_t z;
+
+	memcpy(&z, &u, sizeof(z));
+	z ^= UINT64_C(0x9e3779b97f4a7c15);
+	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+	z ^= z >> 31;
+	return (double)(z >> 11) * 0x1p-53;
+}
+
+static void
+start_big(fx *f, resil_lb_kind kind, int32_t *w, size_t n)
+{
+	resil_endpoint_spec specs[64];
+	static char addr[64][32];
+	size_t i;
+
+	assert_true(n <= 64);
+	f->scfg.balance.kind = kind;
+	f->scfg.balance.shortest_slide = 0;
+	assert_int_equal(fx_start(f), 0);
+	for (i = 0; i < n; i++) {
+		w[i] = (int32_t)(1 + (i * 7) % 5);
+		snprintf(addr[i], sizeof(addr[i]), "e%zu:1", i);
+		specs[i] = resil_endpoint_spec_default(addr[i]);
+		specs[i].weight = w[i];
+	}
+	assert_int_equal(resil_directory_push(f->d, specs, n, NULL), RESIL_OK);
+	assert_int_equal(resil_selector_route(f->sel, NULL, f->c, NULL), RESIL_OK);
+}
+
+/*
+ * Above RESIL_LB_SCAN_MAX candidates least-active samples two by the
+ * weighted choice from one draw (u and u'), the fewer in flight wins, a tie
+ * goes to the first: over idle endpoints it is the weighted choice by u
+ * exactly; with busy ones, the rule picks the less busy of the two.
+ */
+static void
+test_balance_leastactive_samples_above_scan_max(void **state)
+{
+	enum { N = RESIL_LB_SCAN_MAX + 24 };
+	int32_t w[N];
+	resil_pick held[N];
+	size_t nheld = 0, t;
+	resil_rng rng;
+	fx f;
+
+	(void)state;
+	fx_init(&f, 1000);
+	start_big(&f, RESIL_LB_LEASTACTIVE, w, N);
+	resil_rng_seed(&rng, 11);
+	/* Idle: the weighted choice by u, one draw per pick. */
+	for (t = 0; t < 200; t++) {
+		double u = resil_rng_uniform(&rng);
+		char want[16];
+		scripted_set(&f.rnd, &u, 1);
+		f.rnd.calls = 0;
+		snprintf(want, sizeof(want), "e%zu:1", ref_weighted(w, N, u));
+		assert_string_equal(fx_call(&f, NULL), want);
+		assert_int_equal(f.rnd.calls, 1);
+	}
+	/* Make every third endpoint busy (1 to 3 in flight). */
+	for (t = 0; t < N; t += 3) {
+		size_t k;
+		for (k = 0; k <= t % 3 + (t / 3) % 3; k++) {
+			assert_int_equal(resil_selector_pick_at(f.sel, f.c, t,
+			                     &held[nheld], NULL),
+			    RESIL_OK);
+			nheld++;
+			if (nheld == N)
+				break;
+		}
+		if (nheld == N)
+			break;
+	}
+	for (t = 0; t < 500; t++) {
+		double u = resil_rng_uniform(&rng);
+		size_t a = ref_weighted(w, N, u), b = ref_weighted(w, N,
+		                                        second_draw(u));
+		resil_endpoint_state sa, sb;
+		char na[16], nb[16];
+		const char *want;
+		snprintf(na, sizeof(na), "e%zu:1", a);
+		snprintf(nb, sizeof(nb), "e%zu:1", b);
+		assert_int_equal(resil_directory_get_state(f.d, na, &sa), RESIL_OK);
+		assert_int_equal(resil_directory_get_state(f.d, nb, &sb), RESIL_OK);
+		want = sb.active < sa.active ? nb : na;
+		scripted_set(&f.rnd, &u, 1);
+		assert_string_equal(fx_call(&f, NULL), want);
+	}
+	for (t = 0; t < nheld; t++)
+		resil_selector_report(f.sel, &held[t], RESIL_OUTCOME_SUCCESS);
+	fx_end(&f);
+}
+
+/* The sampled least-active keeps a busy endpoint's share at about its
+ * weight share squared, and the idle ones by weight (a seeded run). */
+static void
+test_balance_leastactive_sampled_distribution(void **state)
+{
+	enum { N = 64 };
+	int32_t w[N];
+	unsigned counts[N] = { 0 };
+	resil_pick held[4];
+	uint64_t wsum = 0;
+	size_t i;
+	fx f;
+
+	(void)state;
+	fx_init(&f, 1000);
+	f.rnd.seeded = 1;
+	resil_rng_seed(&f.rnd.rng, 7);
+	start_big(&f, RESIL_LB_LEASTACTIVE, w, N);
+	for (i = 0; i < N; i++)
+		wsum += (uint64_t)w[i];
+	for (i = 0; i < 4; i++)
+		assert_int_equal(
+		    resil_selector_pick_at(f.sel, f.c, 5, &held[i], NULL),
+		    RESIL_OK);
+	for (i = 0; i < 100000; i++) {
+		const char *a = fx_call(&f, NULL);
+		counts[(size_t)atoi(a + 1)]++;
+	}
+	/* e5 is busy: picked only when both samples are e5. */
+	{
+		double p = (double)w[5] / (double)wsum;
+		assert_true(counts[5] < 100000 * p * p * 2 + 20);
+	}
+	for (i = 0; i < N; i++) {
+		double share, want;
+		if (i == 5)
+			continue;
+		share = counts[i] / 100000.0;
+		want = (double)w[i] / (double)(wsum - (uint64_t)w[5]);
+		assert_true(share > want * 0.8);
+		assert_true(share < want * 1.2);
+	}
+	for (i = 0; i < 4; i++)
+		resil_selector_report(f.sel, &held[i], RESIL_OUTCOME_SUCCESS);
+	fx_end(&f);
+}
+
+/* Shortest response above RESIL_LB_SCAN_MAX: the lower estimate of the two
+ * samples; no success yet is 0 and preferred; a tie to the first. */
+static void
+test_balance_shortest_samples_above_scan_max(void **state)
+{
+	enum { N = RESIL_LB_SCAN_MAX + 8 };
+	int32_t w[N];
+	uint64_t est[N];
+	resil_rng rng;
+	size_t i, t;
+	fx f;
+
+	(void)state;
+	fx_init(&f, 1000);
+	start_big(&f, RESIL_LB_SHORTEST, w, N);
+	/* Every endpoint but the last four answers once, in 10 * (i + 1). */
+	for (i = 0; i < N; i++) {
+		resil_pick p;
+		est[i] = i + 4 < N ? 10 * (i + 1) : 0;
+		if (est[i] == 0)
+			continue;
+		assert_int_equal(
+		    resil_selector_pick_at(f.sel, f.c, i, &p, NULL), RESIL_OK);
+		assert_int_equal(resil_selector_report_duration(f.sel, &p,
+		                     RESIL_OUTCOME_SUCCESS, est[i]),
+		    RESIL_OK);
+	}
+	resil_rng_seed(&rng, 3);
+	for (t = 0; t < 300; t++) {
+		double u = resil_rng_uniform(&rng);
+		size_t a = ref_weighted(w, N, u), b = ref_weighted(w, N,
+		                                        second_draw(u));
+		char want[16];
+		snprintf(want, sizeof(want), "e%zu:1", est[b] < est[a] ? b : a);
+		scripted_set(&f.rnd, &u, 1);
+		f.rnd.calls = 0;
+		assert_int_equal(
+		    resil_selector_route(f.sel, NULL, f.c, NULL), RESIL_OK);
+		{
+			resil_pick p;
+			assert_int_equal(resil_selector_pick(f.sel, f.c, NULL,
+			                     NULL, 0, &p, NULL),
+			    RESIL_OK);
+			assert_string_equal(p.address, want);
+			/* A business error leaves the window as it was (and
+			 * ejects nobody). */
+			resil_selector_report_duration(
+			    f.sel, &p, RESIL_OUTCOME_BUSINESS, 1);
+		}
+		assert_int_equal(f.rnd.calls, 1);
+	}
+	fx_end(&f);
+}
+
+/* P2C above RESIL_LB_SCAN_MAX candidates: one draw u, i = floor(u n),
+ * j = floor(u' (n - 1)), j >= i gives j + 1; the fewer in flight wins, a
+ * tie goes to i. */
+static void
+test_balance_p2c_one_draw_above_scan_max(void **state)
+{
+	enum { N = RESIL_LB_SCAN_MAX + 4 };
+	int32_t w[N];
+	resil_pick held[N];
+	resil_rng rng;
+	size_t t;
+	fx f;
+
+	(void)state;
+	fx_init(&f, 1000);
+	start_big(&f, RESIL_LB_P2C, w, N);
+	/* Even positions busy. */
+	for (t = 0; t < N; t += 2)
+		assert_int_equal(
+		    resil_selector_pick_at(f.sel, f.c, t, &held[t], NULL),
+		    RESIL_OK);
+	resil_rng_seed(&rng, 5);
+	for (t = 0; t < 300; t++) {
+		double u = resil_rng_uniform(&rng);
+		size_t i = (size_t)(u * N), j = (size_t)(second_draw(u) * (N - 1));
+		char want[16];
+		if (j >= i)
+			j++;
+		/* i wins unless j has fewer in flight (j odd, i even). */
+		snprintf(want, sizeof(want), "e%zu:1",
+		    (j % 2 == 1 && i % 2 == 0) ? j : i);
+		scripted_set(&f.rnd, &u, 1);
+		f.rnd.calls = 0;
+		assert_string_equal(fx_call(&f, NULL), want);
+		assert_int_equal(f.rnd.calls, 1);
+	}
+	for (t = 0; t < N; t += 2)
+		resil_selector_report(f.sel, &held[t], RESIL_OUTCOME_SUCCESS);
+	fx_end(&f);
+}
+
+/* resil_balance_endpoint_get(): what each balancer compares, read back. */
+static void
+test_balance_endpoint_view(void **state)
+{
+	resil_balance_endpoint be, bb;
+	resil_balance_config bad;
+	resil_endpoint_spec spec;
+	resil_pick p, held;
+	uint64_t ex[1];
+	resil_candidate c1;
+	fx f;
+
+	(void)state;
+	fx_init(&f, 1000);
+	f.scfg.balance.ewma_tau = 1000;
+	f.scfg.balance.ewma_default_rtt = 500;
+	f.scfg.balance.shortest_slide = 2000;
+	start_lb(&f, RESIL_LB_PEAKEWMA, NULL, 2);
+	/* Never observed: the default RTT, load = 500 * (0 + 1). */
+	assert_int_equal(resil_balance_endpoint_get(f.d, &f.scfg.balance,
+	                     "e0:1", &be),
+	    RESIL_OK);
+	assert_false(be.ewma_seen);
+	assert_true(be.ewma_cost == 500.0);
+	assert_true(be.ewma_load == 500.0);
+	assert_int_equal(be.active, 0);
+	assert_int_equal(be.weight, 100);
+	assert_int_equal(be.sr_estimate, 0);
+	/* e0 observed at 100, then one call held on it: load 100 * 2. */
+	assert_int_equal(
+	    resil_selector_route(f.sel, NULL, f.c, NULL), RESIL_OK);
+	resil_candidates_get(f.c, 1, &c1);
+	ex[0] = c1.id;
+	assert_int_equal(
+	    resil_selector_pick(f.sel, f.c, NULL, ex, 1, &p, NULL), RESIL_OK);
+	resil_selector_report_duration(f.sel, &p, RESIL_OUTCOME_SUCCESS, 100);
+	assert_int_equal(
+	    resil_selector_pick(f.sel, f.c, NULL, ex, 1, &held, NULL), RESIL_OK);
+	assert_int_equal(resil_balance_endpoint_get(f.d, &f.scfg.balance,
+	                     "e0:1", &be),
+	    RESIL_OK);
+	assert_true(be.ewma_seen);
+	assert_true(be.ewma_cost == 100.0);
+	assert_int_equal(be.active, 1);
+	assert_true(be.ewma_load == 200.0);
+	/* One tau later the cost has decayed by e^-1. */
+	resil_manual_clock_advance(&f.mc, 1000);
+	assert_int_equal(resil_balance_endpoint_get(f.d, &f.scfg.balance,
+	                     "e0:1", &be),
+	    RESIL_OK);
+	assert_true(be.ewma_cost > 36.78 && be.ewma_cost < 36.79);
+	assert_true(be.ewma_load > 73.57 && be.ewma_load < 73.58);
+	/* e1 (never observed) costs 500 > 73.6: PeakEWMA takes e0, as the
+	 * reader says. */
+	assert_int_equal(resil_balance_endpoint_get(f.d, &f.scfg.balance,
+	                     "e1:1", &bb),
+	    RESIL_OK);
+	assert_true(bb.ewma_load > be.ewma_load);
+	assert_string_equal(fx_call(&f, NULL), "e0:1");
+	resil_selector_report_duration(f.sel, &held, RESIL_OUTCOME_SUCCESS, 40);
+	/* The shortest-response window (fed only by a shortest balancer's
+	 * picks: empty here) and its expiry. */
+	assert_int_equal(be.sr_successes, 0);
+	assert_false(be.sr_expired);
+	/* Errors. */
+	assert_int_equal(resil_balance_endpoint_get(f.d, NULL, "nope:1", &be),
+	    RESIL_E_NOTFOUND);
+	assert_int_equal(resil_balance_endpoint_get(NULL, NULL, "e0:1", &be),
+	    RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_balance_endpoint_get(f.d, NULL, "e0:1", NULL), RESIL_E_INVAL);
+	resil_balance_config_init(&bad);
+	bad.ewma_tau = 0;
+	assert_int_equal(resil_balance_endpoint_get(f.d, &bad, "e0:1", &be),
+	    RESIL_E_INVAL);
+	fx_end(&f);
+
+	/* Shortest response: the window, the estimate and its expiry; the
+	 * weight after warm-up. */
+	fx_init(&f, 1000);
+	f.scfg.balance.kind = RESIL_LB_SHORTEST;
+	f.scfg.balance.shortest_slide = 2000;
+	assert_int_equal(fx_start(&f), 0);
+	spec = resil_endpoint_spec_default("w0:1");
+	spec.weight = 100;
+	spec.start_time = 1000;
+	spec.warmup = 4000;
+	assert_int_equal(resil_directory_push(f.d, &spec, 1, NULL), RESIL_OK);
+	resil_manual_clock_advance(&f.mc, 1000);
+	assert_string_equal(fx_pick(&f, NULL, &p), "w0:1");
+	resil_selector_report_duration(f.sel, &p, RESIL_OUTCOME_SUCCESS, 30);
+	assert_int_equal(fx_pick(&f, NULL, &p)[0], 'w');
+	resil_selector_report_duration(f.sel, &p, RESIL_OUTCOME_SUCCESS, 50);
+	assert_int_equal(fx_pick(&f, NULL, &held)[0], 'w');
+	assert_int_equal(
+	    resil_balance_endpoint_get(f.d, &f.scfg.balance, "w0:1", &be),
+	    RESIL_OK);
+	assert_int_equal(be.weight, 25); /* 1000 of 4000 ticks: 100 / 4 */
+	assert_int_equal(be.sr_successes, 2);
+	assert_int_equal(be.sr_elapsed, 80);
+	assert_false(be.sr_expired);
+	assert_int_equal(be.sr_estimate, 40 * 2); /* one in flight */
+	resil_manual_clock_advance(&f.mc, 2001 + 1000);
+	assert_int_equal(
+	    resil_balance_endpoint_get(f.d, &f.scfg.balance, "w0:1", &be),
+	    RESIL_OK);
+	assert_true(be.sr_expired);
+	assert_int_equal(be.sr_estimate, 0);
+	resil_selector_report_duration(f.sel, &held, RESIL_OUTCOME_SUCCESS, 1);
+	fx_end(&f);
+}
+
 int
 main(void)
 {
@@ -611,6 +1182,13 @@ main(void)
 		cmocka_unit_test(test_balance_shortest_response),
 		cmocka_unit_test(test_balance_peakewma_cost),
 		cmocka_unit_test(test_balance_exp_neg),
+		cmocka_unit_test(test_balance_roundrobin_fast_matches_scan),
+		cmocka_unit_test(
+		    test_balance_leastactive_samples_above_scan_max),
+		cmocka_unit_test(test_balance_leastactive_sampled_distribution),
+		cmocka_unit_test(test_balance_shortest_samples_above_scan_max),
+		cmocka_unit_test(test_balance_p2c_one_draw_above_scan_max),
+		cmocka_unit_test(test_balance_endpoint_view),
 	};
 
 	return cmocka_run_group_tests_name("balance", tests, NULL, NULL);

@@ -1475,6 +1475,97 @@ test_breaker_count_window_matches_reference(void **state)
 	}
 }
 
+static void
+window_is(resil_breaker *b, uint32_t calls, uint32_t failures)
+{
+	resil_breaker_metrics m;
+
+	assert_int_equal(resil_breaker_get_metrics(b, &m), RESIL_OK);
+	assert_int_equal(m.window_calls, calls);
+	assert_int_equal(m.window_failures, failures);
+}
+
+/*
+ * Issue 29: a success in a count window full of successes writes only its
+ * lifetime count (one word tells: the slots that are not a success, empty
+ * ones included). The window stays "the last N outcomes" exactly: while it
+ * fills, after a failure, after a reset and after a restore of a window
+ * that was not full.
+ */
+static void
+test_breaker_count_window_successes_exact(void **state)
+{
+	fixture fx, fy;
+	resil_breaker_metrics m;
+	unsigned char buf[512];
+	size_t len;
+	int i;
+
+	(void)state;
+	fx_init(&fx, 1000);
+	fx.cfg.window_type = RESIL_WINDOW_COUNT;
+	fx.cfg.window_size = 5;
+	fx.cfg.min_calls = 5;
+	fx.cfg.failure_rate_pct = 50;
+	fx.cfg.consecutive_failures = 0;
+	fx_new(&fx);
+	for (i = 0; i < 3; i++)
+		call(&fx, RESIL_OUTCOME_SUCCESS);
+	window_is(fx.b, 3, 0); /* filling: every success lands */
+	call(&fx, RESIL_OUTCOME_SUCCESS);
+	call(&fx, RESIL_OUTCOME_SUCCESS);
+	window_is(fx.b, 5, 0);
+	call(&fx, RESIL_OUTCOME_FAILURE);
+	window_is(fx.b, 5, 1);
+	for (i = 0; i < 4; i++)
+		call(&fx, RESIL_OUTCOME_SUCCESS);
+	window_is(fx.b, 5, 1); /* F S S S S */
+	call(&fx, RESIL_OUTCOME_SUCCESS);
+	window_is(fx.b, 5, 0); /* the failure left with the fifth success */
+	for (i = 0; i < 10; i++)
+		call(&fx, RESIL_OUTCOME_SUCCESS);
+	window_is(fx.b, 5, 0);
+	assert_int_equal(resil_breaker_get_metrics(fx.b, &m), RESIL_OK);
+	assert_int_equal(m.successes, 20);
+	assert_int_equal(m.failures, 1);
+	/* Three failures of five trip it: the window counted them all. */
+	for (i = 0; i < 2; i++)
+		call(&fx, RESIL_OUTCOME_FAILURE);
+	assert_int_equal(st_of(&fx), RESIL_BREAKER_CLOSED);
+	call(&fx, RESIL_OUTCOME_FAILURE);
+	assert_int_equal(st_of(&fx), RESIL_BREAKER_OPEN);
+	/* Back to CLOSED: an empty window, filled again by successes. */
+	assert_int_equal(
+	    resil_breaker_transition(fx.b, RESIL_BREAKER_CLOSED), RESIL_OK);
+	window_is(fx.b, 0, 0);
+	call(&fx, RESIL_OUTCOME_SUCCESS);
+	call(&fx, RESIL_OUTCOME_SUCCESS);
+	window_is(fx.b, 2, 0);
+	/* A snapshot of that window (2 successes, not full), restored into
+	 * a fresh breaker: its empty slots are not successes, so the next
+	 * three successes fill it. */
+	assert_int_equal(
+	    resil_breaker_snapshot(fx.b, buf, sizeof(buf), &len), RESIL_OK);
+	fx_init(&fy, 1000);
+	fy.cfg = fx.cfg;
+	fy.cfg.listener = NULL;
+	fy.cfg.clock = resil_manual_clock_hook(&fy.mc);
+	fx_new(&fy);
+	assert_int_equal(resil_breaker_restore(fy.b, buf, len, NULL), RESIL_OK);
+	window_is(fy.b, 2, 0);
+	for (i = 0; i < 3; i++)
+		call(&fy, RESIL_OUTCOME_SUCCESS);
+	window_is(fy.b, 5, 0);
+	call(&fy, RESIL_OUTCOME_FAILURE);
+	call(&fy, RESIL_OUTCOME_FAILURE);
+	window_is(fy.b, 5, 2);
+	assert_int_equal(st_of(&fy), RESIL_BREAKER_CLOSED);
+	call(&fy, RESIL_OUTCOME_FAILURE);
+	assert_int_equal(st_of(&fy), RESIL_BREAKER_OPEN);
+	resil_breaker_free(fy.b);
+	resil_breaker_free(fx.b);
+}
+
 int
 main(void)
 {
@@ -1526,6 +1617,7 @@ main(void)
 		cmocka_unit_test(test_breaker_listener_reentry_is_misuse),
 		cmocka_unit_test(test_breaker_time_window_at_end_of_clock),
 		cmocka_unit_test(test_breaker_count_window_matches_reference),
+		cmocka_unit_test(test_breaker_count_window_successes_exact),
 	};
 
 	return cmocka_run_group_tests_name("breaker", tests, NULL, NULL);

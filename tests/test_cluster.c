@@ -219,8 +219,10 @@ test_cluster_failfast_and_failsafe(void **state)
 	assert_int_equal(invoke(&c, &r), RESIL_E_CALL);
 	assert_int_equal(r.attempts, 1);
 	assert_string_equal(r.message,
-	    "Failfast invoke providers e0:1 of the method getStock in the "
-	    "service StockService. Last error is: the call failed (rc 111)");
+	    "Failfast invoke providers e0:1 RoundRobinLoadBalance select "
+	    "from all providers [e0:1, e1:1, e2:1] for service StockService "
+	    "method getStock, but no luck to perform the invocation. Last "
+	    "error is: the call failed (rc 111)");
 	cfx_end(&c);
 
 	/* failsafe: the failure becomes an empty result and an event. */
@@ -255,9 +257,56 @@ test_cluster_no_provider_is_never_swallowed(void **state)
 		assert_int_equal(invoke(&c, &r), RESIL_E_NO_PROVIDER);
 		assert_int_equal(r.attempts, 0);
 		assert_string_equal(r.message,
-		    "No provider available for service StockService method "
-		    "getStock: 0 endpoints, 0 after routers");
+		    "Failed to invoke the method getStock in the service "
+		    "StockService. No provider available for the service "
+		    "StockService: 0 endpoints. Please check if the providers "
+		    "have been started and registered.");
 		assert_int_equal(resil_cluster_failback_pending(c.cl), 0);
+		cfx_end(&c);
+	}
+}
+
+/* Dubbo's "no provider" words through every strategy also when the
+ * routers removed every endpoint (here a forced tag nobody has). */
+static void
+test_cluster_no_provider_after_routers(void **state)
+{
+	static const resil_cluster_strategy all[] = { RESIL_CLUSTER_FAILOVER,
+		RESIL_CLUSTER_FAILFAST, RESIL_CLUSTER_FAILSAFE,
+		RESIL_CLUSTER_FAILBACK, RESIL_CLUSTER_BROADCAST };
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < 5; i++) {
+		cfx c;
+		resil_cluster_result r;
+		resil_request req;
+		resil_diag d;
+
+		memset(&c, 0, sizeof(c));
+		fx_init(&c.f, 0);
+		c.f.scfg.service = "StockService";
+		c.f.scfg.tag_force = 1;
+		assert_int_equal(fx_start(&c.f), 0);
+		assert_int_equal(fx_push_weights(&c.f, NULL, 3), RESIL_OK);
+		resil_cluster_config_init(&c.ccfg);
+		c.ccfg.strategy = all[i];
+		c.ccfg.service = "StockService";
+		c.ccfg.clock = resil_manual_clock_hook(&c.f.mc);
+		assert_int_equal(
+		    resil_cluster_new(&c.cl, c.f.sel, &c.ccfg, &d), RESIL_OK);
+		memset(&req, 0, sizeof(req));
+		req.method = "getStock";
+		req.tag = "canary";
+		assert_int_equal(
+		    resil_cluster_invoke(c.cl, &req, dep_call, &c.d, &r),
+		    RESIL_E_NO_PROVIDER);
+		assert_int_equal(r.attempts, 0);
+		assert_string_equal(r.message,
+		    "Failed to invoke the method getStock in the service "
+		    "StockService. No provider available for the service "
+		    "StockService: 3 endpoints, 0 after routers (tag=canary "
+		    "removed 3)");
 		cfx_end(&c);
 	}
 }
@@ -428,6 +477,7 @@ main(void)
 		    test_cluster_business_error_passes_every_strategy),
 		cmocka_unit_test(test_cluster_failfast_and_failsafe),
 		cmocka_unit_test(test_cluster_no_provider_is_never_swallowed),
+		cmocka_unit_test(test_cluster_no_provider_after_routers),
 		cmocka_unit_test(test_cluster_failback_queue_and_retries),
 		cmocka_unit_test(test_cluster_broadcast_threshold),
 		cmocka_unit_test(test_cluster_config_refusals),

@@ -1540,7 +1540,9 @@ test_config_one_file(void **state)
 	assert_int_equal(resil_config_selector(conf, &sc), 1);
 	assert_int_equal(sc.balance.kind, RESIL_LB_ROUNDROBIN);
 	assert_string_equal(sc.service, "StockService");
-	assert_null(sc.local_zone); /* zone= is the cluster's, not routing */
+	/* zone= names the selector's zone too; zone-aware: no affinity. */
+	assert_string_equal(sc.local_zone, "hz");
+	assert_int_equal(sc.zone_mode, RESIL_ZONE_OFF);
 	assert_int_equal(resil_directory_new(&d, &dc, &diag), RESIL_OK);
 	assert_int_equal(resil_selector_new(&sel, d, &sc, &diag), RESIL_OK);
 	for (k = 0; k < 4; k++) {

@@ -460,7 +460,7 @@ test_directory_outlier_ejection_cap(void **state)
 	assert_int_equal(
 	    resil_directory_get_state(f.d, "e2:1", &st), RESIL_OK);
 	assert_false(st.ejected);
-	assert_int_equal(st.streak, 1); /* still failing, not ejected */
+	assert_int_equal(st.streak, 0); /* the detection restarts it */
 	assert_int_equal(
 	    resil_selector_route(f.sel, NULL, f.c, NULL), RESIL_OK);
 	assert_int_equal(resil_candidates_count(f.c), 8);
@@ -483,6 +483,126 @@ test_directory_outlier_ejection_cap(void **state)
 	    resil_directory_get_state(f.d, "e0:1", &st), RESIL_OK);
 	assert_false(st.ejected);
 	fx_end(&f);
+}
+
+/* DESIGN: the streak restarts after every detection, also one the max
+ * share prevented (Envoy resets the monitor after onConsecutive5xx
+ * whatever ejectHost decided). */
+static void
+test_directory_outlier_streak_restarts_after_prevented_detection(void **state)
+{
+	resil_endpoint_state st;
+	fx f;
+
+	(void)state;
+	fx_init(&f, 1000);
+	f.dcfg.outlier.consecutive_failures = 3;
+	f.dcfg.outlier.base_ejection = 100;
+	f.dcfg.outlier.max_ejection = 1000;
+	f.dcfg.outlier.max_ejection_pct = 10; /* of 10: one at a time */
+	f.scfg.panic_threshold_pct = 0;
+	assert_int_equal(fx_start(&f), 0);
+	assert_int_equal(fx_push_weights(&f, NULL, 10), RESIL_OK);
+	f.nev = 0;
+	fail_n(&f, "e0:1", 3, NULL);
+	assert_int_equal(f.nev, 1);
+	assert_int_equal(f.ev[0].type, RESIL_ENDPOINT_EJECTED);
+	/* e1's detection finds the share full: no ejection, streak 0. */
+	fail_n(&f, "e1:1", 3, NULL);
+	assert_int_equal(f.nev, 1);
+	assert_int_equal(
+	    resil_directory_get_state(f.d, "e1:1", &st), RESIL_OK);
+	assert_false(st.ejected);
+	assert_int_equal(st.streak, 0);
+	fail_n(&f, "e1:1", 2, NULL);
+	assert_int_equal(
+	    resil_directory_get_state(f.d, "e1:1", &st), RESIL_OK);
+	assert_int_equal(st.streak, 2);
+	/* e0 returns at 1100; the third failure of the new streak ejects e1.
+	 */
+	resil_manual_clock_set(&f.mc, 1100);
+	assert_int_equal(
+	    resil_selector_route(f.sel, NULL, f.c, NULL), RESIL_OK);
+	assert_int_equal(f.nev, 2);
+	assert_int_equal(f.ev[1].type, RESIL_ENDPOINT_RETURNED);
+	fail_n(&f, "e1:1", 1, NULL);
+	assert_int_equal(f.nev, 3);
+	assert_int_equal(f.ev[2].type, RESIL_ENDPOINT_EJECTED);
+	assert_string_equal(f.ev[2].address, "e1:1");
+	assert_int_equal(f.ev[2].time, 1100);
+	assert_int_equal(f.ev[2].duration, 100);
+	fx_end(&f);
+}
+
+/* DESIGN: a bare number is milliseconds in every duration key of the
+ * cluster text, as timeout=3000 is 3 s; units and fractions as in
+ * docs/config.md, with its messages. */
+static void
+test_directory_text_durations_are_milliseconds(void **state)
+{
+	static const char *const text[][2] = {
+		{ "outlier.base_ejection", "30000" },
+		{ "outlier.max_ejection", "1.5m" },
+		{ "outlier.interval", "10" },
+		{ "loadbalance.peakewma.tau", "5" },
+		{ "loadbalance.peakewma.default_rtt", "250us" },
+		{ "loadbalance.shortest.slide", "0.5" },
+	};
+	resil_directory_config dc = resil_directory_config_default();
+	resil_selector_config sc;
+	resil_cluster_text *ct;
+	resil_diag diag;
+	size_t i;
+
+	(void)state;
+	assert_int_equal(resil_cluster_text_new(&ct, NULL), RESIL_OK);
+	for (i = 0; i < sizeof(text) / sizeof(text[0]); i++)
+		assert_int_equal(resil_cluster_text_set(ct, text[i][0],
+		                     text[i][1], NULL, 0, &diag),
+		    RESIL_OK);
+	assert_int_equal(resil_cluster_text_finish(ct, &diag), RESIL_OK);
+	resil_cluster_text_directory(ct, &dc);
+	assert_int_equal(dc.outlier.base_ejection, 30 * RESIL_NS_PER_SEC);
+	assert_int_equal(dc.outlier.max_ejection, 90 * RESIL_NS_PER_SEC);
+	assert_int_equal(dc.outlier.interval, 10 * RESIL_NS_PER_MS);
+	resil_cluster_text_selector(ct, &sc);
+	assert_int_equal(sc.balance.ewma_tau, 5 * RESIL_NS_PER_MS);
+	assert_int_equal(sc.balance.ewma_default_rtt, 250 * RESIL_NS_PER_US);
+	assert_int_equal(sc.balance.shortest_slide, 500 * RESIL_NS_PER_US);
+	/* The parser's refusals. */
+	assert_int_equal(resil_cluster_text_set(ct, "outlier.interval",
+	                     "10sec", "svc.conf", 2, &diag),
+	    RESIL_E_INVAL);
+	assert_string_equal(diag.msg,
+	    "svc.conf:2: outlier.interval: \"10sec\": unknown unit \"sec\" "
+	    "(did you mean 10s?)");
+	assert_int_equal(resil_cluster_text_set(ct, "outlier.base_ejection",
+	                     "0.5ns", NULL, 0, &diag),
+	    RESIL_E_INVAL);
+	assert_string_equal(diag.msg,
+	    "outlier.base_ejection: \"0.5ns\" is "
+	    "not a whole number of nanoseconds");
+	assert_int_equal(resil_cluster_text_set(ct, "outlier.base_ejection",
+	                     "1,5s", NULL, 0, &diag),
+	    RESIL_E_INVAL);
+	assert_string_equal(diag.msg,
+	    "outlier.base_ejection: \"1,5s\": write a fraction with '.', not "
+	    "','");
+	assert_int_equal(resil_cluster_text_set(ct, "outlier.base_ejection",
+	                     "soon", NULL, 0, &diag),
+	    RESIL_E_INVAL);
+	assert_string_equal(diag.msg,
+	    "outlier.base_ejection: \"soon\" is not a duration (a number of "
+	    "milliseconds, or a number with a unit: ns, us, ms, s, m, h)");
+	assert_int_equal(resil_cluster_text_set(
+	                     ct, "outlier.base_ejection", "0", NULL, 0, &diag),
+	    RESIL_E_INVAL);
+	assert_string_equal(diag.msg, "outlier.base_ejection: 0 is below 1");
+	/* Unchanged by the refusals. */
+	dc = resil_directory_config_default();
+	resil_cluster_text_directory(ct, &dc);
+	assert_int_equal(dc.outlier.base_ejection, 30 * RESIL_NS_PER_SEC);
+	resil_cluster_text_free(ct);
 }
 
 static void
@@ -701,6 +821,48 @@ test_directory_out_of_memory_changes_nothing(void **state)
 			break;
 	}
 	assert_true(n < 200);
+	/* The same with the rate detections (their scratch per snapshot)
+	 * and a health checker (its targets): a target the checker could
+	 * not take is left unchecked, a candidate. */
+	{
+		resil_outlier_rate_config rate =
+		    resil_outlier_rate_config_default();
+		resil_health_config hc = resil_health_config_default();
+		resil_endpoint_state st;
+		cfg.outlier_rate = &rate;
+		cfg.health = &hc;
+		hc.initial_healthy = 0;
+		for (n = 1; n < 400; n++) {
+			cfg.alloc = fail_alloc_init(&fa, n);
+			err = resil_directory_new(&d, &cfg, NULL);
+			if (err != RESIL_OK) {
+				assert_int_equal(err, RESIL_E_NOMEM);
+				assert_int_equal(fail_alloc_live(&fa), 0);
+				continue;
+			}
+			err = resil_directory_push(d, s, 2, NULL);
+			if (err == RESIL_OK)
+				err = resil_directory_push(d, s + 1, 2, NULL);
+			if (err != RESIL_OK)
+				assert_int_equal(err, RESIL_E_NOMEM);
+			/* Unhealthy only as a target of the checker. */
+			if (resil_directory_get_state(d, "b:1", &st) ==
+			        RESIL_OK &&
+			    !st.healthy) {
+				resil_health_target_state ts;
+				assert_int_equal(
+				    resil_health_get_state(
+				        resil_directory_health(d), "b:1", &ts),
+				    RESIL_OK);
+			}
+			resil_directory_free(d);
+			assert_int_equal(fail_alloc_live(&fa), 0);
+			assert_false(fa.size_mismatch);
+			if (fa.failures == 0)
+				break;
+		}
+		assert_true(n < 400);
+	}
 }
 
 int
@@ -716,6 +878,10 @@ main(void)
 		cmocka_unit_test(
 		    test_directory_outlier_ejection_grows_and_returns_exactly),
 		cmocka_unit_test(test_directory_outlier_ejection_cap),
+		cmocka_unit_test(
+		    test_directory_text_durations_are_milliseconds),
+		cmocka_unit_test(
+		    test_directory_outlier_streak_restarts_after_prevented_detection),
 		cmocka_unit_test(test_directory_business_and_ignored_outcomes),
 		cmocka_unit_test(test_directory_endpoint_breaker_filters),
 		cmocka_unit_test(test_directory_pick_outlives_its_endpoint),

@@ -1165,6 +1165,67 @@ test_fallback_config_and_null_arguments(void **state)
 	assert_int_equal(fail_alloc_live(&fa), 0);
 }
 
+/* Issue 29: a chain whose mocks have no force: spec skips their lookup
+ * on every pass (a flag test), and the flag follows the mock's settings
+ * made after the chain was built, both ways. */
+static void
+test_fallback_force_flag_follows_the_mock(void **state)
+{
+	resil_fallback *fb;
+	resil_mock *m = new_mock("fail:return 0", NULL, NULL);
+	resil_mock *m2 = new_mock("fail:return 1", NULL, NULL);
+	resil_args k = key("getStock", NULL);
+	resil_args other = key("getPrice", NULL);
+	live l = { 0, 0, 8, 0 };
+	resil_result r;
+
+	(void)state;
+	assert_int_equal(resil_fallback_new(&fb, NULL, NULL), RESIL_OK);
+	assert_int_equal(resil_fallback_add_mock(fb, m2), RESIL_OK);
+	assert_int_equal(resil_fallback_add_mock(fb, m), RESIL_OK);
+	/* No force anywhere: live. */
+	assert_int_equal(
+	    resil_fallback_call(fb, &k, live_fn, &l, NULL, &r), RESIL_OK);
+	assert_int_equal(r.source, RESIL_SOURCE_LIVE);
+	assert_int_equal(r.value.u.i, 8);
+	resil_result_free(&r);
+	/* The second mock's method turns force after the chain was built. */
+	assert_int_equal(resil_mock_set_method(m, "getStock", RESIL_TYPE_INT,
+	                     "force:return 5", NULL),
+	    RESIL_OK);
+	assert_int_equal(
+	    resil_fallback_call(fb, &k, live_fn, &l, NULL, &r), RESIL_OK);
+	assert_int_equal(r.source, RESIL_SOURCE_MOCK);
+	assert_int_equal(r.value.u.i, 5);
+	resil_result_free(&r);
+	assert_int_equal(l.calls, 1);
+	/* Another method of that mock still calls (its spec is fail:). */
+	assert_int_equal(
+	    resil_fallback_call(fb, &other, live_fn, &l, NULL, &r), RESIL_OK);
+	assert_int_equal(r.source, RESIL_SOURCE_LIVE);
+	resil_result_free(&r);
+	assert_int_equal(l.calls, 2);
+	/* Declared again as fail:, the force is gone. */
+	assert_int_equal(resil_mock_set_method(m, "getStock", RESIL_TYPE_INT,
+	                     "fail:return 6", NULL),
+	    RESIL_OK);
+	assert_int_equal(
+	    resil_fallback_call(fb, &k, live_fn, &l, NULL, &r), RESIL_OK);
+	assert_int_equal(r.source, RESIL_SOURCE_LIVE);
+	resil_result_free(&r);
+	assert_int_equal(l.calls, 3);
+	/* A failure still reaches the first mock that answers. */
+	l.rc = 7;
+	assert_int_equal(
+	    resil_fallback_call(fb, &k, live_fn, &l, NULL, &r), RESIL_OK);
+	assert_int_equal(r.source, RESIL_SOURCE_MOCK);
+	assert_int_equal(r.value.u.i, 1);
+	resil_result_free(&r);
+	resil_fallback_free(fb);
+	resil_mock_free(m);
+	resil_mock_free(m2);
+}
+
 int
 main(void)
 {
@@ -1207,6 +1268,7 @@ main(void)
 		    test_fallback_rejections_and_exhaustion_enter_the_chain),
 		cmocka_unit_test(test_fallback_handlers_are_asked_in_order),
 		cmocka_unit_test(test_fallback_force_mock_never_calls),
+		cmocka_unit_test(test_fallback_force_flag_follows_the_mock),
 		cmocka_unit_test(test_fallback_mock_throw_reaches_the_caller),
 		cmocka_unit_test(test_fallback_inventory_demo_timeline),
 		cmocka_unit_test(test_fallback_config_and_null_arguments),

@@ -505,11 +505,14 @@ test_mock_return_values_take_the_declared_type(void **state)
 	assert_int_equal(s.value.type, RESIL_VALUE_INT);
 	assert_int_equal(s.value.u.i, 12);
 	resil_mock_spec_free(&s);
-	/* Dubbo keeps an unquoted word as text only for a String method:
-	 * with nothing declared it is refused (quoted, it is text). */
+	/* An unquoted word on an untyped method is the string itself, as
+	 * in Dubbo (issue 23); quoted, it is text too. */
 	assert_int_equal(
 	    resil_mock_parse(&s, "return abc", RESIL_TYPE_ANY, NULL, NULL),
-	    RESIL_E_INVAL);
+	    RESIL_OK);
+	assert_int_equal(s.value.type, RESIL_VALUE_STRING);
+	assert_string_equal(s.value.u.s.ptr, "abc");
+	resil_mock_spec_free(&s);
 	assert_int_equal(
 	    resil_mock_parse(&s, "return 'abc'", RESIL_TYPE_ANY, NULL, NULL),
 	    RESIL_OK);
@@ -532,6 +535,95 @@ test_mock_return_values_take_the_declared_type(void **state)
 	    RESIL_OK);
 	assert_int_equal(s.value.type, RESIL_VALUE_BYTES);
 	resil_mock_spec_free(&s);
+}
+
+/* Issue 23: an unquoted body on an untyped method is the string itself,
+ * as in Dubbo (`return aa` gives "aa"), and the parser's note says how it
+ * read it, so a typo such as `ture` is visible without a refusal. A spec
+ * without such text leaves the note empty. */
+static void
+test_mock_unquoted_text_is_the_string_with_a_note(void **state)
+{
+	static const struct {
+		const char *spec;
+		const char *value;
+		const char *note;
+	} cases[] = {
+		{ "return aa", "aa",
+		    "mock: \"return aa\" at column 8: unquoted text read as "
+		    "the "
+		    "string \"aa\"" },
+		{ "return ture", "ture",
+		    "mock: \"return ture\" at column 8: unquoted text read as "
+		    "the string \"ture\" (did you mean true?)" },
+		{ "fail:return flase", "flase",
+		    "mock: \"fail:return flase\" at column 13: unquoted text "
+		    "read as the string \"flase\" (did you mean false?)" },
+		{ "force: return hello world ", "hello world",
+		    "mock: \"force: return hello world \" at column 15: "
+		    "unquoted "
+		    "text read as the string \"hello world\"" },
+	};
+	resil_mock_spec s;
+	resil_diag d;
+	size_t i;
+	char buf[64];
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		strcpy(d.msg, "stale");
+		assert_int_equal(resil_mock_parse(&s, cases[i].spec,
+		                     RESIL_TYPE_ANY, NULL, &d),
+		    RESIL_OK);
+		assert_int_equal(s.action, RESIL_MOCK_RETURN);
+		assert_int_equal(s.value.type, RESIL_VALUE_STRING);
+		assert_string_equal(s.value.u.s.ptr, cases[i].value);
+		assert_string_equal(d.msg, cases[i].note);
+		resil_mock_spec_free(&s);
+	}
+	/* Its canonical text quotes it. */
+	assert_int_equal(
+	    resil_mock_parse(&s, "return aa", RESIL_TYPE_ANY, NULL, NULL),
+	    RESIL_OK);
+	resil_mock_spec_format(&s, buf, sizeof(buf));
+	assert_string_equal(buf, "fail:return \"aa\"");
+	resil_mock_spec_free(&s);
+	/* Nothing unquoted: no note. */
+	strcpy(d.msg, "stale");
+	assert_int_equal(
+	    resil_mock_parse(&s, "return 'aa'", RESIL_TYPE_ANY, NULL, &d),
+	    RESIL_OK);
+	assert_string_equal(d.msg, "");
+	resil_mock_spec_free(&s);
+	/* A typed method still cannot take such text. */
+	refused("return aa", RESIL_TYPE_BOOL,
+	    "mock: \"return aa\" at column 8: cannot read an unquoted value "
+	    "as bool");
+	refused("return ture", RESIL_TYPE_BOOL,
+	    "mock: \"return ture\" at column 8: cannot read an unquoted value "
+	    "as bool (did you mean true?)");
+}
+
+/* The same reading for a mock a pipeline builds from a spec (a
+ * consumer's, or a mock endpoint's, which lib/pipeline_mock.c turns into
+ * "force:<body>" for resil_mock_new): `return aa` answers "aa". */
+static void
+test_mock_unquoted_text_answers_the_string(void **state)
+{
+	fixture *f = *state;
+	resil_mock *m = make(f, "force:return aa");
+	resil_args args = { "getStock", NULL, 0 };
+	live l = { 0, 0 };
+	resil_result r;
+
+	assert_int_equal(
+	    resil_mock_call(m, &args, live_fn, &l, NULL, &r), RESIL_OK);
+	assert_int_equal(r.value.type, RESIL_VALUE_STRING);
+	assert_string_equal(r.value.u.s.ptr, "aa");
+	assert_int_equal(r.source, RESIL_SOURCE_MOCK);
+	assert_int_equal(l.calls, 0);
+	resil_result_free(&r);
+	resil_mock_free(m);
 }
 
 static void
@@ -573,16 +665,6 @@ test_mock_invalid_specs_quote_and_point(void **state)
 	refused("return abc", RESIL_TYPE_INT,
 	    "mock: \"return abc\" at column 8: cannot read an unquoted value "
 	    "as int");
-	/* issue 14: `return ture` on an untyped method is a typo, not the
-	 * string "ture"; near keywords get a did-you-mean. */
-	refused("return ture", RESIL_TYPE_ANY,
-	    "mock: \"return ture\" at column 8: an unquoted value must be a "
-	    "number, true, false, null, empty or JSON (quote text, or declare "
-	    "the type string); did you mean true?");
-	refused("fail:return flase", RESIL_TYPE_ANY,
-	    "mock: \"fail:return flase\" at column 13: an unquoted value must "
-	    "be a number, true, false, null, empty or JSON (quote text, or "
-	    "declare the type string); did you mean false?");
 	refused("return nul", RESIL_TYPE_INT,
 	    "mock: \"return nul\" at column 8: cannot read an unquoted value "
 	    "as int (did you mean null?)");
@@ -590,10 +672,6 @@ test_mock_invalid_specs_quote_and_point(void **state)
 	    "mock: \"return emtpy\" at column 8: cannot read an unquoted "
 	    "value "
 	    "as json (did you mean empty?)");
-	refused("return abc", RESIL_TYPE_ANY,
-	    "mock: \"return abc\" at column 8: an unquoted value must be a "
-	    "number, true, false, null, empty or JSON (quote text, or declare "
-	    "the type string)");
 	refused("return {\"a\":\"\\u0000\"}", RESIL_TYPE_ANY,
 	    "mock: \"return {\"a\":\"\\u0000\"}\" at column 8: invalid JSON: "
 	    "not UTF-8, or a string holds \\u0000");
@@ -1154,6 +1232,9 @@ main(void)
 		cmocka_unit_test(
 		    test_mock_return_values_take_the_declared_type),
 		cmocka_unit_test(test_mock_invalid_specs_quote_and_point),
+		cmocka_unit_test(
+		    test_mock_unquoted_text_is_the_string_with_a_note),
+		cmocka_unit_test(test_mock_unquoted_text_answers_the_string),
 		cmocka_unit_test(test_mock_throw_name_is_a_business_error),
 		cmocka_unit_test(
 		    test_mock_unknown_names_are_refused_at_configuration),

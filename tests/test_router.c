@@ -97,8 +97,9 @@ test_router_tag(void **state)
 	push(&f, eps, 5);
 	r = req_of("get", "blue");
 	assert_string_equal(route(&f, &r),
-	    "No provider available for service S method get: 4 endpoints, 0 "
-	    "after routers (tag=blue removed 4)");
+	    "Failed to invoke the method get in the service S. No provider "
+	    "available for the service S: 4 endpoints, 0 after routers "
+	    "(tag=blue removed 4)");
 	r = req_of("get", "gray");
 	assert_string_equal(route(&f, &r), "d");
 	fx_end(&f);
@@ -242,16 +243,17 @@ test_router_condition_matching(void **state)
 	end_rule(&f, c);
 	with_rule(&f, &c, "method = getX => zone = nowhere", 1);
 	assert_string_equal(route(&f, &r),
-	    "No provider available for service S method getX: 4 endpoints, 0 "
-	    "after routers (condition \"method = getX => zone = nowhere\" "
-	    "removed 4)");
+	    "Failed to invoke the method getX in the service S. No provider "
+	    "available for the service S: 4 endpoints, 0 after routers "
+	    "(condition \"method = getX => zone = nowhere\" removed 4)");
 	end_rule(&f, c);
 
 	/* An empty THEN is a blocklist. */
 	with_rule(&f, &c, "method = getX =>", 0);
 	assert_string_equal(route(&f, &r),
-	    "No provider available for service S method getX: 4 endpoints, 0 "
-	    "after routers (condition \"method = getX =>\" removed 4)");
+	    "Failed to invoke the method getX in the service S. No provider "
+	    "available for the service S: 4 endpoints, 0 after routers "
+	    "(condition \"method = getX =>\" removed 4)");
 	r = req_of("getY", NULL);
 	assert_int_equal(resil_selector_route(f.sel, &r, f.c, NULL), RESIL_OK);
 	end_rule(&f, c);
@@ -331,6 +333,64 @@ start_zoned(fx *f, const char *zone, resil_zone_mode mode, uint32_t panic)
 
 /* Rules replaced at run time: the next route uses them; the old ones
  * were borrowed (the caller frees them), the new ones are owned. */
+/* Dubbo's ConditionStateRouterTest.testRoute_Arguments: a path after
+ * arguments[N] is accepted and ignored (argument N is read whole), so
+ * arguments[10].inner never matches a call with one argument, while
+ * arguments[0].inner = 1 matches an argument "1"; a bare `arguments`
+ * never matches. Each rule is forced, so a match leaves nothing. */
+static void
+test_router_condition_argument_path(void **state)
+{
+	static const struct {
+		const char *rule;
+		const char *arg;
+		size_t left;
+	} cases[] = {
+		{ "arguments[10].inner = a => zone = nowhere", "a", 4 },
+		{ "arguments[0].inner = 1 => zone = nowhere", "1", 0 },
+		{ "arguments[0].inner = 1 => zone = nowhere", "2", 4 },
+		{ "arguments[0].a.b = 1 => zone = nowhere", "1", 0 },
+		{ "arguments = b => zone = nowhere", "b", 4 },
+	};
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		resil_condition *c;
+		resil_request r;
+		const char *args[1];
+		fx f;
+		resil_err err;
+
+		with_rule(&f, &c, cases[i].rule, 1);
+		r = req_of("m", NULL);
+		args[0] = cases[i].arg;
+		r.args = args;
+		r.nargs = 1;
+		err = resil_selector_route(f.sel, &r, f.c, &f.diag);
+		if (cases[i].left == 0) {
+			assert_int_equal(err, RESIL_E_NO_PROVIDER);
+		} else {
+			assert_int_equal(err, RESIL_OK);
+			assert_int_equal(
+			    resil_candidates_count(f.c), cases[i].left);
+		}
+		end_rule(&f, c);
+	}
+	parse_err("arguments[0]. = 1 => zone = hz",
+	    "condition \"arguments[0]. = 1 => zone = hz\" at column 13: "
+	    "expected a field name after '.'");
+	parse_err("arguments[0].x[1] = 1 => zone = hz",
+	    "condition \"arguments[0].x[1] = 1 => zone = hz\" at column 13: "
+	    "expected a field name after '.'");
+	parse_err("arguments[].x = 1 => zone = hz",
+	    "condition \"arguments[].x = 1 => zone = hz\" at column 1: "
+	    "expected arguments[N]");
+	parse_err("=> arguments[0].x = 1",
+	    "condition \"=> arguments[0].x = 1\" at column 4: arguments[] "
+	    "can only be tested before '=>'");
+}
+
 static void
 test_router_conditions_replaced_at_run_time(void **state)
 {
@@ -349,9 +409,9 @@ test_router_conditions_replaced_at_run_time(void **state)
 	assert_int_equal(
 	    resil_selector_set_conditions(f.sel, rules, 1, &f.diag), RESIL_OK);
 	assert_string_equal(route(&f, &r),
-	    "No provider available for service S method getStock: 4 "
-	    "endpoints, 0 after routers (condition \"=> zone = bj\" removed "
-	    "4)");
+	    "Failed to invoke the method getStock in the service S. No "
+	    "provider available for the service S: 4 endpoints, 0 after "
+	    "routers (condition \"=> zone = bj\" removed 4)");
 	/* Two rules, in order. */
 	assert_int_equal(
 	    resil_condition_parse(&rules[0], "=> zone = sh", 0, NULL, &f.diag),
@@ -421,8 +481,9 @@ test_router_health_and_panic(void **state)
 	eject(&f, "10.0.1.1:20881");
 	eject(&f, "10.0.1.2:20881");
 	assert_string_equal(route(&f, &r),
-	    "No provider available for service S method getX: 4 endpoints, 0 "
-	    "after routers (health removed 4)");
+	    "Failed to invoke the method getX in the service S. No provider "
+	    "available for the service S: 4 endpoints, 0 after routers "
+	    "(health removed 4)");
 	fx_end(&f);
 }
 
@@ -447,8 +508,9 @@ test_router_zone_prefer_and_strict(void **state)
 	eject(&f, "10.0.0.1:20880");
 	eject(&f, "10.0.0.2:20880");
 	assert_string_equal(route(&f, &r),
-	    "No provider available for service S method getX: 4 endpoints, 0 "
-	    "after routers (health removed 2, zone=hz removed 2)");
+	    "Failed to invoke the method getX in the service S. No provider "
+	    "available for the service S: 4 endpoints, 0 after routers "
+	    "(health removed 2, zone=hz removed 2)");
 	fx_end(&f);
 
 	/* An unknown zone: prefer uses all; strict says so. */
@@ -458,8 +520,9 @@ test_router_zone_prefer_and_strict(void **state)
 	fx_end(&f);
 	start_zoned(&f, "xx", RESIL_ZONE_STRICT, 0);
 	assert_string_equal(route(&f, &r),
-	    "No provider available for service S method getX: 4 endpoints, 0 "
-	    "after routers (zone=xx removed 4: no endpoint is in that zone)");
+	    "Failed to invoke the method getX in the service S. No provider "
+	    "available for the service S: 4 endpoints, 0 after routers "
+	    "(zone=xx removed 4: no endpoint is in that zone)");
 	fx_end(&f);
 
 	/* Panic skips zone affinity. */
@@ -496,15 +559,17 @@ test_router_message_reads_like_dubbo(void **state)
 	assert_int_equal(resil_selector_route(f.sel, &r, f.c, &f.diag),
 	    RESIL_E_NO_PROVIDER);
 	assert_string_equal(f.diag.msg,
-	    "No provider available for service S method M: 8 endpoints, 0 "
-	    "after routers (tag=canary removed 4, zone=hz removed 4)");
+	    "Failed to invoke the method M in the service S. No provider "
+	    "available for the service S: 8 endpoints, 0 after routers "
+	    "(tag=canary removed 4, zone=hz removed 4)");
 	/* An empty directory. */
 	push(&f, eight, 0);
 	assert_int_equal(resil_selector_route(f.sel, &r, f.c, &f.diag),
 	    RESIL_E_NO_PROVIDER);
 	assert_string_equal(f.diag.msg,
-	    "No provider available for service S method M: 0 endpoints, 0 "
-	    "after routers");
+	    "Failed to invoke the method M in the service S. No provider "
+	    "available for the service S: 0 endpoints. Please check if the "
+	    "providers have been started and registered.");
 	/* Picking from an empty set is a misuse, not a silent pick. */
 	{
 		resil_pick p;
@@ -646,6 +711,7 @@ main(void)
 		cmocka_unit_test(
 		    test_router_condition_parse_errors_have_columns),
 		cmocka_unit_test(test_router_condition_matching),
+		cmocka_unit_test(test_router_condition_argument_path),
 		cmocka_unit_test(test_router_conditions_replaced_at_run_time),
 		cmocka_unit_test(test_router_health_and_panic),
 		cmocka_unit_test(test_router_zone_prefer_and_strict),

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <resil/config.h>
 #include <resil/selector.h>
 
 #include "support/cluster_fx.h"
@@ -164,8 +165,8 @@ test_selector_config_bad_values(void **state)
 	    "svc.conf:7: outlier.max_ejection_pct: 150 is out of range "
 	    "0..100");
 	bad("outlier.base_ejection", "10 s", RESIL_E_INVAL,
-	    "svc.conf:7: outlier.base_ejection: \"10 s\" is not a duration "
-	    "(ticks, or a whole number with ns, us, ms, s, m or h)");
+	    "svc.conf:7: outlier.base_ejection: \"10 s\": write the unit "
+	    "next to the number (10s)");
 	bad("outlier.base_ejection", "0", RESIL_E_INVAL,
 	    "svc.conf:7: outlier.base_ejection: 0 is below 1");
 	bad("outlier.interval", "99999999999999999999s", RESIL_E_INVAL,
@@ -330,6 +331,245 @@ test_selector_out_of_memory(void **state)
 	}
 }
 
+/* A selector built from text (resil_config_selector, then new), with no
+ * random source given: n calls over three endpoints, counted per
+ * endpoint into hits[3]; the sequence of picks into seq (n of them) when
+ * not NULL. */
+static void
+text_run(const char *text, size_t n, size_t hits[3], unsigned char *seq)
+{
+	resil_manual_clock mc;
+	resil_config *conf;
+	resil_directory_config dc;
+	resil_selector_config sc;
+	resil_directory *d;
+	resil_selector *sel;
+	resil_candidates *c;
+	resil_endpoint_spec specs[3];
+	const char *addr[3] = { "e0:1", "e1:1", "e2:1" };
+	resil_diag diag;
+	size_t i, k;
+
+	resil_manual_clock_init(&mc, 1000);
+	assert_int_equal(
+	    resil_config_parse_string(&conf, text, "svc.conf", NULL, &diag),
+	    RESIL_OK);
+	resil_directory_config_init(&dc);
+	dc.clock = resil_manual_clock_hook(&mc);
+	resil_config_directory(conf, &dc);
+	assert_int_equal(resil_directory_new(&d, &dc, &diag), RESIL_OK);
+	(void)resil_config_selector(conf, &sc); /* 0 without selector keys */
+	assert_null(sc.random);
+	assert_int_equal(resil_selector_new(&sel, d, &sc, &diag), RESIL_OK);
+	assert_int_equal(resil_candidates_new(&c, sel), RESIL_OK);
+	for (i = 0; i < 3; i++)
+		specs[i] = resil_endpoint_spec_default(addr[i]);
+	assert_int_equal(resil_directory_push(d, specs, 3, &diag), RESIL_OK);
+	memset(hits, 0, 3 * sizeof(hits[0]));
+	for (i = 0; i < n; i++) {
+		resil_pick p;
+		assert_int_equal(
+		    resil_selector_route(sel, NULL, c, &diag), RESIL_OK);
+		assert_int_equal(
+		    resil_selector_pick(sel, c, NULL, NULL, 0, &p, &diag),
+		    RESIL_OK);
+		for (k = 0; k < 3; k++)
+			if (strcmp(p.address, addr[k]) == 0)
+				break;
+		assert_true(k < 3);
+		hits[k]++;
+		if (seq != NULL)
+			seq[i] = (unsigned char)k;
+		resil_manual_clock_advance(&mc, RESIL_NS_PER_MS);
+		assert_int_equal(
+		    resil_selector_report(sel, &p, RESIL_OUTCOME_SUCCESS),
+		    RESIL_OK);
+	}
+	resil_candidates_free(c);
+	resil_selector_free(sel);
+	resil_directory_free(d);
+	resil_config_free(conf);
+}
+
+/* Issue 23.2: with no random source every draw was 0, so random (the
+ * default), p2c, leastactive and peakewma sent every call to endpoint 0.
+ * Each balancer that draws now spreads 3000 calls over three endpoints,
+ * each getting more than 20%. */
+static void
+test_selector_text_default_random_spreads(void **state)
+{
+	static const char *const texts[] = {
+		"service=S\ncluster=failover\n", /* no key: the default */
+		"service=S\nloadbalance=random\n",
+		"service=S\nloadbalance=p2c\n",
+		"service=S\nloadbalance=leastactive\n",
+		"service=S\nloadbalance=peakewma\n",
+	};
+	size_t t;
+
+	(void)state;
+	for (t = 0; t < sizeof(texts) / sizeof(texts[0]); t++) {
+		size_t hits[3], k;
+		text_run(texts[t], 3000, hits, NULL);
+		for (k = 0; k < 3; k++) {
+			if (hits[k] <= 600)
+				print_error(
+				    "%s: endpoint %zu got %zu of 3000\n",
+				    texts[t], k, hits[k]);
+			assert_true(hits[k] > 600);
+		}
+	}
+}
+
+/* The selector's own generator is seeded (loadbalance.seed, or the C
+ * field seed; default RESIL_SELECTOR_SEED): the same seed replays the
+ * same picks exactly, another seed gives others. */
+static void
+test_selector_seed_replays(void **state)
+{
+	static unsigned char a[600], b[600], c[600], d[600];
+	size_t hits[3];
+
+	(void)state;
+	text_run("service=S\nloadbalance.seed=7\n", 600, hits, a);
+	text_run("service=S\nloadbalance.seed=7\n", 600, hits, b);
+	assert_memory_equal(a, b, sizeof(a));
+	text_run("service=S\nloadbalance.seed=8\n", 600, hits, c);
+	assert_memory_not_equal(a, c, sizeof(a));
+	/* No seed key: the default seed, the same every run. */
+	text_run("service=S\nloadbalance=random\n", 600, hits, c);
+	text_run("service=S\nloadbalance=random\n", 600, hits, d);
+	assert_memory_equal(c, d, sizeof(c));
+	{
+		resil_selector_config sc;
+		resil_selector_config_init(&sc);
+		assert_null(sc.random);
+		assert_int_equal(sc.seed, RESIL_SELECTOR_SEED);
+	}
+	{
+		resil_cluster_text *cc;
+		resil_selector_config sc;
+		resil_diag diag;
+		assert_int_equal(resil_cluster_text_new(&cc, NULL), RESIL_OK);
+		assert_int_equal(
+		    set(cc, "loadbalance.seed", "18446744073709551615", &diag),
+		    RESIL_OK);
+		resil_cluster_text_selector(cc, &sc);
+		assert_true(sc.seed == UINT64_MAX);
+		resil_cluster_text_free(cc);
+	}
+	bad("loadbalance.seed", "-1", RESIL_E_INVAL,
+	    "svc.conf:7: loadbalance.seed: \"-1\" is not an unsigned "
+	    "integer");
+	bad("loadbalance.seed", "18446744073709551616", RESIL_E_INVAL,
+	    "svc.conf:7: loadbalance.seed: 18446744073709551616 is out of "
+	    "range 0..18446744073709551615");
+}
+
+/* The C way: a config from _init with no random source spreads too, and
+ * two selectors with one seed pick alike. */
+static void
+test_selector_init_default_random_spreads(void **state)
+{
+	size_t run, i, hits[2][3];
+	unsigned char seq[2][300];
+
+	(void)state;
+	for (run = 0; run < 2; run++) {
+		fx f;
+		fx_init(&f, 1000);
+		f.scfg.random = NULL;
+		f.scfg.seed = 99;
+		assert_int_equal(fx_start(&f), 0);
+		assert_int_equal(fx_push_weights(&f, NULL, 3), RESIL_OK);
+		memset(hits[run], 0, sizeof(hits[run]));
+		for (i = 0; i < 300; i++) {
+			const char *a = fx_call(&f, NULL);
+			assert_true(a[0] == 'e' && a[1] >= '0' && a[1] <= '2');
+			seq[run][i] = (unsigned char)(a[1] - '0');
+			hits[run][a[1] - '0']++;
+		}
+		fx_end(&f);
+		for (i = 0; i < 3; i++)
+			assert_true(hits[run][i] > 60);
+	}
+	assert_memory_equal(seq[0], seq[1], sizeof(seq[0]));
+}
+
+/* The zones of a route from text: the candidates' zones joined. */
+static void
+zone_route(const char *text, const char *want_zone, resil_zone_mode want_mode,
+    const char *want_route)
+{
+	static const char *const addr[4] = { "a:1", "b:1", "c:1", "d:1" };
+	static const char *const zones[4] = { "hz", "sh", "hz", "sh" };
+	resil_config *conf;
+	resil_directory_config dc;
+	resil_selector_config sc;
+	resil_directory *d;
+	resil_selector *sel;
+	resil_candidates *c;
+	resil_endpoint_spec specs[4];
+	resil_diag diag;
+	char got[64];
+	size_t i, len = 0;
+
+	assert_int_equal(
+	    resil_config_parse_string(&conf, text, "svc.conf", NULL, &diag),
+	    RESIL_OK);
+	resil_directory_config_init(&dc);
+	resil_config_directory(conf, &dc);
+	assert_int_equal(resil_directory_new(&d, &dc, &diag), RESIL_OK);
+	(void)resil_config_selector(conf, &sc);
+	if (want_zone == NULL)
+		assert_null(sc.local_zone);
+	else
+		assert_string_equal(sc.local_zone, want_zone);
+	assert_int_equal(sc.zone_mode, want_mode);
+	assert_int_equal(resil_selector_new(&sel, d, &sc, &diag), RESIL_OK);
+	assert_int_equal(resil_candidates_new(&c, sel), RESIL_OK);
+	for (i = 0; i < 4; i++) {
+		specs[i] = resil_endpoint_spec_default(addr[i]);
+		specs[i].zone = zones[i];
+	}
+	assert_int_equal(resil_directory_push(d, specs, 4, &diag), RESIL_OK);
+	assert_int_equal(resil_selector_route(sel, NULL, c, &diag), RESIL_OK);
+	got[0] = '\0';
+	for (i = 0; i < resil_candidates_count(c); i++) {
+		resil_candidate cd;
+		assert_int_equal(resil_candidates_get(c, i, &cd), RESIL_OK);
+		len += (size_t)snprintf(got + len, sizeof(got) - len, "%s%s",
+		    i > 0 ? "," : "", cd.address);
+	}
+	assert_string_equal(got, want_route);
+	resil_candidates_free(c);
+	resil_selector_free(sel);
+	resil_directory_free(d);
+	resil_config_free(conf);
+}
+
+/* Issue 23: zone= sets the selector's local zone, as config.h says (only
+ * router.zone was read); router.zone wins when both are given; under
+ * zone-aware the zone names the consumer without affinity (the strategy
+ * splits by zone itself). */
+static void
+test_selector_zone_key_sets_local_zone(void **state)
+{
+	(void)state;
+	zone_route("service=S\n", NULL, RESIL_ZONE_PREFER, "a:1,b:1,c:1,d:1");
+	zone_route("service=S\nzone=hz\n", "hz", RESIL_ZONE_PREFER, "a:1,c:1");
+	zone_route("service=S\nzone=sh\nrouter.zone.mode=strict\n", "sh",
+	    RESIL_ZONE_STRICT, "b:1,d:1");
+	zone_route("service=S\nzone=hz\nrouter.zone=sh\n", "sh",
+	    RESIL_ZONE_PREFER, "b:1,d:1");
+	zone_route("service=S\ncluster=zone-aware\nzone=hz\n", "hz",
+	    RESIL_ZONE_OFF, "a:1,b:1,c:1,d:1");
+	/* The zone is the consumer's on the WHEN side of a rule. */
+	zone_route("service=S\ncluster=zone-aware\nzone=hz\n"
+	           "router.condition=zone = hz => address = b:1\n",
+	    "hz", RESIL_ZONE_OFF, "b:1");
+}
+
 int
 main(void)
 {
@@ -339,6 +579,10 @@ main(void)
 		cmocka_unit_test(test_selector_pick_allocates_nothing),
 		cmocka_unit_test(test_selector_exclusion),
 		cmocka_unit_test(test_selector_out_of_memory),
+		cmocka_unit_test(test_selector_text_default_random_spreads),
+		cmocka_unit_test(test_selector_seed_replays),
+		cmocka_unit_test(test_selector_init_default_random_spreads),
+		cmocka_unit_test(test_selector_zone_key_sets_local_zone),
 	};
 
 	return cmocka_run_group_tests_name("selector", tests, NULL, NULL);

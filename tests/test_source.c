@@ -20,9 +20,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <resil/config.h>
 #include <resil/directory.h>
+#include <resil/pipeline.h>
 #include <resil/selector.h>
 #include <resil/source.h>
+#include <resil/value.h>
 
 #include "source_internal.h"
 #include "support/fail_alloc.h"
@@ -75,7 +78,7 @@ typedef struct fx {
 	resil_manual_clock mc;   /* the directory's clock */
 	resil_manual_clock wall; /* ns since 1970 */
 	resil_directory *dir;
-	resil_source *src;
+	resil_registry_source *src;
 	heard h;
 } fx;
 
@@ -850,7 +853,7 @@ test_source_starts_from_cache_while_registry_is_down(void **state)
 	resil_source_config sc = resil_source_config_default();
 	resil_source_stats st;
 	char file[96], reg[64];
-	resil_source *src;
+	resil_registry_source *src;
 	fx f;
 
 	(void)state;
@@ -1120,7 +1123,7 @@ test_source_alloc_failure(void **state)
 		resil_directory_config dc = resil_directory_config_default();
 		resil_source_config sc = resil_source_config_default();
 		resil_directory *dir;
-		resil_source *src = NULL;
+		resil_registry_source *src = NULL;
 		resil_err err;
 
 		dc.alloc = a;
@@ -1154,6 +1157,213 @@ test_source_alloc_failure(void **state)
 	}
 	assert_true(points > 20);
 	unlink(file);
+}
+
+/* ---- the registry keys of a configuration text (lib/config.c)
+ * ---------------------------------------------------------------- */
+
+static void
+write_text(const char *path, const char *text)
+{
+	FILE *fp = fopen(path, "w");
+
+	assert_non_null(fp);
+	fputs(text, fp);
+	fclose(fp);
+}
+
+/* One file builds the directory, the selector, the source and the
+ * pipeline; the registry is down (port 1), its cache file (as Dubbo
+ * writes it) gives the providers and the registry's rule at once. Only
+ * _init() and _new() calls: no field set by hand. */
+static void
+test_source_config_file_builds_the_source(void **state)
+{
+	static const char cache[] =
+	    "#Dubbo Registry Cache\n" SVC "=dubbo\\://10.0.0.1\\:20880/" SVC
+	    "?weight\\=300 "
+	    "dubbo\\://10.0.0.2\\:20880/" SVC " "
+	    "dubbo\\://10.0.0.3\\:20880/" SVC " "
+	    "condition\\://0.0.0.0/" SVC
+	    "?category\\=routers&rule\\=%3D%3E+host+%21%3D+10.0.0.3\n";
+	char file[96], conf_path[96], text[512];
+	resil_directory_config dc;
+	resil_selector_config sc;
+	resil_source_config rc;
+	resil_directory *dir;
+	resil_selector *sel;
+	resil_registry_source *src;
+	resil_source_stats st;
+	resil_endpoint_state es;
+	resil_config *conf;
+	resil_diag diag;
+
+	(void)state;
+	temp_file(file, sizeof(file));
+	temp_file(conf_path, sizeof(conf_path));
+	write_text(file, cache);
+	snprintf(text, sizeof(text),
+	    "service=" SVC "\n"
+	    "registry=zookeeper://127.0.0.1:1\n"
+	    "registry.file=%s\n"
+	    "registry.session_timeout=5s\n"
+	    "registry.empty_protection=true\n",
+	    file);
+	write_text(conf_path, text);
+	assert_int_equal(
+	    resil_config_parse_file(&conf, conf_path, NULL, &diag), RESIL_OK);
+	resil_directory_config_init(&dc);
+	(void)resil_config_directory(conf, &dc);
+	assert_int_equal(dc.empty_protection, 1);
+	assert_int_equal(resil_directory_new(&dir, &dc, &diag), RESIL_OK);
+	(void)resil_config_selector(conf, &sc);
+	assert_int_equal(resil_selector_new(&sel, dir, &sc, &diag), RESIL_OK);
+	assert_int_equal(
+	    resil_config_source(conf, dir, sel, &src, &diag), RESIL_OK);
+	/* The cache file's providers, before any answer of the registry. */
+	assert_int_equal(resil_directory_count(dir), 3);
+	assert_int_equal(
+	    resil_directory_get_state(dir, "10.0.0.1:20880", &es), RESIL_OK);
+	assert_int_equal(es.weight, 300);
+	resil_source_get_stats(src, &st);
+	assert_int_equal(st.connected, 0);
+	assert_int_equal(st.pushes, 1);
+	/* ...and its rule is the selector's. */
+	assert_int_equal(st.rules, 1);
+	{
+		resil_candidates *c;
+		resil_request req;
+
+		memset(&req, 0, sizeof(req));
+		assert_int_equal(resil_candidates_new(&c, sel), RESIL_OK);
+		assert_int_equal(
+		    resil_selector_route(sel, &req, c, NULL), RESIL_OK);
+		assert_int_equal(resil_candidates_count(c), 2);
+		resil_candidates_free(c);
+	}
+	/* The same keys for a source made by hand. */
+	resil_source_config_init(&rc);
+	assert_int_equal(resil_config_source_config(conf, &rc), 1);
+	assert_string_equal(rc.registry, "zookeeper://127.0.0.1:1");
+	assert_string_equal(rc.service, SVC); /* from service= */
+	assert_string_equal(rc.file, file);
+	assert_int_equal(rc.session_timeout_ms, 5000);
+	assert_null(rc.directory);
+	resil_source_free(src);
+	resil_selector_free(sel);
+	resil_directory_free(dir);
+	resil_config_free(conf);
+	unlink(file);
+	unlink(conf_path);
+}
+
+typedef struct bad_text {
+	const char *text;
+	const char *msg;
+} bad_text;
+
+/* Bad registry keys name the key and the origin:line. */
+static void
+test_source_config_bad_registry_keys(void **state)
+{
+	static const bad_text bad[] = {
+		{ "service=S\nregistry=etcd://h:2379\n",
+		    "svc.conf:2: registry: scheme \"etcd\" is not supported "
+		    "(zookeeper)" },
+		{ "registry=zookeeper://h:2181\n"
+		  "registry.session_timeout=forever\n",
+		    "svc.conf:2: registry.session_timeout: \"forever\" is not "
+		    "a duration of 1ms..2147483647ms" },
+		{ "registry=zookeeper://h:2181\nregistry.routes=maybe\n",
+		    "svc.conf:2: registry.routes: \"maybe\" is not a "
+		    "boolean" },
+		{ "registry=zookeeper://h:2181\nregistry.root=dubbo\n",
+		    "svc.conf:2: registry.root: \"dubbo\" is not /name (no "
+		    "'/' at the end)" },
+		{ "registry=zookeeper://h:2181\nregistry.file=\n",
+		    "svc.conf:2: registry.file: empty (NULL for none)" },
+		{ "# no registry=\n\nregistry.service=S\nregistry.group=g\n",
+		    "svc.conf:3: registry.service: needs registry= (the "
+		    "registry's URL, zookeeper://host:port, or N/A)" },
+	};
+	resil_config *conf;
+	resil_diag diag;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		conf = NULL;
+		assert_int_equal(resil_config_parse_string(&conf, bad[i].text,
+		                     "svc.conf", NULL, &diag),
+		    RESIL_E_INVAL);
+		assert_null(conf);
+		assert_string_equal(diag.msg, bad[i].msg);
+	}
+	/* A misspelt key is no registry key: the text's own refusal,
+	 * naming it and its line. */
+	assert_int_equal(
+	    resil_config_parse_string(&conf,
+	        "registry=zookeeper://h:2181\nregistry.servce=S\n", "svc.conf",
+	        NULL, &diag),
+	    RESIL_E_INVAL);
+	assert_non_null(strstr(diag.msg, "svc.conf:2: "));
+	assert_non_null(strstr(diag.msg, "registry.servce"));
+	/* set(): the same checks, no origin. */
+	assert_int_equal(
+	    resil_config_parse_string(&conf, "registry=zookeeper://h:2181\n",
+	        "svc.conf", NULL, &diag),
+	    RESIL_OK);
+	assert_int_equal(
+	    resil_config_set(conf, "registry.file.interval", "soon", &diag),
+	    RESIL_E_INVAL);
+	assert_string_equal(diag.msg,
+	    "registry.file.interval: \"soon\" is not a duration (500, "
+	    "500ms, 1s)");
+	assert_int_equal(
+	    resil_config_set(conf, "registry.service", "com.foo.Bar", &diag),
+	    RESIL_OK);
+	{
+		resil_source_config rc;
+
+		resil_source_config_init(&rc);
+		assert_int_equal(resil_config_source_config(conf, &rc), 1);
+		assert_string_equal(rc.service, "com.foo.Bar");
+	}
+	resil_config_free(conf);
+}
+
+/* No registry key, or Dubbo's registry=N/A: no source. */
+static void
+test_source_config_without_registry(void **state)
+{
+	static const char *const texts[] = { "service=S\n",
+		"service=S\nregistry=N/A\n" };
+	resil_directory_config dc = resil_directory_config_default();
+	resil_directory *dir;
+	resil_registry_source *src = NULL;
+	resil_source_config rc;
+	resil_config *conf;
+	resil_diag diag;
+	size_t i;
+
+	(void)state;
+	assert_int_equal(resil_directory_new(&dir, &dc, NULL), RESIL_OK);
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(resil_config_parse_string(
+		                     &conf, texts[i], "svc.conf", NULL, &diag),
+		    RESIL_OK);
+		assert_int_equal(
+		    resil_config_source(conf, dir, NULL, &src, &diag),
+		    RESIL_E_NOTFOUND);
+		assert_null(src);
+		resil_source_config_init(&rc);
+		assert_int_equal(resil_config_source_config(conf, &rc), 0);
+		assert_null(rc.registry);
+		resil_config_free(conf);
+	}
+	assert_int_equal(
+	    resil_config_source(NULL, dir, NULL, &src, &diag), RESIL_E_INVAL);
+	resil_directory_free(dir);
 }
 
 int
@@ -1194,6 +1404,9 @@ main(void)
 		cmocka_unit_test(test_source_config_validate),
 		cmocka_unit_test(test_source_flood_of_changes_and_bad_nodes),
 		cmocka_unit_test(test_source_alloc_failure),
+		cmocka_unit_test(test_source_config_file_builds_the_source),
+		cmocka_unit_test(test_source_config_bad_registry_keys),
+		cmocka_unit_test(test_source_config_without_registry),
 	};
 
 	return cmocka_run_group_tests_name("source", tests, NULL, NULL);

@@ -124,11 +124,16 @@ heard_n(heard *h, resil_source_event_type t)
 	return n;
 }
 
+/* A test's consumer. Two per test on the heap, made by fx_setup and
+ * closed by fx_teardown, which cmocka runs after a failed test too: a
+ * source left running by a failed test would otherwise go on calling its
+ * listener with a fixture gone with the test's stack frame. */
 typedef struct fx {
 	char svc[64];
 	resil_directory *dir;
 	resil_selector *sel;
-	resil_source *src;
+	resil_registry_source *src;
+	zk_proxy *px;
 	heard h;
 	char file[96];
 } fx;
@@ -168,19 +173,48 @@ fx_source(fx *f, const char *hosts, const char *file)
 static void
 fx_open(fx *f)
 {
-	memset(f, 0, sizeof(*f));
-	pthread_mutex_init(&f->h.mu, NULL);
 	snprintf(f->svc, sizeof(f->svc), "com.resil.T%uService", ++seq);
 	fx_dir(f);
 }
 
+/* The source first: after resil_source_free no listener call runs. */
 static void
 fx_close(fx *f)
 {
 	resil_source_free(f->src);
+	f->src = NULL;
+	zk_proxy_stop(f->px);
+	f->px = NULL;
 	resil_selector_free(f->sel);
+	f->sel = NULL;
 	resil_directory_free(f->dir);
-	pthread_mutex_destroy(&f->h.mu);
+	f->dir = NULL;
+}
+
+static int
+fx_setup(void **state)
+{
+	fx *f = calloc(2, sizeof(*f));
+
+	if (f == NULL)
+		return -1;
+	pthread_mutex_init(&f[0].h.mu, NULL);
+	pthread_mutex_init(&f[1].h.mu, NULL);
+	*state = f;
+	return 0;
+}
+
+static int
+fx_teardown(void **state)
+{
+	fx *f = *state;
+
+	fx_close(&f[0]);
+	fx_close(&f[1]);
+	pthread_mutex_destroy(&f[0].h.mu);
+	pthread_mutex_destroy(&f[1].h.mu);
+	free(f);
+	return 0;
 }
 
 /* ---- waiting
@@ -303,59 +337,58 @@ test_zk_providers_come_and_go(void **state)
 	char u1[512], u2[512], u3[512];
 	resil_endpoint_state es;
 	resil_source_stats st;
-	fx f;
+	fx *f = *state;
 
-	(void)state;
 	NEED_SERVER();
-	fx_open(&f);
-	url(u1, sizeof(u1), &f, 1, "&weight=200");
-	url(u2, sizeof(u2), &f, 2, "&dubbo.tag=gray");
-	url(u3, sizeof(u3), &f, 3, "&zone=hz");
-	reg(&f, u1);
-	reg(&f, u2);
-	fx_source(&f, zs.hosts, NULL);
-	wait_count(&f, 2);
+	fx_open(f);
+	url(u1, sizeof(u1), f, 1, "&weight=200");
+	url(u2, sizeof(u2), f, 2, "&dubbo.tag=gray");
+	url(u3, sizeof(u3), f, 3, "&zone=hz");
+	reg(f, u1);
+	reg(f, u2);
+	fx_source(f, zs.hosts, NULL);
+	wait_count(f, 2);
 	assert_int_equal(
-	    resil_directory_get_state(f.dir, "10.1.0.1:20880", &es), RESIL_OK);
+	    resil_directory_get_state(f->dir, "10.1.0.1:20880", &es),
+	    RESIL_OK);
 	assert_int_equal(es.weight, 200);
-	reg(&f, u3);
-	wait_count(&f, 3);
-	unreg(&f, u1);
-	wait_count(&f, 2);
+	reg(f, u3);
+	wait_count(f, 3);
+	unreg(f, u1);
+	wait_count(f, 2);
 	assert_int_equal(
-	    resil_directory_get_state(f.dir, "10.1.0.1:20880", &es),
+	    resil_directory_get_state(f->dir, "10.1.0.1:20880", &es),
 	    RESIL_E_NOTFOUND);
-	st = stats(&f);
+	st = stats(f);
 	assert_int_equal(st.connected, 1);
 	assert_int_equal(st.sessions, 1);
 	assert_true(st.pushes >= 3);
 	assert_int_equal(st.providers, 2);
-	assert_true(heard_n(&f.h, RESIL_SOURCE_CONNECTED) >= 1);
-	fx_close(&f);
+	assert_true(heard_n(&f->h, RESIL_SOURCE_CONNECTED) >= 1);
+	fx_close(f);
 }
 
 static void
 test_zk_service_not_registered_yet(void **state)
 {
 	char u1[512];
-	fx f;
+	fx *f = *state;
 
-	(void)state;
 	NEED_SERVER();
-	fx_open(&f);
+	fx_open(f);
 	/* No /dubbo/<service> at all: an empty list, and a watch for the
 	 * node to appear. */
-	fx_source(&f, zs.hosts, NULL);
+	fx_source(f, zs.hosts, NULL);
 	{
-		want w = { &f, 0, 0 };
+		want w = { f, 0, 0 };
 
 		assert_true(zk_wait(lists_above, &w, WAIT_MS));
 	}
-	assert_int_equal(resil_directory_count(f.dir), 0);
-	url(u1, sizeof(u1), &f, 1, "");
-	reg(&f, u1);
-	wait_count(&f, 1);
-	fx_close(&f);
+	assert_int_equal(resil_directory_count(f->dir), 0);
+	url(u1, sizeof(u1), f, 1, "");
+	reg(f, u1);
+	wait_count(f, 1);
+	fx_close(f);
 }
 
 static void
@@ -363,35 +396,34 @@ test_zk_provider_session_ends_empty_protection(void **state)
 {
 	char u1[512], u2[512], u3[512];
 	zhandle_t *p2;
-	fx f;
+	fx *f = *state;
 
-	(void)state;
 	NEED_SERVER();
-	fx_open(&f);
+	fx_open(f);
 	/* Two providers of one process (one session). */
 	p2 = zk_connect(&zs);
 	assert_non_null(p2);
-	url(u1, sizeof(u1), &f, 1, "");
-	url(u2, sizeof(u2), &f, 2, "");
-	assert_int_equal(zk_register(p2, f.svc, u1), 0);
-	assert_int_equal(zk_register(p2, f.svc, u2), 0);
-	fx_source(&f, zs.hosts, NULL);
-	wait_count(&f, 2);
+	url(u1, sizeof(u1), f, 1, "");
+	url(u2, sizeof(u2), f, 2, "");
+	assert_int_equal(zk_register(p2, f->svc, u1), 0);
+	assert_int_equal(zk_register(p2, f->svc, u2), 0);
+	fx_source(f, zs.hosts, NULL);
+	wait_count(f, 2);
 	/* The process dies: its session closes, its nodes go, the
 	 * registry lists nobody. The last list stays. */
 	zookeeper_close(p2);
 	{
-		want w = { &f, 0, 1 };
+		want w = { f, 0, 1 };
 
 		assert_true(zk_wait(empty_kept, &w, WAIT_MS));
 	}
-	assert_int_equal(resil_directory_count(f.dir), 2);
-	assert_int_equal(stats(&f).empty_kept, 1);
+	assert_int_equal(resil_directory_count(f->dir), 2);
+	assert_int_equal(stats(f).empty_kept, 1);
 	/* A provider comes back: a partial list is applied. */
-	url(u3, sizeof(u3), &f, 3, "");
-	reg(&f, u3);
-	wait_count(&f, 1);
-	fx_close(&f);
+	url(u3, sizeof(u3), f, 3, "");
+	reg(f, u3);
+	wait_count(f, 1);
+	fx_close(f);
 }
 
 static void
@@ -400,41 +432,47 @@ test_zk_session_expiry_resubscribes(void **state)
 	char u1[512], u2[512], passwd[16];
 	int64_t id;
 	uint64_t lists;
-	fx f;
+	fx *f = *state;
 
-	(void)state;
 	NEED_SERVER();
-	fx_open(&f);
-	url(u1, sizeof(u1), &f, 1, "");
-	reg(&f, u1);
-	fx_source(&f, zs.hosts, NULL);
-	wait_count(&f, 1);
+	fx_open(f);
+	url(u1, sizeof(u1), f, 1, "");
+	reg(f, u1);
+	/* The source reaches the server through a proxy the test cuts. */
+	f->px = zk_proxy_start(&zs);
+	assert_non_null(f->px);
+	fx_source(f, zk_proxy_hosts(f->px), NULL);
+	wait_count(f, 1);
 	{
-		want w = { &f, 0, 1 };
+		want w = { f, 0, 1 };
 
 		assert_true(zk_wait(connected_sessions, &w, WAIT_MS));
 	}
-	assert_int_equal(resil__source_zk_session(f.src, &id, passwd), 0);
-	lists = stats(&f).lists;
+	assert_int_equal(resil__source_zk_session(f->src, &id, passwd), 0);
+	lists = stats(f).lists;
 	/* The trick: the session's id and password on a second handle,
-	 * which is then closed, ends the session. */
+	 * which is then closed, ends the session. The source's client is
+	 * cut off meanwhile: reconnecting, it would take the session back
+	 * from the second handle, whose close would then fail. */
+	zk_proxy_cut(f->px, 1);
 	assert_int_equal(zk_expire(&zs, id, passwd), 0);
+	zk_proxy_cut(f->px, 0);
 	{
-		want w = { &f, 0, 2 };
+		want w = { f, 0, 2 };
 
 		assert_true(zk_wait(connected_sessions, &w, WAIT_MS));
 		w.n = lists;
 		/* The new session read the list again... */
 		assert_true(zk_wait(lists_above, &w, WAIT_MS));
 	}
-	assert_true(stats(&f).expirations >= 1);
-	assert_true(heard_n(&f.h, RESIL_SOURCE_EXPIRED) >= 1);
-	assert_int_equal(resil_directory_count(f.dir), 1);
+	assert_true(stats(f).expirations >= 1);
+	assert_true(heard_n(&f->h, RESIL_SOURCE_EXPIRED) >= 1);
+	assert_int_equal(resil_directory_count(f->dir), 1);
 	/* ...and watches it: a change is seen. */
-	url(u2, sizeof(u2), &f, 2, "");
-	reg(&f, u2);
-	wait_count(&f, 2);
-	fx_close(&f);
+	url(u2, sizeof(u2), f, 2, "");
+	reg(f, u2);
+	wait_count(f, 2);
+	fx_close(f);
 }
 
 /* ---- routes
@@ -475,40 +513,39 @@ test_zk_routes_of_the_registry(void **state)
 {
 	char u1[512], u2[512], rule[512], *enc_rule, *node;
 	rules_want w;
-	fx f;
+	fx *f = *state;
 
-	(void)state;
 	NEED_SERVER();
-	fx_open(&f);
-	url(u1, sizeof(u1), &f, 1, "");
-	url(u2, sizeof(u2), &f, 2, "");
-	reg(&f, u1);
-	reg(&f, u2);
-	fx_source(&f, zs.hosts, NULL);
-	wait_count(&f, 2);
-	assert_int_equal(routed(&f), 2);
+	fx_open(f);
+	url(u1, sizeof(u1), f, 1, "");
+	url(u2, sizeof(u2), f, 2, "");
+	reg(f, u1);
+	reg(f, u2);
+	fx_source(f, zs.hosts, NULL);
+	wait_count(f, 2);
+	assert_int_equal(routed(f), 2);
 	/* An operator's rule, as Dubbo's admin writes it. */
 	enc_rule = zk_encode("=> host != 10.1.0.2");
 	snprintf(rule, sizeof(rule),
 	    "condition://0.0.0.0/%s?category=routers&dynamic=false&"
 	    "enabled=true&force=true&runtime=false&priority=1&rule=%s",
-	    f.svc, enc_rule);
+	    f->svc, enc_rule);
 	node = zk_encode(rule);
-	w.f = &f;
-	w.lists = stats(&f).route_lists;
+	w.f = f;
+	w.lists = stats(f).route_lists;
 	w.rules = 1;
-	assert_int_equal(zk_create_raw(prov, f.svc, "routers", node, 0), 0);
+	assert_int_equal(zk_create_raw(prov, f->svc, "routers", node, 0), 0);
 	assert_true(zk_wait(rules_are, &w, WAIT_MS));
-	assert_int_equal(routed(&f), 1);
+	assert_int_equal(routed(f), 1);
 	/* The rule is removed: all providers again. */
-	w.lists = stats(&f).route_lists;
+	w.lists = stats(f).route_lists;
 	w.rules = 0;
-	assert_int_equal(zk_delete_raw(prov, f.svc, "routers", node), 0);
+	assert_int_equal(zk_delete_raw(prov, f->svc, "routers", node), 0);
 	assert_true(zk_wait(rules_are, &w, WAIT_MS));
-	assert_int_equal(routed(&f), 2);
+	assert_int_equal(routed(f), 2);
 	free(enc_rule);
 	free(node);
-	fx_close(&f);
+	fx_close(f);
 }
 
 /* ---- the cache file
@@ -519,46 +556,43 @@ test_zk_cache_file_when_the_registry_is_down(void **state)
 {
 	char u1[512], u2[512], dead[32];
 	resil_source_stats st;
-	fx f, g;
+	fx *f = *state, *g = f + 1;
 	int fd;
 
-	(void)state;
 	NEED_SERVER();
-	fx_open(&f);
-	snprintf(f.file, sizeof(f.file), "%s/consumer.cache", zs.dir);
-	url(u1, sizeof(u1), &f, 1, "&weight=300");
-	url(u2, sizeof(u2), &f, 2, "");
-	reg(&f, u1);
-	reg(&f, u2);
-	fx_source(&f, zs.hosts, f.file);
-	wait_count(&f, 2);
-	resil__source_flush(f.src);
-	fd = access(f.file, R_OK);
+	fx_open(f);
+	snprintf(f->file, sizeof(f->file), "%s/consumer.cache", zs.dir);
+	url(u1, sizeof(u1), f, 1, "&weight=300");
+	url(u2, sizeof(u2), f, 2, "");
+	reg(f, u1);
+	reg(f, u2);
+	fx_source(f, zs.hosts, f->file);
+	wait_count(f, 2);
+	resil__source_flush(f->src);
+	fd = access(f->file, R_OK);
 	assert_int_equal(fd, 0);
 	/* The consumer restarts while no registry answers (a port no one
 	 * listens at): the cache file gives it the providers at once. */
-	memset(&g, 0, sizeof(g));
-	pthread_mutex_init(&g.h.mu, NULL);
-	snprintf(g.svc, sizeof(g.svc), "%s", f.svc);
-	fx_dir(&g);
+	memcpy(g->svc, f->svc, sizeof(g->svc));
+	fx_dir(g);
 	snprintf(dead, sizeof(dead), "127.0.0.1:1");
-	fx_source(&g, dead, f.file);
-	assert_int_equal(resil_directory_count(g.dir), 2);
+	fx_source(g, dead, f->file);
+	assert_int_equal(resil_directory_count(g->dir), 2);
 	{
 		resil_endpoint_state es;
 
 		assert_int_equal(
-		    resil_directory_get_state(g.dir, "10.1.0.1:20880", &es),
+		    resil_directory_get_state(g->dir, "10.1.0.1:20880", &es),
 		    RESIL_OK);
 		assert_int_equal(es.weight, 300);
 	}
-	assert_int_equal(routed(&g), 2);
-	st = stats(&g);
+	assert_int_equal(routed(g), 2);
+	st = stats(g);
 	assert_int_equal(st.connected, 0);
-	assert_int_equal(heard_n(&g.h, RESIL_SOURCE_CACHE_LOADED), 1);
-	fx_close(&g);
-	fx_close(&f);
-	unlink(f.file);
+	assert_int_equal(heard_n(&g->h, RESIL_SOURCE_CACHE_LOADED), 1);
+	fx_close(g);
+	fx_close(f);
+	unlink(f->file);
 }
 
 /* ---- the server dies and comes back
@@ -569,39 +603,38 @@ test_zk_server_killed_and_restarted(void **state)
 {
 	char u1[512], u2[512];
 	uint64_t connects;
-	fx f;
+	fx *f = *state;
 
-	(void)state;
 	NEED_SERVER();
-	fx_open(&f);
-	url(u1, sizeof(u1), &f, 1, "");
-	reg(&f, u1);
-	fx_source(&f, zs.hosts, NULL);
-	wait_count(&f, 1);
+	fx_open(f);
+	url(u1, sizeof(u1), f, 1, "");
+	reg(f, u1);
+	fx_source(f, zs.hosts, NULL);
+	wait_count(f, 1);
 	{
-		want w = { &f, 0, 1 };
+		want w = { f, 0, 1 };
 
 		assert_true(zk_wait(connects_at_least, &w, WAIT_MS));
 	}
-	connects = stats(&f).connects;
+	connects = stats(f).connects;
 	zk_kill(&zs);
 	{
-		want w = { &f, 0, 0 };
+		want w = { f, 0, 0 };
 
 		assert_true(zk_wait(disconnected, &w, WAIT_MS));
 	}
 	/* Calls go on with the list they had. */
-	assert_int_equal(resil_directory_count(f.dir), 1);
-	assert_int_equal(routed(&f), 1);
+	assert_int_equal(resil_directory_count(f->dir), 1);
+	assert_int_equal(routed(f), 1);
 	assert_int_equal(zk_restart(&zs), 0);
 	{
-		want w = { &f, 0, connects + 1 };
+		want w = { f, 0, connects + 1 };
 
 		/* The same session (the server kept it): reconnected and
 		 * the lists read again. */
 		assert_true(zk_wait(connects_at_least, &w, WAIT_MS));
 	}
-	assert_int_equal(stats(&f).sessions, 1);
+	assert_int_equal(stats(f).sessions, 1);
 	/* The providers' session is back too (bounded wait). */
 	{
 		int i;
@@ -611,10 +644,10 @@ test_zk_server_killed_and_restarted(void **state)
 		     i++)
 			(void)poll(NULL, 0, 10);
 	}
-	url(u2, sizeof(u2), &f, 2, "");
-	reg(&f, u2);
-	wait_count(&f, 2);
-	fx_close(&f);
+	url(u2, sizeof(u2), f, 2, "");
+	reg(f, u2);
+	wait_count(f, 2);
+	fx_close(f);
 }
 
 /* ---- a flood
@@ -702,18 +735,17 @@ test_zk_flood_and_bad_nodes(void **state)
 	caller c;
 	pthread_t t;
 	int i, target;
-	fx f;
+	fx *f = *state;
 
-	(void)state;
 	NEED_SERVER();
-	fx_open(&f);
-	snprintf(dir, sizeof(dir), "/dubbo/%s/providers", f.svc);
+	fx_open(f);
+	snprintf(dir, sizeof(dir), "/dubbo/%s/providers", f->svc);
 	assert_int_equal(zk_mkdirs(prov, dir), ZOK);
-	fx_source(&f, zs.hosts, NULL);
+	fx_source(f, zs.hosts, NULL);
 	atomic_store(&acks, 0);
 	atomic_store(&ack_errors, 0);
 	for (i = 0; i < N; i++) {
-		flood_name(path, sizeof(path), f.svc, (unsigned)i);
+		flood_name(path, sizeof(path), f->svc, (unsigned)i);
 		assert_int_equal(
 		    zoo_acreate(prov, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE,
 		        ZOO_EPHEMERAL, ack, NULL),
@@ -730,23 +762,23 @@ test_zk_flood_and_bad_nodes(void **state)
 	target = N + BAD;
 	assert_true(zk_wait(acks_reach, &target, 60000));
 	assert_int_equal(atomic_load(&ack_errors), 0);
-	wait_count(&f, N);
+	wait_count(f, N);
 
 	/* Calls run while the list changes 10^3 times a second. */
-	c.sel = f.sel;
+	c.sel = f->sel;
 	atomic_store(&c.stop, 0);
 	atomic_store(&c.routes, 0);
 	atomic_store(&c.no_provider, 0);
 	assert_int_equal(pthread_create(&t, NULL, caller_main, &c), 0);
 	for (i = 0; i < CHANGES; i++) {
 		/* Provider i leaves, provider N + i arrives. */
-		flood_name(path, sizeof(path), f.svc, (unsigned)(i / 2));
+		flood_name(path, sizeof(path), f->svc, (unsigned)(i / 2));
 		if (i % 2 == 0)
 			assert_int_equal(
 			    zoo_adelete(prov, path, -1, ack_void, NULL), ZOK);
 		else {
 			flood_name(
-			    path, sizeof(path), f.svc, (unsigned)(N + i / 2));
+			    path, sizeof(path), f->svc, (unsigned)(N + i / 2));
 			assert_int_equal(zoo_acreate(prov, path, NULL, -1,
 			                     &ZOO_OPEN_ACL_UNSAFE,
 			                     ZOO_EPHEMERAL, ack, NULL),
@@ -759,15 +791,15 @@ test_zk_flood_and_bad_nodes(void **state)
 	assert_true(zk_wait(acks_reach, &target, 60000));
 	assert_int_equal(atomic_load(&ack_errors), 0);
 	/* The directory converges on the registry's list. */
-	wait_count(&f, N);
+	wait_count(f, N);
 	atomic_store(&c.stop, 1);
 	pthread_join(t, NULL);
 	assert_int_equal(atomic_load(&c.no_provider), 0);
 	assert_true(atomic_load(&c.routes) > 0);
 	/* Each bad node said once, however many lists it was in. */
-	assert_int_equal(heard_n(&f.h, RESIL_SOURCE_BAD_PROVIDER), BAD);
+	assert_int_equal(heard_n(&f->h, RESIL_SOURCE_BAD_PROVIDER), BAD);
 	{
-		resil_source_stats st = stats(&f);
+		resil_source_stats st = stats(f);
 
 		printf("flood: %lu lists pushed, %lu calls routed meanwhile, "
 		       "update %.2f ms last, %.2f ms max\n",
@@ -776,7 +808,7 @@ test_zk_flood_and_bad_nodes(void **state)
 		    (double)st.last_update_ns / 1e6,
 		    (double)st.max_update_ns / 1e6);
 	}
-	fx_close(&f);
+	fx_close(f);
 }
 
 /* ---- one change among 1000
@@ -789,16 +821,15 @@ test_zk_one_change_among_1000(void **state)
 	char path[512], dir[256];
 	uint64_t sum = 0, max = 0;
 	int i, target;
-	fx f;
+	fx *f = *state;
 
-	(void)state;
 	NEED_SERVER();
-	fx_open(&f);
-	snprintf(dir, sizeof(dir), "/dubbo/%s/providers", f.svc);
+	fx_open(f);
+	snprintf(dir, sizeof(dir), "/dubbo/%s/providers", f->svc);
 	assert_int_equal(zk_mkdirs(prov, dir), ZOK);
 	atomic_store(&acks, 0);
 	for (i = 0; i < N; i++) {
-		flood_name(path, sizeof(path), f.svc, (unsigned)i);
+		flood_name(path, sizeof(path), f->svc, (unsigned)i);
 		assert_int_equal(
 		    zoo_acreate(prov, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE,
 		        ZOO_EPHEMERAL, ack, NULL),
@@ -806,23 +837,23 @@ test_zk_one_change_among_1000(void **state)
 	}
 	target = N;
 	assert_true(zk_wait(acks_reach, &target, 60000));
-	fx_source(&f, zs.hosts, NULL);
-	wait_count(&f, N);
+	fx_source(f, zs.hosts, NULL);
+	wait_count(f, N);
 	for (i = 0; i < CHANGES; i++) {
-		uint64_t pushes = stats(&f).pushes;
+		uint64_t pushes = stats(f).pushes;
 		resil_source_stats st;
 
-		flood_name(path, sizeof(path), f.svc, (unsigned)(N + i));
+		flood_name(path, sizeof(path), f->svc, (unsigned)(N + i));
 		assert_int_equal(
 		    zoo_create(prov, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE,
 		        ZOO_EPHEMERAL, NULL, 0),
 		    ZOK);
 		{
-			want w = { &f, (size_t)(N + i + 1), pushes };
+			want w = { f, (size_t)(N + i + 1), pushes };
 
 			assert_true(zk_wait(pushed_to, &w, WAIT_MS));
 		}
-		st = stats(&f);
+		st = stats(f);
 		sum += st.last_update_ns;
 		if (st.last_update_ns > max)
 			max = st.last_update_ns;
@@ -830,26 +861,31 @@ test_zk_one_change_among_1000(void **state)
 	printf("one change among %d: watch fired -> directory updated "
 	       "%.2f ms mean, %.2f ms max over %d changes\n",
 	    N, (double)sum / CHANGES / 1e6, (double)max / 1e6, CHANGES);
-	fx_close(&f);
+	fx_close(f);
 }
+
+/* Each test with its two fixtures (fx_setup, fx_teardown). */
+#define ZK_TEST(t) cmocka_unit_test_setup_teardown(t, fx_setup, fx_teardown)
 
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_zk_providers_come_and_go),
-		cmocka_unit_test(test_zk_service_not_registered_yet),
-		cmocka_unit_test(
-		    test_zk_provider_session_ends_empty_protection),
-		cmocka_unit_test(test_zk_session_expiry_resubscribes),
-		cmocka_unit_test(test_zk_routes_of_the_registry),
-		cmocka_unit_test(test_zk_cache_file_when_the_registry_is_down),
-		cmocka_unit_test(test_zk_one_change_among_1000),
-		cmocka_unit_test(test_zk_flood_and_bad_nodes),
+		ZK_TEST(test_zk_providers_come_and_go),
+		ZK_TEST(test_zk_service_not_registered_yet),
+		ZK_TEST(test_zk_provider_session_ends_empty_protection),
+		ZK_TEST(test_zk_session_expiry_resubscribes),
+		ZK_TEST(test_zk_routes_of_the_registry),
+		ZK_TEST(test_zk_cache_file_when_the_registry_is_down),
+		ZK_TEST(test_zk_one_change_among_1000),
+		ZK_TEST(test_zk_flood_and_bad_nodes),
 		/* Last: it restarts the server. */
-		cmocka_unit_test(test_zk_server_killed_and_restarted),
+		ZK_TEST(test_zk_server_killed_and_restarted),
 	};
 
+	/* RESIL_TEST_FILTER=test_zk_session_* runs some of them. */
+	if (getenv("RESIL_TEST_FILTER") != NULL)
+		cmocka_set_test_filter(getenv("RESIL_TEST_FILTER"));
 	return cmocka_run_group_tests_name(
 	    "source_zookeeper", tests, group_setup, group_teardown);
 }

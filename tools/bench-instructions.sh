@@ -2,19 +2,26 @@
 # Count instructions per call of every benchmark body with callgrind
 # (deterministic, unlike time on a shared machine). Each body runs ITERS
 # times in one thread; only bench_measure() is counted.
-# Usage: tools/bench-instructions.sh BUILD_DIR [ITERS] > instructions.txt
+# Usage: tools/bench-instructions.sh BUILD_DIR [ITERS] [ROWS] > instructions.txt
+#   ROWS: an extended regular expression; only the rows whose whole name
+#   matches it run (default: every row), e.g. 'balance/.*/1024' or
+#   'registry/zookeeper_update/1000'. One row on a shared machine:
+#   tools/bench-instructions.sh build/release 100000 'breaker/closed/count100'
 set -eu
 BIN="$1/bench/resil_bench_count"
 ITERS="${2:-100000}"
+ROWS="${3:-.*}"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 printf '%-34s %12s\n' "benchmark" "instr/call"
 for name in $("$BIN"); do
-	# Rows whose one call is itself big (a whole directory push, a scan of
-	# 1024 endpoints) run fewer calls: the count per call is the same.
+	printf '%s\n' "$name" | grep -Eqx "$ROWS" || continue
+	# Rows whose one call is itself big (a whole directory push or a
+	# registry update of 1000 providers, a pick over 1024 endpoints) run
+	# fewer calls: the count per call is the same.
 	n="$ITERS"
 	case "$name" in
-	directory/push/*) n=$((ITERS / 1000 > 0 ? ITERS / 1000 : 1)) ;;
+	directory/push/* | registry/*) n=$((ITERS / 1000 > 0 ? ITERS / 1000 : 1)) ;;
 	balance/*/1024) n=$((ITERS / 50 > 0 ? ITERS / 50 : 1)) ;;
 	esac
 	valgrind --tool=callgrind --toggle-collect=bench_measure \

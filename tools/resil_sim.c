@@ -264,7 +264,7 @@ read_step(const char *file, unsigned lineno, char *buf,
     const char *dflt_method, const step *prev, step *s)
 {
 	char *tok[8];
-	int ntok = sim_split(buf, tok, 8), next, rc;
+	int ntok = sim_split(buf, tok, 8), next = 0, rc;
 	resil_diag d;
 
 	if (ntok == 0)

@@ -13,15 +13,22 @@
  *              current += weight, the largest wins (first in order on a
  *              tie) and gives back the total; no draw. State per method;
  *              removed endpoints drop out, the others keep their
- *              counters, a new endpoint starts at 0.
+ *              counters, a new endpoint starts at 0. Exact, in
+ *              O(distinct weights) per pick over a candidate set picked
+ *              from again (up to 32 distinct weights; more: a scan).
  * LEASTACTIVE  Dubbo: the fewest calls in flight; ties by the weighted
- *              choice, one draw only on a tie.
+ *              choice, one draw only on a tie. Above RESIL_LB_SCAN_MAX
+ *              candidates it samples (Envoy's least request): one draw u
+ *              gives two weighted choices, by u and by u' (below); the
+ *              fewer in flight wins, a tie goes to the first, so over
+ *              equally busy candidates it is the weighted choice by u.
  * P2C          two distinct uniform samples (Finagle: i = floor(u1 * n),
  *              j = floor(u2 * (n - 1)), j >= i gives j + 1; two candidates:
- *              no draw); the fewer in flight wins, a tie goes to i.
+ *              no draw); the fewer in flight wins, a tie goes to i. Above
+ *              RESIL_LB_SCAN_MAX candidates one draw: u1 = u, u2 = u'.
  * PEAKEWMA     P2C on cost * (in flight + 1), cost a peak-sensitive EWMA
  *              of latency decaying by exp(-dt / tau); never observed:
- *              default_rtt.
+ *              default_rtt. Draws as P2C.
  * HASH         consistent hash (Dubbo): a ring of `hash_nodes` virtual
  *              nodes per candidate keyed by the chosen arguments; weights
  *              ignored; no draw. When one endpoint leaves only its keys
@@ -29,7 +36,14 @@
  * SHORTEST     Dubbo's shortest response: estimate = (sum of successful
  *              durations / successes) * (in flight + 1); no success yet
  *              gives 0 (preferred); ties by the weighted choice. The
- *              window restarts when now - last restart > slide.
+ *              window restarts when now - last restart > slide. Above
+ *              RESIL_LB_SCAN_MAX candidates it samples as LEASTACTIVE does,
+ *              on the estimate.
+ *
+ * u', the second draw of a pick that takes one: the top 53 bits of
+ * SplitMix64's finaliser of (the bits of u as an IEEE double ^
+ * 0x9e3779b97f4a7c15), times 2^-53. All of these are O(1) or O(log n)
+ * per pick except ROUNDROBIN over more than 32 distinct weights.
  *
  * Warm-up (resil_warmup_weight() in directory.h) applies to the weighted
  * ones: RANDOM, ROUNDROBIN, LEASTACTIVE and SHORTEST's ties.
@@ -39,6 +53,7 @@
 #ifndef RESIL_BALANCE_H
 #define RESIL_BALANCE_H
 
+#include <resil/directory.h>
 #include <resil/resil.h>
 
 #include <string.h>
@@ -58,6 +73,9 @@ typedef enum resil_lb_kind {
 } resil_lb_kind;
 
 #define RESIL_LB_KINDS 7
+/* Up to this many candidates LEASTACTIVE and SHORTEST scan them all
+ * (Dubbo); above, they sample two (see the top of this file). */
+#define RESIL_LB_SCAN_MAX 16
 #define RESIL_HASH_MAX_ARGS 8
 
 /* "random", "roundrobin", "leastactive", "p2c", "peakewma", "hash",
@@ -95,6 +113,34 @@ resil_balance_config_init(resil_balance_config *c)
  * is out of range 1..10000"); prefix names the scope ("" or "getX."). */
 RESIL_API resil_err resil_balance_config_validate(
     const resil_balance_config *c, const char *prefix, resil_diag *diag);
+
+/*
+ * What the balancers see of one endpoint now: why a pick went where it
+ * did. Every figure is the one the balancer of configuration c compares
+ * (c gives PeakEWMA's tau and default RTT and the shortest-response slide;
+ * NULL: the defaults), read at the directory's clock.
+ */
+typedef struct resil_balance_endpoint {
+	uint64_t id;
+	uint64_t active;  /* calls in flight: P2C's and least-active's load */
+	int32_t weight;   /* after warm-up, as the weighted choice sees it */
+	int ewma_seen;    /* 0: never observed, the cost is the default RTT */
+	double ewma_cost; /* PeakEWMA's cost, decayed to now */
+	double ewma_load; /* ewma_cost * (active + 1): what PeakEWMA compares */
+	uint64_t sr_successes; /* shortest response: the window's successes */
+	uint64_t sr_elapsed;   /* and their total duration */
+	uint64_t sr_reset_at;  /* when the window last restarted */
+	int sr_expired;        /* now - sr_reset_at > slide: counts as empty */
+	uint64_t sr_estimate;  /* elapsed / successes * (active + 1); 0 with no
+	                        * success in the window (preferred) */
+} resil_balance_endpoint;
+
+/* The balancers' view of address in d: RESIL_OK, RESIL_E_NOTFOUND when it
+ * is not in the current list, RESIL_E_INVAL for a NULL d, address or out
+ * or a configuration resil_balance_config_validate() refuses. */
+RESIL_API resil_err resil_balance_endpoint_get(resil_directory *d,
+    const resil_balance_config *c, const char *address,
+    resil_balance_endpoint *out);
 
 #ifdef __cplusplus
 }

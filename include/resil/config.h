@@ -47,6 +47,7 @@
 
 #include <resil/pipeline.h>
 #include <resil/resil.h>
+#include <resil/source.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -104,7 +105,9 @@ RESIL_API const resil_pipeline_config *resil_config_pipeline(
  * directory, the selector and the pipeline:
  * - resil_config_selector(): *out is initialised and filled (service,
  *   balancers, routers, panic; its local zone is zone= unless router.zone
- *   says otherwise); random and alloc are left NULL for the caller.
+ *   says otherwise, with zone mode OFF under cluster=zone-aware); random
+ *   and alloc are left NULL for the caller (random NULL: the selector's
+ *   own generator, seeded by loadbalance.seed).
  * - resil_config_directory(): the outlier settings and empty protection
  *   (registry.empty_protection) of *out are overwritten (the rest is left
  *   as the caller set it).
@@ -116,6 +119,36 @@ RESIL_API int resil_config_selector(
     const resil_config *conf, resil_selector_config *out);
 RESIL_API int resil_config_directory(
     const resil_config *conf, resil_directory_config *out);
+
+/*
+ * The registry keys of conf (registry=, registry.service=, .group,
+ * .version, .root, .protocols, .file, .file.interval, .session_timeout,
+ * .routes; parsed by resil_source_text_set, source.h) make the source
+ * that feeds the directory from the registry (docs/registry-zookeeper.md):
+ * - resil_config_source(): a new source from them, feeding dir and, when
+ *   sel is not NULL, giving the registry's condition rules to sel (both
+ *   must outlive the source; malloc() and free() allocate, for another
+ *   allocator use resil_config_source_config()). registry.service
+ *   falls back to service=. Returns RESIL_OK with *out, to free with
+ *   resil_source_free() before sel and dir; RESIL_E_NOTFOUND when conf has
+ *   no registry (no registry key, or registry=N/A); RESIL_E_INVAL for a
+ *   NULL conf, dir or out, or what resil_source_new() refuses (message in
+ *   *diag); RESIL_E_NOMEM. *out is unchanged on error. A readable
+ *   registry.file gives the directory its providers before this returns.
+ * - resil_config_source_config(): the fields of *out that the keys give
+ *   are overwritten (the rest is left as the caller set it: directory,
+ *   selector, listener, clocks), for a source made by hand. Strings point
+ *   into conf (valid until it is changed or freed). Returns 1 when conf
+ *   has a registry, else 0 (and *out is left alone).
+ * registry.empty_protection is the directory's key (resil_config_
+ * directory()). A registry.* key without registry= is refused at the end
+ * of the text, at the line of the first one.
+ */
+RESIL_API resil_err resil_config_source(const resil_config *conf,
+    resil_directory *dir, resil_selector *sel, resil_registry_source **out,
+    resil_diag *diag);
+RESIL_API int resil_config_source_config(
+    const resil_config *conf, resil_source_config *out);
 
 /*
  * Apply one setting, with the same checks as a line of text (key and value

@@ -21,7 +21,8 @@
  * min(base * k, max), k the count of consecutive ejections (k drops by one
  * for each full interval it stays in), unless that would put more than
  * max_ejection_pct of the non-mock endpoints out at once:
- * 100 * (ejected + 1) <= max_ejection_pct * N. It returns exactly at
+ * 100 * (ejected + 1) <= max_ejection_pct * N; the streak restarts
+ * after every detection, also one that share prevented. It returns exactly at
  * ejected_at + duration. consecutive_failures 0 is refused (DESIGN: a
  * value to refuse, not to repair); max_ejection_pct 0 turns detection
  * off. Ejections and returns are events with the
@@ -45,6 +46,8 @@
 
 #include <resil/breaker.h>
 #include <resil/clock.h>
+#include <resil/health.h>
+#include <resil/outlier.h>
 #include <resil/resil.h>
 
 #include <string.h>
@@ -94,10 +97,16 @@ typedef enum resil_endpoint_event_type {
 	/* A push with no provider was not applied (empty protection): the
 	 * last non-empty list stays. address is "", duration the number of
 	 * providers kept. */
-	RESIL_ENDPOINT_EMPTY_PUSH = 4
+	RESIL_ENDPOINT_EMPTY_PUSH = 4,
+	/* An active health check marked the endpoint unhealthy (not a
+	 * candidate until it passes again) or healthy again; time is the
+	 * directory's clock at the change. */
+	RESIL_ENDPOINT_UNHEALTHY = 5,
+	RESIL_ENDPOINT_HEALTHY = 6
 } resil_endpoint_event_type;
 
-/* "EJECTED", "RETURNED", "ADDED", "REMOVED", "EMPTY_PUSH" or "UNKNOWN". */
+/* "EJECTED", "RETURNED", "ADDED", "REMOVED", "EMPTY_PUSH", "UNHEALTHY",
+ * "HEALTHY" or "UNKNOWN". */
 RESIL_API const char *resil_endpoint_event_name(resil_endpoint_event_type t);
 
 typedef struct resil_endpoint_event {
@@ -106,6 +115,10 @@ typedef struct resil_endpoint_event {
 	uint64_t time;      /* EJECTED: now; RETURNED: the exact return time */
 	uint64_t duration;  /* EJECTED: how long; EMPTY_PUSH: providers kept */
 	uint32_t ejections; /* EJECTED: k, the consecutive ejection count */
+	/* EJECTED: the detection: RESIL_OUTLIER_NONE for consecutive
+	 * failures, RESIL_OUTLIER_SUCCESS_RATE or
+	 * RESIL_OUTLIER_FAILURE_PERCENTAGE (the interval detections). */
+	resil_outlier_kind kind;
 } resil_endpoint_event;
 
 typedef void (*resil_endpoint_listener_fn)(
@@ -139,6 +152,27 @@ typedef struct resil_directory_config {
 	 * (set by _init); 0 applies such a push. Edits by add, update and
 	 * remove are always applied. */
 	int empty_protection;
+	/* Envoy's success-rate and failure-percentage detections
+	 * (docs/outlier.md), evaluated once per outlier.interval over the
+	 * SUCCESS and FAILURE outcomes reported in it; NULL: off (the
+	 * default). Copied; its max_ejection_pct is replaced by
+	 * outlier.max_ejection_pct (0 turns these off too). */
+	const resil_outlier_rate_config *outlier_rate;
+	/* The enforcing draws of outlier_rate; NULL: a generator of the
+	 * directory's own with a fixed seed (runs replay). Copied; its ctx
+	 * must outlive the directory. */
+	const resil_random *random;
+	/* Active health checks (docs/health.md): the directory creates a
+	 * checker from this config and makes every non-mock endpoint a
+	 * target (added and removed with the list; the target's user is the
+	 * spec's); the caller drives it (resil_directory_health()) on its
+	 * own loop, in readings of the directory's clock. An endpoint the
+	 * checker holds UNHEALTHY is not a candidate until it passes again
+	 * (a new one starts as health.initial says: UNHEALTHY by default).
+	 * NULL: none (the default). Copied; the listener in it is called
+	 * after the directory's own, and its alloc NULL means the
+	 * directory's. */
+	const resil_health_config *health;
 } resil_directory_config;
 
 static inline void
@@ -228,11 +262,56 @@ typedef struct resil_endpoint_state {
 	uint64_t sr_elapsed;
 	int32_t weight;              /* configured */
 	resil_breaker_state breaker; /* CLOSED when there is no breaker */
+	/* The interval detections (outlier_rate): the SUCCESS and FAILURE
+	 * outcomes counted since the last evaluation, and the success rate
+	 * the last evaluation computed (-1: not computed). */
+	uint64_t interval_requests, interval_successes;
+	double success_rate;
+	/* 0: marked unhealthy by an active health check (not a candidate);
+	 * 1 otherwise. */
+	int healthy;
 } resil_endpoint_state;
 
 /* The state of address; RESIL_E_NOTFOUND if it is not in the list. */
 RESIL_API resil_err resil_directory_get_state(
     resil_directory *d, const char *address, resil_endpoint_state *out);
+
+/*
+ * The last evaluation of the interval detections (outlier_rate): its
+ * summary (mean and threshold of the success rate, sample sizes, the
+ * counts of each verdict), when it ran (the reading of the clock) and how
+ * many have run. RESIL_OK; RESIL_E_NOTFOUND when none has run (or the
+ * detections are off), *out zeroed; RESIL_E_INVAL for NULL.
+ */
+typedef struct resil_directory_rate_stats {
+	resil_outlier_summary last;
+	uint64_t evaluated_at;
+	uint64_t evaluations;
+} resil_directory_rate_stats;
+
+RESIL_API resil_err resil_directory_get_rate_stats(
+    resil_directory *d, resil_directory_rate_stats *out);
+
+/* The checker of resil_directory_config.health, for the caller's probe
+ * loop (resil_health_next(), _report(), with readings of the directory's
+ * clock); NULL when none is configured. Valid until the directory is
+ * freed; do not free it, nor add or remove its targets (the directory
+ * does). */
+RESIL_API resil_health *resil_directory_health(resil_directory *d);
+
+/*
+ * Mark address healthy (1) or unhealthy (0) as an active check found it:
+ * an unhealthy endpoint is not a candidate (the panic rule counts it as
+ * unhealthy) until marked healthy again; the mark survives updates of
+ * the list. The directory's own checker calls this from its listener;
+ * a program with a checker of its own (or another source of health) can
+ * call it. A change sends RESIL_ENDPOINT_UNHEALTHY or _HEALTHY. A new
+ * endpoint starts healthy, or as the directory's checker starts it.
+ * RESIL_OK; RESIL_E_NOTFOUND when address is not in the list;
+ * RESIL_E_INVAL for NULL.
+ */
+RESIL_API resil_err resil_directory_set_healthy(
+    resil_directory *d, const char *address, int healthy);
 
 /* The breaker of address (NULL when absent or none configured); valid
  * until the address leaves the directory. For manual control and tests. */

@@ -81,10 +81,14 @@ typedef enum resil_fleet_event_kind {
 	RESIL_FLEET_EV_LOCAL = 1,     /* fell back to local decisions */
 	RESIL_FLEET_EV_STATE = 2,     /* the fleet state applied changed */
 	RESIL_FLEET_EV_LEASES = 3,    /* probe leases granted to us */
-	RESIL_FLEET_EV_ERROR = 4      /* Redis answered nonsense */
+	RESIL_FLEET_EV_ERROR = 4,     /* Redis answered nonsense */
+	/* This member's fleet settings differ from the fleet's (detail:
+	 * the keys, both values): refused, it decides locally. */
+	RESIL_FLEET_EV_SETTINGS = 5
 } resil_fleet_event_kind;
 
-/* "connected", "local", "state", "leases", "error" or "unknown". */
+/* "connected", "local", "state", "leases", "error", "settings" or
+ * "unknown". */
 RESIL_API const char *resil_fleet_event_name(resil_fleet_event_kind k);
 
 typedef struct resil_fleet_event {
@@ -93,7 +97,7 @@ typedef struct resil_fleet_event {
 	uint64_t episode;        /* the fleet episode, as last known */
 	uint32_t leases;         /* LEASES: how many were granted */
 	uint32_t votes;          /* instances voting "tripped" */
-	const char *detail;      /* why (LOCAL, ERROR); never NULL */
+	const char *detail;      /* why (LOCAL, ERROR, SETTINGS); never NULL */
 } resil_fleet_event;
 
 typedef void (*resil_fleet_listener_fn)(
@@ -199,7 +203,7 @@ RESIL_API void resil_fleet_free(resil_fleet *f);
 typedef struct resil_fleet_permit {
 	resil_permit local;
 	uint64_t episode; /* the fleet episode of a probe */
-	uint32_t kind;    /* 0 spent or never granted, 1 local, 2 probe */
+	uint32_t kind;    /* 2: a probe (p->local empty); else p->local */
 	uint32_t slot;    /* the lease a probe uses */
 } resil_fleet_permit;
 

@@ -39,8 +39,10 @@
  *   0 drawing nothing; at least 1 tick.
  *
  * Transitions are events (a listener) and a query:
- * resil_health_is_healthy(). The directory hook that keeps an unhealthy
- * endpoint out of the candidates is described in docs/health.md.
+ * resil_health_is_healthy(). A directory given a health config
+ * (resil_directory_config.health) owns a checker whose targets are its
+ * endpoints and keeps an UNHEALTHY endpoint out of the candidates
+ * (docs/health.md, "In the directory").
  *
  * Thread safety: every function except new and free may be called from
  * any thread at any time (one spin lock per checker, held for a few

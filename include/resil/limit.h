@@ -39,6 +39,7 @@
 #include <string.h>
 
 #include <resil/clock.h>
+#include <resil/gradient.h>
 #include <resil/resil.h>
 
 #ifdef __cplusplus
@@ -256,13 +257,21 @@ RESIL_API resil_err resil_ratelimit_get_metrics(
 /* The largest limit a bulkhead accepts. */
 #define RESIL_BULKHEAD_MAX_LIMIT (UINT32_C(1) << 30)
 
+/* The values of resil_bulkhead_config.adaptive: a fixed limit, AIMD on a
+ * latency target, or a gradient limit (docs/gradient.md). */
+#define RESIL_BULKHEAD_FIXED 0
+#define RESIL_BULKHEAD_AIMD 1
+#define RESIL_BULKHEAD_GRADIENT 2
+
 typedef struct resil_bulkhead_config {
 	size_t size; /* sizeof(resil_bulkhead_config), set by _init() */
 	/* The limit of calls in flight: fixed, or the starting limit of an
 	 * adaptive bulkhead. 1..RESIL_BULKHEAD_MAX_LIMIT. */
 	uint32_t max_concurrent;
 
-	/* Adaptive limit (AIMD), used when adaptive is nonzero. */
+	/* The limit's mode: RESIL_BULKHEAD_FIXED (0), RESIL_BULKHEAD_AIMD
+	 * (1: the fields below) or RESIL_BULKHEAD_GRADIENT (2: the
+	 * gradient field at the end). */
 	int adaptive;
 	uint32_t min_limit;         /* >= 1, <= max_concurrent */
 	uint32_t max_limit;         /* >= max_concurrent, <= MAX_LIMIT */
@@ -298,6 +307,17 @@ typedef struct resil_bulkhead_config {
 	 * 0..max_concurrent.
 	 */
 	uint32_t batch;
+
+	/*
+	 * The gradient limit (Netflix's Gradient2, docs/gradient.md), used
+	 * when adaptive is RESIL_BULKHEAD_GRADIENT: the limit starts at
+	 * gradient.initial_limit and moves within gradient.min_limit..
+	 * max_limit (at most RESIL_BULKHEAD_MAX_LIMIT), one sample per
+	 * recorded call; max_concurrent and the AIMD fields are not used.
+	 * Copied; its alloc NULL means the bulkhead's; its listener is told
+	 * each change as well as the bulkhead's. Defaults: Netflix's.
+	 */
+	resil_gradient_config gradient;
 } resil_bulkhead_config;
 
 /* Fill *cfg with the defaults: 25 calls in flight, not adaptive; for the
@@ -315,6 +335,7 @@ resil_bulkhead_config_init(resil_bulkhead_config *cfg)
 	cfg->target_latency_ns = 100 * RESIL_NS_PER_MS;
 	cfg->increase = 1;
 	cfg->backoff_pct = 90;
+	resil_gradient_config_init(&cfg->gradient);
 }
 
 static inline resil_bulkhead_config
@@ -334,6 +355,19 @@ resil_bulkhead_config_default(void)
  */
 RESIL_API resil_err resil_bulkhead_config_validate(
     const resil_bulkhead_config *cfg, resil_diag *diag);
+
+/*
+ * Apply one setting of configuration text to *cfg: bulkhead.limit (fixed,
+ * aimd or gradient: the mode), and bulkhead.gradient.<key> for each key
+ * of resil_gradient_config_set() (gradient.initial_limit ... growth,
+ * docs/gradient.md). RESIL_OK; RESIL_E_NOTFOUND for a key it does not
+ * know ("bulkhead.foo: unknown key"), so a caller can try its other
+ * parsers; RESIL_E_INVAL for NULL or a bad value, with a message naming
+ * the key ("bulkhead.gradient.smoothing: 0 would never move the limit
+ * (0 < smoothing <= 1)"), *cfg unchanged.
+ */
+RESIL_API resil_err resil_bulkhead_config_set(resil_bulkhead_config *cfg,
+    const char *key, const char *value, resil_diag *diag);
 
 /*
  * Create a bulkhead with nothing in flight and store it in *out.
@@ -377,6 +411,14 @@ RESIL_API resil_err resil_bulkhead_release(resil_bulkhead *bh);
 /*
  * Feed one observed call to the adaptive limit. latency is in ticks.
  *
+ * A gradient bulkhead (adaptive RESIL_BULKHEAD_GRADIENT): a SUCCESS or a
+ * FAILURE is one resil_gradient_sample(latency, in flight, failed), with
+ * the calls in flight now (resil_bulkhead_complete(): those in flight
+ * before its release, the call itself included); the limit becomes its
+ * answer (one CAS), a change told to the listener. IGNORED and BUSINESS
+ * change nothing. good_samples counts the successes, bad_samples the
+ * failures.
+ *
  * IGNORED and BUSINESS outcomes change nothing. A SUCCESS with
  * latency <= target_latency_ns is a "good" sample; a FAILURE, or a
  * SUCCESS with latency > target_latency_ns, is a "bad" one. With L the
@@ -404,6 +446,11 @@ RESIL_API resil_err resil_bulkhead_complete(
 
 /* The current limit (one atomic load); 0 for NULL. */
 RESIL_API uint32_t resil_bulkhead_get_limit(const resil_bulkhead *bh);
+
+/* The gradient of a gradient bulkhead (resil_gradient_get_metrics() on
+ * it gives the long-term RTT and the estimate); NULL for another mode or
+ * NULL. Valid while bh is; do not free it or sample it. */
+RESIL_API resil_gradient *resil_bulkhead_gradient(resil_bulkhead *bh);
 
 typedef struct resil_bulkhead_metrics {
 	uint64_t granted;        /* try_acquire that returned RESIL_OK */

@@ -15,11 +15,13 @@
  *            | NAME                                       a registered mock
  *   payload := "null" | "empty" | "true" | "false" | number
  *            | 'text' | "text" | `text` | JSON object or array
- *            | text                 (when the declared type is a string)
+ *            | text                 (a string method, or untyped)
  *
- * An unquoted payload that is not a keyword, a number or JSON is refused
- * for every other declared type, RESIL_TYPE_ANY included (`return ture`:
- * "did you mean true?"), as Dubbo keeps such text only for String methods.
+ * An unquoted payload that is not a keyword, a number or JSON is the text
+ * itself, as in Dubbo, when the method is untyped (RESIL_TYPE_ANY) or a
+ * string; resil_mock_parse() notes the reading in its diag (`return ture`:
+ * "unquoted text read as the string "ture" (did you mean true?)"). Every
+ * other declared type refuses it.
  *
  * force: answers from the mock and never calls. fail: calls first and asks
  * the mock only after a non-business failure; business errors propagate.
@@ -81,7 +83,9 @@ typedef struct resil_mock_spec {
  * malloc). Names are checked for their form only here; resil_mock_new and
  * resil_mock_set_method check them against a registry.
  *
- * Returns RESIL_OK; RESIL_E_INVAL for a NULL out or an invalid spec, with
+ * Returns RESIL_OK (diag, when not NULL, then holds a note on how the spec
+ * was read, an unquoted text taken as the string itself, or is empty);
+ * RESIL_E_INVAL for a NULL out or an invalid spec, with
  * a message that quotes the spec and points at the offending column
  * (1-based), e.g. `mock: "fail:" at column 6: empty body after 'fail:'`;
  * RESIL_E_NOMEM. On error *out is unchanged.

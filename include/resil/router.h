@@ -17,7 +17,9 @@
  * `key != v1,v2` (matches none of); a value ending in `*` matches by
  * prefix and `*` alone matches anything present. The WHEN side reads the
  * request: `method`, `arguments[i]`, `tag`, `zone` (the consumer's local
- * zone) and the request's params; a key missing there does not match. An
+ * zone) and the request's params; a key missing there does not match (as
+ * in Dubbo, a path after `arguments[i]`, `arguments[10].inner`, is
+ * accepted and ignored: argument i is read whole). An
  * empty WHEN matches every request. The THEN side reads each endpoint:
  * `address`, `host`, `port`, `zone`, `tag` and its params; a key missing
  * on an endpoint excludes it. When nothing matches the THEN side the set

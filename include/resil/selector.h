@@ -10,9 +10,11 @@
  *   resil_selector_pick()    "one of them, excluding these";
  *   resil_selector_report()  "this is how the call went".
  * An empty candidate set is RESIL_E_NO_PROVIDER with Dubbo's message in
- * *diag: `No provider available for service S method M: 8 endpoints, 0
- * after routers (tag=canary removed 4, zone=hz removed 4)` (stages in chain
- * order, only those that removed something).
+ * *diag: `Failed to invoke the method M in the service S. No provider
+ * available for the service S: 8 endpoints, 0 after routers (tag=canary
+ * removed 4, zone=hz removed 4)` (stages in chain order, only those that
+ * removed something; an empty directory: `...: 0 endpoints. Please check
+ * if the providers have been started and registered.`).
  *
  * The text keys (loadbalance=, router.zone=, router.condition=, outlier.*,
  * panic.threshold, <method>.loadbalance=, ...) are parsed by
@@ -67,10 +69,18 @@ typedef struct resil_selector_config {
 	resil_condition *const *conditions;
 	size_t nconditions;
 	uint32_t panic_threshold_pct; /* default 50; 0: no panic; 0..100 */
-	/* Random draws (balancers, PROPORTIONAL); NULL: every draw is 0. */
+	/* Random draws (balancers, PROPORTIONAL); NULL: the selector's own
+	 * resil_rng, seeded with seed. */
 	const resil_random *random;
 	const resil_allocator *alloc; /* NULL: malloc() and free() */
+	/* The seed of the selector's own generator (used when random is
+	 * NULL): the same seed gives the same picks, so a run replays.
+	 * Default RESIL_SELECTOR_SEED; text: loadbalance.seed. */
+	uint64_t seed;
 } resil_selector_config;
+
+/* The default seed of a selector's own generator. */
+#define RESIL_SELECTOR_SEED UINT64_C(0x5eed)
 
 static inline void
 resil_selector_config_init(resil_selector_config *c)
@@ -81,6 +91,7 @@ resil_selector_config_init(resil_selector_config *c)
 	c->zone_mode = RESIL_ZONE_PREFER;
 	c->zone_min_cluster_size = 6;
 	c->panic_threshold_pct = 50;
+	c->seed = RESIL_SELECTOR_SEED;
 }
 
 static inline resil_selector_config
@@ -118,11 +129,11 @@ RESIL_API void resil_candidates_clear(resil_candidates *c);
 /*
  * Route req (NULL: no method, no tag, no arguments) over the current
  * snapshot into c. Returns RESIL_OK with at least one candidate;
- * RESIL_E_NO_PROVIDER ("No provider available ...", in *diag) when none
- * is left; RESIL_E_INVAL for a request whose args or params is NULL with
- * a count above 0 ("request: args is NULL with nargs 1"; a hash pick
- * refuses it too, the other balancers do not read req); RESIL_E_NOMEM
- * when c had to grow and could not.
+ * RESIL_E_NO_PROVIDER ("Failed to invoke the method M ... No provider
+ * available ...", in *diag) when none is left; RESIL_E_INVAL for a request
+ * whose args or params is NULL with a count above 0 ("request: args is NULL
+ * with nargs 1"; a hash pick refuses it too, the other balancers do not read
+ * req); RESIL_E_NOMEM when c had to grow and could not.
  */
 RESIL_API resil_err resil_selector_route(resil_selector *sel,
     const resil_request *req, resil_candidates *c, resil_diag *diag);

@@ -69,7 +69,7 @@ typedef struct resil_shm resil_shm;
 
 /* The layout of a region. A process built with another layout refuses to
  * attach (RESIL_E_INVAL naming both). */
-#define RESIL_SHM_LAYOUT 2
+#define RESIL_SHM_LAYOUT 3
 
 typedef struct resil_shm_config {
 	size_t size;          /* sizeof(resil_shm_config) */
@@ -98,10 +98,12 @@ resil_shm_config_init(resil_shm_config *cfg)
  * it with resil_shm_close() after freeing its breakers.
  *
  * Returns RESIL_OK; RESIL_E_INVAL (reason in *diag) for a bad name, a bad
- * config, a region of another layout, or one whose creator never finished
- * it; RESIL_E_LIMITED when all 64 process slots are taken by live
- * processes; RESIL_E_NOMEM; RESIL_E_INVAL with the system's reason when
- * shm_open or mmap fails. *out is written only on RESIL_OK.
+ * config, a region of another layout or build, a corrupt one (truncated,
+ * resized, garbage in its header, process table, entry table or a
+ * breaker's state word: "corrupt region: " and what is wrong), or one
+ * whose creator never finished it; RESIL_E_LIMITED when all 64 process slots
+ * are taken by live processes; RESIL_E_NOMEM; RESIL_E_INVAL with the system's
+ * reason when shm_open or mmap fails. *out is written only on RESIL_OK.
  */
 RESIL_API resil_err resil_shm_open(resil_shm **out, const char *name,
     const resil_shm_config *cfg, resil_diag *diag);

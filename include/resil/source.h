@@ -71,7 +71,7 @@
 extern "C" {
 #endif
 
-typedef struct resil_source resil_source;
+typedef struct resil_registry_source resil_registry_source;
 
 typedef enum resil_source_event_type {
 	/* A session with the registry is up (the first, a reconnection of
@@ -191,7 +191,9 @@ RESIL_API resil_err resil_source_config_validate(
 /*
  * Create a source and subscribe. *cfg and its strings are copied; the
  * directory, the selector, the listener's ctx, the allocator's and the
- * clocks' must outlive the source. When cfg->file names a readable cache
+ * clocks' must outlive the source, and *cfg->alloc itself (when not NULL)
+ * the selector: the registry's condition rules the selector gets (and
+ * frees) are allocated with it. When cfg->file names a readable cache
  * file with the service's lists, they are pushed before this returns
  * (CACHE_LOADED). The registry is reached in the background: a registry
  * that is down is no error (DISCONNECTED events follow, the source keeps
@@ -199,13 +201,13 @@ RESIL_API resil_err resil_source_config_validate(
  * RESIL_E_INVAL (message in *diag) or RESIL_E_NOMEM; *out is unchanged on
  * error.
  */
-RESIL_API resil_err resil_source_new(
-    resil_source **out, const resil_source_config *cfg, resil_diag *diag);
+RESIL_API resil_err resil_source_new(resil_registry_source **out,
+    const resil_source_config *cfg, resil_diag *diag);
 
 /* Unsubscribe (the session is closed), write the cache file if a write is
  * pending, stop the source's thread and release everything. The
  * directory keeps its last list. NULL is a no-op. */
-RESIL_API void resil_source_free(resil_source *src);
+RESIL_API void resil_source_free(resil_registry_source *src);
 
 typedef struct resil_source_stats {
 	int connected;        /* a session is up now */
@@ -230,7 +232,7 @@ typedef struct resil_source_stats {
 } resil_source_stats;
 
 RESIL_API void resil_source_get_stats(
-    resil_source *src, resil_source_stats *out);
+    resil_registry_source *src, resil_source_stats *out);
 
 /* ---- configuration text ------------------------------------------------
  *

@@ -8,6 +8,7 @@
 #include <ftw.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -389,17 +390,297 @@ zk_unregister(zhandle_t *zh, const char *service, const char *url)
 	return r;
 }
 
+typedef struct gone_ctx {
+	zhandle_t *zh;
+	const char *path;
+} gone_ctx;
+
+static int
+node_gone(void *ctx)
+{
+	gone_ctx *g = ctx;
+
+	return zoo_exists(g->zh, g->path, 0, NULL) == ZNONODE;
+}
+
 int
 zk_expire(const zk_server *z, int64_t id, const char *passwd)
 {
+	char path[64];
 	clientid_t cid;
-	zhandle_t *zh;
+	zhandle_t *zh, *check;
+	gone_ctx g;
+	int rc, ok;
 
 	memset(&cid, 0, sizeof(cid));
 	cid.client_id = id;
 	memcpy(cid.passwd, passwd, sizeof(cid.passwd));
 	if ((zh = connect_as(z, &cid)) == NULL)
 		return -1;
+	/* A node of the session: it goes when the server has ended the
+	 * session, which zookeeper_close does not wait for (it sends the
+	 * close and returns). */
+	snprintf(
+	    path, sizeof(path), "/resil-expire-%llx", (unsigned long long)id);
+	rc = zoo_create(
+	    zh, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL, NULL, 0);
 	zookeeper_close(zh);
+	if (rc != ZOK && rc != ZNODEEXISTS)
+		return -1;
+	if ((check = zk_connect(z)) == NULL)
+		return -1;
+	g.zh = check;
+	g.path = path;
+	ok = zk_wait(node_gone, &g, CONNECT_MS);
+	zookeeper_close(check);
+	return ok ? 0 : -1;
+}
+
+/* ---- the proxy ---------------------------------------------------------- */
+
+#define PROXY_PAIRS 16
+
+struct zk_proxy {
+	int port, target, lfd, wake[2];
+	char hosts[32];
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int cut, stop;
+	unsigned asked, done;   /* cut requests, and those carried out */
+	int fd[PROXY_PAIRS][2]; /* client, server; -1: free */
+	char buf[65536];
+};
+
+static int
+listen_any(int *port)
+{
+	struct sockaddr_in a;
+	socklen_t len = sizeof(a);
+	int s = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+
+	if (s < 0)
+		return -1;
+	(void)setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (bind(s, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+	    listen(s, 16) != 0 ||
+	    getsockname(s, (struct sockaddr *)&a, &len) != 0) {
+		close(s);
+		return -1;
+	}
+	*port = ntohs(a.sin_port);
+	return s;
+}
+
+static int
+dial(int port)
+{
+	struct sockaddr_in a;
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+
+	if (s < 0)
+		return -1;
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_port = htons((uint16_t)port);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (connect(s, (struct sockaddr *)&a, sizeof(a)) != 0) {
+		close(s);
+		return -1;
+	}
+	return s;
+}
+
+static void
+drop(zk_proxy *p, int i)
+{
+	if (p->fd[i][0] >= 0)
+		close(p->fd[i][0]);
+	if (p->fd[i][1] >= 0)
+		close(p->fd[i][1]);
+	p->fd[i][0] = p->fd[i][1] = -1;
+}
+
+static int
+write_all(int fd, const char *b, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(fd, b, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		b += w;
+		n -= (size_t)w;
+	}
 	return 0;
+}
+
+static void
+accept_one(zk_proxy *p, int cut)
+{
+	int c = accept(p->lfd, NULL, NULL), s, i;
+
+	if (c < 0)
+		return;
+	for (i = 0; i < PROXY_PAIRS && p->fd[i][0] >= 0; i++)
+		;
+	if (cut || i == PROXY_PAIRS || (s = dial(p->target)) < 0) {
+		close(c);
+		return;
+	}
+	p->fd[i][0] = c;
+	p->fd[i][1] = s;
+}
+
+static void *
+proxy_main(void *arg)
+{
+	zk_proxy *p = arg;
+
+	for (;;) {
+		struct pollfd pf[2 + 2 * PROXY_PAIRS];
+		int n = 0, i, cut;
+
+		pthread_mutex_lock(&p->mu);
+		if (p->stop) {
+			pthread_mutex_unlock(&p->mu);
+			break;
+		}
+		cut = p->cut;
+		if (p->done != p->asked) {
+			if (cut)
+				for (i = 0; i < PROXY_PAIRS; i++)
+					drop(p, i);
+			p->done = p->asked;
+			pthread_cond_broadcast(&p->cv);
+		}
+		pthread_mutex_unlock(&p->mu);
+		pf[n].fd = p->wake[0];
+		pf[n++].events = POLLIN;
+		pf[n].fd = p->lfd;
+		pf[n++].events = POLLIN;
+		for (i = 0; i < PROXY_PAIRS; i++) {
+			pf[n].fd = p->fd[i][0];
+			pf[n++].events = POLLIN;
+			pf[n].fd = p->fd[i][1];
+			pf[n++].events = POLLIN;
+		}
+		if (poll(pf, (nfds_t)n, -1) < 0)
+			continue;
+		if (pf[0].revents != 0) {
+			char c;
+
+			if (read(p->wake[0], &c, 1) < 0 && errno != EINTR)
+				break;
+			continue; /* a request first */
+		}
+		if (pf[1].revents != 0)
+			accept_one(p, cut);
+		for (i = 0; i < PROXY_PAIRS; i++) {
+			int side;
+
+			for (side = 0; side < 2 && p->fd[i][0] >= 0; side++) {
+				ssize_t r;
+
+				if (pf[2 + 2 * i + side].revents == 0)
+					continue;
+				r = read(
+				    p->fd[i][side], p->buf, sizeof(p->buf));
+				if (r <= 0 ||
+				    write_all(p->fd[i][!side], p->buf,
+				        (size_t)r) != 0)
+					drop(p, i);
+			}
+		}
+	}
+	return NULL;
+}
+
+zk_proxy *
+zk_proxy_start(const zk_server *z)
+{
+	zk_proxy *p = calloc(1, sizeof(*p));
+	int i;
+
+	if (p == NULL)
+		return NULL;
+	for (i = 0; i < PROXY_PAIRS; i++)
+		p->fd[i][0] = p->fd[i][1] = -1;
+	p->target = z->port;
+	if ((p->lfd = listen_any(&p->port)) < 0) {
+		free(p);
+		return NULL;
+	}
+	if (pipe(p->wake) != 0) {
+		close(p->lfd);
+		free(p);
+		return NULL;
+	}
+	snprintf(p->hosts, sizeof(p->hosts), "127.0.0.1:%d", p->port);
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->cv, NULL);
+	if (pthread_create(&p->thread, NULL, proxy_main, p) != 0) {
+		close(p->lfd);
+		close(p->wake[0]);
+		close(p->wake[1]);
+		pthread_mutex_destroy(&p->mu);
+		pthread_cond_destroy(&p->cv);
+		free(p);
+		return NULL;
+	}
+	return p;
+}
+
+const char *
+zk_proxy_hosts(const zk_proxy *p)
+{
+	return p->hosts;
+}
+
+static void
+poke(zk_proxy *p)
+{
+	while (write(p->wake[1], "", 1) < 0 && errno == EINTR)
+		;
+}
+
+void
+zk_proxy_cut(zk_proxy *p, int cut)
+{
+	unsigned want;
+
+	pthread_mutex_lock(&p->mu);
+	p->cut = cut;
+	want = ++p->asked;
+	poke(p);
+	while (p->done != want)
+		pthread_cond_wait(&p->cv, &p->mu);
+	pthread_mutex_unlock(&p->mu);
+}
+
+void
+zk_proxy_stop(zk_proxy *p)
+{
+	int i;
+
+	if (p == NULL)
+		return;
+	pthread_mutex_lock(&p->mu);
+	p->stop = 1;
+	poke(p);
+	pthread_mutex_unlock(&p->mu);
+	pthread_join(p->thread, NULL);
+	for (i = 0; i < PROXY_PAIRS; i++)
+		drop(p, i);
+	close(p->lfd);
+	close(p->wake[0]);
+	close(p->wake[1]);
+	pthread_mutex_destroy(&p->mu);
+	pthread_cond_destroy(&p->cv);
+	free(p);
 }

@@ -63,9 +63,26 @@ int zk_delete_raw(
     zhandle_t *zh, const char *service, const char *cat, const char *name);
 
 /* The expiry trick: a second handle with the session's id and password
- * connects, then closes, which ends the session on the server. 0 when
- * the second handle got in. */
+ * connects, leaves an ephemeral node of the session, then closes, which
+ * ends the session on the server. 0 once the server has ended it (the
+ * node is gone, checked from a third session), -1 otherwise.
+ *
+ * The session's own client must not reach the server meanwhile: it would
+ * take the session back (the server moves a session to its latest
+ * connection) and the close would fail with "session moved". Run the
+ * client through a zk_proxy and cut it first. */
 int zk_expire(const zk_server *z, int64_t id, const char *passwd);
+
+/* A TCP relay on a free port of 127.0.0.1 in front of z, run by a thread
+ * of its own, that a test can cut: zk_proxy_cut(p, 1) drops every relayed
+ * connection and refuses new ones (accepted, then closed) until
+ * zk_proxy_cut(p, 0); it returns once the connections are closed. */
+typedef struct zk_proxy zk_proxy;
+
+zk_proxy *zk_proxy_start(const zk_server *z);
+const char *zk_proxy_hosts(const zk_proxy *p); /* "127.0.0.1:PORT" */
+void zk_proxy_cut(zk_proxy *p, int cut);
+void zk_proxy_stop(zk_proxy *p); /* NULL: nothing */
 
 /* Poll until cond(ctx) is nonzero, 2 ms apart, for at most ms; returns
  * the last cond. */

@@ -80,6 +80,8 @@ def main():
     for obj in glob.glob(os.path.join(build, 'CMakeFiles', 'resil.dir',
                                       'lib', '*.o')):
         src = 'lib/' + os.path.basename(obj)[:-2]
+        if not os.path.exists(src):
+            continue  # a stale object of a file since moved or removed
         objs[src] = symbols(obj)
     if not objs:
         bad.append(f'{build}: no objects of lib/ (build it first)')
