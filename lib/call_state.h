@@ -27,10 +27,14 @@
 
 enum { P_ATTEMPT = 0, P_WAIT = 1, P_DONE = 2 };
 
+/* What a slot held back by chaos does when its time comes. */
+enum { CH_RUN = 1, CH_FAULT = 2, CH_OUTCOME = 3 };
+
 typedef struct slot {
 	uint32_t id;
 	uint8_t has_permit;
 	uint8_t has_bh;
+	uint8_t chaos;  /* delayed by chaos: CH_RUN, CH_FAULT, CH_OUTCOME */
 	uint64_t start; /* when it was started (where time is needed) */
 	resil_permit permit;
 } slot;
@@ -74,6 +78,12 @@ typedef struct callm {
 	resil_value value; /* its value */
 	resil__retry_run run;
 	slot slots[RESIL_CALL_MAX_INFLIGHT];
+	/* Chaos: slots admitted but held back (running, not handed out),
+	 * by bit; when each is due; the fault's rc. */
+	uint8_t delayed;
+	int chaos_rc;
+	const resil_value *chaos_value; /* the outcome's (the chaos's own) */
+	uint64_t chaos_at[RESIL_CALL_MAX_INFLIGHT];
 	/* ---- the cluster (sel != NULL); read only when sel is set ---- */
 	uint8_t cphase;     /* zone-aware: 1 local first, 2 cross-zone */
 	uint8_t cstop;      /* no candidate: conclude at once */

@@ -169,6 +169,7 @@ resil_pipeline_new(
 	p->hedge_delay = cfg->hedge_delay_ns;
 	p->executor = cfg->executor;
 	p->sel = cfg->selector;
+	p->chaos = cfg->chaos;
 	p->slow = cfg->hedge_max != 0 || cfg->selector != NULL;
 	p->service = resil__strdup(resil__a, cfg->service);
 	p->stripes_mem = resil__calloc(

@@ -206,6 +206,7 @@ struct resil_pipeline {
 	/* Without a selector: failfast, failsafe or failback over the one
 	 * implicit endpoint (ccfg set, fbq for failback); 0: none. */
 	int one_ep;
+	resil_chaos *chaos; /* borrowed, or NULL */
 	struct {
 		resil_candidates *c;
 		uint64_t busy; /* atomic 0/1 */

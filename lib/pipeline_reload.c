@@ -84,6 +84,9 @@ reload_check(const resil_pipeline *p, const settings *g,
 	if (cfg->selector != NULL && cfg->selector != p->sel)
 		return immutable(diag, "selector");
 	eff->selector = p->sel;
+	if (cfg->chaos != NULL && cfg->chaos != p->chaos)
+		return immutable(diag, "chaos");
+	eff->chaos = p->chaos;
 	if (cfg->executor.submit != NULL &&
 	    memcmp(&cfg->executor, &p->executor, sizeof(p->executor)) != 0)
 		return immutable(diag, "executor");

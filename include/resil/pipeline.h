@@ -56,6 +56,7 @@
 
 #include <resil/breaker.h>
 #include <resil/call.h>
+#include <resil/chaos.h>
 #include <resil/clock.h>
 #include <resil/cluster.h>
 #include <resil/fallback.h>
@@ -235,6 +236,20 @@ typedef struct resil_pipeline_config {
 	 */
 	resil_selector *selector;
 	resil_cluster_config cluster;
+
+	/*
+	 * Chaos (Polly's Simmy, <resil/chaos.h>, docs/chaos.md): NULL (the
+	 * default) none. Otherwise borrowed (it must outlive the pipeline;
+	 * its switches flip at run time): asked once per attempt, after the
+	 * breaker, the limiters and the endpoint's pick, just before the
+	 * attempt would run. Its behaviour runs there (on the stepping
+	 * thread); its latency delays the attempt (a WAIT until then; the
+	 * attempt's timeout runs from admission, so latency > timeout is a
+	 * TIMEOUT); its fault answers the attempt with the fault's rc and
+	 * its outcome with rc 0 and a copy of its value, without the
+	 * user's function: every stage above sees them as real answers.
+	 */
+	resil_chaos *chaos;
 } resil_pipeline_config;
 
 /* The kinds of call events (resil_pipeline_config.call_events). */
