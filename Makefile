@@ -124,12 +124,16 @@ fuzz: deps
 # `make test` runs 10^6 acquires and 3000 kills (test_soak).
 SOAK_ACQUIRES ?= 100000000
 SOAK_KILLS ?= 100000
+# The hedging property (issue 25.1, tests/test_call_property.c): seeded
+# scripts through both drivers; CI runs 400.
+SOAK_SCRIPTS ?= 1000000
 .PHONY: soak
 soak: deps
 	cmake --preset soak >/dev/null
-	$(CMAKE_BUILD) soak -j $(JOBS) --target test_soak
+	$(CMAKE_BUILD) soak -j $(JOBS) --target test_soak test_call_property
 	RESIL_SOAK_ACQUIRES=$(SOAK_ACQUIRES) RESIL_SOAK_KILLS=$(SOAK_KILLS) \
 	  ./build/soak/tests/test_soak
+	RESIL_PROPERTY_SCRIPTS=$(SOAK_SCRIPTS) ./build/soak/tests/test_call_property
 
 # Static analysis of lib/: the house rules of issue 22 (tools/lint/house.py:
 # file and function sizes, one-way calls between lib/ files from the dev
