@@ -120,13 +120,13 @@ fuzz: deps
 # Soak (not in CI): SOAK_ACQUIRES acquires per clock (manual, system), each
 # split over 2, 4 and 8 threads, with the breaker invariant checks, then
 # the shm kill storm (SOAK_KILLS SIGKILLs of worker processes sharing a
-# bulkhead and a breaker), in an optimised build; prints the figures.
-# `make test` runs 10^6 acquires and 3000 kills (test_soak).
+# bulkhead and a breaker), then the hedging property (SOAK_SCRIPTS random
+# scripts through both drivers), in an optimised build; prints the
+# figures. `make test` runs 10^6 acquires, 3000 kills (test_soak) and 400
+# scripts (test_call_property).
 SOAK_ACQUIRES ?= 100000000
-SOAK_KILLS ?= 100000
-# The hedging property (issue 25.1, tests/test_call_property.c): seeded
-# scripts through both drivers; CI runs 400.
-SOAK_SCRIPTS ?= 1000000
+SOAK_KILLS ?= 20000
+SOAK_SCRIPTS ?= 200000
 .PHONY: soak
 soak: deps
 	cmake --preset soak >/dev/null

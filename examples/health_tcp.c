@@ -1,9 +1,11 @@
 /*
  * Active health checks over real TCP: three local servers (listening
- * sockets this program opens on 127.0.0.1), a resil_health checker that
- * says which to probe and when, and a poll() loop that runs each probe as
- * a non-blocking connect. Server b stops listening at t=3s and listens
- * again at t=10s; the checker's transitions are printed.
+ * sockets this program opens on 127.0.0.1) are the endpoints of a
+ * directory, whose resil_health checker says which to probe and when, and
+ * a poll() loop runs each probe as a non-blocking connect. Server b stops
+ * listening at t=3s and listens again at t=10s; the checker's transitions
+ * are printed with the candidates a selector over the directory routes
+ * to: an unhealthy endpoint is not one.
  *
  * The checker runs on virtual time (the manual clock): each round of
  * probes is due at one virtual instant, the connects run for real, and
@@ -24,7 +26,9 @@
 #include <unistd.h>
 
 #include <resil/clock.h>
+#include <resil/directory.h>
 #include <resil/health.h>
+#include <resil/selector.h>
 
 #define NBACKENDS 3
 #define MAXPROBES 8
@@ -146,8 +150,8 @@ run_probes(probe *ps, int n, backend *bs)
 				int err = 0;
 				socklen_t el = sizeof(err);
 
-				if (getsockopt(p->fd, SOL_SOCKET, SO_ERROR, &err,
-				        &el) != 0)
+				if (getsockopt(p->fd, SOL_SOCKET, SO_ERROR,
+				        &err, &el) != 0)
 					err = errno;
 				p->done = 1;
 				p->result = err == 0 ? RESIL_PROBE_OK
@@ -172,18 +176,47 @@ print_time(uint64_t t)
 	    (unsigned long long)(t % SEC / MS));
 }
 
+/* The addresses a route finds now, "a c" (or "none"). */
+static void
+print_candidates(resil_selector *sel, resil_candidates *c)
+{
+	size_t i, n = 0;
+
+	printf("candidates:");
+	if (resil_selector_route(sel, NULL, c, NULL) == RESIL_OK)
+		n = resil_candidates_count(c);
+	for (i = 0; i < n; i++) {
+		resil_candidate e;
+		resil_candidates_get(c, i, &e);
+		printf(" %s", e.address);
+	}
+	printf("%s\n", n == 0 ? " none" : "");
+}
+
+typedef struct routing {
+	resil_selector *sel;
+	resil_candidates *c;
+} routing;
+
+/* The checker's listener, called after the directory marked the
+ * endpoint. */
 static void
 on_transition(const resil_health_event *ev, void *ctx)
 {
-	(void)ctx;
+	routing *r = ctx;
+
 	print_time(ev->time);
 	if (ev->first_check)
-		printf("%s %s (first check)\n", ev->address,
+		printf("%s %s (first check); ", ev->address,
 		    resil_health_event_name(ev->type));
 	else
-		printf("%s %s (%u %s in a row)\n", ev->address,
+		printf("%s %s (%u %s in a row); ", ev->address,
 		    resil_health_event_name(ev->type), ev->count,
 		    ev->type == RESIL_HEALTH_BECAME_HEALTHY ? "ok" : "failed");
+	if (r->sel != NULL)
+		print_candidates(r->sel, r->c);
+	else
+		printf("\n");
 }
 
 int
@@ -192,8 +225,13 @@ main(void)
 	backend bs[NBACKENDS] = { { "a", 0, -1 }, { "b", 0, -1 },
 		{ "c", 0, -1 } };
 	resil_health_config cfg = resil_health_config_default();
+	resil_directory_config dc = resil_directory_config_default();
+	resil_selector_config sc = resil_selector_config_default();
+	resil_endpoint_spec specs[NBACKENDS];
+	routing r = { NULL, NULL };
 	resil_manual_clock mc;
 	resil_health_metrics m;
+	resil_directory *d;
 	resil_health *hc;
 	resil_diag diag;
 	const uint64_t stop_b = 3 * SEC, start_b = 10 * SEC, end = 12 * SEC;
@@ -214,13 +252,32 @@ main(void)
 	cfg.unhealthy_threshold = 3;
 	cfg.healthy_threshold = 2;
 	cfg.listener = on_transition;
-	if (resil_health_new(&hc, &cfg, &diag) != RESIL_OK) {
+	cfg.listener_ctx = &r;
+	/* The directory owns the checker: its endpoints are the targets,
+	 * each with its backend as the user pointer. */
+	resil_manual_clock_init(&mc, 0);
+	dc.clock = resil_manual_clock_hook(&mc);
+	dc.health = &cfg;
+	sc.service = "Backends";
+	sc.panic_threshold_pct = 0; /* no panic: unhealthy means out */
+	if (resil_directory_new(&d, &dc, &diag) != RESIL_OK ||
+	    resil_selector_new(&r.sel, d, &sc, &diag) != RESIL_OK ||
+	    resil_candidates_new(&r.c, r.sel) != RESIL_OK) {
 		fprintf(stderr, "%s\n", diag.msg);
 		return 1;
 	}
-	resil_manual_clock_init(&mc, 0);
-	for (i = 0; i < NBACKENDS; i++)
-		resil_health_add(hc, bs[i].name, &bs[i], 0, NULL);
+	for (i = 0; i < NBACKENDS; i++) {
+		specs[i] = resil_endpoint_spec_default(bs[i].name);
+		specs[i].user = &bs[i];
+	}
+	if (resil_directory_push(d, specs, NBACKENDS, &diag) != RESIL_OK) {
+		fprintf(stderr, "%s\n", diag.msg);
+		return 1;
+	}
+	hc = resil_directory_health(d);
+	/* New endpoints are unhealthy until their first probe passes. */
+	print_time(0);
+	print_candidates(r.sel, r.c);
 
 	while (resil_manual_clock_now(&mc) < end) {
 		uint64_t now = resil_manual_clock_now(&mc);
@@ -246,8 +303,8 @@ main(void)
 			printf("b listens again\n");
 		}
 		/* Every probe due now, then run them all at once. */
-		while (n < MAXPROBES && resil_health_next(hc, now, &st) ==
-		        RESIL_OK &&
+		while (n < MAXPROBES &&
+		    resil_health_next(hc, now, &st) == RESIL_OK &&
 		    st.action == RESIL_HEALTH_PROBE) {
 			ps[n].id = st.probe;
 			ps[n].b = st.user;
@@ -259,8 +316,8 @@ main(void)
 			/* In the order started: the output does not depend
 			 * on which connect the kernel finished first. */
 			for (i = 0; i < n; i++)
-				resil_health_report(hc, ps[i].id, ps[i].result,
-				    now);
+				resil_health_report(
+				    hc, ps[i].id, ps[i].result, now);
 			continue;
 		}
 		/* Nothing due: on to the next due probe or script event. */
@@ -278,10 +335,12 @@ main(void)
 	for (i = 0; i < NBACKENDS; i++)
 		printf("%s %s, ", bs[i].name,
 		    resil_health_is_healthy(hc, bs[i].name) ? "healthy"
-		                                             : "unhealthy");
+		                                            : "unhealthy");
 	printf("%llu probes, %llu failed\n", (unsigned long long)m.probes,
 	    (unsigned long long)(m.failed + m.timeouts));
-	resil_health_free(hc);
+	resil_candidates_free(r.c);
+	resil_selector_free(r.sel);
+	resil_directory_free(d); /* and its checker */
 	for (i = 0; i < NBACKENDS; i++)
 		if (bs[i].lfd >= 0)
 			close(bs[i].lfd);

@@ -888,11 +888,17 @@ resil_cluster_text_directory(
 	if (cc != NULL && out != NULL) {
 		out->outlier = cc->outlier;
 		out->empty_protection = cc->empty_protection;
-		/* Valid while cc is: resil_directory_new() copies it. */
-		out->outlier_rate = cc->rate_on ? &cc->rate : NULL;
-		out->health = (cc->health_enabled == 1 ||
-		                  (cc->health_on && cc->health_enabled != 0))
-		    ? &cc->health
-		    : NULL;
+		/* Valid while cc is: resil_directory_new() copies it. A
+		 * config of an older size has no such fields. */
+		if (out->size > offsetof(resil_directory_config, outlier_rate))
+			out->outlier_rate = cc->rate_on ? &cc->rate : NULL;
+		/* Health checks are not an outlier setting: a text without
+		 * health keys leaves the caller's. */
+		if (out->size <= offsetof(resil_directory_config, health))
+			return;
+		if (cc->health_enabled == 0)
+			out->health = NULL;
+		else if (cc->health_enabled == 1 || cc->health_on)
+			out->health = &cc->health;
 	}
 }

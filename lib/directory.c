@@ -1410,17 +1410,16 @@ resil_directory_health(resil_directory *d)
 	return d != NULL ? d->hc : NULL;
 }
 
-resil_err
-resil_directory_set_healthy(
-    resil_directory *d, const char *address, int healthy)
+/* Mark address at time (the event's). */
+static resil_err
+mark_health(
+    resil_directory *d, const char *address, int healthy, uint64_t time)
 {
 	resil__snapshot *s;
 	resil__endpoint *ep = NULL;
 	size_t pos;
 	int changed;
 
-	if (d == NULL || address == NULL)
-		return RESIL_E_INVAL;
 	s = snap_get(d);
 	pos = find_pos(s, address);
 	if (pos == NOPOS) {
@@ -1433,9 +1432,18 @@ resil_directory_set_healthy(
 		emit(d,
 		    healthy ? RESIL_ENDPOINT_HEALTHY
 		            : RESIL_ENDPOINT_UNHEALTHY,
-		    ep->address, now_of(d), 0, 0);
+		    ep->address, time, 0, 0);
 	resil__snap_release(s);
 	return RESIL_OK;
+}
+
+resil_err
+resil_directory_set_healthy(
+    resil_directory *d, const char *address, int healthy)
+{
+	if (d == NULL || address == NULL)
+		return RESIL_E_INVAL;
+	return mark_health(d, address, healthy, now_of(d));
 }
 
 /* The directory's checker: a transition marks the endpoint, then the
@@ -1445,8 +1453,8 @@ health_event(const resil_health_event *ev, void *ctx)
 {
 	resil_directory *d = ctx;
 
-	(void)resil_directory_set_healthy(
-	    d, ev->address, ev->type == RESIL_HEALTH_BECAME_HEALTHY);
+	(void)mark_health(
+	    d, ev->address, ev->type == RESIL_HEALTH_BECAME_HEALTHY, ev->time);
 	if (d->hc_listener != NULL)
 		d->hc_listener(ev, d->hc_listener_ctx);
 }

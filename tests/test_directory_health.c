@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <resil/config.h>
 #include <resil/directory.h>
 #include <resil/health.h>
 #include <resil/selector.h>
@@ -405,13 +406,24 @@ test_directory_health_from_text(void **state)
 	drive(&f, &t);
 	assert_int_equal(candidates(&f), 1);
 	fx_end(&f);
-	/* health.enabled=false wins over the keys. */
+	/* health.enabled=false wins over the keys, and over the C
+	 * config's checker; a text without health keys leaves it. */
 	assert_int_equal(resil_cluster_text_set(
 	                     ct, "health.enabled", "false", NULL, 0, &diag),
 	    RESIL_OK);
 	dc = resil_directory_config_default();
+	dc.health = &cfg;
 	resil_cluster_text_directory(ct, &dc);
 	assert_null(dc.health);
+	{
+		resil_cluster_text *none;
+		assert_int_equal(
+		    resil_cluster_text_new(&none, NULL), RESIL_OK);
+		dc.health = &cfg;
+		resil_cluster_text_directory(none, &dc);
+		assert_ptr_equal(dc.health, &cfg);
+		resil_cluster_text_free(none);
+	}
 	assert_int_equal(
 	    resil_cluster_text_set(
 	        ct, "health.unhealthy_threshold", "0", "svc.conf", 4, &diag),
@@ -450,6 +462,91 @@ test_directory_health_from_text(void **state)
 	}
 }
 
+/* One configuration file: the pipeline's keys, the selector's, the
+ * interval detections' and the checker's, read by resil_config; the
+ * directory built from it checks its endpoints. */
+static void
+test_directory_health_from_a_config_file(void **state)
+{
+	static const char text[] =
+	    "service=S\n"
+	    "timeout=3000\n"
+	    "outlier.enforcing_failure_percentage=100\n"
+	    "outlier.failure_percentage_minimum_hosts=2\n"
+	    "health.interval=1s\n"
+	    "health.timeout=200\n"
+	    "health.unhealthy_threshold=1\n";
+	resil_config *conf;
+	resil_diag diag;
+	probe_table t;
+	fx f;
+
+	(void)state;
+	memset(&t, 0, sizeof(t));
+	assert_int_equal(
+	    resil_config_parse_string(&conf, text, "svc.conf", NULL, &diag),
+	    RESIL_OK);
+	fx_init(&f, 0);
+	assert_int_equal(resil_config_directory(conf, &f.dcfg), 1);
+	assert_non_null(f.dcfg.health);
+	assert_int_equal(f.dcfg.health->interval_ns, RESIL_NS_PER_SEC);
+	assert_int_equal(f.dcfg.health->timeout_ns, 200 * RESIL_NS_PER_MS);
+	assert_non_null(f.dcfg.outlier_rate);
+	assert_int_equal(
+	    f.dcfg.outlier_rate->enforcing_failure_percentage, 100);
+	assert_int_equal(
+	    f.dcfg.outlier_rate->failure_percentage_minimum_hosts, 2);
+	f.scfg.panic_threshold_pct = 0;
+	assert_int_equal(fx_start(&f), 0);
+	resil_config_free(conf); /* the directory made its copies */
+	assert_int_equal(fx_push_weights(&f, NULL, 2), RESIL_OK);
+	set(&t, "e0:1", RESIL_PROBE_FAILED);
+	drive(&f, &t);
+	assert_int_equal(candidates(&f), 1);
+	fx_end(&f);
+	/* A bad checker value is refused with its line. */
+	assert_int_equal(
+	    resil_config_parse_string(&conf,
+	        "service=S\nhealth.initial=sick\n", "svc.conf", NULL, &diag),
+	    RESIL_E_INVAL);
+	assert_string_equal(diag.msg,
+	    "svc.conf:2: health.initial: \"sick\" is not healthy or "
+	    "unhealthy");
+}
+
+/* A probe not answered by its deadline has timed out at deadline + 1,
+ * however late the loop notices: the endpoint's event carries that time
+ * (a replay gives the same). */
+static void
+test_directory_health_timeout_time(void **state)
+{
+	resil_health_config hc = hcfg();
+	resil_health_step st;
+	resil_health *h;
+	fx f;
+
+	(void)state;
+	hc.initial_healthy = 1;
+	hc.unhealthy_threshold = 1;
+	fx_init(&f, 0);
+	f.dcfg.health = &hc;
+	assert_int_equal(fx_start(&f), 0);
+	assert_int_equal(fx_push_weights(&f, NULL, 1), RESIL_OK);
+	h = resil_directory_health(f.d);
+	f.nev = 0;
+	assert_int_equal(resil_health_next(h, 0, &st), RESIL_OK);
+	assert_int_equal(st.action, RESIL_HEALTH_PROBE);
+	assert_int_equal(st.deadline, 100);
+	/* Never answered; the loop wakes at 150. */
+	resil_manual_clock_set(&f.mc, 150);
+	assert_int_equal(resil_health_next(h, 150, &st), RESIL_OK);
+	assert_int_equal(f.nev, 1);
+	assert_int_equal(f.ev[0].type, RESIL_ENDPOINT_UNHEALTHY);
+	assert_int_equal(f.ev[0].time, 101);
+	assert_false(healthy(&f, "e0:1"));
+	fx_end(&f);
+}
+
 int
 main(void)
 {
@@ -460,6 +557,8 @@ main(void)
 		cmocka_unit_test(test_directory_health_initial_and_by_hand),
 		cmocka_unit_test(test_directory_health_and_ejection),
 		cmocka_unit_test(test_directory_health_from_text),
+		cmocka_unit_test(test_directory_health_from_a_config_file),
+		cmocka_unit_test(test_directory_health_timeout_time),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -483,6 +483,52 @@ test_directory_rate_config_refused(void **state)
 	resil_cluster_text_free(ct);
 }
 
+/* The two kinds share the ejection count: an endpoint back from a
+ * streak's ejection and found by the success rate before a full interval
+ * in is on its second ejection, min(base * 2, max). */
+static void
+test_directory_rate_shares_k_with_streaks(void **state)
+{
+	resil_outlier_rate_config rate = resil_outlier_rate_config_default();
+	resil_endpoint_state st;
+	fx f;
+	int i;
+
+	(void)state;
+	envoy_fx_pct(&f, &rate, 5, 100, 5);
+	resil_manual_clock_set(&f.mc, 1000);
+	load(&f, "e4:1", 5, FAIL);
+	assert_int_equal(f.nev, 1);
+	assert_int_equal(f.ev[0].kind, RESIL_OUTLIER_NONE);
+	assert_int_equal(f.ev[0].duration, 30000);
+	/* Back at 31000 (the route evaluates the empty intervals too). */
+	resil_manual_clock_set(&f.mc, 31000);
+	assert_int_equal(candidates(&f), 5);
+	assert_int_equal(f.nev, 2);
+	assert_int_equal(f.ev[1].type, RESIL_ENDPOINT_RETURNED);
+	for (i = 0; i < 4; i++) {
+		char a[16];
+		snprintf(a, sizeof(a), "e%d:1", i);
+		load(&f, a, 200, OK);
+	}
+	for (i = 0; i < 200; i++) { /* never five failures in a row */
+		load(&f, "e4:1", 1, FAIL);
+		load(&f, "e4:1", 1, OK);
+	}
+	resil_manual_clock_set(&f.mc, 40000);
+	assert_int_equal(candidates(&f), 4);
+	assert_int_equal(f.nev, 3);
+	assert_int_equal(f.ev[2].type, RESIL_ENDPOINT_EJECTED);
+	assert_int_equal(f.ev[2].kind, RESIL_OUTLIER_SUCCESS_RATE);
+	assert_int_equal(f.ev[2].ejections, 2);
+	assert_int_equal(f.ev[2].duration, 60000);
+	assert_int_equal(
+	    resil_directory_get_state(f.d, "e4:1", &st), RESIL_OK);
+	assert_int_equal(st.ejected_until, 100000);
+	assert_int_equal(st.streak, 0);
+	fx_end(&f);
+}
+
 int
 main(void)
 {
@@ -495,6 +541,7 @@ main(void)
 		cmocka_unit_test(test_directory_rate_enforcing_draws),
 		cmocka_unit_test(test_directory_rate_counts_and_off),
 		cmocka_unit_test(test_directory_rate_config_refused),
+		cmocka_unit_test(test_directory_rate_shares_k_with_streaks),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -3,7 +3,10 @@
  * and report through one selector (run under TSan by `make tsan`). Every
  * pick must name an address of some pushed list, every pick is reported,
  * and at the end no endpoint has a call in flight. Condition rules are
- * replaced (resil_selector_set_conditions) while routes read them.
+ * replaced (resil_selector_set_conditions) while routes read them. The
+ * interval detections (success rate, failure percentage) run on the
+ * routes as the clock moves, and a prober thread drives the directory's
+ * health checker, marking endpoints while the lists change.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +16,7 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -34,6 +38,7 @@ typedef struct shared {
 	int started; /* atomic */
 	uint64_t picks[PICKERS];
 	uint64_t bad[PICKERS];
+	uint64_t probes;
 } shared;
 
 typedef struct arg {
@@ -89,6 +94,31 @@ picker(void *p)
 	return NULL;
 }
 
+/* The caller's probe loop: every probe due now, one in three failing. */
+static void *
+prober(void *p)
+{
+	shared *s = p;
+	resil_health *hc = resil_directory_health(s->d);
+	resil_health_step st;
+
+	while (!__atomic_load_n(&s->stop, __ATOMIC_SEQ_CST)) {
+		uint64_t now =
+		    resil_clock_now(resil_manual_clock_hook(&s->mc));
+		if (resil_health_next(hc, now, &st) != RESIL_OK)
+			break;
+		if (st.action != RESIL_HEALTH_PROBE) {
+			sched_yield(); /* a timer on a real loop */
+			continue;
+		}
+		s->probes++;
+		(void)resil_health_report(hc, st.probe,
+		    st.probe % 3 == 0 ? RESIL_PROBE_FAILED : RESIL_PROBE_OK,
+		    now);
+	}
+	return NULL;
+}
+
 static void
 test_directory_threads_pushes_while_picking(void **state)
 {
@@ -96,8 +126,11 @@ test_directory_threads_pushes_while_picking(void **state)
 	resil_directory_config dc = resil_directory_config_default();
 	resil_selector_config sc = resil_selector_config_default();
 	resil_breaker_config bc = resil_breaker_config_default();
+	resil_outlier_rate_config rate = resil_outlier_rate_config_default();
+	resil_health_config hc = resil_health_config_default();
+	resil_directory_rate_stats rs;
 	resil_method_balance mb[4];
-	pthread_t th[PICKERS];
+	pthread_t th[PICKERS], pth;
 	arg args[PICKERS];
 	char addrs[40][32];
 	resil_endpoint_spec specs[40];
@@ -122,6 +155,20 @@ test_directory_threads_pushes_while_picking(void **state)
 	bc.consecutive_failures = 4;
 	bc.open_wait_ns = 3;
 	dc.endpoint_breaker = &bc;
+	/* Small volumes, so that intervals find outliers. */
+	rate.success_rate_minimum_hosts = 3;
+	rate.success_rate_request_volume = 5;
+	rate.failure_percentage_minimum_hosts = 3;
+	rate.failure_percentage_request_volume = 5;
+	rate.failure_percentage_threshold = 10;
+	rate.enforcing_failure_percentage = 100;
+	dc.outlier_rate = &rate;
+	hc.interval_ns = 2;
+	hc.timeout_ns = 1;
+	hc.unhealthy_threshold = 1;
+	hc.healthy_threshold = 1;
+	hc.initial_healthy = 1;
+	dc.health = &hc;
 	assert_int_equal(resil_directory_new(&s.d, &dc, NULL), RESIL_OK);
 	memset(mb, 0, sizeof(mb));
 	for (i = 0; i < 4; i++) {
@@ -152,6 +199,7 @@ test_directory_threads_pushes_while_picking(void **state)
 		assert_int_equal(
 		    pthread_create(&th[i], NULL, picker, &args[i]), 0);
 	}
+	assert_int_equal(pthread_create(&pth, NULL, prober, &s), 0);
 	while (__atomic_load_n(&s.started, __ATOMIC_SEQ_CST) < PICKERS)
 		;
 	/* The writer: whole-list pushes of sliding windows, single events,
@@ -198,6 +246,9 @@ test_directory_threads_pushes_while_picking(void **state)
 	__atomic_store_n(&s.stop, 1, __ATOMIC_SEQ_CST);
 	for (i = 0; i < PICKERS; i++)
 		pthread_join(th[i], NULL);
+	pthread_join(pth, NULL);
+	assert_int_equal(resil_directory_get_rate_stats(s.d, &rs), RESIL_OK);
+	assert_true(rs.evaluations > 0);
 	for (i = 0; i < PICKERS; i++) {
 		assert_int_equal(s.bad[i], 0);
 		total += s.picks[i];
@@ -211,8 +262,10 @@ test_directory_threads_pushes_while_picking(void **state)
 		    resil_directory_get_state(s.d, addrs[i], &st), RESIL_OK);
 		assert_int_equal(st.active, 0);
 	}
-	print_message(
-	    "%llu picks over %d pushes\n", (unsigned long long)total, PUSHES);
+	print_message("%llu picks over %d pushes, %llu intervals, %llu "
+	              "probes\n",
+	    (unsigned long long)total, PUSHES,
+	    (unsigned long long)rs.evaluations, (unsigned long long)s.probes);
 	resil_selector_free(s.sel);
 	resil_directory_free(s.d);
 }

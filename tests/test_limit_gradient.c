@@ -21,6 +21,8 @@
 #include <resil/limit.h>
 #include <resil/pipeline.h>
 
+#include "support/fail_alloc.h"
+
 #define MS UINT64_C(1000000)
 
 /* docs/gradient.md's server: capacity 50 calls, 10 ms; beyond 50 in
@@ -338,6 +340,38 @@ test_limit_gradient_in_a_pipeline(void **state)
 	resil_pipeline_free(p);
 }
 
+/* Each allocation of a gradient bulkhead failing in turn: RESIL_E_NOMEM,
+ * nothing left allocated. */
+static void
+test_limit_gradient_out_of_memory(void **state)
+{
+	resil_bulkhead_config c = resil_bulkhead_config_default();
+	resil_bulkhead *bh;
+	fail_alloc fa;
+	uint64_t n;
+	resil_err err;
+
+	(void)state;
+	c.adaptive = RESIL_BULKHEAD_GRADIENT;
+	for (n = 1; n < 20; n++) {
+		c.alloc = fail_alloc_init(&fa, n);
+		bh = NULL;
+		err = resil_bulkhead_new(&bh, &c, NULL);
+		if (err != RESIL_OK) {
+			assert_int_equal(err, RESIL_E_NOMEM);
+			assert_null(bh);
+		} else {
+			assert_non_null(resil_bulkhead_gradient(bh));
+			resil_bulkhead_free(bh);
+		}
+		assert_int_equal(fail_alloc_live(&fa), 0);
+		assert_false(fa.size_mismatch);
+		if (fa.failures == 0)
+			break;
+	}
+	assert_true(n > 2 && n < 20); /* two allocations, each failed once */
+}
+
 int
 main(void)
 {
@@ -346,6 +380,7 @@ main(void)
 		cmocka_unit_test(test_limit_gradient_samples_and_events),
 		cmocka_unit_test(test_limit_gradient_config),
 		cmocka_unit_test(test_limit_gradient_in_a_pipeline),
+		cmocka_unit_test(test_limit_gradient_out_of_memory),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

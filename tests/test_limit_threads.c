@@ -91,11 +91,20 @@ run_bulkhead_with(int nthreads, uint32_t limit, int adaptive, uint32_t batch)
 	memset(&s, 0, sizeof(s));
 	cfg.max_concurrent = limit;
 	cfg.batch = batch;
-	if (adaptive) {
+	if (adaptive == RESIL_BULKHEAD_AIMD) {
 		cfg.adaptive = 1;
 		cfg.min_limit = 1;
 		cfg.max_limit = limit + 2;
 		cfg.target_latency_ns = 100;
+	}
+	if (adaptive == RESIL_BULKHEAD_GRADIENT) {
+		/* Netflix's limit, its samples serialised by its lock and
+		 * the answer stored with a CAS, 1..limit + 2. */
+		cfg.adaptive = RESIL_BULKHEAD_GRADIENT;
+		cfg.gradient.min_limit = 1;
+		cfg.gradient.initial_limit = limit;
+		cfg.gradient.max_limit = limit + 2;
+		cfg.gradient.long_window = 20;
 	}
 	assert_int_equal(resil_bulkhead_new(&s.bh, &cfg, NULL), RESIL_OK);
 	s.iterations = 20000;
@@ -121,6 +130,14 @@ run_bulkhead_with(int nthreads, uint32_t limit, int adaptive, uint32_t batch)
 	if (adaptive) {
 		assert_int_equal(m.good_samples + m.bad_samples, s.granted);
 		assert_true(m.limit >= 1 && m.limit <= limit + 2);
+	}
+	if (adaptive == RESIL_BULKHEAD_GRADIENT) {
+		resil_gradient_metrics gm;
+		assert_int_equal(resil_gradient_get_metrics(
+		                     resil_bulkhead_gradient(s.bh), &gm),
+		    RESIL_OK);
+		assert_int_equal(gm.samples, s.granted); /* none lost */
+		assert_int_equal(gm.limit, m.limit);
 	}
 	resil_bulkhead_free(s.bh);
 }
@@ -156,6 +173,8 @@ test_limit_threads_adaptive_stays_in_bounds(void **state)
 	(void)state;
 	run_bulkhead(4, 3, 1);
 	run_bulkhead(8, 5, 1);
+	run_bulkhead(4, 3, RESIL_BULKHEAD_GRADIENT);
+	run_bulkhead(8, 5, RESIL_BULKHEAD_GRADIENT);
 }
 
 /* ---- rate limiter: never more than burst + elapsed * rate ---- */

@@ -28,15 +28,24 @@
  * off. Ejections and returns are events with the
  * address.
  *
+ * Beside the streak: Envoy's success-rate and failure-percentage
+ * detections once per interval (outlier_rate, docs/outlier.md), and
+ * active health checks by a checker the directory owns and the caller
+ * drives (health, docs/health.md); an endpoint it holds unhealthy is not
+ * a candidate.
+ *
  * Thread safety: every function may be called from any thread at any
  * time, except new and free, which must not overlap any other call on the
  * same directory. Updates are serialised by a writer lock; readers take no
  * lock. The listener is called on the thread that caused the event:
  * ADDED and REMOVED by the updating thread with the writer lock held (it
- * must not update the directory), EJECTED by the reporting thread and
- * RETURNED by whichever thread first notices the return (a route, a
- * report or get_state), both without a lock. Free the selectors and
- * candidate sets over a directory before the directory.
+ * must not update the directory), EJECTED by the reporting thread (a
+ * streak) or by the thread whose route or state read ended an interval
+ * (the interval detections), RETURNED by whichever thread first notices
+ * the return (a route, a report or get_state), UNHEALTHY and HEALTHY by
+ * the thread whose health report or resil_directory_set_healthy() made
+ * the change; all without a lock. Free the selectors and candidate sets
+ * over a directory before the directory.
  *
  * A PeakEWMA and shortest-response estimate is kept per endpoint, with the
  * decay and window of the balancer of the method that reported.
