@@ -690,7 +690,7 @@ decide_start(const resil_pipeline *p, const settings *g, method *m)
 	                                  : START_NONE;
 	m->simple = (r == NULL || m->retry_fast) && g->rl == NULL &&
 	    g->bh == NULL && m->timeout == 0 && p->hedge_max == 0 &&
-	    p->call_events == 0 && p->sel == NULL;
+	    p->call_events == 0 && p->sel == NULL && p->chaos == NULL;
 }
 
 resil_err
