@@ -1,0 +1,853 @@
+/*
+ * Peer scenarios not yet in test_scenarios.c: more of Resilience4j's
+ * CircuitBreakerStateMachineTest, IntervalFunctionTest, RetryImplTest,
+ * AtomicRateLimiterTest and SemaphoreBulkheadTest, Polly v8's retry and
+ * circuit breaker tests and gobreaker_test.go, rewritten against resil's
+ * public API (the peers' code is not copied: each test restates the
+ * scenario). Each test names the peer file and test it comes from.
+ *
+ * Units: one tick is one millisecond where a peer mixes seconds and
+ * milliseconds (Resilience4j), otherwise one tick is the peer's unit.
+ *
+ * Where resil differs from a peer, the comment says so and whether
+ * DESIGN.md's "Decided semantics" decides it (the test follows DESIGN) or
+ * it is a design choice documented in docs/semantics.md, "Peer scenarios
+ * (issue audit)" (the test pins what resil does).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <string.h>
+
+#include <resil/breaker.h>
+#include <resil/clock.h>
+#include <resil/limit.h>
+#include <resil/resil.h>
+#include <resil/retry.h>
+
+/* ------------------------------------------------------------------ */
+/* Breaker helpers                                                    */
+/* ------------------------------------------------------------------ */
+
+typedef struct bfx {
+	resil_manual_clock mc;
+	resil_breaker_config cfg;
+	resil_breaker *b;
+	resil_breaker_event events[32];
+	resil_breaker_recorder rec;
+} bfx;
+
+static void
+bfx_init(bfx *f, uint64_t start)
+{
+	memset(f, 0, sizeof(*f));
+	resil_manual_clock_init(&f->mc, start);
+	resil_breaker_config_init(&f->cfg);
+	f->cfg.clock = resil_manual_clock_hook(&f->mc);
+	resil_breaker_recorder_init(&f->rec, f->events, 32);
+	f->cfg.listener = resil_breaker_recorder_listener;
+	f->cfg.listener_ctx = &f->rec;
+}
+
+static void
+bfx_new(bfx *f)
+{
+	resil_diag diag;
+
+	diag.msg[0] = '\0';
+	if (resil_breaker_new(&f->b, &f->cfg, &diag) != RESIL_OK)
+		fail_msg("resil_breaker_new: %s", diag.msg);
+}
+
+static int
+try_acquire(bfx *f)
+{
+	resil_permit p;
+
+	return resil_breaker_acquire(f->b, &p) == RESIL_OK;
+}
+
+static void
+call_dur(bfx *f, resil_outcome o, uint64_t dur)
+{
+	resil_permit p;
+
+	assert_int_equal(resil_breaker_acquire(f->b, &p), RESIL_OK);
+	assert_int_equal(
+	    resil_breaker_record_duration(f->b, &p, o, dur), RESIL_OK);
+}
+
+#define S RESIL_OUTCOME_SUCCESS
+#define F RESIL_OUTCOME_FAILURE
+#define I RESIL_OUTCOME_IGNORED
+#define B RESIL_OUTCOME_BUSINESS
+
+static resil_breaker_state
+st(bfx *f)
+{
+	return resil_breaker_get_state(f->b);
+}
+
+static resil_breaker_metrics
+mx(bfx *f)
+{
+	resil_breaker_metrics m;
+
+	assert_int_equal(resil_breaker_get_metrics(f->b, &m), RESIL_OK);
+	return m;
+}
+
+/* CircuitBreakerStateMachineTest.setUp() of the current Resilience4j:
+ * failure rate 50%, 4 probes, slow above 4 s at a slow rate of 50%, a
+ * TIME_BASED window of 20 s with 5 minimum calls, OPEN wait 5 s, at most
+ * 1 s in HALF_OPEN. One tick is one millisecond. */
+static void
+r4j_setup(bfx *f, int max_half_open)
+{
+	bfx_init(f, 0);
+	f->cfg.failure_rate_pct = 50;
+	f->cfg.permitted_probes = 4;
+	f->cfg.slow_threshold_ns = 4000;
+	f->cfg.slow_rate_pct = 50;
+	f->cfg.window_type = RESIL_WINDOW_TIME;
+	f->cfg.window_size = 20;
+	f->cfg.bucket_ns = 1000;
+	f->cfg.min_calls = 5;
+	f->cfg.open_wait_ns = 5000;
+	f->cfg.max_half_open_ns = max_half_open ? 1000 : 0;
+	bfx_new(f);
+}
+
+/* ---- Resilience4j CircuitBreakerStateMachineTest ----------------- */
+
+/* .shouldOpenAfterFailureRateThresholdExceeded2: one outcome a second in
+ * a 20 s time window. S S S F F is 40%: CLOSED, and a second later still
+ * CLOSED (time alone never trips); a third failure makes 3 of 6 = 50%,
+ * which is >= the threshold: OPEN at that tick. */
+static void
+test_peers_r4j_time_window_trips_at_exactly_half(void **state)
+{
+	bfx f;
+	resil_breaker_metrics m;
+
+	(void)state;
+	r4j_setup(&f, 0);
+	call_dur(&f, S, 0);
+	resil_manual_clock_advance(&f.mc, 1000);
+	call_dur(&f, S, 0);
+	resil_manual_clock_advance(&f.mc, 1000);
+	call_dur(&f, S, 0);
+	resil_manual_clock_advance(&f.mc, 1000);
+	call_dur(&f, F, 0);
+	resil_manual_clock_advance(&f.mc, 1000);
+	call_dur(&f, F, 0);
+	m = mx(&f);
+	assert_int_equal(m.state, RESIL_BREAKER_CLOSED);
+	assert_int_equal(m.window_calls, 5);
+	assert_true(m.failure_rate == 40.0f);
+	resil_manual_clock_advance(&f.mc, 1000);
+	assert_int_equal(st(&f), RESIL_BREAKER_CLOSED);
+	call_dur(&f, F, 0);
+	m = mx(&f);
+	assert_int_equal(m.state, RESIL_BREAKER_OPEN);
+	assert_int_equal(m.window_calls, 6);
+	assert_int_equal(m.window_failures, 3);
+	assert_true(m.failure_rate == 50.0f);
+	assert_int_equal(f.rec.count, 1);
+	assert_int_equal(f.events[0].time, 5000);
+	assert_int_equal(f.events[0].reason, RESIL_BREAKER_REASON_FAILURE_RATE);
+	resil_breaker_free(f.b);
+}
+
+typedef struct sleeper {
+	resil_manual_clock *mc;
+	uint64_t ticks;
+	int rc;
+} sleeper;
+
+static int
+sleeper_fn(void *ctx)
+{
+	sleeper *s = ctx;
+
+	resil_manual_clock_advance(s->mc, s->ticks);
+	return s->rc;
+}
+
+/* .shouldOpenAfterSlowCallRateThresholdExceededUsingMockClock: the
+ * decorated call itself moves the clock (5 s, 5 s, 1 s, 1 s, 5 s), so the
+ * breaker measures each duration. Buffered and slow counts after each
+ * call: 1/1, 2/2, 3/2, 4/2, then 5/3 = 60% slow: OPEN. */
+static void
+test_peers_r4j_breaker_call_measures_slow_calls(void **state)
+{
+	static const uint64_t ticks[] = { 5000, 5000, 1000, 1000, 5000 };
+	static const uint32_t slow[] = { 1, 2, 2, 2, 3 };
+	bfx f;
+	sleeper s;
+	resil_breaker_metrics m;
+	int i, rc = -1;
+
+	(void)state;
+	r4j_setup(&f, 0);
+	s.mc = &f.mc;
+	s.rc = 0;
+	for (i = 0; i < 5; i++) {
+		s.ticks = ticks[i];
+		assert_int_equal(
+		    resil_breaker_call(f.b, sleeper_fn, &s, NULL, &rc),
+		    RESIL_OK);
+		assert_int_equal(rc, 0);
+		m = mx(&f);
+		assert_int_equal(m.window_calls, (uint32_t)i + 1);
+		assert_int_equal(m.window_slow, slow[i]);
+		assert_int_equal(m.state, i < 4 ? RESIL_BREAKER_CLOSED
+		                                : RESIL_BREAKER_OPEN);
+	}
+	assert_true(m.slow_call_rate == 60.0f);
+	assert_true(m.failure_rate == 0.0f);
+	assert_int_equal(f.events[0].reason, RESIL_BREAKER_REASON_SLOW_CALL_RATE);
+	assert_int_equal(f.events[0].time, 17000);
+	resil_breaker_free(f.b);
+}
+
+/* .shouldThrowCallNotPermittedExceptionWhenStateIsOpen, ...WhenStateIs
+ * ForcedOpen and ...WhenNotFurtherTestCallsArePermitted: one refused
+ * acquire counts one not-permitted call, whichever state refused it. */
+static void
+test_peers_r4j_not_permitted_counts(void **state)
+{
+	bfx f;
+	int i;
+
+	(void)state;
+	r4j_setup(&f, 0);
+	resil_breaker_transition(f.b, RESIL_BREAKER_OPEN);
+	assert_false(try_acquire(&f));
+	assert_int_equal(mx(&f).rejections, 1);
+	resil_breaker_free(f.b);
+
+	r4j_setup(&f, 0);
+	resil_breaker_force_open(f.b);
+	assert_false(try_acquire(&f));
+	assert_int_equal(mx(&f).rejections, 1);
+	resil_breaker_free(f.b);
+
+	r4j_setup(&f, 0);
+	resil_breaker_transition(f.b, RESIL_BREAKER_OPEN);
+	resil_breaker_transition(f.b, RESIL_BREAKER_HALF_OPEN);
+	for (i = 0; i < 4; i++)
+		assert_true(try_acquire(&f));
+	assert_false(try_acquire(&f));
+	assert_int_equal(mx(&f).rejections, 1);
+	assert_int_equal(mx(&f).probes_granted, 4);
+	resil_breaker_free(f.b);
+}
+
+/* .shouldTransitionToHalfOpenAfterWaitDuration asserts that the
+ * not-permitted count is back to 0 in HALF_OPEN. Design choice
+ * (docs/semantics.md, "Peer scenarios"): resil's rejections is a lifetime
+ * total, like successes and failures; the window figures are the ones
+ * that start empty in HALF_OPEN. */
+static void
+test_peers_r4j_rejections_are_lifetime(void **state)
+{
+	bfx f;
+	resil_breaker_metrics m;
+
+	(void)state;
+	r4j_setup(&f, 0);
+	resil_breaker_transition(f.b, RESIL_BREAKER_OPEN);
+	assert_false(try_acquire(&f));
+	resil_manual_clock_advance(&f.mc, 3000);
+	assert_false(try_acquire(&f));
+	resil_manual_clock_advance(&f.mc, 3000);
+	assert_true(try_acquire(&f));
+	m = mx(&f);
+	assert_int_equal(m.state, RESIL_BREAKER_HALF_OPEN);
+	assert_int_equal(m.rejections, 2);
+	assert_int_equal(m.window_calls, 0);
+	assert_true(m.failure_rate == -1.0f);
+	resil_breaker_free(f.b);
+}
+
+/* .circuitBreakerDoesNotPublishStateTransitionEventsForInternalTransitions:
+ * a manual transition to the state the breaker is already in is no
+ * transition and tells the listener nothing. */
+static void
+test_peers_r4j_same_state_transition_is_silent(void **state)
+{
+	static const resil_breaker_state seq[] = { RESIL_BREAKER_OPEN,
+		RESIL_BREAKER_HALF_OPEN, RESIL_BREAKER_DISABLED,
+		RESIL_BREAKER_METRICS_ONLY, RESIL_BREAKER_FORCED_OPEN };
+	bfx f;
+	size_t i;
+
+	(void)state;
+	r4j_setup(&f, 0);
+	for (i = 0; i < sizeof(seq) / sizeof(seq[0]); i++) {
+		assert_int_equal(
+		    resil_breaker_transition(f.b, seq[i]), RESIL_OK);
+		assert_int_equal(f.rec.count, i + 1);
+		assert_int_equal(
+		    resil_breaker_transition(f.b, seq[i]), RESIL_OK);
+		assert_int_equal(f.rec.count, i + 1);
+		assert_int_equal(st(&f), seq[i]);
+		assert_int_equal(mx(&f).transitions, i + 1);
+	}
+	resil_breaker_free(f.b);
+}
+
+/* .allCircuitBreakerStatesAllowTransitionToMetricsOnlyMode and
+ * .allCircuitBreakerStatesAllowTransitionToItsOwnState: from every state
+ * the breaker can move to METRICS_ONLY, with an empty window. */
+static void
+test_peers_r4j_metrics_only_from_every_state(void **state)
+{
+	resil_breaker_state from;
+	bfx f;
+
+	(void)state;
+	for (from = RESIL_BREAKER_CLOSED; from <= RESIL_BREAKER_METRICS_ONLY;
+	     from++) {
+		r4j_setup(&f, 0);
+		call_dur(&f, S, 0);
+		if (from == RESIL_BREAKER_HALF_OPEN)
+			resil_breaker_transition(f.b, RESIL_BREAKER_OPEN);
+		assert_int_equal(resil_breaker_transition(f.b, from), RESIL_OK);
+		assert_int_equal(st(&f), from);
+		assert_int_equal(resil_breaker_metrics_only(f.b), RESIL_OK);
+		assert_int_equal(st(&f), RESIL_BREAKER_METRICS_ONLY);
+		assert_int_equal(mx(&f).window_calls, 0);
+		assert_true(try_acquire(&f));
+		resil_breaker_free(f.b);
+	}
+}
+
+/* .circuitBreakerTransitionsToOpenAfterWaitDurationInHalfOpenState, on the
+ * manual clock: maxWaitDurationInHalfOpenState 1 s; HALF_OPEN without any
+ * probe reported is OPEN again once the second has passed (the peer reads
+ * the state after sleeping 2 s). resil: at exactly +1 s, on the next
+ * acquire or metrics read. */
+static void
+test_peers_r4j_half_open_max_wait_without_probes(void **state)
+{
+	bfx f;
+
+	(void)state;
+	r4j_setup(&f, 1);
+	resil_breaker_transition(f.b, RESIL_BREAKER_OPEN);
+	resil_breaker_transition(f.b, RESIL_BREAKER_HALF_OPEN);
+	resil_manual_clock_advance(&f.mc, 999);
+	assert_true(try_acquire(&f));
+	assert_int_equal(st(&f), RESIL_BREAKER_HALF_OPEN);
+	resil_manual_clock_advance(&f.mc, 1001);
+	assert_false(try_acquire(&f));
+	assert_int_equal(st(&f), RESIL_BREAKER_OPEN);
+	assert_int_equal(f.events[f.rec.count - 1].reason,
+	    RESIL_BREAKER_REASON_HALF_OPEN_TIMEOUT);
+	resil_breaker_free(f.b);
+}
+
+/* ---- what counts toward min_calls -------------------------------- */
+
+/* Resilience4j CircuitBreakerConfig minimumNumberOfCalls (count window 10,
+ * minimum 5): 4 failures are below the minimum (rate -1, CLOSED); ignored
+ * and business outcomes are no calls and do not reach it; slow successes
+ * do; the fifth recorded failure trips. */
+static void
+test_peers_min_calls_counts_recorded_outcomes_only(void **state)
+{
+	bfx f;
+	resil_breaker_metrics m;
+	int i;
+
+	(void)state;
+	bfx_init(&f, 0);
+	f.cfg.window_size = 10;
+	f.cfg.min_calls = 5;
+	f.cfg.failure_rate_pct = 50;
+	f.cfg.slow_threshold_ns = 100;
+	f.cfg.slow_rate_pct = 100;
+	bfx_new(&f);
+	for (i = 0; i < 4; i++)
+		call_dur(&f, F, 0);
+	call_dur(&f, I, 0);
+	call_dur(&f, B, 0);
+	m = mx(&f);
+	assert_int_equal(m.state, RESIL_BREAKER_CLOSED);
+	assert_int_equal(m.window_calls, 4);
+	assert_true(m.failure_rate == -1.0f);
+	assert_true(m.slow_call_rate == -1.0f);
+	assert_int_equal(m.ignored, 2);
+	call_dur(&f, S, 101); /* a slow success is a call */
+	m = mx(&f);
+	assert_int_equal(m.state, RESIL_BREAKER_OPEN);
+	assert_int_equal(m.window_calls, 5);
+	assert_true(m.failure_rate == 80.0f);
+	assert_true(m.slow_call_rate == 20.0f);
+	resil_breaker_free(f.b);
+}
+
+/* Slow-call rate at the boundary (Resilience4j slowCallRateThreshold 50,
+ * count window 4, minimum 4): a call of exactly the threshold is not
+ * slow; 2 slow of 4 is 50% and trips on the fourth call, with the slow
+ * reason, though none failed. */
+static void
+test_peers_slow_rate_boundary(void **state)
+{
+	bfx f;
+	resil_breaker_metrics m;
+
+	(void)state;
+	bfx_init(&f, 0);
+	f.cfg.failure_rate_pct = 50;
+	f.cfg.window_size = 4;
+	f.cfg.min_calls = 4;
+	f.cfg.slow_threshold_ns = 4000;
+	f.cfg.slow_rate_pct = 50;
+	bfx_new(&f);
+	call_dur(&f, S, 4000); /* == threshold: not slow */
+	call_dur(&f, S, 4001);
+	call_dur(&f, S, 3999);
+	assert_int_equal(mx(&f).window_slow, 1);
+	call_dur(&f, S, 4000);
+	assert_int_equal(st(&f), RESIL_BREAKER_CLOSED); /* 1 of 4: 25% */
+	call_dur(&f, S, 5000); /* evicts the first: slow 2 of 4 */
+	m = mx(&f);
+	assert_int_equal(m.state, RESIL_BREAKER_OPEN);
+	assert_int_equal(m.window_slow, 2);
+	assert_true(m.slow_call_rate == 50.0f);
+	assert_true(m.failure_rate == 0.0f);
+	assert_int_equal(f.events[0].reason, RESIL_BREAKER_REASON_SLOW_CALL_RATE);
+	resil_breaker_free(f.b);
+}
+
+/* ---- gobreaker ---------------------------------------------------- */
+
+/* gobreaker_test.go TestStateConstants: each state has a name and an
+ * unknown value has one too (gobreaker: "unknown state: 100"; resil:
+ * "UNKNOWN", never NULL). */
+static void
+test_peers_gobreaker_state_names(void **state)
+{
+	(void)state;
+	assert_string_equal(
+	    resil_breaker_state_name(RESIL_BREAKER_CLOSED), "CLOSED");
+	assert_string_equal(
+	    resil_breaker_state_name(RESIL_BREAKER_OPEN), "OPEN");
+	assert_string_equal(
+	    resil_breaker_state_name(RESIL_BREAKER_HALF_OPEN), "HALF_OPEN");
+	assert_string_equal(
+	    resil_breaker_state_name((resil_breaker_state)100), "UNKNOWN");
+}
+
+/* ------------------------------------------------------------------ */
+/* Retry                                                              */
+/* ------------------------------------------------------------------ */
+
+/* resilience4j-core IntervalFunctionTest.generatesCappedExponentialIntervals:
+ * ofExponentialBackoff(100, 2, 100000) grows strictly up to the cap, and
+ * the 12th and 13th intervals are the cap. */
+static void
+test_peers_r4j_capped_exponential_intervals(void **state)
+{
+	resil_retry_config cfg;
+	resil_retry *r;
+	uint64_t prev, w;
+	uint32_t n;
+
+	(void)state;
+	resil_retry_config_init(&cfg);
+	cfg.max_attempts = 20;
+	cfg.backoff = RESIL_BACKOFF_EXPONENTIAL;
+	cfg.base_delay_ns = 100;
+	cfg.multiplier = 2.0;
+	cfg.max_delay_ns = 100000;
+	assert_int_equal(resil_retry_new(&r, &cfg, NULL), RESIL_OK);
+	assert_int_equal(resil_retry_next_delay(r, 1, 0, 0.0, &prev), RESIL_OK);
+	assert_int_equal(prev, 100);
+	for (n = 2; n < 12; n++) {
+		assert_int_equal(
+		    resil_retry_next_delay(r, n, 0, 0.0, &w), RESIL_OK);
+		assert_true(w > prev);
+		prev = w;
+	}
+	assert_int_equal(prev, 100000); /* 100 * 2^10 = 102400, capped */
+	assert_int_equal(resil_retry_next_delay(r, 12, 0, 0.0, &w), RESIL_OK);
+	assert_int_equal(w, 100000);
+	assert_int_equal(resil_retry_next_delay(r, 13, 0, 0.0, &w), RESIL_OK);
+	assert_int_equal(w, 100000);
+	resil_retry_free(r);
+}
+
+/* IntervalFunctionTest.generatesCappedExponentialRandomIntervals:
+ * ofExponentialRandomBackoff(100, 1.5, 0.5, 100000): every interval is
+ * within [e/2 - 1, 3e/2 + 1] of e = 100 * 1.5^(n-1), or is the cap. Here
+ * u runs over [0, 1) in steps, so both ends are reached. DESIGN caps
+ * after jitter, so near the cap resil gives min(jittered, cap), which the
+ * peer's bounds accept; the backoff is truncated to whole ticks before
+ * the jitter scales it (the first four values pin that). */
+static void
+test_peers_r4j_capped_exponential_random_intervals(void **state)
+{
+	/* u = n / 8: 100 * 0.625, 150 * 0.75, 225 * 0.875, 337 * 1.0 */
+	static const uint64_t first[] = { 62, 112, 196, 337 };
+	resil_retry_config cfg;
+	resil_retry *r;
+	double e = 100.0;
+	uint64_t w;
+	uint32_t n;
+	int capped = 0;
+
+	(void)state;
+	resil_retry_config_init(&cfg);
+	cfg.max_attempts = 50;
+	cfg.backoff = RESIL_BACKOFF_EXPONENTIAL;
+	cfg.base_delay_ns = 100;
+	cfg.multiplier = 1.5;
+	cfg.jitter = RESIL_JITTER_PROPORTIONAL;
+	cfg.jitter_factor = 0.5;
+	cfg.max_delay_ns = 100000;
+	assert_int_equal(resil_retry_new(&r, &cfg, NULL), RESIL_OK);
+	for (n = 1; n < 50; n++) {
+		double u = (double)(n % 8) / 8.0;
+
+		assert_int_equal(
+		    resil_retry_next_delay(r, n, 0, u, &w), RESIL_OK);
+		if (w == 100000) {
+			capped++;
+		} else {
+			assert_true((double)w >= e * 0.5 - 1);
+			assert_true((double)w <= e * 1.5 + 1);
+		}
+		if (n <= 4) /* the backoff truncated, then jittered */
+			assert_int_equal(w, first[n - 1]);
+		e = (double)(uint64_t)(e * 1.5);
+	}
+	assert_true(capped > 30);
+	assert_int_equal(resil_retry_next_delay(r, 49, 0, 0.0, &w), RESIL_OK);
+	assert_int_equal(w, 100000); /* e/2 is far above the cap */
+	resil_retry_free(r);
+}
+
+/* IntervalFunctionTest.shouldRejectAttemptLessThenOne and
+ * .shouldPassAttemptGreaterThenZero: attempt numbers start at 1. */
+static void
+test_peers_r4j_attempt_zero_refused(void **state)
+{
+	resil_retry_config cfg;
+	resil_retry *r;
+	uint64_t w = 77;
+
+	(void)state;
+	resil_retry_config_init(&cfg);
+	cfg.base_delay_ns = 100;
+	assert_int_equal(resil_retry_new(&r, &cfg, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_retry_next_delay(r, 0, 0, 0.0, &w), RESIL_E_INVAL);
+	assert_int_equal(w, 77); /* untouched on error */
+	assert_int_equal(resil_retry_next_delay(r, 1, 0, 0.0, &w), RESIL_OK);
+	assert_int_equal(w, 100);
+	assert_int_equal(resil_retry_next_delay(r, 2, 0, 0.0, &w), RESIL_OK);
+	assert_int_equal(w, 100);
+	resil_retry_free(r);
+}
+
+/* IntervalFunctionTest.shouldRejectOutOfBoundsRandomizationFactor,
+ * .shouldPassPositiveRandomizationFactor and .shouldPassPositiveMultiplier:
+ * a factor must be within [0, 1], both ends accepted; a multiplier just
+ * above 1 is accepted, one below 1 refused, each naming the field. */
+static void
+test_peers_r4j_interval_config_bounds(void **state)
+{
+	static const double ok[] = { 0.0, 0.1, 0.25, 0.5, 0.75, 1.0 };
+	resil_retry_config cfg;
+	resil_diag d;
+	size_t i;
+
+	(void)state;
+	resil_retry_config_init(&cfg);
+	cfg.base_delay_ns = 100;
+	cfg.jitter = RESIL_JITTER_PROPORTIONAL;
+	for (i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		cfg.jitter_factor = ok[i];
+		assert_int_equal(
+		    resil_retry_config_validate(&cfg, &d), RESIL_OK);
+	}
+	cfg.jitter_factor = -0.0001;
+	assert_int_equal(resil_retry_config_validate(&cfg, &d), RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "jitter_factor"));
+	cfg.jitter_factor = 1.0001;
+	assert_int_equal(resil_retry_config_validate(&cfg, &d), RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "jitter_factor"));
+	cfg.jitter_factor = 0.5;
+	cfg.backoff = RESIL_BACKOFF_EXPONENTIAL;
+	cfg.multiplier = 1.0001;
+	assert_int_equal(resil_retry_config_validate(&cfg, &d), RESIL_OK);
+	cfg.multiplier = 0.9999;
+	assert_int_equal(resil_retry_config_validate(&cfg, &d), RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "multiplier"));
+}
+
+/* Polly RetryHelperTests (GetRetryDelay overflow: an exponential delay
+ * that overflows gives the maximum, never a wrapped small one): at the
+ * 1000th attempt the doubling delay saturates; with MaxDelay it is the
+ * cap. */
+static void
+test_peers_polly_exponential_overflow_saturates(void **state)
+{
+	resil_retry_config cfg;
+	resil_retry *r;
+	uint64_t w, prev = 0;
+	uint32_t n;
+
+	(void)state;
+	resil_retry_config_init(&cfg);
+	cfg.max_attempts = 1000;
+	cfg.backoff = RESIL_BACKOFF_EXPONENTIAL;
+	cfg.base_delay_ns = 1000;
+	cfg.multiplier = 2.0;
+	assert_int_equal(resil_retry_new(&r, &cfg, NULL), RESIL_OK);
+	for (n = 1; n < 1000; n++) {
+		assert_int_equal(
+		    resil_retry_next_delay(r, n, 0, 0.0, &w), RESIL_OK);
+		assert_true(w >= prev); /* never wraps */
+		prev = w;
+	}
+	assert_true(w == UINT64_MAX);
+	resil_retry_free(r);
+	cfg.max_delay_ns = 5000;
+	assert_int_equal(resil_retry_new(&r, &cfg, NULL), RESIL_OK);
+	assert_int_equal(resil_retry_next_delay(r, 999, 0, 0.0, &w), RESIL_OK);
+	assert_int_equal(w, 5000);
+	assert_int_equal(resil_retry_next_delay(r, 3, 0, 0.0, &w), RESIL_OK);
+	assert_int_equal(w, 4000);
+	resil_retry_free(r);
+}
+
+static uint64_t
+fixed_5000(uint32_t attempt, uint64_t prev_wait, void *ctx)
+{
+	(void)attempt;
+	(void)prev_wait;
+	(void)ctx;
+	return 5000;
+}
+
+/* Polly RetryResilienceStrategyTests (MaxDelay applies to a
+ * DelayGenerator's answer too): a custom backoff of 5000 with a cap of
+ * 1000 waits 1000. */
+static void
+test_peers_polly_max_delay_caps_custom_backoff(void **state)
+{
+	resil_retry_config cfg;
+	resil_retry *r;
+	uint64_t w;
+
+	(void)state;
+	resil_retry_config_init(&cfg);
+	cfg.backoff = RESIL_BACKOFF_CUSTOM;
+	cfg.backoff_fn = fixed_5000;
+	cfg.base_delay_ns = 0;
+	cfg.max_delay_ns = 1000;
+	assert_int_equal(resil_retry_new(&r, &cfg, NULL), RESIL_OK);
+	assert_int_equal(resil_retry_next_delay(r, 1, 0, 0.0, &w), RESIL_OK);
+	assert_int_equal(w, 1000);
+	resil_retry_free(r);
+}
+
+/* ------------------------------------------------------------------ */
+/* Rate limiter and bulkhead                                          */
+/* ------------------------------------------------------------------ */
+
+/* resilience4j-ratelimiter AtomicRateLimiterTest (reservation with a
+ * timeout: a permit due later than the timeout is refused at once and
+ * nothing is reserved; one due within it is waited for, exactly). 1 per
+ * 1000 ticks, burst 1. */
+static void
+test_peers_r4j_rate_limiter_wait_within_timeout(void **state)
+{
+	resil_manual_clock mc;
+	resil_ratelimit_config cfg;
+	resil_ratelimit *rl;
+	resil_ratelimit_metrics m;
+	uint64_t waited = 77, after = 0;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	resil_ratelimit_config_init(&cfg);
+	cfg.clock = resil_manual_clock_hook(&mc);
+	cfg.rate = 1;
+	cfg.period_ns = 1000;
+	cfg.burst = 1;
+	assert_int_equal(resil_ratelimit_new(&rl, &cfg, NULL), RESIL_OK);
+	assert_int_equal(resil_ratelimit_acquire_wait(rl, 1, 0, &waited),
+	    RESIL_OK);
+	assert_int_equal(waited, 0);
+	waited = 77;
+	assert_int_equal(resil_ratelimit_acquire_wait(rl, 1, 0, &waited),
+	    RESIL_E_LIMITED); /* timeout 0: no wait */
+	assert_int_equal(resil_ratelimit_acquire_wait(rl, 1, 999, &waited),
+	    RESIL_E_LIMITED);
+	assert_int_equal(waited, 77);
+	assert_int_equal(resil_manual_clock_now(&mc), 0); /* no sleep */
+	assert_int_equal(resil_ratelimit_acquire_wait(rl, 1, 1000, &waited),
+	    RESIL_OK);
+	assert_int_equal(waited, 1000);
+	assert_int_equal(resil_manual_clock_now(&mc), 1000);
+	assert_int_equal(
+	    resil_ratelimit_try_acquire(rl, 1, &after), RESIL_E_LIMITED);
+	assert_int_equal(after, 1000);
+	assert_int_equal(resil_ratelimit_get_metrics(rl, &m), RESIL_OK);
+	assert_int_equal(m.granted_calls, 2);
+	assert_int_equal(m.granted_permits, 2);
+	assert_int_equal(m.rejected_calls, 3);
+	assert_int_equal(m.waited_calls, 1);
+	assert_int_equal(m.available, 0);
+	resil_ratelimit_free(rl);
+}
+
+/* AtomicRateLimiterTest (permits and their refresh, 10 per 1000 ticks,
+ * burst 10, drained at 0): available after each step; one permit back
+ * each 100 ticks, the first at exactly 100 (retry_after 1 at 99); a
+ * request for more than the burst could never be granted and is refused
+ * as invalid, as is a request for 0. */
+static void
+test_peers_r4j_rate_limiter_refresh_steps(void **state)
+{
+	resil_manual_clock mc;
+	resil_ratelimit_config cfg;
+	resil_ratelimit *rl;
+	resil_ratelimit_metrics m;
+	uint64_t after = 0;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	resil_ratelimit_config_init(&cfg);
+	cfg.clock = resil_manual_clock_hook(&mc);
+	cfg.rate = 10;
+	cfg.period_ns = 1000;
+	cfg.burst = 10;
+	assert_int_equal(resil_ratelimit_new(&rl, &cfg, NULL), RESIL_OK);
+	assert_int_equal(resil_ratelimit_get_metrics(rl, &m), RESIL_OK);
+	assert_int_equal(m.available, 10);
+	assert_int_equal(
+	    resil_ratelimit_try_acquire(rl, 11, &after), RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_ratelimit_try_acquire(rl, 0, &after), RESIL_E_INVAL);
+	assert_int_equal(resil_ratelimit_try_acquire(rl, 10, &after), RESIL_OK);
+	resil_manual_clock_set(&mc, 99);
+	assert_int_equal(
+	    resil_ratelimit_try_acquire(rl, 1, &after), RESIL_E_LIMITED);
+	assert_int_equal(after, 1);
+	resil_manual_clock_set(&mc, 500);
+	assert_int_equal(resil_ratelimit_get_metrics(rl, &m), RESIL_OK);
+	assert_int_equal(m.available, 5);
+	assert_int_equal(
+	    resil_ratelimit_try_acquire(rl, 6, &after), RESIL_E_LIMITED);
+	assert_int_equal(after, 100);
+	assert_int_equal(resil_ratelimit_try_acquire(rl, 5, &after), RESIL_OK);
+	resil_manual_clock_set(&mc, 5000); /* long idle: back to the burst */
+	assert_int_equal(resil_ratelimit_get_metrics(rl, &m), RESIL_OK);
+	assert_int_equal(m.available, 10);
+	assert_int_equal(m.granted_permits, 15);
+	assert_int_equal(m.rejected_calls, 2);
+	resil_ratelimit_free(rl);
+}
+
+/* resilience4j-bulkhead SemaphoreBulkheadTest.testBulkhead
+ * (maxConcurrentCalls 2): two enter, the third is refused; the metrics
+ * after each step; a release lets one more in. */
+static void
+test_peers_r4j_bulkhead_metrics_each_step(void **state)
+{
+	resil_bulkhead_config cfg;
+	resil_bulkhead *bh;
+	resil_bulkhead_metrics m;
+
+	(void)state;
+	resil_bulkhead_config_init(&cfg);
+	cfg.max_concurrent = 2;
+	assert_int_equal(resil_bulkhead_new(&bh, &cfg, NULL), RESIL_OK);
+	assert_int_equal(resil_bulkhead_try_acquire(bh), RESIL_OK);
+	assert_int_equal(resil_bulkhead_get_metrics(bh, &m), RESIL_OK);
+	assert_int_equal(m.in_flight, 1);
+	assert_int_equal(resil_bulkhead_try_acquire(bh), RESIL_OK);
+	assert_int_equal(resil_bulkhead_try_acquire(bh), RESIL_E_LIMITED);
+	assert_int_equal(resil_bulkhead_get_metrics(bh, &m), RESIL_OK);
+	assert_int_equal(m.in_flight, 2);
+	assert_int_equal(m.granted, 2);
+	assert_int_equal(m.rejected, 1);
+	assert_int_equal(m.peak_in_flight, 2);
+	assert_int_equal(m.limit, 2);
+	assert_int_equal(resil_bulkhead_release(bh), RESIL_OK);
+	assert_int_equal(resil_bulkhead_get_metrics(bh, &m), RESIL_OK);
+	assert_int_equal(m.in_flight, 1);
+	assert_int_equal(m.released, 1);
+	assert_int_equal(resil_bulkhead_try_acquire(bh), RESIL_OK);
+	assert_int_equal(resil_bulkhead_try_acquire(bh), RESIL_E_LIMITED);
+	assert_int_equal(resil_bulkhead_get_metrics(bh, &m), RESIL_OK);
+	assert_int_equal(m.granted, 3);
+	assert_int_equal(m.rejected, 2);
+	assert_int_equal(m.peak_in_flight, 2);
+	resil_bulkhead_free(bh);
+}
+
+/* SemaphoreBulkheadTest.testZeroMaxConcurrentCalls: Resilience4j accepts
+ * maxConcurrentCalls 0 (every call refused). Design choice
+ * (docs/semantics.md, "Peer scenarios"): resil refuses it at
+ * configuration time, naming the field. */
+static void
+test_peers_r4j_bulkhead_zero_limit_refused(void **state)
+{
+	resil_bulkhead_config cfg;
+	resil_bulkhead *bh = NULL;
+	resil_diag d;
+
+	(void)state;
+	resil_bulkhead_config_init(&cfg);
+	cfg.max_concurrent = 0;
+	assert_int_equal(resil_bulkhead_new(&bh, &cfg, &d), RESIL_E_INVAL);
+	assert_null(bh);
+	assert_string_equal(
+	    d.msg, "bulkhead.max_concurrent: 0 is out of range 1..1073741824");
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_peers_r4j_time_window_trips_at_exactly_half),
+		cmocka_unit_test(test_peers_r4j_breaker_call_measures_slow_calls),
+		cmocka_unit_test(test_peers_r4j_not_permitted_counts),
+		cmocka_unit_test(test_peers_r4j_rejections_are_lifetime),
+		cmocka_unit_test(test_peers_r4j_same_state_transition_is_silent),
+		cmocka_unit_test(test_peers_r4j_metrics_only_from_every_state),
+		cmocka_unit_test(
+		    test_peers_r4j_half_open_max_wait_without_probes),
+		cmocka_unit_test(
+		    test_peers_min_calls_counts_recorded_outcomes_only),
+		cmocka_unit_test(test_peers_slow_rate_boundary),
+		cmocka_unit_test(test_peers_gobreaker_state_names),
+		cmocka_unit_test(test_peers_r4j_capped_exponential_intervals),
+		cmocka_unit_test(
+		    test_peers_r4j_capped_exponential_random_intervals),
+		cmocka_unit_test(test_peers_r4j_attempt_zero_refused),
+		cmocka_unit_test(test_peers_r4j_interval_config_bounds),
+		cmocka_unit_test(
+		    test_peers_polly_exponential_overflow_saturates),
+		cmocka_unit_test(test_peers_polly_max_delay_caps_custom_backoff),
+		cmocka_unit_test(
+		    test_peers_r4j_rate_limiter_wait_within_timeout),
+		cmocka_unit_test(test_peers_r4j_rate_limiter_refresh_steps),
+		cmocka_unit_test(test_peers_r4j_bulkhead_metrics_each_step),
+		cmocka_unit_test(test_peers_r4j_bulkhead_zero_limit_refused),
+	};
+
+	return cmocka_run_group_tests_name("scenarios_peers", tests, NULL, NULL);
+}
