@@ -429,6 +429,38 @@ test_peers_slow_rate_boundary(void **state)
 
 /* ---- gobreaker ---------------------------------------------------- */
 
+/* gobreaker_test.go TestDefaultCircuitBreaker's Counts: with the
+ * consecutive trigger on (next to a rate trigger), the metrics carry the
+ * streak after each outcome: 5 failures, a success resets it, then 1. */
+static void
+test_peers_gobreaker_consecutive_count_in_metrics(void **state)
+{
+	bfx f;
+	int i;
+
+	(void)state;
+	bfx_init(&f, 0);
+	f.cfg.consecutive_failures = 6;
+	f.cfg.failure_rate_pct = 100;
+	f.cfg.min_calls = 100;
+	bfx_new(&f);
+	for (i = 0; i < 5; i++) {
+		call_dur(&f, F, 0);
+		assert_int_equal(mx(&f).consecutive_failures, (uint32_t)i + 1);
+	}
+	call_dur(&f, S, 0);
+	assert_int_equal(mx(&f).consecutive_failures, 0);
+	call_dur(&f, F, 0);
+	assert_int_equal(mx(&f).consecutive_failures, 1);
+	assert_int_equal(mx(&f).window_calls, 7);
+	for (i = 0; i < 5; i++)
+		call_dur(&f, F, 0);
+	assert_int_equal(st(&f), RESIL_BREAKER_OPEN);
+	assert_int_equal(
+	    f.events[0].reason, RESIL_BREAKER_REASON_CONSECUTIVE_FAILURES);
+	resil_breaker_free(f.b);
+}
+
 /* gobreaker_test.go TestStateConstants: each state has a name and an
  * unknown value has one too (gobreaker: "unknown state: 100"; resil:
  * "UNKNOWN", never NULL). */
@@ -446,9 +478,282 @@ test_peers_gobreaker_state_names(void **state)
 	    resil_breaker_state_name((resil_breaker_state)100), "UNKNOWN");
 }
 
+
+/* gobreaker v2 gobreaker_test.go TestRollingWindowCircuitBreaker: a
+ * rolling window of 30 s in 10 buckets of 3 s, tripping at >= 3 requests
+ * with a failure ratio >= 0.6, 90 s open, 3 requests in half-open. resil:
+ * a TIME window of 10 buckets of 3000 ticks (1 tick = 1 ms), min_calls 3,
+ * failure_rate_pct 60, permitted_probes 3. The window figures after each
+ * step are gobreaker's Counts (Requests, TotalFailures); the first bucket
+ * leaves at 30 s; 14 failures of 23 trip. */
+static void
+test_peers_gobreaker_rolling_window(void **state)
+{
+	bfx f;
+	resil_breaker_metrics m;
+	int i;
+
+	(void)state;
+	bfx_init(&f, 0);
+	f.cfg.failure_rate_pct = 60;
+	f.cfg.min_calls = 3;
+	f.cfg.window_type = RESIL_WINDOW_TIME;
+	f.cfg.window_size = 10;
+	f.cfg.bucket_ns = 3000;
+	f.cfg.open_wait_ns = 90000;
+	f.cfg.permitted_probes = 3;
+	bfx_new(&f);
+	for (i = 0; i < 5; i++) {
+		call_dur(&f, S, 0);
+		call_dur(&f, F, 0);
+	}
+	m = mx(&f);
+	assert_int_equal(m.state, RESIL_BREAKER_CLOSED);
+	assert_int_equal(m.window_calls, 10);
+	assert_int_equal(m.window_failures, 5);
+	/* gobreaker's ConsecutiveFailures is 1 here. Design choice
+	 * (docs/semantics.md, "Peer scenarios"): resil keeps the streak only
+	 * where the consecutive trigger is on, so that the rate-only
+	 * success path writes nothing; the metric is 0 otherwise. */
+	assert_int_equal(m.consecutive_failures, 0);
+	resil_manual_clock_set(&f.mc, 3000);
+	call_dur(&f, S, 0);
+	assert_int_equal(mx(&f).window_calls, 11);
+	resil_manual_clock_set(&f.mc, 5000);
+	call_dur(&f, S, 0);
+	resil_manual_clock_set(&f.mc, 7000);
+	call_dur(&f, S, 0);
+	assert_int_equal(mx(&f).window_calls, 13);
+	resil_manual_clock_set(&f.mc, 9000);
+	call_dur(&f, F, 0);
+	m = mx(&f);
+	assert_int_equal(m.window_calls, 14);
+	assert_int_equal(m.window_failures, 6);
+	for (i = 0; i < 6; i++) {
+		resil_manual_clock_advance(&f.mc, 3000);
+		call_dur(&f, S, 0);
+		call_dur(&f, F, 0);
+		m = mx(&f);
+		assert_int_equal(m.window_calls, 16 + 2 * i);
+		assert_int_equal(m.window_failures, 7 + i);
+	}
+	/* 30 s: the first bucket (10 calls, 5 failures) leaves. */
+	resil_manual_clock_advance(&f.mc, 3000);
+	assert_int_equal(resil_manual_clock_now(&f.mc), 30000);
+	call_dur(&f, F, 0);
+	m = mx(&f);
+	assert_int_equal(m.window_calls, 17);
+	assert_int_equal(m.window_failures, 8);
+	for (i = 0; i < 5; i++) {
+		call_dur(&f, F, 0);
+		m = mx(&f);
+		assert_int_equal(m.window_calls, 18 + i);
+		assert_int_equal(m.window_failures, 9 + i);
+	}
+	assert_int_equal(m.state, RESIL_BREAKER_CLOSED); /* 13 of 22 */
+	call_dur(&f, F, 0); /* 14 of 23 >= 60% */
+	assert_int_equal(st(&f), RESIL_BREAKER_OPEN);
+	assert_int_equal(f.rec.count, 1);
+	assert_int_equal(f.events[0].time, 30000);
+	resil_manual_clock_advance(&f.mc, 89999);
+	assert_false(try_acquire(&f));
+	resil_manual_clock_advance(&f.mc, 1);
+	call_dur(&f, S, 0);
+	call_dur(&f, S, 0);
+	assert_int_equal(st(&f), RESIL_BREAKER_HALF_OPEN);
+	m = mx(&f);
+	assert_int_equal(m.probes_reported, 2);
+	{
+		resil_permit p3, p4;
+
+		assert_int_equal(resil_breaker_acquire(f.b, &p3), RESIL_OK);
+		/* over MaxRequests while the third is in flight */
+		assert_int_equal(
+		    resil_breaker_acquire(f.b, &p4), RESIL_E_OPEN);
+		assert_int_equal(resil_breaker_record(f.b, &p3, S), RESIL_OK);
+	}
+	m = mx(&f);
+	assert_int_equal(m.state, RESIL_BREAKER_CLOSED);
+	assert_int_equal(m.window_calls, 0);
+	assert_int_equal(f.events[f.rec.count - 1].from,
+	    RESIL_BREAKER_HALF_OPEN);
+	resil_breaker_free(f.b);
+}
+
 /* ------------------------------------------------------------------ */
 /* Retry                                                              */
 /* ------------------------------------------------------------------ */
+
+/* A scripted dependency: the n-th attempt returns script[n] (0 after the
+ * script), and records its start. */
+typedef struct rdep {
+	const int *script;
+	int n;
+	int calls;
+	uint64_t starts[16];
+} rdep;
+
+static int
+rdep_fn(void *ctx, resil_retry_attempt *a, void *out)
+{
+	rdep *d = ctx;
+	int rc = d->calls < d->n ? d->script[d->calls] : 0;
+
+	(void)out;
+	if (d->calls < 16)
+		d->starts[d->calls] = a->start;
+	d->calls++;
+	return rc;
+}
+
+/* rc 0 and 1 are answers (1: "try again" in the result), 2 a failure. */
+static resil_outcome
+rc_01_success(int rc, const void *value, void *ctx)
+{
+	(void)value;
+	(void)ctx;
+	return rc <= 1 ? RESIL_OUTCOME_SUCCESS : RESIL_OUTCOME_FAILURE;
+}
+
+static int
+retry_if_rc_1(int rc, const void *value, void *ctx)
+{
+	(void)value;
+	(void)ctx;
+	return rc == 1;
+}
+
+static void
+retry_new_manual(resil_retry **r, resil_retry_config *cfg,
+    resil_manual_clock *mc)
+{
+	resil_diag d;
+
+	cfg->clock = resil_manual_clock_hook(mc);
+	d.msg[0] = '\0';
+	if (resil_retry_new(r, cfg, &d) != RESIL_OK)
+		fail_msg("resil_retry_new: %s", d.msg);
+}
+
+/* resilience4j-retry SupplierRetryTest.testDecorateCallableWithRetryResult
+ * (maxAttempts 2, retryOnResult matching the answer; the first attempt
+ * throws, the second returns the matching answer): two attempts, one
+ * default wait (500 ms), and the caller gets that last answer. */
+static void
+test_peers_r4j_retry_result_after_exception(void **state)
+{
+	static const int script[] = { 2, 1 };
+	resil_manual_clock mc;
+	resil_retry_config cfg;
+	resil_retry *r;
+	rdep d = { script, 2, 0, { 0 } };
+	resil_retry_result res;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	resil_retry_config_init(&cfg);
+	cfg.max_attempts = 2;
+	cfg.base_delay_ns = 500;
+	cfg.classifier.fn = rc_01_success;
+	cfg.retry_on_result = retry_if_rc_1;
+	retry_new_manual(&r, &cfg, &mc);
+	assert_int_equal(resil_retry_call(r, rdep_fn, &d, NULL, &res), RESIL_OK);
+	assert_int_equal(d.calls, 2);
+	assert_int_equal(res.rc, 1);
+	assert_int_equal(res.outcome, RESIL_OUTCOME_SUCCESS);
+	assert_int_equal(res.stop, RESIL_RETRY_STOP_EXHAUSTED);
+	assert_int_equal(res.waited, 500);
+	assert_int_equal(resil_manual_clock_now(&mc), 500);
+	resil_retry_free(r);
+}
+
+/* MaxRetriesExceededTest (failAfterMaxAttempts): Resilience4j throws
+ * MaxRetriesExceeded only when the retries were spent on results; when
+ * the last attempt threw, the caller gets that exception. DESIGN: "On
+ * exhaustion the caller gets the last attempt's own error; with
+ * retry-on-result, the last result, or RESIL_E_RETRIES_EXHAUSTED". So:
+ * result, result, failure -> the failure's own rc; failure, failure,
+ * result -> RESIL_E_RETRIES_EXHAUSTED. */
+static void
+test_peers_r4j_fail_after_max_attempts_kind_of_last(void **state)
+{
+	static const int results_then_failure[] = { 1, 1, 2 };
+	static const int failures_then_result[] = { 2, 2, 1 };
+	resil_manual_clock mc;
+	resil_retry_config cfg;
+	resil_retry *r;
+	rdep d = { results_then_failure, 3, 0, { 0 } };
+	resil_retry_result res;
+	resil_retry_metrics m;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	resil_retry_config_init(&cfg);
+	cfg.max_attempts = 3;
+	cfg.base_delay_ns = 10;
+	cfg.classifier.fn = rc_01_success;
+	cfg.retry_on_result = retry_if_rc_1;
+	cfg.fail_after_max_attempts = 1;
+	retry_new_manual(&r, &cfg, &mc);
+	assert_int_equal(resil_retry_call(r, rdep_fn, &d, NULL, &res), RESIL_OK);
+	assert_int_equal(d.calls, 3);
+	assert_int_equal(res.rc, 2);
+	assert_int_equal(res.outcome, RESIL_OUTCOME_FAILURE);
+	assert_int_equal(res.stop, RESIL_RETRY_STOP_EXHAUSTED);
+	d.script = failures_then_result;
+	d.calls = 0;
+	assert_int_equal(resil_retry_call(r, rdep_fn, &d, NULL, &res),
+	    RESIL_E_RETRIES_EXHAUSTED);
+	assert_int_equal(d.calls, 3);
+	assert_int_equal(res.rc, 1);
+	assert_int_equal(res.stop, RESIL_RETRY_STOP_EXHAUSTED);
+	assert_int_equal(resil_retry_get_metrics(r, &m), RESIL_OK);
+	assert_int_equal(m.calls, 2);
+	assert_int_equal(m.exhausted, 2);
+	assert_int_equal(m.failed_after_retry, 2);
+	resil_retry_free(r);
+}
+
+/* SupplierRetryTest.testDecorateSupplierAndInvokeTwice (defaults: 3
+ * attempts, 500 ms): two calls that each fail once then succeed; 1000 ms
+ * slept in all, and the metrics after each call. */
+static void
+test_peers_r4j_retry_metrics_two_calls(void **state)
+{
+	static const int script[] = { 2, 0, 2, 0 };
+	resil_manual_clock mc;
+	resil_retry_config cfg;
+	resil_retry *r;
+	rdep d = { script, 4, 0, { 0 } };
+	resil_retry_result res;
+	resil_retry_metrics m;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	resil_retry_config_init(&cfg);
+	cfg.base_delay_ns = 500;
+	retry_new_manual(&r, &cfg, &mc);
+	assert_int_equal(resil_retry_call(r, rdep_fn, &d, NULL, &res), RESIL_OK);
+	assert_int_equal(res.attempts, 2);
+	assert_int_equal(res.rc, 0);
+	assert_int_equal(resil_retry_get_metrics(r, &m), RESIL_OK);
+	assert_int_equal(m.calls, 1);
+	assert_int_equal(m.succeeded_after_retry, 1);
+	assert_int_equal(m.retries, 1);
+	assert_int_equal(resil_retry_call(r, rdep_fn, &d, NULL, &res), RESIL_OK);
+	assert_int_equal(d.calls, 4);
+	assert_int_equal(resil_manual_clock_now(&mc), 1000);
+	assert_int_equal(d.starts[3], 1000);
+	assert_int_equal(resil_retry_get_metrics(r, &m), RESIL_OK);
+	assert_int_equal(m.calls, 2);
+	assert_int_equal(m.attempts, 4);
+	assert_int_equal(m.retries, 2);
+	assert_int_equal(m.succeeded_after_retry, 2);
+	assert_int_equal(m.succeeded_without_retry, 0);
+	assert_int_equal(m.failed_after_retry, 0);
+	assert_int_equal(m.failed_without_retry, 0);
+	resil_retry_free(r);
+}
 
 /* resilience4j-core IntervalFunctionTest.generatesCappedExponentialIntervals:
  * ofExponentialBackoff(100, 2, 100000) grows strictly up to the cap, and
@@ -834,6 +1139,13 @@ main(void)
 		    test_peers_min_calls_counts_recorded_outcomes_only),
 		cmocka_unit_test(test_peers_slow_rate_boundary),
 		cmocka_unit_test(test_peers_gobreaker_state_names),
+		cmocka_unit_test(test_peers_gobreaker_rolling_window),
+		cmocka_unit_test(
+		    test_peers_gobreaker_consecutive_count_in_metrics),
+		cmocka_unit_test(test_peers_r4j_retry_result_after_exception),
+		cmocka_unit_test(
+		    test_peers_r4j_fail_after_max_attempts_kind_of_last),
+		cmocka_unit_test(test_peers_r4j_retry_metrics_two_calls),
 		cmocka_unit_test(test_peers_r4j_capped_exponential_intervals),
 		cmocka_unit_test(
 		    test_peers_r4j_capped_exponential_random_intervals),
