@@ -353,6 +353,114 @@ test_peers_r4j_half_open_max_wait_without_probes(void **state)
 	resil_breaker_free(f.b);
 }
 
+
+/* .shouldOpenAfterSlowCallRateThresholdExceeded, first call: a failure
+ * that took 5 s counts as a failure and as a slow call, in the window and
+ * in the lifetime totals. */
+static void
+test_peers_r4j_slow_failure_counts_twice(void **state)
+{
+	bfx f;
+	resil_breaker_metrics m;
+
+	(void)state;
+	r4j_setup(&f, 0);
+	call_dur(&f, F, 5000);
+	m = mx(&f);
+	assert_int_equal(m.window_calls, 1);
+	assert_int_equal(m.window_failures, 1);
+	assert_int_equal(m.window_slow, 1);
+	assert_int_equal(m.failures, 1);
+	assert_int_equal(m.slow_calls, 1);
+	assert_int_equal(m.successes, 0);
+	resil_breaker_free(f.b);
+}
+
+/* gobreaker TestDefaultCircuitBreaker reads State() after the timeout and
+ * sees half-open; Resilience4j's getState() stays OPEN until a call asks
+ * for a permission. DESIGN: "The passage of time alone never trips a
+ * breaker"; resil reports OPEN until the first acquire at or after the
+ * deadline makes the move (its retry_after says 0 ticks are left). */
+static void
+test_peers_gobreaker_state_read_after_timeout(void **state)
+{
+	bfx f;
+	resil_breaker_metrics m;
+
+	(void)state;
+	bfx_init(&f, 0);
+	f.cfg.consecutive_failures = 1;
+	f.cfg.failure_rate_pct = 0;
+	f.cfg.open_wait_ns = 60;
+	bfx_new(&f);
+	call_dur(&f, F, 0);
+	resil_manual_clock_set(&f.mc, 59);
+	assert_int_equal(st(&f), RESIL_BREAKER_OPEN);
+	resil_manual_clock_set(&f.mc, 60);
+	assert_int_equal(st(&f), RESIL_BREAKER_OPEN);
+	m = mx(&f);
+	assert_int_equal(m.state, RESIL_BREAKER_OPEN);
+	assert_int_equal(f.rec.count, 1);
+	assert_true(try_acquire(&f));
+	assert_int_equal(st(&f), RESIL_BREAKER_HALF_OPEN);
+	assert_int_equal(f.events[1].time, 60);
+	resil_breaker_free(f.b);
+}
+
+/* The time window after a long idle (Resilience4j SlidingTimeWindowMetrics
+ * with a clock that jumps ahead): outcomes older than the span are gone,
+ * so one new failure after an hour is 1 of 1, below min_calls. */
+static void
+test_peers_r4j_time_window_after_long_idle(void **state)
+{
+	bfx f;
+	resil_breaker_metrics m;
+	int i;
+
+	(void)state;
+	r4j_setup(&f, 0);
+	for (i = 0; i < 4; i++)
+		call_dur(&f, F, 0);
+	assert_int_equal(mx(&f).window_calls, 4);
+	resil_manual_clock_advance(&f.mc, 3600 * 1000);
+	m = mx(&f);
+	assert_int_equal(m.window_calls, 0);
+	call_dur(&f, F, 0);
+	m = mx(&f);
+	assert_int_equal(m.state, RESIL_BREAKER_CLOSED);
+	assert_int_equal(m.window_calls, 1);
+	assert_true(m.failure_rate == -1.0f);
+	resil_breaker_free(f.b);
+}
+
+/* OPEN with a clock that moves back (STYLE: step time backwards): the
+ * deadline stays opened_at + wait; retry_after counts from the earlier
+ * reading, and no probe is let in early. */
+static void
+test_peers_open_wait_with_clock_moved_back(void **state)
+{
+	bfx f;
+	resil_permit p;
+	uint64_t after = 0;
+
+	(void)state;
+	r4j_setup(&f, 0);
+	resil_manual_clock_set(&f.mc, 10000);
+	resil_breaker_transition(f.b, RESIL_BREAKER_OPEN);
+	resil_manual_clock_set(&f.mc, 9000);
+	assert_int_equal(
+	    resil_breaker_acquire_ex(f.b, &p, &after), RESIL_E_OPEN);
+	assert_int_equal(after, 6000);
+	resil_manual_clock_set(&f.mc, 14999);
+	assert_int_equal(
+	    resil_breaker_acquire_ex(f.b, &p, &after), RESIL_E_OPEN);
+	assert_int_equal(after, 1);
+	resil_manual_clock_set(&f.mc, 15000);
+	assert_int_equal(resil_breaker_acquire(f.b, &p), RESIL_OK);
+	assert_int_equal(resil_breaker_release(f.b, &p), RESIL_OK);
+	resil_breaker_free(f.b);
+}
+
 /* ---- what counts toward min_calls -------------------------------- */
 
 /* Resilience4j CircuitBreakerConfig minimumNumberOfCalls (count window 10,
@@ -1065,6 +1173,36 @@ test_peers_r4j_rate_limiter_refresh_steps(void **state)
 	resil_ratelimit_free(rl);
 }
 
+
+/* AtomicRateLimiterTest with a clock that moves back: the limiter's
+ * answer covers the way back, so waiting retry_after is always enough.
+ * 1 per 1000 ticks, burst 1: taken at 5000, asked at 4000 -> 2000. */
+static void
+test_peers_r4j_rate_limiter_clock_moved_back(void **state)
+{
+	resil_manual_clock mc;
+	resil_ratelimit_config cfg;
+	resil_ratelimit *rl;
+	uint64_t after = 0;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 5000);
+	resil_ratelimit_config_init(&cfg);
+	cfg.clock = resil_manual_clock_hook(&mc);
+	cfg.rate = 1;
+	cfg.period_ns = 1000;
+	cfg.burst = 1;
+	assert_int_equal(resil_ratelimit_new(&rl, &cfg, NULL), RESIL_OK);
+	assert_int_equal(resil_ratelimit_try_acquire(rl, 1, &after), RESIL_OK);
+	resil_manual_clock_set(&mc, 4000);
+	assert_int_equal(
+	    resil_ratelimit_try_acquire(rl, 1, &after), RESIL_E_LIMITED);
+	assert_int_equal(after, 2000);
+	resil_manual_clock_set(&mc, 4000 + after);
+	assert_int_equal(resil_ratelimit_try_acquire(rl, 1, &after), RESIL_OK);
+	resil_ratelimit_free(rl);
+}
+
 /* resilience4j-bulkhead SemaphoreBulkheadTest.testBulkhead
  * (maxConcurrentCalls 2): two enter, the third is refused; the metrics
  * after each step; a release lets one more in. */
@@ -1135,6 +1273,10 @@ main(void)
 		cmocka_unit_test(test_peers_r4j_metrics_only_from_every_state),
 		cmocka_unit_test(
 		    test_peers_r4j_half_open_max_wait_without_probes),
+		cmocka_unit_test(test_peers_r4j_slow_failure_counts_twice),
+		cmocka_unit_test(test_peers_gobreaker_state_read_after_timeout),
+		cmocka_unit_test(test_peers_r4j_time_window_after_long_idle),
+		cmocka_unit_test(test_peers_open_wait_with_clock_moved_back),
 		cmocka_unit_test(
 		    test_peers_min_calls_counts_recorded_outcomes_only),
 		cmocka_unit_test(test_peers_slow_rate_boundary),
@@ -1157,6 +1299,7 @@ main(void)
 		cmocka_unit_test(
 		    test_peers_r4j_rate_limiter_wait_within_timeout),
 		cmocka_unit_test(test_peers_r4j_rate_limiter_refresh_steps),
+		cmocka_unit_test(test_peers_r4j_rate_limiter_clock_moved_back),
 		cmocka_unit_test(test_peers_r4j_bulkhead_metrics_each_step),
 		cmocka_unit_test(test_peers_r4j_bulkhead_zero_limit_refused),
 	};
