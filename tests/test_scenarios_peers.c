@@ -461,6 +461,114 @@ test_peers_open_wait_with_clock_moved_back(void **state)
 	resil_breaker_free(f.b);
 }
 
+
+/* Polly CircuitStateControllerTests.OnActionFailureAsync_EnsureBreakDuration
+ * NotOverflow: a break that would end past the clock's largest value ends
+ * at that value (no wrap to an early probe). The manual clock near
+ * UINT64_MAX; a 5000-tick wait from UINT64_MAX - 4990. */
+static void
+test_peers_polly_open_deadline_does_not_overflow(void **state)
+{
+	bfx f;
+	resil_permit p;
+	uint64_t after = 0;
+
+	(void)state;
+	bfx_init(&f, UINT64_MAX - 10000);
+	f.cfg.consecutive_failures = 1;
+	f.cfg.failure_rate_pct = 0;
+	f.cfg.open_wait_ns = 5000;
+	bfx_new(&f);
+	/* Without overflow: opened at MAX - 10000, due at MAX - 5000. */
+	call_dur(&f, F, 0);
+	resil_manual_clock_set(&f.mc, UINT64_MAX - 5001);
+	assert_int_equal(
+	    resil_breaker_acquire_ex(f.b, &p, &after), RESIL_E_OPEN);
+	assert_int_equal(after, 1);
+	resil_manual_clock_set(&f.mc, UINT64_MAX - 5000);
+	assert_int_equal(resil_breaker_acquire(f.b, &p), RESIL_OK);
+	assert_int_equal(resil_breaker_record(f.b, &p, F), RESIL_OK);
+	/* Reopened at MAX - 5000 + 10 below: the deadline would pass
+	 * UINT64_MAX; it saturates, so no probe comes early. */
+	resil_manual_clock_set(&f.mc, UINT64_MAX - 4990);
+	assert_int_equal(resil_breaker_reset(f.b), RESIL_OK);
+	call_dur(&f, F, 0);
+	assert_int_equal(st(&f), RESIL_BREAKER_OPEN);
+	resil_manual_clock_set(&f.mc, 5);        /* wrapped "future" */
+	assert_false(try_acquire(&f));
+	resil_manual_clock_set(&f.mc, UINT64_MAX - 1);
+	assert_int_equal(
+	    resil_breaker_acquire_ex(f.b, &p, &after), RESIL_E_OPEN);
+	assert_true(after >= 1);
+	assert_int_equal(st(&f), RESIL_BREAKER_OPEN);
+	resil_breaker_free(f.b);
+}
+
+/* Polly AdvancedCircuitBehaviorTests.OnActionFailure_WhenClosed_Ensure
+ * CorrectBehavior: (throughput, minimum, failure rate, threshold) ->
+ * break: (10, 10, 0.0, 0.1) no; (10, 10, 0.1, 0.1) yes; (10, 10, 0.2,
+ * 0.1) yes; (9, 10, 0.11, 0.1) no. resil: a count window of 20, min_calls
+ * 10, failure_rate_pct 10; the failures come last, so the decision is
+ * made on a failure as in Polly. (Polly's row (11, 10, 0.2) cannot be
+ * reached one outcome at a time: the breaker decides at the tenth.) */
+static void
+test_peers_polly_throughput_and_ratio_table(void **state)
+{
+	static const struct {
+		int calls, failures;
+		resil_breaker_state want;
+	} rows[] = {
+		{ 10, 0, RESIL_BREAKER_CLOSED },
+		{ 10, 1, RESIL_BREAKER_OPEN },
+		{ 10, 2, RESIL_BREAKER_OPEN },
+		{ 9, 1, RESIL_BREAKER_CLOSED },
+	};
+	bfx f;
+	size_t r;
+	int i;
+
+	(void)state;
+	for (r = 0; r < sizeof(rows) / sizeof(rows[0]); r++) {
+		bfx_init(&f, 0);
+		f.cfg.window_size = 20;
+		f.cfg.min_calls = 10;
+		f.cfg.failure_rate_pct = 10;
+		bfx_new(&f);
+		for (i = 0; i < rows[r].calls; i++)
+			call_dur(&f,
+			    i >= rows[r].calls - rows[r].failures ? F : S, 0);
+		assert_int_equal(st(&f), rows[r].want);
+		resil_breaker_free(f.b);
+	}
+}
+
+/* Where the peers disagree: Polly decides only when a failure is
+ * recorded; Resilience4j after every outcome (its
+ * shouldOpenAfterFailureRateThresholdExceeded trips on a success, the
+ * fifth call). resil follows Resilience4j: one failure then nine
+ * successes reach min_calls 10 at 10% on a success, and trip. */
+static void
+test_peers_polly_r4j_trip_on_a_success(void **state)
+{
+	bfx f;
+	int i;
+
+	(void)state;
+	bfx_init(&f, 0);
+	f.cfg.window_size = 20;
+	f.cfg.min_calls = 10;
+	f.cfg.failure_rate_pct = 10;
+	bfx_new(&f);
+	call_dur(&f, F, 0);
+	for (i = 0; i < 8; i++)
+		call_dur(&f, S, 0);
+	assert_int_equal(st(&f), RESIL_BREAKER_CLOSED);
+	call_dur(&f, S, 0);
+	assert_int_equal(st(&f), RESIL_BREAKER_OPEN);
+	assert_int_equal(f.events[0].reason, RESIL_BREAKER_REASON_FAILURE_RATE);
+	resil_breaker_free(f.b);
+}
+
 /* ---- what counts toward min_calls -------------------------------- */
 
 /* Resilience4j CircuitBreakerConfig minimumNumberOfCalls (count window 10,
@@ -1277,6 +1385,10 @@ main(void)
 		cmocka_unit_test(test_peers_gobreaker_state_read_after_timeout),
 		cmocka_unit_test(test_peers_r4j_time_window_after_long_idle),
 		cmocka_unit_test(test_peers_open_wait_with_clock_moved_back),
+		cmocka_unit_test(
+		    test_peers_polly_open_deadline_does_not_overflow),
+		cmocka_unit_test(test_peers_polly_throughput_and_ratio_table),
+		cmocka_unit_test(test_peers_polly_r4j_trip_on_a_success),
 		cmocka_unit_test(
 		    test_peers_min_calls_counts_recorded_outcomes_only),
 		cmocka_unit_test(test_peers_slow_rate_boundary),
