@@ -1182,6 +1182,134 @@ test_peers_polly_max_delay_caps_custom_backoff(void **state)
 	resil_retry_free(r);
 }
 
+
+static double
+half(void *ctx)
+{
+	(void)ctx;
+	return 0.5;
+}
+
+/* Polly RetryHelperTests.MaxDelay_Ok (each backoff, with and without
+ * jitter, third attempt, MaxDelay 1 s, u = 0.5: 1 s; Polly's base is
+ * 10 s, here a base of 500 ticks grown past the cap: linear 1500,
+ * exponential 2000, jittered or not), .MaxDelay_DelayLessThanMaxDelay_
+ * Respected (1 s under a 2 s cap: 1 s) and Constant_Ok / Linear_Ok /
+ * Exponential_Ok with a zero base: 0. A cap below the base itself (Polly's
+ * 10 s under 1 s) is refused: design choice, docs/semantics.md "Peer
+ * scenarios". */
+static void
+test_peers_polly_max_delay_every_backoff(void **state)
+{
+	static const resil_retry_backoff kinds[] = { RESIL_BACKOFF_LINEAR,
+		RESIL_BACKOFF_EXPONENTIAL };
+	resil_retry_config cfg;
+	resil_retry *r;
+	resil_diag d;
+	uint64_t waits[4];
+	size_t k, j, n;
+
+	(void)state;
+	for (k = 0; k < 2; k++) {
+		for (j = 0; j < 2; j++) {
+			resil_retry_config_init(&cfg);
+			cfg.max_attempts = 4;
+			cfg.backoff = kinds[k];
+			cfg.base_delay_ns = 500;
+			cfg.max_delay_ns = 1000;
+			cfg.jitter = j ? RESIL_JITTER_PROPORTIONAL
+			               : RESIL_JITTER_NONE;
+			cfg.jitter_factor = 0.25;
+			cfg.random.uniform = half;
+			assert_int_equal(
+			    resil_retry_new(&r, &cfg, NULL), RESIL_OK);
+			assert_int_equal(resil_retry_next_delay(r, 3, 0, 0.5,
+			                     &waits[0]),
+			    RESIL_OK);
+			assert_int_equal(waits[0], 1000);
+			resil_retry_free(r);
+		}
+	}
+	for (k = 0; k < 3; k++) {
+		resil_retry_config_init(&cfg);
+		cfg.max_attempts = 4;
+		cfg.backoff = k == 0 ? RESIL_BACKOFF_FIXED : kinds[k - 1];
+		cfg.base_delay_ns = 0;
+		cfg.jitter = RESIL_JITTER_PROPORTIONAL;
+		cfg.jitter_factor = 0.25;
+		assert_int_equal(
+		    resil_retry_plan(&cfg, NULL, waits, 4, &n, NULL), RESIL_OK);
+		assert_int_equal(n, 3);
+		assert_int_equal(waits[0], 0);
+		assert_int_equal(waits[1], 0);
+		assert_int_equal(waits[2], 0);
+	}
+	/* Polly's exponential jitter under MaxDelay too. */
+	resil_retry_config_init(&cfg);
+	cfg.max_attempts = 4;
+	cfg.base_delay_ns = 1000;
+	cfg.max_delay_ns = 1000;
+	cfg.jitter = RESIL_JITTER_DECORRELATED_V2;
+	cfg.random.uniform = half;
+	assert_int_equal(
+	    resil_retry_plan(&cfg, &cfg.random, waits, 4, &n, NULL), RESIL_OK);
+	assert_int_equal(n, 3);
+	assert_int_equal(waits[2], 1000);
+	/* A delay under the cap is kept. */
+	resil_retry_config_init(&cfg);
+	cfg.base_delay_ns = 1000;
+	cfg.max_delay_ns = 2000;
+	assert_int_equal(resil_retry_new(&r, &cfg, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_retry_next_delay(r, 3, 0, 0.0, &waits[0]), RESIL_OK);
+	assert_int_equal(waits[0], 1000);
+	resil_retry_free(r);
+	/* A cap below the base is refused, naming both fields. */
+	cfg.base_delay_ns = 10000;
+	cfg.max_delay_ns = 1000;
+	assert_int_equal(resil_retry_config_validate(&cfg, &d), RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "retry.max_delay_ns: 1000 is below "
+	                              "retry.base_delay_ns"));
+}
+
+/* Polly RetryHelperTests.GetRetryDelay_Exponential_Is_Positive_When_No_
+ * Maximum_Delay and .._Does_Not_Exceed_MaxDelay (exponential with jitter,
+ * base 2 s, attempts up to 1025; resil's limit is 1000): every wait of a
+ * seeded 1000-attempt plan is > 0, and <= 30 s under that cap. */
+static void
+test_peers_polly_v2_jitter_positive_and_capped(void **state)
+{
+	static uint64_t waits[RESIL_RETRY_MAX_ATTEMPTS];
+	resil_retry_config cfg;
+	resil_rng rng;
+	resil_random rnd;
+	size_t n, i;
+
+	(void)state;
+	resil_retry_config_init(&cfg);
+	cfg.max_attempts = RESIL_RETRY_MAX_ATTEMPTS;
+	cfg.base_delay_ns = 2000;
+	cfg.jitter = RESIL_JITTER_DECORRELATED_V2;
+	resil_rng_seed(&rng, 0);
+	rnd = resil_rng_hook(&rng);
+	assert_int_equal(resil_retry_plan(&cfg, &rnd, waits,
+	                     RESIL_RETRY_MAX_ATTEMPTS, &n, NULL),
+	    RESIL_OK);
+	assert_int_equal(n, RESIL_RETRY_MAX_ATTEMPTS - 1);
+	for (i = 0; i < n; i++)
+		assert_true(waits[i] > 0);
+	assert_true(waits[n - 1] == UINT64_MAX); /* 2^999 s saturates */
+	cfg.max_delay_ns = 30000;
+	resil_rng_seed(&rng, 0);
+	assert_int_equal(resil_retry_plan(&cfg, &rnd, waits,
+	                     RESIL_RETRY_MAX_ATTEMPTS, &n, NULL),
+	    RESIL_OK);
+	for (i = 0; i < n; i++) {
+		assert_true(waits[i] > 0);
+		assert_true(waits[i] <= 30000);
+	}
+}
+
 /* ------------------------------------------------------------------ */
 /* Rate limiter and bulkhead                                          */
 /* ------------------------------------------------------------------ */
@@ -1408,6 +1536,9 @@ main(void)
 		cmocka_unit_test(
 		    test_peers_polly_exponential_overflow_saturates),
 		cmocka_unit_test(test_peers_polly_max_delay_caps_custom_backoff),
+		cmocka_unit_test(test_peers_polly_max_delay_every_backoff),
+		cmocka_unit_test(
+		    test_peers_polly_v2_jitter_positive_and_capped),
 		cmocka_unit_test(
 		    test_peers_r4j_rate_limiter_wait_within_timeout),
 		cmocka_unit_test(test_peers_r4j_rate_limiter_refresh_steps),
