@@ -1439,6 +1439,95 @@ test_peers_r4j_rate_limiter_clock_moved_back(void **state)
 	resil_ratelimit_free(rl);
 }
 
+
+/* A clock whose sleep lets "another thread" act while the sleeper waits,
+ * then advances the manual clock: what a reservation looks like from
+ * outside while it is held. */
+typedef struct peek_clock {
+	resil_manual_clock mc;
+	resil_clock clk;
+	resil_ratelimit *rl;
+	uint64_t slept;
+	resil_err other;          /* the other caller's answer */
+	uint64_t other_after;     /* and its retry_after */
+	uint64_t available;       /* metrics during the sleep */
+} peek_clock;
+
+static uint64_t
+peek_now(void *ctx)
+{
+	peek_clock *pc = ctx;
+
+	return resil_manual_clock_now(&pc->mc);
+}
+
+static void
+peek_sleep(uint64_t ticks, void *ctx)
+{
+	peek_clock *pc = ctx;
+	resil_ratelimit_metrics m;
+
+	pc->slept = ticks;
+	pc->other = resil_ratelimit_try_acquire(pc->rl, 1, &pc->other_after);
+	resil_ratelimit_get_metrics(pc->rl, &m);
+	pc->available = m.available;
+	resil_manual_clock_advance(&pc->mc, ticks);
+}
+
+/* AtomicRateLimiterTest.reserveAndRefresh and
+ * .reserveFewThenSkipCyclesBeforeRefresh (1 permit per 1000-tick cycle,
+ * timeout one cycle): taken at 1000; a second caller reserves the next
+ * permit and waits 1000; while it waits, a third is told 2000 (two
+ * cycles: it queues behind the reservation) and nothing is available
+ * (Resilience4j shows -1 there; resil's count is unsigned and shows 0).
+ * After idle cycles the limiter holds its one permit again. */
+static void
+test_peers_r4j_rate_limiter_reservation_seen_while_waiting(void **state)
+{
+	peek_clock pc;
+	resil_ratelimit_config cfg;
+	resil_ratelimit_metrics m;
+	uint64_t waited = 0, after = 0;
+
+	(void)state;
+	memset(&pc, 0, sizeof(pc));
+	resil_manual_clock_init(&pc.mc, 1000);
+	pc.clk.now = peek_now;
+	pc.clk.sleep = peek_sleep;
+	pc.clk.ctx = &pc;
+	resil_ratelimit_config_init(&cfg);
+	cfg.clock = &pc.clk;
+	cfg.rate = 1;
+	cfg.period_ns = 1000;
+	cfg.burst = 1;
+	assert_int_equal(resil_ratelimit_new(&pc.rl, &cfg, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_ratelimit_try_acquire(pc.rl, 1, &after), RESIL_OK);
+	assert_int_equal(
+	    resil_ratelimit_try_acquire(pc.rl, 1, &after), RESIL_E_LIMITED);
+	assert_int_equal(after, 1000);
+	assert_int_equal(
+	    resil_ratelimit_acquire_wait(pc.rl, 1, 1000, &waited), RESIL_OK);
+	assert_int_equal(waited, 1000);
+	assert_int_equal(pc.slept, 1000);
+	assert_int_equal(pc.other, RESIL_E_LIMITED);
+	assert_int_equal(pc.other_after, 2000);
+	assert_int_equal(pc.available, 0);
+	assert_int_equal(resil_manual_clock_now(&pc.mc), 2000);
+	/* Reserved and waited-for: nothing left at 2000 + 10. */
+	resil_manual_clock_set(&pc.mc, 2010);
+	assert_int_equal(resil_ratelimit_get_metrics(pc.rl, &m), RESIL_OK);
+	assert_int_equal(m.available, 0);
+	assert_int_equal(
+	    resil_ratelimit_try_acquire(pc.rl, 1, &after), RESIL_E_LIMITED);
+	assert_int_equal(after, 990);
+	resil_manual_clock_set(&pc.mc, 6010);
+	assert_int_equal(resil_ratelimit_get_metrics(pc.rl, &m), RESIL_OK);
+	assert_int_equal(m.available, 1);
+	assert_int_equal(m.waited_calls, 1);
+	resil_ratelimit_free(pc.rl);
+}
+
 /* resilience4j-bulkhead SemaphoreBulkheadTest.testBulkhead
  * (maxConcurrentCalls 2): two enter, the third is refused; the metrics
  * after each step; a release lets one more in. */
@@ -1543,6 +1632,8 @@ main(void)
 		    test_peers_r4j_rate_limiter_wait_within_timeout),
 		cmocka_unit_test(test_peers_r4j_rate_limiter_refresh_steps),
 		cmocka_unit_test(test_peers_r4j_rate_limiter_clock_moved_back),
+		cmocka_unit_test(
+		    test_peers_r4j_rate_limiter_reservation_seen_while_waiting),
 		cmocka_unit_test(test_peers_r4j_bulkhead_metrics_each_step),
 		cmocka_unit_test(test_peers_r4j_bulkhead_zero_limit_refused),
 	};
