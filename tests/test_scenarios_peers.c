@@ -569,6 +569,96 @@ test_peers_polly_r4j_trip_on_a_success(void **state)
 	resil_breaker_free(f.b);
 }
 
+
+typedef struct counted {
+	int calls;
+	int rc;
+} counted;
+
+static int
+counted_fn(void *ctx)
+{
+	counted *c = ctx;
+
+	c->calls++;
+	return c->rc;
+}
+
+/* rc 99 stands for a JVM Error (StackOverflowError): neither success nor
+ * failure. */
+static resil_outcome
+rc_99_ignored(int rc, const void *value, void *ctx)
+{
+	(void)value;
+	(void)ctx;
+	if (rc == 0)
+		return RESIL_OUTCOME_SUCCESS;
+	return rc == 99 ? RESIL_OUTCOME_IGNORED : RESIL_OUTCOME_FAILURE;
+}
+
+/* resilience4j CircuitBreakerTest: .shouldDecorateSupplierAndReturnWith
+ * Success / ...WithException (one buffered call each), .shouldNotMeasure
+ * ErrorsAsFailures (an Error is not counted), .shouldDecorateFutureWith
+ * SupplierAndCallCancel (a cancelled call records nothing: release the
+ * permit) and .shouldReturnFailureWithCircuitBreakerOpenExceptionWith
+ * Futures (window 2, 50%: the window full at 50% opens it; the next call
+ * is refused without running, one not-permitted call, the window
+ * unchanged). */
+static void
+test_peers_r4j_decorated_call_counts(void **state)
+{
+	bfx f;
+	counted c = { 0, 0 };
+	resil_classifier cls = { rc_99_ignored, NULL };
+	resil_breaker_metrics m;
+	resil_permit p;
+	int rc = -1;
+
+	(void)state;
+	bfx_init(&f, 0);
+	f.cfg.window_size = 2;
+	f.cfg.min_calls = 2;
+	f.cfg.permitted_probes = 2;
+	f.cfg.open_wait_ns = 1000;
+	bfx_new(&f);
+	assert_int_equal(
+	    resil_breaker_call(f.b, counted_fn, &c, &cls, &rc), RESIL_OK);
+	m = mx(&f);
+	assert_int_equal(m.window_calls, 1);
+	assert_int_equal(m.successes, 1);
+	c.rc = 99;
+	assert_int_equal(
+	    resil_breaker_call(f.b, counted_fn, &c, &cls, &rc), RESIL_OK);
+	assert_int_equal(rc, 99);
+	m = mx(&f);
+	assert_int_equal(m.window_calls, 1);
+	assert_int_equal(m.ignored, 1);
+	/* Cancelled: the permit is released, nothing recorded. */
+	assert_int_equal(resil_breaker_acquire(f.b, &p), RESIL_OK);
+	assert_int_equal(resil_breaker_release(f.b, &p), RESIL_OK);
+	m = mx(&f);
+	assert_int_equal(m.window_calls, 1);
+	assert_int_equal(m.successes + m.failures, 1);
+	c.rc = 5; /* S then F: 1 of 2 is 50%, the window is full */
+	assert_int_equal(
+	    resil_breaker_call(f.b, counted_fn, &c, &cls, &rc), RESIL_OK);
+	m = mx(&f);
+	assert_int_equal(m.state, RESIL_BREAKER_OPEN);
+	assert_int_equal(m.window_calls, 2);
+	assert_int_equal(m.window_failures, 1);
+	assert_int_equal(c.calls, 3);
+	rc = -1;
+	assert_int_equal(resil_breaker_call(f.b, counted_fn, &c, &cls, &rc),
+	    RESIL_E_OPEN);
+	assert_int_equal(c.calls, 3); /* not run */
+	assert_int_equal(rc, -1);     /* not written */
+	m = mx(&f);
+	assert_int_equal(m.rejections, 1);
+	assert_int_equal(m.window_calls, 2);
+	assert_int_equal(m.window_failures, 1);
+	resil_breaker_free(f.b);
+}
+
 /* ---- what counts toward min_calls -------------------------------- */
 
 /* Resilience4j CircuitBreakerConfig minimumNumberOfCalls (count window 10,
@@ -1606,6 +1696,7 @@ main(void)
 		    test_peers_polly_open_deadline_does_not_overflow),
 		cmocka_unit_test(test_peers_polly_throughput_and_ratio_table),
 		cmocka_unit_test(test_peers_polly_r4j_trip_on_a_success),
+		cmocka_unit_test(test_peers_r4j_decorated_call_counts),
 		cmocka_unit_test(
 		    test_peers_min_calls_counts_recorded_outcomes_only),
 		cmocka_unit_test(test_peers_slow_rate_boundary),
