@@ -1400,6 +1400,100 @@ test_peers_polly_v2_jitter_positive_and_capped(void **state)
 	}
 }
 
+
+typedef struct answer {
+	int rc;
+	uint64_t await; /* the "Await N" the answer carries */
+} answer;
+
+typedef struct answers {
+	const answer *script;
+	int n, calls;
+} answers;
+
+static int
+answers_fn(void *ctx, resil_retry_attempt *a, void *out)
+{
+	answers *as = ctx;
+	const answer *x = &as->script[as->calls < as->n ? as->calls : as->n - 1];
+
+	(void)a;
+	as->calls++;
+	*(answer *)out = *x;
+	return x->rc;
+}
+
+static int
+retry_if_await(int rc, const void *value, void *ctx)
+{
+	(void)rc;
+	(void)ctx;
+	return ((const answer *)value)->await != 0;
+}
+
+/* The wait the answer asks for; 1000 after an exception (rc != 0). */
+static uint64_t
+await_backoff(uint32_t attempt, uint64_t prev_wait, int rc,
+    const void *value, void *ctx)
+{
+	(void)attempt;
+	(void)prev_wait;
+	(void)ctx;
+	if (rc != 0 || value == NULL)
+		return 1000;
+	return ((const answer *)value)->await;
+}
+
+/* SupplierRetryTest.shouldUseBackoffBiFunctionWhenRetryWithResult: the
+ * answers "Await 100", "Await 200", "Hello world" with retry-on-result for
+ * "Await" and an interval function of the attempt and its result: waits
+ * of 100 then 200, 300 in all, and the third answer. (Polly's
+ * DelayGenerator sees the outcome the same way.) An exception in between
+ * gets the function's 1000; resil_retry_plan(), with no attempt, gets rc
+ * 0 and a NULL value. */
+static void
+test_peers_r4j_backoff_from_the_result(void **state)
+{
+	static const answer script[] = { { 0, 100 }, { 0, 200 }, { 0, 0 } };
+	static const answer with_error[] = { { 0, 100 }, { 5, 0 }, { 0, 0 } };
+	resil_manual_clock mc;
+	resil_retry_config cfg;
+	resil_retry *r;
+	answers as = { script, 3, 0 };
+	answer out;
+	resil_retry_result res;
+	uint64_t waits[2];
+	size_t n;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	resil_retry_config_init(&cfg);
+	cfg.backoff = RESIL_BACKOFF_CUSTOM;
+	cfg.backoff_fn = NULL;
+	cfg.backoff_result_fn = await_backoff;
+	cfg.base_delay_ns = 0;
+	cfg.retry_on_result = retry_if_await;
+	retry_new_manual(&r, &cfg, &mc);
+	assert_int_equal(
+	    resil_retry_call(r, answers_fn, &as, &out, &res), RESIL_OK);
+	assert_int_equal(as.calls, 3);
+	assert_int_equal(out.await, 0);
+	assert_int_equal(res.waited, 300);
+	assert_int_equal(resil_manual_clock_now(&mc), 300);
+	as.script = with_error;
+	as.calls = 0;
+	assert_int_equal(
+	    resil_retry_call(r, answers_fn, &as, &out, &res), RESIL_OK);
+	assert_int_equal(as.calls, 3);
+	assert_int_equal(res.waited, 1100);
+	resil_retry_free(r);
+	assert_int_equal(
+	    resil_retry_plan(&cfg, NULL, waits, 2, &n, NULL), RESIL_OK);
+	assert_int_equal(n, 2);
+	assert_int_equal(waits[0], 1000);
+	assert_int_equal(waits[1], 1000);
+}
+
 /* ------------------------------------------------------------------ */
 /* Rate limiter and bulkhead                                          */
 /* ------------------------------------------------------------------ */
@@ -1717,6 +1811,7 @@ main(void)
 		    test_peers_polly_exponential_overflow_saturates),
 		cmocka_unit_test(test_peers_polly_max_delay_caps_custom_backoff),
 		cmocka_unit_test(test_peers_polly_max_delay_every_backoff),
+		cmocka_unit_test(test_peers_r4j_backoff_from_the_result),
 		cmocka_unit_test(
 		    test_peers_polly_v2_jitter_positive_and_capped),
 		cmocka_unit_test(
