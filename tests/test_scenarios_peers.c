@@ -659,6 +659,38 @@ test_peers_r4j_decorated_call_counts(void **state)
 	resil_breaker_free(f.b);
 }
 
+
+/* Resilience4j's metrics are floats (failed * 100.0f / buffered): 1 of 3
+ * reads 33.333332f and 2 of 3 66.666664f; resil gives the same values,
+ * while its trip decision compares integers (2 * 100 >= 50 * 3), so no
+ * rounding can move a boundary. */
+static void
+test_peers_r4j_rates_as_floats(void **state)
+{
+	bfx f;
+	resil_breaker_metrics m;
+
+	(void)state;
+	bfx_init(&f, 0);
+	f.cfg.window_size = 3;
+	f.cfg.min_calls = 3;
+	f.cfg.failure_rate_pct = 67;
+	bfx_new(&f);
+	call_dur(&f, F, 0);
+	call_dur(&f, S, 0);
+	call_dur(&f, S, 0);
+	m = mx(&f);
+	assert_true(m.failure_rate == 1 * 100.0f / 3);
+	call_dur(&f, F, 0); /* evicts the first F: 1 of 3 */
+	call_dur(&f, F, 0); /* 2 of 3 = 66.67% < 67 */
+	m = mx(&f);
+	assert_int_equal(m.state, RESIL_BREAKER_CLOSED);
+	assert_true(m.failure_rate == 2 * 100.0f / 3);
+	call_dur(&f, F, 0); /* 3 of 3 */
+	assert_int_equal(st(&f), RESIL_BREAKER_OPEN);
+	resil_breaker_free(f.b);
+}
+
 /* ---- what counts toward min_calls -------------------------------- */
 
 /* Resilience4j CircuitBreakerConfig minimumNumberOfCalls (count window 10,
@@ -1791,6 +1823,7 @@ main(void)
 		cmocka_unit_test(test_peers_polly_throughput_and_ratio_table),
 		cmocka_unit_test(test_peers_polly_r4j_trip_on_a_success),
 		cmocka_unit_test(test_peers_r4j_decorated_call_counts),
+		cmocka_unit_test(test_peers_r4j_rates_as_floats),
 		cmocka_unit_test(
 		    test_peers_min_calls_counts_recorded_outcomes_only),
 		cmocka_unit_test(test_peers_slow_rate_boundary),
