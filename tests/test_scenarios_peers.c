@@ -159,7 +159,8 @@ test_peers_r4j_time_window_trips_at_exactly_half(void **state)
 	assert_true(m.failure_rate == 50.0f);
 	assert_int_equal(f.rec.count, 1);
 	assert_int_equal(f.events[0].time, 5000);
-	assert_int_equal(f.events[0].reason, RESIL_BREAKER_REASON_FAILURE_RATE);
+	assert_int_equal(
+	    f.events[0].reason, RESIL_BREAKER_REASON_FAILURE_RATE);
 	resil_breaker_free(f.b);
 }
 
@@ -205,12 +206,13 @@ test_peers_r4j_breaker_call_measures_slow_calls(void **state)
 		m = mx(&f);
 		assert_int_equal(m.window_calls, (uint32_t)i + 1);
 		assert_int_equal(m.window_slow, slow[i]);
-		assert_int_equal(m.state, i < 4 ? RESIL_BREAKER_CLOSED
-		                                : RESIL_BREAKER_OPEN);
+		assert_int_equal(m.state,
+		    i < 4 ? RESIL_BREAKER_CLOSED : RESIL_BREAKER_OPEN);
 	}
 	assert_true(m.slow_call_rate == 60.0f);
 	assert_true(m.failure_rate == 0.0f);
-	assert_int_equal(f.events[0].reason, RESIL_BREAKER_REASON_SLOW_CALL_RATE);
+	assert_int_equal(
+	    f.events[0].reason, RESIL_BREAKER_REASON_SLOW_CALL_RATE);
 	assert_int_equal(f.events[0].time, 17000);
 	resil_breaker_free(f.b);
 }
@@ -318,7 +320,8 @@ test_peers_r4j_metrics_only_from_every_state(void **state)
 		call_dur(&f, S, 0);
 		if (from == RESIL_BREAKER_HALF_OPEN)
 			resil_breaker_transition(f.b, RESIL_BREAKER_OPEN);
-		assert_int_equal(resil_breaker_transition(f.b, from), RESIL_OK);
+		assert_int_equal(
+		    resil_breaker_transition(f.b, from), RESIL_OK);
 		assert_int_equal(st(&f), from);
 		assert_int_equal(resil_breaker_metrics_only(f.b), RESIL_OK);
 		assert_int_equal(st(&f), RESIL_BREAKER_METRICS_ONLY);
@@ -352,7 +355,6 @@ test_peers_r4j_half_open_max_wait_without_probes(void **state)
 	    RESIL_BREAKER_REASON_HALF_OPEN_TIMEOUT);
 	resil_breaker_free(f.b);
 }
-
 
 /* .shouldOpenAfterSlowCallRateThresholdExceeded, first call: a failure
  * that took 5 s counts as a failure and as a slow call, in the window and
@@ -461,7 +463,6 @@ test_peers_open_wait_with_clock_moved_back(void **state)
 	resil_breaker_free(f.b);
 }
 
-
 /* Polly CircuitStateControllerTests.OnActionFailureAsync_EnsureBreakDuration
  * NotOverflow: a break that would end past the clock's largest value ends
  * at that value (no wrap to an early probe). The manual clock near
@@ -494,7 +495,7 @@ test_peers_polly_open_deadline_does_not_overflow(void **state)
 	assert_int_equal(resil_breaker_reset(f.b), RESIL_OK);
 	call_dur(&f, F, 0);
 	assert_int_equal(st(&f), RESIL_BREAKER_OPEN);
-	resil_manual_clock_set(&f.mc, 5);        /* wrapped "future" */
+	resil_manual_clock_set(&f.mc, 5); /* wrapped "future" */
 	assert_false(try_acquire(&f));
 	resil_manual_clock_set(&f.mc, UINT64_MAX - 1);
 	assert_int_equal(
@@ -565,10 +566,10 @@ test_peers_polly_r4j_trip_on_a_success(void **state)
 	assert_int_equal(st(&f), RESIL_BREAKER_CLOSED);
 	call_dur(&f, S, 0);
 	assert_int_equal(st(&f), RESIL_BREAKER_OPEN);
-	assert_int_equal(f.events[0].reason, RESIL_BREAKER_REASON_FAILURE_RATE);
+	assert_int_equal(
+	    f.events[0].reason, RESIL_BREAKER_REASON_FAILURE_RATE);
 	resil_breaker_free(f.b);
 }
-
 
 typedef struct counted {
 	int calls;
@@ -648,8 +649,8 @@ test_peers_r4j_decorated_call_counts(void **state)
 	assert_int_equal(m.window_failures, 1);
 	assert_int_equal(c.calls, 3);
 	rc = -1;
-	assert_int_equal(resil_breaker_call(f.b, counted_fn, &c, &cls, &rc),
-	    RESIL_E_OPEN);
+	assert_int_equal(
+	    resil_breaker_call(f.b, counted_fn, &c, &cls, &rc), RESIL_E_OPEN);
 	assert_int_equal(c.calls, 3); /* not run */
 	assert_int_equal(rc, -1);     /* not written */
 	m = mx(&f);
@@ -658,7 +659,6 @@ test_peers_r4j_decorated_call_counts(void **state)
 	assert_int_equal(m.window_failures, 1);
 	resil_breaker_free(f.b);
 }
-
 
 /* Resilience4j's metrics are floats (failed * 100.0f / buffered): 1 of 3
  * reads 33.333332f and 2 of 3 66.666664f; resil gives the same values,
@@ -761,7 +761,8 @@ test_peers_slow_rate_boundary(void **state)
 	assert_int_equal(m.window_slow, 2);
 	assert_true(m.slow_call_rate == 50.0f);
 	assert_true(m.failure_rate == 0.0f);
-	assert_int_equal(f.events[0].reason, RESIL_BREAKER_REASON_SLOW_CALL_RATE);
+	assert_int_equal(
+	    f.events[0].reason, RESIL_BREAKER_REASON_SLOW_CALL_RATE);
 	resil_breaker_free(f.b);
 }
 
@@ -815,7 +816,6 @@ test_peers_gobreaker_state_names(void **state)
 	assert_string_equal(
 	    resil_breaker_state_name((resil_breaker_state)100), "UNKNOWN");
 }
-
 
 /* gobreaker v2 gobreaker_test.go TestRollingWindowCircuitBreaker: a
  * rolling window of 30 s in 10 buckets of 3 s, tripping at >= 3 requests
@@ -889,7 +889,7 @@ test_peers_gobreaker_rolling_window(void **state)
 		assert_int_equal(m.window_failures, 9 + i);
 	}
 	assert_int_equal(m.state, RESIL_BREAKER_CLOSED); /* 13 of 22 */
-	call_dur(&f, F, 0); /* 14 of 23 >= 60% */
+	call_dur(&f, F, 0);                              /* 14 of 23 >= 60% */
 	assert_int_equal(st(&f), RESIL_BREAKER_OPEN);
 	assert_int_equal(f.rec.count, 1);
 	assert_int_equal(f.events[0].time, 30000);
@@ -913,8 +913,8 @@ test_peers_gobreaker_rolling_window(void **state)
 	m = mx(&f);
 	assert_int_equal(m.state, RESIL_BREAKER_CLOSED);
 	assert_int_equal(m.window_calls, 0);
-	assert_int_equal(f.events[f.rec.count - 1].from,
-	    RESIL_BREAKER_HALF_OPEN);
+	assert_int_equal(
+	    f.events[f.rec.count - 1].from, RESIL_BREAKER_HALF_OPEN);
 	resil_breaker_free(f.b);
 }
 
@@ -962,8 +962,8 @@ retry_if_rc_1(int rc, const void *value, void *ctx)
 }
 
 static void
-retry_new_manual(resil_retry **r, resil_retry_config *cfg,
-    resil_manual_clock *mc)
+retry_new_manual(
+    resil_retry **r, resil_retry_config *cfg, resil_manual_clock *mc)
 {
 	resil_diag d;
 
@@ -995,7 +995,8 @@ test_peers_r4j_retry_result_after_exception(void **state)
 	cfg.classifier.fn = rc_01_success;
 	cfg.retry_on_result = retry_if_rc_1;
 	retry_new_manual(&r, &cfg, &mc);
-	assert_int_equal(resil_retry_call(r, rdep_fn, &d, NULL, &res), RESIL_OK);
+	assert_int_equal(
+	    resil_retry_call(r, rdep_fn, &d, NULL, &res), RESIL_OK);
 	assert_int_equal(d.calls, 2);
 	assert_int_equal(res.rc, 1);
 	assert_int_equal(res.outcome, RESIL_OUTCOME_SUCCESS);
@@ -1033,7 +1034,8 @@ test_peers_r4j_fail_after_max_attempts_kind_of_last(void **state)
 	cfg.retry_on_result = retry_if_rc_1;
 	cfg.fail_after_max_attempts = 1;
 	retry_new_manual(&r, &cfg, &mc);
-	assert_int_equal(resil_retry_call(r, rdep_fn, &d, NULL, &res), RESIL_OK);
+	assert_int_equal(
+	    resil_retry_call(r, rdep_fn, &d, NULL, &res), RESIL_OK);
 	assert_int_equal(d.calls, 3);
 	assert_int_equal(res.rc, 2);
 	assert_int_equal(res.outcome, RESIL_OUTCOME_FAILURE);
@@ -1071,14 +1073,16 @@ test_peers_r4j_retry_metrics_two_calls(void **state)
 	resil_retry_config_init(&cfg);
 	cfg.base_delay_ns = 500;
 	retry_new_manual(&r, &cfg, &mc);
-	assert_int_equal(resil_retry_call(r, rdep_fn, &d, NULL, &res), RESIL_OK);
+	assert_int_equal(
+	    resil_retry_call(r, rdep_fn, &d, NULL, &res), RESIL_OK);
 	assert_int_equal(res.attempts, 2);
 	assert_int_equal(res.rc, 0);
 	assert_int_equal(resil_retry_get_metrics(r, &m), RESIL_OK);
 	assert_int_equal(m.calls, 1);
 	assert_int_equal(m.succeeded_after_retry, 1);
 	assert_int_equal(m.retries, 1);
-	assert_int_equal(resil_retry_call(r, rdep_fn, &d, NULL, &res), RESIL_OK);
+	assert_int_equal(
+	    resil_retry_call(r, rdep_fn, &d, NULL, &res), RESIL_OK);
 	assert_int_equal(d.calls, 4);
 	assert_int_equal(resil_manual_clock_now(&mc), 1000);
 	assert_int_equal(d.starts[3], 1000);
@@ -1112,7 +1116,8 @@ test_peers_r4j_capped_exponential_intervals(void **state)
 	cfg.multiplier = 2.0;
 	cfg.max_delay_ns = 100000;
 	assert_int_equal(resil_retry_new(&r, &cfg, NULL), RESIL_OK);
-	assert_int_equal(resil_retry_next_delay(r, 1, 0, 0.0, &prev), RESIL_OK);
+	assert_int_equal(
+	    resil_retry_next_delay(r, 1, 0, 0.0, &prev), RESIL_OK);
 	assert_int_equal(prev, 100);
 	for (n = 2; n < 12; n++) {
 		assert_int_equal(
@@ -1304,7 +1309,6 @@ test_peers_polly_max_delay_caps_custom_backoff(void **state)
 	resil_retry_free(r);
 }
 
-
 static double
 half(void *ctx)
 {
@@ -1339,14 +1343,14 @@ test_peers_polly_max_delay_every_backoff(void **state)
 			cfg.backoff = kinds[k];
 			cfg.base_delay_ns = 500;
 			cfg.max_delay_ns = 1000;
-			cfg.jitter = j ? RESIL_JITTER_PROPORTIONAL
-			               : RESIL_JITTER_NONE;
+			cfg.jitter =
+			    j ? RESIL_JITTER_PROPORTIONAL : RESIL_JITTER_NONE;
 			cfg.jitter_factor = 0.25;
 			cfg.random.uniform = half;
 			assert_int_equal(
 			    resil_retry_new(&r, &cfg, NULL), RESIL_OK);
-			assert_int_equal(resil_retry_next_delay(r, 3, 0, 0.5,
-			                     &waits[0]),
+			assert_int_equal(
+			    resil_retry_next_delay(r, 3, 0, 0.5, &waits[0]),
 			    RESIL_OK);
 			assert_int_equal(waits[0], 1000);
 			resil_retry_free(r);
@@ -1360,7 +1364,8 @@ test_peers_polly_max_delay_every_backoff(void **state)
 		cfg.jitter = RESIL_JITTER_PROPORTIONAL;
 		cfg.jitter_factor = 0.25;
 		assert_int_equal(
-		    resil_retry_plan(&cfg, NULL, waits, 4, &n, NULL), RESIL_OK);
+		    resil_retry_plan(&cfg, NULL, waits, 4, &n, NULL),
+		    RESIL_OK);
 		assert_int_equal(n, 3);
 		assert_int_equal(waits[0], 0);
 		assert_int_equal(waits[1], 0);
@@ -1390,8 +1395,9 @@ test_peers_polly_max_delay_every_backoff(void **state)
 	cfg.base_delay_ns = 10000;
 	cfg.max_delay_ns = 1000;
 	assert_int_equal(resil_retry_config_validate(&cfg, &d), RESIL_E_INVAL);
-	assert_non_null(strstr(d.msg, "retry.max_delay_ns: 1000 is below "
-	                              "retry.base_delay_ns"));
+	assert_non_null(strstr(d.msg,
+	    "retry.max_delay_ns: 1000 is below "
+	    "retry.base_delay_ns"));
 }
 
 /* Polly RetryHelperTests.GetRetryDelay_Exponential_Is_Positive_When_No_
@@ -1432,7 +1438,6 @@ test_peers_polly_v2_jitter_positive_and_capped(void **state)
 	}
 }
 
-
 typedef struct answer {
 	int rc;
 	uint64_t await; /* the "Await N" the answer carries */
@@ -1447,7 +1452,8 @@ static int
 answers_fn(void *ctx, resil_retry_attempt *a, void *out)
 {
 	answers *as = ctx;
-	const answer *x = &as->script[as->calls < as->n ? as->calls : as->n - 1];
+	const answer *x =
+	    &as->script[as->calls < as->n ? as->calls : as->n - 1];
 
 	(void)a;
 	as->calls++;
@@ -1465,8 +1471,8 @@ retry_if_await(int rc, const void *value, void *ctx)
 
 /* The wait the answer asks for; 1000 after an exception (rc != 0). */
 static uint64_t
-await_backoff(uint32_t attempt, uint64_t prev_wait, int rc,
-    const void *value, void *ctx)
+await_backoff(
+    uint32_t attempt, uint64_t prev_wait, int rc, const void *value, void *ctx)
 {
 	(void)attempt;
 	(void)prev_wait;
@@ -1551,8 +1557,8 @@ test_peers_r4j_rate_limiter_wait_within_timeout(void **state)
 	cfg.period_ns = 1000;
 	cfg.burst = 1;
 	assert_int_equal(resil_ratelimit_new(&rl, &cfg, NULL), RESIL_OK);
-	assert_int_equal(resil_ratelimit_acquire_wait(rl, 1, 0, &waited),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_ratelimit_acquire_wait(rl, 1, 0, &waited), RESIL_OK);
 	assert_int_equal(waited, 0);
 	waited = 77;
 	assert_int_equal(resil_ratelimit_acquire_wait(rl, 1, 0, &waited),
@@ -1561,8 +1567,8 @@ test_peers_r4j_rate_limiter_wait_within_timeout(void **state)
 	    RESIL_E_LIMITED);
 	assert_int_equal(waited, 77);
 	assert_int_equal(resil_manual_clock_now(&mc), 0); /* no sleep */
-	assert_int_equal(resil_ratelimit_acquire_wait(rl, 1, 1000, &waited),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_ratelimit_acquire_wait(rl, 1, 1000, &waited), RESIL_OK);
 	assert_int_equal(waited, 1000);
 	assert_int_equal(resil_manual_clock_now(&mc), 1000);
 	assert_int_equal(
@@ -1605,7 +1611,8 @@ test_peers_r4j_rate_limiter_refresh_steps(void **state)
 	    resil_ratelimit_try_acquire(rl, 11, &after), RESIL_E_INVAL);
 	assert_int_equal(
 	    resil_ratelimit_try_acquire(rl, 0, &after), RESIL_E_INVAL);
-	assert_int_equal(resil_ratelimit_try_acquire(rl, 10, &after), RESIL_OK);
+	assert_int_equal(
+	    resil_ratelimit_try_acquire(rl, 10, &after), RESIL_OK);
 	resil_manual_clock_set(&mc, 99);
 	assert_int_equal(
 	    resil_ratelimit_try_acquire(rl, 1, &after), RESIL_E_LIMITED);
@@ -1624,7 +1631,6 @@ test_peers_r4j_rate_limiter_refresh_steps(void **state)
 	assert_int_equal(m.rejected_calls, 2);
 	resil_ratelimit_free(rl);
 }
-
 
 /* AtomicRateLimiterTest with a clock that moves back: the limiter's
  * answer covers the way back, so waiting retry_after is always enough.
@@ -1655,7 +1661,6 @@ test_peers_r4j_rate_limiter_clock_moved_back(void **state)
 	resil_ratelimit_free(rl);
 }
 
-
 /* A clock whose sleep lets "another thread" act while the sleeper waits,
  * then advances the manual clock: what a reservation looks like from
  * outside while it is held. */
@@ -1664,9 +1669,9 @@ typedef struct peek_clock {
 	resil_clock clk;
 	resil_ratelimit *rl;
 	uint64_t slept;
-	resil_err other;          /* the other caller's answer */
-	uint64_t other_after;     /* and its retry_after */
-	uint64_t available;       /* metrics during the sleep */
+	resil_err other;      /* the other caller's answer */
+	uint64_t other_after; /* and its retry_after */
+	uint64_t available;   /* metrics during the sleep */
 } peek_clock;
 
 static uint64_t
@@ -1806,16 +1811,20 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_peers_r4j_time_window_trips_at_exactly_half),
-		cmocka_unit_test(test_peers_r4j_breaker_call_measures_slow_calls),
+		cmocka_unit_test(
+		    test_peers_r4j_time_window_trips_at_exactly_half),
+		cmocka_unit_test(
+		    test_peers_r4j_breaker_call_measures_slow_calls),
 		cmocka_unit_test(test_peers_r4j_not_permitted_counts),
 		cmocka_unit_test(test_peers_r4j_rejections_are_lifetime),
-		cmocka_unit_test(test_peers_r4j_same_state_transition_is_silent),
+		cmocka_unit_test(
+		    test_peers_r4j_same_state_transition_is_silent),
 		cmocka_unit_test(test_peers_r4j_metrics_only_from_every_state),
 		cmocka_unit_test(
 		    test_peers_r4j_half_open_max_wait_without_probes),
 		cmocka_unit_test(test_peers_r4j_slow_failure_counts_twice),
-		cmocka_unit_test(test_peers_gobreaker_state_read_after_timeout),
+		cmocka_unit_test(
+		    test_peers_gobreaker_state_read_after_timeout),
 		cmocka_unit_test(test_peers_r4j_time_window_after_long_idle),
 		cmocka_unit_test(test_peers_open_wait_with_clock_moved_back),
 		cmocka_unit_test(
@@ -1842,7 +1851,8 @@ main(void)
 		cmocka_unit_test(test_peers_r4j_interval_config_bounds),
 		cmocka_unit_test(
 		    test_peers_polly_exponential_overflow_saturates),
-		cmocka_unit_test(test_peers_polly_max_delay_caps_custom_backoff),
+		cmocka_unit_test(
+		    test_peers_polly_max_delay_caps_custom_backoff),
 		cmocka_unit_test(test_peers_polly_max_delay_every_backoff),
 		cmocka_unit_test(test_peers_r4j_backoff_from_the_result),
 		cmocka_unit_test(
@@ -1857,5 +1867,6 @@ main(void)
 		cmocka_unit_test(test_peers_r4j_bulkhead_zero_limit_refused),
 	};
 
-	return cmocka_run_group_tests_name("scenarios_peers", tests, NULL, NULL);
+	return cmocka_run_group_tests_name(
+	    "scenarios_peers", tests, NULL, NULL);
 }
