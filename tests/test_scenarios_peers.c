@@ -1787,6 +1787,66 @@ test_peers_r4j_bulkhead_metrics_each_step(void **state)
 	resil_bulkhead_free(bh);
 }
 
+typedef struct limit_log {
+	resil_limit_event ev[8];
+	int n;
+} limit_log;
+
+static void
+limit_log_fn(const resil_limit_event *ev, void *ctx)
+{
+	limit_log *l = ctx;
+
+	if (l->n < 8)
+		l->ev[l->n++] = *ev;
+}
+
+/* SemaphoreBulkheadTest.testBulkhead's events (maxConcurrentCalls 2):
+ * Resilience4j publishes PERMITTED, PERMITTED, REJECTED, FINISHED,
+ * FINISHED, PERMITTED. Design choice (docs/semantics.md, "Peer
+ * scenarios"): resil's listener hears only the rejection (with the limit
+ * and the calls in flight), grants and releases are counted in the
+ * metrics, so the grant path calls nothing. */
+static void
+test_peers_r4j_bulkhead_events(void **state)
+{
+	resil_manual_clock mc;
+	resil_bulkhead_config cfg;
+	resil_bulkhead *bh;
+	resil_bulkhead_metrics m;
+	limit_log log;
+
+	(void)state;
+	memset(&log, 0, sizeof(log));
+	resil_manual_clock_init(&mc, 42);
+	resil_bulkhead_config_init(&cfg);
+	cfg.max_concurrent = 2;
+	cfg.clock = resil_manual_clock_hook(&mc);
+	cfg.listener = limit_log_fn;
+	cfg.listener_ctx = &log;
+	assert_int_equal(resil_bulkhead_new(&bh, &cfg, NULL), RESIL_OK);
+	assert_int_equal(resil_bulkhead_try_acquire(bh), RESIL_OK);
+	assert_int_equal(resil_bulkhead_try_acquire(bh), RESIL_OK);
+	assert_int_equal(resil_bulkhead_try_acquire(bh), RESIL_E_LIMITED);
+	assert_int_equal(resil_bulkhead_release(bh), RESIL_OK);
+	assert_int_equal(resil_bulkhead_get_metrics(bh, &m), RESIL_OK);
+	assert_int_equal(m.limit - m.in_flight, 1); /* available */
+	assert_int_equal(resil_bulkhead_release(bh), RESIL_OK);
+	assert_int_equal(resil_bulkhead_get_metrics(bh, &m), RESIL_OK);
+	assert_int_equal(m.limit - m.in_flight, 2);
+	assert_int_equal(resil_bulkhead_try_acquire(bh), RESIL_OK);
+	assert_int_equal(log.n, 1);
+	assert_int_equal(log.ev[0].type, RESIL_LIMIT_EVENT_REJECTED);
+	assert_int_equal(log.ev[0].time, 42);
+	assert_int_equal(log.ev[0].limit, 2);
+	assert_int_equal(log.ev[0].in_flight, 2);
+	assert_int_equal(resil_bulkhead_get_metrics(bh, &m), RESIL_OK);
+	assert_int_equal(m.granted, 3);
+	assert_int_equal(m.rejected, 1);
+	assert_int_equal(m.released, 2);
+	resil_bulkhead_free(bh);
+}
+
 /* SemaphoreBulkheadTest.testZeroMaxConcurrentCalls: Resilience4j accepts
  * maxConcurrentCalls 0 (every call refused). Design choice
  * (docs/semantics.md, "Peer scenarios"): resil refuses it at
@@ -1865,6 +1925,7 @@ main(void)
 		    test_peers_r4j_rate_limiter_reservation_seen_while_waiting),
 		cmocka_unit_test(test_peers_r4j_bulkhead_metrics_each_step),
 		cmocka_unit_test(test_peers_r4j_bulkhead_zero_limit_refused),
+		cmocka_unit_test(test_peers_r4j_bulkhead_events),
 	};
 
 	return cmocka_run_group_tests_name(
