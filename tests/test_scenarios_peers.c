@@ -691,6 +691,44 @@ test_peers_r4j_rates_as_floats(void **state)
 	resil_breaker_free(f.b);
 }
 
+/* Polly CircuitStateControllerTests.OnActionFailureAsync_EnsureCorrect
+ * Behavior (Open, Open, false): a failure reported while the circuit is
+ * OPEN, by a call let in before it opened, changes nothing (DESIGN: a
+ * permit from an earlier episode); and HALF_OPEN's probe given back by a
+ * business outcome as by an ignored one (DESIGN), so the next caller
+ * probes. */
+static void
+test_peers_polly_late_outcome_and_business_probe(void **state)
+{
+	bfx f;
+	resil_permit early, p;
+	resil_breaker_metrics m;
+
+	(void)state;
+	bfx_init(&f, 0);
+	f.cfg.consecutive_failures = 1;
+	f.cfg.failure_rate_pct = 0;
+	f.cfg.open_wait_ns = 100;
+	bfx_new(&f);
+	assert_int_equal(resil_breaker_acquire(f.b, &early), RESIL_OK);
+	call_dur(&f, F, 0); /* opens */
+	assert_int_equal(resil_breaker_record(f.b, &early, F), RESIL_OK);
+	m = mx(&f);
+	assert_int_equal(m.state, RESIL_BREAKER_OPEN);
+	assert_int_equal(m.stale, 1);
+	assert_int_equal(m.failures, 1);
+	assert_int_equal(f.rec.count, 1);
+	resil_manual_clock_set(&f.mc, 100);
+	assert_int_equal(resil_breaker_acquire(f.b, &p), RESIL_OK);
+	assert_int_equal(resil_breaker_record(f.b, &p, B), RESIL_OK);
+	assert_int_equal(st(&f), RESIL_BREAKER_HALF_OPEN);
+	assert_int_equal(mx(&f).probes_granted, 0);
+	assert_int_equal(resil_breaker_acquire(f.b, &p), RESIL_OK);
+	assert_int_equal(resil_breaker_record(f.b, &p, S), RESIL_OK);
+	assert_int_equal(st(&f), RESIL_BREAKER_CLOSED);
+	resil_breaker_free(f.b);
+}
+
 /* ---- what counts toward min_calls -------------------------------- */
 
 /* Resilience4j CircuitBreakerConfig minimumNumberOfCalls (count window 10,
@@ -1893,6 +1931,8 @@ main(void)
 		cmocka_unit_test(test_peers_polly_r4j_trip_on_a_success),
 		cmocka_unit_test(test_peers_r4j_decorated_call_counts),
 		cmocka_unit_test(test_peers_r4j_rates_as_floats),
+		cmocka_unit_test(
+		    test_peers_polly_late_outcome_and_business_probe),
 		cmocka_unit_test(
 		    test_peers_min_calls_counts_recorded_outcomes_only),
 		cmocka_unit_test(test_peers_slow_rate_boundary),
