@@ -956,6 +956,45 @@ test_peers_gobreaker_rolling_window(void **state)
 	resil_breaker_free(f.b);
 }
 
+/* gobreaker_test.go TestGeneration, the CLOSED half: Interval 30 s clears
+ * the counts, and a request that started before the clear and ends after
+ * it has no effect on the new counts. resil's nearest window is one
+ * bucket of 30 s (a tumbling window). Design choice (docs/semantics.md,
+ * "Peer scenarios"): in CLOSED an outcome counts in the window of the time
+ * it is recorded, as in Resilience4j; only a permit from another episode
+ * (a trip in between) is stale. */
+static void
+test_peers_gobreaker_interval_clear_and_late_outcome(void **state)
+{
+	bfx f;
+	resil_permit late;
+	resil_breaker_metrics m;
+
+	(void)state;
+	bfx_init(&f, 0);
+	f.cfg.failure_rate_pct = 60;
+	f.cfg.min_calls = 3;
+	f.cfg.window_type = RESIL_WINDOW_TIME;
+	f.cfg.window_size = 1;
+	f.cfg.bucket_ns = 30000;
+	bfx_new(&f);
+	resil_manual_clock_set(&f.mc, 29000);
+	call_dur(&f, S, 0);
+	assert_int_equal(resil_breaker_acquire(f.b, &late), RESIL_OK);
+	resil_manual_clock_set(&f.mc, 29500);
+	assert_int_equal(mx(&f).window_calls, 1);
+	resil_manual_clock_set(&f.mc, 30000); /* over the interval */
+	m = mx(&f);
+	assert_int_equal(m.state, RESIL_BREAKER_CLOSED);
+	assert_int_equal(m.window_calls, 0);
+	resil_manual_clock_set(&f.mc, 30500);
+	assert_int_equal(resil_breaker_record(f.b, &late, S), RESIL_OK);
+	m = mx(&f);
+	assert_int_equal(m.window_calls, 1); /* gobreaker: 0 */
+	assert_int_equal(m.stale, 0);
+	resil_breaker_free(f.b);
+}
+
 /* ------------------------------------------------------------------ */
 /* Retry                                                              */
 /* ------------------------------------------------------------------ */
@@ -1938,6 +1977,8 @@ main(void)
 		cmocka_unit_test(test_peers_slow_rate_boundary),
 		cmocka_unit_test(test_peers_gobreaker_state_names),
 		cmocka_unit_test(test_peers_gobreaker_rolling_window),
+		cmocka_unit_test(
+		    test_peers_gobreaker_interval_clear_and_late_outcome),
 		cmocka_unit_test(
 		    test_peers_gobreaker_consecutive_count_in_metrics),
 		cmocka_unit_test(test_peers_r4j_retry_result_after_exception),
