@@ -1386,6 +1386,84 @@ test_peers_polly_max_delay_caps_custom_backoff(void **state)
 	resil_retry_free(r);
 }
 
+static resil_outcome
+rc_7_ignored(int rc, const void *value, void *ctx)
+{
+	(void)value;
+	(void)ctx;
+	if (rc == 0)
+		return RESIL_OUTCOME_SUCCESS;
+	return rc == 7 ? RESIL_OUTCOME_IGNORED : RESIL_OUTCOME_FAILURE;
+}
+
+/* resilience4j-retry EventPublisherTest (shouldConsumeOnRetryEvent,
+ * shouldConsumeOnSuccessEvent, shouldConsumeOnErrorEvent,
+ * shouldConsumeIgnoredErrorEvent): F, S gives RETRY then SUCCESS; F, F, F
+ * gives RETRY, RETRY, then an error event (resil: GIVE_UP, stop
+ * EXHAUSTED); an ignored error gives Resilience4j's IGNORED_ERROR event.
+ * Design choice (docs/semantics.md, "Peer scenarios"): resil's events are
+ * about retrying, so an outcome that ends the call at its first attempt
+ * (success, ignored, business) sends none; the metrics count it. */
+static void
+test_peers_r4j_retry_events(void **state)
+{
+	static const int fs[] = { 2, 0 };
+	static const int fff[] = { 2, 2, 2 };
+	static const int ign[] = { 7 };
+	resil_manual_clock mc;
+	resil_retry_config cfg;
+	resil_retry *r;
+	resil_retry_event ev[8];
+	resil_retry_recorder rec;
+	rdep d = { fs, 2, 0, { 0 } };
+	resil_retry_result res;
+	resil_retry_metrics m;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	resil_retry_config_init(&cfg);
+	cfg.base_delay_ns = 100;
+	cfg.classifier.fn = rc_7_ignored;
+	resil_retry_recorder_init(&rec, ev, 8);
+	cfg.listener = resil_retry_recorder_listener;
+	cfg.listener_ctx = &rec;
+	retry_new_manual(&r, &cfg, &mc);
+	resil_retry_call(r, rdep_fn, &d, NULL, &res);
+	assert_int_equal(rec.count, 2);
+	assert_int_equal(ev[0].type, RESIL_RETRY_EVENT_RETRY);
+	assert_int_equal(ev[0].attempt, 1);
+	assert_int_equal(ev[0].wait, 100);
+	assert_int_equal(ev[0].time, 0);
+	assert_int_equal(ev[1].type, RESIL_RETRY_EVENT_SUCCESS);
+	assert_int_equal(ev[1].attempt, 2);
+	assert_int_equal(ev[1].time, 100);
+	d.script = fff;
+	d.n = 3;
+	d.calls = 0;
+	resil_retry_call(r, rdep_fn, &d, NULL, &res);
+	assert_int_equal(rec.count, 5);
+	assert_int_equal(ev[2].type, RESIL_RETRY_EVENT_RETRY);
+	assert_int_equal(ev[3].type, RESIL_RETRY_EVENT_RETRY);
+	assert_int_equal(ev[3].attempt, 2);
+	assert_int_equal(ev[4].type, RESIL_RETRY_EVENT_GIVE_UP);
+	assert_int_equal(ev[4].attempt, 3);
+	assert_int_equal(ev[4].stop, RESIL_RETRY_STOP_EXHAUSTED);
+	assert_int_equal(ev[4].rc, 2);
+	d.script = ign;
+	d.n = 1;
+	d.calls = 0;
+	resil_retry_call(r, rdep_fn, &d, NULL, &res);
+	assert_int_equal(d.calls, 1);
+	assert_int_equal(res.outcome, RESIL_OUTCOME_IGNORED);
+	assert_int_equal(rec.count, 5); /* no event */
+	assert_int_equal(resil_retry_get_metrics(r, &m), RESIL_OK);
+	assert_int_equal(m.calls, 3);
+	assert_int_equal(m.failed_without_retry, 1);
+	assert_int_equal(m.succeeded_after_retry, 1);
+	assert_int_equal(m.failed_after_retry, 1);
+	resil_retry_free(r);
+}
+
 static double
 half(void *ctx)
 {
@@ -1985,6 +2063,7 @@ main(void)
 		cmocka_unit_test(
 		    test_peers_r4j_fail_after_max_attempts_kind_of_last),
 		cmocka_unit_test(test_peers_r4j_retry_metrics_two_calls),
+		cmocka_unit_test(test_peers_r4j_retry_events),
 		cmocka_unit_test(test_peers_r4j_capped_exponential_intervals),
 		cmocka_unit_test(
 		    test_peers_r4j_capped_exponential_random_intervals),
