@@ -120,16 +120,20 @@ fuzz: deps
 # Soak (not in CI): SOAK_ACQUIRES acquires per clock (manual, system), each
 # split over 2, 4 and 8 threads, with the breaker invariant checks, then
 # the shm kill storm (SOAK_KILLS SIGKILLs of worker processes sharing a
-# bulkhead and a breaker), in an optimised build; prints the figures.
-# `make test` runs 10^6 acquires and 3000 kills (test_soak).
+# bulkhead and a breaker), then the hedging property (SOAK_SCRIPTS random
+# scripts through both drivers), in an optimised build; prints the
+# figures. `make test` runs 10^6 acquires, 3000 kills (test_soak) and 400
+# scripts (test_call_property).
 SOAK_ACQUIRES ?= 100000000
-SOAK_KILLS ?= 100000
+SOAK_KILLS ?= 20000
+SOAK_SCRIPTS ?= 200000
 .PHONY: soak
 soak: deps
 	cmake --preset soak >/dev/null
-	$(CMAKE_BUILD) soak -j $(JOBS) --target test_soak
+	$(CMAKE_BUILD) soak -j $(JOBS) --target test_soak test_call_property
 	RESIL_SOAK_ACQUIRES=$(SOAK_ACQUIRES) RESIL_SOAK_KILLS=$(SOAK_KILLS) \
 	  ./build/soak/tests/test_soak
+	RESIL_PROPERTY_SCRIPTS=$(SOAK_SCRIPTS) ./build/soak/tests/test_call_property
 
 # Static analysis of lib/: the house rules of issue 22 (tools/lint/house.py:
 # file and function sizes, one-way calls between lib/ files from the dev

@@ -7,7 +7,8 @@
  * goes to the premium tier (a condition rule on arguments[0]), a call
  * tagged canary reaches the canary, and the service breaker stays CLOSED
  * while one endpoint of three is dead: failover answers every call live.
- * The output is exact (round robin and the hash draw no random number).
+ * The output is exact: the default balancer (random) draws from the
+ * selector's own seeded generator, and the hash draws nothing.
  *
  *   cluster_pipeline [CONFIG]    (default: examples/cluster_pipeline.conf)
  */

@@ -103,10 +103,18 @@ fnv(uint64_t h, const void *p, size_t n)
 
 #define FNV0 UINT64_C(0xcbf29ce484222325)
 
-static double
+/* resil_random_uniform(rnd), inlined: one call less per draw. */
+static inline double
 draw(const resil_random *rnd)
 {
-	return resil_random_uniform(rnd);
+	double u;
+
+	if (rnd == NULL || rnd->uniform == NULL)
+		return 0.0;
+	u = rnd->uniform(rnd->ctx);
+	if (!(u >= 0.0)) /* NaN too */
+		return 0.0;
+	return u >= 1.0 ? 0x1.fffffffffffffp-1 : u;
 }
 
 /* floor(u * n), kept below n whatever the rounding. */
@@ -120,6 +128,47 @@ scaled(double u, uint64_t n)
 	return (size_t)(k >= n ? n - 1 : k);
 }
 
+/* The first i with cum[i] > off (off < total = cum[n - 1]), for a large
+ * view: from the guess the running sums give if they were even, a
+ * doubling step outwards, then halving: a few loads when the weights
+ * are about even, O(log n) whatever they are. */
+static size_t
+find_cum(const resil__view *v, uint64_t off)
+{
+	const uint64_t *c = v->cum;
+	size_t n = v->n, g, lo, hi, step;
+
+	g = (size_t)((double)off / (double)v->total * (double)n);
+	if (g >= n)
+		g = n - 1;
+	if (c[g] <= off) { /* above g */
+		lo = g + 1;
+		hi = lo;
+		for (step = 1; hi < n - 1 && c[hi] <= off; step *= 2) {
+			lo = hi + 1;
+			hi = g + 2 * step < n - 1 ? g + 2 * step : n - 1;
+		}
+	} else { /* at or below g */
+		hi = g;
+		lo = 0;
+		for (step = 1; step <= g; step *= 2) {
+			if (c[g - step] <= off) {
+				lo = g - step + 1;
+				break;
+			}
+			hi = g - step;
+		}
+	}
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (c[mid] > off)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return lo;
+}
+
 /* The weighted choice over v (n >= 2) by draw u. */
 static size_t
 weighted_at(const resil__view *v, double u)
@@ -131,6 +180,8 @@ weighted_at(const resil__view *v, double u)
 	if (v->total == 0 || v->same)
 		return scaled(u, v->n);
 	off = (uint64_t)scaled(u, v->total);
+	if (v->n > RESIL_LB_SCAN_MAX)
+		return find_cum(v, off);
 	/* The first running sum above off (the last one, the total, is).
 	 * Branch-free halving: the draws make every branch a coin flip. */
 	base = v->cum;
@@ -146,8 +197,7 @@ weighted_at(const resil__view *v, double u)
 /* Two weighted choices over v (n >= 2), by u1 and by u2, in one loop:
  * the two searches have the same steps, so their loads overlap. */
 static void
-weighted_two(
-    const resil__view *v, double u1, double u2, size_t *a, size_t *b)
+weighted_two(const resil__view *v, double u1, double u2, size_t *a, size_t *b)
 {
 	const uint64_t *x, *y;
 	uint64_t o1, o2;
@@ -160,6 +210,11 @@ weighted_two(
 	}
 	o1 = (uint64_t)scaled(u1, v->total);
 	o2 = (uint64_t)scaled(u2, v->total);
+	if (v->n > RESIL_LB_SCAN_MAX) {
+		*a = find_cum(v, o1);
+		*b = find_cum(v, o2);
+		return;
+	}
 	x = y = v->cum;
 	len = v->n;
 	while (len > 1) {
@@ -776,7 +831,8 @@ two(const resil__view *v, const resil_random *rnd, size_t *i, size_t *j)
 	}
 	u = draw(rnd);
 	*i = scaled(u, v->n);
-	*j = scaled(v->n > RESIL_LB_SCAN_MAX ? second(u) : draw(rnd), v->n - 1);
+	*j =
+	    scaled(v->n > RESIL_LB_SCAN_MAX ? second(u) : draw(rnd), v->n - 1);
 	if (*j >= *i)
 		(*j)++;
 }
@@ -900,12 +956,14 @@ resil__lb_pick(resil__lb *lb, const resil__view *v, const resil_request *req,
 	case RESIL_LB_ROUNDROBIN:
 		return roundrobin(lb, v, out);
 	case RESIL_LB_LEASTACTIVE:
-		*out = v->n > RESIL_LB_SCAN_MAX ? min_sample(lb, v, rnd, now, 0)
-		                                : min_scan(lb, v, rnd, now, 0);
+		*out = v->n > RESIL_LB_SCAN_MAX
+		    ? min_sample(lb, v, rnd, now, 0)
+		    : min_scan(lb, v, rnd, now, 0);
 		return RESIL_OK;
 	case RESIL_LB_SHORTEST:
-		*out = v->n > RESIL_LB_SCAN_MAX ? min_sample(lb, v, rnd, now, 1)
-		                                : min_scan(lb, v, rnd, now, 1);
+		*out = v->n > RESIL_LB_SCAN_MAX
+		    ? min_sample(lb, v, rnd, now, 1)
+		    : min_scan(lb, v, rnd, now, 1);
 		return RESIL_OK;
 	case RESIL_LB_P2C:
 		if (v->n == 1) {
@@ -998,8 +1056,7 @@ resil_balance_endpoint_get(resil_directory *d, const resil_balance_config *c,
 	memset(out, 0, sizeof(*out));
 	out->id = ep->id;
 	out->active = resil__ep_active(ep);
-	out->weight =
-	    resil_warmup_weight(e->weight, e->start, e->warmup, now);
+	out->weight = resil_warmup_weight(e->weight, e->start, e->warmup, now);
 	out->ewma_seen = resil__load64(&ep->ewma_seen) != 0;
 	out->ewma_cost = resil__ep_ewma(
 	    ep, now, (double)c->ewma_tau, (double)c->ewma_default_rtt);

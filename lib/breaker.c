@@ -329,7 +329,8 @@ window_reset(resil_breaker *b)
 	resil__store64(&st->head, 0);
 	resil__store64(&st->win_failures, 0);
 	resil__store64(&st->win_slow, 0);
-	resil__store64(&st->win_bad, b->slots != NULL ? b->cfg.window_size : 0);
+	resil__store64(
+	    &st->win_bad, b->slots != NULL ? b->cfg.window_size : 0);
 	if (b->slots != NULL) {
 		for (i = 0; i < b->cfg.window_size; i++)
 			resil__store8(&b->slots[i], 0);
@@ -408,7 +409,8 @@ window_add(resil_breaker *b, bool fail, bool slow, uint64_t now)
 			resil__faa64(&st->win_slow, slow ? 1 : UINT64_MAX);
 		/* win_bad counts the slots that are not a success, the
 		 * empty ones included (ov 0: the window is filling). */
-		if ((ov == 0 || (ov & SLOT_BAD) != 0) != ((nv & SLOT_BAD) != 0))
+		if ((ov == 0 || (ov & SLOT_BAD) != 0) !=
+		    ((nv & SLOT_BAD) != 0))
 			resil__faa64(
 			    &st->win_bad, (nv & SLOT_BAD) ? 1 : UINT64_MAX);
 		/* Otherwise a success never raises a count window's rates:

@@ -155,6 +155,8 @@ resil_call_outstanding(const resil_call *call)
 	        c->magic != CALL_CANCELLED && c->magic != CALL_CLUSTER))
 		return 0;
 	for (i = 0; i < RESIL_CALL_MAX_INFLIGHT; i++)
-		n += ((c->running | c->abandoned) >> i) & 1u;
+		n += (((c->running & (uint8_t)~c->delayed) | c->abandoned) >>
+		         i) &
+		    1u;
 	return n;
 }

@@ -607,8 +607,7 @@ resil__cl_conclude(callm *c, resil_err rr, int rc, resil_err status,
 	    : outcome == RESIL_OUTCOME_FAILURE ? RESIL_E_CALL
 	    : rr != RESIL_OK                   ? rr
 	                                       : RESIL_E_CALL;
-	recover_failure(c, err, rc);
-	if (out->source == RESIL_SOURCE_LIVE && out->err != RESIL_OK) {
+	if (recover_failure(c, err, rc)) {
 		/* No fallback answered: the endpoint, and what happened. */
 		put_endpoint(c);
 		failure_msg(c, err, rc, full);

@@ -10,6 +10,17 @@
 
 /* ---- the blocking driver ---- */
 
+/* The function said it timed out (RESIL_RC_TIMEOUT): a timeout, as
+ * complete() makes it. */
+static void
+declared_timeout(callm *c)
+{
+	resil_value_free(&c->value);
+	vnull(&c->value);
+	c->last_status = c->real_err = RESIL_E_TIMEOUT;
+	resil__faa64(&my_stripe(c->p)->timeouts, 1);
+}
+
 HOT resil_err
 drive(resil_pipeline *p, settings *g, unsigned gs, const method *m,
     const resil_args *args, resil_call_fn fn, void *ctx, resil_result *out)
@@ -90,14 +101,8 @@ drive(resil_pipeline *p, settings *g, unsigned gs, const method *m,
 			c.real_err = RESIL_E_CALL;
 			c.real_rc = rc;
 		}
-		if (RESIL__UNLIKELY(rc == RESIL_RC_TIMEOUT)) {
-			/* The function says it timed out (RESIL_RC_TIMEOUT):
-			 * a timeout, as complete() makes it. */
-			resil_value_free(&c.value);
-			vnull(&c.value);
-			c.last_status = c.real_err = RESIL_E_TIMEOUT;
-			resil__faa64(&my_stripe(p)->timeouts, 1);
-		}
+		if (RESIL__UNLIKELY(rc == RESIL_RC_TIMEOUT))
+			declared_timeout(&c);
 		c.pending = 1;
 		mstep(&c, &ts, 0, &st);
 	} else {

@@ -6,6 +6,8 @@
  */
 #include "call_machine.h"
 
+#include "call_internal.h"
+
 int
 resil__call_free_slot(callm *c)
 {
@@ -22,6 +24,158 @@ resil__call_free_slot(callm *c)
 	if (old >= 0)
 		c->abandoned &= (uint8_t) ~(1u << old);
 	return old;
+}
+
+/* The deadline a RUN of slot s carries (its timeout, the retry
+ * deadline). */
+static uint64_t
+run_deadline(const callm *c, const slot *s)
+{
+	uint64_t d =
+	    c->timeout != 0 ? sat_add(s->start, c->timeout) : UINT64_MAX;
+
+	if (c->run_on && c->run.has_deadline && c->run.deadline_at < d)
+		d = c->run.deadline_at;
+	return d;
+}
+
+/* The earliest time something is due: a timeout of a running attempt, a
+ * hedge, a held-back attempt. */
+static uint64_t
+wake_of(const callm *c)
+{
+	const resil_pipeline *p = c->p;
+	uint64_t wake = UINT64_MAX;
+	unsigned i;
+
+	for (i = 0; i < RESIL_CALL_MAX_INFLIGHT; i++) {
+		const slot *s = &c->slots[i];
+
+		if ((c->running & (1u << i)) && c->timeout != 0) {
+			uint64_t due = sat_add(
+			    sat_add(s->start, c->timeout), p->late_edge);
+
+			if (due < wake)
+				wake = due;
+		}
+		if ((c->delayed & (1u << i)) && c->chaos_at[i] < wake)
+			wake = c->chaos_at[i];
+	}
+	if (p->hedge_max != 0 && !c->no_more_hedges &&
+	    c->hedges < p->hedge_max) {
+		uint64_t due = sat_add(c->launched, p->hedge_delay);
+
+		if (due < wake)
+			wake = due;
+	}
+	return wake;
+}
+
+int
+resil__call_chaos(callm *c, unsigned i, tsrc *ts, resil_call_next *st)
+{
+	resil_chaos_action act;
+	uint64_t now = tnow(ts);
+	unsigned kinds = resil_chaos_decide(c->p->chaos, now, &act);
+	slot *s = &c->slots[i];
+
+	if (kinds == 0)
+		return 0;
+	if (kinds & RESIL_CHAOS_BEHAVIOUR)
+		act.behaviour(act.behaviour_ctx, now);
+	s->chaos = (kinds & RESIL_CHAOS_FAULT) ? CH_FAULT
+	    : (kinds & RESIL_CHAOS_OUTCOME)    ? CH_OUTCOME
+	                                       : CH_RUN;
+	if (s->chaos == CH_RUN && !(kinds & RESIL_CHAOS_LATENCY))
+		return 0; /* a behaviour only: the attempt runs now */
+	/* Held back until its time (now for a fault or an outcome without
+	 * latency): the next step answers it, or hands it out. Its timeout
+	 * runs from now, its admission. */
+	s->start = c->launched = now;
+	c->chaos_rc = act.rc;
+	c->chaos_value = act.value;
+	c->chaos_at[i] = (kinds & RESIL_CHAOS_LATENCY) ? act.until : now;
+	c->delayed |= (uint8_t)(1u << i);
+	next_is(st, RESIL_CALL_WAIT, 0, 0, wake_of(c));
+	st->endpoint = NULL;
+	return 1;
+}
+
+/* The held-back attempts that are due at now: a fault or an outcome is
+ * answered here, an attempt whose latency is over is handed out (1, *st
+ * RUN: one at a time). */
+static int
+chaos_due(callm *c, tsrc *ts, resil_call_next *st)
+{
+	unsigned i;
+
+	for (i = 0; i < RESIL_CALL_MAX_INFLIGHT; i++) {
+		uint8_t bit = (uint8_t)(1u << i);
+		slot *s = &c->slots[i];
+		resil_value v;
+
+		if (!(c->delayed & bit) || c->chaos_at[i] > tnow(ts))
+			continue;
+		c->delayed &= (uint8_t)~bit;
+		if (s->chaos == CH_RUN) {
+			next_is(
+			    st, RESIL_CALL_RUN, s->id, run_deadline(c, s), 0);
+			if (c->magic == CALL_CLUSTER)
+				st->endpoint = &c->picks[i];
+			return 1;
+		}
+		vnull(&v);
+		if (s->chaos == CH_OUTCOME && c->chaos_value != NULL &&
+		    resil_value_copy(&v, c->chaos_value, NULL) != RESIL_OK)
+			vnull(&v); /* out of memory: a null outcome */
+		complete(
+		    c, i, s->chaos == CH_FAULT ? c->chaos_rc : 0, &v, 0, ts);
+		if (c->magic == CALL_CLUSTER)
+			resil__cl_done(c, i, c->last_outcome, tnow(ts));
+	}
+	return 0;
+}
+
+/* Failsafe or failback over the one implicit endpoint (no selector):
+ * a failure of the call (not a rejection: breaker open, limited) is
+ * swallowed, a null value now; failback queues the call for
+ * resil_pipeline_failback_poll(). 1 when it answered. */
+static int
+one_endpoint(callm *c, int rc, resil_err status, tsrc *ts, resil_call_next *st)
+{
+	resil_pipeline *p = c->p;
+	resil_result *out = c->out;
+	resil_cluster_strategy sg = p->ccfg.strategy;
+	resil_request req;
+
+	if (sg == RESIL_CLUSTER_FAILFAST || status == RESIL_E_OPEN ||
+	    status == RESIL_E_LIMITED)
+		return 0;
+	if (sg == RESIL_CLUSTER_FAILBACK && p->ccfg.failback_retries > 0) {
+		int q;
+
+		memset(&req, 0, sizeof(req));
+		req.method = c->args->method;
+		q = resil__cluster_enqueue(
+		    p->fbq, &req, c->args, "", 0, rc, tnow(ts));
+		if (q < 0)
+			return 0; /* out of memory: the failure goes on */
+		if (q == 0)
+			resil__faa64(&my_stripe(p)->failback_dropped, 1);
+	}
+	if (sg == RESIL_CLUSTER_FAILSAFE)
+		resil__cluster_event(p, RESIL_CLUSTER_EVENT_SWALLOWED,
+		    c->args->method, NULL, rc, tnow(ts));
+	resil_result_init(out);
+	out->err = RESIL_OK;
+	out->rc = rc;
+	out->attempts = c->attempts;
+	out->breaker_state = c->breaker_state;
+	out->source = RESIL_SOURCE_LIVE;
+	out->last_failure = c->real_err;
+	out->last_failure_rc = c->real_rc;
+	conclude_with(c, RESIL_STAGE_CALL, ts, st);
+	return 1;
 }
 
 /* The retry stage is over (rr, and the last attempt's rc, status,
@@ -43,7 +197,10 @@ conclude(callm *c, resil_err rr, int rc, resil_err status,
 
 	/* A non-business failure: the fallback chain answers or passes. */
 	resil_value_free(&c->value);
-	recover_failure(c,
+	if (RESIL__UNLIKELY(c->p->one_ep) &&
+	    one_endpoint(c, rc, status, ts, st))
+		return;
+	(void)recover_failure(c,
 	    status != RESIL_OK                    ? status
 	        : rr == RESIL_E_RETRIES_EXHAUSTED ? RESIL_E_RETRIES_EXHAUSTED
 	                                          : RESIL_E_CALL,
@@ -168,13 +325,24 @@ attend_once(callm *c, tsrc *ts, resil_call_next *st)
 			due = sat_add(
 			    sat_add(s->start, c->timeout), p->late_edge);
 			if (tnow(ts) >= due) {
+				uint8_t held = c->delayed & (1u << i);
+
 				complete(c, i, 0, NULL, 1, ts);
+				if (RESIL__UNLIKELY(held)) {
+					/* Held back by chaos past its timeout:
+					 * never handed out, no answer to come.
+					 */
+					c->delayed &= (uint8_t)~held;
+					c->abandoned &= (uint8_t)~held;
+				}
 				if (c->magic == CALL_CLUSTER)
 					resil__cl_done(
 					    c, i, c->last_outcome, tnow(ts));
 			}
 		}
 	}
+	if (RESIL__UNLIKELY(c->delayed) && chaos_due(c, ts, st))
+		return M_STOP;
 	if (c->winner ||
 	    (c->running == 0 && c->pending &&
 	        (p->hedge_max == 0 || c->no_more_hedges ||
@@ -200,24 +368,7 @@ attend_once(callm *c, tsrc *ts, resil_call_next *st)
 		return M_ATTEND;
 	}
 	c->pending = 0;
-	for (i = 0; i < RESIL_CALL_MAX_INFLIGHT; i++) {
-		const slot *s = &c->slots[i];
-
-		if ((c->running & (1u << i)) && c->timeout != 0) {
-			uint64_t due = sat_add(
-			    sat_add(s->start, c->timeout), p->late_edge);
-
-			if (due < wake)
-				wake = due;
-		}
-	}
-	if (p->hedge_max != 0 && !c->no_more_hedges &&
-	    c->hedges < p->hedge_max) {
-		uint64_t due = sat_add(c->launched, p->hedge_delay);
-
-		if (due < wake)
-			wake = due;
-	}
+	wake = wake_of(c);
 	if (RESIL__UNLIKELY(c->running == 0 && wake == UINT64_MAX))
 		/* Nothing out and no timer: nothing can move the call on
 		 * but a decision on what it has. */

@@ -26,6 +26,10 @@ void resil__call_advance(callm *c, tsrc *ts, int waited, resil_call_next *st);
  * none can be had. */
 int resil__call_free_slot(callm *c);
 
+/* Chaos decided on the attempt just admitted in slot i (1: *st is set,
+ * RUN or a WAIT for the held-back attempt). */
+int resil__call_chaos(callm *c, unsigned i, tsrc *ts, resil_call_next *st);
+
 HOT int
 free_slot(callm *c)
 {
@@ -99,6 +103,19 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 			permit_back(c, &permit);
 			if (c->g->bh != NULL)
 				resil_bulkhead_release(c->g->bh);
+			if (e == RESIL_E_UNAVAILABLE &&
+			    p->ccfg.strategy == RESIL_CLUSTER_FORKING &&
+			    c->issued > 0) {
+				/* No distinct candidate left for another fork:
+				 * no more forks, and no rejection to stand for
+				 * the call (the forks' answers decide it; the
+				 * last one may have come already, when the
+				 * forks ran one after another). */
+				c->no_more_hedges = 1;
+				if (c->running == 0)
+					c->pending = 1;
+				return 0;
+			}
 			/* No candidate ends the call (never retried); a
 			 * broadcast passes over a refusing endpoint, and
 			 * forking has no more forks than candidates. */
@@ -129,6 +146,9 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 	}
 	if (c->run_on && c->run.has_deadline && c->run.deadline_at < deadline)
 		deadline = c->run.deadline_at;
+	if (RESIL__UNLIKELY(p->chaos != NULL) &&
+	    resil__call_chaos(c, (unsigned)i, ts, st))
+		return 1;
 	next_is(st, RESIL_CALL_RUN, s->id, deadline, 0);
 	return 1;
 }
@@ -242,6 +262,7 @@ minit(callm *c, resil_pipeline *p, settings *g, unsigned gs, const method *m,
 	c->real_rc = 0;
 	c->running = 0;
 	c->abandoned = 0;
+	c->delayed = 0;
 	vnull(&c->value);
 	c->phase = P_ATTEMPT;
 	c->breaker = m->breaker != NULL ? m->breaker : g->breaker;

@@ -30,6 +30,10 @@ resil__call_abandon(callm *c)
 		}
 	}
 	c->abandoned |= c->running;
+	/* Attempts held back by chaos were never handed out: no answer
+	 * will come. */
+	c->abandoned &= (uint8_t)~c->delayed;
+	c->delayed = 0;
 	c->running = 0;
 	if (c->breaker != NULL)
 		c->breaker_state = (int)resil_breaker_get_state(c->breaker);

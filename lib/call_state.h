@@ -27,10 +27,14 @@
 
 enum { P_ATTEMPT = 0, P_WAIT = 1, P_DONE = 2 };
 
+/* What a slot held back by chaos does when its time comes. */
+enum { CH_RUN = 1, CH_FAULT = 2, CH_OUTCOME = 3 };
+
 typedef struct slot {
 	uint32_t id;
 	uint8_t has_permit;
 	uint8_t has_bh;
+	uint8_t chaos;  /* delayed by chaos: CH_RUN, CH_FAULT, CH_OUTCOME */
 	uint64_t start; /* when it was started (where time is needed) */
 	resil_permit permit;
 } slot;
@@ -74,6 +78,12 @@ typedef struct callm {
 	resil_value value; /* its value */
 	resil__retry_run run;
 	slot slots[RESIL_CALL_MAX_INFLIGHT];
+	/* Chaos: slots admitted but held back (running, not handed out),
+	 * by bit; when each is due; the fault's rc. */
+	uint8_t delayed;
+	int chaos_rc;
+	const resil_value *chaos_value; /* the outcome's (the chaos's own) */
+	uint64_t chaos_at[RESIL_CALL_MAX_INFLIGHT];
 	/* ---- the cluster (sel != NULL); read only when sel is set ---- */
 	uint8_t cphase;     /* zone-aware: 1 local first, 2 cross-zone */
 	uint8_t cstop;      /* no candidate: conclude at once */
@@ -203,7 +213,12 @@ count_source(resil_pipeline *p, const resil_result *r)
 		resil__faa64(&s->fallback, 1);
 		break;
 	case RESIL_SOURCE_UNAVAILABLE:
-		resil__faa64(&s->unavailable, 1);
+		/* Every fallback passed, or (no fallback) the failure
+		 * itself propagated. */
+		if (r->err == RESIL_E_UNAVAILABLE)
+			resil__faa64(&s->unavailable, 1);
+		else
+			resil__faa64(&s->errors, 1);
 		break;
 	case RESIL_SOURCE_LIVE:
 		if (r->err == RESIL_E_BUSINESS)
@@ -296,10 +311,12 @@ conclude_live(
 /* A non-business failure (err, rc): the fallback chain answers into
  * *c->out, or passes, and the answer carries the call's provenance. No
  * cache, no mock for this method and no handler: no fallback is
- * configured, so the original error propagates. */
-static inline void
+ * configured, so the original error propagates (source UNAVAILABLE: 1 is
+ * returned). */
+static inline int
 recover_failure(callm *c, resil_err err, int rc)
 {
+	int propagated;
 	resil_result *out = c->out;
 	resil_failure failure;
 
@@ -310,10 +327,16 @@ recover_failure(callm *c, resil_err err, int rc)
 	    c->g->cache != NULL || c->has_mock || c->p->handlers > 0 ? c->g->fb
 	                                                             : NULL,
 	    c->args, &failure, out);
+	propagated = out->source == RESIL_SOURCE_LIVE;
+	if (propagated)
+		/* The original failure propagates: nothing answered (issue
+		 * 24.8), not the live call. */
+		out->source = RESIL_SOURCE_UNAVAILABLE;
 	out->attempts = c->attempts;
 	out->breaker_state = c->breaker_state;
 	out->last_failure = c->real_err;
 	out->last_failure_rc = c->real_rc;
+	return propagated;
 }
 
 #endif /* RESIL_CALL_STATE_H */

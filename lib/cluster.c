@@ -149,11 +149,16 @@ resil_cluster_new(resil_cluster **out, resil_selector *sel,
 	return cluster_new(out, sel, cfg, diag);
 }
 
+/* A pipeline's queue without a selector (resil__cluster_new_queue). */
+#define NO_SELECTOR ((resil_selector *)(uintptr_t)1)
+
 resil_err
 resil__cluster_new_queue(resil_cluster **out, resil_selector *sel,
     const resil_cluster_config *cfg, resil_diag *diag)
 {
-	return cluster_new(out, sel, cfg, diag);
+	/* sel NULL: a pipeline's one implicit endpoint (its failback
+	 * tasks run on endpoint NULL). */
+	return cluster_new(out, sel != NULL ? sel : NO_SELECTOR, cfg, diag);
 }
 
 static resil_err
@@ -182,7 +187,7 @@ cluster_new(resil_cluster **out, resil_selector *sel,
 	cl->cfg.alloc = &cl->alloc;
 	cl->clock = cfg->clock != NULL ? *cfg->clock : *resil_clock_system();
 	cl->cfg.clock = &cl->clock;
-	cl->sel = sel;
+	cl->sel = sel != NO_SELECTOR ? sel : NULL;
 	cl->service =
 	    resil__strdup(a, cfg->service != NULL ? cfg->service : "");
 	if (cl->service == NULL) {
@@ -582,6 +587,17 @@ run_task(resil_cluster *cl, resil_candidates *c, task *t, resil__task_fn fn,
 	resil_pick pick;
 	resil_err err;
 
+	if (cl->sel == NULL) {
+		/* A pipeline's one implicit endpoint: no pick. */
+		resil_value_init(&at->value);
+		at->address[0] = '\0';
+		at->id = 0;
+		at->rc = fn(ctx, NULL, &t->req,
+		    t->cargs.method != NULL ? &t->cargs : NULL, &at->value);
+		at->outcome =
+		    resil_classify(&cl->cfg.classifier, at->rc, &at->value);
+		return RESIL_OK;
+	}
 	err = resil_selector_pick(cl->sel, c, &t->req,
 	    t->has_last ? &t->last_id : NULL, t->has_last ? 1 : 0, &pick,
 	    NULL);
@@ -615,8 +631,9 @@ resil__cluster_poll(
 	if (ran != NULL)
 		*ran = 0;
 	/* The candidate set first: out of memory, nothing is taken out and
-	 * every task stays as it was. */
-	err = resil_candidates_new(&c, cl->sel);
+	 * every task stays as it was. (No selector: none is needed.) */
+	c = NULL;
+	err = cl->sel != NULL ? resil_candidates_new(&c, cl->sel) : RESIL_OK;
 	if (err != RESIL_OK)
 		return err;
 	/* Take the due tasks out; each runs once, whatever it missed. */
@@ -646,7 +663,9 @@ resil__cluster_poll(
 		next = t->next;
 		t->next = NULL;
 		memset(&at, 0, sizeof(at));
-		err = resil_selector_route(cl->sel, &t->req, c, NULL);
+		err = cl->sel != NULL
+		    ? resil_selector_route(cl->sel, &t->req, c, NULL)
+		    : RESIL_OK;
 		if (err == RESIL_E_NOMEM) {
 			/* Not a failed retry: the task goes back as it was,
 			 * still due, and the poll says why. */
@@ -773,13 +792,15 @@ resil__cluster_join(const resil_candidates *c, char *buf, size_t n)
 	resil_candidate cd;
 	resil__msg m;
 	size_t i, k = resil_candidates_count(c);
+	int first = 1;
 
 	resil__msg_start(&m, buf, n);
 	for (i = 0; i < k; i++) {
 		if (resil_candidates_get(c, i, &cd) != RESIL_OK)
 			continue;
-		if (i > 0)
+		if (first == 0)
 			RESIL__MSG_LIT(&m, ", ");
+		first = 0;
 		resil__msg_str(&m, cd.address);
 	}
 }
@@ -1072,10 +1093,15 @@ resil_cluster_invoke(resil_cluster *cl, const resil_request *req,
 	if (err != RESIL_OK)
 		return err;
 	n = resil_candidates_count(c);
-	lb = resil__candidates_lb_kind(c);
+	providers[0] = '\0';
+	lb = RESIL_LB_RANDOM;
 	if (at.outcome == RESIL_OUTCOME_FAILURE &&
-	    cl->cfg.strategy == RESIL_CLUSTER_FAILFAST)
+	    cl->cfg.strategy == RESIL_CLUSTER_FAILFAST) {
+		/* Failfast's message names them (Dubbo's "select from all
+		 * providers [...]"). */
+		lb = resil__candidates_lb_kind(c);
 		resil__cluster_join(c, providers, sizeof(providers));
+	}
 	resil_candidates_free(c);
 	if (at.outcome == RESIL_OUTCOME_SUCCESS ||
 	    at.outcome == RESIL_OUTCOME_IGNORED) {

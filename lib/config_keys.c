@@ -281,37 +281,11 @@ resil_err
 resil__config_dur_fail(resil_diag *diag, const char *origin, unsigned line,
     const char *key, const char *v, int r, const char *unit_at)
 {
-	const char *hint;
+	char why[RESIL_DIAG_MAX];
 
-	switch (r) {
-	case RESIL__DUR_SPACE:
-		return resil__config_fail(diag, origin, line,
-		    "%s: \"%s\": write the unit next to the number (%.*s%s)",
-		    key, v, (int)strcspn(v, " \t"), v, unit_at);
-	case RESIL__DUR_UNIT:
-		hint = resil__duration_unit_hint(unit_at);
-		if (hint != NULL)
-			return resil__config_fail(diag, origin, line,
-			    "%s: \"%s\": unknown unit \"%s\" (did you mean "
-			    "%.*s%s?)",
-			    key, v, unit_at, (int)(unit_at - v), v, hint);
-		return resil__config_fail(diag, origin, line,
-		    "%s: \"%s\": unknown unit \"%s\" (units: " RESIL__DUR_UNITS
-		    ")",
-		    key, v, unit_at);
-	case RESIL__DUR_COMMA:
-		return resil__config_fail(diag, origin, line,
-		    "%s: \"%s\": write a fraction with '.', not ','", key, v);
-	case RESIL__DUR_FRACT:
-		return resil__config_fail(diag, origin, line,
-		    "%s: \"%s\" is not a whole number of nanoseconds", key, v);
-	default:
-		return resil__config_fail(diag, origin, line,
-		    "%s: \"%s\" is not a duration (a number of "
-		    "milliseconds, or a number with a unit: ns, us, ms, s, m, "
-		    "h)",
-		    key, v);
-	}
+	resil__duration_why(why, sizeof(why), v, r, unit_at);
+	return resil__config_fail(
+	    diag, origin, line, "%s: \"%s\"%s", key, v, why);
 }
 
 /* ---- reading a value into its field ---- */
@@ -329,17 +303,31 @@ out_of_range(const keydef *k, const keyval *kv, resil_diag *diag)
 	uint64_t max =
 	    k->kind == K_SIZE && k->max > SIZE_MAX ? SIZE_MAX : k->max;
 
+	if (k->kind == K_DUR) {
+		/* The bounds in the unit the value was written in (a number
+		 * alone: milliseconds), not in nanoseconds. */
+		char lo[64], hi[64];
+
+		resil__duration_in_unit_of(lo, sizeof(lo), kv->value, k->min);
+		resil__duration_in_unit_of(hi, sizeof(hi), kv->value, max);
+		return resil__config_fail(diag, kv->origin, kv->line,
+		    "%s: %s is out of range %s..%s", kv->key, kv->value, lo,
+		    hi);
+	}
 	return resil__config_fail(diag, kv->origin, kv->line,
 	    "%s: %s is out of range %llu..%llu", kv->key, kv->value,
 	    (unsigned long long)k->min, (unsigned long long)max);
 }
 
+/* A duration (a method's timeout) over 64 bits of nanoseconds. */
 static resil_err
 out_of_u64(const keyval *kv, resil_diag *diag)
 {
+	char hi[64];
+
+	resil__duration_in_unit_of(hi, sizeof(hi), kv->value, UINT64_MAX);
 	return resil__config_fail(diag, kv->origin, kv->line,
-	    "%s: %s is out of range 0..18446744073709551615", kv->key,
-	    kv->value);
+	    "%s: %s is out of range 0..%s", kv->key, kv->value, hi);
 }
 
 /* A duration (or "none" where the key allows it) into *u. */

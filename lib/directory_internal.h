@@ -153,7 +153,8 @@ typedef struct resil__view {
 	uint64_t total;
 	int same;     /* all weights equal */
 	uint64_t sig; /* identity of the candidate set */
-	uint64_t wsig; /* identity of its weights (round robin's fast state) */
+	/* Identity of its weights (round robin's fast state). */
+	uint64_t wsig;
 } resil__view;
 
 /* Fill v's sums and sig from v->idx and v->w. */

@@ -1306,42 +1306,68 @@ settings_value(const char *s, const char *key, char *buf, size_t cap)
 	return false;
 }
 
-/* The fleet refused this member's settings (the fleet's are theirs):
- * name the keys that differ, once per refusal, and decide locally. */
-static resil_err
-refuse_settings(resil_fleet *f, const char *theirs)
+/* Why a member with settings mine was refused by a fleet whose settings
+ * are theirs, in why: what (the fleet breaker or limiter and its name),
+ * then each differing key with both values. */
+static void
+settings_diff(const char *what, const char *mine, const char *theirs,
+    char *why, size_t cap)
 {
-	char why[RESIL_DIAG_MAX], key[32], mine[32], other[32];
-	const char *p = f->settings;
+	char key[32], val[32], other[32];
+	const char *p = mine;
 	size_t len;
 	int n = 0;
 
-	len = (size_t)snprintf(why, sizeof(why),
-	    "fleet %s: settings differ from the fleet's:", f->name);
-	while (*p != '\0' && len < sizeof(why)) {
+	len = (size_t)snprintf(
+	    why, cap, "%s: settings differ from the fleet's:", what);
+	while (*p != '\0' && len < cap) {
 		const char *eq = strchr(p, '='), *end;
 
 		if (eq == NULL)
 			break;
 		snprintf(key, sizeof(key), "%.*s", (int)(eq - p), p);
 		end = strchr(eq, ' ');
-		snprintf(mine, sizeof(mine), "%.*s",
+		snprintf(val, sizeof(val), "%.*s",
 		    (int)(end != NULL ? (size_t)(end - eq - 1)
 		                      : strlen(eq + 1)),
 		    eq + 1);
 		if (!settings_value(theirs, key, other, sizeof(other)))
 			snprintf(other, sizeof(other), "(none)");
-		if (strcmp(mine, other) != 0)
-			len += (size_t)snprintf(why + len, sizeof(why) - len,
+		if (strcmp(val, other) != 0)
+			len += (size_t)snprintf(why + len, cap - len,
 			    "%s %s=%s (the fleet's %s)", n++ > 0 ? "," : "",
-			    key, mine, other);
+			    key, val, other);
 		if (end == NULL)
 			break;
 		p = end + 1;
 	}
-	if (n == 0 && len < sizeof(why))
-		snprintf(why + len, sizeof(why) - len,
-		    " the fleet's are \"%.100s\"", theirs);
+	if (n == 0 && len < cap)
+		snprintf(why + len, cap - len, " the fleet's are \"%.100s\"",
+		    theirs);
+}
+
+/* Whether r is the scripts' refusal of this member's settings:
+ * {"settings", the fleet's}. */
+static const char *
+settings_refusal(const redisReply *r)
+{
+	if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+	    r->element[0]->type == REDIS_REPLY_STRING &&
+	    strcmp(r->element[0]->str, "settings") == 0 &&
+	    r->element[1]->type == REDIS_REPLY_STRING)
+		return r->element[1]->str;
+	return NULL;
+}
+
+/* The fleet refused this member's settings (the fleet's are theirs):
+ * name the keys that differ, once per refusal, and decide locally. */
+static resil_err
+refuse_settings(resil_fleet *f, const char *theirs)
+{
+	char why[RESIL_DIAG_MAX], what[NAME_MAX_LEN + 16];
+
+	snprintf(what, sizeof(what), "fleet %s", f->name);
+	settings_diff(what, f->settings, theirs, why, sizeof(why));
 	if (!f->refused)
 		emit(f, RESIL_FLEET_EV_SETTINGS, 0, why);
 	f->refused = 1;
@@ -1380,11 +1406,8 @@ sync_step(resil_fleet *f, uint64_t now)
 		freeReplyObject(r);
 		return go_local(f, why, 1);
 	}
-	if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-	    r->element[0]->type == REDIS_REPLY_STRING &&
-	    strcmp(r->element[0]->str, "settings") == 0 &&
-	    r->element[1]->type == REDIS_REPLY_STRING) {
-		err = refuse_settings(f, r->element[1]->str);
+	if (settings_refusal(r) != NULL) {
+		err = refuse_settings(f, settings_refusal(r));
 		freeReplyObject(r);
 		return err;
 	}
@@ -1428,8 +1451,15 @@ resil_fleet_get_info(resil_fleet *f, resil_fleet_info *out)
 /* ------------------------------------------------------------------ */
 
 /*
- * KEYS: the limiter's hash {base, tat}, the instances sorted set.
- * ARGV: instance, k, scale, ts, bs (see below), instance TTL (ms).
+ * KEYS: the limiter's hash {base, tat, settings}, the instances sorted
+ * set, the members hash (instance -> its settings). ARGV: instance, k,
+ * scale, ts, bs (see below), instance TTL (ms), this member's settings
+ * ("rate=R period_ms=P burst=B"). A member whose settings differ from the
+ * limiter's while a live member (in the instances set) has the
+ * limiter's is refused before anything is written: {"settings", the
+ * limiter's}. When none has them any more, the next member's become the
+ * limiter's and the state starts full (tat in the old scale means
+ * nothing in the new one).
  * Time is Redis's TIME in microseconds, scaled by scale = rate / gcd(rate,
  * period_us) so that the emission interval ts = period_us / gcd is an
  * integer and nothing is rounded; tat is relative to base, which moves to
@@ -1457,6 +1487,25 @@ static const char limit_lua[] =
     "local ts = tonumber(ARGV[4])\n"
     "local bs = tonumber(ARGV[5])\n"
     "local ttl = tonumber(ARGV[6])\n"
+    "local mine = ARGV[7]\n"
+    "local agreed = redis.call('HGET', KEYS[1], 'settings')\n"
+    "if agreed and agreed ~= mine then\n"
+    "  for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2],\n"
+    "      '(' .. now, '+inf')) do\n"
+    "    if m ~= inst and redis.call('HGET', KEYS[3], m) == agreed then\n"
+    "      return {'settings', agreed}\n"
+    "    end\n"
+    "  end\n"
+    "  redis.call('DEL', KEYS[1])\n"
+    "end\n"
+    "if redis.call('HSET', KEYS[3], inst, mine) == 1 then\n"
+    "  for _, m in ipairs(redis.call('HKEYS', KEYS[3])) do\n"
+    "    if m ~= inst and not redis.call('ZSCORE', KEYS[2], m) then\n"
+    "      redis.call('HDEL', KEYS[3], m)\n"
+    "    end\n"
+    "  end\n"
+    "end\n"
+    "redis.call('PEXPIRE', KEYS[3], ttl)\n"
     "redis.call('ZADD', KEYS[2], now + ttl * 1000, inst)\n"
     "redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)\n"
     "redis.call('PEXPIRE', KEYS[2], ttl)\n"
@@ -1482,7 +1531,7 @@ static const char limit_lua[] =
     "local keep = math.floor((bs + ts) / scale / 1000) + 1000\n"
     "if nt <= lim then\n"
     "  redis.call('HSET', KEYS[1], 'base', string.format('%d', base),\n"
-    "    'tat', string.format('%d', nt))\n"
+    "    'tat', string.format('%d', nt), 'settings', mine)\n"
     "  redis.call('PEXPIRE', KEYS[1], keep)\n"
     "  return {1, 0, seen, now}\n"
     "end\n"
@@ -1515,6 +1564,10 @@ struct resil_fleet_limit {
 	char host[HOST_MAX_LEN + 1];
 	char key_state[NAME_MAX_LEN + 32];
 	char key_inst[NAME_MAX_LEN + 32];
+	char key_members[NAME_MAX_LEN + 32];
+	char name[NAME_MAX_LEN + 1];
+	char settings[96]; /* "rate=R period_ms=P burst=B" */
+	int refused;       /* the fleet refused our settings */
 	char scale_s[24], ts_s[24], bs_s[24], ttl_s[24];
 	uint32_t port, connect_ms, command_ms, reconnect_ms;
 	uint32_t rate, burst, min_instances;
@@ -1665,6 +1718,12 @@ resil_fleet_limit_new(resil_fleet_limit **out,
 	    cfg->name);
 	snprintf(fl->key_inst, sizeof(fl->key_inst),
 	    "resil:limit:%s:instances", cfg->name);
+	snprintf(fl->key_members, sizeof(fl->key_members),
+	    "resil:limit:%s:members", cfg->name);
+	snprintf(fl->name, sizeof(fl->name), "%s", cfg->name);
+	snprintf(fl->settings, sizeof(fl->settings),
+	    "rate=%u period_ms=%llu burst=%u", (unsigned)cfg->rate,
+	    (unsigned long long)cfg->period_ms, (unsigned)cfg->burst);
 	g = gcd_u64(cfg->rate, cfg->period_ms * 1000);
 	if (g == 0) /* not reached: the check refuses rate 0 */
 		g = 1;
@@ -1792,9 +1851,9 @@ static resil_err
 limit_acquire_locked(
     resil_fleet_limit *fl, uint32_t k, uint64_t *retry_after_ns)
 {
-	const char *argv[11];
-	size_t argl[11];
-	char kbuf[16], why[RESIL_DIAG_MAX];
+	const char *argv[13];
+	size_t argl[13];
+	char kbuf[16], why[RESIL_DIAG_MAX], what[NAME_MAX_LEN + 24];
 	uint64_t now = resil_clock_now(&fl->clock);
 	redisReply *r;
 	size_t i;
@@ -1805,21 +1864,23 @@ limit_acquire_locked(
 	if (fl->c == NULL && lconnect(fl, why, sizeof(why)) != 0)
 		return limit_go_local(fl, now, why, 0, k, retry_after_ns);
 	snprintf(kbuf, sizeof(kbuf), "%u", k);
-	argv[2] = "2";
+	argv[2] = "3";
 	argv[3] = fl->key_state;
 	argv[4] = fl->key_inst;
-	argv[5] = fl->instance;
-	argv[6] = kbuf;
-	argv[7] = fl->scale_s;
-	argv[8] = fl->ts_s;
-	argv[9] = fl->bs_s;
-	argv[10] = fl->ttl_s;
-	for (i = 2; i < 11; i++)
+	argv[5] = fl->key_members;
+	argv[6] = fl->instance;
+	argv[7] = kbuf;
+	argv[8] = fl->scale_s;
+	argv[9] = fl->ts_s;
+	argv[10] = fl->bs_s;
+	argv[11] = fl->ttl_s;
+	argv[12] = fl->settings;
+	for (i = 2; i < 13; i++)
 		argl[i] = strlen(argv[i]);
 	/* Without a reload: a lost script is sent whole until the next
 	 * connection loads it. */
 	r = eval_script(
-	    fl->c, limit_lua, fl->sha, &fl->have_sha, 0, 11, argv, argl);
+	    fl->c, limit_lua, fl->sha, &fl->have_sha, 0, 13, argv, argl);
 	if (r == NULL) {
 		no_answer(fl->c, "redis", fl->command_ms, why, sizeof(why));
 		ldisconnect(fl);
@@ -1830,6 +1891,17 @@ limit_acquire_locked(
 		freeReplyObject(r);
 		return limit_go_local(fl, now, why, 1, k, retry_after_ns);
 	}
+	if (settings_refusal(r) != NULL) {
+		snprintf(what, sizeof(what), "fleet limiter %s", fl->name);
+		settings_diff(
+		    what, fl->settings, settings_refusal(r), why, sizeof(why));
+		freeReplyObject(r);
+		if (!fl->refused)
+			lemit(fl, RESIL_FLEET_EV_SETTINGS, why);
+		fl->refused = 1;
+		return limit_go_local(fl, now, why, 0, k, retry_after_ns);
+	}
+	fl->refused = 0;
 	if (r->type != REDIS_REPLY_ARRAY || r->elements != 4 ||
 	    r->element[0]->type != REDIS_REPLY_INTEGER ||
 	    r->element[1]->type != REDIS_REPLY_INTEGER ||

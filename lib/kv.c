@@ -4,6 +4,7 @@
  */
 #include "kv.h"
 
+#include "duration.h"
 #include "internal.h"
 
 #include <limits.h>
@@ -216,130 +217,38 @@ resil__kv_number(const char *key, const char *v, double lo, double hi,
 	return RESIL_OK;
 }
 
-static const struct {
-	const char *suffix;
-	uint64_t mul;
-} units[] = { { "ns", 1 }, { "us", RESIL_NS_PER_US }, { "ms", RESIL_NS_PER_MS },
-	{ "s", RESIL_NS_PER_SEC }, { "m", 60 * RESIL_NS_PER_SEC },
-	{ "h", 3600 * RESIL_NS_PER_SEC } };
-
-/* A unit people write for one of ours, for "did you mean". */
-static const char *
-unit_hint(const char *u)
-{
-	static const char *const map[][2] = { { "sec", "s" }, { "secs", "s" },
-		{ "second", "s" }, { "seconds", "s" }, { "min", "m" },
-		{ "mins", "m" }, { "minute", "m" }, { "minutes", "m" },
-		{ "msec", "ms" }, { "millis", "ms" }, { "usec", "us" },
-		{ "nsec", "ns" }, { "hr", "h" }, { "hour", "h" },
-		{ "hours", "h" }, { "S", "s" }, { "MS", "ms" }, { "Ms", "ms" } };
-	size_t i;
-
-	for (i = 0; i < sizeof(map) / sizeof(map[0]); i++)
-		if (strcmp(u, map[i][0]) == 0)
-			return map[i][1];
-	return NULL;
-}
-
 resil_err
 resil__kv_duration(const char *key, const char *v, uint64_t lo,
     uint64_t *out, resil_diag *diag)
 {
-	char b[KV_MAX];
-	size_t n = 0, fn = 0, f0, i;
-	const char *u, *hint;
-	uint64_t whole = 0, frac = 0, mul = RESIL_NS_PER_MS, div = 1;
-	int over = 0, seen = 0;
+	char b[KV_MAX], why[RESIL_DIAG_MAX];
+	const char *unit_at = NULL;
+	uint64_t x = 0;
+	int r;
 
 	if (resil__kv_trim(key, v, b, sizeof(b), diag) != 0)
 		return RESIL_E_INVAL;
-	while (b[n] >= '0' && b[n] <= '9')
-		n++;
-	f0 = n;
-	if (b[n] == '.') {
-		f0 = n + 1;
-		while (b[f0 + fn] >= '0' && b[f0 + fn] <= '9')
-			fn++;
-	}
-	u = b + (b[n] == '.' ? f0 + fn : n);
-	if ((n == 0 && fn == 0) || (b[n] == '.' && fn == 0))
-		goto bad;
-	if (*u == ' ' || *u == '\t') {
-		resil__diagf(diag, RESIL_E_INVAL,
-		    "%s: \"%s\": write the unit next to the number", key, b);
-		return RESIL_E_INVAL;
-	}
-	if (*u != '\0') {
-		for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-			if (strcmp(u, units[i].suffix) == 0) {
-				mul = units[i].mul;
-				seen = 1;
-				break;
-			}
-		if (!seen) {
-			hint = unit_hint(u);
-			if (hint != NULL)
-				resil__diagf(diag, RESIL_E_INVAL,
-				    "%s: \"%s\": unknown unit \"%s\" (did you "
-				    "mean %.*s%s?)",
-				    key, b, u, (int)(u - b), b, hint);
-			else
-				resil__diagf(diag, RESIL_E_INVAL,
-				    "%s: \"%s\": unknown unit \"%s\" (units: "
-				    "ns, us, ms, s, m, h; a number alone is "
-				    "milliseconds)",
-				    key, b, u);
-			return RESIL_E_INVAL;
-		}
-	}
-	for (i = 0; i < n; i++) {
-		unsigned d = (unsigned)(b[i] - '0');
+	/* One grammar for every duration key: lib/duration.c's. */
+	r = resil__duration_parse(b, &x, &unit_at);
+	if (r == RESIL__DUR_RANGE) {
+		char zero[32];
 
-		if (whole > (UINT64_MAX - d) / 10) {
-			over = 1;
-			break;
-		}
-		whole = whole * 10 + d;
+		resil__duration_in_unit_of(zero, sizeof(zero), b, 0);
+		resil__duration_in_unit_of(why, sizeof(why), b, UINT64_MAX);
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "%s: %s is out of range %s..%s", key, b, zero, why);
 	}
-	if (over || whole > UINT64_MAX / mul)
-		goto range;
-	whole *= mul;
-	while (fn > 0 && b[f0 + fn - 1] == '0')
-		fn--;
-	for (i = 0; i < fn; i++) {
-		if (div >= mul)
-			goto fract;
-		div *= 10;
-		frac = frac * 10 + (uint64_t)(b[f0 + i] - '0');
+	if (r != RESIL__DUR_OK) {
+		resil__duration_why(why, sizeof(why), b, r, unit_at);
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "%s: \"%s\"%s", key, b, why);
 	}
-	if (fn > 0) {
-		if (mul % div != 0)
-			goto fract;
-		frac *= mul / div;
-		if (frac > UINT64_MAX - whole)
-			goto range;
-		whole += frac;
+	if (x < lo) {
+		/* The minimum in the unit the value was written in. */
+		resil__duration_in_unit_of(why, sizeof(why), b, lo);
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "%s: %s is below the minimum of %s", key, b, why);
 	}
-	if (whole < lo) {
-		resil__diagf(diag, RESIL_E_INVAL,
-		    "%s: %s is below the minimum of %lluns", key, b,
-		    (unsigned long long)lo);
-		return RESIL_E_INVAL;
-	}
-	*out = whole;
+	*out = x;
 	return RESIL_OK;
-bad:
-	resil__diagf(diag, RESIL_E_INVAL,
-	    "%s: \"%s\" is not a duration (a number of milliseconds, or a "
-	    "number with a unit: ns, us, ms, s, m, h)",
-	    key, b);
-	return RESIL_E_INVAL;
-range:
-	resil__diagf(diag, RESIL_E_INVAL,
-	    "%s: %s is out of range 0..18446744073709551615ns", key, b);
-	return RESIL_E_INVAL;
-fract:
-	resil__diagf(diag, RESIL_E_INVAL,
-	    "%s: \"%s\" is not a whole number of nanoseconds", key, b);
-	return RESIL_E_INVAL;
 }

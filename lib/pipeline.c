@@ -169,6 +169,7 @@ resil_pipeline_new(
 	p->hedge_delay = cfg->hedge_delay_ns;
 	p->executor = cfg->executor;
 	p->sel = cfg->selector;
+	p->chaos = cfg->chaos;
 	p->slow = cfg->hedge_max != 0 || cfg->selector != NULL;
 	p->service = resil__strdup(resil__a, cfg->service);
 	p->stripes_mem = resil__calloc(
@@ -185,6 +186,23 @@ resil_pipeline_new(
 		err = cluster_setup(p, cfg, diag);
 		if (err != RESIL_OK)
 			goto fail;
+	} else if (resil__one_endpoint_strategy(cfg)) {
+		/* The strategy over the one implicit endpoint. */
+		p->one_ep = 1;
+		p->ccfg = cfg->cluster;
+		p->ccfg.clock = &p->clock;
+		p->ccfg.alloc = &p->alloc;
+		p->ccfg.classifier = p->cls;
+		p->ccfg.listener = resil__on_cluster;
+		p->ccfg.listener_ctx = p;
+		p->ccfg.service = p->service;
+		p->ccfg.local_zone = NULL;
+		if (p->ccfg.strategy == RESIL_CLUSTER_FAILBACK) {
+			err = resil__cluster_new_queue(
+			    &p->fbq, NULL, &p->ccfg, diag);
+			if (err != RESIL_OK)
+				goto fail;
+		}
 	}
 	err = resil__settings_build(p, cfg, NULL, &p->cur, diag);
 	if (err != RESIL_OK)

@@ -163,6 +163,26 @@ resil__pipeline_validate(const resil_pipeline_config *cfg, resil_diag *diag)
 		    "pipeline.hedge_max: %u is out of range 0..%u",
 		    (unsigned)cfg->hedge_max,
 		    (unsigned)(RESIL_CALL_MAX_INFLIGHT - 1));
+	if (cfg->selector == NULL && resil__one_endpoint_strategy(cfg)) {
+		/* Failfast, failsafe, failback over the one implicit
+		 * endpoint: one attempt each (DESIGN). */
+		if ((err = resil_cluster_config_validate(
+		         &cfg->cluster, diag)) != RESIL_OK)
+			return err;
+		if (cfg->retry_enabled)
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "cluster: %s makes one attempt: the retry stage "
+			    "(retry.enabled) is failover's",
+			    resil_cluster_strategy_name(
+			        cfg->cluster.strategy));
+		for (i = 0; i < cfg->nmethods; i++)
+			if (cfg->methods[i].max_attempts != 0)
+				return resil__diagf(diag, RESIL_E_INVAL,
+				    "%s.retries: %s makes one attempt",
+				    cfg->methods[i].name,
+				    resil_cluster_strategy_name(
+				        cfg->cluster.strategy));
+	}
 	if (cfg->selector != NULL) {
 		const resil_cluster_config *cc = &cfg->cluster;
 
@@ -179,6 +199,15 @@ resil__pipeline_validate(const resil_pipeline_config *cfg, resil_diag *diag)
 			    (int)cc->retries);
 	}
 	return RESIL_OK;
+}
+
+int
+resil__one_endpoint_strategy(const resil_pipeline_config *cfg)
+{
+	return cfg->selector == NULL &&
+	    (cfg->cluster.strategy == RESIL_CLUSTER_FAILFAST ||
+	        cfg->cluster.strategy == RESIL_CLUSTER_FAILSAFE ||
+	        cfg->cluster.strategy == RESIL_CLUSTER_FAILBACK);
 }
 
 const resil_allocator *

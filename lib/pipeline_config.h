@@ -30,6 +30,10 @@ resil_err resil__pipeline_config_known(
 
 /* cfg as resil_pipeline_new() accepts it: RESIL_OK, or the first thing
  * wrong in diag. */
+/* Failfast, failsafe or failback on a pipeline without a selector (its
+ * one implicit endpoint). */
+int resil__one_endpoint_strategy(const resil_pipeline_config *cfg);
+
 resil_err resil__pipeline_validate(
     const resil_pipeline_config *cfg, resil_diag *diag);
 

@@ -203,6 +203,10 @@ struct resil_pipeline {
 	resil_cluster *fbq; /* failback's queue, or NULL */
 	int slow;           /* resil_pipeline_call's slow path: hedging or
 	                     * a selector */
+	/* Without a selector: failfast, failsafe or failback over the one
+	 * implicit endpoint (ccfg set, fbq for failback); 0: none. */
+	int one_ep;
+	resil_chaos *chaos; /* borrowed, or NULL */
 	struct {
 		resil_candidates *c;
 		uint64_t busy; /* atomic 0/1 */

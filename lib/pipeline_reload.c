@@ -84,6 +84,9 @@ reload_check(const resil_pipeline *p, const settings *g,
 	if (cfg->selector != NULL && cfg->selector != p->sel)
 		return immutable(diag, "selector");
 	eff->selector = p->sel;
+	if (cfg->chaos != NULL && cfg->chaos != p->chaos)
+		return immutable(diag, "chaos");
+	eff->chaos = p->chaos;
 	if (cfg->executor.submit != NULL &&
 	    memcmp(&cfg->executor, &p->executor, sizeof(p->executor)) != 0)
 		return immutable(diag, "executor");
@@ -95,7 +98,9 @@ reload_check(const resil_pipeline *p, const settings *g,
 		return immutable(diag, "hedge.max (hedge_max)");
 	if (cfg->hedge_delay_ns != g->cfg.hedge_delay_ns)
 		return immutable(diag, "hedge.delay (hedge_delay_ns)");
-	if (p->sel != NULL && !same_cluster(&cfg->cluster, &g->cfg.cluster))
+	if ((p->sel != NULL || p->one_ep ||
+	        resil__one_endpoint_strategy(cfg)) &&
+	    !same_cluster(&cfg->cluster, &g->cfg.cluster))
 		return immutable(diag, "cluster");
 	return resil__pipeline_validate(eff, diag);
 }

@@ -279,7 +279,7 @@ resil__settings_free(settings *g)
 #if defined(__LP64__)
 _Static_assert(sizeof(resil_breaker_config) == 128,
     "resil_breaker_config changed: update resil__same_breaker()");
-_Static_assert(sizeof(resil_retry_config) == 224,
+_Static_assert(sizeof(resil_retry_config) == 232,
     "resil_retry_config changed: update resil__same_retry()");
 _Static_assert(sizeof(resil_cache_config) == 56,
     "resil_cache_config changed: update resil__same_cache()");
@@ -317,7 +317,8 @@ resil__same_retry(const resil_retry_config *a, const resil_retry_config *b)
 	    SAME(retry_on_open) &&
 	    same_double(a->budget_ratio, b->budget_ratio) &&
 	    SAME(budget_max_tokens) && SAME(budget_min_retries) &&
-	    SAME(budget_period_ns) && SAME(retry_on_limited);
+	    SAME(budget_period_ns) && SAME(retry_on_limited) &&
+	    SAME(backoff_result_fn);
 }
 
 int
@@ -690,7 +691,7 @@ decide_start(const resil_pipeline *p, const settings *g, method *m)
 	                                  : START_NONE;
 	m->simple = (r == NULL || m->retry_fast) && g->rl == NULL &&
 	    g->bh == NULL && m->timeout == 0 && p->hedge_max == 0 &&
-	    p->call_events == 0 && p->sel == NULL;
+	    p->call_events == 0 && p->sel == NULL && p->chaos == NULL;
 }
 
 resil_err

@@ -119,7 +119,8 @@ resil_retry_config_validate(const resil_retry_config *cfg, resil_diag *diag)
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "retry.multiplier: %g is out of range 1..%g",
 		    cfg->multiplier, MAX_MULTIPLIER);
-	if (cfg->backoff == RESIL_BACKOFF_CUSTOM && cfg->backoff_fn == NULL)
+	if (cfg->backoff == RESIL_BACKOFF_CUSTOM && cfg->backoff_fn == NULL &&
+	    cfg->backoff_result_fn == NULL)
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "retry.backoff_fn: NULL, but retry.backoff is CUSTOM");
 	if (cfg->max_delay_ns < cfg->base_delay_ns)
@@ -185,7 +186,7 @@ v2_formula(double t)
  * modes leave it alone. */
 static uint64_t
 compute_wait(const resil_retry_config *cfg, uint32_t n, uint64_t prev,
-    double u, double *state)
+    double u, double *state, int rc, const void *value)
 {
 	double d, base = (double)cfg->base_delay_ns, w, next;
 	uint32_t i;
@@ -203,7 +204,10 @@ compute_wait(const resil_retry_config *cfg, uint32_t n, uint64_t prev,
 			d *= cfg->multiplier;
 		break;
 	case RESIL_BACKOFF_CUSTOM:
-		d = (double)cfg->backoff_fn(n, prev, cfg->backoff_ctx);
+		d = cfg->backoff_result_fn != NULL
+		    ? (double)cfg->backoff_result_fn(
+		          n, prev, rc, value, cfg->backoff_ctx)
+		    : (double)cfg->backoff_fn(n, prev, cfg->backoff_ctx);
 		break;
 	case RESIL_BACKOFF_FIXED:
 	default:
@@ -408,6 +412,7 @@ run_begin(resil_retry *r, resil__retry_run *run, int timed, uint64_t now)
 	run->n = 1;
 	run->max_attempts = cfg->max_attempts;
 	run->rc = 0;
+	run->value = NULL;
 	run->by_result = 0;
 	run->status = RESIL_OK;
 	run->outcome = RESIL_OUTCOME_SUCCESS;
@@ -426,6 +431,7 @@ run_judge(resil_retry *r, resil__retry_run *run, int rc, resil_err status,
 	if (run->timed)
 		run->now = now;
 	run->rc = rc;
+	run->value = value;
 	run->status = status;
 	run->by_result = 0;
 	if (status == RESIL_OK) {
@@ -484,7 +490,7 @@ run_plan(resil_retry *r, resil__retry_run *run, uint64_t now)
 	    cfg->jitter == RESIL_JITTER_NONE
 	        ? 0.0
 	        : resil_random_uniform(&r->random),
-	    &run->jstate);
+	    &run->jstate, run->rc, run->value);
 	run->wait = wait;
 	/* The next attempt would start at now + wait; it starts only before
 	 * the deadline, and no wait is begun for an attempt that would not
@@ -712,8 +718,8 @@ resil_retry_next_delay(const resil_retry *r, uint32_t attempt,
 	if (r == NULL || wait == NULL || attempt == 0 ||
 	    r->cfg.jitter == RESIL_JITTER_DECORRELATED_V2)
 		return RESIL_E_INVAL;
-	*wait =
-	    compute_wait(&r->cfg, attempt, prev_wait, clamp_unit(u), &state);
+	*wait = compute_wait(
+	    &r->cfg, attempt, prev_wait, clamp_unit(u), &state, 0, NULL);
 	return RESIL_OK;
 }
 
@@ -750,7 +756,7 @@ resil_retry_plan(const resil_retry_config *cfg, const resil_random *random,
 		    cfg->jitter == RESIL_JITTER_NONE
 		        ? 0.0
 		        : resil_random_uniform(&src),
-		    &state);
+		    &state, 0, NULL);
 		if (cfg->deadline_ns != 0 &&
 		    (t >= cfg->deadline_ns || wait >= cfg->deadline_ns - t))
 			break;

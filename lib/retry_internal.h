@@ -41,6 +41,7 @@ typedef struct resil__retry_run {
 	 * call's own (a cluster call's retries override), set after begin. */
 	uint32_t max_attempts;
 	int rc;
+	const void *value; /* the last attempt's, for backoff_result_fn */
 	int by_result;
 	int timed;
 	int has_deadline;

@@ -164,9 +164,12 @@ parse_key(const char *text, size_t *at, size_t to, int when, cond *c,
 			    col, "'[' is only allowed in arguments[N]");
 		return RESIL_OK;
 	}
-	/* arguments[N] ends at its first '.', if any (Dubbo splits there). */
-	dot = memchr(c->key.p, '.', c->key.n);
-	end = dot != NULL ? (size_t)(dot - c->key.p) : c->key.n;
+	/* arguments[N] ends at its ']'; a path may follow after a '.'. */
+	dot = memchr(c->key.p, ']', c->key.n);
+	end = dot != NULL ? (size_t)(dot - c->key.p) + 1 : c->key.n;
+	if (end < c->key.n && c->key.p[end] != '.')
+		return PERR(col, "expected arguments[N]");
+	dot = end < c->key.n ? c->key.p + end : NULL;
 	if (dot != NULL &&
 	    (end + 1 == c->key.n || memchr(dot, '[', c->key.n - end) != NULL ||
 	        memchr(dot, ']', c->key.n - end) != NULL))

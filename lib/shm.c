@@ -23,6 +23,7 @@
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -307,6 +308,48 @@ check_word(uint64_t w, const char *region, const char *name, resil_diag *diag)
 	return RESIL_OK;
 }
 
+static int
+name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* No two of the n entries (their names checked) share a name: sorted,
+ * so n log n (a region holds up to 4096). Skipped when the list cannot
+ * be allocated. */
+static resil_err
+check_names(
+    const resil_shm *shm, const char *region, uint32_t n, resil_diag *diag)
+{
+	const char **names;
+	resil_err err = RESIL_OK;
+	uint32_t k;
+
+	if (n < 2)
+		return RESIL_OK;
+	names = resil__alloc(&shm->alloc, n * sizeof(*names));
+	if (names == NULL)
+		return RESIL_OK;
+	for (k = 0; k < n; k++)
+		names[k] = shm->entries[k].name;
+	qsort(names, n, sizeof(*names), name_cmp);
+	for (k = 1; k < n && err == RESIL_OK; k++)
+		if (strcmp(names[k - 1], names[k]) == 0) {
+			size_t a = (size_t)((const shm_entry *)(const void *)
+			                        names[k - 1] -
+			    shm->entries);
+			size_t b = (size_t)((const shm_entry *)(const void *)
+			                        names[k] -
+			    shm->entries);
+
+			err = corrupt(diag, region,
+			    "entries %zu and %zu are both called %s",
+			    a < b ? a : b, a < b ? b : a, names[k]);
+		}
+	resil__free(&shm->alloc, names, n * sizeof(*names));
+	return err;
+}
+
 /* The entries: each committed one ready, well named, of a known kind,
  * with valid layout fields, its kind's size, right after the one before
  * (the data area is a bump allocator), and inside it; a breaker's state
@@ -317,7 +360,7 @@ check_entries(
     const resil_shm *shm, const char *region, bool all, resil_diag *diag)
 {
 	const shm_head *h = shm->head;
-	uint32_t k, j, n = __atomic_load_n(&h->nentries, __ATOMIC_ACQUIRE);
+	uint32_t k, n = __atomic_load_n(&h->nentries, __ATOMIC_ACQUIRE);
 	uint64_t end = data_offset(h->max_entries);
 
 	if (n > h->max_entries)
@@ -394,13 +437,8 @@ check_entries(
 			if (err != RESIL_OK)
 				return err;
 		}
-		for (j = 0; all && j < k; j++)
-			if (strcmp(shm->entries[j].name, nm) == 0)
-				return corrupt(diag, region,
-				    "entries %u and %u are both called %s",
-				    (unsigned)j, (unsigned)k, nm);
 	}
-	return RESIL_OK;
+	return all ? check_names(shm, region, n, diag) : RESIL_OK;
 }
 
 /* Map the region of fd; create: initialise it (fd is new and empty). */
@@ -485,9 +523,9 @@ map_region(resil_shm *shm, int fd, bool create, const resil_shm_config *c,
 		}
 		sched_yield();
 	}
+	/* The entries are checked once a slot is ours, under the table
+	 * lock (claim_slot): a process adding one writes it in steps. */
 	err = check_head(shm, name, diag);
-	if (err == RESIL_OK)
-		err = check_entries(shm, name, true, diag);
 	if (err != RESIL_OK) {
 		munmap(base, bytes);
 		shm->base = NULL;
@@ -535,8 +573,9 @@ slot_busy(unsigned i, void *ctx)
 /* Take a process slot (lib/proc.c's claim); one taken over from a dead
  * process is cleared of what it left in the region's breakers. */
 static resil_err
-claim_slot(resil_shm *shm, resil_diag *diag)
+claim_slot(resil_shm *shm, const char *name, resil_diag *diag)
 {
+	resil_err err;
 	uint64_t prev;
 	unsigned i;
 
@@ -545,12 +584,16 @@ claim_slot(resil_shm *shm, resil_diag *diag)
 		    "shm: all %u process slots are taken by live processes",
 		    (unsigned)RESIL__PROCS);
 	shm->slot = i;
-	if (prev != 0) {
-		table_lock(shm);
+	/* The entry table is checked under its lock (a process adding an
+	 * entry writes it in steps), before anything here trusts it. */
+	table_lock(shm);
+	err = check_entries(shm, name, true, diag);
+	if (err == RESIL_OK && prev != 0)
 		clear_slot_announcements(shm, i);
-		table_unlock(shm);
-	}
-	return RESIL_OK;
+	table_unlock(shm);
+	if (err != RESIL_OK)
+		resil__proc_release(shm->procs, i);
+	return err;
 }
 
 resil_err
@@ -614,7 +657,7 @@ resil_shm_open(resil_shm **out, const char *name, const resil_shm_config *cfg,
 	err = map_region(shm, fd, create, &c, name, diag);
 	close(fd);
 	if (err == RESIL_OK)
-		err = claim_slot(shm, diag);
+		err = claim_slot(shm, name, diag);
 	if (err != RESIL_OK) {
 		if (shm->base != NULL && err != RESIL_OK)
 			munmap(shm->base, shm->bytes);

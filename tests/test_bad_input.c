@@ -15,10 +15,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <resil/chaos.h>
 #include <resil/cluster.h>
 #include <resil/config.h>
 #include <resil/directory.h>
 #include <resil/fleet.h>
+#include <resil/health.h>
 #include <resil/pipeline.h>
 #include <resil/router.h>
 #include <resil/selector.h>
@@ -714,6 +716,65 @@ test_bad_fleet_shm(void **state)
 	resil_shm_close(NULL);
 }
 
+/* Issue 24.8: the modules' own duration keys (lib/kv.c: chaos, health,
+ * gradient, outlier rates) read durations with the one grammar of
+ * lib/duration.c and its messages: exponent notation is named, and a
+ * minimum is shown in the unit the value was written in. */
+static void
+kv_refused(const char *key, const char *value, const char *msg)
+{
+	resil_diag diag;
+
+	diag.msg[0] = '\0';
+	if (strncmp(key, "chaos.", 6) == 0) {
+		resil_chaos_config cfg = resil_chaos_config_default();
+		assert_int_equal(
+		    resil_chaos_config_set(&cfg, key, value, &diag),
+		    RESIL_E_INVAL);
+		resil_chaos_config_deinit(&cfg);
+	} else {
+		resil_health_config cfg = resil_health_config_default();
+		assert_int_equal(
+		    resil_health_config_set(&cfg, key, value, &diag),
+		    RESIL_E_INVAL);
+	}
+	assert_string_equal(diag.msg, msg);
+}
+
+static void
+test_bad_duration_texts(void **state)
+{
+	resil_chaos_config cfg = resil_chaos_config_default();
+	resil_diag diag;
+
+	(void)state;
+	kv_refused("chaos.latency", "1e3",
+	    "chaos.latency: \"1e3\": a duration takes no exponent (write "
+	    "1000)");
+	kv_refused("chaos.latency", "0",
+	    "chaos.latency: 0 is below the minimum of 0.000001ms (1ns)");
+	kv_refused("health.interval", "0s",
+	    "health.interval: 0s is below the minimum of 0.000000001s (1ns)");
+	kv_refused("health.interval", "0us",
+	    "health.interval: 0us is below the minimum of 0.001us (1ns)");
+	kv_refused("health.interval", "1,5s",
+	    "health.interval: \"1,5s\": write a fraction with '.', not ','");
+	kv_refused("health.interval", "10sec",
+	    "health.interval: \"10sec\": unknown unit \"sec\" (did you mean "
+	    "10s?)");
+	kv_refused("health.interval", "18446744073710",
+	    "health.interval: 18446744073710 is out of range "
+	    "0ms..18446744073709.551615ms");
+	/* What the grammar accepts, kv accepts: fractions, units, ms. */
+	assert_int_equal(
+	    resil_chaos_config_set(&cfg, "chaos.latency", " 1.5s ", &diag),
+	    RESIL_OK);
+	assert_int_equal(
+	    resil_chaos_config_set(&cfg, "chaos.latency", "250", &diag),
+	    RESIL_OK);
+	resil_chaos_config_deinit(&cfg);
+}
+
 int
 main(void)
 {
@@ -730,6 +791,7 @@ main(void)
 		cmocka_unit_test(test_bad_selector),
 		cmocka_unit_test(test_bad_cluster),
 		cmocka_unit_test(test_bad_fleet_shm),
+		cmocka_unit_test(test_bad_duration_texts),
 	};
 
 	return cmocka_run_group_tests_name(

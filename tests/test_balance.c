@@ -5,6 +5,7 @@
 
 #include <cmocka.h>
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -634,7 +635,8 @@ big_push(big *b)
 			specs[n].warmup = b->warmup[i];
 			n++;
 		}
-	assert_int_equal(resil_directory_push(b->f.d, specs, n, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_directory_push(b->f.d, specs, n, NULL), RESIL_OK);
 }
 
 static void
@@ -686,8 +688,8 @@ rr_check_pick(big *b, const uint64_t *ex, size_t nex)
 		}
 	}
 	*ref_cur(b, cand[best].id) -= total;
-	assert_int_equal(resil_selector_pick(b->f.sel, b->f.c, NULL, ex, nex,
-	                     &p, NULL),
+	assert_int_equal(
+	    resil_selector_pick(b->f.sel, b->f.c, NULL, ex, nex, &p, NULL),
 	    RESIL_OK);
 	assert_string_equal(p.address, cand[best].address);
 	resil_selector_report(b->f.sel, &p, RESIL_OUTCOME_SUCCESS);
@@ -715,9 +717,9 @@ rr_run(int mode, size_t n, uint64_t seed)
 		int32_t w = mode == 6 ? (int32_t)(1 + i % 3)
 		    : mode == 0 || mode == 4 || mode == 5
 		    ? (int32_t)(1 + i % 5)
-		    : mode == 1                    ? (int32_t)(1 + i)
-		    : mode == 2                    ? (int32_t)(i % 4)
-		                                   : 0;
+		    : mode == 1 ? (int32_t)(1 + i)
+		    : mode == 2 ? (int32_t)(i % 4)
+		                : 0;
 		big_add(&b, w, mode == 4 ? 1000 + 10 * i : 0);
 	}
 	big_push(&b);
@@ -739,14 +741,15 @@ rr_run(int mode, size_t n, uint64_t seed)
 			/* A failover-like pick: 1..3 candidates excluded. */
 			resil_candidate c;
 			size_t cnt;
-			assert_int_equal(resil_selector_route(b.f.sel, NULL,
-			                     b.f.c, NULL),
+			assert_int_equal(
+			    resil_selector_route(b.f.sel, NULL, b.f.c, NULL),
 			    RESIL_OK);
 			cnt = resil_candidates_count(b.f.c);
 			nex = 1 + (size_t)(r % 3);
 			for (i = 0; i < nex; i++) {
 				resil_candidates_get(b.f.c,
-				    (size_t)(resil_rng_next(&b.rng) % cnt), &c);
+				    (size_t)(resil_rng_next(&b.rng) % cnt),
+				    &c);
 				ex[i] = c.id;
 			}
 		} else if (r >= 50 && r < 52) {
@@ -756,7 +759,8 @@ rr_run(int mode, size_t n, uint64_t seed)
 			if (b.live[k])
 				b.live[k] = 0;
 			big_add(&b,
-			    mode == 3 ? 0 : (int32_t)(resil_rng_next(&b.rng) % 5),
+			    mode == 3 ? 0
+			              : (int32_t)(resil_rng_next(&b.rng) % 5),
 			    0);
 			big_push(&b);
 		}
@@ -837,7 +841,8 @@ start_big(fx *f, resil_lb_kind kind, int32_t *w, size_t n)
 		specs[i].weight = w[i];
 	}
 	assert_int_equal(resil_directory_push(f->d, specs, n, NULL), RESIL_OK);
-	assert_int_equal(resil_selector_route(f->sel, NULL, f->c, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_selector_route(f->sel, NULL, f->c, NULL), RESIL_OK);
 }
 
 /*
@@ -886,15 +891,17 @@ test_balance_leastactive_samples_above_scan_max(void **state)
 	}
 	for (t = 0; t < 500; t++) {
 		double u = resil_rng_uniform(&rng);
-		size_t a = ref_weighted(w, N, u), b = ref_weighted(w, N,
-		                                        second_draw(u));
+		size_t a = ref_weighted(w, N, u),
+		       b = ref_weighted(w, N, second_draw(u));
 		resil_endpoint_state sa, sb;
 		char na[16], nb[16];
 		const char *want;
 		snprintf(na, sizeof(na), "e%zu:1", a);
 		snprintf(nb, sizeof(nb), "e%zu:1", b);
-		assert_int_equal(resil_directory_get_state(f.d, na, &sa), RESIL_OK);
-		assert_int_equal(resil_directory_get_state(f.d, nb, &sb), RESIL_OK);
+		assert_int_equal(
+		    resil_directory_get_state(f.d, na, &sa), RESIL_OK);
+		assert_int_equal(
+		    resil_directory_get_state(f.d, nb, &sb), RESIL_OK);
 		want = sb.active < sa.active ? nb : na;
 		scripted_set(&f.rnd, &u, 1);
 		assert_string_equal(fx_call(&f, NULL), want);
@@ -974,17 +981,18 @@ test_balance_shortest_samples_above_scan_max(void **state)
 			continue;
 		assert_int_equal(
 		    resil_selector_pick_at(f.sel, f.c, i, &p, NULL), RESIL_OK);
-		assert_int_equal(resil_selector_report_duration(f.sel, &p,
-		                     RESIL_OUTCOME_SUCCESS, est[i]),
+		assert_int_equal(resil_selector_report_duration(
+		                     f.sel, &p, RESIL_OUTCOME_SUCCESS, est[i]),
 		    RESIL_OK);
 	}
 	resil_rng_seed(&rng, 3);
 	for (t = 0; t < 300; t++) {
 		double u = resil_rng_uniform(&rng);
-		size_t a = ref_weighted(w, N, u), b = ref_weighted(w, N,
-		                                        second_draw(u));
+		size_t a = ref_weighted(w, N, u),
+		       b = ref_weighted(w, N, second_draw(u));
 		char want[16];
-		snprintf(want, sizeof(want), "e%zu:1", est[b] < est[a] ? b : a);
+		snprintf(
+		    want, sizeof(want), "e%zu:1", est[b] < est[a] ? b : a);
 		scripted_set(&f.rnd, &u, 1);
 		f.rnd.calls = 0;
 		assert_int_equal(
@@ -1029,7 +1037,8 @@ test_balance_p2c_one_draw_above_scan_max(void **state)
 	resil_rng_seed(&rng, 5);
 	for (t = 0; t < 300; t++) {
 		double u = resil_rng_uniform(&rng);
-		size_t i = (size_t)(u * N), j = (size_t)(second_draw(u) * (N - 1));
+		size_t i = (size_t)(u * N),
+		       j = (size_t)(second_draw(u) * (N - 1));
 		char want[16];
 		if (j >= i)
 			j++;
@@ -1065,8 +1074,8 @@ test_balance_endpoint_view(void **state)
 	f.scfg.balance.shortest_slide = 2000;
 	start_lb(&f, RESIL_LB_PEAKEWMA, NULL, 2);
 	/* Never observed: the default RTT, load = 500 * (0 + 1). */
-	assert_int_equal(resil_balance_endpoint_get(f.d, &f.scfg.balance,
-	                     "e0:1", &be),
+	assert_int_equal(
+	    resil_balance_endpoint_get(f.d, &f.scfg.balance, "e0:1", &be),
 	    RESIL_OK);
 	assert_false(be.ewma_seen);
 	assert_true(be.ewma_cost == 500.0);
@@ -1083,9 +1092,10 @@ test_balance_endpoint_view(void **state)
 	    resil_selector_pick(f.sel, f.c, NULL, ex, 1, &p, NULL), RESIL_OK);
 	resil_selector_report_duration(f.sel, &p, RESIL_OUTCOME_SUCCESS, 100);
 	assert_int_equal(
-	    resil_selector_pick(f.sel, f.c, NULL, ex, 1, &held, NULL), RESIL_OK);
-	assert_int_equal(resil_balance_endpoint_get(f.d, &f.scfg.balance,
-	                     "e0:1", &be),
+	    resil_selector_pick(f.sel, f.c, NULL, ex, 1, &held, NULL),
+	    RESIL_OK);
+	assert_int_equal(
+	    resil_balance_endpoint_get(f.d, &f.scfg.balance, "e0:1", &be),
 	    RESIL_OK);
 	assert_true(be.ewma_seen);
 	assert_true(be.ewma_cost == 100.0);
@@ -1093,19 +1103,20 @@ test_balance_endpoint_view(void **state)
 	assert_true(be.ewma_load == 200.0);
 	/* One tau later the cost has decayed by e^-1. */
 	resil_manual_clock_advance(&f.mc, 1000);
-	assert_int_equal(resil_balance_endpoint_get(f.d, &f.scfg.balance,
-	                     "e0:1", &be),
+	assert_int_equal(
+	    resil_balance_endpoint_get(f.d, &f.scfg.balance, "e0:1", &be),
 	    RESIL_OK);
 	assert_true(be.ewma_cost > 36.78 && be.ewma_cost < 36.79);
 	assert_true(be.ewma_load > 73.57 && be.ewma_load < 73.58);
 	/* e1 (never observed) costs 500 > 73.6: PeakEWMA takes e0, as the
 	 * reader says. */
-	assert_int_equal(resil_balance_endpoint_get(f.d, &f.scfg.balance,
-	                     "e1:1", &bb),
+	assert_int_equal(
+	    resil_balance_endpoint_get(f.d, &f.scfg.balance, "e1:1", &bb),
 	    RESIL_OK);
 	assert_true(bb.ewma_load > be.ewma_load);
 	assert_string_equal(fx_call(&f, NULL), "e0:1");
-	resil_selector_report_duration(f.sel, &held, RESIL_OUTCOME_SUCCESS, 40);
+	resil_selector_report_duration(
+	    f.sel, &held, RESIL_OUTCOME_SUCCESS, 40);
 	/* The shortest-response window (fed only by a shortest balancer's
 	 * picks: empty here) and its expiry. */
 	assert_int_equal(be.sr_successes, 0);
@@ -1115,12 +1126,12 @@ test_balance_endpoint_view(void **state)
 	    RESIL_E_NOTFOUND);
 	assert_int_equal(resil_balance_endpoint_get(NULL, NULL, "e0:1", &be),
 	    RESIL_E_INVAL);
-	assert_int_equal(
-	    resil_balance_endpoint_get(f.d, NULL, "e0:1", NULL), RESIL_E_INVAL);
+	assert_int_equal(resil_balance_endpoint_get(f.d, NULL, "e0:1", NULL),
+	    RESIL_E_INVAL);
 	resil_balance_config_init(&bad);
 	bad.ewma_tau = 0;
-	assert_int_equal(resil_balance_endpoint_get(f.d, &bad, "e0:1", &be),
-	    RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_balance_endpoint_get(f.d, &bad, "e0:1", &be), RESIL_E_INVAL);
 	fx_end(&f);
 
 	/* Shortest response: the window, the estimate and its expiry; the
@@ -1158,6 +1169,270 @@ test_balance_endpoint_view(void **state)
 	fx_end(&f);
 }
 
+/* --- threads: the large-set paths while the list changes ---------------- */
+
+#define TPICKERS 3
+#define TROUNDS 3000
+#define TPOOL 96
+
+typedef struct tshared {
+	resil_manual_clock mc;
+	resil_rng rng;
+	resil_random rnd;
+	resil_directory *d;
+	resil_selector *sel;
+	int stop; /* atomic */
+	uint64_t picks[TPICKERS], bad[TPICKERS];
+} tshared;
+
+typedef struct targ {
+	tshared *s;
+	int id;
+} targ;
+
+static const char *const tmethods[] = { "rr", "l", "s", "p", "w", "r" };
+
+static void *
+tpicker(void *p)
+{
+	targ *a = p;
+	tshared *s = a->s;
+	resil_candidates *c;
+	resil_request req;
+	int i;
+
+	if (resil_candidates_new(&c, s->sel) != RESIL_OK)
+		return NULL;
+	memset(&req, 0, sizeof(req));
+	for (i = 0;
+	     i < TROUNDS || !__atomic_load_n(&s->stop, __ATOMIC_SEQ_CST);
+	     i++) {
+		resil_pick pk;
+		resil_candidate one;
+		uint64_t ex[1];
+		size_t nex = 0;
+		resil_err err;
+
+		req.method = tmethods[i % 6];
+		if (resil_selector_route(s->sel, &req, c, NULL) != RESIL_OK)
+			continue;
+		if (i % 5 == 0 &&
+		    resil_candidates_get(c,
+		        (size_t)i % resil_candidates_count(c),
+		        &one) == RESIL_OK) {
+			ex[0] =
+			    one.id; /* another set: round robin folds back */
+			nex = 1;
+		}
+		err = resil_selector_pick(s->sel, c, &req, ex, nex, &pk, NULL);
+		if (err == RESIL_E_UNAVAILABLE)
+			continue; /* a set of one, excluded */
+		if (err != RESIL_OK || strncmp(pk.address, "10.1.", 5) != 0) {
+			s->bad[a->id]++;
+			continue;
+		}
+		s->picks[a->id]++;
+		resil_selector_report_duration(s->sel, &pk,
+		    RESIL_OUTCOME_SUCCESS, (uint64_t)(1 + i % 17));
+	}
+	resil_candidates_free(c);
+	return NULL;
+}
+
+static void
+test_balance_threads_large_sets_while_pushing(void **state)
+{
+	static tshared s;
+	static char addrs[TPOOL][32];
+	resil_directory_config dc = resil_directory_config_default();
+	resil_selector_config sc = resil_selector_config_default();
+	resil_method_balance mb[6];
+	resil_endpoint_spec specs[TPOOL];
+	pthread_t th[TPICKERS];
+	targ args[TPICKERS];
+	uint64_t total = 0;
+	int i, k;
+
+	(void)state;
+	memset(&s, 0, sizeof(s));
+	resil_manual_clock_init(&s.mc, 1);
+	resil_rng_seed(&s.rng, 29);
+	s.rnd = resil_rng_hook(&s.rng);
+	dc.clock = resil_manual_clock_hook(&s.mc);
+	assert_int_equal(resil_directory_new(&s.d, &dc, NULL), RESIL_OK);
+	memset(mb, 0, sizeof(mb));
+	for (i = 0; i < 6; i++) {
+		mb[i].method = tmethods[i];
+		resil_balance_config_init(&mb[i].balance);
+	}
+	mb[0].balance.kind = RESIL_LB_ROUNDROBIN;
+	mb[1].balance.kind = RESIL_LB_LEASTACTIVE;
+	mb[2].balance.kind = RESIL_LB_SHORTEST;
+	mb[3].balance.kind = RESIL_LB_P2C;
+	mb[4].balance.kind = RESIL_LB_PEAKEWMA;
+	mb[5].balance.kind = RESIL_LB_RANDOM;
+	sc.methods = mb;
+	sc.nmethods = 6;
+	sc.random = &s.rnd;
+	assert_int_equal(resil_selector_new(&s.sel, s.d, &sc, NULL), RESIL_OK);
+	for (i = 0; i < TPOOL; i++) {
+		snprintf(
+		    addrs[i], sizeof(addrs[i]), "10.1.%d.%d:1", i / 50, i);
+		specs[i] = resil_endpoint_spec_default(addrs[i]);
+		specs[i].weight = 1 + i % 5;
+	}
+	assert_int_equal(resil_directory_push(s.d, specs, 64, NULL), RESIL_OK);
+	for (i = 0; i < TPICKERS; i++) {
+		args[i].s = &s;
+		args[i].id = i;
+		assert_int_equal(
+		    pthread_create(&th[i], NULL, tpicker, &args[i]), 0);
+	}
+	/* Sliding lists of 17 to 64 endpoints (above the scans' sizes), the
+	 * weights moving; the clock moves. */
+	for (k = 0; k < 300; k++) {
+		int from = k % 32, n = 17 + k % 48;
+		specs[from].weight = 1 + k % 7;
+		assert_int_equal(
+		    resil_directory_push(s.d, specs + from, (size_t)n, NULL),
+		    RESIL_OK);
+		resil_manual_clock_advance(&s.mc, 1);
+	}
+	__atomic_store_n(&s.stop, 1, __ATOMIC_SEQ_CST);
+	for (i = 0; i < TPICKERS; i++) {
+		pthread_join(th[i], NULL);
+		assert_int_equal(s.bad[i], 0);
+		total += s.picks[i];
+	}
+	assert_true(total >= (uint64_t)TPICKERS * TROUNDS / 2);
+	resil_selector_free(s.sel);
+	resil_directory_free(s.d);
+}
+
+/* The large-set paths allocate nothing per pick: round robin's fast state
+ * is sized to the snapshot, so another candidate set of it (an exclusion)
+ * is rebuilt in place; the sampled balancers hold no state. And the
+ * first pick's allocations, failed one by one, fail cleanly. */
+static void
+test_balance_large_sets_allocate_nothing(void **state)
+{
+	static const resil_lb_kind kinds[] = { RESIL_LB_ROUNDROBIN,
+		RESIL_LB_LEASTACTIVE, RESIL_LB_SHORTEST, RESIL_LB_P2C };
+	size_t k;
+	uint64_t nth;
+
+	(void)state;
+	for (k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+		fail_alloc fa;
+		uint64_t after;
+		resil_candidate c0;
+		fx f;
+		int i;
+
+		fx_init(&f, 1000);
+		f.rnd.seeded = 1;
+		resil_rng_seed(&f.rnd.rng, 4);
+		f.dcfg.alloc = fail_alloc_init(&fa, 0);
+		f.scfg.alloc = f.dcfg.alloc;
+		f.scfg.balance.kind = kinds[k];
+		assert_int_equal(fx_start(&f), 0);
+		assert_int_equal(fx_push_weights(&f, NULL, 64), RESIL_OK);
+		assert_string_not_equal(fx_call(&f, NULL), "");
+		after = fa.allocs;
+		for (i = 0; i < 500; i++) {
+			resil_pick p;
+			uint64_t ex[1];
+			assert_int_equal(
+			    resil_selector_route(f.sel, NULL, f.c, NULL),
+			    RESIL_OK);
+			resil_candidates_get(f.c, (size_t)(i % 64), &c0);
+			ex[0] = c0.id;
+			assert_int_equal(resil_selector_pick(f.sel, f.c, NULL,
+			                     ex, (size_t)(i % 2), &p, NULL),
+			    RESIL_OK);
+			resil_selector_report(
+			    f.sel, &p, RESIL_OUTCOME_SUCCESS);
+		}
+		assert_int_equal(fa.allocs, after);
+		fx_end(&f);
+		assert_int_equal(fail_alloc_live(&fa), 0);
+	}
+	/* Round robin's first pick over a new snapshot allocates its
+	 * counters and fast state: each allocation refused in turn. */
+	for (nth = 1; nth <= 12; nth++) {
+		fail_alloc fa;
+		resil_pick p;
+		resil_err err;
+		fx f;
+
+		fx_init(&f, 1000);
+		f.dcfg.alloc = fail_alloc_init(&fa, 0);
+		f.scfg.alloc = f.dcfg.alloc;
+		f.scfg.balance.kind = RESIL_LB_ROUNDROBIN;
+		assert_int_equal(fx_start(&f), 0);
+		assert_int_equal(fx_push_weights(&f, NULL, 40), RESIL_OK);
+		assert_int_equal(
+		    resil_selector_route(f.sel, NULL, f.c, NULL), RESIL_OK);
+		fail_alloc_arm(&fa, nth);
+		err = resil_selector_pick(f.sel, f.c, NULL, NULL, 0, &p, NULL);
+		assert_true(err == RESIL_OK || err == RESIL_E_NOMEM);
+		if (err == RESIL_OK)
+			resil_selector_report(
+			    f.sel, &p, RESIL_OUTCOME_SUCCESS);
+		fail_alloc_arm(&fa, 0);
+		/* It recovers: the next pick works. */
+		assert_string_not_equal(fx_call(&f, NULL), "");
+		fx_end(&f);
+		assert_int_equal(fail_alloc_live(&fa), 0);
+		assert_false(fa.size_mismatch);
+	}
+}
+
+/* Above RESIL_LB_SCAN_MAX the weighted choice searches from a guess (the
+ * running sums as if even); the answer is the rule's whatever the
+ * weights: skewed, with runs of 0, growing. */
+static void
+test_balance_random_large_uneven_matches_reference(void **state)
+{
+	static const size_t sizes[] = { 17, 33, 64 };
+	resil_rng rng;
+	size_t si;
+	int pattern;
+
+	(void)state;
+	resil_rng_seed(&rng, 123);
+	for (si = 0; si < 3; si++)
+		for (pattern = 0; pattern < 4; pattern++) {
+			size_t n = sizes[si], i;
+			int32_t w[64];
+			int t;
+			fx f;
+
+			for (i = 0; i < n; i++)
+				w[i] = pattern == 0
+				    ? (i == n / 3 ? 1000000 : 1)
+				    : pattern == 1 ? (i % 7 < 4 ? 0 : 3)
+				    : pattern == 2
+				    ? (int32_t)(i * i)
+				    : (i == 0 ? 500000 : (int32_t)(i % 2));
+			fx_init(&f, 1000);
+			start_lb(&f, RESIL_LB_RANDOM, w, n);
+			for (t = 0; t < 300; t++) {
+				double u = t < 3
+				    ? (t == 0          ? 0.0
+				              : t == 1 ? 0x1.fffffffffffffp-1
+				                       : 0.5)
+				    : resil_rng_uniform(&rng);
+				char want[16];
+				snprintf(want, sizeof(want), "e%zu:1",
+				    ref_weighted(w, n, u));
+				scripted_set(&f.rnd, &u, 1);
+				assert_string_equal(fx_call(&f, NULL), want);
+			}
+			fx_end(&f);
+		}
+}
+
 int
 main(void)
 {
@@ -1185,10 +1460,16 @@ main(void)
 		cmocka_unit_test(test_balance_roundrobin_fast_matches_scan),
 		cmocka_unit_test(
 		    test_balance_leastactive_samples_above_scan_max),
-		cmocka_unit_test(test_balance_leastactive_sampled_distribution),
+		cmocka_unit_test(
+		    test_balance_leastactive_sampled_distribution),
 		cmocka_unit_test(test_balance_shortest_samples_above_scan_max),
 		cmocka_unit_test(test_balance_p2c_one_draw_above_scan_max),
 		cmocka_unit_test(test_balance_endpoint_view),
+		cmocka_unit_test(
+		    test_balance_threads_large_sets_while_pushing),
+		cmocka_unit_test(test_balance_large_sets_allocate_nothing),
+		cmocka_unit_test(
+		    test_balance_random_large_uneven_matches_reference),
 	};
 
 	return cmocka_run_group_tests_name("balance", tests, NULL, NULL);

@@ -1551,7 +1551,8 @@ test_breaker_count_window_successes_exact(void **state)
 	fy.cfg.listener = NULL;
 	fy.cfg.clock = resil_manual_clock_hook(&fy.mc);
 	fx_new(&fy);
-	assert_int_equal(resil_breaker_restore(fy.b, buf, len, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_breaker_restore(fy.b, buf, len, NULL), RESIL_OK);
 	window_is(fy.b, 2, 0);
 	for (i = 0; i < 3; i++)
 		call(&fy, RESIL_OUTCOME_SUCCESS);

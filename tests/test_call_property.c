@@ -2,7 +2,9 @@
  * Issue 25.1's property, over seeded random scripts: hedging (1..3
  * hedges, a delay), a retry policy with or without a budget and a
  * deadline, a breaker that trips fast (and is sometimes forced OPEN), a
- * small bulkhead, a timeout, attempts that fail, answer late or never.
+ * small bulkhead, a timeout, attempts that fail, answer late or never,
+ * and in a third of the scripts a chaos (latency, fault and outcome at
+ * 30%).
  * Every call reaches DONE by its bound (what its timeouts, hedge delays,
  * backoffs and answers can add up to) plus one step, through both
  * drivers: the call machine stepped here by an event loop, and
@@ -58,6 +60,8 @@ typedef struct script {
 	uint32_t max_concurrent;
 	uint64_t max_delay; /* an answer comes within this, or never */
 	int lose;           /* attempts may never answer (a timeout is set) */
+	int chaos;          /* a chaos: latency, fault, outcome at rates */
+	uint64_t latency;
 } script;
 
 static void
@@ -78,6 +82,8 @@ script_of(rng *r, script *s)
 	s->max_concurrent = 1 + (uint32_t)below(r, 3);
 	s->max_delay = 1 + below(r, 30);
 	s->lose = s->timeout != 0 && below(r, 2);
+	s->chaos = below(r, 3) == 0;
+	s->latency = s->chaos ? 1 + below(r, 20) : 0;
 }
 
 /* The latest a call may end, from its start. */
@@ -87,8 +93,8 @@ bound_of(const script *s)
 	uint64_t answer = s->timeout != 0 && s->timeout + 1 < s->max_delay
 	    ? s->timeout + 1
 	    : s->max_delay;
-	uint64_t per = (uint64_t)s->hedge_max * s->hedge_delay + answer +
-	    (s->timeout != 0 ? s->timeout + 1 : 0);
+	uint64_t per = (uint64_t)s->hedge_max * (s->hedge_delay + s->latency) +
+	    answer + s->latency + (s->timeout != 0 ? s->timeout + 1 : 0);
 	uint32_t n = s->retry ? s->attempts : 1;
 
 	return (uint64_t)n * (per + s->backoff) + 1;
@@ -225,13 +231,28 @@ attempt_fn(void *ctx, const resil_args *args, resil_value *out)
 }
 
 static resil_pipeline *
-pipeline_of(const script *s, pclock *clk, exq *q)
+pipeline_of(const script *s, pclock *clk, exq *q, resil_chaos **ch)
 {
 	resil_pipeline_config cfg;
 	resil_pipeline *p;
 	resil_diag diag;
 
+	*ch = NULL;
+	if (s->chaos) {
+		resil_chaos_config cc;
+
+		resil_chaos_config_init(&cc);
+		cc.rate = 0.3;
+		cc.latency_ns = s->latency;
+		cc.fault_rc = 5;
+		cc.has_outcome = 1;
+		cc.outcome_value = resil_value_int(2);
+		cc.seed = s->latency * 7919u;
+		if (resil_chaos_new(ch, &cc, &diag) != RESIL_OK)
+			fail_msg("chaos: %s", diag.msg);
+	}
 	resil_pipeline_config_init(&cfg);
+	cfg.chaos = *ch;
 	cfg.service = "PropService";
 	cfg.clock = &clk->hook;
 	cfg.hedge_max = s->hedge_max;
@@ -291,6 +312,7 @@ loop_call(resil_pipeline *p, pclock *clk, rng *r, const script *s,
 	resil_result res;
 	outq o;
 	int steps = 0, i;
+	uint32_t maxid = 0;
 
 	memset(&o, 0, sizeof(o));
 	assert_int_equal(
@@ -305,6 +327,8 @@ loop_call(resil_pipeline *p, pclock *clk, rng *r, const script *s,
 		if (st.action == RESIL_CALL_RUN) {
 			assert_true(o.n < MAXQ);
 			o.id[o.n] = st.attempt;
+			if (st.attempt > maxid)
+				maxid = st.attempt;
 			o.at[o.n] = s->lose && below(r, 4) == 0
 			    ? UINT64_MAX
 			    : now + below(r, s->max_delay + 1);
@@ -347,11 +371,21 @@ loop_call(resil_pipeline *p, pclock *clk, rng *r, const script *s,
 		}
 		assert_int_equal(resil_call_step(&call, now, &st), RESIL_OK);
 	}
-	/* Late answers after DONE are accepted and dropped. */
-	for (i = 0; i < o.n; i++)
-		assert_int_equal(
-		    resil_call_report(&call, o.id[i], 0, NULL, pc_now(clk)),
-		    RESIL_OK);
+	/* Late answers after DONE are accepted and dropped; when more than
+	 * RESIL_CALL_MAX_INFLIGHT slots were taken (attempts out, abandoned
+	 * or held back by chaos), the oldest abandoned were forgotten and
+	 * their answers are refused (call.h). */
+	for (i = 0; i < o.n; i++) {
+		resil_err e =
+		    resil_call_report(&call, o.id[i], 0, NULL, pc_now(clk));
+
+		if (e != RESIL_OK &&
+		    !(e == RESIL_E_MISUSE &&
+		        (maxid >= RESIL_CALL_MAX_INFLIGHT || s->chaos)))
+			fail_msg("script %u: a late answer refused (%d), %d "
+			         "out",
+			    seed, (int)e, o.n);
+	}
 	resil_result_free(&res);
 	return pc_now(clk);
 }
@@ -376,6 +410,7 @@ test_call_property_every_call_ends(void **state)
 			pclock clk;
 			exq q;
 			resil_pipeline *p;
+			resil_chaos *ch;
 			int k;
 
 			pclock_init(&clk);
@@ -383,7 +418,7 @@ test_call_property_every_call_ends(void **state)
 			q.clk = &clk;
 			q.r = &r;
 			q.s = &s;
-			p = pipeline_of(&s, &clk, driver ? &q : NULL);
+			p = pipeline_of(&s, &clk, driver ? &q : NULL, &ch);
 			for (k = 0; k < CALLS; k++) {
 				uint64_t t0 = pc_now(&clk), end;
 				uint64_t limit = t0 + bound_of(&s);
@@ -420,6 +455,7 @@ test_call_property_every_call_ends(void **state)
 				    &clk.mc, below(&r, 60));
 			}
 			resil_pipeline_free(p);
+			resil_chaos_free(ch);
 		}
 	}
 	assert_int_equal(calls, (uint64_t)scripts * 2 * CALLS);

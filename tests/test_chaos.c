@@ -458,9 +458,10 @@ test_chaos_text_keys(void **state)
 	    "chaos.latency: \"10sec\": unknown unit \"sec\" (did you mean "
 	    "10s?)");
 	expect_refused("chaos.latency", "0",
-	    "chaos.latency: 0 is below the minimum of 1ns");
+	    "chaos.latency: 0 is below the minimum of 0.000001ms (1ns)");
 	expect_refused("chaos.latency", "5 ms",
-	    "chaos.latency: \"5 ms\": write the unit next to the number");
+	    "chaos.latency: \"5 ms\": write the unit next to the number "
+	    "(5ms)");
 	expect_refused("chaos.latency", "1.5ns",
 	    "chaos.latency: \"1.5ns\" is not a whole number of nanoseconds");
 	expect_refused("chaos.enabled", "maybe",

@@ -440,15 +440,38 @@ test_config_durations(void **state)
 			        ->timeout_ns);
 		resil_config_free(c);
 	}
+	/* The bounds in the unit the value was written in (issue 24.8). */
 	expect_error("timeout=18446744074s",
 	    "svc.conf:1: timeout: 18446744074s is out of range "
-	    "0..18446744073709551615");
+	    "0s..18446744073.709551615s");
 	expect_error("timeout=18446744073710",
 	    "svc.conf:1: timeout: 18446744073710 is out of range "
-	    "0..18446744073709551615");
+	    "0ms..18446744073709.551615ms");
 	expect_error("timeout=18446744073709551616ns",
 	    "svc.conf:1: timeout: 18446744073709551616ns is out of range "
-	    "0..18446744073709551615");
+	    "0ns..18446744073709551615ns");
+	/* Exponent notation is a number, not a unit "e3" (issue 24.8). */
+	expect_error("timeout=1e3",
+	    "svc.conf:1: timeout: \"1e3\": a duration takes no exponent "
+	    "(write 1000)");
+	expect_error("timeout=1.5E3ms",
+	    "svc.conf:1: timeout: \"1.5E3ms\": a duration takes no exponent "
+	    "(write 1500ms)");
+	expect_error("timeout=2e-3s",
+	    "svc.conf:1: timeout: \"2e-3s\": a duration takes no exponent "
+	    "(write 0.002s)");
+	expect_error("timeout=0.1e+4",
+	    "svc.conf:1: timeout: \"0.1e+4\": a duration takes no exponent "
+	    "(write 1000)");
+	expect_error("timeout=1e99",
+	    "svc.conf:1: timeout: \"1e99\": a duration takes no exponent "
+	    "(write the digits, or use a unit: ns, us, ms, s, m, h)");
+	expect_error("timeout=1e3sec",
+	    "svc.conf:1: timeout: \"1e3sec\": a duration takes no exponent "
+	    "(write the digits, or use a unit: ns, us, ms, s, m, h)");
+	expect_error("timeout=1e",
+	    "svc.conf:1: timeout: \"1e\": unknown unit \"e\" (units: ns, "
+	    "us, ms, s, m, h; a number alone is milliseconds)");
 	/* Ambiguous or unknown forms are refused, never guessed. */
 	expect_error("timeout=5 s",
 	    "svc.conf:1: timeout: \"5 s\": write the unit next to the number "
@@ -485,7 +508,13 @@ test_config_durations(void **state)
 	    "milliseconds, or a number with a unit: ns, us, ms, s, m, h)");
 	expect_error("breaker.bucket=0",
 	    "svc.conf:1: breaker.bucket: 0 is out of range "
-	    "1..18446744073709551615");
+	    "0.000001ms (1ns)..18446744073709.551615ms");
+	expect_error("breaker.bucket=0s",
+	    "svc.conf:1: breaker.bucket: 0s is out of range "
+	    "0.000000001s (1ns)..18446744073.709551615s");
+	expect_error("breaker.bucket=0m",
+	    "svc.conf:1: breaker.bucket: 0m is out of range "
+	    "1ns..18446744073709551615ns");
 }
 
 static void
@@ -699,7 +728,7 @@ test_config_range_errors(void **state)
 	    "0..1000000");
 	expect_error("retry.budget_period=0",
 	    "svc.conf:1: retry.budget_period: 0 is out of range "
-	    "1..18446744073709551615");
+	    "0.000001ms (1ns)..18446744073709.551615ms");
 	expect_error("cache.max_entries=0",
 	    "svc.conf:1: cache.max_entries: 0 is out of range 1..4294967296");
 	expect_error("cache.max_entries=4294967297",
@@ -718,7 +747,7 @@ test_config_range_errors(void **state)
 	    "svc.conf:1: ratelimit.rate: 0 is out of range 1..4294967295");
 	expect_error("ratelimit.period=0",
 	    "svc.conf:1: ratelimit.period: 0 is out of range "
-	    "1..18446744073709551615");
+	    "0.000001ms (1ns)..18446744073709.551615ms");
 	expect_error("ratelimit.burst=0",
 	    "svc.conf:1: ratelimit.burst: 0 is out of range 1..4294967295");
 	expect_error("bulkhead.max_concurrent=0",
@@ -728,7 +757,7 @@ test_config_range_errors(void **state)
 	    "svc.conf:1: bulkhead.backoff_pct: 100 is out of range 1..99");
 	expect_error("bulkhead.target_latency=0",
 	    "svc.conf:1: bulkhead.target_latency: 0 is out of range "
-	    "1..18446744073709551615");
+	    "0.000001ms (1ns)..18446744073709.551615ms");
 	expect_error("breaker.enabled=maybe",
 	    "svc.conf:1: breaker.enabled: \"maybe\" is not a boolean (true, "
 	    "false, yes, no, on, off, 1, 0)");

@@ -1490,6 +1490,60 @@ limit_cfg(const char *name, const char *inst, heard *h)
 	return c;
 }
 
+/* Fleet limiter members with different settings (issue 25 item 3): one
+ * with burst 100 among members of burst 40 is refused with a SETTINGS
+ * event and decides on its local share; the fleet's grants stay exactly
+ * its burst. */
+static void
+test_fleet_redis_limit_settings_differ(void **state)
+{
+	heard h[2];
+	resil_fleet_limit *fl[2];
+	resil_fleet_limit_config c;
+	resil_fleet_limit_info info;
+	char name[64], want[256];
+	unsigned i, granted = 0;
+
+	(void)state;
+	NEED_SERVER();
+	memset(h, 0, sizeof(h));
+	resil_manual_clock_init(&mc, 1000);
+	new_name(name, sizeof(name));
+	c = limit_cfg(name, "a", &h[0]);
+	assert_int_equal(resil_fleet_limit_new(&fl[0], &c, NULL), RESIL_OK);
+	c = limit_cfg(name, "b", &h[1]);
+	c.burst = 100;
+	c.rate = 100;
+	assert_int_equal(resil_fleet_limit_new(&fl[1], &c, NULL), RESIL_OK);
+	assert_int_equal(resil_fleet_limit_acquire(fl[0], 1, NULL), RESIL_OK);
+	granted++;
+	/* b is refused and decides locally (a share of its own, N = 1). */
+	assert_int_equal(resil_fleet_limit_acquire(fl[1], 1, NULL), RESIL_OK);
+	assert_int_equal(h[1].n[RESIL_FLEET_EV_SETTINGS], 1);
+	snprintf(want, sizeof(want),
+	    "fleet limiter %s: settings differ from the fleet's: rate=100 "
+	    "(the fleet's 40), burst=100 (the fleet's 40)",
+	    name);
+	assert_string_equal(h[1].last_detail, want);
+	assert_int_equal(resil_fleet_limit_get_info(fl[1], &info), RESIL_OK);
+	assert_true(info.local_mode);
+	assert_int_equal(info.redis_grants, 0);
+	/* Tried again after reconnect_ms: refused again, no new event. */
+	resil_manual_clock_advance(&mc, 20 * RESIL_NS_PER_MS);
+	(void)resil_fleet_limit_acquire(fl[1], 1, NULL);
+	assert_int_equal(h[1].n[RESIL_FLEET_EV_SETTINGS], 1);
+	assert_int_equal(resil_fleet_limit_get_info(fl[1], &info), RESIL_OK);
+	assert_int_equal(info.redis_grants, 0);
+	/* The fleet's own burst is untouched by b: a takes exactly 40. */
+	for (i = 0; i < 60; i++)
+		if (resil_fleet_limit_acquire(fl[0], 1, NULL) == RESIL_OK)
+			granted++;
+	assert_int_equal(granted, 40);
+	assert_int_equal(h[0].n[RESIL_FLEET_EV_SETTINGS], 0);
+	resil_fleet_limit_free(fl[1]);
+	resil_fleet_limit_free(fl[0]);
+}
+
 static void
 test_fleet_limit_config_validate(void **state)
 {
@@ -1961,6 +2015,7 @@ main(void)
 		cmocka_unit_test(test_fleet_redis_threads),
 		cmocka_unit_test(test_fleet_redis_paused),
 		cmocka_unit_test(test_fleet_redis_settings_differ),
+		cmocka_unit_test(test_fleet_redis_limit_settings_differ),
 		cmocka_unit_test(test_fleet_redis_episode_number_reused),
 		cmocka_unit_test(test_fleet_redis_default_instance),
 		cmocka_unit_test(test_fleet_redis_helper_thread),

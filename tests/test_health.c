@@ -552,9 +552,10 @@ test_health_text_keys(void **state)
 	assert_int_equal(resil_health_config_validate(&cfg, NULL), RESIL_OK);
 
 	expect_refused("health.interval", "0",
-	    "health.interval: 0 is below the minimum of 1ns");
+	    "health.interval: 0 is below the minimum of 0.000001ms (1ns)");
 	expect_refused("health.timeout", "1 s",
-	    "health.timeout: \"1 s\": write the unit next to the number");
+	    "health.timeout: \"1 s\": write the unit next to the number "
+	    "(1s)");
 	expect_refused("health.interval_jitter_percent", "101",
 	    "health.interval_jitter_percent: 101 is out of range 0..100");
 	expect_refused("health.unhealthy_threshold", "0",

@@ -899,12 +899,12 @@ test_pipeline_call_events_and_recorder(void **state)
 	    recs[i].text, "call succeeded: live RESIL_OK, 1 attempt");
 	assert_string_equal(recs[i].method, "getStock");
 	assert_string_equal(recs[rec.count - 1].text,
-	    "call not permitted: live RESIL_E_OPEN, 0 attempts");
+	    "call not permitted: unavailable RESIL_E_OPEN, 0 attempts");
 	assert_int_equal(recs[rec.count - 1].err, RESIL_E_OPEN);
 	/* The failure between them, and the breaker's own event. */
 	for (i = 0; i < rec.count; i++)
 		if (strcmp(recs[i].text,
-		        "call failed: live RESIL_E_CALL, 1 attempt") == 0)
+		        "call failed: unavailable RESIL_E_CALL, 1 attempt") == 0)
 			break;
 	assert_true(i < rec.count);
 	assert_int_equal(rec.dropped, 0);
@@ -927,7 +927,7 @@ test_pipeline_call_events_and_recorder(void **state)
 	for (calls = 0, i = 0; i < rec.count; i++)
 		if (recs[i].stage == RESIL_STAGE_CALL) {
 			assert_string_equal(recs[i].text,
-			    "call not permitted: live RESIL_E_OPEN, 0 "
+			    "call not permitted: unavailable RESIL_E_OPEN, 0 "
 			    "attempts");
 			calls++;
 		}

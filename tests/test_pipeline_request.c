@@ -445,6 +445,16 @@ test_request_forking_routes(void **state)
 	assert_int_equal(x.calls[0] + x.calls[1], 0);
 	assert_int_equal(x.calls[2] + x.calls[3], 2);
 	resil_result_free(&r);
+	/* An executor that refuses: each fork runs on the calling thread,
+	 * one after another; the third finds no distinct candidate, and
+	 * the call's error is still the last fork's (not "unavailable"). */
+	q.n = 8; /* full: submit refuses */
+	memset(x.calls, 0, sizeof(x.calls));
+	assert_int_equal(
+	    resil_pipeline_invoke_ex(p, NULL, &inv, dep, &x, &r), RESIL_E_CALL);
+	assert_int_equal(x.calls[2] + x.calls[3], 2);
+	assert_int_equal(r.attempts, 2);
+	resil_result_free(&r);
 	resil_pipeline_free(p);
 	rfx_end(&x);
 }

@@ -222,12 +222,146 @@ test_declared_timeout_crosses_zones(void **state)
 	cfx_end(&x);
 }
 
+/* ---- a call whose every attempt failed: nothing answered ---- */
+
+static void
+test_failed_call_source_is_unavailable(void **state)
+{
+	resil_args a = { "getStock", NULL, 0 };
+	resil_pipeline_metrics mt;
+	resil_result r;
+	cfx x;
+
+	(void)state;
+	cfx_start(&x,
+	    "service=StockService\n"
+	    "retry.enabled=true\n"
+	    "retry.max_attempts=2\n"
+	    "retry.delay=0\n",
+	    0);
+	x.rc[0] = 111;
+	assert_int_equal(
+	    resil_pipeline_call(x.p, &a, plain_fn, &x, &r), RESIL_E_CALL);
+	assert_int_equal(r.source, RESIL_SOURCE_UNAVAILABLE);
+	assert_int_equal(r.rc, 111);
+	assert_int_equal(r.attempts, 2);
+	resil_result_free(&r);
+	assert_int_equal(resil_pipeline_get_metrics(x.p, &mt), RESIL_OK);
+	assert_int_equal(mt.errors, 1);
+	assert_int_equal(mt.unavailable, 0);
+	assert_int_equal(mt.live, 0);
+	cfx_end(&x);
+
+	/* Through a cluster: the same, with Dubbo's message. */
+	cfx_start(&x,
+	    "service=StockService\n"
+	    "loadbalance=roundrobin\n"
+	    "retries=1\n",
+	    1);
+	x.rc[0] = x.rc[1] = x.rc[2] = x.rc[3] = 111;
+	assert_int_equal(invoke(&x, &r), RESIL_E_CALL);
+	assert_int_equal(r.source, RESIL_SOURCE_UNAVAILABLE);
+	assert_non_null(strstr(r.message, "Tried 2 times"));
+	resil_result_free(&r);
+	cfx_end(&x);
+}
+
+/* ---- failfast, failsafe, failback without a selector ---- */
+
+static void
+test_strategies_without_selector(void **state)
+{
+	resil_args a = { "getStock", "k", 1 };
+	resil_pipeline_metrics mt;
+	resil_result r;
+	size_t ran = 0;
+	cfx x;
+	int k;
+
+	(void)state;
+	/* failfast: one attempt, its error. */
+	cfx_start(&x, "service=StockService\ncluster=failfast\n", 0);
+	x.rc[0] = 111;
+	assert_int_equal(
+	    resil_pipeline_call(x.p, &a, plain_fn, &x, &r), RESIL_E_CALL);
+	assert_int_equal(r.attempts, 1);
+	resil_result_free(&r);
+	cfx_end(&x);
+
+	/* failsafe: no error, a null value, an event; a fail: mock never
+	 * fires (the failure never reaches the fallback chain). */
+	cfx_start(&x,
+	    "service=StockService\ncluster=failsafe\n"
+	    "mock=fail:return 5\n",
+	    0);
+	x.rc[0] = 111;
+	assert_int_equal(
+	    resil_pipeline_call(x.p, &a, plain_fn, &x, &r), RESIL_OK);
+	assert_int_equal(r.value.type, RESIL_VALUE_NULL);
+	assert_int_equal(r.last_failure, RESIL_E_CALL);
+	assert_int_equal(r.attempts, 1);
+	resil_result_free(&r);
+	assert_int_equal(events(&x, "cluster swallowed"), 1);
+	assert_int_equal(resil_pipeline_get_metrics(x.p, &mt), RESIL_OK);
+	assert_int_equal(mt.mock, 0);
+	cfx_end(&x);
+
+	/* failback: no error now; the call queued, retried by the poll on
+	 * the one endpoint (NULL) with its arguments, a full queue drops the
+	 * new failure. */
+	cfx_start(&x,
+	    "service=StockService\ncluster=failback\n"
+	    "failback.queue=2\nfailback.period=1s\n",
+	    0);
+	x.rc[0] = 111;
+	for (k = 0; k < 3; k++) {
+		assert_int_equal(
+		    resil_pipeline_call(x.p, &a, plain_fn, &x, &r), RESIL_OK);
+		assert_int_equal(r.value.type, RESIL_VALUE_NULL);
+		resil_result_free(&r);
+	}
+	assert_int_equal(resil_pipeline_failback_pending(x.p), 2);
+	assert_int_equal(events(&x, "cluster queued"), 2);
+	assert_int_equal(events(&x, "cluster queue_full"), 1);
+	assert_int_equal(resil_pipeline_get_metrics(x.p, &mt), RESIL_OK);
+	assert_int_equal(mt.failback_dropped, 1);
+	x.rc[0] = 0;
+	memset(x.order, 0, sizeof(x.order));
+	resil_manual_clock_advance(&x.mc, 1000 * MS);
+	assert_int_equal(resil_pipeline_failback_poll(x.p,
+	                     resil_manual_clock_now(&x.mc), ep_fn, &x, &ran),
+	    RESIL_OK);
+	assert_int_equal(ran, 2);
+	assert_string_equal(x.order, "- -");
+	assert_int_equal(resil_pipeline_failback_pending(x.p), 0);
+	cfx_end(&x);
+
+	/* One attempt each: the retry stage is refused, naming it. */
+	assert_int_equal(resil_config_parse_string(&x.conf,
+	                     "service=S\ncluster=failsafe\n"
+	                     "retry.enabled=true\n",
+	                     "svc.conf", NULL, &x.diag),
+	    RESIL_OK);
+	{
+		resil_pipeline_config pc = *resil_config_pipeline(x.conf);
+
+		assert_int_equal(
+		    resil_pipeline_new(&x.p, &pc, &x.diag), RESIL_E_INVAL);
+		assert_non_null(strstr(x.diag.msg,
+		    "cluster: failsafe makes "
+		    "one attempt"));
+	}
+	resil_config_free(x.conf);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_declared_timeout_without_selector),
 		cmocka_unit_test(test_declared_timeout_crosses_zones),
+		cmocka_unit_test(test_failed_call_source_is_unavailable),
+		cmocka_unit_test(test_strategies_without_selector),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -386,6 +386,12 @@ test_router_condition_argument_path(void **state)
 	parse_err("arguments[].x = 1 => zone = hz",
 	    "condition \"arguments[].x = 1 => zone = hz\" at column 1: "
 	    "expected arguments[N]");
+	parse_err("arguments[1.5] = 1 => zone = hz",
+	    "condition \"arguments[1.5] = 1 => zone = hz\" at column 12: "
+	    "argument index is not a number in 0..10000");
+	parse_err("arguments[1]x = 1 => zone = hz",
+	    "condition \"arguments[1]x = 1 => zone = hz\" at column 1: "
+	    "expected arguments[N]");
 	parse_err("=> arguments[0].x = 1",
 	    "condition \"=> arguments[0].x = 1\" at column 4: arguments[] "
 	    "can only be tested before '=>'");

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <resil/breaker.h>
@@ -545,6 +546,72 @@ test_shm_corrupt_while_attached(void **state)
 	refused("entry 2 (bh) starts at offset 3");
 }
 
+/* A sound region is never taken for a corrupt one: processes attaching
+ * while others add entries (each entry written in steps) all attach.
+ * Before the entry table was checked under its lock, an attach could read
+ * the bump offset before an entry was committed and the count after, and
+ * refuse a sound region ("ends at offset ..., past the data in use"); the
+ * window is a few instructions wide, and 3 runs of 4 x 1000 rounds did not
+ * hit it: a guard, not a reproduction. */
+#define ATTACH_PROCS 4
+#define ATTACH_ROUNDS 150
+
+static void
+test_shm_corrupt_never_while_growing(void **state)
+{
+	resil_shm_config sc;
+	resil_shm *shm;
+	pid_t kids[ATTACH_PROCS];
+	int i, st, failed = 0;
+
+	(void)state;
+	snprintf(region, sizeof(region), "growing-%ld", (long)getpid());
+	(void)resil_shm_unlink(region, NULL);
+	resil_shm_config_init(&sc);
+	sc.max_entries = ATTACH_PROCS * ATTACH_ROUNDS;
+	sc.region_bytes = (size_t)4 << 20;
+	assert_int_equal(resil_shm_open(&shm, region, &sc, NULL), RESIL_OK);
+	for (i = 0; i < ATTACH_PROCS; i++) {
+		kids[i] = fork();
+		assert_true(kids[i] >= 0);
+		if (kids[i] == 0) {
+			resil_ratelimit_config rc =
+			    resil_ratelimit_config_default();
+			int r;
+
+			for (r = 0; r < ATTACH_ROUNDS; r++) {
+				resil_shm *s;
+				resil_ratelimit *rl;
+				resil_diag d;
+				char nm[32];
+
+				snprintf(nm, sizeof(nm), "rl-%d-%d", i, r);
+				if (resil_shm_open(&s, region, NULL, &d) !=
+				    RESIL_OK) {
+					fprintf(stderr, "attach: %s\n", d.msg);
+					_exit(1);
+				}
+				if (resil_shm_ratelimit(s, nm, &rc, &rl, &d) !=
+				    RESIL_OK) {
+					fprintf(stderr, "entry: %s\n", d.msg);
+					_exit(2);
+				}
+				resil_ratelimit_free(rl);
+				resil_shm_close(s);
+			}
+			_exit(0);
+		}
+	}
+	for (i = 0; i < ATTACH_PROCS; i++) {
+		assert_int_equal(waitpid(kids[i], &st, 0), kids[i]);
+		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+			failed++;
+	}
+	resil_shm_close(shm);
+	assert_int_equal(resil_shm_unlink(region, NULL), RESIL_OK);
+	assert_int_equal(failed, 0);
+}
+
 int
 main(void)
 {
@@ -573,6 +640,7 @@ main(void)
 		cmocka_unit_test(test_shm_corrupt_state_word),
 		cmocka_unit_test(test_shm_corrupt_state_word_owner),
 		cmocka_unit_test(test_shm_corrupt_while_attached),
+		cmocka_unit_test(test_shm_corrupt_never_while_growing),
 	};
 
 	return cmocka_run_group_tests_name("shm_corrupt", tests, NULL, NULL);

@@ -869,6 +869,23 @@ collect_bands(resil_pipeline *p, const step *steps, size_t nsteps, band *bands)
 	return n;
 }
 
+/* A step scenario calls one implicit endpoint: a cluster key would be
+ * ignored, so it is refused (1, the message printed). */
+static int
+refuse_cluster_conf(const resil_config *conf, const char *conf_path)
+{
+	resil_config_setting set;
+
+	if (!sim_cluster_setting(conf, &set))
+		return 0;
+	fprintf(stderr,
+	    "%s:%u: %s: a step scenario has one implicit endpoint and no "
+	    "cluster; cluster settings need an event scenario "
+	    "(docs/resil-sim.md)\n",
+	    set.origin != NULL ? set.origin : conf_path, set.line, set.key);
+	return 1;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -937,21 +954,9 @@ main(int argc, char **argv)
 		fprintf(stderr, "%s\n", diag.msg);
 		return 2;
 	}
-	{
-		resil_config_setting set;
-
-		if (sim_cluster_setting(conf, &set)) {
-			/* A step scenario calls one implicit endpoint: a
-			 * cluster key would be ignored. */
-			fprintf(stderr,
-			    "%s:%u: %s: a step scenario has one implicit "
-			    "endpoint and no cluster; cluster settings need "
-			    "an event scenario (docs/resil-sim.md)\n",
-			    set.origin != NULL ? set.origin : conf_path,
-			    set.line, set.key);
-			resil_config_free(conf);
-			return 2;
-		}
+	if (refuse_cluster_conf(conf, conf_path)) {
+		resil_config_free(conf);
+		return 2;
 	}
 	pcfg = *resil_config_pipeline(conf);
 	if (pcfg.service == NULL)

@@ -126,7 +126,8 @@ typedef struct resil_balance_endpoint {
 	int32_t weight;   /* after warm-up, as the weighted choice sees it */
 	int ewma_seen;    /* 0: never observed, the cost is the default RTT */
 	double ewma_cost; /* PeakEWMA's cost, decayed to now */
-	double ewma_load; /* ewma_cost * (active + 1): what PeakEWMA compares */
+	double
+	    ewma_load; /* ewma_cost * (active + 1): what PeakEWMA compares */
 	uint64_t sr_successes; /* shortest response: the window's successes */
 	uint64_t sr_elapsed;   /* and their total duration */
 	uint64_t sr_reset_at;  /* when the window last restarted */

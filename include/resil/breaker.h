@@ -308,6 +308,9 @@ typedef struct resil_breaker_metrics {
 	uint32_t window_calls;
 	uint32_t window_failures;
 	uint32_t window_slow;
+	/* The current failure streak in CLOSED, kept only while the
+	 * consecutive_failures trigger is on (0 otherwise: the rate-only
+	 * success path writes nothing shared). */
 	uint32_t consecutive_failures;
 	float failure_rate;   /* percent, or -1 below min_calls */
 	float slow_call_rate; /* percent, or -1 below min_calls */

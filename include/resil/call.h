@@ -91,7 +91,7 @@ typedef struct resil_method resil_method;
  */
 typedef struct resil_call {
 	/* Private: the machine's state. */
-	uint64_t opaque_[336];
+	uint64_t opaque_[352];
 } resil_call;
 
 typedef enum resil_call_action {

@@ -37,9 +37,21 @@
  * later sync reconnects (at most once per reconnect_ms) and resyncs.
  * Every such change is reported to the listener.
  *
+ * The members of one fleet must agree on quorum, quorum_traffic_pct,
+ * probe_leases, open_wait_ms, lease_ms, vote_ms, bucket_ms and buckets
+ * (the fleet's bounds are made of them). Each sync sends them; a member
+ * whose settings differ from the fleet's while a live member has the
+ * fleet's is refused before the script writes anything: its sync returns
+ * RESIL_E_UNAVAILABLE, it decides locally, and its listener hears one
+ * RESIL_FLEET_EV_SETTINGS event naming the differing keys and both
+ * values. When no live member has the fleet's settings, the next
+ * member's become the fleet's. (A fleet rate limiter likewise for rate,
+ * period_ms and burst.)
+ *
  * Keys (one Redis, not Cluster): resil:fleet:NAME:state (hash),
  * :votes (sorted set), :leases (hash), :agg:INSTANCE:BUCKET (hashes
- * {calls, failures, traffic} with a TTL), :instances (sorted set).
+ * {calls, failures, traffic} with a TTL), :instances (sorted set),
+ * :members (hash: each member's settings).
  * docs/fleet.md describes the protocol and what is guaranteed.
  *
  * Thread safety: acquire, record, release, get_state and get_info may run

@@ -56,6 +56,7 @@
 
 #include <resil/breaker.h>
 #include <resil/call.h>
+#include <resil/chaos.h>
 #include <resil/clock.h>
 #include <resil/cluster.h>
 #include <resil/fallback.h>
@@ -235,6 +236,20 @@ typedef struct resil_pipeline_config {
 	 */
 	resil_selector *selector;
 	resil_cluster_config cluster;
+
+	/*
+	 * Chaos (Polly's Simmy, <resil/chaos.h>, docs/chaos.md): NULL (the
+	 * default) none. Otherwise borrowed (it must outlive the pipeline;
+	 * its switches flip at run time): asked once per attempt, after the
+	 * breaker, the limiters and the endpoint's pick, just before the
+	 * attempt would run. Its behaviour runs there (on the stepping
+	 * thread); its latency delays the attempt (a WAIT until then; the
+	 * attempt's timeout runs from admission, so latency > timeout is a
+	 * TIMEOUT); its fault answers the attempt with the fault's rc and
+	 * its outcome with rc 0 and a copy of its value, without the
+	 * user's function: every stage above sees them as real answers.
+	 */
+	resil_chaos *chaos;
 } resil_pipeline_config;
 
 /* The kinds of call events (resil_pipeline_config.call_events). */
@@ -333,7 +348,8 @@ RESIL_API resil_err resil_pipeline_add_handler(
  * RESIL_E_BUSINESS from a mock `throw`; RESIL_E_UNAVAILABLE when every
  * fallback passed; without a fallback, the original failure
  * (RESIL_E_CALL with rc, RESIL_E_OPEN, RESIL_E_TIMEOUT, RESIL_E_LIMITED,
- * RESIL_E_RETRIES_EXHAUSTED). RESIL_E_INVAL for a NULL argument or a NULL
+ * RESIL_E_RETRIES_EXHAUSTED), with out->source RESIL_SOURCE_UNAVAILABLE
+ * (nothing answered). RESIL_E_INVAL for a NULL argument or a NULL
  * args->method (*out untouched), and for a pipeline configured with
  * hedging but no executor, which needs attempts in parallel (*out says
  * so; give the pipeline an executor, or use the call machine below).

@@ -21,7 +21,9 @@
  * The wait before attempt n + 1 (n >= 1 is the attempt that failed):
  *   backoff  FIXED:       d = base_delay_ns
  *            EXPONENTIAL: d = base_delay_ns * multiplier^(n - 1)
- *            CUSTOM:      d = backoff_fn(n, previous wait, backoff_ctx)
+ *            CUSTOM:      d = backoff_fn(n, previous wait, backoff_ctx), or
+ *                         backoff_result_fn(n, previous wait, rc, value,
+ *                         backoff_ctx) with attempt n's rc and value
  *            LINEAR:      d = base_delay_ns * n
  *   jitter   NONE:         w = d
  *            PROPORTIONAL: w = d * (1 - f + 2 * f * u), f = jitter_factor
@@ -149,6 +151,14 @@ typedef int (*resil_retry_pred_fn)(int rc, const void *value, void *ctx);
 typedef uint64_t (*resil_retry_backoff_fn)(
     uint32_t attempt, uint64_t prev_wait, void *ctx);
 
+/* A user backoff that also sees how attempt `attempt` ended: its return
+ * code and value (what retry_on_failure / retry_on_result saw), as
+ * Resilience4j's IntervalBiFunction and Polly's DelayGenerator do, e.g. to
+ * honour a server's "retry after". Jitter and the cap apply to what it
+ * returns. */
+typedef uint64_t (*resil_retry_backoff_result_fn)(uint32_t attempt,
+    uint64_t prev_wait, int rc, const void *value, void *ctx);
+
 typedef enum resil_retry_event_type {
 	RESIL_RETRY_EVENT_RETRY = 0, /* before each wait and retry */
 	/* A retryable outcome that a limit (attempts, deadline, budget)
@@ -233,6 +243,14 @@ typedef struct resil_retry_config {
 	 * bulkhead below said no). Off by default, like retry_on_open:
 	 * retrying into a limit only spends attempts and budget. */
 	int retry_on_limited;
+
+	/* CUSTOM: when set, used instead of backoff_fn (which may then be
+	 * NULL), with backoff_ctx. resil_retry_next_delay() and
+	 * resil_retry_plan(), which have no attempt, give it rc 0 and a
+	 * NULL value. For an attempt a lower layer answered for (its
+	 * status set), rc and value are still what the function returned
+	 * and wrote. */
+	resil_retry_backoff_result_fn backoff_result_fn;
 } resil_retry_config;
 
 /*
