@@ -178,27 +178,6 @@ resil_cluster_text_free(resil_cluster_text *cc)
 	resil__free(cc->a, cc, sizeof(*cc));
 }
 
-/* "origin:line: " before a message already in diag. */
-static resil_err
-locate(resil_diag *diag, resil_err err, const char *origin, unsigned line)
-{
-	char tmp[RESIL_DIAG_MAX];
-	resil__msg m;
-
-	if (diag == NULL || origin == NULL || err == RESIL_OK)
-		return err;
-
-	memcpy(tmp, diag->msg, sizeof(tmp));
-	tmp[sizeof(tmp) - 1] = '\0';
-	resil__msg_start(&m, diag->msg, sizeof(diag->msg));
-	resil__msg_str(&m, origin);
-	RESIL__MSG_LIT(&m, ":");
-	resil__msg_int(&m, (int)line);
-	RESIL__MSG_LIT(&m, ": ");
-	resil__msg_str(&m, tmp);
-	return err;
-}
-
 static int
 parse_u64(const char *s, uint64_t *v)
 {
@@ -1289,7 +1268,7 @@ resil_cluster_text_set(resil_cluster_text *cc, const char *key,
 			return resil__diagf(
 			    diag, RESIL_E_NOMEM, "cluster: out of memory");
 	}
-	return locate(diag, err, origin, line);
+	return resil__diag_at(diag, err, origin, line);
 }
 
 /* finish()'s message, "origin:line: " first where the key's line is
@@ -1298,7 +1277,7 @@ static resil_err
 locate_known(const resil_cluster_text *cc, resil_diag *diag, resil_err err,
     unsigned line)
 {
-	return line != 0 ? locate(diag, err, cc->origin, line) : err;
+	return line != 0 ? resil__diag_at(diag, err, cc->origin, line) : err;
 }
 
 resil_err
@@ -1394,7 +1373,7 @@ resil__cluster_text_peer_check(const resil_cluster_text *cc,
 		    resil_zone_mode_name(cc->zone_mode),
 		    where(w, sizeof(w), origin, peer->cluster_line));
 		return cc->zone_line != 0
-		    ? locate(diag, err, origin, cc->zone_line)
+		    ? resil__diag_at(diag, err, origin, cc->zone_line)
 		    : err;
 	}
 	if (peer->zone_aware && cc->zone_mode_set &&
@@ -1406,7 +1385,7 @@ resil__cluster_text_peer_check(const resil_cluster_text *cc,
 		    resil_zone_mode_name(cc->zone_mode),
 		    where(w, sizeof(w), origin, peer->cluster_line));
 		return cc->mode_line != 0
-		    ? locate(diag, err, origin, cc->mode_line)
+		    ? resil__diag_at(diag, err, origin, cc->mode_line)
 		    : err;
 	}
 	/* Zone routing needs the caller's zone: router.zone=, or zone=. */
@@ -1416,7 +1395,7 @@ resil__cluster_text_peer_check(const resil_cluster_text *cc,
 		          "and none is given (router.zone= or zone=)",
 		    resil_zone_mode_name(cc->zone_mode));
 		return cc->mode_line != 0
-		    ? locate(diag, err, origin, cc->mode_line)
+		    ? resil__diag_at(diag, err, origin, cc->mode_line)
 		    : err;
 	}
 	/* Dubbo lets url= win over the registry; resil refuses the pair:
@@ -1429,7 +1408,7 @@ resil__cluster_text_peer_check(const resil_cluster_text *cc,
 		    peer->registry,
 		    where(w, sizeof(w), origin, peer->registry_line));
 		return cc->url_line != 0
-		    ? locate(diag, err, origin, cc->url_line)
+		    ? resil__diag_at(diag, err, origin, cc->url_line)
 		    : err;
 	}
 	return RESIL_OK;

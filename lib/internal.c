@@ -423,3 +423,22 @@ resil__thread_stripe_slow(unsigned n)
 	resil__stripe_mine = s;
 	return (s - 1) & (n - 1);
 }
+
+resil_err
+resil__diag_at(resil_diag *diag, resil_err err, const char *origin, unsigned line)
+{
+	char tmp[RESIL_DIAG_MAX];
+	resil__msg m;
+
+	if (diag == NULL || origin == NULL || err == RESIL_OK)
+		return err;
+	memcpy(tmp, diag->msg, sizeof(tmp));
+	tmp[sizeof(tmp) - 1] = '\0';
+	resil__msg_start(&m, diag->msg, sizeof(diag->msg));
+	resil__msg_str(&m, origin);
+	RESIL__MSG_LIT(&m, ":");
+	resil__msg_int(&m, (int)line);
+	RESIL__MSG_LIT(&m, ": ");
+	resil__msg_str(&m, tmp);
+	return err;
+}

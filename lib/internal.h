@@ -60,6 +60,12 @@ char *resil__strndup(const resil_allocator *a, const char *s, size_t n);
 char *resil__strdup(const resil_allocator *a, const char *s);
 void resil__strfree(const resil_allocator *a, char *s);
 
+/* Put "origin:line: " before the message already in diag (a text's
+ * reader locating an error); returns err. Nothing when diag or origin is
+ * NULL or err is RESIL_OK. */
+resil_err resil__diag_at(
+    resil_diag *diag, resil_err err, const char *origin, unsigned line);
+
 /* As resil__diagf, with a va_list. */
 resil_err resil__vdiagf(
     resil_diag *diag, resil_err err, const char *fmt, va_list ap);

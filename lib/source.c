@@ -1632,25 +1632,6 @@ parse_bool(const char *s, int *v)
 }
 
 static resil_err
-where(resil_diag *diag, resil_err err, const char *origin, unsigned line)
-{
-	char tmp[RESIL_DIAG_MAX];
-	resil__msg m;
-
-	if (diag == NULL || origin == NULL || err == RESIL_OK)
-		return err;
-	memcpy(tmp, diag->msg, sizeof(tmp));
-	tmp[sizeof(tmp) - 1] = '\0';
-	resil__msg_start(&m, diag->msg, sizeof(diag->msg));
-	resil__msg_str(&m, origin);
-	RESIL__MSG_LIT(&m, ":");
-	resil__msg_int(&m, (int)line);
-	RESIL__MSG_LIT(&m, ": ");
-	resil__msg_str(&m, tmp);
-	return err;
-}
-
-static resil_err
 text_set(resil_source_text *st, const char *key, const char *value,
     resil_diag *diag)
 {
@@ -1744,7 +1725,7 @@ resil_source_text_set(resil_source_text *st, const char *key,
 	err = text_set(st, key, value, diag);
 	if (err == RESIL_OK)
 		st->any = 1;
-	return where(diag, err, origin, line);
+	return resil__diag_at(diag, err, origin, line);
 }
 
 int
