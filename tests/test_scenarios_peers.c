@@ -33,53 +33,7 @@
 /* Breaker helpers                                                    */
 /* ------------------------------------------------------------------ */
 
-typedef struct bfx {
-	resil_manual_clock mc;
-	resil_breaker_config cfg;
-	resil_breaker *b;
-	resil_breaker_event events[32];
-	resil_breaker_recorder rec;
-} bfx;
-
-static void
-bfx_init(bfx *f, uint64_t start)
-{
-	memset(f, 0, sizeof(*f));
-	resil_manual_clock_init(&f->mc, start);
-	resil_breaker_config_init(&f->cfg);
-	f->cfg.clock = resil_manual_clock_hook(&f->mc);
-	resil_breaker_recorder_init(&f->rec, f->events, 32);
-	f->cfg.listener = resil_breaker_recorder_listener;
-	f->cfg.listener_ctx = &f->rec;
-}
-
-static void
-bfx_new(bfx *f)
-{
-	resil_diag diag;
-
-	diag.msg[0] = '\0';
-	if (resil_breaker_new(&f->b, &f->cfg, &diag) != RESIL_OK)
-		fail_msg("resil_breaker_new: %s", diag.msg);
-}
-
-static int
-try_acquire(bfx *f)
-{
-	resil_permit p;
-
-	return resil_breaker_acquire(f->b, &p) == RESIL_OK;
-}
-
-static void
-call_dur(bfx *f, resil_outcome o, uint64_t dur)
-{
-	resil_permit p;
-
-	assert_int_equal(resil_breaker_acquire(f->b, &p), RESIL_OK);
-	assert_int_equal(
-	    resil_breaker_record_duration(f->b, &p, o, dur), RESIL_OK);
-}
+#include "support/breaker_fx.h"
 
 #define S RESIL_OUTCOME_SUCCESS
 #define F RESIL_OUTCOME_FAILURE
