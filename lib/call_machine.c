@@ -76,7 +76,7 @@ resil__call_chaos(callm *c, unsigned i, tsrc *ts, resil_call_next *st)
 {
 	resil_chaos_action act;
 	uint64_t now = tnow(ts);
-	unsigned kinds = resil_chaos_decide(c->p->chaos, now, &act);
+	unsigned kinds = resil_chaos_decide(c->m->chaos, now, &act);
 	slot *s = &c->slots[i];
 
 	if (kinds == 0)

@@ -45,6 +45,19 @@ struct resil_chaos {
 	uint64_t decisions;
 	uint64_t injected[S_N];
 	uint64_t latency_sum;
+	/* References (atomic): 1 at new, +1 per resil_chaos_ref(), -1 per
+	 * resil_chaos_free(); freed at 0. */
+	uint64_t refs;
+	/* What it was created with, for resil__chaos_same(): the word
+	 * before any switch flipped, and the seed. */
+	uint64_t word0;
+	uint64_t seed;
+	/* Per method (docs/chaos.md, "Per method"): a chaos's own methods'
+	 * chaoses (each holding a reference), linked by next; a method's
+	 * chaos has its name and no methods of its own. */
+	char *method;
+	resil_chaos *methods;
+	resil_chaos *next;
 };
 
 const char *
@@ -340,8 +353,19 @@ resil_chaos_new(
 	    << W_SWITCH_SHIFT);
 	w |= live_of(w, ch->configured);
 	resil__store64(&ch->word, w);
+	ch->word0 = w;
+	ch->seed = cfg->seed;
+	ch->refs = 1;
 	*out = ch;
 	return RESIL_OK;
+}
+
+resil_chaos *
+resil_chaos_ref(resil_chaos *ch)
+{
+	if (ch != NULL)
+		resil__inc64(&ch->refs);
+	return ch;
 }
 
 void
@@ -349,11 +373,110 @@ resil_chaos_free(resil_chaos *ch)
 {
 	resil_allocator a;
 
-	if (ch == NULL)
+	if (ch == NULL || resil__faa64(&ch->refs, UINT64_MAX) != 1)
 		return;
 	a = ch->a;
+	while (ch->methods != NULL) {
+		resil_chaos *m = ch->methods;
+
+		ch->methods = m->next;
+		m->next = NULL;
+		resil_chaos_free(m);
+	}
+	resil__strfree(&a, ch->method);
 	resil_value_free(&ch->outcome);
 	resil__free(&a, ch, sizeof(*ch));
+}
+
+resil_err
+resil_chaos_set_method(resil_chaos *ch, const char *method,
+    resil_chaos *child, resil_diag *diag)
+{
+	resil_chaos *m;
+
+	if (ch == NULL || method == NULL || child == NULL) {
+		resil__diagf(diag, RESIL_E_INVAL, "chaos: NULL argument");
+		return RESIL_E_INVAL;
+	}
+	if (child == ch || child->method != NULL || child->methods != NULL ||
+	    ch->method != NULL) {
+		resil__diagf(diag, RESIL_E_INVAL,
+		    "chaos: %s: a method's chaos is one level below a "
+		    "pipeline's (no chaos of its own methods, not given "
+		    "twice)",
+		    method);
+		return RESIL_E_INVAL;
+	}
+	for (m = ch->methods; m != NULL; m = m->next)
+		if (strcmp(m->method, method) == 0) {
+			resil__diagf(diag, RESIL_E_INVAL,
+			    "chaos: %s: the method has a chaos already",
+			    method);
+			return RESIL_E_INVAL;
+		}
+	child->method = resil__strdup(&child->a, method);
+	if (child->method == NULL) {
+		resil__diagf(diag, RESIL_E_NOMEM, "chaos: out of memory");
+		return RESIL_E_NOMEM;
+	}
+	child->next = ch->methods;
+	ch->methods = resil_chaos_ref(child);
+	return RESIL_OK;
+}
+
+resil_chaos *
+resil_chaos_method(resil_chaos *ch, const char *method)
+{
+	resil_chaos *m;
+
+	if (ch == NULL || method == NULL)
+		return ch;
+	for (m = ch->methods; m != NULL; m = m->next)
+		if (strcmp(m->method, method) == 0)
+			return m;
+	return ch;
+}
+
+/* The same strategies, rates, parameters and switches at creation. */
+static int
+same_one(const resil_chaos *a, const resil_chaos *b)
+{
+	int s;
+
+	if (a->configured != b->configured || a->word0 != b->word0 ||
+	    a->fault_rc != b->fault_rc || a->latency_ns != b->latency_ns ||
+	    a->seed != b->seed || a->own_rng != b->own_rng ||
+	    a->behaviour != b->behaviour || a->listener != b->listener)
+		return 0;
+	for (s = 0; s < S_N; s++)
+		if (a->rate[s] != b->rate[s])
+			return 0;
+	return (a->configured & RESIL_CHAOS_OUTCOME) == 0 ||
+	    resil_value_equal(&a->outcome, &b->outcome);
+}
+
+int
+resil_chaos_same(const resil_chaos *a, const resil_chaos *b)
+{
+	const resil_chaos *m;
+	size_t na = 0, nb = 0;
+
+	if (a == NULL || b == NULL)
+		return a == b;
+	if (!same_one(a, b))
+		return 0;
+	for (m = b->methods; m != NULL; m = m->next)
+		nb++;
+	for (m = a->methods; m != NULL; m = m->next) {
+		const resil_chaos *o = b->methods;
+
+		while (o != NULL && strcmp(o->method, m->method) != 0)
+			o = o->next;
+		if (o == NULL || !same_one(m, o))
+			return 0;
+		na++;
+	}
+	return na == nb;
 }
 
 static double

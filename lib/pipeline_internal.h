@@ -82,6 +82,9 @@ typedef struct pmethod {
 	 * timeout, no hedging, no retry run): the blocking driver may run
 	 * the machine's first step inline. */
 	int simple;
+	/* The chaos its attempts ask: its own (resil_chaos_method), else the
+	 * pipeline's; NULL when that has no strategy (issue 28). */
+	resil_chaos *chaos;
 	UT_hash_handle hh;
 } method;
 

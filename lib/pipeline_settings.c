@@ -176,6 +176,7 @@ settings_clear(settings *g)
 	part_put(p, g->prl);
 	part_put(p, g->pbh);
 	resil_retry_free(g->cretry);
+	resil_chaos_free(g->cfg.chaos); /* the reference build took */
 	if (g->byidx != NULL)
 		resil__free(resil__a, g->byidx, g->nidx * sizeof(method *));
 	memset((char *)g + offsetof(settings, next_free), 0,
@@ -678,6 +679,26 @@ build_chain(resil_pipeline *p, settings *g, resil_diag *diag)
 	return RESIL_OK;
 }
 
+/* The chaos m's attempts ask: its own, else the pipeline's; NULL when
+ * that one has no strategy configured (it can never inject: the attempt
+ * path then skips it with the NULL test it always makes). */
+static resil_chaos *
+method_chaos(const resil_pipeline *p, const method *m)
+{
+	resil_chaos *ch = resil_chaos_method(p->chaos, m->name);
+	resil_chaos_metrics mt;
+
+	if (resil_chaos_get_metrics(ch, &mt) != RESIL_OK || mt.configured == 0)
+		return NULL;
+	return ch;
+}
+
+resil_chaos *
+resil_pipeline_chaos(resil_pipeline *p, const char *name)
+{
+	return p != NULL ? resil_chaos_method(p->chaos, name) : NULL;
+}
+
 /* Decided once: what a call of m does before attempt 1, and whether the
  * blocking driver may run its first step inline. */
 static void
@@ -685,13 +706,15 @@ decide_start(const resil_pipeline *p, const settings *g, method *m)
 {
 	const resil_retry *r = m->retry != NULL ? m->retry : g->retry;
 
+	m->chaos = method_chaos(p, m);
+
 	m->retry_fast = r != NULL && resil__retry_fast_ok(r);
 	m->start = p->sel != NULL         ? START_CLUSTER
 	    : r != NULL && !m->retry_fast ? START_RUN
 	                                  : START_NONE;
 	m->simple = (r == NULL || m->retry_fast) && g->rl == NULL &&
 	    g->bh == NULL && m->timeout == 0 && p->hedge_max == 0 &&
-	    p->call_events == 0 && p->sel == NULL && p->chaos == NULL;
+	    p->call_events == 0 && p->sel == NULL && m->chaos == NULL;
 }
 
 resil_err
@@ -707,6 +730,9 @@ resil__settings_build(resil_pipeline *p, const resil_pipeline_config *cfg,
 	if (g == NULL)
 		return nomem(diag);
 	memcpy(&g->cfg, cfg, sizeof(g->cfg));
+	/* Held while the settings live (dropped by settings_clear): a
+	 * chaos made from text outlives its resil_config. */
+	resil_chaos_ref(g->cfg.chaos);
 	g->timeout = cfg->timeout_ns;
 	g->dflt.owner = p;
 	g->dflt.type = RESIL_TYPE_ANY;

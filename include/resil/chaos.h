@@ -199,8 +199,38 @@ RESIL_API resil_err resil_chaos_config_validate(
 RESIL_API resil_err resil_chaos_new(
     resil_chaos **out, const resil_chaos_config *cfg, resil_diag *diag);
 
-/* Release ch; NULL is a harmless no-op. */
+/* Release a reference to ch (the one new gave, or one of
+ * resil_chaos_ref()); the chaos, with its methods' chaoses, is freed with
+ * the last. NULL is a harmless no-op. */
 RESIL_API void resil_chaos_free(resil_chaos *ch);
+
+/* Take another reference to ch (a pipeline takes one on its chaos, so
+ * the caller may free its own after resil_pipeline_new()); returns ch.
+ * NULL gives NULL. May run concurrently with decisions. */
+RESIL_API resil_chaos *resil_chaos_ref(resil_chaos *ch);
+
+/*
+ * Per method: give method `method` the chaos child, asked instead of ch
+ * for that method's attempts by a pipeline whose chaos is ch (its own
+ * strategies, rates, switches and draws; ch's are not asked for it). ch
+ * takes a reference to child (free yours when you like). Returns
+ * RESIL_OK; RESIL_E_INVAL for a NULL argument, a method given twice, or
+ * child not a plain chaos (ch itself, a method's chaos already, a chaos
+ * with methods, or ch a method's chaos): one level only; RESIL_E_NOMEM.
+ * Like new and free, it must not overlap any other call on ch or child.
+ */
+RESIL_API resil_err resil_chaos_set_method(resil_chaos *ch,
+    const char *method, resil_chaos *child, resil_diag *diag);
+
+/* The chaos that method's attempts ask: its own (set_method), else ch
+ * itself; ch for a NULL method; NULL for a NULL ch. */
+RESIL_API resil_chaos *resil_chaos_method(resil_chaos *ch, const char *method);
+
+/* Whether a and b were created alike, their methods' chaoses included
+ * (strategies, parameters, rates, switches at creation, seed, callbacks;
+ * the switches flipped since do not count): what a reload from text
+ * compares. Two NULLs are alike. */
+RESIL_API int resil_chaos_same(const resil_chaos *a, const resil_chaos *b);
 
 /* What a decision injects; written only when the decision injects. */
 typedef struct resil_chaos_action {

@@ -388,6 +388,16 @@ RESIL_API resil_err resil_pipeline_method(
 RESIL_API const char *resil_method_name(const resil_method *m);
 
 /*
+ * The chaos method's attempts ask (issue 28, docs/chaos.md): its own
+ * (getStock.chaos.* in the text, resil_chaos_set_method() in C), else the
+ * pipeline's; the pipeline's for a NULL method; NULL for a NULL p or a
+ * pipeline without chaos. Flip it with resil_chaos_set_enabled(): the
+ * method's next attempts follow, no reload. Valid as long as p.
+ */
+RESIL_API resil_chaos *resil_pipeline_chaos(
+    resil_pipeline *p, const char *method);
+
+/*
  * resil_pipeline_call() with the method's settings taken from m instead
  * of looking args->method up. args->method still names the call for the
  * mock stage, the cache key and events. Returns as resil_pipeline_call();
