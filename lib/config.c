@@ -135,7 +135,11 @@ typedef struct setting {
 	const keydef *def; /* NULL for a method key */
 	enum mkey mk;
 	int source; /* a registry key of the source (resil_source_text) */
+	int chaos;  /* issue 28: SK_CHAOS or SK_BULKHEAD (try_chaos), or 0 */
 } setting;
+
+/* The keys of issue 28 read outside the key table (try_chaos). */
+enum { SK_CHAOS = 1, SK_BULKHEAD = 2 };
 
 struct resil_config {
 	resil_allocator alloc;
@@ -148,6 +152,7 @@ struct resil_config {
 	strtab index;           /* setting keys -> positions in settings */
 	resil_cluster_text *ct; /* the selector keys, or NULL: none */
 	resil_source_text *st;  /* the registry keys, or NULL: none */
+	resil_chaos *chaos;     /* made from chaos.* (issue 28), or NULL */
 };
 
 /*
@@ -158,6 +163,15 @@ typedef struct ref {
 	const char *value;
 	unsigned line;
 } ref;
+
+/* A chaos setting (issue 28): method NULL for the service's; key the
+ * chaos key (chaos.fault, the part after `method.`). */
+typedef struct chaos_ref {
+	const char *method;
+	const char *key;
+	const char *value;
+	unsigned line;
+} chaos_ref;
 
 /* A pipeline configuration under construction. */
 typedef struct build {
@@ -181,6 +195,9 @@ typedef struct build {
 	int registry_seen;      /* registry= was given */
 	ref registry;           /* registry= (issue 24.5: against url=) */
 	unsigned strategy_line; /* the line of cluster= */
+	chaos_ref *cref;        /* the chaos settings in order (issue 28) */
+	size_t ncref, capref;
+	resil_chaos *chaos; /* made from them by build_finish, or NULL */
 } build;
 
 /* ---- small helpers ---- */
@@ -213,6 +230,8 @@ build_init(build *b, const resil_allocator *a, const char *origin)
 		b->enabled[i] = -1;
 }
 
+static void chaos_discard(build *b);
+
 static void
 build_discard(build *b)
 {
@@ -229,6 +248,7 @@ build_discard(build *b)
 	b->ct = NULL;
 	resil_source_text_free(b->st);
 	b->st = NULL;
+	chaos_discard(b);
 }
 
 static const char *
@@ -358,6 +378,234 @@ note_key(build *b, const keydef *k, const setting *s)
 	}
 }
 
+/* ---- issue 28: chaos.*, METHOD.chaos.*, bulkhead.limit and
+ * bulkhead.gradient.* (read by resil_chaos_config_set() and
+ * resil_bulkhead_config_set(), not by the key table) ---- */
+
+/* The chaos key of key: key itself for chaos.*, the part after the
+ * method for METHOD.chaos.* (*method_len its length), else NULL. */
+static const char *
+chaos_key(const char *key, size_t *method_len)
+{
+	const char *dot = strchr(key, '.');
+	size_t n;
+
+	*method_len = 0;
+	if (strncmp(key, "chaos.", 6) == 0)
+		return key;
+	if (dot == NULL || strncmp(dot + 1, "chaos.", 6) != 0)
+		return NULL;
+	n = (size_t)(dot - key);
+	if (!resil__method_ident(key, n) || resil__method_reserved(key, n))
+		return NULL; /* the key table's message */
+	*method_len = n;
+	return dot + 1;
+}
+
+/* Check a chaos value as resil_chaos_config_set() reads it; the message
+ * names the whole key (getStock.chaos.fault: ...). */
+static resil_err
+check_chaos(const resil_config *conf, const setting *s, const char *ck,
+    resil_diag *diag)
+{
+	resil_chaos_config c;
+	resil_diag d;
+	resil_err err;
+	size_t n = strlen(ck);
+
+	if (strncmp(ck, "chaos.behaviour", 15) == 0 &&
+	    (ck[15] == '\0' || ck[15] == '.'))
+		return resil__config_fail(diag, conf->origin, s->line,
+		    "%s: a behaviour is a C callback "
+		    "(resil_chaos_config.behaviour_fn): text cannot give one",
+		    s->key);
+	resil_chaos_config_init(&c);
+	c.alloc = &conf->alloc;
+	d.msg[0] = '\0';
+	err = resil_chaos_config_set(&c, ck, s->value, &d);
+	resil_chaos_config_deinit(&c);
+	if (err == RESIL_E_NOMEM)
+		return resil__diagf(
+		    diag, RESIL_E_NOMEM, "config: out of memory");
+	if (err == RESIL_OK)
+		return RESIL_OK;
+	if (strncmp(d.msg, ck, n) == 0 && d.msg[n] == ':')
+		return resil__config_fail(diag, conf->origin, s->line, "%s%s",
+		    s->key, d.msg + n);
+	return resil__config_fail(
+	    diag, conf->origin, s->line, "%s: %s", s->key, d.msg);
+}
+
+/* Whether *s is a key of issue 28 (s->chaos set), its value checked. */
+static resil_err
+try_chaos(const resil_config *conf, setting *s, resil_diag *diag)
+{
+	const char *ck;
+	size_t n;
+	resil_err err;
+
+	if (strcmp(s->key, "bulkhead.limit") == 0 ||
+	    strncmp(s->key, "bulkhead.gradient.", 18) == 0) {
+		resil_bulkhead_config bc;
+		resil_diag d;
+
+		resil_bulkhead_config_init(&bc);
+		d.msg[0] = '\0';
+		if (resil_bulkhead_config_set(&bc, s->key, s->value, &d) !=
+		    RESIL_OK)
+			return resil__config_fail(
+			    diag, conf->origin, s->line, "%s", d.msg);
+		s->chaos = SK_BULKHEAD;
+		s->mk = MK_TEXT;
+		return RESIL_OK;
+	}
+	ck = chaos_key(s->key, &n);
+	if (ck == NULL)
+		return RESIL_OK;
+	err = check_chaos(conf, s, ck, diag);
+	if (err != RESIL_OK)
+		return err;
+	if (n > 0) {
+		s->method = resil__strndup(&conf->alloc, s->key, n);
+		if (s->method == NULL)
+			return resil__diagf(
+			    diag, RESIL_E_NOMEM, "config: out of memory");
+	}
+	s->chaos = SK_CHAOS;
+	s->mk = MK_TEXT;
+	return RESIL_OK;
+}
+
+/* A key of issue 28 into b: the bulkhead's mode and gradient into its
+ * config (the stage is touched, as by its other keys); a chaos key kept
+ * for build_finish, its method declared. */
+static resil_err
+apply_chaos(build *b, const setting *s, resil_diag *diag)
+{
+	chaos_ref *r;
+
+	if (s->chaos == SK_BULKHEAD) {
+		resil_diag d;
+
+		d.msg[0] = '\0';
+		if (resil_bulkhead_config_set(
+		        &b->pc.bulkhead, s->key, s->value, &d) != RESIL_OK)
+			return resil__config_fail(
+			    diag, b->origin, s->line, "%s", d.msg);
+		if (s->line == 0)
+			b->set_seen[ST_BULKHEAD] = 1;
+		b->last[ST_BULKHEAD] = b->set_seen[ST_BULKHEAD] ? 0 : s->line;
+		b->touched[ST_BULKHEAD] = 1;
+		return RESIL_OK;
+	}
+	if (s->method != NULL && build_method(b, s->method) < 0)
+		return resil__diagf(
+		    diag, RESIL_E_NOMEM, "config: out of memory");
+	if (b->ncref == b->capref) {
+		size_t cap = b->capref == 0 ? 8 : b->capref * 2;
+		chaos_ref *nr = resil__alloc(b->a, cap * sizeof(*nr));
+
+		if (nr == NULL)
+			return resil__diagf(
+			    diag, RESIL_E_NOMEM, "config: out of memory");
+		if (b->ncref > 0)
+			memcpy(nr, b->cref, b->ncref * sizeof(*nr));
+		if (b->cref != NULL)
+			resil__free(b->a, b->cref, b->capref * sizeof(*nr));
+		b->cref = nr;
+		b->capref = cap;
+	}
+	r = &b->cref[b->ncref++];
+	r->method = s->method;
+	r->key = s->method != NULL ? s->key + strlen(s->method) + 1 : s->key;
+	r->value = s->value;
+	r->line = s->line;
+	return RESIL_OK;
+}
+
+/* The chaos of method (NULL: the service's): the service's keys, then
+ * the method's over them. */
+static resil_err
+chaos_make(build *b, const char *method, resil_chaos **out, resil_diag *diag)
+{
+	resil_chaos_config c;
+	resil_diag d;
+	resil_err err = RESIL_OK;
+	size_t i;
+	int pass;
+
+	resil_chaos_config_init(&c);
+	c.alloc = b->a;
+	d.msg[0] = '\0';
+	for (pass = 0; pass < 2 && err == RESIL_OK; pass++)
+		for (i = 0; i < b->ncref && err == RESIL_OK; i++) {
+			const chaos_ref *r = &b->cref[i];
+
+			if (pass == 0 ? r->method != NULL
+			              : method == NULL || r->method == NULL ||
+			                strcmp(r->method, method) != 0)
+				continue;
+			err = resil_chaos_config_set(&c, r->key, r->value, &d);
+		}
+	if (err == RESIL_OK)
+		err = resil_chaos_new(out, &c, &d);
+	resil_chaos_config_deinit(&c);
+	if (err == RESIL_E_NOMEM)
+		return resil__diagf(
+		    diag, RESIL_E_NOMEM, "config: out of memory");
+	if (err != RESIL_OK)
+		return resil__config_fail(diag, b->origin,
+		    b->cref[b->ncref - 1].line, "%s", d.msg);
+	return RESIL_OK;
+}
+
+/* After the last setting: the chaos of the service, with a chaos of its
+ * own for each method that has chaos keys, as the pipeline's chaos. */
+static resil_err
+chaos_finish(build *b, resil_diag *diag)
+{
+	resil_chaos *root = NULL, *ch = NULL;
+	resil_err err;
+	size_t i, j;
+
+	if (b->ncref == 0)
+		return RESIL_OK;
+	err = chaos_make(b, NULL, &root, diag);
+	for (i = 0; i < b->ncref && err == RESIL_OK; i++) {
+		const char *m = b->cref[i].method;
+
+		for (j = 0; m != NULL && j < i; j++)
+			if (b->cref[j].method != NULL &&
+			    strcmp(b->cref[j].method, m) == 0)
+				break;
+		if (m == NULL || j < i)
+			continue; /* the service's, or a method done */
+		err = chaos_make(b, m, &ch, diag);
+		if (err == RESIL_OK) {
+			err = resil_chaos_set_method(root, m, ch, diag);
+			resil_chaos_free(ch);
+		}
+	}
+	if (err != RESIL_OK) {
+		resil_chaos_free(root);
+		return err;
+	}
+	b->chaos = root;
+	b->pc.chaos = root;
+	return RESIL_OK;
+}
+
+static void
+chaos_discard(build *b)
+{
+	if (b->cref != NULL)
+		resil__free(b->a, b->cref, b->capref * sizeof(*b->cref));
+	b->cref = NULL;
+	b->ncref = b->capref = 0;
+	resil_chaos_free(b->chaos);
+	b->chaos = NULL;
+}
+
 /* Apply one setting to b: the key table says how its value is read. */
 static resil_err
 build_apply(build *b, const setting *s, resil_diag *diag)
@@ -369,6 +617,8 @@ build_apply(build *b, const setting *s, resil_diag *diag)
 
 	if (s->source)
 		return apply_source(b, s, diag);
+	if (s->chaos != 0)
+		return apply_chaos(b, s, diag);
 	if (k == NULL && s->mk == MK_TEXT)
 		return apply_text(b, s, diag);
 	kv.key = s->key;
@@ -623,6 +873,8 @@ build_finish(build *b, resil_diag *diag)
 		    "%s: needs registry= (the registry's URL, "
 		    "zookeeper://host:port, or N/A)",
 		    b->source_first.value);
+	if ((err = chaos_finish(b, diag)) != RESIL_OK)
+		return err;
 	/* The cache has no cross-field rule: its fields were checked one by
 	 * one as they were read. */
 	b->pc.methods = b->n > 0 ? b->methods : NULL;
@@ -649,6 +901,19 @@ install(resil_config *conf, build *b)
 	resil_source_text_free(conf->st);
 	conf->st = b->st;
 	b->st = NULL;
+	if (resil_chaos_same(b->chaos, conf->chaos)) {
+		/* The same chaos keys (a set of another key): the chaos a
+		 * pipeline built from conf has stays, so a reload is not
+		 * refused for it. */
+		resil_chaos_free(b->chaos);
+		b->chaos = conf->chaos;
+		conf->chaos = NULL;
+		conf->pc.chaos = b->chaos;
+	}
+	resil_chaos_free(conf->chaos);
+	conf->chaos = b->chaos;
+	b->chaos = NULL;
+	chaos_discard(b);
 	b->methods = NULL;
 	b->method_mock = NULL;
 	strtab_free(&b->names, b->a);
@@ -760,6 +1025,10 @@ setting_make(resil_config *conf, setting *s, const char *key, size_t klen,
 		s->mk = MK_TEXT; /* no method */
 		return RESIL_OK;
 	}
+	if (err == RESIL_OK)
+		err = try_chaos(conf, s, diag);
+	if (err == RESIL_OK && s->chaos != 0)
+		return RESIL_OK;
 	if (err == RESIL_OK)
 		err = resil__config_classify(s->key, s->value, a, &s->def,
 		    &mlen, &s->mk, conf->origin, line, diag);
@@ -1036,6 +1305,7 @@ resil_config_free(resil_config *conf)
 	strtab_free(&conf->index, &a);
 	resil_cluster_text_free(conf->ct);
 	resil_source_text_free(conf->st);
+	resil_chaos_free(conf->chaos);
 	resil__strfree(&a, conf->origin);
 	resil__free(&a, conf, sizeof(*conf));
 }
@@ -1109,6 +1379,24 @@ resil_config_set(
 	return RESIL_OK;
 }
 
+/* A key of issue 28 (chaos.*, bulkhead.limit, ...): its value as given
+ * (1, *err set), or 0 for another key. */
+static int
+config_get_chaos(const resil_config *conf, const char *key, char *buf,
+    size_t len, resil_err *err)
+{
+	long at = setting_find(conf, key);
+	size_t n;
+
+	if (at < 0 || conf->settings[at].chaos == 0)
+		return 0;
+	n = strlen(conf->settings[at].value);
+	*err = n < len ? RESIL_OK : RESIL_E_INVAL;
+	if (n < len)
+		memcpy(buf, conf->settings[at].value, n + 1);
+	return 1;
+}
+
 resil_err
 resil_config_get(
     const resil_config *conf, const char *key, char *buf, size_t len)
@@ -1118,10 +1406,13 @@ resil_config_get(
 	const resil_method_config *m = NULL;
 	size_t i, mlen = 0;
 	enum mkey mk = MK_TYPE;
+	resil_err err;
 
 	if (conf == NULL || key == NULL || buf == NULL || len == 0)
 		return RESIL_E_INVAL;
 	pc = &conf->pc;
+	if (config_get_chaos(conf, key, buf, len, &err))
+		return err;
 	if (resil__config_classify(
 	        key, NULL, NULL, &k, &mlen, &mk, NULL, 0, NULL) != RESIL_OK)
 		return RESIL_E_NOTFOUND;
@@ -1270,9 +1561,16 @@ static resil_err
 reload_parsed(
     resil_pipeline *p, resil_config *conf, resil_err err, resil_diag *diag)
 {
+	resil_pipeline_config pc;
+
 	if (err != RESIL_OK)
 		return err;
-	err = resil_pipeline_reload(p, resil_config_pipeline(conf), diag);
+	pc = *resil_config_pipeline(conf);
+	/* Chaos keys like the running chaos's: it stays (issue 28); other
+	 * ones are refused by the reload (chaos is fixed at creation). */
+	if (resil_chaos_same(pc.chaos, resil_pipeline_chaos(p, NULL)))
+		pc.chaos = NULL;
+	err = resil_pipeline_reload(p, &pc, diag);
 	resil_config_free(conf);
 	return err;
 }

@@ -696,7 +696,18 @@ method_chaos(const resil_pipeline *p, const method *m)
 resil_chaos *
 resil_pipeline_chaos(resil_pipeline *p, const char *name)
 {
-	return p != NULL ? resil_chaos_method(p->chaos, name) : NULL;
+	settings *g;
+	unsigned st;
+	int declared;
+
+	if (p == NULL || name == NULL)
+		return p != NULL ? p->chaos : NULL;
+	/* A name the settings do not declare runs with the service-level
+	 * settings, and asks the pipeline's chaos. */
+	g = conf_hold(p, &st);
+	declared = find_in(g, name) != NULL;
+	conf_drop(g, st);
+	return declared ? resil_chaos_method(p->chaos, name) : p->chaos;
 }
 
 /* Decided once: what a call of m does before attempt 1, and whether the
