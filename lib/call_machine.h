@@ -147,6 +147,7 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 	if (c->run_on && c->run.has_deadline && c->run.deadline_at < deadline)
 		deadline = c->run.deadline_at;
 	if (RESIL__UNLIKELY(c->m->chaos != NULL) &&
+	    resil__chaos_is_live(c->m->chaos) &&
 	    resil__call_chaos(c, (unsigned)i, ts, st))
 		return 1;
 	next_is(st, RESIL_CALL_RUN, s->id, deadline, 0);

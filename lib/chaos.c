@@ -7,9 +7,11 @@
 #include <resil/mock.h>
 
 #include "atomic.h"
+#include "chaos_internal.h"
 #include "internal.h"
 #include "kv.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -59,6 +61,11 @@ struct resil_chaos {
 	resil_chaos *methods;
 	resil_chaos *next;
 };
+
+/* resil__chaos_is_live() reads the word at the start of the struct. */
+_Static_assert(offsetof(struct resil_chaos, word) == 0,
+    "the flag word must stay first (chaos_internal.h)");
+_Static_assert(W_LIVE == 0xFu, "chaos_internal.h tests the bits 0xF");
 
 const char *
 resil_chaos_kind_name(resil_chaos_kind k)

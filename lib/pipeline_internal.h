@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "atomic.h"
+#include "chaos_internal.h"
 #include "internal.h"
 
 #include <uthash.h>
