@@ -737,14 +737,82 @@ failback_try(void *ctx, const resil_pick *endpoint, const resil_args *args,
 
 /* ---- one handler per event kind ---- */
 
+/*
+ * With arrivals= on phases: the next arrival after t, Poisson at the
+ * rate of the phase it falls in (a phase without one: the scenario's
+ * `arrivals`, or none). A gap that crosses the phase's end is drawn
+ * again from the end at the next phase's rate (memoryless: exact).
+ * UINT64_MAX: none before the last phase ends.
+ */
+static uint64_t
+next_arrival(run *r, uint64_t t)
+{
+	const scenario *s = r->s;
+	int i;
+
+	for (i = 0; i < s->nphases; i++) {
+		const phase *ph = &s->phases[i];
+		double rate = ph->rate > 0 ? ph->rate : s->rate;
+		uint64_t gap;
+
+		if (ph->end <= t || !(rate > 0))
+			continue;
+		if (t < ph->start)
+			t = ph->start;
+		gap = sim_rng_exp(&r->arrivals, (double)RESIL_NS_PER_SEC / rate);
+		if (gap < ph->end - t)
+			return t + gap;
+		t = ph->end;
+	}
+	return UINT64_MAX;
+}
+
+/* The bulkhead's limit at an arrival at t (issue 28): per phase, the
+ * last and the range over the phase's second half. */
+static void
+note_limit(run *r, uint64_t t)
+{
+	const scenario *s = r->s;
+	resil_bulkhead *bh = resil_pipeline_bulkhead(r->p);
+	uint32_t l;
+	int i;
+
+	if (bh == NULL)
+		return;
+	l = resil_bulkhead_get_limit(bh);
+	for (i = 0; i < s->nphases; i++) {
+		const phase *ph = &s->phases[i];
+
+		if (t < ph->start || t >= ph->end)
+			continue;
+		r->lim_last[i] = l;
+		if (t - ph->start < (ph->end - ph->start) / 2)
+			return;
+		if (!r->lim_seen[i] || l < r->lim_lo[i])
+			r->lim_lo[i] = l;
+		if (!r->lim_seen[i] || l > r->lim_hi[i])
+			r->lim_hi[i] = l;
+		r->lim_seen[i] = 1;
+		return;
+	}
+}
+
 static void
 on_arrival(run *r, const sim_event *ev)
 {
-	uint64_t gap =
-	    sim_rng_exp(&r->arrivals, (double)RESIL_NS_PER_SEC / r->s->rate);
+	uint64_t next;
 
-	if (ev->t + gap < r->s->end)
-		sched(r, ev->t + gap, EV_ARRIVAL, NULL, 0);
+	if (r->s->phase_rates) {
+		next = next_arrival(r, ev->t);
+		if (next != UINT64_MAX)
+			sched(r, next, EV_ARRIVAL, NULL, 0);
+	} else {
+		next = ev->t + sim_rng_exp(&r->arrivals,
+		                   (double)RESIL_NS_PER_SEC / r->s->rate);
+		if (next < r->s->end)
+			sched(r, next, EV_ARRIVAL, NULL, 0);
+	}
+	note_limit(r, ev->t);
 	arrive(r, ev->t);
 }
 
@@ -1015,8 +1083,14 @@ run_one(run *r, const scenario *s, const simconf *sc)
 	all = registered(r);
 	if (push(r, &all, 0) != 0)
 		return 2;
-	if (s->rate > 0)
+	if (s->phase_rates) {
+		uint64_t t0 = next_arrival(r, 0);
+
+		if (t0 != UINT64_MAX)
+			sched(r, t0, EV_ARRIVAL, NULL, 0);
+	} else if (s->rate > 0) {
 		sched(r, 0, EV_ARRIVAL, NULL, 0);
+	}
 	if (resil_config_pipeline(sc->conf)->cluster.strategy ==
 	    RESIL_CLUSTER_FAILBACK)
 		sched(r, POLL_EVERY, EV_POLL, NULL, 0);

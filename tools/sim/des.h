@@ -97,6 +97,7 @@ typedef struct action {
 typedef struct phase {
 	char name[MAX_NAME];
 	uint64_t start, end;
+	double rate; /* arrivals=: calls per second in it; 0: the scenario's */
 } phase;
 
 typedef struct callbatch {
@@ -137,6 +138,7 @@ typedef struct scenario {
 	int ref_phase;
 	char ref_label[MAX_NAME];
 	double rate; /* calls per second; 0: none */
+	int phase_rates; /* a phase has arrivals= (piecewise arrivals) */
 	uint64_t end;
 	uint64_t bucket;
 	int trace;
@@ -230,6 +232,10 @@ typedef struct run {
 	uint64_t last_delivery;
 	rec *recs;
 	size_t nrecs, caprecs;
+	/* The bulkhead's limit per phase (issue 28), read at each arrival:
+	 * the last, and the range over the phase's second half. */
+	uint32_t lim_last[MAX_PHASES], lim_lo[MAX_PHASES], lim_hi[MAX_PHASES];
+	int lim_seen[MAX_PHASES];
 	int oom;
 } run;
 

@@ -442,6 +442,22 @@ d_phase(reader *rd)
 	    sim_parse_time(rd->w[2], &d) != 0 || d == 0)
 		return rbad(
 		    rd, "phase needs NAME DURATION (at most 16 phases)", NULL);
+	ph->rate = 0;
+	if (rd->nw == 4) {
+		char *end = rd->w[3];
+
+		errno = 0;
+		ph->rate = strncmp(rd->w[3], "arrivals=", 9) == 0
+		    ? strtod(rd->w[3] + 9, &end)
+		    : -1;
+		if (ph->rate < 0 || errno != 0 || *end != '\0' ||
+		    !(ph->rate > 0) || ph->rate > 1e7)
+			return rbad(rd,
+			    "phase needs NAME DURATION [arrivals=RATE] (calls "
+			    "per second)",
+			    rd->w[3]);
+		s->phase_rates = 1;
+	}
 	snprintf(ph->name, sizeof(ph->name), "%s", rd->w[1]);
 	ph->start = rd->phase_t;
 	ph->end = rd->phase_t + d;
@@ -666,7 +682,7 @@ static const struct directive {
 	{ "call", 2, 3, d_call },
 	{ "method", 2, 2, d_method },
 	{ "request", 2, 6, d_request },
-	{ "phase", 3, 3, d_phase },
+	{ "phase", 3, 4, d_phase },
 	{ "at", 3, MAX_WORDS, d_at },
 	{ "compare", 6, 3 + 3 * MAX_CONFS, d_compare },
 	{ "bucket", 2, 2, d_bucket },

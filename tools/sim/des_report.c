@@ -127,18 +127,25 @@ attempts_of(const figures *f)
 	return f->calls ? (double)f->sent / (double)f->calls : 0.0;
 }
 
+/* One line per phase; with a bulkhead (issue 28), its limit at the
+ * phase's last arrival and its range over the phase's second half. */
 static void
-print_phases(const scenario *s, const figures *ph)
+print_phases(const scenario *s, const figures *ph, const run *r)
 {
 	int i;
 
-	for (i = 0; i < s->nphases; i++)
+	for (i = 0; i < s->nphases; i++) {
 		printf("phase %s: calls %" PRIu64
 		       " local %.1f%% p99 %.1f ms errors %.3f%% attempts "
-		       "%.3f\n",
+		       "%.3f",
 		    s->phases[i].name, ph[i].calls, pct(ph[i].local, ph[i].sent),
 		    ph[i].p99_ms, pct(ph[i].errors, ph[i].calls),
 		    attempts_of(&ph[i]));
+		if (resil_pipeline_bulkhead(r->p) != NULL)
+			printf(" limit %" PRIu32 " settled %" PRIu32 "..%" PRIu32,
+			    r->lim_last[i], r->lim_lo[i], r->lim_hi[i]);
+		printf("\n");
+	}
 }
 
 /*
@@ -509,7 +516,7 @@ des_run_conf(des_out *o, size_t k, const char *label)
 		        o->sr[k].b) != 0)
 			rc = 2;
 		else
-			print_phases(s, o->ph[k]);
+			print_phases(s, o->ph[k], o->r);
 	}
 	fflush(stdout);
 	free(o->r->recs);
