@@ -139,7 +139,7 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 	s->has_bh = c->g->bh != NULL;
 	if (c->breaker != NULL)
 		s->permit = permit;
-	if (c->timeout != 0 || p->hedge_max != 0) {
+	if (c->timeout != 0 || p->hedge_max != 0 || c->m->timed_bh) {
 		s->start = c->launched = tnow(ts);
 		if (c->timeout != 0)
 			deadline = sat_add(s->start, c->timeout);
@@ -176,6 +176,10 @@ complete(callm *c, unsigned i, int rc, resil_value *value, int late, tsrc *ts)
 		dur = t1 > s->start ? t1 - s->start : 0;
 		resil__faa64(&sp->latency[latency_bucket(dur)], 1);
 		resil__faa64(&sp->latency_count, 1);
+	} else if (RESIL__UNLIKELY(c->m->timed_bh)) {
+		uint64_t t1 = tnow(ts); /* the adaptive bulkhead's sample */
+
+		dur = t1 > s->start ? t1 - s->start : 0;
 	}
 	if (value != &c->value) {
 		if (c->value.type != RESIL_VALUE_NULL) {

@@ -86,6 +86,9 @@ typedef struct pmethod {
 	/* The chaos its attempts ask: its own (resil_chaos_method), else the
 	 * pipeline's; NULL when that has no strategy (issue 28). */
 	resil_chaos *chaos;
+	/* An adaptive bulkhead (AIMD, gradient) samples each attempt's
+	 * duration: its attempts are timed without a timeout too. */
+	int timed_bh;
 	UT_hash_handle hh;
 } method;
 

@@ -718,6 +718,7 @@ decide_start(const resil_pipeline *p, const settings *g, method *m)
 	const resil_retry *r = m->retry != NULL ? m->retry : g->retry;
 
 	m->chaos = method_chaos(p, m);
+	m->timed_bh = g->bh != NULL && g->cfg.bulkhead.adaptive != 0;
 
 	m->retry_fast = r != NULL && resil__retry_fast_ok(r);
 	m->start = p->sel != NULL         ? START_CLUSTER

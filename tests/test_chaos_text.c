@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include <resil/config.h>
+#include <resil/gradient.h>
 #include <resil/pipeline.h>
 
 typedef struct tfx {
@@ -490,6 +491,42 @@ test_bulkhead_gradient_from_text(void **state)
 	resil_config_free(conf);
 }
 
+/* The gradient bulkhead of a pipeline without a timeout samples each
+ * attempt's RTT on the pipeline's clock (issue 28: resil-sim's load step
+ * relies on it): start at 1000, answer 5 ms later. */
+static void
+test_gradient_bulkhead_times_attempts(void **state)
+{
+	resil_args a = { "getStock", NULL, 0 };
+	resil_gradient_metrics gm;
+	resil_call c;
+	resil_call_next st;
+	resil_result r;
+	resil_value v;
+	tfx x;
+
+	(void)state;
+	tfx_new(&x, "service=StockService\n"
+	            "bulkhead.limit=gradient\n");
+	memset(&c, 0, sizeof(c));
+	assert_int_equal(
+	    resil_call_start(&c, x.p, NULL, &a, &r, 1000, &st), RESIL_OK);
+	assert_int_equal(st.action, RESIL_CALL_RUN);
+	v = resil_value_int(3);
+	assert_int_equal(
+	    resil_call_report(&c, st.attempt, 0, &v, 1000 + 5000000), RESIL_OK);
+	assert_int_equal(resil_call_step(&c, 1000 + 5000000, &st), RESIL_OK);
+	assert_int_equal(st.action, RESIL_CALL_DONE);
+	resil_result_free(&r);
+	assert_int_equal(resil_gradient_get_metrics(
+	                     resil_bulkhead_gradient(resil_pipeline_bulkhead(x.p)),
+	                     &gm),
+	    RESIL_OK);
+	assert_int_equal(gm.samples, 1);
+	assert_true(gm.last_rtt == 5000000);
+	resil_pipeline_free(x.p);
+}
+
 int
 main(void)
 {
@@ -504,6 +541,7 @@ main(void)
 		cmocka_unit_test(test_reload_keeps_the_chaos),
 		cmocka_unit_test(test_method_chaos_in_c),
 		cmocka_unit_test(test_bulkhead_gradient_from_text),
+		cmocka_unit_test(test_gradient_bulkhead_times_attempts),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
