@@ -122,6 +122,19 @@ retry_switch(const resil__combo *c)
 	return NULL;
 }
 
+/* The attempts of declared method name in pc (0: none of its own). */
+static uint32_t
+method_attempts(const resil_pipeline_config *pc, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < pc->nmethods; i++)
+		if (pc->methods[i].name != NULL &&
+		    strcmp(pc->methods[i].name, name) == 0)
+			return pc->methods[i].max_attempts;
+	return 0;
+}
+
 /* The refusals: wrong whatever the program adds. */
 static resil_err
 refusals(const resil__combo *c, const char *origin,
@@ -175,25 +188,31 @@ resil__combo_check(const resil__combo *c, const char *origin,
 	if (c == NULL || pc == NULL)
 		return RESIL_OK;
 	err = refusals(c, origin, pc, selector, diag);
-	if (err != RESIL_OK || selector || diag == NULL)
+	if (err != RESIL_OK || diag == NULL)
 		return err;
+	d.msg[0] = '\0';
+	if (selector) {
+		diag->msg[0] = '\0';
+		return RESIL_OK;
+	}
 	/* No selector key: the program may still give the pipeline a
 	 * selector, so the cluster's retries are accepted, with a note. */
-	d.msg[0] = '\0';
 	if ((e = find(c, CK_RETRIES, &at)) != NULL)
 		(void)resil__config_fail(&d, origin, e->line,
-		    "note: %s: the cluster's failover retries, read only with "
-		    "a selector (the text has no selector key); without one "
-		    "the attempts are retry.max_attempts",
-		    e->key);
+		    "note: %s: %d is the cluster's failover retries (%d "
+		    "attempts), read only with a selector (the text has no "
+		    "selector key); without one the attempts are "
+		    "retry.max_attempts",
+		    e->key, (int)pc->cluster.retries,
+		    (int)pc->cluster.retries + 1);
 	else if ((at = 0, e = find(c, CK_M_RETRIES, &at)) != NULL)
 		(void)resil__config_fail(&d, origin, e->line,
-		    "note: %s: the cluster's retries for %s (N + 1 "
-		    "attempts); the text has no selector key: without a "
-		    "selector they go to the one endpoint, with the retry "
-		    "stage's waits (retry.delay)",
-		    e->key, e->method);
-	if (d.msg[0] != '\0')
-		memcpy(diag->msg, d.msg, sizeof(d.msg));
+		    "note: %s: the cluster's retries for %s (%u attempts); "
+		    "the text has no selector key: without a selector they go "
+		    "to the one endpoint, with the retry stage's waits "
+		    "(retry.delay)",
+		    e->key, e->method, (unsigned)method_attempts(pc, e->method));
+	/* A note, if any, comes on success; none: diag is empty. */
+	memcpy(diag->msg, d.msg, sizeof(d.msg));
 	return RESIL_OK;
 }
