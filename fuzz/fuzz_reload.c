@@ -52,7 +52,10 @@ static const char base_text[] = "service=StockService\n"
                                 "getStock.mock=fail:return 'mocked'\n"
                                 "reserve.retry.max_attempts=1\n";
 
+/* The retry stage off: failback makes one attempt per endpoint, and a
+ * retry stage with it is refused (issue 24.5). */
 static const char failback_text[] = "cluster=failback\n"
+                                    "retry.enabled=false\n"
                                     "failback.period=5ms\n"
                                     "failback.retries=2\n"
                                     "failback.queue=4\n";

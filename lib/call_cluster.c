@@ -11,6 +11,7 @@
 
 #include "call_internal.h"
 #include "retry_internal.h"
+#include "router_internal.h"
 
 /* src into dst (n bytes with the NUL), cut when it does not fit. */
 static void
@@ -316,6 +317,21 @@ resil__cl_pick(callm *c, unsigned i, uint64_t now)
 			copy_str(c->pzone[i], sizeof(c->pzone[i]), pk->zone);
 			pk->zone = c->pzone[i];
 		}
+		if (cc->strategy == RESIL_CLUSTER_FAILFAST) {
+			/* Its message names the candidates it chose from
+			 * and their balancer (Dubbo's "select from all
+			 * providers [...]"); cmsg is free: no pick failed. */
+			c->clb = (uint8_t)resil__candidates_lb_kind(cs);
+			resil__cluster_join(cs, c->cmsg, sizeof(c->cmsg));
+		} else if (cc->strategy == RESIL_CLUSTER_FORKING) {
+			/* Its message names the forks, in selection order
+			 * (Dubbo's "selected"). */
+			size_t len = strlen(c->failed);
+
+			snprintf(c->failed + len, sizeof(c->failed) - len,
+			    "%s%s", len > 0 ? ", " : "",
+			    pk->address != NULL ? pk->address : "");
+		}
 		note_tried(c, pk->id);
 		c->has_pick |= (uint8_t)(1u << i);
 		c->slots[i].start = now;
@@ -341,7 +357,8 @@ resil__cl_done(callm *c, unsigned i, resil_outcome outcome, uint64_t t1)
 	copy_str(c->last_zone, sizeof(c->last_zone),
 	    pk->zone != NULL ? pk->zone : "");
 	c->last_timeout = c->timeout;
-	if (outcome == RESIL_OUTCOME_FAILURE) {
+	if (outcome == RESIL_OUTCOME_FAILURE &&
+	    c->p->ccfg.strategy != RESIL_CLUSTER_FORKING) {
 		for (k = 0; k < c->nfailed && c->failed_ids[k] != pk->id; k++)
 			;
 		if (k == c->nfailed &&
@@ -517,6 +534,24 @@ failure_msg(callm *c, resil_err err, int rc, int full)
 		resil__cluster_full_msg(out->message, sizeof(out->message),
 		    c->req.method, p->service,
 		    full == 1 ? p->ccfg.failback_queue : -1, lasterr);
+	} else if (p->ccfg.strategy == RESIL_CLUSTER_FAILFAST ||
+	    p->ccfg.strategy == RESIL_CLUSTER_FORKING) {
+		char providers[sizeof(c->cmsg)];
+
+		resil__cluster_last_error(lasterr, sizeof(lasterr),
+		    c->real_err != RESIL_OK ? c->real_err : err,
+		    c->real_err != RESIL_OK ? c->real_rc : rc,
+		    c->last_timeout);
+		if (p->ccfg.strategy == RESIL_CLUSTER_FORKING) {
+			resil__cluster_forking_msg(out->message,
+			    sizeof(out->message), c->failed, lasterr);
+			return;
+		}
+		copy_str(providers, sizeof(providers), c->cmsg);
+		resil__cluster_failfast_msg(out->message, sizeof(out->message),
+		    c->req.method, p->service, c->last_addr,
+		    resil__cluster_lb_name((resil_lb_kind)c->clb), providers,
+		    lasterr);
 	} else {
 		resil__cluster_last_error(lasterr, sizeof(lasterr),
 		    c->real_err != RESIL_OK ? c->real_err : err,
@@ -613,4 +648,20 @@ resil__cl_conclude(callm *c, resil_err rr, int rc, resil_err status,
 		failure_msg(c, err, rc, full);
 	}
 	conclude_with(c, RESIL_STAGE_FALLBACK, ts, st);
+}
+
+void
+resil__cl_one_failfast(callm *c, resil_err err, int rc)
+{
+	char lasterr[64];
+
+	if (err == RESIL_E_OPEN || err == RESIL_E_LIMITED)
+		return; /* a rejection keeps its own words */
+	resil__cluster_last_error(lasterr, sizeof(lasterr),
+	    c->real_err != RESIL_OK ? c->real_err : err,
+	    c->real_err != RESIL_OK ? c->real_rc : rc, c->timeout);
+	resil__cluster_failfast_msg(c->out->message, sizeof(c->out->message),
+	    c->args->method, c->p->service, RESIL__IMPLICIT_ENDPOINT,
+	    resil__cluster_lb_name(RESIL_LB_RANDOM), RESIL__IMPLICIT_ENDPOINT,
+	    lasterr);
 }

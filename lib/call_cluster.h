@@ -58,4 +58,16 @@ int resil__cl_refused(
 void resil__cl_conclude(callm *c, resil_err rr, int rc, resil_err status,
     resil_outcome outcome, tsrc *ts, resil_call_next *st);
 
+/* The name failfast's message gives the one implicit endpoint of a
+ * pipeline without a selector. */
+#define RESIL__IMPLICIT_ENDPOINT "<implicit>"
+
+/* Failfast over the one implicit endpoint (no selector) failed with err
+ * (rc) and no fallback answered: Dubbo's failfast message into the
+ * answer, as with a selector ("Failfast invoke providers <implicit>
+ * RandomLoadBalance select from all providers [<implicit>] ..."; Dubbo's
+ * default balancer, which a lone provider never consults). A rejection
+ * (breaker open, limited) keeps its own message. */
+void resil__cl_one_failfast(callm *c, resil_err err, int rc);
+
 #endif /* RESIL_CALL_CLUSTER_H */

@@ -184,6 +184,8 @@ static void
 conclude(callm *c, resil_err rr, int rc, resil_err status,
     resil_outcome outcome, tsrc *ts, resil_call_next *st)
 {
+	resil_err err;
+
 	abandon_running(c);
 	if (RESIL__UNLIKELY(c->magic == CALL_CLUSTER)) {
 		resil__cl_conclude(c, rr, rc, status, outcome, ts, st);
@@ -200,11 +202,12 @@ conclude(callm *c, resil_err rr, int rc, resil_err status,
 	if (RESIL__UNLIKELY(c->p->one_ep) &&
 	    one_endpoint(c, rc, status, ts, st))
 		return;
-	(void)recover_failure(c,
-	    status != RESIL_OK                    ? status
-	        : rr == RESIL_E_RETRIES_EXHAUSTED ? RESIL_E_RETRIES_EXHAUSTED
-	                                          : RESIL_E_CALL,
-	    rc);
+	err = status != RESIL_OK                  ? status
+	    : rr == RESIL_E_RETRIES_EXHAUSTED ? RESIL_E_RETRIES_EXHAUSTED
+	                                      : RESIL_E_CALL;
+	if (recover_failure(c, err, rc) && RESIL__UNLIKELY(c->p->one_ep) &&
+	    c->p->ccfg.strategy == RESIL_CLUSTER_FAILFAST)
+		resil__cl_one_failfast(c, err, rc); /* Dubbo's words */
 	conclude_with(c, RESIL_STAGE_FALLBACK, ts, st);
 }
 

@@ -90,6 +90,7 @@ typedef struct callm {
 	uint8_t has_pick;   /* slots holding a pick, by bit */
 	uint8_t last_local; /* zone-aware: the last attempt was local */
 	uint8_t bany;       /* broadcast: a failure was seen */
+	uint8_t clb;        /* failfast: its pick's balancer (message) */
 	resil_selector *sel;
 	/* The call's invocation (resil_call_start_ex, invoke_ex), or NULL:
 	 * set by the entry points, read by the cluster's start only. */

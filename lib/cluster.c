@@ -41,6 +41,7 @@ struct resil_cluster {
 	resil__spinlock qlock;
 	task *head, *tail; /* failback queue, in order of arrival */
 	size_t queued;
+	uint64_t dropped; /* failback: failures a full queue dropped */
 };
 
 static const char *const strategy_names[] = { "failover", "failfast",
@@ -707,6 +708,12 @@ resil__cluster_poll(
 	return result;
 }
 
+uint64_t
+resil_cluster_failback_dropped(const resil_cluster *cl)
+{
+	return cl != NULL ? resil__load64(&cl->dropped) : 0;
+}
+
 /* ---- messages ---- */
 
 void
@@ -1021,14 +1028,22 @@ settle_failure(resil_cluster *cl, const resil_request *req, attempt *at,
 		    : 1;
 
 		if (q <= 0) {
-			/* Full (an event said so) or out of memory: the
-			 * caller gets the failure. */
-			set_result(out, RESIL_E_CALL, at);
+			/* Full: the new failure is dropped (a QUEUE_FULL
+			 * event, the dropped count) and the caller still
+			 * gets no error and a null value, as through a
+			 * pipeline (DESIGN); the message says what was
+			 * dropped. Out of memory: the caller gets the
+			 * failure. */
 			last_error(lasterr, sizeof(lasterr), at);
+			set_result(out, q == 0 ? RESIL_OK : RESIL_E_CALL, at);
 			resil__cluster_full_msg(out->message,
 			    sizeof(out->message), req->method, cl->service,
 			    q == 0 ? cl->cfg.failback_queue : -1, lasterr);
-			return out->err;
+			if (q < 0)
+				return out->err;
+			resil__faa64(&cl->dropped, 1);
+			out->value = resil_value_null();
+			return RESIL_OK;
 		}
 		set_result(out, RESIL_OK, at);
 		out->value = resil_value_null();

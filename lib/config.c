@@ -198,6 +198,7 @@ typedef struct build {
 	chaos_ref *cref;        /* the chaos settings in order (issue 28) */
 	size_t ncref, capref;
 	resil_chaos *chaos; /* made from them by build_finish, or NULL */
+	resil__combo combo;     /* the keys config_check.c looks at */
 } build;
 
 /* ---- small helpers ---- */
@@ -615,6 +616,7 @@ build_apply(build *b, const setting *s, resil_diag *diag)
 	resil_err err;
 	int on = 0;
 
+	resil__combo_key(&b->combo, s->key, s->method, s->line);
 	if (s->source)
 		return apply_source(b, s, diag);
 	if (s->chaos != 0)
@@ -879,7 +881,9 @@ build_finish(build *b, resil_diag *diag)
 	 * one as they were read. */
 	b->pc.methods = b->n > 0 ? b->methods : NULL;
 	b->pc.nmethods = b->n;
-	return RESIL_OK;
+	/* Accepted-but-unused and contradictory combinations (issue 24.5). */
+	return resil__combo_check(
+	    &b->combo, b->origin, &b->pc, b->ct != NULL, diag);
 }
 
 /* Make b the config's pipeline configuration; b is consumed. */

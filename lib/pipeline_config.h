@@ -37,6 +37,37 @@ int resil__one_endpoint_strategy(const resil_pipeline_config *cfg);
 resil_err resil__pipeline_validate(
     const resil_pipeline_config *cfg, resil_diag *diag);
 
+/* The key combinations of a configuration text (lib/config_check.c):
+ * config.c records the keys concerned as it reads them, then checks the
+ * built configuration once. */
+typedef struct resil__combo_entry {
+	int kind;
+	unsigned line; /* 0: made by resil_config_set() */
+	char key[96];
+	char method[64];
+} resil__combo_entry;
+
+typedef struct resil__combo {
+	resil__combo_entry e[16];
+	size_t n;
+} resil__combo;
+
+void resil__combo_init(resil__combo *c);
+
+/* Record key (method: the declared method it belongs to, or NULL) at
+ * line when it is one of the keys the combinations concern. */
+void resil__combo_key(
+    resil__combo *c, const char *key, const char *method, unsigned line);
+
+/* The combinations of the recorded keys in pc (built from the text at
+ * origin; selector: the text has selector keys): RESIL_E_INVAL with
+ * `origin:line: key: message` for one accepted and unused or
+ * contradictory whatever the program adds; RESIL_OK otherwise, with a
+ * note in diag ("origin:line: note: key: ...") for one that is unused
+ * unless the program gives a selector (diag untouched when none). */
+resil_err resil__combo_check(const resil__combo *c, const char *origin,
+    const resil_pipeline_config *pc, int selector, resil_diag *diag);
+
 /* The allocator of p (a reload from text parses with it). */
 const resil_allocator *resil__pipeline_allocator(const resil_pipeline *p);
 

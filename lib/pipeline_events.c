@@ -195,14 +195,23 @@ resil__on_cluster(const resil_cluster_event *ce, void *ctx)
 {
 	resil_pipeline *p = ctx;
 	resil_pipeline_event ev;
-	char text[160];
+	char text[160], rc[24];
 
 	if (p->listener == NULL)
 		return;
 	memset(&ev, 0, sizeof(ev));
-	snprintf(text, sizeof(text), "cluster %s%s%s (rc %d)",
+	/* The rc only where a failure is the event's subject (issue 24.6):
+	 * a retried call succeeded, a crossing or "no provider" has none. */
+	if (ce->type == RESIL_CLUSTER_EVENT_SWALLOWED ||
+	    ce->type == RESIL_CLUSTER_EVENT_QUEUED ||
+	    ce->type == RESIL_CLUSTER_EVENT_QUEUE_FULL ||
+	    ce->type == RESIL_CLUSTER_EVENT_GAVE_UP)
+		snprintf(rc, sizeof(rc), " (rc %d)", ce->rc);
+	else
+		rc[0] = '\0';
+	snprintf(text, sizeof(text), "cluster %s%s%s%s",
 	    resil_cluster_event_name(ce->type), ce->address != NULL ? " " : "",
-	    ce->address != NULL ? ce->address : "", ce->rc);
+	    ce->address != NULL ? ce->address : "", rc);
 	ev.cluster = ce;
 	resil__emit(p, &ev, RESIL_STAGE_CLUSTER, ce->time, text,
 	    ce->method != NULL ? ce->method : "");

@@ -434,9 +434,10 @@ test_machine_reports_to_the_selector(void **state)
 	assert_int_equal(es.active, 0);
 	assert_int_equal(es.streak, 1);
 	assert_string_equal(r.message,
-	    "Failed to invoke the method getStock in the service "
-	    "StockService. Tried 1 time of the providers [e0:1] (1/2). Last "
-	    "error is: timeout after 100 ms");
+	    "Failfast invoke providers e0:1 RoundRobinLoadBalance select "
+	    "from all providers [e0:1, e1:1] for service StockService method "
+	    "getStock, but no luck to perform the invocation. Last error is: "
+	    "timeout after 100 ms");
 	resil_result_free(&r);
 	/* Cancelled: released, no outcome. */
 	assert_int_equal(
@@ -503,9 +504,10 @@ test_failfast_one_attempt(void **state)
 	assert_int_equal(r.attempts, 1);
 	assert_string_equal(x.d.order, "e0:1");
 	assert_string_equal(r.message,
-	    "Failed to invoke the method getStock in the service "
-	    "StockService. Tried 1 time of the providers [e0:1] (1/4). Last "
-	    "error is: the call failed (rc 111)");
+	    "Failfast invoke providers e0:1 RoundRobinLoadBalance select "
+	    "from all providers [e0:1, e1:1, e2:1, e3:1] for service "
+	    "StockService method getStock, but no luck to perform the "
+	    "invocation. Last error is: the call failed (rc 111)");
 	resil_result_free(&r);
 	pfx_end(&x);
 }
@@ -909,9 +911,9 @@ test_forking_all_fail_and_all_endpoints(void **state)
 	assert_int_equal(r.rc, 114);
 	assert_int_equal(r.attempts, 3);
 	assert_string_equal(r.message,
-	    "Failed to invoke the method getStock in the service "
-	    "StockService. Tried 3 times of the providers [e2:1, e0:1, "
-	    "e1:1] (3/3). Last error is: the call failed (rc 114)");
+	    "Failed to forking invoke provider [e0:1, e1:1, e2:1], but no "
+	    "luck to perform the invocation. Last error is: the call failed "
+	    "(rc 114)");
 	resil_result_free(&r);
 	pfx_end(&x);
 }

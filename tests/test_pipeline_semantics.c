@@ -336,15 +336,24 @@ test_strategies_without_selector(void **state)
 	assert_int_equal(resil_pipeline_failback_pending(x.p), 0);
 	cfx_end(&x);
 
-	/* One attempt each: the retry stage is refused, naming it. */
+	/* One attempt each: the retry stage is refused, naming it (by the
+	 * text at its line since issue 24.5; resil_pipeline_new refuses the
+	 * same configuration given in C). */
 	assert_int_equal(resil_config_parse_string(&x.conf,
 	                     "service=S\ncluster=failsafe\n"
 	                     "retry.enabled=true\n",
 	                     "svc.conf", NULL, &x.diag),
+	    RESIL_E_INVAL);
+	assert_non_null(strstr(x.diag.msg,
+	    "svc.conf:3: retry.enabled: cluster=failsafe makes one attempt"));
+	assert_int_equal(resil_config_parse_string(&x.conf,
+	                     "service=S\ncluster=failsafe\n", "svc.conf",
+	                     NULL, &x.diag),
 	    RESIL_OK);
 	{
 		resil_pipeline_config pc = *resil_config_pipeline(x.conf);
 
+		pc.retry_enabled = 1;
 		assert_int_equal(
 		    resil_pipeline_new(&x.p, &pc, &x.diag), RESIL_E_INVAL);
 		assert_non_null(strstr(x.diag.msg,

@@ -577,7 +577,7 @@ test_dubbo_failback_invoke_exception(void **state)
  * 'Failed retry to invoke method'", "two 'Failed retry times exceed
  * threshold'", "one 'Failback background works error'" (the third call
  * finds the timer full). resil: the third failure finds the queue full
- * and is the caller's error (QUEUE_FULL); the two queued tasks are each
+ * and is dropped (QUEUE_FULL; the caller still gets no error); the two queued tasks are each
  * retried twice (4 failed retries) and then dropped (2 GAVE_UP).
  */
 static void
@@ -597,7 +597,7 @@ test_dubbo_failback_retry_failed(void **state)
 	c.d.fails[0] = -1;
 	assert_int_equal(cx_invoke(&c, &r), RESIL_OK);
 	assert_int_equal(cx_invoke(&c, &r), RESIL_OK);
-	assert_int_equal(cx_invoke(&c, &r), RESIL_E_CALL);
+	assert_int_equal(cx_invoke(&c, &r), RESIL_OK); /* dropped (DESIGN) */
 	assert_int_equal(r.rc, 111);
 	assert_string_equal(r.message,
 	    "Failback queue of the method getStock in the service "
@@ -3209,8 +3209,8 @@ px_launch(px *x, resil_call *call, resil_result *r, resil_call_next *st,
  * invokers that all throw: the call fails ("Failed to forking invoke
  * provider ..." in Dubbo). resil (DESIGN): min(forks, n) = 2 forks on
  * distinct endpoints; the call fails only when both failed, with the
- * error that completed last. resil's message is the failover form (Dubbo
- * has a forking wording of its own; not decided by DESIGN, listed).
+ * error that completed last, in Dubbo's forking wording (the forks in
+ * selection order).
  */
 static void
 test_dubbo_forking_invoke_exception(void **state)
@@ -3242,9 +3242,9 @@ test_dubbo_forking_invoke_exception(void **state)
 	assert_int_equal(r.rc, 112);
 	assert_int_equal(r.attempts, 2);
 	assert_string_equal(r.message,
-	    "Failed to invoke the method getStock in the service "
-	    "StockService. Tried 2 times of the providers [e1:1, e0:1] "
-	    "(2/3). Last error is: the call failed (rc 112)");
+	    "Failed to forking invoke provider [e0:1, e1:1], but no luck to "
+	    "perform the invocation. Last error is: the call failed (rc "
+	    "112)");
 	resil_result_free(&r);
 	px_end(&x);
 }

@@ -26,10 +26,12 @@
  * - failfast: one attempt, its error as it is.
  * - failsafe: a failure becomes RESIL_OK with a null value and an event.
  * - failback: a failure becomes RESIL_OK with a null value; the call is
- *   queued (failback_queue entries; when full the new failure is not
- *   queued: an event, and the caller gets it as RESIL_E_CALL with
+ *   queued (failback_queue entries; when full the new failure is dropped:
+ *   a QUEUE_FULL event, resil_cluster_failback_dropped() counts it, and
+ *   the caller still gets RESIL_OK with a null value, the message saying
  *   "Failback queue of the method M in the service S is full (N calls):
- *   the failure is dropped. Last error is: ...") and retried by
+ *   the failure is dropped. Last error is: ..."; only when memory runs
+ *   out does the caller get the failure, RESIL_E_CALL) and retried by
  * resil_cluster_failback_poll(): the first retry is due at failure time +
  * period; each poll runs each due task once (no catch-up) and re-arms it at
  * poll time + period, avoiding the last endpoint tried when another exists;
@@ -214,6 +216,10 @@ RESIL_API resil_err resil_cluster_failback_poll(
 
 /* Failback tasks queued now. */
 RESIL_API size_t resil_cluster_failback_pending(resil_cluster *cl);
+
+/* Failback: failures dropped because the queue was full (the callers got
+ * RESIL_OK and a null value), since the cluster was made; 0 for NULL. */
+RESIL_API uint64_t resil_cluster_failback_dropped(const resil_cluster *cl);
 
 #ifdef __cplusplus
 }
