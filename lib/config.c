@@ -23,6 +23,7 @@
 #include "duration.h"
 #include "internal.h"
 #include "pipeline_config.h"
+#include "pipeline_shared.h"
 
 #define ORIGIN_STRING "<string>"
 
@@ -546,6 +547,20 @@ stage_fail(build *b, int stage, const resil_diag *d, resil_diag *diag)
 	return resil__config_fail(diag, b->origin, line, "%s", msg);
 }
 
+/* Issue 24.2: the shared-state keys against the rest (one service
+ * breaker, the stage on, ...), at the line of the stage's last key. */
+static resil_err
+shared_check(build *b, resil_diag *diag)
+{
+	resil_diag d;
+	int stage = ST_BREAKER;
+
+	d.msg[0] = '\0';
+	if (resil__shared_check(&b->pc, &stage, &d) == RESIL_OK)
+		return RESIL_OK;
+	return resil__config_fail(diag, b->origin, b->last[stage], "%s", d.msg);
+}
+
 /* After the last setting: stage switches, mock specs, stage checks. */
 static resil_err
 build_finish(build *b, resil_diag *diag)
@@ -593,6 +608,8 @@ build_finish(build *b, resil_diag *diag)
 	if (b->pc.bulkhead_enabled &&
 	    resil_bulkhead_config_validate(&b->pc.bulkhead, &d) != RESIL_OK)
 		return stage_fail(b, ST_BULKHEAD, &d, diag);
+	if ((err = shared_check(b, diag)) != RESIL_OK)
+		return err;
 	if (b->cluster_seen &&
 	    resil_cluster_config_validate(&b->pc.cluster, &d) != RESIL_OK)
 		return resil__config_fail(
