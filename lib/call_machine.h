@@ -93,16 +93,12 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 		rejected(c, RESIL_E_OPEN);
 		return 0;
 	}
-	if (c->g->rl != NULL) {
-		if (resil_ratelimit_try_acquire(c->g->rl, 1, &retry_after) !=
-		    RESIL_OK) {
-			permit_back(c, &permit, &fp);
-			rejected(c, RESIL_E_LIMITED);
-			return 0;
-		}
-	} else if (RESIL__UNLIKELY(c->g->frl != NULL) &&
-	    resil_fleet_limit_acquire(c->g->frl, 1, &retry_after) !=
-	        RESIL_OK) {
+	/* A fleet rate limiter stands in for the local one (settings.frl). */
+	if (c->g->rl != NULL &&
+	    (RESIL__UNLIKELY(c->g->frl != NULL)
+	            ? resil_fleet_limit_acquire(c->g->frl, 1, &retry_after)
+	            : resil_ratelimit_try_acquire(
+	                  c->g->rl, 1, &retry_after)) != RESIL_OK) {
 		permit_back(c, &permit, &fp);
 		rejected(c, RESIL_E_LIMITED);
 		return 0;

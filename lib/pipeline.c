@@ -321,7 +321,7 @@ resil_pipeline_cache(resil_pipeline *p)
 resil_ratelimit *
 resil_pipeline_ratelimit(resil_pipeline *p)
 {
-	return p == NULL ? NULL : cur_of(p)->rl;
+	return p == NULL || cur_of(p)->frl != NULL ? NULL : cur_of(p)->rl;
 }
 
 resil_bulkhead *

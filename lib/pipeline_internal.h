@@ -150,7 +150,8 @@ typedef struct settings {
 	char *service_spec;
 	/* Shared state (lib/pipeline_shared.c), the pipeline's, set on
 	 * every settings it builds: the fleet breaker (then breaker is
-	 * NULL) and the fleet rate limiter (then rl is NULL), or NULL. */
+	 * NULL) and the fleet rate limiter (asked instead of rl, which is
+	 * then set but not used), or NULL. */
 	struct resil_fleet *fleet;
 	struct resil_fleet_limit *frl;
 } settings;

@@ -12,8 +12,9 @@
  * fleet breaker keeps its own permit logic (probe leases): a settings
  * with a fleet has no breaker, and the call machine asks the fleet
  * (resil_fleet_acquire / _record / _release) where it would ask the
- * breaker, in the branch taken only when there is no breaker; likewise
- * the fleet rate limiter where there is no local one.
+ * breaker, in the branch taken only when there is no breaker; the fleet
+ * rate limiter stands in for the local one (built, as ratelimit.* must be
+ * on, and not asked), in the branch taken only with a rate limiter.
  */
 #include "pipeline_shared.h"
 
@@ -582,10 +583,8 @@ resil__shared_apply(resil_pipeline *p, const resil_pipeline_config *cfg,
 	}
 	if (sh->rl != NULL)
 		g->rl = sh->rl;
-	if (sh->frl != NULL) {
-		g->rl = NULL;
-		g->frl = sh->frl;
-	}
+	if (sh->frl != NULL)
+		g->frl = sh->frl; /* in place of g->rl (on: checked) */
 	if (sh->bh != NULL)
 		g->bh = sh->bh;
 	/* The blocking driver's inline first step knows only the local

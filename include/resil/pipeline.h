@@ -266,8 +266,9 @@ typedef struct resil_pipeline_config {
 	 * - shared_ratelimit, shared_bulkhead (shm): the pipeline's rate
 	 *   limiter and bulkhead.
 	 * - fleet_ratelimit: a fleet-wide rate limiter, asked once per
-	 *   attempt (one Redis round trip, resil_fleet_limit_acquire),
-	 *   after the local one when both are given.
+	 *   attempt (one Redis round trip, resil_fleet_limit_acquire) in
+	 *   place of the pipeline's own (ratelimit_enabled must be on; its
+	 *   limiter is not asked). Not with shared_ratelimit.
 	 * Not with breaker_per_method (refused). With a selector the
 	 * service breaker wraps the whole call (one permit per call).
 	 * They cannot change by reload (NULL in a reload keeps them).
