@@ -182,6 +182,7 @@ typedef struct build {
 	int registry_seen;      /* registry= was given */
 	ref registry;           /* registry= (issue 24.5: against url=) */
 	unsigned strategy_line; /* the line of cluster= */
+	unsigned eb_shared_line; /* endpoint.breaker.shared (issue 24.2) */
 } build;
 
 /* ---- small helpers ---- */
@@ -349,6 +350,8 @@ note_key(build *b, const keydef *k, const setting *s)
 		b->cluster_seen = 1;
 		b->cluster_line = s->line;
 	}
+	if (k->off == PC(endpoint_breaker_shared_url))
+		b->eb_shared_line = s->line;
 	if (k->stage != ST_NONE) {
 		/* A setting made by set is newer than every line of the
 		 * text: once the stage has one, its errors are the set's. */
@@ -556,6 +559,18 @@ shared_check(build *b, resil_diag *diag)
 	int stage = ST_BREAKER;
 
 	d.msg[0] = '\0';
+	if (b->pc.endpoint_breaker_shared_url != NULL) {
+		resil_directory_config dc;
+
+		resil_directory_config_init(&dc);
+		if (b->ct != NULL)
+			resil_cluster_text_directory(b->ct, &dc);
+		if (dc.endpoint_breaker == NULL)
+			return resil__config_fail(diag, b->origin,
+			    b->eb_shared_line,
+			    "endpoint.breaker.shared: needs the endpoint breaker "
+			    "(an endpoint.breaker.* key)");
+	}
 	if (resil__shared_check(&b->pc, &stage, &d) == RESIL_OK)
 		return RESIL_OK;
 	return resil__config_fail(diag, b->origin, b->last[stage], "%s", d.msg);
@@ -1184,6 +1199,9 @@ resil_config_directory(const resil_config *conf, resil_directory_config *out)
 	if (conf->ct == NULL)
 		return 0;
 	resil_cluster_text_directory(conf->ct, out);
+	if (conf->pc.endpoint_breaker_shared_url != NULL) /* issue 24.2 */
+		out->endpoint_breaker_shm =
+		    conf->pc.endpoint_breaker_shared_url + 4;
 	return 1;
 }
 

@@ -166,6 +166,8 @@ static const keydef keys[] = {
 	    0, 0),
 	INT("bulkhead.shared", K_SHARED, ST_BULKHEAD, 0, bulkhead_shared_url,
 	    0, 0),
+	INT("endpoint.breaker.shared", K_SHARED, ST_NONE, 0,
+	    endpoint_breaker_shared_url, 0, 0),
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))

@@ -43,6 +43,7 @@ struct resil__pshared {
 	/* What the pipeline was created with, for a reload's check. */
 	char *url[5];
 	uint64_t fleet_sync_ns;
+	char *eb_url; /* endpoint.breaker.shared, kept from changing */
 };
 
 enum { U_BREAKER, U_FLEET, U_RL, U_BH, U_FRL };
@@ -208,6 +209,18 @@ resil__shared_url_check(const char *key, const char *value, resil_diag *diag)
 {
 	size_t n = strlen(key);
 
+	if (strcmp(key, "endpoint.breaker.shared") == 0) {
+		if (strncmp(value, "shm:", 4) != 0)
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "%s: \"%.80s\" is not shm:REGION", key, value);
+		if (!name_ok(value + 4, strlen(value + 4), 200))
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "%s: region \"%.80s\" is not 1..200 characters "
+			    "of [A-Za-z0-9._-] (the endpoints' breakers are "
+			    "named by address)",
+			    key, value + 4);
+		return RESIL_OK;
+	}
 	if (n >= 6 && strcmp(key + n - 6, ".fleet") == 0)
 		return parse_redis(key, value, NULL, NULL, NULL, diag);
 	return parse_shm(key, value, NULL, NULL, diag);
@@ -477,6 +490,10 @@ open_all(resil_pipeline *p, struct resil__pshared *sh,
 	sh->bh = cfg->shared_bulkhead;
 	sh->frl = cfg->fleet_ratelimit;
 	sh->fleet_sync_ns = cfg->fleet_sync_ns;
+	if (cfg->endpoint_breaker_shared_url != NULL &&
+	    (sh->eb_url = resil__strdup(&p->alloc,
+	         cfg->endpoint_breaker_shared_url)) == NULL)
+		return nomem(diag);
 	if (sh->url[U_BREAKER] != NULL)
 		err = open_shm(p, sh, cfg, U_BREAKER, diag);
 	if (err == RESIL_OK && sh->url[U_RL] != NULL)
@@ -496,7 +513,8 @@ resil__shared_setup(
 {
 	struct resil__pshared *sh;
 	resil_err err;
-	int i, any = cfg->fleet_sync_ns != 0;
+	int i, any = cfg->fleet_sync_ns != 0 ||
+	    cfg->endpoint_breaker_shared_url != NULL;
 
 	for (i = 0; i < 5; i++)
 		any |= given(cfg, i);
@@ -549,6 +567,10 @@ reload_keeps(const resil_pipeline *p, const resil_pipeline_config *cfg,
 	if (cfg->fleet_sync_ns != 0 &&
 	    (sh == NULL || cfg->fleet_sync_ns != sh->fleet_sync_ns))
 		return immutable(diag, "breaker.fleet_sync");
+	if (cfg->endpoint_breaker_shared_url != NULL &&
+	    (sh == NULL || sh->eb_url == NULL ||
+	        strcmp(cfg->endpoint_breaker_shared_url, sh->eb_url) != 0))
+		return immutable(diag, "endpoint.breaker.shared");
 	if (sh != NULL && (sh->breaker != NULL || sh->fleet != NULL) &&
 	    cfg->breaker_per_method)
 		return resil__diagf(diag, RESIL_E_INVAL,
@@ -573,7 +595,9 @@ resil__shared_apply(resil_pipeline *p, const resil_pipeline_config *cfg,
 	}
 	g->fleet = NULL;
 	g->frl = NULL;
-	if (sh == NULL)
+	if (sh == NULL || (sh->breaker == NULL && sh->fleet == NULL &&
+	                      sh->rl == NULL && sh->frl == NULL &&
+	                      sh->bh == NULL))
 		return RESIL_OK;
 	if (sh->breaker != NULL)
 		g->breaker = sh->breaker;
@@ -622,6 +646,59 @@ resil__shared_free(resil_pipeline *p)
 	}
 	for (i = 0; i < 5; i++)
 		resil__strfree(&p->alloc, sh->url[i]);
+	resil__strfree(&p->alloc, sh->eb_url);
 	resil__free(&p->alloc, sh, sizeof(*sh));
 	p->sh = NULL;
+}
+
+/* ---- endpoint breakers (the directory's) ---- */
+
+resil_err
+resil__shared_endpoint_region(const char *name, int has_breaker,
+    const resil_allocator *a, resil_shm **out, resil_diag *diag)
+{
+	resil_shm_config sc;
+	resil_diag d;
+	resil_err err;
+
+	if (!has_breaker)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "endpoint.breaker.shared: needs the endpoint breaker "
+		    "(endpoint.breaker.* keys, endpoint_breaker)");
+	resil_shm_config_init(&sc);
+	sc.alloc = a;
+	d.msg[0] = '\0';
+	err = resil_shm_open(out, name, &sc, &d);
+	if (err != RESIL_OK)
+		return resil__diagf(
+		    diag, err, "endpoint.breaker.shared: %s", d.msg);
+	return RESIL_OK;
+}
+
+resil_err
+resil__shared_endpoint_breaker(resil_shm *shm, const char *address,
+    const resil_breaker_config *cfg, resil_breaker **out, resil_diag *diag)
+{
+	char name[64];
+	size_t i, n = strlen(address);
+	uint64_t h = UINT64_C(14695981039346656037);
+	int changed = n > 59;
+
+	memcpy(name, "ep.", 3);
+	for (i = 0; i < n; i++) {
+		char c = address[i];
+
+		h = (h ^ (unsigned char)c) * UINT64_C(1099511628211);
+		if (!name_ok(&c, 1, 1)) {
+			c = '_';
+			changed = 1;
+		}
+		if (i < 59)
+			name[3 + i] = c;
+	}
+	name[3 + (n < 59 ? n : 59)] = '\0';
+	if (changed) /* "ep." + up to 43 + "-" + 16 hex digits */
+		snprintf(name + (n < 43 ? 3 + n : 46), 18, "-%016llx",
+		    (unsigned long long)h);
+	return resil_shm_breaker(shm, name, cfg, out, diag);
 }

@@ -24,6 +24,8 @@
 #include <unistd.h>
 
 #include <resil/config.h>
+#include <resil/directory.h>
+#include <resil/selector.h>
 #include <resil/fleet.h>
 #include <resil/pipeline.h>
 #include <resil/shm.h>
@@ -321,6 +323,165 @@ shm_bulkhead_text(void **state)
 	resil_config_free(c2);
 }
 
+/* ---- per endpoint: the directory's breakers in a region ---- */
+
+typedef struct worker {
+	resil_config *conf;
+	resil_directory *d;
+	resil_selector *sel;
+	resil_pipeline *p;
+} worker;
+
+static void
+worker_up(worker *w, const resil_clock *clk)
+{
+	char text[512];
+	resil_directory_config dc;
+	resil_selector_config sc;
+	resil_pipeline_config pc;
+	resil_diag d;
+
+	snprintf(text, sizeof(text),
+	    "service=S\nregistry=N/A\nurl=dubbo://10.0.0.1:20880\n"
+	    "cluster=failfast\n"
+	    "endpoint.breaker.consecutive_failures=1\n"
+	    "endpoint.breaker.failure_rate=0\n"
+	    "endpoint.breaker.open_wait=1h\n"
+	    "endpoint.breaker.shared=shm:%s\n",
+	    region);
+	d.msg[0] = '\0';
+	assert_int_equal(
+	    resil_config_parse_string(&w->conf, text, "t.conf", NULL, &d),
+	    RESIL_OK);
+	resil_directory_config_init(&dc);
+	dc.clock = clk;
+	assert_int_equal(resil_config_directory(w->conf, &dc), 1);
+	assert_string_equal(dc.endpoint_breaker_shm, region);
+	assert_int_equal(resil_directory_new(&w->d, &dc, &d), RESIL_OK);
+	(void)resil_config_selector(w->conf, &sc);
+	assert_int_equal(resil_selector_new(&w->sel, w->d, &sc, &d), RESIL_OK);
+	pc = *resil_config_pipeline(w->conf);
+	pc.selector = w->sel;
+	pc.clock = clk;
+	assert_int_equal(resil_pipeline_new(&w->p, &pc, &d), RESIL_OK);
+}
+
+static void
+worker_down(worker *w)
+{
+	resil_pipeline_free(w->p);
+	resil_selector_free(w->sel);
+	resil_directory_free(w->d);
+	resil_config_free(w->conf);
+}
+
+static int
+ep_call(void *ctx, const resil_pick *ep, const resil_args *args,
+    resil_value *out)
+{
+	(void)ep;
+	return ctx != NULL ? failing(NULL, args, out) : working(NULL, args, out);
+}
+
+static void
+endpoint_shared(void **state)
+{
+	resil_manual_clock mc;
+	resil_args a = { "get", NULL, 0 };
+	resil_result r;
+	worker w1, w2;
+	resil_breaker *b1, *b2;
+	int fail = 1;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 1000);
+	worker_up(&w1, resil_manual_clock_hook(&mc));
+	worker_up(&w2, resil_manual_clock_hook(&mc));
+	b1 = resil_directory_breaker(w1.d, "10.0.0.1:20880");
+	b2 = resil_directory_breaker(w2.d, "10.0.0.1:20880");
+	assert_non_null(b1);
+	assert_non_null(b2);
+	assert_ptr_not_equal(b1, b2); /* two handles, one state */
+	assert_int_equal(resil_pipeline_invoke(w1.p, NULL, &a, ep_call, &fail,
+	                     &r),
+	    RESIL_E_CALL);
+	resil_result_free(&r);
+	assert_int_equal(resil_breaker_get_state(b2), RESIL_BREAKER_OPEN);
+	/* The other worker's only endpoint is open: no candidate, and its
+	 * function is not called. */
+	calls = 0;
+	assert_int_not_equal(
+	    resil_pipeline_invoke(w2.p, NULL, &a, ep_call, NULL, &r),
+	    RESIL_OK);
+	assert_int_equal(r.source, RESIL_SOURCE_UNAVAILABLE);
+	resil_result_free(&r);
+	assert_int_equal(calls, 0);
+	/* A reload may not name another region. */
+	{
+		char text[256];
+		resil_diag d;
+
+		snprintf(text, sizeof(text),
+		    "service=S\nregistry=N/A\nurl=dubbo://10.0.0.1:20880\n"
+		    "cluster=failfast\nendpoint.breaker.consecutive_failures=1\n"
+		    "endpoint.breaker.shared=shm:%s-other\n",
+		    region);
+		assert_int_equal(
+		    resil_pipeline_reload_string(w2.p, text, NULL, &d),
+		    RESIL_E_INVAL);
+		assert_string_equal(d.msg,
+		    "endpoint.breaker.shared: cannot change by reload (shared "
+		    "state is fixed when the pipeline is created)");
+	}
+	worker_down(&w1);
+	worker_down(&w2);
+}
+
+/* Without the text: the directory's C field, and its refusal. */
+static void
+endpoint_shared_c(void **state)
+{
+	resil_directory_config dc;
+	resil_breaker_config bc;
+	resil_directory *d1 = NULL, *d2 = NULL;
+	resil_endpoint_spec ep;
+	resil_permit pm;
+	resil_diag d;
+	char longaddr[128];
+
+	(void)state;
+	memset(&ep, 0, sizeof(ep));
+	memset(longaddr, 'x', sizeof(longaddr) - 8);
+	memcpy(longaddr + sizeof(longaddr) - 8, ":2088/q", 8);
+	ep.address = longaddr; /* made a name: cut, with a hash */
+	resil_directory_config_init(&dc);
+	dc.endpoint_breaker_shm = region;
+	assert_int_equal(resil_directory_new(&d1, &dc, &d), RESIL_E_INVAL);
+	assert_string_equal(d.msg,
+	    "endpoint.breaker.shared: needs the endpoint breaker "
+	    "(endpoint.breaker.* keys, endpoint_breaker)");
+	resil_breaker_config_init(&bc);
+	bc.consecutive_failures = 1;
+	bc.failure_rate_pct = 0;
+	dc.endpoint_breaker = &bc;
+	dc.endpoints = &ep;
+	dc.nendpoints = 1;
+	assert_int_equal(resil_directory_new(&d1, &dc, &d), RESIL_OK);
+	assert_int_equal(resil_directory_new(&d2, &dc, &d), RESIL_OK);
+	assert_int_equal(resil_breaker_acquire(
+	                     resil_directory_breaker(d1, longaddr), &pm),
+	    RESIL_OK);
+	assert_int_equal(resil_breaker_record(resil_directory_breaker(d1,
+	                                          longaddr),
+	                     &pm, RESIL_OUTCOME_FAILURE),
+	    RESIL_OK);
+	assert_int_equal(
+	    resil_breaker_get_state(resil_directory_breaker(d2, longaddr)),
+	    RESIL_BREAKER_OPEN);
+	resil_directory_free(d1);
+	resil_directory_free(d2);
+}
+
 /* ---- refusals ---- */
 
 static void
@@ -379,6 +540,16 @@ bad_text(void **state)
 		  "ratelimit.fleet=redis://h/n\n",
 		    "t.conf:3: ratelimit.fleet: not with ratelimit.shared (a "
 		    "pipeline has one rate limiter)" },
+		{ "service=S\nendpoint.breaker.shared=shm:a/b\n",
+		    "t.conf:2: endpoint.breaker.shared: region \"a/b\" is "
+		    "not 1..200 characters of [A-Za-z0-9._-] (the endpoints' "
+		    "breakers are named by address)" },
+		{ "service=S\nendpoint.breaker.shared=a\n",
+		    "t.conf:2: endpoint.breaker.shared: \"a\" is not "
+		    "shm:REGION" },
+		{ "service=S\nendpoint.breaker.shared=shm:a\n",
+		    "t.conf:2: endpoint.breaker.shared: needs the endpoint "
+		    "breaker (an endpoint.breaker.* key)" },
 		{ "service=S\nbreaker.fleet_sync=1s\n",
 		    "t.conf:2: breaker.fleet_sync: needs breaker.fleet (a "
 		    "fleet given as a handle is synced by its owner)" },
@@ -670,6 +841,10 @@ main(int argc, char **argv)
 		    shm_ratelimit_text, setup, teardown),
 		cmocka_unit_test_setup_teardown(
 		    shm_bulkhead_text, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+		    endpoint_shared, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+		    endpoint_shared_c, setup, teardown),
 		cmocka_unit_test_setup_teardown(bad_text, setup, teardown),
 		cmocka_unit_test_setup_teardown(bad_c, setup, teardown),
 		cmocka_unit_test_setup_teardown(

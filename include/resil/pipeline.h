@@ -299,6 +299,12 @@ typedef struct resil_pipeline_config {
 	const char *bulkhead_shared_url;
 	const char *ratelimit_fleet_url;
 	uint64_t fleet_sync_ns;
+	/* Text key endpoint.breaker.shared=shm:REGION: the endpoints'
+	 * breakers in that region. The directory's setting
+	 * (resil_directory_config.endpoint_breaker_shm, which
+	 * resil_config_directory() sets from it); the pipeline only keeps
+	 * it from changing by reload. */
+	const char *endpoint_breaker_shared_url;
 } resil_pipeline_config;
 
 /* The kinds of call events (resil_pipeline_config.call_events). */
