@@ -149,12 +149,12 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 	c->running |= (uint8_t)(1u << i);
 	s->id = ++c->issued;
 	c->attempts++; /* a call of the user's function is made */
-	s->has_permit = c->breaker != NULL ? 1
-	    : RESIL__UNLIKELY(c->g->fleet != NULL) ? fleet_pack(s, &fp)
-	                                            : 0;
+	s->has_permit = c->breaker != NULL;
 	s->has_bh = c->g->bh != NULL;
 	if (c->breaker != NULL)
 		s->permit = permit;
+	else if (RESIL__UNLIKELY(c->g->fleet != NULL))
+		s->has_permit = fleet_pack(s, &fp);
 	if (c->timeout != 0 || p->hedge_max != 0) {
 		s->start = c->launched = tnow(ts);
 		if (c->timeout != 0)

@@ -827,6 +827,37 @@ fleet_text(void **state)
 	resil_result_free(&r);
 	resil_pipeline_free(p);
 	resil_config_free(c);
+
+	/* breaker.fleet_sync: the pipeline's fleet syncs on its own thread
+	 * (stopped by resil_pipeline_free). */
+	snprintf(text, sizeof(text),
+	    "service=S\nbreaker.fleet=redis://127.0.0.1:%d/tpss-%ld\n"
+	    "breaker.fleet_sync=5\n",
+	    redis_port, id);
+	assert_int_equal(
+	    resil_config_parse_string(&c, text, NULL, NULL, &d), RESIL_OK);
+	pc = *resil_config_pipeline(c);
+	assert_int_equal(pc.fleet_sync_ns, 5 * RESIL_NS_PER_MS);
+	assert_int_equal(resil_pipeline_new(&p, &pc, &d), RESIL_OK);
+	{
+		resil_fleet_info info;
+		int i;
+
+		memset(&info, 0, sizeof(info));
+		for (i = 0; i < 3000 && info.syncs == 0; i++) {
+			nap();
+			assert_int_equal(resil_fleet_get_info(
+			                     resil_pipeline_fleet(p), &info),
+			    RESIL_OK);
+		}
+		assert_true(info.syncs > 0);
+		assert_int_equal(resil_fleet_sync(resil_pipeline_fleet(p), 0),
+		    RESIL_E_MISUSE); /* the thread syncs */
+	}
+	assert_int_equal(call(p, working, &r), RESIL_OK);
+	resil_result_free(&r);
+	resil_pipeline_free(p);
+	resil_config_free(c);
 }
 
 int
