@@ -611,9 +611,12 @@ resil__shared_apply(resil_pipeline *p, const resil_pipeline_config *cfg,
 		g->frl = sh->frl; /* in place of g->rl (on: checked) */
 	if (sh->bh != NULL)
 		g->bh = sh->bh;
-	/* The blocking driver's inline first step knows only the local
-	 * breaker: every call of a pipeline with shared state takes the
-	 * machine. */
+	/* The blocking driver's inline first step knows only a breaker
+	 * (a shm one is one: it keeps it); with the fleet, every call
+	 * takes the machine. (A shm limiter or bulkhead replaces one the
+	 * settings built, which already keeps calls off that step.) */
+	if (sh->fleet == NULL && sh->frl == NULL)
+		return RESIL_OK;
 	g->dflt.simple = 0;
 	HASH_ITER(hh, g->methods, it, tmp)
 	{

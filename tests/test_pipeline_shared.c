@@ -782,6 +782,25 @@ fleet_breaker(void **state)
 	assert_true(sync_until(fb, &mc, RESIL_FLEET_CLOSED));
 	assert_int_equal(call(pb, working, &r), RESIL_OK);
 	resil_result_free(&r);
+	/* A reload keeps the fleet (NULL: keep); another one is refused. */
+	{
+		resil_pipeline_config pc;
+		resil_diag d;
+
+		resil_pipeline_config_init(&pc);
+		pc.breaker_enabled = 1;
+		pc.breaker.consecutive_failures = 3;
+		assert_int_equal(resil_pipeline_reload(pb, &pc, &d), RESIL_OK);
+		assert_ptr_equal(resil_pipeline_fleet(pb), fb);
+		assert_ptr_equal(
+		    resil_pipeline_breaker(pb, NULL), resil_fleet_breaker(fb));
+		pc.fleet = fa;
+		assert_int_equal(
+		    resil_pipeline_reload(pb, &pc, &d), RESIL_E_INVAL);
+		assert_string_equal(d.msg,
+		    "fleet: cannot change by reload (shared state is fixed "
+		    "when the pipeline is created)");
+	}
 	resil_pipeline_free(pa);
 	resil_pipeline_free(pb);
 	resil_fleet_free(fa);
