@@ -51,11 +51,14 @@ rejected(callm *c, resil_err status)
 
 /* A stage below the breaker refused the attempt: its permit goes back. */
 static inline void
-permit_back(callm *c, resil_permit *permit)
+permit_back(callm *c, resil_permit *permit, resil_fleet_permit *fp)
 {
 	if (c->breaker != NULL) {
 		resil_breaker_release(c->breaker, permit);
 		c->breaker_state = (int)resil_breaker_get_state(c->breaker);
+	} else if (RESIL__UNLIKELY(c->g->fleet != NULL)) {
+		resil_fleet_release(c->g->fleet, fp);
+		c->breaker_state = fleet_bstate(c->g->fleet);
 	}
 }
 
@@ -71,27 +74,38 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 	uint64_t retry_after, deadline = UINT64_MAX;
 	int i = free_slot(c);
 	resil_permit permit;
+	resil_fleet_permit fp;
 	slot *s;
 
 	if (i < 0)
 		return 0;
 	s = &c->slots[i];
-	if (c->breaker != NULL &&
-	    resil_breaker_acquire(c->breaker, &permit) != RESIL_OK) {
-		c->breaker_state = (int)resil_breaker_get_state(c->breaker);
+	if (c->breaker != NULL) {
+		if (resil_breaker_acquire(c->breaker, &permit) != RESIL_OK) {
+			c->breaker_state =
+			    (int)resil_breaker_get_state(c->breaker);
+			rejected(c, RESIL_E_OPEN);
+			return 0;
+		}
+	} else if (RESIL__UNLIKELY(c->g->fleet != NULL) &&
+	    resil_fleet_acquire(c->g->fleet, &fp) != RESIL_OK) {
+		c->breaker_state = fleet_bstate(c->g->fleet);
 		rejected(c, RESIL_E_OPEN);
 		return 0;
 	}
+	/* A fleet rate limiter stands in for the local one (settings.frl). */
 	if (c->g->rl != NULL &&
-	    resil_ratelimit_try_acquire(c->g->rl, 1, &retry_after) !=
-	        RESIL_OK) {
-		permit_back(c, &permit);
+	    (RESIL__UNLIKELY(c->g->frl != NULL)
+	            ? resil_fleet_limit_acquire(c->g->frl, 1, &retry_after)
+	            : resil_ratelimit_try_acquire(
+	                  c->g->rl, 1, &retry_after)) != RESIL_OK) {
+		permit_back(c, &permit, &fp);
 		rejected(c, RESIL_E_LIMITED);
 		return 0;
 	}
 	if (c->g->bh != NULL &&
 	    resil_bulkhead_try_acquire(c->g->bh) != RESIL_OK) {
-		permit_back(c, &permit);
+		permit_back(c, &permit, &fp);
 		rejected(c, RESIL_E_LIMITED);
 		return 0;
 	}
@@ -100,7 +114,7 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 		resil_err e = resil__cl_pick(c, (unsigned)i, tnow(ts));
 
 		if (e != RESIL_OK) {
-			permit_back(c, &permit);
+			permit_back(c, &permit, &fp);
 			if (c->g->bh != NULL)
 				resil_bulkhead_release(c->g->bh);
 			if (e == RESIL_E_UNAVAILABLE &&
@@ -139,6 +153,8 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 	s->has_bh = c->g->bh != NULL;
 	if (c->breaker != NULL)
 		s->permit = permit;
+	else if (RESIL__UNLIKELY(c->g->fleet != NULL))
+		s->has_permit = fleet_pack(s, &fp);
 	if (c->timeout != 0 || p->hedge_max != 0 || c->m->timed_bh) {
 		s->start = c->launched = tnow(ts);
 		if (c->timeout != 0)
@@ -211,7 +227,9 @@ complete(callm *c, unsigned i, int rc, resil_value *value, int late, tsrc *ts)
 		status = RESIL_E_TIMEOUT;
 		resil__faa64(&my_stripe(p)->timeouts, 1);
 	}
-	if (s->has_permit) {
+	if (RESIL__UNLIKELY(s->has_permit >= 2)) {
+		fleet_done(c, s, 0, outcome);
+	} else if (s->has_permit) {
 		if (c->timeout != 0)
 			resil_breaker_record_duration(
 			    c->breaker, &s->permit, outcome, dur);

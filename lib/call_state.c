@@ -16,7 +16,9 @@ resil__call_abandon(callm *c)
 
 		if (!(c->running & (1u << i)))
 			continue;
-		if (s->has_permit)
+		if (RESIL__UNLIKELY(s->has_permit >= 2))
+			fleet_done(c, s, 1, RESIL_OUTCOME_IGNORED);
+		else if (s->has_permit)
 			resil_breaker_release(c->breaker, &s->permit);
 		if (s->has_bh)
 			resil_bulkhead_release(c->g->bh);
@@ -37,4 +39,6 @@ resil__call_abandon(callm *c)
 	c->running = 0;
 	if (c->breaker != NULL)
 		c->breaker_state = (int)resil_breaker_get_state(c->breaker);
+	else if (RESIL__UNLIKELY(c->g->fleet != NULL))
+		c->breaker_state = fleet_bstate(c->g->fleet);
 }

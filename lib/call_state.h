@@ -18,6 +18,8 @@
 
 #include "pipeline_events.h"
 #include "pipeline_internal.h"
+
+#include <resil/fleet.h>
 #include "retry_internal.h"
 
 #define CALL_LIVE 0x7265736cu    /* "resl" */
@@ -36,6 +38,7 @@ typedef struct slot {
 	uint8_t has_bh;
 	uint8_t chaos;  /* delayed by chaos: CH_RUN, CH_FAULT, CH_OUTCOME */
 	uint64_t start; /* when it was started (where time is needed) */
+	/* has_permit 1: the breaker's; 2 and 3: the fleet's (fleet_pack) */
 	resil_permit permit;
 } slot;
 
@@ -144,6 +147,63 @@ struct tsrc {
 	uint64_t now;
 	const resil_clock *clk; /* NULL: now is given */
 };
+
+/* The state a fleet breaker shows a call (its breaker_state): the fleet's
+ * when it is not CLOSED, else its local breaker's (which then decides). */
+static inline int
+fleet_bstate(resil_fleet *f)
+{
+	resil_fleet_state s = resil_fleet_get_state(f);
+
+	if (s == RESIL_FLEET_CLOSED)
+		return (int)resil_breaker_get_state(resil_fleet_breaker(f));
+	return s == RESIL_FLEET_OPEN ? (int)RESIL_BREAKER_OPEN
+	                             : (int)RESIL_BREAKER_HALF_OPEN;
+}
+
+/* A fleet permit into a slot's breaker permit (the slot keeps no room for
+ * more): a local permit as it is (has_permit 2), a probe's episode and
+ * lease in episode and reserved (has_permit 3, resil_fleet_permit's
+ * kind 2, its local permit empty). */
+static inline uint8_t
+fleet_pack(slot *s, const resil_fleet_permit *fp)
+{
+	if (fp->kind != 2) {
+		s->permit = fp->local;
+		return 2;
+	}
+	memset(&s->permit, 0, sizeof(s->permit));
+	s->permit.episode = fp->episode;
+	s->permit.reserved = fp->slot;
+	return 3;
+}
+
+static inline void
+fleet_unpack(const slot *s, resil_fleet_permit *fp)
+{
+	memset(fp, 0, sizeof(*fp));
+	if (s->has_permit == 2) {
+		fp->local = s->permit;
+		return;
+	}
+	fp->kind = 2;
+	fp->episode = s->permit.episode;
+	fp->slot = s->permit.reserved;
+}
+
+/* Record (outcome) or give back (release) a slot's fleet permit. */
+static inline void
+fleet_done(callm *c, slot *s, int release, resil_outcome outcome)
+{
+	resil_fleet_permit fp;
+
+	fleet_unpack(s, &fp);
+	if (release)
+		resil_fleet_release(c->g->fleet, &fp);
+	else
+		resil_fleet_record(c->g->fleet, &fp, outcome);
+	c->breaker_state = fleet_bstate(c->g->fleet);
+}
 
 static inline uint64_t
 tnow(tsrc *t)

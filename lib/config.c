@@ -23,6 +23,7 @@
 #include "duration.h"
 #include "internal.h"
 #include "pipeline_config.h"
+#include "pipeline_shared.h"
 
 #define ORIGIN_STRING "<string>"
 
@@ -199,6 +200,7 @@ typedef struct build {
 	size_t ncref, capref;
 	resil_chaos *chaos; /* made from them by build_finish, or NULL */
 	resil__combo combo;     /* the keys config_check.c looks at */
+	unsigned eb_shared_line; /* endpoint.breaker.shared (issue 24.2) */
 } build;
 
 /* ---- small helpers ---- */
@@ -369,6 +371,8 @@ note_key(build *b, const keydef *k, const setting *s)
 		b->cluster_seen = 1;
 		b->cluster_line = s->line;
 	}
+	if (k->off == PC(endpoint_breaker_shared_url))
+		b->eb_shared_line = s->line;
 	if (k->stage != ST_NONE) {
 		/* A setting made by set is newer than every line of the
 		 * text: once the stage has one, its errors are the set's. */
@@ -798,6 +802,32 @@ stage_fail(build *b, int stage, const resil_diag *d, resil_diag *diag)
 	return resil__config_fail(diag, b->origin, line, "%s", msg);
 }
 
+/* Issue 24.2: the shared-state keys against the rest (one service
+ * breaker, the stage on, ...), at the line of the stage's last key. */
+static resil_err
+shared_check(build *b, resil_diag *diag)
+{
+	resil_diag d;
+	int stage = ST_BREAKER;
+
+	d.msg[0] = '\0';
+	if (b->pc.endpoint_breaker_shared_url != NULL) {
+		resil_directory_config dc;
+
+		resil_directory_config_init(&dc);
+		if (b->ct != NULL)
+			resil_cluster_text_directory(b->ct, &dc);
+		if (dc.endpoint_breaker == NULL)
+			return resil__config_fail(diag, b->origin,
+			    b->eb_shared_line,
+			    "endpoint.breaker.shared: needs the endpoint breaker "
+			    "(an endpoint.breaker.* key)");
+	}
+	if (resil__shared_check(&b->pc, &stage, &d) == RESIL_OK)
+		return RESIL_OK;
+	return resil__config_fail(diag, b->origin, b->last[stage], "%s", d.msg);
+}
+
 /* After the last setting: stage switches, mock specs, stage checks. */
 static resil_err
 build_finish(build *b, resil_diag *diag)
@@ -845,6 +875,8 @@ build_finish(build *b, resil_diag *diag)
 	if (b->pc.bulkhead_enabled &&
 	    resil_bulkhead_config_validate(&b->pc.bulkhead, &d) != RESIL_OK)
 		return stage_fail(b, ST_BULKHEAD, &d, diag);
+	if ((err = shared_check(b, diag)) != RESIL_OK)
+		return err;
 	if (b->cluster_seen &&
 	    resil_cluster_config_validate(&b->pc.cluster, &d) != RESIL_OK)
 		return resil__config_fail(
@@ -1462,6 +1494,9 @@ resil_config_directory(const resil_config *conf, resil_directory_config *out)
 	if (conf->ct == NULL)
 		return 0;
 	resil_cluster_text_directory(conf->ct, out);
+	if (conf->pc.endpoint_breaker_shared_url != NULL) /* issue 24.2 */
+		out->endpoint_breaker_shm =
+		    conf->pc.endpoint_breaker_shared_url + 4;
 	return 1;
 }
 

@@ -11,6 +11,7 @@
 
 #include "duration.h"
 #include "pipeline_config.h"
+#include "pipeline_shared.h"
 
 /* ---- the key table ---- */
 
@@ -150,6 +151,23 @@ static const keydef keys[] = {
 	INT("zone", K_ZONE, ST_NONE, 0, cluster.local_zone, 0, 0),
 	INT("cross_zone_timeout", K_DUR, ST_NONE, 0,
 	    cluster.cross_zone_timeout_ns, 0, UINT64_MAX),
+
+	/* Issue 24.2: shared-memory and fleet state in the pipeline
+	 * (lib/pipeline_shared.c opens what they name). */
+	INT("breaker.shared", K_SHARED, ST_BREAKER, 0, breaker_shared_url, 0,
+	    0),
+	INT("breaker.fleet", K_SHARED, ST_BREAKER, 0, breaker_fleet_url, 0,
+	    0),
+	INT("breaker.fleet_sync", K_DUR, ST_BREAKER, 0, fleet_sync_ns, 0,
+	    UINT64_C(3600000000000)),
+	INT("ratelimit.shared", K_SHARED, ST_RATELIMIT, 0,
+	    ratelimit_shared_url, 0, 0),
+	INT("ratelimit.fleet", K_SHARED, ST_RATELIMIT, 0, ratelimit_fleet_url,
+	    0, 0),
+	INT("bulkhead.shared", K_SHARED, ST_BULKHEAD, 0, bulkhead_shared_url,
+	    0, 0),
+	INT("endpoint.breaker.shared", K_SHARED, ST_NONE, 0,
+	    endpoint_breaker_shared_url, 0, 0),
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -379,6 +397,22 @@ read_string(const keydef *k, const keyval *kv, void *field, resil_diag *diag)
 	if (kv->value[0] == '\0' && k->kind == K_ZONE)
 		return resil__config_fail(diag, kv->origin, kv->line,
 		    "%s: a zone name is required", kv->key);
+	memcpy(field, &kv->value, sizeof(kv->value));
+	return RESIL_OK;
+}
+
+/* K_SHARED (issue 24.2): the value checked here, opened by the pipeline
+ * (lib/pipeline_shared.c). */
+static resil_err
+read_shared(const keydef *k, const keyval *kv, void *field, resil_diag *diag)
+{
+	resil_diag d;
+
+	(void)k;
+	d.msg[0] = '\0';
+	if (resil__shared_url_check(kv->key, kv->value, &d) != RESIL_OK)
+		return resil__config_fail(
+		    diag, kv->origin, kv->line, "%s", d.msg);
 	memcpy(field, &kv->value, sizeof(kv->value));
 	return RESIL_OK;
 }
@@ -691,6 +725,7 @@ static const struct kindops {
 	[K_I32] = { read_i32, write_i32 },
 	[K_STRATEGY] = { read_strategy, write_strategy },
 	[K_ZONE] = { read_string, write_string },
+	[K_SHARED] = { read_shared, write_string }, /* issue 24.2 */
 };
 
 resil_err

@@ -43,6 +43,7 @@ enum kind {
 	K_I32,      /* an int32_t field; a leading '-' is read (and refused) */
 	K_STRATEGY, /* cluster= */
 	K_ZONE,     /* zone= : a string */
+	K_SHARED,   /* issue 24.2: shm:REGION/NAME, redis://HOST[:PORT]/NAME */
 	K_COUNT
 };
 

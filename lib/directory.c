@@ -5,6 +5,7 @@
 #include <resil/directory.h>
 
 #include "directory_internal.h"
+#include "pipeline_shared.h"
 
 #include <stdio.h>
 
@@ -20,6 +21,7 @@ struct resil_directory {
 	resil_directory_config cfg;
 	resil_breaker_config bcfg;
 	int has_breaker;
+	resil_shm *bshm; /* issue 24.2: the endpoint breakers' region */
 	resil__epoch *epoch;
 	resil__spinlock wlock; /* updates */
 	resil__spinlock elock; /* ejection decisions */
@@ -409,6 +411,7 @@ resil_directory_new(
 		d->has_breaker = 1;
 	}
 	d->cfg.endpoint_breaker = NULL;
+	d->cfg.endpoint_breaker_shm = NULL;
 	d->rate_due = UINT64_MAX;
 	if (d->cfg.outlier_rate != NULL && d->cfg.outlier.max_ejection_pct) {
 		uint64_t t0 = now_of(d);
@@ -460,6 +463,13 @@ resil_directory_new(
 	d->cfg.health = NULL;
 	d->cfg.endpoints = NULL;
 	d->cfg.nendpoints = 0;
+	if (cfg->size > offsetof(resil_directory_config, endpoint_breaker_shm) &&
+	    cfg->endpoint_breaker_shm != NULL &&
+	    (err = resil__shared_endpoint_region(cfg->endpoint_breaker_shm,
+	         d->has_breaker, &d->a, &d->bshm, diag)) != RESIL_OK) {
+		resil_directory_free(d); /* issue 24.2: the region's */
+		return err;
+	}
 	/* The static list, as a first push (the caller's size decides
 	 * whether it has one). */
 	if (cfg->size > offsetof(resil_directory_config, nendpoints) &&
@@ -485,6 +495,7 @@ resil_directory_free(resil_directory *d)
 	resil_health_free(d->hc);
 	resil__epoch_free(d->epoch); /* runs the retired snapshots' ends */
 	resil__snap_release(d->cur);
+	resil_shm_close(d->bshm);
 	a = d->a;
 	resil__free(&a, d, sizeof(*d));
 }
@@ -647,7 +658,10 @@ ep_new(resil_directory *d, const char *address)
 		return NULL;
 	}
 	if (d->has_breaker &&
-	    resil_breaker_new(&ep->breaker, &d->bcfg, &diag) != RESIL_OK) {
+	    (d->bshm != NULL ? resil__shared_endpoint_breaker(d->bshm, address,
+	                           &d->bcfg, &ep->breaker, &diag)
+	                     : resil_breaker_new(&ep->breaker, &d->bcfg,
+	                           &diag)) != RESIL_OK) {
 		resil__strfree(&d->a, ep->address);
 		resil__free(&d->a, ep, sizeof(*ep));
 		return NULL;

@@ -27,6 +27,9 @@
 #include "pipeline_config.h"
 #include "pipeline_events.h"
 #include "pipeline_settings.h"
+#include "pipeline_shared.h"
+
+#include <resil/fleet.h>
 
 void
 resil_pipeline_free(resil_pipeline *p)
@@ -60,6 +63,7 @@ resil_pipeline_free(resil_pipeline *p)
 	if (p->hlist != NULL)
 		resil__free(
 		    resil__a, p->hlist, p->handlers * sizeof(*p->hlist));
+	resil__shared_free(p);
 	resil_cluster_free(p->fbq);
 	resil__strfree(resil__a, p->zone);
 	for (i = 0; i < NSTRIPES; i++)
@@ -204,7 +208,13 @@ resil_pipeline_new(
 				goto fail;
 		}
 	}
+	err = resil__shared_setup(p, cfg, diag);
+	if (err != RESIL_OK)
+		goto fail;
 	err = resil__settings_build(p, cfg, NULL, &p->cur, diag);
+	if (err != RESIL_OK)
+		goto fail;
+	err = resil__shared_apply(p, cfg, p->cur, 0, diag);
 	if (err != RESIL_OK)
 		goto fail;
 	*out = p;
@@ -272,7 +282,21 @@ resil_pipeline_breaker(resil_pipeline *p, const char *name)
 		return NULL;
 	g = cur_of(p);
 	m = name != NULL ? find_method(g, name) : &g->dflt;
+	if (g->fleet != NULL)
+		return resil_fleet_breaker(g->fleet);
 	return m->breaker != NULL ? m->breaker : g->breaker;
+}
+
+resil_fleet *
+resil_pipeline_fleet(resil_pipeline *p)
+{
+	return p == NULL ? NULL : cur_of(p)->fleet;
+}
+
+resil_fleet_limit *
+resil_pipeline_fleet_limit(resil_pipeline *p)
+{
+	return p == NULL ? NULL : cur_of(p)->frl;
 }
 
 resil_retry *
@@ -297,7 +321,7 @@ resil_pipeline_cache(resil_pipeline *p)
 resil_ratelimit *
 resil_pipeline_ratelimit(resil_pipeline *p)
 {
-	return p == NULL ? NULL : cur_of(p)->rl;
+	return p == NULL || cur_of(p)->frl != NULL ? NULL : cur_of(p)->rl;
 }
 
 resil_bulkhead *

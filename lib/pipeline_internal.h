@@ -155,6 +155,12 @@ typedef struct settings {
 	 * (set_mock replaces both, under mock_lock). */
 	resil_mock *mock;
 	char *service_spec;
+	/* Shared state (lib/pipeline_shared.c), the pipeline's, set on
+	 * every settings it builds: the fleet breaker (then breaker is
+	 * NULL) and the fleet rate limiter (asked instead of rl, which is
+	 * then set but not used), or NULL. */
+	struct resil_fleet *fleet;
+	struct resil_fleet_limit *frl;
 } settings;
 
 typedef struct handler {
@@ -214,6 +220,9 @@ struct resil_pipeline {
 	 * implicit endpoint (ccfg set, fbq for failback); 0: none. */
 	int one_ep;
 	resil_chaos *chaos; /* borrowed, or NULL */
+	/* Shared-memory and fleet state (lib/pipeline_shared.c), or NULL:
+	 * none. */
+	struct resil__pshared *sh;
 	struct {
 		resil_candidates *c;
 		uint64_t busy; /* atomic 0/1 */

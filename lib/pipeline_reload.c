@@ -12,6 +12,7 @@
 #include "pipeline_config.h"
 #include "pipeline_events.h"
 #include "pipeline_settings.h"
+#include "pipeline_shared.h"
 
 /* A field the reload cannot change: NULL / 0 in the new configuration
  * keeps the pipeline's; another value is refused, naming the key. */
@@ -211,6 +212,10 @@ resil_pipeline_reload(
 	err = reload_check(p, old, cfg, &eff, diag);
 	if (err == RESIL_OK)
 		err = resil__settings_build(p, &eff, old, &g, diag);
+	/* Issue 24.2: the pipeline's shm / fleet state, kept. */
+	if (err == RESIL_OK &&
+	    (err = resil__shared_apply(p, &eff, g, 1, diag)) != RESIL_OK)
+		resil__settings_free(g);
 	if (err != RESIL_OK) {
 		resil__spin_unlock(&p->mock_lock);
 		return err;

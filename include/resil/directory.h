@@ -191,6 +191,14 @@ typedef struct resil_directory_config {
 	 * later push replaces the list as usual. */
 	const resil_endpoint_spec *endpoints;
 	size_t nendpoints;
+	/* Issue 24.2: the endpoint breakers in shared memory (docs/shared.md,
+	 * text: endpoint.breaker.shared=shm:REGION): the name of a region
+	 * (as resil_shm_open's) that the directory opens or creates (default
+	 * resil_shm_config) and closes with it; each endpoint's breaker is
+	 * the region's breaker named after its address, so the processes
+	 * of a host share each endpoint's breaker. Needs endpoint_breaker
+	 * (its settings). NULL: each directory's own (the default). Copied. */
+	const char *endpoint_breaker_shm;
 } resil_directory_config;
 
 static inline void

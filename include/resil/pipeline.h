@@ -250,6 +250,61 @@ typedef struct resil_pipeline_config {
 	 * user's function: every stage above sees them as real answers.
 	 */
 	resil_chaos *chaos;
+
+	/*
+	 * State shared with other processes (issue 24.2, docs/shared.md and
+	 * docs/fleet.md, "In a pipeline"). Each handle is borrowed: made by
+	 * the caller (resil_shm_breaker(), resil_fleet_new(), ...), it must
+	 * outlive the pipeline and is never freed by it; it is as
+	 * thread-safe as its own kind. NULL (the default): none.
+	 * - shared_breaker (a shm breaker) is the service breaker: the
+	 *   pipeline's own is not used; breaker.* configured the handle.
+	 * - fleet (a Redis fleet breaker): the service breaker is the
+	 *   fleet's, through resil_fleet_acquire / _record / _release
+	 *   (its probe leases); the caller drives resil_fleet_sync() or
+	 *   resil_fleet_start(). Not with shared_breaker.
+	 * - shared_ratelimit, shared_bulkhead (shm): the pipeline's rate
+	 *   limiter and bulkhead.
+	 * - fleet_ratelimit: a fleet-wide rate limiter, asked once per
+	 *   attempt (one Redis round trip, resil_fleet_limit_acquire) in
+	 *   place of the pipeline's own (ratelimit_enabled must be on; its
+	 *   limiter is not asked). Not with shared_ratelimit.
+	 * Not with breaker_per_method (refused). With a selector the
+	 * service breaker wraps the whole call (one permit per call).
+	 * They cannot change by reload (NULL in a reload keeps them).
+	 */
+	resil_breaker *shared_breaker;
+	struct resil_fleet *fleet;
+	resil_ratelimit *shared_ratelimit;
+	resil_bulkhead *shared_bulkhead;
+	struct resil_fleet_limit *fleet_ratelimit;
+
+	/*
+	 * The same, named in text (configuration keys breaker.shared,
+	 * breaker.fleet, ratelimit.shared, bulkhead.shared, ratelimit.fleet;
+	 * docs/config.md): "shm:REGION/NAME" or "redis://HOST[:PORT]/NAME".
+	 * resil_pipeline_new opens or attaches them itself (region with
+	 * the default resil_shm_config; objects with the breaker.*,
+	 * ratelimit.*, bulkhead.* settings; the fleet's local breaker with
+	 * breaker.*, its open_wait from breaker.open_wait when set), owns
+	 * them and frees them with the pipeline. A handle above and its
+	 * text together are refused. Copied.
+	 * fleet_sync_ns: with breaker_fleet_url, nonzero starts the fleet's
+	 * sync thread at that interval (resil_fleet_start, milliseconds
+	 * rounded up); 0: the caller syncs (resil_pipeline_fleet()).
+	 */
+	const char *breaker_shared_url;
+	const char *breaker_fleet_url;
+	const char *ratelimit_shared_url;
+	const char *bulkhead_shared_url;
+	const char *ratelimit_fleet_url;
+	uint64_t fleet_sync_ns;
+	/* Text key endpoint.breaker.shared=shm:REGION: the endpoints'
+	 * breakers in that region. The directory's setting
+	 * (resil_directory_config.endpoint_breaker_shm, which
+	 * resil_config_directory() sets from it); the pipeline only keeps
+	 * it from changing by reload. */
+	const char *endpoint_breaker_shared_url;
 } resil_pipeline_config;
 
 /* The kinds of call events (resil_pipeline_config.call_events). */
@@ -573,6 +628,13 @@ RESIL_API resil_retry *resil_pipeline_retry(
 RESIL_API resil_cache *resil_pipeline_cache(resil_pipeline *p);
 RESIL_API resil_ratelimit *resil_pipeline_ratelimit(resil_pipeline *p);
 RESIL_API resil_bulkhead *resil_pipeline_bulkhead(resil_pipeline *p);
+
+/* The fleet breaker and the fleet rate limiter the pipeline uses (given
+ * in its configuration or opened from its text), borrowed; NULL when
+ * none. For resil_fleet_sync() / resil_fleet_get_info(). */
+RESIL_API struct resil_fleet *resil_pipeline_fleet(resil_pipeline *p);
+RESIL_API struct resil_fleet_limit *resil_pipeline_fleet_limit(
+    resil_pipeline *p);
 
 /* The declared methods, in declaration order: their count, and the name
  * of the i-th (NULL past the end; valid as long as p). */

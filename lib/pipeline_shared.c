@@ -1,0 +1,707 @@
+/*
+ * Shared-memory and fleet state inside a pipeline (issue 24.2,
+ * lib/pipeline_shared.h): the shm breaker, rate limiter and bulkhead
+ * (<resil/shm.h>) and the Redis fleet breaker and rate limiter
+ * (<resil/fleet.h>), given as borrowed handles or named in text
+ * ("shm:REGION/NAME", "redis://HOST[:PORT]/NAME") and then opened here
+ * and owned by the pipeline.
+ *
+ * A shm object is an ordinary resil_breaker / resil_ratelimit /
+ * resil_bulkhead handle: it takes the place of the pipeline's own in
+ * every settings, and the call path is the local one, unchanged. The
+ * fleet breaker keeps its own permit logic (probe leases): a settings
+ * with a fleet has no breaker, and the call machine asks the fleet
+ * (resil_fleet_acquire / _record / _release) where it would ask the
+ * breaker, in the branch taken only when there is no breaker; the fleet
+ * rate limiter stands in for the local one (built, as ratelimit.* must be
+ * on, and not asked), in the branch taken only with a rate limiter.
+ */
+#include "pipeline_shared.h"
+
+#include "pipeline_internal.h"
+
+#include <resil/fleet.h>
+#include <resil/shm.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "pipeline_events.h"
+
+#define NREGIONS 3
+
+struct resil__pshared {
+	resil_shm *region[NREGIONS];
+	char *region_name[NREGIONS];
+	/* In use (borrowed or opened); own_* set for those opened here. */
+	resil_breaker *breaker;
+	resil_fleet *fleet;
+	resil_ratelimit *rl;
+	resil_bulkhead *bh;
+	resil_fleet_limit *frl;
+	int own_breaker, own_fleet, own_rl, own_bh, own_frl;
+	/* What the pipeline was created with, for a reload's check. */
+	char *url[5];
+	uint64_t fleet_sync_ns;
+	char *eb_url; /* endpoint.breaker.shared, kept from changing */
+};
+
+enum { U_BREAKER, U_FLEET, U_RL, U_BH, U_FRL };
+
+static const char *const url_key[5] = { "breaker.shared", "breaker.fleet",
+	"ratelimit.shared", "bulkhead.shared", "ratelimit.fleet" };
+
+static const char *
+url_of(const resil_pipeline_config *cfg, int i)
+{
+	switch (i) {
+	case U_BREAKER:
+		return cfg->breaker_shared_url;
+	case U_FLEET:
+		return cfg->breaker_fleet_url;
+	case U_RL:
+		return cfg->ratelimit_shared_url;
+	case U_BH:
+		return cfg->bulkhead_shared_url;
+	default:
+		return cfg->ratelimit_fleet_url;
+	}
+}
+
+static const void *
+handle_of(const resil_pipeline_config *cfg, int i)
+{
+	switch (i) {
+	case U_BREAKER:
+		return cfg->shared_breaker;
+	case U_FLEET:
+		return cfg->fleet;
+	case U_RL:
+		return cfg->shared_ratelimit;
+	case U_BH:
+		return cfg->shared_bulkhead;
+	default:
+		return cfg->fleet_ratelimit;
+	}
+}
+
+static const char *const handle_field[5] = { "shared_breaker", "fleet",
+	"shared_ratelimit", "shared_bulkhead", "fleet_ratelimit" };
+
+static int
+given(const resil_pipeline_config *cfg, int i)
+{
+	return url_of(cfg, i) != NULL || handle_of(cfg, i) != NULL;
+}
+
+/* ---- text values ---- */
+
+static int
+name_ok(const char *s, size_t n, size_t max)
+{
+	size_t i;
+
+	if (n == 0 || n > max)
+		return 0;
+	for (i = 0; i < n; i++) {
+		char c = s[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		        (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+		        c == '-'))
+			return 0;
+	}
+	return 1;
+}
+
+/* "REGION/NAME" of "shm:REGION/NAME" into region and name. */
+static resil_err
+parse_shm(const char *key, const char *v, char *region, char *name,
+    resil_diag *diag)
+{
+	const char *slash;
+
+	if (strncmp(v, "shm:", 4) != 0)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "%s: \"%.80s\" is not shm:REGION/NAME", key, v);
+	v += 4;
+	slash = strchr(v, '/');
+	if (slash == NULL)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "%s: \"shm:%.80s\" names no object (shm:REGION/NAME)",
+		    key, v);
+	if (!name_ok(v, (size_t)(slash - v), 200))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "%s: region \"%.*s\" is not 1..200 characters of "
+		    "[A-Za-z0-9._-]",
+		    key, (int)((slash - v) > 80 ? 80 : slash - v), v);
+	if (!name_ok(slash + 1, strlen(slash + 1), 63))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "%s: name \"%.80s\" is not 1..63 characters of "
+		    "[A-Za-z0-9._-]",
+		    key, slash + 1);
+	if (region != NULL) {
+		memcpy(region, v, (size_t)(slash - v));
+		region[slash - v] = '\0';
+		strcpy(name, slash + 1);
+	}
+	return RESIL_OK;
+}
+
+/* "redis://HOST[:PORT]/NAME" into host (up to 255), port and name. */
+static resil_err
+parse_redis(const char *key, const char *v, char *host, uint32_t *port,
+    char *name, resil_diag *diag)
+{
+	const char *h, *slash, *colon;
+	uint32_t pt = 6379;
+
+	if (strncmp(v, "redis://", 8) != 0)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "%s: \"%.80s\" is not redis://HOST[:PORT]/NAME", key, v);
+	h = v + 8;
+	slash = strchr(h, '/');
+	if (slash == NULL)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "%s: \"%.80s\" names no fleet "
+		    "(redis://HOST[:PORT]/NAME)",
+		    key, v);
+	colon = memchr(h, ':', (size_t)(slash - h));
+	if (colon == NULL)
+		colon = slash;
+	if (colon == h || colon - h > 255)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "%s: \"%.80s\" has no host (redis://HOST[:PORT]/NAME)",
+		    key, v);
+	if (colon != slash) {
+		const char *d;
+
+		pt = 0;
+		for (d = colon + 1; d < slash; d++) {
+			if (*d < '0' || *d > '9' || pt > 65535)
+				break;
+			pt = pt * 10 + (uint32_t)(*d - '0');
+		}
+		if (d != slash || d == colon + 1 || pt < 1 || pt > 65535)
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "%s: port \"%.*s\" is not 1..65535", key,
+			    (int)((slash - colon - 1) > 20
+			            ? 20
+			            : slash - colon - 1),
+			    colon + 1);
+	}
+	if (!name_ok(slash + 1, strlen(slash + 1), 63))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "%s: name \"%.80s\" is not 1..63 characters of "
+		    "[A-Za-z0-9._-]",
+		    key, slash + 1);
+	if (host != NULL) {
+		memcpy(host, h, (size_t)(colon - h));
+		host[colon - h] = '\0';
+		*port = pt;
+		strcpy(name, slash + 1);
+	}
+	return RESIL_OK;
+}
+
+resil_err
+resil__shared_url_check(const char *key, const char *value, resil_diag *diag)
+{
+	size_t n = strlen(key);
+
+	if (strcmp(key, "endpoint.breaker.shared") == 0) {
+		if (strncmp(value, "shm:", 4) != 0)
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "%s: \"%.80s\" is not shm:REGION", key, value);
+		if (!name_ok(value + 4, strlen(value + 4), 200))
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "%s: region \"%.80s\" is not 1..200 characters "
+			    "of [A-Za-z0-9._-] (the endpoints' breakers are "
+			    "named by address)",
+			    key, value + 4);
+		return RESIL_OK;
+	}
+	if (n >= 6 && strcmp(key + n - 6, ".fleet") == 0)
+		return parse_redis(key, value, NULL, NULL, NULL, diag);
+	return parse_shm(key, value, NULL, NULL, diag);
+}
+
+/* ---- the rules ---- */
+
+static resil_err
+refuse(int *stage, int st, resil_diag *diag, const char *fmt, const char *a,
+    const char *b)
+{
+	if (stage != NULL)
+		*stage = st;
+	return resil__diagf(diag, RESIL_E_INVAL, fmt, a, b);
+}
+
+static resil_err
+check_one(const resil_pipeline_config *cfg, int i, int *stage,
+    resil_diag *diag)
+{
+	static const int st_of[5] = { 1, 1, 4, 5, 4 };
+	resil_diag d;
+	int on = i <= U_FLEET ? cfg->breaker_enabled
+	    : i == U_BH       ? cfg->bulkhead_enabled
+	                      : cfg->ratelimit_enabled;
+
+	if (!given(cfg, i))
+		return RESIL_OK;
+	if (url_of(cfg, i) != NULL && handle_of(cfg, i) != NULL)
+		return refuse(stage, st_of[i], diag,
+		    "%s: given twice (as text and as %s)", url_key[i],
+		    handle_field[i]);
+	if (url_of(cfg, i) != NULL &&
+	    resil__shared_url_check(url_key[i], url_of(cfg, i), &d) !=
+	        RESIL_OK)
+		return refuse(stage, st_of[i], diag, "%s%s", d.msg, "");
+	if (!on)
+		return refuse(stage, st_of[i], diag,
+		    "%s: the stage is off (%s=false)", url_key[i],
+		    i <= U_FLEET ? "breaker.enabled"
+		    : i == U_BH  ? "bulkhead.enabled"
+		                 : "ratelimit.enabled");
+	return RESIL_OK;
+}
+
+resil_err
+resil__shared_check(
+    const resil_pipeline_config *cfg, int *stage, resil_diag *diag)
+{
+	resil_err err;
+	int i;
+
+	for (i = 0; i < 5; i++)
+		if ((err = check_one(cfg, i, stage, diag)) != RESIL_OK)
+			return err;
+	if (given(cfg, U_BREAKER) && given(cfg, U_FLEET))
+		return refuse(stage, 1, diag,
+		    "%s: not with %s (a service has one breaker)",
+		    "breaker.fleet", "breaker.shared");
+	if ((given(cfg, U_BREAKER) || given(cfg, U_FLEET)) &&
+	    cfg->breaker_per_method)
+		return refuse(stage, 1, diag,
+		    "%s: not with %s (the shared breaker is the service's)",
+		    given(cfg, U_FLEET) ? "breaker.fleet" : "breaker.shared",
+		    "breaker.per_method");
+	if (given(cfg, U_FLEET) && cfg->selector != NULL)
+		return refuse(stage, 1, diag,
+		    "%s: not with a selector (%s)", "breaker.fleet",
+		    "with endpoints, use breaker.shared");
+	if (given(cfg, U_RL) && given(cfg, U_FRL))
+		return refuse(stage, 4, diag,
+		    "%s: not with %s (a pipeline has one rate limiter)",
+		    "ratelimit.fleet", "ratelimit.shared");
+	if (cfg->fleet_sync_ns != 0 && cfg->breaker_fleet_url == NULL)
+		return refuse(stage, 1, diag,
+		    "%s: needs %s (a fleet given as a handle is synced by "
+		    "its owner)",
+		    "breaker.fleet_sync", "breaker.fleet");
+	return RESIL_OK;
+}
+
+/* ---- opening what the text names ---- */
+
+static resil_err
+nomem(resil_diag *diag)
+{
+	return resil__diagf(diag, RESIL_E_NOMEM, "pipeline: out of memory");
+}
+
+/* The region called name, opened once per pipeline. */
+static resil_err
+region(resil_pipeline *p, struct resil__pshared *sh, const char *key,
+    const char *name, resil_shm **out, resil_diag *diag)
+{
+	resil_shm_config sc;
+	resil_diag d;
+	resil_err err;
+	int i;
+
+	for (i = 0; i < NREGIONS && sh->region[i] != NULL; i++)
+		if (strcmp(sh->region_name[i], name) == 0) {
+			*out = sh->region[i];
+			return RESIL_OK;
+		}
+	if (i == NREGIONS)
+		return resil__diagf(diag, RESIL_E_INVAL, "%s: too many regions",
+		    key); /* three keys, three regions: never */
+	sh->region_name[i] = resil__strdup(&p->alloc, name);
+	if (sh->region_name[i] == NULL)
+		return nomem(diag);
+	resil_shm_config_init(&sc);
+	sc.alloc = &p->alloc;
+	d.msg[0] = '\0';
+	err = resil_shm_open(&sh->region[i], name, &sc, &d);
+	if (err != RESIL_OK) {
+		resil__strfree(&p->alloc, sh->region_name[i]);
+		sh->region_name[i] = NULL;
+		return resil__diagf(diag, err, "%s: %s", key, d.msg);
+	}
+	*out = sh->region[i];
+	return RESIL_OK;
+}
+
+/* The shm object of key i (breaker, rate limiter or bulkhead). */
+static resil_err
+open_shm(resil_pipeline *p, struct resil__pshared *sh,
+    const resil_pipeline_config *cfg, int i, resil_diag *diag)
+{
+	char rname[201], oname[64];
+	resil_shm *shm = NULL;
+	resil_diag d;
+	resil_err err;
+
+	err = parse_shm(url_key[i], url_of(cfg, i), rname, oname, diag);
+	if (err == RESIL_OK)
+		err = region(p, sh, url_key[i], rname, &shm, diag);
+	if (err != RESIL_OK)
+		return err;
+	d.msg[0] = '\0';
+	if (i == U_BREAKER) {
+		resil_breaker_config bc = cfg->breaker;
+
+		bc.clock = &p->clock;
+		bc.alloc = &p->alloc;
+		bc.listener = resil__on_breaker;
+		bc.listener_ctx = p;
+		err = resil_shm_breaker(shm, oname, &bc, &sh->breaker, &d);
+		sh->own_breaker = err == RESIL_OK;
+	} else if (i == U_RL) {
+		resil_ratelimit_config rc = cfg->ratelimit;
+
+		rc.clock = &p->clock;
+		rc.alloc = &p->alloc;
+		rc.listener = resil__on_ratelimit;
+		rc.listener_ctx = p;
+		err = resil_shm_ratelimit(shm, oname, &rc, &sh->rl, &d);
+		sh->own_rl = err == RESIL_OK;
+	} else {
+		resil_bulkhead_config bc = cfg->bulkhead;
+
+		bc.clock = &p->clock;
+		bc.alloc = &p->alloc;
+		bc.listener = resil__on_bulkhead;
+		bc.listener_ctx = p;
+		err = resil_shm_bulkhead(shm, oname, &bc, &sh->bh, &d);
+		sh->own_bh = err == RESIL_OK;
+	}
+	if (err != RESIL_OK)
+		return resil__diagf(diag, err, "%s: %s", url_key[i], d.msg);
+	return RESIL_OK;
+}
+
+static uint64_t
+ms_up(uint64_t ns)
+{
+	return ns / 1000000u + (ns % 1000000u != 0);
+}
+
+static resil_err
+open_fleet(resil_pipeline *p, struct resil__pshared *sh,
+    const resil_pipeline_config *cfg, resil_diag *diag)
+{
+	char host[256], name[64];
+	resil_fleet_config fc;
+	resil_diag d;
+	resil_err err;
+
+	resil_fleet_config_init(&fc);
+	err = parse_redis(url_key[U_FLEET], cfg->breaker_fleet_url, host,
+	    &fc.port, name, diag);
+	if (err != RESIL_OK)
+		return err;
+	fc.name = name;
+	fc.host = host;
+	fc.alloc = &p->alloc;
+	fc.breaker = cfg->breaker;
+	fc.breaker.clock = &p->clock;
+	fc.breaker.alloc = &p->alloc;
+	fc.breaker.listener = resil__on_breaker;
+	fc.breaker.listener_ctx = p;
+	if (cfg->breaker.open_wait_ns != 0)
+		fc.open_wait_ms = ms_up(cfg->breaker.open_wait_ns);
+	d.msg[0] = '\0';
+	err = resil_fleet_new(&sh->fleet, &fc, &d);
+	if (err != RESIL_OK)
+		return resil__diagf(
+		    diag, err, "%s: %s", url_key[U_FLEET], d.msg);
+	sh->own_fleet = 1;
+	if (cfg->fleet_sync_ns != 0) {
+		uint64_t ms = ms_up(cfg->fleet_sync_ns);
+
+		err = resil_fleet_start(sh->fleet,
+		    ms > 3600000u ? 3600000u : (uint32_t)ms, &d);
+		if (err != RESIL_OK)
+			return resil__diagf(diag, err, "%s: %s",
+			    "breaker.fleet_sync", d.msg);
+	}
+	return RESIL_OK;
+}
+
+static resil_err
+open_fleet_limit(resil_pipeline *p, struct resil__pshared *sh,
+    const resil_pipeline_config *cfg, resil_diag *diag)
+{
+	char host[256], name[64];
+	resil_fleet_limit_config fc;
+	resil_diag d;
+	resil_err err;
+
+	resil_fleet_limit_config_init(&fc);
+	err = parse_redis(url_key[U_FRL], cfg->ratelimit_fleet_url, host,
+	    &fc.port, name, diag);
+	if (err != RESIL_OK)
+		return err;
+	fc.name = name;
+	fc.host = host;
+	fc.alloc = &p->alloc;
+	fc.clock = &p->clock;
+	fc.rate = cfg->ratelimit.rate;
+	fc.period_ms = ms_up(cfg->ratelimit.period_ns);
+	fc.burst = cfg->ratelimit.burst;
+	d.msg[0] = '\0';
+	err = resil_fleet_limit_new(&sh->frl, &fc, &d);
+	if (err != RESIL_OK)
+		return resil__diagf(diag, err, "%s: %s", url_key[U_FRL], d.msg);
+	sh->own_frl = 1;
+	return RESIL_OK;
+}
+
+static resil_err
+open_all(resil_pipeline *p, struct resil__pshared *sh,
+    const resil_pipeline_config *cfg, resil_diag *diag)
+{
+	resil_err err = RESIL_OK;
+	int i;
+
+	for (i = 0; i < 5; i++) {
+		if (url_of(cfg, i) != NULL) {
+			sh->url[i] = resil__strdup(&p->alloc, url_of(cfg, i));
+			if (sh->url[i] == NULL)
+				return nomem(diag);
+		}
+	}
+	sh->breaker = cfg->shared_breaker;
+	sh->fleet = cfg->fleet;
+	sh->rl = cfg->shared_ratelimit;
+	sh->bh = cfg->shared_bulkhead;
+	sh->frl = cfg->fleet_ratelimit;
+	sh->fleet_sync_ns = cfg->fleet_sync_ns;
+	if (cfg->endpoint_breaker_shared_url != NULL &&
+	    (sh->eb_url = resil__strdup(&p->alloc,
+	         cfg->endpoint_breaker_shared_url)) == NULL)
+		return nomem(diag);
+	if (sh->url[U_BREAKER] != NULL)
+		err = open_shm(p, sh, cfg, U_BREAKER, diag);
+	if (err == RESIL_OK && sh->url[U_RL] != NULL)
+		err = open_shm(p, sh, cfg, U_RL, diag);
+	if (err == RESIL_OK && sh->url[U_BH] != NULL)
+		err = open_shm(p, sh, cfg, U_BH, diag);
+	if (err == RESIL_OK && sh->url[U_FLEET] != NULL)
+		err = open_fleet(p, sh, cfg, diag);
+	if (err == RESIL_OK && sh->url[U_FRL] != NULL)
+		err = open_fleet_limit(p, sh, cfg, diag);
+	return err;
+}
+
+resil_err
+resil__shared_setup(
+    resil_pipeline *p, const resil_pipeline_config *cfg, resil_diag *diag)
+{
+	struct resil__pshared *sh;
+	resil_err err;
+	int i, any = cfg->fleet_sync_ns != 0 ||
+	    cfg->endpoint_breaker_shared_url != NULL;
+
+	for (i = 0; i < 5; i++)
+		any |= given(cfg, i);
+	if (!any)
+		return RESIL_OK;
+	err = resil__shared_check(cfg, NULL, diag);
+	if (err != RESIL_OK)
+		return err;
+	sh = resil__calloc(&p->alloc, sizeof(*sh));
+	if (sh == NULL)
+		return nomem(diag);
+	p->sh = sh;
+	return open_all(p, sh, cfg, diag);
+}
+
+/* ---- into the settings ---- */
+
+static resil_err
+immutable(resil_diag *diag, const char *key)
+{
+	return resil__diagf(diag, RESIL_E_INVAL,
+	    "%s: cannot change by reload (shared state is fixed when the "
+	    "pipeline is created)",
+	    key);
+}
+
+/* A reload's cfg keeps p's shared state: NULL or the same. */
+static resil_err
+reload_keeps(const resil_pipeline *p, const resil_pipeline_config *cfg,
+    resil_diag *diag)
+{
+	const struct resil__pshared *sh = p->sh;
+	const void *has[5];
+	int i;
+
+	has[U_BREAKER] = sh != NULL ? sh->breaker : NULL;
+	has[U_FLEET] = sh != NULL ? (const void *)sh->fleet : NULL;
+	has[U_RL] = sh != NULL ? sh->rl : NULL;
+	has[U_BH] = sh != NULL ? sh->bh : NULL;
+	has[U_FRL] = sh != NULL ? (const void *)sh->frl : NULL;
+	for (i = 0; i < 5; i++) {
+		const char *u = url_of(cfg, i);
+		const char *was = sh != NULL ? sh->url[i] : NULL;
+
+		if (handle_of(cfg, i) != NULL && handle_of(cfg, i) != has[i])
+			return immutable(diag, handle_field[i]);
+		if (u != NULL && (was == NULL || strcmp(u, was) != 0))
+			return immutable(diag, url_key[i]);
+	}
+	if (cfg->fleet_sync_ns != 0 &&
+	    (sh == NULL || cfg->fleet_sync_ns != sh->fleet_sync_ns))
+		return immutable(diag, "breaker.fleet_sync");
+	if (cfg->endpoint_breaker_shared_url != NULL &&
+	    (sh == NULL || sh->eb_url == NULL ||
+	        strcmp(cfg->endpoint_breaker_shared_url, sh->eb_url) != 0))
+		return immutable(diag, "endpoint.breaker.shared");
+	if (sh != NULL && (sh->breaker != NULL || sh->fleet != NULL) &&
+	    cfg->breaker_per_method)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "%s: not with breaker.per_method (the shared breaker is "
+		    "the service's)",
+		    sh->fleet != NULL ? "breaker.fleet" : "breaker.shared");
+	return RESIL_OK;
+}
+
+resil_err
+resil__shared_apply(resil_pipeline *p, const resil_pipeline_config *cfg,
+    settings *g, int reload, resil_diag *diag)
+{
+	const struct resil__pshared *sh = p->sh;
+	method *it, *tmp;
+
+	if (reload) {
+		resil_err err = reload_keeps(p, cfg, diag);
+
+		if (err != RESIL_OK)
+			return err;
+	}
+	g->fleet = NULL;
+	g->frl = NULL;
+	if (sh == NULL || (sh->breaker == NULL && sh->fleet == NULL &&
+	                      sh->rl == NULL && sh->frl == NULL &&
+	                      sh->bh == NULL))
+		return RESIL_OK;
+	if (sh->breaker != NULL)
+		g->breaker = sh->breaker;
+	if (sh->fleet != NULL) {
+		g->breaker = NULL;
+		g->fleet = sh->fleet;
+	}
+	if (sh->rl != NULL)
+		g->rl = sh->rl;
+	if (sh->frl != NULL)
+		g->frl = sh->frl; /* in place of g->rl (on: checked) */
+	if (sh->bh != NULL)
+		g->bh = sh->bh;
+	/* The blocking driver's inline first step knows only a breaker
+	 * (a shm one is one: it keeps it); with the fleet, every call
+	 * takes the machine. (A shm limiter or bulkhead replaces one the
+	 * settings built, which already keeps calls off that step.) */
+	if (sh->fleet == NULL && sh->frl == NULL)
+		return RESIL_OK;
+	g->dflt.simple = 0;
+	HASH_ITER(hh, g->methods, it, tmp)
+	{
+		it->simple = 0;
+	}
+	return RESIL_OK;
+}
+
+void
+resil__shared_free(resil_pipeline *p)
+{
+	struct resil__pshared *sh = p->sh;
+	int i;
+
+	if (sh == NULL)
+		return;
+	if (sh->own_fleet)
+		resil_fleet_free(sh->fleet);
+	if (sh->own_frl)
+		resil_fleet_limit_free(sh->frl);
+	if (sh->own_breaker)
+		resil_breaker_free(sh->breaker);
+	if (sh->own_rl)
+		resil_ratelimit_free(sh->rl);
+	if (sh->own_bh)
+		resil_bulkhead_free(sh->bh);
+	for (i = 0; i < NREGIONS; i++) {
+		resil_shm_close(sh->region[i]);
+		resil__strfree(&p->alloc, sh->region_name[i]);
+	}
+	for (i = 0; i < 5; i++)
+		resil__strfree(&p->alloc, sh->url[i]);
+	resil__strfree(&p->alloc, sh->eb_url);
+	resil__free(&p->alloc, sh, sizeof(*sh));
+	p->sh = NULL;
+}
+
+/* ---- endpoint breakers (the directory's) ---- */
+
+resil_err
+resil__shared_endpoint_region(const char *name, int has_breaker,
+    const resil_allocator *a, resil_shm **out, resil_diag *diag)
+{
+	resil_shm_config sc;
+	resil_diag d;
+	resil_err err;
+
+	if (!has_breaker)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "endpoint.breaker.shared: needs the endpoint breaker "
+		    "(endpoint.breaker.* keys, endpoint_breaker)");
+	resil_shm_config_init(&sc);
+	sc.alloc = a;
+	d.msg[0] = '\0';
+	err = resil_shm_open(out, name, &sc, &d);
+	if (err != RESIL_OK)
+		return resil__diagf(
+		    diag, err, "endpoint.breaker.shared: %s", d.msg);
+	return RESIL_OK;
+}
+
+resil_err
+resil__shared_endpoint_breaker(resil_shm *shm, const char *address,
+    const resil_breaker_config *cfg, resil_breaker **out, resil_diag *diag)
+{
+	char name[64];
+	size_t i, n = strlen(address);
+	uint64_t h = UINT64_C(14695981039346656037);
+	int changed = n > 59;
+
+	memcpy(name, "ep.", 3);
+	for (i = 0; i < n; i++) {
+		char c = address[i];
+
+		h = (h ^ (unsigned char)c) * UINT64_C(1099511628211);
+		if (!name_ok(&c, 1, 1)) {
+			c = '_';
+			changed = 1;
+		}
+		if (i < 59)
+			name[3 + i] = c;
+	}
+	name[3 + (n < 59 ? n : 59)] = '\0';
+	if (changed) /* "ep." + up to 43 + "-" + 16 hex digits */
+		snprintf(name + (n < 43 ? 3 + n : 46), 18, "-%016llx",
+		    (unsigned long long)h);
+	return resil_shm_breaker(shm, name, cfg, out, diag);
+}

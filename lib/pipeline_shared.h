@@ -1,0 +1,59 @@
+/*
+ * Shared-memory and fleet state inside a pipeline (lib/pipeline_shared.c,
+ * issue 24.2): the handles a configuration gives or names in text, opened
+ * and owned where named, and put into every settings the pipeline builds.
+ * Never installed.
+ */
+#ifndef RESIL_PIPELINE_SHARED_H
+#define RESIL_PIPELINE_SHARED_H
+
+#include <resil/pipeline.h>
+#include <resil/shm.h>
+
+struct settings;
+
+/*
+ * The rules between cfg's shared fields and the rest of cfg (one service
+ * breaker, one rate limiter, the stage switched on, no per-method
+ * breaker, no fleet with a selector). RESIL_OK, or RESIL_E_INVAL with the
+ * message (naming the key) in *diag and, when stage is not NULL, the
+ * stage the key belongs to in *stage (1 breaker, 4 ratelimit, 5
+ * bulkhead: enum stage of config_keys.h).
+ */
+resil_err resil__shared_check(
+    const resil_pipeline_config *cfg, int *stage, resil_diag *diag);
+
+/* One text value of key (breaker.shared, ...): "shm:REGION/NAME" for the
+ * .shared keys, "redis://HOST[:PORT]/NAME" for the .fleet ones.
+ * RESIL_OK, or RESIL_E_INVAL with "key: message" in *diag. */
+resil_err resil__shared_url_check(
+    const char *key, const char *value, resil_diag *diag);
+
+/* At resil_pipeline_new, before the settings: check cfg, open what its
+ * text names, into p->sh (left NULL when cfg has none). */
+resil_err resil__shared_setup(
+    resil_pipeline *p, const resil_pipeline_config *cfg, resil_diag *diag);
+
+/* Put p's shared state into g, built from cfg. reload: cfg is a reload's,
+ * refused (naming the key) when it would change the shared state (NULL
+ * keeps it). */
+resil_err resil__shared_apply(resil_pipeline *p,
+    const resil_pipeline_config *cfg, struct settings *g, int reload,
+    resil_diag *diag);
+
+/* Endpoint breakers in shared memory (resil_directory_config.
+ * endpoint_breaker_shm): open the region name into *out (has_breaker: the
+ * directory has endpoint breakers, else refused), and the breaker of
+ * address in it (named "ep." and the address, characters other than
+ * [A-Za-z0-9._-] made '_', with a hash of the address when one was, or
+ * it was too long). */
+resil_err resil__shared_endpoint_region(const char *name, int has_breaker,
+    const resil_allocator *a, resil_shm **out, resil_diag *diag);
+resil_err resil__shared_endpoint_breaker(resil_shm *shm,
+    const char *address, const resil_breaker_config *cfg,
+    resil_breaker **out, resil_diag *diag);
+
+/* Free what the pipeline opened (after its settings). NULL sh: no-op. */
+void resil__shared_free(resil_pipeline *p);
+
+#endif /* RESIL_PIPELINE_SHARED_H */
