@@ -13,6 +13,7 @@
 #include "call_state.h"
 #include "pipeline_mock.h"
 #include "retry_internal.h"
+#include "value_internal.h"
 
 /* The machine's moves until it has an action for the caller in *st:
  * attend to the attempts out (a report came, or a timer), or (advance)

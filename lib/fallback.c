@@ -36,6 +36,7 @@
 
 #include "atomic.h"
 #include "mock_internal.h"
+#include "value_internal.h"
 
 /* ---------------------------------------------------------------- */
 /* The cache */
@@ -1022,7 +1023,7 @@ describe(
 static void
 result_start(resil_result *r, const resil_failure *failure)
 {
-	resil_result_init(r);
+	resil__result_clear(r);
 	r->cause = failure->err;
 	r->cause_rc = failure->rc;
 	r->attempts = failure->attempts;
@@ -1211,7 +1212,7 @@ resil_fallback_call(resil_fallback *fb, const resil_args *args,
 	/* The live call writes its value straight into *out (init leaves a
 	 * null value), and the default classifier is inlined: this is the
 	 * path of every call. */
-	resil_result_init(out);
+	resil__result_clear(out);
 	rc = fn(ctx, args, &out->value);
 	o = cls == NULL || cls->fn == NULL
 	    ? (rc == 0 ? RESIL_OUTCOME_SUCCESS : RESIL_OUTCOME_FAILURE)

@@ -82,6 +82,10 @@ typedef struct pmethod {
 	 * timeout, no hedging, no retry run): the blocking driver may run
 	 * the machine's first step inline. */
 	int simple;
+	/* The breaker and retry policy its calls run with: its own, or the
+	 * service's (decided once, for the driver's inline step). */
+	resil_breaker *run_breaker;
+	resil_retry *run_retry;
 	UT_hash_handle hh;
 } method;
 
