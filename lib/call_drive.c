@@ -23,12 +23,14 @@ declared_timeout(callm *c)
 
 #if defined(__GNUC__)
 #define COLD __attribute__((noinline, cold))
+#define NOINLINE __attribute__((noinline))
 #else
 #define COLD
+#define NOINLINE
 #endif
 
 /* The machine's loop on the calling thread, from *st on. */
-static resil_err
+HOT resil_err
 drive_loop(callm *c, tsrc *ts, resil_call_next *st, resil_call_fn fn,
     void *ctx, const resil_args *args, resil_result *out)
 {
@@ -65,8 +67,9 @@ drive_loop(callm *c, tsrc *ts, resil_call_next *st, resil_call_fn fn,
 	return out->err;
 }
 
-/* A call the inline first step cannot take: the whole machine. */
-COLD static resil_err
+/* A call the inline first step cannot take: the whole machine (not
+ * cold: every call of a method with a timeout or a limiter comes here). */
+NOINLINE static resil_err
 drive_machine(resil_pipeline *p, settings *g, unsigned gs, const method *m,
     const resil_args *args, resil_call_fn fn, void *ctx, resil_result *out)
 {

@@ -861,6 +861,9 @@ struct resil_fallback {
 	size_t n;
 	size_t ncache; /* how many of the handlers are caches */
 	size_t nmock;  /* how many are mocks */
+	/* The first mock stage's count of force: specs, or NULL: with one
+	 * mock stage, "may a mock answer before the call" is one load. */
+	const size_t *force1;
 };
 
 resil_err
@@ -920,6 +923,8 @@ add(resil_fallback *fb, const handler *h)
 	fb->n++;
 	fb->ncache += h->k == K_CACHE;
 	fb->nmock += h->k == K_MOCK;
+	if (h->k == K_MOCK && fb->force1 == NULL)
+		fb->force1 = h->force;
 	return RESIL_OK;
 }
 
@@ -1150,6 +1155,8 @@ may_force(const resil_fallback *fb)
 {
 	size_t i;
 
+	if (RESIL__LIKELY(fb->nmock == 1))
+		return *fb->force1 != 0;
 	for (i = 0; i < fb->n; i++)
 		if (fb->h[i].k == K_MOCK && *fb->h[i].force != 0)
 			return 1;
