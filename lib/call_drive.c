@@ -94,6 +94,7 @@ drive_refused(resil_pipeline *p, settings *g, unsigned gs, const method *m,
 	tsrc ts;
 
 	tlazy(&ts, p);
+	resil__result_clear(out);
 	minit(&c, p, g, gs, m, args, out);
 	c.breaker_state = (int)resil_breaker_get_state(b);
 	rejected(&c, RESIL_E_OPEN);
@@ -101,25 +102,29 @@ drive_refused(resil_pipeline *p, settings *g, unsigned gs, const method *m,
 	return drive_loop(&c, &ts, &st, fn, ctx, args, out);
 }
 
-/* The inline first attempt did not succeed (its value in out, code rc,
- * outcome o): the machine goes on in the state its own first step would
- * have left it. */
+/* The inline first attempt did not succeed (its value in out->value,
+ * its code in out->rc, outcome o; b's permit not yet recorded): the
+ * machine goes on in the state its own first step would have left it. */
 COLD static resil_err
 drive_failed(resil_pipeline *p, settings *g, unsigned gs, const method *m,
     const resil_args *args, resil_call_fn fn, void *ctx, resil_result *out,
-    int rc, resil_outcome o, int bstate)
+    resil_breaker *b, resil_permit *permit, resil_outcome o)
 {
 	callm c;
 	resil_call_next st;
 	tsrc ts;
+	int rc = out->rc;
 
 	tlazy(&ts, p);
 	minit(&c, p, g, gs, m, args, out);
+	c.value = out->value; /* the attempt's, moved to the call */
+	resil__result_clear(out);
+	if (b != NULL) {
+		resil_breaker_record(b, permit, o);
+		c.breaker_state = (int)resil_breaker_get_state(b);
+	}
 	c.issued = 1;
 	c.attempts = 1;
-	c.breaker_state = bstate;
-	c.value = out->value; /* the attempt's, moved to the call */
-	vnull(&out->value);
 	c.last_rc = rc;
 	c.last_status = RESIL_OK;
 	c.last_outcome = o;
@@ -149,39 +154,37 @@ drive(resil_pipeline *p, settings *g, unsigned gs, const method *m,
 	resil_breaker *b = m->run_breaker;
 	resil_permit permit;
 	resil_outcome o;
-	int rc, bstate = -1;
+	int rc;
 
 	resil__tls_method = args->method;
 	resil__tls_in_call = 1;
 	if (RESIL__UNLIKELY(!m->simple ||
 	        resil__loadptr((void *const *)&g->mock) != NULL))
 		return drive_machine(p, g, gs, m, args, fn, ctx, out);
-	/* The attempt writes straight into the result's value. */
-	resil__result_clear(out);
 	resil__faa64(&p->stripes[gs].calls, 1);
 	if (b != NULL &&
 	    RESIL__UNLIKELY(resil_breaker_acquire(b, &permit) != RESIL_OK))
 		return drive_refused(p, g, gs, m, args, fn, ctx, out, b);
+	/* The attempt writes straight into the result's value; the other
+	 * fields are written once, below (or by drive_failed()). */
+	vnull(&out->value);
 	rc = fn(ctx, args, &out->value);
+	out->rc = rc;
 	/* The default classifier inline; a user's through resil_classify(),
 	 * which also guards its answer. */
 	o = p->cls.fn == NULL || RESIL__UNLIKELY(rc == RESIL_RC_TIMEOUT)
 	    ? (rc == 0 ? RESIL_OUTCOME_SUCCESS : RESIL_OUTCOME_FAILURE)
 	    : resil_classify(&p->cls, rc, &out->value);
-	if (b != NULL) {
-		resil_breaker_record(b, &permit, o);
-		bstate = (int)resil_breaker_get_state(b);
-	}
 	if (RESIL__UNLIKELY(o != RESIL_OUTCOME_SUCCESS))
 		return drive_failed(
-		    p, g, gs, m, args, fn, ctx, out, rc, o, bstate);
+		    p, g, gs, m, args, fn, ctx, out, b, &permit, o);
+	resil__result_answered(out, 1, -1);
+	if (b != NULL) {
+		resil_breaker_record(b, &permit, RESIL_OUTCOME_SUCCESS);
+		out->breaker_state = (int)resil_breaker_get_state(b);
+	}
 	if (m->run_retry != NULL)
 		resil__retry_count_first_success(m->run_retry);
-	out->rc = rc;
-	out->attempts = 1;
-	out->breaker_state = bstate;
-	out->err = RESIL_OK;
-	out->source = RESIL_SOURCE_LIVE;
 	if (g->cache != NULL)
 		resil_fallback_record(g->fb, args, &out->value);
 	resil__tls_method = NULL;

@@ -32,4 +32,25 @@ resil__result_clear(resil_result *r)
 	r->zone[0] = '\0';
 }
 
+/* A live answer: every field but value (set by the call) and rc (set
+ * from its code), written once, as resil__result_clear() and the answer
+ * would together. */
+static inline void
+resil__result_answered(resil_result *r, uint32_t attempts, int bstate)
+{
+	r->err = RESIL_OK;
+	r->source = RESIL_SOURCE_LIVE;
+	r->attempts = attempts;
+	r->age = 0;
+	r->cause = RESIL_OK;
+	r->cause_rc = 0;
+	r->breaker_state = bstate;
+	r->last_failure = RESIL_OK;
+	r->last_failure_rc = 0;
+	r->error_name = NULL;
+	r->message[0] = '\0';
+	r->endpoint[0] = '\0';
+	r->zone[0] = '\0';
+}
+
 #endif /* RESIL_VALUE_INTERNAL_H */
