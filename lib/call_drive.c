@@ -21,122 +21,175 @@ declared_timeout(callm *c)
 	resil__faa64(&my_stripe(c->p)->timeouts, 1);
 }
 
+#if defined(__GNUC__)
+#define COLD __attribute__((noinline, cold))
+#define NOINLINE __attribute__((noinline))
+#else
+#define COLD
+#define NOINLINE
+#endif
+
+/* The machine's loop on the calling thread, from *st on. */
 HOT resil_err
-drive(resil_pipeline *p, settings *g, unsigned gs, const method *m,
-    const resil_args *args, resil_call_fn fn, void *ctx, resil_result *out)
+drive_loop(callm *c, tsrc *ts, resil_call_next *st, resil_call_fn fn,
+    void *ctx, const resil_args *args, resil_result *out)
 {
-	callm c;
-	resil_call_next st;
-	tsrc ts;
+	resil_pipeline *p = c->p;
 	int rc;
 
-	resil__tls_method = args->method;
-	resil__tls_in_call = 1;
-	tlazy(&ts, p);
-	if (RESIL__LIKELY(m->simple) &&
-	    resil__loadptr((void *const *)&g->mock) == NULL) {
-		/*
-		 * The machine's first step, inline: no mock stage, no stage
-		 * that needs the time, and no retry run before attempt 1.
-		 * A success ends the call here exactly as live_success()
-		 * would; anything else is handed to the machine in the state
-		 * its own first step would have left it.
-		 */
-		resil_breaker *b =
-		    m->breaker != NULL ? m->breaker : g->breaker;
-		resil_permit permit;
-		resil_outcome o;
-		resil_value v;
-		int bstate = -1;
-
-		resil_result_init(out);
-		resil__faa64(&p->stripes[gs].calls, 1);
-		if (b != NULL &&
-		    resil_breaker_acquire(b, &permit) != RESIL_OK) {
-			minit(&c, p, g, gs, m, args, out);
-			c.breaker_state = (int)resil_breaker_get_state(b);
-			rejected(&c, RESIL_E_OPEN);
-			resil__call_attend(&c, &ts, &st);
-			goto loop;
-		}
-		vnull(&v);
-		rc = fn(ctx, args, &v);
-		/* The default classifier inline; a user's through
-		 * resil_classify(), which also guards its answer. */
-		o = p->cls.fn == NULL ||
-		        RESIL__UNLIKELY(rc == RESIL_RC_TIMEOUT)
-		    ? (rc == 0 ? RESIL_OUTCOME_SUCCESS : RESIL_OUTCOME_FAILURE)
-		    : resil_classify(&p->cls, rc, &v);
-		if (b != NULL) {
-			resil_breaker_record(b, &permit, o);
-			bstate = (int)resil_breaker_get_state(b);
-		}
-		if (RESIL__LIKELY(o == RESIL_OUTCOME_SUCCESS)) {
-			resil_retry *r =
-			    m->retry != NULL ? m->retry : g->retry;
-
-			if (r != NULL)
-				resil__retry_count_first_success(r);
-			out->rc = rc;
-			out->attempts = 1;
-			out->breaker_state = bstate;
-			out->source = RESIL_SOURCE_LIVE;
-			if (g->cache != NULL)
-				resil_fallback_record(g->fb, args, &v);
-			out->err = RESIL_OK;
-			out->value = v; /* moved */
-			resil__tls_method = NULL;
-			resil__tls_in_call = 0;
-			return RESIL_OK;
-		}
-		minit(&c, p, g, gs, m, args, out);
-		c.issued = 1;
-		c.attempts = 1;
-		c.breaker_state = bstate;
-		c.value = v;
-		c.last_rc = rc;
-		c.last_status = RESIL_OK;
-		c.last_outcome = o;
-		if (o == RESIL_OUTCOME_FAILURE) {
-			c.real_err = RESIL_E_CALL;
-			c.real_rc = rc;
-		}
-		if (RESIL__UNLIKELY(rc == RESIL_RC_TIMEOUT))
-			declared_timeout(&c);
-		c.pending = 1;
-		mstep(&c, &ts, 0, &st);
-	} else {
-		mstart(&c, p, g, gs, m, args, out, &ts, &st);
-	}
-loop:
-	while (st.action != RESIL_CALL_DONE) {
-		if (st.action == RESIL_CALL_RUN) {
+	while (st->action != RESIL_CALL_DONE) {
+		if (st->action == RESIL_CALL_RUN) {
 			/* The attempt writes straight into the call's value
 			 * (the previous attempt's is dropped first). */
-			if (c.value.type != RESIL_VALUE_NULL) {
-				resil_value_free(&c.value);
-				vnull(&c.value);
+			if (c->value.type != RESIL_VALUE_NULL) {
+				resil_value_free(&c->value);
+				vnull(&c->value);
 			}
-			resil__tls_deadline = st.deadline;
-			rc = fn(ctx, args, &c.value);
+			resil__tls_deadline = st->deadline;
+			rc = fn(ctx, args, &c->value);
 			resil__tls_deadline = UINT64_MAX;
-			tlazy(&ts, p);
-			mreport(&c, st.attempt, rc, &c.value, &ts);
-			mstep(&c, &ts, 0, &st);
+			tlazy(ts, p);
+			mreport(c, st->attempt, rc, &c->value, ts);
+			mstep(c, ts, 0, st);
 		} else {
 			uint64_t now = resil_clock_now(&p->clock);
 
 			/* One attempt at a time: a wait is a backoff, never
 			 * an unbounded one. */
-			if (st.until > now)
-				resil_clock_sleep(&p->clock, st.until - now);
-			tlazy(&ts, p);
-			mstep(&c, &ts, 1, &st);
+			if (st->until > now)
+				resil_clock_sleep(&p->clock, st->until - now);
+			tlazy(ts, p);
+			mstep(c, ts, 1, st);
 		}
 	}
 	resil__tls_method = NULL;
 	resil__tls_in_call = 0;
 	return out->err;
+}
+
+/* A call the inline first step cannot take: the whole machine (not
+ * cold: every call of a method with a timeout or a limiter comes here). */
+NOINLINE static resil_err
+drive_machine(resil_pipeline *p, settings *g, unsigned gs, const method *m,
+    const resil_args *args, resil_call_fn fn, void *ctx, resil_result *out)
+{
+	callm c;
+	resil_call_next st;
+	tsrc ts;
+
+	tlazy(&ts, p);
+	mstart(&c, p, g, gs, m, args, out, &ts, &st);
+	return drive_loop(&c, &ts, &st, fn, ctx, args, out);
+}
+
+/* The breaker refused the inline first attempt: the machine goes on
+ * from its rejection. */
+COLD static resil_err
+drive_refused(resil_pipeline *p, settings *g, unsigned gs, const method *m,
+    const resil_args *args, resil_call_fn fn, void *ctx, resil_result *out,
+    resil_breaker *b)
+{
+	callm c;
+	resil_call_next st;
+	tsrc ts;
+
+	tlazy(&ts, p);
+	resil__result_clear(out);
+	minit(&c, p, g, gs, m, args, out);
+	c.breaker_state = (int)resil_breaker_get_state(b);
+	rejected(&c, RESIL_E_OPEN);
+	resil__call_attend(&c, &ts, &st);
+	return drive_loop(&c, &ts, &st, fn, ctx, args, out);
+}
+
+/* The inline first attempt did not succeed (its value in out->value,
+ * its code in out->rc, outcome o; b's permit not yet recorded): the
+ * machine goes on in the state its own first step would have left it. */
+COLD static resil_err
+drive_failed(resil_pipeline *p, settings *g, unsigned gs, const method *m,
+    const resil_args *args, resil_call_fn fn, void *ctx, resil_result *out,
+    resil_breaker *b, resil_permit *permit, resil_outcome o)
+{
+	callm c;
+	resil_call_next st;
+	tsrc ts;
+	int rc = out->rc;
+
+	tlazy(&ts, p);
+	minit(&c, p, g, gs, m, args, out);
+	c.value = out->value; /* the attempt's, moved to the call */
+	resil__result_clear(out);
+	if (b != NULL) {
+		resil_breaker_record(b, permit, o);
+		c.breaker_state = (int)resil_breaker_get_state(b);
+	}
+	c.issued = 1;
+	c.attempts = 1;
+	c.last_rc = rc;
+	c.last_status = RESIL_OK;
+	c.last_outcome = o;
+	if (o == RESIL_OUTCOME_FAILURE) {
+		c.real_err = RESIL_E_CALL;
+		c.real_rc = rc;
+	}
+	if (RESIL__UNLIKELY(rc == RESIL_RC_TIMEOUT))
+		declared_timeout(&c);
+	c.pending = 1;
+	mstep(&c, &ts, 0, &st);
+	return drive_loop(&c, &ts, &st, fn, ctx, args, out);
+}
+
+/*
+ * The blocking driver. The machine's first step is inline when the
+ * method is simple (no mock stage, no stage that needs the time, no
+ * retry run before attempt 1): a success ends the call here exactly as
+ * live_success() would, in a frame without the machine's state; anything
+ * else goes to the machine (out of line) in the state its own first step
+ * would have left it.
+ */
+HOT resil_err
+drive(resil_pipeline *p, settings *g, unsigned gs, const method *m,
+    const resil_args *args, resil_call_fn fn, void *ctx, resil_result *out)
+{
+	resil_breaker *b = m->run_breaker;
+	resil_permit permit;
+	resil_outcome o;
+	int rc;
+
+	resil__tls_method = args->method;
+	resil__tls_in_call = 1;
+	if (RESIL__UNLIKELY(!m->simple ||
+	        resil__loadptr((void *const *)&g->mock) != NULL))
+		return drive_machine(p, g, gs, m, args, fn, ctx, out);
+	resil__faa64(&p->stripes[gs].calls, 1);
+	if (b != NULL &&
+	    RESIL__UNLIKELY(resil_breaker_acquire(b, &permit) != RESIL_OK))
+		return drive_refused(p, g, gs, m, args, fn, ctx, out, b);
+	/* The attempt writes straight into the result's value; the other
+	 * fields are written once, below (or by drive_failed()). */
+	vnull(&out->value);
+	rc = fn(ctx, args, &out->value);
+	out->rc = rc;
+	/* The default classifier inline; a user's through resil_classify(),
+	 * which also guards its answer. */
+	o = p->cls.fn == NULL || RESIL__UNLIKELY(rc == RESIL_RC_TIMEOUT)
+	    ? (rc == 0 ? RESIL_OUTCOME_SUCCESS : RESIL_OUTCOME_FAILURE)
+	    : resil_classify(&p->cls, rc, &out->value);
+	if (RESIL__UNLIKELY(o != RESIL_OUTCOME_SUCCESS))
+		return drive_failed(
+		    p, g, gs, m, args, fn, ctx, out, b, &permit, o);
+	resil__result_answered(out, 1, -1);
+	if (b != NULL) {
+		resil_breaker_record(b, &permit, RESIL_OUTCOME_SUCCESS);
+		out->breaker_state = (int)resil_breaker_get_state(b);
+	}
+	if (m->run_retry != NULL)
+		resil__retry_count_first_success(m->run_retry);
+	if (g->cache != NULL)
+		resil_fallback_record(g->fb, args, &out->value);
+	resil__tls_method = NULL;
+	resil__tls_in_call = 0;
+	return RESIL_OK;
 }
 
 /* ---- the blocking driver with an executor (hedging) ---- */

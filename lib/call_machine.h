@@ -13,6 +13,7 @@
 #include "call_state.h"
 #include "pipeline_mock.h"
 #include "retry_internal.h"
+#include "value_internal.h"
 
 /* The machine's moves until it has an action for the caller in *st:
  * attend to the attempts out (a report came, or a timer), or (advance)
@@ -215,8 +216,11 @@ complete(callm *c, unsigned i, int rc, resil_value *value, int late, tsrc *ts)
 		if (c->timeout != 0 && dur <= c->timeout)
 			dur = sat_add(c->timeout, 1);
 	}
+	/* The default classifier inline (resil_classify_default). */
 	outcome = late ? RESIL_OUTCOME_FAILURE
-	               : resil_classify(&p->cls, rc, &c->value);
+	    : p->cls.fn == NULL
+	    ? (rc == 0 ? RESIL_OUTCOME_SUCCESS : RESIL_OUTCOME_FAILURE)
+	    : resil_classify(&p->cls, rc, &c->value);
 	if (RESIL__UNLIKELY(late == 2) ||
 	    (c->timeout != 0 &&
 	        (late || dur >= sat_add(c->timeout, p->late_edge)))) {
@@ -288,8 +292,8 @@ minit(callm *c, resil_pipeline *p, settings *g, unsigned gs, const method *m,
 	c->delayed = 0;
 	vnull(&c->value);
 	c->phase = P_ATTEMPT;
-	c->breaker = m->breaker != NULL ? m->breaker : g->breaker;
-	c->retry = m->retry != NULL ? m->retry : g->retry;
+	c->breaker = m->run_breaker;
+	c->retry = m->run_retry;
 	c->timeout = m->timeout;
 }
 
@@ -300,7 +304,7 @@ mstart(callm *c, resil_pipeline *p, settings *g, unsigned gs, const method *m,
 {
 	resil_mock *mock;
 
-	resil_result_init(out);
+	resil__result_clear(out);
 	resil__faa64(&p->stripes[gs].calls, 1);
 	minit(c, p, g, gs, m, args, out);
 

@@ -36,6 +36,7 @@
 
 #include "atomic.h"
 #include "mock_internal.h"
+#include "value_internal.h"
 
 /* ---------------------------------------------------------------- */
 /* The cache */
@@ -860,6 +861,9 @@ struct resil_fallback {
 	size_t n;
 	size_t ncache; /* how many of the handlers are caches */
 	size_t nmock;  /* how many are mocks */
+	/* The first mock stage's count of force: specs, or NULL: with one
+	 * mock stage, "may a mock answer before the call" is one load. */
+	const size_t *force1;
 };
 
 resil_err
@@ -919,6 +923,8 @@ add(resil_fallback *fb, const handler *h)
 	fb->n++;
 	fb->ncache += h->k == K_CACHE;
 	fb->nmock += h->k == K_MOCK;
+	if (h->k == K_MOCK && fb->force1 == NULL)
+		fb->force1 = h->force;
 	return RESIL_OK;
 }
 
@@ -1022,7 +1028,7 @@ describe(
 static void
 result_start(resil_result *r, const resil_failure *failure)
 {
-	resil_result_init(r);
+	resil__result_clear(r);
 	r->cause = failure->err;
 	r->cause_rc = failure->rc;
 	r->attempts = failure->attempts;
@@ -1149,6 +1155,8 @@ may_force(const resil_fallback *fb)
 {
 	size_t i;
 
+	if (RESIL__LIKELY(fb->nmock == 1))
+		return *fb->force1 != 0;
 	for (i = 0; i < fb->n; i++)
 		if (fb->h[i].k == K_MOCK && *fb->h[i].force != 0)
 			return 1;
@@ -1211,7 +1219,7 @@ resil_fallback_call(resil_fallback *fb, const resil_args *args,
 	/* The live call writes its value straight into *out (init leaves a
 	 * null value), and the default classifier is inlined: this is the
 	 * path of every call. */
-	resil_result_init(out);
+	resil__result_clear(out);
 	rc = fn(ctx, args, &out->value);
 	o = cls == NULL || cls->fn == NULL
 	    ? (rc == 0 ? RESIL_OUTCOME_SUCCESS : RESIL_OUTCOME_FAILURE)

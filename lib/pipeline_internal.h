@@ -89,6 +89,10 @@ typedef struct pmethod {
 	/* An adaptive bulkhead (AIMD, gradient) samples each attempt's
 	 * duration: its attempts are timed without a timeout too. */
 	int timed_bh;
+	/* The breaker and retry policy its calls run with: its own, or the
+	 * service's (decided once, for the driver's inline step). */
+	resil_breaker *run_breaker;
+	resil_retry *run_retry;
 	UT_hash_handle hh;
 } method;
 

@@ -2,6 +2,7 @@
  * resil value: tagged values, coercion to a declared type, results.
  */
 #include "internal.h"
+#include "value_internal.h"
 
 #include <resil/value.h>
 
@@ -104,7 +105,7 @@ resil_value_init(resil_value *v)
 }
 
 resil_value
-resil_value_null(void)
+(resil_value_null)(void)
 {
 	resil_value v;
 
@@ -113,7 +114,7 @@ resil_value_null(void)
 }
 
 resil_value
-resil_value_bool(int b)
+(resil_value_bool)(int b)
 {
 	resil_value v;
 
@@ -124,7 +125,7 @@ resil_value_bool(int b)
 }
 
 resil_value
-resil_value_int(int64_t i)
+(resil_value_int)(int64_t i)
 {
 	resil_value v;
 
@@ -135,7 +136,7 @@ resil_value_int(int64_t i)
 }
 
 resil_value
-resil_value_double(double d)
+(resil_value_double)(double d)
 {
 	resil_value v;
 
@@ -798,23 +799,7 @@ resil_result_init(resil_result *r)
 {
 	if (r == NULL)
 		return;
-	/* Field by field: the message buffer needs only its first byte
-	 * cleared, and this runs on every call of the hot path. */
-	r->err = RESIL_E_UNAVAILABLE;
-	r->source = RESIL_SOURCE_UNAVAILABLE;
-	value_clear(&r->value);
-	r->rc = 0;
-	r->age = 0;
-	r->attempts = 0;
-	r->cause = RESIL_OK;
-	r->cause_rc = 0;
-	r->error_name = NULL;
-	r->breaker_state = -1;
-	r->message[0] = '\0';
-	r->last_failure = RESIL_OK;
-	r->last_failure_rc = 0;
-	r->endpoint[0] = '\0';
-	r->zone[0] = '\0';
+	resil__result_clear(r);
 }
 
 void
@@ -822,6 +807,12 @@ resil_result_free(resil_result *r)
 {
 	if (r == NULL)
 		return;
-	resil_value_free(&r->value);
-	resil_result_init(r);
+	r->err = RESIL_E_UNAVAILABLE;
+	r->source = RESIL_SOURCE_UNAVAILABLE;
+	/* A null or scalar value owns nothing: one test, no call. */
+	if (RESIL__UNLIKELY(r->value.type >= RESIL_VALUE_STRING)) {
+		resil_value_free(&r->value); /* makes it null */
+		return;
+	}
+	r->value.type = RESIL_VALUE_NULL;
 }

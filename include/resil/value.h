@@ -133,6 +133,23 @@ RESIL_API resil_value resil_value_int(int64_t i);
 RESIL_API resil_value resil_value_double(double d);
 
 /*
+ * In C the four are also macros that build the value in place (a compound
+ * literal: no call, so `*out = resil_value_int(8)` in a user's function is
+ * a few stores): the same value as the functions give. Take the function
+ * itself with (resil_value_int)(8) or &resil_value_int, or define
+ * RESIL_VALUE_NO_INLINE before including this header.
+ */
+#if !defined(__cplusplus) && !defined(RESIL_VALUE_NO_INLINE)
+#define resil_value_null() ((resil_value){ .type = RESIL_VALUE_NULL })
+#define resil_value_bool(x_) \
+	((resil_value){ .type = RESIL_VALUE_BOOL, .u = { .b = (x_) != 0 } })
+#define resil_value_int(x_) \
+	((resil_value){ .type = RESIL_VALUE_INT, .u = { .i = (int64_t)(x_) } })
+#define resil_value_double(x_) \
+	((resil_value){ .type = RESIL_VALUE_DOUBLE, .u = { .d = (double)(x_) } })
+#endif
+
+/*
  * Make *out a STRING, BYTES or JSON value holding a copy of the len bytes
  * at p (p may be NULL when len is 0), allocated through a (NULL: malloc).
  * *out is overwritten without being freed first. A string may hold any
@@ -273,19 +290,20 @@ RESIL_API const char *resil_source_name(resil_source s);
  * message is a human-readable account, always NUL-terminated.
  */
 typedef struct resil_result {
+	/* The scalars first, in pairs, so that initialising a result is a
+	 * few wide stores (lib/value_internal.h); the buffers last, of
+	 * which a call writes the first byte only. */
 	resil_err err;
 	resil_source source;
 	resil_value value; /* owned: release with resil_result_free() */
 	int rc;            /* the user's code: live call, mock impl, NAME */
-	uint64_t age;      /* CACHE: ticks since it was stored; else 0 */
 	uint32_t attempts; /* calls of the user's function made */
+	uint64_t age;      /* CACHE: ticks since it was stored; else 0 */
 	resil_err cause;   /* the original failure, or RESIL_OK */
 	int cause_rc;      /* its user return code, or 0 */
-	const char *error_name;
 	/* The resil_breaker_state the call saw at its last attempt, or -1
 	 * when no breaker was involved. */
 	int breaker_state;
-	char message[RESIL_RESULT_MSG_MAX];
 	/* The last attempt that ran and failed (RESIL_E_CALL with its rc,
 	 * or RESIL_E_TIMEOUT), kept beside the final error: after a retry
 	 * that ended in a breaker's rejection, err/cause say RESIL_E_OPEN
@@ -293,6 +311,8 @@ typedef struct resil_result {
 	 * RESIL_OK and 0 when no attempt failed. */
 	resil_err last_failure;
 	int last_failure_rc;
+	const char *error_name;
+	char message[RESIL_RESULT_MSG_MAX];
 	/* With a cluster (a pipeline with a selector): the address and zone
 	 * of the endpoint whose attempt gave the final answer ("" when no
 	 * endpoint answered: a mock, the cache, no provider). */
@@ -304,7 +324,13 @@ typedef struct resil_result {
  * null value, zeros. */
 RESIL_API void resil_result_init(resil_result *r);
 
-/* Free the value *r owns and re-init it. NULL is a harmless no-op. */
+/* Free the value *r owns and make the result empty again: a null value,
+ * err RESIL_E_UNAVAILABLE and source UNAVAILABLE (a freed result never
+ * reads as an answer). The other fields are left as the call wrote them
+ * (since 0.x of issue 29: they were re-zeroed before; every call that
+ * takes *r as its out initialises it first). A result whose value owns
+ * nothing (null, bool, int, double) costs one test. Freeing twice is
+ * harmless; NULL is a harmless no-op. */
 RESIL_API void resil_result_free(resil_result *r);
 
 /*

@@ -1,0 +1,56 @@
+/*
+ * resil_result_init() inline, for the call paths (lib/call*.c,
+ * lib/fallback.c): an exported function is not inlined in a shared
+ * library, and a result is initialised on every call. Writes the fields a
+ * result must hold (scalars and the first byte of each string), never
+ * the buffers. Never installed.
+ */
+#ifndef RESIL_VALUE_INTERNAL_H
+#define RESIL_VALUE_INTERNAL_H
+
+#include <resil/value.h>
+
+static inline void
+resil__result_clear(resil_result *r)
+{
+	r->err = RESIL_E_UNAVAILABLE;
+	r->source = RESIL_SOURCE_UNAVAILABLE;
+	r->value.type = RESIL_VALUE_NULL;
+	r->value.u.s.ptr = NULL;
+	r->value.u.s.len = 0;
+	r->rc = 0;
+	r->attempts = 0;
+	r->age = 0;
+	r->cause = RESIL_OK;
+	r->cause_rc = 0;
+	r->breaker_state = -1;
+	r->last_failure = RESIL_OK;
+	r->last_failure_rc = 0;
+	r->error_name = NULL;
+	r->message[0] = '\0';
+	r->endpoint[0] = '\0';
+	r->zone[0] = '\0';
+}
+
+/* A live answer: every field but value (set by the call) and rc (set
+ * from its code), written once, as resil__result_clear() and the answer
+ * would together. */
+static inline void
+resil__result_answered(resil_result *r, uint32_t attempts, int bstate)
+{
+	r->err = RESIL_OK;
+	r->source = RESIL_SOURCE_LIVE;
+	r->attempts = attempts;
+	r->age = 0;
+	r->cause = RESIL_OK;
+	r->cause_rc = 0;
+	r->breaker_state = bstate;
+	r->last_failure = RESIL_OK;
+	r->last_failure_rc = 0;
+	r->error_name = NULL;
+	r->message[0] = '\0';
+	r->endpoint[0] = '\0';
+	r->zone[0] = '\0';
+}
+
+#endif /* RESIL_VALUE_INTERNAL_H */
