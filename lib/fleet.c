@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "atomic.h"
+#include "breaker_internal.h"
 #include "clock_internal.h"
 #include "fleet_internal.h"
 #include "internal.h"
@@ -42,11 +43,11 @@
 
 /* Lease slot states (low 3 bits of a slot word). */
 enum {
-	SLOT_EMPTY = 0,
-	SLOT_FREE = 1,
-	SLOT_INUSE = 2,
-	SLOT_OK = 3,
-	SLOT_FAIL = 4
+	LEASE_EMPTY = 0,
+	LEASE_FREE = 1,
+	LEASE_INUSE = 2,
+	LEASE_OK = 3,
+	LEASE_FAIL = 4
 };
 
 struct resil_fleet {
@@ -54,8 +55,15 @@ struct resil_fleet {
 	resil_clock clock;
 	resil_breaker *b;
 
-	/* The call path's words. */
+	/* The call path's words. acq is the word the acquire's fast path
+	 * reads (as an address): the local breaker's acq_word while the
+	 * local breaker decides, fleet_decides while the fleet does (set
+	 * with ctl, by set_ctl()). bst and bstreak are the local breaker's,
+	 * for the record's fast path (lib/breaker_internal.h). */
 	uint64_t ctl;
+	uint64_t acq;
+	struct bstate *bst;
+	const uint64_t *bstreak;
 	uint64_t slots[MAX_SLOTS];
 	/* Local clock: each lease is unusable from then (its grant's sync
 	 * began before Redis granted it, so this is never later). */
@@ -118,6 +126,21 @@ static uint64_t
 mkslot(uint64_t ep, unsigned st)
 {
 	return ep << 3 | st;
+}
+
+/* Never a CLOSED word: acq points here while the fleet decides, so the
+ * acquire's one test sends every call to acquire_other(). */
+static const uint64_t fleet_decides = W_TRANSIT;
+
+/* Publish ctl, then the acquire's word for it. An acquire that read the
+ * old word decides as one that read the old ctl just before. */
+static void
+set_ctl(resil_fleet *f, uint64_t ctl)
+{
+	resil__store64(&f->ctl, ctl);
+	resil__store64(&f->acq,
+	    (uint64_t)(uintptr_t)((ctl & CTL_FLEET) ? &fleet_decides
+	                                            : f->b->acq_word));
 }
 
 const char *
@@ -319,7 +342,7 @@ go_local(resil_fleet *f, const char *why, int error_event)
 		resil_breaker_transition(f->b, RESIL_BREAKER_OPEN);
 		f->forced = 0;
 	}
-	resil__store64(&f->ctl, (ctl | CTL_LOCAL) & ~(uint64_t)CTL_FLEET);
+	set_ctl(f, (ctl | CTL_LOCAL) & ~(uint64_t)CTL_FLEET);
 	emit(f, RESIL_FLEET_EV_LOCAL, 0, why);
 	return RESIL_E_UNAVAILABLE;
 }
@@ -442,6 +465,9 @@ resil_fleet_new(
 		resil__free(&f->alloc, f, sizeof(*f));
 		return err;
 	}
+	f->bst = f->b->st;
+	f->bstreak = f->b->streak;
+	set_ctl(f, f->ctl);
 	/* Unreachable now is not an error: the handle starts local. */
 	f->tried = 1;
 	if (connect_redis(f, why, sizeof(why)) != 0) {
@@ -505,9 +531,9 @@ acquire_probe(resil_fleet *f, resil_fleet_permit *p, uint64_t ctl)
 
 		/* A lease past its local deadline may have lapsed in
 		 * Redis: never use it. */
-		if (w == mkslot(ep, SLOT_FREE) &&
+		if (w == mkslot(ep, LEASE_FREE) &&
 		    now < resil__load64(&f->deadline[j]) &&
-		    resil__cas64(&f->slots[j], w, mkslot(ep, SLOT_INUSE))) {
+		    resil__cas64(&f->slots[j], w, mkslot(ep, LEASE_INUSE))) {
 			memset(&p->local, 0, sizeof(p->local));
 			p->kind = 2;
 			p->episode = ep;
@@ -518,26 +544,38 @@ acquire_probe(resil_fleet *f, resil_fleet_permit *p, uint64_t ctl)
 	return RESIL_E_OPEN;
 }
 
+/* Everything but the local breaker's CLOSED grant: the fleet decides
+ * (OPEN, HALF_OPEN), or the local breaker's full path. */
+static __attribute__((noinline)) resil_err
+acquire_other(resil_fleet *f, resil_fleet_permit *p)
+{
+	uint64_t ctl = resil__load64(&f->ctl);
+
+	if (ctl & CTL_FLEET)
+		return acquire_probe(f, p, ctl);
+	return resil_breaker_acquire(f->b, (resil_permit *)(void *)p);
+}
+
 /*
- * The call path is a tail call into the local breaker. A local permit is
- * the breaker's own (p->local, the first member, so p itself is a
- * resil_permit pointer and the breaker checks it for NULL); a probe
- * permit has kind 2 and an empty p->local. kind is written for probes
- * only: a permit struct reused for a local call after a probe may still
- * say 2, so its granted p->local (flags set) decides (record_probe).
+ * The call path is the local breaker's own fast path, inlined
+ * (lib/breaker_internal.h): its one word is f->acq, the local breaker's
+ * while it decides (fleet CLOSED or local mode), a word never CLOSED while
+ * the fleet does, so that the fleet's state costs no test of its own. A
+ * local permit is the breaker's own (p->local, the first member); a
+ * probe permit has kind 2 and an empty p->local. kind is written for
+ * probes only: a permit struct reused for a local call after a probe may
+ * still say 2, so its granted p->local (flags set) decides (record_probe).
  */
 resil_err
 resil_fleet_acquire(resil_fleet *f, resil_fleet_permit *p)
 {
-	uint64_t ctl;
-
-	if (RESIL__UNLIKELY(f == NULL))
+	if (RESIL__UNLIKELY(f == NULL || p == NULL))
 		return RESIL_E_INVAL;
-	ctl = resil__load64(&f->ctl);
-	/* Fleet CLOSED or local mode: the local breaker decides. */
-	if (RESIL__UNLIKELY(ctl & CTL_FLEET))
-		return acquire_probe(f, p, ctl);
-	return resil_breaker_acquire(f->b, (resil_permit *)(void *)p);
+	if (RESIL__LIKELY(resil__breaker_grant_fast(
+	        (const uint64_t *)(uintptr_t)resil__load64(&f->acq),
+	        &p->local)))
+		return RESIL_OK;
+	return acquire_other(f, p);
 }
 
 static __attribute__((noinline)) resil_err
@@ -552,36 +590,47 @@ record_probe(resil_fleet *f, resil_fleet_permit *p, resil_outcome outcome)
 		return RESIL_E_MISUSE;
 	switch (outcome) {
 	case RESIL_OUTCOME_SUCCESS:
-		st = SLOT_OK;
+		st = LEASE_OK;
 		break;
 	case RESIL_OUTCOME_FAILURE:
-		st = SLOT_FAIL;
+		st = LEASE_FAIL;
 		break;
 	case RESIL_OUTCOME_IGNORED:
 	case RESIL_OUTCOME_BUSINESS:
-		st = SLOT_FREE;
+		st = LEASE_FREE;
 		break;
 	default:
 		return RESIL_E_INVAL;
 	}
 	p->kind = 0;
 	/* Fails harmlessly when the episode has moved on. */
-	(void)resil__cas64(&f->slots[p->slot], mkslot(p->episode, SLOT_INUSE),
+	(void)resil__cas64(&f->slots[p->slot], mkslot(p->episode, LEASE_INUSE),
 	    mkslot(p->episode, st));
 	return RESIL_OK;
 }
 
+static __attribute__((noinline)) resil_err
+record_other(resil_fleet *f, resil_fleet_permit *p, resil_outcome outcome)
+{
+	if (p->kind == 2)
+		return record_probe(f, p, outcome);
+	/* A local permit (or a spent one): the breaker tracks its
+	 * spending itself. */
+	return resil_breaker_record(f->b, &p->local, outcome);
+}
+
+/* A success that changes nothing in the local breaker is its fast path,
+ * inlined; a probe's p->local is empty, so never takes it. */
 resil_err
 resil_fleet_record(
     resil_fleet *f, resil_fleet_permit *p, resil_outcome outcome)
 {
 	if (RESIL__UNLIKELY(f == NULL || p == NULL))
 		return RESIL_E_INVAL;
-	if (RESIL__UNLIKELY(p->kind == 2))
-		return record_probe(f, p, outcome);
-	/* A local permit (or a spent one): the breaker tracks its
-	 * spending itself. */
-	return resil_breaker_record(f->b, &p->local, outcome);
+	if (RESIL__LIKELY(outcome == RESIL_OUTCOME_SUCCESS &&
+	        resil__breaker_success_fast(f->bst, f->bstreak, &p->local)))
+		return RESIL_OK;
+	return record_other(f, p, outcome);
 }
 
 resil_err
@@ -594,8 +643,8 @@ resil_fleet_release(resil_fleet *f, resil_fleet_permit *p)
 	if (p->slot >= f->max_local)
 		return RESIL_E_MISUSE;
 	p->kind = 0;
-	(void)resil__cas64(&f->slots[p->slot], mkslot(p->episode, SLOT_INUSE),
-	    mkslot(p->episode, SLOT_FREE));
+	(void)resil__cas64(&f->slots[p->slot], mkslot(p->episode, LEASE_INUSE),
+	    mkslot(p->episode, LEASE_FREE));
 	return RESIL_OK;
 }
 
@@ -833,12 +882,12 @@ sync_args_build(resil_fleet *f, sync_in *in, sync_args *a)
 	in->nrep = 0;
 	for (i = 0; i < f->max_local; i++) {
 		w = resil__load64(&f->slots[i]);
-		if ((w >> 3) != in->ep || (w & 7u) == SLOT_EMPTY)
+		if ((w >> 3) != in->ep || (w & 7u) == LEASE_EMPTY)
 			continue;
 		held++;
-		if ((w & 7u) == SLOT_OK || (w & 7u) == SLOT_FAIL) {
+		if ((w & 7u) == LEASE_OK || (w & 7u) == LEASE_FAIL) {
 			in->reported[in->nrep] = i;
-			in->rep_ok[in->nrep++] = (w & 7u) == SLOT_OK;
+			in->rep_ok[in->nrep++] = (w & 7u) == LEASE_OK;
 		}
 	}
 	args_num(a, in->nrep);
@@ -849,7 +898,7 @@ sync_args_build(resil_fleet *f, sync_in *in, sync_args *a)
 	}
 	for (i = 0; i < f->max_local && held + ncand < f->max_local; i++) {
 		w = resil__load64(&f->slots[i]);
-		if ((w >> 3) != in->ep || (w & 7u) == SLOT_EMPTY) {
+		if ((w >> 3) != in->ep || (w & 7u) == LEASE_EMPTY) {
 			args_num(a, i);
 			ncand++;
 		}
@@ -867,8 +916,8 @@ sync_apply(resil_fleet *f, const sync_in *in, const sync_out *o, uint64_t now)
 	/* Reports sent are done with. */
 	for (i = 0; i < in->nrep; i++)
 		(void)resil__cas64(&f->slots[in->reported[i]],
-		    mkslot(ep, in->rep_ok[i] ? SLOT_OK : SLOT_FAIL),
-		    mkslot(ep, SLOT_EMPTY));
+		    mkslot(ep, in->rep_ok[i] ? LEASE_OK : LEASE_FAIL),
+		    mkslot(ep, LEASE_EMPTY));
 	f->last_calls = in->m.successes + in->m.failures;
 	f->last_fails = in->m.failures;
 	f->last_trips = in->trips;
@@ -898,12 +947,12 @@ sync_apply(resil_fleet *f, const sync_in *in, const sync_out *o, uint64_t now)
 		for (i = 0; i < f->max_local; i++)
 			if ((resil__load64(&f->slots[i]) >> 3) != o->ep)
 				resil__store64(&f->slots[i], 0);
-	resil__store64(&f->ctl, mkctl(o->ep, (unsigned)o->state, 0));
+	set_ctl(f, mkctl(o->ep, (unsigned)o->state, 0));
 	for (i = 0; i < o->ngranted; i++) {
 		resil__store64(&f->deadline[o->granted[i]],
 		    now + f->lease_ms * RESIL_NS_PER_MS);
 		resil__store64(
-		    &f->slots[o->granted[i]], mkslot(o->ep, SLOT_FREE));
+		    &f->slots[o->granted[i]], mkslot(o->ep, LEASE_FREE));
 	}
 	if (was_local)
 		emit(f, RESIL_FLEET_EV_CONNECTED, 0, "synced");
@@ -991,7 +1040,7 @@ resil_fleet_get_info(resil_fleet *f, resil_fleet_info *out)
 	out->episode = ep;
 	out->local_mode = (ctl & CTL_LOCAL) != 0;
 	for (j = 0; j < f->max_local; j++)
-		if (resil__load64(&f->slots[j]) == mkslot(ep, SLOT_FREE))
+		if (resil__load64(&f->slots[j]) == mkslot(ep, LEASE_FREE))
 			out->leases_held++;
 	out->votes = (uint32_t)resil__load64(&f->votes);
 	out->sick_traffic_pct = (int32_t)resil__load64(&f->share) - 1;
