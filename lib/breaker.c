@@ -45,15 +45,7 @@
 #include "internal.h"
 #include "proc.h"
 
-/* A permit's flags. */
-#define PERMIT_VALID 0x1u
-#define PERMIT_PROBE 0x2u
-#define PERMIT_TIMED 0x4u
-/* episode holds the permit's episode. A permit whose flags are exactly
- * PERMIT_VALID (an untimed CLOSED grant) holds the word it was granted
- * under in start instead, and its episode is that word's: the fast acquire
- * writes no episode. */
-#define PERMIT_EPF 0x8u
+/* A permit's flags (PERMIT_*): lib/breaker_internal.h. */
 
 #define FAST_CONSEC 1u
 #define FAST_COUNT 2u
@@ -71,11 +63,8 @@ void (*resil__breaker_transit_hook)(void);
 static const uint64_t never_fast = W_TRANSIT;
 static const uint64_t never_zero = 1;
 
-/* This thread's lifetime-success counter, as a byte offset into struct
- * bstate, plus 1 (0: not computed yet). The stripe index is the thread's,
- * the layout every breaker's, so one offset serves them all: the record
- * fast path adds to it without computing the stripe. */
-static RESIL__TLS uintptr_t success_at;
+/* This thread's lifetime-success counter (lib/breaker_internal.h). */
+RESIL__TLS uintptr_t resil__breaker_success_at;
 
 /* ---- creation ---- */
 
@@ -1112,7 +1101,7 @@ count_first_success(struct bstate *st)
 	    resil__thread_stripe(NSTRIPES) * sizeof(stripe) +
 	    offsetof(stripe, successes) + 1;
 
-	success_at = off;
+	resil__breaker_success_at = off;
 	resil__inc64((uint64_t *)(void *)((char *)st + off - 1));
 	return RESIL_OK;
 }
@@ -1154,7 +1143,7 @@ resil_breaker_record(
 	return record_slow(b, permit, outcome);
 nothing_changes:
 	permit->flags = 0;
-	off = success_at;
+	off = resil__breaker_success_at;
 	if (RESIL__UNLIKELY(off == 0))
 		return count_first_success(st);
 	resil__inc64((uint64_t *)(void *)((char *)st + off - 1));
