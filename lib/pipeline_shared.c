@@ -611,6 +611,16 @@ resil__shared_apply(resil_pipeline *p, const resil_pipeline_config *cfg,
 		g->frl = sh->frl; /* in place of g->rl (on: checked) */
 	if (sh->bh != NULL)
 		g->bh = sh->bh;
+	/* The service breaker each method runs with was decided by the
+	 * settings before this substitution (pipeline_settings.c's
+	 * decide_start): follow it. */
+	if (g->dflt.breaker == NULL)
+		g->dflt.run_breaker = g->breaker;
+	HASH_ITER(hh, g->methods, it, tmp)
+	{
+		if (it->breaker == NULL)
+			it->run_breaker = g->breaker;
+	}
 	/* The blocking driver's inline first step knows only a breaker
 	 * (a shm one is one: it keeps it); with the fleet, every call
 	 * takes the machine. (A shm limiter or bulkhead replaces one the
