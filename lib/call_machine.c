@@ -202,7 +202,7 @@ conclude(callm *c, resil_err rr, int rc, resil_err status,
 	if (RESIL__UNLIKELY(c->p->one_ep) &&
 	    one_endpoint(c, rc, status, ts, st))
 		return;
-	err = status != RESIL_OK                  ? status
+	err = status != RESIL_OK              ? status
 	    : rr == RESIL_E_RETRIES_EXHAUSTED ? RESIL_E_RETRIES_EXHAUSTED
 	                                      : RESIL_E_CALL;
 	if (recover_failure(c, err, rc) && RESIL__UNLIKELY(c->p->one_ep) &&

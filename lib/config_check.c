@@ -79,8 +79,8 @@ resil__combo_key(
 	e->kind = kind;
 	e->line = line;
 	snprintf(e->key, sizeof(e->key), "%s", key);
-	snprintf(e->method, sizeof(e->method), "%s",
-	    method != NULL ? method : "");
+	snprintf(
+	    e->method, sizeof(e->method), "%s", method != NULL ? method : "");
 }
 
 /* Whether strategy s reads the retries (failover, zone-aware's phase 1). */
@@ -211,7 +211,8 @@ resil__combo_check(const resil__combo *c, const char *origin,
 		    "the text has no selector key: without a selector they go "
 		    "to the one endpoint, with the retry stage's waits "
 		    "(retry.delay)",
-		    e->key, e->method, (unsigned)method_attempts(pc, e->method));
+		    e->key, e->method,
+		    (unsigned)method_attempts(pc, e->method));
 	/* A note, if any, comes on success; none: diag is empty. */
 	memcpy(diag->msg, d.msg, sizeof(d.msg));
 	return RESIL_OK;

@@ -114,8 +114,8 @@ test_max_attempts_with_selector(void **state)
 	accepted("service=S\nloadbalance=roundrobin\nretries=2\n"
 	         "retry.delay=10ms\n",
 	    NULL);
-	accepted("service=S\nloadbalance=roundrobin\ngetStock.retries=2\n",
-	    NULL);
+	accepted(
+	    "service=S\nloadbalance=roundrobin\ngetStock.retries=2\n", NULL);
 	/* Without a selector key it is the retry stage's, used. */
 	accepted("service=S\nretry.max_attempts=4\n"
 	         "getStock.retry.max_attempts=2\n",
@@ -175,9 +175,9 @@ test_set_and_reload(void **state)
 	char buf[32];
 
 	(void)state;
-	assert_int_equal(resil_config_parse_string(&c,
-	                     "service=S\nloadbalance=roundrobin\n",
-	                     "svc.conf", NULL, &d),
+	assert_int_equal(
+	    resil_config_parse_string(&c,
+	        "service=S\nloadbalance=roundrobin\n", "svc.conf", NULL, &d),
 	    RESIL_OK);
 	assert_int_equal(
 	    resil_config_set(c, "retry.max_attempts", "4", &d), RESIL_E_INVAL);

@@ -342,7 +342,8 @@ test_forking_message(void **state)
 		x.d.distinct = 1;
 		assert_int_equal(drivers[k](&x, &r), RESIL_E_CALL);
 		assert_int_equal(r.attempts, 3);
-		assert_int_equal(r.rc, 113); /* the error that completed last */
+		assert_int_equal(
+		    r.rc, 113); /* the error that completed last */
 		assert_string_equal(r.message,
 		    "Failed to forking invoke provider [e0:1, e1:1, e2:1], "
 		    "but no luck to perform the invocation. Last error is: "
@@ -422,8 +423,8 @@ test_no_provider_every_strategy(void **state)
 			cfx_new(&c);
 			assert_int_equal(
 			    cfx_invoke(&c, &cr), RESIL_E_NO_PROVIDER);
-			snprintf(standalone, sizeof(standalone), "%s",
-			    cr.message);
+			snprintf(
+			    standalone, sizeof(standalone), "%s", cr.message);
 			assert_int_equal(c.d.n, 0);
 			cfx_end(&c);
 		}
@@ -491,8 +492,8 @@ test_event_text_rc_only_on_failures(void **state)
 	assert_true(has_text(&x, "cluster queued e0:1 (rc 111)"));
 	resil_manual_clock_advance(&x.f.mc, 100 * MS);
 	assert_int_equal(
-	    resil_pipeline_failback_poll(x.p,
-	                     resil_manual_clock_now(&x.f.mc), pipe_call, &x.d, &ran),
+	    resil_pipeline_failback_poll(
+	        x.p, resil_manual_clock_now(&x.f.mc), pipe_call, &x.d, &ran),
 	    RESIL_OK);
 	assert_int_equal(ran, 1);
 	assert_true(has_text(&x, "cluster retried e0:1"));
@@ -545,7 +546,8 @@ test_failback_full_queue_standalone_and_pipeline(void **state)
 		assert_int_equal(r.value.type, RESIL_VALUE_NULL);
 		assert_string_equal(r.message, full_msg);
 		resil_result_free(&r);
-		assert_int_equal(resil_pipeline_get_metrics(x.p, &m), RESIL_OK);
+		assert_int_equal(
+		    resil_pipeline_get_metrics(x.p, &m), RESIL_OK);
 		assert_int_equal(m.failback_dropped, 1);
 		assert_true(has_text(&x, "cluster queue_full e1:1 (rc 111)"));
 		pfx_end(&x);

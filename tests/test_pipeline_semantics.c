@@ -346,9 +346,9 @@ test_strategies_without_selector(void **state)
 	    RESIL_E_INVAL);
 	assert_non_null(strstr(x.diag.msg,
 	    "svc.conf:3: retry.enabled: cluster=failsafe makes one attempt"));
-	assert_int_equal(resil_config_parse_string(&x.conf,
-	                     "service=S\ncluster=failsafe\n", "svc.conf",
-	                     NULL, &x.diag),
+	assert_int_equal(
+	    resil_config_parse_string(&x.conf, "service=S\ncluster=failsafe\n",
+	        "svc.conf", NULL, &x.diag),
 	    RESIL_OK);
 	{
 		resil_pipeline_config pc = *resil_config_pipeline(x.conf);

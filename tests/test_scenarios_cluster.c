@@ -577,8 +577,9 @@ test_dubbo_failback_invoke_exception(void **state)
  * 'Failed retry to invoke method'", "two 'Failed retry times exceed
  * threshold'", "one 'Failback background works error'" (the third call
  * finds the timer full). resil: the third failure finds the queue full
- * and is dropped (QUEUE_FULL; the caller still gets no error); the two queued tasks are each
- * retried twice (4 failed retries) and then dropped (2 GAVE_UP).
+ * and is dropped (QUEUE_FULL; the caller still gets no error); the two queued
+ * tasks are each retried twice (4 failed retries) and then dropped (2
+ * GAVE_UP).
  */
 static void
 test_dubbo_failback_retry_failed(void **state)
