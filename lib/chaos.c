@@ -375,24 +375,33 @@ resil_chaos_ref(resil_chaos *ch)
 	return ch;
 }
 
+/* The last reference is gone: free ch itself (its methods are gone). */
+static void
+chaos_release(resil_chaos *ch)
+{
+	resil_allocator a = ch->a;
+
+	resil__strfree(&a, ch->method);
+	resil_value_free(&ch->outcome);
+	resil__free(&a, ch, sizeof(*ch));
+}
+
 void
 resil_chaos_free(resil_chaos *ch)
 {
-	resil_allocator a;
-
 	if (ch == NULL || resil__faa64(&ch->refs, UINT64_MAX) != 1)
 		return;
-	a = ch->a;
+	/* A method's chaos has no methods of its own (one level): its
+	 * reference is dropped here, without recursion. */
 	while (ch->methods != NULL) {
 		resil_chaos *m = ch->methods;
 
 		ch->methods = m->next;
 		m->next = NULL;
-		resil_chaos_free(m);
+		if (resil__faa64(&m->refs, UINT64_MAX) == 1)
+			chaos_release(m);
 	}
-	resil__strfree(&a, ch->method);
-	resil_value_free(&ch->outcome);
-	resil__free(&a, ch, sizeof(*ch));
+	chaos_release(ch);
 }
 
 resil_err
