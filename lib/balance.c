@@ -937,6 +937,20 @@ min_sample(const resil__lb *lb, const resil__view *v, const resil_random *rnd,
 	size_t a, b;
 
 	weighted_two(v, u, second(u), &a, &b);
+	if (shortest) {
+		const resil__endpoint *ea = v->snap->e[v->idx[a]].ep;
+		const resil__endpoint *eb = v->snap->e[v->idx[b]].ep;
+
+		/* Each estimate reads two lines of its endpoint (in flight,
+		 * the window): ask for all four before the first is used. */
+		__builtin_prefetch(&ea->sr_successes);
+		__builtin_prefetch(&eb->sr_successes);
+		__builtin_prefetch(&ea->rc);
+		__builtin_prefetch(&eb->rc);
+		ca = sr_estimate(ea, now, lb->cfg.shortest_slide);
+		cb = sr_estimate(eb, now, lb->cfg.shortest_slide);
+		return cb < ca ? b : a;
+	}
 	/* Both costs are read before either is used: their loads overlap. */
 	ca = scan_cost(lb, v, a, now, shortest);
 	cb = scan_cost(lb, v, b, now, shortest);
