@@ -103,6 +103,12 @@ fnv(uint64_t h, const void *p, size_t n)
 
 #define FNV0 UINT64_C(0xcbf29ce484222325)
 
+#if defined(__GNUC__)
+#define RESIL__BAL_NOINLINE __attribute__((noinline))
+#else
+#define RESIL__BAL_NOINLINE
+#endif
+
 /* resil_random_uniform(rnd), inlined: one call less per draw. */
 static inline double
 draw(const resil_random *rnd)
@@ -575,7 +581,7 @@ rf_pick(resil__lb *lb)
 /* Up to this many candidates the scan is cheaper than the heaps. */
 #define RR_SCAN 8
 
-static resil_err
+static RESIL__BAL_NOINLINE resil_err
 roundrobin(resil__lb *lb, const resil__view *v, size_t *out)
 {
 	int unit = v->total == 0; /* all 0: plain round robin */
@@ -724,7 +730,7 @@ hash_key(const resil__lb *lb, const resil_request *req, uint64_t *out,
 	return RESIL_OK;
 }
 
-static resil_err
+static RESIL__BAL_NOINLINE resil_err
 consistent(resil__lb *lb, const resil__view *v, const resil_request *req,
     size_t *out, resil_diag *diag)
 {
@@ -957,44 +963,67 @@ min_sample(const resil__lb *lb, const resil__view *v, const resil_random *rnd,
 	return cb < ca ? b : a;
 }
 
+/* Each balancer's pick on its own, out of line: the dispatch below saves
+ * no registers and keeps no frame, and a pick pays only for its own
+ * (least-active's scan keeps its ties on the stack, the hash its key). */
+static RESIL__BAL_NOINLINE size_t
+pick_random(const resil__view *v, const resil_random *rnd)
+{
+	return weighted(v, rnd);
+}
+
+static RESIL__BAL_NOINLINE size_t
+pick_min(const resil__lb *lb, const resil__view *v, const resil_random *rnd,
+    uint64_t now, int shortest)
+{
+	return v->n > RESIL_LB_SCAN_MAX ? min_sample(lb, v, rnd, now, shortest)
+	                                : min_scan(lb, v, rnd, now, shortest);
+}
+
+static RESIL__BAL_NOINLINE size_t
+pick_p2c(const resil__view *v, const resil_random *rnd)
+{
+	size_t i, j;
+
+	if (v->n == 1)
+		return 0;
+	two(v, rnd, &i, &j);
+	return active_of(v, j) < active_of(v, i) ? j : i;
+}
+
+static RESIL__BAL_NOINLINE size_t
+pick_peakewma(const resil__lb *lb, const resil__view *v,
+    const resil_random *rnd, uint64_t now)
+{
+	size_t i, j;
+
+	if (v->n == 1)
+		return 0;
+	two(v, rnd, &i, &j);
+	return ewma_load(lb, v, j, now) < ewma_load(lb, v, i, now) ? j : i;
+}
+
 resil_err
 resil__lb_pick(resil__lb *lb, const resil__view *v, const resil_request *req,
     const resil_random *rnd, uint64_t now, size_t *out, resil_diag *diag)
 {
-	size_t i, j;
-
 	switch (lb->cfg.kind) {
 	case RESIL_LB_RANDOM:
-		*out = weighted(v, rnd);
+		*out = pick_random(v, rnd);
 		return RESIL_OK;
 	case RESIL_LB_ROUNDROBIN:
 		return roundrobin(lb, v, out);
 	case RESIL_LB_LEASTACTIVE:
-		*out = v->n > RESIL_LB_SCAN_MAX
-		    ? min_sample(lb, v, rnd, now, 0)
-		    : min_scan(lb, v, rnd, now, 0);
+		*out = pick_min(lb, v, rnd, now, 0);
 		return RESIL_OK;
 	case RESIL_LB_SHORTEST:
-		*out = v->n > RESIL_LB_SCAN_MAX
-		    ? min_sample(lb, v, rnd, now, 1)
-		    : min_scan(lb, v, rnd, now, 1);
+		*out = pick_min(lb, v, rnd, now, 1);
 		return RESIL_OK;
 	case RESIL_LB_P2C:
-		if (v->n == 1) {
-			*out = 0;
-			return RESIL_OK;
-		}
-		two(v, rnd, &i, &j);
-		*out = active_of(v, j) < active_of(v, i) ? j : i;
+		*out = pick_p2c(v, rnd);
 		return RESIL_OK;
 	case RESIL_LB_PEAKEWMA:
-		if (v->n == 1) {
-			*out = 0;
-			return RESIL_OK;
-		}
-		two(v, rnd, &i, &j);
-		*out = ewma_load(lb, v, j, now) < ewma_load(lb, v, i, now) ? j
-		                                                           : i;
+		*out = pick_peakewma(lb, v, rnd, now);
 		return RESIL_OK;
 	case RESIL_LB_HASH:
 		return consistent(lb, v, req, out, diag);
