@@ -963,44 +963,53 @@ min_sample(const resil__lb *lb, const resil__view *v, const resil_random *rnd,
 	return cb < ca ? b : a;
 }
 
-/* Each balancer's pick on its own, out of line: the dispatch below saves
- * no registers and keeps no frame, and a pick pays only for its own
- * (least-active's scan keeps its ties on the stack, the hash its key). */
-static RESIL__BAL_NOINLINE size_t
-pick_random(const resil__view *v, const resil_random *rnd)
+/* Each balancer's pick on its own, out of line: the dispatch below is a
+ * tail call that saves no registers and keeps no frame, and a pick pays only
+ * for its own (least-active's scan keeps its ties on the stack, the hash its
+ * key). */
+static RESIL__BAL_NOINLINE resil_err
+pick_random(const resil__view *v, const resil_random *rnd, size_t *out)
 {
-	return weighted(v, rnd);
+	*out = weighted(v, rnd);
+	return RESIL_OK;
 }
 
-static RESIL__BAL_NOINLINE size_t
+static RESIL__BAL_NOINLINE resil_err
 pick_min(const resil__lb *lb, const resil__view *v, const resil_random *rnd,
-    uint64_t now, int shortest)
+    uint64_t now, int shortest, size_t *out)
 {
-	return v->n > RESIL_LB_SCAN_MAX ? min_sample(lb, v, rnd, now, shortest)
+	*out = v->n > RESIL_LB_SCAN_MAX ? min_sample(lb, v, rnd, now, shortest)
 	                                : min_scan(lb, v, rnd, now, shortest);
+	return RESIL_OK;
 }
 
-static RESIL__BAL_NOINLINE size_t
-pick_p2c(const resil__view *v, const resil_random *rnd)
+static RESIL__BAL_NOINLINE resil_err
+pick_p2c(const resil__view *v, const resil_random *rnd, size_t *out)
 {
 	size_t i, j;
 
-	if (v->n == 1)
-		return 0;
+	if (v->n == 1) {
+		*out = 0;
+		return RESIL_OK;
+	}
 	two(v, rnd, &i, &j);
-	return active_of(v, j) < active_of(v, i) ? j : i;
+	*out = active_of(v, j) < active_of(v, i) ? j : i;
+	return RESIL_OK;
 }
 
-static RESIL__BAL_NOINLINE size_t
+static RESIL__BAL_NOINLINE resil_err
 pick_peakewma(const resil__lb *lb, const resil__view *v,
-    const resil_random *rnd, uint64_t now)
+    const resil_random *rnd, uint64_t now, size_t *out)
 {
 	size_t i, j;
 
-	if (v->n == 1)
-		return 0;
+	if (v->n == 1) {
+		*out = 0;
+		return RESIL_OK;
+	}
 	two(v, rnd, &i, &j);
-	return ewma_load(lb, v, j, now) < ewma_load(lb, v, i, now) ? j : i;
+	*out = ewma_load(lb, v, j, now) < ewma_load(lb, v, i, now) ? j : i;
+	return RESIL_OK;
 }
 
 resil_err
@@ -1009,22 +1018,17 @@ resil__lb_pick(resil__lb *lb, const resil__view *v, const resil_request *req,
 {
 	switch (lb->cfg.kind) {
 	case RESIL_LB_RANDOM:
-		*out = pick_random(v, rnd);
-		return RESIL_OK;
+		return pick_random(v, rnd, out);
 	case RESIL_LB_ROUNDROBIN:
 		return roundrobin(lb, v, out);
 	case RESIL_LB_LEASTACTIVE:
-		*out = pick_min(lb, v, rnd, now, 0);
-		return RESIL_OK;
+		return pick_min(lb, v, rnd, now, 0, out);
 	case RESIL_LB_SHORTEST:
-		*out = pick_min(lb, v, rnd, now, 1);
-		return RESIL_OK;
+		return pick_min(lb, v, rnd, now, 1, out);
 	case RESIL_LB_P2C:
-		*out = pick_p2c(v, rnd);
-		return RESIL_OK;
+		return pick_p2c(v, rnd, out);
 	case RESIL_LB_PEAKEWMA:
-		*out = pick_peakewma(lb, v, rnd, now);
-		return RESIL_OK;
+		return pick_peakewma(lb, v, rnd, now, out);
 	case RESIL_LB_HASH:
 		return consistent(lb, v, req, out, diag);
 	}
