@@ -103,6 +103,12 @@ fnv(uint64_t h, const void *p, size_t n)
 
 #define FNV0 UINT64_C(0xcbf29ce484222325)
 
+#if defined(__GNUC__)
+#define RESIL__BAL_NOINLINE __attribute__((noinline))
+#else
+#define RESIL__BAL_NOINLINE
+#endif
+
 /* resil_random_uniform(rnd), inlined: one call less per draw. */
 static inline double
 draw(const resil_random *rnd)
@@ -575,7 +581,7 @@ rf_pick(resil__lb *lb)
 /* Up to this many candidates the scan is cheaper than the heaps. */
 #define RR_SCAN 8
 
-static resil_err
+static RESIL__BAL_NOINLINE resil_err
 roundrobin(resil__lb *lb, const resil__view *v, size_t *out)
 {
 	int unit = v->total == 0; /* all 0: plain round robin */
@@ -724,7 +730,7 @@ hash_key(const resil__lb *lb, const resil_request *req, uint64_t *out,
 	return RESIL_OK;
 }
 
-static resil_err
+static RESIL__BAL_NOINLINE resil_err
 consistent(resil__lb *lb, const resil__view *v, const resil_request *req,
     size_t *out, resil_diag *diag)
 {
@@ -937,51 +943,92 @@ min_sample(const resil__lb *lb, const resil__view *v, const resil_random *rnd,
 	size_t a, b;
 
 	weighted_two(v, u, second(u), &a, &b);
+	if (shortest) {
+		const resil__endpoint *ea = v->snap->e[v->idx[a]].ep;
+		const resil__endpoint *eb = v->snap->e[v->idx[b]].ep;
+
+		/* Each estimate reads two lines of its endpoint (in flight,
+		 * the window): ask for all four before the first is used. */
+		__builtin_prefetch(&ea->sr_successes);
+		__builtin_prefetch(&eb->sr_successes);
+		__builtin_prefetch(&ea->rc);
+		__builtin_prefetch(&eb->rc);
+		ca = sr_estimate(ea, now, lb->cfg.shortest_slide);
+		cb = sr_estimate(eb, now, lb->cfg.shortest_slide);
+		return cb < ca ? b : a;
+	}
 	/* Both costs are read before either is used: their loads overlap. */
 	ca = scan_cost(lb, v, a, now, shortest);
 	cb = scan_cost(lb, v, b, now, shortest);
 	return cb < ca ? b : a;
 }
 
+/* Each balancer's pick on its own, out of line: the dispatch below is a
+ * tail call that saves no registers and keeps no frame, and a pick pays only
+ * for its own (least-active's scan keeps its ties on the stack, the hash its
+ * key). */
+static RESIL__BAL_NOINLINE resil_err
+pick_random(const resil__view *v, const resil_random *rnd, size_t *out)
+{
+	*out = weighted(v, rnd);
+	return RESIL_OK;
+}
+
+static RESIL__BAL_NOINLINE resil_err
+pick_min(const resil__lb *lb, const resil__view *v, const resil_random *rnd,
+    uint64_t now, int shortest, size_t *out)
+{
+	*out = v->n > RESIL_LB_SCAN_MAX ? min_sample(lb, v, rnd, now, shortest)
+	                                : min_scan(lb, v, rnd, now, shortest);
+	return RESIL_OK;
+}
+
+static RESIL__BAL_NOINLINE resil_err
+pick_p2c(const resil__view *v, const resil_random *rnd, size_t *out)
+{
+	size_t i, j;
+
+	if (v->n == 1) {
+		*out = 0;
+		return RESIL_OK;
+	}
+	two(v, rnd, &i, &j);
+	*out = active_of(v, j) < active_of(v, i) ? j : i;
+	return RESIL_OK;
+}
+
+static RESIL__BAL_NOINLINE resil_err
+pick_peakewma(const resil__lb *lb, const resil__view *v,
+    const resil_random *rnd, uint64_t now, size_t *out)
+{
+	size_t i, j;
+
+	if (v->n == 1) {
+		*out = 0;
+		return RESIL_OK;
+	}
+	two(v, rnd, &i, &j);
+	*out = ewma_load(lb, v, j, now) < ewma_load(lb, v, i, now) ? j : i;
+	return RESIL_OK;
+}
+
 resil_err
 resil__lb_pick(resil__lb *lb, const resil__view *v, const resil_request *req,
     const resil_random *rnd, uint64_t now, size_t *out, resil_diag *diag)
 {
-	size_t i, j;
-
 	switch (lb->cfg.kind) {
 	case RESIL_LB_RANDOM:
-		*out = weighted(v, rnd);
-		return RESIL_OK;
+		return pick_random(v, rnd, out);
 	case RESIL_LB_ROUNDROBIN:
 		return roundrobin(lb, v, out);
 	case RESIL_LB_LEASTACTIVE:
-		*out = v->n > RESIL_LB_SCAN_MAX
-		    ? min_sample(lb, v, rnd, now, 0)
-		    : min_scan(lb, v, rnd, now, 0);
-		return RESIL_OK;
+		return pick_min(lb, v, rnd, now, 0, out);
 	case RESIL_LB_SHORTEST:
-		*out = v->n > RESIL_LB_SCAN_MAX
-		    ? min_sample(lb, v, rnd, now, 1)
-		    : min_scan(lb, v, rnd, now, 1);
-		return RESIL_OK;
+		return pick_min(lb, v, rnd, now, 1, out);
 	case RESIL_LB_P2C:
-		if (v->n == 1) {
-			*out = 0;
-			return RESIL_OK;
-		}
-		two(v, rnd, &i, &j);
-		*out = active_of(v, j) < active_of(v, i) ? j : i;
-		return RESIL_OK;
+		return pick_p2c(v, rnd, out);
 	case RESIL_LB_PEAKEWMA:
-		if (v->n == 1) {
-			*out = 0;
-			return RESIL_OK;
-		}
-		two(v, rnd, &i, &j);
-		*out = ewma_load(lb, v, j, now) < ewma_load(lb, v, i, now) ? j
-		                                                           : i;
-		return RESIL_OK;
+		return pick_peakewma(lb, v, rnd, now, out);
 	case RESIL_LB_HASH:
 		return consistent(lb, v, req, out, diag);
 	}

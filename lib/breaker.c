@@ -566,6 +566,7 @@ finish(resil_breaker *b, resil_breaker_state from, resil_breaker_state to,
 		window_reset(b);
 		break;
 	case RESIL_BREAKER_DISABLED:
+	case RESIL_BREAKER_CORRUPT: /* never a target */
 		break;
 	}
 tell:
@@ -758,8 +759,10 @@ acquire_slow(resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
 			return RESIL_OK;
 		case RESIL_BREAKER_FORCED_OPEN:
 			return reject(b, retry_after, UINT64_MAX);
+		case RESIL_BREAKER_CORRUPT:
+			break;
 		}
-		return RESIL_E_MISUSE; /* unreachable: corrupt state word */
+		return RESIL_E_MISUSE; /* a corrupt state word */
 	}
 }
 
@@ -1072,6 +1075,7 @@ record_impl(resil_breaker *b, resil_permit *permit, resil_outcome outcome,
 	case RESIL_BREAKER_OPEN:
 	case RESIL_BREAKER_FORCED_OPEN:
 	case RESIL_BREAKER_DISABLED:
+	case RESIL_BREAKER_CORRUPT:
 		break;
 	}
 	/* No permit is ever granted in an OPEN episode. */
@@ -1199,7 +1203,7 @@ resil_breaker_get_state(const resil_breaker *b)
 {
 	if (b == NULL)
 		return RESIL_BREAKER_CLOSED;
-	return w_state(resil__load64(&b->st->word));
+	return w_state_checked(resil__load64(&b->st->word));
 }
 
 resil_err

@@ -187,6 +187,18 @@ w_state(uint64_t w)
 	return (resil_breaker_state)(w & W_STATE_MASK);
 }
 
+/* w's state for a reader outside the machine: RESIL_BREAKER_CORRUPT when
+ * the word holds none (a damaged shm region). */
+static inline resil_breaker_state
+w_state_checked(uint64_t w)
+{
+	uint64_t s = w & W_STATE_MASK;
+
+	return (resil_breaker_state)(s <= RESIL_BREAKER_METRICS_ONLY
+	        ? s
+	        : RESIL_BREAKER_CORRUPT);
+}
+
 static inline uint64_t
 w_episode(uint64_t w)
 {

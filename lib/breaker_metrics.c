@@ -29,6 +29,8 @@ resil_breaker_state_name(resil_breaker_state s)
 		return "FORCED_OPEN";
 	case RESIL_BREAKER_METRICS_ONLY:
 		return "METRICS_ONLY";
+	case RESIL_BREAKER_CORRUPT:
+		return "CORRUPT";
 	}
 	return "UNKNOWN";
 }
@@ -104,7 +106,7 @@ resil_breaker_get_metrics(resil_breaker *b, resil_breaker_metrics *out)
 	w = resil__load64(&st->word);
 	now = now_coarse(b);
 	since = resil__load64(&st->since);
-	m.state = w_state(w);
+	m.state = w_state_checked(w);
 	m.time_in_state = now > since ? now - since : 0;
 	m.transitions = w_episode(w);
 	m.open_wait = resil__load64(&st->wait);

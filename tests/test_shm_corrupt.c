@@ -503,7 +503,8 @@ test_shm_corrupt_state_word_owner(void **state)
 
 /* Damage done while processes are attached: the next lookup refuses it
  * with its message; a breaker handle already made never grants a permit
- * on a state word that holds no state; a reap touches nothing. */
+ * on a state word that holds no state, and reads it as CORRUPT; a reap
+ * touches nothing. */
 static void
 test_shm_corrupt_while_attached(void **state)
 {
@@ -512,6 +513,7 @@ test_shm_corrupt_while_attached(void **state)
 	resil_bulkhead *bh;
 	resil_breaker_config bc = br_cfg();
 	resil_bulkhead_config hc = resil_bulkhead_config_default();
+	resil_breaker_metrics m;
 	resil_permit p;
 	resil_diag d;
 	uint64_t saved;
@@ -530,7 +532,20 @@ test_shm_corrupt_while_attached(void **state)
 	assert_non_null(strstr(d.msg, "breaker br: its state word"));
 	assert_non_null(strstr(d.msg, "holds no state (6)"));
 	assert_int_not_equal(resil_breaker_acquire(b, &p), RESIL_OK);
+	/* The handle made before the damage reads no raw garbage: its state
+	 * and its metrics say CORRUPT (6 and 7 alike). */
+	assert_int_equal(resil_breaker_get_state(b), RESIL_BREAKER_CORRUPT);
+	assert_string_equal(
+	    resil_breaker_state_name(resil_breaker_get_state(b)), "CORRUPT");
+	assert_int_equal(resil_breaker_get_metrics(b, &m), RESIL_OK);
+	assert_int_equal(m.state, RESIL_BREAKER_CORRUPT);
+	*raw_word(&r, 0) = saved | 7;
+	assert_int_equal(resil_breaker_get_state(b), RESIL_BREAKER_CORRUPT);
+	assert_int_equal(resil_breaker_acquire(b, &p), RESIL_E_MISUSE);
+	assert_int_equal(
+	    resil_breaker_transition(b, RESIL_BREAKER_CORRUPT), RESIL_E_INVAL);
 	*raw_word(&r, 0) = saved;
+	assert_int_equal(resil_breaker_get_state(b), RESIL_BREAKER_CLOSED);
 	assert_int_equal(resil_breaker_acquire(b, &p), RESIL_OK);
 	assert_int_equal(
 	    resil_breaker_record(b, &p, RESIL_OUTCOME_SUCCESS), RESIL_OK);

@@ -47,11 +47,16 @@ typedef enum resil_breaker_state {
 	RESIL_BREAKER_HALF_OPEN = 2,
 	RESIL_BREAKER_DISABLED = 3,     /* always permits, records nothing */
 	RESIL_BREAKER_FORCED_OPEN = 4,  /* always rejects, until a reset */
-	RESIL_BREAKER_METRICS_ONLY = 5  /* records, never trips */
+	RESIL_BREAKER_METRICS_ONLY = 5, /* records, never trips */
+	/* Read only: a shared breaker's state word that holds no state (its
+	 * shm region was damaged after the handle was made). Every acquire
+	 * refuses (RESIL_E_MISUSE); resil_breaker_transition() cannot reach
+	 * or leave it. */
+	RESIL_BREAKER_CORRUPT = 6
 } resil_breaker_state;
 
-/* "CLOSED", "OPEN", "HALF_OPEN", "DISABLED", "FORCED_OPEN", "METRICS_ONLY"
- * or "UNKNOWN". */
+/* "CLOSED", "OPEN", "HALF_OPEN", "DISABLED", "FORCED_OPEN", "METRICS_ONLY",
+ * "CORRUPT" or "UNKNOWN". */
 RESIL_API const char *resil_breaker_state_name(resil_breaker_state s);
 
 /* Why a transition happened. */
@@ -261,7 +266,8 @@ typedef int (*resil_breaker_fn)(void *ctx);
 RESIL_API resil_err resil_breaker_call(resil_breaker *b, resil_breaker_fn fn,
     void *ctx, const resil_classifier *cls, int *rc);
 
-/* The current state (one atomic load). */
+/* The current state (one atomic load and a range check):
+ * RESIL_BREAKER_CORRUPT when the state word holds no state. */
 RESIL_API resil_breaker_state resil_breaker_get_state(const resil_breaker *b);
 
 /*
