@@ -154,6 +154,7 @@ struct resil_config {
 	resil_cluster_text *ct; /* the selector keys, or NULL: none */
 	resil_source_text *st;  /* the registry keys, or NULL: none */
 	resil_chaos *chaos;     /* made from chaos.* (issue 28), or NULL */
+	char *ckeys; /* the cluster keys, as a reload compares them */
 };
 
 /*
@@ -953,6 +954,46 @@ install(resil_config *conf, build *b)
 	b->methods = NULL;
 	b->method_mock = NULL;
 	strtab_free(&b->names, b->a);
+	conf->pc.cluster_keys = conf->ckeys;
+}
+
+/* Whether s is a selector, directory or registry key. */
+static int
+cluster_key(const setting *s)
+{
+	return s->source || (s->def == NULL && s->mk == MK_TEXT && !s->chaos);
+}
+
+/* conf->ckeys made again from the settings (lib/pipeline_ckeys.h's form:
+ * the origin, then "LINE\tKEY=VALUE" lines). */
+static resil_err
+ckeys_make(resil_config *conf, resil_diag *diag)
+{
+	const char *origin = conf->origin != NULL ? conf->origin : "<string>";
+	size_t i, len = strlen(origin) + 2, at;
+	char *s;
+
+	/* Exactly the string's size: resil__strfree gives back strlen + 1. */
+	for (i = 0; i < conf->n; i++)
+		if (cluster_key(&conf->settings[i]))
+			len += (size_t)snprintf(NULL, 0, "%u\t%s=%s\n",
+			    conf->settings[i].line, conf->settings[i].key,
+			    conf->settings[i].value);
+	s = resil__alloc(&conf->alloc, len);
+	if (s == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_NOMEM, "config: out of memory");
+	at = (size_t)snprintf(s, len, "%s\n", origin);
+	for (i = 0; i < conf->n; i++) {
+		const setting *st = &conf->settings[i];
+
+		if (cluster_key(st))
+			at += (size_t)snprintf(s + at, len - at, "%u\t%s=%s\n",
+			    st->line, st->key, st->value);
+	}
+	resil__strfree(&conf->alloc, conf->ckeys);
+	conf->ckeys = s;
+	return RESIL_OK;
 }
 
 /* Rebuild from every setting. */
@@ -968,6 +1009,8 @@ rebuild(resil_config *conf, resil_diag *diag)
 		err = build_apply(&b, &conf->settings[i], diag);
 	if (err == RESIL_OK)
 		err = build_finish(&b, diag);
+	if (err == RESIL_OK)
+		err = ckeys_make(conf, diag);
 	if (err != RESIL_OK) {
 		build_discard(&b);
 		return err;
@@ -1214,6 +1257,8 @@ parse_text(resil_config *conf, const char *text, size_t len, resil_diag *diag)
 	}
 	if (err == RESIL_OK)
 		err = build_finish(&b, diag);
+	if (err == RESIL_OK)
+		err = ckeys_make(conf, diag);
 	if (err != RESIL_OK) {
 		build_discard(&b);
 		return err;
@@ -1342,6 +1387,7 @@ resil_config_free(resil_config *conf)
 	resil_cluster_text_free(conf->ct);
 	resil_source_text_free(conf->st);
 	resil_chaos_free(conf->chaos);
+	resil__strfree(&a, conf->ckeys);
 	resil__strfree(&a, conf->origin);
 	resil__free(&a, conf, sizeof(*conf));
 }

@@ -69,6 +69,7 @@ resil_pipeline_free(resil_pipeline *p)
 	for (i = 0; i < NSTRIPES; i++)
 		resil_candidates_free(p->pool[i].c);
 	resil__strfree(resil__a, p->service);
+	resil__strfree(resil__a, p->ckeys);
 	resil__free(resil__a, p->stripes_mem,
 	    sizeof(stripe) * NSTRIPES + RESIL__CACHELINE);
 	{
@@ -176,9 +177,11 @@ resil_pipeline_new(
 	p->chaos = cfg->chaos;
 	p->slow = cfg->hedge_max != 0 || cfg->selector != NULL;
 	p->service = resil__strdup(resil__a, cfg->service);
+	p->ckeys = resil__strdup(resil__a, cfg->cluster_keys);
 	p->stripes_mem = resil__calloc(
 	    resil__a, sizeof(stripe) * NSTRIPES + RESIL__CACHELINE);
-	if (p->service == NULL || p->stripes_mem == NULL) {
+	if (p->service == NULL || p->stripes_mem == NULL ||
+	    (cfg->cluster_keys != NULL && p->ckeys == NULL)) {
 		err = resil__diagf(
 		    diag, RESIL_E_NOMEM, "pipeline: out of memory");
 		goto fail;

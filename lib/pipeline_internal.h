@@ -224,6 +224,9 @@ struct resil_pipeline {
 	 * implicit endpoint (ccfg set, fbq for failback); 0: none. */
 	int one_ep;
 	resil_chaos *chaos; /* borrowed, or NULL */
+	/* The cluster keys of the text it runs with (lib/pipeline_ckeys.h;
+	 * owned, NULL: none): a text reload compares its own with them. */
+	char *ckeys;
 	/* Shared-memory and fleet state (lib/pipeline_shared.c), or NULL:
 	 * none. */
 	struct resil__pshared *sh;

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "pipeline_ckeys.h"
 #include "pipeline_config.h"
 #include "pipeline_events.h"
 #include "pipeline_settings.h"
@@ -194,10 +195,67 @@ emit_reload(resil_pipeline *p, unsigned count, const char *what)
 	    p, &ev, RESIL_STAGE_CONFIG, resil_clock_now(&p->clock), text, "");
 }
 
+/* A reload's cluster keys (cfg->cluster_keys; NULL, a reload made in C:
+ * the pipeline's stay) against the pipeline's: a change refused, the
+ * condition rules parsed into *rules when they changed. */
+static resil_err
+reload_ckeys(resil_pipeline *p, const resil_pipeline_config *cfg,
+    resil_condition ***rules, size_t *nrules, int *conds, resil_diag *diag)
+{
+	resil_err err;
+
+	*rules = NULL;
+	*nrules = 0;
+	*conds = 0;
+	if (cfg->cluster_keys == NULL)
+		return RESIL_OK;
+	err = resil__ckeys_compare(
+	    p->ckeys, cfg->cluster_keys, p->sel != NULL, conds, diag);
+	if (err == RESIL_OK && *conds)
+		err = resil__ckeys_rules(
+		    cfg->cluster_keys, &p->alloc, rules, nrules, diag);
+	return err;
+}
+
+/* The condition rules into the selector, the keys kept (issue 24.1). */
+static resil_err
+apply_ckeys(resil_pipeline *p, const resil_pipeline_config *cfg,
+    resil_condition **rules, size_t nrules, int conds, resil_diag *diag)
+{
+	char *keys;
+	resil_err err;
+
+	if (cfg->cluster_keys == NULL)
+		return RESIL_OK;
+	keys = resil__strdup(&p->alloc, cfg->cluster_keys);
+	if (keys == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_NOMEM, "reload: out of memory");
+	if (conds) {
+		static resil_condition *const none[1] = { NULL };
+
+		err = resil_selector_set_conditions(
+		    p->sel, nrules > 0 ? rules : none, nrules, diag);
+		if (err != RESIL_OK) {
+			resil__strfree(&p->alloc, keys);
+			return err;
+		}
+		/* The selector owns the rules now, the array is copied. */
+		if (rules != NULL)
+			resil__free(&p->alloc, rules, nrules * sizeof(*rules));
+	}
+	resil__strfree(&p->alloc, p->ckeys);
+	p->ckeys = keys;
+	return RESIL_OK;
+}
+
 resil_err
 resil_pipeline_reload(
     resil_pipeline *p, const resil_pipeline_config *cfg, resil_diag *diag)
 {
+	resil_condition **rules = NULL;
+	size_t nrules = 0;
+	int conds = 0;
 	resil_pipeline_config eff;
 	settings *old, *g = NULL;
 	char what[100];
@@ -216,11 +274,26 @@ resil_pipeline_reload(
 	if (err == RESIL_OK &&
 	    (err = resil__shared_apply(p, &eff, g, 1, diag)) != RESIL_OK)
 		resil__settings_free(g);
+	/* Issue 24.1: the selector's, directory's and registry's keys. */
+	if (err == RESIL_OK &&
+	    ((err = reload_ckeys(p, cfg, &rules, &nrules, &conds, diag)) !=
+	            RESIL_OK ||
+	        (err = apply_ckeys(p, cfg, rules, nrules, conds, diag)) !=
+	            RESIL_OK))
+		resil__settings_free(g);
 	if (err != RESIL_OK) {
+		resil__ckeys_rules_free(&p->alloc, rules, nrules);
 		resil__spin_unlock(&p->mock_lock);
 		return err;
 	}
 	count = describe_changes(old, g, &eff, what, sizeof(what));
+	if (conds) {
+		size_t len = strlen(what);
+
+		snprintf(what + len, sizeof(what) - len, "%srouter.condition",
+		    count > 0 ? ", " : "");
+		count += 1;
+	}
 	/* Published with a full barrier (conf_hold's check relies on it):
 	 * calls that start from now on run with g. */
 	resil__fas64((uint64_t *)(void *)&p->cur, (uint64_t)(uintptr_t)g);

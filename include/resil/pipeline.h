@@ -305,6 +305,13 @@ typedef struct resil_pipeline_config {
 	 * resil_config_directory() sets from it); the pipeline only keeps
 	 * it from changing by reload. */
 	const char *endpoint_breaker_shared_url;
+	/* Set by resil_config_pipeline(): the text's selector, directory
+	 * and registry keys (loadbalance*, router.*, outlier.*, panic.*,
+	 * health.*, url=, endpoint.breaker.*, registry*), as a reload
+	 * compares them (issue 24.1); opaque, owned by the resil_config.
+	 * resil_pipeline_new() copies it. NULL (a configuration made in C):
+	 * the pipeline was given no such keys. */
+	const char *cluster_keys;
 } resil_pipeline_config;
 
 /* The kinds of call events (resil_pipeline_config.call_events). */

@@ -1,0 +1,287 @@
+/*
+ * Issue 24.1: a text reload's selector, directory and registry keys.
+ * Each row changes, adds or removes one key of a running cluster
+ * pipeline made from text: the reload either takes effect (the condition
+ * rules: the next call routes by the new ones) or is refused with the
+ * key and origin:line, the pipeline unchanged. None is accepted and
+ * ignored (before: every row below returned RESIL_OK).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <resil/config.h>
+#include <resil/pipeline.h>
+
+#define BASE                                        \
+	"service=StockService\n"                    \
+	"cluster=failover\n"                        \
+	"retries=2\n"                               \
+	"loadbalance=roundrobin\n"                  \
+	"outlier.consecutive_failures=5\n"          \
+	"panic.threshold=50\n"                      \
+	"router.condition=method = getPrice => tier = premium\n"
+
+static const char *const addr[3] = { "10.0.0.1:20880", "10.0.0.2:20880",
+	"10.0.0.3:20880" };
+
+typedef struct fx {
+	resil_config *conf;
+	resil_directory *dir;
+	resil_selector *sel;
+	resil_pipeline *p;
+} fx;
+
+static void
+fx_up(fx *f, const char *text, int with_text)
+{
+	resil_directory_config dc;
+	resil_selector_config sc;
+	resil_pipeline_config pc;
+	resil_endpoint_spec specs[3];
+	resil_diag d;
+	int i;
+
+	memset(f, 0, sizeof(*f));
+	if (resil_config_parse_string(&f->conf, text, "svc.conf", NULL, &d) !=
+	    RESIL_OK)
+		fail_msg("%s", d.msg);
+	resil_directory_config_init(&dc);
+	resil_config_directory(f->conf, &dc);
+	resil_config_selector(f->conf, &sc);
+	pc = *resil_config_pipeline(f->conf);
+	if (!with_text)
+		pc.cluster_keys = NULL; /* as a configuration made in C */
+	assert_int_equal(resil_directory_new(&f->dir, &dc, &d), RESIL_OK);
+	assert_int_equal(resil_selector_new(&f->sel, f->dir, &sc, &d), RESIL_OK);
+	pc.selector = f->sel;
+	if (resil_pipeline_new(&f->p, &pc, &d) != RESIL_OK)
+		fail_msg("%s", d.msg);
+	for (i = 0; i < 3; i++)
+		specs[i] = resil_endpoint_spec_default(addr[i]);
+	specs[2].params = "tier=premium";
+	assert_int_equal(resil_directory_push(f->dir, specs, 3, &d), RESIL_OK);
+}
+
+static void
+fx_down(fx *f)
+{
+	resil_pipeline_free(f->p);
+	resil_selector_free(f->sel);
+	resil_directory_free(f->dir);
+	resil_config_free(f->conf);
+}
+
+static int
+provider(
+    void *ctx, const resil_pick *ep, const resil_args *args, resil_value *out)
+{
+	(void)ctx;
+	(void)ep;
+	(void)args;
+	*out = resil_value_int(1);
+	return 0;
+}
+
+/* The endpoint that answered method's call ("" for none). */
+static const char *
+answered(fx *f, const char *method, char *buf)
+{
+	resil_invocation inv;
+	resil_result r;
+
+	resil_invocation_init(&inv, method);
+	resil_result_init(&r);
+	(void)resil_pipeline_invoke_ex(f->p, NULL, &inv, provider, NULL, &r);
+	snprintf(buf, 64, "%s", r.endpoint);
+	resil_result_free(&r);
+	return buf;
+}
+
+/* A refused row: the text (BASE with one line replaced, added or
+ * removed) and the exact message. */
+typedef struct row {
+	const char *text;
+	const char *msg;
+} row;
+
+#define SEL_WHY                                                         \
+	"cannot change by reload (the selector's balancers and routers are " \
+	"made once, by resil_selector_new(); build them again to change it)"
+#define DIR_WHY                                                            \
+	"cannot change by reload (the directory's endpoints, outlier "       \
+	"detection and health checks are made once, by resil_directory_new(); " \
+	"build them again to change it)"
+
+static const row refused[] = {
+	{ "service=StockService\ncluster=failover\nretries=2\n"
+	  "loadbalance=random\noutlier.consecutive_failures=5\n"
+	  "panic.threshold=50\n"
+	  "router.condition=method = getPrice => tier = premium\n",
+	    "svc.conf:4: loadbalance: " SEL_WHY },
+	{ BASE "loadbalance.seed=7\n", "svc.conf:8: loadbalance.seed: " SEL_WHY },
+	{ BASE "getStock.loadbalance=hash\n",
+	    "svc.conf:8: getStock.loadbalance: " SEL_WHY },
+	{ BASE "router.zone=hz\n", "svc.conf:8: router.zone: " SEL_WHY },
+	{ BASE "router.tag.force=true\n",
+	    "svc.conf:8: router.tag.force: " SEL_WHY },
+	{ "service=StockService\ncluster=failover\nretries=2\n"
+	  "loadbalance=roundrobin\noutlier.consecutive_failures=5\n"
+	  "panic.threshold=60\n"
+	  "router.condition=method = getPrice => tier = premium\n",
+	    "svc.conf:6: panic.threshold: " SEL_WHY },
+	{ "service=StockService\ncluster=failover\nretries=2\n"
+	  "loadbalance=roundrobin\noutlier.consecutive_failures=3\n"
+	  "panic.threshold=50\n"
+	  "router.condition=method = getPrice => tier = premium\n",
+	    "svc.conf:5: outlier.consecutive_failures: " DIR_WHY },
+	{ BASE "outlier.base_ejection=10s\n",
+	    "svc.conf:8: outlier.base_ejection: " DIR_WHY },
+	{ BASE "health.interval=5s\n", "svc.conf:8: health.interval: " DIR_WHY },
+	{ BASE "registry.empty_protection=false\n",
+	    "svc.conf:8: registry.empty_protection: " DIR_WHY },
+	{ BASE "endpoint.breaker.consecutive_failures=3\n",
+	    "svc.conf:8: endpoint.breaker.consecutive_failures: " DIR_WHY },
+	{ BASE "url=dubbo://10.0.0.9:20880\n", "svc.conf:8: url: " DIR_WHY },
+	/* A key the reload leaves out: the origin and the key. */
+	{ "service=StockService\ncluster=failover\nretries=2\n"
+	  "loadbalance=roundrobin\noutlier.consecutive_failures=5\n"
+	  "router.condition=method = getPrice => tier = premium\n",
+	    "svc.conf: panic.threshold: cannot change by reload (the "
+	    "selector's balancers and routers are made once, by "
+	    "resil_selector_new(); build them again to remove it)" },
+};
+
+static void
+test_reload_refuses_each_cluster_key(void **state)
+{
+	size_t i;
+	char buf[64];
+
+	(void)state;
+	for (i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		fx f;
+		resil_diag d;
+
+		fx_up(&f, BASE, 1);
+		d.msg[0] = '\0';
+		if (resil_pipeline_reload_string(f.p, refused[i].text,
+		        "svc.conf", &d) != RESIL_E_INVAL)
+			fail_msg("row %zu accepted", i);
+		if (strcmp(d.msg, refused[i].msg) != 0)
+			fail_msg("row %zu: %s", i, d.msg);
+		/* Unchanged: round robin over the three, the rule kept. */
+		assert_int_equal(resil_selector_condition_count(f.sel), 1);
+		assert_string_equal(answered(&f, "getPrice", buf), addr[2]);
+		fx_down(&f);
+	}
+}
+
+static void
+test_reload_same_keys_is_ok(void **state)
+{
+	fx f;
+	resil_diag d;
+
+	(void)state;
+	fx_up(&f, BASE, 1);
+	/* The same keys (and a pipeline key changed) reload. */
+	if (resil_pipeline_reload_string(f.p, BASE "timeout=2000\n",
+	        "svc.conf", &d) != RESIL_OK)
+		fail_msg("%s", d.msg);
+	/* Twice: the pipeline keeps the last reload's keys. */
+	if (resil_pipeline_reload_string(f.p, BASE, "svc2.conf", &d) !=
+	    RESIL_OK)
+		fail_msg("%s", d.msg);
+	fx_down(&f);
+}
+
+static void
+test_reload_applies_condition_rules(void **state)
+{
+	fx f;
+	resil_diag d;
+	char buf[64];
+	int i, premium = 0;
+
+	(void)state;
+	fx_up(&f, BASE, 1);
+	assert_string_equal(answered(&f, "getPrice", buf), addr[2]);
+	/* The rule changed: getStock now goes to the premium tier and
+	 * getPrice anywhere. */
+	if (resil_pipeline_reload_string(f.p,
+	        "service=StockService\ncluster=failover\nretries=2\n"
+	        "loadbalance=roundrobin\noutlier.consecutive_failures=5\n"
+	        "panic.threshold=50\n"
+	        "router.condition=method = getStock => tier = premium\n",
+	        "svc.conf", &d) != RESIL_OK)
+		fail_msg("%s", d.msg);
+	assert_int_equal(resil_selector_condition_count(f.sel), 1);
+	for (i = 0; i < 6; i++) {
+		assert_string_equal(answered(&f, "getStock", buf), addr[2]);
+		premium += strcmp(answered(&f, "getPrice", buf), addr[2]) == 0;
+	}
+	assert_true(premium < 6);
+	/* Two rules, then none. */
+	if (resil_pipeline_reload_string(f.p,
+	        BASE "router.condition=method = getStock => tier = premium\n",
+	        "svc.conf", &d) != RESIL_OK)
+		fail_msg("%s", d.msg);
+	assert_int_equal(resil_selector_condition_count(f.sel), 2);
+	if (resil_pipeline_reload_string(f.p,
+	        "service=StockService\ncluster=failover\nretries=2\n"
+	        "loadbalance=roundrobin\noutlier.consecutive_failures=5\n"
+	        "panic.threshold=50\n",
+	        "svc.conf", &d) != RESIL_OK)
+		fail_msg("%s", d.msg);
+	assert_int_equal(resil_selector_condition_count(f.sel), 0);
+	premium = 0;
+	for (i = 0; i < 6; i++)
+		premium += strcmp(answered(&f, "getPrice", buf), addr[2]) == 0;
+	assert_true(premium < 6);
+	fx_down(&f);
+}
+
+static void
+test_reload_of_a_pipeline_made_in_c(void **state)
+{
+	fx f;
+	resil_diag d;
+
+	(void)state;
+	/* A pipeline whose configuration came from C has no cluster keys:
+	 * a text that brings one is refused, not ignored. */
+	fx_up(&f, BASE, 0);
+	assert_int_equal(
+	    resil_pipeline_reload_string(f.p, BASE, "svc.conf", &d),
+	    RESIL_E_INVAL);
+	assert_string_equal(d.msg, "svc.conf:4: loadbalance: " SEL_WHY);
+	/* A reload in C (cluster_keys NULL) keeps what runs. */
+	{
+		resil_pipeline_config pc = *resil_config_pipeline(f.conf);
+
+		pc.cluster_keys = NULL;
+		pc.selector = f.sel;
+		if (resil_pipeline_reload(f.p, &pc, &d) != RESIL_OK)
+			fail_msg("%s", d.msg);
+	}
+	fx_down(&f);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_reload_refuses_each_cluster_key),
+		cmocka_unit_test(test_reload_same_keys_is_ok),
+		cmocka_unit_test(test_reload_applies_condition_rules),
+		cmocka_unit_test(test_reload_of_a_pipeline_made_in_c),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
