@@ -158,8 +158,8 @@ drive(resil_pipeline *p, settings *g, unsigned gs, const method *m,
 
 	resil__tls_method = args->method;
 	resil__tls_in_call = 1;
-	if (RESIL__UNLIKELY(!m->simple ||
-	        resil__loadptr((void *const *)&g->mock) != NULL))
+	if (RESIL__UNLIKELY(
+	        !m->simple || resil__loadptr((void *const *)&g->mock) != NULL))
 		return drive_machine(p, g, gs, m, args, fn, ctx, out);
 	resil__faa64(&p->stripes[gs].calls, 1);
 	if (b != NULL &&

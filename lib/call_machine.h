@@ -172,6 +172,36 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 }
 
 /*
+ * launch() for the first attempt of a simple method (m->simple: no
+ * limiter, bulkhead, timeout, hedging, selector, chaos, retry run), whose
+ * slot 0 is free: only the breaker can refuse it, and no time is needed.
+ */
+HOT int
+launch_first_simple(callm *c, resil_call_next *st)
+{
+	slot *s = &c->slots[0];
+
+	if (c->breaker != NULL) {
+		if (RESIL__UNLIKELY(resil_breaker_acquire(
+		                        c->breaker, &s->permit) != RESIL_OK)) {
+			c->breaker_state =
+			    (int)resil_breaker_get_state(c->breaker);
+			rejected(c, RESIL_E_OPEN);
+			return 0;
+		}
+		s->has_permit = 1;
+	} else {
+		s->has_permit = 0;
+	}
+	s->has_bh = 0;
+	c->running = 1;
+	s->id = c->issued = 1;
+	c->attempts = 1; /* a call of the user's function is made */
+	next_is(st, RESIL_CALL_RUN, 1, UINT64_MAX, 0);
+	return 1;
+}
+
+/*
  * Attempt s answered (rc, *value, moved in; NULL: null) at the time in
  * ts, or (late != 0) did not answer by its timeout. Record it with every
  * stage below retry. A late attempt stays abandoned: its answer, when it
@@ -352,7 +382,7 @@ mstart(callm *c, resil_pipeline *p, settings *g, unsigned gs, const method *m,
 			run_begin(c, ts);
 		}
 	}
-	if (!launch(c, ts, st))
+	if (!(m->simple ? launch_first_simple(c, st) : launch(c, ts, st)))
 		resil__call_attend(c, ts, st);
 	return RESIL_OK;
 }

@@ -1216,10 +1216,13 @@ resil_fallback_call(resil_fallback *fb, const resil_args *args,
 	    force_stage(fb, args, out, &err))
 		return err;
 
-	/* The live call writes its value straight into *out (init leaves a
-	 * null value), and the default classifier is inlined: this is the
-	 * path of every call. */
-	resil__result_clear(out);
+	/* The live call writes its value straight into *out; the other
+	 * fields are written once, by the answer (or, on a failure, cleared
+	 * around the value first). The default classifier is inlined: this
+	 * is the path of every call. */
+	out->value.type = RESIL_VALUE_NULL; /* what the call leaves */
+	out->value.u.s.ptr = NULL;
+	out->value.u.s.len = 0;
 	rc = fn(ctx, args, &out->value);
 	o = cls == NULL || cls->fn == NULL
 	    ? (rc == 0 ? RESIL_OUTCOME_SUCCESS : RESIL_OUTCOME_FAILURE)
@@ -1229,11 +1232,10 @@ resil_fallback_call(resil_fallback *fb, const resil_args *args,
 		/* Only a success is recorded; both are answered live. */
 		if (o == RESIL_OUTCOME_SUCCESS && fb != NULL && fb->ncache > 0)
 			(void)resil_fallback_record(fb, args, &out->value);
-		out->err = RESIL_OK;
+		resil__result_answered(out, 1, -1);
 		out->rc = rc;
-		out->attempts = 1;
-		out->source = RESIL_SOURCE_LIVE;
 		return RESIL_OK;
 	}
+	resil__result_clear_but_value(out);
 	return call_failed(fb, args, rc, o, &out->value, out);
 }

@@ -10,14 +10,12 @@
 
 #include <resil/value.h>
 
+/* resil__result_clear() but for the value, which the caller set. */
 static inline void
-resil__result_clear(resil_result *r)
+resil__result_clear_but_value(resil_result *r)
 {
 	r->err = RESIL_E_UNAVAILABLE;
 	r->source = RESIL_SOURCE_UNAVAILABLE;
-	r->value.type = RESIL_VALUE_NULL;
-	r->value.u.s.ptr = NULL;
-	r->value.u.s.len = 0;
 	r->rc = 0;
 	r->attempts = 0;
 	r->age = 0;
@@ -30,6 +28,16 @@ resil__result_clear(resil_result *r)
 	r->message[0] = '\0';
 	r->endpoint[0] = '\0';
 	r->zone[0] = '\0';
+}
+
+/* An empty result (resil_result_init()): a null value. */
+static inline void
+resil__result_clear(resil_result *r)
+{
+	r->value.type = RESIL_VALUE_NULL;
+	r->value.u.s.ptr = NULL;
+	r->value.u.s.len = 0;
+	resil__result_clear_but_value(r);
 }
 
 /* A live answer: every field but value (set by the call) and rc (set

@@ -140,13 +140,15 @@ RESIL_API resil_value resil_value_double(double d);
  * RESIL_VALUE_NO_INLINE before including this header.
  */
 #if !defined(__cplusplus) && !defined(RESIL_VALUE_NO_INLINE)
-#define resil_value_null() ((resil_value){ .type = RESIL_VALUE_NULL })
+#define resil_value_null() ((resil_value) { .type = RESIL_VALUE_NULL })
 #define resil_value_bool(x_) \
-	((resil_value){ .type = RESIL_VALUE_BOOL, .u = { .b = (x_) != 0 } })
+	((resil_value) { .type = RESIL_VALUE_BOOL, .u = { .b = (x_) != 0 } })
 #define resil_value_int(x_) \
-	((resil_value){ .type = RESIL_VALUE_INT, .u = { .i = (int64_t)(x_) } })
+	((resil_value) {    \
+	    .type = RESIL_VALUE_INT, .u = { .i = (int64_t)(x_) } })
 #define resil_value_double(x_) \
-	((resil_value){ .type = RESIL_VALUE_DOUBLE, .u = { .d = (double)(x_) } })
+	((resil_value) {       \
+	    .type = RESIL_VALUE_DOUBLE, .u = { .d = (double)(x_) } })
 #endif
 
 /*
