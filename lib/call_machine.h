@@ -149,12 +149,12 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 	c->running |= (uint8_t)(1u << i);
 	s->id = ++c->issued;
 	c->attempts++; /* a call of the user's function is made */
-	s->has_permit = c->breaker != NULL;
+	s->has_permit = c->breaker != NULL ? 1
+	    : RESIL__UNLIKELY(c->g->fleet != NULL) ? fleet_pack(s, &fp)
+	                                            : 0;
 	s->has_bh = c->g->bh != NULL;
 	if (c->breaker != NULL)
 		s->permit = permit;
-	else if (RESIL__UNLIKELY(c->g->fleet != NULL))
-		s->has_permit = fleet_pack(s, &fp);
 	if (c->timeout != 0 || p->hedge_max != 0) {
 		s->start = c->launched = tnow(ts);
 		if (c->timeout != 0)
@@ -222,15 +222,15 @@ complete(callm *c, unsigned i, int rc, resil_value *value, int late, tsrc *ts)
 		status = RESIL_E_TIMEOUT;
 		resil__faa64(&my_stripe(p)->timeouts, 1);
 	}
-	if (RESIL__UNLIKELY(s->has_permit >= 2)) {
-		fleet_done(c, s, 0, outcome);
-	} else if (s->has_permit) {
+	if (s->has_permit == 1) {
 		if (c->timeout != 0)
 			resil_breaker_record_duration(
 			    c->breaker, &s->permit, outcome, dur);
 		else
 			resil_breaker_record(c->breaker, &s->permit, outcome);
 		c->breaker_state = (int)resil_breaker_get_state(c->breaker);
+	} else if (RESIL__UNLIKELY(s->has_permit != 0)) {
+		fleet_done(c, s, 0, outcome);
 	}
 	if (s->has_bh)
 		resil_bulkhead_complete(c->g->bh, outcome, dur);
