@@ -87,11 +87,14 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 			rejected(c, RESIL_E_OPEN);
 			return 0;
 		}
-	} else if (RESIL__UNLIKELY(c->g->fleet != NULL) &&
-	    resil_fleet_acquire(c->g->fleet, &fp) != RESIL_OK) {
-		c->breaker_state = fleet_bstate(c->g->fleet);
-		rejected(c, RESIL_E_OPEN);
-		return 0;
+	} else if (RESIL__UNLIKELY(c->g->fleet != NULL)) {
+		if (resil_fleet_acquire(c->g->fleet, &fp) != RESIL_OK) {
+			c->breaker_state = fleet_bstate(c->g->fleet);
+			rejected(c, RESIL_E_OPEN);
+			return 0;
+		}
+	} else {
+		memset(&fp, 0, sizeof(fp)); /* no breaker: never packed */
 	}
 	/* A fleet rate limiter stands in for the local one (settings.frl). */
 	if (c->g->rl != NULL &&
