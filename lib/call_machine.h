@@ -75,6 +75,7 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 	int i = free_slot(c);
 	resil_permit permit;
 	resil_fleet_permit fp;
+	int fleet = 0; /* fp holds the fleet's permit */
 	slot *s;
 
 	if (i < 0)
@@ -93,8 +94,7 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 			rejected(c, RESIL_E_OPEN);
 			return 0;
 		}
-	} else {
-		memset(&fp, 0, sizeof(fp)); /* no breaker: never packed */
+		fleet = 1;
 	}
 	/* A fleet rate limiter stands in for the local one (settings.frl). */
 	if (c->g->rl != NULL &&
@@ -153,8 +153,8 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 	s->id = ++c->issued;
 	c->attempts++; /* a call of the user's function is made */
 	s->has_permit = c->breaker != NULL ? 1
-	    : RESIL__UNLIKELY(c->g->fleet != NULL) ? fleet_pack(s, &fp)
-	                                            : 0;
+	    : RESIL__UNLIKELY(fleet) ? fleet_pack(s, &fp)
+	                              : 0;
 	s->has_bh = c->g->bh != NULL;
 	if (c->breaker != NULL)
 		s->permit = permit;
