@@ -76,6 +76,7 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 	int i = free_slot(c);
 	resil_permit permit;
 	resil_fleet_permit fp;
+	int fleet = 0; /* fp holds the fleet's permit */
 	slot *s;
 
 	if (i < 0)
@@ -88,11 +89,13 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 			rejected(c, RESIL_E_OPEN);
 			return 0;
 		}
-	} else if (RESIL__UNLIKELY(c->g->fleet != NULL) &&
-	    resil_fleet_acquire(c->g->fleet, &fp) != RESIL_OK) {
-		c->breaker_state = fleet_bstate(c->g->fleet);
-		rejected(c, RESIL_E_OPEN);
-		return 0;
+	} else if (RESIL__UNLIKELY(c->g->fleet != NULL)) {
+		if (resil_fleet_acquire(c->g->fleet, &fp) != RESIL_OK) {
+			c->breaker_state = fleet_bstate(c->g->fleet);
+			rejected(c, RESIL_E_OPEN);
+			return 0;
+		}
+		fleet = 1;
 	}
 	/* A fleet rate limiter stands in for the local one (settings.frl). */
 	if (c->g->rl != NULL &&
@@ -150,12 +153,12 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 	c->running |= (uint8_t)(1u << i);
 	s->id = ++c->issued;
 	c->attempts++; /* a call of the user's function is made */
-	s->has_permit = c->breaker != NULL;
+	s->has_permit = c->breaker != NULL ? 1
+	    : RESIL__UNLIKELY(fleet) ? fleet_pack(s, &fp)
+	                              : 0;
 	s->has_bh = c->g->bh != NULL;
 	if (c->breaker != NULL)
 		s->permit = permit;
-	else if (RESIL__UNLIKELY(c->g->fleet != NULL))
-		s->has_permit = fleet_pack(s, &fp);
 	if (c->timeout != 0 || p->hedge_max != 0 || c->m->timed_bh) {
 		s->start = c->launched = tnow(ts);
 		if (c->timeout != 0)
@@ -261,15 +264,15 @@ complete(callm *c, unsigned i, int rc, resil_value *value, int late, tsrc *ts)
 		status = RESIL_E_TIMEOUT;
 		resil__faa64(&my_stripe(p)->timeouts, 1);
 	}
-	if (RESIL__UNLIKELY(s->has_permit >= 2)) {
-		fleet_done(c, s, 0, outcome);
-	} else if (s->has_permit) {
+	if (s->has_permit == 1) {
 		if (c->timeout != 0)
 			resil_breaker_record_duration(
 			    c->breaker, &s->permit, outcome, dur);
 		else
 			resil_breaker_record(c->breaker, &s->permit, outcome);
 		c->breaker_state = (int)resil_breaker_get_state(c->breaker);
+	} else if (RESIL__UNLIKELY(s->has_permit != 0)) {
+		fleet_done(c, s, 0, outcome);
 	}
 	if (s->has_bh)
 		resil_bulkhead_complete(c->g->bh, outcome, dur);

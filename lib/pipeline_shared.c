@@ -143,7 +143,7 @@ parse_shm(const char *key, const char *v, char *region, char *name,
 	if (region != NULL) {
 		memcpy(region, v, (size_t)(slash - v));
 		region[slash - v] = '\0';
-		strcpy(name, slash + 1);
+		memcpy(name, slash + 1, strlen(slash + 1) + 1); /* <= 63 */
 	}
 	return RESIL_OK;
 }
@@ -199,7 +199,7 @@ parse_redis(const char *key, const char *v, char *host, uint32_t *port,
 		memcpy(host, h, (size_t)(colon - h));
 		host[colon - h] = '\0';
 		*port = pt;
-		strcpy(name, slash + 1);
+		memcpy(name, slash + 1, strlen(slash + 1) + 1); /* <= 63 */
 	}
 	return RESIL_OK;
 }
