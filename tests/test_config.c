@@ -110,6 +110,8 @@ test_config_empty_is_defaults(void **state)
 	resil_config_free(c);
 
 	c = parse_ok("\n\n   \n# nothing\n\t# still nothing\r\n");
+	def.cluster_keys = resil_config_pipeline(c)->cluster_keys;
+	assert_string_equal(def.cluster_keys, "svc.conf\n");
 	assert_memory_equal(resil_config_pipeline(c), &def, sizeof(def));
 	resil_config_free(c);
 }

@@ -182,6 +182,99 @@ test_reload_refuses_each_cluster_key(void **state)
 	}
 }
 
+/* Every selector, directory and registry key of docs/config.md, each
+ * added to BASE (line 8) with a valid value: refused, naming it. */
+static const char *const every_key[][2] = {
+	{ "loadbalance.hash.nodes", "160" },
+	{ "loadbalance.hash.arguments", "0" },
+	{ "loadbalance.peakewma.tau", "10s" },
+	{ "loadbalance.peakewma.default_rtt", "5" },
+	{ "loadbalance.shortest.slide", "30s" },
+	{ "getStock.loadbalance.hash.nodes", "80" },
+	{ "loadbalance.seed", "7" },
+	{ "router.zone", "hz" },
+	{ "router.zone.mode", "off" },
+	{ "router.zone.min_cluster_size",
+	    "2\nrouter.zone.mode=proportional\nrouter.zone=hz" },
+	{ "router.zone.consumers",
+	    "hz:2,sh:1\nrouter.zone.mode=proportional\nrouter.zone=hz" },
+	{ "router.tag.force", "true" },
+	{ "registry.empty_protection", "false" },
+	{ "outlier.max_ejection_pct", "20" },
+	{ "outlier.base_ejection", "10s" },
+	{ "outlier.max_ejection", "600s" },
+	{ "outlier.interval", "5s" },
+	{ "outlier.success_rate_minimum_hosts", "3" },
+	{ "outlier.success_rate_request_volume", "10" },
+	{ "outlier.success_rate_stdev_factor", "1000" },
+	{ "outlier.enforcing_success_rate", "50" },
+	{ "outlier.failure_percentage_threshold", "60" },
+	{ "outlier.failure_percentage_minimum_hosts", "3" },
+	{ "outlier.failure_percentage_request_volume", "10" },
+	{ "outlier.enforcing_failure_percentage", "50" },
+	{ "health.enabled", "true" },
+	{ "health.interval", "5s" },
+	{ "health.timeout", "500" },
+	{ "health.unhealthy_interval", "2s" },
+	{ "health.unhealthy_edge_interval", "1s" },
+	{ "health.healthy_edge_interval", "1s" },
+	{ "health.interval_jitter", "100" },
+	{ "health.initial_jitter", "100" },
+	{ "health.interval_jitter_percent", "10" },
+	{ "health.unhealthy_threshold", "3" },
+	{ "health.healthy_threshold", "2" },
+	{ "health.seed", "9" },
+	{ "health.initial", "unhealthy" },
+	{ "endpoint.breaker.enabled", "true" },
+	{ "endpoint.breaker.consecutive_failures", "3" },
+	{ "endpoint.breaker.failure_rate", "50" },
+	{ "endpoint.breaker.slow_rate",
+	    "50\nendpoint.breaker.slow_threshold=2s" },
+	{ "endpoint.breaker.slow_threshold", "2s" },
+	{ "endpoint.breaker.min_calls", "5" },
+	{ "endpoint.breaker.window", "count" },
+	{ "endpoint.breaker.window_size", "20" },
+	{ "endpoint.breaker.bucket", "1s" },
+	{ "endpoint.breaker.open_wait", "10s" },
+	{ "endpoint.breaker.open_wait_multiplier", "2" },
+	{ "endpoint.breaker.open_wait_max", "60s" },
+	{ "endpoint.breaker.probes", "2" },
+	{ "endpoint.breaker.reopen_on_first_failure", "true" },
+	{ "endpoint.breaker.max_half_open", "30s" },
+	{ "url", "dubbo://10.0.0.9:20880" },
+	{ "registry", "N/A" },
+};
+
+static void
+test_reload_refuses_every_key(void **state)
+{
+	size_t i, bad = 0;
+
+	(void)state;
+	for (i = 0; i < sizeof(every_key) / sizeof(every_key[0]); i++) {
+		char text[512], want[160];
+		resil_diag d;
+		fx f;
+
+		snprintf(text, sizeof(text), BASE "%s=%s\n", every_key[i][0],
+		    every_key[i][1]);
+		snprintf(want, sizeof(want),
+		    "svc.conf:8: %s: cannot change by reload (",
+		    every_key[i][0]);
+		fx_up(&f, BASE, 1);
+		d.msg[0] = '\0';
+		if (resil_pipeline_reload_string(f.p, text, "svc.conf", &d) !=
+		        RESIL_E_INVAL ||
+		    strncmp(d.msg, want, strlen(want)) != 0) {
+			print_error("%s: %s\n", every_key[i][0],
+			    d.msg[0] != '\0' ? d.msg : "accepted");
+			bad++;
+		}
+		fx_down(&f);
+	}
+	assert_int_equal(bad, 0);
+}
+
 static void
 test_reload_same_keys_is_ok(void **state)
 {
@@ -278,6 +371,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_reload_refuses_each_cluster_key),
+		cmocka_unit_test(test_reload_refuses_every_key),
 		cmocka_unit_test(test_reload_same_keys_is_ok),
 		cmocka_unit_test(test_reload_applies_condition_rules),
 		cmocka_unit_test(test_reload_of_a_pipeline_made_in_c),
