@@ -385,7 +385,9 @@ mstart(callm *c, resil_pipeline *p, settings *g, unsigned gs, const method *m,
 			run_begin(c, ts);
 		}
 	}
-	if (!(m->simple ? launch_first_simple(c, st) : launch(c, ts, st)))
+	if (!(m->simple && (m->chaos == NULL || !resil__chaos_is_live(m->chaos))
+	            ? launch_first_simple(c, st)
+	            : launch(c, ts, st)))
 		resil__call_attend(c, ts, st);
 	return RESIL_OK;
 }

@@ -728,7 +728,7 @@ decide_start(const resil_pipeline *p, const settings *g, method *m)
 	m->run_retry = m->retry != NULL ? m->retry : g->retry;
 	m->simple = (r == NULL || m->retry_fast) && g->rl == NULL &&
 	    g->bh == NULL && m->timeout == 0 && p->hedge_max == 0 &&
-	    p->call_events == 0 && p->sel == NULL && m->chaos == NULL;
+	    p->call_events == 0 && p->sel == NULL;
 }
 
 resil_err
