@@ -616,11 +616,9 @@ resil__shared_apply(resil_pipeline *p, const resil_pipeline_config *cfg,
 	 * decide_start): follow it. */
 	if (g->dflt.breaker == NULL)
 		g->dflt.run_breaker = g->breaker;
-	HASH_ITER(hh, g->methods, it, tmp)
-	{
+	for (it = g->methods; it != NULL; it = it->hh.next)
 		if (it->breaker == NULL)
 			it->run_breaker = g->breaker;
-	}
 	/* The blocking driver's inline first step knows only a breaker
 	 * (a shm one is one: it keeps it); with the fleet, every call
 	 * takes the machine. (A shm limiter or bulkhead replaces one the
