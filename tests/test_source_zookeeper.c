@@ -253,6 +253,16 @@ stats(fx *f)
 	return st;
 }
 
+/* The source counts a push after the directory took it: a test that
+ * saw the directory change waits for the count too. */
+static int
+pushes_at_least(void *ctx)
+{
+	want *w = ctx;
+
+	return stats(w->f).pushes >= w->n;
+}
+
 static int
 lists_above(void *ctx)
 {
@@ -359,6 +369,11 @@ test_zk_providers_come_and_go(void **state)
 	assert_int_equal(
 	    resil_directory_get_state(f->dir, "10.1.0.1:20880", &es),
 	    RESIL_E_NOTFOUND);
+	{
+		want w = { f, 0, 3 };
+
+		assert_true(zk_wait(pushes_at_least, &w, WAIT_MS));
+	}
 	st = stats(f);
 	assert_int_equal(st.connected, 1);
 	assert_int_equal(st.sessions, 1);
