@@ -1110,6 +1110,17 @@ count_first_success(struct bstate *st)
 	return RESIL_OK;
 }
 
+/* The state word is the state's first field (breaker_fast.h). */
+_Static_assert(offsetof(struct bstate, word) == 0, "word first");
+
+void
+resil__breaker_fast_refs(const resil_breaker *b, resil__bfast *f)
+{
+	f->acq_word = b->acq_word;
+	f->st = b->st;
+	f->streak = b->streak;
+}
+
 resil_err
 resil_breaker_record(
     resil_breaker *b, resil_permit *permit, resil_outcome outcome)

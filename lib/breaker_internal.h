@@ -18,12 +18,11 @@
 #include <stdint.h>
 
 #include "atomic.h"
+#include "breaker_fast.h"
 #include "breaker_shared.h"
 #include "internal.h"
 #include "proc.h"
 
-#define W_STATE_MASK UINT64_C(0x7)
-#define W_TRANSIT UINT64_C(0x8)
 #define W_PROBE_SHIFT 4
 #define W_PROBE_ONE (UINT64_C(1) << W_PROBE_SHIFT)
 #define W_PROBE_MASK (UINT64_C(0xffff) << W_PROBE_SHIFT)
@@ -60,8 +59,7 @@
 
 #define NSTRIPES 8u
 
-/* A permit's flags. */
-#define PERMIT_VALID 0x1u
+/* A permit's other flags (PERMIT_VALID: breaker_fast.h). */
 #define PERMIT_PROBE 0x2u
 #define PERMIT_TIMED 0x4u
 /* episode holds the permit's episode. A permit whose flags are exactly
@@ -69,12 +67,6 @@
  * under in start instead, and its episode is that word's: the fast acquire
  * writes no episode. */
 #define PERMIT_EPF 0x8u
-
-/* This thread's lifetime-success counter, as a byte offset into struct
- * bstate, plus 1 (0: not computed yet). The stripe index is the thread's,
- * the layout every breaker's, so one offset serves them all: the record
- * fast path adds to it without computing the stripe. */
-extern RESIL__TLS uintptr_t resil__breaker_success_at;
 
 typedef struct stripe {
 	uint64_t successes;
@@ -293,47 +285,6 @@ bool resil__breaker_transition_fill(resil_breaker *b, uint64_t w,
     resil_breaker_state to, resil_breaker_reason reason, uint64_t time,
     resil__breaker_fill_fn fill, const void *ctx);
 
-/* ---- the fast paths, for a handle that wraps a breaker (lib/fleet.c) ----
- *
- * The same tests as resil_breaker_acquire() and resil_breaker_record()
- * make first, without their argument checks (the caller has made them):
- * true when the call is done, false when it must go to the public entry,
- * which decides it in full. acq_word is the breaker's acq_word (or a word
- * that is never CLOSED, to send every call to the caller's slow path),
- * st and streak the breaker's. */
-
-static inline bool
-resil__breaker_grant_fast(const uint64_t *acq_word, resil_permit *permit)
-{
-	uint64_t w = resil__load64(acq_word);
-
-	if (RESIL__LIKELY(
-	        (w & (W_STATE_MASK | W_TRANSIT)) == RESIL_BREAKER_CLOSED)) {
-		permit->start = w;
-		permit->flags = PERMIT_VALID;
-		return true;
-	}
-	return false;
-}
-
-/* A success that changes nothing (see resil_breaker_record()). */
-static inline bool
-resil__breaker_success_fast(
-    struct bstate *st, const uint64_t *streak, resil_permit *permit)
-{
-	uint64_t w = resil__load64(&st->word);
-	uintptr_t off;
-
-	if (RESIL__LIKELY(permit->flags == PERMIT_VALID &&
-	        permit->start == w && resil__load64(streak) == 0)) {
-		off = resil__breaker_success_at;
-		if (RESIL__UNLIKELY(off == 0))
-			return false;
-		permit->flags = 0;
-		resil__inc64((uint64_t *)(void *)((char *)st + off - 1));
-		return true;
-	}
-	return false;
-}
+/* The fast paths, for a handle that wraps a breaker: breaker_fast.h. */
 
 #endif /* RESIL_BREAKER_INTERNAL_H */

@@ -63,7 +63,6 @@ drive_loop(callm *c, tsrc *ts, resil_call_next *st, resil_call_fn fn,
 		}
 	}
 	resil__tls_method = NULL;
-	resil__tls_in_call = 0;
 	return out->err;
 }
 
@@ -77,6 +76,7 @@ drive_machine(resil_pipeline *p, settings *g, unsigned gs, const method *m,
 	resil_call_next st;
 	tsrc ts;
 
+	resil__tls_method = args->method;
 	tlazy(&ts, p);
 	mstart(&c, p, g, gs, m, args, out, &ts, &st);
 	return drive_loop(&c, &ts, &st, fn, ctx, args, out);
@@ -93,6 +93,7 @@ drive_refused(resil_pipeline *p, settings *g, unsigned gs, const method *m,
 	resil_call_next st;
 	tsrc ts;
 
+	resil__tls_method = args->method;
 	tlazy(&ts, p);
 	resil__result_clear(out);
 	minit(&c, p, g, gs, m, args, out);
@@ -115,6 +116,7 @@ drive_failed(resil_pipeline *p, settings *g, unsigned gs, const method *m,
 	tsrc ts;
 	int rc = out->rc;
 
+	resil__tls_method = args->method;
 	tlazy(&ts, p);
 	minit(&c, p, g, gs, m, args, out);
 	c.value = out->value; /* the attempt's, moved to the call */
@@ -139,13 +141,48 @@ drive_failed(resil_pipeline *p, settings *g, unsigned gs, const method *m,
 	return drive_loop(&c, &ts, &st, fn, ctx, args, out);
 }
 
+/* The inline step's breaker went past its fast paths: its acquire in
+ * full (a transition may name the call's method in its event). */
+COLD static resil_err
+drive_acquire(resil_breaker *b, const resil_args *args, resil_permit *permit)
+{
+	resil_err err;
+
+	resil__tls_method = args->method;
+	err = resil_breaker_acquire(b, permit);
+	resil__tls_method = NULL;
+	return err;
+}
+
+/* The inline step's success past the breaker's fast path, or with a
+ * cache to fill: its record in full, the state after it, the cache. */
+COLD static void
+drive_succeeded(resil_pipeline *p, settings *g, const method *m,
+    const resil_args *args, resil_result *out, resil_permit *permit)
+{
+	resil_breaker *b = m->run_breaker;
+
+	resil__tls_method = args->method;
+	if (b != NULL && permit->flags != 0) {
+		resil_breaker_record(b, permit, RESIL_OUTCOME_SUCCESS);
+		out->breaker_state = (int)resil_breaker_get_state(b);
+	}
+	if (g->cache != NULL)
+		resil_fallback_record(g->fb, args, &out->value);
+	resil__tls_method = NULL;
+	(void)p;
+}
+
 /*
  * The blocking driver. The machine's first step is inline when the
  * method is simple (no mock stage, no stage that needs the time, no
  * retry run before attempt 1): a success ends the call here exactly as
  * live_success() would, in a frame without the machine's state; anything
  * else goes to the machine (out of line) in the state its own first step
- * would have left it.
+ * would have left it. The breaker's and the retry count's fast paths are
+ * inline (breaker_fast.h, retry_internal.h); the call's method is named
+ * for the events (resil__tls_method) only on the paths that can emit
+ * one, out of line.
  */
 HOT resil_err
 drive(resil_pipeline *p, settings *g, unsigned gs, const method *m,
@@ -156,16 +193,17 @@ drive(resil_pipeline *p, settings *g, unsigned gs, const method *m,
 	resil_outcome o;
 	int rc;
 
-	resil__tls_method = args->method;
-	resil__tls_in_call = 1;
 	/* Chaos switched off costs its flag test (issue 28). */
 	if (RESIL__UNLIKELY(!m->simple ||
 	        resil__loadptr((void *const *)&g->mock) != NULL ||
 	        (m->chaos != NULL && resil__chaos_is_live(m->chaos))))
 		return drive_machine(p, g, gs, m, args, fn, ctx, out);
 	resil__faa64(&p->stripes[gs].calls, 1);
+	permit.flags = 0;
 	if (b != NULL &&
-	    RESIL__UNLIKELY(resil_breaker_acquire(b, &permit) != RESIL_OK))
+	    RESIL__UNLIKELY(
+	        !resil__breaker_grant_fast(m->run_bf.acq_word, &permit)) &&
+	    drive_acquire(b, args, &permit) != RESIL_OK)
 		return drive_refused(p, g, gs, m, args, fn, ctx, out, b);
 	/* The attempt writes straight into the result's value; the other
 	 * fields are written once, below (or by drive_failed()). */
@@ -180,17 +218,17 @@ drive(resil_pipeline *p, settings *g, unsigned gs, const method *m,
 	if (RESIL__UNLIKELY(o != RESIL_OUTCOME_SUCCESS))
 		return drive_failed(
 		    p, g, gs, m, args, fn, ctx, out, b, &permit, o);
-	resil__result_answered(out, 1, -1);
-	if (b != NULL) {
-		resil_breaker_record(b, &permit, RESIL_OUTCOME_SUCCESS);
-		out->breaker_state = (int)resil_breaker_get_state(b);
-	}
-	if (m->run_retry != NULL)
-		resil__retry_count_first_success(m->run_retry);
-	if (g->cache != NULL)
-		resil_fallback_record(g->fb, args, &out->value);
-	resil__tls_method = NULL;
-	resil__tls_in_call = 0;
+	/* A success the breaker's fast path takes was in its CLOSED
+	 * episode and changed nothing: the state after it is CLOSED. */
+	resil__result_answered(out, 1,
+	    b != NULL ? (int)RESIL_BREAKER_CLOSED : -1);
+	if (m->run_first != NULL)
+		resil__retry_count_first_at(m->run_first, gs);
+	if (RESIL__UNLIKELY((b != NULL &&
+	                        !resil__breaker_success_fast(m->run_bf.st,
+	                            m->run_bf.streak, &permit)) ||
+	        g->cache != NULL))
+		drive_succeeded(p, g, m, args, out, &permit);
 	return RESIL_OK;
 }
 
@@ -295,14 +333,12 @@ run_job(void *vj)
 	uint32_t st = J_RUNNING;
 
 	vnull(&j->value);
-	resil__tls_in_call = 1;
 	resil__tls_deadline = j->deadline;
 	j->rc = j->efn != NULL
 	    ? j->efn(j->ctx, j->pick.address != NULL ? &j->pick : NULL,
 	          &j->args, &j->value)
 	    : j->fn(j->ctx, &j->args, &j->value);
 	resil__tls_deadline = UINT64_MAX;
-	resil__tls_in_call = 0;
 	/* ex is copied first: once DONE is published the call may free j. */
 	if (__atomic_compare_exchange_n(
 	        &j->state, &st, J_DONE, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
@@ -407,7 +443,6 @@ drive_start(callm *c, resil_pipeline *p, settings *g, unsigned gs,
     resil_result *out, tsrc *ts, resil_call_next *st)
 {
 	resil__tls_method = args->method;
-	resil__tls_in_call = 1;
 	tlazy(ts, p);
 	st->endpoint = NULL;
 	c->inv = inv;
@@ -419,7 +454,6 @@ static resil_err
 drive_end(const resil_result *out)
 {
 	resil__tls_method = NULL;
-	resil__tls_in_call = 0;
 	return out->err;
 }
 
@@ -573,9 +607,10 @@ resil_pipeline_call_method(resil_pipeline *p, const resil_method *m,
 	unsigned gs;
 	resil_err err;
 
-	if (RESIL__UNLIKELY(p == NULL || m == NULL || args == NULL ||
-	        args->method == NULL || fn == NULL || out == NULL ||
-	        check_method(p, m) != RESIL_OK))
+	/* A handle's owner is never NULL: its test is p's too. */
+	if (RESIL__UNLIKELY(m == NULL || check_method(p, m) != RESIL_OK ||
+	        args == NULL || args->method == NULL || fn == NULL ||
+	        out == NULL))
 		return RESIL_E_INVAL;
 	if (RESIL__UNLIKELY(p->slow))
 		return call_slow(p, m, args, fn, ctx, out);

@@ -13,7 +13,6 @@
 /* The call running on this thread, for events and the deadline. */
 extern RESIL__TLS const char *resil__tls_method;
 extern RESIL__TLS uint64_t resil__tls_deadline;
-extern RESIL__TLS int resil__tls_in_call;
 
 /* Tell p's listener (there is one) of *ev, whose stage's part (breaker,
  * retry, limit, result, cluster) is set: stage, time, text and the

@@ -24,8 +24,10 @@
 #include <string.h>
 
 #include "atomic.h"
+#include "breaker_fast.h"
 #include "chaos_internal.h"
 #include "internal.h"
+#include "retry_internal.h"
 
 #include <uthash.h>
 
@@ -93,8 +95,24 @@ typedef struct pmethod {
 	 * service's (decided once, for the driver's inline step). */
 	resil_breaker *run_breaker;
 	resil_retry *run_retry;
+	/* What the inline step reads of them (method_run_with()): the
+	 * breaker's fast-path words, the retry policy's first-success
+	 * counters (NULL without a policy). */
+	resil__bfast run_bf;
+	uint64_t *run_first;
 	UT_hash_handle hh;
 } method;
+
+/* The breaker (or NULL) and retry policy (or NULL) m's calls run with. */
+static inline void
+method_run_with(method *m, resil_breaker *b, resil_retry *r)
+{
+	m->run_breaker = b;
+	if (b != NULL)
+		resil__breaker_fast_refs(b, &m->run_bf);
+	m->run_retry = r;
+	m->run_first = r != NULL ? resil__retry_first_counters(r) : NULL;
+}
 
 /* Readers of the mock configuration, per thread stripe and generation
  * parity (the breaker's announce protocol): a call announces itself, checks

@@ -724,8 +724,8 @@ decide_start(const resil_pipeline *p, const settings *g, method *m)
 	m->start = p->sel != NULL         ? START_CLUSTER
 	    : r != NULL && !m->retry_fast ? START_RUN
 	                                  : START_NONE;
-	m->run_breaker = m->breaker != NULL ? m->breaker : g->breaker;
-	m->run_retry = m->retry != NULL ? m->retry : g->retry;
+	method_run_with(m, m->breaker != NULL ? m->breaker : g->breaker,
+	    m->retry != NULL ? m->retry : g->retry);
 	m->simple = (r == NULL || m->retry_fast) && g->rl == NULL &&
 	    g->bh == NULL && m->timeout == 0 && p->hedge_max == 0 &&
 	    p->call_events == 0 && p->sel == NULL;

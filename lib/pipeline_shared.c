@@ -615,10 +615,10 @@ resil__shared_apply(resil_pipeline *p, const resil_pipeline_config *cfg,
 	 * settings before this substitution (pipeline_settings.c's
 	 * decide_start): follow it. */
 	if (g->dflt.breaker == NULL)
-		g->dflt.run_breaker = g->breaker;
+		method_run_with(&g->dflt, g->breaker, g->dflt.run_retry);
 	for (it = g->methods; it != NULL; it = it->hh.next)
 		if (it->breaker == NULL)
-			it->run_breaker = g->breaker;
+			method_run_with(it, g->breaker, it->run_retry);
 	/* The blocking driver's inline first step knows only a breaker
 	 * (a shm one is one: it keeps it); with the fleet, every call
 	 * takes the machine. (A shm limiter or bulkhead replaces one the

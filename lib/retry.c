@@ -702,6 +702,16 @@ resil__retry_fast_ok(const resil_retry *r)
 	    r->cfg.retry_on_result == NULL;
 }
 
+_Static_assert(RSTRIPES == RESIL__RETRY_STRIPES &&
+        sizeof(struct rstripe) == RESIL__RETRY_STRIDE * sizeof(uint64_t),
+    "retry_internal.h's stripe layout");
+
+uint64_t *
+resil__retry_first_counters(resil_retry *r)
+{
+	return &r->stripes[0].succeeded_first;
+}
+
 void
 resil__retry_count_first_success(resil_retry *r)
 {

@@ -29,6 +29,8 @@
 
 #include <resil/retry.h>
 
+#include "atomic.h"
+
 typedef struct resil__retry_run {
 	uint64_t t0;          /* first reading */
 	uint64_t now;         /* the last reading */
@@ -94,5 +96,19 @@ resil_err resil__retry_end(
  */
 int resil__retry_fast_ok(const resil_retry *r);
 void resil__retry_count_first_success(resil_retry *r);
+
+/* The same count inline, for a driver that keeps r's counters (taken
+ * once, valid while r lives): stripe s's counter is
+ * resil__retry_first_counters(r) + s * RESIL__RETRY_STRIDE, s the
+ * thread's resil__thread_stripe(RESIL__RETRY_STRIPES). */
+#define RESIL__RETRY_STRIPES 8u
+#define RESIL__RETRY_STRIDE 8u /* uint64_t's from one stripe to the next */
+uint64_t *resil__retry_first_counters(resil_retry *r);
+
+static inline void
+resil__retry_count_first_at(uint64_t *counters, unsigned stripe)
+{
+	resil__faa64(&counters[(size_t)stripe * RESIL__RETRY_STRIDE], 1);
+}
 
 #endif /* RESIL_RETRY_INTERNAL_H */

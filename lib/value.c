@@ -803,7 +803,7 @@ resil_result_init(resil_result *r)
 }
 
 void
-resil_result_free(resil_result *r)
+(resil_result_free)(resil_result *r)
 {
 	if (r == NULL)
 		return;

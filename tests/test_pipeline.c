@@ -665,6 +665,75 @@ test_pipeline_events_name_stage_and_method(void **state)
 	resil_pipeline_free(f.p);
 }
 
+typedef struct evall {
+	int n;
+	char method[4][32];
+	char text[4][128];
+} evall;
+
+static void
+listen_all(const resil_pipeline_event *ev, void *ctx)
+{
+	evall *l = ctx;
+
+	if (ev->stage != RESIL_STAGE_BREAKER || l->n == 4)
+		return;
+	strncpy(l->method[l->n], ev->method, sizeof(l->method[0]) - 1);
+	strncpy(l->text[l->n], ev->text, sizeof(l->text[0]) - 1);
+	l->n++;
+}
+
+/* The blocking driver's inline step names its method (for the events)
+ * only on the paths that can emit one: the breaker's acquire and record
+ * past their fast paths must still name it, and the state after the
+ * success must be the breaker's. */
+static void
+test_pipeline_inline_step_names_its_transitions(void **state)
+{
+	static const int script[] = { FAIL, OK8, OK8 };
+	fx f;
+	resil_result r;
+	evall l;
+
+	(void)state;
+	memset(&l, 0, sizeof(l));
+	fx_init(&f, script, 3);
+	f.cfg.breaker_enabled = 1;
+	f.cfg.breaker.min_calls = 1;
+	f.cfg.breaker.open_wait_ns = 10;
+	f.cfg.listener = listen_all;
+	f.cfg.listener_ctx = &l;
+	fx_new(&f);
+	call(&f, "getStock", &r);
+	assert_int_equal(r.breaker_state, RESIL_BREAKER_OPEN);
+	resil_result_free(&r);
+	resil_manual_clock_advance(&f.mc, 10);
+	assert_int_equal(call(&f, "putStock", &r), RESIL_OK);
+	assert_int_equal(r.breaker_state, RESIL_BREAKER_CLOSED);
+	resil_result_free(&r);
+	assert_int_equal(l.n, 3);
+	assert_string_equal(l.text[0], "breaker CLOSED -> OPEN (failure_rate)");
+	assert_string_equal(l.method[0], "getStock");
+	assert_string_equal(l.method[1], "putStock");
+	assert_non_null(strstr(l.text[1], "OPEN -> HALF_OPEN"));
+	assert_string_equal(l.method[2], "putStock");
+	assert_non_null(strstr(l.text[2], "HALF_OPEN -> CLOSED"));
+	/* A success on the fast path: CLOSED, and no event. */
+	assert_int_equal(call(&f, "getStock", &r), RESIL_OK);
+	assert_int_equal(r.breaker_state, RESIL_BREAKER_CLOSED);
+	resil_result_free(&r);
+	assert_int_equal(l.n, 3);
+	/* Outside a call the method is no longer named. */
+	assert_int_equal(
+	    resil_breaker_transition(resil_pipeline_breaker(f.p, NULL),
+	        RESIL_BREAKER_FORCED_OPEN),
+	    RESIL_OK);
+	assert_int_equal(l.n, 4);
+	assert_string_equal(l.method[3], "");
+	assert_int_equal(resil_pipeline_deadline(), UINT64_MAX);
+	resil_pipeline_free(f.p);
+}
+
 static void
 test_pipeline_config_errors(void **state)
 {
@@ -974,6 +1043,7 @@ main(void)
 		cmocka_unit_test(test_pipeline_retry_counts_on_the_fast_path),
 		cmocka_unit_test(test_pipeline_rate_limit_rejects_to_fallback),
 		cmocka_unit_test(test_pipeline_events_name_stage_and_method),
+		cmocka_unit_test(test_pipeline_inline_step_names_its_transitions),
 		cmocka_unit_test(test_pipeline_event_texts_have_units),
 		cmocka_unit_test(test_pipeline_keeps_last_real_failure),
 		cmocka_unit_test(test_pipeline_call_events_and_recorder),

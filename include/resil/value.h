@@ -335,6 +335,25 @@ RESIL_API void resil_result_init(resil_result *r);
  * harmless; NULL is a harmless no-op. */
 RESIL_API void resil_result_free(resil_result *r);
 
+/* In C, resil_result_free() is also a macro whose test of a value that
+ * owns nothing is inline (a call only for one that owns memory): the
+ * same effect. (resil_result_free)(r), &resil_result_free and
+ * RESIL_VALUE_NO_INLINE give the function. */
+#if !defined(__cplusplus) && !defined(RESIL_VALUE_NO_INLINE)
+static inline void
+resil__result_free_inline(resil_result *r)
+{
+	if (r != NULL && r->value.type < RESIL_VALUE_STRING) {
+		r->err = RESIL_E_UNAVAILABLE;
+		r->source = RESIL_SOURCE_UNAVAILABLE;
+		r->value.type = RESIL_VALUE_NULL;
+		return;
+	}
+	(resil_result_free)(r);
+}
+#define resil_result_free(r_) resil__result_free_inline(r_)
+#endif
+
 /*
  * The arguments of one call: the method name and the argument bytes, the
  * cache key. The bytes are the caller's own encoding; resil only hashes,

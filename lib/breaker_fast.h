@@ -1,0 +1,87 @@
+/*
+ * Private: the breaker's two fast paths, for a caller that keeps a
+ * breaker's handles (lib/fleet.c, the pipeline's drivers) and inlines
+ * them: the same first tests resil_breaker_acquire() and
+ * resil_breaker_record() make, without their argument checks. Each says
+ * true when it has done the whole call, false when the caller must go to
+ * the public entry, which decides it in full. Needs nothing of the
+ * breaker's layout but its state word, which is the first field of its
+ * state (struct bstate, lib/breaker_internal.h). Never installed.
+ */
+#ifndef RESIL_BREAKER_FAST_H
+#define RESIL_BREAKER_FAST_H
+
+#include <resil/breaker.h>
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "atomic.h"
+#include "internal.h"
+
+#define W_STATE_MASK UINT64_C(0x7)
+#define W_TRANSIT UINT64_C(0x8)
+
+/* A permit's flags (the rest in breaker_internal.h). */
+#define PERMIT_VALID 0x1u
+
+struct bstate;
+
+/* This thread's lifetime-success counter, as a byte offset into struct
+ * bstate, plus 1 (0: not computed yet). The stripe index is the thread's,
+ * the layout every breaker's, so one offset serves them all: the record
+ * fast path adds to it without computing the stripe. */
+extern RESIL__TLS uintptr_t resil__breaker_success_at;
+
+/* What the fast paths read of one breaker, taken once
+ * (resil__breaker_fast_refs()): the word acquire tests (the state word,
+ * or one never CLOSED where timing is needed), the state, and the word a
+ * success tests (0: it changes nothing). Valid while the breaker lives. */
+typedef struct resil__bfast {
+	const uint64_t *acq_word;
+	struct bstate *st;
+	const uint64_t *streak;
+} resil__bfast;
+
+void resil__breaker_fast_refs(const resil_breaker *b, resil__bfast *f);
+
+/* An untimed CLOSED grant: the permit holds the word it was granted under
+ * (see PERMIT_EPF in breaker_internal.h). */
+static inline bool
+resil__breaker_grant_fast(const uint64_t *acq_word, resil_permit *permit)
+{
+	uint64_t w = resil__load64(acq_word);
+
+	if (RESIL__LIKELY(
+	        (w & (W_STATE_MASK | W_TRANSIT)) == RESIL_BREAKER_CLOSED)) {
+		permit->start = w;
+		permit->flags = PERMIT_VALID;
+		return true;
+	}
+	return false;
+}
+
+/* A success that changes nothing (see resil_breaker_record()): the
+ * permit's own CLOSED episode, no transition in progress, nothing the
+ * success would end; it counts on this thread's lifetime counter. */
+static inline bool
+resil__breaker_success_fast(
+    struct bstate *st, const uint64_t *streak, resil_permit *permit)
+{
+	/* The state word is struct bstate's first field. */
+	uint64_t w = resil__load64((const uint64_t *)(const void *)st);
+	uintptr_t off;
+
+	if (RESIL__LIKELY(permit->flags == PERMIT_VALID &&
+	        permit->start == w && resil__load64(streak) == 0)) {
+		off = resil__breaker_success_at;
+		if (RESIL__UNLIKELY(off == 0))
+			return false;
+		permit->flags = 0;
+		resil__inc64((uint64_t *)(void *)((char *)st + off - 1));
+		return true;
+	}
+	return false;
+}
+
+#endif /* RESIL_BREAKER_FAST_H */
