@@ -224,10 +224,11 @@ drive(resil_pipeline *p, settings *g, unsigned gs, const method *m,
 	    b != NULL ? (int)RESIL_BREAKER_CLOSED : -1);
 	if (m->run_first != NULL)
 		resil__retry_count_first_at(m->run_first, gs);
-	if (RESIL__UNLIKELY((b != NULL &&
-	                        !resil__breaker_success_fast(m->run_bf.st,
-	                            m->run_bf.streak, &permit)) ||
-	        g->cache != NULL))
+	if (b != NULL &&
+	    RESIL__UNLIKELY(!resil__breaker_success_fast(
+	        m->run_bf.st, m->run_bf.streak, &permit)))
+		drive_succeeded(p, g, m, args, out, &permit);
+	else if (RESIL__UNLIKELY(g->cache != NULL))
 		drive_succeeded(p, g, m, args, out, &permit);
 	return RESIL_OK;
 }
