@@ -864,7 +864,15 @@ struct resil_fallback {
 	/* The first mock stage's count of force: specs, or NULL: with one
 	 * mock stage, "may a mock answer before the call" is one load. */
 	const size_t *force1;
+	/* The one word resil_fallback_call() tests before its lean path:
+	 * 0 when no stage has anything to do on a success (no cache, no
+	 * force: mock now). &chain_quiet without a cache or mock, the one
+	 * mock stage's count of force: specs, else &chain_busy. */
+	const size_t *busy;
 };
+
+static const size_t chain_quiet = 0;
+static const size_t chain_busy = 1;
 
 resil_err
 resil_fallback_new(
@@ -891,6 +899,7 @@ resil_fallback_new(
 	if (fb == NULL)
 		return RESIL_E_NOMEM;
 	fb->alloc = *al;
+	fb->busy = &chain_quiet;
 	*out = fb;
 	return RESIL_OK;
 }
@@ -925,6 +934,9 @@ add(resil_fallback *fb, const handler *h)
 	fb->nmock += h->k == K_MOCK;
 	if (h->k == K_MOCK && fb->force1 == NULL)
 		fb->force1 = h->force;
+	fb->busy = fb->ncache > 0 || fb->nmock > 1 ? &chain_busy
+	    : fb->nmock == 1                       ? fb->force1
+	                                           : &chain_quiet;
 	return RESIL_OK;
 }
 
@@ -1114,8 +1126,10 @@ resil_fallback_recover(resil_fallback *fb, const resil_args *args,
 
 #if defined(__GNUC__)
 #define FB_COLD __attribute__((noinline, cold))
+#define FB_NOINLINE __attribute__((noinline))
 #else
 #define FB_COLD
+#define FB_NOINLINE
 #endif
 
 /* The mock stage wraps everything: a force mock never calls. 1 when one
@@ -1201,10 +1215,11 @@ call_failed(resil_fallback *fb, const resil_args *args, int rc,
 	return resil_fallback_recover(fb, args, &f, out);
 }
 
-resil_err
-resil_fallback_call(resil_fallback *fb, const resil_args *args,
-    resil_call_fn fn, void *ctx, const resil_classifier *cls,
-    resil_result *out)
+/* A chain's call with a stage that has work on a success (a cache to
+ * fill, a force: mock) or a user's classifier: every test in full. */
+static FB_NOINLINE resil_err
+call_full(resil_fallback *fb, const resil_args *args, resil_call_fn fn,
+    void *ctx, const resil_classifier *cls, resil_result *out)
 {
 	resil_outcome o;
 	resil_err err;
@@ -1238,4 +1253,43 @@ resil_fallback_call(resil_fallback *fb, const resil_args *args,
 	}
 	resil__result_clear_but_value(out);
 	return call_failed(fb, args, rc, o, &out->value, out);
+}
+
+/* The lean path's call failed (rc, not 0): the default classifier's
+ * failure, down the chain. */
+static FB_COLD resil_err
+call_failed_plain(
+    resil_fallback *fb, const resil_args *args, int rc, resil_result *out)
+{
+	resil__result_clear_but_value(out);
+	return call_failed(
+	    fb, args, rc, RESIL_OUTCOME_FAILURE, &out->value, out);
+}
+
+/* The lean path: a chain whose stages have nothing to do on a success
+ * (no cache; a mock stage without a force: spec now) and the default
+ * classifier cost the test of one word before the call; a success is
+ * answered live in place. */
+resil_err
+resil_fallback_call(resil_fallback *fb, const resil_args *args,
+    resil_call_fn fn, void *ctx, const resil_classifier *cls,
+    resil_result *out)
+{
+	int rc;
+
+	if (RESIL__UNLIKELY((fb != NULL && *fb->busy != 0) ||
+	        (cls != NULL && cls->fn != NULL)))
+		return call_full(fb, args, fn, ctx, cls, out);
+	if (RESIL__UNLIKELY(!args_ok(args) || fn == NULL || out == NULL))
+		return RESIL_E_INVAL;
+	/* What the call leaves if it writes nothing: a null value. */
+	out->value.type = RESIL_VALUE_NULL;
+	out->value.u.s.ptr = NULL;
+	out->value.u.s.len = 0;
+	rc = fn(ctx, args, &out->value);
+	if (RESIL__UNLIKELY(rc != 0))
+		return call_failed_plain(fb, args, rc, out);
+	resil__result_answered(out, 1, -1);
+	out->rc = 0;
+	return RESIL_OK;
 }

@@ -1226,11 +1226,101 @@ test_fallback_force_flag_follows_the_mock(void **state)
 	resil_mock_free(m2);
 }
 
+/* The lean path (one mock stage, no cache, the default classifier): the
+ * one word it tests follows the mock's force: specs made after the chain
+ * was built; a user's classifier, a failure and a chain without stages
+ * answer as in full. */
+static resil_outcome
+classify_zero_fails(int rc, const void *value, void *ctx)
+{
+	(void)value;
+	(void)ctx;
+	return rc == 0 ? RESIL_OUTCOME_FAILURE : RESIL_OUTCOME_SUCCESS;
+}
+
+static void
+test_fallback_lean_path_follows_the_one_mock(void **state)
+{
+	resil_fallback *fb, *empty;
+	resil_mock *m = new_mock("fail:return 0", NULL, NULL);
+	resil_args k = key("getStock", NULL);
+	resil_classifier inv = { classify_zero_fails, NULL };
+	live l = { 0, 0, 8, 0 };
+	resil_result r;
+
+	(void)state;
+	assert_int_equal(resil_fallback_new(&fb, NULL, NULL), RESIL_OK);
+	assert_int_equal(resil_fallback_add_mock(fb, m), RESIL_OK);
+	assert_int_equal(
+	    resil_fallback_call(fb, &k, live_fn, &l, NULL, &r), RESIL_OK);
+	assert_int_equal(r.source, RESIL_SOURCE_LIVE);
+	assert_int_equal(r.value.u.i, 8);
+	assert_int_equal(r.attempts, 1);
+	assert_int_equal(r.breaker_state, -1);
+	assert_string_equal(r.message, "");
+	resil_result_free(&r);
+	assert_int_equal(resil_mock_set_method(m, "getStock", RESIL_TYPE_INT,
+	                     "force:return 5", NULL),
+	    RESIL_OK);
+	assert_int_equal(
+	    resil_fallback_call(fb, &k, live_fn, &l, NULL, &r), RESIL_OK);
+	assert_int_equal(r.source, RESIL_SOURCE_MOCK);
+	assert_int_equal(r.value.u.i, 5);
+	resil_result_free(&r);
+	assert_int_equal(l.calls, 1);
+	assert_int_equal(resil_mock_set_method(m, "getStock", RESIL_TYPE_INT,
+	                     "fail:return 6", NULL),
+	    RESIL_OK);
+	/* A user's classifier is asked: 0 fails, the mock answers. */
+	assert_int_equal(
+	    resil_fallback_call(fb, &k, live_fn, &l, &inv, &r), RESIL_OK);
+	assert_int_equal(r.source, RESIL_SOURCE_MOCK);
+	assert_int_equal(r.value.u.i, 6);
+	resil_result_free(&r);
+	assert_int_equal(l.calls, 2);
+	/* A failure goes down the chain. */
+	l.rc = 7;
+	assert_int_equal(
+	    resil_fallback_call(fb, &k, live_fn, &l, NULL, &r), RESIL_OK);
+	assert_int_equal(r.source, RESIL_SOURCE_MOCK);
+	assert_int_equal(r.value.u.i, 6);
+	assert_int_equal(r.cause, RESIL_E_CALL);
+	assert_int_equal(r.cause_rc, 7);
+	resil_result_free(&r);
+	/* A chain without stages: a success live, a failure's error
+	 * stands (as the callee's: source live, its rc). */
+	assert_int_equal(resil_fallback_new(&empty, NULL, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_fallback_call(empty, &k, live_fn, &l, NULL, &r),
+	    RESIL_E_CALL);
+	assert_int_equal(r.source, RESIL_SOURCE_LIVE);
+	assert_int_equal(r.rc, 7);
+	assert_int_equal(r.value.type, RESIL_VALUE_NULL);
+	resil_result_free(&r);
+	l.rc = 0;
+	assert_int_equal(
+	    resil_fallback_call(empty, &k, live_fn, &l, NULL, &r), RESIL_OK);
+	assert_int_equal(r.source, RESIL_SOURCE_LIVE);
+	assert_int_equal(r.rc, 0);
+	resil_result_free(&r);
+	/* Bad arguments are refused on the lean path too. */
+	assert_int_equal(resil_fallback_call(fb, NULL, live_fn, &l, NULL, &r),
+	    RESIL_E_INVAL);
+	assert_int_equal(resil_fallback_call(fb, &k, NULL, &l, NULL, &r),
+	    RESIL_E_INVAL);
+	assert_int_equal(resil_fallback_call(fb, &k, live_fn, &l, NULL, NULL),
+	    RESIL_E_INVAL);
+	resil_fallback_free(empty);
+	resil_fallback_free(fb);
+	resil_mock_free(m);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fallback_cache_null_is_not_a_miss),
+		cmocka_unit_test(test_fallback_lean_path_follows_the_one_mock),
 		cmocka_unit_test(test_fallback_cache_age_limit_is_inclusive),
 		cmocka_unit_test(
 		    test_fallback_cache_evicts_lru_at_entry_bound),
