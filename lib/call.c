@@ -7,6 +7,14 @@
 
 #include "call_machine.h"
 
+#if defined(__GNUC__)
+#define CALL_NOINLINE __attribute__((noinline))
+#define CALL_INLINE __attribute__((always_inline)) inline
+#else
+#define CALL_NOINLINE
+#define CALL_INLINE inline
+#endif
+
 /* A call of the machine's API that is over drops its settings (a late
  * report after DONE touches none of them). */
 HOT void
@@ -19,14 +27,149 @@ call_settle(callm *c)
 	}
 }
 
-HOT resil_err
+/*
+ * The simple phase (issue 29). A call of a method the blocking driver
+ * would run inline (inline_first_ok(), the default classifier for the
+ * report) starts without the machine's state: its permit by the
+ * breaker's fast path in slot 0, the few fields it needs, attempt 1
+ * handed out (CALL_SIMPLE). Its report of a success records the breaker
+ * and answers *out in place (CALL_ANSWERED); the step that follows counts
+ * the retry policy's first success, fills the cache, drops the settings
+ * and says DONE, as live_success() would. Anything else (a failure, a
+ * step or a cancel before the report, a report of another attempt)
+ * first makes the machine's state what its own first launch would have
+ * left (to_machine()), then goes on in the machine.
+ */
+static int
+simple_start(callm *c, resil_pipeline *p, settings *g, unsigned gs,
+    const method *m, const resil_args *args, const resil_invocation *inv,
+    resil_result *out, resil_call_next *step)
+{
+	if (m->run_breaker != NULL &&
+	    !resil__breaker_grant_fast(m->run_bf.acq_word, &c->slots[0].permit))
+		return 0;
+	resil__faa64(&p->stripes[gs].calls, 1);
+	c->magic = CALL_SIMPLE;
+	c->running = 1;
+	c->abandoned = 0;
+	c->delayed = 0;
+	c->p = p;
+	c->g = g;
+	c->gref = 1;
+	c->gst = (uint8_t)gs;
+	c->m = m;
+	c->args = args;
+	c->out = out;
+	c->inv = inv;
+	next_is(step, RESIL_CALL_RUN, 1, UINT64_MAX, 0);
+	step->endpoint = NULL;
+	return 1;
+}
+
+/* The simple phase's call as the machine's after launch_first_simple(). */
+static CALL_NOINLINE void
+to_machine(callm *c)
+{
+	slot *s = &c->slots[0];
+
+	minit(c, c->p, c->g, c->gst, c->m, c->args, c->out);
+	c->gref = 1;
+	resil__result_clear(c->out);
+	s->has_permit = c->breaker != NULL;
+	s->has_bh = 0;
+	s->chaos = 0;
+	c->running = 1;
+	s->id = c->issued = 1;
+	c->attempts = 1;
+}
+
+/* Attempt 1 of a simple-phase call answered a success (rc 0). */
+static inline void
+simple_answered(callm *c, resil_value *value)
+{
+	const method *m = c->m;
+	resil_result *out = c->out;
+	int bstate = -1;
+
+	if (value != NULL) {
+		out->value = *value; /* moved */
+		vnull(value);
+	} else {
+		vnull(&out->value);
+	}
+	if (m->run_breaker != NULL) {
+		bstate = (int)RESIL_BREAKER_CLOSED;
+		if (RESIL__UNLIKELY(!resil__breaker_success_fast(m->run_bf.st,
+		        m->run_bf.streak, &c->slots[0].permit))) {
+			resil__tls_method = c->args->method;
+			resil_breaker_record(m->run_breaker,
+			    &c->slots[0].permit, RESIL_OUTCOME_SUCCESS);
+			bstate = (int)resil_breaker_get_state(m->run_breaker);
+			resil__tls_method = NULL;
+		}
+	}
+	resil__result_answered(out, 1, bstate);
+	out->rc = 0;
+	c->running = 0;
+	c->magic = CALL_ANSWERED;
+}
+
+/* The step after a simple-phase success: the call is over. */
+static inline void
+simple_done(callm *c, resil_call_next *step)
+{
+	const method *m = c->m;
+	settings *g = c->g;
+
+	if (m->run_first != NULL)
+		resil__retry_count_first_at(m->run_first, c->gst);
+	if (RESIL__UNLIKELY(g->cache != NULL)) {
+		resil__tls_method = c->args->method;
+		resil_fallback_record(g->fb, c->args, &c->out->value);
+		resil__tls_method = NULL;
+	}
+	c->phase = P_DONE;
+	c->magic = CALL_DONE;
+	c->gref = 0;
+	conf_drop(g, c->gst);
+	next_is(step, RESIL_CALL_DONE, 0, 0, 0);
+	step->endpoint = NULL;
+}
+
+/* The machine's start, for a call the simple phase does not take (g
+ * held on stripe gs). */
+static CALL_NOINLINE void
+machine_start(callm *c, resil_pipeline *p, settings *g, unsigned gs,
+    const method *m, const resil_args *args, const resil_invocation *inv,
+    resil_result *out, uint64_t now, resil_call_next *step)
+{
+	tsrc ts = tgiven(now);
+
+	resil__tls_method = args->method;
+	step->endpoint = NULL;
+	c->inv = inv;
+	mstart(c, p, g, gs, m, args, out, &ts, step);
+	c->gref = 1;
+	c->gst = (uint8_t)gs;
+	call_settle(c);
+	resil__tls_method = NULL;
+}
+
+static inline int
+in_flight(uint32_t magic)
+{
+	return magic == CALL_LIVE || magic == CALL_CLUSTER ||
+	    magic == CALL_SIMPLE || magic == CALL_ANSWERED;
+}
+
+static CALL_INLINE resil_err
 call_start(resil_call *call, resil_pipeline *p, const resil_method *m,
     const resil_args *args, const resil_invocation *inv, resil_result *out,
     uint64_t now, resil_call_next *step)
 {
 	callm *c = (callm *)(void *)call;
-	tsrc ts = tgiven(now);
 	settings *g;
+	const method *mm;
 	unsigned gs;
 
 	if (RESIL__UNLIKELY(call == NULL || p == NULL || args == NULL ||
@@ -34,21 +177,15 @@ call_start(resil_call *call, resil_pipeline *p, const resil_method *m,
 		return RESIL_E_INVAL;
 	if (RESIL__UNLIKELY(m != NULL && check_method(p, m) != RESIL_OK))
 		return RESIL_E_INVAL;
-	if (RESIL__UNLIKELY(c->magic == CALL_LIVE || c->magic == CALL_CLUSTER))
+	if (RESIL__UNLIKELY(in_flight(c->magic)))
 		/* A call in flight holds permits and settings: starting
 		 * over it would lose them (issue 25.4). */
 		return RESIL_E_MISUSE;
 	g = conf_hold(p, &gs);
-	resil__tls_method = args->method;
-	step->endpoint = NULL;
-	c->inv = inv;
-	mstart(c, p, g, gs,
-	    m != NULL ? resolve(g, m) : find_method(g, args->method), args,
-	    out, &ts, step);
-	c->gref = 1;
-	c->gst = (uint8_t)gs;
-	call_settle(c);
-	resil__tls_method = NULL;
+	mm = m != NULL ? resolve(g, m) : find_method(g, args->method);
+	if (RESIL__UNLIKELY(!inline_first_ok(g, mm) || p->cls.fn != NULL ||
+	        !simple_start(c, p, g, gs, mm, args, inv, out, step)))
+		machine_start(c, p, g, gs, mm, args, inv, out, now, step);
 	return RESIL_OK;
 }
 
@@ -70,14 +207,14 @@ resil_call_start_ex(resil_call *call, resil_pipeline *p, const resil_method *m,
 	return call_start(call, p, m, &inv->args, inv, out, now, step);
 }
 
-resil_err
-resil_call_step(resil_call *call, uint64_t now, resil_call_next *step)
+/* A step the simple phase does not answer. */
+static CALL_NOINLINE resil_err
+machine_step(callm *c, uint64_t now, resil_call_next *step)
 {
-	callm *c = (callm *)(void *)call;
 	tsrc ts = tgiven(now);
 
-	if (RESIL__UNLIKELY(call == NULL || step == NULL))
-		return RESIL_E_INVAL;
+	if (c->magic == CALL_SIMPLE)
+		to_machine(c);
 	if (RESIL__UNLIKELY(c->magic != CALL_LIVE) && c->magic != CALL_CLUSTER)
 		return RESIL_E_MISUSE;
 	resil__tls_method = c->args->method;
@@ -89,15 +226,31 @@ resil_call_step(resil_call *call, uint64_t now, resil_call_next *step)
 }
 
 resil_err
-resil_call_report(resil_call *call, uint32_t attempt, int rc,
-    resil_value *value, uint64_t now)
+resil_call_step(resil_call *call, uint64_t now, resil_call_next *step)
 {
 	callm *c = (callm *)(void *)call;
+
+	if (RESIL__UNLIKELY(call == NULL || step == NULL))
+		return RESIL_E_INVAL;
+	if (RESIL__LIKELY(c->magic == CALL_ANSWERED)) {
+		simple_done(c, step);
+		return RESIL_OK;
+	}
+	return machine_step(c, now, step);
+}
+
+/* A report the simple phase does not take. */
+static CALL_NOINLINE resil_err
+machine_report(
+    callm *c, uint32_t attempt, int rc, resil_value *value, uint64_t now)
+{
 	tsrc ts = tgiven(now);
 	resil_err err;
 
-	if (RESIL__UNLIKELY(call == NULL))
-		return RESIL_E_INVAL;
+	if (c->magic == CALL_SIMPLE)
+		to_machine(c);
+	else if (c->magic == CALL_ANSWERED)
+		return RESIL_E_MISUSE; /* attempt 1 has answered */
 	if (RESIL__LIKELY(c->magic == CALL_LIVE)) {
 		resil__tls_method = c->args->method;
 		err = mreport(c, attempt, rc, value, &ts);
@@ -117,6 +270,21 @@ resil_call_report(resil_call *call, uint32_t attempt, int rc,
 }
 
 resil_err
+resil_call_report(resil_call *call, uint32_t attempt, int rc,
+    resil_value *value, uint64_t now)
+{
+	callm *c = (callm *)(void *)call;
+
+	if (RESIL__UNLIKELY(call == NULL))
+		return RESIL_E_INVAL;
+	if (RESIL__LIKELY(c->magic == CALL_SIMPLE && attempt == 1 && rc == 0)) {
+		simple_answered(c, value);
+		return RESIL_OK;
+	}
+	return machine_report(c, attempt, rc, value, now);
+}
+
+resil_err
 resil_call_cancel(resil_call *call, uint64_t now)
 {
 	callm *c = (callm *)(void *)call;
@@ -125,6 +293,17 @@ resil_call_cancel(resil_call *call, uint64_t now)
 	(void)now;
 	if (call == NULL)
 		return RESIL_E_INVAL;
+	if (c->magic == CALL_SIMPLE) {
+		to_machine(c);
+	} else if (c->magic == CALL_ANSWERED) {
+		/* As the machine with attempt 1's success pending: its value
+		 * (here in *out) goes. */
+		c->attempts = 1;
+		c->breaker_state = c->out->breaker_state;
+		resil_value_free(&c->out->value);
+		vnull(&c->value);
+		c->magic = CALL_LIVE;
+	}
 	if (c->magic != CALL_LIVE && c->magic != CALL_CLUSTER)
 		return RESIL_E_MISUSE;
 	abandon_running(c);
@@ -152,7 +331,8 @@ resil_call_outstanding(const resil_call *call)
 
 	if (call == NULL ||
 	    (c->magic != CALL_LIVE && c->magic != CALL_DONE &&
-	        c->magic != CALL_CANCELLED && c->magic != CALL_CLUSTER))
+	        c->magic != CALL_CANCELLED && c->magic != CALL_CLUSTER &&
+	        c->magic != CALL_SIMPLE && c->magic != CALL_ANSWERED))
 		return 0;
 	for (i = 0; i < RESIL_CALL_MAX_INFLIGHT; i++)
 		n += (((c->running & (uint8_t)~c->delayed) | c->abandoned) >>

@@ -194,9 +194,7 @@ drive(resil_pipeline *p, settings *g, unsigned gs, const method *m,
 	int rc;
 
 	/* Chaos switched off costs its flag test (issue 28). */
-	if (RESIL__UNLIKELY(!m->simple ||
-	        resil__loadptr((void *const *)&g->mock) != NULL ||
-	        (m->chaos != NULL && resil__chaos_is_live(m->chaos))))
+	if (RESIL__UNLIKELY(!inline_first_ok(g, m)))
 		return drive_machine(p, g, gs, m, args, fn, ctx, out);
 	resil__faa64(&p->stripes[gs].calls, 1);
 	permit.flags = 0;

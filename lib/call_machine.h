@@ -392,6 +392,17 @@ mstart(callm *c, resil_pipeline *p, settings *g, unsigned gs, const method *m,
 	return RESIL_OK;
 }
 
+/* A call of m may take the machine's first step without it (the blocking
+ * driver's inline step, the call machine's simple phase): m is simple, no
+ * mock stage, and its chaos (if any) switched off (issue 28: a flag
+ * test). */
+static inline int
+inline_first_ok(const settings *g, const method *m)
+{
+	return m->simple && resil__loadptr((void *const *)&g->mock) == NULL &&
+	    (m->chaos == NULL || !resil__chaos_is_live(m->chaos));
+}
+
 /* The slot of attempt id (running or abandoned), or -1. */
 static inline int
 find_slot(const callm *c, uint32_t id)

@@ -26,6 +26,11 @@
 #define CALL_CLUSTER 0x636c7573u /* "clus": live, with a selector */
 #define CALL_DONE 0x646f6e65u
 #define CALL_CANCELLED 0x63616e63u
+/* The simple phase (lib/call.c): attempt 1 of a simple method out, its
+ * permit in slot 0, nothing else of the machine's state written yet; then
+ * its success answered in *out, the call's DONE still to be stepped. */
+#define CALL_SIMPLE 0x73696d70u
+#define CALL_ANSWERED 0x616e7377u
 
 enum { P_ATTEMPT = 0, P_WAIT = 1, P_DONE = 2 };
 
