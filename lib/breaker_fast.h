@@ -84,4 +84,25 @@ resil__breaker_success_fast(
 	return false;
 }
 
+/* The same test for a permit known to be a fast grant of the word
+ * start (resil__breaker_grant_fast() gave it): the caller spends the
+ * permit itself. */
+static inline bool
+resil__breaker_granted_success_fast(
+    struct bstate *st, const uint64_t *streak, uint64_t start)
+{
+	uintptr_t off;
+
+	if (RESIL__LIKELY(
+	        start == resil__load64((const uint64_t *)(const void *)st) &&
+	        resil__load64(streak) == 0)) {
+		off = resil__breaker_success_at;
+		if (RESIL__UNLIKELY(off == 0))
+			return false;
+		resil__inc64((uint64_t *)(void *)((char *)st + off - 1));
+		return true;
+	}
+	return false;
+}
+
 #endif /* RESIL_BREAKER_FAST_H */

@@ -40,27 +40,19 @@ call_settle(callm *c)
  * first makes the machine's state what its own first launch would have
  * left (to_machine()), then goes on in the machine.
  */
-static int
-simple_start(callm *c, resil_pipeline *p, settings *g, unsigned gs,
-    const method *m, const resil_args *args, const resil_invocation *inv,
-    resil_result *out, resil_call_next *step)
+/* The simple phase's start: c's call fields are written; false when the
+ * breaker's fast path does not grant (the machine decides then). */
+static inline int
+simple_start(callm *c, const method *m, resil_call_next *step)
 {
 	if (m->run_breaker != NULL &&
 	    !resil__breaker_grant_fast(m->run_bf.acq_word, &c->slots[0].permit))
 		return 0;
-	resil__faa64(&p->stripes[gs].calls, 1);
+	resil__faa64(&c->p->stripes[c->gst].calls, 1);
 	c->magic = CALL_SIMPLE;
 	c->running = 1;
 	c->abandoned = 0;
 	c->delayed = 0;
-	c->p = p;
-	c->g = g;
-	c->gref = 1;
-	c->gst = (uint8_t)gs;
-	c->m = m;
-	c->args = args;
-	c->out = out;
-	c->inv = inv;
 	next_is(step, RESIL_CALL_RUN, 1, UINT64_MAX, 0);
 	step->endpoint = NULL;
 	return 1;
@@ -99,8 +91,11 @@ simple_answered(callm *c, resil_value *value)
 	}
 	if (m->run_breaker != NULL) {
 		bstate = (int)RESIL_BREAKER_CLOSED;
-		if (RESIL__UNLIKELY(!resil__breaker_success_fast(m->run_bf.st,
-		        m->run_bf.streak, &c->slots[0].permit))) {
+		/* Slot 0's permit is a fast grant (simple_start()); once
+		 * answered the call never reads it again. */
+		if (RESIL__UNLIKELY(!resil__breaker_granted_success_fast(
+		        m->run_bf.st, m->run_bf.streak,
+		        c->slots[0].permit.start))) {
 			resil__tls_method = c->args->method;
 			resil_breaker_record(m->run_breaker,
 			    &c->slots[0].permit, RESIL_OUTCOME_SUCCESS);
@@ -114,6 +109,15 @@ simple_answered(callm *c, resil_value *value)
 	c->magic = CALL_ANSWERED;
 }
 
+/* The cache stores a simple-phase success. */
+static CALL_NOINLINE void
+simple_cache(callm *c)
+{
+	resil__tls_method = c->args->method;
+	resil_fallback_record(c->g->fb, c->args, &c->out->value);
+	resil__tls_method = NULL;
+}
+
 /* The step after a simple-phase success: the call is over. */
 static inline void
 simple_done(callm *c, resil_call_next *step)
@@ -123,11 +127,8 @@ simple_done(callm *c, resil_call_next *step)
 
 	if (m->run_first != NULL)
 		resil__retry_count_first_at(m->run_first, c->gst);
-	if (RESIL__UNLIKELY(g->cache != NULL)) {
-		resil__tls_method = c->args->method;
-		resil_fallback_record(g->fb, c->args, &c->out->value);
-		resil__tls_method = NULL;
-	}
+	if (RESIL__UNLIKELY(g->cache != NULL))
+		simple_cache(c);
 	c->phase = P_DONE;
 	c->magic = CALL_DONE;
 	c->gref = 0;
@@ -136,30 +137,23 @@ simple_done(callm *c, resil_call_next *step)
 	step->endpoint = NULL;
 }
 
-/* The machine's start, for a call the simple phase does not take (g
- * held on stripe gs). */
-static CALL_NOINLINE void
-machine_start(callm *c, resil_pipeline *p, settings *g, unsigned gs,
-    const method *m, const resil_args *args, const resil_invocation *inv,
-    resil_result *out, uint64_t now, resil_call_next *step)
+/* The machine's start, for a call the simple phase does not take (c's
+ * call fields written, its settings held). */
+static CALL_NOINLINE resil_err
+machine_start(callm *c, uint64_t now, resil_call_next *step)
 {
 	tsrc ts = tgiven(now);
+	settings *g = c->g;
+	unsigned gs = c->gst;
 
-	resil__tls_method = args->method;
+	resil__tls_method = c->args->method;
 	step->endpoint = NULL;
-	c->inv = inv;
-	mstart(c, p, g, gs, m, args, out, &ts, step);
+	mstart(c, c->p, g, gs, c->m, c->args, c->out, &ts, step);
 	c->gref = 1;
 	c->gst = (uint8_t)gs;
 	call_settle(c);
 	resil__tls_method = NULL;
-}
-
-static inline int
-in_flight(uint32_t magic)
-{
-	return magic == CALL_LIVE || magic == CALL_CLUSTER ||
-	    magic == CALL_SIMPLE || magic == CALL_ANSWERED;
+	return RESIL_OK;
 }
 
 static CALL_INLINE resil_err
@@ -177,15 +171,25 @@ call_start(resil_call *call, resil_pipeline *p, const resil_method *m,
 		return RESIL_E_INVAL;
 	if (RESIL__UNLIKELY(m != NULL && check_method(p, m) != RESIL_OK))
 		return RESIL_E_INVAL;
-	if (RESIL__UNLIKELY(in_flight(c->magic)))
+	if (RESIL__UNLIKELY(CALL_IN_FLIGHT(c->magic)))
 		/* A call in flight holds permits and settings: starting
 		 * over it would lose them (issue 25.4). */
 		return RESIL_E_MISUSE;
+	/* The call's fields, for either phase (minit() writes them
+	 * again). */
+	c->p = p;
+	c->args = args;
+	c->out = out;
+	c->inv = inv;
 	g = conf_hold(p, &gs);
 	mm = m != NULL ? resolve(g, m) : find_method(g, args->method);
+	c->g = g;
+	c->gref = 1;
+	c->gst = (uint8_t)gs;
+	c->m = mm;
 	if (RESIL__UNLIKELY(!inline_first_ok(g, mm) || p->cls.fn != NULL ||
-	        !simple_start(c, p, g, gs, mm, args, inv, out, step)))
-		machine_start(c, p, g, gs, mm, args, inv, out, now, step);
+	        !simple_start(c, mm, step)))
+		return machine_start(c, now, step);
 	return RESIL_OK;
 }
 

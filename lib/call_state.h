@@ -22,15 +22,19 @@
 #include <resil/fleet.h>
 #include "retry_internal.h"
 
-#define CALL_LIVE 0x7265736cu    /* "resl" */
-#define CALL_CLUSTER 0x636c7573u /* "clus": live, with a selector */
-#define CALL_DONE 0x646f6e65u
-#define CALL_CANCELLED 0x63616e63u
+/* A call's magic: one tag, and in its low byte the state, 0x80 set while
+ * the call is in flight (CALL_IN_FLIGHT() is one test). */
+#define CALL_TAG 0x52534c00u
+#define CALL_LIVE (CALL_TAG | 0x81u)
+#define CALL_CLUSTER (CALL_TAG | 0x82u) /* live, with a selector */
 /* The simple phase (lib/call.c): attempt 1 of a simple method out, its
  * permit in slot 0, nothing else of the machine's state written yet; then
  * its success answered in *out, the call's DONE still to be stepped. */
-#define CALL_SIMPLE 0x73696d70u
-#define CALL_ANSWERED 0x616e7377u
+#define CALL_SIMPLE (CALL_TAG | 0x83u)
+#define CALL_ANSWERED (CALL_TAG | 0x84u)
+#define CALL_DONE (CALL_TAG | 0x01u)
+#define CALL_CANCELLED (CALL_TAG | 0x02u)
+#define CALL_IN_FLIGHT(magic) (((magic) & ~0x7fu) == (CALL_TAG | 0x80u))
 
 enum { P_ATTEMPT = 0, P_WAIT = 1, P_DONE = 2 };
 

@@ -97,7 +97,7 @@ value_clear(resil_value *v)
 }
 
 void
-resil_value_init(resil_value *v)
+(resil_value_init)(resil_value *v)
 {
 	if (v == NULL)
 		return;

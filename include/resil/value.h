@@ -137,7 +137,8 @@ RESIL_API resil_value resil_value_double(double d);
  * literal: no call, so `*out = resil_value_int(8)` in a user's function is
  * a few stores): the same value as the functions give. Take the function
  * itself with (resil_value_int)(8) or &resil_value_int, or define
- * RESIL_VALUE_NO_INLINE before including this header.
+ * RESIL_VALUE_NO_INLINE before including this header. resil_value_init()
+ * is one the same way.
  */
 #if !defined(__cplusplus) && !defined(RESIL_VALUE_NO_INLINE)
 #define resil_value_null() ((resil_value) { .type = RESIL_VALUE_NULL })
@@ -149,6 +150,14 @@ RESIL_API resil_value resil_value_double(double d);
 #define resil_value_double(x_) \
 	((resil_value) {       \
 	    .type = RESIL_VALUE_DOUBLE, .u = { .d = (double)(x_) } })
+/* And resil_value_init(), in place ((resil_value_init)(v): the function). */
+static inline void
+resil__value_init_inline(resil_value *v)
+{
+	if (v != NULL)
+		*v = (resil_value) { .type = RESIL_VALUE_NULL };
+}
+#define resil_value_init(v_) resil__value_init_inline(v_)
 #endif
 
 /*
