@@ -3188,7 +3188,8 @@ static int
 px_launch(px *x, resil_call *call, resil_result *r, resil_call_next *st,
     uint32_t *id, char (*addr)[32], int max)
 {
-	resil_args a = { "getStock", NULL, 0 };
+	/* The call keeps its arguments until DONE: not this frame's. */
+	static const resil_args a = { "getStock", NULL, 0 };
 	int k = 0;
 
 	assert_int_equal(
