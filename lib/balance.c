@@ -689,7 +689,7 @@ ring_build(resil__lb *lb, const resil__view *v)
 		return NULL;
 	}
 	for (i = 0; i < v->n; i++) {
-		const resil__endpoint *ep = v->snap->e[v->idx[i]].ep;
+		const resil__endpoint *ep = v->snap->eps[v->idx[i]];
 		for (j = 0; j < lb->cfg.hash_nodes; j++) {
 			r->p[k].h = node_hash(ep->address, j);
 			r->p[k].id = ep->id;
@@ -793,7 +793,7 @@ consistent(resil__lb *lb, const resil__view *v, const resil_request *req,
 	hi = v->n - 1;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		if (v->snap->e[v->idx[mid]].ep->id < id)
+		if (v->snap->eps[v->idx[mid]]->id < id)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -807,7 +807,7 @@ consistent(resil__lb *lb, const resil__view *v, const resil_request *req,
 static uint64_t
 active_of(const resil__view *v, size_t i)
 {
-	return resil__ep_active(v->snap->e[v->idx[i]].ep);
+	return resil__ep_active(v->snap->eps[v->idx[i]]);
 }
 
 /* The second draw of a pick that takes one (balance.h): the top 53 bits
@@ -846,7 +846,7 @@ two(const resil__view *v, const resil_random *rnd, size_t *i, size_t *j)
 static double
 ewma_load(const resil__lb *lb, const resil__view *v, size_t i, uint64_t now)
 {
-	const resil__endpoint *ep = v->snap->e[v->idx[i]].ep;
+	const resil__endpoint *ep = v->snap->eps[v->idx[i]];
 
 	return resil__ep_ewma(ep, now, (double)lb->cfg.ewma_tau,
 	           (double)lb->cfg.ewma_default_rtt) *
@@ -871,7 +871,7 @@ static uint64_t
 scan_cost(const resil__lb *lb, const resil__view *v, size_t i, uint64_t now,
     int shortest)
 {
-	const resil__endpoint *ep = v->snap->e[v->idx[i]].ep;
+	const resil__endpoint *ep = v->snap->eps[v->idx[i]];
 
 	if (!shortest)
 		return resil__ep_active(ep);
@@ -944,8 +944,8 @@ min_sample(const resil__lb *lb, const resil__view *v, const resil_random *rnd,
 
 	weighted_two(v, u, second(u), &a, &b);
 	if (shortest) {
-		const resil__endpoint *ea = v->snap->e[v->idx[a]].ep;
-		const resil__endpoint *eb = v->snap->e[v->idx[b]].ep;
+		const resil__endpoint *ea = v->snap->eps[v->idx[a]];
+		const resil__endpoint *eb = v->snap->eps[v->idx[b]];
 
 		/* Each estimate reads two lines of its endpoint (in flight,
 		 * the window): ask for all four before the first is used. */

@@ -254,6 +254,33 @@ entry_clear(const resil_allocator *a, resil__entry *e)
 	memset(e, 0, sizeof(*e));
 }
 
+/* An endpoint on a cache line of its own, zeroed (the allocator gives no
+ * alignment: a line more, and the struct where the first one begins). */
+#define EP_ALLOC (sizeof(resil__endpoint) + RESIL__CACHELINE - 1)
+_Static_assert(offsetof(resil__endpoint, id) == RESIL__CACHELINE,
+    "a sample's words on the endpoint's first line");
+
+static resil__endpoint *
+ep_alloc(const resil_allocator *a)
+{
+	char *mem = resil__calloc(a, EP_ALLOC);
+	resil__endpoint *ep;
+
+	if (mem == NULL)
+		return NULL;
+	ep = (resil__endpoint *)(void *)(mem +
+	    ((RESIL__CACHELINE - (uintptr_t)mem % RESIL__CACHELINE) %
+	        RESIL__CACHELINE));
+	ep->mem = mem;
+	return ep;
+}
+
+static void
+ep_release(const resil_allocator *a, resil__endpoint *ep)
+{
+	resil__free(a, ep->mem, EP_ALLOC);
+}
+
 void
 resil__ep_unref(resil__endpoint *ep, uint64_t d)
 {
@@ -264,7 +291,7 @@ resil__ep_unref(resil__endpoint *ep, uint64_t d)
 	a = &ep->dir->a;
 	resil_breaker_free(ep->breaker);
 	resil__strfree(a, ep->address);
-	resil__free(a, ep, sizeof(*ep));
+	ep_release(a, ep);
 }
 
 static void
@@ -297,6 +324,8 @@ snap_destroy(resil__snapshot *s)
 	}
 	if (s->e != NULL)
 		resil__free(a, s->e, s->n * sizeof(*s->e));
+	if (s->eps != NULL)
+		resil__free(a, s->eps, s->n * sizeof(*s->eps));
 	scratch_free(a, &s->rate, s->n);
 	resil__free(a, s, sizeof(*s));
 }
@@ -351,7 +380,13 @@ snap_alloc(resil_directory *d, size_t n, resil__snapshot **out)
 		return RESIL_E_NOMEM;
 	if (n > 0) {
 		s->e = resil__calloc(&d->a, n * sizeof(*s->e));
-		if (s->e == NULL) {
+		s->eps = resil__calloc(&d->a, n * sizeof(*s->eps));
+		if (s->e == NULL || s->eps == NULL) {
+			if (s->e != NULL)
+				resil__free(&d->a, s->e, n * sizeof(*s->e));
+			if (s->eps != NULL)
+				resil__free(
+				    &d->a, s->eps, n * sizeof(*s->eps));
 			resil__free(&d->a, s, sizeof(*s));
 			return RESIL_E_NOMEM;
 		}
@@ -367,6 +402,7 @@ snap_alloc(resil_directory *d, size_t n, resil__snapshot **out)
 		    r->idx == NULL || r->dur == NULL || r->k == NULL) {
 			scratch_free(&d->a, r, n);
 			resil__free(&d->a, s->e, n * sizeof(*s->e));
+			resil__free(&d->a, s->eps, n * sizeof(*s->eps));
 			resil__free(&d->a, s, sizeof(*s));
 			return RESIL_E_NOMEM;
 		}
@@ -646,7 +682,7 @@ entry_fill(resil_directory *d, resil__entry *e, const resil_endpoint_spec *s)
 static resil__endpoint *
 ep_new(resil_directory *d, const char *address)
 {
-	resil__endpoint *ep = resil__calloc(&d->a, sizeof(*ep));
+	resil__endpoint *ep = ep_alloc(&d->a);
 	resil_diag diag;
 
 	if (ep == NULL)
@@ -654,7 +690,7 @@ ep_new(resil_directory *d, const char *address)
 	ep->dir = d;
 	ep->address = resil__strdup(&d->a, address);
 	if (ep->address == NULL) {
-		resil__free(&d->a, ep, sizeof(*ep));
+		ep_release(&d->a, ep);
 		return NULL;
 	}
 	if (d->has_breaker &&
@@ -663,7 +699,7 @@ ep_new(resil_directory *d, const char *address)
 	                     : resil_breaker_new(&ep->breaker, &d->bcfg,
 	                           &diag)) != RESIL_OK) {
 		resil__strfree(&d->a, ep->address);
-		resil__free(&d->a, ep, sizeof(*ep));
+		ep_release(&d->a, ep);
 		return NULL;
 	}
 	resil__spin_init(&ep->lock);
@@ -850,8 +886,10 @@ rebuild(resil_directory *d, const resil_endpoint_spec *specs, size_t n,
 		}
 		pos++;
 	}
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
 		s->n_live += s->e[i].mock == 0;
+		s->eps[i] = s->e[i].ep;
+	}
 	s->version = ++d->version;
 	resil__storeptr((void **)&d->cur, s);
 	/* Events, with old still alive (its reference is released below). */

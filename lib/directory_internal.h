@@ -17,7 +17,10 @@
 
 /* Per-address state; lives while a snapshot or a pick refers to it. */
 typedef struct resil__endpoint {
-	/* The first cache line holds what every pick and report touches. */
+	/* Allocated on a cache line of its own (ep_new()). The first line
+	 * holds what a balancer's sample reads and what every report
+	 * writes: the in-flight count and the shortest-response window side
+	 * by side, so that sampling an endpoint costs one line (issue 29). */
 	/* Atomic: (snapshots holding it << 32) | calls in flight. One word,
 	 * so that a pick and its report cost one atomic add each, and the
 	 * state is freed when both reach 0. */
@@ -25,12 +28,14 @@ typedef struct resil__endpoint {
 	uint64_t ejected; /* atomic 0/1 */
 	uint64_t until;   /* atomic */
 	uint64_t streak;  /* atomic */
+	/* Shortest response window; written under lock, read atomically. */
+	uint64_t sr_successes, sr_elapsed, sr_reset_at;
+	void *mem; /* the allocation this struct is aligned in */
+	/* The second line: what the winner's pick and its report read. */
 	uint64_t id;
 	char *address;
 	resil_breaker *breaker;
 	struct resil_directory *dir;
-	/* Shortest response window; written under lock, read atomically. */
-	uint64_t sr_successes, sr_elapsed, sr_reset_at;
 	/* PeakEWMA: cost as double bits and its time; seen 0 or 1. */
 	uint64_t ewma_bits, ewma_stamp, ewma_seen;
 	/* Outlier detection, under lock. */
@@ -90,6 +95,9 @@ typedef struct resil__snapshot {
 	uint64_t version;
 	size_t n, n_live;
 	resil__entry *e;
+	/* eps[i] == e[i].ep: what a balancer's sample reads, 8 bytes an
+	 * entry instead of e[i]'s line (issue 29). */
+	resil__endpoint **eps;
 	struct resil_directory *dir;
 	resil__rate_scratch rate; /* allocated when outlier_rate is on */
 } resil__snapshot;

@@ -788,7 +788,7 @@ resil_selector_pick_at(resil_selector *sel, resil_candidates *c, size_t i,
 	    c->v.snap == NULL || i >= c->v.n)
 		return resil__diagf(
 		    diag, RESIL_E_INVAL, "selector: bad argument");
-	ep = c->v.snap->e[c->v.idx[i]].ep;
+	ep = c->v.snap->eps[c->v.idx[i]];
 	out->has_permit_ = 0;
 	if (ep->breaker != NULL) {
 		if (resil_breaker_acquire(ep->breaker, &out->permit_) !=
@@ -855,7 +855,7 @@ pick_impl(resil_selector *sel, resil_candidates *c, const resil_request *req,
 		if ((err = resil__lb_pick(lb, view, req, &sel->rnd, now, &pos,
 		         diag)) != RESIL_OK)
 			return err;
-		ep = view->snap->e[view->idx[pos]].ep;
+		ep = view->snap->eps[view->idx[pos]];
 		out->has_permit_ = 0;
 		if (ep->breaker != NULL) {
 			if (resil_breaker_acquire(
