@@ -675,8 +675,10 @@ resil_candidates_count_zone(
 
 #if defined(__GNUC__)
 #define PICK_INLINE __attribute__((always_inline)) static inline
+#define RESIL__SEL_NOINLINE __attribute__((noinline))
 #else
 #define PICK_INLINE static inline
+#define RESIL__SEL_NOINLINE
 #endif
 
 PICK_INLINE void
@@ -695,6 +697,58 @@ pick_fill(resil_pick *out, const resil__view *view, size_t pos,
 	/* kind_ carries what the outcome feeds (RESIL__EP_*): the report
 	 * needs no more of the balancer. */
 	out->kind_ = lb->feeds;
+}
+
+static resil_err pick_refused(resil_selector *sel, resil_candidates *c,
+    resil__view *view, size_t pos, const resil_request *req, uint64_t now,
+    resil_pick *out, resil_diag *diag);
+
+/* One pick from view by the balancer of the method routed for; an
+ * endpoint whose breaker refuses is passed over (pick_refused()). */
+PICK_INLINE resil_err
+pick_from(resil_selector *sel, resil_candidates *c, resil__view *view,
+    const resil_request *req, uint64_t now, resil_pick *out, resil_diag *diag)
+{
+	resil__endpoint *ep;
+	resil_err err;
+	size_t pos;
+
+	if ((err = resil__lb_pick(c->lb, view, req, &sel->rnd, now, &pos,
+	         diag)) != RESIL_OK)
+		return err;
+	ep = view->snap->eps[view->idx[pos]];
+	out->has_permit_ = 0;
+	if (ep->breaker != NULL) {
+		if (resil_breaker_acquire(ep->breaker, &out->permit_) !=
+		    RESIL_OK)
+			return pick_refused(
+			    sel, c, view, pos, req, now, out, diag);
+		out->has_permit_ = 1;
+	}
+	pick_fill(out, view, pos, ep, c->lb, now);
+	return RESIL_OK;
+}
+
+/* Candidate pos of view was refused by its breaker between routing and
+ * now: pass over it, pick again from the rest. */
+static RESIL__SEL_NOINLINE resil_err
+pick_refused(resil_selector *sel, resil_candidates *c, resil__view *view,
+    size_t pos, const resil_request *req, uint64_t now, resil_pick *out,
+    resil_diag *diag)
+{
+	if (view == &c->v) {
+		memset(c->keep, 1, c->v.n);
+		view_filter(&c->v, &c->x, c->keep);
+		view = &c->x;
+	}
+	memset(c->keep, 1, view->n);
+	c->keep[pos] = 0;
+	view_filter(view, &c->x, c->keep);
+	if (c->x.n == 0)
+		return resil__diagf(diag, RESIL_E_UNAVAILABLE,
+		    "all %zu candidates excluded or refused by their breakers",
+		    c->v.n);
+	return pick_from(sel, c, &c->x, req, now, out, diag);
 }
 
 PICK_INLINE resil_err pick_impl(resil_selector *sel, resil_candidates *c,
@@ -807,10 +861,8 @@ pick_impl(resil_selector *sel, resil_candidates *c, const resil_request *req,
     resil_pick *out, resil_diag *diag)
 {
 	resil__view *view;
-	resil__lb *lb;
 	uint64_t now;
-	size_t i, j, pos, tries;
-	resil_err err;
+	size_t i, j;
 
 	if (sel == NULL || c == NULL || out == NULL || c->sel != sel ||
 	    (exclude == NULL && nexclude > 0))
@@ -821,7 +873,6 @@ pick_impl(resil_selector *sel, resil_candidates *c, const resil_request *req,
 		return resil__diagf(diag, RESIL_E_MISUSE,
 		    "selector: pick from an empty candidate set (route "
 		    "first)");
-	lb = c->lb; /* the balancer of the method routed for */
 	now = resil__dir_now(sel->dir);
 	view = &c->v;
 	if (nexclude > 0 || zone != NULL) {
@@ -850,40 +901,7 @@ pick_impl(resil_selector *sel, resil_candidates *c, const resil_request *req,
 			return resil__diagf(diag, RESIL_E_UNAVAILABLE,
 			    "all %zu candidates excluded", c->v.n);
 	}
-	for (tries = 0;; tries++) {
-		resil__endpoint *ep;
-		if ((err = resil__lb_pick(lb, view, req, &sel->rnd, now, &pos,
-		         diag)) != RESIL_OK)
-			return err;
-		ep = view->snap->eps[view->idx[pos]];
-		out->has_permit_ = 0;
-		if (ep->breaker != NULL) {
-			if (resil_breaker_acquire(
-			        ep->breaker, &out->permit_) != RESIL_OK) {
-				/* Refused between routing and now: pass over
-				 * it. */
-				if (view == &c->v) {
-					memset(c->keep, 1, c->v.n);
-					view_filter(&c->v, &c->x, c->keep);
-					view = &c->x;
-				}
-				memset(c->keep, 1, view->n);
-				c->keep[pos] = 0;
-				view_filter(view, &c->x, c->keep);
-				if (c->x.n == 0)
-					return resil__diagf(diag,
-					    RESIL_E_UNAVAILABLE,
-					    "all %zu candidates excluded or "
-					    "refused by their breakers",
-					    c->v.n);
-				continue;
-			}
-			out->has_permit_ = 1;
-		}
-		pick_fill(out, view, pos, ep, lb, now);
-		(void)tries;
-		return RESIL_OK;
-	}
+	return pick_from(sel, c, view, req, now, out, diag);
 }
 
 resil_err
