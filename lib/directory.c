@@ -257,6 +257,9 @@ entry_clear(const resil_allocator *a, resil__entry *e)
 /* An endpoint on a cache line of its own, zeroed (the allocator gives no
  * alignment: a line more, and the struct where the first one begins). */
 #define EP_ALLOC (sizeof(resil__endpoint) + RESIL__CACHELINE - 1)
+/* A snapshot's eps[] of n endpoints, in bytes. */
+#define EPS_BYTES(n) ((n) * sizeof(void *))
+_Static_assert(sizeof(void *) == sizeof(resil__endpoint *), "eps[]");
 _Static_assert(offsetof(resil__endpoint, id) == RESIL__CACHELINE,
     "a sample's words on the endpoint's first line");
 
@@ -325,7 +328,7 @@ snap_destroy(resil__snapshot *s)
 	if (s->e != NULL)
 		resil__free(a, s->e, s->n * sizeof(*s->e));
 	if (s->eps != NULL)
-		resil__free(a, s->eps, s->n * sizeof(*s->eps));
+		resil__free(a, s->eps, EPS_BYTES(s->n));
 	scratch_free(a, &s->rate, s->n);
 	resil__free(a, s, sizeof(*s));
 }
@@ -380,13 +383,13 @@ snap_alloc(resil_directory *d, size_t n, resil__snapshot **out)
 		return RESIL_E_NOMEM;
 	if (n > 0) {
 		s->e = resil__calloc(&d->a, n * sizeof(*s->e));
-		s->eps = resil__calloc(&d->a, n * sizeof(*s->eps));
+		s->eps = resil__calloc(&d->a, EPS_BYTES(n));
 		if (s->e == NULL || s->eps == NULL) {
 			if (s->e != NULL)
 				resil__free(&d->a, s->e, n * sizeof(*s->e));
 			if (s->eps != NULL)
 				resil__free(
-				    &d->a, s->eps, n * sizeof(*s->eps));
+				    &d->a, s->eps, EPS_BYTES(n));
 			resil__free(&d->a, s, sizeof(*s));
 			return RESIL_E_NOMEM;
 		}
@@ -402,7 +405,7 @@ snap_alloc(resil_directory *d, size_t n, resil__snapshot **out)
 		    r->idx == NULL || r->dur == NULL || r->k == NULL) {
 			scratch_free(&d->a, r, n);
 			resil__free(&d->a, s->e, n * sizeof(*s->e));
-			resil__free(&d->a, s->eps, n * sizeof(*s->eps));
+			resil__free(&d->a, s->eps, EPS_BYTES(n));
 			resil__free(&d->a, s, sizeof(*s));
 			return RESIL_E_NOMEM;
 		}

@@ -730,25 +730,44 @@ pick_from(resil_selector *sel, resil_candidates *c, resil__view *view,
 }
 
 /* Candidate pos of view was refused by its breaker between routing and
- * now: pass over it, pick again from the rest. */
+ * now: pass over it and pick again from the rest, until one admits. */
 static RESIL__SEL_NOINLINE resil_err
 pick_refused(resil_selector *sel, resil_candidates *c, resil__view *view,
     size_t pos, const resil_request *req, uint64_t now, resil_pick *out,
     resil_diag *diag)
 {
-	if (view == &c->v) {
-		memset(c->keep, 1, c->v.n);
-		view_filter(&c->v, &c->x, c->keep);
-		view = &c->x;
+	resil__endpoint *ep;
+	resil_err err;
+
+	for (;;) {
+		if (view == &c->v) {
+			memset(c->keep, 1, c->v.n);
+			view_filter(&c->v, &c->x, c->keep);
+			view = &c->x;
+		}
+		memset(c->keep, 1, view->n);
+		c->keep[pos] = 0;
+		view_filter(view, &c->x, c->keep);
+		if (c->x.n == 0)
+			return resil__diagf(diag, RESIL_E_UNAVAILABLE,
+			    "all %zu candidates excluded or refused by their "
+			    "breakers",
+			    c->v.n);
+		if ((err = resil__lb_pick(c->lb, view, req, &sel->rnd, now,
+		         &pos, diag)) != RESIL_OK)
+			return err;
+		ep = view->snap->eps[view->idx[pos]];
+		out->has_permit_ = 0;
+		if (ep->breaker == NULL)
+			break;
+		if (resil_breaker_acquire(ep->breaker, &out->permit_) ==
+		    RESIL_OK) {
+			out->has_permit_ = 1;
+			break;
+		}
 	}
-	memset(c->keep, 1, view->n);
-	c->keep[pos] = 0;
-	view_filter(view, &c->x, c->keep);
-	if (c->x.n == 0)
-		return resil__diagf(diag, RESIL_E_UNAVAILABLE,
-		    "all %zu candidates excluded or refused by their breakers",
-		    c->v.n);
-	return pick_from(sel, c, &c->x, req, now, out, diag);
+	pick_fill(out, view, pos, ep, c->lb, now);
+	return RESIL_OK;
 }
 
 PICK_INLINE resil_err pick_impl(resil_selector *sel, resil_candidates *c,
