@@ -60,6 +60,13 @@ resil__inc64(uint64_t *p)
 	__atomic_fetch_add(p, 1, __ATOMIC_SEQ_CST);
 }
 
+/* Take one, the old value not needed (x86: one `lock dec`). */
+static inline void
+resil__dec64(uint64_t *p)
+{
+	__atomic_fetch_sub(p, 1, __ATOMIC_SEQ_CST);
+}
+
 static inline uint64_t
 resil__fas64(uint64_t *p, uint64_t v)
 {
@@ -134,6 +141,12 @@ static inline void
 resil__inc64(uint64_t *p)
 {
 	ck_pr_inc_64(p);
+}
+
+static inline void
+resil__dec64(uint64_t *p)
+{
+	ck_pr_dec_64(p);
 }
 
 static inline uint64_t

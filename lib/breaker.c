@@ -424,9 +424,9 @@ window_add(resil_breaker *b, bool fail, bool slow, uint64_t now)
 		}
 		calls = resil__faa64(&bk->calls, 1) + 1;
 		if (fail)
-			resil__faa64(&bk->failures, 1);
+			resil__inc64(&bk->failures);
 		if (slow)
-			resil__faa64(&bk->slow, 1);
+			resil__inc64(&bk->slow);
 		/* A success can raise a rate only when outcomes expire,
 		 * which first shows as a rollover (time reached a new
 		 * bucket: every stripe sees its own on its first add there),
@@ -502,11 +502,11 @@ announce(resil_breaker *b, stripe *sp, uint64_t ep)
 {
 	uint64_t w, *a = ann_of(b, sp);
 
-	resil__faa64(&a[ep & 1], 1);
+	resil__inc64(&a[ep & 1]);
 	w = resil__load64_after_rmw(&b->st->word);
 	if (RESIL__LIKELY(w_episode(w) == ep))
 		return true; /* a word with TRANSIT has the next episode */
-	resil__faa64(&a[ep & 1], UINT64_MAX);
+	resil__dec64(&a[ep & 1]);
 	return false;
 }
 
@@ -672,7 +672,7 @@ await_transit(resil_breaker *b)
 static resil_err
 reject(resil_breaker *b, uint64_t *retry_after, uint64_t left)
 {
-	resil__faa64(&my_stripe(b)->rejections, 1);
+	resil__inc64(&my_stripe(b)->rejections);
 	if (retry_after != NULL)
 		*retry_after = left;
 	return RESIL_E_OPEN;
@@ -844,9 +844,9 @@ rate_evaluate(resil_breaker *b, uint64_t w, uint64_t now)
 static inline void
 count_outcome(stripe *sp, bool fail, bool slow)
 {
-	resil__faa64(fail ? &sp->failures : &sp->successes, 1);
+	resil__inc64(fail ? &sp->failures : &sp->successes);
 	if (slow)
-		resil__faa64(&sp->slow, 1);
+		resil__inc64(&sp->slow);
 }
 
 /*
@@ -868,7 +868,7 @@ window_record(resil_breaker *b, stripe *sp, uint64_t w, bool fail, bool slow)
 	bool trip = false, maybe = false;
 
 	if (!announce(b, sp, ep)) {
-		resil__faa64(&sp->stale, 1);
+		resil__inc64(&sp->stale);
 		return RESIL_OK;
 	}
 	count_outcome(sp, fail, slow);
@@ -942,7 +942,7 @@ half_open_record(
 	resil_err err = RESIL_OK;
 
 	if (!announce(b, sp, ep)) {
-		resil__faa64(&sp->stale, 1);
+		resil__inc64(&sp->stale);
 		return RESIL_OK;
 	}
 	/* Announced: the episode cannot end before the add below lands, so
@@ -1037,7 +1037,7 @@ record_impl(resil_breaker *b, resil_permit *permit, resil_outcome outcome,
 	if (w_episode(w) != ep) {
 		/* From an earlier episode: a slow call from before the trip
 		 * must not close (or trip) the breaker. */
-		resil__faa64(&sp->stale, 1);
+		resil__inc64(&sp->stale);
 		return RESIL_OK;
 	}
 	if (w_state(w) == RESIL_BREAKER_DISABLED)
@@ -1052,13 +1052,13 @@ record_impl(resil_breaker *b, resil_permit *permit, resil_outcome outcome,
 			 * reported, so its outcome is stale. */
 			transition(b, w, RESIL_BREAKER_OPEN,
 			    RESIL_BREAKER_REASON_HALF_OPEN_TIMEOUT, end);
-			resil__faa64(&sp->stale, 1);
+			resil__inc64(&sp->stale);
 			return RESIL_OK;
 		}
 	}
 	if (outcome == RESIL_OUTCOME_IGNORED ||
 	    outcome == RESIL_OUTCOME_BUSINESS) {
-		resil__faa64(&sp->ignored, 1);
+		resil__inc64(&sp->ignored);
 		if (flags & PERMIT_PROBE)
 			give_back_probe(b, ep);
 		return RESIL_OK;

@@ -43,18 +43,20 @@ call_settle(callm *c)
 /* The simple phase's start: c's call fields are written; false when the
  * breaker's fast path does not grant (the machine decides then). */
 static inline int
-simple_start(callm *c, const method *m, resil_call_next *step)
+simple_start(callm *c, resil_pipeline *p, unsigned gs, const method *m,
+    resil_call_next *step)
 {
 	if (m->run_breaker != NULL &&
 	    !resil__breaker_grant_fast(m->run_bf.acq_word, &c->slots[0].permit))
 		return 0;
-	resil__faa64(&c->p->stripes[c->gst].calls, 1);
+	resil__inc64(&p->stripes[gs].calls);
 	c->magic = CALL_SIMPLE;
 	c->running = 1;
 	c->abandoned = 0;
 	c->delayed = 0;
-	next_is(step, RESIL_CALL_RUN, 1, UINT64_MAX, 0);
-	step->endpoint = NULL;
+	*step = (resil_call_next) { .action = RESIL_CALL_RUN,
+		.attempt = 1,
+		.deadline = UINT64_MAX };
 	return 1;
 }
 
@@ -75,7 +77,44 @@ to_machine(callm *c)
 	c->attempts = 1;
 }
 
-/* Attempt 1 of a simple-phase call answered a success (rc 0). */
+/* Attempt 1's value moved into the answer. */
+static inline void
+simple_value(resil_result *out, resil_value *value)
+{
+	if (value != NULL) {
+		out->value = *value; /* moved */
+		value->type = RESIL_VALUE_NULL; /* left null: owns nothing */
+	} else {
+		vnull(&out->value);
+	}
+}
+
+/* Attempt 1 of a simple-phase call answered a success (rc 0), the
+ * breaker's fast path not taking it: its record says. */
+static CALL_NOINLINE void
+simple_answered_slow(callm *c, resil_value *value)
+{
+	const method *m = c->m;
+	int bstate = -1;
+
+	simple_value(c->out, value);
+	if (m->run_breaker != NULL) {
+		resil__tls_method = c->args->method;
+		resil_breaker_record(
+		    m->run_breaker, &c->slots[0].permit, RESIL_OUTCOME_SUCCESS);
+		bstate = (int)resil_breaker_get_state(m->run_breaker);
+		resil__tls_method = NULL;
+	}
+	resil__result_answered(c->out, 1, bstate);
+	c->out->rc = 0;
+	c->running = 0;
+	c->magic = CALL_ANSWERED;
+}
+
+/* Attempt 1 of a simple-phase call answered a success (rc 0). Slot 0's
+ * permit is a fast grant (simple_start()); once answered the call never
+ * reads it again. No call that returns: the common report saves no
+ * registers. */
 static inline void
 simple_answered(callm *c, resil_value *value)
 {
@@ -83,58 +122,57 @@ simple_answered(callm *c, resil_value *value)
 	resil_result *out = c->out;
 	int bstate = -1;
 
-	if (value != NULL) {
-		out->value = *value; /* moved */
-		vnull(value);
-	} else {
-		vnull(&out->value);
-	}
 	if (m->run_breaker != NULL) {
-		bstate = (int)RESIL_BREAKER_CLOSED;
-		/* Slot 0's permit is a fast grant (simple_start()); once
-		 * answered the call never reads it again. */
 		if (RESIL__UNLIKELY(!resil__breaker_granted_success_fast(
 		        m->run_bf.st, m->run_bf.streak,
 		        c->slots[0].permit.start))) {
-			resil__tls_method = c->args->method;
-			resil_breaker_record(m->run_breaker,
-			    &c->slots[0].permit, RESIL_OUTCOME_SUCCESS);
-			bstate = (int)resil_breaker_get_state(m->run_breaker);
-			resil__tls_method = NULL;
+			simple_answered_slow(c, value);
+			return;
 		}
+		bstate = (int)RESIL_BREAKER_CLOSED;
 	}
+	simple_value(out, value);
 	resil__result_answered(out, 1, bstate);
 	out->rc = 0;
 	c->running = 0;
 	c->magic = CALL_ANSWERED;
 }
 
-/* The cache stores a simple-phase success. */
+/* The step after a simple-phase success: the call is over. */
+static inline void
+simple_over(callm *c, settings *g, unsigned gs, resil_call_next *step)
+{
+	c->phase = P_DONE;
+	c->magic = CALL_DONE;
+	c->gref = 0;
+	conf_drop(g, gs);
+	*step = (resil_call_next) { .action = RESIL_CALL_DONE };
+}
+
+/* The same when the cache stores the success first. */
 static CALL_NOINLINE void
-simple_cache(callm *c)
+simple_done_cached(callm *c, resil_call_next *step)
 {
 	resil__tls_method = c->args->method;
 	resil_fallback_record(c->g->fb, c->args, &c->out->value);
 	resil__tls_method = NULL;
+	simple_over(c, c->g, c->gst, step);
 }
 
-/* The step after a simple-phase success: the call is over. */
 static inline void
 simple_done(callm *c, resil_call_next *step)
 {
 	const method *m = c->m;
 	settings *g = c->g;
+	unsigned gs = c->gst;
 
 	if (m->run_first != NULL)
-		resil__retry_count_first_at(m->run_first, c->gst);
-	if (RESIL__UNLIKELY(g->cache != NULL))
-		simple_cache(c);
-	c->phase = P_DONE;
-	c->magic = CALL_DONE;
-	c->gref = 0;
-	conf_drop(g, c->gst);
-	next_is(step, RESIL_CALL_DONE, 0, 0, 0);
-	step->endpoint = NULL;
+		resil__retry_count_first_at(m->run_first, gs);
+	if (RESIL__UNLIKELY(g->cache != NULL)) {
+		simple_done_cached(c, step);
+		return;
+	}
+	simple_over(c, g, gs, step);
 }
 
 /* The machine's start, for a call the simple phase does not take (c's
@@ -187,18 +225,69 @@ call_start(resil_call *call, resil_pipeline *p, const resil_method *m,
 	c->gref = 1;
 	c->gst = (uint8_t)gs;
 	c->m = mm;
-	if (RESIL__UNLIKELY(!inline_first_ok(g, mm) || p->cls.fn != NULL ||
-	        !simple_start(c, mm, step)))
+	if (RESIL__UNLIKELY(!inline_first_ok(g, mm, SIMPLE_PHASE) ||
+	        !simple_start(c, p, gs, mm, step)))
 		return machine_start(c, now, step);
 	return RESIL_OK;
 }
 
+/* Every start resil_call_start() does not take itself (by name, a
+ * thread's first call, a reload met while holding, bad arguments). */
+static CALL_NOINLINE resil_err
+call_start_any(resil_call *call, resil_pipeline *p, const resil_method *m,
+    const resil_args *args, resil_result *out, uint64_t now,
+    resil_call_next *step)
+{
+	return call_start(call, p, m, args, NULL, out, now, step);
+}
+
+/*
+ * call_start() of a valid method handle on a thread that has its stripe,
+ * when the settings do not move under the hold, without a call that
+ * returns (so the common start saves no registers): every other case
+ * starts over in call_start_any(), having written nothing but a count it
+ * drops again.
+ */
 resil_err
 resil_call_start(resil_call *call, resil_pipeline *p, const resil_method *m,
     const resil_args *args, resil_result *out, uint64_t now,
     resil_call_next *step)
 {
-	return call_start(call, p, m, args, NULL, out, now, step);
+	callm *c = (callm *)(void *)call;
+	settings *g;
+	const method *mm;
+	unsigned gs = resil__stripe_mine;
+
+	if (RESIL__UNLIKELY(m == NULL || gs == 0 || call == NULL ||
+	        p == NULL || args == NULL || args->method == NULL ||
+	        out == NULL || step == NULL || check_method(p, m) != RESIL_OK ||
+	        CALL_IN_FLIGHT(c->magic)))
+		return call_start_any(call, p, m, args, out, now, step);
+	gs = (gs - 1) & (NSTRIPES - 1); /* resil__thread_stripe() */
+	g = resil__loadptr((void *const *)&p->cur);
+	resil__inc64(&g->rc[gs].n);
+	if (RESIL__UNLIKELY((void *)(uintptr_t)resil__load64_after_rmw(
+	                        (const uint64_t *)(const void *)&p->cur) !=
+	        (void *)g)) {
+		conf_drop(g, gs);
+		return call_start_any(call, p, m, args, out, now, step);
+	}
+	mm = resolve(g, m);
+	c->p = p;
+	c->args = args;
+	c->out = out;
+	c->g = g;
+	c->gref = 1;
+	c->gst = (uint8_t)gs;
+	c->m = mm;
+	if (RESIL__UNLIKELY(!inline_first_ok(g, mm, SIMPLE_PHASE) ||
+	        !simple_start(c, p, gs, mm, step))) {
+		c->inv = NULL;
+		return machine_start(c, now, step);
+	}
+	/* c->inv is left as it was: only a cluster's call reads it, and a
+	 * cluster's method is never simple. */
+	return RESIL_OK;
 }
 
 resil_err
@@ -320,7 +409,7 @@ resil_call_cancel(resil_call *call, uint64_t now)
 	c->out->breaker_state = c->breaker_state;
 	resil__msg_start(&o, c->out->message, sizeof(c->out->message));
 	RESIL__MSG_LIT(&o, "the call was cancelled");
-	resil__faa64(&my_stripe(c->p)->unavailable, 1);
+	resil__inc64(&my_stripe(c->p)->unavailable);
 	c->phase = P_DONE;
 	c->magic = CALL_CANCELLED;
 	call_settle(c);

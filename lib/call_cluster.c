@@ -610,7 +610,7 @@ resil__cl_conclude(callm *c, resil_err rr, int rc, resil_err status,
 		if (q <= 0)
 			full = q == 0 ? 1 : 2;
 		if (full == 1)
-			resil__faa64(&my_stripe(p)->failback_dropped, 1);
+			resil__inc64(&my_stripe(p)->failback_dropped);
 	}
 	if (!c->cstop && full != 2 &&
 	    (sg == RESIL_CLUSTER_FAILSAFE || sg == RESIL_CLUSTER_FAILBACK)) {

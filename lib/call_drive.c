@@ -18,7 +18,7 @@ declared_timeout(callm *c)
 	resil_value_free(&c->value);
 	vnull(&c->value);
 	c->last_status = c->real_err = RESIL_E_TIMEOUT;
-	resil__faa64(&my_stripe(c->p)->timeouts, 1);
+	resil__inc64(&my_stripe(c->p)->timeouts);
 }
 
 #if defined(__GNUC__)
@@ -194,9 +194,9 @@ drive(resil_pipeline *p, settings *g, unsigned gs, const method *m,
 	int rc;
 
 	/* Chaos switched off costs its flag test (issue 28). */
-	if (RESIL__UNLIKELY(!inline_first_ok(g, m)))
+	if (RESIL__UNLIKELY(!inline_first_ok(g, m, SIMPLE_INLINE)))
 		return drive_machine(p, g, gs, m, args, fn, ctx, out);
-	resil__faa64(&p->stripes[gs].calls, 1);
+	resil__inc64(&p->stripes[gs].calls);
 	permit.flags = 0;
 	if (b != NULL &&
 	    RESIL__UNLIKELY(

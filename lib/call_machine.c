@@ -161,7 +161,7 @@ one_endpoint(callm *c, int rc, resil_err status, tsrc *ts, resil_call_next *st)
 		if (q < 0)
 			return 0; /* out of memory: the failure goes on */
 		if (q == 0)
-			resil__faa64(&my_stripe(p)->failback_dropped, 1);
+			resil__inc64(&my_stripe(p)->failback_dropped);
 	}
 	if (sg == RESIL_CLUSTER_FAILSAFE)
 		resil__cluster_event(p, RESIL_CLUSTER_EVENT_SWALLOWED,

@@ -224,8 +224,8 @@ complete(callm *c, unsigned i, int rc, resil_value *value, int late, tsrc *ts)
 		stripe *sp = my_stripe(p);
 
 		dur = t1 > s->start ? t1 - s->start : 0;
-		resil__faa64(&sp->latency[latency_bucket(dur)], 1);
-		resil__faa64(&sp->latency_count, 1);
+		resil__inc64(&sp->latency[latency_bucket(dur)]);
+		resil__inc64(&sp->latency_count);
 	} else if (RESIL__UNLIKELY(c->m->timed_bh)) {
 		uint64_t t1 = tnow(ts); /* the adaptive bulkhead's sample */
 
@@ -262,7 +262,7 @@ complete(callm *c, unsigned i, int rc, resil_value *value, int late, tsrc *ts)
 		vnull(&c->value);
 		outcome = RESIL_OUTCOME_FAILURE;
 		status = RESIL_E_TIMEOUT;
-		resil__faa64(&my_stripe(p)->timeouts, 1);
+		resil__inc64(&my_stripe(p)->timeouts);
 	}
 	if (s->has_permit == 1) {
 		if (c->timeout != 0)
@@ -338,7 +338,7 @@ mstart(callm *c, resil_pipeline *p, settings *g, unsigned gs, const method *m,
 	resil_mock *mock;
 
 	resil__result_clear(out);
-	resil__faa64(&p->stripes[gs].calls, 1);
+	resil__inc64(&p->stripes[gs].calls);
 	minit(c, p, g, gs, m, args, out);
 
 	/* The mock stage: force: answers and nothing below runs. The mock
@@ -392,14 +392,14 @@ mstart(callm *c, resil_pipeline *p, settings *g, unsigned gs, const method *m,
 	return RESIL_OK;
 }
 
-/* A call of m may take the machine's first step without it (the blocking
- * driver's inline step, the call machine's simple phase): m is simple, no
- * mock stage, and its chaos (if any) switched off (issue 28: a flag
- * test). */
+/* A call of m may take the machine's first step without it (want
+ * SIMPLE_INLINE: the blocking driver's inline step; SIMPLE_PHASE: the
+ * call machine's simple phase): m is simple so, no mock stage, and its
+ * chaos (if any) switched off (issue 28: a flag test). */
 static inline int
-inline_first_ok(const settings *g, const method *m)
+inline_first_ok(const settings *g, const method *m, int want)
 {
-	return m->simple && resil__loadptr((void *const *)&g->mock) == NULL &&
+	return (m->simple & want) && resil__loadptr((void *const *)&g->mock) == NULL &&
 	    (m->chaos == NULL || !resil__chaos_is_live(m->chaos));
 }
 

@@ -274,27 +274,27 @@ count_source(resil_pipeline *p, const resil_result *r)
 
 	switch (r->source) {
 	case RESIL_SOURCE_CACHE:
-		resil__faa64(&s->cache, 1);
+		resil__inc64(&s->cache);
 		break;
 	case RESIL_SOURCE_MOCK:
-		resil__faa64(&s->mock, 1);
+		resil__inc64(&s->mock);
 		break;
 	case RESIL_SOURCE_FALLBACK:
-		resil__faa64(&s->fallback, 1);
+		resil__inc64(&s->fallback);
 		break;
 	case RESIL_SOURCE_UNAVAILABLE:
 		/* Every fallback passed, or (no fallback) the failure
 		 * itself propagated. */
 		if (r->err == RESIL_E_UNAVAILABLE)
-			resil__faa64(&s->unavailable, 1);
+			resil__inc64(&s->unavailable);
 		else
-			resil__faa64(&s->errors, 1);
+			resil__inc64(&s->errors);
 		break;
 	case RESIL_SOURCE_LIVE:
 		if (r->err == RESIL_E_BUSINESS)
-			resil__faa64(&s->business, 1);
+			resil__inc64(&s->business);
 		else if (r->err != RESIL_OK)
-			resil__faa64(&s->errors, 1);
+			resil__inc64(&s->errors);
 		break;
 	}
 }

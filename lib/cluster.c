@@ -1041,7 +1041,7 @@ settle_failure(resil_cluster *cl, const resil_request *req, attempt *at,
 			    q == 0 ? cl->cfg.failback_queue : -1, lasterr);
 			if (q < 0)
 				return out->err;
-			resil__faa64(&cl->dropped, 1);
+			resil__inc64(&cl->dropped);
 			out->value = resil_value_null();
 			return RESIL_OK;
 		}

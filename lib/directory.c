@@ -359,7 +359,7 @@ snap_get(resil_directory *d)
 	 * the snapshot alive for as long as the caller needs it. */
 	resil__epoch_enter(d->epoch, &g);
 	s = resil__loadptr((void *const *)&d->cur);
-	resil__faa64(&s->refs, 1);
+	resil__inc64(&s->refs);
 	resil__epoch_exit(d->epoch, &g);
 	return s;
 }

@@ -301,11 +301,11 @@ read_enter(shard *s, readers *rd)
 
 	for (;;) {
 		g = resil__load64(&s->gen);
-		resil__faa64(&rd->in[g & 1], 1);
+		resil__inc64(&rd->in[g & 1]);
 		if (resil__load64_after_rmw(&s->gen) == g)
 			return (unsigned)(g & 1);
-		resil__faa64(&rd->idle, 1);
-		resil__faa64(&rd->out[g & 1], 1);
+		resil__inc64(&rd->idle);
+		resil__inc64(&rd->out[g & 1]);
 	}
 }
 
@@ -314,8 +314,8 @@ static void
 read_exit(readers *rd, unsigned parity, int hit)
 {
 	if (!hit)
-		resil__faa64(&rd->idle, 1);
-	resil__faa64(&rd->out[parity], 1);
+		resil__inc64(&rd->idle);
+	resil__inc64(&rd->out[parity]);
 }
 
 /* Find the key in t (NULL: no table); from a reader or a writer. */
@@ -745,7 +745,7 @@ resil_cache_get(
 	e = lookup(
 	    resil__loadptr((void *const *)&s->tab), h, args, mlen, klen);
 	if (e == NULL) {
-		resil__faa64(&rd->misses, 1);
+		resil__inc64(&rd->misses);
 		read_exit(rd, parity, 0);
 		return RESIL_E_NOTFOUND;
 	}
@@ -764,7 +764,7 @@ resil_cache_get(
 	shard_lock(s);
 	e = lookup(s->tab, h, args, mlen, klen);
 	if (e == NULL) {
-		resil__faa64(&rd->misses, 1);
+		resil__inc64(&rd->misses);
 		err = RESIL_E_NOTFOUND;
 	} else if ((a = age_of(e, now)) > c->max_age) {
 		detach(s, e);

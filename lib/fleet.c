@@ -308,7 +308,7 @@ on_local(const resil_breaker_event *ev, void *ctx)
 	    ev->reason != RESIL_BREAKER_REASON_MANUAL &&
 	    ev->reason != RESIL_BREAKER_REASON_RESTORED) {
 		resil__store64(&f->sick, 1);
-		resil__faa64(&f->trips, 1);
+		resil__inc64(&f->trips);
 	} else if (ev->to == RESIL_BREAKER_CLOSED) {
 		resil__store64(&f->sick, 0);
 	}
@@ -331,7 +331,7 @@ go_local(resil_fleet *f, const char *why, int error_event)
 {
 	uint64_t ctl = resil__load64(&f->ctl);
 
-	resil__faa64(&f->sync_errors, 1);
+	resil__inc64(&f->sync_errors);
 	if (error_event)
 		emit(f, RESIL_FLEET_EV_ERROR, 0, why);
 	if (ctl & CTL_LOCAL)
@@ -473,7 +473,7 @@ resil_fleet_new(
 	if (connect_redis(f, why, sizeof(why)) != 0) {
 		f->next_reconnect = resil_clock_now(&f->clock) +
 		    (uint64_t)f->reconnect_ms * RESIL_NS_PER_MS;
-		resil__faa64(&f->sync_errors, 1);
+		resil__inc64(&f->sync_errors);
 		emit(f, RESIL_FLEET_EV_LOCAL, 0, why);
 	}
 	*out = f;
@@ -924,7 +924,7 @@ sync_apply(resil_fleet *f, const sync_in *in, const sync_out *o, uint64_t now)
 	f->last_traffic = in->tr_now;
 	resil__store64(&f->votes, o->votes);
 	resil__store64(&f->share, o->share);
-	resil__faa64(&f->syncs, 1);
+	resil__inc64(&f->syncs);
 	f->refused = 0;
 
 	if (o->state == RESIL_FLEET_CLOSED) {
@@ -1264,7 +1264,7 @@ resil_fleet_limit_new(resil_fleet_limit **out,
 	if (lconnect(fl, why, sizeof(why)) != 0) {
 		fl->retry_at = resil_clock_now(&fl->clock) +
 		    (uint64_t)fl->reconnect_ms * RESIL_NS_PER_MS;
-		resil__faa64(&fl->errors, 1);
+		resil__inc64(&fl->errors);
 		lemit(fl, RESIL_FLEET_EV_LOCAL, why);
 	}
 	*out = fl;
@@ -1328,17 +1328,17 @@ decide_local(resil_fleet_limit *fl, uint32_t k, uint64_t *retry_after_ns)
 		/* Out of memory: refuse (a limiter fails closed). */
 		if (retry_after_ns != NULL)
 			*retry_after_ns = fl->period_ms * RESIL_NS_PER_MS;
-		resil__faa64(&fl->rejected, 1);
+		resil__inc64(&fl->rejected);
 		return RESIL_E_LIMITED;
 	}
 	e = resil_ratelimit_try_acquire(rl, k, &ticks);
 	if (e == RESIL_OK) {
-		resil__faa64(&fl->local_grants, 1);
+		resil__inc64(&fl->local_grants);
 		return RESIL_OK;
 	}
 	if (e == RESIL_E_INVAL) /* k is more than the share's burst */
 		ticks = fl->period_ms * RESIL_NS_PER_MS * fl->share_n;
-	resil__faa64(&fl->rejected, 1);
+	resil__inc64(&fl->rejected);
 	if (retry_after_ns != NULL)
 		*retry_after_ns = ticks;
 	return RESIL_E_LIMITED;
@@ -1349,7 +1349,7 @@ static resil_err
 limit_go_local(resil_fleet_limit *fl, uint64_t now, const char *why,
     int error_event, uint32_t k, uint64_t *retry_after_ns)
 {
-	resil__faa64(&fl->errors, 1);
+	resil__inc64(&fl->errors);
 	fl->retry_at = now + (uint64_t)fl->reconnect_ms * RESIL_NS_PER_MS;
 	if (error_event)
 		lemit(fl, RESIL_FLEET_EV_ERROR, why);
@@ -1437,13 +1437,13 @@ limit_acquire_locked(
 	}
 	if (r->element[0]->integer == 1) {
 		freeReplyObject(r);
-		resil__faa64(&fl->redis_grants, 1);
+		resil__inc64(&fl->redis_grants);
 		return RESIL_OK;
 	}
 	if (retry_after_ns != NULL)
 		*retry_after_ns = (uint64_t)r->element[1]->integer * 1000;
 	freeReplyObject(r);
-	resil__faa64(&fl->rejected, 1);
+	resil__inc64(&fl->rejected);
 	return RESIL_E_LIMITED;
 }
 

@@ -491,7 +491,7 @@ rl_my_stripe(resil_ratelimit *rl)
 static inline void
 rl_granted(rl_stripe *sp, uint32_t k)
 {
-	resil__faa64(&sp->granted_calls, 1);
+	resil__inc64(&sp->granted_calls);
 	if (k > 1)
 		resil__faa64(&sp->extra_permits, k - 1);
 }
@@ -501,7 +501,7 @@ rl_rejected(resil_ratelimit *rl, uint32_t k, uint64_t retry, uint64_t now)
 {
 	resil_limit_event ev;
 
-	resil__faa64(&rl_my_stripe(rl)->rejected_calls, 1);
+	resil__inc64(&rl_my_stripe(rl)->rejected_calls);
 	if (rl->listener == NULL)
 		return;
 	memset(&ev, 0, sizeof(ev));
@@ -669,7 +669,7 @@ resil_ratelimit_acquire_wait(
 	}
 	rl_granted(sp, k);
 	if (ticks > 0) {
-		resil__faa64(&sp->waited_calls, 1);
+		resil__inc64(&sp->waited_calls);
 		resil_clock_sleep(&rl->clock, ticks);
 	}
 	if (waited != NULL)
@@ -1142,7 +1142,7 @@ bh_shared_acquire(resil_bulkhead *bh, bh_stripe *sp)
 		lim = resil__load64(&bh->ctl) >> 32;
 		sum = bh_shared_sum(bh);
 		if (RESIL__LIKELY(sum <= lim)) {
-			resil__faa64(&sp->granted, 1);
+			resil__inc64(&sp->granted);
 			bh_note_peak(sp, sum);
 			return RESIL_OK;
 		}
@@ -1167,7 +1167,7 @@ bh_shared_release(resil_bulkhead *bh, bh_stripe *sp)
 			break;
 		w = resil__load64(cw);
 	}
-	resil__faa64(&sp->released, 1);
+	resil__inc64(&sp->released);
 	return RESIL_OK;
 }
 
@@ -1222,7 +1222,7 @@ bh_event(resil_bulkhead *bh, resil_limit_event_type type, uint32_t old_limit,
 static LIMIT_NOINLINE resil_err
 bh_reject(resil_bulkhead *bh, uint64_t lim)
 {
-	resil__faa64(&bh_my_stripe(bh)->rejected, 1);
+	resil__inc64(&bh_my_stripe(bh)->rejected);
 	if (bh->listener != NULL)
 		bh_event(bh, RESIL_LIMIT_EVENT_REJECTED, (uint32_t)lim,
 		    (uint32_t)lim);
@@ -1300,7 +1300,7 @@ bh_acquire_slow(resil_bulkhead *bh, bh_stripe *sp)
 			w = resil__load64(&sp->slots);
 			while (!resil__cas64(&sp->slots, w, w + (d << 32) + 1))
 				w = resil__load64(&sp->slots);
-			resil__faa64(&sp->granted, 1);
+			resil__inc64(&sp->granted);
 			bh_note_peak(sp, cur + d);
 			return RESIL_OK;
 		}
@@ -1308,7 +1308,7 @@ bh_acquire_slow(resil_bulkhead *bh, bh_stripe *sp)
 	}
 	for (i = 0; i < NSTRIPES; i++)
 		if (bh_slot_take(&bh->stripes[i])) {
-			resil__faa64(&sp->granted, 1);
+			resil__inc64(&sp->granted);
 			return RESIL_OK;
 		}
 	return bh_reject(bh, lim);
@@ -1327,7 +1327,7 @@ resil_bulkhead_try_acquire(resil_bulkhead *bh)
 		/* A shared bulkhead's stripes lease nothing: it goes to the
 		 * slow path, which sends it on. */
 		if (RESIL__LIKELY(bh_slot_take(sp))) {
-			resil__faa64(&sp->granted, 1);
+			resil__inc64(&sp->granted);
 			return RESIL_OK;
 		}
 		return bh_acquire_slow(bh, sp);
@@ -1341,7 +1341,7 @@ resil_bulkhead_try_acquire(resil_bulkhead *bh)
 			break;
 		cur = resil__load64(&bh->in_flight);
 	}
-	resil__faa64(&sp->granted, 1);
+	resil__inc64(&sp->granted);
 	bh_note_peak(sp, cur + 1);
 	return RESIL_OK;
 }
@@ -1362,7 +1362,7 @@ bh_release_scan(resil_bulkhead *bh, bh_stripe *sp)
 	for (pass = 0; pass < BH_RELEASE_SCANS; pass++)
 		for (i = 0; i < NSTRIPES; i++)
 			if (bh_slot_give(bh, &bh->stripes[i])) {
-				resil__faa64(&sp->released, 1);
+				resil__inc64(&sp->released);
 				return RESIL_OK;
 			}
 	return RESIL_E_MISUSE;
@@ -1380,7 +1380,7 @@ resil_bulkhead_release(resil_bulkhead *bh)
 	if (bh->batch > 0) {
 		/* As in acquire: a shared one goes to the scan. */
 		if (RESIL__LIKELY(bh_slot_give(bh, sp))) {
-			resil__faa64(&sp->released, 1);
+			resil__inc64(&sp->released);
 			return RESIL_OK;
 		}
 		return bh_release_scan(bh, sp);
@@ -1394,7 +1394,7 @@ resil_bulkhead_release(resil_bulkhead *bh)
 			break;
 		cur = resil__load64(&bh->in_flight);
 	}
-	resil__faa64(&sp->released, 1);
+	resil__inc64(&sp->released);
 	return RESIL_OK;
 }
 
@@ -1417,12 +1417,12 @@ bh_gradient_sample(resil_bulkhead *bh, bh_stripe *sp, resil_outcome outcome,
 			break;
 	}
 	if (nlim > lim) {
-		resil__faa64(&sp->increases, 1);
+		resil__inc64(&sp->increases);
 		if (bh->listener != NULL)
 			bh_event(bh, RESIL_LIMIT_EVENT_LIMIT_INCREASED,
 			    (uint32_t)lim, (uint32_t)nlim);
 	} else if (nlim < lim) {
-		resil__faa64(&sp->decreases, 1);
+		resil__inc64(&sp->decreases);
 		if (bh->listener != NULL)
 			bh_event(bh, RESIL_LIMIT_EVENT_LIMIT_DECREASED,
 			    (uint32_t)lim, (uint32_t)nlim);
@@ -1450,7 +1450,7 @@ bh_record(resil_bulkhead *bh, resil_outcome outcome, uint64_t latency,
 		return RESIL_OK;
 	}
 	good = outcome == RESIL_OUTCOME_SUCCESS && latency <= bh->target;
-	resil__faa64(good ? &sp->good : &sp->bad, 1);
+	resil__inc64(good ? &sp->good : &sp->bad);
 	if (!bh->adaptive)
 		return RESIL_OK;
 	for (;;) {
@@ -1476,12 +1476,12 @@ bh_record(resil_bulkhead *bh, resil_outcome outcome, uint64_t latency,
 			break;
 	}
 	if (nlim > lim) {
-		resil__faa64(&sp->increases, 1);
+		resil__inc64(&sp->increases);
 		if (bh->listener != NULL)
 			bh_event(bh, RESIL_LIMIT_EVENT_LIMIT_INCREASED,
 			    (uint32_t)lim, (uint32_t)nlim);
 	} else if (nlim < lim) {
-		resil__faa64(&sp->decreases, 1);
+		resil__inc64(&sp->decreases);
 		if (bh->listener != NULL)
 			bh_event(bh, RESIL_LIMIT_EVENT_LIMIT_DECREASED,
 			    (uint32_t)lim, (uint32_t)nlim);

@@ -33,6 +33,10 @@
 
 #define NSTRIPES 8u
 
+/* method.simple's bits. */
+#define SIMPLE_INLINE 1
+#define SIMPLE_PHASE 2
+
 #if defined(__GNUC__)
 #define HOT __attribute__((always_inline)) static inline
 #else
@@ -83,7 +87,9 @@ typedef struct pmethod {
 	int start;
 	/* No stage needs the machine on its success path (no limiter, no
 	 * timeout, no hedging, no retry run): the blocking driver may run
-	 * the machine's first step inline. */
+	 * the machine's first step inline (SIMPLE_INLINE); with the default
+	 * classifier the call machine too may start in its simple phase
+	 * (SIMPLE_PHASE, lib/call.c). 0: neither. */
 	int simple;
 	/* The chaos its attempts ask: its own (resil_chaos_method), else the
 	 * pipeline's; NULL when that has no strategy (issue 28). */
@@ -267,7 +273,7 @@ my_stripe(const resil_pipeline *p)
 HOT void
 conf_drop(settings *g, unsigned st)
 {
-	resil__faa64(&g->rc[st].n, UINT64_MAX);
+	resil__dec64(&g->rc[st].n);
 }
 
 /* The settings moved under a call taking its count: retry. */
@@ -277,7 +283,7 @@ conf_hold_again(resil_pipeline *p, settings *g, unsigned s)
 	for (;;) {
 		conf_drop(g, s);
 		g = resil__loadptr((void *const *)&p->cur);
-		resil__faa64(&g->rc[s].n, 1);
+		resil__inc64(&g->rc[s].n);
 		if ((void *)(uintptr_t)resil__load64_after_rmw(
 		        (const uint64_t *)(const void *)&p->cur) == (void *)g)
 			return g;
@@ -299,7 +305,7 @@ conf_hold(resil_pipeline *p, unsigned *st)
 	unsigned s = resil__thread_stripe(NSTRIPES);
 	settings *g = resil__loadptr((void *const *)&p->cur);
 
-	resil__faa64(&g->rc[s].n, 1);
+	resil__inc64(&g->rc[s].n);
 	if (RESIL__UNLIKELY(
 	        (void *)(uintptr_t)resil__load64_after_rmw(
 	            (const uint64_t *)(const void *)&p->cur) != (void *)g))

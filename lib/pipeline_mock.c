@@ -50,10 +50,10 @@ resil__mock_hold(resil_pipeline *p, const settings *g, unsigned *tok)
 
 	for (;;) {
 		gen = resil__load64(&p->mock_gen);
-		resil__faa64(&p->mock_rd[st].n[gen & 1], 1);
+		resil__inc64(&p->mock_rd[st].n[gen & 1]);
 		if (resil__load64_after_rmw(&p->mock_gen) == gen)
 			break;
-		resil__faa64(&p->mock_rd[st].n[gen & 1], UINT64_MAX);
+		resil__dec64(&p->mock_rd[st].n[gen & 1]);
 	}
 	*tok = (st << 1) | (unsigned)(gen & 1);
 	return resil__loadptr((void *const *)&g->mock);

@@ -35,7 +35,7 @@ resil_mock *resil__mock_hold(
 static inline void
 mock_release(resil_pipeline *p, unsigned tok)
 {
-	resil__faa64(&p->mock_rd[tok >> 1].n[tok & 1], UINT64_MAX); /* -1 */
+	resil__dec64(&p->mock_rd[tok >> 1].n[tok & 1]);
 }
 
 #endif /* RESIL_PIPELINE_MOCK_H */

@@ -128,7 +128,7 @@ part_new(resil_pipeline *p, int kind, void *obj, part **out)
 static part *
 part_get(part *x)
 {
-	resil__faa64(&x->refs, 1);
+	resil__inc64(&x->refs);
 	return x;
 }
 
@@ -727,8 +727,10 @@ decide_start(const resil_pipeline *p, const settings *g, method *m)
 	method_run_with(m, m->breaker != NULL ? m->breaker : g->breaker,
 	    m->retry != NULL ? m->retry : g->retry);
 	m->simple = (r == NULL || m->retry_fast) && g->rl == NULL &&
-	    g->bh == NULL && m->timeout == 0 && p->hedge_max == 0 &&
-	    p->call_events == 0 && p->sel == NULL;
+	        g->bh == NULL && m->timeout == 0 && p->hedge_max == 0 &&
+	        p->call_events == 0 && p->sel == NULL
+	    ? SIMPLE_INLINE | (p->cls.fn == NULL ? SIMPLE_PHASE : 0)
+	    : 0;
 }
 
 resil_err

@@ -547,16 +547,16 @@ run_end(resil_retry *r, const resil__retry_run *run, resil_retry_result *res)
 		resil__faa64(
 		    n > 1 ? &st->succeeded_retry : &st->succeeded_first, 1);
 	else
-		resil__faa64(n > 1 ? &st->failed_retry : &st->failed_first, 1);
+		resil__inc64(n > 1 ? &st->failed_retry : &st->failed_first);
 	switch (run->stop) {
 	case RESIL_RETRY_STOP_EXHAUSTED:
-		resil__faa64(&st->exhausted, 1);
+		resil__inc64(&st->exhausted);
 		break;
 	case RESIL_RETRY_STOP_DEADLINE:
-		resil__faa64(&st->deadline_stops, 1);
+		resil__inc64(&st->deadline_stops);
 		break;
 	case RESIL_RETRY_STOP_BUDGET:
-		resil__faa64(&st->budget_refusals, 1);
+		resil__inc64(&st->budget_refusals);
 		break;
 	case RESIL_RETRY_STOP_FINAL:
 		break;

@@ -108,7 +108,7 @@ uint64_t *resil__retry_first_counters(resil_retry *r);
 static inline void
 resil__retry_count_first_at(uint64_t *counters, unsigned stripe)
 {
-	resil__faa64(&counters[(size_t)stripe * RESIL__RETRY_STRIDE], 1);
+	resil__inc64(&counters[(size_t)stripe * RESIL__RETRY_STRIDE]);
 }
 
 #endif /* RESIL_RETRY_INTERNAL_H */

@@ -10,6 +10,9 @@
 
 #include <resil/value.h>
 
+#include <stddef.h>
+#include <string.h>
+
 /* resil__result_clear() but for the value, which the caller set. */
 static inline void
 resil__result_clear_but_value(resil_result *r)
@@ -49,13 +52,12 @@ resil__result_answered(resil_result *r, uint32_t attempts, int bstate)
 	r->err = RESIL_OK;
 	r->source = RESIL_SOURCE_LIVE;
 	r->attempts = attempts;
-	r->age = 0;
-	r->cause = RESIL_OK;
-	r->cause_rc = 0;
+	/* age to error_name are zeros (RESIL_OK is 0, NULL all zero bits
+	 * on every platform resil builds for): one range, a few wide
+	 * stores; breaker_state over it. */
+	memset(&r->age, 0,
+	    offsetof(resil_result, message) - offsetof(resil_result, age));
 	r->breaker_state = bstate;
-	r->last_failure = RESIL_OK;
-	r->last_failure_rc = 0;
-	r->error_name = NULL;
 	r->message[0] = '\0';
 	r->endpoint[0] = '\0';
 	r->zone[0] = '\0';

@@ -302,12 +302,65 @@ test_call_simple_phase_moves_the_value(void **state)
 	resil_pipeline_free(a.p);
 }
 
+/* A classifier that calls every answer a failure, counting its calls. */
+static resil_outcome
+all_fail(int rc, const void *value, void *ctx)
+{
+	(void)rc;
+	(void)value;
+	++*(int *)ctx;
+	return RESIL_OUTCOME_FAILURE;
+}
+
+/* With a user classifier the call machine never takes its simple phase
+ * (which would answer rc 0 as a success without asking): rc 0 is what
+ * the classifier says, a failure, asked once per report. */
+static void
+test_call_simple_phase_asks_a_users_classifier(void **state)
+{
+	resil_manual_clock mc;
+	resil_pipeline_config cfg;
+	resil_pipeline *p;
+	const resil_method *m;
+	resil_call call;
+	resil_call_next st;
+	resil_result r;
+	resil_value v;
+	int asked = 0;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 1000);
+	resil_pipeline_config_init(&cfg);
+	cfg.service = "S";
+	cfg.clock = resil_manual_clock_hook(&mc);
+	cfg.breaker_enabled = 1;
+	cfg.classifier.fn = all_fail;
+	cfg.classifier.ctx = &asked;
+	assert_int_equal(resil_pipeline_new(&p, &cfg, NULL), RESIL_OK);
+	assert_int_equal(resil_pipeline_method(p, "get", &m), RESIL_OK);
+	resil_result_init(&r);
+	assert_int_equal(
+	    resil_call_start(&call, p, m, &args, &r, 1000, &st), RESIL_OK);
+	assert_int_equal(st.action, RESIL_CALL_RUN);
+	v = resil_value_int(7);
+	assert_int_equal(resil_call_report(&call, 1, 0, &v, 1000), RESIL_OK);
+	assert_int_equal(asked, 1);
+	assert_int_equal(resil_call_step(&call, 1000, &st), RESIL_OK);
+	assert_int_equal(st.action, RESIL_CALL_DONE);
+	assert_int_equal(asked, 1);
+	assert_int_not_equal(r.err, RESIL_OK);
+	assert_int_equal(r.last_failure, RESIL_E_CALL);
+	resil_result_free(&r);
+	resil_pipeline_free(p);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_call_simple_phase_is_the_machine),
 		cmocka_unit_test(test_call_simple_phase_moves_the_value),
+		cmocka_unit_test(test_call_simple_phase_asks_a_users_classifier),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
