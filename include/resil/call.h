@@ -198,9 +198,9 @@ RESIL_API resil_err resil_call_step(
 /*
  * Attempt `attempt` answered at clock reading now with the user's return
  * code rc and *value (moved into the call, *value left null: its type
- * says null, it owns nothing; value may be NULL for no value). The answer is recorded with the breaker, the
- * bulkhead and the timing at once; the decision it leads to comes from
- * the next resil_call_step().
+ * says null, it owns nothing; value may be NULL for no value). The
+ * answer is recorded with the breaker, the bulkhead and the timing at
+ * once; the decision it leads to comes from the next resil_call_step().
  *
  * An attempt that no longer matters (a hedge that lost, one that timed
  * out, one still out when the call finished or was cancelled) is accepted
