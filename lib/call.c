@@ -194,6 +194,30 @@ machine_start(callm *c, uint64_t now, resil_call_next *step)
 	return RESIL_OK;
 }
 
+/* A start with its settings held (count on stripe gs): the call's fields,
+ * then the simple phase or the machine. c->inv is written for the machine
+ * only: only a cluster's call reads it, and a cluster's method is never
+ * simple. */
+static CALL_INLINE resil_err
+start_held(callm *c, resil_pipeline *p, settings *g, unsigned gs,
+    const method *mm, const resil_args *args, const resil_invocation *inv,
+    resil_result *out, uint64_t now, resil_call_next *step)
+{
+	c->p = p;
+	c->args = args;
+	c->out = out;
+	c->g = g;
+	c->gref = 1;
+	c->gst = (uint8_t)gs;
+	c->m = mm;
+	if (RESIL__UNLIKELY(!inline_first_ok(g, mm, SIMPLE_PHASE) ||
+	        !simple_start(c, p, gs, mm, step))) {
+		c->inv = inv;
+		return machine_start(c, now, step);
+	}
+	return RESIL_OK;
+}
+
 static CALL_INLINE resil_err
 call_start(resil_call *call, resil_pipeline *p, const resil_method *m,
     const resil_args *args, const resil_invocation *inv, resil_result *out,
@@ -213,22 +237,9 @@ call_start(resil_call *call, resil_pipeline *p, const resil_method *m,
 		/* A call in flight holds permits and settings: starting
 		 * over it would lose them (issue 25.4). */
 		return RESIL_E_MISUSE;
-	/* The call's fields, for either phase (minit() writes them
-	 * again). */
-	c->p = p;
-	c->args = args;
-	c->out = out;
-	c->inv = inv;
 	g = conf_hold(p, &gs);
 	mm = m != NULL ? resolve(g, m) : find_method(g, args->method);
-	c->g = g;
-	c->gref = 1;
-	c->gst = (uint8_t)gs;
-	c->m = mm;
-	if (RESIL__UNLIKELY(!inline_first_ok(g, mm, SIMPLE_PHASE) ||
-	        !simple_start(c, p, gs, mm, step)))
-		return machine_start(c, now, step);
-	return RESIL_OK;
+	return start_held(c, p, g, gs, mm, args, inv, out, now, step);
 }
 
 /* Every start resil_call_start() does not take itself (by name, a
@@ -255,7 +266,6 @@ resil_call_start(resil_call *call, resil_pipeline *p, const resil_method *m,
 {
 	callm *c = (callm *)(void *)call;
 	settings *g;
-	const method *mm;
 	unsigned gs = resil__stripe_mine;
 
 	if (RESIL__UNLIKELY(m == NULL || gs == 0 || call == NULL ||
@@ -272,22 +282,8 @@ resil_call_start(resil_call *call, resil_pipeline *p, const resil_method *m,
 		conf_drop(g, gs);
 		return call_start_any(call, p, m, args, out, now, step);
 	}
-	mm = resolve(g, m);
-	c->p = p;
-	c->args = args;
-	c->out = out;
-	c->g = g;
-	c->gref = 1;
-	c->gst = (uint8_t)gs;
-	c->m = mm;
-	if (RESIL__UNLIKELY(!inline_first_ok(g, mm, SIMPLE_PHASE) ||
-	        !simple_start(c, p, gs, mm, step))) {
-		c->inv = NULL;
-		return machine_start(c, now, step);
-	}
-	/* c->inv is left as it was: only a cluster's call reads it, and a
-	 * cluster's method is never simple. */
-	return RESIL_OK;
+	return start_held(
+	    c, p, g, gs, resolve(g, m), args, NULL, out, now, step);
 }
 
 resil_err
