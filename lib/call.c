@@ -77,9 +77,10 @@ to_machine(callm *c)
 	c->attempts = 1;
 }
 
-/* Attempt 1's value moved into the answer. */
+/* Attempt 1's success is the answer: its value moved in, the breaker's
+ * state bstate. */
 static inline void
-simple_value(resil_result *out, resil_value *value)
+simple_answer(callm *c, resil_result *out, resil_value *value, int bstate)
 {
 	if (value != NULL) {
 		out->value = *value; /* moved */
@@ -87,6 +88,10 @@ simple_value(resil_result *out, resil_value *value)
 	} else {
 		vnull(&out->value);
 	}
+	resil__result_answered(out, 1, bstate);
+	out->rc = 0;
+	c->running = 0;
+	c->magic = CALL_ANSWERED;
 }
 
 /* Attempt 1 of a simple-phase call answered a success (rc 0), the
@@ -97,7 +102,6 @@ simple_answered_slow(callm *c, resil_value *value)
 	const method *m = c->m;
 	int bstate = -1;
 
-	simple_value(c->out, value);
 	if (m->run_breaker != NULL) {
 		resil__tls_method = c->args->method;
 		resil_breaker_record(
@@ -105,10 +109,7 @@ simple_answered_slow(callm *c, resil_value *value)
 		bstate = (int)resil_breaker_get_state(m->run_breaker);
 		resil__tls_method = NULL;
 	}
-	resil__result_answered(c->out, 1, bstate);
-	c->out->rc = 0;
-	c->running = 0;
-	c->magic = CALL_ANSWERED;
+	simple_answer(c, c->out, value, bstate);
 }
 
 /* Attempt 1 of a simple-phase call answered a success (rc 0). Slot 0's
@@ -119,7 +120,6 @@ static inline void
 simple_answered(callm *c, resil_value *value)
 {
 	const method *m = c->m;
-	resil_result *out = c->out;
 	int bstate = -1;
 
 	if (m->run_breaker != NULL) {
@@ -131,11 +131,7 @@ simple_answered(callm *c, resil_value *value)
 		}
 		bstate = (int)RESIL_BREAKER_CLOSED;
 	}
-	simple_value(out, value);
-	resil__result_answered(out, 1, bstate);
-	out->rc = 0;
-	c->running = 0;
-	c->magic = CALL_ANSWERED;
+	simple_answer(c, c->out, value, bstate);
 }
 
 /* The step after a simple-phase success: the call is over. */
@@ -266,22 +262,16 @@ resil_call_start(resil_call *call, resil_pipeline *p, const resil_method *m,
 {
 	callm *c = (callm *)(void *)call;
 	settings *g;
-	unsigned gs = resil__stripe_mine;
+	unsigned gs;
 
-	if (RESIL__UNLIKELY(m == NULL || gs == 0 || call == NULL ||
+	if (RESIL__UNLIKELY(m == NULL ||
+	        !resil__thread_stripe_known(NSTRIPES, &gs) || call == NULL ||
 	        p == NULL || args == NULL || args->method == NULL ||
 	        out == NULL || step == NULL || check_method(p, m) != RESIL_OK ||
 	        CALL_IN_FLIGHT(c->magic)))
 		return call_start_any(call, p, m, args, out, now, step);
-	gs = (gs - 1) & (NSTRIPES - 1); /* resil__thread_stripe() */
-	g = resil__loadptr((void *const *)&p->cur);
-	resil__inc64(&g->rc[gs].n);
-	if (RESIL__UNLIKELY((void *)(uintptr_t)resil__load64_after_rmw(
-	                        (const uint64_t *)(const void *)&p->cur) !=
-	        (void *)g)) {
-		conf_drop(g, gs);
+	if (RESIL__UNLIKELY(!conf_try_hold(p, gs, &g)))
 		return call_start_any(call, p, m, args, out, now, step);
-	}
 	return start_held(
 	    c, p, g, gs, resolve(g, m), args, NULL, out, now, step);
 }

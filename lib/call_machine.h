@@ -394,12 +394,13 @@ mstart(callm *c, resil_pipeline *p, settings *g, unsigned gs, const method *m,
 
 /* A call of m may take the machine's first step without it (want
  * SIMPLE_INLINE: the blocking driver's inline step; SIMPLE_PHASE: the
- * call machine's simple phase): m is simple so, no mock stage, and its
- * chaos (if any) switched off (issue 28: a flag test). */
+ * call machine's simple phase): m's simple has that bit, no mock stage,
+ * and its chaos (if any) switched off (issue 28: a flag test). */
 static inline int
 inline_first_ok(const settings *g, const method *m, int want)
 {
-	return (m->simple & want) && resil__loadptr((void *const *)&g->mock) == NULL &&
+	return (m->simple & want) &&
+	    resil__loadptr((void *const *)&g->mock) == NULL &&
 	    (m->chaos == NULL || !resil__chaos_is_live(m->chaos));
 }
 

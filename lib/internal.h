@@ -80,13 +80,23 @@ resil_err resil__diagf(resil_diag *diag, resil_err err, const char *fmt, ...)
 extern RESIL__TLS unsigned resil__stripe_mine;
 unsigned resil__thread_stripe_slow(unsigned n);
 
-static inline unsigned
-resil__thread_stripe(unsigned n)
+/* The same without the slow path: false on a thread's first call. */
+static inline int
+resil__thread_stripe_known(unsigned n, unsigned *out)
 {
 	unsigned s = resil__stripe_mine;
 
-	if (RESIL__LIKELY(s != 0))
-		return (s - 1) & (n - 1);
+	*out = (s - 1) & (n - 1);
+	return s != 0;
+}
+
+static inline unsigned
+resil__thread_stripe(unsigned n)
+{
+	unsigned s;
+
+	if (RESIL__LIKELY(resil__thread_stripe_known(n, &s)))
+		return s;
 	return resil__thread_stripe_slow(n);
 }
 

@@ -276,18 +276,34 @@ conf_drop(settings *g, unsigned st)
 	resil__dec64(&g->rc[st].n);
 }
 
+/* One try at a hold (see conf_hold()): *out, the settings counted on
+ * stripe s and current after the count; false when they were replaced
+ * meanwhile (the stray count dropped again). */
+HOT int
+conf_try_hold(resil_pipeline *p, unsigned s, settings **out)
+{
+	settings *g = resil__loadptr((void *const *)&p->cur);
+
+	resil__inc64(&g->rc[s].n);
+	if (RESIL__UNLIKELY(
+	        (void *)(uintptr_t)resil__load64_after_rmw(
+	            (const uint64_t *)(const void *)&p->cur) != (void *)g)) {
+		conf_drop(g, s);
+		return 0;
+	}
+	*out = g;
+	return 1;
+}
+
 /* The settings moved under a call taking its count: retry. */
 static inline settings *
-conf_hold_again(resil_pipeline *p, settings *g, unsigned s)
+conf_hold_again(resil_pipeline *p, unsigned s)
 {
-	for (;;) {
-		conf_drop(g, s);
-		g = resil__loadptr((void *const *)&p->cur);
-		resil__inc64(&g->rc[s].n);
-		if ((void *)(uintptr_t)resil__load64_after_rmw(
-		        (const uint64_t *)(const void *)&p->cur) == (void *)g)
-			return g;
-	}
+	settings *g;
+
+	while (!conf_try_hold(p, s, &g))
+		;
+	return g;
 }
 
 /*
@@ -303,13 +319,10 @@ HOT settings *
 conf_hold(resil_pipeline *p, unsigned *st)
 {
 	unsigned s = resil__thread_stripe(NSTRIPES);
-	settings *g = resil__loadptr((void *const *)&p->cur);
+	settings *g;
 
-	resil__inc64(&g->rc[s].n);
-	if (RESIL__UNLIKELY(
-	        (void *)(uintptr_t)resil__load64_after_rmw(
-	            (const uint64_t *)(const void *)&p->cur) != (void *)g))
-		g = conf_hold_again(p, g, s);
+	if (RESIL__UNLIKELY(!conf_try_hold(p, s, &g)))
+		g = conf_hold_again(p, s);
 	*st = s;
 	return g;
 }
