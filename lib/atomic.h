@@ -268,6 +268,36 @@ resil__load64_after_rmw(const uint64_t *p)
 #endif
 }
 
+/*
+ * A counter that one thread alone writes (a stripe it owns,
+ * lib/internal.h): add or take one without a locked instruction. Other
+ * threads only load it, and see the old value or the new one. The take
+ * is a release (what the thread read before it stays before it); both
+ * are compiler barriers. On x86 each is one unlocked instruction.
+ */
+static inline void
+resil__own_inc64(uint64_t *p)
+{
+#if !defined(RESIL__TSAN) && defined(__x86_64__)
+	__asm__ volatile("addq $1, %0" : "+m"(*p) : : "memory", "cc");
+#else
+	__atomic_store_n(
+	    p, __atomic_load_n(p, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+#endif
+}
+
+static inline void
+resil__own_dec64(uint64_t *p)
+{
+#if !defined(RESIL__TSAN) && defined(__x86_64__)
+	__asm__ volatile("subq $1, %0" : "+m"(*p) : : "memory", "cc");
+#else
+	__atomic_store_n(
+	    p, __atomic_load_n(p, __ATOMIC_RELAXED) - 1, __ATOMIC_RELEASE);
+#endif
+}
+
 /* A pointer published with release and read with acquire semantics. */
 static inline void *
 resil__loadptr(void *const *p)

@@ -63,8 +63,8 @@ void (*resil__breaker_transit_hook)(void);
 static const uint64_t never_fast = W_TRANSIT;
 static const uint64_t never_zero = 1;
 
-/* This thread's lifetime-success counter (lib/breaker_internal.h). */
-RESIL__TLS uintptr_t resil__breaker_success_at;
+/* This thread's lifetime-success counter (lib/breaker_fast.h) is defined
+ * in lib/internal.c, which forgets it when the thread's stripe goes. */
 
 /* ---- creation ---- */
 
@@ -1118,7 +1118,7 @@ resil__breaker_fast_refs(const resil_breaker *b, resil__bfast *f)
 {
 	f->acq_word = b->acq_word;
 	f->st = b->st;
-	f->streak = b->streak;
+	f->streak = b->shared ? &never_zero : b->streak;
 }
 
 resil_err

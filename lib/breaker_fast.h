@@ -36,7 +36,10 @@ extern RESIL__TLS uintptr_t resil__breaker_success_at;
 /* What the fast paths read of one breaker, taken once
  * (resil__breaker_fast_refs()): the word acquire tests (the state word,
  * or one never CLOSED where timing is needed), the state, and the word a
- * success tests (0: it changes nothing). Valid while the breaker lives. */
+ * success tests (0: it changes nothing; never 0 for a breaker in a
+ * shared region, whose counters no thread owns, so that every success
+ * of one goes to resil_breaker_record()). Valid while the breaker
+ * lives. */
 typedef struct resil__bfast {
 	const uint64_t *acq_word;
 	struct bstate *st;
@@ -63,10 +66,12 @@ resil__breaker_grant_fast(const uint64_t *acq_word, resil_permit *permit)
 
 /* A success that changes nothing (see resil_breaker_record()): the
  * permit's own CLOSED episode, no transition in progress, nothing the
- * success would end; it counts on this thread's lifetime counter. */
+ * success would end; it counts on this thread's lifetime counter,
+ * unlocked when own (the thread owns its stripe, lib/internal.h; st is
+ * then local, resil__breaker_fast_refs()). */
 static inline bool
-resil__breaker_success_fast(
-    struct bstate *st, const uint64_t *streak, resil_permit *permit)
+resil__breaker_success_fast(struct bstate *st, const uint64_t *streak,
+    resil_permit *permit, bool own)
 {
 	/* The state word is struct bstate's first field. */
 	uint64_t w = resil__load64((const uint64_t *)(const void *)st);
@@ -78,7 +83,11 @@ resil__breaker_success_fast(
 		if (RESIL__UNLIKELY(off == 0))
 			return false;
 		permit->flags = 0;
-		resil__inc64((uint64_t *)(void *)((char *)st + off - 1));
+		if (own)
+			resil__own_inc64(
+			    (uint64_t *)(void *)((char *)st + off - 1));
+		else
+			resil__inc64((uint64_t *)(void *)((char *)st + off - 1));
 		return true;
 	}
 	return false;

@@ -23,7 +23,7 @@ call_settle(callm *c)
 	if (RESIL__UNLIKELY(c->gref) &&
 	    (c->magic == CALL_DONE || c->magic == CALL_CANCELLED)) {
 		c->gref = 0;
-		conf_drop(c->g, c->gst);
+		conf_drop(c->g);
 	}
 }
 
@@ -136,39 +136,50 @@ simple_answered(callm *c, resil_value *value)
 
 /* The step after a simple-phase success: the call is over. */
 static inline void
-simple_over(callm *c, settings *g, unsigned gs, resil_call_next *step)
+simple_over(callm *c, resil_call_next *step)
 {
 	c->phase = P_DONE;
 	c->magic = CALL_DONE;
 	c->gref = 0;
-	conf_drop(g, gs);
 	*step = (resil_call_next) { .action = RESIL_CALL_DONE };
 }
 
-/* The same when the cache stores the success first. */
+/* The same on a thread that does not own its stripe, or when the cache
+ * stores the success first: the counts locked where they must be. */
 static CALL_NOINLINE void
-simple_done_cached(callm *c, resil_call_next *step)
+simple_done_any(callm *c, resil_call_next *step)
 {
-	resil__tls_method = c->args->method;
-	resil_fallback_record(c->g->fb, c->args, &c->out->value);
-	resil__tls_method = NULL;
-	simple_over(c, c->g, c->gst, step);
+	settings *g = c->g;
+
+	if (c->m->run_first != NULL)
+		resil__retry_count_first(c->m->run_first);
+	if (g->cache != NULL) {
+		resil__tls_method = c->args->method;
+		resil_fallback_record(g->fb, c->args, &c->out->value);
+		resil__tls_method = NULL;
+	}
+	simple_over(c, step);
+	conf_drop(g);
 }
 
+/* The retry policy's first success and the drop of the settings are
+ * counted on the stripe of the thread that steps (it may not be the one
+ * that started): unlocked on one it owns (lib/internal.h). */
 static inline void
 simple_done(callm *c, resil_call_next *step)
 {
 	const method *m = c->m;
 	settings *g = c->g;
-	unsigned gs = c->gst;
+	unsigned w = resil__stripe_mine, s = w & (NSTRIPES - 1);
 
-	if (m->run_first != NULL)
-		resil__retry_count_first_at(m->run_first, gs);
-	if (RESIL__UNLIKELY(g->cache != NULL)) {
-		simple_done_cached(c, step);
+	if (RESIL__UNLIKELY(
+	        (w & RESIL__STRIPE_OWNED) == 0 || g->cache != NULL)) {
+		simple_done_any(c, step);
 		return;
 	}
-	simple_over(c, g, gs, step);
+	resil__retry_count_first_own(m->run_first_own, s);
+	simple_over(c, step);
+	conf_drop_own(g, s);
 }
 
 /* The machine's start, for a call the simple phase does not take (c's
@@ -249,8 +260,9 @@ call_start_any(resil_call *call, resil_pipeline *p, const resil_method *m,
 }
 
 /*
- * call_start() of a valid method handle on a thread that has its stripe,
- * when the settings do not move under the hold, without a call that
+ * call_start() of a valid method handle on a thread that owns its stripe
+ * (its hold unlocked, lib/internal.h), when the settings do not move
+ * under the hold, without a call that
  * returns (so the common start saves no registers): every other case
  * starts over in call_start_any(), having written nothing but a count it
  * drops again.
@@ -265,12 +277,12 @@ resil_call_start(resil_call *call, resil_pipeline *p, const resil_method *m,
 	unsigned gs;
 
 	if (RESIL__UNLIKELY(m == NULL ||
-	        !resil__thread_stripe_known(NSTRIPES, &gs) || call == NULL ||
+	        !conf_stripe_fenced(&gs) || call == NULL ||
 	        p == NULL || args == NULL || args->method == NULL ||
 	        out == NULL || step == NULL || check_method(p, m) != RESIL_OK ||
 	        CALL_IN_FLIGHT(c->magic)))
 		return call_start_any(call, p, m, args, out, now, step);
-	if (RESIL__UNLIKELY(!conf_try_hold(p, gs, &g)))
+	if (RESIL__UNLIKELY(!conf_try_hold_own(p, gs, &g)))
 		return call_start_any(call, p, m, args, out, now, step);
 	return start_held(
 	    c, p, g, gs, resolve(g, m), args, NULL, out, now, step);

@@ -184,8 +184,18 @@ drive_succeeded(resil_pipeline *p, settings *g, const method *m,
  * for the events (resil__tls_method) only on the paths that can emit
  * one, out of line.
  */
+/* A count on stripe gs, this thread's: unlocked when it owns it. */
+HOT void
+count_on(uint64_t *c, bool own)
+{
+	if (own)
+		resil__own_inc64(c);
+	else
+		resil__inc64(c);
+}
+
 HOT resil_err
-drive(resil_pipeline *p, settings *g, unsigned gs, const method *m,
+drive(resil_pipeline *p, settings *g, unsigned gs, bool own, const method *m,
     const resil_args *args, resil_call_fn fn, void *ctx, resil_result *out)
 {
 	resil_breaker *b = m->run_breaker;
@@ -196,7 +206,7 @@ drive(resil_pipeline *p, settings *g, unsigned gs, const method *m,
 	/* Chaos switched off costs its flag test (issue 28). */
 	if (RESIL__UNLIKELY(!inline_first_ok(g, m, SIMPLE_INLINE)))
 		return drive_machine(p, g, gs, m, args, fn, ctx, out);
-	resil__inc64(&p->stripes[gs].calls);
+	count_on(&p->stripes[gs].calls, own);
 	permit.flags = 0;
 	if (b != NULL &&
 	    RESIL__UNLIKELY(
@@ -220,11 +230,13 @@ drive(resil_pipeline *p, settings *g, unsigned gs, const method *m,
 	 * episode and changed nothing: the state after it is CLOSED. */
 	resil__result_answered(out, 1,
 	    b != NULL ? (int)RESIL_BREAKER_CLOSED : -1);
-	if (m->run_first != NULL)
-		resil__retry_count_first_at(m->run_first, gs);
+	if (own)
+		resil__retry_count_first_own(m->run_first_own, gs);
+	else if (m->run_first != NULL)
+		resil__inc64(&m->run_first[(size_t)gs * RESIL__RETRY_STRIDE]);
 	if (b != NULL &&
-	    RESIL__UNLIKELY(!resil__breaker_success_fast(
-	        m->run_bf.st, m->run_bf.streak, &permit)))
+	    RESIL__UNLIKELY(!resil__breaker_success_fast(m->run_bf.st,
+	        m->run_bf.streak, &permit, own)))
 		drive_succeeded(p, g, m, args, out, &permit);
 	else if (RESIL__UNLIKELY(g->cache != NULL))
 		drive_succeeded(p, g, m, args, out, &permit);
@@ -574,7 +586,7 @@ call_slow(resil_pipeline *p, const struct resil_method *h,
 	err = drive_hedged(p, g, gs,
 	    h != NULL ? resolve(g, h) : find_method(g, args->method), args,
 	    NULL, fn, NULL, ctx, out);
-	conf_drop(g, gs);
+	conf_drop(g);
 	return err;
 }
 
@@ -591,10 +603,17 @@ resil_pipeline_call(resil_pipeline *p, const resil_args *args,
 		return RESIL_E_INVAL;
 	if (RESIL__UNLIKELY(p->slow))
 		return call_slow(p, NULL, args, fn, ctx, out);
+	if (RESIL__LIKELY(conf_stripe_fenced(&gs))) {
+		g = conf_hold_own(p, gs);
+		err = drive(p, g, gs, true, find_method(g, args->method), args,
+		    fn, ctx, out);
+		conf_drop_own(g, gs);
+		return err;
+	}
 	g = conf_hold(p, &gs);
-	err =
-	    drive(p, g, gs, find_method(g, args->method), args, fn, ctx, out);
-	conf_drop(g, gs);
+	err = drive(p, g, gs, false, find_method(g, args->method), args, fn,
+	    ctx, out);
+	conf_drop(g);
 	return err;
 }
 
@@ -613,9 +632,16 @@ resil_pipeline_call_method(resil_pipeline *p, const resil_method *m,
 		return RESIL_E_INVAL;
 	if (RESIL__UNLIKELY(p->slow))
 		return call_slow(p, m, args, fn, ctx, out);
+	/* A thread that owns its stripe counts unlocked (lib/internal.h). */
+	if (RESIL__LIKELY(conf_stripe_fenced(&gs))) {
+		g = conf_hold_own(p, gs);
+		err = drive(p, g, gs, true, resolve(g, m), args, fn, ctx, out);
+		conf_drop_own(g, gs);
+		return err;
+	}
 	g = conf_hold(p, &gs);
-	err = drive(p, g, gs, resolve(g, m), args, fn, ctx, out);
-	conf_drop(g, gs);
+	err = drive(p, g, gs, false, resolve(g, m), args, fn, ctx, out);
+	conf_drop(g);
 	return err;
 }
 
@@ -686,13 +712,13 @@ invoke(resil_pipeline *p, const resil_method *h, const resil_args *args,
 			err = drive_hedged(
 			    p, g, gs, pm, args, inv, NULL, fn, ctx, out);
 		else
-			err = drive(p, g, gs, pm, args, ep_adapt, &a, out);
+			err = drive(p, g, gs, false, pm, args, ep_adapt, &a, out);
 	} else if (p->ccfg.strategy == RESIL_CLUSTER_FORKING)
 		err =
 		    drive_hedged(p, g, gs, pm, args, inv, NULL, fn, ctx, out);
 	else
 		err = drive_ep(p, g, gs, pm, args, inv, fn, ctx, out);
-	conf_drop(g, gs);
+	conf_drop(g);
 	return err;
 }
 

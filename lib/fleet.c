@@ -628,7 +628,8 @@ resil_fleet_record(
 	if (RESIL__UNLIKELY(f == NULL || p == NULL))
 		return RESIL_E_INVAL;
 	if (RESIL__LIKELY(outcome == RESIL_OUTCOME_SUCCESS &&
-	        resil__breaker_success_fast(f->bst, f->bstreak, &p->local)))
+	        resil__breaker_success_fast(
+	            f->bst, f->bstreak, &p->local, false)))
 		return RESIL_OK;
 	return record_other(f, p, outcome);
 }

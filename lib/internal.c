@@ -1,15 +1,26 @@
 /*
  * resil's private helpers (lib/internal.h): allocation through the hook,
- * strings, diagnostics, thread stripes and the backoff of a wait.
+ * strings, diagnostics, thread stripes (owned ones, the membarrier
+ * fence) and the backoff of a wait.
  */
+#define _GNU_SOURCE 1 /* syscall() */
+
 #include "internal.h"
 
+#include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__linux__)
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "atomic.h"
+#include "breaker_fast.h"
 
 static void *
 default_alloc(size_t size, void *ctx)
@@ -411,17 +422,129 @@ resil__check_size(resil_diag *diag, const char *prefix, const char *type,
 	    prefix, got, type, want, type);
 }
 
+/*
+ * Thread stripes (lib/internal.h). stripe_owned has bit i set while a
+ * thread owns stripe i (RESIL__STRIPES - RESIL__STRIPES_OWNED .. 7); the
+ * owner gives it back when it exits (stripe_key's destructor). A fork's
+ * child keeps only its one thread's stripe. stripe_fenced: this process
+ * registered for membarrier's expedited fence, so owners may count holds
+ * unfenced (RESIL__STRIPE_FENCED).
+ */
 static uint64_t stripe_next;
+static uint64_t stripe_owned;
+static pthread_once_t stripe_once = PTHREAD_ONCE_INIT;
+static pthread_key_t stripe_key;
+static bool stripe_key_ok;
+static bool stripe_fenced;
 RESIL__TLS unsigned resil__stripe_mine;
+/* The breaker's cache of this thread's stripe (lib/breaker_fast.h). */
+RESIL__TLS uintptr_t resil__breaker_success_at;
+
+#define STRIPE_SHARED (RESIL__STRIPES - RESIL__STRIPES_OWNED)
+
+static int
+membarrier(int cmd)
+{
+#if defined(__linux__) && defined(SYS_membarrier)
+	return (int)syscall(SYS_membarrier, cmd, 0, 0);
+#else
+	(void)cmd;
+	errno = ENOSYS;
+	return -1;
+#endif
+}
+
+/* A thread that owned a stripe exits: the stripe is free again. What it
+ * counted there stays (the release orders its counts before). */
+static void
+stripe_give_back(void *v)
+{
+	unsigned i = (unsigned)(uintptr_t)v - 1;
+
+	resil__stripe_mine = 0;
+	resil__breaker_success_at = 0;
+	__atomic_fetch_and(&stripe_owned, ~(UINT64_C(1) << i), __ATOMIC_RELEASE);
+}
+
+static void
+stripe_after_fork(void)
+{
+	unsigned w = resil__stripe_mine;
+
+	stripe_owned = (w & RESIL__STRIPE_OWNED) != 0
+	    ? UINT64_C(1) << (w & (RESIL__STRIPES - 1))
+	    : 0;
+}
+
+static void
+stripe_init(void)
+{
+#if defined(__linux__) && defined(SYS_membarrier)
+	int q = membarrier(MEMBARRIER_CMD_QUERY);
+
+	stripe_fenced = q > 0 &&
+	    (q & MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0 &&
+	    membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
+#endif
+	stripe_key_ok = pthread_key_create(&stripe_key, stripe_give_back) == 0 &&
+	    pthread_atfork(NULL, NULL, stripe_after_fork) == 0;
+}
+
+/* A free stripe for this thread to own, or -1 (all taken, or no way to
+ * give one back at exit). */
+static int
+stripe_claim(void)
+{
+	uint64_t cur = resil__load64(&stripe_owned);
+	unsigned i;
+
+	if (!stripe_key_ok)
+		return -1;
+	for (;;) {
+		for (i = STRIPE_SHARED; i < RESIL__STRIPES; i++)
+			if ((cur & (UINT64_C(1) << i)) == 0)
+				break;
+		if (i == RESIL__STRIPES)
+			return -1;
+		if (resil__cas64(&stripe_owned, cur, cur | (UINT64_C(1) << i)))
+			break;
+		cur = resil__load64(&stripe_owned);
+	}
+	if (pthread_setspecific(stripe_key, (void *)(uintptr_t)(i + 1)) != 0) {
+		__atomic_fetch_and(
+		    &stripe_owned, ~(UINT64_C(1) << i), __ATOMIC_RELEASE);
+		return -1;
+	}
+	return (int)i;
+}
 
 unsigned
 resil__thread_stripe_slow(unsigned n)
 {
-	/* 0 means "not yet assigned", so indexes are stored + 1. */
-	unsigned s = (unsigned)(resil__faa64(&stripe_next, 1) & 0xffffu) + 1;
+	uint64_t t;
+	unsigned w;
+	int own;
 
-	resil__stripe_mine = s;
-	return (s - 1) & (n - 1);
+	(void)pthread_once(&stripe_once, stripe_init);
+	t = resil__faa64(&stripe_next, 1);
+	own = stripe_claim();
+	if (own >= 0)
+		w = (unsigned)own | RESIL__STRIPE_OWNED |
+		    (stripe_fenced ? RESIL__STRIPE_FENCED : 0u);
+	else
+		w = (unsigned)(t % STRIPE_SHARED);
+	w |= (unsigned)((t & 0x3ffffffu) << 3) | RESIL__STRIPE_VALID;
+	resil__stripe_mine = w;
+	return w & (n - 1);
+}
+
+bool
+resil__stripes_fence(void)
+{
+	(void)pthread_once(&stripe_once, stripe_init);
+	if (!stripe_fenced)
+		return true;
+	return membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0;
 }
 
 resil_err

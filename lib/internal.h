@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "atomic.h"
+
 #if defined(__GNUC__)
 #define RESIL__PRINTF(f, a) __attribute__((format(printf, f, a)))
 #define RESIL__LIKELY(x) __builtin_expect(!!(x), 1)
@@ -74,9 +76,35 @@ resil_err resil__vdiagf(
 resil_err resil__diagf(resil_diag *diag, resil_err err, const char *fmt, ...)
     RESIL__PRINTF(3, 4);
 
-/* A small per-thread index in [0, n): threads get distinct indexes round
+/*
+ * A small per-thread index in [0, n): threads get distinct indexes round
  * robin, so striped counters rarely share a cache line. n is a power of 2.
- * The slow path assigns the index on a thread's first call. */
+ * The slow path assigns the index on a thread's first call.
+ *
+ * Counters striped RESIL__STRIPES ways may be owned: the first
+ * RESIL__STRIPES_OWNED threads that ask each get one of the stripes 4..7
+ * to themselves until they exit (RESIL__STRIPE_OWNED in their word), and
+ * may write its counters with resil__own_inc64()/resil__own_dec64()
+ * (lib/atomic.h), no locked instruction; every other thread shares
+ * stripes 0..3 and writes them with locked ones. So no thread ever
+ * writes a counter of a stripe another thread owns: a count that can be
+ * finished on another thread (a call reported elsewhere) is finished on
+ * the finishing thread's own stripe, and a sum over the stripes stays
+ * exact. RESIL__STRIPE_FENCED: owned, and a reclaimer waiting for counts
+ * on the stripes fences every thread first (resil__stripes_fence()), so
+ * an owner may count a hold with no fence of its own.
+ *
+ * The word: bits 0-2 the index among RESIL__STRIPES, 3-28 a ticket that
+ * spreads wider arrays, then the flags; 0 before the first call (read
+ * as stripe 0, a shared one).
+ */
+#define RESIL__STRIPES 8u
+#define RESIL__STRIPES_OWNED 4u
+#define RESIL__STRIPE_VALID (1u << 29)
+#define RESIL__STRIPE_OWNED (1u << 31)
+#define RESIL__STRIPE_FENCED (1u << 30)
+#define RESIL__STRIPE_FLAGS \
+	(RESIL__STRIPE_VALID | RESIL__STRIPE_OWNED | RESIL__STRIPE_FENCED)
 extern RESIL__TLS unsigned resil__stripe_mine;
 unsigned resil__thread_stripe_slow(unsigned n);
 
@@ -86,7 +114,7 @@ resil__thread_stripe_known(unsigned n, unsigned *out)
 {
 	unsigned s = resil__stripe_mine;
 
-	*out = (s - 1) & (n - 1);
+	*out = s & (n - 1);
 	return s != 0;
 }
 
@@ -99,6 +127,42 @@ resil__thread_stripe(unsigned n)
 		return s;
 	return resil__thread_stripe_slow(n);
 }
+
+/* Add one to this thread's stripe of a counter striped RESIL__STRIPES
+ * ways, stride bytes apart from base: unlocked on a stripe it owns. */
+static inline void
+resil__stripe_inc(void *base, size_t stride)
+{
+	unsigned w = resil__stripe_mine;
+	uint64_t *c = (uint64_t *)(void *)((char *)base +
+	    (size_t)(w & (RESIL__STRIPES - 1)) * stride);
+
+	if (RESIL__LIKELY(w & RESIL__STRIPE_OWNED))
+		resil__own_inc64(c);
+	else
+		resil__inc64(c);
+}
+
+/* The same, taking one. */
+static inline void
+resil__stripe_dec(void *base, size_t stride)
+{
+	unsigned w = resil__stripe_mine;
+	uint64_t *c = (uint64_t *)(void *)((char *)base +
+	    (size_t)(w & (RESIL__STRIPES - 1)) * stride);
+
+	if (RESIL__LIKELY(w & RESIL__STRIPE_OWNED))
+		resil__own_dec64(c);
+	else
+		resil__dec64(c);
+}
+
+/* Before reading counts that owners took with no fence (a hold on
+ * settings being reclaimed): make every thread of the process pass a
+ * full fence (Linux membarrier; nothing to do when no thread is
+ * RESIL__STRIPE_FENCED). False when the fence failed: the caller must
+ * treat the counts as unknown, not yet zero. */
+bool resil__stripes_fence(void);
 
 /*
  * One round of a wait for another thread: a pause, and after 1024 of them

@@ -103,9 +103,12 @@ typedef struct pmethod {
 	resil_retry *run_retry;
 	/* What the inline step reads of them (method_run_with()): the
 	 * breaker's fast-path words, the retry policy's first-success
-	 * counters (NULL without a policy). */
+	 * counters (NULL without a policy; run_first_own: the same, or
+	 * counters nobody reads, for a thread that owns its stripe to count
+	 * on with no test). */
 	resil__bfast run_bf;
 	uint64_t *run_first;
+	uint64_t *run_first_own;
 	UT_hash_handle hh;
 } method;
 
@@ -118,6 +121,8 @@ method_run_with(method *m, resil_breaker *b, resil_retry *r)
 		resil__breaker_fast_refs(b, &m->run_bf);
 	m->run_retry = r;
 	m->run_first = r != NULL ? resil__retry_first_counters(r) : NULL;
+	m->run_first_own =
+	    m->run_first != NULL ? m->run_first : resil__retry_first_sink;
 }
 
 /* Readers of the mock configuration, per thread stripe and generation
@@ -153,8 +158,8 @@ typedef struct stripe {
  */
 typedef struct settings {
 	/* Calls holding these settings, per thread stripe (a call drops
-	 * its count on the stripe it took it on): no shared counter on the
-	 * call path. */
+	 * its count on the stripe of the thread it ends on; only the sum is
+	 * a count): no shared counter on the call path. */
 	struct {
 		uint64_t n;
 		/* cppcheck-suppress unusedStructMember ; a cache line each */
@@ -268,12 +273,34 @@ my_stripe(const resil_pipeline *p)
 	return &p->stripes[resil__thread_stripe(NSTRIPES)];
 }
 
-/* Drop the count taken on stripe st. Replaced settings are freed by the
- * next reload after their last call dropped them (or by free). */
+_Static_assert(NSTRIPES == RESIL__STRIPES, "the thread stripes");
+
+/* Drop a hold, on this thread's stripe (a call reported on another
+ * thread than it started on drops there: only the sum over the stripes
+ * counts). Replaced settings are freed by the next reload after their
+ * last call dropped them (or by free). */
 HOT void
-conf_drop(settings *g, unsigned st)
+conf_drop(settings *g)
 {
-	resil__dec64(&g->rc[st].n);
+	resil__stripe_dec(&g->rc[0].n, sizeof(g->rc[0]));
+}
+
+/* Drop a hold conf_try_hold_own() took, on the same thread. */
+HOT void
+conf_drop_own(settings *g, unsigned s)
+{
+	resil__own_dec64(&g->rc[s].n);
+}
+
+/* Whether s is this thread's own stripe with holds counted unfenced
+ * (RESIL__STRIPE_FENCED, lib/internal.h); s, its index. */
+static inline int
+conf_stripe_fenced(unsigned *s)
+{
+	unsigned w = resil__stripe_mine;
+
+	*s = w & (NSTRIPES - 1);
+	return (w & RESIL__STRIPE_FENCED) != 0;
 }
 
 /* One try at a hold (see conf_hold()): *out, the settings counted on
@@ -288,7 +315,27 @@ conf_try_hold(resil_pipeline *p, unsigned s, settings **out)
 	if (RESIL__UNLIKELY(
 	        (void *)(uintptr_t)resil__load64_after_rmw(
 	            (const uint64_t *)(const void *)&p->cur) != (void *)g)) {
-		conf_drop(g, s);
+		conf_drop(g);
+		return 0;
+	}
+	*out = g;
+	return 1;
+}
+
+/* The same on the thread's own fenced stripe s (conf_stripe_fenced()):
+ * the count is unlocked and unfenced, and the check after it is still
+ * ordered after it for any reclaim, which fences every thread before it
+ * reads the counts (resil__stripes_fence()): either this thread's count
+ * was seen, or the check sees the pointer moved. */
+HOT int
+conf_try_hold_own(resil_pipeline *p, unsigned s, settings **out)
+{
+	settings *g = resil__loadptr((void *const *)&p->cur);
+
+	resil__own_inc64(&g->rc[s].n);
+	if (RESIL__UNLIKELY(resil__loadptr((void *const *)&p->cur) !=
+	        (void *)g)) {
+		conf_drop_own(g, s);
 		return 0;
 	}
 	*out = g;
@@ -302,6 +349,17 @@ conf_hold_again(resil_pipeline *p, unsigned s)
 	settings *g;
 
 	while (!conf_try_hold(p, s, &g))
+		;
+	return g;
+}
+
+/* A hold on the thread's own fenced stripe s, as conf_hold(). */
+HOT settings *
+conf_hold_own(resil_pipeline *p, unsigned s)
+{
+	settings *g;
+
+	while (RESIL__UNLIKELY(!conf_try_hold_own(p, s, &g)))
 		;
 	return g;
 }

@@ -213,10 +213,12 @@ shell_put(resil_pipeline *p, settings *g)
 }
 
 /* Whether calls still count on g. A count taken after g was replaced is
- * a stray one (its call sees the pointer moved and drops it at once),
- * and each stripe's count includes every call counted on it and not yet
- * dropped (a call drops on the stripe it counted on), so a zero sum read
- * after g was replaced is final. */
+ * a stray one (its call sees the pointer moved and drops it at once).
+ * A call may drop on another stripe than it counted on (it ends on
+ * another thread), but its count is read whenever its drop is (the drop
+ * comes after it, and the reclaim fenced every thread before reading,
+ * resil__stripes_fence()), so a zero sum read after g was replaced is
+ * final: a count seen without its drop errs only towards "held". */
 static int
 settings_held(settings *g)
 {
@@ -236,6 +238,10 @@ settings_reclaim(resil_pipeline *p)
 {
 	settings **pp = &p->retired, *g;
 
+	/* Holds counted unfenced are seen only after a fence of every
+	 * thread; without it, none is known to be over. */
+	if (*pp == NULL || !resil__stripes_fence())
+		return;
 	while ((g = *pp) != NULL) {
 		if (settings_held(g)) {
 			pp = &g->next_free;
@@ -706,7 +712,7 @@ resil_pipeline_chaos(resil_pipeline *p, const char *name)
 	 * settings, and asks the pipeline's chaos. */
 	g = conf_hold(p, &st);
 	declared = find_in(g, name) != NULL;
-	conf_drop(g, st);
+	conf_drop(g);
 	return declared ? resil_chaos_method(p->chaos, name) : p->chaos;
 }
 

@@ -706,6 +706,10 @@ _Static_assert(RSTRIPES == RESIL__RETRY_STRIPES &&
         sizeof(struct rstripe) == RESIL__RETRY_STRIDE * sizeof(uint64_t),
     "retry_internal.h's stripe layout");
 
+/* Each stripe on its own cache line, as a policy's. */
+_Alignas(64) uint64_t
+    resil__retry_first_sink[RESIL__RETRY_STRIPES * RESIL__RETRY_STRIDE];
+
 uint64_t *
 resil__retry_first_counters(resil_retry *r)
 {

@@ -30,6 +30,7 @@
 #include <resil/retry.h>
 
 #include "atomic.h"
+#include "internal.h"
 
 typedef struct resil__retry_run {
 	uint64_t t0;          /* first reading */
@@ -105,10 +106,24 @@ void resil__retry_count_first_success(resil_retry *r);
 #define RESIL__RETRY_STRIDE 8u /* uint64_t's from one stripe to the next */
 uint64_t *resil__retry_first_counters(resil_retry *r);
 
+_Static_assert(RESIL__RETRY_STRIPES == RESIL__STRIPES, "thread stripes");
+
+/* On this thread's stripe. */
 static inline void
-resil__retry_count_first_at(uint64_t *counters, unsigned stripe)
+resil__retry_count_first(uint64_t *counters)
 {
-	resil__inc64(&counters[(size_t)stripe * RESIL__RETRY_STRIDE]);
+	resil__stripe_inc(counters, RESIL__RETRY_STRIDE * sizeof(uint64_t));
+}
+
+/* Counters laid out as a policy's, counted on and never read: where a
+ * driver without a policy counts, to spare itself the test. */
+extern uint64_t resil__retry_first_sink[];
+
+/* On stripe s, which this thread owns (lib/internal.h). */
+static inline void
+resil__retry_count_first_own(uint64_t *counters, unsigned s)
+{
+	resil__own_inc64(&counters[(size_t)s * RESIL__RETRY_STRIDE]);
 }
 
 #endif /* RESIL_RETRY_INTERNAL_H */

@@ -356,6 +356,190 @@ test_pipeline_threads_machine_calls_on_one_pipeline(void **state)
 	resil_pipeline_free(p);
 }
 
+/* ---- owned stripes: counts that stay exact past the owners ---- */
+
+/*
+ * Threads that own their stripe count unlocked (lib/internal.h), others
+ * share the rest with locked counts; a call started on one thread and
+ * finished on another drops its settings and counts its first success
+ * on the finishing thread's stripe. More threads than there are owned
+ * stripes, in two waves (the first wave's exits give their stripes
+ * back to the second), each making blocking calls by handle and
+ * finishing machine calls its neighbour started: every count adds up
+ * exactly, and the settings the calls held are freed by the next
+ * reload (their holds summed to 0 across the stripes).
+ */
+enum { OWN_THREADS = 6, OWN_ROUNDS = 200, OWN_BATCH = 4 };
+
+typedef struct owave {
+	resil_pipeline *p;
+	const resil_pipeline_config *cfg;
+	const resil_method *h;
+	pthread_barrier_t *bar;
+	uint64_t reload_errors;
+	resil_call calls[OWN_THREADS][OWN_BATCH];
+	resil_result res[OWN_THREADS][OWN_BATCH];
+	resil_call_next st[OWN_THREADS][OWN_BATCH];
+} owave;
+
+typedef struct oworker {
+	owave *w;
+	unsigned id;
+	uint64_t ok, bad;
+} oworker;
+
+static int
+dep_ok(void *ctx, const resil_args *args, resil_value *out)
+{
+	(void)ctx;
+	(void)args;
+	*out = resil_value_int(8);
+	return 0;
+}
+
+static void
+own_reload(owave *w)
+{
+	if (resil_pipeline_reload(w->p, w->cfg, NULL) != RESIL_OK)
+		w->reload_errors++;
+}
+
+static void *
+own_caller(void *arg)
+{
+	oworker *o = arg;
+	owave *w = o->w;
+	resil_args args = { "getStock", "k", 1 };
+	unsigned next = (o->id + 1) % OWN_THREADS, r, j;
+
+	for (r = 0; r < OWN_ROUNDS; r++) {
+		for (j = 0; j < OWN_BATCH; j++) {
+			resil_result res;
+
+			if (resil_call_start(&w->calls[o->id][j], w->p, w->h,
+			        &args, &w->res[o->id][j], 0,
+			        &w->st[o->id][j]) != RESIL_OK)
+				o->bad++;
+			if (resil_pipeline_call_method(w->p, w->h, &args,
+			        dep_ok, NULL, &res) == RESIL_OK &&
+			    res.value.u.i == 8)
+				o->ok++;
+			else
+				o->bad++;
+			resil_result_free(&res);
+		}
+		/* The started calls hold settings this reload replaces. */
+		if (o->id == 0)
+			own_reload(w);
+		pthread_barrier_wait(w->bar);
+		/* The neighbour's calls: reported and stepped here. */
+		for (j = 0; j < OWN_BATCH; j++) {
+			resil_call *c = &w->calls[next][j];
+			resil_call_next *st = &w->st[next][j];
+			resil_value v = resil_value_int(8);
+
+			if (st->action != RESIL_CALL_RUN ||
+			    resil_call_report(c, st->attempt, 0, &v, 0) !=
+			        RESIL_OK ||
+			    resil_call_step(c, 0, st) != RESIL_OK ||
+			    st->action != RESIL_CALL_DONE ||
+			    w->res[next][j].err != RESIL_OK ||
+			    w->res[next][j].value.u.i != 8)
+				o->bad++;
+			else
+				o->ok++;
+			resil_result_free(&w->res[next][j]);
+		}
+		pthread_barrier_wait(w->bar);
+	}
+	return NULL;
+}
+
+static void
+test_pipeline_threads_owned_stripes_count_exactly(void **state)
+{
+	static owave w;
+	fail_alloc_lite fa;
+	resil_method_config methods[1];
+	resil_pipeline_config cfg;
+	resil_pipeline *p;
+	resil_pipeline_metrics m;
+	resil_retry_metrics rm;
+	resil_breaker_metrics bm;
+	pthread_barrier_t bar;
+	pthread_t tid[OWN_THREADS];
+	oworker ow[OWN_THREADS];
+	int64_t base;
+	uint64_t ok = 0, total;
+	int wave, i;
+
+	(void)state;
+	fail_alloc_lite_init(&fa);
+	resil_pipeline_config_init(&cfg);
+	memset(methods, 0, sizeof(methods));
+	methods[0].name = "getStock";
+	methods[0].type = RESIL_TYPE_INT;
+	cfg.methods = methods;
+	cfg.nmethods = 1;
+	cfg.service = "StockService";
+	cfg.clock = NULL;
+	cfg.alloc = &fa.hook;
+	cfg.breaker_enabled = 1;
+	cfg.breaker.failure_rate_pct = 50;
+	cfg.retry_enabled = 1;
+	cfg.retry.max_attempts = 2;
+	cfg.retry.base_delay_ns = 0;
+	assert_int_equal(resil_pipeline_new(&p, &cfg, NULL), RESIL_OK);
+	assert_int_equal(resil_pipeline_method(p, "getStock", &w.h), RESIL_OK);
+	w.p = p;
+	w.cfg = &cfg;
+	w.bar = &bar;
+	w.reload_errors = 0;
+	/* Settings and a free shell: what two reloads leave. */
+	own_reload(&w);
+	own_reload(&w);
+	base = fail_alloc_lite_live(&fa);
+	for (wave = 0; wave < 2; wave++) {
+		pthread_barrier_init(&bar, NULL, OWN_THREADS);
+		for (i = 0; i < OWN_THREADS; i++) {
+			ow[i].w = &w;
+			ow[i].id = (unsigned)i;
+			ow[i].ok = ow[i].bad = 0;
+			assert_int_equal(pthread_create(&tid[i], NULL,
+			                     own_caller, &ow[i]),
+			    0);
+		}
+		for (i = 0; i < OWN_THREADS; i++) {
+			assert_int_equal(pthread_join(tid[i], NULL), 0);
+			assert_int_equal(ow[i].bad, 0);
+			ok += ow[i].ok;
+		}
+		pthread_barrier_destroy(&bar);
+	}
+	assert_int_equal(w.reload_errors, 0);
+	total = 2u * OWN_THREADS * OWN_ROUNDS * OWN_BATCH * 2u;
+	assert_int_equal(ok, total);
+	assert_int_equal(resil_pipeline_get_metrics(p, &m), RESIL_OK);
+	assert_int_equal(m.calls, total);
+	assert_int_equal(m.live, total);
+	assert_int_equal(
+	    resil_retry_get_metrics(resil_pipeline_retry(p, NULL), &rm),
+	    RESIL_OK);
+	assert_int_equal(rm.succeeded_without_retry, total);
+	assert_int_equal(resil_breaker_get_metrics(
+	                     resil_pipeline_breaker(p, NULL), &bm),
+	    RESIL_OK);
+	assert_int_equal(bm.successes, total);
+	/* Each round's reload replaced settings its started calls held,
+	 * dropped on other threads' stripes: had a drop been lost, the
+	 * replaced settings would pile up (one per round). */
+	own_reload(&w);
+	own_reload(&w);
+	assert_true(fail_alloc_lite_live(&fa) <= base + 2);
+	resil_pipeline_free(p);
+	assert_int_equal(fail_alloc_lite_live(&fa), 0);
+}
+
 /* ---- hedging through resil_pipeline_call with an executor ---- */
 
 typedef struct texec {
@@ -766,6 +950,8 @@ main(void)
 		    test_pipeline_threads_calls_while_mock_switches),
 		cmocka_unit_test(
 		    test_pipeline_threads_machine_calls_on_one_pipeline),
+		cmocka_unit_test(
+		    test_pipeline_threads_owned_stripes_count_exactly),
 		cmocka_unit_test(
 		    test_pipeline_threads_hedge_with_executor_first_success_wins),
 		cmocka_unit_test(
