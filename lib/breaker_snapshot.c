@@ -228,6 +228,8 @@ restore_fill(resil_breaker *b, const void *ctx)
 {
 	const struct restore_data *rd = ctx;
 	struct bstate *st = b->st;
+	/* Stripe 0 is never owned (lib/internal.h): a locked add to it from
+	 * this thread loses no owner's unlocked count. */
 	stripe *s0 = &st->stripes[0];
 	uint64_t fails = 0, slows = 0, bads = 0;
 	uint32_t i, n = b->cfg.window_size;

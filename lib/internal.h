@@ -103,6 +103,8 @@ resil_err resil__diagf(resil_diag *diag, resil_err err, const char *fmt, ...)
 #define RESIL__STRIPE_VALID (1u << 29)
 #define RESIL__STRIPE_OWNED (1u << 31)
 #define RESIL__STRIPE_FENCED (1u << 30)
+_Static_assert(RESIL__STRIPES_OWNED < RESIL__STRIPES,
+    "stripe 0 is never owned (the stripe of a thread without one)");
 #define RESIL__STRIPE_FLAGS \
 	(RESIL__STRIPE_VALID | RESIL__STRIPE_OWNED | RESIL__STRIPE_FENCED)
 extern RESIL__TLS unsigned resil__stripe_mine;
