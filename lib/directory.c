@@ -1118,6 +1118,7 @@ resil__ep_breaker_admits(resil__endpoint *ep)
 		return 1;
 	switch (resil_breaker_get_state(ep->breaker)) {
 	case RESIL_BREAKER_FORCED_OPEN:
+	case RESIL_BREAKER_CORRUPT: /* a damaged shared word: never grants */
 		return 0;
 	case RESIL_BREAKER_OPEN:
 		/* OPEN past its wait lets the next acquire probe. */

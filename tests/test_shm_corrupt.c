@@ -28,7 +28,9 @@
 #include <unistd.h>
 
 #include <resil/breaker.h>
+#include <resil/directory.h>
 #include <resil/limit.h>
+#include <resil/selector.h>
 #include <resil/shm.h>
 
 /* lib/shm.c's layout. */
@@ -561,6 +563,74 @@ test_shm_corrupt_while_attached(void **state)
 	refused("entry 2 (bh) starts at offset 3");
 }
 
+/* An endpoint whose shared breaker's state word is damaged admits no
+ * call (its acquire refuses, RESIL_E_MISUSE): routing leaves it out, as
+ * it does an OPEN one, and every pick goes to the others. */
+static void
+test_shm_corrupt_endpoint_breaker_leaves_the_candidates(void **state)
+{
+	static const char *const addr[3] = { "a:1", "b:1", "c:1" };
+	resil_directory_config dc;
+	resil_selector_config sc = resil_selector_config_default();
+	resil_breaker_config bc = br_cfg();
+	resil_endpoint_spec ep[3];
+	resil_directory *d;
+	resil_selector *sel;
+	resil_candidates *c;
+	resil_route_stats rs;
+	resil_pick pk;
+	uint64_t *word = NULL, saved;
+	raw r;
+	unsigned k;
+	int i;
+
+	(void)state;
+	make_region();
+	for (i = 0; i < 3; i++)
+		ep[i] = resil_endpoint_spec_default(addr[i]);
+	resil_directory_config_init(&dc);
+	dc.endpoint_breaker_shm = region;
+	dc.endpoint_breaker = &bc;
+	dc.endpoints = ep;
+	dc.nendpoints = 3;
+	assert_int_equal(resil_directory_new(&d, &dc, NULL), RESIL_OK);
+	assert_int_equal(resil_selector_new(&sel, d, &sc, NULL), RESIL_OK);
+	assert_int_equal(resil_candidates_new(&c, sel), RESIL_OK);
+	assert_int_equal(resil_selector_route(sel, NULL, c, NULL), RESIL_OK);
+	assert_int_equal(resil_candidates_count(c), 3);
+	raw_map(&r);
+	for (k = 0; k < r.h->nentries; k++)
+		if (strncmp(r.e[k].name, "ep.a_1", 6) == 0) /* ":" is "_" */
+			word = raw_word(&r, k);
+	assert_non_null(word);
+	saved = *word;
+	*word = saved | 6;
+	assert_int_equal(resil_breaker_get_state(resil_directory_breaker(
+	                     d, "a:1")),
+	    RESIL_BREAKER_CORRUPT);
+	assert_int_equal(resil_selector_route(sel, NULL, c, NULL), RESIL_OK);
+	resil_candidates_stats(c, &rs);
+	assert_int_equal(rs.candidates, 2);
+	assert_int_equal(rs.removed_health, 1);
+	assert_int_equal(rs.panic, 0);
+	for (i = 0; i < 20; i++) {
+		assert_int_equal(
+		    resil_selector_pick(sel, c, NULL, NULL, 0, &pk, NULL),
+		    RESIL_OK);
+		assert_string_not_equal(pk.address, "a:1");
+		assert_int_equal(resil_selector_release(sel, &pk), RESIL_OK);
+	}
+	/* Repaired, it is a candidate again. */
+	*word = saved;
+	assert_int_equal(resil_selector_route(sel, NULL, c, NULL), RESIL_OK);
+	assert_int_equal(resil_candidates_count(c), 3);
+	raw_unmap(&r);
+	resil_candidates_free(c);
+	resil_selector_free(sel);
+	resil_directory_free(d);
+	(void)resil_shm_unlink(region, NULL);
+}
+
 /* A sound region is never taken for a corrupt one: processes attaching
  * while others add entries (each entry written in steps) all attach.
  * Before the entry table was checked under its lock, an attach could read
@@ -655,6 +725,8 @@ main(void)
 		cmocka_unit_test(test_shm_corrupt_state_word),
 		cmocka_unit_test(test_shm_corrupt_state_word_owner),
 		cmocka_unit_test(test_shm_corrupt_while_attached),
+		cmocka_unit_test(
+		    test_shm_corrupt_endpoint_breaker_leaves_the_candidates),
 		cmocka_unit_test(test_shm_corrupt_never_while_growing),
 	};
 
