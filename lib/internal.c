@@ -490,6 +490,18 @@ stripe_init(void)
 	    pthread_atfork(NULL, NULL, stripe_after_fork) == 0;
 }
 
+#if defined(__GNUC__)
+/* The library unloaded (dlclose) while threads still own stripes: their
+ * exits must not call into unmapped code (the atfork handler glibc
+ * forgets by itself). */
+__attribute__((destructor)) static void
+stripe_fini(void)
+{
+	if (__atomic_exchange_n(&stripe_key_ok, false, __ATOMIC_ACQ_REL))
+		(void)pthread_key_delete(stripe_key);
+}
+#endif
+
 /* A free stripe for this thread to own, or -1 (all taken, or no way to
  * give one back at exit). */
 static int
@@ -498,7 +510,7 @@ stripe_claim(void)
 	uint64_t cur = resil__load64(&stripe_owned);
 	unsigned i;
 
-	if (!stripe_key_ok)
+	if (!__atomic_load_n(&stripe_key_ok, __ATOMIC_ACQUIRE))
 		return -1;
 	for (;;) {
 		for (i = STRIPE_SHARED; i < RESIL__STRIPES; i++)
