@@ -105,8 +105,10 @@ fnv(uint64_t h, const void *p, size_t n)
 
 #if defined(__GNUC__)
 #define RESIL__BAL_NOINLINE __attribute__((noinline))
+#define RESIL__BAL_INLINE static inline __attribute__((always_inline))
 #else
 #define RESIL__BAL_NOINLINE
+#define RESIL__BAL_INLINE static inline
 #endif
 
 /* resil_random_uniform(rnd), inlined: one call less per draw. */
@@ -825,7 +827,7 @@ second(double u)
 
 /* The two distinct samples (Finagle: two draws; above RESIL_LB_SCAN_MAX
  * candidates one, u and second(u)). */
-static void
+RESIL__BAL_INLINE void
 two(const resil__view *v, const resil_random *rnd, size_t *i, size_t *j)
 {
 	double u;

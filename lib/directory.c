@@ -220,6 +220,12 @@ now_of(resil_directory *d)
 
 static void rate_tick(resil_directory *d, uint64_t now);
 
+int
+resil__dir_rate_on(const resil_directory *d)
+{
+	return d->rate_on;
+}
+
 uint64_t
 resil__dir_now(resil_directory *d)
 {
@@ -285,13 +291,10 @@ ep_release(const resil_allocator *a, resil__endpoint *ep)
 }
 
 void
-resil__ep_unref(resil__endpoint *ep, uint64_t d)
+resil__ep_free(resil__endpoint *ep)
 {
-	const resil_allocator *a;
+	const resil_allocator *a = &ep->dir->a;
 
-	if (resil__faa64(&ep->rc, (uint64_t)0 - d) != d)
-		return;
-	a = &ep->dir->a;
 	resil_breaker_free(ep->breaker);
 	resil__strfree(a, ep->address);
 	ep_release(a, ep);

@@ -111,7 +111,16 @@ void resil__snap_release(resil__snapshot *s);
 
 /* Drop d from ep->rc (1: a pick; RESIL__EP_HOLD: a snapshot); frees it at
  * 0. */
-void resil__ep_unref(resil__endpoint *ep, uint64_t d);
+/* The last reference gone: free ep (resil__ep_unref()). */
+void resil__ep_free(resil__endpoint *ep);
+
+/* Drop d of ep's references (snapshots << 32, or calls in flight). */
+static inline void
+resil__ep_unref(resil__endpoint *ep, uint64_t d)
+{
+	if (RESIL__UNLIKELY(resil__faa64(&ep->rc, (uint64_t)0 - d) == d))
+		resil__ep_free(ep);
+}
 
 static inline uint64_t
 resil__ep_active(const resil__endpoint *ep)
@@ -120,6 +129,25 @@ resil__ep_active(const resil__endpoint *ep)
 }
 resil__epoch *resil__dir_epoch(struct resil_directory *d);
 uint64_t resil__dir_now(struct resil_directory *d);
+/* Whether d runs the interval detections (its reports count each call). */
+int resil__dir_rate_on(const struct resil_directory *d);
+
+/*
+ * The report of a success that feeds no estimate, on a directory without
+ * interval detections, of an endpoint not ejected nor down (the caller
+ * tests the first two): all resil__ep_report() would do is end a
+ * failure streak. False, having done nothing, when ep is ejected or
+ * down (the report notices a return).
+ */
+static inline bool
+resil__ep_quiet_success(resil__endpoint *ep)
+{
+	if (RESIL__UNLIKELY(resil__load64(&ep->ejected) != 0))
+		return false;
+	if (resil__load64(&ep->streak) != 0)
+		resil__store64(&ep->streak, 0);
+	return true;
+}
 
 /* Ejected at now (notices a return, firing its event). */
 int resil__ep_ejected(resil__endpoint *ep, uint64_t now);

@@ -54,6 +54,9 @@ struct resil_selector {
 	size_t nmethods;
 	resil__lb base;       /* the unnamed method, and overflow */
 	mslot *slots[MSLOTS]; /* atomic; filled once each */
+	/* The directory runs no interval detections: a plain success's
+	 * report may be the quiet one (resil__ep_quiet_success()). */
+	bool quiet;
 };
 
 struct resil_candidates {
@@ -239,6 +242,7 @@ resil_selector_new(resil_selector **out, resil_directory *dir,
 	sel->a = *a;
 	a = &sel->a;
 	sel->dir = dir;
+	sel->quiet = !resil__dir_rate_on(dir);
 	sel->deflt = cfg->balance;
 	if (cfg->random != NULL && cfg->random->uniform != NULL)
 		sel->rnd = *cfg->random;
@@ -685,7 +689,7 @@ PICK_INLINE void
 pick_fill(resil_pick *out, const resil__view *view, size_t pos,
     resil__endpoint *ep, const resil__lb *lb, uint64_t now)
 {
-	resil__faa64(&ep->rc, 1); /* in flight, and held */
+	resil__inc64(&ep->rc); /* in flight, and held */
 	out->address = ep->address;
 	out->id = ep->id;
 	out->user = view->snap->e[view->idx[pos]].user;
@@ -769,6 +773,11 @@ pick_refused(resil_selector *sel, resil_candidates *c, resil__view *view,
 	pick_fill(out, view, pos, ep, c->lb, now);
 	return RESIL_OK;
 }
+
+static resil_err pick_filtered(resil_selector *sel, resil_candidates *c,
+    const resil_request *req, const uint64_t *exclude, size_t nexclude,
+    const char *zone, int in_zone, uint64_t now, resil_pick *out,
+    resil_diag *diag);
 
 PICK_INLINE resil_err pick_impl(resil_selector *sel, resil_candidates *c,
     const resil_request *req, const uint64_t *exclude, size_t nexclude,
@@ -879,9 +888,7 @@ pick_impl(resil_selector *sel, resil_candidates *c, const resil_request *req,
     const uint64_t *exclude, size_t nexclude, const char *zone, int in_zone,
     resil_pick *out, resil_diag *diag)
 {
-	resil__view *view;
 	uint64_t now;
-	size_t i, j;
 
 	if (sel == NULL || c == NULL || out == NULL || c->sel != sel ||
 	    (exclude == NULL && nexclude > 0))
@@ -893,55 +900,56 @@ pick_impl(resil_selector *sel, resil_candidates *c, const resil_request *req,
 		    "selector: pick from an empty candidate set (route "
 		    "first)");
 	now = resil__dir_now(sel->dir);
-	view = &c->v;
-	if (nexclude > 0 || zone != NULL) {
-		size_t inzone = 0;
-
-		for (i = 0; i < c->v.n; i++) {
-			const resil__entry *e = &c->v.snap->e[c->v.idx[i]];
-			uint64_t id = e->ep->id;
-
-			c->keep[i] = 1;
-			if (zone != NULL && !zone_match(e, zone, in_zone))
-				c->keep[i] = 0;
-			else
-				inzone++;
-			for (j = 0; j < nexclude; j++)
-				if (exclude[j] == id)
-					c->keep[i] = 0;
-		}
-		view_filter(&c->v, &c->x, c->keep);
-		view = &c->x;
-		if (view->n == 0 && zone != NULL && inzone == 0)
-			return resil__diagf(diag, RESIL_E_UNAVAILABLE,
-			    "no candidate %s zone %s",
-			    in_zone ? "in" : "outside", zone);
-		if (view->n == 0)
-			return resil__diagf(diag, RESIL_E_UNAVAILABLE,
-			    "all %zu candidates excluded", c->v.n);
-	}
-	return pick_from(sel, c, view, req, now, out, diag);
+	if (RESIL__UNLIKELY(nexclude > 0 || zone != NULL))
+		return pick_filtered(
+		    sel, c, req, exclude, nexclude, zone, in_zone, now, out, diag);
+	return pick_from(sel, c, &c->v, req, now, out, diag);
 }
 
-resil_err
-resil_selector_report_duration(resil_selector *sel, resil_pick *pick,
+/* A pick with exclusions or a zone: from the candidates they leave. */
+static RESIL__SEL_NOINLINE resil_err
+pick_filtered(resil_selector *sel, resil_candidates *c,
+    const resil_request *req, const uint64_t *exclude, size_t nexclude,
+    const char *zone, int in_zone, uint64_t now, resil_pick *out,
+    resil_diag *diag)
+{
+	size_t inzone = 0, i, j;
+
+	for (i = 0; i < c->v.n; i++) {
+		const resil__entry *e = &c->v.snap->e[c->v.idx[i]];
+		uint64_t id = e->ep->id;
+
+		c->keep[i] = 1;
+		if (zone != NULL && !zone_match(e, zone, in_zone))
+			c->keep[i] = 0;
+		else
+			inzone++;
+		for (j = 0; j < nexclude; j++)
+			if (exclude[j] == id)
+				c->keep[i] = 0;
+	}
+	view_filter(&c->v, &c->x, c->keep);
+	if (c->x.n == 0 && zone != NULL && inzone == 0)
+		return resil__diagf(diag, RESIL_E_UNAVAILABLE,
+		    "no candidate %s zone %s", in_zone ? "in" : "outside", zone);
+	if (c->x.n == 0)
+		return resil__diagf(diag, RESIL_E_UNAVAILABLE,
+		    "all %zu candidates excluded", c->v.n);
+	return pick_from(sel, c, &c->x, req, now, out, diag);
+}
+
+/* The report in full (anything but the quiet success below). */
+static RESIL__SEL_NOINLINE resil_err
+report_full(resil_selector *sel, resil_pick *pick, resil__endpoint *ep,
     resil_outcome outcome, uint64_t duration)
 {
-	resil__endpoint *ep;
-	uint64_t now;
-
-	if (sel == NULL || pick == NULL ||
-	    (unsigned)outcome > (unsigned)RESIL_OUTCOME_BUSINESS)
-		return RESIL_E_INVAL; /* the pick stays open */
-	ep = pick->ep_;
-	if (ep == NULL)
-		return RESIL_E_MISUSE;
 	/* The time matters only to the estimates, a failure streak and a
 	 * return from ejection: a plain success does without the clock. */
-	now = pick->kind_ != 0 || outcome == RESIL_OUTCOME_FAILURE ||
+	uint64_t now = pick->kind_ != 0 || outcome == RESIL_OUTCOME_FAILURE ||
 	        resil__load64(&ep->ejected) != 0
 	    ? resil__dir_now(sel->dir)
 	    : 0;
+
 	if (pick->has_permit_)
 		(void)resil_breaker_record_duration(
 		    ep->breaker, &pick->permit_, outcome, duration);
@@ -950,6 +958,30 @@ resil_selector_report_duration(resil_selector *sel, resil_pick *pick,
 	pick->ep_ = NULL;
 	resil__ep_unref(ep, 1);
 	return RESIL_OK;
+}
+
+resil_err
+resil_selector_report_duration(resil_selector *sel, resil_pick *pick,
+    resil_outcome outcome, uint64_t duration)
+{
+	resil__endpoint *ep;
+
+	if (sel == NULL || pick == NULL ||
+	    (unsigned)outcome > (unsigned)RESIL_OUTCOME_BUSINESS)
+		return RESIL_E_INVAL; /* the pick stays open */
+	ep = pick->ep_;
+	if (ep == NULL)
+		return RESIL_E_MISUSE;
+	/* A success that feeds nothing, without a permit, on an endpoint in
+	 * service: it only ends a failure streak, inline. */
+	if (RESIL__LIKELY(outcome == RESIL_OUTCOME_SUCCESS &&
+	        pick->kind_ == 0 && pick->has_permit_ == 0 && sel->quiet &&
+	        resil__ep_quiet_success(ep))) {
+		pick->ep_ = NULL;
+		resil__ep_unref(ep, 1);
+		return RESIL_OK;
+	}
+	return report_full(sel, pick, ep, outcome, duration);
 }
 
 resil_err

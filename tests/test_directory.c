@@ -365,6 +365,60 @@ fail_n(fx *f, const char *addr, int n, void *unused)
 	outcome_n(f, addr, n, RESIL_OUTCOME_FAILURE);
 }
 
+/* A pick made before its endpoint was ejected and reported after the
+ * ejection ended: the report itself notices the return (the event, at
+ * the report's time), before any route does. Even for a plain success,
+ * which otherwise only ends a failure streak. */
+static void
+test_directory_outlier_return_noticed_by_a_report(void **state)
+{
+	resil_pick p1, p2;
+	resil_endpoint_state st;
+	size_t i, at = SIZE_MAX;
+	fx f;
+
+	(void)state;
+	fx_init(&f, 1000);
+	f.dcfg.outlier.consecutive_failures = 1;
+	f.dcfg.outlier.base_ejection = 10;
+	f.dcfg.outlier.max_ejection = 35;
+	f.dcfg.outlier.interval = 100;
+	f.dcfg.outlier.max_ejection_pct = 100;
+	f.scfg.panic_threshold_pct = 0;
+	assert_int_equal(fx_start(&f), 0);
+	assert_int_equal(fx_push_weights(&f, NULL, 4), RESIL_OK);
+	assert_int_equal(resil_selector_route(f.sel, NULL, f.c, NULL), RESIL_OK);
+	for (i = 0; i < resil_candidates_count(f.c); i++) {
+		resil_candidate c;
+
+		resil_candidates_get(f.c, i, &c);
+		if (strcmp(c.address, "e1:1") == 0)
+			at = i;
+	}
+	assert_int_not_equal(at, SIZE_MAX);
+	assert_int_equal(resil_selector_pick_at(f.sel, f.c, at, &p1, NULL),
+	    RESIL_OK);
+	assert_int_equal(resil_selector_pick_at(f.sel, f.c, at, &p2, NULL),
+	    RESIL_OK);
+	f.nev = 0;
+	assert_int_equal(resil_selector_report_duration(
+	                     f.sel, &p1, RESIL_OUTCOME_FAILURE, 1),
+	    RESIL_OK);
+	assert_int_equal(f.nev, 1);
+	assert_int_equal(f.ev[0].type, RESIL_ENDPOINT_EJECTED);
+	resil_manual_clock_set(&f.mc, 1010);
+	assert_int_equal(resil_selector_report_duration(
+	                     f.sel, &p2, RESIL_OUTCOME_SUCCESS, 1),
+	    RESIL_OK);
+	assert_int_equal(f.nev, 2);
+	assert_int_equal(f.ev[1].type, RESIL_ENDPOINT_RETURNED);
+	assert_string_equal(f.ev[1].address, "e1:1");
+	assert_int_equal(f.ev[1].time, 1010);
+	assert_int_equal(resil_directory_get_state(f.d, "e1:1", &st), RESIL_OK);
+	assert_int_equal(st.streak, 0);
+	fx_end(&f);
+}
+
 static void
 test_directory_outlier_ejection_grows_and_returns_exactly(void **state)
 {
@@ -943,6 +997,8 @@ main(void)
 		cmocka_unit_test(test_directory_config_endpoints),
 		cmocka_unit_test(
 		    test_directory_outlier_ejection_grows_and_returns_exactly),
+		cmocka_unit_test(
+		    test_directory_outlier_return_noticed_by_a_report),
 		cmocka_unit_test(test_directory_outlier_ejection_cap),
 		cmocka_unit_test(
 		    test_directory_text_durations_are_milliseconds),
