@@ -365,6 +365,22 @@ fail_n(fx *f, const char *addr, int n, void *unused)
 	outcome_n(f, addr, n, RESIL_OUTCOME_FAILURE);
 }
 
+/* Four endpoints at 1000, ejected after `failures` in a row for 10, 20,
+ * 30, then 35 ticks, with no panic. */
+static void
+ejecting_fx(fx *f, uint32_t failures)
+{
+	fx_init(f, 1000);
+	f->dcfg.outlier.consecutive_failures = failures;
+	f->dcfg.outlier.base_ejection = 10;
+	f->dcfg.outlier.max_ejection = 35;
+	f->dcfg.outlier.interval = 100;
+	f->dcfg.outlier.max_ejection_pct = 100;
+	f->scfg.panic_threshold_pct = 0;
+	assert_int_equal(fx_start(f), 0);
+	assert_int_equal(fx_push_weights(f, NULL, 4), RESIL_OK);
+}
+
 /* A pick made before its endpoint was ejected and reported after the
  * ejection ended: the report itself notices the return (the event, at
  * the report's time), before any route does. Even for a plain success,
@@ -378,15 +394,7 @@ test_directory_outlier_return_noticed_by_a_report(void **state)
 	fx f;
 
 	(void)state;
-	fx_init(&f, 1000);
-	f.dcfg.outlier.consecutive_failures = 1;
-	f.dcfg.outlier.base_ejection = 10;
-	f.dcfg.outlier.max_ejection = 35;
-	f.dcfg.outlier.interval = 100;
-	f.dcfg.outlier.max_ejection_pct = 100;
-	f.scfg.panic_threshold_pct = 0;
-	assert_int_equal(fx_start(&f), 0);
-	assert_int_equal(fx_push_weights(&f, NULL, 4), RESIL_OK);
+	ejecting_fx(&f, 1);
 	assert_int_equal(resil_selector_route(f.sel, NULL, f.c, NULL), RESIL_OK);
 	for (i = 0; i < resil_candidates_count(f.c); i++) {
 		resil_candidate c;
@@ -426,15 +434,7 @@ test_directory_outlier_ejection_grows_and_returns_exactly(void **state)
 	fx f;
 
 	(void)state;
-	fx_init(&f, 1000);
-	f.dcfg.outlier.consecutive_failures = 3;
-	f.dcfg.outlier.base_ejection = 10;
-	f.dcfg.outlier.max_ejection = 35;
-	f.dcfg.outlier.interval = 100;
-	f.dcfg.outlier.max_ejection_pct = 100;
-	f.scfg.panic_threshold_pct = 0;
-	assert_int_equal(fx_start(&f), 0);
-	assert_int_equal(fx_push_weights(&f, NULL, 4), RESIL_OK);
+	ejecting_fx(&f, 3);
 	f.nev = 0;
 	/* Two failures and a success: the streak ends, no ejection. */
 	fail_n(&f, "e1:1", 2, NULL);

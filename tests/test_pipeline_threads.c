@@ -65,6 +65,19 @@ fail_alloc_lite_live(fail_alloc_lite *fa)
 {
 	return __atomic_load_n(&fa->live, __ATOMIC_SEQ_CST);
 }
+/* StockService with one declared method, getStock of type int. */
+static void
+stock_config(resil_pipeline_config *cfg, resil_method_config methods[1])
+{
+	resil_pipeline_config_init(cfg);
+	memset(methods, 0, sizeof(*methods));
+	methods[0].name = "getStock";
+	methods[0].type = RESIL_TYPE_INT;
+	cfg->methods = methods;
+	cfg->nmethods = 1;
+	cfg->service = "StockService";
+}
+
 #define CALLS 3000
 
 typedef struct shared {
@@ -191,13 +204,7 @@ test_pipeline_threads_calls_while_mock_switches(void **state)
 	(void)state;
 	memset(&sh, 0, sizeof(sh));
 	resil_manual_clock_init(&sh.mc, 0);
-	resil_pipeline_config_init(&cfg);
-	memset(methods, 0, sizeof(methods));
-	methods[0].name = "getStock";
-	methods[0].type = RESIL_TYPE_INT;
-	cfg.methods = methods;
-	cfg.nmethods = 1;
-	cfg.service = "StockService";
+	stock_config(&cfg, methods);
 	cfg.clock = resil_manual_clock_hook(&sh.mc);
 	cfg.breaker_enabled = 1;
 	cfg.breaker.failure_rate_pct = 0;
@@ -476,13 +483,7 @@ test_pipeline_threads_owned_stripes_count_exactly(void **state)
 
 	(void)state;
 	fail_alloc_lite_init(&fa);
-	resil_pipeline_config_init(&cfg);
-	memset(methods, 0, sizeof(methods));
-	methods[0].name = "getStock";
-	methods[0].type = RESIL_TYPE_INT;
-	cfg.methods = methods;
-	cfg.nmethods = 1;
-	cfg.service = "StockService";
+	stock_config(&cfg, methods);
 	cfg.clock = NULL;
 	cfg.alloc = &fa.hook;
 	cfg.breaker_enabled = 1;
@@ -891,13 +892,7 @@ test_pipeline_threads_mock_switches_keep_memory_bounded(void **state)
 	(void)state;
 	memset(&cnt, 0, sizeof(cnt));
 	memset(&ch, 0, sizeof(ch));
-	resil_pipeline_config_init(&cfg);
-	memset(methods, 0, sizeof(methods));
-	methods[0].name = "getStock";
-	methods[0].type = RESIL_TYPE_INT;
-	cfg.methods = methods;
-	cfg.nmethods = 1;
-	cfg.service = "StockService";
+	stock_config(&cfg, methods);
 	cfg.alloc = &a;
 	cfg.mock = "return 0";
 	assert_int_equal(resil_pipeline_new(&ch.p, &cfg, NULL), RESIL_OK);
