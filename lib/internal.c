@@ -550,6 +550,13 @@ resil__thread_stripe_slow(unsigned n)
 	return w & (n - 1);
 }
 
+void
+resil__stripes_unfenced(void)
+{
+	(void)pthread_once(&stripe_once, stripe_init);
+	stripe_fenced = false;
+}
+
 bool
 resil__stripes_fence(void)
 {

@@ -166,6 +166,10 @@ resil__stripe_dec(void *base, size_t stride)
  * treat the counts as unknown, not yet zero. */
 bool resil__stripes_fence(void);
 
+/* For tests, before any thread has its stripe: owners count holds with a
+ * locked add, as where membarrier is not available. */
+void resil__stripes_unfenced(void);
+
 /*
  * One round of a wait for another thread: a pause, and after 1024 of them
  * a yield, since on an oversubscribed machine the thread waited for may be

@@ -20,6 +20,8 @@
 
 #include <resil/pipeline.h>
 
+#include "internal.h"
+
 #define THREADS 4
 
 /* A counting allocator that several threads may use (the hedging tests
@@ -393,6 +395,7 @@ typedef struct oworker {
 	owave *w;
 	unsigned id;
 	uint64_t ok, bad;
+	unsigned word; /* its stripe word at the end (lib/internal.h) */
 } oworker;
 
 /* Answers 8. */
@@ -460,6 +463,7 @@ own_caller(void *arg)
 		}
 		pthread_barrier_wait(w->bar);
 	}
+	o->word = resil__stripe_mine;
 	return NULL;
 }
 
@@ -479,7 +483,7 @@ test_pipeline_threads_owned_stripes_count_exactly(void **state)
 	oworker ow[OWN_THREADS];
 	int64_t base;
 	uint64_t ok = 0, total;
-	int wave, i;
+	int wave, i, owners;
 
 	(void)state;
 	fail_alloc_lite_init(&fa);
@@ -511,11 +515,18 @@ test_pipeline_threads_owned_stripes_count_exactly(void **state)
 			                     own_caller, &ow[i]),
 			    0);
 		}
-		for (i = 0; i < OWN_THREADS; i++) {
+		for (i = 0, owners = 0; i < OWN_THREADS; i++) {
 			assert_int_equal(pthread_join(tid[i], NULL), 0);
 			assert_int_equal(ow[i].bad, 0);
 			ok += ow[i].ok;
+			owners += (ow[i].word & RESIL__STRIPE_OWNED) != 0;
+#if defined(RESIL_TEST_UNFENCED)
+			assert_int_equal(ow[i].word & RESIL__STRIPE_FENCED, 0);
+#endif
 		}
+		/* The first wave's owners gave theirs back to the second. */
+		assert_true(owners >= 1);
+		assert_true((unsigned)owners <= RESIL__STRIPES_OWNED);
 		pthread_barrier_destroy(&bar);
 	}
 	assert_int_equal(w.reload_errors, 0);
@@ -932,6 +943,11 @@ test_pipeline_threads_mock_switches_keep_memory_bounded(void **state)
 int
 main(void)
 {
+#if defined(RESIL_TEST_UNFENCED)
+	/* The same tests where owners hold with a locked add (no
+	 * membarrier), before any thread has its stripe. */
+	resil__stripes_unfenced();
+#endif
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(
 		    test_pipeline_threads_calls_while_mock_switches),
