@@ -298,6 +298,25 @@ resil__own_dec64(uint64_t *p)
 #endif
 }
 
+/* Add or take one: unlocked when own (the caller alone writes *p). */
+static inline void
+resil__count_inc64(uint64_t *p, bool own)
+{
+	if (own)
+		resil__own_inc64(p);
+	else
+		resil__inc64(p);
+}
+
+static inline void
+resil__count_dec64(uint64_t *p, bool own)
+{
+	if (own)
+		resil__own_dec64(p);
+	else
+		resil__dec64(p);
+}
+
 /* A pointer published with release and read with acquire semantics. */
 static inline void *
 resil__loadptr(void *const *p)

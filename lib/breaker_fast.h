@@ -83,11 +83,8 @@ resil__breaker_success_fast(struct bstate *st, const uint64_t *streak,
 		if (RESIL__UNLIKELY(off == 0))
 			return false;
 		permit->flags = 0;
-		if (own)
-			resil__own_inc64(
-			    (uint64_t *)(void *)((char *)st + off - 1));
-		else
-			resil__inc64((uint64_t *)(void *)((char *)st + off - 1));
+		resil__count_inc64(
+		    (uint64_t *)(void *)((char *)st + off - 1), own);
 		return true;
 	}
 	return false;

@@ -282,7 +282,7 @@ resil_call_start(resil_call *call, resil_pipeline *p, const resil_method *m,
 	        out == NULL || step == NULL || check_method(p, m) != RESIL_OK ||
 	        CALL_IN_FLIGHT(c->magic)))
 		return call_start_any(call, p, m, args, out, now, step);
-	if (RESIL__UNLIKELY(!conf_try_hold_own(p, gs, &g)))
+	if (RESIL__UNLIKELY(!conf_try_hold(p, gs, true, &g)))
 		return call_start_any(call, p, m, args, out, now, step);
 	return start_held(
 	    c, p, g, gs, resolve(g, m), args, NULL, out, now, step);

@@ -184,16 +184,6 @@ drive_succeeded(resil_pipeline *p, settings *g, const method *m,
  * for the events (resil__tls_method) only on the paths that can emit
  * one, out of line.
  */
-/* A count on stripe gs, this thread's: unlocked when it owns it. */
-HOT void
-count_on(uint64_t *c, bool own)
-{
-	if (own)
-		resil__own_inc64(c);
-	else
-		resil__inc64(c);
-}
-
 HOT resil_err
 drive(resil_pipeline *p, settings *g, unsigned gs, bool own, const method *m,
     const resil_args *args, resil_call_fn fn, void *ctx, resil_result *out)
@@ -206,7 +196,7 @@ drive(resil_pipeline *p, settings *g, unsigned gs, bool own, const method *m,
 	/* Chaos switched off costs its flag test (issue 28). */
 	if (RESIL__UNLIKELY(!inline_first_ok(g, m, SIMPLE_INLINE)))
 		return drive_machine(p, g, gs, m, args, fn, ctx, out);
-	count_on(&p->stripes[gs].calls, own);
+	resil__count_inc64(&p->stripes[gs].calls, own);
 	permit.flags = 0;
 	if (b != NULL &&
 	    RESIL__UNLIKELY(
@@ -604,7 +594,7 @@ resil_pipeline_call(resil_pipeline *p, const resil_args *args,
 	if (RESIL__UNLIKELY(p->slow))
 		return call_slow(p, NULL, args, fn, ctx, out);
 	if (RESIL__LIKELY(conf_stripe_fenced(&gs))) {
-		g = conf_hold_own(p, gs);
+		g = conf_hold_on(p, gs, true);
 		err = drive(p, g, gs, true, find_method(g, args->method), args,
 		    fn, ctx, out);
 		conf_drop_own(g, gs);
@@ -634,7 +624,7 @@ resil_pipeline_call_method(resil_pipeline *p, const resil_method *m,
 		return call_slow(p, m, args, fn, ctx, out);
 	/* A thread that owns its stripe counts unlocked (lib/internal.h). */
 	if (RESIL__LIKELY(conf_stripe_fenced(&gs))) {
-		g = conf_hold_own(p, gs);
+		g = conf_hold_on(p, gs, true);
 		err = drive(p, g, gs, true, resolve(g, m), args, fn, ctx, out);
 		conf_drop_own(g, gs);
 		return err;

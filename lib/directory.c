@@ -1357,9 +1357,7 @@ resil__ep_report(resil__endpoint *ep, resil_outcome outcome, uint64_t duration,
 		resil__spin_unlock(&ep->lock);
 	}
 	if (outcome != RESIL_OUTCOME_FAILURE) {
-		/* SUCCESS or BUSINESS ends a streak; no write when none. */
-		if (resil__load64(&ep->streak) != 0)
-			resil__store64(&ep->streak, 0);
+		resil__ep_end_streak(ep);
 		return;
 	}
 	streak = resil__faa64(&ep->streak, 1) + 1;

@@ -109,12 +109,11 @@ resil__snapshot *resil__dir_acquire(struct resil_directory *d);
 void resil__snap_release(resil__snapshot *s);
 #define RESIL__EP_HOLD (UINT64_C(1) << 32)
 
-/* Drop d from ep->rc (1: a pick; RESIL__EP_HOLD: a snapshot); frees it at
- * 0. */
 /* The last reference gone: free ep (resil__ep_unref()). */
 void resil__ep_free(resil__endpoint *ep);
 
-/* Drop d of ep's references (snapshots << 32, or calls in flight). */
+/* Drop d from ep->rc (1: a pick; RESIL__EP_HOLD: a snapshot); frees it at
+ * 0. */
 static inline void
 resil__ep_unref(resil__endpoint *ep, uint64_t d)
 {
@@ -139,13 +138,21 @@ int resil__dir_rate_on(const struct resil_directory *d);
  * failure streak. False, having done nothing, when ep is ejected or
  * down (the report notices a return).
  */
+/* A success or a business error ends a failure streak (no write when
+ * there is none). */
+static inline void
+resil__ep_end_streak(resil__endpoint *ep)
+{
+	if (resil__load64(&ep->streak) != 0)
+		resil__store64(&ep->streak, 0);
+}
+
 static inline bool
 resil__ep_quiet_success(resil__endpoint *ep)
 {
 	if (RESIL__UNLIKELY(resil__load64(&ep->ejected) != 0))
 		return false;
-	if (resil__load64(&ep->streak) != 0)
-		resil__store64(&ep->streak, 0);
+	resil__ep_end_streak(ep);
 	return true;
 }
 

@@ -105,8 +105,6 @@ resil_err resil__diagf(resil_diag *diag, resil_err err, const char *fmt, ...)
 #define RESIL__STRIPE_FENCED (1u << 30)
 _Static_assert(RESIL__STRIPES_OWNED < RESIL__STRIPES,
     "stripe 0 is never owned (the stripe of a thread without one)");
-#define RESIL__STRIPE_FLAGS \
-	(RESIL__STRIPE_VALID | RESIL__STRIPE_OWNED | RESIL__STRIPE_FENCED)
 extern RESIL__TLS unsigned resil__stripe_mine;
 unsigned resil__thread_stripe_slow(unsigned n);
 
@@ -130,33 +128,35 @@ resil__thread_stripe(unsigned n)
 	return resil__thread_stripe_slow(n);
 }
 
-/* Add one to this thread's stripe of a counter striped RESIL__STRIPES
- * ways, stride bytes apart from base: unlocked on a stripe it owns. */
+/* This thread's stripe of a counter striped RESIL__STRIPES ways, stride
+ * bytes apart from base; *own: the thread owns it (unlocked counts). */
+static inline uint64_t *
+resil__stripe_at(void *base, size_t stride, bool *own)
+{
+	unsigned w = resil__stripe_mine;
+
+	*own = (w & RESIL__STRIPE_OWNED) != 0;
+	return (uint64_t *)(void *)((char *)base +
+	    (size_t)(w & (RESIL__STRIPES - 1)) * stride);
+}
+
+/* Add one to it, or take one. */
 static inline void
 resil__stripe_inc(void *base, size_t stride)
 {
-	unsigned w = resil__stripe_mine;
-	uint64_t *c = (uint64_t *)(void *)((char *)base +
-	    (size_t)(w & (RESIL__STRIPES - 1)) * stride);
+	bool own;
+	uint64_t *c = resil__stripe_at(base, stride, &own);
 
-	if (RESIL__LIKELY(w & RESIL__STRIPE_OWNED))
-		resil__own_inc64(c);
-	else
-		resil__inc64(c);
+	resil__count_inc64(c, own);
 }
 
-/* The same, taking one. */
 static inline void
 resil__stripe_dec(void *base, size_t stride)
 {
-	unsigned w = resil__stripe_mine;
-	uint64_t *c = (uint64_t *)(void *)((char *)base +
-	    (size_t)(w & (RESIL__STRIPES - 1)) * stride);
+	bool own;
+	uint64_t *c = resil__stripe_at(base, stride, &own);
 
-	if (RESIL__LIKELY(w & RESIL__STRIPE_OWNED))
-		resil__own_dec64(c);
-	else
-		resil__dec64(c);
+	resil__count_dec64(c, own);
 }
 
 /* Before reading counts that owners took with no fence (a hold on

@@ -285,7 +285,7 @@ conf_drop(settings *g)
 	resil__stripe_dec(&g->rc[0].n, sizeof(g->rc[0]));
 }
 
-/* Drop a hold conf_try_hold_own() took, on the same thread. */
+/* Drop a hold conf_try_hold(own) took, on the same thread. */
 HOT void
 conf_drop_own(settings *g, unsigned s)
 {
@@ -304,62 +304,38 @@ conf_stripe_fenced(unsigned *s)
 }
 
 /* One try at a hold (see conf_hold()): *out, the settings counted on
- * stripe s and current after the count; false when they were replaced
- * meanwhile (the stray count dropped again). */
+ * this thread's stripe s and current after the count; false when they
+ * were replaced meanwhile (the stray count dropped again). own: s is
+ * fenced (conf_stripe_fenced()), and the count is unlocked and
+ * unfenced; the check after it is still ordered after it for any
+ * reclaim, which fences every thread before it reads the counts
+ * (resil__stripes_fence()): either this thread's count was seen, or the
+ * check sees the pointer moved. */
 HOT int
-conf_try_hold(resil_pipeline *p, unsigned s, settings **out)
+conf_try_hold(resil_pipeline *p, unsigned s, bool own, settings **out)
 {
 	settings *g = resil__loadptr((void *const *)&p->cur);
+	const uint64_t *cur = (const uint64_t *)(const void *)&p->cur;
 
-	resil__inc64(&g->rc[s].n);
-	if (RESIL__UNLIKELY(
-	        (void *)(uintptr_t)resil__load64_after_rmw(
-	            (const uint64_t *)(const void *)&p->cur) != (void *)g)) {
-		conf_drop(g);
+	resil__count_inc64(&g->rc[s].n, own);
+	if (RESIL__UNLIKELY((void *)(uintptr_t)(own ? resil__load64(cur)
+	                                            : resil__load64_after_rmw(
+	                                                  cur)) != (void *)g)) {
+		resil__count_dec64(&g->rc[s].n, own);
 		return 0;
 	}
 	*out = g;
 	return 1;
 }
 
-/* The same on the thread's own fenced stripe s (conf_stripe_fenced()):
- * the count is unlocked and unfenced, and the check after it is still
- * ordered after it for any reclaim, which fences every thread before it
- * reads the counts (resil__stripes_fence()): either this thread's count
- * was seen, or the check sees the pointer moved. */
-HOT int
-conf_try_hold_own(resil_pipeline *p, unsigned s, settings **out)
-{
-	settings *g = resil__loadptr((void *const *)&p->cur);
-
-	resil__own_inc64(&g->rc[s].n);
-	if (RESIL__UNLIKELY(resil__loadptr((void *const *)&p->cur) !=
-	        (void *)g)) {
-		conf_drop_own(g, s);
-		return 0;
-	}
-	*out = g;
-	return 1;
-}
-
-/* The settings moved under a call taking its count: retry. */
-static inline settings *
-conf_hold_again(resil_pipeline *p, unsigned s)
-{
-	settings *g;
-
-	while (!conf_try_hold(p, s, &g))
-		;
-	return g;
-}
-
-/* A hold on the thread's own fenced stripe s, as conf_hold(). */
+/* A hold on stripe s, this thread's, trying until the settings do not
+ * move under it. */
 HOT settings *
-conf_hold_own(resil_pipeline *p, unsigned s)
+conf_hold_on(resil_pipeline *p, unsigned s, bool own)
 {
 	settings *g;
 
-	while (RESIL__UNLIKELY(!conf_try_hold_own(p, s, &g)))
+	while (RESIL__UNLIKELY(!conf_try_hold(p, s, own, &g)))
 		;
 	return g;
 }
@@ -377,12 +353,9 @@ HOT settings *
 conf_hold(resil_pipeline *p, unsigned *st)
 {
 	unsigned s = resil__thread_stripe(NSTRIPES);
-	settings *g;
 
-	if (RESIL__UNLIKELY(!conf_try_hold(p, s, &g)))
-		g = conf_hold_again(p, s);
 	*st = s;
-	return g;
+	return conf_hold_on(p, s, false);
 }
 
 static inline method *

@@ -530,8 +530,8 @@ resil__retry_spend(resil_retry *r, uint64_t now)
 {
 	if (!r->budget_on || budget_withdraw(r, now))
 		return 1;
-	resil__faa64(
-	    &r->stripes[resil__thread_stripe(RSTRIPES)].budget_refusals, 1);
+	resil__inc64(
+	    &r->stripes[resil__thread_stripe(RSTRIPES)].budget_refusals);
 	return 0;
 }
 
@@ -544,8 +544,8 @@ run_end(resil_retry *r, const resil__retry_run *run, resil_retry_result *res)
 	if (n > 1)
 		resil__faa64(&st->retries, n - 1);
 	if (run->outcome == RESIL_OUTCOME_SUCCESS && !run->by_result)
-		resil__faa64(
-		    n > 1 ? &st->succeeded_retry : &st->succeeded_first, 1);
+		resil__inc64(
+		    n > 1 ? &st->succeeded_retry : &st->succeeded_first);
 	else
 		resil__inc64(n > 1 ? &st->failed_retry : &st->failed_first);
 	switch (run->stop) {
@@ -649,10 +649,8 @@ resil_retry_call(resil_retry *r, resil_retry_fn fn, void *ctx, void *out,
 		    : resil_classify(&r->cfg.classifier, rc, out);
 		if (RESIL__LIKELY(at.status == RESIL_OK &&
 		        first == RESIL_OUTCOME_SUCCESS)) {
-			resil__faa64(
-			    &r->stripes[resil__thread_stripe(RSTRIPES)]
-			         .succeeded_first,
-			    1);
+			resil__retry_count_first(
+			    &r->stripes[0].succeeded_first);
 			if (res != NULL) {
 				res->attempts = 1;
 				res->rc = rc;
@@ -719,8 +717,7 @@ resil__retry_first_counters(resil_retry *r)
 void
 resil__retry_count_first_success(resil_retry *r)
 {
-	resil__faa64(
-	    &r->stripes[resil__thread_stripe(RSTRIPES)].succeeded_first, 1);
+	resil__retry_count_first(&r->stripes[0].succeeded_first);
 }
 
 resil_err

@@ -108,7 +108,8 @@ uint64_t *resil__retry_first_counters(resil_retry *r);
 
 _Static_assert(RESIL__RETRY_STRIPES == RESIL__STRIPES, "thread stripes");
 
-/* On this thread's stripe. */
+/* On this thread's stripe (unlocked on one it owns): every count of a
+ * first-attempt success goes through here. */
 static inline void
 resil__retry_count_first(uint64_t *counters)
 {
