@@ -949,11 +949,13 @@ min_sample(const resil__lb *lb, const resil__view *v, const resil_random *rnd,
 		const resil__endpoint *ea = v->snap->eps[v->idx[a]];
 		const resil__endpoint *eb = v->snap->eps[v->idx[b]];
 
-		/* Each estimate reads its endpoint's first line (in flight
-		 * and the window, side by side): ask for both before the
-		 * first is used. */
-		__builtin_prefetch(&ea->rc);
-		__builtin_prefetch(&eb->rc);
+		/* Each estimate reads its endpoint's first two lines (in
+		 * flight, the window): ask for all four before the first is
+		 * used. */
+		__builtin_prefetch(ea->fl);
+		__builtin_prefetch(eb->fl);
+		__builtin_prefetch(&ea->sr_successes);
+		__builtin_prefetch(&eb->sr_successes);
 		ca = sr_estimate(ea, now, lb->cfg.shortest_slide);
 		cb = sr_estimate(eb, now, lb->cfg.shortest_slide);
 		return cb < ca ? b : a;

@@ -174,8 +174,6 @@ resil_manual_clock_advance(resil_manual_clock *mc, uint64_t ticks)
 	}
 }
 
-#define GOLDEN UINT64_C(0x9e3779b97f4a7c15)
-
 void
 resil_rng_seed(resil_rng *rng, uint64_t seed)
 {
@@ -186,16 +184,26 @@ resil_rng_seed(resil_rng *rng, uint64_t seed)
 uint64_t
 resil_rng_next(resil_rng *rng)
 {
-	uint64_t z;
-
 	if (rng == NULL)
 		return 0;
 	/* SplitMix64: the state is a counter, so concurrent draws need only
 	 * one fetch-and-add and still each get a distinct output. */
-	z = resil__faa64(&rng->state_, GOLDEN) + GOLDEN;
-	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-	return z ^ (z >> 31);
+	return resil__mix64(
+	    resil__faa64(&rng->state_, RESIL__RNG_STEP) + RESIL__RNG_STEP);
+}
+
+void
+resil__rng_reserve(resil_rng *rng, uint64_t n, uint64_t *next, uint64_t *end)
+{
+	*next = resil__faa64(&rng->state_, n * RESIL__RNG_STEP);
+	*end = *next + n * RESIL__RNG_STEP;
+}
+
+void
+resil__rng_give_back(resil_rng *rng, uint64_t next, uint64_t end)
+{
+	if (next != end)
+		(void)resil__cas64(&rng->state_, end, next);
 }
 
 double

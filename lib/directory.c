@@ -25,7 +25,12 @@ struct resil_directory {
 	resil__epoch *epoch;
 	resil__spinlock wlock; /* updates */
 	resil__spinlock elock; /* ejection decisions */
-	resil__snapshot *cur;  /* atomic */
+	/* Endpoints no snapshot holds with calls still in flight
+	 * (resil__ep_unhold()), freed by the update after their last
+	 * report or by resil_directory_free(). */
+	resil__spinlock rlock;
+	resil__endpoint *retired;
+	resil__snapshot *cur; /* atomic */
 	uint64_t next_id;
 	uint64_t version;
 	/* The interval detections (cfg.outlier_rate): on when rate_on; the
@@ -266,8 +271,8 @@ entry_clear(const resil_allocator *a, resil__entry *e)
 /* A snapshot's eps[] of n endpoints, in bytes. */
 #define EPS_BYTES(n) ((n) * sizeof(void *))
 _Static_assert(sizeof(void *) == sizeof(resil__endpoint *), "eps[]");
-_Static_assert(offsetof(resil__endpoint, id) == RESIL__CACHELINE,
-    "a sample's words on the endpoint's first line");
+_Static_assert(offsetof(resil__endpoint, id) == 2 * RESIL__CACHELINE,
+    "a report's words and the window on the endpoint's second line");
 
 static resil__endpoint *
 ep_alloc(const resil_allocator *a)
@@ -290,14 +295,59 @@ ep_release(const resil_allocator *a, resil__endpoint *ep)
 	resil__free(a, ep->mem, EP_ALLOC);
 }
 
-void
-resil__ep_free(resil__endpoint *ep)
+static void
+ep_free(resil__endpoint *ep)
 {
 	const resil_allocator *a = &ep->dir->a;
 
 	resil_breaker_free(ep->breaker);
 	resil__strfree(a, ep->address);
 	ep_release(a, ep);
+}
+
+void
+resil__ep_unhold(resil__endpoint *ep)
+{
+	resil_directory *d = ep->dir;
+
+	if (resil__faa64(&ep->holds, (uint64_t)-1) != 1)
+		return;
+	/* No snapshot holds it, so no pick can start on it: every start
+	 * was counted before its snapshot's release, which ordered it
+	 * before this. A call in flight ends with its report's count, its
+	 * last touch of ep. */
+	if (resil__ep_active(ep) == 0) {
+		ep_free(ep);
+		return;
+	}
+	resil__spin_lock(&d->rlock);
+	ep->retired_next = d->retired;
+	d->retired = ep;
+	resil__spin_unlock(&d->rlock);
+}
+
+/* Free the retired endpoints whose calls have all ended (all of them:
+ * the directory's end, where a pick still open is the caller's error). */
+static void
+retired_reclaim(resil_directory *d, int all)
+{
+	resil__endpoint **pp, *ep, *done = NULL;
+
+	resil__spin_lock(&d->rlock);
+	for (pp = &d->retired; (ep = *pp) != NULL;) {
+		if (all || resil__ep_active(ep) == 0) {
+			*pp = ep->retired_next;
+			ep->retired_next = done;
+			done = ep;
+		} else {
+			pp = &ep->retired_next;
+		}
+	}
+	resil__spin_unlock(&d->rlock);
+	while ((ep = done) != NULL) {
+		done = ep->retired_next;
+		ep_free(ep);
+	}
 }
 
 static void
@@ -326,7 +376,7 @@ snap_destroy(resil__snapshot *s)
 		resil__endpoint *ep = s->e[i].ep;
 		entry_clear(a, &s->e[i]);
 		if (ep != NULL)
-			resil__ep_unref(ep, RESIL__EP_HOLD);
+			resil__ep_unhold(ep);
 	}
 	if (s->e != NULL)
 		resil__free(a, s->e, s->n * sizeof(*s->e));
@@ -391,8 +441,7 @@ snap_alloc(resil_directory *d, size_t n, resil__snapshot **out)
 			if (s->e != NULL)
 				resil__free(&d->a, s->e, n * sizeof(*s->e));
 			if (s->eps != NULL)
-				resil__free(
-				    &d->a, s->eps, EPS_BYTES(n));
+				resil__free(&d->a, s->eps, EPS_BYTES(n));
 			resil__free(&d->a, s, sizeof(*s));
 			return RESIL_E_NOMEM;
 		}
@@ -473,6 +522,7 @@ resil_directory_new(
 	d->cfg.random = NULL;
 	resil__spin_init(&d->wlock);
 	resil__spin_init(&d->elock);
+	resil__spin_init(&d->rlock);
 	d->next_id = 1;
 	err = resil__epoch_new(&d->epoch, cfg->reader_slots, &d->a);
 	if (err != RESIL_OK) {
@@ -505,7 +555,8 @@ resil_directory_new(
 	d->cfg.health = NULL;
 	d->cfg.endpoints = NULL;
 	d->cfg.nendpoints = 0;
-	if (cfg->size > offsetof(resil_directory_config, endpoint_breaker_shm) &&
+	if (cfg->size >
+	        offsetof(resil_directory_config, endpoint_breaker_shm) &&
 	    cfg->endpoint_breaker_shm != NULL &&
 	    (err = resil__shared_endpoint_region(cfg->endpoint_breaker_shm,
 	         d->has_breaker, &d->a, &d->bshm, diag)) != RESIL_OK) {
@@ -537,6 +588,7 @@ resil_directory_free(resil_directory *d)
 	resil_health_free(d->hc);
 	resil__epoch_free(d->epoch); /* runs the retired snapshots' ends */
 	resil__snap_release(d->cur);
+	retired_reclaim(d, 1);
 	resil_shm_close(d->bshm);
 	a = d->a;
 	resil__free(&a, d, sizeof(*d));
@@ -868,7 +920,7 @@ rebuild(resil_directory *d, const resil_endpoint_spec *specs, size_t n,
 			continue;
 		hit->used = 1;
 		s->e[pos].ep = old->e[j].ep;
-		resil__faa64(&old->e[j].ep->rc, RESIL__EP_HOLD);
+		resil__inc64(&old->e[j].ep->holds);
 		if ((err = entry_fill(d, &s->e[pos], &specs[hit->index])) !=
 		    RESIL_OK) {
 			pos++;
@@ -885,7 +937,7 @@ rebuild(resil_directory *d, const resil_endpoint_spec *specs, size_t n,
 			err = RESIL_E_NOMEM;
 			goto fail;
 		}
-		resil__faa64(&s->e[pos].ep->rc, RESIL__EP_HOLD);
+		resil__inc64(&s->e[pos].ep->holds);
 		if ((err = entry_fill(d, &s->e[pos], &specs[i])) != RESIL_OK) {
 			pos++;
 			goto fail;
@@ -912,6 +964,7 @@ rebuild(resil_directory *d, const resil_endpoint_spec *specs, size_t n,
 	if (d->hc != NULL)
 		health_sync(d, old, s, table);
 	resil__epoch_retire(d->epoch, &old->retire, snap_retired);
+	retired_reclaim(d, 0);
 	goto out;
 fail:
 	/* Undo what was built: the first pos entries hold a reference. */
@@ -919,7 +972,7 @@ fail:
 		resil__endpoint *ep = s->e[i].ep;
 		entry_clear(&d->a, &s->e[i]);
 		if (ep != NULL)
-			resil__ep_unref(ep, RESIL__EP_HOLD);
+			resil__ep_unhold(ep);
 	}
 	snap_destroy(s); /* its entries are empty now */
 out:

@@ -15,23 +15,25 @@
 #include "epoch.h"
 #include "internal.h"
 
-/* Per-address state; lives while a snapshot or a pick refers to it. */
+/* Per-address state; lives while a snapshot holds it or a pick is in
+ * flight on it (resil__ep_unhold()). */
 typedef struct resil__endpoint {
-	/* Allocated on a cache line of its own (ep_new()). The first line
-	 * holds what a balancer's sample reads and what every report
-	 * writes: the in-flight count and the shortest-response window side
-	 * by side, so that sampling an endpoint costs one line (issue 29). */
-	/* Atomic: (snapshots holding it << 32) | calls in flight. One word,
-	 * so that a pick and its report cost one atomic add each, and the
-	 * state is freed when both reach 0. */
-	uint64_t rc;
+	/* Allocated on a cache line of its own (ep_new()). The first line:
+	 * the calls in flight, one count per thread stripe (lib/internal.h):
+	 * a pick counts on its thread's stripe, its report takes one on the
+	 * reporting thread's, and the sum is the count. A thread that owns
+	 * its stripe counts with no locked instruction (issue 29). */
+	uint64_t fl[RESIL__STRIPES];
+	/* The second line holds what a report reads and writes and the
+	 * shortest-response window. */
 	uint64_t ejected; /* atomic 0/1 */
 	uint64_t until;   /* atomic */
 	uint64_t streak;  /* atomic */
 	/* Shortest response window; written under lock, read atomically. */
 	uint64_t sr_successes, sr_elapsed, sr_reset_at;
-	void *mem; /* the allocation this struct is aligned in */
-	/* The second line: what the winner's pick and its report read. */
+	uint64_t holds; /* atomic: the snapshots holding it */
+	void *mem;      /* the allocation this struct is aligned in */
+	/* The third line: what the winner's pick and its report read. */
 	uint64_t id;
 	char *address;
 	resil_breaker *breaker;
@@ -48,7 +50,12 @@ typedef struct resil__endpoint {
 	uint64_t iv;
 	uint64_t iv_rate;
 	int hc_target; /* a target of the directory's checker (wlock) */
+	/* Held by no snapshot, with calls still in flight: on the
+	 * directory's list of endpoints to free (under its rlock). */
+	struct resil__endpoint *retired_next;
 } resil__endpoint;
+_Static_assert(offsetof(resil__endpoint, ejected) == RESIL__CACHELINE,
+    "the in-flight counts fill the first line");
 
 /* ep->ejected's bits: ejected by outlier detection; marked unhealthy by
  * an active health check. Either keeps it out of the candidates. */
@@ -107,24 +114,42 @@ typedef struct resil__snapshot {
  * read). */
 resil__snapshot *resil__dir_acquire(struct resil_directory *d);
 void resil__snap_release(resil__snapshot *s);
-#define RESIL__EP_HOLD (UINT64_C(1) << 32)
 
-/* The last reference gone: free ep (resil__ep_unref()). */
-void resil__ep_free(resil__endpoint *ep);
+/* A snapshot's hold on ep dropped: the last one frees ep, or leaves it
+ * to the directory when calls are still in flight (freed by a later
+ * update, or the directory's end). */
+void resil__ep_unhold(resil__endpoint *ep);
 
-/* Drop d from ep->rc (1: a pick; RESIL__EP_HOLD: a snapshot); frees it at
- * 0. */
-static inline void
-resil__ep_unref(resil__endpoint *ep, uint64_t d)
-{
-	if (RESIL__UNLIKELY(resil__faa64(&ep->rc, (uint64_t)0 - d) == d))
-		resil__ep_free(ep);
-}
-
+/* The calls in flight on ep: the sum over the stripes. */
 static inline uint64_t
 resil__ep_active(const resil__endpoint *ep)
 {
-	return resil__load64(&ep->rc) & UINT32_MAX;
+	const uint64_t *f = ep->fl;
+
+	/* Unrolled: eight loads and seven adds. */
+	_Static_assert(RESIL__STRIPES == 8, "one load per stripe below");
+	return ((resil__load64(&f[0]) + resil__load64(&f[1])) +
+	           (resil__load64(&f[2]) + resil__load64(&f[3]))) +
+	    ((resil__load64(&f[4]) + resil__load64(&f[5])) +
+	        (resil__load64(&f[6]) + resil__load64(&f[7])));
+}
+
+/* A call starts on ep (a pick, which holds a snapshot that holds ep):
+ * counted on this thread's stripe, unlocked when the thread owns it. */
+static inline void
+resil__ep_enter(resil__endpoint *ep)
+{
+	if (RESIL__UNLIKELY(resil__stripe_mine == 0))
+		(void)resil__thread_stripe_slow(RESIL__STRIPES);
+	resil__stripe_inc(ep->fl, sizeof(ep->fl[0]));
+}
+
+/* A call on ep ends (its report, on any thread): the last touch of ep by
+ * the caller, which may be freed by the directory right after. */
+static inline void
+resil__ep_leave(resil__endpoint *ep)
+{
+	resil__stripe_dec(ep->fl, sizeof(ep->fl[0]));
 }
 resil__epoch *resil__dir_epoch(struct resil_directory *d);
 uint64_t resil__dir_now(struct resil_directory *d);
@@ -202,15 +227,5 @@ typedef struct resil__view {
 
 /* Fill v's sums and sig from v->idx and v->w. */
 void resil__view_finish(resil__view *v);
-
-/* SplitMix64's finaliser: the view's identity, and the balancers'
- * hashes. */
-static inline uint64_t
-resil__mix64(uint64_t z)
-{
-	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-	return z ^ (z >> 31);
-}
 
 #endif /* RESIL_DIRECTORY_INTERNAL_H */

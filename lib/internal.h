@@ -76,6 +76,39 @@ resil_err resil__vdiagf(
 resil_err resil__diagf(resil_diag *diag, resil_err err, const char *fmt, ...)
     RESIL__PRINTF(3, 4);
 
+/* SplitMix64's finaliser: resil_rng's output, the view's identity, the
+ * balancers' hashes. */
+static inline uint64_t
+resil__mix64(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+	return z ^ (z >> 31);
+}
+
+/* resil_rng's step: its state is a counter moved by this much a draw. */
+#define RESIL__RNG_STEP UINT64_C(0x9e3779b97f4a7c15)
+
+/*
+ * A block of a resil_rng's sequence for one user at a time (a candidate
+ * set): one fetch-and-add takes the next n draws, which the user then
+ * makes with no atomic (resil__rng_block_draw()) while *next != *end.
+ * Given back when unused (resil__rng_give_back()): if no draw was taken
+ * from rng since, its state steps back, so a single thread's draws are
+ * the sequence rng alone would have given.
+ */
+struct resil_rng;
+void resil__rng_reserve(
+    struct resil_rng *rng, uint64_t n, uint64_t *next, uint64_t *end);
+void resil__rng_give_back(struct resil_rng *rng, uint64_t next, uint64_t end);
+
+static inline uint64_t
+resil__rng_block_draw(uint64_t *next)
+{
+	*next += RESIL__RNG_STEP;
+	return resil__mix64(*next);
+}
+
 /*
  * A small per-thread index in [0, n): threads get distinct indexes round
  * robin, so striped counters rarely share a cache line. n is a power of 2.

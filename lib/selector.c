@@ -49,6 +49,7 @@ struct resil_selector {
 	 * (resil_rng), so concurrent picks take no lock and each gets its
 	 * own value of the seeded sequence. */
 	resil_rng rng;
+	bool own_rng; /* rnd draws from rng */
 	resil_balance_config deflt;
 	resil_method_balance *methods; /* names owned */
 	size_t nmethods;
@@ -66,7 +67,27 @@ struct resil_candidates {
 	size_t cap;
 	resil__route_stats st;
 	resil__lb *lb; /* the routed method's balancer */
+	/* Its draws (routing, picks): the config's random source, or a
+	 * block of the selector's own generator, drawn with no atomic
+	 * (cand_uniform(); resil__rng_reserve()). */
+	resil_random rnd;
+	uint64_t rnext, rend;
 };
+
+/* A candidate set's block of the selector's own generator: this many
+ * draws a fetch-and-add. */
+#define CAND_DRAWS 64u
+
+static double
+cand_uniform(void *ctx)
+{
+	resil_candidates *c = ctx;
+
+	if (RESIL__UNLIKELY(c->rnext == c->rend))
+		resil__rng_reserve(
+		    &c->sel->rng, CAND_DRAWS, &c->rnext, &c->rend);
+	return (double)(resil__rng_block_draw(&c->rnext) >> 11) * 0x1.0p-53;
+}
 
 resil_err
 resil_selector_config_validate(
@@ -249,6 +270,7 @@ resil_selector_new(resil_selector **out, resil_directory *dir,
 	else {
 		resil_rng_seed(&sel->rng, cfg->seed);
 		sel->rnd = resil_rng_hook(&sel->rng);
+		sel->own_rng = true;
 	}
 	if ((cfg->service != NULL &&
 	        (sel->service = resil__strdup(a, cfg->service)) == NULL) ||
@@ -451,6 +473,11 @@ resil_candidates_new(resil_candidates **out, resil_selector *sel)
 	if (c == NULL)
 		return RESIL_E_NOMEM;
 	c->sel = sel;
+	c->rnd = sel->rnd;
+	if (sel->own_rng) {
+		c->rnd.uniform = cand_uniform;
+		c->rnd.ctx = c;
+	}
 	*out = c;
 	return RESIL_OK;
 }
@@ -475,6 +502,8 @@ resil_candidates_free(resil_candidates *c)
 	if (c == NULL)
 		return;
 	resil_candidates_clear(c);
+	/* The draws it did not make go back, if no one drew after them. */
+	resil__rng_give_back(&c->sel->rng, c->rnext, c->rend);
 	a = &c->sel->a;
 	view_free(a, &c->v, c->cap);
 	view_free(a, &c->x, c->cap);
@@ -576,7 +605,7 @@ resil_selector_route(resil_selector *sel, const resil_request *req,
 	ep = resil__dir_epoch(sel->dir);
 	resil__epoch_enter(ep, &g);
 	rs = resil__loadptr((void *const *)&sel->rules);
-	resil__route(&rs->rc, s, req, now, &sel->rnd, &c->v, c->keep, &c->st);
+	resil__route(&rs->rc, s, req, now, &c->rnd, &c->v, c->keep, &c->st);
 	if (c->v.n == 0) {
 		resil__no_provider(&rs->rc, sel->service, req, &c->st, diag);
 		err = RESIL_E_NO_PROVIDER;
@@ -689,7 +718,7 @@ PICK_INLINE void
 pick_fill(resil_pick *out, const resil__view *view, size_t pos,
     resil__endpoint *ep, const resil__lb *lb, uint64_t now)
 {
-	resil__inc64(&ep->rc); /* in flight, and held */
+	resil__ep_enter(ep); /* in flight (the candidates hold ep) */
 	out->address = ep->address;
 	out->id = ep->id;
 	out->user = view->snap->e[view->idx[pos]].user;
@@ -703,30 +732,29 @@ pick_fill(resil_pick *out, const resil__view *view, size_t pos,
 	out->kind_ = lb->feeds;
 }
 
-static resil_err pick_refused(resil_selector *sel, resil_candidates *c,
-    resil__view *view, size_t pos, const resil_request *req, uint64_t now,
-    resil_pick *out, resil_diag *diag);
+static resil_err pick_refused(resil_candidates *c, resil__view *view,
+    size_t pos, const resil_request *req, uint64_t now, resil_pick *out,
+    resil_diag *diag);
 
 /* One pick from view by the balancer of the method routed for; an
  * endpoint whose breaker refuses is passed over (pick_refused()). */
 PICK_INLINE resil_err
-pick_from(resil_selector *sel, resil_candidates *c, resil__view *view,
-    const resil_request *req, uint64_t now, resil_pick *out, resil_diag *diag)
+pick_from(resil_candidates *c, resil__view *view, const resil_request *req,
+    uint64_t now, resil_pick *out, resil_diag *diag)
 {
 	resil__endpoint *ep;
 	resil_err err;
 	size_t pos;
 
-	if ((err = resil__lb_pick(c->lb, view, req, &sel->rnd, now, &pos,
-	         diag)) != RESIL_OK)
+	if ((err = resil__lb_pick(
+	         c->lb, view, req, &c->rnd, now, &pos, diag)) != RESIL_OK)
 		return err;
 	ep = view->snap->eps[view->idx[pos]];
 	out->has_permit_ = 0;
 	if (ep->breaker != NULL) {
 		if (resil_breaker_acquire(ep->breaker, &out->permit_) !=
 		    RESIL_OK)
-			return pick_refused(
-			    sel, c, view, pos, req, now, out, diag);
+			return pick_refused(c, view, pos, req, now, out, diag);
 		out->has_permit_ = 1;
 	}
 	pick_fill(out, view, pos, ep, c->lb, now);
@@ -736,9 +764,8 @@ pick_from(resil_selector *sel, resil_candidates *c, resil__view *view,
 /* Candidate pos of view was refused by its breaker between routing and
  * now: pass over it and pick again from the rest, until one admits. */
 static RESIL__SEL_NOINLINE resil_err
-pick_refused(resil_selector *sel, resil_candidates *c, resil__view *view,
-    size_t pos, const resil_request *req, uint64_t now, resil_pick *out,
-    resil_diag *diag)
+pick_refused(resil_candidates *c, resil__view *view, size_t pos,
+    const resil_request *req, uint64_t now, resil_pick *out, resil_diag *diag)
 {
 	resil__endpoint *ep;
 	resil_err err;
@@ -757,8 +784,8 @@ pick_refused(resil_selector *sel, resil_candidates *c, resil__view *view,
 			    "all %zu candidates excluded or refused by their "
 			    "breakers",
 			    c->v.n);
-		if ((err = resil__lb_pick(c->lb, view, req, &sel->rnd, now,
-		         &pos, diag)) != RESIL_OK)
+		if ((err = resil__lb_pick(c->lb, view, req, &c->rnd, now, &pos,
+		         diag)) != RESIL_OK)
 			return err;
 		ep = view->snap->eps[view->idx[pos]];
 		out->has_permit_ = 0;
@@ -774,10 +801,9 @@ pick_refused(resil_selector *sel, resil_candidates *c, resil__view *view,
 	return RESIL_OK;
 }
 
-static resil_err pick_filtered(resil_selector *sel, resil_candidates *c,
-    const resil_request *req, const uint64_t *exclude, size_t nexclude,
-    const char *zone, int in_zone, uint64_t now, resil_pick *out,
-    resil_diag *diag);
+static resil_err pick_filtered(resil_candidates *c, const resil_request *req,
+    const uint64_t *exclude, size_t nexclude, const char *zone, int in_zone,
+    uint64_t now, resil_pick *out, resil_diag *diag);
 
 PICK_INLINE resil_err pick_impl(resil_selector *sel, resil_candidates *c,
     const resil_request *req, const uint64_t *exclude, size_t nexclude,
@@ -902,16 +928,15 @@ pick_impl(resil_selector *sel, resil_candidates *c, const resil_request *req,
 	now = resil__dir_now(sel->dir);
 	if (RESIL__UNLIKELY(nexclude > 0 || zone != NULL))
 		return pick_filtered(
-		    sel, c, req, exclude, nexclude, zone, in_zone, now, out, diag);
-	return pick_from(sel, c, &c->v, req, now, out, diag);
+		    c, req, exclude, nexclude, zone, in_zone, now, out, diag);
+	return pick_from(c, &c->v, req, now, out, diag);
 }
 
 /* A pick with exclusions or a zone: from the candidates they leave. */
 static RESIL__SEL_NOINLINE resil_err
-pick_filtered(resil_selector *sel, resil_candidates *c,
-    const resil_request *req, const uint64_t *exclude, size_t nexclude,
-    const char *zone, int in_zone, uint64_t now, resil_pick *out,
-    resil_diag *diag)
+pick_filtered(resil_candidates *c, const resil_request *req,
+    const uint64_t *exclude, size_t nexclude, const char *zone, int in_zone,
+    uint64_t now, resil_pick *out, resil_diag *diag)
 {
 	size_t inzone = 0, i, j;
 
@@ -931,11 +956,12 @@ pick_filtered(resil_selector *sel, resil_candidates *c,
 	view_filter(&c->v, &c->x, c->keep);
 	if (c->x.n == 0 && zone != NULL && inzone == 0)
 		return resil__diagf(diag, RESIL_E_UNAVAILABLE,
-		    "no candidate %s zone %s", in_zone ? "in" : "outside", zone);
+		    "no candidate %s zone %s", in_zone ? "in" : "outside",
+		    zone);
 	if (c->x.n == 0)
 		return resil__diagf(diag, RESIL_E_UNAVAILABLE,
 		    "all %zu candidates excluded", c->v.n);
-	return pick_from(sel, c, &c->x, req, now, out, diag);
+	return pick_from(c, &c->x, req, now, out, diag);
 }
 
 /* The report in full (anything but the quiet success below). */
@@ -956,7 +982,7 @@ report_full(resil_selector *sel, resil_pick *pick, resil__endpoint *ep,
 	resil__ep_report(
 	    ep, outcome, duration, now, pick->kind_, pick->tau_, pick->slide_);
 	pick->ep_ = NULL;
-	resil__ep_unref(ep, 1);
+	resil__ep_leave(ep);
 	return RESIL_OK;
 }
 
@@ -978,7 +1004,7 @@ resil_selector_report_duration(resil_selector *sel, resil_pick *pick,
 	        pick->kind_ == 0 && pick->has_permit_ == 0 && sel->quiet &&
 	        resil__ep_quiet_success(ep))) {
 		pick->ep_ = NULL;
-		resil__ep_unref(ep, 1);
+		resil__ep_leave(ep);
 		return RESIL_OK;
 	}
 	return report_full(sel, pick, ep, outcome, duration);
@@ -1010,6 +1036,6 @@ resil_selector_release(resil_selector *sel, resil_pick *pick)
 	if (pick->has_permit_)
 		(void)resil_breaker_release(ep->breaker, &pick->permit_);
 	pick->ep_ = NULL;
-	resil__ep_unref(ep, 1);
+	resil__ep_leave(ep);
 	return RESIL_OK;
 }
