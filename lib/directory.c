@@ -326,6 +326,19 @@ resil__ep_unhold(resil__endpoint *ep)
 	resil__spin_unlock(&d->rlock);
 }
 
+size_t
+resil__dir_retired(resil_directory *d)
+{
+	resil__endpoint *ep;
+	size_t n = 0;
+
+	resil__spin_lock(&d->rlock);
+	for (ep = d->retired; ep != NULL; ep = ep->retired_next)
+		n++;
+	resil__spin_unlock(&d->rlock);
+	return n;
+}
+
 /* Free the retired endpoints whose calls have all ended (all of them:
  * the directory's end, where a pick still open is the caller's error). */
 static void

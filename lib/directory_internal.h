@@ -120,6 +120,9 @@ void resil__snap_release(resil__snapshot *s);
  * update, or the directory's end). */
 void resil__ep_unhold(resil__endpoint *ep);
 
+/* For tests: how many endpoints wait for their calls to end. */
+size_t resil__dir_retired(struct resil_directory *d);
+
 /* The calls in flight on ep: the sum over the stripes. */
 static inline uint64_t
 resil__ep_active(const resil__endpoint *ep)

@@ -765,6 +765,7 @@ test_directory_pick_outlives_its_endpoint(void **state)
 	resil_pick p;
 	resil_endpoint_state st;
 	fail_alloc fa;
+	uint64_t live;
 	int i;
 	fx f;
 
@@ -787,11 +788,21 @@ test_directory_pick_outlives_its_endpoint(void **state)
 		    resil_directory_push(f.d, s + 1, 1, NULL), RESIL_OK);
 	assert_int_equal(
 	    resil_directory_get_state(f.d, "gone:1", &st), RESIL_E_NOTFOUND);
-	/* The pick still holds its endpoint: reporting is safe, and it is
-	 * freed then (ASan would see a use after free). */
+	/* A push of the same list now frees what it takes. */
+	live = fail_alloc_live(&fa);
+	assert_int_equal(resil_directory_push(f.d, s + 1, 1, NULL), RESIL_OK);
+	assert_int_equal(fail_alloc_live(&fa), live);
+	/* The call in flight keeps its endpoint: reporting is safe (ASan
+	 * would see a use after free), and the endpoint is freed by the
+	 * first update after it, not by the report (which touches it last:
+	 * its count on this thread's stripe). */
 	assert_string_equal(p.address, "gone:1");
 	assert_int_equal(
 	    resil_selector_report(f.sel, &p, RESIL_OUTCOME_FAILURE), RESIL_OK);
+	assert_int_equal(fail_alloc_live(&fa), live);
+	assert_int_equal(resil_directory_push(f.d, s + 1, 1, NULL), RESIL_OK);
+	/* The endpoint and its address string. */
+	assert_int_equal(fail_alloc_live(&fa), live - 2);
 	/* A candidate set routed before pushes still picks from its own
 	 * snapshot. */
 	assert_int_equal(

@@ -7,6 +7,12 @@
  * interval detections (success rate, failure percentage) run on the
  * routes as the clock moves, and a prober thread drives the directory's
  * health checker, marking endpoints while the lists change.
+ *
+ * Then picks reported on other threads: six pickers (more than the four
+ * owned stripes) each hand their picks to the next one, which reports
+ * them, while pushes remove the endpoints they are in flight on; the
+ * counts in flight (one per stripe, taken on one and given back on
+ * another) sum to 0 at the end, and every removed endpoint is freed.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,6 +29,8 @@
 #include <resil/clock.h>
 #include <resil/directory.h>
 #include <resil/selector.h>
+
+#include "directory_internal.h"
 
 #define PICKERS 4
 #define ROUNDS 4000
@@ -270,11 +278,184 @@ test_directory_threads_pushes_while_picking(void **state)
 	resil_directory_free(s.d);
 }
 
+#define HANDERS 6
+#define HAND_ROUNDS 3000
+#define BOX 32
+
+/* A picker's mailbox: picks handed over by the one before it. */
+typedef struct box {
+	pthread_mutex_t mu;
+	resil_pick p[BOX];
+	int n;
+} box;
+
+typedef struct hand {
+	resil_selector *sel;
+	box boxes[HANDERS];
+	uint64_t picks[HANDERS];
+	uint64_t reports[HANDERS];
+	uint64_t bad[HANDERS];
+	int done; /* atomic: pickers past their last hand-over */
+} hand;
+
+typedef struct hand_arg {
+	hand *h;
+	int id;
+} hand_arg;
+
+/* Report every pick in b. */
+static void
+drain(hand *h, box *b, int id)
+{
+	resil_pick p[BOX];
+	int i, n;
+
+	pthread_mutex_lock(&b->mu);
+	n = b->n;
+	memcpy(p, b->p, (size_t)n * sizeof(p[0]));
+	b->n = 0;
+	pthread_mutex_unlock(&b->mu);
+	for (i = 0; i < n; i++) {
+		if (resil_selector_report_duration(h->sel, &p[i],
+		        i % 5 == 0 ? RESIL_OUTCOME_FAILURE
+		                   : RESIL_OUTCOME_SUCCESS,
+		        1) != RESIL_OK)
+			h->bad[id]++;
+		h->reports[id]++;
+	}
+}
+
+static void *
+hander(void *v)
+{
+	hand_arg *a = v;
+	hand *h = a->h;
+	box *next = &h->boxes[(a->id + 1) % HANDERS];
+	resil_candidates *c;
+	resil_request req;
+	int i;
+
+	if (resil_candidates_new(&c, h->sel) != RESIL_OK)
+		return NULL;
+	memset(&req, 0, sizeof(req));
+	for (i = 0; i < HAND_ROUNDS; i++) {
+		resil_pick pk;
+		req.method = i % 2 ? "p" : "l";
+		if (resil_selector_route(h->sel, &req, c, NULL) != RESIL_OK ||
+		    resil_selector_pick(h->sel, c, &req, NULL, 0, &pk, NULL) !=
+		        RESIL_OK)
+			continue;
+		h->picks[a->id]++;
+		pthread_mutex_lock(&next->mu);
+		if (next->n < BOX) {
+			next->p[next->n++] = pk;
+			pk.address = NULL;
+		}
+		pthread_mutex_unlock(&next->mu);
+		if (pk.address != NULL) { /* full: report it here */
+			(void)resil_selector_report(
+			    h->sel, &pk, RESIL_OUTCOME_SUCCESS);
+			h->reports[a->id]++;
+		}
+		if (i % 3 == 0)
+			drain(h, &h->boxes[a->id], a->id);
+	}
+	resil_candidates_free(c);
+	__atomic_fetch_add(&h->done, 1, __ATOMIC_SEQ_CST);
+	while (__atomic_load_n(&h->done, __ATOMIC_SEQ_CST) < HANDERS)
+		sched_yield();
+	drain(h, &h->boxes[a->id], a->id);
+	return NULL;
+}
+
+static void
+test_directory_threads_reports_on_other_threads(void **state)
+{
+	static hand h;
+	resil_directory_config dc = resil_directory_config_default();
+	resil_selector_config sc = resil_selector_config_default();
+	resil_method_balance mb[2];
+	resil_manual_clock mc;
+	pthread_t th[HANDERS];
+	hand_arg args[HANDERS];
+	char addrs[24][32];
+	resil_endpoint_spec specs[24];
+	resil_directory *d;
+	uint64_t picks = 0, reports = 0;
+	int i, k;
+
+	(void)state;
+	memset(&h, 0, sizeof(h));
+	resil_manual_clock_init(&mc, 1);
+	dc.clock = resil_manual_clock_hook(&mc);
+	dc.empty_protection = 0;
+	assert_int_equal(resil_directory_new(&d, &dc, NULL), RESIL_OK);
+	memset(mb, 0, sizeof(mb));
+	mb[0].method = "p";
+	resil_balance_config_init(&mb[0].balance);
+	mb[0].balance.kind = RESIL_LB_P2C;
+	mb[1].method = "l";
+	resil_balance_config_init(&mb[1].balance);
+	mb[1].balance.kind = RESIL_LB_LEASTACTIVE;
+	sc.methods = mb;
+	sc.nmethods = 2;
+	/* No random hook: the candidate sets draw from blocks of the
+	 * selector's own generator, concurrently. */
+	assert_int_equal(resil_selector_new(&h.sel, d, &sc, NULL), RESIL_OK);
+	for (i = 0; i < 24; i++) {
+		snprintf(addrs[i], sizeof(addrs[i]), "10.1.0.%d:1", i);
+		specs[i] = resil_endpoint_spec_default(addrs[i]);
+	}
+	assert_int_equal(resil_directory_push(d, specs, 24, NULL), RESIL_OK);
+	for (i = 0; i < HANDERS; i++)
+		pthread_mutex_init(&h.boxes[i].mu, NULL);
+	for (i = 0; i < HANDERS; i++) {
+		args[i].h = &h;
+		args[i].id = i;
+		assert_int_equal(
+		    pthread_create(&th[i], NULL, hander, &args[i]), 0);
+	}
+	/* Sliding windows of the list: picks in flight on endpoints that
+	 * leave, end on other threads, and come back as new endpoints. */
+	for (k = 0; __atomic_load_n(&h.done, __ATOMIC_SEQ_CST) < HANDERS;
+	     k++) {
+		assert_int_equal(resil_directory_push(d, specs + k % 12,
+		                     (size_t)(4 + k % 9), NULL),
+		    RESIL_OK);
+		sched_yield();
+	}
+	for (i = 0; i < HANDERS; i++) {
+		pthread_join(th[i], NULL);
+		pthread_mutex_destroy(&h.boxes[i].mu);
+		assert_int_equal(h.bad[i], 0);
+		picks += h.picks[i];
+		reports += h.reports[i];
+	}
+	assert_true(picks > 0);
+	assert_int_equal(reports, picks);
+	/* Every call has ended: the next update frees every endpoint no
+	 * snapshot holds, and the ones kept have none in flight. */
+	assert_int_equal(resil_directory_push(d, specs, 24, NULL), RESIL_OK);
+	assert_int_equal(resil__dir_retired(d), 0);
+	for (i = 0; i < 24; i++) {
+		resil_endpoint_state st;
+		assert_int_equal(
+		    resil_directory_get_state(d, addrs[i], &st), RESIL_OK);
+		assert_int_equal(st.active, 0);
+	}
+	print_message("%llu picks reported on other threads over %d pushes\n",
+	    (unsigned long long)picks, k);
+	resil_selector_free(h.sel);
+	resil_directory_free(d);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_directory_threads_pushes_while_picking),
+		cmocka_unit_test(
+		    test_directory_threads_reports_on_other_threads),
 	};
 
 	return cmocka_run_group_tests_name(
