@@ -496,6 +496,82 @@ test_selector_init_default_random_spreads(void **state)
 	assert_memory_equal(seq[0], seq[1], sizeof(seq[0]));
 }
 
+/* The endpoint a random pick over 8 equal weights makes with draw u. */
+static int
+slot_of(double u)
+{
+	return (int)(u * 8.0);
+}
+
+/* Pick from c once: the endpoint's index (e<i>:1). */
+static int
+pick_slot(fx *f, resil_candidates *c)
+{
+	resil_pick p;
+	int i;
+
+	assert_int_equal(
+	    resil_selector_pick(f->sel, c, NULL, NULL, 0, &p, NULL), RESIL_OK);
+	i = p.address[1] - '0';
+	resil_selector_release(f->sel, &p);
+	return i;
+}
+
+/* A candidate set draws from a block of the selector's own generator
+ * (no atomic a draw); the draws it did not make go back when it is
+ * freed, so one thread using one set at a time draws exactly the
+ * generator's sequence. Two sets alive at once each draw from a block of
+ * their own: the values are still the sequence's, in blocks of 64. */
+static void
+test_selector_candidates_draw_the_sequence(void **state)
+{
+	resil_candidates *c1, *c2;
+	resil_rng r;
+	double seq[200];
+	int i;
+	fx f;
+
+	(void)state;
+	fx_init(&f, 1000);
+	f.scfg.random = NULL;
+	f.scfg.seed = 12345;
+	assert_int_equal(fx_start(&f), 0);
+	assert_int_equal(fx_push_weights(&f, NULL, 8), RESIL_OK);
+	resil_rng_seed(&r, 12345);
+	for (i = 0; i < 200; i++)
+		seq[i] = resil_rng_uniform(&r);
+	/* One set, then another: draws 0..4, then 5..9. */
+	assert_int_equal(resil_candidates_new(&c1, f.sel), RESIL_OK);
+	assert_int_equal(
+	    resil_selector_route(f.sel, NULL, c1, NULL), RESIL_OK);
+	for (i = 0; i < 5; i++)
+		assert_int_equal(pick_slot(&f, c1), slot_of(seq[i]));
+	resil_candidates_free(c1);
+	assert_int_equal(resil_candidates_new(&c1, f.sel), RESIL_OK);
+	assert_int_equal(
+	    resil_selector_route(f.sel, NULL, c1, NULL), RESIL_OK);
+	for (i = 5; i < 10; i++)
+		assert_int_equal(pick_slot(&f, c1), slot_of(seq[i]));
+	/* A second set alive beside it: its block starts after c1's. */
+	assert_int_equal(resil_candidates_new(&c2, f.sel), RESIL_OK);
+	assert_int_equal(
+	    resil_selector_route(f.sel, NULL, c2, NULL), RESIL_OK);
+	for (i = 0; i < 3; i++) {
+		assert_int_equal(pick_slot(&f, c2), slot_of(seq[69 + i]));
+		assert_int_equal(pick_slot(&f, c1), slot_of(seq[10 + i]));
+	}
+	/* c1's block is not the last taken: what it did not draw is lost,
+	 * and a set made now starts after c2's. */
+	resil_candidates_free(c1);
+	assert_int_equal(resil_candidates_new(&c1, f.sel), RESIL_OK);
+	assert_int_equal(
+	    resil_selector_route(f.sel, NULL, c1, NULL), RESIL_OK);
+	assert_int_equal(pick_slot(&f, c1), slot_of(seq[133]));
+	resil_candidates_free(c1);
+	resil_candidates_free(c2);
+	fx_end(&f);
+}
+
 /* The zones of a route from text: the candidates' zones joined. */
 static void
 zone_route(const char *text, const char *want_zone, resil_zone_mode want_mode,
@@ -582,6 +658,7 @@ main(void)
 		cmocka_unit_test(test_selector_text_default_random_spreads),
 		cmocka_unit_test(test_selector_seed_replays),
 		cmocka_unit_test(test_selector_init_default_random_spreads),
+		cmocka_unit_test(test_selector_candidates_draw_the_sequence),
 		cmocka_unit_test(test_selector_zone_key_sets_local_zone),
 	};
 
