@@ -69,8 +69,10 @@ typedef struct resil_selector_config {
 	resil_condition *const *conditions;
 	size_t nconditions;
 	uint32_t panic_threshold_pct; /* default 50; 0: no panic; 0..100 */
-	/* Random draws (balancers, PROPORTIONAL); NULL: the selector's own
-	 * resil_rng, seeded with seed. */
+	/* Random draws (balancers, PROPORTIONAL), called for each draw;
+	 * NULL: the selector's own resil_rng, seeded with seed, which each
+	 * candidate set draws from 64 draws at a time with no atomic a draw
+	 * (docs/cluster.md, "Balancers"). */
 	const resil_random *random;
 	const resil_allocator *alloc; /* NULL: malloc() and free() */
 	/* The seed of the selector's own generator (used when random is
