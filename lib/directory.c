@@ -271,8 +271,6 @@ entry_clear(const resil_allocator *a, resil__entry *e)
 /* A snapshot's eps[] of n endpoints, in bytes. */
 #define EPS_BYTES(n) ((n) * sizeof(void *))
 _Static_assert(sizeof(void *) == sizeof(resil__endpoint *), "eps[]");
-_Static_assert(offsetof(resil__endpoint, id) == 2 * RESIL__CACHELINE,
-    "a report's words and the window on the endpoint's second line");
 
 static resil__endpoint *
 ep_alloc(const resil_allocator *a)
@@ -706,6 +704,8 @@ entry_fill(resil_directory *d, resil__entry *e, const resil_endpoint_spec *s)
 	const char *addr = e->ep->address;
 	const char *colon = strrchr(addr, ':');
 
+	e->address = addr;
+	e->id = e->ep->id;
 	e->weight = s->weight;
 	e->start = s->start_time;
 	e->warmup = s->warmup;

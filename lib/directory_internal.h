@@ -18,28 +18,31 @@
 /* Per-address state; lives while a snapshot holds it or a pick is in
  * flight on it (resil__ep_unhold()). */
 typedef struct resil__endpoint {
-	/* Allocated on a cache line of its own (ep_new()). The first line:
-	 * the calls in flight, one count per thread stripe (lib/internal.h):
-	 * a pick counts on its thread's stripe, its report takes one on the
-	 * reporting thread's, and the sum is the count. A thread that owns
-	 * its stripe counts with no locked instruction (issue 29). */
-	uint64_t fl[RESIL__STRIPES];
-	/* The second line holds what a report reads and writes and the
-	 * shortest-response window. */
+	/* Allocated on a cache line of its own (ep_new()). The first line
+	 * holds what a pick and a plain success's report touch (issue 29):
+	 * the calls in flight, counted per thread stripe (lib/internal.h):
+	 * fl[0] for every thread that shares a stripe (a locked add), fl[1 +
+	 * k] for the owner of stripe RESIL__STRIPE_OWN0 + k (unlocked); a
+	 * pick counts on its thread's, its report on the reporting
+	 * thread's, and the count is the sum. Then the endpoint's state
+	 * that a report reads and its breaker. */
+	uint64_t fl[1 + RESIL__STRIPES_OWNED];
 	uint64_t ejected; /* atomic 0/1 */
-	uint64_t until;   /* atomic */
 	uint64_t streak;  /* atomic */
-	/* Shortest response window; written under lock, read atomically. */
-	uint64_t sr_successes, sr_elapsed, sr_reset_at;
-	uint64_t holds; /* atomic: the snapshots holding it */
-	void *mem;      /* the allocation this struct is aligned in */
-	/* The third line: what the winner's pick and its report read. */
-	uint64_t id;
-	char *address;
 	resil_breaker *breaker;
-	struct resil_directory *dir;
+	/* The second line: what the estimates of shortest response and
+	 * PeakEWMA read besides the calls in flight. Shortest response's
+	 * window, written under lock, read atomically; */
+	uint64_t sr_successes, sr_elapsed, sr_reset_at;
 	/* PeakEWMA: cost as double bits and its time; seen 0 or 1. */
 	uint64_t ewma_bits, ewma_stamp, ewma_seen;
+	uint64_t until; /* atomic */
+	uint64_t holds; /* atomic: the snapshots holding it */
+	/* Cold: a pick reads the address and id from its entry. */
+	void *mem; /* the allocation this struct is aligned in */
+	uint64_t id;
+	char *address;
+	struct resil_directory *dir;
 	/* Outlier detection, under lock. */
 	resil__spinlock lock;
 	uint32_t k;
@@ -54,8 +57,10 @@ typedef struct resil__endpoint {
 	 * directory's list of endpoints to free (under its rlock). */
 	struct resil__endpoint *retired_next;
 } resil__endpoint;
-_Static_assert(offsetof(resil__endpoint, ejected) == RESIL__CACHELINE,
-    "the in-flight counts fill the first line");
+_Static_assert(offsetof(resil__endpoint, sr_successes) == RESIL__CACHELINE &&
+        offsetof(resil__endpoint, mem) == 2 * RESIL__CACHELINE,
+    "a pick's and a report's words on the first line, the estimates' on "
+    "the second");
 
 /* ep->ejected's bits: ejected by outlier detection; marked unhealthy by
  * an active health check. Either keeps it out of the candidates. */
@@ -81,10 +86,15 @@ typedef struct resil__param {
 
 /* One endpoint of a snapshot: its attributes at that version. */
 typedef struct resil__entry {
+	/* What a pick reads, side by side: the endpoint, the user's
+	 * pointer, and the endpoint's address and id (copies, so that the
+	 * pick reads them from here, not the endpoint's cold line). */
 	resil__endpoint *ep;
-	void *user; /* next to ep: a pick reads both */
-	char *zone; /* NULL: none */
-	char *tag;  /* NULL: untagged */
+	void *user;
+	const char *address; /* ep->address */
+	uint64_t id;         /* ep->id */
+	char *zone;          /* NULL: none */
+	char *tag;           /* NULL: untagged */
 	char *params_src;
 	char *params_buf;
 	resil__param *params;
@@ -129,12 +139,22 @@ resil__ep_active(const resil__endpoint *ep)
 {
 	const uint64_t *f = ep->fl;
 
-	/* Unrolled: eight loads and seven adds. */
-	_Static_assert(RESIL__STRIPES == 8, "one load per stripe below");
-	return ((resil__load64(&f[0]) + resil__load64(&f[1])) +
-	           (resil__load64(&f[2]) + resil__load64(&f[3]))) +
-	    ((resil__load64(&f[4]) + resil__load64(&f[5])) +
-	        (resil__load64(&f[6]) + resil__load64(&f[7])));
+	_Static_assert(RESIL__STRIPES_OWNED == 4, "one load per count below");
+	return (resil__load64(&f[0]) + resil__load64(&f[1])) +
+	    (resil__load64(&f[2]) + resil__load64(&f[3])) +
+	    resil__load64(&f[4]);
+}
+
+/* This thread's count of calls in flight on ep; *own: unlocked. */
+static inline uint64_t *
+resil__ep_count(resil__endpoint *ep, bool *own)
+{
+	unsigned w = resil__stripe_mine;
+
+	*own = (w & RESIL__STRIPE_OWNED) != 0;
+	return &ep->fl[*own
+	        ? (w & (RESIL__STRIPES - 1)) - RESIL__STRIPE_OWN0 + 1
+	        : 0];
 }
 
 /* A call starts on ep (a pick, which holds a snapshot that holds ep):
@@ -142,9 +162,13 @@ resil__ep_active(const resil__endpoint *ep)
 static inline void
 resil__ep_enter(resil__endpoint *ep)
 {
+	uint64_t *c;
+	bool own;
+
 	if (RESIL__UNLIKELY(resil__stripe_mine == 0))
 		(void)resil__thread_stripe_slow(RESIL__STRIPES);
-	resil__stripe_inc(ep->fl, sizeof(ep->fl[0]));
+	c = resil__ep_count(ep, &own);
+	resil__count_inc64(c, own);
 }
 
 /* A call on ep ends (its report, on any thread): the last touch of ep by
@@ -152,8 +176,12 @@ resil__ep_enter(resil__endpoint *ep)
 static inline void
 resil__ep_leave(resil__endpoint *ep)
 {
-	resil__stripe_dec(ep->fl, sizeof(ep->fl[0]));
+	bool own;
+	uint64_t *c = resil__ep_count(ep, &own);
+
+	resil__count_dec64(c, own);
 }
+
 resil__epoch *resil__dir_epoch(struct resil_directory *d);
 uint64_t resil__dir_now(struct resil_directory *d);
 /* Whether d runs the interval detections (its reports count each call). */

@@ -440,7 +440,7 @@ RESIL__TLS unsigned resil__stripe_mine;
 /* The breaker's cache of this thread's stripe (lib/breaker_fast.h). */
 RESIL__TLS uintptr_t resil__breaker_success_at;
 
-#define STRIPE_SHARED (RESIL__STRIPES - RESIL__STRIPES_OWNED)
+#define STRIPE_SHARED RESIL__STRIPE_OWN0
 
 static int
 membarrier(int cmd)

@@ -136,6 +136,8 @@ resil__rng_block_draw(uint64_t *next)
 #define RESIL__STRIPE_VALID (1u << 29)
 #define RESIL__STRIPE_OWNED (1u << 31)
 #define RESIL__STRIPE_FENCED (1u << 30)
+/* The first owned stripe: 4..7 are. */
+#define RESIL__STRIPE_OWN0 (RESIL__STRIPES - RESIL__STRIPES_OWNED)
 _Static_assert(RESIL__STRIPES_OWNED < RESIL__STRIPES,
     "stripe 0 is never owned (the stripe of a thread without one)");
 extern RESIL__TLS unsigned resil__stripe_mine;

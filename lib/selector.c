@@ -718,11 +718,13 @@ PICK_INLINE void
 pick_fill(resil_pick *out, const resil__view *view, size_t pos,
     resil__endpoint *ep, const resil__lb *lb, uint64_t now)
 {
+	const resil__entry *e = &view->snap->e[view->idx[pos]];
+
 	resil__ep_enter(ep); /* in flight (the candidates hold ep) */
-	out->address = ep->address;
-	out->id = ep->id;
-	out->user = view->snap->e[view->idx[pos]].user;
-	out->zone = view->snap->e[view->idx[pos]].zone;
+	out->address = e->address;
+	out->id = e->id;
+	out->user = e->user;
+	out->zone = e->zone;
 	out->start = now;
 	out->ep_ = ep;
 	out->tau_ = lb->cfg.ewma_tau;
