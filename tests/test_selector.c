@@ -517,6 +517,18 @@ pick_slot(fx *f, resil_candidates *c)
 	return i;
 }
 
+/* A new candidate set of f's selector, routed. */
+static resil_candidates *
+routed_set(fx *f)
+{
+	resil_candidates *c;
+
+	assert_int_equal(resil_candidates_new(&c, f->sel), RESIL_OK);
+	assert_int_equal(
+	    resil_selector_route(f->sel, NULL, c, NULL), RESIL_OK);
+	return c;
+}
+
 /* A candidate set draws from a block of the selector's own generator
  * (no atomic a draw); the draws it did not make go back when it is
  * freed, so one thread using one set at a time draws exactly the
@@ -541,21 +553,15 @@ test_selector_candidates_draw_the_sequence(void **state)
 	for (i = 0; i < 200; i++)
 		seq[i] = resil_rng_uniform(&r);
 	/* One set, then another: draws 0..4, then 5..9. */
-	assert_int_equal(resil_candidates_new(&c1, f.sel), RESIL_OK);
-	assert_int_equal(
-	    resil_selector_route(f.sel, NULL, c1, NULL), RESIL_OK);
+	c1 = routed_set(&f);
 	for (i = 0; i < 5; i++)
 		assert_int_equal(pick_slot(&f, c1), slot_of(seq[i]));
 	resil_candidates_free(c1);
-	assert_int_equal(resil_candidates_new(&c1, f.sel), RESIL_OK);
-	assert_int_equal(
-	    resil_selector_route(f.sel, NULL, c1, NULL), RESIL_OK);
+	c1 = routed_set(&f);
 	for (i = 5; i < 10; i++)
 		assert_int_equal(pick_slot(&f, c1), slot_of(seq[i]));
 	/* A second set alive beside it: its block starts after c1's. */
-	assert_int_equal(resil_candidates_new(&c2, f.sel), RESIL_OK);
-	assert_int_equal(
-	    resil_selector_route(f.sel, NULL, c2, NULL), RESIL_OK);
+	c2 = routed_set(&f);
 	for (i = 0; i < 3; i++) {
 		assert_int_equal(pick_slot(&f, c2), slot_of(seq[69 + i]));
 		assert_int_equal(pick_slot(&f, c1), slot_of(seq[10 + i]));
@@ -563,9 +569,7 @@ test_selector_candidates_draw_the_sequence(void **state)
 	/* c1's block is not the last taken: what it did not draw is lost,
 	 * and a set made now starts after c2's. */
 	resil_candidates_free(c1);
-	assert_int_equal(resil_candidates_new(&c1, f.sel), RESIL_OK);
-	assert_int_equal(
-	    resil_selector_route(f.sel, NULL, c1, NULL), RESIL_OK);
+	c1 = routed_set(&f);
 	assert_int_equal(pick_slot(&f, c1), slot_of(seq[133]));
 	resil_candidates_free(c1);
 	resil_candidates_free(c2);
