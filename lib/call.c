@@ -41,22 +41,24 @@ call_settle(callm *c)
  * left (to_machine()), then goes on in the machine.
  */
 /* The simple phase's start: c's call fields are written; false when the
- * breaker's fast path does not grant (the machine decides then). */
+ * breaker's fast path does not grant (the machine decides then). own:
+ * gs is this thread's own stripe (its call count unlocked). */
 static inline int
-simple_start(callm *c, resil_pipeline *p, unsigned gs, const method *m,
-    resil_call_next *step)
+simple_start(callm *c, resil_pipeline *p, unsigned gs, bool own,
+    const method *m, resil_call_next *step)
 {
 	if (m->run_breaker != NULL &&
-	    !resil__breaker_grant_fast(m->run_bf.acq_word, &c->slots[0].permit))
+	    !resil__breaker_grant_fast(
+	        m->run_bf.acq_word, &c->slots[0].permit))
 		return 0;
-	resil__inc64(&p->stripes[gs].calls);
+	resil__count_inc64(&p->stripes[gs].calls, own);
 	c->magic = CALL_SIMPLE;
 	c->running = 1;
 	c->abandoned = 0;
 	c->delayed = 0;
-	*step = (resil_call_next) { .action = RESIL_CALL_RUN,
-		.attempt = 1,
-		.deadline = UINT64_MAX };
+	*step = (resil_call_next) {
+		.action = RESIL_CALL_RUN, .attempt = 1, .deadline = UINT64_MAX
+	};
 	return 1;
 }
 
@@ -83,7 +85,7 @@ static inline void
 simple_answer(callm *c, resil_result *out, resil_value *value, int bstate)
 {
 	if (value != NULL) {
-		out->value = *value; /* moved */
+		out->value = *value;            /* moved */
 		value->type = RESIL_VALUE_NULL; /* left null: owns nothing */
 	} else {
 		vnull(&out->value);
@@ -104,8 +106,8 @@ simple_answered_slow(callm *c, resil_value *value)
 
 	if (m->run_breaker != NULL) {
 		resil__tls_method = c->args->method;
-		resil_breaker_record(
-		    m->run_breaker, &c->slots[0].permit, RESIL_OUTCOME_SUCCESS);
+		resil_breaker_record(m->run_breaker, &c->slots[0].permit,
+		    RESIL_OUTCOME_SUCCESS);
 		bstate = (int)resil_breaker_get_state(m->run_breaker);
 		resil__tls_method = NULL;
 	}
@@ -123,9 +125,9 @@ simple_answered(callm *c, resil_value *value)
 	int bstate = -1;
 
 	if (m->run_breaker != NULL) {
-		if (RESIL__UNLIKELY(!resil__breaker_granted_success_fast(
-		        m->run_bf.st, m->run_bf.streak,
-		        c->slots[0].permit.start))) {
+		if (RESIL__UNLIKELY(
+		        !resil__breaker_granted_success_fast(m->run_bf.st,
+		            m->run_bf.streak, c->slots[0].permit.start))) {
 			simple_answered_slow(c, value);
 			return;
 		}
@@ -201,12 +203,13 @@ machine_start(callm *c, uint64_t now, resil_call_next *step)
 	return RESIL_OK;
 }
 
-/* A start with its settings held (count on stripe gs): the call's fields,
- * then the simple phase or the machine. c->inv is written for the machine
- * only: only a cluster's call reads it, and a cluster's method is never
+/* A start with its settings held (count on stripe gs, which this thread
+ * owns when own; a constant at each caller): the call's fields, then the
+ * simple phase or the machine. c->inv is written for the machine only:
+ * only a cluster's call reads it, and a cluster's method is never
  * simple. */
 static CALL_INLINE resil_err
-start_held(callm *c, resil_pipeline *p, settings *g, unsigned gs,
+start_held(callm *c, resil_pipeline *p, settings *g, unsigned gs, bool own,
     const method *mm, const resil_args *args, const resil_invocation *inv,
     resil_result *out, uint64_t now, resil_call_next *step)
 {
@@ -218,7 +221,7 @@ start_held(callm *c, resil_pipeline *p, settings *g, unsigned gs,
 	c->gst = (uint8_t)gs;
 	c->m = mm;
 	if (RESIL__UNLIKELY(!inline_first_ok(g, mm, SIMPLE_PHASE) ||
-	        !simple_start(c, p, gs, mm, step))) {
+	        !simple_start(c, p, gs, own, mm, step))) {
 		c->inv = inv;
 		return machine_start(c, now, step);
 	}
@@ -246,7 +249,7 @@ call_start(resil_call *call, resil_pipeline *p, const resil_method *m,
 		return RESIL_E_MISUSE;
 	g = conf_hold(p, &gs);
 	mm = m != NULL ? resolve(g, m) : find_method(g, args->method);
-	return start_held(c, p, g, gs, mm, args, inv, out, now, step);
+	return start_held(c, p, g, gs, false, mm, args, inv, out, now, step);
 }
 
 /* Every start resil_call_start() does not take itself (by name, a
@@ -276,16 +279,15 @@ resil_call_start(resil_call *call, resil_pipeline *p, const resil_method *m,
 	settings *g;
 	unsigned gs;
 
-	if (RESIL__UNLIKELY(m == NULL ||
-	        !conf_stripe_fenced(&gs) || call == NULL ||
-	        p == NULL || args == NULL || args->method == NULL ||
-	        out == NULL || step == NULL || check_method(p, m) != RESIL_OK ||
-	        CALL_IN_FLIGHT(c->magic)))
+	if (RESIL__UNLIKELY(m == NULL || !conf_stripe_fenced(&gs) ||
+	        call == NULL || p == NULL || args == NULL ||
+	        args->method == NULL || out == NULL || step == NULL ||
+	        check_method(p, m) != RESIL_OK || CALL_IN_FLIGHT(c->magic)))
 		return call_start_any(call, p, m, args, out, now, step);
 	if (RESIL__UNLIKELY(!conf_try_hold(p, gs, true, &g)))
 		return call_start_any(call, p, m, args, out, now, step);
 	return start_held(
-	    c, p, g, gs, resolve(g, m), args, NULL, out, now, step);
+	    c, p, g, gs, true, resolve(g, m), args, NULL, out, now, step);
 }
 
 resil_err
@@ -368,7 +370,8 @@ resil_call_report(resil_call *call, uint32_t attempt, int rc,
 
 	if (RESIL__UNLIKELY(call == NULL))
 		return RESIL_E_INVAL;
-	if (RESIL__LIKELY(c->magic == CALL_SIMPLE && attempt == 1 && rc == 0)) {
+	if (RESIL__LIKELY(
+	        c->magic == CALL_SIMPLE && attempt == 1 && rc == 0)) {
 		simple_answered(c, value);
 		return RESIL_OK;
 	}
