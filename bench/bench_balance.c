@@ -3,8 +3,8 @@
  * endpoints (weights 1..5), on a candidate set routed once per thread, with
  * the manual clock and the selector's own generator, seeded (a candidate
  * set draws from its block of it with no atomic; a random hook given in
- * the config is called for every draw instead). directory/push/1024: one whole-list
- * push of 1024 endpoints (alternating lists that share half their
+ * the config is called for every draw instead). directory/push/1024: one
+ * whole-list push of 1024 endpoints (alternating lists that share half their
  * addresses, so every push keeps 512, removes 512 and adds 512).
  */
 #include <stdio.h>

@@ -165,8 +165,7 @@ resil__ep_enter(resil__endpoint *ep)
 	uint64_t *c;
 	bool own;
 
-	if (RESIL__UNLIKELY(resil__stripe_mine == 0))
-		(void)resil__thread_stripe_slow(RESIL__STRIPES);
+	(void)resil__thread_stripe(RESIL__STRIPES); /* assigned if not yet */
 	c = resil__ep_count(ep, &own);
 	resil__count_inc64(c, own);
 }

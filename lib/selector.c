@@ -44,12 +44,13 @@ struct resil_selector {
 	rule_set *rules;             /* atomic */
 	resil__spinlock rules_wlock; /* serialises replacements */
 	resil__route_cfg rc;         /* the base: everything but the rules */
+	/* The config's random source; uniform NULL when it gave none. */
 	resil_random rnd;
 	/* The draws when the config gave no random source: one atomic word
-	 * (resil_rng), so concurrent picks take no lock and each gets its
-	 * own value of the seeded sequence. */
+	 * (resil_rng) that candidate sets take blocks of (cand_uniform()),
+	 * so concurrent picks take no lock and each gets its own value of
+	 * the seeded sequence. */
 	resil_rng rng;
-	bool own_rng; /* rnd draws from rng */
 	resil_balance_config deflt;
 	resil_method_balance *methods; /* names owned */
 	size_t nmethods;
@@ -267,11 +268,8 @@ resil_selector_new(resil_selector **out, resil_directory *dir,
 	sel->deflt = cfg->balance;
 	if (cfg->random != NULL && cfg->random->uniform != NULL)
 		sel->rnd = *cfg->random;
-	else {
+	else
 		resil_rng_seed(&sel->rng, cfg->seed);
-		sel->rnd = resil_rng_hook(&sel->rng);
-		sel->own_rng = true;
-	}
 	if ((cfg->service != NULL &&
 	        (sel->service = resil__strdup(a, cfg->service)) == NULL) ||
 	    (cfg->local_zone != NULL &&
@@ -474,7 +472,7 @@ resil_candidates_new(resil_candidates **out, resil_selector *sel)
 		return RESIL_E_NOMEM;
 	c->sel = sel;
 	c->rnd = sel->rnd;
-	if (sel->own_rng) {
+	if (c->rnd.uniform == NULL) {
 		c->rnd.uniform = cand_uniform;
 		c->rnd.ctx = c;
 	}
