@@ -38,21 +38,39 @@
 #include "mock_internal.h"
 #include "value_internal.h"
 
+#if defined(__GNUC__)
+#define FB_COLD __attribute__((noinline, cold))
+#define FB_NOINLINE __attribute__((noinline))
+#define FB_INLINE inline __attribute__((always_inline))
+#else
+#define FB_COLD
+#define FB_NOINLINE
+#define FB_INLINE inline
+#endif
+
 /* ---------------------------------------------------------------- */
 /* The cache */
 
 /* Reader stripes per shard (threads get distinct ones round robin). */
 #define NSTRIPES 8u
 
+/* One allocation per entry: the struct, the key, then (string, bytes,
+ * JSON) the value's bytes and a NUL. A hit hands those bytes to the
+ * caller without a copy: the value it returns holds a reference on the
+ * entry (refs), dropped by resil_value_free(), so an entry lives until
+ * the cache and every value served from it are done with it. */
 typedef struct entry {
 	struct entry *prev; /* the clock's order: towards the hand */
 	struct entry *next; /* away from the hand */
 	uint64_t hash;
 	size_t key_len; /* method, NUL, argument bytes; after the struct */
 	size_t charge;
+	size_t size;        /* bytes allocated: struct, key, value bytes */
 	uint64_t stored_at; /* atomic: a put of the same value re-stamps it */
-	resil_value value;  /* a null value is the NULL sentinel */
-	uint8_t ref;        /* set by a hit, cleared by the hand */
+	uint64_t refs;      /* atomic: the cache's own, one per served value */
+	resil_allocator alloc; /* the cache's: a value may outlive it */
+	resil_value value;     /* a null value is the NULL sentinel */
+	uint8_t ref;           /* set by a hit, cleared by the hand */
 } entry;
 
 /* Removed keys leave this in their slot, so probes go on past it. */
@@ -159,7 +177,7 @@ hash_bytes(uint64_t h, const unsigned char *p, size_t n)
 /* The key's hash, over its parts without building the key: the method's
  * bytes, then the argument bytes, the two lengths mixed in first so that
  * the split between them counts. */
-static uint64_t
+static FB_INLINE uint64_t
 key_hash(const resil_args *args, size_t mlen)
 {
 	uint64_t h = ((uint64_t)mlen << 32 ^ (uint64_t)args->len) * HASH_MUL;
@@ -200,7 +218,7 @@ key_of(const entry *e)
 
 /* The key's bytes are method, NUL, arguments; equal lengths and the
  * method's bytes equal put the NUL at the same place. */
-static int
+static FB_INLINE int
 key_eq(const entry *e, uint64_t h, const resil_args *args, size_t mlen,
     size_t klen)
 {
@@ -292,11 +310,38 @@ resil_cache_new(
 	return RESIL_OK;
 }
 
+/* Drop one reference to e; the last one frees it (an opaque value
+ * through its ops, the rest is e's own allocation). */
 static void
-entry_free(const resil_allocator *a, entry *e)
+entry_unref(entry *e)
 {
-	resil_value_free(&e->value);
-	resil__free(a, e, sizeof(*e) + e->key_len);
+	resil_allocator a;
+
+	if (resil__faa64(&e->refs, (uint64_t)0 - 1) != 1)
+		return;
+	if (e->value.type == RESIL_VALUE_OPAQUE)
+		resil_value_free(&e->value);
+	a = e->alloc;
+	resil__free(&a, e, e->size);
+}
+
+/* The hook of a value served from an entry: resil_value_free() calls
+ * free, which drops the value's reference; nothing ever allocates
+ * through it (resil_value_copy() takes the allocator it is given). */
+static void *
+served_alloc(size_t size, void *ctx)
+{
+	(void)size;
+	(void)ctx;
+	return NULL;
+}
+
+static void
+served_free(void *ptr, size_t size, void *ctx)
+{
+	(void)ptr;
+	(void)size;
+	entry_unref(ctx);
 }
 
 /* The clock's order, under the lock: the hand is the oldest. */
@@ -375,7 +420,7 @@ read_exit(readers *rd, unsigned parity, int hit)
 }
 
 /* Find the key in t (NULL: no table); from a reader or a writer. */
-static entry *
+static FB_INLINE entry *
 lookup(const table *t, uint64_t h, const resil_args *args, size_t mlen,
     size_t klen)
 {
@@ -484,13 +529,13 @@ table_rebuild(const resil_allocator *a, const shard *s)
 }
 
 static void
-free_list(const resil_allocator *a, entry *list)
+free_list(entry *list)
 {
 	while (list != NULL) {
 		entry *e = list;
 
 		list = e->next;
-		entry_free(a, e);
+		entry_unref(e);
 	}
 }
 
@@ -527,7 +572,7 @@ resil_cache_clear(resil_cache *c)
 		if (t != NULL)
 			quiesce(s);
 		shard_unlock(s);
-		free_list(&c->alloc, list);
+		free_list(list);
 		if (t != NULL)
 			resil__free(&c->alloc, t, table_size(t->mask + 1));
 	}
@@ -549,7 +594,7 @@ shard_of(const resil_cache *c, uint64_t h)
 /* Remove the key's entry (if any) under the lock; RESIL_OK if there was
  * one. */
 static resil_err
-remove_key(resil_cache *c, shard *s, uint64_t h, const resil_args *args,
+remove_key(shard *s, uint64_t h, const resil_args *args,
     size_t mlen, size_t klen)
 {
 	entry *e;
@@ -563,7 +608,7 @@ remove_key(resil_cache *c, shard *s, uint64_t h, const resil_args *args,
 	shard_unlock(s);
 	if (e == NULL)
 		return RESIL_E_NOTFOUND;
-	entry_free(&c->alloc, e);
+	entry_unref(e);
 	return RESIL_OK;
 }
 
@@ -614,15 +659,15 @@ same_value(const resil_value *held, const resil_value *v)
 }
 
 /* A put of the value the key holds already only re-stamps its entry, on
- * the read side: no lock, no allocation, and the entry keeps its place
- * on the clock and its reference bit. 1 if done. A writer may be removing
- * the entry at the same moment (eviction, remove, a get dropping it as
- * stale on its old stamp): the stamp is then lost with it, as if the
- * removal came just after this put. The key misses; nothing older than
- * the last answer is ever served. */
-static int
-refresh(shard *s, uint64_t h, const resil_args *args, size_t mlen, size_t klen,
-    const resil_value *value, uint64_t now)
+ * the read side: no lock, no allocation, no copy (a compare), and the
+ * entry keeps its place on the clock and its reference bit. 1 if done. A
+ * writer may be removing the entry at the same moment (eviction, remove,
+ * a get dropping it as stale on its old stamp): the stamp is then lost
+ * with it, as if the removal came just after this put. The key misses;
+ * nothing older than the last answer is ever served. */
+static inline int
+refresh(resil_cache *c, shard *s, uint64_t h, const resil_args *args,
+    size_t mlen, size_t klen, const resil_value *value)
 {
 	readers *rd = &s->rd[resil__thread_stripe(NSTRIPES)];
 	unsigned parity = read_enter(s, rd);
@@ -630,62 +675,125 @@ refresh(shard *s, uint64_t h, const resil_args *args, size_t mlen, size_t klen,
 	    resil__loadptr((void *const *)&s->tab), h, args, mlen, klen);
 	int done = e != NULL && same_value(&e->value, value);
 
-	/* Written only when it changes: repeated puts within one tick
-	 * write nothing shared. */
-	if (done && resil__load64(&e->stored_at) != now)
-		resil__store64(&e->stored_at, now);
+	if (done) {
+		uint64_t now = resil_clock_now(&c->clock);
+
+		/* Written only when it changes: repeated puts within one
+		 * tick write nothing shared. */
+		if (resil__load64(&e->stored_at) != now)
+			resil__store64(&e->stored_at, now);
+	}
 	read_exit(rd, parity, 0);
 	return done;
 }
 
-resil_err
-resil_cache_put(
-    resil_cache *c, const resil_args *args, const resil_value *value)
+/* A new entry for args holding a copy of value (NULL: the sentinel),
+ * stamped now, with the cache's reference; NULL when out of memory. The
+ * bytes of a string, bytes or JSON value go in the same allocation. */
+static entry *
+entry_make(resil_cache *c, uint64_t h, const resil_args *args, size_t mlen,
+    size_t key_len, size_t charge, const resil_value *value, uint64_t now)
 {
-	const resil_allocator *a;
-	entry *e, *old, *victims = NULL;
-	table *t, *dead_tab = NULL;
-	shard *s;
-	size_t mlen, key_len, charge, idx, turns;
-	uint64_t h, now;
+	int inline_bytes = value != NULL &&
+	    (value->type == RESIL_VALUE_STRING ||
+	        value->type == RESIL_VALUE_BYTES ||
+	        value->type == RESIL_VALUE_JSON);
+	size_t size = sizeof(entry) + key_len;
+	entry *e;
 
-	if (c == NULL || !args_ok(args))
-		return RESIL_E_INVAL;
-	a = &c->alloc;
-	mlen = strlen(args->method);
-	key_len = mlen + 1 + args->len;
-	if (key_len < mlen) /* size_t overflow */
-		return RESIL_E_NOMEM;
-	h = key_hash(args, mlen);
-	s = shard_of(c, h);
-	charge = sizeof(entry) + key_len + resil_value_heap_size(value);
-
-	if (charge > s->max_bytes) {
-		/* Too big to keep: drop the older answer of the key too, so
-		 * that the cache never serves one older than the last. */
-		(void)remove_key(c, s, h, args, mlen, key_len);
-		return RESIL_E_LIMITED;
+	if (inline_bytes) {
+		if (value->u.s.len > SIZE_MAX - 1 - size ||
+		    (value->u.s.ptr == NULL && value->u.s.len > 0))
+			return NULL;
+		size += value->u.s.len + 1;
 	}
-	now = resil_clock_now(&c->clock);
-	if (refresh(s, h, args, mlen, key_len, value, now))
-		return RESIL_OK;
-	/* Allocate and copy before taking the lock. */
-	e = resil__calloc(a, sizeof(*e) + key_len);
+	e = resil__alloc(&c->alloc, size);
 	if (e == NULL)
-		return RESIL_E_NOMEM;
+		return NULL;
+	memset(e, 0, sizeof(*e));
 	e->hash = h;
 	e->key_len = key_len;
+	e->charge = charge;
+	e->size = size;
+	e->refs = 1;
+	e->alloc = c->alloc;
+	e->stored_at = now;
 	memcpy(key_of(e), args->method, mlen + 1);
 	if (args->len > 0)
 		memcpy(key_of(e) + mlen + 1, args->data, args->len);
-	e->charge = charge;
-	resil_value_init(&e->value);
-	if (value != NULL &&
-	    resil_value_copy(&e->value, value, a) != RESIL_OK) {
-		resil__free(a, e, sizeof(*e) + key_len);
-		return RESIL_E_NOMEM;
+	if (inline_bytes) {
+		char *bytes = key_of(e) + key_len;
+
+		if (value->u.s.len > 0)
+			memcpy(bytes, value->u.s.ptr, value->u.s.len);
+		bytes[value->u.s.len] = '\0';
+		e->value.type = value->type;
+		e->value.u.s.ptr = bytes;
+		e->value.u.s.len = value->u.s.len;
+	} else if (value != NULL && value->type == RESIL_VALUE_OPAQUE) {
+		if (resil_value_copy(&e->value, value, &c->alloc) !=
+		    RESIL_OK) {
+			resil__free(&c->alloc, e, size);
+			return NULL;
+		}
+	} else if (value != NULL) {
+		e->value.type = value->type; /* a scalar: no heap */
+		e->value.u = value->u;
 	}
-	e->stored_at = now;
+	return e;
+}
+
+/* Make room for charge more bytes and one more entry in s (under its
+ * lock): the hand gives an entry with its bit set a second chance (clears
+ * the bit, moves it behind the newest), for one round at most, then
+ * evicts whatever it points at, however often hits set the bits again
+ * meanwhile. Evicted entries are pushed on *victims. */
+static void
+make_room(shard *s, size_t charge, entry **victims)
+{
+	size_t turns = s->count;
+
+	while (s->hand != NULL &&
+	    (s->count + 1 > s->max_count ||
+	        s->bytes + charge > s->max_bytes)) {
+		entry *v = s->hand;
+
+		if (turns > 0 && resil__load8(&v->ref) != 0) {
+			turns--;
+			resil__store8(&v->ref, 0);
+			clock_unlink(s, v);
+			clock_append(s, v);
+			continue;
+		}
+		detach(s, v);
+		s->evictions++;
+		v->next = *victims;
+		*victims = v;
+	}
+}
+
+/* A put that stores a new entry (the key is new, or its value changed). */
+static FB_NOINLINE resil_err
+put_new(resil_cache *c, shard *s, uint64_t h, const resil_args *args,
+    size_t mlen, size_t key_len, const resil_value *value)
+{
+	const resil_allocator *a = &c->alloc;
+	entry *e, *old, *victims = NULL;
+	table *t, *dead_tab = NULL;
+	size_t charge, idx;
+
+	charge = sizeof(entry) + key_len + resil_value_heap_size(value);
+	if (charge > s->max_bytes) {
+		/* Too big to keep: drop the older answer of the key too, so
+		 * that the cache never serves one older than the last. */
+		(void)remove_key(s, h, args, mlen, key_len);
+		return RESIL_E_LIMITED;
+	}
+	/* Allocate and copy before taking the lock. */
+	e = entry_make(c, h, args, mlen, key_len, charge, value,
+	    resil_clock_now(&c->clock));
+	if (e == NULL)
+		return RESIL_E_NOMEM;
 
 	shard_lock(s);
 	t = s->tab;
@@ -701,7 +809,7 @@ resil_cache_put(
 
 		if (nt == NULL) {
 			shard_unlock(s);
-			entry_free(a, e);
+			entry_unref(e);
 			return RESIL_E_NOMEM;
 		}
 		resil__storeptr((void **)&s->tab, nt);
@@ -723,28 +831,8 @@ resil_cache_put(
 		victims = old;
 	}
 	/* e is in the table but not yet on the clock or in the counts, so
-	 * it cannot evict itself. The hand gives an entry with its bit set
-	 * a second chance (clears the bit, moves it behind the newest), for
-	 * one round at most: then it evicts whatever it points at, however
-	 * often hits set the bits again meanwhile. */
-	turns = s->count;
-	while (s->hand != NULL &&
-	    (s->count + 1 > s->max_count ||
-	        s->bytes + charge > s->max_bytes)) {
-		entry *v = s->hand;
-
-		if (turns > 0 && resil__load8(&v->ref) != 0) {
-			turns--;
-			resil__store8(&v->ref, 0);
-			clock_unlink(s, v);
-			clock_append(s, v);
-			continue;
-		}
-		detach(s, v);
-		s->evictions++;
-		v->next = victims;
-		victims = v;
-	}
+	 * it cannot evict itself. */
+	make_room(s, charge, &victims);
 	clock_append(s, e);
 	s->count++;
 	s->bytes += charge;
@@ -753,8 +841,29 @@ resil_cache_put(
 	shard_unlock(s);
 	if (dead_tab != NULL)
 		resil__free(a, dead_tab, table_size(dead_tab->mask + 1));
-	free_list(a, victims);
+	free_list(victims);
 	return RESIL_OK;
+}
+
+resil_err
+resil_cache_put(
+    resil_cache *c, const resil_args *args, const resil_value *value)
+{
+	size_t mlen, key_len;
+	uint64_t h;
+	shard *s;
+
+	if (RESIL__UNLIKELY(c == NULL || !args_ok(args)))
+		return RESIL_E_INVAL;
+	mlen = strlen(args->method);
+	key_len = mlen + 1 + args->len;
+	if (RESIL__UNLIKELY(key_len < mlen)) /* size_t overflow */
+		return RESIL_E_NOMEM;
+	h = key_hash(args, mlen);
+	s = shard_of(c, h);
+	if (RESIL__LIKELY(refresh(c, s, h, args, mlen, key_len, value)))
+		return RESIL_OK;
+	return put_new(c, s, h, args, mlen, key_len, value);
 }
 
 /* Age of e at now (0 if the clock went backwards). */
@@ -766,16 +875,41 @@ age_of(const entry *e, uint64_t now)
 	return now >= at ? now - at : 0;
 }
 
-/* A hit: the copy and the reference bit (written only when clear, so
- * hits on a hot entry write nothing shared). */
+/* A hit (from a reader, or under the lock): *out shares e's bytes
+ * (a reference on e, no copy, no allocation), a scalar is copied, an
+ * opaque value copied through its ops. Then the reference bit, written
+ * only when clear, so that hits on a hot entry write it once. */
 static resil_err
 serve(const resil_cache *c, entry *e, resil_value *out)
 {
-	resil_err err = resil_value_copy(out, &e->value, &c->alloc);
+	switch (e->value.type) {
+	case RESIL_VALUE_STRING:
+	case RESIL_VALUE_BYTES:
+	case RESIL_VALUE_JSON:
+		resil__inc64(&e->refs);
+		out->type = e->value.type;
+		out->u.s.ptr = e->value.u.s.ptr;
+		out->u.s.len = e->value.u.s.len;
+		out->alloc_.alloc = served_alloc;
+		out->alloc_.free = served_free;
+		out->alloc_.ctx = e;
+		break;
+	case RESIL_VALUE_OPAQUE: {
+		resil_err err = resil_value_copy(out, &e->value, &c->alloc);
 
-	if (err == RESIL_OK && resil__load8(&e->ref) == 0)
+		if (err != RESIL_OK)
+			return err;
+		break;
+	}
+	default:
+		out->type = e->value.type;
+		out->u = e->value.u;
+		memset(&out->alloc_, 0, sizeof(out->alloc_));
+		break;
+	}
+	if (resil__load8(&e->ref) == 0)
 		resil__store8(&e->ref, 1);
-	return err;
+	return RESIL_OK;
 }
 
 resil_err
@@ -837,7 +971,7 @@ resil_cache_get(
 	}
 	shard_unlock(s);
 	if (dead != NULL)
-		entry_free(&c->alloc, dead);
+		entry_unref(dead);
 	if (err == RESIL_OK && age != NULL)
 		*age = a;
 	return err;
@@ -856,7 +990,7 @@ resil_cache_remove(resil_cache *c, const resil_args *args)
 	if (klen < mlen)
 		return RESIL_E_NOTFOUND;
 	h = key_hash(args, mlen);
-	return remove_key(c, shard_of(c, h), h, args, mlen, klen);
+	return remove_key(shard_of(c, h), h, args, mlen, klen);
 }
 
 resil_err
@@ -1183,14 +1317,6 @@ resil_fallback_recover(resil_fallback *fb, const resil_args *args,
 	*out = r;
 	return r.err;
 }
-
-#if defined(__GNUC__)
-#define FB_COLD __attribute__((noinline, cold))
-#define FB_NOINLINE __attribute__((noinline))
-#else
-#define FB_COLD
-#define FB_NOINLINE
-#endif
 
 /* The mock stage wraps everything: a force mock never calls. 1 when one
  * answered (its outcome in *err), 0 to go on with the call. */
