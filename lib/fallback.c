@@ -130,48 +130,57 @@ struct resil_cache {
 	size_t shards_raw_size;
 };
 
-/* Bytes p[0..n), n < 8, as one word (unaligned-safe, no read past n). */
-static inline uint64_t
-load_tail(const unsigned char *p, size_t n)
+/* Bytes p[0..n) as two words (unaligned loads, none past n), for
+ * 1 <= n <= 16: the first and the last 8 (or 4) bytes, which overlap
+ * when n < 16; with n, they determine the bytes. No loop: keys and
+ * small values are a word or two. */
+static FB_INLINE void
+load_small(const unsigned char *p, size_t n, uint64_t *a, uint64_t *b)
 {
-	uint64_t w = 0;
-	uint32_t a;
-	uint16_t b;
+	if (n >= 8) {
+		memcpy(a, p, 8);
+		memcpy(b, p + n - 8, 8);
+	} else if (n >= 4) {
+		uint32_t x, y;
 
-	if (n & 4) {
-		memcpy(&a, p, sizeof(a));
-		w = a;
-		p += 4;
+		memcpy(&x, p, 4);
+		memcpy(&y, p + n - 4, 4);
+		*a = x;
+		*b = y;
+	} else {
+		*a = (uint64_t)p[0] | (uint64_t)p[n >> 1] << 8 |
+		    (uint64_t)p[n - 1] << 16;
+		*b = 0;
 	}
-	if (n & 2) {
-		memcpy(&b, p, sizeof(b));
-		w = (w << 16) | b;
-		p += 2;
-	}
-	if (n & 1)
-		w = (w << 8) | *p;
-	return w;
 }
 
 #define HASH_MUL UINT64_C(0x9e3779b97f4a7c15)
+#define HASH_MUL2 UINT64_C(0xc2b2ae3d27d4eb4f)
 
-/* Fold p[0..n) into h a word at a time: a multiply and a rotate per 8
- * bytes, where a byte-wise hash (FNV-1a) paid both per byte. */
-static inline uint64_t
+/* Fold p[0..n) into h: a multiply and a rotate per 8 bytes (a byte-wise
+ * hash, FNV-1a, paid both per byte); up to 16 bytes without a loop. */
+static FB_INLINE uint64_t
 hash_bytes(uint64_t h, const unsigned char *p, size_t n)
 {
-	uint64_t w;
+	uint64_t a, b;
 
-	for (; n >= 8; n -= 8, p += 8) {
-		memcpy(&w, p, sizeof(w));
-		h = (h ^ w) * HASH_MUL;
-		h = (h << 27) | (h >> 37);
+	if (n == 0)
+		return h;
+	if (RESIL__UNLIKELY(n > 16)) {
+		for (; n > 8; n -= 8, p += 8) {
+			memcpy(&a, p, sizeof(a));
+			h = (h ^ a) * HASH_MUL;
+			h = (h << 27) | (h >> 37);
+		}
+		/* The last 8 bytes, overlapping the ones before. */
+		memcpy(&a, p + n - 8, sizeof(a));
+		h = (h ^ a) * HASH_MUL;
+		return (h << 27) | (h >> 37);
 	}
-	if (n > 0) {
-		h = (h ^ load_tail(p, n)) * HASH_MUL;
-		h = (h << 27) | (h >> 37);
-	}
-	return h;
+	load_small(p, n, &a, &b);
+	h = (h ^ a) * HASH_MUL;
+	h = ((h << 27) | (h >> 37)) ^ b;
+	return h * HASH_MUL2;
 }
 
 /* The key's hash, over its parts without building the key: the method's
@@ -183,8 +192,7 @@ key_hash(const resil_args *args, size_t mlen)
 	uint64_t h = ((uint64_t)mlen << 32 ^ (uint64_t)args->len) * HASH_MUL;
 
 	h = hash_bytes(h, (const unsigned char *)args->method, mlen);
-	if (args->len > 0)
-		h = hash_bytes(h, (const unsigned char *)args->data, args->len);
+	h = hash_bytes(h, (const unsigned char *)args->data, args->len);
 	/* Mix the high bits down: the shard comes from the top, the slot
 	 * from the bottom. */
 	h ^= h >> 29;
@@ -193,21 +201,20 @@ key_hash(const resil_args *args, size_t mlen)
 	return h;
 }
 
-/* memcmp(a, b, n) == 0 inline, a word at a time: keys and small values
- * are a few words, where a call to memcmp costs more than the compare. */
-static inline int
+/* memcmp(a, b, n) == 0 inline: up to 16 bytes as two loads each side,
+ * longer ones through libc's vector compare. */
+static FB_INLINE int
 bytes_eq(const void *a, const void *b, size_t n)
 {
-	const unsigned char *p = a, *q = b;
-	uint64_t x, y;
+	uint64_t a1, a2, b1, b2;
 
-	for (; n >= 8; n -= 8, p += 8, q += 8) {
-		memcpy(&x, p, sizeof(x));
-		memcpy(&y, q, sizeof(y));
-		if (x != y)
-			return 0;
-	}
-	return n == 0 || load_tail(p, n) == load_tail(q, n);
+	if (n == 0)
+		return 1;
+	if (n > 16)
+		return memcmp(a, b, n) == 0;
+	load_small(a, n, &a1, &a2);
+	load_small(b, n, &b1, &b2);
+	return ((a1 ^ b1) | (a2 ^ b2)) == 0;
 }
 
 static char *
@@ -226,7 +233,7 @@ key_eq(const entry *e, uint64_t h, const resil_args *args, size_t mlen,
 
 	return e->hash == h && e->key_len == klen &&
 	    bytes_eq(k, args->method, mlen) && k[mlen] == '\0' &&
-	    (args->len == 0 || bytes_eq(k + mlen + 1, args->data, args->len));
+	    bytes_eq(k + mlen + 1, args->data, args->len);
 }
 
 size_t
@@ -647,11 +654,7 @@ same_value(const resil_value *held, const resil_value *v)
 	case RESIL_VALUE_JSON:
 		if (held->u.s.len != v->u.s.len)
 			return 0;
-		/* Short values inline; longer ones through libc's vector
-		 * compare. */
-		return v->u.s.len <= 32
-		    ? bytes_eq(held->u.s.ptr, v->u.s.ptr, v->u.s.len)
-		    : memcmp(held->u.s.ptr, v->u.s.ptr, v->u.s.len) == 0;
+		return bytes_eq(held->u.s.ptr, v->u.s.ptr, v->u.s.len);
 	case RESIL_VALUE_OPAQUE:
 		break;
 	}
@@ -1211,24 +1214,76 @@ msg_rc(resil__msg *o, int rc)
 	RESIL__MSG_LIT(o, ")");
 }
 
+/* "; original failure: <error>" for each error, made at compile time in
+ * arrays of one size, so that describe() copies a fixed number of bytes
+ * (a few vector moves) instead of measuring and copying the text: a
+ * cache's answer writes this on every hit. */
+typedef struct fail_text {
+	char text[80];
+	size_t len;
+} fail_text;
+
+#define FAIL_TEXT(name, value, text) \
+	[value] = { "; original failure: " text, \
+	    sizeof("; original failure: " text) - 1 },
+static const fail_text fail_texts[] = { RESIL_ERR_MAP(FAIL_TEXT) };
+#undef FAIL_TEXT
+
 /* "<what>; original failure: <error>[ (rc N)]"; what is a literal. */
 #define DESCRIBE(r, what, f) describe((r), (what), sizeof(what) - 1, (f))
 
-static void
+/* Written straight into the buffer: what (a literal of at most 40
+ * bytes), the failure's text and " (rc N)" always fit in
+ * RESIL_RESULT_MSG_MAX. */
+static FB_INLINE void
 describe(
     resil_result *r, const char *what, size_t what_len, const resil_failure *f)
 {
-	resil__msg o;
+	char *m = r->message;
+	size_t len = what_len;
 
-	resil__msg_start(&o, r->message, sizeof(r->message));
-	resil__msg_put(&o, what, what_len);
-	RESIL__MSG_LIT(&o, "; original failure: ");
-	resil__msg_str(&o, resil_strerror(f->err));
-	if (f->err == RESIL_E_CALL) {
-		RESIL__MSG_LIT(&o, " ");
-		msg_rc(&o, f->rc);
+	memcpy(m, what, what_len);
+	if (RESIL__LIKELY((unsigned)f->err <
+	        sizeof(fail_texts) / sizeof(fail_texts[0]))) {
+		const fail_text *t = &fail_texts[f->err];
+
+		memcpy(m + len, t->text, sizeof(t->text));
+		len += t->len;
+	} else {
+		static const char sep[] = "; original failure: ";
+		const char *err = resil_strerror(f->err);
+		size_t n = strlen(err);
+
+		memcpy(m + len, sep, sizeof(sep) - 1);
+		len += sizeof(sep) - 1;
+		if (n > 64)
+			n = 64;
+		memcpy(m + len, err, n);
+		len += n;
 	}
+	if (f->err == RESIL_E_CALL) {
+		/* " (rc N)", N as %d, digits from the right. */
+		char tmp[16];
+		size_t i = sizeof(tmp);
+		unsigned u = f->rc < 0 ? 0u - (unsigned)f->rc : (unsigned)f->rc;
+
+		tmp[--i] = ')';
+		do {
+			tmp[--i] = (char)('0' + u % 10u);
+			u /= 10u;
+		} while (u != 0);
+		if (f->rc < 0)
+			tmp[--i] = '-';
+		memcpy(m + len, " (rc ", 5);
+		len += 5;
+		memcpy(m + len, tmp + i, sizeof(tmp) - i);
+		len += sizeof(tmp) - i;
+	}
+	m[len] = '\0';
 }
+
+_Static_assert(RESIL_RESULT_MSG_MAX > 40 + 80 + 5 + 16,
+    "describe()'s parts fit the message");
 
 /* An empty result that carries the original failure. */
 static void
