@@ -130,6 +130,14 @@ struct resil_cache {
 	size_t shards_raw_size;
 };
 
+/* The cache's clock, read without resil_clock_now()'s checks (the clock
+ * is checked once, in resil_cache_new()). */
+static inline uint64_t
+cache_now(const resil_cache *c)
+{
+	return c->clock.now(c->clock.ctx);
+}
+
 /* Bytes p[0..n) as two words (unaligned loads, none past n), for
  * 1 <= n <= 16: the first and the last 8 (or 4) bytes, which overlap
  * when n < 16; with n, they determine the bytes. No loop: keys and
@@ -304,7 +312,11 @@ resil_cache_new(
 	    ~(uintptr_t)(RESIL__CACHELINE - 1);
 	cache->shards = (shard *)p;
 	cache->alloc = *al;
-	cache->clock = c.clock != NULL ? *c.clock : *resil_clock_system();
+	/* now is never NULL here, so that the hot paths call it straight
+	 * (cache_now()). */
+	cache->clock = c.clock != NULL && c.clock->now != NULL
+	    ? *c.clock
+	    : *resil_clock_system();
 	cache->max_age = c.max_age;
 	cache->nshards = n;
 	for (i = 0; i < n; i++) {
@@ -679,7 +691,7 @@ refresh(resil_cache *c, shard *s, uint64_t h, const resil_args *args,
 	int done = e != NULL && same_value(&e->value, value);
 
 	if (done) {
-		uint64_t now = resil_clock_now(&c->clock);
+		uint64_t now = cache_now(c);
 
 		/* Written only when it changes: repeated puts within one
 		 * tick write nothing shared. */
@@ -794,7 +806,7 @@ put_new(resil_cache *c, shard *s, uint64_t h, const resil_args *args,
 	}
 	/* Allocate and copy before taking the lock. */
 	e = entry_make(c, h, args, mlen, key_len, charge, value,
-	    resil_clock_now(&c->clock));
+	    cache_now(c));
 	if (e == NULL)
 		return RESIL_E_NOMEM;
 
@@ -936,7 +948,7 @@ resil_cache_get(
 	h = key_hash(args, mlen);
 	s = shard_of(c, h);
 	rd = &s->rd[resil__thread_stripe(NSTRIPES)];
-	now = resil_clock_now(&c->clock);
+	now = cache_now(c);
 
 	parity = read_enter(s, rd);
 	e = lookup(
@@ -1058,6 +1070,8 @@ struct resil_fallback {
 	size_t n;
 	size_t ncache; /* how many of the handlers are caches */
 	size_t nmock;  /* how many are mocks */
+	resil_cache *cache1; /* the first cache stage: what a record of a
+	                        chain with one cache fills */
 	/* The first mock stage's count of force: specs, or NULL: with one
 	 * mock stage, "may a mock answer before the call" is one load. */
 	const size_t *force1;
@@ -1128,6 +1142,8 @@ add(resil_fallback *fb, const handler *h)
 	fb->h = grown;
 	fb->n++;
 	fb->ncache += h->k == K_CACHE;
+	if (h->k == K_CACHE && fb->cache1 == NULL)
+		fb->cache1 = h->cache;
 	fb->nmock += h->k == K_MOCK;
 	if (h->k == K_MOCK && fb->force1 == NULL)
 		fb->force1 = h->force;
@@ -1193,6 +1209,9 @@ resil_fallback_record(
 
 	if (fb == NULL || !args_ok(args))
 		return RESIL_E_INVAL;
+	/* The seeds' chain: one cache, no loop over the stages. */
+	if (RESIL__LIKELY(fb->ncache == 1))
+		return resil_cache_put(fb->cache1, args, value);
 	for (i = 0; i < fb->n; i++) {
 		resil_err err;
 
