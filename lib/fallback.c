@@ -15,9 +15,12 @@
  * - Reclamation: a reader announces itself in its thread's stripe under
  *   the shard generation's parity (the breaker's and the pipeline's
  *   protocol). A writer (under the shard's spin lock) unlinks what it
- *   removes, bumps the generation and waits until no reader of the old
- *   parity is left, then frees: memory is back at once, and the entry and
- *   byte bounds are exact at every moment, as before.
+ *   removes and retires it; once 16 entries (or a quarter of the shard's
+ *   bytes) are retired, it bumps the generation and waits until no
+ *   reader of the old parity is left, then frees them (retire()). The
+ *   entry and byte bounds are exact at every moment; the memory of at
+ *   most that many unlinked entries waits. A hit's value holds a
+ *   reference on its entry (entry_unref()).
  *
  * Why not Concurrency Kit's ck_hs with ck_epoch: ck_hs's probes are ck_pr
  * inline assembly that ThreadSanitizer cannot see (the TSan build would
@@ -111,13 +114,20 @@ typedef struct shard {
 	size_t used; /* slots not NULL: entries and tombstones */
 	uint64_t stale;
 	uint64_t evictions;
+	/* Unlinked entries waiting for one wait for the readers to cover
+	 * them all (retire()), under lock, on a line of their own. */
+	entry *retired;
+	size_t nretired;
+	size_t retired_bytes; /* their memory */
+	uint64_t pad1_[5];
 	readers rd[NSTRIPES];
 } shard;
 
 _Static_assert(sizeof(readers) == RESIL__CACHELINE, "one line per stripe");
 _Static_assert(sizeof(double) == sizeof(uint64_t), "doubles are 64 bits");
 _Static_assert(offsetof(shard, lock) == RESIL__CACHELINE &&
-        offsetof(shard, rd) == 2 * RESIL__CACHELINE,
+        offsetof(shard, retired) == 2 * RESIL__CACHELINE &&
+        offsetof(shard, rd) == 3 * RESIL__CACHELINE,
     "readers' fields, writers' fields and each stripe on lines of their own");
 
 struct resil_cache {
@@ -511,8 +521,7 @@ slot_of(const table *t, const entry *e)
 	return i;
 }
 
-/* Take e out of the table and the clock; the caller quiesces, then frees
- * it after unlocking. */
+/* Take e out of the table and the clock; the caller retires it. */
 static void
 detach(shard *s, entry *e)
 {
@@ -558,6 +567,42 @@ free_list(entry *list)
 	}
 }
 
+/* Entries a writer unlinked from s (a list through next) wait in s, under
+ * its lock, until RETIRE_BATCH of them or a quarter of the shard's byte
+ * share have gathered (or force: a table was retired too); then one wait
+ * for the shard's readers (quiesce) covers them all, where each put that
+ * replaced or evicted an entry waited on its own: the generation's line,
+ * which every get reads, and the readers' stripes stay unwritten by most
+ * puts. Returns the list the caller frees once it unlocked, or NULL. */
+#define RETIRE_BATCH 16
+
+static entry *
+retire(shard *s, entry *list, int force)
+{
+	entry *out;
+
+	while (list != NULL) {
+		entry *e = list;
+
+		list = e->next;
+		e->next = s->retired;
+		s->retired = e;
+		s->nretired++;
+		s->retired_bytes += e->size;
+	}
+	if (!force &&
+	    (s->retired == NULL ||
+	        (s->nretired < RETIRE_BATCH &&
+	            s->retired_bytes <= s->max_bytes / 4)))
+		return NULL;
+	quiesce(s);
+	out = s->retired;
+	s->retired = NULL;
+	s->nretired = 0;
+	s->retired_bytes = 0;
+	return out;
+}
+
 void
 resil_cache_free(resil_cache *c)
 {
@@ -580,6 +625,8 @@ resil_cache_clear(resil_cache *c)
 		entry *list;
 		table *t;
 
+		entry *dead;
+
 		shard_lock(s);
 		list = s->hand;
 		t = s->tab;
@@ -588,10 +635,10 @@ resil_cache_clear(resil_cache *c)
 		s->count = 0;
 		s->bytes = 0;
 		s->used = 0;
-		if (t != NULL)
-			quiesce(s);
+		dead = t != NULL ? retire(s, NULL, 1) : NULL;
 		shard_unlock(s);
 		free_list(list);
+		free_list(dead);
 		if (t != NULL)
 			resil__free(&c->alloc, t, table_size(t->mask + 1));
 	}
@@ -616,19 +663,17 @@ static resil_err
 remove_key(shard *s, uint64_t h, const resil_args *args,
     size_t mlen, size_t klen)
 {
-	entry *e;
+	entry *e, *dead = NULL;
 
 	shard_lock(s);
 	e = lookup(s->tab, h, args, mlen, klen);
 	if (e != NULL) {
 		detach(s, e);
-		quiesce(s);
+		dead = retire(s, e, 0);
 	}
 	shard_unlock(s);
-	if (e == NULL)
-		return RESIL_E_NOTFOUND;
-	entry_unref(e);
-	return RESIL_OK;
+	free_list(dead);
+	return e != NULL ? RESIL_OK : RESIL_E_NOTFOUND;
 }
 
 /* The same value, bit for bit (what a copy of it would hold): doubles by
@@ -851,8 +896,7 @@ put_new(resil_cache *c, shard *s, uint64_t h, const resil_args *args,
 	clock_append(s, e);
 	s->count++;
 	s->bytes += charge;
-	if (victims != NULL || dead_tab != NULL)
-		quiesce(s);
+	victims = retire(s, victims, dead_tab != NULL);
 	shard_unlock(s);
 	if (dead_tab != NULL)
 		resil__free(a, dead_tab, table_size(dead_tab->mask + 1));
@@ -978,15 +1022,13 @@ resil_cache_get(
 	} else if ((a = age_of(e, now)) > c->max_age) {
 		detach(s, e);
 		s->stale++;
-		quiesce(s);
-		dead = e;
+		dead = retire(s, e, 0);
 		err = RESIL_E_NOTFOUND;
 	} else if ((err = serve(c, e, out)) == RESIL_OK) {
 		s->hits_locked++;
 	}
 	shard_unlock(s);
-	if (dead != NULL)
-		entry_unref(dead);
+	free_list(dead);
 	if (err == RESIL_OK && age != NULL)
 		*age = a;
 	return err;
@@ -1030,6 +1072,7 @@ resil_cache_stats_get(const resil_cache *c, resil_cache_stats *out)
 		st.stale += s->stale;
 		st.evictions += s->evictions;
 		st.hits += s->hits_locked;
+		st.memory += s->retired_bytes;
 		if (s->tab != NULL)
 			st.memory += table_size(s->tab->mask + 1);
 		shard_unlock(s);

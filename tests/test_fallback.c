@@ -525,6 +525,61 @@ test_fallback_cache_hit_outlives_its_entry(void **state)
 	resil_value_free(&g);
 }
 
+/* Replaced entries leave the bounds at once and their memory waits for
+ * a batch: the 16th retired entry of a shard frees all 16 (one wait for
+ * the readers instead of one per put), and the stats count the waiting
+ * ones in memory. Until issue 39 each put freed what it replaced. */
+static void
+test_fallback_cache_replaced_entries_freed_in_batches(void **state)
+{
+	resil_manual_clock mc;
+	resil_cache_config cfg = resil_cache_config_default();
+	resil_args k = key("getName", "sku-1");
+	resil_cache_stats st0, st;
+	resil_cache *c;
+	fail_alloc fa;
+	uint64_t live0;
+	int i;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	cfg.clock = resil_manual_clock_hook(&mc);
+	cfg.alloc = fail_alloc_init(&fa, 0);
+	cfg.shards = 1;
+	assert_int_equal(resil_cache_new(&c, &cfg, NULL), RESIL_OK);
+	{
+		resil_value v = resil_value_int(0);
+
+		assert_int_equal(resil_cache_put(c, &k, &v), RESIL_OK);
+	}
+	live0 = fail_alloc_live(&fa); /* cache, shards, table, one entry */
+	assert_int_equal(resil_cache_stats_get(c, &st0), RESIL_OK);
+	for (i = 1; i <= 15; i++) {
+		resil_value v = resil_value_int(i);
+
+		assert_int_equal(resil_cache_put(c, &k, &v), RESIL_OK);
+		assert_int_equal(fail_alloc_live(&fa), live0 + (uint64_t)i);
+	}
+	assert_int_equal(resil_cache_stats_get(c, &st), RESIL_OK);
+	assert_int_equal(st.entries, 1);
+	assert_int_equal(st.bytes, st0.bytes);
+	assert_int_equal(st.memory, st0.memory + 15 * st0.bytes);
+	{
+		resil_value v = resil_value_int(16);
+
+		assert_int_equal(resil_cache_put(c, &k, &v), RESIL_OK);
+	}
+	assert_int_equal(fail_alloc_live(&fa), live0);
+	assert_int_equal(resil_cache_stats_get(c, &st), RESIL_OK);
+	assert_int_equal(st.memory, st0.memory);
+	/* A remove retires too; free gives everything back. */
+	assert_int_equal(resil_cache_remove(c, &k), RESIL_OK);
+	assert_int_equal(fail_alloc_live(&fa), live0);
+	resil_cache_free(c);
+	assert_int_equal(fail_alloc_live(&fa), 0);
+	assert_false(fa.size_mismatch);
+}
+
 static void
 test_fallback_cache_memory_is_reported(void **state)
 {
@@ -1403,6 +1458,8 @@ main(void)
 		    test_fallback_cache_refuses_entry_bigger_than_bound),
 		cmocka_unit_test(test_fallback_cache_owns_its_copies),
 		cmocka_unit_test(test_fallback_cache_hit_outlives_its_entry),
+		cmocka_unit_test(
+		    test_fallback_cache_replaced_entries_freed_in_batches),
 		cmocka_unit_test(test_fallback_cache_memory_is_reported),
 		cmocka_unit_test(
 		    test_fallback_cache_never_exceeds_bound_with_shards),

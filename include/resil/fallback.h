@@ -122,9 +122,12 @@ RESIL_API void resil_cache_free(resil_cache *c);
  * second chance (the bit is cleared, the entry becomes the newest), one
  * with the bit clear is evicted. The hand gives at most one round of
  * second chances per put, then evicts the oldest whatever its bit (only
- * concurrent hits can make that happen). Memory of replaced and evicted
- * entries is freed before the put returns, but for an entry whose bytes a
- * value served by resil_cache_get() still holds: that value frees it.
+ * concurrent hits can make that happen). Replaced and evicted entries
+ * leave the bounds at once; their memory is freed in batches: once 16 of
+ * them (or a quarter of the shard's byte share) wait in a shard, the put
+ * or remove that retires the last one frees them all before it returns
+ * (resil_cache_clear() and _free() at once), but for an entry whose bytes
+ * a value served by resil_cache_get() still holds: that value frees it.
  *
  * Returns RESIL_OK; RESIL_E_INVAL for a NULL argument; RESIL_E_LIMITED
  * when the entry alone is bigger than its shard's byte share (it is not
