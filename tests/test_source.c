@@ -880,6 +880,91 @@ test_source_starts_from_cache_while_registry_is_down(void **state)
 	unlink(file);
 }
 
+/* Issue 38.1: a provider whose parameters the directory's grammar refuses
+ * (an empty name, "&=x"; a path with a '&', which becomes params
+ * "path=a&b") is left out alone, with its event: it used to pass the
+ * source's checks and make the directory refuse the whole push, so no
+ * provider change was applied while the node existed. Through the
+ * public path: a consumer starting from its cache file. */
+static void
+test_source_bad_parameter_costs_that_provider_only(void **state)
+{
+	resil_source_config sc = resil_source_config_default();
+	resil_endpoint_state es;
+	resil_registry_source *src;
+	char file[96];
+	FILE *fp;
+	fx f;
+
+	(void)state;
+	temp_file(file, sizeof(file));
+	fp = fopen(file, "w");
+	assert_non_null(fp);
+	fputs("#Dubbo Registry Cache\n" SVC "="
+	      "dubbo\\://10.0.0.1\\:20880/" SVC "?side\\=provider "
+	      "dubbo\\://10.0.0.2\\:20880/" SVC "?side\\=provider&\\=x "
+	      "dubbo\\://10.0.0.3\\:20880/a&b?interface\\=" SVC " "
+	      "dubbo\\://10.0.0.4\\:20880/" SVC "?weight\\=7\n",
+	    fp);
+	fclose(fp);
+	fx_open(&f, SVC, NULL, NULL, 1, NULL);
+	sc.registry = "zookeeper://127.0.0.1:1"; /* no one listens there */
+	sc.service = SVC;
+	sc.file = file;
+	sc.directory = f.dir;
+	sc.listener = on_event;
+	sc.listener_ctx = &f.h;
+	sc.clock = resil_manual_clock_hook(&f.mc);
+	assert_int_equal(resil_source_new(&src, &sc, NULL), RESIL_OK);
+	/* The two good ones are pushed, the two bad ones said. */
+	assert_int_equal(resil_directory_count(f.dir), 2);
+	assert_int_equal(
+	    resil_directory_get_state(f.dir, "10.0.0.1:20880", &es), RESIL_OK);
+	assert_int_equal(
+	    resil_directory_get_state(f.dir, "10.0.0.4:20880", &es), RESIL_OK);
+	assert_int_equal(es.weight, 7);
+	assert_int_equal(f.h.n[RESIL_SOURCE_ERROR], 0);
+	assert_int_equal(f.h.n[RESIL_SOURCE_BAD_PROVIDER], 2);
+	assert_int_equal(f.h.count[RESIL_SOURCE_PROVIDERS], 2);
+	resil_source_free(src);
+	fx_close(&f);
+	unlink(file);
+}
+
+/* The same node staying in the registry's list: every later change is
+ * applied (a provider removed gets no call, a new one gets calls). */
+static void
+test_source_bad_parameter_does_not_freeze_the_list(void **state)
+{
+	const char *bad = "dubbo://10.0.0.9:20880/" SVC "?side=provider&=x";
+	const char *l1[] = { "dubbo://10.0.0.1:20880/" SVC, bad };
+	const char *l2[] = { bad, "dubbo://10.0.0.2:20880/" SVC };
+	resil_endpoint_state es;
+	fx f;
+
+	(void)state;
+	fx_open(&f, SVC, NULL, NULL, 1, NULL);
+	providers(&f, l1, 2);
+	assert_int_equal(resil_directory_count(f.dir), 1);
+	assert_int_equal(f.h.n[RESIL_SOURCE_BAD_PROVIDER], 1);
+	assert_string_equal(f.h.node[RESIL_SOURCE_BAD_PROVIDER], bad);
+	assert_string_equal(f.h.msg[RESIL_SOURCE_BAD_PROVIDER],
+	    "parameter \"=x\": an empty key (a provider's parameters are "
+	    "key=value joined by '&')");
+	providers(&f, l2, 2);
+	assert_int_equal(resil_directory_count(f.dir), 1);
+	assert_int_equal(
+	    resil_directory_get_state(f.dir, "10.0.0.2:20880", &es), RESIL_OK);
+	assert_int_equal(
+	    resil_directory_get_state(f.dir, "10.0.0.1:20880", &es),
+	    RESIL_E_NOTFOUND);
+	/* Said once per node; no push refused. */
+	assert_int_equal(f.h.n[RESIL_SOURCE_BAD_PROVIDER], 1);
+	assert_int_equal(f.h.n[RESIL_SOURCE_ERROR], 0);
+	assert_int_equal(f.h.n[RESIL_SOURCE_PROVIDERS], 2);
+	fx_close(&f);
+}
+
 /* ---- routes
  * ------------------------------------------------------------------ */
 
@@ -1399,6 +1484,10 @@ main(void)
 		    test_source_unreadable_cache_file_is_an_event),
 		cmocka_unit_test(
 		    test_source_starts_from_cache_while_registry_is_down),
+		cmocka_unit_test(
+		    test_source_bad_parameter_costs_that_provider_only),
+		cmocka_unit_test(
+		    test_source_bad_parameter_does_not_freeze_the_list),
 		cmocka_unit_test(test_source_routes_parsed_dubbo_style),
 		cmocka_unit_test(test_source_text_keys),
 		cmocka_unit_test(test_source_config_validate),
