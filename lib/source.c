@@ -1438,9 +1438,12 @@ create(resil_registry_source **out, const resil_source_config *cfg, int attach,
 		release(src);
 		return err;
 	}
-	/* The cache first: a registry that is down leaves these. */
-	if (src->cfg.file != NULL)
+	/* The cache first: a registry that is down leaves these. A writer
+	 * killed before its rename left its temporary file (issue 38.9). */
+	if (src->cfg.file != NULL) {
+		(void)resil__cache_sweep(src->cfg.file);
 		load_file(src);
+	}
 	if (attach && (err = attach_backend(src, cfg, diag)) != RESIL_OK) {
 		src->be = NULL;
 		release(src);

@@ -158,6 +158,12 @@ resil_err resil__cache_read(const resil_allocator *a, const char *file,
     const char *key, char ***urls, size_t *n, resil_diag *why);
 void resil__cache_urls_free(const resil_allocator *a, char **urls, size_t n);
 
+/* Remove the temporary files a writer of file left when it died between
+ * their creation and their rename: FILE.tmpPID in file's directory whose
+ * PID is no live process (kill(PID, 0) fails with ESRCH). The number
+ * removed. */
+size_t resil__cache_sweep(const char *file);
+
 /* ---- hooks for tests and the bench ------------------------------------- */
 
 /* resil_source_new() without a backend and without a thread: lists come

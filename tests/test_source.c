@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <resil/config.h>
@@ -784,6 +785,112 @@ test_source_cache_file_read_at_start(void **state)
 	unlink(file);
 }
 
+/* Issue 38.9: a blank inside a URL is written %20 (a blank separates two
+ * URLs); it is decoded when the file is read back, and a URL that holds
+ * "%20" or "%25" itself comes back as it was. Through the public path:
+ * a consumer starting from its cache file while the registry is down. */
+static void
+test_source_cache_file_blank_in_url_comes_back(void **state)
+{
+	const char *urls[] = {
+		"mock://10.0.0.9:1/" SVC "?mock=force:return null",
+		"dubbo://10.0.0.1:20880/" SVC "?note=a%20b c%25d\te",
+		"dubbo://10.0.0.2:20880/" SVC "?note=100%",
+	};
+	resil_source_config sc = resil_source_config_default();
+	resil_selector_config scfg = resil_selector_config_default();
+	resil_registry_source *src;
+	resil_selector *sel;
+	char file[96], spec[64], **back = NULL;
+	size_t n = 0, i;
+	fx f;
+
+	(void)state;
+	temp_file(file, sizeof(file));
+	fx_open(&f, SVC, NULL, file, 1, NULL);
+	providers(&f, urls, 3);
+	fx_close(&f); /* free writes what is pending */
+	assert_int_equal(resil__cache_read(resil_allocator_default(), file,
+	                     SVC, &back, &n, NULL),
+	    RESIL_OK);
+	assert_int_equal(n, 3);
+	for (i = 0; i < n; i++)
+		assert_string_equal(back[i], urls[i]);
+	resil__cache_urls_free(resil_allocator_default(), back, n);
+
+	fx_open(&f, SVC, NULL, NULL, 1, NULL);
+	sc.registry = "zookeeper://127.0.0.1:1"; /* no one listens there */
+	sc.service = SVC;
+	sc.file = file;
+	sc.directory = f.dir;
+	sc.clock = resil_manual_clock_hook(&f.mc);
+	assert_int_equal(resil_source_new(&src, &sc, NULL), RESIL_OK);
+	assert_int_equal(resil_directory_count(f.dir), 3);
+	assert_int_equal(
+	    resil_selector_new(&sel, f.dir, &scfg, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_selector_mock_spec(sel, "m", spec, sizeof(spec)), 1);
+	assert_string_equal(spec, "force:return null");
+	resil_selector_free(sel);
+	resil_source_free(src);
+	fx_close(&f);
+	unlink(file);
+}
+
+/* A consumer killed between its temporary file's creation and the
+ * rename left FILE.tmpPID: removed at start when PID is no live process;
+ * a live writer's, and files of other names, are left alone. */
+static void
+test_source_cache_leftover_temporary_files_removed(void **state)
+{
+	resil_source_config sc = resil_source_config_default();
+	resil_registry_source *src;
+	char file[96], dead[128], live[128], other[128], odd[128];
+	const char *made[4];
+	pid_t child;
+	size_t i;
+	fx f;
+
+	(void)state;
+	temp_file(file, sizeof(file));
+	/* A PID that was a process and is no more: a child, reaped. */
+	child = fork();
+	assert_true(child >= 0);
+	if (child == 0)
+		_exit(0);
+	assert_int_equal(waitpid(child, NULL, 0), child);
+	snprintf(dead, sizeof(dead), "%s.tmp%ld", file, (long)child);
+	snprintf(live, sizeof(live), "%s.tmp%ld", file, (long)getppid());
+	snprintf(other, sizeof(other), "%s-x.tmp%ld", file, (long)child);
+	snprintf(odd, sizeof(odd), "%s.tmp%ldx", file, (long)child);
+	made[0] = dead;
+	made[1] = live;
+	made[2] = other;
+	made[3] = odd;
+	for (i = 0; i < 4; i++) {
+		FILE *fp = fopen(made[i], "w");
+
+		assert_non_null(fp);
+		fputs("#Dubbo Registry Cache\n", fp);
+		fclose(fp);
+	}
+	fx_open(&f, SVC, NULL, NULL, 1, NULL);
+	sc.registry = "zookeeper://127.0.0.1:1";
+	sc.service = SVC;
+	sc.file = file;
+	sc.directory = f.dir;
+	sc.clock = resil_manual_clock_hook(&f.mc);
+	assert_int_equal(resil_source_new(&src, &sc, NULL), RESIL_OK);
+	assert_int_equal(access(dead, F_OK), -1);
+	assert_int_equal(access(live, F_OK), 0);
+	assert_int_equal(access(other, F_OK), 0);
+	assert_int_equal(access(odd, F_OK), 0);
+	resil_source_free(src);
+	fx_close(&f);
+	for (i = 1; i < 4; i++)
+		unlink(made[i]);
+}
+
 static void
 test_source_cache_file_written_by_dubbo(void **state)
 {
@@ -1479,6 +1586,10 @@ main(void)
 		cmocka_unit_test(test_source_empty_list_keeps_the_last),
 		cmocka_unit_test(test_source_cache_file_dubbo_format),
 		cmocka_unit_test(test_source_cache_file_read_at_start),
+		cmocka_unit_test(
+		    test_source_cache_file_blank_in_url_comes_back),
+		cmocka_unit_test(
+		    test_source_cache_leftover_temporary_files_removed),
 		cmocka_unit_test(test_source_cache_file_written_by_dubbo),
 		cmocka_unit_test(
 		    test_source_unreadable_cache_file_is_an_event),
