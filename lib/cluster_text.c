@@ -1468,3 +1468,9 @@ resil_cluster_text_directory(
 		out->nendpoints = cc->neps;
 	}
 }
+
+int
+resil__zone_name_ok(const char *s)
+{
+	return zone_ok(s);
+}

@@ -973,6 +973,28 @@ test_config_stage_validation_line(void **state)
 	    "step of 1/100000000 tick, finer than 1/16777216");
 }
 
+/* Issue 38.6: refused when the text is parsed, with origin:line, not
+ * left to resil_pipeline_new() (or never said). */
+static void
+test_config_zone_name_refused_at_parse(void **state)
+{
+	(void)state;
+	expect_error("service=S\nzone=h z\n",
+	    "svc.conf:2: zone: \"h z\" is not a zone name (letters, digits, "
+	    "'_', '-', '.')");
+}
+
+static void
+test_config_hedge_with_selector_keys_refused_at_parse(void **state)
+{
+	(void)state;
+	/* A text with selector keys means a selector: hedging there is
+	 * the forking strategy (resil_pipeline_new refused it, no line). */
+	expect_error("service=S\nhedge.max=2\nloadbalance=random\n",
+	    "svc.conf:2: hedge.max: hedging with a selector is the forking "
+	    "strategy (cluster=forking, forks=)");
+}
+
 static char *
 write_temp_n(const char *text, size_t n)
 {
@@ -1664,6 +1686,9 @@ main(void)
 		cmocka_unit_test(test_config_method_keys),
 		cmocka_unit_test(test_config_mock_specs),
 		cmocka_unit_test(test_config_stage_validation_line),
+		cmocka_unit_test(test_config_zone_name_refused_at_parse),
+		cmocka_unit_test(
+		    test_config_hedge_with_selector_keys_refused_at_parse),
 		cmocka_unit_test(test_config_file),
 		cmocka_unit_test(test_config_file_large_and_nul),
 		cmocka_unit_test(test_config_file_allocation_failure),

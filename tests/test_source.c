@@ -1501,9 +1501,9 @@ test_source_config_bad_registry_keys(void **state)
 	assert_non_null(strstr(diag.msg, "svc.conf:2: "));
 	assert_non_null(strstr(diag.msg, "registry.servce"));
 	/* set(): the same checks, no origin. */
-	assert_int_equal(
-	    resil_config_parse_string(&conf, "registry=zookeeper://h:2181\n",
-	        "svc.conf", NULL, &diag),
+	assert_int_equal(resil_config_parse_string(&conf,
+	                     "service=S\nregistry=zookeeper://h:2181\n",
+	                     "svc.conf", NULL, &diag),
 	    RESIL_OK);
 	assert_int_equal(
 	    resil_config_set(conf, "registry.file.interval", "soon", &diag),
@@ -1522,6 +1522,107 @@ test_source_config_bad_registry_keys(void **state)
 		assert_string_equal(rc.service, "com.foo.Bar");
 	}
 	resil_config_free(conf);
+}
+
+/* Issue 38.6: refused when the text is parsed, with origin:line; each was
+ * taken without a word, or refused only by resil_config_source() (the
+ * last two), without a line. */
+static void
+expect_refused(const char *text, const char *msg)
+{
+	resil_config *conf = NULL;
+	resil_diag diag;
+
+	assert_int_equal(
+	    resil_config_parse_string(&conf, text, "svc.conf", NULL, &diag),
+	    RESIL_E_INVAL);
+	assert_null(conf);
+	assert_string_equal(diag.msg, msg);
+}
+
+static void
+test_source_config_refuses_port_out_of_range(void **state)
+{
+	(void)state;
+	expect_refused("service=S\nregistry=zookeeper://127.0.0.1:99999\n",
+	    "svc.conf:2: registry: \"zookeeper://127.0.0.1:99999\": "
+	    "port \"99999\" is not 1..65535");
+}
+
+static void
+test_source_config_refuses_backup_without_port(void **state)
+{
+	(void)state;
+	expect_refused("service=S\nregistry=zookeeper://h:2181?backup=h2\n",
+	    "svc.conf:2: registry: \"zookeeper://h:2181?backup=h2\": "
+	    "\"h2\" is not host:port");
+}
+
+static void
+test_source_config_refuses_version_list(void **state)
+{
+	(void)state;
+	expect_refused("service=S\nregistry=zookeeper://h:2181\n"
+	               "registry.version=1.0,2.0\n",
+	    "svc.conf:3: registry.version: \"1.0,2.0\" is not one "
+	    "version (a version, or * for any)");
+}
+
+static void
+test_source_config_refuses_file_with_no_registry(void **state)
+{
+	(void)state;
+	expect_refused("service=S\nregistry=N/A\nregistry.file=/tmp/x.cache\n",
+	    "svc.conf:3: registry.file: unused: registry=N/A (line 2) "
+	    "names no registry");
+}
+
+static void
+test_source_config_refuses_empty_file_with_no_registry(void **state)
+{
+	(void)state;
+	expect_refused("service=S\nregistry.file=\nregistry=N/A\n",
+	    "svc.conf:2: registry.file: empty (NULL for none)");
+}
+
+static void
+test_source_config_refuses_group_with_a_blank(void **state)
+{
+	(void)state;
+	expect_refused("service=S\nregistry=zookeeper://h:2181\n"
+	               "registry.group=a b\n",
+	    "svc.conf:3: registry.group: \"a b\": \"a b\" is not a "
+	    "group name (a name, a comma list of names, or *)");
+}
+
+static void
+test_source_config_refuses_unknown_protocol(void **state)
+{
+	(void)state;
+	expect_refused("service=S\nregistry=zookeeper://h:2181\n"
+	               "registry.protocols=dubbo,bogus\n",
+	    "svc.conf:3: registry.protocols: \"dubbo,bogus\": "
+	    "\"bogus\" is not a protocol of providers (dubbo, tri, "
+	    "grpc, rest, http, https, hessian, rmi, thrift, "
+	    "webservice, redis, memcached)");
+}
+
+static void
+test_source_config_refuses_no_interface(void **state)
+{
+	(void)state;
+	expect_refused("registry=zookeeper://h:2181\nregistry.file=/tmp/x\n",
+	    "svc.conf:1: registry: needs the interface to subscribe "
+	    "to (registry.service=, or service=)");
+}
+
+static void
+test_source_config_refuses_service_is_no_interface(void **state)
+{
+	(void)state;
+	expect_refused("service=Stock Service\nregistry=zookeeper://h:2181\n",
+	    "svc.conf:2: registry.service: \"Stock Service\" has a "
+	    "' '");
 }
 
 /* No registry key, or Dubbo's registry=N/A: no source. */
@@ -1606,6 +1707,20 @@ main(void)
 		cmocka_unit_test(test_source_alloc_failure),
 		cmocka_unit_test(test_source_config_file_builds_the_source),
 		cmocka_unit_test(test_source_config_bad_registry_keys),
+		cmocka_unit_test(test_source_config_refuses_port_out_of_range),
+		cmocka_unit_test(
+		    test_source_config_refuses_backup_without_port),
+		cmocka_unit_test(test_source_config_refuses_version_list),
+		cmocka_unit_test(
+		    test_source_config_refuses_file_with_no_registry),
+		cmocka_unit_test(
+		    test_source_config_refuses_empty_file_with_no_registry),
+		cmocka_unit_test(
+		    test_source_config_refuses_group_with_a_blank),
+		cmocka_unit_test(test_source_config_refuses_unknown_protocol),
+		cmocka_unit_test(test_source_config_refuses_no_interface),
+		cmocka_unit_test(
+		    test_source_config_refuses_service_is_no_interface),
 		cmocka_unit_test(test_source_config_without_registry),
 	};
 
