@@ -120,8 +120,8 @@ alone(const char *name, int decoded, char *addr, size_t len)
 	FUZZ_CHECK(good || said,
 	    "\"%s\" alone neither reached the directory nor was said", name);
 	FUZZ_CHECK(!(good && said), "\"%s\" was said and pushed", name);
-	FUZZ_CHECK(p.h.nadded <= 1, "\"%s\" added %zu endpoints", name,
-	    p.h.nadded);
+	FUZZ_CHECK(
+	    p.h.nadded <= 1, "\"%s\" added %zu endpoints", name, p.h.nadded);
 	if (good)
 		snprintf(addr, len, "%s", p.h.added[0]);
 	close_pair(&p);
@@ -137,7 +137,8 @@ check_all_pushed(pair *p, const char *const *names, size_t n, int decoded)
 	resil_endpoint_state es;
 
 	FUZZ_CHECK(p->h.n[RESIL_SOURCE_ERROR] == 0,
-	    "a push was refused (%u ERROR events)", p->h.n[RESIL_SOURCE_ERROR]);
+	    "a push was refused (%u ERROR events)",
+	    p->h.n[RESIL_SOURCE_ERROR]);
 	for (i = 0; i < n; i++) {
 		if (!alone(names[i], decoded, addr[i], sizeof(addr[i]))) {
 			addr[i][0] = '\0';

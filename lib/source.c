@@ -1098,8 +1098,8 @@ check_hosts(const char *url, const char *h, size_t n, resil_diag *diag)
 		}
 		if (colon == e || colon == h || colon + 1 == e)
 			return resil__diagf(diag, RESIL_E_INVAL,
-			    "registry: \"%s\": \"%.*s\" is not host:port",
-			    url, (int)(e - h), h);
+			    "registry: \"%s\": \"%.*s\" is not host:port", url,
+			    (int)(e - h), h);
 		for (q = colon + 1; q < e; q++) {
 			if (*q < '0' || *q > '9' || port > 65535)
 				break;
@@ -1197,9 +1197,9 @@ find_backend(const char *scheme)
 }
 
 /* The provider protocols resil knows (source.h): the default list. */
-static const char *const known_protocols[] = { "dubbo", "tri", "grpc",
-	"rest", "http", "https", "hessian", "rmi", "thrift", "webservice",
-	"redis", "memcached" };
+static const char *const known_protocols[] = { "dubbo", "tri", "grpc", "rest",
+	"http", "https", "hessian", "rmi", "thrift", "webservice", "redis",
+	"memcached" };
 
 /* The next item of the comma list at *p, blanks around it dropped: its
  * start and length; 0 at the end of the list. */
@@ -1245,8 +1245,8 @@ check_lists(const resil_source_config *cfg, resil_diag *diag)
 		    cfg->version);
 	p = cfg->protocols;
 	while (p != NULL && list_item(&p, &it, &n)) {
-		for (i = 0; i < sizeof(known_protocols) /
-		         sizeof(known_protocols[0]);
+		for (i = 0;
+		     i < sizeof(known_protocols) / sizeof(known_protocols[0]);
 		     i++)
 			if (strlen(known_protocols[i]) == n &&
 			    memcmp(known_protocols[i], it, n) == 0)

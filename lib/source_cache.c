@@ -239,8 +239,8 @@ sync_dir(const char *path)
 	else if (slash == path)
 		(void)snprintf(dir, sizeof(dir), "/");
 	else if ((size_t)(slash - path) < sizeof(dir))
-		(void)snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path),
-		    path);
+		(void)snprintf(
+		    dir, sizeof(dir), "%.*s", (int)(slash - path), path);
 	else
 		return;
 	if ((fd = open(dir, O_RDONLY)) < 0)

@@ -644,7 +644,8 @@ resil__provider_map(const resil_allocator *a, const resil__url *u,
 		resil__diagf(why, RESIL_E_INVAL,
 		    "parameter \"%.*s\": %s (a provider's parameters are "
 		    "key=value joined by '&')",
-		    (int)strcspn(item, "&") > 80 ? 80 : (int)strcspn(item, "&"),
+		    (int)strcspn(item, "&") > 80 ? 80
+		                                 : (int)strcspn(item, "&"),
 		    item, bad);
 		resil__provider_free(a, out);
 		return RESIL__PROVIDER_BAD;
