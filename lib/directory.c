@@ -659,7 +659,7 @@ resil__params_check(const char *params, size_t *col)
 		if (eq == NULL || eq == q) {
 			*col = (size_t)(q - params) + 1;
 			return q == end  ? "an empty item"
-			    : eq == NULL ? "no '=' (key=value)"
+			    : eq == NULL ? "no '='"
 			                 : "an empty key";
 		}
 		if (amp != NULL && amp[1] == '\0') {

@@ -995,6 +995,19 @@ test_config_hedge_with_selector_keys_refused_at_parse(void **state)
 	    "strategy (cluster=forking, forks=)");
 }
 
+/* A url= whose params the directory's grammar refuses (a path with a '&'
+ * becomes "path=a&b"): refused by resil_directory_new() without a line
+ * before, at parse now, by the one grammar the directory checks with. */
+static void
+test_config_url_params_refused_at_parse(void **state)
+{
+	(void)state;
+	expect_error("service=S\nurl=dubbo://10.0.0.1:20880/a&b?x=1\n",
+	    "svc.conf:2: url: item 1 \"dubbo://10.0.0.1:20880/a&b?x=1\": the "
+	    "parameters \"protocol=dubbo&path=a&b&x=1\": no '=' at column 23 "
+	    "(key=value items joined by '&')");
+}
+
 static char *
 write_temp_n(const char *text, size_t n)
 {
@@ -1687,6 +1700,7 @@ main(void)
 		cmocka_unit_test(test_config_mock_specs),
 		cmocka_unit_test(test_config_stage_validation_line),
 		cmocka_unit_test(test_config_zone_name_refused_at_parse),
+		cmocka_unit_test(test_config_url_params_refused_at_parse),
 		cmocka_unit_test(
 		    test_config_hedge_with_selector_keys_refused_at_parse),
 		cmocka_unit_test(test_config_file),
