@@ -833,6 +833,32 @@ shared_check(build *b, resil_diag *diag)
 	return resil__config_fail(diag, b->origin, b->last[stage], "%s", d.msg);
 }
 
+/* cluster=zone-aware over endpoints the text lists (url=): each needs a
+ * zone, which resil_pipeline_new() checked, without a line (issue 38.6).
+ * A registry's endpoints come later: the pipeline checks those. */
+static resil_err
+zone_aware_check(const build *b, resil_diag *diag)
+{
+	resil_directory_config dc;
+	size_t i;
+
+	if (b->pc.cluster.strategy != RESIL_CLUSTER_ZONE_AWARE)
+		return RESIL_OK;
+	resil_directory_config_init(&dc);
+	resil_cluster_text_directory(b->ct, &dc);
+	for (i = 0; i < dc.nendpoints; i++) {
+		const resil_endpoint_spec *e = &dc.endpoints[i];
+
+		if (!e->mock && (e->zone == NULL || e->zone[0] == '\0'))
+			return resil__config_fail(diag, b->origin,
+			    b->strategy_line,
+			    "cluster: zone-aware needs every endpoint's zone: "
+			    "url= lists %s without one (?zone=)",
+			    e->address);
+	}
+	return RESIL_OK;
+}
+
 /* The registry keys together, at the end of the text: what
  * resil_config_source() would refuse is refused here, with a line (issue
  * 38.6), and keys that registry=N/A leaves unused are refused too. */
@@ -945,6 +971,8 @@ build_finish(build *b, resil_diag *diag)
 		peer.registry_line = b->registry.line;
 		if ((err = resil__cluster_text_peer_check(
 		         b->ct, &peer, diag)) != RESIL_OK)
+			return err;
+		if ((err = zone_aware_check(b, diag)) != RESIL_OK)
 			return err;
 	}
 	if ((err = source_check(b, diag)) != RESIL_OK)

@@ -1008,6 +1008,18 @@ test_config_url_params_refused_at_parse(void **state)
 	    "(key=value items joined by '&')");
 }
 
+/* cluster=zone-aware over url= endpoints without a zone: refused by
+ * resil_pipeline_new() without a line before (issue 38.6). */
+static void
+test_config_zone_aware_url_without_zone_refused_at_parse(void **state)
+{
+	(void)state;
+	expect_error("service=S\nzone=a\ncluster=zone-aware\n"
+	             "url=dubbo://10.0.0.1:20880?zone=a;dubbo://10.0.0.2:20880\n",
+	    "svc.conf:3: cluster: zone-aware needs every endpoint's zone: "
+	    "url= lists 10.0.0.2:20880 without one (?zone=)");
+}
+
 static char *
 write_temp_n(const char *text, size_t n)
 {
@@ -1701,6 +1713,8 @@ main(void)
 		cmocka_unit_test(test_config_stage_validation_line),
 		cmocka_unit_test(test_config_zone_name_refused_at_parse),
 		cmocka_unit_test(test_config_url_params_refused_at_parse),
+		cmocka_unit_test(
+		    test_config_zone_aware_url_without_zone_refused_at_parse),
 		cmocka_unit_test(
 		    test_config_hedge_with_selector_keys_refused_at_parse),
 		cmocka_unit_test(test_config_file),
