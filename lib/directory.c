@@ -5,7 +5,6 @@
 #include <resil/directory.h>
 
 #include "directory_internal.h"
-#include "pipeline_shared.h"
 
 #include <stdio.h>
 
@@ -569,7 +568,7 @@ resil_directory_new(
 	if (cfg->size >
 	        offsetof(resil_directory_config, endpoint_breaker_shm) &&
 	    cfg->endpoint_breaker_shm != NULL &&
-	    (err = resil__shared_endpoint_region(cfg->endpoint_breaker_shm,
+	    (err = resil__dir_shm_region(cfg->endpoint_breaker_shm,
 	         d->has_breaker, &d->a, &d->bshm, diag)) != RESIL_OK) {
 		resil_directory_free(d); /* issue 24.2: the region's */
 		return err;
@@ -765,7 +764,7 @@ ep_new(resil_directory *d, const char *address)
 		return NULL;
 	}
 	if (d->has_breaker &&
-	    (d->bshm != NULL ? resil__shared_endpoint_breaker(d->bshm, address,
+	    (d->bshm != NULL ? resil__dir_shm_breaker(d->bshm, address,
 	                           &d->bcfg, &ep->breaker, &diag)
 	                     : resil_breaker_new(&ep->breaker, &d->bcfg,
 	                           &diag)) != RESIL_OK) {
