@@ -276,14 +276,17 @@ dur_min(const char *key, const char *v, uint64_t lo, uint64_t *out,
     resil_diag *diag)
 {
 	const char *unit_at = NULL, *hint;
+	char b1[64], b2[64];
 	uint64_t x = 0;
 	int r = resil__duration_parse(v, &x, &unit_at);
 
 	switch (r) {
 	case RESIL__DUR_OK:
 		break;
-	case RESIL__DUR_RANGE:
-		return BAD("%s: %s is out of range", key, v);
+	case RESIL__DUR_RANGE: /* the bounds in the value's unit */
+		resil__duration_in_unit_of(b1, sizeof(b1), v, 0);
+		resil__duration_in_unit_of(b2, sizeof(b2), v, UINT64_MAX);
+		return BAD("%s: %s is out of range %s..%s", key, v, b1, b2);
 	case RESIL__DUR_SPACE:
 		return BAD("%s: \"%s\": write the unit next to the number "
 		           "(%.*s%s)",
@@ -311,9 +314,10 @@ dur_min(const char *key, const char *v, uint64_t lo, uint64_t *out,
 		    "s, m, h)",
 		    key, v);
 	}
-	if (x < lo)
-		return BAD(
-		    "%s: %s is below %llu", key, v, (unsigned long long)lo);
+	if (x < lo) { /* the minimum in the value's unit (issue 38.8) */
+		resil__duration_in_unit_of(b1, sizeof(b1), v, lo);
+		return BAD("%s: %s is below the minimum of %s", key, v, b1);
+	}
 	*out = x;
 	return RESIL_OK;
 }
@@ -1271,6 +1275,22 @@ resil_cluster_text_set(resil_cluster_text *cc, const char *key,
 	return resil__diag_at(diag, err, origin, line);
 }
 
+/* The outlier settings' cross-field rule, in the keys' words and units
+ * (issue 38.8: not the directory's nanoseconds). */
+static resil_err
+outlier_check(const resil_outlier_config *o, resil_diag *diag)
+{
+	char t1[32], t2[32];
+
+	if (o->max_ejection_pct == 0 || o->max_ejection >= o->base_ejection)
+		return RESIL_OK;
+	resil__duration_format(t1, sizeof(t1), o->max_ejection);
+	resil__duration_format(t2, sizeof(t2), o->base_ejection);
+	return BAD("outlier.max_ejection: %s is below outlier.base_ejection "
+	           "(%s)",
+	    t1, t2);
+}
+
 /* finish()'s message, "origin:line: " first where the key's line is
  * known. */
 static resil_err
@@ -1331,6 +1351,8 @@ resil_cluster_text_finish(resil_cluster_text *cc, resil_diag *diag)
 	if (cc->eb_enabled != 0 && (cc->eb_on || cc->eb_enabled == 1) &&
 	    (err = breaker_check(&cc->eb, diag)) != RESIL_OK)
 		return locate_known(cc, diag, err, cc->eb_line);
+	if ((err = outlier_check(&cc->outlier, diag)) != RESIL_OK)
+		return locate_known(cc, diag, err, cc->outlier_line);
 	resil_directory_config_init(&dc);
 	dc.outlier = cc->outlier;
 	dc.outlier_rate = cc->rate_on ? &cc->rate : NULL;
