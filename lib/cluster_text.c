@@ -57,6 +57,7 @@ struct resil_cluster_text {
 	uint32_t panic;
 	uint64_t seed; /* loadbalance.seed */
 	resil_outlier_config outlier;
+	uint32_t enforcing_consecutive; /* issue 38.14; default 100 */
 	/* The interval detections: on once one of their keys is given. */
 	resil_outlier_rate_config rate;
 	int rate_on;
@@ -107,6 +108,7 @@ resil_cluster_text_new(resil_cluster_text **out, const resil_allocator *alloc)
 	cc->seed = RESIL_SELECTOR_SEED;
 	resil_directory_config_init(&dc);
 	cc->outlier = dc.outlier;
+	cc->enforcing_consecutive = dc.outlier_enforcing_consecutive_failures;
 	cc->empty_protection = dc.empty_protection;
 	resil_outlier_rate_config_init(&cc->rate);
 	resil_health_config_init(&cc->health);
@@ -1175,6 +1177,8 @@ static const key_def text_keys[] = {
 	{ "outlier.max_ejection", K_DUR, 0, CC(outlier.max_ejection), 1, 0,
 	    NULL },
 	{ "outlier.interval", K_DUR, 0, CC(outlier.interval), 1, 0, NULL },
+	{ "outlier.enforcing_consecutive_failures", K_U32, 0,
+	    CC(enforcing_consecutive), 0, 100, NULL },
 	{ "outlier.success_rate_minimum_hosts", K_FN, 0, 0, 0, 0, set_rate },
 	{ "outlier.success_rate_request_volume", K_FN, 0, 0, 0, 0, set_rate },
 	{ "outlier.success_rate_stdev_factor", K_FN, 0, 0, 0, 0, set_rate },
@@ -1355,6 +1359,7 @@ resil_cluster_text_finish(resil_cluster_text *cc, resil_diag *diag)
 		return locate_known(cc, diag, err, cc->outlier_line);
 	resil_directory_config_init(&dc);
 	dc.outlier = cc->outlier;
+	dc.outlier_enforcing_consecutive_failures = cc->enforcing_consecutive;
 	dc.outlier_rate = cc->rate_on ? &cc->rate : NULL;
 	dc.health = NULL; /* checked by each key */
 	return locate_known(cc, diag,
@@ -1489,4 +1494,8 @@ resil_cluster_text_directory(
 		out->endpoints = cc->eps;
 		out->nendpoints = cc->neps;
 	}
+	if (out->size > offsetof(resil_directory_config,
+	                    outlier_enforcing_consecutive_failures))
+		out->outlier_enforcing_consecutive_failures =
+		    cc->enforcing_consecutive;
 }
