@@ -42,9 +42,9 @@
  * same directory. Updates are serialised by a writer lock; readers take no
  * lock. The listener is called on the thread that caused the event:
  * ADDED and REMOVED by the updating thread with the writer lock held (it
- * must not update the directory), EJECTED by the reporting thread (a
- * streak) or by the thread whose route or state read ended an interval
- * (the interval detections), RETURNED by whichever thread first notices
+ * must not update the directory), EJECTED and DETECTED by the reporting
+ * thread (a streak) or by the thread whose route or state read ended an
+ * interval (the interval detections), RETURNED by whichever thread first notices
  * the return (a route, a report or get_state), UNHEALTHY and HEALTHY by
  * the thread whose health report or resil_directory_set_healthy() made
  * the change; all without a lock. Free the selectors and candidate sets

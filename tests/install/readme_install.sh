@@ -39,8 +39,11 @@ skip() {
 }
 
 if [ "$MODE" = prefix ]; then
-	WORK=$(mktemp -d)
+	# The real path: the install names the libdir's (a /tmp that is a
+	# link would not match otherwise).
+	WORK=$(cd "$(mktemp -d)" && pwd -P)
 	trap 'rm -rf "$WORK"' EXIT
+	unset DESTDIR # staged for a package, the install says nothing
 	cmake --install "$BUILD" --prefix "$WORK/prefix" >"$WORK/install.log"
 	LIBDIR=$(sed -n 's/.*LD_LIBRARY_PATH=\([^ ,]*\).*/\1/p' \
 	    "$WORK/install.log" | head -n 1)
