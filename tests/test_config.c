@@ -735,6 +735,9 @@ test_config_range_errors(void **state)
 	expect_error("retry.budget_period=0",
 	    "svc.conf:1: retry.budget_period: 0 is out of range "
 	    "0.000001ms (1ns)..18446744073709.551615ms");
+	expect_error("retry.budget_min_retries=100\nretry.budget_period=50ns",
+	    "svc.conf:2: retry.budget_period: 50ns is too short: it must give "
+	    "each of retry.budget_min_retries (100) at least 1 ns");
 	expect_error("cache.max_entries=0",
 	    "svc.conf:1: cache.max_entries: 0 is out of range 1..4294967296");
 	expect_error("cache.max_entries=4294967297",
