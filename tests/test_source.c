@@ -1232,6 +1232,37 @@ test_source_config_validate(void **state)
 	    resil_source_config_validate(&sc, &diag), RESIL_E_INVAL);
 	assert_string_equal(diag.msg, "registry.service: \"a/b\" has a '/'");
 	sc.service = SVC;
+	/* Issue 38.6: the C API refuses what the text refuses. */
+	sc.registry = "zookeeper://[::1]:2181,h:2181?backup=[::2]:1";
+	assert_int_equal(resil_source_config_validate(&sc, &diag), RESIL_OK);
+	sc.registry = "zookeeper://a:1,b:0";
+	assert_int_equal(
+	    resil_source_config_validate(&sc, &diag), RESIL_E_INVAL);
+	assert_string_equal(diag.msg,
+	    "registry: \"zookeeper://a:1,b:0\": port \"0\" is not "
+	    "1..65535");
+	sc.registry = "zookeeper://[::1]";
+	assert_int_equal(
+	    resil_source_config_validate(&sc, &diag), RESIL_E_INVAL);
+	assert_string_equal(diag.msg,
+	    "registry: \"zookeeper://[::1]\": \"[::1]\" is not host:port");
+	sc.registry = "zookeeper://a:1";
+	sc.group = "g1, g2";
+	sc.version = "*";
+	sc.protocols = "dubbo, tri";
+	assert_int_equal(resil_source_config_validate(&sc, &diag), RESIL_OK);
+	sc.group = "g1,,g2";
+	assert_int_equal(
+	    resil_source_config_validate(&sc, &diag), RESIL_E_INVAL);
+	sc.group = NULL;
+	sc.version = "1.0 2.0";
+	assert_int_equal(
+	    resil_source_config_validate(&sc, &diag), RESIL_E_INVAL);
+	sc.version = NULL;
+	sc.protocols = "dubbo,";
+	assert_int_equal(
+	    resil_source_config_validate(&sc, &diag), RESIL_E_INVAL);
+	sc.protocols = NULL;
 	sc.directory = NULL;
 	assert_int_equal(
 	    resil_source_config_validate(&sc, &diag), RESIL_E_INVAL);
