@@ -1196,11 +1196,6 @@ find_backend(const char *scheme)
 	return NULL;
 }
 
-/* The provider protocols resil knows (source.h): the default list. */
-static const char *const known_protocols[] = { "dubbo", "tri", "grpc", "rest",
-	"http", "https", "hessian", "rmi", "thrift", "webservice", "redis",
-	"memcached" };
-
 /* The next item of the comma list at *p, blanks around it dropped: its
  * start and length; 0 at the end of the list. */
 static int
@@ -1230,7 +1225,7 @@ static resil_err
 check_lists(const resil_source_config *cfg, resil_diag *diag)
 {
 	const char *p = cfg->group, *it;
-	size_t n, i;
+	size_t n;
 
 	while (p != NULL && p[0] != '\0' && list_item(&p, &it, &n))
 		if (n == 0 || memchr(it, ' ', n) != NULL)
@@ -1245,13 +1240,16 @@ check_lists(const resil_source_config *cfg, resil_diag *diag)
 		    cfg->version);
 	p = cfg->protocols;
 	while (p != NULL && list_item(&p, &it, &n)) {
-		for (i = 0;
-		     i < sizeof(known_protocols) / sizeof(known_protocols[0]);
-		     i++)
-			if (strlen(known_protocols[i]) == n &&
-			    memcmp(known_protocols[i], it, n) == 0)
-				break;
-		if (i == sizeof(known_protocols) / sizeof(known_protocols[0]))
+		const char *k = RESIL__DUBBO_PROTOCOLS, *ke;
+		int known = 0;
+
+		/* The item, a whole item of the default list. */
+		for (; !known && *k != '\0'; k = *ke != '\0' ? ke + 1 : ke) {
+			ke = k + strcspn(k, ",");
+			known = n > 0 && (size_t)(ke - k) == n &&
+			    memcmp(k, it, n) == 0;
+		}
+		if (!known)
 			return resil__diagf(diag, RESIL_E_INVAL,
 			    "registry.protocols: \"%s\": \"%.*s\" is not a "
 			    "protocol of providers (dubbo, tri, grpc, rest, "

@@ -415,8 +415,7 @@ candidate(
     const resil__url *u, const resil__match *m, int *mock, resil_diag *why)
 {
 	const char *proto = u->protocol, *v, *iface;
-	const char *dflt = "dubbo,tri,grpc,rest,http,https,hessian,rmi,"
-	                   "thrift,webservice,redis,memcached";
+	const char *dflt = RESIL__DUBBO_PROTOCOLS;
 
 	*mock = 0;
 	/* Which protocols are calls (RegistryDirectory.toInvokers). */

@@ -99,6 +99,12 @@ void resil__url_free(const resil_allocator *a, resil__url *u);
 /* The value of key, or NULL. */
 const char *resil__url_get(const resil__url *u, const char *key);
 
+/* The provider protocols taken by default (registry.protocols unset), and
+ * the only ones registry.protocols may name. */
+#define RESIL__DUBBO_PROTOCOLS                                                \
+	"dubbo,tri,grpc,rest,http,https,hessian,rmi,thrift,webservice,redis," \
+	"memcached"
+
 /* What the consumer matches providers against. */
 typedef struct resil__match {
 	const char *service;
