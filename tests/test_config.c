@@ -1018,8 +1018,9 @@ static void
 test_config_zone_aware_url_without_zone_refused_at_parse(void **state)
 {
 	(void)state;
-	expect_error("service=S\nzone=a\ncluster=zone-aware\n"
-	             "url=dubbo://10.0.0.1:20880?zone=a;dubbo://10.0.0.2:20880\n",
+	expect_error(
+	    "service=S\nzone=a\ncluster=zone-aware\n"
+	    "url=dubbo://10.0.0.1:20880?zone=a;dubbo://10.0.0.2:20880\n",
 	    "svc.conf:3: cluster: zone-aware needs every endpoint's zone: "
 	    "url= lists 10.0.0.2:20880 without one (?zone=)");
 }
