@@ -14,6 +14,7 @@
 #include "pipeline_events.h"
 #include "pipeline_settings.h"
 #include "pipeline_shared.h"
+#include "router_internal.h"
 
 /* A field the reload cannot change: NULL / 0 in the new configuration
  * keeps the pipeline's; another value is refused, naming the key. */
@@ -195,6 +196,16 @@ emit_reload(resil_pipeline *p, unsigned count, const char *what)
 	    p, &ev, RESIL_STAGE_CONFIG, resil_clock_now(&p->clock), text, "");
 }
 
+/* The allocator of the condition rules a reload gives the selector: the
+ * selector's own, since it owns and frees them, after the pipeline is
+ * gone too (issue 38.2: with the pipeline's, the selector freed them
+ * through the freed pipeline). */
+static const resil_allocator *
+rules_alloc(const resil_pipeline *p)
+{
+	return p->sel != NULL ? resil__selector_alloc(p->sel) : &p->alloc;
+}
+
 /* A reload's cluster keys (cfg->cluster_keys; NULL, a reload made in C:
  * the pipeline's stay) against the pipeline's: a change refused, the
  * condition rules parsed into *rules when they changed. */
@@ -213,7 +224,7 @@ reload_ckeys(resil_pipeline *p, const resil_pipeline_config *cfg,
 	    p->ckeys, cfg->cluster_keys, p->sel != NULL, conds, diag);
 	if (err == RESIL_OK && *conds)
 		err = resil__ckeys_rules(
-		    cfg->cluster_keys, &p->alloc, rules, nrules, diag);
+		    cfg->cluster_keys, rules_alloc(p), rules, nrules, diag);
 	return err;
 }
 
@@ -242,7 +253,8 @@ apply_ckeys(resil_pipeline *p, const resil_pipeline_config *cfg,
 		}
 		/* The selector owns the rules now, the array is copied. */
 		if (rules != NULL)
-			resil__free(&p->alloc, rules, nrules * sizeof(*rules));
+			resil__free(
+			    rules_alloc(p), rules, nrules * sizeof(*rules));
 	}
 	resil__strfree(&p->alloc, p->ckeys);
 	p->ckeys = keys;
@@ -282,7 +294,7 @@ resil_pipeline_reload(
 	            RESIL_OK))
 		resil__settings_free(g);
 	if (err != RESIL_OK) {
-		resil__ckeys_rules_free(&p->alloc, rules, nrules);
+		resil__ckeys_rules_free(rules_alloc(p), rules, nrules);
 		resil__spin_unlock(&p->mock_lock);
 		return err;
 	}
