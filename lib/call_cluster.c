@@ -204,6 +204,20 @@ service_record(callm *c, resil_outcome outcome, tsrc *ts)
 	c->breaker_state = (int)resil_breaker_get_state(c->sbreaker);
 }
 
+/*
+ * The call ends refused by the consumer's own limits (its rate limiter,
+ * its bulkhead: the attempt was never made), and no attempt of it ran
+ * and failed: no failure of the dependency (DESIGN, decided in turn 4),
+ * so the service breaker's permit goes back unused. A call whose earlier
+ * attempt did fail at an endpoint still records that failure, as the
+ * breaker of a pipeline without a selector records that attempt.
+ */
+static int
+own_refusal(const callm *c, resil_err status)
+{
+	return status == RESIL_E_LIMITED && c->real_err == RESIL_OK;
+}
+
 void
 resil__cl_cancel(callm *c)
 {
@@ -412,6 +426,14 @@ static int
 broadcast_next(callm *c, tsrc *ts, resil_call_next *st)
 {
 	c->pending = 0;
+	if (c->last_status == RESIL_E_LIMITED) {
+		/* The consumer's own limit refused the call to this endpoint:
+		 * the broadcast stops with the refusal, which is no failure
+		 * of the dependency (never counted toward the threshold). */
+		finish(c, RESIL_E_LIMITED, 0, RESIL_E_LIMITED,
+		    RESIL_OUTCOME_FAILURE, ts, st);
+		return RESIL__CL_DONE;
+	}
 	if (c->last_outcome == RESIL_OUTCOME_BUSINESS) {
 		finish(c, RESIL_OK, c->last_rc, RESIL_OK,
 		    RESIL_OUTCOME_BUSINESS, ts, st);
@@ -583,6 +605,16 @@ resil__cl_conclude(callm *c, resil_err rr, int rc, resil_err status,
 		service_record(c, outcome, ts);
 		put_endpoint(c);
 		conclude_live(c, rc, outcome, ts, st);
+		return;
+	}
+	if (own_refusal(c, status)) {
+		/* Refused by the consumer's own limits: the permit goes back,
+		 * and the refusal keeps its own words (it reached no
+		 * provider; no strategy swallows or queues it). */
+		resil__cl_cancel(c);
+		resil_value_free(&c->value);
+		(void)recover_failure(c, status, rc);
+		conclude_with(c, RESIL_STAGE_FALLBACK, ts, st);
 		return;
 	}
 	/* A failure of the whole call, unless the strategy swallows it
