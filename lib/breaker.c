@@ -241,6 +241,10 @@ resil__breaker_new_shared(resil_breaker **out, const resil_breaker_config *cfg,
 	handle_bind(b, (struct bstate *)mem, init);
 	/* Events before this process attached are not its to hear. */
 	b->delivered = w_episode(resil__load64(&b->st->word));
+	/* With a listener, every acquire takes the full path, which first
+	 * gives it the transitions other processes made (hear_others()). */
+	if (b->cfg.listener != NULL)
+		b->acq_word = &never_fast;
 	*out = b;
 	return RESIL_OK;
 }
@@ -272,15 +276,29 @@ deliver(resil_breaker *b)
 		ev.reason = (resil_breaker_reason)e->reason;
 		if (resil__load64(&e->seq) != seq)
 			break;
-		b->delivered = seq;
+		resil__store64(&b->delivered, seq);
 		outer = in_listener;
 		in_listener = b;
 		b->cfg.listener(&ev, b->cfg.listener_ctx);
 		in_listener = outer;
 	}
 	if (seq > cur)
-		b->delivered = cur;
+		resil__store64(&b->delivered, cur);
 	resil__spin_unlock(&b->deliver_lock);
+}
+
+/* A call of this process on a shared breaker with a listener: first the
+ * transitions other processes made since it last heard (one load and a
+ * compare when there are none). Every acquire of such a breaker comes
+ * here (resil__breaker_new_shared()), so the next call hears them, be it
+ * granted or rejected. */
+static inline void
+hear_others(resil_breaker *b)
+{
+	if (b->cfg.listener != NULL &&
+	    w_episode(resil__load64(&b->st->word)) !=
+	        resil__load64(&b->delivered))
+		deliver(b);
 }
 
 resil_err
@@ -690,6 +708,8 @@ acquire_slow(resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
 	struct bstate *st = b->st;
 	uint64_t w, now, deadline;
 
+	if (RESIL__UNLIKELY(b->shared))
+		hear_others(b);
 	for (;;) {
 		w = resil__load64(&st->word);
 		if (RESIL__UNLIKELY(w & W_TRANSIT)) {

@@ -332,7 +332,8 @@ RESIL_API resil_err resil_breaker_get_metrics(
  * A breaker in shared memory (include/resil/shm.h) tells this process's
  * listener about transitions made by other processes too, in order, from
  * a ring of the last 64: poll delivers those not yet heard (a transition
- * made by this process delivers them as well). In a shared breaker the
+ * made by this process and every acquire of this process, granted or
+ * rejected, deliver them as well). In a shared breaker the
  * listener runs after the transition is published, never while this
  * process holds it. A no-op for other breakers. Returns RESIL_OK, or
  * RESIL_E_INVAL for a NULL breaker.
