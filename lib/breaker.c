@@ -195,6 +195,9 @@ shared_offset(const resil_breaker_config *cfg)
 
 _Static_assert(sizeof(shared_ann) == 64 && sizeof(struct bshared) % 64 == 0,
     "lib/shm.c relies on the shared part's layout");
+_Static_assert(W_TRANSIT == 8 && W_STATE_MASK == 7 &&
+        W_OWNER(0, 1, 0) == (UINT64_C(1) << 4 | UINT64_C(1) << 11),
+    "resil__shared_word_corrupt() reads the word's layout");
 
 size_t
 resil__breaker_shared_size(const resil_breaker_config *cfg)
@@ -677,6 +680,9 @@ await_transit(resil_breaker *b)
 	if (in_listener == b)
 		return false;
 	while ((w = resil__load64(&b->st->word)) & W_TRANSIT) {
+		/* A damaged region's word: no transition ends there. */
+		if (b->shared && resil__shared_word_corrupt(w))
+			return false;
 		resil__backoff(&spins);
 		/* Shared: an owner that takes this long may be dead. */
 		if (b->shared && ++rounds % 8192 == 0)
@@ -1054,6 +1060,8 @@ record_impl(resil_breaker *b, resil_permit *permit, resil_outcome outcome,
 		slow = have_duration && duration > b->cfg.slow_threshold_ns;
 	}
 	w = resil__load64(&st->word);
+	if (RESIL__UNLIKELY(b->shared) && resil__shared_word_corrupt(w))
+		return RESIL_E_MISUSE; /* a damaged region: no state to add to */
 	if (w_episode(w) != ep) {
 		/* From an earlier episode: a slow call from before the trip
 		 * must not close (or trip) the breaker. */
@@ -1232,9 +1240,17 @@ resil_breaker_call(resil_breaker *b, resil_breaker_fn fn, void *ctx,
 resil_breaker_state
 resil_breaker_get_state(const resil_breaker *b)
 {
+	uint64_t w;
+
 	if (b == NULL)
 		return RESIL_BREAKER_CLOSED;
-	return w_state_checked(resil__load64(&b->st->word));
+	w = resil__load64(&b->st->word);
+	/* What the handle does with it: a word that holds no state (a
+	 * damaged region, lib/breaker_shared.h) refuses every permit. */
+	if (RESIL__UNLIKELY(w & W_TRANSIT) && b->shared &&
+	    resil__shared_word_corrupt(w))
+		return RESIL_BREAKER_CORRUPT;
+	return w_state_checked(w);
 }
 
 resil_err
@@ -1254,6 +1270,8 @@ resil_breaker_transition(resil_breaker *b, resil_breaker_state to)
 				return RESIL_E_MISUSE;
 			continue;
 		}
+		if (w_state(w) > RESIL_BREAKER_METRICS_ONLY)
+			return RESIL_E_MISUSE; /* CORRUPT is never left */
 		if (w_state(w) == to && to != RESIL_BREAKER_CLOSED)
 			return RESIL_OK;
 		if (transition(
