@@ -244,8 +244,8 @@ resil__breaker_new_shared(resil_breaker **out, const resil_breaker_config *cfg,
 	handle_bind(b, (struct bstate *)mem, init);
 	/* Events before this process attached are not its to hear. */
 	b->delivered = w_episode(resil__load64(&b->st->word));
-	/* With a listener, every acquire takes the full path, which first
-	 * gives it the transitions other processes made (hear_others()). */
+	/* With a listener, every acquire goes to acquire_shared(), which
+	 * first gives it the transitions other processes made. */
 	if (b->cfg.listener != NULL)
 		b->acq_word = &never_fast;
 	*out = b;
@@ -288,20 +288,6 @@ deliver(resil_breaker *b)
 	if (seq > cur)
 		resil__store64(&b->delivered, cur);
 	resil__spin_unlock(&b->deliver_lock);
-}
-
-/* A call of this process on a shared breaker with a listener: first the
- * transitions other processes made since it last heard (one load and a
- * compare when there are none). Every acquire of such a breaker comes
- * here (resil__breaker_new_shared()), so the next call hears them, be it
- * granted or rejected. */
-static inline void
-hear_others(resil_breaker *b)
-{
-	if (b->cfg.listener != NULL &&
-	    w_episode(resil__load64(&b->st->word)) !=
-	        resil__load64(&b->delivered))
-		deliver(b);
 }
 
 resil_err
@@ -714,8 +700,6 @@ acquire_slow(resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
 	struct bstate *st = b->st;
 	uint64_t w, now, deadline;
 
-	if (RESIL__UNLIKELY(b->shared))
-		hear_others(b);
 	for (;;) {
 		w = resil__load64(&st->word);
 		if (RESIL__UNLIKELY(w & W_TRANSIT)) {
@@ -792,8 +776,42 @@ acquire_slow(resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
 	}
 }
 
+/* acquire_shared() when there is something to hear: hear it, then
+ * decide on the state now. */
+static RESIL__NOINLINE resil_err
+acquire_hear(resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
+{
+	deliver(b);
+	return acquire_slow(b, permit, retry_after);
+}
+
+/* A shared breaker's acquire off the inline path (with a listener, every
+ * one: resil__breaker_new_shared()): first the transitions other
+ * processes made since this process last heard (one load and a compare
+ * when there are none), so its next call hears them, granted or
+ * rejected; then an untimed CLOSED grant as acquire_fast() makes it, or
+ * the full path. */
+static RESIL__NOINLINE resil_err
+acquire_shared(resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
+{
+	uint64_t w = resil__load64(&b->st->word);
+
+	if (RESIL__UNLIKELY(b->cfg.listener != NULL &&
+	        w_episode(w) != resil__load64(&b->delivered)))
+		return acquire_hear(b, permit, retry_after);
+	if (RESIL__LIKELY((w & (W_STATE_MASK | W_TRANSIT)) ==
+	            RESIL_BREAKER_CLOSED &&
+	        !b->timing)) {
+		permit->start = w;
+		permit->flags = PERMIT_VALID;
+		return RESIL_OK;
+	}
+	return acquire_slow(b, permit, retry_after);
+}
+
 /* The hot path, CLOSED without timing: small enough to need no saved
- * registers; everything else goes to acquire_slow(). */
+ * registers; everything else goes to acquire_slow() (a shared breaker's
+ * to acquire_shared()). */
 #if defined(__GNUC__)
 __attribute__((always_inline))
 #endif
@@ -814,6 +832,8 @@ acquire_fast(resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
 		permit->flags = PERMIT_VALID;
 		return RESIL_OK;
 	}
+	if (RESIL__UNLIKELY(b->shared))
+		return acquire_shared(b, permit, retry_after);
 	return acquire_slow(b, permit, retry_after);
 }
 
