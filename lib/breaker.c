@@ -799,8 +799,8 @@ acquire_shared(resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
 	if (RESIL__UNLIKELY(b->cfg.listener != NULL &&
 	        w_episode(w) != resil__load64(&b->delivered)))
 		return acquire_hear(b, permit, retry_after);
-	if (RESIL__LIKELY((w & (W_STATE_MASK | W_TRANSIT)) ==
-	            RESIL_BREAKER_CLOSED &&
+	if (RESIL__LIKELY(
+	        (w & (W_STATE_MASK | W_TRANSIT)) == RESIL_BREAKER_CLOSED &&
 	        !b->timing)) {
 		permit->start = w;
 		permit->flags = PERMIT_VALID;
@@ -1080,8 +1080,9 @@ record_impl(resil_breaker *b, resil_permit *permit, resil_outcome outcome,
 		slow = have_duration && duration > b->cfg.slow_threshold_ns;
 	}
 	w = resil__load64(&st->word);
+	/* A damaged region's word: no state to add the outcome to. */
 	if (RESIL__UNLIKELY(b->shared) && resil__shared_word_corrupt(w))
-		return RESIL_E_MISUSE; /* a damaged region: no state to add to */
+		return RESIL_E_MISUSE;
 	if (w_episode(w) != ep) {
 		/* From an earlier episode: a slow call from before the trip
 		 * must not close (or trip) the breaker. */

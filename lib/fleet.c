@@ -68,7 +68,8 @@ struct resil_fleet {
 	/* Local clock: each lease is unusable from then (its grant's sync
 	 * began before Redis granted it, so this is never later). */
 	uint64_t deadline[MAX_SLOTS];
-	uint64_t sick; /* 1: the local breaker tripped on its own, not CLOSED since */
+	/* 1: the local breaker tripped on its own, not CLOSED since */
+	uint64_t sick;
 
 	/* The sync's own (one thread at a time). */
 	redisContext *c;

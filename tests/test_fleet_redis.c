@@ -972,11 +972,11 @@ test_fleet_redis_healed_trip_does_not_vote(void **state)
 	trip_local(f[1], 1);
 	assert_int_equal(start_server(), 0);
 	resil_manual_clock_advance(&mc, 20 * RESIL_NS_PER_MS);
-	assert_int_equal(resil_fleet_sync(f[1], resil_manual_clock_now(&mc)),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_fleet_sync(f[1], resil_manual_clock_now(&mc)), RESIL_OK);
 	assert_int_equal(resil_fleet_get_state(f[1]), RESIL_FLEET_OPEN);
-	assert_int_equal(resil_fleet_sync(f[0], resil_manual_clock_now(&mc)),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_fleet_sync(f[0], resil_manual_clock_now(&mc)), RESIL_OK);
 	assert_int_equal(resil_fleet_get_state(f[0]), RESIL_FLEET_OPEN);
 	assert_int_equal(resil_fleet_acquire(f[0], &p), RESIL_E_OPEN);
 	for (i = 0; i < 2; i++)

@@ -575,11 +575,13 @@ static void
 test_shm_corrupt_transit_word_while_attached(void **state)
 {
 	static const uint64_t bad[] = {
-		0x8,                                   /* owner 0 */
-		0x8 | (UINT64_C(100) << 4),            /* owner 100 */
-		0x8 | (UINT64_C(65) << 4),             /* owner 65 */
-		0x8 | (UINT64_C(1) << 4) | (UINT64_C(7) << 11), /* from 7 */
-		0x6,                                   /* no state, idle */
+		/* In transit: owner 0, owner 100, owner 65, owner 1 from
+		 * state 7; then no state, idle. */
+		0x8,
+		0x8 | (UINT64_C(100) << 4),
+		0x8 | (UINT64_C(65) << 4),
+		0x8 | (UINT64_C(1) << 4) | (UINT64_C(7) << 11),
+		0x6,
 	};
 	resil_shm *shm;
 	resil_breaker *b;
@@ -620,8 +622,8 @@ test_shm_corrupt_transit_word_while_attached(void **state)
 		    resil_breaker_snapshot(b, snap, sizeof(snap), &len),
 		    RESIL_E_MISUSE);
 		memset(&d, 0, sizeof(d));
-		assert_int_equal(resil_breaker_restore(b, snap, len, &d),
-		    RESIL_E_MISUSE);
+		assert_int_equal(
+		    resil_breaker_restore(b, snap, len, &d), RESIL_E_MISUSE);
 		assert_non_null(strstr(d.msg, "CORRUPT"));
 		/* Nothing above wrote the word. */
 		assert_true(*raw_word(&r, 0) ==
