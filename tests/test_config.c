@@ -720,8 +720,8 @@ test_config_range_errors(void **state)
 	/* Cross-field rules of the cluster keys name the line too. */
 	expect_error("outlier.base_ejection=30s\nretries=1\n"
 	             "outlier.max_ejection=1s\n",
-	    "svc.conf:3: outlier.max_ejection: 1000000000 is below "
-	    "outlier.base_ejection (30000000000)");
+	    "svc.conf:3: outlier.max_ejection: 1s is below "
+	    "outlier.base_ejection (30s)");
 	expect_error("retry.jitter_factor=1.5",
 	    "svc.conf:1: retry.jitter_factor: 1.5 is out of range 0..1");
 	expect_error("retry.budget_ratio=-0.5",
@@ -735,6 +735,9 @@ test_config_range_errors(void **state)
 	expect_error("retry.budget_period=0",
 	    "svc.conf:1: retry.budget_period: 0 is out of range "
 	    "0.000001ms (1ns)..18446744073709.551615ms");
+	expect_error("retry.budget_min_retries=100\nretry.budget_period=50ns",
+	    "svc.conf:2: retry.budget_period: 50ns is too short: it must give "
+	    "each of retry.budget_min_retries (100) at least 1 ns");
 	expect_error("cache.max_entries=0",
 	    "svc.conf:1: cache.max_entries: 0 is out of range 1..4294967296");
 	expect_error("cache.max_entries=4294967297",
@@ -957,7 +960,8 @@ test_config_stage_validation_line(void **state)
 	    "svc.conf:1: breaker.slow_threshold: 0 must be >= 1ns when "
 	    "slow_rate is set");
 	expect_error("breaker.open_wait=10s\nbreaker.open_wait_max=5s\n",
-	    "svc.conf:2: breaker.open_wait_max: 5s is below open_wait 10s");
+	    "svc.conf:2: breaker.open_wait_max: 5s is below "
+	    "breaker.open_wait (10s)");
 	expect_error("breaker.window=time\nbreaker.window_size=3601\n",
 	    "svc.conf:2: breaker.window_size: 3601 buckets is out of range "
 	    "1..3600");

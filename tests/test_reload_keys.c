@@ -216,6 +216,7 @@ static const char *const every_key[][2] = {
 	{ "outlier.failure_percentage_minimum_hosts", "3" },
 	{ "outlier.failure_percentage_request_volume", "10" },
 	{ "outlier.enforcing_failure_percentage", "50" },
+	{ "outlier.enforcing_consecutive_failures", "50" },
 	{ "health.enabled", "true" },
 	{ "health.interval", "5s" },
 	{ "health.timeout", "500" },
