@@ -1709,6 +1709,29 @@ resil_config_entry(
  * conf starts NULL: in this file clang's analyzer follows the parser, and
  * it cannot tell that resil__diagf() returns its error, never RESIL_OK. */
 
+/* The line of key[0..klen) in conf, or of the first key of its family
+ * (key.*, <method>.key.*); 0: none (resil__reload_text). */
+static unsigned
+key_line(const char *key, size_t klen, void *ctx)
+{
+	const resil_config *conf = ctx;
+	unsigned fam = 0;
+	size_t i;
+
+	for (i = conf->n; i-- > 0;) {
+		const setting *s = &conf->settings[i];
+		const char *k = s->key, *dot = strchr(k, '.');
+
+		if (strlen(k) == klen && memcmp(k, key, klen) == 0)
+			return s->line; /* the last one is the one in force */
+		if ((strncmp(k, key, klen) == 0 && k[klen] == '.') ||
+		    (dot != NULL && strncmp(dot + 1, key, klen) == 0 &&
+		        dot[1 + klen] == '.'))
+			fam = s->line;
+	}
+	return fam;
+}
+
 /* The text parsed into conf (err: how that went): the pipeline reloads
  * with it, and conf goes. */
 static resil_err
@@ -1724,7 +1747,11 @@ reload_parsed(
 	 * ones are refused by the reload (chaos is fixed at creation). */
 	if (resil_chaos_same(pc.chaos, resil_pipeline_chaos(p, NULL)))
 		pc.chaos = NULL;
-	err = resil_pipeline_reload(p, &pc, diag);
+	{
+		resil__reload_text t = { conf->origin, key_line, conf };
+
+		err = resil__pipeline_reload_text(p, &pc, &t, diag);
+	}
 	resil_config_free(conf);
 	return err;
 }

@@ -365,7 +365,10 @@ open_shm(resil_pipeline *p, struct resil__pshared *sh,
 
 		bc.clock = &p->clock;
 		bc.alloc = &p->alloc;
-		bc.listener = resil__on_breaker;
+		/* Only with a pipeline listener: a shared breaker with a
+		 * listener takes the acquire's full path (it hears the other
+		 * processes' transitions there). */
+		bc.listener = p->listener != NULL ? resil__on_breaker : NULL;
 		bc.listener_ctx = p;
 		err = resil_shm_breaker(shm, oname, &bc, &sh->breaker, &d);
 		sh->own_breaker = err == RESIL_OK;

@@ -15,6 +15,7 @@
 #include "source_internal.h"
 
 #include "clock_internal.h"
+#include "router_internal.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -50,9 +51,8 @@ typedef struct entry {
 
 struct resil_registry_source {
 	resil_allocator a;
-	/* The caller's allocator itself (NULL: malloc's), for the rules
-	 * given to the selector: a rule keeps its allocator's address and
-	 * the selector frees it, after the source is gone too. */
+	/* The rules' allocator: the selector's (it frees them, after the
+	 * source is gone too; issue 38.2), else the source's. */
 	const resil_allocator *rule_alloc;
 	resil_clock clk;
 	resil_clock wall;
@@ -1524,7 +1524,8 @@ create(resil_registry_source **out, const resil_source_config *cfg, int attach,
 		return RESIL_E_NOMEM;
 	src->a = *a;
 	a = &src->a;
-	src->rule_alloc = cfg->alloc;
+	src->rule_alloc =
+	    cfg->selector != NULL ? resil__selector_alloc(cfg->selector) : a;
 	src->clk = cfg->clock != NULL ? *cfg->clock : *resil_clock_system();
 	/* A Dubbo provider's timestamp is wall-clock time. */
 	src->wall =
