@@ -816,18 +816,30 @@ bh_my_stripe(resil_bulkhead *bh)
 
 #define MAX_LIMIT RESIL_BULKHEAD_MAX_LIMIT
 
-/* "bulkhead." before a gradient's message (its keys are
- * bulkhead.gradient.* here); RESIL_E_INVAL. */
+/* "bulkhead." before every key a gradient's message names (its keys are
+ * bulkhead.gradient.* here: "gradient.max_limit: 3 is below
+ * gradient.min_limit (5)" names both); RESIL_E_INVAL. */
 static resil_err
 bh_prefix(resil_diag *diag)
 {
 	char tmp[RESIL_DIAG_MAX];
+	size_t i, o = 0;
 
 	if (diag == NULL)
 		return RESIL_E_INVAL;
 	memcpy(tmp, diag->msg, sizeof(tmp));
 	tmp[sizeof(tmp) - 1] = '\0';
-	return resil__diagf(diag, RESIL_E_INVAL, "bulkhead.%s", tmp);
+	for (i = 0; tmp[i] != '\0' && o + 1 < sizeof(diag->msg); i++) {
+		if (strncmp(tmp + i, "gradient.", 9) == 0 &&
+		    (i == 0 || tmp[i - 1] == ' ' || tmp[i - 1] == '(') &&
+		    o + 9 < sizeof(diag->msg)) {
+			memcpy(diag->msg + o, "bulkhead.", 9);
+			o += 9;
+		}
+		diag->msg[o++] = tmp[i];
+	}
+	diag->msg[o] = '\0';
+	return RESIL_E_INVAL;
 }
 
 resil_err

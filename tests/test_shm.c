@@ -365,6 +365,90 @@ test_shm_listener_hears_other_processes(void **state)
 	teardown_common();
 }
 
+/* One step of another process on breaker "ears": a fresh attach, then
+ * fail (trip it) or wait out the open wait and probe with a success. */
+static void
+other_process(int trip)
+{
+	pid_t kid = fork();
+	int st;
+
+	assert_true(kid >= 0);
+	if (kid == 0) {
+		resil_shm *s2;
+		resil_breaker *b2;
+		resil_breaker_config c2 = probe_cfg(1);
+		resil_permit p2;
+
+		if (resil_shm_open(&s2, region, NULL, NULL) != RESIL_OK ||
+		    resil_shm_breaker(s2, "ears", &c2, &b2, NULL) != RESIL_OK)
+			_exit(3);
+		if (!trip)
+			__atomic_add_fetch(&cm->now, 10, __ATOMIC_SEQ_CST);
+		if (resil_breaker_acquire(b2, &p2) != RESIL_OK)
+			_exit(4);
+		resil_breaker_record(b2, &p2,
+		    trip ? RESIL_OUTCOME_FAILURE : RESIL_OUTCOME_SUCCESS);
+		resil_breaker_free(b2);
+		resil_shm_close(s2);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(kid, &st, 0), kid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* Issue 38 item 5: a listener hears the transitions other processes made
+ * at this process's next call, whatever the call's path: a call the
+ * breaker another process opened rejects hears the OPEN; a call granted
+ * in CLOSED (the fast path's state) hears the HALF_OPEN and CLOSED another
+ * process made meanwhile. No resil_breaker_poll(). */
+static void
+test_shm_listener_hears_at_next_call(void **state)
+{
+	resil_shm *shm;
+	resil_breaker *b;
+	resil_breaker_config c = probe_cfg(1);
+	resil_permit p;
+	heard h;
+
+	(void)state;
+	setup_common();
+	memset(&h, 0, sizeof(h));
+	c.listener = hear;
+	c.listener_ctx = &h;
+	assert_int_equal(resil_shm_open(&shm, region, NULL, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_shm_breaker(shm, "ears", &c, &b, NULL), RESIL_OK);
+	assert_int_equal(resil_breaker_acquire(b, &p), RESIL_OK);
+	assert_int_equal(
+	    resil_breaker_record(b, &p, RESIL_OUTCOME_SUCCESS), RESIL_OK);
+	assert_int_equal(h.n, 0);
+
+	other_process(1); /* opens it */
+	assert_int_equal(h.n, 0);
+	assert_int_equal(resil_breaker_acquire(b, &p), RESIL_E_OPEN);
+	assert_int_equal(h.n, 1);
+	assert_int_equal(h.to[0], RESIL_BREAKER_OPEN);
+	assert_int_equal(h.seqs[0], 1);
+	assert_int_equal(resil_breaker_acquire(b, &p), RESIL_E_OPEN);
+	assert_int_equal(h.n, 1); /* heard once */
+
+	other_process(0); /* HALF_OPEN, its probe closes it */
+	assert_int_equal(h.n, 1);
+	assert_int_equal(resil_breaker_acquire(b, &p), RESIL_OK);
+	assert_int_equal(h.n, 3);
+	assert_int_equal(h.to[1], RESIL_BREAKER_HALF_OPEN);
+	assert_int_equal(h.to[2], RESIL_BREAKER_CLOSED);
+	assert_int_equal(h.seqs[2], 3);
+	assert_int_equal(
+	    resil_breaker_record(b, &p, RESIL_OUTCOME_SUCCESS), RESIL_OK);
+	assert_int_equal(resil_breaker_get_state(b), RESIL_BREAKER_CLOSED);
+	assert_int_equal(h.n, 3);
+	resil_breaker_free(b);
+	resil_shm_close(shm);
+	teardown_common();
+}
+
 /* ---- refusals ---- */
 
 static void
@@ -938,6 +1022,7 @@ main(void)
 		cmocka_unit_test(test_shm_bulkhead_across_processes),
 		cmocka_unit_test(test_shm_bulkhead_last_slot_has_one_winner),
 		cmocka_unit_test(test_shm_listener_hears_other_processes),
+		cmocka_unit_test(test_shm_listener_hears_at_next_call),
 		cmocka_unit_test(test_shm_sigkill_holding_transition_or_probe),
 		cmocka_unit_test(
 		    test_shm_k_probes_per_episode_across_processes),
