@@ -149,8 +149,9 @@ RESIL_API resil_err resil_cache_put(
  * out->u.s.ptr) and holds a reference on the entry, so the bytes stay
  * valid and unchanged until resil_value_free(out), also after the key is
  * replaced, evicted or removed and after resil_cache_free(); the free
- * gives the entry's memory back (through the cache's allocator) once the
- * cache and every such value are done with it. resil_value_copy() of it
+ * gives the entry's memory back (through the cache's allocator, whose
+ * ctx must therefore outlive such values too) once the cache and every
+ * such value are done with it. resil_value_copy() of it
  * makes a copy of the caller's own. A scalar is copied; an opaque value is
  * copied through its ops. Hits on one entry from many threads each
  * add and drop one reference on it.
