@@ -971,49 +971,18 @@ serve(const resil_cache *c, entry *e, resil_value *out)
 	return RESIL_OK;
 }
 
-resil_err
-resil_cache_get(
-    resil_cache *c, const resil_args *args, resil_value *out, uint64_t *age)
+/* A stale entry met by a reader: removed under the lock, if it is still
+ * the key's entry and still stale (a put may have replaced it
+ * meanwhile, and then it is served). */
+static FB_NOINLINE resil_err
+get_stale(resil_cache *c, shard *s, readers *rd, uint64_t h,
+    const resil_args *args, size_t mlen, size_t klen, uint64_t now,
+    resil_value *out, uint64_t *age)
 {
 	entry *e, *dead = NULL;
-	readers *rd;
-	shard *s;
-	size_t mlen, klen;
-	uint64_t h, now, a;
-	unsigned parity;
+	uint64_t a = 0;
 	resil_err err;
 
-	if (c == NULL || !args_ok(args) || out == NULL)
-		return RESIL_E_INVAL;
-	mlen = strlen(args->method);
-	klen = mlen + 1 + args->len;
-	if (klen < mlen) /* size_t overflow: never stored */
-		return RESIL_E_NOMEM;
-	h = key_hash(args, mlen);
-	s = shard_of(c, h);
-	rd = &s->rd[resil__thread_stripe(NSTRIPES)];
-	now = cache_now(c);
-
-	parity = read_enter(s, rd);
-	e = lookup(
-	    resil__loadptr((void *const *)&s->tab), h, args, mlen, klen);
-	if (e == NULL) {
-		resil__inc64(&rd->misses);
-		read_exit(rd, parity, 0);
-		return RESIL_E_NOTFOUND;
-	}
-	a = age_of(e, now);
-	if (a <= c->max_age) { /* inclusive: age == max_age is served */
-		err = serve(c, e, out);
-		read_exit(rd, parity, err == RESIL_OK);
-		if (err == RESIL_OK && age != NULL)
-			*age = a;
-		return err;
-	}
-	read_exit(rd, parity, 0);
-
-	/* Stale: removed under the lock, if it is still the key's entry
-	 * and still stale (a put may have replaced it meanwhile). */
 	shard_lock(s);
 	e = lookup(s->tab, h, args, mlen, klen);
 	if (e == NULL) {
@@ -1032,6 +1001,58 @@ resil_cache_get(
 	if (err == RESIL_OK && age != NULL)
 		*age = a;
 	return err;
+}
+
+/* resil_cache_get() of arguments already checked (c and out not NULL,
+ * args_ok(args)): the chain's cache stage calls it straight. */
+static FB_INLINE resil_err
+cache_get(
+    resil_cache *c, const resil_args *args, resil_value *out, uint64_t *age)
+{
+	entry *e;
+	readers *rd;
+	shard *s;
+	size_t mlen, klen;
+	uint64_t h, now, a;
+	unsigned parity;
+	resil_err err;
+
+	mlen = strlen(args->method);
+	klen = mlen + 1 + args->len;
+	if (RESIL__UNLIKELY(klen < mlen)) /* size_t overflow: never stored */
+		return RESIL_E_NOMEM;
+	h = key_hash(args, mlen);
+	s = shard_of(c, h);
+	rd = &s->rd[resil__thread_stripe(NSTRIPES)];
+	now = cache_now(c);
+
+	parity = read_enter(s, rd);
+	e = lookup(
+	    resil__loadptr((void *const *)&s->tab), h, args, mlen, klen);
+	if (e == NULL) {
+		resil__inc64(&rd->misses);
+		read_exit(rd, parity, 0);
+		return RESIL_E_NOTFOUND;
+	}
+	a = age_of(e, now);
+	if (RESIL__LIKELY(a <= c->max_age)) { /* inclusive: == is served */
+		err = serve(c, e, out);
+		read_exit(rd, parity, err == RESIL_OK);
+		if (err == RESIL_OK && age != NULL)
+			*age = a;
+		return err;
+	}
+	read_exit(rd, parity, 0);
+	return get_stale(c, s, rd, h, args, mlen, klen, now, out, age);
+}
+
+resil_err
+resil_cache_get(
+    resil_cache *c, const resil_args *args, resil_value *out, uint64_t *age)
+{
+	if (c == NULL || !args_ok(args) || out == NULL)
+		return RESIL_E_INVAL;
+	return cache_get(c, args, out, age);
 }
 
 resil_err
@@ -1392,7 +1413,7 @@ resil_fallback_recover(resil_fallback *fb, const resil_args *args,
 		case K_CACHE:
 			/* v is written only on a hit; the answer is built
 			 * straight in *out. */
-			err = resil_cache_get(h->cache, args, &v, &age);
+			err = cache_get(h->cache, args, &v, &age);
 			if (err == RESIL_E_NOTFOUND)
 				continue;
 			if (err != RESIL_OK)
@@ -1490,7 +1511,11 @@ call_failed(resil_fallback *fb, const resil_args *args, int rc,
 	resil_result r;
 	resil__msg m_;
 
-	resil_value_free(v);
+	/* What the failing call left: mostly nothing (one test). */
+	if (RESIL__UNLIKELY(v->type >= RESIL_VALUE_STRING))
+		resil_value_free(v);
+	else
+		resil_value_init(v);
 	if (o == RESIL_OUTCOME_BUSINESS || o == RESIL_OUTCOME_IGNORED) {
 		/* Business, or ignored with a code: answered live, without
 		 * a fallback. */
@@ -1554,7 +1579,8 @@ call_full(resil_fallback *fb, const resil_args *args, resil_call_fn fn,
 		out->rc = rc;
 		return RESIL_OK;
 	}
-	resil__result_clear_but_value(out);
+	/* call_failed() writes every field of *out (the answer, or
+	 * resil_fallback_recover()'s result): nothing to clear first. */
 	return call_failed(fb, args, rc, o, &out->value, out);
 }
 
@@ -1564,7 +1590,6 @@ static FB_COLD resil_err
 call_failed_plain(
     resil_fallback *fb, const resil_args *args, int rc, resil_result *out)
 {
-	resil__result_clear_but_value(out);
 	return call_failed(
 	    fb, args, rc, RESIL_OUTCOME_FAILURE, &out->value, out);
 }

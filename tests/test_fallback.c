@@ -945,6 +945,95 @@ test_fallback_chain_cache_then_mock_then_unavailable(void **state)
 	resil_cache_free(c);
 }
 
+/* A failing call that leaves a string behind, as a callee may before it
+ * fails: the chain frees it. */
+static int
+fail_with_string(void *ctx, const resil_args *args, resil_value *out)
+{
+	(void)ctx;
+	(void)args;
+	if (resil_value_string(out, "partial", 7, NULL) != RESIL_OK)
+		return -1;
+	return 503;
+}
+
+/* The failing call's answer writes every field of the result, whatever
+ * the caller's result held before (the chain does not clear it first):
+ * a cache's hit, the chain's "unavailable" and a business error. */
+static void
+test_fallback_failed_call_writes_every_field(void **state)
+{
+	resil_manual_clock mc;
+	resil_cache *c;
+	resil_fallback *fb;
+	resil_args k = key("getStock", "sku-1");
+	resil_args k2 = key("getStock", "sku-2");
+	resil_value v;
+	resil_result r;
+	resil_classifier cls = { classify_400, NULL };
+	live l = { 0, 400, 1, 0 };
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	c = new_cache(&mc, 16, 4096, 10, 1);
+	assert_int_equal(resil_fallback_new(&fb, NULL, NULL), RESIL_OK);
+	assert_int_equal(resil_fallback_add_cache(fb, c), RESIL_OK);
+	assert_int_equal(resil_value_string(&v, "cached", 6, NULL), RESIL_OK);
+	assert_int_equal(resil_cache_put(c, &k, &v), RESIL_OK);
+	resil_value_free(&v);
+	resil_manual_clock_advance(&mc, 3);
+
+	memset(&r, 0x5a, sizeof(r));
+	assert_int_equal(resil_fallback_call(fb, &k, fail_with_string, NULL,
+	                     NULL, &r),
+	    RESIL_OK);
+	assert_int_equal(r.err, RESIL_OK);
+	assert_int_equal(r.source, RESIL_SOURCE_CACHE);
+	assert_int_equal(r.value.type, RESIL_VALUE_STRING);
+	assert_int_equal(r.value.u.s.len, 6);
+	assert_memory_equal(r.value.u.s.ptr, "cached", 6);
+	assert_int_equal(r.rc, 0);
+	assert_int_equal(r.attempts, 1);
+	assert_int_equal(r.age, 3);
+	assert_int_equal(r.cause, RESIL_E_CALL);
+	assert_int_equal(r.cause_rc, 503);
+	assert_int_equal(r.breaker_state, -1);
+	assert_int_equal(r.last_failure, RESIL_OK);
+	assert_int_equal(r.last_failure_rc, 0);
+	assert_null(r.error_name);
+	assert_string_equal(r.endpoint, "");
+	assert_string_equal(r.zone, "");
+	assert_non_null(strstr(r.message, "cached value"));
+	resil_result_free(&r);
+
+	memset(&r, 0x5a, sizeof(r));
+	assert_int_equal(resil_fallback_call(fb, &k2, fail_with_string, NULL,
+	                     NULL, &r),
+	    RESIL_E_UNAVAILABLE);
+	assert_int_equal(r.source, RESIL_SOURCE_UNAVAILABLE);
+	assert_int_equal(r.value.type, RESIL_VALUE_NULL);
+	assert_int_equal(r.age, 0);
+	assert_int_equal(r.cause_rc, 503);
+	assert_null(r.error_name);
+	assert_string_equal(r.endpoint, "");
+	resil_result_free(&r);
+
+	memset(&r, 0x5a, sizeof(r));
+	assert_int_equal(resil_fallback_call(fb, &k, live_fn, &l, &cls, &r),
+	    RESIL_E_BUSINESS);
+	assert_int_equal(r.source, RESIL_SOURCE_LIVE);
+	assert_int_equal(r.value.type, RESIL_VALUE_NULL);
+	assert_int_equal(r.rc, 400);
+	assert_int_equal(r.age, 0);
+	assert_int_equal(r.cause, RESIL_OK);
+	assert_null(r.error_name);
+	assert_string_equal(r.zone, "");
+	resil_result_free(&r);
+
+	resil_fallback_free(fb);
+	resil_cache_free(c);
+}
+
 static void
 test_fallback_cached_null_answers_null(void **state)
 {
@@ -1472,6 +1561,8 @@ main(void)
 		cmocka_unit_test(
 		    test_fallback_chain_cache_then_mock_then_unavailable),
 		cmocka_unit_test(test_fallback_cached_null_answers_null),
+		cmocka_unit_test(
+		    test_fallback_failed_call_writes_every_field),
 		cmocka_unit_test(
 		    test_fallback_no_fallback_propagates_original_error),
 		cmocka_unit_test(
