@@ -87,14 +87,16 @@ typedef struct table {
 
 /* One thread stripe's readers of a shard, on its own cache line. */
 typedef struct readers {
-	/* Reads begun and ended, per generation parity: equal when none of
-	 * that parity is in progress. Monotonic, so that a hit costs two
-	 * atomic adds in all: its ended count is also the hit count. */
+	/* Reads begun, and ended (as hits, or not), per generation parity:
+	 * in == out + idle when none of that parity is in progress.
+	 * Monotonic, and a read ends with exactly one add, so that every
+	 * read costs two atomic adds in all (a put's re-stamp too): out is
+	 * also the hit count. */
 	uint64_t in[2];
-	uint64_t out[2];
-	uint64_t idle;   /* reads ended that were not hits */
-	uint64_t misses; /* gets with no entry */
-	uint64_t pad_[2];
+	uint64_t out[2];  /* reads ended that served a value */
+	uint64_t idle[2]; /* reads ended that did not */
+	uint64_t misses;  /* gets with no entry */
+	uint64_t pad_[1];
 } readers;
 
 typedef struct shard {
@@ -434,8 +436,7 @@ read_enter(shard *s, readers *rd)
 		resil__inc64(&rd->in[g & 1]);
 		if (resil__load64_after_rmw(&s->gen) == g)
 			return (unsigned)(g & 1);
-		resil__inc64(&rd->idle);
-		resil__inc64(&rd->out[g & 1]);
+		resil__inc64(&rd->idle[g & 1]);
 	}
 }
 
@@ -443,9 +444,7 @@ read_enter(shard *s, readers *rd)
 static void
 read_exit(readers *rd, unsigned parity, int hit)
 {
-	if (!hit)
-		resil__inc64(&rd->idle);
-	resil__inc64(&rd->out[parity]);
+	resil__inc64(hit ? &rd->out[parity] : &rd->idle[parity]);
 }
 
 /* Find the key in t (NULL: no table); from a reader or a writer. */
@@ -477,10 +476,14 @@ quiesce(shard *s)
 	unsigned p = (unsigned)(resil__faa64(&s->gen, 1) & 1);
 	unsigned i, spins = 0;
 
-	/* Ended first, then begun: equal means every read of the parity
-	 * begun before this look has ended. */
+	/* Ended first (acquire loads, in this order), then begun: all are
+	 * monotonic, so out at the first look plus idle at the second is at
+	 * most what had ended at the second, which is at most what had
+	 * begun then and at the third look; equal means every read of the
+	 * parity begun before the second look has ended. */
 	for (i = 0; i < NSTRIPES; i++)
-		while (resil__load64_after_rmw(&s->rd[i].out[p]) !=
+		while (resil__load64_after_rmw(&s->rd[i].out[p]) +
+		        resil__load64(&s->rd[i].idle[p]) !=
 		    resil__load64(&s->rd[i].in[p]))
 			resil__backoff(&spins);
 }
@@ -1099,13 +1102,9 @@ resil_cache_stats_get(const resil_cache *c, resil_cache_stats *out)
 		shard_unlock(s);
 		for (j = 0; j < NSTRIPES; j++) {
 			const readers *rd = &s->rd[j];
-			uint64_t idle = resil__load64(&rd->idle);
-			uint64_t ended = resil__load64(&rd->out[0]) +
-			    resil__load64(&rd->out[1]);
 
-			/* Reads in flight can make idle run ahead for a
-			 * moment: never below zero. */
-			st.hits += ended > idle ? ended - idle : 0;
+			st.hits += resil__load64(&rd->out[0]) +
+			    resil__load64(&rd->out[1]);
 			st.misses += resil__load64(&rd->misses);
 		}
 	}

@@ -580,6 +580,48 @@ test_fallback_cache_replaced_entries_freed_in_batches(void **state)
 	assert_false(fa.size_mismatch);
 }
 
+/* Re-stamps (puts of the value held) and misses are reads that serve
+ * nothing: the hit count stays exact, and the writers that retire
+ * replaced entries afterwards still see every such read ended. */
+static void
+test_fallback_cache_restamps_are_not_hits(void **state)
+{
+	resil_manual_clock mc;
+	resil_cache *c;
+	resil_cache_stats st;
+	resil_args k = key("getStock", "sku-1");
+	resil_args other = key("getStock", "sku-2");
+	resil_value v, out;
+	int i;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	c = new_cache(&mc, 16, 1 << 16, 100, 1);
+	for (i = 0; i < 5; i++) {
+		v = resil_value_int(1);
+		assert_int_equal(resil_cache_put(c, &k, &v), RESIL_OK);
+	}
+	for (i = 0; i < 3; i++) {
+		assert_int_equal(resil_cache_get(c, &k, &out, NULL), RESIL_OK);
+		resil_value_free(&out);
+	}
+	for (i = 0; i < 2; i++)
+		assert_int_equal(resil_cache_get(c, &other, &out, NULL),
+		    RESIL_E_NOTFOUND);
+	/* Replacements retire entries in batches (each waits for the
+	 * reads above to have ended). */
+	for (i = 0; i < 40; i++) {
+		v = resil_value_int(i + 2);
+		assert_int_equal(resil_cache_put(c, &k, &v), RESIL_OK);
+		assert_int_equal(resil_cache_put(c, &k, &v), RESIL_OK);
+	}
+	assert_int_equal(resil_cache_stats_get(c, &st), RESIL_OK);
+	assert_int_equal(st.hits, 3);
+	assert_int_equal(st.misses, 2);
+	assert_int_equal(st.entries, 1);
+	resil_cache_free(c);
+}
+
 static void
 test_fallback_cache_memory_is_reported(void **state)
 {
@@ -1550,6 +1592,7 @@ main(void)
 		cmocka_unit_test(
 		    test_fallback_cache_replaced_entries_freed_in_batches),
 		cmocka_unit_test(test_fallback_cache_memory_is_reported),
+		cmocka_unit_test(test_fallback_cache_restamps_are_not_hits),
 		cmocka_unit_test(
 		    test_fallback_cache_never_exceeds_bound_with_shards),
 		cmocka_unit_test(
