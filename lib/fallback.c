@@ -38,6 +38,7 @@
 #include <string.h>
 
 #include "atomic.h"
+#include "fallback_internal.h"
 #include "mock_internal.h"
 #include "value_internal.h"
 
@@ -203,15 +204,24 @@ hash_bytes(uint64_t h, const unsigned char *p, size_t n)
 	return h * HASH_MUL2;
 }
 
-/* The key's hash, over its parts without building the key: the method's
- * bytes, then the argument bytes, the two lengths mixed in first so that
- * the split between them counts. */
+/* The method's part of its keys' hash (its length mixed in first), the
+ * same for every call of the method: a caller that keeps it
+ * (resil__cache_method) pays neither this nor strlen per call. */
 static FB_INLINE uint64_t
-key_hash(const resil_args *args, size_t mlen)
+method_seed(const char *method, size_t mlen)
 {
-	uint64_t h = ((uint64_t)mlen << 32 ^ (uint64_t)args->len) * HASH_MUL;
+	return hash_bytes((uint64_t)mlen * HASH_MUL,
+	    (const unsigned char *)method, mlen);
+}
 
-	h = hash_bytes(h, (const unsigned char *)args->method, mlen);
+/* The key's hash, over its parts without building the key: the method's
+ * seed, then the argument bytes, their length mixed in first, so that
+ * the split between the two counts. */
+static FB_INLINE uint64_t
+key_hash(uint64_t seed, const resil_args *args)
+{
+	uint64_t h = seed ^ (uint64_t)args->len * HASH_MUL2;
+
 	h = hash_bytes(h, (const unsigned char *)args->data, args->len);
 	/* Mix the high bits down: the shard comes from the top, the slot
 	 * from the bottom. */
@@ -728,7 +738,7 @@ same_value(const resil_value *held, const resil_value *v)
  * a get dropping it as stale on its old stamp): the stamp is then lost
  * with it, as if the removal came just after this put. The key misses;
  * nothing older than the last answer is ever served. */
-static inline int
+static FB_INLINE int
 refresh(resil_cache *c, shard *s, uint64_t h, const resil_args *args,
     size_t mlen, size_t klen, const resil_value *value)
 {
@@ -907,25 +917,36 @@ put_new(resil_cache *c, shard *s, uint64_t h, const resil_args *args,
 	return RESIL_OK;
 }
 
-resil_err
-resil_cache_put(
-    resil_cache *c, const resil_args *args, const resil_value *value)
+/* resil_cache_put() of arguments already checked, the method's length
+ * and seed given. */
+static FB_INLINE resil_err
+cache_put(resil_cache *c, const resil_args *args, size_t mlen,
+    uint64_t seed, const resil_value *value)
 {
-	size_t mlen, key_len;
+	size_t key_len = mlen + 1 + args->len;
 	uint64_t h;
 	shard *s;
 
-	if (RESIL__UNLIKELY(c == NULL || !args_ok(args)))
-		return RESIL_E_INVAL;
-	mlen = strlen(args->method);
-	key_len = mlen + 1 + args->len;
 	if (RESIL__UNLIKELY(key_len < mlen)) /* size_t overflow */
 		return RESIL_E_NOMEM;
-	h = key_hash(args, mlen);
+	h = key_hash(seed, args);
 	s = shard_of(c, h);
 	if (RESIL__LIKELY(refresh(c, s, h, args, mlen, key_len, value)))
 		return RESIL_OK;
 	return put_new(c, s, h, args, mlen, key_len, value);
+}
+
+resil_err
+resil_cache_put(
+    resil_cache *c, const resil_args *args, const resil_value *value)
+{
+	size_t mlen;
+
+	if (RESIL__UNLIKELY(c == NULL || !args_ok(args)))
+		return RESIL_E_INVAL;
+	mlen = strlen(args->method);
+	return cache_put(
+	    c, args, mlen, method_seed(args->method, mlen), value);
 }
 
 /* Age of e at now (0 if the clock went backwards). */
@@ -941,7 +962,7 @@ age_of(const entry *e, uint64_t now)
  * (a reference on e, no copy, no allocation), a scalar is copied, an
  * opaque value copied through its ops. Then the reference bit, written
  * only when clear, so that hits on a hot entry write it once. */
-static resil_err
+static FB_INLINE resil_err
 serve(const resil_cache *c, entry *e, resil_value *out)
 {
 	switch (e->value.type) {
@@ -1009,22 +1030,21 @@ get_stale(resil_cache *c, shard *s, readers *rd, uint64_t h,
 /* resil_cache_get() of arguments already checked (c and out not NULL,
  * args_ok(args)): the chain's cache stage calls it straight. */
 static FB_INLINE resil_err
-cache_get(
-    resil_cache *c, const resil_args *args, resil_value *out, uint64_t *age)
+cache_get(resil_cache *c, const resil_args *args, size_t mlen,
+    uint64_t seed, resil_value *out, uint64_t *age)
 {
 	entry *e;
 	readers *rd;
 	shard *s;
-	size_t mlen, klen;
+	size_t klen;
 	uint64_t h, now, a;
 	unsigned parity;
 	resil_err err;
 
-	mlen = strlen(args->method);
 	klen = mlen + 1 + args->len;
 	if (RESIL__UNLIKELY(klen < mlen)) /* size_t overflow: never stored */
 		return RESIL_E_NOMEM;
-	h = key_hash(args, mlen);
+	h = key_hash(seed, args);
 	s = shard_of(c, h);
 	rd = &s->rd[resil__thread_stripe(NSTRIPES)];
 	now = cache_now(c);
@@ -1053,9 +1073,51 @@ resil_err
 resil_cache_get(
     resil_cache *c, const resil_args *args, resil_value *out, uint64_t *age)
 {
+	size_t mlen;
+
 	if (c == NULL || !args_ok(args) || out == NULL)
 		return RESIL_E_INVAL;
-	return cache_get(c, args, out, age);
+	mlen = strlen(args->method);
+	return cache_get(
+	    c, args, mlen, method_seed(args->method, mlen), out, age);
+}
+
+void
+resil__cache_method_init(resil__cache_method *m, const char *name)
+{
+	m->name = name;
+	m->len = strlen(name);
+	m->seed = method_seed(name, m->len);
+}
+
+resil_err
+resil__cache_put_m(resil_cache *c, const resil__cache_method *m,
+    const void *data, size_t len, const resil_value *value)
+{
+	resil_args args;
+
+	if (RESIL__UNLIKELY(c == NULL || m == NULL || m->name == NULL ||
+	        (data == NULL && len > 0)))
+		return RESIL_E_INVAL;
+	args.method = m->name;
+	args.data = data;
+	args.len = len;
+	return cache_put(c, &args, m->len, m->seed, value);
+}
+
+resil_err
+resil__cache_get_m(resil_cache *c, const resil__cache_method *m,
+    const void *data, size_t len, resil_value *out, uint64_t *age)
+{
+	resil_args args;
+
+	if (c == NULL || m == NULL || m->name == NULL ||
+	    (data == NULL && len > 0) || out == NULL)
+		return RESIL_E_INVAL;
+	args.method = m->name;
+	args.data = data;
+	args.len = len;
+	return cache_get(c, &args, m->len, m->seed, out, age);
 }
 
 resil_err
@@ -1070,7 +1132,7 @@ resil_cache_remove(resil_cache *c, const resil_args *args)
 	klen = mlen + 1 + args->len;
 	if (klen < mlen)
 		return RESIL_E_NOTFOUND;
-	h = key_hash(args, mlen);
+	h = key_hash(method_seed(args->method, mlen), args);
 	return remove_key(shard_of(c, h), h, args, mlen, klen);
 }
 
@@ -1273,8 +1335,13 @@ resil_fallback_record(
 	if (fb == NULL || !args_ok(args))
 		return RESIL_E_INVAL;
 	/* The seeds' chain: one cache, no loop over the stages. */
-	if (RESIL__LIKELY(fb->ncache == 1))
-		return resil_cache_put(fb->cache1, args, value);
+	if (RESIL__LIKELY(fb->ncache == 1)) {
+		/* args checked above: the put's core straight. */
+		size_t mlen = strlen(args->method);
+
+		return cache_put(fb->cache1, args, mlen,
+		    method_seed(args->method, mlen), value);
+	}
 	for (i = 0; i < fb->n; i++) {
 		resil_err err;
 
@@ -1384,7 +1451,8 @@ resil_fallback_recover(resil_fallback *fb, const resil_args *args,
 	resil_result r;
 	resil_value v;
 	resil__msg o;
-	size_t i;
+	size_t i, mlen = SIZE_MAX; /* the method's, once a cache needs it */
+	uint64_t seed = 0;
 
 	if (!args_ok(args) || failure == NULL || out == NULL ||
 	    failure->err == RESIL_OK || failure->err == RESIL_E_BUSINESS)
@@ -1412,7 +1480,11 @@ resil_fallback_recover(resil_fallback *fb, const resil_args *args,
 		case K_CACHE:
 			/* v is written only on a hit; the answer is built
 			 * straight in *out. */
-			err = cache_get(h->cache, args, &v, &age);
+			if (mlen == SIZE_MAX) {
+				mlen = strlen(args->method);
+				seed = method_seed(args->method, mlen);
+			}
+			err = cache_get(h->cache, args, mlen, seed, &v, &age);
 			if (err == RESIL_E_NOTFOUND)
 				continue;
 			if (err != RESIL_OK)

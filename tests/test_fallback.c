@@ -12,6 +12,7 @@
 #include <resil/clock.h>
 #include <resil/fallback.h>
 
+#include "fallback_internal.h"
 #include "support/fail_alloc.h"
 
 #define SERVICE "shop.Inventory"
@@ -619,6 +620,74 @@ test_fallback_cache_restamps_are_not_hits(void **state)
 	assert_int_equal(st.hits, 3);
 	assert_int_equal(st.misses, 2);
 	assert_int_equal(st.entries, 1);
+	resil_cache_free(c);
+}
+
+/* The internal entry points with a kept method handle (no strlen, no
+ * method hash per call) and the public ones address the same keys, with
+ * the same semantics (inclusive age, NULL a value) and checks. */
+static void
+test_fallback_cache_method_handle_same_keys(void **state)
+{
+	resil_manual_clock mc;
+	resil_cache *c;
+	resil__cache_method m, m2;
+	resil_args k = key("getStock", "sku-1");
+	resil_args k2 = key("getStockLevel", "sku-1");
+	resil_value v, out;
+	uint64_t age = 99;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	c = new_cache(&mc, 16, 1 << 16, 10, 4);
+	resil__cache_method_init(&m, "getStock");
+	resil__cache_method_init(&m2, "getStockLevel");
+	assert_int_equal(m.len, 8);
+
+	/* Put through the handle, found through the public get. */
+	v = resil_value_int(5);
+	assert_int_equal(resil__cache_put_m(c, &m, "sku-1", 5, &v), RESIL_OK);
+	assert_int_equal(resil_cache_get(c, &k, &out, &age), RESIL_OK);
+	assert_int_equal(out.u.i, 5);
+	assert_int_equal(age, 0);
+	/* Another method, or the split moved, is another key. */
+	assert_int_equal(resil_cache_get(c, &k2, &out, NULL),
+	    RESIL_E_NOTFOUND);
+	assert_int_equal(resil__cache_get_m(c, &m, "sku-1x", 6, &out, NULL),
+	    RESIL_E_NOTFOUND);
+	/* Put public (NULL: a value), found through the handle, age
+	 * inclusive. */
+	assert_int_equal(resil_cache_put(c, &k2, NULL), RESIL_OK);
+	resil_manual_clock_advance(&mc, 10);
+	assert_int_equal(
+	    resil__cache_get_m(c, &m2, "sku-1", 5, &out, &age), RESIL_OK);
+	assert_int_equal(out.type, RESIL_VALUE_NULL);
+	assert_int_equal(age, 10);
+	assert_int_equal(
+	    resil__cache_get_m(c, &m, "sku-1", 5, &out, &age), RESIL_OK);
+	assert_int_equal(out.u.i, 5);
+	resil_manual_clock_advance(&mc, 1);
+	assert_int_equal(resil__cache_get_m(c, &m, "sku-1", 5, &out, NULL),
+	    RESIL_E_NOTFOUND);
+	/* A re-stamp through the handle. */
+	assert_int_equal(resil_cache_put(c, &k, &v), RESIL_OK);
+	resil_manual_clock_advance(&mc, 4);
+	assert_int_equal(resil__cache_put_m(c, &m, "sku-1", 5, &v), RESIL_OK);
+	assert_int_equal(resil_cache_get(c, &k, &out, &age), RESIL_OK);
+	assert_int_equal(age, 0);
+	/* Checks. */
+	assert_int_equal(resil__cache_put_m(NULL, &m, "x", 1, &v),
+	    RESIL_E_INVAL);
+	assert_int_equal(resil__cache_put_m(c, NULL, "x", 1, &v),
+	    RESIL_E_INVAL);
+	assert_int_equal(resil__cache_put_m(c, &m, NULL, 1, &v),
+	    RESIL_E_INVAL);
+	assert_int_equal(resil__cache_get_m(c, &m, "x", 1, NULL, NULL),
+	    RESIL_E_INVAL);
+	assert_int_equal(resil__cache_put_m(c, &m, NULL, 0, &v), RESIL_OK);
+	assert_int_equal(resil_cache_get(c, &(resil_args) { "getStock", NULL,
+	                     0 }, &out, NULL),
+	    RESIL_OK);
 	resil_cache_free(c);
 }
 
@@ -1592,6 +1661,8 @@ main(void)
 		cmocka_unit_test(
 		    test_fallback_cache_replaced_entries_freed_in_batches),
 		cmocka_unit_test(test_fallback_cache_memory_is_reported),
+		cmocka_unit_test(
+		    test_fallback_cache_method_handle_same_keys),
 		cmocka_unit_test(test_fallback_cache_restamps_are_not_hits),
 		cmocka_unit_test(
 		    test_fallback_cache_never_exceeds_bound_with_shards),
