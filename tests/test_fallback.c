@@ -691,6 +691,54 @@ test_fallback_cache_method_handle_same_keys(void **state)
 	resil_cache_free(c);
 }
 
+/* A put compares the value it brings with the one held (equal: a
+ * re-stamp, else a replacement): for every length around the compare's
+ * chunk sizes, a difference in any one byte is a new value, and equal
+ * bytes only re-stamp. */
+static void
+test_fallback_cache_value_compare_sees_every_byte(void **state)
+{
+	resil_manual_clock mc;
+	resil_cache *c;
+	resil_args k = key("getName", "sku-1");
+	char a[80], b[80];
+	resil_value va, vb, out;
+	uint64_t age;
+	size_t n, i;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	c = new_cache(&mc, 16, 1 << 16, 1000, 1);
+	for (n = 1; n <= 72; n++) {
+		for (i = 0; i < n; i++) {
+			memset(a, 'x', sizeof(a));
+			memcpy(b, a, sizeof(b));
+			b[i] = 'y';
+			va = (resil_value) { .type = RESIL_VALUE_STRING };
+			va.u.s.ptr = a;
+			va.u.s.len = n;
+			vb = va;
+			vb.u.s.ptr = b;
+			assert_int_equal(resil_cache_put(c, &k, &va), RESIL_OK);
+			resil_manual_clock_advance(&mc, 1);
+			/* Same bytes elsewhere: a re-stamp. */
+			assert_int_equal(resil_cache_put(c, &k, &va), RESIL_OK);
+			assert_int_equal(
+			    resil_cache_get(c, &k, &out, &age), RESIL_OK);
+			assert_int_equal(age, 0);
+			resil_value_free(&out);
+			resil_manual_clock_advance(&mc, 1);
+			assert_int_equal(resil_cache_put(c, &k, &vb), RESIL_OK);
+			assert_int_equal(
+			    resil_cache_get(c, &k, &out, &age), RESIL_OK);
+			assert_int_equal(out.u.s.len, n);
+			assert_memory_equal(out.u.s.ptr, b, n);
+			resil_value_free(&out);
+		}
+	}
+	resil_cache_free(c);
+}
+
 static void
 test_fallback_cache_memory_is_reported(void **state)
 {
@@ -1661,6 +1709,8 @@ main(void)
 		cmocka_unit_test(
 		    test_fallback_cache_replaced_entries_freed_in_batches),
 		cmocka_unit_test(test_fallback_cache_memory_is_reported),
+		cmocka_unit_test(
+		    test_fallback_cache_value_compare_sees_every_byte),
 		cmocka_unit_test(
 		    test_fallback_cache_method_handle_same_keys),
 		cmocka_unit_test(test_fallback_cache_restamps_are_not_hits),
