@@ -1478,8 +1478,33 @@ result_start(resil_result *r, const resil_failure *failure)
 	r->attempts = failure->attempts;
 }
 
-resil_err
-resil_fallback_recover(resil_fallback *fb, const resil_args *args,
+/* A cache's answer: every field of *r written once (as result_start()
+ * and the fields set after it would, the value v served). */
+static FB_INLINE void
+result_cached(resil_result *r, const resil_failure *failure,
+    const resil_value *v, uint64_t age)
+{
+	r->value = *v;
+	r->err = RESIL_OK;
+	r->source = RESIL_SOURCE_CACHE;
+	r->rc = 0;
+	r->attempts = failure->attempts;
+	r->age = age;
+	r->cause = failure->err;
+	r->cause_rc = failure->rc;
+	r->breaker_state = -1;
+	r->last_failure = RESIL_OK;
+	r->last_failure_rc = 0;
+	r->error_name = NULL;
+	r->endpoint[0] = '\0';
+	r->zone[0] = '\0';
+	DESCRIBE(r, "cached value", failure);
+}
+
+/* resil_fallback_recover() of arguments already checked (args_ok(args),
+ * failure and out not NULL, failure->err a failure). */
+static FB_INLINE resil_err
+recover(resil_fallback *fb, const resil_args *args,
     const resil_failure *failure, resil_result *out)
 {
 	resil_result r;
@@ -1488,9 +1513,6 @@ resil_fallback_recover(resil_fallback *fb, const resil_args *args,
 	size_t i, mlen = SIZE_MAX; /* the method's, once a cache needs it */
 	uint64_t seed = 0;
 
-	if (!args_ok(args) || failure == NULL || out == NULL ||
-	    failure->err == RESIL_OK || failure->err == RESIL_E_BUSINESS)
-		return RESIL_E_INVAL;
 	if (fb == NULL || fb->n == 0) {
 		/* No fallback configured: the original error stands. */
 		resil_result_init(&r);
@@ -1523,12 +1545,7 @@ resil_fallback_recover(resil_fallback *fb, const resil_args *args,
 				continue;
 			if (err != RESIL_OK)
 				continue; /* out of memory: try the next */
-			result_start(out, failure);
-			out->value = v;
-			out->err = RESIL_OK;
-			out->source = RESIL_SOURCE_CACHE;
-			out->age = age;
-			DESCRIBE(out, "cached value", failure);
+			result_cached(out, failure, &v, age);
 			return RESIL_OK;
 		case K_MOCK:
 			/* The mock writes *out only when it answers (it
@@ -1559,6 +1576,16 @@ resil_fallback_recover(resil_fallback *fb, const resil_args *args,
 	DESCRIBE(&r, "no live, cached or mock value", failure);
 	*out = r;
 	return r.err;
+}
+
+resil_err
+resil_fallback_recover(resil_fallback *fb, const resil_args *args,
+    const resil_failure *failure, resil_result *out)
+{
+	if (!args_ok(args) || failure == NULL || out == NULL ||
+	    failure->err == RESIL_OK || failure->err == RESIL_E_BUSINESS)
+		return RESIL_E_INVAL;
+	return recover(fb, args, failure, out);
 }
 
 /* The mock stage wraps everything: a force mock never calls. 1 when one
@@ -1616,11 +1643,10 @@ call_failed(resil_fallback *fb, const resil_args *args, int rc,
 	resil_result r;
 	resil__msg m_;
 
-	/* What the failing call left: mostly nothing (one test). */
+	/* What the failing call left: mostly nothing (one test); every
+	 * answer below writes the whole of *out, v (out's value) too. */
 	if (RESIL__UNLIKELY(v->type >= RESIL_VALUE_STRING))
 		resil_value_free(v);
-	else
-		resil_value_init(v);
 	if (o == RESIL_OUTCOME_BUSINESS || o == RESIL_OUTCOME_IGNORED) {
 		/* Business, or ignored with a code: answered live, without
 		 * a fallback. */
@@ -1645,7 +1671,7 @@ call_failed(resil_fallback *fb, const resil_args *args, int rc,
 	f.err = RESIL_E_CALL;
 	f.rc = rc;
 	f.attempts = 1;
-	return resil_fallback_recover(fb, args, &f, out);
+	return recover(fb, args, &f, out); /* args checked by the callers */
 }
 
 /* A chain's call with a stage that has work on a success (a cache to
