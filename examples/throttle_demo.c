@@ -13,8 +13,8 @@
 /* One phase of calls, 10 ms apart: the backend accepts a call when
  * n % every == 0 (every 1: all of them). */
 static void
-phase(resil_throttle *t, resil_manual_clock *mc, const char *name,
-    int calls, int every)
+phase(resil_throttle *t, resil_manual_clock *mc, const char *name, int calls,
+    int every)
 {
 	resil_throttle_metrics m;
 	int i, sent = 0, shed = 0;
@@ -26,9 +26,9 @@ phase(resil_throttle *t, resil_manual_clock *mc, const char *name,
 			continue;
 		}
 		sent++;
-		resil_throttle_report(t, sent % every == 0
-		        ? RESIL_THROTTLE_ACCEPTED
-		        : RESIL_THROTTLE_REJECTED);
+		resil_throttle_report(t,
+		    sent % every == 0 ? RESIL_THROTTLE_ACCEPTED
+		                      : RESIL_THROTTLE_REJECTED);
 	}
 	resil_throttle_get_metrics(t, &m);
 	printf("%-10s sent %4d, shed locally %4d, p now %.3f\n", name, sent,

@@ -142,8 +142,8 @@ resil_throttle_config_validate(
 		    cfg->buckets, RESIL_THROTTLE_MAX_BUCKETS);
 	if (cfg->window_ns < cfg->buckets)
 		return resil__diagf(diag, RESIL_E_INVAL,
-		    "throttle.window_ns: %" PRIu64
-		    " is shorter than %" PRIu32 " buckets of 1 tick",
+		    "throttle.window_ns: %" PRIu64 " is shorter than %" PRIu32
+		    " buckets of 1 tick",
 		    cfg->window_ns, cfg->buckets);
 	if (cfg->window_ns % cfg->buckets != 0)
 		return resil__diagf(diag, RESIL_E_INVAL,

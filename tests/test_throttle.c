@@ -163,8 +163,8 @@ test_throttle_no_draw_when_requests_equal_k_accepts(void **state)
 	for (i = 0; i < 2; i++) {
 		assert_int_equal(resil_throttle_admit(t), RESIL_OK);
 		if (i == 0)
-			assert_int_equal(resil_throttle_report(
-			                     t, RESIL_THROTTLE_ACCEPTED),
+			assert_int_equal(
+			    resil_throttle_report(t, RESIL_THROTTLE_ACCEPTED),
 			    RESIL_OK);
 	}
 	/* 2 requests == 2 * 1 accept: p = 0 exactly, and no draw. */
@@ -268,7 +268,7 @@ test_throttle_expiry_changes_the_decision(void **state)
 		assert_int_equal(
 		    resil_throttle_report(t, RESIL_THROTTLE_REJECTED),
 		    RESIL_OK);
-	resil_manual_clock_advance(&mc, 100); /* bucket 1 */
+	resil_manual_clock_advance(&mc, 100);                /* bucket 1 */
 	assert_int_equal(resil_throttle_admit(t), RESIL_OK); /* .99 >= 1/2 */
 	/* At 999 both requests count: p = 2/3 and the draw 0.5 rejects. */
 	resil_manual_clock_set(&mc, 999);
@@ -310,8 +310,7 @@ test_throttle_reports(void **state)
 	    resil_throttle_report(t, RESIL_THROTTLE_NO_ANSWER), RESIL_OK);
 	assert_int_equal(
 	    resil_throttle_report(t, (resil_throttle_result)3), RESIL_E_INVAL);
-	assert_int_equal(
-	    resil_throttle_report(NULL, RESIL_THROTTLE_ACCEPTED),
+	assert_int_equal(resil_throttle_report(NULL, RESIL_THROTTLE_ACCEPTED),
 	    RESIL_E_INVAL);
 	assert_int_equal(resil_throttle_admit(NULL), RESIL_E_INVAL);
 	assert_int_equal(resil_throttle_get_metrics(t, NULL), RESIL_E_INVAL);
@@ -327,7 +326,8 @@ test_throttle_reports(void **state)
 	    resil_throttle_event_name(RESIL_THROTTLE_EVENT_REJECTED),
 	    "rejected");
 	assert_string_equal(
-	    resil_throttle_event_name((resil_throttle_event_type)7), "unknown");
+	    resil_throttle_event_name((resil_throttle_event_type)7),
+	    "unknown");
 	resil_throttle_free(t);
 	resil_throttle_free(NULL);
 }
@@ -396,8 +396,8 @@ expect_refused(const resil_throttle_config *cfg, const char *msg)
 	resil_throttle *before = t;
 	resil_diag diag;
 
-	assert_int_equal(resil_throttle_config_validate(cfg, &diag),
-	    RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_throttle_config_validate(cfg, &diag), RESIL_E_INVAL);
 	assert_string_equal(diag.msg, msg);
 	assert_int_equal(resil_throttle_new(&t, cfg, &diag), RESIL_E_INVAL);
 	assert_string_equal(diag.msg, msg);
@@ -414,11 +414,13 @@ test_throttle_config_refusals(void **state)
 	(void)state;
 	cfg = resil_throttle_config_default();
 	cfg.k = 0.5;
-	expect_refused(&cfg, "throttle.k: 0.5 is out of range: 0 (off) or "
-	                     "1..1000000");
+	expect_refused(&cfg,
+	    "throttle.k: 0.5 is out of range: 0 (off) or "
+	    "1..1000000");
 	cfg.k = 2e6;
-	expect_refused(&cfg, "throttle.k: 2e+06 is out of range: 0 (off) or "
-	                     "1..1000000");
+	expect_refused(&cfg,
+	    "throttle.k: 2e+06 is out of range: 0 (off) or "
+	    "1..1000000");
 	cfg = resil_throttle_config_default();
 	cfg.buckets = 0;
 	expect_refused(&cfg, "throttle.buckets: 0 is out of range 1..1024");
@@ -427,11 +429,13 @@ test_throttle_config_refusals(void **state)
 	cfg = resil_throttle_config_default();
 	cfg.window_ns = 1000;
 	cfg.buckets = 3;
-	expect_refused(&cfg, "throttle.window_ns: 1000 is not a whole number "
-	                     "of 3 buckets");
+	expect_refused(&cfg,
+	    "throttle.window_ns: 1000 is not a whole number "
+	    "of 3 buckets");
 	cfg.window_ns = 2;
-	expect_refused(&cfg, "throttle.window_ns: 2 is shorter than 3 "
-	                     "buckets of 1 tick");
+	expect_refused(&cfg,
+	    "throttle.window_ns: 2 is shorter than 3 "
+	    "buckets of 1 tick");
 	cfg = resil_throttle_config_default();
 	cfg.size = 8;
 	assert_int_equal(
@@ -451,15 +455,14 @@ test_throttle_config_refusals(void **state)
 }
 
 static void
-set_refused(const char *key, const char *value, resil_err err,
-    const char *msg)
+set_refused(const char *key, const char *value, resil_err err, const char *msg)
 {
 	resil_throttle_config cfg = resil_throttle_config_default();
 	resil_throttle_config before = cfg;
 	resil_diag diag;
 
-	assert_int_equal(resil_throttle_config_set(&cfg, key, value, &diag),
-	    err);
+	assert_int_equal(
+	    resil_throttle_config_set(&cfg, key, value, &diag), err);
 	assert_string_equal(diag.msg, msg);
 	assert_memory_equal(&cfg, &before, sizeof(cfg));
 }
@@ -522,8 +525,8 @@ test_throttle_config_text(void **state)
 	assert_int_equal(
 	    resil_throttle_config_set(NULL, "throttle.k", "2", &diag),
 	    RESIL_E_INVAL);
-	assert_int_equal(resil_throttle_config_set(&cfg, NULL, "2", &diag),
-	    RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_throttle_config_set(&cfg, NULL, "2", &diag), RESIL_E_INVAL);
 	assert_int_equal(
 	    resil_throttle_config_set(&cfg, "throttle.k", NULL, &diag),
 	    RESIL_E_INVAL);

@@ -50,10 +50,12 @@ work(void *arg)
 		/* Two in three accepted: k = 2 keeps p near 0, but the
 		 * rest refused by the backend make it draw now and then. */
 		if (i % 3 != 0) {
-			(void)resil_throttle_report(w->t, RESIL_THROTTLE_ACCEPTED);
+			(void)resil_throttle_report(
+			    w->t, RESIL_THROTTLE_ACCEPTED);
 			w->accepts++;
 		} else if (i % 2 == 0) {
-			(void)resil_throttle_report(w->t, RESIL_THROTTLE_REJECTED);
+			(void)resil_throttle_report(
+			    w->t, RESIL_THROTTLE_REJECTED);
 			w->backend_rejects++;
 		} else {
 			(void)resil_throttle_report(
@@ -158,6 +160,6 @@ main(void)
 		    test_throttle_threads_counts_add_up_clock_moving),
 	};
 
-	return cmocka_run_group_tests_name("throttle_threads", tests, NULL,
-	    NULL);
+	return cmocka_run_group_tests_name(
+	    "throttle_threads", tests, NULL, NULL);
 }
