@@ -85,18 +85,20 @@ bucket_for(resil_throttle *t, uint64_t idx)
 static void
 window_counts(resil_throttle *t, uint64_t idx, uint64_t *req, uint64_t *acc)
 {
-	uint64_t r = 0, a = 0, e;
-	uint32_t i;
+	/* Locals: the loads' compiler barriers would reload fields. */
+	const tbucket *ring = t->ring;
+	const uint64_t n = t->buckets, next = idx + 1;
+	uint64_t r = 0, a = 0, i;
 
-	for (i = 0; i < t->buckets; i++) {
-		const tbucket *bk = &t->ring[i];
-
-		e = resil__load64(&bk->epoch);
-		/* Bucket e - 1 is live while idx - (e - 1) < buckets. */
-		if (e == 0 || e - 1 > idx || idx - (e - 1) >= t->buckets)
+	for (i = 0; i < n; i++) {
+		/* Bucket e - 1 is live while idx - (e - 1) < buckets. One
+		 * ahead of idx (a clock that moved back) wraps to a huge
+		 * age; a bucket never used (epoch 0) has counts 0, so it
+		 * adds nothing whatever its age reads as. */
+		if (next - resil__load64(&ring[i].epoch) >= n)
 			continue;
-		r += resil__load64(&bk->requests);
-		a += resil__load64(&bk->accepts);
+		r += resil__load64(&ring[i].requests);
+		a += resil__load64(&ring[i].accepts);
 	}
 	*req = r;
 	*acc = a;
