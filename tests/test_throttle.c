@@ -294,6 +294,34 @@ test_throttle_expiry_changes_the_decision(void **state)
 }
 
 static void
+test_throttle_clock_edges(void **state)
+{
+	static const double draws[] = { 0.99, 0.99 };
+	script sc = { draws, 2, 0 };
+	resil_manual_clock mc;
+	resil_throttle *t;
+
+	(void)state;
+	/* The last ticks of the clock: UINT64_MAX shares the bucket of the
+	 * tick before it, nothing wraps. */
+	resil_manual_clock_init(&mc, UINT64_MAX - 1);
+	t = make(&mc, &sc, NULL, 2.0);
+	assert_int_equal(resil_throttle_admit(t), RESIL_OK);
+	resil_manual_clock_advance(&mc, 1000); /* saturates at the max */
+	assert_int_equal(resil_manual_clock_now(&mc), UINT64_MAX);
+	assert_int_equal(resil_throttle_admit(t), RESIL_OK); /* p 1/2 */
+	assert_int_equal(metrics(t).window_requests, 2);
+	/* A clock moved back: the counts of later buckets are not in the
+	 * window of an earlier time (and no crash). */
+	resil_manual_clock_set(&mc, 0);
+	assert_int_equal(metrics(t).window_requests, 0);
+	assert_int_equal(resil_throttle_admit(t), RESIL_OK); /* no draw */
+	assert_int_equal(sc.drawn, 1);
+	assert_int_equal(metrics(t).requests, 3);
+	resil_throttle_free(t);
+}
+
+static void
 test_throttle_reports(void **state)
 {
 	static const double draws[] = { 0.0 };
@@ -551,8 +579,11 @@ test_throttle_alloc(void **state)
 {
 	resil_throttle_config cfg = resil_throttle_config_default();
 	resil_throttle *t = NULL;
+	resil_manual_clock mc;
 	resil_diag diag;
 	fail_alloc fa;
+	seen sn;
+	int i;
 
 	(void)state;
 	cfg.alloc = fail_alloc_init(&fa, 1);
@@ -560,9 +591,25 @@ test_throttle_alloc(void **state)
 	assert_null(t);
 	assert_string_equal(diag.msg, "throttle: out of memory");
 	cfg.alloc = fail_alloc_init(&fa, 0);
+	resil_manual_clock_init(&mc, 0);
+	cfg.clock = resil_manual_clock_hook(&mc);
+	cfg.window_ns = 1000;
+	cfg.buckets = 10;
+	cfg.listener = on_event;
+	cfg.listener_ctx = &sn;
+	memset(&sn, 0, sizeof(sn));
 	assert_int_equal(resil_throttle_new(&t, &cfg, &diag), RESIL_OK);
-	assert_int_equal(resil_throttle_admit(t), RESIL_OK);
-	assert_int_equal(fa.allocs, 1); /* admit allocates nothing */
+	/* The hot path allocates nothing: admits granted and refused (a
+	 * listener told), every kind of report, buckets recycled. */
+	for (i = 0; i < 10000; i++) {
+		resil_manual_clock_advance(&mc, 37);
+		if (resil_throttle_admit(t) == RESIL_OK)
+			assert_int_equal(resil_throttle_report(t,
+			                     (resil_throttle_result)(i % 3)),
+			    RESIL_OK);
+	}
+	assert_true(sn.n > 0);
+	assert_int_equal(fa.allocs, 1);
 	resil_throttle_free(t);
 	assert_int_equal(fail_alloc_live(&fa), 0);
 	assert_int_equal(fa.size_mismatch, 0);
@@ -577,6 +624,7 @@ main(void)
 		    test_throttle_no_draw_when_requests_equal_k_accepts),
 		cmocka_unit_test(test_throttle_window_expires_at_exactly_span),
 		cmocka_unit_test(test_throttle_expiry_changes_the_decision),
+		cmocka_unit_test(test_throttle_clock_edges),
 		cmocka_unit_test(test_throttle_reports),
 		cmocka_unit_test(test_throttle_off),
 		cmocka_unit_test(test_throttle_seeded_rng_repeats),
