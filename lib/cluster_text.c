@@ -10,6 +10,7 @@
 #include <resil/selector.h>
 
 #include "cluster_text.h"
+#include "directory_internal.h"
 #include "duration.h"
 #include "router_internal.h"
 #include "source_internal.h"
@@ -888,6 +889,15 @@ url_item(resil_cluster_text *cc, const char *key, const char *item, size_t no,
 	sp->params = url_params(cc->a, &u, &nomem);
 	if (nomem)
 		goto out;
+	/* The directory's grammar of params (a path with a '&' would be
+	 * refused by resil_directory_new(), without a line; issue 38.6). */
+	if (sp->params != NULL &&
+	    (v = resil__params_check(sp->params, &i)) != NULL) {
+		err = BAD("%s: item %zu \"%s\": the parameters \"%s\": %s at "
+		          "column %zu (key=value items joined by '&')",
+		    key, no, item, sp->params, v, i);
+		goto out;
+	}
 	err = RESIL_OK;
 out:
 	resil__url_free(cc->a, &u);
@@ -1498,4 +1508,10 @@ resil_cluster_text_directory(
 	                    outlier_enforcing_consecutive_failures))
 		out->outlier_enforcing_consecutive_failures =
 		    cc->enforcing_consecutive;
+}
+
+int
+resil__zone_name_ok(const char *s)
+{
+	return zone_ok(s);
 }

@@ -646,6 +646,39 @@ blank(char c)
 	return c == ' ' || c == '\t' || c == '\r' || c == '\n';
 }
 
+/* The grammar of an endpoint's params, written once: the directory checks
+ * every push with it and the registry source every provider it maps
+ * (lib/source_dubbo.c), so a provider the source keeps is never refused
+ * here (issue 38.1). Items key=value joined by '&': no empty item, a key
+ * that is not empty (it ends at the item's first '='), a value that may be
+ * empty or hold '='. NULL for well-formed params, else the reason, with
+ * the 1-based column of the bad item in *col (one past the end for a
+ * trailing '&'). */
+const char *
+resil__params_check(const char *params, size_t *col)
+{
+	const char *q = params;
+
+	while (*q != '\0') {
+		const char *amp = strchr(q, '&');
+		const char *end = amp != NULL ? amp : q + strlen(q);
+		const char *eq = memchr(q, '=', (size_t)(end - q));
+
+		if (eq == NULL || eq == q) {
+			*col = (size_t)(q - params) + 1;
+			return q == end  ? "an empty item"
+			    : eq == NULL ? "no '='"
+			                 : "an empty key";
+		}
+		if (amp != NULL && amp[1] == '\0') {
+			*col = strlen(params) + 1;
+			return "an empty item";
+		}
+		q = amp != NULL ? amp + 1 : end;
+	}
+	return NULL;
+}
+
 /* Inlined into check_specs' loop, as it was into the push's before
  * resil_directory_config_validate() called it too (directory/push/1024:
  * ~14 instructions per endpoint for the call). */
@@ -653,6 +686,7 @@ __attribute__((always_inline)) static inline resil_err
 check_spec(const resil_endpoint_spec *s, size_t i, resil_diag *diag)
 {
 	const char *p;
+	size_t col;
 
 	if (s->address == NULL || s->address[0] == '\0')
 		return resil__diagf(
@@ -669,25 +703,12 @@ check_spec(const resil_endpoint_spec *s, size_t i, resil_diag *diag)
 	if (s->zone != NULL && s->zone[0] == '\0')
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "endpoints[%zu].zone: empty (use NULL for no zone)", i);
-	if (s->params != NULL && s->params[0] != '\0') {
-		const char *q = s->params;
-		while (*q != '\0') {
-			const char *amp = strchr(q, '&');
-			const char *end = amp != NULL ? amp : q + strlen(q);
-			const char *eq = memchr(q, '=', (size_t)(end - q));
-			if (eq == NULL || eq == q)
-				return resil__diagf(diag, RESIL_E_INVAL,
-				    "endpoints[%zu].params: \"%s\" at column "
-				    "%zu: expected key=value",
-				    i, s->params, (size_t)(q - s->params) + 1);
-			if (amp != NULL && amp[1] == '\0')
-				return resil__diagf(diag, RESIL_E_INVAL,
-				    "endpoints[%zu].params: \"%s\" at column "
-				    "%zu: expected key=value",
-				    i, s->params, strlen(s->params) + 1);
-			q = amp != NULL ? amp + 1 : end;
-		}
-	}
+	if (s->params != NULL && s->params[0] != '\0' &&
+	    resil__params_check(s->params, &col) != NULL)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "endpoints[%zu].params: \"%s\" at column %zu: expected "
+		    "key=value",
+		    i, s->params, col);
 	return RESIL_OK;
 }
 

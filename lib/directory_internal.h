@@ -241,6 +241,11 @@ double resil__exp_neg(double x);
 int resil__entry_attr(const resil__entry *e, const char *key, size_t klen,
     const char **val, size_t *vlen);
 
+/* The grammar of resil_endpoint_spec.params ("k=v&k2=v2"), shared with
+ * the registry source: NULL when well-formed, else the reason and the
+ * bad item's 1-based column in *col. */
+const char *resil__params_check(const char *params, size_t *col);
+
 /* A candidate list over one snapshot: positions in directory order (so
  * endpoint ids grow along it), weights after warm-up, their running sums. */
 typedef struct resil__view {

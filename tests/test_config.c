@@ -977,6 +977,54 @@ test_config_stage_validation_line(void **state)
 	    "step of 1/100000000 tick, finer than 1/16777216");
 }
 
+/* Issue 38.6: refused when the text is parsed, with origin:line, not
+ * left to resil_pipeline_new() (or never said). */
+static void
+test_config_zone_name_refused_at_parse(void **state)
+{
+	(void)state;
+	expect_error("service=S\nzone=h z\n",
+	    "svc.conf:2: zone: \"h z\" is not a zone name (letters, digits, "
+	    "'_', '-', '.')");
+}
+
+static void
+test_config_hedge_with_selector_keys_refused_at_parse(void **state)
+{
+	(void)state;
+	/* A text with selector keys means a selector: hedging there is
+	 * the forking strategy (resil_pipeline_new refused it, no line). */
+	expect_error("service=S\nhedge.max=2\nloadbalance=random\n",
+	    "svc.conf:2: hedge.max: hedging with a selector is the forking "
+	    "strategy (cluster=forking, forks=)");
+}
+
+/* A url= whose params the directory's grammar refuses (a path with a '&'
+ * becomes "path=a&b"): refused by resil_directory_new() without a line
+ * before, at parse now, by the one grammar the directory checks with. */
+static void
+test_config_url_params_refused_at_parse(void **state)
+{
+	(void)state;
+	expect_error("service=S\nurl=dubbo://10.0.0.1:20880/a&b?x=1\n",
+	    "svc.conf:2: url: item 1 \"dubbo://10.0.0.1:20880/a&b?x=1\": the "
+	    "parameters \"protocol=dubbo&path=a&b&x=1\": no '=' at column 23 "
+	    "(key=value items joined by '&')");
+}
+
+/* cluster=zone-aware over url= endpoints without a zone: refused by
+ * resil_pipeline_new() without a line before (issue 38.6). */
+static void
+test_config_zone_aware_url_without_zone_refused_at_parse(void **state)
+{
+	(void)state;
+	expect_error(
+	    "service=S\nzone=a\ncluster=zone-aware\n"
+	    "url=dubbo://10.0.0.1:20880?zone=a;dubbo://10.0.0.2:20880\n",
+	    "svc.conf:3: cluster: zone-aware needs every endpoint's zone: "
+	    "url= lists 10.0.0.2:20880 without one (?zone=)");
+}
+
 static char *
 write_temp_n(const char *text, size_t n)
 {
@@ -1668,6 +1716,12 @@ main(void)
 		cmocka_unit_test(test_config_method_keys),
 		cmocka_unit_test(test_config_mock_specs),
 		cmocka_unit_test(test_config_stage_validation_line),
+		cmocka_unit_test(test_config_zone_name_refused_at_parse),
+		cmocka_unit_test(test_config_url_params_refused_at_parse),
+		cmocka_unit_test(
+		    test_config_zone_aware_url_without_zone_refused_at_parse),
+		cmocka_unit_test(
+		    test_config_hedge_with_selector_keys_refused_at_parse),
 		cmocka_unit_test(test_config_file),
 		cmocka_unit_test(test_config_file_large_and_nul),
 		cmocka_unit_test(test_config_file_allocation_failure),

@@ -26,7 +26,8 @@
  * Providers with enabled=false or disabled=true, of another group or
  * version, of another category or interface, and empty:// placeholders
  * are not candidates; mock:// providers become mock endpoints; a
- * malformed URL or an unknown protocol is left out with an event. Two
+ * malformed URL, an unknown protocol or parameters the directory refuses
+ * (an empty name) is left out with an event, the rest is pushed. Two
  * providers at one address: the one with the newer timestamp stays.
  * docs/registry-zookeeper.md has the whole mapping.
  *
