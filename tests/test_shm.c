@@ -835,6 +835,98 @@ test_shm_bulkhead_across_processes(void **state)
 	teardown_common();
 }
 
+/* Two processes race for the last slot of a shared bulkhead (the parent
+ * holds the others), RACE_ROUNDS times in lockstep: exactly one wins each
+ * round, and nobody over the limit. Since issue 39 the decision is one
+ * CAS on the shared count: one wins, the other sees the limit. (Before,
+ * each acquire counted itself in its own line, then summed all lines:
+ * two racers could each see the other and both back off, a window of a
+ * few instructions this lockstep did not hit in practice.) */
+#define RACE_ROUNDS 2000
+
+static void
+last_slot_racer(void)
+{
+	resil_shm *shm;
+	resil_bulkhead *bh;
+	resil_bulkhead_config c = bh_cfg();
+	int i;
+
+	if (resil_shm_open(&shm, region, NULL, NULL) != RESIL_OK ||
+	    resil_shm_bulkhead(shm, "last", &c, &bh, NULL) != RESIL_OK)
+		_exit(3);
+	for (i = 0; i < RACE_ROUNDS; i++) {
+		bool won;
+
+		pthread_barrier_wait(&cm->go);
+		won = resil_bulkhead_try_acquire(bh) == RESIL_OK;
+		if (won)
+			__atomic_add_fetch(&cm->granted, 1, __ATOMIC_SEQ_CST);
+		pthread_barrier_wait(&cm->done);
+		if (won && resil_bulkhead_release(bh) != RESIL_OK)
+			__atomic_add_fetch(&cm->errors, 1, __ATOMIC_SEQ_CST);
+	}
+	resil_bulkhead_free(bh);
+	resil_shm_close(shm);
+	_exit(0);
+}
+
+static void
+test_shm_bulkhead_last_slot_has_one_winner(void **state)
+{
+	resil_shm *shm;
+	resil_bulkhead *bh;
+	resil_bulkhead_config c = bh_cfg();
+	resil_bulkhead_metrics m;
+	pid_t kids[2];
+	int i, st;
+
+	(void)state;
+	setup_common();
+	barriers(3);
+	assert_int_equal(resil_shm_open(&shm, region, NULL, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_shm_bulkhead(shm, "last", &c, &bh, NULL), RESIL_OK);
+	for (i = 0; i < BH_LIMIT - 1; i++)
+		assert_int_equal(resil_bulkhead_try_acquire(bh), RESIL_OK);
+	for (i = 0; i < 2; i++) {
+		kids[i] = fork();
+		assert_true(kids[i] >= 0);
+		if (kids[i] == 0)
+			last_slot_racer();
+	}
+	for (i = 0; i < RACE_ROUNDS; i++) {
+		uint64_t won;
+
+		pthread_barrier_wait(&cm->go);
+		pthread_barrier_wait(&cm->done);
+		won = __atomic_exchange_n(&cm->granted, 0, __ATOMIC_SEQ_CST);
+		if (won > 1)
+			cm->over++;
+		else if (won == 0)
+			cm->under++;
+	}
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(waitpid(kids[i], &st, 0), kids[i]);
+		assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	}
+	fprintf(stderr,
+	    "shm bulkhead last slot: %llu rounds without a winner, %llu "
+	    "with two, of %d\n",
+	    (unsigned long long)cm->under, (unsigned long long)cm->over,
+	    RACE_ROUNDS);
+	assert_int_equal(cm->over, 0);
+	assert_int_equal(cm->under, 0);
+	assert_int_equal(cm->errors, 0);
+	assert_int_equal(resil_bulkhead_get_metrics(bh, &m), RESIL_OK);
+	assert_int_equal(m.in_flight, BH_LIMIT - 1);
+	for (i = 0; i < BH_LIMIT - 1; i++)
+		assert_int_equal(resil_bulkhead_release(bh), RESIL_OK);
+	resil_bulkhead_free(bh);
+	resil_shm_close(shm);
+	teardown_common();
+}
+
 /* ---- limiter refusals ---- */
 
 static void
@@ -928,6 +1020,7 @@ main(void)
 		cmocka_unit_test(test_shm_limit_refusals),
 		cmocka_unit_test(test_shm_ratelimit_across_processes),
 		cmocka_unit_test(test_shm_bulkhead_across_processes),
+		cmocka_unit_test(test_shm_bulkhead_last_slot_has_one_winner),
 		cmocka_unit_test(test_shm_listener_hears_other_processes),
 		cmocka_unit_test(test_shm_listener_hears_at_next_call),
 		cmocka_unit_test(test_shm_sigkill_holding_transition_or_probe),
