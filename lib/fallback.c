@@ -213,8 +213,8 @@ hash_bytes(uint64_t h, const unsigned char *p, size_t n)
 static FB_INLINE uint64_t
 method_seed(const char *method, size_t mlen)
 {
-	return hash_bytes((uint64_t)mlen * HASH_MUL,
-	    (const unsigned char *)method, mlen);
+	return hash_bytes(
+	    (uint64_t)mlen * HASH_MUL, (const unsigned char *)method, mlen);
 }
 
 /* The key's hash, over its parts without building the key: the method's
@@ -755,8 +755,8 @@ same_value(const resil_value *held, const resil_value *v)
 #if defined(__SSE2__)
 		/* Answers of 17 to 64 bytes without a call. */
 		if (v->u.s.len > 16 && v->u.s.len <= 64)
-			return bytes_eq_64(held->u.s.ptr, v->u.s.ptr,
-			    v->u.s.len);
+			return bytes_eq_64(
+			    held->u.s.ptr, v->u.s.ptr, v->u.s.len);
 #endif
 		return bytes_eq(held->u.s.ptr, v->u.s.ptr, v->u.s.len);
 	case RESIL_VALUE_OPAQUE:
@@ -954,8 +954,8 @@ put_new(resil_cache *c, shard *s, uint64_t h, const resil_args *args,
 /* resil_cache_put() of arguments already checked, the method's length
  * and seed given. */
 static FB_INLINE resil_err
-cache_put(resil_cache *c, const resil_args *args, size_t mlen,
-    uint64_t seed, const resil_value *value)
+cache_put(resil_cache *c, const resil_args *args, size_t mlen, uint64_t seed,
+    const resil_value *value)
 {
 	size_t key_len = mlen + 1 + args->len;
 	uint64_t h;
@@ -1064,8 +1064,8 @@ get_stale(resil_cache *c, shard *s, readers *rd, uint64_t h,
 /* resil_cache_get() of arguments already checked (c and out not NULL,
  * args_ok(args)): the chain's cache stage calls it straight. */
 static FB_INLINE resil_err
-cache_get(resil_cache *c, const resil_args *args, size_t mlen,
-    uint64_t seed, resil_value *out, uint64_t *age)
+cache_get(resil_cache *c, const resil_args *args, size_t mlen, uint64_t seed,
+    resil_value *out, uint64_t *age)
 {
 	entry *e;
 	readers *rd;
