@@ -50,6 +50,7 @@
 #define FAST_CONSEC 1u
 #define FAST_COUNT 2u
 #define FAST_WINDOW 3u /* no timing: straight to window_record() */
+#define FAST_TIME 4u   /* a time window alone: time_success() */
 
 /* The breaker whose listener this thread is running, if any: a listener
  * that calls back into its own breaker in a way that would wait for the
@@ -104,6 +105,7 @@ handle_new(
 	b->cfg.alloc = &b->alloc;
 	b->clock = cfg->clock != NULL ? *cfg->clock : *resil_clock_system();
 	b->cfg.clock = &b->clock;
+	b->coarse = b->clock.coarse != NULL ? b->clock.coarse : b->clock.now;
 	*out = b;
 	return RESIL_OK;
 }
@@ -135,17 +137,28 @@ handle_bind(resil_breaker *b, struct bstate *st, bool init)
 	else if (!b->timing && b->slots != NULL &&
 	    cfg->consecutive_failures == 0)
 		b->fast = FAST_COUNT;
+	else if (!b->timing && b->buckets != NULL &&
+	    cfg->consecutive_failures == 0 && !b->shared)
+		b->fast = FAST_TIME;
 	else if (!b->timing)
 		b->fast = FAST_WINDOW;
 	b->streak = b->fast == FAST_CONSEC ? &st->consecutive
 	    : b->fast == FAST_COUNT        ? &st->win_bad
 	                                   : &never_zero;
+	/* As streak, were there no timing: a success the caller timed
+	 * tests its duration against slow_ns itself. */
+	b->tstreak = !b->rate_triggers ? &st->consecutive
+	    : b->slots != NULL && cfg->consecutive_failures == 0
+	    ? &st->win_bad
+	    : &never_zero;
+	b->slow_ns = b->timing ? cfg->slow_threshold_ns : UINT64_MAX;
 	if (init) {
 		b->st->word = w_make(RESIL_BREAKER_CLOSED, 0, 0);
 		/* Every slot of an empty count window is "not a success". */
 		b->st->win_bad = b->slots != NULL ? cfg->window_size : 0;
 		b->st->since = now_coarse(b);
 		b->st->wait = cfg->open_wait_ns;
+		b->st->until = sat_add(b->st->since, b->st->wait);
 	}
 	resil__fence();
 }
@@ -570,6 +583,8 @@ finish(resil_breaker *b, resil_breaker_state from, resil_breaker_state to,
 		break;
 	}
 tell:
+	resil__store64(&st->until,
+	    sat_add(resil__load64(&st->since), resil__load64(&st->wait)));
 	if (b->shared) {
 		/* Every process's listener hears it, in order: from the ring,
 		 * after the publication (a listener never runs while this
@@ -766,8 +781,80 @@ acquire_slow(resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
 	}
 }
 
+/* An acquire that is not an untimed CLOSED grant: an OPEN breaker whose
+ * wait is not over rejects here, with as little as the CLOSED grant does
+ * (issue 39: an OPEN rejection costs no more than a CLOSED success); a
+ * FORCED_OPEN one too. Everything else goes to acquire_slow(). */
+/* This thread's lifetime-success offset (lib/breaker_fast.h), found. */
+static RESIL__NOINLINE uintptr_t
+success_offset(void)
+{
+	uintptr_t off = offsetof(struct bstate, stripes) +
+	    resil__thread_stripe(NSTRIPES) * sizeof(stripe) +
+	    offsetof(stripe, successes) + 1;
+
+	resil__breaker_success_at = off;
+	return off;
+}
+
+/* Count a rejection on this thread's stripe: through the offset the
+ * success fast path keeps (lib/breaker_fast.h) once it is known. */
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline void
+count_rejection(struct bstate *st)
+{
+	uintptr_t off = resil__breaker_success_at;
+
+	if (RESIL__UNLIKELY(off == 0))
+		off = success_offset();
+	resil__inc64((uint64_t *)(void *)((char *)st + off - 1 +
+	    (offsetof(stripe, rejections) - offsetof(stripe, successes))));
+}
+
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline resil_err
+acquire_other(resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
+{
+	uint64_t w = resil__load64(&b->st->word) & (W_STATE_MASK | W_TRANSIT);
+	uint64_t now, deadline;
+	struct bstate *st;
+
+	if (RESIL__LIKELY(w == RESIL_BREAKER_OPEN)) {
+		now = now_coarse(b);
+		st = b->st; /* read once after the call */
+		deadline = resil__load64(&st->until);
+		if (RESIL__LIKELY(now < deadline)) {
+			count_rejection(st);
+			if (retry_after != NULL)
+				*retry_after = deadline - now;
+			return RESIL_E_OPEN;
+		}
+	} else if (w == RESIL_BREAKER_FORCED_OPEN) {
+		return reject(b, retry_after, UINT64_MAX);
+	}
+	return acquire_slow(b, permit, retry_after);
+}
+
+/* acquire_other() without the time left to report (resil_breaker_acquire),
+ * and with it. */
+static RESIL__NOINLINE resil_err
+acquire_other_nr(resil_breaker *b, resil_permit *permit)
+{
+	return acquire_other(b, permit, NULL);
+}
+
+static RESIL__NOINLINE resil_err
+acquire_other_ra(resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
+{
+	return acquire_other(b, permit, retry_after);
+}
+
 /* The hot path, CLOSED without timing: small enough to need no saved
- * registers; everything else goes to acquire_slow(). */
+ * registers; everything else goes to acquire_other(). */
 #if defined(__GNUC__)
 __attribute__((always_inline))
 #endif
@@ -788,7 +875,9 @@ acquire_fast(resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
 		permit->flags = PERMIT_VALID;
 		return RESIL_OK;
 	}
-	return acquire_slow(b, permit, retry_after);
+	if (retry_after == NULL)
+		return acquire_other_nr(b, permit);
+	return acquire_other_ra(b, permit, retry_after);
 }
 
 resil_err
@@ -1097,6 +1186,42 @@ record_window_success(resil_breaker *b, resil_permit *permit, uint64_t w)
 	return window_record(b, my_stripe(b), w, false, false);
 }
 
+/*
+ * A success in a time window (FAST_TIME, the permit checked against the
+ * CLOSED word w): when the bucket of now is this stripe's current one (no
+ * rollover), the add is the announcement, one add to the bucket's calls
+ * and to the lifetime count, and the withdrawal; the trip rule runs only
+ * where window_add() would run it (the bucket holds no more than
+ * min_calls). Anything else goes through window_record().
+ */
+static RESIL__NOINLINE resil_err
+time_success(resil_breaker *b, resil_permit *permit, uint64_t w)
+{
+	struct bstate *st = b->st;
+	uint64_t now = now_coarse(b), idx = bucket_index(b, now), calls;
+	uint64_t *a;
+	unsigned s = resil__thread_stripe(NSTRIPES);
+	bucket *bk = &b->buckets[s * b->stride + idx % b->cfg.window_size];
+	stripe *sp = &st->stripes[s];
+
+	if (RESIL__UNLIKELY(resil__load64(&bk->epoch) != idx + 1))
+		return record_window_success(b, permit, w);
+	a = &sp->active[w_episode(w) & 1];
+	resil__inc64(a);
+	if (RESIL__UNLIKELY(resil__load64_after_rmw(&st->word) != w)) {
+		/* A transition began: the general path decides (stale). */
+		resil__dec64(a);
+		return record_window_success(b, permit, w);
+	}
+	permit->flags = 0;
+	calls = resil__faa64(&bk->calls, 1) + 1;
+	resil__inc64(&sp->successes);
+	resil__faa64(a, UINT64_MAX); /* withdraw */
+	if (RESIL__UNLIKELY(calls <= b->min_calls))
+		rate_evaluate(b, w, now);
+	return RESIL_OK;
+}
+
 /* A thread's first fast success: find its counter, then count. */
 static RESIL__NOINLINE resil_err
 count_first_success(struct bstate *st)
@@ -1119,6 +1244,9 @@ resil__breaker_fast_refs(const resil_breaker *b, resil__bfast *f)
 	f->acq_word = b->acq_word;
 	f->st = b->st;
 	f->streak = b->shared ? &never_zero : b->streak;
+	f->word = &b->st->word;
+	f->tstreak = b->shared ? &never_zero : b->tstreak;
+	f->slow_ns = b->slow_ns;
 }
 
 resil_err
@@ -1152,6 +1280,8 @@ resil_breaker_record(
 		 * success takes effect at the win_bad reading, before it. */
 		if (RESIL__LIKELY(resil__load64(b->streak) == 0))
 			goto nothing_changes;
+		if (b->fast == FAST_TIME)
+			return time_success(b, permit, w);
 		if (b->fast >= FAST_COUNT)
 			return record_window_success(b, permit, w);
 	}
@@ -1165,10 +1295,28 @@ nothing_changes:
 	return RESIL_OK;
 }
 
+/* A success the caller timed, as resil_breaker_record()'s hot path: a
+ * plain permit of this CLOSED episode, not slow, nothing it would end
+ * (tstreak, the streak without timing, is 0): only the lifetime count. */
 resil_err
 resil_breaker_record_duration(resil_breaker *b, resil_permit *permit,
     resil_outcome outcome, uint64_t duration)
 {
+	uintptr_t off;
+
+	if (RESIL__LIKELY(b != NULL && permit != NULL &&
+	        outcome == RESIL_OUTCOME_SUCCESS &&
+	        permit->flags == PERMIT_VALID && duration <= b->slow_ns &&
+	        permit->start == resil__load64(&b->st->word) &&
+	        !b->shared && resil__load64(b->tstreak) == 0)) {
+		off = resil__breaker_success_at;
+		if (RESIL__LIKELY(off != 0)) {
+			permit->flags = 0;
+			resil__inc64(
+			    (uint64_t *)(void *)((char *)b->st + off - 1));
+			return RESIL_OK;
+		}
+	}
 	return record_impl(b, permit, outcome, true, duration);
 }
 
