@@ -1309,13 +1309,12 @@ resil_breaker_record_duration(resil_breaker *b, resil_permit *permit,
 	        permit->flags == PERMIT_VALID && duration <= b->slow_ns &&
 	        permit->start == resil__load64(&b->st->word) &&
 	        !b->shared && resil__load64(b->tstreak) == 0)) {
+		permit->flags = 0;
 		off = resil__breaker_success_at;
-		if (RESIL__LIKELY(off != 0)) {
-			permit->flags = 0;
-			resil__inc64(
-			    (uint64_t *)(void *)((char *)b->st + off - 1));
-			return RESIL_OK;
-		}
+		if (RESIL__UNLIKELY(off == 0))
+			return count_first_success(b->st);
+		resil__inc64((uint64_t *)(void *)((char *)b->st + off - 1));
+		return RESIL_OK;
 	}
 	return record_impl(b, permit, outcome, true, duration);
 }

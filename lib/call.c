@@ -7,6 +7,12 @@
 
 #include "call_machine.h"
 
+/* The simple phase of a timed call (SIMPLE_TIMED): CALL_SIMPLE's, with
+ * slot 0's start and its report answered by simple_answered_timed(). A
+ * magic of its own keeps the untimed report's test one compare. */
+#define CALL_SIMPLE_T (CALL_TAG | 0x85u)
+#define IS_SIMPLE(magic) ((magic) == CALL_SIMPLE || (magic) == CALL_SIMPLE_T)
+
 #if defined(__GNUC__)
 #define CALL_NOINLINE __attribute__((noinline))
 #define CALL_INLINE __attribute__((always_inline)) inline
@@ -45,8 +51,12 @@ call_settle(callm *c)
  * gs is this thread's own stripe (its call count unlocked). */
 static inline int
 simple_start(callm *c, resil_pipeline *p, unsigned gs, bool own,
-    const method *m, resil_call_next *step)
+    const method *m, uint64_t now, resil_call_next *step)
 {
+	uint64_t deadline = UINT64_MAX;
+
+	/* A timed call's acq_word is the state word whatever the breaker's
+	 * timing: it measures its duration itself (decide_start()). */
 	if (m->run_breaker != NULL &&
 	    !resil__breaker_grant_fast(
 	        m->run_bf.acq_word, &c->slots[0].permit))
@@ -56,8 +66,13 @@ simple_start(callm *c, resil_pipeline *p, unsigned gs, bool own,
 	c->running = 1;
 	c->abandoned = 0;
 	c->delayed = 0;
+	if (RESIL__UNLIKELY(m->simple & SIMPLE_TIMED)) {
+		c->magic = CALL_SIMPLE_T;
+		c->slots[0].start = now;
+		deadline = sat_add(now, m->timeout);
+	}
 	*step = (resil_call_next) {
-		.action = RESIL_CALL_RUN, .attempt = 1, .deadline = UINT64_MAX
+		.action = RESIL_CALL_RUN, .attempt = 1, .deadline = deadline
 	};
 	return 1;
 }
@@ -74,6 +89,7 @@ to_machine(callm *c)
 	s->has_permit = c->breaker != NULL;
 	s->has_bh = 0;
 	s->chaos = 0;
+	c->launched = s->start; /* a timed call's (simple_start()) */
 	c->running = 1;
 	s->id = c->issued = 1;
 	c->attempts = 1;
@@ -99,15 +115,19 @@ simple_answer(callm *c, resil_result *out, resil_value *value, int bstate)
 /* Attempt 1 of a simple-phase call answered a success (rc 0), the
  * breaker's fast path not taking it: its record says. */
 static CALL_NOINLINE void
-simple_answered_slow(callm *c, resil_value *value)
+simple_answered_slow(callm *c, resil_value *value, uint64_t dur)
 {
 	const method *m = c->m;
 	int bstate = -1;
 
 	if (m->run_breaker != NULL) {
 		resil__tls_method = c->args->method;
-		resil_breaker_record(m->run_breaker, &c->slots[0].permit,
-		    RESIL_OUTCOME_SUCCESS);
+		if (m->simple & SIMPLE_TIMED)
+			resil_breaker_record_duration(m->run_breaker,
+			    &c->slots[0].permit, RESIL_OUTCOME_SUCCESS, dur);
+		else
+			resil_breaker_record(m->run_breaker,
+			    &c->slots[0].permit, RESIL_OUTCOME_SUCCESS);
 		bstate = (int)resil_breaker_get_state(m->run_breaker);
 		resil__tls_method = NULL;
 	}
@@ -128,12 +148,44 @@ simple_answered(callm *c, resil_value *value)
 		if (RESIL__UNLIKELY(
 		        !resil__breaker_granted_success_fast(m->run_bf.st,
 		            m->run_bf.streak, c->slots[0].permit.start))) {
-			simple_answered_slow(c, value);
+			simple_answered_slow(c, value, 0);
 			return;
 		}
 		bstate = (int)RESIL_BREAKER_CLOSED;
 	}
 	simple_answer(c, c->out, value, bstate);
+}
+
+static CALL_NOINLINE resil_err machine_report(
+    callm *c, uint32_t attempt, int rc, resil_value *value, uint64_t now);
+
+/* The same for a timed call (SIMPLE_TIMED), answered at now: late (its
+ * duration reaches timeout + late_edge, as complete() decides) it goes to
+ * the machine; in time, its duration goes to the latency histogram and
+ * to the breaker, whose fast path takes a success that is not slow. */
+static CALL_NOINLINE resil_err
+simple_answered_timed(callm *c, resil_value *value, uint64_t now)
+{
+	const method *m = c->m;
+	uint64_t start = c->slots[0].start;
+	uint64_t dur = now > start ? now - start : 0;
+	int bstate = -1;
+
+	if (RESIL__UNLIKELY(dur >= sat_add(m->timeout, c->p->late_edge))) {
+		to_machine(c); /* the machine's complete() times it out */
+		return machine_report(c, 1, 0, value, now);
+	}
+	count_latency(c->p, c->gst, false, dur);
+	if (m->run_breaker != NULL) {
+		if (RESIL__UNLIKELY(!resil__breaker_timed_success_fast(
+		        &m->run_bf, c->slots[0].permit.start, dur))) {
+			simple_answered_slow(c, value, dur);
+			return RESIL_OK;
+		}
+		bstate = (int)RESIL_BREAKER_CLOSED;
+	}
+	simple_answer(c, c->out, value, bstate);
+	return RESIL_OK;
 }
 
 /* The step after a simple-phase success: the call is over. */
@@ -221,7 +273,7 @@ start_held(callm *c, resil_pipeline *p, settings *g, unsigned gs, bool own,
 	c->gst = (uint8_t)gs;
 	c->m = mm;
 	if (RESIL__UNLIKELY(!inline_first_ok(g, mm, SIMPLE_PHASE) ||
-	        !simple_start(c, p, gs, own, mm, step))) {
+	        !simple_start(c, p, gs, own, mm, now, step))) {
 		c->inv = inv;
 		return machine_start(c, now, step);
 	}
@@ -306,7 +358,7 @@ machine_step(callm *c, uint64_t now, resil_call_next *step)
 {
 	tsrc ts = tgiven(now);
 
-	if (c->magic == CALL_SIMPLE)
+	if (IS_SIMPLE(c->magic))
 		to_machine(c);
 	if (RESIL__UNLIKELY(c->magic != CALL_LIVE) && c->magic != CALL_CLUSTER)
 		return RESIL_E_MISUSE;
@@ -340,7 +392,9 @@ machine_report(
 	tsrc ts = tgiven(now);
 	resil_err err;
 
-	if (c->magic == CALL_SIMPLE)
+	if (c->magic == CALL_SIMPLE_T && attempt == 1 && rc == 0)
+		return simple_answered_timed(c, value, now);
+	if (IS_SIMPLE(c->magic))
 		to_machine(c);
 	else if (c->magic == CALL_ANSWERED)
 		return RESIL_E_MISUSE; /* attempt 1 has answered */
@@ -387,7 +441,7 @@ resil_call_cancel(resil_call *call, uint64_t now)
 	(void)now;
 	if (call == NULL)
 		return RESIL_E_INVAL;
-	if (c->magic == CALL_SIMPLE) {
+	if (IS_SIMPLE(c->magic)) {
 		to_machine(c);
 	} else if (c->magic == CALL_ANSWERED) {
 		/* As the machine with attempt 1's success pending: its value
@@ -426,7 +480,7 @@ resil_call_outstanding(const resil_call *call)
 	if (call == NULL ||
 	    (c->magic != CALL_LIVE && c->magic != CALL_DONE &&
 	        c->magic != CALL_CANCELLED && c->magic != CALL_CLUSTER &&
-	        c->magic != CALL_SIMPLE && c->magic != CALL_ANSWERED))
+	        !IS_SIMPLE(c->magic) && c->magic != CALL_ANSWERED))
 		return 0;
 	for (i = 0; i < RESIL_CALL_MAX_INFLIGHT; i++)
 		n += (((c->running & (uint8_t)~c->delayed) | c->abandoned) >>

@@ -31,6 +31,27 @@ int resil__call_free_slot(callm *c);
  * RUN or a WAIT for the held-back attempt). */
 int resil__call_chaos(callm *c, unsigned i, tsrc *ts, resil_call_next *st);
 
+/* latency_bucket() in a few instructions: the bit length of d, capped at
+ * the last bucket. */
+static inline unsigned
+lat_bucket(uint64_t d)
+{
+	unsigned b = d == 0 ? 0 : 64u - (unsigned)__builtin_clzll(d);
+
+	return b < RESIL_LATENCY_BUCKETS - 1 ? b : RESIL_LATENCY_BUCKETS - 1;
+}
+
+/* A timed attempt's duration in the stripe's latency histogram (on the
+ * stripe gs, unlocked when this thread owns it). */
+static inline void
+count_latency(resil_pipeline *p, unsigned gs, bool own, uint64_t dur)
+{
+	stripe *sp = &p->stripes[gs];
+
+	resil__count_inc64(&sp->latency[lat_bucket(dur)], own);
+	resil__count_inc64(&sp->latency_count, own);
+}
+
 HOT int
 free_slot(callm *c)
 {
@@ -224,7 +245,7 @@ complete(callm *c, unsigned i, int rc, resil_value *value, int late, tsrc *ts)
 		stripe *sp = my_stripe(p);
 
 		dur = t1 > s->start ? t1 - s->start : 0;
-		resil__inc64(&sp->latency[latency_bucket(dur)]);
+		resil__inc64(&sp->latency[lat_bucket(dur)]);
 		resil__inc64(&sp->latency_count);
 	} else if (RESIL__UNLIKELY(c->m->timed_bh)) {
 		uint64_t t1 = tnow(ts); /* the adaptive bulkhead's sample */
@@ -385,7 +406,8 @@ mstart(callm *c, resil_pipeline *p, settings *g, unsigned gs, const method *m,
 			run_begin(c, ts);
 		}
 	}
-	if (!(m->simple && (m->chaos == NULL || !resil__chaos_is_live(m->chaos))
+	if (!(m->simple && !(m->simple & SIMPLE_TIMED) &&
+	            (m->chaos == NULL || !resil__chaos_is_live(m->chaos))
 	            ? launch_first_simple(c, st)
 	            : launch(c, ts, st)))
 		resil__call_attend(c, ts, st);

@@ -36,6 +36,9 @@
 /* method.simple's bits. */
 #define SIMPLE_INLINE 1
 #define SIMPLE_PHASE 2
+/* With either: the method has a timeout, which the simple paths time
+ * themselves (issue 39: two clock reads, lib/call_drive.c, lib/call.c). */
+#define SIMPLE_TIMED 4
 
 #if defined(__GNUC__)
 #define HOT __attribute__((always_inline)) static inline

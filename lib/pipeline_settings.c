@@ -733,10 +733,15 @@ decide_start(const resil_pipeline *p, const settings *g, method *m)
 	method_run_with(m, m->breaker != NULL ? m->breaker : g->breaker,
 	    m->retry != NULL ? m->retry : g->retry);
 	m->simple = (r == NULL || m->retry_fast) && g->rl == NULL &&
-	        g->bh == NULL && m->timeout == 0 && p->hedge_max == 0 &&
-	        p->call_events == 0 && p->sel == NULL
-	    ? SIMPLE_INLINE | (p->cls.fn == NULL ? SIMPLE_PHASE : 0)
+	        g->bh == NULL && p->hedge_max == 0 && p->call_events == 0 &&
+	        p->sel == NULL
+	    ? SIMPLE_INLINE | (p->cls.fn == NULL ? SIMPLE_PHASE : 0) |
+	        (m->timeout != 0 ? SIMPLE_TIMED : 0)
 	    : 0;
+	/* A timed call measures its duration itself: its grant is on the
+	 * breaker's state word whatever the breaker's timing. */
+	if ((m->simple & SIMPLE_TIMED) && m->run_breaker != NULL)
+		m->run_bf.acq_word = m->run_bf.word;
 }
 
 resil_err
