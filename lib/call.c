@@ -84,6 +84,7 @@ to_machine(callm *c)
 	slot *s = &c->slots[0];
 
 	minit(c, c->p, c->g, c->gst, c->m, c->args, c->out);
+	mock_mark(c);
 	c->gref = 1;
 	resil__result_clear(c->out);
 	s->has_permit = c->breaker != NULL;

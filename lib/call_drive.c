@@ -97,6 +97,7 @@ drive_refused(resil_pipeline *p, settings *g, unsigned gs, const method *m,
 	tlazy(&ts, p);
 	resil__result_clear(out);
 	minit(&c, p, g, gs, m, args, out);
+	mock_mark(&c);
 	c.breaker_state = (int)resil_breaker_get_state(b);
 	rejected(&c, RESIL_E_OPEN);
 	resil__call_attend(&c, &ts, &st);
@@ -119,6 +120,7 @@ drive_failed(resil_pipeline *p, settings *g, unsigned gs, const method *m,
 	resil__tls_method = args->method;
 	tlazy(&ts, p);
 	minit(&c, p, g, gs, m, args, out);
+	mock_mark(&c);
 	c.value = out->value; /* the attempt's, moved to the call */
 	resil__result_clear(out);
 	if (b != NULL) {
@@ -192,6 +194,7 @@ drive_timed_failed(resil_pipeline *p, settings *g, unsigned gs,
 
 	resil__tls_method = args->method;
 	minit(&c, p, g, gs, m, args, out);
+	mock_mark(&c);
 	c.value = out->value; /* the attempt's, moved to the call */
 	resil__result_clear(out);
 	s->id = 1;

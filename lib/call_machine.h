@@ -416,14 +416,31 @@ mstart(callm *c, resil_pipeline *p, settings *g, unsigned gs, const method *m,
 
 /* A call of m may take the machine's first step without it (want
  * SIMPLE_INLINE: the blocking driver's inline step; SIMPLE_PHASE: the
- * call machine's simple phase): m's simple has that bit, no mock stage,
- * and its chaos (if any) switched off (issue 28: a flag test). */
+ * call machine's simple phase): m's simple has that bit, no mock that may
+ * force (a fail: mock acts only after a failure: resil__call_mock_mark()
+ * then), and its chaos (if any) switched off (issue 28: a flag test). */
 static inline int
 inline_first_ok(const settings *g, const method *m, int want)
 {
 	return (m->simple & want) &&
-	    resil__loadptr((void *const *)&g->mock) == NULL &&
+	    resil__load64(&g->mock_forces) == 0 &&
 	    (m->chaos == NULL || !resil__chaos_is_live(m->chaos));
+}
+
+/* A call that skipped the mock stage (its mock may not force) leaves
+ * the simple path: c->has_mock as mstart() would have set it (the
+ * fallback chain runs for a failure when the mock has a spec for it). */
+void resil__call_mock_mark_slow(callm *c);
+
+static inline void
+mock_mark(callm *c)
+{
+	/* has_mock only decides whether the chain runs: with a cache or a
+	 * handler it runs anyway (recover_failure()). */
+	if (RESIL__UNLIKELY(
+	        resil__loadptr((void *const *)&c->g->mock) != NULL) &&
+	    c->g->cache == NULL && c->p->handlers == 0)
+		resil__call_mock_mark_slow(c);
 }
 
 /* The slot of attempt id (running or abandoned), or -1. */

@@ -191,6 +191,11 @@ typedef struct settings {
 	 * (set_mock replaces both, under mock_lock). */
 	resil_mock *mock;
 	char *service_spec;
+	/* The mock may force (a force: spec at some level): the simple paths
+	 * need the mock stage only then (issue 39: a fail: mock costs a
+	 * success nothing). Written before the pointer when it becomes 1,
+	 * after it when it becomes 0 (atomic). */
+	uint64_t mock_forces;
 	/* Shared state (lib/pipeline_shared.c), the pipeline's, set on
 	 * every settings it builds: the fleet breaker (then breaker is
 	 * NULL) and the fleet rate limiter (asked instead of rl, which is

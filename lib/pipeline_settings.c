@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "pipeline_events.h"
+#include "mock_internal.h"
 #include "pipeline_mock.h"
 #include "retry_internal.h"
 
@@ -652,9 +653,14 @@ build_mock_stage(resil_pipeline *p, const resil_pipeline_config *cfg,
 		if (g->service_spec == NULL)
 			return nomem(diag);
 	}
-	if (any_mock || p->registry != NULL)
-		return resil__build_mock(
+	if (any_mock || p->registry != NULL) {
+		resil_err err = resil__build_mock(
 		    p, g, g->service_spec, NULL, NULL, 0, &g->mock, diag);
+
+		g->mock_forces = g->mock != NULL &&
+		    resil__mock_may_force(g->mock) ? 1 : 0;
+		return err;
+	}
 	return RESIL_OK;
 }
 
