@@ -51,12 +51,8 @@ call_settle(callm *c)
  * gs is this thread's own stripe (its call count unlocked). */
 static inline int
 simple_start(callm *c, resil_pipeline *p, unsigned gs, bool own,
-    const method *m, uint64_t now, resil_call_next *step)
+    const method *m, resil_call_next *step)
 {
-	uint64_t deadline = UINT64_MAX;
-
-	/* A timed call's acq_word is the state word whatever the breaker's
-	 * timing: it measures its duration itself (decide_start()). */
 	if (m->run_breaker != NULL &&
 	    !resil__breaker_grant_fast(
 	        m->run_bf.acq_word, &c->slots[0].permit))
@@ -66,14 +62,25 @@ simple_start(callm *c, resil_pipeline *p, unsigned gs, bool own,
 	c->running = 1;
 	c->abandoned = 0;
 	c->delayed = 0;
-	if (RESIL__UNLIKELY(m->simple & SIMPLE_TIMED)) {
-		c->magic = CALL_SIMPLE_T;
-		c->slots[0].start = now;
-		deadline = sat_add(now, m->timeout);
-	}
 	*step = (resil_call_next) {
-		.action = RESIL_CALL_RUN, .attempt = 1, .deadline = deadline
+		.action = RESIL_CALL_RUN, .attempt = 1, .deadline = UINT64_MAX
 	};
+	return 1;
+}
+
+/* The same for a timed method (SIMPLE_PHASE_T): slot 0's start is now,
+ * the attempt's deadline now + timeout. Its acq_word is the state word
+ * whatever the breaker's timing: it measures its duration itself
+ * (decide_start()). */
+static int
+simple_start_timed(callm *c, resil_pipeline *p, unsigned gs, bool own,
+    const method *m, uint64_t now, resil_call_next *step)
+{
+	if (!simple_start(c, p, gs, own, m, step))
+		return 0;
+	c->magic = CALL_SIMPLE_T;
+	c->slots[0].start = now;
+	step->deadline = sat_add(now, m->timeout);
 	return 1;
 }
 
@@ -256,6 +263,17 @@ machine_start(callm *c, uint64_t now, resil_call_next *step)
 	return RESIL_OK;
 }
 
+/* A start the untimed simple phase did not take: the timed one, or the
+ * machine. */
+static CALL_NOINLINE resil_err
+start_other(callm *c, bool own, uint64_t now, resil_call_next *step)
+{
+	if (inline_first_ok(c->g, c->m, SIMPLE_PHASE_T) &&
+	    simple_start_timed(c, c->p, c->gst, own, c->m, now, step))
+		return RESIL_OK;
+	return machine_start(c, now, step);
+}
+
 /* A start with its settings held (count on stripe gs, which this thread
  * owns when own; a constant at each caller): the call's fields, then the
  * simple phase or the machine. c->inv is written for the machine only:
@@ -274,9 +292,9 @@ start_held(callm *c, resil_pipeline *p, settings *g, unsigned gs, bool own,
 	c->gst = (uint8_t)gs;
 	c->m = mm;
 	if (RESIL__UNLIKELY(!inline_first_ok(g, mm, SIMPLE_PHASE) ||
-	        !simple_start(c, p, gs, own, mm, now, step))) {
+	        !simple_start(c, p, gs, own, mm, step))) {
 		c->inv = inv;
-		return machine_start(c, now, step);
+		return start_other(c, own, now, step);
 	}
 	return RESIL_OK;
 }
@@ -393,8 +411,6 @@ machine_report(
 	tsrc ts = tgiven(now);
 	resil_err err;
 
-	if (c->magic == CALL_SIMPLE_T && attempt == 1 && rc == 0)
-		return simple_answered_timed(c, value, now);
 	if (IS_SIMPLE(c->magic))
 		to_machine(c);
 	else if (c->magic == CALL_ANSWERED)
@@ -417,6 +433,17 @@ machine_report(
 	return err;
 }
 
+/* A report the untimed simple phase does not take: a timed call's
+ * success, or the machine's. */
+static CALL_NOINLINE resil_err
+report_other(
+    callm *c, uint32_t attempt, int rc, resil_value *value, uint64_t now)
+{
+	if (c->magic == CALL_SIMPLE_T && attempt == 1 && rc == 0)
+		return simple_answered_timed(c, value, now);
+	return machine_report(c, attempt, rc, value, now);
+}
+
 resil_err
 resil_call_report(resil_call *call, uint32_t attempt, int rc,
     resil_value *value, uint64_t now)
@@ -430,7 +457,7 @@ resil_call_report(resil_call *call, uint32_t attempt, int rc,
 		simple_answered(c, value);
 		return RESIL_OK;
 	}
-	return machine_report(c, attempt, rc, value, now);
+	return report_other(c, attempt, rc, value, now);
 }
 
 resil_err

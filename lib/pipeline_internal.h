@@ -39,6 +39,9 @@
 /* With either: the method has a timeout, which the simple paths time
  * themselves (issue 39: two clock reads, lib/call_drive.c, lib/call.c). */
 #define SIMPLE_TIMED 4
+/* The call machine's simple phase for a timed method (in place of
+ * SIMPLE_PHASE, so that an untimed start tests one bit, lib/call.c). */
+#define SIMPLE_PHASE_T 8
 
 #if defined(__GNUC__)
 #define HOT __attribute__((always_inline)) static inline

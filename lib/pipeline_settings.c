@@ -741,7 +741,10 @@ decide_start(const resil_pipeline *p, const settings *g, method *m)
 	m->simple = (r == NULL || m->retry_fast) && g->rl == NULL &&
 	        g->bh == NULL && p->hedge_max == 0 && p->call_events == 0 &&
 	        p->sel == NULL
-	    ? SIMPLE_INLINE | (p->cls.fn == NULL ? SIMPLE_PHASE : 0) |
+	    ? SIMPLE_INLINE |
+	        (p->cls.fn != NULL ? 0
+	                : m->timeout != 0 ? SIMPLE_PHASE_T
+	                                  : SIMPLE_PHASE) |
 	        (m->timeout != 0 ? SIMPLE_TIMED : 0)
 	    : 0;
 	/* A timed call measures its duration itself: its grant is on the
