@@ -138,7 +138,8 @@ handle_bind(resil_breaker *b, struct bstate *st, bool init)
 	    cfg->consecutive_failures == 0)
 		b->fast = FAST_COUNT;
 	else if (!b->timing && b->buckets != NULL &&
-	    cfg->consecutive_failures == 0 && !b->shared)
+	    cfg->consecutive_failures == 0 && !b->shared &&
+	    cfg->bucket_ns > 1)
 		b->fast = FAST_TIME;
 	else if (!b->timing)
 		b->fast = FAST_WINDOW;
@@ -1188,25 +1189,59 @@ record_window_success(resil_breaker *b, resil_permit *permit, uint64_t w)
 
 /*
  * A success in a time window (FAST_TIME, the permit checked against the
- * CLOSED word w): when the bucket of now is this stripe's current one (no
+ * CLOSED word w, which it holds): when the bucket of now is this stripe's current one (no
  * rollover), the add is the announcement, one add to the bucket's calls
  * and to the lifetime count, and the withdrawal; the trip rule runs only
  * where window_add() would run it (the bucket holds no more than
  * min_calls). Anything else goes through window_record().
  */
+/* time_success()'s trip rule: the window may have reached min_calls. */
 static RESIL__NOINLINE resil_err
-time_success(resil_breaker *b, resil_permit *permit, uint64_t w)
+time_evaluate(resil_breaker *b, uint64_t w)
 {
-	struct bstate *st = b->st;
-	uint64_t now = now_coarse(b), idx = bucket_index(b, now), calls;
-	uint64_t *a;
-	unsigned s = resil__thread_stripe(NSTRIPES);
-	bucket *bk = &b->buckets[s * b->stride + idx % b->cfg.window_size];
-	stripe *sp = &st->stripes[s];
+	rate_evaluate(b, w, now_coarse(b));
+	return RESIL_OK;
+}
 
+/* time_success() on a thread whose success offset is not known yet. */
+static RESIL__NOINLINE resil_err
+time_success_first(resil_breaker *b, resil_permit *permit, uint64_t w)
+{
+	(void)success_offset();
+	return record_window_success(b, permit, w);
+}
+
+static RESIL__NOINLINE resil_err
+time_success(resil_breaker *b, resil_permit *permit)
+{
+	/* Only the arguments live across the clock's call: the rest ends in
+	 * returns and tail calls. The word is the permit's (the caller
+	 * found them equal). */
+	uint64_t now = now_coarse(b), w = permit->start;
+	struct bstate *st = b->st;
+	/* bucket_index() without its cap at the clock's last tick: with
+	 * buckets of 2 ticks or more (FAST_TIME) idx + 1 is never 0, and an
+	 * index one past the general path's finds no bucket of that epoch
+	 * (the general path then decides). */
+	uint64_t idx = now / b->cfg.bucket_ns, calls;
+	uint64_t *a, *succ;
+	uintptr_t off = resil__breaker_success_at, s;
+	bucket *bk;
+
+	/* The thread's stripe from its success offset (a TLS load; no call
+	 * that returns, so no registers to save). */
+	if (RESIL__UNLIKELY(off == 0))
+		return time_success_first(b, permit, w);
+	s = (off - 1 - offsetof(struct bstate, stripes) -
+	        offsetof(stripe, successes)) /
+	    sizeof(stripe);
+	succ = (uint64_t *)(void *)((char *)st + off - 1);
+	bk = &b->buckets[s * b->stride + idx % b->cfg.window_size];
 	if (RESIL__UNLIKELY(resil__load64(&bk->epoch) != idx + 1))
 		return record_window_success(b, permit, w);
-	a = &sp->active[w_episode(w) & 1];
+	a = (uint64_t *)(void *)((char *)succ +
+	        (offsetof(stripe, active) - offsetof(stripe, successes))) +
+	    (w_episode(w) & 1);
 	resil__inc64(a);
 	if (RESIL__UNLIKELY(resil__load64_after_rmw(&st->word) != w)) {
 		/* A transition began: the general path decides (stale). */
@@ -1214,11 +1249,11 @@ time_success(resil_breaker *b, resil_permit *permit, uint64_t w)
 		return record_window_success(b, permit, w);
 	}
 	permit->flags = 0;
-	calls = resil__faa64(&bk->calls, 1) + 1;
-	resil__inc64(&sp->successes);
-	resil__faa64(a, UINT64_MAX); /* withdraw */
-	if (RESIL__UNLIKELY(calls <= b->min_calls))
-		rate_evaluate(b, w, now);
+	calls = resil__faa64(&bk->calls, 1); /* the count before this one */
+	resil__inc64(succ);
+	resil__dec64(a); /* withdraw */
+	if (RESIL__UNLIKELY(calls < b->min_calls))
+		return time_evaluate(b, w);
 	return RESIL_OK;
 }
 
@@ -1281,7 +1316,7 @@ resil_breaker_record(
 		if (RESIL__LIKELY(resil__load64(b->streak) == 0))
 			goto nothing_changes;
 		if (b->fast == FAST_TIME)
-			return time_success(b, permit, w);
+			return time_success(b, permit);
 		if (b->fast >= FAST_COUNT)
 			return record_window_success(b, permit, w);
 	}
