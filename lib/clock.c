@@ -78,18 +78,20 @@ __extension__ typedef unsigned __int128 u128;
 #define HAVE_TSC 0
 #endif
 
-/* The calibration: ns = base_ns + ((tsc - base_tsc) * mult) >> 32.
- * Written once under pthread_once, read only after it. */
+/* Whether the TSC is used and its rate bound: written once under
+ * pthread_once, read only after it. */
+static int cal_on;
+static uint32_t cal_ppm;
+static pthread_once_t cal_once = PTHREAD_ONCE_INIT;
+
+#if HAVE_TSC
+/* The calibration: ns = base_ns + ((tsc - base_tsc) * mult) >> 32. */
 static struct {
 	uint64_t base_tsc;
 	uint64_t base_ns;
 	uint64_t mult; /* nanoseconds per tick, times 2^32 */
-	uint32_t ppm;  /* bound on the rate error */
-	int on;        /* the TSC is used */
 } cal;
-static pthread_once_t cal_once = PTHREAD_ONCE_INIT;
 
-#if HAVE_TSC
 /* rdtsc after every earlier instruction has completed (lfence), as the
  * kernel's rdtsc_ordered(): a reading taken after an acquire is not
  * moved before it, so happens-before orders the readings of two threads. */
@@ -211,10 +213,10 @@ calibrate(void)
 	 * monotonic clock's own nanosecond: the rate is good to
 	 * (err / dn), rounded up to whole ppm. */
 	err = (uint64_t)((((u128)(ha + hb)) * cal.mult) >> 32) + 2;
-	cal.ppm = (uint32_t)((err * 1000000u + dn - 1) / dn);
+	cal_ppm = (uint32_t)((err * 1000000u + dn - 1) / dn);
 	cal.base_tsc = tb;
 	cal.base_ns = nb;
-	cal.on = 1;
+	cal_on = 1;
 #endif
 }
 
@@ -232,7 +234,7 @@ resil_clock_fast(void)
 {
 	pthread_once(&cal_once, calibrate);
 #if HAVE_TSC
-	if (cal.on)
+	if (cal_on)
 		return &fast_clock;
 #endif
 	return &system_clock;
@@ -243,8 +245,8 @@ resil_clock_fast_info(uint32_t *ppm)
 {
 	pthread_once(&cal_once, calibrate);
 	if (ppm != NULL)
-		*ppm = cal.on ? cal.ppm : 0;
-	return cal.on;
+		*ppm = cal_on ? cal_ppm : 0;
+	return cal_on;
 }
 
 uint64_t

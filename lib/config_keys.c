@@ -722,7 +722,7 @@ read_clock_key(
 		return resil__config_fail(diag, kv->origin, kv->line,
 		    "%s: \"%s\" is not one of system, fast", kv->key,
 		    kv->value);
-	memcpy(field, &c, sizeof(c));
+	*(const resil_clock **)field = c; /* the field's own type */
 	return RESIL_OK;
 }
 
@@ -732,7 +732,7 @@ write_clock_key(const keydef *k, const void *field, char *buf, size_t len)
 	const resil_clock *c;
 
 	(void)k;
-	memcpy(&c, field, sizeof(c));
+	c = *(const resil_clock *const *)field;
 	if (c == NULL || c == resil_clock_system())
 		return put(buf, len, "system");
 	if (c == resil_clock_fast())
