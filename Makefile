@@ -92,7 +92,7 @@ clean:
 # a crash or failed property is saved under build/fuzz/crashes/<harness>/
 # (copy it to fuzz/regressions/<harness>/ so `make test` replays it).
 FUZZ_S ?= 60
-FUZZ_HARNESSES = mock_spec config scenario condition reload directory des
+FUZZ_HARNESSES = mock_spec config scenario condition reload directory des source
 .PHONY: fuzz
 fuzz: deps
 	@sh tools/install-deps.sh clang
@@ -148,6 +148,7 @@ lint: deps
 	cmake --preset dev >/dev/null
 	$(CMAKE_BUILD) dev -j $(JOBS) --target resil -- --no-print-directory
 	python3 tools/lint/house.py build/dev
+	python3 tools/lint/doc_calls.py
 	cppcheck --std=c11 --enable=warning,style,performance,portability \
 	  -I include -I lib -D__GNUC__ --quiet --inline-suppr \
 	  --suppress-xml=tools/lint/cppcheck-suppressions.xml \

@@ -39,6 +39,7 @@ extern const resil_bench resil_bench_chaos[];
 extern const resil_bench resil_bench_outlier[];
 extern const resil_bench resil_bench_health[];
 extern const resil_bench resil_bench_gradient[];
+extern const resil_bench resil_bench_throttle[];
 
 /* Every table, NULL-terminated. */
 extern const resil_bench *const resil_bench_tables[];

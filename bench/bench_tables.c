@@ -20,5 +20,6 @@ const resil_bench *const resil_bench_tables[] = {
 	resil_bench_outlier,
 	resil_bench_health,
 	resil_bench_gradient,
+	resil_bench_throttle,
 	NULL,
 };

@@ -74,7 +74,8 @@ get_stock(void *ctx, const resil_args *args, resil_value *out)
 	return 0;
 }
 
-/* The breaker transitions this worker's pipeline made. */
+/* The breaker transitions this worker's pipeline heard: its own, and
+ * at its next call those the other workers made. */
 static void
 on_event(const resil_pipeline_event *ev, void *ctx)
 {

@@ -209,6 +209,9 @@ shared_offset(const resil_breaker_config *cfg)
 
 _Static_assert(sizeof(shared_ann) == 64 && sizeof(struct bshared) % 64 == 0,
     "lib/shm.c relies on the shared part's layout");
+_Static_assert(W_TRANSIT == 8 && W_STATE_MASK == 7 &&
+        W_OWNER(0, 1, 0) == (UINT64_C(1) << 4 | UINT64_C(1) << 11),
+    "resil__shared_word_corrupt() reads the word's layout");
 
 size_t
 resil__breaker_shared_size(const resil_breaker_config *cfg)
@@ -255,6 +258,10 @@ resil__breaker_new_shared(resil_breaker **out, const resil_breaker_config *cfg,
 	handle_bind(b, (struct bstate *)mem, init);
 	/* Events before this process attached are not its to hear. */
 	b->delivered = w_episode(resil__load64(&b->st->word));
+	/* With a listener, every acquire goes to acquire_shared(), which
+	 * first gives it the transitions other processes made. */
+	if (b->cfg.listener != NULL)
+		b->acq_word = &never_fast;
 	*out = b;
 	return RESIL_OK;
 }
@@ -286,14 +293,14 @@ deliver(resil_breaker *b)
 		ev.reason = (resil_breaker_reason)e->reason;
 		if (resil__load64(&e->seq) != seq)
 			break;
-		b->delivered = seq;
+		resil__store64(&b->delivered, seq);
 		outer = in_listener;
 		in_listener = b;
 		b->cfg.listener(&ev, b->cfg.listener_ctx);
 		in_listener = outer;
 	}
 	if (seq > cur)
-		b->delivered = cur;
+		resil__store64(&b->delivered, cur);
 	resil__spin_unlock(&b->deliver_lock);
 }
 
@@ -675,6 +682,9 @@ await_transit(resil_breaker *b)
 	if (in_listener == b)
 		return false;
 	while ((w = resil__load64(&b->st->word)) & W_TRANSIT) {
+		/* A damaged region's word: no transition ends there. */
+		if (b->shared && resil__shared_word_corrupt(w))
+			return false;
 		resil__backoff(&spins);
 		/* Shared: an owner that takes this long may be dead. */
 		if (b->shared && ++rounds % 8192 == 0)
@@ -840,6 +850,39 @@ acquire_other(resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
 	return acquire_slow(b, permit, retry_after);
 }
 
+/* acquire_shared() when there is something to hear: hear it, then
+ * decide on the state now. */
+static RESIL__NOINLINE resil_err
+acquire_hear(resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
+{
+	deliver(b);
+	return acquire_slow(b, permit, retry_after);
+}
+
+/* A shared breaker's acquire off the inline path (with a listener, every
+ * one: resil__breaker_new_shared()): first the transitions other
+ * processes made since this process last heard (one load and a compare
+ * when there are none), so its next call hears them, granted or
+ * rejected; then an untimed CLOSED grant as acquire_fast() makes it, or
+ * the full path. */
+static RESIL__NOINLINE resil_err
+acquire_shared(resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
+{
+	uint64_t w = resil__load64(&b->st->word);
+
+	if (RESIL__UNLIKELY(b->cfg.listener != NULL &&
+	        w_episode(w) != resil__load64(&b->delivered)))
+		return acquire_hear(b, permit, retry_after);
+	if (RESIL__LIKELY(
+	        (w & (W_STATE_MASK | W_TRANSIT)) == RESIL_BREAKER_CLOSED &&
+	        !b->timing)) {
+		permit->start = w;
+		permit->flags = PERMIT_VALID;
+		return RESIL_OK;
+	}
+	return acquire_slow(b, permit, retry_after);
+}
+
 /* acquire_other() without the time left to report (resil_breaker_acquire),
  * and with it. */
 static RESIL__NOINLINE resil_err
@@ -855,7 +898,8 @@ acquire_other_ra(resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
 }
 
 /* The hot path, CLOSED without timing: small enough to need no saved
- * registers; everything else goes to acquire_other(). */
+ * registers; everything else goes to acquire_other() (a shared breaker's
+ * to acquire_shared()). */
 #if defined(__GNUC__)
 __attribute__((always_inline))
 #endif
@@ -876,6 +920,8 @@ acquire_fast(resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
 		permit->flags = PERMIT_VALID;
 		return RESIL_OK;
 	}
+	if (RESIL__UNLIKELY(b->shared))
+		return acquire_shared(b, permit, retry_after);
 	if (retry_after == NULL)
 		return acquire_other_nr(b, permit);
 	return acquire_other_ra(b, permit, retry_after);
@@ -1124,6 +1170,9 @@ record_impl(resil_breaker *b, resil_permit *permit, resil_outcome outcome,
 		slow = have_duration && duration > b->cfg.slow_threshold_ns;
 	}
 	w = resil__load64(&st->word);
+	/* A damaged region's word: no state to add the outcome to. */
+	if (RESIL__UNLIKELY(b->shared) && resil__shared_word_corrupt(w))
+		return RESIL_E_MISUSE;
 	if (w_episode(w) != ep) {
 		/* From an earlier episode: a slow call from before the trip
 		 * must not close (or trip) the breaker. */
@@ -1279,7 +1328,9 @@ resil__breaker_fast_refs(const resil_breaker *b, resil__bfast *f)
 	f->acq_word = b->acq_word;
 	f->st = b->st;
 	f->streak = b->shared ? &never_zero : b->streak;
-	f->word = &b->st->word;
+	/* A shared breaker's acquire first hears other processes'
+	 * transitions (acquire_shared()): no grant on its word. */
+	f->word = b->shared ? b->acq_word : &b->st->word;
 	f->tstreak = b->shared ? &never_zero : b->tstreak;
 	f->slow_ns = b->slow_ns;
 }
@@ -1394,9 +1445,17 @@ resil_breaker_call(resil_breaker *b, resil_breaker_fn fn, void *ctx,
 resil_breaker_state
 resil_breaker_get_state(const resil_breaker *b)
 {
+	uint64_t w;
+
 	if (b == NULL)
 		return RESIL_BREAKER_CLOSED;
-	return w_state_checked(resil__load64(&b->st->word));
+	w = resil__load64(&b->st->word);
+	/* What the handle does with it: a word that holds no state (a
+	 * damaged region, lib/breaker_shared.h) refuses every permit. */
+	if (RESIL__UNLIKELY(w & W_TRANSIT) && b->shared &&
+	    resil__shared_word_corrupt(w))
+		return RESIL_BREAKER_CORRUPT;
+	return w_state_checked(w);
 }
 
 resil_err
@@ -1416,6 +1475,8 @@ resil_breaker_transition(resil_breaker *b, resil_breaker_state to)
 				return RESIL_E_MISUSE;
 			continue;
 		}
+		if (w_state(w) > RESIL_BREAKER_METRICS_ONLY)
+			return RESIL_E_MISUSE; /* CORRUPT is never left */
 		if (w_state(w) == to && to != RESIL_BREAKER_CLOSED)
 			return RESIL_OK;
 		if (transition(

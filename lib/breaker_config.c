@@ -71,8 +71,8 @@ resil_breaker_config_validate(
 	if (cfg->open_wait_max_ns != 0 &&
 	    cfg->open_wait_max_ns < cfg->open_wait_ns)
 		return resil__diagf(diag, RESIL_E_INVAL,
-		    "breaker.open_wait_max_ns: %llu is below open_wait_ns "
-		    "%llu",
+		    "breaker.open_wait_max_ns: %llu is below "
+		    "breaker.open_wait_ns (%llu)",
 		    (unsigned long long)cfg->open_wait_max_ns,
 		    (unsigned long long)cfg->open_wait_ns);
 	if (cfg->permitted_probes == 0 || cfg->permitted_probes > MAX_PROBES)

@@ -106,7 +106,9 @@ resil_breaker_get_metrics(resil_breaker *b, resil_breaker_metrics *out)
 	w = resil__load64(&st->word);
 	now = now_coarse(b);
 	since = resil__load64(&st->since);
-	m.state = w_state_checked(w);
+	m.state = b->shared && resil__shared_word_corrupt(w)
+	    ? RESIL_BREAKER_CORRUPT
+	    : w_state_checked(w);
 	m.time_in_state = now > since ? now - since : 0;
 	m.transitions = w_episode(w);
 	m.open_wait = resil__load64(&st->wait);

@@ -16,6 +16,28 @@
 /* Transition events kept for other processes' listeners. */
 #define RESIL__SHM_RING 64u
 
+/*
+ * Whether w, a shared breaker's state word, holds no state (its region was
+ * damaged): a state above RESIL_BREAKER_METRICS_ONLY, or a transition in
+ * progress (TRANSIT, bit 3) whose owner field (bits 4..10, a process slot
+ * + 1, and bits 11..13, the state it left; lib/breaker_internal.h) names
+ * no process slot or no state. lib/shm.c refuses to attach to such a word;
+ * a handle made before the damage reads it as RESIL_BREAKER_CORRUPT and
+ * refuses on it every permit, outcome, transition and snapshot, without
+ * waiting for the transition it seems to hold.
+ */
+static inline bool
+resil__shared_word_corrupt(uint64_t w)
+{
+	uint64_t owner = (w >> 4) & 0x7f, from = (w >> 11) & 7;
+
+	if ((w & 7) > RESIL_BREAKER_METRICS_ONLY)
+		return true;
+	return (w & 8) != 0 &&
+	    (owner == 0 || owner > RESIL__PROCS ||
+	        from > RESIL_BREAKER_METRICS_ONLY);
+}
+
 /* Bytes of region memory a shared breaker with cfg needs (cache-line
  * aligned start assumed). */
 size_t resil__breaker_shared_size(const resil_breaker_config *cfg);

@@ -130,6 +130,8 @@ resil_breaker_snapshot(resil_breaker *b, void *buf, size_t cap, size_t *len)
 				return RESIL_E_MISUSE;
 			continue;
 		}
+		if (w_state(w) > RESIL_BREAKER_METRICS_ONLY)
+			return RESIL_E_MISUSE; /* CORRUPT: no state to save */
 		memset(out, 0, SNAP_HEAD);
 		resil_breaker_get_metrics(b, &m);
 		now = now_coarse(b);
@@ -218,6 +220,16 @@ static resil_err
 snap_refuse(resil_diag *diag, const char *why)
 {
 	return resil__diagf(diag, RESIL_E_INVAL, "breaker snapshot: %s", why);
+}
+
+/* A breaker whose state word holds no state (a damaged shm region) is
+ * never left for a restored one. */
+static resil_err
+restore_corrupt(resil_diag *diag)
+{
+	return resil__diagf(diag, RESIL_E_MISUSE,
+	    "breaker snapshot: the breaker is CORRUPT (its shm region was "
+	    "damaged): nothing is restored into it");
 }
 
 /* Write the decoded snapshot (ctx, a struct restore_data) into the
@@ -368,12 +380,16 @@ resil_breaker_restore(
 		}
 	}
 	for (;;) {
+		if (resil_breaker_get_state(b) == RESIL_BREAKER_CORRUPT)
+			return restore_corrupt(diag);
 		w = resil__load64(&b->st->word);
 		if (w & W_TRANSIT) {
 			if (!resil__breaker_await_transit(b))
 				return RESIL_E_MISUSE;
 			continue;
 		}
+		if (w_state(w) > RESIL_BREAKER_METRICS_ONLY)
+			return restore_corrupt(diag); /* never left */
 		if (resil__breaker_transition_fill(b, w, rd.state,
 		        RESIL_BREAKER_REASON_RESTORED, now, restore_fill, &rd))
 			return RESIL_OK;

@@ -204,6 +204,20 @@ service_record(callm *c, resil_outcome outcome, tsrc *ts)
 	c->breaker_state = (int)resil_breaker_get_state(c->sbreaker);
 }
 
+/*
+ * The call ends refused by the consumer's own limits (its rate limiter,
+ * its bulkhead: the attempt was never made), and no attempt of it ran
+ * and failed: no failure of the dependency (DESIGN, decided in turn 4),
+ * so the service breaker's permit goes back unused. A call whose earlier
+ * attempt did fail at an endpoint still records that failure, as the
+ * breaker of a pipeline without a selector records that attempt.
+ */
+static int
+own_refusal(const callm *c, resil_err status)
+{
+	return status == RESIL_E_LIMITED && c->real_err == RESIL_OK;
+}
+
 void
 resil__cl_cancel(callm *c)
 {
@@ -357,6 +371,8 @@ resil__cl_done(callm *c, unsigned i, resil_outcome outcome, uint64_t t1)
 	copy_str(c->last_zone, sizeof(c->last_zone),
 	    pk->zone != NULL ? pk->zone : "");
 	c->last_timeout = c->timeout;
+	if (c->last_rc == RESIL_RC_TIMEOUT)
+		c->declared_ns = dur;
 	if (outcome == RESIL_OUTCOME_FAILURE &&
 	    c->p->ccfg.strategy != RESIL_CLUSTER_FORKING) {
 		for (k = 0; k < c->nfailed && c->failed_ids[k] != pk->id; k++)
@@ -412,6 +428,14 @@ static int
 broadcast_next(callm *c, tsrc *ts, resil_call_next *st)
 {
 	c->pending = 0;
+	if (c->last_status == RESIL_E_LIMITED) {
+		/* The consumer's own limit refused the call to this endpoint:
+		 * the broadcast stops with the refusal, which is no failure
+		 * of the dependency (never counted toward the threshold). */
+		finish(c, RESIL_E_LIMITED, 0, RESIL_E_LIMITED,
+		    RESIL_OUTCOME_FAILURE, ts, st);
+		return RESIL__CL_DONE;
+	}
 	if (c->last_outcome == RESIL_OUTCOME_BUSINESS) {
 		finish(c, RESIL_OK, c->last_rc, RESIL_OK,
 		    RESIL_OUTCOME_BUSINESS, ts, st);
@@ -500,6 +524,46 @@ resil__cl_refused(
 	return RESIL__CL_DONE;
 }
 
+/*
+ * The last error in words (resil__cluster_last_error), but a timeout the
+ * user's function reported (rc RESIL_RC_TIMEOUT) says what happened and
+ * when (issue 38.13): "the function's own timeout (RESIL_RC_TIMEOUT)
+ * after 200 ms", not the configured timeout, which resil's own deadline
+ * (rc 0) keeps. timed: the attempt's time is known (declared_ns).
+ */
+static void
+last_error(const callm *c, char *buf, size_t n, resil_err err, int rc,
+    uint64_t timeout, int timed)
+{
+	uint64_t ms, frac;
+	int len;
+
+	if (err != RESIL_E_TIMEOUT || rc != RESIL_RC_TIMEOUT) {
+		resil__cluster_last_error(buf, n, err, rc, timeout);
+		return;
+	}
+	len =
+	    snprintf(buf, n, "the function's own timeout (RESIL_RC_TIMEOUT)");
+	if (!timed || len < 0 || (size_t)len >= n)
+		return;
+	/* Milliseconds, with the fraction it has (to the nanosecond). */
+	ms = c->declared_ns / RESIL_NS_PER_MS;
+	frac = c->declared_ns % RESIL_NS_PER_MS;
+	if (frac == 0) {
+		snprintf(buf + len, n - (size_t)len, " after %llu ms",
+		    (unsigned long long)ms);
+	} else {
+		char f[8];
+		int k = 6;
+
+		snprintf(f, sizeof(f), "%06llu", (unsigned long long)frac);
+		while (k > 0 && f[k - 1] == '0')
+			f[--k] = '\0';
+		snprintf(buf + len, n - (size_t)len, " after %llu.%s ms",
+		    (unsigned long long)ms, f);
+	}
+}
+
 /* The answer of a cluster call: as conclude(), with the strategy's say
  * (failsafe, failback), the endpoint and Dubbo's message. */
 /* The endpoint and zone of the call's last attempt, into its answer. */
@@ -518,19 +582,19 @@ failure_msg(callm *c, resil_err err, int rc, int full)
 {
 	resil_pipeline *p = c->p;
 	resil_result *out = c->out;
-	char lasterr[64];
+	char lasterr[96];
 
 	if (c->cstop && c->cmsg[0] != '\0') {
 		copy_str(out->message, sizeof(out->message), c->cmsg);
 	} else if (p->ccfg.strategy == RESIL_CLUSTER_BROADCAST) {
-		resil__cluster_last_error(
-		    lasterr, sizeof(lasterr), err, rc, c->last_timeout);
+		last_error(c, lasterr, sizeof(lasterr), err, rc,
+		    c->last_timeout, 1);
 		resil__cluster_broadcast_msg(out->message,
 		    sizeof(out->message), c->req.method, p->service, c->bfail,
 		    c->bn, c->attempts > 0 ? lasterr : NULL);
 	} else if (full) {
-		resil__cluster_last_error(
-		    lasterr, sizeof(lasterr), err, rc, c->last_timeout);
+		last_error(c, lasterr, sizeof(lasterr), err, rc,
+		    c->last_timeout, 1);
 		resil__cluster_full_msg(out->message, sizeof(out->message),
 		    c->req.method, p->service,
 		    full == 1 ? p->ccfg.failback_queue : -1, lasterr);
@@ -538,10 +602,10 @@ failure_msg(callm *c, resil_err err, int rc, int full)
 	    p->ccfg.strategy == RESIL_CLUSTER_FORKING) {
 		char providers[sizeof(c->cmsg)];
 
-		resil__cluster_last_error(lasterr, sizeof(lasterr),
+		last_error(c, lasterr, sizeof(lasterr),
 		    c->real_err != RESIL_OK ? c->real_err : err,
 		    c->real_err != RESIL_OK ? c->real_rc : rc,
-		    c->last_timeout);
+		    c->last_timeout, 1);
 		if (p->ccfg.strategy == RESIL_CLUSTER_FORKING) {
 			resil__cluster_forking_msg(out->message,
 			    sizeof(out->message), c->failed, lasterr);
@@ -553,10 +617,10 @@ failure_msg(callm *c, resil_err err, int rc, int full)
 		    resil__cluster_lb_name((resil_lb_kind)c->clb), providers,
 		    lasterr);
 	} else {
-		resil__cluster_last_error(lasterr, sizeof(lasterr),
+		last_error(c, lasterr, sizeof(lasterr),
 		    c->real_err != RESIL_OK ? c->real_err : err,
 		    c->real_err != RESIL_OK ? c->real_rc : rc,
-		    c->last_timeout);
+		    c->last_timeout, 1);
 		int zone = p->ccfg.strategy == RESIL_CLUSTER_ZONE_AWARE;
 
 		/* Zone-aware: the counts are phase 1's, over its (local)
@@ -583,6 +647,16 @@ resil__cl_conclude(callm *c, resil_err rr, int rc, resil_err status,
 		service_record(c, outcome, ts);
 		put_endpoint(c);
 		conclude_live(c, rc, outcome, ts, st);
+		return;
+	}
+	if (own_refusal(c, status)) {
+		/* Refused by the consumer's own limits: the permit goes back,
+		 * and the refusal keeps its own words (it reached no
+		 * provider; no strategy swallows or queues it). */
+		resil__cl_cancel(c);
+		resil_value_free(&c->value);
+		(void)recover_failure(c, status, rc);
+		conclude_with(c, RESIL_STAGE_FALLBACK, ts, st);
 		return;
 	}
 	/* A failure of the whole call, unless the strategy swallows it
@@ -653,13 +727,15 @@ resil__cl_conclude(callm *c, resil_err rr, int rc, resil_err status,
 void
 resil__cl_one_failfast(callm *c, resil_err err, int rc)
 {
-	char lasterr[64];
+	char lasterr[96];
 
 	if (err == RESIL_E_OPEN || err == RESIL_E_LIMITED)
 		return; /* a rejection keeps its own words */
-	resil__cluster_last_error(lasterr, sizeof(lasterr),
+	/* A timed attempt (a timeout is set) knows how long it ran. */
+	last_error(c, lasterr, sizeof(lasterr),
 	    c->real_err != RESIL_OK ? c->real_err : err,
-	    c->real_err != RESIL_OK ? c->real_rc : rc, c->timeout);
+	    c->real_err != RESIL_OK ? c->real_rc : rc, c->timeout,
+	    c->timeout != 0);
 	resil__cluster_failfast_msg(c->out->message, sizeof(c->out->message),
 	    c->args->method, c->p->service, RESIL__IMPLICIT_ENDPOINT,
 	    resil__cluster_lb_name(RESIL_LB_RANDOM), RESIL__IMPLICIT_ENDPOINT,

@@ -267,6 +267,7 @@ complete(callm *c, unsigned i, int rc, resil_value *value, int late, tsrc *ts)
 		/* The user's function says it timed out: as late, but its
 		 * slot is free (it has answered). */
 		late = 2;
+		c->declared_ns = dur; /* its message says when */
 		if (c->timeout != 0 && dur <= c->timeout)
 			dur = sat_add(c->timeout, 1);
 	}

@@ -83,6 +83,11 @@ typedef struct callm {
 	 * E_TIMEOUT with its rc. */
 	resil_err real_err;
 	int real_rc;
+	/* How long the last attempt whose function reported a timeout
+	 * (RESIL_RC_TIMEOUT) ran, for the message (issue 38.13): set by
+	 * complete() when the attempt was timed, and by the cluster's
+	 * report of every attempt with a selector. */
+	uint64_t declared_ns;
 	/* The last completed attempt, as the breaker saw it. */
 	int last_rc;
 	resil_err last_status;

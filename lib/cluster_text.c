@@ -10,6 +10,7 @@
 #include <resil/selector.h>
 
 #include "cluster_text.h"
+#include "directory_internal.h"
 #include "duration.h"
 #include "router_internal.h"
 #include "source_internal.h"
@@ -57,6 +58,7 @@ struct resil_cluster_text {
 	uint32_t panic;
 	uint64_t seed; /* loadbalance.seed */
 	resil_outlier_config outlier;
+	uint32_t enforcing_consecutive; /* issue 38.14; default 100 */
 	/* The interval detections: on once one of their keys is given. */
 	resil_outlier_rate_config rate;
 	int rate_on;
@@ -107,6 +109,7 @@ resil_cluster_text_new(resil_cluster_text **out, const resil_allocator *alloc)
 	cc->seed = RESIL_SELECTOR_SEED;
 	resil_directory_config_init(&dc);
 	cc->outlier = dc.outlier;
+	cc->enforcing_consecutive = dc.outlier_enforcing_consecutive_failures;
 	cc->empty_protection = dc.empty_protection;
 	resil_outlier_rate_config_init(&cc->rate);
 	resil_health_config_init(&cc->health);
@@ -276,14 +279,17 @@ dur_min(const char *key, const char *v, uint64_t lo, uint64_t *out,
     resil_diag *diag)
 {
 	const char *unit_at = NULL, *hint;
+	char b1[64], b2[64];
 	uint64_t x = 0;
 	int r = resil__duration_parse(v, &x, &unit_at);
 
 	switch (r) {
 	case RESIL__DUR_OK:
 		break;
-	case RESIL__DUR_RANGE:
-		return BAD("%s: %s is out of range", key, v);
+	case RESIL__DUR_RANGE: /* the bounds in the value's unit */
+		resil__duration_in_unit_of(b1, sizeof(b1), v, 0);
+		resil__duration_in_unit_of(b2, sizeof(b2), v, UINT64_MAX);
+		return BAD("%s: %s is out of range %s..%s", key, v, b1, b2);
 	case RESIL__DUR_SPACE:
 		return BAD("%s: \"%s\": write the unit next to the number "
 		           "(%.*s%s)",
@@ -311,9 +317,10 @@ dur_min(const char *key, const char *v, uint64_t lo, uint64_t *out,
 		    "s, m, h)",
 		    key, v);
 	}
-	if (x < lo)
-		return BAD(
-		    "%s: %s is below %llu", key, v, (unsigned long long)lo);
+	if (x < lo) { /* the minimum in the value's unit (issue 38.8) */
+		resil__duration_in_unit_of(b1, sizeof(b1), v, lo);
+		return BAD("%s: %s is below the minimum of %s", key, v, b1);
+	}
 	*out = x;
 	return RESIL_OK;
 }
@@ -882,6 +889,15 @@ url_item(resil_cluster_text *cc, const char *key, const char *item, size_t no,
 	sp->params = url_params(cc->a, &u, &nomem);
 	if (nomem)
 		goto out;
+	/* The directory's grammar of params (a path with a '&' would be
+	 * refused by resil_directory_new(), without a line; issue 38.6). */
+	if (sp->params != NULL &&
+	    (v = resil__params_check(sp->params, &i)) != NULL) {
+		err = BAD("%s: item %zu \"%s\": the parameters \"%s\": %s at "
+		          "column %zu (key=value items joined by '&')",
+		    key, no, item, sp->params, v, i);
+		goto out;
+	}
 	err = RESIL_OK;
 out:
 	resil__url_free(cc->a, &u);
@@ -1171,6 +1187,8 @@ static const key_def text_keys[] = {
 	{ "outlier.max_ejection", K_DUR, 0, CC(outlier.max_ejection), 1, 0,
 	    NULL },
 	{ "outlier.interval", K_DUR, 0, CC(outlier.interval), 1, 0, NULL },
+	{ "outlier.enforcing_consecutive_failures", K_U32, 0,
+	    CC(enforcing_consecutive), 0, 100, NULL },
 	{ "outlier.success_rate_minimum_hosts", K_FN, 0, 0, 0, 0, set_rate },
 	{ "outlier.success_rate_request_volume", K_FN, 0, 0, 0, 0, set_rate },
 	{ "outlier.success_rate_stdev_factor", K_FN, 0, 0, 0, 0, set_rate },
@@ -1271,6 +1289,22 @@ resil_cluster_text_set(resil_cluster_text *cc, const char *key,
 	return resil__diag_at(diag, err, origin, line);
 }
 
+/* The outlier settings' cross-field rule, in the keys' words and units
+ * (issue 38.8: not the directory's nanoseconds). */
+static resil_err
+outlier_check(const resil_outlier_config *o, resil_diag *diag)
+{
+	char t1[32], t2[32];
+
+	if (o->max_ejection_pct == 0 || o->max_ejection >= o->base_ejection)
+		return RESIL_OK;
+	resil__duration_format(t1, sizeof(t1), o->max_ejection);
+	resil__duration_format(t2, sizeof(t2), o->base_ejection);
+	return BAD("outlier.max_ejection: %s is below outlier.base_ejection "
+	           "(%s)",
+	    t1, t2);
+}
+
 /* finish()'s message, "origin:line: " first where the key's line is
  * known. */
 static resil_err
@@ -1331,8 +1365,11 @@ resil_cluster_text_finish(resil_cluster_text *cc, resil_diag *diag)
 	if (cc->eb_enabled != 0 && (cc->eb_on || cc->eb_enabled == 1) &&
 	    (err = breaker_check(&cc->eb, diag)) != RESIL_OK)
 		return locate_known(cc, diag, err, cc->eb_line);
+	if ((err = outlier_check(&cc->outlier, diag)) != RESIL_OK)
+		return locate_known(cc, diag, err, cc->outlier_line);
 	resil_directory_config_init(&dc);
 	dc.outlier = cc->outlier;
+	dc.outlier_enforcing_consecutive_failures = cc->enforcing_consecutive;
 	dc.outlier_rate = cc->rate_on ? &cc->rate : NULL;
 	dc.health = NULL; /* checked by each key */
 	return locate_known(cc, diag,
@@ -1467,4 +1504,14 @@ resil_cluster_text_directory(
 		out->endpoints = cc->eps;
 		out->nendpoints = cc->neps;
 	}
+	if (out->size > offsetof(resil_directory_config,
+	                    outlier_enforcing_consecutive_failures))
+		out->outlier_enforcing_consecutive_failures =
+		    cc->enforcing_consecutive;
+}
+
+int
+resil__zone_name_ok(const char *s)
+{
+	return zone_ok(s);
 }

@@ -32,4 +32,8 @@ typedef struct resil__cluster_peer {
 resil_err resil__cluster_text_peer_check(const resil_cluster_text *cc,
     const resil__cluster_peer *peer, resil_diag *diag);
 
+/* Whether s is a zone name: letters, digits, '_', '-', '.', not empty
+ * (router.zone's rule; zone= checks it too, issue 38.6). */
+int resil__zone_name_ok(const char *s);
+
 #endif /* RESIL_CLUSTER_TEXT_H */

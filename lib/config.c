@@ -194,6 +194,7 @@ typedef struct build {
 	int cluster_seen;
 	resil_source_text *st;  /* the registry keys, or NULL: none */
 	ref source_first;       /* the first registry key (its key) */
+	ref source_other;       /* the first one but registry= itself */
 	int registry_seen;      /* registry= was given */
 	ref registry;           /* registry= (issue 24.5: against url=) */
 	unsigned strategy_line; /* the line of cluster= */
@@ -338,6 +339,9 @@ apply_source(build *b, const setting *s, resil_diag *diag)
 		b->registry_seen = 1;
 		b->registry.value = s->value;
 		b->registry.line = s->line;
+	} else if (b->source_other.value == NULL) {
+		b->source_other.value = s->key;
+		b->source_other.line = s->line;
 	}
 	return resil_source_text_set(b->st, s->key, s->value,
 	    s->line > 0 ? b->origin : NULL, s->line, diag);
@@ -829,6 +833,73 @@ shared_check(build *b, resil_diag *diag)
 	return resil__config_fail(diag, b->origin, b->last[stage], "%s", d.msg);
 }
 
+/* cluster=zone-aware over endpoints the text lists (url=): each needs a
+ * zone, which resil_pipeline_new() checked, without a line (issue 38.6).
+ * A registry's endpoints come later: the pipeline checks those. */
+static resil_err
+zone_aware_check(const build *b, resil_diag *diag)
+{
+	resil_directory_config dc;
+	size_t i;
+
+	if (b->pc.cluster.strategy != RESIL_CLUSTER_ZONE_AWARE)
+		return RESIL_OK;
+	resil_directory_config_init(&dc);
+	resil_cluster_text_directory(b->ct, &dc);
+	for (i = 0; i < dc.nendpoints; i++) {
+		const resil_endpoint_spec *e = &dc.endpoints[i];
+
+		if (!e->mock && (e->zone == NULL || e->zone[0] == '\0'))
+			return resil__config_fail(diag, b->origin,
+			    b->strategy_line,
+			    "cluster: zone-aware needs every endpoint's zone: "
+			    "url= lists %s without one (?zone=)",
+			    e->address);
+	}
+	return RESIL_OK;
+}
+
+/* The registry keys together, at the end of the text: what
+ * resil_config_source() would refuse is refused here, with a line (issue
+ * 38.6), and keys that registry=N/A leaves unused are refused too. */
+static resil_err
+source_check(const build *b, resil_diag *diag)
+{
+	resil_source_config rc;
+	resil_diag d;
+
+	if (b->source_first.value != NULL && !b->registry_seen)
+		return resil__config_fail(diag, b->origin,
+		    b->source_first.line,
+		    "%s: needs registry= (the registry's URL, "
+		    "zookeeper://host:port, or N/A)",
+		    b->source_first.value);
+	if (!b->registry_seen)
+		return RESIL_OK;
+	if (!resil_source_text_present(b->st)) {
+		if (b->source_other.value == NULL)
+			return RESIL_OK;
+		return resil__config_fail(diag, b->origin,
+		    b->source_other.line,
+		    "%s: unused: registry=N/A (line %u) names no registry",
+		    b->source_other.value, b->registry.line);
+	}
+	resil_source_config_init(&rc);
+	resil_source_text_config(b->st, &rc);
+	if (rc.service == NULL || rc.service[0] == '\0')
+		rc.service = b->pc.service;
+	if (rc.service == NULL || rc.service[0] == '\0')
+		return resil__config_fail(diag, b->origin, b->registry.line,
+		    "registry: needs the interface to subscribe to "
+		    "(registry.service=, or service=)");
+	rc.directory = (resil_directory *)(uintptr_t)1; /* the caller's */
+	d.msg[0] = '\0';
+	if (resil_source_config_validate(&rc, &d) != RESIL_OK)
+		return resil__config_fail(
+		    diag, b->origin, b->registry.line, "%s", d.msg);
+	return RESIL_OK;
+}
+
 /* After the last setting: stage switches, mock specs, stage checks. */
 static resil_err
 build_finish(build *b, resil_diag *diag)
@@ -901,13 +972,11 @@ build_finish(build *b, resil_diag *diag)
 		if ((err = resil__cluster_text_peer_check(
 		         b->ct, &peer, diag)) != RESIL_OK)
 			return err;
+		if ((err = zone_aware_check(b, diag)) != RESIL_OK)
+			return err;
 	}
-	if (b->source_first.value != NULL && !b->registry_seen)
-		return resil__config_fail(diag, b->origin,
-		    b->source_first.line,
-		    "%s: needs registry= (the registry's URL, "
-		    "zookeeper://host:port, or N/A)",
-		    b->source_first.value);
+	if ((err = source_check(b, diag)) != RESIL_OK)
+		return err;
 	if ((err = chaos_finish(b, diag)) != RESIL_OK)
 		return err;
 	/* The cache has no cross-field rule: its fields were checked one by
@@ -1640,6 +1709,29 @@ resil_config_entry(
  * conf starts NULL: in this file clang's analyzer follows the parser, and
  * it cannot tell that resil__diagf() returns its error, never RESIL_OK. */
 
+/* The line of key[0..klen) in conf, or of the first key of its family
+ * (key.*, <method>.key.*); 0: none (resil__reload_text). */
+static unsigned
+key_line(const char *key, size_t klen, void *ctx)
+{
+	const resil_config *conf = ctx;
+	unsigned fam = 0;
+	size_t i;
+
+	for (i = conf->n; i-- > 0;) {
+		const setting *s = &conf->settings[i];
+		const char *k = s->key, *dot = strchr(k, '.');
+
+		if (strlen(k) == klen && memcmp(k, key, klen) == 0)
+			return s->line; /* the last one is the one in force */
+		if ((strncmp(k, key, klen) == 0 && k[klen] == '.') ||
+		    (dot != NULL && strncmp(dot + 1, key, klen) == 0 &&
+		        dot[1 + klen] == '.'))
+			fam = s->line;
+	}
+	return fam;
+}
+
 /* The text parsed into conf (err: how that went): the pipeline reloads
  * with it, and conf goes. */
 static resil_err
@@ -1655,7 +1747,11 @@ reload_parsed(
 	 * ones are refused by the reload (chaos is fixed at creation). */
 	if (resil_chaos_same(pc.chaos, resil_pipeline_chaos(p, NULL)))
 		pc.chaos = NULL;
-	err = resil_pipeline_reload(p, &pc, diag);
+	{
+		resil__reload_text t = { conf->origin, key_line, conf };
+
+		err = resil__pipeline_reload_text(p, &pc, &t, diag);
+	}
 	resil_config_free(conf);
 	return err;
 }

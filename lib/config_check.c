@@ -31,7 +31,8 @@ enum {
 	CK_RETRY_ENABLED = 2,  /* retry.enabled= */
 	CK_M_RETRIES = 3,      /* <method>.retries= */
 	CK_M_MAX_ATTEMPTS = 4, /* <method>.retry.max_attempts= */
-	CK_RETRY_OTHER = 5     /* any other retry.* key */
+	CK_RETRY_OTHER = 5,    /* any other retry.* key */
+	CK_HEDGE_MAX = 6       /* hedge.max= */
 };
 
 void
@@ -70,6 +71,8 @@ resil__combo_key(
 		kind = CK_RETRY_ENABLED;
 	} else if (strncmp(key, "retry.", 6) == 0) {
 		kind = CK_RETRY_OTHER;
+	} else if (strcmp(key, "hedge.max") == 0) {
+		kind = CK_HEDGE_MAX;
 	} else {
 		return;
 	}
@@ -160,6 +163,14 @@ refusals(const resil__combo *c, const char *origin,
 	}
 	if (!selector)
 		return RESIL_OK;
+	at = 0;
+	/* resil_pipeline_new() refuses it with a selector; say it here,
+	 * with its line (issue 38.6). */
+	if (pc->hedge_max != 0 && (e = find(c, CK_HEDGE_MAX, &at)) != NULL)
+		return resil__config_fail(diag, origin, e->line,
+		    "%s: hedging with a selector is the forking strategy "
+		    "(cluster=forking, forks=)",
+		    e->key);
 	at = 0;
 	if ((e = find(c, CK_MAX_ATTEMPTS, &at)) != NULL && pc->retry_enabled)
 		return resil__config_fail(diag, origin, e->line,

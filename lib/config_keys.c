@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster_text.h"
 #include "duration.h"
 #include "pipeline_config.h"
 #include "pipeline_shared.h"
@@ -398,6 +399,11 @@ read_string(const keydef *k, const keyval *kv, void *field, resil_diag *diag)
 	if (kv->value[0] == '\0' && k->kind == K_ZONE)
 		return resil__config_fail(diag, kv->origin, kv->line,
 		    "%s: a zone name is required", kv->key);
+	if (k->kind == K_ZONE && !resil__zone_name_ok(kv->value))
+		return resil__config_fail(diag, kv->origin, kv->line,
+		    "%s: \"%s\" is not a zone name (letters, digits, '_', "
+		    "'-', '.')",
+		    kv->key, kv->value);
 	memcpy(field, &kv->value, sizeof(kv->value));
 	return RESIL_OK;
 }

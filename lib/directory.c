@@ -5,7 +5,6 @@
 #include <resil/directory.h>
 
 #include "directory_internal.h"
-#include "pipeline_shared.h"
 
 #include <stdio.h>
 
@@ -70,6 +69,8 @@ resil_endpoint_event_name(resil_endpoint_event_type t)
 		return "UNHEALTHY";
 	case RESIL_ENDPOINT_HEALTHY:
 		return "HEALTHY";
+	case RESIL_ENDPOINT_DETECTED:
+		return "DETECTED";
 	}
 	return "UNKNOWN";
 }
@@ -183,6 +184,13 @@ resil_directory_config_validate(
 			return resil__diagf(diag, RESIL_E_INVAL,
 			    "outlier.interval: must be at least 1");
 	}
+	if (cfg->size > offsetof(resil_directory_config,
+	                    outlier_enforcing_consecutive_failures) &&
+	    cfg->outlier_enforcing_consecutive_failures > 100)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "outlier.enforcing_consecutive_failures: %u is out of "
+		    "range 0..100",
+		    cfg->outlier_enforcing_consecutive_failures);
 	if (cfg->reader_slots > 4096)
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "directory.reader_slots: %u is out of range 0..4096",
@@ -569,7 +577,7 @@ resil_directory_new(
 	if (cfg->size >
 	        offsetof(resil_directory_config, endpoint_breaker_shm) &&
 	    cfg->endpoint_breaker_shm != NULL &&
-	    (err = resil__shared_endpoint_region(cfg->endpoint_breaker_shm,
+	    (err = resil__dir_shm_region(cfg->endpoint_breaker_shm,
 	         d->has_breaker, &d->a, &d->bshm, diag)) != RESIL_OK) {
 		resil_directory_free(d); /* issue 24.2: the region's */
 		return err;
@@ -638,6 +646,39 @@ blank(char c)
 	return c == ' ' || c == '\t' || c == '\r' || c == '\n';
 }
 
+/* The grammar of an endpoint's params, written once: the directory checks
+ * every push with it and the registry source every provider it maps
+ * (lib/source_dubbo.c), so a provider the source keeps is never refused
+ * here (issue 38.1). Items key=value joined by '&': no empty item, a key
+ * that is not empty (it ends at the item's first '='), a value that may be
+ * empty or hold '='. NULL for well-formed params, else the reason, with
+ * the 1-based column of the bad item in *col (one past the end for a
+ * trailing '&'). */
+const char *
+resil__params_check(const char *params, size_t *col)
+{
+	const char *q = params;
+
+	while (*q != '\0') {
+		const char *amp = strchr(q, '&');
+		const char *end = amp != NULL ? amp : q + strlen(q);
+		const char *eq = memchr(q, '=', (size_t)(end - q));
+
+		if (eq == NULL || eq == q) {
+			*col = (size_t)(q - params) + 1;
+			return q == end  ? "an empty item"
+			    : eq == NULL ? "no '='"
+			                 : "an empty key";
+		}
+		if (amp != NULL && amp[1] == '\0') {
+			*col = strlen(params) + 1;
+			return "an empty item";
+		}
+		q = amp != NULL ? amp + 1 : end;
+	}
+	return NULL;
+}
+
 /* Inlined into check_specs' loop, as it was into the push's before
  * resil_directory_config_validate() called it too (directory/push/1024:
  * ~14 instructions per endpoint for the call). */
@@ -645,6 +686,7 @@ __attribute__((always_inline)) static inline resil_err
 check_spec(const resil_endpoint_spec *s, size_t i, resil_diag *diag)
 {
 	const char *p;
+	size_t col;
 
 	if (s->address == NULL || s->address[0] == '\0')
 		return resil__diagf(
@@ -661,25 +703,12 @@ check_spec(const resil_endpoint_spec *s, size_t i, resil_diag *diag)
 	if (s->zone != NULL && s->zone[0] == '\0')
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "endpoints[%zu].zone: empty (use NULL for no zone)", i);
-	if (s->params != NULL && s->params[0] != '\0') {
-		const char *q = s->params;
-		while (*q != '\0') {
-			const char *amp = strchr(q, '&');
-			const char *end = amp != NULL ? amp : q + strlen(q);
-			const char *eq = memchr(q, '=', (size_t)(end - q));
-			if (eq == NULL || eq == q)
-				return resil__diagf(diag, RESIL_E_INVAL,
-				    "endpoints[%zu].params: \"%s\" at column "
-				    "%zu: expected key=value",
-				    i, s->params, (size_t)(q - s->params) + 1);
-			if (amp != NULL && amp[1] == '\0')
-				return resil__diagf(diag, RESIL_E_INVAL,
-				    "endpoints[%zu].params: \"%s\" at column "
-				    "%zu: expected key=value",
-				    i, s->params, strlen(s->params) + 1);
-			q = amp != NULL ? amp + 1 : end;
-		}
-	}
+	if (s->params != NULL && s->params[0] != '\0' &&
+	    resil__params_check(s->params, &col) != NULL)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "endpoints[%zu].params: \"%s\" at column %zu: expected "
+		    "key=value",
+		    i, s->params, col);
 	return RESIL_OK;
 }
 
@@ -765,7 +794,7 @@ ep_new(resil_directory *d, const char *address)
 		return NULL;
 	}
 	if (d->has_breaker &&
-	    (d->bshm != NULL ? resil__shared_endpoint_breaker(d->bshm, address,
+	    (d->bshm != NULL ? resil__dir_shm_breaker(d->bshm, address,
 	                           &d->bcfg, &ep->breaker, &diag)
 	                     : resil_breaker_new(&ep->breaker, &d->bcfg,
 	                           &diag)) != RESIL_OK) {
@@ -1246,11 +1275,25 @@ ep_out(resil__endpoint *ep, uint64_t now)
 	    now < resil__load64(&ep->until);
 }
 
+/* Whether a consecutive-failure detection inside the share ejects
+ * (Envoy's enforcing_consecutive_5xx, as outlier_sr.c draws for the
+ * interval detections: none for 0 or 100); d->elock held, which
+ * serialises the draws with the interval detections'. */
+static int
+enforced(resil_directory *d)
+{
+	uint32_t e = d->cfg.outlier_enforcing_consecutive_failures;
+
+	return e >= 100 ||
+	    (e > 0 && resil_random_uniform(&d->rnd) * 100.0 < (double)e);
+}
+
 /* A detection of ep at now (d->elock and ep->lock held): eject it if the
- * max share allows; returns the duration or 0. The streak restarts
+ * max share and the enforcing percentage allow; returns the duration or
+ * 0, and *let_go 1 when the percentage let it go. The streak restarts
  * either way (DESIGN: also after a detection the share prevented). */
 static uint64_t
-try_eject(resil__endpoint *ep, uint64_t now)
+try_eject(resil__endpoint *ep, uint64_t now, int *let_go)
 {
 	resil_directory *d = ep->dir;
 	const resil_outlier_config *o = &d->cfg.outlier;
@@ -1271,9 +1314,13 @@ try_eject(resil__endpoint *ep, uint64_t now)
 	/* The cap: 100 * (ejected + 1) / N <= max_pct, in integers. */
 	if (member &&
 	    100 * (ejected + 1) <=
-	        (uint64_t)o->max_ejection_pct * (uint64_t)s->n_live)
-		dur = eject_locked(ep, now);
-	else
+	        (uint64_t)o->max_ejection_pct * (uint64_t)s->n_live) {
+		if (enforced(d))
+			dur = eject_locked(ep, now);
+		else
+			*let_go = 1;
+	}
+	if (dur == 0)
 		resil__store64(&ep->streak, 0);
 	resil__snap_release(s);
 	return dur;
@@ -1296,6 +1343,7 @@ rate_tick(resil_directory *d, uint64_t now)
 	resil_outlier_summary sum;
 	resil__snapshot *s;
 	size_t i, n = 0;
+	int evaluated;
 
 	if (now < due)
 		return;
@@ -1327,8 +1375,9 @@ rate_tick(resil_directory *d, uint64_t now)
 		r->dur[n] = 0;
 		n++;
 	}
-	if (resil_outlier_rate_evaluate(&d->rate, r->hosts, n, &d->rnd,
-	        r->verdicts, &sum, NULL) == RESIL_OK) {
+	evaluated = resil_outlier_rate_evaluate(&d->rate, r->hosts, n,
+	                &d->rnd, r->verdicts, &sum, NULL) == RESIL_OK;
+	if (evaluated) {
 		for (i = 0; i < n; i++) {
 			resil__endpoint *x = s->e[r->idx[i]].ep;
 			resil__store64(&x->iv_rate,
@@ -1350,6 +1399,11 @@ rate_tick(resil_directory *d, uint64_t now)
 			emit_kind(d, RESIL_ENDPOINT_EJECTED,
 			    s->e[r->idx[i]].ep->address, now, r->dur[i],
 			    r->k[i], r->verdicts[i].kind);
+		else if (evaluated &&
+		    r->verdicts[i].action == RESIL_OUTLIER_NOT_ENFORCED)
+			emit_kind(d, RESIL_ENDPOINT_DETECTED,
+			    s->e[r->idx[i]].ep->address, now, 0, 0,
+			    r->verdicts[i].kind);
 	resil__store64(&d->rate_busy, 0);
 	resil__snap_release(s);
 }
@@ -1379,6 +1433,7 @@ resil__ep_report(resil__endpoint *ep, resil_outcome outcome, uint64_t duration,
 	const resil_outlier_config *o = &ep->dir->cfg.outlier;
 	uint64_t dur = 0, streak;
 	uint32_t k = 0;
+	int let_go = 0;
 
 	if (outcome == RESIL_OUTCOME_IGNORED)
 		return;
@@ -1437,7 +1492,7 @@ resil__ep_report(resil__endpoint *ep, resil_outcome outcome, uint64_t duration,
 	resil__spin_lock(&ep->lock);
 	if ((resil__load64(&ep->ejected) & RESIL__EP_OUT) == 0 &&
 	    resil__load64(&ep->streak) >= o->consecutive_failures) {
-		dur = try_eject(ep, now);
+		dur = try_eject(ep, now, &let_go);
 		k = ep->k;
 	}
 	resil__spin_unlock(&ep->lock);
@@ -1445,6 +1500,8 @@ resil__ep_report(resil__endpoint *ep, resil_outcome outcome, uint64_t duration,
 	if (dur != 0)
 		emit(
 		    ep->dir, RESIL_ENDPOINT_EJECTED, ep->address, now, dur, k);
+	else if (let_go)
+		emit(ep->dir, RESIL_ENDPOINT_DETECTED, ep->address, now, 0, 0);
 }
 
 int

@@ -10,6 +10,7 @@
 #include <resil/breaker.h>
 #include <resil/clock.h>
 #include <resil/directory.h>
+#include <resil/shm.h>
 
 #include "atomic.h"
 #include "epoch.h"
@@ -240,6 +241,11 @@ double resil__exp_neg(double x);
 int resil__entry_attr(const resil__entry *e, const char *key, size_t klen,
     const char **val, size_t *vlen);
 
+/* The grammar of resil_endpoint_spec.params ("k=v&k2=v2"), shared with
+ * the registry source: NULL when well-formed, else the reason and the
+ * bad item's 1-based column in *col. */
+const char *resil__params_check(const char *params, size_t *col);
+
 /* A candidate list over one snapshot: positions in directory order (so
  * endpoint ids grow along it), weights after warm-up, their running sums. */
 typedef struct resil__view {
@@ -257,5 +263,16 @@ typedef struct resil__view {
 
 /* Fill v's sums and sig from v->idx and v->w. */
 void resil__view_finish(resil__view *v);
+
+/* Endpoint breakers in shared memory (lib/directory_shm.c; resil_directory_
+ * config.endpoint_breaker_shm): open the region name into *out
+ * (has_breaker: the directory has endpoint breakers, else refused), and
+ * the breaker of address in it (named "ep." and the address, characters
+ * other than [A-Za-z0-9._-] made '_', with a hash of the address when one
+ * was, or it was too long). */
+resil_err resil__dir_shm_region(const char *name, int has_breaker,
+    const resil_allocator *a, resil_shm **out, resil_diag *diag);
+resil_err resil__dir_shm_breaker(resil_shm *shm, const char *address,
+    const resil_breaker_config *cfg, resil_breaker **out, resil_diag *diag);
 
 #endif /* RESIL_DIRECTORY_INTERNAL_H */

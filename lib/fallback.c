@@ -15,9 +15,12 @@
  * - Reclamation: a reader announces itself in its thread's stripe under
  *   the shard generation's parity (the breaker's and the pipeline's
  *   protocol). A writer (under the shard's spin lock) unlinks what it
- *   removes, bumps the generation and waits until no reader of the old
- *   parity is left, then frees: memory is back at once, and the entry and
- *   byte bounds are exact at every moment, as before.
+ *   removes and retires it; once 16 entries (or a quarter of the shard's
+ *   bytes) are retired, it bumps the generation and waits until no
+ *   reader of the old parity is left, then frees them (retire()). The
+ *   entry and byte bounds are exact at every moment; the memory of at
+ *   most that many unlinked entries waits. A hit's value holds a
+ *   reference on its entry (entry_unref()).
  *
  * Why not Concurrency Kit's ck_hs with ck_epoch: ck_hs's probes are ck_pr
  * inline assembly that ThreadSanitizer cannot see (the TSan build would
@@ -38,21 +41,39 @@
 #include "mock_internal.h"
 #include "value_internal.h"
 
+#if defined(__GNUC__)
+#define FB_COLD __attribute__((noinline, cold))
+#define FB_NOINLINE __attribute__((noinline))
+#define FB_INLINE inline __attribute__((always_inline))
+#else
+#define FB_COLD
+#define FB_NOINLINE
+#define FB_INLINE inline
+#endif
+
 /* ---------------------------------------------------------------- */
 /* The cache */
 
 /* Reader stripes per shard (threads get distinct ones round robin). */
 #define NSTRIPES 8u
 
+/* One allocation per entry: the struct, the key, then (string, bytes,
+ * JSON) the value's bytes and a NUL. A hit hands those bytes to the
+ * caller without a copy: the value it returns holds a reference on the
+ * entry (refs), dropped by resil_value_free(), so an entry lives until
+ * the cache and every value served from it are done with it. */
 typedef struct entry {
 	struct entry *prev; /* the clock's order: towards the hand */
 	struct entry *next; /* away from the hand */
 	uint64_t hash;
 	size_t key_len; /* method, NUL, argument bytes; after the struct */
 	size_t charge;
+	size_t size;        /* bytes allocated: struct, key, value bytes */
 	uint64_t stored_at; /* atomic: a put of the same value re-stamps it */
-	resil_value value;  /* a null value is the NULL sentinel */
-	uint8_t ref;        /* set by a hit, cleared by the hand */
+	uint64_t refs;      /* atomic: the cache's own, one per served value */
+	resil_allocator alloc; /* the cache's: a value may outlive it */
+	resil_value value;     /* a null value is the NULL sentinel */
+	uint8_t ref;           /* set by a hit, cleared by the hand */
 } entry;
 
 /* Removed keys leave this in their slot, so probes go on past it. */
@@ -93,13 +114,20 @@ typedef struct shard {
 	size_t used; /* slots not NULL: entries and tombstones */
 	uint64_t stale;
 	uint64_t evictions;
+	/* Unlinked entries waiting for one wait for the readers to cover
+	 * them all (retire()), under lock, on a line of their own. */
+	entry *retired;
+	size_t nretired;
+	size_t retired_bytes; /* their memory */
+	uint64_t pad1_[5];
 	readers rd[NSTRIPES];
 } shard;
 
 _Static_assert(sizeof(readers) == RESIL__CACHELINE, "one line per stripe");
 _Static_assert(sizeof(double) == sizeof(uint64_t), "doubles are 64 bits");
 _Static_assert(offsetof(shard, lock) == RESIL__CACHELINE &&
-        offsetof(shard, rd) == 2 * RESIL__CACHELINE,
+        offsetof(shard, retired) == 2 * RESIL__CACHELINE &&
+        offsetof(shard, rd) == 3 * RESIL__CACHELINE,
     "readers' fields, writers' fields and each stripe on lines of their own");
 
 struct resil_cache {
@@ -112,23 +140,77 @@ struct resil_cache {
 	size_t shards_raw_size;
 };
 
-/* FNV-1a over the key parts, without building the key. */
-static uint64_t
+/* The cache's clock, read without resil_clock_now()'s checks (the clock
+ * is checked once, in resil_cache_new()). */
+static inline uint64_t
+cache_now(const resil_cache *c)
+{
+	return c->clock.now(c->clock.ctx);
+}
+
+/* Bytes p[0..n) as two words (unaligned loads, none past n), for
+ * 1 <= n <= 16: the first and the last 8 (or 4) bytes, which overlap
+ * when n < 16; with n, they determine the bytes. No loop: keys and
+ * small values are a word or two. */
+static FB_INLINE void
+load_small(const unsigned char *p, size_t n, uint64_t *a, uint64_t *b)
+{
+	if (n >= 8) {
+		memcpy(a, p, 8);
+		memcpy(b, p + n - 8, 8);
+	} else if (n >= 4) {
+		uint32_t x, y;
+
+		memcpy(&x, p, 4);
+		memcpy(&y, p + n - 4, 4);
+		*a = x;
+		*b = y;
+	} else {
+		*a = (uint64_t)p[0] | (uint64_t)p[n >> 1] << 8 |
+		    (uint64_t)p[n - 1] << 16;
+		*b = 0;
+	}
+}
+
+#define HASH_MUL UINT64_C(0x9e3779b97f4a7c15)
+#define HASH_MUL2 UINT64_C(0xc2b2ae3d27d4eb4f)
+
+/* Fold p[0..n) into h: a multiply and a rotate per 8 bytes (a byte-wise
+ * hash, FNV-1a, paid both per byte); up to 16 bytes without a loop. */
+static FB_INLINE uint64_t
+hash_bytes(uint64_t h, const unsigned char *p, size_t n)
+{
+	uint64_t a, b;
+
+	if (n == 0)
+		return h;
+	if (RESIL__UNLIKELY(n > 16)) {
+		for (; n > 8; n -= 8, p += 8) {
+			memcpy(&a, p, sizeof(a));
+			h = (h ^ a) * HASH_MUL;
+			h = (h << 27) | (h >> 37);
+		}
+		/* The last 8 bytes, overlapping the ones before. */
+		memcpy(&a, p + n - 8, sizeof(a));
+		h = (h ^ a) * HASH_MUL;
+		return (h << 27) | (h >> 37);
+	}
+	load_small(p, n, &a, &b);
+	h = (h ^ a) * HASH_MUL;
+	h = ((h << 27) | (h >> 37)) ^ b;
+	return h * HASH_MUL2;
+}
+
+/* The key's hash, over its parts without building the key: the method's
+ * bytes, then the argument bytes, the two lengths mixed in first so that
+ * the split between them counts. */
+static FB_INLINE uint64_t
 key_hash(const resil_args *args, size_t mlen)
 {
-	const unsigned char *p = (const unsigned char *)args->method;
-	uint64_t h = UINT64_C(14695981039346656037);
-	size_t i;
+	uint64_t h = ((uint64_t)mlen << 32 ^ (uint64_t)args->len) * HASH_MUL;
 
-	for (i = 0; i <= mlen; i++) { /* the NUL separates method and args */
-		h ^= p[i];
-		h *= UINT64_C(1099511628211);
-	}
-	p = args->data;
-	for (i = 0; i < args->len; i++) {
-		h ^= p[i];
-		h *= UINT64_C(1099511628211);
-	}
+	h = hash_bytes(h, (const unsigned char *)args->method, mlen);
+	h = hash_bytes(h, (const unsigned char *)args->data, args->len);
 	/* Mix the high bits down: the shard comes from the top, the slot
 	 * from the bottom. */
 	h ^= h >> 29;
@@ -137,22 +219,39 @@ key_hash(const resil_args *args, size_t mlen)
 	return h;
 }
 
+/* memcmp(a, b, n) == 0 inline: up to 16 bytes as two loads each side,
+ * longer ones through libc's vector compare. */
+static FB_INLINE int
+bytes_eq(const void *a, const void *b, size_t n)
+{
+	uint64_t a1, a2, b1, b2;
+
+	if (n == 0)
+		return 1;
+	if (n > 16)
+		return memcmp(a, b, n) == 0;
+	load_small(a, n, &a1, &a2);
+	load_small(b, n, &b1, &b2);
+	return ((a1 ^ b1) | (a2 ^ b2)) == 0;
+}
+
 static char *
 key_of(const entry *e)
 {
 	return (char *)(uintptr_t)(e + 1);
 }
 
-static int
+/* The key's bytes are method, NUL, arguments; equal lengths and the
+ * method's bytes equal put the NUL at the same place. */
+static FB_INLINE int
 key_eq(const entry *e, uint64_t h, const resil_args *args, size_t mlen,
     size_t klen)
 {
 	const char *k = key_of(e);
 
 	return e->hash == h && e->key_len == klen &&
-	    memcmp(k, args->method, mlen + 1) == 0 &&
-	    (args->len == 0 ||
-	        memcmp(k + mlen + 1, args->data, args->len) == 0);
+	    bytes_eq(k, args->method, mlen) && k[mlen] == '\0' &&
+	    bytes_eq(k + mlen + 1, args->data, args->len);
 }
 
 size_t
@@ -223,7 +322,11 @@ resil_cache_new(
 	    ~(uintptr_t)(RESIL__CACHELINE - 1);
 	cache->shards = (shard *)p;
 	cache->alloc = *al;
-	cache->clock = c.clock != NULL ? *c.clock : *resil_clock_system();
+	/* now is never NULL here, so that the hot paths call it straight
+	 * (cache_now()). */
+	cache->clock = c.clock != NULL && c.clock->now != NULL
+	    ? *c.clock
+	    : *resil_clock_system();
 	cache->max_age = c.max_age;
 	cache->nshards = n;
 	for (i = 0; i < n; i++) {
@@ -236,11 +339,38 @@ resil_cache_new(
 	return RESIL_OK;
 }
 
+/* Drop one reference to e; the last one frees it (an opaque value
+ * through its ops, the rest is e's own allocation). */
 static void
-entry_free(const resil_allocator *a, entry *e)
+entry_unref(entry *e)
 {
-	resil_value_free(&e->value);
-	resil__free(a, e, sizeof(*e) + e->key_len);
+	resil_allocator a;
+
+	if (resil__faa64(&e->refs, (uint64_t)0 - 1) != 1)
+		return;
+	if (e->value.type == RESIL_VALUE_OPAQUE)
+		resil_value_free(&e->value);
+	a = e->alloc;
+	resil__free(&a, e, e->size);
+}
+
+/* The hook of a value served from an entry: resil_value_free() calls
+ * free, which drops the value's reference; nothing ever allocates
+ * through it (resil_value_copy() takes the allocator it is given). */
+static void *
+served_alloc(size_t size, void *ctx)
+{
+	(void)size;
+	(void)ctx;
+	return NULL;
+}
+
+static void
+served_free(void *ptr, size_t size, void *ctx)
+{
+	(void)ptr;
+	(void)size;
+	entry_unref(ctx);
 }
 
 /* The clock's order, under the lock: the hand is the oldest. */
@@ -319,7 +449,7 @@ read_exit(readers *rd, unsigned parity, int hit)
 }
 
 /* Find the key in t (NULL: no table); from a reader or a writer. */
-static entry *
+static FB_INLINE entry *
 lookup(const table *t, uint64_t h, const resil_args *args, size_t mlen,
     size_t klen)
 {
@@ -391,8 +521,7 @@ slot_of(const table *t, const entry *e)
 	return i;
 }
 
-/* Take e out of the table and the clock; the caller quiesces, then frees
- * it after unlocking. */
+/* Take e out of the table and the clock; the caller retires it. */
 static void
 detach(shard *s, entry *e)
 {
@@ -428,14 +557,50 @@ table_rebuild(const resil_allocator *a, const shard *s)
 }
 
 static void
-free_list(const resil_allocator *a, entry *list)
+free_list(entry *list)
 {
 	while (list != NULL) {
 		entry *e = list;
 
 		list = e->next;
-		entry_free(a, e);
+		entry_unref(e);
 	}
+}
+
+/* Entries a writer unlinked from s (a list through next) wait in s, under
+ * its lock, until RETIRE_BATCH of them or a quarter of the shard's byte
+ * share have gathered (or force: a table was retired too); then one wait
+ * for the shard's readers (quiesce) covers them all, where each put that
+ * replaced or evicted an entry waited on its own: the generation's line,
+ * which every get reads, and the readers' stripes stay unwritten by most
+ * puts. Returns the list the caller frees once it unlocked, or NULL. */
+#define RETIRE_BATCH 16
+
+static entry *
+retire(shard *s, entry *list, int force)
+{
+	entry *out;
+
+	while (list != NULL) {
+		entry *e = list;
+
+		list = e->next;
+		e->next = s->retired;
+		s->retired = e;
+		s->nretired++;
+		s->retired_bytes += e->size;
+	}
+	if (!force &&
+	    (s->retired == NULL ||
+	        (s->nretired < RETIRE_BATCH &&
+	            s->retired_bytes <= s->max_bytes / 4)))
+		return NULL;
+	quiesce(s);
+	out = s->retired;
+	s->retired = NULL;
+	s->nretired = 0;
+	s->retired_bytes = 0;
+	return out;
 }
 
 void
@@ -460,6 +625,8 @@ resil_cache_clear(resil_cache *c)
 		entry *list;
 		table *t;
 
+		entry *dead;
+
 		shard_lock(s);
 		list = s->hand;
 		t = s->tab;
@@ -468,10 +635,10 @@ resil_cache_clear(resil_cache *c)
 		s->count = 0;
 		s->bytes = 0;
 		s->used = 0;
-		if (t != NULL)
-			quiesce(s);
+		dead = t != NULL ? retire(s, NULL, 1) : NULL;
 		shard_unlock(s);
-		free_list(&c->alloc, list);
+		free_list(list);
+		free_list(dead);
 		if (t != NULL)
 			resil__free(&c->alloc, t, table_size(t->mask + 1));
 	}
@@ -493,22 +660,20 @@ shard_of(const resil_cache *c, uint64_t h)
 /* Remove the key's entry (if any) under the lock; RESIL_OK if there was
  * one. */
 static resil_err
-remove_key(resil_cache *c, shard *s, uint64_t h, const resil_args *args,
+remove_key(shard *s, uint64_t h, const resil_args *args,
     size_t mlen, size_t klen)
 {
-	entry *e;
+	entry *e, *dead = NULL;
 
 	shard_lock(s);
 	e = lookup(s->tab, h, args, mlen, klen);
 	if (e != NULL) {
 		detach(s, e);
-		quiesce(s);
+		dead = retire(s, e, 0);
 	}
 	shard_unlock(s);
-	if (e == NULL)
-		return RESIL_E_NOTFOUND;
-	entry_free(&c->alloc, e);
-	return RESIL_OK;
+	free_list(dead);
+	return e != NULL ? RESIL_OK : RESIL_E_NOTFOUND;
 }
 
 /* The same value, bit for bit (what a copy of it would hold): doubles by
@@ -544,9 +709,9 @@ same_value(const resil_value *held, const resil_value *v)
 	case RESIL_VALUE_STRING:
 	case RESIL_VALUE_BYTES:
 	case RESIL_VALUE_JSON:
-		return held->u.s.len == v->u.s.len &&
-		    (v->u.s.len == 0 ||
-		        memcmp(held->u.s.ptr, v->u.s.ptr, v->u.s.len) == 0);
+		if (held->u.s.len != v->u.s.len)
+			return 0;
+		return bytes_eq(held->u.s.ptr, v->u.s.ptr, v->u.s.len);
 	case RESIL_VALUE_OPAQUE:
 		break;
 	}
@@ -554,15 +719,15 @@ same_value(const resil_value *held, const resil_value *v)
 }
 
 /* A put of the value the key holds already only re-stamps its entry, on
- * the read side: no lock, no allocation, and the entry keeps its place
- * on the clock and its reference bit. 1 if done. A writer may be removing
- * the entry at the same moment (eviction, remove, a get dropping it as
- * stale on its old stamp): the stamp is then lost with it, as if the
- * removal came just after this put. The key misses; nothing older than
- * the last answer is ever served. */
-static int
-refresh(shard *s, uint64_t h, const resil_args *args, size_t mlen, size_t klen,
-    const resil_value *value, uint64_t now)
+ * the read side: no lock, no allocation, no copy (a compare), and the
+ * entry keeps its place on the clock and its reference bit. 1 if done. A
+ * writer may be removing the entry at the same moment (eviction, remove,
+ * a get dropping it as stale on its old stamp): the stamp is then lost
+ * with it, as if the removal came just after this put. The key misses;
+ * nothing older than the last answer is ever served. */
+static inline int
+refresh(resil_cache *c, shard *s, uint64_t h, const resil_args *args,
+    size_t mlen, size_t klen, const resil_value *value)
 {
 	readers *rd = &s->rd[resil__thread_stripe(NSTRIPES)];
 	unsigned parity = read_enter(s, rd);
@@ -570,62 +735,125 @@ refresh(shard *s, uint64_t h, const resil_args *args, size_t mlen, size_t klen,
 	    resil__loadptr((void *const *)&s->tab), h, args, mlen, klen);
 	int done = e != NULL && same_value(&e->value, value);
 
-	/* Written only when it changes: repeated puts within one tick
-	 * write nothing shared. */
-	if (done && resil__load64(&e->stored_at) != now)
-		resil__store64(&e->stored_at, now);
+	if (done) {
+		uint64_t now = cache_now(c);
+
+		/* Written only when it changes: repeated puts within one
+		 * tick write nothing shared. */
+		if (resil__load64(&e->stored_at) != now)
+			resil__store64(&e->stored_at, now);
+	}
 	read_exit(rd, parity, 0);
 	return done;
 }
 
-resil_err
-resil_cache_put(
-    resil_cache *c, const resil_args *args, const resil_value *value)
+/* A new entry for args holding a copy of value (NULL: the sentinel),
+ * stamped now, with the cache's reference; NULL when out of memory. The
+ * bytes of a string, bytes or JSON value go in the same allocation. */
+static entry *
+entry_make(resil_cache *c, uint64_t h, const resil_args *args, size_t mlen,
+    size_t key_len, size_t charge, const resil_value *value, uint64_t now)
 {
-	const resil_allocator *a;
-	entry *e, *old, *victims = NULL;
-	table *t, *dead_tab = NULL;
-	shard *s;
-	size_t mlen, key_len, charge, idx, turns;
-	uint64_t h, now;
+	int inline_bytes = value != NULL &&
+	    (value->type == RESIL_VALUE_STRING ||
+	        value->type == RESIL_VALUE_BYTES ||
+	        value->type == RESIL_VALUE_JSON);
+	size_t size = sizeof(entry) + key_len;
+	entry *e;
 
-	if (c == NULL || !args_ok(args))
-		return RESIL_E_INVAL;
-	a = &c->alloc;
-	mlen = strlen(args->method);
-	key_len = mlen + 1 + args->len;
-	if (key_len < mlen) /* size_t overflow */
-		return RESIL_E_NOMEM;
-	h = key_hash(args, mlen);
-	s = shard_of(c, h);
-	charge = sizeof(entry) + key_len + resil_value_heap_size(value);
-
-	if (charge > s->max_bytes) {
-		/* Too big to keep: drop the older answer of the key too, so
-		 * that the cache never serves one older than the last. */
-		(void)remove_key(c, s, h, args, mlen, key_len);
-		return RESIL_E_LIMITED;
+	if (inline_bytes) {
+		if (value->u.s.len > SIZE_MAX - 1 - size ||
+		    (value->u.s.ptr == NULL && value->u.s.len > 0))
+			return NULL;
+		size += value->u.s.len + 1;
 	}
-	now = resil_clock_now(&c->clock);
-	if (refresh(s, h, args, mlen, key_len, value, now))
-		return RESIL_OK;
-	/* Allocate and copy before taking the lock. */
-	e = resil__calloc(a, sizeof(*e) + key_len);
+	e = resil__alloc(&c->alloc, size);
 	if (e == NULL)
-		return RESIL_E_NOMEM;
+		return NULL;
+	memset(e, 0, sizeof(*e));
 	e->hash = h;
 	e->key_len = key_len;
+	e->charge = charge;
+	e->size = size;
+	e->refs = 1;
+	e->alloc = c->alloc;
+	e->stored_at = now;
 	memcpy(key_of(e), args->method, mlen + 1);
 	if (args->len > 0)
 		memcpy(key_of(e) + mlen + 1, args->data, args->len);
-	e->charge = charge;
-	resil_value_init(&e->value);
-	if (value != NULL &&
-	    resil_value_copy(&e->value, value, a) != RESIL_OK) {
-		resil__free(a, e, sizeof(*e) + key_len);
-		return RESIL_E_NOMEM;
+	if (inline_bytes) {
+		char *bytes = key_of(e) + key_len;
+
+		if (value->u.s.len > 0)
+			memcpy(bytes, value->u.s.ptr, value->u.s.len);
+		bytes[value->u.s.len] = '\0';
+		e->value.type = value->type;
+		e->value.u.s.ptr = bytes;
+		e->value.u.s.len = value->u.s.len;
+	} else if (value != NULL && value->type == RESIL_VALUE_OPAQUE) {
+		if (resil_value_copy(&e->value, value, &c->alloc) !=
+		    RESIL_OK) {
+			resil__free(&c->alloc, e, size);
+			return NULL;
+		}
+	} else if (value != NULL) {
+		e->value.type = value->type; /* a scalar: no heap */
+		e->value.u = value->u;
 	}
-	e->stored_at = now;
+	return e;
+}
+
+/* Make room for charge more bytes and one more entry in s (under its
+ * lock): the hand gives an entry with its bit set a second chance (clears
+ * the bit, moves it behind the newest), for one round at most, then
+ * evicts whatever it points at, however often hits set the bits again
+ * meanwhile. Evicted entries are pushed on *victims. */
+static void
+make_room(shard *s, size_t charge, entry **victims)
+{
+	size_t turns = s->count;
+
+	while (s->hand != NULL &&
+	    (s->count + 1 > s->max_count ||
+	        s->bytes + charge > s->max_bytes)) {
+		entry *v = s->hand;
+
+		if (turns > 0 && resil__load8(&v->ref) != 0) {
+			turns--;
+			resil__store8(&v->ref, 0);
+			clock_unlink(s, v);
+			clock_append(s, v);
+			continue;
+		}
+		detach(s, v);
+		s->evictions++;
+		v->next = *victims;
+		*victims = v;
+	}
+}
+
+/* A put that stores a new entry (the key is new, or its value changed). */
+static FB_NOINLINE resil_err
+put_new(resil_cache *c, shard *s, uint64_t h, const resil_args *args,
+    size_t mlen, size_t key_len, const resil_value *value)
+{
+	const resil_allocator *a = &c->alloc;
+	entry *e, *old, *victims = NULL;
+	table *t, *dead_tab = NULL;
+	size_t charge, idx;
+
+	charge = sizeof(entry) + key_len + resil_value_heap_size(value);
+	if (charge > s->max_bytes) {
+		/* Too big to keep: drop the older answer of the key too, so
+		 * that the cache never serves one older than the last. */
+		(void)remove_key(s, h, args, mlen, key_len);
+		return RESIL_E_LIMITED;
+	}
+	/* Allocate and copy before taking the lock. */
+	e = entry_make(c, h, args, mlen, key_len, charge, value,
+	    cache_now(c));
+	if (e == NULL)
+		return RESIL_E_NOMEM;
 
 	shard_lock(s);
 	t = s->tab;
@@ -641,7 +869,7 @@ resil_cache_put(
 
 		if (nt == NULL) {
 			shard_unlock(s);
-			entry_free(a, e);
+			entry_unref(e);
 			return RESIL_E_NOMEM;
 		}
 		resil__storeptr((void **)&s->tab, nt);
@@ -663,38 +891,38 @@ resil_cache_put(
 		victims = old;
 	}
 	/* e is in the table but not yet on the clock or in the counts, so
-	 * it cannot evict itself. The hand gives an entry with its bit set
-	 * a second chance (clears the bit, moves it behind the newest), for
-	 * one round at most: then it evicts whatever it points at, however
-	 * often hits set the bits again meanwhile. */
-	turns = s->count;
-	while (s->hand != NULL &&
-	    (s->count + 1 > s->max_count ||
-	        s->bytes + charge > s->max_bytes)) {
-		entry *v = s->hand;
-
-		if (turns > 0 && resil__load8(&v->ref) != 0) {
-			turns--;
-			resil__store8(&v->ref, 0);
-			clock_unlink(s, v);
-			clock_append(s, v);
-			continue;
-		}
-		detach(s, v);
-		s->evictions++;
-		v->next = victims;
-		victims = v;
-	}
+	 * it cannot evict itself. */
+	make_room(s, charge, &victims);
 	clock_append(s, e);
 	s->count++;
 	s->bytes += charge;
-	if (victims != NULL || dead_tab != NULL)
-		quiesce(s);
+	victims = retire(s, victims, dead_tab != NULL);
 	shard_unlock(s);
 	if (dead_tab != NULL)
 		resil__free(a, dead_tab, table_size(dead_tab->mask + 1));
-	free_list(a, victims);
+	free_list(victims);
 	return RESIL_OK;
+}
+
+resil_err
+resil_cache_put(
+    resil_cache *c, const resil_args *args, const resil_value *value)
+{
+	size_t mlen, key_len;
+	uint64_t h;
+	shard *s;
+
+	if (RESIL__UNLIKELY(c == NULL || !args_ok(args)))
+		return RESIL_E_INVAL;
+	mlen = strlen(args->method);
+	key_len = mlen + 1 + args->len;
+	if (RESIL__UNLIKELY(key_len < mlen)) /* size_t overflow */
+		return RESIL_E_NOMEM;
+	h = key_hash(args, mlen);
+	s = shard_of(c, h);
+	if (RESIL__LIKELY(refresh(c, s, h, args, mlen, key_len, value)))
+		return RESIL_OK;
+	return put_new(c, s, h, args, mlen, key_len, value);
 }
 
 /* Age of e at now (0 if the clock went backwards). */
@@ -706,16 +934,41 @@ age_of(const entry *e, uint64_t now)
 	return now >= at ? now - at : 0;
 }
 
-/* A hit: the copy and the reference bit (written only when clear, so
- * hits on a hot entry write nothing shared). */
+/* A hit (from a reader, or under the lock): *out shares e's bytes
+ * (a reference on e, no copy, no allocation), a scalar is copied, an
+ * opaque value copied through its ops. Then the reference bit, written
+ * only when clear, so that hits on a hot entry write it once. */
 static resil_err
 serve(const resil_cache *c, entry *e, resil_value *out)
 {
-	resil_err err = resil_value_copy(out, &e->value, &c->alloc);
+	switch (e->value.type) {
+	case RESIL_VALUE_STRING:
+	case RESIL_VALUE_BYTES:
+	case RESIL_VALUE_JSON:
+		resil__inc64(&e->refs);
+		out->type = e->value.type;
+		out->u.s.ptr = e->value.u.s.ptr;
+		out->u.s.len = e->value.u.s.len;
+		out->alloc_.alloc = served_alloc;
+		out->alloc_.free = served_free;
+		out->alloc_.ctx = e;
+		break;
+	case RESIL_VALUE_OPAQUE: {
+		resil_err err = resil_value_copy(out, &e->value, &c->alloc);
 
-	if (err == RESIL_OK && resil__load8(&e->ref) == 0)
+		if (err != RESIL_OK)
+			return err;
+		break;
+	}
+	default:
+		out->type = e->value.type;
+		out->u = e->value.u;
+		memset(&out->alloc_, 0, sizeof(out->alloc_));
+		break;
+	}
+	if (resil__load8(&e->ref) == 0)
 		resil__store8(&e->ref, 1);
-	return err;
+	return RESIL_OK;
 }
 
 resil_err
@@ -739,7 +992,7 @@ resil_cache_get(
 	h = key_hash(args, mlen);
 	s = shard_of(c, h);
 	rd = &s->rd[resil__thread_stripe(NSTRIPES)];
-	now = resil_clock_now(&c->clock);
+	now = cache_now(c);
 
 	parity = read_enter(s, rd);
 	e = lookup(
@@ -769,15 +1022,13 @@ resil_cache_get(
 	} else if ((a = age_of(e, now)) > c->max_age) {
 		detach(s, e);
 		s->stale++;
-		quiesce(s);
-		dead = e;
+		dead = retire(s, e, 0);
 		err = RESIL_E_NOTFOUND;
 	} else if ((err = serve(c, e, out)) == RESIL_OK) {
 		s->hits_locked++;
 	}
 	shard_unlock(s);
-	if (dead != NULL)
-		entry_free(&c->alloc, dead);
+	free_list(dead);
 	if (err == RESIL_OK && age != NULL)
 		*age = a;
 	return err;
@@ -796,7 +1047,7 @@ resil_cache_remove(resil_cache *c, const resil_args *args)
 	if (klen < mlen)
 		return RESIL_E_NOTFOUND;
 	h = key_hash(args, mlen);
-	return remove_key(c, shard_of(c, h), h, args, mlen, klen);
+	return remove_key(shard_of(c, h), h, args, mlen, klen);
 }
 
 resil_err
@@ -821,6 +1072,7 @@ resil_cache_stats_get(const resil_cache *c, resil_cache_stats *out)
 		st.stale += s->stale;
 		st.evictions += s->evictions;
 		st.hits += s->hits_locked;
+		st.memory += s->retired_bytes;
 		if (s->tab != NULL)
 			st.memory += table_size(s->tab->mask + 1);
 		shard_unlock(s);
@@ -861,6 +1113,8 @@ struct resil_fallback {
 	size_t n;
 	size_t ncache; /* how many of the handlers are caches */
 	size_t nmock;  /* how many are mocks */
+	resil_cache *cache1; /* the first cache stage: what a record of a
+	                        chain with one cache fills */
 	/* The first mock stage's count of force: specs, or NULL: with one
 	 * mock stage, "may a mock answer before the call" is one load. */
 	const size_t *force1;
@@ -931,6 +1185,8 @@ add(resil_fallback *fb, const handler *h)
 	fb->h = grown;
 	fb->n++;
 	fb->ncache += h->k == K_CACHE;
+	if (h->k == K_CACHE && fb->cache1 == NULL)
+		fb->cache1 = h->cache;
 	fb->nmock += h->k == K_MOCK;
 	if (h->k == K_MOCK && fb->force1 == NULL)
 		fb->force1 = h->force;
@@ -996,6 +1252,9 @@ resil_fallback_record(
 
 	if (fb == NULL || !args_ok(args))
 		return RESIL_E_INVAL;
+	/* The seeds' chain: one cache, no loop over the stages. */
+	if (RESIL__LIKELY(fb->ncache == 1))
+		return resil_cache_put(fb->cache1, args, value);
 	for (i = 0; i < fb->n; i++) {
 		resil_err err;
 
@@ -1017,24 +1276,76 @@ msg_rc(resil__msg *o, int rc)
 	RESIL__MSG_LIT(o, ")");
 }
 
+/* "; original failure: <error>" for each error, made at compile time in
+ * arrays of one size, so that describe() copies a fixed number of bytes
+ * (a few vector moves) instead of measuring and copying the text: a
+ * cache's answer writes this on every hit. */
+typedef struct fail_text {
+	char text[80];
+	size_t len;
+} fail_text;
+
+#define FAIL_TEXT(name, value, text) \
+	[value] = { "; original failure: " text, \
+	    sizeof("; original failure: " text) - 1 },
+static const fail_text fail_texts[] = { RESIL_ERR_MAP(FAIL_TEXT) };
+#undef FAIL_TEXT
+
 /* "<what>; original failure: <error>[ (rc N)]"; what is a literal. */
 #define DESCRIBE(r, what, f) describe((r), (what), sizeof(what) - 1, (f))
 
-static void
+/* Written straight into the buffer: what (a literal of at most 40
+ * bytes), the failure's text and " (rc N)" always fit in
+ * RESIL_RESULT_MSG_MAX. */
+static FB_INLINE void
 describe(
     resil_result *r, const char *what, size_t what_len, const resil_failure *f)
 {
-	resil__msg o;
+	char *m = r->message;
+	size_t len = what_len;
 
-	resil__msg_start(&o, r->message, sizeof(r->message));
-	resil__msg_put(&o, what, what_len);
-	RESIL__MSG_LIT(&o, "; original failure: ");
-	resil__msg_str(&o, resil_strerror(f->err));
-	if (f->err == RESIL_E_CALL) {
-		RESIL__MSG_LIT(&o, " ");
-		msg_rc(&o, f->rc);
+	memcpy(m, what, what_len);
+	if (RESIL__LIKELY((unsigned)f->err <
+	        sizeof(fail_texts) / sizeof(fail_texts[0]))) {
+		const fail_text *t = &fail_texts[f->err];
+
+		memcpy(m + len, t->text, sizeof(t->text));
+		len += t->len;
+	} else {
+		static const char sep[] = "; original failure: ";
+		const char *err = resil_strerror(f->err);
+		size_t n = strlen(err);
+
+		memcpy(m + len, sep, sizeof(sep) - 1);
+		len += sizeof(sep) - 1;
+		if (n > 64)
+			n = 64;
+		memcpy(m + len, err, n);
+		len += n;
 	}
+	if (f->err == RESIL_E_CALL) {
+		/* " (rc N)", N as %d, digits from the right. */
+		char tmp[16];
+		size_t i = sizeof(tmp);
+		unsigned u = f->rc < 0 ? 0u - (unsigned)f->rc : (unsigned)f->rc;
+
+		tmp[--i] = ')';
+		do {
+			tmp[--i] = (char)('0' + u % 10u);
+			u /= 10u;
+		} while (u != 0);
+		if (f->rc < 0)
+			tmp[--i] = '-';
+		memcpy(m + len, " (rc ", 5);
+		len += 5;
+		memcpy(m + len, tmp + i, sizeof(tmp) - i);
+		len += sizeof(tmp) - i;
+	}
+	m[len] = '\0';
 }
+
+_Static_assert(RESIL_RESULT_MSG_MAX > 40 + 80 + 5 + 16,
+    "describe()'s parts fit the message");
 
 /* An empty result that carries the original failure. */
 static void
@@ -1123,14 +1434,6 @@ resil_fallback_recover(resil_fallback *fb, const resil_args *args,
 	*out = r;
 	return r.err;
 }
-
-#if defined(__GNUC__)
-#define FB_COLD __attribute__((noinline, cold))
-#define FB_NOINLINE __attribute__((noinline))
-#else
-#define FB_COLD
-#define FB_NOINLINE
-#endif
 
 /* The mock stage wraps everything: a force mock never calls. 1 when one
  * answered (its outcome in *err), 0 to go on with the call. */

@@ -68,8 +68,8 @@ struct resil_fleet {
 	/* Local clock: each lease is unusable from then (its grant's sync
 	 * began before Redis granted it, so this is never later). */
 	uint64_t deadline[MAX_SLOTS];
-	uint64_t sick;  /* 1: the local breaker tripped on its own */
-	uint64_t trips; /* local trips so far */
+	/* 1: the local breaker tripped on its own, not CLOSED since */
+	uint64_t sick;
 
 	/* The sync's own (one thread at a time). */
 	redisContext *c;
@@ -78,7 +78,7 @@ struct resil_fleet {
 	int forced; /* we forced the local breaker open */
 	int tried;  /* a connection has been attempted */
 	uint64_t next_reconnect;
-	uint64_t last_calls, last_fails, last_trips, last_traffic;
+	uint64_t last_calls, last_fails, last_traffic;
 	/* Written by the sync, read by get_info from any thread. */
 	uint64_t syncs, sync_errors, votes;
 	uint64_t share; /* the sick traffic share + 1 (0: not computed) */
@@ -308,7 +308,6 @@ on_local(const resil_breaker_event *ev, void *ctx)
 	    ev->reason != RESIL_BREAKER_REASON_MANUAL &&
 	    ev->reason != RESIL_BREAKER_REASON_RESTORED) {
 		resil__store64(&f->sick, 1);
-		resil__inc64(&f->trips);
 	} else if (ev->to == RESIL_BREAKER_CLOSED) {
 		resil__store64(&f->sick, 0);
 	}
@@ -769,7 +768,7 @@ resil_fleet_stop(resil_fleet *f)
 /* One sync's reading of this instance: the counts it reports since the
  * last sync, and its lease slots' reports of episode ep. */
 typedef struct sync_in {
-	uint64_t ctl, ep, calls, fails, trips, sick, traffic, tr_now;
+	uint64_t ctl, ep, calls, fails, sick, traffic, tr_now;
 	resil_breaker_metrics m;
 	uint64_t reported[MAX_SLOTS], rep_ok[MAX_SLOTS];
 	size_t nrep;
@@ -841,8 +840,10 @@ sync_read(resil_fleet *f, sync_in *in)
 	 * the local breaker decide. */
 	in->tr_now = m->successes + m->failures + m->ignored + m->rejections;
 	in->traffic = in->tr_now - f->last_traffic;
-	in->trips = resil__load64(&f->trips);
-	in->sick = resil__load64(&f->sick) != 0 || in->trips != f->last_trips;
+	/* The vote is the local breaker's state now: tripped on its own and
+	 * not CLOSED since. A trip healed before this sync (one made in local
+	 * mode while Redis was away, say) casts no vote. */
+	in->sick = resil__load64(&f->sick) != 0;
 	/* Votes count only while the fleet is CLOSED (the script clears them
 	 * when it closes): a trip from before the fleet opened must not vote
 	 * again in the sync that learns it closed. */
@@ -921,7 +922,6 @@ sync_apply(resil_fleet *f, const sync_in *in, const sync_out *o, uint64_t now)
 		    mkslot(ep, LEASE_EMPTY));
 	f->last_calls = in->m.successes + in->m.failures;
 	f->last_fails = in->m.failures;
-	f->last_trips = in->trips;
 	f->last_traffic = in->tr_now;
 	resil__store64(&f->votes, o->votes);
 	resil__store64(&f->share, o->share);

@@ -777,15 +777,18 @@ struct resil_bulkhead {
 	uint32_t batch; /* 0: exact */
 	uint64_t target;
 	/* Shared only (else NULL; batch is then BH_SHARED, so the exact
-	 * path does not test for it): the region's state (shmem), one
-	 * 64-byte line per process slot holding
-	 * [pid:32][calls in flight:32] of the process in that slot, the
-	 * last sweep's time, the region's process table and our slot. */
+	 * path does not test for it): the region's state (shmem), its count
+	 * word (gw), its process lines (counts; ours at line), the last
+	 * sweep's time, the region's process table, our slot and our
+	 * identity word (me). See "The shared bulkhead" below. */
 	void *shmem;
+	uint64_t *gw;
 	uint64_t *counts;
+	uint64_t *line;
 	uint64_t *sweep_at;
 	const resil__proc *procs;
-	uint64_t tag; /* our pid << 32 */
+	uint64_t me;
+	uint64_t slot1_hi; /* (slot + 1) << 32: our changes' mark in G */
 	unsigned slot;
 	resil_limit_listener_fn listener;
 	void *listener_ctx;
@@ -813,18 +816,30 @@ bh_my_stripe(resil_bulkhead *bh)
 
 #define MAX_LIMIT RESIL_BULKHEAD_MAX_LIMIT
 
-/* "bulkhead." before a gradient's message (its keys are
- * bulkhead.gradient.* here); RESIL_E_INVAL. */
+/* "bulkhead." before every key a gradient's message names (its keys are
+ * bulkhead.gradient.* here: "gradient.max_limit: 3 is below
+ * gradient.min_limit (5)" names both); RESIL_E_INVAL. */
 static resil_err
 bh_prefix(resil_diag *diag)
 {
 	char tmp[RESIL_DIAG_MAX];
+	size_t i, o = 0;
 
 	if (diag == NULL)
 		return RESIL_E_INVAL;
 	memcpy(tmp, diag->msg, sizeof(tmp));
 	tmp[sizeof(tmp) - 1] = '\0';
-	return resil__diagf(diag, RESIL_E_INVAL, "bulkhead.%s", tmp);
+	for (i = 0; tmp[i] != '\0' && o + 1 < sizeof(diag->msg); i++) {
+		if (strncmp(tmp + i, "gradient.", 9) == 0 &&
+		    (i == 0 || tmp[i - 1] == ' ' || tmp[i - 1] == '(') &&
+		    o + 9 < sizeof(diag->msg)) {
+			memcpy(diag->msg + o, "bulkhead.", 9);
+			o += 9;
+		}
+		diag->msg[o++] = tmp[i];
+	}
+	diag->msg[o] = '\0';
+	return RESIL_E_INVAL;
 }
 
 resil_err
@@ -999,8 +1014,10 @@ bh_create(resil_bulkhead **out, const resil_bulkhead_config *cfg, void *shared,
 		bh->shmem = shared;
 		bh->sweep_at =
 		    (uint64_t *)(void *)((char *)shared + RESIL__CACHELINE);
-		bh->counts = (uint64_t *)(void *)((char *)shared +
+		bh->gw = (uint64_t *)(void *)((char *)shared +
 		    2 * RESIL__CACHELINE);
+		bh->counts = (uint64_t *)(void *)((char *)shared +
+		    3 * RESIL__CACHELINE);
 	}
 	if (shared != NULL && init)
 		resil__store64(
@@ -1016,14 +1033,142 @@ resil_bulkhead_new(
 	return bh_create(out, cfg, NULL, true, diag);
 }
 
-/* Words per process line of a shared bulkhead's counts. */
+/*
+ * The shared bulkhead (in a region, lib/shm.c): line 0 the limit (for
+ * reference), line 1 the last sweep's time, line 2 the count word G,
+ * then one line per process slot i: L_i = [version:32][calls in
+ * flight:32] of the process whose identity word is the line's second
+ * word O_i.
+ *
+ * G = [version:25][slot + 1:7][dec:1][count:31]: the calls in flight of
+ * all processes, and the last change logged: line slot's count moves by
+ * one (down if dec) to that version. An acquire or release is one CAS on
+ * G, which decides (the count against the limit) and logs its line's
+ * change, then one CAS on its own line that applies it. Whoever moves G
+ * on applies the change logged there first (bhs_apply), so a process
+ * killed between its two CASes leaves nothing undone: its change is
+ * applied by the next, and the count and the lines always agree, which a
+ * reap of a dead process's line (its count given back one logged change
+ * at a time) relies on.
+ */
 #define BH_LINE_WORDS (RESIL__CACHELINE / sizeof(uint64_t))
+#define BH_G_COUNT(g) ((g)&UINT64_C(0x7fffffff))
+#define BH_G_DEC UINT64_C(0x80000000)
+#define BH_G_SLOT(g) ((unsigned)((g) >> 32) & 0x7fu)
+#define BH_G_VER(g) ((uint32_t)((g) >> 39))
+#define BH_VER_MASK ((UINT32_C(1) << 25) - 1)
+
+_Static_assert(RESIL__PROCS < 0x7f, "slot + 1 fits G's 7 bits");
+_Static_assert(RESIL_BULKHEAD_MAX_LIMIT <= 0x7fffffff,
+    "a count fits G's 31 bits");
 
 size_t
 resil__bulkhead_shared_size(void)
 {
-	return (2 + (size_t)RESIL__PROCS) * RESIL__CACHELINE;
+	return (3 + (size_t)RESIL__PROCS) * RESIL__CACHELINE;
 }
+
+/* G after changing line i (now l) by one; the count moved with it. */
+static inline uint64_t
+bhs_next(uint64_t g, bool dec, unsigned i, uint64_t l)
+{
+	uint64_t ver = ((uint32_t)(l >> 32) + 1u) & BH_VER_MASK;
+
+	return (dec ? BH_G_COUNT(g) - 1 : BH_G_COUNT(g) + 1) |
+	    (dec ? BH_G_DEC : 0) | (uint64_t)(i + 1) << 32 | ver << 39;
+}
+
+/* Line l after its change by one. */
+static inline uint64_t
+bhs_line_next(uint64_t l, bool dec)
+{
+	uint32_t n = (uint32_t)l;
+
+	return (uint64_t)((uint32_t)(l >> 32) + 1u) << 32 |
+	    (uint32_t)(dec ? n - 1 : n + 1);
+}
+
+/* Apply the change logged in g (read from G) to its line, unless done:
+ * the line is at its version already, or G moved on (whoever moved it
+ * applied it first). A line neither at the version nor one before is
+ * corrupt: left alone. */
+static inline void
+bhs_apply(uint64_t *gw, uint64_t *counts, uint64_t g)
+{
+	unsigned ps = BH_G_SLOT(g);
+	uint64_t *lw, l;
+	uint32_t ver;
+
+	if (ps == 0 || ps > RESIL__PROCS)
+		return;
+	lw = &counts[(ps - 1) * BH_LINE_WORDS];
+	for (;;) {
+		l = resil__load64(lw);
+		ver = (uint32_t)(l >> 32);
+		if ((ver & BH_VER_MASK) == BH_G_VER(g) ||
+		    ((ver + 1u) & BH_VER_MASK) != BH_G_VER(g) ||
+		    resil__load64(gw) != g)
+			return;
+		if (resil__cas64(lw, l, bhs_line_next(l, (g & BH_G_DEC) != 0)))
+			return;
+	}
+}
+
+/* Give back the calls counted in line i for the process of identity o,
+ * which is gone, one logged change at a time; stops when the line is
+ * empty or belongs to another process. Returns how many. */
+static uint32_t
+bhs_reap_line(uint64_t *gw, uint64_t *counts, unsigned i, uint64_t o)
+{
+	uint64_t *lw = &counts[i * BH_LINE_WORDS];
+	uint64_t g, l, ng;
+	uint32_t got = 0;
+
+	for (;;) {
+		g = resil__load64(gw);
+		bhs_apply(gw, counts, g);
+		/* The line, then its owner: a new owner writes itself
+		 * before it counts a call there. */
+		l = resil__load64(lw);
+		if ((uint32_t)l == 0 || resil__load64(lw + 1) != o ||
+		    BH_G_COUNT(g) == 0)
+			return got;
+		ng = bhs_next(g, true, i, l);
+		if (resil__cas64(gw, g, ng)) {
+			bhs_apply(gw, counts, ng);
+			got++;
+		}
+	}
+}
+
+/* Reap the lines (but skip) whose process is gone: the slot now has
+ * another owner (or none), or (alive: true, a system call per line) the
+ * owner is dead. */
+static uint32_t
+bhs_reap(void *mem, const resil__proc *procs, unsigned skip, bool alive)
+{
+	uint64_t *gw = (uint64_t *)(void *)((char *)mem + 2 * RESIL__CACHELINE);
+	uint64_t *counts =
+	    (uint64_t *)(void *)((char *)mem + 3 * RESIL__CACHELINE);
+	uint32_t got = 0;
+	unsigned i;
+
+	for (i = 0; i < RESIL__PROCS; i++) {
+		uint64_t *lw = &counts[i * BH_LINE_WORDS];
+		uint64_t o;
+
+		if (i == skip || (uint32_t)resil__load64(lw) == 0)
+			continue;
+		o = resil__load64(lw + 1);
+		if (o == resil__load64(&procs[i].owner) &&
+		    (!alive || resil__proc_id_alive(o)))
+			continue;
+		got += bhs_reap_line(gw, counts, i, o);
+	}
+	return got;
+}
+
+static void bh_shared_adopt(resil_bulkhead *bh);
 
 resil_err
 resil__bulkhead_new_shared(resil_bulkhead **out,
@@ -1040,133 +1185,150 @@ resil__bulkhead_new_shared(resil_bulkhead **out,
 		return err;
 	(*out)->procs = procs;
 	(*out)->slot = slot;
-	(*out)->tag = resil__load64(&procs[slot].pid) << 32;
+	(*out)->line = &(*out)->counts[slot * BH_LINE_WORDS];
+	(*out)->me = resil__load64(&procs[slot].owner);
+	(*out)->slot1_hi = (uint64_t)(slot + 1) << 32;
+	/* The slot is ours while we are attached: no other process writes
+	 * the line's owner, so this one look serves every call. */
+	if (resil__load64((*out)->line + 1) != (*out)->me)
+		bh_shared_adopt(*out);
 	return RESIL_OK;
-}
-
-/* Whether count word w of process slot i is stale: its process slot now
- * belongs to another process (or none). Dead owners still registered are
- * found only by a sweep (a system call per slot). */
-static inline bool
-bh_stale(const resil_bulkhead *bh, unsigned i, uint64_t w)
-{
-	return (w >> 32) != resil__load64(&bh->procs[i].pid);
-}
-
-/* The calls in flight across processes: the sum of the process lines
- * that are not stale. */
-static uint64_t
-bh_shared_sum(const resil_bulkhead *bh)
-{
-	uint64_t n = 0, w;
-	unsigned i;
-
-	for (i = 0; i < RESIL__PROCS; i++) {
-		w = resil__load64(&bh->counts[i * BH_LINE_WORDS]);
-		if ((w & UINT32_MAX) != 0 && !bh_stale(bh, i, w))
-			n += w & UINT32_MAX;
-	}
-	return n;
 }
 
 uint32_t
 resil__bulkhead_shared_reap(void *mem, const resil__proc *procs, unsigned skip)
 {
-	uint64_t *counts =
-	    (uint64_t *)(void *)((char *)mem + 2 * RESIL__CACHELINE);
-	uint32_t got = 0;
-	unsigned i;
-
-	for (i = 0; i < RESIL__PROCS; i++) {
-		uint64_t *cw = &counts[i * BH_LINE_WORDS];
-		uint64_t w = resil__load64(cw);
-
-		if (i == skip || (w & UINT32_MAX) == 0)
-			continue;
-		/* The tag holds the pid: a process now in the slot (alive,
-		 * same start time) that wrote it keeps it. A new owner
-		 * writes its own tag, so the CAS fails for it. */
-		if ((w >> 32) == resil__load64(&procs[i].pid) &&
-		    resil__proc_alive(procs, i))
-			continue;
-		if (resil__cas64(cw, w, 0))
-			got += (uint32_t)(w & UINT32_MAX);
-	}
-	return got;
+	return bhs_reap(mem, procs, skip, true);
 }
 
-/* Sweep at most this often from the refusal path (system clock). */
+/* Sweep at most this often for dead processes (system clock). */
 #define BH_SWEEP_NS (10 * RESIL_NS_PER_MS)
 
-/* A refusal of a shared bulkhead: sweep for dead processes' slots (at
+/* A refusal of a shared bulkhead: give back the lines of slots that now
+ * have another owner (no system call), and sweep for dead processes (at
  * most once per BH_SWEEP_NS across the region, the first one at once);
- * true when that reclaimed some, so the caller tries again. */
+ * true when that gave something back, so the caller tries again. */
 static LIMIT_NOINLINE bool
 bh_shared_sweep(resil_bulkhead *bh)
 {
-	uint64_t now = resil_clock_now(resil_clock_system());
-	uint64_t last = resil__load64(bh->sweep_at);
+	uint64_t now, last;
+	uint32_t got = bhs_reap(bh->shmem, bh->procs, bh->slot, false);
 
-	if (last != 0 && now - last < BH_SWEEP_NS)
-		return false;
-	if (!resil__cas64(bh->sweep_at, last, now != 0 ? now : 1))
-		return false;
-	return resil__bulkhead_shared_reap(bh->shmem, bh->procs, bh->slot) > 0;
+	now = resil_clock_now(resil_clock_system());
+	last = resil__load64(bh->sweep_at);
+	if ((last == 0 || now - last >= BH_SWEEP_NS) &&
+	    resil__cas64(bh->sweep_at, last, now != 0 ? now : 1))
+		got += bhs_reap(bh->shmem, bh->procs, bh->slot, true);
+	return got > 0;
+}
+
+/* At attach: our line may still hold another process's calls (one that
+ * had our process slot before us and died, or detached, holding some):
+ * give them back, then make the line ours. */
+static void
+bh_shared_adopt(resil_bulkhead *bh)
+{
+	(void)bhs_reap_line(
+	    bh->gw, bh->counts, bh->slot, resil__load64(bh->line + 1));
+	resil__store64(bh->line + 1, bh->me);
 }
 
 /*
- * Enter a shared bulkhead: count the call in our own process line first,
- * then sum every live process's line; over the limit, take it back and
- * refuse. Of calls admitted at once, the last to count saw all the others
- * counted, so at most the limit are ever admitted; racers for the last
- * slots may each see the other and both back off (a refusal that a
- * retry could turn into a grant).
+ * One call more (dec false: while below lim) or fewer (dec: while our
+ * line has one) on a shared bulkhead: one CAS on G logs the change of our
+ * line, one CAS on the line applies it (failing only when another did).
+ * Returns the count before, or UINT64_MAX when refused. When G's last
+ * change is our own, applied (one process: every time), that is our
+ * line's version: nothing else to read.
  */
+/* G's upper half once line l's change is logged: its version and our
+ * slot + 1 (slot1 shifted in place). */
+#define BH_G_TAG(l, slot1_hi) ((((l) >> 32) & BH_VER_MASK) << 39 | (slot1_hi))
+#define BH_G_HI(g) ((g) & ~(uint64_t)UINT32_MAX)
+
+static uint64_t
+bh_shared_change(resil_bulkhead *bh, bool dec, uint64_t lim)
+{
+	uint64_t g, l, nl;
+
+	for (;;) {
+		g = resil__load64(bh->gw);
+		l = resil__load64(bh->line);
+		if (BH_G_HI(g) != BH_G_TAG(l, bh->slot1_hi)) {
+			bhs_apply(bh->gw, bh->counts, g);
+			l = resil__load64(bh->line);
+		}
+		if (dec ? (uint32_t)l == 0 || BH_G_COUNT(g) == 0
+		        : BH_G_COUNT(g) >= lim)
+			return UINT64_MAX;
+		nl = l + (UINT64_C(1) << 32) + (dec ? UINT64_MAX : 1);
+		if (resil__cas64(bh->gw, g,
+		        BH_G_TAG(nl, bh->slot1_hi) | (dec ? BH_G_DEC : 0) |
+		            (dec ? BH_G_COUNT(g) - 1 : BH_G_COUNT(g) + 1)))
+			break;
+	}
+	(void)resil__cas64(bh->line, l, nl);
+	return BH_G_COUNT(g);
+}
+
+/* bh_shared_acquire() when the first look did not do: our line to adopt,
+ * another process's change to apply, a lost race or the limit. At the
+ * limit, sweep once for the slots of processes that are gone, then
+ * refuse. */
+static LIMIT_NOINLINE resil_err
+bh_shared_acquire_slow(resil_bulkhead *bh, bh_stripe *sp)
+{
+	uint64_t n, lim = resil__load64(&bh->ctl) >> 32;
+	bool swept = false;
+
+	while ((n = bh_shared_change(bh, false, lim)) == UINT64_MAX) {
+		if (swept || !bh_shared_sweep(bh))
+			return bh_reject(bh, lim);
+		swept = true;
+	}
+	resil__inc64(&sp->granted);
+	bh_note_peak(sp, n + 1);
+	return RESIL_OK;
+}
+
+/* Enter a shared bulkhead. The first look: G's last change is our own
+ * and applied, below the limit, and the CAS wins. */
 static LIMIT_NOINLINE resil_err
 bh_shared_acquire(resil_bulkhead *bh, bh_stripe *sp)
 {
-	uint64_t *cw = &bh->counts[bh->slot * BH_LINE_WORDS];
-	uint64_t w, nw, lim, sum;
-	int round;
+	uint64_t *gw = bh->gw, *lw = bh->line;
+	uint64_t g = resil__load64(gw), l = resil__load64(lw);
+	uint64_t nl = l + (UINT64_C(1) << 32) + 1;
 
-	for (round = 0; round < 2; round++) {
-		w = resil__load64(cw);
-		for (;;) {
-			/* Another tag: left by a dead process that had our
-			 * slot; its count is not ours. */
-			nw = (w >> 32) << 32 == bh->tag ? w + 1 : bh->tag | 1;
-			if (resil__cas64(cw, w, nw))
-				break;
-			w = resil__load64(cw);
-		}
-		lim = resil__load64(&bh->ctl) >> 32;
-		sum = bh_shared_sum(bh);
-		if (RESIL__LIKELY(sum <= lim)) {
-			resil__inc64(&sp->granted);
-			bh_note_peak(sp, sum);
-			return RESIL_OK;
-		}
-		resil__faa64(cw, (uint64_t)0 - 1);
-		if (round > 0 || !bh_shared_sweep(bh))
-			break;
+	if (RESIL__LIKELY(BH_G_HI(g) == BH_G_TAG(l, bh->slot1_hi) &&
+	        BH_G_COUNT(g) < resil__load64(&bh->ctl) >> 32 &&
+	        /* G's mark moves to the line's next version (it wraps
+	         * with the 64 bits), the count up by one. */
+	        resil__cas64(gw, g,
+	            (g & ~BH_G_DEC) + (UINT64_C(1) << 39) + 1))) {
+		(void)resil__cas64(lw, l, nl);
+		resil__inc64(&sp->granted);
+		bh_note_peak(sp, BH_G_COUNT(g) + 1);
+		return RESIL_OK;
 	}
-	return bh_reject(bh, resil__load64(&bh->ctl) >> 32);
+	return bh_shared_acquire_slow(bh, sp);
 }
 
-/* Leave a shared bulkhead: one call fewer in our process line. */
+/* Leave a shared bulkhead: one call fewer on our line; the first look as
+ * in acquire. */
 static LIMIT_NOINLINE resil_err
 bh_shared_release(resil_bulkhead *bh, bh_stripe *sp)
 {
-	uint64_t *cw = &bh->counts[bh->slot * BH_LINE_WORDS];
-	uint64_t w = resil__load64(cw);
+	uint64_t *gw = bh->gw, *lw = bh->line;
+	uint64_t g = resil__load64(gw), l = resil__load64(lw);
+	uint64_t nl = l + (UINT64_C(1) << 32) - 1;
 
-	for (;;) {
-		if ((w >> 32) << 32 != bh->tag || (w & UINT32_MAX) == 0)
-			return RESIL_E_MISUSE; /* none in flight here */
-		if (resil__cas64(cw, w, w - 1))
-			break;
-		w = resil__load64(cw);
-	}
+	if (RESIL__LIKELY(BH_G_HI(g) == BH_G_TAG(l, bh->slot1_hi) &&
+	        (uint32_t)l != 0 && BH_G_COUNT(g) != 0 &&
+	        resil__cas64(gw, g, (g | BH_G_DEC) + (UINT64_C(1) << 39) - 1)))
+		(void)resil__cas64(lw, l, nl);
+	else if (bh_shared_change(bh, true, 0) == UINT64_MAX)
+		return RESIL_E_MISUSE;
 	resil__inc64(&sp->released);
 	return RESIL_OK;
 }
@@ -1195,7 +1357,7 @@ bh_in_flight(resil_bulkhead *bh)
 	unsigned i;
 
 	if (bh->counts != NULL)
-		return bh_shared_sum(bh);
+		return BH_G_COUNT(resil__load64(bh->gw));
 	if (bh->batch == 0)
 		return resil__load64(&bh->in_flight);
 	for (i = 0; i < NSTRIPES; i++)
@@ -1290,8 +1452,6 @@ bh_acquire_slow(resil_bulkhead *bh, bh_stripe *sp)
 	uint64_t cur, d, w;
 	unsigned i;
 
-	if (bh->batch == BH_SHARED)
-		return bh_shared_acquire(bh, sp);
 	cur = resil__load64(&bh->in_flight);
 	while (cur < lim) {
 		d = lim - cur < bh->batch ? lim - cur : bh->batch;
@@ -1324,12 +1484,13 @@ resil_bulkhead_try_acquire(resil_bulkhead *bh)
 		return RESIL_E_INVAL;
 	sp = bh_my_stripe(bh);
 	if (bh->batch > 0) {
-		/* A shared bulkhead's stripes lease nothing: it goes to the
-		 * slow path, which sends it on. */
 		if (RESIL__LIKELY(bh_slot_take(sp))) {
 			resil__inc64(&sp->granted);
 			return RESIL_OK;
 		}
+		/* A shared bulkhead's stripes lease nothing: here. */
+		if (bh->batch == BH_SHARED)
+			return bh_shared_acquire(bh, sp);
 		return bh_acquire_slow(bh, sp);
 	}
 	cur = resil__load64(&bh->in_flight);
@@ -1357,8 +1518,6 @@ bh_release_scan(resil_bulkhead *bh, bh_stripe *sp)
 {
 	unsigned i, pass;
 
-	if (bh->batch == BH_SHARED)
-		return bh_shared_release(bh, sp);
 	for (pass = 0; pass < BH_RELEASE_SCANS; pass++)
 		for (i = 0; i < NSTRIPES; i++)
 			if (bh_slot_give(bh, &bh->stripes[i])) {
@@ -1378,11 +1537,12 @@ resil_bulkhead_release(resil_bulkhead *bh)
 		return RESIL_E_INVAL;
 	sp = bh_my_stripe(bh);
 	if (bh->batch > 0) {
-		/* As in acquire: a shared one goes to the scan. */
 		if (RESIL__LIKELY(bh_slot_give(bh, sp))) {
 			resil__inc64(&sp->released);
 			return RESIL_OK;
 		}
+		if (bh->batch == BH_SHARED)
+			return bh_shared_release(bh, sp);
 		return bh_release_scan(bh, sp);
 	}
 	cur = resil__load64(&bh->in_flight);

@@ -68,6 +68,22 @@ void resil__combo_key(
 resil_err resil__combo_check(const resil__combo *c, const char *origin,
     const resil_pipeline_config *pc, int selector, resil_diag *diag);
 
+/* Where a text reload's keys are, for its refusals (issue 38.10):
+ * line(key, klen, ctx) is the line of the text's key (the first klen
+ * bytes of key), or of the first key of its family (key.* or
+ * <method>.key.*), 0 when the text sets none; origin is the text's. */
+typedef struct resil__reload_text {
+	const char *origin;
+	unsigned (*line)(const char *key, size_t klen, void *ctx);
+	void *ctx;
+} resil__reload_text;
+
+/* resil_pipeline_reload() of a configuration made from text t: a
+ * refusal that names a key the text sets says its origin:line. */
+resil_err resil__pipeline_reload_text(resil_pipeline *p,
+    const resil_pipeline_config *cfg, const resil__reload_text *t,
+    resil_diag *diag);
+
 /* The allocator of p (a reload from text parses with it). */
 const resil_allocator *resil__pipeline_allocator(const resil_pipeline *p);
 

@@ -14,6 +14,7 @@
 #include "pipeline_events.h"
 #include "pipeline_settings.h"
 #include "pipeline_shared.h"
+#include "router_internal.h"
 
 /* A field the reload cannot change: NULL / 0 in the new configuration
  * keeps the pipeline's; another value is refused, naming the key. */
@@ -26,19 +27,35 @@ immutable(resil_diag *diag, const char *key)
 	    key);
 }
 
-static int
-same_cluster(const resil_cluster_config *a, const resil_cluster_config *b)
+/* The first cluster setting a and b differ in, as its key of the text
+ * with its field in C ("retries (cluster.retries)"); NULL: the same
+ * (issue 38.10: the refusal names the key, not just "cluster"). */
+static const char *
+cluster_change(const resil_cluster_config *a, const resil_cluster_config *b)
 {
 	const char *za = a->local_zone != NULL ? a->local_zone : "";
 	const char *zb = b->local_zone != NULL ? b->local_zone : "";
 
-	return a->strategy == b->strategy && a->retries == b->retries &&
-	    a->failback_queue == b->failback_queue &&
-	    a->failback_retries == b->failback_retries &&
-	    a->failback_period_ns == b->failback_period_ns &&
-	    a->broadcast_fail_percent == b->broadcast_fail_percent &&
-	    a->forks == b->forks && strcmp(za, zb) == 0 &&
-	    a->cross_zone_timeout_ns == b->cross_zone_timeout_ns;
+	if (a->strategy != b->strategy)
+		return "cluster (cluster.strategy)";
+	if (a->retries != b->retries)
+		return "retries (cluster.retries)";
+	if (a->failback_queue != b->failback_queue)
+		return "failback.queue (cluster.failback_queue)";
+	if (a->failback_retries != b->failback_retries)
+		return "failback.retries (cluster.failback_retries)";
+	if (a->failback_period_ns != b->failback_period_ns)
+		return "failback.period (cluster.failback_period_ns)";
+	if (a->broadcast_fail_percent != b->broadcast_fail_percent)
+		return "broadcast.fail.percent "
+		       "(cluster.broadcast_fail_percent)";
+	if (a->forks != b->forks)
+		return "forks (cluster.forks)";
+	if (strcmp(za, zb) != 0)
+		return "zone (cluster.local_zone)";
+	if (a->cross_zone_timeout_ns != b->cross_zone_timeout_ns)
+		return "cross_zone_timeout (cluster.cross_zone_timeout_ns)";
+	return NULL;
 }
 
 /* *eff: cfg with what it leaves NULL filled from p; refused when it would
@@ -49,6 +66,7 @@ reload_check(const resil_pipeline *p, const settings *g,
     resil_diag *diag)
 {
 	resil_err err = resil__pipeline_config_known(cfg, diag);
+	const char *key;
 
 	if (err != RESIL_OK)
 		return err;
@@ -102,8 +120,8 @@ reload_check(const resil_pipeline *p, const settings *g,
 		return immutable(diag, "hedge.delay (hedge_delay_ns)");
 	if ((p->sel != NULL || p->one_ep ||
 	        resil__one_endpoint_strategy(cfg)) &&
-	    !same_cluster(&cfg->cluster, &g->cfg.cluster))
-		return immutable(diag, "cluster");
+	    (key = cluster_change(&cfg->cluster, &g->cfg.cluster)) != NULL)
+		return immutable(diag, key);
 	return resil__pipeline_validate(eff, diag);
 }
 
@@ -195,6 +213,16 @@ emit_reload(resil_pipeline *p, unsigned count, const char *what)
 	    p, &ev, RESIL_STAGE_CONFIG, resil_clock_now(&p->clock), text, "");
 }
 
+/* The allocator of the condition rules a reload gives the selector: the
+ * selector's own, since it owns and frees them, after the pipeline is
+ * gone too (issue 38.2: with the pipeline's, the selector freed them
+ * through the freed pipeline). */
+static const resil_allocator *
+rules_alloc(const resil_pipeline *p)
+{
+	return p->sel != NULL ? resil__selector_alloc(p->sel) : &p->alloc;
+}
+
 /* A reload's cluster keys (cfg->cluster_keys; NULL, a reload made in C:
  * the pipeline's stay) against the pipeline's: a change refused, the
  * condition rules parsed into *rules when they changed. */
@@ -213,7 +241,7 @@ reload_ckeys(resil_pipeline *p, const resil_pipeline_config *cfg,
 	    p->ckeys, cfg->cluster_keys, p->sel != NULL, conds, diag);
 	if (err == RESIL_OK && *conds)
 		err = resil__ckeys_rules(
-		    cfg->cluster_keys, &p->alloc, rules, nrules, diag);
+		    cfg->cluster_keys, rules_alloc(p), rules, nrules, diag);
 	return err;
 }
 
@@ -242,16 +270,16 @@ apply_ckeys(resil_pipeline *p, const resil_pipeline_config *cfg,
 		}
 		/* The selector owns the rules now, the array is copied. */
 		if (rules != NULL)
-			resil__free(&p->alloc, rules, nrules * sizeof(*rules));
+			resil__free(
+			    rules_alloc(p), rules, nrules * sizeof(*rules));
 	}
 	resil__strfree(&p->alloc, p->ckeys);
 	p->ckeys = keys;
 	return RESIL_OK;
 }
 
-resil_err
-resil_pipeline_reload(
-    resil_pipeline *p, const resil_pipeline_config *cfg, resil_diag *diag)
+static resil_err
+reload(resil_pipeline *p, const resil_pipeline_config *cfg, resil_diag *diag)
 {
 	resil_condition **rules = NULL;
 	size_t nrules = 0;
@@ -282,7 +310,7 @@ resil_pipeline_reload(
 	            RESIL_OK))
 		resil__settings_free(g);
 	if (err != RESIL_OK) {
-		resil__ckeys_rules_free(&p->alloc, rules, nrules);
+		resil__ckeys_rules_free(rules_alloc(p), rules, nrules);
 		resil__spin_unlock(&p->mock_lock);
 		return err;
 	}
@@ -301,4 +329,79 @@ resil_pipeline_reload(
 	resil__settings_retire(p, old);
 	emit_reload(p, count, what);
 	return RESIL_OK;
+}
+
+resil_err
+resil_pipeline_reload(
+    resil_pipeline *p, const resil_pipeline_config *cfg, resil_diag *diag)
+{
+	return reload(p, cfg, diag);
+}
+
+/* The key a refusal starts with ("retries" of "retries (cluster.retries):
+ * cannot ..."): its length, 0 when the message starts otherwise. */
+static size_t
+leading_key(const char *msg)
+{
+	size_t n = 0;
+
+	while ((msg[n] >= 'a' && msg[n] <= 'z') ||
+	    (msg[n] >= 'A' && msg[n] <= 'Z') ||
+	    (msg[n] >= '0' && msg[n] <= '9') || msg[n] == '.' ||
+	    msg[n] == '_' || msg[n] == '-' || msg[n] == '$')
+		n++;
+	return n > 0 && (msg[n] == ':' || msg[n] == ' ') ? n : 0;
+}
+
+/*
+ * A text reload's refusal, located in the text (issue 38.10): a message
+ * that starts with a key the text sets gets the text's origin:line of it
+ * ("svc.conf:3: retries (cluster.retries): cannot change by reload
+ * ..."); a "cannot change" of a key the text leaves out, the origin
+ * alone. Messages that carry their place already are left as they are.
+ */
+static void
+locate(resil_diag *diag, const resil__reload_text *t)
+{
+	const char *origin = t->origin != NULL ? t->origin : "<string>";
+	size_t olen = strlen(origin), klen;
+	char out[RESIL_DIAG_MAX + 128];
+	unsigned line;
+	int len;
+
+	if (strncmp(diag->msg, origin, olen) == 0 && diag->msg[olen] == ':')
+		return;
+	klen = leading_key(diag->msg);
+	if (klen == 0)
+		return;
+	line = t->line(diag->msg, klen, t->ctx);
+	if (line == 0 &&
+	    strstr(diag->msg, ": cannot change by reload") == NULL)
+		return;
+	/* Room for the prefix and the whole message, then cut to fit. */
+	if (line > 0)
+		len = snprintf(
+		    out, sizeof(out), "%.96s:%u: %s", origin, line, diag->msg);
+	else
+		len =
+		    snprintf(out, sizeof(out), "%.96s: %s", origin, diag->msg);
+	if (len < 0)
+		return;
+	if ((size_t)len >= sizeof(diag->msg))
+		len = (int)sizeof(diag->msg) - 1;
+	memcpy(diag->msg, out, (size_t)len);
+	diag->msg[len] = '\0';
+}
+
+resil_err
+resil__pipeline_reload_text(resil_pipeline *p,
+    const resil_pipeline_config *cfg, const resil__reload_text *t,
+    resil_diag *diag)
+{
+	resil_err err = reload(p, cfg, diag);
+
+	if (err == RESIL_E_INVAL && t != NULL && t->line != NULL &&
+	    diag != NULL)
+		locate(diag, t);
+	return err;
 }

@@ -365,7 +365,10 @@ open_shm(resil_pipeline *p, struct resil__pshared *sh,
 
 		bc.clock = &p->clock;
 		bc.alloc = &p->alloc;
-		bc.listener = resil__on_breaker;
+		/* Only with a pipeline listener: a shared breaker with a
+		 * listener takes the acquire's full path (it hears the other
+		 * processes' transitions there). */
+		bc.listener = p->listener != NULL ? resil__on_breaker : NULL;
 		bc.listener_ctx = p;
 		err = resil_shm_breaker(shm, oname, &bc, &sh->breaker, &d);
 		sh->own_breaker = err == RESIL_OK;
@@ -660,56 +663,4 @@ resil__shared_free(resil_pipeline *p)
 	resil__strfree(&p->alloc, sh->eb_url);
 	resil__free(&p->alloc, sh, sizeof(*sh));
 	p->sh = NULL;
-}
-
-/* ---- endpoint breakers (the directory's) ---- */
-
-resil_err
-resil__shared_endpoint_region(const char *name, int has_breaker,
-    const resil_allocator *a, resil_shm **out, resil_diag *diag)
-{
-	resil_shm_config sc;
-	resil_diag d;
-	resil_err err;
-
-	if (!has_breaker)
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "endpoint.breaker.shared: needs the endpoint breaker "
-		    "(endpoint.breaker.* keys, endpoint_breaker)");
-	resil_shm_config_init(&sc);
-	sc.alloc = a;
-	d.msg[0] = '\0';
-	err = resil_shm_open(out, name, &sc, &d);
-	if (err != RESIL_OK)
-		return resil__diagf(
-		    diag, err, "endpoint.breaker.shared: %s", d.msg);
-	return RESIL_OK;
-}
-
-resil_err
-resil__shared_endpoint_breaker(resil_shm *shm, const char *address,
-    const resil_breaker_config *cfg, resil_breaker **out, resil_diag *diag)
-{
-	char name[64];
-	size_t i, n = strlen(address);
-	uint64_t h = UINT64_C(14695981039346656037);
-	int changed = n > 59;
-
-	memcpy(name, "ep.", 3);
-	for (i = 0; i < n; i++) {
-		char c = address[i];
-
-		h = (h ^ (unsigned char)c) * UINT64_C(1099511628211);
-		if (!name_ok(&c, 1, 1)) {
-			c = '_';
-			changed = 1;
-		}
-		if (i < 59)
-			name[3 + i] = c;
-	}
-	name[3 + (n < 59 ? n : 59)] = '\0';
-	if (changed) /* "ep." + up to 43 + "-" + 16 hex digits */
-		snprintf(name + (n < 43 ? 3 + n : 46), 18, "-%016llx",
-		    (unsigned long long)h);
-	return resil_shm_breaker(shm, name, cfg, out, diag);
 }

@@ -41,18 +41,6 @@ resil_err resil__shared_apply(resil_pipeline *p,
     const resil_pipeline_config *cfg, struct settings *g, int reload,
     resil_diag *diag);
 
-/* Endpoint breakers in shared memory (resil_directory_config.
- * endpoint_breaker_shm): open the region name into *out (has_breaker: the
- * directory has endpoint breakers, else refused), and the breaker of
- * address in it (named "ep." and the address, characters other than
- * [A-Za-z0-9._-] made '_', with a hash of the address when one was, or
- * it was too long). */
-resil_err resil__shared_endpoint_region(const char *name, int has_breaker,
-    const resil_allocator *a, resil_shm **out, resil_diag *diag);
-resil_err resil__shared_endpoint_breaker(resil_shm *shm,
-    const char *address, const resil_breaker_config *cfg,
-    resil_breaker **out, resil_diag *diag);
-
 /* Free what the pipeline opened (after its settings). NULL sh: no-op. */
 void resil__shared_free(resil_pipeline *p);
 

@@ -153,11 +153,14 @@ resil_retry_config_validate(const resil_retry_config *cfg, resil_diag *diag)
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "retry.budget_min_retries: %u is out of range 0..%u",
 		    (unsigned)cfg->budget_min_retries, MAX_FLOOR);
-	if (cfg->budget_period_ns < 1 ||
-	    cfg->budget_period_ns < cfg->budget_min_retries)
+	if (cfg->budget_period_ns < 1)
 		return resil__diagf(diag, RESIL_E_INVAL,
-		    "retry.budget_period_ns: %llu is below 1 or below "
-		    "retry.budget_min_retries (%u)",
+		    "retry.budget_period_ns: 0 is below 1 ns");
+	if (cfg->budget_period_ns < cfg->budget_min_retries)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "retry.budget_period_ns: %llu is too short: it must "
+		    "give each of retry.budget_min_retries (%u) at least "
+		    "1 ns",
 		    (unsigned long long)cfg->budget_period_ns,
 		    (unsigned)cfg->budget_min_retries);
 	return RESIL_OK;

@@ -40,7 +40,10 @@ typedef struct cond {
 } cond;
 
 struct resil_condition {
-	const resil_allocator *a;
+	/* A copy: the rule may outlive the allocator struct it was parsed
+	 * with (a reload's or a registry source's rules live on in the
+	 * selector after the pipeline or the source is freed). */
+	resil_allocator a;
 	char *text;
 	int force;
 	cond *when, *then;
@@ -352,7 +355,7 @@ resil_condition_parse(resil_condition **out, const char *text, int force,
 	c = resil__calloc(a, sizeof(*c));
 	if (c == NULL)
 		return RESIL_E_NOMEM;
-	c->a = a;
+	c->a = *a;
 	c->force = force != 0;
 	c->text = resil__strdup(a, text);
 	if (c->text == NULL) {
@@ -395,12 +398,15 @@ fail:
 void
 resil_condition_free(resil_condition *c)
 {
+	resil_allocator a;
+
 	if (c == NULL)
 		return;
-	conds_free(c->a, c->when, c->nwhen, c->nwhen);
-	conds_free(c->a, c->then, c->nthen, c->nthen);
-	resil__strfree(c->a, c->text);
-	resil__free(c->a, c, sizeof(*c));
+	a = c->a; /* c itself is freed with it */
+	conds_free(&a, c->when, c->nwhen, c->nwhen);
+	conds_free(&a, c->then, c->nthen, c->nthen);
+	resil__strfree(&a, c->text);
+	resil__free(&a, c, sizeof(*c));
 }
 
 const char *

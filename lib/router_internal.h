@@ -51,6 +51,12 @@ void resil__no_provider(const resil__route_cfg *cfg, const char *service,
  * service's when c was never routed), for Dubbo's failfast message. */
 resil_lb_kind resil__candidates_lb_kind(const resil_candidates *c);
 
+/* The selector's allocator (a copy it keeps for its life): what rules
+ * handed to resil_selector_set_conditions() by a reload or a registry
+ * source are parsed with, so that nothing the selector frees belongs to
+ * an object that may be gone by then. */
+const resil_allocator *resil__selector_alloc(const resil_selector *sel);
+
 /* Change a parsed rule's force flag (the configuration text sets it with
  * a separate key). */
 void resil__condition_set_force(resil_condition *c, int force);

@@ -363,6 +363,12 @@ resil_selector_set_conditions(resil_selector *sel,
 	return RESIL_OK;
 }
 
+const resil_allocator *
+resil__selector_alloc(const resil_selector *sel)
+{
+	return &sel->a;
+}
+
 size_t
 resil_selector_condition_count(resil_selector *sel)
 {

@@ -289,7 +289,8 @@ entry_breaker_cfg(const shm_entry *e, resil_breaker_config *cfg)
 }
 
 /* A shared breaker's state word: a state, and while TRANSIT is set an
- * owner that is a process slot. */
+ * owner that is a process slot, and the state it left (all of
+ * resil__shared_word_corrupt()). */
 static resil_err
 check_word(uint64_t w, const char *region, const char *name, resil_diag *diag)
 {
@@ -305,6 +306,13 @@ check_word(uint64_t w, const char *region, const char *name, resil_diag *diag)
 		    "%llu (1..%u)",
 		    name, (unsigned long long)w, (unsigned long long)owner,
 		    (unsigned)RESIL__PROCS);
+	/* What is left of resil__shared_word_corrupt(): the state the
+	 * transition left. */
+	if (resil__shared_word_corrupt(w))
+		return corrupt(diag, region,
+		    "breaker %s: its state word %#llx names a transition from "
+		    "no state (%u)",
+		    name, (unsigned long long)w, (unsigned)((w >> 11) & 7));
 	return RESIL_OK;
 }
 

@@ -15,6 +15,7 @@
 #include "source_internal.h"
 
 #include "clock_internal.h"
+#include "router_internal.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -50,9 +51,8 @@ typedef struct entry {
 
 struct resil_registry_source {
 	resil_allocator a;
-	/* The caller's allocator itself (NULL: malloc's), for the rules
-	 * given to the selector: a rule keeps its allocator's address and
-	 * the selector frees it, after the source is gone too. */
+	/* The rules' allocator: the selector's (it frees them, after the
+	 * source is gone too; issue 38.2), else the source's. */
 	const resil_allocator *rule_alloc;
 	resil_clock clk;
 	resil_clock wall;
@@ -1070,6 +1070,51 @@ thread_main(void *arg)
 /* ---- configuration ---------------------------------------------------------
  */
 
+/* Each item of the host list h (n bytes) is host:port with a port
+ * 1..65535: the client would otherwise take the list and never connect,
+ * and the consumer answer "no provider" for ever (issue 38.6). */
+static resil_err
+check_hosts(const char *url, const char *h, size_t n, resil_diag *diag)
+{
+	const char *end = h + n;
+
+	while (h <= end) {
+		const char *e = memchr(h, ',', (size_t)(end - h));
+		const char *colon, *q;
+		unsigned long port = 0;
+
+		if (e == NULL)
+			e = end;
+		colon = e;
+		if (h < e && *h == '[') {
+			/* [IPv6]:port: the port's colon follows the ']'. */
+			q = memchr(h, ']', (size_t)(e - h));
+			if (q != NULL && q + 1 < e && q[1] == ':')
+				colon = q + 1;
+		} else {
+			for (q = h; q < e; q++)
+				if (*q == ':')
+					colon = q;
+		}
+		if (colon == e || colon == h || colon + 1 == e)
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "registry: \"%s\": \"%.*s\" is not host:port", url,
+			    (int)(e - h), h);
+		for (q = colon + 1; q < e; q++) {
+			if (*q < '0' || *q > '9' || port > 65535)
+				break;
+			port = port * 10 + (unsigned long)(*q - '0');
+		}
+		if (q < e || port == 0 || port > 65535)
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "registry: \"%s\": port \"%.*s\" is not "
+			    "1..65535",
+			    url, (int)(e - colon - 1), colon + 1);
+		h = e + 1;
+	}
+	return RESIL_OK;
+}
+
 /* Split "zookeeper://h1:2181,h2:2181/x?backup=h3:2181&group=g" into the
  * scheme, the host list (backups appended) and the group (a root). */
 static resil_err
@@ -1110,6 +1155,9 @@ parse_registry(const resil_allocator *a, const char *url, char **scheme,
 			    "registry: \"%s\": the hosts \"%.*s\" are not "
 			    "host:port,...",
 			    url, (int)hl, h);
+	if (check_hosts(url, h, hl, diag) != RESIL_OK ||
+	    (backup != NULL && check_hosts(url, backup, bl, diag) != RESIL_OK))
+		return RESIL_E_INVAL;
 	n = hl + (bl > 0 ? bl + 1 : 0) + 1;
 	if ((hs = resil__alloc(a, n)) == NULL)
 		return RESIL_E_NOMEM;
@@ -1146,6 +1194,70 @@ find_backend(const char *scheme)
 		if (strcmp(backends[i]->scheme, scheme) == 0)
 			return backends[i];
 	return NULL;
+}
+
+/* The next item of the comma list at *p, blanks around it dropped: its
+ * start and length; 0 at the end of the list. */
+static int
+list_item(const char **p, const char **item, size_t *len)
+{
+	const char *s = *p, *e;
+
+	if (s == NULL)
+		return 0;
+	e = strchr(s, ',');
+	*len = e != NULL ? (size_t)(e - s) : strlen(s);
+	while (*len > 0 && *s == ' ') {
+		s++;
+		(*len)--;
+	}
+	while (*len > 0 && s[*len - 1] == ' ')
+		(*len)--;
+	*item = s;
+	*p = e != NULL ? e + 1 : NULL;
+	return 1;
+}
+
+/* group: "*" or a comma list of names; version: "*" or one; protocols:
+ * a comma list of known ones (issue 38.6: each was taken without a word
+ * and matched no provider). */
+static resil_err
+check_lists(const resil_source_config *cfg, resil_diag *diag)
+{
+	const char *p = cfg->group, *it;
+	size_t n;
+
+	while (p != NULL && p[0] != '\0' && list_item(&p, &it, &n))
+		if (n == 0 || memchr(it, ' ', n) != NULL)
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "registry.group: \"%s\": \"%.*s\" is not a group "
+			    "name (a name, a comma list of names, or *)",
+			    cfg->group, (int)n, it);
+	if (cfg->version != NULL && strpbrk(cfg->version, ", ") != NULL)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "registry.version: \"%s\" is not one version (a "
+		    "version, or * for any)",
+		    cfg->version);
+	p = cfg->protocols;
+	while (p != NULL && list_item(&p, &it, &n)) {
+		const char *k = RESIL__DUBBO_PROTOCOLS, *ke;
+		int known = 0;
+
+		/* The item, a whole item of the default list. */
+		for (; !known && *k != '\0'; k = *ke != '\0' ? ke + 1 : ke) {
+			ke = k + strcspn(k, ",");
+			known = n > 0 && (size_t)(ke - k) == n &&
+			    memcmp(k, it, n) == 0;
+		}
+		if (!known)
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "registry.protocols: \"%s\": \"%.*s\" is not a "
+			    "protocol of providers (dubbo, tri, grpc, rest, "
+			    "http, https, hessian, rmi, thrift, webservice, "
+			    "redis, memcached)",
+			    cfg->protocols, (int)n, it);
+	}
+	return RESIL_OK;
 }
 
 resil_err
@@ -1194,6 +1306,8 @@ resil_source_config_validate(const resil_source_config *cfg, resil_diag *diag)
 	if (cfg->protocols != NULL && cfg->protocols[0] == '\0')
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "registry.protocols: empty (NULL for the default list)");
+	if ((err = check_lists(cfg, diag)) != RESIL_OK)
+		return err;
 	if (cfg->file != NULL && cfg->file[0] == '\0')
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "registry.file: empty (NULL for none)");
@@ -1410,7 +1524,8 @@ create(resil_registry_source **out, const resil_source_config *cfg, int attach,
 		return RESIL_E_NOMEM;
 	src->a = *a;
 	a = &src->a;
-	src->rule_alloc = cfg->alloc;
+	src->rule_alloc =
+	    cfg->selector != NULL ? resil__selector_alloc(cfg->selector) : a;
 	src->clk = cfg->clock != NULL ? *cfg->clock : *resil_clock_system();
 	/* A Dubbo provider's timestamp is wall-clock time. */
 	src->wall =
@@ -1438,9 +1553,12 @@ create(resil_registry_source **out, const resil_source_config *cfg, int attach,
 		release(src);
 		return err;
 	}
-	/* The cache first: a registry that is down leaves these. */
-	if (src->cfg.file != NULL)
+	/* The cache first: a registry that is down leaves these. A writer
+	 * killed before its rename left its temporary file (issue 38.9). */
+	if (src->cfg.file != NULL) {
+		(void)resil__cache_sweep(src->cfg.file);
 		load_file(src);
+	}
 	if (attach && (err = attach_backend(src, cfg, diag)) != RESIL_OK) {
 		src->be = NULL;
 		release(src);
@@ -1663,6 +1781,10 @@ text_set(resil_source_text *st, const char *key, const char *value,
 			probe.registry = value;
 		else if (i == 1)
 			probe.service = value;
+		else if (i == 2)
+			probe.group = value;
+		else if (i == 3)
+			probe.version = value;
 		else if (i == 4)
 			probe.root = value;
 		else if (i == 5)

@@ -5,12 +5,22 @@
  * blanks. Written to a temporary file and renamed over the old one, so a
  * reader never sees half a file (Dubbo locks a side file instead); read
  * with java.util.Properties' escapes, so a file Dubbo wrote reads too.
+ *
+ * Blanks separate the URLs of a value, so a URL that holds a separator
+ * (a blank, a tab, a line end, a form feed) is written with those as %XX,
+ * and its '%' as %25 so that the reader's decoding is exact; a URL
+ * without them, or without a '%' the reader would decode, is written as
+ * Dubbo writes it. The reader decodes %20 %09 %0A %0D %0C %25 (issue
+ * 38.9: "force:return null" used to come back "force:return%20null").
  */
 #define _POSIX_C_SOURCE 200809L
 
 #include "source_internal.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -158,6 +168,87 @@ put_escaped(buf *b, const char *s, int key)
 	}
 }
 
+/* The separators of a value's URLs, and what the reader decodes: the
+ * char %XX at p stands for, or -1. */
+static int
+sep_char(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f';
+}
+
+static int
+pct_char(const char *p)
+{
+	static const struct {
+		const char *hex;
+		char c;
+	} codes[] = { { "20", ' ' }, { "09", '\t' }, { "0A", '\n' },
+		{ "0D", '\r' }, { "0C", '\f' }, { "25", '%' } };
+	size_t i;
+
+	if (p[0] != '%' || p[1] == '\0' || p[2] == '\0')
+		return -1;
+	for (i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
+		if (p[1] == codes[i].hex[0] &&
+		    (p[2] == codes[i].hex[1] ||
+		        (codes[i].hex[1] >= 'A' &&
+		            p[2] == codes[i].hex[1] + ('a' - 'A'))))
+			return (unsigned char)codes[i].c;
+	return -1;
+}
+
+/* One URL of a value: as Dubbo writes it, unless it holds a separator or
+ * a sequence the reader decodes; then those and every '%' as %XX. */
+static void
+put_url(buf *b, const char *u)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	const char *p;
+	int pct = 0;
+
+	for (p = u; *p != '\0' && !pct; p++)
+		pct = sep_char(*p) || pct_char(p) >= 0;
+	if (!pct) {
+		put_escaped(b, u, 0);
+		return;
+	}
+	for (p = u; *p != '\0'; p++) {
+		char one[2] = { *p, '\0' };
+
+		if (sep_char(*p) || *p == '%') {
+			char e[3] = { '%', hex[(unsigned char)*p >> 4],
+				hex[*p & 15] };
+
+			put(b, e, 3);
+		} else
+			put_escaped(b, one, 0);
+	}
+}
+
+/* fsync the directory of path, so that a rename in it lasts a crash; a
+ * file system that cannot (EINVAL) is left as it is. */
+static void
+sync_dir(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char dir[4096];
+	int fd;
+
+	if (slash == NULL)
+		(void)snprintf(dir, sizeof(dir), ".");
+	else if (slash == path)
+		(void)snprintf(dir, sizeof(dir), "/");
+	else if ((size_t)(slash - path) < sizeof(dir))
+		(void)snprintf(
+		    dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+	else
+		return;
+	if ((fd = open(dir, O_RDONLY)) < 0)
+		return;
+	(void)fsync(fd);
+	(void)close(fd);
+}
+
 resil_err
 resil__cache_write(const resil_allocator *a, const char *file, const char *key,
     const char *const *urls, size_t n, resil_diag *why)
@@ -172,24 +263,9 @@ resil__cache_write(const resil_allocator *a, const char *file, const char *key,
 	put_escaped(&b, key, 1);
 	putc1(&b, '=');
 	for (i = 0; i < n; i++) {
-		/* A blank separates two URLs, so one inside a URL is
-		 * written %20 (it would split it on reading). */
-		const char *u = urls[i];
-
 		if (i > 0)
 			putc1(&b, ' ');
-		if (strchr(u, ' ') == NULL) {
-			put_escaped(&b, u, 0);
-			continue;
-		}
-		for (; *u != '\0'; u++) {
-			char one[2] = { *u, '\0' };
-
-			if (*u == ' ')
-				put(&b, "%20", 3);
-			else
-				put_escaped(&b, one, 0);
-		}
+		put_url(&b, urls[i]);
 	}
 	putc1(&b, '\n');
 	if (b.oom) {
@@ -209,8 +285,11 @@ resil__cache_write(const resil_allocator *a, const char *file, const char *key,
 		buf_free(&b);
 		return RESIL_E_INVAL;
 	}
+	/* The data reaches the disk before the rename makes it the file:
+	 * a crash after the rename never leaves an empty or partial one. */
 	ok = fwrite(b.p, 1, b.len, f) == b.len;
 	ok = fflush(f) == 0 && ok;
+	ok = fsync(fileno(f)) == 0 && ok;
 	ok = fclose(f) == 0 && ok;
 	if (!ok || rename(tmp, file) != 0) {
 		resil__diagf(why, RESIL_E_INVAL, "cannot write %s: %s", file,
@@ -220,6 +299,7 @@ resil__cache_write(const resil_allocator *a, const char *file, const char *key,
 		buf_free(&b);
 		return RESIL_E_INVAL;
 	}
+	sync_dir(file);
 	resil__free(a, tmp, tn);
 	buf_free(&b);
 	return RESIL_OK;
@@ -334,25 +414,44 @@ resil__cache_urls_free(const resil_allocator *a, char **urls, size_t n)
 	resil__free(a, urls, n * sizeof(char *) + total);
 }
 
-/* Split value on blanks into one block: n pointers, then the strings. */
+/* The width of the URL at p (up to a separator), and its length once
+ * its %XX are decoded; copied decoded into out when not NULL. */
+static size_t
+url_width(const char *p, size_t *dlen, char *out)
+{
+	size_t w = 0, d = 0;
+
+	while (p[w] != '\0' && !sep_char(p[w])) {
+		int c = pct_char(p + w);
+
+		if (out != NULL)
+			out[d] = c >= 0 ? (char)c : p[w];
+		w += c >= 0 ? 3 : 1;
+		d++;
+	}
+	*dlen = d;
+	return w;
+}
+
+/* Split value on blanks into one block: n pointers, then the strings,
+ * their %XX decoded. */
 static resil_err
 split_urls(
     const resil_allocator *a, const char *v, char ***urls, size_t *count)
 {
-	size_t n = 0, bytes = 0, i;
+	size_t n = 0, bytes = 0, i, d;
 	const char *p = v;
 	char **out, *s;
 
 	while (*p != '\0') {
 		size_t w;
 
-		while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' ||
-		    *p == '\f')
+		while (sep_char(*p))
 			p++;
-		w = strcspn(p, " \t\n\r\f");
+		w = url_width(p, &d, NULL);
 		if (w > 0) {
 			n++;
-			bytes += w + 1;
+			bytes += d + 1;
 		}
 		p += w;
 	}
@@ -367,15 +466,13 @@ split_urls(
 	for (p = v, i = 0; *p != '\0';) {
 		size_t w;
 
-		while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' ||
-		    *p == '\f')
+		while (sep_char(*p))
 			p++;
-		w = strcspn(p, " \t\n\r\f");
+		w = url_width(p, &d, s);
 		if (w > 0) {
-			memcpy(s, p, w);
-			s[w] = '\0';
+			s[d] = '\0';
 			out[i++] = s;
-			s += w + 1;
+			s += d + 1;
 		}
 		p += w;
 	}
@@ -496,4 +593,65 @@ resil__cache_read(const resil_allocator *a, const char *file, const char *key,
 	buf_free(&k);
 	buf_free(&v);
 	return err;
+}
+
+/* Whether name is base + ".tmp" + a PID (decimal, no sign); *pid. */
+static int
+tmp_of(const char *name, const char *base, size_t bl, long *pid)
+{
+	const char *d;
+	long v = 0;
+
+	if (strncmp(name, base, bl) != 0 || strncmp(name + bl, ".tmp", 4) != 0)
+		return 0;
+	d = name + bl + 4;
+	if (*d == '\0' || *d == '0')
+		return 0;
+	for (; *d != '\0'; d++) {
+		if (*d < '0' || *d > '9' || v > 99999999)
+			return 0;
+		v = v * 10 + (*d - '0');
+	}
+	*pid = v;
+	return 1;
+}
+
+size_t
+resil__cache_sweep(const char *file)
+{
+	const char *slash = strrchr(file, '/');
+	const char *base = slash != NULL ? slash + 1 : file;
+	size_t bl = strlen(base), removed = 0;
+	char dir[4096], path[4096];
+	struct dirent *de;
+	DIR *dp;
+
+	if (slash == NULL)
+		(void)snprintf(dir, sizeof(dir), ".");
+	else if (slash == file)
+		(void)snprintf(dir, sizeof(dir), "/");
+	else if ((size_t)(slash - file) < sizeof(dir))
+		(void)snprintf(
+		    dir, sizeof(dir), "%.*s", (int)(slash - file), file);
+	else
+		return 0;
+	if (bl == 0 || (dp = opendir(dir)) == NULL)
+		return 0;
+	while ((de = readdir(dp)) != NULL) {
+		long pid;
+
+		if (!tmp_of(de->d_name, base, bl, &pid) ||
+		    pid == (long)getpid())
+			continue;
+		/* Only a writer that is gone: a live one (EPERM is alive
+		 * too) may be about to rename its file. */
+		if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue;
+		if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir,
+		        de->d_name) < sizeof(path) &&
+		    unlink(path) == 0)
+			removed++;
+	}
+	(void)closedir(dp);
+	return removed;
 }

@@ -9,6 +9,8 @@
  */
 #include "source_internal.h"
 
+#include "directory_internal.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -413,8 +415,7 @@ candidate(
     const resil__url *u, const resil__match *m, int *mock, resil_diag *why)
 {
 	const char *proto = u->protocol, *v, *iface;
-	const char *dflt = "dubbo,tri,grpc,rest,http,https,hessian,rmi,"
-	                   "thrift,webservice,redis,memcached";
+	const char *dflt = RESIL__DUBBO_PROTOCOLS;
 
 	*mock = 0;
 	/* Which protocols are calls (RegistryDirectory.toInvokers). */
@@ -620,6 +621,8 @@ resil__provider_map(const resil_allocator *a, const resil__url *u,
     const resil__match *m, uint64_t now, int64_t wall_ms, resil__provider *out,
     resil_diag *why, resil_diag *field)
 {
+	const char *bad;
+	size_t col;
 	fields f;
 	int mock, r;
 
@@ -631,6 +634,21 @@ resil__provider_map(const resil_allocator *a, const resil__url *u,
 	read_fields(u, &f, field);
 	if (build_block(a, u, &f, out) != 0)
 		return -1;
+	/* The directory's own grammar of params: a provider the directory
+	 * would refuse is left out here, alone, instead of failing the
+	 * whole push (issue 38.1: "&=x", a path with a '&'). */
+	if ((bad = resil__params_check(out->spec.params, &col)) != NULL) {
+		const char *item = out->spec.params + col - 1;
+
+		resil__diagf(why, RESIL_E_INVAL,
+		    "parameter \"%.*s\": %s (a provider's parameters are "
+		    "key=value joined by '&')",
+		    (int)strcspn(item, "&") > 80 ? 80
+		                                 : (int)strcspn(item, "&"),
+		    item, bad);
+		resil__provider_free(a, out);
+		return RESIL__PROVIDER_BAD;
+	}
 	out->spec.weight = (int32_t)f.weight;
 	out->spec.mock = mock;
 	out->timestamp_ms = f.ts;

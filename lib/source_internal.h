@@ -99,6 +99,12 @@ void resil__url_free(const resil_allocator *a, resil__url *u);
 /* The value of key, or NULL. */
 const char *resil__url_get(const resil__url *u, const char *key);
 
+/* The provider protocols taken by default (registry.protocols unset), and
+ * the only ones registry.protocols may name. */
+#define RESIL__DUBBO_PROTOCOLS                                                \
+	"dubbo,tri,grpc,rest,http,https,hessian,rmi,thrift,webservice,redis," \
+	"memcached"
+
 /* What the consumer matches providers against. */
 typedef struct resil__match {
 	const char *service;
@@ -157,6 +163,12 @@ resil_err resil__cache_write(const resil_allocator *a, const char *file,
 resil_err resil__cache_read(const resil_allocator *a, const char *file,
     const char *key, char ***urls, size_t *n, resil_diag *why);
 void resil__cache_urls_free(const resil_allocator *a, char **urls, size_t n);
+
+/* Remove the temporary files a writer of file left when it died between
+ * their creation and their rename: FILE.tmpPID in file's directory whose
+ * PID is no live process (kill(PID, 0) fails with ESRCH). The number
+ * removed. */
+size_t resil__cache_sweep(const char *file);
 
 /* ---- hooks for tests and the bench ------------------------------------- */
 

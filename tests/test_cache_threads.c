@@ -251,6 +251,139 @@ test_cache_threads_hits_see_whole_values_in_order(void **state)
 	resil_cache_free(c);
 }
 
+/*
+ * Issue 39: a hit's value shares its entry's bytes. Writers re-record the
+ * value a key holds (the lock-free re-stamp) and replace it with new ones
+ * over a few keys, so entries are replaced and evicted all the time;
+ * readers keep the last HELD values they were served (with a copy of
+ * their bytes taken at the hit) and free each one only HELD hits later,
+ * long after its entry left the cache: its bytes must still be the ones
+ * served. Under ASan a freed entry read fails, under TSan an unordered
+ * reference count or stamp.
+ */
+#define HELD 8
+#define SHARE_OPS 20000
+
+typedef struct share {
+	resil_cache *c;
+	resil_manual_clock *mc;
+	unsigned id;
+	unsigned long bad;
+	unsigned long hits;
+} share;
+
+static void *
+share_writer(void *arg)
+{
+	share *w = arg;
+	int i;
+
+	for (i = 0; i < SHARE_OPS; i++) {
+		char key[8], text[48];
+		resil_args a;
+		resil_value v;
+		int n;
+
+		snprintf(key, sizeof(key), "s%d", i % 4);
+		a.method = "getShared";
+		a.data = key;
+		a.len = strlen(key);
+		/* The same text for 4 rounds of a key (re-stamps), then a
+		 * new one (a new entry). */
+		n = snprintf(text, sizeof(text), "%s-w%u-%d-padding-to-be-long",
+		    key, w->id, i / 16);
+		if (resil_value_string(&v, text, (size_t)n, NULL) != RESIL_OK ||
+		    resil_cache_put(w->c, &a, &v) != RESIL_OK)
+			w->bad++;
+		resil_value_free(&v);
+		if (i % 64 == 0)
+			resil_manual_clock_advance(w->mc, 1);
+	}
+	return NULL;
+}
+
+static void *
+share_reader(void *arg)
+{
+	share *w = arg;
+	resil_value held[HELD];
+	char copy[HELD][48];
+	unsigned n = 0, j;
+	int i;
+
+	for (i = 0; i < SHARE_OPS; i++) {
+		char key[8];
+		resil_args a;
+		resil_value v;
+
+		snprintf(key, sizeof(key), "s%d", i % 4);
+		a.method = "getShared";
+		a.data = key;
+		a.len = strlen(key);
+		if (resil_cache_get(w->c, &a, &v, NULL) != RESIL_OK)
+			continue;
+		w->hits++;
+		if (v.type != RESIL_VALUE_STRING || v.u.s.len >= 48 ||
+		    strncmp(v.u.s.ptr, key, strlen(key)) != 0) {
+			w->bad++;
+			resil_value_free(&v);
+			continue;
+		}
+		j = n % HELD;
+		if (n >= HELD) {
+			/* The oldest held value, many puts later. */
+			if (strcmp(held[j].u.s.ptr, copy[j]) != 0)
+				w->bad++;
+			resil_value_free(&held[j]);
+		}
+		held[j] = v;
+		memcpy(copy[j], v.u.s.ptr, v.u.s.len + 1);
+		n++;
+	}
+	for (j = 0; j < HELD && j < n; j++) {
+		if (strcmp(held[j].u.s.ptr, copy[j]) != 0)
+			w->bad++;
+		resil_value_free(&held[j]);
+	}
+	return NULL;
+}
+
+static void
+test_cache_threads_served_values_outlive_their_entries(void **state)
+{
+	resil_manual_clock mc;
+	resil_cache_config cfg = resil_cache_config_default();
+	resil_cache *c;
+	pthread_t t[4];
+	share w[4];
+	unsigned long hits = 0;
+	unsigned i;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	cfg.max_entries = 3; /* 4 keys: evictions too */
+	cfg.shards = 1;
+	cfg.max_age = 50;
+	cfg.clock = resil_manual_clock_hook(&mc);
+	assert_int_equal(resil_cache_new(&c, &cfg, NULL), RESIL_OK);
+	for (i = 0; i < 4; i++) {
+		memset(&w[i], 0, sizeof(w[i]));
+		w[i].c = c;
+		w[i].mc = &mc;
+		w[i].id = i;
+		assert_int_equal(pthread_create(&t[i], NULL,
+		                     i < 2 ? share_writer : share_reader, &w[i]),
+		    0);
+	}
+	for (i = 0; i < 4; i++) {
+		assert_int_equal(pthread_join(t[i], NULL), 0);
+		assert_int_equal(w[i].bad, 0);
+		hits += w[i].hits;
+	}
+	assert_true(hits > 0);
+	resil_cache_free(c);
+}
+
 int
 main(void)
 {
@@ -258,6 +391,8 @@ main(void)
 		cmocka_unit_test(test_cache_threads_bound_and_integrity),
 		cmocka_unit_test(
 		    test_cache_threads_hits_see_whole_values_in_order),
+		cmocka_unit_test(
+		    test_cache_threads_served_values_outlive_their_entries),
 	};
 
 	return cmocka_run_group_tests_name("cache_threads", tests, NULL, NULL);

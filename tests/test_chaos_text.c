@@ -391,8 +391,8 @@ test_reload_keeps_the_chaos(void **state)
 	                     "t3.conf", &diag),
 	    RESIL_E_INVAL);
 	assert_string_equal(diag.msg,
-	    "chaos: cannot change by reload (it is fixed when the pipeline "
-	    "is created; build a new pipeline to change it)");
+	    "t3.conf:2: chaos: cannot change by reload (it is fixed when "
+	    "the pipeline is created; build a new pipeline to change it)");
 	assert_int_equal(one(&x, "getStock", &v), -5);
 	resil_pipeline_free(x.p);
 }

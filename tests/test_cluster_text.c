@@ -540,7 +540,8 @@ test_endpoint_breaker_bad_values(void **state)
 	    "t.conf:1: endpoint.breaker.open_wait: \"5 s\": write the unit "
 	    "next to the number (5s)");
 	refused("endpoint.breaker.bucket=0\n",
-	    "t.conf:1: endpoint.breaker.bucket: 0 is below 1");
+	    "t.conf:1: endpoint.breaker.bucket: 0 is below the minimum of "
+	    "0.000001ms (1ns)");
 	/* The cross-field rules, at the line of the last breaker key. */
 	refused("endpoint.breaker.failure_rate=0\nloadbalance=p2c\n",
 	    "t.conf:1: endpoint.breaker: no trigger: set "
@@ -677,6 +678,42 @@ test_zone_keys_without_their_mode_refused(void **state)
 	accepted("service=S\nrouter.zone.mode=off\n");
 }
 
+/* Issue 38.8: range messages in the user's unit, not the directory's
+ * nanoseconds (docs/config.md promises units). */
+static void
+test_outlier_ranges_in_the_users_unit(void **state)
+{
+	(void)state;
+	/* The issue's text: 10000000000 and 30000000000 before. */
+	refused("outlier.base_ejection=30s\noutlier.max_ejection=10s\n",
+	    "t.conf:2: outlier.max_ejection: 10s is below "
+	    "outlier.base_ejection (30s)");
+	/* The default base (30 s), a value in milliseconds, a fraction. */
+	refused("outlier.max_ejection=1500\n",
+	    "t.conf:1: outlier.max_ejection: 1500ms is below "
+	    "outlier.base_ejection (30s)");
+	refused("outlier.max_ejection=2.5m\noutlier.base_ejection=1h\n"
+	        "outlier.interval=1s\n",
+	    "t.conf:3: outlier.max_ejection: 150s is below "
+	    "outlier.base_ejection (1h)");
+	/* Off (max_ejection_pct=0): not checked, as in C. */
+	accepted("outlier.max_ejection_pct=0\noutlier.max_ejection=1s\n");
+	accepted("outlier.base_ejection=10s\noutlier.max_ejection=10s\n");
+	/* One key's bounds, in the unit the value was written in. */
+	refused("outlier.interval=0\n",
+	    "t.conf:1: outlier.interval: 0 is below the minimum of "
+	    "0.000001ms (1ns)");
+	refused("outlier.base_ejection=0s\n",
+	    "t.conf:1: outlier.base_ejection: 0s is below the minimum of "
+	    "0.000000001s (1ns)");
+	refused("loadbalance=peakewma\nloadbalance.peakewma.tau=0us\n",
+	    "t.conf:2: loadbalance.peakewma.tau: 0us is below the minimum "
+	    "of 0.001us (1ns)");
+	refused("outlier.interval=99999999999999999999s\n",
+	    "t.conf:1: outlier.interval: 99999999999999999999s is out of "
+	    "range 0s..18446744073.709551615s");
+}
+
 int
 main(void)
 {
@@ -695,6 +732,7 @@ main(void)
 		cmocka_unit_test(test_zone_aware_with_router_zone_refused),
 		cmocka_unit_test(test_zone_aware_set_without_lines),
 		cmocka_unit_test(test_zone_keys_without_their_mode_refused),
+		cmocka_unit_test(test_outlier_ranges_in_the_users_unit),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

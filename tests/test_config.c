@@ -720,8 +720,8 @@ test_config_range_errors(void **state)
 	/* Cross-field rules of the cluster keys name the line too. */
 	expect_error("outlier.base_ejection=30s\nretries=1\n"
 	             "outlier.max_ejection=1s\n",
-	    "svc.conf:3: outlier.max_ejection: 1000000000 is below "
-	    "outlier.base_ejection (30000000000)");
+	    "svc.conf:3: outlier.max_ejection: 1s is below "
+	    "outlier.base_ejection (30s)");
 	expect_error("retry.jitter_factor=1.5",
 	    "svc.conf:1: retry.jitter_factor: 1.5 is out of range 0..1");
 	expect_error("retry.budget_ratio=-0.5",
@@ -735,6 +735,9 @@ test_config_range_errors(void **state)
 	expect_error("retry.budget_period=0",
 	    "svc.conf:1: retry.budget_period: 0 is out of range "
 	    "0.000001ms (1ns)..18446744073709.551615ms");
+	expect_error("retry.budget_min_retries=100\nretry.budget_period=50ns",
+	    "svc.conf:2: retry.budget_period: 50ns is too short: it must give "
+	    "each of retry.budget_min_retries (100) at least 1 ns");
 	expect_error("cache.max_entries=0",
 	    "svc.conf:1: cache.max_entries: 0 is out of range 1..4294967296");
 	expect_error("cache.max_entries=4294967297",
@@ -957,7 +960,8 @@ test_config_stage_validation_line(void **state)
 	    "svc.conf:1: breaker.slow_threshold: 0 must be >= 1ns when "
 	    "slow_rate is set");
 	expect_error("breaker.open_wait=10s\nbreaker.open_wait_max=5s\n",
-	    "svc.conf:2: breaker.open_wait_max: 5s is below open_wait 10s");
+	    "svc.conf:2: breaker.open_wait_max: 5s is below "
+	    "breaker.open_wait (10s)");
 	expect_error("breaker.window=time\nbreaker.window_size=3601\n",
 	    "svc.conf:2: breaker.window_size: 3601 buckets is out of range "
 	    "1..3600");
@@ -971,6 +975,54 @@ test_config_stage_validation_line(void **state)
 	    "svc.conf:2: ratelimit.rate: 100000000 per period 7ns needs a "
 	    "time "
 	    "step of 1/100000000 tick, finer than 1/16777216");
+}
+
+/* Issue 38.6: refused when the text is parsed, with origin:line, not
+ * left to resil_pipeline_new() (or never said). */
+static void
+test_config_zone_name_refused_at_parse(void **state)
+{
+	(void)state;
+	expect_error("service=S\nzone=h z\n",
+	    "svc.conf:2: zone: \"h z\" is not a zone name (letters, digits, "
+	    "'_', '-', '.')");
+}
+
+static void
+test_config_hedge_with_selector_keys_refused_at_parse(void **state)
+{
+	(void)state;
+	/* A text with selector keys means a selector: hedging there is
+	 * the forking strategy (resil_pipeline_new refused it, no line). */
+	expect_error("service=S\nhedge.max=2\nloadbalance=random\n",
+	    "svc.conf:2: hedge.max: hedging with a selector is the forking "
+	    "strategy (cluster=forking, forks=)");
+}
+
+/* A url= whose params the directory's grammar refuses (a path with a '&'
+ * becomes "path=a&b"): refused by resil_directory_new() without a line
+ * before, at parse now, by the one grammar the directory checks with. */
+static void
+test_config_url_params_refused_at_parse(void **state)
+{
+	(void)state;
+	expect_error("service=S\nurl=dubbo://10.0.0.1:20880/a&b?x=1\n",
+	    "svc.conf:2: url: item 1 \"dubbo://10.0.0.1:20880/a&b?x=1\": the "
+	    "parameters \"protocol=dubbo&path=a&b&x=1\": no '=' at column 23 "
+	    "(key=value items joined by '&')");
+}
+
+/* cluster=zone-aware over url= endpoints without a zone: refused by
+ * resil_pipeline_new() without a line before (issue 38.6). */
+static void
+test_config_zone_aware_url_without_zone_refused_at_parse(void **state)
+{
+	(void)state;
+	expect_error(
+	    "service=S\nzone=a\ncluster=zone-aware\n"
+	    "url=dubbo://10.0.0.1:20880?zone=a;dubbo://10.0.0.2:20880\n",
+	    "svc.conf:3: cluster: zone-aware needs every endpoint's zone: "
+	    "url= lists 10.0.0.2:20880 without one (?zone=)");
 }
 
 static char *
@@ -1696,6 +1748,12 @@ main(void)
 		cmocka_unit_test(test_config_method_keys),
 		cmocka_unit_test(test_config_mock_specs),
 		cmocka_unit_test(test_config_stage_validation_line),
+		cmocka_unit_test(test_config_zone_name_refused_at_parse),
+		cmocka_unit_test(test_config_url_params_refused_at_parse),
+		cmocka_unit_test(
+		    test_config_zone_aware_url_without_zone_refused_at_parse),
+		cmocka_unit_test(
+		    test_config_hedge_with_selector_keys_refused_at_parse),
 		cmocka_unit_test(test_config_file),
 		cmocka_unit_test(test_config_file_large_and_nul),
 		cmocka_unit_test(test_config_file_allocation_failure),

@@ -651,7 +651,9 @@ test_directory_text_durations_are_milliseconds(void **state)
 	assert_int_equal(resil_cluster_text_set(
 	                     ct, "outlier.base_ejection", "0", NULL, 0, &diag),
 	    RESIL_E_INVAL);
-	assert_string_equal(diag.msg, "outlier.base_ejection: 0 is below 1");
+	assert_string_equal(diag.msg,
+	    "outlier.base_ejection: 0 is below the minimum of 0.000001ms "
+	    "(1ns)");
 	/* Unchanged by the refusals. */
 	dc = resil_directory_config_default();
 	resil_cluster_text_directory(ct, &dc);

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <resil/config.h>
 #include <resil/directory.h>
 #include <resil/outlier.h>
 #include <resil/selector.h>
@@ -387,7 +388,15 @@ test_directory_rate_enforcing_draws(void **state)
 	resil_manual_clock_set(&f.mc, 10000);
 	assert_int_equal(candidates(&f), 5); /* 70 >= 50: not enforced */
 	assert_int_equal(f.rnd.calls, 1);
-	assert_int_equal(f.nev, 0);
+	/* Issue 38.14: a detection let go is evented (Envoy logs it with
+	 * enforced=false), the endpoint kept in. */
+	assert_int_equal(f.nev, 1);
+	assert_int_equal(f.ev[0].type, RESIL_ENDPOINT_DETECTED);
+	assert_int_equal(f.ev[0].kind, RESIL_OUTLIER_SUCCESS_RATE);
+	assert_string_equal(f.ev[0].address, "e4:1");
+	assert_int_equal(f.ev[0].time, 10000);
+	assert_int_equal(f.ev[0].duration, 0);
+	f.nev = 0;
 	for (i = 0; i < 5; i++) {
 		char a[16];
 		snprintf(a, sizeof(a), "e%d:1", i);
@@ -398,6 +407,7 @@ test_directory_rate_enforcing_draws(void **state)
 	assert_int_equal(candidates(&f), 4); /* 20 < 50 */
 	assert_int_equal(f.rnd.calls, 2);
 	assert_int_equal(f.nev, 1);
+	assert_int_equal(f.ev[0].type, RESIL_ENDPOINT_EJECTED);
 	assert_int_equal(f.ev[0].kind, RESIL_OUTLIER_SUCCESS_RATE);
 	fx_end(&f);
 }
@@ -529,6 +539,163 @@ test_directory_rate_shares_k_with_streaks(void **state)
 	fx_end(&f);
 }
 
+/* Issue 38.14, Envoy's enforcing_consecutive_5xx: a streak detection
+ * inside the max share ejects with probability enforcing / 100, one draw
+ * of the directory's random source per detection (none for 0 or 100, none
+ * for one the share keeps in); a detection let go is the DETECTED event,
+ * the endpoint stays in, and its streak restarts all the same. */
+static void
+consecutive_fx(fx *f, scripted *drs, resil_random *hook, size_t n,
+    uint32_t pct, uint32_t enforcing)
+{
+	fx_init(f, 0);
+	memset(drs, 0, sizeof(*drs));
+	hook->uniform = scripted_uniform;
+	hook->ctx = drs;
+	f->dcfg.outlier.consecutive_failures = 3;
+	f->dcfg.outlier.base_ejection = 30000;
+	f->dcfg.outlier.max_ejection = 300000;
+	f->dcfg.outlier.interval = 10000;
+	f->dcfg.outlier.max_ejection_pct = pct;
+	f->dcfg.outlier_enforcing_consecutive_failures = enforcing;
+	f->dcfg.random = hook; /* the directory's draws alone */
+	f->scfg.panic_threshold_pct = 0;
+	assert_int_equal(fx_start(f), 0);
+	assert_int_equal(fx_push_weights(f, NULL, n), RESIL_OK);
+	f->nev = 0;
+}
+
+static void
+test_directory_enforcing_consecutive(void **state)
+{
+	static const double draws[] = { 0.5, 0.1 };
+	resil_endpoint_state st;
+	resil_random hook;
+	scripted drs;
+	fx f;
+
+	(void)state;
+	/* 30 %: the first detection draws 0.5 (50 >= 30, let go), the
+	 * second 0.1 (10 < 30, ejected, its first ejection). */
+	consecutive_fx(&f, &drs, &hook, 4, 100, 30);
+	scripted_set(&drs, draws, 2);
+	resil_manual_clock_set(&f.mc, 1000);
+	load(&f, "e0:1", 3, FAIL);
+	assert_int_equal(drs.calls, 1);
+	assert_int_equal(f.nev, 1);
+	assert_int_equal(f.ev[0].type, RESIL_ENDPOINT_DETECTED);
+	assert_int_equal(f.ev[0].kind, RESIL_OUTLIER_NONE);
+	assert_string_equal(f.ev[0].address, "e0:1");
+	assert_int_equal(f.ev[0].time, 1000);
+	assert_int_equal(f.ev[0].duration, 0);
+	assert_int_equal(f.ev[0].ejections, 0);
+	assert_int_equal(candidates(&f), 4);
+	assert_int_equal(
+	    resil_directory_get_state(f.d, "e0:1", &st), RESIL_OK);
+	assert_int_equal(st.streak, 0); /* restarted, though not ejected */
+	assert_false(st.ejected);
+	assert_int_equal(st.ejections, 0);
+	load(&f, "e0:1", 2, FAIL); /* a streak of 2: no detection */
+	assert_int_equal(drs.calls, 1);
+	resil_manual_clock_set(&f.mc, 2000);
+	load(&f, "e0:1", 1, FAIL);
+	assert_int_equal(drs.calls, 2);
+	assert_int_equal(f.nev, 2);
+	assert_int_equal(f.ev[1].type, RESIL_ENDPOINT_EJECTED);
+	assert_int_equal(f.ev[1].kind, RESIL_OUTLIER_NONE);
+	assert_int_equal(f.ev[1].time, 2000);
+	assert_int_equal(f.ev[1].duration, 30000);
+	assert_int_equal(f.ev[1].ejections, 1);
+	assert_int_equal(candidates(&f), 3);
+	assert_int_equal(
+	    resil_directory_get_state(f.d, "e0:1", &st), RESIL_OK);
+	assert_true(st.ejected);
+	assert_int_equal(st.ejected_until, 32000);
+	fx_end(&f);
+
+	/* 0 %: detected, evented, never ejected, no draw. */
+	consecutive_fx(&f, &drs, &hook, 4, 100, 0);
+	load(&f, "e1:1", 6, FAIL);
+	assert_int_equal(drs.calls, 0);
+	assert_int_equal(f.nev, 2);
+	assert_int_equal(f.ev[0].type, RESIL_ENDPOINT_DETECTED);
+	assert_int_equal(f.ev[1].type, RESIL_ENDPOINT_DETECTED);
+	assert_int_equal(candidates(&f), 4);
+	fx_end(&f);
+
+	/* 100 % (the default): ejects with no draw. */
+	consecutive_fx(&f, &drs, &hook, 4, 100, 100);
+	load(&f, "e1:1", 3, FAIL);
+	assert_int_equal(drs.calls, 0);
+	assert_int_equal(f.nev, 1);
+	assert_int_equal(f.ev[0].type, RESIL_ENDPOINT_EJECTED);
+	fx_end(&f);
+
+	/* The share first: with 50 % of two, the second detection is kept
+	 * in by the share (Envoy's overflow), with no draw and no event. */
+	consecutive_fx(&f, &drs, &hook, 2, 50, 50);
+	scripted_set(&drs, draws + 1, 1);
+	load(&f, "e0:1", 3, FAIL);
+	assert_int_equal(drs.calls, 1);
+	assert_int_equal(f.nev, 1);
+	assert_int_equal(f.ev[0].type, RESIL_ENDPOINT_EJECTED);
+	load(&f, "e1:1", 3, FAIL);
+	assert_int_equal(drs.calls, 1);
+	assert_int_equal(f.nev, 1);
+	assert_int_equal(
+	    resil_directory_get_state(f.d, "e1:1", &st), RESIL_OK);
+	assert_int_equal(st.streak, 0);
+	fx_end(&f);
+}
+
+/* The field's default, its range, and the text key that sets it. */
+static void
+test_directory_enforcing_consecutive_config(void **state)
+{
+	resil_directory_config dc = resil_directory_config_default();
+	resil_config *conf = NULL;
+	resil_diag d;
+
+	(void)state;
+	assert_int_equal(dc.outlier_enforcing_consecutive_failures, 100);
+	dc.outlier_enforcing_consecutive_failures = 101;
+	assert_int_equal(
+	    resil_directory_config_validate(&dc, &d), RESIL_E_INVAL);
+	assert_string_equal(d.msg,
+	    "outlier.enforcing_consecutive_failures: 101 is out of range "
+	    "0..100");
+	assert_int_equal(resil_config_parse_string(&conf,
+	                     "outlier.enforcing_consecutive_failures=30\n",
+	                     "t.conf", NULL, &d),
+	    RESIL_OK);
+	resil_directory_config_init(&dc);
+	assert_int_equal(resil_config_directory(conf, &dc), 1);
+	assert_int_equal(dc.outlier_enforcing_consecutive_failures, 30);
+	/* Not one of the interval detections' keys: they stay off. */
+	assert_null(dc.outlier_rate);
+	resil_config_free(conf);
+	conf = NULL;
+	assert_int_equal(resil_config_parse_string(&conf,
+	                     "service=S\n"
+	                     "outlier.enforcing_consecutive_failures=101\n",
+	                     "t.conf", NULL, &d),
+	    RESIL_E_INVAL);
+	assert_null(conf);
+	assert_string_equal(d.msg,
+	    "t.conf:2: outlier.enforcing_consecutive_failures: 101 is out "
+	    "of range 0..100");
+	/* A text without the key gives the default: resil_config_directory()
+	 * overwrites the outlier settings, this one with them. */
+	assert_int_equal(resil_config_parse_string(
+	                     &conf, "outlier.interval=5s\n", "t.conf", NULL, &d),
+	    RESIL_OK);
+	resil_directory_config_init(&dc);
+	dc.outlier_enforcing_consecutive_failures = 7;
+	(void)resil_config_directory(conf, &dc);
+	assert_int_equal(dc.outlier_enforcing_consecutive_failures, 100);
+	resil_config_free(conf);
+}
+
 int
 main(void)
 {
@@ -539,6 +706,8 @@ main(void)
 		cmocka_unit_test(test_directory_rate_share_and_mocks),
 		cmocka_unit_test(test_directory_rate_panic_still_applies),
 		cmocka_unit_test(test_directory_rate_enforcing_draws),
+		cmocka_unit_test(test_directory_enforcing_consecutive),
+		cmocka_unit_test(test_directory_enforcing_consecutive_config),
 		cmocka_unit_test(test_directory_rate_counts_and_off),
 		cmocka_unit_test(test_directory_rate_config_refused),
 		cmocka_unit_test(test_directory_rate_shares_k_with_streaks),

@@ -448,7 +448,8 @@ test_fallback_cache_owns_its_copies(void **state)
 	assert_int_equal(resil_cache_get(c, &k, &got1, NULL), RESIL_OK);
 	assert_int_equal(resil_cache_get(c, &k, &got2, NULL), RESIL_OK);
 	assert_string_equal(got1.u.s.ptr, "widget");
-	assert_ptr_not_equal(got1.u.s.ptr, got2.u.s.ptr);
+	/* Hits share the cache's bytes (issue 39: no copy per hit). */
+	assert_ptr_equal(got1.u.s.ptr, got2.u.s.ptr);
 	resil_value_free(&got1);
 	resil_value_free(&got2);
 	/* The key bytes were copied too. */
@@ -459,6 +460,124 @@ test_fallback_cache_owns_its_copies(void **state)
 	assert_int_equal(resil_cache_remove(c, &k), RESIL_OK);
 	assert_int_equal(resil_cache_remove(c, &k), RESIL_E_NOTFOUND);
 	resil_cache_free(c);
+}
+
+/* A hit's value holds the cache's bytes, not a copy: it stays valid and
+ * unchanged after its entry is replaced, evicted or removed and after the
+ * cache is freed; the last resil_value_free() gives the memory back. */
+static void
+test_fallback_cache_hit_outlives_its_entry(void **state)
+{
+	resil_manual_clock mc;
+	resil_cache_config cfg = resil_cache_config_default();
+	resil_args k = key("getName", "sku-1");
+	resil_args k2 = key("getName", "sku-2");
+	resil_value w, g, got[4];
+	resil_cache *c;
+	fail_alloc fa;
+	uint64_t age = 9;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	cfg.clock = resil_manual_clock_hook(&mc);
+	cfg.alloc = fail_alloc_init(&fa, 0);
+	cfg.max_entries = 1;
+	cfg.shards = 1;
+	assert_int_equal(resil_cache_new(&c, &cfg, NULL), RESIL_OK);
+	assert_int_equal(resil_value_string(&w, "widget", 6, NULL), RESIL_OK);
+	assert_int_equal(resil_value_string(&g, "gadget", 6, NULL), RESIL_OK);
+	assert_int_equal(resil_cache_put(c, &k, &w), RESIL_OK);
+	/* Replaced by a put of another value. */
+	assert_int_equal(resil_cache_get(c, &k, &got[0], &age), RESIL_OK);
+	assert_int_equal(age, 0);
+	assert_int_equal(resil_cache_put(c, &k, &g), RESIL_OK);
+	/* Evicted by another key (one entry). */
+	assert_int_equal(resil_cache_get(c, &k, &got[1], NULL), RESIL_OK);
+	assert_int_equal(resil_cache_put(c, &k2, &w), RESIL_OK);
+	assert_int_equal(resil_cache_get(c, &k, &got[3], NULL),
+	    RESIL_E_NOTFOUND);
+	/* Removed, then the cache freed. */
+	assert_int_equal(resil_cache_get(c, &k2, &got[2], NULL), RESIL_OK);
+	assert_int_equal(resil_cache_get(c, &k2, &got[3], NULL), RESIL_OK);
+	assert_int_equal(resil_cache_remove(c, &k2), RESIL_OK);
+	resil_cache_free(c);
+	assert_int_equal(got[0].type, RESIL_VALUE_STRING);
+	assert_string_equal(got[0].u.s.ptr, "widget");
+	assert_string_equal(got[1].u.s.ptr, "gadget");
+	assert_string_equal(got[2].u.s.ptr, "widget");
+	assert_int_equal(got[2].u.s.len, 6);
+	/* Three entries still held by four values. */
+	assert_int_equal(fail_alloc_live(&fa), 3);
+	resil_value_free(&got[2]);
+	assert_int_equal(fail_alloc_live(&fa), 3);
+	resil_value_free(&got[3]);
+	assert_int_equal(fail_alloc_live(&fa), 2);
+	/* A copy of a served value is the caller's own. */
+	assert_int_equal(resil_value_copy(&got[2], &got[0], NULL), RESIL_OK);
+	assert_ptr_not_equal(got[2].u.s.ptr, got[0].u.s.ptr);
+	resil_value_free(&got[0]);
+	resil_value_free(&got[1]);
+	assert_int_equal(fail_alloc_live(&fa), 0);
+	assert_false(fa.size_mismatch);
+	assert_string_equal(got[2].u.s.ptr, "widget");
+	resil_value_free(&got[2]);
+	resil_value_free(&w);
+	resil_value_free(&g);
+}
+
+/* Replaced entries leave the bounds at once and their memory waits for
+ * a batch: the 16th retired entry of a shard frees all 16 (one wait for
+ * the readers instead of one per put), and the stats count the waiting
+ * ones in memory. Until issue 39 each put freed what it replaced. */
+static void
+test_fallback_cache_replaced_entries_freed_in_batches(void **state)
+{
+	resil_manual_clock mc;
+	resil_cache_config cfg = resil_cache_config_default();
+	resil_args k = key("getName", "sku-1");
+	resil_cache_stats st0, st;
+	resil_cache *c;
+	fail_alloc fa;
+	uint64_t live0;
+	int i;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	cfg.clock = resil_manual_clock_hook(&mc);
+	cfg.alloc = fail_alloc_init(&fa, 0);
+	cfg.shards = 1;
+	assert_int_equal(resil_cache_new(&c, &cfg, NULL), RESIL_OK);
+	{
+		resil_value v = resil_value_int(0);
+
+		assert_int_equal(resil_cache_put(c, &k, &v), RESIL_OK);
+	}
+	live0 = fail_alloc_live(&fa); /* cache, shards, table, one entry */
+	assert_int_equal(resil_cache_stats_get(c, &st0), RESIL_OK);
+	for (i = 1; i <= 15; i++) {
+		resil_value v = resil_value_int(i);
+
+		assert_int_equal(resil_cache_put(c, &k, &v), RESIL_OK);
+		assert_int_equal(fail_alloc_live(&fa), live0 + (uint64_t)i);
+	}
+	assert_int_equal(resil_cache_stats_get(c, &st), RESIL_OK);
+	assert_int_equal(st.entries, 1);
+	assert_int_equal(st.bytes, st0.bytes);
+	assert_int_equal(st.memory, st0.memory + 15 * st0.bytes);
+	{
+		resil_value v = resil_value_int(16);
+
+		assert_int_equal(resil_cache_put(c, &k, &v), RESIL_OK);
+	}
+	assert_int_equal(fail_alloc_live(&fa), live0);
+	assert_int_equal(resil_cache_stats_get(c, &st), RESIL_OK);
+	assert_int_equal(st.memory, st0.memory);
+	/* A remove retires too; free gives everything back. */
+	assert_int_equal(resil_cache_remove(c, &k), RESIL_OK);
+	assert_int_equal(fail_alloc_live(&fa), live0);
+	resil_cache_free(c);
+	assert_int_equal(fail_alloc_live(&fa), 0);
+	assert_false(fa.size_mismatch);
 }
 
 static void
@@ -1338,6 +1457,9 @@ main(void)
 		cmocka_unit_test(
 		    test_fallback_cache_refuses_entry_bigger_than_bound),
 		cmocka_unit_test(test_fallback_cache_owns_its_copies),
+		cmocka_unit_test(test_fallback_cache_hit_outlives_its_entry),
+		cmocka_unit_test(
+		    test_fallback_cache_replaced_entries_freed_in_batches),
 		cmocka_unit_test(test_fallback_cache_memory_is_reported),
 		cmocka_unit_test(
 		    test_fallback_cache_never_exceeds_bound_with_shards),

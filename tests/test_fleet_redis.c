@@ -896,6 +896,93 @@ test_fleet_redis_killed_and_restarted(void **state)
 		resil_fleet_free(f[i]);
 }
 
+/* Issue 38 item 4: a vote is the local breaker's state at the sync. A
+ * trip made in local mode while Redis was away and healed (the local
+ * breaker CLOSED again) before Redis came back does not vote at the
+ * first sync: with quorum 1 it would open the whole fleet for the open
+ * wait on a healthy dependency. A trip still OPEN when Redis comes back
+ * does vote. */
+static void
+test_fleet_redis_healed_trip_does_not_vote(void **state)
+{
+	heard h[2];
+	resil_fleet *f[2];
+	resil_fleet_permit p;
+	resil_fleet_config cfg;
+	resil_fleet_info info;
+	char name[64];
+	unsigned i, round;
+
+	(void)state;
+	NEED_SERVER();
+	memset(h, 0, sizeof(h));
+	resil_manual_clock_init(&mc, 1000);
+	new_name(name, sizeof(name));
+	for (i = 0; i < 2; i++) {
+		cfg = make_cfg(name, i, &h[i]);
+		cfg.quorum = 1;
+		cfg.open_wait_ms = 600000;
+		assert_int_equal(resil_fleet_new(&f[i], &cfg, NULL), RESIL_OK);
+	}
+	sync_all(f, 2);
+
+	/* Redis away: instance 0 trips on its own, probes and heals. */
+	stop_server();
+	for (i = 0; i < 2; i++)
+		assert_int_equal(
+		    resil_fleet_sync(f[i], resil_manual_clock_now(&mc)),
+		    RESIL_E_UNAVAILABLE);
+	trip_local(f[0], 1);
+	assert_int_equal(resil_fleet_acquire(f[0], &p), RESIL_E_OPEN);
+	resil_manual_clock_advance(&mc, 1000 * RESIL_NS_PER_MS);
+	assert_int_equal(resil_fleet_acquire(f[0], &p), RESIL_OK);
+	assert_int_equal(
+	    resil_fleet_record(f[0], &p, RESIL_OUTCOME_SUCCESS), RESIL_OK);
+	assert_int_equal(resil_breaker_get_state(resil_fleet_breaker(f[0])),
+	    RESIL_BREAKER_CLOSED);
+
+	/* Redis back: the healed trip casts no vote, the fleet stays
+	 * CLOSED and every instance's calls go through. */
+	assert_int_equal(start_server(), 0);
+	resil_manual_clock_advance(&mc, 20 * RESIL_NS_PER_MS);
+	for (round = 0; round < 3; round++) {
+		sync_all(f, 2);
+		for (i = 0; i < 2; i++) {
+			assert_int_equal(
+			    resil_fleet_get_info(f[i], &info), RESIL_OK);
+			assert_false(info.local_mode);
+			assert_int_equal(info.state, RESIL_FLEET_CLOSED);
+			assert_int_equal(info.votes, 0);
+			assert_int_equal(
+			    resil_fleet_acquire(f[i], &p), RESIL_OK);
+			assert_int_equal(resil_fleet_record(
+			                     f[i], &p, RESIL_OUTCOME_SUCCESS),
+			    RESIL_OK);
+		}
+	}
+
+	/* Away again: instance 1 trips and is still OPEN when Redis comes
+	 * back. Its vote counts at the first sync (quorum 1). */
+	stop_server();
+	resil_manual_clock_advance(&mc, 20 * RESIL_NS_PER_MS);
+	for (i = 0; i < 2; i++)
+		assert_int_equal(
+		    resil_fleet_sync(f[i], resil_manual_clock_now(&mc)),
+		    RESIL_E_UNAVAILABLE);
+	trip_local(f[1], 1);
+	assert_int_equal(start_server(), 0);
+	resil_manual_clock_advance(&mc, 20 * RESIL_NS_PER_MS);
+	assert_int_equal(
+	    resil_fleet_sync(f[1], resil_manual_clock_now(&mc)), RESIL_OK);
+	assert_int_equal(resil_fleet_get_state(f[1]), RESIL_FLEET_OPEN);
+	assert_int_equal(
+	    resil_fleet_sync(f[0], resil_manual_clock_now(&mc)), RESIL_OK);
+	assert_int_equal(resil_fleet_get_state(f[0]), RESIL_FLEET_OPEN);
+	assert_int_equal(resil_fleet_acquire(f[0], &p), RESIL_E_OPEN);
+	for (i = 0; i < 2; i++)
+		resil_fleet_free(f[i]);
+}
+
 /* A process holding the only probe lease is SIGKILLed: the lease lapses,
  * the fleet reopens, and the survivors probe and close it. */
 static void
@@ -2009,6 +2096,7 @@ main(void)
 		cmocka_unit_test(test_fleet_redis_quorum_traffic_share),
 		cmocka_unit_test(test_fleet_redis_probes_per_episode),
 		cmocka_unit_test(test_fleet_redis_killed_and_restarted),
+		cmocka_unit_test(test_fleet_redis_healed_trip_does_not_vote),
 		cmocka_unit_test(test_fleet_redis_lease_holder_killed),
 		cmocka_unit_test(test_fleet_redis_malformed_values),
 		cmocka_unit_test(test_fleet_redis_lease_local_deadline),

@@ -273,6 +273,14 @@ test_limit_gradient_config(void **state)
 	assert_string_equal(diag.msg,
 	    "bulkhead.gradient.initial_limit: 10 is out of range 20..200 "
 	    "(min_limit..max_limit)");
+	/* A cross-field message names both keys as the text spells them. */
+	c.gradient.initial_limit = 20;
+	c.gradient.max_limit = 10;
+	assert_int_equal(resil_bulkhead_new(&bh, &c, &diag), RESIL_E_INVAL);
+	assert_string_equal(diag.msg,
+	    "bulkhead.gradient.max_limit: 10 is below "
+	    "bulkhead.gradient.min_limit (20)");
+	c.gradient.max_limit = 200;
 	c.adaptive = 3;
 	assert_int_equal(resil_bulkhead_new(&bh, &c, &diag), RESIL_E_INVAL);
 	assert_string_equal(diag.msg,

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <resil/call.h>
 #include <resil/config.h>
 #include <resil/pipeline.h>
 
@@ -35,6 +36,7 @@ typedef struct cfx {
 	int calls[4];
 	char order[256];
 	int rc[4]; /* each endpoint's answer: 0 (value 1) or a code */
+	uint64_t delay; /* each attempt runs this long (the manual clock) */
 } cfx;
 
 static void
@@ -99,6 +101,7 @@ ep_fn(
 
 	(void)args;
 	x->calls[i]++;
+	resil_manual_clock_advance(&x->mc, x->delay);
 	snprintf(x->order + len, sizeof(x->order) - len, "%s%s",
 	    len > 0 ? " " : "", ep != NULL ? ep->address : "-");
 	if (x->rc[i] != 0)
@@ -219,6 +222,105 @@ test_declared_timeout_crosses_zones(void **state)
 	assert_int_equal(r.attempts, 2);
 	assert_int_equal(x.calls[2] + x.calls[3], 1);
 	resil_result_free(&r);
+	cfx_end(&x);
+}
+
+/* Issue 38.13: a timeout the function reports says so, and when (its
+ * own time), not the configured timeout (before: "timeout after 1000
+ * ms" for an attempt that ended at 200 ms); resil's own deadline keeps
+ * its words. Through both drivers, with a selector and over the one
+ * implicit endpoint. */
+static const char *
+machine_message(cfx *x, char *buf, size_t n)
+{
+	resil_invocation inv;
+	resil_call c;
+	resil_call_next st;
+	resil_result r;
+	uint64_t now = resil_manual_clock_now(&x->mc);
+
+	resil_invocation_init(&inv, "getStock");
+	memset(&c, 0, sizeof(c));
+	assert_int_equal(
+	    resil_call_start_ex(&c, x->p, NULL, &inv, &r, now, &st), RESIL_OK);
+	while (st.action != RESIL_CALL_DONE) {
+		if (st.action == RESIL_CALL_RUN) {
+			resil_value v;
+			uint32_t id = st.attempt;
+			int rc = ep_fn(x, st.endpoint, &inv.args, &v);
+
+			now = resil_manual_clock_now(&x->mc);
+			assert_int_equal(
+			    resil_call_report(&c, id, rc, &v, now), RESIL_OK);
+		} else if (st.action == RESIL_CALL_WAIT && st.until > now) {
+			resil_manual_clock_advance(&x->mc, st.until - now);
+			now = st.until;
+		}
+		assert_int_equal(resil_call_step(&c, now, &st), RESIL_OK);
+	}
+	snprintf(buf, n, "%s", r.message);
+	resil_result_free(&r);
+	return buf;
+}
+
+static void
+test_declared_timeout_says_when(void **state)
+{
+	static const char own[] =
+	    "Last error is: the function's own timeout (RESIL_RC_TIMEOUT) "
+	    "after 200 ms";
+	char buf[RESIL_RESULT_MSG_MAX];
+	resil_args a = { "getStock", NULL, 0 };
+	resil_result r;
+	cfx x;
+
+	(void)state;
+	cfx_start(&x,
+	    "service=StockService\n"
+	    "timeout=1000\n"
+	    "retries=1\n"
+	    "loadbalance=roundrobin\n"
+	    "outlier.max_ejection_pct=0\n",
+	    1);
+	x.rc[0] = x.rc[1] = x.rc[2] = x.rc[3] = RESIL_RC_TIMEOUT;
+	x.delay = 200 * MS;
+	assert_int_equal(invoke(&x, &r), RESIL_E_TIMEOUT);
+	if (strstr(r.message, own) == NULL)
+		fail_msg("blocking: %s", r.message);
+	resil_result_free(&r);
+	if (strstr(machine_message(&x, buf, sizeof(buf)), own) == NULL)
+		fail_msg("call machine: %s", buf);
+	/* Its time as it was, to the nanosecond. */
+	x.delay = 200 * MS + 250 * RESIL_NS_PER_US;
+	assert_int_equal(invoke(&x, &r), RESIL_E_TIMEOUT);
+	assert_non_null(strstr(r.message,
+	    "Last error is: the function's own timeout (RESIL_RC_TIMEOUT) "
+	    "after 200.25 ms"));
+	resil_result_free(&r);
+	/* resil's own deadline: the configured timeout, as before. */
+	x.rc[0] = x.rc[1] = x.rc[2] = x.rc[3] = 0;
+	x.delay = 1500 * MS;
+	assert_int_equal(invoke(&x, &r), RESIL_E_TIMEOUT);
+	assert_non_null(
+	    strstr(r.message, "Last error is: timeout after 1000 ms"));
+	resil_result_free(&r);
+	cfx_end(&x);
+
+	/* failfast over the one implicit endpoint (no selector). */
+	cfx_start(&x,
+	    "service=StockService\n"
+	    "timeout=1000\n"
+	    "cluster=failfast\n",
+	    0);
+	x.rc[0] = RESIL_RC_TIMEOUT;
+	x.delay = 200 * MS;
+	assert_int_equal(
+	    resil_pipeline_call(x.p, &a, plain_fn, &x, &r), RESIL_E_TIMEOUT);
+	if (strstr(r.message, own) == NULL)
+		fail_msg("failfast, blocking: %s", r.message);
+	resil_result_free(&r);
+	if (strstr(machine_message(&x, buf, sizeof(buf)), own) == NULL)
+		fail_msg("failfast, call machine: %s", buf);
 	cfx_end(&x);
 }
 
@@ -369,6 +471,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_declared_timeout_without_selector),
 		cmocka_unit_test(test_declared_timeout_crosses_zones),
+		cmocka_unit_test(test_declared_timeout_says_when),
 		cmocka_unit_test(test_failed_call_source_is_unavailable),
 		cmocka_unit_test(test_strategies_without_selector),
 	};

@@ -237,9 +237,10 @@ shm_breaker_text(void **state)
 		assert_int_equal(
 		    resil_pipeline_reload_string(p2, text, NULL, &d),
 		    RESIL_E_INVAL);
+		/* Issue 38.10: at its line in the reload's text. */
 		assert_string_equal(d.msg,
-		    "breaker.shared: cannot change by reload (shared state is "
-		    "fixed when the pipeline is created)");
+		    "<string>:2: breaker.shared: cannot change by reload "
+		    "(shared state is fixed when the pipeline is created)");
 	}
 	resil_pipeline_free(p1);
 	resil_pipeline_free(p2);
@@ -430,8 +431,9 @@ endpoint_shared(void **state)
 		    resil_pipeline_reload_string(w2.p, text, NULL, &d),
 		    RESIL_E_INVAL);
 		assert_string_equal(d.msg,
-		    "endpoint.breaker.shared: cannot change by reload (shared "
-		    "state is fixed when the pipeline is created)");
+		    "<string>:6: endpoint.breaker.shared: cannot change by "
+		    "reload (shared state is fixed when the pipeline is "
+		    "created)");
 	}
 	worker_down(&w1);
 	worker_down(&w2);

@@ -118,6 +118,10 @@ typedef struct row {
 	"detection and health checks are made once, by resil_directory_new(); " \
 	"build them again to change it)"
 
+#define FIXED_WHY                                                             \
+	"cannot change by reload (it is fixed when the pipeline is created; " \
+	"build a new pipeline to change it)"
+
 static const row refused[] = {
 	{ "service=StockService\ncluster=failover\nretries=2\n"
 	  "loadbalance=random\noutlier.consecutive_failures=5\n"
@@ -212,6 +216,7 @@ static const char *const every_key[][2] = {
 	{ "outlier.failure_percentage_minimum_hosts", "3" },
 	{ "outlier.failure_percentage_request_volume", "10" },
 	{ "outlier.enforcing_failure_percentage", "50" },
+	{ "outlier.enforcing_consecutive_failures", "50" },
 	{ "health.enabled", "true" },
 	{ "health.interval", "5s" },
 	{ "health.timeout", "500" },
@@ -366,6 +371,80 @@ test_reload_of_a_pipeline_made_in_c(void **state)
 	fx_down(&f);
 }
 
+/* Issue 38.10: the pipeline's own keys a reload cannot change are
+ * refused naming the key and the reload's origin:line (before: "cluster:
+ * cannot change by reload" for any cluster key, with no line). */
+static const row fixed_keys[] = {
+	{ "service=StockService\ncluster=failover\nretries=5\n"
+	  "loadbalance=roundrobin\noutlier.consecutive_failures=5\n"
+	  "panic.threshold=50\n"
+	  "router.condition=method = getPrice => tier = premium\n",
+	    "svc.conf:3: retries (cluster.retries): " FIXED_WHY },
+	{ "service=StockService\ncluster=failfast\n"
+	  "loadbalance=roundrobin\noutlier.consecutive_failures=5\n"
+	  "panic.threshold=50\n"
+	  "router.condition=method = getPrice => tier = premium\n",
+	    "svc.conf:2: cluster (cluster.strategy): " FIXED_WHY },
+	{ BASE "zone=hz\n",
+	    "svc.conf:8: zone (cluster.local_zone): " FIXED_WHY },
+	/* With selector keys, hedge.max is refused by the parse itself
+	 * (issue 38.6), before the reload compares it. */
+	{ BASE "hedge.max=1\n",
+	    "svc.conf:8: hedge.max: hedging with a selector is the forking "
+	    "strategy (cluster=forking, forks=)" },
+	{ BASE "hedge.delay=20\n",
+	    "svc.conf:8: hedge.delay (hedge_delay_ns): " FIXED_WHY },
+	{ "service=OrderService\ncluster=failover\nretries=2\n"
+	  "loadbalance=roundrobin\noutlier.consecutive_failures=5\n"
+	  "panic.threshold=50\n"
+	  "router.condition=method = getPrice => tier = premium\n",
+	    "svc.conf:1: service: cannot change by reload (OrderService is "
+	    "not StockService: a pipeline serves one service)" },
+	{ BASE "getStock.chaos.fault=-5\ngetStock.chaos.rate=0.5\n",
+	    "svc.conf:8: chaos: " FIXED_WHY },
+};
+
+static void
+test_reload_refusals_name_key_and_line(void **state)
+{
+	size_t i, bad = 0;
+
+	(void)state;
+	for (i = 0; i < sizeof(fixed_keys) / sizeof(fixed_keys[0]); i++) {
+		resil_diag d;
+		fx f;
+
+		fx_up(&f, BASE, 1);
+		d.msg[0] = '\0';
+		if (resil_pipeline_reload_string(f.p, fixed_keys[i].text,
+		        "svc.conf", &d) != RESIL_E_INVAL ||
+		    strcmp(d.msg, fixed_keys[i].msg) != 0) {
+			print_error("row %zu: %s\n", i,
+			    d.msg[0] != '\0' ? d.msg : "accepted");
+			bad++;
+		}
+		fx_down(&f);
+	}
+	assert_int_equal(bad, 0);
+}
+
+/* A fixed key the reload leaves out: the origin and the key. */
+static void
+test_reload_refusal_of_a_key_left_out(void **state)
+{
+	resil_diag d;
+	fx f;
+
+	(void)state;
+	fx_up(&f, BASE "forks=3\n", 1);
+	assert_int_equal(
+	    resil_pipeline_reload_string(f.p, BASE, "svc.conf", &d),
+	    RESIL_E_INVAL);
+	assert_string_equal(
+	    d.msg, "svc.conf: forks (cluster.forks): " FIXED_WHY);
+	fx_down(&f);
+}
+
 int
 main(void)
 {
@@ -375,6 +454,8 @@ main(void)
 		cmocka_unit_test(test_reload_same_keys_is_ok),
 		cmocka_unit_test(test_reload_applies_condition_rules),
 		cmocka_unit_test(test_reload_of_a_pipeline_made_in_c),
+		cmocka_unit_test(test_reload_refusals_name_key_and_line),
+		cmocka_unit_test(test_reload_refusal_of_a_key_left_out),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -258,14 +258,13 @@ test_retry_config_refuses_bad_fields(void **state)
 	cfg.budget_min_retries = 10;
 	cfg.budget_period_ns = 9;
 	expect_refused(&cfg,
-	    "retry.budget_period_ns: 9 is below 1 or below "
-	    "retry.budget_min_retries (10)");
+	    "retry.budget_period_ns: 9 is too short: it must give each of "
+	    "retry.budget_min_retries (10) at least 1 ns");
 	RESET();
 	cfg.budget_min_retries = 0;
 	cfg.budget_period_ns = 0;
 	expect_refused(&cfg,
-	    "retry.budget_period_ns: 0 is below 1 or below "
-	    "retry.budget_min_retries (0)");
+	    "retry.budget_period_ns: 0 is below 1 ns");
 	RESET();
 	cfg.size = sizeof(cfg) - 8;
 	snprintf(msg, sizeof(msg),

@@ -111,8 +111,8 @@ test_selector_config_keys(void **state)
 	    set(cc, "outlier.max_ejection", "1s", &diag), RESIL_OK);
 	assert_int_equal(resil_cluster_text_finish(cc, &diag), RESIL_E_INVAL);
 	assert_string_equal(diag.msg,
-	    "svc.conf:7: outlier.max_ejection: 1000000000 is below "
-	    "outlier.base_ejection (10000000000)");
+	    "svc.conf:7: outlier.max_ejection: 1s is below "
+	    "outlier.base_ejection (10s)");
 	resil_cluster_text_free(cc);
 	resil_cluster_text_free(NULL);
 }
@@ -168,10 +168,11 @@ test_selector_config_bad_values(void **state)
 	    "svc.conf:7: outlier.base_ejection: \"10 s\": write the unit "
 	    "next to the number (10s)");
 	bad("outlier.base_ejection", "0", RESIL_E_INVAL,
-	    "svc.conf:7: outlier.base_ejection: 0 is below 1");
+	    "svc.conf:7: outlier.base_ejection: 0 is below the minimum of "
+	    "0.000001ms (1ns)");
 	bad("outlier.interval", "99999999999999999999s", RESIL_E_INVAL,
 	    "svc.conf:7: outlier.interval: 99999999999999999999s is out of "
-	    "range");
+	    "range 0s..18446744073.709551615s");
 	bad("outlier.consecutive", "3", RESIL_E_NOTFOUND,
 	    "svc.conf:7: outlier.consecutive: unknown key");
 	bad("retry.max_attempts", "3", RESIL_E_NOTFOUND,

@@ -563,6 +563,87 @@ test_shm_corrupt_while_attached(void **state)
 	refused("entry 2 (bh) starts at offset 3");
 }
 
+/* Issue 38 item 12: every word the region's check refuses (a state word
+ * in transition whose owner names no process slot, or names a transition
+ * from no state, besides states 6 and 7) reads as CORRUPT from a handle
+ * made before the damage, which is what that handle does with it: its
+ * acquire refuses at once (RESIL_E_MISUSE: it neither waits for that
+ * transition for ever nor takes it over), and so do an outcome, a
+ * snapshot, a restore and a manual transition out of it. Repaired, the
+ * word works again. */
+static void
+test_shm_corrupt_transit_word_while_attached(void **state)
+{
+	static const uint64_t bad[] = {
+		/* In transit: owner 0, owner 100, owner 65, owner 1 from
+		 * state 7; then no state, idle. */
+		0x8,
+		0x8 | (UINT64_C(100) << 4),
+		0x8 | (UINT64_C(65) << 4),
+		0x8 | (UINT64_C(1) << 4) | (UINT64_C(7) << 11),
+		0x6,
+	};
+	resil_shm *shm;
+	resil_breaker *b;
+	resil_breaker_config bc = br_cfg();
+	resil_breaker_metrics m;
+	resil_permit p, held;
+	resil_diag d;
+	uint8_t snap[4096];
+	size_t len = 0;
+	uint64_t saved;
+	unsigned i;
+	raw r;
+
+	(void)state;
+	make_region();
+	assert_int_equal(resil_shm_open(&shm, region, NULL, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_shm_breaker(shm, "br", &bc, &b, NULL), RESIL_OK);
+	assert_true(resil_breaker_snapshot_size(b) <= sizeof(snap));
+	assert_int_equal(
+	    resil_breaker_snapshot(b, snap, sizeof(snap), &len), RESIL_OK);
+	raw_map(&r);
+	saved = *raw_word(&r, 0);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(resil_breaker_acquire(b, &held), RESIL_OK);
+		*raw_word(&r, 0) = (saved & ~UINT64_C(0xfffff)) | bad[i];
+		assert_int_equal(
+		    resil_breaker_get_state(b), RESIL_BREAKER_CORRUPT);
+		assert_int_equal(resil_breaker_get_metrics(b, &m), RESIL_OK);
+		assert_int_equal(m.state, RESIL_BREAKER_CORRUPT);
+		assert_int_equal(resil_breaker_acquire(b, &p), RESIL_E_MISUSE);
+		assert_int_equal(
+		    resil_breaker_record(b, &held, RESIL_OUTCOME_FAILURE),
+		    RESIL_E_MISUSE);
+		assert_int_equal(resil_breaker_reset(b), RESIL_E_MISUSE);
+		assert_int_equal(resil_breaker_force_open(b), RESIL_E_MISUSE);
+		assert_int_equal(
+		    resil_breaker_snapshot(b, snap, sizeof(snap), &len),
+		    RESIL_E_MISUSE);
+		memset(&d, 0, sizeof(d));
+		assert_int_equal(
+		    resil_breaker_restore(b, snap, len, &d), RESIL_E_MISUSE);
+		assert_non_null(strstr(d.msg, "CORRUPT"));
+		/* Nothing above wrote the word. */
+		assert_true(*raw_word(&r, 0) ==
+		    ((saved & ~UINT64_C(0xfffff)) | bad[i]));
+		*raw_word(&r, 0) = saved;
+		assert_int_equal(
+		    resil_breaker_get_state(b), RESIL_BREAKER_CLOSED);
+		assert_int_equal(resil_breaker_acquire(b, &p), RESIL_OK);
+		assert_int_equal(
+		    resil_breaker_record(b, &p, RESIL_OUTCOME_SUCCESS),
+		    RESIL_OK);
+	}
+	/* A new attach refuses the last kind too, naming it. */
+	*raw_word(&r, 0) = bad[3];
+	raw_unmap(&r);
+	resil_breaker_free(b);
+	resil_shm_close(shm);
+	refused("names a transition from no state (7)");
+}
+
 /* An endpoint whose shared breaker's state word is damaged admits no
  * call (its acquire refuses, RESIL_E_MISUSE): routing leaves it out, as
  * it does an OPEN one, and every pick goes to the others. */
@@ -725,6 +806,7 @@ main(void)
 		cmocka_unit_test(test_shm_corrupt_state_word),
 		cmocka_unit_test(test_shm_corrupt_state_word_owner),
 		cmocka_unit_test(test_shm_corrupt_while_attached),
+		cmocka_unit_test(test_shm_corrupt_transit_word_while_attached),
 		cmocka_unit_test(
 		    test_shm_corrupt_endpoint_breaker_leaves_the_candidates),
 		cmocka_unit_test(test_shm_corrupt_never_while_growing),

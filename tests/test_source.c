@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <resil/config.h>
@@ -784,6 +785,112 @@ test_source_cache_file_read_at_start(void **state)
 	unlink(file);
 }
 
+/* Issue 38.9: a blank inside a URL is written %20 (a blank separates two
+ * URLs); it is decoded when the file is read back, and a URL that holds
+ * "%20" or "%25" itself comes back as it was. Through the public path:
+ * a consumer starting from its cache file while the registry is down. */
+static void
+test_source_cache_file_blank_in_url_comes_back(void **state)
+{
+	const char *urls[] = {
+		"mock://10.0.0.9:1/" SVC "?mock=force:return null",
+		"dubbo://10.0.0.1:20880/" SVC "?note=a%20b c%25d\te",
+		"dubbo://10.0.0.2:20880/" SVC "?note=100%",
+	};
+	resil_source_config sc = resil_source_config_default();
+	resil_selector_config scfg = resil_selector_config_default();
+	resil_registry_source *src;
+	resil_selector *sel;
+	char file[96], spec[64], **back = NULL;
+	size_t n = 0, i;
+	fx f;
+
+	(void)state;
+	temp_file(file, sizeof(file));
+	fx_open(&f, SVC, NULL, file, 1, NULL);
+	providers(&f, urls, 3);
+	fx_close(&f); /* free writes what is pending */
+	assert_int_equal(resil__cache_read(resil_allocator_default(), file,
+	                     SVC, &back, &n, NULL),
+	    RESIL_OK);
+	assert_int_equal(n, 3);
+	for (i = 0; i < n; i++)
+		assert_string_equal(back[i], urls[i]);
+	resil__cache_urls_free(resil_allocator_default(), back, n);
+
+	fx_open(&f, SVC, NULL, NULL, 1, NULL);
+	sc.registry = "zookeeper://127.0.0.1:1"; /* no one listens there */
+	sc.service = SVC;
+	sc.file = file;
+	sc.directory = f.dir;
+	sc.clock = resil_manual_clock_hook(&f.mc);
+	assert_int_equal(resil_source_new(&src, &sc, NULL), RESIL_OK);
+	assert_int_equal(resil_directory_count(f.dir), 3);
+	assert_int_equal(
+	    resil_selector_new(&sel, f.dir, &scfg, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_selector_mock_spec(sel, "m", spec, sizeof(spec)), 1);
+	assert_string_equal(spec, "force:return null");
+	resil_selector_free(sel);
+	resil_source_free(src);
+	fx_close(&f);
+	unlink(file);
+}
+
+/* A consumer killed between its temporary file's creation and the
+ * rename left FILE.tmpPID: removed at start when PID is no live process;
+ * a live writer's, and files of other names, are left alone. */
+static void
+test_source_cache_leftover_temporary_files_removed(void **state)
+{
+	resil_source_config sc = resil_source_config_default();
+	resil_registry_source *src;
+	char file[96], dead[128], live[128], other[128], odd[128];
+	const char *made[4];
+	pid_t child;
+	size_t i;
+	fx f;
+
+	(void)state;
+	temp_file(file, sizeof(file));
+	/* A PID that was a process and is no more: a child, reaped. */
+	child = fork();
+	assert_true(child >= 0);
+	if (child == 0)
+		_exit(0);
+	assert_int_equal(waitpid(child, NULL, 0), child);
+	snprintf(dead, sizeof(dead), "%s.tmp%ld", file, (long)child);
+	snprintf(live, sizeof(live), "%s.tmp%ld", file, (long)getppid());
+	snprintf(other, sizeof(other), "%s-x.tmp%ld", file, (long)child);
+	snprintf(odd, sizeof(odd), "%s.tmp%ldx", file, (long)child);
+	made[0] = dead;
+	made[1] = live;
+	made[2] = other;
+	made[3] = odd;
+	for (i = 0; i < 4; i++) {
+		FILE *fp = fopen(made[i], "w");
+
+		assert_non_null(fp);
+		fputs("#Dubbo Registry Cache\n", fp);
+		fclose(fp);
+	}
+	fx_open(&f, SVC, NULL, NULL, 1, NULL);
+	sc.registry = "zookeeper://127.0.0.1:1";
+	sc.service = SVC;
+	sc.file = file;
+	sc.directory = f.dir;
+	sc.clock = resil_manual_clock_hook(&f.mc);
+	assert_int_equal(resil_source_new(&src, &sc, NULL), RESIL_OK);
+	assert_int_equal(access(dead, F_OK), -1);
+	assert_int_equal(access(live, F_OK), 0);
+	assert_int_equal(access(other, F_OK), 0);
+	assert_int_equal(access(odd, F_OK), 0);
+	resil_source_free(src);
+	fx_close(&f);
+	for (i = 1; i < 4; i++)
+		unlink(made[i]);
+}
+
 static void
 test_source_cache_file_written_by_dubbo(void **state)
 {
@@ -878,6 +985,91 @@ test_source_starts_from_cache_while_registry_is_down(void **state)
 	resil_source_free(src);
 	fx_close(&f);
 	unlink(file);
+}
+
+/* Issue 38.1: a provider whose parameters the directory's grammar refuses
+ * (an empty name, "&=x"; a path with a '&', which becomes params
+ * "path=a&b") is left out alone, with its event: it used to pass the
+ * source's checks and make the directory refuse the whole push, so no
+ * provider change was applied while the node existed. Through the
+ * public path: a consumer starting from its cache file. */
+static void
+test_source_bad_parameter_costs_that_provider_only(void **state)
+{
+	resil_source_config sc = resil_source_config_default();
+	resil_endpoint_state es;
+	resil_registry_source *src;
+	char file[96];
+	FILE *fp;
+	fx f;
+
+	(void)state;
+	temp_file(file, sizeof(file));
+	fp = fopen(file, "w");
+	assert_non_null(fp);
+	fputs("#Dubbo Registry Cache\n" SVC "="
+	      "dubbo\\://10.0.0.1\\:20880/" SVC "?side\\=provider "
+	      "dubbo\\://10.0.0.2\\:20880/" SVC "?side\\=provider&\\=x "
+	      "dubbo\\://10.0.0.3\\:20880/a&b?interface\\=" SVC " "
+	      "dubbo\\://10.0.0.4\\:20880/" SVC "?weight\\=7\n",
+	    fp);
+	fclose(fp);
+	fx_open(&f, SVC, NULL, NULL, 1, NULL);
+	sc.registry = "zookeeper://127.0.0.1:1"; /* no one listens there */
+	sc.service = SVC;
+	sc.file = file;
+	sc.directory = f.dir;
+	sc.listener = on_event;
+	sc.listener_ctx = &f.h;
+	sc.clock = resil_manual_clock_hook(&f.mc);
+	assert_int_equal(resil_source_new(&src, &sc, NULL), RESIL_OK);
+	/* The two good ones are pushed, the two bad ones said. */
+	assert_int_equal(resil_directory_count(f.dir), 2);
+	assert_int_equal(
+	    resil_directory_get_state(f.dir, "10.0.0.1:20880", &es), RESIL_OK);
+	assert_int_equal(
+	    resil_directory_get_state(f.dir, "10.0.0.4:20880", &es), RESIL_OK);
+	assert_int_equal(es.weight, 7);
+	assert_int_equal(f.h.n[RESIL_SOURCE_ERROR], 0);
+	assert_int_equal(f.h.n[RESIL_SOURCE_BAD_PROVIDER], 2);
+	assert_int_equal(f.h.count[RESIL_SOURCE_PROVIDERS], 2);
+	resil_source_free(src);
+	fx_close(&f);
+	unlink(file);
+}
+
+/* The same node staying in the registry's list: every later change is
+ * applied (a provider removed gets no call, a new one gets calls). */
+static void
+test_source_bad_parameter_does_not_freeze_the_list(void **state)
+{
+	const char *bad = "dubbo://10.0.0.9:20880/" SVC "?side=provider&=x";
+	const char *l1[] = { "dubbo://10.0.0.1:20880/" SVC, bad };
+	const char *l2[] = { bad, "dubbo://10.0.0.2:20880/" SVC };
+	resil_endpoint_state es;
+	fx f;
+
+	(void)state;
+	fx_open(&f, SVC, NULL, NULL, 1, NULL);
+	providers(&f, l1, 2);
+	assert_int_equal(resil_directory_count(f.dir), 1);
+	assert_int_equal(f.h.n[RESIL_SOURCE_BAD_PROVIDER], 1);
+	assert_string_equal(f.h.node[RESIL_SOURCE_BAD_PROVIDER], bad);
+	assert_string_equal(f.h.msg[RESIL_SOURCE_BAD_PROVIDER],
+	    "parameter \"=x\": an empty key (a provider's parameters are "
+	    "key=value joined by '&')");
+	providers(&f, l2, 2);
+	assert_int_equal(resil_directory_count(f.dir), 1);
+	assert_int_equal(
+	    resil_directory_get_state(f.dir, "10.0.0.2:20880", &es), RESIL_OK);
+	assert_int_equal(
+	    resil_directory_get_state(f.dir, "10.0.0.1:20880", &es),
+	    RESIL_E_NOTFOUND);
+	/* Said once per node; no push refused. */
+	assert_int_equal(f.h.n[RESIL_SOURCE_BAD_PROVIDER], 1);
+	assert_int_equal(f.h.n[RESIL_SOURCE_ERROR], 0);
+	assert_int_equal(f.h.n[RESIL_SOURCE_PROVIDERS], 2);
+	fx_close(&f);
 }
 
 /* ---- routes
@@ -1040,6 +1232,37 @@ test_source_config_validate(void **state)
 	    resil_source_config_validate(&sc, &diag), RESIL_E_INVAL);
 	assert_string_equal(diag.msg, "registry.service: \"a/b\" has a '/'");
 	sc.service = SVC;
+	/* Issue 38.6: the C API refuses what the text refuses. */
+	sc.registry = "zookeeper://[::1]:2181,h:2181?backup=[::2]:1";
+	assert_int_equal(resil_source_config_validate(&sc, &diag), RESIL_OK);
+	sc.registry = "zookeeper://a:1,b:0";
+	assert_int_equal(
+	    resil_source_config_validate(&sc, &diag), RESIL_E_INVAL);
+	assert_string_equal(diag.msg,
+	    "registry: \"zookeeper://a:1,b:0\": port \"0\" is not "
+	    "1..65535");
+	sc.registry = "zookeeper://[::1]";
+	assert_int_equal(
+	    resil_source_config_validate(&sc, &diag), RESIL_E_INVAL);
+	assert_string_equal(diag.msg,
+	    "registry: \"zookeeper://[::1]\": \"[::1]\" is not host:port");
+	sc.registry = "zookeeper://a:1";
+	sc.group = "g1, g2";
+	sc.version = "*";
+	sc.protocols = "dubbo, tri";
+	assert_int_equal(resil_source_config_validate(&sc, &diag), RESIL_OK);
+	sc.group = "g1,,g2";
+	assert_int_equal(
+	    resil_source_config_validate(&sc, &diag), RESIL_E_INVAL);
+	sc.group = NULL;
+	sc.version = "1.0 2.0";
+	assert_int_equal(
+	    resil_source_config_validate(&sc, &diag), RESIL_E_INVAL);
+	sc.version = NULL;
+	sc.protocols = "dubbo,";
+	assert_int_equal(
+	    resil_source_config_validate(&sc, &diag), RESIL_E_INVAL);
+	sc.protocols = NULL;
 	sc.directory = NULL;
 	assert_int_equal(
 	    resil_source_config_validate(&sc, &diag), RESIL_E_INVAL);
@@ -1309,9 +1532,9 @@ test_source_config_bad_registry_keys(void **state)
 	assert_non_null(strstr(diag.msg, "svc.conf:2: "));
 	assert_non_null(strstr(diag.msg, "registry.servce"));
 	/* set(): the same checks, no origin. */
-	assert_int_equal(
-	    resil_config_parse_string(&conf, "registry=zookeeper://h:2181\n",
-	        "svc.conf", NULL, &diag),
+	assert_int_equal(resil_config_parse_string(&conf,
+	                     "service=S\nregistry=zookeeper://h:2181\n",
+	                     "svc.conf", NULL, &diag),
 	    RESIL_OK);
 	assert_int_equal(
 	    resil_config_set(conf, "registry.file.interval", "soon", &diag),
@@ -1330,6 +1553,107 @@ test_source_config_bad_registry_keys(void **state)
 		assert_string_equal(rc.service, "com.foo.Bar");
 	}
 	resil_config_free(conf);
+}
+
+/* Issue 38.6: refused when the text is parsed, with origin:line; each was
+ * taken without a word, or refused only by resil_config_source() (the
+ * last two), without a line. */
+static void
+expect_refused(const char *text, const char *msg)
+{
+	resil_config *conf = NULL;
+	resil_diag diag;
+
+	assert_int_equal(
+	    resil_config_parse_string(&conf, text, "svc.conf", NULL, &diag),
+	    RESIL_E_INVAL);
+	assert_null(conf);
+	assert_string_equal(diag.msg, msg);
+}
+
+static void
+test_source_config_refuses_port_out_of_range(void **state)
+{
+	(void)state;
+	expect_refused("service=S\nregistry=zookeeper://127.0.0.1:99999\n",
+	    "svc.conf:2: registry: \"zookeeper://127.0.0.1:99999\": "
+	    "port \"99999\" is not 1..65535");
+}
+
+static void
+test_source_config_refuses_backup_without_port(void **state)
+{
+	(void)state;
+	expect_refused("service=S\nregistry=zookeeper://h:2181?backup=h2\n",
+	    "svc.conf:2: registry: \"zookeeper://h:2181?backup=h2\": "
+	    "\"h2\" is not host:port");
+}
+
+static void
+test_source_config_refuses_version_list(void **state)
+{
+	(void)state;
+	expect_refused("service=S\nregistry=zookeeper://h:2181\n"
+	               "registry.version=1.0,2.0\n",
+	    "svc.conf:3: registry.version: \"1.0,2.0\" is not one "
+	    "version (a version, or * for any)");
+}
+
+static void
+test_source_config_refuses_file_with_no_registry(void **state)
+{
+	(void)state;
+	expect_refused("service=S\nregistry=N/A\nregistry.file=/tmp/x.cache\n",
+	    "svc.conf:3: registry.file: unused: registry=N/A (line 2) "
+	    "names no registry");
+}
+
+static void
+test_source_config_refuses_empty_file_with_no_registry(void **state)
+{
+	(void)state;
+	expect_refused("service=S\nregistry.file=\nregistry=N/A\n",
+	    "svc.conf:2: registry.file: empty (NULL for none)");
+}
+
+static void
+test_source_config_refuses_group_with_a_blank(void **state)
+{
+	(void)state;
+	expect_refused("service=S\nregistry=zookeeper://h:2181\n"
+	               "registry.group=a b\n",
+	    "svc.conf:3: registry.group: \"a b\": \"a b\" is not a "
+	    "group name (a name, a comma list of names, or *)");
+}
+
+static void
+test_source_config_refuses_unknown_protocol(void **state)
+{
+	(void)state;
+	expect_refused("service=S\nregistry=zookeeper://h:2181\n"
+	               "registry.protocols=dubbo,bogus\n",
+	    "svc.conf:3: registry.protocols: \"dubbo,bogus\": "
+	    "\"bogus\" is not a protocol of providers (dubbo, tri, "
+	    "grpc, rest, http, https, hessian, rmi, thrift, "
+	    "webservice, redis, memcached)");
+}
+
+static void
+test_source_config_refuses_no_interface(void **state)
+{
+	(void)state;
+	expect_refused("registry=zookeeper://h:2181\nregistry.file=/tmp/x\n",
+	    "svc.conf:1: registry: needs the interface to subscribe "
+	    "to (registry.service=, or service=)");
+}
+
+static void
+test_source_config_refuses_service_is_no_interface(void **state)
+{
+	(void)state;
+	expect_refused("service=Stock Service\nregistry=zookeeper://h:2181\n",
+	    "svc.conf:2: registry.service: \"Stock Service\" has a "
+	    "' '");
 }
 
 /* No registry key, or Dubbo's registry=N/A: no source. */
@@ -1394,11 +1718,19 @@ main(void)
 		cmocka_unit_test(test_source_empty_list_keeps_the_last),
 		cmocka_unit_test(test_source_cache_file_dubbo_format),
 		cmocka_unit_test(test_source_cache_file_read_at_start),
+		cmocka_unit_test(
+		    test_source_cache_file_blank_in_url_comes_back),
+		cmocka_unit_test(
+		    test_source_cache_leftover_temporary_files_removed),
 		cmocka_unit_test(test_source_cache_file_written_by_dubbo),
 		cmocka_unit_test(
 		    test_source_unreadable_cache_file_is_an_event),
 		cmocka_unit_test(
 		    test_source_starts_from_cache_while_registry_is_down),
+		cmocka_unit_test(
+		    test_source_bad_parameter_costs_that_provider_only),
+		cmocka_unit_test(
+		    test_source_bad_parameter_does_not_freeze_the_list),
 		cmocka_unit_test(test_source_routes_parsed_dubbo_style),
 		cmocka_unit_test(test_source_text_keys),
 		cmocka_unit_test(test_source_config_validate),
@@ -1406,6 +1738,20 @@ main(void)
 		cmocka_unit_test(test_source_alloc_failure),
 		cmocka_unit_test(test_source_config_file_builds_the_source),
 		cmocka_unit_test(test_source_config_bad_registry_keys),
+		cmocka_unit_test(test_source_config_refuses_port_out_of_range),
+		cmocka_unit_test(
+		    test_source_config_refuses_backup_without_port),
+		cmocka_unit_test(test_source_config_refuses_version_list),
+		cmocka_unit_test(
+		    test_source_config_refuses_file_with_no_registry),
+		cmocka_unit_test(
+		    test_source_config_refuses_empty_file_with_no_registry),
+		cmocka_unit_test(
+		    test_source_config_refuses_group_with_a_blank),
+		cmocka_unit_test(test_source_config_refuses_unknown_protocol),
+		cmocka_unit_test(test_source_config_refuses_no_interface),
+		cmocka_unit_test(
+		    test_source_config_refuses_service_is_no_interface),
 		cmocka_unit_test(test_source_config_without_registry),
 	};
 

@@ -383,6 +383,41 @@ test_zk_providers_come_and_go(void **state)
 	fx_close(f);
 }
 
+/* Issue 38.1: a provider node whose parameters the directory refuses
+ * (an empty name) used to make every push fail while it existed: a
+ * provider removed kept its calls, a new one got none. It costs that
+ * node only. */
+static void
+test_zk_bad_parameter_node_costs_that_node_only(void **state)
+{
+	char u1[512], u2[512], bad[512];
+	resil_endpoint_state es;
+	fx *f = *state;
+
+	NEED_SERVER();
+	fx_open(f);
+	url(u1, sizeof(u1), f, 1, "");
+	url(u2, sizeof(u2), f, 2, "");
+	url(bad, sizeof(bad), f, 9, "&=x");
+	reg(f, u1);
+	reg(f, bad);
+	fx_source(f, zs.hosts, NULL);
+	wait_count(f, 1);
+	reg(f, u2);
+	wait_count(f, 2);
+	unreg(f, u1);
+	wait_count(f, 1);
+	assert_int_equal(
+	    resil_directory_get_state(f->dir, "10.1.0.2:20880", &es),
+	    RESIL_OK);
+	assert_int_equal(
+	    resil_directory_get_state(f->dir, "10.1.0.9:20880", &es),
+	    RESIL_E_NOTFOUND);
+	assert_int_equal(heard_n(&f->h, RESIL_SOURCE_BAD_PROVIDER), 1);
+	assert_int_equal(heard_n(&f->h, RESIL_SOURCE_ERROR), 0);
+	fx_close(f);
+}
+
 static void
 test_zk_service_not_registered_yet(void **state)
 {
@@ -887,6 +922,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		ZK_TEST(test_zk_providers_come_and_go),
+		ZK_TEST(test_zk_bad_parameter_node_costs_that_node_only),
 		ZK_TEST(test_zk_service_not_registered_yet),
 		ZK_TEST(test_zk_provider_session_ends_empty_protection),
 		ZK_TEST(test_zk_session_expiry_resubscribes),

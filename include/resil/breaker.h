@@ -49,9 +49,10 @@ typedef enum resil_breaker_state {
 	RESIL_BREAKER_FORCED_OPEN = 4,  /* always rejects, until a reset */
 	RESIL_BREAKER_METRICS_ONLY = 5, /* records, never trips */
 	/* Read only: a shared breaker's state word that holds no state (its
-	 * shm region was damaged after the handle was made). Every acquire
-	 * refuses (RESIL_E_MISUSE); resil_breaker_transition() cannot reach
-	 * or leave it. */
+	 * shm region was damaged after the handle was made: docs/shared.md).
+	 * Every acquire refuses (RESIL_E_MISUSE) at once, as do outcomes,
+	 * snapshots and restores; resil_breaker_transition() cannot reach
+	 * (RESIL_E_INVAL) or leave it (RESIL_E_MISUSE). */
 	RESIL_BREAKER_CORRUPT = 6
 } resil_breaker_state;
 
@@ -332,7 +333,8 @@ RESIL_API resil_err resil_breaker_get_metrics(
  * A breaker in shared memory (include/resil/shm.h) tells this process's
  * listener about transitions made by other processes too, in order, from
  * a ring of the last 64: poll delivers those not yet heard (a transition
- * made by this process delivers them as well). In a shared breaker the
+ * made by this process and every acquire of this process, granted or
+ * rejected, deliver them as well). In a shared breaker the
  * listener runs after the transition is published, never while this
  * process holds it. A no-op for other breakers. Returns RESIL_OK, or
  * RESIL_E_INVAL for a NULL breaker.
@@ -349,7 +351,7 @@ RESIL_API resil_err resil_breaker_poll(resil_breaker *b);
  * snapshot writes at most resil_breaker_snapshot_size(b) bytes to buf and
  * their number to *len. Returns RESIL_OK; RESIL_E_INVAL for a NULL
  * argument or cap < resil_breaker_snapshot_size(b); RESIL_E_MISUSE from the
- * breaker's own listener.
+ * breaker's own listener or on a CORRUPT breaker.
  *
  * restore moves b, in one transition reported with reason RESTORED, to
  * the snapshot's state with its counts (lifetime totals are added). The
@@ -360,7 +362,8 @@ RESIL_API resil_err resil_breaker_poll(resil_breaker *b);
  * with the reason in *diag, for a snapshot of another version, of a
  * breaker with another window layout (type, size, bucket_ns), a truncated
  * or corrupted one (checksum, inconsistent fields): b is then unchanged;
- * RESIL_E_MISUSE from the breaker's own listener.
+ * RESIL_E_MISUSE from the breaker's own listener or on a CORRUPT breaker
+ * (with the reason in *diag).
  */
 #define RESIL_BREAKER_SNAPSHOT_VERSION 1
 

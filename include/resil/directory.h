@@ -21,8 +21,11 @@
  * min(base * k, max), k the count of consecutive ejections (k drops by one
  * for each full interval it stays in), unless that would put more than
  * max_ejection_pct of the non-mock endpoints out at once:
- * 100 * (ejected + 1) <= max_ejection_pct * N; the streak restarts
- * after every detection, also one that share prevented. It returns exactly at
+ * 100 * (ejected + 1) <= max_ejection_pct * N; within that share, with
+ * probability outlier_enforcing_consecutive_failures / 100 (Envoy's
+ * enforcing_consecutive_5xx; 100 by default: always), a detection let go
+ * is the DETECTED event. The streak restarts after every detection, also
+ * one that share or the percentage prevented. It returns exactly at
  * ejected_at + duration. consecutive_failures 0 is refused (DESIGN: a
  * value to refuse, not to repair); max_ejection_pct 0 turns detection
  * off. Ejections and returns are events with the
@@ -39,9 +42,9 @@
  * same directory. Updates are serialised by a writer lock; readers take no
  * lock. The listener is called on the thread that caused the event:
  * ADDED and REMOVED by the updating thread with the writer lock held (it
- * must not update the directory), EJECTED by the reporting thread (a
- * streak) or by the thread whose route or state read ended an interval
- * (the interval detections), RETURNED by whichever thread first notices
+ * must not update the directory), EJECTED and DETECTED by the reporting
+ * thread (a streak) or by the thread whose route or state read ended an
+ * interval (the interval detections), RETURNED by whichever thread first notices
  * the return (a route, a report or get_state), UNHEALTHY and HEALTHY by
  * the thread whose health report or resil_directory_set_healthy() made
  * the change; all without a lock. Free the selectors and candidate sets
@@ -111,11 +114,16 @@ typedef enum resil_endpoint_event_type {
 	 * candidate until it passes again) or healthy again; time is the
 	 * directory's clock at the change. */
 	RESIL_ENDPOINT_UNHEALTHY = 5,
-	RESIL_ENDPOINT_HEALTHY = 6
+	RESIL_ENDPOINT_HEALTHY = 6,
+	/* Issue 38.14: an outlier detection the enforcing percentage let go
+	 * (Envoy logs it as an ejection with enforced=false): the endpoint
+	 * stays in. kind is the detection (RESIL_OUTLIER_NONE for
+	 * consecutive failures), time now, duration and ejections 0. */
+	RESIL_ENDPOINT_DETECTED = 7
 } resil_endpoint_event_type;
 
 /* "EJECTED", "RETURNED", "ADDED", "REMOVED", "EMPTY_PUSH", "UNHEALTHY",
- * "HEALTHY" or "UNKNOWN". */
+ * "HEALTHY", "DETECTED" or "UNKNOWN". */
 RESIL_API const char *resil_endpoint_event_name(resil_endpoint_event_type t);
 
 typedef struct resil_endpoint_event {
@@ -167,7 +175,8 @@ typedef struct resil_directory_config {
 	 * default). Copied; its max_ejection_pct is replaced by
 	 * outlier.max_ejection_pct (0 turns these off too). */
 	const resil_outlier_rate_config *outlier_rate;
-	/* The enforcing draws of outlier_rate; NULL: a generator of the
+	/* The enforcing draws of outlier_rate and of
+	 * outlier_enforcing_consecutive_failures; NULL: a generator of the
 	 * directory's own with a fixed seed (runs replay). Copied; its ctx
 	 * must outlive the directory. */
 	const resil_random *random;
@@ -199,6 +208,13 @@ typedef struct resil_directory_config {
 	 * of a host share each endpoint's breaker. Needs endpoint_breaker
 	 * (its settings). NULL: each directory's own (the default). Copied. */
 	const char *endpoint_breaker_shm;
+	/* Issue 38.14, Envoy's enforcing_consecutive_5xx (text:
+	 * outlier.enforcing_consecutive_failures): the percent chance that a
+	 * consecutive-failure detection inside the max share ejects; 0..100,
+	 * default 100 (set by _init). 100 ejects and 0 never does with no
+	 * draw; anything between draws one u of random, ejecting when
+	 * u * 100 < it. A detection let go is the DETECTED event. */
+	uint32_t outlier_enforcing_consecutive_failures;
 } resil_directory_config;
 
 static inline void
@@ -212,6 +228,7 @@ resil_directory_config_init(resil_directory_config *cfg)
 	cfg->outlier.interval = 10 * RESIL_NS_PER_SEC;
 	cfg->outlier.max_ejection_pct = 10;
 	cfg->empty_protection = 1;
+	cfg->outlier_enforcing_consecutive_failures = 100;
 }
 
 static inline resil_directory_config

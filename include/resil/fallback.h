@@ -19,8 +19,10 @@
  * (by the injected clock) is above max_age is never served: age ==
  * max_age is served, max_age + 1 is not. The cache is bounded by entries
  * and by bytes and evicts by second chance (CLOCK) within a shard: the
- * oldest entry not hit since the hand last passed it. It owns its copies;
- * a lookup gives the caller its own copy.
+ * oldest entry not hit since the hand last passed it. It owns its copies
+ * of keys and values; a lookup of a string, bytes or JSON value gives the
+ * caller a read-only reference on the cached bytes (no copy, no
+ * allocation), released by resil_value_free().
  *
  * Thread safety: resil_cache_put, _get, _remove, _clear and _stats may run
  * concurrently on one cache from any number of threads. A get takes no
@@ -120,8 +122,12 @@ RESIL_API void resil_cache_free(resil_cache *c);
  * second chance (the bit is cleared, the entry becomes the newest), one
  * with the bit clear is evicted. The hand gives at most one round of
  * second chances per put, then evicts the oldest whatever its bit (only
- * concurrent hits can make that happen). Memory of replaced and evicted
- * entries is freed before the put returns.
+ * concurrent hits can make that happen). Replaced and evicted entries
+ * leave the bounds at once; their memory is freed in batches: once 16 of
+ * them (or a quarter of the shard's byte share) wait in a shard, the put
+ * or remove that retires the last one frees them all before it returns
+ * (resil_cache_clear() and _free() at once), but for an entry whose bytes
+ * a value served by resil_cache_get() still holds: that value frees it.
  *
  * Returns RESIL_OK; RESIL_E_INVAL for a NULL argument; RESIL_E_LIMITED
  * when the entry alone is bigger than its shard's byte share (it is not
@@ -132,12 +138,23 @@ RESIL_API resil_err resil_cache_put(
     resil_cache *c, const resil_args *args, const resil_value *value);
 
 /*
- * Look args up. On a hit with age <= max_age, *out gets a copy of the
- * value (a null value for the NULL sentinel; allocated through the
- * cache's allocator, free it with resil_value_free()) and *age, if not
+ * Look args up. On a hit with age <= max_age, *out gets the value (a null
+ * value for the NULL sentinel) and *age, if not
  * NULL, the ticks since it was stored (0 if the clock went backwards); the
  * entry's reference bit is set (the order of entries does not change). A
  * stale entry is removed (under the shard's lock).
+ *
+ * A string, bytes or JSON value is not copied: *out points at the
+ * entry's own bytes (NUL-terminated, read-only: never write through
+ * out->u.s.ptr) and holds a reference on the entry, so the bytes stay
+ * valid and unchanged until resil_value_free(out), also after the key is
+ * replaced, evicted or removed and after resil_cache_free(); the free
+ * gives the entry's memory back (through the cache's allocator, whose
+ * ctx must therefore outlive such values too) once the cache and every
+ * such value are done with it. resil_value_copy() of it
+ * makes a copy of the caller's own. A scalar is copied; an opaque value is
+ * copied through its ops. Hits on one entry from many threads each
+ * add and drop one reference on it.
  *
  * Returns RESIL_OK on a hit; RESIL_E_NOTFOUND on a miss or a stale entry
  * (*out untouched); RESIL_E_INVAL for a NULL argument; RESIL_E_NOMEM.

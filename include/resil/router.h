@@ -81,9 +81,12 @@ RESIL_API const char *resil_zone_mode_name(resil_zone_mode m);
 typedef struct resil_condition resil_condition;
 
 /*
- * Parse one condition rule. On error, RESIL_E_INVAL with the column
- * (1-based, in text) in *diag: `condition "method = => x" at column 10:
- * expected a value after '='`. The caller frees *out with
+ * Parse one condition rule. text and *alloc (NULL: malloc() and free())
+ * are copied: both may live on the stack; the allocator's ctx must
+ * outlive the rule (a rule given to resil_selector_set_conditions() lives
+ * as long as the selector keeps it). On error, RESIL_E_INVAL with the
+ * column (1-based, in text) in *diag: `condition "method = => x" at
+ * column 10: expected a value after '='`. The caller frees *out with
  * resil_condition_free(). RESIL_E_NOMEM.
  */
 RESIL_API resil_err resil_condition_parse(resil_condition **out,

@@ -26,7 +26,8 @@
  * Providers with enabled=false or disabled=true, of another group or
  * version, of another category or interface, and empty:// placeholders
  * are not candidates; mock:// providers become mock endpoints; a
- * malformed URL or an unknown protocol is left out with an event. Two
+ * malformed URL, an unknown protocol or parameters the directory refuses
+ * (an empty name) is left out with an event, the rest is pushed. Two
  * providers at one address: the one with the newer timestamp stays.
  * docs/registry-zookeeper.md has the whole mapping.
  *
@@ -191,13 +192,13 @@ RESIL_API resil_err resil_source_config_validate(
 /*
  * Create a source and subscribe. *cfg and its strings are copied; the
  * directory, the selector, the listener's ctx, the allocator's and the
- * clocks' must outlive the source, and *cfg->alloc itself (when not NULL)
- * the selector: the registry's condition rules the selector gets (and
- * frees) are allocated with it. When cfg->file names a readable cache
- * file with the service's lists, they are pushed before this returns
- * (CACHE_LOADED). The registry is reached in the background: a registry
- * that is down is no error (DISCONNECTED events follow, the source keeps
- * trying). Free it with resil_source_free(). Returns RESIL_OK,
+ * clocks' must outlive the source (*cfg->alloc itself may live on the
+ * stack: the registry's condition rules the selector gets, and frees,
+ * are allocated with the selector's allocator). When cfg->file names a
+ * readable cache file with the service's lists, they are pushed before
+ * this returns (CACHE_LOADED). The registry is reached in the
+ * background: a registry that is down is no error (DISCONNECTED events
+ * follow, the source keeps trying). Free it with resil_source_free(). Returns RESIL_OK,
  * RESIL_E_INVAL (message in *diag) or RESIL_E_NOMEM; *out is unchanged on
  * error.
  */
