@@ -6,6 +6,21 @@
  * pipeline/success passes a method handle to the blocking driver;
  * pipeline/async_success steps the call machine by hand with the same
  * handle; pipeline/success_by_name names the method per call.
+ *
+ * Issue 39's rows, what users run:
+ *   pipeline/success_seed   the seeds' configuration: a timeout, a count
+ *                           window with a slow-call rate, retry, the cache
+ *                           recording every success (with an age limit), a
+ *                           `fail:` mock; manual clock.
+ *   pipeline/success_timed_sysclock  success_timed on the default system
+ *                           clock (ns: compare with success_timed plus two
+ *                           baseline/clock_monotonic).
+ *   pipeline/success_timed_tsc  the same on resil_clock_fast() (the TSC
+ *                           where it is invariant, docs/clock.md).
+ *   pipeline/async_success_timed  the call machine stepped by hand with a
+ *                           timeout (success_timed's configuration).
+ *   pipeline/cache_answer   the breaker forced OPEN: every call is refused
+ *                           and the cache answers with its age.
  */
 #include <stdlib.h>
 
@@ -39,8 +54,10 @@ never(void *ctx, const resil_args *args, const resil_failure *f,
 	return RESIL_FALLBACK_PASS;
 }
 
+enum { CLK_MANUAL = 0, CLK_SYSTEM = 1, CLK_FAST = 2 };
+
 static void *
-setup(int cached, int timed)
+setup_on(int cached, int timed, int clk, const char *mock)
 {
 	pb *x = calloc(1, sizeof(*x));
 	resil_pipeline_config cfg;
@@ -48,16 +65,25 @@ setup(int cached, int timed)
 	resil_manual_clock_init(&x->mc, 1);
 	resil_pipeline_config_init(&cfg);
 	cfg.service = "StockService";
-	cfg.clock = resil_manual_clock_hook(&x->mc);
+	cfg.clock = clk == CLK_MANUAL ? resil_manual_clock_hook(&x->mc)
+	    : clk == CLK_FAST         ? resil_clock_fast()
+	                              : NULL;
+	cfg.mock = mock;
 	cfg.breaker_enabled = 1;
 	cfg.breaker.window_size = 100;
 	cfg.retry_enabled = 1;
 	cfg.retry.max_attempts = 3;
 	cfg.cache_enabled = cached;
+	if (cached)
+		cfg.cache.max_age = 60 * RESIL_NS_PER_SEC;
 	if (timed) {
-		cfg.breaker.slow_threshold_ns = 1000;
+		/* On the manual clock every call takes 0 ticks; on a system
+		 * clock the thresholds are Dubbo's default timeout and half
+		 * of it, far above the call's few ns. */
+		cfg.breaker.slow_threshold_ns =
+		    clk == CLK_MANUAL ? 1000 : 500 * RESIL_NS_PER_MS;
 		cfg.breaker.slow_rate_pct = 80;
-		cfg.timeout_ns = 1000;
+		cfg.timeout_ns = clk == CLK_MANUAL ? 1000 : RESIL_NS_PER_SEC;
 	}
 	if (resil_pipeline_new(&x->p, &cfg, NULL) != RESIL_OK)
 		abort();
@@ -68,9 +94,53 @@ setup(int cached, int timed)
 }
 
 static void *
+setup(int cached, int timed)
+{
+	return setup_on(cached, timed, CLK_MANUAL, NULL);
+}
+
+static void *
 setup_success(void)
 {
 	return setup(0, 0);
+}
+
+static void *
+setup_seed(void)
+{
+	return setup_on(1, 1, CLK_MANUAL, "fail:return null");
+}
+
+static void *
+setup_timed_sysclock(void)
+{
+	return setup_on(0, 1, CLK_SYSTEM, NULL);
+}
+
+static void *
+setup_timed_fast(void)
+{
+	return setup_on(0, 1, CLK_FAST, NULL);
+}
+
+/* The seeds' configuration, one success recorded in the cache, then the
+ * breaker forced OPEN: every call is refused and the cache answers. */
+static void *
+setup_cache_answer(void)
+{
+	pb *x = setup_seed();
+	resil_args args = { "getStock", "12345678", 8 };
+	resil_result r;
+
+	if (resil_pipeline_call_method(
+	        x->p, x->m, &args, user_fn, NULL, &r) != RESIL_OK)
+		abort();
+	resil_result_free(&r);
+	resil_manual_clock_advance(&x->mc, RESIL_NS_PER_SEC);
+	if (resil_breaker_force_open(resil_pipeline_breaker(x->p, "getStock")) !=
+	    RESIL_OK)
+		abort();
+	return x;
 }
 
 static void *
@@ -107,6 +177,25 @@ run(void *ctx, uint64_t iters)
 		if (resil_pipeline_call_method(
 		        x->p, x->m, &args, user_fn, NULL, &r) == RESIL_OK)
 			n += (uint64_t)r.value.u.i;
+		resil_result_free(&r);
+	}
+	return n;
+}
+
+/* The cache answers (with its age): the sum of the ages read. */
+static uint64_t
+run_cache_answer(void *ctx, uint64_t iters)
+{
+	pb *x = ctx;
+	resil_args args = { "getStock", "12345678", 8 };
+	resil_result r;
+	uint64_t i, n = 0;
+
+	for (i = 0; i < iters; i++) {
+		if (resil_pipeline_call_method(
+		        x->p, x->m, &args, user_fn, NULL, &r) == RESIL_OK &&
+		    r.source == RESIL_SOURCE_CACHE)
+			n += r.age + (uint64_t)r.value.u.i;
 		resil_result_free(&r);
 	}
 	return n;
@@ -166,5 +255,12 @@ const resil_bench resil_bench_pipeline[] = {
 	{ "pipeline/success_by_name", setup_success, run_by_name, teardown },
 	{ "pipeline/success_cached", setup_cached, run, teardown },
 	{ "pipeline/success_timed", setup_timed, run, teardown },
+	{ "pipeline/success_seed", setup_seed, run, teardown },
+	{ "pipeline/success_timed_sysclock", setup_timed_sysclock, run,
+	    teardown },
+	{ "pipeline/success_timed_tsc", setup_timed_fast, run, teardown },
+	{ "pipeline/async_success_timed", setup_timed, run_async, teardown },
+	{ "pipeline/cache_answer", setup_cache_answer, run_cache_answer,
+	    teardown },
 	{ NULL, NULL, NULL, NULL },
 };

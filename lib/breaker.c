@@ -50,6 +50,7 @@
 #define FAST_CONSEC 1u
 #define FAST_COUNT 2u
 #define FAST_WINDOW 3u /* no timing: straight to window_record() */
+#define FAST_TIME 4u   /* a time window alone: time_success() */
 
 /* The breaker whose listener this thread is running, if any: a listener
  * that calls back into its own breaker in a way that would wait for the
@@ -104,6 +105,7 @@ handle_new(
 	b->cfg.alloc = &b->alloc;
 	b->clock = cfg->clock != NULL ? *cfg->clock : *resil_clock_system();
 	b->cfg.clock = &b->clock;
+	b->coarse = b->clock.coarse != NULL ? b->clock.coarse : b->clock.now;
 	*out = b;
 	return RESIL_OK;
 }
@@ -135,17 +137,29 @@ handle_bind(resil_breaker *b, struct bstate *st, bool init)
 	else if (!b->timing && b->slots != NULL &&
 	    cfg->consecutive_failures == 0)
 		b->fast = FAST_COUNT;
+	else if (!b->timing && b->buckets != NULL &&
+	    cfg->consecutive_failures == 0 && !b->shared &&
+	    cfg->bucket_ns > 1)
+		b->fast = FAST_TIME;
 	else if (!b->timing)
 		b->fast = FAST_WINDOW;
 	b->streak = b->fast == FAST_CONSEC ? &st->consecutive
 	    : b->fast == FAST_COUNT        ? &st->win_bad
 	                                   : &never_zero;
+	/* As streak, were there no timing: a success the caller timed
+	 * tests its duration against slow_ns itself. */
+	b->tstreak = !b->rate_triggers ? &st->consecutive
+	    : b->slots != NULL && cfg->consecutive_failures == 0
+	    ? &st->win_bad
+	    : &never_zero;
+	b->slow_ns = b->timing ? cfg->slow_threshold_ns : UINT64_MAX;
 	if (init) {
 		b->st->word = w_make(RESIL_BREAKER_CLOSED, 0, 0);
 		/* Every slot of an empty count window is "not a success". */
 		b->st->win_bad = b->slots != NULL ? cfg->window_size : 0;
 		b->st->since = now_coarse(b);
 		b->st->wait = cfg->open_wait_ns;
+		b->st->until = sat_add(b->st->since, b->st->wait);
 	}
 	resil__fence();
 }
@@ -577,6 +591,8 @@ finish(resil_breaker *b, resil_breaker_state from, resil_breaker_state to,
 		break;
 	}
 tell:
+	resil__store64(&st->until,
+	    sat_add(resil__load64(&st->since), resil__load64(&st->wait)));
 	if (b->shared) {
 		/* Every process's listener hears it, in order: from the ring,
 		 * after the publication (a listener never runs while this
@@ -776,6 +792,64 @@ acquire_slow(resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
 	}
 }
 
+/* An acquire that is not an untimed CLOSED grant: an OPEN breaker whose
+ * wait is not over rejects here, with as little as the CLOSED grant does
+ * (issue 39: an OPEN rejection costs no more than a CLOSED success); a
+ * FORCED_OPEN one too. Everything else goes to acquire_slow(). */
+/* This thread's lifetime-success offset (lib/breaker_fast.h), found. */
+static RESIL__NOINLINE uintptr_t
+success_offset(void)
+{
+	uintptr_t off = offsetof(struct bstate, stripes) +
+	    resil__thread_stripe(NSTRIPES) * sizeof(stripe) +
+	    offsetof(stripe, successes) + 1;
+
+	resil__breaker_success_at = off;
+	return off;
+}
+
+/* Count a rejection on this thread's stripe: through the offset the
+ * success fast path keeps (lib/breaker_fast.h) once it is known. */
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline void
+count_rejection(struct bstate *st)
+{
+	uintptr_t off = resil__breaker_success_at;
+
+	if (RESIL__UNLIKELY(off == 0))
+		off = success_offset();
+	resil__inc64((uint64_t *)(void *)((char *)st + off - 1 +
+	    (offsetof(stripe, rejections) - offsetof(stripe, successes))));
+}
+
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline resil_err
+acquire_other(resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
+{
+	uint64_t w = resil__load64(&b->st->word) & (W_STATE_MASK | W_TRANSIT);
+	uint64_t now, deadline;
+	struct bstate *st;
+
+	if (RESIL__LIKELY(w == RESIL_BREAKER_OPEN)) {
+		now = now_coarse(b);
+		st = b->st; /* read once after the call */
+		deadline = resil__load64(&st->until);
+		if (RESIL__LIKELY(now < deadline)) {
+			count_rejection(st);
+			if (retry_after != NULL)
+				*retry_after = deadline - now;
+			return RESIL_E_OPEN;
+		}
+	} else if (w == RESIL_BREAKER_FORCED_OPEN) {
+		return reject(b, retry_after, UINT64_MAX);
+	}
+	return acquire_slow(b, permit, retry_after);
+}
+
 /* acquire_shared() when there is something to hear: hear it, then
  * decide on the state now. */
 static RESIL__NOINLINE resil_err
@@ -809,8 +883,22 @@ acquire_shared(resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
 	return acquire_slow(b, permit, retry_after);
 }
 
+/* acquire_other() without the time left to report (resil_breaker_acquire),
+ * and with it. */
+static RESIL__NOINLINE resil_err
+acquire_other_nr(resil_breaker *b, resil_permit *permit)
+{
+	return acquire_other(b, permit, NULL);
+}
+
+static RESIL__NOINLINE resil_err
+acquire_other_ra(resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
+{
+	return acquire_other(b, permit, retry_after);
+}
+
 /* The hot path, CLOSED without timing: small enough to need no saved
- * registers; everything else goes to acquire_slow() (a shared breaker's
+ * registers; everything else goes to acquire_other() (a shared breaker's
  * to acquire_shared()). */
 #if defined(__GNUC__)
 __attribute__((always_inline))
@@ -834,7 +922,9 @@ acquire_fast(resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
 	}
 	if (RESIL__UNLIKELY(b->shared))
 		return acquire_shared(b, permit, retry_after);
-	return acquire_slow(b, permit, retry_after);
+	if (retry_after == NULL)
+		return acquire_other_nr(b, permit);
+	return acquire_other_ra(b, permit, retry_after);
 }
 
 resil_err
@@ -1146,6 +1236,76 @@ record_window_success(resil_breaker *b, resil_permit *permit, uint64_t w)
 	return window_record(b, my_stripe(b), w, false, false);
 }
 
+/*
+ * A success in a time window (FAST_TIME, the permit checked against the
+ * CLOSED word w, which it holds): when the bucket of now is this stripe's current one (no
+ * rollover), the add is the announcement, one add to the bucket's calls
+ * and to the lifetime count, and the withdrawal; the trip rule runs only
+ * where window_add() would run it (the bucket holds no more than
+ * min_calls). Anything else goes through window_record().
+ */
+/* time_success()'s trip rule: the window may have reached min_calls. */
+static RESIL__NOINLINE resil_err
+time_evaluate(resil_breaker *b, uint64_t w)
+{
+	rate_evaluate(b, w, now_coarse(b));
+	return RESIL_OK;
+}
+
+/* time_success() on a thread whose success offset is not known yet. */
+static RESIL__NOINLINE resil_err
+time_success_first(resil_breaker *b, resil_permit *permit, uint64_t w)
+{
+	(void)success_offset();
+	return record_window_success(b, permit, w);
+}
+
+static RESIL__NOINLINE resil_err
+time_success(resil_breaker *b, resil_permit *permit)
+{
+	/* Only the arguments live across the clock's call: the rest ends in
+	 * returns and tail calls. The word is the permit's (the caller
+	 * found them equal). */
+	uint64_t now = now_coarse(b), w = permit->start;
+	struct bstate *st = b->st;
+	/* bucket_index() without its cap at the clock's last tick: with
+	 * buckets of 2 ticks or more (FAST_TIME) idx + 1 is never 0, and an
+	 * index one past the general path's finds no bucket of that epoch
+	 * (the general path then decides). */
+	uint64_t idx = now / b->cfg.bucket_ns, calls;
+	uint64_t *a, *succ;
+	uintptr_t off = resil__breaker_success_at, s;
+	bucket *bk;
+
+	/* The thread's stripe from its success offset (a TLS load; no call
+	 * that returns, so no registers to save). */
+	if (RESIL__UNLIKELY(off == 0))
+		return time_success_first(b, permit, w);
+	s = (off - 1 - offsetof(struct bstate, stripes) -
+	        offsetof(stripe, successes)) /
+	    sizeof(stripe);
+	succ = (uint64_t *)(void *)((char *)st + off - 1);
+	bk = &b->buckets[s * b->stride + idx % b->cfg.window_size];
+	if (RESIL__UNLIKELY(resil__load64(&bk->epoch) != idx + 1))
+		return record_window_success(b, permit, w);
+	a = (uint64_t *)(void *)((char *)succ +
+	        (offsetof(stripe, active) - offsetof(stripe, successes))) +
+	    (w_episode(w) & 1);
+	resil__inc64(a);
+	if (RESIL__UNLIKELY(resil__load64_after_rmw(&st->word) != w)) {
+		/* A transition began: the general path decides (stale). */
+		resil__dec64(a);
+		return record_window_success(b, permit, w);
+	}
+	permit->flags = 0;
+	calls = resil__faa64(&bk->calls, 1); /* the count before this one */
+	resil__inc64(succ);
+	resil__dec64(a); /* withdraw */
+	if (RESIL__UNLIKELY(calls < b->min_calls))
+		return time_evaluate(b, w);
+	return RESIL_OK;
+}
+
 /* A thread's first fast success: find its counter, then count. */
 static RESIL__NOINLINE resil_err
 count_first_success(struct bstate *st)
@@ -1168,6 +1328,11 @@ resil__breaker_fast_refs(const resil_breaker *b, resil__bfast *f)
 	f->acq_word = b->acq_word;
 	f->st = b->st;
 	f->streak = b->shared ? &never_zero : b->streak;
+	/* A shared breaker's acquire first hears other processes'
+	 * transitions (acquire_shared()): no grant on its word. */
+	f->word = b->shared ? b->acq_word : &b->st->word;
+	f->tstreak = b->shared ? &never_zero : b->tstreak;
+	f->slow_ns = b->slow_ns;
 }
 
 resil_err
@@ -1201,6 +1366,8 @@ resil_breaker_record(
 		 * success takes effect at the win_bad reading, before it. */
 		if (RESIL__LIKELY(resil__load64(b->streak) == 0))
 			goto nothing_changes;
+		if (b->fast == FAST_TIME)
+			return time_success(b, permit);
 		if (b->fast >= FAST_COUNT)
 			return record_window_success(b, permit, w);
 	}
@@ -1214,10 +1381,27 @@ nothing_changes:
 	return RESIL_OK;
 }
 
+/* A success the caller timed, as resil_breaker_record()'s hot path: a
+ * plain permit of this CLOSED episode, not slow, nothing it would end
+ * (tstreak, the streak without timing, is 0): only the lifetime count. */
 resil_err
 resil_breaker_record_duration(resil_breaker *b, resil_permit *permit,
     resil_outcome outcome, uint64_t duration)
 {
+	uintptr_t off;
+
+	if (RESIL__LIKELY(b != NULL && permit != NULL &&
+	        outcome == RESIL_OUTCOME_SUCCESS &&
+	        permit->flags == PERMIT_VALID && duration <= b->slow_ns &&
+	        permit->start == resil__load64(&b->st->word) &&
+	        !b->shared && resil__load64(b->tstreak) == 0)) {
+		permit->flags = 0;
+		off = resil__breaker_success_at;
+		if (RESIL__UNLIKELY(off == 0))
+			return count_first_success(b->st);
+		resil__inc64((uint64_t *)(void *)((char *)b->st + off - 1));
+		return RESIL_OK;
+	}
 	return record_impl(b, permit, outcome, true, duration);
 }
 

@@ -44,6 +44,13 @@ typedef struct resil__bfast {
 	const uint64_t *acq_word;
 	struct bstate *st;
 	const uint64_t *streak;
+	/* For a caller that measures each call's duration itself (a timed
+	 * call): the state word (also for a breaker with slow-call timing,
+	 * whose acq_word never grants), the streak word its success tests,
+	 * and the slow-call threshold (UINT64_MAX: none). */
+	const uint64_t *word;
+	const uint64_t *tstreak;
+	uint64_t slow_ns;
 } resil__bfast;
 
 void resil__breaker_fast_refs(const resil_breaker *b, resil__bfast *f);
@@ -106,6 +113,29 @@ resil__breaker_granted_success_fast(
 		if (RESIL__UNLIKELY(off == 0))
 			return false;
 		resil__inc64((uint64_t *)(void *)((char *)st + off - 1));
+		return true;
+	}
+	return false;
+}
+
+/* A success of duration dur (measured by the caller) under a permit that
+ * resil__breaker_grant_fast(f->word, ...) granted under the word start:
+ * not slow, the permit's own CLOSED episode, nothing the success would
+ * end (the caller spends the permit itself). Else the caller records it
+ * with resil_breaker_record_duration(). */
+static inline bool
+resil__breaker_timed_success_fast(
+    const resil__bfast *f, uint64_t start, uint64_t dur)
+{
+	uintptr_t off;
+
+	if (RESIL__LIKELY(dur <= f->slow_ns &&
+	        start == resil__load64((const uint64_t *)(const void *)f->st) &&
+	        resil__load64(f->tstreak) == 0)) {
+		off = resil__breaker_success_at;
+		if (RESIL__UNLIKELY(off == 0))
+			return false;
+		resil__inc64((uint64_t *)(void *)((char *)f->st + off - 1));
 		return true;
 	}
 	return false;

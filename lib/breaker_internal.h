@@ -98,7 +98,10 @@ struct bstate {
 	 * tripped it; 1, the probes of the HALF_OPEN episode that reopened
 	 * it. Written by the transition's owner. */
 	uint64_t open_shows_probes;
-	uint64_t pad1[4];
+	/* since + wait (saturated), written with them by a transition's
+	 * owner: where an OPEN wait ends, in one load (acquire_other()). */
+	uint64_t until;
+	uint64_t pad1[3];
 	uint64_t consecutive;
 	uint64_t pad2[7];
 	uint64_t head; /* count window: outcomes ever added since reset */
@@ -137,14 +140,17 @@ struct resil_breaker {
 	resil_breaker_config cfg;
 	resil_allocator alloc;
 	resil_clock clock;
+	uint64_t (*coarse)(void *ctx); /* clock.coarse, else clock.now */
 	size_t alloc_size;
 	uint32_t min_calls; /* capped at a count window's size */
 	bool timing;        /* slow-call detection needs durations */
 	bool rate_triggers; /* a failure or slow rate is configured */
 	/* Which success needs no announcement (record's fast path):
 	 * FAST_CONSEC, the consecutive trigger alone, without timing;
-	 * FAST_COUNT, a count window alone, without timing; FAST_WINDOW,
-	 * any other window without timing; else 0. */
+	 * FAST_COUNT, a count window alone, without timing; FAST_TIME, a
+	 * time window alone, without timing (its own success path,
+	 * time_success()); FAST_WINDOW, any other window without timing;
+	 * else 0. */
 	uint8_t fast;
 	void *mem; /* the allocation; st is aligned inside it */
 	struct bstate *st;
@@ -156,6 +162,13 @@ struct resil_breaker {
 	 * FAST_COUNT, &st->win_bad (a window full of successes: one more
 	 * changes nothing); other modes, never_zero. */
 	const uint64_t *streak;
+	/* The same word for a success whose duration the caller measured
+	 * (resil_breaker_record_duration(), a pipeline's timed call): the
+	 * streak this breaker would have without timing; such a success
+	 * changes nothing when its duration is <= slow_ns too (the
+	 * threshold; UINT64_MAX without timing). */
+	const uint64_t *tstreak;
+	uint64_t slow_ns;
 	uint8_t *slots;
 	/* TIME: NSTRIPES arrays of window_size buckets, stride apart (a
 	 * whole number of cache lines), so threads on different stripes
@@ -218,9 +231,7 @@ sat_add(uint64_t a, uint64_t b)
 static inline uint64_t
 now_coarse(const resil_breaker *b)
 {
-	if (b->clock.coarse != NULL)
-		return b->clock.coarse(b->clock.ctx);
-	return b->clock.now(b->clock.ctx);
+	return b->coarse(b->clock.ctx);
 }
 
 static inline uint64_t

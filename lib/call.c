@@ -7,6 +7,12 @@
 
 #include "call_machine.h"
 
+/* The simple phase of a timed call (SIMPLE_TIMED): CALL_SIMPLE's, with
+ * slot 0's start and its report answered by simple_answered_timed(). A
+ * magic of its own keeps the untimed report's test one compare. */
+#define CALL_SIMPLE_T (CALL_TAG | 0x85u)
+#define IS_SIMPLE(magic) ((magic) == CALL_SIMPLE || (magic) == CALL_SIMPLE_T)
+
 #if defined(__GNUC__)
 #define CALL_NOINLINE __attribute__((noinline))
 #define CALL_INLINE __attribute__((always_inline)) inline
@@ -62,6 +68,22 @@ simple_start(callm *c, resil_pipeline *p, unsigned gs, bool own,
 	return 1;
 }
 
+/* The same for a timed method (SIMPLE_PHASE_T): slot 0's start is now,
+ * the attempt's deadline now + timeout. Its acq_word is the state word
+ * whatever the breaker's timing: it measures its duration itself
+ * (decide_start()). */
+static int
+simple_start_timed(callm *c, resil_pipeline *p, unsigned gs, bool own,
+    const method *m, uint64_t now, resil_call_next *step)
+{
+	if (!simple_start(c, p, gs, own, m, step))
+		return 0;
+	c->magic = CALL_SIMPLE_T;
+	c->slots[0].start = now;
+	step->deadline = sat_add(now, m->timeout);
+	return 1;
+}
+
 /* The simple phase's call as the machine's after launch_first_simple(). */
 static CALL_NOINLINE void
 to_machine(callm *c)
@@ -69,11 +91,13 @@ to_machine(callm *c)
 	slot *s = &c->slots[0];
 
 	minit(c, c->p, c->g, c->gst, c->m, c->args, c->out);
+	mock_mark(c);
 	c->gref = 1;
 	resil__result_clear(c->out);
 	s->has_permit = c->breaker != NULL;
 	s->has_bh = 0;
 	s->chaos = 0;
+	c->launched = s->start; /* a timed call's (simple_start()) */
 	c->running = 1;
 	s->id = c->issued = 1;
 	c->attempts = 1;
@@ -99,15 +123,19 @@ simple_answer(callm *c, resil_result *out, resil_value *value, int bstate)
 /* Attempt 1 of a simple-phase call answered a success (rc 0), the
  * breaker's fast path not taking it: its record says. */
 static CALL_NOINLINE void
-simple_answered_slow(callm *c, resil_value *value)
+simple_answered_slow(callm *c, resil_value *value, uint64_t dur)
 {
 	const method *m = c->m;
 	int bstate = -1;
 
 	if (m->run_breaker != NULL) {
 		resil__tls_method = c->args->method;
-		resil_breaker_record(m->run_breaker, &c->slots[0].permit,
-		    RESIL_OUTCOME_SUCCESS);
+		if (m->simple & SIMPLE_TIMED)
+			resil_breaker_record_duration(m->run_breaker,
+			    &c->slots[0].permit, RESIL_OUTCOME_SUCCESS, dur);
+		else
+			resil_breaker_record(m->run_breaker,
+			    &c->slots[0].permit, RESIL_OUTCOME_SUCCESS);
 		bstate = (int)resil_breaker_get_state(m->run_breaker);
 		resil__tls_method = NULL;
 	}
@@ -128,12 +156,44 @@ simple_answered(callm *c, resil_value *value)
 		if (RESIL__UNLIKELY(
 		        !resil__breaker_granted_success_fast(m->run_bf.st,
 		            m->run_bf.streak, c->slots[0].permit.start))) {
-			simple_answered_slow(c, value);
+			simple_answered_slow(c, value, 0);
 			return;
 		}
 		bstate = (int)RESIL_BREAKER_CLOSED;
 	}
 	simple_answer(c, c->out, value, bstate);
+}
+
+static CALL_NOINLINE resil_err machine_report(
+    callm *c, uint32_t attempt, int rc, resil_value *value, uint64_t now);
+
+/* The same for a timed call (SIMPLE_TIMED), answered at now: late (its
+ * duration reaches timeout + late_edge, as complete() decides) it goes to
+ * the machine; in time, its duration goes to the latency histogram and
+ * to the breaker, whose fast path takes a success that is not slow. */
+static CALL_NOINLINE resil_err
+simple_answered_timed(callm *c, resil_value *value, uint64_t now)
+{
+	const method *m = c->m;
+	uint64_t start = c->slots[0].start;
+	uint64_t dur = now > start ? now - start : 0;
+	int bstate = -1;
+
+	if (RESIL__UNLIKELY(dur >= sat_add(m->timeout, c->p->late_edge))) {
+		to_machine(c); /* the machine's complete() times it out */
+		return machine_report(c, 1, 0, value, now);
+	}
+	count_latency(c->p, c->gst, false, dur);
+	if (m->run_breaker != NULL) {
+		if (RESIL__UNLIKELY(!resil__breaker_timed_success_fast(
+		        &m->run_bf, c->slots[0].permit.start, dur))) {
+			simple_answered_slow(c, value, dur);
+			return RESIL_OK;
+		}
+		bstate = (int)RESIL_BREAKER_CLOSED;
+	}
+	simple_answer(c, c->out, value, bstate);
+	return RESIL_OK;
 }
 
 /* The step after a simple-phase success: the call is over. */
@@ -203,6 +263,17 @@ machine_start(callm *c, uint64_t now, resil_call_next *step)
 	return RESIL_OK;
 }
 
+/* A start the untimed simple phase did not take: the timed one, or the
+ * machine. */
+static CALL_NOINLINE resil_err
+start_other(callm *c, bool own, uint64_t now, resil_call_next *step)
+{
+	if (inline_first_ok(c->g, c->m, SIMPLE_PHASE_T) &&
+	    simple_start_timed(c, c->p, c->gst, own, c->m, now, step))
+		return RESIL_OK;
+	return machine_start(c, now, step);
+}
+
 /* A start with its settings held (count on stripe gs, which this thread
  * owns when own; a constant at each caller): the call's fields, then the
  * simple phase or the machine. c->inv is written for the machine only:
@@ -223,7 +294,7 @@ start_held(callm *c, resil_pipeline *p, settings *g, unsigned gs, bool own,
 	if (RESIL__UNLIKELY(!inline_first_ok(g, mm, SIMPLE_PHASE) ||
 	        !simple_start(c, p, gs, own, mm, step))) {
 		c->inv = inv;
-		return machine_start(c, now, step);
+		return start_other(c, own, now, step);
 	}
 	return RESIL_OK;
 }
@@ -306,7 +377,7 @@ machine_step(callm *c, uint64_t now, resil_call_next *step)
 {
 	tsrc ts = tgiven(now);
 
-	if (c->magic == CALL_SIMPLE)
+	if (IS_SIMPLE(c->magic))
 		to_machine(c);
 	if (RESIL__UNLIKELY(c->magic != CALL_LIVE) && c->magic != CALL_CLUSTER)
 		return RESIL_E_MISUSE;
@@ -340,7 +411,7 @@ machine_report(
 	tsrc ts = tgiven(now);
 	resil_err err;
 
-	if (c->magic == CALL_SIMPLE)
+	if (IS_SIMPLE(c->magic))
 		to_machine(c);
 	else if (c->magic == CALL_ANSWERED)
 		return RESIL_E_MISUSE; /* attempt 1 has answered */
@@ -362,6 +433,17 @@ machine_report(
 	return err;
 }
 
+/* A report the untimed simple phase does not take: a timed call's
+ * success, or the machine's. */
+static CALL_NOINLINE resil_err
+report_other(
+    callm *c, uint32_t attempt, int rc, resil_value *value, uint64_t now)
+{
+	if (c->magic == CALL_SIMPLE_T && attempt == 1 && rc == 0)
+		return simple_answered_timed(c, value, now);
+	return machine_report(c, attempt, rc, value, now);
+}
+
 resil_err
 resil_call_report(resil_call *call, uint32_t attempt, int rc,
     resil_value *value, uint64_t now)
@@ -375,7 +457,7 @@ resil_call_report(resil_call *call, uint32_t attempt, int rc,
 		simple_answered(c, value);
 		return RESIL_OK;
 	}
-	return machine_report(c, attempt, rc, value, now);
+	return report_other(c, attempt, rc, value, now);
 }
 
 resil_err
@@ -387,7 +469,7 @@ resil_call_cancel(resil_call *call, uint64_t now)
 	(void)now;
 	if (call == NULL)
 		return RESIL_E_INVAL;
-	if (c->magic == CALL_SIMPLE) {
+	if (IS_SIMPLE(c->magic)) {
 		to_machine(c);
 	} else if (c->magic == CALL_ANSWERED) {
 		/* As the machine with attempt 1's success pending: its value
@@ -426,7 +508,7 @@ resil_call_outstanding(const resil_call *call)
 	if (call == NULL ||
 	    (c->magic != CALL_LIVE && c->magic != CALL_DONE &&
 	        c->magic != CALL_CANCELLED && c->magic != CALL_CLUSTER &&
-	        c->magic != CALL_SIMPLE && c->magic != CALL_ANSWERED))
+	        !IS_SIMPLE(c->magic) && c->magic != CALL_ANSWERED))
 		return 0;
 	for (i = 0; i < RESIL_CALL_MAX_INFLIGHT; i++)
 		n += (((c->running & (uint8_t)~c->delayed) | c->abandoned) >>

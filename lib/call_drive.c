@@ -97,6 +97,7 @@ drive_refused(resil_pipeline *p, settings *g, unsigned gs, const method *m,
 	tlazy(&ts, p);
 	resil__result_clear(out);
 	minit(&c, p, g, gs, m, args, out);
+	mock_mark(&c);
 	c.breaker_state = (int)resil_breaker_get_state(b);
 	rejected(&c, RESIL_E_OPEN);
 	resil__call_attend(&c, &ts, &st);
@@ -119,6 +120,7 @@ drive_failed(resil_pipeline *p, settings *g, unsigned gs, const method *m,
 	resil__tls_method = args->method;
 	tlazy(&ts, p);
 	minit(&c, p, g, gs, m, args, out);
+	mock_mark(&c);
 	c.value = out->value; /* the attempt's, moved to the call */
 	resil__result_clear(out);
 	if (b != NULL) {
@@ -173,6 +175,122 @@ drive_succeeded(resil_pipeline *p, settings *g, const method *m,
 	(void)p;
 }
 
+/* A timed inline attempt (drive_timed()) that did not succeed in time:
+ * the machine's state as its launch() of attempt 1 at t0 would have left
+ * it (slot 0 holding b's permit), its answer (the value in out->value,
+ * the code in out->rc) completed at t1 as complete() does it (lateness,
+ * the histogram, the breaker's record with the duration), then the
+ * machine goes on. */
+COLD static resil_err
+drive_timed_failed(resil_pipeline *p, settings *g, unsigned gs,
+    const method *m, const resil_args *args, resil_call_fn fn, void *ctx,
+    resil_result *out, const resil_permit *permit, uint64_t t0, uint64_t t1)
+{
+	callm c;
+	resil_call_next st;
+	tsrc ts = tgiven(t1);
+	slot *s = &c.slots[0];
+	int rc = out->rc;
+
+	resil__tls_method = args->method;
+	minit(&c, p, g, gs, m, args, out);
+	mock_mark(&c);
+	c.value = out->value; /* the attempt's, moved to the call */
+	resil__result_clear(out);
+	s->id = 1;
+	s->has_permit = m->run_breaker != NULL;
+	s->has_bh = 0;
+	s->chaos = 0;
+	s->start = c.launched = t0;
+	if (s->has_permit)
+		s->permit = *permit;
+	c.running = 1;
+	c.issued = 1;
+	c.attempts = 1;
+	complete(&c, 0, rc, &c.value, 0, &ts);
+	mstep(&c, &ts, 0, &st);
+	return drive_loop(&c, &ts, &st, fn, ctx, args, out);
+}
+
+/* A timed inline success past the breaker's fast path (or with a cache
+ * to fill): its record with the duration, the state after it, the
+ * cache. */
+COLD static void
+drive_timed_succeeded(settings *g, const method *m, const resil_args *args,
+    resil_result *out, resil_permit *permit, uint64_t dur)
+{
+	resil_breaker *b = m->run_breaker;
+
+	resil__tls_method = args->method;
+	if (b != NULL && permit->flags != 0) {
+		resil_breaker_record_duration(
+		    b, permit, RESIL_OUTCOME_SUCCESS, dur);
+		out->breaker_state = (int)resil_breaker_get_state(b);
+	}
+	if (g->cache != NULL)
+		resil_fallback_record(g->fb, args, &out->value);
+	resil__tls_method = NULL;
+}
+
+/*
+ * drive() for a method with a timeout (SIMPLE_TIMED, issue 39): the
+ * deadline and the duration from two clock reads (the start, the end),
+ * the breaker's grant on its state word whatever its timing (the
+ * duration is the call's), nothing formatted, copied or allocated on a
+ * success. An attempt whose duration reaches timeout + late_edge is late,
+ * exactly as complete() decides (docs/semantics.md); it, and every other
+ * answer that is not a success, goes to the machine in the state its own
+ * launch would have left (drive_timed_failed()).
+ */
+static NOINLINE resil_err
+drive_timed(resil_pipeline *p, settings *g, unsigned gs, bool own,
+    const method *m, const resil_args *args, resil_call_fn fn, void *ctx,
+    resil_result *out)
+{
+	resil_breaker *b = m->run_breaker;
+	resil_permit permit;
+	uint64_t t0, t1, dur;
+	resil_outcome o;
+	int rc;
+
+	resil__count_inc64(&p->stripes[gs].calls, own);
+	permit.flags = 0;
+	if (b != NULL &&
+	    RESIL__UNLIKELY(
+	        !resil__breaker_grant_fast(m->run_bf.acq_word, &permit)) &&
+	    drive_acquire(b, args, &permit) != RESIL_OK)
+		return drive_refused(p, g, gs, m, args, fn, ctx, out, b);
+	vnull(&out->value);
+	t0 = p->clock.now(p->clock.ctx);
+	resil__tls_deadline = sat_add(t0, m->timeout);
+	rc = fn(ctx, args, &out->value);
+	resil__tls_deadline = UINT64_MAX;
+	t1 = p->clock.now(p->clock.ctx);
+	dur = t1 > t0 ? t1 - t0 : 0;
+	out->rc = rc;
+	o = p->cls.fn == NULL || RESIL__UNLIKELY(rc == RESIL_RC_TIMEOUT)
+	    ? (rc == 0 ? RESIL_OUTCOME_SUCCESS : RESIL_OUTCOME_FAILURE)
+	    : resil_classify(&p->cls, rc, &out->value);
+	if (RESIL__UNLIKELY(o != RESIL_OUTCOME_SUCCESS ||
+	        dur >= sat_add(m->timeout, p->late_edge)))
+		return drive_timed_failed(
+		    p, g, gs, m, args, fn, ctx, out, &permit, t0, t1);
+	count_latency(p, gs, own, dur);
+	resil__result_answered(out, 1,
+	    b != NULL ? (int)RESIL_BREAKER_CLOSED : -1);
+	if (own)
+		resil__retry_count_first_own(m->run_first_own, gs);
+	else if (m->run_first != NULL)
+		resil__inc64(&m->run_first[(size_t)gs * RESIL__RETRY_STRIDE]);
+	if (b != NULL && RESIL__LIKELY(permit.flags == PERMIT_VALID) &&
+	    RESIL__LIKELY(resil__breaker_timed_success_fast(
+	        &m->run_bf, permit.start, dur)))
+		permit.flags = 0;
+	if (RESIL__UNLIKELY(permit.flags != 0 || g->cache != NULL))
+		drive_timed_succeeded(g, m, args, out, &permit, dur);
+	return RESIL_OK;
+}
+
 /*
  * The blocking driver. The machine's first step is inline when the
  * method is simple (no mock stage, no stage that needs the time, no
@@ -196,6 +314,8 @@ drive(resil_pipeline *p, settings *g, unsigned gs, bool own, const method *m,
 	/* Chaos switched off costs its flag test (issue 28). */
 	if (RESIL__UNLIKELY(!inline_first_ok(g, m, SIMPLE_INLINE)))
 		return drive_machine(p, g, gs, m, args, fn, ctx, out);
+	if (RESIL__UNLIKELY(m->simple & SIMPLE_TIMED))
+		return drive_timed(p, g, gs, own, m, args, fn, ctx, out);
 	resil__count_inc64(&p->stripes[gs].calls, own);
 	permit.flags = 0;
 	if (b != NULL &&

@@ -435,3 +435,19 @@ resil__call_report_any(
 	    ? resil__call_report_cl(c, id, rc, value, ts)
 	    : mreport(c, id, rc, value, ts);
 }
+
+void
+resil__call_mock_mark_slow(callm *c)
+{
+	const resil_mock_spec *spec;
+	resil_mock *mock;
+	unsigned tok;
+
+	mock = resil__mock_hold(c->p, c->g, &tok);
+	if (mock == NULL)
+		return;
+	if (resil_mock_lookup(mock, c->args->method, &spec) == RESIL_OK &&
+	    spec->action != RESIL_MOCK_NONE)
+		c->has_mock = 1;
+	mock_release(c->p, tok);
+}

@@ -31,6 +31,27 @@ int resil__call_free_slot(callm *c);
  * RUN or a WAIT for the held-back attempt). */
 int resil__call_chaos(callm *c, unsigned i, tsrc *ts, resil_call_next *st);
 
+/* latency_bucket() in a few instructions: the bit length of d, capped at
+ * the last bucket. */
+static inline unsigned
+lat_bucket(uint64_t d)
+{
+	unsigned b = d == 0 ? 0 : 64u - (unsigned)__builtin_clzll(d);
+
+	return b < RESIL_LATENCY_BUCKETS - 1 ? b : RESIL_LATENCY_BUCKETS - 1;
+}
+
+/* A timed attempt's duration in the stripe's latency histogram (on the
+ * stripe gs, unlocked when this thread owns it). */
+static inline void
+count_latency(resil_pipeline *p, unsigned gs, bool own, uint64_t dur)
+{
+	stripe *sp = &p->stripes[gs];
+
+	resil__count_inc64(&sp->latency[lat_bucket(dur)], own);
+	resil__count_inc64(&sp->latency_count, own);
+}
+
 HOT int
 free_slot(callm *c)
 {
@@ -224,7 +245,7 @@ complete(callm *c, unsigned i, int rc, resil_value *value, int late, tsrc *ts)
 		stripe *sp = my_stripe(p);
 
 		dur = t1 > s->start ? t1 - s->start : 0;
-		resil__inc64(&sp->latency[latency_bucket(dur)]);
+		resil__inc64(&sp->latency[lat_bucket(dur)]);
 		resil__inc64(&sp->latency_count);
 	} else if (RESIL__UNLIKELY(c->m->timed_bh)) {
 		uint64_t t1 = tnow(ts); /* the adaptive bulkhead's sample */
@@ -386,7 +407,8 @@ mstart(callm *c, resil_pipeline *p, settings *g, unsigned gs, const method *m,
 			run_begin(c, ts);
 		}
 	}
-	if (!(m->simple && (m->chaos == NULL || !resil__chaos_is_live(m->chaos))
+	if (!(m->simple && !(m->simple & SIMPLE_TIMED) &&
+	            (m->chaos == NULL || !resil__chaos_is_live(m->chaos))
 	            ? launch_first_simple(c, st)
 	            : launch(c, ts, st)))
 		resil__call_attend(c, ts, st);
@@ -395,14 +417,31 @@ mstart(callm *c, resil_pipeline *p, settings *g, unsigned gs, const method *m,
 
 /* A call of m may take the machine's first step without it (want
  * SIMPLE_INLINE: the blocking driver's inline step; SIMPLE_PHASE: the
- * call machine's simple phase): m's simple has that bit, no mock stage,
- * and its chaos (if any) switched off (issue 28: a flag test). */
+ * call machine's simple phase): m's simple has that bit, no mock that may
+ * force (a fail: mock acts only after a failure: resil__call_mock_mark()
+ * then), and its chaos (if any) switched off (issue 28: a flag test). */
 static inline int
 inline_first_ok(const settings *g, const method *m, int want)
 {
 	return (m->simple & want) &&
-	    resil__loadptr((void *const *)&g->mock) == NULL &&
+	    resil__load64(&g->mock_forces) == 0 &&
 	    (m->chaos == NULL || !resil__chaos_is_live(m->chaos));
+}
+
+/* A call that skipped the mock stage (its mock may not force) leaves
+ * the simple path: c->has_mock as mstart() would have set it (the
+ * fallback chain runs for a failure when the mock has a spec for it). */
+void resil__call_mock_mark_slow(callm *c);
+
+static inline void
+mock_mark(callm *c)
+{
+	/* has_mock only decides whether the chain runs: with a cache or a
+	 * handler it runs anyway (recover_failure()). */
+	if (RESIL__UNLIKELY(
+	        resil__loadptr((void *const *)&c->g->mock) != NULL) &&
+	    c->g->cache == NULL && c->p->handlers == 0)
+		resil__call_mock_mark_slow(c);
 }
 
 /* The slot of attempt id (running or abandoned), or -1. */

@@ -7,6 +7,8 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 #include "atomic.h"
@@ -65,6 +67,186 @@ const resil_clock *
 resil_clock_system(void)
 {
 	return &system_clock;
+}
+
+/* ---- the fast clock: the invariant TSC, calibrated (docs/clock.md) ---- */
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define HAVE_TSC 1
+__extension__ typedef unsigned __int128 u128;
+#else
+#define HAVE_TSC 0
+#endif
+
+/* Whether the TSC is used and its rate bound: written once under
+ * pthread_once, read only after it. */
+static int cal_on;
+static uint32_t cal_ppm;
+static pthread_once_t cal_once = PTHREAD_ONCE_INIT;
+
+#if HAVE_TSC
+/* The calibration: ns = base_ns + ((tsc - base_tsc) * mult) >> 32. */
+static struct {
+	uint64_t base_tsc;
+	uint64_t base_ns;
+	uint64_t mult; /* nanoseconds per tick, times 2^32 */
+} cal;
+
+/* rdtsc after every earlier instruction has completed (lfence), as the
+ * kernel's rdtsc_ordered(): a reading taken after an acquire is not
+ * moved before it, so happens-before orders the readings of two threads. */
+static inline uint64_t
+tsc_read(void)
+{
+	uint32_t lo, hi;
+
+	__asm__ volatile("lfence\n\trdtsc" : "=a"(lo), "=d"(hi)::"memory");
+	return ((uint64_t)hi << 32) | lo;
+}
+
+static uint64_t
+tsc_now(void *ctx)
+{
+	uint64_t d = tsc_read() - cal.base_tsc;
+
+	(void)ctx;
+	if (RESIL__UNLIKELY((int64_t)d < 0))
+		d = 0; /* a core a few ticks behind the calibrating one */
+	return cal.base_ns + (uint64_t)(((u128)d * cal.mult) >> 32);
+}
+
+/* Whether the word w stands alone in the line (blank-separated). */
+static int
+has_word(const char *line, const char *w)
+{
+	size_t n = strlen(w);
+	const char *p = line;
+
+	while ((p = strstr(p, w)) != NULL) {
+		if ((p == line || p[-1] == ' ' || p[-1] == '\t') &&
+		    (p[n] == ' ' || p[n] == '\n' || p[n] == '\0'))
+			return 1;
+		p += n;
+	}
+	return 0;
+}
+
+/* The TSC is invariant (constant rate, runs in every C-state) and the
+ * kernel keeps it as its clocksource (so it found it synchronised across
+ * CPUs): /proc/cpuinfo's flags and the current clocksource say. */
+static int
+tsc_usable(void)
+{
+	char line[4096];
+	int ok = 0;
+	FILE *f = fopen("/proc/cpuinfo", "r");
+
+	if (f == NULL)
+		return 0;
+	while (fgets(line, sizeof(line), f) != NULL)
+		if (strncmp(line, "flags", 5) == 0) {
+			ok = has_word(line, "constant_tsc") &&
+			    has_word(line, "nonstop_tsc");
+			break;
+		}
+	fclose(f);
+	if (!ok)
+		return 0;
+	f = fopen("/sys/devices/system/clocksource/clocksource0/"
+	          "current_clocksource",
+	    "r");
+	if (f == NULL)
+		return 1; /* not told otherwise */
+	if (fgets(line, sizeof(line), f) == NULL || strcmp(line, "tsc\n") != 0)
+		ok = 0;
+	fclose(f);
+	return ok;
+}
+
+/* One pairing of the two clocks: the TSC at the middle of a
+ * CLOCK_MONOTONIC read, the narrowest bracket of a few; *half is half its
+ * width in ticks (the pairing's uncertainty). */
+static void
+tsc_pair(uint64_t *tsc, uint64_t *ns, uint64_t *half)
+{
+	uint64_t t0, t1, n, best = UINT64_MAX;
+	int i;
+
+	for (i = 0; i < 8; i++) {
+		t0 = tsc_read();
+		n = read_clock(CLOCK_MONOTONIC);
+		t1 = tsc_read();
+		if (t1 - t0 < best) {
+			best = t1 - t0;
+			*tsc = t0 + best / 2;
+			*ns = n;
+		}
+	}
+	*half = best / 2 + 1;
+}
+#endif
+
+/* The calibration window: long enough for a rate error of a few ppm,
+ * short enough to spend once per process. */
+#define CAL_WINDOW_NS (2 * RESIL_NS_PER_MS)
+
+static void
+calibrate(void)
+{
+#if HAVE_TSC
+	uint64_t ta, na, ha, tb, nb, hb, dt, dn, err;
+
+	if (!tsc_usable())
+		return;
+	tsc_pair(&ta, &na, &ha);
+	do
+		tsc_pair(&tb, &nb, &hb);
+	while (nb - na < CAL_WINDOW_NS);
+	dt = tb - ta;
+	dn = nb - na;
+	if (dt == 0 || tb < ta)
+		return;
+	cal.mult = (uint64_t)(((u128)dn << 32) / dt);
+	if (cal.mult == 0)
+		return;
+	/* Each end is uncertain by its half bracket (in ns) plus the
+	 * monotonic clock's own nanosecond: the rate is good to
+	 * (err / dn), rounded up to whole ppm. */
+	err = (uint64_t)((((u128)(ha + hb)) * cal.mult) >> 32) + 2;
+	cal_ppm = (uint32_t)((err * 1000000u + dn - 1) / dn);
+	cal.base_tsc = tb;
+	cal.base_ns = nb;
+	cal_on = 1;
+#endif
+}
+
+#if HAVE_TSC
+static const resil_clock fast_clock = {
+	tsc_now,
+	system_coarse,
+	system_sleep,
+	NULL,
+};
+#endif
+
+const resil_clock *
+resil_clock_fast(void)
+{
+	pthread_once(&cal_once, calibrate);
+#if HAVE_TSC
+	if (cal_on)
+		return &fast_clock;
+#endif
+	return &system_clock;
+}
+
+int
+resil_clock_fast_info(uint32_t *ppm)
+{
+	pthread_once(&cal_once, calibrate);
+	if (ppm != NULL)
+		*ppm = cal_on ? cal_ppm : 0;
+	return cal_on;
 }
 
 uint64_t

@@ -34,6 +34,7 @@
 static const keydef keys[] = {
 	INT("service", K_SERVICE, ST_NONE, 0, service, 0, 0),
 	INT("timeout", K_DUR, ST_NONE, 0, timeout_ns, 0, UINT64_MAX),
+	INT("clock", K_CLOCK, ST_NONE, 0, clock, 0, 0),
 	INT("mock", K_MOCK, ST_NONE, 0, mock, 0, 0),
 
 	EN("breaker.enabled", ST_BREAKER, breaker_enabled),
@@ -709,6 +710,42 @@ write_unsigned(const keydef *k, const void *field, char *buf, size_t len)
 	return put_u64(buf, len, u);
 }
 
+/* K_CLOCK: "system" (resil_clock_system(), the default) or "fast"
+ * (resil_clock_fast(): the invariant TSC where the platform has one,
+ * docs/clock.md). */
+static resil_err
+read_clock_key(
+    const keydef *k, const keyval *kv, void *field, resil_diag *diag)
+{
+	const resil_clock *c;
+
+	(void)k;
+	if (strcmp(kv->value, "system") == 0)
+		c = resil_clock_system();
+	else if (strcmp(kv->value, "fast") == 0)
+		c = resil_clock_fast();
+	else
+		return resil__config_fail(diag, kv->origin, kv->line,
+		    "%s: \"%s\" is not one of system, fast", kv->key,
+		    kv->value);
+	*(const resil_clock **)field = c; /* the field's own type */
+	return RESIL_OK;
+}
+
+static resil_err
+write_clock_key(const keydef *k, const void *field, char *buf, size_t len)
+{
+	const resil_clock *c;
+
+	(void)k;
+	c = *(const resil_clock *const *)field;
+	if (c == NULL || c == resil_clock_system())
+		return put(buf, len, "system");
+	if (c == resil_clock_fast())
+		return put(buf, len, "fast");
+	return RESIL_E_NOTFOUND; /* the caller's own clock */
+}
+
 /* Each kind of value: how it is read into its field, and written back. */
 static const struct kindops {
 	resil_err (*read)(
@@ -732,6 +769,7 @@ static const struct kindops {
 	[K_STRATEGY] = { read_strategy, write_strategy },
 	[K_ZONE] = { read_string, write_string },
 	[K_SHARED] = { read_shared, write_string }, /* issue 24.2 */
+	[K_CLOCK] = { read_clock_key, write_clock_key }, /* issue 39 */
 };
 
 resil_err

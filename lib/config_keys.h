@@ -44,6 +44,7 @@ enum kind {
 	K_STRATEGY, /* cluster= */
 	K_ZONE,     /* zone= : a string */
 	K_SHARED,   /* issue 24.2: shm:REGION/NAME, redis://HOST[:PORT]/NAME */
+	K_CLOCK,    /* clock= system | fast (issue 39) */
 	K_COUNT
 };
 

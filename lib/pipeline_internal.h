@@ -36,6 +36,12 @@
 /* method.simple's bits. */
 #define SIMPLE_INLINE 1
 #define SIMPLE_PHASE 2
+/* With either: the method has a timeout, which the simple paths time
+ * themselves (issue 39: two clock reads, lib/call_drive.c, lib/call.c). */
+#define SIMPLE_TIMED 4
+/* The call machine's simple phase for a timed method (in place of
+ * SIMPLE_PHASE, so that an untimed start tests one bit, lib/call.c). */
+#define SIMPLE_PHASE_T 8
 
 #if defined(__GNUC__)
 #define HOT __attribute__((always_inline)) static inline
@@ -188,6 +194,11 @@ typedef struct settings {
 	 * (set_mock replaces both, under mock_lock). */
 	resil_mock *mock;
 	char *service_spec;
+	/* The mock may force (a force: spec at some level): the simple paths
+	 * need the mock stage only then (issue 39: a fail: mock costs a
+	 * success nothing). Written before the pointer when it becomes 1,
+	 * after it when it becomes 0 (atomic). */
+	uint64_t mock_forces;
 	/* Shared state (lib/pipeline_shared.c), the pipeline's, set on
 	 * every settings it builds: the fleet breaker (then breaker is
 	 * NULL) and the fleet rate limiter (asked instead of rl, which is

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "mock_internal.h"
+
 /* Build a resil_mock from the service spec and every method's own. */
 resil_err
 resil__build_mock(resil_pipeline *p, const settings *g,
@@ -124,7 +126,11 @@ resil_pipeline_set_mock(
 		meth->mock_set = spec != NULL;
 	}
 	old = resil__loadptr((void *const *)&g->mock);
+	if (m != NULL && resil__mock_may_force(m))
+		resil__store64(&g->mock_forces, 1);
 	resil__storeptr((void **)&g->mock, m);
+	if (m == NULL || !resil__mock_may_force(m))
+		resil__store64(&g->mock_forces, 0);
 	/* The old one goes as soon as no call can be reading it: memory
 	 * stays bounded however often the specs switch. */
 	rd_quiesce(p->mock_rd, resil__faa64(&p->mock_gen, 1));

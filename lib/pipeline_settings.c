@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "pipeline_events.h"
+#include "mock_internal.h"
 #include "pipeline_mock.h"
 #include "retry_internal.h"
 
@@ -652,9 +653,14 @@ build_mock_stage(resil_pipeline *p, const resil_pipeline_config *cfg,
 		if (g->service_spec == NULL)
 			return nomem(diag);
 	}
-	if (any_mock || p->registry != NULL)
-		return resil__build_mock(
+	if (any_mock || p->registry != NULL) {
+		resil_err err = resil__build_mock(
 		    p, g, g->service_spec, NULL, NULL, 0, &g->mock, diag);
+
+		g->mock_forces = g->mock != NULL &&
+		    resil__mock_may_force(g->mock) ? 1 : 0;
+		return err;
+	}
 	return RESIL_OK;
 }
 
@@ -733,10 +739,18 @@ decide_start(const resil_pipeline *p, const settings *g, method *m)
 	method_run_with(m, m->breaker != NULL ? m->breaker : g->breaker,
 	    m->retry != NULL ? m->retry : g->retry);
 	m->simple = (r == NULL || m->retry_fast) && g->rl == NULL &&
-	        g->bh == NULL && m->timeout == 0 && p->hedge_max == 0 &&
-	        p->call_events == 0 && p->sel == NULL
-	    ? SIMPLE_INLINE | (p->cls.fn == NULL ? SIMPLE_PHASE : 0)
+	        g->bh == NULL && p->hedge_max == 0 && p->call_events == 0 &&
+	        p->sel == NULL
+	    ? SIMPLE_INLINE |
+	        (p->cls.fn != NULL ? 0
+	                : m->timeout != 0 ? SIMPLE_PHASE_T
+	                                  : SIMPLE_PHASE) |
+	        (m->timeout != 0 ? SIMPLE_TIMED : 0)
 	    : 0;
+	/* A timed call measures its duration itself: its grant is on the
+	 * breaker's state word whatever the breaker's timing. */
+	if ((m->simple & SIMPLE_TIMED) && m->run_breaker != NULL)
+		m->run_bf.acq_word = m->run_bf.word;
 }
 
 resil_err

@@ -1567,6 +1567,70 @@ test_breaker_count_window_successes_exact(void **state)
 	resil_breaker_free(fx.b);
 }
 
+/* One acquire and record of outcome o on b. */
+static void
+tw_record(resil_breaker *b, resil_outcome o)
+{
+	resil_permit pm;
+
+	assert_int_equal(resil_breaker_acquire(b, &pm), RESIL_OK);
+	assert_int_equal(resil_breaker_record(b, &pm, o), RESIL_OK);
+}
+
+/* A time window's success path (issue 39's time_success()): a success
+ * that lifts the window to min_calls trips it when the rate is reached
+ * (f, f, s, s at 50% and min_calls 4: OPEN at the second success, not
+ * before), a success in a new bucket rolls it over, old buckets expire,
+ * and the lifetime counts stay exact. */
+static void
+test_breaker_time_window_success_path(void **state)
+{
+	resil_manual_clock mc;
+	resil_breaker_config cfg = resil_breaker_config_default();
+	resil_breaker_metrics m;
+	resil_breaker *b;
+	int i;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 5 * RESIL_NS_PER_SEC);
+	cfg.clock = resil_manual_clock_hook(&mc);
+	cfg.window_type = RESIL_WINDOW_TIME;
+	cfg.window_size = 10;
+	cfg.bucket_ns = RESIL_NS_PER_SEC;
+	cfg.min_calls = 4;
+	cfg.failure_rate_pct = 50;
+	assert_int_equal(resil_breaker_new(&b, &cfg, NULL), RESIL_OK);
+	tw_record(b, RESIL_OUTCOME_FAILURE);
+	tw_record(b, RESIL_OUTCOME_FAILURE);
+	tw_record(b, RESIL_OUTCOME_SUCCESS);
+	assert_int_equal(resil_breaker_get_state(b), RESIL_BREAKER_CLOSED);
+	tw_record(b, RESIL_OUTCOME_SUCCESS);
+	assert_int_equal(resil_breaker_get_state(b), RESIL_BREAKER_OPEN);
+	assert_int_equal(resil_breaker_reset(b), RESIL_OK);
+	/* 30 successes over 3 buckets, then 29 failures: 29/59 < 50%. */
+	for (i = 0; i < 30; i++) {
+		tw_record(b, RESIL_OUTCOME_SUCCESS);
+		if (i % 10 == 9)
+			resil_manual_clock_advance(&mc, RESIL_NS_PER_SEC);
+	}
+	assert_int_equal(resil_breaker_get_metrics(b, &m), RESIL_OK);
+	assert_int_equal(m.window_calls, 30);
+	for (i = 0; i < 29; i++)
+		tw_record(b, RESIL_OUTCOME_FAILURE);
+	assert_int_equal(resil_breaker_get_state(b), RESIL_BREAKER_CLOSED);
+	/* The 10 successes of the first bucket expire with time: the window
+	 * holds 20 + 29, and the next failure trips it (30/50). */
+	resil_manual_clock_advance(&mc, 7 * RESIL_NS_PER_SEC);
+	assert_int_equal(resil_breaker_get_metrics(b, &m), RESIL_OK);
+	assert_int_equal(m.window_calls, 49);
+	tw_record(b, RESIL_OUTCOME_FAILURE);
+	assert_int_equal(resil_breaker_get_state(b), RESIL_BREAKER_OPEN);
+	assert_int_equal(resil_breaker_get_metrics(b, &m), RESIL_OK);
+	assert_int_equal(m.successes, 32);
+	assert_int_equal(m.failures, 32);
+	resil_breaker_free(b);
+}
+
 int
 main(void)
 {
@@ -1619,6 +1683,7 @@ main(void)
 		cmocka_unit_test(test_breaker_time_window_at_end_of_clock),
 		cmocka_unit_test(test_breaker_count_window_matches_reference),
 		cmocka_unit_test(test_breaker_count_window_successes_exact),
+		cmocka_unit_test(test_breaker_time_window_success_path),
 	};
 
 	return cmocka_run_group_tests_name("breaker", tests, NULL, NULL);

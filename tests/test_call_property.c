@@ -4,7 +4,10 @@
  * deadline, a breaker that trips fast (and is sometimes forced OPEN), a
  * small bulkhead, a timeout, attempts that fail, answer late or never,
  * and in a third of the scripts a chaos (latency, fault and outcome at
- * 30%).
+ * 30%). A quarter of the scripts have no hedging, so that a timed call
+ * takes the simple paths (issue 39: the blocking driver's drive_timed(),
+ * the machine's timed simple phase), some with a breaker timing slow
+ * calls.
  * Every call reaches DONE by its bound (what its timeouts, hedge delays,
  * backoffs and answers can add up to) plus one step, through both
  * drivers: the call machine stepped here by an event loop, and
@@ -62,6 +65,7 @@ typedef struct script {
 	int lose;           /* attempts may never answer (a timeout is set) */
 	int chaos;          /* a chaos: latency, fault, outcome at rates */
 	uint64_t latency;
+	uint64_t slow; /* the breaker's slow-call threshold; 0: none */
 } script;
 
 static void
@@ -84,6 +88,11 @@ script_of(rng *r, script *s)
 	s->lose = s->timeout != 0 && below(r, 2);
 	s->chaos = below(r, 3) == 0;
 	s->latency = s->chaos ? 1 + below(r, 20) : 0;
+	/* Drawn last, so the other draws (and the scripts that had
+	 * hedging before) stay as they were. */
+	if (below(r, 4) == 0)
+		s->hedge_max = 0;
+	s->slow = s->breaker && below(r, 2) ? 1 + below(r, 10) : 0;
 }
 
 /* The latest a call may end, from its start. */
@@ -274,6 +283,10 @@ pipeline_of(const script *s, pclock *clk, exq *q, resil_chaos **ch)
 		cfg.breaker.consecutive_failures = 2;
 		cfg.breaker.failure_rate_pct = 0;
 		cfg.breaker.open_wait_ns = 40;
+		if (s->slow != 0) {
+			cfg.breaker.slow_threshold_ns = s->slow;
+			cfg.breaker.slow_rate_pct = 50;
+		}
 	}
 	if (s->bulkhead) {
 		cfg.bulkhead_enabled = 1;

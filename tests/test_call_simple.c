@@ -58,8 +58,11 @@ typedef struct side {
 	int live; /* a call started and not DONE or cancelled */
 } side;
 
+/* timed: a timeout of 3 ticks and a slow-call rate over 1 tick, so the
+ * script's clock moves make attempts slow and late (issue 39's timed
+ * simple phase); mock: a fail: mock (which keeps the simple phase). */
 static void
-side_new(side *s, int machine, int retry, int breaker)
+side_new_ex(side *s, int machine, int retry, int breaker, int timed, int mock)
 {
 	resil_pipeline_config cfg;
 	resil_diag d;
@@ -80,9 +83,22 @@ side_new(side *s, int machine, int retry, int breaker)
 	cfg.retry.max_delay_ns = 2;
 	if (machine)
 		cfg.classifier.fn = like_default;
+	if (timed) {
+		cfg.timeout_ns = 3;
+		cfg.breaker.slow_threshold_ns = 1;
+		cfg.breaker.slow_rate_pct = 50;
+	}
+	if (mock)
+		cfg.mock = "fail:return 9";
 	if (resil_pipeline_new(&s->p, &cfg, &d) != RESIL_OK)
 		fail_msg("resil_pipeline_new: %s", d.msg);
 	assert_int_equal(resil_pipeline_method(s->p, "get", &s->m), RESIL_OK);
+}
+
+static void
+side_new(side *s, int machine, int retry, int breaker)
+{
+	side_new_ex(s, machine, retry, breaker, 0, 0);
 }
 
 static const resil_args args = { "get", "k", 1 };
@@ -186,20 +202,23 @@ same_metrics(const side *a, const side *b)
 		assert_int_equal(ba.rejections, bb.rejections);
 		assert_int_equal(ba.stale, bb.stale);
 		assert_int_equal(ba.window_calls, bb.window_calls);
+		assert_int_equal(ba.slow_calls, bb.slow_calls);
+		assert_int_equal(ba.window_slow, bb.window_slow);
 		assert_int_equal(ba.probes_granted, bb.probes_granted);
 	}
 }
 
 static void
-run_script(uint64_t seed)
+run_script_ex(uint64_t seed, int timed)
 {
 	side a, b;
 	rng r = { seed * 2654435761u + 1 };
 	int retry = (int)below(&r, 2), breaker = (int)below(&r, 4) != 0;
+	int mock = timed && below(&r, 2) == 0;
 	int call, i;
 
-	side_new(&a, 0, retry, breaker);
-	side_new(&b, 1, retry, breaker);
+	side_new_ex(&a, 0, retry, breaker, timed, mock);
+	side_new_ex(&b, 1, retry, breaker, timed, mock);
 	for (call = 0; call < CALLS; call++) {
 		long ra = op(&a, 0, 0, 0, 0), rb = op(&b, 0, 0, 0, 0);
 
@@ -232,8 +251,12 @@ run_script(uint64_t seed)
 			assert_int_equal(a.st.until, b.st.until);
 			assert_int_equal(op(&a, 4, 0, 0, 0), op(&b, 4, 0, 0, 0));
 			if (below(&r, 3) == 0) {
-				resil_manual_clock_advance(&a.mc, 1);
-				resil_manual_clock_advance(&b.mc, 1);
+				/* Timed: 1 or 2 ticks, so that an attempt is
+				 * in time, slow, or late (>= 4 ticks). */
+				uint64_t dt = timed ? 1 + below(&r, 2) : 1;
+
+				resil_manual_clock_advance(&a.mc, dt);
+				resil_manual_clock_advance(&b.mc, dt);
 			}
 		}
 		if (a.live) { /* end it: cancel */
@@ -252,6 +275,12 @@ run_script(uint64_t seed)
 }
 
 static void
+run_script(uint64_t seed)
+{
+	run_script_ex(seed, 0);
+}
+
+static void
 test_call_simple_phase_is_the_machine(void **state)
 {
 	uint64_t seed;
@@ -259,6 +288,20 @@ test_call_simple_phase_is_the_machine(void **state)
 	(void)state;
 	for (seed = 1; seed <= SCRIPTS; seed++)
 		run_script(seed);
+}
+
+/* The same for a method with a timeout (issue 39: the timed simple
+ * phase, CALL_SIMPLE_T) and a breaker timing slow calls, with or without
+ * a fail: mock: in time, slow, late (a TIMEOUT), every field and count as
+ * the machine's own. */
+static void
+test_call_simple_phase_timed_is_the_machine(void **state)
+{
+	uint64_t seed;
+
+	(void)state;
+	for (seed = 1; seed <= SCRIPTS; seed++)
+		run_script_ex(seed, 1);
 }
 
 /* The simple phase is taken (its success costs no machine state): a
@@ -354,11 +397,187 @@ test_call_simple_phase_asks_a_users_classifier(void **state)
 	resil_pipeline_free(p);
 }
 
+/* A manual clock that counts its readings. */
+typedef struct counting {
+	resil_manual_clock mc;
+	resil_clock clk;
+	uint64_t reads;
+} counting;
+
+static uint64_t
+counting_now(void *ctx)
+{
+	counting *c = ctx;
+
+	c->reads++;
+	return resil_manual_clock_now(&c->mc);
+}
+
+static int
+ok_fn(void *ctx, const resil_args *a, resil_value *out)
+{
+	(void)ctx;
+	(void)a;
+	*out = resil_value_int(8);
+	return 0;
+}
+
+/* The seeds' configuration: a timeout, a count window with a slow-call
+ * rate, retry, the cache with an age limit, a fail: mock. */
+static resil_pipeline *
+seed_pipeline(counting *c, int cache)
+{
+	resil_pipeline_config cfg;
+	resil_pipeline *p;
+	resil_diag d;
+
+	resil_manual_clock_init(&c->mc, 1000);
+	c->clk.now = counting_now;
+	c->clk.coarse = counting_now;
+	c->clk.sleep = NULL;
+	c->clk.ctx = c;
+	c->reads = 0;
+	resil_pipeline_config_init(&cfg);
+	cfg.service = "S";
+	cfg.clock = &c->clk;
+	cfg.timeout_ns = 1000;
+	cfg.breaker_enabled = 1;
+	cfg.breaker.window_size = 100;
+	cfg.breaker.slow_threshold_ns = 500;
+	cfg.breaker.slow_rate_pct = 80;
+	cfg.retry_enabled = 1;
+	cfg.retry.max_attempts = 3;
+	cfg.cache_enabled = cache;
+	cfg.cache.max_age = 60 * RESIL_NS_PER_SEC;
+	cfg.mock = "fail:return 9";
+	if (resil_pipeline_new(&p, &cfg, &d) != RESIL_OK)
+		fail_msg("resil_pipeline_new: %s", d.msg);
+	return p;
+}
+
+/* Issue 39: a timed call pays for time, not bookkeeping: the blocking
+ * driver reads the clock twice per successful call (the start, for the
+ * deadline; the end, for the duration), the call machine never (its
+ * caller gives the time). Before, a timed call read it 3 to 4 times. The
+ * seeds' configuration without the cache, whose record stamps its entry
+ * with a reading of its own (lib/fallback.c). */
+static void
+test_call_timed_success_reads_the_clock_twice(void **state)
+{
+	counting c;
+	resil_pipeline *p = seed_pipeline(&c, 0);
+	const resil_method *m;
+	resil_result r;
+	resil_call call;
+	resil_call_next st;
+	resil_value v;
+	uint64_t before;
+	int i;
+
+	(void)state;
+	assert_int_equal(resil_pipeline_method(p, "get", &m), RESIL_OK);
+	for (i = 0; i < 150; i++) { /* past the window's filling */
+		before = c.reads;
+		assert_int_equal(resil_pipeline_call_method(
+		                     p, m, &args, ok_fn, NULL, &r),
+		    RESIL_OK);
+		assert_int_equal(r.source, RESIL_SOURCE_LIVE);
+		assert_int_equal(r.value.u.i, 8);
+		resil_result_free(&r);
+		if (i >= 100)
+			assert_int_equal(c.reads - before, 2);
+		resil_manual_clock_advance(&c.mc, 1);
+	}
+	for (i = 0; i < 10; i++) {
+		uint64_t now = resil_manual_clock_now(&c.mc);
+
+		before = c.reads;
+		resil_result_init(&r);
+		assert_int_equal(
+		    resil_call_start(&call, p, m, &args, &r, now, &st),
+		    RESIL_OK);
+		assert_int_equal(st.action, RESIL_CALL_RUN);
+		assert_int_equal(st.deadline, now + 1000);
+		v = resil_value_int(8);
+		assert_int_equal(
+		    resil_call_report(&call, st.attempt, 0, &v, now + 10),
+		    RESIL_OK);
+		assert_int_equal(resil_call_step(&call, now + 10, &st), RESIL_OK);
+		assert_int_equal(st.action, RESIL_CALL_DONE);
+		assert_int_equal(r.err, RESIL_OK);
+		resil_result_free(&r);
+		assert_int_equal(c.reads - before, 0);
+	}
+	resil_pipeline_free(p);
+}
+
+static int
+fail_fn(void *ctx, const resil_args *a, resil_value *out)
+{
+	(void)ctx;
+	(void)a;
+	(void)out;
+	return 5;
+}
+
+/* A fail: mock keeps calls on the simple paths (issue 39); a force: spec
+ * set while calls run takes effect at the next call, and a failure with
+ * only the mock configured is still answered by it. */
+static void
+test_call_fail_mock_then_force(void **state)
+{
+	resil_manual_clock mc;
+	resil_pipeline_config cfg;
+	resil_pipeline *p;
+	const resil_method *m;
+	resil_result r;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 1000);
+	resil_pipeline_config_init(&cfg);
+	cfg.service = "S";
+	cfg.clock = resil_manual_clock_hook(&mc);
+	cfg.timeout_ns = 1000;
+	cfg.breaker_enabled = 1;
+	cfg.mock = "fail:return 9";
+	assert_int_equal(resil_pipeline_new(&p, &cfg, NULL), RESIL_OK);
+	assert_int_equal(resil_pipeline_method(p, "get", &m), RESIL_OK);
+	assert_int_equal(
+	    resil_pipeline_call_method(p, m, &args, ok_fn, NULL, &r), RESIL_OK);
+	assert_int_equal(r.source, RESIL_SOURCE_LIVE);
+	assert_int_equal(r.value.u.i, 8);
+	resil_result_free(&r);
+	/* A failure: the fail: mock answers (no cache, no handler). */
+	assert_int_equal(resil_pipeline_call_method(
+	                     p, m, &args, fail_fn, NULL, &r),
+	    RESIL_OK);
+	assert_int_equal(r.source, RESIL_SOURCE_MOCK);
+	assert_int_equal(r.value.u.i, 9);
+	resil_result_free(&r);
+	assert_int_equal(
+	    resil_pipeline_set_mock(p, NULL, "force:return 5", NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_pipeline_call_method(p, m, &args, ok_fn, NULL, &r), RESIL_OK);
+	assert_int_equal(r.source, RESIL_SOURCE_MOCK);
+	assert_int_equal(r.value.u.i, 5);
+	resil_result_free(&r);
+	assert_int_equal(
+	    resil_pipeline_set_mock(p, NULL, "fail:return 9", NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_pipeline_call_method(p, m, &args, ok_fn, NULL, &r), RESIL_OK);
+	assert_int_equal(r.source, RESIL_SOURCE_LIVE);
+	resil_result_free(&r);
+	resil_pipeline_free(p);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_call_simple_phase_is_the_machine),
+		cmocka_unit_test(test_call_simple_phase_timed_is_the_machine),
+		cmocka_unit_test(test_call_timed_success_reads_the_clock_twice),
+		cmocka_unit_test(test_call_fail_mock_then_force),
 		cmocka_unit_test(test_call_simple_phase_moves_the_value),
 		cmocka_unit_test(test_call_simple_phase_asks_a_users_classifier),
 	};

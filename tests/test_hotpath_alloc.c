@@ -464,8 +464,11 @@ pipe_never(void *ctx, const resil_args *args, const resil_failure *f,
 
 /* driver 0: resil_pipeline_call (by name); 1: resil_pipeline_call_method;
  * 2: the machine stepped by hand. */
+/* seed: the seeds' configuration on top of timed (the cache with an age
+ * limit recording every success, a fail: mock); its first call fills the
+ * cache, after which a success allocates nothing either. */
 static void
-pipeline_calls(int timed, int driver)
+pipeline_calls_ex(int timed, int seed, int driver)
 {
 	resil_manual_clock mc;
 	fail_alloc fa;
@@ -493,12 +496,19 @@ pipeline_calls(int timed, int driver)
 		cfg.breaker.slow_rate_pct = 80;
 		cfg.timeout_ns = 1000;
 	}
+	if (seed) {
+		cfg.cache_enabled = 1;
+		cfg.cache.max_age = 60 * RESIL_NS_PER_SEC;
+		cfg.mock = "fail:return null";
+	}
 	assert_int_equal(resil_pipeline_new(&p, &cfg, NULL), RESIL_OK);
 	assert_int_equal(
 	    resil_pipeline_add_handler(p, pipe_never, NULL), RESIL_OK);
 	assert_int_equal(resil_pipeline_method(p, "getStock", &m), RESIL_OK);
 	after_setup = fa.allocs;
 	for (i = 0; i < CALLS; i++) {
+		if (i == 1 && seed)
+			after_setup = fa.allocs; /* the cache's entry */
 		switch (driver) {
 		case 0:
 			assert_int_equal(
@@ -538,6 +548,12 @@ pipeline_calls(int timed, int driver)
 }
 
 static void
+pipeline_calls(int timed, int driver)
+{
+	pipeline_calls_ex(timed, 0, driver);
+}
+
+static void
 test_hotpath_pipeline_blocking_allocates_nothing(void **state)
 {
 	(void)state;
@@ -545,6 +561,8 @@ test_hotpath_pipeline_blocking_allocates_nothing(void **state)
 	pipeline_calls(0, 1);
 	pipeline_calls(1, 0);
 	pipeline_calls(1, 1);
+	pipeline_calls_ex(1, 1, 0);
+	pipeline_calls_ex(1, 1, 1);
 }
 
 static void
@@ -553,6 +571,7 @@ test_hotpath_pipeline_machine_allocates_nothing(void **state)
 	(void)state;
 	pipeline_calls(0, 2);
 	pipeline_calls(1, 2);
+	pipeline_calls_ex(1, 1, 2);
 }
 
 int

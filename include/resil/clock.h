@@ -45,6 +45,26 @@ typedef struct resil_clock {
  * nanosleep() as sleep. Static; never NULL. */
 RESIL_API const resil_clock *resil_clock_system(void);
 
+/*
+ * The cheapest monotonic clock this platform gives with a stated error
+ * bound (docs/clock.md), as a drop-in for resil_clock_system(): on x86-64
+ * whose TSC is invariant (/proc/cpuinfo's constant_tsc and nonstop_tsc)
+ * and is the kernel's own clocksource, now reads the TSC (ordered by an
+ * lfence) scaled to nanoseconds of CLOCK_MONOTONIC, calibrated against it
+ * once per process (the first call of this function spins about 2 ms);
+ * coarse is CLOCK_MONOTONIC_COARSE and sleep is nanosleep(), as the
+ * system clock's. Anywhere else it is resil_clock_system() itself.
+ * Readings are non-decreasing on each thread and across threads ordered by
+ * happens-before. Static; never NULL. Thread-safe (the calibration runs
+ * once, under pthread_once).
+ */
+RESIL_API const resil_clock *resil_clock_fast(void);
+
+/* 1 when resil_clock_fast() reads the TSC, 0 when it is the system clock;
+ * *ppm (if not NULL) gets the bound on its rate error against
+ * CLOCK_MONOTONIC, in parts per million (0 for the system clock). */
+RESIL_API int resil_clock_fast_info(uint32_t *ppm);
+
 /* Read clk (NULL means the system clock). */
 RESIL_API uint64_t resil_clock_now(const resil_clock *clk);
 
