@@ -14,6 +14,11 @@
  *                         key and value every time: since issue 16 a put
  *                         of the value the key holds only re-stamps the
  *                         entry (no lock, no allocation).
+ *   cache/record64_method  cache/record64 through the internal entry
+ *                         resil__cache_put_m() with the method's handle
+ *                         (length and hash seed) kept by the caller, as a
+ *                         pipeline can per method: no strlen, no method
+ *                         hash per call.
  *   cache/record64_changing  the same key, the value alternating between
  *                         two 64-byte strings, so that every put copies
  *                         the key and the value into a new entry and frees
@@ -32,6 +37,7 @@
 #include <resil/value.h>
 
 #include "bench.h"
+#include "fallback_internal.h"
 
 #define VALUE64 \
 	"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -221,6 +227,20 @@ run_record64(void *ctx, uint64_t iters)
 }
 
 static uint64_t
+run_record64_method(void *ctx, uint64_t iters)
+{
+	fb *x = ctx;
+	resil__cache_method m;
+	uint64_t i, n = 0;
+
+	resil__cache_method_init(&m, x->args.method);
+	for (i = 0; i < iters; i++)
+		n += resil__cache_put_m(x->cache, &m, x->args.data,
+		         x->args.len, &x->v64) == RESIL_OK;
+	return n;
+}
+
+static uint64_t
 run_record64_changing(void *ctx, uint64_t iters)
 {
 	fb *x = ctx;
@@ -237,6 +257,8 @@ const resil_bench resil_bench_fallback[] = {
 	{ "fallback/cache_hit", setup_cache, run_cache_hit, fb_free },
 	{ "fallback/mock_return", setup_mock, run_mock_return, fb_free },
 	{ "cache/record64", setup_cache_only, run_record64, fb_free },
+	{ "cache/record64_method", setup_cache_only, run_record64_method,
+	    fb_free },
 	{ "cache/record64_changing", setup_cache_only, run_record64_changing,
 	    fb_free },
 	{ NULL, NULL, NULL, NULL },

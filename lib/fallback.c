@@ -36,8 +36,12 @@
 
 #include <stddef.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "atomic.h"
+#include "fallback_internal.h"
 #include "mock_internal.h"
 #include "value_internal.h"
 
@@ -87,14 +91,16 @@ typedef struct table {
 
 /* One thread stripe's readers of a shard, on its own cache line. */
 typedef struct readers {
-	/* Reads begun and ended, per generation parity: equal when none of
-	 * that parity is in progress. Monotonic, so that a hit costs two
-	 * atomic adds in all: its ended count is also the hit count. */
+	/* Reads begun, and ended (as hits, or not), per generation parity:
+	 * in == out + idle when none of that parity is in progress.
+	 * Monotonic, and a read ends with exactly one add, so that every
+	 * read costs two atomic adds in all (a put's re-stamp too): out is
+	 * also the hit count. */
 	uint64_t in[2];
-	uint64_t out[2];
-	uint64_t idle;   /* reads ended that were not hits */
-	uint64_t misses; /* gets with no entry */
-	uint64_t pad_[2];
+	uint64_t out[2];  /* reads ended that served a value */
+	uint64_t idle[2]; /* reads ended that did not */
+	uint64_t misses;  /* gets with no entry */
+	uint64_t pad_[1];
 } readers;
 
 typedef struct shard {
@@ -201,15 +207,24 @@ hash_bytes(uint64_t h, const unsigned char *p, size_t n)
 	return h * HASH_MUL2;
 }
 
-/* The key's hash, over its parts without building the key: the method's
- * bytes, then the argument bytes, the two lengths mixed in first so that
- * the split between them counts. */
+/* The method's part of its keys' hash (its length mixed in first), the
+ * same for every call of the method: a caller that keeps it
+ * (resil__cache_method) pays neither this nor strlen per call. */
 static FB_INLINE uint64_t
-key_hash(const resil_args *args, size_t mlen)
+method_seed(const char *method, size_t mlen)
 {
-	uint64_t h = ((uint64_t)mlen << 32 ^ (uint64_t)args->len) * HASH_MUL;
+	return hash_bytes(
+	    (uint64_t)mlen * HASH_MUL, (const unsigned char *)method, mlen);
+}
 
-	h = hash_bytes(h, (const unsigned char *)args->method, mlen);
+/* The key's hash, over its parts without building the key: the method's
+ * seed, then the argument bytes, their length mixed in first, so that
+ * the split between the two counts. */
+static FB_INLINE uint64_t
+key_hash(uint64_t seed, const resil_args *args)
+{
+	uint64_t h = seed ^ (uint64_t)args->len * HASH_MUL2;
+
 	h = hash_bytes(h, (const unsigned char *)args->data, args->len);
 	/* Mix the high bits down: the shard comes from the top, the slot
 	 * from the bottom. */
@@ -218,6 +233,31 @@ key_hash(const resil_args *args, size_t mlen)
 	h ^= h >> 32;
 	return h;
 }
+
+#if defined(__SSE2__)
+/* The 16 bytes at p + i and q + i, equal byte by byte (0xff each). */
+static FB_INLINE __m128i
+eq16(const unsigned char *p, const unsigned char *q, size_t i)
+{
+	return _mm_cmpeq_epi8(
+	    _mm_loadu_si128((const __m128i *)(const void *)(p + i)),
+	    _mm_loadu_si128((const __m128i *)(const void *)(q + i)));
+}
+
+/* 16 < n <= 64 bytes equal, no loop, no call: the 16-byte chunks at 0,
+ * i, j and n - 16 (i = 16 and j = n - 32 above 32 bytes; else the
+ * first and last chunk again), overlapping, all inside the n bytes. */
+static FB_INLINE int
+bytes_eq_64(const void *a, const void *b, size_t n)
+{
+	const unsigned char *p = a, *q = b;
+	size_t i = n > 32 ? 16 : 0, j = n > 32 ? n - 32 : n - 16;
+	__m128i x = _mm_and_si128(eq16(p, q, 0), eq16(p, q, i));
+	__m128i y = _mm_and_si128(eq16(p, q, j), eq16(p, q, n - 16));
+
+	return _mm_movemask_epi8(_mm_and_si128(x, y)) == 0xffff;
+}
+#endif
 
 /* memcmp(a, b, n) == 0 inline: up to 16 bytes as two loads each side,
  * longer ones through libc's vector compare. */
@@ -434,8 +474,7 @@ read_enter(shard *s, readers *rd)
 		resil__inc64(&rd->in[g & 1]);
 		if (resil__load64_after_rmw(&s->gen) == g)
 			return (unsigned)(g & 1);
-		resil__inc64(&rd->idle);
-		resil__inc64(&rd->out[g & 1]);
+		resil__inc64(&rd->idle[g & 1]);
 	}
 }
 
@@ -443,9 +482,7 @@ read_enter(shard *s, readers *rd)
 static void
 read_exit(readers *rd, unsigned parity, int hit)
 {
-	if (!hit)
-		resil__inc64(&rd->idle);
-	resil__inc64(&rd->out[parity]);
+	resil__inc64(hit ? &rd->out[parity] : &rd->idle[parity]);
 }
 
 /* Find the key in t (NULL: no table); from a reader or a writer. */
@@ -477,10 +514,14 @@ quiesce(shard *s)
 	unsigned p = (unsigned)(resil__faa64(&s->gen, 1) & 1);
 	unsigned i, spins = 0;
 
-	/* Ended first, then begun: equal means every read of the parity
-	 * begun before this look has ended. */
+	/* Ended first (acquire loads, in this order), then begun: all are
+	 * monotonic, so out at the first look plus idle at the second is at
+	 * most what had ended at the second, which is at most what had
+	 * begun then and at the third look; equal means every read of the
+	 * parity begun before the second look has ended. */
 	for (i = 0; i < NSTRIPES; i++)
-		while (resil__load64_after_rmw(&s->rd[i].out[p]) !=
+		while (resil__load64_after_rmw(&s->rd[i].out[p]) +
+		        resil__load64(&s->rd[i].idle[p]) !=
 		    resil__load64(&s->rd[i].in[p]))
 			resil__backoff(&spins);
 }
@@ -680,7 +721,7 @@ remove_key(shard *s, uint64_t h, const resil_args *args,
  * their bits (0.0 and -0.0 differ), booleans by their int; opaque values
  * never (their equal is the user's idea of equal). NULL is the null
  * value. */
-static int
+static FB_INLINE int
 same_value(const resil_value *held, const resil_value *v)
 {
 	resil_value null;
@@ -711,6 +752,12 @@ same_value(const resil_value *held, const resil_value *v)
 	case RESIL_VALUE_JSON:
 		if (held->u.s.len != v->u.s.len)
 			return 0;
+#if defined(__SSE2__)
+		/* Answers of 17 to 64 bytes without a call. */
+		if (v->u.s.len > 16 && v->u.s.len <= 64)
+			return bytes_eq_64(
+			    held->u.s.ptr, v->u.s.ptr, v->u.s.len);
+#endif
 		return bytes_eq(held->u.s.ptr, v->u.s.ptr, v->u.s.len);
 	case RESIL_VALUE_OPAQUE:
 		break;
@@ -725,7 +772,7 @@ same_value(const resil_value *held, const resil_value *v)
  * a get dropping it as stale on its old stamp): the stamp is then lost
  * with it, as if the removal came just after this put. The key misses;
  * nothing older than the last answer is ever served. */
-static inline int
+static FB_INLINE int
 refresh(resil_cache *c, shard *s, uint64_t h, const resil_args *args,
     size_t mlen, size_t klen, const resil_value *value)
 {
@@ -904,25 +951,36 @@ put_new(resil_cache *c, shard *s, uint64_t h, const resil_args *args,
 	return RESIL_OK;
 }
 
-resil_err
-resil_cache_put(
-    resil_cache *c, const resil_args *args, const resil_value *value)
+/* resil_cache_put() of arguments already checked, the method's length
+ * and seed given. */
+static FB_INLINE resil_err
+cache_put(resil_cache *c, const resil_args *args, size_t mlen, uint64_t seed,
+    const resil_value *value)
 {
-	size_t mlen, key_len;
+	size_t key_len = mlen + 1 + args->len;
 	uint64_t h;
 	shard *s;
 
-	if (RESIL__UNLIKELY(c == NULL || !args_ok(args)))
-		return RESIL_E_INVAL;
-	mlen = strlen(args->method);
-	key_len = mlen + 1 + args->len;
 	if (RESIL__UNLIKELY(key_len < mlen)) /* size_t overflow */
 		return RESIL_E_NOMEM;
-	h = key_hash(args, mlen);
+	h = key_hash(seed, args);
 	s = shard_of(c, h);
 	if (RESIL__LIKELY(refresh(c, s, h, args, mlen, key_len, value)))
 		return RESIL_OK;
 	return put_new(c, s, h, args, mlen, key_len, value);
+}
+
+resil_err
+resil_cache_put(
+    resil_cache *c, const resil_args *args, const resil_value *value)
+{
+	size_t mlen;
+
+	if (RESIL__UNLIKELY(c == NULL || !args_ok(args)))
+		return RESIL_E_INVAL;
+	mlen = strlen(args->method);
+	return cache_put(
+	    c, args, mlen, method_seed(args->method, mlen), value);
 }
 
 /* Age of e at now (0 if the clock went backwards). */
@@ -938,7 +996,7 @@ age_of(const entry *e, uint64_t now)
  * (a reference on e, no copy, no allocation), a scalar is copied, an
  * opaque value copied through its ops. Then the reference bit, written
  * only when clear, so that hits on a hot entry write it once. */
-static resil_err
+static FB_INLINE resil_err
 serve(const resil_cache *c, entry *e, resil_value *out)
 {
 	switch (e->value.type) {
@@ -971,49 +1029,18 @@ serve(const resil_cache *c, entry *e, resil_value *out)
 	return RESIL_OK;
 }
 
-resil_err
-resil_cache_get(
-    resil_cache *c, const resil_args *args, resil_value *out, uint64_t *age)
+/* A stale entry met by a reader: removed under the lock, if it is still
+ * the key's entry and still stale (a put may have replaced it
+ * meanwhile, and then it is served). */
+static FB_NOINLINE resil_err
+get_stale(resil_cache *c, shard *s, readers *rd, uint64_t h,
+    const resil_args *args, size_t mlen, size_t klen, uint64_t now,
+    resil_value *out, uint64_t *age)
 {
 	entry *e, *dead = NULL;
-	readers *rd;
-	shard *s;
-	size_t mlen, klen;
-	uint64_t h, now, a;
-	unsigned parity;
+	uint64_t a = 0;
 	resil_err err;
 
-	if (c == NULL || !args_ok(args) || out == NULL)
-		return RESIL_E_INVAL;
-	mlen = strlen(args->method);
-	klen = mlen + 1 + args->len;
-	if (klen < mlen) /* size_t overflow: never stored */
-		return RESIL_E_NOMEM;
-	h = key_hash(args, mlen);
-	s = shard_of(c, h);
-	rd = &s->rd[resil__thread_stripe(NSTRIPES)];
-	now = cache_now(c);
-
-	parity = read_enter(s, rd);
-	e = lookup(
-	    resil__loadptr((void *const *)&s->tab), h, args, mlen, klen);
-	if (e == NULL) {
-		resil__inc64(&rd->misses);
-		read_exit(rd, parity, 0);
-		return RESIL_E_NOTFOUND;
-	}
-	a = age_of(e, now);
-	if (a <= c->max_age) { /* inclusive: age == max_age is served */
-		err = serve(c, e, out);
-		read_exit(rd, parity, err == RESIL_OK);
-		if (err == RESIL_OK && age != NULL)
-			*age = a;
-		return err;
-	}
-	read_exit(rd, parity, 0);
-
-	/* Stale: removed under the lock, if it is still the key's entry
-	 * and still stale (a put may have replaced it meanwhile). */
 	shard_lock(s);
 	e = lookup(s->tab, h, args, mlen, klen);
 	if (e == NULL) {
@@ -1034,6 +1061,99 @@ resil_cache_get(
 	return err;
 }
 
+/* resil_cache_get() of arguments already checked (c and out not NULL,
+ * args_ok(args)): the chain's cache stage calls it straight. */
+static FB_INLINE resil_err
+cache_get(resil_cache *c, const resil_args *args, size_t mlen, uint64_t seed,
+    resil_value *out, uint64_t *age)
+{
+	entry *e;
+	readers *rd;
+	shard *s;
+	size_t klen;
+	uint64_t h, now, a;
+	unsigned parity;
+	resil_err err;
+
+	klen = mlen + 1 + args->len;
+	if (RESIL__UNLIKELY(klen < mlen)) /* size_t overflow: never stored */
+		return RESIL_E_NOMEM;
+	h = key_hash(seed, args);
+	s = shard_of(c, h);
+	rd = &s->rd[resil__thread_stripe(NSTRIPES)];
+	now = cache_now(c);
+
+	parity = read_enter(s, rd);
+	e = lookup(
+	    resil__loadptr((void *const *)&s->tab), h, args, mlen, klen);
+	if (e == NULL) {
+		resil__inc64(&rd->misses);
+		read_exit(rd, parity, 0);
+		return RESIL_E_NOTFOUND;
+	}
+	a = age_of(e, now);
+	if (RESIL__LIKELY(a <= c->max_age)) { /* inclusive: == is served */
+		err = serve(c, e, out);
+		read_exit(rd, parity, err == RESIL_OK);
+		if (err == RESIL_OK && age != NULL)
+			*age = a;
+		return err;
+	}
+	read_exit(rd, parity, 0);
+	return get_stale(c, s, rd, h, args, mlen, klen, now, out, age);
+}
+
+resil_err
+resil_cache_get(
+    resil_cache *c, const resil_args *args, resil_value *out, uint64_t *age)
+{
+	size_t mlen;
+
+	if (c == NULL || !args_ok(args) || out == NULL)
+		return RESIL_E_INVAL;
+	mlen = strlen(args->method);
+	return cache_get(
+	    c, args, mlen, method_seed(args->method, mlen), out, age);
+}
+
+void
+resil__cache_method_init(resil__cache_method *m, const char *name)
+{
+	m->name = name;
+	m->len = strlen(name);
+	m->seed = method_seed(name, m->len);
+}
+
+resil_err
+resil__cache_put_m(resil_cache *c, const resil__cache_method *m,
+    const void *data, size_t len, const resil_value *value)
+{
+	resil_args args;
+
+	if (RESIL__UNLIKELY(c == NULL || m == NULL || m->name == NULL ||
+	        (data == NULL && len > 0)))
+		return RESIL_E_INVAL;
+	args.method = m->name;
+	args.data = data;
+	args.len = len;
+	return cache_put(c, &args, m->len, m->seed, value);
+}
+
+resil_err
+resil__cache_get_m(resil_cache *c, const resil__cache_method *m,
+    const void *data, size_t len, resil_value *out, uint64_t *age)
+{
+	resil_args args;
+
+	if (c == NULL || m == NULL || m->name == NULL ||
+	    (data == NULL && len > 0) || out == NULL)
+		return RESIL_E_INVAL;
+	args.method = m->name;
+	args.data = data;
+	args.len = len;
+	return cache_get(c, &args, m->len, m->seed, out, age);
+}
+
 resil_err
 resil_cache_remove(resil_cache *c, const resil_args *args)
 {
@@ -1046,7 +1166,7 @@ resil_cache_remove(resil_cache *c, const resil_args *args)
 	klen = mlen + 1 + args->len;
 	if (klen < mlen)
 		return RESIL_E_NOTFOUND;
-	h = key_hash(args, mlen);
+	h = key_hash(method_seed(args->method, mlen), args);
 	return remove_key(shard_of(c, h), h, args, mlen, klen);
 }
 
@@ -1078,13 +1198,9 @@ resil_cache_stats_get(const resil_cache *c, resil_cache_stats *out)
 		shard_unlock(s);
 		for (j = 0; j < NSTRIPES; j++) {
 			const readers *rd = &s->rd[j];
-			uint64_t idle = resil__load64(&rd->idle);
-			uint64_t ended = resil__load64(&rd->out[0]) +
-			    resil__load64(&rd->out[1]);
 
-			/* Reads in flight can make idle run ahead for a
-			 * moment: never below zero. */
-			st.hits += ended > idle ? ended - idle : 0;
+			st.hits += resil__load64(&rd->out[0]) +
+			    resil__load64(&rd->out[1]);
 			st.misses += resil__load64(&rd->misses);
 		}
 	}
@@ -1253,8 +1369,13 @@ resil_fallback_record(
 	if (fb == NULL || !args_ok(args))
 		return RESIL_E_INVAL;
 	/* The seeds' chain: one cache, no loop over the stages. */
-	if (RESIL__LIKELY(fb->ncache == 1))
-		return resil_cache_put(fb->cache1, args, value);
+	if (RESIL__LIKELY(fb->ncache == 1)) {
+		/* args checked above: the put's core straight. */
+		size_t mlen = strlen(args->method);
+
+		return cache_put(fb->cache1, args, mlen,
+		    method_seed(args->method, mlen), value);
+	}
 	for (i = 0; i < fb->n; i++) {
 		resil_err err;
 
@@ -1291,6 +1412,14 @@ typedef struct fail_text {
 static const fail_text fail_texts[] = { RESIL_ERR_MAP(FAIL_TEXT) };
 #undef FAIL_TEXT
 
+#if defined(__SSE2__)
+/* 16 bytes from s + k to d + k, unaligned: written out, not a loop,
+ * which the compiler would turn back into a call of memcpy. */
+#define MOVE16(d, s, k) \
+	_mm_storeu_si128((__m128i *)(void *)((d) + (k)), \
+	    _mm_loadu_si128((const __m128i *)(const void *)((s) + (k))))
+#endif
+
 /* "<what>; original failure: <error>[ (rc N)]"; what is a literal. */
 #define DESCRIBE(r, what, f) describe((r), (what), sizeof(what) - 1, (f))
 
@@ -1309,7 +1438,18 @@ describe(
 	        sizeof(fail_texts) / sizeof(fail_texts[0]))) {
 		const fail_text *t = &fail_texts[f->err];
 
+#if defined(__SSE2__)
+		/* Five 16-byte moves (a memcpy of 80 is compiled as ten of
+		 * 8 bytes, and a loop of them as a call of memcpy). */
+		_Static_assert(sizeof(t->text) == 80, "five chunks");
+		MOVE16(m + len, t->text, 0);
+		MOVE16(m + len, t->text, 16);
+		MOVE16(m + len, t->text, 32);
+		MOVE16(m + len, t->text, 48);
+		MOVE16(m + len, t->text, 64);
+#else
 		memcpy(m + len, t->text, sizeof(t->text));
+#endif
 		len += t->len;
 	} else {
 		static const char sep[] = "; original failure: ";
@@ -1357,18 +1497,39 @@ result_start(resil_result *r, const resil_failure *failure)
 	r->attempts = failure->attempts;
 }
 
-resil_err
-resil_fallback_recover(resil_fallback *fb, const resil_args *args,
+/* A cache's answer: every field of *r but the value (which the cache
+ * wrote there) written once, as result_start() and the fields set after
+ * it would. */
+static FB_INLINE void
+result_cached(resil_result *r, const resil_failure *failure, uint64_t age)
+{
+	r->err = RESIL_OK;
+	r->source = RESIL_SOURCE_CACHE;
+	r->rc = 0;
+	r->attempts = failure->attempts;
+	r->age = age;
+	r->cause = failure->err;
+	r->cause_rc = failure->rc;
+	r->breaker_state = -1;
+	r->last_failure = RESIL_OK;
+	r->last_failure_rc = 0;
+	r->error_name = NULL;
+	r->endpoint[0] = '\0';
+	r->zone[0] = '\0';
+	DESCRIBE(r, "cached value", failure);
+}
+
+/* resil_fallback_recover() of arguments already checked (args_ok(args),
+ * failure and out not NULL, failure->err a failure). */
+static FB_INLINE resil_err
+recover(resil_fallback *fb, const resil_args *args,
     const resil_failure *failure, resil_result *out)
 {
 	resil_result r;
-	resil_value v;
 	resil__msg o;
-	size_t i;
+	size_t i, mlen = SIZE_MAX; /* the method's, once a cache needs it */
+	uint64_t seed = 0;
 
-	if (!args_ok(args) || failure == NULL || out == NULL ||
-	    failure->err == RESIL_OK || failure->err == RESIL_E_BUSINESS)
-		return RESIL_E_INVAL;
 	if (fb == NULL || fb->n == 0) {
 		/* No fallback configured: the original error stands. */
 		resil_result_init(&r);
@@ -1390,19 +1551,20 @@ resil_fallback_recover(resil_fallback *fb, const resil_args *args,
 
 		switch (h->k) {
 		case K_CACHE:
-			/* v is written only on a hit; the answer is built
-			 * straight in *out. */
-			err = resil_cache_get(h->cache, args, &v, &age);
+			/* out's value is written only on a hit (the cache
+			 * serves it there); the answer is built straight in
+			 * *out. */
+			if (mlen == SIZE_MAX) {
+				mlen = strlen(args->method);
+				seed = method_seed(args->method, mlen);
+			}
+			err = cache_get(
+			    h->cache, args, mlen, seed, &out->value, &age);
 			if (err == RESIL_E_NOTFOUND)
 				continue;
 			if (err != RESIL_OK)
 				continue; /* out of memory: try the next */
-			result_start(out, failure);
-			out->value = v;
-			out->err = RESIL_OK;
-			out->source = RESIL_SOURCE_CACHE;
-			out->age = age;
-			DESCRIBE(out, "cached value", failure);
+			result_cached(out, failure, age);
 			return RESIL_OK;
 		case K_MOCK:
 			/* The mock writes *out only when it answers (it
@@ -1433,6 +1595,16 @@ resil_fallback_recover(resil_fallback *fb, const resil_args *args,
 	DESCRIBE(&r, "no live, cached or mock value", failure);
 	*out = r;
 	return r.err;
+}
+
+resil_err
+resil_fallback_recover(resil_fallback *fb, const resil_args *args,
+    const resil_failure *failure, resil_result *out)
+{
+	if (!args_ok(args) || failure == NULL || out == NULL ||
+	    failure->err == RESIL_OK || failure->err == RESIL_E_BUSINESS)
+		return RESIL_E_INVAL;
+	return recover(fb, args, failure, out);
 }
 
 /* The mock stage wraps everything: a force mock never calls. 1 when one
@@ -1490,7 +1662,10 @@ call_failed(resil_fallback *fb, const resil_args *args, int rc,
 	resil_result r;
 	resil__msg m_;
 
-	resil_value_free(v);
+	/* What the failing call left: mostly nothing (one test); every
+	 * answer below writes the whole of *out, v (out's value) too. */
+	if (RESIL__UNLIKELY(v->type >= RESIL_VALUE_STRING))
+		resil_value_free(v);
 	if (o == RESIL_OUTCOME_BUSINESS || o == RESIL_OUTCOME_IGNORED) {
 		/* Business, or ignored with a code: answered live, without
 		 * a fallback. */
@@ -1515,7 +1690,7 @@ call_failed(resil_fallback *fb, const resil_args *args, int rc,
 	f.err = RESIL_E_CALL;
 	f.rc = rc;
 	f.attempts = 1;
-	return resil_fallback_recover(fb, args, &f, out);
+	return recover(fb, args, &f, out); /* args checked by the callers */
 }
 
 /* A chain's call with a stage that has work on a success (a cache to
@@ -1554,7 +1729,8 @@ call_full(resil_fallback *fb, const resil_args *args, resil_call_fn fn,
 		out->rc = rc;
 		return RESIL_OK;
 	}
-	resil__result_clear_but_value(out);
+	/* call_failed() writes every field of *out (the answer, or
+	 * resil_fallback_recover()'s result): nothing to clear first. */
 	return call_failed(fb, args, rc, o, &out->value, out);
 }
 
@@ -1564,7 +1740,6 @@ static FB_COLD resil_err
 call_failed_plain(
     resil_fallback *fb, const resil_args *args, int rc, resil_result *out)
 {
-	resil__result_clear_but_value(out);
 	return call_failed(
 	    fb, args, rc, RESIL_OUTCOME_FAILURE, &out->value, out);
 }

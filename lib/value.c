@@ -354,17 +354,33 @@ resil_value_copy(
 	return RESIL_OK;
 }
 
+/* resil_value_free() of a non-NULL v, inline: an exported function is
+ * not inlined into another in a shared library, and a result's value
+ * (a cache's hit, shared with its entry) is freed on every call that
+ * served one. The value's own allocator is called straight, without
+ * resil__free()'s frame. */
+static inline void
+value_free(resil_value *v)
+{
+	if (is_heap(v->type) && v->u.s.ptr != NULL) {
+		if (RESIL__LIKELY(v->alloc_.alloc != NULL &&
+		        v->alloc_.free != NULL))
+			v->alloc_.free(v->u.s.ptr, v->u.s.len + 1,
+			    v->alloc_.ctx);
+		else
+			resil__free(&v->alloc_, v->u.s.ptr, v->u.s.len + 1);
+	} else if (v->type == RESIL_VALUE_OPAQUE && v->u.o.ptr != NULL &&
+	    v->u.o.ops != NULL)
+		v->u.o.ops->free(v->u.o.ptr, v->u.o.ops->ctx);
+	value_clear(v);
+}
+
 void
 resil_value_free(resil_value *v)
 {
 	if (v == NULL)
 		return;
-	if (is_heap(v->type) && v->u.s.ptr != NULL)
-		resil__free(&v->alloc_, v->u.s.ptr, v->u.s.len + 1);
-	else if (v->type == RESIL_VALUE_OPAQUE && v->u.o.ptr != NULL &&
-	    v->u.o.ops != NULL)
-		v->u.o.ops->free(v->u.o.ptr, v->u.o.ops->ctx);
-	value_clear(v);
+	value_free(v);
 }
 
 int
@@ -811,7 +827,7 @@ void
 	r->source = RESIL_SOURCE_UNAVAILABLE;
 	/* A null or scalar value owns nothing: one test, no call. */
 	if (RESIL__UNLIKELY(r->value.type >= RESIL_VALUE_STRING)) {
-		resil_value_free(&r->value); /* makes it null */
+		value_free(&r->value); /* makes it null */
 		return;
 	}
 	r->value.type = RESIL_VALUE_NULL;

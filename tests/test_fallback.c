@@ -12,6 +12,7 @@
 #include <resil/clock.h>
 #include <resil/fallback.h>
 
+#include "fallback_internal.h"
 #include "support/fail_alloc.h"
 
 #define SERVICE "shop.Inventory"
@@ -580,6 +581,164 @@ test_fallback_cache_replaced_entries_freed_in_batches(void **state)
 	assert_false(fa.size_mismatch);
 }
 
+/* Re-stamps (puts of the value held) and misses are reads that serve
+ * nothing: the hit count stays exact, and the writers that retire
+ * replaced entries afterwards still see every such read ended. */
+static void
+test_fallback_cache_restamps_are_not_hits(void **state)
+{
+	resil_manual_clock mc;
+	resil_cache *c;
+	resil_cache_stats st;
+	resil_args k = key("getStock", "sku-1");
+	resil_args other = key("getStock", "sku-2");
+	resil_value v, out;
+	int i;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	c = new_cache(&mc, 16, 1 << 16, 100, 1);
+	for (i = 0; i < 5; i++) {
+		v = resil_value_int(1);
+		assert_int_equal(resil_cache_put(c, &k, &v), RESIL_OK);
+	}
+	for (i = 0; i < 3; i++) {
+		assert_int_equal(resil_cache_get(c, &k, &out, NULL), RESIL_OK);
+		resil_value_free(&out);
+	}
+	for (i = 0; i < 2; i++)
+		assert_int_equal(resil_cache_get(c, &other, &out, NULL),
+		    RESIL_E_NOTFOUND);
+	/* Replacements retire entries in batches (each waits for the
+	 * reads above to have ended). */
+	for (i = 0; i < 40; i++) {
+		v = resil_value_int(i + 2);
+		assert_int_equal(resil_cache_put(c, &k, &v), RESIL_OK);
+		assert_int_equal(resil_cache_put(c, &k, &v), RESIL_OK);
+	}
+	assert_int_equal(resil_cache_stats_get(c, &st), RESIL_OK);
+	assert_int_equal(st.hits, 3);
+	assert_int_equal(st.misses, 2);
+	assert_int_equal(st.entries, 1);
+	resil_cache_free(c);
+}
+
+/* The internal entry points with a kept method handle (no strlen, no
+ * method hash per call) and the public ones address the same keys, with
+ * the same semantics (inclusive age, NULL a value) and checks. */
+static void
+test_fallback_cache_method_handle_same_keys(void **state)
+{
+	resil_manual_clock mc;
+	resil_cache *c;
+	resil__cache_method m, m2;
+	resil_args k = key("getStock", "sku-1");
+	resil_args k2 = key("getStockLevel", "sku-1");
+	resil_value v, out;
+	uint64_t age = 99;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	c = new_cache(&mc, 16, 1 << 16, 10, 4);
+	resil__cache_method_init(&m, "getStock");
+	resil__cache_method_init(&m2, "getStockLevel");
+	assert_int_equal(m.len, 8);
+
+	/* Put through the handle, found through the public get. */
+	v = resil_value_int(5);
+	assert_int_equal(resil__cache_put_m(c, &m, "sku-1", 5, &v), RESIL_OK);
+	assert_int_equal(resil_cache_get(c, &k, &out, &age), RESIL_OK);
+	assert_int_equal(out.u.i, 5);
+	assert_int_equal(age, 0);
+	/* Another method, or the split moved, is another key. */
+	assert_int_equal(resil_cache_get(c, &k2, &out, NULL),
+	    RESIL_E_NOTFOUND);
+	assert_int_equal(resil__cache_get_m(c, &m, "sku-1x", 6, &out, NULL),
+	    RESIL_E_NOTFOUND);
+	/* Put public (NULL: a value), found through the handle, age
+	 * inclusive. */
+	assert_int_equal(resil_cache_put(c, &k2, NULL), RESIL_OK);
+	resil_manual_clock_advance(&mc, 10);
+	assert_int_equal(
+	    resil__cache_get_m(c, &m2, "sku-1", 5, &out, &age), RESIL_OK);
+	assert_int_equal(out.type, RESIL_VALUE_NULL);
+	assert_int_equal(age, 10);
+	assert_int_equal(
+	    resil__cache_get_m(c, &m, "sku-1", 5, &out, &age), RESIL_OK);
+	assert_int_equal(out.u.i, 5);
+	resil_manual_clock_advance(&mc, 1);
+	assert_int_equal(resil__cache_get_m(c, &m, "sku-1", 5, &out, NULL),
+	    RESIL_E_NOTFOUND);
+	/* A re-stamp through the handle. */
+	assert_int_equal(resil_cache_put(c, &k, &v), RESIL_OK);
+	resil_manual_clock_advance(&mc, 4);
+	assert_int_equal(resil__cache_put_m(c, &m, "sku-1", 5, &v), RESIL_OK);
+	assert_int_equal(resil_cache_get(c, &k, &out, &age), RESIL_OK);
+	assert_int_equal(age, 0);
+	/* Checks. */
+	assert_int_equal(resil__cache_put_m(NULL, &m, "x", 1, &v),
+	    RESIL_E_INVAL);
+	assert_int_equal(resil__cache_put_m(c, NULL, "x", 1, &v),
+	    RESIL_E_INVAL);
+	assert_int_equal(resil__cache_put_m(c, &m, NULL, 1, &v),
+	    RESIL_E_INVAL);
+	assert_int_equal(resil__cache_get_m(c, &m, "x", 1, NULL, NULL),
+	    RESIL_E_INVAL);
+	assert_int_equal(resil__cache_put_m(c, &m, NULL, 0, &v), RESIL_OK);
+	assert_int_equal(resil_cache_get(c, &(resil_args) { "getStock", NULL,
+	                     0 }, &out, NULL),
+	    RESIL_OK);
+	resil_cache_free(c);
+}
+
+/* A put compares the value it brings with the one held (equal: a
+ * re-stamp, else a replacement): for every length around the compare's
+ * chunk sizes, a difference in any one byte is a new value, and equal
+ * bytes only re-stamp. */
+static void
+test_fallback_cache_value_compare_sees_every_byte(void **state)
+{
+	resil_manual_clock mc;
+	resil_cache *c;
+	resil_args k = key("getName", "sku-1");
+	char a[80], b[80];
+	resil_value va, vb, out;
+	uint64_t age;
+	size_t n, i;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	c = new_cache(&mc, 16, 1 << 16, 1000, 1);
+	for (n = 1; n <= 72; n++) {
+		for (i = 0; i < n; i++) {
+			memset(a, 'x', sizeof(a));
+			memcpy(b, a, sizeof(b));
+			b[i] = 'y';
+			va = (resil_value) { .type = RESIL_VALUE_STRING };
+			va.u.s.ptr = a;
+			va.u.s.len = n;
+			vb = va;
+			vb.u.s.ptr = b;
+			assert_int_equal(resil_cache_put(c, &k, &va), RESIL_OK);
+			resil_manual_clock_advance(&mc, 1);
+			/* Same bytes elsewhere: a re-stamp. */
+			assert_int_equal(resil_cache_put(c, &k, &va), RESIL_OK);
+			assert_int_equal(
+			    resil_cache_get(c, &k, &out, &age), RESIL_OK);
+			assert_int_equal(age, 0);
+			resil_value_free(&out);
+			resil_manual_clock_advance(&mc, 1);
+			assert_int_equal(resil_cache_put(c, &k, &vb), RESIL_OK);
+			assert_int_equal(
+			    resil_cache_get(c, &k, &out, &age), RESIL_OK);
+			assert_int_equal(out.u.s.len, n);
+			assert_memory_equal(out.u.s.ptr, b, n);
+			resil_value_free(&out);
+		}
+	}
+	resil_cache_free(c);
+}
+
 static void
 test_fallback_cache_memory_is_reported(void **state)
 {
@@ -942,6 +1101,102 @@ test_fallback_chain_cache_then_mock_then_unavailable(void **state)
 
 	resil_fallback_free(fb);
 	resil_mock_free(m);
+	resil_cache_free(c);
+}
+
+/* A failing call that leaves a string behind, as a callee may before it
+ * fails: the chain frees it. */
+static int
+fail_with_string(void *ctx, const resil_args *args, resil_value *out)
+{
+	(void)ctx;
+	(void)args;
+	if (resil_value_string(out, "partial", 7, NULL) != RESIL_OK)
+		return -1;
+	return 503;
+}
+
+/* The failing call's answer writes every field of the result, whatever
+ * the caller's result held before (the chain does not clear it first):
+ * a cache's hit, the chain's "unavailable" and a business error. */
+static void
+test_fallback_failed_call_writes_every_field(void **state)
+{
+	resil_manual_clock mc;
+	resil_cache *c;
+	resil_fallback *fb;
+	resil_args k = key("getStock", "sku-1");
+	resil_args k2 = key("getStock", "sku-2");
+	resil_value v;
+	resil_result r;
+	resil_classifier cls = { classify_400, NULL };
+	live l = { 0, 400, 1, 0 };
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	c = new_cache(&mc, 16, 4096, 10, 1);
+	assert_int_equal(resil_fallback_new(&fb, NULL, NULL), RESIL_OK);
+	assert_int_equal(resil_fallback_add_cache(fb, c), RESIL_OK);
+	assert_int_equal(resil_value_string(&v, "cached", 6, NULL), RESIL_OK);
+	assert_int_equal(resil_cache_put(c, &k, &v), RESIL_OK);
+	resil_value_free(&v);
+	resil_manual_clock_advance(&mc, 3);
+
+	memset(&r, 0x5a, sizeof(r));
+	assert_int_equal(resil_fallback_call(fb, &k, fail_with_string, NULL,
+	                     NULL, &r),
+	    RESIL_OK);
+	assert_int_equal(r.err, RESIL_OK);
+	assert_int_equal(r.source, RESIL_SOURCE_CACHE);
+	assert_int_equal(r.value.type, RESIL_VALUE_STRING);
+	assert_int_equal(r.value.u.s.len, 6);
+	assert_memory_equal(r.value.u.s.ptr, "cached", 6);
+	assert_int_equal(r.rc, 0);
+	assert_int_equal(r.attempts, 1);
+	assert_int_equal(r.age, 3);
+	assert_int_equal(r.cause, RESIL_E_CALL);
+	assert_int_equal(r.cause_rc, 503);
+	assert_int_equal(r.breaker_state, -1);
+	assert_int_equal(r.last_failure, RESIL_OK);
+	assert_int_equal(r.last_failure_rc, 0);
+	assert_null(r.error_name);
+	assert_string_equal(r.endpoint, "");
+	assert_string_equal(r.zone, "");
+	{
+		char want[RESIL_RESULT_MSG_MAX];
+
+		snprintf(want, sizeof(want),
+		    "cached value; original failure: %s (rc 503)",
+		    resil_strerror(RESIL_E_CALL));
+		assert_string_equal(r.message, want);
+	}
+	resil_result_free(&r);
+
+	memset(&r, 0x5a, sizeof(r));
+	assert_int_equal(resil_fallback_call(fb, &k2, fail_with_string, NULL,
+	                     NULL, &r),
+	    RESIL_E_UNAVAILABLE);
+	assert_int_equal(r.source, RESIL_SOURCE_UNAVAILABLE);
+	assert_int_equal(r.value.type, RESIL_VALUE_NULL);
+	assert_int_equal(r.age, 0);
+	assert_int_equal(r.cause_rc, 503);
+	assert_null(r.error_name);
+	assert_string_equal(r.endpoint, "");
+	resil_result_free(&r);
+
+	memset(&r, 0x5a, sizeof(r));
+	assert_int_equal(resil_fallback_call(fb, &k, live_fn, &l, &cls, &r),
+	    RESIL_E_BUSINESS);
+	assert_int_equal(r.source, RESIL_SOURCE_LIVE);
+	assert_int_equal(r.value.type, RESIL_VALUE_NULL);
+	assert_int_equal(r.rc, 400);
+	assert_int_equal(r.age, 0);
+	assert_int_equal(r.cause, RESIL_OK);
+	assert_null(r.error_name);
+	assert_string_equal(r.zone, "");
+	resil_result_free(&r);
+
+	resil_fallback_free(fb);
 	resil_cache_free(c);
 }
 
@@ -1462,6 +1717,11 @@ main(void)
 		    test_fallback_cache_replaced_entries_freed_in_batches),
 		cmocka_unit_test(test_fallback_cache_memory_is_reported),
 		cmocka_unit_test(
+		    test_fallback_cache_value_compare_sees_every_byte),
+		cmocka_unit_test(
+		    test_fallback_cache_method_handle_same_keys),
+		cmocka_unit_test(test_fallback_cache_restamps_are_not_hits),
+		cmocka_unit_test(
 		    test_fallback_cache_never_exceeds_bound_with_shards),
 		cmocka_unit_test(
 		    test_fallback_cache_config_errors_name_the_field),
@@ -1472,6 +1732,8 @@ main(void)
 		cmocka_unit_test(
 		    test_fallback_chain_cache_then_mock_then_unavailable),
 		cmocka_unit_test(test_fallback_cached_null_answers_null),
+		cmocka_unit_test(
+		    test_fallback_failed_call_writes_every_field),
 		cmocka_unit_test(
 		    test_fallback_no_fallback_propagates_original_error),
 		cmocka_unit_test(

@@ -1,0 +1,36 @@
+/*
+ * The cache's entry points for a caller that keeps a method's length and
+ * hash seed (a pipeline, per method it calls): the public resil_cache_put()
+ * and resil_cache_get() take the method as a C string and measure and hash
+ * it on every call. Same semantics as those (age limit inclusive, NULL is
+ * a value, the bounds); the same keys: a value put through one is found
+ * through the other. Never installed.
+ */
+#ifndef RESIL_FALLBACK_INTERNAL_H
+#define RESIL_FALLBACK_INTERNAL_H
+
+#include <resil/fallback.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* A method's handle: valid while name's bytes stay as they were when
+ * resil__cache_method_init() read them. */
+typedef struct resil__cache_method {
+	const char *name;
+	size_t len;    /* strlen(name) */
+	uint64_t seed; /* the method's part of its keys' hash */
+} resil__cache_method;
+
+/* name must not be NULL. */
+void resil__cache_method_init(resil__cache_method *m, const char *name);
+
+/* resil_cache_put() and resil_cache_get() of the key (m's method, the
+ * len bytes at data); RESIL_E_INVAL for a NULL c, m, m->name or out, or
+ * NULL data with len > 0. */
+resil_err resil__cache_put_m(resil_cache *c, const resil__cache_method *m,
+    const void *data, size_t len, const resil_value *value);
+resil_err resil__cache_get_m(resil_cache *c, const resil__cache_method *m,
+    const void *data, size_t len, resil_value *out, uint64_t *age);
+
+#endif /* RESIL_FALLBACK_INTERNAL_H */
