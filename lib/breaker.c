@@ -830,7 +830,8 @@ __attribute__((always_inline))
 static inline resil_err
 acquire_other(resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
 {
-	uint64_t w = resil__load64(&b->st->word) & (W_STATE_MASK | W_TRANSIT);
+	uint64_t full = resil__load64(&b->st->word);
+	uint64_t w = full & (W_STATE_MASK | W_TRANSIT);
 	uint64_t now, deadline;
 	struct bstate *st;
 
@@ -846,6 +847,15 @@ acquire_other(resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
 		}
 	} else if (w == RESIL_BREAKER_FORCED_OPEN) {
 		return reject(b, retry_after, UINT64_MAX);
+	} else if (w == RESIL_BREAKER_HALF_OPEN &&
+	    b->cfg.max_half_open_ns == 0 &&
+	    w_probes(full) >= b->cfg.permitted_probes) {
+		/* Every probe of the episode is out: denied here, as
+		 * acquire_slow() would, without its frame. */
+		count_rejection(b->st);
+		if (retry_after != NULL)
+			*retry_after = 0;
+		return RESIL_E_OPEN;
 	}
 	return acquire_slow(b, permit, retry_after);
 }
