@@ -824,14 +824,22 @@ count_rejection(struct bstate *st)
 	    (offsetof(stripe, rejections) - offsetof(stripe, successes))));
 }
 
+/* Whether w is HALF_OPEN, in no transition, with every one of its
+ * probes out. */
+static inline bool
+half_open_full(uint64_t w, uint32_t probes)
+{
+	return (w & (W_STATE_MASK | W_TRANSIT)) == RESIL_BREAKER_HALF_OPEN &&
+	    w_probes(w) >= probes;
+}
+
 #if defined(__GNUC__)
 __attribute__((always_inline))
 #endif
 static inline resil_err
 acquire_other(resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
 {
-	uint64_t full = resil__load64(&b->st->word);
-	uint64_t w = full & (W_STATE_MASK | W_TRANSIT);
+	uint64_t w = resil__load64(&b->st->word) & (W_STATE_MASK | W_TRANSIT);
 	uint64_t now, deadline;
 	struct bstate *st;
 
@@ -849,8 +857,10 @@ acquire_other(resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
 		return reject(b, retry_after, UINT64_MAX);
 	} else if (w == RESIL_BREAKER_HALF_OPEN &&
 	    b->cfg.max_half_open_ns == 0 &&
-	    w_probes(full) >= b->cfg.permitted_probes) {
-		/* Every probe of the episode is out: denied here, as
+	    half_open_full(resil__load64(&b->st->word),
+	        b->cfg.permitted_probes)) {
+		/* Every probe of the episode is out (on a word read again,
+		 * HALF_OPEN and in no transition): denied here, as
 		 * acquire_slow() would, without its frame. */
 		count_rejection(b->st);
 		if (retry_after != NULL)
