@@ -16,12 +16,13 @@ trap 'rm -rf "$TMP"' EXIT
 printf '%-34s %12s\n' "benchmark" "instr/call"
 for name in $("$BIN"); do
 	printf '%s\n' "$name" | grep -Eqx "$ROWS" || continue
-	# Rows whose one call is itself big (a whole directory push or a
-	# registry update of 1000 providers, a pick over 1024 endpoints) run
+	# Rows whose one call is itself big (a whole directory push, a
+	# registry update of 1000 providers, a fleet sync of many breakers over
+	# Redis, a pick over 1024 endpoints) run
 	# fewer calls: the count per call is the same.
 	n="$ITERS"
 	case "$name" in
-	directory/push/* | registry/*) n=$((ITERS / 1000 > 0 ? ITERS / 1000 : 1)) ;;
+	directory/push/* | registry/* | fleet/sync/*) n=$((ITERS / 1000 > 0 ? ITERS / 1000 : 1)) ;;
 	balance/*/1024) n=$((ITERS / 50 > 0 ? ITERS / 50 : 1)) ;;
 	esac
 	valgrind --tool=callgrind --toggle-collect=bench_measure \
