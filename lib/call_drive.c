@@ -7,6 +7,7 @@
  * and sleeps through the pipeline's clock.
  */
 #include "call_machine.h"
+#include "fallback_internal.h"
 
 /* ---- the blocking driver ---- */
 
@@ -216,8 +217,9 @@ drive_timed_failed(resil_pipeline *p, settings *g, unsigned gs,
  * to fill): its record with the duration, the state after it, the
  * cache. */
 COLD static void
-drive_timed_succeeded(settings *g, const method *m, const resil_args *args,
-    resil_result *out, resil_permit *permit, uint64_t dur)
+drive_timed_succeeded(resil_pipeline *p, settings *g, const method *m,
+    const resil_args *args, resil_result *out, resil_permit *permit,
+    uint64_t dur, uint64_t t1)
 {
 	resil_breaker *b = m->run_breaker;
 
@@ -227,8 +229,10 @@ drive_timed_succeeded(settings *g, const method *m, const resil_args *args,
 		    b, permit, RESIL_OUTCOME_SUCCESS, dur);
 		out->breaker_state = (int)resil_breaker_get_state(b);
 	}
+	/* Stamped at the call's end, read once for the duration too. */
 	if (g->cache != NULL)
-		resil_fallback_record(g->fb, args, &out->value);
+		resil__fallback_record_at(
+		    g->fb, args, &out->value, &p->clock, t1);
 	resil__tls_method = NULL;
 }
 
@@ -287,7 +291,7 @@ drive_timed(resil_pipeline *p, settings *g, unsigned gs, bool own,
 	        &m->run_bf, permit.start, dur)))
 		permit.flags = 0;
 	if (RESIL__UNLIKELY(permit.flags != 0 || g->cache != NULL))
-		drive_timed_succeeded(g, m, args, out, &permit, dur);
+		drive_timed_succeeded(p, g, m, args, out, &permit, dur, t1);
 	return RESIL_OK;
 }
 

@@ -774,7 +774,7 @@ same_value(const resil_value *held, const resil_value *v)
  * nothing older than the last answer is ever served. */
 static FB_INLINE int
 refresh(resil_cache *c, shard *s, uint64_t h, const resil_args *args,
-    size_t mlen, size_t klen, const resil_value *value)
+    size_t mlen, size_t klen, const resil_value *value, const uint64_t *at)
 {
 	readers *rd = &s->rd[resil__thread_stripe(NSTRIPES)];
 	unsigned parity = read_enter(s, rd);
@@ -783,7 +783,7 @@ refresh(resil_cache *c, shard *s, uint64_t h, const resil_args *args,
 	int done = e != NULL && same_value(&e->value, value);
 
 	if (done) {
-		uint64_t now = cache_now(c);
+		uint64_t now = at != NULL ? *at : cache_now(c);
 
 		/* Written only when it changes: repeated puts within one
 		 * tick write nothing shared. */
@@ -882,7 +882,7 @@ make_room(shard *s, size_t charge, entry **victims)
 /* A put that stores a new entry (the key is new, or its value changed). */
 static FB_NOINLINE resil_err
 put_new(resil_cache *c, shard *s, uint64_t h, const resil_args *args,
-    size_t mlen, size_t key_len, const resil_value *value)
+    size_t mlen, size_t key_len, const resil_value *value, const uint64_t *at)
 {
 	const resil_allocator *a = &c->alloc;
 	entry *e, *old, *victims = NULL;
@@ -898,7 +898,7 @@ put_new(resil_cache *c, shard *s, uint64_t h, const resil_args *args,
 	}
 	/* Allocate and copy before taking the lock. */
 	e = entry_make(c, h, args, mlen, key_len, charge, value,
-	    cache_now(c));
+	    at != NULL ? *at : cache_now(c));
 	if (e == NULL)
 		return RESIL_E_NOMEM;
 
@@ -952,10 +952,11 @@ put_new(resil_cache *c, shard *s, uint64_t h, const resil_args *args,
 }
 
 /* resil_cache_put() of arguments already checked, the method's length
- * and seed given. */
+ * and seed given; at: the time of the put on the cache's clock, read by
+ * the caller (NULL: read here). */
 static FB_INLINE resil_err
 cache_put(resil_cache *c, const resil_args *args, size_t mlen, uint64_t seed,
-    const resil_value *value)
+    const resil_value *value, const uint64_t *at)
 {
 	size_t key_len = mlen + 1 + args->len;
 	uint64_t h;
@@ -965,9 +966,9 @@ cache_put(resil_cache *c, const resil_args *args, size_t mlen, uint64_t seed,
 		return RESIL_E_NOMEM;
 	h = key_hash(seed, args);
 	s = shard_of(c, h);
-	if (RESIL__LIKELY(refresh(c, s, h, args, mlen, key_len, value)))
+	if (RESIL__LIKELY(refresh(c, s, h, args, mlen, key_len, value, at)))
 		return RESIL_OK;
-	return put_new(c, s, h, args, mlen, key_len, value);
+	return put_new(c, s, h, args, mlen, key_len, value, at);
 }
 
 resil_err
@@ -980,7 +981,7 @@ resil_cache_put(
 		return RESIL_E_INVAL;
 	mlen = strlen(args->method);
 	return cache_put(
-	    c, args, mlen, method_seed(args->method, mlen), value);
+	    c, args, mlen, method_seed(args->method, mlen), value, NULL);
 }
 
 /* Age of e at now (0 if the clock went backwards). */
@@ -1136,7 +1137,7 @@ resil__cache_put_m(resil_cache *c, const resil__cache_method *m,
 	args.method = m->name;
 	args.data = data;
 	args.len = len;
-	return cache_put(c, &args, m->len, m->seed, value);
+	return cache_put(c, &args, m->len, m->seed, value, NULL);
 }
 
 resil_err
@@ -1374,7 +1375,7 @@ resil_fallback_record(
 		size_t mlen = strlen(args->method);
 
 		return cache_put(fb->cache1, args, mlen,
-		    method_seed(args->method, mlen), value);
+		    method_seed(args->method, mlen), value, NULL);
 	}
 	for (i = 0; i < fb->n; i++) {
 		resil_err err;
@@ -1386,6 +1387,23 @@ resil_fallback_record(
 			first = err;
 	}
 	return first;
+}
+
+resil_err
+resil__fallback_record_at(resil_fallback *fb, const resil_args *args,
+    const resil_value *value, const resil_clock *clock, uint64_t now)
+{
+	const resil_cache *c = fb->cache1;
+	size_t mlen;
+
+	/* now is the cache's time only when the cache reads the same
+	 * clock; otherwise the record reads its own. */
+	if (RESIL__UNLIKELY(fb->ncache != 1 || c->clock.now != clock->now ||
+	        c->clock.ctx != clock->ctx))
+		return resil_fallback_record(fb, args, value);
+	mlen = strlen(args->method);
+	return cache_put(fb->cache1, args, mlen,
+	    method_seed(args->method, mlen), value, &now);
 }
 
 /* "(rc N)": the user's return code in a message. */

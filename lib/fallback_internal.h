@@ -33,4 +33,14 @@ resil_err resil__cache_put_m(resil_cache *c, const resil__cache_method *m,
 resil_err resil__cache_get_m(resil_cache *c, const resil__cache_method *m,
     const void *data, size_t len, resil_value *out, uint64_t *age);
 
+/* resil_fallback_record() at now, a time the caller read from clock (a
+ * pipeline's timed call: its end; fb, args and clock not NULL, args
+ * checked): when fb's one cache reads the same clock (the same now
+ * function and ctx), its entry is stamped now without a reading of its
+ * own (issue 39: two clock reads per timed call); otherwise as
+ * resil_fallback_record(). */
+resil_err resil__fallback_record_at(resil_fallback *fb,
+    const resil_args *args, const resil_value *value,
+    const resil_clock *clock, uint64_t now);
+
 #endif /* RESIL_FALLBACK_INTERNAL_H */

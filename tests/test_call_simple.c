@@ -512,6 +512,56 @@ test_call_timed_success_reads_the_clock_twice(void **state)
 }
 
 static int
+fail_now_fn(void *ctx, const resil_args *a, resil_value *out)
+{
+	(void)ctx;
+	(void)a;
+	(void)out;
+	return 5;
+}
+
+/* The seeds' configuration with the cache: its record stamps the entry
+ * with the call's end, read once for the duration too (issue 39: at most
+ * two clock reads per timed call); the entry's age counts from it. */
+static void
+test_call_timed_cached_success_reads_the_clock_twice(void **state)
+{
+	counting c;
+	resil_pipeline *p = seed_pipeline(&c, 1);
+	const resil_method *m;
+	resil_result r;
+	uint64_t before;
+	int i;
+
+	(void)state;
+	assert_int_equal(resil_pipeline_method(p, "get", &m), RESIL_OK);
+	for (i = 0; i < 150; i++) {
+		before = c.reads;
+		assert_int_equal(resil_pipeline_call_method(
+		                     p, m, &args, ok_fn, NULL, &r),
+		    RESIL_OK);
+		assert_int_equal(r.source, RESIL_SOURCE_LIVE);
+		assert_int_equal(r.value.u.i, 8);
+		resil_result_free(&r);
+		if (i >= 100)
+			assert_int_equal(c.reads - before, 2);
+		resil_manual_clock_advance(&c.mc, 1);
+	}
+	/* The last success was stamped at its end (1149, the clock not
+	 * moved by the call): 7 ticks later, a failure is answered from the
+	 * cache aged 7. */
+	resil_manual_clock_advance(&c.mc, 6);
+	assert_int_equal(
+	    resil_pipeline_call_method(p, m, &args, fail_now_fn, NULL, &r),
+	    RESIL_OK);
+	assert_int_equal(r.source, RESIL_SOURCE_CACHE);
+	assert_int_equal(r.value.u.i, 8);
+	assert_int_equal(r.age, 7);
+	resil_result_free(&r);
+	resil_pipeline_free(p);
+}
+
+static int
 fail_fn(void *ctx, const resil_args *a, resil_value *out)
 {
 	(void)ctx;
@@ -577,6 +627,8 @@ main(void)
 		cmocka_unit_test(test_call_simple_phase_is_the_machine),
 		cmocka_unit_test(test_call_simple_phase_timed_is_the_machine),
 		cmocka_unit_test(test_call_timed_success_reads_the_clock_twice),
+		cmocka_unit_test(
+		    test_call_timed_cached_success_reads_the_clock_twice),
 		cmocka_unit_test(test_call_fail_mock_then_force),
 		cmocka_unit_test(test_call_simple_phase_moves_the_value),
 		cmocka_unit_test(test_call_simple_phase_asks_a_users_classifier),
