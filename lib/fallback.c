@@ -1360,6 +1360,18 @@ resil_fallback_count(const resil_fallback *fb)
 	return fb == NULL ? 0 : fb->n;
 }
 
+/* The seeds' chain, one cache: its put's core straight (args checked),
+ * at the given time (NULL: the cache reads its clock). */
+static FB_INLINE resil_err
+record_one(resil_fallback *fb, const resil_args *args,
+    const resil_value *value, const uint64_t *at)
+{
+	size_t mlen = strlen(args->method);
+
+	return cache_put(fb->cache1, args, mlen,
+	    method_seed(args->method, mlen), value, at);
+}
+
 resil_err
 resil_fallback_record(
     resil_fallback *fb, const resil_args *args, const resil_value *value)
@@ -1370,13 +1382,8 @@ resil_fallback_record(
 	if (fb == NULL || !args_ok(args))
 		return RESIL_E_INVAL;
 	/* The seeds' chain: one cache, no loop over the stages. */
-	if (RESIL__LIKELY(fb->ncache == 1)) {
-		/* args checked above: the put's core straight. */
-		size_t mlen = strlen(args->method);
-
-		return cache_put(fb->cache1, args, mlen,
-		    method_seed(args->method, mlen), value, NULL);
-	}
+	if (RESIL__LIKELY(fb->ncache == 1))
+		return record_one(fb, args, value, NULL);
 	for (i = 0; i < fb->n; i++) {
 		resil_err err;
 
@@ -1394,16 +1401,13 @@ resil__fallback_record_at(resil_fallback *fb, const resil_args *args,
     const resil_value *value, const resil_clock *clock, uint64_t now)
 {
 	const resil_cache *c = fb->cache1;
-	size_t mlen;
 
 	/* now is the cache's time only when the cache reads the same
 	 * clock; otherwise the record reads its own. */
 	if (RESIL__UNLIKELY(fb->ncache != 1 || c->clock.now != clock->now ||
 	        c->clock.ctx != clock->ctx))
 		return resil_fallback_record(fb, args, value);
-	mlen = strlen(args->method);
-	return cache_put(fb->cache1, args, mlen,
-	    method_seed(args->method, mlen), value, &now);
+	return record_one(fb, args, value, &now);
 }
 
 /* "(rc N)": the user's return code in a message. */

@@ -512,7 +512,7 @@ test_call_timed_success_reads_the_clock_twice(void **state)
 }
 
 static int
-fail_now_fn(void *ctx, const resil_args *a, resil_value *out)
+fail_fn(void *ctx, const resil_args *a, resil_value *out)
 {
 	(void)ctx;
 	(void)a;
@@ -552,22 +552,13 @@ test_call_timed_cached_success_reads_the_clock_twice(void **state)
 	 * cache aged 7. */
 	resil_manual_clock_advance(&c.mc, 6);
 	assert_int_equal(
-	    resil_pipeline_call_method(p, m, &args, fail_now_fn, NULL, &r),
+	    resil_pipeline_call_method(p, m, &args, fail_fn, NULL, &r),
 	    RESIL_OK);
 	assert_int_equal(r.source, RESIL_SOURCE_CACHE);
 	assert_int_equal(r.value.u.i, 8);
 	assert_int_equal(r.age, 7);
 	resil_result_free(&r);
 	resil_pipeline_free(p);
-}
-
-static int
-fail_fn(void *ctx, const resil_args *a, resil_value *out)
-{
-	(void)ctx;
-	(void)a;
-	(void)out;
-	return 5;
 }
 
 /* A fail: mock keeps calls on the simple paths (issue 39); a force: spec
