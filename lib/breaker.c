@@ -862,10 +862,7 @@ acquire_other(resil_breaker *b, resil_permit *permit, uint64_t *retry_after)
 		/* Every probe of the episode is out (on a word read again,
 		 * HALF_OPEN and in no transition): denied here, as
 		 * acquire_slow() would, without its frame. */
-		count_rejection(b->st);
-		if (retry_after != NULL)
-			*retry_after = 0;
-		return RESIL_E_OPEN;
+		return reject(b, retry_after, 0);
 	}
 	return acquire_slow(b, permit, retry_after);
 }
