@@ -7,7 +7,7 @@ set -eu
 
 PKGS="make gcc g++ cmake pkg-config libck-dev uthash-dev libcmocka-dev \
 libbenchmark-dev libcjson-dev libcurl4-openssl-dev libhiredis-dev redis-server \
-libzookeeper-mt-dev zookeeper \
+libzookeeper-mt-dev zookeeper libyaml-dev redis-sentinel prometheus \
 $*"
 
 missing=""
