@@ -11,7 +11,11 @@
  * it reads them again. So does this: every CONNECTED state reads both
  * lists, which also sets their watches again. A category whose node does
  * not exist is an empty list, with an exists watch for its creation
- * (Dubbo creates the node; a consumer here writes nothing).
+ * (Dubbo creates the node). The categories past RESIL__NCHILD are one
+ * node's data (the 3.x rules of the config center), read with a data
+ * watch. Issue 40: at every CONNECTED the consumer's node is created
+ * (ephemeral, its parents persistent, as Dubbo's ZookeeperRegistry
+ * registers it; "exists" is fine: the same session reconnected).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -53,6 +57,7 @@ struct zk_backend {
 	resil_allocator a;
 	char *hosts;
 	char *path[RESIL__NCAT];
+	char *consumer; /* the consumer's node, or NULL */
 	int timeout_ms;
 	pthread_mutex_t mu;
 	zk_session *cur;
@@ -81,13 +86,22 @@ static void watcher(
 static void children_done(int rc, const struct String_vector *strings,
     const struct Stat *stat, const void *data);
 
+static void data_done(int rc, const char *value, int len,
+    const struct Stat *stat, const void *data);
+
 static void
 fetch(zhandle_t *zh, zk_watch *w)
 {
 	/* A failure here (not connected) is no loss: the next CONNECTED
 	 * reads the list again. */
-	(void)zoo_awget_children2(
-	    zh, w->s->b->path[w->cat], watcher, w, children_done, w);
+	if (w->s->b->path[w->cat] == NULL)
+		return;
+	if (w->cat >= RESIL__NCHILD)
+		(void)zoo_awget(
+		    zh, w->s->b->path[w->cat], watcher, w, data_done, w);
+	else
+		(void)zoo_awget_children2(
+		    zh, w->s->b->path[w->cat], watcher, w, children_done, w);
 }
 
 static void
@@ -131,6 +145,86 @@ children_done(int rc, const struct String_vector *strings,
 	b->sink->notify(b->src, RESIL_SOURCE_ERROR, msg);
 }
 
+/* A rule node's data: a list of one string (none: no node). */
+static void
+data_done(int rc, const char *value, int len, const struct Stat *stat,
+    const void *data)
+{
+	zk_watch *w = (zk_watch *)(uintptr_t)data;
+	zk_backend *b = w->s->b;
+	char *text;
+
+	(void)stat;
+	if (rc == ZOK) {
+		size_t n = len > 0 ? (size_t)len : 0;
+
+		if ((text = resil__alloc(&b->a, n + 1)) == NULL) {
+			b->sink->notify(b->src, RESIL_SOURCE_ERROR,
+			    "out of memory reading a rule node");
+			return;
+		}
+		if (n > 0)
+			memcpy(text, value, n);
+		text[n] = '\0';
+		b->sink->deliver(b->src, w->cat, (const char *const *)&text,
+		    1, w->fired);
+		resil__free(&b->a, text, n + 1);
+		return;
+	}
+	/* No node, or a failure the next session state reads again. */
+	children_done(rc, NULL, stat, data);
+}
+
+static void
+created(int rc, const char *value, const void *data)
+{
+	zk_backend *b = (zk_backend *)(uintptr_t)data;
+	char msg[200];
+
+	(void)value;
+	if (rc == ZOK || rc == ZNODEEXISTS) {
+		b->sink->notify(b->src, RESIL_SOURCE_REGISTERED, b->consumer);
+		return;
+	}
+	if (rc == ZCLOSING || rc == ZCONNECTIONLOSS || rc == ZSESSIONEXPIRED ||
+	    rc == ZOPERATIONTIMEOUT || rc == ZSESSIONMOVED)
+		return; /* the next CONNECTED registers again */
+	(void)snprintf(msg, sizeof(msg), "registering the consumer: %s",
+	    zerror(rc));
+	b->sink->notify(b->src, RESIL_SOURCE_ERROR, msg);
+}
+
+static void
+parent_done(int rc, const char *value, const void *data)
+{
+	(void)rc;
+	(void)value;
+	(void)data;
+}
+
+/* The consumer's node and its parents, in order (a session's requests
+ * are served in order: each parent exists when the next is made). */
+static void
+register_consumer(zhandle_t *zh, zk_backend *b)
+{
+	char path[1024];
+	size_t i, n;
+
+	if (b->consumer == NULL)
+		return;
+	n = strlen(b->consumer);
+	for (i = 1; i < n && i < sizeof(path); i++) {
+		if (b->consumer[i] != '/')
+			continue;
+		memcpy(path, b->consumer, i);
+		path[i] = '\0';
+		(void)zoo_acreate(zh, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0,
+		    parent_done, b);
+	}
+	(void)zoo_acreate(zh, b->consumer, NULL, -1, &ZOO_OPEN_ACL_UNSAFE,
+	    ZOO_EPHEMERAL, created, b);
+}
+
 static void
 watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 {
@@ -168,6 +262,7 @@ watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 		s->connected = 1;
 		s->was_connected = 1;
 		b->sink->notify(b->src, RESIL_SOURCE_CONNECTED, msg);
+		register_consumer(zh, b);
 		for (c = 0; c < RESIL__NCAT; c++) {
 			s->w[c].fired = now_ns();
 			fetch(zh, &s->w[c]);
@@ -249,6 +344,7 @@ backend_free(zk_backend *b)
 	resil__strfree(&b->a, b->hosts);
 	for (c = 0; c < RESIL__NCAT; c++)
 		resil__strfree(&b->a, b->path[c]);
+	resil__strfree(&b->a, b->consumer);
 	pthread_mutex_destroy(&b->mu);
 	resil__free(&b->a, b, sizeof(*b));
 }
@@ -269,7 +365,12 @@ zk_open(resil_registry_source *src, const resil__source_where *w, void **state,
 	pthread_mutex_init(&b->mu, NULL);
 	b->hosts = resil__strdup(&b->a, w->hosts);
 	for (c = 0; c < RESIL__NCAT; c++)
-		b->path[c] = resil__strdup(&b->a, w->path[c]);
+		if (w->path[c] != NULL &&
+		    (b->path[c] = resil__strdup(&b->a, w->path[c])) == NULL)
+			b->hosts = (resil__strfree(&b->a, b->hosts), NULL);
+	if (w->consumer_node != NULL &&
+	    (b->consumer = resil__strdup(&b->a, w->consumer_node)) == NULL)
+		b->hosts = (resil__strfree(&b->a, b->hosts), NULL);
 	if (b->hosts == NULL || b->path[0] == NULL || b->path[1] == NULL) {
 		backend_free(b);
 		return RESIL_E_NOMEM;
@@ -328,6 +429,13 @@ zk_tick(void *state)
 }
 
 static void
+deleted(int rc, const void *data)
+{
+	(void)rc;
+	(void)data;
+}
+
+static void
 zk_close(void *state)
 {
 	zk_backend *b = state;
@@ -339,6 +447,11 @@ zk_close(void *state)
 	s = b->cur;
 	b->cur = NULL;
 	pthread_mutex_unlock(&b->mu);
+	/* Unregister first (closing the session removes the ephemeral node
+	 * too, in the same breath): sent before the session's close. */
+	if (s != NULL && b->consumer != NULL &&
+	    zoo_state(s->zh) == ZOO_CONNECTED_STATE)
+		(void)zoo_adelete(s->zh, b->consumer, -1, deleted, NULL);
 	session_free(b, s);
 	backend_free(b);
 }
