@@ -810,6 +810,87 @@ test_console_check_false_starts_empty(void **state)
 	assert_non_null(strstr(diag.msg, "No provider available"));
 }
 
+/* ---- 5. endpoints' transitions reach the pipeline's listener ----------- */
+
+typedef struct heard_p {
+	unsigned breaker_open, ejected;
+	char text[256];
+} heard_p;
+
+static void
+on_pipeline(const resil_pipeline_event *ev, void *ctx)
+{
+	heard_p *h = ctx;
+
+	if (ev->stage == RESIL_STAGE_BREAKER && ev->breaker != NULL &&
+	    strncmp(ev->text, "endpoint ", 9) == 0 &&
+	    ev->breaker->to == RESIL_BREAKER_OPEN) {
+		h->breaker_open++;
+		snprintf(h->text, sizeof(h->text), "%s", ev->text);
+	}
+	if (ev->stage == RESIL_STAGE_CLUSTER &&
+	    strstr(ev->text, " ejected for ") != NULL)
+		h->ejected++;
+}
+
+static int
+failing(void *ctx, const resil_pick *ep, const resil_args *args,
+    resil_value *out)
+{
+	(void)ctx;
+	(void)ep;
+	(void)args;
+	(void)out;
+	return 111;
+}
+
+static void
+test_console_endpoint_transitions_reach_the_pipeline(void **state)
+{
+	resil_breaker_config bc = resil_breaker_config_default();
+	resil_directory_config dc = resil_directory_config_default();
+	resil_selector_config sc = resil_selector_config_default();
+	resil_pipeline_config pc = resil_pipeline_config_default();
+	resil_endpoint_spec spec = resil_endpoint_spec_default("10.3.0.1:1");
+	resil_directory *dir;
+	resil_selector *sel;
+	resil_pipeline *p;
+	resil_invocation inv;
+	resil_result r;
+	heard_p h;
+	int i;
+
+	(void)state;
+	memset(&h, 0, sizeof(h));
+	bc.consecutive_failures = 3;
+	bc.failure_rate_pct = 0;
+	dc.endpoint_breaker = &bc;
+	dc.outlier.consecutive_failures = 5;
+	dc.outlier.max_ejection_pct = 100;
+	assert_int_equal(resil_directory_new(&dir, &dc, NULL), RESIL_OK);
+	sc.service = "S";
+	assert_int_equal(resil_selector_new(&sel, dir, &sc, NULL), RESIL_OK);
+	pc.service = "S";
+	pc.selector = sel;
+	pc.listener = on_pipeline;
+	pc.listener_ctx = &h;
+	pc.cluster.strategy = RESIL_CLUSTER_FAILFAST;
+	assert_int_equal(resil_pipeline_new(&p, &pc, NULL), RESIL_OK);
+	assert_int_equal(resil_directory_push(dir, &spec, 1, NULL), RESIL_OK);
+	for (i = 0; i < 3; i++) {
+		resil_invocation_init(&inv, "getStock");
+		(void)resil_pipeline_invoke_ex(p, NULL, &inv, failing, NULL, &r);
+		resil_result_free(&r);
+	}
+	assert_int_equal(h.breaker_open, 1);
+	assert_string_equal(h.text,
+	    "endpoint 10.3.0.1:1 breaker CLOSED -> OPEN "
+	    "(consecutive_failures)");
+	resil_pipeline_free(p);
+	resil_selector_free(sel);
+	resil_directory_free(dir);
+}
+
 int
 main(void)
 {
@@ -826,6 +907,7 @@ main(void)
 		T(test_console_check_without_providers_fails_as_dubbo),
 		T(test_console_check_with_providers_waits_for_them),
 		T(test_console_check_false_starts_empty),
+		T(test_console_endpoint_transitions_reach_the_pipeline),
 #undef T
 	};
 
