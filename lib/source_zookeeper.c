@@ -183,7 +183,9 @@ created(int rc, const char *value, const void *data)
 
 	(void)value;
 	if (rc == ZOK || rc == ZNODEEXISTS) {
-		b->sink->notify(b->src, RESIL_SOURCE_REGISTERED, b->consumer);
+		b->sink->notify(b->src, RESIL_SOURCE_REGISTERED,
+		    "the consumer's node is written (ephemeral, under the "
+		    "service's consumers)");
 		return;
 	}
 	if (rc == ZCLOSING || rc == ZCONNECTIONLOSS || rc == ZSESSIONEXPIRED ||
