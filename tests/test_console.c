@@ -31,6 +31,7 @@
 #include <resil/selector.h>
 #include <resil/source.h>
 
+#include "configurator.h"
 #include "source_internal.h"
 #include "support/zk_server.h"
 
@@ -810,6 +811,81 @@ test_console_check_false_starts_empty(void **state)
 	assert_non_null(strstr(diag.msg, "No provider available"));
 }
 
+/* ---- the YAML rules, without a server ----------------------------------- */
+
+static void
+free_urls(char **u, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		resil__strfree(resil__allocator(NULL), u[i]);
+	if (u != NULL)
+		resil__free(resil__allocator(NULL), u, n * sizeof(char *));
+}
+
+static void
+test_console_yaml_rules_become_dubbo_override_urls(void **state)
+{
+	char **u = NULL;
+	size_t n = 0;
+	resil_diag why;
+
+	(void)state;
+	/* An application rule: one URL per service, application= its key. */
+	assert_int_equal(resil__ov_yaml(resil__allocator(NULL),
+	                     "configVersion: v3.0\n"
+	                     "scope: application\n"
+	                     "key: shop\n"
+	                     "configs:\n"
+	                     "  - side: consumer\n"
+	                     "    services: [a.A, b.B]\n"
+	                     "    parameters: {timeout: 3000}\n",
+	                     &u, &n, &why),
+	    RESIL_OK);
+	assert_int_equal(n, 2);
+	assert_string_equal(u[0],
+	    "override://0.0.0.0/a.A?category=appdynamicconfigurators&"
+	    "side=consumer&configVersion=v3.0&enabled=true&timeout=3000&"
+	    "application=shop");
+	assert_non_null(strstr(u[1], "override://0.0.0.0/b.B?"));
+	free_urls(u, n);
+	/* A service rule's providerAddresses, a disabled rule. */
+	assert_int_equal(resil__ov_yaml(resil__allocator(NULL),
+	                     "scope: service\n"
+	                     "key: g/a.A:1.0\n"
+	                     "enabled: false\n"
+	                     "configs:\n"
+	                     "  - providerAddresses: [10.0.0.1:1, "
+	                     "10.0.0.2:1]\n"
+	                     "    parameters: {weight: 5}\n",
+	                     &u, &n, &why),
+	    RESIL_OK);
+	assert_int_equal(n, 1);
+	assert_string_equal(u[0],
+	    "override://0.0.0.0/a.A?category=dynamicconfigurators&"
+	    "configVersion=v2.7&enabled=false&"
+	    "providerAddresses=10.0.0.1%3A1%2C10.0.0.2%3A1&weight=5");
+	free_urls(u, n);
+	/* Refusals, with the reason. */
+	assert_int_equal(resil__ov_yaml(resil__allocator(NULL),
+	                     "scope: service\nkey: a.A\nconfigs:\n"
+	                     "  - side: consumer\n",
+	                     &u, &n, &why),
+	    RESIL_E_INVAL);
+	assert_non_null(strstr(why.msg, "configs[0]: no parameters"));
+	assert_int_equal(resil__ov_yaml(resil__allocator(NULL),
+	                     "scope: everywhere\nkey: a\nconfigs: []\n", &u,
+	                     &n, &why),
+	    RESIL_E_INVAL);
+	assert_string_equal(
+	    why.msg, "scope: \"everywhere\" is not service or application");
+	assert_int_equal(resil__ov_yaml(resil__allocator(NULL),
+	                     "key: [unclosed\n", &u, &n, &why),
+	    RESIL_E_INVAL);
+	assert_non_null(strstr(why.msg, "YAML: "));
+}
+
 /* ---- 5. endpoints' transitions reach the pipeline's listener ----------- */
 
 typedef struct heard_p {
@@ -908,6 +984,7 @@ main(void)
 		T(test_console_check_with_providers_waits_for_them),
 		T(test_console_check_false_starts_empty),
 		T(test_console_endpoint_transitions_reach_the_pipeline),
+		T(test_console_yaml_rules_become_dubbo_override_urls),
 #undef T
 	};
 
