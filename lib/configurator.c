@@ -563,12 +563,11 @@ rebuild(applying *ap)
 	resil_config *c = NULL;
 	size_t i;
 
-	if (resil_config_parse_string(&c, ap->ov->base != NULL ? ap->ov->base
-	                                                       : "",
+	if (ap->ov->ops->parse(&c, ap->ov->base != NULL ? ap->ov->base : "",
 	        "configuration", ap->w->a, NULL) != RESIL_OK)
 		return NULL;
 	for (i = 0; i < ap->nt; i++)
-		(void)resil_config_set(c, ap->t[i].key, ap->t[i].value, NULL);
+		(void)ap->ov->ops->set(c, ap->t[i].key, ap->t[i].value, NULL);
 	return c;
 }
 
@@ -586,16 +585,16 @@ try_key(applying *ap, const resil__ov_rule *r, const char *key,
 	if (v == NULL)
 		return -1;
 	d.msg[0] = '\0';
-	err = resil_config_set(ap->conf, key, v, &d);
+	err = ap->ov->ops->set(ap->conf, key, v, &d);
 	if (err == RESIL_OK) {
-		resil_pipeline_config pc = *resil_config_pipeline(ap->conf);
+		resil_pipeline_config pc = *ap->ov->ops->pipeline(ap->conf);
 
 		if (resil_chaos_same(
 		        pc.chaos, resil_pipeline_chaos(ap->ov->p, NULL)))
 			pc.chaos = NULL;
 		err = resil__pipeline_reload_dry(ap->ov->p, &pc, &d);
 		if (err != RESIL_OK) {
-			resil_config_free(ap->conf);
+			ap->ov->ops->free(ap->conf);
 			ap->conf = rebuild(ap);
 			if (ap->conf == NULL) {
 				resil__strfree(ap->w->a, v);
@@ -710,7 +709,7 @@ resil__ov_apply(resil__overrides *ov, const resil__ov_who *w)
 	if (!oom) {
 		/* As resil_pipeline_reload_string(): the running chaos stays
 		 * when the text names the same. */
-		resil_pipeline_config pc = *resil_config_pipeline(ap.conf);
+		resil_pipeline_config pc = *ov->ops->pipeline(ap.conf);
 
 		if (resil_chaos_same(pc.chaos, resil_pipeline_chaos(ov->p, NULL)))
 			pc.chaos = NULL;
@@ -732,30 +731,33 @@ resil__ov_apply(resil__overrides *ov, const resil__ov_who *w)
 		resil__strfree(w->a, ap.t[i].value);
 	if (ap.t != NULL)
 		resil__free(w->a, ap.t, ap.cap * sizeof(*ap.t));
-	resil_config_free(ap.conf);
+	if (ap.conf != NULL)
+		ov->ops->free(ap.conf);
 }
 
 resil_err
 resil__ov_attach(resil__overrides *ov, const resil__ov_who *w,
-    resil_pipeline *p, const resil_config *base)
+    resil_pipeline *p, const resil_config *base,
+    const resil__ov_conf_ops *ops)
 {
-	size_t n = base != NULL ? resil_config_count(base) : 0, i, len = 1;
+	size_t n = base != NULL ? ops->count(base) : 0, i, len = 1;
 	resil_config_setting st;
 	char *text;
 
 	for (i = 0; i < n; i++)
-		if (resil_config_entry(base, i, &st) == RESIL_OK)
+		if (ops->entry(base, i, &st) == RESIL_OK)
 			len += strlen(st.key) + strlen(st.value) + 2;
 	if ((text = resil__alloc(w->a, len)) == NULL)
 		return RESIL_E_NOMEM;
 	text[0] = '\0';
 	for (i = 0, len = 0; i < n; i++)
-		if (resil_config_entry(base, i, &st) == RESIL_OK)
+		if (ops->entry(base, i, &st) == RESIL_OK)
 			len += (size_t)sprintf(
 			    text + len, "%s=%s\n", st.key, st.value);
 	resil__strfree(w->a, ov->base);
 	ov->base = text;
 	ov->p = p;
+	ov->ops = ops;
 	return RESIL_OK;
 }
 

@@ -31,10 +31,27 @@ typedef struct resil__ov_rule {
 	int priority;
 } resil__ov_rule;
 
+/* The configuration functions (lib/config.c), given by
+ * lib/source_attach.c: the source's rooms sit below config.c, which uses
+ * them, so they reach it through these pointers only. */
+typedef struct resil__ov_conf_ops {
+	resil_err (*parse)(resil_config **out, const char *text,
+	    const char *origin, const resil_allocator *alloc,
+	    resil_diag *diag);
+	resil_err (*set)(resil_config *conf, const char *key,
+	    const char *value, resil_diag *diag);
+	const resil_pipeline_config *(*pipeline)(const resil_config *conf);
+	void (*free)(resil_config *conf);
+	size_t (*count)(const resil_config *conf);
+	resil_err (*entry)(
+	    const resil_config *conf, size_t i, resil_config_setting *out);
+} resil__ov_conf_ops;
+
 typedef struct resil__overrides {
 	resil__ov_rule *rules[RESIL__OV_NSETS];
 	size_t n[RESIL__OV_NSETS];
 	resil_pipeline *p; /* borrowed; NULL: none attached */
+	const resil__ov_conf_ops *ops; /* with p */
 	char *base;        /* the base configuration as text */
 	uint64_t provider_gen; /* bumps when the provider-side rules change */
 	/* Digests of the rules in force: all of them, and those with a
@@ -75,9 +92,16 @@ int resil__ov_provider(const resil__overrides *ov, const resil__ov_who *w,
 
 /* Attach p with base (copied as text; NULL: none). RESIL_E_NOMEM. */
 resil_err resil__ov_attach(resil__overrides *ov, const resil__ov_who *w,
-    resil_pipeline *p, const resil_config *base);
+    resil_pipeline *p, const resil_config *base,
+    const resil__ov_conf_ops *ops);
 
 void resil__ov_free(resil__overrides *ov, const resil_allocator *a);
+
+/* lib/source.c: attach p and base to src with ops (under the source's
+ * work lock) and apply the rules in force. */
+resil_err resil__source_attach(resil_registry_source *src, resil_pipeline *p,
+    const resil_config *base, const resil__ov_conf_ops *ops,
+    resil_diag *diag);
 
 /* lib/configurator_yaml.c: the override URLs of a 3.x rule (Dubbo's
  * ConfigParser.parseConfigurators): *urls an array of *n new strings
