@@ -615,6 +615,35 @@ test_console_override_refused_keys_are_named(void **state)
 	override_gone(f, mine);
 }
 
+/* resil's own keys, under their names: a breaker turned on and off. */
+static void
+test_console_override_resil_keys(void **state)
+{
+	fx *f = *state;
+	resil_diag diag;
+	char *rule;
+	unsigned before;
+
+	NEED_SERVER();
+	fx_open(f, "timeout=1000\n");
+	provider(f, 1, "");
+	assert_int_equal(fx_source(f, zs.hosts, 0, &diag), RESIL_OK);
+	wait_count(f, 1);
+	assert_null(resil_pipeline_breaker(f->p, NULL));
+	before = summaries(f);
+	rule = override(f, "0.0.0.0",
+	    "breaker.consecutive_failures=2&breaker.failure_rate=0&"
+	    "timeout=2000");
+	wait_applied(f, before);
+	assert_non_null(strstr(f->last_summary, "3 settings of 1 rule"));
+	assert_non_null(resil_pipeline_breaker(f->p, NULL));
+	before = summaries(f);
+	override_gone(f, rule);
+	wait_applied(f, before);
+	assert_null(resil_pipeline_breaker(f->p, NULL));
+	assert_int_equal(heard(f, RESIL_SOURCE_BAD_OVERRIDE), 0);
+}
+
 static void
 test_console_override_weight_and_disabled(void **state)
 {
@@ -978,6 +1007,7 @@ main(void)
 		T(test_console_override_27_mock_and_restore),
 		T(test_console_override_method_level_mock),
 		T(test_console_override_refused_keys_are_named),
+		T(test_console_override_resil_keys),
 		T(test_console_override_weight_and_disabled),
 		T(test_console_yaml_service_and_application_rules),
 		T(test_console_check_without_providers_fails_as_dubbo),
