@@ -288,7 +288,7 @@ rule_of(const resil__ov_who *w, const char *url, const char *origin,
 		return -1;
 	}
 	pr = resil__url_get(&r->u, "priority");
-	r->priority = pr != NULL ? atoi(pr) : 0;
+	r->priority = pr != NULL ? (int)strtol(pr, NULL, 10) : 0;
 	return 1;
 }
 
