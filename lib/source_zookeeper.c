@@ -431,13 +431,6 @@ zk_tick(void *state)
 }
 
 static void
-deleted(int rc, const void *data)
-{
-	(void)rc;
-	(void)data;
-}
-
-static void
 zk_close(void *state)
 {
 	zk_backend *b = state;
@@ -449,11 +442,9 @@ zk_close(void *state)
 	s = b->cur;
 	b->cur = NULL;
 	pthread_mutex_unlock(&b->mu);
-	/* Unregister first (closing the session removes the ephemeral node
-	 * too, in the same breath): sent before the session's close. */
-	if (s != NULL && b->consumer != NULL &&
-	    zoo_state(s->zh) == ZOO_CONNECTED_STATE)
-		(void)zoo_adelete(s->zh, b->consumer, -1, deleted, NULL);
+	/* Closing the session unregisters the consumer: the server removes
+	 * the session's ephemeral node with it (a delete sent just before
+	 * the close would race it inside the client). */
 	session_free(b, s);
 	backend_free(b);
 }
