@@ -193,23 +193,32 @@ item_params(ybuild *b, yaml_node_t *it, const char *cv, int enabled,
 	return RESIL_OK;
 }
 
-/* The service of a key: [group/]service[:version] (or group:service:
- * version, the config center's key). */
+/* The service of a key: [group/]service[:version] (Dubbo's
+ * ConfigParser.appendService: the group and version become the URL's
+ * group= and version=), or the config center's group:service:version.
+ * out: "service?" and those parameters, each followed by '&'. */
 static void
 service_of(const char *key, char *out, size_t n)
 {
-	const char *s = strchr(key, '/');
-	const char *c1, *c2;
+	const char *slash = strchr(key, '/');
+	const char *s = slash != NULL ? slash + 1 : key;
+	const char *c1 = strchr(s, ':');
+	const char *c2 = c1 != NULL ? strchr(c1 + 1, ':') : NULL;
+	int g = slash != NULL ? (int)(slash - key) : 0;
 
-	s = s != NULL ? s + 1 : key;
-	c1 = strchr(s, ':');
-	c2 = c1 != NULL ? strchr(c1 + 1, ':') : NULL;
-	if (c2 != NULL)
-		(void)snprintf(out, n, "%.*s", (int)(c2 - c1 - 1), c1 + 1);
+	if (c2 != NULL) /* group:service:version */
+		(void)snprintf(out, n, "%.*s?%s%.*s%s%s%s",
+		    (int)(c2 - c1 - 1), c1 + 1, c1 > s ? "group=" : "",
+		    (int)(c1 - s), s, c1 > s ? "&" : "",
+		    c2[1] != '\0' ? "version=" : "", c2[1] != '\0' ? c2 + 1 : "");
 	else if (c1 != NULL)
-		(void)snprintf(out, n, "%.*s", (int)(c1 - s), s);
+		(void)snprintf(out, n, "%.*s?%s%.*s%sversion=%s", (int)(c1 - s),
+		    s, g > 0 ? "group=" : "", g, key, g > 0 ? "&" : "", c1 + 1);
 	else
-		(void)snprintf(out, n, "%s", s);
+		(void)snprintf(out, n, "%s?%s%.*s", s, g > 0 ? "group=" : "", g,
+		    key);
+	if (strchr(out, '=') != NULL && strlen(out) + 1 < n)
+		strcat(out, "&");
 }
 
 /* One config item: a URL per address and per application (service
@@ -248,7 +257,7 @@ one_item(ybuild *b, yaml_node_t *it, size_t idx, int app_scope,
 			else
 				service_of(key, svc, sizeof(svc));
 			w = snprintf(url, sizeof(url),
-			    "override://%s/%s?%s%s%s", addr != NULL ? addr : "",
+			    "override://%s/%s%s%s%s", addr != NULL ? addr : "",
 			    svc, params + 1,
 			    app_scope || m != NULL ? "&application=" : "",
 			    app_scope ? key : m != NULL ? m : "");

@@ -892,8 +892,8 @@ test_console_yaml_rules_become_dubbo_override_urls(void **state)
 	    RESIL_OK);
 	assert_int_equal(n, 1);
 	assert_string_equal(u[0],
-	    "override://0.0.0.0/a.A?category=dynamicconfigurators&"
-	    "configVersion=v2.7&enabled=false&"
+	    "override://0.0.0.0/a.A?group=g&version=1.0&"
+	    "category=dynamicconfigurators&configVersion=v2.7&enabled=false&"
 	    "providerAddresses=10.0.0.1%3A1%2C10.0.0.2%3A1&weight=5");
 	free_urls(u, n);
 	/* Refusals, with the reason. */
