@@ -994,6 +994,25 @@ test_console_endpoint_transitions_reach_the_pipeline(void **state)
 	resil_pipeline_free(p);
 	resil_selector_free(sel);
 	resil_directory_free(dir);
+
+	/* An ejection (no endpoint breaker): outlier detection after 2. */
+	dc = resil_directory_config_default();
+	dc.outlier.consecutive_failures = 2;
+	dc.outlier.max_ejection_pct = 100;
+	assert_int_equal(resil_directory_new(&dir, &dc, NULL), RESIL_OK);
+	assert_int_equal(resil_selector_new(&sel, dir, &sc, NULL), RESIL_OK);
+	pc.selector = sel;
+	assert_int_equal(resil_pipeline_new(&p, &pc, NULL), RESIL_OK);
+	assert_int_equal(resil_directory_push(dir, &spec, 1, NULL), RESIL_OK);
+	for (i = 0; i < 2; i++) {
+		resil_invocation_init(&inv, "getStock");
+		(void)resil_pipeline_invoke_ex(p, NULL, &inv, failing, NULL, &r);
+		resil_result_free(&r);
+	}
+	assert_int_equal(h.ejected, 1);
+	resil_pipeline_free(p);
+	resil_selector_free(sel);
+	resil_directory_free(dir);
 }
 
 int
