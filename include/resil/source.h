@@ -15,6 +15,9 @@
  *
  *   <root>/<service>/providers/<URL-encoded provider URL>   (ephemeral)
  *   <root>/<service>/routers/<URL-encoded condition:// URL>
+ *   <root>/<service>/configurators/<URL-encoded override:// URL>
+ *   <root>/<service>/consumers/<URL-encoded consumer URL>   (this one's)
+ *   <root>/config/dubbo/<service or application>.configurators  (YAML)
  *
  * with root "/dubbo". A provider URL `dubbo://10.0.0.1:20880/<service>?
  * weight=200&timestamp=1630745698310&warmup=60000&dubbo.tag=gray&zone=hz&
