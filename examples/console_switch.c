@@ -63,8 +63,8 @@ static unsigned provider_calls[2];
 
 /* The remote call: a list of recommendations from the provider picked. */
 static int
-recommend(void *ctx, const resil_pick *ep, const resil_args *args,
-    resil_value *out)
+recommend(
+    void *ctx, const resil_pick *ep, const resil_args *args, resil_value *out)
 {
 	(void)ctx;
 	(void)args;
@@ -83,14 +83,14 @@ phase(resil_pipeline *p, const char *name)
 	before = provider_calls[0] + provider_calls[1];
 	for (i = 0; i < 100; i++) {
 		resil_invocation_init(&inv, "getRecommendations");
-		(void)resil_pipeline_invoke_ex(p, NULL, &inv, recommend, NULL,
-		    &r);
+		(void)resil_pipeline_invoke_ex(
+		    p, NULL, &inv, recommend, NULL, &r);
 		live += r.err == RESIL_OK && r.source == RESIL_SOURCE_LIVE;
 		mock += r.err == RESIL_OK && r.source == RESIL_SOURCE_MOCK;
 		resil_result_free(&r);
 	}
-	printf("phase %s: calls 100 live %u mock %u provider-calls %u\n",
-	    name, live, mock, provider_calls[0] + provider_calls[1] - before);
+	printf("phase %s: calls 100 live %u mock %u provider-calls %u\n", name,
+	    live, mock, provider_calls[0] + provider_calls[1] - before);
 }
 
 /* ---- the demo: providers and the console ------------------------------- */
@@ -285,8 +285,8 @@ main(int argc, char **argv)
 	    "getRecommendations.timeout=500\n"
 	    "loadbalance=random\n",
 	    hosts);
-	if (resil_config_parse_string(&conf, text, "shop-web.conf", NULL,
-	        &diag) != RESIL_OK)
+	if (resil_config_parse_string(
+	        &conf, text, "shop-web.conf", NULL, &diag) != RESIL_OK)
 		goto fail;
 	resil_directory_config_init(&dc);
 	resil_config_directory(conf, &dc);
@@ -336,8 +336,8 @@ main(int argc, char **argv)
 	node(zh, "configurators", weight, 1);
 	wait_weight(dir, 300);
 	phase(p, "weight");
-	printf("weight: %s %u calls, %s %u calls\n", P1, provider_calls[0],
-	    P2, provider_calls[1]);
+	printf("weight: %s %u calls, %s %u calls\n", P1, provider_calls[0], P2,
+	    provider_calls[1]);
 	node(zh, "configurators", weight, 0);
 	wait_weight(dir, 100);
 

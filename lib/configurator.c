@@ -275,8 +275,8 @@ rule_of(const resil__ov_who *w, const char *url, const char *origin,
 	if (err == RESIL_OK && strcmp(r->u.protocol, "override") != 0 &&
 	    strcmp(r->u.protocol, "absent") != 0) {
 		resil__url_free(w->a, &r->u);
-		(void)snprintf(why.msg, sizeof(why.msg),
-		    "not an override:// rule");
+		(void)snprintf(
+		    why.msg, sizeof(why.msg), "not an override:// rule");
 		err = RESIL_E_INVAL;
 	}
 	if (err != RESIL_OK) {
@@ -410,8 +410,8 @@ resil__ov_set(resil__overrides *ov, const resil__ov_who *w, int set,
 	resil__ov_rule *r = NULL;
 	resil_err err;
 	const char *origin = set == RESIL__OV_URLS ? NULL
-	    : set == RESIL__OV_APP               ? "application rule"
-	                                         : "service rule";
+	    : set == RESIL__OV_APP                 ? "application rule"
+	                                           : "service rule";
 
 	err = urls_of(w, set, items, n, decoded, &urls, &nurls);
 	if (err != RESIL_OK)
@@ -469,8 +469,8 @@ resil__ov_provider(const resil__overrides *ov, const resil__ov_who *w,
     const char *decoded, char **out)
 {
 	const char *val[4] = { NULL, NULL, NULL, NULL };
-	static const char *const keys[4] = { "weight", "disabled",
-		"dubbo.tag", "warmup" };
+	static const char *const keys[4] = { "weight", "disabled", "dubbo.tag",
+		"warmup" };
 	char buf[8192];
 	size_t len, s, i, j;
 	resil__url pu;
@@ -501,8 +501,8 @@ resil__ov_provider(const resil__overrides *ov, const resil__ov_who *w,
 		resil__url_free(w->a, &pu);
 		return 0;
 	}
-	w_ = snprintf(buf, sizeof(buf), "%s://%s/%s?", pu.protocol,
-	    pu.address, pu.path);
+	w_ = snprintf(
+	    buf, sizeof(buf), "%s://%s/%s?", pu.protocol, pu.address, pu.path);
 	len = w_ > 0 ? (size_t)w_ : 0;
 	for (i = 0; i < pu.nparams && len < sizeof(buf); i++) {
 		const char *k = pu.params[i].key;
@@ -531,7 +531,7 @@ resil__ov_provider(const resil__overrides *ov, const resil__ov_who *w,
 	}
 	resil__url_free(w->a, &pu);
 	if (len >= sizeof(buf))
-		return 0; /* too long to rewrite: as it is */
+		return 0;    /* too long to rewrite: as it is */
 	buf[len - 1] = '\0'; /* the last '&' (or the '?') */
 	if ((*out = resil__strdup(w->a, buf)) == NULL)
 		return -1;
@@ -574,8 +574,8 @@ rebuild(applying *ap)
 /* Try key=value of rule over what is taken: 1 taken, 0 refused (the
  * event is sent), -1 out of memory. */
 static int
-try_key(applying *ap, const resil__ov_rule *r, const char *key,
-    const char *raw)
+try_key(
+    applying *ap, const resil__ov_rule *r, const char *key, const char *raw)
 {
 	char *v = value_of(ap->w->a, raw);
 	char msg[RESIL_DIAG_MAX + 64];
@@ -666,13 +666,14 @@ apply_rule(applying *ap, const resil__ov_rule *r, size_t *nkeys)
 			continue;
 		n++;
 		if (len < sizeof(said))
-			len += (size_t)snprintf(said + len,
-			    sizeof(said) - len, "%s%s=%s", n > 1 ? ", " : "",
-			    k, ap->t[ap->nt - 1].value);
+			len += (size_t)snprintf(said + len, sizeof(said) - len,
+			    "%s%s=%s", n > 1 ? ", " : "", k,
+			    ap->t[ap->nt - 1].value);
 	}
 	if (n > 0) {
 		(void)snprintf(msg, sizeof(msg), "applied: %s", said);
-		ap->w->emit(ap->w->ctx, RESIL_SOURCE_OVERRIDE, r->name, msg, n);
+		ap->w->emit(
+		    ap->w->ctx, RESIL_SOURCE_OVERRIDE, r->name, msg, n);
 	}
 	*nkeys += n;
 	return 0;
@@ -711,15 +712,17 @@ resil__ov_apply(resil__overrides *ov, const resil__ov_who *w)
 		 * when the text names the same. */
 		resil_pipeline_config pc = *ov->ops->pipeline(ap.conf);
 
-		if (resil_chaos_same(pc.chaos, resil_pipeline_chaos(ov->p, NULL)))
+		if (resil_chaos_same(
+		        pc.chaos, resil_pipeline_chaos(ov->p, NULL)))
 			pc.chaos = NULL;
 		err = resil_pipeline_reload(ov->p, &pc, &d);
 	} else
 		err = RESIL_E_NOMEM;
 	if (err == RESIL_OK) {
 		(void)snprintf(msg, sizeof(msg),
-		    "%zu setting%s of %zu rule%s over the configuration", nkeys,
-		    nkeys == 1 ? "" : "s", nrules, nrules == 1 ? "" : "s");
+		    "%zu setting%s of %zu rule%s over the configuration",
+		    nkeys, nkeys == 1 ? "" : "s", nrules,
+		    nrules == 1 ? "" : "s");
 		w->emit(w->ctx, RESIL_SOURCE_OVERRIDE, "", msg, nkeys);
 	} else {
 		(void)snprintf(msg, sizeof(msg),
@@ -737,8 +740,7 @@ resil__ov_apply(resil__overrides *ov, const resil__ov_who *w)
 
 resil_err
 resil__ov_attach(resil__overrides *ov, const resil__ov_who *w,
-    resil_pipeline *p, const resil_config *base,
-    const resil__ov_conf_ops *ops)
+    resil_pipeline *p, const resil_config *base, const resil__ov_conf_ops *ops)
 {
 	size_t n = base != NULL ? ops->count(base) : 0, i, len = 1;
 	resil_config_setting st;

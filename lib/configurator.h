@@ -50,9 +50,9 @@ typedef struct resil__ov_conf_ops {
 typedef struct resil__overrides {
 	resil__ov_rule *rules[RESIL__OV_NSETS];
 	size_t n[RESIL__OV_NSETS];
-	resil_pipeline *p; /* borrowed; NULL: none attached */
+	resil_pipeline *p;             /* borrowed; NULL: none attached */
 	const resil__ov_conf_ops *ops; /* with p */
-	char *base;        /* the base configuration as text */
+	char *base;                    /* the base configuration as text */
 	uint64_t provider_gen; /* bumps when the provider-side rules change */
 	/* Digests of the rules in force: all of them, and those with a
 	 * provider key; resil__ov_set says which changed. */
@@ -100,8 +100,7 @@ void resil__ov_free(resil__overrides *ov, const resil_allocator *a);
 /* lib/source.c: attach p and base to src with ops (under the source's
  * work lock) and apply the rules in force. */
 resil_err resil__source_attach(resil_registry_source *src, resil_pipeline *p,
-    const resil_config *base, const resil__ov_conf_ops *ops,
-    resil_diag *diag);
+    const resil_config *base, const resil__ov_conf_ops *ops, resil_diag *diag);
 
 /* lib/configurator_yaml.c: the override URLs of a 3.x rule (Dubbo's
  * ConfigParser.parseConfigurators): *urls an array of *n new strings

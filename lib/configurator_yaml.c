@@ -149,8 +149,7 @@ item_params(ybuild *b, yaml_node_t *it, const char *cv, int enabled,
 	size_t i, jl = 0;
 
 	if (params == NULL || params->type != YAML_MAPPING_NODE ||
-	    params->data.mapping.pairs.top ==
-	        params->data.mapping.pairs.start)
+	    params->data.mapping.pairs.top == params->data.mapping.pairs.start)
 		return resil__diagf(b->why, RESIL_E_INVAL,
 		    "configs[%zu]: no parameters (Dubbo: \"please specify at "
 		    "least one parameter you want to change in the rule\")",
@@ -207,16 +206,17 @@ service_of(const char *key, char *out, size_t n)
 	int g = slash != NULL ? (int)(slash - key) : 0;
 
 	if (c2 != NULL) /* group:service:version */
-		(void)snprintf(out, n, "%.*s?%s%.*s%s%s%s",
-		    (int)(c2 - c1 - 1), c1 + 1, c1 > s ? "group=" : "",
-		    (int)(c1 - s), s, c1 > s ? "&" : "",
-		    c2[1] != '\0' ? "version=" : "", c2[1] != '\0' ? c2 + 1 : "");
+		(void)snprintf(out, n, "%.*s?%s%.*s%s%s%s", (int)(c2 - c1 - 1),
+		    c1 + 1, c1 > s ? "group=" : "", (int)(c1 - s), s,
+		    c1 > s ? "&" : "", c2[1] != '\0' ? "version=" : "",
+		    c2[1] != '\0' ? c2 + 1 : "");
 	else if (c1 != NULL)
-		(void)snprintf(out, n, "%.*s?%s%.*s%sversion=%s", (int)(c1 - s),
-		    s, g > 0 ? "group=" : "", g, key, g > 0 ? "&" : "", c1 + 1);
+		(void)snprintf(out, n, "%.*s?%s%.*s%sversion=%s",
+		    (int)(c1 - s), s, g > 0 ? "group=" : "", g, key,
+		    g > 0 ? "&" : "", c1 + 1);
 	else
-		(void)snprintf(out, n, "%s?%s%.*s", s, g > 0 ? "group=" : "", g,
-		    key);
+		(void)snprintf(
+		    out, n, "%s?%s%.*s", s, g > 0 ? "group=" : "", g, key);
 	if (strchr(out, '=') != NULL && strlen(out) + 1 < n)
 		strcat(out, "&");
 }
@@ -229,7 +229,8 @@ one_item(ybuild *b, yaml_node_t *it, size_t idx, int app_scope,
 {
 	yaml_document_t *d = b->doc;
 	yaml_node_t *addrs = get(d, it, "addresses");
-	yaml_node_t *multi = get(d, it, app_scope ? "services" : "applications");
+	yaml_node_t *multi =
+	    get(d, it, app_scope ? "services" : "applications");
 	size_t na = items(addrs), nm = items(multi), i, j;
 	char svc[256], params[2048], url[3072];
 	size_t plen = 0;
@@ -252,15 +253,17 @@ one_item(ybuild *b, yaml_node_t *it, size_t idx, int app_scope,
 			int w;
 
 			if (app_scope)
-				service_of(m != NULL ? m : "*", svc,
-				    sizeof(svc));
+				service_of(
+				    m != NULL ? m : "*", svc, sizeof(svc));
 			else
 				service_of(key, svc, sizeof(svc));
 			w = snprintf(url, sizeof(url),
 			    "override://%s/%s%s%s%s", addr != NULL ? addr : "",
 			    svc, params + 1,
 			    app_scope || m != NULL ? "&application=" : "",
-			    app_scope ? key : m != NULL ? m : "");
+			    app_scope       ? key
+			        : m != NULL ? m
+			                    : "");
 			if (w < 0 || (size_t)w >= sizeof(url))
 				return resil__diagf(b->why, RESIL_E_INVAL,
 				    "configs[%zu]: too long", idx);
@@ -336,8 +339,7 @@ resil__ov_yaml(const resil_allocator *a, const char *text, char ***urls,
 	if (!yaml_parser_load(&parser, &doc)) {
 		err = parser.error == YAML_MEMORY_ERROR
 		    ? RESIL_E_NOMEM
-		    : resil__diagf(why, RESIL_E_INVAL,
-		          "YAML: %s at line %zu",
+		    : resil__diagf(why, RESIL_E_INVAL, "YAML: %s at line %zu",
 		          parser.problem != NULL ? parser.problem : "error",
 		          parser.problem_mark.line + 1);
 		yaml_parser_delete(&parser);

@@ -53,7 +53,7 @@ on_endpoint(const resil_endpoint_event *ev, void *ctx)
 	case RESIL_ENDPOINT_DETECTED:
 		(void)snprintf(text, sizeof(text), "endpoint %s %s",
 		    ev->address,
-		    ev->type == RESIL_ENDPOINT_RETURNED    ? "returned"
+		    ev->type == RESIL_ENDPOINT_RETURNED      ? "returned"
 		        : ev->type == RESIL_ENDPOINT_HEALTHY ? "healthy"
 		        : ev->type == RESIL_ENDPOINT_UNHEALTHY
 		        ? "unhealthy"

@@ -34,7 +34,8 @@ resil__local_host(char *buf, size_t n)
 		    (i->ifa_flags & IFF_LOOPBACK) != 0)
 			continue;
 		if (inet_ntop(AF_INET,
-		        &((const struct sockaddr_in *)(const void *)i->ifa_addr)
+		        &((const struct sockaddr_in *)(const void *)
+		                i->ifa_addr)
 		             ->sin_addr,
 		        buf, (socklen_t)n) != NULL)
 			break;

@@ -47,8 +47,9 @@ group_setup(void **state)
 {
 	(void)state;
 	if (!zk_installed()) {
-		fprintf(stderr, "test_console: java or the zookeeper jar is "
-		                "not installed; skipped\n");
+		fprintf(stderr,
+		    "test_console: java or the zookeeper jar is "
+		    "not installed; skipped\n");
 		return 0;
 	}
 	zoo_set_debug_level((ZooLogLevel)0);
@@ -182,8 +183,8 @@ fx_open(fx *f, const char *base)
 	if (base == NULL)
 		return;
 	snprintf(text, sizeof(text), "service=%s\n%s", f->svc, base);
-	if (resil_config_parse_string(&f->base, text, "svc.conf", NULL,
-	        &diag) != RESIL_OK)
+	if (resil_config_parse_string(
+	        &f->base, text, "svc.conf", NULL, &diag) != RESIL_OK)
 		fail_msg("%s", diag.msg);
 	pc = *resil_config_pipeline(f->base);
 	pc.selector = f->sel;
@@ -212,8 +213,8 @@ fx_source(fx *f, const char *hosts, int check, resil_diag *diag)
 	sc.check_timeout_ns = 2 * RESIL_NS_PER_SEC;
 	err = resil_source_new(&f->src, &sc, diag);
 	if (err == RESIL_OK && f->p != NULL)
-		assert_int_equal(resil_source_attach_pipeline(
-		                     f->src, f->p, f->base, diag),
+		assert_int_equal(
+		    resil_source_attach_pipeline(f->src, f->p, f->base, diag),
 		    RESIL_OK);
 	return err;
 }
@@ -317,13 +318,14 @@ override(fx *f, const char *host, const char *params)
 {
 	char u[1024], *enc;
 
-	snprintf(u, sizeof(u), "override://%s/%s?category=configurators&"
-	                       "dynamic=false&%s",
+	snprintf(u, sizeof(u),
+	    "override://%s/%s?category=configurators&"
+	    "dynamic=false&%s",
 	    host, f->svc, params);
 	enc = zk_encode(u);
 	assert_non_null(enc);
-	assert_int_equal(zk_create_raw(prov, f->svc, "configurators", enc, 0),
-	    0);
+	assert_int_equal(
+	    zk_create_raw(prov, f->svc, "configurators", enc, 0), 0);
 	return enc;
 }
 
@@ -342,8 +344,8 @@ yaml_rule(const char *key, const char *yaml)
 	int rc;
 
 	assert_int_equal(zk_mkdirs(prov, "/dubbo/config/dubbo"), 0);
-	snprintf(path, sizeof(path), "/dubbo/config/dubbo/%s.configurators",
-	    key);
+	snprintf(
+	    path, sizeof(path), "/dubbo/config/dubbo/%s.configurators", key);
 	rc = zoo_create(prov, path, yaml, (int)strlen(yaml),
 	    &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
 	if (rc == ZNODEEXISTS)
@@ -356,16 +358,16 @@ yaml_gone(const char *key)
 {
 	char path[256];
 
-	snprintf(path, sizeof(path), "/dubbo/config/dubbo/%s.configurators",
-	    key);
+	snprintf(
+	    path, sizeof(path), "/dubbo/config/dubbo/%s.configurators", key);
 	assert_int_equal(zoo_delete(prov, path, -1), ZOK);
 }
 
 /* ---- calls -------------------------------------------------------------- */
 
 static int
-stock(void *ctx, const resil_pick *ep, const resil_args *args,
-    resil_value *out)
+stock(
+    void *ctx, const resil_pick *ep, const resil_args *args, resil_value *out)
 {
 	fx *f = ctx;
 
@@ -386,7 +388,7 @@ call(fx *f, const char *method)
 
 	resil_invocation_init(&inv, method);
 	(void)resil_pipeline_invoke_ex(f->p, NULL, &inv, stock, f, &r);
-	c = r.err != RESIL_OK          ? 'E'
+	c = r.err != RESIL_OK               ? 'E'
 	    : r.source == RESIL_SOURCE_MOCK ? 'M'
 	    : r.source == RESIL_SOURCE_LIVE ? 'L'
 	                                    : 'E';
@@ -521,8 +523,8 @@ test_console_override_27_mock_and_restore(void **state)
 
 	/* The console's switch, as it writes it. */
 	before = summaries(f);
-	rule = override(f, "0.0.0.0",
-	    "application=shop&mock=force%3Areturn+null");
+	rule = override(
+	    f, "0.0.0.0", "application=shop&mock=force%3Areturn+null");
 	wait_applied(f, before);
 	f->calls[0] = 0;
 	for (i = 0; i < 10; i++)
@@ -662,12 +664,12 @@ test_console_override_weight_and_disabled(void **state)
 	before = heard(f, RESIL_SOURCE_PROVIDERS);
 	w = override(f, "10.2.0.1:20880", "weight=300");
 	wait_heard(f, RESIL_SOURCE_PROVIDERS, before + 1);
-	assert_int_equal(resil_directory_get_state(
-	                     f->dir, "10.2.0.1:20880", &es),
+	assert_int_equal(
+	    resil_directory_get_state(f->dir, "10.2.0.1:20880", &es),
 	    RESIL_OK);
 	assert_int_equal(es.weight, 300);
-	assert_int_equal(resil_directory_get_state(
-	                     f->dir, "10.2.0.2:20880", &es),
+	assert_int_equal(
+	    resil_directory_get_state(f->dir, "10.2.0.2:20880", &es),
 	    RESIL_OK);
 	assert_int_equal(es.weight, 100);
 	d = override(f, "10.2.0.2:20880", "disabled=true");
@@ -677,8 +679,8 @@ test_console_override_weight_and_disabled(void **state)
 	before = heard(f, RESIL_SOURCE_PROVIDERS);
 	override_gone(f, w);
 	wait_heard(f, RESIL_SOURCE_PROVIDERS, before + 1);
-	assert_int_equal(resil_directory_get_state(
-	                     f->dir, "10.2.0.1:20880", &es),
+	assert_int_equal(
+	    resil_directory_get_state(f->dir, "10.2.0.1:20880", &es),
 	    RESIL_OK);
 	assert_int_equal(es.weight, 100);
 }
@@ -734,8 +736,8 @@ test_console_yaml_service_and_application_rules(void **state)
 	assert_int_equal(call(f, "getRecommendations"), 'M');
 	assert_int_equal(call(f, "getStock"), 'L');
 	wait_heard(f, RESIL_SOURCE_PROVIDERS, 2);
-	assert_int_equal(resil_directory_get_state(
-	                     f->dir, "10.2.0.2:20880", &es),
+	assert_int_equal(
+	    resil_directory_get_state(f->dir, "10.2.0.2:20880", &es),
 	    RESIL_OK);
 	assert_int_equal(es.weight, 25);
 
@@ -789,7 +791,8 @@ test_console_yaml_service_and_application_rules(void **state)
 	assert_int_equal(call(f, "getStock"), 'L');
 }
 
-/* ---- 3. check ------------------------------------------------------------ */
+/* ---- 3. check ------------------------------------------------------------
+ */
 
 static void
 test_console_check_without_providers_fails_as_dubbo(void **state)
@@ -801,7 +804,8 @@ test_console_check_without_providers_fails_as_dubbo(void **state)
 	NEED_SERVER();
 	fx_open(f, NULL);
 	diag.msg[0] = '\0';
-	assert_int_equal(fx_source(f, zs.hosts, 1, &diag), RESIL_E_NO_PROVIDER);
+	assert_int_equal(
+	    fx_source(f, zs.hosts, 1, &diag), RESIL_E_NO_PROVIDER);
 	assert_null(f->src);
 	snprintf(want_start, sizeof(want_start),
 	    "Failed to check the status of the service %s. No provider "
@@ -835,8 +839,8 @@ test_console_check_false_starts_empty(void **state)
 	fx_open(f, NULL);
 	assert_int_equal(fx_source(f, zs.hosts, 0, &diag), RESIL_OK);
 	assert_int_equal(resil_directory_count(f->dir), 0);
-	assert_int_equal(resil_source_check(f->src, 0, &diag),
-	    RESIL_E_NO_PROVIDER);
+	assert_int_equal(
+	    resil_source_check(f->src, 0, &diag), RESIL_E_NO_PROVIDER);
 	assert_non_null(strstr(diag.msg, "No provider available"));
 }
 
@@ -903,9 +907,9 @@ test_console_yaml_rules_become_dubbo_override_urls(void **state)
 	                     &u, &n, &why),
 	    RESIL_E_INVAL);
 	assert_non_null(strstr(why.msg, "configs[0]: no parameters"));
-	assert_int_equal(resil__ov_yaml(resil__allocator(NULL),
-	                     "scope: everywhere\nkey: a\nconfigs: []\n", &u,
-	                     &n, &why),
+	assert_int_equal(
+	    resil__ov_yaml(resil__allocator(NULL),
+	        "scope: everywhere\nkey: a\nconfigs: []\n", &u, &n, &why),
 	    RESIL_E_INVAL);
 	assert_string_equal(
 	    why.msg, "scope: \"everywhere\" is not service or application");
@@ -939,8 +943,8 @@ on_pipeline(const resil_pipeline_event *ev, void *ctx)
 }
 
 static int
-failing(void *ctx, const resil_pick *ep, const resil_args *args,
-    resil_value *out)
+failing(
+    void *ctx, const resil_pick *ep, const resil_args *args, resil_value *out)
 {
 	(void)ctx;
 	(void)ep;
@@ -984,7 +988,8 @@ test_console_endpoint_transitions_reach_the_pipeline(void **state)
 	assert_int_equal(resil_directory_push(dir, &spec, 1, NULL), RESIL_OK);
 	for (i = 0; i < 3; i++) {
 		resil_invocation_init(&inv, "getStock");
-		(void)resil_pipeline_invoke_ex(p, NULL, &inv, failing, NULL, &r);
+		(void)resil_pipeline_invoke_ex(
+		    p, NULL, &inv, failing, NULL, &r);
 		resil_result_free(&r);
 	}
 	assert_int_equal(h.breaker_open, 1);
@@ -1006,7 +1011,8 @@ test_console_endpoint_transitions_reach_the_pipeline(void **state)
 	assert_int_equal(resil_directory_push(dir, &spec, 1, NULL), RESIL_OK);
 	for (i = 0; i < 2; i++) {
 		resil_invocation_init(&inv, "getStock");
-		(void)resil_pipeline_invoke_ex(p, NULL, &inv, failing, NULL, &r);
+		(void)resil_pipeline_invoke_ex(
+		    p, NULL, &inv, failing, NULL, &r);
 		resil_result_free(&r);
 	}
 	assert_int_equal(h.ejected, 1);
