@@ -33,6 +33,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "atomic.h"
@@ -1024,4 +1026,324 @@ resil_keyed_event_name(resil_keyed_event_type t)
 		return "overflow";
 	}
 	return "unknown";
+}
+
+/* ---- seen: per-key figures, top-N, Prometheus ---- */
+
+typedef struct kfig {
+	uint64_t calls, failures, rejections;
+	resil_breaker_state state;
+	uint32_t idx;
+	resil_keyed_rank by; /* how to rank (every element the same) */
+} kfig;
+
+static void
+figures(const resil_keyed *k, void *inst, kfig *f)
+{
+	f->calls = f->failures = f->rejections = 0;
+	f->state = RESIL_BREAKER_CLOSED;
+	if (k->cfg.kind == RESIL_KEYED_BREAKER) {
+		resil_breaker_metrics m;
+
+		if (resil_breaker_get_metrics(inst, &m) != RESIL_OK)
+			return;
+		f->calls = m.successes + m.failures + m.ignored;
+		f->failures = m.failures;
+		f->rejections = m.rejections;
+		f->state = m.state;
+	} else if (k->cfg.kind == RESIL_KEYED_RATELIMIT) {
+		resil_ratelimit_metrics m;
+
+		if (resil_ratelimit_get_metrics(inst, &m) != RESIL_OK)
+			return;
+		f->calls = m.granted_calls + m.rejected_calls;
+		f->rejections = m.rejected_calls;
+	} else {
+		resil_bulkhead_metrics m;
+
+		if (resil_bulkhead_get_metrics(inst, &m) != RESIL_OK)
+			return;
+		f->calls = m.granted + m.rejected;
+		f->rejections = m.rejected;
+	}
+}
+
+static int
+cmp_u64(uint64_t a, uint64_t b)
+{
+	return a > b ? -1 : a < b ? 1 : 0;
+}
+
+/* Best first: by the rank's figures, then entry order. */
+static int
+cmp_fig(const void *pa, const void *pb)
+{
+	const kfig *a = pa, *b = pb;
+	int c;
+
+	if (a->by == RESIL_KEYED_BY_FAILURES) {
+		if ((c = cmp_u64(a->failures, b->failures)) != 0 ||
+		    (c = cmp_u64(a->rejections, b->rejections)) != 0)
+			return c;
+	} else if (a->by == RESIL_KEYED_BY_REJECTIONS) {
+		if ((c = cmp_u64(a->rejections, b->rejections)) != 0 ||
+		    (c = cmp_u64(a->failures, b->failures)) != 0)
+			return c;
+	} else if ((c = cmp_u64(a->failures + a->rejections,
+	                b->failures + b->rejections)) != 0)
+		return c;
+	if ((c = cmp_u64(a->calls, b->calls)) != 0)
+		return c;
+	return a->idx < b->idx ? -1 : a->idx > b->idx;
+}
+
+/* Every live key's figures, ranked, in *out (count *n), taken under the
+ * lock, which the caller holds and lets go. Temporary memory comes from
+ * the caller's allocator directly: it is not the family's. */
+static resil_err
+ranked(resil_keyed *k, int by, kfig **out, uint32_t *n)
+{
+	size_t size = (size_t)k->cfg.max_keys * sizeof(kfig);
+	kfig *f = resil__alloc(&k->user, size);
+	uint32_t i, m = 0;
+
+	if (f == NULL)
+		return RESIL_E_NOMEM;
+	resil__spin_lock(&k->lock);
+	for (i = 0; i < k->cfg.max_keys; i++) {
+		kentry *e = &k->pool[i];
+
+		if (resil__load64(&e->pin) & PIN_DEAD)
+			continue;
+		figures(k, e->inst, &f[m]);
+		f[m].idx = i;
+		f[m].by = (resil_keyed_rank)by;
+		m++;
+	}
+	qsort(f, m, sizeof(*f), cmp_fig);
+	*out = f;
+	*n = m;
+	return RESIL_OK;
+}
+
+resil_err
+resil_keyed_top(resil_keyed *k, resil_keyed_rank by,
+    resil_keyed_top_entry *out, size_t n, size_t *got)
+{
+	kfig *f;
+	uint32_t m, i;
+	resil_err err;
+
+	if (k == NULL || (out == NULL && n > 0) || got == NULL ||
+	    (by != RESIL_KEYED_BY_FAILURES && by != RESIL_KEYED_BY_REJECTIONS))
+		return RESIL_E_INVAL;
+	err = ranked(k, (int)by, &f, &m);
+	if (err != RESIL_OK)
+		return err;
+	for (i = 0; i < m && i < n; i++) {
+		const kentry *e = &k->pool[f[i].idx];
+
+		memset(&out[i], 0, sizeof(out[i]));
+		out[i].key_len = e->len;
+		memcpy(out[i].key, kbytes(e),
+		    e->len < RESIL_KEYED_TOP_KEY ? e->len : RESIL_KEYED_TOP_KEY);
+		out[i].calls = f[i].calls;
+		out[i].failures = f[i].failures;
+		out[i].rejections = f[i].rejections;
+		out[i].state = f[i].state;
+	}
+	resil__spin_unlock(&k->lock);
+	*got = i;
+	resil__free(&k->user, f, (size_t)k->cfg.max_keys * sizeof(kfig));
+	return RESIL_OK;
+}
+
+/* A text that counts what it could not hold. */
+typedef struct wtext {
+	char *buf;
+	size_t cap, len;
+} wtext;
+
+static void
+wput(wtext *w, const char *s, size_t n)
+{
+	if (w->len < w->cap) {
+		size_t room = w->cap - w->len;
+
+		memcpy(w->buf + w->len, s, n < room ? n : room);
+	}
+	w->len += n;
+}
+
+static void
+wputs(wtext *w, const char *s)
+{
+	wput(w, s, strlen(s));
+}
+
+static void
+wnum(wtext *w, uint64_t v)
+{
+	char b[24];
+	int n = snprintf(b, sizeof(b), "%llu", (unsigned long long)v);
+
+	wput(w, b, (size_t)n);
+}
+
+/* A label value: \\, \" and \n escaped, other bytes outside printable
+ * ASCII as \\xNN (a backslash and the hex digits: valid text, readable). */
+static void
+wlabel(wtext *w, const uint8_t *s, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		char e[5];
+
+		if (s[i] == '\\')
+			wput(w, "\\\\", 2);
+		else if (s[i] == '"')
+			wput(w, "\\\"", 2);
+		else if (s[i] == '\n')
+			wput(w, "\\n", 2);
+		else if (s[i] < 0x20 || s[i] > 0x7e) {
+			e[0] = '\\';
+			e[1] = '\\';
+			e[2] = 'x';
+			e[3] = hex[s[i] >> 4];
+			e[4] = hex[s[i] & 15];
+			wput(w, e, 5);
+		} else
+			wput(w, (const char *)&s[i], 1);
+	}
+}
+
+static void
+wsample(wtext *w, const char *name, const char *family, const uint8_t *key,
+    size_t key_len, uint64_t v)
+{
+	wputs(w, name);
+	wputs(w, "{family=\"");
+	wlabel(w, (const uint8_t *)family, strlen(family));
+	if (key != NULL) {
+		wputs(w, "\",key=\"");
+		wlabel(w, key, key_len);
+	}
+	wputs(w, "\"} ");
+	wnum(w, v);
+	wput(w, "\n", 1);
+}
+
+static void
+whead(wtext *w, const char *name, const char *type, const char *help)
+{
+	wputs(w, "# HELP ");
+	wputs(w, name);
+	wput(w, " ", 1);
+	wputs(w, help);
+	wputs(w, "\n# TYPE ");
+	wputs(w, name);
+	wput(w, " ", 1);
+	wputs(w, type);
+	wput(w, "\n", 1);
+}
+
+/* One per-key metric: the first max_series keys, then __other__. */
+static void
+wkeyed(resil_keyed *k, wtext *w, const char *family, const kfig *f,
+    uint32_t m, size_t max_series, int which)
+{
+	static const uint8_t other[] = "__other__";
+	uint64_t rest = 0;
+	uint32_t i;
+
+	for (i = 0; i < m; i++) {
+		uint64_t v = which == 0 ? f[i].calls
+		    : which == 1        ? f[i].failures
+		    : which == 2        ? f[i].rejections
+		                        : f[i].state != RESIL_BREAKER_CLOSED;
+		const kentry *e = &k->pool[f[i].idx];
+
+		if (i < max_series)
+			wsample(w, which == 0 ? "resil_keyed_calls_total"
+			        : which == 1  ? "resil_keyed_failures_total"
+			        : which == 2  ? "resil_keyed_rejections_total"
+			                      : "resil_keyed_breaker_open",
+			    family, kbytes(e), e->len, v);
+		else
+			rest += v;
+	}
+	if (m > max_series)
+		wsample(w, which == 0 ? "resil_keyed_calls_total"
+		        : which == 1  ? "resil_keyed_failures_total"
+		        : which == 2  ? "resil_keyed_rejections_total"
+		                      : "resil_keyed_breaker_open",
+		    family, other, sizeof(other) - 1, rest);
+}
+
+resil_err
+resil_keyed_prometheus(resil_keyed *k, const char *family,
+    size_t max_series, char *buf, size_t cap, size_t *len)
+{
+	static const char *const names[] = { "resil_keyed_calls_total",
+		"resil_keyed_failures_total", "resil_keyed_rejections_total",
+		"resil_keyed_breaker_open" };
+	static const char *const helps[] = {
+		"Calls seen by the key's instance.",
+		"Failures recorded by the key's breaker.",
+		"Calls the key's instance rejected.",
+		"1 when the key's breaker is not CLOSED (summed for folded keys).",
+	};
+	resil_keyed_metrics km;
+	wtext w;
+	kfig *f;
+	uint32_t m;
+	int which;
+	resil_err err;
+
+	if (k == NULL || family == NULL || len == NULL ||
+	    (buf == NULL && cap > 0))
+		return RESIL_E_INVAL;
+	(void)resil_keyed_get_metrics(k, &km);
+	err = ranked(k, -1, &f, &m);
+	if (err != RESIL_OK)
+		return err;
+	w.buf = buf;
+	w.cap = cap;
+	w.len = 0;
+	whead(&w, "resil_keyed_keys", "gauge", "Keys with an instance now.");
+	wsample(&w, "resil_keyed_keys", family, NULL, 0, m);
+	whead(&w, "resil_keyed_max_keys", "gauge", "The family's bound.");
+	wsample(&w, "resil_keyed_max_keys", family, NULL, 0, km.max_keys);
+	whead(&w, "resil_keyed_bytes", "gauge", "Bytes the family holds.");
+	wsample(&w, "resil_keyed_bytes", family, NULL, 0, km.bytes);
+	whead(&w, "resil_keyed_created_total", "counter",
+	    "Instances made for keys.");
+	wsample(&w, "resil_keyed_created_total", family, NULL, 0, km.created);
+	whead(&w, "resil_keyed_evicted_total", "counter", "Idle keys evicted.");
+	wsample(&w, "resil_keyed_evicted_total", family, NULL, 0, km.evicted);
+	whead(&w, "resil_keyed_overflow_total", "counter",
+	    "Calls of new keys given the overflow instance.");
+	wsample(
+	    &w, "resil_keyed_overflow_total", family, NULL, 0, km.overflowed);
+	for (which = 0; which < 4; which++) {
+		if (which == 3 && k->cfg.kind != RESIL_KEYED_BREAKER)
+			break;
+		if (which == 1 && k->cfg.kind != RESIL_KEYED_BREAKER)
+			continue;
+		whead(&w, names[which], which == 3 ? "gauge" : "counter",
+		    helps[which]);
+		wkeyed(k, &w, family, f, m, max_series, which);
+	}
+	resil__spin_unlock(&k->lock);
+	resil__free(&k->user, f, (size_t)k->cfg.max_keys * sizeof(kfig));
+	*len = w.len;
+	if (w.len >= cap) {
+		if (cap > 0)
+			buf[cap - 1] = '\0';
+		return RESIL_E_INVAL;
+	}
+	buf[w.len] = '\0';
+	return RESIL_OK;
 }

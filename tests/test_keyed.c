@@ -7,6 +7,7 @@
  * overrides (hot values); protection of drained limiters and busy
  * bulkheads; refusals with their messages; allocation failure.
  */
+#define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <resil/clock.h>
 #include <resil/keyed.h>
@@ -811,6 +813,103 @@ test_keyed_alloc_failure(void **state)
 	}
 }
 
+/* Seen: the top keys by failures and by rejections; the Prometheus text
+ * with a key label, capped at 3 series (the rest under __other__), a
+ * key with bytes that need escaping, checked by promtool. */
+static void
+test_keyed_top_and_prometheus(void **state)
+{
+	resil_manual_clock mc;
+	resil_keyed_config cfg;
+	resil_keyed_top_entry top[4];
+	resil_keyed_permit p;
+	resil_keyed *k = NULL;
+	const char odd[] = { 'a', '"', '\\', '\n', (char)0xff, 'z' };
+	char key[16], buf[8192], path[] = "/tmp/resil_keyed_promXXXXXX";
+	size_t got, len, need;
+	int i, j, fd;
+	FILE *fp;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 1);
+	cfg = breaker_family(&mc, 16);
+	assert_int_equal(resil_keyed_new(&k, &cfg, NULL), RESIL_OK);
+	/* k<i> gets i failures (k4 trips after 4, then rejects). */
+	for (i = 0; i < 6; i++) {
+		snprintf(key, sizeof(key), "k%d", i);
+		for (j = 0; j < 6; j++) {
+			if (resil_keyed_breaker_acquire(k, key, strlen(key), &p) !=
+			    RESIL_OK)
+				continue;
+			resil_keyed_breaker_record(k, &p,
+			    j < i ? RESIL_OUTCOME_FAILURE : RESIL_OUTCOME_SUCCESS);
+		}
+	}
+	assert_int_equal(resil_keyed_breaker_acquire(k, odd, sizeof(odd), &p),
+	    RESIL_OK);
+	resil_keyed_breaker_record(k, &p, RESIL_OUTCOME_SUCCESS);
+	assert_int_equal(
+	    resil_keyed_top(k, RESIL_KEYED_BY_FAILURES, top, 4, &got), RESIL_OK);
+	assert_int_equal(got, 4);
+	/* k5: 4 failures then open (2 rejections); k4 the same; k3 3. */
+	assert_int_equal(top[0].failures, 4);
+	assert_int_equal(top[2].failures, 3);
+	assert_memory_equal(top[2].key, "k3", 2);
+	assert_int_equal(top[0].state, RESIL_BREAKER_OPEN);
+	assert_int_equal(
+	    resil_keyed_top(k, RESIL_KEYED_BY_REJECTIONS, top, 1, &got),
+	    RESIL_OK);
+	assert_int_equal(got, 1);
+	/* k4 and k5 tie (4 failures, 2 rejections, 4 calls): entry order. */
+	assert_memory_equal(top[0].key, "k4", 2);
+	assert_int_equal(top[0].rejections, 2);
+
+	assert_int_equal(resil_keyed_prometheus(k, "hosts", 3, NULL, 0, &need),
+	    RESIL_E_INVAL);
+	assert_int_equal(resil_keyed_prometheus(k, "hosts", 3, buf, sizeof(buf),
+	                     &len),
+	    RESIL_OK);
+	assert_int_equal(len, need);
+	assert_int_equal(strlen(buf), len);
+	assert_non_null(strstr(buf,
+	    "resil_keyed_failures_total{family=\"hosts\",key=\"k5\"} 4\n"));
+	/* 7 keys, 3 series: k0, k1, k2 and the odd key (0, 1, 2 and 0
+	 * failures) fold into __other__. */
+	assert_non_null(strstr(buf,
+	    "resil_keyed_failures_total{family=\"hosts\",key=\"__other__\"} 3\n"));
+	assert_null(strstr(buf, "key=\"k1\""));
+	assert_non_null(strstr(buf,
+	    "resil_keyed_breaker_open{family=\"hosts\",key=\"k4\"} 1\n"));
+	assert_non_null(strstr(buf, "resil_keyed_keys{family=\"hosts\"} 7\n"));
+	assert_int_equal(resil_keyed_prometheus(k, "hosts", 100, buf,
+	                     sizeof(buf), &len),
+	    RESIL_OK);
+	assert_non_null(strstr(buf, "key=\"a\\\"\\\\\\n\\\\xffz\""));
+	assert_null(strstr(buf, "__other__"));
+
+	if (system("command -v promtool >/dev/null 2>&1") != 0) {
+		resil_keyed_free(k);
+		print_message("skipped promtool check: promtool not found\n");
+		skip();
+	}
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	fp = fdopen(fd, "w");
+	assert_non_null(fp);
+	fputs(buf, fp);
+	fclose(fp);
+	{
+		char cmd[128];
+
+		snprintf(cmd, sizeof(cmd), "promtool check metrics < %s", path);
+		i = system(cmd);
+	}
+	unlink(path);
+	resil_keyed_free(k);
+	if (i != 0)
+		fail_msg("promtool check metrics refused the text:\n%s", buf);
+}
+
 int
 main(void)
 {
@@ -825,6 +924,7 @@ main(void)
 		cmocka_unit_test(test_keyed_refusals),
 		cmocka_unit_test(test_keyed_binary_and_long_keys),
 		cmocka_unit_test(test_keyed_alloc_failure),
+		cmocka_unit_test(test_keyed_top_and_prometheus),
 	};
 
 	return cmocka_run_group_tests_name("keyed", tests, NULL, NULL);

@@ -292,6 +292,65 @@ typedef struct resil_keyed_metrics {
 RESIL_API resil_err resil_keyed_get_metrics(
     resil_keyed *k, resil_keyed_metrics *out);
 
+
+/*
+ * Seen: what each live key's instance counted, and the worst keys.
+ *
+ * A key's figures are those of its live instance: calls (breaker: outcomes
+ * recorded; limits: acquires answered), failures (breaker only) and
+ * rejections (RESIL_E_OPEN or RESIL_E_LIMITED answers); state is the
+ * breaker's (RESIL_BREAKER_CLOSED for the limits). An evicted key's counts
+ * go with it (only idle, unprotected keys are evicted).
+ */
+typedef enum resil_keyed_rank {
+	RESIL_KEYED_BY_FAILURES = 0,   /* then rejections, then calls */
+	RESIL_KEYED_BY_REJECTIONS = 1  /* then failures, then calls */
+} resil_keyed_rank;
+
+#define RESIL_KEYED_TOP_KEY 64u
+
+typedef struct resil_keyed_top_entry {
+	uint8_t key[RESIL_KEYED_TOP_KEY]; /* the key's first bytes */
+	size_t key_len;                   /* its whole length */
+	uint64_t calls;
+	uint64_t failures;
+	uint64_t rejections;
+	resil_breaker_state state;
+} resil_keyed_top_entry;
+
+/*
+ * The n live keys ranked first by `by` (ties: the entry order), into
+ * out[0..*got), best first; *got <= n (fewer keys live). Under the
+ * family's lock, one metrics read per live key. Returns RESIL_OK;
+ * RESIL_E_INVAL for a NULL argument or an unknown rank; RESIL_E_NOMEM.
+ */
+RESIL_API resil_err resil_keyed_top(resil_keyed *k, resil_keyed_rank by,
+    resil_keyed_top_entry *out, size_t n, size_t *got);
+
+/*
+ * The family in Prometheus's text format (version 0.0.4), with a label
+ * family="<family>" on every sample and key="<key>" on the per-key ones:
+ * resil_keyed_keys, resil_keyed_max_keys, resil_keyed_bytes (gauges),
+ * resil_keyed_created_total, resil_keyed_evicted_total,
+ * resil_keyed_overflow_total (counters); per key resil_keyed_calls_total,
+ * resil_keyed_failures_total, resil_keyed_rejections_total and, for a
+ * breaker family, resil_keyed_breaker_open (1 when not CLOSED).
+ *
+ * Cardinality cap: at most max_series keys get series of their own, those
+ * first by failures + rejections (then calls); the rest are summed under
+ * key="__other__" (the open gauge: how many of them are open). Label
+ * values are escaped (\\, \", \n) and bytes outside printable ASCII are
+ * written as \\xNN, so any key gives valid text.
+ *
+ * Writes at most cap bytes, NUL included, and the length the whole text
+ * needs (without the NUL) to *len. Returns RESIL_OK when it fit;
+ * RESIL_E_INVAL for a NULL argument (buf may be NULL with cap 0, to ask
+ * the length) or a text that did not fit (*len tells the size needed);
+ * RESIL_E_NOMEM.
+ */
+RESIL_API resil_err resil_keyed_prometheus(resil_keyed *k, const char *family,
+    size_t max_series, char *buf, size_t cap, size_t *len);
+
 #ifdef __cplusplus
 }
 #endif
