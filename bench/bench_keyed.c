@@ -84,6 +84,16 @@ kb_new(resil_keyed_kind kind, uint32_t n, int fill)
 	for (i = 0; i < HOT; i++)
 		snprintf(x->hot[i], KEYLEN + 1, "host-%07u",
 		    (unsigned)((uint64_t)i * n / HOT));
+	/* The steady state of breaker/closed/count100: each hot key's
+	 * window of 100 full of successes. */
+	for (i = 0; fill && kind == RESIL_KEYED_BREAKER && i < HOT * 100; i++) {
+		resil_keyed_permit p;
+
+		if (resil_keyed_breaker_acquire(
+		        x->k, x->hot[i % HOT], KEYLEN, &p) != RESIL_OK)
+			abort();
+		resil_keyed_breaker_record(x->k, &p, RESIL_OUTCOME_SUCCESS);
+	}
 	return x;
 }
 

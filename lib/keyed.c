@@ -38,6 +38,7 @@
 #include <string.h>
 
 #include "atomic.h"
+#include "breaker_fast.h"
 #include "internal.h"
 
 #define PIN_COUNT UINT64_C(0xffffff)
@@ -45,20 +46,26 @@
 #define PIN_DEAD (UINT64_C(1) << 31)
 #define PIN_GEN (UINT64_C(1) << 32)
 
+/* The first cache line holds what a call on an existing key reads (the
+ * key's first 8 bytes included); a longer inline key runs on into the
+ * second. */
 typedef struct kentry {
 	uint64_t pin;
 	uint64_t hash;
 	void *inst;
+	/* A breaker's fast paths (lib/breaker_fast.h), taken at creation. */
+	const uint64_t *acq_word;
+	struct bstate *st;
+	const uint64_t *streak;
 	uint32_t len;
 	uint32_t ov; /* override index + 1; 0: the family's settings */
 	union {
 		uint8_t small[RESIL_KEYED_INLINE_KEY];
 		uint8_t *heap;
 	} k;
-	uint64_t pad;
 } kentry;
 
-_Static_assert(sizeof(kentry) == 64, "an entry is one cache line");
+_Static_assert(sizeof(kentry) == 128, "an entry is two cache lines");
 
 typedef struct kover {
 	resil_keyed_override o;
@@ -67,6 +74,13 @@ typedef struct kover {
 } kover;
 
 struct resil_keyed {
+	/* Read by every call: first. */
+	uint64_t seed;
+	uint64_t *slots;
+	uint64_t mask;
+	kentry *pool;
+	size_t max_len;
+	resil_keyed_kind kind;
 	resil_keyed_config cfg;
 	resil_allocator user;   /* the caller's */
 	resil_allocator walloc; /* counts into bytes, then the caller's */
@@ -74,10 +88,6 @@ struct resil_keyed {
 	uint64_t bytes; /* held through walloc now */
 	uint64_t bytes_fixed;
 	uint64_t instance_bytes;
-	uint64_t seed;
-	uint64_t *slots;
-	uint64_t mask;
-	kentry *pool;
 	void *pool_mem;
 	size_t pool_size;
 	uint32_t *free_idx; /* a stack of free entries */
@@ -115,33 +125,63 @@ wfree_fn(void *ptr, size_t size, void *ctx)
 	k->user.free(ptr, size, k->user.ctx);
 }
 
-/* ---- the hash: a multiply-xor over 8-byte words, SplitMix's finish ---- */
+/* ---- the hash: multiply-xor over 8-byte words ----
+ *
+ * Keys of 8 bytes or more are read as whole 8-byte words, the last one
+ * overlapping the one before (so a 12-byte host name is two loads); keys
+ * of 4..7 as two overlapping 4-byte words; 1..3 as three bytes. The length
+ * is mixed in, so overlapping reads of different lengths differ. The slot
+ * is taken from the low bits and the tag from the high 32, after a last
+ * fold and multiply. key_eq() reads the same way. */
+
+static inline uint64_t
+ld64(const uint8_t *p)
+{
+	uint64_t w;
+
+	memcpy(&w, p, 8);
+	return w;
+}
+
+static inline uint32_t
+ld32(const uint8_t *p)
+{
+	uint32_t w;
+
+	memcpy(&w, p, 4);
+	return w;
+}
+
+#define K1 UINT64_C(0x9e3779b97f4a7c15)
+#define K2 UINT64_C(0xff51afd7ed558ccd)
+#define K3 UINT64_C(0xc4ceb9fe1a85ec53)
 
 static inline uint64_t
 khash(uint64_t seed, const uint8_t *p, size_t n)
 {
-	uint64_t h = seed ^ ((uint64_t)n * UINT64_C(0x9e3779b97f4a7c15));
-	uint64_t w;
+	uint64_t h = seed ^ ((uint64_t)n * K1), w;
 
-	while (n >= 8) {
-		memcpy(&w, p, 8);
-		h = (h ^ w) * UINT64_C(0xff51afd7ed558ccd);
-		h ^= h >> 29;
-		p += 8;
-		n -= 8;
+	if (n >= 8) {
+		while (n > 16) {
+			h = (h ^ ld64(p)) * K2;
+			h ^= h >> 29;
+			p += 8;
+			n -= 8;
+		}
+		h = (h ^ ld64(p)) * K2;
+		h = ((h ^ (h >> 29)) ^ ld64(p + n - 8)) * K3;
+	} else {
+		if (n >= 4)
+			w = (uint64_t)ld32(p) << 32 | ld32(p + n - 4);
+		else
+			w = (uint64_t)p[0] << 16 | (uint64_t)p[n >> 1] << 8 |
+			    p[n - 1];
+		h = (h ^ w) * K3;
 	}
-	if (n >= 4) {
-		uint32_t a, b;
-
-		memcpy(&a, p, 4);
-		memcpy(&b, p + n - 4, 4);
-		w = (uint64_t)a << 32 | b;
-		h = (h ^ w) * UINT64_C(0xc4ceb9fe1a85ec53);
-	} else if (n > 0) {
-		w = (uint64_t)p[0] << 16 | (uint64_t)p[n >> 1] << 8 | p[n - 1];
-		h = (h ^ w) * UINT64_C(0xc4ceb9fe1a85ec53);
-	}
-	return resil__mix64(h);
+	/* The product's high bits hold the key; a key whose bytes differ
+	 * only at the end changes only them: fold them down, spread again. */
+	h = (h ^ (h >> 32)) * K1;
+	return h ^ (h >> 29);
 }
 
 static inline const uint8_t *
@@ -427,6 +467,8 @@ resil_keyed_new(
 		return resil__diagf(diag, RESIL_E_NOMEM, "keyed: out of memory");
 	memset(k, 0, sizeof(*k));
 	k->cfg = *cfg;
+	k->max_len = cfg->max_key_len;
+	k->kind = cfg->kind;
 	k->user = *a;
 	k->walloc.alloc = walloc_fn;
 	k->walloc.free = wfree_fn;
@@ -459,6 +501,14 @@ resil_keyed_new(
 		before = resil__load64(&k->bytes);
 		err = inst_new(k, NULL, &k->ovf.inst, diag);
 		largest = resil__load64(&k->bytes) - before;
+		if (err == RESIL_OK && cfg->kind == RESIL_KEYED_BREAKER) {
+			resil__bfast f;
+
+			resil__breaker_fast_refs(k->ovf.inst, &f);
+			k->ovf.acq_word = f.acq_word;
+			k->ovf.st = f.st;
+			k->ovf.streak = f.streak;
+		}
 	}
 	if (err == RESIL_OK)
 		err = copy_overrides(k, cfg, &largest, diag);
@@ -502,16 +552,43 @@ pin(kentry *e)
 	}
 }
 
+/* The n bytes at a and b equal (n >= 1), read as khash() reads them. */
+static inline bool
+key_eq(const uint8_t *a, const uint8_t *b, size_t n)
+{
+	if (n >= 8) {
+		while (n > 16) {
+			if (ld64(a) != ld64(b))
+				return false;
+			a += 8;
+			b += 8;
+			n -= 8;
+		}
+		return ((ld64(a) ^ ld64(b)) |
+		           (ld64(a + n - 8) ^ ld64(b + n - 8))) == 0;
+	}
+	if (n >= 4)
+		return ((ld32(a) ^ ld32(b)) |
+		           (ld32(a + n - 4) ^ ld32(b + n - 4))) == 0;
+	/* 1..3 bytes: these three positions cover them all. */
+	return a[0] == b[0] && a[n >> 1] == b[n >> 1] && a[n - 1] == b[n - 1];
+}
+
 static inline bool
 same_key(const kentry *e, uint64_t h, const void *key, size_t len)
 {
-	return e->hash == h && e->len == len &&
-	    memcmp(kbytes(e), key, len) == 0;
+	return e->hash == h && e->len == len && key_eq(kbytes(e), key, len);
 }
+
+#if defined(__GNUC__)
+#define KINLINE inline __attribute__((always_inline))
+#else
+#define KINLINE inline
+#endif
 
 /* key's entry, pinned, or NULL (absent, or missed while the table
  * changed: the caller then finds again under the lock). */
-static inline kentry *
+static KINLINE kentry *
 find(resil_keyed *k, uint64_t h, const void *key, size_t len)
 {
 	uint64_t i = h & k->mask, s;
@@ -663,6 +740,14 @@ fill(resil_keyed *k, uint32_t idx, uint64_t h, const void *key, size_t len)
 	} else
 		memcpy(e->k.small, key, len);
 	e->inst = inst;
+	if (k->cfg.kind == RESIL_KEYED_BREAKER) {
+		resil__bfast f;
+
+		resil__breaker_fast_refs(inst, &f);
+		e->acq_word = f.acq_word;
+		e->st = f.st;
+		e->streak = f.streak;
+	}
 	e->hash = h;
 	e->len = (uint32_t)len;
 	e->ov = ov;
@@ -700,6 +785,9 @@ tell(resil_keyed *k, pending *pe, const void *key, size_t len)
 		resil__free(&k->walloc, pe->heap, pe->evicted_len);
 }
 
+#if defined(__GNUC__)
+__attribute__((noinline, cold))
+#endif
 static kentry *
 get_slow(resil_keyed *k, uint64_t h, const void *key, size_t len,
     resil_err *err)
@@ -742,24 +830,48 @@ get_slow(resil_keyed *k, uint64_t h, const void *key, size_t len,
 	return e;
 }
 
-/* key's entry, pinned: found, made, or the overflow's; NULL with *err. */
-static inline kentry *
-get(resil_keyed *k, const void *key, size_t len, resil_keyed_kind kind,
-    resil_err *err)
+/* A key's call is refused before any lookup: no family, no key, an empty
+ * or too long key (len - 1 < max_len tests 1..max_key_len at once), or a
+ * family of another kind. */
+static KINLINE bool
+bad_key(const resil_keyed *k, const void *key, size_t len,
+    resil_keyed_kind kind)
 {
-	uint64_t h;
-	kentry *e;
+	return k == NULL || key == NULL || len - 1 >= k->max_len ||
+	    k->kind != kind;
+}
 
-	if (RESIL__UNLIKELY(k == NULL || key == NULL || len == 0 ||
-	        len > k->cfg.max_key_len || k->cfg.kind != kind)) {
-		*err = RESIL_E_INVAL;
-		return NULL;
+/* The rest of a breaker acquire on a pinned entry that the fast grant did
+ * not answer: the full acquire; the entry is let go on a refusal. */
+static resil_err
+breaker_acquire_entry(kentry *e, resil_keyed_permit *permit)
+{
+	resil_err err = resil_breaker_acquire(e->inst, &permit->permit);
+
+	if (err != RESIL_OK) {
+		permit->entry = NULL;
+		unpin(e);
 	}
-	h = khash(k->seed, key, len);
-	e = find(k, h, key, len);
-	if (RESIL__LIKELY(e != NULL))
-		return e;
-	return get_slow(k, h, key, len, err);
+	return err;
+}
+
+/* A key the lock-free find did not see: found or made under the lock. */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static resil_err
+breaker_acquire_slow(resil_keyed *k, uint64_t h, const void *key,
+    size_t len, resil_keyed_permit *permit)
+{
+	resil_err err = RESIL_E_NOMEM;
+	kentry *e = get_slow(k, h, key, len, &err);
+
+	if (e == NULL)
+		return err;
+	permit->entry = e;
+	if (resil__breaker_grant_fast(e->acq_word, &permit->permit))
+		return RESIL_OK;
+	return breaker_acquire_entry(e, permit);
 }
 
 /* ---- breakers ---- */
@@ -768,20 +880,21 @@ resil_err
 resil_keyed_breaker_acquire(resil_keyed *k, const void *key, size_t key_len,
     resil_keyed_permit *permit)
 {
-	resil_err err = RESIL_E_NOMEM;
+	uint64_t h;
 	kentry *e;
 
-	if (RESIL__UNLIKELY(permit == NULL))
+	if (RESIL__UNLIKELY(permit == NULL ||
+	        bad_key(k, key, key_len, RESIL_KEYED_BREAKER)))
 		return RESIL_E_INVAL;
-	e = get(k, key, key_len, RESIL_KEYED_BREAKER, &err);
+	h = khash(k->seed, key, key_len);
+	e = find(k, h, key, key_len);
 	if (RESIL__UNLIKELY(e == NULL))
-		return err;
-	err = resil_breaker_acquire(e->inst, &permit->permit);
-	if (err == RESIL_OK)
-		permit->entry = e;
-	else
-		unpin(e);
-	return err;
+		return breaker_acquire_slow(k, h, key, key_len, permit);
+	permit->entry = e;
+	if (RESIL__LIKELY(
+	        resil__breaker_grant_fast(e->acq_word, &permit->permit)))
+		return RESIL_OK;
+	return breaker_acquire_entry(e, permit);
 }
 
 /* Let the permit's entry go unless err says the permit was not used. */
@@ -805,6 +918,13 @@ resil_keyed_breaker_record(
 	        permit->entry == NULL))
 		return RESIL_E_INVAL;
 	e = permit->entry;
+	if (RESIL__LIKELY(outcome == RESIL_OUTCOME_SUCCESS &&
+	        resil__breaker_success_fast(
+	            e->st, e->streak, &permit->permit, false))) {
+		permit->entry = NULL;
+		unpin(e);
+		return RESIL_OK;
+	}
 	return let_go(permit, e,
 	    resil_breaker_record(e->inst, &permit->permit, outcome));
 }
@@ -833,6 +953,25 @@ resil_keyed_breaker_release(resil_keyed *k, resil_keyed_permit *permit)
 	e = permit->entry;
 	return let_go(
 	    permit, e, resil_breaker_release(e->inst, &permit->permit));
+}
+
+/* key's entry, pinned: found, made, or the overflow's; NULL with *err. */
+static KINLINE kentry *
+get(resil_keyed *k, const void *key, size_t len, resil_keyed_kind kind,
+    resil_err *err)
+{
+	uint64_t h;
+	kentry *e;
+
+	if (RESIL__UNLIKELY(bad_key(k, key, len, kind))) {
+		*err = RESIL_E_INVAL;
+		return NULL;
+	}
+	h = khash(k->seed, key, len);
+	e = find(k, h, key, len);
+	if (RESIL__LIKELY(e != NULL))
+		return e;
+	return get_slow(k, h, key, len, err);
 }
 
 /* ---- rate limiters ---- */

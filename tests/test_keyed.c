@@ -339,7 +339,7 @@ test_keyed_failing_key_survives_churn(void **state)
 	assert_true(km.instance_bytes < 1400);
 	assert_int_equal(km.bytes_bound,
 	    10000 * km.instance_bytes + km.bytes_fixed);
-	assert_true(km.bytes_fixed < 10000 * (64 + 4 + 32) + 4096);
+	assert_true(km.bytes_fixed < 10000 * (128 + 4 + 32) + 4096);
 	print_message("keyed: %u keys, %llu bytes (fixed %llu, instance %llu,"
 	              " %.1f bytes per key), peak %zu, bound %llu\n",
 	    km.keys, (unsigned long long)km.bytes,

@@ -24,7 +24,7 @@
  * its next call tries again for a place.
  *
  * Memory: fixed at creation for the table (16 to 32 bytes per key of
- * max_keys) and the entries (64 bytes each, a key of up to 24 bytes
+ * max_keys) and the entries (128 bytes each, a key of up to 72 bytes
  * inline), plus, per live key, its instance (resil_keyed_metrics.
  * instance_bytes: about 1.2 KiB for the default breaker, a count window of
  * 100) and a longer key's bytes. resil_keyed_metrics.bytes_bound is the
@@ -69,7 +69,7 @@ RESIL_API const char *resil_keyed_kind_name(resil_keyed_kind kind);
 #define RESIL_KEYED_MAX_KEYS (UINT32_C(1) << 24)
 #define RESIL_KEYED_MAX_KEY_LEN 4096u
 /* Keys up to this many bytes are kept inside their entry. */
-#define RESIL_KEYED_INLINE_KEY 24u
+#define RESIL_KEYED_INLINE_KEY 72u
 
 typedef enum resil_keyed_event_type {
 	RESIL_KEYED_EVENT_CREATED = 0,  /* a key's instance was made */
