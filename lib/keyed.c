@@ -1,7 +1,7 @@
 /*
  * Keyed families: one breaker, rate limiter or bulkhead per key.
  *
- * The layout. A pool of max_keys entries (64 bytes each, one cache line,
+ * The layout. A pool of max_keys entries (128 bytes each, two cache lines,
  * fixed at creation) holds the keys; an open-addressed table of 2^n slots
  * (at least twice max_keys + 1, so it is never more than half full) maps a
  * key's hash to its entry. A slot is one word: the hash's high 32 bits
