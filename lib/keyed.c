@@ -93,6 +93,10 @@ struct resil_keyed {
 	uint32_t *free_idx; /* a stack of free entries */
 	uint32_t n_free;
 	uint32_t hand; /* the CLOCK hand */
+	/* New keys that go to the overflow without a sweep, after a sweep
+	 * found no place: a family full of protected keys must not cost a
+	 * sweep per new key (at most 2 * 64 metrics reads each, amortised). */
+	uint32_t skip;
 	uint32_t keys;
 	uint64_t created, evicted, overflowed;
 	kover *ov;
@@ -805,7 +809,11 @@ get_slow(resil_keyed *k, uint64_t h, const void *key, size_t len,
 	}
 	if (k->n_free > 0)
 		idx = k->free_idx[--k->n_free];
-	else if (!evict_one(k, &idx, &pe)) {
+	else if (k->skip > 0 || !evict_one(k, &idx, &pe)) {
+		if (k->skip > 0)
+			k->skip--;
+		else
+			k->skip = k->cfg.max_keys / 64;
 		k->overflowed++;
 		pe.overflow = true;
 		pe.keys = k->keys;

@@ -910,6 +910,52 @@ test_keyed_top_and_prometheus(void **state)
 		fail_msg("promtool check metrics refused the text:\n%s", buf);
 }
 
+/* A family of 128 keys, every one OPEN: the first new key sweeps and
+ * overflows; the next 128 / 64 = 2 new keys overflow without a sweep,
+ * even once a key is free to go (k0 reset); the one after finds it. */
+static void
+test_keyed_full_family_skips_sweeps(void **state)
+{
+	resil_manual_clock mc;
+	resil_keyed_config cfg;
+	resil_keyed_metrics km;
+	resil_keyed_permit p;
+	resil_keyed *k = NULL;
+	char key[16];
+	int i, j;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 1);
+	cfg = breaker_family(&mc, 128);
+	assert_int_equal(resil_keyed_new(&k, &cfg, NULL), RESIL_OK);
+	for (i = 0; i < 128; i++) {
+		snprintf(key, sizeof(key), "k%d", i);
+		for (j = 0; j < 4; j++) {
+			assert_int_equal(resil_keyed_breaker_acquire(
+			                     k, key, strlen(key), &p),
+			    RESIL_OK);
+			resil_keyed_breaker_record(
+			    k, &p, RESIL_OUTCOME_FAILURE);
+		}
+	}
+	assert_int_equal(resil_keyed_breaker_acquire(k, "n0", 2, &p), RESIL_OK);
+	resil_keyed_breaker_release(k, &p);
+	assert_int_equal(resil_keyed_with(k, "k0", 2, reset_it, NULL), RESIL_OK);
+	for (i = 1; i <= 3; i++) {
+		snprintf(key, sizeof(key), "n%d", i);
+		assert_int_equal(
+		    resil_keyed_breaker_acquire(k, key, strlen(key), &p),
+		    RESIL_OK);
+		resil_keyed_breaker_release(k, &p);
+		assert_int_equal(resil_keyed_get_metrics(k, &km), RESIL_OK);
+		assert_int_equal(km.overflowed, i < 3 ? (uint64_t)i + 1 : 3);
+		assert_int_equal(km.evicted, i < 3 ? 0 : 1);
+	}
+	assert_int_equal(resil_keyed_with(k, "k0", 2, reset_it, NULL),
+	    RESIL_E_NOTFOUND);
+	resil_keyed_free(k);
+}
+
 int
 main(void)
 {
@@ -925,6 +971,7 @@ main(void)
 		cmocka_unit_test(test_keyed_binary_and_long_keys),
 		cmocka_unit_test(test_keyed_alloc_failure),
 		cmocka_unit_test(test_keyed_top_and_prometheus),
+		cmocka_unit_test(test_keyed_full_family_skips_sweeps),
 	};
 
 	return cmocka_run_group_tests_name("keyed", tests, NULL, NULL);

@@ -21,7 +21,10 @@
  * one instance made with the family (from the same configuration) and
  * shared by every key that found no place, with a RESIL_KEYED_EVENT_OVERFLOW
  * event and the overflowed count; the key itself is not remembered, and
- * its next call tries again for a place.
+ * its next call tries again for a place. A sweep that finds no place looks
+ * at every key at most twice; the next max_keys / 64 new keys then go to
+ * the overflow without one, so that a family full of protected keys costs
+ * at most about 128 looks per new key.
  *
  * Memory: fixed at creation for the table (16 to 32 bytes per key of
  * max_keys) and the entries (128 bytes each, a key of up to 72 bytes
