@@ -550,7 +550,11 @@ pin(kentry *e)
 	for (;;) {
 		if (w & PIN_DEAD)
 			return false;
-		if (resil__cas64(&e->pin, w, (w + 1) | PIN_REF))
+		/* 2^24 - 1 holders at once: the next waits for one to let go
+		 * (giving up would let the lock's find make a second entry
+		 * for the key). */
+		if (RESIL__LIKELY((w & PIN_COUNT) != PIN_COUNT) &&
+		    resil__cas64(&e->pin, w, (w + 1) | PIN_REF))
 			return true;
 		w = resil__load64(&e->pin);
 	}

@@ -40,7 +40,8 @@
  * a probe of the table and one compare-and-swap on the key's entry, then
  * the instance's own path). A key's first use, an eviction and an overflow
  * take the family's lock and allocate. Concurrent first uses of one key
- * make exactly one instance. The listener is called after the change took
+ * make exactly one instance. A key holds at most 2^24 - 1 permits and
+ * finds at once; one more waits (spins) for one of them to end. The listener is called after the change took
  * effect, outside the lock, on the thread that made it; it must not free
  * the family.
  */
