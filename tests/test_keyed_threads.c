@@ -18,7 +18,7 @@
 #include <resil/keyed.h>
 
 #define THREADS 4
-#define ROUNDS 300
+#define ROUNDS 3000
 
 typedef struct shared {
 	resil_keyed *k;
