@@ -12,9 +12,11 @@
 #include "internal.h"
 #include "kv.h"
 
-/* One time bucket: 16 bytes. Its index is implied by head (below). */
+/* One time bucket: 32 bytes, two to a cache line. Its index is implied
+ * by head (below). Requests by class (RESIL_THROTTLE_CRITICAL ..
+ * SHEDDABLE). */
 typedef struct tbucket {
-	uint64_t requests;
+	uint64_t requests[3];
 	uint64_t accepts;
 } tbucket;
 
@@ -43,14 +45,15 @@ struct resil_throttle {
 	resil_clock clock;
 	size_t bytes; /* the allocation, for free */
 	/* The window: head is the newest bucket index + 1 (never 0 after
-	 * _new); tot_req and tot_acc the sums of the ring's counts, kept
-	 * as the counts change (two's complement: a subtraction may be
-	 * seen before the addition it undoes, so a reading is clamped at
-	 * 0). Each on its own line: every admit writes tot_req. */
+	 * _new); tot_req (by class) and tot_acc the sums of the ring's
+	 * counts, kept as the counts change (two's complement: a
+	 * subtraction may be seen before the addition it undoes, so a
+	 * reading is clamped at 0). Every admit writes tot_req, every
+	 * accepted report tot_acc: each on its own line. */
 	uint64_t head;
 	uint64_t pad0_[7];
-	uint64_t tot_req;
-	uint64_t pad1_[7];
+	uint64_t tot_req[3];
+	uint64_t pad1_[5];
 	uint64_t tot_acc;
 	uint64_t pad2_[7];
 	tstripe stripes[RESIL__STRIPES];
@@ -101,11 +104,16 @@ advance(resil_throttle *t, uint64_t idx)
 	first = idx - h + 1 > t->buckets ? idx - t->buckets + 1 : h;
 	for (j = first; j <= idx; j++) {
 		tbucket *bk = &t->ring[j % t->buckets];
-		uint64_t r = resil__fas64(&bk->requests, 0);
 		uint64_t a = resil__fas64(&bk->accepts, 0);
+		int c;
 
-		if (r != 0)
-			(void)resil__faa64(&t->tot_req, (uint64_t)0 - r);
+		for (c = 0; c < 3; c++) {
+			uint64_t r = resil__fas64(&bk->requests[c], 0);
+
+			if (r != 0)
+				(void)resil__faa64(
+				    &t->tot_req[c], (uint64_t)0 - r);
+		}
 		if (a != 0)
 			(void)resil__faa64(&t->tot_acc, (uint64_t)0 - a);
 	}
@@ -129,16 +137,30 @@ count_in(resil_throttle *t, uint64_t idx, uint64_t *tot, size_t f)
 	resil__inc64((uint64_t *)((char *)&t->ring[idx % t->buckets] + f));
 }
 
-/* max(0, (req - k * acc) / (req + 1)); 0 when off. */
+/*
+ * The probability for a request of class cls, from the window's requests
+ * by class (r) and accepts: the excess E = requests - k * accepts is
+ * shed from the lowest class up, sheddable first: p = min(1, what is
+ * left of E after the lower classes' requests / (this class's requests +
+ * 1)). With default requests only, the book's formula.
+ */
 static double
-reject_p(double k, uint64_t req, uint64_t acc)
+class_p(double k, const uint64_t r[3], uint64_t acc, int cls, uint64_t *req)
 {
-	double num;
+	double e, below = 0, p;
+	int c;
 
+	*req = r[0] + r[1] + r[2];
 	if (k == 0)
 		return 0;
-	num = (double)req - k * (double)acc;
-	return num > 0 ? num / ((double)req + 1) : 0;
+	e = (double)*req - k * (double)acc;
+	for (c = RESIL_THROTTLE_SHEDDABLE; c > cls; c--)
+		below += (double)r[c];
+	e -= below;
+	if (!(e > 0))
+		return 0;
+	p = e / ((double)r[cls] + 1);
+	return p < 1 ? p : 1;
 }
 
 static void
@@ -322,15 +344,18 @@ resil_throttle_admit_class(resil_throttle *t, int cls)
 		return RESIL_E_INVAL;
 	now = resil_clock_coarse(&t->clock);
 	idx = advance(t, bucket_index(t, now));
-	if (t->k != 0 && cls != RESIL_THROTTLE_CRITICAL) {
-		req = total(&t->tot_req);
+	if (t->k != 0) {
+		uint64_t r[3];
+
+		r[0] = total(&t->tot_req[0]);
+		r[1] = total(&t->tot_req[1]);
+		r[2] = total(&t->tot_req[2]);
 		acc = total(&t->tot_acc);
-		p = reject_p(t->k, req, acc);
-		if (cls == RESIL_THROTTLE_SHEDDABLE)
-			p = p * 2 < 1 ? p * 2 : 1;
+		p = class_p(t->k, r, acc, cls, &req);
 	}
 	/* The request counts either way: a locally rejected one too. */
-	count_in(t, idx, &t->tot_req, offsetof(tbucket, requests));
+	count_in(t, idx, &t->tot_req[cls],
+	    offsetof(tbucket, requests) + (size_t)cls * sizeof(uint64_t));
 	if (p > 0) {
 		u = t->random.uniform != NULL
 		    ? resil_random_uniform(&t->random)
@@ -398,10 +423,18 @@ resil_throttle_get_metrics(resil_throttle *t, resil_throttle_metrics *out)
 	out->requests = out->admitted + out->local_rejects;
 	now = resil_clock_coarse(&t->clock);
 	(void)advance(t, bucket_index(t, now));
-	out->window_requests = total(&t->tot_req);
-	out->window_accepts = total(&t->tot_acc);
-	out->reject_probability =
-	    reject_p(t->k, out->window_requests, out->window_accepts);
+	{
+		uint64_t r[3];
+
+		r[0] = total(&t->tot_req[0]);
+		r[1] = total(&t->tot_req[1]);
+		r[2] = total(&t->tot_req[2]);
+		out->window_accepts = total(&t->tot_acc);
+		/* A default request's. */
+		out->reject_probability = class_p(t->k, r,
+		    out->window_accepts, RESIL_THROTTLE_DEFAULT,
+		    &out->window_requests);
+	}
 	out->k = t->k;
 	out->window_ns = t->window_ns;
 	out->buckets = t->buckets;

@@ -530,8 +530,9 @@ test_throttle_keys(void **state)
 	fx_end(&x);
 }
 
-/* Classes: a critical request is never refused locally, a sheddable one
- * at twice the probability. */
+/* Classes: the excess requests - k * accepts is shed from the lowest
+ * class up: sheddable requests first, then default ones, critical ones
+ * only with what is left after both. */
 static double
 fixed_draw(void *ctx)
 {
@@ -557,21 +558,34 @@ test_throttle_classes(void **state)
 	cfg.random.uniform = fixed_draw;
 	cfg.random.ctx = &u;
 	assert_int_equal(resil_throttle_new(&t, &cfg, NULL), RESIL_OK);
-	/* 3 requests, 0 accepts: p = 3/4 (default: 0.5 < 0.75 refuses). */
-	for (i = 0; i < 3; i++)
+	/* 10 default requests, all accepted: no excess. */
+	for (i = 0; i < 10; i++) {
+		assert_int_equal(resil_throttle_admit(t), RESIL_OK);
+		assert_int_equal(
+		    resil_throttle_report(t, RESIL_THROTTLE_ACCEPTED), RESIL_OK);
+	}
+	/* 4 critical requests not (yet) accepted: an excess of 4. */
+	for (i = 0; i < 4; i++)
 		assert_int_equal(
 		    resil_throttle_admit_class(t, RESIL_THROTTLE_CRITICAL),
 		    RESIL_OK);
-	assert_int_equal(resil_throttle_admit(t), RESIL_E_LIMITED);
-	/* 4 requests: p = 4/5, doubled for sheddable: 0.9 refuses it. */
-	u = 0.9;
+	/* Sheddable first: p = min(1, 4 / (0 + 1)). */
 	assert_int_equal(
 	    resil_throttle_admit_class(t, RESIL_THROTTLE_SHEDDABLE),
 	    RESIL_E_LIMITED);
-	/* 5 requests: p = 5/6 < 0.9, a default request goes. */
+	/* Default: the excess 5 less the 1 sheddable request, over 10 + 1:
+	 * p = 4/11 < 0.5, it goes. */
 	assert_int_equal(resil_throttle_admit(t), RESIL_OK);
+	/* Critical: 6 less the 12 lower requests: no excess left, p = 0. */
+	assert_int_equal(
+	    resil_throttle_admit_class(t, RESIL_THROTTLE_CRITICAL), RESIL_OK);
+	/* Default again: (7 - 1) / (11 + 1) = 0.5 > 0.3: refused. */
+	u = 0.3;
+	assert_int_equal(resil_throttle_admit(t), RESIL_E_LIMITED);
 	assert_int_equal(resil_throttle_admit_class(t, 3), RESIL_E_INVAL);
+	assert_int_equal(resil_throttle_admit_class(t, -1), RESIL_E_INVAL);
 	assert_string_equal(resil_throttle_class_name(0), "critical");
+	assert_string_equal(resil_throttle_class_name(1), "default");
 	assert_string_equal(resil_throttle_class_name(2), "sheddable");
 	assert_string_equal(resil_throttle_class_name(9), "unknown");
 	resil_throttle_free(t);

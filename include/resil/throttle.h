@@ -205,11 +205,16 @@ RESIL_API void resil_throttle_free(resil_throttle *t);
 
 /*
  * The class of a request (the hook for issue 42's priorities: critical,
- * default, sheddable). The throttle's probability p (above) applies to a
- * default request as it is; a sheddable one is rejected with min(1, 2p),
- * so sheddable traffic goes first; a critical one is never rejected
- * locally (it still counts as a request, and its answer as an accept or
- * not). resil_throttle_admit() is admit_class(t, RESIL_THROTTLE_DEFAULT).
+ * default, sheddable). The window counts requests by class; the excess
+ * E = requests - k * accepts (all classes) is shed from the lowest class
+ * up: a sheddable request is rejected with min(1, E / (sheddable + 1)),
+ * a default one with min(1, max(0, E - sheddable) / (default + 1)), a
+ * critical one with min(1, max(0, E - sheddable - default) /
+ * (critical + 1)), each count the window's requests of that class before
+ * this one. With default requests only this is the formula above; a
+ * critical request is rejected only when the lower classes cannot absorb
+ * the excess (a backend that accepts nothing). resil_throttle_admit() is
+ * admit_class(t, RESIL_THROTTLE_DEFAULT).
  */
 #define RESIL_THROTTLE_CRITICAL 0
 #define RESIL_THROTTLE_DEFAULT 1
@@ -253,9 +258,9 @@ typedef struct resil_throttle_metrics {
 	/* The window at the clock's current reading. */
 	uint64_t window_requests;
 	uint64_t window_accepts;
-	/* The probability of rejection that the next admit would use:
-	 * max(0, (window_requests - k * window_accepts) /
-	 * (window_requests + 1)), 0 when off. */
+	/* The probability of rejection that the next default admit would
+	 * use (with default requests only: max(0, (window_requests - k *
+	 * window_accepts) / (window_requests + 1))), 0 when off. */
 	double reject_probability;
 	/* The configuration, for reference. */
 	double k;

@@ -148,6 +148,70 @@ print_phases(const scenario *s, const figures *ph, const run *r)
 	}
 }
 
+/* The scenario's capacity in calls per second: every endpoint's workers
+ * over its mean service time (issue 42). */
+static double
+capacity_of(const scenario *s)
+{
+	double c = 0;
+	int i;
+
+	for (i = 0; i < s->neps; i++)
+		if (s->eps[i].mean > 0)
+			c += (double)s->eps[i].workers *
+			    (double)RESIL_NS_PER_SEC / s->eps[i].mean;
+	return c;
+}
+
+/*
+ * The overload report (issue 42, a scenario with `critical P%`), one line
+ * per phase over the calls that arrived in it:
+ *   phase NAME: offered X/s goodput Y/s (P% of capacity) critical Z%
+ *   p99 T ms shed S%
+ * goodput: calls answered RESIL_OK per second; critical: the share of
+ * critical calls answered OK; p99: of the calls answered OK (admitted and
+ * served; nearest rank); shed: the share of calls not answered OK.
+ */
+static int
+print_overload(const scenario *s, const run *r, uint64_t *lat)
+{
+	double cap = capacity_of(s);
+	int i;
+
+	for (i = 0; i < s->nphases; i++) {
+		const phase *ph = &s->phases[i];
+		double secs = (double)(ph->end - ph->start) /
+		    (double)RESIL_NS_PER_SEC;
+		uint64_t calls = 0, ok = 0, crit = 0, crit_ok = 0;
+		double p99 = 0;
+		size_t k, n = 0;
+
+		for (k = 0; k < r->nrecs; k++) {
+			const rec *c = &r->recs[k];
+
+			if (c->start < ph->start || c->start >= ph->end)
+				continue;
+			calls++;
+			crit += c->crit;
+			if (c->err)
+				continue;
+			ok++;
+			crit_ok += c->crit;
+			lat[n++] = c->lat;
+		}
+		if (n > 0)
+			p99 = (double)select_kth(lat, n, (99 * n + 99) / 100 - 1) /
+			    (double)RESIL_NS_PER_MS;
+		printf("phase %s: offered %.0f/s goodput %.0f/s (%.1f%% of "
+		       "capacity) critical %.2f%% p99 %.1f ms shed %.2f%%\n",
+		    ph->name, secs > 0 ? (double)calls / secs : 0.0,
+		    secs > 0 ? (double)ok / secs : 0.0,
+		    cap > 0 && secs > 0 ? 100.0 * (double)ok / secs / cap : 0.0,
+		    pct(crit_ok, crit), p99, pct(calls - ok, calls));
+	}
+	return 0;
+}
+
 /*
  * The compare line: the reference figures (first to last configuration)
  * and the run's, for the compare line's phase:
@@ -515,6 +579,8 @@ des_run_conf(des_out *o, size_t k, const char *label)
 		    figures_binned(o->r->recs, o->r->nrecs, &bybucket, o->lat,
 		        o->sr[k].b) != 0)
 			rc = 2;
+		else if (s->overload)
+			(void)print_overload(s, o->r, o->lat);
 		else
 			print_phases(s, o->ph[k], o->r);
 	}
