@@ -472,6 +472,35 @@ test_throttle_stage_refuses_selector(void **state)
 	throttle_refuses(1, 1);
 }
 
+/* With failover, a call whose attempt was throttled by the server and
+ * whose retry the throttle refused ends RESIL_E_LIMITED: the service
+ * breaker's permit goes back (before the fix: a failure of the whole
+ * call, and the breaker opened though no provider failed). */
+static void
+test_throttle_after_pushback_failover(void **state)
+{
+	static const int rcs[] = { RESIL_RC_THROTTLED };
+	fx x;
+	int i, m;
+
+	(void)state;
+	for (m = 0; m < 2; m++) {
+		fx_start(&x, THROTTLE "retries=2\n", 1, m);
+		x.rcs = rcs;
+		x.nrc = 1;
+		for (i = 0; i < 50; i++) {
+			resil_err e = one_call(&x);
+
+			if (!(e == RESIL_E_THROTTLED || e == RESIL_E_LIMITED))
+				fail_msg("call %d: %s: %s", i,
+				    resil_strerror(e), x.res.message);
+		}
+		assert_int_equal(bm(&x).state, RESIL_BREAKER_CLOSED);
+		assert_int_equal(bm(&x).failures, 0);
+		fx_end(&x);
+	}
+}
+
 /* Errors of the server's own (HTTP 500) are accepts: the backend took
  * the request. The throttle never refuses, the breaker counts them. */
 static void
@@ -650,6 +679,7 @@ main(void)
 		cmocka_unit_test(test_throttle_stage_refuses_blocking),
 		cmocka_unit_test(test_throttle_stage_refuses_machine),
 		cmocka_unit_test(test_throttle_stage_refuses_selector),
+		cmocka_unit_test(test_throttle_after_pushback_failover),
 		cmocka_unit_test(test_throttle_counts_errors_as_accepts),
 		cmocka_unit_test(test_throttle_keys),
 		cmocka_unit_test(test_throttle_classes),
