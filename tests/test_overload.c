@@ -17,6 +17,7 @@
 #include <resil/call.h>
 #include <resil/config.h>
 #include <resil/pipeline.h>
+#include <resil/registry.h>
 #include <resil/throttle.h>
 
 #define MS RESIL_NS_PER_MS
@@ -501,6 +502,41 @@ test_throttle_after_pushback_failover(void **state)
 	}
 }
 
+/* The throttle's counts in the registry's Prometheus text. */
+static void
+test_throttle_in_prometheus(void **state)
+{
+	static const int rcs[] = { RESIL_RC_THROTTLED };
+	resil_registry_config rc = resil_registry_config_default();
+	resil_registry *reg;
+	static char buf[65536];
+	size_t need = 0;
+	fx x;
+	int i;
+
+	(void)state;
+	fx_start(&x, THROTTLE, 0, 0);
+	x.rcs = rcs;
+	x.nrc = 1;
+	for (i = 0; i < 3; i++)
+		(void)one_call(&x);
+	assert_int_equal(resil_registry_new(&reg, &rc, NULL), RESIL_OK);
+	assert_int_equal(resil_registry_add(reg, x.p, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_registry_write_prometheus(reg, buf, sizeof(buf), &need),
+	    RESIL_OK);
+	assert_non_null(strstr(buf,
+	    "resil_throttle_requests_total{service=\"StockService\"} 3\n"));
+	assert_non_null(strstr(buf,
+	    "resil_throttle_window_accepts{service=\"StockService\"} 0\n"));
+	assert_non_null(strstr(buf, "# TYPE resil_throttle_local_rejects_total "
+	                            "counter\n"));
+	/* The registry owns the pipeline now. */
+	resil_registry_free(reg);
+	x.p = NULL;
+	fx_end(&x);
+}
+
 /* Errors of the server's own (HTTP 500) are accepts: the backend took
  * the request. The throttle never refuses, the breaker counts them. */
 static void
@@ -681,6 +717,7 @@ main(void)
 		cmocka_unit_test(test_throttle_stage_refuses_selector),
 		cmocka_unit_test(test_throttle_after_pushback_failover),
 		cmocka_unit_test(test_throttle_counts_errors_as_accepts),
+		cmocka_unit_test(test_throttle_in_prometheus),
 		cmocka_unit_test(test_throttle_keys),
 		cmocka_unit_test(test_throttle_classes),
 		cmocka_unit_test(test_throttle_totals_follow_the_window),
