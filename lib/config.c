@@ -704,6 +704,7 @@ static const char *const renames[][2] = {
 	{ "budget_period_ns", "budget_period" },
 	{ "target_latency_ns", "target_latency" },
 	{ "period_ns", "period" },
+	{ "window_ns", "window" }, /* throttle.window (issue 42) */
 };
 
 static int
