@@ -264,9 +264,17 @@ typedef struct panel_at {
 	int which;
 } panel_at;
 
+/* Issue 42: in an overload report, the first panel is the goodput in
+ * percent of the capacity: calls answered OK per bucket over this (the
+ * calls the capacity serves in a bucket); 0: the local share. */
+static double goodput_per_bucket_at_capacity;
+
 static double
 value_of(int which, const figures *b)
 {
+	if (which == 0 && goodput_per_bucket_at_capacity > 0)
+		return 100.0 * (double)(b->calls - b->errors) /
+		    goodput_per_bucket_at_capacity;
 	return which == 0 ? pct(b->local, b->sent)
 	    : which == 1  ? b->p99_ms
 	                  : pct(b->errors, b->calls);
@@ -463,7 +471,8 @@ panel(FILE *f, const scenario *s, const series *sr, size_t ns, int which,
 			if (sr[k].b[i].calls > 0 &&
 			    value_of(which, &sr[k].b[i]) > pa.vmax)
 				pa.vmax = value_of(which, &sr[k].b[i]);
-	if (which == 0 || pa.vmax <= 0)
+	if ((which == 0 && goodput_per_bucket_at_capacity == 0) ||
+	    pa.vmax <= 0)
 		pa.vmax = which == 0 ? 100.0 : 1.0;
 	if (which == 1 && pa.vmax < 10.0)
 		pa.vmax = 10.0;
@@ -496,7 +505,13 @@ des_write_svg(const char *path, const scenario *s, const series *sr, size_t ns)
 	    "actions purple)</text>\n",
 	    (int)(60 + 3 * (ph + 40) + 20 * (double)ns), s->path,
 	    sim_ms_text(s->bucket, tb, sizeof(tb)));
-	panel(f, s, sr, ns, 0, 50.0, "local-zone share of attempts", "%");
+	if (s->overload)
+		goodput_per_bucket_at_capacity = capacity_of(s) *
+		    (double)s->bucket / (double)RESIL_NS_PER_SEC;
+	panel(f, s, sr, ns, 0, 50.0,
+	    s->overload ? "goodput, % of capacity (overload report)"
+	                : "local-zone share of attempts",
+	    "%");
 	panel(f, s, sr, ns, 1, 50.0 + ph + 40.0, "p99 latency (log scale)",
 	    " ms");
 	panel(f, s, sr, ns, 2, 50.0 + 2 * (ph + 40.0), "error rate", "%");
