@@ -21,8 +21,15 @@ resil__call_free_slot(callm *c)
 		    (old < 0 || c->slots[i].id < c->slots[old].id))
 			old = (int)i;
 	}
-	if (old >= 0)
+	if (old >= 0) {
+		if (c->magic == CALL_CLUSTER && (c->has_pick & (1u << old))) {
+			/* A lost hedge's pick (issue 43): its answer will
+			 * not be known. */
+			resil_selector_release(c->sel, &c->picks[old]);
+			c->has_pick &= (uint8_t) ~(1u << old);
+		}
 		c->abandoned &= (uint8_t) ~(1u << old);
+	}
 	return old;
 }
 
@@ -366,8 +373,16 @@ attend_once(callm *c, tsrc *ts, resil_call_next *st)
 		}
 		c->pending = 0;
 		c->hedges++;
-		if (launch(c, ts, st))
+		c->in_hedge = c->magic == CALL_CLUSTER;
+		if (launch(c, ts, st)) {
+			if (RESIL__UNLIKELY(c->in_hedge))
+				resil__cl_hedge_event(c,
+				    RESIL_CLUSTER_EVENT_HEDGE_STARTED,
+				    st->endpoint, tnow(ts));
+			c->in_hedge = 0;
 			return M_STOP;
+		}
+		c->in_hedge = 0;
 		return M_ATTEND;
 	}
 	c->pending = 0;

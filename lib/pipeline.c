@@ -116,8 +116,8 @@ cluster_setup(
 			    "zone",
 			    zd.msg);
 	}
-	p->hedge_delay = 0; /* forking starts its forks at once */
 	if (cc->strategy == RESIL_CLUSTER_FORKING) {
+		p->hedge_delay = 0; /* forking starts its forks at once */
 		p->late_edge = 0;
 		/* Forks above the candidate count find no distinct endpoint
 		 * and are not made: min(forks, n) attempts. */
