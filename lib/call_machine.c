@@ -284,6 +284,18 @@ decide_core(callm *c, tsrc *ts, resil_call_next *st)
 	return 1;
 }
 
+/* The kind of a failure for hedge.on (RESIL_HEDGE_ON_*). */
+static unsigned
+hedge_kind(resil_err status)
+{
+	if (status == RESIL_E_TIMEOUT)
+		return RESIL_HEDGE_ON_TIMEOUT;
+	if (status == RESIL_E_OPEN || status == RESIL_E_LIMITED ||
+	    status == RESIL_E_THROTTLED)
+		return RESIL_HEDGE_ON_REJECTED;
+	return RESIL_HEDGE_ON_FAILURE;
+}
+
 /* What the machine does next, for the loop in run_machine(). */
 enum { M_ATTEND, M_DECIDE, M_ADVANCE, M_STOP };
 
@@ -353,6 +365,15 @@ attend_once(callm *c, tsrc *ts, resil_call_next *st)
 	}
 	if (RESIL__UNLIKELY(c->delayed) && chaos_due(c, ts, st))
 		return M_STOP;
+	if (RESIL__UNLIKELY(p->hedge_fatal != 0) && c->pending &&
+	    c->last_outcome == RESIL_OUTCOME_FAILURE && !c->winner &&
+	    (p->hedge_fatal & hedge_kind(c->last_status))) {
+		/* A fatal failure (hedge.on, issue 43): no more hedges, the
+		 * others are dropped, the failure is decided on now. */
+		c->no_more_hedges = 1;
+		abandon_running(c);
+		return M_DECIDE;
+	}
 	if (c->winner ||
 	    (c->running == 0 && c->pending &&
 	        (p->hedge_max == 0 || c->no_more_hedges ||

@@ -174,6 +174,7 @@ resil_pipeline_new(
 	p->late_edge = 1;
 	p->call_events = cfg->listener != NULL ? cfg->call_events : 0;
 	p->hedge_delay = cfg->hedge_delay_ns;
+	p->hedge_fatal = cfg->hedge_fatal;
 	p->executor = cfg->executor;
 	p->sel = cfg->selector;
 	p->chaos = cfg->chaos;

@@ -183,6 +183,11 @@ resil__pipeline_validate(const resil_pipeline_config *cfg, resil_diag *diag)
 				    resil_cluster_strategy_name(
 				        cfg->cluster.strategy));
 	}
+	if ((cfg->hedge_fatal & ~RESIL_HEDGE_ON_ALL) != 0)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "pipeline.hedge_fatal: 0x%x has bits outside "
+		    "RESIL_HEDGE_ON_ALL (0x7)",
+		    cfg->hedge_fatal);
 	if (cfg->selector != NULL) {
 		const resil_cluster_config *cc = &cfg->cluster;
 

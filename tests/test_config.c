@@ -997,7 +997,8 @@ test_config_hedge_with_selector_keys_refused_at_parse(void **state)
 	 * own attempts (resil_pipeline_new refuses it, no line). */
 	resil_config_free(
 	    parse_ok("service=S\nhedge.max=2\nloadbalance=random\n"));
-	expect_error("service=S\nhedge.max=2\ncluster=forking\n",
+	expect_error(
+	    "service=S\nhedge.max=2\ncluster=forking\nloadbalance=random\n",
 	    "svc.conf:2: hedge.max: cluster=forking makes its own parallel "
 	    "or serial attempts; hedging runs with failover, failfast, "
 	    "failsafe, failback or zone-aware");

@@ -441,6 +441,124 @@ test_hedge_sel_cancel_cancels_hedges(void **state)
 	hfx_end(&x);
 }
 
+/* hedge.on=timeout: a failure (rc 111) is fatal: no more hedges, the
+ * call fails at once (retries 0), the attempt still out is dropped and
+ * its late answer still reaches its endpoint. */
+static void
+test_hedge_sel_fatal_failure(void **state)
+{
+	hfx x;
+	char a[2][16];
+	uint32_t id[2];
+
+	(void)state;
+	hfx_init(&x, RESIL_CLUSTER_FAILOVER, 3, NULL, 2);
+	x.pcfg.hedge_fatal = RESIL_HEDGE_ON_ALL & ~RESIL_HEDGE_ON_TIMEOUT;
+	hfx_new(&x);
+	start(&x);
+	id[0] = expect_run(&x, a[0], sizeof(a[0]));
+	step(&x);
+	at(&x, 50);
+	step(&x);
+	id[1] = expect_run(&x, a[1], sizeof(a[1]));
+	step(&x);
+	at(&x, 60);
+	assert_int_equal(
+	    resil_call_report(&x.call, id[1], 111, NULL, now(&x)), RESIL_OK);
+	step(&x);
+	assert_int_equal(x.st.action, RESIL_CALL_DONE);
+	assert_int_equal(x.res.err, RESIL_E_CALL);
+	assert_int_equal(x.res.rc, 111);
+	assert_int_equal(x.res.attempts, 2);
+	assert_int_equal(events(&x, "cluster hedge_started e2:1"), 0);
+	assert_int_equal(state_of(&x, "e0:1").active, 1);
+	assert_int_equal(
+	    resil_call_report(&x.call, id[0], 0, NULL, now(&x)), RESIL_OK);
+	assert_int_equal(state_of(&x, "e0:1").active, 0);
+	hfx_end(&x);
+}
+
+/* The same failure with the default (every failure allows a hedge): the
+ * next hedge starts at once, on e2. */
+static void
+test_hedge_sel_nonfatal_failure_hedges_now(void **state)
+{
+	hfx x;
+	char a[3][16];
+	uint32_t id[2];
+
+	(void)state;
+	hfx_init(&x, RESIL_CLUSTER_FAILOVER, 3, NULL, 2);
+	hfx_new(&x);
+	start(&x);
+	id[0] = expect_run(&x, a[0], sizeof(a[0]));
+	step(&x);
+	at(&x, 50);
+	step(&x);
+	id[1] = expect_run(&x, a[1], sizeof(a[1]));
+	step(&x);
+	at(&x, 60);
+	assert_int_equal(
+	    resil_call_report(&x.call, id[1], 111, NULL, now(&x)), RESIL_OK);
+	step(&x);
+	(void)expect_run(&x, a[2], sizeof(a[2]));
+	assert_string_equal(a[2], "e2:1");
+	(void)id[0];
+	assert_int_equal(resil_call_cancel(&x.call, now(&x)), RESIL_OK);
+	hfx_end(&x);
+}
+
+/* hedge.on= in the text: read into hedge_fatal, written back, refused
+ * with a clear message. */
+static void
+test_hedge_sel_hedge_on_text(void **state)
+{
+	resil_config *c = NULL;
+	resil_diag d;
+	char buf[64];
+
+	(void)state;
+	assert_int_equal(resil_config_parse_string(&c,
+	                     "service=S\nhedge.max=1\nhedge.on=timeout,"
+	                     "rejected\nloadbalance=random\n",
+	                     "svc.conf", NULL, &d),
+	    RESIL_OK);
+	assert_int_equal(
+	    resil_config_pipeline(c)->hedge_fatal, RESIL_HEDGE_ON_FAILURE);
+	assert_int_equal(
+	    resil_config_get(c, "hedge.on", buf, sizeof(buf)), RESIL_OK);
+	assert_string_equal(buf, "timeout,rejected");
+	assert_int_equal(resil_config_set(c, "hedge.on", "none", &d), RESIL_OK);
+	assert_int_equal(
+	    resil_config_pipeline(c)->hedge_fatal, RESIL_HEDGE_ON_ALL);
+	assert_int_equal(
+	    resil_config_get(c, "hedge.on", buf, sizeof(buf)), RESIL_OK);
+	assert_string_equal(buf, "none");
+	resil_config_free(c);
+	c = NULL;
+	assert_int_equal(resil_config_parse_string(&c, "hedge.max=1\n",
+	                     "svc.conf", NULL, &d),
+	    RESIL_OK);
+	assert_int_equal(
+	    resil_config_get(c, "hedge.on", buf, sizeof(buf)), RESIL_OK);
+	assert_string_equal(buf, "failure,timeout,rejected");
+	resil_config_free(c);
+	c = NULL;
+	assert_int_equal(resil_config_parse_string(&c,
+	                     "hedge.on=timeout,unavailable\n", "svc.conf",
+	                     NULL, &d),
+	    RESIL_E_INVAL);
+	assert_string_equal(d.msg,
+	    "svc.conf:1: hedge.on: \"unavailable\" is not one of failure, "
+	    "timeout, rejected (a comma-separated list), or none");
+	assert_int_equal(resil_config_parse_string(&c,
+	                     "hedge.on=timeout,timeout\n", "svc.conf", NULL,
+	                     &d),
+	    RESIL_E_INVAL);
+	assert_string_equal(
+	    d.msg, "svc.conf:1: hedge.on: timeout is listed twice");
+}
+
 static int
 dep_call(
     void *ctx, const resil_pick *ep, const resil_args *args, resil_value *out)
@@ -516,6 +634,9 @@ main(void)
 		cmocka_unit_test(test_hedge_sel_budget_spent),
 		cmocka_unit_test(test_hedge_sel_zone_first),
 		cmocka_unit_test(test_hedge_sel_cancel_cancels_hedges),
+		cmocka_unit_test(test_hedge_sel_fatal_failure),
+		cmocka_unit_test(test_hedge_sel_nonfatal_failure_hedges_now),
+		cmocka_unit_test(test_hedge_sel_hedge_on_text),
 		cmocka_unit_test(test_hedge_sel_blocking_driver),
 		cmocka_unit_test(
 		    test_hedge_sel_refused_with_forking_and_broadcast),
