@@ -394,7 +394,7 @@ attend_once(callm *c, tsrc *ts, resil_call_next *st)
 		}
 		c->pending = 0;
 		c->hedges++;
-		c->in_hedge = c->magic == CALL_CLUSTER;
+		c->in_hedge = c->magic == CALL_CLUSTER && resil__cl_hedging(p);
 		if (launch(c, ts, st)) {
 			if (RESIL__UNLIKELY(c->in_hedge))
 				resil__cl_hedge_event(c,

@@ -243,8 +243,10 @@ typedef struct resil_pipeline_config {
 	 * failover and zone-aware make cluster.retries + 1 (a method's
 	 * max_attempts overrides it); retry.max_attempts is not used then,
 	 * while the retry policy, when enabled, still gives the backoff,
-	 * jitter, deadline, budget and what is retried. hedge_max must be 0
-	 * (forking is the cluster's parallel strategy); forking under
+	 * jitter, deadline, budget and what is retried. hedge_max hedges on
+	 * endpoints not yet tried in the call (issue 43, docs/cluster.md);
+	 * forking and broadcast refuse it (they make their own attempts).
+	 * Forking under
 	 * resil_pipeline_invoke() needs the executor (else that call is
 	 * RESIL_E_INVAL, naming `cluster`); the call machine forks without
 	 * one.
