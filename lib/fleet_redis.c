@@ -22,7 +22,9 @@
 #include "fleet_internal.h"
 
 /* KEYS: state hash, votes zset, leases hash, aggregate key prefix,
- * instances zset, members hash. ARGV: instance, sick, calls, failures,
+ * instances zset, members hash, and (issue 44) the state mirror: a
+ * string "STATE:EPISODE" written with the state hash, which a group's
+ * sync reads with MGET for its breakers that have nothing to report. ARGV: instance, sick, calls, failures,
  * quorum, K, open wait, lease, vote life, bucket, bucket TTL (ms),
  * traffic, traffic quorum (percent, 0 off), the episode the reports are
  * for, the number of reports, this member's settings text, reports (slot,
@@ -199,6 +201,7 @@ static const char fleet_lua_2[] =
     "end\n"
     "redis.call('HSET', KEYS[1], 'state', state, 'episode', ep, 'since',\n"
     "  since, 'granted', granted, 'ok', ok)\n"
+    "redis.call('SET', KEYS[7], state .. ':' .. ep)\n"
     "local left = 0\n"
     "if state == 1 then\n"
     "  left = wait - (now - since)\n"
