@@ -1196,6 +1196,11 @@ resil_fleet_get_info(resil_fleet *f, resil_fleet_info *out)
 	out->syncs = resil__load64(&f->syncs);
 	out->sync_errors = resil__load64(&f->sync_errors);
 	out->local_state = resil_breaker_get_state(f->b);
+	out->connect_timeout_ms = f->cn->connect_ms;
+	out->command_timeout_ms = f->cn->command_ms;
+	out->reconnect_ms = f->cn->reconnect_ms;
+	out->max_local_leases = f->max_local;
+	snprintf(out->settings, sizeof(out->settings), "%s", f->settings);
 	return RESIL_OK;
 }
 

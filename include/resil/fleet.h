@@ -314,6 +314,12 @@ typedef struct resil_fleet_info {
 	uint64_t syncs;                  /* successful syncs */
 	uint64_t sync_errors;            /* syncs that fell back */
 	resil_breaker_state local_state; /* the local breaker */
+	/* Issue 44: the handle's settings, as made (the timeouts and
+	 * reconnect of its connection, or its group's), and the text of
+	 * those every member must agree on ("quorum=1 ... buckets=10"). */
+	uint32_t connect_timeout_ms, command_timeout_ms, reconnect_ms;
+	uint32_t max_local_leases;
+	char settings[256];
 } resil_fleet_info;
 
 RESIL_API resil_err resil_fleet_get_info(
