@@ -348,10 +348,6 @@ resil__shared_check(
 		    "%s: not with %s (the shared breaker is the service's)",
 		    given(cfg, U_FLEET) ? "breaker.fleet" : "breaker.shared",
 		    "breaker.per_method");
-	if (given(cfg, U_FLEET) && cfg->selector != NULL)
-		return refuse(stage, 1, diag,
-		    "%s: not with a selector (%s)", "breaker.fleet",
-		    "with endpoints, use breaker.shared");
 	if (given(cfg, U_RL) && given(cfg, U_FRL))
 		return refuse(stage, 4, diag,
 		    "%s: not with %s (a pipeline has one rate limiter)",

@@ -19,6 +19,8 @@
 #include <hiredis/hiredis.h>
 
 #include <resil/config.h>
+#include <resil/directory.h>
+#include <resil/selector.h>
 #include <resil/fleet.h>
 #include <resil/pipeline.h>
 
@@ -393,6 +395,140 @@ test_fleet_text_events(void **state)
 	resil_config_free(c);
 }
 
+/* ---- issue 44: the fleet under a cluster ---- */
+
+static int dead[2]; /* endpoint i fails (ECONNREFUSED) */
+static int attempts[2];
+
+static int
+provider(
+    void *ctx, const resil_pick *ep, const resil_args *args, resil_value *out)
+{
+	int i = strcmp(ep->address, "10.0.0.1:20880") == 0 ? 0 : 1;
+
+	(void)ctx;
+	(void)args;
+	attempts[i]++;
+	if (dead[i])
+		return 111;
+	*out = resil_value_int(i);
+	return 0;
+}
+
+static resil_err
+invoke(resil_pipeline *p, resil_result *r)
+{
+	resil_invocation inv;
+
+	resil_invocation_init(&inv, "m");
+	return resil_pipeline_invoke_ex(p, NULL, &inv, provider, NULL, r);
+}
+
+/* breaker.fleet with a selector: the service breaker is the fleet's and
+ * records whole calls (an attempt that failed over is no failure of the
+ * call); the endpoints' breakers are local (endpoint.breaker.*). The
+ * fleet's OPEN rejects the next call with the service breaker's message
+ * and is seen by another member. */
+static void
+test_fleet_text_cluster(void **state)
+{
+	resil_endpoint_spec specs[2] = {
+		resil_endpoint_spec_default("10.0.0.1:20880"),
+		resil_endpoint_spec_default("10.0.0.2:20880"),
+	};
+	resil_directory_config dc;
+	resil_selector_config sc;
+	resil_pipeline_config pc;
+	resil_breaker_metrics bm;
+	resil_fleet_config fc = resil_fleet_config_default();
+	resil_directory *dir = NULL;
+	resil_selector *sel = NULL;
+	resil_pipeline *p = NULL;
+	resil_fleet *other;
+	resil_config *c;
+	resil_result r;
+	resil_diag d;
+	char text[512], name[64];
+	long id = (long)getpid();
+	int k;
+
+	(void)state;
+	if (port == 0)
+		skip();
+	snprintf(name, sizeof(name), "ftc-%ld", id);
+	snprintf(text, sizeof(text),
+	    "service=S\ncluster=failover\nretries=1\n"
+	    "breaker.fleet=redis://127.0.0.1:%d/%s\n"
+	    "breaker.consecutive_failures=3\nbreaker.failure_rate=0\n"
+	    "breaker.fleet.command_timeout=5s\n"
+	    "endpoint.breaker.consecutive_failures=100\n",
+	    port, name);
+	assert_int_equal(
+	    resil_config_parse_string(&c, text, "t.conf", NULL, &d), RESIL_OK);
+	resil_directory_config_init(&dc);
+	resil_config_directory(c, &dc);
+	resil_config_selector(c, &sc);
+	assert_int_equal(resil_directory_new(&dir, &dc, &d), RESIL_OK);
+	assert_int_equal(resil_selector_new(&sel, dir, &sc, &d), RESIL_OK);
+	pc = *resil_config_pipeline(c);
+	pc.selector = sel;
+	d.msg[0] = '\0';
+	assert_int_equal(resil_pipeline_new(&p, &pc, &d), RESIL_OK);
+	assert_int_equal(resil_directory_push(dir, specs, 2, &d), RESIL_OK);
+	assert_int_equal(resil_fleet_sync(resil_pipeline_fleet(p), 1), RESIL_OK);
+
+	/* One endpoint dead: failover answers every call; the fleet's local
+	 * breaker sees whole calls, all successes. */
+	dead[0] = 1;
+	for (k = 0; k < 20; k++) {
+		assert_int_equal(invoke(p, &r), RESIL_OK);
+		assert_int_equal(r.err, RESIL_OK);
+		resil_result_free(&r);
+	}
+	assert_true(attempts[0] > 0);
+	resil_breaker_get_metrics(resil_fleet_breaker(resil_pipeline_fleet(p)),
+	    &bm);
+	assert_int_equal(bm.successes, 20);
+	assert_int_equal(bm.failures, 0);
+
+	/* Both dead: three failed calls trip it, the sync opens the fleet,
+	 * the next call is rejected before any attempt. */
+	dead[1] = 1;
+	for (k = 0; k < 3; k++) {
+		(void)invoke(p, &r); /* the call's error */
+		assert_int_not_equal(r.err, RESIL_OK);
+		resil_result_free(&r);
+	}
+	resil_breaker_get_metrics(resil_fleet_breaker(resil_pipeline_fleet(p)),
+	    &bm);
+	assert_int_equal(bm.failures, 3);
+	assert_int_equal(resil_fleet_sync(resil_pipeline_fleet(p), 2), RESIL_OK);
+	assert_int_equal(
+	    resil_fleet_get_state(resil_pipeline_fleet(p)), RESIL_FLEET_OPEN);
+	attempts[0] = attempts[1] = 0;
+	assert_int_equal(invoke(p, &r), RESIL_E_OPEN);
+	assert_int_equal(r.err, RESIL_E_OPEN);
+	assert_non_null(strstr(r.message,
+	    "rejected, the service's circuit breaker is OPEN"));
+	resil_result_free(&r);
+	assert_int_equal(attempts[0] + attempts[1], 0);
+
+	/* Another member of the fleet sees it OPEN. */
+	fc.name = name;
+	fc.instance = "other";
+	fc.port = (uint32_t)port;
+	fc.command_timeout_ms = 5000;
+	assert_int_equal(resil_fleet_new(&other, &fc, &d), RESIL_OK);
+	assert_int_equal(resil_fleet_sync(other, 1), RESIL_OK);
+	assert_int_equal(resil_fleet_get_state(other), RESIL_FLEET_OPEN);
+	resil_fleet_free(other);
+
+	resil_pipeline_free(p);
+	resil_selector_free(sel);
+	resil_directory_free(dir);
+	resil_config_free(c);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -402,6 +538,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_fleet_text_refused),
 		cmocka_unit_test(test_fleet_text_reload),
 		cmocka_unit_test(test_fleet_text_events),
+		cmocka_unit_test(test_fleet_text_cluster),
 	};
 
 	if (argc > 1)
