@@ -51,7 +51,15 @@
  * Keys (one Redis, not Cluster): resil:fleet:NAME:state (hash),
  * :votes (sorted set), :leases (hash), :agg:INSTANCE:BUCKET (hashes
  * {calls, failures, traffic} with a TTL), :instances (sorted set),
- * :members (hash: each member's settings).
+ * :members (hash: each member's settings), :at (string "STATE:EPISODE",
+ * written with the state; read by a group's sync, below).
+ *
+ * Redis Sentinel (cfg.sentinels, cfg.master; issue 44): each
+ * (re)connection asks the sentinels for the master and checks it (ROLE);
+ * a sync that meets a failover (a refused or broken connection, a
+ * timeout, READONLY) goes local, and the next one asks again and
+ * resyncs. Across one failover an episode lets at most 2K probes through
+ * (docs/fleet.md, SENTINEL).
  * docs/fleet.md describes the protocol and what is guaranteed.
  *
  * Thread safety: acquire, record, release, get_state and get_info may run
@@ -274,7 +282,9 @@ RESIL_API resil_err resil_fleet_release(resil_fleet *f, resil_fleet_permit *p);
  * RESIL_E_UNAVAILABLE when the handle is (now, or still) in local mode,
  * the reason reported to the listener; RESIL_E_INVAL for a NULL handle.
  * Waits at most connect_timeout_ms + 4 * command_timeout_ms (a reconnect,
- * the script load, the call, and on NOSCRIPT its retry and reload).
+ * the script load, the call, and on NOSCRIPT its retry and reload); with
+ * Sentinel, plus connect_timeout_ms + command_timeout_ms per sentinel
+ * asked, and one command_timeout_ms more for ROLE.
  */
 RESIL_API resil_err resil_fleet_sync(resil_fleet *f, uint64_t now);
 
