@@ -39,8 +39,7 @@
 #define MAX_EPISODES 16
 
 static resil_fleet *host[HOSTS];
-static const char *const host_name[HOSTS] = { "host-a", "host-b",
-	"host-c" };
+static const char *const host_name[HOSTS] = { "host-a", "host-b", "host-c" };
 static resil_manual_clock clk; /* the hosts' own clock: never moves */
 
 /* Probes let through per fleet episode (HALF_OPEN ones). */
@@ -168,9 +167,10 @@ main(int argc, char **argv)
 	pid_t master;
 
 	if (argc < 4) {
-		fprintf(stderr, "fleet_sentinel: skipped: give the sentinels, "
-		                "the master's name and its pid (ctest runs it "
-		                "under with_sentinel)\n");
+		fprintf(stderr,
+		    "fleet_sentinel: skipped: give the sentinels, "
+		    "the master's name and its pid (ctest runs it "
+		    "under with_sentinel)\n");
 		return 77;
 	}
 	master = (pid_t)atol(argv[3]);
@@ -248,7 +248,8 @@ main(int argc, char **argv)
 			max = probes_in[i];
 	printf("episodes %u max_probes %u\n", episodes, max);
 	if (max > 2 * K)
-		printf("max_probes %u exceeds the bound 2K = %u\n", max, 2 * K);
+		printf(
+		    "max_probes %u exceeds the bound 2K = %u\n", max, 2 * K);
 	for (h = 0; h < HOSTS; h++)
 		resil_fleet_free(host[h]);
 	return max <= 2 * K ? 0 : 1;

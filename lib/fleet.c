@@ -86,7 +86,7 @@ struct resil_fleet {
 	resil__fconn *cn;
 	resil_fleet_group *grp;
 	resil_fleet *gnext; /* the group's list */
-	int forced; /* we forced the local breaker open */
+	int forced;         /* we forced the local breaker open */
 	uint64_t last_calls, last_fails, last_traffic;
 	/* Issue 44, the group's sync: the reading sent (kept until its
 	 * answer), whether a state read went in place of the script, the
@@ -293,8 +293,8 @@ resil_fleet_config_validate(const resil_fleet_config *cfg, resil_diag *diag)
 		return err;
 	if ((cfg->sentinels != NULL || cfg->master != NULL) &&
 	    resil__fleet_sentinels_check(cfg->sentinels, cfg->master) != NULL)
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "fleet.%s: %s", cfg->sentinels == NULL ? "sentinels" : "master",
+		return resil__diagf(diag, RESIL_E_INVAL, "fleet.%s: %s",
+		    cfg->sentinels == NULL ? "sentinels" : "master",
 		    resil__fleet_sentinels_check(cfg->sentinels, cfg->master));
 	return resil_breaker_config_validate(&cfg->breaker, diag);
 }
@@ -805,7 +805,6 @@ resil_fleet_stop(resil_fleet *f)
 	return RESIL_OK;
 }
 
-
 /* The script's answer (resil__fleet_parse_reply). */
 typedef struct sync_out {
 	uint64_t state, ep, votes, share;
@@ -1123,7 +1122,8 @@ resil__fleet_prep(resil_fleet *f, uint64_t now, int light_ok)
 	sync_read(f, in);
 	f->pend_light = light_ok && unchanged(f, in, now);
 	if (f->pend_light)
-		return 1; /* the group reads f's mirror (resil__fleet_at_key) */
+		return 1; /* the group reads f's mirror (resil__fleet_at_key)
+		           */
 	sync_args_build(f, in, &a);
 	a.argv[0] = "EVALSHA";
 	a.argv[1] = f->cn->sha;

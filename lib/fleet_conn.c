@@ -181,8 +181,7 @@ ask_sentinel(resil__fconn *cn, uint32_t i, char *host, uint32_t *port,
 		return -1;
 	}
 	(void)redisSetTimeout(s, tv_of(cn->command_ms));
-	r = redisCommand(
-	    s, "SENTINEL get-master-addr-by-name %s", cn->master);
+	r = redisCommand(s, "SENTINEL get-master-addr-by-name %s", cn->master);
 	if (r == NULL) {
 		resil__fleet_no_answer(s, what, cn->command_ms, buf, cap);
 	} else if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
@@ -229,8 +228,10 @@ is_master(redisContext *c, char *buf, size_t cap, const char *what)
 	    r->element[0]->type == REDIS_REPLY_STRING &&
 	    strcmp(r->element[0]->str, "master") == 0;
 	if (!ok)
-		snprintf(buf, cap, "%s: not a master (a replica, or not yet "
-		    "promoted)", what);
+		snprintf(buf, cap,
+		    "%s: not a master (a replica, or not yet "
+		    "promoted)",
+		    what);
 	freeReplyObject(r);
 	return ok;
 }

@@ -32,8 +32,8 @@ struct resil_fleet_group {
 };
 
 static resil_err
-grange(resil_diag *diag, const char *field, uint64_t v, uint64_t lo,
-    uint64_t hi)
+grange(
+    resil_diag *diag, const char *field, uint64_t v, uint64_t lo, uint64_t hi)
 {
 	if (v >= lo && v <= hi)
 		return RESIL_OK;
@@ -52,9 +52,9 @@ resil_fleet_group_config_validate(
 	if (cfg == NULL)
 		return resil__diagf(
 		    diag, RESIL_E_INVAL, "fleet_group: config is NULL");
-	err = resil__check_size(diag, "fleet_group",
-	    "resil_fleet_group_config", cfg->size,
-	    sizeof(resil_fleet_group_config));
+	err =
+	    resil__check_size(diag, "fleet_group", "resil_fleet_group_config",
+	        cfg->size, sizeof(resil_fleet_group_config));
 	if (err != RESIL_OK)
 		return err;
 	if (cfg->host != NULL &&
@@ -67,8 +67,8 @@ resil_fleet_group_config_validate(
 	         1, 60000)) ||
 	    (err = grange(diag, "command_timeout_ms", cfg->command_timeout_ms,
 	         1, 60000)) ||
-	    (err = grange(diag, "reconnect_ms", cfg->reconnect_ms, 0,
-	         3600000)))
+	    (err = grange(
+	         diag, "reconnect_ms", cfg->reconnect_ms, 0, 3600000)))
 		return err;
 	if ((cfg->sentinels != NULL || cfg->master != NULL) &&
 	    resil__fleet_sentinels_check(cfg->sentinels, cfg->master) != NULL)
@@ -230,8 +230,8 @@ append_reads(resil_fleet_group *g)
 	argl[0] = 4;
 	for (i = 0; i <= g->n; i++) {
 		if (n > 0 && (i == g->n || n == AT_CHUNK)) {
-			if (redisAppendCommandArgv(g->cn.c, (int)n + 1, argv,
-			        argl) != REDIS_OK)
+			if (redisAppendCommandArgv(
+			        g->cn.c, (int)n + 1, argv, argl) != REDIS_OK)
 				return -1;
 			n = 0;
 		}
@@ -266,8 +266,8 @@ take_reads(resil_fleet_group *g, uint64_t now)
 			if (g->again[i] != LIGHT)
 				continue;
 			/* A malformed answer: send the script. */
-			g->again[i] = (unsigned char)(r->type !=
-			            REDIS_REPLY_ARRAY ||
+			g->again[i] =
+			    (unsigned char)(r->type != REDIS_REPLY_ARRAY ||
 			        n >= r->elements ||
 			        resil__fleet_take_at(g->m[i], r->element[n]));
 			n++;
@@ -324,8 +324,9 @@ round_trip(resil_fleet_group *g, uint64_t now, int only)
 		t = resil__fleet_take(g->m[i], r, now);
 		freeReplyObject(r);
 		if (only && t > 0) {
-			resil__fleet_lost(g->m[i], "redis: the script was lost "
-			                           "twice in one sync");
+			resil__fleet_lost(g->m[i],
+			    "redis: the script was lost "
+			    "twice in one sync");
 			t = 0;
 		}
 		g->again[i] = (unsigned char)(t > 0 ? t : 0);
@@ -337,8 +338,8 @@ round_trip(resil_fleet_group *g, uint64_t now, int only)
 static int
 reload(resil_fleet_group *g)
 {
-	redisReply *r = redisCommand(g->cn.c, "SCRIPT LOAD %s",
-	    resil__fleet_lua());
+	redisReply *r =
+	    redisCommand(g->cn.c, "SCRIPT LOAD %s", resil__fleet_lua());
 	int ok = r != NULL && r->type == REDIS_REPLY_STRING && r->len == 40;
 
 	if (ok)
@@ -364,8 +365,8 @@ group_sync_locked(resil_fleet_group *g, uint64_t now)
 			return RESIL_E_UNAVAILABLE;
 		}
 		g->cn.tried = 1;
-		if (resil__fconn_open(&g->cn, resil__fleet_lua(), why,
-		        sizeof(why)) != 0) {
+		if (resil__fconn_open(
+		        &g->cn, resil__fleet_lua(), why, sizeof(why)) != 0) {
 			g->cn.next_reconnect = now +
 			    (uint64_t)g->cn.reconnect_ms * RESIL_NS_PER_MS;
 			lose_from(g, 0, 0, why);

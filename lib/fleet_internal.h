@@ -50,7 +50,6 @@ void resil__fleet_settings_diff(const char *what, const char *mine,
  * member's settings ({"settings", the fleet's}), else NULL. */
 const char *resil__fleet_settings_refusal(const redisReply *r);
 
-
 /* ---- lib/fleet_conn.c: the connection to the master (issue 44) ---- */
 
 #define RESIL__FLEET_MAX_SENTINELS 8u
@@ -103,7 +102,8 @@ struct resil_fleet_group;
 /* fleet_group.c: add f to g (and point f at g's connection): 0, or -1
  * when out of memory; take it out; hold (on 1) or let go (on 0) of g's
  * mutex. */
-int resil__fleet_group_join(struct resil_fleet_group *g, struct resil_fleet *f);
+int resil__fleet_group_join(
+    struct resil_fleet_group *g, struct resil_fleet *f);
 void resil__fleet_group_leave(
     struct resil_fleet_group *g, struct resil_fleet *f);
 void resil__fleet_group_lock(struct resil_fleet_group *g, int on);

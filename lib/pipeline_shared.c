@@ -227,8 +227,8 @@ parse_sentinel(const char *key, const char *v, char *sent, char *master,
 		    "MASTER/NAME",
 		    key, v);
 	if ((size_t)(s1 - p) >= sizeof(list) || (size_t)(s2 - s1 - 1) >= 64)
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "%s: \"%.80s\" is too long", key, v);
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "%s: \"%.80s\" is too long", key, v);
 	memcpy(list, p, (size_t)(s1 - p));
 	list[s1 - p] = '\0';
 	memcpy(m, s1 + 1, (size_t)(s2 - s1 - 1));
@@ -496,8 +496,8 @@ on_fleet(const resil_fleet_event *fe, void *ctx)
 		    p->sh->fleet_name, resil_fleet_event_name(fe->kind),
 		    resil_fleet_state_name(fe->state));
 	ev.fleet = fe;
-	resil__emit(p, &ev, RESIL_STAGE_BREAKER, resil_clock_now(&p->clock),
-	    text, "");
+	resil__emit(
+	    p, &ev, RESIL_STAGE_BREAKER, resil_clock_now(&p->clock), text, "");
 }
 
 static uint32_t
@@ -552,8 +552,8 @@ open_fleet(resil_pipeline *p, struct resil__pshared *sh,
 		fc.sentinels = host;
 		fc.master = master;
 	} else {
-		err = parse_redis(url_key[U_FLEET], cfg->breaker_fleet_url, host,
-		    &fc.port, sh->fleet_name, diag);
+		err = parse_redis(url_key[U_FLEET], cfg->breaker_fleet_url,
+		    host, &fc.port, sh->fleet_name, diag);
 		fc.host = host;
 	}
 	if (err != RESIL_OK)

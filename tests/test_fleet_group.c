@@ -114,7 +114,8 @@ fx_make(fx *x, unsigned n, uint32_t pct, int pt)
 		cfg.breaker.clock = resil_manual_clock_hook(&mc);
 		cfg.listener = on_event;
 		cfg.listener_ctx = &x->h[i];
-		assert_int_equal(resil_fleet_new(&x->f[i], &cfg, NULL), RESIL_OK);
+		assert_int_equal(
+		    resil_fleet_new(&x->f[i], &cfg, NULL), RESIL_OK);
 	}
 }
 
@@ -283,12 +284,14 @@ test_fleet_group_refresh(void **state)
 	fx_make(&x, 3, 0, port);
 	assert_int_equal(resil_fleet_group_sync(x.g, t0), RESIL_OK);
 	assert_int_equal(
-	    resil_fleet_group_sync(x.g, t0 + 4999 * RESIL_NS_PER_MS), RESIL_OK);
+	    resil_fleet_group_sync(x.g, t0 + 4999 * RESIL_NS_PER_MS),
+	    RESIL_OK);
 	gi = info_of(x.g);
 	assert_int_equal(gi.scripts, 3);
 	assert_int_equal(gi.reads, 3);
 	assert_int_equal(
-	    resil_fleet_group_sync(x.g, t0 + 5000 * RESIL_NS_PER_MS), RESIL_OK);
+	    resil_fleet_group_sync(x.g, t0 + 5000 * RESIL_NS_PER_MS),
+	    RESIL_OK);
 	gi = info_of(x.g);
 	assert_int_equal(gi.scripts, 6);
 	assert_int_equal(gi.reads, 3);

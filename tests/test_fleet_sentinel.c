@@ -211,8 +211,8 @@ sync_round(fleet *x)
 	unsigned i, n = 0;
 
 	for (i = 0; i < HOSTS; i++)
-		n += resil_fleet_sync(x->h[i].f, resil_manual_clock_now(&mc)) ==
-		    RESIL_OK;
+		n += resil_fleet_sync(
+		         x->h[i].f, resil_manual_clock_now(&mc)) == RESIL_OK;
 	return n;
 }
 
@@ -252,9 +252,9 @@ probes_succeed(fleet *x)
 
 	for (i = 0; i < HOSTS; i++) {
 		for (j = 0; j < x->h[i].nheld; j++)
-			assert_int_equal(resil_fleet_record(x->h[i].f,
-			                     &x->h[i].held[j],
-			                     RESIL_OUTCOME_SUCCESS),
+			assert_int_equal(
+			    resil_fleet_record(x->h[i].f, &x->h[i].held[j],
+			        RESIL_OUTCOME_SUCCESS),
 			    RESIL_OK);
 		x->h[i].nheld = 0;
 	}
@@ -278,7 +278,8 @@ fleet_to_half_open(fleet *x)
 	assert_int_equal(sync_round(x), HOSTS);
 	assert_int_equal(resil_fleet_acquire(x->h[0].f, &p), RESIL_OK);
 	assert_int_equal(
-	    resil_fleet_record(x->h[0].f, &p, RESIL_OUTCOME_FAILURE), RESIL_OK);
+	    resil_fleet_record(x->h[0].f, &p, RESIL_OUTCOME_FAILURE),
+	    RESIL_OK);
 	assert_int_equal(sync_round(x), HOSTS);
 	assert_int_equal(state_of(x, 0), RESIL_FLEET_OPEN);
 	for (round = 0; round < 200 && x->probes < K; round++) {
@@ -313,7 +314,8 @@ fleet_recovers(fleet *x, int new_port)
 		p = master_port((int)i);
 	assert_int_equal(p, new_port);
 	for (i = 0; i < HOSTS; i++) {
-		assert_int_equal(resil_fleet_get_info(x->h[i].f, &fi), RESIL_OK);
+		assert_int_equal(
+		    resil_fleet_get_info(x->h[i].f, &fi), RESIL_OK);
 		assert_int_equal(fi.local_mode, 0);
 		assert_true(x->h[i].local_events >= 1);
 	}
@@ -421,7 +423,8 @@ test_fleet_sentinel_master_paused(void **state)
 
 			for (j = 0; j + 1 < e->elements; j += 2)
 				if (strcmp(e->element[j]->str, "port") == 0)
-					new_port = atoi(e->element[j + 1]->str);
+					new_port =
+					    atoi(e->element[j + 1]->str);
 		}
 		freeReplyObject(r);
 		redisFree(c);
@@ -463,7 +466,8 @@ test_fleet_sentinel_master_killed(void **state)
 		assert_true(r != NULL && r->type == REDIS_REPLY_ARRAY &&
 		    r->elements == 1);
 		for (j = 0; j + 1 < r->element[0]->elements; j += 2)
-			if (strcmp(r->element[0]->element[j]->str, "port") == 0)
+			if (strcmp(r->element[0]->element[j]->str, "port") ==
+			    0)
 				new_port =
 				    atoi(r->element[0]->element[j + 1]->str);
 		freeReplyObject(r);
@@ -491,8 +495,8 @@ main(int argc, char **argv)
 		char *p, *q;
 
 		snprintf(sentinels, sizeof(sentinels), "%s", argv[argc - 7]);
-		snprintf(master_name, sizeof(master_name), "%s",
-		    argv[argc - 6]);
+		snprintf(
+		    master_name, sizeof(master_name), "%s", argv[argc - 6]);
 		pid_master = (pid_t)atol(argv[argc - 5]);
 		pid_replica = (pid_t)atol(argv[argc - 4]);
 		for (i = 0; i < 3; i++)
@@ -508,7 +512,8 @@ main(int argc, char **argv)
 		have = sent_port[2] != 0;
 	}
 	if (!have)
-		fprintf(stderr, "test_fleet_sentinel: no sentinels given "
-		                "(run it under with_sentinel)\n");
+		fprintf(stderr,
+		    "test_fleet_sentinel: no sentinels given "
+		    "(run it under with_sentinel)\n");
 	return cmocka_run_group_tests(tests, group_setup, NULL);
 }

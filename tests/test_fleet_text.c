@@ -20,9 +20,9 @@
 
 #include <resil/config.h>
 #include <resil/directory.h>
-#include <resil/selector.h>
 #include <resil/fleet.h>
 #include <resil/pipeline.h>
+#include <resil/selector.h>
 
 static int port;
 
@@ -180,8 +180,9 @@ test_fleet_text_bad_values(void **state)
 			resil_config_free(c);
 		assert_int_equal(e, RESIL_E_INVAL);
 		if (cases[i].msg == NULL) /* a duration's own message */
-			assert_non_null(strstr(d.msg, "t.conf:3: breaker."
-			                              "fleet.command_timeout: "));
+			assert_non_null(strstr(d.msg,
+			    "t.conf:3: breaker."
+			    "fleet.command_timeout: "));
 		else
 			assert_string_equal(d.msg, cases[i].msg);
 	}
@@ -198,7 +199,8 @@ test_fleet_text_refused(void **state)
 		    "fleet given as a handle has its own settings)" },
 		{ "service=S\nbreaker.enabled=true\n"
 		  "breaker.fleet.reconnect=5s\n",
-		    "t.conf:3: breaker.fleet.reconnect: needs breaker.fleet (a "
+		    "t.conf:3: breaker.fleet.reconnect: needs breaker.fleet "
+		    "(a "
 		    "fleet given as a handle has its own settings)" },
 		{ "service=S\nbreaker.fleet=redis-sentinel://h1:1,h2/m/n\n",
 		    "t.conf:2: breaker.fleet: must be 1..8 sentinels, "
@@ -285,7 +287,8 @@ on_event(const resil_pipeline_event *ev, void *ctx)
 		return;
 	assert_int_equal(ev->stage, RESIL_STAGE_BREAKER);
 	if (e->fleet < 16)
-		snprintf(e->text[e->fleet], sizeof(e->text[0]), "%s", ev->text);
+		snprintf(
+		    e->text[e->fleet], sizeof(e->text[0]), "%s", ev->text);
 	e->fleet++;
 }
 
@@ -316,8 +319,9 @@ test_fleet_text_events(void **state)
 	pc.listener_ctx = &e;
 	assert_int_equal(resil_pipeline_new(&p, &pc, &d), RESIL_OK);
 	assert_int_equal(e.fleet, 1);
-	assert_non_null(strstr(e.text[0], "fleet fte local (connect "
-	                                  "127.0.0.1:1: "));
+	assert_non_null(strstr(e.text[0],
+	    "fleet fte local (connect "
+	    "127.0.0.1:1: "));
 	resil_pipeline_free(p);
 	resil_config_free(c);
 	if (port == 0)
@@ -350,8 +354,8 @@ test_fleet_text_events(void **state)
 	pc.listener_ctx = &e;
 	assert_int_equal(resil_pipeline_new(&p, &pc, &d), RESIL_OK);
 	assert_int_equal(e.fleet, 0);
-	assert_int_equal(resil_fleet_sync(resil_pipeline_fleet(p), 1),
-	    RESIL_E_UNAVAILABLE);
+	assert_int_equal(
+	    resil_fleet_sync(resil_pipeline_fleet(p), 1), RESIL_E_UNAVAILABLE);
 	assert_int_equal(e.fleet, 1);
 	snprintf(want, sizeof(want),
 	    "fleet fte-%ld settings (fleet fte-%ld: settings differ from the "
@@ -369,11 +373,11 @@ test_fleet_text_events(void **state)
 		assert_non_null(a);
 		r = redisCommand(a, "DEL resil:fleet:fte-%ld:instances", id);
 		freeReplyObject(r);
-		assert_int_equal(resil_fleet_sync(resil_pipeline_fleet(p), 2),
-		    RESIL_OK);
+		assert_int_equal(
+		    resil_fleet_sync(resil_pipeline_fleet(p), 2), RESIL_OK);
 		assert_int_equal(e.fleet, 3);
-		snprintf(want, sizeof(want), "fleet fte-%ld connected (synced)",
-		    id);
+		snprintf(want, sizeof(want),
+		    "fleet fte-%ld connected (synced)", id);
 		assert_string_equal(e.text[1], want);
 		snprintf(want, sizeof(want), "fleet fte-%ld state CLOSED", id);
 		assert_string_equal(e.text[2], want);
@@ -475,7 +479,8 @@ test_fleet_text_cluster(void **state)
 	d.msg[0] = '\0';
 	assert_int_equal(resil_pipeline_new(&p, &pc, &d), RESIL_OK);
 	assert_int_equal(resil_directory_push(dir, specs, 2, &d), RESIL_OK);
-	assert_int_equal(resil_fleet_sync(resil_pipeline_fleet(p), 1), RESIL_OK);
+	assert_int_equal(
+	    resil_fleet_sync(resil_pipeline_fleet(p), 1), RESIL_OK);
 
 	/* One endpoint dead: failover answers every call; the fleet's local
 	 * breaker sees whole calls, all successes. */
@@ -486,8 +491,8 @@ test_fleet_text_cluster(void **state)
 		resil_result_free(&r);
 	}
 	assert_true(attempts[0] > 0);
-	resil_breaker_get_metrics(resil_fleet_breaker(resil_pipeline_fleet(p)),
-	    &bm);
+	resil_breaker_get_metrics(
+	    resil_fleet_breaker(resil_pipeline_fleet(p)), &bm);
 	assert_int_equal(bm.successes, 20);
 	assert_int_equal(bm.failures, 0);
 
@@ -499,17 +504,18 @@ test_fleet_text_cluster(void **state)
 		assert_int_not_equal(r.err, RESIL_OK);
 		resil_result_free(&r);
 	}
-	resil_breaker_get_metrics(resil_fleet_breaker(resil_pipeline_fleet(p)),
-	    &bm);
+	resil_breaker_get_metrics(
+	    resil_fleet_breaker(resil_pipeline_fleet(p)), &bm);
 	assert_int_equal(bm.failures, 3);
-	assert_int_equal(resil_fleet_sync(resil_pipeline_fleet(p), 2), RESIL_OK);
+	assert_int_equal(
+	    resil_fleet_sync(resil_pipeline_fleet(p), 2), RESIL_OK);
 	assert_int_equal(
 	    resil_fleet_get_state(resil_pipeline_fleet(p)), RESIL_FLEET_OPEN);
 	attempts[0] = attempts[1] = 0;
 	assert_int_equal(invoke(p, &r), RESIL_E_OPEN);
 	assert_int_equal(r.err, RESIL_E_OPEN);
-	assert_non_null(strstr(r.message,
-	    "rejected, the service's circuit breaker is OPEN"));
+	assert_non_null(strstr(
+	    r.message, "rejected, the service's circuit breaker is OPEN"));
 	resil_result_free(&r);
 	assert_int_equal(attempts[0] + attempts[1], 0);
 

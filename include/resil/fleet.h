@@ -371,14 +371,14 @@ RESIL_API resil_breaker *resil_fleet_breaker(resil_fleet *f);
  * the group.
  */
 typedef struct resil_fleet_group_config {
-	size_t size;       /* sizeof(resil_fleet_group_config), by _init() */
-	const char *host;  /* NULL: "127.0.0.1" */
-	uint32_t port;     /* 1..65535, default 6379 */
+	size_t size;      /* sizeof(resil_fleet_group_config), by _init() */
+	const char *host; /* NULL: "127.0.0.1" */
+	uint32_t port;    /* 1..65535, default 6379 */
 	const char *sentinels; /* as resil_fleet_config; NULL: host:port */
 	const char *master;
-	uint32_t connect_timeout_ms; /* 1..60000, default 250 */
-	uint32_t command_timeout_ms; /* 1..60000, default 250 */
-	uint32_t reconnect_ms;       /* 0..3600000, default 1000 */
+	uint32_t connect_timeout_ms;  /* 1..60000, default 250 */
+	uint32_t command_timeout_ms;  /* 1..60000, default 250 */
+	uint32_t reconnect_ms;        /* 0..3600000, default 1000 */
 	const resil_allocator *alloc; /* NULL: malloc() and free() */
 } resil_fleet_group_config;
 
@@ -415,13 +415,13 @@ RESIL_API resil_err resil_fleet_group_free(resil_fleet_group *g);
 RESIL_API resil_err resil_fleet_group_sync(resil_fleet_group *g, uint64_t now);
 
 typedef struct resil_fleet_group_info {
-	uint32_t members;        /* handles in the group */
-	int connected;           /* a connection is open */
-	uint64_t round_trips;    /* batches written and read, all syncs */
-	uint64_t scripts;        /* full syncs (the script) sent */
-	uint64_t reads;          /* state reads sent in place of one */
-	uint64_t master_switches;/* Sentinel: a new master found */
-	char master[272];        /* "HOST:PORT" of the server in use */
+	uint32_t members;         /* handles in the group */
+	int connected;            /* a connection is open */
+	uint64_t round_trips;     /* batches written and read, all syncs */
+	uint64_t scripts;         /* full syncs (the script) sent */
+	uint64_t reads;           /* state reads sent in place of one */
+	uint64_t master_switches; /* Sentinel: a new master found */
+	char master[272];         /* "HOST:PORT" of the server in use */
 } resil_fleet_group_info;
 
 RESIL_API resil_err resil_fleet_group_get_info(

@@ -88,8 +88,7 @@ ask(int port, const char *cmd, char *buf, size_t cap)
 		return 0;
 	}
 	/* Enough for the answers polled here: wait a little for the rest. */
-	while (got < cap - 1 &&
-	    (n = read(s, buf + got, cap - 1 - got)) > 0) {
+	while (got < cap - 1 && (n = read(s, buf + got, cap - 1 - got)) > 0) {
 		got += (size_t)n;
 		buf[got] = '\0';
 		if (buf[got - 1] == '\n') {
@@ -166,19 +165,22 @@ main(int argc, char **argv)
 		return 2;
 	}
 	if (!installed("redis-server") || !installed("redis-sentinel")) {
-		fprintf(stderr, "with_sentinel: skipped: redis-server or "
-		                "redis-sentinel is not installed\n");
+		fprintf(stderr,
+		    "with_sentinel: skipped: redis-server or "
+		    "redis-sentinel is not installed\n");
 		return 77;
 	}
 	if (mkdtemp(dir) == NULL) {
-		fprintf(stderr, "with_sentinel: skipped: no temporary "
-		                "directory\n");
+		fprintf(stderr,
+		    "with_sentinel: skipped: no temporary "
+		    "directory\n");
 		return 77;
 	}
 	for (i = 0; i < 2 + NSENT; i++)
 		if ((port[i] = free_port()) <= 0) {
-			fprintf(stderr, "with_sentinel: skipped: no free "
-			                "port\n");
+			fprintf(stderr,
+			    "with_sentinel: skipped: no free "
+			    "port\n");
 			return 77;
 		}
 	snprintf(p0, sizeof(p0), "%d", port[0]);
@@ -195,8 +197,9 @@ main(int argc, char **argv)
 		if (!wait_for(port[0], "PING\r\n", "PONG", 10000))
 			ok = 0;
 		pid[1] = spawn(r);
-		if (ok && !wait_for(port[1], "INFO replication\r\n",
-		              "master_link_status:up", 10000))
+		if (ok &&
+		    !wait_for(port[1], "INFO replication\r\n",
+		        "master_link_status:up", 10000))
 			ok = 0;
 	}
 	for (i = 0; ok && i < NSENT; i++) {
@@ -225,15 +228,15 @@ main(int argc, char **argv)
 	}
 	/* Every sentinel knows the replica and the two other sentinels. */
 	for (i = 0; ok && i < NSENT; i++)
-		if (!wait_for(port[2 + i],
-		        "SENTINEL master mymaster\r\n", "num-other-sentinels",
-		        10000) ||
-		    !wait_for(port[2 + i],
-		        "INFO sentinel\r\n", "slaves=1,sentinels=3", 15000))
+		if (!wait_for(port[2 + i], "SENTINEL master mymaster\r\n",
+		        "num-other-sentinels", 10000) ||
+		    !wait_for(port[2 + i], "INFO sentinel\r\n",
+		        "slaves=1,sentinels=3", 15000))
 			ok = 0;
 	if (!ok) {
-		fprintf(stderr, "with_sentinel: skipped: the servers did not "
-		                "start\n");
+		fprintf(stderr,
+		    "with_sentinel: skipped: the servers did not "
+		    "start\n");
 		st = 77 << 8;
 		goto out;
 	}
