@@ -121,7 +121,7 @@ resil_fleet_group_free(resil_fleet_group *g)
 	pthread_mutex_destroy(&g->mu);
 	a = g->alloc;
 	if (g->m != NULL)
-		resil__free(&a, g->m, g->cap * sizeof(*g->m));
+		resil__free(&a, g->m, g->cap * sizeof(resil_fleet *));
 	if (g->again != NULL)
 		resil__free(&a, g->again, g->cap);
 	resil__free(&a, g, sizeof(*g));
@@ -143,21 +143,24 @@ resil__fleet_group_join(resil_fleet_group *g, resil_fleet *f)
 	pthread_mutex_lock(&g->mu);
 	if (g->n == g->cap) {
 		size_t cap = g->cap != 0 ? g->cap * 2 : 16;
-		resil_fleet **m = resil__calloc(&g->alloc, cap * sizeof(*m));
+		resil_fleet **m =
+		    resil__calloc(&g->alloc, cap * sizeof(resil_fleet *));
 		unsigned char *again = resil__calloc(&g->alloc, cap);
 
 		if (m == NULL || again == NULL) {
 			if (m != NULL)
-				resil__free(&g->alloc, m, cap * sizeof(*m));
+				resil__free(
+				    &g->alloc, m, cap * sizeof(resil_fleet *));
 			if (again != NULL)
 				resil__free(&g->alloc, again, cap);
 			pthread_mutex_unlock(&g->mu);
 			return -1;
 		}
 		if (g->n != 0)
-			memcpy(m, g->m, g->n * sizeof(*m));
+			memcpy(m, g->m, g->n * sizeof(resil_fleet *));
 		if (g->m != NULL) {
-			resil__free(&g->alloc, g->m, g->cap * sizeof(*g->m));
+			resil__free(
+			    &g->alloc, g->m, g->cap * sizeof(resil_fleet *));
 			resil__free(&g->alloc, g->again, g->cap);
 		}
 		g->m = m;
