@@ -401,6 +401,55 @@ test_fleet_group_config(void **state)
 	assert_int_equal(resil_fleet_group_free(NULL), RESIL_OK);
 }
 
+/* The server becomes a replica (a failover demoted it): the script's
+ * writes answer READONLY. The sync goes local without an `error` event
+ * (the server is no longer the master: find it again), and the next sync
+ * reconnects at once and, the server a master again, resyncs. */
+static void
+test_fleet_readonly_finds_master_again(void **state)
+{
+	resil_fleet_config cfg = resil_fleet_config_default();
+	resil_fleet_info fi;
+	redisContext *c;
+	redisReply *r;
+	resil_fleet *f;
+	heard h;
+	char name[64];
+
+	if (port == 0)
+		skip();
+	(void)state;
+	memset(&h, 0, sizeof(h));
+	snprintf(name, sizeof(name), "ro%d", (int)getpid());
+	cfg.name = name;
+	cfg.instance = "a";
+	cfg.port = (uint32_t)port;
+	cfg.command_timeout_ms = 5000;
+	cfg.reconnect_ms = 3600000; /* only a moved master reconnects now */
+	cfg.breaker.clock = resil_manual_clock_hook(&mc);
+	cfg.listener = on_event;
+	cfg.listener_ctx = &h;
+	assert_int_equal(resil_fleet_new(&f, &cfg, NULL), RESIL_OK);
+	assert_int_equal(resil_fleet_sync(f, 1000), RESIL_OK);
+	c = admin();
+	r = redisCommand(c, "REPLICAOF 127.0.0.1 1");
+	assert_non_null(r);
+	freeReplyObject(r);
+	assert_int_equal(resil_fleet_sync(f, 1000), RESIL_E_UNAVAILABLE);
+	assert_int_equal(h.n[RESIL_FLEET_EV_LOCAL], 1);
+	assert_int_equal(h.n[RESIL_FLEET_EV_ERROR], 0);
+	assert_non_null(strstr(h.last, "READONLY"));
+	r = redisCommand(c, "REPLICAOF NO ONE");
+	assert_non_null(r);
+	freeReplyObject(r);
+	redisFree(c);
+	assert_int_equal(resil_fleet_sync(f, 1000), RESIL_OK);
+	assert_int_equal(h.n[RESIL_FLEET_EV_CONNECTED], 2);
+	assert_int_equal(resil_fleet_get_info(f, &fi), RESIL_OK);
+	assert_int_equal(fi.local_mode, 0);
+	resil_fleet_free(f);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -412,6 +461,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_fleet_group_sees_others),
 		cmocka_unit_test(test_fleet_group_refresh),
 		cmocka_unit_test(test_fleet_group_noscript),
+		cmocka_unit_test(test_fleet_readonly_finds_master_again),
 	};
 
 	if (argc > 1)
