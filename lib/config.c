@@ -704,6 +704,7 @@ static const char *const renames[][2] = {
 	{ "budget_period_ns", "budget_period" },
 	{ "target_latency_ns", "target_latency" },
 	{ "period_ns", "period" },
+	{ "window_ns", "window" }, /* throttle.window (issue 42) */
 };
 
 static int
@@ -947,6 +948,9 @@ build_finish(build *b, resil_diag *diag)
 	if (b->pc.bulkhead_enabled &&
 	    resil_bulkhead_config_validate(&b->pc.bulkhead, &d) != RESIL_OK)
 		return stage_fail(b, ST_BULKHEAD, &d, diag);
+	if (b->pc.throttle_enabled &&
+	    resil_throttle_config_validate(&b->pc.throttle, &d) != RESIL_OK)
+		return stage_fail(b, ST_THROTTLE, &d, diag);
 	if ((err = shared_check(b, diag)) != RESIL_OK)
 		return err;
 	if (b->cluster_seen &&

@@ -405,6 +405,8 @@ resil_pipeline_get_metrics(
 		m.timeouts += resil__load64(&s->timeouts);
 		m.latency_count += resil__load64(&s->latency_count);
 		m.failback_dropped += resil__load64(&s->failback_dropped);
+		m.pushbacks += resil__load64(&s->pushbacks);
+		m.paused += resil__load64(&s->paused);
 		for (j = 0; j < RESIL_LATENCY_BUCKETS; j++)
 			m.latency[j] += resil__load64(&s->latency[j]);
 	}

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "call_overload.h"
 #include "pipeline_ckeys.h"
 #include "pipeline_config.h"
 #include "pipeline_events.h"
@@ -164,6 +165,10 @@ describe_changes(const settings *old, const settings *g,
 	    (cfg->bulkhead_enabled &&
 	        !resil__same_bulkhead(&a->bulkhead, &cfg->bulkhead)))
 		NOTE("bulkhead");
+	if (a->throttle_enabled != cfg->throttle_enabled ||
+	    (cfg->throttle_enabled &&
+	        !resil__same_throttle(&a->throttle, &cfg->throttle)))
+		NOTE("throttle");
 	if (a->timeout_ns != cfg->timeout_ns)
 		NOTE("timeout");
 	if ((old->service_spec == NULL) != (cfg->mock == NULL) ||
