@@ -27,6 +27,7 @@
 #include "pipeline_config.h"
 #include "pipeline_events.h"
 #include "pipeline_settings.h"
+#include "pipeline_endpoint.h"
 #include "pipeline_shared.h"
 
 #include <resil/fleet.h>
@@ -40,6 +41,7 @@ resil_pipeline_free(resil_pipeline *p)
 
 	if (p == NULL)
 		return;
+	resil__pipeline_unwatch_endpoints(p);
 	resil__a = &p->alloc;
 	resil__settings_free(p->cur);
 	while (p->retired != NULL) {
@@ -220,6 +222,7 @@ resil_pipeline_new(
 	err = resil__shared_apply(p, cfg, p->cur, 0, diag);
 	if (err != RESIL_OK)
 		goto fail;
+	resil__pipeline_watch_endpoints(p); /* issue 40 */
 	*out = p;
 	return RESIL_OK;
 fail:

@@ -172,7 +172,10 @@ on_pipeline(const resil_pipeline_event *ev, void *ctx)
 	run *r = ctx;
 	char t[32];
 
-	if (!r->s->trace || ev->stage != RESIL_STAGE_CLUSTER)
+	/* The endpoints' events (issue 40: they reach the pipeline too,
+	 * without .cluster) are printed from the directory's listener. */
+	if (!r->s->trace || ev->stage != RESIL_STAGE_CLUSTER ||
+	    ev->cluster == NULL)
 		return;
 	printf("%s ms: %s\n", sim_ms_text(ev->time, t, sizeof(t)), ev->text);
 }
