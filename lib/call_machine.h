@@ -122,7 +122,8 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 			rejected(c, RESIL_E_OPEN);
 			return 0;
 		}
-	} else if (RESIL__UNLIKELY(c->g->fleet != NULL)) {
+	} else if (RESIL__UNLIKELY(c->g->fleet != NULL) &&
+	    c->magic != CALL_CLUSTER) { /* a cluster's: the whole call's */
 		if (resil_fleet_acquire(c->g->fleet, &fp) != RESIL_OK) {
 			c->breaker_state = fleet_bstate(c->g->fleet);
 			rejected(c, RESIL_E_OPEN);

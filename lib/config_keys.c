@@ -170,6 +170,37 @@ static const keydef keys[] = {
 	    0, 0),
 	INT("endpoint.breaker.shared", K_SHARED, ST_NONE, 0,
 	    endpoint_breaker_shared_url, 0, 0),
+	/* Issue 44: the fleet breaker's settings (lib/pipeline_shared.c). */
+	INT("breaker.fleet.quorum", K_U64, ST_BREAKER, 0,
+	    fleet_settings.quorum, 1, 1024),
+	INT("breaker.fleet.quorum_traffic", K_U64, ST_BREAKER, 0,
+	    fleet_settings.quorum_traffic_pct, 0, 100),
+	INT("breaker.fleet.probe_leases", K_U64, ST_BREAKER, 0,
+	    fleet_settings.probe_leases, 1, 1024),
+	INT("breaker.fleet.max_local_leases", K_U64, ST_BREAKER, 0,
+	    fleet_settings.max_local_leases, 1, 64),
+	INT("breaker.fleet.buckets", K_U64, ST_BREAKER, 0,
+	    fleet_settings.buckets, 1, 1000),
+	INT("breaker.fleet.open_wait", K_DUR, ST_BREAKER, 0,
+	    fleet_settings.open_wait_ns, UINT64_C(1000000),
+	    UINT64_C(86400000000000)),
+	INT("breaker.fleet.lease", K_DUR, ST_BREAKER, 0,
+	    fleet_settings.lease_ns, UINT64_C(1000000),
+	    UINT64_C(86400000000000)),
+	INT("breaker.fleet.vote", K_DUR, ST_BREAKER, 0, fleet_settings.vote_ns,
+	    UINT64_C(1000000), UINT64_C(86400000000000)),
+	INT("breaker.fleet.bucket", K_DUR, ST_BREAKER, 0,
+	    fleet_settings.bucket_ns, UINT64_C(1000000),
+	    UINT64_C(3600000000000)),
+	INT("breaker.fleet.connect_timeout", K_DUR, ST_BREAKER, 0,
+	    fleet_settings.connect_timeout_ns, UINT64_C(1000000),
+	    UINT64_C(60000000000)),
+	INT("breaker.fleet.command_timeout", K_DUR, ST_BREAKER, 0,
+	    fleet_settings.command_timeout_ns, UINT64_C(1000000),
+	    UINT64_C(60000000000)),
+	INT("breaker.fleet.reconnect", K_DUR, ST_BREAKER, 0,
+	    fleet_settings.reconnect_ns, UINT64_C(1000000),
+	    UINT64_C(3600000000000)),
 
 	/* Issue 42: adaptive client throttling in front of the breaker
 	 * (k: 0 off, else 1..1000000, checked with the window at build). */
@@ -379,7 +410,7 @@ read_duration(const keydef *k, const keyval *kv, uint64_t *u, resil_diag *diag)
 	if (r != RESIL__DUR_OK)
 		return resil__config_dur_fail(diag, kv->origin, kv->line,
 		    kv->key, kv->value, r, unit_at);
-	if (k != NULL && *u < k->min)
+	if (k != NULL && (*u < k->min || *u > k->max))
 		return out_of_range(k, kv, diag);
 	return RESIL_OK;
 }
