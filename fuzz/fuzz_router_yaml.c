@@ -78,8 +78,8 @@ route_tags(resil_tag_rule *t)
 		for (i = 0; i < n; i++) {
 			resil_candidate cd;
 
-			FUZZ_CHECK(resil_candidates_get(cs, i, &cd) ==
-			        RESIL_OK,
+			FUZZ_CHECK(
+			    resil_candidates_get(cs, i, &cd) == RESIL_OK,
 			    "get %zu", i);
 			for (j = 0; j < 4; j++)
 				if (strcmp(cd.address, addrs[j]) == 0)

@@ -40,7 +40,7 @@ typedef struct span {
 #define K_LIST 4   /* tag, methods (THEN): any item of a comma list */
 
 typedef struct cond {
-	span key; /* K_ATTACH: the key inside the brackets */
+	span key;  /* K_ATTACH: the key inside the brackets */
 	long argi; /* arguments[i]: i; otherwise -1 */
 	int kind;
 	int neg;
@@ -249,8 +249,8 @@ parse_key(const char *text, size_t *at, size_t to, int when, cond *c,
 			return PERR(col,
 			    "'[' is only allowed in arguments[N] and "
 			    "attachments[key]");
-		if (when && (KEYIS(c->key, "method") ||
-		                KEYIS(c->key, "methods")))
+		if (when &&
+		    (KEYIS(c->key, "method") || KEYIS(c->key, "methods")))
 			c->kind = K_METHOD;
 		else if (!when &&
 		    (KEYIS(c->key, "methods") || KEYIS(c->key, "tag")))
@@ -305,8 +305,8 @@ check_value(
 		return RESIL_OK;
 	}
 	if (range_of(v, &lo, &hi) < 0)
-		return PERR(col,
-		    "a range is N~M, ~M or N~ with whole numbers N <= M");
+		return PERR(
+		    col, "a range is N~M, ~M or N~ with whole numbers N <= M");
 	return RESIL_OK;
 }
 
@@ -614,14 +614,13 @@ val_match(const span *p, const char *s, size_t n, const ph_ctx *ph)
 		/* Dubbo substitutes the consumer's value, then matches it
 		 * as a pattern; a value the request lacks matches
 		 * nothing. */
-		if (!req_key(p->p + 1, p->n - 1, ph->req, ph->zone, &r.p,
-		        &r.n) ||
+		if (!req_key(
+		        p->p + 1, p->n - 1, ph->req, ph->zone, &r.p, &r.n) ||
 		    r.n == 0)
 			return 0;
 		return pat_match(&r, s, n);
 	}
-	if (memchr(p->p, '~', p->n) != NULL &&
-	    range_of(p, &lo, &hi) == 1)
+	if (memchr(p->p, '~', p->n) != NULL && range_of(p, &lo, &hi) == 1)
 		return num(s, n, &x) && x >= lo && x <= hi;
 	return pat_match(p, s, n);
 }
@@ -891,16 +890,16 @@ tag_rule_stage(const resil_tag_rule *r, const resil__snapshot *s,
 	 * the rule's. */
 	for (i = 0; i < n; i++) {
 		const resil__entry *e = &s->e[idx[i]];
-		keep[i] = (unsigned char)(e->tag == NULL &&
-		    !tagged_by_rule(r, e));
+		keep[i] =
+		    (unsigned char)(e->tag == NULL && !tagged_by_rule(r, e));
 	}
 	return compact(idx, n, keep);
 }
 
 /* The tag router over idx[0..n); the kept count. */
 static size_t
-tag_stage(const resil__route_cfg *cfg, const resil__snapshot *s,
-    uint32_t *idx, size_t n, unsigned char *keep, const char *tag, int force)
+tag_stage(const resil__route_cfg *cfg, const resil__snapshot *s, uint32_t *idx,
+    size_t n, unsigned char *keep, const char *tag, int force)
 {
 	size_t i, k = 0;
 

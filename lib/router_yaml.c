@@ -211,8 +211,11 @@ info_init(resil_rule_info *info)
 	info->runtime = 1;
 }
 
-#define PAIRS(n) ((size_t)((n)->data.mapping.pairs.top - (n)->data.mapping.pairs.start))
-#define ITEMS(n) ((size_t)((n)->data.sequence.items.top - (n)->data.sequence.items.start))
+#define PAIRS(n) \
+	((size_t)((n)->data.mapping.pairs.top - (n)->data.mapping.pairs.start))
+#define ITEMS(n)                                 \
+	((size_t)((n)->data.sequence.items.top - \
+	    (n)->data.sequence.items.start))
 
 /* ---- condition rules ---------------------------------------------------- */
 
@@ -247,7 +250,8 @@ conditions(ydoc *d, const yaml_node_t *seq, int force,
 	if ((rules = resil__calloc(a, n * sizeof(*rules))) == NULL)
 		return RESIL_E_NOMEM;
 	for (i = 0; i < n && err == RESIL_OK; i++) {
-		const yaml_node_t *it = node(d, seq->data.sequence.items.start[i]);
+		const yaml_node_t *it =
+		    node(d, seq->data.sequence.items.start[i]);
 		const char *t = scalar(d, it, "conditions", &err);
 		resil_diag why;
 
@@ -268,9 +272,9 @@ conditions(ydoc *d, const yaml_node_t *seq, int force,
 }
 
 resil_err
-resil_condition_parse_yaml(resil_condition ***out, size_t *n,
-    const char *yaml, const char *name, const resil_allocator *alloc,
-    resil_rule_info *info, resil_diag *diag)
+resil_condition_parse_yaml(resil_condition ***out, size_t *n, const char *yaml,
+    const char *name, const resil_allocator *alloc, resil_rule_info *info,
+    resil_diag *diag)
 {
 	resil_rule_info ri;
 	const yaml_node_t *root, *conds = NULL;
@@ -288,8 +292,10 @@ resil_condition_parse_yaml(resil_condition ***out, size_t *n,
 	info_init(&ri);
 	root = yaml_document_get_root_node(&d.doc);
 	for (i = 0; i < PAIRS(root) && err == RESIL_OK; i++) {
-		const yaml_node_pair_t *pr = &root->data.mapping.pairs.start[i];
-		const yaml_node_t *k = node(&d, pr->key), *v = node(&d, pr->value);
+		const yaml_node_pair_t *pr =
+		    &root->data.mapping.pairs.start[i];
+		const yaml_node_t *k = node(&d, pr->key),
+		                  *v = node(&d, pr->value);
 		const char *key = scalar(&d, k, "a field name", &err);
 
 		if (key == NULL)
@@ -375,8 +381,8 @@ dup_scalar(ydoc *d, const resil_allocator *a, const yaml_node_t *n,
 }
 
 static resil_err
-addresses(ydoc *d, const resil_allocator *a, const yaml_node_t *seq,
-    resil__tag *t)
+addresses(
+    ydoc *d, const resil_allocator *a, const yaml_node_t *seq, resil__tag *t)
 {
 	resil_err err = RESIL_OK;
 	size_t i;
@@ -391,7 +397,8 @@ addresses(ydoc *d, const resil_allocator *a, const yaml_node_t *seq,
 		return RESIL_E_NOMEM;
 	t->naddrs = ITEMS(seq);
 	for (i = 0; i < t->naddrs && err == RESIL_OK; i++) {
-		const yaml_node_t *it = node(d, seq->data.sequence.items.start[i]);
+		const yaml_node_t *it =
+		    node(d, seq->data.sequence.items.start[i]);
 
 		t->addrs[i] = dup_scalar(d, a, it, "addresses", &err);
 		if (t->addrs[i] != NULL && t->addrs[i][0] == '\0')
@@ -435,8 +442,8 @@ string_match(ydoc *d, const resil_allocator *a, const yaml_node_t *m,
 }
 
 static resil_err
-matches(ydoc *d, const resil_allocator *a, const yaml_node_t *seq,
-    resil__tag *t)
+matches(
+    ydoc *d, const resil_allocator *a, const yaml_node_t *seq, resil__tag *t)
 {
 	resil_err err = RESIL_OK;
 	size_t i, j;
@@ -450,7 +457,8 @@ matches(ydoc *d, const resil_allocator *a, const yaml_node_t *seq,
 		return RESIL_E_NOMEM;
 	t->nmatch = ITEMS(seq);
 	for (i = 0; i < t->nmatch && err == RESIL_OK; i++) {
-		const yaml_node_t *it = node(d, seq->data.sequence.items.start[i]);
+		const yaml_node_t *it =
+		    node(d, seq->data.sequence.items.start[i]);
 		const yaml_node_t *val = NULL;
 
 		if (it == NULL || it->type != YAML_MAPPING_NODE)
@@ -464,8 +472,8 @@ matches(ydoc *d, const resil_allocator *a, const yaml_node_t *seq,
 			if (k == NULL)
 				break;
 			if (strcmp(k, "key") == 0 && t->match[i].key == NULL)
-				t->match[i].key = dup_scalar(
-				    d, a, node(d, pr->value), "match.key", &err);
+				t->match[i].key = dup_scalar(d, a,
+				    node(d, pr->value), "match.key", &err);
 			else if (strcmp(k, "value") == 0 && val == NULL)
 				val = node(d, pr->value);
 			else
@@ -484,8 +492,7 @@ matches(ydoc *d, const resil_allocator *a, const yaml_node_t *seq,
 }
 
 static resil_err
-one_tag(ydoc *d, const resil_allocator *a, const yaml_node_t *m,
-    resil__tag *t)
+one_tag(ydoc *d, const resil_allocator *a, const yaml_node_t *m, resil__tag *t)
 {
 	resil_err err = RESIL_OK;
 	size_t j;
@@ -494,7 +501,8 @@ one_tag(ydoc *d, const resil_allocator *a, const yaml_node_t *m,
 		return yerr(d, m, "tags: expected name, addresses, match");
 	for (j = 0; j < PAIRS(m) && err == RESIL_OK; j++) {
 		const yaml_node_pair_t *pr = &m->data.mapping.pairs.start[j];
-		const yaml_node_t *kn = node(d, pr->key), *v = node(d, pr->value);
+		const yaml_node_t *kn = node(d, pr->key),
+		                  *v = node(d, pr->value);
 		const char *k = scalar(d, kn, "tags", &err);
 
 		if (k == NULL)
@@ -529,7 +537,8 @@ tags(ydoc *d, const yaml_node_t *seq, resil_tag_rule *r)
 		return RESIL_E_NOMEM;
 	r->ntags = ITEMS(seq);
 	for (i = 0; i < r->ntags && err == RESIL_OK; i++) {
-		const yaml_node_t *m = node(d, seq->data.sequence.items.start[i]);
+		const yaml_node_t *m =
+		    node(d, seq->data.sequence.items.start[i]);
 
 		err = one_tag(d, &r->a, m, &r->tags[i]);
 		for (j = 0; j < i && err == RESIL_OK; j++)
@@ -563,8 +572,10 @@ resil_tag_rule_parse_yaml(resil_tag_rule **out, const char *yaml,
 	info_init(&ri);
 	root = yaml_document_get_root_node(&d.doc);
 	for (i = 0; i < PAIRS(root) && err == RESIL_OK; i++) {
-		const yaml_node_pair_t *pr = &root->data.mapping.pairs.start[i];
-		const yaml_node_t *k = node(&d, pr->key), *v = node(&d, pr->value);
+		const yaml_node_pair_t *pr =
+		    &root->data.mapping.pairs.start[i];
+		const yaml_node_t *k = node(&d, pr->key),
+		                  *v = node(&d, pr->value);
 		const char *key = scalar(&d, k, "a field name", &err);
 
 		if (key == NULL)
@@ -600,8 +611,7 @@ resil_tag_rule_parse_yaml(resil_tag_rule **out, const char *yaml,
 	}
 	yaml_document_delete(&d.doc);
 	if (err == RESIL_E_NOMEM)
-		resil__diagf(
-		    diag, err, "rule \"%s\": out of memory", d.name);
+		resil__diagf(diag, err, "rule \"%s\": out of memory", d.name);
 	if (err != RESIL_OK)
 		return err;
 	*out = r;

@@ -242,8 +242,8 @@ rules_new(const resil_selector *sel, const rule_set *old, int slot,
 /* Replace slot (NSLOT: the tag rule) and publish; the selector owns the
  * new rules from here on. On error nothing changes. */
 static resil_err
-replace(resil_selector *sel, int slot, resil_condition *const *rules,
-    size_t n, resil_tag_rule *tag, resil_diag *diag)
+replace(resil_selector *sel, int slot, resil_condition *const *rules, size_t n,
+    resil_tag_rule *tag, resil_diag *diag)
 {
 	unsigned bit = slot == NSLOT ? TAG_BIT : 1u << slot;
 	rule_set *rs, *old;
@@ -718,7 +718,8 @@ resil_candidates_stats(const resil_candidates *c, resil_route_stats *out)
 	out->endpoints = c->st.endpoints;
 	out->candidates = c->v.n;
 	out->removed_tag = c->st.removed_tag;
-	out->removed_condition = c->st.removed_condition + c->st.removed_method;
+	out->removed_condition =
+	    c->st.removed_condition + c->st.removed_method;
 	out->removed_health = c->st.removed_health;
 	out->removed_zone = c->st.removed_zone;
 	out->panic = c->st.panic;

@@ -190,8 +190,8 @@ apply(rnode *nd, const char *text)
 		err = resil_tag_rule_parse_yaml(
 		    &tag, text, nd->path, ra, &info, &why);
 	if (err != RESIL_OK) {
-		(void)snprintf(msg, sizeof(msg), "%s; the rule in force stays",
-		    why.msg);
+		(void)snprintf(
+		    msg, sizeof(msg), "%s; the rule in force stays", why.msg);
 		say(r, RESIL_SOURCE_BAD_ROUTE, msg);
 		return -1;
 	}
@@ -270,7 +270,8 @@ arrived(rnode *nd, const char *value, int len)
 	}
 	/* A read again after a reconnection: nothing changed. */
 	if ((text == NULL && nd->last == NULL) ||
-	    (text != NULL && nd->last != NULL && strcmp(text, nd->last) == 0)) {
+	    (text != NULL && nd->last != NULL &&
+	        strcmp(text, nd->last) == 0)) {
 		resil__strfree(&r->a, text);
 		return;
 	}
@@ -304,7 +305,8 @@ data_done(int rc, const char *value, int len, const struct Stat *stat,
 	if (rc == ZCLOSING || rc == ZCONNECTIONLOSS || rc == ZSESSIONEXPIRED ||
 	    rc == ZOPERATIONTIMEOUT || rc == ZSESSIONMOVED)
 		return; /* the next session state reads it again */
-	(void)snprintf(msg, sizeof(msg), "reading %s: %s", nd->path, zerror(rc));
+	(void)snprintf(
+	    msg, sizeof(msg), "reading %s: %s", nd->path, zerror(rc));
 	say(r, RESIL_SOURCE_ERROR, msg);
 }
 
@@ -336,7 +338,8 @@ app_of(const resil_allocator *a, const char *const *names, size_t n)
 			continue;
 		if (resil__url_parse(a, dec, &u, &why) == RESIL_OK) {
 			v = resil__url_get(&u, "application");
-			if (v != NULL && v[0] != '\0' && strchr(v, '/') == NULL)
+			if (v != NULL && v[0] != '\0' &&
+			    strchr(v, '/') == NULL)
 				app = resil__strdup(a, v);
 			resil__url_free(a, &u);
 		}
@@ -346,8 +349,8 @@ app_of(const resil_allocator *a, const char *const *names, size_t n)
 }
 
 void
-resil__zk_rules_providers(resil__zk_rules *r, zhandle_t *zh,
-    const char *const *names, size_t n)
+resil__zk_rules_providers(
+    resil__zk_rules *r, zhandle_t *zh, const char *const *names, size_t n)
 {
 	rnode *nd;
 	char *app;

@@ -27,7 +27,7 @@ void resil__zk_rules_connected(resil__zk_rules *r, zhandle_t *zh);
 
 /* The provider list (URL-encoded names): the providers' application names
  * the tag rule's node. */
-void resil__zk_rules_providers(resil__zk_rules *r, zhandle_t *zh,
-    const char *const *names, size_t n);
+void resil__zk_rules_providers(
+    resil__zk_rules *r, zhandle_t *zh, const char *const *names, size_t n);
 
 #endif /* RESIL_SOURCE_ZK_RULES_H */

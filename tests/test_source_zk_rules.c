@@ -92,8 +92,8 @@ on_event(const resil_source_event *ev, void *ctx)
 	pthread_mutex_lock(&f->mu);
 	if ((unsigned)ev->type < 16) {
 		f->n[ev->type]++;
-		snprintf(f->msg[ev->type], sizeof(f->msg[0]), "%s",
-		    ev->message);
+		snprintf(
+		    f->msg[ev->type], sizeof(f->msg[0]), "%s", ev->message);
 	}
 	pthread_mutex_unlock(&f->mu);
 }
@@ -373,8 +373,8 @@ test_zk_rules_tag_router_written_changed_deleted(void **state)
 
 	NEED_SERVER();
 	fx_open(f, 0);
-	snprintf(path, sizeof(path), "/dubbo/config/dubbo/%s.tag-router",
-	    f->app);
+	snprintf(
+	    path, sizeof(path), "/dubbo/config/dubbo/%s.tag-router", f->app);
 	wait_routes(f, NULL, "1,2,3");
 	wait_routes(f, "gray", "1,2,3"); /* no tag: the untagged ones */
 
@@ -435,7 +435,8 @@ static void
 test_zk_rules_mock_provider_needs_no_port(void **state)
 {
 	const char *urls[] = {
-		"mock://localhost/com.resil.MockService?mock=force:return null",
+		"mock://localhost/com.resil.MockService?mock=force:return "
+		"null",
 		"dubbo://10.0.0.1:20880/com.resil.MockService",
 	};
 	resil_directory_config dc = resil_directory_config_default();
@@ -453,13 +454,14 @@ test_zk_rules_mock_provider_needs_no_port(void **state)
 	sc.directory = dir;
 	sc.listener = on_event;
 	sc.listener_ctx = f;
-	assert_int_equal(resil__source_new_detached(&src, &sc, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil__source_new_detached(&src, &sc, NULL), RESIL_OK);
 	resil__source_apply(src, RESIL__CAT_PROVIDERS, urls, 2, 1);
 	assert_int_equal(heard(f, RESIL_SOURCE_BAD_PROVIDER, NULL, 0), 0);
 	assert_int_equal(resil_directory_count(dir), 2);
 	assert_int_equal(resil_selector_new(&sel, dir, &scfg, NULL), RESIL_OK);
-	assert_int_equal(resil_selector_mock_spec(sel, "m", spec, sizeof(spec)),
-	    1);
+	assert_int_equal(
+	    resil_selector_mock_spec(sel, "m", spec, sizeof(spec)), 1);
 	assert_string_equal(spec, "force:return null");
 	resil_selector_free(sel);
 	resil_source_free(src);

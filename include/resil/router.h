@@ -43,8 +43,8 @@
  * the request's value of key, read as the WHEN side reads it (`host =
  * $host` keeps the endpoints on the host the request's param `host`
  * names; `methods = $method` those exporting the invoked method); a key
- * the request lacks matches nothing. When nothing matches the THEN side the set
- * is unchanged (empty with force); an empty THEN excludes everything
+ * the request lacks matches nothing. When nothing matches the THEN side the
+ * set is unchanged (empty with force); an empty THEN excludes everything
  * (Dubbo's blocklist). As in Dubbo, a WHEN of `true` is an empty WHEN
  * and a THEN of `false` an empty THEN (`true => host = h`, `host = h =>
  * false`).
