@@ -246,19 +246,29 @@ replace(resil_selector *sel, int slot, resil_condition *const *rules, size_t n,
     resil_tag_rule *tag, resil_diag *diag)
 {
 	unsigned bit = slot == NSLOT ? TAG_BIT : 1u << slot;
+	resil__epoch *ep = resil__dir_epoch(sel->dir);
+	resil__epoch_guard g;
 	rule_set *rs, *old;
 
 	for (;;) {
-		/* Built outside the lock; published only if no other
-		 * replacement came in between. */
+		/* Built outside the lock (no allocation under a spinlock),
+		 * inside an epoch section (a concurrent replacement may
+		 * retire old meanwhile: it stays readable until the section
+		 * ends); published only if no other replacement came in
+		 * between. */
+		resil__epoch_enter(ep, &g);
 		old = resil__loadptr((void *const *)&sel->rules);
-		if ((rs = rules_new(sel, old, slot, rules, n, tag)) == NULL)
+		rs = rules_new(sel, old, slot, rules, n, tag);
+		if (rs == NULL) {
+			resil__epoch_exit(ep, &g);
 			return resil__diagf(
 			    diag, RESIL_E_NOMEM, "selector: out of memory");
+		}
 		resil__spin_lock(&sel->rules_wlock);
 		if (sel->rules == old)
 			break;
 		resil__spin_unlock(&sel->rules_wlock);
+		resil__epoch_exit(ep, &g);
 		rs->owned = 0;
 		rules_free(rs);
 	}
@@ -266,8 +276,8 @@ replace(resil_selector *sel, int slot, resil_condition *const *rules, size_t n,
 	old->owned &= bit;
 	resil__storeptr((void **)&sel->rules, rs);
 	resil__spin_unlock(&sel->rules_wlock);
-	resil__epoch_retire(
-	    resil__dir_epoch(sel->dir), &old->retire, rules_retired);
+	resil__epoch_exit(ep, &g);
+	resil__epoch_retire(ep, &old->retire, rules_retired);
 	return RESIL_OK;
 }
 
