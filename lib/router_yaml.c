@@ -229,7 +229,8 @@ resil_conditions_free(
 		return;
 	for (i = 0; i < n; i++)
 		resil_condition_free(rules[i]);
-	resil__free(resil__allocator(alloc), rules, n * sizeof(*rules));
+	resil__free(
+	    resil__allocator(alloc), rules, n * sizeof(resil_condition *));
 }
 
 /* The conditions sequence into *out (n rules). */
@@ -242,12 +243,12 @@ conditions(ydoc *d, const yaml_node_t *seq, int force,
 	resil_err err = RESIL_OK;
 	size_t i, n;
 
-	if (seq->type != YAML_SEQUENCE_NODE)
+	if (seq == NULL || seq->type != YAML_SEQUENCE_NODE)
 		return yerr(d, seq, "conditions: expected a list of rules");
 	n = ITEMS(seq);
 	if (n == 0)
 		return yerr(d, seq, "conditions: no rule");
-	if ((rules = resil__calloc(a, n * sizeof(*rules))) == NULL)
+	if ((rules = resil__calloc(a, n * sizeof(resil_condition *))) == NULL)
 		return RESIL_E_NOMEM;
 	for (i = 0; i < n && err == RESIL_OK; i++) {
 		const yaml_node_t *it =
@@ -387,7 +388,7 @@ addresses(
 	resil_err err = RESIL_OK;
 	size_t i;
 
-	if (seq->type != YAML_SEQUENCE_NODE)
+	if (seq == NULL || seq->type != YAML_SEQUENCE_NODE)
 		return yerr(d, seq, "tags[%s].addresses: expected a list",
 		    t->name != NULL ? t->name : "");
 	if (ITEMS(seq) == 0)
@@ -448,7 +449,7 @@ matches(
 	resil_err err = RESIL_OK;
 	size_t i, j;
 
-	if (seq->type != YAML_SEQUENCE_NODE)
+	if (seq == NULL || seq->type != YAML_SEQUENCE_NODE)
 		return yerr(d, seq, "match: expected a list");
 	if (ITEMS(seq) == 0)
 		return RESIL_OK;
@@ -528,7 +529,7 @@ tags(ydoc *d, const yaml_node_t *seq, resil_tag_rule *r)
 	resil_err err = RESIL_OK;
 	size_t i, j;
 
-	if (seq->type != YAML_SEQUENCE_NODE)
+	if (seq == NULL || seq->type != YAML_SEQUENCE_NODE)
 		return yerr(d, seq, "tags: expected a list");
 	if (ITEMS(seq) == 0)
 		return RESIL_OK;

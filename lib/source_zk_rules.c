@@ -205,7 +205,7 @@ apply(rnode *nd, const char *text)
 		if (err != RESIL_OK) /* the rules were not taken */
 			resil_conditions_free(rules, n, ra);
 		else if (rules != NULL) /* the selector copied the array */
-			resil__free(ra, rules, n * sizeof(*rules));
+			resil__free(ra, rules, n * sizeof(resil_condition *));
 	} else {
 		err = resil_selector_set_tag_rule(r->sel, tag, &why);
 		if (err != RESIL_OK)
@@ -253,8 +253,10 @@ arrived(rnode *nd, const char *value, int len)
 			    "in force stays");
 			return;
 		}
-		if (n > 0)
+		if (n > 0 && value != NULL)
 			memcpy(text, value, n);
+		else
+			n = 0;
 		text[n] = '\0';
 		if (strlen(text) != n) {
 			char msg[400];
