@@ -93,6 +93,8 @@ resil_lb_kind resil__candidates_lb_kind(const resil_candidates *c);
  * source are parsed with, so that nothing the selector frees belongs to
  * an object that may be gone by then. */
 const resil_allocator *resil__selector_alloc(const resil_selector *sel);
+/* Issue 40: the directory sel routes over. */
+resil_directory *resil__selector_dir(const resil_selector *sel);
 
 /* The selector's slots of condition rules, in the order routes apply
  * them: the configuration's own (resil_selector_set_conditions()), a
