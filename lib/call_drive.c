@@ -290,8 +290,11 @@ drive_timed(resil_pipeline *p, settings *g, unsigned gs, bool own,
 	    RESIL__LIKELY(resil__breaker_timed_success_fast(
 	        &m->run_bf, permit.start, dur)))
 		permit.flags = 0;
-	if (RESIL__UNLIKELY(permit.flags != 0 || g->cache != NULL))
+	if (RESIL__UNLIKELY(permit.flags != 0))
 		drive_timed_succeeded(p, g, m, args, out, &permit, dur, t1);
+	else if (g->cache != NULL) /* stamped at the call's end */
+		resil__fallback_record_at(
+		    g->fb, args, &out->value, &p->clock, t1);
 	return RESIL_OK;
 }
 
@@ -353,7 +356,7 @@ drive(resil_pipeline *p, settings *g, unsigned gs, bool own, const method *m,
 	        m->run_bf.streak, &permit, own)))
 		drive_succeeded(p, g, m, args, out, &permit);
 	else if (RESIL__UNLIKELY(g->cache != NULL))
-		drive_succeeded(p, g, m, args, out, &permit);
+		resil__fallback_record_checked(g->fb, args, &out->value);
 	return RESIL_OK;
 }
 

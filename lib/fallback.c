@@ -71,6 +71,10 @@ typedef struct entry {
 	struct entry *next; /* away from the hand */
 	uint64_t hash;
 	size_t key_len; /* method, NUL, argument bytes; after the struct */
+	size_t mlen;    /* the method's part of them */
+	/* A short key's bytes as words (key_prep()): compared without
+	 * touching the bytes after the struct. */
+	uint64_t w[4];
 	size_t charge;
 	size_t size;        /* bytes allocated: struct, key, value bytes */
 	uint64_t stored_at; /* atomic: a put of the same value re-stamps it */
@@ -179,59 +183,119 @@ load_small(const unsigned char *p, size_t n, uint64_t *a, uint64_t *b)
 }
 
 #define HASH_MUL UINT64_C(0x9e3779b97f4a7c15)
-#define HASH_MUL2 UINT64_C(0xc2b2ae3d27d4eb4f)
+#define HASH_P0 UINT64_C(0xa0761d6478bd642f)
+#define HASH_P1 UINT64_C(0xe7037ed1a0b428db)
+#define HASH_P2 UINT64_C(0x8ebc6af09c88c6e3)
+#define HASH_P3 UINT64_C(0x589965cc75374cc3)
 
-/* Fold p[0..n) into h: a multiply and a rotate per 8 bytes (a byte-wise
- * hash, FNV-1a, paid both per byte); up to 16 bytes without a loop. */
+/* The 128-bit product of a and b folded to 64 bits (wyhash's mum): one
+ * multiply mixes two words into every bit of the result. */
 static FB_INLINE uint64_t
-hash_bytes(uint64_t h, const unsigned char *p, size_t n)
+mum(uint64_t a, uint64_t b)
+{
+#if defined(__SIZEOF_INT128__)
+	__extension__ typedef unsigned __int128 u128;
+	u128 r = (u128)a * b;
+
+	return (uint64_t)r ^ (uint64_t)(r >> 64);
+#else
+	uint64_t lo = a * b, hi;
+	uint64_t al = a & 0xffffffffu, ah = a >> 32;
+	uint64_t bl = b & 0xffffffffu, bh = b >> 32;
+	uint64_t m1 = ah * bl, m2 = al * bh, ll = al * bl;
+	uint64_t mid = (ll >> 32) + (m1 & 0xffffffffu) + (m2 & 0xffffffffu);
+
+	hi = ah * bh + (m1 >> 32) + (m2 >> 32) + (mid >> 32);
+	return lo ^ hi;
+#endif
+}
+
+/* Bytes p[0..n) of a long part (n > 16) folded into one word: a
+ * multiply and a rotate per 8 bytes. */
+static FB_NOINLINE uint64_t
+fold_long(const unsigned char *p, size_t n)
+{
+	uint64_t h = (uint64_t)n * HASH_MUL, a;
+
+	for (; n > 8; n -= 8, p += 8) {
+		memcpy(&a, p, sizeof(a));
+		h = (h ^ a) * HASH_MUL;
+		h = (h << 27) | (h >> 37);
+	}
+	/* The last 8 bytes, overlapping the ones before. */
+	memcpy(&a, p + n - 8, sizeof(a));
+	return (h ^ a) * HASH_MUL;
+}
+
+/* A part of a key (the method, or the argument bytes) as two words: for
+ * n <= 16 its bytes (load_small(), which with n determines them), else
+ * a fold of them (then the key compares its bytes). */
+static FB_INLINE void
+part_words(const void *p, size_t n, uint64_t *a, uint64_t *b)
+{
+	if (RESIL__UNLIKELY(n == 0)) {
+		*a = *b = 0;
+	} else if (RESIL__LIKELY(n <= 16)) {
+		load_small(p, n, a, b);
+	} else {
+		*a = fold_long(p, n);
+		*b = 0;
+	}
+}
+
+/* The method's part of its keys' hash, from its words and length: the
+ * same for every call of the method, so that a caller that keeps it
+ * (resil__cache_method) pays neither this nor strlen per call. */
+static FB_INLINE uint64_t
+method_part(uint64_t w0, uint64_t w1, size_t mlen)
+{
+	return mum(w0 ^ HASH_P0, w1 ^ HASH_P1 ^ (uint64_t)mlen);
+}
+
+/* A key as the operations see it: its parts, its hash, and its bytes as
+ * four words (the method's two, the arguments' two), which with the two
+ * lengths determine a short key's bytes (both parts of at most 16
+ * bytes): its compare is four words, the bytes after an entry untouched. */
+typedef struct kkey {
+	const resil_args *args;
+	size_t mlen;
+	size_t klen; /* mlen + 1 + args->len */
+	uint64_t h;
+	uint64_t w[4];
+	int small;
+} kkey;
+
+/* *k for args (checked), the method's length, words and part of the
+ * hash given. 0 when the key's length overflows (never stored). */
+static FB_INLINE int
+key_prep(kkey *k, const resil_args *args, size_t mlen, uint64_t mw0,
+    uint64_t mw1, uint64_t seed)
+{
+	size_t len = args->len;
+
+	k->args = args;
+	k->mlen = mlen;
+	k->klen = mlen + 1 + len;
+	if (RESIL__UNLIKELY(k->klen < mlen)) /* size_t overflow */
+		return 0;
+	k->small = mlen <= 16 && len <= 16;
+	k->w[0] = mw0;
+	k->w[1] = mw1;
+	part_words(args->data, len, &k->w[2], &k->w[3]);
+	/* Shards come from the top, slots from the bottom: mum mixes
+	 * both. */
+	k->h = mum(k->w[2] ^ seed ^ HASH_P2, k->w[3] ^ HASH_P3 ^ (uint64_t)len);
+	return 1;
+}
+
+/* key_prep() for a method named by a C string of length mlen. */
+static FB_INLINE int
+key_prep_str(kkey *k, const resil_args *args, size_t mlen)
 {
 	uint64_t a, b;
 
-	if (n == 0)
-		return h;
-	if (RESIL__UNLIKELY(n > 16)) {
-		for (; n > 8; n -= 8, p += 8) {
-			memcpy(&a, p, sizeof(a));
-			h = (h ^ a) * HASH_MUL;
-			h = (h << 27) | (h >> 37);
-		}
-		/* The last 8 bytes, overlapping the ones before. */
-		memcpy(&a, p + n - 8, sizeof(a));
-		h = (h ^ a) * HASH_MUL;
-		return (h << 27) | (h >> 37);
-	}
-	load_small(p, n, &a, &b);
-	h = (h ^ a) * HASH_MUL;
-	h = ((h << 27) | (h >> 37)) ^ b;
-	return h * HASH_MUL2;
-}
-
-/* The method's part of its keys' hash (its length mixed in first), the
- * same for every call of the method: a caller that keeps it
- * (resil__cache_method) pays neither this nor strlen per call. */
-static FB_INLINE uint64_t
-method_seed(const char *method, size_t mlen)
-{
-	return hash_bytes(
-	    (uint64_t)mlen * HASH_MUL, (const unsigned char *)method, mlen);
-}
-
-/* The key's hash, over its parts without building the key: the method's
- * seed, then the argument bytes, their length mixed in first, so that
- * the split between the two counts. */
-static FB_INLINE uint64_t
-key_hash(uint64_t seed, const resil_args *args)
-{
-	uint64_t h = seed ^ (uint64_t)args->len * HASH_MUL2;
-
-	h = hash_bytes(h, (const unsigned char *)args->data, args->len);
-	/* Mix the high bits down: the shard comes from the top, the slot
-	 * from the bottom. */
-	h ^= h >> 29;
-	h *= UINT64_C(0xbf58476d1ce4e5b9);
-	h ^= h >> 32;
-	return h;
+	part_words(args->method, mlen, &a, &b);
+	return key_prep(k, args, mlen, a, b, method_part(a, b, mlen));
 }
 
 #if defined(__SSE2__)
@@ -281,17 +345,22 @@ key_of(const entry *e)
 	return (char *)(uintptr_t)(e + 1);
 }
 
-/* The key's bytes are method, NUL, arguments; equal lengths and the
- * method's bytes equal put the NUL at the same place. */
+/* Equal lengths and, for a short key, equal words: the same bytes;
+ * a long key compares its bytes (after the struct: method, NUL,
+ * arguments). */
 static FB_INLINE int
-key_eq(const entry *e, uint64_t h, const resil_args *args, size_t mlen,
-    size_t klen)
+key_eq(const entry *e, const kkey *k)
 {
-	const char *k = key_of(e);
+	const char *b;
 
-	return e->hash == h && e->key_len == klen &&
-	    bytes_eq(k, args->method, mlen) && k[mlen] == '\0' &&
-	    bytes_eq(k + mlen + 1, args->data, args->len);
+	if (e->hash != k->h || e->key_len != k->klen || e->mlen != k->mlen)
+		return 0;
+	if (RESIL__LIKELY(k->small))
+		return ((e->w[0] ^ k->w[0]) | (e->w[1] ^ k->w[1]) |
+		           (e->w[2] ^ k->w[2]) | (e->w[3] ^ k->w[3])) == 0;
+	b = key_of(e);
+	return bytes_eq(b, k->args->method, k->mlen) &&
+	    bytes_eq(b + k->mlen + 1, k->args->data, k->args->len);
 }
 
 size_t
@@ -487,19 +556,18 @@ read_exit(readers *rd, unsigned parity, int hit)
 
 /* Find the key in t (NULL: no table); from a reader or a writer. */
 static FB_INLINE entry *
-lookup(const table *t, uint64_t h, const resil_args *args, size_t mlen,
-    size_t klen)
+lookup(const table *t, const kkey *k)
 {
 	size_t i;
 
 	if (t == NULL)
 		return NULL;
-	for (i = (size_t)h & t->mask;; i = (i + 1) & t->mask) {
+	for (i = (size_t)k->h & t->mask;; i = (i + 1) & t->mask) {
 		entry *e = resil__loadptr((void *const *)&t->slot[i]);
 
 		if (e == NULL)
 			return NULL;
-		if (e != TOMB && key_eq(e, h, args, mlen, klen))
+		if (e != TOMB && key_eq(e, k))
 			return e;
 	}
 }
@@ -529,12 +597,11 @@ quiesce(shard *s)
 /* The slot of the key, or (*found NULL) the slot an insert of it takes:
  * the first tombstone on its probe, else the empty slot that ends it. */
 static size_t
-probe(const table *t, uint64_t h, const resil_args *args, size_t mlen,
-    size_t klen, entry **found)
+probe(const table *t, const kkey *k, entry **found)
 {
 	size_t i, free_at = SIZE_MAX;
 
-	for (i = (size_t)h & t->mask;; i = (i + 1) & t->mask) {
+	for (i = (size_t)k->h & t->mask;; i = (i + 1) & t->mask) {
 		entry *e = t->slot[i];
 
 		if (e == NULL) {
@@ -544,7 +611,7 @@ probe(const table *t, uint64_t h, const resil_args *args, size_t mlen,
 		if (e == TOMB) {
 			if (free_at == SIZE_MAX)
 				free_at = i;
-		} else if (key_eq(e, h, args, mlen, klen)) {
+		} else if (key_eq(e, k)) {
 			*found = e;
 			return i;
 		}
@@ -701,13 +768,12 @@ shard_of(const resil_cache *c, uint64_t h)
 /* Remove the key's entry (if any) under the lock; RESIL_OK if there was
  * one. */
 static resil_err
-remove_key(shard *s, uint64_t h, const resil_args *args,
-    size_t mlen, size_t klen)
+remove_key(shard *s, const kkey *k)
 {
 	entry *e, *dead = NULL;
 
 	shard_lock(s);
-	e = lookup(s->tab, h, args, mlen, klen);
+	e = lookup(s->tab, k);
 	if (e != NULL) {
 		detach(s, e);
 		dead = retire(s, e, 0);
@@ -773,13 +839,12 @@ same_value(const resil_value *held, const resil_value *v)
  * with it, as if the removal came just after this put. The key misses;
  * nothing older than the last answer is ever served. */
 static FB_INLINE int
-refresh(resil_cache *c, shard *s, uint64_t h, const resil_args *args,
-    size_t mlen, size_t klen, const resil_value *value, const uint64_t *at)
+refresh(resil_cache *c, shard *s, const kkey *k, const resil_value *value,
+    const uint64_t *at)
 {
 	readers *rd = &s->rd[resil__thread_stripe(NSTRIPES)];
 	unsigned parity = read_enter(s, rd);
-	entry *e = lookup(
-	    resil__loadptr((void *const *)&s->tab), h, args, mlen, klen);
+	entry *e = lookup(resil__loadptr((void *const *)&s->tab), k);
 	int done = e != NULL && same_value(&e->value, value);
 
 	if (done) {
@@ -798,9 +863,11 @@ refresh(resil_cache *c, shard *s, uint64_t h, const resil_args *args,
  * stamped now, with the cache's reference; NULL when out of memory. The
  * bytes of a string, bytes or JSON value go in the same allocation. */
 static entry *
-entry_make(resil_cache *c, uint64_t h, const resil_args *args, size_t mlen,
-    size_t key_len, size_t charge, const resil_value *value, uint64_t now)
+entry_make(resil_cache *c, const kkey *k, size_t charge,
+    const resil_value *value, uint64_t now)
 {
+	const resil_args *args = k->args;
+	size_t mlen = k->mlen, key_len = k->klen;
 	int inline_bytes = value != NULL &&
 	    (value->type == RESIL_VALUE_STRING ||
 	        value->type == RESIL_VALUE_BYTES ||
@@ -818,8 +885,10 @@ entry_make(resil_cache *c, uint64_t h, const resil_args *args, size_t mlen,
 	if (e == NULL)
 		return NULL;
 	memset(e, 0, sizeof(*e));
-	e->hash = h;
+	e->hash = k->h;
 	e->key_len = key_len;
+	e->mlen = mlen;
+	memcpy(e->w, k->w, sizeof(e->w));
 	e->charge = charge;
 	e->size = size;
 	e->refs = 1;
@@ -881,31 +950,30 @@ make_room(shard *s, size_t charge, entry **victims)
 
 /* A put that stores a new entry (the key is new, or its value changed). */
 static FB_NOINLINE resil_err
-put_new(resil_cache *c, shard *s, uint64_t h, const resil_args *args,
-    size_t mlen, size_t key_len, const resil_value *value, const uint64_t *at)
+put_new(resil_cache *c, shard *s, const kkey *k, const resil_value *value,
+    const uint64_t *at)
 {
 	const resil_allocator *a = &c->alloc;
 	entry *e, *old, *victims = NULL;
 	table *t, *dead_tab = NULL;
 	size_t charge, idx;
 
-	charge = sizeof(entry) + key_len + resil_value_heap_size(value);
+	charge = sizeof(entry) + k->klen + resil_value_heap_size(value);
 	if (charge > s->max_bytes) {
 		/* Too big to keep: drop the older answer of the key too, so
 		 * that the cache never serves one older than the last. */
-		(void)remove_key(s, h, args, mlen, key_len);
+		(void)remove_key(s, k);
 		return RESIL_E_LIMITED;
 	}
 	/* Allocate and copy before taking the lock. */
-	e = entry_make(c, h, args, mlen, key_len, charge, value,
-	    at != NULL ? *at : cache_now(c));
+	e = entry_make(c, k, charge, value, at != NULL ? *at : cache_now(c));
 	if (e == NULL)
 		return RESIL_E_NOMEM;
 
 	shard_lock(s);
 	t = s->tab;
 	old = NULL;
-	idx = t != NULL ? probe(t, h, args, mlen, key_len, &old) : 0;
+	idx = t != NULL ? probe(t, k, &old) : 0;
 	if (t == NULL ||
 	    (old == NULL && t->slot[idx] == NULL &&
 	        (s->used + 1) * 2 > t->mask + 1)) {
@@ -923,7 +991,7 @@ put_new(resil_cache *c, shard *s, uint64_t h, const resil_args *args,
 		dead_tab = t;
 		t = nt;
 		s->used = s->count;
-		idx = probe(t, h, args, mlen, key_len, &old);
+		idx = probe(t, k, &old);
 	}
 	/* Publish: a reader sees the old entry or the new one, never
 	 * neither. */
@@ -951,37 +1019,30 @@ put_new(resil_cache *c, shard *s, uint64_t h, const resil_args *args,
 	return RESIL_OK;
 }
 
-/* resil_cache_put() of arguments already checked, the method's length
- * and seed given; at: the time of the put on the cache's clock, read by
- * the caller (NULL: read here). */
+/* resil_cache_put() of a prepared key (key_prep()); at: the time of the
+ * put on the cache's clock, read by the caller (NULL: read here). */
 static FB_INLINE resil_err
-cache_put(resil_cache *c, const resil_args *args, size_t mlen, uint64_t seed,
-    const resil_value *value, const uint64_t *at)
+cache_put(resil_cache *c, const kkey *k, const resil_value *value,
+    const uint64_t *at)
 {
-	size_t key_len = mlen + 1 + args->len;
-	uint64_t h;
-	shard *s;
+	shard *s = shard_of(c, k->h);
 
-	if (RESIL__UNLIKELY(key_len < mlen)) /* size_t overflow */
-		return RESIL_E_NOMEM;
-	h = key_hash(seed, args);
-	s = shard_of(c, h);
-	if (RESIL__LIKELY(refresh(c, s, h, args, mlen, key_len, value, at)))
+	if (RESIL__LIKELY(refresh(c, s, k, value, at)))
 		return RESIL_OK;
-	return put_new(c, s, h, args, mlen, key_len, value, at);
+	return put_new(c, s, k, value, at);
 }
 
 resil_err
 resil_cache_put(
     resil_cache *c, const resil_args *args, const resil_value *value)
 {
-	size_t mlen;
+	kkey k;
 
 	if (RESIL__UNLIKELY(c == NULL || !args_ok(args)))
 		return RESIL_E_INVAL;
-	mlen = strlen(args->method);
-	return cache_put(
-	    c, args, mlen, method_seed(args->method, mlen), value, NULL);
+	if (RESIL__UNLIKELY(!key_prep_str(&k, args, strlen(args->method))))
+		return RESIL_E_NOMEM;
+	return cache_put(c, &k, value, NULL);
 }
 
 /* Age of e at now (0 if the clock went backwards). */
@@ -1034,8 +1095,7 @@ serve(const resil_cache *c, entry *e, resil_value *out)
  * the key's entry and still stale (a put may have replaced it
  * meanwhile, and then it is served). */
 static FB_NOINLINE resil_err
-get_stale(resil_cache *c, shard *s, readers *rd, uint64_t h,
-    const resil_args *args, size_t mlen, size_t klen, uint64_t now,
+get_stale(resil_cache *c, shard *s, readers *rd, const kkey *k, uint64_t now,
     resil_value *out, uint64_t *age)
 {
 	entry *e, *dead = NULL;
@@ -1043,7 +1103,7 @@ get_stale(resil_cache *c, shard *s, readers *rd, uint64_t h,
 	resil_err err;
 
 	shard_lock(s);
-	e = lookup(s->tab, h, args, mlen, klen);
+	e = lookup(s->tab, k);
 	if (e == NULL) {
 		resil__inc64(&rd->misses);
 		err = RESIL_E_NOTFOUND;
@@ -1062,31 +1122,20 @@ get_stale(resil_cache *c, shard *s, readers *rd, uint64_t h,
 	return err;
 }
 
-/* resil_cache_get() of arguments already checked (c and out not NULL,
- * args_ok(args)): the chain's cache stage calls it straight. */
+/* resil_cache_get() of a prepared key (c and out not NULL): the chain's
+ * cache stage calls it straight. */
 static FB_INLINE resil_err
-cache_get(resil_cache *c, const resil_args *args, size_t mlen, uint64_t seed,
-    resil_value *out, uint64_t *age)
+cache_get(resil_cache *c, const kkey *k, resil_value *out, uint64_t *age)
 {
-	entry *e;
-	readers *rd;
-	shard *s;
-	size_t klen;
-	uint64_t h, now, a;
+	shard *s = shard_of(c, k->h);
+	readers *rd = &s->rd[resil__thread_stripe(NSTRIPES)];
+	uint64_t now = cache_now(c), a;
 	unsigned parity;
 	resil_err err;
-
-	klen = mlen + 1 + args->len;
-	if (RESIL__UNLIKELY(klen < mlen)) /* size_t overflow: never stored */
-		return RESIL_E_NOMEM;
-	h = key_hash(seed, args);
-	s = shard_of(c, h);
-	rd = &s->rd[resil__thread_stripe(NSTRIPES)];
-	now = cache_now(c);
+	entry *e;
 
 	parity = read_enter(s, rd);
-	e = lookup(
-	    resil__loadptr((void *const *)&s->tab), h, args, mlen, klen);
+	e = lookup(resil__loadptr((void *const *)&s->tab), k);
 	if (e == NULL) {
 		resil__inc64(&rd->misses);
 		read_exit(rd, parity, 0);
@@ -1101,20 +1150,20 @@ cache_get(resil_cache *c, const resil_args *args, size_t mlen, uint64_t seed,
 		return err;
 	}
 	read_exit(rd, parity, 0);
-	return get_stale(c, s, rd, h, args, mlen, klen, now, out, age);
+	return get_stale(c, s, rd, k, now, out, age);
 }
 
 resil_err
 resil_cache_get(
     resil_cache *c, const resil_args *args, resil_value *out, uint64_t *age)
 {
-	size_t mlen;
+	kkey k;
 
 	if (c == NULL || !args_ok(args) || out == NULL)
 		return RESIL_E_INVAL;
-	mlen = strlen(args->method);
-	return cache_get(
-	    c, args, mlen, method_seed(args->method, mlen), out, age);
+	if (RESIL__UNLIKELY(!key_prep_str(&k, args, strlen(args->method))))
+		return RESIL_E_NOMEM; /* never stored */
+	return cache_get(c, &k, out, age);
 }
 
 void
@@ -1122,7 +1171,8 @@ resil__cache_method_init(resil__cache_method *m, const char *name)
 {
 	m->name = name;
 	m->len = strlen(name);
-	m->seed = method_seed(name, m->len);
+	part_words(name, m->len, &m->w0, &m->w1);
+	m->seed = method_part(m->w0, m->w1, m->len);
 }
 
 resil_err
@@ -1134,10 +1184,14 @@ resil__cache_put_m(resil_cache *c, const resil__cache_method *m,
 	if (RESIL__UNLIKELY(c == NULL || m == NULL || m->name == NULL ||
 	        (data == NULL && len > 0)))
 		return RESIL_E_INVAL;
+	kkey k;
+
 	args.method = m->name;
 	args.data = data;
 	args.len = len;
-	return cache_put(c, &args, m->len, m->seed, value, NULL);
+	if (RESIL__UNLIKELY(!key_prep(&k, &args, m->len, m->w0, m->w1, m->seed)))
+		return RESIL_E_NOMEM;
+	return cache_put(c, &k, value, NULL);
 }
 
 resil_err
@@ -1149,26 +1203,26 @@ resil__cache_get_m(resil_cache *c, const resil__cache_method *m,
 	if (c == NULL || m == NULL || m->name == NULL ||
 	    (data == NULL && len > 0) || out == NULL)
 		return RESIL_E_INVAL;
+	kkey k;
+
 	args.method = m->name;
 	args.data = data;
 	args.len = len;
-	return cache_get(c, &args, m->len, m->seed, out, age);
+	if (RESIL__UNLIKELY(!key_prep(&k, &args, m->len, m->w0, m->w1, m->seed)))
+		return RESIL_E_NOMEM;
+	return cache_get(c, &k, out, age);
 }
 
 resil_err
 resil_cache_remove(resil_cache *c, const resil_args *args)
 {
-	size_t mlen, klen;
-	uint64_t h;
+	kkey k;
 
 	if (c == NULL || !args_ok(args))
 		return RESIL_E_INVAL;
-	mlen = strlen(args->method);
-	klen = mlen + 1 + args->len;
-	if (klen < mlen)
+	if (!key_prep_str(&k, args, strlen(args->method)))
 		return RESIL_E_NOTFOUND;
-	h = key_hash(method_seed(args->method, mlen), args);
-	return remove_key(shard_of(c, h), h, args, mlen, klen);
+	return remove_key(shard_of(c, k.h), &k);
 }
 
 resil_err
@@ -1366,10 +1420,14 @@ static FB_INLINE resil_err
 record_one(resil_fallback *fb, const resil_args *args,
     const resil_value *value, const uint64_t *at)
 {
-	size_t mlen = strlen(args->method);
+	kkey k;
 
-	return cache_put(fb->cache1, args, mlen,
-	    method_seed(args->method, mlen), value, at);
+	/* args and args->method are not NULL here; the bytes may be. */
+	if (RESIL__UNLIKELY(args->data == NULL && args->len > 0))
+		return RESIL_E_INVAL;
+	if (RESIL__UNLIKELY(!key_prep_str(&k, args, strlen(args->method))))
+		return RESIL_E_NOMEM;
+	return cache_put(fb->cache1, &k, value, at);
 }
 
 resil_err
@@ -1394,6 +1452,15 @@ resil_fallback_record(
 			first = err;
 	}
 	return first;
+}
+
+resil_err
+resil__fallback_record_checked(
+    resil_fallback *fb, const resil_args *args, const resil_value *value)
+{
+	if (RESIL__LIKELY(fb->ncache == 1))
+		return record_one(fb, args, value, NULL);
+	return resil_fallback_record(fb, args, value);
 }
 
 resil_err
@@ -1549,8 +1616,9 @@ recover(resil_fallback *fb, const resil_args *args,
 {
 	resil_result r;
 	resil__msg o;
-	size_t i, mlen = SIZE_MAX; /* the method's, once a cache needs it */
-	uint64_t seed = 0;
+	size_t i;
+	kkey k;
+	int keyed = 0; /* k prepared, once a cache needs it: one hash */
 
 	if (fb == NULL || fb->n == 0) {
 		/* No fallback configured: the original error stands. */
@@ -1576,12 +1644,13 @@ recover(resil_fallback *fb, const resil_args *args,
 			/* out's value is written only on a hit (the cache
 			 * serves it there); the answer is built straight in
 			 * *out. */
-			if (mlen == SIZE_MAX) {
-				mlen = strlen(args->method);
-				seed = method_seed(args->method, mlen);
+			if (!keyed) {
+				if (RESIL__UNLIKELY(!key_prep_str(&k, args,
+				        strlen(args->method))))
+					continue; /* never stored */
+				keyed = 1;
 			}
-			err = cache_get(
-			    h->cache, args, mlen, seed, &out->value, &age);
+			err = cache_get(h->cache, &k, &out->value, &age);
 			if (err == RESIL_E_NOTFOUND)
 				continue;
 			if (err != RESIL_OK)

@@ -19,6 +19,8 @@
 typedef struct resil__cache_method {
 	const char *name;
 	size_t len;    /* strlen(name) */
+	uint64_t w0;   /* its bytes as words (the cache's key compare) */
+	uint64_t w1;
 	uint64_t seed; /* the method's part of its keys' hash */
 } resil__cache_method;
 
@@ -42,5 +44,10 @@ resil_err resil__cache_get_m(resil_cache *c, const resil__cache_method *m,
 resil_err resil__fallback_record_at(resil_fallback *fb,
     const resil_args *args, const resil_value *value,
     const resil_clock *clock, uint64_t now);
+
+/* resil_fallback_record() of arguments the caller checked in part (fb,
+ * args and args->method not NULL): a pipeline's success. */
+resil_err resil__fallback_record_checked(
+    resil_fallback *fb, const resil_args *args, const resil_value *value);
 
 #endif /* RESIL_FALLBACK_INTERNAL_H */
