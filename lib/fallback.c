@@ -82,6 +82,10 @@ typedef struct entry {
 	resil_allocator alloc; /* the cache's: a value may outlive it */
 	resil_value value;     /* a null value is the NULL sentinel */
 	uint8_t ref;           /* set by a hit, cleared by the hand */
+	/* Atomic: 1 while e is its key's entry in the table (set before it
+	 * is published, cleared when it is taken out or replaced); what a
+	 * thread's memo checks in place of a probe. */
+	uint8_t live;
 } entry;
 
 /* Removed keys leave this in their slot, so probes go on past it. */
@@ -141,6 +145,7 @@ _Static_assert(offsetof(shard, lock) == RESIL__CACHELINE &&
     "readers' fields, writers' fields and each stripe on lines of their own");
 
 struct resil_cache {
+	uint64_t id; /* unique per cache made (never 0): the memos' key */
 	resil_allocator alloc;
 	resil_clock clock;
 	uint64_t max_age;
@@ -149,6 +154,9 @@ struct resil_cache {
 	void *shards_raw;
 	size_t shards_raw_size;
 };
+
+/* The source of the caches' ids. */
+static uint64_t cache_ids;
 
 /* The cache's clock, read without resil_clock_now()'s checks (the clock
  * is checked once, in resil_cache_new()). */
@@ -260,7 +268,9 @@ typedef struct kkey {
 	const resil_args *args;
 	size_t mlen;
 	size_t klen; /* mlen + 1 + args->len */
-	uint64_t h;
+	uint64_t h;    /* key_hash() */
+	uint64_t seed; /* the method's part; 0 with !seeded: not yet */
+	int seeded;
 	uint64_t w[4];
 	int small;
 } kkey;
@@ -279,23 +289,40 @@ key_prep(kkey *k, const resil_args *args, size_t mlen, uint64_t mw0,
 	if (RESIL__UNLIKELY(k->klen < mlen)) /* size_t overflow */
 		return 0;
 	k->small = mlen <= 16 && len <= 16;
+	k->seed = seed;
+	k->seeded = 1;
 	k->w[0] = mw0;
 	k->w[1] = mw1;
 	part_words(args->data, len, &k->w[2], &k->w[3]);
-	/* Shards come from the top, slots from the bottom: mum mixes
-	 * both. */
-	k->h = mum(k->w[2] ^ seed ^ HASH_P2, k->w[3] ^ HASH_P3 ^ (uint64_t)len);
 	return 1;
 }
 
-/* key_prep() for a method named by a C string of length mlen. */
+/* Its hash, in k->h, once a probe needs it (a thread's memo does not).
+ * Shards come from the top, slots from the bottom: mum mixes both. */
+static FB_INLINE void
+key_hash(kkey *k)
+{
+	if (!k->seeded) {
+		k->seed = method_part(k->w[0], k->w[1], k->mlen);
+		k->seeded = 1;
+	}
+	k->h = mum(k->w[2] ^ k->seed ^ HASH_P2,
+	    k->w[3] ^ HASH_P3 ^ (uint64_t)k->args->len);
+}
+
+/* key_prep() for a method named by a C string of length mlen (the
+ * method's part of the hash left to key_hash(), which a thread's memo
+ * does not need). */
 static FB_INLINE int
 key_prep_str(kkey *k, const resil_args *args, size_t mlen)
 {
 	uint64_t a, b;
 
 	part_words(args->method, mlen, &a, &b);
-	return key_prep(k, args, mlen, a, b, method_part(a, b, mlen));
+	if (!key_prep(k, args, mlen, a, b, 0))
+		return 0;
+	k->seeded = 0;
+	return 1;
 }
 
 #if defined(__SSE2__)
@@ -419,6 +446,9 @@ resil_cache_new(
 	cache = resil__calloc(al, sizeof(*cache));
 	if (cache == NULL)
 		return RESIL_E_NOMEM;
+	/* Never 0, never reused: a memo (memo_find()) of a freed cache
+	 * never matches a new one at the same address. */
+	cache->id = resil__faa64(&cache_ids, 1) + 1;
 	/* The hook promises malloc's alignment only: one line more, and
 	 * the shards aligned by hand. */
 	cache->shards_raw_size = sizeof(shard) * n + RESIL__CACHELINE;
@@ -532,8 +562,10 @@ shard_unlock(shard *s)
 
 /* ---- the read side ---- */
 
-/* Announce a read of s; returns the parity to withdraw from. */
-static unsigned
+/* Announce a read of s; returns the generation it is announced in (its
+ * parity is the one to withdraw from): until the read ends, nothing in
+ * s's table of that generation is freed. */
+static FB_INLINE uint64_t
 read_enter(shard *s, readers *rd)
 {
 	uint64_t g;
@@ -541,17 +573,80 @@ read_enter(shard *s, readers *rd)
 	for (;;) {
 		g = resil__load64(&s->gen);
 		resil__inc64(&rd->in[g & 1]);
-		if (resil__load64_after_rmw(&s->gen) == g)
-			return (unsigned)(g & 1);
+		if (RESIL__LIKELY(resil__load64_after_rmw(&s->gen) == g))
+			return g;
 		resil__inc64(&rd->idle[g & 1]);
 	}
 }
 
 /* End a read; hit says whether it served a value. */
-static void
+static FB_INLINE void
 read_exit(readers *rd, unsigned parity, int hit)
 {
 	resil__inc64(hit ? &rd->out[parity] : &rd->idle[parity]);
+}
+
+/*
+ * A thread's memo: the entry its last re-stamp or hit found by a probe,
+ * with where it was found (the cache, by id; the shard and this thread's
+ * stripe of it) and the shard's generation then. The next put or get of
+ * a short key on that cache first checks that entry, inside a read as
+ * any (read_enter()): while the generation is still the memo's, no
+ * quiesce has ended since the entry was in the table, so its memory is
+ * there (entries are freed only after one); if it is still live and its
+ * lengths and words are the key's, it is the key's entry, as a probe
+ * would have found it, without the hash, the shard's table or the probe.
+ * Anything else (another cache or key, a new generation, a dead entry)
+ * takes the probe, which leaves its find in the memo. Plain words in
+ * thread-local storage: no reference is held, nothing to free, no
+ * sharing.
+ */
+typedef struct memo {
+	uint64_t id; /* the cache's id; 0: none */
+	shard *s;
+	readers *rd;
+	entry *e;
+	uint64_t gen;
+} memo;
+
+static RESIL__TLS memo memo_;
+
+/* The memo's entry for k in c, inside a read begun here (*gen, to end
+ * with read_exit()), or NULL (no read begun). */
+static FB_INLINE entry *
+memo_find(const resil_cache *c, const kkey *k, uint64_t *gen)
+{
+	memo *mo = &memo_;
+	entry *e;
+	uint64_t g;
+
+	if (mo->id != c->id || !k->small)
+		return NULL;
+	g = read_enter(mo->s, mo->rd);
+	e = mo->e;
+	/* The generation first: only then may e be read at all. */
+	if (RESIL__LIKELY(g == mo->gen) && resil__load8(&e->live) != 0 &&
+	    e->key_len == k->klen && e->mlen == k->mlen &&
+	    ((e->w[0] ^ k->w[0]) | (e->w[1] ^ k->w[1]) |
+	        (e->w[2] ^ k->w[2]) | (e->w[3] ^ k->w[3])) == 0) {
+		*gen = g;
+		return e;
+	}
+	read_exit(mo->rd, (unsigned)(g & 1), 0);
+	return NULL;
+}
+
+/* e found by a probe in s in a read of generation g: the memo. */
+static FB_INLINE void
+memo_keep(const resil_cache *c, shard *s, readers *rd, entry *e, uint64_t g)
+{
+	memo *mo = &memo_;
+
+	mo->id = c->id;
+	mo->s = s;
+	mo->rd = rd;
+	mo->e = e;
+	mo->gen = g;
 }
 
 /* Find the key in t (NULL: no table); from a reader or a writer. */
@@ -633,6 +728,7 @@ slot_of(const table *t, const entry *e)
 static void
 detach(shard *s, entry *e)
 {
+	resil__store8(&e->live, 0);
 	resil__storeptr((void **)&s->tab->slot[slot_of(s->tab, e)], TOMB);
 	clock_unlink(s, e);
 	s->count--;
@@ -798,6 +894,8 @@ same_value(const resil_value *held, const resil_value *v)
 	}
 	if (held->type != v->type)
 		return 0;
+	if (RESIL__LIKELY(held->type == RESIL_VALUE_INT))
+		return held->u.i == v->u.i;
 	switch (held->type) {
 	case RESIL_VALUE_NULL:
 		return 1;
@@ -838,24 +936,31 @@ same_value(const resil_value *held, const resil_value *v)
  * a get dropping it as stale on its old stamp): the stamp is then lost
  * with it, as if the removal came just after this put. The key misses;
  * nothing older than the last answer is ever served. */
-static FB_INLINE int
+static FB_INLINE void
+restamp(resil_cache *c, entry *e, const uint64_t *at)
+{
+	uint64_t now = at != NULL ? *at : cache_now(c);
+
+	/* Written only when it changes: repeated puts within one tick write
+	 * nothing shared. */
+	if (resil__load64(&e->stored_at) != now)
+		resil__store64(&e->stored_at, now);
+}
+
+static FB_NOINLINE int
 refresh(resil_cache *c, shard *s, const kkey *k, const resil_value *value,
     const uint64_t *at)
 {
 	readers *rd = &s->rd[resil__thread_stripe(NSTRIPES)];
-	unsigned parity = read_enter(s, rd);
+	uint64_t g = read_enter(s, rd);
 	entry *e = lookup(resil__loadptr((void *const *)&s->tab), k);
 	int done = e != NULL && same_value(&e->value, value);
 
 	if (done) {
-		uint64_t now = at != NULL ? *at : cache_now(c);
-
-		/* Written only when it changes: repeated puts within one
-		 * tick write nothing shared. */
-		if (resil__load64(&e->stored_at) != now)
-			resil__store64(&e->stored_at, now);
+		restamp(c, e, at);
+		memo_keep(c, s, rd, e, g);
 	}
-	read_exit(rd, parity, 0);
+	read_exit(rd, (unsigned)(g & 1), 0);
 	return done;
 }
 
@@ -892,6 +997,7 @@ entry_make(resil_cache *c, const kkey *k, size_t charge,
 	e->charge = charge;
 	e->size = size;
 	e->refs = 1;
+	e->live = 1; /* published by the caller's release store */
 	e->alloc = c->alloc;
 	e->stored_at = now;
 	memcpy(key_of(e), args->method, mlen + 1);
@@ -997,6 +1103,8 @@ put_new(resil_cache *c, shard *s, const kkey *k, const resil_value *value,
 	 * neither. */
 	if (t->slot[idx] == NULL)
 		s->used++;
+	if (old != NULL)
+		resil__store8(&old->live, 0);
 	resil__storeptr((void **)&t->slot[idx], e);
 	if (old != NULL) {
 		clock_unlink(s, old);
@@ -1012,6 +1120,10 @@ put_new(resil_cache *c, shard *s, const kkey *k, const resil_value *value,
 	s->count++;
 	s->bytes += charge;
 	victims = retire(s, victims, dead_tab != NULL);
+	/* The generation cannot move under the lock, and e is in the
+	 * table: the memo's next check finds it without a probe. */
+	memo_keep(c, s, &s->rd[resil__thread_stripe(NSTRIPES)], e,
+	    resil__load64(&s->gen));
 	shard_unlock(s);
 	if (dead_tab != NULL)
 		resil__free(a, dead_tab, table_size(dead_tab->mask + 1));
@@ -1022,11 +1134,28 @@ put_new(resil_cache *c, shard *s, const kkey *k, const resil_value *value,
 /* resil_cache_put() of a prepared key (key_prep()); at: the time of the
  * put on the cache's clock, read by the caller (NULL: read here). */
 static FB_INLINE resil_err
-cache_put(resil_cache *c, const kkey *k, const resil_value *value,
+cache_put(resil_cache *c, kkey *k, const resil_value *value,
     const uint64_t *at)
 {
-	shard *s = shard_of(c, k->h);
+	uint64_t g;
+	entry *e = memo_find(c, k, &g);
+	shard *s;
 
+	if (RESIL__LIKELY(e != NULL)) {
+		int done = same_value(&e->value, value);
+
+		if (done)
+			restamp(c, e, at);
+		read_exit(memo_.rd, (unsigned)(g & 1), 0);
+		if (done)
+			return RESIL_OK;
+		/* The key holds another value: a new entry (no probe for a
+		 * re-stamp first). */
+		key_hash(k);
+		return put_new(c, memo_.s, k, value, at);
+	}
+	key_hash(k);
+	s = shard_of(c, k->h);
 	if (RESIL__LIKELY(refresh(c, s, k, value, at)))
 		return RESIL_OK;
 	return put_new(c, s, k, value, at);
@@ -1125,22 +1254,32 @@ get_stale(resil_cache *c, shard *s, readers *rd, const kkey *k, uint64_t now,
 /* resil_cache_get() of a prepared key (c and out not NULL): the chain's
  * cache stage calls it straight. */
 static FB_INLINE resil_err
-cache_get(resil_cache *c, const kkey *k, resil_value *out, uint64_t *age)
+cache_get(resil_cache *c, kkey *k, resil_value *out, uint64_t *age)
 {
-	shard *s = shard_of(c, k->h);
-	readers *rd = &s->rd[resil__thread_stripe(NSTRIPES)];
-	uint64_t now = cache_now(c), a;
+	uint64_t now = cache_now(c), a, g;
+	entry *e = memo_find(c, k, &g);
 	unsigned parity;
 	resil_err err;
-	entry *e;
+	readers *rd;
+	shard *s;
 
-	parity = read_enter(s, rd);
-	e = lookup(resil__loadptr((void *const *)&s->tab), k);
-	if (e == NULL) {
-		resil__inc64(&rd->misses);
-		read_exit(rd, parity, 0);
-		return RESIL_E_NOTFOUND;
+	if (RESIL__LIKELY(e != NULL)) {
+		s = memo_.s;
+		rd = memo_.rd;
+	} else {
+		key_hash(k);
+		s = shard_of(c, k->h);
+		rd = &s->rd[resil__thread_stripe(NSTRIPES)];
+		g = read_enter(s, rd);
+		e = lookup(resil__loadptr((void *const *)&s->tab), k);
+		if (e == NULL) {
+			resil__inc64(&rd->misses);
+			read_exit(rd, (unsigned)(g & 1), 0);
+			return RESIL_E_NOTFOUND;
+		}
+		memo_keep(c, s, rd, e, g);
 	}
+	parity = (unsigned)(g & 1);
 	a = age_of(e, now);
 	if (RESIL__LIKELY(a <= c->max_age)) { /* inclusive: == is served */
 		err = serve(c, e, out);
@@ -1150,6 +1289,7 @@ cache_get(resil_cache *c, const kkey *k, resil_value *out, uint64_t *age)
 		return err;
 	}
 	read_exit(rd, parity, 0);
+	key_hash(k); /* the probe under the lock needs it */
 	return get_stale(c, s, rd, k, now, out, age);
 }
 
@@ -1222,6 +1362,7 @@ resil_cache_remove(resil_cache *c, const resil_args *args)
 		return RESIL_E_INVAL;
 	if (!key_prep_str(&k, args, strlen(args->method)))
 		return RESIL_E_NOTFOUND;
+	key_hash(&k);
 	return remove_key(shard_of(c, k.h), &k);
 }
 
