@@ -1353,6 +1353,52 @@ resil__cache_get_m(resil_cache *c, const resil__cache_method *m,
 	return cache_get(c, &k, out, age);
 }
 
+int
+resil__cache_fresh(
+    resil_cache *c, const resil_args *args, uint64_t fresh, resil_result *out)
+{
+	uint64_t now, a, g;
+	resil_err err;
+	readers *rd;
+	shard *s;
+	entry *e;
+	kkey k;
+
+	if (RESIL__UNLIKELY(args->data == NULL && args->len > 0) ||
+	    !key_prep_str(&k, args, strlen(args->method)))
+		return 0;
+	now = cache_now(c);
+	e = memo_find(c, &k, &g);
+	if (e != NULL) {
+		s = memo_.s;
+		rd = memo_.rd;
+	} else {
+		key_hash(&k);
+		s = shard_of(c, k.h);
+		rd = &s->rd[resil__thread_stripe(NSTRIPES)];
+		g = read_enter(s, rd);
+		e = lookup(resil__loadptr((void *const *)&s->tab), &k);
+		if (e == NULL) {
+			resil__inc64(&rd->misses);
+			read_exit(rd, (unsigned)(g & 1), 0);
+			return 0;
+		}
+		memo_keep(c, s, rd, e, g);
+	}
+	a = age_of(e, now);
+	/* Both limits inclusive: age == fresh still answers. A value past
+	 * fresh stays for a failure's fallback (the age limit's rules). */
+	err = a <= fresh && a <= c->max_age ? serve(c, e, &out->value)
+	                                     : RESIL_E_NOTFOUND;
+	read_exit(rd, (unsigned)(g & 1), err == RESIL_OK);
+	if (err != RESIL_OK)
+		return 0;
+	out->err = RESIL_OK;
+	out->source = RESIL_SOURCE_CACHE;
+	out->age = a;
+	return 1;
+}
+
 resil_err
 resil_cache_remove(resil_cache *c, const resil_args *args)
 {

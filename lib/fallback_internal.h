@@ -50,4 +50,13 @@ resil_err resil__fallback_record_at(resil_fallback *fb,
 resil_err resil__fallback_record_checked(
     resil_fallback *fb, const resil_args *args, const resil_value *value);
 
+/* Read-through (issue 43): when c holds a value of args's key at most
+ * fresh old (and within c's age limit), *out is the answer: that value
+ * (as resil_cache_get() serves it), source RESIL_SOURCE_CACHE, its age,
+ * err RESIL_OK, no attempt; returns 1. Otherwise 0, *out untouched, the
+ * entry kept (an older value still answers a failure as a fallback).
+ * out was cleared by the caller (resil__result_clear()); args checked. */
+int resil__cache_fresh(resil_cache *c, const resil_args *args, uint64_t fresh,
+    resil_result *out);
+
 #endif /* RESIL_FALLBACK_INTERNAL_H */
