@@ -3,32 +3,19 @@
  * age-limited) and the chain of fallback handlers.
  *
  * The cache's read path takes no lock and writes nothing another thread
- * writes, so hits on one shard from many threads do not contend:
+ * writes (docs/fallback.md, "How a get reads without a lock"): per shard
+ * an open-addressing table of entry pointers (linear probing,
+ * tombstones), published with release stores, entries immutable once
+ * published but for their reference bit, stamp and liveness; CLOCK
+ * eviction (a hit sets a bit, where LRU would move the entry); readers
+ * announced in their thread's stripe under the shard generation's parity,
+ * writers retiring what they unlink and freeing it in batches of 16 once
+ * no reader of the old parity is left (retire()); a hit's value holds a
+ * reference on its entry (entry_unref()).
  *
- * - Each shard's keys live in an open-addressing table of entry pointers
- *   (linear probing, tombstones), published with release stores. Entries
- *   are immutable once published, except their reference bit; a put
- *   replaces a key by storing the new entry into the old one's slot.
- * - Eviction is CLOCK (second chance) instead of LRU: a hit sets the
- *   entry's reference bit (a load, and a store only when it was clear),
- *   where LRU would move the entry in a list that every hit writes.
- * - Reclamation: a reader announces itself in its thread's stripe under
- *   the shard generation's parity (the breaker's and the pipeline's
- *   protocol). A writer (under the shard's spin lock) unlinks what it
- *   removes and retires it; once 16 entries (or a quarter of the shard's
- *   bytes) are retired, it bumps the generation and waits until no
- *   reader of the old parity is left, then frees them (retire()). The
- *   entry and byte bounds are exact at every moment; the memory of at
- *   most that many unlinked entries waits. A hit's value holds a
- *   reference on its entry (entry_unref()).
- *
- * Why not Concurrency Kit's ck_hs with ck_epoch: ck_hs's probes are ck_pr
- * inline assembly that ThreadSanitizer cannot see (the TSan build would
- * report every read against every write), it grows through its own
- * allocator protocol, and its epoch would add a domain-wide writer lock
- * that puts to distinct shards would share. The table here is ~80 lines,
- * reads through resil's atomics (TSan-visible builtins under TSan) and
- * keeps every writer inside its own shard.
+ * Why not ck_hs with ck_epoch: its probes are inline assembly that
+ * ThreadSanitizer cannot see, it grows through its own allocator
+ * protocol, and its epoch adds a domain-wide writer lock.
  */
 #include "internal.h"
 
@@ -55,8 +42,7 @@
 #define FB_INLINE inline
 #endif
 
-/* ---------------------------------------------------------------- */
-/* The cache */
+/* ---- The cache ---- */
 
 /* Reader stripes per shard (threads get distinct ones round robin). */
 #define NSTRIPES 8u
@@ -155,8 +141,7 @@ struct resil_cache {
 	size_t shards_raw_size;
 };
 
-/* The source of the caches' ids. */
-static uint64_t cache_ids;
+static uint64_t cache_ids; /* the source of the caches' ids */
 
 /* The cache's clock, read without resil_clock_now()'s checks (the clock
  * is checked once, in resil_cache_new()). */
@@ -196,30 +181,17 @@ load_small(const unsigned char *p, size_t n, uint64_t *a, uint64_t *b)
 #define HASH_P2 UINT64_C(0x8ebc6af09c88c6e3)
 #define HASH_P3 UINT64_C(0x589965cc75374cc3)
 
-/* The 128-bit product of a and b folded to 64 bits (wyhash's mum): one
- * multiply mixes two words into every bit of the result. */
+/* a * b in 128 bits folded to 64 (wyhash's mum). */
 static FB_INLINE uint64_t
 mum(uint64_t a, uint64_t b)
 {
-#if defined(__SIZEOF_INT128__)
-	__extension__ typedef unsigned __int128 u128;
+	__extension__ typedef unsigned __int128 u128; /* as lib/clock.c */
 	u128 r = (u128)a * b;
 
 	return (uint64_t)r ^ (uint64_t)(r >> 64);
-#else
-	uint64_t lo = a * b, hi;
-	uint64_t al = a & 0xffffffffu, ah = a >> 32;
-	uint64_t bl = b & 0xffffffffu, bh = b >> 32;
-	uint64_t m1 = ah * bl, m2 = al * bh, ll = al * bl;
-	uint64_t mid = (ll >> 32) + (m1 & 0xffffffffu) + (m2 & 0xffffffffu);
-
-	hi = ah * bh + (m1 >> 32) + (m2 >> 32) + (mid >> 32);
-	return lo ^ hi;
-#endif
 }
 
-/* Bytes p[0..n) of a long part (n > 16) folded into one word: a
- * multiply and a rotate per 8 bytes. */
+/* A long part's bytes (n > 16) folded into one word. */
 static FB_NOINLINE uint64_t
 fold_long(const unsigned char *p, size_t n)
 {
@@ -235,9 +207,8 @@ fold_long(const unsigned char *p, size_t n)
 	return (h ^ a) * HASH_MUL;
 }
 
-/* A part of a key (the method, or the argument bytes) as two words: for
- * n <= 16 its bytes (load_small(), which with n determines them), else
- * a fold of them (then the key compares its bytes). */
+/* A key's part as two words: n <= 16, its bytes (load_small()), else a
+ * fold (the key then compares bytes). */
 static FB_INLINE void
 part_words(const void *p, size_t n, uint64_t *a, uint64_t *b)
 {
@@ -251,19 +222,16 @@ part_words(const void *p, size_t n, uint64_t *a, uint64_t *b)
 	}
 }
 
-/* The method's part of its keys' hash, from its words and length: the
- * same for every call of the method, so that a caller that keeps it
- * (resil__cache_method) pays neither this nor strlen per call. */
+/* The method's part of its keys' hash (resil__cache_method keeps it). */
 static FB_INLINE uint64_t
 method_part(uint64_t w0, uint64_t w1, size_t mlen)
 {
 	return mum(w0 ^ HASH_P0, w1 ^ HASH_P1 ^ (uint64_t)mlen);
 }
 
-/* A key as the operations see it: its parts, its hash, and its bytes as
- * four words (the method's two, the arguments' two), which with the two
- * lengths determine a short key's bytes (both parts of at most 16
- * bytes): its compare is four words, the bytes after an entry untouched. */
+/* A key: its parts, its hash, its bytes as four words (the method's two,
+ * the arguments'), which with the lengths determine a short key's bytes
+ * (both parts <= 16 bytes): its compare is four words. */
 typedef struct kkey {
 	const resil_args *args;
 	size_t mlen;
@@ -297,8 +265,7 @@ key_prep(kkey *k, const resil_args *args, size_t mlen, uint64_t mw0,
 	return 1;
 }
 
-/* Its hash, in k->h, once a probe needs it (a thread's memo does not).
- * Shards come from the top, slots from the bottom: mum mixes both. */
+/* k->h, once a probe needs it (shards from its top, slots its bottom). */
 static FB_INLINE void
 key_hash(kkey *k)
 {
@@ -310,9 +277,7 @@ key_hash(kkey *k)
 	    k->w[3] ^ HASH_P3 ^ (uint64_t)k->args->len);
 }
 
-/* key_prep() for a method named by a C string of length mlen (the
- * method's part of the hash left to key_hash(), which a thread's memo
- * does not need). */
+/* key_prep() of a method named by a C string (its hash part: lazily). */
 static FB_INLINE int
 key_prep_str(kkey *k, const resil_args *args, size_t mlen)
 {
@@ -446,8 +411,7 @@ resil_cache_new(
 	cache = resil__calloc(al, sizeof(*cache));
 	if (cache == NULL)
 		return RESIL_E_NOMEM;
-	/* Never 0, never reused: a memo (memo_find()) of a freed cache
-	 * never matches a new one at the same address. */
+	/* Never 0 or reused: a freed cache's memo never matches. */
 	cache->id = resil__faa64(&cache_ids, 1) + 1;
 	/* The hook promises malloc's alignment only: one line more, and
 	 * the shards aligned by hand. */
@@ -586,21 +550,11 @@ read_exit(readers *rd, unsigned parity, int hit)
 	resil__inc64(hit ? &rd->out[parity] : &rd->idle[parity]);
 }
 
-/*
- * A thread's memo: the entry its last re-stamp or hit found by a probe,
- * with where it was found (the cache, by id; the shard and this thread's
- * stripe of it) and the shard's generation then. The next put or get of
- * a short key on that cache first checks that entry, inside a read as
- * any (read_enter()): while the generation is still the memo's, no
- * quiesce has ended since the entry was in the table, so its memory is
- * there (entries are freed only after one); if it is still live and its
- * lengths and words are the key's, it is the key's entry, as a probe
- * would have found it, without the hash, the shard's table or the probe.
- * Anything else (another cache or key, a new generation, a dead entry)
- * takes the probe, which leaves its find in the memo. Plain words in
- * thread-local storage: no reference is held, nothing to free, no
- * sharing.
- */
+/* A thread's memo (docs/fallback.md): the entry its last re-stamp, hit
+ * or new entry was, where (the cache's id, the shard, this thread's
+ * stripe) and the shard's generation then. Checked inside a read: while
+ * the generation is the memo's, no quiesce has ended since, so the entry
+ * is not freed; live and the key's words: the entry a probe would find. */
 typedef struct memo {
 	uint64_t id; /* the cache's id; 0: none */
 	shard *s;
@@ -611,8 +565,7 @@ typedef struct memo {
 
 static RESIL__TLS memo memo_;
 
-/* The memo's entry for k in c, inside a read begun here (*gen, to end
- * with read_exit()), or NULL (no read begun). */
+/* The memo's entry for k in c in a read begun here (*gen), or NULL. */
 static FB_INLINE entry *
 memo_find(const resil_cache *c, const kkey *k, uint64_t *gen)
 {
@@ -929,24 +882,21 @@ same_value(const resil_value *held, const resil_value *v)
 	return 0;
 }
 
-/* A put of the value the key holds already only re-stamps its entry, on
- * the read side: no lock, no allocation, no copy (a compare), and the
- * entry keeps its place on the clock and its reference bit. 1 if done. A
- * writer may be removing the entry at the same moment (eviction, remove,
- * a get dropping it as stale on its old stamp): the stamp is then lost
- * with it, as if the removal came just after this put. The key misses;
- * nothing older than the last answer is ever served. */
+/* e stamped now (at, else the clock's), written only when it changes. */
 static FB_INLINE void
 restamp(resil_cache *c, entry *e, const uint64_t *at)
 {
 	uint64_t now = at != NULL ? *at : cache_now(c);
 
-	/* Written only when it changes: repeated puts within one tick write
-	 * nothing shared. */
 	if (resil__load64(&e->stored_at) != now)
 		resil__store64(&e->stored_at, now);
 }
 
+/* A put of the value the key holds already only re-stamps its entry, on
+ * the read side: no lock, no allocation, no copy (a compare), and the
+ * entry keeps its place on the clock and its reference bit. 1 if done. A
+ * writer removing the entry at that moment takes the stamp with it, as
+ * if the removal came just after this put: the key misses. */
 static FB_NOINLINE int
 refresh(resil_cache *c, shard *s, const kkey *k, const resil_value *value,
     const uint64_t *at)
@@ -1251,34 +1201,50 @@ get_stale(resil_cache *c, shard *s, readers *rd, const kkey *k, uint64_t now,
 	return err;
 }
 
+/* The key's entry, the memo's or a probe's (kept), in a read begun here
+ * (*sp, *rdp, *g); NULL: a miss, counted, no read left open. */
+static FB_INLINE entry *
+find(resil_cache *c, kkey *k, shard **sp, readers **rdp, uint64_t *g)
+{
+	entry *e = memo_find(c, k, g);
+	readers *rd;
+	shard *s;
+
+	if (RESIL__LIKELY(e != NULL)) {
+		*sp = memo_.s;
+		*rdp = memo_.rd;
+		return e;
+	}
+	key_hash(k);
+	s = shard_of(c, k->h);
+	rd = &s->rd[resil__thread_stripe(NSTRIPES)];
+	*g = read_enter(s, rd);
+	e = lookup(resil__loadptr((void *const *)&s->tab), k);
+	if (e == NULL) {
+		resil__inc64(&rd->misses);
+		read_exit(rd, (unsigned)(*g & 1), 0);
+		return NULL;
+	}
+	memo_keep(c, s, rd, e, *g);
+	*sp = s;
+	*rdp = rd;
+	return e;
+}
+
 /* resil_cache_get() of a prepared key (c and out not NULL): the chain's
  * cache stage calls it straight. */
 static FB_INLINE resil_err
 cache_get(resil_cache *c, kkey *k, resil_value *out, uint64_t *age)
 {
 	uint64_t now = cache_now(c), a, g;
-	entry *e = memo_find(c, k, &g);
 	unsigned parity;
 	resil_err err;
 	readers *rd;
 	shard *s;
+	entry *e = find(c, k, &s, &rd, &g);
 
-	if (RESIL__LIKELY(e != NULL)) {
-		s = memo_.s;
-		rd = memo_.rd;
-	} else {
-		key_hash(k);
-		s = shard_of(c, k->h);
-		rd = &s->rd[resil__thread_stripe(NSTRIPES)];
-		g = read_enter(s, rd);
-		e = lookup(resil__loadptr((void *const *)&s->tab), k);
-		if (e == NULL) {
-			resil__inc64(&rd->misses);
-			read_exit(rd, (unsigned)(g & 1), 0);
-			return RESIL_E_NOTFOUND;
-		}
-		memo_keep(c, s, rd, e, g);
-	}
+	if (e == NULL)
+		return RESIL_E_NOTFOUND;
 	parity = (unsigned)(g & 1);
 	a = age_of(e, now);
 	if (RESIL__LIKELY(a <= c->max_age)) { /* inclusive: == is served */
@@ -1368,23 +1334,8 @@ resil__cache_fresh(
 	    !key_prep_str(&k, args, strlen(args->method)))
 		return 0;
 	now = cache_now(c);
-	e = memo_find(c, &k, &g);
-	if (e != NULL) {
-		s = memo_.s;
-		rd = memo_.rd;
-	} else {
-		key_hash(&k);
-		s = shard_of(c, k.h);
-		rd = &s->rd[resil__thread_stripe(NSTRIPES)];
-		g = read_enter(s, rd);
-		e = lookup(resil__loadptr((void *const *)&s->tab), &k);
-		if (e == NULL) {
-			resil__inc64(&rd->misses);
-			read_exit(rd, (unsigned)(g & 1), 0);
-			return 0;
-		}
-		memo_keep(c, s, rd, e, g);
-	}
+	if ((e = find(c, &k, &s, &rd, &g)) == NULL)
+		return 0;
 	a = age_of(e, now);
 	/* Both limits inclusive: age == fresh still answers. A value past
 	 * fresh stays for a failure's fallback (the age limit's rules). */
@@ -1451,8 +1402,7 @@ resil_cache_stats_get(const resil_cache *c, resil_cache_stats *out)
 	return RESIL_OK;
 }
 
-/* ---------------------------------------------------------------- */
-/* The chain */
+/* ---- The chain ---- */
 
 typedef enum kind { K_CACHE, K_MOCK, K_USER } kind;
 
@@ -1601,8 +1551,7 @@ resil_fallback_count(const resil_fallback *fb)
 	return fb == NULL ? 0 : fb->n;
 }
 
-/* The seeds' chain, one cache: its put's core straight (args checked),
- * at the given time (NULL: the cache reads its clock). */
+/* The seeds' chain's one cache put, at *at (NULL: the cache's clock). */
 static FB_INLINE resil_err
 record_one(resil_fallback *fb, const resil_args *args,
     const resil_value *value, const uint64_t *at)
