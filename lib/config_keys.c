@@ -913,6 +913,17 @@ mread_retries(const keyval *kv, resil_method_config *m, resil_diag *diag)
 }
 
 static resil_err
+mread_fresh(const keyval *kv, resil_method_config *m, resil_diag *diag)
+{
+	uint64_t u = 0;
+	resil_err err = read_duration(NULL, kv, &u, diag);
+
+	if (err == RESIL_OK)
+		m->cache_fresh_ns = u;
+	return err;
+}
+
+static resil_err
 mwrite_type(const resil_method_config *m, char *buf, size_t len)
 {
 	return put(buf, len, resil_type_name(m->type));
@@ -930,6 +941,17 @@ mwrite_timeout(const resil_method_config *m, char *buf, size_t len)
 	char tmp[64];
 
 	resil__duration_format(tmp, sizeof(tmp), m->timeout_ns);
+	return put(buf, len, tmp);
+}
+
+static resil_err
+mwrite_fresh(const resil_method_config *m, char *buf, size_t len)
+{
+	char tmp[64];
+
+	if (m->cache_fresh_ns == 0)
+		return RESIL_E_NOTFOUND;
+	resil__duration_format(tmp, sizeof(tmp), m->cache_fresh_ns);
 	return put(buf, len, tmp);
 }
 
@@ -961,6 +983,7 @@ static const struct mkeydef {
 	{ "timeout", mread_timeout, mwrite_timeout },
 	{ "retry.max_attempts", mread_max_attempts, mwrite_max_attempts },
 	{ "retries", mread_retries, mwrite_retries },
+	{ "cache.fresh", mread_fresh, mwrite_fresh },
 };
 
 resil_err

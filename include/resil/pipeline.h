@@ -164,6 +164,11 @@ typedef struct resil_method_config {
 	 * failover / zone-aware attempts of this method (retries + 1; the
 	 * text key getStock.retries=N sets N + 1). */
 	uint32_t max_attempts;
+	/* Read-through cache (issue 43; the pipeline's cache enabled): a
+	 * cached value of the call's key at most this old answers without
+	 * a call (source RESIL_SOURCE_CACHE, its age); older ones, and
+	 * misses, go to the dependency as without it. 0: off. */
+	uint64_t cache_fresh_ns;
 } resil_method_config;
 
 typedef struct resil_pipeline_config {
