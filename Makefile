@@ -92,7 +92,7 @@ clean:
 # a crash or failed property is saved under build/fuzz/crashes/<harness>/
 # (copy it to fuzz/regressions/<harness>/ so `make test` replays it).
 FUZZ_S ?= 60
-FUZZ_HARNESSES = mock_spec config scenario condition reload directory des source
+FUZZ_HARNESSES = mock_spec config scenario condition reload directory des source router_yaml
 .PHONY: fuzz
 fuzz: deps
 	@sh tools/install-deps.sh clang

@@ -183,6 +183,21 @@ resil__cl_start(callm *c, const method *m, tsrc ts)
 			return 0;
 		}
 		c->has_spermit = 1;
+	} else if (RESIL__UNLIKELY(c->g->fleet != NULL)) {
+		/* Issue 44: the service breaker is the fleet's. */
+		if (resil_fleet_acquire(c->g->fleet, &c->sfp) != RESIL_OK) {
+			c->breaker_state = fleet_bstate(c->g->fleet);
+			c->cstop = 1;
+			snprintf(c->cmsg, sizeof(c->cmsg),
+			    "Failed to invoke the method %s in the service "
+			    "%s: "
+			    "rejected, the service's circuit breaker is %s",
+			    c->req.method, p->service,
+			    resil_breaker_state_name(
+			        (resil_breaker_state)c->breaker_state));
+			return 0;
+		}
+		c->has_spermit = 2;
 	}
 	return 1;
 }
@@ -193,6 +208,12 @@ service_record(callm *c, resil_outcome outcome, tsrc *ts)
 {
 	if (!c->has_spermit)
 		return;
+	if (RESIL__UNLIKELY(c->has_spermit == 2)) {
+		c->has_spermit = 0;
+		(void)resil_fleet_record(c->g->fleet, &c->sfp, outcome);
+		c->breaker_state = fleet_bstate(c->g->fleet);
+		return;
+	}
 	c->has_spermit = 0;
 	if (c->timeout != 0) {
 		uint64_t t1 = tnow(ts);
@@ -226,6 +247,12 @@ resil__cl_cancel(callm *c)
 {
 	if (!c->has_spermit)
 		return;
+	if (RESIL__UNLIKELY(c->has_spermit == 2)) {
+		c->has_spermit = 0;
+		(void)resil_fleet_release(c->g->fleet, &c->sfp);
+		c->breaker_state = fleet_bstate(c->g->fleet);
+		return;
+	}
 	c->has_spermit = 0;
 	resil_breaker_release(c->sbreaker, &c->spermit);
 	c->breaker_state = (int)resil_breaker_get_state(c->sbreaker);

@@ -12,6 +12,7 @@
 #include "call_cluster.h"
 #include "call_overload.h"
 #include "call_state.h"
+#include "fallback_internal.h"
 #include "pipeline_mock.h"
 #include "retry_internal.h"
 #include "value_internal.h"
@@ -122,7 +123,8 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 			rejected(c, RESIL_E_OPEN);
 			return 0;
 		}
-	} else if (RESIL__UNLIKELY(c->g->fleet != NULL)) {
+	} else if (RESIL__UNLIKELY(c->g->fleet != NULL) &&
+	    c->magic != CALL_CLUSTER) { /* a cluster's: the whole call's */
 		if (resil_fleet_acquire(c->g->fleet, &fp) != RESIL_OK) {
 			c->breaker_state = fleet_bstate(c->g->fleet);
 			rejected(c, RESIL_E_OPEN);
@@ -418,6 +420,12 @@ mstart(callm *c, resil_pipeline *p, settings *g, unsigned gs, const method *m,
 			conclude_with(c, RESIL_STAGE_MOCK, ts, st);
 			return RESIL_OK;
 		}
+	}
+	/* Read-through (issue 43): a value fresh enough answers, no call. */
+	if (RESIL__UNLIKELY(m->fresh != 0) && g->cache != NULL &&
+	    resil__cache_fresh(g->cache, args, m->fresh, out)) {
+		conclude_with(c, RESIL_STAGE_FALLBACK, ts, st);
+		return RESIL_OK;
 	}
 	if (m->start != START_NONE) {
 		if (RESIL__UNLIKELY(m->start == START_CLUSTER)) {

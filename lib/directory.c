@@ -848,6 +848,10 @@ entry_fill(resil_directory *d, resil__entry *e, const resil_endpoint_spec *s)
 			p = amp + 1;
 		}
 		e->nparams = i;
+		for (i = 0; i < e->nparams; i++)
+			if (e->params[i].klen == 7 &&
+			    memcmp(e->params[i].key, "methods", 7) == 0)
+				e->methods = e->params[i].val;
 	}
 	return RESIL_OK;
 }

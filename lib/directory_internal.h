@@ -100,6 +100,9 @@ typedef struct resil__entry {
 	char *params_buf;
 	resil__param *params;
 	size_t nparams;
+	/* Its params' `methods` (the methods the provider exports, a comma
+	 * list), or NULL: the router's method filter reads it here. */
+	const char *methods;
 	size_t host_len;  /* address up to its last ':' */
 	const char *port; /* after it, or "" */
 	int32_t weight;

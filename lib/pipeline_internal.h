@@ -77,6 +77,7 @@ typedef struct pmethod {
 	char *name;
 	resil_type type;
 	uint64_t timeout;
+	uint64_t fresh; /* read-through: cache.fresh (issue 43); 0: off */
 	char *mock_spec;         /* method-level spec (owned), or NULL */
 	int mock_set;            /* mock_spec applies (NULL + set: none) */
 	resil_retry *retry;      /* own policy, or NULL: the service's */

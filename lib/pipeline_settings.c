@@ -545,6 +545,7 @@ method_add(resil_pipeline *p, const resil_pipeline_config *cfg, settings *g,
 	m->name = resil__strdup(resil__a, mc->name);
 	m->type = mc->type;
 	m->timeout = mc->timeout_ns ? mc->timeout_ns : cfg->timeout_ns;
+	m->fresh = mc->cache_fresh_ns;
 	m->max_attempts = mc->max_attempts;
 	m->declared = 1;
 	if (mc->mock != NULL) {
@@ -750,9 +751,11 @@ decide_start(const resil_pipeline *p, const settings *g, method *m)
 	                                  : START_NONE;
 	method_run_with(m, m->breaker != NULL ? m->breaker : g->breaker,
 	    m->retry != NULL ? m->retry : g->retry);
+	/* A read-through method (m->fresh) starts in the machine, which
+	 * asks the cache first (mstart()). */
 	m->simple = (r == NULL || m->retry_fast) && g->rl == NULL &&
-	        g->bh == NULL && g->thr == NULL && p->hedge_max == 0 && p->call_events == 0 &&
-	        p->sel == NULL
+	        g->bh == NULL && g->thr == NULL && p->hedge_max == 0 &&
+	        p->call_events == 0 && p->sel == NULL && m->fresh == 0
 	    ? SIMPLE_INLINE |
 	        (p->cls.fn != NULL ? 0
 	                : m->timeout != 0 ? SIMPLE_PHASE_T

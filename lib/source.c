@@ -566,7 +566,8 @@ static resil_err
 give_rules(
     resil_selector *sel, resil_condition **rules, size_t n, resil_diag *diag)
 {
-	resil_err err = resil_selector_set_conditions(sel, rules, n, diag);
+	resil_err err = resil__selector_set_rules(
+	    sel, RESIL__RULES_REGISTRY, rules, n, diag);
 	size_t i;
 
 	if (err != RESIL_OK)
@@ -1657,6 +1658,10 @@ attach_backend(resil_registry_source *src, const resil_source_config *cfg,
 	w.session_timeout_ms = cfg->session_timeout_ms;
 	w.alloc = &src->a;
 	w.sink = &sink;
+	w.service = src->s_service;
+	w.group = src->s_group;
+	w.version = src->s_version;
+	w.selector = cfg->routes ? cfg->selector : NULL;
 	/* The backend first: its deliveries wait in the pending slots for
 	 * the thread, which then sees be_state set. */
 	if ((err = src->be->open(src, &w, &src->be_state, diag)) != RESIL_OK)

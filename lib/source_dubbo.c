@@ -432,7 +432,7 @@ candidate(
 		    m->protocols != NULL ? m->protocols : dflt);
 		return RESIL__PROVIDER_BAD;
 	}
-	if (u->port == NULL) {
+	if (u->port == NULL && !*mock) { /* a mock:// provider calls nothing */
 		resil__diagf(why, RESIL_E_INVAL, "no port");
 		return RESIL__PROVIDER_BAD;
 	}

@@ -63,6 +63,10 @@ typedef struct resil__source_where {
 	uint32_t session_timeout_ms;
 	const resil_allocator *alloc;
 	const resil__source_sink *sink; /* outlives the backend */
+	/* Issue 40.4: what the config center's routing rules are read for
+	 * (lib/source_zk_rules.c); selector NULL: none read. */
+	const char *service, *group, *version;
+	resil_selector *selector;
 } resil__source_where;
 
 typedef struct resil__source_backend {

@@ -20,6 +20,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "source_internal.h"
+#include "source_zk_rules.h"
 
 #include "clock_internal.h"
 
@@ -71,6 +72,7 @@ struct zk_backend {
 	zk_session *cur;
 	int need_new;
 	uint64_t new_at;
+	resil__zk_rules *rules; /* issue 40.4: the config center's rules */
 };
 
 static uint64_t
@@ -174,6 +176,10 @@ children_result(int rc, const struct String_vector *strings,
 
 	(void)stat;
 	if (rc == ZOK) {
+		if (w->cat == RESIL__CAT_PROVIDERS)
+			resil__zk_rules_providers(b->rules, w->s->zh_cb,
+			    (const char *const *)strings->data,
+			    strings->count > 0 ? (size_t)strings->count : 0);
 		b->sink->deliver(b->src, w->cat,
 		    (const char *const *)strings->data,
 		    strings->count > 0 ? (size_t)strings->count : 0, w->fired);
@@ -322,6 +328,7 @@ watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 		s->was_connected = 1;
 		b->sink->notify(b->src, RESIL_SOURCE_CONNECTED, msg);
 		register_consumer(zh, s);
+		resil__zk_rules_connected(b->rules, zh);
 		for (c = 0; c < RESIL__NCAT; c++) {
 			s->w[c].fired = now_ns();
 			fetch(zh, &s->w[c]);
@@ -412,6 +419,7 @@ backend_free(zk_backend *b)
 {
 	int c;
 
+	resil__zk_rules_free(b->rules);
 	resil__strfree(&b->a, b->hosts);
 	for (c = 0; c < RESIL__NCAT; c++)
 		resil__strfree(&b->a, b->path[c]);
@@ -451,7 +459,8 @@ zk_open(resil_registry_source *src, const resil__source_where *w, void **state,
 	if (w->consumer_node != NULL &&
 	    (b->consumer = resil__strdup(&b->a, w->consumer_node)) == NULL)
 		b->hosts = (resil__strfree(&b->a, b->hosts), NULL);
-	if (b->hosts == NULL || b->path[0] == NULL || b->path[1] == NULL) {
+	if (b->hosts == NULL || b->path[0] == NULL || b->path[1] == NULL ||
+	    resil__zk_rules_new(&b->rules, w, src) != RESIL_OK) {
 		backend_free(b);
 		return RESIL_E_NOMEM;
 	}

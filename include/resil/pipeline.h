@@ -116,6 +116,11 @@ typedef struct resil_pipeline_event {
 	/* CLUSTER events (failsafe swallowed, failback queued / queue full /
 	 * retried / gave up, zone-aware crossed zones, no provider). */
 	const resil_cluster_event *cluster;
+	/* Issue 44: a BREAKER event of the fleet breaker the pipeline
+	 * opened from breaker.fleet (connected, local, state, leases, error,
+	 * settings; <resil/fleet.h>), from the thread that synced; text
+	 * "fleet NAME connected (synced)", "fleet NAME local (why)", ... */
+	const struct resil_fleet_event *fleet;
 } resil_pipeline_event;
 
 typedef void (*resil_pipeline_listener_fn)(
@@ -159,6 +164,11 @@ typedef struct resil_method_config {
 	 * failover / zone-aware attempts of this method (retries + 1; the
 	 * text key getStock.retries=N sets N + 1). */
 	uint32_t max_attempts;
+	/* Read-through cache (issue 43; the pipeline's cache enabled): a
+	 * cached value of the call's key at most this old answers without
+	 * a call (source RESIL_SOURCE_CACHE, its age); older ones, and
+	 * misses, go to the dependency as without it. 0: off. */
+	uint64_t cache_fresh_ns;
 } resil_method_config;
 
 typedef struct resil_pipeline_config {
@@ -316,6 +326,25 @@ typedef struct resil_pipeline_config {
 	const char *bulkhead_shared_url;
 	const char *ratelimit_fleet_url;
 	uint64_t fleet_sync_ns;
+	/* Issue 44: the settings of the fleet breaker breaker_fleet_url
+	 * names (text keys breaker.fleet.*, docs/config.md); 0: the
+	 * default of resil_fleet_config_init(). Counts are plain numbers,
+	 * times nanoseconds (milliseconds rounded up). Refused without
+	 * breaker_fleet_url; fixed when the pipeline is created. */
+	struct {
+		uint64_t quorum;             /* instances, 1..1024 */
+		uint64_t quorum_traffic_pct; /* share of traffic, 0..100 */
+		uint64_t probe_leases;       /* K per episode, 1..1024 */
+		uint64_t max_local_leases;   /* 1..64 */
+		uint64_t buckets;            /* 1..1000 */
+		uint64_t open_wait_ns;       /* the fleet's own, 1 ms..24 h */
+		uint64_t lease_ns;           /* 1 ms..24 h */
+		uint64_t vote_ns;            /* 1 ms..24 h */
+		uint64_t bucket_ns;          /* 1 ms..1 h */
+		uint64_t connect_timeout_ns; /* 1 ms..60 s */
+		uint64_t command_timeout_ns; /* 1 ms..60 s */
+		uint64_t reconnect_ns;       /* 1 ms..1 h */
+	} fleet_settings;
 	/* Text key endpoint.breaker.shared=shm:REGION: the endpoints'
 	 * breakers in that region. The directory's setting
 	 * (resil_directory_config.endpoint_breaker_shm, which
