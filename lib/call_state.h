@@ -109,7 +109,6 @@ typedef struct callm {
 	uint8_t bany;       /* broadcast: a failure was seen */
 	uint8_t clb;        /* failfast: its pick's balancer (message) */
 	uint8_t in_hedge;   /* the attempt being launched is a hedge */
-	uint32_t hedge_base; /* the id of the attempt hedges hedge */
 	resil_selector *sel;
 	/* The call's invocation (resil_call_start_ex, invoke_ex), or NULL:
 	 * set by the entry points, read by the cluster's start only. */
@@ -131,6 +130,7 @@ typedef struct callm {
 	uint32_t nother; /* zone-aware: other-zone candidates, last route */
 	uint32_t bidx;   /* broadcast: the candidate of the next attempt */
 	uint32_t bfail, bthreshold;
+	uint32_t hedge_base; /* the id of the attempt hedges hedge */
 	/* broadcast: the endpoint of the last attempt. Every attempt routes
 	 * again, and an endpoint whose breaker opened meanwhile is no longer
 	 * a candidate, so the next one is found by id (directory order), not

@@ -154,8 +154,8 @@ step(hfx *x)
 static void
 start(hfx *x)
 {
-	assert_int_equal(resil_call_start(&x->call, x->p, NULL, &x->a,
-	                     &x->res, now(x), &x->st),
+	assert_int_equal(resil_call_start(&x->call, x->p, NULL, &x->a, &x->res,
+	                     now(x), &x->st),
 	    RESIL_OK);
 }
 
@@ -528,7 +528,8 @@ test_hedge_sel_hedge_on_text(void **state)
 	assert_int_equal(
 	    resil_config_get(c, "hedge.on", buf, sizeof(buf)), RESIL_OK);
 	assert_string_equal(buf, "timeout,rejected");
-	assert_int_equal(resil_config_set(c, "hedge.on", "none", &d), RESIL_OK);
+	assert_int_equal(
+	    resil_config_set(c, "hedge.on", "none", &d), RESIL_OK);
 	assert_int_equal(
 	    resil_config_pipeline(c)->hedge_fatal, RESIL_HEDGE_ON_ALL);
 	assert_int_equal(
@@ -536,24 +537,24 @@ test_hedge_sel_hedge_on_text(void **state)
 	assert_string_equal(buf, "none");
 	resil_config_free(c);
 	c = NULL;
-	assert_int_equal(resil_config_parse_string(&c, "hedge.max=1\n",
-	                     "svc.conf", NULL, &d),
+	assert_int_equal(resil_config_parse_string(
+	                     &c, "hedge.max=1\n", "svc.conf", NULL, &d),
 	    RESIL_OK);
 	assert_int_equal(
 	    resil_config_get(c, "hedge.on", buf, sizeof(buf)), RESIL_OK);
 	assert_string_equal(buf, "failure,timeout,rejected");
 	resil_config_free(c);
 	c = NULL;
-	assert_int_equal(resil_config_parse_string(&c,
-	                     "hedge.on=timeout,unavailable\n", "svc.conf",
-	                     NULL, &d),
+	assert_int_equal(
+	    resil_config_parse_string(
+	        &c, "hedge.on=timeout,unavailable\n", "svc.conf", NULL, &d),
 	    RESIL_E_INVAL);
 	assert_string_equal(d.msg,
 	    "svc.conf:1: hedge.on: \"unavailable\" is not one of failure, "
 	    "timeout, rejected (a comma-separated list), or none");
-	assert_int_equal(resil_config_parse_string(&c,
-	                     "hedge.on=timeout,timeout\n", "svc.conf", NULL,
-	                     &d),
+	assert_int_equal(
+	    resil_config_parse_string(
+	        &c, "hedge.on=timeout,timeout\n", "svc.conf", NULL, &d),
 	    RESIL_E_INVAL);
 	assert_string_equal(
 	    d.msg, "svc.conf:1: hedge.on: timeout is listed twice");
@@ -587,8 +588,8 @@ test_hedge_sel_blocking_driver(void **state)
 	hfx_init(&x, RESIL_CLUSTER_FAILOVER, 3, NULL, 1);
 	hfx_new(&x);
 	x.fail_first = 1;
-	assert_int_equal(resil_pipeline_invoke(x.p, NULL, &x.a, dep_call, &x,
-	                     &x.res),
+	assert_int_equal(
+	    resil_pipeline_invoke(x.p, NULL, &x.a, dep_call, &x, &x.res),
 	    RESIL_OK);
 	assert_int_equal(x.res.value.u.i, 7);
 	assert_int_equal(x.res.attempts, 2);
@@ -609,15 +610,13 @@ test_hedge_sel_refused_with_forking_and_broadcast(void **state)
 
 	(void)state;
 	hfx_init(&x, RESIL_CLUSTER_FORKING, 3, NULL, 1);
-	assert_int_equal(
-	    resil_pipeline_new(&x.p, &x.pcfg, &d), RESIL_E_INVAL);
+	assert_int_equal(resil_pipeline_new(&x.p, &x.pcfg, &d), RESIL_E_INVAL);
 	assert_string_equal(d.msg,
 	    "pipeline.hedge_max: cluster=forking makes its own parallel or "
 	    "serial attempts; hedging runs with failover, failfast, "
 	    "failsafe, failback or zone-aware");
 	x.pcfg.cluster.strategy = RESIL_CLUSTER_BROADCAST;
-	assert_int_equal(
-	    resil_pipeline_new(&x.p, &x.pcfg, &d), RESIL_E_INVAL);
+	assert_int_equal(resil_pipeline_new(&x.p, &x.pcfg, &d), RESIL_E_INVAL);
 	assert_null(x.p);
 	fx_end(&x.f);
 }
