@@ -347,4 +347,28 @@ resil__add_bounded64(uint64_t *p, uint64_t d, uint64_t max)
 	}
 }
 
+/*
+ * 32-bit words that threads wait on (lib/waitq.c, the clocks' wait and
+ * wake: a futex is 32 bits): sequentially consistent loads, stores and
+ * adds, through the compiler's builtins in every build (they are
+ * ck_pr's own on x86 and TSan sees them).
+ */
+static inline uint32_t
+resil__load32(const uint32_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_SEQ_CST);
+}
+
+static inline void
+resil__store32(uint32_t *p, uint32_t v)
+{
+	__atomic_store_n(p, v, __ATOMIC_SEQ_CST);
+}
+
+static inline uint32_t
+resil__faa32(uint32_t *p, uint32_t d)
+{
+	return __atomic_fetch_add(p, d, __ATOMIC_SEQ_CST);
+}
+
 #endif /* RESIL_ATOMIC_H */

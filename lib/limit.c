@@ -11,6 +11,7 @@
 #include "atomic.h"
 #include "internal.h"
 #include "limit_shared.h"
+#include "limit_wait.h"
 #include "proc.h"
 
 /* The hot paths inline the decision; the slow paths stay out of line. */
@@ -796,6 +797,7 @@ struct resil_bulkhead {
 	resil_allocator alloc;
 	void *mem; /* what was allocated: the struct sits aligned inside */
 	resil_gradient *grad; /* adaptive == RESIL_BULKHEAD_GRADIENT */
+	resil__bhq *wq; /* waits or priorities (lib/limit_wait.c), or NULL */
 };
 
 _Static_assert(sizeof(bh_stripe) == 2 * RESIL__CACHELINE, "bh_stripe size");
@@ -876,6 +878,41 @@ resil_bulkhead_config_set(resil_bulkhead_config *cfg, const char *key,
 	return resil__diagf(diag, RESIL_E_NOTFOUND, "%s: unknown key", key);
 }
 
+/* The waiting and priority fields (issue 42). */
+static resil_err
+bh_validate_wait(const resil_bulkhead_config *cfg, resil_diag *diag)
+{
+	uint64_t res = (uint64_t)cfg->reserve_critical + cfg->reserve_default;
+
+	if (cfg->max_wait_ns > 0 &&
+	    (cfg->queue < 1 || cfg->queue > MAX_LIMIT))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "bulkhead.queue: %" PRIu32 " is out of range 1..%" PRIu32
+		    " (bulkhead.max_wait is set)",
+		    cfg->queue, MAX_LIMIT);
+	if (cfg->max_wait_ns == 0 && cfg->queue != 0)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "bulkhead.queue: %" PRIu32
+		    " needs bulkhead.max_wait > 0 (a queue nobody waits in)",
+		    cfg->queue);
+	if (cfg->order != RESIL_BULKHEAD_FIFO &&
+	    cfg->order != RESIL_BULKHEAD_LIFO)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "bulkhead.order: %d is not 0 (fifo) or 1 (lifo)",
+		    cfg->order);
+	if (res > 0 && res >= cfg->max_concurrent)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "bulkhead.reserve.critical + bulkhead.reserve.default: "
+		    "%" PRIu64 " must be below max_concurrent (%" PRIu32 ")",
+		    res, cfg->max_concurrent);
+	if ((res > 0 || cfg->max_wait_ns > 0) && cfg->batch != 0)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "bulkhead.batch: %" PRIu32
+		    " must be 0 for a bulkhead that waits or reserves slots",
+		    cfg->batch);
+	return RESIL_OK;
+}
+
 resil_err
 resil_bulkhead_config_validate(
     const resil_bulkhead_config *cfg, resil_diag *diag)
@@ -896,6 +933,8 @@ resil_bulkhead_config_validate(
 		    "bulkhead.batch: %" PRIu32 " is out of range 0..%" PRIu32
 		    " (max_concurrent)",
 		    cfg->batch, cfg->max_concurrent);
+	if (bh_validate_wait(cfg, diag) != RESIL_OK)
+		return RESIL_E_INVAL;
 	if (!cfg->adaptive)
 		return RESIL_OK;
 	if (cfg->batch != 0)
@@ -949,6 +988,9 @@ static resil_err bh_reject(resil_bulkhead *bh, uint64_t lim);
 
 /* batch of a shared-memory bulkhead. */
 #define BH_SHARED UINT32_MAX
+/* batch of a bulkhead that reserves slots for priority classes: every
+ * acquire decides its class's share (lib/limit_wait.c). */
+#define BH_CLASSED (UINT32_MAX - 1)
 static inline void bh_note_peak(bh_stripe *sp, uint64_t v);
 
 /* Create a bulkhead whose limit word is its own (shared NULL) or in a
@@ -976,6 +1018,12 @@ bh_create(resil_bulkhead **out, const resil_bulkhead_config *cfg, void *shared,
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "bulkhead.adaptive: a shared-memory bulkhead has a fixed "
 		    "limit (adaptive must be 0)");
+	if (shared != NULL &&
+	    (cfg->max_wait_ns > 0 || cfg->reserve_critical > 0 ||
+	        cfg->reserve_default > 0))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "bulkhead.max_wait: a shared-memory bulkhead neither "
+		    "waits nor reserves slots (docs/shared.md)");
 	bh = alloc_aligned(cfg->alloc, sizeof(*bh), &mem);
 	if (bh == NULL)
 		return resil__diagf(
@@ -1022,6 +1070,19 @@ bh_create(resil_bulkhead **out, const resil_bulkhead_config *cfg, void *shared,
 	if (shared != NULL && init)
 		resil__store64(
 		    (uint64_t *)shared, bh->ctl); /* for reference */
+	if (shared == NULL) {
+		bh->wq = resil__bhq_new(
+		    cfg, &bh->alloc, &bh->in_flight, &bh->ctl, &bh->clock, &err);
+		if (err != RESIL_OK) {
+			resil_gradient_free(bh->grad);
+			resil__free(
+			    &bh->alloc, mem, sizeof(*bh) + RESIL__CACHELINE);
+			return resil__diagf(
+			    diag, RESIL_E_NOMEM, "bulkhead: out of memory");
+		}
+		if (cfg->reserve_critical + cfg->reserve_default > 0)
+			bh->batch = BH_CLASSED;
+	}
 	*out = bh;
 	return RESIL_OK;
 }
@@ -1341,6 +1402,7 @@ resil_bulkhead_free(resil_bulkhead *bh)
 	if (bh == NULL)
 		return;
 	resil_gradient_free(bh->grad);
+	resil__bhq_free(bh->wq, &bh->alloc);
 	a = bh->alloc;
 	resil__free(&a, bh->mem, sizeof(*bh) + RESIL__CACHELINE);
 }
@@ -1358,8 +1420,8 @@ bh_in_flight(resil_bulkhead *bh)
 
 	if (bh->counts != NULL)
 		return BH_G_COUNT(resil__load64(bh->gw));
-	if (bh->batch == 0)
-		return resil__load64(&bh->in_flight);
+	if (bh->batch == 0 || bh->batch == BH_CLASSED)
+		return BHQ_COUNT(resil__load64(&bh->in_flight));
 	for (i = 0; i < NSTRIPES; i++)
 		n += SLOT_USED(resil__load64(&bh->stripes[i].slots));
 	return n;
@@ -1491,6 +1553,9 @@ resil_bulkhead_try_acquire(resil_bulkhead *bh)
 		/* A shared bulkhead's stripes lease nothing: here. */
 		if (bh->batch == BH_SHARED)
 			return bh_shared_acquire(bh, sp);
+		if (bh->batch == BH_CLASSED)
+			return resil_bulkhead_try_acquire_prio(
+			    bh, RESIL_PRIORITY_DEFAULT);
 		return bh_acquire_slow(bh, sp);
 	}
 	cur = resil__load64(&bh->in_flight);
@@ -1527,6 +1592,68 @@ bh_release_scan(resil_bulkhead *bh, bh_stripe *sp)
 	return RESIL_E_MISUSE;
 }
 
+static LIMIT_NOINLINE resil_err
+bh_release_waiters(resil_bulkhead *bh, bh_stripe *sp)
+{
+	resil_err err = resil__bhq_release(bh->wq);
+
+	if (err == RESIL_OK)
+		resil__inc64(&sp->released);
+	return err;
+}
+
+/* ---- what lib/limit_wait.c needs of a bulkhead ---- */
+
+resil__bhq *
+resil__bulkhead_q(resil_bulkhead *bh)
+{
+	return bh->wq;
+}
+
+void
+resil__bulkhead_granted(resil_bulkhead *bh, uint64_t peak)
+{
+	bh_stripe *sp = bh_my_stripe(bh);
+
+	resil__inc64(&sp->granted);
+	bh_note_peak(sp, peak);
+}
+
+void
+resil__bulkhead_refused(resil_bulkhead *bh)
+{
+	(void)bh_reject(bh, resil__load64(&bh->ctl) >> 32);
+}
+
+resil_err
+resil_bulkhead_acquire_wait(
+    resil_bulkhead *bh, resil_priority prio, uint64_t *waited)
+{
+	uint64_t cur, lim;
+	bh_stripe *sp;
+
+	/* An exact bulkhead (no reservations: every class's share is the
+	 * limit) with a free slot and nobody queued: try_acquire's path. */
+	if (RESIL__LIKELY(bh != NULL && bh->batch == 0 &&
+	        (unsigned)prio <= (unsigned)RESIL_PRIORITY_CRITICAL)) {
+		cur = resil__load64(&bh->in_flight);
+		lim = resil__load64(&bh->ctl) >> 32;
+		while (RESIL__LIKELY(cur < lim)) {
+			if (RESIL__LIKELY(
+			        resil__cas64(&bh->in_flight, cur, cur + 1))) {
+				sp = bh_my_stripe(bh);
+				resil__inc64(&sp->granted);
+				bh_note_peak(sp, cur + 1);
+				if (waited != NULL)
+					*waited = 0;
+				return RESIL_OK;
+			}
+			cur = resil__load64(&bh->in_flight);
+		}
+	}
+	return resil__bhq_acquire_wait(bh, prio, waited);
+}
+
 resil_err
 resil_bulkhead_release(resil_bulkhead *bh)
 {
@@ -1543,10 +1670,14 @@ resil_bulkhead_release(resil_bulkhead *bh)
 		}
 		if (bh->batch == BH_SHARED)
 			return bh_shared_release(bh, sp);
-		return bh_release_scan(bh, sp);
+		if (bh->batch != BH_CLASSED)
+			return bh_release_scan(bh, sp);
 	}
 	cur = resil__load64(&bh->in_flight);
 	for (;;) {
+		/* Waiters: the slot is handed on under the queue's lock. */
+		if (RESIL__UNLIKELY(cur > UINT32_MAX))
+			return bh_release_waiters(bh, sp);
 		if (RESIL__UNLIKELY(cur == 0))
 			return RESIL_E_MISUSE; /* more releases than acquires
 			                        */
@@ -1717,6 +1848,12 @@ resil_bulkhead_get_metrics(resil_bulkhead *bh, resil_bulkhead_metrics *out)
 	m.limit = (uint32_t)(resil__load64(&bh->ctl) >> 32);
 	m.in_flight = (uint32_t)bh_in_flight(bh);
 	m.peak_in_flight = (uint32_t)peak;
+	if (bh->wq != NULL) {
+		m.waiting = (uint32_t)BHQ_WAITING(resil__load64(&bh->in_flight));
+		m.waited = resil__load64(&bh->wq->waited);
+		m.wait_timeouts = resil__load64(&bh->wq->timeouts);
+		m.queue_full = resil__load64(&bh->wq->full);
+	}
 	*out = m;
 	return RESIL_OK;
 }

@@ -293,7 +293,7 @@ _Static_assert(sizeof(resil_cache_config) == 56,
     "resil_cache_config changed: update resil__same_cache()");
 _Static_assert(sizeof(resil_ratelimit_config) == 72,
     "resil_ratelimit_config changed: update resil__same_ratelimit()");
-_Static_assert(sizeof(resil_bulkhead_config) == 160,
+_Static_assert(sizeof(resil_bulkhead_config) == 184,
     "resil_bulkhead_config changed: update resil__same_bulkhead()");
 #endif
 
@@ -356,7 +356,9 @@ resil__same_bulkhead(
 	        a->gradient.rtt_tolerance, b->gradient.rtt_tolerance) &&
 	    SAME(gradient.long_window) && SAME(gradient.long_warmup) &&
 	    SAME(gradient.queue_size) && SAME(gradient.growth) &&
-	    SAME(gradient.listener) && SAME(gradient.listener_ctx);
+	    SAME(gradient.listener) && SAME(gradient.listener_ctx) &&
+	    SAME(max_wait_ns) && SAME(queue) && SAME(order) &&
+	    SAME(reserve_critical) && SAME(reserve_default);
 }
 
 #undef SAME
