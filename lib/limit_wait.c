@@ -273,6 +273,7 @@ resil_bulkhead_wait_poll(resil_bulkhead *bh, resil_bulkhead_waiter *w,
 	if (resil__waiter_state(&x->w) == W_GRANTED) {
 		x->active = 0;
 		*granted = 1;
+		resil__bulkhead_granted(bh, BHQ_COUNT(resil__load64(q->word)));
 		return RESIL_OK;
 	}
 	if (now < x->deadline)
@@ -280,6 +281,7 @@ resil_bulkhead_wait_poll(resil_bulkhead *bh, resil_bulkhead_waiter *w,
 	x->active = 0;
 	if (!leave(q, x)) {
 		*granted = 1; /* handed a slot at the last moment */
+		resil__bulkhead_granted(bh, BHQ_COUNT(resil__load64(q->word)));
 		return RESIL_OK;
 	}
 	resil__inc64(&q->timeouts);
@@ -299,8 +301,11 @@ resil_bulkhead_wait_cancel(resil_bulkhead *bh, resil_bulkhead_waiter *w)
 	if (q == NULL || !x->active)
 		return RESIL_E_MISUSE;
 	x->active = 0;
-	if (!leave(q, x))
-		return resil_bulkhead_release(bh); /* handed on */
+	if (!leave(q, x)) {
+		/* Handed a slot meanwhile: counted, and handed on. */
+		resil__bulkhead_granted(bh, BHQ_COUNT(resil__load64(q->word)));
+		return resil_bulkhead_release(bh);
+	}
 	return RESIL_OK;
 }
 
