@@ -482,6 +482,8 @@ resil_call_cancel(resil_call *call, uint64_t now)
 	}
 	if (c->magic != CALL_LIVE && c->magic != CALL_CLUSTER)
 		return RESIL_E_MISUSE;
+	if (c->bh_wait) /* issue 42: queued for a bulkhead slot */
+		resil__call_bh_cancel(c);
 	abandon_running(c);
 	if (c->magic == CALL_CLUSTER)
 		resil__cl_cancel(c);

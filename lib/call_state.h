@@ -145,6 +145,16 @@ typedef struct callm {
 	    cmsg[RESIL_RESULT_MSG_MAX]; /* no provider: the selector's words */
 	char pzone[RESIL_CALL_MAX_INFLIGHT][32]; /* each pick's zone */
 	resil_pick picks[RESIL_CALL_MAX_INFLIGHT];
+	/* ---- issue 42: a launch waiting for a bulkhead slot
+	 * (lib/call_bhwait.c); bh_wait is set by minit() ---- */
+	uint8_t bh_wait;  /* 1: queued for the slot of attempt bh_slot */
+	uint8_t bh_slot;
+	uint8_t bh_fleet; /* bh_fp holds the fleet's permit */
+	uint8_t prio;     /* the call's resil_priority; 0 until resolved */
+	uint8_t prio_set; /* prio resolved (resil__call_priority) */
+	resil_permit bh_permit;
+	resil_fleet_permit bh_fp;
+	resil_bulkhead_waiter bhw;
 } callm;
 
 _Static_assert(sizeof(callm) <= sizeof(resil_call),

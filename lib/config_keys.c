@@ -134,6 +134,16 @@ static const keydef keys[] = {
 	    bulkhead.backoff_pct, 1, 99),
 	INT("bulkhead.batch", K_U32, ST_BULKHEAD, 0, bulkhead.batch, 0,
 	    RESIL_BULKHEAD_MAX_LIMIT),
+	/* Issue 42: the bulkhead that waits, and its class reservations. */
+	INT("bulkhead.max_wait", K_DUR, ST_BULKHEAD, 0, bulkhead.max_wait_ns,
+	    0, UINT64_MAX),
+	INT("bulkhead.queue", K_U32, ST_BULKHEAD, 0, bulkhead.queue, 0,
+	    RESIL_BULKHEAD_MAX_LIMIT),
+	INT("bulkhead.lifo", K_BOOL, ST_BULKHEAD, 0, bulkhead.order, 0, 1),
+	INT("bulkhead.reserve.critical", K_U32, ST_BULKHEAD, 0,
+	    bulkhead.reserve_critical, 0, RESIL_BULKHEAD_MAX_LIMIT),
+	INT("bulkhead.reserve.default", K_U32, ST_BULKHEAD, 0,
+	    bulkhead.reserve_default, 0, RESIL_BULKHEAD_MAX_LIMIT),
 
 	INT("hedge.max", K_U32, ST_NONE, 0, hedge_max, 0, 7),
 	INT("hedge.delay", K_DUR, ST_NONE, 0, hedge_delay_ns, 0, UINT64_MAX),

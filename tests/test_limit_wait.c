@@ -19,7 +19,9 @@
 #include <string.h>
 
 #include <resil/clock.h>
+#include <resil/config.h>
 #include <resil/limit.h>
+#include <resil/pipeline.h>
 
 /* ---- the clock's wait ---- */
 
@@ -495,13 +497,13 @@ test_bulkhead_priority_queue_wakes_the_highest_class(void **state)
 #define ST_ITERS 3000
 #define ST_LIMIT 4
 
-typedef struct st {
+typedef struct st_t {
 	resil_bulkhead *bh;
 	uint64_t held[3];   /* by class: sheddable, default, critical */
 	uint64_t maxh[4];   /* the most seen: per class, and in all */
 	uint64_t total;
 	uint64_t errors;
-} st;
+} st_t;
 
 static void
 note_max(uint64_t *m, uint64_t v)
@@ -515,7 +517,7 @@ note_max(uint64_t *m, uint64_t v)
 }
 
 typedef struct stt {
-	st *s;
+	st_t *s;
 	unsigned id;
 } stt;
 
@@ -523,7 +525,7 @@ static void *
 stress(void *arg)
 {
 	stt *a = arg;
-	st *s = a->s;
+	st_t *s = a->s;
 	int i;
 
 	for (i = 0; i < ST_ITERS; i++) {
@@ -559,7 +561,7 @@ test_bulkhead_wait_threads_never_over_the_limit(void **state)
 	resil_bulkhead_metrics m;
 	pthread_t t[ST_THREADS];
 	stt a[ST_THREADS];
-	st s;
+	st_t s;
 	unsigned i;
 
 	(void)state;
@@ -587,6 +589,200 @@ test_bulkhead_wait_threads_never_over_the_limit(void **state)
 	resil_bulkhead_free(s.bh);
 }
 
+/* ---- the call machine and the blocking driver ---- */
+
+#define MS RESIL_NS_PER_MS
+
+typedef struct pfx {
+	resil_manual_clock mc;
+	resil_config *conf;
+	resil_pipeline *p;
+} pfx;
+
+static void
+pfx_begin(pfx *x, const char *text)
+{
+	resil_pipeline_config pc;
+	resil_diag d;
+
+	memset(x, 0, sizeof(*x));
+	resil_manual_clock_init(&x->mc, 1000 * MS);
+	if (resil_config_parse_string(&x->conf, text, "w.conf", NULL, &d) !=
+	    RESIL_OK)
+		fail_msg("config: %s", d.msg);
+	pc = *resil_config_pipeline(x->conf);
+	pc.clock = resil_manual_clock_hook(&x->mc);
+	if (resil_pipeline_new(&x->p, &pc, &d) != RESIL_OK)
+		fail_msg("pipeline: %s", d.msg);
+}
+
+static void
+pfx_end(pfx *x)
+{
+	resil_pipeline_free(x->p);
+	resil_config_free(x->conf);
+}
+
+#define WAIT_CONF                                                     \
+	"service=svc\nbulkhead.enabled=true\nbulkhead.max_concurrent=1\n" \
+	"bulkhead.max_wait=50\nbulkhead.queue=4\n"
+
+static void
+on_flag(void *ctx)
+{
+	__atomic_add_fetch((int *)ctx, 1, __ATOMIC_SEQ_CST);
+}
+
+static void
+test_call_machine_waits_for_a_bulkhead_slot(void **state)
+{
+	pfx x;
+	resil_call a, b, c2;
+	resil_call_next st, sb, sc;
+	resil_result ra, rb, rc;
+	resil_invocation inv;
+	uint64_t now;
+	int woken = 0;
+
+	(void)state;
+	pfx_begin(&x, WAIT_CONF);
+	now = resil_manual_clock_now(&x.mc);
+	resil_invocation_init(&inv, "get");
+	inv.wake = on_flag;
+	inv.wake_ctx = &woken;
+	inv.priority = RESIL_PRIORITY_CRITICAL;
+	assert_int_equal(
+	    resil_call_start_ex(&a, x.p, NULL, &inv, &ra, now, &st), RESIL_OK);
+	assert_int_equal(st.action, RESIL_CALL_RUN);
+	/* The slot is taken: b waits for it, with the wait's end as until. */
+	assert_int_equal(
+	    resil_call_start_ex(&b, x.p, NULL, &inv, &rb, now, &sb), RESIL_OK);
+	assert_int_equal(sb.action, RESIL_CALL_WAIT);
+	assert_int_equal(sb.until, now + 50 * MS);
+	assert_int_equal(resil_call_priority(&b), RESIL_PRIORITY_CRITICAL);
+	assert_int_equal(resil_bulkhead_waiting(resil_pipeline_bulkhead(x.p)),
+	    1);
+	/* Stepping early is harmless. */
+	assert_int_equal(resil_call_step(&b, now + MS, &sb), RESIL_OK);
+	assert_int_equal(sb.action, RESIL_CALL_WAIT);
+	/* a answers: its slot goes to b, whose hook is called. */
+	assert_int_equal(
+	    resil_call_report(&a, st.attempt, 0, NULL, now + 2 * MS), RESIL_OK);
+	assert_int_equal(woken, 1);
+	assert_int_equal(resil_call_step(&a, now + 2 * MS, &st), RESIL_OK);
+	assert_int_equal(st.action, RESIL_CALL_DONE);
+	assert_int_equal(ra.err, RESIL_OK);
+	assert_int_equal(resil_call_step(&b, now + 2 * MS, &sb), RESIL_OK);
+	assert_int_equal(sb.action, RESIL_CALL_RUN);
+	/* c waits and its wait runs out at exactly now + 3 ms + 50 ms. */
+	assert_int_equal(resil_call_start_ex(&c2, x.p, NULL, &inv, &rc,
+	                     now + 3 * MS, &sc),
+	    RESIL_OK);
+	assert_int_equal(sc.action, RESIL_CALL_WAIT);
+	assert_int_equal(resil_call_step(&c2, now + 53 * MS - 1, &sc), RESIL_OK);
+	assert_int_equal(sc.action, RESIL_CALL_WAIT);
+	assert_int_equal(resil_call_step(&c2, now + 53 * MS, &sc), RESIL_OK);
+	assert_int_equal(sc.action, RESIL_CALL_DONE);
+	assert_int_equal(rc.err, RESIL_E_LIMITED);
+	resil_result_free(&rc);
+	/* A cancelled waiter leaves the queue. */
+	assert_int_equal(resil_call_start_ex(&c2, x.p, NULL, &inv, &rc,
+	                     now + 60 * MS, &sc),
+	    RESIL_OK);
+	assert_int_equal(sc.action, RESIL_CALL_WAIT);
+	assert_int_equal(resil_call_cancel(&c2, now + 61 * MS), RESIL_OK);
+	assert_int_equal(resil_bulkhead_waiting(resil_pipeline_bulkhead(x.p)),
+	    0);
+	resil_result_free(&rc);
+	assert_int_equal(
+	    resil_call_report(&b, sb.attempt, 0, NULL, now + 62 * MS),
+	    RESIL_OK);
+	assert_int_equal(resil_call_step(&b, now + 62 * MS, &sb), RESIL_OK);
+	assert_int_equal(sb.action, RESIL_CALL_DONE);
+	assert_int_equal(rb.err, RESIL_OK);
+	assert_int_equal(woken, 1); /* c was never handed a slot */
+	resil_result_free(&ra);
+	resil_result_free(&rb);
+	pfx_end(&x);
+}
+
+static int
+ok_fn(void *ctx, const resil_args *args, resil_value *out)
+{
+	(void)ctx;
+	(void)args;
+	(void)out;
+	return 0;
+}
+
+typedef struct bd {
+	resil_pipeline *p;
+	resil_result r;
+	resil_err got;
+} bd;
+
+static void *
+blocking_call(void *arg)
+{
+	bd *x = arg;
+	resil_args args;
+
+	memset(&args, 0, sizeof(args));
+	args.method = "get";
+	x->got = resil_pipeline_call(x->p, &args, ok_fn, NULL, &x->r);
+	return NULL;
+}
+
+static void
+test_blocking_driver_waits_through_the_clock(void **state)
+{
+	pfx x;
+	resil_call a;
+	resil_call_next st;
+	resil_result ra;
+	resil_invocation inv;
+	pthread_t t;
+	bd y;
+	uint64_t now;
+
+	(void)state;
+	pfx_begin(&x, WAIT_CONF);
+	now = resil_manual_clock_now(&x.mc);
+	resil_invocation_init(&inv, "get");
+	assert_int_equal(
+	    resil_call_start_ex(&a, x.p, NULL, &inv, &ra, now, &st), RESIL_OK);
+	assert_int_equal(st.action, RESIL_CALL_RUN);
+	memset(&y, 0, sizeof(y));
+	y.p = x.p;
+	assert_int_equal(pthread_create(&t, NULL, blocking_call, &y), 0);
+	wait_queued(resil_pipeline_bulkhead(x.p), 1);
+	resil_manual_clock_advance(&x.mc, 10 * MS); /* wakes it: waits on */
+	assert_int_equal(
+	    resil_call_report(&a, st.attempt, 0, NULL, now + 10 * MS),
+	    RESIL_OK); /* the slot goes to the blocked thread */
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(y.got, RESIL_OK);
+	assert_int_equal(resil_call_step(&a, now + 10 * MS, &st), RESIL_OK);
+	assert_int_equal(st.action, RESIL_CALL_DONE);
+	resil_result_free(&ra);
+	resil_result_free(&y.r);
+
+	/* Nobody releases: the blocked call ends at its max_wait. */
+	assert_int_equal(resil_call_start_ex(&a, x.p, NULL, &inv, &ra,
+	                     resil_manual_clock_now(&x.mc), &st),
+	    RESIL_OK);
+	assert_int_equal(pthread_create(&t, NULL, blocking_call, &y), 0);
+	wait_queued(resil_pipeline_bulkhead(x.p), 1);
+	resil_manual_clock_advance(&x.mc, 50 * MS);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(y.got, RESIL_E_LIMITED);
+	resil_result_free(&y.r);
+	assert_int_equal(resil_call_cancel(&a, resil_manual_clock_now(&x.mc)),
+	    RESIL_OK);
+	resil_result_free(&ra);
+	pfx_end(&x);
+}
+
 int
 main(void)
 {
@@ -603,6 +799,8 @@ main(void)
 		cmocka_unit_test(
 		    test_bulkhead_priority_queue_wakes_the_highest_class),
 		cmocka_unit_test(test_bulkhead_wait_threads_never_over_the_limit),
+		cmocka_unit_test(test_call_machine_waits_for_a_bulkhead_slot),
+		cmocka_unit_test(test_blocking_driver_waits_through_the_clock),
 	};
 
 	return cmocka_run_group_tests_name("limit_wait", tests, NULL, NULL);
