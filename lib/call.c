@@ -90,6 +90,7 @@ to_machine(callm *c)
 {
 	slot *s = &c->slots[0];
 
+	c->inv = NULL; /* issue 42: the simple phase kept none */
 	minit(c, c->p, c->g, c->gst, c->m, c->args, c->out);
 	mock_mark(c);
 	c->gref = 1;

@@ -13,11 +13,12 @@ resil_priority
 resil__call_priority(callm *c)
 {
 	const resil_invocation *inv = c->inv;
-	resil_priority p = RESIL_PRIORITY_DEFAULT;
+	resil_priority p = RESIL_PRIORITY_UNSET;
 	size_t k;
 
 	if (c->prio_set)
 		return (resil_priority)c->prio;
+	/* The call's own, its attachment's, the method's, else default. */
 	if (inv != NULL && inv->priority >= RESIL_PRIORITY_SHEDDABLE &&
 	    inv->priority <= RESIL_PRIORITY_CRITICAL)
 		p = inv->priority;
@@ -29,6 +30,9 @@ resil__call_priority(callm *c)
 			    resil_priority_parse(inv->attachments[k].value, &p) ==
 			        RESIL_OK)
 				break;
+	if (p == RESIL_PRIORITY_UNSET)
+		p = c->m->prio != 0 ? (resil_priority)c->m->prio
+		                    : RESIL_PRIORITY_DEFAULT;
 	c->prio = (uint8_t)p;
 	c->prio_set = 1;
 	return p;
@@ -41,9 +45,10 @@ resil_call_priority(resil_call *call)
 
 	if (call == NULL)
 		return RESIL_PRIORITY_UNSET;
+	/* A call in the simple phase (or over) has no class of its own:
+	 * nothing below it reads one. */
 	if (c->magic != CALL_LIVE && c->magic != CALL_CLUSTER)
-		return c->prio_set ? (resil_priority)c->prio
-		                   : RESIL_PRIORITY_DEFAULT;
+		return RESIL_PRIORITY_DEFAULT;
 	return resil__call_priority(c);
 }
 

@@ -915,6 +915,29 @@ mwrite_retries(const resil_method_config *m, char *buf, size_t len)
 	return put_u64(buf, len, m->max_attempts - 1);
 }
 
+/* Issue 42: the method's priority class. */
+static resil_err
+mread_priority(const keyval *kv, resil_method_config *m, resil_diag *diag)
+{
+	resil_priority p;
+
+	if (resil_priority_parse(kv->value, &p) != RESIL_OK)
+		return resil__config_fail(diag, kv->origin, kv->line,
+		    "%s: \"%s\" is not a priority (critical, default, "
+		    "sheddable)",
+		    kv->key, kv->value);
+	m->priority = p;
+	return RESIL_OK;
+}
+
+static resil_err
+mwrite_priority(const resil_method_config *m, char *buf, size_t len)
+{
+	if (m->priority == RESIL_PRIORITY_UNSET)
+		return RESIL_E_NOTFOUND;
+	return put(buf, len, resil_priority_name(m->priority));
+}
+
 /* The keys a declared method has, after "<method>.", in enum mkey's
  * order. */
 static const struct mkeydef {
@@ -929,6 +952,7 @@ static const struct mkeydef {
 	{ "timeout", mread_timeout, mwrite_timeout },
 	{ "retry.max_attempts", mread_max_attempts, mwrite_max_attempts },
 	{ "retries", mread_retries, mwrite_retries },
+	{ "priority", mread_priority, mwrite_priority },
 };
 
 resil_err
@@ -996,8 +1020,8 @@ unknown_key(resil_diag *diag, const char *origin, unsigned line,
 			    "%s: unknown key (did you mean %s.%s?)", key,
 			    method, best);
 		return resil__config_fail(diag, origin, line,
-		    "%s: unknown key (a method has type, mock, timeout and "
-		    "retry.max_attempts)",
+		    "%s: unknown key (a method has type, mock, timeout, "
+		    "retry.max_attempts and priority)",
 		    key);
 	}
 	for (i = 0; i < NKEYS; i++) {

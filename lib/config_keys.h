@@ -69,7 +69,8 @@ enum mkey {
 	MK_MOCK,
 	MK_TIMEOUT,
 	MK_MAX_ATTEMPTS,
-	MK_RETRIES, /* cluster: max_attempts = retries + 1 */
+	MK_RETRIES,  /* cluster: max_attempts = retries + 1 */
+	MK_PRIORITY, /* issue 42: critical, default, sheddable */
 	MK_COUNT,
 	MK_TEXT /* not a method key: a selector key (resil_cluster_text) */
 };

@@ -125,8 +125,6 @@ resil__bhq_release(resil__bhq *q)
 
 	resil__waitq_lock(&q->q);
 	for (;;) {
-		resil__waiter *w = NULL;
-
 		cur = resil__load64(q->word);
 		if (BHQ_COUNT(cur) == 0) {
 			resil__waitq_unlock(&q->q);
@@ -141,13 +139,13 @@ resil__bhq_release(resil__bhq *q)
 			/* Handed on: the count stays, one waiter fewer. */
 			if (!resil__cas64(q->word, cur, cur - BHQ_ONE_WAITER))
 				continue;
-			w = resil__waitq_pop_settle(&q->q, c, W_GRANTED, &wk);
+			(void)resil__waitq_pop_settle(
+			    &q->q, c, W_GRANTED, &wk);
 			resil__waitq_unlock(&q->q);
 			resil__inc64(&q->waited);
 			resil__wakeup_fire(&wk);
 			return RESIL_OK;
 		}
-		(void)w;
 		if (resil__cas64(q->word, cur, cur - 1))
 			break;
 	}

@@ -536,6 +536,7 @@ method_add(resil_pipeline *p, const resil_pipeline_config *cfg, settings *g,
 	m->type = mc->type;
 	m->timeout = mc->timeout_ns ? mc->timeout_ns : cfg->timeout_ns;
 	m->max_attempts = mc->max_attempts;
+	m->prio = (uint8_t)mc->priority; /* issue 42 */
 	m->declared = 1;
 	if (mc->mock != NULL) {
 		m->mock_spec = resil__strdup(resil__a, mc->mock);

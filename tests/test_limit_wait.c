@@ -783,6 +783,72 @@ test_blocking_driver_waits_through_the_clock(void **state)
 	pfx_end(&x);
 }
 
+/* The class from the method's configuration, the invocation and an
+ * attachment, against a bulkhead's reservation. */
+static void
+test_call_priority_from_method_invocation_attachment(void **state)
+{
+	pfx x;
+	resil_call a, b;
+	resil_call_next st, sb;
+	resil_result ra, rb;
+	resil_invocation inv;
+	resil_param att = { "resil.priority", "critical" };
+	uint64_t now;
+
+	(void)state;
+	pfx_begin(&x, "service=svc\nbulkhead.enabled=true\n"
+	              "bulkhead.max_concurrent=2\n"
+	              "bulkhead.reserve.critical=1\n"
+	              "crit.priority=critical\nget.type=any\n");
+	now = resil_manual_clock_now(&x.mc);
+	resil_invocation_init(&inv, "get");
+	assert_int_equal(
+	    resil_call_start_ex(&a, x.p, NULL, &inv, &ra, now, &st), RESIL_OK);
+	assert_int_equal(st.action, RESIL_CALL_RUN);
+	assert_int_equal(resil_call_priority(&a), RESIL_PRIORITY_DEFAULT);
+	/* A second default call: the last slot is critical's. */
+	assert_int_equal(
+	    resil_call_start_ex(&b, x.p, NULL, &inv, &rb, now, &sb), RESIL_OK);
+	assert_int_equal(sb.action, RESIL_CALL_DONE);
+	assert_int_equal(rb.err, RESIL_E_LIMITED);
+	resil_result_free(&rb);
+	/* The attachment says critical: it gets the slot. */
+	inv.attachments = &att;
+	inv.nattachments = 1;
+	assert_int_equal(
+	    resil_call_start_ex(&b, x.p, NULL, &inv, &rb, now, &sb), RESIL_OK);
+	assert_int_equal(sb.action, RESIL_CALL_RUN);
+	assert_int_equal(resil_call_priority(&b), RESIL_PRIORITY_CRITICAL);
+	assert_int_equal(
+	    resil_call_report(&b, sb.attempt, 0, NULL, now), RESIL_OK);
+	assert_int_equal(resil_call_step(&b, now, &sb), RESIL_OK);
+	assert_int_equal(sb.action, RESIL_CALL_DONE);
+	resil_result_free(&rb);
+	/* The method's class (crit.priority=critical)... */
+	resil_invocation_init(&inv, "crit");
+	assert_int_equal(
+	    resil_call_start_ex(&b, x.p, NULL, &inv, &rb, now, &sb), RESIL_OK);
+	assert_int_equal(sb.action, RESIL_CALL_RUN);
+	assert_int_equal(resil_call_priority(&b), RESIL_PRIORITY_CRITICAL);
+	assert_int_equal(
+	    resil_call_report(&b, sb.attempt, 0, NULL, now), RESIL_OK);
+	assert_int_equal(resil_call_step(&b, now, &sb), RESIL_OK);
+	resil_result_free(&rb);
+	/* ...unless the call says otherwise. */
+	inv.priority = RESIL_PRIORITY_SHEDDABLE;
+	assert_int_equal(
+	    resil_call_start_ex(&b, x.p, NULL, &inv, &rb, now, &sb), RESIL_OK);
+	assert_int_equal(sb.action, RESIL_CALL_DONE);
+	assert_int_equal(rb.err, RESIL_E_LIMITED);
+	resil_result_free(&rb);
+	assert_int_equal(resil_call_report(&a, st.attempt, 0, NULL, now),
+	    RESIL_OK);
+	assert_int_equal(resil_call_step(&a, now, &st), RESIL_OK);
+	resil_result_free(&ra);
+	pfx_end(&x);
+}
+
 int
 main(void)
 {
@@ -801,6 +867,8 @@ main(void)
 		cmocka_unit_test(test_bulkhead_wait_threads_never_over_the_limit),
 		cmocka_unit_test(test_call_machine_waits_for_a_bulkhead_slot),
 		cmocka_unit_test(test_blocking_driver_waits_through_the_clock),
+		cmocka_unit_test(
+		    test_call_priority_from_method_invocation_attachment),
 	};
 
 	return cmocka_run_group_tests_name("limit_wait", tests, NULL, NULL);

@@ -156,6 +156,10 @@ typedef struct resil_method_config {
 	 * failover / zone-aware attempts of this method (retries + 1; the
 	 * text key getStock.retries=N sets N + 1). */
 	uint32_t max_attempts;
+	/* Issue 42: the method's calls' priority class when the call gives
+	 * none (resil_invocation.priority, its resil.priority attachment);
+	 * UNSET: DEFAULT. Text: getStock.priority=critical. */
+	resil_priority priority;
 } resil_method_config;
 
 typedef struct resil_pipeline_config {
