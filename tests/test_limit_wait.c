@@ -586,6 +586,9 @@ test_bulkhead_wait_threads_never_over_the_limit(void **state)
 	assert_int_equal(m.waiting, 0);
 	assert_true(m.peak_in_flight <= ST_LIMIT);
 	assert_int_equal(m.granted, m.released);
+	print_message("stress: %llu granted, %llu after a wait, %llu refused\n",
+	    (unsigned long long)m.granted, (unsigned long long)m.waited,
+	    (unsigned long long)m.rejected);
 	resil_bulkhead_free(s.bh);
 }
 
