@@ -23,6 +23,8 @@
 #include <resil/limit.h>
 #include <resil/pipeline.h>
 
+#include "waitq.h" /* the generic queue (internal, issue 43 reuses it) */
+
 /* ---- the clock's wait ---- */
 
 typedef struct cw {
@@ -852,12 +854,64 @@ test_call_priority_from_method_invocation_attachment(void **state)
 	pfx_end(&x);
 }
 
+/* ---- the generic waiter queue (lib/waitq.h) ---- */
+
+static void
+test_waitq_order_bound_cancel_wake_one_and_all(void **state)
+{
+	resil_manual_clock mc;
+	resil__waitq q;
+	resil__waiter w[5];
+	hk h[5];
+	woke wk = { { 0 }, 0 };
+	int i;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 0);
+	resil__waitq_init(&q, 4, 0);
+	for (i = 0; i < 5; i++) {
+		h[i].w = &wk;
+		h[i].id = i;
+		resil__waiter_init(&w[i], resil_manual_clock_hook(&mc), on_wake,
+		    &h[i]);
+	}
+	resil__waitq_lock(&q);
+	assert_int_equal(resil__waitq_push(&q, &w[0], 0), RESIL_OK);
+	assert_int_equal(resil__waitq_push(&q, &w[1], 0), RESIL_OK);
+	assert_int_equal(resil__waitq_push(&q, &w[2], 2), RESIL_OK);
+	assert_int_equal(resil__waitq_push(&q, &w[3], 0), RESIL_OK);
+	assert_int_equal(resil__waitq_push(&q, &w[4], 0), RESIL_E_LIMITED);
+	assert_int_equal(resil__waitq_count_from(&q, 1), 1);
+	/* Cancel leaves the queue, once. */
+	assert_int_equal(resil__waitq_remove(&q, &w[1]), 1);
+	assert_int_equal(resil__waitq_remove(&q, &w[1]), 0);
+	resil__waitq_unlock(&q);
+	/* Wake one: the highest class first; then all, FIFO. */
+	assert_int_equal(resil__waitq_wake(&q, 1, 5), 1);
+	assert_int_equal(wk.n, 1);
+	assert_int_equal(wk.order[0], 2);
+	assert_int_equal(resil__waiter_state(&w[2]), 5);
+	assert_int_equal(resil__waiter_state(&w[0]), RESIL__W_WAITING);
+	assert_int_equal(resil__waitq_wake(&q, UINT32_MAX, 6), 2);
+	assert_int_equal(wk.order[1], 0);
+	assert_int_equal(wk.order[2], 3);
+	assert_int_equal(resil__waiter_state(&w[1]), RESIL__W_WAITING);
+	assert_int_equal(resil__waitq_wake(&q, UINT32_MAX, 6), 0);
+	/* A settled waiter's wait returns at once; an unsettled one at its
+	 * deadline (the manual clock reads 0 >= 0). */
+	assert_int_equal(resil__waiter_wait(&w[0], UINT64_MAX), 6);
+	resil__waiter_init(&w[1], resil_manual_clock_hook(&mc), NULL, NULL);
+	assert_int_equal(resil__waiter_wait(&w[1], 0), RESIL__W_WAITING);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_clock_wait_manual_deadline_and_wake),
 		cmocka_unit_test(test_clock_wait_system_futex),
+		cmocka_unit_test(
+		    test_waitq_order_bound_cancel_wake_one_and_all),
 		cmocka_unit_test(
 		    test_bulkhead_wait_release_hands_the_slot_to_the_waiter),
 		cmocka_unit_test(test_bulkhead_wait_ends_at_max_wait),
