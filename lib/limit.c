@@ -1578,11 +1578,16 @@ resil_bulkhead_try_acquire(resil_bulkhead *bh)
 
 /* A batched release whose own stripe has nothing in flight: the call was
  * acquired on another thread's stripe (or this is misuse). */
+static resil_err bh_release_exact(resil_bulkhead *bh);
+
 static LIMIT_NOINLINE resil_err
 bh_release_scan(resil_bulkhead *bh, bh_stripe *sp)
 {
 	unsigned i, pass;
 
+	/* A classed bulkhead leases nothing: its count is exact. */
+	if (bh->batch == BH_CLASSED)
+		return bh_release_exact(bh);
 	for (pass = 0; pass < BH_RELEASE_SCANS; pass++)
 		for (i = 0; i < NSTRIPES; i++)
 			if (bh_slot_give(bh, &bh->stripes[i])) {
@@ -1592,13 +1597,18 @@ bh_release_scan(resil_bulkhead *bh, bh_stripe *sp)
 	return RESIL_E_MISUSE;
 }
 
+/* An exact release whose word is 0 (misuse) or has waiters (issue 42:
+ * the slot is handed on under the queue's lock). */
 static LIMIT_NOINLINE resil_err
-bh_release_waiters(resil_bulkhead *bh, bh_stripe *sp)
+bh_release_odd(resil_bulkhead *bh, uint64_t cur)
 {
-	resil_err err = resil__bhq_release(bh->wq);
+	resil_err err;
 
+	if (cur == 0)
+		return RESIL_E_MISUSE; /* more releases than acquires */
+	err = resil__bhq_release(bh->wq);
 	if (err == RESIL_OK)
-		resil__inc64(&sp->released);
+		resil__inc64(&bh_my_stripe(bh)->released);
 	return err;
 }
 
@@ -1631,24 +1641,25 @@ resil_bulkhead_acquire_wait(
 {
 	uint64_t cur, lim;
 	bh_stripe *sp;
+	unsigned si;
 
 	/* An exact bulkhead (no reservations: every class's share is the
-	 * limit) with a free slot and nobody queued: try_acquire's path. */
+	 * limit) with a free slot and nobody queued: try_acquire's path,
+	 * one CAS; anything else (a lost race, a thread's first call, NULL)
+	 * goes on in lib/limit_wait.c. No call on this path, so no frame. */
 	if (RESIL__LIKELY(bh != NULL && bh->batch == 0 &&
-	        (unsigned)prio <= (unsigned)RESIL_PRIORITY_CRITICAL)) {
+	        (unsigned)prio <= (unsigned)RESIL_PRIORITY_CRITICAL &&
+	        resil__thread_stripe_known(NSTRIPES, &si))) {
 		cur = resil__load64(&bh->in_flight);
 		lim = resil__load64(&bh->ctl) >> 32;
-		while (RESIL__LIKELY(cur < lim)) {
-			if (RESIL__LIKELY(
-			        resil__cas64(&bh->in_flight, cur, cur + 1))) {
-				sp = bh_my_stripe(bh);
-				resil__inc64(&sp->granted);
-				bh_note_peak(sp, cur + 1);
-				if (waited != NULL)
-					*waited = 0;
-				return RESIL_OK;
-			}
-			cur = resil__load64(&bh->in_flight);
+		if (RESIL__LIKELY(cur < lim) &&
+		    RESIL__LIKELY(resil__cas64(&bh->in_flight, cur, cur + 1))) {
+			sp = &bh->stripes[si];
+			resil__inc64(&sp->granted);
+			bh_note_peak(sp, cur + 1);
+			if (waited != NULL)
+				*waited = 0;
+			return RESIL_OK;
 		}
 	}
 	return resil__bhq_acquire_wait(bh, prio, waited);
@@ -1670,22 +1681,36 @@ resil_bulkhead_release(resil_bulkhead *bh)
 		}
 		if (bh->batch == BH_SHARED)
 			return bh_shared_release(bh, sp);
-		if (bh->batch != BH_CLASSED)
-			return bh_release_scan(bh, sp);
+		return bh_release_scan(bh, sp);
 	}
 	cur = resil__load64(&bh->in_flight);
 	for (;;) {
-		/* Waiters: the slot is handed on under the queue's lock. */
-		if (RESIL__UNLIKELY(cur > UINT32_MAX))
-			return bh_release_waiters(bh, sp);
-		if (RESIL__UNLIKELY(cur == 0))
-			return RESIL_E_MISUSE; /* more releases than acquires
-			                        */
+		/* One test for two cases (the count is below 2^30): nothing
+		 * in flight (cur 0), or waiters in the high half. */
+		if (RESIL__UNLIKELY(cur - 1 > (uint64_t)INT32_MAX))
+			return bh_release_odd(bh, cur);
 		if (RESIL__LIKELY(resil__cas64(&bh->in_flight, cur, cur - 1)))
 			break;
 		cur = resil__load64(&bh->in_flight);
 	}
 	resil__inc64(&sp->released);
+	return RESIL_OK;
+}
+
+/* The exact release of a classed bulkhead (through the batched path). */
+static resil_err
+bh_release_exact(resil_bulkhead *bh)
+{
+	uint64_t cur = resil__load64(&bh->in_flight);
+
+	for (;;) {
+		if (cur - 1 > (uint64_t)INT32_MAX)
+			return bh_release_odd(bh, cur);
+		if (resil__cas64(&bh->in_flight, cur, cur - 1))
+			break;
+		cur = resil__load64(&bh->in_flight);
+	}
+	resil__inc64(&bh_my_stripe(bh)->released);
 	return RESIL_OK;
 }
 
