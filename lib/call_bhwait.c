@@ -4,7 +4,9 @@
  * breaker (or fleet) permit and answers WAIT until the slot is handed to
  * it (woken through the invocation's hook) or the wait ends
  * (st->until); the blocking driver waits on the waiter's word through
- * the clock's wait primitive (resil__call_bh_block).
+ * the clock's wait primitive (resil__call_bh_block). The step that
+ * follows the wait (a launch goes on) is lib/call_machine.c's
+ * resil__call_bh_step(): this file uses nothing of that one.
  */
 #include "call_machine.h"
 #include "limit_wait.h"
@@ -80,32 +82,6 @@ resil__call_bh_enter(callm *c, unsigned i, resil_permit *permit,
 		c->bh_fp = *fp;
 	next_is(st, RESIL_CALL_WAIT, 0, 0, resil_bulkhead_wait_deadline(&c->bhw));
 	return 2;
-}
-
-void
-resil__call_bh_step(callm *c, tsrc *ts, resil_call_next *st)
-{
-	int granted = 0;
-	resil_err err = resil_bulkhead_wait_poll(
-	    c->g->bh, &c->bhw, tnow(ts), &granted);
-
-	st->endpoint = NULL;
-	if (err == RESIL_OK && !granted) {
-		next_is(st, RESIL_CALL_WAIT, 0, 0,
-		    resil_bulkhead_wait_deadline(&c->bhw));
-		return;
-	}
-	c->bh_wait = 0;
-	if (err == RESIL_OK) {
-		if (!launch_tail(c, c->bh_slot, &c->bh_permit, &c->bh_fp,
-		        c->bh_fleet, ts, st))
-			resil__call_attend(c, ts, st);
-		return;
-	}
-	/* The wait ended with no slot: a refusal, as a full bulkhead's. */
-	permit_back(c, &c->bh_permit, &c->bh_fp);
-	rejected(c, RESIL_E_LIMITED);
-	resil__call_attend(c, ts, st);
 }
 
 void

@@ -1554,8 +1554,7 @@ resil_bulkhead_try_acquire(resil_bulkhead *bh)
 		if (bh->batch == BH_SHARED)
 			return bh_shared_acquire(bh, sp);
 		if (bh->batch == BH_CLASSED)
-			return resil_bulkhead_try_acquire_prio(
-			    bh, RESIL_PRIORITY_DEFAULT);
+			return resil__bulkhead_try_cls(bh, 1); /* default */
 		return bh_acquire_slow(bh, sp);
 	}
 	cur = resil__load64(&bh->in_flight);
@@ -1635,6 +1634,59 @@ resil__bulkhead_refused(resil_bulkhead *bh)
 	(void)bh_reject(bh, resil__load64(&bh->ctl) >> 32);
 }
 
+/* An acquire of class cls (lib/limit_queue.c's) that never waits: no
+ * reservations, no queue: try_acquire decides (a waiter in the word
+ * refuses it, which is right: without reservations a waiter means
+ * every class's share is taken). */
+resil_err
+resil__bulkhead_try_cls(resil_bulkhead *bh, unsigned cls)
+{
+	uint64_t peak = 0;
+
+	if (bh->wq == NULL || bh->batch != BH_CLASSED)
+		return resil_bulkhead_try_acquire(bh);
+	if (resil__bhq_try(bh->wq, cls, &peak) != RESIL_OK)
+		return bh_reject(bh, resil__load64(&bh->ctl) >> 32);
+	resil__bulkhead_granted(bh, peak);
+	return RESIL_OK;
+}
+
+/* resil_bulkhead_acquire_wait() past its fast path: queue and block
+ * through the clock's wait until a slot comes or the wait ends. */
+static LIMIT_NOINLINE resil_err
+bh_acquire_wait_slow(
+    resil_bulkhead *bh, resil_priority prio, uint64_t *waited)
+{
+	resil_bulkhead_waiter w;
+	uint64_t now, peak = 0, wt = 0;
+	int r;
+
+	if (bh == NULL || (unsigned)prio > (unsigned)RESIL_PRIORITY_CRITICAL)
+		return RESIL_E_INVAL;
+	if (bh->wq == NULL || bh->wq->max_wait == 0) {
+		r = resil__bulkhead_try_cls(bh, resil__bhq_cls(prio));
+		if (r == RESIL_OK && waited != NULL)
+			*waited = 0;
+		return (resil_err)r;
+	}
+	now = resil_clock_now(&bh->clock);
+	r = resil__bhq_start(
+	    bh->wq, resil__bhq_cls(prio), &w, NULL, NULL, now, &peak);
+	while (r == BHQ_QUEUED || r == BHQ_WAITS) {
+		resil__bulkhead_wait_block(&w, resil_bulkhead_wait_deadline(&w));
+		now = resil_clock_now(&bh->clock);
+		r = resil__bhq_poll(bh->wq, &w, now, &peak);
+		if (r == BHQ_GRANTED && now > resil__bhq_start_time(&w))
+			wt = now - resil__bhq_start_time(&w);
+	}
+	if (r != BHQ_GRANTED)
+		return bh_reject(bh, resil__load64(&bh->ctl) >> 32);
+	resil__bulkhead_granted(bh, peak);
+	if (waited != NULL)
+		*waited = wt;
+	return RESIL_OK;
+}
+
 resil_err
 resil_bulkhead_acquire_wait(
     resil_bulkhead *bh, resil_priority prio, uint64_t *waited)
@@ -1662,7 +1714,7 @@ resil_bulkhead_acquire_wait(
 			return RESIL_OK;
 		}
 	}
-	return resil__bhq_acquire_wait(bh, prio, waited);
+	return bh_acquire_wait_slow(bh, prio, waited);
 }
 
 resil_err
@@ -1874,7 +1926,7 @@ resil_bulkhead_get_metrics(resil_bulkhead *bh, resil_bulkhead_metrics *out)
 	m.in_flight = (uint32_t)bh_in_flight(bh);
 	m.peak_in_flight = (uint32_t)peak;
 	if (bh->wq != NULL) {
-		m.waiting = (uint32_t)BHQ_WAITING(resil__load64(&bh->in_flight));
+		m.waiting = (uint32_t)BHQ_NWAIT(resil__load64(&bh->in_flight));
 		m.waited = resil__load64(&bh->wq->waited);
 		m.wait_timeouts = resil__load64(&bh->wq->timeouts);
 		m.queue_full = resil__load64(&bh->wq->full);

@@ -1,163 +1,13 @@
 /*
- * The bulkhead that waits, and its priorities (issue 42): the slow paths
- * of lib/limit.c's exact bulkhead, under the queue's lock
- * (lib/limit_wait.h says why the word is enough).
+ * The bulkhead that waits, and its priorities (issue 42): the public
+ * face of lib/limit_queue.c's queue, counted and answered through
+ * lib/limit.c.
  */
-#define _POSIX_C_SOURCE 200809L /* strcasecmp */
-
 #include "limit_wait.h"
 
 #include <string.h>
-#include <strings.h>
 
 #include "internal.h"
-
-/* A resil_bulkhead_waiter's insides. */
-typedef struct bhw {
-	resil__waiter w;
-	uint64_t start;
-	uint64_t deadline;
-	uint8_t active; /* started and queued, not yet polled to an end */
-} bhw;
-
-_Static_assert(sizeof(bhw) <= sizeof(resil_bulkhead_waiter),
-    "resil_bulkhead_waiter holds a bhw");
-_Static_assert(_Alignof(bhw) <= _Alignof(resil_bulkhead_waiter),
-    "resil_bulkhead_waiter's alignment");
-
-/* The waiter's state once a slot is handed to it. */
-#define W_GRANTED 1u
-
-resil__bhq *
-resil__bhq_new(const resil_bulkhead_config *cfg, const resil_allocator *a,
-    uint64_t *word, const uint64_t *ctl, const resil_clock *clock,
-    resil_err *err)
-{
-	resil__bhq *q;
-
-	*err = RESIL_OK;
-	if (cfg->max_wait_ns == 0 && cfg->reserve_critical == 0 &&
-	    cfg->reserve_default == 0)
-		return NULL;
-	q = resil__alloc(a, sizeof(*q));
-	if (q == NULL) {
-		*err = RESIL_E_NOMEM;
-		return NULL;
-	}
-	memset(q, 0, sizeof(*q));
-	resil__waitq_init(&q->q, cfg->max_wait_ns > 0 ? cfg->queue : 0,
-	    cfg->order == RESIL_BULKHEAD_LIFO);
-	q->max_wait = cfg->max_wait_ns;
-	q->res[0] = cfg->reserve_critical + cfg->reserve_default;
-	q->res[1] = cfg->reserve_critical;
-	q->res[2] = 0;
-	q->word = word;
-	q->ctl = ctl;
-	q->clock = clock;
-	return q;
-}
-
-void
-resil__bhq_free(resil__bhq *q, const resil_allocator *a)
-{
-	if (q != NULL)
-		resil__free(a, q, sizeof(*q));
-}
-
-static uint64_t
-cap(const resil__bhq *q, unsigned cls)
-{
-	uint64_t lim = resil__load64(q->ctl) >> 32;
-
-	return lim > q->res[cls] ? lim - q->res[cls] : 0;
-}
-
-/* Under the lock: take a slot for class cls if it may have one now (a
- * slot of its own classes free, and no waiter of its class or higher
- * queued ahead). 1 granted (*peak the count after), 0 not. */
-static int
-take_locked(resil__bhq *q, unsigned cls, uint64_t *peak)
-{
-	uint64_t cur;
-
-	if (resil__waitq_count_from(&q->q, cls) != 0)
-		return 0;
-	for (;;) {
-		cur = resil__load64(q->word);
-		if (BHQ_COUNT(cur) >= cap(q, cls))
-			return 0;
-		if (resil__cas64(q->word, cur, cur + 1)) {
-			*peak = BHQ_COUNT(cur) + 1;
-			return 1;
-		}
-	}
-}
-
-resil_err
-resil__bhq_try(resil__bhq *q, unsigned cls, uint64_t *peak)
-{
-	uint64_t cur = resil__load64(q->word);
-	int ok;
-
-	/* Nobody queued: one CAS decides the class's share (the count and
-	 * the check are the same word, so the shares never overshoot). */
-	while (BHQ_WAITING(cur) == 0) {
-		if (BHQ_COUNT(cur) >= cap(q, cls))
-			return RESIL_E_LIMITED;
-		if (resil__cas64(q->word, cur, cur + 1)) {
-			*peak = BHQ_COUNT(cur) + 1;
-			return RESIL_OK;
-		}
-		cur = resil__load64(q->word);
-	}
-	resil__waitq_lock(&q->q);
-	ok = take_locked(q, cls, peak);
-	resil__waitq_unlock(&q->q);
-	return ok ? RESIL_OK : RESIL_E_LIMITED;
-}
-
-resil_err
-resil__bhq_release(resil__bhq *q)
-{
-	resil__wakeup wk;
-	uint64_t cur, n1;
-	unsigned c;
-
-	resil__waitq_lock(&q->q);
-	for (;;) {
-		cur = resil__load64(q->word);
-		if (BHQ_COUNT(cur) == 0) {
-			resil__waitq_unlock(&q->q);
-			return RESIL_E_MISUSE;
-		}
-		n1 = BHQ_COUNT(cur) - 1; /* in flight without this call */
-		for (c = RESIL__WAITQ_CLASSES; c-- > 0;)
-			if (resil__waitq_first(&q->q, c) != NULL &&
-			    n1 < cap(q, c))
-				break;
-		if (c < RESIL__WAITQ_CLASSES && BHQ_WAITING(cur) > 0) {
-			/* Handed on: the count stays, one waiter fewer. */
-			if (!resil__cas64(q->word, cur, cur - BHQ_ONE_WAITER))
-				continue;
-			(void)resil__waitq_pop_settle(
-			    &q->q, c, W_GRANTED, &wk);
-			resil__waitq_unlock(&q->q);
-			resil__inc64(&q->waited);
-			resil__wakeup_fire(&wk);
-			return RESIL_OK;
-		}
-		if (resil__cas64(q->word, cur, cur - 1))
-			break;
-	}
-	resil__waitq_unlock(&q->q);
-	return RESIL_OK;
-}
-
-static unsigned
-prio_cls(resil_priority prio)
-{
-	return prio == RESIL_PRIORITY_UNSET ? 1u : (unsigned)prio - 1u;
-}
 
 static int
 prio_ok(resil_priority prio)
@@ -168,22 +18,9 @@ prio_ok(resil_priority prio)
 resil_err
 resil_bulkhead_try_acquire_prio(resil_bulkhead *bh, resil_priority prio)
 {
-	resil__bhq *q;
-	uint64_t peak;
-
 	if (bh == NULL || !prio_ok(prio))
 		return RESIL_E_INVAL;
-	q = resil__bulkhead_q(bh);
-	/* No reservations: every class's share is the whole limit, and
-	 * try_acquire decides (a waiter in the word refuses it). */
-	if (q == NULL || q->res[0] == 0)
-		return resil_bulkhead_try_acquire(bh);
-	if (resil__bhq_try(q, prio_cls(prio), &peak) != RESIL_OK) {
-		resil__bulkhead_refused(bh);
-		return RESIL_E_LIMITED;
-	}
-	resil__bulkhead_granted(bh, peak);
-	return RESIL_OK;
+	return resil__bulkhead_try_cls(bh, resil__bhq_cls(prio));
 }
 
 resil_err
@@ -191,10 +28,8 @@ resil_bulkhead_wait_start(resil_bulkhead *bh, resil_priority prio,
     resil_bulkhead_waiter *w, void (*wake)(void *ctx), void *wake_ctx,
     uint64_t now, int *queued)
 {
-	bhw *x = (bhw *)(void *)w;
 	resil__bhq *q;
-	uint64_t cur, peak;
-	unsigned cls;
+	uint64_t peak = 0;
 
 	if (bh == NULL || w == NULL || queued == NULL || !prio_ok(prio))
 		return RESIL_E_INVAL;
@@ -203,164 +38,68 @@ resil_bulkhead_wait_start(resil_bulkhead *bh, resil_priority prio,
 	memset(w, 0, sizeof(*w));
 	if (q == NULL || q->max_wait == 0)
 		return resil_bulkhead_try_acquire_prio(bh, prio);
-	cls = prio_cls(prio);
-	resil__waiter_init(&x->w, q->clock, wake, wake_ctx);
-	resil__waitq_lock(&q->q);
-	for (;;) {
-		if (take_locked(q, cls, &peak)) {
-			resil__waitq_unlock(&q->q);
-			resil__bulkhead_granted(bh, peak);
-			return RESIL_OK;
-		}
-		cur = resil__load64(q->word);
-		if (q->q.len >= q->q.max_len) {
-			resil__waitq_unlock(&q->q);
-			resil__inc64(&q->full);
-			resil__bulkhead_refused(bh);
-			return RESIL_E_LIMITED;
-		}
-		/* The waiter shows in the word before any release can look
-		 * for it (the lock orders the queue; the word, the fast
-		 * paths). */
-		if (resil__cas64(q->word, cur, cur + BHQ_ONE_WAITER))
-			break;
+	switch (resil__bhq_start(
+	    q, resil__bhq_cls(prio), w, wake, wake_ctx, now, &peak)) {
+	case BHQ_GRANTED:
+		resil__bulkhead_granted(bh, peak);
+		return RESIL_OK;
+	case BHQ_QUEUED:
+		*queued = 1;
+		return RESIL_OK;
+	default:
+		resil__bulkhead_refused(bh);
+		return RESIL_E_LIMITED;
 	}
-	(void)resil__waitq_push(&q->q, &x->w, cls);
-	resil__waitq_unlock(&q->q);
-	x->start = now;
-	x->deadline = now > UINT64_MAX - q->max_wait ? UINT64_MAX
-	                                             : now + q->max_wait;
-	x->active = 1;
-	*queued = 1;
-	return RESIL_OK;
-}
-
-/* Take x off the queue if it is still there: 1 done (no slot), 0 it was
- * handed a slot meanwhile. */
-static int
-leave(resil__bhq *q, bhw *x)
-{
-	uint64_t cur;
-
-	resil__waitq_lock(&q->q);
-	if (resil__waiter_state(&x->w) == W_GRANTED) {
-		resil__waitq_unlock(&q->q);
-		return 0;
-	}
-	(void)resil__waitq_remove(&q->q, &x->w);
-	do
-		cur = resil__load64(q->word);
-	while (!resil__cas64(q->word, cur, cur - BHQ_ONE_WAITER));
-	resil__waitq_unlock(&q->q);
-	return 1;
 }
 
 resil_err
 resil_bulkhead_wait_poll(resil_bulkhead *bh, resil_bulkhead_waiter *w,
     uint64_t now, int *granted)
 {
-	bhw *x = (bhw *)(void *)w;
 	resil__bhq *q;
+	uint64_t peak = 0;
 
 	if (bh == NULL || w == NULL || granted == NULL)
 		return RESIL_E_INVAL;
 	q = resil__bulkhead_q(bh);
-	if (q == NULL || !x->active)
+	if (q == NULL)
 		return RESIL_E_MISUSE;
 	*granted = 0;
-	if (resil__waiter_state(&x->w) == W_GRANTED) {
-		x->active = 0;
+	switch (resil__bhq_poll(q, w, now, &peak)) {
+	case BHQ_GRANTED:
 		*granted = 1;
-		resil__bulkhead_granted(bh, BHQ_COUNT(resil__load64(q->word)));
+		resil__bulkhead_granted(bh, peak);
 		return RESIL_OK;
+	case BHQ_WAITS:
+		return RESIL_OK;
+	case BHQ_REFUSED:
+		resil__bulkhead_refused(bh);
+		return RESIL_E_LIMITED;
+	default:
+		return RESIL_E_MISUSE;
 	}
-	if (now < x->deadline)
-		return RESIL_OK;
-	x->active = 0;
-	if (!leave(q, x)) {
-		*granted = 1; /* handed a slot at the last moment */
-		resil__bulkhead_granted(bh, BHQ_COUNT(resil__load64(q->word)));
-		return RESIL_OK;
-	}
-	resil__inc64(&q->timeouts);
-	resil__bulkhead_refused(bh);
-	return RESIL_E_LIMITED;
 }
 
 resil_err
 resil_bulkhead_wait_cancel(resil_bulkhead *bh, resil_bulkhead_waiter *w)
 {
-	bhw *x = (bhw *)(void *)w;
 	resil__bhq *q;
 
 	if (bh == NULL || w == NULL)
 		return RESIL_E_INVAL;
 	q = resil__bulkhead_q(bh);
-	if (q == NULL || !x->active)
+	if (q == NULL)
 		return RESIL_E_MISUSE;
-	x->active = 0;
-	if (!leave(q, x)) {
+	switch (resil__bhq_cancel(q, w)) {
+	case BHQ_REFUSED:
+		return RESIL_OK;
+	case BHQ_GRANTED:
 		/* Handed a slot meanwhile: counted, and handed on. */
 		resil__bulkhead_granted(bh, BHQ_COUNT(resil__load64(q->word)));
 		return resil_bulkhead_release(bh);
+	default:
+		return RESIL_E_MISUSE;
 	}
-	return RESIL_OK;
-}
-
-uint64_t
-resil_bulkhead_wait_deadline(const resil_bulkhead_waiter *w)
-{
-	const bhw *x = (const bhw *)(const void *)w;
-
-	return x == NULL ? 0 : x->deadline;
-}
-
-void
-resil__bulkhead_wait_block(resil_bulkhead_waiter *w, uint64_t until)
-{
-	bhw *x = (bhw *)(void *)w;
-
-	if (x->active)
-		(void)resil__waiter_wait(&x->w, until);
-}
-
-resil_err
-resil__bhq_acquire_wait(
-    resil_bulkhead *bh, resil_priority prio, uint64_t *waited)
-{
-	resil_bulkhead_waiter w;
-	bhw *x = (bhw *)(void *)&w;
-	resil__bhq *q;
-	resil_err err;
-	uint64_t now;
-	int queued, granted;
-
-	if (bh == NULL || !prio_ok(prio))
-		return RESIL_E_INVAL;
-	q = resil__bulkhead_q(bh);
-	if (q == NULL || q->max_wait == 0) {
-		err = resil_bulkhead_try_acquire_prio(bh, prio);
-		if (err == RESIL_OK && waited != NULL)
-			*waited = 0;
-		return err;
-	}
-	now = resil_clock_now(q->clock);
-	err = resil_bulkhead_wait_start(bh, prio, &w, NULL, NULL, now, &queued);
-	if (err != RESIL_OK || !queued) {
-		if (err == RESIL_OK && waited != NULL)
-			*waited = 0;
-		return err;
-	}
-	for (;;) {
-		(void)resil__waiter_wait(&x->w, x->deadline);
-		now = resil_clock_now(q->clock);
-		err = resil_bulkhead_wait_poll(bh, &w, now, &granted);
-		if (err != RESIL_OK || granted)
-			break;
-	}
-	if (err == RESIL_OK && waited != NULL)
-		*waited = now > x->start ? now - x->start : 0;
-	return err;
 }
 
 uint32_t
@@ -368,38 +107,5 @@ resil_bulkhead_waiting(resil_bulkhead *bh)
 {
 	resil__bhq *q = bh == NULL ? NULL : resil__bulkhead_q(bh);
 
-	return q == NULL ? 0 : (uint32_t)BHQ_WAITING(resil__load64(q->word));
-}
-
-const char *
-resil_priority_name(resil_priority p)
-{
-	switch (p) {
-	case RESIL_PRIORITY_UNSET:
-		return "unset";
-	case RESIL_PRIORITY_SHEDDABLE:
-		return "sheddable";
-	case RESIL_PRIORITY_DEFAULT:
-		return "default";
-	case RESIL_PRIORITY_CRITICAL:
-		return "critical";
-	}
-	return "unknown";
-}
-
-resil_err
-resil_priority_parse(const char *text, resil_priority *out)
-{
-	static const char *const names[] = { "sheddable", "default",
-		"critical" };
-	unsigned i;
-
-	if (text == NULL || out == NULL)
-		return RESIL_E_INVAL;
-	for (i = 0; i < 3; i++)
-		if (strcasecmp(text, names[i]) == 0) {
-			*out = (resil_priority)(i + 1);
-			return RESIL_OK;
-		}
-	return RESIL_E_INVAL;
+	return q == NULL ? 0 : (uint32_t)BHQ_NWAIT(resil__load64(q->word));
 }
