@@ -117,6 +117,15 @@ typedef struct callm {
 	resil_breaker *sbreaker;
 	resil_permit spermit;
 	uint8_t has_spermit;
+	/* Issue 42 (lib/call_bhwait.c), in has_spermit's padding: bh_wait
+	 * (set by minit()) 1 while queued for the slot of attempt bh_slot;
+	 * bh_fleet: bh_fp holds the fleet's permit; prio: the call's
+	 * resil_priority once prio_set (resil__call_priority). */
+	uint8_t bh_wait;
+	uint8_t bh_slot;
+	uint8_t bh_fleet;
+	uint8_t prio;
+	uint8_t prio_set;
 	uint64_t cstart; /* when the call started (a timeout is set) */
 	uint32_t ncand;  /* candidates at the last route (messages) */
 	/* zone-aware: phase 1's candidates (local, or all when none is)
@@ -147,11 +156,6 @@ typedef struct callm {
 	resil_pick picks[RESIL_CALL_MAX_INFLIGHT];
 	/* ---- issue 42: a launch waiting for a bulkhead slot
 	 * (lib/call_bhwait.c); bh_wait is set by minit() ---- */
-	uint8_t bh_wait;  /* 1: queued for the slot of attempt bh_slot */
-	uint8_t bh_slot;
-	uint8_t bh_fleet; /* bh_fp holds the fleet's permit */
-	uint8_t prio;     /* the call's resil_priority; 0 until resolved */
-	uint8_t prio_set; /* prio resolved (resil__call_priority) */
 	resil_permit bh_permit;
 	resil_fleet_permit bh_fp;
 	resil_bulkhead_waiter bhw;
