@@ -63,8 +63,13 @@ resil__call_bh_enter(callm *c, unsigned i, resil_permit *permit,
 	const resil_invocation *inv = c->inv;
 	int queued = 0;
 
-	/* Hedged and cluster calls have other attempts to run: no queue. */
-	if (c->p->hedge_max != 0 || c->magic == CALL_CLUSTER)
+	/* Hedged and cluster calls have other attempts to run: no queue;
+	 * nor without a hook on a clock that can neither wait nor sleep
+	 * (the blocking driver could only spin until the wait's end). */
+	if (c->p->hedge_max != 0 || c->magic == CALL_CLUSTER ||
+	    ((inv == NULL || inv->wake == NULL) &&
+	        (c->p->clock.wait == NULL || c->p->clock.wake == NULL) &&
+	        c->p->clock.sleep == NULL))
 		return resil_bulkhead_try_acquire_prio(bh, prio) == RESIL_OK;
 	if (resil_bulkhead_wait_start(bh, prio, &c->bhw,
 	        inv != NULL ? inv->wake : NULL,

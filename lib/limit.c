@@ -1663,7 +1663,11 @@ bh_acquire_wait_slow(
 
 	if (bh == NULL || (unsigned)prio > (unsigned)RESIL_PRIORITY_CRITICAL)
 		return RESIL_E_INVAL;
-	if (bh->wq == NULL || bh->wq->max_wait == 0) {
+	/* A clock that can neither wait nor sleep cannot block: no queue
+	 * (the thread would spin until the deadline). */
+	if (bh->wq == NULL || bh->wq->max_wait == 0 ||
+	    ((bh->clock.wait == NULL || bh->clock.wake == NULL) &&
+	        bh->clock.sleep == NULL)) {
 		r = resil__bulkhead_try_cls(bh, resil__bhq_cls(prio));
 		if (r == RESIL_OK && waited != NULL)
 			*waited = 0;

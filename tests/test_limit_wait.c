@@ -904,6 +904,41 @@ test_waitq_order_bound_cancel_wake_one_and_all(void **state)
 	assert_int_equal(resil__waiter_wait(&w[1], 0), RESIL__W_WAITING);
 }
 
+/* A clock that can neither wait nor sleep: a full bulkhead that waits
+ * refuses at once instead of spinning until the wait's end. */
+static uint64_t
+frozen_now(void *ctx)
+{
+	(void)ctx;
+	return 5;
+}
+
+static void
+test_bulkhead_wait_clock_that_cannot_block(void **state)
+{
+	resil_clock frozen = { frozen_now, NULL, NULL, NULL, NULL, NULL };
+	resil_bulkhead_config cfg = resil_bulkhead_config_default();
+	resil_bulkhead *bh;
+	uint64_t waited = 99;
+
+	(void)state;
+	cfg.clock = &frozen;
+	cfg.max_concurrent = 1;
+	cfg.max_wait_ns = 1000;
+	cfg.queue = 2;
+	assert_int_equal(resil_bulkhead_new(&bh, &cfg, NULL), RESIL_OK);
+	assert_int_equal(resil_bulkhead_acquire_wait(
+	                     bh, RESIL_PRIORITY_UNSET, &waited),
+	    RESIL_OK);
+	assert_int_equal(waited, 0);
+	assert_int_equal(resil_bulkhead_acquire_wait(
+	                     bh, RESIL_PRIORITY_UNSET, &waited),
+	    RESIL_E_LIMITED);
+	assert_int_equal(resil_bulkhead_waiting(bh), 0);
+	assert_int_equal(resil_bulkhead_release(bh), RESIL_OK);
+	resil_bulkhead_free(bh);
+}
+
 int
 main(void)
 {
@@ -918,6 +953,7 @@ main(void)
 		cmocka_unit_test(test_bulkhead_wait_fifo_and_lifo_order),
 		cmocka_unit_test(test_bulkhead_wait_cancel_leaves_the_queue),
 		cmocka_unit_test(test_bulkhead_wait_config_refused),
+		cmocka_unit_test(test_bulkhead_wait_clock_that_cannot_block),
 		cmocka_unit_test(test_bulkhead_priority_reservations_are_exact),
 		cmocka_unit_test(
 		    test_bulkhead_priority_queue_wakes_the_highest_class),

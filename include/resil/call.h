@@ -67,6 +67,9 @@ typedef struct resil_method resil_method;
  *   st->until (a retry backoff, a hedge delay, a timeout), or earlier
  *   after a report. st->until is UINT64_MAX when only a report can move
  *   the call on. Stepping early is harmless: it returns WAIT again.
+ *   A launch waiting for a bulkhead slot (bulkhead.max_wait, issue 42)
+ *   answers WAIT with st->until the end of that wait; the slot may come
+ *   earlier, and then the invocation's wake hook is called (step then).
  * - RESIL_CALL_DONE: *out holds the answer, with its provenance (source,
  *   age, attempts, breaker state), exactly as resil_pipeline_call()
  *   would have given it; the caller frees it with resil_result_free().
@@ -151,8 +154,9 @@ typedef struct resil_invocation {
 	uint32_t retries;
 	/*
 	 * Issue 42. priority: the call's class (resil_priority; UNSET: its
-	 * `resil.priority` attachment, critical|default|sheddable, else
-	 * DEFAULT), which a bulkhead's reservations and queue read. wake,
+	 * `resil.priority` attachment, critical|default|sheddable, else the
+	 * method's `priority` key, else DEFAULT), which a bulkhead's
+	 * reservations and queue read. wake,
 	 * wake_ctx: the hook the call machine wakes its caller through when
 	 * a bulkhead slot it answered WAIT for (st->until: the end of the
 	 * wait) is handed to it, on the releasing thread: it must not block

@@ -475,8 +475,8 @@ RESIL_API resil_err resil_bulkhead_try_acquire_prio(
  * it a slot or the clock reaches the start + max_wait_ns. *waited (may
  * be NULL) gets the ticks waited, on RESIL_OK only. RESIL_E_LIMITED
  * when no slot came (the queue was full, the wait ran out, or the
- * bulkhead does not wait). A clock that can neither wait nor sleep
- * refuses at once.
+ * bulkhead does not wait). On a clock that can neither wait nor sleep it
+ * does not queue (as try_acquire_prio).
  */
 RESIL_API resil_err resil_bulkhead_acquire_wait(
     resil_bulkhead *bh, resil_priority prio, uint64_t *waited);
