@@ -4,6 +4,8 @@
 
 /* The registry source's rows (bench_source.c). */
 extern const resil_bench resil_bench_source[];
+/* Keyed families (bench_keyed.c, issue 41). */
+extern const resil_bench resil_bench_keyed[];
 
 const resil_bench *const resil_bench_tables[] = {
 	resil_bench_baseline,
@@ -21,5 +23,6 @@ const resil_bench *const resil_bench_tables[] = {
 	resil_bench_health,
 	resil_bench_gradient,
 	resil_bench_throttle,
+	resil_bench_keyed,
 	NULL,
 };

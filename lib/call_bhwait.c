@@ -27,8 +27,10 @@ resil__call_priority(callm *c)
 	else if (inv != NULL && inv->attachments != NULL)
 		for (k = 0; k < inv->nattachments; k++)
 			if (inv->attachments[k].key != NULL &&
-			    strcmp(inv->attachments[k].key, "resil.priority") ==
-			        0 &&
+			    (strcmp(inv->attachments[k].key, "resil.priority") ==
+			            0 ||
+			        strcmp(inv->attachments[k].key, "priority") ==
+			            0) &&
 			    resil_priority_parse(inv->attachments[k].value, &p) ==
 			        RESIL_OK)
 				break;

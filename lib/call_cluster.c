@@ -215,7 +215,9 @@ service_record(callm *c, resil_outcome outcome, tsrc *ts)
 static int
 own_refusal(const callm *c, resil_err status)
 {
-	return status == RESIL_E_LIMITED && c->real_err == RESIL_OK;
+	/* Issue 42: after the server's pushback too (not a failure). */
+	return status == RESIL_E_LIMITED &&
+	    (c->real_err == RESIL_OK || c->real_err == RESIL_E_THROTTLED);
 }
 
 void
@@ -387,7 +389,11 @@ resil__cl_done(callm *c, unsigned i, resil_outcome outcome, uint64_t t1)
 			    "%s%s", len > 0 ? ", " : "", c->last_addr);
 		}
 	}
-	resil_selector_report_duration(c->sel, pk, outcome, dur);
+	/* Issue 42: the server's pushback is not the endpoint failing. */
+	resil_selector_report_duration(c->sel, pk,
+	    c->last_status == RESIL_E_THROTTLED ? RESIL_OUTCOME_IGNORED
+	                                        : outcome,
+	    dur);
 	c->has_pick &= (uint8_t) ~(1u << i);
 }
 
@@ -663,9 +669,10 @@ resil__cl_conclude(callm *c, resil_err rr, int rc, resil_err status,
 	 * (failsafe, failback: neither a success nor a failure to the
 	 * breaker, as to the caller it is no answer). */
 	service_record(c,
-	    !c->cstop &&
-	            (sg == RESIL_CLUSTER_FAILSAFE ||
-	                sg == RESIL_CLUSTER_FAILBACK)
+	    (!c->cstop &&
+	        (sg == RESIL_CLUSTER_FAILSAFE ||
+	            sg == RESIL_CLUSTER_FAILBACK)) ||
+	            status == RESIL_E_THROTTLED /* issue 42: pushback */
 	        ? RESIL_OUTCOME_IGNORED
 	        : RESIL_OUTCOME_FAILURE,
 	    ts);

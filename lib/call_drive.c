@@ -131,7 +131,8 @@ drive_failed(resil_pipeline *p, settings *g, unsigned gs, const method *m,
 	c.value = out->value; /* the attempt's, moved to the call */
 	resil__result_clear(out);
 	if (b != NULL) {
-		resil_breaker_record(b, permit, o);
+		resil_breaker_record(
+		    b, permit, resil__ovl_breaker_outcome(rc, o));
 		c.breaker_state = (int)resil_breaker_get_state(b);
 	}
 	c.issued = 1;
@@ -145,6 +146,8 @@ drive_failed(resil_pipeline *p, settings *g, unsigned gs, const method *m,
 	}
 	if (RESIL__UNLIKELY(rc == RESIL_RC_TIMEOUT))
 		declared_timeout(&c);
+	else if (RESIL__UNLIKELY(resil_rc_is_throttled(rc)))
+		resil__ovl_inline_failed(&c, rc, &ts); /* issue 42 */
 	c.pending = 1;
 	mstep(&c, &ts, 0, &st);
 	return drive_loop(&c, &ts, &st, fn, ctx, args, out);

@@ -10,6 +10,7 @@
 #define RESIL_CALL_MACHINE_H
 
 #include "call_cluster.h"
+#include "call_overload.h"
 #include "call_state.h"
 #include "pipeline_mock.h"
 #include "retry_internal.h"
@@ -103,10 +104,6 @@ int resil__call_bh_enter(callm *c, unsigned i, resil_permit *permit,
 void resil__call_bh_step(callm *c, tsrc *ts, resil_call_next *st);
 void resil__call_bh_cancel(callm *c);
 void resil__call_bh_block(callm *c, uint64_t until);
-/* The call's priority class, resolved once (its invocation's, its
- * `resil.priority` attachment's, else DEFAULT): what the throttle stage
- * reads in launch(). */
-resil_priority resil__call_priority(callm *c);
 
 HOT int
 launch(callm *c, tsrc *ts, resil_call_next *st)
@@ -119,6 +116,17 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 
 	if (i < 0)
 		return 0;
+	/* Issue 42: the throttle stage (and a Retry-After's pause of the
+	 * rate limiter), in front of the breaker: a refusal touches none. */
+	if (RESIL__UNLIKELY(c->g->thr != NULL || (c->g->rl != NULL &&
+	                        resil__load64(&c->g->pause_until) != 0))) {
+		resil_err oe = resil__ovl_admit(c, ts);
+
+		if (oe != RESIL_OK) {
+			rejected(c, oe);
+			return 0;
+		}
+	}
 	if (c->breaker != NULL) {
 		if (resil_breaker_acquire(c->breaker, &permit) != RESIL_OK) {
 			c->breaker_state =
@@ -279,7 +287,7 @@ complete(callm *c, unsigned i, int rc, resil_value *value, int late, tsrc *ts)
 {
 	slot *s = &c->slots[i];
 	resil_pipeline *p = c->p;
-	resil_outcome outcome;
+	resil_outcome outcome, bo;
 	resil_err status = RESIL_OK;
 	uint64_t dur = 0;
 
@@ -329,18 +337,23 @@ complete(callm *c, unsigned i, int rc, resil_value *value, int late, tsrc *ts)
 		status = RESIL_E_TIMEOUT;
 		resil__inc64(&my_stripe(p)->timeouts);
 	}
+	/* Issue 42: the throttle stage's report, and the server's pushback
+	 * (bo: what the breaker and the bulkhead record). */
+	bo = outcome;
+	if (RESIL__UNLIKELY(resil__ovl_wants(c, rc)))
+		resil__ovl_complete(c, rc, late, &outcome, &status, &bo, ts);
 	if (s->has_permit == 1) {
 		if (c->timeout != 0)
 			resil_breaker_record_duration(
-			    c->breaker, &s->permit, outcome, dur);
+			    c->breaker, &s->permit, bo, dur);
 		else
-			resil_breaker_record(c->breaker, &s->permit, outcome);
+			resil_breaker_record(c->breaker, &s->permit, bo);
 		c->breaker_state = (int)resil_breaker_get_state(c->breaker);
 	} else if (RESIL__UNLIKELY(s->has_permit != 0)) {
-		fleet_done(c, s, 0, outcome);
+		fleet_done(c, s, 0, bo);
 	}
 	if (s->has_bh)
-		resil_bulkhead_complete(c->g->bh, outcome, dur);
+		resil_bulkhead_complete(c->g->bh, bo, dur);
 	s->has_permit = s->has_bh = 0;
 	c->running &= (uint8_t) ~(1u << i);
 	if (late == 1)

@@ -161,6 +161,12 @@ typedef struct callm {
 	resil_bulkhead_waiter bhw;
 } callm;
 
+/* Issue 42 (lib/call_bhwait.c): the call's priority class, resolved
+ * once: its invocation's, its `resil.priority` (or `priority`)
+ * attachment's, its method's `priority` key, else DEFAULT. The throttle
+ * stage (lib/call_overload.c) and the bulkhead read it. */
+resil_priority resil__call_priority(callm *c);
+
 _Static_assert(sizeof(callm) <= sizeof(resil_call),
     "resil_call is too small for the machine's state");
 _Static_assert(_Alignof(callm) <= _Alignof(resil_call),

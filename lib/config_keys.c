@@ -180,6 +180,17 @@ static const keydef keys[] = {
 	    0, 0),
 	INT("endpoint.breaker.shared", K_SHARED, ST_NONE, 0,
 	    endpoint_breaker_shared_url, 0, 0),
+
+	/* Issue 42: adaptive client throttling in front of the breaker
+	 * (k: 0 off, else 1..1000000, checked with the window at build). */
+	EN("throttle.enabled", ST_THROTTLE, throttle_enabled),
+	DBL("throttle.k", ST_THROTTLE, throttle.k, 0.0, RESIL_THROTTLE_MAX_K),
+	INT("throttle.window", K_DUR, ST_THROTTLE, 0, throttle.window_ns, 1,
+	    UINT64_MAX),
+	INT("throttle.buckets", K_U32, ST_THROTTLE, 0, throttle.buckets, 1,
+	    RESIL_THROTTLE_MAX_BUCKETS),
+	INT("throttle.seed", K_U64, ST_THROTTLE, 0, throttle.seed, 0,
+	    UINT64_MAX),
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))

@@ -22,6 +22,7 @@ enum stage {
 	ST_CACHE,
 	ST_RATELIMIT,
 	ST_BULKHEAD,
+	ST_THROTTLE, /* issue 42 */
 	ST_COUNT
 };
 

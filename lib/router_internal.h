@@ -56,6 +56,8 @@ resil_lb_kind resil__candidates_lb_kind(const resil_candidates *c);
  * source are parsed with, so that nothing the selector frees belongs to
  * an object that may be gone by then. */
 const resil_allocator *resil__selector_alloc(const resil_selector *sel);
+/* Issue 40: the directory sel routes over. */
+resil_directory *resil__selector_dir(const resil_selector *sel);
 
 /* Change a parsed rule's force flag (the configuration text sets it with
  * a separate key). */

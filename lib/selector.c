@@ -369,6 +369,12 @@ resil__selector_alloc(const resil_selector *sel)
 	return &sel->a;
 }
 
+resil_directory *
+resil__selector_dir(const resil_selector *sel)
+{
+	return sel->dir;
+}
+
 size_t
 resil_selector_condition_count(resil_selector *sel)
 {

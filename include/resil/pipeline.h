@@ -64,6 +64,7 @@
 #include <resil/mock.h>
 #include <resil/resil.h>
 #include <resil/retry.h>
+#include <resil/throttle.h>
 #include <resil/value.h>
 
 #ifdef __cplusplus
@@ -85,11 +86,13 @@ typedef enum resil_stage {
 	RESIL_STAGE_CALL = 6,
 	RESIL_STAGE_CLUSTER = 7,
 	/* a reload (resil_pipeline_reload) */
-	RESIL_STAGE_CONFIG = 8
+	RESIL_STAGE_CONFIG = 8,
+	/* the throttle stage and the server's pushback (issue 42) */
+	RESIL_STAGE_THROTTLE = 9
 } resil_stage;
 
 /* "mock", "fallback", "retry", "breaker", "ratelimit", "bulkhead", "call",
- * "cluster", "config" or "unknown". */
+ * "cluster", "config", "throttle" or "unknown". */
 RESIL_API const char *resil_stage_name(resil_stage s);
 
 /*
@@ -316,6 +319,14 @@ typedef struct resil_pipeline_config {
 	 * resil_pipeline_new() copies it. NULL (a configuration made in C):
 	 * the pipeline was given no such keys. */
 	const char *cluster_keys;
+	/* Issue 42: adaptive client throttling (<resil/throttle.h>) as a
+	 * stage in front of the breaker: every attempt asks it first; a
+	 * refusal is RESIL_E_LIMITED and touches nothing below. Its
+	 * clock, allocator and listener are the pipeline's. Text keys
+	 * throttle.enabled, throttle.k, throttle.window, throttle.buckets,
+	 * throttle.seed (docs/config.md). */
+	int throttle_enabled;
+	resil_throttle_config throttle;
 } resil_pipeline_config;
 
 /* The kinds of call events (resil_pipeline_config.call_events). */
@@ -369,6 +380,7 @@ resil_pipeline_config_init(resil_pipeline_config *cfg)
 	resil_ratelimit_config_init(&cfg->ratelimit);
 	resil_bulkhead_config_init(&cfg->bulkhead);
 	resil_cluster_config_init(&cfg->cluster);
+	resil_throttle_config_init(&cfg->throttle);
 }
 
 static inline resil_pipeline_config
@@ -638,6 +650,9 @@ RESIL_API resil_retry *resil_pipeline_retry(
     resil_pipeline *p, const char *method);
 RESIL_API resil_cache *resil_pipeline_cache(resil_pipeline *p);
 RESIL_API resil_ratelimit *resil_pipeline_ratelimit(resil_pipeline *p);
+/* The current settings' throttle stage (throttle_enabled), or NULL; the
+ * same lifetime rule as the other getters above. */
+RESIL_API resil_throttle *resil_pipeline_throttle(resil_pipeline *p);
 RESIL_API resil_bulkhead *resil_pipeline_bulkhead(resil_pipeline *p);
 
 /* The fleet breaker and the fleet rate limiter the pipeline uses (given
@@ -675,6 +690,12 @@ typedef struct resil_pipeline_metrics {
 	/* Failback: failures dropped because the queue was full (the caller
 	 * got no error, a QUEUE_FULL event said so). */
 	uint64_t failback_dropped;
+	/* Issue 42: attempts the server answered "throttled" (the
+	 * RESIL_RC_THROTTLED codes), and attempts refused locally while a
+	 * Retry-After paused the rate limiter stage. The throttle stage's
+	 * own counts: resil_throttle_get_metrics(resil_pipeline_throttle()). */
+	uint64_t pushbacks;
+	uint64_t paused;
 } resil_pipeline_metrics;
 
 RESIL_API resil_err resil_pipeline_get_metrics(

@@ -1,0 +1,1500 @@
+/*
+ * Keyed families: one breaker, rate limiter or bulkhead per key.
+ *
+ * The layout. A pool of max_keys entries (128 bytes each, two cache lines,
+ * fixed at creation) holds the keys; an open-addressed table of 2^n slots
+ * (at least twice max_keys + 1, so it is never more than half full) maps a
+ * key's hash to its entry. A slot is one word: the hash's high 32 bits
+ * (a tag, so a probe rarely touches a wrong entry) and the entry's index
+ * + 1; 0 is empty. Deletion shifts the run back (Knuth's algorithm R), so
+ * there are no tombstones and churn never lengthens the probes.
+ *
+ * Why no epoch. Entries are never freed while the family lives, so a
+ * reader may always touch one, even one that was evicted and reused. What
+ * makes a reader's find safe is the entry's pin word: a count of callers
+ * holding the entry, a DEAD bit (free, or being evicted), a REF bit (used
+ * since the CLOCK hand passed) and a generation. A reader pins with one
+ * compare-and-swap that fails on DEAD, and only then reads the entry's key
+ * and instance: the writer (under the family's lock) rewrites those only
+ * after its own compare-and-swap moved a count of 0 to DEAD, and publishes
+ * them by storing the pin word (a release) before the slot. A reader that
+ * pinned a reused entry finds another key there, lets go and probes on. A
+ * find that misses while the table is being changed (a slot shifted under
+ * it) is only a miss: the caller then takes the lock and finds again,
+ * where nothing moves. So a key is never given a wrong instance, and a
+ * key's instance is made once, under the lock.
+ *
+ * Pinning is also what keeps a key with a call in flight: a breaker
+ * permit or a bulkhead slot holds its entry until it is recorded or
+ * released, and eviction takes only entries with a count of 0.
+ */
+#include <resil/keyed.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "atomic.h"
+#include "breaker_fast.h"
+#include "internal.h"
+
+#define PIN_COUNT UINT64_C(0xffffff)
+#define PIN_REF (UINT64_C(1) << 30)
+#define PIN_DEAD (UINT64_C(1) << 31)
+#define PIN_GEN (UINT64_C(1) << 32)
+
+/* The first cache line holds what a call on an existing key reads (the
+ * key's first 8 bytes included); a longer inline key runs on into the
+ * second. */
+typedef struct kentry {
+	uint64_t pin;
+	uint64_t hash;
+	void *inst;
+	/* A breaker's fast paths (lib/breaker_fast.h), taken at creation. */
+	const uint64_t *acq_word;
+	struct bstate *st;
+	const uint64_t *streak;
+	uint32_t len;
+	uint32_t ov; /* override index + 1; 0: the family's settings */
+	union {
+		uint8_t small[RESIL_KEYED_INLINE_KEY];
+		uint8_t *heap;
+	} k;
+} kentry;
+
+_Static_assert(sizeof(kentry) == 128, "an entry is two cache lines");
+
+typedef struct kover {
+	resil_keyed_override o;
+	uint64_t hash;
+	uint8_t *key; /* a copy */
+} kover;
+
+struct resil_keyed {
+	/* Read by every call: first. */
+	uint64_t seed;
+	uint64_t *slots;
+	uint64_t mask;
+	kentry *pool;
+	size_t max_len;
+	resil_keyed_kind kind;
+	resil_keyed_config cfg;
+	resil_allocator user;   /* the caller's */
+	resil_allocator walloc; /* counts into bytes, then the caller's */
+	resil_clock clock;
+	uint64_t bytes; /* held through walloc now */
+	uint64_t bytes_fixed;
+	uint64_t instance_bytes;
+	void *pool_mem;
+	size_t pool_size;
+	uint32_t *free_idx; /* a stack of free entries */
+	uint32_t n_free;
+	uint32_t hand; /* the CLOCK hand */
+	/* New keys that go to the overflow without a sweep, after a sweep
+	 * found no place: a family full of protected keys must not cost a
+	 * sweep per new key (at most 2 * 64 metrics reads each, amortised). */
+	uint32_t skip;
+	uint32_t keys;
+	uint64_t created, evicted, overflowed;
+	kover *ov;
+	size_t n_ov;
+	resil__spinlock lock;
+	kentry ovf; /* the overflow instance's entry: never in the table */
+};
+
+/* ---- memory ---- */
+
+static void *
+walloc_fn(size_t size, void *ctx)
+{
+	resil_keyed *k = ctx;
+	void *p = k->user.alloc(size, k->user.ctx);
+
+	if (p != NULL)
+		resil__faa64(&k->bytes, size);
+	return p;
+}
+
+static void
+wfree_fn(void *ptr, size_t size, void *ctx)
+{
+	resil_keyed *k = ctx;
+
+	if (ptr == NULL)
+		return;
+	resil__faa64(&k->bytes, (uint64_t)0 - size);
+	k->user.free(ptr, size, k->user.ctx);
+}
+
+/* ---- the hash: multiply-xor over 8-byte words ----
+ *
+ * Keys of 8 bytes or more are read as whole 8-byte words, the last one
+ * overlapping the one before (so a 12-byte host name is two loads); keys
+ * of 4..7 as two overlapping 4-byte words; 1..3 as three bytes. The length
+ * is mixed in, so overlapping reads of different lengths differ. The slot
+ * is taken from the low bits and the tag from the high 32, after a last
+ * fold and multiply. key_eq() reads the same way. */
+
+static inline uint64_t
+ld64(const uint8_t *p)
+{
+	uint64_t w;
+
+	memcpy(&w, p, 8);
+	return w;
+}
+
+static inline uint32_t
+ld32(const uint8_t *p)
+{
+	uint32_t w;
+
+	memcpy(&w, p, 4);
+	return w;
+}
+
+#define K1 UINT64_C(0x9e3779b97f4a7c15)
+#define K2 UINT64_C(0xff51afd7ed558ccd)
+#define K3 UINT64_C(0xc4ceb9fe1a85ec53)
+
+static inline uint64_t
+khash(uint64_t seed, const uint8_t *p, size_t n)
+{
+	uint64_t h = seed ^ ((uint64_t)n * K1), w;
+
+	if (n >= 8) {
+		while (n > 16) {
+			h = (h ^ ld64(p)) * K2;
+			h ^= h >> 29;
+			p += 8;
+			n -= 8;
+		}
+		h = (h ^ ld64(p)) * K2;
+		h = ((h ^ (h >> 29)) ^ ld64(p + n - 8)) * K3;
+	} else {
+		if (n >= 4)
+			w = (uint64_t)ld32(p) << 32 | ld32(p + n - 4);
+		else
+			w = (uint64_t)p[0] << 16 | (uint64_t)p[n >> 1] << 8 |
+			    p[n - 1];
+		h = (h ^ w) * K3;
+	}
+	/* The product's high bits hold the key; a key whose bytes differ
+	 * only at the end changes only them: fold them down, spread again. */
+	h = (h ^ (h >> 32)) * K1;
+	return h ^ (h >> 29);
+}
+
+static inline const uint8_t *
+kbytes(const kentry *e)
+{
+	return e->len <= RESIL_KEYED_INLINE_KEY ? e->k.small : e->k.heap;
+}
+
+/* ---- instances ---- */
+
+static void
+inst_free(resil_keyed_kind kind, void *inst)
+{
+	if (kind == RESIL_KEYED_BREAKER)
+		resil_breaker_free(inst);
+	else if (kind == RESIL_KEYED_RATELIMIT)
+		resil_ratelimit_free(inst);
+	else
+		resil_bulkhead_free(inst);
+}
+
+/* The configuration of override ov (NULL: the family's) applied to the
+ * family's. */
+static void
+apply_override(const resil_keyed *k, const resil_keyed_override *ov,
+    resil_ratelimit_config *rl, resil_bulkhead_config *bh)
+{
+	*rl = k->cfg.ratelimit;
+	*bh = k->cfg.bulkhead;
+	if (ov == NULL)
+		return;
+	if (ov->rate != 0)
+		rl->rate = ov->rate;
+	if (ov->period_ns != 0)
+		rl->period_ns = ov->period_ns;
+	if (ov->burst != 0)
+		rl->burst = ov->burst;
+	if (ov->max_concurrent != 0)
+		bh->max_concurrent = ov->max_concurrent;
+}
+
+static resil_err
+inst_new(const resil_keyed *k, const resil_keyed_override *ov, void **out,
+    resil_diag *diag)
+{
+	resil_ratelimit_config rl;
+	resil_bulkhead_config bh;
+
+	apply_override(k, ov, &rl, &bh);
+	if (k->cfg.kind == RESIL_KEYED_BREAKER)
+		return resil_breaker_new(
+		    (resil_breaker **)out, &k->cfg.breaker, diag);
+	if (k->cfg.kind == RESIL_KEYED_RATELIMIT)
+		return resil_ratelimit_new((resil_ratelimit **)out, &rl, diag);
+	return resil_bulkhead_new((resil_bulkhead **)out, &bh, diag);
+}
+
+/* The limit a fresh bulkhead of e's settings starts with. */
+static uint32_t
+bulkhead_start(const resil_keyed *k, const kentry *e)
+{
+	const resil_bulkhead_config *c = &k->cfg.bulkhead;
+
+	if (e->ov != 0 && k->ov[e->ov - 1].o.max_concurrent != 0)
+		return k->ov[e->ov - 1].o.max_concurrent;
+	if (c->adaptive == RESIL_BULKHEAD_GRADIENT)
+		return c->gradient.initial_limit;
+	return c->max_concurrent;
+}
+
+/* True when evicting e would lose something a fresh instance lacks. */
+static bool
+protected_entry(resil_keyed *k, const kentry *e)
+{
+	if (k->cfg.kind == RESIL_KEYED_BREAKER) {
+		resil_breaker_metrics m;
+
+		if (resil_breaker_get_metrics(e->inst, &m) != RESIL_OK)
+			return true;
+		return m.state != RESIL_BREAKER_CLOSED ||
+		    m.window_failures != 0 || m.window_slow != 0 ||
+		    m.consecutive_failures != 0;
+	}
+	if (k->cfg.kind == RESIL_KEYED_RATELIMIT) {
+		resil_ratelimit_metrics m;
+
+		if (resil_ratelimit_get_metrics(e->inst, &m) != RESIL_OK)
+			return true;
+		return m.available < m.burst;
+	} else {
+		resil_bulkhead_metrics m;
+
+		if (resil_bulkhead_get_metrics(e->inst, &m) != RESIL_OK)
+			return true;
+		return m.in_flight != 0 || m.limit != bulkhead_start(k, e);
+	}
+}
+
+/* ---- creation ---- */
+
+static resil_err
+check_config(const resil_keyed_config *cfg, resil_diag *diag)
+{
+	resil_err err;
+
+	if (cfg->size != sizeof(resil_keyed_config))
+		return resil__check_size(diag, "keyed", "resil_keyed_config",
+		    cfg->size, sizeof(resil_keyed_config));
+	if ((unsigned)cfg->kind > RESIL_KEYED_BULKHEAD)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "keyed.kind: %d is not breaker, ratelimit or bulkhead",
+		    (int)cfg->kind);
+	if (cfg->max_keys < 1 || cfg->max_keys > RESIL_KEYED_MAX_KEYS)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "keyed.max_keys: %u is out of range 1..%u",
+		    (unsigned)cfg->max_keys, (unsigned)RESIL_KEYED_MAX_KEYS);
+	if (cfg->max_key_len < 1 || cfg->max_key_len > RESIL_KEYED_MAX_KEY_LEN)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "keyed.max_key_len: %u is out of range 1..%u",
+		    (unsigned)cfg->max_key_len,
+		    (unsigned)RESIL_KEYED_MAX_KEY_LEN);
+	if (cfg->n_overrides > 0 && cfg->kind == RESIL_KEYED_BREAKER)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "keyed.override: a breaker family takes no overrides "
+		    "(they are limits: ratelimit or bulkhead)");
+	if (cfg->n_overrides > RESIL_KEYED_MAX_OVERRIDES)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "keyed.override: %zu overrides, at most %u",
+		    cfg->n_overrides, RESIL_KEYED_MAX_OVERRIDES);
+	if (cfg->n_overrides > 0 && cfg->overrides == NULL)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "keyed.override: overrides is NULL");
+	if (cfg->kind == RESIL_KEYED_BREAKER)
+		err = resil_breaker_config_validate(&cfg->breaker, diag);
+	else if (cfg->kind == RESIL_KEYED_RATELIMIT)
+		err = resil_ratelimit_config_validate(&cfg->ratelimit, diag);
+	else
+		err = resil_bulkhead_config_validate(&cfg->bulkhead, diag);
+	return err;
+}
+
+/* Copy the overrides, each checked by making (and freeing) its instance,
+ * which also measures the largest instance. */
+static resil_err
+copy_overrides(resil_keyed *k, const resil_keyed_config *cfg,
+    uint64_t *largest, resil_diag *diag)
+{
+	size_t i, j;
+	resil_err err;
+
+	if (cfg->n_overrides == 0)
+		return RESIL_OK;
+	k->ov = resil__calloc(&k->walloc, cfg->n_overrides * sizeof(kover));
+	if (k->ov == NULL)
+		return resil__diagf(diag, RESIL_E_NOMEM, "keyed: out of memory");
+	for (i = 0; i < cfg->n_overrides; i++) {
+		const resil_keyed_override *o = &cfg->overrides[i];
+		uint64_t before;
+		void *inst;
+
+		if (o->key == NULL || o->key_len == 0 ||
+		    o->key_len > cfg->max_key_len)
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "keyed.override[%zu]: the key must be 1..%u bytes",
+			    i, (unsigned)cfg->max_key_len);
+		k->ov[i].o = *o;
+		k->ov[i].hash = khash(k->seed, o->key, o->key_len);
+		k->ov[i].key = resil__alloc(&k->walloc, o->key_len);
+		if (k->ov[i].key == NULL)
+			return resil__diagf(
+			    diag, RESIL_E_NOMEM, "keyed: out of memory");
+		memcpy(k->ov[i].key, o->key, o->key_len);
+		k->ov[i].o.key = k->ov[i].key;
+		k->n_ov = i + 1;
+		for (j = 0; j < i; j++)
+			if (k->ov[j].o.key_len == o->key_len &&
+			    memcmp(k->ov[j].key, o->key, o->key_len) == 0)
+				return resil__diagf(diag, RESIL_E_INVAL,
+				    "keyed.override[%zu]: the key of "
+				    "override[%zu] again",
+				    i, j);
+		before = resil__load64(&k->bytes);
+		err = inst_new(k, &k->ov[i].o, &inst, diag);
+		if (err != RESIL_OK)
+			return resil__diag_prefix(diag, err, "keyed.override");
+		if (resil__load64(&k->bytes) - before > *largest)
+			*largest = resil__load64(&k->bytes) - before;
+		inst_free(k->cfg.kind, inst);
+	}
+	return RESIL_OK;
+}
+
+static uint64_t
+table_size(uint32_t max_keys)
+{
+	uint64_t n = 16;
+
+	while (n < 2 * ((uint64_t)max_keys + 1))
+		n <<= 1;
+	return n;
+}
+
+static resil_err
+alloc_tables(resil_keyed *k, resil_diag *diag)
+{
+	uint32_t i, n = k->cfg.max_keys;
+	uint64_t size = table_size(n);
+	uintptr_t p;
+
+	k->mask = size - 1;
+	k->slots = resil__calloc(&k->walloc, size * sizeof(uint64_t));
+	k->pool_size = (size_t)n * sizeof(kentry) + RESIL__CACHELINE;
+	k->pool_mem = resil__calloc(&k->walloc, k->pool_size);
+	k->free_idx = resil__alloc(&k->walloc, (size_t)n * sizeof(uint32_t));
+	if (k->slots == NULL || k->pool_mem == NULL || k->free_idx == NULL)
+		return resil__diagf(diag, RESIL_E_NOMEM, "keyed: out of memory");
+	p = ((uintptr_t)k->pool_mem + RESIL__CACHELINE - 1) &
+	    ~(uintptr_t)(RESIL__CACHELINE - 1);
+	k->pool = (kentry *)p;
+	/* Taken from the top of the stack: entry 0 first. */
+	for (i = 0; i < n; i++) {
+		k->pool[i].pin = PIN_DEAD;
+		k->free_idx[i] = n - 1 - i;
+	}
+	k->n_free = n;
+	return RESIL_OK;
+}
+
+void
+resil_keyed_free(resil_keyed *k)
+{
+	resil_allocator u;
+	uint32_t i;
+	size_t j;
+
+	if (k == NULL)
+		return;
+	u = k->user;
+	if (k->pool != NULL)
+		for (i = 0; i < k->cfg.max_keys; i++) {
+			kentry *e = &k->pool[i];
+
+			if (e->pin & PIN_DEAD)
+				continue;
+			inst_free(k->cfg.kind, e->inst);
+			if (e->len > RESIL_KEYED_INLINE_KEY)
+				resil__free(&k->walloc, e->k.heap, e->len);
+		}
+	if (k->ovf.inst != NULL)
+		inst_free(k->cfg.kind, k->ovf.inst);
+	for (j = 0; j < k->n_ov; j++)
+		resil__free(&k->walloc, k->ov[j].key, k->ov[j].o.key_len);
+	if (k->ov != NULL)
+		resil__free(&k->walloc, k->ov, k->cfg.n_overrides * sizeof(kover));
+	if (k->slots != NULL)
+		resil__free(&k->walloc, k->slots, (k->mask + 1) * sizeof(uint64_t));
+	if (k->pool_mem != NULL)
+		resil__free(&k->walloc, k->pool_mem, k->pool_size);
+	if (k->free_idx != NULL)
+		resil__free(&k->walloc, k->free_idx,
+		    (size_t)k->cfg.max_keys * sizeof(uint32_t));
+	resil__free(&u, k, sizeof(*k));
+}
+
+resil_err
+resil_keyed_new(
+    resil_keyed **out, const resil_keyed_config *cfg, resil_diag *diag)
+{
+	resil_keyed *k;
+	const resil_allocator *a;
+	uint64_t largest = 0, before;
+	resil_err err;
+
+	if (out == NULL || cfg == NULL)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "keyed: %s is NULL", out == NULL ? "out" : "cfg");
+	err = check_config(cfg, diag);
+	if (err != RESIL_OK)
+		return err;
+	a = resil__allocator(cfg->alloc);
+	k = resil__alloc(a, sizeof(*k));
+	if (k == NULL)
+		return resil__diagf(diag, RESIL_E_NOMEM, "keyed: out of memory");
+	memset(k, 0, sizeof(*k));
+	k->cfg = *cfg;
+	k->max_len = cfg->max_key_len;
+	k->kind = cfg->kind;
+	k->user = *a;
+	k->walloc.alloc = walloc_fn;
+	k->walloc.free = wfree_fn;
+	k->walloc.ctx = k;
+	k->cfg.alloc = &k->user;
+	k->bytes = sizeof(*k);
+	k->seed = cfg->hash_seed != 0 ? cfg->hash_seed
+	                              : UINT64_C(0x6b657965642d7265);
+	resil__spin_init(&k->lock);
+	/* Every instance allocates through the family, which counts. */
+	if (cfg->kind == RESIL_KEYED_BREAKER && cfg->breaker.clock != NULL)
+		k->clock = *cfg->breaker.clock;
+	else if (cfg->kind == RESIL_KEYED_RATELIMIT &&
+	    cfg->ratelimit.clock != NULL)
+		k->clock = *cfg->ratelimit.clock;
+	else if (cfg->kind == RESIL_KEYED_BULKHEAD &&
+	    cfg->bulkhead.clock != NULL)
+		k->clock = *cfg->bulkhead.clock;
+	else
+		k->clock = *resil_clock_system();
+	k->cfg.breaker.alloc = &k->walloc;
+	k->cfg.ratelimit.alloc = &k->walloc;
+	k->cfg.bulkhead.alloc = &k->walloc;
+	k->cfg.breaker.clock = &k->clock;
+	k->cfg.ratelimit.clock = &k->clock;
+	k->cfg.bulkhead.clock = &k->clock;
+	k->cfg.overrides = NULL;
+	err = alloc_tables(k, diag);
+	if (err == RESIL_OK) {
+		before = resil__load64(&k->bytes);
+		err = inst_new(k, NULL, &k->ovf.inst, diag);
+		largest = resil__load64(&k->bytes) - before;
+		if (err == RESIL_OK && cfg->kind == RESIL_KEYED_BREAKER) {
+			resil__bfast f;
+
+			resil__breaker_fast_refs(k->ovf.inst, &f);
+			k->ovf.acq_word = f.acq_word;
+			k->ovf.st = f.st;
+			k->ovf.streak = f.streak;
+		}
+	}
+	if (err == RESIL_OK)
+		err = copy_overrides(k, cfg, &largest, diag);
+	if (err != RESIL_OK) {
+		resil_keyed_free(k);
+		return err;
+	}
+	k->instance_bytes = largest;
+	/* The overflow instance included. */
+	k->bytes_fixed = resil__load64(&k->bytes);
+	*out = k;
+	return RESIL_OK;
+}
+
+resil_keyed_kind
+resil_keyed_get_kind(const resil_keyed *k)
+{
+	return k == NULL ? RESIL_KEYED_BREAKER : k->cfg.kind;
+}
+
+/* ---- find ---- */
+
+static inline void
+unpin(kentry *e)
+{
+	resil__faa64(&e->pin, UINT64_MAX);
+}
+
+/* Pin e if it is live; false when it is free or being evicted. */
+static inline bool
+pin(kentry *e)
+{
+	uint64_t w = resil__load64(&e->pin);
+
+	for (;;) {
+		if (w & PIN_DEAD)
+			return false;
+		/* 2^24 - 1 holders at once: the next waits for one to let go
+		 * (giving up would let the lock's find make a second entry
+		 * for the key). */
+		if (RESIL__LIKELY((w & PIN_COUNT) != PIN_COUNT) &&
+		    resil__cas64(&e->pin, w, (w + 1) | PIN_REF))
+			return true;
+		w = resil__load64(&e->pin);
+	}
+}
+
+/* The n bytes at a and b equal (n >= 1), read as khash() reads them. */
+static inline bool
+key_eq(const uint8_t *a, const uint8_t *b, size_t n)
+{
+	if (n >= 8) {
+		while (n > 16) {
+			if (ld64(a) != ld64(b))
+				return false;
+			a += 8;
+			b += 8;
+			n -= 8;
+		}
+		return ((ld64(a) ^ ld64(b)) |
+		           (ld64(a + n - 8) ^ ld64(b + n - 8))) == 0;
+	}
+	if (n >= 4)
+		return ((ld32(a) ^ ld32(b)) |
+		           (ld32(a + n - 4) ^ ld32(b + n - 4))) == 0;
+	/* 1..3 bytes: these three positions cover them all. */
+	return a[0] == b[0] && a[n >> 1] == b[n >> 1] && a[n - 1] == b[n - 1];
+}
+
+static inline bool
+same_key(const kentry *e, uint64_t h, const void *key, size_t len)
+{
+	return e->hash == h && e->len == len && key_eq(kbytes(e), key, len);
+}
+
+#if defined(__GNUC__)
+#define KINLINE inline __attribute__((always_inline))
+#else
+#define KINLINE inline
+#endif
+
+/* key's entry, pinned, or NULL (absent, or missed while the table
+ * changed: the caller then finds again under the lock). */
+static KINLINE kentry *
+find(resil_keyed *k, uint64_t h, const void *key, size_t len)
+{
+	uint64_t i = h & k->mask, s;
+	uint64_t tag = h >> 32;
+
+	for (;; i = (i + 1) & k->mask) {
+		kentry *e;
+
+		s = resil__load64(&k->slots[i]);
+		if (s == 0)
+			return NULL;
+		if ((s >> 32) != tag)
+			continue;
+		e = &k->pool[(uint32_t)s - 1];
+		if (!pin(e))
+			continue;
+		if (same_key(e, h, key, len))
+			return e;
+		unpin(e);
+	}
+}
+
+/* ---- the slow path: a new key, under the lock ---- */
+
+static void
+slot_insert(resil_keyed *k, uint64_t h, uint32_t idx)
+{
+	uint64_t i = h & k->mask;
+
+	while (k->slots[i] != 0)
+		i = (i + 1) & k->mask;
+	resil__store64(&k->slots[i], (h >> 32) << 32 | ((uint64_t)idx + 1));
+}
+
+/* Remove entry idx's slot, shifting the run after it back. */
+static void
+slot_remove(resil_keyed *k, uint32_t idx)
+{
+	uint64_t i = k->pool[idx].hash & k->mask, j, home, s;
+
+	while ((uint32_t)k->slots[i] != idx + 1)
+		i = (i + 1) & k->mask;
+	for (j = i;;) {
+		j = (j + 1) & k->mask;
+		s = k->slots[j];
+		if (s == 0)
+			break;
+		home = k->pool[(uint32_t)s - 1].hash & k->mask;
+		/* s may move to i when its home is not in (i, j]. */
+		if (i <= j ? (home <= i || home > j) : (home <= i && home > j)) {
+			resil__store64(&k->slots[i], s);
+			i = j;
+		}
+	}
+	resil__store64(&k->slots[i], 0);
+}
+
+/* What the slow path tells the listener once the lock is let go. */
+typedef struct pending {
+	bool evicted, created, overflow;
+	uint8_t small[RESIL_KEYED_INLINE_KEY];
+	uint8_t *heap; /* an evicted long key, freed after the event */
+	uint32_t evicted_len;
+	uint32_t keys;
+} pending;
+
+/* Free an entry of the CLOCK's choice: idle (no holder, not used since the
+ * hand last passed) and not protected. Two turns at most. */
+static bool
+evict_one(resil_keyed *k, uint32_t *idx, pending *pe)
+{
+	uint64_t n, turns = 2 * (uint64_t)k->cfg.max_keys;
+
+	for (n = 0; n < turns; n++) {
+		uint32_t i = k->hand;
+		kentry *e = &k->pool[i];
+		uint64_t w = resil__load64(&e->pin);
+
+		k->hand = i + 1 == k->cfg.max_keys ? 0 : i + 1;
+		if ((w & (PIN_DEAD | PIN_COUNT)) != 0)
+			continue;
+		if (w & PIN_REF) {
+			(void)resil__cas64(&e->pin, w, w & ~PIN_REF);
+			continue;
+		}
+		if (protected_entry(k, e) ||
+		    !resil__cas64(&e->pin, w, w | PIN_DEAD))
+			continue;
+		/* Nobody can pin it now, so nothing changes it: look again,
+		 * a call may have ended between the first look and the CAS. */
+		if (protected_entry(k, e)) {
+			resil__store64(&e->pin, w);
+			continue;
+		}
+		slot_remove(k, i);
+		inst_free(k->cfg.kind, e->inst);
+		e->inst = NULL;
+		pe->evicted = true;
+		pe->evicted_len = e->len;
+		if (e->len <= RESIL_KEYED_INLINE_KEY)
+			memcpy(pe->small, e->k.small, e->len);
+		else
+			pe->heap = e->k.heap;
+		k->keys--;
+		k->evicted++;
+		*idx = i;
+		return true;
+	}
+	return false;
+}
+
+static const resil_keyed_override *
+override_of(const resil_keyed *k, uint64_t h, const void *key, size_t len,
+    uint32_t *ov)
+{
+	size_t i;
+
+	for (i = 0; i < k->n_ov; i++)
+		if (k->ov[i].hash == h && k->ov[i].o.key_len == len &&
+		    memcmp(k->ov[i].key, key, len) == 0) {
+			*ov = (uint32_t)i + 1;
+			return &k->ov[i].o;
+		}
+	*ov = 0;
+	return NULL;
+}
+
+/* Make key's entry in free entry idx, pinned once for the caller. */
+static resil_err
+fill(resil_keyed *k, uint32_t idx, uint64_t h, const void *key, size_t len)
+{
+	kentry *e = &k->pool[idx];
+	const resil_keyed_override *o;
+	uint32_t ov;
+	void *inst;
+	resil_err err;
+
+	o = override_of(k, h, key, len, &ov);
+	err = inst_new(k, o, &inst, NULL);
+	if (err != RESIL_OK)
+		return err;
+	if (len > RESIL_KEYED_INLINE_KEY) {
+		e->k.heap = resil__alloc(&k->walloc, len);
+		if (e->k.heap == NULL) {
+			inst_free(k->cfg.kind, inst);
+			return RESIL_E_NOMEM;
+		}
+		memcpy(e->k.heap, key, len);
+	} else
+		memcpy(e->k.small, key, len);
+	e->inst = inst;
+	if (k->cfg.kind == RESIL_KEYED_BREAKER) {
+		resil__bfast f;
+
+		resil__breaker_fast_refs(inst, &f);
+		e->acq_word = f.acq_word;
+		e->st = f.st;
+		e->streak = f.streak;
+	}
+	e->hash = h;
+	e->len = (uint32_t)len;
+	e->ov = ov;
+	/* Publish: the fields above before the pin word, the pin word before
+	 * the slot. */
+	resil__store64(&e->pin,
+	    ((resil__load64(&e->pin) & ~(PIN_GEN - 1)) + PIN_GEN) | PIN_REF |
+	        1);
+	slot_insert(k, h, idx);
+	return RESIL_OK;
+}
+
+static void
+tell(resil_keyed *k, pending *pe, const void *key, size_t len)
+{
+	resil_keyed_event ev;
+
+	if (k->cfg.listener != NULL) {
+		ev.keys = pe->keys;
+		if (pe->evicted) {
+			ev.type = RESIL_KEYED_EVENT_EVICTED;
+			ev.key = pe->heap != NULL ? (const void *)pe->heap
+			                          : (const void *)pe->small;
+			ev.key_len = pe->evicted_len;
+			k->cfg.listener(&ev, k->cfg.listener_ctx);
+		}
+		ev.key = key;
+		ev.key_len = len;
+		ev.type = pe->overflow ? RESIL_KEYED_EVENT_OVERFLOW
+		                       : RESIL_KEYED_EVENT_CREATED;
+		if (pe->overflow || pe->created)
+			k->cfg.listener(&ev, k->cfg.listener_ctx);
+	}
+	if (pe->heap != NULL)
+		resil__free(&k->walloc, pe->heap, pe->evicted_len);
+}
+
+#if defined(__GNUC__)
+__attribute__((noinline, cold))
+#endif
+static kentry *
+get_slow(resil_keyed *k, uint64_t h, const void *key, size_t len,
+    resil_err *err)
+{
+	pending pe;
+	kentry *e;
+	uint32_t idx;
+
+	memset(&pe, 0, sizeof(pe));
+	resil__spin_lock(&k->lock);
+	e = find(k, h, key, len);
+	if (e != NULL) {
+		resil__spin_unlock(&k->lock);
+		return e;
+	}
+	if (k->n_free > 0)
+		idx = k->free_idx[--k->n_free];
+	else if (k->skip > 0 || !evict_one(k, &idx, &pe)) {
+		if (k->skip > 0)
+			k->skip--;
+		else
+			k->skip = k->cfg.max_keys / 64;
+		k->overflowed++;
+		pe.overflow = true;
+		pe.keys = k->keys;
+		pin(&k->ovf);
+		resil__spin_unlock(&k->lock);
+		tell(k, &pe, key, len);
+		return &k->ovf;
+	}
+	*err = fill(k, idx, h, key, len);
+	if (*err != RESIL_OK) {
+		k->free_idx[k->n_free++] = idx;
+		e = NULL;
+	} else {
+		e = &k->pool[idx];
+		k->keys++;
+		k->created++;
+		pe.created = true;
+	}
+	pe.keys = k->keys;
+	resil__spin_unlock(&k->lock);
+	tell(k, &pe, key, len);
+	return e;
+}
+
+/* A key's call is refused before any lookup: no family, no key, an empty
+ * or too long key (len - 1 < max_len tests 1..max_key_len at once), or a
+ * family of another kind. */
+static KINLINE bool
+bad_key(const resil_keyed *k, const void *key, size_t len,
+    resil_keyed_kind kind)
+{
+	return k == NULL || key == NULL || len - 1 >= k->max_len ||
+	    k->kind != kind;
+}
+
+/* The rest of a breaker acquire on a pinned entry that the fast grant did
+ * not answer: the full acquire; the entry is let go on a refusal. */
+static resil_err
+breaker_acquire_entry(kentry *e, resil_keyed_permit *permit)
+{
+	resil_err err = resil_breaker_acquire(e->inst, &permit->permit);
+
+	if (err != RESIL_OK) {
+		permit->entry = NULL;
+		unpin(e);
+	}
+	return err;
+}
+
+/* A key the lock-free find did not see: found or made under the lock. */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static resil_err
+breaker_acquire_slow(resil_keyed *k, uint64_t h, const void *key,
+    size_t len, resil_keyed_permit *permit)
+{
+	resil_err err = RESIL_E_NOMEM;
+	kentry *e = get_slow(k, h, key, len, &err);
+
+	if (e == NULL)
+		return err;
+	permit->entry = e;
+	if (resil__breaker_grant_fast(e->acq_word, &permit->permit))
+		return RESIL_OK;
+	return breaker_acquire_entry(e, permit);
+}
+
+/* ---- breakers ---- */
+
+resil_err
+resil_keyed_breaker_acquire(resil_keyed *k, const void *key, size_t key_len,
+    resil_keyed_permit *permit)
+{
+	uint64_t h;
+	kentry *e;
+
+	if (RESIL__UNLIKELY(permit == NULL ||
+	        bad_key(k, key, key_len, RESIL_KEYED_BREAKER)))
+		return RESIL_E_INVAL;
+	h = khash(k->seed, key, key_len);
+	e = find(k, h, key, key_len);
+	if (RESIL__UNLIKELY(e == NULL))
+		return breaker_acquire_slow(k, h, key, key_len, permit);
+	permit->entry = e;
+	if (RESIL__LIKELY(
+	        resil__breaker_grant_fast(e->acq_word, &permit->permit)))
+		return RESIL_OK;
+	return breaker_acquire_entry(e, permit);
+}
+
+/* Let the permit's entry go unless err says the permit was not used. */
+static inline resil_err
+let_go(resil_keyed_permit *permit, kentry *e, resil_err err)
+{
+	if (err != RESIL_E_INVAL) {
+		permit->entry = NULL;
+		unpin(e);
+	}
+	return err;
+}
+
+resil_err
+resil_keyed_breaker_record(
+    resil_keyed *k, resil_keyed_permit *permit, resil_outcome outcome)
+{
+	kentry *e;
+
+	if (RESIL__UNLIKELY(k == NULL || permit == NULL ||
+	        permit->entry == NULL))
+		return RESIL_E_INVAL;
+	e = permit->entry;
+	if (RESIL__LIKELY(outcome == RESIL_OUTCOME_SUCCESS &&
+	        resil__breaker_success_fast(
+	            e->st, e->streak, &permit->permit, false))) {
+		permit->entry = NULL;
+		unpin(e);
+		return RESIL_OK;
+	}
+	return let_go(permit, e,
+	    resil_breaker_record(e->inst, &permit->permit, outcome));
+}
+
+resil_err
+resil_keyed_breaker_record_duration(resil_keyed *k,
+    resil_keyed_permit *permit, resil_outcome outcome, uint64_t duration)
+{
+	kentry *e;
+
+	if (k == NULL || permit == NULL || permit->entry == NULL)
+		return RESIL_E_INVAL;
+	e = permit->entry;
+	return let_go(permit, e,
+	    resil_breaker_record_duration(
+	        e->inst, &permit->permit, outcome, duration));
+}
+
+resil_err
+resil_keyed_breaker_release(resil_keyed *k, resil_keyed_permit *permit)
+{
+	kentry *e;
+
+	if (k == NULL || permit == NULL || permit->entry == NULL)
+		return RESIL_E_INVAL;
+	e = permit->entry;
+	return let_go(
+	    permit, e, resil_breaker_release(e->inst, &permit->permit));
+}
+
+/* key's entry, pinned: found, made, or the overflow's; NULL with *err. */
+static KINLINE kentry *
+get(resil_keyed *k, const void *key, size_t len, resil_keyed_kind kind,
+    resil_err *err)
+{
+	uint64_t h;
+	kentry *e;
+
+	if (RESIL__UNLIKELY(bad_key(k, key, len, kind))) {
+		*err = RESIL_E_INVAL;
+		return NULL;
+	}
+	h = khash(k->seed, key, len);
+	e = find(k, h, key, len);
+	if (RESIL__LIKELY(e != NULL))
+		return e;
+	return get_slow(k, h, key, len, err);
+}
+
+/* ---- rate limiters ---- */
+
+resil_err
+resil_keyed_ratelimit_try_acquire(resil_keyed *k, const void *key,
+    size_t key_len, uint32_t permits, uint64_t *retry_after)
+{
+	resil_err err = RESIL_E_NOMEM;
+	kentry *e;
+
+	e = get(k, key, key_len, RESIL_KEYED_RATELIMIT, &err);
+	if (RESIL__UNLIKELY(e == NULL))
+		return err;
+	err = resil_ratelimit_try_acquire(e->inst, permits, retry_after);
+	unpin(e);
+	return err;
+}
+
+/* ---- bulkheads ---- */
+
+resil_err
+resil_keyed_bulkhead_try_acquire(resil_keyed *k, const void *key,
+    size_t key_len, resil_keyed_permit *permit)
+{
+	resil_err err = RESIL_E_NOMEM;
+	kentry *e;
+
+	if (permit == NULL)
+		return RESIL_E_INVAL;
+	e = get(k, key, key_len, RESIL_KEYED_BULKHEAD, &err);
+	if (e == NULL)
+		return err;
+	err = resil_bulkhead_try_acquire(e->inst);
+	if (err == RESIL_OK) {
+		memset(&permit->permit, 0, sizeof(permit->permit));
+		permit->entry = e;
+	} else
+		unpin(e);
+	return err;
+}
+
+resil_err
+resil_keyed_bulkhead_release(resil_keyed *k, resil_keyed_permit *permit)
+{
+	kentry *e;
+
+	if (k == NULL || permit == NULL || permit->entry == NULL)
+		return RESIL_E_INVAL;
+	e = permit->entry;
+	return let_go(permit, e, resil_bulkhead_release(e->inst));
+}
+
+resil_err
+resil_keyed_bulkhead_complete(resil_keyed *k, resil_keyed_permit *permit,
+    resil_outcome outcome, uint64_t latency)
+{
+	kentry *e;
+
+	if (k == NULL || permit == NULL || permit->entry == NULL)
+		return RESIL_E_INVAL;
+	e = permit->entry;
+	return let_go(permit, e,
+	    resil_bulkhead_complete(e->inst, outcome, latency));
+}
+
+/* ---- looking ---- */
+
+static void
+instance_of(const resil_keyed *k, void *inst, resil_keyed_instance *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->kind = k->cfg.kind;
+	if (k->cfg.kind == RESIL_KEYED_BREAKER)
+		out->breaker = inst;
+	else if (k->cfg.kind == RESIL_KEYED_RATELIMIT)
+		out->ratelimit = inst;
+	else
+		out->bulkhead = inst;
+}
+
+resil_err
+resil_keyed_with(resil_keyed *k, const void *key, size_t key_len,
+    resil_keyed_visit_fn fn, void *ctx)
+{
+	resil_keyed_instance in;
+	uint64_t h;
+	kentry *e;
+
+	if (k == NULL || key == NULL || fn == NULL || key_len == 0 ||
+	    key_len > k->cfg.max_key_len)
+		return RESIL_E_INVAL;
+	h = khash(k->seed, key, key_len);
+	e = find(k, h, key, key_len);
+	if (e == NULL) {
+		resil__spin_lock(&k->lock);
+		e = find(k, h, key, key_len);
+		resil__spin_unlock(&k->lock);
+	}
+	if (e == NULL)
+		return RESIL_E_NOTFOUND;
+	instance_of(k, e->inst, &in);
+	fn(kbytes(e), e->len, &in, ctx);
+	unpin(e);
+	return RESIL_OK;
+}
+
+resil_err
+resil_keyed_overflow(resil_keyed *k, resil_keyed_instance *out)
+{
+	if (k == NULL || out == NULL)
+		return RESIL_E_INVAL;
+	instance_of(k, k->ovf.inst, out);
+	return RESIL_OK;
+}
+
+resil_err
+resil_keyed_foreach(resil_keyed *k, resil_keyed_visit_fn fn, void *ctx)
+{
+	resil_keyed_instance in;
+	uint32_t i;
+
+	if (k == NULL || fn == NULL)
+		return RESIL_E_INVAL;
+	resil__spin_lock(&k->lock);
+	for (i = 0; i < k->cfg.max_keys; i++) {
+		kentry *e = &k->pool[i];
+
+		if (resil__load64(&e->pin) & PIN_DEAD)
+			continue;
+		instance_of(k, e->inst, &in);
+		fn(kbytes(e), e->len, &in, ctx);
+	}
+	resil__spin_unlock(&k->lock);
+	return RESIL_OK;
+}
+
+resil_err
+resil_keyed_get_metrics(resil_keyed *k, resil_keyed_metrics *out)
+{
+	uint64_t key_extra;
+
+	if (k == NULL || out == NULL)
+		return RESIL_E_INVAL;
+	memset(out, 0, sizeof(*out));
+	resil__spin_lock(&k->lock);
+	out->keys = k->keys;
+	out->created = k->created;
+	out->evicted = k->evicted;
+	out->overflowed = k->overflowed;
+	resil__spin_unlock(&k->lock);
+	out->max_keys = k->cfg.max_keys;
+	out->bytes = resil__load64(&k->bytes);
+	out->bytes_fixed = k->bytes_fixed;
+	out->instance_bytes = k->instance_bytes;
+	key_extra = k->cfg.max_key_len > RESIL_KEYED_INLINE_KEY
+	    ? k->cfg.max_key_len
+	    : 0;
+	/* The overflow instance is in bytes_fixed; an evicted long key is
+	 * freed after its event, while the new key may hold one: one more
+	 * key's worth. */
+	out->bytes_bound = k->bytes_fixed +
+	    (uint64_t)k->cfg.max_keys * (k->instance_bytes + key_extra) +
+	    key_extra;
+	return RESIL_OK;
+}
+
+const char *
+resil_keyed_kind_name(resil_keyed_kind kind)
+{
+	switch (kind) {
+	case RESIL_KEYED_BREAKER:
+		return "breaker";
+	case RESIL_KEYED_RATELIMIT:
+		return "ratelimit";
+	case RESIL_KEYED_BULKHEAD:
+		return "bulkhead";
+	}
+	return "unknown";
+}
+
+const char *
+resil_keyed_event_name(resil_keyed_event_type t)
+{
+	switch (t) {
+	case RESIL_KEYED_EVENT_CREATED:
+		return "created";
+	case RESIL_KEYED_EVENT_EVICTED:
+		return "evicted";
+	case RESIL_KEYED_EVENT_OVERFLOW:
+		return "overflow";
+	}
+	return "unknown";
+}
+
+/* ---- seen: per-key figures, top-N, Prometheus ---- */
+
+typedef struct kfig {
+	uint64_t calls, failures, rejections;
+	resil_breaker_state state;
+	uint32_t idx;
+	resil_keyed_rank by; /* how to rank (every element the same) */
+} kfig;
+
+static void
+figures(const resil_keyed *k, void *inst, kfig *f)
+{
+	f->calls = f->failures = f->rejections = 0;
+	f->state = RESIL_BREAKER_CLOSED;
+	if (k->cfg.kind == RESIL_KEYED_BREAKER) {
+		resil_breaker_metrics m;
+
+		if (resil_breaker_get_metrics(inst, &m) != RESIL_OK)
+			return;
+		f->calls = m.successes + m.failures + m.ignored;
+		f->failures = m.failures;
+		f->rejections = m.rejections;
+		f->state = m.state;
+	} else if (k->cfg.kind == RESIL_KEYED_RATELIMIT) {
+		resil_ratelimit_metrics m;
+
+		if (resil_ratelimit_get_metrics(inst, &m) != RESIL_OK)
+			return;
+		f->calls = m.granted_calls + m.rejected_calls;
+		f->rejections = m.rejected_calls;
+	} else {
+		resil_bulkhead_metrics m;
+
+		if (resil_bulkhead_get_metrics(inst, &m) != RESIL_OK)
+			return;
+		f->calls = m.granted + m.rejected;
+		f->rejections = m.rejected;
+	}
+}
+
+static int
+cmp_u64(uint64_t a, uint64_t b)
+{
+	return a > b ? -1 : a < b ? 1 : 0;
+}
+
+/* Best first: by the rank's figures, then entry order. */
+static int
+cmp_fig(const void *pa, const void *pb)
+{
+	const kfig *a = pa, *b = pb;
+	int c;
+
+	if (a->by == RESIL_KEYED_BY_FAILURES) {
+		if ((c = cmp_u64(a->failures, b->failures)) != 0 ||
+		    (c = cmp_u64(a->rejections, b->rejections)) != 0)
+			return c;
+	} else if (a->by == RESIL_KEYED_BY_REJECTIONS) {
+		if ((c = cmp_u64(a->rejections, b->rejections)) != 0 ||
+		    (c = cmp_u64(a->failures, b->failures)) != 0)
+			return c;
+	} else if ((c = cmp_u64(a->failures + a->rejections,
+	                b->failures + b->rejections)) != 0)
+		return c;
+	if ((c = cmp_u64(a->calls, b->calls)) != 0)
+		return c;
+	return a->idx < b->idx ? -1 : a->idx > b->idx;
+}
+
+/* Every live key's figures, ranked, in *out (count *n), taken under the
+ * lock, which the caller holds and lets go. Temporary memory comes from
+ * the caller's allocator directly: it is not the family's. */
+static resil_err
+ranked(resil_keyed *k, int by, kfig **out, uint32_t *n)
+{
+	size_t size = (size_t)k->cfg.max_keys * sizeof(kfig);
+	kfig *f = resil__alloc(&k->user, size);
+	uint32_t i, m = 0;
+
+	if (f == NULL)
+		return RESIL_E_NOMEM;
+	resil__spin_lock(&k->lock);
+	for (i = 0; i < k->cfg.max_keys; i++) {
+		kentry *e = &k->pool[i];
+
+		if (resil__load64(&e->pin) & PIN_DEAD)
+			continue;
+		figures(k, e->inst, &f[m]);
+		f[m].idx = i;
+		f[m].by = (resil_keyed_rank)by;
+		m++;
+	}
+	qsort(f, m, sizeof(*f), cmp_fig);
+	*out = f;
+	*n = m;
+	return RESIL_OK;
+}
+
+resil_err
+resil_keyed_top(resil_keyed *k, resil_keyed_rank by,
+    resil_keyed_top_entry *out, size_t n, size_t *got)
+{
+	kfig *f;
+	uint32_t m, i;
+	resil_err err;
+
+	if (k == NULL || (out == NULL && n > 0) || got == NULL ||
+	    (by != RESIL_KEYED_BY_FAILURES && by != RESIL_KEYED_BY_REJECTIONS))
+		return RESIL_E_INVAL;
+	err = ranked(k, (int)by, &f, &m);
+	if (err != RESIL_OK)
+		return err;
+	for (i = 0; i < m && i < n; i++) {
+		const kentry *e = &k->pool[f[i].idx];
+
+		memset(&out[i], 0, sizeof(out[i]));
+		out[i].key_len = e->len;
+		memcpy(out[i].key, kbytes(e),
+		    e->len < RESIL_KEYED_TOP_KEY ? e->len : RESIL_KEYED_TOP_KEY);
+		out[i].calls = f[i].calls;
+		out[i].failures = f[i].failures;
+		out[i].rejections = f[i].rejections;
+		out[i].state = f[i].state;
+	}
+	resil__spin_unlock(&k->lock);
+	*got = i;
+	resil__free(&k->user, f, (size_t)k->cfg.max_keys * sizeof(kfig));
+	return RESIL_OK;
+}
+
+/* A text that counts what it could not hold. */
+typedef struct wtext {
+	char *buf;
+	size_t cap, len;
+} wtext;
+
+static void
+wput(wtext *w, const char *s, size_t n)
+{
+	if (w->len < w->cap) {
+		size_t room = w->cap - w->len;
+
+		memcpy(w->buf + w->len, s, n < room ? n : room);
+	}
+	w->len += n;
+}
+
+static void
+wputs(wtext *w, const char *s)
+{
+	wput(w, s, strlen(s));
+}
+
+static void
+wnum(wtext *w, uint64_t v)
+{
+	char b[24];
+	int n = snprintf(b, sizeof(b), "%llu", (unsigned long long)v);
+
+	wput(w, b, (size_t)n);
+}
+
+/* A label value: \\, \" and \n escaped, other bytes outside printable
+ * ASCII as \\xNN (a backslash and the hex digits: valid text, readable). */
+static void
+wlabel(wtext *w, const uint8_t *s, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		char e[5];
+
+		if (s[i] == '\\')
+			wput(w, "\\\\", 2);
+		else if (s[i] == '"')
+			wput(w, "\\\"", 2);
+		else if (s[i] == '\n')
+			wput(w, "\\n", 2);
+		else if (s[i] < 0x20 || s[i] > 0x7e) {
+			e[0] = '\\';
+			e[1] = '\\';
+			e[2] = 'x';
+			e[3] = hex[s[i] >> 4];
+			e[4] = hex[s[i] & 15];
+			wput(w, e, 5);
+		} else
+			wput(w, (const char *)&s[i], 1);
+	}
+}
+
+static void
+wsample(wtext *w, const char *name, const char *family, const uint8_t *key,
+    size_t key_len, uint64_t v)
+{
+	wputs(w, name);
+	wputs(w, "{family=\"");
+	wlabel(w, (const uint8_t *)family, strlen(family));
+	if (key != NULL) {
+		wputs(w, "\",key=\"");
+		wlabel(w, key, key_len);
+	}
+	wputs(w, "\"} ");
+	wnum(w, v);
+	wput(w, "\n", 1);
+}
+
+static void
+whead(wtext *w, const char *name, const char *type, const char *help)
+{
+	wputs(w, "# HELP ");
+	wputs(w, name);
+	wput(w, " ", 1);
+	wputs(w, help);
+	wputs(w, "\n# TYPE ");
+	wputs(w, name);
+	wput(w, " ", 1);
+	wputs(w, type);
+	wput(w, "\n", 1);
+}
+
+/* One per-key metric: the first max_series keys, then __other__. */
+static void
+wkeyed(resil_keyed *k, wtext *w, const char *family, const kfig *f,
+    uint32_t m, size_t max_series, int which)
+{
+	static const uint8_t other[] = "__other__";
+	uint64_t rest = 0;
+	uint32_t i;
+
+	for (i = 0; i < m; i++) {
+		uint64_t v = which == 0 ? f[i].calls
+		    : which == 1        ? f[i].failures
+		    : which == 2        ? f[i].rejections
+		                        : f[i].state != RESIL_BREAKER_CLOSED;
+		const kentry *e = &k->pool[f[i].idx];
+
+		if (i < max_series)
+			wsample(w, which == 0 ? "resil_keyed_calls_total"
+			        : which == 1  ? "resil_keyed_failures_total"
+			        : which == 2  ? "resil_keyed_rejections_total"
+			                      : "resil_keyed_breaker_open",
+			    family, kbytes(e), e->len, v);
+		else
+			rest += v;
+	}
+	if (m > max_series)
+		wsample(w, which == 0 ? "resil_keyed_calls_total"
+		        : which == 1  ? "resil_keyed_failures_total"
+		        : which == 2  ? "resil_keyed_rejections_total"
+		                      : "resil_keyed_breaker_open",
+		    family, other, sizeof(other) - 1, rest);
+}
+
+resil_err
+resil_keyed_prometheus(resil_keyed *k, const char *family,
+    size_t max_series, char *buf, size_t cap, size_t *len)
+{
+	static const char *const names[] = { "resil_keyed_calls_total",
+		"resil_keyed_failures_total", "resil_keyed_rejections_total",
+		"resil_keyed_breaker_open" };
+	static const char *const helps[] = {
+		"Calls seen by the key's instance.",
+		"Failures recorded by the key's breaker.",
+		"Calls the key's instance rejected.",
+		"1 when the key's breaker is not CLOSED (summed for folded keys).",
+	};
+	resil_keyed_metrics km;
+	wtext w;
+	kfig *f;
+	uint32_t m;
+	int which;
+	resil_err err;
+
+	if (k == NULL || family == NULL || len == NULL ||
+	    (buf == NULL && cap > 0))
+		return RESIL_E_INVAL;
+	(void)resil_keyed_get_metrics(k, &km);
+	err = ranked(k, -1, &f, &m);
+	if (err != RESIL_OK)
+		return err;
+	w.buf = buf;
+	w.cap = cap;
+	w.len = 0;
+	whead(&w, "resil_keyed_keys", "gauge", "Keys with an instance now.");
+	wsample(&w, "resil_keyed_keys", family, NULL, 0, m);
+	whead(&w, "resil_keyed_max_keys", "gauge", "The family's bound.");
+	wsample(&w, "resil_keyed_max_keys", family, NULL, 0, km.max_keys);
+	whead(&w, "resil_keyed_bytes", "gauge", "Bytes the family holds.");
+	wsample(&w, "resil_keyed_bytes", family, NULL, 0, km.bytes);
+	whead(&w, "resil_keyed_created_total", "counter",
+	    "Instances made for keys.");
+	wsample(&w, "resil_keyed_created_total", family, NULL, 0, km.created);
+	whead(&w, "resil_keyed_evicted_total", "counter", "Idle keys evicted.");
+	wsample(&w, "resil_keyed_evicted_total", family, NULL, 0, km.evicted);
+	whead(&w, "resil_keyed_overflow_total", "counter",
+	    "Calls of new keys given the overflow instance.");
+	wsample(
+	    &w, "resil_keyed_overflow_total", family, NULL, 0, km.overflowed);
+	for (which = 0; which < 4; which++) {
+		if (which == 3 && k->cfg.kind != RESIL_KEYED_BREAKER)
+			break;
+		if (which == 1 && k->cfg.kind != RESIL_KEYED_BREAKER)
+			continue;
+		whead(&w, names[which], which == 3 ? "gauge" : "counter",
+		    helps[which]);
+		wkeyed(k, &w, family, f, m, max_series, which);
+	}
+	resil__spin_unlock(&k->lock);
+	resil__free(&k->user, f, (size_t)k->cfg.max_keys * sizeof(kfig));
+	*len = w.len;
+	if (w.len >= cap) {
+		if (cap > 0)
+			buf[cap - 1] = '\0';
+		return RESIL_E_INVAL;
+	}
+	buf[w.len] = '\0';
+	return RESIL_OK;
+}
