@@ -586,6 +586,9 @@ pin(kentry *e)
 static inline bool
 key_eq(const uint8_t *a, const uint8_t *b, size_t n)
 {
+	if (RESIL__LIKELY(n - 8 <= 8)) /* 8..16 bytes: two words */
+		return ((ld64(a) ^ ld64(b)) |
+		           (ld64(a + n - 8) ^ ld64(b + n - 8))) == 0;
 	if (n >= 8) {
 		while (n > 16) {
 			if (ld64(a) != ld64(b))
