@@ -7,11 +7,10 @@
  * without it the handle finds nothing on port 1 and runs in local mode,
  * which takes the same branch of resil_fleet_acquire.
  *
- * fleet/sync/N: one sync step of N breakers (N handles, one connection
- * each) per iteration, to give the sync's cost per second at a sync
- * interval. Meaningful only with RESIL_FLEET_BENCH_PORT (without it each
- * sync is the local-mode early return). A sync must not overlap another
- * of the same handle, so threads of one run take turns (a mutex).
+ * fleet/sync/N, fleet/sync_idle/N: one group sync of N breakers (one
+ * connection, one round trip) per iteration, below. Meaningful only with
+ * RESIL_FLEET_BENCH_PORT (without it each sync is the local-mode early
+ * return). Threads of one run take turns (a mutex).
  *
  * fleet/closed_success_redis_paused: fleet/closed_success while the
  * helper thread (resil_fleet_start, every 1 ms) syncs against a Redis
@@ -93,42 +92,69 @@ run_acquire_record(void *ctx, uint64_t iters)
 	return n;
 }
 
-#define SYNC_MAX 64
-
+/* fleet/sync/N (issue 44): N breakers of one instance in one group
+ * (resil_fleet_group), one resil_fleet_group_sync per iteration: one
+ * round trip for all N. Each iteration first records one success on
+ * every breaker: healthy breakers of a CLOSED fleet with traffic, the
+ * steady state, where each sends a read of the fleet's state (nothing
+ * the fleet decides by changed; quorum_traffic_pct 0). The manual clock
+ * never moves, so no refresh is due.
+ * fleet/sync_scripts/N: the same with quorum_traffic_pct 1, so every
+ * breaker's traffic counts and each sends its script: the worst case,
+ * and the script's cost inside Redis. */
 typedef struct bs {
 	resil_manual_clock mc;
 	pthread_mutex_t mu;
 	unsigned n;
-	resil_fleet *f[SYNC_MAX];
+	int busy;
+	resil_fleet_group *g;
+	resil_fleet **f;
+	char (*names)[24];
+	uint32_t pct;
 } bs;
 
 static void *
-setup_sync(unsigned n)
+setup_sync(unsigned n, uint32_t pct)
 {
 	const char *port = getenv("RESIL_FLEET_BENCH_PORT");
+	resil_fleet_group_config gc;
 	bs *x = calloc(1, sizeof(*x));
-	static char names[SYNC_MAX][16];
 	unsigned i;
 
 	if (x == NULL)
 		abort();
+	x->f = calloc(n, sizeof(*x->f));
+	x->names = calloc(n, sizeof(*x->names));
+	if (x->f == NULL || x->names == NULL)
+		abort();
 	resil_manual_clock_init(&x->mc, 1);
 	pthread_mutex_init(&x->mu, NULL);
 	x->n = n;
+	x->busy = 1;
+	x->pct = pct;
+	resil_fleet_group_config_init(&gc);
+	gc.port = port != NULL ? (uint32_t)strtoul(port, NULL, 10) : 1;
+	/* A loaded machine must not turn the row into local mode. */
+	gc.command_timeout_ms = 5000;
+	gc.reconnect_ms = 0;
+	if (resil_fleet_group_new(&x->g, &gc, NULL) != RESIL_OK)
+		abort();
 	for (i = 0; i < n; i++) {
 		resil_fleet_config cfg = resil_fleet_config_default();
 
-		snprintf(names[i], sizeof(names[i]), "bench-sync-%u", i);
-		cfg.name = names[i];
+		snprintf(x->names[i], sizeof(x->names[i]), "bench-sync-%u", i);
+		cfg.name = x->names[i];
 		cfg.instance = "bench";
-		cfg.port =
-		    port != NULL ? (uint32_t)strtoul(port, NULL, 10) : 1;
+		cfg.group = x->g;
+		cfg.quorum_traffic_pct = x->pct;
 		cfg.breaker.clock = resil_manual_clock_hook(&x->mc);
-		/* A loaded machine must not turn the row into local mode. */
-		cfg.command_timeout_ms = 1000;
-		cfg.reconnect_ms = 0;
 		if (resil_fleet_new(&x->f[i], &cfg, NULL) != RESIL_OK)
 			abort();
+	}
+	/* Joined: the first sync sends every script. */
+	if (port != NULL && resil_fleet_group_sync(x->g, 1) != RESIL_OK) {
+		fprintf(stderr, "bench_fleet: no redis on port %s\n", port);
+		abort();
 	}
 	return x;
 }
@@ -136,19 +162,37 @@ setup_sync(unsigned n)
 static void *
 setup_sync1(void)
 {
-	return setup_sync(1);
-}
-
-static void *
-setup_sync8(void)
-{
-	return setup_sync(8);
+	return setup_sync(1, 0);
 }
 
 static void *
 setup_sync64(void)
 {
-	return setup_sync(64);
+	return setup_sync(64, 0);
+}
+
+static void *
+setup_sync10000(void)
+{
+	return setup_sync(10000, 0);
+}
+
+static void *
+setup_scripts1(void)
+{
+	return setup_sync(1, 1);
+}
+
+static void *
+setup_scripts64(void)
+{
+	return setup_sync(64, 1);
+}
+
+static void *
+setup_scripts1000(void)
+{
+	return setup_sync(1000, 1);
 }
 
 static void
@@ -159,7 +203,11 @@ teardown_sync(void *ctx)
 
 	for (i = 0; i < x->n; i++)
 		resil_fleet_free(x->f[i]);
+	if (resil_fleet_group_free(x->g) != RESIL_OK)
+		abort();
 	pthread_mutex_destroy(&x->mu);
+	free(x->f);
+	free(x->names);
 	free(x);
 }
 
@@ -167,13 +215,18 @@ static uint64_t
 run_sync(void *ctx, uint64_t iters)
 {
 	bs *x = ctx;
+	resil_fleet_permit p;
 	uint64_t i, n = 0;
 	unsigned j;
 
 	pthread_mutex_lock(&x->mu);
-	for (i = 0; i < iters; i++)
-		for (j = 0; j < x->n; j++)
-			n += resil_fleet_sync(x->f[j], 1) == RESIL_OK;
+	for (i = 0; i < iters; i++) {
+		for (j = 0; x->busy && j < x->n; j++)
+			if (resil_fleet_acquire(x->f[j], &p) == RESIL_OK)
+				(void)resil_fleet_record(
+				    x->f[j], &p, RESIL_OUTCOME_SUCCESS);
+		n += resil_fleet_group_sync(x->g, 1) == RESIL_OK;
+	}
 	pthread_mutex_unlock(&x->mu);
 	return n;
 }
@@ -289,8 +342,12 @@ run_paused(void *ctx, uint64_t iters)
 const resil_bench resil_bench_fleet[] = {
 	{ "fleet/closed_success", setup_closed, run_acquire_record, teardown },
 	{ "fleet/sync/1", setup_sync1, run_sync, teardown_sync },
-	{ "fleet/sync/8", setup_sync8, run_sync, teardown_sync },
 	{ "fleet/sync/64", setup_sync64, run_sync, teardown_sync },
+	{ "fleet/sync/10000", setup_sync10000, run_sync, teardown_sync },
+	{ "fleet/sync_scripts/1", setup_scripts1, run_sync, teardown_sync },
+	{ "fleet/sync_scripts/64", setup_scripts64, run_sync, teardown_sync },
+	{ "fleet/sync_scripts/1000", setup_scripts1000, run_sync,
+	    teardown_sync },
 	{ "fleet/closed_success_redis_paused", setup_paused, run_paused,
 	    teardown_paused },
 	{ NULL, NULL, NULL, NULL },

@@ -21,8 +21,15 @@
  *                           timeout (success_timed's configuration).
  *   pipeline/cache_answer   the breaker forced OPEN: every call is refused
  *                           and the cache answers with its age.
+ *
+ * Issue 43's row:
+ *   pipeline/cache_fresh_hit  the seeds' configuration with getStock's
+ *                           read-through (cache.fresh = 60 s): one success
+ *                           recorded, then every call is answered by the
+ *                           fresh value with its age, no call.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include <resil/pipeline.h>
 
@@ -140,6 +147,47 @@ setup_cache_answer(void)
 	if (resil_breaker_force_open(resil_pipeline_breaker(x->p, "getStock")) !=
 	    RESIL_OK)
 		abort();
+	return x;
+}
+
+/* The seeds' configuration, getStock read-through (fresh for 60 s), one
+ * success recorded, the clock a second on. */
+static void *
+setup_cache_fresh(void)
+{
+	pb *x = calloc(1, sizeof(*x));
+	resil_pipeline_config cfg;
+	resil_method_config mcfg;
+	resil_args args = { "getStock", "12345678", 8 };
+	resil_result r;
+
+	resil_manual_clock_init(&x->mc, 1);
+	memset(&mcfg, 0, sizeof(mcfg));
+	mcfg.name = "getStock";
+	mcfg.cache_fresh_ns = 60 * RESIL_NS_PER_SEC;
+	resil_pipeline_config_init(&cfg);
+	cfg.service = "StockService";
+	cfg.clock = resil_manual_clock_hook(&x->mc);
+	cfg.mock = "fail:return null";
+	cfg.breaker_enabled = 1;
+	cfg.breaker.window_size = 100;
+	cfg.breaker.slow_threshold_ns = 1000;
+	cfg.breaker.slow_rate_pct = 80;
+	cfg.timeout_ns = 1000;
+	cfg.retry_enabled = 1;
+	cfg.retry.max_attempts = 3;
+	cfg.cache_enabled = 1;
+	cfg.cache.max_age = 60 * RESIL_NS_PER_SEC;
+	cfg.methods = &mcfg;
+	cfg.nmethods = 1;
+	if (resil_pipeline_new(&x->p, &cfg, NULL) != RESIL_OK ||
+	    resil_pipeline_add_handler(x->p, never, NULL) != RESIL_OK ||
+	    resil_pipeline_method(x->p, "getStock", &x->m) != RESIL_OK ||
+	    resil_pipeline_call_method(x->p, x->m, &args, user_fn, NULL, &r) !=
+	        RESIL_OK)
+		abort();
+	resil_result_free(&r);
+	resil_manual_clock_advance(&x->mc, RESIL_NS_PER_SEC);
 	return x;
 }
 
@@ -261,6 +309,8 @@ const resil_bench resil_bench_pipeline[] = {
 	{ "pipeline/success_timed_tsc", setup_timed_fast, run, teardown },
 	{ "pipeline/async_success_timed", setup_timed, run_async, teardown },
 	{ "pipeline/cache_answer", setup_cache_answer, run_cache_answer,
+	    teardown },
+	{ "pipeline/cache_fresh_hit", setup_cache_fresh, run_cache_answer,
 	    teardown },
 	{ NULL, NULL, NULL, NULL },
 };

@@ -182,6 +182,21 @@ resil__cl_start(callm *c, const method *m, tsrc ts)
 			return 0;
 		}
 		c->has_spermit = 1;
+	} else if (RESIL__UNLIKELY(c->g->fleet != NULL)) {
+		/* Issue 44: the service breaker is the fleet's. */
+		if (resil_fleet_acquire(c->g->fleet, &c->sfp) != RESIL_OK) {
+			c->breaker_state = fleet_bstate(c->g->fleet);
+			c->cstop = 1;
+			snprintf(c->cmsg, sizeof(c->cmsg),
+			    "Failed to invoke the method %s in the service "
+			    "%s: "
+			    "rejected, the service's circuit breaker is %s",
+			    c->req.method, p->service,
+			    resil_breaker_state_name(
+			        (resil_breaker_state)c->breaker_state));
+			return 0;
+		}
+		c->has_spermit = 2;
 	}
 	return 1;
 }
@@ -192,6 +207,12 @@ service_record(callm *c, resil_outcome outcome, tsrc *ts)
 {
 	if (!c->has_spermit)
 		return;
+	if (RESIL__UNLIKELY(c->has_spermit == 2)) {
+		c->has_spermit = 0;
+		(void)resil_fleet_record(c->g->fleet, &c->sfp, outcome);
+		c->breaker_state = fleet_bstate(c->g->fleet);
+		return;
+	}
 	c->has_spermit = 0;
 	if (c->timeout != 0) {
 		uint64_t t1 = tnow(ts);
@@ -215,7 +236,9 @@ service_record(callm *c, resil_outcome outcome, tsrc *ts)
 static int
 own_refusal(const callm *c, resil_err status)
 {
-	return status == RESIL_E_LIMITED && c->real_err == RESIL_OK;
+	/* Issue 42: after the server's pushback too (not a failure). */
+	return status == RESIL_E_LIMITED &&
+	    (c->real_err == RESIL_OK || c->real_err == RESIL_E_THROTTLED);
 }
 
 void
@@ -223,6 +246,12 @@ resil__cl_cancel(callm *c)
 {
 	if (!c->has_spermit)
 		return;
+	if (RESIL__UNLIKELY(c->has_spermit == 2)) {
+		c->has_spermit = 0;
+		(void)resil_fleet_release(c->g->fleet, &c->sfp);
+		c->breaker_state = fleet_bstate(c->g->fleet);
+		return;
+	}
 	c->has_spermit = 0;
 	resil_breaker_release(c->sbreaker, &c->spermit);
 	c->breaker_state = (int)resil_breaker_get_state(c->sbreaker);
@@ -387,7 +416,11 @@ resil__cl_done(callm *c, unsigned i, resil_outcome outcome, uint64_t t1)
 			    "%s%s", len > 0 ? ", " : "", c->last_addr);
 		}
 	}
-	resil_selector_report_duration(c->sel, pk, outcome, dur);
+	/* Issue 42: the server's pushback is not the endpoint failing. */
+	resil_selector_report_duration(c->sel, pk,
+	    c->last_status == RESIL_E_THROTTLED ? RESIL_OUTCOME_IGNORED
+	                                        : outcome,
+	    dur);
 	c->has_pick &= (uint8_t) ~(1u << i);
 }
 
@@ -663,9 +696,10 @@ resil__cl_conclude(callm *c, resil_err rr, int rc, resil_err status,
 	 * (failsafe, failback: neither a success nor a failure to the
 	 * breaker, as to the caller it is no answer). */
 	service_record(c,
-	    !c->cstop &&
-	            (sg == RESIL_CLUSTER_FAILSAFE ||
-	                sg == RESIL_CLUSTER_FAILBACK)
+	    (!c->cstop &&
+	        (sg == RESIL_CLUSTER_FAILSAFE ||
+	            sg == RESIL_CLUSTER_FAILBACK)) ||
+	            status == RESIL_E_THROTTLED /* issue 42: pushback */
 	        ? RESIL_OUTCOME_IGNORED
 	        : RESIL_OUTCOME_FAILURE,
 	    ts);

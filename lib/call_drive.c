@@ -125,7 +125,8 @@ drive_failed(resil_pipeline *p, settings *g, unsigned gs, const method *m,
 	c.value = out->value; /* the attempt's, moved to the call */
 	resil__result_clear(out);
 	if (b != NULL) {
-		resil_breaker_record(b, permit, o);
+		resil_breaker_record(
+		    b, permit, resil__ovl_breaker_outcome(rc, o));
 		c.breaker_state = (int)resil_breaker_get_state(b);
 	}
 	c.issued = 1;
@@ -139,6 +140,8 @@ drive_failed(resil_pipeline *p, settings *g, unsigned gs, const method *m,
 	}
 	if (RESIL__UNLIKELY(rc == RESIL_RC_TIMEOUT))
 		declared_timeout(&c);
+	else if (RESIL__UNLIKELY(resil_rc_is_throttled(rc)))
+		resil__ovl_inline_failed(&c, rc, &ts); /* issue 42 */
 	c.pending = 1;
 	mstep(&c, &ts, 0, &st);
 	return drive_loop(&c, &ts, &st, fn, ctx, args, out);
@@ -290,9 +293,32 @@ drive_timed(resil_pipeline *p, settings *g, unsigned gs, bool own,
 	    RESIL__LIKELY(resil__breaker_timed_success_fast(
 	        &m->run_bf, permit.start, dur)))
 		permit.flags = 0;
-	if (RESIL__UNLIKELY(permit.flags != 0 || g->cache != NULL))
+	if (RESIL__UNLIKELY(permit.flags != 0))
 		drive_timed_succeeded(p, g, m, args, out, &permit, dur, t1);
+	else if (g->cache != NULL) /* stamped at the call's end */
+		resil__fallback_record_at(
+		    g->fb, args, &out->value, &p->clock, t1);
 	return RESIL_OK;
+}
+
+/* A read-through method (issue 43): a fresh cached value answers here,
+ * as the machine's start would (mstart(): counted, its source counted),
+ * when nothing else would see that start (no mock that may force, no
+ * listener, no call events); 1 if it did. Otherwise the machine starts
+ * and asks the cache itself. */
+static NOINLINE int
+drive_fresh(resil_pipeline *p, settings *g, unsigned gs, bool own,
+    const method *m, const resil_args *args, resil_result *out)
+{
+	if (g->cache == NULL || resil__load64(&g->mock_forces) != 0 ||
+	    p->listener != NULL || p->call_events != 0)
+		return 0;
+	resil__result_clear(out);
+	if (!resil__cache_fresh(g->cache, args, m->fresh, out))
+		return 0;
+	resil__count_inc64(&p->stripes[gs].calls, own);
+	count_source(p, out);
+	return 1;
 }
 
 /*
@@ -316,8 +342,12 @@ drive(resil_pipeline *p, settings *g, unsigned gs, bool own, const method *m,
 	int rc;
 
 	/* Chaos switched off costs its flag test (issue 28). */
-	if (RESIL__UNLIKELY(!inline_first_ok(g, m, SIMPLE_INLINE)))
+	if (RESIL__UNLIKELY(!inline_first_ok(g, m, SIMPLE_INLINE))) {
+		if (RESIL__UNLIKELY(m->fresh != 0) &&
+		    drive_fresh(p, g, gs, own, m, args, out))
+			return RESIL_OK;
 		return drive_machine(p, g, gs, m, args, fn, ctx, out);
+	}
 	if (RESIL__UNLIKELY(m->simple & SIMPLE_TIMED))
 		return drive_timed(p, g, gs, own, m, args, fn, ctx, out);
 	resil__count_inc64(&p->stripes[gs].calls, own);
@@ -353,7 +383,7 @@ drive(resil_pipeline *p, settings *g, unsigned gs, bool own, const method *m,
 	        m->run_bf.streak, &permit, own)))
 		drive_succeeded(p, g, m, args, out, &permit);
 	else if (RESIL__UNLIKELY(g->cache != NULL))
-		drive_succeeded(p, g, m, args, out, &permit);
+		resil__fallback_record_checked(g->fb, args, &out->value);
 	return RESIL_OK;
 }
 

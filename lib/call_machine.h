@@ -10,7 +10,9 @@
 #define RESIL_CALL_MACHINE_H
 
 #include "call_cluster.h"
+#include "call_overload.h"
 #include "call_state.h"
+#include "fallback_internal.h"
 #include "pipeline_mock.h"
 #include "retry_internal.h"
 #include "value_internal.h"
@@ -103,6 +105,17 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 	if (i < 0)
 		return 0;
 	s = &c->slots[i];
+	/* Issue 42: the throttle stage (and a Retry-After's pause of the
+	 * rate limiter), in front of the breaker: a refusal touches none. */
+	if (RESIL__UNLIKELY(c->g->thr != NULL || (c->g->rl != NULL &&
+	                        resil__load64(&c->g->pause_until) != 0))) {
+		resil_err oe = resil__ovl_admit(c, ts);
+
+		if (oe != RESIL_OK) {
+			rejected(c, oe);
+			return 0;
+		}
+	}
 	if (c->breaker != NULL) {
 		if (resil_breaker_acquire(c->breaker, &permit) != RESIL_OK) {
 			c->breaker_state =
@@ -110,7 +123,8 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 			rejected(c, RESIL_E_OPEN);
 			return 0;
 		}
-	} else if (RESIL__UNLIKELY(c->g->fleet != NULL)) {
+	} else if (RESIL__UNLIKELY(c->g->fleet != NULL) &&
+	    c->magic != CALL_CLUSTER) { /* a cluster's: the whole call's */
 		if (resil_fleet_acquire(c->g->fleet, &fp) != RESIL_OK) {
 			c->breaker_state = fleet_bstate(c->g->fleet);
 			rejected(c, RESIL_E_OPEN);
@@ -236,7 +250,7 @@ complete(callm *c, unsigned i, int rc, resil_value *value, int late, tsrc *ts)
 {
 	slot *s = &c->slots[i];
 	resil_pipeline *p = c->p;
-	resil_outcome outcome;
+	resil_outcome outcome, bo;
 	resil_err status = RESIL_OK;
 	uint64_t dur = 0;
 
@@ -286,18 +300,23 @@ complete(callm *c, unsigned i, int rc, resil_value *value, int late, tsrc *ts)
 		status = RESIL_E_TIMEOUT;
 		resil__inc64(&my_stripe(p)->timeouts);
 	}
+	/* Issue 42: the throttle stage's report, and the server's pushback
+	 * (bo: what the breaker and the bulkhead record). */
+	bo = outcome;
+	if (RESIL__UNLIKELY(resil__ovl_wants(c, rc)))
+		resil__ovl_complete(c, rc, late, &outcome, &status, &bo, ts);
 	if (s->has_permit == 1) {
 		if (c->timeout != 0)
 			resil_breaker_record_duration(
-			    c->breaker, &s->permit, outcome, dur);
+			    c->breaker, &s->permit, bo, dur);
 		else
-			resil_breaker_record(c->breaker, &s->permit, outcome);
+			resil_breaker_record(c->breaker, &s->permit, bo);
 		c->breaker_state = (int)resil_breaker_get_state(c->breaker);
 	} else if (RESIL__UNLIKELY(s->has_permit != 0)) {
-		fleet_done(c, s, 0, outcome);
+		fleet_done(c, s, 0, bo);
 	}
 	if (s->has_bh)
-		resil_bulkhead_complete(c->g->bh, outcome, dur);
+		resil_bulkhead_complete(c->g->bh, bo, dur);
 	s->has_permit = s->has_bh = 0;
 	c->running &= (uint8_t) ~(1u << i);
 	if (late == 1)
@@ -394,6 +413,12 @@ mstart(callm *c, resil_pipeline *p, settings *g, unsigned gs, const method *m,
 			conclude_with(c, RESIL_STAGE_MOCK, ts, st);
 			return RESIL_OK;
 		}
+	}
+	/* Read-through (issue 43): a value fresh enough answers, no call. */
+	if (RESIL__UNLIKELY(m->fresh != 0) && g->cache != NULL &&
+	    resil__cache_fresh(g->cache, args, m->fresh, out)) {
+		conclude_with(c, RESIL_STAGE_FALLBACK, ts, st);
+		return RESIL_OK;
 	}
 	if (m->start != START_NONE) {
 		if (RESIL__UNLIKELY(m->start == START_CLUSTER)) {

@@ -116,7 +116,10 @@ typedef struct callm {
 	 * see c->breaker NULL), and the call's permit. */
 	resil_breaker *sbreaker;
 	resil_permit spermit;
-	uint8_t has_spermit;
+	uint8_t has_spermit; /* 1: spermit; 2: sfp (issue 44) */
+	/* Issue 44: the service breaker on the fleet (g->fleet): the
+	 * call's fleet permit. */
+	resil_fleet_permit sfp;
 	uint64_t cstart; /* when the call started (a timeout is set) */
 	uint32_t ncand;  /* candidates at the last route (messages) */
 	/* zone-aware: phase 1's candidates (local, or all when none is)

@@ -704,6 +704,7 @@ static const char *const renames[][2] = {
 	{ "budget_period_ns", "budget_period" },
 	{ "target_latency_ns", "target_latency" },
 	{ "period_ns", "period" },
+	{ "window_ns", "window" }, /* throttle.window (issue 42) */
 };
 
 static int
@@ -947,6 +948,9 @@ build_finish(build *b, resil_diag *diag)
 	if (b->pc.bulkhead_enabled &&
 	    resil_bulkhead_config_validate(&b->pc.bulkhead, &d) != RESIL_OK)
 		return stage_fail(b, ST_BULKHEAD, &d, diag);
+	if (b->pc.throttle_enabled &&
+	    resil_throttle_config_validate(&b->pc.throttle, &d) != RESIL_OK)
+		return stage_fail(b, ST_THROTTLE, &d, diag);
 	if ((err = shared_check(b, diag)) != RESIL_OK)
 		return err;
 	if (b->cluster_seen &&
@@ -1133,7 +1137,9 @@ try_source(const resil_config *conf, const char *key, const char *value,
 	resil_err err;
 
 	*is = 0;
-	if (strcmp(key, "registry") != 0 && strncmp(key, "registry.", 9) != 0)
+	/* Issue 40: Dubbo's application= and check= are the source's. */
+	if (strcmp(key, "registry") != 0 && strncmp(key, "registry.", 9) != 0 &&
+	    strcmp(key, "application") != 0 && strcmp(key, "check") != 0)
 		return RESIL_OK;
 	if (resil_source_text_new(&st, &conf->alloc) != RESIL_OK)
 		return resil__diagf(
@@ -1644,7 +1650,21 @@ resil_config_source(const resil_config *conf, resil_directory *dir,
 		    "config: no registry (registry=zookeeper://host:port)");
 	sc.directory = dir;
 	sc.selector = sel;
-	return resil_source_new(out, &sc, diag);
+	{
+		/* Issue 40: the consumer's node says its declared methods. */
+		char methods[1024];
+		size_t i, len = 0;
+
+		methods[0] = '\0';
+		for (i = 0; i < conf->pc.nmethods && len < sizeof(methods);
+		     i++)
+			len += (size_t)snprintf(methods + len,
+			    sizeof(methods) - len, "%s%s", i > 0 ? "," : "",
+			    conf->pc.methods[i].name);
+		if (len > 0 && len < sizeof(methods))
+			sc.methods = methods;
+		return resil_source_new(out, &sc, diag);
+	}
 }
 
 resil_err

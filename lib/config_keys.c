@@ -170,6 +170,48 @@ static const keydef keys[] = {
 	    0, 0),
 	INT("endpoint.breaker.shared", K_SHARED, ST_NONE, 0,
 	    endpoint_breaker_shared_url, 0, 0),
+	/* Issue 44: the fleet breaker's settings (lib/pipeline_shared.c). */
+	INT("breaker.fleet.quorum", K_U64, ST_BREAKER, 0,
+	    fleet_settings.quorum, 1, 1024),
+	INT("breaker.fleet.quorum_traffic", K_U64, ST_BREAKER, 0,
+	    fleet_settings.quorum_traffic_pct, 0, 100),
+	INT("breaker.fleet.probe_leases", K_U64, ST_BREAKER, 0,
+	    fleet_settings.probe_leases, 1, 1024),
+	INT("breaker.fleet.max_local_leases", K_U64, ST_BREAKER, 0,
+	    fleet_settings.max_local_leases, 1, 64),
+	INT("breaker.fleet.buckets", K_U64, ST_BREAKER, 0,
+	    fleet_settings.buckets, 1, 1000),
+	INT("breaker.fleet.open_wait", K_DUR, ST_BREAKER, 0,
+	    fleet_settings.open_wait_ns, UINT64_C(1000000),
+	    UINT64_C(86400000000000)),
+	INT("breaker.fleet.lease", K_DUR, ST_BREAKER, 0,
+	    fleet_settings.lease_ns, UINT64_C(1000000),
+	    UINT64_C(86400000000000)),
+	INT("breaker.fleet.vote", K_DUR, ST_BREAKER, 0, fleet_settings.vote_ns,
+	    UINT64_C(1000000), UINT64_C(86400000000000)),
+	INT("breaker.fleet.bucket", K_DUR, ST_BREAKER, 0,
+	    fleet_settings.bucket_ns, UINT64_C(1000000),
+	    UINT64_C(3600000000000)),
+	INT("breaker.fleet.connect_timeout", K_DUR, ST_BREAKER, 0,
+	    fleet_settings.connect_timeout_ns, UINT64_C(1000000),
+	    UINT64_C(60000000000)),
+	INT("breaker.fleet.command_timeout", K_DUR, ST_BREAKER, 0,
+	    fleet_settings.command_timeout_ns, UINT64_C(1000000),
+	    UINT64_C(60000000000)),
+	INT("breaker.fleet.reconnect", K_DUR, ST_BREAKER, 0,
+	    fleet_settings.reconnect_ns, UINT64_C(1000000),
+	    UINT64_C(3600000000000)),
+
+	/* Issue 42: adaptive client throttling in front of the breaker
+	 * (k: 0 off, else 1..1000000, checked with the window at build). */
+	EN("throttle.enabled", ST_THROTTLE, throttle_enabled),
+	DBL("throttle.k", ST_THROTTLE, throttle.k, 0.0, RESIL_THROTTLE_MAX_K),
+	INT("throttle.window", K_DUR, ST_THROTTLE, 0, throttle.window_ns, 1,
+	    UINT64_MAX),
+	INT("throttle.buckets", K_U32, ST_THROTTLE, 0, throttle.buckets, 1,
+	    RESIL_THROTTLE_MAX_BUCKETS),
+	INT("throttle.seed", K_U64, ST_THROTTLE, 0, throttle.seed, 0,
+	    UINT64_MAX),
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -368,7 +410,7 @@ read_duration(const keydef *k, const keyval *kv, uint64_t *u, resil_diag *diag)
 	if (r != RESIL__DUR_OK)
 		return resil__config_dur_fail(diag, kv->origin, kv->line,
 		    kv->key, kv->value, r, unit_at);
-	if (k != NULL && *u < k->min)
+	if (k != NULL && (*u < k->min || *u > k->max))
 		return out_of_range(k, kv, diag);
 	return RESIL_OK;
 }
@@ -871,6 +913,17 @@ mread_retries(const keyval *kv, resil_method_config *m, resil_diag *diag)
 }
 
 static resil_err
+mread_fresh(const keyval *kv, resil_method_config *m, resil_diag *diag)
+{
+	uint64_t u = 0;
+	resil_err err = read_duration(NULL, kv, &u, diag);
+
+	if (err == RESIL_OK)
+		m->cache_fresh_ns = u;
+	return err;
+}
+
+static resil_err
 mwrite_type(const resil_method_config *m, char *buf, size_t len)
 {
 	return put(buf, len, resil_type_name(m->type));
@@ -888,6 +941,17 @@ mwrite_timeout(const resil_method_config *m, char *buf, size_t len)
 	char tmp[64];
 
 	resil__duration_format(tmp, sizeof(tmp), m->timeout_ns);
+	return put(buf, len, tmp);
+}
+
+static resil_err
+mwrite_fresh(const resil_method_config *m, char *buf, size_t len)
+{
+	char tmp[64];
+
+	if (m->cache_fresh_ns == 0)
+		return RESIL_E_NOTFOUND;
+	resil__duration_format(tmp, sizeof(tmp), m->cache_fresh_ns);
 	return put(buf, len, tmp);
 }
 
@@ -919,6 +983,7 @@ static const struct mkeydef {
 	{ "timeout", mread_timeout, mwrite_timeout },
 	{ "retry.max_attempts", mread_max_attempts, mwrite_max_attempts },
 	{ "retries", mread_retries, mwrite_retries },
+	{ "cache.fresh", mread_fresh, mwrite_fresh },
 };
 
 resil_err

@@ -22,6 +22,7 @@ enum stage {
 	ST_CACHE,
 	ST_RATELIMIT,
 	ST_BULKHEAD,
+	ST_THROTTLE, /* issue 42 */
 	ST_COUNT
 };
 
@@ -70,6 +71,7 @@ enum mkey {
 	MK_TIMEOUT,
 	MK_MAX_ATTEMPTS,
 	MK_RETRIES, /* cluster: max_attempts = retries + 1 */
+	MK_CACHE_FRESH, /* read-through cache: cache_fresh_ns */
 	MK_COUNT,
 	MK_TEXT /* not a method key: a selector key (resil_cluster_text) */
 };

@@ -6,6 +6,7 @@
 
 #include "directory_internal.h"
 
+#include <pthread.h>
 #include <stdio.h>
 
 #include <uthash.h>
@@ -49,6 +50,12 @@ struct resil_directory {
 	int hc_down_first;
 	resil_health_listener_fn hc_listener;
 	void *hc_listener_ctx;
+	/* Issue 40: the watchers (resil__dir_watch), under watch_lock. */
+	pthread_rwlock_t watch_lock;
+	struct {
+		resil_endpoint_listener_fn fn;
+		void *ctx;
+	} watch[RESIL__DIR_WATCHERS];
 };
 
 const char *
@@ -61,6 +68,8 @@ resil_endpoint_event_name(resil_endpoint_event_type t)
 		return "RETURNED";
 	case RESIL_ENDPOINT_ADDED:
 		return "ADDED";
+	case RESIL_ENDPOINT_BREAKER:
+		return "BREAKER";
 	case RESIL_ENDPOINT_REMOVED:
 		return "REMOVED";
 	case RESIL_ENDPOINT_EMPTY_PUSH:
@@ -509,6 +518,7 @@ resil_directory_new(
 	if (d == NULL)
 		return RESIL_E_NOMEM;
 	d->a = *a;
+	pthread_rwlock_init(&d->watch_lock, NULL);
 	d->clk = *(cfg->clock != NULL ? cfg->clock : resil_clock_system());
 	resil_directory_config_init(&d->cfg);
 	memcpy(&d->cfg, cfg, cfg->size);
@@ -609,8 +619,73 @@ resil_directory_free(resil_directory *d)
 	resil__snap_release(d->cur);
 	retired_reclaim(d, 1);
 	resil_shm_close(d->bshm);
+	pthread_rwlock_destroy(&d->watch_lock);
 	a = d->a;
 	resil__free(&a, d, sizeof(*d));
+}
+
+/* The listener, then the watchers. */
+static void
+deliver(resil_directory *d, const resil_endpoint_event *ev)
+{
+	int i;
+
+	if (d->cfg.listener != NULL)
+		d->cfg.listener(ev, d->cfg.listener_ctx);
+	pthread_rwlock_rdlock(&d->watch_lock);
+	for (i = 0; i < RESIL__DIR_WATCHERS; i++)
+		if (d->watch[i].fn != NULL)
+			d->watch[i].fn(ev, d->watch[i].ctx);
+	pthread_rwlock_unlock(&d->watch_lock);
+}
+
+int
+resil__dir_watch(resil_directory *d, resil_endpoint_listener_fn fn, void *ctx)
+{
+	int i, r = -1;
+
+	pthread_rwlock_wrlock(&d->watch_lock);
+	for (i = 0; i < RESIL__DIR_WATCHERS && r < 0; i++)
+		if (d->watch[i].fn == NULL) {
+			d->watch[i].fn = fn;
+			d->watch[i].ctx = ctx;
+			r = 0;
+		}
+	pthread_rwlock_unlock(&d->watch_lock);
+	return r;
+}
+
+void
+resil__dir_unwatch(resil_directory *d, void *ctx)
+{
+	int i;
+
+	pthread_rwlock_wrlock(&d->watch_lock);
+	for (i = 0; i < RESIL__DIR_WATCHERS; i++)
+		if (d->watch[i].ctx == ctx) {
+			d->watch[i].fn = NULL;
+			d->watch[i].ctx = NULL;
+		}
+	pthread_rwlock_unlock(&d->watch_lock);
+}
+
+/* An endpoint breaker's transition: the directory's event (with the
+ * address), then the listener the breaker config had. */
+static void
+ep_breaker_event(const resil_breaker_event *be, void *ctx)
+{
+	resil__endpoint *ep = ctx;
+	resil_directory *d = ep->dir;
+	resil_endpoint_event ev;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.type = RESIL_ENDPOINT_BREAKER;
+	ev.address = ep->address;
+	ev.time = be->time;
+	ev.breaker = be;
+	deliver(d, &ev);
+	if (d->bcfg.listener != NULL)
+		d->bcfg.listener(be, d->bcfg.listener_ctx);
 }
 
 static void
@@ -619,8 +694,6 @@ emit_kind(resil_directory *d, resil_endpoint_event_type t, const char *addr,
 {
 	resil_endpoint_event ev;
 
-	if (d->cfg.listener == NULL)
-		return;
 	memset(&ev, 0, sizeof(ev));
 	ev.type = t;
 	ev.address = addr;
@@ -628,7 +701,7 @@ emit_kind(resil_directory *d, resil_endpoint_event_type t, const char *addr,
 	ev.duration = duration;
 	ev.ejections = k;
 	ev.kind = kind;
-	d->cfg.listener(&ev, d->cfg.listener_ctx);
+	deliver(d, &ev);
 }
 
 static void
@@ -775,8 +848,23 @@ entry_fill(resil_directory *d, resil__entry *e, const resil_endpoint_spec *s)
 			p = amp + 1;
 		}
 		e->nparams = i;
+		for (i = 0; i < e->nparams; i++)
+			if (e->params[i].klen == 7 &&
+			    memcmp(e->params[i].key, "methods", 7) == 0)
+				e->methods = e->params[i].val;
 	}
 	return RESIL_OK;
+}
+
+/* The endpoint's breaker, its transitions through ep_breaker_event. */
+static resil_err
+ep_breaker_new(resil_directory *d, resil__endpoint *ep, resil_diag *diag)
+{
+	resil_breaker_config bc = d->bcfg;
+
+	bc.listener = ep_breaker_event;
+	bc.listener_ctx = ep;
+	return resil_breaker_new(&ep->breaker, &bc, diag);
 }
 
 static resil__endpoint *
@@ -796,8 +884,7 @@ ep_new(resil_directory *d, const char *address)
 	if (d->has_breaker &&
 	    (d->bshm != NULL ? resil__dir_shm_breaker(d->bshm, address,
 	                           &d->bcfg, &ep->breaker, &diag)
-	                     : resil_breaker_new(&ep->breaker, &d->bcfg,
-	                           &diag)) != RESIL_OK) {
+	                     : ep_breaker_new(d, ep, &diag)) != RESIL_OK) {
 		resil__strfree(&d->a, ep->address);
 		ep_release(&d->a, ep);
 		return NULL;

@@ -100,6 +100,9 @@ typedef struct resil__entry {
 	char *params_buf;
 	resil__param *params;
 	size_t nparams;
+	/* Its params' `methods` (the methods the provider exports, a comma
+	 * list), or NULL: the router's method filter reads it here. */
+	const char *methods;
 	size_t host_len;  /* address up to its last ':' */
 	const char *port; /* after it, or "" */
 	int32_t weight;
@@ -274,5 +277,15 @@ resil_err resil__dir_shm_region(const char *name, int has_breaker,
     const resil_allocator *a, resil_shm **out, resil_diag *diag);
 resil_err resil__dir_shm_breaker(resil_shm *shm, const char *address,
     const resil_breaker_config *cfg, resil_breaker **out, resil_diag *diag);
+
+/* Issue 40: watchers of d's endpoint events besides its listener (a
+ * pipeline over a selector of d hears its endpoints' ejections and breaker
+ * transitions). At most RESIL__DIR_WATCHERS; 0, or -1 when full. A
+ * watcher is called after the listener, on the same thread; unwatch
+ * returns once no call of it runs. */
+#define RESIL__DIR_WATCHERS 8
+int resil__dir_watch(
+    resil_directory *d, resil_endpoint_listener_fn fn, void *ctx);
+void resil__dir_unwatch(resil_directory *d, void *ctx);
 
 #endif /* RESIL_DIRECTORY_INTERNAL_H */

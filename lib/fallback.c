@@ -3,32 +3,19 @@
  * age-limited) and the chain of fallback handlers.
  *
  * The cache's read path takes no lock and writes nothing another thread
- * writes, so hits on one shard from many threads do not contend:
+ * writes (docs/fallback.md, "How a get reads without a lock"): per shard
+ * an open-addressing table of entry pointers (linear probing,
+ * tombstones), published with release stores, entries immutable once
+ * published but for their reference bit, stamp and liveness; CLOCK
+ * eviction (a hit sets a bit, where LRU would move the entry); readers
+ * announced in their thread's stripe under the shard generation's parity,
+ * writers retiring what they unlink and freeing it in batches of 16 once
+ * no reader of the old parity is left (retire()); a hit's value holds a
+ * reference on its entry (entry_unref()).
  *
- * - Each shard's keys live in an open-addressing table of entry pointers
- *   (linear probing, tombstones), published with release stores. Entries
- *   are immutable once published, except their reference bit; a put
- *   replaces a key by storing the new entry into the old one's slot.
- * - Eviction is CLOCK (second chance) instead of LRU: a hit sets the
- *   entry's reference bit (a load, and a store only when it was clear),
- *   where LRU would move the entry in a list that every hit writes.
- * - Reclamation: a reader announces itself in its thread's stripe under
- *   the shard generation's parity (the breaker's and the pipeline's
- *   protocol). A writer (under the shard's spin lock) unlinks what it
- *   removes and retires it; once 16 entries (or a quarter of the shard's
- *   bytes) are retired, it bumps the generation and waits until no
- *   reader of the old parity is left, then frees them (retire()). The
- *   entry and byte bounds are exact at every moment; the memory of at
- *   most that many unlinked entries waits. A hit's value holds a
- *   reference on its entry (entry_unref()).
- *
- * Why not Concurrency Kit's ck_hs with ck_epoch: ck_hs's probes are ck_pr
- * inline assembly that ThreadSanitizer cannot see (the TSan build would
- * report every read against every write), it grows through its own
- * allocator protocol, and its epoch would add a domain-wide writer lock
- * that puts to distinct shards would share. The table here is ~80 lines,
- * reads through resil's atomics (TSan-visible builtins under TSan) and
- * keeps every writer inside its own shard.
+ * Why not ck_hs with ck_epoch: its probes are inline assembly that
+ * ThreadSanitizer cannot see, it grows through its own allocator
+ * protocol, and its epoch adds a domain-wide writer lock.
  */
 #include "internal.h"
 
@@ -55,8 +42,7 @@
 #define FB_INLINE inline
 #endif
 
-/* ---------------------------------------------------------------- */
-/* The cache */
+/* ---- The cache ---- */
 
 /* Reader stripes per shard (threads get distinct ones round robin). */
 #define NSTRIPES 8u
@@ -71,6 +57,10 @@ typedef struct entry {
 	struct entry *next; /* away from the hand */
 	uint64_t hash;
 	size_t key_len; /* method, NUL, argument bytes; after the struct */
+	size_t mlen;    /* the method's part of them */
+	/* A short key's bytes as words (key_prep()): compared without
+	 * touching the bytes after the struct. */
+	uint64_t w[4];
 	size_t charge;
 	size_t size;        /* bytes allocated: struct, key, value bytes */
 	uint64_t stored_at; /* atomic: a put of the same value re-stamps it */
@@ -78,6 +68,10 @@ typedef struct entry {
 	resil_allocator alloc; /* the cache's: a value may outlive it */
 	resil_value value;     /* a null value is the NULL sentinel */
 	uint8_t ref;           /* set by a hit, cleared by the hand */
+	/* Atomic: 1 while e is its key's entry in the table (set before it
+	 * is published, cleared when it is taken out or replaced); what a
+	 * thread's memo checks in place of a probe. */
+	uint8_t live;
 } entry;
 
 /* Removed keys leave this in their slot, so probes go on past it. */
@@ -137,6 +131,7 @@ _Static_assert(offsetof(shard, lock) == RESIL__CACHELINE &&
     "readers' fields, writers' fields and each stripe on lines of their own");
 
 struct resil_cache {
+	uint64_t id; /* unique per cache made (never 0): the memos' key */
 	resil_allocator alloc;
 	resil_clock clock;
 	uint64_t max_age;
@@ -145,6 +140,8 @@ struct resil_cache {
 	void *shards_raw;
 	size_t shards_raw_size;
 };
+
+static uint64_t cache_ids; /* the source of the caches' ids */
 
 /* The cache's clock, read without resil_clock_now()'s checks (the clock
  * is checked once, in resil_cache_new()). */
@@ -179,59 +176,118 @@ load_small(const unsigned char *p, size_t n, uint64_t *a, uint64_t *b)
 }
 
 #define HASH_MUL UINT64_C(0x9e3779b97f4a7c15)
-#define HASH_MUL2 UINT64_C(0xc2b2ae3d27d4eb4f)
+#define HASH_P0 UINT64_C(0xa0761d6478bd642f)
+#define HASH_P1 UINT64_C(0xe7037ed1a0b428db)
+#define HASH_P2 UINT64_C(0x8ebc6af09c88c6e3)
+#define HASH_P3 UINT64_C(0x589965cc75374cc3)
 
-/* Fold p[0..n) into h: a multiply and a rotate per 8 bytes (a byte-wise
- * hash, FNV-1a, paid both per byte); up to 16 bytes without a loop. */
+/* a * b in 128 bits folded to 64 (wyhash's mum). */
 static FB_INLINE uint64_t
-hash_bytes(uint64_t h, const unsigned char *p, size_t n)
+mum(uint64_t a, uint64_t b)
+{
+	__extension__ typedef unsigned __int128 u128; /* as lib/clock.c */
+	u128 r = (u128)a * b;
+
+	return (uint64_t)r ^ (uint64_t)(r >> 64);
+}
+
+/* A long part's bytes (n > 16) folded into one word. */
+static FB_NOINLINE uint64_t
+fold_long(const unsigned char *p, size_t n)
+{
+	uint64_t h = (uint64_t)n * HASH_MUL, a;
+
+	for (; n > 8; n -= 8, p += 8) {
+		memcpy(&a, p, sizeof(a));
+		h = (h ^ a) * HASH_MUL;
+		h = (h << 27) | (h >> 37);
+	}
+	/* The last 8 bytes, overlapping the ones before. */
+	memcpy(&a, p + n - 8, sizeof(a));
+	return (h ^ a) * HASH_MUL;
+}
+
+/* A key's part as two words: n <= 16, its bytes (load_small()), else a
+ * fold (the key then compares bytes). */
+static FB_INLINE void
+part_words(const void *p, size_t n, uint64_t *a, uint64_t *b)
+{
+	if (RESIL__UNLIKELY(n == 0)) {
+		*a = *b = 0;
+	} else if (RESIL__LIKELY(n <= 16)) {
+		load_small(p, n, a, b);
+	} else {
+		*a = fold_long(p, n);
+		*b = 0;
+	}
+}
+
+/* The method's part of its keys' hash (resil__cache_method keeps it). */
+static FB_INLINE uint64_t
+method_part(uint64_t w0, uint64_t w1, size_t mlen)
+{
+	return mum(w0 ^ HASH_P0, w1 ^ HASH_P1 ^ (uint64_t)mlen);
+}
+
+/* A key: its parts, its hash, its bytes as four words (the method's two,
+ * the arguments'), which with the lengths determine a short key's bytes
+ * (both parts <= 16 bytes): its compare is four words. */
+typedef struct kkey {
+	const resil_args *args;
+	size_t mlen;
+	size_t klen; /* mlen + 1 + args->len */
+	uint64_t h;    /* key_hash() */
+	uint64_t seed; /* the method's part; 0 with !seeded: not yet */
+	int seeded;
+	uint64_t w[4];
+	int small;
+} kkey;
+
+/* *k for args (checked), the method's length, words and part of the
+ * hash given. 0 when the key's length overflows (never stored). */
+static FB_INLINE int
+key_prep(kkey *k, const resil_args *args, size_t mlen, uint64_t mw0,
+    uint64_t mw1, uint64_t seed)
+{
+	size_t len = args->len;
+
+	k->args = args;
+	k->mlen = mlen;
+	k->klen = mlen + 1 + len;
+	if (RESIL__UNLIKELY(k->klen < mlen)) /* size_t overflow */
+		return 0;
+	k->small = mlen <= 16 && len <= 16;
+	k->seed = seed;
+	k->seeded = 1;
+	k->w[0] = mw0;
+	k->w[1] = mw1;
+	part_words(args->data, len, &k->w[2], &k->w[3]);
+	return 1;
+}
+
+/* k->h, once a probe needs it (shards from its top, slots its bottom). */
+static FB_INLINE void
+key_hash(kkey *k)
+{
+	if (!k->seeded) {
+		k->seed = method_part(k->w[0], k->w[1], k->mlen);
+		k->seeded = 1;
+	}
+	k->h = mum(k->w[2] ^ k->seed ^ HASH_P2,
+	    k->w[3] ^ HASH_P3 ^ (uint64_t)k->args->len);
+}
+
+/* key_prep() of a method named by a C string (its hash part: lazily). */
+static FB_INLINE int
+key_prep_str(kkey *k, const resil_args *args, size_t mlen)
 {
 	uint64_t a, b;
 
-	if (n == 0)
-		return h;
-	if (RESIL__UNLIKELY(n > 16)) {
-		for (; n > 8; n -= 8, p += 8) {
-			memcpy(&a, p, sizeof(a));
-			h = (h ^ a) * HASH_MUL;
-			h = (h << 27) | (h >> 37);
-		}
-		/* The last 8 bytes, overlapping the ones before. */
-		memcpy(&a, p + n - 8, sizeof(a));
-		h = (h ^ a) * HASH_MUL;
-		return (h << 27) | (h >> 37);
-	}
-	load_small(p, n, &a, &b);
-	h = (h ^ a) * HASH_MUL;
-	h = ((h << 27) | (h >> 37)) ^ b;
-	return h * HASH_MUL2;
-}
-
-/* The method's part of its keys' hash (its length mixed in first), the
- * same for every call of the method: a caller that keeps it
- * (resil__cache_method) pays neither this nor strlen per call. */
-static FB_INLINE uint64_t
-method_seed(const char *method, size_t mlen)
-{
-	return hash_bytes(
-	    (uint64_t)mlen * HASH_MUL, (const unsigned char *)method, mlen);
-}
-
-/* The key's hash, over its parts without building the key: the method's
- * seed, then the argument bytes, their length mixed in first, so that
- * the split between the two counts. */
-static FB_INLINE uint64_t
-key_hash(uint64_t seed, const resil_args *args)
-{
-	uint64_t h = seed ^ (uint64_t)args->len * HASH_MUL2;
-
-	h = hash_bytes(h, (const unsigned char *)args->data, args->len);
-	/* Mix the high bits down: the shard comes from the top, the slot
-	 * from the bottom. */
-	h ^= h >> 29;
-	h *= UINT64_C(0xbf58476d1ce4e5b9);
-	h ^= h >> 32;
-	return h;
+	part_words(args->method, mlen, &a, &b);
+	if (!key_prep(k, args, mlen, a, b, 0))
+		return 0;
+	k->seeded = 0;
+	return 1;
 }
 
 #if defined(__SSE2__)
@@ -281,17 +337,22 @@ key_of(const entry *e)
 	return (char *)(uintptr_t)(e + 1);
 }
 
-/* The key's bytes are method, NUL, arguments; equal lengths and the
- * method's bytes equal put the NUL at the same place. */
+/* Equal lengths and, for a short key, equal words: the same bytes;
+ * a long key compares its bytes (after the struct: method, NUL,
+ * arguments). */
 static FB_INLINE int
-key_eq(const entry *e, uint64_t h, const resil_args *args, size_t mlen,
-    size_t klen)
+key_eq(const entry *e, const kkey *k)
 {
-	const char *k = key_of(e);
+	const char *b;
 
-	return e->hash == h && e->key_len == klen &&
-	    bytes_eq(k, args->method, mlen) && k[mlen] == '\0' &&
-	    bytes_eq(k + mlen + 1, args->data, args->len);
+	if (e->hash != k->h || e->key_len != k->klen || e->mlen != k->mlen)
+		return 0;
+	if (RESIL__LIKELY(k->small))
+		return ((e->w[0] ^ k->w[0]) | (e->w[1] ^ k->w[1]) |
+		           (e->w[2] ^ k->w[2]) | (e->w[3] ^ k->w[3])) == 0;
+	b = key_of(e);
+	return bytes_eq(b, k->args->method, k->mlen) &&
+	    bytes_eq(b + k->mlen + 1, k->args->data, k->args->len);
 }
 
 size_t
@@ -350,6 +411,8 @@ resil_cache_new(
 	cache = resil__calloc(al, sizeof(*cache));
 	if (cache == NULL)
 		return RESIL_E_NOMEM;
+	/* Never 0 or reused: a freed cache's memo never matches. */
+	cache->id = resil__faa64(&cache_ids, 1) + 1;
 	/* The hook promises malloc's alignment only: one line more, and
 	 * the shards aligned by hand. */
 	cache->shards_raw_size = sizeof(shard) * n + RESIL__CACHELINE;
@@ -463,8 +526,10 @@ shard_unlock(shard *s)
 
 /* ---- the read side ---- */
 
-/* Announce a read of s; returns the parity to withdraw from. */
-static unsigned
+/* Announce a read of s; returns the generation it is announced in (its
+ * parity is the one to withdraw from): until the read ends, nothing in
+ * s's table of that generation is freed. */
+static FB_INLINE uint64_t
 read_enter(shard *s, readers *rd)
 {
 	uint64_t g;
@@ -472,34 +537,85 @@ read_enter(shard *s, readers *rd)
 	for (;;) {
 		g = resil__load64(&s->gen);
 		resil__inc64(&rd->in[g & 1]);
-		if (resil__load64_after_rmw(&s->gen) == g)
-			return (unsigned)(g & 1);
+		if (RESIL__LIKELY(resil__load64_after_rmw(&s->gen) == g))
+			return g;
 		resil__inc64(&rd->idle[g & 1]);
 	}
 }
 
 /* End a read; hit says whether it served a value. */
-static void
+static FB_INLINE void
 read_exit(readers *rd, unsigned parity, int hit)
 {
 	resil__inc64(hit ? &rd->out[parity] : &rd->idle[parity]);
 }
 
+/* A thread's memo (docs/fallback.md): the entry its last re-stamp, hit
+ * or new entry was, where (the cache's id, the shard, this thread's
+ * stripe) and the shard's generation then. Checked inside a read: while
+ * the generation is the memo's, no quiesce has ended since, so the entry
+ * is not freed; live and the key's words: the entry a probe would find. */
+typedef struct memo {
+	uint64_t id; /* the cache's id; 0: none */
+	shard *s;
+	readers *rd;
+	entry *e;
+	uint64_t gen;
+} memo;
+
+static RESIL__TLS memo memo_;
+
+/* The memo's entry for k in c in a read begun here (*gen), or NULL. */
+static FB_INLINE entry *
+memo_find(const resil_cache *c, const kkey *k, uint64_t *gen)
+{
+	memo *mo = &memo_;
+	entry *e;
+	uint64_t g;
+
+	if (mo->id != c->id || !k->small)
+		return NULL;
+	g = read_enter(mo->s, mo->rd);
+	e = mo->e;
+	/* The generation first: only then may e be read at all. */
+	if (RESIL__LIKELY(g == mo->gen) && resil__load8(&e->live) != 0 &&
+	    e->key_len == k->klen && e->mlen == k->mlen &&
+	    ((e->w[0] ^ k->w[0]) | (e->w[1] ^ k->w[1]) |
+	        (e->w[2] ^ k->w[2]) | (e->w[3] ^ k->w[3])) == 0) {
+		*gen = g;
+		return e;
+	}
+	read_exit(mo->rd, (unsigned)(g & 1), 0);
+	return NULL;
+}
+
+/* e found by a probe in s in a read of generation g: the memo. */
+static FB_INLINE void
+memo_keep(const resil_cache *c, shard *s, readers *rd, entry *e, uint64_t g)
+{
+	memo *mo = &memo_;
+
+	mo->id = c->id;
+	mo->s = s;
+	mo->rd = rd;
+	mo->e = e;
+	mo->gen = g;
+}
+
 /* Find the key in t (NULL: no table); from a reader or a writer. */
 static FB_INLINE entry *
-lookup(const table *t, uint64_t h, const resil_args *args, size_t mlen,
-    size_t klen)
+lookup(const table *t, const kkey *k)
 {
 	size_t i;
 
 	if (t == NULL)
 		return NULL;
-	for (i = (size_t)h & t->mask;; i = (i + 1) & t->mask) {
+	for (i = (size_t)k->h & t->mask;; i = (i + 1) & t->mask) {
 		entry *e = resil__loadptr((void *const *)&t->slot[i]);
 
 		if (e == NULL)
 			return NULL;
-		if (e != TOMB && key_eq(e, h, args, mlen, klen))
+		if (e != TOMB && key_eq(e, k))
 			return e;
 	}
 }
@@ -529,12 +645,11 @@ quiesce(shard *s)
 /* The slot of the key, or (*found NULL) the slot an insert of it takes:
  * the first tombstone on its probe, else the empty slot that ends it. */
 static size_t
-probe(const table *t, uint64_t h, const resil_args *args, size_t mlen,
-    size_t klen, entry **found)
+probe(const table *t, const kkey *k, entry **found)
 {
 	size_t i, free_at = SIZE_MAX;
 
-	for (i = (size_t)h & t->mask;; i = (i + 1) & t->mask) {
+	for (i = (size_t)k->h & t->mask;; i = (i + 1) & t->mask) {
 		entry *e = t->slot[i];
 
 		if (e == NULL) {
@@ -544,7 +659,7 @@ probe(const table *t, uint64_t h, const resil_args *args, size_t mlen,
 		if (e == TOMB) {
 			if (free_at == SIZE_MAX)
 				free_at = i;
-		} else if (key_eq(e, h, args, mlen, klen)) {
+		} else if (key_eq(e, k)) {
 			*found = e;
 			return i;
 		}
@@ -566,6 +681,7 @@ slot_of(const table *t, const entry *e)
 static void
 detach(shard *s, entry *e)
 {
+	resil__store8(&e->live, 0);
 	resil__storeptr((void **)&s->tab->slot[slot_of(s->tab, e)], TOMB);
 	clock_unlink(s, e);
 	s->count--;
@@ -701,13 +817,12 @@ shard_of(const resil_cache *c, uint64_t h)
 /* Remove the key's entry (if any) under the lock; RESIL_OK if there was
  * one. */
 static resil_err
-remove_key(shard *s, uint64_t h, const resil_args *args,
-    size_t mlen, size_t klen)
+remove_key(shard *s, const kkey *k)
 {
 	entry *e, *dead = NULL;
 
 	shard_lock(s);
-	e = lookup(s->tab, h, args, mlen, klen);
+	e = lookup(s->tab, k);
 	if (e != NULL) {
 		detach(s, e);
 		dead = retire(s, e, 0);
@@ -732,6 +847,8 @@ same_value(const resil_value *held, const resil_value *v)
 	}
 	if (held->type != v->type)
 		return 0;
+	if (RESIL__LIKELY(held->type == RESIL_VALUE_INT))
+		return held->u.i == v->u.i;
 	switch (held->type) {
 	case RESIL_VALUE_NULL:
 		return 1;
@@ -765,32 +882,35 @@ same_value(const resil_value *held, const resil_value *v)
 	return 0;
 }
 
+/* e stamped now (at, else the clock's), written only when it changes. */
+static FB_INLINE void
+restamp(resil_cache *c, entry *e, const uint64_t *at)
+{
+	uint64_t now = at != NULL ? *at : cache_now(c);
+
+	if (resil__load64(&e->stored_at) != now)
+		resil__store64(&e->stored_at, now);
+}
+
 /* A put of the value the key holds already only re-stamps its entry, on
  * the read side: no lock, no allocation, no copy (a compare), and the
  * entry keeps its place on the clock and its reference bit. 1 if done. A
- * writer may be removing the entry at the same moment (eviction, remove,
- * a get dropping it as stale on its old stamp): the stamp is then lost
- * with it, as if the removal came just after this put. The key misses;
- * nothing older than the last answer is ever served. */
-static FB_INLINE int
-refresh(resil_cache *c, shard *s, uint64_t h, const resil_args *args,
-    size_t mlen, size_t klen, const resil_value *value, const uint64_t *at)
+ * writer removing the entry at that moment takes the stamp with it, as
+ * if the removal came just after this put: the key misses. */
+static FB_NOINLINE int
+refresh(resil_cache *c, shard *s, const kkey *k, const resil_value *value,
+    const uint64_t *at)
 {
 	readers *rd = &s->rd[resil__thread_stripe(NSTRIPES)];
-	unsigned parity = read_enter(s, rd);
-	entry *e = lookup(
-	    resil__loadptr((void *const *)&s->tab), h, args, mlen, klen);
+	uint64_t g = read_enter(s, rd);
+	entry *e = lookup(resil__loadptr((void *const *)&s->tab), k);
 	int done = e != NULL && same_value(&e->value, value);
 
 	if (done) {
-		uint64_t now = at != NULL ? *at : cache_now(c);
-
-		/* Written only when it changes: repeated puts within one
-		 * tick write nothing shared. */
-		if (resil__load64(&e->stored_at) != now)
-			resil__store64(&e->stored_at, now);
+		restamp(c, e, at);
+		memo_keep(c, s, rd, e, g);
 	}
-	read_exit(rd, parity, 0);
+	read_exit(rd, (unsigned)(g & 1), 0);
 	return done;
 }
 
@@ -798,9 +918,11 @@ refresh(resil_cache *c, shard *s, uint64_t h, const resil_args *args,
  * stamped now, with the cache's reference; NULL when out of memory. The
  * bytes of a string, bytes or JSON value go in the same allocation. */
 static entry *
-entry_make(resil_cache *c, uint64_t h, const resil_args *args, size_t mlen,
-    size_t key_len, size_t charge, const resil_value *value, uint64_t now)
+entry_make(resil_cache *c, const kkey *k, size_t charge,
+    const resil_value *value, uint64_t now)
 {
+	const resil_args *args = k->args;
+	size_t mlen = k->mlen, key_len = k->klen;
 	int inline_bytes = value != NULL &&
 	    (value->type == RESIL_VALUE_STRING ||
 	        value->type == RESIL_VALUE_BYTES ||
@@ -818,11 +940,14 @@ entry_make(resil_cache *c, uint64_t h, const resil_args *args, size_t mlen,
 	if (e == NULL)
 		return NULL;
 	memset(e, 0, sizeof(*e));
-	e->hash = h;
+	e->hash = k->h;
 	e->key_len = key_len;
+	e->mlen = mlen;
+	memcpy(e->w, k->w, sizeof(e->w));
 	e->charge = charge;
 	e->size = size;
 	e->refs = 1;
+	e->live = 1; /* published by the caller's release store */
 	e->alloc = c->alloc;
 	e->stored_at = now;
 	memcpy(key_of(e), args->method, mlen + 1);
@@ -881,31 +1006,30 @@ make_room(shard *s, size_t charge, entry **victims)
 
 /* A put that stores a new entry (the key is new, or its value changed). */
 static FB_NOINLINE resil_err
-put_new(resil_cache *c, shard *s, uint64_t h, const resil_args *args,
-    size_t mlen, size_t key_len, const resil_value *value, const uint64_t *at)
+put_new(resil_cache *c, shard *s, const kkey *k, const resil_value *value,
+    const uint64_t *at)
 {
 	const resil_allocator *a = &c->alloc;
 	entry *e, *old, *victims = NULL;
 	table *t, *dead_tab = NULL;
 	size_t charge, idx;
 
-	charge = sizeof(entry) + key_len + resil_value_heap_size(value);
+	charge = sizeof(entry) + k->klen + resil_value_heap_size(value);
 	if (charge > s->max_bytes) {
 		/* Too big to keep: drop the older answer of the key too, so
 		 * that the cache never serves one older than the last. */
-		(void)remove_key(s, h, args, mlen, key_len);
+		(void)remove_key(s, k);
 		return RESIL_E_LIMITED;
 	}
 	/* Allocate and copy before taking the lock. */
-	e = entry_make(c, h, args, mlen, key_len, charge, value,
-	    at != NULL ? *at : cache_now(c));
+	e = entry_make(c, k, charge, value, at != NULL ? *at : cache_now(c));
 	if (e == NULL)
 		return RESIL_E_NOMEM;
 
 	shard_lock(s);
 	t = s->tab;
 	old = NULL;
-	idx = t != NULL ? probe(t, h, args, mlen, key_len, &old) : 0;
+	idx = t != NULL ? probe(t, k, &old) : 0;
 	if (t == NULL ||
 	    (old == NULL && t->slot[idx] == NULL &&
 	        (s->used + 1) * 2 > t->mask + 1)) {
@@ -923,12 +1047,14 @@ put_new(resil_cache *c, shard *s, uint64_t h, const resil_args *args,
 		dead_tab = t;
 		t = nt;
 		s->used = s->count;
-		idx = probe(t, h, args, mlen, key_len, &old);
+		idx = probe(t, k, &old);
 	}
 	/* Publish: a reader sees the old entry or the new one, never
 	 * neither. */
 	if (t->slot[idx] == NULL)
 		s->used++;
+	if (old != NULL)
+		resil__store8(&old->live, 0);
 	resil__storeptr((void **)&t->slot[idx], e);
 	if (old != NULL) {
 		clock_unlink(s, old);
@@ -944,6 +1070,10 @@ put_new(resil_cache *c, shard *s, uint64_t h, const resil_args *args,
 	s->count++;
 	s->bytes += charge;
 	victims = retire(s, victims, dead_tab != NULL);
+	/* The generation cannot move under the lock, and e is in the
+	 * table: the memo's next check finds it without a probe. */
+	memo_keep(c, s, &s->rd[resil__thread_stripe(NSTRIPES)], e,
+	    resil__load64(&s->gen));
 	shard_unlock(s);
 	if (dead_tab != NULL)
 		resil__free(a, dead_tab, table_size(dead_tab->mask + 1));
@@ -951,37 +1081,47 @@ put_new(resil_cache *c, shard *s, uint64_t h, const resil_args *args,
 	return RESIL_OK;
 }
 
-/* resil_cache_put() of arguments already checked, the method's length
- * and seed given; at: the time of the put on the cache's clock, read by
- * the caller (NULL: read here). */
+/* resil_cache_put() of a prepared key (key_prep()); at: the time of the
+ * put on the cache's clock, read by the caller (NULL: read here). */
 static FB_INLINE resil_err
-cache_put(resil_cache *c, const resil_args *args, size_t mlen, uint64_t seed,
-    const resil_value *value, const uint64_t *at)
+cache_put(resil_cache *c, kkey *k, const resil_value *value,
+    const uint64_t *at)
 {
-	size_t key_len = mlen + 1 + args->len;
-	uint64_t h;
+	uint64_t g;
+	entry *e = memo_find(c, k, &g);
 	shard *s;
 
-	if (RESIL__UNLIKELY(key_len < mlen)) /* size_t overflow */
-		return RESIL_E_NOMEM;
-	h = key_hash(seed, args);
-	s = shard_of(c, h);
-	if (RESIL__LIKELY(refresh(c, s, h, args, mlen, key_len, value, at)))
+	if (RESIL__LIKELY(e != NULL)) {
+		int done = same_value(&e->value, value);
+
+		if (done)
+			restamp(c, e, at);
+		read_exit(memo_.rd, (unsigned)(g & 1), 0);
+		if (done)
+			return RESIL_OK;
+		/* The key holds another value: a new entry (no probe for a
+		 * re-stamp first). */
+		key_hash(k);
+		return put_new(c, memo_.s, k, value, at);
+	}
+	key_hash(k);
+	s = shard_of(c, k->h);
+	if (RESIL__LIKELY(refresh(c, s, k, value, at)))
 		return RESIL_OK;
-	return put_new(c, s, h, args, mlen, key_len, value, at);
+	return put_new(c, s, k, value, at);
 }
 
 resil_err
 resil_cache_put(
     resil_cache *c, const resil_args *args, const resil_value *value)
 {
-	size_t mlen;
+	kkey k;
 
 	if (RESIL__UNLIKELY(c == NULL || !args_ok(args)))
 		return RESIL_E_INVAL;
-	mlen = strlen(args->method);
-	return cache_put(
-	    c, args, mlen, method_seed(args->method, mlen), value, NULL);
+	if (RESIL__UNLIKELY(!key_prep_str(&k, args, strlen(args->method))))
+		return RESIL_E_NOMEM;
+	return cache_put(c, &k, value, NULL);
 }
 
 /* Age of e at now (0 if the clock went backwards). */
@@ -1034,8 +1174,7 @@ serve(const resil_cache *c, entry *e, resil_value *out)
  * the key's entry and still stale (a put may have replaced it
  * meanwhile, and then it is served). */
 static FB_NOINLINE resil_err
-get_stale(resil_cache *c, shard *s, readers *rd, uint64_t h,
-    const resil_args *args, size_t mlen, size_t klen, uint64_t now,
+get_stale(resil_cache *c, shard *s, readers *rd, const kkey *k, uint64_t now,
     resil_value *out, uint64_t *age)
 {
 	entry *e, *dead = NULL;
@@ -1043,7 +1182,7 @@ get_stale(resil_cache *c, shard *s, readers *rd, uint64_t h,
 	resil_err err;
 
 	shard_lock(s);
-	e = lookup(s->tab, h, args, mlen, klen);
+	e = lookup(s->tab, k);
 	if (e == NULL) {
 		resil__inc64(&rd->misses);
 		err = RESIL_E_NOTFOUND;
@@ -1062,36 +1201,51 @@ get_stale(resil_cache *c, shard *s, readers *rd, uint64_t h,
 	return err;
 }
 
-/* resil_cache_get() of arguments already checked (c and out not NULL,
- * args_ok(args)): the chain's cache stage calls it straight. */
-static FB_INLINE resil_err
-cache_get(resil_cache *c, const resil_args *args, size_t mlen, uint64_t seed,
-    resil_value *out, uint64_t *age)
+/* The key's entry, the memo's or a probe's (kept), in a read begun here
+ * (*sp, *rdp, *g); NULL: a miss, counted, no read left open. */
+static FB_INLINE entry *
+find(resil_cache *c, kkey *k, shard **sp, readers **rdp, uint64_t *g)
 {
-	entry *e;
+	entry *e = memo_find(c, k, g);
 	readers *rd;
 	shard *s;
-	size_t klen;
-	uint64_t h, now, a;
-	unsigned parity;
-	resil_err err;
 
-	klen = mlen + 1 + args->len;
-	if (RESIL__UNLIKELY(klen < mlen)) /* size_t overflow: never stored */
-		return RESIL_E_NOMEM;
-	h = key_hash(seed, args);
-	s = shard_of(c, h);
+	if (RESIL__LIKELY(e != NULL)) {
+		*sp = memo_.s;
+		*rdp = memo_.rd;
+		return e;
+	}
+	key_hash(k);
+	s = shard_of(c, k->h);
 	rd = &s->rd[resil__thread_stripe(NSTRIPES)];
-	now = cache_now(c);
-
-	parity = read_enter(s, rd);
-	e = lookup(
-	    resil__loadptr((void *const *)&s->tab), h, args, mlen, klen);
+	*g = read_enter(s, rd);
+	e = lookup(resil__loadptr((void *const *)&s->tab), k);
 	if (e == NULL) {
 		resil__inc64(&rd->misses);
-		read_exit(rd, parity, 0);
-		return RESIL_E_NOTFOUND;
+		read_exit(rd, (unsigned)(*g & 1), 0);
+		return NULL;
 	}
+	memo_keep(c, s, rd, e, *g);
+	*sp = s;
+	*rdp = rd;
+	return e;
+}
+
+/* resil_cache_get() of a prepared key (c and out not NULL): the chain's
+ * cache stage calls it straight. */
+static FB_INLINE resil_err
+cache_get(resil_cache *c, kkey *k, resil_value *out, uint64_t *age)
+{
+	uint64_t now = cache_now(c), a, g;
+	unsigned parity;
+	resil_err err;
+	readers *rd;
+	shard *s;
+	entry *e = find(c, k, &s, &rd, &g);
+
+	if (e == NULL)
+		return RESIL_E_NOTFOUND;
+	parity = (unsigned)(g & 1);
 	a = age_of(e, now);
 	if (RESIL__LIKELY(a <= c->max_age)) { /* inclusive: == is served */
 		err = serve(c, e, out);
@@ -1101,20 +1255,21 @@ cache_get(resil_cache *c, const resil_args *args, size_t mlen, uint64_t seed,
 		return err;
 	}
 	read_exit(rd, parity, 0);
-	return get_stale(c, s, rd, h, args, mlen, klen, now, out, age);
+	key_hash(k); /* the probe under the lock needs it */
+	return get_stale(c, s, rd, k, now, out, age);
 }
 
 resil_err
 resil_cache_get(
     resil_cache *c, const resil_args *args, resil_value *out, uint64_t *age)
 {
-	size_t mlen;
+	kkey k;
 
 	if (c == NULL || !args_ok(args) || out == NULL)
 		return RESIL_E_INVAL;
-	mlen = strlen(args->method);
-	return cache_get(
-	    c, args, mlen, method_seed(args->method, mlen), out, age);
+	if (RESIL__UNLIKELY(!key_prep_str(&k, args, strlen(args->method))))
+		return RESIL_E_NOMEM; /* never stored */
+	return cache_get(c, &k, out, age);
 }
 
 void
@@ -1122,7 +1277,8 @@ resil__cache_method_init(resil__cache_method *m, const char *name)
 {
 	m->name = name;
 	m->len = strlen(name);
-	m->seed = method_seed(name, m->len);
+	part_words(name, m->len, &m->w0, &m->w1);
+	m->seed = method_part(m->w0, m->w1, m->len);
 }
 
 resil_err
@@ -1134,10 +1290,14 @@ resil__cache_put_m(resil_cache *c, const resil__cache_method *m,
 	if (RESIL__UNLIKELY(c == NULL || m == NULL || m->name == NULL ||
 	        (data == NULL && len > 0)))
 		return RESIL_E_INVAL;
+	kkey k;
+
 	args.method = m->name;
 	args.data = data;
 	args.len = len;
-	return cache_put(c, &args, m->len, m->seed, value, NULL);
+	if (RESIL__UNLIKELY(!key_prep(&k, &args, m->len, m->w0, m->w1, m->seed)))
+		return RESIL_E_NOMEM;
+	return cache_put(c, &k, value, NULL);
 }
 
 resil_err
@@ -1149,26 +1309,58 @@ resil__cache_get_m(resil_cache *c, const resil__cache_method *m,
 	if (c == NULL || m == NULL || m->name == NULL ||
 	    (data == NULL && len > 0) || out == NULL)
 		return RESIL_E_INVAL;
+	kkey k;
+
 	args.method = m->name;
 	args.data = data;
 	args.len = len;
-	return cache_get(c, &args, m->len, m->seed, out, age);
+	if (RESIL__UNLIKELY(!key_prep(&k, &args, m->len, m->w0, m->w1, m->seed)))
+		return RESIL_E_NOMEM;
+	return cache_get(c, &k, out, age);
+}
+
+int
+resil__cache_fresh(
+    resil_cache *c, const resil_args *args, uint64_t fresh, resil_result *out)
+{
+	uint64_t now, a, g;
+	resil_err err;
+	readers *rd;
+	shard *s;
+	entry *e;
+	kkey k;
+
+	if (RESIL__UNLIKELY(args->data == NULL && args->len > 0) ||
+	    !key_prep_str(&k, args, strlen(args->method)))
+		return 0;
+	now = cache_now(c);
+	if ((e = find(c, &k, &s, &rd, &g)) == NULL)
+		return 0;
+	a = age_of(e, now);
+	/* Both limits inclusive: age == fresh still answers. A value past
+	 * fresh stays for a failure's fallback (the age limit's rules). */
+	err = a <= fresh && a <= c->max_age ? serve(c, e, &out->value)
+	                                     : RESIL_E_NOTFOUND;
+	read_exit(rd, (unsigned)(g & 1), err == RESIL_OK);
+	if (err != RESIL_OK)
+		return 0;
+	out->err = RESIL_OK;
+	out->source = RESIL_SOURCE_CACHE;
+	out->age = a;
+	return 1;
 }
 
 resil_err
 resil_cache_remove(resil_cache *c, const resil_args *args)
 {
-	size_t mlen, klen;
-	uint64_t h;
+	kkey k;
 
 	if (c == NULL || !args_ok(args))
 		return RESIL_E_INVAL;
-	mlen = strlen(args->method);
-	klen = mlen + 1 + args->len;
-	if (klen < mlen)
+	if (!key_prep_str(&k, args, strlen(args->method)))
 		return RESIL_E_NOTFOUND;
-	h = key_hash(method_seed(args->method, mlen), args);
-	return remove_key(shard_of(c, h), h, args, mlen, klen);
+	key_hash(&k);
+	return remove_key(shard_of(c, k.h), &k);
 }
 
 resil_err
@@ -1210,8 +1402,7 @@ resil_cache_stats_get(const resil_cache *c, resil_cache_stats *out)
 	return RESIL_OK;
 }
 
-/* ---------------------------------------------------------------- */
-/* The chain */
+/* ---- The chain ---- */
 
 typedef enum kind { K_CACHE, K_MOCK, K_USER } kind;
 
@@ -1360,16 +1551,19 @@ resil_fallback_count(const resil_fallback *fb)
 	return fb == NULL ? 0 : fb->n;
 }
 
-/* The seeds' chain, one cache: its put's core straight (args checked),
- * at the given time (NULL: the cache reads its clock). */
+/* The seeds' chain's one cache put, at *at (NULL: the cache's clock). */
 static FB_INLINE resil_err
 record_one(resil_fallback *fb, const resil_args *args,
     const resil_value *value, const uint64_t *at)
 {
-	size_t mlen = strlen(args->method);
+	kkey k;
 
-	return cache_put(fb->cache1, args, mlen,
-	    method_seed(args->method, mlen), value, at);
+	/* args and args->method are not NULL here; the bytes may be. */
+	if (RESIL__UNLIKELY(args->data == NULL && args->len > 0))
+		return RESIL_E_INVAL;
+	if (RESIL__UNLIKELY(!key_prep_str(&k, args, strlen(args->method))))
+		return RESIL_E_NOMEM;
+	return cache_put(fb->cache1, &k, value, at);
 }
 
 resil_err
@@ -1394,6 +1588,15 @@ resil_fallback_record(
 			first = err;
 	}
 	return first;
+}
+
+resil_err
+resil__fallback_record_checked(
+    resil_fallback *fb, const resil_args *args, const resil_value *value)
+{
+	if (RESIL__LIKELY(fb->ncache == 1))
+		return record_one(fb, args, value, NULL);
+	return resil_fallback_record(fb, args, value);
 }
 
 resil_err
@@ -1549,8 +1752,9 @@ recover(resil_fallback *fb, const resil_args *args,
 {
 	resil_result r;
 	resil__msg o;
-	size_t i, mlen = SIZE_MAX; /* the method's, once a cache needs it */
-	uint64_t seed = 0;
+	size_t i;
+	kkey k;
+	int keyed = 0; /* k prepared, once a cache needs it: one hash */
 
 	if (fb == NULL || fb->n == 0) {
 		/* No fallback configured: the original error stands. */
@@ -1576,12 +1780,13 @@ recover(resil_fallback *fb, const resil_args *args,
 			/* out's value is written only on a hit (the cache
 			 * serves it there); the answer is built straight in
 			 * *out. */
-			if (mlen == SIZE_MAX) {
-				mlen = strlen(args->method);
-				seed = method_seed(args->method, mlen);
+			if (!keyed) {
+				if (RESIL__UNLIKELY(!key_prep_str(&k, args,
+				        strlen(args->method))))
+					continue; /* never stored */
+				keyed = 1;
 			}
-			err = cache_get(
-			    h->cache, args, mlen, seed, &out->value, &age);
+			err = cache_get(h->cache, &k, &out->value, &age);
 			if (err == RESIL_E_NOTFOUND)
 				continue;
 			if (err != RESIL_OK)

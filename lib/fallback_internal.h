@@ -19,6 +19,8 @@
 typedef struct resil__cache_method {
 	const char *name;
 	size_t len;    /* strlen(name) */
+	uint64_t w0;   /* its bytes as words (the cache's key compare) */
+	uint64_t w1;
 	uint64_t seed; /* the method's part of its keys' hash */
 } resil__cache_method;
 
@@ -42,5 +44,19 @@ resil_err resil__cache_get_m(resil_cache *c, const resil__cache_method *m,
 resil_err resil__fallback_record_at(resil_fallback *fb,
     const resil_args *args, const resil_value *value,
     const resil_clock *clock, uint64_t now);
+
+/* resil_fallback_record() of arguments the caller checked in part (fb,
+ * args and args->method not NULL): a pipeline's success. */
+resil_err resil__fallback_record_checked(
+    resil_fallback *fb, const resil_args *args, const resil_value *value);
+
+/* Read-through (issue 43): when c holds a value of args's key at most
+ * fresh old (and within c's age limit), *out is the answer: that value
+ * (as resil_cache_get() serves it), source RESIL_SOURCE_CACHE, its age,
+ * err RESIL_OK, no attempt; returns 1. Otherwise 0, *out untouched, the
+ * entry kept (an older value still answers a failure as a fallback).
+ * out was cleared by the caller (resil__result_clear()); args checked. */
+int resil__cache_fresh(resil_cache *c, const resil_args *args, uint64_t fresh,
+    resil_result *out);
 
 #endif /* RESIL_FALLBACK_INTERNAL_H */

@@ -50,6 +50,15 @@ enum {
 	LEASE_FAIL = 4
 };
 
+/* One sync's reading of this instance: the counts it reports since the
+ * last sync, and its lease slots' reports of episode ep. */
+typedef struct sync_in {
+	uint64_t ctl, ep, calls, fails, sick, traffic, tr_now;
+	resil_breaker_metrics m;
+	uint64_t reported[MAX_SLOTS], rep_ok[MAX_SLOTS];
+	size_t nrep;
+} sync_in;
+
 struct resil_fleet {
 	resil_allocator alloc;
 	resil_clock clock;
@@ -71,14 +80,20 @@ struct resil_fleet {
 	/* 1: the local breaker tripped on its own, not CLOSED since */
 	uint64_t sick;
 
-	/* The sync's own (one thread at a time). */
-	redisContext *c;
-	char sha[41];
-	int have_sha;
-	int forced; /* we forced the local breaker open */
-	int tried;  /* a connection has been attempted */
-	uint64_t next_reconnect;
+	/* The sync's own (one thread at a time). cn: &own, or the
+	 * group's connection (used under the group's mutex). */
+	resil__fconn own;
+	resil__fconn *cn;
+	resil_fleet_group *grp;
+	resil_fleet *gnext; /* the group's list */
+	int forced;         /* we forced the local breaker open */
 	uint64_t last_calls, last_fails, last_traffic;
+	/* Issue 44, the group's sync: the reading sent (kept until its
+	 * answer), whether a state read went in place of the script, the
+	 * vote of the last full sync and its time (local clock). */
+	sync_in *pend;
+	int pend_light, told;
+	uint64_t last_sick, last_full, refresh_ns;
 	/* Written by the sync, read by get_info from any thread. */
 	uint64_t syncs, sync_errors, votes;
 	uint64_t share; /* the sick traffic share + 1 (0: not computed) */
@@ -86,16 +101,15 @@ struct resil_fleet {
 	/* Copies of the configuration. */
 	char name[NAME_MAX_LEN + 1];
 	char instance[NAME_MAX_LEN + 1];
-	char host[HOST_MAX_LEN + 1];
 	char key_state[NAME_MAX_LEN + 32];
 	char key_votes[NAME_MAX_LEN + 32];
 	char key_leases[NAME_MAX_LEN + 32];
 	char key_agg[NAME_MAX_LEN + 32];
 	char key_inst[NAME_MAX_LEN + 32];
 	char key_members[NAME_MAX_LEN + 32];
+	char key_at[NAME_MAX_LEN + 32]; /* the state mirror (issue 44) */
 	char settings[256]; /* the keys that must agree, "key=value ..." */
 	int refused;        /* the fleet refused our settings */
-	uint32_t port, connect_ms, command_ms, reconnect_ms;
 	uint32_t quorum, quorum_pct, k, max_local;
 	uint64_t open_wait_ms, lease_ms, vote_ms, bucket_ms;
 	uint32_t buckets;
@@ -277,6 +291,11 @@ resil_fleet_config_validate(const resil_fleet_config *cfg, resil_diag *diag)
 	    (err = range(diag, "bucket_ms", cfg->bucket_ms, 1, 3600000)) ||
 	    (err = range(diag, "buckets", cfg->buckets, 1, 1000)))
 		return err;
+	if ((cfg->sentinels != NULL || cfg->master != NULL) &&
+	    resil__fleet_sentinels_check(cfg->sentinels, cfg->master) != NULL)
+		return resil__diagf(diag, RESIL_E_INVAL, "fleet.%s: %s",
+		    cfg->sentinels == NULL ? "sentinels" : "master",
+		    resil__fleet_sentinels_check(cfg->sentinels, cfg->master));
 	return resil_breaker_config_validate(&cfg->breaker, diag);
 }
 
@@ -318,10 +337,7 @@ on_local(const resil_breaker_event *ev, void *ctx)
 static void
 disconnect(resil_fleet *f)
 {
-	if (f->c != NULL)
-		redisFree(f->c);
-	f->c = NULL;
-	f->have_sha = 0;
+	resil__fconn_close(f->cn);
 }
 
 /* Leave fleet decisions to the local breaker. */
@@ -350,12 +366,7 @@ go_local(resil_fleet *f, const char *why, int error_event)
 static int
 connect_redis(resil_fleet *f, char *buf, size_t cap)
 {
-	disconnect(f);
-	if (resil__fleet_redis_open(&f->c, f->host, f->port, f->connect_ms,
-	        f->command_ms, resil__fleet_lua(), f->sha, buf, cap) != 0)
-		return -1;
-	f->have_sha = 1;
-	return 0;
+	return resil__fconn_open(f->cn, resil__fleet_lua(), buf, cap);
 }
 
 /* HOST-pPID, HOST cut to 40 characters of [A-Za-z0-9._-] (others become
@@ -411,8 +422,6 @@ resil_fleet_new(
 		    f->instance, sizeof(f->instance), "%s", cfg->instance);
 	else
 		default_instance(f->instance, sizeof(f->instance));
-	snprintf(f->host, sizeof(f->host), "%s",
-	    cfg->host != NULL ? cfg->host : "127.0.0.1");
 	snprintf(f->key_state, sizeof(f->key_state), "resil:fleet:%s:state",
 	    f->name);
 	snprintf(f->key_votes, sizeof(f->key_votes), "resil:fleet:%s:votes",
@@ -425,10 +434,17 @@ resil_fleet_new(
 	    f->name);
 	snprintf(f->key_members, sizeof(f->key_members),
 	    "resil:fleet:%s:members", f->name);
-	f->port = cfg->port;
-	f->connect_ms = cfg->connect_timeout_ms;
-	f->command_ms = cfg->command_timeout_ms;
-	f->reconnect_ms = cfg->reconnect_ms;
+	snprintf(f->key_at, sizeof(f->key_at), "resil:fleet:%s:at", f->name);
+	resil__fconn_init(&f->own, cfg->host, cfg->port, cfg->sentinels,
+	    cfg->master, cfg->connect_timeout_ms, cfg->command_timeout_ms,
+	    cfg->reconnect_ms);
+	f->cn = &f->own;
+	{
+		uint64_t keep = cfg->bucket_ms * cfg->buckets;
+
+		f->refresh_ns = (keep < cfg->vote_ms ? keep : cfg->vote_ms) *
+		    (RESIL_NS_PER_MS / 2);
+	}
 	f->quorum = cfg->quorum;
 	f->quorum_pct = cfg->quorum_traffic_pct;
 	f->k = cfg->probe_leases;
@@ -467,11 +483,30 @@ resil_fleet_new(
 	f->bst = f->b->st;
 	f->bstreak = f->b->streak;
 	set_ctl(f, f->ctl);
+	if (cfg->group != NULL) {
+		/* The group connects at its first sync. */
+		f->pend = resil__calloc(&f->alloc, sizeof(*f->pend));
+		if (f->pend == NULL) {
+			resil_breaker_free(f->b);
+			resil__free(&f->alloc, f, sizeof(*f));
+			return resil__diagf(
+			    diag, RESIL_E_NOMEM, "fleet: out of memory");
+		}
+		if (resil__fleet_group_join(cfg->group, f) != 0) {
+			resil__free(&f->alloc, f->pend, sizeof(*f->pend));
+			resil_breaker_free(f->b);
+			resil__free(&f->alloc, f, sizeof(*f));
+			return resil__diagf(
+			    diag, RESIL_E_NOMEM, "fleet: out of memory");
+		}
+		*out = f;
+		return RESIL_OK;
+	}
 	/* Unreachable now is not an error: the handle starts local. */
-	f->tried = 1;
+	f->cn->tried = 1;
 	if (connect_redis(f, why, sizeof(why)) != 0) {
-		f->next_reconnect = resil_clock_now(&f->clock) +
-		    (uint64_t)f->reconnect_ms * RESIL_NS_PER_MS;
+		f->cn->next_reconnect = resil_clock_now(&f->clock) +
+		    (uint64_t)f->cn->reconnect_ms * RESIL_NS_PER_MS;
 		resil__inc64(&f->sync_errors);
 		emit(f, RESIL_FLEET_EV_LOCAL, 0, why);
 	}
@@ -491,7 +526,12 @@ resil_fleet_free(resil_fleet *f)
 		pthread_cond_destroy(&f->hcv);
 		pthread_mutex_destroy(&f->hmu);
 	}
-	disconnect(f);
+	if (f->grp != NULL)
+		resil__fleet_group_leave(f->grp, f);
+	else
+		disconnect(f);
+	if (f->pend != NULL)
+		resil__free(&f->alloc, f->pend, sizeof(*f->pend));
 	resil_breaker_free(f->b);
 	a = f->alloc;
 	resil__free(&a, f, sizeof(*f));
@@ -648,7 +688,7 @@ resil_fleet_release(resil_fleet *f, resil_fleet_permit *p)
 	return RESIL_OK;
 }
 
-#define ARG_FIXED 26u
+#define ARG_FIXED 27u
 #define ARG_MAX (ARG_FIXED + 3u + 3u * MAX_SLOTS)
 #define ARG_LEN 32u
 
@@ -765,15 +805,6 @@ resil_fleet_stop(resil_fleet *f)
 	return RESIL_OK;
 }
 
-/* One sync's reading of this instance: the counts it reports since the
- * last sync, and its lease slots' reports of episode ep. */
-typedef struct sync_in {
-	uint64_t ctl, ep, calls, fails, sick, traffic, tr_now;
-	resil_breaker_metrics m;
-	uint64_t reported[MAX_SLOTS], rep_ok[MAX_SLOTS];
-	size_t nrep;
-} sync_in;
-
 /* The script's answer (resil__fleet_parse_reply). */
 typedef struct sync_out {
 	uint64_t state, ep, votes, share;
@@ -810,15 +841,16 @@ static resil_err
 sync_connect(resil_fleet *f, uint64_t now)
 {
 	char why[RESIL_DIAG_MAX];
+	resil__fconn *cn = f->cn;
 
-	if (f->c != NULL)
+	if (cn->c != NULL)
 		return RESIL_OK;
-	if (f->tried && now < f->next_reconnect)
+	if (cn->tried && now < cn->next_reconnect)
 		return go_local(f, "redis unreachable", 0);
-	f->tried = 1;
+	cn->tried = 1;
 	if (connect_redis(f, why, sizeof(why)) != 0) {
-		f->next_reconnect =
-		    now + (uint64_t)f->reconnect_ms * RESIL_NS_PER_MS;
+		cn->next_reconnect =
+		    now + (uint64_t)cn->reconnect_ms * RESIL_NS_PER_MS;
 		return go_local(f, why, 0);
 	}
 	return RESIL_OK;
@@ -860,13 +892,14 @@ sync_args_build(resil_fleet *f, sync_in *in, sync_args *a)
 	size_t i, ncand = 0;
 
 	a->argc = 2; /* EVALSHA or EVAL, and the script */
-	args_str(a, "6");
+	args_str(a, "7");
 	args_str(a, f->key_state);
 	args_str(a, f->key_votes);
 	args_str(a, f->key_leases);
 	args_str(a, f->key_agg);
 	args_str(a, f->key_inst);
 	args_str(a, f->key_members);
+	args_str(a, f->key_at);
 	args_str(a, f->instance);
 	args_num(a, in->sick);
 	args_num(a, in->calls);
@@ -978,52 +1011,167 @@ refuse_settings(resil_fleet *f, const char *theirs)
 	return go_local(f, why, 0);
 }
 
+/* The answer r to a script sent at now for in: RESIL_OK when synced;
+ * otherwise local mode (go_local's answer). */
+static resil_err
+sync_take(resil_fleet *f, sync_in *in, redisReply *r, uint64_t now)
+{
+	char why[RESIL_DIAG_MAX];
+	sync_out o;
+
+	if (r->type == REDIS_REPLY_ERROR) {
+		snprintf(why, sizeof(why), "redis script: %.200s", r->str);
+		if (resil__fleet_moved(r->str)) {
+			/* Not the writable master (any more): find it. */
+			disconnect(f);
+			f->cn->next_reconnect = now;
+			return go_local(f, why, 0);
+		}
+		return go_local(f, why, 1);
+	}
+	if (resil__fleet_settings_refusal(r) != NULL)
+		return refuse_settings(f, resil__fleet_settings_refusal(r));
+	if (resil__fleet_parse_reply(r, &o.state, &o.ep, &o.votes, &o.share,
+	        o.granted, &o.ngranted, why, sizeof(why)) != 0)
+		return go_local(f, why, 1);
+	sync_apply(f, in, &o, now);
+	f->last_sick = in->sick;
+	f->last_full = now;
+	return RESIL_OK;
+}
+
+/* The connection is gone (no answer within the timeout, or broken): a
+ * late answer could still arrive, so it is done; local mode. */
+static resil_err
+sync_lost(resil_fleet *f, uint64_t now)
+{
+	char why[RESIL_DIAG_MAX];
+
+	resil__fleet_no_answer(
+	    f->cn->c, "redis", f->cn->command_ms, why, sizeof(why));
+	disconnect(f);
+	f->cn->next_reconnect = now;
+	return go_local(f, why, 0);
+}
+
 static resil_err
 sync_step(resil_fleet *f, uint64_t now)
 {
-	char why[RESIL_DIAG_MAX];
 	sync_args a;
 	sync_in in;
-	sync_out o;
 	redisReply *r;
 	resil_err err;
 
 	if (f == NULL)
 		return RESIL_E_INVAL;
+	if (f->grp != NULL)
+		resil__fleet_group_lock(f->grp, 1);
 	in.ctl = resil__load64(&f->ctl);
 	if ((err = sync_connect(f, now)) != RESIL_OK)
-		return err;
+		goto out;
 	sync_read(f, &in);
 	sync_args_build(f, &in, &a);
-	r = resil__fleet_eval_script(f->c, resil__fleet_lua(), f->sha,
-	    &f->have_sha, 1, (int)a.argc, a.argv, a.argl);
+	r = resil__fleet_eval_script(f->cn->c, resil__fleet_lua(), f->cn->sha,
+	    &f->cn->have_sha, 1, (int)a.argc, a.argv, a.argl);
 	if (r == NULL) {
-		/* A timeout or a broken connection: a late answer could
-		 * still arrive, so this connection is done. */
-		resil__fleet_no_answer(
-		    f->c, "redis", f->command_ms, why, sizeof(why));
-		disconnect(f);
-		f->next_reconnect = now;
-		return go_local(f, why, 0);
+		err = sync_lost(f, now);
+		goto out;
 	}
-	if (r->type == REDIS_REPLY_ERROR) {
-		snprintf(why, sizeof(why), "redis script: %.200s", r->str);
-		freeReplyObject(r);
-		return go_local(f, why, 1);
-	}
-	if (resil__fleet_settings_refusal(r) != NULL) {
-		err = refuse_settings(f, resil__fleet_settings_refusal(r));
-		freeReplyObject(r);
-		return err;
-	}
-	if (resil__fleet_parse_reply(r, &o.state, &o.ep, &o.votes, &o.share,
-	        o.granted, &o.ngranted, why, sizeof(why)) != 0) {
-		freeReplyObject(r);
-		return go_local(f, why, 1);
-	}
+	err = sync_take(f, &in, r, now);
 	freeReplyObject(r);
-	sync_apply(f, &in, &o, now);
-	return RESIL_OK;
+out:
+	if (f->grp != NULL)
+		resil__fleet_group_lock(f->grp, 0);
+	return err;
+}
+
+/* ---- the group's side (lib/fleet_group.c, fleet_internal.h) ---- */
+
+void
+resil__fleet_attach(resil_fleet *f, resil_fleet_group *g, resil__fconn *cn)
+{
+	f->grp = g;
+	f->cn = cn;
+}
+
+/* Whether nothing the fleet decides by changed since f's last full
+ * sync, so that a read of the fleet's state may stand in for the script
+ * (see fleet.h): the fleet CLOSED, no vote cast or withdrawn, no lease,
+ * the registration fresh, and no traffic to push when the traffic share
+ * counts it (quorum_traffic_pct > 0; otherwise the counts wait for the
+ * next full sync, in the bucket of that sync). */
+static int
+unchanged(const resil_fleet *f, const sync_in *in, uint64_t now)
+{
+	return !(in->ctl & CTL_LOCAL) &&
+	    (in->ctl & CTL_STATE) == RESIL_FLEET_CLOSED && !f->refused &&
+	    (f->quorum_pct == 0 ||
+	        (in->calls == 0 && in->fails == 0 && in->traffic == 0)) &&
+	    in->sick == 0 && f->last_sick == 0 && f->last_full != 0 &&
+	    now >= f->last_full && now - f->last_full < f->refresh_ns;
+}
+
+int
+resil__fleet_prep(resil_fleet *f, uint64_t now, int light_ok)
+{
+	sync_args a;
+	sync_in *in = f->pend;
+	redisContext *c = f->cn->c;
+
+	in->ctl = resil__load64(&f->ctl);
+	sync_read(f, in);
+	f->pend_light = light_ok && unchanged(f, in, now);
+	if (f->pend_light)
+		return 1; /* the group reads f's mirror (resil__fleet_at_key)
+		           */
+	sync_args_build(f, in, &a);
+	a.argv[0] = "EVALSHA";
+	a.argv[1] = f->cn->sha;
+	a.argl[0] = 7;
+	a.argl[1] = 40;
+	return redisAppendCommandArgv(c, (int)a.argc, a.argv, a.argl) ==
+	        REDIS_OK
+	    ? 0
+	    : -1;
+}
+
+const char *
+resil__fleet_at_key(const resil_fleet *f)
+{
+	return f->key_at;
+}
+
+int
+resil__fleet_take_at(resil_fleet *f, const redisReply *r)
+{
+	uint64_t ctl = f->pend->ctl;
+	char want[32];
+
+	snprintf(want, sizeof(want), "0:%llu", (unsigned long long)(ctl >> 8));
+	if (r->type != REDIS_REPLY_STRING || strcmp(r->str, want) != 0)
+		return 1;
+	resil__inc64(&f->syncs);
+	return 0;
+}
+
+int
+resil__fleet_take(resil_fleet *f, redisReply *r, uint64_t now)
+{
+	if (r->type == REDIS_REPLY_ERROR &&
+	    strncmp(r->str, "NOSCRIPT", 8) == 0)
+		return 2;
+	return sync_take(f, f->pend, r, now) == RESIL_OK ? 0 : -1;
+}
+
+void
+resil__fleet_lost(resil_fleet *f, const char *why)
+{
+	/* A handle of a group starts local without a word (the group
+	 * connects at its first sync): the first failure says it. */
+	if (!f->told && resil__load64(&f->syncs) == 0)
+		emit(f, RESIL_FLEET_EV_LOCAL, 0, why);
+	f->told = 1;
+	(void)go_local(f, why, 0);
 }
 
 resil_err
@@ -1048,6 +1196,11 @@ resil_fleet_get_info(resil_fleet *f, resil_fleet_info *out)
 	out->syncs = resil__load64(&f->syncs);
 	out->sync_errors = resil__load64(&f->sync_errors);
 	out->local_state = resil_breaker_get_state(f->b);
+	out->connect_timeout_ms = f->cn->connect_ms;
+	out->command_timeout_ms = f->cn->command_ms;
+	out->reconnect_ms = f->cn->reconnect_ms;
+	out->max_local_leases = f->max_local;
+	snprintf(out->settings, sizeof(out->settings), "%s", f->settings);
 	return RESIL_OK;
 }
 

@@ -50,4 +50,81 @@ void resil__fleet_settings_diff(const char *what, const char *mine,
  * member's settings ({"settings", the fleet's}), else NULL. */
 const char *resil__fleet_settings_refusal(const redisReply *r);
 
+/* ---- lib/fleet_conn.c: the connection to the master (issue 44) ---- */
+
+#define RESIL__FLEET_MAX_SENTINELS 8u
+#define RESIL__FLEET_HOST_MAX 255u
+
+/* Where the fleet's Redis is: one server (nsent 0), or the master that
+ * the sentinels name (Redis Sentinel), found again after each failover. */
+typedef struct resil__fconn {
+	redisContext *c;
+	char sha[41];
+	int have_sha;
+	int tried; /* a connection has been attempted */
+	uint64_t next_reconnect;
+	char host[RESIL__FLEET_HOST_MAX + 1]; /* the server, or the master */
+	uint32_t port;
+	uint32_t nsent, first; /* sentinels; the one asked first */
+	char sent_host[RESIL__FLEET_MAX_SENTINELS][RESIL__FLEET_HOST_MAX + 1];
+	uint32_t sent_port[RESIL__FLEET_MAX_SENTINELS];
+	char master[64]; /* the sentinels' name of the master */
+	uint32_t connect_ms, command_ms, reconnect_ms;
+	uint64_t switches; /* masters found other than the last one */
+} resil__fconn;
+
+/* "H1:P1,H2:P2,..." (1..8 sentinels) and a master name checked: NULL, or
+ * why not (a static string naming the fault). */
+const char *resil__fleet_sentinels_check(const char *list, const char *master);
+
+/* Set up cn (unconnected) for host:port, or for the sentinels (list not
+ * NULL: host and port unused). The list must have passed the check. */
+void resil__fconn_init(resil__fconn *cn, const char *host, uint32_t port,
+    const char *sentinels, const char *master, uint32_t connect_ms,
+    uint32_t command_ms, uint32_t reconnect_ms);
+
+/* Connect (through the sentinels when there are: the master they name,
+ * which must say it is one) and load script: 0, or -1 and why in buf. */
+int resil__fconn_open(
+    resil__fconn *cn, const char *script, char *buf, size_t cap);
+
+void resil__fconn_close(resil__fconn *cn);
+
+/* Whether an error answer means this server is no longer the writable
+ * master (READONLY, MASTERDOWN, LOADING, ...): find the master again. */
+int resil__fleet_moved(const char *err);
+
+/* ---- the group (lib/fleet_group.c) and its handles (lib/fleet.c) ---- */
+
+struct resil_fleet;
+struct resil_fleet_group;
+
+/* fleet_group.c: add f to g (and point f at g's connection): 0, or -1
+ * when out of memory; take it out; hold (on 1) or let go (on 0) of g's
+ * mutex. */
+int resil__fleet_group_join(
+    struct resil_fleet_group *g, struct resil_fleet *f);
+void resil__fleet_group_leave(
+    struct resil_fleet_group *g, struct resil_fleet *f);
+void resil__fleet_group_lock(struct resil_fleet_group *g, int on);
+
+/* fleet.c: f syncs through cn, g's. */
+void resil__fleet_attach(
+    struct resil_fleet *f, struct resil_fleet_group *g, resil__fconn *cn);
+/* Read f's state to report and append its command to its connection: the
+ * script (0), or (light_ok, nothing changed) a read of the fleet's state
+ * (1); -1 when hiredis is out of memory. */
+int resil__fleet_prep(struct resil_fleet *f, uint64_t now, int light_ok);
+/* Take r, the answer to f's script: 0 synced; 2 its script must go again
+ * (NOSCRIPT); -1 local mode. */
+int resil__fleet_take(struct resil_fleet *f, redisReply *r, uint64_t now);
+/* The key of f's state mirror ("STATE:EPISODE"), and the take of its
+ * value r (read in place of the script): 0 the fleet is as f last saw it
+ * (CLOSED, the same episode), 1 it moved on or is unknown (the script
+ * must go). */
+const char *resil__fleet_at_key(const struct resil_fleet *f);
+int resil__fleet_take_at(struct resil_fleet *f, const redisReply *r);
+/* f is in local mode: why. */
+void resil__fleet_lost(struct resil_fleet *f, const char *why);
+
 #endif

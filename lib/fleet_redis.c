@@ -22,13 +22,15 @@
 #include "fleet_internal.h"
 
 /* KEYS: state hash, votes zset, leases hash, aggregate key prefix,
- * instances zset, members hash. ARGV: instance, sick, calls, failures,
- * quorum, K, open wait, lease, vote life, bucket, bucket TTL (ms),
- * traffic, traffic quorum (percent, 0 off), the episode the reports are
- * for, the number of reports, this member's settings text, reports (slot,
- * 1 ok / 0 failed), then the slots offered for leases. Returns {state,
- * episode, votes, wait left, why, the sick instances' traffic share in
- * percent (-1: not computed), granted slots...}; or {"settings", the
+ * instances zset, members hash, and (issue 44) the state mirror: a
+ * string "STATE:EPISODE" written with the state hash, which a group's
+ * sync reads with MGET for its breakers that have nothing to report. ARGV:
+ * instance, sick, calls, failures, quorum, K, open wait, lease, vote life,
+ * bucket, bucket TTL (ms), traffic, traffic quorum (percent, 0 off), the
+ * episode the reports are for, the number of reports, this member's settings
+ * text, reports (slot, 1 ok / 0 failed), then the slots offered for leases.
+ * Returns {state, episode, votes, wait left, why, the sick instances' traffic
+ * share in percent (-1: not computed), granted slots...}; or {"settings", the
  * fleet's settings text} when this member's differ from the fleet's and
  * a live member (in the instances set) still has the fleet's: refused
  * before anything is written. A fleet whose members with its settings
@@ -199,6 +201,7 @@ static const char fleet_lua_2[] =
     "end\n"
     "redis.call('HSET', KEYS[1], 'state', state, 'episode', ep, 'since',\n"
     "  since, 'granted', granted, 'ok', ok)\n"
+    "redis.call('SET', KEYS[7], state .. ':' .. ep)\n"
     "local left = 0\n"
     "if state == 1 then\n"
     "  left = wait - (now - since)\n"

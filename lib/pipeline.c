@@ -27,6 +27,7 @@
 #include "pipeline_config.h"
 #include "pipeline_events.h"
 #include "pipeline_settings.h"
+#include "pipeline_endpoint.h"
 #include "pipeline_shared.h"
 
 #include <resil/fleet.h>
@@ -40,6 +41,7 @@ resil_pipeline_free(resil_pipeline *p)
 
 	if (p == NULL)
 		return;
+	resil__pipeline_unwatch_endpoints(p);
 	resil__a = &p->alloc;
 	resil__settings_free(p->cur);
 	while (p->retired != NULL) {
@@ -220,6 +222,7 @@ resil_pipeline_new(
 	err = resil__shared_apply(p, cfg, p->cur, 0, diag);
 	if (err != RESIL_OK)
 		goto fail;
+	resil__pipeline_watch_endpoints(p); /* issue 40 */
 	*out = p;
 	return RESIL_OK;
 fail:
@@ -405,6 +408,8 @@ resil_pipeline_get_metrics(
 		m.timeouts += resil__load64(&s->timeouts);
 		m.latency_count += resil__load64(&s->latency_count);
 		m.failback_dropped += resil__load64(&s->failback_dropped);
+		m.pushbacks += resil__load64(&s->pushbacks);
+		m.paused += resil__load64(&s->paused);
 		for (j = 0; j < RESIL_LATENCY_BUCKETS; j++)
 			m.latency[j] += resil__load64(&s->latency[j]);
 	}

@@ -124,6 +124,11 @@ resil__pipeline_validate(const resil_pipeline_config *cfg, resil_diag *diag)
 		err = resil__method_check(&cfg->methods[i], diag);
 		if (err != RESIL_OK)
 			return err;
+		/* A read-through needs the cache it reads (issue 43). */
+		if (cfg->methods[i].cache_fresh_ns != 0 && !cfg->cache_enabled)
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "%s.cache.fresh: needs the cache (cache.enabled)",
+			    n);
 		for (j = 0; j < i && i < 32; j++)
 			if (strcmp(cfg->methods[j].name, n) == 0)
 				return resil__diagf(diag, RESIL_E_INVAL,

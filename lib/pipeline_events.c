@@ -36,6 +36,8 @@ resil_stage_name(resil_stage s)
 		return "cluster";
 	case RESIL_STAGE_CONFIG:
 		return "config";
+	case RESIL_STAGE_THROTTLE:
+		return "throttle";
 	}
 	return "unknown";
 }

@@ -64,7 +64,7 @@ struct resil_method {
 
 /* A stage object shared by consecutive settings (a breaker carried over
  * by a reload): freed when the last settings holding it go. */
-enum { PART_BREAKER, PART_RETRY, PART_CACHE, PART_RL, PART_BH };
+enum { PART_BREAKER, PART_RETRY, PART_CACHE, PART_RL, PART_BH, PART_THR };
 typedef struct part {
 	uint64_t refs; /* atomic */
 	int kind;
@@ -77,6 +77,7 @@ typedef struct pmethod {
 	char *name;
 	resil_type type;
 	uint64_t timeout;
+	uint64_t fresh; /* read-through: cache.fresh (issue 43); 0: off */
 	char *mock_spec;         /* method-level spec (owned), or NULL */
 	int mock_set;            /* mock_spec applies (NULL + set: none) */
 	resil_retry *retry;      /* own policy, or NULL: the service's */
@@ -153,7 +154,11 @@ typedef struct stripe {
 	uint64_t latency_count;
 	uint64_t latency[RESIL_LATENCY_BUCKETS];
 	uint64_t failback_dropped;
-	uint64_t pad[6];
+	/* Issue 42: throttled answers (the server's pushback), and
+	 * attempts refused while a Retry-After paused the rate limiter. */
+	uint64_t pushbacks;
+	uint64_t paused;
+	uint64_t pad[4];
 } stripe;
 
 /*
@@ -205,6 +210,12 @@ typedef struct settings {
 	 * then set but not used), or NULL. */
 	struct resil_fleet *fleet;
 	struct resil_fleet_limit *frl;
+	/* Issue 42 (lib/call_overload.c): the throttle stage, or NULL;
+	 * and the server's pushback: the rate limiter stage grants nothing
+	 * before pause_until (atomic; 0: no pause). */
+	resil_throttle *thr;
+	part *pthr;
+	uint64_t pause_until;
 } settings;
 
 typedef struct handler {

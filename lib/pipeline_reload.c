@@ -9,8 +9,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "call_overload.h"
 #include "pipeline_ckeys.h"
 #include "pipeline_config.h"
+#include "pipeline_dry.h"
 #include "pipeline_events.h"
 #include "pipeline_settings.h"
 #include "pipeline_shared.h"
@@ -164,6 +166,10 @@ describe_changes(const settings *old, const settings *g,
 	    (cfg->bulkhead_enabled &&
 	        !resil__same_bulkhead(&a->bulkhead, &cfg->bulkhead)))
 		NOTE("bulkhead");
+	if (a->throttle_enabled != cfg->throttle_enabled ||
+	    (cfg->throttle_enabled &&
+	        !resil__same_throttle(&a->throttle, &cfg->throttle)))
+		NOTE("throttle");
 	if (a->timeout_ns != cfg->timeout_ns)
 		NOTE("timeout");
 	if ((old->service_spec == NULL) != (cfg->mock == NULL) ||
@@ -336,6 +342,40 @@ resil_pipeline_reload(
     resil_pipeline *p, const resil_pipeline_config *cfg, resil_diag *diag)
 {
 	return reload(p, cfg, diag);
+}
+
+/*
+ * Issue 40: whether a reload with cfg would be taken, without taking it:
+ * the same checks, the same build (then dropped), the same comparison of
+ * the cluster keys. The registry's override rules try each key this way
+ * before the one reload that applies them. (The shm / fleet state is not
+ * opened here: a reload that changes it is tried by the reload itself.)
+ */
+resil_err
+resil__pipeline_reload_dry(
+    resil_pipeline *p, const resil_pipeline_config *cfg, resil_diag *diag)
+{
+	resil_condition **rules = NULL;
+	size_t nrules = 0;
+	int conds = 0;
+	resil_pipeline_config eff;
+	settings *g = NULL;
+	resil_err err;
+
+	if (p == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "pipeline: p is NULL");
+	resil__spin_lock(&p->mock_lock);
+	err = reload_check(p, p->cur, cfg, &eff, diag);
+	if (err == RESIL_OK)
+		err = resil__settings_build(p, &eff, p->cur, &g, diag);
+	if (g != NULL)
+		resil__settings_free(g);
+	if (err == RESIL_OK)
+		err = reload_ckeys(p, cfg, &rules, &nrules, &conds, diag);
+	resil__ckeys_rules_free(rules_alloc(p), rules, nrules);
+	resil__spin_unlock(&p->mock_lock);
+	return err;
 }
 
 /* The key a refusal starts with ("retries" of "retries (cluster.retries):

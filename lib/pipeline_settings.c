@@ -8,6 +8,7 @@
 
 #include <string.h>
 
+#include "call_overload.h"
 #include "pipeline_events.h"
 #include "mock_internal.h"
 #include "pipeline_mock.h"
@@ -107,6 +108,9 @@ part_free_obj(int kind, void *obj)
 	case PART_BH:
 		resil_bulkhead_free(obj);
 		break;
+	case PART_THR:
+		resil_throttle_free(obj);
+		break;
 	}
 }
 
@@ -176,6 +180,7 @@ settings_clear(settings *g)
 	part_put(p, g->pretry);
 	part_put(p, g->prl);
 	part_put(p, g->pbh);
+	part_put(p, g->pthr);
 	resil_retry_free(g->cretry);
 	resil_chaos_free(g->cfg.chaos); /* the reference build took */
 	if (g->byidx != NULL)
@@ -493,6 +498,13 @@ build_stages(resil_pipeline *p, const resil_pipeline_config *cfg,
 		    new_bulkhead(p, cfg, (resil_bulkhead **)&obj_, diag));
 		g->bh = g->pbh->obj;
 	}
+	if (cfg->throttle_enabled) {
+		SHARE_OR_NEW(&g->pthr, old != NULL ? old->pthr : NULL,
+		    resil__same_throttle(&old->cfg.throttle, &cfg->throttle),
+		    PART_THR,
+		    resil__new_throttle(p, cfg, (resil_throttle **)&obj_, diag));
+		g->thr = g->pthr->obj;
+	}
 	if (cfg->cache_enabled) {
 		SHARE_OR_NEW(&g->pcache, old != NULL ? old->pcache : NULL,
 		    resil__same_cache(&old->cfg.cache, &cfg->cache),
@@ -533,6 +545,7 @@ method_add(resil_pipeline *p, const resil_pipeline_config *cfg, settings *g,
 	m->name = resil__strdup(resil__a, mc->name);
 	m->type = mc->type;
 	m->timeout = mc->timeout_ns ? mc->timeout_ns : cfg->timeout_ns;
+	m->fresh = mc->cache_fresh_ns;
 	m->max_attempts = mc->max_attempts;
 	m->declared = 1;
 	if (mc->mock != NULL) {
@@ -738,9 +751,11 @@ decide_start(const resil_pipeline *p, const settings *g, method *m)
 	                                  : START_NONE;
 	method_run_with(m, m->breaker != NULL ? m->breaker : g->breaker,
 	    m->retry != NULL ? m->retry : g->retry);
+	/* A read-through method (m->fresh) starts in the machine, which
+	 * asks the cache first (mstart()). */
 	m->simple = (r == NULL || m->retry_fast) && g->rl == NULL &&
-	        g->bh == NULL && p->hedge_max == 0 && p->call_events == 0 &&
-	        p->sel == NULL
+	        g->bh == NULL && g->thr == NULL && p->hedge_max == 0 &&
+	        p->call_events == 0 && p->sel == NULL && m->fresh == 0
 	    ? SIMPLE_INLINE |
 	        (p->cls.fn != NULL ? 0
 	                : m->timeout != 0 ? SIMPLE_PHASE_T

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "fleet_internal.h"
 #include "pipeline_events.h"
 
 #define NREGIONS 3
@@ -44,6 +45,10 @@ struct resil__pshared {
 	char *url[5];
 	uint64_t fleet_sync_ns;
 	char *eb_url; /* endpoint.breaker.shared, kept from changing */
+	/* Issue 44: breaker.fleet.* as created (a reload keeps them), and
+	 * the fleet's name for its events' text. */
+	uint64_t fleet_settings[12];
+	char fleet_name[64];
 };
 
 enum { U_BREAKER, U_FLEET, U_RL, U_BH, U_FRL };
@@ -204,6 +209,45 @@ parse_redis(const char *key, const char *v, char *host, uint32_t *port,
 	return RESIL_OK;
 }
 
+/* Issue 44: "redis-sentinel://H1:P1,H2:P2,.../MASTER/NAME" into sent
+ * (the list, up to 2200), master and name (each up to 63). */
+static resil_err
+parse_sentinel(const char *key, const char *v, char *sent, char *master,
+    char *name, resil_diag *diag)
+{
+	char list[2201], m[64];
+	const char *p = v + 17, *s1, *s2;
+	const char *why;
+
+	s1 = strchr(p, '/');
+	s2 = s1 != NULL ? strchr(s1 + 1, '/') : NULL;
+	if (s1 == NULL || s2 == NULL)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "%s: \"%.80s\" is not redis-sentinel://HOST:PORT[,...]/"
+		    "MASTER/NAME",
+		    key, v);
+	if ((size_t)(s1 - p) >= sizeof(list) || (size_t)(s2 - s1 - 1) >= 64)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "%s: \"%.80s\" is too long", key, v);
+	memcpy(list, p, (size_t)(s1 - p));
+	list[s1 - p] = '\0';
+	memcpy(m, s1 + 1, (size_t)(s2 - s1 - 1));
+	m[s2 - s1 - 1] = '\0';
+	if ((why = resil__fleet_sentinels_check(list, m)) != NULL)
+		return resil__diagf(diag, RESIL_E_INVAL, "%s: %s", key, why);
+	if (!name_ok(s2 + 1, strlen(s2 + 1), 63))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "%s: name \"%.80s\" is not 1..63 characters of "
+		    "[A-Za-z0-9._-]",
+		    key, s2 + 1);
+	if (sent != NULL) {
+		memcpy(sent, list, strlen(list) + 1);
+		memcpy(master, m, strlen(m) + 1);
+		memcpy(name, s2 + 1, strlen(s2 + 1) + 1);
+	}
+	return RESIL_OK;
+}
+
 resil_err
 resil__shared_url_check(const char *key, const char *value, resil_diag *diag)
 {
@@ -221,6 +265,9 @@ resil__shared_url_check(const char *key, const char *value, resil_diag *diag)
 			    key, value + 4);
 		return RESIL_OK;
 	}
+	if (strcmp(key, "breaker.fleet") == 0 &&
+	    strncmp(value, "redis-sentinel://", 17) == 0)
+		return parse_sentinel(key, value, NULL, NULL, NULL, diag);
 	if (n >= 6 && strcmp(key + n - 6, ".fleet") == 0)
 		return parse_redis(key, value, NULL, NULL, NULL, diag);
 	return parse_shm(key, value, NULL, NULL, diag);
@@ -235,6 +282,21 @@ refuse(int *stage, int st, resil_diag *diag, const char *fmt, const char *a,
 	if (stage != NULL)
 		*stage = st;
 	return resil__diagf(diag, RESIL_E_INVAL, fmt, a, b);
+}
+
+/* Issue 44: the breaker.fleet.* keys, in the order of
+ * resil_pipeline_config.fleet_settings. */
+static const char *const fs_key[12] = { "breaker.fleet.quorum",
+	"breaker.fleet.quorum_traffic", "breaker.fleet.probe_leases",
+	"breaker.fleet.max_local_leases", "breaker.fleet.buckets",
+	"breaker.fleet.open_wait", "breaker.fleet.lease", "breaker.fleet.vote",
+	"breaker.fleet.bucket", "breaker.fleet.connect_timeout",
+	"breaker.fleet.command_timeout", "breaker.fleet.reconnect" };
+
+static void
+fs_of(const resil_pipeline_config *cfg, uint64_t v[12])
+{
+	memcpy(v, &cfg->fleet_settings, 12 * sizeof(uint64_t));
 }
 
 static resil_err
@@ -286,10 +348,6 @@ resil__shared_check(
 		    "%s: not with %s (the shared breaker is the service's)",
 		    given(cfg, U_FLEET) ? "breaker.fleet" : "breaker.shared",
 		    "breaker.per_method");
-	if (given(cfg, U_FLEET) && cfg->selector != NULL)
-		return refuse(stage, 1, diag,
-		    "%s: not with a selector (%s)", "breaker.fleet",
-		    "with endpoints, use breaker.shared");
 	if (given(cfg, U_RL) && given(cfg, U_FRL))
 		return refuse(stage, 4, diag,
 		    "%s: not with %s (a pipeline has one rate limiter)",
@@ -299,6 +357,17 @@ resil__shared_check(
 		    "%s: needs %s (a fleet given as a handle is synced by "
 		    "its owner)",
 		    "breaker.fleet_sync", "breaker.fleet");
+	if (cfg->breaker_fleet_url == NULL) {
+		uint64_t v[12];
+
+		fs_of(cfg, v);
+		for (i = 0; i < 12; i++)
+			if (v[i] != 0)
+				return refuse(stage, 1, diag,
+				    "%s: needs %s (a fleet given as a handle "
+				    "has its own settings)",
+				    fs_key[i], "breaker.fleet");
+	}
 	return RESIL_OK;
 }
 
@@ -402,30 +471,106 @@ ms_up(uint64_t ns)
 	return ns / 1000000u + (ns % 1000000u != 0);
 }
 
+_Static_assert(sizeof(((resil_pipeline_config *)0)->fleet_settings) ==
+        12 * sizeof(uint64_t),
+    "fleet_settings: twelve uint64_t, in fs_key's order");
+
+/* Issue 44: the fleet's events, to the pipeline's listener (a BREAKER
+ * event with .fleet set), from the thread that synced. */
+static void
+on_fleet(const resil_fleet_event *fe, void *ctx)
+{
+	resil_pipeline *p = ctx;
+	resil_pipeline_event ev;
+	char text[RESIL_DIAG_MAX + 96];
+
+	if (p->listener == NULL)
+		return;
+	memset(&ev, 0, sizeof(ev));
+	if (fe->detail[0] != '\0')
+		snprintf(text, sizeof(text), "fleet %s %s (%s)",
+		    p->sh->fleet_name, resil_fleet_event_name(fe->kind),
+		    fe->detail);
+	else
+		snprintf(text, sizeof(text), "fleet %s %s %s",
+		    p->sh->fleet_name, resil_fleet_event_name(fe->kind),
+		    resil_fleet_state_name(fe->state));
+	ev.fleet = fe;
+	resil__emit(
+	    p, &ev, RESIL_STAGE_BREAKER, resil_clock_now(&p->clock), text, "");
+}
+
+static uint32_t
+ms32(uint64_t ns)
+{
+	uint64_t ms = ms_up(ns);
+
+	return ms > UINT32_MAX ? UINT32_MAX : (uint32_t)ms;
+}
+
+/* breaker.fleet.* into fc (0: the default kept). */
+static void
+fleet_settings(resil_fleet_config *fc, const uint64_t v[12])
+{
+	if (v[0] != 0)
+		fc->quorum = (uint32_t)v[0];
+	fc->quorum_traffic_pct = (uint32_t)v[1];
+	if (v[2] != 0)
+		fc->probe_leases = (uint32_t)v[2];
+	fc->max_local_leases = (uint32_t)v[3];
+	if (v[4] != 0)
+		fc->buckets = (uint32_t)v[4];
+	if (v[5] != 0)
+		fc->open_wait_ms = ms_up(v[5]);
+	if (v[6] != 0)
+		fc->lease_ms = ms_up(v[6]);
+	if (v[7] != 0)
+		fc->vote_ms = ms_up(v[7]);
+	if (v[8] != 0)
+		fc->bucket_ms = ms_up(v[8]);
+	if (v[9] != 0)
+		fc->connect_timeout_ms = ms32(v[9]);
+	if (v[10] != 0)
+		fc->command_timeout_ms = ms32(v[10]);
+	if (v[11] != 0)
+		fc->reconnect_ms = ms32(v[11]);
+}
+
 static resil_err
 open_fleet(resil_pipeline *p, struct resil__pshared *sh,
     const resil_pipeline_config *cfg, resil_diag *diag)
 {
-	char host[256], name[64];
+	char host[2201], master[64];
 	resil_fleet_config fc;
 	resil_diag d;
 	resil_err err;
 
 	resil_fleet_config_init(&fc);
-	err = parse_redis(url_key[U_FLEET], cfg->breaker_fleet_url, host,
-	    &fc.port, name, diag);
+	if (strncmp(cfg->breaker_fleet_url, "redis-sentinel://", 17) == 0) {
+		err = parse_sentinel(url_key[U_FLEET], cfg->breaker_fleet_url,
+		    host, master, sh->fleet_name, diag);
+		fc.sentinels = host;
+		fc.master = master;
+	} else {
+		err = parse_redis(url_key[U_FLEET], cfg->breaker_fleet_url,
+		    host, &fc.port, sh->fleet_name, diag);
+		fc.host = host;
+	}
 	if (err != RESIL_OK)
 		return err;
-	fc.name = name;
-	fc.host = host;
+	fc.name = sh->fleet_name;
 	fc.alloc = &p->alloc;
 	fc.breaker = cfg->breaker;
 	fc.breaker.clock = &p->clock;
 	fc.breaker.alloc = &p->alloc;
 	fc.breaker.listener = resil__on_breaker;
 	fc.breaker.listener_ctx = p;
+	fc.listener = on_fleet;
+	fc.listener_ctx = p;
 	if (cfg->breaker.open_wait_ns != 0)
 		fc.open_wait_ms = ms_up(cfg->breaker.open_wait_ns);
+	fs_of(cfg, sh->fleet_settings);
+	fleet_settings(&fc, sh->fleet_settings);
 	d.msg[0] = '\0';
 	err = resil_fleet_new(&sh->fleet, &fc, &d);
 	if (err != RESIL_OK)
@@ -570,6 +715,15 @@ reload_keeps(const resil_pipeline *p, const resil_pipeline_config *cfg,
 	if (cfg->fleet_sync_ns != 0 &&
 	    (sh == NULL || cfg->fleet_sync_ns != sh->fleet_sync_ns))
 		return immutable(diag, "breaker.fleet_sync");
+	{
+		uint64_t v[12];
+
+		fs_of(cfg, v);
+		for (i = 0; i < 12; i++)
+			if (v[i] != 0 &&
+			    (sh == NULL || v[i] != sh->fleet_settings[i]))
+				return immutable(diag, fs_key[i]);
+	}
 	if (cfg->endpoint_breaker_shared_url != NULL &&
 	    (sh == NULL || sh->eb_url == NULL ||
 	        strcmp(cfg->endpoint_breaker_shared_url, sh->eb_url) != 0))

@@ -262,10 +262,11 @@ typedef struct psnap {
 	size_t nb;
 	rsnap *r;
 	size_t nr;
-	int has_cache, has_rl, has_bh;
+	int has_cache, has_rl, has_bh, has_thr;
 	resil_cache_stats cs;
 	resil_ratelimit_metrics rl;
 	resil_bulkhead_metrics bh;
+	resil_throttle_metrics thr; /* issue 42: the throttle stage */
 } psnap;
 
 typedef struct snapshot {
@@ -275,7 +276,7 @@ typedef struct snapshot {
 	size_t bcap;
 	rsnap *r;
 	size_t rcap;
-	int any_b, any_r, any_cache, any_rl, any_bh;
+	int any_b, any_r, any_cache, any_rl, any_bh, any_thr;
 } snapshot;
 
 static void
@@ -370,6 +371,7 @@ snap_take(resil_registry *reg, snapshot *s)
 		resil_cache *c = resil_pipeline_cache(e->p);
 		resil_ratelimit *rl = resil_pipeline_ratelimit(e->p);
 		resil_bulkhead *bh = resil_pipeline_bulkhead(e->p);
+		resil_throttle *thr = resil_pipeline_throttle(e->p);
 
 		ps->service = resil_pipeline_service(e->p);
 		resil_pipeline_get_metrics(e->p, &ps->pm);
@@ -390,6 +392,9 @@ snap_take(resil_registry *reg, snapshot *s)
 		s->any_cache |= ps->has_cache;
 		s->any_rl |= ps->has_rl;
 		s->any_bh |= ps->has_bh;
+		ps->has_thr = thr != NULL &&
+		    resil_throttle_get_metrics(thr, &ps->thr) == RESIL_OK;
+		s->any_thr |= ps->has_thr;
 	}
 	return RESIL_OK;
 }
@@ -794,7 +799,7 @@ write_retries(writer *w, const snapshot *s)
 typedef uint64_t (*getter)(const psnap *ps);
 
 /* One sample per pipeline that has the stage (which: 0 cache, 1 rate
- * limiter, 2 bulkhead). */
+ * limiter, 2 bulkhead, 3 throttle). */
 static void
 per_stage(writer *w, const snapshot *s, int which, const char *name,
     const char *type, const char *help, getter get)
@@ -806,7 +811,8 @@ per_stage(writer *w, const snapshot *s, int which, const char *name,
 		const psnap *ps = &s->p[i];
 		int has = which == 0 ? ps->has_cache
 		    : which == 1     ? ps->has_rl
-		                     : ps->has_bh;
+		    : which == 2     ? ps->has_bh
+		                     : ps->has_thr;
 
 		if (has)
 			sample_u64(
@@ -832,11 +838,19 @@ GETTER(bh, granted)
 GETTER(bh, rejected)
 GETTER(bh, in_flight)
 GETTER(bh, limit)
+GETTER(thr, requests)
+GETTER(thr, local_rejects)
+GETTER(thr, accepts)
+GETTER(thr, backend_rejects)
+GETTER(thr, no_answer)
+GETTER(thr, window_requests)
+GETTER(thr, window_accepts)
 #undef GETTER
 
 #define CS(f) get_cs_##f
 #define RL(f) get_rl_##f
 #define BH(f) get_bh_##f
+#define THR(f) get_thr_##f
 
 static void
 write_limits(writer *w, const snapshot *s)
@@ -873,6 +887,25 @@ write_limits(writer *w, const snapshot *s)
 		    "Calls in flight in the bulkhead.", BH(in_flight));
 		per_stage(w, s, 2, "resil_bulkhead_limit", "gauge",
 		    "The bulkhead's current concurrency limit.", BH(limit));
+	}
+	if (s->any_thr) {
+		per_stage(w, s, 3, "resil_throttle_requests_total", "counter",
+		    "Throttle admits (sent and rejected locally).",
+		    THR(requests));
+		per_stage(w, s, 3, "resil_throttle_local_rejects_total",
+		    "counter", "Requests the throttle rejected locally.",
+		    THR(local_rejects));
+		per_stage(w, s, 3, "resil_throttle_accepts_total", "counter",
+		    "Admitted requests the backend accepted.", THR(accepts));
+		per_stage(w, s, 3, "resil_throttle_backend_rejects_total",
+		    "counter", "Admitted requests the backend refused.",
+		    THR(backend_rejects));
+		per_stage(w, s, 3, "resil_throttle_no_answer_total", "counter",
+		    "Admitted requests that got no answer.", THR(no_answer));
+		per_stage(w, s, 3, "resil_throttle_window_requests", "gauge",
+		    "Requests in the throttle's window.", THR(window_requests));
+		per_stage(w, s, 3, "resil_throttle_window_accepts", "gauge",
+		    "Accepts in the throttle's window.", THR(window_accepts));
 	}
 }
 

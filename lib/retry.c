@@ -2,6 +2,7 @@
  * resil retry: attempt limits, backoff and jitter, deadline, retry budget.
  */
 #include <resil/retry.h>
+#include <resil/value.h>
 
 #include <math.h>
 #include <stdio.h>
@@ -494,6 +495,16 @@ run_plan(resil_retry *r, resil__retry_run *run, uint64_t now)
 	        ? 0.0
 	        : resil_random_uniform(&r->random),
 	    &run->jstate, run->rc, run->value);
+	/* The server's pushback (value.h): at least its Retry-After, as
+	 * gRPC's retry pushback (which waits exactly that long). */
+	if (RESIL__UNLIKELY(resil_rc_is_throttled(run->rc)) &&
+	    resil_rc_retry_after_ms(run->rc) > 0) {
+		uint64_t ra = (uint64_t)resil_rc_retry_after_ms(run->rc) *
+		    RESIL_NS_PER_MS;
+
+		if (ra > wait)
+			wait = ra;
+	}
 	run->wait = wait;
 	/* The next attempt would start at now + wait; it starts only before
 	 * the deadline, and no wait is begun for an attempt that would not

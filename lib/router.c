@@ -6,6 +6,7 @@
 
 #include "router_internal.h"
 
+#include <limits.h>
 #include <stdio.h>
 
 const char *
@@ -31,10 +32,19 @@ typedef struct span {
 	size_t n;
 } span;
 
+/* What a condition's key reads. */
+#define K_PLAIN 0  /* the request's params / the endpoint's attribute */
+#define K_ARG 1    /* arguments[i] (WHEN) */
+#define K_ATTACH 2 /* attachments[key] (WHEN): the request's params */
+#define K_METHOD 3 /* method, methods (WHEN): the invoked method */
+#define K_LIST 4   /* tag, methods (THEN): any item of a comma list */
+
 typedef struct cond {
-	span key;
+	span key;  /* K_ATTACH: the key inside the brackets */
 	long argi; /* arguments[i]: i; otherwise -1 */
+	int kind;
 	int neg;
+	int dollar; /* a value is a $-placeholder */
 	span *vals;
 	size_t nvals;
 } cond;
@@ -69,6 +79,57 @@ valch(char c)
 {
 	return c != '\0' && !sp(c) && c != '&' && c != ',' && c != '=' &&
 	    c != '!' && c != '>';
+}
+
+#define KEYIS(sp_, lit) \
+	((sp_).n == sizeof(lit) - 1 && memcmp((sp_).p, lit, (sp_).n) == 0)
+
+/* A whole number (an optional '-' and digits, at most 18) at p[0..n)
+ * into *v: 1, else 0. */
+static int
+num(const char *p, size_t n, long long *v)
+{
+	size_t i = 0;
+	int neg = 0;
+
+	*v = 0;
+	if (n > 0 && p[0] == '-') {
+		neg = 1;
+		i = 1;
+	}
+	if (i == n || n - i > 18)
+		return 0;
+	for (; i < n; i++) {
+		if (p[i] < '0' || p[i] > '9')
+			return 0;
+		*v = *v * 10 + (p[i] - '0');
+	}
+	if (neg)
+		*v = -*v;
+	return 1;
+}
+
+/* Dubbo's range values: `1~100` (both ends included), `~100` (up to),
+ * `100~` (from). 1 with the ends (a missing one: LLONG_MIN / LLONG_MAX),
+ * 0 when v is not a range, -1 when it is one with a bad end. */
+static int
+range_of(const span *v, long long *lo, long long *hi)
+{
+	const char *t = memchr(v->p, '~', v->n);
+	size_t a, b;
+
+	if (t == NULL)
+		return 0;
+	a = (size_t)(t - v->p);
+	b = v->n - a - 1;
+	if ((a == 0 && b == 0) || memchr(t + 1, '~', b) != NULL)
+		return -1;
+	*lo = LLONG_MIN;
+	*hi = LLONG_MAX;
+	if ((a > 0 && !num(v->p, a, lo)) || (b > 0 && !num(t + 1, b, hi)) ||
+	    *lo > *hi)
+		return -1;
+	return 1;
 }
 
 /* Free n conditions in an array of cap. */
@@ -139,6 +200,26 @@ perr(resil_diag *diag, const char *text, size_t col, const char *fmt, ...)
 	    "condition \"%s\" at column %zu: %s", text, col, what);
 }
 
+/* attachments[key] (Dubbo's AttachmentConditionMatcher): the request's
+ * attachment (resil_request.params) key, before '=>' only. */
+static resil_err
+attach_key(const char *text, size_t col, int when, cond *c, resil_diag *diag)
+{
+	const char *k = c->key.p + 12;
+	size_t n = c->key.n - 12;
+
+	if (n < 2 || k[n - 1] != ']' || memchr(k, '[', n) != NULL ||
+	    memchr(k, ']', n - 1) != NULL)
+		return PERR(col, "expected attachments[key]");
+	if (!when)
+		return PERR(
+		    col, "attachments[] can only be tested before '=>'");
+	c->key.p = k;
+	c->key.n = n - 1;
+	c->kind = K_ATTACH;
+	return RESIL_OK;
+}
+
 /* The key of a condition at text[*at..to) into c: a word, or
  * arguments[N] (before '=>' only). As Dubbo's ArgumentConditionMatcher,
  * a path after it (arguments[10].inner) is accepted and reads argument N
@@ -160,11 +241,20 @@ parse_key(const char *text, size_t *at, size_t to, int when, cond *c,
 	c->key.n = (size_t)(text + i - c->key.p);
 	*at = i;
 	col = (size_t)(c->key.p - text) + 1;
+	if (c->key.n > 12 && memcmp(c->key.p, "attachments[", 12) == 0)
+		return attach_key(text, col, when, c, diag);
 	if (!(c->key.n > 10 && memcmp(c->key.p, "arguments[", 10) == 0)) {
 		if (memchr(c->key.p, '[', c->key.n) != NULL ||
 		    memchr(c->key.p, ']', c->key.n) != NULL)
-			return PERR(
-			    col, "'[' is only allowed in arguments[N]");
+			return PERR(col,
+			    "'[' is only allowed in arguments[N] and "
+			    "attachments[key]");
+		if (when &&
+		    (KEYIS(c->key, "method") || KEYIS(c->key, "methods")))
+			c->kind = K_METHOD;
+		else if (!when &&
+		    (KEYIS(c->key, "methods") || KEYIS(c->key, "tag")))
+			c->kind = K_LIST;
 		return RESIL_OK;
 	}
 	/* arguments[N] ends at its ']'; a path may follow after a '.'. */
@@ -188,6 +278,35 @@ parse_key(const char *text, size_t *at, size_t to, int when, cond *c,
 	if (!when)
 		return PERR(col, "arguments[] can only be tested before '=>'");
 	c->argi = v;
+	c->kind = K_ARG;
+	return RESIL_OK;
+}
+
+/* A value of a condition: a $-placeholder (after '=>' only, a key after
+ * the '$') or a range must be well formed. */
+static resil_err
+check_value(
+    const char *text, const span *v, int when, cond *c, resil_diag *diag)
+{
+	size_t col = (size_t)(v->p - text) + 1, k;
+	long long lo, hi;
+
+	if (v->p[0] == '$') {
+		if (when)
+			return PERR(col,
+			    "a $-placeholder can only be used after '=>'");
+		for (k = 1; k < v->n && keych(v->p[k]) && v->p[k] != '[' &&
+		     v->p[k] != ']';
+		     k++)
+			;
+		if (v->n == 1 || k != v->n)
+			return PERR(col, "expected a key after '$'");
+		c->dollar = 1;
+		return RESIL_OK;
+	}
+	if (range_of(v, &lo, &hi) < 0)
+		return PERR(
+		    col, "a range is N~M, ~M or N~ with whole numbers N <= M");
 	return RESIL_OK;
 }
 
@@ -195,7 +314,7 @@ parse_key(const char *text, size_t *at, size_t to, int when, cond *c,
  * c->vals (exactly c->nvals of them; freed here on error). */
 static resil_err
 parse_values(const resil_allocator *a, const char *text, size_t *at, size_t to,
-    cond *c, resil_diag *diag)
+    int when, cond *c, resil_diag *diag)
 {
 	size_t i = *at, vcap = 0;
 	resil_err err;
@@ -213,6 +332,8 @@ parse_values(const resil_allocator *a, const char *text, size_t *at, size_t to,
 		while (i < to && valch(text[i]))
 			i++;
 		v.n = (size_t)(text + i - v.p);
+		if ((err = check_value(text, &v, when, c, diag)) != RESIL_OK)
+			goto fail;
 		if (c->nvals == vcap) {
 			nv = grow(a, c->vals, &vcap, c->nvals, sizeof(span));
 			if (nv == NULL) {
@@ -269,7 +390,7 @@ parse_cond(const resil_allocator *a, const char *text, size_t *at, size_t to,
 		return PERR(i + 1, "expected '=' or '!=' after '%.*s'",
 		    (int)c->key.n, c->key.p);
 	}
-	if ((err = parse_values(a, text, &i, to, c, diag)) != RESIL_OK)
+	if ((err = parse_values(a, text, &i, to, when, c, diag)) != RESIL_OK)
 		return err;
 	*at = i;
 	return RESIL_OK;
@@ -428,59 +549,122 @@ pat_match(const span *p, const char *s, size_t n)
 	return p->n == n && memcmp(s, p->p, n) == 0;
 }
 
-/* A present value against a condition. */
+/* The request's param (attachment) key. */
 static int
-cond_match(const cond *c, const char *s, size_t n)
+req_param(const char *key, size_t klen, const resil_request *req,
+    const char **v, size_t *n)
 {
 	size_t i;
-	int any = 0;
 
-	for (i = 0; i < c->nvals && !any; i++)
-		any = pat_match(&c->vals[i], s, n);
-	return c->neg ? !any : any;
+	if (req == NULL || req->params == NULL)
+		return 0;
+	for (i = 0; i < req->nparams; i++)
+		if (req->params[i].key != NULL &&
+		    strlen(req->params[i].key) == klen &&
+		    memcmp(req->params[i].key, key, klen) == 0 &&
+		    req->params[i].value != NULL) {
+			*v = req->params[i].value;
+			*n = strlen(*v);
+			return 1;
+		}
+	return 0;
 }
 
-#define KEYIS(sp_, lit) \
-	((sp_).n == sizeof(lit) - 1 && memcmp((sp_).p, lit, (sp_).n) == 0)
+/* The request's value of key, as the WHEN side reads a plain key:
+ * method, tag, zone (the consumer's), else the request's params. */
+static int
+req_key(const char *key, size_t klen, const resil_request *req,
+    const char *local_zone, const char **v, size_t *n)
+{
+	span k;
+
+	k.p = key;
+	k.n = klen;
+	if (KEYIS(k, "method") || KEYIS(k, "methods")) {
+		*v = req != NULL && req->method != NULL ? req->method : "";
+	} else if (KEYIS(k, "tag")) {
+		if (req == NULL || req->tag == NULL || req->tag[0] == '\0')
+			return 0;
+		*v = req->tag;
+	} else if (KEYIS(k, "zone")) {
+		if (local_zone == NULL)
+			return 0;
+		*v = local_zone;
+	} else {
+		return req_param(key, klen, req, v, n);
+	}
+	*n = strlen(*v);
+	return 1;
+}
+
+/* What a THEN value's $-placeholder is matched against: the request. */
+typedef struct ph_ctx {
+	const resil_request *req;
+	const char *zone;
+} ph_ctx;
+
+/* One value (a pattern, a range or a $-placeholder) against s[0..n). */
+static int
+val_match(const span *p, const char *s, size_t n, const ph_ctx *ph)
+{
+	long long lo, hi, x;
+	span r;
+
+	if (ph != NULL && p->p[0] == '$') {
+		/* Dubbo substitutes the consumer's value, then matches it
+		 * as a pattern; a value the request lacks matches
+		 * nothing. */
+		if (!req_key(
+		        p->p + 1, p->n - 1, ph->req, ph->zone, &r.p, &r.n) ||
+		    r.n == 0)
+			return 0;
+		return pat_match(&r, s, n);
+	}
+	if (memchr(p->p, '~', p->n) != NULL && range_of(p, &lo, &hi) == 1)
+		return num(s, n, &x) && x >= lo && x <= hi;
+	return pat_match(p, s, n);
+}
+
+/* A present value against a condition: one of the values matches (=),
+ * none does (!=). K_LIST: the value is a comma list, any of its items
+ * counts. */
+static int
+cond_match(const cond *c, const char *s, size_t n, const ph_ctx *ph)
+{
+	size_t i, a, b;
+	int any = 0;
+
+	for (i = 0; i < c->nvals && !any; i++) {
+		if (c->kind != K_LIST) {
+			any = val_match(&c->vals[i], s, n, ph);
+			continue;
+		}
+		for (a = 0; a <= n && !any; a = b + 1) {
+			const char *comma = memchr(s + a, ',', n - a);
+
+			b = comma != NULL ? (size_t)(comma - s) : n;
+			any = val_match(&c->vals[i], s + a, b - a, ph);
+		}
+	}
+	return c->neg ? !any : any;
+}
 
 static int
 req_attr(const cond *c, const resil_request *req, const char *local_zone,
     const char **v, size_t *n)
 {
-	size_t i;
-
-	if (c->argi >= 0) {
+	if (c->kind == K_ARG) {
 		if (req == NULL || req->args == NULL ||
 		    (size_t)c->argi >= req->nargs ||
 		    req->args[c->argi] == NULL)
 			return 0;
 		*v = req->args[c->argi];
-	} else if (KEYIS(c->key, "method")) {
-		*v = req != NULL && req->method != NULL ? req->method : "";
-	} else if (KEYIS(c->key, "tag")) {
-		if (req == NULL || req->tag == NULL || req->tag[0] == '\0')
-			return 0;
-		*v = req->tag;
-	} else if (KEYIS(c->key, "zone")) {
-		if (local_zone == NULL)
-			return 0;
-		*v = local_zone;
-	} else {
-		if (req == NULL || req->params == NULL)
-			return 0;
-		for (i = 0; i < req->nparams; i++)
-			if (req->params[i].key != NULL &&
-			    strlen(req->params[i].key) == c->key.n &&
-			    memcmp(req->params[i].key, c->key.p, c->key.n) ==
-			        0 &&
-			    req->params[i].value != NULL)
-				break;
-		if (i == req->nparams)
-			return 0;
-		*v = req->params[i].value;
+		*n = strlen(*v);
+		return 1;
 	}
-	*n = strlen(*v);
-	return 1;
+	if (c->kind == K_ATTACH) /* the attachments are the params */
+		return req_param(c->key.p, c->key.n, req, v, n);
+	return req_key(c->key.p, c->key.n, req, local_zone, v, n);
 }
 
 static int
@@ -493,14 +677,14 @@ when_matches(
 	for (i = 0; i < r->nwhen; i++) {
 		if (!req_attr(&r->when[i], req, local_zone, &v, &n))
 			return 0; /* missing on the WHEN side: no match */
-		if (!cond_match(&r->when[i], v, n))
+		if (!cond_match(&r->when[i], v, n, NULL))
 			return 0;
 	}
 	return 1;
 }
 
 static int
-then_matches(const resil_condition *r, const resil__entry *e)
+then_matches(const resil_condition *r, const resil__entry *e, const ph_ctx *ph)
 {
 	size_t i, n;
 	const char *v;
@@ -509,7 +693,7 @@ then_matches(const resil_condition *r, const resil__entry *e)
 		if (!resil__entry_attr(
 		        e, r->then[i].key.p, r->then[i].key.n, &v, &n))
 			return 0; /* missing on an endpoint: excluded */
-		if (!cond_match(&r->then[i], v, n))
+		if (!cond_match(&r->then[i], v, n, ph))
 			return 0;
 	}
 	return 1;
@@ -533,6 +717,208 @@ compact(uint32_t *idx, size_t n, const unsigned char *keep)
 		if (keep[i])
 			idx[k++] = idx[i];
 	return k;
+}
+
+/* Is t one of the items of the comma list l (NULL: none)? */
+static int
+tag_in(const char *l, const char *t)
+{
+	size_t tn = strlen(t);
+	const char *c;
+
+	if (l == NULL)
+		return 0;
+	for (;;) {
+		c = strchr(l, ',');
+		if ((c != NULL ? (size_t)(c - l) : strlen(l)) == tn &&
+		    memcmp(l, t, tn) == 0)
+			return 1;
+		if (c == NULL)
+			return 0;
+		l = c + 1;
+	}
+}
+
+/* Does the provider (its `methods`) export the request's method? No
+ * method asked for, or `*` among them: yes. */
+static int
+exports(const resil__entry *e, const resil_request *req)
+{
+	if (req == NULL || req->method == NULL || req->method[0] == '\0')
+		return 1;
+	return tag_in(e->methods, req->method) || tag_in(e->methods, "*");
+}
+
+/* A glob: '*' matches any run of characters. */
+static int
+glob(const char *p, size_t pn, const char *s, size_t sn)
+{
+	size_t i = 0, j = 0, star = SIZE_MAX, mark = 0;
+
+	while (j < sn) {
+		if (i < pn && p[i] == '*') {
+			star = i++;
+			mark = j;
+		} else if (i < pn && p[i] == s[j]) {
+			i++;
+			j++;
+		} else if (star != SIZE_MAX) {
+			i = star + 1;
+			j = ++mark;
+		} else {
+			return 0;
+		}
+	}
+	while (i < pn && p[i] == '*')
+		i++;
+	return i == pn;
+}
+
+/* A tag rule's address against an endpoint (Dubbo's checkAddressMatch):
+ * `host:port`, `host` (any port), `0.0.0.0:port` (any host); '*' in the
+ * host is a wildcard. */
+static int
+addr_match(const char *pat, const resil__entry *e)
+{
+	const char *colon = strrchr(pat, ':');
+	const char *rb = strchr(pat, ']');
+	size_t hn = colon != NULL && (rb == NULL || rb < colon)
+	    ? (size_t)(colon - pat)
+	    : strlen(pat);
+
+	if (pat[hn] == ':' && strcmp(pat + hn + 1, e->port) != 0)
+		return 0;
+	if (hn == 7 && memcmp(pat, "0.0.0.0", 7) == 0)
+		return 1;
+	return glob(pat, hn, e->address, e->host_len);
+}
+
+static int
+param_match(const resil__param_match *m, const resil__entry *e)
+{
+	const char *v;
+	size_t n;
+	int has = resil__entry_attr(e, m->key, strlen(m->key), &v, &n);
+
+	switch (m->kind) {
+	case RESIL__SM_EMPTY:
+		return !has || n == 0;
+	case RESIL__SM_NOEMPTY:
+		return has && n > 0;
+	case RESIL__SM_PREFIX:
+		return has && n >= strlen(m->value) &&
+		    memcmp(v, m->value, strlen(m->value)) == 0;
+	case RESIL__SM_WILDCARD:
+		return has && glob(m->value, strlen(m->value), v, n);
+	default:
+		return has && n == strlen(m->value) &&
+		    memcmp(v, m->value, n) == 0;
+	}
+}
+
+/* Is e one of tag t's endpoints? */
+static int
+tag_member(const resil__tag *t, const resil__entry *e)
+{
+	size_t i;
+
+	for (i = 0; i < t->naddrs; i++)
+		if (addr_match(t->addrs[i], e))
+			return 1;
+	if (t->nmatch == 0)
+		return 0;
+	for (i = 0; i < t->nmatch; i++)
+		if (!param_match(&t->match[i], e))
+			return 0;
+	return 1;
+}
+
+/* Is e an endpoint of any tag of r (Dubbo: in the rule's addresses)? */
+static int
+tagged_by_rule(const resil_tag_rule *r, const resil__entry *e)
+{
+	size_t i;
+
+	for (i = 0; i < r->ntags; i++)
+		if (tag_member(&r->tags[i], e))
+			return 1;
+	return 0;
+}
+
+/* Is one of e's static tags a tag name of r? */
+static int
+static_named(const resil_tag_rule *r, const resil__entry *e)
+{
+	size_t i;
+
+	for (i = 0; i < r->ntags; i++)
+		if (tag_in(e->tag, r->tags[i].name))
+			return 1;
+	return 0;
+}
+
+/* Dubbo's TagStateRouter over idx[0..n) with the rule r; the kept count. */
+static size_t
+tag_rule_stage(const resil_tag_rule *r, const resil__snapshot *s,
+    uint32_t *idx, size_t n, unsigned char *keep, const char *tag, int force)
+{
+	const resil__tag *t = NULL;
+	size_t i, m = 0;
+
+	if (tag == NULL) {
+		/* Untagged: neither the rule's endpoints nor those
+		 * statically tagged with one of its names. */
+		for (i = 0; i < n; i++) {
+			const resil__entry *e = &s->e[idx[i]];
+			keep[i] = (unsigned char)(!tagged_by_rule(r, e) &&
+			    (e->tag == NULL || !static_named(r, e)));
+		}
+		return compact(idx, n, keep);
+	}
+	for (i = 0; i < r->ntags && t == NULL; i++)
+		if (strcmp(r->tags[i].name, tag) == 0)
+			t = &r->tags[i];
+	for (i = 0; i < n; i++) {
+		const resil__entry *e = &s->e[idx[i]];
+		keep[i] = (unsigned char)(t != NULL ? tag_member(t, e)
+		                                    : tag_in(e->tag, tag));
+		m += keep[i];
+	}
+	if (m > 0 || force || (t != NULL && r->force))
+		return compact(idx, n, keep);
+	/* No endpoint of that tag: the untagged ones, neither static nor
+	 * the rule's. */
+	for (i = 0; i < n; i++) {
+		const resil__entry *e = &s->e[idx[i]];
+		keep[i] =
+		    (unsigned char)(e->tag == NULL && !tagged_by_rule(r, e));
+	}
+	return compact(idx, n, keep);
+}
+
+/* The tag router over idx[0..n); the kept count. */
+static size_t
+tag_stage(const resil__route_cfg *cfg, const resil__snapshot *s, uint32_t *idx,
+    size_t n, unsigned char *keep, const char *tag, int force)
+{
+	size_t i, k = 0;
+
+	if (cfg->tag_rule != NULL && cfg->tag_rule->enabled)
+		return tag_rule_stage(
+		    cfg->tag_rule, s, idx, n, keep, tag, force);
+	if (tag != NULL)
+		for (i = 0; i < n; i++)
+			k += (size_t)tag_in(s->e[idx[i]].tag, tag);
+	for (i = 0; i < n; i++) {
+		const char *et = s->e[idx[i]].tag;
+		if (tag != NULL && k > 0)
+			keep[i] = (unsigned char)tag_in(et, tag);
+		else if (tag != NULL && force)
+			keep[i] = 0;
+		else
+			keep[i] = et == NULL;
+	}
+	return compact(idx, n, keep);
 }
 
 /* Envoy's zone-aware routing: which zone this call goes to, or NULL for
@@ -609,29 +995,26 @@ resil__route(const resil__route_cfg *cfg, resil__snapshot *s,
 	const char *tag =
 	    req != NULL && req->tag != NULL && req->tag[0] != '\0' ? req->tag
 	                                                           : NULL;
+	ph_ctx ph;
+
+	ph.req = req;
+	ph.zone = cfg->local_zone;
 
 	memset(st, 0, sizeof(*st));
-	for (i = 0; i < s->n; i++)
-		if (!s->e[i].mock)
+	for (i = 0; i < s->n; i++) {
+		if (s->e[i].mock)
+			continue;
+		st->endpoints++;
+		if (s->e[i].methods != NULL && !exports(&s->e[i], req))
+			st->removed_method++;
+		else
 			v->idx[n++] = (uint32_t)i;
-	st->endpoints = n;
+	}
 
 	/* Tag router. */
 	before = n;
-	k = 0;
-	if (tag != NULL)
-		for (i = 0; i < n; i++)
-			k += (size_t)streq0(s->e[v->idx[i]].tag, tag);
-	for (i = 0; i < n; i++) {
-		const char *et = s->e[v->idx[i]].tag;
-		if (tag != NULL && k > 0)
-			keep[i] = (unsigned char)streq0(et, tag);
-		else if (tag != NULL && (cfg->tag_force || req->tag_force))
-			keep[i] = 0;
-		else
-			keep[i] = et == NULL;
-	}
-	n = compact(v->idx, n, keep);
+	n = tag_stage(cfg, s, v->idx, n, keep, tag,
+	    cfg->tag_force || (req != NULL && req->tag_force));
 	st->removed_tag = before - n;
 
 	/* Condition rules, in order. */
@@ -643,7 +1026,8 @@ resil__route(const resil__route_cfg *cfg, resil__snapshot *s,
 		before = n;
 		for (i = 0; i < n; i++) {
 			keep[i] = r->nthen > 0 &&
-			    (unsigned char)then_matches(r, &s->e[v->idx[i]]);
+			    (unsigned char)then_matches(
+			        r, &s->e[v->idx[i]], &ph);
 			m += keep[i];
 		}
 		if (m == 0 && r->nthen > 0 && !r->force)
@@ -756,6 +1140,14 @@ resil__no_provider(const resil__route_cfg *cfg, const char *service,
 			RESIL__MSG_LIT(&m, ", "); \
 		first = 0;                        \
 	} while (0)
+	if (st->removed_method > 0) {
+		SEP();
+		RESIL__MSG_LIT(&m, "methods without ");
+		resil__msg_str(
+		    &m, req != NULL && req->method != NULL ? req->method : "");
+		RESIL__MSG_LIT(&m, " removed ");
+		resil__msg_int(&m, (int)st->removed_method);
+	}
 	if (st->removed_tag > 0) {
 		SEP();
 		RESIL__MSG_LIT(&m, "tag=");

@@ -20,17 +20,25 @@ typedef struct mslot {
 
 /*
  * The condition rules routes read, with the route settings they go with:
- * published by one pointer store, replaced whole by
- * resil_selector_set_conditions() and retired through the directory's
- * epoch, so a route in progress keeps the set it started with.
+ * published by one pointer store, replaced a slot at a time (the
+ * configuration's own rules, a registry's condition:// rules, a config
+ * center's rules, the tag rule) and retired through the directory's
+ * epoch, so a route in progress keeps the set it started with. A
+ * replacement moves the other slots' rules to the new set, with their
+ * ownership: a retired set frees only what it alone held.
  */
+#define NSLOT RESIL__RULES_SLOTS
+#define TAG_BIT (1u << NSLOT)
+
 typedef struct rule_set {
 	resil__epoch_entry retire; /* first: the epoch gives it back */
 	resil_allocator a;         /* a copy: the set may outlive sel */
 	resil__route_cfg rc;       /* rc.conds is conds */
-	resil_condition **conds;
+	resil_condition **conds;   /* the slots' rules, slot after slot */
 	size_t n;
-	int owned; /* the rules are freed with the set */
+	size_t cnt[NSLOT];
+	resil_tag_rule *tag;
+	unsigned owned; /* bit s: slot s's rules; TAG_BIT: tag */
 } rule_set;
 
 struct resil_selector {
@@ -162,13 +170,18 @@ resil_selector_config_validate(
 static void
 rules_free(rule_set *rs)
 {
-	size_t i;
+	size_t i, at = 0, k;
 
 	if (rs == NULL)
 		return;
-	if (rs->owned)
-		for (i = 0; i < rs->n; i++)
-			resil_condition_free(rs->conds[i]);
+	for (k = 0; k < NSLOT; k++) {
+		if (rs->owned & (1u << k))
+			for (i = 0; i < rs->cnt[k]; i++)
+				resil_condition_free(rs->conds[at + i]);
+		at += rs->cnt[k];
+	}
+	if ((rs->owned & TAG_BIT) != 0)
+		resil_tag_rule_free(rs->tag);
 	if (rs->conds != NULL)
 		resil__free(
 		    &rs->a, rs->conds, rs->n * sizeof(resil_condition *));
@@ -181,32 +194,91 @@ rules_retired(resil__epoch_entry *e)
 	rules_free((rule_set *)(void *)e);
 }
 
-/* A set over a copy of rules[0..n) and the base settings; NULL: out of
- * memory. */
+/* A set over old's slots with slot replaced by rules[0..n) (slot NSLOT:
+ * the tag rule by tag) and the base settings, owning nothing yet; old
+ * NULL: every other slot empty. NULL: out of memory. */
 static rule_set *
-rules_new(const resil_selector *sel, resil_condition *const *rules, size_t n,
-    int owned)
+rules_new(const resil_selector *sel, const rule_set *old, int slot,
+    resil_condition *const *rules, size_t n, resil_tag_rule *tag)
 {
 	rule_set *rs = resil__calloc(&sel->a, sizeof(*rs));
+	size_t k, at = 0, from = 0;
 
 	if (rs == NULL)
 		return NULL;
 	rs->a = sel->a;
-	if (n > 0) {
+	for (k = 0; k < NSLOT; k++)
+		rs->cnt[k] = (int)k == slot ? n
+		    : old != NULL           ? old->cnt[k]
+		                            : 0;
+	for (k = 0; k < NSLOT; k++)
+		rs->n += rs->cnt[k];
+	rs->tag = slot == NSLOT ? tag : old != NULL ? old->tag : NULL;
+	if (rs->n > 0) {
 		rs->conds =
-		    resil__alloc(&sel->a, n * sizeof(resil_condition *));
+		    resil__alloc(&sel->a, rs->n * sizeof(resil_condition *));
 		if (rs->conds == NULL) {
 			resil__free(&sel->a, rs, sizeof(*rs));
 			return NULL;
 		}
-		memcpy(rs->conds, rules, n * sizeof(resil_condition *));
 	}
-	rs->n = n;
-	rs->owned = owned;
+	for (k = 0; k < NSLOT; k++) {
+		if ((int)k == slot && n > 0)
+			memcpy(rs->conds + at, rules,
+			    n * sizeof(resil_condition *));
+		else if ((int)k != slot && rs->cnt[k] > 0)
+			memcpy(rs->conds + at, old->conds + from,
+			    rs->cnt[k] * sizeof(resil_condition *));
+		at += rs->cnt[k];
+		from += old != NULL ? old->cnt[k] : 0;
+	}
 	rs->rc = sel->rc;
 	rs->rc.conds = rs->conds;
-	rs->rc.nconds = n;
+	rs->rc.nconds = rs->n;
+	rs->rc.tag_rule = rs->tag;
 	return rs;
+}
+
+/* Replace slot (NSLOT: the tag rule) and publish; the selector owns the
+ * new rules from here on. On error nothing changes. */
+static resil_err
+replace(resil_selector *sel, int slot, resil_condition *const *rules, size_t n,
+    resil_tag_rule *tag, resil_diag *diag)
+{
+	unsigned bit = slot == NSLOT ? TAG_BIT : 1u << slot;
+	resil__epoch *ep = resil__dir_epoch(sel->dir);
+	resil__epoch_guard g;
+	rule_set *rs, *old;
+
+	for (;;) {
+		/* Built outside the lock (no allocation under a spinlock),
+		 * inside an epoch section (a concurrent replacement may
+		 * retire old meanwhile: it stays readable until the section
+		 * ends); published only if no other replacement came in
+		 * between. */
+		resil__epoch_enter(ep, &g);
+		old = resil__loadptr((void *const *)&sel->rules);
+		rs = rules_new(sel, old, slot, rules, n, tag);
+		if (rs == NULL) {
+			resil__epoch_exit(ep, &g);
+			return resil__diagf(
+			    diag, RESIL_E_NOMEM, "selector: out of memory");
+		}
+		resil__spin_lock(&sel->rules_wlock);
+		if (sel->rules == old)
+			break;
+		resil__spin_unlock(&sel->rules_wlock);
+		resil__epoch_exit(ep, &g);
+		rs->owned = 0;
+		rules_free(rs);
+	}
+	rs->owned = (old->owned & ~bit) | bit;
+	old->owned &= bit;
+	resil__storeptr((void **)&sel->rules, rs);
+	resil__spin_unlock(&sel->rules_wlock);
+	resil__epoch_exit(ep, &g);
+	resil__epoch_retire(ep, &old->retire, rules_retired);
+	return RESIL_OK;
 }
 
 static void
@@ -315,7 +387,8 @@ resil_selector_new(resil_selector **out, resil_directory *dir,
 	sel->rc.panic = cfg->panic_threshold_pct;
 	resil__spin_init(&sel->rules_wlock);
 	/* The configuration's rules are borrowed (they outlive sel). */
-	sel->rules = rules_new(sel, cfg->conditions, cfg->nconditions, 0);
+	sel->rules = rules_new(sel, NULL, RESIL__RULES_OWN, cfg->conditions,
+	    cfg->nconditions, NULL);
 	if (sel->rules == NULL)
 		goto nomem;
 	resil__lb_init(&sel->base, &sel->deflt, a, resil__dir_epoch(dir));
@@ -337,11 +410,10 @@ resil_selector_free(resil_selector *sel)
 	sel_destroy(sel);
 }
 
-resil_err
-resil_selector_set_conditions(resil_selector *sel,
-    resil_condition *const *rules, size_t n, resil_diag *diag)
+static resil_err
+check_rules(resil_selector *sel, resil_condition *const *rules, size_t n,
+    resil_diag *diag)
 {
-	rule_set *rs, *old;
 	size_t i;
 
 	if (sel == NULL || (rules == NULL && n > 0))
@@ -351,22 +423,54 @@ resil_selector_set_conditions(resil_selector *sel,
 		if (rules[i] == NULL)
 			return resil__diagf(diag, RESIL_E_INVAL,
 			    "router.condition[%zu]: NULL", i);
-	if ((rs = rules_new(sel, rules, n, 1)) == NULL)
-		return resil__diagf(
-		    diag, RESIL_E_NOMEM, "selector: out of memory");
-	resil__spin_lock(&sel->rules_wlock);
-	old = sel->rules;
-	resil__storeptr((void **)&sel->rules, rs);
-	resil__spin_unlock(&sel->rules_wlock);
-	resil__epoch_retire(
-	    resil__dir_epoch(sel->dir), &old->retire, rules_retired);
 	return RESIL_OK;
+}
+
+resil_err
+resil_selector_set_conditions(resil_selector *sel,
+    resil_condition *const *rules, size_t n, resil_diag *diag)
+{
+	resil_err err = check_rules(sel, rules, n, diag);
+
+	if (err != RESIL_OK)
+		return err;
+	return replace(sel, RESIL__RULES_OWN, rules, n, NULL, diag);
+}
+
+resil_err
+resil__selector_set_rules(resil_selector *sel, int slot,
+    resil_condition *const *rules, size_t n, resil_diag *diag)
+{
+	resil_err err = check_rules(sel, rules, n, diag);
+
+	if (err != RESIL_OK)
+		return err;
+	if (slot < 0 || slot >= NSLOT)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "selector: rule slot %d is not 0..%d", slot, NSLOT - 1);
+	return replace(sel, slot, rules, n, NULL, diag);
+}
+
+resil_err
+resil_selector_set_tag_rule(
+    resil_selector *sel, resil_tag_rule *rule, resil_diag *diag)
+{
+	if (sel == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_INVAL, "selector: NULL argument");
+	return replace(sel, NSLOT, NULL, 0, rule, diag);
 }
 
 const resil_allocator *
 resil__selector_alloc(const resil_selector *sel)
 {
 	return &sel->a;
+}
+
+resil_directory *
+resil__selector_dir(const resil_selector *sel)
+{
+	return sel->dir;
 }
 
 size_t
@@ -630,7 +734,8 @@ resil_candidates_stats(const resil_candidates *c, resil_route_stats *out)
 	out->endpoints = c->st.endpoints;
 	out->candidates = c->v.n;
 	out->removed_tag = c->st.removed_tag;
-	out->removed_condition = c->st.removed_condition;
+	out->removed_condition =
+	    c->st.removed_condition + c->st.removed_method;
 	out->removed_health = c->st.removed_health;
 	out->removed_zone = c->st.removed_zone;
 	out->panic = c->st.panic;

@@ -15,12 +15,14 @@
 #include "source_internal.h"
 
 #include "clock_internal.h"
+#include "configurator.h"
 #include "router_internal.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <uthash.h>
 
@@ -59,7 +61,14 @@ struct resil_registry_source {
 	resil_source_config cfg; /* strings are the copies below */
 	char *s_registry, *s_service, *s_group, *s_version, *s_root;
 	char *s_protocols, *s_file, *hosts, *key;
+	char *s_application, *s_methods;
 	char *path[RESIL__NCAT];
+	/* Issue 40: this consumer's address, URL and node; the override
+	 * rules (lib/configurator.c). */
+	char host[64];
+	char *consumer_url, *consumer_node;
+	resil__overrides ov;
+	resil__ov_who who;
 	resil__match match;
 
 	const resil__source_backend *be;
@@ -88,6 +97,7 @@ struct resil_registry_source {
 	int rules_given;   /* the selector has the registry's rules */
 
 	pthread_mutex_t smu;
+	pthread_cond_t pcv; /* with smu: a push was made (check) */
 	resil_source_stats st;
 };
 
@@ -97,7 +107,8 @@ resil_source_event_name(resil_source_event_type t)
 	static const char *const names[] = { "CONNECTED", "DISCONNECTED",
 		"EXPIRED", "PROVIDERS", "EMPTY_KEPT", "SKIPPED",
 		"BAD_PROVIDER", "BAD_FIELD", "ROUTES", "BAD_ROUTE",
-		"CACHE_LOADED", "CACHE_ERROR", "ERROR" };
+		"CACHE_LOADED", "CACHE_ERROR", "ERROR", "REGISTERED",
+		"OVERRIDE", "BAD_OVERRIDE" };
 
 	if ((unsigned)t < sizeof(names) / sizeof(names[0]))
 		return names[t];
@@ -130,6 +141,7 @@ emit(resil_registry_source *src, resil_source_event_type type,
 	case RESIL_SOURCE_BAD_PROVIDER:
 	case RESIL_SOURCE_BAD_FIELD:
 	case RESIL_SOURCE_BAD_ROUTE:
+	case RESIL_SOURCE_BAD_OVERRIDE:
 		src->st.bad++;
 		break;
 	case RESIL_SOURCE_SKIPPED:
@@ -232,6 +244,7 @@ entry_new(resil_registry_source *src, const char *name, int decoded,
 	resil__url u;
 	resil_err err;
 	size_t col = 0;
+	char *conf = NULL;
 	int v;
 
 	*nomem = 0;
@@ -254,7 +267,15 @@ entry_new(resil_registry_source *src, const char *name, int decoded,
 		emit(src, RESIL_SOURCE_BAD_PROVIDER, name, why.msg, 0);
 		return e;
 	}
-	err = resil__url_parse(a, e->decoded, &u, &why);
+	/* Issue 40: the override rules' provider keys (weight, disabled,
+	 * ...) over the URL, as Dubbo configures a provider URL. */
+	v = src->ov.provider_gen > 0
+	    ? resil__ov_provider(&src->ov, &src->who, e->decoded, &conf)
+	    : 0;
+	if (v < 0)
+		goto oom;
+	err = resil__url_parse(a, v > 0 ? conf : e->decoded, &u, &why);
+	resil__strfree(a, conf);
 	if (err == RESIL_E_NOMEM)
 		goto oom;
 	if (err != RESIL_OK) {
@@ -460,6 +481,7 @@ count_push(resil_registry_source *src, const list *l, size_t nkept)
 	src->st.last_update_ns = took;
 	if (took > src->st.max_update_ns)
 		src->st.max_update_ns = took;
+	pthread_cond_broadcast(&src->pcv);
 	pthread_mutex_unlock(&src->smu);
 }
 
@@ -544,7 +566,8 @@ static resil_err
 give_rules(
     resil_selector *sel, resil_condition **rules, size_t n, resil_diag *diag)
 {
-	resil_err err = resil_selector_set_conditions(sel, rules, n, diag);
+	resil_err err = resil__selector_set_rules(
+	    sel, RESIL__RULES_REGISTRY, rules, n, diag);
 	size_t i;
 
 	if (err != RESIL_OK)
@@ -720,13 +743,73 @@ oom:
 	set_failed(src, RESIL__CAT_ROUTERS, l);
 }
 
+/* ---- override rules (issue 40, lib/configurator.c) --------------------
+ */
+
+static void
+ov_emit(void *ctx, resil_source_event_type t, const char *node,
+    const char *msg, size_t count)
+{
+	emit(ctx, t, node, msg, count);
+}
+
+/* The providers mapped again under the rules in force: the table is
+ * emptied and the last list applied again. */
+static void
+remap_providers(resil_registry_source *src)
+{
+	const resil_allocator *resil__a = &src->a;
+	list *l = src->saved[RESIL__CAT_PROVIDERS], *copy;
+	entry *e, *tmp;
+
+	if (l == NULL)
+		return;
+	copy = list_copy(&src->a, (const char *const *)l->names, l->n,
+	    sys_now(), l->decoded);
+	if (copy == NULL) {
+		emit(src, RESIL_SOURCE_ERROR, "",
+		    "out of memory applying the override rules to the "
+		    "providers",
+		    0);
+		return;
+	}
+	HASH_ITER(hh, src->tab, e, tmp)
+	{
+		HASH_DEL(src->tab, e);
+		entry_free(&src->a, e);
+	}
+	apply_providers(src, copy);
+}
+
+static void
+apply_overrides(resil_registry_source *src, int cat, list *l)
+{
+	int set = cat == RESIL__CAT_CONFIGURATORS ? RESIL__OV_URLS
+	    : cat == RESIL__CAT_APP_RULES         ? RESIL__OV_APP
+	                                          : RESIL__OV_SVC;
+
+	if (resil__ov_set(&src->ov, &src->who, set,
+	        (const char *const *)l->names, l->n, l->decoded) != RESIL_OK)
+		emit(src, RESIL_SOURCE_ERROR, "",
+		    "out of memory reading the override rules; the next "
+		    "change reads them again",
+		    0);
+	list_free(&src->a, l);
+	if (src->ov.changed_all)
+		resil__ov_apply(&src->ov, &src->who);
+	if (src->ov.changed_provider)
+		remap_providers(src);
+}
+
 static void
 apply(resil_registry_source *src, int cat, list *l)
 {
 	if (cat == RESIL__CAT_PROVIDERS)
 		apply_providers(src, l);
-	else
+	else if (cat == RESIL__CAT_ROUTERS)
 		apply_routes(src, l);
+	else
+		apply_overrides(src, cat, l);
 }
 
 /* ---- the cache file ----------------------------------------------------- */
@@ -1338,6 +1421,10 @@ free_strings(resil_registry_source *src)
 	resil__strfree(a, src->s_file);
 	resil__strfree(a, src->hosts);
 	resil__strfree(a, src->key);
+	resil__strfree(a, src->s_application);
+	resil__strfree(a, src->s_methods);
+	resil__strfree(a, src->consumer_url);
+	resil__strfree(a, src->consumer_node);
 	for (c = 0; c < RESIL__NCAT; c++)
 		resil__strfree(a, src->path[c]);
 }
@@ -1359,11 +1446,13 @@ release(resil_registry_source *src)
 		list_free(&src->a, src->saved[c]);
 		list_free(&src->a, src->failed[c]);
 	}
+	resil__ov_free(&src->ov, &src->a);
 	free_strings(src);
 	pthread_mutex_destroy(&src->mu);
 	pthread_cond_destroy(&src->cv);
 	pthread_mutex_destroy(&src->work);
 	pthread_mutex_destroy(&src->smu);
+	pthread_cond_destroy(&src->pcv);
 	resil__free(&src->a, src, sizeof(*src));
 }
 
@@ -1429,6 +1518,80 @@ root_of(const resil_allocator *a, const char *root, const char *group)
 	return r;
 }
 
+/* <root>/config/dubbo/<key>.configurators (Dubbo 3's config center on
+ * ZooKeeper: the root, "config", the group "dubbo", the rule key). */
+static char *
+rule_path(const resil_allocator *a, const char *root, const char *key)
+{
+	size_t n;
+	char *p;
+
+	if (strcmp(root, "/") == 0)
+		root = "";
+	n = strlen(root) + strlen(key) + sizeof("/config/dubbo/.configurators");
+	if ((p = resil__alloc(a, n)) != NULL)
+		(void)snprintf(p, n, "%s/config/dubbo/%s.configurators", root,
+		    key);
+	return p;
+}
+
+/* Issue 40: the consumer's URL and node, the override rules' paths.
+ * RESIL_E_NOMEM. */
+static resil_err
+consumer_strings(resil_registry_source *src)
+{
+	const resil_allocator *a = &src->a;
+	const resil_source_config *c = &src->cfg;
+	char key[512], *enc;
+
+	resil__local_host(src->host, sizeof(src->host));
+	src->who.a = a;
+	src->who.service = c->service;
+	src->who.group = c->group;
+	src->who.version = c->version;
+	src->who.host = src->host;
+	src->who.application = c->application;
+	src->who.emit = ov_emit;
+	src->who.ctx = src;
+	if (c->register_consumer) {
+		char *dir = category_path(a, src->s_root, c->service, "");
+		size_t n;
+
+		src->consumer_url = resil__consumer_url(a, src->host,
+		    c->service, c->application, c->group, c->version,
+		    c->methods, c->check, (long)getpid(), wall_ms(src));
+		enc = src->consumer_url != NULL
+		    ? resil__url_encode(a, src->consumer_url)
+		    : NULL;
+		n = dir != NULL && enc != NULL
+		    ? strlen(dir) + strlen(enc) + sizeof("consumers/")
+		    : 0;
+		if (n > 0 && (src->consumer_node = resil__alloc(a, n)) != NULL)
+			(void)snprintf(src->consumer_node, n, "%sconsumers/%s",
+			    dir, enc);
+		resil__strfree(a, dir);
+		resil__strfree(a, enc);
+		if (src->consumer_node == NULL)
+			return RESIL_E_NOMEM;
+	}
+	if (!c->overrides)
+		return RESIL_OK;
+	(void)snprintf(key, sizeof(key), "%s%s%s%s%s",
+	    c->group != NULL ? c->group : "", c->group != NULL ? ":" : "",
+	    c->service, c->version != NULL ? ":" : "",
+	    c->version != NULL ? c->version : "");
+	if ((src->path[RESIL__CAT_CONFIGURATORS] = category_path(
+	         a, src->s_root, c->service, "configurators")) == NULL ||
+	    (src->path[RESIL__CAT_SVC_RULES] =
+	            rule_path(a, src->s_root, key)) == NULL)
+		return RESIL_E_NOMEM;
+	if (c->application != NULL &&
+	    (src->path[RESIL__CAT_APP_RULES] =
+	            rule_path(a, src->s_root, c->application)) == NULL)
+		return RESIL_E_NOMEM;
+	return RESIL_OK;
+}
+
 /* Copy the strings of cfg into src (cfg then points at the copies), the
  * service key and the paths. RESIL_E_NOMEM. */
 static resil_err
@@ -1448,6 +1611,8 @@ copy_strings(resil_registry_source *src, const resil_source_config *cfg,
 	DUP(src->s_version, cfg->version);
 	DUP(src->s_protocols, cfg->protocols);
 	DUP(src->s_file, cfg->file);
+	DUP(src->s_application, cfg->application);
+	DUP(src->s_methods, cfg->methods);
 #undef DUP
 	if ((src->s_root = root_of(a, cfg->root, group)) == NULL)
 		return RESIL_E_NOMEM;
@@ -1458,6 +1623,8 @@ copy_strings(resil_registry_source *src, const resil_source_config *cfg,
 	src->cfg.root = src->s_root;
 	src->cfg.protocols = src->s_protocols;
 	src->cfg.file = src->s_file;
+	src->cfg.application = src->s_application;
+	src->cfg.methods = src->s_methods;
 	src->cfg.alloc = NULL;
 	src->cfg.clock = NULL;
 	src->cfg.wall_clock = NULL;
@@ -1473,7 +1640,7 @@ copy_strings(resil_registry_source *src, const resil_source_config *cfg,
 	    (src->path[RESIL__CAT_ROUTERS] = category_path(
 	         a, src->s_root, src->s_service, "routers")) == NULL)
 		return RESIL_E_NOMEM;
-	return RESIL_OK;
+	return consumer_strings(src);
 }
 
 /* Open the backend and start the source's thread. On error nothing of
@@ -1486,11 +1653,15 @@ attach_backend(resil_registry_source *src, const resil_source_config *cfg,
 	resil_err err;
 
 	w.hosts = src->hosts;
-	w.path[RESIL__CAT_PROVIDERS] = src->path[RESIL__CAT_PROVIDERS];
-	w.path[RESIL__CAT_ROUTERS] = src->path[RESIL__CAT_ROUTERS];
+	memcpy(w.path, src->path, sizeof(w.path));
+	w.consumer_node = src->consumer_node;
 	w.session_timeout_ms = cfg->session_timeout_ms;
 	w.alloc = &src->a;
 	w.sink = &sink;
+	w.service = src->s_service;
+	w.group = src->s_group;
+	w.version = src->s_version;
+	w.selector = cfg->routes ? cfg->selector : NULL;
 	/* The backend first: its deliveries wait in the pending slots for
 	 * the thread, which then sees be_state set. */
 	if ((err = src->be->open(src, &w, &src->be_state, diag)) != RESIL_OK)
@@ -1538,6 +1709,10 @@ create(resil_registry_source **out, const resil_source_config *cfg, int attach,
 	pthread_condattr_destroy(&ca);
 	pthread_mutex_init(&src->work, NULL);
 	pthread_mutex_init(&src->smu, NULL);
+	pthread_condattr_init(&ca);
+	(void)resil__condattr_monotonic(&ca);
+	pthread_cond_init(&src->pcv, &ca);
+	pthread_condattr_destroy(&ca);
 	err = parse_registry(
 	    a, cfg->registry, &scheme, &src->hosts, &group, diag);
 	if (err != RESIL_OK) {
@@ -1564,7 +1739,60 @@ create(resil_registry_source **out, const resil_source_config *cfg, int attach,
 		release(src);
 		return err;
 	}
+	/* Dubbo's check=true: the first providers, or the error. */
+	if (attach && cfg->check &&
+	    (err = resil_source_check(src, cfg->check_timeout_ns, diag)) !=
+	        RESIL_OK) {
+		resil_source_free(src);
+		return err;
+	}
 	*out = src;
+	return RESIL_OK;
+}
+
+resil_err
+resil_source_check(
+    resil_registry_source *src, uint64_t timeout_ns, resil_diag *diag)
+{
+	uint64_t ms = timeout_ns / RESIL_NS_PER_MS;
+	struct timespec ts;
+	int rc = 0;
+
+	if (src == NULL)
+		return resil__diagf(diag, RESIL_E_INVAL, "source: NULL");
+	resil__cond_deadline(
+	    &ts, ms > UINT32_MAX ? UINT32_MAX : (uint32_t)ms);
+	pthread_mutex_lock(&src->smu);
+	while (resil_directory_count(src->cfg.directory) == 0 && rc == 0)
+		rc = pthread_cond_timedwait(&src->pcv, &src->smu, &ts);
+	pthread_mutex_unlock(&src->smu);
+	if (resil_directory_count(src->cfg.directory) > 0)
+		return RESIL_OK;
+	/* Dubbo's ReferenceConfig.checkInvokerAvailable. */
+	return resil__diagf(diag, RESIL_E_NO_PROVIDER,
+	    "Failed to check the status of the service %s. No provider "
+	    "available for the service %s from the url %s to the consumer "
+	    "%s use resil version %s",
+	    src->cfg.service, src->key, src->cfg.registry, src->host,
+	    RESIL_VERSION_STRING);
+}
+
+resil_err
+resil__source_attach(resil_registry_source *src, resil_pipeline *p,
+    const resil_config *base, const resil__ov_conf_ops *ops,
+    resil_diag *diag)
+{
+	resil_err err;
+
+	if (src == NULL)
+		return resil__diagf(diag, RESIL_E_INVAL, "source: NULL");
+	pthread_mutex_lock(&src->work);
+	err = resil__ov_attach(&src->ov, &src->who, p, base, ops);
+	if (err == RESIL_OK)
+		resil__ov_apply(&src->ov, &src->who);
+	pthread_mutex_unlock(&src->work);
+	if (err != RESIL_OK)
+		return resil__diagf(diag, err, "source: out of memory");
 	return RESIL_OK;
 }
 
@@ -1640,245 +1868,3 @@ resil__source_flush(resil_registry_source *src)
 	pthread_mutex_unlock(&src->work);
 }
 
-/* ---- configuration text
- * ------------------------------------------------------ */
-
-#define NKEYS 8
-
-struct resil_source_text {
-	resil_allocator a;
-	char *s[NKEYS]; /* registry service group version root protocols
-	                 * file (the eighth unused) */
-	int has_s[NKEYS];
-	uint64_t interval;
-	int has_interval;
-	uint32_t timeout;
-	int has_timeout;
-	int routes;
-	int has_routes;
-	int any;
-	int none; /* registry=N/A */
-};
-
-static const char *const str_keys[] = { "registry", "registry.service",
-	"registry.group", "registry.version", "registry.root",
-	"registry.protocols", "registry.file" };
-
-resil_err
-resil_source_text_new(resil_source_text **out, const resil_allocator *alloc)
-{
-	const resil_allocator *a = resil__allocator(alloc);
-	resil_source_text *st;
-
-	if (out == NULL)
-		return RESIL_E_INVAL;
-	if ((st = resil__calloc(a, sizeof(*st))) == NULL)
-		return RESIL_E_NOMEM;
-	st->a = *a;
-	*out = st;
-	return RESIL_OK;
-}
-
-void
-resil_source_text_free(resil_source_text *st)
-{
-	size_t i;
-
-	if (st == NULL)
-		return;
-	for (i = 0; i < NKEYS; i++)
-		resil__strfree(&st->a, st->s[i]);
-	resil__free(&st->a, st, sizeof(*st));
-}
-
-/* As the selector's keys: a bare number is ms; or ns us ms s m h. */
-static int
-parse_ms_dur(const char *s, uint64_t *ns)
-{
-	static const struct {
-		const char *u;
-		uint64_t mul;
-	} units[] = { { "ns", 1 }, { "us", RESIL_NS_PER_US },
-		{ "ms", RESIL_NS_PER_MS }, { "s", RESIL_NS_PER_SEC },
-		{ "m", 60 * RESIL_NS_PER_SEC },
-		{ "h", 3600 * RESIL_NS_PER_SEC } };
-	uint64_t x = 0, mul = RESIL_NS_PER_MS;
-	size_t i, n = 0;
-
-	while (s[n] >= '0' && s[n] <= '9') {
-		if (x > (UINT64_MAX - 9) / 10)
-			return 0;
-		x = x * 10 + (uint64_t)(s[n] - '0');
-		n++;
-	}
-	if (n == 0)
-		return 0;
-	if (s[n] != '\0') {
-		for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-			if (strcmp(s + n, units[i].u) == 0)
-				break;
-		if (i == sizeof(units) / sizeof(units[0]))
-			return 0;
-		mul = units[i].mul;
-	}
-	if (x > UINT64_MAX / mul)
-		return 0;
-	*ns = x * mul;
-	return 1;
-}
-
-static int
-parse_bool(const char *s, int *v)
-{
-	static const char *const t[] = { "true", "yes", "on", "1" };
-	static const char *const f[] = { "false", "no", "off", "0" };
-	char low[8];
-	size_t i;
-
-	for (i = 0; i < sizeof(low) - 1 && s[i] != '\0'; i++)
-		low[i] = s[i] >= 'A' && s[i] <= 'Z' ? (char)(s[i] + 32) : s[i];
-	if (s[i] != '\0')
-		return 0;
-	low[i] = '\0';
-	for (i = 0; i < 4; i++) {
-		if (strcmp(low, t[i]) == 0)
-			return *v = 1, 1;
-		if (strcmp(low, f[i]) == 0)
-			return *v = 0, 1;
-	}
-	return 0;
-}
-
-static resil_err
-text_set(resil_source_text *st, const char *key, const char *value,
-    resil_diag *diag)
-{
-	resil_source_config probe;
-	uint64_t ns;
-	size_t i;
-	int b;
-
-	/* Dubbo's "N/A": no registry (direct connections). */
-	if (strcmp(key, "registry") == 0 &&
-	    (strcmp(value, "N/A") == 0 || strcmp(value, "n/a") == 0)) {
-		resil__strfree(&st->a, st->s[0]);
-		st->s[0] = NULL;
-		st->has_s[0] = 1;
-		st->none = 1;
-		return RESIL_OK;
-	}
-	for (i = 0; i < sizeof(str_keys) / sizeof(str_keys[0]); i++) {
-		char *copy;
-
-		if (strcmp(key, str_keys[i]) != 0)
-			continue;
-		/* Checked as the config would be. */
-		resil_source_config_init(&probe);
-		probe.registry = "zookeeper://127.0.0.1:2181";
-		probe.service = "x";
-		probe.directory = (resil_directory *)(uintptr_t)1;
-		if (i == 0)
-			probe.registry = value;
-		else if (i == 1)
-			probe.service = value;
-		else if (i == 2)
-			probe.group = value;
-		else if (i == 3)
-			probe.version = value;
-		else if (i == 4)
-			probe.root = value;
-		else if (i == 5)
-			probe.protocols = value;
-		else if (i == 6)
-			probe.file = value;
-		if (resil_source_config_validate(&probe, diag) != RESIL_OK)
-			return RESIL_E_INVAL;
-		/* An empty group or version means "none". */
-		copy = NULL;
-		if (!((i == 2 || i == 3) && value[0] == '\0') &&
-		    (copy = resil__strdup(&st->a, value)) == NULL)
-			return RESIL_E_NOMEM;
-		resil__strfree(&st->a, st->s[i]);
-		st->s[i] = copy;
-		st->has_s[i] = 1;
-		if (i == 0)
-			st->none = 0;
-		return RESIL_OK;
-	}
-	if (strcmp(key, "registry.file.interval") == 0) {
-		if (!parse_ms_dur(value, &ns))
-			return resil__diagf(diag, RESIL_E_INVAL,
-			    "%s: \"%s\" is not a duration (500, 500ms, 1s)",
-			    key, value);
-		st->interval = ns;
-		st->has_interval = 1;
-		return RESIL_OK;
-	}
-	if (strcmp(key, "registry.session_timeout") == 0) {
-		if (!parse_ms_dur(value, &ns) || ns < RESIL_NS_PER_MS ||
-		    ns / RESIL_NS_PER_MS > (uint64_t)INT32_MAX)
-			return resil__diagf(diag, RESIL_E_INVAL,
-			    "%s: \"%s\" is not a duration of 1ms.."
-			    "2147483647ms",
-			    key, value);
-		st->timeout = (uint32_t)(ns / RESIL_NS_PER_MS);
-		st->has_timeout = 1;
-		return RESIL_OK;
-	}
-	if (strcmp(key, "registry.routes") == 0) {
-		if (!parse_bool(value, &b))
-			return resil__diagf(diag, RESIL_E_INVAL,
-			    "%s: \"%s\" is not a boolean", key, value);
-		st->routes = b;
-		st->has_routes = 1;
-		return RESIL_OK;
-	}
-	return resil__diagf(diag, RESIL_E_NOTFOUND, "%s: unknown key", key);
-}
-
-resil_err
-resil_source_text_set(resil_source_text *st, const char *key,
-    const char *value, const char *origin, unsigned line, resil_diag *diag)
-{
-	resil_err err;
-
-	if (st == NULL || key == NULL || value == NULL)
-		return resil__diagf(diag, RESIL_E_INVAL, "source text: NULL");
-	err = text_set(st, key, value, diag);
-	if (err == RESIL_OK)
-		st->any = 1;
-	return resil__diag_at(diag, err, origin, line);
-}
-
-int
-resil_source_text_present(const resil_source_text *st)
-{
-	return st != NULL && st->any && !st->none;
-}
-
-void
-resil_source_text_config(const resil_source_text *st, resil_source_config *out)
-{
-	if (st == NULL || out == NULL)
-		return;
-	if (st->has_s[0])
-		out->registry = st->s[0];
-	if (st->has_s[1])
-		out->service = st->s[1];
-	if (st->has_s[2])
-		out->group = st->s[2];
-	if (st->has_s[3])
-		out->version = st->s[3];
-	if (st->has_s[4])
-		out->root = st->s[4];
-	if (st->has_s[5])
-		out->protocols = st->s[5];
-	if (st->has_s[6])
-		out->file = st->s[6];
-	if (st->has_interval)
-		out->file_interval_ns = st->interval;
-	if (st->has_timeout)
-		out->session_timeout_ms = st->timeout;
-	if (st->has_routes)
-		out->routes = st->routes;
-}

@@ -432,7 +432,7 @@ candidate(
 		    m->protocols != NULL ? m->protocols : dflt);
 		return RESIL__PROVIDER_BAD;
 	}
-	if (u->port == NULL) {
+	if (u->port == NULL && !*mock) { /* a mock:// provider calls nothing */
 		resil__diagf(why, RESIL_E_INVAL, "no port");
 		return RESIL__PROVIDER_BAD;
 	}
@@ -762,4 +762,76 @@ resil__service_key(const resil_allocator *a, const char *service,
 	    group != NULL ? "/" : "", service, version != NULL ? ":" : "",
 	    version != NULL ? version : "");
 	return k;
+}
+
+/* ---- the consumer's node (issue 40) ---------------------------------- */
+
+static int
+url_plain(unsigned char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	    (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '*' ||
+	    c == '_';
+}
+
+char *
+resil__url_encode(const resil_allocator *a, const char *s)
+{
+	size_t n = 1, i;
+	char *o, *p;
+
+	for (i = 0; s[i] != '\0'; i++)
+		n += url_plain((unsigned char)s[i]) || s[i] == ' ' ? 1 : 3;
+	if ((o = resil__alloc(a, n)) == NULL)
+		return NULL;
+	for (p = o, i = 0; s[i] != '\0'; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (url_plain(c))
+			*p++ = (char)c;
+		else if (c == ' ')
+			*p++ = '+';
+		else {
+			(void)snprintf(p, 4, "%%%02X", c);
+			p += 3;
+		}
+	}
+	*p = '\0';
+	return o;
+}
+
+char *
+resil__consumer_url(const resil_allocator *a, const char *host,
+    const char *service, const char *application, const char *group,
+    const char *version, const char *methods, int check, long pid,
+    int64_t timestamp_ms)
+{
+	char buf[2048];
+	size_t len = 0;
+
+#define ADD(...)                                                             \
+	do {                                                                 \
+		if (len < sizeof(buf))                                       \
+			len += (size_t)snprintf(                             \
+			    buf + len, sizeof(buf) - len, __VA_ARGS__);      \
+	} while (0)
+	/* Dubbo's URL.toFullString: the parameters in name order. */
+	ADD("consumer://%s/%s?", host, service);
+	if (application != NULL)
+		ADD("application=%s&", application);
+	ADD("category=consumers&check=%s&dubbo=2.0.2&",
+	    check ? "true" : "false");
+	if (group != NULL)
+		ADD("group=%s&", group);
+	ADD("interface=%s&", service);
+	if (methods != NULL && methods[0] != '\0')
+		ADD("methods=%s&", methods);
+	ADD("pid=%ld&side=consumer&timestamp=%lld", pid,
+	    (long long)timestamp_ms);
+	if (version != NULL)
+		ADD("&version=%s", version);
+#undef ADD
+	if (len >= sizeof(buf))
+		return NULL;
+	return resil__strdup(a, buf);
 }

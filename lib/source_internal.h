@@ -12,10 +12,17 @@
 
 #include "internal.h"
 
-/* The two lists of a service a source follows. */
+/* The lists of a service a source follows: the first RESIL__NCHILD are
+ * the children of a node (one name each), the rest the data of one node
+ * (a list of one string, the node's text; empty when there is no node).
+ * A category whose path is NULL is not followed. */
 #define RESIL__CAT_PROVIDERS 0
 #define RESIL__CAT_ROUTERS 1
-#define RESIL__NCAT 2
+#define RESIL__CAT_CONFIGURATORS 2 /* 2.7's override:// URLs */
+#define RESIL__NCHILD 3
+#define RESIL__CAT_SVC_RULES 3 /* 3.x YAML, [G:]SERVICE[:V].configurators */
+#define RESIL__CAT_APP_RULES 4 /* 3.x YAML, APPLICATION.configurators */
+#define RESIL__NCAT 5
 
 /* ---- backends ----------------------------------------------------------
  *
@@ -50,9 +57,16 @@ typedef struct resil__source_sink {
 typedef struct resil__source_where {
 	const char *hosts;             /* "h1:2181,h2:2181" */
 	const char *path[RESIL__NCAT]; /* "/dubbo/<service>/providers", ... */
+	/* The consumer's node to write at every new session (ephemeral;
+	 * its parents persistent), or NULL. */
+	const char *consumer_node;
 	uint32_t session_timeout_ms;
 	const resil_allocator *alloc;
 	const resil__source_sink *sink; /* outlives the backend */
+	/* Issue 40.4: what the config center's routing rules are read for
+	 * (lib/source_zk_rules.c); selector NULL: none read. */
+	const char *service, *group, *version;
+	resil_selector *selector;
 } resil__source_where;
 
 typedef struct resil__source_backend {
@@ -142,6 +156,24 @@ void resil__provider_free(const resil_allocator *a, resil__provider *p);
  * the reason. -1 for out of memory. */
 int resil__route_map(const resil_allocator *a, const resil__url *u,
     char **rule, int *force, int *priority, resil_diag *why);
+
+/* java.net.URLEncoder.encode(s, "UTF-8"): a new string, NULL for out of
+ * memory. */
+char *resil__url_encode(const resil_allocator *a, const char *s);
+
+/* The consumer's URL as Dubbo registers it (parameters in name order, as
+ * URL.toFullString): consumer://host/service?application=..&category=
+ * consumers&check=..&dubbo=2.0.2&[group=..&]interface=..&[methods=..&]
+ * pid=..&side=consumer&timestamp=..[&version=..]. A new string. */
+char *resil__consumer_url(const resil_allocator *a, const char *host,
+    const char *service, const char *application, const char *group,
+    const char *version, const char *methods, int check, long pid,
+    int64_t timestamp_ms);
+
+/* The address this host registers with (Dubbo's NetUtils.getLocalHost):
+ * DUBBO_IP_TO_REGISTRY when set, else the first IPv4 address of an
+ * interface that is up and not a loopback, else 127.0.0.1. */
+void resil__local_host(char *buf, size_t n);
 
 /* Dubbo's service key: [group/]service[:version]. A new string. */
 char *resil__service_key(const resil_allocator *a, const char *service,

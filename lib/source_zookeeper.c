@@ -11,11 +11,18 @@
  * it reads them again. So does this: every CONNECTED state reads both
  * lists, which also sets their watches again. A category whose node does
  * not exist is an empty list, with an exists watch for its creation
- * (Dubbo creates the node; a consumer here writes nothing).
+ * (Dubbo creates the node). The categories past RESIL__NCHILD are one
+ * node's data (the 3.x rules of the config center), read with a data
+ * watch. Issue 40: at every CONNECTED the consumer's node is created
+ * (ephemeral, its parents persistent, as Dubbo's ZookeeperRegistry
+ * registers it; "exists" is fine: the same session reconnected).
  */
 #define _POSIX_C_SOURCE 200809L
 
 #include "source_internal.h"
+#include "source_zk_rules.h"
+
+#include "clock_internal.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -45,6 +52,11 @@ struct zk_session {
 	/* The completion thread's alone. */
 	zhandle_t *zh_cb;
 	int connected, was_connected;
+	/* Requests sent and not completed, and no new ones once closing
+	 * (under b->mu): the session is closed when none is in flight, as
+	 * the client leaks a request's watch registration that a close
+	 * cuts short. */
+	int inflight, closing;
 };
 
 struct zk_backend {
@@ -53,11 +65,14 @@ struct zk_backend {
 	resil_allocator a;
 	char *hosts;
 	char *path[RESIL__NCAT];
+	char *consumer; /* the consumer's node, or NULL */
 	int timeout_ms;
 	pthread_mutex_t mu;
+	pthread_cond_t idle; /* with mu: a session's inflight reached 0 */
 	zk_session *cur;
 	int need_new;
 	uint64_t new_at;
+	resil__zk_rules *rules; /* issue 40.4: the config center's rules */
 };
 
 static uint64_t
@@ -81,13 +96,49 @@ static void watcher(
 static void children_done(int rc, const struct String_vector *strings,
     const struct Stat *stat, const void *data);
 
+static void data_done(int rc, const char *value, int len,
+    const struct Stat *stat, const void *data);
+
+/* A request is to be sent: 1, or 0 when the session is closing. */
+static int
+begin(zk_session *s)
+{
+	int ok;
+
+	pthread_mutex_lock(&s->b->mu);
+	ok = !s->closing;
+	s->inflight += ok;
+	pthread_mutex_unlock(&s->b->mu);
+	return ok;
+}
+
+/* A request completed (or was not sent: rc is not ZOK). */
+static void
+end(zk_session *s, int rc)
+{
+	if (rc == ZOK)
+		return;
+	pthread_mutex_lock(&s->b->mu);
+	if (--s->inflight == 0)
+		pthread_cond_broadcast(&s->b->idle);
+	pthread_mutex_unlock(&s->b->mu);
+}
+
+#define DONE(s) end((s), -1)
+
 static void
 fetch(zhandle_t *zh, zk_watch *w)
 {
 	/* A failure here (not connected) is no loss: the next CONNECTED
 	 * reads the list again. */
-	(void)zoo_awget_children2(
-	    zh, w->s->b->path[w->cat], watcher, w, children_done, w);
+	if (w->s->b->path[w->cat] == NULL || !begin(w->s))
+		return;
+	if (w->cat >= RESIL__NCHILD)
+		end(w->s, zoo_awget(zh, w->s->b->path[w->cat], watcher, w,
+		              data_done, w));
+	else
+		end(w->s, zoo_awget_children2(zh, w->s->b->path[w->cat],
+		              watcher, w, children_done, w));
 }
 
 static void
@@ -99,10 +150,24 @@ exists_done(int rc, const struct Stat *stat, const void *data)
 	/* Created between the read and the watch: read it now. */
 	if (rc == ZOK)
 		fetch(w->s->zh_cb, w);
+	DONE(w->s);
 }
+
+static void children_result(int rc, const struct String_vector *strings,
+    const struct Stat *stat, const void *data);
 
 static void
 children_done(int rc, const struct String_vector *strings,
+    const struct Stat *stat, const void *data)
+{
+	zk_watch *w = (zk_watch *)(uintptr_t)data;
+
+	children_result(rc, strings, stat, data);
+	DONE(w->s);
+}
+
+static void
+children_result(int rc, const struct String_vector *strings,
     const struct Stat *stat, const void *data)
 {
 	zk_watch *w = (zk_watch *)(uintptr_t)data;
@@ -111,6 +176,10 @@ children_done(int rc, const struct String_vector *strings,
 
 	(void)stat;
 	if (rc == ZOK) {
+		if (w->cat == RESIL__CAT_PROVIDERS)
+			resil__zk_rules_providers(b->rules, w->s->zh_cb,
+			    (const char *const *)strings->data,
+			    strings->count > 0 ? (size_t)strings->count : 0);
 		b->sink->deliver(b->src, w->cat,
 		    (const char *const *)strings->data,
 		    strings->count > 0 ? (size_t)strings->count : 0, w->fired);
@@ -119,8 +188,9 @@ children_done(int rc, const struct String_vector *strings,
 	if (rc == ZNONODE) {
 		/* No node: no entry. Watch for the node to appear. */
 		b->sink->deliver(b->src, w->cat, NULL, 0, w->fired);
-		(void)zoo_awexists(
-		    w->s->zh_cb, b->path[w->cat], watcher, w, exists_done, w);
+		if (begin(w->s))
+			end(w->s, zoo_awexists(w->s->zh_cb, b->path[w->cat],
+			              watcher, w, exists_done, w));
 		return;
 	}
 	if (rc == ZCLOSING || rc == ZCONNECTIONLOSS || rc == ZSESSIONEXPIRED ||
@@ -129,6 +199,95 @@ children_done(int rc, const struct String_vector *strings,
 	(void)snprintf(
 	    msg, sizeof(msg), "reading %s: %s", b->path[w->cat], zerror(rc));
 	b->sink->notify(b->src, RESIL_SOURCE_ERROR, msg);
+}
+
+/* A rule node's data: a list of one string (none: no node). */
+static void
+data_done(int rc, const char *value, int len, const struct Stat *stat,
+    const void *data)
+{
+	zk_watch *w = (zk_watch *)(uintptr_t)data;
+	zk_backend *b = w->s->b;
+	char *text;
+
+	(void)stat;
+	if (rc == ZOK) {
+		size_t n = len > 0 ? (size_t)len : 0;
+
+		if ((text = resil__alloc(&b->a, n + 1)) == NULL) {
+			b->sink->notify(b->src, RESIL_SOURCE_ERROR,
+			    "out of memory reading a rule node");
+		} else {
+			if (n > 0)
+				memcpy(text, value, n);
+			text[n] = '\0';
+			b->sink->deliver(b->src, w->cat,
+			    (const char *const *)&text, 1, w->fired);
+			resil__free(&b->a, text, n + 1);
+		}
+	} else {
+		/* No node, or a failure the next session state reads
+		 * again. */
+		children_result(rc, NULL, stat, data);
+	}
+	DONE(w->s);
+}
+
+static void
+created(int rc, const char *value, const void *data)
+{
+	zk_session *s = (zk_session *)(uintptr_t)data;
+	zk_backend *b = s->b;
+	char msg[200];
+
+	(void)value;
+	DONE(s);
+	if (rc == ZOK || rc == ZNODEEXISTS) {
+		b->sink->notify(b->src, RESIL_SOURCE_REGISTERED,
+		    "the consumer's node is written (ephemeral, under the "
+		    "service's consumers)");
+		return;
+	}
+	if (rc == ZCLOSING || rc == ZCONNECTIONLOSS || rc == ZSESSIONEXPIRED ||
+	    rc == ZOPERATIONTIMEOUT || rc == ZSESSIONMOVED)
+		return; /* the next CONNECTED registers again */
+	(void)snprintf(msg, sizeof(msg), "registering the consumer: %s",
+	    zerror(rc));
+	b->sink->notify(b->src, RESIL_SOURCE_ERROR, msg);
+}
+
+static void
+parent_done(int rc, const char *value, const void *data)
+{
+	(void)rc;
+	(void)value;
+	DONE((zk_session *)(uintptr_t)data);
+}
+
+/* The consumer's node and its parents, in order (a session's requests
+ * are served in order: each parent exists when the next is made). */
+static void
+register_consumer(zhandle_t *zh, zk_session *s)
+{
+	zk_backend *b = s->b;
+	char path[1024];
+	size_t i, n;
+
+	if (b->consumer == NULL)
+		return;
+	n = strlen(b->consumer);
+	for (i = 1; i < n && i < sizeof(path); i++) {
+		if (b->consumer[i] != '/')
+			continue;
+		memcpy(path, b->consumer, i);
+		path[i] = '\0';
+		if (begin(s))
+			end(s, zoo_acreate(zh, path, NULL, -1,
+			           &ZOO_OPEN_ACL_UNSAFE, 0, parent_done, s));
+	}
+	if (begin(s))
+		end(s, zoo_acreate(zh, b->consumer, NULL, -1,
+		           &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL, created, s));
 }
 
 static void
@@ -168,6 +327,8 @@ watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 		s->connected = 1;
 		s->was_connected = 1;
 		b->sink->notify(b->src, RESIL_SOURCE_CONNECTED, msg);
+		register_consumer(zh, s);
+		resil__zk_rules_connected(b->rules, zh);
 		for (c = 0; c < RESIL__NCAT; c++) {
 			s->w[c].fired = now_ns();
 			fetch(zh, &s->w[c]);
@@ -234,8 +395,20 @@ session_new(zk_backend *b, resil_diag *diag)
 static void
 session_free(zk_backend *b, zk_session *s)
 {
+	struct timespec ts;
+	int rc = 0;
+
 	if (s == NULL)
 		return;
+	/* No new request, and the ones in flight answered (bounded: a
+	 * server that went away answers none; the client then fails them
+	 * at its timeout, and the close frees what it can). */
+	resil__cond_deadline(&ts, 2000);
+	pthread_mutex_lock(&b->mu);
+	s->closing = 1;
+	while (s->inflight > 0 && rc == 0)
+		rc = pthread_cond_timedwait(&b->idle, &b->mu, &ts);
+	pthread_mutex_unlock(&b->mu);
 	/* Joins the client's threads: no callback runs after this. */
 	(void)zookeeper_close(s->zh);
 	resil__free(&b->a, s, sizeof(*s));
@@ -246,10 +419,13 @@ backend_free(zk_backend *b)
 {
 	int c;
 
+	resil__zk_rules_free(b->rules);
 	resil__strfree(&b->a, b->hosts);
 	for (c = 0; c < RESIL__NCAT; c++)
 		resil__strfree(&b->a, b->path[c]);
+	resil__strfree(&b->a, b->consumer);
 	pthread_mutex_destroy(&b->mu);
+	pthread_cond_destroy(&b->idle);
 	resil__free(&b->a, b, sizeof(*b));
 }
 
@@ -267,10 +443,24 @@ zk_open(resil_registry_source *src, const resil__source_where *w, void **state,
 	b->sink = w->sink;
 	b->timeout_ms = (int)w->session_timeout_ms;
 	pthread_mutex_init(&b->mu, NULL);
+	{
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		(void)resil__condattr_monotonic(&ca);
+		pthread_cond_init(&b->idle, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 	b->hosts = resil__strdup(&b->a, w->hosts);
 	for (c = 0; c < RESIL__NCAT; c++)
-		b->path[c] = resil__strdup(&b->a, w->path[c]);
-	if (b->hosts == NULL || b->path[0] == NULL || b->path[1] == NULL) {
+		if (w->path[c] != NULL &&
+		    (b->path[c] = resil__strdup(&b->a, w->path[c])) == NULL)
+			b->hosts = (resil__strfree(&b->a, b->hosts), NULL);
+	if (w->consumer_node != NULL &&
+	    (b->consumer = resil__strdup(&b->a, w->consumer_node)) == NULL)
+		b->hosts = (resil__strfree(&b->a, b->hosts), NULL);
+	if (b->hosts == NULL || b->path[0] == NULL || b->path[1] == NULL ||
+	    resil__zk_rules_new(&b->rules, w, src) != RESIL_OK) {
 		backend_free(b);
 		return RESIL_E_NOMEM;
 	}
@@ -339,6 +529,9 @@ zk_close(void *state)
 	s = b->cur;
 	b->cur = NULL;
 	pthread_mutex_unlock(&b->mu);
+	/* Closing the session unregisters the consumer: the server removes
+	 * the session's ephemeral node with it (a delete sent just before
+	 * the close would race it inside the client). */
 	session_free(b, s);
 	backend_free(b);
 }

@@ -1,6 +1,7 @@
 /*
  * Adaptive client-side throttling (include/resil/throttle.h): a ring of
- * time buckets of requests and accepts, read whole at each admit.
+ * time buckets of requests and accepts, with running totals of the
+ * window, so that an admit reads two words instead of every bucket.
  */
 #include <resil/throttle.h>
 
@@ -11,12 +12,12 @@
 #include "internal.h"
 #include "kv.h"
 
-/* One time bucket: 32 bytes, two to a cache line. */
+/* One time bucket: 32 bytes, two to a cache line. Its index is implied
+ * by head (below). Requests by class (RESIL_THROTTLE_CRITICAL ..
+ * SHEDDABLE). */
 typedef struct tbucket {
-	uint64_t epoch; /* bucket index + 1; 0: never used */
-	uint64_t requests;
+	uint64_t requests[3];
 	uint64_t accepts;
-	uint64_t pad_;
 } tbucket;
 
 /* Lifetime counters of one thread stripe, one cache line. */
@@ -43,6 +44,18 @@ struct resil_throttle {
 	resil_allocator alloc;
 	resil_clock clock;
 	size_t bytes; /* the allocation, for free */
+	/* The window: head is the newest bucket index + 1 (never 0 after
+	 * _new); tot_req (by class) and tot_acc the sums of the ring's
+	 * counts, kept as the counts change (two's complement: a
+	 * subtraction may be seen before the addition it undoes, so a
+	 * reading is clamped at 0). Every admit writes tot_req, every
+	 * accepted report tot_acc: each on its own line. */
+	uint64_t head;
+	uint64_t pad0_[7];
+	uint64_t tot_req[3];
+	uint64_t pad1_[5];
+	uint64_t tot_acc;
+	uint64_t pad2_[7];
 	tstripe stripes[RESIL__STRIPES];
 	tbucket ring[]; /* buckets of them */
 };
@@ -64,56 +77,90 @@ bucket_index(const resil_throttle *t, uint64_t now)
 	return now / t->bucket_ns;
 }
 
-/* The bucket of index idx, recycled first when it still holds an older
- * index's counts. An add racing the recycling may be lost (the header
- * says so); a clock that moved back adds to the newer bucket. */
-static inline tbucket *
-bucket_for(resil_throttle *t, uint64_t idx)
+/*
+ * Move the window to bucket index idx and return the index to count in:
+ * idx, or the newest one when the clock moved back. The thread that moves
+ * head empties the buckets that left the window (at most all of them,
+ * after a long silence: amortised O(1) per bucket period), each with one
+ * exchange whose old counts leave the totals: a count is in a total from
+ * before it is in its bucket (the adders add to the total first), so the
+ * totals never drift. A count added to a bucket that is being emptied
+ * for a newer index is lost (the header says so).
+ */
+static uint64_t
+advance(resil_throttle *t, uint64_t idx)
 {
-	tbucket *bk = &t->ring[idx % t->buckets];
-	uint64_t e = resil__load64(&bk->epoch);
+	uint64_t h = resil__load64(&t->head), j, first;
 
-	if (RESIL__UNLIKELY(e < idx + 1) &&
-	    resil__cas64(&bk->epoch, e, idx + 1)) {
-		resil__store64(&bk->requests, 0);
-		resil__store64(&bk->accepts, 0);
+	if (RESIL__LIKELY(idx + 1 <= h))
+		return h - 1;
+	if (!resil__cas64(&t->head, h, idx + 1)) {
+		/* Another thread moved it: to idx, or past it. */
+		h = resil__load64(&t->head);
+		return idx + 1 <= h ? h - 1 : idx;
 	}
-	return bk;
+	/* Indices h .. idx enter the window; only the last buckets of them
+	 * (one ring's worth) are distinct slots. */
+	first = idx - h + 1 > t->buckets ? idx - t->buckets + 1 : h;
+	for (j = first; j <= idx; j++) {
+		tbucket *bk = &t->ring[j % t->buckets];
+		uint64_t a = resil__fas64(&bk->accepts, 0);
+		int c;
+
+		for (c = 0; c < 3; c++) {
+			uint64_t r = resil__fas64(&bk->requests[c], 0);
+
+			if (r != 0)
+				(void)resil__faa64(
+				    &t->tot_req[c], (uint64_t)0 - r);
+		}
+		if (a != 0)
+			(void)resil__faa64(&t->tot_acc, (uint64_t)0 - a);
+	}
+	return idx;
 }
 
-/* The window's counts at bucket index idx. */
-static void
-window_counts(resil_throttle *t, uint64_t idx, uint64_t *req, uint64_t *acc)
+/* A running total, clamped at 0 (a subtraction seen before its add). */
+static inline uint64_t
+total(const uint64_t *w)
 {
-	/* Locals: the loads' compiler barriers would reload fields. */
-	const tbucket *ring = t->ring;
-	const uint64_t n = t->buckets, next = idx + 1;
-	uint64_t r = 0, a = 0, i;
+	uint64_t v = resil__load64(w);
 
-	for (i = 0; i < n; i++) {
-		/* Bucket e - 1 is live while idx - (e - 1) < buckets. One
-		 * ahead of idx (a clock that moved back) wraps to a huge
-		 * age; a bucket never used (epoch 0) has counts 0, so it
-		 * adds nothing whatever its age reads as. */
-		if (next - resil__load64(&ring[i].epoch) >= n)
-			continue;
-		r += resil__load64(&ring[i].requests);
-		a += resil__load64(&ring[i].accepts);
-	}
-	*req = r;
-	*acc = a;
+	return (int64_t)v < 0 ? 0 : v;
 }
 
-/* max(0, (req - k * acc) / (req + 1)); 0 when off. */
+/* Count one in field f of bucket idx and in its total. */
+static inline void
+count_in(resil_throttle *t, uint64_t idx, uint64_t *tot, size_t f)
+{
+	resil__inc64(tot);
+	resil__inc64((uint64_t *)((char *)&t->ring[idx % t->buckets] + f));
+}
+
+/*
+ * The probability for a request of class cls, from the window's requests
+ * by class (r) and accepts: the excess E = requests - k * accepts is
+ * shed from the lowest class up, sheddable first: p = min(1, what is
+ * left of E after the lower classes' requests / (this class's requests +
+ * 1)). With default requests only, the book's formula.
+ */
 static double
-reject_p(double k, uint64_t req, uint64_t acc)
+class_p(double k, const uint64_t r[3], uint64_t acc, int cls, uint64_t *req)
 {
-	double num;
+	double e, below = 0, p;
+	int c;
 
+	*req = r[0] + r[1] + r[2];
 	if (k == 0)
 		return 0;
-	num = (double)req - k * (double)acc;
-	return num > 0 ? num / ((double)req + 1) : 0;
+	e = (double)*req - k * (double)acc;
+	for (c = RESIL_THROTTLE_SHEDDABLE; c > cls; c--)
+		below += (double)r[c];
+	e -= below;
+	if (!(e > 0))
+		return 0;
+	p = e / ((double)r[cls] + 1);
+	return p < 1 ? p : 1;
 }
 
 static void
@@ -236,10 +283,10 @@ resil_throttle_new(
 	t->clock = cfg->clock != NULL && cfg->clock->now != NULL
 	    ? *cfg->clock
 	    : *resil_clock_system();
-	/* The current bucket is ready: with a clock that stays in it, no
-	 * count can race a recycling. */
+	/* The current bucket is the window's newest: with a clock that
+	 * stays in it, no count can race an emptying. */
 	now = resil_clock_coarse(&t->clock);
-	(void)bucket_for(t, bucket_index(t, now));
+	t->head = bucket_index(t, now) + 1;
 	*out = t;
 	return RESIL_OK;
 }
@@ -272,22 +319,43 @@ tell_rejected(resil_throttle *t, uint64_t now, uint64_t req, uint64_t acc,
 	t->listener(&ev, t->listener_ctx);
 }
 
+const char *
+resil_throttle_class_name(int cls)
+{
+	switch (cls) {
+	case RESIL_THROTTLE_CRITICAL:
+		return "critical";
+	case RESIL_THROTTLE_DEFAULT:
+		return "default";
+	case RESIL_THROTTLE_SHEDDABLE:
+		return "sheddable";
+	default:
+		return "unknown";
+	}
+}
+
 resil_err
-resil_throttle_admit(resil_throttle *t)
+resil_throttle_admit_class(resil_throttle *t, int cls)
 {
 	uint64_t now, idx, req = 0, acc = 0;
 	double p = 0, u;
 
-	if (RESIL__UNLIKELY(t == NULL))
+	if (RESIL__UNLIKELY(t == NULL || (unsigned)cls > 2u))
 		return RESIL_E_INVAL;
 	now = resil_clock_coarse(&t->clock);
-	idx = bucket_index(t, now);
+	idx = advance(t, bucket_index(t, now));
 	if (t->k != 0) {
-		window_counts(t, idx, &req, &acc);
-		p = reject_p(t->k, req, acc);
+		uint64_t r[3];
+
+		r[0] = total(&t->tot_req[0]);
+		r[1] = total(&t->tot_req[1]);
+		r[2] = total(&t->tot_req[2]);
+		acc = total(&t->tot_acc);
+		p = class_p(t->k, r, acc, cls, &req);
 	}
 	/* The request counts either way: a locally rejected one too. */
-	resil__inc64(&bucket_for(t, idx)->requests);
+	count_in(t, idx, &t->tot_req[cls],
+	    offsetof(tbucket, requests) + (size_t)cls * sizeof(uint64_t));
 	if (p > 0) {
 		u = t->random.uniform != NULL
 		    ? resil_random_uniform(&t->random)
@@ -304,6 +372,12 @@ resil_throttle_admit(resil_throttle *t)
 }
 
 resil_err
+resil_throttle_admit(resil_throttle *t)
+{
+	return resil_throttle_admit_class(t, RESIL_THROTTLE_DEFAULT);
+}
+
+resil_err
 resil_throttle_report(resil_throttle *t, resil_throttle_result result)
 {
 	uint64_t now;
@@ -313,7 +387,8 @@ resil_throttle_report(resil_throttle *t, resil_throttle_result result)
 	switch (result) {
 	case RESIL_THROTTLE_ACCEPTED:
 		now = resil_clock_coarse(&t->clock);
-		resil__inc64(&bucket_for(t, bucket_index(t, now))->accepts);
+		count_in(t, advance(t, bucket_index(t, now)), &t->tot_acc,
+		    offsetof(tbucket, accepts));
 		stripe_count(t, offsetof(tstripe, accepts));
 		return RESIL_OK;
 	case RESIL_THROTTLE_REJECTED:
@@ -347,10 +422,19 @@ resil_throttle_get_metrics(resil_throttle *t, resil_throttle_metrics *out)
 	}
 	out->requests = out->admitted + out->local_rejects;
 	now = resil_clock_coarse(&t->clock);
-	window_counts(t, bucket_index(t, now), &out->window_requests,
-	    &out->window_accepts);
-	out->reject_probability =
-	    reject_p(t->k, out->window_requests, out->window_accepts);
+	(void)advance(t, bucket_index(t, now));
+	{
+		uint64_t r[3];
+
+		r[0] = total(&t->tot_req[0]);
+		r[1] = total(&t->tot_req[1]);
+		r[2] = total(&t->tot_req[2]);
+		out->window_accepts = total(&t->tot_acc);
+		/* A default request's. */
+		out->reject_probability = class_p(t->k, r,
+		    out->window_accepts, RESIL_THROTTLE_DEFAULT,
+		    &out->window_requests);
+	}
 	out->k = t->k;
 	out->window_ns = t->window_ns;
 	out->buckets = t->buckets;

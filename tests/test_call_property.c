@@ -7,7 +7,9 @@
  * 30%). A quarter of the scripts have no hedging, so that a timed call
  * takes the simple paths (issue 39: the blocking driver's drive_timed(),
  * the machine's timed simple phase), some with a breaker timing slow
- * calls.
+ * calls; a third of the scripts with the cache (an age limit of 0..39
+ * ticks), whose answers are checked (a success's value, within the
+ * limit).
  * Every call reaches DONE by its bound (what its timeouts, hedge delays,
  * backoffs and answers can add up to) plus one step, through both
  * drivers: the call machine stepped here by an event loop, and
@@ -66,6 +68,8 @@ typedef struct script {
 	int chaos;          /* a chaos: latency, fault, outcome at rates */
 	uint64_t latency;
 	uint64_t slow; /* the breaker's slow-call threshold; 0: none */
+	int cache;     /* the cache records successes, answers failures */
+	uint64_t max_age;
 } script;
 
 static void
@@ -93,6 +97,28 @@ script_of(rng *r, script *s)
 	if (below(r, 4) == 0)
 		s->hedge_max = 0;
 	s->slow = s->breaker && below(r, 2) ? 1 + below(r, 10) : 0;
+	/* The cache (issue 39: the timed and cached paths), drawn after
+	 * the rest for the same reason. */
+	s->cache = below(r, 3) == 0;
+	s->max_age = below(r, 40);
+}
+
+/* A cache's answer is a value a success gives (int 1, or the chaos's
+ * outcome 2), no older than the age limit. */
+static void
+check_answer(const script *s, const resil_result *res, unsigned seed)
+{
+	if (res->source != RESIL_SOURCE_CACHE)
+		return;
+	if (!s->cache || res->err != RESIL_OK ||
+	    res->value.type != RESIL_VALUE_INT ||
+	    !(res->value.u.i == 1 || (s->chaos && res->value.u.i == 2)) ||
+	    res->age > s->max_age)
+		fail_msg("script %u: a cache answer err %d type %d age %llu "
+		         "(limit %llu)",
+		    seed, (int)res->err, (int)res->value.type,
+		    (unsigned long long)res->age,
+		    (unsigned long long)s->max_age);
 }
 
 /* The latest a call may end, from its start. */
@@ -288,6 +314,10 @@ pipeline_of(const script *s, pclock *clk, exq *q, resil_chaos **ch)
 			cfg.breaker.slow_rate_pct = 50;
 		}
 	}
+	if (s->cache) {
+		cfg.cache_enabled = 1;
+		cfg.cache.max_age = s->max_age;
+	}
 	if (s->bulkhead) {
 		cfg.bulkhead_enabled = 1;
 		cfg.bulkhead.max_concurrent = s->max_concurrent;
@@ -399,6 +429,7 @@ loop_call(resil_pipeline *p, pclock *clk, rng *r, const script *s,
 			         "out",
 			    seed, (int)e, o.n);
 	}
+	check_answer(s, &res, seed);
 	resil_result_free(&res);
 	return pc_now(clk);
 }
@@ -446,6 +477,7 @@ test_call_property_every_call_ends(void **state)
 					clk.limit = limit;
 					(void)resil_pipeline_call(
 					    p, &args, attempt_fn, &r, &res);
+					check_answer(&s, &res, seed);
 					resil_result_free(&res);
 					clk.limit = UINT64_MAX;
 					end = pc_now(&clk);

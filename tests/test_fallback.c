@@ -272,6 +272,78 @@ test_fallback_cache_replaced_entry_goes_to_the_back(void **state)
 	resil_cache_free(c);
 }
 
+/*
+ * A thread's memo (issue 39: the entry its last re-stamp or hit found,
+ * checked in place of a probe) never answers for an entry that is no
+ * longer its key's, nor for another key or another cache: a removed
+ * key misses and its next put stamps a new entry; an entry evicted and
+ * freed (many puts after it) is not read again (ASan); keys that share a
+ * length or words with the memo's but differ miss.
+ */
+static void
+test_fallback_cache_memo_answers_only_for_its_key(void **state)
+{
+	resil_manual_clock mc;
+	resil_cache *c, *c2;
+	resil_args k = key("getStock", "ab");
+	resil_args split = key("getStoc", "kab"); /* same bytes, moved */
+	resil_args longer = key("getStock", "abc");
+	resil_args other = key("getStocK", "ab");
+	resil_value v = resil_value_int(7), got;
+	uint64_t age = 99;
+	char arg[8];
+	int i;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 1);
+	c = new_cache(&mc, 4, 1 << 20, 100, 1);
+	assert_int_equal(resil_cache_put(c, &k, &v), RESIL_OK);
+	assert_int_equal(resil_cache_put(c, &k, &v), RESIL_OK); /* memo */
+	assert_int_equal(resil_cache_get(c, &split, &got, NULL),
+	    RESIL_E_NOTFOUND);
+	assert_int_equal(resil_cache_get(c, &longer, &got, NULL),
+	    RESIL_E_NOTFOUND);
+	assert_int_equal(resil_cache_get(c, &other, &got, NULL),
+	    RESIL_E_NOTFOUND);
+	/* Removed: the memo's entry is dead. */
+	assert_int_equal(resil_cache_get(c, &k, &got, NULL), RESIL_OK);
+	assert_int_equal(resil_cache_remove(c, &k), RESIL_OK);
+	assert_int_equal(resil_cache_get(c, &k, &got, NULL), RESIL_E_NOTFOUND);
+	resil_manual_clock_set(&mc, 5);
+	assert_int_equal(resil_cache_put(c, &k, &v), RESIL_OK);
+	resil_manual_clock_set(&mc, 9);
+	assert_int_equal(resil_cache_get(c, &k, &got, &age), RESIL_OK);
+	assert_int_equal(age, 4);
+	/* Evicted and freed: 40 other keys through 4 slots retire (and
+	 * free) it; the memo's generation is gone, its entry not read. */
+	for (i = 0; i < 40; i++) {
+		snprintf(arg, sizeof(arg), "k%d", i);
+		resil_args o = key("getStock", arg);
+
+		assert_int_equal(resil_cache_put(c, &o, &v), RESIL_OK);
+		assert_int_equal(resil_cache_put(c, &o, &v), RESIL_OK);
+	}
+	assert_int_equal(resil_cache_get(c, &k, &got, NULL), RESIL_E_NOTFOUND);
+	resil_manual_clock_set(&mc, 20);
+	assert_int_equal(resil_cache_put(c, &k, &v), RESIL_OK);
+	resil_manual_clock_set(&mc, 23);
+	assert_int_equal(resil_cache_get(c, &k, &got, &age), RESIL_OK);
+	assert_int_equal(age, 3);
+	assert_int_equal(got.u.i, 7);
+	/* Another cache (the memo is this one's) misses; so does a cache
+	 * made after this one is freed, wherever it lands. */
+	c2 = new_cache(&mc, 4, 1 << 20, 100, 1);
+	assert_int_equal(resil_cache_get(c2, &k, &got, NULL), RESIL_E_NOTFOUND);
+	resil_cache_free(c);
+	c = new_cache(&mc, 4, 1 << 20, 100, 1);
+	assert_int_equal(resil_cache_get(c, &k, &got, NULL), RESIL_E_NOTFOUND);
+	assert_int_equal(resil_cache_put(c2, &k, &v), RESIL_OK);
+	resil_cache_clear(c2); /* every entry dropped at once */
+	assert_int_equal(resil_cache_get(c2, &k, &got, NULL), RESIL_E_NOTFOUND);
+	resil_cache_free(c);
+	resil_cache_free(c2);
+}
+
 static void
 test_fallback_cache_same_value_put_restamps_in_place(void **state)
 {
@@ -1709,6 +1781,8 @@ main(void)
 		    test_fallback_cache_byte_bound_follows_the_clock),
 		cmocka_unit_test(
 		    test_fallback_cache_same_value_put_restamps_in_place),
+		cmocka_unit_test(
+		    test_fallback_cache_memo_answers_only_for_its_key),
 		cmocka_unit_test(
 		    test_fallback_cache_refuses_entry_bigger_than_bound),
 		cmocka_unit_test(test_fallback_cache_owns_its_copies),

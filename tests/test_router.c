@@ -165,7 +165,7 @@ test_router_condition_parse_errors_have_columns(void **state)
 	parse_err("zo[ne = a => x = y",
 	    "condition \"zo[ne = a => x = y\" at column 1: '[' is only "
 	    "allowed "
-	    "in arguments[N]");
+	    "in arguments[N] and attachments[key]");
 	assert_int_equal(
 	    resil_condition_parse(NULL, "=>", 0, NULL, NULL), RESIL_E_INVAL);
 }

@@ -2202,12 +2202,10 @@ test_dubbo_condition_arguments_and_missing_keys(void **state)
 
 /*
  * ConditionStateRouterTest.testRoute_Placeholder (`host = $host`: the
- * consumer's own host) and testRoute_Attachments (`attachments[foo]`):
- * Dubbo features resil does not have (not decided by DESIGN; listed).
- * resil reads `$host` as a literal value, which no endpoint has, so the
- * unforced rule leaves all 3 (Dubbo: the 2 local ones); `attachments[..]`
- * is refused at parse time (a request's params are resil's attachments:
- * `foo = a` on the WHEN side reads them).
+ * consumer's own host, the request's param host in resil) keeps the 2
+ * local invokers; testRoute_Attachments (`attachments[foo]`) reads the
+ * request's params, which carry the call's attachments (issue 40.4; before
+ * it resil read `$host` literally and refused `attachments[..]`).
  */
 static void
 test_dubbo_condition_placeholder_and_attachments(void **state)
@@ -2219,13 +2217,18 @@ test_dubbo_condition_placeholder_and_attachments(void **state)
 	(void)state;
 	assert_int_equal(route_count("host = 127.0.0.1 => host = $host", 0,
 	                     consumer_local, 1, NULL, 0, NULL),
-	    3);
+	    2);
 	assert_int_equal(
 	    resil_condition_parse(
 	        &rule, "attachments[foo] = a => host = 1.2.3.4", 1, NULL, &d),
-	    RESIL_E_INVAL);
-	assert_null(rule);
-	assert_non_null(strstr(d.msg, "'[' is only allowed in arguments[N]"));
+	    RESIL_OK);
+	resil_condition_free(rule);
+	assert_int_equal(route_count("attachments[foo] = a => host = 1.2.3.4",
+	                     1, foo_a, 1, NULL, 0, NULL),
+	    0);
+	assert_int_equal(route_count("attachments[foo] = b => host = 1.2.3.4",
+	                     1, foo_a, 1, NULL, 0, NULL),
+	    3);
 	assert_int_equal(route_count("foo = a => host = 1.2.3.4", 1, NULL, 0,
 	                     NULL, 0, NULL),
 	    3);
@@ -2275,10 +2278,9 @@ tag_count(
  * gets the one invoker tagged tag2. Dubbo's static-tag rules, as DESIGN
  * has them: a tag nobody has falls back to the untagged ones (none with
  * force); an untagged request gets the untagged ones only.
- * .testTagsRoutePickInvokers (an invoker tagged "tag2,tag1" with
- * tags.support): resil has one tag per endpoint, so "tag2,tag1" is a tag
- * of its own and a tag2 request does not get it (not decided by DESIGN,
- * listed).
+ * .testTagsRoutePickInvokers (an invoker tagged "tag2,tag1"): an
+ * endpoint's tag is a comma list, so a tag2 request gets it (issue 40.4;
+ * before it "tag2,tag1" was a tag of its own).
  */
 static void
 test_dubbo_tag_route_pick_invokers(void **state)
@@ -2299,7 +2301,13 @@ test_dubbo_tag_route_pick_invokers(void **state)
 	assert_int_equal(tag_count(NULL, 0, "tag2", first, sizeof(first)), 2);
 	assert_string_equal(first, "127.0.0.1:7778");
 	assert_int_equal(
-	    tag_count("tag2", 0, "tag2,tag1", first, sizeof(first)), 2);
+	    tag_count("tag2", 0, "tag2,tag1", first, sizeof(first)), 1);
+	assert_string_equal(first, "127.0.0.1:7777");
+	assert_int_equal(
+	    tag_count("tag1", 0, "tag2,tag1", first, sizeof(first)), 1);
+	assert_string_equal(first, "127.0.0.1:7777");
+	assert_int_equal(
+	    tag_count(NULL, 0, "tag2,tag1", first, sizeof(first)), 2);
 	assert_string_equal(first, "127.0.0.1:7778");
 }
 

@@ -22,7 +22,7 @@ for name in $("$BIN"); do
 	# fewer calls: the count per call is the same.
 	n="$ITERS"
 	case "$name" in
-	directory/push/* | registry/* | fleet/sync/*) n=$((ITERS / 1000 > 0 ? ITERS / 1000 : 1)) ;;
+	directory/push/* | registry/* | fleet/sync/* | fleet/sync_scripts/*) n=$((ITERS / 1000 > 0 ? ITERS / 1000 : 1)) ;;
 	balance/*/1024) n=$((ITERS / 50 > 0 ? ITERS / 50 : 1)) ;;
 	esac
 	valgrind --tool=callgrind --toggle-collect=bench_measure \

@@ -119,11 +119,14 @@ typedef enum resil_endpoint_event_type {
 	 * (Envoy logs it as an ejection with enforced=false): the endpoint
 	 * stays in. kind is the detection (RESIL_OUTLIER_NONE for
 	 * consecutive failures), time now, duration and ejections 0. */
-	RESIL_ENDPOINT_DETECTED = 7
+	RESIL_ENDPOINT_DETECTED = 7,
+	/* Issue 40: the endpoint's own breaker changed state; breaker has
+	 * the transition, time its clock reading. */
+	RESIL_ENDPOINT_BREAKER = 8
 } resil_endpoint_event_type;
 
 /* "EJECTED", "RETURNED", "ADDED", "REMOVED", "EMPTY_PUSH", "UNHEALTHY",
- * "HEALTHY", "DETECTED" or "UNKNOWN". */
+ * "HEALTHY", "DETECTED", "BREAKER" or "UNKNOWN". */
 RESIL_API const char *resil_endpoint_event_name(resil_endpoint_event_type t);
 
 typedef struct resil_endpoint_event {
@@ -136,6 +139,9 @@ typedef struct resil_endpoint_event {
 	 * failures, RESIL_OUTLIER_SUCCESS_RATE or
 	 * RESIL_OUTLIER_FAILURE_PERCENTAGE (the interval detections). */
 	resil_outlier_kind kind;
+	/* BREAKER: the transition (valid during the call only); else
+	 * NULL. */
+	const resil_breaker_event *breaker;
 } resil_endpoint_event;
 
 typedef void (*resil_endpoint_listener_fn)(

@@ -51,7 +51,15 @@
  * Keys (one Redis, not Cluster): resil:fleet:NAME:state (hash),
  * :votes (sorted set), :leases (hash), :agg:INSTANCE:BUCKET (hashes
  * {calls, failures, traffic} with a TTL), :instances (sorted set),
- * :members (hash: each member's settings).
+ * :members (hash: each member's settings), :at (string "STATE:EPISODE",
+ * written with the state; read by a group's sync, below).
+ *
+ * Redis Sentinel (cfg.sentinels, cfg.master; issue 44): each
+ * (re)connection asks the sentinels for the master and checks it (ROLE);
+ * a sync that meets a failover (a refused or broken connection, a
+ * timeout, READONLY) goes local, and the next one asks again and
+ * resyncs. Across one failover an episode lets at most 2K probes through
+ * (docs/fleet.md, SENTINEL).
  * docs/fleet.md describes the protocol and what is guaranteed.
  *
  * Thread safety: acquire, record, release, get_state and get_info may run
@@ -77,6 +85,9 @@ extern "C" {
 #endif
 
 typedef struct resil_fleet resil_fleet;
+/* A connection shared by many fleet breakers: one round trip syncs them
+ * all (resil_fleet_group_sync, below). */
+typedef struct resil_fleet_group resil_fleet_group;
 
 /* The fleet's own states (a subset of the breaker's). */
 typedef enum resil_fleet_state {
@@ -129,8 +140,15 @@ typedef struct resil_fleet_config {
 	 * resolved by the system resolver, which no timeout here bounds. */
 	const char *host;
 	uint32_t port;               /* 1..65535, default 6379 */
-	uint32_t connect_timeout_ms; /* 1..60000, default 5 */
-	uint32_t command_timeout_ms; /* 1..60000, default 5 */
+	/* 1..60000, default 250 (both). Only the sync waits for Redis,
+	 * never a call, so these bound how long one sync (on its loop or
+	 * helper thread) may take, not any caller's latency. The old 5 ms
+	 * flapped into local mode on a busy host: a run queue of a few
+	 * processes delays the sync thread's wake-up by tens of ms, and so
+	 * does Redis's own fork for a snapshot; 250 ms rides those out and
+	 * still falls back well within a Sentinel failover (seconds). */
+	uint32_t connect_timeout_ms;
+	uint32_t command_timeout_ms;
 	uint32_t reconnect_ms; /* 0..3600000, default 1000: between attempts */
 
 	/* The fleet breaker; times on Redis's clock. */
@@ -157,6 +175,23 @@ typedef struct resil_fleet_config {
 	resil_fleet_listener_fn listener; /* optional */
 	void *listener_ctx;
 	const resil_allocator *alloc; /* NULL: malloc() and free() */
+
+	/* Issue 44. Redis Sentinel: sentinels "H1:P1,H2:P2,..." (1..8, PORT
+	 * 1..65535) and master, the name the sentinels know the master by
+	 * (1..63 characters of [A-Za-z0-9._-]); host and port are then
+	 * unused. Each (re)connection asks the sentinels for the master
+	 * and keeps it only when it says it is one (ROLE); a failover is
+	 * followed at the first sync that meets it (see docs/fleet.md).
+	 * NULL (both): host and port. */
+	const char *sentinels;
+	const char *master;
+	/* Issue 44. A group (resil_fleet_group_new): the handle syncs
+	 * through the group's one connection, and resil_fleet_group_sync
+	 * syncs every handle of the group in one round trip; host, port,
+	 * sentinels, master and the three timeouts above are then the
+	 * group's (these are unused). The group must outlive the handle.
+	 * NULL: the handle's own connection. */
+	resil_fleet_group *group;
 } resil_fleet_config;
 
 static inline void
@@ -165,8 +200,8 @@ resil_fleet_config_init(resil_fleet_config *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->size = sizeof(*cfg);
 	cfg->port = 6379;
-	cfg->connect_timeout_ms = 5;
-	cfg->command_timeout_ms = 5;
+	cfg->connect_timeout_ms = 250;
+	cfg->command_timeout_ms = 250;
 	cfg->reconnect_ms = 1000;
 	cfg->quorum = 1;
 	cfg->probe_leases = 1;
@@ -247,7 +282,9 @@ RESIL_API resil_err resil_fleet_release(resil_fleet *f, resil_fleet_permit *p);
  * RESIL_E_UNAVAILABLE when the handle is (now, or still) in local mode,
  * the reason reported to the listener; RESIL_E_INVAL for a NULL handle.
  * Waits at most connect_timeout_ms + 4 * command_timeout_ms (a reconnect,
- * the script load, the call, and on NOSCRIPT its retry and reload).
+ * the script load, the call, and on NOSCRIPT its retry and reload); with
+ * Sentinel, plus connect_timeout_ms + command_timeout_ms per sentinel
+ * asked, and one command_timeout_ms more for ROLE.
  */
 RESIL_API resil_err resil_fleet_sync(resil_fleet *f, uint64_t now);
 
@@ -287,6 +324,12 @@ typedef struct resil_fleet_info {
 	uint64_t syncs;                  /* successful syncs */
 	uint64_t sync_errors;            /* syncs that fell back */
 	resil_breaker_state local_state; /* the local breaker */
+	/* Issue 44: the handle's settings, as made (the timeouts and
+	 * reconnect of its connection, or its group's), and the text of
+	 * those every member must agree on ("quorum=1 ... buckets=10"). */
+	uint32_t connect_timeout_ms, command_timeout_ms, reconnect_ms;
+	uint32_t max_local_leases;
+	char settings[256];
 } resil_fleet_info;
 
 RESIL_API resil_err resil_fleet_get_info(
@@ -295,6 +338,94 @@ RESIL_API resil_err resil_fleet_get_info(
 /* The local breaker (owned by f; do not free it). Manual transitions on it
  * are overridden by the next sync while Redis is reachable. */
 RESIL_API resil_breaker *resil_fleet_breaker(resil_fleet *f);
+
+/* ------------------------------------------------------------------ */
+/* A group: one connection, one round trip per sync for many breakers  */
+/* ------------------------------------------------------------------ */
+
+/*
+ * resil_fleet_group (issue 44): one connection to the fleet's Redis (a
+ * server, or the master the sentinels name) shared by the fleet handles
+ * made with cfg.group = g. resil_fleet_group_sync() syncs every one of
+ * them in one round trip: it writes each handle's command into the
+ * connection's buffer (hiredis pipelining, redisAppendCommandArgv) and
+ * then reads the answers in order, so Redis serves other clients
+ * between them (never one long script). It sends only what changed: a
+ * handle whose fleet is CLOSED, with no call, vote, traffic or report
+ * since its last sync and a full sync less than half its instance TTL
+ * (bucket_ms * buckets) and half its vote_ms ago, sends a read of the
+ * fleet's state (HMGET state episode) instead of the script; when that
+ * read shows the fleet moved on (another state or episode, or no state
+ * at all), the handle's script goes in a second round trip of the same
+ * sync (as do scripts Redis had lost: NOSCRIPT). A failure of the
+ * connection puts every handle of the group in local mode (a LOCAL
+ * event each) and the next sync reconnects (Sentinel: asks again).
+ *
+ * resil_fleet_sync() of a handle in a group syncs that handle alone
+ * (its script, through the group's connection). Thread safety: the
+ * group's connection is used under the group's mutex, so group syncs
+ * and handle syncs may come from any threads (one at a time get the
+ * connection); a handle's listener runs with that mutex held and must
+ * not call the group's functions. new and free must not overlap any
+ * other call on the group, nor resil_fleet_new / _free of a handle of
+ * the group.
+ */
+typedef struct resil_fleet_group_config {
+	size_t size;      /* sizeof(resil_fleet_group_config), by _init() */
+	const char *host; /* NULL: "127.0.0.1" */
+	uint32_t port;    /* 1..65535, default 6379 */
+	const char *sentinels; /* as resil_fleet_config; NULL: host:port */
+	const char *master;
+	uint32_t connect_timeout_ms;  /* 1..60000, default 250 */
+	uint32_t command_timeout_ms;  /* 1..60000, default 250 */
+	uint32_t reconnect_ms;        /* 0..3600000, default 1000 */
+	const resil_allocator *alloc; /* NULL: malloc() and free() */
+} resil_fleet_group_config;
+
+static inline void
+resil_fleet_group_config_init(resil_fleet_group_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->size = sizeof(*cfg);
+	cfg->port = 6379;
+	cfg->connect_timeout_ms = 250;
+	cfg->command_timeout_ms = 250;
+	cfg->reconnect_ms = 1000;
+}
+
+/* RESIL_OK, or RESIL_E_INVAL naming the field ("fleet_group.port: ..."). */
+RESIL_API resil_err resil_fleet_group_config_validate(
+    const resil_fleet_group_config *cfg, resil_diag *diag);
+
+/* Create a group in *out (strings copied). Does not connect: its first
+ * sync does. RESIL_OK; RESIL_E_INVAL; RESIL_E_NOMEM. */
+RESIL_API resil_err resil_fleet_group_new(resil_fleet_group **out,
+    const resil_fleet_group_config *cfg, resil_diag *diag);
+
+/* Close the connection. Every handle of the group must be freed first
+ * (RESIL_E_MISUSE otherwise, and nothing is freed). NULL: RESIL_OK. */
+RESIL_API resil_err resil_fleet_group_free(resil_fleet_group *g);
+
+/* Sync every handle of g (now: a reading of their clocks, in ns; they
+ * should share one). RESIL_OK when the round trip(s) answered (a handle
+ * refused or answered nonsense is in local mode and says so to its
+ * listener); RESIL_E_UNAVAILABLE when Redis did not (every handle is in
+ * local mode); RESIL_E_INVAL for NULL. Waits at most connect_timeout_ms
+ * (times 1 + the number of sentinels) + 4 * command_timeout_ms. */
+RESIL_API resil_err resil_fleet_group_sync(resil_fleet_group *g, uint64_t now);
+
+typedef struct resil_fleet_group_info {
+	uint32_t members;         /* handles in the group */
+	int connected;            /* a connection is open */
+	uint64_t round_trips;     /* batches written and read, all syncs */
+	uint64_t scripts;         /* full syncs (the script) sent */
+	uint64_t reads;           /* state reads sent in place of one */
+	uint64_t master_switches; /* Sentinel: a new master found */
+	char master[272];         /* "HOST:PORT" of the server in use */
+} resil_fleet_group_info;
+
+RESIL_API resil_err resil_fleet_group_get_info(
+    resil_fleet_group *g, resil_fleet_group_info *out);
 
 /* ------------------------------------------------------------------ */
 /* A fleet-wide rate limiter (GCRA on Redis's clock)                   */

@@ -64,6 +64,7 @@
 #include <resil/mock.h>
 #include <resil/resil.h>
 #include <resil/retry.h>
+#include <resil/throttle.h>
 #include <resil/value.h>
 
 #ifdef __cplusplus
@@ -85,11 +86,13 @@ typedef enum resil_stage {
 	RESIL_STAGE_CALL = 6,
 	RESIL_STAGE_CLUSTER = 7,
 	/* a reload (resil_pipeline_reload) */
-	RESIL_STAGE_CONFIG = 8
+	RESIL_STAGE_CONFIG = 8,
+	/* the throttle stage and the server's pushback (issue 42) */
+	RESIL_STAGE_THROTTLE = 9
 } resil_stage;
 
 /* "mock", "fallback", "retry", "breaker", "ratelimit", "bulkhead", "call",
- * "cluster", "config" or "unknown". */
+ * "cluster", "config", "throttle" or "unknown". */
 RESIL_API const char *resil_stage_name(resil_stage s);
 
 /*
@@ -113,6 +116,11 @@ typedef struct resil_pipeline_event {
 	/* CLUSTER events (failsafe swallowed, failback queued / queue full /
 	 * retried / gave up, zone-aware crossed zones, no provider). */
 	const resil_cluster_event *cluster;
+	/* Issue 44: a BREAKER event of the fleet breaker the pipeline
+	 * opened from breaker.fleet (connected, local, state, leases, error,
+	 * settings; <resil/fleet.h>), from the thread that synced; text
+	 * "fleet NAME connected (synced)", "fleet NAME local (why)", ... */
+	const struct resil_fleet_event *fleet;
 } resil_pipeline_event;
 
 typedef void (*resil_pipeline_listener_fn)(
@@ -156,6 +164,11 @@ typedef struct resil_method_config {
 	 * failover / zone-aware attempts of this method (retries + 1; the
 	 * text key getStock.retries=N sets N + 1). */
 	uint32_t max_attempts;
+	/* Read-through cache (issue 43; the pipeline's cache enabled): a
+	 * cached value of the call's key at most this old answers without
+	 * a call (source RESIL_SOURCE_CACHE, its age); older ones, and
+	 * misses, go to the dependency as without it. 0: off. */
+	uint64_t cache_fresh_ns;
 } resil_method_config;
 
 typedef struct resil_pipeline_config {
@@ -299,6 +312,25 @@ typedef struct resil_pipeline_config {
 	const char *bulkhead_shared_url;
 	const char *ratelimit_fleet_url;
 	uint64_t fleet_sync_ns;
+	/* Issue 44: the settings of the fleet breaker breaker_fleet_url
+	 * names (text keys breaker.fleet.*, docs/config.md); 0: the
+	 * default of resil_fleet_config_init(). Counts are plain numbers,
+	 * times nanoseconds (milliseconds rounded up). Refused without
+	 * breaker_fleet_url; fixed when the pipeline is created. */
+	struct {
+		uint64_t quorum;             /* instances, 1..1024 */
+		uint64_t quorum_traffic_pct; /* share of traffic, 0..100 */
+		uint64_t probe_leases;       /* K per episode, 1..1024 */
+		uint64_t max_local_leases;   /* 1..64 */
+		uint64_t buckets;            /* 1..1000 */
+		uint64_t open_wait_ns;       /* the fleet's own, 1 ms..24 h */
+		uint64_t lease_ns;           /* 1 ms..24 h */
+		uint64_t vote_ns;            /* 1 ms..24 h */
+		uint64_t bucket_ns;          /* 1 ms..1 h */
+		uint64_t connect_timeout_ns; /* 1 ms..60 s */
+		uint64_t command_timeout_ns; /* 1 ms..60 s */
+		uint64_t reconnect_ns;       /* 1 ms..1 h */
+	} fleet_settings;
 	/* Text key endpoint.breaker.shared=shm:REGION: the endpoints'
 	 * breakers in that region. The directory's setting
 	 * (resil_directory_config.endpoint_breaker_shm, which
@@ -312,6 +344,14 @@ typedef struct resil_pipeline_config {
 	 * resil_pipeline_new() copies it. NULL (a configuration made in C):
 	 * the pipeline was given no such keys. */
 	const char *cluster_keys;
+	/* Issue 42: adaptive client throttling (<resil/throttle.h>) as a
+	 * stage in front of the breaker: every attempt asks it first; a
+	 * refusal is RESIL_E_LIMITED and touches nothing below. Its
+	 * clock, allocator and listener are the pipeline's. Text keys
+	 * throttle.enabled, throttle.k, throttle.window, throttle.buckets,
+	 * throttle.seed (docs/config.md). */
+	int throttle_enabled;
+	resil_throttle_config throttle;
 } resil_pipeline_config;
 
 /* The kinds of call events (resil_pipeline_config.call_events). */
@@ -365,6 +405,7 @@ resil_pipeline_config_init(resil_pipeline_config *cfg)
 	resil_ratelimit_config_init(&cfg->ratelimit);
 	resil_bulkhead_config_init(&cfg->bulkhead);
 	resil_cluster_config_init(&cfg->cluster);
+	resil_throttle_config_init(&cfg->throttle);
 }
 
 static inline resil_pipeline_config
@@ -634,6 +675,9 @@ RESIL_API resil_retry *resil_pipeline_retry(
     resil_pipeline *p, const char *method);
 RESIL_API resil_cache *resil_pipeline_cache(resil_pipeline *p);
 RESIL_API resil_ratelimit *resil_pipeline_ratelimit(resil_pipeline *p);
+/* The current settings' throttle stage (throttle_enabled), or NULL; the
+ * same lifetime rule as the other getters above. */
+RESIL_API resil_throttle *resil_pipeline_throttle(resil_pipeline *p);
 RESIL_API resil_bulkhead *resil_pipeline_bulkhead(resil_pipeline *p);
 
 /* The fleet breaker and the fleet rate limiter the pipeline uses (given
@@ -671,6 +715,12 @@ typedef struct resil_pipeline_metrics {
 	/* Failback: failures dropped because the queue was full (the caller
 	 * got no error, a QUEUE_FULL event said so). */
 	uint64_t failback_dropped;
+	/* Issue 42: attempts the server answered "throttled" (the
+	 * RESIL_RC_THROTTLED codes), and attempts refused locally while a
+	 * Retry-After paused the rate limiter stage. The throttle stage's
+	 * own counts: resil_throttle_get_metrics(resil_pipeline_throttle()). */
+	uint64_t pushbacks;
+	uint64_t paused;
 } resil_pipeline_metrics;
 
 RESIL_API resil_err resil_pipeline_get_metrics(

@@ -67,7 +67,8 @@ extern "C" {
 	XX(E_BUSINESS, 10, "business error")                                 \
 	XX(E_NOTFOUND, 11, "not found")                                      \
 	XX(E_CALL, 12, "the call failed")                                    \
-	XX(E_NO_PROVIDER, 13, "no provider available")
+	XX(E_NO_PROVIDER, 13, "no provider available")                      \
+	XX(E_THROTTLED, 14, "throttled by the server (HTTP 429, RESOURCE_EXHAUSTED)")
 
 typedef enum resil_err {
 #define XX(name, value, text) RESIL_##name = value,

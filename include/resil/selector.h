@@ -263,9 +263,11 @@ RESIL_API resil_err resil_selector_release(
     resil_selector *sel, resil_pick *pick);
 
 /*
- * Replace the condition rules at run time (a registry's routes, an
- * operator's change): routes that start after the call use rules[0..n)
- * in order (n 0: none); a route in progress finishes with the rules it
+ * Replace the selector's own condition rules at run time (an operator's
+ * change, a reload): routes that start after the call use rules[0..n)
+ * in order (n 0: none), then the rules a registry source gave (a
+ * registry's rules replace only the registry's previous set, never
+ * these); a route in progress finishes with the rules it
  * started with. On success the selector owns the rules (and frees each
  * with resil_condition_free() once no route can see it, at the latest in
  * resil_selector_free()); the array itself is copied. The rules given in
@@ -277,6 +279,17 @@ RESIL_API resil_err resil_selector_release(
  */
 RESIL_API resil_err resil_selector_set_conditions(resil_selector *sel,
     resil_condition *const *rules, size_t n, resil_diag *diag);
+
+/*
+ * Replace the tag rule (router.h: Dubbo 3's APP.tag-router; NULL: none,
+ * static tags only) as resil_selector_set_conditions() replaces rules:
+ * on success the selector owns rule (freed once no route can see it);
+ * the condition rules stay. Returns RESIL_OK; RESIL_E_INVAL for a NULL
+ * selector; RESIL_E_NOMEM, when nothing changes and the caller still
+ * owns rule.
+ */
+RESIL_API resil_err resil_selector_set_tag_rule(
+    resil_selector *sel, resil_tag_rule *rule, resil_diag *diag);
 
 /* The number of condition rules routes use now (0 for NULL). */
 RESIL_API size_t resil_selector_condition_count(resil_selector *sel);

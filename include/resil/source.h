@@ -15,6 +15,9 @@
  *
  *   <root>/<service>/providers/<URL-encoded provider URL>   (ephemeral)
  *   <root>/<service>/routers/<URL-encoded condition:// URL>
+ *   <root>/<service>/configurators/<URL-encoded override:// URL>
+ *   <root>/<service>/consumers/<URL-encoded consumer URL>   (this one's)
+ *   <root>/config/dubbo/<service or application>.configurators  (YAML)
  *
  * with root "/dubbo". A provider URL `dubbo://10.0.0.1:20880/<service>?
  * weight=200&timestamp=1630745698310&warmup=60000&dubbo.tag=gray&zone=hz&
@@ -109,7 +112,17 @@ typedef enum resil_source_event_type {
 	RESIL_SOURCE_CACHE_ERROR = 11,
 	/* A registry operation or a push failed (message); the list in
 	 * force stays and is retried. */
-	RESIL_SOURCE_ERROR = 12
+	RESIL_SOURCE_ERROR = 12,
+	/* The consumer's node was written under <root>/<service>/consumers
+	 * (at each new session); node: its URL (issue 40). */
+	RESIL_SOURCE_REGISTERED = 13,
+	/* An override rule (Dubbo's configurator) was applied; node: the
+	 * rule; count: the settings it gave. Also "rules removed". */
+	RESIL_SOURCE_OVERRIDE = 14,
+	/* An override rule, or one key of it, was refused (malformed, not
+	 * a key, a key a reload refuses); node: the rule; message names
+	 * the key. The other keys and rules still apply. */
+	RESIL_SOURCE_BAD_OVERRIDE = 15
 } resil_source_event_type;
 
 /* "CONNECTED", "DISCONNECTED", ..., or "UNKNOWN". */
@@ -163,6 +176,31 @@ typedef struct resil_source_config {
 	const resil_clock *clock;     /* the directory's; NULL: the system's */
 	const resil_clock *wall_clock; /* ns since the Unix epoch; NULL:
 	                                * CLOCK_REALTIME */
+	/* Issue 40: the consumer as the Dubbo console sees it. */
+	/* The consumer's application (Dubbo's application.name); NULL:
+	 * none (no application-scope rules are read). */
+	const char *application;
+	/* Write the consumer's node, an ephemeral
+	 * <root>/<service>/consumers/URL.encode(consumer://HOST/SERVICE?
+	 * application=..&category=consumers&side=consumer&...), at every
+	 * new session (Dubbo's `register`). Default 1. */
+	int register_consumer;
+	/* The methods the consumer calls, a comma list, for the node's
+	 * methods= (NULL: none said). */
+	const char *methods;
+	/* Read the override rules (Dubbo's configurators: override:// URLs
+	 * under <root>/<service>/configurators, 3.x YAML rules under
+	 * <root>/config/dubbo/[GROUP:]SERVICE[:VERSION].configurators and
+	 * <root>/config/dubbo/APPLICATION.configurators). Default 1. They
+	 * reconfigure the pipeline given to resil_source_attach_pipeline()
+	 * and the providers' weight and disabled flag. */
+	int overrides;
+	/* Dubbo's check: resil_source_new() waits for the first provider
+	 * list for at most check_timeout_ns and fails with Dubbo's message
+	 * ("Failed to check the status of the service S. No provider
+	 * available for the service S from the url ..."). Default 0. */
+	int check;
+	uint64_t check_timeout_ns; /* default 3 s */
 } resil_source_config;
 
 static inline void
@@ -173,6 +211,9 @@ resil_source_config_init(resil_source_config *cfg)
 	cfg->file_interval_ns = 500 * RESIL_NS_PER_MS;
 	cfg->session_timeout_ms = 60000;
 	cfg->routes = 1;
+	cfg->register_consumer = 1;
+	cfg->overrides = 1;
+	cfg->check_timeout_ns = 3 * RESIL_NS_PER_SEC;
 }
 
 static inline resil_source_config
@@ -234,6 +275,38 @@ typedef struct resil_source_stats {
 
 RESIL_API void resil_source_get_stats(
     resil_registry_source *src, resil_source_stats *out);
+
+/*
+ * Dubbo's check=true, for a source built by hand (resil_source_new() does
+ * it itself when cfg->check is set): wait up to timeout_ns (system clock)
+ * for a provider list that gives the directory at least one provider.
+ * RESIL_OK when the directory has one (also at once); RESIL_E_NO_PROVIDER
+ * when none came, with Dubbo's message in *diag: "Failed to check the
+ * status of the service S. No provider available for the service
+ * [G/]S[:V] from the url zookeeper://... to the consumer HOST use resil
+ * version X". Any thread; not with free.
+ */
+RESIL_API resil_err resil_source_check(
+    resil_registry_source *src, uint64_t timeout_ns, resil_diag *diag);
+
+/*
+ * Let the registry's override rules (Dubbo's configurators) reconfigure
+ * p. base is the pipeline's configuration as its file gives it (copied:
+ * its settings in order); every rule that applies to this consumer adds
+ * its keys over base, in Dubbo's order (2.7 override:// URLs, then the
+ * application's YAML rule, then the service's; later over earlier), and
+ * the whole goes through resil_pipeline_reload(): a key a reload refuses
+ * is refused (BAD_OVERRIDE naming the rule and the key), the others
+ * apply; with no rule left, p runs on base again exactly. The rules in
+ * force are applied at once, on the caller's thread; later changes on
+ * the source's thread. p and base may be NULL (detach). p must outlive
+ * the source (or be detached first). Not with free.
+ */
+struct resil_pipeline;
+struct resil_config;
+RESIL_API resil_err resil_source_attach_pipeline(resil_registry_source *src,
+    struct resil_pipeline *p, const struct resil_config *base,
+    resil_diag *diag);
 
 /* ---- configuration text ------------------------------------------------
  *

@@ -1,7 +1,8 @@
 /*
  * resil throttle: adaptive client-side throttling (Google SRE book,
- * "Handling Overload", client-side throttling). Not yet a pipeline stage:
- * a standalone object that a caller puts in front of its calls.
+ * "Handling Overload", client-side throttling). A standalone object that a
+ * caller puts in front of its calls, and the pipeline's throttle stage
+ * (the `throttle.*` keys, docs/pipeline.md), in front of the breaker.
  *
  * Over a sliding window of `window_ns` ticks, kept as a ring of `buckets`
  * time buckets, the throttle counts the requests the application made and
@@ -35,7 +36,9 @@
  * now / bucket_ns - t / bucket_ns < buckets, also when no call arrives
  * meanwhile (metrics read later show it gone). So a count made at the
  * start of a bucket counts for exactly window_ns ticks, and any count for
- * between window_ns - bucket_ns + 1 and window_ns ticks. The clock is the
+ * between window_ns - bucket_ns + 1 and window_ns ticks. A clock that
+ * moves back does not move the window back: what is counted then counts
+ * in the window's newest bucket. The clock is the
  * coarse reading (resil_clock_coarse()), which is the precise one on a
  * manual clock.
  *
@@ -46,14 +49,16 @@
  * Thread safety: every function except _new and _free may run
  * concurrently on one throttle from any number of threads; _new and _free
  * must not overlap any other call on the same throttle. admit and report
- * take no lock, allocate nothing and make no system call (admit reads
- * every bucket of the window: its cost grows with buckets). The listener
+ * take no lock, allocate nothing and make no system call; their cost does
+ * not grow with buckets (running totals of the window; the first call in
+ * a new bucket empties the buckets that left the window, once). The listener
  * is called on the thread that made the decision, after it took effect:
  * it must return quickly and must not free the throttle. Known imprecision
  * under races, as in the breaker's time window: a count racing the
- * recycling of its bucket (the first count in a new bucket) may be lost,
- * and a reader racing it may see the old bucket's counts once. The
- * lifetime counters of the metrics are always exact.
+ * emptying of its bucket (by the first call in a new bucket) may be lost,
+ * and a reader racing it may see the old bucket's counts once; the
+ * window's totals never drift (a lost count leaves the total with its
+ * bucket). The lifetime counters of the metrics are always exact.
  */
 #ifndef RESIL_THROTTLE_H
 #define RESIL_THROTTLE_H
@@ -199,6 +204,26 @@ RESIL_API resil_err resil_throttle_new(
 RESIL_API void resil_throttle_free(resil_throttle *t);
 
 /*
+ * The class of a request (the hook for issue 42's priorities: critical,
+ * default, sheddable). The window counts requests by class; the excess
+ * E = requests - k * accepts (all classes) is shed from the lowest class
+ * up: a sheddable request is rejected with min(1, E / (sheddable + 1)),
+ * a default one with min(1, max(0, E - sheddable) / (default + 1)), a
+ * critical one with min(1, max(0, E - sheddable - default) /
+ * (critical + 1)), each count the window's requests of that class before
+ * this one. With default requests only this is the formula above; a
+ * critical request is rejected only when the lower classes cannot absorb
+ * the excess (a backend that accepts nothing). resil_throttle_admit() is
+ * admit_class(t, RESIL_THROTTLE_DEFAULT).
+ */
+#define RESIL_THROTTLE_CRITICAL 0
+#define RESIL_THROTTLE_DEFAULT 1
+#define RESIL_THROTTLE_SHEDDABLE 2
+
+/* "critical", "default", "sheddable" or "unknown". */
+RESIL_API const char *resil_throttle_class_name(int cls);
+
+/*
  * Ask to send one request. Reads the clock once, computes p from the
  * window (above), draws once when p > 0, and counts the request in the
  * window whatever the answer.
@@ -208,6 +233,10 @@ RESIL_API void resil_throttle_free(resil_throttle *t);
  * it (and do not report it); RESIL_E_INVAL for NULL.
  */
 RESIL_API resil_err resil_throttle_admit(resil_throttle *t);
+
+/* resil_throttle_admit() for a request of class cls (RESIL_THROTTLE_*);
+ * RESIL_E_INVAL also for an unknown class. */
+RESIL_API resil_err resil_throttle_admit_class(resil_throttle *t, int cls);
 
 /*
  * Report the result of an admitted call (the header's comment says which
@@ -229,9 +258,9 @@ typedef struct resil_throttle_metrics {
 	/* The window at the clock's current reading. */
 	uint64_t window_requests;
 	uint64_t window_accepts;
-	/* The probability of rejection that the next admit would use:
-	 * max(0, (window_requests - k * window_accepts) /
-	 * (window_requests + 1)), 0 when off. */
+	/* The probability of rejection that the next default admit would
+	 * use (with default requests only: max(0, (window_requests - k *
+	 * window_accepts) / (window_requests + 1))), 0 when off. */
 	double reject_probability;
 	/* The configuration, for reference. */
 	double k;
@@ -239,7 +268,8 @@ typedef struct resil_throttle_metrics {
 	uint32_t buckets;
 } resil_throttle_metrics;
 
-/* Fill *out (one clock read). Returns RESIL_OK or RESIL_E_INVAL for a NULL
+/* Fill *out (one clock read; it moves the window to that reading, as an
+ * admit would). Returns RESIL_OK or RESIL_E_INVAL for a NULL
  * argument. The counters are each exact but not read atomically together
  * while other threads admit and report. */
 RESIL_API resil_err resil_throttle_get_metrics(

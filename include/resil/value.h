@@ -398,6 +398,55 @@ typedef int (*resil_call_fn)(
 #define RESIL_RC_TIMEOUT (-2147483647 - 1) /* INT_MIN */
 
 /*
+ * The server's pushback (issue 42): return codes for "the server refused
+ * the request because it is overloaded" (HTTP 429 or 503 with
+ * Retry-After, gRPC RESOURCE_EXHAUSTED), returned by the user's function
+ * (or reported to resil_call_report), with or without a Retry-After:
+ *
+ *   RESIL_RC_THROTTLED          throttled, no Retry-After;
+ *   RESIL_RC_THROTTLED_MS(ms)   throttled, retry after ms milliseconds
+ *                               (0..RESIL_RC_RETRY_AFTER_MAX_MS; a larger
+ *                               ms is that maximum, a negative one 0).
+ *
+ * These codes are a band of INT_MIN + 1 .. INT_MIN + 2^30 + 1 (every code
+ * of it means "throttled": a function's own codes must stay out of it).
+ * The attempt fails with RESIL_E_THROTTLED, and (docs/semantics.md,
+ * "Decided in turn 4"): the breaker does not count it (the permit is
+ * given back, as for an ignored outcome), nor does an adaptive bulkhead;
+ * the pipeline's throttle counts a request that was not accepted; a
+ * Retry-After pauses the pipeline's rate limiter stage until it has
+ * passed; the retry stage waits at least Retry-After before the next
+ * attempt (and makes none that would start past its deadline). The
+ * classifier is not asked. result.rc keeps the code:
+ * resil_rc_retry_after_ms(result.rc) reads the Retry-After back.
+ */
+#define RESIL_RC_THROTTLED (-2147483647)
+#define RESIL_RC_RETRY_AFTER_MAX_MS 1073741823 /* 2^30 - 1: 12.4 days */
+#define RESIL_RC_THROTTLED_MS(ms)                                  \
+	((int)(RESIL_RC_THROTTLED + 1 +                              \
+	    ((ms) < 0                                   ? 0          \
+	            : (ms) > RESIL_RC_RETRY_AFTER_MAX_MS ? RESIL_RC_RETRY_AFTER_MAX_MS \
+	                                                : (int)(ms))))
+
+/* Whether rc is one of the throttled codes above. */
+static inline int
+resil_rc_is_throttled(int rc)
+{
+	return rc >= RESIL_RC_THROTTLED &&
+	    rc <= RESIL_RC_THROTTLED + 1 + RESIL_RC_RETRY_AFTER_MAX_MS;
+}
+
+/* The Retry-After of a throttled code in milliseconds, or -1 for
+ * RESIL_RC_THROTTLED (none) and for any other code. */
+static inline long
+resil_rc_retry_after_ms(int rc)
+{
+	return resil_rc_is_throttled(rc) && rc != RESIL_RC_THROTTLED
+	    ? (long)rc - (long)RESIL_RC_THROTTLED - 1
+	    : -1;
+}
+
+/*
  * A failure that a fallback may answer for: the resil error (RESIL_E_CALL
  * when the user's function failed, RESIL_E_OPEN for a breaker rejection,
  * RESIL_E_RETRIES_EXHAUSTED, RESIL_E_TIMEOUT, RESIL_E_LIMITED, ...), the

@@ -1,7 +1,8 @@
 /*
  * zk_run PROGRAM [ARGS...]: start a ZooKeeper server (zk_server.c) on a
  * free port, run PROGRAM 127.0.0.1:PORT ARGS..., stop the server, and exit
- * with PROGRAM's status. ctest runs examples/zookeeper through it.
+ * with PROGRAM's status. ctest runs examples/zookeeper through it. 77
+ * (ctest's skip) when ZooKeeper is not installed or does not start.
  */
 #define _GNU_SOURCE 1
 
@@ -28,13 +29,13 @@ main(int argc, char **argv)
 		fprintf(stderr,
 		    "zk_run: java or the zookeeper jar is not "
 		    "installed (tools/install-deps.sh)\n");
-		return 1;
+		return 77;
 	}
 	if (zk_start(&z) != 0) {
 		fprintf(
 		    stderr, "zk_run: ZooKeeper did not start (%s)\n", z.dir);
 		zk_stop(&z);
-		return 1;
+		return 77;
 	}
 	args = calloc((size_t)argc + 2, sizeof(char *));
 	if (args == NULL) {

@@ -172,7 +172,10 @@ on_pipeline(const resil_pipeline_event *ev, void *ctx)
 	run *r = ctx;
 	char t[32];
 
-	if (!r->s->trace || ev->stage != RESIL_STAGE_CLUSTER)
+	/* The endpoints' events (issue 40: they reach the pipeline too,
+	 * without .cluster) are printed from the directory's listener. */
+	if (!r->s->trace || ev->stage != RESIL_STAGE_CLUSTER ||
+	    ev->cluster == NULL)
 		return;
 	printf("%s ms: %s\n", sim_ms_text(ev->time, t, sizeof(t)), ev->text);
 }
@@ -347,6 +350,8 @@ att_word(const att *a, uint64_t now, resil_err err)
 		            (now == a->deadline && err == RESIL_E_TIMEOUT))
 		    ? "timeout"
 		    : "abandoned";
+	if (resil_rc_is_throttled(a->rc))
+		return "throttled";
 	switch (a->rc) {
 	case RC_OK:
 		return "ok";
@@ -372,6 +377,7 @@ record(run *r, uint64_t start, uint64_t now, int err, uint32_t sent,
 	rc.err = (uint8_t)(err != 0);
 	rc.sent = (uint8_t)sent;
 	rc.local = (uint8_t)local;
+	rc.crit = 0;
 	if (grow((void **)&r->recs, &r->caprecs, r->nrecs, sizeof(rc)) != 0)
 		r->oom = 1;
 	else
@@ -403,6 +409,8 @@ finish(run *r, scall *c, uint64_t now)
 	c->done = 1;
 	r->busy--;
 	record(r, c->start, now, c->res.err != RESIL_OK, c->sent, c->local);
+	if (!r->oom && r->nrecs > 0)
+		r->recs[r->nrecs - 1].crit = (uint8_t)c->crit;
 	if (r->s->trace)
 		trace_call(c, now);
 	resil_result_free(&c->res);
@@ -509,6 +517,16 @@ start_call(run *r, uint64_t no, uint64_t t0, uint64_t now)
 	c->done = 0;
 	c->natt = c->sent = c->local = 0;
 	resil_invocation_init(&c->inv, r->s->method);
+	/* Issue 42: a share of the calls is critical (its own draws, so
+	 * the arrivals and services are the same with or without). */
+	c->crit = r->s->critical > 0 &&
+	    sim_rng_uniform(&r->prio) < r->s->critical;
+	if (c->crit) {
+		static const resil_param crit = { "priority", "critical" };
+
+		c->inv.attachments = &crit;
+		c->inv.nattachments = 1;
+	}
 	if (r->s->tag[0] != '\0') {
 		c->inv.tag = r->s->tag;
 		c->inv.tag_force = r->s->tag_force;
@@ -605,6 +623,9 @@ serve(run *r, job *j, uint64_t now)
 	uint64_t d =
 	    e->exp ? sim_rng_exp(&r->service, e->mean) : (uint64_t)e->mean;
 
+	/* The refusals' cost (reject=) is paid by the next service. */
+	d += e->debt;
+	e->debt = 0;
 	e->busy++;
 	j->paused_seen = e->paused_total;
 	sched(r, now + d, EV_SERVED, j, 0);
@@ -864,7 +885,11 @@ on_reach(run *r, const sim_event *ev)
 		e->qtail = j;
 		e->nq++;
 	} else {
-		j->rc = RC_EXHAUSTED;
+		/* Issue 42: the server's pushback, and what refusing costs. */
+		j->rc = e->retry_after_ms >= 0
+		    ? RESIL_RC_THROTTLED_MS(e->retry_after_ms)
+		    : RC_EXHAUSTED;
+		e->debt += e->reject_ns;
 		send_answer(r, j, ev->t);
 	}
 }
@@ -1076,6 +1101,7 @@ run_one(run *r, const scenario *s, const simconf *sc)
 	sim_rng_seed(&r->arrivals, s->seed, 1);
 	sim_rng_seed(&r->service, s->seed, 2);
 	sim_rng_seed(&r->net, s->seed, 3);
+	sim_rng_seed(&r->prio, s->seed, 5);
 	resil_rng_seed(&r->lbrng, s->seed * 4 + 1);
 	r->lbrand = resil_rng_hook(&r->lbrng);
 	if (build(r, sc) != 0)

@@ -67,6 +67,12 @@ typedef struct ep {
 	int hb_removed;    /* removed because its heartbeats stopped */
 	uint64_t paused_until;
 	uint64_t paused_total; /* pause time begun so far */
+	/* Issue 42: a full queue's refusal is the server's pushback
+	 * (RESIL_RC_THROTTLED_MS(retry_after_ms); -1: a plain 429), and it
+	 * costs reject_ns of a worker's time, owed by the next service
+	 * (debt). */
+	long retry_after_ms;
+	uint64_t reject_ns, debt;
 	job *qhead, *qtail;
 	uint64_t served;
 } ep;
@@ -151,6 +157,11 @@ typedef struct scenario {
 	char argbuf[MAX_NAME * 4]; /* the arguments, each NUL-ended */
 	size_t nargs;
 	uint32_t keys;
+	/* Issue 42 (`critical P%`): the share of calls that are critical
+	 * (an attachment priority=critical); overload: the line of
+	 * docs/resil-sim.md's overload report instead of the usual one. */
+	double critical;
+	int overload;
 } scenario;
 
 /* One attempt of a call. */
@@ -172,6 +183,7 @@ typedef struct scall {
 	unsigned refs;
 	int done;
 	uint32_t natt, sent, local;
+	int crit; /* issue 42: a critical call */
 	att a[MAX_ATT];
 	struct scall *next_free;
 } scall;
@@ -189,7 +201,7 @@ struct job {
 typedef struct rec {
 	uint64_t start;
 	uint64_t lat;
-	uint8_t err, sent, local;
+	uint8_t err, sent, local, crit;
 } rec;
 
 /* A configuration as the simulator reads it. */
@@ -216,7 +228,7 @@ typedef struct run {
 	ep eps[MAX_EPS];
 	resil_manual_clock mc;
 	sim_queue q;
-	sim_rng arrivals, service, net, lb;
+	sim_rng arrivals, service, net, lb, prio;
 	resil_rng lbrng;
 	resil_random lbrand;
 	resil_pipeline *p;

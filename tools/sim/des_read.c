@@ -191,6 +191,7 @@ endpoint_opts(reader *rd, ep *e)
 
 	e->workers = 1;
 	e->qcap = UNBOUNDED;
+	e->retry_after_ms = -1;
 	for (i = 3; i < rd->nw; i++) {
 		const char *w = rd->w[i];
 		unsigned q;
@@ -211,16 +212,34 @@ endpoint_opts(reader *rd, ep *e)
 		    sim_parse_time(w + 8, &d) == 0) {
 			e->exp = 0;
 			e->mean = (double)d;
+		} else if (strncmp(w, "retry_after=", 12) == 0 &&
+		    sim_parse_time(w + 12, &d) == 0 &&
+		    d / RESIL_NS_PER_MS <= RESIL_RC_RETRY_AFTER_MAX_MS) {
+			e->retry_after_ms = (long)(d / RESIL_NS_PER_MS);
+		} else if (strncmp(w, "reject=", 7) == 0 &&
+		    sim_parse_time(w + 7, &d) == 0) {
+			e->reject_ns = d;
 		} else if (strncmp(w, "tag=", 4) == 0 && w[4] != '\0' &&
 		    strlen(w + 4) < sizeof(e->tag)) {
 			snprintf(e->tag, sizeof(e->tag), "%s", w + 4);
 		} else {
 			return rbad(rd,
 			    "bad endpoint option (workers=N, queue=N, "
-			    "service=DURATION, service=exp:MEAN, tag=T)",
+			    "service=DURATION, service=exp:MEAN, tag=T, "
+			    "retry_after=DURATION, reject=DURATION)",
 			    w);
 		}
 	}
+	return 0;
+}
+
+/* `critical P%`: a share of the calls is critical (issue 42). */
+static int
+d_critical(reader *rd)
+{
+	if (parse_pct(rd->w[1], &rd->s->critical) != 0)
+		return rbad(rd, "critical needs a share (10%)", rd->w[1]);
+	rd->s->overload = 1;
 	return 0;
 }
 
@@ -687,6 +706,7 @@ static const struct directive {
 	{ "compare", 6, 3 + 3 * MAX_CONFS, d_compare },
 	{ "bucket", 2, 2, d_bucket },
 	{ "trace", 1, 1, d_trace },
+	{ "critical", 2, 2, d_critical },
 };
 
 static int

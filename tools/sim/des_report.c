@@ -148,6 +148,70 @@ print_phases(const scenario *s, const figures *ph, const run *r)
 	}
 }
 
+/* The scenario's capacity in calls per second: every endpoint's workers
+ * over its mean service time (issue 42). */
+static double
+capacity_of(const scenario *s)
+{
+	double c = 0;
+	int i;
+
+	for (i = 0; i < s->neps; i++)
+		if (s->eps[i].mean > 0)
+			c += (double)s->eps[i].workers *
+			    (double)RESIL_NS_PER_SEC / s->eps[i].mean;
+	return c;
+}
+
+/*
+ * The overload report (issue 42, a scenario with `critical P%`), one line
+ * per phase over the calls that arrived in it:
+ *   phase NAME: offered X/s goodput Y/s (P% of capacity) critical Z%
+ *   p99 T ms shed S%
+ * goodput: calls answered RESIL_OK per second; critical: the share of
+ * critical calls answered OK; p99: of the calls answered OK (admitted and
+ * served; nearest rank); shed: the share of calls not answered OK.
+ */
+static int
+print_overload(const scenario *s, const run *r, uint64_t *lat)
+{
+	double cap = capacity_of(s);
+	int i;
+
+	for (i = 0; i < s->nphases; i++) {
+		const phase *ph = &s->phases[i];
+		double secs = (double)(ph->end - ph->start) /
+		    (double)RESIL_NS_PER_SEC;
+		uint64_t calls = 0, ok = 0, crit = 0, crit_ok = 0;
+		double p99 = 0;
+		size_t k, n = 0;
+
+		for (k = 0; k < r->nrecs; k++) {
+			const rec *c = &r->recs[k];
+
+			if (c->start < ph->start || c->start >= ph->end)
+				continue;
+			calls++;
+			crit += c->crit;
+			if (c->err)
+				continue;
+			ok++;
+			crit_ok += c->crit;
+			lat[n++] = c->lat;
+		}
+		if (n > 0)
+			p99 = (double)select_kth(lat, n, (99 * n + 99) / 100 - 1) /
+			    (double)RESIL_NS_PER_MS;
+		printf("phase %s: offered %.0f/s goodput %.0f/s (%.1f%% of "
+		       "capacity) critical %.2f%% p99 %.1f ms shed %.2f%%\n",
+		    ph->name, secs > 0 ? (double)calls / secs : 0.0,
+		    secs > 0 ? (double)ok / secs : 0.0,
+		    cap > 0 && secs > 0 ? 100.0 * (double)ok / secs / cap : 0.0,
+		    pct(crit_ok, crit), p99, pct(calls - ok, calls));
+	}
+	return 0;
+}
+
 /*
  * The compare line: the reference figures (first to last configuration)
  * and the run's, for the compare line's phase:
@@ -200,9 +264,17 @@ typedef struct panel_at {
 	int which;
 } panel_at;
 
+/* Issue 42: in an overload report, the first panel is the goodput in
+ * percent of the capacity: calls answered OK per bucket over this (the
+ * calls the capacity serves in a bucket); 0: the local share. */
+static double goodput_per_bucket_at_capacity;
+
 static double
 value_of(int which, const figures *b)
 {
+	if (which == 0 && goodput_per_bucket_at_capacity > 0)
+		return 100.0 * (double)(b->calls - b->errors) /
+		    goodput_per_bucket_at_capacity;
 	return which == 0 ? pct(b->local, b->sent)
 	    : which == 1  ? b->p99_ms
 	                  : pct(b->errors, b->calls);
@@ -399,7 +471,8 @@ panel(FILE *f, const scenario *s, const series *sr, size_t ns, int which,
 			if (sr[k].b[i].calls > 0 &&
 			    value_of(which, &sr[k].b[i]) > pa.vmax)
 				pa.vmax = value_of(which, &sr[k].b[i]);
-	if (which == 0 || pa.vmax <= 0)
+	if ((which == 0 && goodput_per_bucket_at_capacity == 0) ||
+	    pa.vmax <= 0)
 		pa.vmax = which == 0 ? 100.0 : 1.0;
 	if (which == 1 && pa.vmax < 10.0)
 		pa.vmax = 10.0;
@@ -432,7 +505,13 @@ des_write_svg(const char *path, const scenario *s, const series *sr, size_t ns)
 	    "actions purple)</text>\n",
 	    (int)(60 + 3 * (ph + 40) + 20 * (double)ns), s->path,
 	    sim_ms_text(s->bucket, tb, sizeof(tb)));
-	panel(f, s, sr, ns, 0, 50.0, "local-zone share of attempts", "%");
+	if (s->overload)
+		goodput_per_bucket_at_capacity = capacity_of(s) *
+		    (double)s->bucket / (double)RESIL_NS_PER_SEC;
+	panel(f, s, sr, ns, 0, 50.0,
+	    s->overload ? "goodput, % of capacity (overload report)"
+	                : "local-zone share of attempts",
+	    "%");
 	panel(f, s, sr, ns, 1, 50.0 + ph + 40.0, "p99 latency (log scale)",
 	    " ms");
 	panel(f, s, sr, ns, 2, 50.0 + 2 * (ph + 40.0), "error rate", "%");
@@ -515,6 +594,8 @@ des_run_conf(des_out *o, size_t k, const char *label)
 		    figures_binned(o->r->recs, o->r->nrecs, &bybucket, o->lat,
 		        o->sr[k].b) != 0)
 			rc = 2;
+		else if (s->overload)
+			(void)print_overload(s, o->r, o->lat);
 		else
 			print_phases(s, o->ph[k], o->r);
 	}

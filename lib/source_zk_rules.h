@@ -1,0 +1,33 @@
+/*
+ * Private: Dubbo 3's routing rules in a ZooKeeper config center
+ * (lib/source_zk_rules.c), for the ZooKeeper backend
+ * (lib/source_zookeeper.c), which calls these from its client's
+ * completion thread only.
+ */
+#ifndef RESIL_SOURCE_ZK_RULES_H
+#define RESIL_SOURCE_ZK_RULES_H
+
+#include "source_internal.h"
+
+#include <zookeeper/zookeeper.h>
+
+typedef struct resil__zk_rules resil__zk_rules;
+
+/* The rules' watches of a source; *out NULL when w gives no selector.
+ * RESIL_E_NOMEM. */
+resil_err resil__zk_rules_new(resil__zk_rules **out,
+    const resil__source_where *w, resil_registry_source *src);
+
+/* Free them; after zookeeper_close() of every session (no callback may
+ * run). NULL is a no-op. */
+void resil__zk_rules_free(resil__zk_rules *r);
+
+/* A session is connected: read every rule node again and watch it. */
+void resil__zk_rules_connected(resil__zk_rules *r, zhandle_t *zh);
+
+/* The provider list (URL-encoded names): the providers' application names
+ * the tag rule's node. */
+void resil__zk_rules_providers(
+    resil__zk_rules *r, zhandle_t *zh, const char *const *names, size_t n);
+
+#endif /* RESIL_SOURCE_ZK_RULES_H */
