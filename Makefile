@@ -76,7 +76,8 @@ bench-instructions: deps
 	$(CMAKE_BUILD) release -j $(JOBS)
 	sh tools/bench-instructions.sh build/release | tee build/bench-instructions.txt
 
-# The Promela model of the breaker's lock-free protocol, checked by spin.
+# The Promela models of the breaker's lock-free protocol and of the
+# bulkhead that waits (issue 42), checked by spin.
 model:
 	@sh tools/install-deps.sh spin
 	sh tools/check-model.sh build/model

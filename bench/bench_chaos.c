@@ -117,9 +117,9 @@ never(void *ctx, const resil_args *args, const resil_failure *f,
 static void *
 setup_pipeline(const char *method)
 {
-	resil_method_config mc[2] = { { "getStock", RESIL_TYPE_ANY, NULL, 0,
-		                          0, 0 },
-		{ "listItems", RESIL_TYPE_ANY, NULL, 0, 0, 0 } };
+	resil_method_config mc[2] = { { "getStock", RESIL_TYPE_ANY, NULL, 0, 0,
+		                          0, RESIL_PRIORITY_UNSET },
+		{ "listItems", RESIL_TYPE_ANY, NULL, 0, 0, 0, RESIL_PRIORITY_UNSET } };
 	resil_chaos_config ccfg = resil_chaos_config_default();
 	resil_pipeline_config cfg;
 	resil_chaos *root, *own;

@@ -10,6 +10,10 @@
  *   limit/bulkhead  resil_bulkhead_try_acquire() + resil_bulkhead_release()
  *                   on a fixed bulkhead of 25: never full with the one or
  *                   two threads of a run.
+ *   limit/bulkhead_wait/uncontended
+ *                   resil_bulkhead_acquire_wait() + resil_bulkhead_release()
+ *                   on a bulkhead of 25 that waits (max_wait 10 ms, queue
+ *                   16, FIFO): never full, so never queued (issue 42).
  *   limit/rate_batched, limit/bulkhead_batched
  *                   the same with the opt-in per-thread batches
  *                   (ratelimit.batch 64, bulkhead.batch 8): a thread takes
@@ -77,6 +81,39 @@ setup_bulkhead_with(uint32_t batch)
 }
 
 static void *
+setup_bulkhead_wait(void)
+{
+	lb *x = calloc(1, sizeof(*x));
+	resil_bulkhead_config cfg = resil_bulkhead_config_default();
+
+	if (x == NULL)
+		abort();
+	resil_manual_clock_init(&x->mc, 1);
+	cfg.clock = resil_manual_clock_hook(&x->mc);
+	cfg.max_wait_ns = 10 * RESIL_NS_PER_MS;
+	cfg.queue = 16;
+	if (resil_bulkhead_new(&x->bh, &cfg, NULL) != RESIL_OK)
+		abort();
+	return x;
+}
+
+static uint64_t
+run_bulkhead_wait(void *ctx, uint64_t iters)
+{
+	lb *x = ctx;
+	uint64_t i, ok = 0;
+
+	for (i = 0; i < iters; i++) {
+		if (resil_bulkhead_acquire_wait(
+		        x->bh, RESIL_PRIORITY_UNSET, NULL) == RESIL_OK) {
+			ok++;
+			(void)resil_bulkhead_release(x->bh);
+		}
+	}
+	return ok;
+}
+
+static void *
 setup_bulkhead(void)
 {
 	return setup_bulkhead_with(0);
@@ -125,6 +162,8 @@ run_bulkhead(void *ctx, uint64_t iters)
 const resil_bench resil_bench_limit[] = {
 	{ "limit/rate", setup_rate, run_rate, lb_free },
 	{ "limit/bulkhead", setup_bulkhead, run_bulkhead, lb_free },
+	{ "limit/bulkhead_wait/uncontended", setup_bulkhead_wait,
+	    run_bulkhead_wait, lb_free },
 	{ "limit/rate_batched", setup_rate_batched, run_rate, lb_free },
 	{ "limit/bulkhead_batched", setup_bulkhead_batched, run_bulkhead,
 	    lb_free },

@@ -55,7 +55,8 @@ stage_now(void *ctx)
 	return __atomic_load_n(&sg->now, __ATOMIC_ACQUIRE);
 }
 
-static const resil_clock stage_clock = { stage_now, NULL, NULL, NULL };
+static const resil_clock stage_clock = { stage_now, NULL, NULL, NULL, NULL,
+	NULL };
 
 typedef struct heard {
 	resil_breaker_event ev[16];

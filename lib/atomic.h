@@ -347,4 +347,53 @@ resil__add_bounded64(uint64_t *p, uint64_t d, uint64_t max)
 	}
 }
 
+/*
+ * 32-bit words that threads wait on (lib/waitq.c, the clocks' wait and
+ * wake: a futex is 32 bits): sequentially consistent loads, stores and
+ * adds (a store is an exchange, a full barrier, as a Dekker handshake
+ * with the waker needs).
+ */
+#if defined(RESIL__TSAN)
+static inline uint32_t
+resil__load32(const uint32_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_SEQ_CST);
+}
+
+static inline void
+resil__store32(uint32_t *p, uint32_t v)
+{
+	__atomic_store_n(p, v, __ATOMIC_SEQ_CST);
+}
+
+static inline uint32_t
+resil__faa32(uint32_t *p, uint32_t d)
+{
+	return __atomic_fetch_add(p, d, __ATOMIC_SEQ_CST);
+}
+#else
+static inline uint32_t
+resil__load32(const uint32_t *p)
+{
+	uint32_t v;
+
+	ck_pr_fence_memory();
+	v = ck_pr_load_32(p);
+	ck_pr_fence_acquire();
+	return v;
+}
+
+static inline void
+resil__store32(uint32_t *p, uint32_t v)
+{
+	(void)ck_pr_fas_32(p, v);
+}
+
+static inline uint32_t
+resil__faa32(uint32_t *p, uint32_t d)
+{
+	return ck_pr_faa_32(p, d);
+}
+#endif
+
 #endif /* RESIL_ATOMIC_H */

@@ -90,6 +90,7 @@ to_machine(callm *c)
 {
 	slot *s = &c->slots[0];
 
+	c->inv = NULL; /* issue 42: the simple phase kept none */
 	minit(c, c->p, c->g, c->gst, c->m, c->args, c->out);
 	mock_mark(c);
 	c->gref = 1;
@@ -482,6 +483,8 @@ resil_call_cancel(resil_call *call, uint64_t now)
 	}
 	if (c->magic != CALL_LIVE && c->magic != CALL_CLUSTER)
 		return RESIL_E_MISUSE;
+	if (c->bh_wait) /* issue 42: queued for a bulkhead slot */
+		resil__call_bh_cancel(c);
 	abandon_running(c);
 	if (c->magic == CALL_CLUSTER) {
 		resil__cl_release_late(c); /* the hedges are cancelled too */

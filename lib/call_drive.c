@@ -56,8 +56,11 @@ drive_loop(callm *c, tsrc *ts, resil_call_next *st, resil_call_fn fn,
 			uint64_t now = resil_clock_now(&p->clock);
 
 			/* One attempt at a time: a wait is a backoff, never
-			 * an unbounded one. */
-			if (st->until > now)
+			 * an unbounded one; or (issue 42) a wait for a
+			 * bulkhead slot, through the clock's wait. */
+			if (RESIL__UNLIKELY(c->bh_wait))
+				resil__call_bh_block(c, st->until);
+			else if (st->until > now)
 				resil_clock_sleep(&p->clock, st->until - now);
 			tlazy(ts, p);
 			mstep(c, ts, 1, st);
@@ -79,6 +82,7 @@ drive_machine(resil_pipeline *p, settings *g, unsigned gs, const method *m,
 
 	resil__tls_method = args->method;
 	tlazy(&ts, p);
+	c.inv = NULL; /* issue 42: the priority reads it */
 	mstart(&c, p, g, gs, m, args, out, &ts, &st);
 	return drive_loop(&c, &ts, &st, fn, ctx, args, out);
 }
@@ -97,6 +101,7 @@ drive_refused(resil_pipeline *p, settings *g, unsigned gs, const method *m,
 	resil__tls_method = args->method;
 	tlazy(&ts, p);
 	resil__result_clear(out);
+	c.inv = NULL; /* issue 42: the priority reads it */
 	minit(&c, p, g, gs, m, args, out);
 	mock_mark(&c);
 	c.breaker_state = (int)resil_breaker_get_state(b);
@@ -120,6 +125,7 @@ drive_failed(resil_pipeline *p, settings *g, unsigned gs, const method *m,
 
 	resil__tls_method = args->method;
 	tlazy(&ts, p);
+	c.inv = NULL; /* issue 42: the priority reads it */
 	minit(&c, p, g, gs, m, args, out);
 	mock_mark(&c);
 	c.value = out->value; /* the attempt's, moved to the call */
@@ -545,7 +551,9 @@ sleep_step(callm *c, tsrc *ts, resil_call_next *st)
 	const resil_clock *clk = &c->p->clock;
 	uint64_t now = resil_clock_now(clk);
 
-	if (st->until > now)
+	if (RESIL__UNLIKELY(c->bh_wait)) /* issue 42: a bulkhead slot */
+		resil__call_bh_block(c, st->until);
+	else if (st->until > now)
 		resil_clock_sleep(clk, st->until - now);
 	next_step(c, ts, 1, st);
 }

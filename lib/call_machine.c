@@ -487,3 +487,32 @@ resil__call_mock_mark_slow(callm *c)
 		c->has_mock = 1;
 	mock_release(c->p, tok);
 }
+
+/* ---- issue 42: the step of a launch queued for a bulkhead slot
+ * (lib/call_bhwait.c queued it) ---- */
+
+void
+resil__call_bh_step(callm *c, tsrc *ts, resil_call_next *st)
+{
+	int granted = 0;
+	resil_err err = resil_bulkhead_wait_poll(
+	    c->g->bh, &c->bhw, tnow(ts), &granted);
+
+	st->endpoint = NULL;
+	if (err == RESIL_OK && !granted) {
+		next_is(st, RESIL_CALL_WAIT, 0, 0,
+		    resil_bulkhead_wait_deadline(&c->bhw));
+		return;
+	}
+	c->bh_wait = 0;
+	if (err == RESIL_OK) {
+		if (!launch_tail(c, c->bh_slot, &c->bh_permit, &c->bh_fp,
+		        c->bh_fleet, ts, st))
+			resil__call_attend(c, ts, st);
+		return;
+	}
+	/* The wait ended with no slot: a refusal, as a full bulkhead's. */
+	permit_back(c, &c->bh_permit, &c->bh_fp);
+	rejected(c, RESIL_E_LIMITED);
+	resil__call_attend(c, ts, st);
+}

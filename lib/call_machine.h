@@ -91,20 +91,32 @@ permit_back(callm *c, resil_permit *permit, resil_fleet_permit *fp)
  * Returns 1 with *st RUN, or 0 when a stage rejected it (pending set with
  * the rejection) or no slot is free.
  */
+HOT int launch_tail(callm *c, int i, resil_permit *permit_,
+    resil_fleet_permit *fp_, int fleet, tsrc *ts, resil_call_next *st);
+
+/* Issue 42 (lib/call_bhwait.c): the bulkhead of a call whose bulkhead
+ * waits or reserves slots by class: 1 a slot, 0 refused, 2 queued (*st
+ * is the WAIT; the permits are kept in the call until the slot comes). */
+int resil__call_bh_enter(callm *c, unsigned i, resil_permit *permit,
+    resil_fleet_permit *fp, int fleet, tsrc *ts, resil_call_next *st);
+/* The step of a call queued for a slot; its cancel; the blocking
+ * driver's wait for it (through the clock's wait primitive, until the
+ * slot comes or the clock reads until). */
+void resil__call_bh_step(callm *c, tsrc *ts, resil_call_next *st);
+void resil__call_bh_cancel(callm *c);
+void resil__call_bh_block(callm *c, uint64_t until);
+
 HOT int
 launch(callm *c, tsrc *ts, resil_call_next *st)
 {
-	resil_pipeline *p = c->p;
-	uint64_t retry_after, deadline = UINT64_MAX;
+	uint64_t retry_after;
 	int i = free_slot(c);
 	resil_permit permit;
 	resil_fleet_permit fp;
 	int fleet = 0; /* fp holds the fleet's permit */
-	slot *s;
 
 	if (i < 0)
 		return 0;
-	s = &c->slots[i];
 	/* Issue 42: the throttle stage (and a Retry-After's pause of the
 	 * rate limiter), in front of the breaker: a refusal touches none. */
 	if (RESIL__UNLIKELY(c->g->thr != NULL || (c->g->rl != NULL &&
@@ -142,12 +154,39 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 		rejected(c, RESIL_E_LIMITED);
 		return 0;
 	}
-	if (c->g->bh != NULL &&
-	    resil_bulkhead_try_acquire(c->g->bh) != RESIL_OK) {
-		permit_back(c, &permit, &fp);
-		rejected(c, RESIL_E_LIMITED);
-		return 0;
+	/* The bulkhead: by the call's class, and it may queue the launch
+	 * (issue 42, lib/call_bhwait.c: 2 is a WAIT for its slot). */
+	if (c->g->bh != NULL) {
+		int r = RESIL__LIKELY(c->g->cfg.bulkhead.max_wait_ns == 0 &&
+		            c->g->cfg.bulkhead.reserve_critical == 0 &&
+		            c->g->cfg.bulkhead.reserve_default == 0)
+		    ? resil_bulkhead_try_acquire(c->g->bh) == RESIL_OK
+		    : resil__call_bh_enter(c, (unsigned)i, &permit, &fp, fleet,
+		          ts, st);
+
+		if (r == 2)
+			return 1;
+		if (r == 0) {
+			permit_back(c, &permit, &fp);
+			rejected(c, RESIL_E_LIMITED);
+			return 0;
+		}
 	}
+	return launch_tail(c, i, &permit, &fp, fleet, ts, st);
+}
+
+/* launch() once its bulkhead slot is had (or there is no bulkhead): the
+ * endpoint, the slot's attempt (issue 42: also after a wait for it). */
+HOT int
+launch_tail(callm *c, int i, resil_permit *permit_, resil_fleet_permit *fp_,
+    int fleet, tsrc *ts, resil_call_next *st)
+{
+	resil_pipeline *p = c->p;
+	uint64_t deadline = UINT64_MAX;
+	resil_permit permit = *permit_;
+	resil_fleet_permit fp = *fp_;
+	slot *s = &c->slots[i];
+
 	if (RESIL__UNLIKELY(c->magic == CALL_CLUSTER)) {
 		/* The endpoint: routed and balanced now. */
 		resil_err e = resil__cl_pick(c, (unsigned)i, tnow(ts));
@@ -371,6 +410,8 @@ minit(callm *c, resil_pipeline *p, settings *g, unsigned gs, const method *m,
 	c->running = 0;
 	c->abandoned = 0;
 	c->delayed = 0;
+	c->bh_wait = 0; /* issue 42 */
+	c->prio_set = 0;
 	vnull(&c->value);
 	c->phase = P_ATTEMPT;
 	c->breaker = m->run_breaker;
@@ -569,7 +610,9 @@ mstep(callm *c, tsrc *ts, int waited, resil_call_next *st)
 		live_success(c, ts, st);
 		return;
 	}
-	if (c->phase == P_WAIT)
+	if (RESIL__UNLIKELY(c->bh_wait)) /* issue 42: queued for a slot */
+		resil__call_bh_step(c, ts, st);
+	else if (c->phase == P_WAIT)
 		resil__call_advance(c, ts, waited, st);
 	else
 		resil__call_attend(c, ts, st);

@@ -82,37 +82,26 @@ resil_pipeline_throttle(resil_pipeline *p)
 }
 
 /*
- * The class of the call for the throttle: the hook for issue 42's
- * priorities (critical, default, sheddable), which are not on this
- * branch. Until they are, the class is read from the call's invocation
- * (resil_call_start_ex(), resil_pipeline_invoke_ex()) on a pipeline with
- * a selector (without one only args is read, call.h): an attachment
- * `priority` of `critical`, `default` or `sheddable` (anything else, or
- * none: default). A critical call is never throttled locally, a
- * sheddable one at twice the probability (resil_throttle_admit_class()).
- * When the priorities land, this is the one place that reads the class.
+ * The class of the call for the throttle: issue 42's priorities
+ * (critical, default, sheddable), resil__call_priority()'s: the call's
+ * invocation's, its attachment `resil.priority` or `priority`, its
+ * method's `priority` key, else default (lib/call_bhwait.c). A critical
+ * call is never throttled locally, a sheddable one at twice the
+ * probability (resil_throttle_admit_class()).
  */
 static int
-call_class(const callm *c)
+call_class(callm *c)
 {
-	const resil_invocation *inv;
-	size_t i;
-
-	if (c->p->sel == NULL || (inv = c->inv) == NULL)
-		return RESIL_THROTTLE_DEFAULT;
-	for (i = 0; i < inv->nattachments; i++) {
-		const resil_param *a = &inv->attachments[i];
-
-		if (a->key == NULL || a->value == NULL ||
-		    strcmp(a->key, "priority") != 0)
-			continue;
-		if (strcmp(a->value, "critical") == 0)
-			return RESIL_THROTTLE_CRITICAL;
-		if (strcmp(a->value, "sheddable") == 0)
-			return RESIL_THROTTLE_SHEDDABLE;
+	/* The call's class (lib/call_bhwait.c: its invocation's, its
+	 * attachment's, its method's, else default). */
+	switch (resil__call_priority(c)) {
+	case RESIL_PRIORITY_CRITICAL:
+		return RESIL_THROTTLE_CRITICAL;
+	case RESIL_PRIORITY_SHEDDABLE:
+		return RESIL_THROTTLE_SHEDDABLE;
+	default:
 		return RESIL_THROTTLE_DEFAULT;
 	}
-	return RESIL_THROTTLE_DEFAULT;
 }
 
 resil_err

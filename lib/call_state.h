@@ -118,6 +118,15 @@ typedef struct callm {
 	resil_breaker *sbreaker;
 	resil_permit spermit;
 	uint8_t has_spermit; /* 1: spermit; 2: sfp (issue 44) */
+	/* Issue 42 (lib/call_bhwait.c), in has_spermit's padding: bh_wait
+	 * (set by minit()) 1 while queued for the slot of attempt bh_slot;
+	 * bh_fleet: bh_fp holds the fleet's permit; prio: the call's
+	 * resil_priority once prio_set (resil__call_priority). */
+	uint8_t bh_wait;
+	uint8_t bh_slot;
+	uint8_t bh_fleet;
+	uint8_t prio;
+	uint8_t prio_set;
 	/* Issue 44: the service breaker on the fleet (g->fleet): the
 	 * call's fleet permit. */
 	resil_fleet_permit sfp;
@@ -150,7 +159,18 @@ typedef struct callm {
 	    cmsg[RESIL_RESULT_MSG_MAX]; /* no provider: the selector's words */
 	char pzone[RESIL_CALL_MAX_INFLIGHT][32]; /* each pick's zone */
 	resil_pick picks[RESIL_CALL_MAX_INFLIGHT];
+	/* ---- issue 42: a launch waiting for a bulkhead slot
+	 * (lib/call_bhwait.c); bh_wait is set by minit() ---- */
+	resil_permit bh_permit;
+	resil_fleet_permit bh_fp;
+	resil_bulkhead_waiter bhw;
 } callm;
+
+/* Issue 42 (lib/call_bhwait.c): the call's priority class, resolved
+ * once: its invocation's, its `resil.priority` (or `priority`)
+ * attachment's, its method's `priority` key, else DEFAULT. The throttle
+ * stage (lib/call_overload.c) and the bulkhead read it. */
+resil_priority resil__call_priority(callm *c);
 
 _Static_assert(sizeof(callm) <= sizeof(resil_call),
     "resil_call is too small for the machine's state");

@@ -2,14 +2,21 @@
  * resil clock: the only source file that reads the system's time.
  */
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* syscall() */
 
 #include <resil/clock.h>
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "atomic.h"
 #include "clock_internal.h"
@@ -56,11 +63,69 @@ system_sleep(uint64_t ticks, void *ctx)
 		ts = rem;
 }
 
+/* ---- the wait primitive: a futex, the deadline in CLOCK_MONOTONIC ---- */
+
+/* Block while *word == expected, until a wake or the monotonic time
+ * deadline (ns; UINT64_MAX: none). Returns early on a signal or a
+ * spurious wake: the caller looks again. */
+static void
+futex_wait_until(const uint32_t *word, uint32_t expected, uint64_t deadline)
+{
+#if defined(__linux__)
+	struct timespec ts, *tp = NULL;
+
+	if (deadline != UINT64_MAX) {
+		ts.tv_sec = (time_t)(deadline / RESIL_NS_PER_SEC);
+		ts.tv_nsec = (long)(deadline % RESIL_NS_PER_SEC);
+		tp = &ts;
+	}
+	/* FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC time. */
+	(void)syscall(SYS_futex, word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG,
+	    expected, tp, NULL, FUTEX_BITSET_MATCH_ANY);
+#else
+	uint64_t now = read_clock(CLOCK_MONOTONIC);
+
+	/* No futex: look again within a millisecond. */
+	if (resil__load32(word) == expected && now < deadline)
+		system_sleep(deadline - now < RESIL_NS_PER_MS ? deadline - now
+		                                               : RESIL_NS_PER_MS,
+		    NULL);
+#endif
+}
+
+static void
+futex_wake_all(const uint32_t *word)
+{
+#if defined(__linux__)
+	(void)syscall(SYS_futex, word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG,
+	    INT_MAX, NULL, NULL, 0);
+#else
+	(void)word;
+#endif
+}
+
+static void
+system_wait(const uint32_t *word, uint32_t expected, uint64_t deadline,
+    void *ctx)
+{
+	(void)ctx;
+	futex_wait_until(word, expected, deadline);
+}
+
+static void
+system_wake(const uint32_t *word, void *ctx)
+{
+	(void)ctx;
+	futex_wake_all(word);
+}
+
 static const resil_clock system_clock = {
 	system_now,
 	system_coarse,
 	system_sleep,
 	NULL,
+	system_wait,
+	system_wake,
 };
 
 const resil_clock *
@@ -226,6 +291,8 @@ static const resil_clock fast_clock = {
 	system_coarse,
 	system_sleep,
 	NULL,
+	system_wait,
+	system_wake,
 };
 #endif
 
@@ -276,6 +343,48 @@ resil_clock_sleep(const resil_clock *clk, uint64_t ticks)
 		clk->sleep(ticks, clk->ctx);
 }
 
+resil_err
+resil_clock_wait(const resil_clock *clk, const uint32_t *word,
+    uint32_t expected, uint64_t deadline)
+{
+	uint64_t now;
+
+	if (word == NULL)
+		return RESIL_E_INVAL;
+	if (clk == NULL || clk->now == NULL)
+		clk = &system_clock;
+	for (;;) {
+		if (resil__load32(word) != expected)
+			return RESIL_OK;
+		now = clk->now(clk->ctx);
+		if (now >= deadline)
+			return RESIL_E_TIMEOUT;
+		if (clk->wait != NULL && clk->wake != NULL)
+			clk->wait(word, expected, deadline, clk->ctx);
+		else if (clk->sleep != NULL)
+			/* No wait of its own: poll, a millisecond at most. */
+			clk->sleep(deadline - now < RESIL_NS_PER_MS
+			        ? deadline - now
+			        : RESIL_NS_PER_MS,
+			    clk->ctx);
+		else
+			return resil__load32(word) != expected
+			    ? RESIL_OK
+			    : RESIL_E_TIMEOUT;
+	}
+}
+
+void
+resil_clock_wake(const resil_clock *clk, const uint32_t *word)
+{
+	if (word == NULL)
+		return;
+	if (clk == NULL || clk->now == NULL)
+		clk = &system_clock;
+	if (clk->wait != NULL && clk->wake != NULL)
+		clk->wake(word, clk->ctx);
+}
+
 /* ---- real-time waits (lib/fleet.c's helper thread) ---- */
 
 int
@@ -308,6 +417,42 @@ manual_sleep(uint64_t ticks, void *ctx)
 	resil_manual_clock_advance(ctx, ticks);
 }
 
+/* Waiters on a manual clock wait on its seq_, which every advance, set
+ * and wake moves: each then looks at its word and the time again. The
+ * announce (nwait_ up) before the look, and the mover's store before its
+ * look at nwait_, are a Dekker handshake: a mover that sees no waiter
+ * moved the time before the waiter read it. */
+static void
+manual_wait(const uint32_t *word, uint32_t expected, uint64_t deadline,
+    void *ctx)
+{
+	resil_manual_clock *mc = ctx;
+	uint32_t seq;
+
+	resil__faa32(&mc->nwait_, 1);
+	seq = resil__load32(&mc->seq_);
+	if (resil__load32(word) == expected &&
+	    resil__load64(&mc->now_) < deadline)
+		futex_wait_until(&mc->seq_, seq, UINT64_MAX);
+	resil__faa32(&mc->nwait_, UINT32_MAX);
+}
+
+static void
+manual_kick(resil_manual_clock *mc)
+{
+	if (resil__load32(&mc->nwait_) != 0) {
+		resil__faa32(&mc->seq_, 1);
+		futex_wake_all(&mc->seq_);
+	}
+}
+
+static void
+manual_wake(const uint32_t *word, void *ctx)
+{
+	(void)word;
+	manual_kick(ctx);
+}
+
 void
 resil_manual_clock_init(resil_manual_clock *mc, uint64_t start)
 {
@@ -318,6 +463,10 @@ resil_manual_clock_init(resil_manual_clock *mc, uint64_t start)
 	mc->hook_.coarse = manual_now;
 	mc->hook_.sleep = manual_sleep;
 	mc->hook_.ctx = mc;
+	mc->hook_.wait = manual_wait;
+	mc->hook_.wake = manual_wake;
+	mc->seq_ = 0;
+	mc->nwait_ = 0;
 	resil__fence();
 }
 
@@ -336,8 +485,10 @@ resil_manual_clock_now(const resil_manual_clock *mc)
 void
 resil_manual_clock_set(resil_manual_clock *mc, uint64_t t)
 {
-	if (mc != NULL)
-		resil__store64(&mc->now_, t);
+	if (mc == NULL)
+		return;
+	resil__fas64(&mc->now_, t); /* a full barrier before manual_kick */
+	manual_kick(mc);
 }
 
 uint64_t
@@ -350,8 +501,10 @@ resil_manual_clock_advance(resil_manual_clock *mc, uint64_t ticks)
 	cur = resil__load64(&mc->now_);
 	for (;;) {
 		next = cur > UINT64_MAX - ticks ? UINT64_MAX : cur + ticks;
-		if (resil__cas64(&mc->now_, cur, next))
+		if (resil__cas64(&mc->now_, cur, next)) {
+			manual_kick(mc);
 			return next;
+		}
 		cur = resil__load64(&mc->now_);
 	}
 }
@@ -437,6 +590,8 @@ system_wall(void *ctx)
 
 static const resil_clock wall_clock = {
 	system_wall,
+	NULL,
+	NULL,
 	NULL,
 	NULL,
 	NULL,

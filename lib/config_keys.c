@@ -135,6 +135,16 @@ static const keydef keys[] = {
 	    bulkhead.backoff_pct, 1, 99),
 	INT("bulkhead.batch", K_U32, ST_BULKHEAD, 0, bulkhead.batch, 0,
 	    RESIL_BULKHEAD_MAX_LIMIT),
+	/* Issue 42: the bulkhead that waits, and its class reservations. */
+	INT("bulkhead.max_wait", K_DUR, ST_BULKHEAD, 0, bulkhead.max_wait_ns,
+	    0, UINT64_MAX),
+	INT("bulkhead.queue", K_U32, ST_BULKHEAD, 0, bulkhead.queue, 0,
+	    RESIL_BULKHEAD_MAX_LIMIT),
+	INT("bulkhead.lifo", K_BOOL, ST_BULKHEAD, 0, bulkhead.order, 0, 1),
+	INT("bulkhead.reserve.critical", K_U32, ST_BULKHEAD, 0,
+	    bulkhead.reserve_critical, 0, RESIL_BULKHEAD_MAX_LIMIT),
+	INT("bulkhead.reserve.default", K_U32, ST_BULKHEAD, 0,
+	    bulkhead.reserve_default, 0, RESIL_BULKHEAD_MAX_LIMIT),
 
 	INT("hedge.max", K_U32, ST_NONE, 0, hedge_max, 0, 7),
 	INT("hedge.delay", K_DUR, ST_NONE, 0, hedge_delay_ns, 0, UINT64_MAX),
@@ -972,6 +982,29 @@ mwrite_retries(const resil_method_config *m, char *buf, size_t len)
 	return put_u64(buf, len, m->max_attempts - 1);
 }
 
+/* Issue 42: the method's priority class. */
+static resil_err
+mread_priority(const keyval *kv, resil_method_config *m, resil_diag *diag)
+{
+	resil_priority p;
+
+	if (resil_priority_parse(kv->value, &p) != RESIL_OK)
+		return resil__config_fail(diag, kv->origin, kv->line,
+		    "%s: \"%s\" is not a priority (critical, default, "
+		    "sheddable)",
+		    kv->key, kv->value);
+	m->priority = p;
+	return RESIL_OK;
+}
+
+static resil_err
+mwrite_priority(const resil_method_config *m, char *buf, size_t len)
+{
+	if (m->priority == RESIL_PRIORITY_UNSET)
+		return RESIL_E_NOTFOUND;
+	return put(buf, len, resil_priority_name(m->priority));
+}
+
 /* The keys a declared method has, after "<method>.", in enum mkey's
  * order. */
 static const struct mkeydef {
@@ -987,6 +1020,7 @@ static const struct mkeydef {
 	{ "retry.max_attempts", mread_max_attempts, mwrite_max_attempts },
 	{ "retries", mread_retries, mwrite_retries },
 	{ "cache.fresh", mread_fresh, mwrite_fresh },
+	{ "priority", mread_priority, mwrite_priority },
 };
 
 resil_err
@@ -1054,8 +1088,8 @@ unknown_key(resil_diag *diag, const char *origin, unsigned line,
 			    "%s: unknown key (did you mean %s.%s?)", key,
 			    method, best);
 		return resil__config_fail(diag, origin, line,
-		    "%s: unknown key (a method has type, mock, timeout and "
-		    "retry.max_attempts)",
+		    "%s: unknown key (a method has type, mock, timeout, "
+		    "retry.max_attempts and priority)",
 		    key);
 	}
 	for (i = 0; i < NKEYS; i++) {

@@ -73,6 +73,7 @@ enum mkey {
 	MK_MAX_ATTEMPTS,
 	MK_RETRIES, /* cluster: max_attempts = retries + 1 */
 	MK_CACHE_FRESH, /* read-through cache: cache_fresh_ns */
+	MK_PRIORITY, /* issue 42: critical, default, sheddable */
 	MK_COUNT,
 	MK_TEXT /* not a method key: a selector key (resil_cluster_text) */
 };

@@ -11,6 +11,7 @@
 #include "atomic.h"
 #include "internal.h"
 #include "limit_shared.h"
+#include "limit_wait.h"
 #include "proc.h"
 
 /* The hot paths inline the decision; the slow paths stay out of line. */
@@ -796,6 +797,7 @@ struct resil_bulkhead {
 	resil_allocator alloc;
 	void *mem; /* what was allocated: the struct sits aligned inside */
 	resil_gradient *grad; /* adaptive == RESIL_BULKHEAD_GRADIENT */
+	resil__bhq *wq; /* waits or priorities (lib/limit_wait.c), or NULL */
 };
 
 _Static_assert(sizeof(bh_stripe) == 2 * RESIL__CACHELINE, "bh_stripe size");
@@ -876,6 +878,41 @@ resil_bulkhead_config_set(resil_bulkhead_config *cfg, const char *key,
 	return resil__diagf(diag, RESIL_E_NOTFOUND, "%s: unknown key", key);
 }
 
+/* The waiting and priority fields (issue 42). */
+static resil_err
+bh_validate_wait(const resil_bulkhead_config *cfg, resil_diag *diag)
+{
+	uint64_t res = (uint64_t)cfg->reserve_critical + cfg->reserve_default;
+
+	if (cfg->max_wait_ns > 0 &&
+	    (cfg->queue < 1 || cfg->queue > MAX_LIMIT))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "bulkhead.queue: %" PRIu32 " is out of range 1..%" PRIu32
+		    " (bulkhead.max_wait is set)",
+		    cfg->queue, MAX_LIMIT);
+	if (cfg->max_wait_ns == 0 && cfg->queue != 0)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "bulkhead.queue: %" PRIu32
+		    " needs bulkhead.max_wait > 0 (a queue nobody waits in)",
+		    cfg->queue);
+	if (cfg->order != RESIL_BULKHEAD_FIFO &&
+	    cfg->order != RESIL_BULKHEAD_LIFO)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "bulkhead.order: %d is not 0 (fifo) or 1 (lifo)",
+		    cfg->order);
+	if (res > 0 && res >= cfg->max_concurrent)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "bulkhead.reserve.critical + bulkhead.reserve.default: "
+		    "%" PRIu64 " must be below max_concurrent (%" PRIu32 ")",
+		    res, cfg->max_concurrent);
+	if ((res > 0 || cfg->max_wait_ns > 0) && cfg->batch != 0)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "bulkhead.batch: %" PRIu32
+		    " must be 0 for a bulkhead that waits or reserves slots",
+		    cfg->batch);
+	return RESIL_OK;
+}
+
 resil_err
 resil_bulkhead_config_validate(
     const resil_bulkhead_config *cfg, resil_diag *diag)
@@ -896,6 +933,8 @@ resil_bulkhead_config_validate(
 		    "bulkhead.batch: %" PRIu32 " is out of range 0..%" PRIu32
 		    " (max_concurrent)",
 		    cfg->batch, cfg->max_concurrent);
+	if (bh_validate_wait(cfg, diag) != RESIL_OK)
+		return RESIL_E_INVAL;
 	if (!cfg->adaptive)
 		return RESIL_OK;
 	if (cfg->batch != 0)
@@ -949,6 +988,9 @@ static resil_err bh_reject(resil_bulkhead *bh, uint64_t lim);
 
 /* batch of a shared-memory bulkhead. */
 #define BH_SHARED UINT32_MAX
+/* batch of a bulkhead that reserves slots for priority classes: every
+ * acquire decides its class's share (lib/limit_wait.c). */
+#define BH_CLASSED (UINT32_MAX - 1)
 static inline void bh_note_peak(bh_stripe *sp, uint64_t v);
 
 /* Create a bulkhead whose limit word is its own (shared NULL) or in a
@@ -976,6 +1018,12 @@ bh_create(resil_bulkhead **out, const resil_bulkhead_config *cfg, void *shared,
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "bulkhead.adaptive: a shared-memory bulkhead has a fixed "
 		    "limit (adaptive must be 0)");
+	if (shared != NULL &&
+	    (cfg->max_wait_ns > 0 || cfg->reserve_critical > 0 ||
+	        cfg->reserve_default > 0))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "bulkhead.max_wait: a shared-memory bulkhead neither "
+		    "waits nor reserves slots (docs/shared.md)");
 	bh = alloc_aligned(cfg->alloc, sizeof(*bh), &mem);
 	if (bh == NULL)
 		return resil__diagf(
@@ -1022,6 +1070,19 @@ bh_create(resil_bulkhead **out, const resil_bulkhead_config *cfg, void *shared,
 	if (shared != NULL && init)
 		resil__store64(
 		    (uint64_t *)shared, bh->ctl); /* for reference */
+	if (shared == NULL) {
+		bh->wq = resil__bhq_new(
+		    cfg, &bh->alloc, &bh->in_flight, &bh->ctl, &bh->clock, &err);
+		if (err != RESIL_OK) {
+			resil_gradient_free(bh->grad);
+			resil__free(
+			    &bh->alloc, mem, sizeof(*bh) + RESIL__CACHELINE);
+			return resil__diagf(
+			    diag, RESIL_E_NOMEM, "bulkhead: out of memory");
+		}
+		if (cfg->reserve_critical + cfg->reserve_default > 0)
+			bh->batch = BH_CLASSED;
+	}
 	*out = bh;
 	return RESIL_OK;
 }
@@ -1341,6 +1402,7 @@ resil_bulkhead_free(resil_bulkhead *bh)
 	if (bh == NULL)
 		return;
 	resil_gradient_free(bh->grad);
+	resil__bhq_free(bh->wq, &bh->alloc);
 	a = bh->alloc;
 	resil__free(&a, bh->mem, sizeof(*bh) + RESIL__CACHELINE);
 }
@@ -1358,8 +1420,8 @@ bh_in_flight(resil_bulkhead *bh)
 
 	if (bh->counts != NULL)
 		return BH_G_COUNT(resil__load64(bh->gw));
-	if (bh->batch == 0)
-		return resil__load64(&bh->in_flight);
+	if (bh->batch == 0 || bh->batch == BH_CLASSED)
+		return BHQ_COUNT(resil__load64(&bh->in_flight));
 	for (i = 0; i < NSTRIPES; i++)
 		n += SLOT_USED(resil__load64(&bh->stripes[i].slots));
 	return n;
@@ -1491,6 +1553,8 @@ resil_bulkhead_try_acquire(resil_bulkhead *bh)
 		/* A shared bulkhead's stripes lease nothing: here. */
 		if (bh->batch == BH_SHARED)
 			return bh_shared_acquire(bh, sp);
+		if (bh->batch == BH_CLASSED)
+			return resil__bulkhead_try_cls(bh, 1); /* default */
 		return bh_acquire_slow(bh, sp);
 	}
 	cur = resil__load64(&bh->in_flight);
@@ -1513,11 +1577,16 @@ resil_bulkhead_try_acquire(resil_bulkhead *bh)
 
 /* A batched release whose own stripe has nothing in flight: the call was
  * acquired on another thread's stripe (or this is misuse). */
+static resil_err bh_release_exact(resil_bulkhead *bh);
+
 static LIMIT_NOINLINE resil_err
 bh_release_scan(resil_bulkhead *bh, bh_stripe *sp)
 {
 	unsigned i, pass;
 
+	/* A classed bulkhead leases nothing: its count is exact. */
+	if (bh->batch == BH_CLASSED)
+		return bh_release_exact(bh);
 	for (pass = 0; pass < BH_RELEASE_SCANS; pass++)
 		for (i = 0; i < NSTRIPES; i++)
 			if (bh_slot_give(bh, &bh->stripes[i])) {
@@ -1525,6 +1594,131 @@ bh_release_scan(resil_bulkhead *bh, bh_stripe *sp)
 				return RESIL_OK;
 			}
 	return RESIL_E_MISUSE;
+}
+
+/* An exact release whose word is 0 (misuse) or has waiters (issue 42:
+ * the slot is handed on under the queue's lock). */
+static LIMIT_NOINLINE resil_err
+bh_release_odd(resil_bulkhead *bh, uint64_t cur)
+{
+	resil_err err;
+
+	if (cur == 0)
+		return RESIL_E_MISUSE; /* more releases than acquires */
+	err = resil__bhq_release(bh->wq);
+	if (err == RESIL_OK)
+		resil__inc64(&bh_my_stripe(bh)->released);
+	return err;
+}
+
+/* ---- what lib/limit_wait.c needs of a bulkhead ---- */
+
+resil__bhq *
+resil__bulkhead_q(resil_bulkhead *bh)
+{
+	return bh->wq;
+}
+
+void
+resil__bulkhead_granted(resil_bulkhead *bh, uint64_t peak)
+{
+	bh_stripe *sp = bh_my_stripe(bh);
+
+	resil__inc64(&sp->granted);
+	bh_note_peak(sp, peak);
+}
+
+void
+resil__bulkhead_refused(resil_bulkhead *bh)
+{
+	(void)bh_reject(bh, resil__load64(&bh->ctl) >> 32);
+}
+
+/* An acquire of class cls (lib/limit_queue.c's) that never waits: no
+ * reservations, no queue: try_acquire decides (a waiter in the word
+ * refuses it, which is right: without reservations a waiter means
+ * every class's share is taken). */
+resil_err
+resil__bulkhead_try_cls(resil_bulkhead *bh, unsigned cls)
+{
+	uint64_t peak = 0;
+
+	if (bh->wq == NULL || bh->batch != BH_CLASSED)
+		return resil_bulkhead_try_acquire(bh);
+	if (resil__bhq_try(bh->wq, cls, &peak) != RESIL_OK)
+		return bh_reject(bh, resil__load64(&bh->ctl) >> 32);
+	resil__bulkhead_granted(bh, peak);
+	return RESIL_OK;
+}
+
+/* resil_bulkhead_acquire_wait() past its fast path: queue and block
+ * through the clock's wait until a slot comes or the wait ends. */
+static LIMIT_NOINLINE resil_err
+bh_acquire_wait_slow(
+    resil_bulkhead *bh, resil_priority prio, uint64_t *waited)
+{
+	resil_bulkhead_waiter w;
+	uint64_t now, peak = 0, wt = 0;
+	int r;
+
+	if (bh == NULL || (unsigned)prio > (unsigned)RESIL_PRIORITY_CRITICAL)
+		return RESIL_E_INVAL;
+	/* A clock that can neither wait nor sleep cannot block: no queue
+	 * (the thread would spin until the deadline). */
+	if (bh->wq == NULL || bh->wq->max_wait == 0 ||
+	    ((bh->clock.wait == NULL || bh->clock.wake == NULL) &&
+	        bh->clock.sleep == NULL)) {
+		r = resil__bulkhead_try_cls(bh, resil__bhq_cls(prio));
+		if (r == RESIL_OK && waited != NULL)
+			*waited = 0;
+		return (resil_err)r;
+	}
+	now = resil_clock_now(&bh->clock);
+	r = resil__bhq_start(
+	    bh->wq, resil__bhq_cls(prio), &w, NULL, NULL, now, &peak);
+	while (r == BHQ_QUEUED || r == BHQ_WAITS) {
+		resil__bulkhead_wait_block(&w, resil_bulkhead_wait_deadline(&w));
+		now = resil_clock_now(&bh->clock);
+		r = resil__bhq_poll(bh->wq, &w, now, &peak);
+		if (r == BHQ_GRANTED && now > resil__bhq_start_time(&w))
+			wt = now - resil__bhq_start_time(&w);
+	}
+	if (r != BHQ_GRANTED)
+		return bh_reject(bh, resil__load64(&bh->ctl) >> 32);
+	resil__bulkhead_granted(bh, peak);
+	if (waited != NULL)
+		*waited = wt;
+	return RESIL_OK;
+}
+
+resil_err
+resil_bulkhead_acquire_wait(
+    resil_bulkhead *bh, resil_priority prio, uint64_t *waited)
+{
+	uint64_t cur, lim;
+	bh_stripe *sp;
+	unsigned si;
+
+	/* An exact bulkhead (no reservations: every class's share is the
+	 * limit) with a free slot and nobody queued: try_acquire's path,
+	 * one CAS; anything else (a lost race, a thread's first call, NULL)
+	 * goes on in lib/limit_wait.c. No call on this path, so no frame. */
+	if (RESIL__LIKELY(bh != NULL && bh->batch == 0 &&
+	        (unsigned)prio <= (unsigned)RESIL_PRIORITY_CRITICAL &&
+	        resil__thread_stripe_known(NSTRIPES, &si))) {
+		cur = resil__load64(&bh->in_flight);
+		lim = resil__load64(&bh->ctl) >> 32;
+		if (RESIL__LIKELY(cur < lim) &&
+		    RESIL__LIKELY(resil__cas64(&bh->in_flight, cur, cur + 1))) {
+			sp = &bh->stripes[si];
+			resil__inc64(&sp->granted);
+			bh_note_peak(sp, cur + 1);
+			if (waited != NULL)
+				*waited = 0;
+			return RESIL_OK;
+		}
+	}
+	return bh_acquire_wait_slow(bh, prio, waited);
 }
 
 resil_err
@@ -1547,14 +1741,32 @@ resil_bulkhead_release(resil_bulkhead *bh)
 	}
 	cur = resil__load64(&bh->in_flight);
 	for (;;) {
-		if (RESIL__UNLIKELY(cur == 0))
-			return RESIL_E_MISUSE; /* more releases than acquires
-			                        */
+		/* One test for two cases (the count is below 2^30): nothing
+		 * in flight (cur 0), or waiters in the high half. */
+		if (RESIL__UNLIKELY(cur - 1 > (uint64_t)INT32_MAX))
+			return bh_release_odd(bh, cur);
 		if (RESIL__LIKELY(resil__cas64(&bh->in_flight, cur, cur - 1)))
 			break;
 		cur = resil__load64(&bh->in_flight);
 	}
 	resil__inc64(&sp->released);
+	return RESIL_OK;
+}
+
+/* The exact release of a classed bulkhead (through the batched path). */
+static resil_err
+bh_release_exact(resil_bulkhead *bh)
+{
+	uint64_t cur = resil__load64(&bh->in_flight);
+
+	for (;;) {
+		if (cur - 1 > (uint64_t)INT32_MAX)
+			return bh_release_odd(bh, cur);
+		if (resil__cas64(&bh->in_flight, cur, cur - 1))
+			break;
+		cur = resil__load64(&bh->in_flight);
+	}
+	resil__inc64(&bh_my_stripe(bh)->released);
 	return RESIL_OK;
 }
 
@@ -1717,6 +1929,12 @@ resil_bulkhead_get_metrics(resil_bulkhead *bh, resil_bulkhead_metrics *out)
 	m.limit = (uint32_t)(resil__load64(&bh->ctl) >> 32);
 	m.in_flight = (uint32_t)bh_in_flight(bh);
 	m.peak_in_flight = (uint32_t)peak;
+	if (bh->wq != NULL) {
+		m.waiting = (uint32_t)BHQ_NWAIT(resil__load64(&bh->in_flight));
+		m.waited = resil__load64(&bh->wq->waited);
+		m.wait_timeouts = resil__load64(&bh->wq->timeouts);
+		m.queue_full = resil__load64(&bh->wq->full);
+	}
 	*out = m;
 	return RESIL_OK;
 }

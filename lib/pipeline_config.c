@@ -77,6 +77,11 @@ resil__method_check(const resil_method_config *m, resil_diag *diag)
 		    "%s.retry.max_attempts: %u is out of range 0..%u", m->name,
 		    (unsigned)m->max_attempts,
 		    (unsigned)RESIL_RETRY_MAX_ATTEMPTS);
+	if ((unsigned)m->priority > (unsigned)RESIL_PRIORITY_CRITICAL)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "%s.priority: %d is not a priority (0 unset, 1 sheddable, "
+		    "2 default, 3 critical)",
+		    m->name, (int)m->priority);
 	return RESIL_OK;
 }
 

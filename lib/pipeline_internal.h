@@ -116,6 +116,7 @@ typedef struct pmethod {
 	resil__bfast run_bf;
 	uint64_t *run_first;
 	uint64_t *run_first_own;
+	uint8_t prio; /* issue 42: its resil_priority (0: unset) */
 	UT_hash_handle hh;
 } method;
 

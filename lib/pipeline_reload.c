@@ -186,6 +186,7 @@ describe_changes(const settings *old, const settings *g,
 
 		if (om == NULL || om->type != mc->type || om->timeout != t ||
 		    om->max_attempts != mc->max_attempts ||
+		    om->prio != (uint8_t)mc->priority ||
 		    (os == NULL) != (mc->mock == NULL) ||
 		    (os != NULL && strcmp(os, mc->mock) != 0))
 			NOTE(mc->name);

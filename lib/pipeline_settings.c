@@ -298,7 +298,7 @@ _Static_assert(sizeof(resil_cache_config) == 56,
     "resil_cache_config changed: update resil__same_cache()");
 _Static_assert(sizeof(resil_ratelimit_config) == 72,
     "resil_ratelimit_config changed: update resil__same_ratelimit()");
-_Static_assert(sizeof(resil_bulkhead_config) == 160,
+_Static_assert(sizeof(resil_bulkhead_config) == 184,
     "resil_bulkhead_config changed: update resil__same_bulkhead()");
 #endif
 
@@ -361,7 +361,9 @@ resil__same_bulkhead(
 	        a->gradient.rtt_tolerance, b->gradient.rtt_tolerance) &&
 	    SAME(gradient.long_window) && SAME(gradient.long_warmup) &&
 	    SAME(gradient.queue_size) && SAME(gradient.growth) &&
-	    SAME(gradient.listener) && SAME(gradient.listener_ctx);
+	    SAME(gradient.listener) && SAME(gradient.listener_ctx) &&
+	    SAME(max_wait_ns) && SAME(queue) && SAME(order) &&
+	    SAME(reserve_critical) && SAME(reserve_default);
 }
 
 #undef SAME
@@ -547,6 +549,7 @@ method_add(resil_pipeline *p, const resil_pipeline_config *cfg, settings *g,
 	m->timeout = mc->timeout_ns ? mc->timeout_ns : cfg->timeout_ns;
 	m->fresh = mc->cache_fresh_ns;
 	m->max_attempts = mc->max_attempts;
+	m->prio = (uint8_t)mc->priority; /* issue 42 */
 	m->declared = 1;
 	if (mc->mock != NULL) {
 		m->mock_spec = resil__strdup(resil__a, mc->mock);

@@ -817,14 +817,14 @@ test_config_unknown_key(void **state)
 	expect_error("colour=blue", "svc.conf:1: colour: unknown key");
 	expect_error("Retry.max_attempts=3",
 	    "svc.conf:1: Retry.max_attempts: unknown key (a method has type, "
-	    "mock, timeout and retry.max_attempts)");
+	    "mock, timeout, retry.max_attempts and priority)");
 	expect_error("getStock.mok=return 1",
 	    "svc.conf:1: getStock.mok: unknown key (did you mean "
 	    "getStock.mock?)");
 	expect_error("getStock.retry.delay=1",
 	    "svc.conf:1: getStock.retry.delay: unknown key (a method has "
 	    "type, "
-	    "mock, timeout and retry.max_attempts)");
+	    "mock, timeout, retry.max_attempts and priority)");
 	expect_error("get-stock.mock=return 1",
 	    "svc.conf:1: get-stock.mock: \"get-stock\" is not a method name "
 	    "(a "

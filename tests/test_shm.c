@@ -51,7 +51,8 @@ shared_now(void *ctx)
 	return __atomic_load_n(&cm->now, __ATOMIC_ACQUIRE);
 }
 
-static const resil_clock shared_clock = { shared_now, NULL, NULL, NULL };
+static const resil_clock shared_clock = { shared_now, NULL, NULL, NULL, NULL,
+	NULL };
 
 static char region[64];
 

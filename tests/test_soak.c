@@ -396,7 +396,8 @@ storm_now(void *ctx)
 	return __atomic_load_n(&sm->now, __ATOMIC_ACQUIRE);
 }
 
-static const resil_clock storm_clock = { storm_now, NULL, NULL, NULL };
+static const resil_clock storm_clock = { storm_now, NULL, NULL, NULL, NULL,
+	NULL };
 
 static char storm_region[64];
 

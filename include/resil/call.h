@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <resil/limit.h>
 #include <resil/resil.h>
 #include <resil/selector.h>
 #include <resil/value.h>
@@ -66,6 +67,9 @@ typedef struct resil_method resil_method;
  *   st->until (a retry backoff, a hedge delay, a timeout), or earlier
  *   after a report. st->until is UINT64_MAX when only a report can move
  *   the call on. Stepping early is harmless: it returns WAIT again.
+ *   A launch waiting for a bulkhead slot (bulkhead.max_wait, issue 42)
+ *   answers WAIT with st->until the end of that wait; the slot may come
+ *   earlier, and then the invocation's wake hook is called (step then).
  * - RESIL_CALL_DONE: *out holds the answer, with its provenance (source,
  *   age, attempts, breaker state), exactly as resil_pipeline_call()
  *   would have given it; the caller frees it with resil_result_free().
@@ -91,7 +95,7 @@ typedef struct resil_method resil_method;
  */
 typedef struct resil_call {
 	/* Private: the machine's state. */
-	uint64_t opaque_[352];
+	uint64_t opaque_[368]; /* 352 before issue 42 */
 } resil_call;
 
 typedef enum resil_call_action {
@@ -148,6 +152,20 @@ typedef struct resil_invocation {
 	size_t nattachments;
 	int has_retries;
 	uint32_t retries;
+	/*
+	 * Issue 42. priority: the call's class (resil_priority; UNSET: its
+	 * `resil.priority` attachment, critical|default|sheddable, else the
+	 * method's `priority` key, else DEFAULT), which a bulkhead's
+	 * reservations and queue read. wake,
+	 * wake_ctx: the hook the call machine wakes its caller through when
+	 * a bulkhead slot it answered WAIT for (st->until: the end of the
+	 * wait) is handed to it, on the releasing thread: it must not block
+	 * (write an eventfd, uv_async_send); the caller then steps the
+	 * call. NULL: no early wake, the caller steps at st->until.
+	 */
+	resil_priority priority;
+	void (*wake)(void *ctx);
+	void *wake_ctx;
 } resil_invocation;
 
 /* All fields NULL/0 but args.method. */
@@ -225,6 +243,11 @@ RESIL_API resil_err resil_call_cancel(resil_call *c, uint64_t now);
 /* Attempts handed out and not yet reported (abandoned ones included);
  * 0 for NULL or a call never started. */
 RESIL_API uint32_t resil_call_outstanding(const resil_call *c);
+
+/* The priority class of a started call (issue 42): its invocation's,
+ * else its `resil.priority` attachment's, else RESIL_PRIORITY_DEFAULT;
+ * UNSET for NULL. The throttle stage and the bulkhead read this. */
+RESIL_API resil_priority resil_call_priority(resil_call *c);
 
 #ifdef __cplusplus
 }

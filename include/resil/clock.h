@@ -39,6 +39,20 @@ typedef struct resil_clock {
 	uint64_t (*coarse)(void *ctx);
 	void (*sleep)(uint64_t ticks, void *ctx);
 	void *ctx;
+	/*
+	 * The wait primitive (issue 42), optional, both or neither: wait
+	 * blocks the calling thread while *word == expected, until wake is
+	 * called for word, or until the clock reads deadline or later
+	 * (UINT64_MAX: no deadline); it may also return early (spuriously):
+	 * callers look at *word and the time again (resil_clock_wait() does).
+	 * wake wakes every thread waiting on word. word is a process-private
+	 * 32-bit word (a futex). NULL: the clock cannot wait, and
+	 * resil_clock_wait() polls with sleep instead (docs/clock.md). A
+	 * clock written as { now, coarse, sleep, ctx } has neither.
+	 */
+	void (*wait)(const uint32_t *word, uint32_t expected, uint64_t deadline,
+	    void *ctx);
+	void (*wake)(const uint32_t *word, void *ctx);
 } resil_clock;
 
 /* CLOCK_MONOTONIC in nanoseconds, with CLOCK_MONOTONIC_COARSE as coarse and
@@ -75,9 +89,37 @@ RESIL_API uint64_t resil_clock_coarse(const resil_clock *clk);
 RESIL_API void resil_clock_sleep(const resil_clock *clk, uint64_t ticks);
 
 /*
+ * Block the calling thread while *word == expected, until another thread
+ * changes *word and calls resil_clock_wake(clk, word), or until clk reads
+ * deadline or later (UINT64_MAX: no deadline). The word is read with
+ * sequentially consistent loads; the waker stores the new value first,
+ * then wakes. Through clk's wait; a clock without one polls: sleep in
+ * steps of at most RESIL_NS_PER_MS ticks, and a clock without sleep
+ * either does not block (RESIL_E_TIMEOUT at once unless *word changed).
+ *
+ * The system and fast clocks wait on a futex with the deadline in
+ * CLOCK_MONOTONIC; a manual clock blocks the thread for real until a
+ * wake, or until resil_manual_clock_advance()/_set() moves it to the
+ * deadline (so a test's threads wait without a sleep of their own).
+ *
+ * Returns RESIL_OK when *word != expected; RESIL_E_TIMEOUT when the
+ * deadline came first; RESIL_E_INVAL for a NULL word. NULL clk: the
+ * system clock. Thread-safe.
+ */
+RESIL_API resil_err resil_clock_wait(const resil_clock *clk,
+    const uint32_t *word, uint32_t expected, uint64_t deadline);
+
+/* Wake every thread in resil_clock_wait(clk, word, ...): call it after
+ * changing *word. NULL word: nothing. Thread-safe. */
+RESIL_API void resil_clock_wake(const resil_clock *clk, const uint32_t *word);
+
+/*
  * The manual clock: time moves only when the test moves it. Sleeping on it
  * advances it by the ticks asked, so code that waits through the injected
  * clock runs instantly and exactly. Advancing saturates at UINT64_MAX.
+ * Waiting on it (resil_clock_wait) blocks the thread until a wake, or
+ * until another thread advances or sets it to the deadline: each
+ * advance and set wakes the clock's waiters to look again.
  *
  * The struct lives in the caller's storage and must outlive every object
  * that was given its hook. Its fields are private.
@@ -85,6 +127,8 @@ RESIL_API void resil_clock_sleep(const resil_clock *clk, uint64_t ticks);
 typedef struct resil_manual_clock {
 	uint64_t now_;
 	resil_clock hook_;
+	uint32_t seq_;   /* moves at each advance, set and wake */
+	uint32_t nwait_; /* threads in its wait */
 } resil_manual_clock;
 
 /* Start mc at the given tick. */

@@ -49,6 +49,30 @@ extern "C" {
 typedef struct resil_ratelimit resil_ratelimit;
 typedef struct resil_bulkhead resil_bulkhead;
 
+/*
+ * A call's priority class (issue 42). Limiters shed the lower classes
+ * first: a bulkhead keeps reserve_critical slots for critical calls and
+ * reserve_default more for default and critical ones, and its queue
+ * hands a freed slot to the highest class waiting. UNSET (0, the zeroed
+ * struct) means "not given here": the next source decides (a call's
+ * invocation, then its `resil.priority` attachment, then the method's
+ * `priority` key), and DEFAULT in the end.
+ */
+typedef enum resil_priority {
+	RESIL_PRIORITY_UNSET = 0,
+	RESIL_PRIORITY_SHEDDABLE = 1,
+	RESIL_PRIORITY_DEFAULT = 2,
+	RESIL_PRIORITY_CRITICAL = 3
+} resil_priority;
+
+/* "sheddable", "default", "critical", or "unset" (and "unknown"). */
+RESIL_API const char *resil_priority_name(resil_priority p);
+
+/* Parse "critical", "default" or "sheddable" (case-insensitive) into
+ * *out. RESIL_OK; RESIL_E_INVAL for NULL or another text (*out
+ * unchanged). */
+RESIL_API resil_err resil_priority_parse(const char *text, resil_priority *out);
+
 /* What a listener is told about. */
 typedef enum resil_limit_event_type {
 	RESIL_LIMIT_EVENT_REJECTED = 0,        /* an acquire got E_LIMITED */
@@ -318,7 +342,39 @@ typedef struct resil_bulkhead_config {
 	 * each change as well as the bulkhead's. Defaults: Netflix's.
 	 */
 	resil_gradient_config gradient;
+
+	/*
+	 * A bulkhead that waits (issue 42; exact bulkheads only: batch 0,
+	 * not in shared memory). With max_wait_ns > 0 a full bulkhead queues
+	 * the caller, up to `queue` waiters, and hands each freed slot
+	 * straight to a waiter (FIFO or LIFO within a class, the highest
+	 * class first), so that a newcomer never overtakes one waiting; a
+	 * wait that ends without a slot (max_wait_ns passed, or the queue
+	 * full) is RESIL_E_LIMITED, as a refusal. max_wait_ns: 0 (no
+	 * waiting, the default) or 1..; queue: 1..RESIL_BULKHEAD_MAX_LIMIT
+	 * when max_wait_ns > 0, else 0; order RESIL_BULKHEAD_FIFO (0) or
+	 * RESIL_BULKHEAD_LIFO (1).
+	 */
+	uint64_t max_wait_ns;
+	uint32_t queue;
+	int order;
+
+	/*
+	 * Priorities: slots only critical calls may take, and slots only
+	 * default and critical ones may take, out of the limit (a sheddable
+	 * call is refused while limit - reserve_critical - reserve_default
+	 * or more are in flight; a default one at limit - reserve_critical).
+	 * Exact under races (one word decides). reserve_critical +
+	 * reserve_default < max_concurrent; batch must be 0. An adaptive
+	 * limit that falls to a class's reservation sheds that class.
+	 */
+	uint32_t reserve_critical;
+	uint32_t reserve_default;
 } resil_bulkhead_config;
+
+/* The values of resil_bulkhead_config.order. */
+#define RESIL_BULKHEAD_FIFO 0
+#define RESIL_BULKHEAD_LIFO 1
 
 /* Fill *cfg with the defaults: 25 calls in flight, not adaptive; for the
  * adaptive limit: 1..200, target latency 100 ms (system clock), increase
@@ -402,6 +458,71 @@ RESIL_API void resil_bulkhead_free(resil_bulkhead *bh);
 RESIL_API resil_err resil_bulkhead_try_acquire(resil_bulkhead *bh);
 
 /*
+ * Enter as a call of priority prio (UNSET: DEFAULT): as try_acquire,
+ * against the slots prio may use (reserve_critical, reserve_default),
+ * and never ahead of a queued waiter of prio's class or higher. Never
+ * waits. RESIL_OK, RESIL_E_LIMITED, RESIL_E_INVAL (NULL, a bad prio).
+ */
+RESIL_API resil_err resil_bulkhead_try_acquire_prio(
+    resil_bulkhead *bh, resil_priority prio);
+
+/*
+ * Enter, waiting for a slot (blocking; the driver's form): as
+ * try_acquire_prio when a slot is free; otherwise, on a bulkhead with
+ * max_wait_ns > 0, queue and block the calling thread through the
+ * clock's wait primitive (resil_clock_wait: a futex on the system
+ * clock; a manual clock wakes it as it advances) until a release hands
+ * it a slot or the clock reaches the start + max_wait_ns. *waited (may
+ * be NULL) gets the ticks waited, on RESIL_OK only. RESIL_E_LIMITED
+ * when no slot came (the queue was full, the wait ran out, or the
+ * bulkhead does not wait). On a clock that can neither wait nor sleep it
+ * does not queue (as try_acquire_prio).
+ */
+RESIL_API resil_err resil_bulkhead_acquire_wait(
+    resil_bulkhead *bh, resil_priority prio, uint64_t *waited);
+
+/*
+ * A wait for a slot without blocking (the call machine's form: an event
+ * loop). The waiter lives in the caller's storage and must not move or
+ * go while queued.
+ *
+ *   resil_bulkhead_wait_start(bh, prio, &w, wake, ctx, now, &queued)
+ *     RESIL_OK, queued 0: the slot is the caller's now; RESIL_OK,
+ *     queued 1: waiting until resil_bulkhead_wait_deadline(&w);
+ *     RESIL_E_LIMITED: refused (no waiting configured, queue full).
+ *   wake(ctx) is called once, on the releasing thread after the
+ *     bulkhead's lock is dropped, when a slot is handed to w: it must not
+ *     block (write an eventfd, uv_async_send, post to the loop); the
+ *     caller then polls. wake NULL: the waiter's state word is woken
+ *     through the bulkhead's clock (resil_clock_wake) instead.
+ *   resil_bulkhead_wait_poll(bh, &w, now, &granted): granted 1: the slot
+ *     is the caller's (release it as any); granted 0: still waiting;
+ *     RESIL_E_LIMITED: now reached the deadline with no slot (w is off
+ *     the queue).
+ *   resil_bulkhead_wait_cancel(bh, &w): off the queue; a slot handed to
+ *     it meanwhile is released (handed on). RESIL_OK.
+ * Each returns RESIL_E_INVAL for NULL and RESIL_E_MISUSE for a waiter
+ * that is not waiting (poll, cancel).
+ */
+typedef struct resil_bulkhead_waiter {
+	uint64_t opaque_[10];
+} resil_bulkhead_waiter;
+
+RESIL_API resil_err resil_bulkhead_wait_start(resil_bulkhead *bh,
+    resil_priority prio, resil_bulkhead_waiter *w, void (*wake)(void *ctx),
+    void *wake_ctx, uint64_t now, int *queued);
+RESIL_API resil_err resil_bulkhead_wait_poll(resil_bulkhead *bh,
+    resil_bulkhead_waiter *w, uint64_t now, int *granted);
+RESIL_API resil_err resil_bulkhead_wait_cancel(
+    resil_bulkhead *bh, resil_bulkhead_waiter *w);
+/* When a queued waiter's wait ends (its start + max_wait_ns). */
+RESIL_API uint64_t resil_bulkhead_wait_deadline(
+    const resil_bulkhead_waiter *w);
+
+/* Waiters queued now; 0 for NULL. */
+RESIL_API uint32_t resil_bulkhead_waiting(resil_bulkhead *bh);
+
+/*
  * Leave: one call fewer in flight. Returns RESIL_OK; RESIL_E_MISUSE when
  * nothing is in flight (the count never goes below zero); RESIL_E_INVAL
  * for NULL.
@@ -463,6 +584,12 @@ typedef struct resil_bulkhead_metrics {
 	uint32_t limit;          /* the current limit */
 	uint32_t in_flight;      /* calls in flight now */
 	uint32_t peak_in_flight; /* the most in flight at once so far */
+	/* A bulkhead that waits (issue 42): waiters queued now, waits that
+	 * got a slot, waits that ran out, refusals of a full queue. */
+	uint32_t waiting;
+	uint64_t waited;
+	uint64_t wait_timeouts;
+	uint64_t queue_full;
 } resil_bulkhead_metrics;
 
 /* Fill *out. Returns RESIL_OK or RESIL_E_INVAL for a NULL argument. Each

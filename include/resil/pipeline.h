@@ -169,6 +169,10 @@ typedef struct resil_method_config {
 	 * a call (source RESIL_SOURCE_CACHE, its age); older ones, and
 	 * misses, go to the dependency as without it. 0: off. */
 	uint64_t cache_fresh_ns;
+	/* Issue 42: the method's calls' priority class when the call gives
+	 * none (resil_invocation.priority, its resil.priority attachment);
+	 * UNSET: DEFAULT. Text: getStock.priority=critical. */
+	resil_priority priority;
 } resil_method_config;
 
 typedef struct resil_pipeline_config {
