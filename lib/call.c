@@ -5,6 +5,7 @@
  */
 #include <resil/call.h>
 
+#include "call_keyed.h"
 #include "call_machine.h"
 
 /* The simple phase of a timed call (SIMPLE_TIMED): CALL_SIMPLE's, with
@@ -319,6 +320,8 @@ call_start(resil_call *call, resil_pipeline *p, const resil_method *m,
 		/* A call in flight holds permits and settings: starting
 		 * over it would lose them (issue 25.4). */
 		return RESIL_E_MISUSE;
+	if (RESIL__UNLIKELY(p->keyed != NULL)) /* issue 41 */
+		return resil__keyed_refuse_machine(out);
 	g = conf_hold(p, &gs);
 	mm = m != NULL ? resolve(g, m) : find_method(g, args->method);
 	return start_held(c, p, g, gs, false, mm, args, inv, out, now, step);
@@ -354,7 +357,8 @@ resil_call_start(resil_call *call, resil_pipeline *p, const resil_method *m,
 	if (RESIL__UNLIKELY(m == NULL || !conf_stripe_fenced(&gs) ||
 	        call == NULL || p == NULL || args == NULL ||
 	        args->method == NULL || out == NULL || step == NULL ||
-	        check_method(p, m) != RESIL_OK || CALL_IN_FLIGHT(c->magic)))
+	        check_method(p, m) != RESIL_OK || CALL_IN_FLIGHT(c->magic) ||
+	        p->keyed != NULL)) /* issue 41: refused in call_start() */
 		return call_start_any(call, p, m, args, out, now, step);
 	if (RESIL__UNLIKELY(!conf_try_hold(p, gs, true, &g)))
 		return call_start_any(call, p, m, args, out, now, step);
