@@ -33,7 +33,8 @@ struct resil__kgate {
 	kspec spec[3];
 };
 
-/* The pipeline whose gate this thread is inside (re-entry goes past it). */
+/* The pipeline whose gate this thread is entering: the next check of it
+ * (the gate's own call) goes past the gate, once. */
 static RESIL__TLS const resil_pipeline *kg_inside;
 
 static const char kg_missing[1] = {0};
@@ -158,7 +159,13 @@ resil__keyed_free(resil_pipeline *p)
 int
 resil__keyed_gated(const resil_pipeline *p)
 {
-	return p->keyed != NULL && kg_inside != p;
+	if (RESIL__UNLIKELY(kg_inside == p)) {
+		/* The gate's own call, once: a call the user's function
+		 * makes from inside it is gated again. */
+		kg_inside = NULL;
+		return 0;
+	}
+	return p->keyed != NULL;
 }
 
 /* The key spec draws from the request; the reserved "\0" when missing. */
@@ -246,7 +253,6 @@ static resil_err
 run_inner(const kcall *kc, resil_result *out)
 {
 	resil_err err;
-	const resil_pipeline *was = kg_inside;
 
 	kg_inside = kc->p;
 	if (kc->efn != NULL)
@@ -260,7 +266,7 @@ run_inner(const kcall *kc, resil_result *out)
 		    kc->p, kc->h, kc->args, kc->fn, kc->ctx, out);
 	else
 		err = resil_pipeline_call(kc->p, kc->args, kc->fn, kc->ctx, out);
-	kg_inside = was;
+	kg_inside = NULL; /* consumed already unless the call was refused */
 	return err;
 }
 

@@ -7,8 +7,8 @@
 
 struct resil_method;
 
-/* Nonzero when p has keyed families and this thread is not inside its
- * gate already. */
+/* Nonzero when p has keyed families and this is not the gate's own call
+ * (consumed by this check). */
 int resil__keyed_gated(const resil_pipeline *p);
 void resil__keyed_free(resil_pipeline *p);
 resil_err resil__keyed_call(resil_pipeline *p, const struct resil_method *h,

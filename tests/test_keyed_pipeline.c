@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include <resil/call.h>
+#include <resil/config.h>
 #include <resil/pipeline.h>
 #include <resil/pipeline_keyed.h>
 
@@ -285,6 +286,74 @@ test_keyed_pipeline_bad_spec(void **state)
 	resil_pipeline_free(x.p);
 }
 
+/* Calls the pipeline again from inside an attempt, with another key. */
+static int
+nest_fn(void *ctx, const resil_args *args, resil_value *out)
+{
+	fx *x = ctx;
+	resil_args a = {"other", "k", 1};
+	resil_result r;
+
+	(void)args;
+	(void)out;
+	x->ran++;
+	if (x->ran == 1) {
+		/* Same key (the method "get"): its one slot is held. */
+		resil_args same = {"get", "k", 1};
+
+		assert_int_equal(resil_pipeline_call(x->p, &same, nest_fn, x,
+		                     &r),
+		    RESIL_E_LIMITED);
+		resil_result_free(&r);
+		assert_int_equal(
+		    resil_pipeline_call(x->p, &a, nest_fn, x, &r), RESIL_OK);
+		resil_result_free(&r);
+	}
+	return 0;
+}
+
+/* A bulkhead per method: a nested call is gated again (not let past). */
+static void
+test_keyed_pipeline_bulkhead_per_method(void **state)
+{
+	fx x;
+	resil_keyed_config kc;
+	resil_args a = {"get", "k", 1};
+	resil_result r;
+
+	(void)state;
+	fx_start(&x);
+	resil_keyed_config_init(&kc);
+	kc.kind = RESIL_KEYED_BULKHEAD;
+	kc.bulkhead.max_concurrent = 1;
+	assert_int_equal(
+	    resil_pipeline_set_keyed(x.p, "method", &kc, &x.diag), RESIL_OK);
+	assert_int_equal(resil_pipeline_call(x.p, &a, nest_fn, &x, &r),
+	    RESIL_OK);
+	resil_result_free(&r);
+	assert_int_equal(x.ran, 2);
+	assert_int_equal(resil_pipeline_call(x.p, &a, fn, &x, &r), RESIL_OK);
+	resil_result_free(&r);
+	resil_pipeline_free(x.p);
+}
+
+/* The text keys are not read yet: refused, never silently accepted. */
+static void
+test_keyed_pipeline_text_key_refused(void **state)
+{
+	resil_config *conf = NULL;
+	resil_diag diag;
+
+	(void)state;
+	memset(&diag, 0, sizeof(diag));
+	assert_int_not_equal(resil_config_parse_string(&conf,
+	                         "breaker.key=arguments[0]\n", "k.conf",
+	                         NULL, &diag),
+	    RESIL_OK);
+	print_message("%s\n", diag.msg);
+	resil_config_free(conf);
+}
+
 /* The call machine refuses a keyed pipeline, saying why. */
 static void
 test_keyed_pipeline_machine_refused(void **state)
@@ -322,6 +391,8 @@ main(void)
 		cmocka_unit_test(test_keyed_pipeline_missing_key_shared),
 		cmocka_unit_test(test_keyed_pipeline_bad_spec),
 		cmocka_unit_test(test_keyed_pipeline_machine_refused),
+		cmocka_unit_test(test_keyed_pipeline_text_key_refused),
+		cmocka_unit_test(test_keyed_pipeline_bulkhead_per_method),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
