@@ -5,6 +5,7 @@
  */
 #include <resil/call.h>
 
+#include "call_keyed.h"
 #include "call_machine.h"
 
 /* The simple phase of a timed call (SIMPLE_TIMED): CALL_SIMPLE's, with
@@ -272,6 +273,16 @@ start_other(callm *c, bool own, uint64_t now, resil_call_next *step)
 	if (inline_first_ok(c->g, c->m, SIMPLE_PHASE_T) &&
 	    simple_start_timed(c, c->p, c->gst, own, c->m, now, step))
 		return RESIL_OK;
+	/* Issue 41: a keyed pipeline's methods have no simple phase
+	 * (resil__settings_no_phase()), so every start of one comes here. */
+	if (RESIL__UNLIKELY(c->p->keyed != NULL)) {
+		if (own)
+			conf_drop_own(c->g, c->gst);
+		else
+			conf_drop(c->g);
+		c->gref = 0;
+		return resil__keyed_refuse_machine(c->out);
+	}
 	return machine_start(c, now, step);
 }
 
@@ -319,6 +330,8 @@ call_start(resil_call *call, resil_pipeline *p, const resil_method *m,
 		/* A call in flight holds permits and settings: starting
 		 * over it would lose them (issue 25.4). */
 		return RESIL_E_MISUSE;
+	if (RESIL__UNLIKELY(p->keyed != NULL)) /* issue 41 */
+		return resil__keyed_refuse_machine(out);
 	g = conf_hold(p, &gs);
 	mm = m != NULL ? resolve(g, m) : find_method(g, args->method);
 	return start_held(c, p, g, gs, false, mm, args, inv, out, now, step);

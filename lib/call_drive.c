@@ -6,6 +6,7 @@
  * chose). Each is a loop over the machine that runs the attempts itself
  * and sleeps through the pipeline's clock.
  */
+#include "call_keyed.h"
 #include "call_machine.h"
 #include "fallback_internal.h"
 
@@ -734,14 +735,21 @@ call_slow(resil_pipeline *p, const struct resil_method *h,
 	unsigned gs;
 	resil_err err;
 
+	if (resil__keyed_gated(p)) /* issue 41: the keyed families' gate */
+		return resil__keyed_call(p, h, args, fn, ctx, out);
 	if (p->sel != NULL)
 		return refuse_selector(p, out);
-	if (p->executor.submit == NULL)
+	if (p->hedge_max != 0 && p->executor.submit == NULL)
 		return refuse_hedging(p, out);
 	g = conf_hold(p, &gs);
-	err = drive_hedged(p, g, gs,
-	    h != NULL ? resolve(g, h) : find_method(g, args->method), args,
-	    NULL, fn, NULL, ctx, out);
+	if (p->hedge_max == 0) /* issue 41: slow for the gate only */
+		err = drive(p, g, gs, false,
+		    h != NULL ? resolve(g, h) : find_method(g, args->method),
+		    args, fn, ctx, out);
+	else
+		err = drive_hedged(p, g, gs,
+		    h != NULL ? resolve(g, h) : find_method(g, args->method),
+		    args, NULL, fn, NULL, ctx, out);
 	conf_drop(g);
 	return err;
 }
@@ -852,6 +860,8 @@ invoke(resil_pipeline *p, const resil_method *h, const resil_args *args,
 	        args->method == NULL || fn == NULL || out == NULL ||
 	        (h != NULL && check_method(p, h) != RESIL_OK)))
 		return RESIL_E_INVAL;
+	if (resil__keyed_gated(p)) /* issue 41: the keyed families' gate */
+		return resil__keyed_invoke(p, h, args, inv, fn, ctx, out);
 	if (p->sel == NULL && p->hedge_max != 0 && p->executor.submit == NULL)
 		return refuse_hedging(p, out);
 	if (p->sel != NULL && p->ccfg.strategy == RESIL_CLUSTER_FORKING &&

@@ -24,6 +24,7 @@
 #include "pipeline_internal.h"
 
 #include "call_internal.h"
+#include "call_keyed.h"
 #include "pipeline_config.h"
 #include "pipeline_events.h"
 #include "pipeline_settings.h"
@@ -42,6 +43,7 @@ resil_pipeline_free(resil_pipeline *p)
 	if (p == NULL)
 		return;
 	resil__pipeline_unwatch_endpoints(p);
+	resil__keyed_free(p); /* issue 41 */
 	resil__a = &p->alloc;
 	resil__settings_free(p->cur);
 	while (p->retired != NULL) {

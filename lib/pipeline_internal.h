@@ -272,7 +272,8 @@ struct resil_pipeline {
 	char *zone;
 	resil_cluster *fbq; /* failback's queue, or NULL */
 	int slow;           /* resil_pipeline_call's slow path: hedging or
-	                     * a selector */
+	                     * a selector, or keyed families (issue 41) */
+	struct resil__kgate *keyed; /* issue 41: lib/call_keyed.c, or NULL */
 	/* Without a selector: failfast, failsafe or failback over the one
 	 * implicit endpoint (ccfg set, fbq for failback); 0: none. */
 	int one_ep;

@@ -769,6 +769,23 @@ decide_start(const resil_pipeline *p, const settings *g, method *m)
 	 * breaker's state word whatever the breaker's timing. */
 	if ((m->simple & SIMPLE_TIMED) && m->run_breaker != NULL)
 		m->run_bf.acq_word = m->run_bf.word;
+	/* Issue 41: the call machine refuses a keyed pipeline in
+	 * start_other() (lib/call.c), so its methods skip the simple phase
+	 * (its start then tests nothing more for it). */
+	if (p->keyed != NULL)
+		m->simple &= ~(SIMPLE_PHASE | SIMPLE_PHASE_T);
+}
+
+void
+resil__settings_no_phase(settings *g)
+{
+	method *it, *tmp;
+
+	g->dflt.simple &= ~(SIMPLE_PHASE | SIMPLE_PHASE_T);
+	HASH_ITER(hh, g->methods, it, tmp)
+	{
+		it->simple &= ~(SIMPLE_PHASE | SIMPLE_PHASE_T);
+	}
 }
 
 resil_err

@@ -20,6 +20,10 @@ resil_err resil__settings_build(resil_pipeline *p,
     const resil_pipeline_config *cfg, const settings *old, settings **out,
     resil_diag *diag);
 
+/* Issue 41: g's methods lose the call machine's simple phase (a keyed
+ * pipeline's, lib/call_keyed.c; before its first call). */
+void resil__settings_no_phase(settings *g);
+
 /* old was replaced (under mock_lock): it is freed now if no call holds
  * it, else by a later reload; so are earlier ones no call holds any
  * more. */

@@ -1,0 +1,48 @@
+/*
+ * Issue 41, "in the pipeline": a pipeline's keyed families (keyed.h), one
+ * per kind (breaker, rate limiter, bulkhead), each with the key it draws
+ * from the request at the call's admission. docs/keyed.md, "In the
+ * pipeline".
+ */
+#ifndef RESIL_PIPELINE_KEYED_H
+#define RESIL_PIPELINE_KEYED_H
+
+#include <resil/keyed.h>
+#include <resil/pipeline.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * Give p a keyed family of cfg->kind whose key is drawn by spec:
+ *   "method"          the call's method name;
+ *   "args"            the call's key bytes (args->data, args->len);
+ *   "arguments[N]"    the invocation's argument N (N 0..255, decimal);
+ *   "attachment:NAME" the invocation's attachment NAME (1..128 bytes).
+ * A call whose request lacks the key (no invocation, fewer arguments, no
+ * such attachment, empty bytes) uses the family's shared instance of the
+ * reserved key "\0" (one zero byte): calls without a key share one
+ * breaker / limit, as a lone one would be; result.message says nothing
+ * of it (resil_keyed_with() on "\0" shows it).
+ *
+ * Call before the pipeline's first call (not thread-safe against calls).
+ * Kept across resil_pipeline_reload(); a second family of the same kind
+ * is refused (RESIL_E_MISUSE). Returns RESIL_E_INVAL for a NULL argument
+ * or a bad spec ("breaker.key: \"argument[0]\" is not a key source
+ * (method, args, arguments[N], attachment:NAME)"), or resil_keyed_new()'s
+ * error (its message prefixed with "KIND.key.").
+ */
+RESIL_API resil_err resil_pipeline_set_keyed(resil_pipeline *p,
+    const char *spec, const resil_keyed_config *cfg, resil_diag *diag);
+
+/* p's family of kind k, or NULL (borrowed: lives as long as p); its
+ * per-key Prometheus text: resil_keyed_prometheus(). */
+RESIL_API resil_keyed *resil_pipeline_keyed(
+    resil_pipeline *p, resil_keyed_kind k);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
