@@ -270,6 +270,25 @@ note_tried(callm *c, uint64_t id)
 		c->tried[c->ntried++] = id;
 }
 
+/* A broadcast's next endpoint: the first candidate after the last one
+ * it passed over (by id). */
+static resil_err
+pick_broadcast(
+    callm *c, resil_candidates *cs, resil_pick *pk, resil_diag *diag)
+{
+	size_t k, n = resil_candidates_count(cs);
+	resil_candidate cd;
+
+	for (k = 0; k < n; k++) {
+		if (resil_candidates_get(cs, k, &cd) != RESIL_OK ||
+		    (c->bidx > 0 && cd.id <= c->blast_id))
+			continue;
+		c->blast_id = cd.id; /* refused or not, passed over */
+		return resil_selector_pick_at(c->sel, cs, k, pk, diag);
+	}
+	return RESIL_E_UNAVAILABLE;
+}
+
 resil_err
 resil__cl_pick(callm *c, unsigned i, uint64_t now)
 {
@@ -307,21 +326,9 @@ resil__cl_pick(callm *c, unsigned i, uint64_t now)
 		    (uint64_t)cc->broadcast_fail_percent / 100u);
 	}
 	switch (cc->strategy) {
-	case RESIL_CLUSTER_BROADCAST: {
-		size_t k, n = resil_candidates_count(cs);
-		resil_candidate cd;
-
-		err = RESIL_E_UNAVAILABLE;
-		for (k = 0; k < n; k++) {
-			if (resil_candidates_get(cs, k, &cd) != RESIL_OK ||
-			    (c->bidx > 0 && cd.id <= c->blast_id))
-				continue;
-			c->blast_id = cd.id; /* refused or not, passed over */
-			err = resil_selector_pick_at(c->sel, cs, k, pk, &diag);
-			break;
-		}
+	case RESIL_CLUSTER_BROADCAST:
+		err = pick_broadcast(c, cs, pk, &diag);
 		break;
-	}
 	case RESIL_CLUSTER_ZONE_AWARE:
 		if (c->cphase == 2) {
 			/* The one cross-zone attempt. */

@@ -727,6 +727,23 @@ refuse_hedging(resil_pipeline *p, resil_result *out)
 
 /* resil_pipeline_call's slow path: hedging or a selector (h NULL: by
  * args->method). */
+/* Issue 41: the call the keyed families' gate runs (lib/call_keyed.c),
+ * through the public entry it came in by (the gate lets it pass). */
+static resil_err
+keyed_run(const resil__kcall *kc, resil_result *out)
+{
+	if (kc->efn != NULL)
+		return kc->inv != NULL
+		    ? resil_pipeline_invoke_ex(
+		          kc->p, kc->h, kc->inv, kc->efn, kc->ctx, out)
+		    : resil_pipeline_invoke(
+		          kc->p, kc->h, kc->args, kc->efn, kc->ctx, out);
+	if (kc->h != NULL)
+		return resil_pipeline_call_method(
+		    kc->p, kc->h, kc->args, kc->fn, kc->ctx, out);
+	return resil_pipeline_call(kc->p, kc->args, kc->fn, kc->ctx, out);
+}
+
 static resil_err
 call_slow(resil_pipeline *p, const struct resil_method *h,
     const resil_args *args, resil_call_fn fn, void *ctx, resil_result *out)
@@ -736,7 +753,7 @@ call_slow(resil_pipeline *p, const struct resil_method *h,
 	resil_err err;
 
 	if (resil__keyed_gated(p)) /* issue 41: the keyed families' gate */
-		return resil__keyed_call(p, h, args, fn, ctx, out);
+		return resil__keyed_call(p, h, args, fn, ctx, out, keyed_run);
 	if (p->sel != NULL)
 		return refuse_selector(p, out);
 	if (p->hedge_max != 0 && p->executor.submit == NULL)
@@ -861,7 +878,8 @@ invoke(resil_pipeline *p, const resil_method *h, const resil_args *args,
 	        (h != NULL && check_method(p, h) != RESIL_OK)))
 		return RESIL_E_INVAL;
 	if (resil__keyed_gated(p)) /* issue 41: the keyed families' gate */
-		return resil__keyed_invoke(p, h, args, inv, fn, ctx, out);
+		return resil__keyed_invoke(
+		    p, h, args, inv, fn, ctx, out, keyed_run);
 	if (p->sel == NULL && p->hedge_max != 0 && p->executor.submit == NULL)
 		return refuse_hedging(p, out);
 	if (p->sel != NULL && p->ccfg.strategy == RESIL_CLUSTER_FORKING &&

@@ -243,15 +243,7 @@ refuse(resil_result *out, resil_err e, const char *kind, int bstate)
 	return e;
 }
 
-typedef struct kcall {
-	resil_pipeline *p;
-	const struct resil_method *h;
-	const resil_args *args;
-	const resil_invocation *inv;
-	resil_call_fn fn;
-	resil_endpoint_call_fn efn;
-	void *ctx;
-} kcall;
+typedef resil__kcall kcall;
 
 static resil_err
 run_inner(const kcall *kc, resil_result *out)
@@ -259,17 +251,7 @@ run_inner(const kcall *kc, resil_result *out)
 	resil_err err;
 
 	kg_inside = kc->p;
-	if (kc->efn != NULL)
-		err = kc->inv != NULL
-		          ? resil_pipeline_invoke_ex(
-		                kc->p, kc->h, kc->inv, kc->efn, kc->ctx, out)
-		          : resil_pipeline_invoke(kc->p, kc->h, kc->args,
-		                kc->efn, kc->ctx, out);
-	else if (kc->h != NULL)
-		err = resil_pipeline_call_method(
-		    kc->p, kc->h, kc->args, kc->fn, kc->ctx, out);
-	else
-		err = resil_pipeline_call(kc->p, kc->args, kc->fn, kc->ctx, out);
+	err = kc->run(kc, out); /* the driver's own entry, again */
 	kg_inside = NULL; /* consumed already unless the call was refused */
 	return err;
 }
@@ -303,7 +285,7 @@ gate(const kcall *kc, resil_result *out)
 		err = resil_keyed_bulkhead_try_acquire(bh, key, len, &pp);
 		if (err != RESIL_OK)
 			return refuse(out, err, "bulkhead", -1);
-		t0 = resil_clock_now(resil_pipeline_clock(kc->p));
+		t0 = resil_clock_now(&kc->p->clock);
 	}
 	if (br != NULL) {
 		draw(&g->spec[RESIL_KEYED_BREAKER], kc->args, kc->inv, &key,
@@ -326,15 +308,16 @@ gate(const kcall *kc, resil_result *out)
 	}
 	if (bh != NULL)
 		(void)resil_keyed_bulkhead_complete(bh, &pp, o,
-		    resil_clock_now(resil_pipeline_clock(kc->p)) - t0);
+		    resil_clock_now(&kc->p->clock) - t0);
 	return err;
 }
 
 resil_err
 resil__keyed_call(resil_pipeline *p, const struct resil_method *h,
-    const resil_args *args, resil_call_fn fn, void *ctx, resil_result *out)
+    const resil_args *args, resil_call_fn fn, void *ctx, resil_result *out,
+    resil__keyed_run run)
 {
-	kcall kc = {p, h, args, NULL, fn, NULL, ctx};
+	kcall kc = {p, h, args, NULL, fn, NULL, ctx, run};
 
 	return gate(&kc, out);
 }
@@ -342,9 +325,10 @@ resil__keyed_call(resil_pipeline *p, const struct resil_method *h,
 resil_err
 resil__keyed_invoke(resil_pipeline *p, const struct resil_method *h,
     const resil_args *args, const resil_invocation *inv,
-    resil_endpoint_call_fn fn, void *ctx, resil_result *out)
+    resil_endpoint_call_fn fn, void *ctx, resil_result *out,
+    resil__keyed_run run)
 {
-	kcall kc = {p, h, args, inv, NULL, fn, ctx};
+	kcall kc = {p, h, args, inv, NULL, fn, ctx, run};
 
 	return gate(&kc, out);
 }

@@ -1087,6 +1087,68 @@ out:
 
 /* ---- the group's side (lib/fleet_group.c, fleet_internal.h) ---- */
 
+/* The group's members (the group's mutex), here beside
+ * resil__fleet_attach() which a join calls. */
+void
+resil__fleet_group_lock(resil_fleet_group *g, int on)
+{
+	if (on)
+		pthread_mutex_lock(&g->mu);
+	else
+		pthread_mutex_unlock(&g->mu);
+}
+
+int
+resil__fleet_group_join(resil_fleet_group *g, resil_fleet *f)
+{
+	pthread_mutex_lock(&g->mu);
+	if (g->n == g->cap) {
+		size_t cap = g->cap != 0 ? g->cap * 2 : 16;
+		resil_fleet **m =
+		    resil__calloc(&g->alloc, cap * sizeof(resil_fleet *));
+		unsigned char *again = resil__calloc(&g->alloc, cap);
+
+		if (m == NULL || again == NULL) {
+			if (m != NULL)
+				resil__free(
+				    &g->alloc, m, cap * sizeof(resil_fleet *));
+			if (again != NULL)
+				resil__free(&g->alloc, again, cap);
+			pthread_mutex_unlock(&g->mu);
+			return -1;
+		}
+		if (g->n != 0)
+			memcpy(m, g->m, g->n * sizeof(resil_fleet *));
+		if (g->m != NULL) {
+			resil__free(
+			    &g->alloc, g->m, g->cap * sizeof(resil_fleet *));
+			resil__free(&g->alloc, g->again, g->cap);
+		}
+		g->m = m;
+		g->again = again;
+		g->cap = cap;
+	}
+	g->m[g->n++] = f;
+	resil__fleet_attach(f, g, &g->cn);
+	pthread_mutex_unlock(&g->mu);
+	return 0;
+}
+
+void
+resil__fleet_group_leave(resil_fleet_group *g, resil_fleet *f)
+{
+	size_t i;
+
+	pthread_mutex_lock(&g->mu);
+	for (i = 0; i < g->n; i++)
+		if (g->m[i] == f) {
+			g->m[i] = g->m[--g->n];
+			break;
+		}
+	pthread_mutex_unlock(&g->mu);
+}
+
+
 void
 resil__fleet_attach(resil_fleet *f, resil_fleet_group *g, resil__fconn *cn)
 {

@@ -21,15 +21,6 @@
 #include "fleet_internal.h"
 #include "internal.h"
 
-struct resil_fleet_group {
-	resil_allocator alloc;
-	pthread_mutex_t mu; /* everything below */
-	resil__fconn cn;
-	resil_fleet **m;      /* the handles */
-	unsigned char *again; /* per handle: 1 its script, 2 NOSCRIPT */
-	size_t n, cap;
-	uint64_t round_trips, scripts, reads;
-};
 
 static resil_err
 grange(
@@ -126,65 +117,6 @@ resil_fleet_group_free(resil_fleet_group *g)
 		resil__free(&a, g->again, g->cap);
 	resil__free(&a, g, sizeof(*g));
 	return RESIL_OK;
-}
-
-void
-resil__fleet_group_lock(resil_fleet_group *g, int on)
-{
-	if (on)
-		pthread_mutex_lock(&g->mu);
-	else
-		pthread_mutex_unlock(&g->mu);
-}
-
-int
-resil__fleet_group_join(resil_fleet_group *g, resil_fleet *f)
-{
-	pthread_mutex_lock(&g->mu);
-	if (g->n == g->cap) {
-		size_t cap = g->cap != 0 ? g->cap * 2 : 16;
-		resil_fleet **m =
-		    resil__calloc(&g->alloc, cap * sizeof(resil_fleet *));
-		unsigned char *again = resil__calloc(&g->alloc, cap);
-
-		if (m == NULL || again == NULL) {
-			if (m != NULL)
-				resil__free(
-				    &g->alloc, m, cap * sizeof(resil_fleet *));
-			if (again != NULL)
-				resil__free(&g->alloc, again, cap);
-			pthread_mutex_unlock(&g->mu);
-			return -1;
-		}
-		if (g->n != 0)
-			memcpy(m, g->m, g->n * sizeof(resil_fleet *));
-		if (g->m != NULL) {
-			resil__free(
-			    &g->alloc, g->m, g->cap * sizeof(resil_fleet *));
-			resil__free(&g->alloc, g->again, g->cap);
-		}
-		g->m = m;
-		g->again = again;
-		g->cap = cap;
-	}
-	g->m[g->n++] = f;
-	resil__fleet_attach(f, g, &g->cn);
-	pthread_mutex_unlock(&g->mu);
-	return 0;
-}
-
-void
-resil__fleet_group_leave(resil_fleet_group *g, resil_fleet *f)
-{
-	size_t i;
-
-	pthread_mutex_lock(&g->mu);
-	for (i = 0; i < g->n; i++)
-		if (g->m[i] == f) {
-			g->m[i] = g->m[--g->n];
-			break;
-		}
-	pthread_mutex_unlock(&g->mu);
 }
 
 /* Every handle from i on (again set when only) is in local mode: why. */

@@ -7,6 +7,8 @@
 #define RESIL_FLEET_INTERNAL_H
 
 #include <hiredis/hiredis.h>
+#include <pthread.h>
+#include <resil/fleet.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -102,6 +104,18 @@ struct resil_fleet_group;
 /* fleet_group.c: add f to g (and point f at g's connection): 0, or -1
  * when out of memory; take it out; hold (on 1) or let go (on 0) of g's
  * mutex. */
+/* A group's state (its members' list is kept by lib/fleet.c, its sync
+ * by lib/fleet_group.c: so that neither file calls the other back). */
+struct resil_fleet_group {
+	resil_allocator alloc;
+	pthread_mutex_t mu; /* everything below */
+	resil__fconn cn;
+	resil_fleet **m;      /* the handles */
+	unsigned char *again; /* per handle: 1 its script, 2 NOSCRIPT */
+	size_t n, cap;
+	uint64_t round_trips, scripts, reads;
+};
+
 int resil__fleet_group_join(
     struct resil_fleet_group *g, struct resil_fleet *f);
 void resil__fleet_group_leave(
