@@ -134,6 +134,15 @@ resil__pipeline_validate(const resil_pipeline_config *cfg, resil_diag *diag)
 			return resil__diagf(diag, RESIL_E_INVAL,
 			    "%s.cache.fresh: needs the cache (cache.enabled)",
 			    n);
+		/* Coalescing (issue 43): the plain blocking driver only. */
+		if (cfg->methods[i].coalesce_max_waiters > 1048576)
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "%s.coalesce: %u is out of range 0..1048576", n,
+			    (unsigned)cfg->methods[i].coalesce_max_waiters);
+		if (cfg->methods[i].coalesce_max_waiters != 0 &&
+		    (cfg->hedge_max != 0 || cfg->selector != NULL))
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "%s.coalesce: not with hedging or a selector", n);
 		for (j = 0; j < i && i < 32; j++)
 			if (strcmp(cfg->methods[j].name, n) == 0)
 				return resil__diagf(diag, RESIL_E_INVAL,

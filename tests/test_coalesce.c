@@ -321,6 +321,38 @@ test_coalesce_config_key(void **state)
 	resil_config_free(c);
 }
 
+/* Not with hedging (nor a selector); a bound past 1048576. */
+static void
+test_coalesce_refused_with_hedging(void **state)
+{
+	resil_pipeline_config cfg;
+	resil_method_config mcfg;
+	resil_manual_clock mc;
+	resil_pipeline *p = NULL;
+	resil_diag diag;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 1000);
+	memset(&mcfg, 0, sizeof(mcfg));
+	mcfg.name = "getStock";
+	mcfg.coalesce_max_waiters = 4;
+	resil_pipeline_config_init(&cfg);
+	cfg.service = "StockService";
+	cfg.clock = resil_manual_clock_hook(&mc);
+	cfg.methods = &mcfg;
+	cfg.nmethods = 1;
+	cfg.hedge_max = 1;
+	cfg.hedge_delay_ns = 10;
+	assert_int_equal(resil_pipeline_new(&p, &cfg, &diag), RESIL_E_INVAL);
+	assert_string_equal(
+	    diag.msg, "getStock.coalesce: not with hedging or a selector");
+	cfg.hedge_max = 0;
+	mcfg.coalesce_max_waiters = 1048577;
+	assert_int_equal(resil_pipeline_new(&p, &cfg, &diag), RESIL_E_INVAL);
+	assert_non_null(strstr(diag.msg, "getStock.coalesce"));
+	assert_null(p);
+}
+
 int
 main(void)
 {
@@ -332,6 +364,7 @@ main(void)
 		cmocka_unit_test(test_coalesce_different_keys_do_not),
 		cmocka_unit_test(test_coalesce_off_by_default),
 		cmocka_unit_test(test_coalesce_config_key),
+		cmocka_unit_test(test_coalesce_refused_with_hedging),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
