@@ -27,6 +27,7 @@ typedef struct kb {
 	char (*hot)[KEYLEN + 1]; /* HOT keys, each thread half of them */
 	uint64_t threads;        /* atomic: threads that joined */
 	uint64_t next;           /* atomic: new_key's counter */
+	resil_keyed_handle *held; /* the HOT keys held (the handle rows) */
 } kb;
 
 static _Thread_local int thread_slot = -1;
@@ -102,6 +103,9 @@ kb_free(void *ctx)
 {
 	kb *x = ctx;
 
+	for (unsigned i = 0; x->held != NULL && i < HOT; i++)
+		resil_keyed_put(x->k, &x->held[i]);
+	free(x->held);
 	resil_keyed_free(x->k);
 	free(x->hot);
 	free(x);
@@ -129,6 +133,91 @@ static void *
 setup_new_key(void)
 {
 	return kb_new(RESIL_KEYED_BREAKER, 1000, 0);
+}
+
+/* The hot keys held once (resil_keyed_get): the calls pay only the
+ * instance. */
+static kb *
+kb_held(resil_keyed_kind kind, uint32_t n)
+{
+	kb *x = kb_new(kind, n, 1);
+	unsigned i;
+
+	x->held = calloc(HOT, sizeof(*x->held));
+	if (x->held == NULL)
+		abort();
+	for (i = 0; i < HOT; i++)
+		if (resil_keyed_get(x->k, x->hot[i], KEYLEN, &x->held[i]) !=
+		    RESIL_OK)
+			abort();
+	return x;
+}
+
+static void *
+setup_breaker_handle(void)
+{
+	return kb_held(RESIL_KEYED_BREAKER, 1000000);
+}
+
+static void *
+setup_ratelimit_handle(void)
+{
+	return kb_held(RESIL_KEYED_RATELIMIT, 1000000);
+}
+
+/* An existing key's acquire + record success on its held breaker. */
+static uint64_t
+run_breaker_handle(void *ctx, uint64_t iters)
+{
+	kb *x = ctx;
+	unsigned base = my_half(x) * (HOT / 2);
+	resil_permit p;
+	uint64_t i, n = 0;
+
+	for (i = 0; i < iters; i++) {
+		resil_breaker *b =
+		    x->held[base + (i & (HOT / 2 - 1))].instance.breaker;
+
+		if (resil_breaker_acquire(b, &p) == RESIL_OK) {
+			resil_breaker_record(b, &p, RESIL_OUTCOME_SUCCESS);
+			n++;
+		}
+	}
+	return n;
+}
+
+static uint64_t
+run_ratelimit_handle(void *ctx, uint64_t iters)
+{
+	kb *x = ctx;
+	unsigned base = my_half(x) * (HOT / 2);
+	uint64_t i, n = 0;
+
+	for (i = 0; i < iters; i++)
+		n += resil_ratelimit_try_acquire(
+		         x->held[base + (i & (HOT / 2 - 1))].instance.ratelimit,
+		         1, NULL) == RESIL_OK;
+	return n;
+}
+
+/* The lookup alone: resil_keyed_get + resil_keyed_put of an existing key. */
+static uint64_t
+run_get_put(void *ctx, uint64_t iters)
+{
+	kb *x = ctx;
+	unsigned base = my_half(x) * (HOT / 2);
+	resil_keyed_handle h;
+	uint64_t i, n = 0;
+
+	for (i = 0; i < iters; i++) {
+		const char *key = x->hot[base + (i & (HOT / 2 - 1))];
+
+		if (resil_keyed_get(x->k, key, KEYLEN, &h) == RESIL_OK) {
+			resil_keyed_put(x->k, &h);
+			n++;
+		}
+	}
+	return n;
 }
 
 static uint64_t
@@ -198,5 +287,11 @@ const resil_bench resil_bench_keyed[] = {
 	{ "keyed/ratelimit/1000000", setup_ratelimit_1000000, run_ratelimit,
 	    kb_free },
 	{ "keyed/new_key", setup_new_key, run_new_key, kb_free },
+	{ "keyed/breaker/handle/1000000", setup_breaker_handle,
+	    run_breaker_handle, kb_free },
+	{ "keyed/ratelimit/handle/1000000", setup_ratelimit_handle,
+	    run_ratelimit_handle, kb_free },
+	{ "keyed/get_put/1000000", setup_breaker_1000000, run_get_put,
+	    kb_free },
 	{ NULL, NULL, NULL, NULL },
 };

@@ -486,8 +486,10 @@ resil_call_cancel(resil_call *call, uint64_t now)
 	if (c->bh_wait) /* issue 42: queued for a bulkhead slot */
 		resil__call_bh_cancel(c);
 	abandon_running(c);
-	if (c->magic == CALL_CLUSTER)
+	if (c->magic == CALL_CLUSTER) {
+		resil__cl_release_late(c); /* the hedges are cancelled too */
 		resil__cl_cancel(c);
+	}
 	resil_value_free(&c->value);
 	vnull(&c->value);
 	resil_result_init(c->out);

@@ -141,6 +141,7 @@ resil__cl_start(callm *c, const method *m, tsrc ts)
 	c->blast_rc = 0;
 	c->blast_status = RESIL_OK;
 	c->ntried = c->nfailed = 0;
+	c->in_hedge = 0;
 	c->last_timeout = 0;
 	c->failed[0] = c->last_addr[0] = c->last_zone[0] = c->cmsg[0] = '\0';
 	retries = request_of(c);
@@ -334,6 +335,15 @@ resil__cl_pick(callm *c, unsigned i, uint64_t now)
 		if (c->nlocal > 0) {
 			err = resil_selector_pick_zone(c->sel, cs, &c->req,
 			    c->tried, c->ntried, zone, 1, pk, &diag);
+			if (err == RESIL_E_UNAVAILABLE && c->in_hedge) {
+				/* A hedge (issue 43): the local zone first,
+				 * then an untried endpoint of another. */
+				err = resil_selector_pick_zone(c->sel, cs,
+				    &c->req, c->tried, c->ntried, zone, 0, pk,
+				    &diag);
+				c->last_local = 0;
+				break;
+			}
 			if (err == RESIL_E_UNAVAILABLE && c->ntried > 0)
 				err = resil_selector_pick_zone(c->sel, cs,
 				    &c->req, NULL, 0, zone, 1, pk, &diag);
@@ -349,7 +359,7 @@ resil__cl_pick(callm *c, unsigned i, uint64_t now)
 		err = resil_selector_pick(
 		    c->sel, cs, &c->req, c->tried, c->ntried, pk, &diag);
 		if (err == RESIL_E_UNAVAILABLE && c->ntried > 0 &&
-		    cc->strategy != RESIL_CLUSTER_FORKING)
+		    cc->strategy != RESIL_CLUSTER_FORKING && !c->in_hedge)
 			/* Every candidate tried: tried ones again. */
 			err = resil_selector_pick(
 			    c->sel, cs, &c->req, NULL, 0, pk, &diag);

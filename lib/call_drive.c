@@ -694,6 +694,10 @@ drive_hedged(resil_pipeline *p, settings *g, unsigned gs, const method *m,
 		}
 	}
 	abandon_jobs(&c, &ts, jobs);
+	/* Hedges still out after the answer: their picks go back (their
+	 * answers will not come to this call, issue 43). */
+	if (c.magic == CALL_DONE && p->sel != NULL)
+		resil__cl_release_late(&c);
 	return drive_end(out);
 }
 

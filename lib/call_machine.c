@@ -21,8 +21,15 @@ resil__call_free_slot(callm *c)
 		    (old < 0 || c->slots[i].id < c->slots[old].id))
 			old = (int)i;
 	}
-	if (old >= 0)
+	if (old >= 0) {
+		if (c->magic == CALL_CLUSTER && (c->has_pick & (1u << old))) {
+			/* A lost hedge's pick (issue 43): its answer will
+			 * not be known. */
+			resil_selector_release(c->sel, &c->picks[old]);
+			c->has_pick &= (uint8_t) ~(1u << old);
+		}
 		c->abandoned &= (uint8_t) ~(1u << old);
+	}
 	return old;
 }
 
@@ -277,6 +284,18 @@ decide_core(callm *c, tsrc *ts, resil_call_next *st)
 	return 1;
 }
 
+/* The kind of a failure for hedge.on (RESIL_HEDGE_ON_*). */
+static unsigned
+hedge_kind(resil_err status)
+{
+	if (status == RESIL_E_TIMEOUT)
+		return RESIL_HEDGE_ON_TIMEOUT;
+	if (status == RESIL_E_OPEN || status == RESIL_E_LIMITED ||
+	    status == RESIL_E_THROTTLED)
+		return RESIL_HEDGE_ON_REJECTED;
+	return RESIL_HEDGE_ON_FAILURE;
+}
+
 /* What the machine does next, for the loop in run_machine(). */
 enum { M_ATTEND, M_DECIDE, M_ADVANCE, M_STOP };
 
@@ -346,6 +365,15 @@ attend_once(callm *c, tsrc *ts, resil_call_next *st)
 	}
 	if (RESIL__UNLIKELY(c->delayed) && chaos_due(c, ts, st))
 		return M_STOP;
+	if (RESIL__UNLIKELY(p->hedge_fatal != 0) && c->pending &&
+	    c->last_outcome == RESIL_OUTCOME_FAILURE && !c->winner &&
+	    (p->hedge_fatal & hedge_kind(c->last_status))) {
+		/* A fatal failure (hedge.on, issue 43): no more hedges, the
+		 * others are dropped, the failure is decided on now. */
+		c->no_more_hedges = 1;
+		abandon_running(c);
+		return M_DECIDE;
+	}
 	if (c->winner ||
 	    (c->running == 0 && c->pending &&
 	        (p->hedge_max == 0 || c->no_more_hedges ||
@@ -366,8 +394,16 @@ attend_once(callm *c, tsrc *ts, resil_call_next *st)
 		}
 		c->pending = 0;
 		c->hedges++;
-		if (launch(c, ts, st))
+		c->in_hedge = c->magic == CALL_CLUSTER && resil__cl_hedging(p);
+		if (launch(c, ts, st)) {
+			if (RESIL__UNLIKELY(c->in_hedge))
+				resil__cl_hedge_event(c,
+				    RESIL_CLUSTER_EVENT_HEDGE_STARTED,
+				    st->endpoint, tnow(ts));
+			c->in_hedge = 0;
 			return M_STOP;
+		}
+		c->in_hedge = 0;
 		return M_ATTEND;
 	}
 	c->pending = 0;

@@ -196,13 +196,15 @@ launch_tail(callm *c, int i, resil_permit *permit_, resil_fleet_permit *fp_,
 			if (c->g->bh != NULL)
 				resil_bulkhead_release(c->g->bh);
 			if (e == RESIL_E_UNAVAILABLE &&
-			    p->ccfg.strategy == RESIL_CLUSTER_FORKING &&
-			    c->issued > 0) {
+			    ((p->ccfg.strategy == RESIL_CLUSTER_FORKING &&
+			         c->issued > 0) ||
+			        c->in_hedge)) {
 				/* No distinct candidate left for another fork:
 				 * no more forks, and no rejection to stand for
 				 * the call (the forks' answers decide it; the
 				 * last one may have come already, when the
-				 * forks ran one after another). */
+				 * forks ran one after another); so for a
+				 * hedge with no untried endpoint (issue 43). */
 				c->no_more_hedges = 1;
 				if (c->running == 0)
 					c->pending = 1;
@@ -226,6 +228,8 @@ launch_tail(callm *c, int i, resil_permit *permit_, resil_fleet_permit *fp_,
 	}
 	c->running |= (uint8_t)(1u << i);
 	s->id = ++c->issued;
+	if (RESIL__UNLIKELY(c->magic == CALL_CLUSTER) && !c->in_hedge)
+		c->hedge_base = s->id; /* issue 43: hedges hedge this one */
 	c->attempts++; /* a call of the user's function is made */
 	s->has_permit = c->breaker != NULL ? 1
 	    : RESIL__UNLIKELY(fleet) ? fleet_pack(s, &fp)
@@ -371,6 +375,9 @@ complete(callm *c, unsigned i, int rc, resil_value *value, int late, tsrc *ts)
 	if (outcome != RESIL_OUTCOME_FAILURE && p->hedge_max != 0) {
 		/* The first answer that is not a failure wins. */
 		c->winner = 1;
+		if (RESIL__UNLIKELY(c->magic == CALL_CLUSTER) &&
+		    resil__cl_hedging(p))
+			resil__cl_hedge_won(c, i, tnow(ts));
 		abandon_running(c);
 	}
 }
@@ -537,7 +544,10 @@ mreport_k(callm *c, uint32_t id, int rc, resil_value *value, tsrc *ts, int cl)
 		return RESIL_E_MISUSE;
 	bit = (uint8_t)(1u << i);
 	if (c->abandoned & bit) {
-		/* An answer that no longer matters: accepted and dropped. */
+		/* An answer that no longer matters: accepted and dropped;
+		 * a hedge that lost still tells its endpoint (issue 43). */
+		if (RESIL__UNLIKELY(c->p->sel != NULL))
+			resil__cl_late(c, (unsigned)i, rc, value, tnow(ts));
 		if (value != NULL) {
 			resil_value_free(value);
 			vnull(value);

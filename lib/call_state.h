@@ -108,6 +108,7 @@ typedef struct callm {
 	uint8_t last_local; /* zone-aware: the last attempt was local */
 	uint8_t bany;       /* broadcast: a failure was seen */
 	uint8_t clb;        /* failfast: its pick's balancer (message) */
+	uint8_t in_hedge;   /* the attempt being launched is a hedge */
 	resil_selector *sel;
 	/* The call's invocation (resil_call_start_ex, invoke_ex), or NULL:
 	 * set by the entry points, read by the cluster's start only. */
@@ -138,6 +139,7 @@ typedef struct callm {
 	uint32_t nother; /* zone-aware: other-zone candidates, last route */
 	uint32_t bidx;   /* broadcast: the candidate of the next attempt */
 	uint32_t bfail, bthreshold;
+	uint32_t hedge_base; /* the id of the attempt hedges hedge */
 	/* broadcast: the endpoint of the last attempt. Every attempt routes
 	 * again, and an endpoint whose breaker opened meanwhile is no longer
 	 * a candidate, so the next one is found by id (directory order), not
@@ -370,6 +372,21 @@ conclude_with(callm *c, resil_stage stage, tsrc *ts, resil_call_next *st)
 /* Give back what the still running attempts hold; their late answers will
  * be dropped. The common case, nothing out, costs no call. */
 void resil__call_abandon(callm *c);
+
+/* Hedging across endpoints (issue 43): hedging with a selector, not
+ * forking. A hedge that lost keeps its pick until its late answer, which
+ * resil__cl_late() reports to its endpoint (slot i, answered at now);
+ * resil__cl_release_late() gives back the picks of those still out (the
+ * call was cancelled, or the blocking driver returned without them). */
+int resil__cl_hedging(const resil_pipeline *p);
+void resil__cl_late(
+    callm *c, unsigned i, int rc, const resil_value *v, uint64_t now);
+void resil__cl_release_late(callm *c);
+/* Its events: started (pk: the hedge's endpoint), and at a winner in
+ * slot i, won (when slot i is a hedge) and dropped (each attempt out). */
+void resil__cl_hedge_event(callm *c, resil_cluster_event_type t,
+    const resil_pick *pk, uint64_t now);
+void resil__cl_hedge_won(callm *c, unsigned i, uint64_t now);
 
 static inline void
 abandon_running(callm *c)

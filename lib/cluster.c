@@ -48,7 +48,8 @@ static const char *const strategy_names[] = { "failover", "failfast",
 	"failsafe", "failback", "broadcast", "forking", "zone-aware" };
 
 static const char *const event_names[] = { "swallowed", "queued", "queue_full",
-	"retried", "gave_up", "cross_zone", "no_provider" };
+	"retried", "gave_up", "cross_zone", "no_provider", "hedge_started",
+	"hedge_won", "hedge_dropped" };
 
 const char *
 resil_cluster_event_name(resil_cluster_event_type t)

@@ -164,13 +164,18 @@ refusals(const resil__combo *c, const char *origin,
 	if (!selector)
 		return RESIL_OK;
 	at = 0;
-	/* resil_pipeline_new() refuses it with a selector; say it here,
-	 * with its line (issue 38.6). */
-	if (pc->hedge_max != 0 && (e = find(c, CK_HEDGE_MAX, &at)) != NULL)
+	/* resil_pipeline_new() refuses it with forking and broadcast; say
+	 * it here, with its line (issue 38.6; hedging across endpoints,
+	 * issue 43). */
+	if (pc->hedge_max != 0 && (e = find(c, CK_HEDGE_MAX, &at)) != NULL &&
+	    (pc->cluster.strategy == RESIL_CLUSTER_FORKING ||
+	        pc->cluster.strategy == RESIL_CLUSTER_BROADCAST))
 		return resil__config_fail(diag, origin, e->line,
-		    "%s: hedging with a selector is the forking strategy "
-		    "(cluster=forking, forks=)",
-		    e->key);
+		    "%s: cluster=%s makes its own parallel or serial attempts; "
+		    "hedging runs with failover, failfast, failsafe, failback "
+		    "or zone-aware",
+		    e->key,
+		    resil_cluster_strategy_name(pc->cluster.strategy));
 	at = 0;
 	if ((e = find(c, CK_MAX_ATTEMPTS, &at)) != NULL && pc->retry_enabled)
 		return resil__config_fail(diag, origin, e->line,

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cluster_text.h"
+#include "config_hedge.h"
 #include "duration.h"
 #include "pipeline_config.h"
 #include "pipeline_shared.h"
@@ -148,6 +149,7 @@ static const keydef keys[] = {
 
 	INT("hedge.max", K_U32, ST_NONE, 0, hedge_max, 0, 7),
 	INT("hedge.delay", K_DUR, ST_NONE, 0, hedge_delay_ns, 0, UINT64_MAX),
+	INT("hedge.on", K_HEDGE_ON, ST_NONE, 0, hedge_fatal, 0, 0),
 
 	/* The cluster (Dubbo's keys; used with a selector). */
 	INT("cluster", K_STRATEGY, ST_NONE, 0, cluster.strategy, 0, 0),
@@ -823,6 +825,7 @@ static const struct kindops {
 	[K_ZONE] = { read_string, write_string },
 	[K_SHARED] = { read_shared, write_string }, /* issue 24.2 */
 	[K_CLOCK] = { read_clock_key, write_clock_key }, /* issue 39 */
+	[K_HEDGE_ON] = { resil__hedge_on_read, resil__hedge_on_write },
 };
 
 resil_err

@@ -46,6 +46,7 @@ enum kind {
 	K_ZONE,     /* zone= : a string */
 	K_SHARED,   /* issue 24.2: shm:REGION/NAME, redis://HOST[:PORT]/NAME */
 	K_CLOCK,    /* clock= system | fast (issue 39) */
+	K_HEDGE_ON, /* hedge.on= failure,timeout,rejected | none (issue 43) */
 	K_COUNT
 };
 

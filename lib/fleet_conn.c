@@ -240,7 +240,7 @@ int
 resil__fconn_open(resil__fconn *cn, const char *script, char *buf, size_t cap)
 {
 	char host[RESIL__FLEET_HOST_MAX + 1], what[RESIL__FLEET_HOST_MAX + 48];
-	uint32_t k, port;
+	uint32_t k, port = 0;
 
 	resil__fconn_close(cn);
 	if (cn->nsent == 0) {

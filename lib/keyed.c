@@ -129,14 +129,15 @@ wfree_fn(void *ptr, size_t size, void *ctx)
 	k->user.free(ptr, size, k->user.ctx);
 }
 
-/* ---- the hash: multiply-xor over 8-byte words ----
+/* ---- the hash: two multiplies for a short key ----
  *
- * Keys of 8 bytes or more are read as whole 8-byte words, the last one
- * overlapping the one before (so a 12-byte host name is two loads); keys
- * of 4..7 as two overlapping 4-byte words; 1..3 as three bytes. The length
- * is mixed in, so overlapping reads of different lengths differ. The slot
- * is taken from the low bits and the tag from the high 32, after a last
- * fold and multiply. key_eq() reads the same way. */
+ * Keys of 8 to 16 bytes are read as two 8-byte words, the last one
+ * overlapping the first (so a 12-byte host name is two loads); keys of 4..7
+ * as two overlapping 4-byte words; 1..3 as three bytes; a longer key folds
+ * 16 bytes per multiply first. Then two 64x64->128 multiplies, each folding
+ * its product's halves (wyhash's "mum"): the words with the seed, then the
+ * length. The slot is taken from the low bits and the tag from the high 32.
+ * Fast, not cryptographic; key_eq() decides. */
 
 static inline uint64_t
 ld64(const uint8_t *p)
@@ -160,32 +161,53 @@ ld32(const uint8_t *p)
 #define K2 UINT64_C(0xff51afd7ed558ccd)
 #define K3 UINT64_C(0xc4ceb9fe1a85ec53)
 
+/* The 128-bit product's two halves folded: every bit of both factors
+ * reaches the low half through the high one. */
+static inline uint64_t
+kmum(uint64_t a, uint64_t b)
+{
+#if defined(__SIZEOF_INT128__)
+	__extension__ typedef unsigned __int128 u128;
+	u128 r = (u128)a * b;
+
+	return (uint64_t)r ^ (uint64_t)(r >> 64);
+#else
+	uint64_t h = a * b;
+
+	return h ^ (h >> 29) ^ ((a >> 32) * (b >> 32));
+#endif
+}
+
 static inline uint64_t
 khash(uint64_t seed, const uint8_t *p, size_t n)
 {
-	uint64_t h = seed ^ ((uint64_t)n * K1), w;
+	uint64_t a, b, len = n;
 
-	if (n >= 8) {
-		while (n > 16) {
-			h = (h ^ ld64(p)) * K2;
-			h ^= h >> 29;
-			p += 8;
-			n -= 8;
+	if (RESIL__LIKELY(n >= 8)) {
+		a = seed;
+		/* Longer than 16: 8-byte words folded in pairs first. */
+		while (RESIL__UNLIKELY(n > 16)) {
+			a = kmum(a ^ ld64(p) ^ K1, ld64(p + 8) ^ K2);
+			p += 16;
+			n -= 16;
+			if (n < 8) {
+				p -= 8 - n;
+				n = 8;
+			}
 		}
-		h = (h ^ ld64(p)) * K2;
-		h = ((h ^ (h >> 29)) ^ ld64(p + n - 8)) * K3;
+		a ^= ld64(p);
+		b = ld64(p + n - 8);
+	} else if (n >= 4) {
+		a = seed ^ ld32(p);
+		b = ld32(p + n - 4);
 	} else {
-		if (n >= 4)
-			w = (uint64_t)ld32(p) << 32 | ld32(p + n - 4);
-		else
-			w = (uint64_t)p[0] << 16 | (uint64_t)p[n >> 1] << 8 |
-			    p[n - 1];
-		h = (h ^ w) * K3;
+		a = seed ^ p[0];
+		b = (uint64_t)p[n >> 1] << 8 | p[n - 1];
 	}
-	/* The product's high bits hold the key; a key whose bytes differ
-	 * only at the end changes only them: fold them down, spread again. */
-	h = (h ^ (h >> 32)) * K1;
-	return h ^ (h >> 29);
+	/* Two multiplies: the key's words, then the length and a second
+	 * spread (the slot is taken from the low bits, the tag from the
+	 * high 32). */
+	return kmum(kmum(a ^ K1, b ^ K2) ^ K3, K1 ^ (len << 56) ^ len);
 }
 
 static inline const uint8_t *
@@ -564,6 +586,9 @@ pin(kentry *e)
 static inline bool
 key_eq(const uint8_t *a, const uint8_t *b, size_t n)
 {
+	if (RESIL__LIKELY(n - 8 <= 8)) /* 8..16 bytes: two words */
+		return ((ld64(a) ^ ld64(b)) |
+		           (ld64(a + n - 8) ^ ld64(b + n - 8))) == 0;
 	if (n >= 8) {
 		while (n > 16) {
 			if (ld64(a) != ld64(b))
@@ -585,7 +610,9 @@ key_eq(const uint8_t *a, const uint8_t *b, size_t n)
 static inline bool
 same_key(const kentry *e, uint64_t h, const void *key, size_t len)
 {
-	return e->hash == h && e->len == len && key_eq(kbytes(e), key, len);
+	/* The slot's tag was h's high half already: the key decides. */
+	(void)h;
+	return e->len == len && key_eq(kbytes(e), key, len);
 }
 
 #if defined(__GNUC__)
@@ -1087,6 +1114,38 @@ resil_keyed_with(resil_keyed *k, const void *key, size_t key_len,
 		return RESIL_E_NOTFOUND;
 	instance_of(k, e->inst, &in);
 	fn(kbytes(e), e->len, &in, ctx);
+	unpin(e);
+	return RESIL_OK;
+}
+
+resil_err
+resil_keyed_get(resil_keyed *k, const void *key, size_t key_len,
+    resil_keyed_handle *h)
+{
+	resil_err err = RESIL_E_NOMEM;
+	kentry *e;
+
+	if (k == NULL || h == NULL)
+		return RESIL_E_INVAL;
+	e = get(k, key, key_len, k->kind, &err);
+	if (e == NULL)
+		return err;
+	instance_of(k, e->inst, &h->instance);
+	h->overflow = e == &k->ovf;
+	h->entry = e;
+	return RESIL_OK;
+}
+
+resil_err
+resil_keyed_put(resil_keyed *k, resil_keyed_handle *h)
+{
+	kentry *e;
+
+	if (k == NULL || h == NULL || h->entry == NULL)
+		return RESIL_E_INVAL;
+	e = h->entry;
+	h->entry = NULL;
+	memset(&h->instance, 0, sizeof(h->instance));
 	unpin(e);
 	return RESIL_OK;
 }

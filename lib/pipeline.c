@@ -116,8 +116,8 @@ cluster_setup(
 			    "zone",
 			    zd.msg);
 	}
-	p->hedge_delay = 0; /* forking starts its forks at once */
 	if (cc->strategy == RESIL_CLUSTER_FORKING) {
+		p->hedge_delay = 0; /* forking starts its forks at once */
 		p->late_edge = 0;
 		/* Forks above the candidate count find no distinct endpoint
 		 * and are not made: min(forks, n) attempts. */
@@ -174,6 +174,7 @@ resil_pipeline_new(
 	p->late_edge = 1;
 	p->call_events = cfg->listener != NULL ? cfg->call_events : 0;
 	p->hedge_delay = cfg->hedge_delay_ns;
+	p->hedge_fatal = cfg->hedge_fatal;
 	p->executor = cfg->executor;
 	p->sel = cfg->selector;
 	p->chaos = cfg->chaos;

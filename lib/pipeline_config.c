@@ -202,13 +202,23 @@ resil__pipeline_validate(const resil_pipeline_config *cfg, resil_diag *diag)
 				    resil_cluster_strategy_name(
 				        cfg->cluster.strategy));
 	}
+	if ((cfg->hedge_fatal & ~RESIL_HEDGE_ON_ALL) != 0)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "pipeline.hedge_fatal: 0x%x has bits outside "
+		    "RESIL_HEDGE_ON_ALL (0x7)",
+		    cfg->hedge_fatal);
 	if (cfg->selector != NULL) {
 		const resil_cluster_config *cc = &cfg->cluster;
 
-		if (cfg->hedge_max != 0)
+		if (cfg->hedge_max != 0 &&
+		    (cc->strategy == RESIL_CLUSTER_FORKING ||
+		        cc->strategy == RESIL_CLUSTER_BROADCAST))
 			return resil__diagf(diag, RESIL_E_INVAL,
-			    "pipeline.hedge_max: hedging with a selector is "
-			    "the forking strategy (cluster=forking, forks=)");
+			    "pipeline.hedge_max: cluster=%s makes its own "
+			    "parallel or serial attempts; hedging runs with "
+			    "failover, failfast, failsafe, failback or "
+			    "zone-aware",
+			    resil_cluster_strategy_name(cc->strategy));
 		if ((err = resil_cluster_config_validate(cc, diag)) !=
 		    RESIL_OK)
 			return err;

@@ -251,6 +251,7 @@ struct resil_pipeline {
 	unsigned call_events; /* RESIL_CALL_EVENT_* to tell the listener */
 	uint32_t hedge_max;   /* extra attempts a hedge may start; 0: off */
 	uint64_t hedge_delay; /* ticks without an answer before a hedge */
+	unsigned hedge_fatal; /* RESIL_HEDGE_ON_* that end hedging */
 	/* An attempt is late once its duration reaches timeout + late_edge:
 	 * 1, past the timeout (duration > timeout); 0 for forking, whose
 	 * call is a TIMEOUT at start + timeout (DESIGN). */

@@ -120,6 +120,8 @@ reload_check(const resil_pipeline *p, const settings *g,
 		return immutable(diag, "hedge.max (hedge_max)");
 	if (cfg->hedge_delay_ns != g->cfg.hedge_delay_ns)
 		return immutable(diag, "hedge.delay (hedge_delay_ns)");
+	if (cfg->hedge_fatal != g->cfg.hedge_fatal)
+		return immutable(diag, "hedge.on (hedge_fatal)");
 	if ((p->sel != NULL || p->one_ep ||
 	        resil__one_endpoint_strategy(cfg)) &&
 	    (key = cluster_change(&cfg->cluster, &g->cfg.cluster)) != NULL)

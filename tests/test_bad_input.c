@@ -341,10 +341,18 @@ test_bad_pipeline_new_cluster(void **state)
 		    resil_pipeline_new(&fp, &cfg, &diag), RESIL_OK);
 		resil_pipeline_free(fp);
 	}
-	/* Hedging is the plain pipeline's; with a selector: refused. */
+	/* Hedging with a selector (issue 43): refused with forking, which
+	 * makes its own parallel attempts; hedge_fatal outside its bits. */
 	resil_cluster_config_init(&cfg.cluster);
+	cfg.cluster.strategy = RESIL_CLUSTER_FORKING;
 	cfg.hedge_max = 1;
 	assert_int_equal(resil_pipeline_new(&p, &cfg, &diag), RESIL_E_INVAL);
+	cfg.cluster.strategy = RESIL_CLUSTER_FAILOVER;
+	cfg.hedge_fatal = 0x8u;
+	assert_int_equal(resil_pipeline_new(&p, &cfg, &diag), RESIL_E_INVAL);
+	assert_string_equal(diag.msg,
+	    "pipeline.hedge_fatal: 0x8 has bits outside RESIL_HEDGE_ON_ALL "
+	    "(0x7)");
 	assert_ptr_equal(p, (resil_pipeline *)state);
 }
 

@@ -1432,7 +1432,13 @@ test_bad_cluster_settings(void **state)
 	    "cluster.broadcast_fail_percent: 101 is out of range 0..100");
 	x.pcfg.cluster.broadcast_fail_percent = 100;
 	x.pcfg.hedge_max = 1;
-	expect_refused(&x.pcfg, "pipeline.hedge_max");
+	x.pcfg.cluster.strategy = RESIL_CLUSTER_BROADCAST;
+	expect_refused(&x.pcfg,
+	    "pipeline.hedge_max: cluster=broadcast makes its own parallel "
+	    "or serial attempts");
+	x.pcfg.cluster.strategy = RESIL_CLUSTER_FORKING;
+	expect_refused(&x.pcfg, "pipeline.hedge_max: cluster=forking");
+	x.pcfg.cluster.strategy = RESIL_CLUSTER_FAILOVER;
 	x.pcfg.hedge_max = 0;
 	x.pcfg.cluster.strategy = (resil_cluster_strategy)9;
 	expect_refused(&x.pcfg, "cluster: strategy 9");

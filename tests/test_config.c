@@ -992,11 +992,16 @@ static void
 test_config_hedge_with_selector_keys_refused_at_parse(void **state)
 {
 	(void)state;
-	/* A text with selector keys means a selector: hedging there is
-	 * the forking strategy (resil_pipeline_new refused it, no line). */
-	expect_error("service=S\nhedge.max=2\nloadbalance=random\n",
-	    "svc.conf:2: hedge.max: hedging with a selector is the forking "
-	    "strategy (cluster=forking, forks=)");
+	/* A text with selector keys means a selector: hedging runs there
+	 * (issue 43) but not with forking or broadcast, which make their
+	 * own attempts (resil_pipeline_new refuses it, no line). */
+	resil_config_free(
+	    parse_ok("service=S\nhedge.max=2\nloadbalance=random\n"));
+	expect_error(
+	    "service=S\nhedge.max=2\ncluster=forking\nloadbalance=random\n",
+	    "svc.conf:2: hedge.max: cluster=forking makes its own parallel "
+	    "or serial attempts; hedging runs with failover, failfast, "
+	    "failsafe, failback or zone-aware");
 }
 
 /* A url= whose params the directory's grammar refuses (a path with a '&'

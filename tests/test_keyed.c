@@ -956,6 +956,84 @@ test_keyed_full_family_skips_sweeps(void **state)
 	resil_keyed_free(k);
 }
 
+/* resil_keyed_get() holds a key: its instance is driven directly, it is
+ * not evicted while held (a new key goes to the overflow), and after the
+ * put it is evictable again. */
+static void
+test_keyed_handle(void **state)
+{
+	resil_manual_clock mc;
+	resil_keyed_config cfg;
+	resil_keyed_metrics km;
+	resil_keyed_instance ov;
+	resil_keyed_handle ha, hb, hc;
+	resil_breaker_metrics m;
+	resil_permit p;
+	resil_keyed *k = NULL;
+	int i;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 1);
+	cfg = breaker_family(&mc, 2);
+	assert_int_equal(resil_keyed_new(&k, &cfg, NULL), RESIL_OK);
+	assert_int_equal(resil_keyed_get(k, "a", 1, &ha), RESIL_OK);
+	assert_false(ha.overflow);
+	assert_int_equal(ha.instance.kind, RESIL_KEYED_BREAKER);
+	assert_non_null(ha.instance.breaker);
+	for (i = 0; i < 5; i++) {
+		assert_int_equal(
+		    resil_breaker_acquire(ha.instance.breaker, &p), RESIL_OK);
+		assert_int_equal(resil_breaker_record(ha.instance.breaker, &p,
+		                     RESIL_OUTCOME_SUCCESS),
+		    RESIL_OK);
+	}
+	/* The same instance as the key's calls by key. */
+	{
+		resil_keyed_permit kp;
+
+		assert_int_equal(
+		    resil_keyed_breaker_acquire(k, "a", 1, &kp), RESIL_OK);
+		assert_int_equal(
+		    resil_keyed_breaker_record(k, &kp, RESIL_OUTCOME_SUCCESS),
+		    RESIL_OK);
+	}
+	assert_int_equal(
+	    resil_breaker_get_metrics(ha.instance.breaker, &m), RESIL_OK);
+	assert_int_equal(m.successes, 6);
+	assert_int_equal(resil_keyed_get(k, "b", 1, &hb), RESIL_OK);
+	assert_false(hb.overflow);
+	/* Both keys are CLOSED with successes only, so evictable, but held:
+	 * a third key goes to the overflow. */
+	assert_int_equal(resil_keyed_get(k, "c", 1, &hc), RESIL_OK);
+	assert_true(hc.overflow);
+	assert_int_equal(resil_keyed_overflow(k, &ov), RESIL_OK);
+	assert_ptr_equal(hc.instance.breaker, ov.breaker);
+	assert_int_equal(resil_keyed_put(k, &hc), RESIL_OK);
+	assert_int_equal(resil_keyed_get_metrics(k, &km), RESIL_OK);
+	assert_int_equal(km.evicted, 0);
+	assert_int_equal(km.overflowed, 1);
+	/* Let "a" go: the next new key takes its place. */
+	assert_int_equal(resil_keyed_put(k, &ha), RESIL_OK);
+	assert_null(ha.entry);
+	assert_int_equal(resil_keyed_put(k, &ha), RESIL_E_INVAL);
+	assert_int_equal(resil_keyed_get(k, "c", 1, &hc), RESIL_OK);
+	assert_false(hc.overflow);
+	assert_int_equal(resil_keyed_get_metrics(k, &km), RESIL_OK);
+	assert_int_equal(km.evicted, 1);
+	assert_int_equal(resil_keyed_with(k, "a", 1, read_breaker, NULL),
+	    RESIL_E_NOTFOUND);
+	assert_int_equal(resil_keyed_put(k, &hb), RESIL_OK);
+	assert_int_equal(resil_keyed_put(k, &hc), RESIL_OK);
+	/* Refusals. */
+	assert_int_equal(resil_keyed_get(k, NULL, 1, &ha), RESIL_E_INVAL);
+	assert_int_equal(resil_keyed_get(k, "a", 0, &ha), RESIL_E_INVAL);
+	assert_int_equal(resil_keyed_get(NULL, "a", 1, &ha), RESIL_E_INVAL);
+	assert_int_equal(resil_keyed_get(k, "a", 1, NULL), RESIL_E_INVAL);
+	assert_int_equal(resil_keyed_put(NULL, &hb), RESIL_E_INVAL);
+	assert_int_equal(resil_keyed_put(k, NULL), RESIL_E_INVAL);
+	resil_keyed_free(k);
+}
+
 int
 main(void)
 {
@@ -972,6 +1050,7 @@ main(void)
 		cmocka_unit_test(test_keyed_alloc_failure),
 		cmocka_unit_test(test_keyed_top_and_prometheus),
 		cmocka_unit_test(test_keyed_full_family_skips_sweeps),
+		cmocka_unit_test(test_keyed_handle),
 	};
 
 	return cmocka_run_group_tests_name("keyed", tests, NULL, NULL);

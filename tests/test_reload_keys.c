@@ -387,11 +387,11 @@ static const row fixed_keys[] = {
 	    "svc.conf:2: cluster (cluster.strategy): " FIXED_WHY },
 	{ BASE "zone=hz\n",
 	    "svc.conf:8: zone (cluster.local_zone): " FIXED_WHY },
-	/* With selector keys, hedge.max is refused by the parse itself
-	 * (issue 38.6), before the reload compares it. */
+	/* Hedging with a selector (issue 43): fixed at creation. */
 	{ BASE "hedge.max=1\n",
-	    "svc.conf:8: hedge.max: hedging with a selector is the forking "
-	    "strategy (cluster=forking, forks=)" },
+	    "svc.conf:8: hedge.max (hedge_max): " FIXED_WHY },
+	{ BASE "hedge.on=timeout\n",
+	    "svc.conf:8: hedge.on (hedge_fatal): " FIXED_WHY },
 	{ BASE "hedge.delay=20\n",
 	    "svc.conf:8: hedge.delay (hedge_delay_ns): " FIXED_WHY },
 	{ "service=OrderService\ncluster=failover\nretries=2\n"

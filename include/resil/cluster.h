@@ -89,11 +89,19 @@ typedef enum resil_cluster_event_type {
 	RESIL_CLUSTER_EVENT_RETRIED = 3,    /* a failback retry succeeded */
 	RESIL_CLUSTER_EVENT_GAVE_UP = 4,    /* failback dropped a task */
 	RESIL_CLUSTER_EVENT_CROSS_ZONE = 5, /* zone-aware crossed zones */
-	RESIL_CLUSTER_EVENT_NO_PROVIDER = 6 /* routing left no candidate */
+	RESIL_CLUSTER_EVENT_NO_PROVIDER = 6, /* routing left no candidate */
+	/* Hedging across endpoints (issue 43; address: the hedge's
+	 * endpoint): a hedge started; a hedge's answer won the call; an
+	 * attempt still out when another won was dropped for the caller (its
+	 * late answer still goes to its endpoint). */
+	RESIL_CLUSTER_EVENT_HEDGE_STARTED = 7,
+	RESIL_CLUSTER_EVENT_HEDGE_WON = 8,
+	RESIL_CLUSTER_EVENT_HEDGE_DROPPED = 9
 } resil_cluster_event_type;
 
 /* "swallowed", "queued", "queue_full", "retried", "gave_up",
- * "cross_zone", "no_provider" or "unknown". */
+ * "cross_zone", "no_provider", "hedge_started", "hedge_won",
+ * "hedge_dropped" or "unknown". */
 RESIL_API const char *resil_cluster_event_name(resil_cluster_event_type t);
 
 typedef struct resil_cluster_event {

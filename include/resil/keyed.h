@@ -48,6 +48,7 @@
 #ifndef RESIL_KEYED_H
 #define RESIL_KEYED_H
 
+#include <stdbool.h>
 #include <string.h>
 
 #include <resil/breaker.h>
@@ -265,6 +266,31 @@ typedef void (*resil_keyed_visit_fn)(const void *key, size_t key_len,
 
 RESIL_API resil_err resil_keyed_with(resil_keyed *k, const void *key,
     size_t key_len, resil_keyed_visit_fn fn, void *ctx);
+
+/*
+ * A held key: find (or make) key's instance once, then drive it directly
+ * with the resil_breaker_ / resil_ratelimit_ / resil_bulkhead_ calls on
+ * h->instance, paying only the instance (no hash, no lookup, no pin per
+ * call). resil_keyed_get() finds or makes key's instance as acquire does
+ * (RESIL_E_INVAL, RESIL_E_NOMEM likewise) and holds it: the key cannot be
+ * evicted, and its instance stays valid, until resil_keyed_put(). When
+ * the family has no place for a new key, h->instance is the overflow
+ * instance and h->overflow is true (the event and the count are as for
+ * acquire). Every permit taken on h->instance must be recorded or
+ * released before the put. A held key counts as protected, so a family
+ * whose every key is held sends new keys to the overflow. A handle may be
+ * used and put from any thread; put it once (a second put of the same
+ * handle, or a put of a zeroed one, is RESIL_E_INVAL and changes nothing).
+ */
+typedef struct resil_keyed_handle {
+	resil_keyed_instance instance;
+	bool overflow;
+	void *entry; /* opaque */
+} resil_keyed_handle;
+
+RESIL_API resil_err resil_keyed_get(resil_keyed *k, const void *key,
+    size_t key_len, resil_keyed_handle *h);
+RESIL_API resil_err resil_keyed_put(resil_keyed *k, resil_keyed_handle *h);
 
 /* The overflow instance (shared by the keys that found no place). Valid
  * while k is. */

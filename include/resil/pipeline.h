@@ -233,6 +233,18 @@ typedef struct resil_pipeline_config {
 	 */
 	uint32_t hedge_max;
 	uint64_t hedge_delay_ns;
+	/*
+	 * The failures that end hedging (issue 43; gRPC's hedging policy
+	 * calls the others non-fatal): when an attempt fails with a kind in
+	 * this mask, no more hedges start for that attempt of the retry
+	 * stage, the attempts still out are dropped (with a selector their
+	 * late answers still reach their endpoints) and the failure is
+	 * decided on at once (the retry stage may retry it). A failure of a
+	 * kind not in it starts the next hedge at once. 0 (the default):
+	 * every failure allows a hedge. Text: hedge.on= lists the kinds that
+	 * allow one (docs/config.md).
+	 */
+	unsigned hedge_fatal;
 	resil_executor executor; /* copied; submit NULL: none */
 
 	/* Per-call events for the listener (Resilience4j's onSuccess,
@@ -251,8 +263,10 @@ typedef struct resil_pipeline_config {
 	 * failover and zone-aware make cluster.retries + 1 (a method's
 	 * max_attempts overrides it); retry.max_attempts is not used then,
 	 * while the retry policy, when enabled, still gives the backoff,
-	 * jitter, deadline, budget and what is retried. hedge_max must be 0
-	 * (forking is the cluster's parallel strategy); forking under
+	 * jitter, deadline, budget and what is retried. hedge_max hedges on
+	 * endpoints not yet tried in the call (issue 43, docs/cluster.md);
+	 * forking and broadcast refuse it (they make their own attempts).
+	 * Forking under
 	 * resil_pipeline_invoke() needs the executor (else that call is
 	 * RESIL_E_INVAL, naming `cluster`); the call machine forks without
 	 * one.
@@ -365,6 +379,15 @@ typedef struct resil_pipeline_config {
 } resil_pipeline_config;
 
 /* The kinds of call events (resil_pipeline_config.call_events). */
+/* Kinds of failure, for hedge_fatal (issue 43): the attempt's function
+ * failed (an rc the classifier calls a failure); it timed out (its
+ * timeout, or it returned RESIL_RC_TIMEOUT); it was refused before it ran
+ * (a breaker open, a limit, the server's pushback). */
+#define RESIL_HEDGE_ON_FAILURE 0x1u
+#define RESIL_HEDGE_ON_TIMEOUT 0x2u
+#define RESIL_HEDGE_ON_REJECTED 0x4u
+#define RESIL_HEDGE_ON_ALL 0x7u
+
 #define RESIL_CALL_EVENT_SUCCESS 0x1u  /* answered RESIL_OK, any source */
 #define RESIL_CALL_EVENT_ERROR 0x2u    /* an error: failed, unavailable */
 #define RESIL_CALL_EVENT_REJECTED 0x4u /* not permitted: open, limited */
