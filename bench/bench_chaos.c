@@ -118,8 +118,8 @@ static void *
 setup_pipeline(const char *method)
 {
 	resil_method_config mc[2] = { { "getStock", RESIL_TYPE_ANY, NULL, 0, 0,
-		                          0, RESIL_PRIORITY_UNSET },
-		{ "listItems", RESIL_TYPE_ANY, NULL, 0, 0, 0, RESIL_PRIORITY_UNSET } };
+		                          0, RESIL_PRIORITY_UNSET, 0 },
+		{ "listItems", RESIL_TYPE_ANY, NULL, 0, 0, 0, RESIL_PRIORITY_UNSET, 0 } };
 	resil_chaos_config ccfg = resil_chaos_config_default();
 	resil_pipeline_config cfg;
 	resil_chaos *root, *own;

@@ -27,7 +27,16 @@
  *                           read-through (cache.fresh = 60 s): one success
  *                           recorded, then every call is answered by the
  *                           fresh value with its age, no call.
+ *   pipeline/coalesce_follower  getStock coalescing: a helper thread's
+ *                           call leads (its dependency answers once a
+ *                           follower waits); each measured call is a
+ *                           follower of it: the join, the wait on the
+ *                           manual clock, the copy of the answer (and the
+ *                           bench thread's spin until the next leader is
+ *                           in flight).
  */
+#include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -297,6 +306,103 @@ run_async(void *ctx, uint64_t iters)
 	return n;
 }
 
+/* ---- pipeline/coalesce_follower (issue 43) ---- */
+
+typedef struct cb {
+	resil_manual_clock mc;
+	resil_pipeline *p;
+	const resil_method *m;
+	pthread_t leader;
+	int in_dep; /* atomic: the leader's call is in its dependency */
+	int stop;   /* atomic */
+} cb;
+
+/* The leader's dependency: in flight until a follower waits. */
+static int
+lead_fn(void *ctx, const resil_args *args, resil_value *out)
+{
+	cb *x = ctx;
+
+	(void)args;
+	__atomic_store_n(&x->in_dep, 1, __ATOMIC_SEQ_CST);
+	while (resil_manual_clock_waiters(&x->mc) == 0 &&
+	    !__atomic_load_n(&x->stop, __ATOMIC_SEQ_CST))
+		sched_yield();
+	__atomic_store_n(&x->in_dep, 0, __ATOMIC_SEQ_CST);
+	*out = resil_value_int(8);
+	return 0;
+}
+
+static void *
+leader_loop(void *arg)
+{
+	cb *x = arg;
+	resil_args args = { "getStock", "12345678", 8 };
+	resil_result r;
+
+	while (!__atomic_load_n(&x->stop, __ATOMIC_SEQ_CST)) {
+		(void)resil_pipeline_call_method(
+		    x->p, x->m, &args, lead_fn, x, &r);
+		resil_result_free(&r);
+	}
+	return NULL;
+}
+
+static void *
+setup_coalesce(void)
+{
+	cb *x = calloc(1, sizeof(*x));
+	resil_pipeline_config cfg;
+	resil_method_config mcfg;
+
+	resil_manual_clock_init(&x->mc, 1);
+	memset(&mcfg, 0, sizeof(mcfg));
+	mcfg.name = "getStock";
+	mcfg.coalesce_max_waiters = 16;
+	resil_pipeline_config_init(&cfg);
+	cfg.service = "StockService";
+	cfg.clock = resil_manual_clock_hook(&x->mc);
+	cfg.methods = &mcfg;
+	cfg.nmethods = 1;
+	if (resil_pipeline_new(&x->p, &cfg, NULL) != RESIL_OK ||
+	    resil_pipeline_method(x->p, "getStock", &x->m) != RESIL_OK ||
+	    pthread_create(&x->leader, NULL, leader_loop, x) != 0)
+		abort();
+	return x;
+}
+
+static void
+teardown_coalesce(void *ctx)
+{
+	cb *x = ctx;
+
+	__atomic_store_n(&x->stop, 1, __ATOMIC_SEQ_CST);
+	(void)pthread_join(x->leader, NULL);
+	resil_pipeline_free(x->p);
+	free(x);
+}
+
+/* Each call once the leader is in flight: a follower (attempts 0). */
+static uint64_t
+run_coalesce(void *ctx, uint64_t iters)
+{
+	cb *x = ctx;
+	resil_args args = { "getStock", "12345678", 8 };
+	resil_result r;
+	uint64_t i, n = 0;
+
+	for (i = 0; i < iters; i++) {
+		while (!__atomic_load_n(&x->in_dep, __ATOMIC_SEQ_CST))
+			sched_yield();
+		if (resil_pipeline_call_method(
+		        x->p, x->m, &args, user_fn, NULL, &r) == RESIL_OK &&
+		    r.attempts == 0)
+			n += (uint64_t)r.value.u.i;
+		resil_result_free(&r);
+	}
+	return n;
+}
+
 const resil_bench resil_bench_pipeline[] = {
 	{ "pipeline/success", setup_success, run, teardown },
 	{ "pipeline/async_success", setup_success, run_async, teardown },
@@ -312,5 +418,7 @@ const resil_bench resil_bench_pipeline[] = {
 	    teardown },
 	{ "pipeline/cache_fresh_hit", setup_cache_fresh, run_cache_answer,
 	    teardown },
+	{ "pipeline/coalesce_follower", setup_coalesce, run_coalesce,
+	    teardown_coalesce },
 	{ NULL, NULL, NULL, NULL },
 };

@@ -476,7 +476,7 @@ main(void)
 	static loop l;
 	static server srv;
 	static const resil_method_config methods[] = {
-		{ "getStock", RESIL_TYPE_INT, NULL, 0, 0, 0, RESIL_PRIORITY_UNSET },
+		{ "getStock", RESIL_TYPE_INT, NULL, 0, 0, 0, RESIL_PRIORITY_UNSET, 0 },
 	};
 	resil_pipeline_config cfg;
 	resil_diag diag;

@@ -135,10 +135,10 @@ int
 main(void)
 {
 	static const resil_method_config methods[] = {
-		{ "getStock", RESIL_TYPE_INT, NULL, 0, 0, 0, RESIL_PRIORITY_UNSET },
-		{ "getPrice", RESIL_TYPE_DOUBLE, NULL, 0, 0, 0, RESIL_PRIORITY_UNSET },
+		{ "getStock", RESIL_TYPE_INT, NULL, 0, 0, 0, RESIL_PRIORITY_UNSET, 0 },
+		{ "getPrice", RESIL_TYPE_DOUBLE, NULL, 0, 0, 0, RESIL_PRIORITY_UNSET, 0 },
 		{ "listItems", RESIL_TYPE_ARRAY, "force:return []", 0, 0,
-		    0, RESIL_PRIORITY_UNSET },
+		    0, RESIL_PRIORITY_UNSET, 0 },
 	};
 	resil_manual_clock mc;
 	resil_pipeline_config cfg;

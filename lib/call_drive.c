@@ -6,6 +6,7 @@
  * chose). Each is a loop over the machine that runs the attempts itself
  * and sleeps through the pipeline's clock.
  */
+#include "call_coalesce.h"
 #include "call_keyed.h"
 #include "call_machine.h"
 #include "fallback_internal.h"
@@ -328,6 +329,29 @@ drive_fresh(resil_pipeline *p, settings *g, unsigned gs, bool own,
 	return 1;
 }
 
+/* A coalescing method (issue 43, lib/call_coalesce.c): a follower gets
+ * the leader's answer; the leader (or a call on its own) runs as below,
+ * then hands its answer to its followers. */
+static NOINLINE resil_err
+drive_coalesced(resil_pipeline *p, settings *g, unsigned gs, bool own,
+    const method *m, const resil_args *args, resil_call_fn fn, void *ctx,
+    resil_result *out)
+{
+	resil__coal_ent e;
+	resil_err err;
+	int r = resil__coal_join(m->coal, &p->clock, args, &e, out);
+
+	if (r == RESIL__COAL_FOLLOWED)
+		return out->err;
+	if (m->fresh != 0 && drive_fresh(p, g, gs, own, m, args, out))
+		err = RESIL_OK;
+	else
+		err = drive_machine(p, g, gs, m, args, fn, ctx, out);
+	if (r == RESIL__COAL_LEADER)
+		resil__coal_done(m->coal, &e, out);
+	return err;
+}
+
 /*
  * The blocking driver. The machine's first step is inline when the
  * method is simple (no mock stage, no stage that needs the time, no
@@ -350,6 +374,9 @@ drive(resil_pipeline *p, settings *g, unsigned gs, bool own, const method *m,
 
 	/* Chaos switched off costs its flag test (issue 28). */
 	if (RESIL__UNLIKELY(!inline_first_ok(g, m, SIMPLE_INLINE))) {
+		if (RESIL__UNLIKELY(m->coal != NULL)) /* issue 43 */
+			return drive_coalesced(
+			    p, g, gs, own, m, args, fn, ctx, out);
 		if (RESIL__UNLIKELY(m->fresh != 0) &&
 		    drive_fresh(p, g, gs, own, m, args, out))
 			return RESIL_OK;

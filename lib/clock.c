@@ -491,6 +491,12 @@ resil_manual_clock_set(resil_manual_clock *mc, uint64_t t)
 	manual_kick(mc);
 }
 
+uint32_t
+resil_manual_clock_waiters(const resil_manual_clock *mc)
+{
+	return mc != NULL ? resil__load32(&mc->nwait_) : 0;
+}
+
 uint64_t
 resil_manual_clock_advance(resil_manual_clock *mc, uint64_t ticks)
 {

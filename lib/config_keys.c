@@ -4,6 +4,7 @@
  */
 #include "config_keys.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1005,6 +1006,41 @@ mwrite_priority(const resil_method_config *m, char *buf, size_t len)
 	return put(buf, len, resil_priority_name(m->priority));
 }
 
+/* Issue 43: coalescing, true (1024 waiters), false, or the bound. */
+static resil_err
+mread_coalesce(const keyval *kv, resil_method_config *m, resil_diag *diag)
+{
+	const char *v = kv->value;
+	char *end = NULL;
+	unsigned long long u;
+
+	if (strcmp(v, "true") == 0) {
+		m->coalesce_max_waiters = 1024;
+		return RESIL_OK;
+	}
+	if (strcmp(v, "false") == 0) {
+		m->coalesce_max_waiters = 0;
+		return RESIL_OK;
+	}
+	errno = 0;
+	u = v[0] >= '0' && v[0] <= '9' ? strtoull(v, &end, 10) : 0;
+	if (end == NULL || *end != '\0' || errno != 0 || u > 1048576)
+		return resil__config_fail(diag, kv->origin, kv->line,
+		    "%s: \"%s\" is not true, false or a count of waiters "
+		    "(0..1048576)",
+		    kv->key, v);
+	m->coalesce_max_waiters = (uint32_t)u;
+	return RESIL_OK;
+}
+
+static resil_err
+mwrite_coalesce(const resil_method_config *m, char *buf, size_t len)
+{
+	if (m->coalesce_max_waiters == 0)
+		return RESIL_E_NOTFOUND;
+	return put_u64(buf, len, m->coalesce_max_waiters);
+}
+
 /* The keys a declared method has, after "<method>.", in enum mkey's
  * order. */
 static const struct mkeydef {
@@ -1021,6 +1057,7 @@ static const struct mkeydef {
 	{ "retries", mread_retries, mwrite_retries },
 	{ "cache.fresh", mread_fresh, mwrite_fresh },
 	{ "priority", mread_priority, mwrite_priority },
+	{ "coalesce", mread_coalesce, mwrite_coalesce },
 };
 
 resil_err

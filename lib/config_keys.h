@@ -74,6 +74,7 @@ enum mkey {
 	MK_RETRIES, /* cluster: max_attempts = retries + 1 */
 	MK_CACHE_FRESH, /* read-through cache: cache_fresh_ns */
 	MK_PRIORITY, /* issue 42: critical, default, sheddable */
+	MK_COALESCE, /* issue 43: coalesce_max_waiters (true: 1024) */
 	MK_COUNT,
 	MK_TEXT /* not a method key: a selector key (resil_cluster_text) */
 };

@@ -105,6 +105,27 @@ resil__pipeline_config_known(
 	return RESIL_OK;
 }
 
+/* A method's read-path settings (issue 43) against the pipeline's. */
+static resil_err
+read_path_rules(const resil_pipeline_config *cfg,
+    const resil_method_config *m, resil_diag *diag)
+{
+	/* A read-through needs the cache it reads. */
+	if (m->cache_fresh_ns != 0 && !cfg->cache_enabled)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "%s.cache.fresh: needs the cache (cache.enabled)", m->name);
+	/* Coalescing: the plain blocking driver only. */
+	if (m->coalesce_max_waiters > 1048576)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "%s.coalesce: %u is out of range 0..1048576", m->name,
+		    (unsigned)m->coalesce_max_waiters);
+	if (m->coalesce_max_waiters != 0 &&
+	    (cfg->hedge_max != 0 || cfg->selector != NULL))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "%s.coalesce: not with hedging or a selector", m->name);
+	return RESIL_OK;
+}
+
 resil_err
 resil__pipeline_validate(const resil_pipeline_config *cfg, resil_diag *diag)
 {
@@ -129,11 +150,9 @@ resil__pipeline_validate(const resil_pipeline_config *cfg, resil_diag *diag)
 		err = resil__method_check(&cfg->methods[i], diag);
 		if (err != RESIL_OK)
 			return err;
-		/* A read-through needs the cache it reads (issue 43). */
-		if (cfg->methods[i].cache_fresh_ns != 0 && !cfg->cache_enabled)
-			return resil__diagf(diag, RESIL_E_INVAL,
-			    "%s.cache.fresh: needs the cache (cache.enabled)",
-			    n);
+		err = read_path_rules(cfg, &cfg->methods[i], diag);
+		if (err != RESIL_OK)
+			return err;
 		for (j = 0; j < i && i < 32; j++)
 			if (strcmp(cfg->methods[j].name, n) == 0)
 				return resil__diagf(diag, RESIL_E_INVAL,

@@ -117,6 +117,7 @@ typedef struct pmethod {
 	uint64_t *run_first;
 	uint64_t *run_first_own;
 	uint8_t prio; /* issue 42: its resil_priority (0: unset) */
+	struct resil__coal *coal; /* issue 43: its calls in flight, or NULL */
 	UT_hash_handle hh;
 } method;
 

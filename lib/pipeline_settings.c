@@ -8,6 +8,7 @@
 
 #include <string.h>
 
+#include "call_coalesce.h"
 #include "call_overload.h"
 #include "pipeline_events.h"
 #include "mock_internal.h"
@@ -152,6 +153,8 @@ free_method(resil_pipeline *p, method *m)
 	resil__strfree(&p->alloc, m->name);
 	resil__strfree(&p->alloc, m->mock_spec);
 	resil_retry_free(m->cretry);
+	if (m->coal != NULL) /* issue 43 */
+		resil__free(&p->alloc, m->coal, sizeof(*m->coal));
 	part_put(p, m->pretry);
 	part_put(p, m->pbreaker);
 }
@@ -551,6 +554,15 @@ method_add(resil_pipeline *p, const resil_pipeline_config *cfg, settings *g,
 	m->max_attempts = mc->max_attempts;
 	m->prio = (uint8_t)mc->priority; /* issue 42 */
 	m->declared = 1;
+	if (mc->coalesce_max_waiters != 0) { /* issue 43 */
+		m->coal = resil__calloc(resil__a, sizeof(*m->coal));
+		if (m->coal == NULL) {
+			free_method(p, m);
+			resil__free(resil__a, m, sizeof(*m));
+			return nomem(diag);
+		}
+		resil__coal_init(m->coal, mc->coalesce_max_waiters);
+	}
 	if (mc->mock != NULL) {
 		m->mock_spec = resil__strdup(resil__a, mc->mock);
 		m->mock_set = 1;
@@ -758,7 +770,8 @@ decide_start(const resil_pipeline *p, const settings *g, method *m)
 	 * asks the cache first (mstart()). */
 	m->simple = (r == NULL || m->retry_fast) && g->rl == NULL &&
 	        g->bh == NULL && g->thr == NULL && p->hedge_max == 0 &&
-	        p->call_events == 0 && p->sel == NULL && m->fresh == 0
+	        p->call_events == 0 && p->sel == NULL && m->fresh == 0 &&
+	        m->coal == NULL
 	    ? SIMPLE_INLINE |
 	        (p->cls.fn != NULL ? 0
 	                : m->timeout != 0 ? SIMPLE_PHASE_T

@@ -451,7 +451,7 @@ static void
 test_call_method_handles(void **state)
 {
 	static const resil_method_config methods[] = {
-		{ "getStock", RESIL_TYPE_ANY, NULL, 0, 1, 0, RESIL_PRIORITY_UNSET },
+		{ "getStock", RESIL_TYPE_ANY, NULL, 0, 1, 0, RESIL_PRIORITY_UNSET, 0 },
 	};
 	fx f;
 	const resil_method *gs, *other, *again;

@@ -146,6 +146,11 @@ RESIL_API void resil_manual_clock_set(resil_manual_clock *mc, uint64_t t);
 RESIL_API uint64_t resil_manual_clock_advance(
     resil_manual_clock *mc, uint64_t ticks);
 
+/* Issue 43: how many threads are in a wait on mc now (resil_clock_wait
+ * through its hook), so that a test moves the time once every thread it
+ * started is blocked. 0 for NULL. Thread-safe. */
+RESIL_API uint32_t resil_manual_clock_waiters(const resil_manual_clock *mc);
+
 /*
  * The seeded random number generator: SplitMix64 over one atomic counter.
  * The same seed gives the same sequence; concurrent draws each get a

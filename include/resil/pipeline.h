@@ -173,6 +173,12 @@ typedef struct resil_method_config {
 	 * none (resil_invocation.priority, its resil.priority attachment);
 	 * UNSET: DEFAULT. Text: getStock.priority=critical. */
 	resil_priority priority;
+	/* Issue 43: coalescing. Identical calls in flight at once (same
+	 * method, same argument bytes) share one call: the first runs it,
+	 * up to this many others wait for its answer and get a copy (more
+	 * go on their own). 0: off. Text: getStock.coalesce=true (1024) or
+	 * =N (1..1048576), false or 0: off. Blocking drivers only. */
+	uint32_t coalesce_max_waiters;
 } resil_method_config;
 
 typedef struct resil_pipeline_config {
