@@ -200,32 +200,6 @@ parse_u64(const char *s, uint64_t *v)
 }
 
 static int
-parse_bool(const char *s, int *v)
-{
-	static const char *const t[] = { "true", "yes", "on", "1" };
-	static const char *const f[] = { "false", "no", "off", "0" };
-	char low[8];
-	size_t i;
-
-	for (i = 0; i < sizeof(low) - 1 && s[i] != '\0'; i++)
-		low[i] = s[i] >= 'A' && s[i] <= 'Z' ? (char)(s[i] + 32) : s[i];
-	if (s[i] != '\0')
-		return 0;
-	low[i] = '\0';
-	for (i = 0; i < 4; i++) {
-		if (strcmp(low, t[i]) == 0) {
-			*v = 1;
-			return 1;
-		}
-		if (strcmp(low, f[i]) == 0) {
-			*v = 0;
-			return 1;
-		}
-	}
-	return 0;
-}
-
-static int
 zone_ok(const char *s)
 {
 	if (*s == '\0')
@@ -362,7 +336,7 @@ key_apply(const key_def *k, void *obj, const char *key, const char *v,
 	case K_DUR:
 		return dur_min(key, v, k->lo, field, diag);
 	case K_BOOL:
-		if (!parse_bool(v, &b))
+		if (!resil__parse_bool(v, &b))
 			return BAD("%s: \"%s\" is not a boolean", key, v);
 		*(int *)field = b;
 		return RESIL_OK;
@@ -1105,7 +1079,7 @@ set_breaker(
 	int b;
 
 	if (strcmp(key, "endpoint.breaker.enabled") == 0) {
-		if (!parse_bool(v, &b))
+		if (!resil__parse_bool(v, &b))
 			return BAD("%s: \"%s\" is not a boolean", key, v);
 		cc->eb_enabled = b;
 		return RESIL_OK;
@@ -1214,7 +1188,7 @@ set_one(
 		/* lib/health.c reads the checker's keys. */
 		int b;
 		if (strcmp(key, "health.enabled") == 0) {
-			if (!parse_bool(v, &b))
+			if (!resil__parse_bool(v, &b))
 				return BAD(
 				    "%s: \"%s\" is not a boolean", key, v);
 			cc->health_enabled = b;

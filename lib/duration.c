@@ -349,3 +349,31 @@ resil__duration_format(char *buf, size_t len, uint64_t ns)
 	return snprintf(buf, len, "%llu%s",
 	    (unsigned long long)(ns / dur_units[i].mul), dur_units[i].suffix);
 }
+
+/* A boolean of configuration text: true, yes, on, 1 or false, no, off, 0,
+ * in any case; 1 and *v, else 0. */
+int
+resil__parse_bool(const char *s, int *v)
+{
+	static const char *const t[] = { "true", "yes", "on", "1" };
+	static const char *const f[] = { "false", "no", "off", "0" };
+	char low[8];
+	size_t i;
+
+	for (i = 0; i < sizeof(low) - 1 && s[i] != '\0'; i++)
+		low[i] = s[i] >= 'A' && s[i] <= 'Z' ? (char)(s[i] + 32) : s[i];
+	if (s[i] != '\0')
+		return 0;
+	low[i] = '\0';
+	for (i = 0; i < 4; i++) {
+		if (strcmp(low, t[i]) == 0) {
+			*v = 1;
+			return 1;
+		}
+		if (strcmp(low, f[i]) == 0) {
+			*v = 0;
+			return 1;
+		}
+	}
+	return 0;
+}

@@ -30,6 +30,10 @@ enum resil__dur_result {
  * number, -1 on overflow. */
 int resil__parse_digits(const char *s, size_t n, uint64_t *v);
 
+/* true, yes, on, 1 / false, no, off, 0 in any case: 1 and *v; else 0
+ * (lib/duration.c). */
+int resil__parse_bool(const char *s, int *v);
+
 /* The duration s (NUL-terminated) into *v: RESIL__DUR_OK, or why not
  * (*unit_at set for UNIT, SPACE and COMMA). */
 int resil__duration_parse(const char *s, uint64_t *v, const char **unit_at);

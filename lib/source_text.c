@@ -4,6 +4,7 @@
  * application=, check=. Moved out of lib/source.c (issue 40) so that
  * each room stays under the house's 2000 lines.
  */
+#include "duration.h"
 #include "source_internal.h"
 
 #include <stdio.h>
@@ -98,28 +99,6 @@ parse_ms_dur(const char *s, uint64_t *ns)
 		return 0;
 	*ns = x * mul;
 	return 1;
-}
-
-static int
-parse_bool(const char *s, int *v)
-{
-	static const char *const t[] = { "true", "yes", "on", "1" };
-	static const char *const f[] = { "false", "no", "off", "0" };
-	char low[8];
-	size_t i;
-
-	for (i = 0; i < sizeof(low) - 1 && s[i] != '\0'; i++)
-		low[i] = s[i] >= 'A' && s[i] <= 'Z' ? (char)(s[i] + 32) : s[i];
-	if (s[i] != '\0')
-		return 0;
-	low[i] = '\0';
-	for (i = 0; i < 4; i++) {
-		if (strcmp(low, t[i]) == 0)
-			return *v = 1, 1;
-		if (strcmp(low, f[i]) == 0)
-			return *v = 0, 1;
-	}
-	return 0;
 }
 
 static resil_err
@@ -225,7 +204,7 @@ text_set(resil_source_text *st, const char *key, const char *value,
 	    strcmp(key, "check") == 0) {
 		int which = key[0] == 'c' ? 2 : key[9] == 'r' ? 0 : 1;
 
-		if (!parse_bool(value, &b))
+		if (!resil__parse_bool(value, &b))
 			return resil__diagf(diag, RESIL_E_INVAL,
 			    "%s: \"%s\" is not a boolean", key, value);
 		st->flag[which] = b;
@@ -233,7 +212,7 @@ text_set(resil_source_text *st, const char *key, const char *value,
 		return RESIL_OK;
 	}
 	if (strcmp(key, "registry.routes") == 0) {
-		if (!parse_bool(value, &b))
+		if (!resil__parse_bool(value, &b))
 			return resil__diagf(diag, RESIL_E_INVAL,
 			    "%s: \"%s\" is not a boolean", key, value);
 		st->routes = b;
