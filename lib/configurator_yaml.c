@@ -217,8 +217,14 @@ service_of(const char *key, char *out, size_t n)
 	else
 		(void)snprintf(
 		    out, n, "%s?%s%.*s", s, g > 0 ? "group=" : "", g, key);
-	if (strchr(out, '=') != NULL && strlen(out) + 1 < n)
-		strcat(out, "&");
+	if (strchr(out, '=') != NULL) {
+		size_t len = strlen(out);
+
+		if (len + 1 < n) {
+			out[len] = '&';
+			out[len + 1] = '\0';
+		}
+	}
 }
 
 /* One config item: a URL per address and per application (service

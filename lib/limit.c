@@ -1536,6 +1536,8 @@ bh_acquire_slow(resil_bulkhead *bh, bh_stripe *sp)
 	return bh_reject(bh, lim);
 }
 
+static resil_err bh_try_classed(resil_bulkhead *bh, unsigned cls);
+
 resil_err
 resil_bulkhead_try_acquire(resil_bulkhead *bh)
 {
@@ -1554,7 +1556,7 @@ resil_bulkhead_try_acquire(resil_bulkhead *bh)
 		if (bh->batch == BH_SHARED)
 			return bh_shared_acquire(bh, sp);
 		if (bh->batch == BH_CLASSED)
-			return resil__bulkhead_try_cls(bh, 1); /* default */
+			return bh_try_classed(bh, 1); /* default */
 		return bh_acquire_slow(bh, sp);
 	}
 	cur = resil__load64(&bh->in_flight);
@@ -1641,10 +1643,17 @@ resil__bulkhead_refused(resil_bulkhead *bh)
 resil_err
 resil__bulkhead_try_cls(resil_bulkhead *bh, unsigned cls)
 {
-	uint64_t peak = 0;
-
 	if (bh->wq == NULL || bh->batch != BH_CLASSED)
 		return resil_bulkhead_try_acquire(bh);
+	return bh_try_classed(bh, cls);
+}
+
+/* A classed bulkhead's (BH_CLASSED, its queue set) try for class cls. */
+static resil_err
+bh_try_classed(resil_bulkhead *bh, unsigned cls)
+{
+	uint64_t peak = 0;
+
 	if (resil__bhq_try(bh->wq, cls, &peak) != RESIL_OK)
 		return bh_reject(bh, resil__load64(&bh->ctl) >> 32);
 	resil__bulkhead_granted(bh, peak);
