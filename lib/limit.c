@@ -1677,7 +1677,7 @@ bh_acquire_wait_slow(
 	if (bh->wq == NULL || bh->wq->max_wait == 0 ||
 	    ((bh->clock.wait == NULL || bh->clock.wake == NULL) &&
 	        bh->clock.sleep == NULL)) {
-		r = resil__bulkhead_try_cls(bh, resil__bhq_cls(prio));
+		r = (int)resil__bulkhead_try_cls(bh, resil__bhq_cls(prio));
 		if (r == RESIL_OK && waited != NULL)
 			*waited = 0;
 		return (resil_err)r;
