@@ -238,10 +238,10 @@ fleet_done(callm *c, slot *s, int release, resil_outcome outcome)
 
 	fleet_unpack(s, &fp);
 	if (release)
-		resil_fleet_release(c->g->fleet, &fp);
+		resil_fleet_release(c->m->fleet, &fp);
 	else
-		resil_fleet_record(c->g->fleet, &fp, outcome);
-	c->breaker_state = fleet_bstate(c->g->fleet);
+		resil_fleet_record(c->m->fleet, &fp, outcome);
+	c->breaker_state = fleet_bstate(c->m->fleet);
 }
 
 static inline uint64_t

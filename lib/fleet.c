@@ -699,8 +699,9 @@ resil_fleet_sync(resil_fleet *f, uint64_t now)
 {
 	if (f == NULL)
 		return RESIL_E_INVAL;
-	if (resil__load64(&f->helper_on) != 0)
-		return RESIL_E_MISUSE; /* the helper thread syncs */
+	if (resil__load64(&f->helper_on) != 0 ||
+	    (f->grp != NULL && resil__load64(&f->grp->helper_on) != 0))
+		return RESIL_E_MISUSE; /* the (group's) helper thread syncs */
 	return sync_step(f, now);
 }
 

@@ -720,6 +720,25 @@ RESIL_API struct resil_fleet *resil_pipeline_fleet(resil_pipeline *p);
 RESIL_API struct resil_fleet_limit *resil_pipeline_fleet_limit(
     resil_pipeline *p);
 
+/*
+ * Issue 44 (pipelines through groups). resil_pipeline_fleet_of: the fleet
+ * breaker method's calls use: its own with breaker.fleet and
+ * breaker.per_method (named NAME.METHOD in Redis), else the service's
+ * (method NULL or undeclared: the service's); NULL without a fleet.
+ * resil_pipeline_fleet_group: the group every fleet breaker the pipeline
+ * opened from breaker.fleet syncs through, shared by the pipelines of the
+ * process that name the same Redis (host:port, or sentinels and master)
+ * with the same breaker.fleet timeouts, breaker.fleet_sync, clock and
+ * allocator; one resil_fleet_group_sync() is one round trip for all of
+ * their fleet breakers. With breaker.fleet_sync the group's helper thread
+ * syncs it; else the program does. NULL when the fleet is a borrowed
+ * handle or there is none. Both borrowed, valid while p lives.
+ */
+RESIL_API struct resil_fleet *resil_pipeline_fleet_of(
+    resil_pipeline *p, const char *method);
+RESIL_API struct resil_fleet_group *resil_pipeline_fleet_group(
+    resil_pipeline *p);
+
 /* The declared methods, in declaration order: their count, and the name
  * of the i-th (NULL past the end; valid as long as p). */
 RESIL_API size_t resil_pipeline_method_count(const resil_pipeline *p);
