@@ -283,7 +283,8 @@ resil__shared_url_check(const char *key, const char *value, resil_diag *diag)
 			    key, value + 4);
 		return RESIL_OK;
 	}
-	if (strcmp(key, "breaker.fleet") == 0 &&
+	if ((strcmp(key, "breaker.fleet") == 0 ||
+	        strcmp(key, "ratelimit.fleet") == 0) &&
 	    strncmp(value, "redis-sentinel://", 17) == 0)
 		return parse_sentinel(key, value, NULL, NULL, NULL, diag);
 	if (n >= 6 && strcmp(key + n - 6, ".fleet") == 0)
@@ -742,18 +743,26 @@ static resil_err
 open_fleet_limit(resil_pipeline *p, struct resil__pshared *sh,
     const resil_pipeline_config *cfg, resil_diag *diag)
 {
-	char host[256], name[64];
+	char host[2201], master[64], name[64];
 	resil_fleet_limit_config fc;
 	resil_diag d;
 	resil_err err;
 
 	resil_fleet_limit_config_init(&fc);
-	err = parse_redis(url_key[U_FRL], cfg->ratelimit_fleet_url, host,
-	    &fc.port, name, diag);
+	if (strncmp(cfg->ratelimit_fleet_url, "redis-sentinel://", 17) == 0) {
+		/* Issue 44 (h2): the limiter through Sentinel too. */
+		err = parse_sentinel(url_key[U_FRL], cfg->ratelimit_fleet_url,
+		    host, master, name, diag);
+		fc.sentinels = host;
+		fc.master = master;
+	} else {
+		err = parse_redis(url_key[U_FRL], cfg->ratelimit_fleet_url,
+		    host, &fc.port, name, diag);
+		fc.host = host;
+	}
 	if (err != RESIL_OK)
 		return err;
 	fc.name = name;
-	fc.host = host;
 	fc.alloc = &p->alloc;
 	fc.clock = &p->clock;
 	fc.rate = cfg->ratelimit.rate;

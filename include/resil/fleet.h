@@ -513,6 +513,13 @@ typedef struct resil_fleet_limit_config {
 	resil_fleet_listener_fn listener; /* optional */
 	void *listener_ctx;
 	const resil_allocator *alloc; /* NULL: malloc() and free() */
+	/* Issue 44 (h2). Redis Sentinel, as resil_fleet_config's: each
+	 * (re)connection asks the sentinels for the master (checked with
+	 * ROLE); an acquire that meets a failover (no answer, READONLY,
+	 * MASTERDOWN, ...) decides locally and, after reconnect_ms, the
+	 * next one asks the sentinels again. NULL (both): host and port. */
+	const char *sentinels;
+	const char *master;
 } resil_fleet_limit_config;
 
 /* 100 per second, burst 100, timeouts 5 ms, reconnect after 1 s. */
