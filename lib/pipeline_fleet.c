@@ -131,6 +131,18 @@ resil__pfleet_group_put(resil_fleet_group *g)
 	pthread_mutex_unlock(&groups_mu);
 }
 
+void
+resil__pfleet_group_ref(resil_fleet_group *g)
+{
+	pgroup *e;
+
+	pthread_mutex_lock(&groups_mu);
+	for (e = groups; e != NULL; e = e->next)
+		if (e->g == g)
+			e->refs++;
+	pthread_mutex_unlock(&groups_mu);
+}
+
 /* ---- the public accessors (<resil/pipeline.h>) ---- */
 
 static const settings *

@@ -26,8 +26,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "directory_internal.h"
 #include "fleet_internal.h"
 #include "pipeline_events.h"
+#include "router_internal.h"
 
 #define NREGIONS 3
 
@@ -63,7 +65,7 @@ struct resil__pshared {
 	 * the methods' own fleet breakers (breaker.per_method), by method
 	 * name ("NAME.METHOD" in Redis). */
 	struct resil_fleet_group *grp;
-	int per_method;
+	int per_method, endpoints;
 	struct fhandle svc; /* the service's handle's listener context */
 	struct fhandle **mf;
 	size_t nmf, capmf;
@@ -378,6 +380,11 @@ resil__shared_check(
 		    "%s: needs %s (a fleet given as a handle is synced by "
 		    "its owner)",
 		    "breaker.fleet_sync", "breaker.fleet");
+	if (cfg->fleet_endpoints && cfg->breaker_fleet_url == NULL)
+		return refuse(stage, 1, diag,
+		    "%s: needs %s (the endpoints' breakers join the fleet "
+		    "the text names)",
+		    "breaker.fleet.endpoints", "breaker.fleet");
 	if (cfg->breaker_fleet_url == NULL) {
 		uint64_t v[12];
 
@@ -710,6 +717,43 @@ method_fleet(resil_pipeline *p, struct resil__pshared *sh,
 	return RESIL_OK;
 }
 
+/* Issue 44 (h2): the selector's endpoints' breakers on the fleet, in
+ * sh's group (the directory holds a reference of it). */
+static resil_err
+fleet_endpoints(
+    resil_pipeline *p, struct resil__pshared *sh, resil_diag *diag)
+{
+	const uint64_t *v = sh->fleet_settings;
+	resil__dir_fleet df;
+
+	if (p->sel == NULL)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "%s: needs a selector (the endpoints of a cluster)",
+		    "breaker.fleet.endpoints");
+	memset(&df, 0, sizeof(df));
+	df.group = sh->grp;
+	df.put = resil__pfleet_group_put;
+	memcpy(df.prefix, sh->fleet_name, sizeof(df.prefix));
+	df.quorum = (uint32_t)v[0];
+	df.quorum_traffic_pct = (uint32_t)v[1];
+	df.probe_leases = (uint32_t)v[2];
+	df.max_local_leases = (uint32_t)v[3];
+	df.buckets = (uint32_t)v[4];
+	df.open_wait_ms = ms_up(v[5]);
+	df.lease_ms = ms_up(v[6]);
+	df.vote_ms = ms_up(v[7]);
+	df.bucket_ms = ms_up(v[8]);
+	if (strlen(sh->fleet_name) > 63 - 4 - 18)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "%s: the fleet name \"%s\" leaves no room for the "
+		    "endpoints' (NAME.ep.ADDRESS: NAME at most 41 characters)",
+		    "breaker.fleet.endpoints", sh->fleet_name);
+	resil__pfleet_group_ref(sh->grp);
+	sh->endpoints = 1;
+	return resil__dir_fleet_attach(resil__selector_dir(p->sel), &df,
+	    "breaker.fleet.endpoints", diag);
+}
+
 static resil_err
 open_fleet(resil_pipeline *p, struct resil__pshared *sh,
     const resil_pipeline_config *cfg, resil_diag *diag)
@@ -732,6 +776,9 @@ open_fleet(resil_pipeline *p, struct resil__pshared *sh,
 		if ((err = method_fleet(p, sh, cfg, cfg->methods[i].name, &f,
 		         diag)) != RESIL_OK)
 			return err;
+	if (cfg->fleet_endpoints &&
+	    (err = fleet_endpoints(p, sh, diag)) != RESIL_OK)
+		return err;
 	/* As a handle made alone does: Redis unreachable now is said now
 	 * (a LOCAL event each), not at the first sync. */
 	(void)resil__fleet_group_connect(
@@ -819,7 +866,7 @@ resil__shared_setup(
 {
 	struct resil__pshared *sh;
 	resil_err err;
-	int i, any = cfg->fleet_sync_ns != 0 ||
+	int i, any = cfg->fleet_sync_ns != 0 || cfg->fleet_endpoints ||
 	    cfg->endpoint_breaker_shared_url != NULL;
 
 	for (i = 0; i < 5; i++)
@@ -886,6 +933,8 @@ reload_keeps(const resil_pipeline *p, const resil_pipeline_config *cfg,
 	    (sh == NULL || sh->eb_url == NULL ||
 	        strcmp(cfg->endpoint_breaker_shared_url, sh->eb_url) != 0))
 		return immutable(diag, "endpoint.breaker.shared");
+	if (cfg->fleet_endpoints && (sh == NULL || !sh->endpoints))
+		return immutable(diag, "breaker.fleet.endpoints");
 	if (sh != NULL && sh->breaker != NULL && cfg->breaker_per_method)
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "%s: not with breaker.per_method (the shared breaker is "

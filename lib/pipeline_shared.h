@@ -59,6 +59,10 @@ resil_err resil__pfleet_group_get(const struct resil_fleet_group_config *gc,
 /* One user fewer (its handles freed first); the last frees the group. */
 void resil__pfleet_group_put(struct resil_fleet_group *g);
 
+/* One user more of g (a directory whose endpoints' fleet breakers are in
+ * it, issue 44 h2): put when done. */
+void resil__pfleet_group_ref(struct resil_fleet_group *g);
+
 /* The group p's fleet handles sync through, or NULL. */
 struct resil_fleet_group *resil__shared_group(const resil_pipeline *p);
 

@@ -355,6 +355,13 @@ typedef struct resil_pipeline_config {
 		uint64_t command_timeout_ns; /* 1 ms..60 s */
 		uint64_t reconnect_ns;       /* 1 ms..1 h */
 	} fleet_settings;
+	/* Issue 44 (h2), text key breaker.fleet.endpoints: with
+	 * breaker_fleet_url and a selector, each endpoint's breaker is on
+	 * the fleet too (a fleet breaker NAME.ep.ADDRESS per endpoint, its
+	 * local breaker from endpoint.breaker.*, in the pipeline's group;
+	 * docs/fleet.md). 0: the endpoints' breakers are local. Fixed when
+	 * the pipeline is created. */
+	int fleet_endpoints;
 	/* Text key endpoint.breaker.shared=shm:REGION: the endpoints'
 	 * breakers in that region. The directory's setting
 	 * (resil_directory_config.endpoint_breaker_shm, which
