@@ -25,8 +25,10 @@
 
 #include <resil/clock.h>
 #include <resil/config.h>
+#include <resil/directory.h>
 #include <resil/fleet.h>
 #include <resil/pipeline.h>
+#include <resil/selector.h>
 
 static int port;
 static resil_manual_clock mc;
@@ -342,6 +344,210 @@ test_fleet_pipeline_refused(void **state)
 	}
 }
 
+/* ---- the endpoints' breakers on the fleet (breaker.fleet.endpoints) */
+
+static int dead[2]; /* endpoint i fails (ECONNREFUSED) */
+static int attempts[2];
+
+static int
+provider(
+    void *ctx, const resil_pick *ep, const resil_args *args, resil_value *out)
+{
+	int i = strcmp(ep->address, "10.0.0.1:20880") == 0 ? 0 : 1;
+
+	(void)ctx;
+	(void)args;
+	attempts[i]++;
+	if (dead[i])
+		return 111;
+	*out = resil_value_int(i);
+	return 0;
+}
+
+static resil_err
+invoke(resil_pipeline *p)
+{
+	resil_invocation inv;
+	resil_result r;
+	resil_err err;
+
+	resil_invocation_init(&inv, "m");
+	err = resil_pipeline_invoke_ex(p, NULL, &inv, provider, NULL, &r);
+	resil_result_free(&r);
+	return err;
+}
+
+/* Another instance's handle of fleet name (its own connection). */
+static resil_fleet *
+member(const char *name)
+{
+	resil_fleet_config fc = resil_fleet_config_default();
+	resil_fleet *f;
+	resil_diag d;
+
+	fc.name = name;
+	fc.instance = "other";
+	fc.port = (uint32_t)port;
+	fc.command_timeout_ms = 5000;
+	fc.breaker.clock = resil_manual_clock_hook(&mc);
+	fc.breaker.consecutive_failures = 1;
+	fc.breaker.failure_rate_pct = 0;
+	assert_int_equal(resil_fleet_new(&f, &fc, &d), RESIL_OK);
+	return f;
+}
+
+/* Under a cluster, breaker.fleet.endpoints: each endpoint's breaker is a
+ * fleet breaker NAME.ep.ADDRESS in the pipeline's group (one round trip
+ * with the service's), whose trips are the fleet's: this instance's
+ * failures on one endpoint open it for every member, and another
+ * member's open it here. */
+static void
+test_fleet_pipeline_endpoints(void **state)
+{
+	resil_endpoint_spec specs[2] = {
+		resil_endpoint_spec_default("10.0.0.1:20880"),
+		resil_endpoint_spec_default("10.0.0.2:20880"),
+	};
+	resil_directory_config dc;
+	resil_selector_config sc;
+	resil_pipeline_config pc;
+	resil_fleet_group_info gi;
+	resil_directory *dir = NULL;
+	resil_selector *sel = NULL;
+	resil_pipeline *p = NULL;
+	resil_fleet_group *g;
+	resil_fleet *o0, *o1;
+	resil_config *c;
+	resil_diag d;
+	char text[768], name[64], n0[96], n1[96];
+	long ev;
+	uint64_t rt;
+	int k;
+
+	(void)state;
+	if (port == 0)
+		skip();
+	snprintf(name, sizeof(name), "fpe-%ld", (long)getpid());
+	snprintf(text, sizeof(text),
+	    "service=S\ncluster=failover\nretries=1\n"
+	    "breaker.fleet=redis://127.0.0.1:%d/%s\n"
+	    "breaker.fleet.endpoints=true\n"
+	    "breaker.consecutive_failures=100\nbreaker.failure_rate=0\n"
+	    "breaker.fleet.command_timeout=5s\n"
+	    "endpoint.breaker.consecutive_failures=2\n"
+	    "endpoint.breaker.failure_rate=0\n",
+	    port, name);
+	assert_int_equal(
+	    resil_config_parse_string(&c, text, "t.conf", NULL, &d), RESIL_OK);
+	resil_directory_config_init(&dc);
+	resil_config_directory(c, &dc);
+	resil_config_selector(c, &sc);
+	assert_int_equal(resil_directory_new(&dir, &dc, &d), RESIL_OK);
+	assert_int_equal(resil_selector_new(&sel, dir, &sc, &d), RESIL_OK);
+	/* One endpoint before the pipeline, both after. */
+	assert_int_equal(resil_directory_push(dir, specs, 1, &d), RESIL_OK);
+	pc = *resil_config_pipeline(c);
+	pc.selector = sel;
+	pc.clock = resil_manual_clock_hook(&mc);
+	d.msg[0] = '\0';
+	if (resil_pipeline_new(&p, &pc, &d) != RESIL_OK)
+		fail_msg("resil_pipeline_new: %s", d.msg);
+	assert_int_equal(resil_directory_push(dir, specs, 2, &d), RESIL_OK);
+	g = resil_pipeline_fleet_group(p);
+	assert_int_equal(resil_fleet_group_get_info(g, &gi), RESIL_OK);
+	assert_int_equal(gi.members, 3); /* the service's and 2 endpoints */
+
+	/* One round trip for the three. */
+	ev = calls_of("evalsha");
+	rt = round_trips(g);
+	assert_int_equal(
+	    resil_fleet_group_sync(g, resil_manual_clock_advance(&mc, 1)),
+	    RESIL_OK);
+	assert_int_equal(round_trips(g) - rt, 1);
+	assert_int_equal(calls_of("evalsha") - ev, 3);
+
+	/* Endpoint 0 dead: failover answers every call; its breaker trips
+	 * and the sync opens its fleet breaker; endpoint 1's stays
+	 * CLOSED. */
+	dead[0] = 1;
+	for (k = 0; k < 12; k++)
+		assert_int_equal(invoke(p), RESIL_OK);
+	assert_true(attempts[0] >= 2);
+	rt = round_trips(g);
+	assert_int_equal(
+	    resil_fleet_group_sync(g, resil_manual_clock_advance(&mc, 1)),
+	    RESIL_OK);
+	assert_int_equal(round_trips(g) - rt, 1);
+	snprintf(n0, sizeof(n0), "%s.ep.10.0.0.1_20880", name);
+	snprintf(n1, sizeof(n1), "%s.ep.10.0.0.2_20880", name);
+	o0 = member(n0);
+	o1 = member(n1);
+	assert_int_equal(resil_fleet_sync(o0, 10), RESIL_OK);
+	assert_int_equal(resil_fleet_sync(o1, 10), RESIL_OK);
+	assert_int_equal(resil_fleet_get_state(o0), RESIL_FLEET_OPEN);
+	assert_int_equal(resil_fleet_get_state(o1), RESIL_FLEET_CLOSED);
+	assert_int_equal(
+	    resil_breaker_get_state(resil_directory_breaker(dir, specs[0].address)),
+	    RESIL_BREAKER_FORCED_OPEN);
+	/* Endpoint 0 is no candidate now: no attempt reaches it. */
+	attempts[0] = attempts[1] = 0;
+	for (k = 0; k < 6; k++)
+		assert_int_equal(invoke(p), RESIL_OK);
+	assert_int_equal(attempts[0], 0);
+	assert_int_equal(attempts[1], 6);
+
+	/* Another member's failure on endpoint 1 opens its fleet breaker
+	 * here too, at this instance's next sync: no endpoint is left. */
+	{
+		resil_fleet_permit fp;
+
+		assert_int_equal(resil_fleet_acquire(o1, &fp), RESIL_OK);
+		assert_int_equal(
+		    resil_fleet_record(o1, &fp, RESIL_OUTCOME_FAILURE),
+		    RESIL_OK);
+		assert_int_equal(resil_fleet_sync(o1, 11), RESIL_OK);
+		assert_int_equal(resil_fleet_get_state(o1), RESIL_FLEET_OPEN);
+	}
+	assert_int_equal(
+	    resil_fleet_group_sync(g, resil_manual_clock_advance(&mc, 1)),
+	    RESIL_OK);
+	attempts[0] = attempts[1] = 0;
+	assert_int_not_equal(invoke(p), RESIL_OK);
+	assert_int_equal(attempts[0] + attempts[1], 0);
+	dead[0] = 0;
+	resil_fleet_free(o0);
+	resil_fleet_free(o1);
+
+	resil_pipeline_free(p);
+	resil_selector_free(sel);
+	resil_directory_free(dir);
+	resil_config_free(c);
+}
+
+/* breaker.fleet.endpoints needs a selector. */
+static void
+test_fleet_pipeline_endpoints_refused(void **state)
+{
+	resil_pipeline_config pc;
+	resil_pipeline *p = NULL;
+	resil_config *c;
+	resil_diag d;
+
+	(void)state;
+	assert_int_equal(resil_config_parse_string(&c,
+	                     "service=S\nbreaker.fleet=redis://127.0.0.1:1/x\n"
+	                     "breaker.fleet.endpoints=true\n"
+	                     "breaker.fleet.connect_timeout=50ms\n",
+	                     "t.conf", NULL, &d),
+	    RESIL_OK);
+	pc = *resil_config_pipeline(c);
+	assert_int_equal(resil_pipeline_new(&p, &pc, &d), RESIL_E_INVAL);
+	assert_string_equal(d.msg,
+	    "breaker.fleet.endpoints: needs a selector (the endpoints of a "
+	    "cluster)");
+	resil_config_free(c);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -349,6 +555,8 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_fleet_pipeline_one_round_trip),
 		cmocka_unit_test(test_fleet_pipeline_shared_group),
 		cmocka_unit_test(test_fleet_pipeline_refused),
+		cmocka_unit_test(test_fleet_pipeline_endpoints),
+		cmocka_unit_test(test_fleet_pipeline_endpoints_refused),
 	};
 
 	if (argc > 1)
