@@ -274,10 +274,44 @@ test_fleet_pipeline_shared_group(void **state)
 	                                          "m63"),
 	                     &(resil_fleet_info) { 0 }),
 	    RESIL_OK);
+	/* A reload that declares one method more gives it its fleet
+	 * breaker, in the same group; one that turns breaker.per_method off
+	 * is refused. */
+	{
+		static char text[8192];
+		resil_diag d;
+		size_t n;
+		int i;
+
+		n = (size_t)snprintf(text, sizeof(text),
+		    "service=S\nbreaker.fleet=redis://127.0.0.1:%d/%s\n"
+		    "breaker.per_method=true\n"
+		    "breaker.consecutive_failures=3\nbreaker.failure_rate=0\n"
+		    "breaker.fleet.command_timeout=5s\n"
+		    "breaker.fleet.connect_timeout=5s\n",
+		    port, b);
+		for (i = 0; i <= NM; i++)
+			n += (size_t)snprintf(
+			    text + n, sizeof(text) - n, "m%d.type=any\n", i);
+		d.msg[0] = '\0';
+		if (resil_pipeline_reload_string(p2, text, "r.conf", &d) !=
+		    RESIL_OK)
+			fail_msg("reload: %s", d.msg);
+		assert_non_null(resil_pipeline_fleet_of(p2, "m64"));
+		assert_ptr_not_equal(resil_pipeline_fleet_of(p2, "m64"),
+		    resil_pipeline_fleet(p2));
+		assert_int_equal(resil_fleet_group_get_info(g, &gi), RESIL_OK);
+		assert_int_equal(gi.members, 2 * (NM + 1) + 1);
+		assert_int_equal(resil_pipeline_reload_string(p2,
+		                     "service=S\nbreaker.per_method=false\n",
+		                     "r.conf", &d),
+		    RESIL_E_INVAL);
+		assert_non_null(strstr(d.msg, "breaker.per_method"));
+	}
 	/* The first pipeline gone, the group stays for the second. */
 	resil_pipeline_free(p1);
 	assert_int_equal(resil_fleet_group_get_info(g, &gi), RESIL_OK);
-	assert_int_equal(gi.members, NM + 1);
+	assert_int_equal(gi.members, NM + 2);
 	assert_int_equal(
 	    resil_fleet_group_sync(g, resil_manual_clock_advance(&mc, 1)),
 	    RESIL_OK);
