@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -582,6 +583,57 @@ test_fleet_pipeline_endpoints_refused(void **state)
 	resil_config_free(c);
 }
 
+/* The group's helper thread (resil_fleet_group_start / _stop), which
+ * breaker.fleet_sync runs: it syncs the group; a member's own sync is
+ * refused meanwhile; the group's free stops it. */
+static void
+test_fleet_pipeline_group_thread(void **state)
+{
+	resil_fleet_group_config gc;
+	resil_fleet_config fc = resil_fleet_config_default();
+	resil_fleet_group *g;
+	resil_fleet_info fi;
+	resil_fleet *f;
+	resil_diag d;
+	char name[64];
+	int i;
+
+	(void)state;
+	if (port == 0)
+		skip();
+	resil_fleet_group_config_init(&gc);
+	gc.port = (uint32_t)port;
+	gc.command_timeout_ms = 5000;
+	gc.clock = resil_manual_clock_hook(&mc);
+	assert_int_equal(resil_fleet_group_new(&g, &gc, &d), RESIL_OK);
+	snprintf(name, sizeof(name), "fpt-%ld", (long)getpid());
+	fc.name = name;
+	fc.group = g;
+	fc.breaker.clock = resil_manual_clock_hook(&mc);
+	assert_int_equal(resil_fleet_new(&f, &fc, &d), RESIL_OK);
+	assert_int_equal(resil_fleet_group_start(g, 0, &d), RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_fleet_group_start(NULL, 5, &d), RESIL_E_INVAL);
+	assert_int_equal(resil_fleet_group_start(g, 5, &d), RESIL_OK);
+	assert_int_equal(resil_fleet_group_start(g, 5, &d), RESIL_E_MISUSE);
+	assert_int_equal(resil_fleet_sync(f, 1), RESIL_E_MISUSE);
+	memset(&fi, 0, sizeof(fi));
+	for (i = 0; i < 2000 && fi.syncs == 0; i++) {
+		struct timespec ts = { 0, 5000000 };
+
+		nanosleep(&ts, NULL); /* the thread's own pace, real time */
+		assert_int_equal(resil_fleet_get_info(f, &fi), RESIL_OK);
+	}
+	assert_true(fi.syncs > 0);
+	assert_int_equal(resil_fleet_group_stop(g), RESIL_OK);
+	assert_int_equal(resil_fleet_group_stop(g), RESIL_OK);
+	assert_int_equal(resil_fleet_sync(f, 2), RESIL_OK);
+	/* Running when freed: the free stops it. */
+	assert_int_equal(resil_fleet_group_start(g, 1000, &d), RESIL_OK);
+	resil_fleet_free(f);
+	assert_int_equal(resil_fleet_group_free(g), RESIL_OK);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -591,6 +643,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_fleet_pipeline_refused),
 		cmocka_unit_test(test_fleet_pipeline_endpoints),
 		cmocka_unit_test(test_fleet_pipeline_endpoints_refused),
+		cmocka_unit_test(test_fleet_pipeline_group_thread),
 	};
 
 	if (argc > 1)
