@@ -20,6 +20,7 @@
 #include "pipeline_internal.h"
 
 #include <resil/fleet.h>
+#include "call_coalesce.h"
 #include "retry_internal.h"
 
 /* A call's magic: one tag, and in its low byte the state, 0x80 set while
@@ -164,6 +165,15 @@ typedef struct callm {
 	resil_permit bh_permit;
 	resil_fleet_permit bh_fp;
 	resil_bulkhead_waiter bhw;
+	/* ---- issue 43: coalescing (lib/call_coalesce.c); coal is set by
+	 * minit(), coal_blk by the driver before mstart() ---- */
+	uint8_t coal;        /* RESIL__COAL_NONE, _LEADER, _FOLLOWER */
+	uint8_t coal_blk;    /* the blocking driver's: it blocks to wait */
+	uint64_t coal_start; /* a follower: when it began to wait */
+	uint64_t coal_until; /* and its deadline (UINT64_MAX: none) */
+	resil__coal_ent *coal_on; /* the entry it waits on (under the lock) */
+	resil__coal_ent coal_ent; /* a leader's entry */
+	resil__waiter coal_w;     /* a follower's waiter */
 } callm;
 
 /* Issue 42 (lib/call_bhwait.c): the call's priority class, resolved
