@@ -160,7 +160,6 @@ resil__coal_start(callm *c, tsrc *ts, resil_call_next *st)
 	c->coal_on = it;
 	c->coal = RESIL__COAL_FOLLOWER;
 	resil__spin_unlock(&t->lock);
-	c->coal_start = now;
 	c->coal_until = c->timeout != 0
 	    ? sat_add(sat_add(now, c->timeout), c->p->late_edge)
 	    : UINT64_MAX;

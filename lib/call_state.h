@@ -169,8 +169,7 @@ typedef struct callm {
 	 * minit(), coal_blk by the driver before mstart() ---- */
 	uint8_t coal;        /* RESIL__COAL_NONE, _LEADER, _FOLLOWER */
 	uint8_t coal_blk;    /* the blocking driver's: it blocks to wait */
-	uint64_t coal_start; /* a follower: when it began to wait */
-	uint64_t coal_until; /* and its deadline (UINT64_MAX: none) */
+	uint64_t coal_until; /* a follower's deadline (UINT64_MAX: none) */
 	resil__coal_ent *coal_on; /* the entry it waits on (under the lock) */
 	resil__coal_ent coal_ent; /* a leader's entry */
 	resil__waiter coal_w;     /* a follower's waiter */
