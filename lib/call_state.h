@@ -128,6 +128,12 @@ typedef struct callm {
 	uint8_t bh_fleet;
 	uint8_t prio;
 	uint8_t prio_set;
+	/* Issue 43 (lib/call_coalesce.c), in the same padding: coal (set by
+	 * minit()) RESIL__COAL_NONE, _LEADER or _FOLLOWER; coal_blk (set by
+	 * the driver before mstart()): the blocking driver's, it blocks to
+	 * wait. */
+	uint8_t coal;
+	uint8_t coal_blk;
 	/* Issue 44: the service breaker on the fleet (g->fleet): the
 	 * call's fleet permit. */
 	resil_fleet_permit sfp;
@@ -165,10 +171,7 @@ typedef struct callm {
 	resil_permit bh_permit;
 	resil_fleet_permit bh_fp;
 	resil_bulkhead_waiter bhw;
-	/* ---- issue 43: coalescing (lib/call_coalesce.c); coal is set by
-	 * minit(), coal_blk by the driver before mstart() ---- */
-	uint8_t coal;        /* RESIL__COAL_NONE, _LEADER, _FOLLOWER */
-	uint8_t coal_blk;    /* the blocking driver's: it blocks to wait */
+	/* ---- issue 43: coalescing (lib/call_coalesce.c) ---- */
 	uint64_t coal_until; /* a follower's deadline (UINT64_MAX: none) */
 	resil__coal_ent *coal_on; /* the entry it waits on (under the lock) */
 	resil__coal_ent coal_ent; /* a leader's entry */
