@@ -134,7 +134,7 @@ typedef struct callm {
 	 * wait. */
 	uint8_t coal;
 	uint8_t coal_blk;
-	/* Issue 44: the service breaker on the fleet (g->fleet): the
+	/* Issue 44: the service breaker on the fleet (m->fleet): the
 	 * call's fleet permit. */
 	resil_fleet_permit sfp;
 	uint64_t cstart; /* when the call started (a timeout is set) */
