@@ -214,6 +214,9 @@ static const keydef keys[] = {
 	INT("breaker.fleet.reconnect", K_DUR, ST_BREAKER, 0,
 	    fleet_settings.reconnect_ns, UINT64_C(1000000),
 	    UINT64_C(3600000000000)),
+	/* Issue 44 (h2): the endpoints' breakers on the fleet too. */
+	INT("breaker.fleet.endpoints", K_BOOL, ST_BREAKER, 0, fleet_endpoints,
+	    0, 1),
 
 	/* Issue 42: adaptive client throttling in front of the breaker
 	 * (k: 0 off, else 1..1000000, checked with the window at build). */

@@ -114,7 +114,22 @@ struct resil_fleet_group {
 	unsigned char *again; /* per handle: 1 its script, 2 NOSCRIPT */
 	size_t n, cap;
 	uint64_t round_trips, scripts, reads;
+	/* The helper thread (resil_fleet_group_start): its own mutex and
+	 * condition variable, apart from mu (which a sync holds). */
+	resil_clock clock;
+	pthread_t helper;
+	pthread_mutex_t hmu;
+	pthread_cond_t hcv;
+	int hinit, hrunning, hstop;
+	uint32_t hinterval_ms;
+	uint64_t helper_on; /* atomic: resil_fleet_sync of a member refuses */
 };
+
+/* Open g's connection now when it is closed (the reconnect wait
+ * respected): 0 when open; otherwise -1, and every member not yet told
+ * hears a LOCAL event with why (as a handle made alone does when its
+ * Redis is unreachable at creation). */
+int resil__fleet_group_connect(struct resil_fleet_group *g, uint64_t now);
 
 int resil__fleet_group_join(
     struct resil_fleet_group *g, struct resil_fleet *f);

@@ -291,8 +291,9 @@ resil_pipeline_breaker(resil_pipeline *p, const char *name)
 		return NULL;
 	g = cur_of(p);
 	m = name != NULL ? find_method(g, name) : &g->dflt;
-	if (g->fleet != NULL)
-		return resil_fleet_breaker(g->fleet);
+	if (m->fleet != NULL || g->fleet != NULL)
+		return resil_fleet_breaker(
+		    m->fleet != NULL ? m->fleet : g->fleet);
 	return m->breaker != NULL ? m->breaker : g->breaker;
 }
 
