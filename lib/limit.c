@@ -1583,6 +1583,15 @@ bh_release_exact(resil_bulkhead *bh)
 	return RESIL_OK;
 }
 
+/* The limit rose: a bulkhead that waits hands the slots it opened to
+ * its queue now, not at the next release (issue 42). */
+static inline void
+bh_grown(resil_bulkhead *bh)
+{
+	if (bh->wq != NULL && BHQ_NWAIT(resil__load64(&bh->in_flight)) != 0)
+		(void)resil__bhq_grow(bh->wq);
+}
+
 /* A gradient bulkhead's sample: the gradient's answer becomes the
  * limit. */
 static LIMIT_NOINLINE void
@@ -1606,6 +1615,7 @@ bh_gradient_sample(resil_bulkhead *bh, bh_stripe *sp, resil_outcome outcome,
 		if (bh->listener != NULL)
 			bh_event(bh, RESIL_LIMIT_EVENT_LIMIT_INCREASED,
 			    (uint32_t)lim, (uint32_t)nlim);
+		bh_grown(bh);
 	} else if (nlim < lim) {
 		resil__inc64(&sp->decreases);
 		if (bh->listener != NULL)
@@ -1665,6 +1675,7 @@ bh_record(resil_bulkhead *bh, resil_outcome outcome, uint64_t latency,
 		if (bh->listener != NULL)
 			bh_event(bh, RESIL_LIMIT_EVENT_LIMIT_INCREASED,
 			    (uint32_t)lim, (uint32_t)nlim);
+		bh_grown(bh);
 	} else if (nlim < lim) {
 		resil__inc64(&sp->decreases);
 		if (bh->listener != NULL)

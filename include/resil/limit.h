@@ -568,9 +568,21 @@ RESIL_API resil_err resil_bulkhead_wait_poll(resil_bulkhead *bh,
     resil_bulkhead_waiter *w, uint64_t now, int *granted);
 RESIL_API resil_err resil_bulkhead_wait_cancel(
     resil_bulkhead *bh, resil_bulkhead_waiter *w);
-/* When a queued waiter's wait ends (its start + max_wait_ns). */
+/* When a queued waiter's wait ends (its start + max_wait_ns, or the
+ * earlier end resil_bulkhead_wait_cut() gave it). */
 RESIL_API uint64_t resil_bulkhead_wait_deadline(
     const resil_bulkhead_waiter *w);
+/*
+ * End a queued wait no later than until (issue 42: the caller's own
+ * deadline, e.g. its retry deadline, when it is before start +
+ * max_wait_ns): a poll at now >= until with no slot is then
+ * RESIL_E_LIMITED (a wait timeout) and resil_bulkhead_wait_deadline()
+ * reads until. A later until changes nothing. Called by the waiter's
+ * owner, between start and the poll that ends it. RESIL_OK;
+ * RESIL_E_INVAL for NULL; RESIL_E_MISUSE for a waiter not waiting.
+ */
+RESIL_API resil_err resil_bulkhead_wait_cut(
+    resil_bulkhead_waiter *w, uint64_t until);
 
 /* Waiters queued now; 0 for NULL. */
 RESIL_API uint32_t resil_bulkhead_waiting(resil_bulkhead *bh);
