@@ -201,6 +201,12 @@ resil__ovl_complete(callm *c, int rc, int late, resil_outcome *outcome,
 	if (ms > 0 && g->rl != NULL) {
 		until = sat_add(now, (uint64_t)ms * RESIL_NS_PER_MS);
 		pause_to(g, until);
+		/* The fleet limiter standing in for the local one is told:
+		 * every member pauses (one round trip; a member deciding
+		 * locally has nobody to tell). */
+		if (RESIL__UNLIKELY(g->frl != NULL))
+			(void)resil_fleet_limit_pause(
+			    g->frl, (uint64_t)ms * RESIL_NS_PER_MS, NULL);
 	}
 	/* ratelimit.drain_on_throttled (Resilience4j's
 	 * drainPermissionsOnResult): the permits left go too, so the
