@@ -180,8 +180,8 @@ run_rate_classed(void *ctx, uint64_t iters)
 
 	resil_manual_clock_advance(&x->mc, iters);
 	for (i = 0; i < iters; i++)
-		n += resil_ratelimit_try_acquire_prio(x->rl,
-		         RESIL_PRIORITY_SHEDDABLE, 1, NULL) == RESIL_OK;
+		n += resil_ratelimit_try_acquire_prio(
+		         x->rl, RESIL_PRIORITY_SHEDDABLE, 1, NULL) == RESIL_OK;
 	return n;
 }
 

@@ -153,8 +153,8 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 	            : RESIL__UNLIKELY(
 	                  (c->g->cfg.ratelimit.reserve_critical |
 	                      c->g->cfg.ratelimit.reserve_default) != 0)
-	            ? resil_ratelimit_try_acquire_prio(c->g->rl,
-	                  resil__call_priority(c), 1, &retry_after)
+	            ? resil_ratelimit_try_acquire_prio(
+	                  c->g->rl, resil__call_priority(c), 1, &retry_after)
 	            : resil_ratelimit_try_acquire(
 	                  c->g->rl, 1, &retry_after)) != RESIL_OK) {
 		permit_back(c, &permit, &fp);

@@ -150,7 +150,8 @@ rl_create(resil_ratelimit **out, const resil_ratelimit_config *cfg,
 	    rl->ts;
 	rl->bsc[1] = (uint64_t)(cfg->burst - cfg->reserve_critical) * rl->ts;
 	rl->bsc[2] = rl->bs;
-	rl->kmax[0] = cfg->burst - cfg->reserve_critical - cfg->reserve_default;
+	rl->kmax[0] =
+	    cfg->burst - cfg->reserve_critical - cfg->reserve_default;
 	rl->kmax[1] = cfg->burst - cfg->reserve_critical;
 	rl->kmax[2] = cfg->burst;
 	rl->rebase_ticks = REBASE_AT / rl->scale;
@@ -222,8 +223,7 @@ resil_ratelimit_free(resil_ratelimit *rl)
  * step may lose a race; the caller starts over in every case.
  */
 void
-resil__rl_rebase(
-    resil_ratelimit *rl, uint64_t w, uint64_t base, uint64_t now)
+resil__rl_rebase(resil_ratelimit *rl, uint64_t w, uint64_t base, uint64_t now)
 {
 	uint64_t gen = w >> TAT_BITS;
 	uint64_t ngen = (gen + 1) & GEN_MASK;
@@ -370,7 +370,8 @@ rl_take_batched(resil_ratelimit *rl, rl_stripe *sp, uint32_t k,
 		more = rl->batch - (uint32_t)held;
 	if (more > rl->burst - k)
 		more = rl->burst - k;
-	if (rl_take(rl, now, k, more, 0, rl->bs, ticks, &got) == RESIL_OK) {
+	if (rl_take(rl, now, k, more, 0, RL_CLS_CRITICAL, ticks, &got) ==
+	    RESIL_OK) {
 		rl_granted(sp, k);
 		if (got > 0) {
 			left = rl_cache_put(rl, sp, got);
@@ -399,8 +400,8 @@ rl_refuse(resil_ratelimit *rl, uint32_t k, uint64_t ticks, uint64_t now,
 }
 
 resil_err
-resil__rl_refuse(resil_ratelimit *rl, uint32_t k, uint64_t ticks,
-    uint64_t now, uint64_t *retry_after)
+resil__rl_refuse(resil_ratelimit *rl, uint32_t k, uint64_t ticks, uint64_t now,
+    uint64_t *retry_after)
 {
 	return rl_refuse(rl, k, ticks, now, retry_after);
 }
@@ -434,9 +435,8 @@ resil_ratelimit_try_acquire(
 		return rl_try_batched(rl, sp, k, retry_after);
 	}
 	now = rl_now(rl);
-	if (RESIL__UNLIKELY(
-	        rl_take(rl, now, k, 0, 0, rl->bsc[RL_CLS_DEFAULT], &ticks,
-	            NULL) != RESIL_OK))
+	if (RESIL__UNLIKELY(rl_take(rl, now, k, 0, 0, RL_CLS_DEFAULT, &ticks,
+	                        NULL) != RESIL_OK))
 		return rl_refuse(rl, k, ticks, now, retry_after);
 	rl_granted(rl_my_stripe(rl), k);
 	return RESIL_OK;
@@ -467,8 +467,8 @@ resil_ratelimit_acquire_wait(
 	else
 		wait_s = max_wait * rl->scale;
 	now = rl_now(rl);
-	if (rl_take(rl, now, k, 0, wait_s, rl->bsc[RL_CLS_DEFAULT], &ticks,
-	        NULL) != RESIL_OK) {
+	if (rl_take(rl, now, k, 0, wait_s, RL_CLS_DEFAULT, &ticks, NULL) !=
+	    RESIL_OK) {
 		rl_rejected(rl, k, ticks, now);
 		return RESIL_E_LIMITED;
 	}

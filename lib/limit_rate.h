@@ -103,9 +103,9 @@ struct resil_ratelimit {
 	char pad1[RESIL__CACHELINE - 2 * sizeof(uint64_t)];
 	rl_stripe stripes[NSTRIPES];
 	/* Read-only after creation. */
-	uint64_t scale;        /* rate / gcd(rate, period) */
-	uint64_t ts;           /* emission interval, scaled: period / gcd */
-	uint64_t bs;           /* burst * ts */
+	uint64_t scale; /* rate / gcd(rate, period) */
+	uint64_t ts;    /* emission interval, scaled: period / gcd */
+	uint64_t bs;    /* burst * ts */
 	/* Issue 42: the part of the burst each class may use, scaled
 	 * (RL_CLS_*: bs less reserve_critical + reserve_default, less
 	 * reserve_critical, bs); bs for each without reservations. */
@@ -114,7 +114,7 @@ struct resil_ratelimit {
 	uint64_t period;
 	uint32_t rate;
 	uint32_t burst;
-	uint32_t batch; /* 0: exact */
+	uint32_t batch;   /* 0: exact */
 	uint32_t kmax[3]; /* the most permits a class may ask: bsc / ts */
 	/* The GCRA word, &state here or (shared) in a shared-memory region
 	 * (lib/limit_shared.h); in both its bases are the next cache line,
@@ -184,11 +184,12 @@ rl_now(const resil_ratelimit *rl)
 }
 
 /*
- * The GCRA decision at clock reading now, against an allowance of bs
- * scaled ticks (rl->bs, or a class's share, rl->bsc[]: the permits
- * left after a grant are then never fewer than the classes above it
- * reserve). Grants when the k permits are
- * due within wait_max_s scaled ticks of now (0: only when due now),
+ * The GCRA decision at clock reading now, against the allowance of class
+ * cls, rl->bsc[cls] scaled ticks (the whole burst for the critical class
+ * and for every class without reservations: the permits left after a
+ * grant are never fewer than the classes above cls reserve). Grants
+ * when the k permits are due within wait_max_s scaled ticks of now (0:
+ * only when due now),
  * storing the ticks to wait in *ticks; otherwise stores the ticks until
  * they would be due (>= 1) and returns RESIL_E_LIMITED.
  *
@@ -199,7 +200,7 @@ rl_now(const resil_ratelimit *rl)
  */
 static LIMIT_INLINE resil_err
 rl_take(resil_ratelimit *rl, uint64_t now, uint32_t k, uint32_t more,
-    uint64_t wait_max_s, uint64_t bs, uint64_t *ticks, uint32_t *got)
+    uint64_t wait_max_s, unsigned cls, uint64_t *ticks, uint32_t *got)
 {
 	uint64_t need = (uint64_t)k * rl->ts;
 	/* Read once: the atomics below would make the compiler reload it. */
@@ -230,7 +231,8 @@ rl_take(resil_ratelimit *rl, uint64_t now, uint32_t k, uint32_t more,
 		tat = w & TAT_MASK;
 		t = tat > n ? tat : n;
 		nt = t + need;
-		lim = n + bs;
+		/* Read here, after the word: a load in the loop, as bs's. */
+		lim = n + rl->bsc[cls];
 		if (RESIL__LIKELY(nt <= lim)) {
 			x = 0;
 			if (more > 0) {

@@ -49,7 +49,7 @@ resil_ratelimit_try_acquire_prio(resil_ratelimit *rl, resil_priority prio,
 	if (k == 0 || k > rl->kmax[cls])
 		return RESIL_E_INVAL;
 	now = rl_now(rl);
-	if (rl_take(rl, now, k, 0, 0, rl->bsc[cls], &ticks, NULL) != RESIL_OK)
+	if (rl_take(rl, now, k, 0, 0, cls, &ticks, NULL) != RESIL_OK)
 		return resil__rl_refuse(rl, k, ticks, now, retry_after);
 	rl_granted(rl_my_stripe(rl), k);
 	return RESIL_OK;

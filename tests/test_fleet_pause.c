@@ -109,8 +109,8 @@ test_fleet_limit_pause(void **state)
 	    resil_fleet_limit_pause(b, 100 * MS, &until2), RESIL_OK);
 	state_of(name, &base, &tat2);
 	assert_int_equal(tat2, tat);
-	assert_int_equal(resil_fleet_limit_pause(b, 2000 * MS, &until2),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_fleet_limit_pause(b, 2000 * MS, &until2), RESIL_OK);
 	state_of(name, &base, &tat2);
 	assert_int_equal(tat2, (until2 - base) + BS - TS);
 	assert_true(tat2 > tat);

@@ -974,8 +974,8 @@ test_bulkhead_wait_cut(void **state)
 	assert_int_equal(resil_bulkhead_wait_cut(&w, t0 + 90), RESIL_OK);
 	assert_int_equal(resil_bulkhead_wait_deadline(&w), t0 + 70);
 	assert_int_equal(resil_bulkhead_wait_cut(NULL, t0), RESIL_E_INVAL);
-	assert_int_equal(resil_bulkhead_wait_poll(bh, &w, t0 + 69, &granted),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_bulkhead_wait_poll(bh, &w, t0 + 69, &granted), RESIL_OK);
 	assert_int_equal(granted, 0);
 	assert_int_equal(resil_bulkhead_wait_poll(bh, &w, t0 + 70, &granted),
 	    RESIL_E_LIMITED);
@@ -1012,14 +1012,15 @@ test_call_machine_wait_ends_at_retry_deadline(void **state)
 	    resil_call_start_ex(&b, x.p, NULL, &inv, &rb, now, &sb), RESIL_OK);
 	assert_int_equal(sb.action, RESIL_CALL_WAIT);
 	assert_int_equal(sb.until, now + 30 * MS);
-	assert_int_equal(resil_call_step(&b, now + 30 * MS - 1, &sb), RESIL_OK);
+	assert_int_equal(
+	    resil_call_step(&b, now + 30 * MS - 1, &sb), RESIL_OK);
 	assert_int_equal(sb.action, RESIL_CALL_WAIT);
 	assert_int_equal(sb.until, now + 30 * MS);
 	assert_int_equal(resil_call_step(&b, now + 30 * MS, &sb), RESIL_OK);
 	assert_int_equal(sb.action, RESIL_CALL_DONE);
 	assert_int_equal(rb.err, RESIL_E_LIMITED);
-	assert_int_equal(resil_bulkhead_waiting(resil_pipeline_bulkhead(x.p)),
-	    0);
+	assert_int_equal(
+	    resil_bulkhead_waiting(resil_pipeline_bulkhead(x.p)), 0);
 	assert_int_equal(
 	    resil_call_report(&a, st.attempt, 0, NULL, now + 31 * MS),
 	    RESIL_OK);
@@ -1067,8 +1068,8 @@ test_blocking_driver_wait_ends_at_retry_deadline(void **state)
 	assert_int_equal(y.got, RESIL_E_LIMITED);
 	assert_int_equal(resil_manual_clock_now(&x.mc), 1030 * MS);
 	resil_result_free(&y.r);
-	assert_int_equal(resil_call_cancel(&a, resil_manual_clock_now(&x.mc)),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_call_cancel(&a, resil_manual_clock_now(&x.mc)), RESIL_OK);
 	resil_result_free(&ra);
 	pfx_end(&x);
 }
@@ -1100,18 +1101,17 @@ test_bulkhead_adaptive_rise_wakes_a_waiter(void **state)
 	cfg.queue = 4;
 	cfg.reserve_critical = 1; /* default calls may use limit - 1 */
 	assert_int_equal(resil_bulkhead_new(&bh, &cfg, &d), RESIL_OK);
-	assert_int_equal(resil_bulkhead_try_acquire_prio(
-	                     bh, RESIL_PRIORITY_CRITICAL),
+	assert_int_equal(
+	    resil_bulkhead_try_acquire_prio(bh, RESIL_PRIORITY_CRITICAL),
 	    RESIL_OK);
-	assert_int_equal(resil_bulkhead_try_acquire_prio(
-	                     bh, RESIL_PRIORITY_CRITICAL),
+	assert_int_equal(
+	    resil_bulkhead_try_acquire_prio(bh, RESIL_PRIORITY_CRITICAL),
 	    RESIL_OK);
 	assert_int_equal(resil_bulkhead_wait_start(bh, RESIL_PRIORITY_DEFAULT,
 	                     &w1, count_wake, &woken, 1000, &q1),
 	    RESIL_OK);
-	assert_int_equal(resil_bulkhead_wait_start(bh,
-	                     RESIL_PRIORITY_CRITICAL, &w2, count_wake, &woken,
-	                     1000, &q2),
+	assert_int_equal(resil_bulkhead_wait_start(bh, RESIL_PRIORITY_CRITICAL,
+	                     &w2, count_wake, &woken, 1000, &q2),
 	    RESIL_OK);
 	assert_int_equal(q1 + q2, 2);
 	/* Two good samples at limit 2: the limit becomes 3; the slot goes
@@ -1123,9 +1123,11 @@ test_bulkhead_adaptive_rise_wakes_a_waiter(void **state)
 	    resil_bulkhead_record(bh, RESIL_OUTCOME_SUCCESS, 10), RESIL_OK);
 	assert_int_equal(resil_bulkhead_get_limit(bh), 3);
 	assert_int_equal(woken, 1);
-	assert_int_equal(resil_bulkhead_wait_poll(bh, &w2, 1001, &g2), RESIL_OK);
+	assert_int_equal(
+	    resil_bulkhead_wait_poll(bh, &w2, 1001, &g2), RESIL_OK);
 	assert_int_equal(g2, 1);
-	assert_int_equal(resil_bulkhead_wait_poll(bh, &w1, 1001, &g1), RESIL_OK);
+	assert_int_equal(
+	    resil_bulkhead_wait_poll(bh, &w1, 1001, &g1), RESIL_OK);
 	assert_int_equal(g1, 0);
 	/* Three more at limit 3: 4, still the reserved slot for the
 	 * default waiter (3 in flight, its cap 4 - 1); four more: 5, and
@@ -1142,7 +1144,8 @@ test_bulkhead_adaptive_rise_wakes_a_waiter(void **state)
 		    RESIL_OK);
 	assert_int_equal(resil_bulkhead_get_limit(bh), 5);
 	assert_int_equal(woken, 2);
-	assert_int_equal(resil_bulkhead_wait_poll(bh, &w1, 1002, &g1), RESIL_OK);
+	assert_int_equal(
+	    resil_bulkhead_wait_poll(bh, &w1, 1002, &g1), RESIL_OK);
 	assert_int_equal(g1, 1);
 	assert_int_equal(resil_bulkhead_get_metrics(bh, &m), RESIL_OK);
 	assert_int_equal(m.in_flight, 4);
@@ -1173,7 +1176,8 @@ main(void)
 		cmocka_unit_test(test_call_machine_waits_for_a_bulkhead_slot),
 		cmocka_unit_test(test_blocking_driver_waits_through_the_clock),
 		cmocka_unit_test(test_bulkhead_wait_cut),
-		cmocka_unit_test(test_call_machine_wait_ends_at_retry_deadline),
+		cmocka_unit_test(
+		    test_call_machine_wait_ends_at_retry_deadline),
 		cmocka_unit_test(
 		    test_blocking_driver_wait_ends_at_retry_deadline),
 		cmocka_unit_test(test_bulkhead_adaptive_rise_wakes_a_waiter),

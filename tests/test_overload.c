@@ -704,13 +704,13 @@ test_throttle_totals_follow_the_window(void **state)
 
 /* ---- issue 42 (h2/overload): the rate limiter's classes and drain ---- */
 
-#define RL_CLASSES                            \
-	"service=StockService\n"              \
-	"ratelimit.enabled=true\n"            \
-	"ratelimit.rate=10\n"                 \
-	"ratelimit.period=1s\n"               \
-	"ratelimit.burst=10\n"                \
-	"ratelimit.reserve.critical=2\n"      \
+#define RL_CLASSES                       \
+	"service=StockService\n"         \
+	"ratelimit.enabled=true\n"       \
+	"ratelimit.rate=10\n"            \
+	"ratelimit.period=1s\n"          \
+	"ratelimit.burst=10\n"           \
+	"ratelimit.reserve.critical=2\n" \
 	"ratelimit.reserve.default=3\n"
 
 /* The pipeline's rate limiter decides by the call's class: sheddable
@@ -777,8 +777,8 @@ pushback_drains(int machine)
 	fx x;
 	int i;
 
-	fx_start(&x, RL_CLASSES "ratelimit.drain_on_throttled=true\n", 0,
-	    machine);
+	fx_start(
+	    &x, RL_CLASSES "ratelimit.drain_on_throttled=true\n", 0, machine);
 	x.rcs = bare;
 	x.nrc = 2;
 	x.prio = RESIL_PRIORITY_CRITICAL;
@@ -857,8 +857,10 @@ test_ratelimit_class_keys(void **state)
 	                     RL_CLASSES "ratelimit.drain_on_throttled=true\n",
 	                     "svc.conf", NULL, &d),
 	    RESIL_OK);
-	assert_int_equal(resil_config_pipeline(conf)->ratelimit.reserve_critical, 2);
-	assert_int_equal(resil_config_pipeline(conf)->ratelimit.reserve_default, 3);
+	assert_int_equal(
+	    resil_config_pipeline(conf)->ratelimit.reserve_critical, 2);
+	assert_int_equal(
+	    resil_config_pipeline(conf)->ratelimit.reserve_default, 3);
 	assert_int_equal(
 	    resil_config_pipeline(conf)->ratelimit.drain_on_throttled, 1);
 	resil_config_free(conf);

@@ -67,8 +67,8 @@ test_ratelimit_prio_shares(void **state)
 	assert_false(take(rl, DEF, &ra));
 	assert_int_equal(ra, 100);
 	/* try_acquire is a default acquire. */
-	assert_int_equal(resil_ratelimit_try_acquire(rl, 1, &ra),
-	    RESIL_E_LIMITED);
+	assert_int_equal(
+	    resil_ratelimit_try_acquire(rl, 1, &ra), RESIL_E_LIMITED);
 	assert_int_equal(ra, 100);
 	for (i = 0; i < 2; i++)
 		assert_true(take(rl, CRIT, &ra));
@@ -187,18 +187,18 @@ test_ratelimit_prio_bad_input(void **state)
 	/* More than a class may ever take: invalid, not "later". */
 	assert_int_equal(resil_ratelimit_try_acquire_prio(rl, SHED, 6, NULL),
 	    RESIL_E_INVAL);
-	assert_int_equal(resil_ratelimit_try_acquire_prio(rl, SHED, 5, NULL),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_ratelimit_try_acquire_prio(rl, SHED, 5, NULL), RESIL_OK);
 	assert_int_equal(
 	    resil_ratelimit_try_acquire(rl, 9, NULL), RESIL_E_INVAL);
-	assert_int_equal(resil_ratelimit_try_acquire_prio(rl, DEF, 9, NULL),
-	    RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_ratelimit_try_acquire_prio(rl, DEF, 9, NULL), RESIL_E_INVAL);
 	assert_int_equal(resil_ratelimit_try_acquire_prio(rl, CRIT, 11, NULL),
 	    RESIL_E_INVAL);
 	assert_int_equal(resil_ratelimit_try_acquire_prio(rl, CRIT, 0, NULL),
 	    RESIL_E_INVAL);
-	assert_int_equal(resil_ratelimit_try_acquire_prio(
-	                     rl, (resil_priority)4, 1, NULL),
+	assert_int_equal(
+	    resil_ratelimit_try_acquire_prio(rl, (resil_priority)4, 1, NULL),
 	    RESIL_E_INVAL);
 	assert_int_equal(resil_ratelimit_try_acquire_prio(NULL, CRIT, 1, NULL),
 	    RESIL_E_INVAL);
@@ -276,5 +276,6 @@ main(void)
 		cmocka_unit_test(test_ratelimit_prio_wait_is_default),
 	};
 
-	return cmocka_run_group_tests_name("ratelimit_prio", tests, NULL, NULL);
+	return cmocka_run_group_tests_name(
+	    "ratelimit_prio", tests, NULL, NULL);
 }

@@ -76,7 +76,8 @@ run(shared *s)
 	for (i = 0; i < THREADS; i++) {
 		a[i].s = s;
 		a[i].id = i;
-		assert_int_equal(pthread_create(&th[i], NULL, worker, &a[i]), 0);
+		assert_int_equal(
+		    pthread_create(&th[i], NULL, worker, &a[i]), 0);
 	}
 	resil__store64(&s->go, 1);
 	for (i = 0; i < THREADS; i++)
