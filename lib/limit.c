@@ -64,6 +64,31 @@ gcd64(uint64_t a, uint64_t b)
 	return a;
 }
 
+/* The reservations and the drain flag (issue 42, lib/limit_rate_cls.c:
+ * the classes' decision). */
+static resil_err
+validate_cls(
+    const resil_ratelimit_config *cfg, resil_diag *diag)
+{
+	uint64_t res = (uint64_t)cfg->reserve_critical + cfg->reserve_default;
+
+	if (res > 0 && res >= cfg->burst)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "ratelimit.reserve.critical + ratelimit.reserve.default: "
+		    "%" PRIu64 " must be below burst (%" PRIu32 ")",
+		    res, cfg->burst);
+	if (res > 0 && cfg->batch != 0)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "ratelimit.batch: %" PRIu32
+		    " must be 0 for a rate limiter that reserves permits",
+		    cfg->batch);
+	if (cfg->drain_on_throttled != 0 && cfg->drain_on_throttled != 1)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "ratelimit.drain_on_throttled: %d is not 0 or 1",
+		    cfg->drain_on_throttled);
+	return RESIL_OK;
+}
+
 resil_err
 resil_ratelimit_config_validate(
     const resil_ratelimit_config *cfg, resil_diag *diag)
@@ -111,7 +136,7 @@ resil_ratelimit_config_validate(
 		        ? cfg->burst
 		        : RESIL_RATELIMIT_MAX_BATCH,
 		    RESIL_RATELIMIT_MAX_BATCH);
-	return resil__ratelimit_validate_cls(cfg, diag);
+	return validate_cls(cfg, diag);
 }
 
 /* Create a rate limiter whose GCRA words are its own (shared NULL) or at

@@ -166,11 +166,6 @@ rl_granted(rl_stripe *sp, uint32_t k)
 resil_err resil__rl_refuse(resil_ratelimit *rl, uint32_t k, uint64_t ticks,
     uint64_t now, uint64_t *retry_after);
 
-/* The reservations' part of resil_ratelimit_config_validate()
- * (lib/limit_rate_cls.c). */
-resil_err resil__ratelimit_validate_cls(
-    const resil_ratelimit_config *cfg, resil_diag *diag);
-
 /* Move the time base to (about) now (lib/limit.c); the caller of a
  * decision starts over after it in every case. */
 void resil__rl_rebase(

@@ -6,31 +6,6 @@
  */
 #include "limit_rate.h"
 
-#include <inttypes.h>
-
-resil_err
-resil__ratelimit_validate_cls(
-    const resil_ratelimit_config *cfg, resil_diag *diag)
-{
-	uint64_t res = (uint64_t)cfg->reserve_critical + cfg->reserve_default;
-
-	if (res > 0 && res >= cfg->burst)
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "ratelimit.reserve.critical + ratelimit.reserve.default: "
-		    "%" PRIu64 " must be below burst (%" PRIu32 ")",
-		    res, cfg->burst);
-	if (res > 0 && cfg->batch != 0)
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "ratelimit.batch: %" PRIu32
-		    " must be 0 for a rate limiter that reserves permits",
-		    cfg->batch);
-	if (cfg->drain_on_throttled != 0 && cfg->drain_on_throttled != 1)
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "ratelimit.drain_on_throttled: %d is not 0 or 1",
-		    cfg->drain_on_throttled);
-	return RESIL_OK;
-}
-
 resil_err
 resil_ratelimit_try_acquire_prio(resil_ratelimit *rl, resil_priority prio,
     uint32_t k, uint64_t *retry_after)
