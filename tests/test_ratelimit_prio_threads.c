@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <sched.h>
 #include <string.h>
 
 #include <resil/clock.h>
@@ -50,7 +51,7 @@ worker(void *p)
 	int i;
 
 	while (resil__load64(&s->go) == 0)
-		;
+		sched_yield();
 	for (i = 0; i < s->iterations; i++) {
 		unsigned cls = (unsigned)(i + a->id) % 3u;
 		resil_err e = resil_ratelimit_try_acquire_prio(
@@ -161,12 +162,91 @@ test_ratelimit_prio_threads_moving(void **state)
 	resil_ratelimit_free(s.rl);
 }
 
+/*
+ * The boundary, many times over: a small limiter (16 permits, 4 + 4
+ * reserved: sheddable calls may take 8) and 4 threads that each try 4
+ * sheddable permits at once, in rounds that start together (the threads
+ * stay; a round's limiter is made while they wait). Every round crosses
+ * the sheddable floor once with all threads at it, where a check-then-
+ * take would let two through.
+ */
+typedef struct rounds {
+	resil_ratelimit *rl;
+	uint64_t round; /* the round the threads may run */
+	uint64_t done;  /* threads done with it, all rounds */
+	uint64_t shed;  /* this round's sheddable grants */
+	uint64_t errors;
+	uint64_t nrounds;
+} rounds;
+
+static void *
+round_worker(void *p)
+{
+	rounds *r = p;
+	uint64_t n, i;
+
+	for (n = 1; n <= r->nrounds; n++) {
+		while (resil__load64(&r->round) < n)
+			sched_yield(); /* more threads than cores */
+		for (i = 0; i < 4; i++) {
+			resil_err e = resil_ratelimit_try_acquire_prio(
+			    r->rl, RESIL_PRIORITY_SHEDDABLE, 1, NULL);
+
+			if (e == RESIL_OK)
+				resil__faa64(&r->shed, 1);
+			else if (e != RESIL_E_LIMITED)
+				resil__faa64(&r->errors, 1);
+		}
+		resil__faa64(&r->done, 1);
+	}
+	return NULL;
+}
+
+static void
+test_ratelimit_prio_threads_boundary(void **state)
+{
+	resil_ratelimit_config cfg;
+	resil_manual_clock mc;
+	pthread_t th[THREADS];
+	rounds r;
+	uint64_t n;
+	int i;
+
+	(void)state;
+	memset(&r, 0, sizeof(r));
+	r.nrounds = 5000;
+	resil_manual_clock_init(&mc, 1);
+	resil_ratelimit_config_init(&cfg);
+	cfg.rate = 1;
+	cfg.period_ns = UINT64_C(1) << 30;
+	cfg.burst = 16;
+	cfg.reserve_critical = 4;
+	cfg.reserve_default = 4;
+	cfg.clock = resil_manual_clock_hook(&mc);
+	for (i = 0; i < THREADS; i++)
+		assert_int_equal(
+		    pthread_create(&th[i], NULL, round_worker, &r), 0);
+	for (n = 1; n <= r.nrounds; n++) {
+		assert_int_equal(resil_ratelimit_new(&r.rl, &cfg, NULL), RESIL_OK);
+		resil__store64(&r.shed, 0);
+		resil__store64(&r.round, n);
+		while (resil__load64(&r.done) < n * THREADS)
+			sched_yield();
+		assert_int_equal(resil__load64(&r.shed), 8);
+		resil_ratelimit_free(r.rl);
+	}
+	for (i = 0; i < THREADS; i++)
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+	assert_int_equal(r.errors, 0);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ratelimit_prio_threads_exact),
 		cmocka_unit_test(test_ratelimit_prio_threads_moving),
+		cmocka_unit_test(test_ratelimit_prio_threads_boundary),
 	};
 
 	return cmocka_run_group_tests_name(
