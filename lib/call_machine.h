@@ -144,10 +144,17 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 		}
 		fleet = 1;
 	}
-	/* A fleet rate limiter stands in for the local one (settings.frl). */
+	/* A fleet rate limiter stands in for the local one (settings.frl);
+	 * a limiter with reservations decides by the call's class (issue
+	 * 42, lib/limit_rate_cls.c). */
 	if (c->g->rl != NULL &&
 	    (RESIL__UNLIKELY(c->g->frl != NULL)
 	            ? resil_fleet_limit_acquire(c->g->frl, 1, &retry_after)
+	            : RESIL__UNLIKELY(
+	                  (c->g->cfg.ratelimit.reserve_critical |
+	                      c->g->cfg.ratelimit.reserve_default) != 0)
+	            ? resil_ratelimit_try_acquire_prio(
+	                  c->g->rl, resil__call_priority(c), 1, &retry_after)
 	            : resil_ratelimit_try_acquire(
 	                  c->g->rl, 1, &retry_after)) != RESIL_OK) {
 		permit_back(c, &permit, &fp);

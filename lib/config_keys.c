@@ -228,6 +228,16 @@ static const keydef keys[] = {
 	    RESIL_THROTTLE_MAX_BUCKETS),
 	INT("throttle.seed", K_U64, ST_THROTTLE, 0, throttle.seed, 0,
 	    UINT64_MAX),
+
+	/* Issue 42 (h2/overload): the rate limiter's priority classes (the
+	 * sum below burst, checked by the limiter) and its drain on the
+	 * server's pushback. */
+	INT("ratelimit.reserve.critical", K_U32, ST_RATELIMIT, 0,
+	    ratelimit.reserve_critical, 0, U32MAX),
+	INT("ratelimit.reserve.default", K_U32, ST_RATELIMIT, 0,
+	    ratelimit.reserve_default, 0, U32MAX),
+	INT("ratelimit.drain_on_throttled", K_BOOL, ST_RATELIMIT, 0,
+	    ratelimit.drain_on_throttled, 0, 1),
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))

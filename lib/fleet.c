@@ -1679,6 +1679,41 @@ resil_fleet_limit_acquire(
 	return e;
 }
 
+/* Issue 42: the server's pushback, told to the fleet (the script is
+ * lib/fleet_pause.c's). Only while the fleet decides: a member deciding
+ * locally has no fleet to tell. */
+resil_err
+resil_fleet_limit_pause(
+    resil_fleet_limit *fl, uint64_t pause_ns, uint64_t *until_us)
+{
+	char why[RESIL_DIAG_MAX];
+	uint64_t until = 0;
+	int r;
+
+	if (fl == NULL || pause_ns == 0)
+		return RESIL_E_INVAL;
+	pthread_mutex_lock(&fl->mu);
+	if (fl->c == NULL || fl->local) {
+		pthread_mutex_unlock(&fl->mu);
+		return RESIL_E_UNAVAILABLE;
+	}
+	r = resil__fleet_limit_pause_eval(fl->c, fl->key_state,
+	    pause_ns / 1000 + (pause_ns % 1000 != 0 ? 1u : 0u), fl->scale_s,
+	    fl->ts_s, fl->bs_s, fl->settings, &until, why, sizeof(why));
+	if (r < 0) {
+		/* As an acquire's failure: the next acquire reconnects. */
+		resil__inc64(&fl->errors);
+		ldisconnect(fl);
+		lemit(fl, RESIL_FLEET_EV_ERROR, why);
+	}
+	pthread_mutex_unlock(&fl->mu);
+	if (r != 0)
+		return RESIL_E_UNAVAILABLE;
+	if (until_us != NULL)
+		*until_us = until;
+	return RESIL_OK;
+}
+
 uint64_t
 resil_retry_after_seconds(uint64_t retry_after_ns)
 {

@@ -20,6 +20,15 @@ const char *resil__fleet_lua(void);
 /* The fleet limiter's script. */
 extern const char resil__fleet_limit_lua[];
 
+/* lib/fleet_pause.c (issue 42): pause the fleet limiter whose state is
+ * key for pause_us on Redis's clock (its scale, ts, bs and settings
+ * texts as the limiter script's): 0 (*until_us: Redis's TIME when it
+ * ends), 1 the fleet's settings differ (nothing done), -1 no answer or
+ * nonsense; why says what in the last two. */
+int resil__fleet_limit_pause_eval(redisContext *c, const char *key,
+    uint64_t pause_us, const char *scale_s, const char *ts_s, const char *bs_s,
+    const char *settings, uint64_t *until_us, char *why, size_t cap);
+
 /* Why a command on c got no answer, in buf. */
 void resil__fleet_no_answer(const redisContext *c, const char *what,
     uint32_t timeout_ms, char *buf, size_t cap);

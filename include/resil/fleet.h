@@ -573,6 +573,23 @@ RESIL_API resil_err resil_fleet_limit_acquire(
 /* Whole seconds, rounded up: ceil(retry_after_ns / 10^9). */
 RESIL_API uint64_t resil_retry_after_seconds(uint64_t retry_after_ns);
 
+/*
+ * Tell the fleet of a server's pushback (issue 42: a Retry-After): no
+ * member is granted a permit before Redis's now + pause_ns (rounded up to
+ * a microsecond, at most 2^50 / (rate / gcd(rate, period_us)) us), and
+ * the fleet's bucket refills from empty after it, its first permit due
+ * exactly then. One round trip: a script moves the fleet's TAT to that
+ * point, never back (a shorter pause than one in force changes nothing),
+ * so the members' acquires need nothing new: they are refused with the
+ * time left as their retry-after. *until_us (may be NULL) gets Redis's
+ * TIME at the pause's end. RESIL_OK; RESIL_E_INVAL for NULL or a pause of
+ * 0; RESIL_E_UNAVAILABLE when the fleet was not told: the member decides
+ * locally now, Redis gave no answer (the next acquire reconnects; an
+ * ERROR event) or the fleet's settings differ from the member's.
+ */
+RESIL_API resil_err resil_fleet_limit_pause(
+    resil_fleet_limit *fl, uint64_t pause_ns, uint64_t *until_us);
+
 typedef struct resil_fleet_limit_info {
 	int local_mode;          /* nonzero: deciding on the local share */
 	uint32_t instances_seen; /* N at the last answer */
