@@ -1,10 +1,13 @@
 /*
- * The cache's entry points for a caller that keeps a method's length and
- * hash seed (a pipeline, per method it calls): the public resil_cache_put()
- * and resil_cache_get() take the method as a C string and measure and hash
- * it on every call. Same semantics as those (age limit inclusive, NULL is
- * a value, the bounds); the same keys: a value put through one is found
- * through the other. Never installed.
+ * What lib/fallback.c (the chain) and lib/fallback_cache.c (the result
+ * cache, and the chain's record into it) share, and the cache's entry
+ * points for the pipeline: a caller that keeps a method's length and hash
+ * seed (resil__cache_put_m(), resil__cache_get_m()), the record of a
+ * success (resil__fallback_record_at(), _checked()), the read-through
+ * (resil__cache_fresh()). Same semantics as the public resil_cache_put()
+ * and resil_cache_get() (age limit inclusive, NULL is a value, the
+ * bounds); the same keys: a value put through one is found through the
+ * other. Never installed.
  */
 #ifndef RESIL_FALLBACK_INTERNAL_H
 #define RESIL_FALLBACK_INTERNAL_H
@@ -13,6 +16,58 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* ---- the chain (lib/fallback.c; read by the record in
+ * lib/fallback_cache.c) ---- */
+
+typedef enum resil__fb_kind {
+	RESIL__FB_CACHE,
+	RESIL__FB_MOCK,
+	RESIL__FB_USER
+} resil__fb_kind;
+
+typedef struct resil__fb_handler {
+	resil__fb_kind k;
+	resil_cache *cache;
+	const resil_mock *mock;
+	const size_t *force; /* a mock: its count of force: specs */
+	resil_fallback_fn fn;
+	void *ctx;
+} resil__fb_handler;
+
+struct resil_fallback {
+	resil_allocator alloc;
+	resil__fb_handler *h;
+	size_t n;
+	size_t ncache; /* how many of the handlers are caches */
+	size_t nmock;  /* how many are mocks */
+	resil_cache *cache1; /* the first cache stage: what a record of a
+	                        chain with one cache fills */
+	/* The first mock stage's count of force: specs, or NULL: with one
+	 * mock stage, "may a mock answer before the call" is one load. */
+	const size_t *force1;
+	/* The one word resil_fallback_call() tests before its lean path:
+	 * 0 when no stage has anything to do on a success (no cache, no
+	 * force: mock now). &chain_quiet without a cache or mock, the one
+	 * mock stage's count of force: specs, else &chain_busy. */
+	const size_t *busy;
+};
+
+/* A key's arguments as the public calls check them. */
+static inline int
+resil__cache_args_ok(const resil_args *args)
+{
+	return args != NULL && args->method != NULL &&
+	    (args->data != NULL || args->len == 0);
+}
+
+/* The cache stage of a chain's answer: resil_cache_get() of args
+ * (checked: resil__cache_args_ok()) in c, *out and *age written only on
+ * a hit. */
+resil_err resil__cache_answer(resil_cache *c, const resil_args *args,
+    resil_value *out, uint64_t *age);
+
+/* ---- the cache's entry points for the pipeline ---- */
 
 /* A method's handle: valid while name's bytes stay as they were when
  * resil__cache_method_init() read them. */
