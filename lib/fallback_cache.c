@@ -61,6 +61,11 @@ typedef struct entry {
 	/* A short key's bytes as words (key_prep()): compared without
 	 * touching the bytes after the struct. */
 	uint64_t w[4];
+	/* Atomic: the lengths of a short key's parts (key_lens()) while e is
+	 * its key's entry in the table (set before it is published, 0 once
+	 * it is taken out or replaced), else 0: with the words, what a
+	 * thread's memo checks in place of a probe, in one compare. */
+	uint64_t lens;
 	size_t charge;
 	size_t size;        /* bytes allocated: struct, key, value bytes */
 	uint64_t stored_at; /* atomic: a put of the same value re-stamps it */
@@ -68,10 +73,6 @@ typedef struct entry {
 	resil_allocator alloc; /* the cache's: a value may outlive it */
 	resil_value value;     /* a null value is the NULL sentinel */
 	uint8_t ref;           /* set by a hit, cleared by the hand */
-	/* Atomic: 1 while e is its key's entry in the table (set before it
-	 * is published, cleared when it is taken out or replaced); what a
-	 * thread's memo checks in place of a probe. */
-	uint8_t live;
 } entry;
 
 /* Removed keys leave this in their slot, so probes go on past it. */
@@ -227,6 +228,13 @@ static FB_INLINE uint64_t
 method_part(uint64_t w0, uint64_t w1, size_t mlen)
 {
 	return mum(w0 ^ HASH_P0, w1 ^ HASH_P1 ^ (uint64_t)mlen);
+}
+
+/* A short key's part lengths (each <= 16) as one word. */
+static FB_INLINE uint64_t
+key_lens(size_t mlen, size_t len)
+{
+	return (uint64_t)mlen | (uint64_t)len << 32;
 }
 
 /* A key: its parts, its hash, its bytes as four words (the method's two,
@@ -550,12 +558,40 @@ read_exit(readers *rd, unsigned parity, int hit)
 	resil__inc64(hit ? &rd->out[parity] : &rd->idle[parity]);
 }
 
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+    __has_feature(memory_sanitizer)
+#define FB_SANITIZED 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define FB_SANITIZED 1
+#endif
+/* The memo's own copy of its key (memo_fast()): its 16-byte load of the
+ * method reads past the name's NUL, inside the page, which sanitizers
+ * (and valgrind's memcheck) would report: their builds go without. */
+#if defined(__SSE2__) && !defined(FB_SANITIZED)
+#define FB_MEMO_KEY 1
+#endif
+
 /* A thread's memo (docs/fallback.md): the entry its last re-stamp, hit
  * or new entry was, where (the cache's id, the shard, this thread's
  * stripe) and the shard's generation then. Checked inside a read: while
  * the generation is the memo's, no quiesce has ended since, so the entry
- * is not freed; live and the key's words: the entry a probe would find. */
+ * is not freed; its lengths (0 once it is out of the table) and the
+ * key's words: the entry a probe would find. With FB_MEMO_KEY the memo
+ * also holds a copy of a short key (method of at most 15 bytes, 1 to 16
+ * argument bytes), which a call's arguments are compared with before any
+ * of them is measured (memo_fast()). */
 typedef struct memo {
+#if defined(FB_MEMO_KEY)
+	__m128i mkey;   /* the method's bytes, its NUL, zeros */
+	unsigned mneed; /* bits 0..mlen: the bytes of mkey that count;
+	                 * ~0u: no copy */
+	size_t dlen;    /* the argument bytes' length (1..16) */
+	uint64_t dw0;   /* and their words (load_small()) */
+	uint64_t dw1;
+#endif
 	uint64_t id; /* the cache's id; 0: none */
 	shard *s;
 	readers *rd;
@@ -578,8 +614,8 @@ memo_find(const resil_cache *c, const kkey *k, uint64_t *gen)
 	g = read_enter(mo->s, mo->rd);
 	e = mo->e;
 	/* The generation first: only then may e be read at all. */
-	if (RESIL__LIKELY(g == mo->gen) && resil__load8(&e->live) != 0 &&
-	    e->key_len == k->klen && e->mlen == k->mlen &&
+	if (RESIL__LIKELY(g == mo->gen) &&
+	    resil__load64(&e->lens) == key_lens(k->mlen, k->args->len) &&
 	    ((e->w[0] ^ k->w[0]) | (e->w[1] ^ k->w[1]) |
 	        (e->w[2] ^ k->w[2]) | (e->w[3] ^ k->w[3])) == 0) {
 		*gen = g;
@@ -588,6 +624,34 @@ memo_find(const resil_cache *c, const kkey *k, uint64_t *gen)
 	read_exit(mo->rd, (unsigned)(g & 1), 0);
 	return NULL;
 }
+
+static char *key_of(const entry *e);
+
+#if defined(FB_MEMO_KEY)
+/* The memo's copy of e's key (e protected by the caller: a read, or the
+ * shard's lock), or none when it is not a short one. */
+static FB_NOINLINE void
+memo_key(memo *mo, const entry *e)
+{
+	size_t dlen = e->key_len - e->mlen - 1;
+	unsigned char b[16];
+
+	if (resil__load64(&e->lens) == 0 || e->mlen > 15 || dlen == 0) {
+		/* No copy: bits 16..31 of ~m are set, the method never
+		 * matches (and no length is then read as the arguments'). */
+		mo->mneed = ~0u;
+		mo->dlen = 0;
+		return;
+	}
+	memset(b, 0, sizeof(b));
+	memcpy(b, key_of(e), e->mlen + 1);
+	mo->mkey = _mm_loadu_si128((const __m128i *)(const void *)b);
+	mo->mneed = (2u << e->mlen) - 1;
+	mo->dlen = dlen;
+	mo->dw0 = e->w[2];
+	mo->dw1 = e->w[3];
+}
+#endif
 
 /* e found by a probe in s in a read of generation g: the memo. */
 static FB_INLINE void
@@ -600,6 +664,53 @@ memo_keep(const resil_cache *c, shard *s, readers *rd, entry *e, uint64_t g)
 	mo->rd = rd;
 	mo->e = e;
 	mo->gen = g;
+#if defined(FB_MEMO_KEY)
+	memo_key(mo, e);
+#endif
+}
+
+/* The memo's entry when args (checked) is its key, in a read begun here
+ * (*gen); NULL otherwise (no read left open): the general path then
+ * measures, prepares and looks the key up. Nothing of args is measured:
+ * the method's 16 bytes are loaded at once (when they lie inside its
+ * page, so that the load cannot fault) and compared with the memo's copy
+ * up to and including its NUL; the arguments' length, then their words. A
+ * short key that is the memo's costs a few compares; no strlen, no key
+ * prepared, no call (the record's fast path stays a leaf). */
+static FB_INLINE entry *
+memo_fast(const resil_cache *c, const resil_args *args, uint64_t *gen)
+{
+#if defined(FB_MEMO_KEY)
+	const memo *mo = &memo_;
+	uintptr_t p = (uintptr_t)args->method;
+	size_t len = args->len;
+	uint64_t a, b, g;
+	unsigned m;
+	entry *e;
+
+	if (mo->id != c->id || len != mo->dlen || (p & 4095) > 4096 - 16)
+		return NULL;
+	m = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(
+	    _mm_loadu_si128((const __m128i *)p), mo->mkey));
+	if ((~m & mo->mneed) != 0)
+		return NULL;
+	load_small(args->data, len, &a, &b);
+	if (((a ^ mo->dw0) | (b ^ mo->dw1)) != 0)
+		return NULL;
+	g = read_enter(mo->s, mo->rd);
+	e = mo->e;
+	/* The generation first: only then may e be read at all. */
+	if (RESIL__LIKELY(g == mo->gen) && resil__load64(&e->lens) != 0) {
+		*gen = g;
+		return e;
+	}
+	read_exit(mo->rd, (unsigned)(g & 1), 0);
+#else
+	(void)c;
+	(void)args;
+	(void)gen;
+#endif
+	return NULL;
 }
 
 /* Find the key in t (NULL: no table); from a reader or a writer. */
@@ -681,7 +792,7 @@ slot_of(const table *t, const entry *e)
 static void
 detach(shard *s, entry *e)
 {
-	resil__store8(&e->live, 0);
+	resil__store64(&e->lens, 0);
 	resil__storeptr((void **)&s->tab->slot[slot_of(s->tab, e)], TOMB);
 	clock_unlink(s, e);
 	s->count--;
@@ -877,6 +988,7 @@ same_value(const resil_value *held, const resil_value *v)
 	return 0;
 }
 
+
 /* e stamped now (at, else the clock's), written only when it changes. */
 static FB_INLINE void
 restamp(resil_cache *c, entry *e, const uint64_t *at)
@@ -942,7 +1054,8 @@ entry_make(resil_cache *c, const kkey *k, size_t charge,
 	e->charge = charge;
 	e->size = size;
 	e->refs = 1;
-	e->live = 1; /* published by the caller's release store */
+	/* Published by the caller's release store. */
+	e->lens = k->small ? key_lens(mlen, args->len) : 0;
 	e->alloc = c->alloc;
 	e->stored_at = now;
 	memcpy(key_of(e), args->method, mlen + 1);
@@ -1049,7 +1162,7 @@ put_new(resil_cache *c, shard *s, const kkey *k, const resil_value *value,
 	if (t->slot[idx] == NULL)
 		s->used++;
 	if (old != NULL)
-		resil__store8(&old->live, 0);
+		resil__store64(&old->lens, 0);
 	resil__storeptr((void **)&t->slot[idx], e);
 	if (old != NULL) {
 		clock_unlink(s, old);
@@ -1106,17 +1219,73 @@ cache_put(resil_cache *c, kkey *k, const resil_value *value,
 	return put_new(c, s, k, value, at);
 }
 
+/* The general put of args (checked) at now. The time by value: a pointer
+ * to the caller's would give the caller a frame. */
+static FB_NOINLINE resil_err
+put_args(resil_cache *c, const resil_args *args, const resil_value *value,
+    uint64_t now)
+{
+	kkey k;
+
+	if (RESIL__UNLIKELY(!key_prep_str(&k, args, strlen(args->method))))
+		return RESIL_E_NOMEM;
+	return cache_put(c, &k, value, &now);
+}
+
+/* e stamped now, written only when it changes; the read ends. */
+static FB_INLINE void
+stamp_exit(entry *e, uint64_t now, uint64_t g)
+{
+	if (resil__load64(&e->stored_at) != now)
+		resil__store64(&e->stored_at, now);
+	read_exit(memo_.rd, (unsigned)(g & 1), 0);
+}
+
+/* put_at() of a key that is the memo's (e, in a read of generation g)
+ * with a value other than an int: compared in full (same_value()); the
+ * same re-stamps, another is put the general way. Out of line, so that
+ * the int's path keeps few registers (no frame). */
+static FB_NOINLINE resil_err
+put_memo_other(resil_cache *c, const resil_args *args,
+    const resil_value *value, uint64_t now, entry *e, uint64_t g)
+{
+	if (same_value(&e->value, value)) {
+		stamp_exit(e, now, g);
+		return RESIL_OK;
+	}
+	read_exit(memo_.rd, (unsigned)(g & 1), 0);
+	return put_args(c, args, value, now);
+}
+
+/* A put of args (checked) at now. A key that is this thread's memo's
+ * (memo_fast()) holding the same int is re-stamped here without a call:
+ * the record's fast path is a leaf, no frame; any other value of the
+ * memo's key, put_memo_other(); another key, the general way. */
+static FB_INLINE resil_err
+put_at(resil_cache *c, const resil_args *args, const resil_value *value,
+    uint64_t now)
+{
+	uint64_t g;
+	entry *e = memo_fast(c, args, &g);
+
+	if (e == NULL)
+		return put_args(c, args, value, now);
+	if (RESIL__LIKELY(value != NULL && value->type == RESIL_VALUE_INT &&
+	        e->value.type == RESIL_VALUE_INT &&
+	        e->value.u.i == value->u.i)) {
+		stamp_exit(e, now, g);
+		return RESIL_OK;
+	}
+	return put_memo_other(c, args, value, now, e, g);
+}
+
 resil_err
 resil_cache_put(
     resil_cache *c, const resil_args *args, const resil_value *value)
 {
-	kkey k;
-
 	if (RESIL__UNLIKELY(c == NULL || !args_ok(args)))
 		return RESIL_E_INVAL;
-	if (RESIL__UNLIKELY(!key_prep_str(&k, args, strlen(args->method))))
-		return RESIL_E_NOMEM;
-	return cache_put(c, &k, value, NULL);
+	return put_at(c, args, value, cache_now(c));
 }
 
 /* Age of e at now (0 if the clock went backwards). */
@@ -1411,19 +1580,15 @@ resil__cache_answer(resil_cache *c, const resil_args *args, resil_value *out,
 
 /* ---- the chain's record of a success ---- */
 
-/* The seeds' chain's one cache put, at *at (NULL: the cache's clock). */
+/* The seeds' chain's one cache put, at now. */
 static FB_INLINE resil_err
 record_one(resil_fallback *fb, const resil_args *args,
-    const resil_value *value, const uint64_t *at)
+    const resil_value *value, uint64_t now)
 {
-	kkey k;
-
 	/* args and args->method are not NULL here; the bytes may be. */
 	if (RESIL__UNLIKELY(args->data == NULL && args->len > 0))
 		return RESIL_E_INVAL;
-	if (RESIL__UNLIKELY(!key_prep_str(&k, args, strlen(args->method))))
-		return RESIL_E_NOMEM;
-	return cache_put(fb->cache1, &k, value, at);
+	return put_at(fb->cache1, args, value, now);
 }
 
 resil_err
@@ -1437,7 +1602,7 @@ resil_fallback_record(
 		return RESIL_E_INVAL;
 	/* The seeds' chain: one cache, no loop over the stages. */
 	if (RESIL__LIKELY(fb->ncache == 1))
-		return record_one(fb, args, value, NULL);
+		return record_one(fb, args, value, cache_now(fb->cache1));
 	for (i = 0; i < fb->n; i++) {
 		resil_err err;
 
@@ -1455,7 +1620,7 @@ resil__fallback_record_checked(
     resil_fallback *fb, const resil_args *args, const resil_value *value)
 {
 	if (RESIL__LIKELY(fb->ncache == 1))
-		return record_one(fb, args, value, NULL);
+		return record_one(fb, args, value, cache_now(fb->cache1));
 	return resil_fallback_record(fb, args, value);
 }
 
@@ -1470,6 +1635,6 @@ resil__fallback_record_at(resil_fallback *fb, const resil_args *args,
 	if (RESIL__UNLIKELY(fb->ncache != 1 || c->clock.now != clock->now ||
 	        c->clock.ctx != clock->ctx))
 		return resil_fallback_record(fb, args, value);
-	return record_one(fb, args, value, &now);
+	return record_one(fb, args, value, now);
 }
 
