@@ -242,7 +242,7 @@ drive_timed_succeeded(resil_pipeline *p, settings *g, const method *m,
 	}
 	/* Stamped at the call's end, read once for the duration too. */
 	if (g->cache != NULL)
-		resil__fallback_record_at(
+		resil__fallback_record1_at(
 		    g->fb, args, &out->value, &p->clock, t1);
 	resil__tls_method = NULL;
 }
@@ -304,7 +304,7 @@ drive_timed(resil_pipeline *p, settings *g, unsigned gs, bool own,
 	if (RESIL__UNLIKELY(permit.flags != 0))
 		drive_timed_succeeded(p, g, m, args, out, &permit, dur, t1);
 	else if (g->cache != NULL) /* stamped at the call's end */
-		resil__fallback_record_at(
+		resil__fallback_record1_at(
 		    g->fb, args, &out->value, &p->clock, t1);
 	return RESIL_OK;
 }
@@ -417,7 +417,7 @@ drive(resil_pipeline *p, settings *g, unsigned gs, bool own, const method *m,
 	        m->run_bf.streak, &permit, own)))
 		drive_succeeded(p, g, m, args, out, &permit);
 	else if (RESIL__UNLIKELY(g->cache != NULL))
-		resil__fallback_record_checked(g->fb, args, &out->value);
+		resil__fallback_record1(g->fb, args, &out->value);
 	return RESIL_OK;
 }
 

@@ -135,6 +135,10 @@ struct resil_cache {
 	uint64_t id; /* unique per cache made (never 0): the memos' key */
 	resil_allocator alloc;
 	resil_clock clock;
+	/* The clock given to resil_cache_new() (NULL: the system's), which
+	 * the cache copied: a pipeline's, never changed after it is made
+	 * (resil__cache_record_at()). */
+	const resil_clock *clock_src;
 	uint64_t max_age;
 	uint32_t nshards;
 	shard *shards; /* cache-line aligned, in shards_raw */
@@ -438,6 +442,7 @@ resil_cache_new(
 	cache->clock = c.clock != NULL && c.clock->now != NULL
 	    ? *c.clock
 	    : *resil_clock_system();
+	cache->clock_src = c.clock;
 	cache->max_age = c.max_age;
 	cache->nshards = n;
 	for (i = 0; i < n; i++) {
@@ -669,16 +674,17 @@ memo_keep(const resil_cache *c, shard *s, readers *rd, entry *e, uint64_t g)
 #endif
 }
 
-/* The memo's entry when args (checked) is its key, in a read begun here
- * (*gen); NULL otherwise (no read left open): the general path then
+/* 1 with the memo's entry (*ep) when args (method not NULL) is its key, in a
+ * read begun here (*gen); 0 otherwise (no read left open): the general path then
  * measures, prepares and looks the key up. Nothing of args is measured:
  * the method's 16 bytes are loaded at once (when they lie inside its
  * page, so that the load cannot fault) and compared with the memo's copy
  * up to and including its NUL; the arguments' length, then their words. A
  * short key that is the memo's costs a few compares; no strlen, no key
  * prepared, no call (the record's fast path stays a leaf). */
-static FB_INLINE entry *
-memo_fast(const resil_cache *c, const resil_args *args, uint64_t *gen)
+static FB_INLINE int
+memo_fast(
+    const resil_cache *c, const resil_args *args, entry **ep, uint64_t *gen)
 {
 #if defined(FB_MEMO_KEY)
 	const memo *mo = &memo_;
@@ -689,28 +695,32 @@ memo_fast(const resil_cache *c, const resil_args *args, uint64_t *gen)
 	entry *e;
 
 	if (mo->id != c->id || len != mo->dlen || (p & 4095) > 4096 - 16)
-		return NULL;
+		return 0;
 	m = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(
 	    _mm_loadu_si128((const __m128i *)p), mo->mkey));
 	if ((~m & mo->mneed) != 0)
-		return NULL;
+		return 0;
+	if (RESIL__UNLIKELY(args->data == NULL)) /* len > 0: refused */
+		return 0;
 	load_small(args->data, len, &a, &b);
 	if (((a ^ mo->dw0) | (b ^ mo->dw1)) != 0)
-		return NULL;
+		return 0;
 	g = read_enter(mo->s, mo->rd);
 	e = mo->e;
 	/* The generation first: only then may e be read at all. */
 	if (RESIL__LIKELY(g == mo->gen) && resil__load64(&e->lens) != 0) {
+		*ep = e;
 		*gen = g;
-		return e;
+		return 1;
 	}
 	read_exit(mo->rd, (unsigned)(g & 1), 0);
 #else
 	(void)c;
 	(void)args;
+	(void)ep;
 	(void)gen;
 #endif
-	return NULL;
+	return 0;
 }
 
 /* Find the key in t (NULL: no table); from a reader or a writer. */
@@ -1219,7 +1229,7 @@ cache_put(resil_cache *c, kkey *k, const resil_value *value,
 	return put_new(c, s, k, value, at);
 }
 
-/* The general put of args (checked) at now. The time by value: a pointer
+/* The general put of args (method not NULL) at now. The time by value: a pointer
  * to the caller's would give the caller a frame. */
 static FB_NOINLINE resil_err
 put_args(resil_cache *c, const resil_args *args, const resil_value *value,
@@ -1227,6 +1237,8 @@ put_args(resil_cache *c, const resil_args *args, const resil_value *value,
 {
 	kkey k;
 
+	if (RESIL__UNLIKELY(args->data == NULL && args->len > 0))
+		return RESIL_E_INVAL;
 	if (RESIL__UNLIKELY(!key_prep_str(&k, args, strlen(args->method))))
 		return RESIL_E_NOMEM;
 	return cache_put(c, &k, value, &now);
@@ -1257,20 +1269,22 @@ put_memo_other(resil_cache *c, const resil_args *args,
 	return put_args(c, args, value, now);
 }
 
-/* A put of args (checked) at now. A key that is this thread's memo's
+/* A put of args (checked) at now (value_set, a constant: value is not
+ * NULL). A key that is this thread's memo's
  * (memo_fast()) holding the same int is re-stamped here without a call:
  * the record's fast path is a leaf, no frame; any other value of the
  * memo's key, put_memo_other(); another key, the general way. */
 static FB_INLINE resil_err
 put_at(resil_cache *c, const resil_args *args, const resil_value *value,
-    uint64_t now)
+    uint64_t now, int value_set)
 {
 	uint64_t g;
-	entry *e = memo_fast(c, args, &g);
+	entry *e;
 
-	if (e == NULL)
+	if (!memo_fast(c, args, &e, &g))
 		return put_args(c, args, value, now);
-	if (RESIL__LIKELY(value != NULL && value->type == RESIL_VALUE_INT &&
+	if (RESIL__LIKELY((value_set || value != NULL) &&
+	        value->type == RESIL_VALUE_INT &&
 	        e->value.type == RESIL_VALUE_INT &&
 	        e->value.u.i == value->u.i)) {
 		stamp_exit(e, now, g);
@@ -1285,7 +1299,7 @@ resil_cache_put(
 {
 	if (RESIL__UNLIKELY(c == NULL || !args_ok(args)))
 		return RESIL_E_INVAL;
-	return put_at(c, args, value, cache_now(c));
+	return put_at(c, args, value, cache_now(c), 0);
 }
 
 /* Age of e at now (0 if the clock went backwards). */
@@ -1580,15 +1594,14 @@ resil__cache_answer(resil_cache *c, const resil_args *args, resil_value *out,
 
 /* ---- the chain's record of a success ---- */
 
-/* The seeds' chain's one cache put, at now. */
+/* The seeds' chain's one cache put, at now (value_set: value not NULL). */
 static FB_INLINE resil_err
 record_one(resil_fallback *fb, const resil_args *args,
-    const resil_value *value, uint64_t now)
+    const resil_value *value, uint64_t now, int value_set)
 {
-	/* args and args->method are not NULL here; the bytes may be. */
-	if (RESIL__UNLIKELY(args->data == NULL && args->len > 0))
-		return RESIL_E_INVAL;
-	return put_at(fb->cache1, args, value, now);
+	/* args and args->method are not NULL here; the bytes may be
+	 * (memo_fast() and put_args() check them). */
+	return put_at(fb->cache1, args, value, now, value_set);
 }
 
 resil_err
@@ -1602,7 +1615,7 @@ resil_fallback_record(
 		return RESIL_E_INVAL;
 	/* The seeds' chain: one cache, no loop over the stages. */
 	if (RESIL__LIKELY(fb->ncache == 1))
-		return record_one(fb, args, value, cache_now(fb->cache1));
+		return record_one(fb, args, value, cache_now(fb->cache1), 0);
 	for (i = 0; i < fb->n; i++) {
 		resil_err err;
 
@@ -1616,25 +1629,25 @@ resil_fallback_record(
 }
 
 resil_err
-resil__fallback_record_checked(
+resil__fallback_record1(
     resil_fallback *fb, const resil_args *args, const resil_value *value)
 {
-	if (RESIL__LIKELY(fb->ncache == 1))
-		return record_one(fb, args, value, cache_now(fb->cache1));
-	return resil_fallback_record(fb, args, value);
+	resil_cache *c = fb->cache1;
+
+	return put_at(c, args, value, cache_now(c), 1);
 }
 
 resil_err
-resil__fallback_record_at(resil_fallback *fb, const resil_args *args,
+resil__fallback_record1_at(resil_fallback *fb, const resil_args *args,
     const resil_value *value, const resil_clock *clock, uint64_t now)
 {
-	const resil_cache *c = fb->cache1;
+	resil_cache *c = fb->cache1;
 
 	/* now is the cache's time only when the cache reads the same
-	 * clock; otherwise the record reads its own. */
-	if (RESIL__UNLIKELY(fb->ncache != 1 || c->clock.now != clock->now ||
-	        c->clock.ctx != clock->ctx))
-		return resil_fallback_record(fb, args, value);
-	return record_one(fb, args, value, now);
+	 * clock (the one it was made with, the pipeline's: one compare);
+	 * otherwise the record reads its own. */
+	if (RESIL__UNLIKELY(c->clock_src != clock &&
+	        (c->clock.now != clock->now || c->clock.ctx != clock->ctx)))
+		now = cache_now(c);
+	return put_at(c, args, value, now, 1);
 }
-

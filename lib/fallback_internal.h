@@ -3,7 +3,7 @@
  * cache, and the chain's record into it) share, and the cache's entry
  * points for the pipeline: a caller that keeps a method's length and hash
  * seed (resil__cache_put_m(), resil__cache_get_m()), the record of a
- * success (resil__fallback_record_at(), _checked()), the read-through
+ * success (resil__fallback_record1(), _at()), the read-through
  * (resil__cache_fresh()). Same semantics as the public resil_cache_put()
  * and resil_cache_get() (age limit inclusive, NULL is a value, the
  * bounds); the same keys: a value put through one is found through the
@@ -90,19 +90,21 @@ resil_err resil__cache_put_m(resil_cache *c, const resil__cache_method *m,
 resil_err resil__cache_get_m(resil_cache *c, const resil__cache_method *m,
     const void *data, size_t len, resil_value *out, uint64_t *age);
 
-/* resil_fallback_record() at now, a time the caller read from clock (a
- * pipeline's timed call: its end; fb, args and clock not NULL, args
- * checked): when fb's one cache reads the same clock (the same now
- * function and ctx), its entry is stamped now without a reading of its
- * own (issue 39: two clock reads per timed call); otherwise as
- * resil_fallback_record(). */
-resil_err resil__fallback_record_at(resil_fallback *fb,
+/* The record of a pipeline's success in fb's one cache (fb->ncache == 1:
+ * a pipeline's chain holds its cache and no other): resil_cache_put() of
+ * value at now, a time the caller read from clock (a timed call: its
+ * end). fb, args, args->method, value and clock not NULL; args->data is
+ * checked. When the cache reads the same clock (the one it was made
+ * with, or the same now function and ctx) its entry is stamped now
+ * without a reading of its own (issue 39: two clock reads per timed
+ * call); otherwise the cache's clock is read. */
+resil_err resil__fallback_record1_at(resil_fallback *fb,
     const resil_args *args, const resil_value *value,
     const resil_clock *clock, uint64_t now);
 
-/* resil_fallback_record() of arguments the caller checked in part (fb,
- * args and args->method not NULL): a pipeline's success. */
-resil_err resil__fallback_record_checked(
+/* resil__fallback_record1_at() at a time read from the cache's clock: an
+ * untimed call's success. */
+resil_err resil__fallback_record1(
     resil_fallback *fb, const resil_args *args, const resil_value *value);
 
 /* Read-through (issue 43): when c holds a value of args's key at most
