@@ -321,11 +321,11 @@ drive_fresh(resil_pipeline *p, settings *g, unsigned gs, bool own,
 	if (g->cache == NULL || resil__load64(&g->mock_forces) != 0 ||
 	    p->listener != NULL || p->call_events != 0)
 		return 0;
-	resil__result_clear(out);
+	/* The answer writes the whole of *out; a miss leaves it. */
 	if (!resil__cache_fresh(g->cache, args, m->fresh, out))
 		return 0;
 	resil__count_inc64(&p->stripes[gs].calls, own);
-	count_source(p, out);
+	resil__count_inc64(&p->stripes[gs].cache, own); /* count_source() */
 	return 1;
 }
 

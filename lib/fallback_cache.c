@@ -1409,12 +1409,12 @@ find(resil_cache *c, kkey *k, shard **sp, readers **rdp, uint64_t *g)
 	return e;
 }
 
-/* resil_cache_get() of a prepared key (c and out not NULL): the chain's
- * cache stage calls it straight. */
+/* resil_cache_get() at now of a prepared key (c and out not NULL). */
 static FB_INLINE resil_err
-cache_get(resil_cache *c, kkey *k, resil_value *out, uint64_t *age)
+cache_get(
+    resil_cache *c, kkey *k, uint64_t now, resil_value *out, uint64_t *age)
 {
-	uint64_t now = cache_now(c), a, g;
+	uint64_t a, g;
 	unsigned parity;
 	resil_err err;
 	readers *rd;
@@ -1437,17 +1437,48 @@ cache_get(resil_cache *c, kkey *k, resil_value *out, uint64_t *age)
 	return get_stale(c, s, rd, k, now, out, age);
 }
 
+/* A get at now of a key that is this thread's memo's (memo_fast()),
+ * when its value is at most limit old and not an opaque one: *out served
+ * (serve()), *age; 1. Otherwise 0 (no read left open): the general way,
+ * which also drops a stale entry. */
+static FB_INLINE int
+get_memo(resil_cache *c, const resil_args *args, uint64_t now,
+    uint64_t limit, resil_value *out, uint64_t *age)
+{
+	uint64_t g, a;
+	entry *e;
+
+	if (!memo_fast(c, args, &e, &g))
+		return 0;
+	a = age_of(e, now);
+	if (RESIL__UNLIKELY(a > limit || e->value.type == RESIL_VALUE_OPAQUE)) {
+		read_exit(memo_.rd, (unsigned)(g & 1), 0);
+		return 0;
+	}
+	(void)serve(c, e, out); /* not opaque: cannot fail */
+	read_exit(memo_.rd, (unsigned)(g & 1), 1);
+	*age = a;
+	return 1;
+}
+
 resil_err
 resil_cache_get(
     resil_cache *c, const resil_args *args, resil_value *out, uint64_t *age)
 {
+	uint64_t now, a;
 	kkey k;
 
 	if (c == NULL || !args_ok(args) || out == NULL)
 		return RESIL_E_INVAL;
+	now = cache_now(c);
+	if (RESIL__LIKELY(get_memo(c, args, now, c->max_age, out, &a))) {
+		if (age != NULL)
+			*age = a;
+		return RESIL_OK;
+	}
 	if (RESIL__UNLIKELY(!key_prep_str(&k, args, strlen(args->method))))
 		return RESIL_E_NOMEM; /* never stored */
-	return cache_get(c, &k, out, age);
+	return cache_get(c, &k, now, out, age);
 }
 
 void
@@ -1494,14 +1525,36 @@ resil__cache_get_m(resil_cache *c, const resil__cache_method *m,
 	args.len = len;
 	if (RESIL__UNLIKELY(!key_prep(&k, &args, m->len, m->w0, m->w1, m->seed)))
 		return RESIL_E_NOMEM;
-	return cache_get(c, &k, out, age);
+	return cache_get(c, &k, cache_now(c), out, age);
 }
 
-int
-resil__cache_fresh(
-    resil_cache *c, const resil_args *args, uint64_t fresh, resil_result *out)
+/* A read-through's answer: every field of *r but the value (served
+ * there) written once, as resil__result_clear() and the answer's fields
+ * would together. */
+static FB_INLINE void
+fresh_answer(resil_result *r, uint64_t age)
 {
-	uint64_t now, a, g;
+	r->err = RESIL_OK;
+	r->source = RESIL_SOURCE_CACHE;
+	r->rc = 0;
+	r->attempts = 0;
+	/* age to error_name are zeros (resil__result_answered()). */
+	memset(&r->age, 0,
+	    offsetof(resil_result, message) - offsetof(resil_result, age));
+	r->age = age;
+	r->breaker_state = -1;
+	r->message[0] = '\0';
+	r->endpoint[0] = '\0';
+	r->zone[0] = '\0';
+}
+
+/* resil__cache_fresh() the general way (its key not the memo's, or its
+ * value opaque or older than the limits). */
+static FB_NOINLINE int
+fresh_key(resil_cache *c, const resil_args *args, uint64_t now,
+    uint64_t fresh, resil_result *out)
+{
+	uint64_t a, g;
 	resil_err err;
 	readers *rd;
 	shard *s;
@@ -1511,7 +1564,6 @@ resil__cache_fresh(
 	if (RESIL__UNLIKELY(args->data == NULL && args->len > 0) ||
 	    !key_prep_str(&k, args, strlen(args->method)))
 		return 0;
-	now = cache_now(c);
 	if ((e = find(c, &k, &s, &rd, &g)) == NULL)
 		return 0;
 	a = age_of(e, now);
@@ -1522,9 +1574,53 @@ resil__cache_fresh(
 	read_exit(rd, (unsigned)(g & 1), err == RESIL_OK);
 	if (err != RESIL_OK)
 		return 0;
-	out->err = RESIL_OK;
-	out->source = RESIL_SOURCE_CACHE;
-	out->age = a;
+	fresh_answer(out, a);
+	return 1;
+}
+
+/* resil__cache_fresh() of a key that is the memo's (e, in a read of
+ * generation g), a value other than a scalar, a old: served (a reference,
+ * or an opaque copy). Out of line: the scalar's path keeps few
+ * registers. */
+static FB_NOINLINE int
+fresh_other(resil_cache *c, entry *e, uint64_t g, uint64_t a,
+    resil_result *out)
+{
+	resil_err err = serve(c, e, &out->value);
+
+	read_exit(memo_.rd, (unsigned)(g & 1), err == RESIL_OK);
+	if (err != RESIL_OK)
+		return 0;
+	fresh_answer(out, a);
+	return 1;
+}
+
+int
+resil__cache_fresh(
+    resil_cache *c, const resil_args *args, uint64_t fresh, resil_result *out)
+{
+	uint64_t now = cache_now(c), a, g;
+	entry *e;
+
+	if (RESIL__UNLIKELY(!memo_fast(c, args, &e, &g)))
+		return fresh_key(c, args, now, fresh, out);
+	a = age_of(e, now);
+	/* Both limits inclusive: age == fresh still answers. A value past
+	 * fresh stays for a failure's fallback (the age limit's rules). */
+	if (RESIL__UNLIKELY(a > fresh || a > c->max_age)) {
+		read_exit(memo_.rd, (unsigned)(g & 1), 0);
+		return 0;
+	}
+	if (RESIL__UNLIKELY(e->value.type >= RESIL_VALUE_STRING))
+		return fresh_other(c, e, g, a, out);
+	/* A scalar (null, bool, int, double): copied, no heap. */
+	out->value.type = e->value.type;
+	out->value.u = e->value.u;
+	memset(&out->value.alloc_, 0, sizeof(out->value.alloc_));
+	if (resil__load8(&e->ref) == 0)
+		resil__store8(&e->ref, 1);
+	read_exit(memo_.rd, (unsigned)(g & 1), 1);
+	fresh_answer(out, a);
 	return 1;
 }
 
@@ -1581,15 +1677,27 @@ resil_cache_stats_get(const resil_cache *c, resil_cache_stats *out)
 }
 
 
-resil_err
-resil__cache_answer(resil_cache *c, const resil_args *args, resil_value *out,
-    uint64_t *age)
+/* resil__cache_answer() the general way. */
+static FB_NOINLINE resil_err
+answer_key(resil_cache *c, const resil_args *args, uint64_t now,
+    resil_value *out, uint64_t *age)
 {
 	kkey k;
 
 	if (RESIL__UNLIKELY(!key_prep_str(&k, args, strlen(args->method))))
 		return RESIL_E_NOMEM; /* never stored */
-	return cache_get(c, &k, out, age);
+	return cache_get(c, &k, now, out, age);
+}
+
+resil_err
+resil__cache_answer(resil_cache *c, const resil_args *args, resil_value *out,
+    uint64_t *age)
+{
+	uint64_t now = cache_now(c);
+
+	if (RESIL__LIKELY(get_memo(c, args, now, c->max_age, out, age)))
+		return RESIL_OK;
+	return answer_key(c, args, now, out, age);
 }
 
 /* ---- the chain's record of a success ---- */

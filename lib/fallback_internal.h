@@ -108,11 +108,12 @@ resil_err resil__fallback_record1(
     resil_fallback *fb, const resil_args *args, const resil_value *value);
 
 /* Read-through (issue 43): when c holds a value of args's key at most
- * fresh old (and within c's age limit), *out is the answer: that value
- * (as resil_cache_get() serves it), source RESIL_SOURCE_CACHE, its age,
- * err RESIL_OK, no attempt; returns 1. Otherwise 0, *out untouched, the
- * entry kept (an older value still answers a failure as a fallback).
- * out was cleared by the caller (resil__result_clear()); args checked. */
+ * fresh old (and within c's age limit), *out is the answer, every field
+ * written: that value (as resil_cache_get() serves it), source
+ * RESIL_SOURCE_CACHE, its age, err RESIL_OK, no attempt, the rest as
+ * resil__result_clear() leaves them; returns 1. Otherwise 0, *out
+ * untouched, the entry kept (an older value still answers a failure as a
+ * fallback). args->method not NULL (args->data is checked). */
 int resil__cache_fresh(resil_cache *c, const resil_args *args, uint64_t fresh,
     resil_result *out);
 
