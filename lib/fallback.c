@@ -230,6 +230,14 @@ describe(
 		memcpy(m + len, err, n);
 		len += n;
 	}
+	if (f->err == RESIL_E_CALL && (unsigned)f->rc < 10) {
+		/* " (rc N)" and the NUL, one digit: one 8-byte store. */
+		const char t[8] = { ' ', '(', 'r', 'c', ' ',
+			(char)('0' + f->rc), ')', '\0' };
+
+		memcpy(m + len, t, sizeof(t));
+		return;
+	}
 	if (f->err == RESIL_E_CALL) {
 		/* " (rc N)", N as %d, digits from the right. */
 		char tmp[16];

@@ -639,7 +639,6 @@ static FB_NOINLINE void
 memo_key(memo *mo, const entry *e)
 {
 	size_t dlen = e->key_len - e->mlen - 1;
-	unsigned char b[16];
 
 	if (resil__load64(&e->lens) == 0 || e->mlen > 15 || dlen == 0) {
 		/* No copy: bits 16..31 of ~m are set, the method never
@@ -648,9 +647,9 @@ memo_key(memo *mo, const entry *e)
 		mo->dlen = 0;
 		return;
 	}
-	memset(b, 0, sizeof(b));
-	memcpy(b, key_of(e), e->mlen + 1);
-	mo->mkey = _mm_loadu_si128((const __m128i *)(const void *)b);
+	/* The key's first 16 bytes (an entry has at least 16 after its
+	 * struct, entry_make()); past the NUL they do not count (mneed). */
+	mo->mkey = _mm_loadu_si128((const __m128i *)(const void *)key_of(e));
 	mo->mneed = (2u << e->mlen) - 1;
 	mo->dlen = dlen;
 	mo->dw0 = e->w[2];
@@ -1053,10 +1052,16 @@ entry_make(resil_cache *c, const kkey *k, size_t charge,
 			return NULL;
 		size += value->u.s.len + 1;
 	}
+	/* At least 16 bytes after the struct, zeros past the key and the
+	 * value's bytes: the memo's copy of a short key loads 16 (memo_key()). */
+	if (size < sizeof(entry) + 16)
+		size = sizeof(entry) + 16;
 	e = resil__alloc(&c->alloc, size);
 	if (e == NULL)
 		return NULL;
 	memset(e, 0, sizeof(*e));
+	if (key_len < 16)
+		memset(key_of(e) + key_len, 0, 16 - key_len);
 	e->hash = k->h;
 	e->key_len = key_len;
 	e->mlen = mlen;
@@ -1244,6 +1249,21 @@ put_args(resil_cache *c, const resil_args *args, const resil_value *value,
 	return cache_put(c, &k, value, &now);
 }
 
+/* A put of args (the memo's key, method not NULL, bytes checked) whose
+ * value changed: a new entry in the memo's shard, no second look for a
+ * re-stamp (cache_put()'s memo path). */
+static FB_NOINLINE resil_err
+put_replace(resil_cache *c, const resil_args *args, const resil_value *value,
+    uint64_t now)
+{
+	kkey k;
+
+	if (RESIL__UNLIKELY(!key_prep_str(&k, args, strlen(args->method))))
+		return RESIL_E_NOMEM;
+	key_hash(&k);
+	return put_new(c, memo_.s, &k, value, &now);
+}
+
 /* e stamped now, written only when it changes; the read ends. */
 static FB_INLINE void
 stamp_exit(entry *e, uint64_t now, uint64_t g)
@@ -1261,12 +1281,25 @@ static FB_NOINLINE resil_err
 put_memo_other(resil_cache *c, const resil_args *args,
     const resil_value *value, uint64_t now, entry *e, uint64_t g)
 {
-	if (same_value(&e->value, value)) {
+	const resil_value *h = &e->value;
+	int same;
+
+#if defined(__SSE2__)
+	/* A string, bytes or JSON of 17 to 64 bytes (an answer's usual
+	 * size): its four chunks straight, no switch. */
+	if (value != NULL && h->type == value->type &&
+	    h->type >= RESIL_VALUE_STRING && h->type <= RESIL_VALUE_JSON &&
+	    h->u.s.len == value->u.s.len && h->u.s.len - 17 < 48)
+		same = bytes_eq_64(h->u.s.ptr, value->u.s.ptr, h->u.s.len);
+	else
+#endif
+		same = same_value(h, value);
+	if (same) {
 		stamp_exit(e, now, g);
 		return RESIL_OK;
 	}
 	read_exit(memo_.rd, (unsigned)(g & 1), 0);
-	return put_args(c, args, value, now);
+	return put_replace(c, args, value, now);
 }
 
 /* A put of args (checked) at now (value_set, a constant: value is not
@@ -1689,15 +1722,53 @@ answer_key(resil_cache *c, const resil_args *args, uint64_t now,
 	return cache_get(c, &k, now, out, age);
 }
 
+/* resil__cache_answer() of a key that is the memo's (e, in a read of
+ * generation g, a old, within the age limit) holding an opaque value:
+ * copied through its ops. */
+static FB_NOINLINE resil_err
+answer_other(resil_cache *c, entry *e, uint64_t g, uint64_t a,
+    resil_value *out, uint64_t *age)
+{
+	resil_err err = serve(c, e, out);
+
+	read_exit(memo_.rd, (unsigned)(g & 1), err == RESIL_OK);
+	if (err == RESIL_OK)
+		*age = a;
+	return err;
+}
+
 resil_err
 resil__cache_answer(resil_cache *c, const resil_args *args, resil_value *out,
     uint64_t *age)
 {
-	uint64_t now = cache_now(c);
+	uint64_t now = cache_now(c), a, g;
+	entry *e;
 
-	if (RESIL__LIKELY(get_memo(c, args, now, c->max_age, out, age)))
-		return RESIL_OK;
-	return answer_key(c, args, now, out, age);
+	if (RESIL__UNLIKELY(!memo_fast(c, args, &e, &g)))
+		return answer_key(c, args, now, out, age);
+	a = age_of(e, now);
+	if (RESIL__UNLIKELY(a > c->max_age)) { /* stale: dropped there */
+		read_exit(memo_.rd, (unsigned)(g & 1), 0);
+		return answer_key(c, args, now, out, age);
+	}
+	if (RESIL__UNLIKELY(e->value.type == RESIL_VALUE_OPAQUE))
+		return answer_other(c, e, g, a, out, age);
+	out->type = e->value.type;
+	out->u = e->value.u;
+	if (e->value.type >= RESIL_VALUE_STRING) {
+		/* Bytes: shared (serve()). */
+		resil__inc64(&e->refs);
+		out->alloc_.alloc = served_alloc;
+		out->alloc_.free = served_free;
+		out->alloc_.ctx = e;
+	} else { /* a scalar (null, bool, int, double): no heap */
+		memset(&out->alloc_, 0, sizeof(out->alloc_));
+	}
+	if (resil__load8(&e->ref) == 0)
+		resil__store8(&e->ref, 1);
+	read_exit(memo_.rd, (unsigned)(g & 1), 1);
+	*age = a;
+	return RESIL_OK;
 }
 
 /* ---- the chain's record of a success ---- */
