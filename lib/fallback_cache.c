@@ -647,9 +647,24 @@ memo_key(memo *mo, const entry *e)
 		mo->dlen = 0;
 		return;
 	}
-	/* The key's first 16 bytes (an entry has at least 16 after its
-	 * struct, entry_make()); past the NUL they do not count (mneed). */
-	mo->mkey = _mm_loadu_si128((const __m128i *)(const void *)key_of(e));
+	const char *k = key_of(e);
+	unsigned char b[32];
+
+	/* The key's first 16 bytes; past the method's NUL they do not count
+	 * (mneed). A key shorter than 16 is loaded as the 16 bytes ending
+	 * where it ends (the entry's struct before it is e's memory), then
+	 * moved into place through b: one load, a store, a load. */
+	if (e->key_len >= 16) {
+		mo->mkey = _mm_loadu_si128((const __m128i *)(const void *)k);
+	} else {
+		_mm_storeu_si128((__m128i *)(void *)b,
+		    _mm_loadu_si128((const __m128i *)(const void *)(k +
+		        e->key_len - 16)));
+		_mm_storeu_si128(
+		    (__m128i *)(void *)(b + 16), _mm_setzero_si128());
+		mo->mkey = _mm_loadu_si128(
+		    (const __m128i *)(const void *)(b + 16 - e->key_len));
+	}
 	mo->mneed = (2u << e->mlen) - 1;
 	mo->dlen = dlen;
 	mo->dw0 = e->w[2];
@@ -1052,16 +1067,10 @@ entry_make(resil_cache *c, const kkey *k, size_t charge,
 			return NULL;
 		size += value->u.s.len + 1;
 	}
-	/* At least 16 bytes after the struct, zeros past the key and the
-	 * value's bytes: the memo's copy of a short key loads 16 (memo_key()). */
-	if (size < sizeof(entry) + 16)
-		size = sizeof(entry) + 16;
 	e = resil__alloc(&c->alloc, size);
 	if (e == NULL)
 		return NULL;
 	memset(e, 0, sizeof(*e));
-	if (key_len < 16)
-		memset(key_of(e) + key_len, 0, 16 - key_len);
 	e->hash = k->h;
 	e->key_len = key_len;
 	e->mlen = mlen;
