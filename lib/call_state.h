@@ -20,6 +20,7 @@
 #include "pipeline_internal.h"
 
 #include <resil/fleet.h>
+#include "call_coalesce.h"
 #include "retry_internal.h"
 
 /* A call's magic: one tag, and in its low byte the state, 0x80 set while
@@ -127,6 +128,12 @@ typedef struct callm {
 	uint8_t bh_fleet;
 	uint8_t prio;
 	uint8_t prio_set;
+	/* Issue 43 (lib/call_coalesce.c), in the same padding: coal (set by
+	 * minit()) RESIL__COAL_NONE, _LEADER or _FOLLOWER; coal_blk (set by
+	 * the driver before mstart()): the blocking driver's, it blocks to
+	 * wait. */
+	uint8_t coal;
+	uint8_t coal_blk;
 	/* Issue 44: the service breaker on the fleet (g->fleet): the
 	 * call's fleet permit. */
 	resil_fleet_permit sfp;
@@ -164,6 +171,11 @@ typedef struct callm {
 	resil_permit bh_permit;
 	resil_fleet_permit bh_fp;
 	resil_bulkhead_waiter bhw;
+	/* ---- issue 43: coalescing (lib/call_coalesce.c) ---- */
+	uint64_t coal_until; /* a follower's deadline (UINT64_MAX: none) */
+	resil__coal_ent *coal_on; /* the entry it waits on (under the lock) */
+	resil__coal_ent coal_ent; /* a leader's entry */
+	resil__waiter coal_w;     /* a follower's waiter */
 } callm;
 
 /* Issue 42 (lib/call_bhwait.c): the call's priority class, resolved
