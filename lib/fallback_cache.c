@@ -692,7 +692,8 @@ memo_keep(const resil_cache *c, shard *s, readers *rd, entry *e, uint64_t g)
  * read begun here (*gen); 0 otherwise (no read left open): the general path then
  * measures, prepares and looks the key up. Nothing of args is measured:
  * the method's 16 bytes are loaded at once (when they lie inside its
- * page, so that the load cannot fault) and compared with the memo's copy
+ * page, so that the load cannot fault: SSE2 means x86, whose pages are
+ * 4096 bytes or larger) and compared with the memo's copy
  * up to and including its NUL; the arguments' length, then their words. A
  * short key that is the memo's costs a few compares; no strlen, no key
  * prepared, no call (the record's fast path stays a leaf). */
