@@ -139,6 +139,11 @@ struct resil_cache {
 	 * the cache copied: a pipeline's, never changed after it is made
 	 * (resil__cache_record_at()). */
 	const resil_clock *clock_src;
+	/* The manual clock's time word when the clock is a manual clock's
+	 * hook (its now function is the manual clock's and its ctx the
+	 * clock), else NULL: the public put reads it with one load, no call
+	 * (clock_word()). */
+	const uint64_t *now_word;
 	uint64_t max_age;
 	uint32_t nshards;
 	shard *shards; /* cache-line aligned, in shards_raw */
@@ -154,6 +159,29 @@ static inline uint64_t
 cache_now(const resil_cache *c)
 {
 	return c->clock.now(c->clock.ctx);
+}
+
+/* The time word of a manual clock's hook k (resil_manual_clock_hook()),
+ * or NULL for any other clock: its now function is the one every manual
+ * clock's hook holds (read from a manual clock set up here, through the
+ * public calls) and its ctx the manual clock it reads. */
+static const uint64_t *
+manual_word(const resil_clock *k)
+{
+	resil_manual_clock probe;
+
+	resil_manual_clock_init(&probe, 0);
+	if (k->now != resil_manual_clock_hook(&probe)->now || k->ctx == NULL)
+		return NULL;
+	return &((const resil_manual_clock *)k->ctx)->now_;
+}
+
+/* cache_now() without a call when the clock is a manual one: the leaf
+ * path of the public put. */
+static FB_INLINE uint64_t
+clock_word(const resil_cache *c)
+{
+	return resil__load64(c->now_word);
 }
 
 /* Bytes p[0..n) as two words (unaligned loads, none past n), for
@@ -319,7 +347,9 @@ static FB_INLINE int
 bytes_eq_64(const void *a, const void *b, size_t n)
 {
 	const unsigned char *p = a, *q = b;
-	size_t i = n > 32 ? 16 : 0, j = n > 32 ? n - 32 : n - 16;
+	/* i: 16 above 32 bytes, else 0, without a branch or a select; j is
+	 * then n - 32, or the last chunk again. */
+	size_t i = ((n - 1) >> 5) << 4, j = n - 16 - i;
 	__m128i x = _mm_and_si128(eq16(p, q, 0), eq16(p, q, i));
 	__m128i y = _mm_and_si128(eq16(p, q, j), eq16(p, q, n - 16));
 
@@ -443,6 +473,7 @@ resil_cache_new(
 	    ? *c.clock
 	    : *resil_clock_system();
 	cache->clock_src = c.clock;
+	cache->now_word = manual_word(&cache->clock);
 	cache->max_age = c.max_age;
 	cache->nshards = n;
 	for (i = 0; i < n; i++) {
@@ -1336,13 +1367,62 @@ put_at(resil_cache *c, const resil_args *args, const resil_value *value,
 	return put_memo_other(c, args, value, now, e, g);
 }
 
+/* The public put's memo path: put_at() that also compares a string,
+ * bytes or JSON of 17 to 64 bytes (an answer's usual size) in place, in
+ * four 16-byte chunks: no call, no switch (the frame is there already,
+ * for the clock's call). The pipeline's record keeps put_at(): its int
+ * path needs no saved register. */
+static FB_INLINE resil_err
+put_at_any(resil_cache *c, const resil_args *args, const resil_value *value,
+    uint64_t now)
+{
+	const resil_value *h;
+	uint64_t g;
+	entry *e;
+
+	if (!memo_fast(c, args, &e, &g))
+		return put_args(c, args, value, now);
+	h = &e->value;
+	if (RESIL__LIKELY(value != NULL && h->type == value->type)) {
+		if (h->type == RESIL_VALUE_INT) {
+			if (h->u.i == value->u.i) {
+				stamp_exit(e, now, g);
+				return RESIL_OK;
+			}
+		}
+#if defined(__SSE2__)
+		else if (h->type >= RESIL_VALUE_STRING &&
+		    h->type <= RESIL_VALUE_JSON &&
+		    h->u.s.len == value->u.s.len &&
+		    h->u.s.len - 17 < 48 &&
+		    bytes_eq_64(h->u.s.ptr, value->u.s.ptr, h->u.s.len)) {
+			stamp_exit(e, now, g);
+			return RESIL_OK;
+		}
+#endif
+	}
+	return put_memo_other(c, args, value, now, e, g);
+}
+
+/* resil_cache_put() on a clock that is not a manual one: the clock's
+ * call, then the same path (with a frame: the call's). */
+static FB_NOINLINE resil_err
+put_called(resil_cache *c, const resil_args *args, const resil_value *value)
+{
+	return put_at_any(c, args, value, cache_now(c));
+}
+
 resil_err
 resil_cache_put(
     resil_cache *c, const resil_args *args, const resil_value *value)
 {
 	if (RESIL__UNLIKELY(c == NULL || !args_ok(args)))
 		return RESIL_E_INVAL;
-	return put_at(c, args, value, cache_now(c), 0);
+	/* A manual clock's time is one load: no call, and the memo's path
+	 * is a leaf (no saved register). */
+	if (RESIL__UNLIKELY(c->now_word == NULL))
+		return put_called(c, args, value);
+	return put_at_any(c, args, value, clock_word(c));
 }
 
 /* Age of e at now (0 if the clock went backwards). */
