@@ -298,7 +298,7 @@ result_cached(resil_result *r, const resil_failure *failure, uint64_t age)
  * failure and out not NULL, failure->err a failure). */
 static FB_INLINE resil_err
 recover(resil_fallback *fb, const resil_args *args,
-    const resil_failure *failure, resil_result *out)
+    const resil_failure *failure, resil_result *out, size_t first)
 {
 	resil_result r;
 	resil__msg o;
@@ -318,7 +318,7 @@ recover(resil_fallback *fb, const resil_args *args,
 		*out = r;
 		return r.err;
 	}
-	for (i = 0; i < fb->n; i++) {
+	for (i = first; i < fb->n; i++) {
 		const handler *h = &fb->h[i];
 		resil_err err;
 		uint64_t age = 0;
@@ -374,7 +374,7 @@ resil_fallback_recover(resil_fallback *fb, const resil_args *args,
 	if (!args_ok(args) || failure == NULL || out == NULL ||
 	    failure->err == RESIL_OK || failure->err == RESIL_E_BUSINESS)
 		return RESIL_E_INVAL;
-	return recover(fb, args, failure, out);
+	return recover(fb, args, failure, out, 0);
 }
 
 /* The mock stage wraps everything: a force mock never calls. 1 when one
@@ -426,7 +426,7 @@ may_force(const resil_fallback *fb)
  * answered live, anything else goes down the chain. */
 static FB_COLD resil_err
 call_failed(resil_fallback *fb, const resil_args *args, int rc,
-    resil_outcome o, resil_value *v, resil_result *out)
+    resil_outcome o, resil_value *v, resil_result *out, size_t first)
 {
 	resil_failure f;
 	resil_result r;
@@ -460,7 +460,8 @@ call_failed(resil_fallback *fb, const resil_args *args, int rc,
 	f.err = RESIL_E_CALL;
 	f.rc = rc;
 	f.attempts = 1;
-	return recover(fb, args, &f, out); /* args checked by the callers */
+	/* args checked by the callers; stages before first asked already */
+	return recover(fb, args, &f, out, first);
 }
 
 /* A chain's call with a stage that has work on a success (a cache to
@@ -499,9 +500,30 @@ call_full(resil_fallback *fb, const resil_args *args, resil_call_fn fn,
 		out->rc = rc;
 		return RESIL_OK;
 	}
+	/* A chain whose first stage is a cache (the seeds' [cache, mock]),
+	 * the default classifier's failure and nothing left by the call:
+	 * the cache asked here, its answer built in place (no further
+	 * frame, no stage loop); a miss goes on from the next stage. */
+	if (o == RESIL_OUTCOME_FAILURE && fb != NULL && fb->n > 0 &&
+	    fb->h[0].k == K_CACHE &&
+	    out->value.type < RESIL_VALUE_STRING) {
+		resil_failure f;
+		uint64_t age = 0;
+		resil_err e;
+
+		f.err = RESIL_E_CALL;
+		f.rc = rc;
+		f.attempts = 1;
+		e = resil__cache_answer(fb->h[0].cache, args, &out->value, &age);
+		if (RESIL__LIKELY(e == RESIL_OK)) {
+			result_cached(out, &f, age);
+			return RESIL_OK;
+		}
+		return call_failed(fb, args, rc, o, &out->value, out, 1);
+	}
 	/* call_failed() writes every field of *out (the answer, or
 	 * resil_fallback_recover()'s result): nothing to clear first. */
-	return call_failed(fb, args, rc, o, &out->value, out);
+	return call_failed(fb, args, rc, o, &out->value, out, 0);
 }
 
 /* The lean path's call failed (rc, not 0): the default classifier's
@@ -511,7 +533,7 @@ call_failed_plain(
     resil_fallback *fb, const resil_args *args, int rc, resil_result *out)
 {
 	return call_failed(
-	    fb, args, rc, RESIL_OUTCOME_FAILURE, &out->value, out);
+	    fb, args, rc, RESIL_OUTCOME_FAILURE, &out->value, out, 0);
 }
 
 /* The lean path: a chain whose stages have nothing to do on a success

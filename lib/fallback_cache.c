@@ -512,12 +512,26 @@ served_alloc(size_t size, void *ctx)
 	return NULL;
 }
 
-static void
-served_free(void *ptr, size_t size, void *ctx)
+/* ctx: the entry's reference count (resil_result_free() drops it in
+ * place, lib/value.c). */
+void
+resil__cache_served_free(void *ptr, size_t size, void *ctx)
 {
 	(void)ptr;
 	(void)size;
-	entry_unref(ctx);
+	entry_unref((entry *)(void *)((char *)ctx - offsetof(entry, refs)));
+}
+
+void
+resil__cache_entry_last(uint64_t *refs)
+{
+	entry *e = (entry *)(void *)((char *)refs - offsetof(entry, refs));
+	resil_allocator a;
+
+	if (e->value.type == RESIL_VALUE_OPAQUE)
+		resil_value_free(&e->value);
+	a = e->alloc;
+	resil__free(&a, e, e->size);
 }
 
 /* The clock's order, under the lock: the hand is the oldest. */
@@ -1450,8 +1464,8 @@ serve(const resil_cache *c, entry *e, resil_value *out)
 		out->u.s.ptr = e->value.u.s.ptr;
 		out->u.s.len = e->value.u.s.len;
 		out->alloc_.alloc = served_alloc;
-		out->alloc_.free = served_free;
-		out->alloc_.ctx = e;
+		out->alloc_.free = resil__cache_served_free;
+		out->alloc_.ctx = &e->refs;
 		break;
 	case RESIL_VALUE_OPAQUE: {
 		resil_err err = resil_value_copy(out, &e->value, &c->alloc);
@@ -1849,8 +1863,8 @@ resil__cache_answer(resil_cache *c, const resil_args *args, resil_value *out,
 		/* Bytes: shared (serve()). */
 		resil__inc64(&e->refs);
 		out->alloc_.alloc = served_alloc;
-		out->alloc_.free = served_free;
-		out->alloc_.ctx = e;
+		out->alloc_.free = resil__cache_served_free;
+		out->alloc_.ctx = &e->refs;
 	} else { /* a scalar (null, bool, int, double): no heap */
 		memset(&out->alloc_, 0, sizeof(out->alloc_));
 	}

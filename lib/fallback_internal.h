@@ -67,6 +67,13 @@ resil__cache_args_ok(const resil_args *args)
 resil_err resil__cache_answer(resil_cache *c, const resil_args *args,
     resil_value *out, uint64_t *age);
 
+/* The free hook of a value a cache served (bytes shared with its entry):
+ * its ctx is the entry's reference count, which resil_result_free()
+ * drops in place (lib/value.c); resil__cache_entry_last() when that was
+ * the last reference (the count now 0): frees the entry. */
+void resil__cache_served_free(void *ptr, size_t size, void *ctx);
+void resil__cache_entry_last(uint64_t *refs);
+
 /* ---- the cache's entry points for the pipeline ---- */
 
 /* A method's handle: valid while name's bytes stay as they were when

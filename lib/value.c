@@ -2,6 +2,8 @@
  * resil value: tagged values, coercion to a declared type, results.
  */
 #include "internal.h"
+#include "atomic.h"
+#include "fallback_internal.h"
 #include "value_internal.h"
 
 #include <resil/value.h>
@@ -827,6 +829,18 @@ void
 	r->source = RESIL_SOURCE_UNAVAILABLE;
 	/* A null or scalar value owns nothing: one test, no call. */
 	if (RESIL__UNLIKELY(r->value.type >= RESIL_VALUE_STRING)) {
+		/* A cache's answer shares its entry's bytes: the entry's
+		 * reference dropped here, no call (the entry freed by a
+		 * call only when that was its last reference). */
+		if (RESIL__LIKELY(
+		        r->value.alloc_.free == resil__cache_served_free)) {
+			uint64_t *refs = r->value.alloc_.ctx;
+
+			value_clear(&r->value);
+			if (resil__faa64(refs, (uint64_t)0 - 1) == 1)
+				resil__cache_entry_last(refs);
+			return;
+		}
 		value_free(&r->value); /* makes it null */
 		return;
 	}
