@@ -1841,11 +1841,12 @@ answer_other(resil_cache *c, entry *e, uint64_t g, uint64_t a,
 	return err;
 }
 
-resil_err
-resil__cache_answer(resil_cache *c, const resil_args *args, resil_value *out,
-    uint64_t *age)
+/* resil__cache_answer() at now. */
+static FB_INLINE resil_err
+answer_at(resil_cache *c, const resil_args *args, resil_value *out,
+    uint64_t *age, uint64_t now)
 {
-	uint64_t now = cache_now(c), a, g;
+	uint64_t a, g;
 	entry *e;
 
 	if (RESIL__UNLIKELY(!memo_fast(c, args, &e, &g)))
@@ -1873,6 +1874,24 @@ resil__cache_answer(resil_cache *c, const resil_args *args, resil_value *out,
 	read_exit(memo_.rd, (unsigned)(g & 1), 1);
 	*age = a;
 	return RESIL_OK;
+}
+
+/* resil__cache_answer() on a clock other than a manual one: the clock's
+ * call (and the frame it needs) out of the manual clock's leaf path. */
+static FB_NOINLINE resil_err
+answer_called(resil_cache *c, const resil_args *args, resil_value *out,
+    uint64_t *age)
+{
+	return answer_at(c, args, out, age, cache_now(c));
+}
+
+resil_err
+resil__cache_answer(resil_cache *c, const resil_args *args, resil_value *out,
+    uint64_t *age)
+{
+	if (RESIL__UNLIKELY(c->now_word == NULL))
+		return answer_called(c, args, out, age);
+	return answer_at(c, args, out, age, clock_word(c));
 }
 
 /* ---- the chain's record of a success ---- */
