@@ -820,6 +820,17 @@ resil_result_init(resil_result *r)
 	resil__result_clear(r);
 }
 
+/* resil_result_free() of a value other than a cache's answer: out of
+ * line, so that the answer's path is a leaf (no saved register). */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static void
+result_value_free(resil_result *r)
+{
+	value_free(&r->value); /* makes it null */
+}
+
 void
 (resil_result_free)(resil_result *r)
 {
@@ -841,7 +852,7 @@ void
 				resil__cache_entry_last(refs);
 			return;
 		}
-		value_free(&r->value); /* makes it null */
+		result_value_free(r);
 		return;
 	}
 	r->value.type = RESIL_VALUE_NULL;
