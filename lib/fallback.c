@@ -465,9 +465,10 @@ call_failed(resil_fallback *fb, const resil_args *args, int rc,
 }
 
 /* A chain's call with a stage that has work on a success (a cache to
- * fill, a force: mock) or a user's classifier: every test in full. */
-static FB_NOINLINE resil_err
-call_full(resil_fallback *fb, const resil_args *args, resil_call_fn fn,
+ * fill, a force: mock) or a user's classifier: every test in full.
+ * Inlined twice: call_full() (a classifier) and call_busy() (none). */
+static FB_INLINE resil_err
+call_full_in(resil_fallback *fb, const resil_args *args, resil_call_fn fn,
     void *ctx, const resil_classifier *cls, resil_result *out)
 {
 	resil_outcome o;
@@ -526,6 +527,22 @@ call_full(resil_fallback *fb, const resil_args *args, resil_call_fn fn,
 	return call_failed(fb, args, rc, o, &out->value, out, 0);
 }
 
+static FB_NOINLINE resil_err
+call_full(resil_fallback *fb, const resil_args *args, resil_call_fn fn,
+    void *ctx, const resil_classifier *cls, resil_result *out)
+{
+	return call_full_in(fb, args, fn, ctx, cls, out);
+}
+
+/* call_full() of a busy chain with the default classifier (rc != 0
+ * fails): no classifier kept, no outcome but the code's. */
+static FB_NOINLINE resil_err
+call_busy(resil_fallback *fb, const resil_args *args, resil_call_fn fn,
+    void *ctx, resil_result *out)
+{
+	return call_full_in(fb, args, fn, ctx, NULL, out);
+}
+
 /* The lean path's call failed (rc, not 0): the default classifier's
  * failure, down the chain. */
 static FB_COLD resil_err
@@ -545,10 +562,17 @@ resil_fallback_call(resil_fallback *fb, const resil_args *args,
     resil_call_fn fn, void *ctx, const resil_classifier *cls,
     resil_result *out)
 {
+	/* One load and one branch before anything is saved: the chain's
+	 * word (a NULL chain reads chain_quiet's), so that a busy chain's
+	 * jump to call_full() comes before the lean path's frame. */
+	const size_t *busy = fb != NULL ? fb->busy : &chain_quiet;
 	int rc;
 
-	if (RESIL__UNLIKELY((fb != NULL && *fb->busy != 0) ||
-	        (cls != NULL && cls->fn != NULL)))
+	if (RESIL__UNLIKELY(*busy != 0))
+		return cls == NULL || cls->fn == NULL
+		    ? call_busy(fb, args, fn, ctx, out)
+		    : call_full(fb, args, fn, ctx, cls, out);
+	if (RESIL__UNLIKELY(cls != NULL && cls->fn != NULL))
 		return call_full(fb, args, fn, ctx, cls, out);
 	if (RESIL__UNLIKELY(!args_ok(args) || fn == NULL || out == NULL))
 		return RESIL_E_INVAL;
