@@ -99,6 +99,8 @@ add(resil_fallback *fb, const handler *h)
 	fb->ncache += h->k == K_CACHE;
 	if (h->k == K_CACHE && fb->cache1 == NULL)
 		fb->cache1 = h->cache;
+	if (fb->n == 1 && h->k == K_CACHE)
+		fb->cache_first = h->cache;
 	fb->nmock += h->k == K_MOCK;
 	if (h->k == K_MOCK && fb->force1 == NULL)
 		fb->force1 = h->force;
@@ -464,6 +466,24 @@ call_failed(resil_fallback *fb, const resil_args *args, int rc,
 	return recover(fb, args, &f, out, first);
 }
 
+static FB_INLINE resil_err
+call_rest(resil_fallback *fb, const resil_args *args, resil_call_fn fn,
+    void *ctx, const resil_classifier *cls, resil_result *out);
+
+/* A chain whose mock may answer before the call: that stage, then the
+ * call. Out of line, so that fn and ctx live across no call on the
+ * common path (fewer saved registers). */
+static FB_NOINLINE resil_err
+call_forced(resil_fallback *fb, const resil_args *args, resil_call_fn fn,
+    void *ctx, const resil_classifier *cls, resil_result *out)
+{
+	resil_err err;
+
+	if (force_stage(fb, args, out, &err))
+		return err;
+	return call_rest(fb, args, fn, ctx, cls, out);
+}
+
 /* A chain's call with a stage that has work on a success (a cache to
  * fill, a force: mock) or a user's classifier: every test in full.
  * Inlined twice: call_full() (a classifier) and call_busy() (none). */
@@ -471,15 +491,20 @@ static FB_INLINE resil_err
 call_full_in(resil_fallback *fb, const resil_args *args, resil_call_fn fn,
     void *ctx, const resil_classifier *cls, resil_result *out)
 {
-	resil_outcome o;
-	resil_err err;
-	int rc;
-
 	if (!args_ok(args) || fn == NULL || out == NULL)
 		return RESIL_E_INVAL;
-	if (fb != NULL && fb->nmock > 0 && RESIL__UNLIKELY(may_force(fb)) &&
-	    force_stage(fb, args, out, &err))
-		return err;
+	if (fb != NULL && fb->nmock > 0 && RESIL__UNLIKELY(may_force(fb)))
+		return call_forced(fb, args, fn, ctx, cls, out);
+	return call_rest(fb, args, fn, ctx, cls, out);
+}
+
+/* call_full_in() past the checks and the force: stage. */
+static FB_INLINE resil_err
+call_rest(resil_fallback *fb, const resil_args *args, resil_call_fn fn,
+    void *ctx, const resil_classifier *cls, resil_result *out)
+{
+	resil_outcome o;
+	int rc;
 
 	/* The live call writes its value straight into *out; the other
 	 * fields are written once, by the answer (or, on a failure, cleared
@@ -505,8 +530,8 @@ call_full_in(resil_fallback *fb, const resil_args *args, resil_call_fn fn,
 	 * the default classifier's failure and nothing left by the call:
 	 * the cache asked here, its answer built in place (no further
 	 * frame, no stage loop); a miss goes on from the next stage. */
-	if (o == RESIL_OUTCOME_FAILURE && fb != NULL && fb->n > 0 &&
-	    fb->h[0].k == K_CACHE &&
+	if (o == RESIL_OUTCOME_FAILURE && fb != NULL &&
+	    fb->cache_first != NULL &&
 	    out->value.type < RESIL_VALUE_STRING) {
 		resil_failure f;
 		uint64_t age = 0;
@@ -515,7 +540,8 @@ call_full_in(resil_fallback *fb, const resil_args *args, resil_call_fn fn,
 		f.err = RESIL_E_CALL;
 		f.rc = rc;
 		f.attempts = 1;
-		e = resil__cache_answer(fb->h[0].cache, args, &out->value, &age);
+		e = resil__cache_answer(
+		    fb->cache_first, args, &out->value, &age);
 		if (RESIL__LIKELY(e == RESIL_OK)) {
 			result_cached(out, &f, age);
 			return RESIL_OK;

@@ -43,6 +43,10 @@ struct resil_fallback {
 	size_t nmock;  /* how many are mocks */
 	resil_cache *cache1; /* the first cache stage: what a record of a
 	                        chain with one cache fills */
+	/* The cache of the chain's first stage when that is a cache (the
+	 * seeds' [cache, mock]), else NULL: what a failed call asks first,
+	 * straight (call_rest() in lib/fallback.c). */
+	resil_cache *cache_first;
 	/* The first mock stage's count of force: specs, or NULL: with one
 	 * mock stage, "may a mock answer before the call" is one load. */
 	const size_t *force1;
