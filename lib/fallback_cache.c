@@ -741,10 +741,11 @@ memo_keep(const resil_cache *c, shard *s, readers *rd, entry *e, uint64_t g)
  * 4096 bytes or larger) and compared with the memo's copy
  * up to and including its NUL; the arguments' length, then their words. A
  * short key that is the memo's costs a few compares; no strlen, no key
- * prepared, no call (the record's fast path stays a leaf). */
+ * prepared, no call (the record's fast path stays a leaf). checked: the
+ * caller refused NULL bytes of a length above 0 already (args_ok()). */
 static FB_INLINE int
-memo_fast(
-    const resil_cache *c, const resil_args *args, entry **ep, uint64_t *gen)
+memo_fast_in(const resil_cache *c, const resil_args *args, entry **ep,
+    uint64_t *gen, int checked)
 {
 #if defined(FB_MEMO_KEY)
 	const memo *mo = &memo_;
@@ -760,7 +761,8 @@ memo_fast(
 	    _mm_loadu_si128((const __m128i *)p), mo->mkey));
 	if ((~m & mo->mneed) != 0)
 		return 0;
-	if (RESIL__UNLIKELY(args->data == NULL)) /* len > 0: refused */
+	/* len > 0: NULL bytes are refused (checked: by the caller). */
+	if (!checked && RESIL__UNLIKELY(args->data == NULL))
 		return 0;
 	load_small(args->data, len, &a, &b);
 	if (((a ^ mo->dw0) | (b ^ mo->dw1)) != 0)
@@ -779,8 +781,17 @@ memo_fast(
 	(void)args;
 	(void)ep;
 	(void)gen;
+	(void)checked;
 #endif
 	return 0;
+}
+
+/* memo_fast_in() of arguments whose bytes are not checked yet. */
+static FB_INLINE int
+memo_fast(
+    const resil_cache *c, const resil_args *args, entry **ep, uint64_t *gen)
+{
+	return memo_fast_in(c, args, ep, gen, 0);
 }
 
 /* Find the key in t (NULL: no table); from a reader or a writer. */
@@ -1394,7 +1405,7 @@ put_at_any(resil_cache *c, const resil_args *args, const resil_value *value,
 	uint64_t g;
 	entry *e;
 
-	if (!memo_fast(c, args, &e, &g))
+	if (!memo_fast_in(c, args, &e, &g, 1))
 		return put_args(c, args, value, now);
 	h = &e->value;
 	if (RESIL__LIKELY(value != NULL && h->type == value->type)) {
@@ -1849,7 +1860,7 @@ answer_at(resil_cache *c, const resil_args *args, resil_value *out,
 	uint64_t a, g;
 	entry *e;
 
-	if (RESIL__UNLIKELY(!memo_fast(c, args, &e, &g)))
+	if (RESIL__UNLIKELY(!memo_fast_in(c, args, &e, &g, 1)))
 		return answer_key(c, args, now, out, age);
 	a = age_of(e, now);
 	if (RESIL__UNLIKELY(a > c->max_age)) { /* stale: dropped there */
