@@ -29,6 +29,10 @@ call_settle(callm *c)
 {
 	if (RESIL__UNLIKELY(c->gref) &&
 	    (c->magic == CALL_DONE || c->magic == CALL_CANCELLED)) {
+		/* Issue 41: the call's outcome into its keys, once. */
+		if (RESIL__UNLIKELY(c->p->keyed != NULL) && c->kheld.held)
+			resil__keyed_machine_end(c->p, &c->kheld,
+			    c->magic == CALL_CANCELLED, c->out);
 		c->gref = 0;
 		conf_drop(c->g);
 	}
@@ -274,14 +278,20 @@ start_other(callm *c, bool own, uint64_t now, resil_call_next *step)
 	    simple_start_timed(c, c->p, c->gst, own, c->m, now, step))
 		return RESIL_OK;
 	/* Issue 41: a keyed pipeline's methods have no simple phase
-	 * (resil__settings_no_phase()), so every start of one comes here. */
-	if (RESIL__UNLIKELY(c->p->keyed != NULL)) {
+	 * (resil__settings_no_phase()), so every start of one comes here:
+	 * its keys admit it first (call_settle() records its end). */
+	if (RESIL__UNLIKELY(c->p->keyed != NULL) &&
+	    resil__keyed_machine_admit(c->p, c->args, c->inv, &c->kheld,
+	        c->out) != RESIL_OK) {
 		if (own)
 			conf_drop_own(c->g, c->gst);
 		else
 			conf_drop(c->g);
 		c->gref = 0;
-		return resil__keyed_refuse_machine(c->out);
+		c->phase = P_DONE;
+		c->magic = CALL_DONE;
+		*step = (resil_call_next) { .action = RESIL_CALL_DONE };
+		return RESIL_OK;
 	}
 	return machine_start(c, now, step);
 }
@@ -330,8 +340,6 @@ call_start(resil_call *call, resil_pipeline *p, const resil_method *m,
 		/* A call in flight holds permits and settings: starting
 		 * over it would lose them (issue 25.4). */
 		return RESIL_E_MISUSE;
-	if (RESIL__UNLIKELY(p->keyed != NULL)) /* issue 41 */
-		return resil__keyed_refuse_machine(out);
 	g = conf_hold(p, &gs);
 	mm = m != NULL ? resolve(g, m) : find_method(g, args->method);
 	return start_held(c, p, g, gs, false, mm, args, inv, out, now, step);

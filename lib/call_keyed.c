@@ -19,19 +19,17 @@
 #include "internal.h"
 #include "pipeline_internal.h"
 #include "call_keyed.h"
+#include "keyed_spec.h"
 #include "pipeline_settings.h"
-
-enum ksrc { KS_METHOD, KS_ARGS, KS_ARGUMENT, KS_ATTACHMENT };
-
-typedef struct kspec {
-	enum ksrc src;
-	unsigned index; /* KS_ARGUMENT */
-	char name[129]; /* KS_ATTACHMENT */
-} kspec;
 
 struct resil__kgate {
 	resil_keyed *fam[3];
 	kspec spec[3];
+	/* Families made from the pipeline's configuration (keyed[k], the
+	 * text's KIND.key): what made them, for a reload to compare. */
+	uint8_t from_cfg[3];
+	resil_keyed_config kc[3]; /* overrides NULL */
+	char *fp[3]; /* the key, bounds and overrides, as text */
 };
 
 /* The pipeline whose gate this thread is entering: the next check of it
@@ -40,58 +38,10 @@ static RESIL__TLS const resil_pipeline *kg_inside;
 
 static const char kg_missing[1] = {0};
 
+/* A family of cfg->kind drawn by spec into p's gate. */
 static resil_err
-parse_spec(const char *kind, const char *s, kspec *out, resil_diag *diag)
-{
-	memset(out, 0, sizeof(*out));
-	if (strcmp(s, "method") == 0) {
-		out->src = KS_METHOD;
-		return RESIL_OK;
-	}
-	if (strcmp(s, "args") == 0) {
-		out->src = KS_ARGS;
-		return RESIL_OK;
-	}
-	if (strncmp(s, "arguments[", 10) == 0) {
-		const char *d = s + 10;
-		unsigned n = 0;
-		size_t nd = 0;
-
-		while (*d >= '0' && *d <= '9' && nd < 4) {
-			n = n * 10 + (unsigned)(*d - '0');
-			d++;
-			nd++;
-		}
-		if (nd > 0 && n <= 255 && strcmp(d, "]") == 0) {
-			out->src = KS_ARGUMENT;
-			out->index = n;
-			return RESIL_OK;
-		}
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "%s.key: \"%s\": the index of arguments[N] must be 0..255",
-		    kind, s);
-	}
-	if (strncmp(s, "attachment:", 11) == 0) {
-		size_t n = strlen(s + 11);
-
-		if (n >= 1 && n < sizeof(out->name)) {
-			out->src = KS_ATTACHMENT;
-			memcpy(out->name, s + 11, n + 1);
-			return RESIL_OK;
-		}
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "%s.key: \"%s\": an attachment's name is 1..128 bytes",
-		    kind, s);
-	}
-	return resil__diagf(diag, RESIL_E_INVAL,
-	    "%s.key: \"%s\" is not a key source (method, args, arguments[N], "
-	    "attachment:NAME)",
-	    kind, s);
-}
-
-resil_err
-resil_pipeline_set_keyed(resil_pipeline *p, const char *spec,
-    const resil_keyed_config *cfg, resil_diag *diag)
+add_family(resil_pipeline *p, const char *spec, const resil_keyed_config *cfg,
+    int from_cfg, resil_diag *diag)
 {
 	const char *kind;
 	struct resil__kgate *g;
@@ -99,16 +49,18 @@ resil_pipeline_set_keyed(resil_pipeline *p, const char *spec,
 	kspec ks;
 	resil_err err;
 
-	if (p == NULL || spec == NULL || cfg == NULL)
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "keyed: NULL pipeline, spec or config");
 	if ((unsigned)cfg->kind > (unsigned)RESIL_KEYED_BULKHEAD)
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "keyed.kind: %u is not a kind", (unsigned)cfg->kind);
 	kind = resil_keyed_kind_name(cfg->kind);
-	err = parse_spec(kind, spec, &ks, diag);
+	err = resil__keyed_spec(kind, spec, &ks, diag);
 	if (err != RESIL_OK)
 		return err;
+	if (ks.src == KS_HOST && p->sel == NULL)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "%s.key: host is the endpoint the selector chose: the "
+		    "pipeline has no selector",
+		    kind);
 	if (p->keyed != NULL && p->keyed->fam[cfg->kind] != NULL)
 		return resil__diagf(diag, RESIL_E_MISUSE,
 		    "%s.key: the pipeline has a %s family already", kind, kind);
@@ -131,9 +83,26 @@ resil_pipeline_set_keyed(resil_pipeline *p, const char *spec,
 	}
 	g->fam[cfg->kind] = k;
 	g->spec[cfg->kind] = ks;
+	g->from_cfg[cfg->kind] = (uint8_t)from_cfg;
 	p->slow = 1;
+	return RESIL_OK;
+}
+
+resil_err
+resil_pipeline_set_keyed(resil_pipeline *p, const char *spec,
+    const resil_keyed_config *cfg, resil_diag *diag)
+{
+	resil_err err;
+
+	if (p == NULL || spec == NULL || cfg == NULL)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "keyed: NULL pipeline, spec or config");
+	err = add_family(p, spec, cfg, 0, diag);
+	if (err != RESIL_OK)
+		return err;
 	/* Before the first call (documented): the settings in force lose
-	 * their machine phase, as resil__settings_build() does after. */
+	 * their simple phase, as resil__settings_build() does after: the
+	 * call machine gates the call in its start (start_other()). */
 	resil__settings_no_phase(p->cur);
 	return RESIL_OK;
 }
@@ -154,8 +123,10 @@ resil__keyed_free(resil_pipeline *p)
 
 	if (p->keyed == NULL)
 		return;
-	for (i = 0; i < 3; i++)
+	for (i = 0; i < 3; i++) {
 		resil_keyed_free(p->keyed->fam[i]);
+		resil__strfree(&p->alloc, p->keyed->fp[i]);
+	}
 	resil__free(&p->alloc, p->keyed, sizeof(*p->keyed));
 	p->keyed = NULL;
 }
@@ -205,6 +176,8 @@ draw(const kspec *s, const resil_args *args, const resil_invocation *inv,
 				break;
 			}
 		break;
+	case KS_HOST: /* per attempt (resil__keyed_host_admit) */
+		break;
 	}
 	if (v != NULL && *v != '\0') {
 		*key = v;
@@ -245,6 +218,14 @@ refuse(resil_result *out, resil_err e, const char *kind, int bstate)
 
 typedef resil__kcall kcall;
 
+/* g's family of kind k that the call's admission asks (a host family is
+ * asked per attempt, by the cluster), or NULL. */
+static resil_keyed *
+call_fam(const struct resil__kgate *g, resil_keyed_kind k)
+{
+	return g->spec[k].src == KS_HOST ? NULL : g->fam[k];
+}
+
 static resil_err
 run_inner(const kcall *kc, resil_result *out)
 {
@@ -256,59 +237,83 @@ run_inner(const kcall *kc, resil_result *out)
 	return err;
 }
 
+/* The call's admission by its keys: a rate limiter permit, a bulkhead
+ * slot, a breaker permit (those held go in *h); a refusal answers out. */
 static resil_err
-gate(const kcall *kc, resil_result *out)
+admit(resil_pipeline *p, const resil_args *args, const resil_invocation *inv,
+    resil__kheld *h, resil_result *out)
 {
-	struct resil__kgate *g = kc->p->keyed;
-	resil_keyed *rl = g->fam[RESIL_KEYED_RATELIMIT];
-	resil_keyed *bh = g->fam[RESIL_KEYED_BULKHEAD];
-	resil_keyed *br = g->fam[RESIL_KEYED_BREAKER];
-	resil_keyed_permit bp, pp;
+	struct resil__kgate *g = p->keyed;
+	resil_keyed *rl = call_fam(g, RESIL_KEYED_RATELIMIT);
+	resil_keyed *bh = call_fam(g, RESIL_KEYED_BULKHEAD);
+	resil_keyed *br = call_fam(g, RESIL_KEYED_BREAKER);
 	const void *key;
 	size_t len;
-	uint64_t t0 = 0;
 	resil_err err;
-	resil_outcome o;
 
+	h->held = 0;
 	if (rl != NULL) {
 		uint64_t after = 0;
 
-		draw(&g->spec[RESIL_KEYED_RATELIMIT], kc->args, kc->inv, &key,
-		    &len);
+		draw(&g->spec[RESIL_KEYED_RATELIMIT], args, inv, &key, &len);
 		err = resil_keyed_ratelimit_try_acquire(rl, key, len, 1, &after);
 		if (err != RESIL_OK)
 			return refuse(out, err, "rate limiter", -1);
 	}
 	if (bh != NULL) {
-		draw(&g->spec[RESIL_KEYED_BULKHEAD], kc->args, kc->inv, &key,
-		    &len);
-		err = resil_keyed_bulkhead_try_acquire(bh, key, len, &pp);
+		draw(&g->spec[RESIL_KEYED_BULKHEAD], args, inv, &key, &len);
+		err = resil_keyed_bulkhead_try_acquire(bh, key, len, &h->bh);
 		if (err != RESIL_OK)
 			return refuse(out, err, "bulkhead", -1);
-		t0 = resil_clock_now(&kc->p->clock);
+		h->held |= 2u;
+		h->t0 = resil_clock_now(&p->clock);
 	}
 	if (br != NULL) {
-		draw(&g->spec[RESIL_KEYED_BREAKER], kc->args, kc->inv, &key,
-		    &len);
-		err = resil_keyed_breaker_acquire(br, key, len, &bp);
+		draw(&g->spec[RESIL_KEYED_BREAKER], args, inv, &key, &len);
+		err = resil_keyed_breaker_acquire(br, key, len, &h->br);
 		if (err != RESIL_OK) {
-			if (bh != NULL)
-				(void)resil_keyed_bulkhead_release(bh, &pp);
+			if (h->held & 2u)
+				(void)resil_keyed_bulkhead_release(bh, &h->bh);
+			h->held = 0;
 			return refuse(out, err, "breaker",
 			    (int)RESIL_BREAKER_OPEN);
 		}
+		h->held |= 1u;
 	}
-	err = run_inner(kc, out);
-	o = outcome_of(err, out);
-	if (br != NULL) {
+	return RESIL_OK;
+}
+
+/* The call's outcome into what *h holds (IGNORED: given back). */
+static void
+settle(resil_pipeline *p, resil__kheld *h, resil_outcome o)
+{
+	struct resil__kgate *g = p->keyed;
+
+	if (h->held & 1u) {
+		resil_keyed *br = g->fam[RESIL_KEYED_BREAKER];
+
 		if (o == RESIL_OUTCOME_IGNORED)
-			(void)resil_keyed_breaker_release(br, &bp);
+			(void)resil_keyed_breaker_release(br, &h->br);
 		else
-			(void)resil_keyed_breaker_record(br, &bp, o);
+			(void)resil_keyed_breaker_record(br, &h->br, o);
 	}
-	if (bh != NULL)
-		(void)resil_keyed_bulkhead_complete(bh, &pp, o,
-		    resil_clock_now(&kc->p->clock) - t0);
+	if (h->held & 2u)
+		(void)resil_keyed_bulkhead_complete(g->fam[RESIL_KEYED_BULKHEAD],
+		    &h->bh, o, resil_clock_now(&p->clock) - h->t0);
+	h->held = 0;
+}
+
+static resil_err
+gate(const kcall *kc, resil_result *out)
+{
+	resil__kheld h;
+	resil_err err;
+
+	err = admit(kc->p, kc->args, kc->inv, &h, out);
+	if (err != RESIL_OK)
+		return err;
+	err = run_inner(kc, out);
+	settle(kc->p, &h, outcome_of(err, out));
 	return err;
 }
 
@@ -333,16 +338,240 @@ resil__keyed_invoke(resil_pipeline *p, const struct resil_method *h,
 	return gate(&kc, out);
 }
 
+/* ---- the call machine (lib/call.c) ---- */
+
 resil_err
-resil__keyed_refuse_machine(resil_result *out)
+resil__keyed_machine_admit(resil_pipeline *p, const resil_args *args,
+    const resil_invocation *inv, resil__kheld *h, resil_result *out)
 {
-	resil_result_init(out);
-	out->err = RESIL_E_INVAL;
-	out->source = RESIL_SOURCE_UNAVAILABLE;
-	out->error_name = resil_err_name(RESIL_E_INVAL);
-	(void)snprintf(out->message, sizeof(out->message),
-	    "a pipeline with keyed families (resil_pipeline_set_keyed) runs "
-	    "through resil_pipeline_call or resil_pipeline_invoke: the call "
-	    "machine does not draw keys yet");
-	return RESIL_E_INVAL;
+	return admit(p, args, inv, h, out);
+}
+
+void
+resil__keyed_machine_end(resil_pipeline *p, resil__kheld *h, int cancelled,
+    const resil_result *out)
+{
+	settle(p, h,
+	    cancelled ? RESIL_OUTCOME_IGNORED : outcome_of(out->err, out));
+}
+
+/* ---- the endpoint's host, per attempt (lib/call_cluster.c) ---- */
+
+int
+resil__keyed_host(const resil_pipeline *p)
+{
+	const struct resil__kgate *g = p->keyed;
+
+	return g != NULL &&
+	    ((g->fam[RESIL_KEYED_BREAKER] != NULL &&
+	         g->spec[RESIL_KEYED_BREAKER].src == KS_HOST) ||
+	        (g->fam[RESIL_KEYED_RATELIMIT] != NULL &&
+	            g->spec[RESIL_KEYED_RATELIMIT].src == KS_HOST));
+}
+
+resil_err
+resil__keyed_host_admit(
+    resil_pipeline *p, const char *host, resil_keyed_permit *permit, int *held)
+{
+	struct resil__kgate *g = p->keyed;
+	resil_keyed *rl = g->fam[RESIL_KEYED_RATELIMIT];
+	resil_keyed *br = g->fam[RESIL_KEYED_BREAKER];
+	size_t len = host != NULL ? strlen(host) : 0;
+	const void *key = len > 0 ? (const void *)host : (const void *)kg_missing;
+	resil_err err;
+
+	*held = 0;
+	if (len == 0)
+		len = 1;
+	if (rl != NULL && g->spec[RESIL_KEYED_RATELIMIT].src == KS_HOST) {
+		uint64_t after = 0;
+
+		err = resil_keyed_ratelimit_try_acquire(rl, key, len, 1, &after);
+		if (err != RESIL_OK)
+			return err;
+	}
+	if (br != NULL && g->spec[RESIL_KEYED_BREAKER].src == KS_HOST) {
+		err = resil_keyed_breaker_acquire(br, key, len, permit);
+		if (err != RESIL_OK)
+			return err;
+		*held = 1;
+	}
+	return RESIL_OK;
+}
+
+void
+resil__keyed_host_end(
+    resil_pipeline *p, resil_keyed_permit *permit, resil_outcome o)
+{
+	resil_keyed *br = p->keyed->fam[RESIL_KEYED_BREAKER];
+
+	if (o == RESIL_OUTCOME_IGNORED)
+		(void)resil_keyed_breaker_release(br, permit);
+	else
+		(void)resil_keyed_breaker_record(br, permit, o);
+}
+
+/* ---- families named by the configuration (resil_pipeline_config.keyed,
+ * the text's KIND.key) ---- */
+
+static const char *const kind_names[3] = { "breaker", "ratelimit",
+	"bulkhead" };
+
+/* The family configuration cfg names for kind k, on p's clock. */
+static void
+family_config(const resil_pipeline *p, const resil_pipeline_config *cfg,
+    unsigned k, resil_keyed_config *kc)
+{
+	resil_keyed_config_init(kc);
+	kc->kind = (resil_keyed_kind)k;
+	if (cfg->keyed[k].max_keys != 0)
+		kc->max_keys = cfg->keyed[k].max_keys;
+	if (cfg->keyed[k].max_key_len != 0)
+		kc->max_key_len = cfg->keyed[k].max_key_len;
+	kc->breaker = cfg->breaker;
+	kc->ratelimit = cfg->ratelimit;
+	kc->bulkhead = cfg->bulkhead;
+	kc->breaker.clock = &p->clock;
+	kc->ratelimit.clock = &p->clock;
+	kc->bulkhead.clock = &p->clock;
+	kc->alloc = &p->alloc;
+}
+
+/* The key, bounds and overrides of cfg->keyed[k] as text (NULL: out of
+ * memory): a reload repeats them or is refused. */
+static char *
+fingerprint(const resil_pipeline *p, const resil_pipeline_config *cfg,
+    unsigned k)
+{
+	size_t i, len = 64 + strlen(cfg->keyed[k].key), at;
+	char *s;
+
+	for (i = 0; i < cfg->keyed[k].n_overrides; i++)
+		len += 96 + cfg->keyed[k].overrides[i].key_len;
+	s = resil__alloc(&p->alloc, len);
+	if (s == NULL)
+		return NULL;
+	at = (size_t)snprintf(s, len, "%s\n%u %u\n", cfg->keyed[k].key,
+	    (unsigned)cfg->keyed[k].max_keys,
+	    (unsigned)cfg->keyed[k].max_key_len);
+	for (i = 0; i < cfg->keyed[k].n_overrides && at < len; i++) {
+		const resil_keyed_override *o = &cfg->keyed[k].overrides[i];
+
+		at += (size_t)snprintf(s + at, len - at,
+		    "%zu:%.*s %u %llu %u %u\n", o->key_len, (int)o->key_len,
+		    (const char *)o->key, (unsigned)o->rate,
+		    (unsigned long long)o->period_ns, (unsigned)o->burst,
+		    (unsigned)o->max_concurrent);
+	}
+	/* Exactly strlen + 1 bytes, as resil__strfree gives back. */
+	{
+		char *t = resil__strdup(&p->alloc, s);
+
+		resil__free(&p->alloc, s, len);
+		return t;
+	}
+}
+
+resil_err
+resil__keyed_setup(
+    resil_pipeline *p, const resil_pipeline_config *cfg, resil_diag *diag)
+{
+	unsigned k;
+	resil_err err;
+
+	for (k = 0; k < 3; k++) {
+		resil_keyed_config kc;
+		char *fp;
+
+		if (cfg->keyed[k].key == NULL || !resil__keyed_stage_on(cfg, k))
+			continue;
+		family_config(p, cfg, k, &kc);
+		kc.overrides = cfg->keyed[k].overrides;
+		kc.n_overrides = cfg->keyed[k].n_overrides;
+		fp = fingerprint(p, cfg, k);
+		if (fp == NULL)
+			return resil__diagf(diag, RESIL_E_NOMEM,
+			    "%s.key: out of memory", kind_names[k]);
+		err = add_family(p, cfg->keyed[k].key, &kc, 1, diag);
+		if (err != RESIL_OK) {
+			resil__strfree(&p->alloc, fp);
+			return err;
+		}
+		kc.overrides = NULL;
+		kc.n_overrides = 0;
+		p->keyed->kc[k] = kc;
+		p->keyed->fp[k] = fp;
+	}
+	return RESIL_OK;
+}
+
+void
+resil__keyed_strip(const resil_pipeline *p, resil_pipeline_config *eff)
+{
+	const struct resil__kgate *g = p->keyed;
+
+	if (g == NULL)
+		return;
+	if (g->from_cfg[RESIL_KEYED_BREAKER])
+		eff->breaker_enabled = 0;
+	if (g->from_cfg[RESIL_KEYED_RATELIMIT])
+		eff->ratelimit_enabled = 0;
+	if (g->from_cfg[RESIL_KEYED_BULKHEAD])
+		eff->bulkhead_enabled = 0;
+}
+
+/* Whether cfg's stage of kind k configures instances as kc's do. */
+static int
+same_stage(const resil_pipeline_config *cfg, unsigned k,
+    const resil_keyed_config *kc)
+{
+	if (k == RESIL_KEYED_BREAKER)
+		return resil__same_breaker(&cfg->breaker, &kc->breaker);
+	if (k == RESIL_KEYED_RATELIMIT)
+		return resil__same_ratelimit(&cfg->ratelimit, &kc->ratelimit);
+	return resil__same_bulkhead(&cfg->bulkhead, &kc->bulkhead);
+}
+
+resil_err
+resil__keyed_reload_check(const resil_pipeline *p,
+    const resil_pipeline_config *cfg, resil_diag *diag)
+{
+	const struct resil__kgate *g = p->keyed;
+	unsigned k;
+
+	for (k = 0; k < 3; k++) {
+		const char *name = kind_names[k];
+		int from_cfg = g != NULL && g->from_cfg[k];
+		char *fp;
+		int same;
+
+		if (cfg->keyed[k].key == NULL && !from_cfg)
+			continue; /* none, or the C API's: kept */
+		if (cfg->keyed[k].key == NULL || !from_cfg ||
+		    !resil__keyed_stage_on(cfg, k))
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "%s.key: cannot change by reload (a keyed family "
+			    "is made when the pipeline is created; build a "
+			    "new pipeline to change it)",
+			    name);
+		fp = fingerprint(p, cfg, k);
+		if (fp == NULL)
+			return resil__diagf(diag, RESIL_E_NOMEM,
+			    "%s.key: out of memory", name);
+		same = strcmp(fp, g->fp[k]) == 0;
+		resil__strfree(&p->alloc, fp);
+		if (!same)
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "%s.key: cannot change by reload (its source, "
+			    "bounds and overrides are fixed when the pipeline "
+			    "is created; build a new pipeline to change them)",
+			    name);
+		if (!same_stage(cfg, k, &g->kc[k]))
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "%s.key: the %s.* settings cannot change by reload "
+			    "(they are every key's instance's; build a new "
+			    "pipeline to change them)",
+			    name, name);
+	}
+	return RESIL_OK;
 }

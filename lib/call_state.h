@@ -20,6 +20,7 @@
 #include "pipeline_internal.h"
 
 #include <resil/fleet.h>
+#include "call_keyed.h"
 #include "retry_internal.h"
 
 /* A call's magic: one tag, and in its low byte the state, 0x80 set while
@@ -164,7 +165,25 @@ typedef struct callm {
 	resil_permit bh_permit;
 	resil_fleet_permit bh_fp;
 	resil_bulkhead_waiter bhw;
+	/* ---- issue 41 (lib/call_keyed.c): what the call holds of its
+	 * keys (the call machine's; the blocking driver's gate keeps its
+	 * own), and per attempt (khost, by slot bit) its host breaker's
+	 * permit (a family keyed by host, the cluster's) ---- */
+	resil__kheld kheld;
+	uint8_t khost;
+	resil_keyed_permit khp[RESIL_CALL_MAX_INFLIGHT];
 } callm;
+
+/* Issue 41: slot i's host breaker permit (a family keyed by host) ends
+ * with o (IGNORED: given back), if it holds one. */
+static inline void
+khost_end(callm *c, unsigned i, resil_outcome o)
+{
+	if (RESIL__UNLIKELY(c->khost & (1u << i))) {
+		c->khost &= (uint8_t) ~(1u << i);
+		resil__keyed_host_end(c->p, &c->khp[i], o);
+	}
+}
 
 /* Issue 42 (lib/call_bhwait.c): the call's priority class, resolved
  * once: its invocation's, its `resil.priority` (or `priority`)

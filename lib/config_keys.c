@@ -12,6 +12,7 @@
 
 #include "cluster_text.h"
 #include "config_hedge.h"
+#include "config_keyed.h"
 #include "duration.h"
 #include "pipeline_config.h"
 #include "pipeline_shared.h"
@@ -225,6 +226,25 @@ static const keydef keys[] = {
 	    RESIL_THROTTLE_MAX_BUCKETS),
 	INT("throttle.seed", K_U64, ST_THROTTLE, 0, throttle.seed, 0,
 	    UINT64_MAX),
+
+	/* Issue 41: keyed families (lib/config_keyed.c; the overrides,
+	 * KIND.key.override.VALUE, are read there too). max_keys and
+	 * max_key_len: 0 is the family's default. */
+	INT("breaker.key", K_KEYSRC, ST_BREAKER, 0, keyed[0].key, 0, 0),
+	INT("breaker.key.max_keys", K_U32, ST_BREAKER, 0, keyed[0].max_keys,
+	    0, RESIL_KEYED_MAX_KEYS),
+	INT("breaker.key.max_key_len", K_U32, ST_BREAKER, 0,
+	    keyed[0].max_key_len, 0, RESIL_KEYED_MAX_KEY_LEN),
+	INT("ratelimit.key", K_KEYSRC, ST_RATELIMIT, 0, keyed[1].key, 0, 0),
+	INT("ratelimit.key.max_keys", K_U32, ST_RATELIMIT, 0,
+	    keyed[1].max_keys, 0, RESIL_KEYED_MAX_KEYS),
+	INT("ratelimit.key.max_key_len", K_U32, ST_RATELIMIT, 0,
+	    keyed[1].max_key_len, 0, RESIL_KEYED_MAX_KEY_LEN),
+	INT("bulkhead.key", K_KEYSRC, ST_BULKHEAD, 0, keyed[2].key, 0, 0),
+	INT("bulkhead.key.max_keys", K_U32, ST_BULKHEAD, 0, keyed[2].max_keys,
+	    0, RESIL_KEYED_MAX_KEYS),
+	INT("bulkhead.key.max_key_len", K_U32, ST_BULKHEAD, 0,
+	    keyed[2].max_key_len, 0, RESIL_KEYED_MAX_KEY_LEN),
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -826,6 +846,7 @@ static const struct kindops {
 	[K_SHARED] = { read_shared, write_string }, /* issue 24.2 */
 	[K_CLOCK] = { read_clock_key, write_clock_key }, /* issue 39 */
 	[K_HEDGE_ON] = { resil__hedge_on_read, resil__hedge_on_write },
+	[K_KEYSRC] = { resil__keyed_key_read, resil__keyed_key_write },
 };
 
 resil_err
