@@ -442,7 +442,8 @@ resil__cl_pick(callm *c, unsigned i, uint64_t now)
 {
 	resil_err err = pick_once(c, i, now);
 
-	if (err == RESIL_OK && RESIL__UNLIKELY(resil__keyed_host(c->p)))
+	if (err == RESIL_OK && RESIL__UNLIKELY(c->p->keyed != NULL) &&
+	    resil__keyed_host(c->p))
 		return host_admit(c, i, now);
 	return err;
 }

@@ -72,7 +72,8 @@ test_keyed_text_parse(void **state)
 	                "ratelimit.key.override.VIP=1000/s\n"
 	                "ratelimit.key.override.gold.example=50/100ms,burst=10\n"
 	                "bulkhead.key=method\n"
-	                "bulkhead.key.override.getStock=3\n");
+	                "bulkhead.key.override.getStock=3\n"
+	                "bulkhead.key.override.10.0.0.1:20880=7\n");
 	pc = resil_config_pipeline(conf);
 	/* Setting a key turns its stage on (ratelimit, bulkhead). */
 	assert_true(pc->breaker_enabled && pc->ratelimit_enabled &&
@@ -99,9 +100,13 @@ test_keyed_text_parse(void **state)
 		assert_int_equal(o[1].burst, 10);
 	}
 	assert_string_equal(pc->keyed[RESIL_KEYED_BULKHEAD].key, "method");
-	assert_int_equal(pc->keyed[RESIL_KEYED_BULKHEAD].n_overrides, 1);
+	assert_int_equal(pc->keyed[RESIL_KEYED_BULKHEAD].n_overrides, 2);
 	assert_int_equal(
 	    pc->keyed[RESIL_KEYED_BULKHEAD].overrides[0].max_concurrent, 3);
+	assert_int_equal(pc->keyed[RESIL_KEYED_BULKHEAD].overrides[1].key_len,
+	    strlen("10.0.0.1:20880"));
+	assert_int_equal(
+	    pc->keyed[RESIL_KEYED_BULKHEAD].overrides[1].max_concurrent, 7);
 	/* Read back as given. */
 	assert_int_equal(
 	    resil_config_get(conf, "breaker.key", buf, sizeof(buf)), RESIL_OK);
@@ -137,6 +142,34 @@ test_keyed_text_parse(void **state)
 		    RESIL_E_INVAL);
 		assert_non_null(strstr(diag.msg, "ratelimit.key.override.acme"));
 	}
+	resil_config_free(conf);
+}
+
+/* The example of docs/keyed.md, "In the text", parses. */
+static void
+test_keyed_text_doc_example(void **state)
+{
+	resil_config *conf;
+	const resil_pipeline_config *pc;
+
+	(void)state;
+	conf = parse_ok("service=Orders\n"
+	                "loadbalance=roundrobin\n"
+	                "# one breaker per endpoint\n"
+	                "breaker.key=host\n"
+	                "breaker.consecutive_failures=5\n"
+	                "breaker.open_wait=10s\n"
+	                "# 20 calls a second per tenant, 1000 for one of them\n"
+	                "ratelimit.key=attachment:tenant\n"
+	                "ratelimit.rate=20\n"
+	                "ratelimit.burst=20\n"
+	                "ratelimit.key.override.VIP=1000/s,burst=1000\n"
+	                "ratelimit.key.max_keys=100000\n");
+	pc = resil_config_pipeline(conf);
+	assert_string_equal(pc->keyed[RESIL_KEYED_BREAKER].key, "host");
+	assert_int_equal(pc->keyed[RESIL_KEYED_RATELIMIT].max_keys, 100000);
+	assert_int_equal(
+	    pc->keyed[RESIL_KEYED_RATELIMIT].overrides[0].burst, 1000);
 	resil_config_free(conf);
 }
 
@@ -205,6 +238,12 @@ test_keyed_text_refused(void **state)
 	        "bulkhead.queue=4\n",
 	    "k.conf:3: bulkhead.key: a keyed bulkhead does not wait "
 	    "(bulkhead.max_wait, bulkhead.queue)");
+	refused("breaker.key=method\nbreaker.shared=shm:r/b\n",
+	    "k.conf:2: breaker.key: not with a shared or fleet breaker "
+	    "(breaker.shared, breaker.fleet)");
+	refused("ratelimit.key=method\nratelimit.fleet=redis://h/x\n",
+	    "k.conf:2: ratelimit.key: not with a shared or fleet rate limiter "
+	    "(ratelimit.shared, ratelimit.fleet)");
 	refused("breaker.key.maxkeys=3\n",
 	    "k.conf:1: breaker.key.maxkeys: unknown key (did you mean "
 	    "breaker.key.max_keys?)");
@@ -771,6 +810,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_keyed_text_parse),
+		cmocka_unit_test(test_keyed_text_doc_example),
 		cmocka_unit_test(test_keyed_text_refused),
 		cmocka_unit_test(test_keyed_text_host_breaker),
 		cmocka_unit_test(test_keyed_text_host_machine),
