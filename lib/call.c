@@ -281,8 +281,8 @@ start_other(callm *c, bool own, uint64_t now, resil_call_next *step)
 	 * (resil__settings_no_phase()), so every start of one comes here:
 	 * its keys admit it first (call_settle() records its end). */
 	if (RESIL__UNLIKELY(c->p->keyed != NULL) &&
-	    resil__keyed_machine_admit(c->p, c->args, c->inv, &c->kheld,
-	        c->out) != RESIL_OK) {
+	    resil__keyed_machine_admit(
+	        c->p, c->args, c->inv, &c->kheld, c->out) != RESIL_OK) {
 		if (own)
 			conf_drop_own(c->g, c->gst);
 		else

@@ -427,7 +427,8 @@ host_admit(callm *c, unsigned i, uint64_t now)
 		c->has_pick &= (uint8_t)~bit;
 		if (++tries >= c->ncand) {
 			snprintf(c->cmsg, sizeof(c->cmsg),
-			    "the key's %s refused every endpoint (%s.key=host)",
+			    "the key's %s refused every endpoint "
+			    "(%s.key=host)",
 			    ke == RESIL_E_OPEN ? "breaker" : "rate limiter",
 			    ke == RESIL_E_OPEN ? "breaker" : "ratelimit");
 			return ke;

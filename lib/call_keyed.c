@@ -16,10 +16,10 @@
 
 #include <resil/pipeline_keyed.h>
 
-#include "internal.h"
-#include "pipeline_internal.h"
 #include "call_keyed.h"
+#include "internal.h"
 #include "keyed_spec.h"
+#include "pipeline_internal.h"
 #include "pipeline_settings.h"
 
 struct resil__kgate {
@@ -29,7 +29,7 @@ struct resil__kgate {
 	 * text's KIND.key): what made them, for a reload to compare. */
 	uint8_t from_cfg[3];
 	resil_keyed_config kc[3]; /* overrides NULL */
-	char *fp[3]; /* the key, bounds and overrides, as text */
+	char *fp[3];              /* the key, bounds and overrides, as text */
 };
 
 /* The pipeline whose gate this thread is entering: the next check of it
@@ -298,8 +298,9 @@ settle(resil_pipeline *p, resil__kheld *h, resil_outcome o)
 			(void)resil_keyed_breaker_record(br, &h->br, o);
 	}
 	if (h->held & 2u)
-		(void)resil_keyed_bulkhead_complete(g->fam[RESIL_KEYED_BULKHEAD],
-		    &h->bh, o, resil_clock_now(&p->clock) - h->t0);
+		(void)resil_keyed_bulkhead_complete(
+		    g->fam[RESIL_KEYED_BULKHEAD], &h->bh, o,
+		    resil_clock_now(&p->clock) - h->t0);
 	h->held = 0;
 }
 
@@ -348,8 +349,8 @@ resil__keyed_machine_admit(resil_pipeline *p, const resil_args *args,
 }
 
 void
-resil__keyed_machine_end(resil_pipeline *p, resil__kheld *h, int cancelled,
-    const resil_result *out)
+resil__keyed_machine_end(
+    resil_pipeline *p, resil__kheld *h, int cancelled, const resil_result *out)
 {
 	settle(p, h,
 	    cancelled ? RESIL_OUTCOME_IGNORED : outcome_of(out->err, out));
@@ -377,7 +378,8 @@ resil__keyed_host_admit(
 	resil_keyed *rl = g->fam[RESIL_KEYED_RATELIMIT];
 	resil_keyed *br = g->fam[RESIL_KEYED_BREAKER];
 	size_t len = host != NULL ? strlen(host) : 0;
-	const void *key = len > 0 ? (const void *)host : (const void *)kg_missing;
+	const void *key =
+	    len > 0 ? (const void *)host : (const void *)kg_missing;
 	resil_err err;
 
 	*held = 0;
@@ -386,7 +388,8 @@ resil__keyed_host_admit(
 	if (rl != NULL && g->spec[RESIL_KEYED_RATELIMIT].src == KS_HOST) {
 		uint64_t after = 0;
 
-		err = resil_keyed_ratelimit_try_acquire(rl, key, len, 1, &after);
+		err =
+		    resil_keyed_ratelimit_try_acquire(rl, key, len, 1, &after);
 		if (err != RESIL_OK)
 			return err;
 	}
@@ -440,8 +443,8 @@ family_config(const resil_pipeline *p, const resil_pipeline_config *cfg,
 /* The key, bounds and overrides of cfg->keyed[k] as text (NULL: out of
  * memory): a reload repeats them or is refused. */
 static char *
-fingerprint(const resil_pipeline *p, const resil_pipeline_config *cfg,
-    unsigned k)
+fingerprint(
+    const resil_pipeline *p, const resil_pipeline_config *cfg, unsigned k)
 {
 	size_t i, len = 64 + strlen(cfg->keyed[k].key), at;
 	char *s;
@@ -483,7 +486,8 @@ resil__keyed_setup(
 		resil_keyed_config kc;
 		char *fp;
 
-		if (cfg->keyed[k].key == NULL || !resil__keyed_stage_on(cfg, k))
+		if (cfg->keyed[k].key == NULL ||
+		    !resil__keyed_stage_on(cfg, k))
 			continue;
 		family_config(p, cfg, k, &kc);
 		kc.overrides = cfg->keyed[k].overrides;
@@ -522,8 +526,8 @@ resil__keyed_strip(const resil_pipeline *p, resil_pipeline_config *eff)
 
 /* Whether cfg's stage of kind k configures instances as kc's do. */
 static int
-same_stage(const resil_pipeline_config *cfg, unsigned k,
-    const resil_keyed_config *kc)
+same_stage(
+    const resil_pipeline_config *cfg, unsigned k, const resil_keyed_config *kc)
 {
 	if (k == RESIL_KEYED_BREAKER)
 		return resil__same_breaker(&cfg->breaker, &kc->breaker);
@@ -568,7 +572,8 @@ resil__keyed_reload_check(const resil_pipeline *p,
 			    name);
 		if (!same_stage(cfg, k, &g->kc[k]))
 			return resil__diagf(diag, RESIL_E_INVAL,
-			    "%s.key: the %s.* settings cannot change by reload "
+			    "%s.key: the %s.* settings cannot change by "
+			    "reload "
 			    "(they are every key's instance's; build a new "
 			    "pipeline to change them)",
 			    name, name);

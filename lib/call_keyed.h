@@ -48,9 +48,8 @@ typedef struct resil__kheld {
 /* The call machine (lib/call.c): the call's admission by its keys
  * (a refusal answers out: RESIL_E_LIMITED or RESIL_E_OPEN), and its end
  * (DONE: out's outcome recorded; cancelled: given back). */
-resil_err resil__keyed_machine_admit(resil_pipeline *p,
-    const resil_args *args, const resil_invocation *inv, resil__kheld *h,
-    resil_result *out);
+resil_err resil__keyed_machine_admit(resil_pipeline *p, const resil_args *args,
+    const resil_invocation *inv, resil__kheld *h, resil_result *out);
 void resil__keyed_machine_end(resil_pipeline *p, resil__kheld *h,
     int cancelled, const resil_result *out);
 

@@ -19,9 +19,9 @@
 #include "pipeline_events.h"
 #include "pipeline_internal.h"
 
-#include <resil/fleet.h>
 #include "call_keyed.h"
 #include "retry_internal.h"
+#include <resil/fleet.h>
 
 /* A call's magic: one tag, and in its low byte the state, 0x80 set while
  * the call is in flight (CALL_IN_FLIGHT() is one test). */

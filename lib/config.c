@@ -20,10 +20,10 @@
 
 #include "cluster_text.h"
 #include "config_keyed.h"
-#include "keyed_spec.h"
 #include "config_keys.h"
 #include "duration.h"
 #include "internal.h"
+#include "keyed_spec.h"
 #include "pipeline_config.h"
 #include "pipeline_shared.h"
 
@@ -641,8 +641,7 @@ chaos_discard(build *b)
 static resil_err
 apply_keyed(build *b, const setting *s, resil_diag *diag)
 {
-	static const int stages[3] = { ST_BREAKER, ST_RATELIMIT,
-		ST_BULKHEAD };
+	static const int stages[3] = { ST_BREAKER, ST_RATELIMIT, ST_BULKHEAD };
 	keyval kv = { s->key, s->value, b->origin, s->line };
 	const char *v;
 	int k = resil__keyed_override_kind(s->key, &v);
@@ -948,8 +947,7 @@ source_check(const build *b, resil_diag *diag)
 static resil_err
 keyed_finish(build *b, resil_diag *diag)
 {
-	static const int stages[3] = { ST_BREAKER, ST_RATELIMIT,
-		ST_BULKHEAD };
+	static const int stages[3] = { ST_BREAKER, ST_RATELIMIT, ST_BULKHEAD };
 	resil_diag d;
 	int i, kind = -1;
 

@@ -7,51 +7,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "keyed_spec.h"
 #include "duration.h"
+#include "keyed_spec.h"
 
 static const char *const kind_names[3] = { "breaker", "ratelimit",
 	"bulkhead" };
-
-resil_err
-resil__keyed_key_read(
-    const keydef *k, const keyval *kv, void *field, resil_diag *diag)
-{
-	const char *dot = strchr(kv->key, '.');
-	char kind[16];
-	size_t n = dot != NULL ? (size_t)(dot - kv->key) : 0;
-	resil_diag d;
-
-	(void)k;
-	if (n == 0 || n >= sizeof(kind))
-		n = 0;
-	memcpy(kind, kv->key, n);
-	kind[n] = '\0';
-	d.msg[0] = '\0';
-	if (resil__keyed_parse_spec(kind, kv->value, &d) != RESIL_OK)
-		return resil__config_fail(
-		    diag, kv->origin, kv->line, "%s", d.msg);
-	memcpy(field, &kv->value, sizeof(kv->value));
-	return RESIL_OK;
-}
-
-resil_err
-resil__keyed_key_write(
-    const keydef *k, const void *field, char *buf, size_t len)
-{
-	const char *s;
-	size_t n;
-
-	(void)k;
-	memcpy(&s, field, sizeof(s));
-	if (s == NULL)
-		return RESIL_E_NOTFOUND;
-	n = strlen(s);
-	if (n >= len)
-		return RESIL_E_INVAL;
-	memcpy(buf, s, n + 1);
-	return RESIL_OK;
-}
 
 int
 resil__keyed_override_kind(const char *key, const char **value)
@@ -81,12 +41,13 @@ read_count(const keyval *kv, const char *what, const char *s, size_t n,
 		return 1;
 	if (r == 0)
 		(void)resil__config_fail(diag, kv->origin, kv->line,
-		    "%s: \"%.*s\" is not an unsigned integer (the %s)", kv->key,
-		    (int)n, s, what);
+		    "%s: \"%.*s\" is not an unsigned integer (the %s)",
+		    kv->key, (int)n, s, what);
 	else
 		(void)resil__config_fail(diag, kv->origin, kv->line,
-		    "%s: the %s %.*s is out of range %llu..%llu", kv->key, what,
-		    (int)n, s, (unsigned long long)lo, (unsigned long long)hi);
+		    "%s: the %s %.*s is out of range %llu..%llu", kv->key,
+		    what, (int)n, s, (unsigned long long)lo,
+		    (unsigned long long)hi);
 	return 0;
 }
 
@@ -103,15 +64,16 @@ read_rate(const keyval *kv, resil_keyed_override *o, resil_diag *diag)
 
 	if (comma != NULL && slash != NULL && comma < slash)
 		slash = NULL, rate_end = comma;
-	if (!read_count(kv, "rate", v, (size_t)(rate_end - v), 1,
-	        UINT32_MAX, &u, diag))
+	if (!read_count(kv, "rate", v, (size_t)(rate_end - v), 1, UINT32_MAX,
+	        &u, diag))
 		return RESIL_E_INVAL;
 	o->rate = (uint32_t)u;
 	if (slash != NULL) {
 		char per[64];
 		const char *unit_at = NULL;
-		size_t n = (comma != NULL ? (size_t)(comma - slash)
-		                          : strlen(slash)) - 1;
+		size_t n =
+		    (comma != NULL ? (size_t)(comma - slash) : strlen(slash)) -
+		    1;
 		int r;
 
 		if (n == 0 || n + 2 > sizeof(per))

@@ -12,13 +12,6 @@
 
 #include "config_keys.h"
 
-/* K_KEYSRC: a key source, checked (resil__keyed_parse_spec), the value
- * itself stored (it outlives the build); written back as given. */
-resil_err resil__keyed_key_read(
-    const keydef *k, const keyval *kv, void *field, resil_diag *diag);
-resil_err resil__keyed_key_write(
-    const keydef *k, const void *field, char *buf, size_t len);
-
 /* The kind (RESIL_KEYED_*) of an override key KIND.key.override.VALUE
  * (*value its VALUE, inside key), or -1 for any other key. */
 int resil__keyed_override_kind(const char *key, const char **value);

@@ -9,7 +9,8 @@
 #include <resil/keyed.h>
 
 resil_err
-resil__keyed_spec(const char *kind, const char *s, kspec *out, resil_diag *diag)
+resil__keyed_spec(
+    const char *kind, const char *s, kspec *out, resil_diag *diag)
 {
 	memset(out, 0, sizeof(*out));
 	if (strcmp(s, "host") == 0) {
@@ -82,7 +83,7 @@ static const char *const kind_names[3] = { "breaker", "ratelimit",
 int
 resil__keyed_stage_on(const resil_pipeline_config *cfg, unsigned k)
 {
-	return k == RESIL_KEYED_BREAKER ? cfg->breaker_enabled
+	return k == RESIL_KEYED_BREAKER  ? cfg->breaker_enabled
 	    : k == RESIL_KEYED_RATELIMIT ? cfg->ratelimit_enabled
 	                                 : cfg->bulkhead_enabled;
 }
@@ -140,10 +141,13 @@ resil__keyed_cfg_check(
 				    "family the value is in)",
 				    name,
 				    cfg->keyed[k].overrides != NULL
-				        ? (int)(cfg->keyed[k].overrides[0]
-				                      .key_len < 64
-				                ? cfg->keyed[k].overrides[0].key_len
-				                : 64)
+				        ? (int)(cfg->keyed[k]
+				                          .overrides[0]
+				                          .key_len < 64
+				                  ? cfg->keyed[k]
+				                        .overrides[0]
+				                        .key_len
+				                  : 64)
 				        : 0,
 				    cfg->keyed[k].overrides != NULL
 				        ? (const char *)cfg->keyed[k]
@@ -187,8 +191,7 @@ resil__keyed_cfg_check(
 			return resil__diagf(diag, RESIL_E_INVAL,
 			    "%s.key: overrides NULL with n_overrides %zu",
 			    name, cfg->keyed[k].n_overrides);
-		if (cfg->keyed[k].n_overrides != 0 &&
-		    k == RESIL_KEYED_BREAKER)
+		if (cfg->keyed[k].n_overrides != 0 && k == RESIL_KEYED_BREAKER)
 			return resil__diagf(diag, RESIL_E_INVAL,
 			    "breaker.key.override: a breaker family takes no "
 			    "overrides (rate limiter and bulkhead families "
@@ -197,4 +200,3 @@ resil__keyed_cfg_check(
 	*kind = -1;
 	return RESIL_OK;
 }
-

@@ -8,6 +8,7 @@
 #ifndef RESIL_KEYED_SPEC_H
 #define RESIL_KEYED_SPEC_H
 
+#include <resil/keyed.h>
 #include <resil/pipeline.h>
 
 #include "internal.h"

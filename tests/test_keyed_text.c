@@ -62,23 +62,25 @@ test_keyed_text_parse(void **state)
 	char buf[64];
 
 	(void)state;
-	conf = parse_ok("service=S\n"
-	                "breaker.key=arguments[0]\n"
-	                "breaker.key.max_keys=500\n"
-	                "breaker.key.max_key_len=64\n"
-	                "ratelimit.key=attachment:tenant\n"
-	                "ratelimit.rate=2\n"
-	                "ratelimit.burst=2\n"
-	                "ratelimit.key.override.VIP=1000/s\n"
-	                "ratelimit.key.override.gold.example=50/100ms,burst=10\n"
-	                "bulkhead.key=method\n"
-	                "bulkhead.key.override.getStock=3\n"
-	                "bulkhead.key.override.10.0.0.1:20880=7\n");
+	conf =
+	    parse_ok("service=S\n"
+	             "breaker.key=arguments[0]\n"
+	             "breaker.key.max_keys=500\n"
+	             "breaker.key.max_key_len=64\n"
+	             "ratelimit.key=attachment:tenant\n"
+	             "ratelimit.rate=2\n"
+	             "ratelimit.burst=2\n"
+	             "ratelimit.key.override.VIP=1000/s\n"
+	             "ratelimit.key.override.gold.example=50/100ms,burst=10\n"
+	             "bulkhead.key=method\n"
+	             "bulkhead.key.override.getStock=3\n"
+	             "bulkhead.key.override.10.0.0.1:20880=7\n");
 	pc = resil_config_pipeline(conf);
 	/* Setting a key turns its stage on (ratelimit, bulkhead). */
 	assert_true(pc->breaker_enabled && pc->ratelimit_enabled &&
 	    pc->bulkhead_enabled);
-	assert_string_equal(pc->keyed[RESIL_KEYED_BREAKER].key, "arguments[0]");
+	assert_string_equal(
+	    pc->keyed[RESIL_KEYED_BREAKER].key, "arguments[0]");
 	assert_int_equal(pc->keyed[RESIL_KEYED_BREAKER].max_keys, 500);
 	assert_int_equal(pc->keyed[RESIL_KEYED_BREAKER].max_key_len, 64);
 	assert_int_equal(pc->keyed[RESIL_KEYED_BREAKER].n_overrides, 0);
@@ -111,8 +113,8 @@ test_keyed_text_parse(void **state)
 	assert_int_equal(
 	    resil_config_get(conf, "breaker.key", buf, sizeof(buf)), RESIL_OK);
 	assert_string_equal(buf, "arguments[0]");
-	assert_int_equal(resil_config_get(conf, "breaker.key.max_keys", buf,
-	                     sizeof(buf)),
+	assert_int_equal(
+	    resil_config_get(conf, "breaker.key.max_keys", buf, sizeof(buf)),
 	    RESIL_OK);
 	assert_string_equal(buf, "500");
 	assert_int_equal(resil_config_get(conf, "ratelimit.key.override.VIP",
@@ -120,27 +122,29 @@ test_keyed_text_parse(void **state)
 	    RESIL_OK);
 	assert_string_equal(buf, "1000/s");
 	assert_int_equal(
-	    resil_config_get(conf, "bulkhead.key", buf, sizeof(buf)), RESIL_OK);
+	    resil_config_get(conf, "bulkhead.key", buf, sizeof(buf)),
+	    RESIL_OK);
 	assert_string_equal(buf, "method");
 	/* resil_config_set: one more override, then a bad one (unchanged). */
 	{
 		resil_diag diag;
 
-		assert_int_equal(resil_config_set(conf,
-		                     "ratelimit.key.override.acme", "5/m",
-		                     &diag),
+		assert_int_equal(
+		    resil_config_set(
+		        conf, "ratelimit.key.override.acme", "5/m", &diag),
 		    RESIL_OK);
 		pc = resil_config_pipeline(conf);
 		assert_int_equal(
 		    pc->keyed[RESIL_KEYED_RATELIMIT].n_overrides, 3);
-		assert_true(pc->keyed[RESIL_KEYED_RATELIMIT]
-		                .overrides[2]
-		                .period_ns == 60 * RESIL_NS_PER_SEC);
-		assert_int_equal(resil_config_set(conf,
-		                     "ratelimit.key.override.acme", "5/x",
-		                     &diag),
+		assert_true(
+		    pc->keyed[RESIL_KEYED_RATELIMIT].overrides[2].period_ns ==
+		    60 * RESIL_NS_PER_SEC);
+		assert_int_equal(
+		    resil_config_set(
+		        conf, "ratelimit.key.override.acme", "5/x", &diag),
 		    RESIL_E_INVAL);
-		assert_non_null(strstr(diag.msg, "ratelimit.key.override.acme"));
+		assert_non_null(
+		    strstr(diag.msg, "ratelimit.key.override.acme"));
 	}
 	resil_config_free(conf);
 }
@@ -153,18 +157,19 @@ test_keyed_text_doc_example(void **state)
 	const resil_pipeline_config *pc;
 
 	(void)state;
-	conf = parse_ok("service=Orders\n"
-	                "loadbalance=roundrobin\n"
-	                "# one breaker per endpoint\n"
-	                "breaker.key=host\n"
-	                "breaker.consecutive_failures=5\n"
-	                "breaker.open_wait=10s\n"
-	                "# 20 calls a second per tenant, 1000 for one of them\n"
-	                "ratelimit.key=attachment:tenant\n"
-	                "ratelimit.rate=20\n"
-	                "ratelimit.burst=20\n"
-	                "ratelimit.key.override.VIP=1000/s,burst=1000\n"
-	                "ratelimit.key.max_keys=100000\n");
+	conf =
+	    parse_ok("service=Orders\n"
+	             "loadbalance=roundrobin\n"
+	             "# one breaker per endpoint\n"
+	             "breaker.key=host\n"
+	             "breaker.consecutive_failures=5\n"
+	             "breaker.open_wait=10s\n"
+	             "# 20 calls a second per tenant, 1000 for one of them\n"
+	             "ratelimit.key=attachment:tenant\n"
+	             "ratelimit.rate=20\n"
+	             "ratelimit.burst=20\n"
+	             "ratelimit.key.override.VIP=1000/s,burst=1000\n"
+	             "ratelimit.key.max_keys=100000\n");
 	pc = resil_config_pipeline(conf);
 	assert_string_equal(pc->keyed[RESIL_KEYED_BREAKER].key, "host");
 	assert_int_equal(pc->keyed[RESIL_KEYED_RATELIMIT].max_keys, 100000);
@@ -232,7 +237,8 @@ test_keyed_text_refused(void **state)
 	    "k.conf:2: breaker.key: the breaker stage is off "
 	    "(breaker.enabled=false): its family would never be asked");
 	refused("breaker.key=method\nbreaker.per_method=true\n",
-	    "k.conf:2: breaker.key: not with breaker.per_method (a breaker per "
+	    "k.conf:2: breaker.key: not with breaker.per_method (a breaker "
+	    "per "
 	    "method: breaker.key=method)");
 	refused("bulkhead.key=method\nbulkhead.max_wait=10\n"
 	        "bulkhead.queue=4\n",
@@ -303,7 +309,8 @@ cl_start(cl *x, const char *text)
 
 		specs[k] = resil_endpoint_spec_default(addr[k]);
 	}
-	assert_int_equal(resil_directory_push(x->d, specs, 3, &diag), RESIL_OK);
+	assert_int_equal(
+	    resil_directory_push(x->d, specs, 3, &diag), RESIL_OK);
 	cfg = *resil_config_pipeline(x->conf);
 	cfg.clock = resil_manual_clock_hook(&x->mc);
 	cfg.selector = x->sel;
@@ -441,9 +448,10 @@ test_keyed_text_host_machine(void **state)
 		while (st.action != RESIL_CALL_DONE) {
 			assert_int_equal(st.action, RESIL_CALL_RUN);
 			assert_non_null(st.endpoint);
-			assert_int_equal(resil_call_report(&c, st.attempt,
-			                     dep_call(&x.dp, st.endpoint, &a, NULL),
-			                     NULL, now),
+			assert_int_equal(
+			    resil_call_report(&c, st.attempt,
+			        dep_call(&x.dp, st.endpoint, &a, NULL), NULL,
+			        now),
 			    RESIL_OK);
 			assert_int_equal(
 			    resil_call_step(&c, now, &st), RESIL_OK);
@@ -555,8 +563,7 @@ test_keyed_text_args_breaker(void **state)
 }
 
 static int
-efn(void *ctx, const resil_pick *ep, const resil_args *args,
-    resil_value *out)
+efn(void *ctx, const resil_pick *ep, const resil_args *args, resil_value *out)
 {
 	(void)ep;
 	return fn(ctx, args, out);
@@ -588,11 +595,12 @@ test_keyed_text_ratelimit_override(void **state)
 	int i, acme = 0, vip = 0;
 
 	(void)state;
-	fx_start(&x, "service=S\n"
-	             "ratelimit.key=attachment:tenant\n"
-	             "ratelimit.rate=1\n"
-	             "ratelimit.burst=1\n"
-	             "ratelimit.key.override.vip=100/s,burst=100\n");
+	fx_start(&x,
+	    "service=S\n"
+	    "ratelimit.key=attachment:tenant\n"
+	    "ratelimit.rate=1\n"
+	    "ratelimit.burst=1\n"
+	    "ratelimit.key.override.vip=100/s,burst=100\n");
 	for (i = 0; i < 5; i++) {
 		acme += invoke_tenant(&x, "acme") == RESIL_OK;
 		vip += invoke_tenant(&x, "vip") == RESIL_OK;
@@ -651,10 +659,11 @@ test_keyed_text_reload(void **state)
 	assert_non_null(strstr(diag.msg,
 	    "breaker.key: the breaker.* settings cannot change by reload"));
 	/* Dropped. */
-	assert_int_equal(resil_pipeline_reload_string(
-	                     x.p, "service=S\n", "k.conf", &diag),
+	assert_int_equal(
+	    resil_pipeline_reload_string(x.p, "service=S\n", "k.conf", &diag),
 	    RESIL_E_INVAL);
-	assert_non_null(strstr(diag.msg, "breaker.key: cannot change by reload"));
+	assert_non_null(
+	    strstr(diag.msg, "breaker.key: cannot change by reload"));
 	/* Nothing changed. */
 	assert_int_equal(call_key(&x, "bad"), RESIL_E_OPEN);
 	assert_int_equal(call_key(&x, "good"), RESIL_OK);
@@ -700,12 +709,13 @@ test_keyed_machine_breaker(void **state)
 	resil_result r;
 
 	(void)state;
-	fx_start(&x, "service=S\n"
-	             "breaker.key=args\n"
-	             "breaker.consecutive_failures=2\n"
-	             "breaker.failure_rate=0\n"
-	             "retry.max_attempts=3\n"
-	             "retry.delay=0\n");
+	fx_start(&x,
+	    "service=S\n"
+	    "breaker.key=args\n"
+	    "breaker.consecutive_failures=2\n"
+	    "breaker.failure_rate=0\n"
+	    "retry.max_attempts=3\n"
+	    "retry.delay=0\n");
 	assert_int_equal(machine_call(&x, "bad", 9, &r), RESIL_E_CALL);
 	assert_int_equal(r.attempts, 3);
 	resil_result_free(&r);
@@ -741,12 +751,13 @@ test_keyed_machine_cancel(void **state)
 	resil_args a = { "get", "k", 1 };
 
 	(void)state;
-	fx_start(&x, "service=S\n"
-	             "bulkhead.key=args\n"
-	             "bulkhead.max_concurrent=1\n"
-	             "breaker.key=args\n"
-	             "breaker.consecutive_failures=1\n"
-	             "breaker.failure_rate=0\n");
+	fx_start(&x,
+	    "service=S\n"
+	    "bulkhead.key=args\n"
+	    "bulkhead.max_concurrent=1\n"
+	    "breaker.key=args\n"
+	    "breaker.consecutive_failures=1\n"
+	    "breaker.failure_rate=0\n");
 	assert_int_equal(
 	    resil_call_start(&c1, x.p, NULL, &a, &r1, 0, &st), RESIL_OK);
 	assert_int_equal(st.action, RESIL_CALL_RUN);
