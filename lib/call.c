@@ -269,6 +269,26 @@ machine_start(callm *c, uint64_t now, resil_call_next *step)
 	return RESIL_OK;
 }
 
+/* Issue 41: a keyed pipeline's start (start_other()): its keys admit the
+ * call first (call_settle() records its end), or it is answered at once.
+ * Apart, so that start_other() saves nothing for it. */
+static CALL_NOINLINE resil_err
+keyed_start(callm *c, bool own, uint64_t now, resil_call_next *step)
+{
+	if (resil__keyed_machine_admit(
+	        c->p, c->args, c->inv, &c->kheld, c->out) == RESIL_OK)
+		return machine_start(c, now, step);
+	if (own)
+		conf_drop_own(c->g, c->gst);
+	else
+		conf_drop(c->g);
+	c->gref = 0;
+	c->phase = P_DONE;
+	c->magic = CALL_DONE;
+	*step = (resil_call_next) { .action = RESIL_CALL_DONE };
+	return RESIL_OK;
+}
+
 /* A start the untimed simple phase did not take: the timed one, or the
  * machine. */
 static CALL_NOINLINE resil_err
@@ -278,21 +298,9 @@ start_other(callm *c, bool own, uint64_t now, resil_call_next *step)
 	    simple_start_timed(c, c->p, c->gst, own, c->m, now, step))
 		return RESIL_OK;
 	/* Issue 41: a keyed pipeline's methods have no simple phase
-	 * (resil__settings_no_phase()), so every start of one comes here:
-	 * its keys admit it first (call_settle() records its end). */
-	if (RESIL__UNLIKELY(c->p->keyed != NULL) &&
-	    resil__keyed_machine_admit(
-	        c->p, c->args, c->inv, &c->kheld, c->out) != RESIL_OK) {
-		if (own)
-			conf_drop_own(c->g, c->gst);
-		else
-			conf_drop(c->g);
-		c->gref = 0;
-		c->phase = P_DONE;
-		c->magic = CALL_DONE;
-		*step = (resil_call_next) { .action = RESIL_CALL_DONE };
-		return RESIL_OK;
-	}
+	 * (resil__settings_no_phase()), so every start of one comes here. */
+	if (RESIL__UNLIKELY(c->p->keyed != NULL))
+		return keyed_start(c, own, now, step);
 	return machine_start(c, now, step);
 }
 
