@@ -83,7 +83,7 @@ model:
 	sh tools/check-model.sh build/model
 
 format:
-	clang-format -i include/resil/*.h lib/*.c lib/*.h tests/*.c tests/support/*.[ch] examples/*.c
+	clang-format -i include/resil/*.h lib/*.c lib/*.h tests/*.c tests/support/*.[ch] examples/*.c examples/support/*.[ch]
 
 clean:
 	rm -rf build

@@ -9,11 +9,11 @@
  * registers the consumer under /dubbo/<service>/consumers (so the console
  * sees it) and hands the console's override rules to the pipeline
  * (resil_source_attach_pipeline). The demo part plays two providers and
- * the console with a ZooKeeper session of its own, writing exactly what
- * Dubbo's providers and the console write: provider nodes, a 2.7
- * override:// URL under configurators, a 3.x YAML rule in the config
- * center. Each phase waits (bounded) for the rule to arrive, then makes
- * 100 calls and prints one line:
+ * the console with a ZooKeeper session of its own (support/zk_demo.c),
+ * writing exactly what Dubbo's providers and the console write: provider
+ * nodes, a 2.7 override:// URL under configurators, a 3.x YAML rule in
+ * the config center. Each phase waits (bounded) for the rule to arrive, then
+ * makes 100 calls and prints one line:
  *
  *   phase NAME: calls N live L mock M provider-calls P
  *
@@ -34,6 +34,8 @@
 #include <resil/pipeline.h>
 #include <resil/selector.h>
 #include <resil/source.h>
+
+#include "support/zk_demo.h"
 
 #define SERVICE "com.shop.RecommendationService"
 #define P1 "10.0.0.1:20880"
@@ -95,93 +97,12 @@ phase(resil_pipeline *p, const char *name)
 
 /* ---- the demo: providers and the console ------------------------------- */
 
-static void
-no_watch(zhandle_t *zh, int type, int state, const char *path, void *ctx)
-{
-	(void)zh;
-	(void)type;
-	(void)state;
-	(void)path;
-	(void)ctx;
-}
-
-static void
-quiet(const char *m)
-{
-	(void)m;
-}
-
-/* java.net.URLEncoder.encode, as Dubbo's URL.encode. */
-static void
-encode(char *out, size_t n, const char *s)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	size_t o = 0;
-
-	for (; *s != '\0' && o + 4 < n; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		    (c >= '0' && c <= '9') || c == '.' || c == '-' ||
-		    c == '*' || c == '_')
-			out[o++] = (char)c;
-		else if (c == ' ')
-			out[o++] = '+';
-		else {
-			out[o++] = '%';
-			out[o++] = hex[c >> 4];
-			out[o++] = hex[c & 15];
-		}
-	}
-	out[o] = '\0';
-}
-
-static zhandle_t *
-session(const char *hosts)
-{
-	zhandle_t *zh =
-	    zookeeper_init2(hosts, no_watch, 30000, NULL, NULL, 0, quiet);
-	int i;
-
-	for (i = 0; zh != NULL && i < 15000; i++) {
-		if (zoo_state(zh) == ZOO_CONNECTED_STATE)
-			break;
-		(void)poll(NULL, 0, 2);
-	}
-	if (zh == NULL || zoo_state(zh) != ZOO_CONNECTED_STATE) {
-		fprintf(stderr, "console_switch: no ZooKeeper at %s\n", hosts);
-		exit(1);
-	}
-	(void)zoo_create(
-	    zh, "/dubbo", NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
-	(void)zoo_create(
-	    zh, "/dubbo/" SERVICE, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
-	(void)zoo_create(zh, "/dubbo/" SERVICE "/providers", NULL, -1,
-	    &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
-	(void)zoo_create(zh, "/dubbo/" SERVICE "/configurators", NULL, -1,
-	    &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
-	(void)zoo_create(
-	    zh, "/dubbo/config", NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
-	(void)zoo_create(zh, "/dubbo/config/dubbo", NULL, -1,
-	    &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
-	return zh;
-}
-
-/* A node under /dubbo/SERVICE/CAT named URL.encode(url). */
+/* A node under /dubbo/SERVICE/CAT named URL.encode(url) (support/zk_demo.c).
+ */
 static void
 node(zhandle_t *zh, const char *cat, const char *url, int create)
 {
-	char enc[1024], path[1200];
-
-	encode(enc, sizeof(enc), url);
-	snprintf(path, sizeof(path), "/dubbo/%s/%s/%s", SERVICE, cat, enc);
-	if (create ? zoo_create(zh, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE,
-	                 strcmp(cat, "providers") == 0 ? ZOO_EPHEMERAL : 0,
-	                 NULL, 0) != ZOK
-	           : zoo_delete(zh, path, -1) != ZOK) {
-		fprintf(stderr, "console_switch: cannot write %s\n", path);
-		exit(1);
-	}
+	demo_node("console_switch", zh, SERVICE, cat, url, create);
 }
 
 /* Wait (at most 30 s) for the next rule set applied after n. */
@@ -262,7 +183,10 @@ main(int argc, char **argv)
 	unsigned n;
 
 	zoo_set_debug_level((ZooLogLevel)0);
-	zh = session(hosts);
+	zh = demo_session("console_switch", hosts);
+	demo_mkdirs("console_switch", zh, "/dubbo/" SERVICE "/providers");
+	demo_mkdirs("console_switch", zh, "/dubbo/" SERVICE "/configurators");
+	demo_mkdirs("console_switch", zh, "/dubbo/config/dubbo");
 	node(zh, "providers",
 	    "dubbo://" P1 "/" SERVICE "?application=recommend&"
 	    "interface=" SERVICE "&methods=getRecommendations&side=provider&"

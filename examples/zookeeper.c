@@ -7,11 +7,11 @@
  * selector over it, and a registry source (resil/source.h) that
  * subscribes to /dubbo/<service>/providers and keeps the directory
  * up to date. The demo part plays two Dubbo providers with a ZooKeeper
- * session of its own (ephemeral nodes named URL.encode(provider URL), as
- * Dubbo's ZookeeperRegistry writes them), so the program runs against
- * any empty ZooKeeper: ctest runs it against a server it starts
- * (tests/support/zk_run.c). Each step waits (bounded) for the directory
- * to show the change, so the output is the same on every run.
+ * session of its own (support/zk_demo.c: ephemeral nodes named
+ * URL.encode(provider URL), as Dubbo's ZookeeperRegistry writes them), so
+ * the program runs against any empty ZooKeeper: ctest runs it against a server
+ * it starts (tests/support/zk_run.c). Each step waits (bounded) for the
+ * directory to show the change, so the output is the same on every run.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -26,6 +26,8 @@
 #include <resil/directory.h>
 #include <resil/selector.h>
 #include <resil/source.h>
+
+#include "support/zk_demo.h"
 
 #define SERVICE "org.apache.dubbo.demo.DemoService"
 #define PROVIDERS "/dubbo/" SERVICE "/providers"
@@ -85,98 +87,18 @@ calls(resil_selector *sel)
 
 /* ---- the demo providers ------------------------------------------------- */
 
-static void
-no_watch(zhandle_t *zh, int type, int state, const char *path, void *ctx)
-{
-	(void)zh;
-	(void)type;
-	(void)state;
-	(void)path;
-	(void)ctx;
-}
-
-static void
-quiet(const char *m)
-{
-	(void)m;
-}
-
-/* java.net.URLEncoder.encode, as Dubbo's URL.encode. */
-static void
-encode(char *out, size_t n, const char *s)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	size_t o = 0;
-
-	for (; *s != '\0' && o + 4 < n; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		    (c >= '0' && c <= '9') || c == '.' || c == '-' ||
-		    c == '*' || c == '_')
-			out[o++] = (char)c;
-		else {
-			out[o++] = '%';
-			out[o++] = hex[c >> 4];
-			out[o++] = hex[c & 15];
-		}
-	}
-	out[o] = '\0';
-}
-
-static void
-provider_path(char *path, size_t n, const char *url)
-{
-	char enc[1024];
-
-	encode(enc, sizeof(enc), url);
-	snprintf(path, n, "%s/%s", PROVIDERS, enc);
-}
-
-static zhandle_t *
-provider_session(const char *hosts)
-{
-	zhandle_t *zh =
-	    zookeeper_init2(hosts, no_watch, 30000, NULL, NULL, 0, quiet);
-	int i;
-
-	for (i = 0; zh != NULL && i < 15000; i++) {
-		if (zoo_state(zh) == ZOO_CONNECTED_STATE)
-			break;
-		(void)poll(NULL, 0, 2);
-	}
-	if (zh == NULL || zoo_state(zh) != ZOO_CONNECTED_STATE) {
-		fprintf(stderr, "zookeeper: no ZooKeeper at %s\n", hosts);
-		exit(1);
-	}
-	/* Dubbo's provider creates the persistent path, then its node. */
-	(void)zoo_create(
-	    zh, "/dubbo", NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
-	(void)zoo_create(
-	    zh, "/dubbo/" SERVICE, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
-	(void)zoo_create(
-	    zh, PROVIDERS, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
-	return zh;
-}
-
+/* A provider's node, ephemeral, named URL.encode(url)
+ * (support/zk_demo.c). */
 static void
 provide(zhandle_t *zh, const char *url)
 {
-	char path[2048];
-
-	provider_path(path, sizeof(path), url);
-	if (zoo_create(zh, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL,
-	        NULL, 0) != ZOK)
-		exit(1);
+	demo_node("zookeeper", zh, SERVICE, "providers", url, 1);
 }
 
 static void
 withdraw(zhandle_t *zh, const char *url)
 {
-	char path[2048];
-
-	provider_path(path, sizeof(path), url);
-	(void)zoo_delete(zh, path, -1);
+	demo_node("zookeeper", zh, SERVICE, "providers", url, 0);
 }
 
 /* Wait (at most 30 s) until the directory has n endpoints and the
@@ -268,7 +190,9 @@ main(int argc, char **argv)
 	}
 
 	/* Two providers start. */
-	demo = provider_session(argv[1]);
+	demo = demo_session("zookeeper", argv[1]);
+	/* Dubbo's provider creates the persistent path, then its node. */
+	demo_mkdirs("zookeeper", demo, PROVIDERS);
 	n = pushes(src);
 	provide(demo, p1);
 	provide(demo, p2);

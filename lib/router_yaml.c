@@ -217,6 +217,48 @@ info_init(resil_rule_info *info)
 	((size_t)((n)->data.sequence.items.top - \
 	    (n)->data.sequence.items.start))
 
+/* Load yaml and walk the root's fields, the same for both kinds of rule:
+ * the common ones into *ri, the rule's own list (the field named list:
+ * conditions or tags) into *lv. Any other field of a kind rule, or no
+ * list, is refused. On success d->doc is the caller's to delete; on an
+ * error it is gone. */
+static resil_err
+read_rule(ydoc *d, const char *yaml, const char *list, const char *kind,
+    resil_rule_info *ri, const yaml_node_t **lv)
+{
+	const yaml_node_t *root;
+	resil_err err;
+	size_t i;
+
+	if ((err = load(d, yaml)) != RESIL_OK)
+		return err;
+	info_init(ri);
+	*lv = NULL;
+	root = yaml_document_get_root_node(&d->doc);
+	for (i = 0; i < PAIRS(root) && err == RESIL_OK; i++) {
+		const yaml_node_pair_t *pr =
+		    &root->data.mapping.pairs.start[i];
+		const yaml_node_t *k = node(d, pr->key),
+		                  *v = node(d, pr->value);
+		const char *key = scalar(d, k, "a field name", &err);
+
+		if (key == NULL)
+			break;
+		if (common_field(d, key, v, ri, &err))
+			continue;
+		if (strcmp(key, list) == 0)
+			*lv = v;
+		else
+			err = yerr(d, k, "unknown field \"%s\" of a %s rule",
+			    key, kind);
+	}
+	if (err == RESIL_OK && *lv == NULL)
+		err = yerr(d, root, "no %s", list);
+	if (err != RESIL_OK)
+		yaml_document_delete(&d->doc);
+	return err;
+}
+
 /* ---- condition rules ---------------------------------------------------- */
 
 void
@@ -278,43 +320,22 @@ resil_condition_parse_yaml(resil_condition ***out, size_t *n, const char *yaml,
     resil_diag *diag)
 {
 	resil_rule_info ri;
-	const yaml_node_t *root, *conds = NULL;
-	resil_err err = RESIL_OK;
+	const yaml_node_t *conds;
+	resil_err err;
 	ydoc d;
-	size_t i;
 
 	d.name = name != NULL ? name : "rule";
 	d.diag = diag;
 	if (out == NULL || n == NULL || yaml == NULL)
 		return resil__diagf(
 		    diag, RESIL_E_INVAL, "rule \"%s\": NULL argument", d.name);
-	if ((err = load(&d, yaml)) != RESIL_OK)
+	err = read_rule(&d, yaml, "conditions", "condition", &ri, &conds);
+	if (err != RESIL_OK)
 		return err;
-	info_init(&ri);
-	root = yaml_document_get_root_node(&d.doc);
-	for (i = 0; i < PAIRS(root) && err == RESIL_OK; i++) {
-		const yaml_node_pair_t *pr =
-		    &root->data.mapping.pairs.start[i];
-		const yaml_node_t *k = node(&d, pr->key),
-		                  *v = node(&d, pr->value);
-		const char *key = scalar(&d, k, "a field name", &err);
-
-		if (key == NULL)
-			break;
-		if (common_field(&d, key, v, &ri, &err))
-			continue;
-		if (strcmp(key, "conditions") == 0)
-			conds = v;
-		else
-			err = yerr(&d, k,
-			    "unknown field \"%s\" of a condition rule", key);
-	}
-	if (err == RESIL_OK && conds == NULL)
-		err = yerr(&d, root, "no conditions");
-	if (err == RESIL_OK && !ri.enabled) {
+	if (!ri.enabled) {
 		*out = NULL;
 		*n = 0;
-	} else if (err == RESIL_OK)
+	} else
 		err = conditions(&d, conds, ri.force, alloc, out, n);
 	yaml_document_delete(&d.doc);
 	if (err == RESIL_OK && info != NULL)
@@ -557,42 +578,19 @@ resil_tag_rule_parse_yaml(resil_tag_rule **out, const char *yaml,
 {
 	const resil_allocator *a = resil__allocator(alloc);
 	resil_rule_info ri;
-	const yaml_node_t *root, *tl = NULL;
+	const yaml_node_t *tl;
 	resil_tag_rule *r;
-	resil_err err = RESIL_OK;
+	resil_err err;
 	ydoc d;
-	size_t i;
 
 	d.name = name != NULL ? name : "rule";
 	d.diag = diag;
 	if (out == NULL || yaml == NULL)
 		return resil__diagf(
 		    diag, RESIL_E_INVAL, "rule \"%s\": NULL argument", d.name);
-	if ((err = load(&d, yaml)) != RESIL_OK)
+	if ((err = read_rule(&d, yaml, "tags", "tag", &ri, &tl)) != RESIL_OK)
 		return err;
-	info_init(&ri);
-	root = yaml_document_get_root_node(&d.doc);
-	for (i = 0; i < PAIRS(root) && err == RESIL_OK; i++) {
-		const yaml_node_pair_t *pr =
-		    &root->data.mapping.pairs.start[i];
-		const yaml_node_t *k = node(&d, pr->key),
-		                  *v = node(&d, pr->value);
-		const char *key = scalar(&d, k, "a field name", &err);
-
-		if (key == NULL)
-			break;
-		if (common_field(&d, key, v, &ri, &err))
-			continue;
-		if (strcmp(key, "tags") == 0)
-			tl = v;
-		else
-			err = yerr(
-			    &d, k, "unknown field \"%s\" of a tag rule", key);
-	}
-	if (err == RESIL_OK && tl == NULL)
-		err = yerr(&d, root, "no tags");
-	r = err == RESIL_OK ? resil__calloc(a, sizeof(*r)) : NULL;
-	if (err == RESIL_OK && r == NULL)
+	if ((r = resil__calloc(a, sizeof(*r))) == NULL)
 		err = RESIL_E_NOMEM;
 	if (r != NULL) {
 		r->a = *a;

@@ -40,6 +40,7 @@
 #include <resil/selector.h>
 #include <resil/value.h>
 
+#include "support/caller_executor.h"
 #include "support/fail_alloc.h"
 
 #define SERVICE "StockService"
@@ -1763,29 +1764,6 @@ cl_fx_end(cl_fx *f)
 	resil_directory_free(f->d);
 }
 
-/* An executor that never takes a job: each attempt runs on the caller. */
-static int
-refuse_submit(void (*run)(void *job), void *job, void *ctx)
-{
-	(void)run;
-	(void)job;
-	(void)ctx;
-	return 1;
-}
-
-static void
-no_wait(uint64_t until, void *ctx)
-{
-	(void)until;
-	(void)ctx;
-}
-
-static void
-no_wake(void *ctx)
-{
-	(void)ctx;
-}
-
 static void
 cluster_pipeline_config(resil_pipeline_config *cfg, fail_alloc *fa, cl_fx *f,
     resil_method_config *methods, resil_cluster_strategy sg)
@@ -1813,9 +1791,7 @@ cluster_pipeline_config(resil_pipeline_config *cfg, fail_alloc *fa, cl_fx *f,
 	cfg->cluster.failback_retries = 2;
 	if (sg == RESIL_CLUSTER_FORKING) {
 		cfg->cluster.forks = 2;
-		cfg->executor.submit = refuse_submit;
-		cfg->executor.wait = no_wait;
-		cfg->executor.wake = no_wake;
+		cfg->executor = caller_executor();
 	}
 }
 

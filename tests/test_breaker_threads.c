@@ -21,6 +21,8 @@
 #include <resil/breaker.h>
 #include <resil/clock.h>
 
+#include "support/breaker_check.h"
+
 #define MAX_THREADS 8
 #define MAX_EPISODES 200000
 #define PROBES 3
@@ -31,12 +33,8 @@ typedef struct shared {
 	pthread_barrier_t start;
 	int iterations;
 	/* Written by the listener only; transitions are serialised. */
+	breaker_check chk;
 	uint8_t episode_state[MAX_EPISODES];
-	uint64_t last_seq;
-	resil_breaker_state last_to;
-	uint64_t illegal;
-	uint64_t out_of_order;
-	uint64_t events;
 	/* Probe permits granted per episode (atomic adds). */
 	uint32_t grants[MAX_EPISODES];
 } shared;
@@ -49,37 +47,6 @@ typedef struct worker {
 	uint64_t overflow; /* episodes past MAX_EPISODES */
 	uint64_t errors;   /* record calls that did not return RESIL_OK */
 } worker;
-
-static int
-legal(resil_breaker_state from, resil_breaker_state to)
-{
-	switch (from) {
-	case RESIL_BREAKER_CLOSED:
-		return to == RESIL_BREAKER_OPEN;
-	case RESIL_BREAKER_OPEN:
-		return to == RESIL_BREAKER_HALF_OPEN;
-	case RESIL_BREAKER_HALF_OPEN:
-		return to == RESIL_BREAKER_CLOSED || to == RESIL_BREAKER_OPEN;
-	default:
-		return 0;
-	}
-}
-
-static void
-checking_listener(const resil_breaker_event *ev, void *ctx)
-{
-	shared *sh = ctx;
-
-	sh->events++;
-	if (ev->seq != sh->last_seq + 1 || ev->from != sh->last_to)
-		sh->out_of_order++;
-	if (!legal(ev->from, ev->to))
-		sh->illegal++;
-	if (ev->seq < MAX_EPISODES)
-		sh->episode_state[ev->seq] = (uint8_t)ev->to;
-	sh->last_seq = ev->seq;
-	sh->last_to = ev->to;
-}
 
 /* The dependency fails for 40 ticks out of every 100. */
 static int
@@ -115,9 +82,9 @@ hammer(void *arg)
 				w->overflow++;
 			/* cmocka's asserts are not thread-safe: count. */
 			if (resil_breaker_record(sh->b, &p,
-				failing_at(now) ? RESIL_OUTCOME_FAILURE
-						: RESIL_OUTCOME_SUCCESS) !=
-			    RESIL_OK)
+			        failing_at(now)
+			            ? RESIL_OUTCOME_FAILURE
+			            : RESIL_OUTCOME_SUCCESS) != RESIL_OK)
 				w->errors++;
 			w->recorded++;
 		}
@@ -151,10 +118,12 @@ run_stress(int nthreads, resil_breaker_window_type wt)
 	cfg.bucket_ns = 2;
 	cfg.open_wait_ns = 7;
 	cfg.permitted_probes = PROBES;
-	cfg.listener = checking_listener;
-	cfg.listener_ctx = &sh;
+	cfg.listener = breaker_check_listener;
+	cfg.listener_ctx = &sh.chk;
 	assert_int_equal(resil_breaker_new(&sh.b, &cfg, NULL), RESIL_OK);
-	sh.last_to = RESIL_BREAKER_CLOSED;
+	sh.chk.episode_state = sh.episode_state;
+	sh.chk.max_episodes = MAX_EPISODES;
+	sh.chk.last_to = RESIL_BREAKER_CLOSED;
 	pthread_barrier_init(&sh.start, NULL, (unsigned)nthreads);
 	for (i = 0; i < nthreads; i++) {
 		memset(&wk[i], 0, sizeof(wk[i]));
@@ -174,9 +143,7 @@ run_stress(int nthreads, resil_breaker_window_type wt)
 
 	assert_int_equal(resil_breaker_get_metrics(sh.b, &m), RESIL_OK);
 	/* Every transition was legal, reported once and in order. */
-	assert_int_equal(sh.illegal, 0);
-	assert_int_equal(sh.out_of_order, 0);
-	assert_int_equal(sh.events, m.transitions);
+	breaker_check_assert(&sh.chk, m.transitions);
 	assert_true(m.transitions > 10); /* the dependency did flip */
 	/* No HALF_OPEN episode granted more than K probes. */
 	for (e = 1; e <= m.transitions && e < MAX_EPISODES; e++) {
@@ -189,11 +156,11 @@ run_stress(int nthreads, resil_breaker_window_type wt)
 	}
 	assert_true(half_open_episodes > 0);
 	/* The counts add up. */
-	assert_int_equal(m.successes + m.failures + m.stale + m.ignored,
-	    recorded);
+	assert_int_equal(
+	    m.successes + m.failures + m.stale + m.ignored, recorded);
 	assert_int_equal(m.rejections, rejected);
-	assert_int_equal(recorded + rejected,
-	    (uint64_t)nthreads * (uint64_t)sh.iterations);
+	assert_int_equal(
+	    recorded + rejected, (uint64_t)nthreads * (uint64_t)sh.iterations);
 	resil_breaker_free(sh.b);
 }
 
@@ -290,5 +257,6 @@ main(void)
 		cmocka_unit_test(test_breaker_threads_exactly_k_probes_race),
 	};
 
-	return cmocka_run_group_tests_name("breaker_threads", tests, NULL, NULL);
+	return cmocka_run_group_tests_name(
+	    "breaker_threads", tests, NULL, NULL);
 }

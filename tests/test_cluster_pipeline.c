@@ -21,6 +21,7 @@
 #include <resil/config.h>
 #include <resil/pipeline.h>
 
+#include "support/caller_executor.h"
 #include "support/cluster_fx.h"
 
 #define MS RESIL_NS_PER_MS
@@ -781,34 +782,10 @@ test_broadcast_all_and_percent(void **state)
 
 /* ---- forking, through the machine ---- */
 
-static int
-refuse_submit(void (*run)(void *job), void *job, void *ctx)
-{
-	(void)run;
-	(void)job;
-	(void)ctx;
-	return -1; /* no thread: the attempt runs on the caller's */
-}
-
-static void
-nop_wait(uint64_t until, void *ctx)
-{
-	(void)until;
-	(void)ctx;
-}
-
-static void
-nop_wake(void *ctx)
-{
-	(void)ctx;
-}
-
 static void
 set_executor(pfx *x)
 {
-	x->pcfg.executor.submit = refuse_submit;
-	x->pcfg.executor.wait = nop_wait;
-	x->pcfg.executor.wake = nop_wake;
+	x->pcfg.executor = caller_executor();
 }
 
 static void

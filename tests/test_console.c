@@ -33,49 +33,9 @@
 
 #include "configurator.h"
 #include "source_internal.h"
-#include "support/zk_server.h"
+#include "support/zk_fx.h"
 
-#define WAIT_MS 30000
-
-static zk_server zs;
-static zhandle_t *prov; /* the providers' and the console's session */
-static int have_server;
 static unsigned seq;
-
-static int
-group_setup(void **state)
-{
-	(void)state;
-	if (!zk_installed()) {
-		fprintf(stderr,
-		    "test_console: java or the zookeeper jar is "
-		    "not installed; skipped\n");
-		return 0;
-	}
-	zoo_set_debug_level((ZooLogLevel)0);
-	if (zk_start(&zs) != 0)
-		return -1;
-	if ((prov = zk_connect(&zs)) == NULL)
-		return -1;
-	have_server = 1;
-	return 0;
-}
-
-static int
-group_teardown(void **state)
-{
-	(void)state;
-	if (prov != NULL)
-		zookeeper_close(prov);
-	zk_stop(&zs);
-	return 0;
-}
-
-#define NEED_SERVER()             \
-	do {                      \
-		if (!have_server) \
-			skip();   \
-	} while (0)
 
 typedef struct fx {
 	char svc[64];
@@ -85,8 +45,8 @@ typedef struct fx {
 	resil_pipeline *p;
 	resil_config *base;
 	zk_proxy *px;
-	pthread_mutex_t mu;
-	unsigned n[16];
+	zk_heard h;
+	pthread_mutex_t mu; /* for the three below */
 	unsigned summaries; /* OVERRIDE events of the whole set */
 	char last_summary[RESIL_DIAG_MAX];
 	char bad[4096]; /* BAD_OVERRIDE messages, one a line */
@@ -98,9 +58,8 @@ on_event(const resil_source_event *ev, void *ctx)
 {
 	fx *f = ctx;
 
+	zk_heard_event(ev, &f->h);
 	pthread_mutex_lock(&f->mu);
-	if ((unsigned)ev->type < 16)
-		f->n[ev->type]++;
 	if (ev->type == RESIL_SOURCE_OVERRIDE && ev->node[0] == '\0') {
 		f->summaries++;
 		snprintf(f->last_summary, sizeof(f->last_summary), "%s",
@@ -118,12 +77,7 @@ on_event(const resil_source_event *ev, void *ctx)
 static unsigned
 heard(fx *f, resil_source_event_type t)
 {
-	unsigned n;
-
-	pthread_mutex_lock(&f->mu);
-	n = f->n[t];
-	pthread_mutex_unlock(&f->mu);
-	return n;
+	return zk_heard_n(&f->h, t);
 }
 
 static unsigned
@@ -145,6 +99,7 @@ fx_setup(void **state)
 	if (f == NULL)
 		return -1;
 	pthread_mutex_init(&f->mu, NULL);
+	zk_heard_init(&f->h);
 	*state = f;
 	return 0;
 }
@@ -161,6 +116,7 @@ fx_teardown(void **state)
 	resil_selector_free(f->sel);
 	resil_directory_free(f->dir);
 	pthread_mutex_destroy(&f->mu);
+	zk_heard_destroy(&f->h);
 	free(f);
 	return 0;
 }
@@ -195,18 +151,14 @@ fx_open(fx *f, const char *base)
 static resil_err
 fx_source(fx *f, const char *hosts, int check, resil_diag *diag)
 {
-	resil_source_config sc = resil_source_config_default();
+	resil_source_config sc;
 	char reg[96];
 	resil_err err;
 
-	snprintf(reg, sizeof(reg), "zookeeper://%s", hosts);
-	sc.registry = reg;
-	sc.service = f->svc;
-	sc.directory = f->dir;
-	sc.selector = f->sel;
+	zk_source_config(
+	    &sc, reg, sizeof(reg), hosts, f->svc, f->dir, f->sel, &f->h);
 	sc.listener = on_event;
 	sc.listener_ctx = f;
-	sc.session_timeout_ms = 20000;
 	sc.application = "shop";
 	sc.methods = "getStock,getRecommendations";
 	sc.check = check;
@@ -242,7 +194,7 @@ wait_applied(fx *f, unsigned before)
 {
 	want w = { f, before, NULL, 0 };
 
-	if (!zk_wait(summaries_above, &w, WAIT_MS))
+	if (!zk_wait(summaries_above, &w, ZK_WAIT_MS))
 		fail_msg("%s: no override summary after %u", f->svc, before);
 }
 
@@ -253,47 +205,23 @@ children_are(void *ctx)
 	struct String_vector v;
 	int n;
 
-	if (zoo_get_children(prov, w->path, 0, &v) != ZOK)
+	if (zoo_get_children(zk_prov, w->path, 0, &v) != ZOK)
 		return w->count == 0;
 	n = v.count;
 	deallocate_String_vector(&v);
 	return n == w->count;
 }
 
-static int
-count_is(void *ctx)
-{
-	want *w = ctx;
-
-	return resil_directory_count(w->f->dir) == (size_t)w->count;
-}
-
 static void
-wait_count(fx *f, int n)
+wait_count(fx *f, size_t n)
 {
-	want w = { f, 0, NULL, n };
-
-	if (!zk_wait(count_is, &w, WAIT_MS))
-		fail_msg("%s: %zu endpoints, waited for %d", f->svc,
-		    resil_directory_count(f->dir), n);
-}
-
-static int
-heard_at_least(void *ctx)
-{
-	want *w = ctx;
-
-	return heard(w->f, (resil_source_event_type)w->count) >= w->n;
+	zk_wait_count(f->dir, n, f->svc);
 }
 
 static void
 wait_heard(fx *f, resil_source_event_type t, unsigned n)
 {
-	want w = { f, n, NULL, (int)t };
-
-	if (!zk_wait(heard_at_least, &w, WAIT_MS))
-		fail_msg("%s: %u %s events, waited for %u", f->svc,
-		    heard(f, t), resil_source_event_name(t), n);
+	zk_wait_heard(&f->h, t, n, f->svc);
 }
 
 /* ---- the console's writes ----------------------------------------------- */
@@ -308,7 +236,7 @@ provider(fx *f, int host, const char *extra)
 	    "dubbo=2.0.2&interface=%s&methods=getStock,getRecommendations&"
 	    "side=provider%s",
 	    host, f->svc, f->svc, extra);
-	assert_int_equal(zk_register(prov, f->svc, u), 0);
+	assert_int_equal(zk_register(zk_prov, f->svc, u), 0);
 }
 
 /* An override URL as the console writes it (its params after the
@@ -325,14 +253,15 @@ override(fx *f, const char *host, const char *params)
 	enc = zk_encode(u);
 	assert_non_null(enc);
 	assert_int_equal(
-	    zk_create_raw(prov, f->svc, "configurators", enc, 0), 0);
+	    zk_create_raw(zk_prov, f->svc, "configurators", enc, 0), 0);
 	return enc;
 }
 
 static void
 override_gone(fx *f, char *enc)
 {
-	assert_int_equal(zk_delete_raw(prov, f->svc, "configurators", enc), 0);
+	assert_int_equal(
+	    zk_delete_raw(zk_prov, f->svc, "configurators", enc), 0);
 	free(enc);
 }
 
@@ -341,16 +270,10 @@ static void
 yaml_rule(const char *key, const char *yaml)
 {
 	char path[256];
-	int rc;
 
-	assert_int_equal(zk_mkdirs(prov, "/dubbo/config/dubbo"), 0);
 	snprintf(
 	    path, sizeof(path), "/dubbo/config/dubbo/%s.configurators", key);
-	rc = zoo_create(prov, path, yaml, (int)strlen(yaml),
-	    &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
-	if (rc == ZNODEEXISTS)
-		rc = zoo_set(prov, path, yaml, (int)strlen(yaml), -1);
-	assert_int_equal(rc, ZOK);
+	assert_int_equal(zk_put(zk_prov, path, yaml), ZOK);
 }
 
 static void
@@ -360,7 +283,7 @@ yaml_gone(const char *key)
 
 	snprintf(
 	    path, sizeof(path), "/dubbo/config/dubbo/%s.configurators", key);
-	assert_int_equal(zoo_delete(prov, path, -1), ZOK);
+	assert_int_equal(zoo_delete(zk_prov, path, -1), ZOK);
 }
 
 /* ---- calls -------------------------------------------------------------- */
@@ -408,7 +331,7 @@ consumer_node(fx *f, char *decoded, size_t n)
 	int count;
 
 	snprintf(path, sizeof(path), "/dubbo/%s/consumers", f->svc);
-	if (zoo_get_children(prov, path, 0, &v) != ZOK)
+	if (zoo_get_children(zk_prov, path, 0, &v) != ZOK)
 		return 0;
 	count = v.count;
 	if (count == 1 &&
@@ -429,9 +352,9 @@ test_console_consumer_registers_as_dubbo_does(void **state)
 	resil_diag diag;
 	want w = { f, 0, path, 0 };
 
-	NEED_SERVER();
+	zk_need_server();
 	fx_open(f, NULL);
-	assert_int_equal(fx_source(f, zs.hosts, 0, &diag), RESIL_OK);
+	assert_int_equal(fx_source(f, zk_srv.hosts, 0, &diag), RESIL_OK);
 	wait_heard(f, RESIL_SOURCE_REGISTERED, 1);
 	assert_int_equal(consumer_node(f, node, sizeof(node)), 1);
 	resil__local_host(host, sizeof(host));
@@ -446,7 +369,7 @@ test_console_consumer_registers_as_dubbo_does(void **state)
 	resil_source_free(f->src);
 	f->src = NULL;
 	snprintf(path, sizeof(path), "/dubbo/%s/consumers", f->svc);
-	assert_true(zk_wait(children_are, &w, WAIT_MS));
+	assert_true(zk_wait(children_are, &w, ZK_WAIT_MS));
 }
 
 static void
@@ -458,9 +381,9 @@ test_console_consumer_registers_again_after_expiry(void **state)
 	resil_diag diag;
 	want w = { f, 0, path, 0 };
 
-	NEED_SERVER();
+	zk_need_server();
 	fx_open(f, NULL);
-	f->px = zk_proxy_start(&zs);
+	f->px = zk_proxy_start(&zk_srv);
 	assert_non_null(f->px);
 	assert_int_equal(
 	    fx_source(f, zk_proxy_hosts(f->px), 0, &diag), RESIL_OK);
@@ -468,30 +391,28 @@ test_console_consumer_registers_again_after_expiry(void **state)
 	assert_int_equal(consumer_node(f, node, sizeof(node)), 1);
 	assert_int_equal(resil__source_zk_session(f->src, &id, passwd), 0);
 	zk_proxy_cut(f->px, 1);
-	assert_int_equal(zk_expire(&zs, id, passwd), 0);
+	assert_int_equal(zk_expire(&zk_srv, id, passwd), 0);
 	/* The session ended: its node went with it. */
 	snprintf(path, sizeof(path), "/dubbo/%s/consumers", f->svc);
-	assert_true(zk_wait(children_are, &w, WAIT_MS));
+	assert_true(zk_wait(children_are, &w, ZK_WAIT_MS));
 	zk_proxy_cut(f->px, 0);
 	wait_heard(f, RESIL_SOURCE_EXPIRED, 1);
 	wait_heard(f, RESIL_SOURCE_REGISTERED, 2);
 	w.count = 1;
-	assert_true(zk_wait(children_are, &w, WAIT_MS));
+	assert_true(zk_wait(children_are, &w, ZK_WAIT_MS));
 }
 
 static void
 test_console_register_false_writes_nothing(void **state)
 {
 	fx *f = *state;
-	resil_source_config sc = resil_source_config_default();
+	resil_source_config sc;
 	char reg[96], node[1024];
 
-	NEED_SERVER();
+	zk_need_server();
 	fx_open(f, NULL);
-	snprintf(reg, sizeof(reg), "zookeeper://%s", zs.hosts);
-	sc.registry = reg;
-	sc.service = f->svc;
-	sc.directory = f->dir;
+	zk_source_config(
+	    &sc, reg, sizeof(reg), zk_srv.hosts, f->svc, f->dir, NULL, &f->h);
 	sc.listener = on_event;
 	sc.listener_ctx = f;
 	sc.register_consumer = 0;
@@ -514,10 +435,10 @@ test_console_override_27_mock_and_restore(void **state)
 	unsigned before;
 	int i;
 
-	NEED_SERVER();
+	zk_need_server();
 	fx_open(f, "timeout=1000\n");
 	provider(f, 1, "");
-	assert_int_equal(fx_source(f, zs.hosts, 0, &diag), RESIL_OK);
+	assert_int_equal(fx_source(f, zk_srv.hosts, 0, &diag), RESIL_OK);
 	wait_count(f, 1);
 	assert_int_equal(call(f, "getRecommendations"), 'L');
 
@@ -555,10 +476,10 @@ test_console_override_method_level_mock(void **state)
 	char *rule;
 	unsigned before;
 
-	NEED_SERVER();
+	zk_need_server();
 	fx_open(f, "timeout=1000\n");
 	provider(f, 1, "");
-	assert_int_equal(fx_source(f, zs.hosts, 0, &diag), RESIL_OK);
+	assert_int_equal(fx_source(f, zk_srv.hosts, 0, &diag), RESIL_OK);
 	wait_count(f, 1);
 	before = summaries(f);
 	rule = override(f, "0.0.0.0", "getStock.mock=force%3Areturn+7");
@@ -579,10 +500,10 @@ test_console_override_refused_keys_are_named(void **state)
 	char *rule, host[64], *mine;
 	unsigned before;
 
-	NEED_SERVER();
+	zk_need_server();
 	fx_open(f, "timeout=1000\n");
 	provider(f, 1, "");
-	assert_int_equal(fx_source(f, zs.hosts, 0, &diag), RESIL_OK);
+	assert_int_equal(fx_source(f, zk_srv.hosts, 0, &diag), RESIL_OK);
 	wait_count(f, 1);
 	before = summaries(f);
 	/* An unknown key, a key a reload refuses (the selector's
@@ -626,10 +547,10 @@ test_console_override_resil_keys(void **state)
 	char *rule;
 	unsigned before;
 
-	NEED_SERVER();
+	zk_need_server();
 	fx_open(f, "timeout=1000\n");
 	provider(f, 1, "");
-	assert_int_equal(fx_source(f, zs.hosts, 0, &diag), RESIL_OK);
+	assert_int_equal(fx_source(f, zk_srv.hosts, 0, &diag), RESIL_OK);
 	wait_count(f, 1);
 	assert_null(resil_pipeline_breaker(f->p, NULL));
 	before = summaries(f);
@@ -655,11 +576,11 @@ test_console_override_weight_and_disabled(void **state)
 	char *w, *d;
 	unsigned before;
 
-	NEED_SERVER();
+	zk_need_server();
 	fx_open(f, NULL);
 	provider(f, 1, "");
 	provider(f, 2, "&weight=100");
-	assert_int_equal(fx_source(f, zs.hosts, 0, &diag), RESIL_OK);
+	assert_int_equal(fx_source(f, zk_srv.hosts, 0, &diag), RESIL_OK);
 	wait_count(f, 2);
 	before = heard(f, RESIL_SOURCE_PROVIDERS);
 	w = override(f, "10.2.0.1:20880", "weight=300");
@@ -706,11 +627,11 @@ test_console_yaml_service_and_application_rules(void **state)
 	char yaml[1024];
 	unsigned before;
 
-	NEED_SERVER();
+	zk_need_server();
 	fx_open(f, "timeout=1000\n");
 	provider(f, 1, "");
 	provider(f, 2, "");
-	assert_int_equal(fx_source(f, zs.hosts, 0, &diag), RESIL_OK);
+	assert_int_equal(fx_source(f, zk_srv.hosts, 0, &diag), RESIL_OK);
 	wait_count(f, 2);
 
 	/* Dubbo 3's service rule: the consumer side mocks, a provider's
@@ -785,7 +706,7 @@ test_console_yaml_service_and_application_rules(void **state)
 	{
 		want w = { f, 0, NULL, 0 };
 
-		assert_true(zk_wait(no_rule_left, &w, WAIT_MS));
+		assert_true(zk_wait(no_rule_left, &w, ZK_WAIT_MS));
 	}
 	assert_int_equal(call(f, "getRecommendations"), 'L');
 	assert_int_equal(call(f, "getStock"), 'L');
@@ -801,16 +722,16 @@ test_console_check_without_providers_fails_as_dubbo(void **state)
 	resil_diag diag;
 	char want_start[512];
 
-	NEED_SERVER();
+	zk_need_server();
 	fx_open(f, NULL);
 	diag.msg[0] = '\0';
 	assert_int_equal(
-	    fx_source(f, zs.hosts, 1, &diag), RESIL_E_NO_PROVIDER);
+	    fx_source(f, zk_srv.hosts, 1, &diag), RESIL_E_NO_PROVIDER);
 	assert_null(f->src);
 	snprintf(want_start, sizeof(want_start),
 	    "Failed to check the status of the service %s. No provider "
 	    "available for the service %s from the url zookeeper://%s",
-	    f->svc, f->svc, zs.hosts);
+	    f->svc, f->svc, zk_srv.hosts);
 	assert_memory_equal(diag.msg, want_start, strlen(want_start));
 }
 
@@ -820,11 +741,11 @@ test_console_check_with_providers_waits_for_them(void **state)
 	fx *f = *state;
 	resil_diag diag;
 
-	NEED_SERVER();
+	zk_need_server();
 	fx_open(f, NULL);
 	provider(f, 1, "");
 	provider(f, 2, "");
-	assert_int_equal(fx_source(f, zs.hosts, 1, &diag), RESIL_OK);
+	assert_int_equal(fx_source(f, zk_srv.hosts, 1, &diag), RESIL_OK);
 	/* No wait here: new returned with the list. */
 	assert_int_equal(resil_directory_count(f->dir), 2);
 }
@@ -835,9 +756,9 @@ test_console_check_false_starts_empty(void **state)
 	fx *f = *state;
 	resil_diag diag;
 
-	NEED_SERVER();
+	zk_need_server();
 	fx_open(f, NULL);
-	assert_int_equal(fx_source(f, zs.hosts, 0, &diag), RESIL_OK);
+	assert_int_equal(fx_source(f, zk_srv.hosts, 0, &diag), RESIL_OK);
 	assert_int_equal(resil_directory_count(f->dir), 0);
 	assert_int_equal(
 	    resil_source_check(f->src, 0, &diag), RESIL_E_NO_PROVIDER);
@@ -1043,5 +964,6 @@ main(void)
 #undef T
 	};
 
-	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+	return cmocka_run_group_tests(
+	    tests, zk_group_setup, zk_group_teardown);
 }

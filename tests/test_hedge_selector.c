@@ -21,6 +21,7 @@
 #include <resil/config.h>
 #include <resil/pipeline.h>
 
+#include "support/caller_executor.h"
 #include "support/cluster_fx.h"
 
 #define MS RESIL_NS_PER_MS
@@ -39,28 +40,6 @@ typedef struct hfx {
 	char order[256]; /* blocking driver: endpoints called */
 	int fail_first;  /* blocking driver: e0 fails (rc 111) */
 } hfx;
-
-static int
-refuse_submit(void (*run)(void *job), void *job, void *ctx)
-{
-	(void)run;
-	(void)job;
-	(void)ctx;
-	return -1; /* no thread: the attempt runs on the caller's */
-}
-
-static void
-nop_wait(uint64_t until, void *ctx)
-{
-	(void)until;
-	(void)ctx;
-}
-
-static void
-nop_wake(void *ctx)
-{
-	(void)ctx;
-}
 
 /* n endpoints e0:1.. in zones[i] (NULL: none); hedging 50 ms, hmax. */
 static void
@@ -94,9 +73,7 @@ hfx_init(hfx *x, resil_cluster_strategy s, size_t n, const char *const *zones,
 	x->pcfg.hedge_max = hmax;
 	x->pcfg.hedge_delay_ns = 50 * MS;
 	x->pcfg.timeout_ns = 1000 * MS;
-	x->pcfg.executor.submit = refuse_submit;
-	x->pcfg.executor.wait = nop_wait;
-	x->pcfg.executor.wake = nop_wake;
+	x->pcfg.executor = caller_executor();
 	resil_pipeline_recorder_init(&x->r, x->rec, MAX_EV);
 	x->pcfg.listener = resil_pipeline_recorder_listener;
 	x->pcfg.listener_ctx = &x->r;

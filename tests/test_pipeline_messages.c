@@ -25,6 +25,7 @@
 #include <resil/cluster.h>
 #include <resil/pipeline.h>
 
+#include "support/caller_executor.h"
 #include "support/cluster_fx.h"
 
 #define MS RESIL_NS_PER_MS
@@ -89,28 +90,6 @@ typedef struct cfx {
 	dep d;
 } cfx;
 
-static int
-refuse_submit(void (*run)(void *job), void *job, void *ctx)
-{
-	(void)run;
-	(void)job;
-	(void)ctx;
-	return -1; /* the attempt runs on the caller's thread */
-}
-
-static void
-nop_wait(uint64_t until, void *ctx)
-{
-	(void)until;
-	(void)ctx;
-}
-
-static void
-nop_wake(void *ctx)
-{
-	(void)ctx;
-}
-
 static void
 fx_setup(fx *f, size_t n)
 {
@@ -135,9 +114,7 @@ pfx_init(pfx *x, resil_cluster_strategy s, size_t n)
 	x->pcfg.cluster.strategy = s;
 	if (s == RESIL_CLUSTER_ZONE_AWARE)
 		x->pcfg.cluster.local_zone = "hz";
-	x->pcfg.executor.submit = refuse_submit;
-	x->pcfg.executor.wait = nop_wait;
-	x->pcfg.executor.wake = nop_wake;
+	x->pcfg.executor = caller_executor();
 	resil_pipeline_recorder_init(&x->r, x->rec, MAX_EV);
 	x->pcfg.listener = resil_pipeline_recorder_listener;
 	x->pcfg.listener_ctx = &x->r;

@@ -60,21 +60,6 @@ call_o(bfx *f, resil_outcome o)
 #define F RESIL_OUTCOME_FAILURE
 #define I RESIL_OUTCOME_IGNORED
 
-static resil_breaker_state
-st(bfx *f)
-{
-	return resil_breaker_get_state(f->b);
-}
-
-static resil_breaker_metrics
-mx(bfx *f)
-{
-	resil_breaker_metrics m;
-
-	assert_int_equal(resil_breaker_get_metrics(f->b, &m), RESIL_OK);
-	return m;
-}
-
 /*
  * Resilience4j CircuitBreakerStateMachineTest.setUp(): failure rate 50%,
  * 4 calls in HALF_OPEN, slow threshold 4 s at a slow rate of 50%, a

@@ -45,6 +45,7 @@
 #include <resil/router.h>
 #include <resil/selector.h>
 
+#include "support/caller_executor.h"
 #include "support/cluster_fx.h"
 
 #define MS RESIL_NS_PER_MS
@@ -3124,28 +3125,6 @@ typedef struct px {
 	resil_diag diag;
 } px;
 
-static int
-refuse_submit(void (*run)(void *job), void *job, void *ctx)
-{
-	(void)run;
-	(void)job;
-	(void)ctx;
-	return -1;
-}
-
-static void
-nop_wait(uint64_t until, void *ctx)
-{
-	(void)until;
-	(void)ctx;
-}
-
-static void
-nop_wake(void *ctx)
-{
-	(void)ctx;
-}
-
 static void
 px_init(px *x, resil_cluster_strategy s, size_t n)
 {
@@ -3163,9 +3142,7 @@ px_init(px *x, resil_cluster_strategy s, size_t n)
 	x->pcfg.classifier.fn = classify;
 	x->pcfg.selector = x->f.sel;
 	x->pcfg.cluster.strategy = s;
-	x->pcfg.executor.submit = refuse_submit;
-	x->pcfg.executor.wait = nop_wait;
-	x->pcfg.executor.wake = nop_wake;
+	x->pcfg.executor = caller_executor();
 }
 
 static void

@@ -40,21 +40,6 @@
 #define I RESIL_OUTCOME_IGNORED
 #define B RESIL_OUTCOME_BUSINESS
 
-static resil_breaker_state
-st(bfx *f)
-{
-	return resil_breaker_get_state(f->b);
-}
-
-static resil_breaker_metrics
-mx(bfx *f)
-{
-	resil_breaker_metrics m;
-
-	assert_int_equal(resil_breaker_get_metrics(f->b, &m), RESIL_OK);
-	return m;
-}
-
 /* CircuitBreakerStateMachineTest.setUp() of the current Resilience4j:
  * failure rate 50%, 4 probes, slow above 4 s at a slow rate of 50%, a
  * TIME_BASED window of 20 s with 5 minimum calls, OPEN wait 5 s, at most

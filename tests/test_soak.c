@@ -2,7 +2,7 @@
  * Soak: many acquires racing on one breaker, on 2, 4 and 8 threads, on
  * the manual clock (a count window, time moved by the threads) and on the
  * system clock (a time window, real time), with the invariant checks of
- * tests/test_breaker_threads.c:
+ * tests/test_breaker_threads.c (tests/support/breaker_check.h):
  *   - every transition is legal, reported exactly once and in order (one
  *     owner per transition);
  *   - no HALF_OPEN episode grants more than K probes;
@@ -42,6 +42,8 @@
 #include <resil/limit.h>
 #include <resil/shm.h>
 
+#include "support/breaker_check.h"
+
 #define MAX_THREADS 8
 #define PROBES 3
 #define DEFAULT_ACQUIRES 1000000ull
@@ -53,14 +55,8 @@ typedef struct shared {
 	resil_breaker *b;
 	pthread_barrier_t start;
 	uint64_t iterations; /* per thread */
-	uint64_t max_episodes;
 	/* Written by the listener only; transitions are serialised. */
-	uint8_t *episode_state;
-	uint64_t last_seq;
-	resil_breaker_state last_to;
-	uint64_t illegal;
-	uint64_t out_of_order;
-	uint64_t events;
+	breaker_check chk; /* its episode_state calloc'd */
 	/* Probe permits granted per episode (atomic adds). */
 	uint32_t *grants;
 } shared;
@@ -73,37 +69,6 @@ typedef struct worker {
 	uint64_t overflow; /* episodes past max_episodes */
 	uint64_t errors;   /* record calls that did not return RESIL_OK */
 } worker;
-
-static int
-legal(resil_breaker_state from, resil_breaker_state to)
-{
-	switch (from) {
-	case RESIL_BREAKER_CLOSED:
-		return to == RESIL_BREAKER_OPEN;
-	case RESIL_BREAKER_OPEN:
-		return to == RESIL_BREAKER_HALF_OPEN;
-	case RESIL_BREAKER_HALF_OPEN:
-		return to == RESIL_BREAKER_CLOSED || to == RESIL_BREAKER_OPEN;
-	default:
-		return 0;
-	}
-}
-
-static void
-checking_listener(const resil_breaker_event *ev, void *ctx)
-{
-	shared *sh = ctx;
-
-	sh->events++;
-	if (ev->seq != sh->last_seq + 1 || ev->from != sh->last_to)
-		sh->out_of_order++;
-	if (!legal(ev->from, ev->to))
-		sh->illegal++;
-	if (ev->seq < sh->max_episodes)
-		sh->episode_state[ev->seq] = (uint8_t)ev->to;
-	sh->last_seq = ev->seq;
-	sh->last_to = ev->to;
-}
 
 /* The dependency fails 40% of the time: manual ticks 0..39 of every 100;
  * on the system clock 2.8 ms of every 7 ms (a period that does not line
@@ -136,7 +101,7 @@ hammer(void *arg)
 		if (resil_breaker_acquire(sh->b, &p) != RESIL_OK) {
 			w->rejected++;
 		} else {
-			if (p.episode < sh->max_episodes)
+			if (p.episode < sh->chk.max_episodes)
 				__atomic_fetch_add(&sh->grants[p.episode], 1,
 				    __ATOMIC_RELAXED);
 			else if (p.episode != UINT64_MAX)
@@ -198,12 +163,12 @@ run_soak(int nthreads, int manual, uint64_t acquires, figures *fig)
 	sh.iterations =
 	    (acquires + (uint64_t)nthreads - 1) / (uint64_t)nthreads;
 	/* At most one episode a few dozen acquires; bounded for memory. */
-	sh.max_episodes = acquires / 16 + 65536;
-	if (sh.max_episodes > (1u << 23))
-		sh.max_episodes = 1u << 23;
-	sh.episode_state = calloc(sh.max_episodes, 1);
-	sh.grants = calloc(sh.max_episodes, sizeof(*sh.grants));
-	assert_non_null(sh.episode_state);
+	sh.chk.max_episodes = acquires / 16 + 65536;
+	if (sh.chk.max_episodes > (1u << 23))
+		sh.chk.max_episodes = 1u << 23;
+	sh.chk.episode_state = calloc(sh.chk.max_episodes, 1);
+	sh.grants = calloc(sh.chk.max_episodes, sizeof(*sh.grants));
+	assert_non_null(sh.chk.episode_state);
 	assert_non_null(sh.grants);
 
 	resil_breaker_config_init(&cfg);
@@ -222,10 +187,10 @@ run_soak(int nthreads, int manual, uint64_t acquires, figures *fig)
 		cfg.open_wait_ns = 1000000;
 	}
 	cfg.permitted_probes = PROBES;
-	cfg.listener = checking_listener;
-	cfg.listener_ctx = &sh;
+	cfg.listener = breaker_check_listener;
+	cfg.listener_ctx = &sh.chk;
 	assert_int_equal(resil_breaker_new(&sh.b, &cfg, NULL), RESIL_OK);
-	sh.last_to = RESIL_BREAKER_CLOSED;
+	sh.chk.last_to = RESIL_BREAKER_CLOSED;
 	pthread_barrier_init(&sh.start, NULL, (unsigned)nthreads);
 	t0 = resil_clock_now(resil_clock_system());
 	for (i = 0; i < nthreads; i++) {
@@ -247,15 +212,13 @@ run_soak(int nthreads, int manual, uint64_t acquires, figures *fig)
 
 	assert_int_equal(resil_breaker_get_metrics(sh.b, &m), RESIL_OK);
 	/* Every transition was legal, reported once and in order. */
-	assert_int_equal(sh.illegal, 0);
-	assert_int_equal(sh.out_of_order, 0);
-	assert_int_equal(sh.events, m.transitions);
+	breaker_check_assert(&sh.chk, m.transitions);
 	/* The dependency did flip (on the system clock, a run of a few
 	 * milliseconds may not see a whole period: no minimum there). */
 	assert_true(!manual || m.transitions > 10);
 	/* No HALF_OPEN episode granted more than K probes. */
-	for (e = 1; e <= m.transitions && e < sh.max_episodes; e++) {
-		if (sh.episode_state[e] != RESIL_BREAKER_HALF_OPEN)
+	for (e = 1; e <= m.transitions && e < sh.chk.max_episodes; e++) {
+		if (sh.chk.episode_state[e] != RESIL_BREAKER_HALF_OPEN)
 			continue;
 		half_open++;
 		if (sh.grants[e] > max_probes)
@@ -272,7 +235,7 @@ run_soak(int nthreads, int manual, uint64_t acquires, figures *fig)
 	assert_int_equal(
 	    recorded + rejected, (uint64_t)nthreads * sh.iterations);
 	resil_breaker_free(sh.b);
-	free(sh.episode_state);
+	free(sh.chk.episode_state);
 	free(sh.grants);
 
 	fig->acquires = recorded + rejected;

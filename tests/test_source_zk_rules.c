@@ -26,50 +26,9 @@
 #include <resil/source.h>
 
 #include "source_internal.h"
-#include "support/zk_server.h"
+#include "support/zk_fx.h"
 
-#define WAIT_MS 30000
-
-static zk_server zs;
-static zhandle_t *prov; /* the providers' and the console's session */
-static int have_server;
 static unsigned seq;
-
-static int
-group_setup(void **state)
-{
-	(void)state;
-	if (!zk_installed()) {
-		fprintf(stderr,
-		    "test_source_zk_rules: java or the zookeeper jar is not "
-		    "installed; the ZooKeeper tests are skipped\n");
-		return 0;
-	}
-	zoo_set_debug_level((ZooLogLevel)0);
-	if (zk_start(&zs) != 0)
-		return -1;
-	if ((prov = zk_connect(&zs)) == NULL)
-		return -1;
-	have_server = 1;
-	return 0;
-}
-
-static int
-group_teardown(void **state)
-{
-	(void)state;
-	if (prov != NULL)
-		zookeeper_close(prov);
-	if (have_server)
-		zk_stop(&zs);
-	return 0;
-}
-
-#define NEED_SERVER()             \
-	do {                      \
-		if (!have_server) \
-			skip();   \
-	} while (0)
 
 typedef struct fx {
 	char svc[64], app[32];
@@ -77,38 +36,18 @@ typedef struct fx {
 	resil_selector *sel;
 	resil_registry_source *src;
 	resil_condition *own;
-	pthread_mutex_t mu;
-	unsigned n[16];
-	char msg[16][RESIL_DIAG_MAX];
+	zk_heard h;
 	char want[64];
 	const char *tag;
 } fx;
 
-static void
-on_event(const resil_source_event *ev, void *ctx)
-{
-	fx *f = ctx;
-
-	pthread_mutex_lock(&f->mu);
-	if ((unsigned)ev->type < 16) {
-		f->n[ev->type]++;
-		snprintf(
-		    f->msg[ev->type], sizeof(f->msg[0]), "%s", ev->message);
-	}
-	pthread_mutex_unlock(&f->mu);
-}
-
+/* The count of events of type t; its last message into msg, if any. */
 static unsigned
 heard(fx *f, resil_source_event_type t, char *msg, size_t len)
 {
-	unsigned n;
-
-	pthread_mutex_lock(&f->mu);
-	n = f->n[t];
 	if (msg != NULL)
-		snprintf(msg, len, "%s", f->msg[t]);
-	pthread_mutex_unlock(&f->mu);
-	return n;
+		zk_heard_last(&f->h, t, msg, len);
+	return zk_heard_n(&f->h, t);
 }
 
 static int
@@ -118,7 +57,7 @@ fx_setup(void **state)
 
 	if (f == NULL)
 		return -1;
-	pthread_mutex_init(&f->mu, NULL);
+	zk_heard_init(&f->h);
 	*state = f;
 	return 0;
 }
@@ -142,7 +81,7 @@ fx_teardown(void **state)
 	fx *f = *state;
 
 	fx_close(f);
-	pthread_mutex_destroy(&f->mu);
+	zk_heard_destroy(&f->h);
 	free(f);
 	return 0;
 }
@@ -155,7 +94,7 @@ fx_open(fx *f, int with_own)
 {
 	resil_directory_config dc = resil_directory_config_default();
 	resil_selector_config sc = resil_selector_config_default();
-	resil_source_config rc = resil_source_config_default();
+	resil_source_config rc;
 	char reg[96], url[512];
 	int i;
 
@@ -178,16 +117,10 @@ fx_open(fx *f, int with_own)
 		    "dubbo://10.1.0.%d:20880/%s?anyhost=true&application=%s&"
 		    "interface=%s&methods=get&shard=%d&side=provider",
 		    i, f->svc, f->app, f->svc, i);
-		assert_int_equal(zk_register(prov, f->svc, url), 0);
+		assert_int_equal(zk_register(zk_prov, f->svc, url), 0);
 	}
-	snprintf(reg, sizeof(reg), "zookeeper://%s", zs.hosts);
-	rc.registry = reg;
-	rc.service = f->svc;
-	rc.directory = f->dir;
-	rc.selector = f->sel;
-	rc.listener = on_event;
-	rc.listener_ctx = f;
-	rc.session_timeout_ms = 20000;
+	zk_source_config(&rc, reg, sizeof(reg), zk_srv.hosts, f->svc, f->dir,
+	    f->sel, &f->h);
 	assert_int_equal(resil_source_new(&f->src, &rc, NULL), RESIL_OK);
 }
 
@@ -233,36 +166,18 @@ wait_routes(fx *f, const char *tag, const char *want)
 
 	f->tag = tag;
 	snprintf(f->want, sizeof(f->want), "%s", want);
-	if (!zk_wait(routes_want, f, WAIT_MS)) {
+	if (!zk_wait(routes_want, f, ZK_WAIT_MS)) {
 		routed(f, got, sizeof(got));
 		fail_msg("%s tag %s: routed %s, waited for %s", f->svc,
 		    tag != NULL ? tag : "(none)", got, want);
 	}
 }
 
-typedef struct ev_want {
-	fx *f;
-	resil_source_event_type t;
-	unsigned n;
-} ev_want;
-
-static int
-heard_at_least(void *ctx)
-{
-	ev_want *w = ctx;
-
-	return heard(w->f, w->t, NULL, 0) >= w->n;
-}
-
 /* Wait for the n-th event of type t; its message into msg. */
 static void
 wait_event(fx *f, resil_source_event_type t, unsigned n, char *msg, size_t len)
 {
-	ev_want w = { f, t, n };
-
-	if (!zk_wait(heard_at_least, &w, WAIT_MS))
-		fail_msg("%s: %u %s events, waited for %u", f->svc,
-		    heard(f, t, NULL, 0), resil_source_event_name(t), n);
+	zk_wait_heard(&f->h, t, n, f->svc);
 	(void)heard(f, t, msg, len);
 }
 
@@ -270,35 +185,23 @@ wait_event(fx *f, resil_source_event_type t, unsigned n, char *msg, size_t len)
 static void
 put(const char *path, const char *yaml)
 {
-	int rc;
-
-	assert_int_equal(zk_mkdirs(prov, "/dubbo/config/dubbo"), ZOK);
-	rc = zoo_create(prov, path, yaml, (int)strlen(yaml),
-	    &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
-	if (rc == ZNODEEXISTS)
-		rc = zoo_set(prov, path, yaml, (int)strlen(yaml), -1);
-	assert_int_equal(rc, ZOK);
+	assert_int_equal(zk_put(zk_prov, path, yaml), ZOK);
 }
 
 static void
 test_zk_rules_condition_router_written_changed_deleted(void **state)
 {
 	fx *f = *state;
-	char path[160], msg[RESIL_DIAG_MAX], *enc, rule[512], *node;
+	char path[160], msg[RESIL_DIAG_MAX], *node;
 	unsigned routes;
 
-	NEED_SERVER();
+	zk_need_server();
 	fx_open(f, 1);
 	wait_routes(f, NULL, "1,2,3");
 	/* A registry condition:// rule (2.7's routers) beside the file's
 	 * own: forced, it takes shard 3 away. */
-	enc = zk_encode("=> shard != 3");
-	snprintf(rule, sizeof(rule),
-	    "condition://0.0.0.0/%s?category=routers&dynamic=false&"
-	    "enabled=true&force=true&runtime=false&priority=1&rule=%s",
-	    f->svc, enc);
-	node = zk_encode(rule);
-	assert_int_equal(zk_create_raw(prov, f->svc, "routers", node, 0), 0);
+	node = zk_route(zk_prov, f->svc, "=> shard != 3");
+	assert_non_null(node);
 	wait_routes(f, NULL, "1,2");
 	assert_int_equal(resil_selector_condition_count(f->sel), 2);
 
@@ -343,23 +246,22 @@ test_zk_rules_condition_router_written_changed_deleted(void **state)
 	put(path, "force: true\nconditions:\n  - '=> shard = 2'\n");
 	wait_routes(f, NULL, "2");
 	routes = heard(f, RESIL_SOURCE_ROUTES, NULL, 0);
-	assert_int_equal(zoo_delete(prov, path, -1), ZOK);
+	assert_int_equal(zoo_delete(zk_prov, path, -1), ZOK);
 	wait_routes(f, NULL, "1,2");
 	wait_event(f, RESIL_SOURCE_ROUTES, routes + 1, msg, sizeof(msg));
 	assert_non_null(strstr(msg, "removed"));
 	assert_int_equal(resil_selector_condition_count(f->sel), 2);
 
 	/* The registry's condition:// rule gone: the file's own stays. */
-	assert_int_equal(zk_delete_raw(prov, f->svc, "routers", node), 0);
+	assert_int_equal(zk_delete_raw(zk_prov, f->svc, "routers", node), 0);
 	wait_routes(f, NULL, "1,2,3");
 	assert_int_equal(resil_selector_condition_count(f->sel), 1);
 
 	/* Written again: read through the exists watch. */
 	put(path, "force: true\nconditions:\n  - '=> shard = 3'\n");
 	wait_routes(f, NULL, "3");
-	assert_int_equal(zoo_delete(prov, path, -1), ZOK);
+	assert_int_equal(zoo_delete(zk_prov, path, -1), ZOK);
 	wait_routes(f, NULL, "1,2,3");
-	free(enc);
 	free(node);
 	fx_close(f);
 }
@@ -371,7 +273,7 @@ test_zk_rules_tag_router_written_changed_deleted(void **state)
 	char path[160], msg[RESIL_DIAG_MAX];
 	unsigned bad;
 
-	NEED_SERVER();
+	zk_need_server();
 	fx_open(f, 0);
 	snprintf(
 	    path, sizeof(path), "/dubbo/config/dubbo/%s.tag-router", f->app);
@@ -405,7 +307,7 @@ test_zk_rules_tag_router_written_changed_deleted(void **state)
 	wait_routes(f, "gray", "2");
 
 	/* Deleted: static tags again (none here). */
-	assert_int_equal(zoo_delete(prov, path, -1), ZOK);
+	assert_int_equal(zoo_delete(zk_prov, path, -1), ZOK);
 	wait_routes(f, NULL, "1,2,3");
 	wait_routes(f, "gray", "1,2,3");
 	fx_close(f);
@@ -418,7 +320,7 @@ test_zk_rules_read_at_start(void **state)
 	fx *f = *state;
 	char path[160];
 
-	NEED_SERVER();
+	zk_need_server();
 	snprintf(path, sizeof(path),
 	    "/dubbo/config/dubbo/com.resil.R%uService.condition-router",
 	    seq + 1);
@@ -427,7 +329,7 @@ test_zk_rules_read_at_start(void **state)
 	wait_routes(f, NULL, "2,3");
 	assert_int_equal(resil_selector_condition_count(f->sel), 2);
 	fx_close(f);
-	assert_int_equal(zoo_delete(prov, path, -1), ZOK);
+	assert_int_equal(zoo_delete(zk_prov, path, -1), ZOK);
 }
 
 /* Dubbo's mock:// provider has no port (no server needed). */
@@ -452,8 +354,8 @@ test_zk_rules_mock_provider_needs_no_port(void **state)
 	sc.registry = "zookeeper://127.0.0.1:2181";
 	sc.service = "com.resil.MockService";
 	sc.directory = dir;
-	sc.listener = on_event;
-	sc.listener_ctx = f;
+	sc.listener = zk_heard_event;
+	sc.listener_ctx = &f->h;
 	assert_int_equal(
 	    resil__source_new_detached(&src, &sc, NULL), RESIL_OK);
 	resil__source_apply(src, RESIL__CAT_PROVIDERS, urls, 2, 1);
@@ -486,5 +388,5 @@ main(void)
 	};
 
 	return cmocka_run_group_tests_name(
-	    "source_zk_rules", tests, group_setup, group_teardown);
+	    "source_zk_rules", tests, zk_group_setup, zk_group_teardown);
 }

@@ -36,93 +36,9 @@
 #include <resil/source.h>
 
 #include "source_internal.h"
-#include "support/zk_server.h"
+#include "support/zk_fx.h"
 
-/* Bounded waits: generous, for a loaded 2-core machine under TSan. */
-#define WAIT_MS 30000
-
-static zk_server zs;
-static zhandle_t *prov; /* the providers' session */
-static int have_server;
 static unsigned seq;
-
-static int
-group_setup(void **state)
-{
-	(void)state;
-	if (!zk_installed()) {
-		fprintf(stderr,
-		    "test_source_zookeeper: java or the zookeeper jar is not "
-		    "installed (tools/install-deps.sh installs them); the "
-		    "ZooKeeper tests are skipped\n");
-		return 0;
-	}
-	/* The C client formats the endpoint of its log lines in one static
-	 * buffer (format_endpoint_info): two handles of one process that
-	 * log at once race on it (TSan sees it; the text is all that can
-	 * suffer, and resil drops the lines). The level is the process's:
-	 * this one logs nothing. */
-	zoo_set_debug_level((ZooLogLevel)0);
-	if (zk_start(&zs) != 0) {
-		fprintf(stderr,
-		    "test_source_zookeeper: cannot start ZooKeeper on "
-		    "127.0.0.1:%d (log in %s)\n",
-		    zs.port, zs.dir);
-		return -1;
-	}
-	if ((prov = zk_connect(&zs)) == NULL)
-		return -1;
-	have_server = 1;
-	return 0;
-}
-
-static int
-group_teardown(void **state)
-{
-	(void)state;
-	if (prov != NULL)
-		zookeeper_close(prov);
-	zk_stop(&zs);
-	return 0;
-}
-
-#define NEED_SERVER()             \
-	do {                      \
-		if (!have_server) \
-			skip();   \
-	} while (0)
-
-/* What the listener heard (from the source's thread). */
-typedef struct heard {
-	pthread_mutex_t mu;
-	unsigned n[16];
-	char msg[16][RESIL_DIAG_MAX];
-} heard;
-
-static void
-on_event(const resil_source_event *ev, void *ctx)
-{
-	heard *h = ctx;
-
-	pthread_mutex_lock(&h->mu);
-	if ((unsigned)ev->type < 16) {
-		h->n[ev->type]++;
-		snprintf(
-		    h->msg[ev->type], sizeof(h->msg[0]), "%s", ev->message);
-	}
-	pthread_mutex_unlock(&h->mu);
-}
-
-static unsigned
-heard_n(heard *h, resil_source_event_type t)
-{
-	unsigned n;
-
-	pthread_mutex_lock(&h->mu);
-	n = h->n[t];
-	pthread_mutex_unlock(&h->mu);
-	return n;
-}
 
 /* A test's consumer. Two per test on the heap, made by fx_setup and
  * closed by fx_teardown, which cmocka runs after a failed test too: a
@@ -134,7 +50,7 @@ typedef struct fx {
 	resil_selector *sel;
 	resil_registry_source *src;
 	zk_proxy *px;
-	heard h;
+	zk_heard h;
 	char file[96];
 } fx;
 
@@ -153,18 +69,12 @@ fx_dir(fx *f)
 static void
 fx_source(fx *f, const char *hosts, const char *file)
 {
-	resil_source_config sc = resil_source_config_default();
+	resil_source_config sc;
 	char reg[96];
 	resil_diag diag;
 
-	snprintf(reg, sizeof(reg), "zookeeper://%s", hosts);
-	sc.registry = reg;
-	sc.service = f->svc;
-	sc.directory = f->dir;
-	sc.selector = f->sel;
-	sc.listener = on_event;
-	sc.listener_ctx = &f->h;
-	sc.session_timeout_ms = 20000;
+	zk_source_config(
+	    &sc, reg, sizeof(reg), hosts, f->svc, f->dir, f->sel, &f->h);
 	sc.file = file;
 	sc.file_interval_ns = 0;
 	assert_int_equal(resil_source_new(&f->src, &sc, &diag), RESIL_OK);
@@ -198,8 +108,8 @@ fx_setup(void **state)
 
 	if (f == NULL)
 		return -1;
-	pthread_mutex_init(&f[0].h.mu, NULL);
-	pthread_mutex_init(&f[1].h.mu, NULL);
+	zk_heard_init(&f[0].h);
+	zk_heard_init(&f[1].h);
 	*state = f;
 	return 0;
 }
@@ -211,8 +121,8 @@ fx_teardown(void **state)
 
 	fx_close(&f[0]);
 	fx_close(&f[1]);
-	pthread_mutex_destroy(&f[0].h.mu);
-	pthread_mutex_destroy(&f[1].h.mu);
+	zk_heard_destroy(&f[0].h);
+	zk_heard_destroy(&f[1].h);
 	free(f);
 	return 0;
 }
@@ -226,22 +136,10 @@ typedef struct want {
 	uint64_t n;
 } want;
 
-static int
-count_is(void *ctx)
-{
-	want *w = ctx;
-
-	return resil_directory_count(w->f->dir) == w->count;
-}
-
 static void
 wait_count(fx *f, size_t n)
 {
-	want w = { f, n, 0 };
-
-	if (!zk_wait(count_is, &w, WAIT_MS))
-		fail_msg("%s: %zu endpoints, waited for %zu", f->svc,
-		    resil_directory_count(f->dir), n);
+	zk_wait_count(f->dir, n, f->svc);
 }
 
 static resil_source_stats
@@ -295,7 +193,7 @@ disconnected(void *ctx)
 	want *w = ctx;
 
 	return !stats(w->f).connected &&
-	    heard_n(&w->f->h, RESIL_SOURCE_DISCONNECTED) >= 1;
+	    zk_heard_n(&w->f->h, RESIL_SOURCE_DISCONNECTED) >= 1;
 }
 
 static int
@@ -303,7 +201,7 @@ empty_kept(void *ctx)
 {
 	want *w = ctx;
 
-	return heard_n(&w->f->h, RESIL_SOURCE_EMPTY_KEPT) >= w->n;
+	return zk_heard_n(&w->f->h, RESIL_SOURCE_EMPTY_KEPT) >= w->n;
 }
 
 /* A push after n, with count endpoints. */
@@ -319,13 +217,13 @@ pushed_to(void *ctx)
 static void
 reg(fx *f, const char *url)
 {
-	assert_int_equal(zk_register(prov, f->svc, url), 0);
+	assert_int_equal(zk_register(zk_prov, f->svc, url), 0);
 }
 
 static void
 unreg(fx *f, const char *url)
 {
-	assert_int_equal(zk_unregister(prov, f->svc, url), 0);
+	assert_int_equal(zk_unregister(zk_prov, f->svc, url), 0);
 }
 
 static void
@@ -349,14 +247,14 @@ test_zk_providers_come_and_go(void **state)
 	resil_source_stats st;
 	fx *f = *state;
 
-	NEED_SERVER();
+	zk_need_server();
 	fx_open(f);
 	url(u1, sizeof(u1), f, 1, "&weight=200");
 	url(u2, sizeof(u2), f, 2, "&dubbo.tag=gray");
 	url(u3, sizeof(u3), f, 3, "&zone=hz");
 	reg(f, u1);
 	reg(f, u2);
-	fx_source(f, zs.hosts, NULL);
+	fx_source(f, zk_srv.hosts, NULL);
 	wait_count(f, 2);
 	assert_int_equal(
 	    resil_directory_get_state(f->dir, "10.1.0.1:20880", &es),
@@ -372,14 +270,14 @@ test_zk_providers_come_and_go(void **state)
 	{
 		want w = { f, 0, 3 };
 
-		assert_true(zk_wait(pushes_at_least, &w, WAIT_MS));
+		assert_true(zk_wait(pushes_at_least, &w, ZK_WAIT_MS));
 	}
 	st = stats(f);
 	assert_int_equal(st.connected, 1);
 	assert_int_equal(st.sessions, 1);
 	assert_true(st.pushes >= 3);
 	assert_int_equal(st.providers, 2);
-	assert_true(heard_n(&f->h, RESIL_SOURCE_CONNECTED) >= 1);
+	assert_true(zk_heard_n(&f->h, RESIL_SOURCE_CONNECTED) >= 1);
 	fx_close(f);
 }
 
@@ -394,14 +292,14 @@ test_zk_bad_parameter_node_costs_that_node_only(void **state)
 	resil_endpoint_state es;
 	fx *f = *state;
 
-	NEED_SERVER();
+	zk_need_server();
 	fx_open(f);
 	url(u1, sizeof(u1), f, 1, "");
 	url(u2, sizeof(u2), f, 2, "");
 	url(bad, sizeof(bad), f, 9, "&=x");
 	reg(f, u1);
 	reg(f, bad);
-	fx_source(f, zs.hosts, NULL);
+	fx_source(f, zk_srv.hosts, NULL);
 	wait_count(f, 1);
 	reg(f, u2);
 	wait_count(f, 2);
@@ -413,8 +311,8 @@ test_zk_bad_parameter_node_costs_that_node_only(void **state)
 	assert_int_equal(
 	    resil_directory_get_state(f->dir, "10.1.0.9:20880", &es),
 	    RESIL_E_NOTFOUND);
-	assert_int_equal(heard_n(&f->h, RESIL_SOURCE_BAD_PROVIDER), 1);
-	assert_int_equal(heard_n(&f->h, RESIL_SOURCE_ERROR), 0);
+	assert_int_equal(zk_heard_n(&f->h, RESIL_SOURCE_BAD_PROVIDER), 1);
+	assert_int_equal(zk_heard_n(&f->h, RESIL_SOURCE_ERROR), 0);
 	fx_close(f);
 }
 
@@ -424,15 +322,15 @@ test_zk_service_not_registered_yet(void **state)
 	char u1[512];
 	fx *f = *state;
 
-	NEED_SERVER();
+	zk_need_server();
 	fx_open(f);
 	/* No /dubbo/<service> at all: an empty list, and a watch for the
 	 * node to appear. */
-	fx_source(f, zs.hosts, NULL);
+	fx_source(f, zk_srv.hosts, NULL);
 	{
 		want w = { f, 0, 0 };
 
-		assert_true(zk_wait(lists_above, &w, WAIT_MS));
+		assert_true(zk_wait(lists_above, &w, ZK_WAIT_MS));
 	}
 	assert_int_equal(resil_directory_count(f->dir), 0);
 	url(u1, sizeof(u1), f, 1, "");
@@ -448,16 +346,16 @@ test_zk_provider_session_ends_empty_protection(void **state)
 	zhandle_t *p2;
 	fx *f = *state;
 
-	NEED_SERVER();
+	zk_need_server();
 	fx_open(f);
 	/* Two providers of one process (one session). */
-	p2 = zk_connect(&zs);
+	p2 = zk_connect(&zk_srv);
 	assert_non_null(p2);
 	url(u1, sizeof(u1), f, 1, "");
 	url(u2, sizeof(u2), f, 2, "");
 	assert_int_equal(zk_register(p2, f->svc, u1), 0);
 	assert_int_equal(zk_register(p2, f->svc, u2), 0);
-	fx_source(f, zs.hosts, NULL);
+	fx_source(f, zk_srv.hosts, NULL);
 	wait_count(f, 2);
 	/* The process dies: its session closes, its nodes go, the
 	 * registry lists nobody. The last list stays. */
@@ -465,7 +363,7 @@ test_zk_provider_session_ends_empty_protection(void **state)
 	{
 		want w = { f, 0, 1 };
 
-		assert_true(zk_wait(empty_kept, &w, WAIT_MS));
+		assert_true(zk_wait(empty_kept, &w, ZK_WAIT_MS));
 	}
 	assert_int_equal(resil_directory_count(f->dir), 2);
 	assert_int_equal(stats(f).empty_kept, 1);
@@ -484,19 +382,19 @@ test_zk_session_expiry_resubscribes(void **state)
 	uint64_t lists;
 	fx *f = *state;
 
-	NEED_SERVER();
+	zk_need_server();
 	fx_open(f);
 	url(u1, sizeof(u1), f, 1, "");
 	reg(f, u1);
 	/* The source reaches the server through a proxy the test cuts. */
-	f->px = zk_proxy_start(&zs);
+	f->px = zk_proxy_start(&zk_srv);
 	assert_non_null(f->px);
 	fx_source(f, zk_proxy_hosts(f->px), NULL);
 	wait_count(f, 1);
 	{
 		want w = { f, 0, 1 };
 
-		assert_true(zk_wait(connected_sessions, &w, WAIT_MS));
+		assert_true(zk_wait(connected_sessions, &w, ZK_WAIT_MS));
 	}
 	assert_int_equal(resil__source_zk_session(f->src, &id, passwd), 0);
 	lists = stats(f).lists;
@@ -505,18 +403,18 @@ test_zk_session_expiry_resubscribes(void **state)
 	 * cut off meanwhile: reconnecting, it would take the session back
 	 * from the second handle, whose close would then fail. */
 	zk_proxy_cut(f->px, 1);
-	assert_int_equal(zk_expire(&zs, id, passwd), 0);
+	assert_int_equal(zk_expire(&zk_srv, id, passwd), 0);
 	zk_proxy_cut(f->px, 0);
 	{
 		want w = { f, 0, 2 };
 
-		assert_true(zk_wait(connected_sessions, &w, WAIT_MS));
+		assert_true(zk_wait(connected_sessions, &w, ZK_WAIT_MS));
 		w.n = lists;
 		/* The new session read the list again... */
-		assert_true(zk_wait(lists_above, &w, WAIT_MS));
+		assert_true(zk_wait(lists_above, &w, ZK_WAIT_MS));
 	}
 	assert_true(stats(f).expirations >= 1);
-	assert_true(heard_n(&f->h, RESIL_SOURCE_EXPIRED) >= 1);
+	assert_true(zk_heard_n(&f->h, RESIL_SOURCE_EXPIRED) >= 1);
 	assert_int_equal(resil_directory_count(f->dir), 1);
 	/* ...and watches it: a change is seen. */
 	url(u2, sizeof(u2), f, 2, "");
@@ -561,39 +459,33 @@ rules_are(void *ctx)
 static void
 test_zk_routes_of_the_registry(void **state)
 {
-	char u1[512], u2[512], rule[512], *enc_rule, *node;
+	char u1[512], u2[512], *node;
 	rules_want w;
 	fx *f = *state;
 
-	NEED_SERVER();
+	zk_need_server();
 	fx_open(f);
 	url(u1, sizeof(u1), f, 1, "");
 	url(u2, sizeof(u2), f, 2, "");
 	reg(f, u1);
 	reg(f, u2);
-	fx_source(f, zs.hosts, NULL);
+	fx_source(f, zk_srv.hosts, NULL);
 	wait_count(f, 2);
 	assert_int_equal(routed(f), 2);
 	/* An operator's rule, as Dubbo's admin writes it. */
-	enc_rule = zk_encode("=> host != 10.1.0.2");
-	snprintf(rule, sizeof(rule),
-	    "condition://0.0.0.0/%s?category=routers&dynamic=false&"
-	    "enabled=true&force=true&runtime=false&priority=1&rule=%s",
-	    f->svc, enc_rule);
-	node = zk_encode(rule);
 	w.f = f;
 	w.lists = stats(f).route_lists;
 	w.rules = 1;
-	assert_int_equal(zk_create_raw(prov, f->svc, "routers", node, 0), 0);
-	assert_true(zk_wait(rules_are, &w, WAIT_MS));
+	node = zk_route(zk_prov, f->svc, "=> host != 10.1.0.2");
+	assert_non_null(node);
+	assert_true(zk_wait(rules_are, &w, ZK_WAIT_MS));
 	assert_int_equal(routed(f), 1);
 	/* The rule is removed: all providers again. */
 	w.lists = stats(f).route_lists;
 	w.rules = 0;
-	assert_int_equal(zk_delete_raw(prov, f->svc, "routers", node), 0);
-	assert_true(zk_wait(rules_are, &w, WAIT_MS));
+	assert_int_equal(zk_delete_raw(zk_prov, f->svc, "routers", node), 0);
+	assert_true(zk_wait(rules_are, &w, ZK_WAIT_MS));
 	assert_int_equal(routed(f), 2);
-	free(enc_rule);
 	free(node);
 	fx_close(f);
 }
@@ -609,14 +501,14 @@ test_zk_cache_file_when_the_registry_is_down(void **state)
 	fx *f = *state, *g = f + 1;
 	int fd;
 
-	NEED_SERVER();
+	zk_need_server();
 	fx_open(f);
-	snprintf(f->file, sizeof(f->file), "%s/consumer.cache", zs.dir);
+	snprintf(f->file, sizeof(f->file), "%s/consumer.cache", zk_srv.dir);
 	url(u1, sizeof(u1), f, 1, "&weight=300");
 	url(u2, sizeof(u2), f, 2, "");
 	reg(f, u1);
 	reg(f, u2);
-	fx_source(f, zs.hosts, f->file);
+	fx_source(f, zk_srv.hosts, f->file);
 	wait_count(f, 2);
 	resil__source_flush(f->src);
 	fd = access(f->file, R_OK);
@@ -639,7 +531,7 @@ test_zk_cache_file_when_the_registry_is_down(void **state)
 	assert_int_equal(routed(g), 2);
 	st = stats(g);
 	assert_int_equal(st.connected, 0);
-	assert_int_equal(heard_n(&g->h, RESIL_SOURCE_CACHE_LOADED), 1);
+	assert_int_equal(zk_heard_n(&g->h, RESIL_SOURCE_CACHE_LOADED), 1);
 	fx_close(g);
 	fx_close(f);
 	unlink(f->file);
@@ -655,42 +547,42 @@ test_zk_server_killed_and_restarted(void **state)
 	uint64_t connects;
 	fx *f = *state;
 
-	NEED_SERVER();
+	zk_need_server();
 	fx_open(f);
 	url(u1, sizeof(u1), f, 1, "");
 	reg(f, u1);
-	fx_source(f, zs.hosts, NULL);
+	fx_source(f, zk_srv.hosts, NULL);
 	wait_count(f, 1);
 	{
 		want w = { f, 0, 1 };
 
-		assert_true(zk_wait(connects_at_least, &w, WAIT_MS));
+		assert_true(zk_wait(connects_at_least, &w, ZK_WAIT_MS));
 	}
 	connects = stats(f).connects;
-	zk_kill(&zs);
+	zk_kill(&zk_srv);
 	{
 		want w = { f, 0, 0 };
 
-		assert_true(zk_wait(disconnected, &w, WAIT_MS));
+		assert_true(zk_wait(disconnected, &w, ZK_WAIT_MS));
 	}
 	/* Calls go on with the list they had. */
 	assert_int_equal(resil_directory_count(f->dir), 1);
 	assert_int_equal(routed(f), 1);
-	assert_int_equal(zk_restart(&zs), 0);
+	assert_int_equal(zk_restart(&zk_srv), 0);
 	{
 		want w = { f, 0, connects + 1 };
 
 		/* The same session (the server kept it): reconnected and
 		 * the lists read again. */
-		assert_true(zk_wait(connects_at_least, &w, WAIT_MS));
+		assert_true(zk_wait(connects_at_least, &w, ZK_WAIT_MS));
 	}
 	assert_int_equal(stats(f).sessions, 1);
 	/* The providers' session is back too (bounded wait). */
 	{
 		int i;
 
-		for (i = 0; i < WAIT_MS / 10 &&
-		     zoo_state(prov) != ZOO_CONNECTED_STATE;
+		for (i = 0; i < ZK_WAIT_MS / 10 &&
+		     zoo_state(zk_prov) != ZOO_CONNECTED_STATE;
 		     i++)
 			(void)poll(NULL, 0, 10);
 	}
@@ -787,17 +679,17 @@ test_zk_flood_and_bad_nodes(void **state)
 	int i, target;
 	fx *f = *state;
 
-	NEED_SERVER();
+	zk_need_server();
 	fx_open(f);
 	snprintf(dir, sizeof(dir), "/dubbo/%s/providers", f->svc);
-	assert_int_equal(zk_mkdirs(prov, dir), ZOK);
-	fx_source(f, zs.hosts, NULL);
+	assert_int_equal(zk_mkdirs(zk_prov, dir), ZOK);
+	fx_source(f, zk_srv.hosts, NULL);
 	atomic_store(&acks, 0);
 	atomic_store(&ack_errors, 0);
 	for (i = 0; i < N; i++) {
 		flood_name(path, sizeof(path), f->svc, (unsigned)i);
 		assert_int_equal(
-		    zoo_acreate(prov, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE,
+		    zoo_acreate(zk_prov, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE,
 		        ZOO_EPHEMERAL, ack, NULL),
 		    ZOK);
 	}
@@ -805,7 +697,7 @@ test_zk_flood_and_bad_nodes(void **state)
 		snprintf(
 		    path, sizeof(path), "%s/%s-%d", dir, bad_names[i % 4], i);
 		assert_int_equal(
-		    zoo_acreate(prov, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE,
+		    zoo_acreate(zk_prov, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE,
 		        ZOO_EPHEMERAL, ack, NULL),
 		    ZOK);
 	}
@@ -825,11 +717,12 @@ test_zk_flood_and_bad_nodes(void **state)
 		flood_name(path, sizeof(path), f->svc, (unsigned)(i / 2));
 		if (i % 2 == 0)
 			assert_int_equal(
-			    zoo_adelete(prov, path, -1, ack_void, NULL), ZOK);
+			    zoo_adelete(zk_prov, path, -1, ack_void, NULL),
+			    ZOK);
 		else {
 			flood_name(
 			    path, sizeof(path), f->svc, (unsigned)(N + i / 2));
-			assert_int_equal(zoo_acreate(prov, path, NULL, -1,
+			assert_int_equal(zoo_acreate(zk_prov, path, NULL, -1,
 			                     &ZOO_OPEN_ACL_UNSAFE,
 			                     ZOO_EPHEMERAL, ack, NULL),
 			    ZOK);
@@ -847,7 +740,7 @@ test_zk_flood_and_bad_nodes(void **state)
 	assert_int_equal(atomic_load(&c.no_provider), 0);
 	assert_true(atomic_load(&c.routes) > 0);
 	/* Each bad node said once, however many lists it was in. */
-	assert_int_equal(heard_n(&f->h, RESIL_SOURCE_BAD_PROVIDER), BAD);
+	assert_int_equal(zk_heard_n(&f->h, RESIL_SOURCE_BAD_PROVIDER), BAD);
 	{
 		resil_source_stats st = stats(f);
 
@@ -873,21 +766,21 @@ test_zk_one_change_among_1000(void **state)
 	int i, target;
 	fx *f = *state;
 
-	NEED_SERVER();
+	zk_need_server();
 	fx_open(f);
 	snprintf(dir, sizeof(dir), "/dubbo/%s/providers", f->svc);
-	assert_int_equal(zk_mkdirs(prov, dir), ZOK);
+	assert_int_equal(zk_mkdirs(zk_prov, dir), ZOK);
 	atomic_store(&acks, 0);
 	for (i = 0; i < N; i++) {
 		flood_name(path, sizeof(path), f->svc, (unsigned)i);
 		assert_int_equal(
-		    zoo_acreate(prov, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE,
+		    zoo_acreate(zk_prov, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE,
 		        ZOO_EPHEMERAL, ack, NULL),
 		    ZOK);
 	}
 	target = N;
 	assert_true(zk_wait(acks_reach, &target, 60000));
-	fx_source(f, zs.hosts, NULL);
+	fx_source(f, zk_srv.hosts, NULL);
 	wait_count(f, N);
 	for (i = 0; i < CHANGES; i++) {
 		uint64_t pushes = stats(f).pushes;
@@ -895,13 +788,13 @@ test_zk_one_change_among_1000(void **state)
 
 		flood_name(path, sizeof(path), f->svc, (unsigned)(N + i));
 		assert_int_equal(
-		    zoo_create(prov, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE,
+		    zoo_create(zk_prov, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE,
 		        ZOO_EPHEMERAL, NULL, 0),
 		    ZOK);
 		{
 			want w = { f, (size_t)(N + i + 1), pushes };
 
-			assert_true(zk_wait(pushed_to, &w, WAIT_MS));
+			assert_true(zk_wait(pushed_to, &w, ZK_WAIT_MS));
 		}
 		st = stats(f);
 		sum += st.last_update_ns;
@@ -938,5 +831,5 @@ main(void)
 	if (getenv("RESIL_TEST_FILTER") != NULL)
 		cmocka_set_test_filter(getenv("RESIL_TEST_FILTER"));
 	return cmocka_run_group_tests_name(
-	    "source_zookeeper", tests, group_setup, group_teardown);
+	    "source_zookeeper", tests, zk_group_setup, zk_group_teardown);
 }

@@ -42,6 +42,22 @@ bfx_new(bfx *f)
 		fail_msg("resil_breaker_new: %s", diag.msg);
 }
 
+/* The breaker's state, and its metrics. */
+static inline resil_breaker_state
+st(bfx *f)
+{
+	return resil_breaker_get_state(f->b);
+}
+
+static inline resil_breaker_metrics
+mx(bfx *f)
+{
+	resil_breaker_metrics m;
+
+	assert_int_equal(resil_breaker_get_metrics(f->b, &m), RESIL_OK);
+	return m;
+}
+
 /* Acquire; 1 if permitted. */
 static inline int
 try_acquire(bfx *f)

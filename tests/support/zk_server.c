@@ -333,6 +333,25 @@ zk_mkdirs(zhandle_t *zh, const char *path)
 	return ZOK;
 }
 
+int
+zk_put(zhandle_t *zh, const char *path, const char *data)
+{
+	char dir[1024];
+	const char *slash = strrchr(path, '/');
+	int rc;
+
+	if (slash == NULL || (size_t)(slash - path) >= sizeof(dir))
+		return ZBADARGUMENTS;
+	snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+	if (dir[0] != '\0' && (rc = zk_mkdirs(zh, dir)) != ZOK)
+		return rc;
+	rc = zoo_create(zh, path, data, (int)strlen(data),
+	    &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+	if (rc == ZNODEEXISTS)
+		rc = zoo_set(zh, path, data, (int)strlen(data), -1);
+	return rc;
+}
+
 static int
 node_path(char *buf, size_t n, const char *service, const char *cat,
     const char *name)
@@ -388,6 +407,26 @@ zk_unregister(zhandle_t *zh, const char *service, const char *url)
 
 	free(enc);
 	return r;
+}
+
+char *
+zk_route(zhandle_t *zh, const char *service, const char *rule)
+{
+	char url[1024], *enc = zk_encode(rule), *node = NULL;
+
+	if (enc != NULL &&
+	    snprintf(url, sizeof(url),
+	        "condition://0.0.0.0/%s?category=routers&dynamic=false&"
+	        "enabled=true&force=true&runtime=false&priority=1&rule=%s",
+	        service, enc) < (int)sizeof(url))
+		node = zk_encode(url);
+	free(enc);
+	if (node != NULL &&
+	    zk_create_raw(zh, service, "routers", node, 0) != 0) {
+		free(node);
+		node = NULL;
+	}
+	return node;
 }
 
 typedef struct gone_ctx {

@@ -47,6 +47,17 @@ char *zk_encode(const char *s);
 /* Create path and its parents (persistent); ZOK or ZNODEEXISTS is fine. */
 int zk_mkdirs(zhandle_t *zh, const char *path);
 
+/* Write data into path as the console does: created (parents too) or,
+ * when it exists, set. ZOK or the client's error. */
+int zk_put(zhandle_t *zh, const char *path, const char *data);
+
+/* An operator's routing rule as Dubbo's admin writes it: a forced
+ * condition://0.0.0.0/<service>?...&rule=URL.encode(rule) node, its name
+ * encoded, under /dubbo/<service>/routers. The node's name (malloc'd: for
+ * zk_delete_raw(zh, service, "routers", name), then free), NULL on
+ * failure. */
+char *zk_route(zhandle_t *zh, const char *service, const char *rule);
+
 /* Register a provider URL as Dubbo does: an ephemeral node named
  * URL.encode(url) under /dubbo/<service>/providers (created as needed).
  * 0 on success. */
