@@ -110,6 +110,7 @@ typedef struct callm {
 	uint8_t bany;       /* broadcast: a failure was seen */
 	uint8_t clb;        /* failfast: its pick's balancer (message) */
 	uint8_t in_hedge;   /* the attempt being launched is a hedge */
+	uint8_t khost; /* issue 41: slots holding a host permit (khp), by bit */
 	resil_selector *sel;
 	/* The call's invocation (resil_call_start_ex, invoke_ex), or NULL:
 	 * set by the entry points, read by the cluster's start only. */
@@ -167,10 +168,9 @@ typedef struct callm {
 	resil_bulkhead_waiter bhw;
 	/* ---- issue 41 (lib/call_keyed.c): what the call holds of its
 	 * keys (the call machine's; the blocking driver's gate keeps its
-	 * own), and per attempt (khost, by slot bit) its host breaker's
-	 * permit (a family keyed by host, the cluster's) ---- */
+	 * own), and per attempt (khost above, by slot bit) its host
+	 * breaker's permit (a family keyed by host, the cluster's) ---- */
 	resil__kheld kheld;
-	uint8_t khost;
 	resil_keyed_permit khp[RESIL_CALL_MAX_INFLIGHT];
 } callm;
 
