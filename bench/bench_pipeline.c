@@ -34,6 +34,10 @@
  *                           manual clock, the copy of the answer (and the
  *                           bench thread's spin until the next leader is
  *                           in flight).
+ *   pipeline/async_coalesce_follower  the same follower as a call
+ *                           machine: its start answers WAIT, the leader's
+ *                           end calls its wake hook, its step is DONE with
+ *                           the copy (and the spins on both flags).
  */
 #include <pthread.h>
 #include <sched.h>
@@ -315,6 +319,9 @@ typedef struct cb {
 	pthread_t leader;
 	int in_dep; /* atomic: the leader's call is in its dependency */
 	int stop;   /* atomic */
+	int async;  /* the followers are call machines */
+	int joined; /* atomic: async: a follower waits (its start said so) */
+	int woken;  /* atomic: async: the follower's hook was called */
 } cb;
 
 /* The leader's dependency: in flight until a follower waits. */
@@ -325,9 +332,11 @@ lead_fn(void *ctx, const resil_args *args, resil_value *out)
 
 	(void)args;
 	__atomic_store_n(&x->in_dep, 1, __ATOMIC_SEQ_CST);
-	while (resil_manual_clock_waiters(&x->mc) == 0 &&
+	while ((x->async ? !__atomic_load_n(&x->joined, __ATOMIC_SEQ_CST)
+	                 : resil_manual_clock_waiters(&x->mc) == 0) &&
 	    !__atomic_load_n(&x->stop, __ATOMIC_SEQ_CST))
 		sched_yield();
+	__atomic_store_n(&x->joined, 0, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&x->in_dep, 0, __ATOMIC_SEQ_CST);
 	*out = resil_value_int(8);
 	return 0;
@@ -349,12 +358,13 @@ leader_loop(void *arg)
 }
 
 static void *
-setup_coalesce(void)
+setup_coalesce_as(int async)
 {
 	cb *x = calloc(1, sizeof(*x));
 	resil_pipeline_config cfg;
 	resil_method_config mcfg;
 
+	x->async = async;
 	resil_manual_clock_init(&x->mc, 1);
 	memset(&mcfg, 0, sizeof(mcfg));
 	mcfg.name = "getStock";
@@ -369,6 +379,18 @@ setup_coalesce(void)
 	    pthread_create(&x->leader, NULL, leader_loop, x) != 0)
 		abort();
 	return x;
+}
+
+static void *
+setup_coalesce(void)
+{
+	return setup_coalesce_as(0);
+}
+
+static void *
+setup_coalesce_async(void)
+{
+	return setup_coalesce_as(1);
 }
 
 static void
@@ -403,6 +425,57 @@ run_coalesce(void *ctx, uint64_t iters)
 	return n;
 }
 
+static void
+coal_wake(void *ctx)
+{
+	cb *x = ctx;
+
+	__atomic_store_n(&x->woken, 1, __ATOMIC_SEQ_CST);
+}
+
+/* The same with the call machine: the start answers WAIT (it follows),
+ * the leader's end calls the hook, the step says DONE with the copy. */
+static uint64_t
+run_coalesce_async(void *ctx, uint64_t iters)
+{
+	cb *x = ctx;
+	resil_invocation inv;
+	resil_call call;
+	resil_call_next st;
+	resil_result r;
+	uint64_t i, n = 0;
+
+	resil_invocation_init(&inv, "getStock");
+	inv.args.data = "12345678";
+	inv.args.len = 8;
+	inv.wake = coal_wake;
+	inv.wake_ctx = x;
+	memset(&call, 0, sizeof(call));
+	for (i = 0; i < iters; i++) {
+		while (!__atomic_load_n(&x->in_dep, __ATOMIC_SEQ_CST))
+			sched_yield();
+		__atomic_store_n(&x->woken, 0, __ATOMIC_SEQ_CST);
+		resil_call_start_ex(&call, x->p, x->m, &inv, &r, 1, &st);
+		if (st.action == RESIL_CALL_WAIT) {
+			__atomic_store_n(&x->joined, 1, __ATOMIC_SEQ_CST);
+			while (!__atomic_load_n(&x->woken, __ATOMIC_SEQ_CST))
+				sched_yield();
+		}
+		while (st.action != RESIL_CALL_DONE) {
+			if (st.action == RESIL_CALL_RUN) {
+				resil_value v = resil_value_int(8);
+
+				resil_call_report(&call, st.attempt, 0, &v, 1);
+			}
+			resil_call_step(&call, 1, &st);
+		}
+		if (r.err == RESIL_OK && r.attempts == 0)
+			n += (uint64_t)r.value.u.i;
+		resil_result_free(&r);
+	}
+	return n;
+}
+
 const resil_bench resil_bench_pipeline[] = {
 	{ "pipeline/success", setup_success, run, teardown },
 	{ "pipeline/async_success", setup_success, run_async, teardown },
@@ -420,5 +493,7 @@ const resil_bench resil_bench_pipeline[] = {
 	    teardown },
 	{ "pipeline/coalesce_follower", setup_coalesce, run_coalesce,
 	    teardown_coalesce },
+	{ "pipeline/async_coalesce_follower", setup_coalesce_async,
+	    run_coalesce_async, teardown_coalesce },
 	{ NULL, NULL, NULL, NULL },
 };

@@ -33,6 +33,8 @@ call_settle(callm *c)
 		if (RESIL__UNLIKELY(c->p->keyed != NULL) && c->kheld.held)
 			resil__keyed_machine_end(c->p, &c->kheld,
 			    c->magic == CALL_CANCELLED, c->out);
+		if (RESIL__UNLIKELY(c->coal != 0)) /* issue 43: a leader */
+			resil__coal_finish(c);
 		c->gref = 0;
 		conf_drop(c->g);
 	}
@@ -261,6 +263,7 @@ machine_start(callm *c, uint64_t now, resil_call_next *step)
 
 	resil__tls_method = c->args->method;
 	step->endpoint = NULL;
+	c->coal_blk = 0; /* issue 43: a follower waits for its hook */
 	mstart(c, c->p, g, gs, c->m, c->args, c->out, &ts, step);
 	c->gref = 1;
 	c->gst = (uint8_t)gs;
@@ -514,6 +517,8 @@ resil_call_cancel(resil_call *call, uint64_t now)
 		return RESIL_E_MISUSE;
 	if (c->bh_wait) /* issue 42: queued for a bulkhead slot */
 		resil__call_bh_cancel(c);
+	if (c->coal != 0) /* issue 43: leaves its queue, or hands over */
+		resil__coal_cancel(c);
 	abandon_running(c);
 	if (c->magic == CALL_CLUSTER) {
 		resil__cl_release_late(c); /* the hedges are cancelled too */

@@ -6,7 +6,6 @@
  * chose). Each is a loop over the machine that runs the attempts itself
  * and sleeps through the pipeline's clock.
  */
-#include "call_coalesce.h"
 #include "call_keyed.h"
 #include "call_machine.h"
 #include "fallback_internal.h"
@@ -62,6 +61,9 @@ drive_loop(callm *c, tsrc *ts, resil_call_next *st, resil_call_fn fn,
 			 * bulkhead slot, through the clock's wait. */
 			if (RESIL__UNLIKELY(c->bh_wait))
 				resil__call_bh_block(c, st->until);
+			else if (RESIL__UNLIKELY(
+			             c->coal == RESIL__COAL_FOLLOWER))
+				resil__coal_block(c, st->until); /* issue 43 */
 			else if (st->until > now)
 				resil_clock_sleep(&p->clock, st->until - now);
 			tlazy(ts, p);
@@ -81,12 +83,17 @@ drive_machine(resil_pipeline *p, settings *g, unsigned gs, const method *m,
 	callm c;
 	resil_call_next st;
 	tsrc ts;
+	resil_err err;
 
 	resil__tls_method = args->method;
 	tlazy(&ts, p);
 	c.inv = NULL; /* issue 42: the priority reads it */
+	c.coal_blk = 1; /* issue 43: a follower blocks on the clock */
 	mstart(&c, p, g, gs, m, args, out, &ts, &st);
-	return drive_loop(&c, &ts, &st, fn, ctx, args, out);
+	err = drive_loop(&c, &ts, &st, fn, ctx, args, out);
+	if (RESIL__UNLIKELY(c.coal != 0)) /* issue 43: a leader */
+		resil__coal_finish(&c);
+	return err;
 }
 
 /* The breaker refused the inline first attempt: the machine goes on
@@ -329,29 +336,6 @@ drive_fresh(resil_pipeline *p, settings *g, unsigned gs, bool own,
 	return 1;
 }
 
-/* A coalescing method (issue 43, lib/call_coalesce.c): a follower gets
- * the leader's answer; the leader (or a call on its own) runs as below,
- * then hands its answer to its followers. */
-static NOINLINE resil_err
-drive_coalesced(resil_pipeline *p, settings *g, unsigned gs, bool own,
-    const method *m, const resil_args *args, resil_call_fn fn, void *ctx,
-    resil_result *out)
-{
-	resil__coal_ent e;
-	resil_err err;
-	int r = resil__coal_join(m->coal, &p->clock, args, &e, out);
-
-	if (r == RESIL__COAL_FOLLOWED)
-		return out->err;
-	if (m->fresh != 0 && drive_fresh(p, g, gs, own, m, args, out))
-		err = RESIL_OK;
-	else
-		err = drive_machine(p, g, gs, m, args, fn, ctx, out);
-	if (r == RESIL__COAL_LEADER)
-		resil__coal_done(m->coal, &e, out);
-	return err;
-}
-
 /*
  * The blocking driver. The machine's first step is inline when the
  * method is simple (no mock stage, no stage that needs the time, no
@@ -374,9 +358,6 @@ drive(resil_pipeline *p, settings *g, unsigned gs, bool own, const method *m,
 
 	/* Chaos switched off costs its flag test (issue 28). */
 	if (RESIL__UNLIKELY(!inline_first_ok(g, m, SIMPLE_INLINE))) {
-		if (RESIL__UNLIKELY(m->coal != NULL)) /* issue 43 */
-			return drive_coalesced(
-			    p, g, gs, own, m, args, fn, ctx, out);
 		if (RESIL__UNLIKELY(m->fresh != 0) &&
 		    drive_fresh(p, g, gs, own, m, args, out))
 			return RESIL_OK;

@@ -412,11 +412,36 @@ minit(callm *c, resil_pipeline *p, settings *g, unsigned gs, const method *m,
 	c->delayed = 0;
 	c->bh_wait = 0; /* issue 42 */
 	c->prio_set = 0;
+	c->coal = 0; /* issue 43 */
 	vnull(&c->value);
 	c->phase = P_ATTEMPT;
 	c->breaker = m->run_breaker;
 	c->retry = m->run_retry;
 	c->timeout = m->timeout;
+}
+
+/* The call's first attempt (after the mock stage, the read-through and
+ * coalescing): the retry run or the cluster begun, then launched. */
+HOT void
+mlaunch(callm *c, const method *m, tsrc *ts, resil_call_next *st)
+{
+	if (m->start != START_NONE) {
+		if (RESIL__UNLIKELY(m->start == START_CLUSTER)) {
+			if (!resil__cl_start(c, m, *ts)) {
+				rejected(c, RESIL_E_OPEN);
+				resil__call_attend(c, ts, st);
+				return;
+			}
+		} else {
+			c->run_on = 1;
+			run_begin(c, ts);
+		}
+	}
+	if (!(m->simple && !(m->simple & SIMPLE_TIMED) &&
+	            (m->chaos == NULL || !resil__chaos_is_live(m->chaos))
+	            ? launch_first_simple(c, st)
+	            : launch(c, ts, st)))
+		resil__call_attend(c, ts, st);
 }
 
 /* Start: the mock stage, then attempt 1. */
@@ -468,23 +493,11 @@ mstart(callm *c, resil_pipeline *p, settings *g, unsigned gs, const method *m,
 		conclude_with(c, RESIL_STAGE_FALLBACK, ts, st);
 		return RESIL_OK;
 	}
-	if (m->start != START_NONE) {
-		if (RESIL__UNLIKELY(m->start == START_CLUSTER)) {
-			if (!resil__cl_start(c, m, *ts)) {
-				rejected(c, RESIL_E_OPEN);
-				resil__call_attend(c, ts, st);
-				return RESIL_OK;
-			}
-		} else {
-			c->run_on = 1;
-			run_begin(c, ts);
-		}
-	}
-	if (!(m->simple && !(m->simple & SIMPLE_TIMED) &&
-	            (m->chaos == NULL || !resil__chaos_is_live(m->chaos))
-	            ? launch_first_simple(c, st)
-	            : launch(c, ts, st)))
-		resil__call_attend(c, ts, st);
+	/* Coalescing (issue 43, lib/call_coalesce.c): a follower waits for
+	 * the leader of its key. */
+	if (RESIL__UNLIKELY(m->coal != NULL) && resil__coal_start(c, ts, st))
+		return RESIL_OK;
+	mlaunch(c, m, ts, st);
 	return RESIL_OK;
 }
 
@@ -612,6 +625,8 @@ mstep(callm *c, tsrc *ts, int waited, resil_call_next *st)
 	}
 	if (RESIL__UNLIKELY(c->bh_wait)) /* issue 42: queued for a slot */
 		resil__call_bh_step(c, ts, st);
+	else if (RESIL__UNLIKELY(c->coal == RESIL__COAL_FOLLOWER))
+		resil__coal_step(c, ts, st); /* issue 43 */
 	else if (c->phase == P_WAIT)
 		resil__call_advance(c, ts, waited, st);
 	else

@@ -19,6 +19,7 @@
 #include "pipeline_events.h"
 #include "pipeline_internal.h"
 
+#include "call_coalesce.h"
 #include "call_keyed.h"
 #include "retry_internal.h"
 #include <resil/fleet.h>
@@ -129,6 +130,12 @@ typedef struct callm {
 	uint8_t bh_fleet;
 	uint8_t prio;
 	uint8_t prio_set;
+	/* Issue 43 (lib/call_coalesce.c), in the same padding: coal (set by
+	 * minit()) RESIL__COAL_NONE, _LEADER or _FOLLOWER; coal_blk (set by
+	 * the driver before mstart()): the blocking driver's, it blocks to
+	 * wait. */
+	uint8_t coal;
+	uint8_t coal_blk;
 	/* Issue 44: the service breaker on the fleet (g->fleet): the
 	 * call's fleet permit. */
 	resil_fleet_permit sfp;
@@ -166,6 +173,11 @@ typedef struct callm {
 	resil_permit bh_permit;
 	resil_fleet_permit bh_fp;
 	resil_bulkhead_waiter bhw;
+	/* ---- issue 43: coalescing (lib/call_coalesce.c) ---- */
+	uint64_t coal_until; /* a follower's deadline (UINT64_MAX: none) */
+	resil__coal_ent *coal_on; /* the entry it waits on (under the lock) */
+	resil__coal_ent coal_ent; /* a leader's entry */
+	resil__waiter coal_w;     /* a follower's waiter */
 	/* ---- issue 41 (lib/call_keyed.c): what the call holds of its
 	 * keys (the call machine's; the blocking driver's gate keeps its
 	 * own), and per attempt (khost above, by slot bit) its host

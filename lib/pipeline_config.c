@@ -115,7 +115,8 @@ read_path_rules(const resil_pipeline_config *cfg,
 	if (m->cache_fresh_ns != 0 && !cfg->cache_enabled)
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "%s.cache.fresh: needs the cache (cache.enabled)", m->name);
-	/* Coalescing: the plain blocking driver only. */
+	/* Coalescing: not with hedging or a selector (the attempts of
+	 * those are not one call's to share). */
 	if (m->coalesce_max_waiters > 1048576)
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "%s.coalesce: %u is out of range 0..1048576", m->name,

@@ -95,7 +95,7 @@ typedef struct resil_method resil_method;
  */
 typedef struct resil_call {
 	/* Private: the machine's state. */
-	uint64_t opaque_[416]; /* 352 before issue 42, 368 before 41 */
+	uint64_t opaque_[440]; /* 352 before issue 42, 368 before 43, 400 before 41 */
 } resil_call;
 
 typedef enum resil_call_action {
@@ -162,6 +162,9 @@ typedef struct resil_invocation {
 	 * wait) is handed to it, on the releasing thread: it must not block
 	 * (write an eventfd, uv_async_send); the caller then steps the
 	 * call. NULL: no early wake, the caller steps at st->until.
+	 * Issue 43: the same hook wakes a coalesced call's follower when its
+	 * leader's answer is copied to it (or the lead is handed to it); a
+	 * call without a hook never follows (docs/async.md).
 	 */
 	resil_priority priority;
 	void (*wake)(void *ctx);

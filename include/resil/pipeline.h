@@ -177,7 +177,9 @@ typedef struct resil_method_config {
 	 * method, same argument bytes) share one call: the first runs it,
 	 * up to this many others wait for its answer and get a copy (more
 	 * go on their own). 0: off. Text: getStock.coalesce=true (1024) or
-	 * =N (1..1048576), false or 0: off. Blocking drivers only. */
+	 * =N (1..1048576), false or 0: off. Both drivers; a call machine
+	 * follows only with a wake hook (resil_invocation.wake); a follower
+	 * waits at most the method's timeout (docs/fallback.md). */
 	uint32_t coalesce_max_waiters;
 } resil_method_config;
 
