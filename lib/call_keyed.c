@@ -27,7 +27,7 @@
  * (the gate's own call) goes past the gate, once. */
 static RESIL__TLS const resil_pipeline *kg_inside;
 
-static const char kg_missing[1] = {0};
+static const char kg_missing[1] = { 0 };
 
 int
 resil__keyed_gated(const resil_pipeline *p)
@@ -154,7 +154,8 @@ admit(resil_pipeline *p, const resil_args *args, const resil_invocation *inv,
 		uint64_t after = 0;
 
 		draw(&g->spec[RESIL_KEYED_RATELIMIT], args, inv, &key, &len);
-		err = resil_keyed_ratelimit_try_acquire(rl, key, len, 1, &after);
+		err =
+		    resil_keyed_ratelimit_try_acquire(rl, key, len, 1, &after);
 		if (err != RESIL_OK)
 			return refuse(out, err, "rate limiter", -1);
 	}
@@ -173,8 +174,8 @@ admit(resil_pipeline *p, const resil_args *args, const resil_invocation *inv,
 			if (h->held & 2u)
 				(void)resil_keyed_bulkhead_release(bh, &h->bh);
 			h->held = 0;
-			return refuse(out, err, "breaker",
-			    (int)RESIL_BREAKER_OPEN);
+			return refuse(
+			    out, err, "breaker", (int)RESIL_BREAKER_OPEN);
 		}
 		h->held |= 1u;
 	}
@@ -221,7 +222,7 @@ resil__keyed_call(resil_pipeline *p, const struct resil_method *h,
     const resil_args *args, resil_call_fn fn, void *ctx, resil_result *out,
     resil__keyed_run run)
 {
-	kcall kc = {p, h, args, NULL, fn, NULL, ctx, run};
+	kcall kc = { p, h, args, NULL, fn, NULL, ctx, run };
 
 	return gate(&kc, out);
 }
@@ -232,7 +233,7 @@ resil__keyed_invoke(resil_pipeline *p, const struct resil_method *h,
     resil_endpoint_call_fn fn, void *ctx, resil_result *out,
     resil__keyed_run run)
 {
-	kcall kc = {p, h, args, inv, NULL, fn, ctx, run};
+	kcall kc = { p, h, args, inv, NULL, fn, ctx, run };
 
 	return gate(&kc, out);
 }

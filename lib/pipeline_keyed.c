@@ -41,7 +41,8 @@ add_family(resil_pipeline *p, const char *spec, const resil_keyed_config *cfg,
 		    kind);
 	if (p->keyed != NULL && p->keyed->fam[cfg->kind] != NULL)
 		return resil__diagf(diag, RESIL_E_MISUSE,
-		    "%s.key: the pipeline has a %s family already", kind, kind);
+		    "%s.key: the pipeline has a %s family already", kind,
+		    kind);
 	err = resil_keyed_new(&k, cfg, diag);
 	if (err != RESIL_OK) {
 		char what[32];
@@ -54,8 +55,8 @@ add_family(resil_pipeline *p, const char *spec, const resil_keyed_config *cfg,
 		g = resil__calloc(&p->alloc, sizeof(*g));
 		if (g == NULL) {
 			resil_keyed_free(k);
-			return resil__diagf(
-			    diag, RESIL_E_NOMEM, "%s.key: out of memory", kind);
+			return resil__diagf(diag, RESIL_E_NOMEM,
+			    "%s.key: out of memory", kind);
 		}
 		p->keyed = g;
 	}
