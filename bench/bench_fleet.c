@@ -34,7 +34,9 @@
 #include <unistd.h>
 
 #include <resil/clock.h>
+#include <resil/config.h>
 #include <resil/fleet.h>
+#include <resil/pipeline.h>
 
 #include "bench.h"
 
@@ -339,11 +341,111 @@ run_paused(void *ctx, uint64_t iters)
 	return n;
 }
 
+/* fleet/pipeline_sync/64 (issue 44, pipelines through groups): a
+ * pipeline from text with breaker.fleet and breaker.per_method over 64
+ * declared methods (64 fleet breakers NAME.mI and the service's, all in
+ * the pipeline's group); each iteration makes one successful call of
+ * every method through the pipeline, then one resil_fleet_group_sync of
+ * the pipeline's group: one round trip for the 65 breakers. */
+typedef struct bpl {
+	resil_manual_clock mc;
+	pthread_mutex_t mu;
+	resil_config *c;
+	resil_pipeline *p;
+	resil_fleet_group *g;
+	char methods[64][8];
+	int busy;
+} bpl;
+
+static int
+bp_ok(void *ctx, const resil_args *args, resil_value *out)
+{
+	(void)ctx;
+	(void)args;
+	(void)out;
+	return 0;
+}
+
+static void *
+setup_psync64(void)
+{
+	const char *port = getenv("RESIL_FLEET_BENCH_PORT");
+	static char text[4096];
+	resil_pipeline_config pc;
+	bpl *x = calloc(1, sizeof(*x));
+	size_t n;
+	unsigned i;
+
+	if (x == NULL)
+		abort();
+	resil_manual_clock_init(&x->mc, 1);
+	pthread_mutex_init(&x->mu, NULL);
+	x->busy = 1;
+	n = (size_t)snprintf(text, sizeof(text),
+	    "service=S\nbreaker.fleet=redis://127.0.0.1:%s/bench-psync\n"
+	    "breaker.per_method=true\nbreaker.fleet.command_timeout=5s\n"
+	    "breaker.fleet.reconnect=1ms\n",
+	    port != NULL ? port : "1");
+	for (i = 0; i < 64; i++) {
+		snprintf(x->methods[i], sizeof(x->methods[i]), "m%u", i);
+		n += (size_t)snprintf(
+		    text + n, sizeof(text) - n, "m%u.type=any\n", i);
+	}
+	if (resil_config_parse_string(&x->c, text, NULL, NULL, NULL) !=
+	    RESIL_OK)
+		abort();
+	pc = *resil_config_pipeline(x->c);
+	pc.clock = resil_manual_clock_hook(&x->mc);
+	if (resil_pipeline_new(&x->p, &pc, NULL) != RESIL_OK)
+		abort();
+	x->g = resil_pipeline_fleet_group(x->p);
+	if (port != NULL && resil_fleet_group_sync(x->g, 1) != RESIL_OK) {
+		fprintf(stderr, "bench_fleet: no redis on port %s\n", port);
+		abort();
+	}
+	return x;
+}
+
+static uint64_t
+run_psync(void *ctx, uint64_t iters)
+{
+	bpl *x = ctx;
+	resil_result r;
+	resil_args a;
+	uint64_t i, n = 0;
+	unsigned j;
+
+	memset(&a, 0, sizeof(a));
+	pthread_mutex_lock(&x->mu);
+	for (i = 0; i < iters; i++) {
+		for (j = 0; x->busy && j < 64; j++) {
+			a.method = x->methods[j];
+			(void)resil_pipeline_call(x->p, &a, bp_ok, NULL, &r);
+			resil_result_free(&r);
+		}
+		n += resil_fleet_group_sync(x->g, 1) == RESIL_OK;
+	}
+	pthread_mutex_unlock(&x->mu);
+	return n;
+}
+
+static void
+teardown_psync(void *ctx)
+{
+	bpl *x = ctx;
+
+	resil_pipeline_free(x->p);
+	resil_config_free(x->c);
+	pthread_mutex_destroy(&x->mu);
+	free(x);
+}
+
 const resil_bench resil_bench_fleet[] = {
 	{ "fleet/closed_success", setup_closed, run_acquire_record, teardown },
 	{ "fleet/sync/1", setup_sync1, run_sync, teardown_sync },
 	{ "fleet/sync/64", setup_sync64, run_sync, teardown_sync },
 	{ "fleet/sync/10000", setup_sync10000, run_sync, teardown_sync },
+	{ "fleet/pipeline_sync/64", setup_psync64, run_psync, teardown_psync },
 	{ "fleet/sync_scripts/1", setup_scripts1, run_sync, teardown_sync },
 	{ "fleet/sync_scripts/64", setup_scripts64, run_sync, teardown_sync },
 	{ "fleet/sync_scripts/1000", setup_scripts1000, run_sync,

@@ -14,6 +14,11 @@
  *                   resil_bulkhead_acquire_wait() + resil_bulkhead_release()
  *                   on a bulkhead of 25 that waits (max_wait 10 ms, queue
  *                   16, FIFO): never full, so never queued (issue 42).
+ *   limit/rate_classed
+ *                   resil_ratelimit_try_acquire_prio() of one permit as a
+ *                   sheddable call, always granted, on the limit/rate
+ *                   limiter with reservations (reserve_critical 1024,
+ *                   reserve_default 1024 of the burst; issue 42).
  *   limit/rate_batched, limit/bulkhead_batched
  *                   the same with the opt-in per-thread batches
  *                   (ratelimit.batch 64, bulkhead.batch 8): a thread takes
@@ -56,6 +61,26 @@ static void *
 setup_rate(void)
 {
 	return setup_rate_with(0);
+}
+
+static void *
+setup_rate_classed(void)
+{
+	lb *x = calloc(1, sizeof(*x));
+	resil_ratelimit_config cfg = resil_ratelimit_config_default();
+
+	if (x == NULL)
+		abort();
+	resil_manual_clock_init(&x->mc, 1);
+	cfg.clock = resil_manual_clock_hook(&x->mc);
+	cfg.rate = 1;
+	cfg.period_ns = 1;
+	cfg.burst = UINT32_C(1) << 20;
+	cfg.reserve_critical = 1024;
+	cfg.reserve_default = 1024;
+	if (resil_ratelimit_new(&x->rl, &cfg, NULL) != RESIL_OK)
+		abort();
+	return x;
 }
 
 static void *
@@ -148,6 +173,19 @@ run_rate(void *ctx, uint64_t iters)
 }
 
 static uint64_t
+run_rate_classed(void *ctx, uint64_t iters)
+{
+	lb *x = ctx;
+	uint64_t i, n = 0;
+
+	resil_manual_clock_advance(&x->mc, iters);
+	for (i = 0; i < iters; i++)
+		n += resil_ratelimit_try_acquire_prio(
+		         x->rl, RESIL_PRIORITY_SHEDDABLE, 1, NULL) == RESIL_OK;
+	return n;
+}
+
+static uint64_t
 run_bulkhead(void *ctx, uint64_t iters)
 {
 	lb *x = ctx;
@@ -165,6 +203,8 @@ const resil_bench resil_bench_limit[] = {
 	{ "limit/bulkhead_wait/uncontended", setup_bulkhead_wait,
 	    run_bulkhead_wait, lb_free },
 	{ "limit/rate_batched", setup_rate_batched, run_rate, lb_free },
+	{ "limit/rate_classed", setup_rate_classed, run_rate_classed,
+	    lb_free },
 	{ "limit/bulkhead_batched", setup_bulkhead_batched, run_bulkhead,
 	    lb_free },
 	{ NULL, NULL, NULL, NULL },

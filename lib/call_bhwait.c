@@ -80,6 +80,10 @@ resil__call_bh_enter(callm *c, unsigned i, resil_permit *permit,
 		return 0;
 	if (!queued)
 		return 1;
+	/* No waiting past the call's retry deadline (a wait that cannot
+	 * end in an attempt is no use to it). */
+	if (c->run_on && c->run.has_deadline)
+		(void)resil_bulkhead_wait_cut(&c->bhw, c->run.deadline_at);
 	c->bh_wait = 1;
 	c->bh_slot = (uint8_t)i;
 	c->bh_fleet = (uint8_t)fleet;

@@ -184,10 +184,10 @@ resil__cl_start(callm *c, const method *m, tsrc ts)
 			return 0;
 		}
 		c->has_spermit = 1;
-	} else if (RESIL__UNLIKELY(c->g->fleet != NULL)) {
+	} else if (RESIL__UNLIKELY(c->m->fleet != NULL)) {
 		/* Issue 44: the service breaker is the fleet's. */
-		if (resil_fleet_acquire(c->g->fleet, &c->sfp) != RESIL_OK) {
-			c->breaker_state = fleet_bstate(c->g->fleet);
+		if (resil_fleet_acquire(c->m->fleet, &c->sfp) != RESIL_OK) {
+			c->breaker_state = fleet_bstate(c->m->fleet);
 			c->cstop = 1;
 			snprintf(c->cmsg, sizeof(c->cmsg),
 			    "Failed to invoke the method %s in the service "
@@ -211,8 +211,8 @@ service_record(callm *c, resil_outcome outcome, tsrc *ts)
 		return;
 	if (RESIL__UNLIKELY(c->has_spermit == 2)) {
 		c->has_spermit = 0;
-		(void)resil_fleet_record(c->g->fleet, &c->sfp, outcome);
-		c->breaker_state = fleet_bstate(c->g->fleet);
+		(void)resil_fleet_record(c->m->fleet, &c->sfp, outcome);
+		c->breaker_state = fleet_bstate(c->m->fleet);
 		return;
 	}
 	c->has_spermit = 0;
@@ -250,8 +250,8 @@ resil__cl_cancel(callm *c)
 		return;
 	if (RESIL__UNLIKELY(c->has_spermit == 2)) {
 		c->has_spermit = 0;
-		(void)resil_fleet_release(c->g->fleet, &c->sfp);
-		c->breaker_state = fleet_bstate(c->g->fleet);
+		(void)resil_fleet_release(c->m->fleet, &c->sfp);
+		c->breaker_state = fleet_bstate(c->m->fleet);
 		return;
 	}
 	c->has_spermit = 0;

@@ -871,6 +871,29 @@ ep_adapt(void *ctx, const resil_args *args, resil_value *out)
 	return a->fn(a->ctx, NULL, args, out);
 }
 
+/*
+ * Issue 42: whether a blocking call over a pipeline without a selector
+ * must run the machine with its invocation: it gives a class (its
+ * priority, or attachments that may name one) and a stage decides by
+ * class (a rate limiter or bulkhead with reservations, a bulkhead that
+ * waits, the throttle). drive() has no invocation to give the machine;
+ * a coalesced or read-through method keeps its own path.
+ */
+static int
+inv_classed(const settings *g, const method *m, const resil_invocation *inv)
+{
+	return inv != NULL &&
+	    (inv->priority != RESIL_PRIORITY_UNSET || inv->nattachments > 0) &&
+	    m->coal == NULL && m->fresh == 0 &&
+	    ((g->rl != NULL && g->frl == NULL &&
+	         (g->cfg.ratelimit.reserve_critical |
+	             g->cfg.ratelimit.reserve_default) != 0) ||
+	        (g->bh != NULL &&
+	            (g->cfg.bulkhead.reserve_critical |
+	                g->cfg.bulkhead.reserve_default) != 0) ||
+	        g->thr != NULL);
+}
+
 static resil_err
 invoke(resil_pipeline *p, const resil_method *h, const resil_args *args,
     const resil_invocation *inv, resil_endpoint_call_fn fn, void *ctx,
@@ -903,6 +926,8 @@ invoke(resil_pipeline *p, const resil_method *h, const resil_args *args,
 		if (p->hedge_max != 0)
 			err = drive_hedged(
 			    p, g, gs, pm, args, inv, NULL, fn, ctx, out);
+		else if (RESIL__UNLIKELY(inv_classed(g, pm, inv)))
+			err = drive_ep(p, g, gs, pm, args, inv, fn, ctx, out);
 		else
 			err = drive(p, g, gs, false, pm, args, ep_adapt, &a, out);
 	} else if (p->ccfg.strategy == RESIL_CLUSTER_FORKING)

@@ -80,9 +80,9 @@ permit_back(callm *c, resil_permit *permit, resil_fleet_permit *fp)
 	if (c->breaker != NULL) {
 		resil_breaker_release(c->breaker, permit);
 		c->breaker_state = (int)resil_breaker_get_state(c->breaker);
-	} else if (RESIL__UNLIKELY(c->g->fleet != NULL)) {
-		resil_fleet_release(c->g->fleet, fp);
-		c->breaker_state = fleet_bstate(c->g->fleet);
+	} else if (RESIL__UNLIKELY(c->m->fleet != NULL)) {
+		resil_fleet_release(c->m->fleet, fp);
+		c->breaker_state = fleet_bstate(c->m->fleet);
 	}
 }
 
@@ -135,19 +135,26 @@ launch(callm *c, tsrc *ts, resil_call_next *st)
 			rejected(c, RESIL_E_OPEN);
 			return 0;
 		}
-	} else if (RESIL__UNLIKELY(c->g->fleet != NULL) &&
+	} else if (RESIL__UNLIKELY(c->m->fleet != NULL) &&
 	    c->magic != CALL_CLUSTER) { /* a cluster's: the whole call's */
-		if (resil_fleet_acquire(c->g->fleet, &fp) != RESIL_OK) {
-			c->breaker_state = fleet_bstate(c->g->fleet);
+		if (resil_fleet_acquire(c->m->fleet, &fp) != RESIL_OK) {
+			c->breaker_state = fleet_bstate(c->m->fleet);
 			rejected(c, RESIL_E_OPEN);
 			return 0;
 		}
 		fleet = 1;
 	}
-	/* A fleet rate limiter stands in for the local one (settings.frl). */
+	/* A fleet rate limiter stands in for the local one (settings.frl);
+	 * a limiter with reservations decides by the call's class (issue
+	 * 42, lib/limit_rate_cls.c). */
 	if (c->g->rl != NULL &&
 	    (RESIL__UNLIKELY(c->g->frl != NULL)
 	            ? resil_fleet_limit_acquire(c->g->frl, 1, &retry_after)
+	            : RESIL__UNLIKELY(
+	                  (c->g->cfg.ratelimit.reserve_critical |
+	                      c->g->cfg.ratelimit.reserve_default) != 0)
+	            ? resil_ratelimit_try_acquire_prio(
+	                  c->g->rl, resil__call_priority(c), 1, &retry_after)
 	            : resil_ratelimit_try_acquire(
 	                  c->g->rl, 1, &retry_after)) != RESIL_OK) {
 		permit_back(c, &permit, &fp);

@@ -135,13 +135,16 @@ pause_to(settings *g, uint64_t until)
 }
 
 /* The pushback event: "server throttled: Retry-After 500ms, rate
- * limiter paused until 1500000000". */
+ * limiter paused until 1500000000", and with
+ * ratelimit.drain_on_throttled ", rate limiter drained (N permits)". */
 static void
-tell_pushback(callm *c, long ms, uint64_t now, uint64_t until)
+tell_pushback(
+    callm *c, long ms, uint64_t now, uint64_t until, uint64_t drained)
 {
 	resil_pipeline *p = c->p;
 	resil_pipeline_event ev;
-	char text[160], dur[32];
+	char text[200], dur[32];
+	size_t n;
 
 	if (p->listener == NULL)
 		return;
@@ -161,6 +164,12 @@ tell_pushback(callm *c, long ms, uint64_t now, uint64_t until)
 			snprintf(text, sizeof(text),
 			    "server throttled: Retry-After %s", dur);
 	}
+	/* ratelimit.drain_on_throttled: ", rate limiter drained (3
+	 * permits)". */
+	n = strlen(text);
+	if (drained != UINT64_MAX && n < sizeof(text))
+		snprintf(text + n, sizeof(text) - n,
+		    ", rate limiter drained (%" PRIu64 " permits)", drained);
 	resil__emit(p, &ev, RESIL_STAGE_THROTTLE, now, text, c->args->method);
 }
 
@@ -170,7 +179,7 @@ resil__ovl_complete(callm *c, int rc, int late, resil_outcome *outcome,
 {
 	settings *g = c->g;
 	int thr = !late && *status != RESIL_E_TIMEOUT && resil_rc_is_throttled(rc);
-	uint64_t now, until = 0;
+	uint64_t now, until = 0, drained = UINT64_MAX;
 	long ms;
 
 	if (g->thr != NULL)
@@ -192,8 +201,21 @@ resil__ovl_complete(callm *c, int rc, int late, resil_outcome *outcome,
 	if (ms > 0 && g->rl != NULL) {
 		until = sat_add(now, (uint64_t)ms * RESIL_NS_PER_MS);
 		pause_to(g, until);
+		/* The fleet limiter standing in for the local one is told:
+		 * every member pauses (one round trip; a member deciding
+		 * locally has nobody to tell). */
+		if (RESIL__UNLIKELY(g->frl != NULL))
+			(void)resil_fleet_limit_pause(
+			    g->frl, (uint64_t)ms * RESIL_NS_PER_MS, NULL);
 	}
-	tell_pushback(c, ms, now, until);
+	/* ratelimit.drain_on_throttled (Resilience4j's
+	 * drainPermissionsOnResult): the permits left go too, so the
+	 * limiter refills from empty once the pause (if any) is over. The
+	 * local limiter's, not a fleet limiter standing in for it. */
+	if (g->rl != NULL && g->frl == NULL &&
+	    g->cfg.ratelimit.drain_on_throttled)
+		(void)resil_ratelimit_drain(g->rl, &drained);
+	tell_pushback(c, ms, now, until, drained);
 }
 
 void

@@ -44,8 +44,8 @@ resil__call_abandon(callm *c)
 	c->running = 0;
 	if (c->breaker != NULL)
 		c->breaker_state = (int)resil_breaker_get_state(c->breaker);
-	else if (RESIL__UNLIKELY(c->g->fleet != NULL))
-		c->breaker_state = fleet_bstate(c->g->fleet);
+	else if (RESIL__UNLIKELY(c->m->fleet != NULL))
+		c->breaker_state = fleet_bstate(c->m->fleet);
 }
 
 int

@@ -136,7 +136,7 @@ typedef struct callm {
 	 * wait. */
 	uint8_t coal;
 	uint8_t coal_blk;
-	/* Issue 44: the service breaker on the fleet (g->fleet): the
+	/* Issue 44: the service breaker on the fleet (m->fleet): the
 	 * call's fleet permit. */
 	resil_fleet_permit sfp;
 	uint64_t cstart; /* when the call started (a timeout is set) */
@@ -269,10 +269,10 @@ fleet_done(callm *c, slot *s, int release, resil_outcome outcome)
 
 	fleet_unpack(s, &fp);
 	if (release)
-		resil_fleet_release(c->g->fleet, &fp);
+		resil_fleet_release(c->m->fleet, &fp);
 	else
-		resil_fleet_record(c->g->fleet, &fp, outcome);
-	c->breaker_state = fleet_bstate(c->g->fleet);
+		resil_fleet_record(c->m->fleet, &fp, outcome);
+	c->breaker_state = fleet_bstate(c->m->fleet);
 }
 
 static inline uint64_t

@@ -215,6 +215,9 @@ static const keydef keys[] = {
 	INT("breaker.fleet.reconnect", K_DUR, ST_BREAKER, 0,
 	    fleet_settings.reconnect_ns, UINT64_C(1000000),
 	    UINT64_C(3600000000000)),
+	/* Issue 44 (h2): the endpoints' breakers on the fleet too. */
+	INT("breaker.fleet.endpoints", K_BOOL, ST_BREAKER, 0, fleet_endpoints,
+	    0, 1),
 
 	/* Issue 42: adaptive client throttling in front of the breaker
 	 * (k: 0 off, else 1..1000000, checked with the window at build). */
@@ -226,6 +229,16 @@ static const keydef keys[] = {
 	    RESIL_THROTTLE_MAX_BUCKETS),
 	INT("throttle.seed", K_U64, ST_THROTTLE, 0, throttle.seed, 0,
 	    UINT64_MAX),
+
+	/* Issue 42 (h2/overload): the rate limiter's priority classes (the
+	 * sum below burst, checked by the limiter) and its drain on the
+	 * server's pushback. */
+	INT("ratelimit.reserve.critical", K_U32, ST_RATELIMIT, 0,
+	    ratelimit.reserve_critical, 0, U32MAX),
+	INT("ratelimit.reserve.default", K_U32, ST_RATELIMIT, 0,
+	    ratelimit.reserve_default, 0, U32MAX),
+	INT("ratelimit.drain_on_throttled", K_BOOL, ST_RATELIMIT, 0,
+	    ratelimit.drain_on_throttled, 0, 1),
 
 	/* Issue 41: keyed families (lib/config_keyed.c; the overrides,
 	 * KIND.key.override.VALUE, are read there too). max_keys and

@@ -3,6 +3,7 @@
  * reclaimed with ck_epoch, and per-address state that survives updates.
  */
 #include <resil/directory.h>
+#include <resil/fleet.h>
 
 #include "directory_internal.h"
 
@@ -22,6 +23,9 @@ struct resil_directory {
 	resil_breaker_config bcfg;
 	int has_breaker;
 	resil_shm *bshm; /* issue 24.2: the endpoint breakers' region */
+	/* Issue 44 (h2): the endpoints' breakers on the fleet (wlock). */
+	resil__dir_fleet fl;
+	int has_fleet;
 	resil__epoch *epoch;
 	resil__spinlock wlock; /* updates */
 	resil__spinlock elock; /* ejection decisions */
@@ -315,6 +319,7 @@ ep_free(resil__endpoint *ep)
 {
 	const resil_allocator *a = &ep->dir->a;
 
+	resil_fleet_free(ep->fleet);
 	resil_breaker_free(ep->breaker);
 	resil__strfree(a, ep->address);
 	ep_release(a, ep);
@@ -618,6 +623,8 @@ resil_directory_free(resil_directory *d)
 	resil__epoch_free(d->epoch); /* runs the retired snapshots' ends */
 	resil__snap_release(d->cur);
 	retired_reclaim(d, 1);
+	if (d->has_fleet && d->fl.put != NULL)
+		d->fl.put(d->fl.group); /* its endpoints' handles are gone */
 	resil_shm_close(d->bshm);
 	pthread_rwlock_destroy(&d->watch_lock);
 	a = d->a;
@@ -867,6 +874,61 @@ ep_breaker_new(resil_directory *d, resil__endpoint *ep, resil_diag *diag)
 	return resil_breaker_new(&ep->breaker, &bc, diag);
 }
 
+/* Issue 44 (h2): the endpoint's fleet breaker (wlock held). */
+static resil_err
+ep_fleet_new(resil_directory *d, resil__endpoint *ep, resil_diag *diag)
+{
+	resil_breaker_config bc = d->bcfg;
+	struct resil_fleet *f;
+	resil_err err;
+
+	bc.listener = ep_breaker_event;
+	bc.listener_ctx = ep;
+	bc.alloc = &d->a;
+	err = resil__dir_fleet_new(&d->fl, ep->address, &bc, &f, diag);
+	if (err == RESIL_OK)
+		resil__storeptr((void **)(void *)&ep->fleet, f);
+	return err;
+}
+
+resil_err
+resil__dir_fleet_attach(resil_directory *d, const resil__dir_fleet *df,
+    const char *key, resil_diag *diag)
+{
+	resil__snapshot *s;
+	resil_err err = RESIL_OK;
+	size_t i;
+
+	resil__spin_lock(&d->wlock);
+	if (!d->has_breaker || d->has_fleet || d->bshm != NULL) {
+		int same = d->has_fleet && d->fl.group == df->group &&
+		    strcmp(d->fl.prefix, df->prefix) == 0;
+
+		resil__spin_unlock(&d->wlock);
+		if (df->put != NULL)
+			df->put(df->group);
+		if (same)
+			return RESIL_OK;
+		return resil__diagf(diag, RESIL_E_INVAL, "%s: %s", key,
+		    !d->has_breaker
+		        ? "the directory has no endpoint breakers "
+		          "(endpoint.breaker.* keys, endpoint_breaker)"
+		    : d->bshm != NULL
+		        ? "not with endpoint.breaker.shared (the endpoints' "
+		          "breakers are in shared memory)"
+		        : "the directory's endpoints are on another fleet "
+		          "already");
+	}
+	d->fl = *df;
+	d->has_fleet = 1;
+	s = resil__loadptr((void *const *)&d->cur);
+	for (i = 0; s != NULL && i < s->n && err == RESIL_OK; i++)
+		if (s->e[i].ep != NULL && s->e[i].ep->fleet == NULL)
+			err = ep_fleet_new(d, s->e[i].ep, diag);
+	resil__spin_unlock(&d->wlock);
+	return err;
+}
+
 static resil__endpoint *
 ep_new(resil_directory *d, const char *address)
 {
@@ -885,6 +947,12 @@ ep_new(resil_directory *d, const char *address)
 	    (d->bshm != NULL ? resil__dir_shm_breaker(d->bshm, address,
 	                           &d->bcfg, &ep->breaker, &diag)
 	                     : ep_breaker_new(d, ep, &diag)) != RESIL_OK) {
+		resil__strfree(&d->a, ep->address);
+		ep_release(&d->a, ep);
+		return NULL;
+	}
+	if (d->has_fleet && ep_fleet_new(d, ep, &diag) != RESIL_OK) {
+		resil_breaker_free(ep->breaker);
 		resil__strfree(&d->a, ep->address);
 		ep_release(&d->a, ep);
 		return NULL;
@@ -1298,16 +1366,27 @@ int
 resil__ep_breaker_admits(resil__endpoint *ep)
 {
 	resil_breaker_metrics m;
+	resil_breaker *b = ep->breaker;
 
-	if (ep->breaker == NULL)
+	if (b == NULL)
 		return 1;
-	switch (resil_breaker_get_state(ep->breaker)) {
+	if (RESIL__UNLIKELY(resil__loadptr((void *const *)(void *)&ep->fleet) !=
+	        NULL)) {
+		/* Issue 44 (h2): the fleet decides; HALF_OPEN lets the
+		 * acquire ask for a probe lease. */
+		resil_fleet_state fs = resil_fleet_get_state(ep->fleet);
+
+		if (fs != RESIL_FLEET_CLOSED)
+			return fs == RESIL_FLEET_HALF_OPEN;
+		b = resil_fleet_breaker(ep->fleet);
+	}
+	switch (resil_breaker_get_state(b)) {
 	case RESIL_BREAKER_FORCED_OPEN:
 	case RESIL_BREAKER_CORRUPT: /* a damaged shared word: never grants */
 		return 0;
 	case RESIL_BREAKER_OPEN:
 		/* OPEN past its wait lets the next acquire probe. */
-		if (resil_breaker_get_metrics(ep->breaker, &m) != RESIL_OK)
+		if (resil_breaker_get_metrics(b, &m) != RESIL_OK)
 			return 0;
 		return m.state != RESIL_BREAKER_OPEN ||
 		    m.time_in_state >= m.open_wait;
@@ -1700,7 +1779,7 @@ resil_directory_get_state(
 	out->sr_elapsed = resil__load64(&ep->sr_elapsed);
 	out->weight = s->e[pos].weight;
 	out->breaker = ep->breaker != NULL
-	    ? resil_breaker_get_state(ep->breaker)
+	    ? resil_breaker_get_state(resil__ep_breaker(ep))
 	    : RESIL_BREAKER_CLOSED;
 	{
 		uint64_t iv = resil__load64(&ep->iv);
@@ -1780,7 +1859,9 @@ resil_directory_breaker(resil_directory *d, const char *address)
 	s = snap_get(d);
 	pos = find_pos(s, address);
 	if (pos != NOPOS)
-		b = s->e[pos].ep->breaker;
+		b = s->e[pos].ep->breaker != NULL
+		    ? resil__ep_breaker(s->e[pos].ep)
+		    : NULL;
 	resil__snap_release(s);
 	return b;
 }

@@ -44,6 +44,11 @@ typedef struct resil__endpoint {
 	uint64_t id;
 	char *address;
 	struct resil_directory *dir;
+	/* Issue 44 (h2): the endpoint's fleet breaker (atomic pointer, set
+	 * once under the directory's wlock, freed with the endpoint), or
+	 * NULL: its picks ask the fleet instead of breaker (which is then
+	 * kept only for permits granted before the fleet came). */
+	struct resil_fleet *fleet;
 	/* Outlier detection, under lock. */
 	resil__spinlock lock;
 	uint32_t k;
@@ -287,5 +292,57 @@ resil_err resil__dir_shm_breaker(resil_shm *shm, const char *address,
 int resil__dir_watch(
     resil_directory *d, resil_endpoint_listener_fn fn, void *ctx);
 void resil__dir_unwatch(resil_directory *d, void *ctx);
+
+/* ---- issue 44 (h2): the endpoints' breakers on the fleet ---- */
+
+struct resil_fleet;
+struct resil_fleet_group;
+
+/* What a directory's endpoints' fleet breakers are made of
+ * (resil__dir_fleet_attach). */
+typedef struct resil__dir_fleet {
+	/* The group every endpoint's fleet breaker joins, one reference of
+	 * it the directory holds: put is called when the directory no
+	 * longer needs it (its free, or a refused attach). */
+	struct resil_fleet_group *group;
+	void (*put)(struct resil_fleet_group *g);
+	char prefix[64]; /* the fleet NAME: endpoints are NAME.ep.ADDRESS */
+	/* quorum, leases and times as resil_fleet_config's (the name,
+	 * group, breaker and listener are set per endpoint). */
+	uint32_t quorum, quorum_traffic_pct, probe_leases, max_local_leases;
+	uint32_t buckets;
+	uint64_t open_wait_ms, lease_ms, vote_ms, bucket_ms;
+} resil__dir_fleet;
+
+/*
+ * Put d's endpoints' breakers on the fleet: every endpoint (those of the
+ * current list, and each one an update adds) gets a fleet breaker in
+ * df->group named PREFIX.ep.ADDRESS (resil__dir_fleet_name), its local
+ * breaker from d's endpoint breaker config (its transitions are d's
+ * endpoint events, as a local endpoint breaker's); picks then ask
+ * resil_fleet_acquire / _record / _release. *df is copied. The group
+ * reference passes to d on every return. A second attach with the same
+ * group and prefix changes nothing (RESIL_OK); another is refused, as is
+ * a directory without endpoint breakers (RESIL_E_INVAL, "key: why").
+ */
+resil_err resil__dir_fleet_attach(struct resil_directory *d,
+    const resil__dir_fleet *df, const char *key, resil_diag *diag);
+
+/* lib/directory_fleet.c: the fleet breaker of address (bc: its local
+ * breaker's config, listener set) into *out. */
+resil_err resil__dir_fleet_new(const resil__dir_fleet *df,
+    const char *address, const resil_breaker_config *bc,
+    struct resil_fleet **out, resil_diag *diag);
+
+/* The fleet name of address: PREFIX.ep.ADDRESS with any character
+ * outside [A-Za-z0-9._-] (':' among them) as '_'; when the name would
+ * pass 63 characters, the address part is cut and "-HHHHHHHHHHHHHHHH"
+ * (the address's FNV-1a hash) follows. name: 64 bytes. */
+void resil__dir_fleet_name(
+    const char *prefix, const char *address, char name[64]);
+
+/* The breaker an endpoint's state is read from: its fleet's local one,
+ * else its own (NULL: none). */
+resil_breaker *resil__ep_breaker(const resil__endpoint *ep);
 
 #endif /* RESIL_DIRECTORY_INTERNAL_H */

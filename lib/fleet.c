@@ -699,8 +699,9 @@ resil_fleet_sync(resil_fleet *f, uint64_t now)
 {
 	if (f == NULL)
 		return RESIL_E_INVAL;
-	if (resil__load64(&f->helper_on) != 0)
-		return RESIL_E_MISUSE; /* the helper thread syncs */
+	if (resil__load64(&f->helper_on) != 0 ||
+	    (f->grp != NULL && resil__load64(&f->grp->helper_on) != 0))
+		return RESIL_E_MISUSE; /* the (group's) helper thread syncs */
 	return sync_step(f, now);
 }
 
@@ -1274,9 +1275,9 @@ struct resil_fleet_limit {
 	resil_allocator alloc;
 	resil_clock clock;
 	pthread_mutex_t mu; /* the connection and the fallback */
-	redisContext *c;
-	char sha[41];
-	int have_sha;
+	/* The connection: host:port, or the master the sentinels name
+	 * (lib/fleet_conn.c; issue 44). */
+	resil__fconn cn;
 	/* Written under mu with atomic stores, so that get_info reads them
 	 * without waiting for an acquire's round trip. */
 	uint64_t local;    /* deciding locally */
@@ -1289,7 +1290,6 @@ struct resil_fleet_limit {
 	uint64_t redis_grants, local_grants, rejected, errors;
 
 	char instance[NAME_MAX_LEN + 1];
-	char host[HOST_MAX_LEN + 1];
 	char key_state[NAME_MAX_LEN + 32];
 	char key_inst[NAME_MAX_LEN + 32];
 	char key_members[NAME_MAX_LEN + 32];
@@ -1297,7 +1297,7 @@ struct resil_fleet_limit {
 	char settings[96]; /* "rate=R period_ms=P burst=B" */
 	int refused;       /* the fleet refused our settings */
 	char scale_s[24], ts_s[24], bs_s[24], ttl_s[24];
-	uint32_t port, connect_ms, command_ms, reconnect_ms;
+	uint32_t command_ms, reconnect_ms;
 	uint32_t rate, burst, min_instances;
 	uint64_t period_ms, ttl_ms;
 	resil_fleet_listener_fn listener;
@@ -1349,6 +1349,11 @@ resil_fleet_limit_config_validate(
 	         86400000)) ||
 	    (err = lrange(diag, "min_instances", cfg->min_instances, 1, 4096)))
 		return err;
+	if ((cfg->sentinels != NULL || cfg->master != NULL) &&
+	    resil__fleet_sentinels_check(cfg->sentinels, cfg->master) != NULL)
+		return resil__diagf(diag, RESIL_E_INVAL, "fleet_limit.%s: %s",
+		    cfg->sentinels == NULL ? "sentinels" : "master",
+		    resil__fleet_sentinels_check(cfg->sentinels, cfg->master));
 	g = gcd_u64(cfg->rate, cfg->period_ms * 1000);
 	if (g == 0 || cfg->burst == 0) /* not reached: the ranges above */
 		return resil__diagf(
@@ -1390,22 +1395,14 @@ lemit(resil_fleet_limit *fl, resil_fleet_event_kind kind, const char *detail)
 static void
 ldisconnect(resil_fleet_limit *fl)
 {
-	if (fl->c != NULL)
-		redisFree(fl->c);
-	fl->c = NULL;
-	fl->have_sha = 0;
+	resil__fconn_close(&fl->cn);
 }
 
+/* Connect (through the sentinels when there are) and load the script. */
 static int
 lconnect(resil_fleet_limit *fl, char *buf, size_t cap)
 {
-	ldisconnect(fl);
-	if (resil__fleet_redis_open(&fl->c, fl->host, fl->port, fl->connect_ms,
-	        fl->command_ms, resil__fleet_limit_lua, fl->sha, buf,
-	        cap) != 0)
-		return -1;
-	fl->have_sha = 1;
-	return 0;
+	return resil__fconn_open(&fl->cn, resil__fleet_limit_lua, buf, cap);
 }
 
 resil_err
@@ -1441,8 +1438,9 @@ resil_fleet_limit_new(resil_fleet_limit **out,
 		    fl->instance, sizeof(fl->instance), "%s", cfg->instance);
 	else
 		default_instance(fl->instance, sizeof(fl->instance));
-	snprintf(fl->host, sizeof(fl->host), "%s",
-	    cfg->host != NULL ? cfg->host : "127.0.0.1");
+	resil__fconn_init(&fl->cn, cfg->host, cfg->port, cfg->sentinels,
+	    cfg->master, cfg->connect_timeout_ms, cfg->command_timeout_ms,
+	    cfg->reconnect_ms);
 	snprintf(fl->key_state, sizeof(fl->key_state), "resil:limit:%s:gcra",
 	    cfg->name);
 	snprintf(fl->key_inst, sizeof(fl->key_inst),
@@ -1464,8 +1462,6 @@ resil_fleet_limit_new(resil_fleet_limit **out,
 	    (unsigned long long)cfg->burst * (cfg->period_ms * 1000 / g));
 	snprintf(fl->ttl_s, sizeof(fl->ttl_s), "%llu",
 	    (unsigned long long)cfg->instance_ttl_ms);
-	fl->port = cfg->port;
-	fl->connect_ms = cfg->connect_timeout_ms;
 	fl->command_ms = cfg->command_timeout_ms;
 	fl->reconnect_ms = cfg->reconnect_ms;
 	fl->rate = cfg->rate;
@@ -1590,7 +1586,7 @@ limit_acquire_locked(
 	/* Local until retry_at after a failure; then one attempt. */
 	if (fl->local && now < fl->retry_at)
 		return decide_local(fl, k, retry_after_ns);
-	if (fl->c == NULL && lconnect(fl, why, sizeof(why)) != 0)
+	if (fl->cn.c == NULL && lconnect(fl, why, sizeof(why)) != 0)
 		return limit_go_local(fl, now, why, 0, k, retry_after_ns);
 	snprintf(kbuf, sizeof(kbuf), "%u", k);
 	argv[2] = "3";
@@ -1608,18 +1604,24 @@ limit_acquire_locked(
 		argl[i] = strlen(argv[i]);
 	/* Without a reload: a lost script is sent whole until the next
 	 * connection loads it. */
-	r = resil__fleet_eval_script(fl->c, resil__fleet_limit_lua, fl->sha,
-	    &fl->have_sha, 0, 13, argv, argl);
+	r = resil__fleet_eval_script(fl->cn.c, resil__fleet_limit_lua,
+	    fl->cn.sha, &fl->cn.have_sha, 0, 13, argv, argl);
 	if (r == NULL) {
 		resil__fleet_no_answer(
-		    fl->c, "redis", fl->command_ms, why, sizeof(why));
+		    fl->cn.c, "redis", fl->command_ms, why, sizeof(why));
 		ldisconnect(fl);
 		return limit_go_local(fl, now, why, 0, k, retry_after_ns);
 	}
 	if (r->type == REDIS_REPLY_ERROR) {
+		int moved = resil__fleet_moved(r->str);
+
 		snprintf(why, sizeof(why), "redis script: %.200s", r->str);
 		freeReplyObject(r);
-		return limit_go_local(fl, now, why, 1, k, retry_after_ns);
+		/* Issue 44: no longer the master (a failover): find it again
+		 * (Sentinel) at the next attempt. */
+		if (moved)
+			ldisconnect(fl);
+		return limit_go_local(fl, now, why, !moved, k, retry_after_ns);
 	}
 	if (resil__fleet_settings_refusal(r) != NULL) {
 		snprintf(what, sizeof(what), "fleet limiter %s", fl->name);
@@ -1675,6 +1677,41 @@ resil_fleet_limit_acquire(
 	e = limit_acquire_locked(fl, k, retry_after_ns);
 	pthread_mutex_unlock(&fl->mu);
 	return e;
+}
+
+/* Issue 42: the server's pushback, told to the fleet (the script is
+ * lib/fleet_pause.c's). Only while the fleet decides: a member deciding
+ * locally has no fleet to tell. */
+resil_err
+resil_fleet_limit_pause(
+    resil_fleet_limit *fl, uint64_t pause_ns, uint64_t *until_us)
+{
+	char why[RESIL_DIAG_MAX];
+	uint64_t until = 0;
+	int r;
+
+	if (fl == NULL || pause_ns == 0)
+		return RESIL_E_INVAL;
+	pthread_mutex_lock(&fl->mu);
+	if (fl->c == NULL || fl->local) {
+		pthread_mutex_unlock(&fl->mu);
+		return RESIL_E_UNAVAILABLE;
+	}
+	r = resil__fleet_limit_pause_eval(fl->c, fl->key_state,
+	    pause_ns / 1000 + (pause_ns % 1000 != 0 ? 1u : 0u), fl->scale_s,
+	    fl->ts_s, fl->bs_s, fl->settings, &until, why, sizeof(why));
+	if (r < 0) {
+		/* As an acquire's failure: the next acquire reconnects. */
+		resil__inc64(&fl->errors);
+		ldisconnect(fl);
+		lemit(fl, RESIL_FLEET_EV_ERROR, why);
+	}
+	pthread_mutex_unlock(&fl->mu);
+	if (r != 0)
+		return RESIL_E_UNAVAILABLE;
+	if (until_us != NULL)
+		*until_us = until;
+	return RESIL_OK;
 }
 
 uint64_t

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "clock_internal.h"
 #include "fleet_internal.h"
 #include "internal.h"
 
@@ -87,6 +88,9 @@ resil_fleet_group_new(resil_fleet_group **out,
 		return resil__diagf(
 		    diag, RESIL_E_NOMEM, "fleet_group: out of memory");
 	g->alloc = *resil__allocator(cfg->alloc);
+	g->clock = cfg->clock != NULL && cfg->clock->now != NULL
+	    ? *cfg->clock
+	    : *resil_clock_system();
 	if (pthread_mutex_init(&g->mu, NULL) != 0) {
 		resil__free(&g->alloc, g, sizeof(*g));
 		return resil__diagf(
@@ -108,6 +112,11 @@ resil_fleet_group_free(resil_fleet_group *g)
 		return RESIL_OK;
 	if (g->n != 0)
 		return RESIL_E_MISUSE;
+	(void)resil_fleet_group_stop(g);
+	if (g->hinit) {
+		pthread_cond_destroy(&g->hcv);
+		pthread_mutex_destroy(&g->hmu);
+	}
 	resil__fconn_close(&g->cn);
 	pthread_mutex_destroy(&g->mu);
 	a = g->alloc;
@@ -284,30 +293,52 @@ reload(resil_fleet_group *g)
 	return ok ? 0 : -1;
 }
 
+/* Open the connection when closed (not before next_reconnect after a
+ * failure): 0, or -1 with every handle in local mode. */
+static int
+open_locked(resil_fleet_group *g, uint64_t now)
+{
+	char why[RESIL_DIAG_MAX];
+
+	if (g->cn.c != NULL)
+		return 0;
+	if (g->cn.tried && now < g->cn.next_reconnect) {
+		lose_from(g, 0, 0, "redis unreachable");
+		return -1;
+	}
+	g->cn.tried = 1;
+	if (resil__fconn_open(&g->cn, resil__fleet_lua(), why, sizeof(why)) !=
+	    0) {
+		g->cn.next_reconnect =
+		    now + (uint64_t)g->cn.reconnect_ms * RESIL_NS_PER_MS;
+		lose_from(g, 0, 0, why);
+		return -1;
+	}
+	return 0;
+}
+
+int
+resil__fleet_group_connect(resil_fleet_group *g, uint64_t now)
+{
+	int rc;
+
+	pthread_mutex_lock(&g->mu);
+	rc = open_locked(g, now);
+	pthread_mutex_unlock(&g->mu);
+	return rc;
+}
+
 static resil_err
 group_sync_locked(resil_fleet_group *g, uint64_t now)
 {
-	char why[RESIL_DIAG_MAX];
 	resil_err err;
 	size_t i;
 	int any = 0, lost = 0;
 
 	if (g->n == 0)
 		return RESIL_OK;
-	if (g->cn.c == NULL) {
-		if (g->cn.tried && now < g->cn.next_reconnect) {
-			lose_from(g, 0, 0, "redis unreachable");
-			return RESIL_E_UNAVAILABLE;
-		}
-		g->cn.tried = 1;
-		if (resil__fconn_open(
-		        &g->cn, resil__fleet_lua(), why, sizeof(why)) != 0) {
-			g->cn.next_reconnect = now +
-			    (uint64_t)g->cn.reconnect_ms * RESIL_NS_PER_MS;
-			lose_from(g, 0, 0, why);
-			return RESIL_E_UNAVAILABLE;
-		}
-	}
+	if (open_locked(g, now) != 0)
+		return RESIL_E_UNAVAILABLE;
 	memset(g->again, 0, g->n);
 	err = round_trip(g, now, 0);
 	if (err != RESIL_OK)
@@ -334,6 +365,119 @@ resil_fleet_group_sync(resil_fleet_group *g, uint64_t now)
 	err = group_sync_locked(g, now);
 	pthread_mutex_unlock(&g->mu);
 	return err;
+}
+
+/* ---- the helper thread ---- */
+
+static void *
+ghelper_main(void *arg)
+{
+	resil_fleet_group *g = arg;
+	struct timespec ts;
+
+	pthread_mutex_lock(&g->hmu);
+	while (!g->hstop) {
+		pthread_mutex_unlock(&g->hmu);
+		(void)resil_fleet_group_sync(g, resil_clock_now(&g->clock));
+		pthread_mutex_lock(&g->hmu);
+		if (g->hstop)
+			break;
+		/* Real time on the monotonic system clock (lib/clock.c reads
+		 * it), as resil_fleet_start's thread does. */
+		resil__cond_deadline(&ts, g->hinterval_ms);
+		while (!g->hstop &&
+		    pthread_cond_timedwait(&g->hcv, &g->hmu, &ts) == 0)
+			;
+	}
+	pthread_mutex_unlock(&g->hmu);
+	return NULL;
+}
+
+static resil_err
+ghelper_init(resil_fleet_group *g, resil_diag *diag)
+{
+	pthread_condattr_t ca;
+	int rc;
+
+	if (g->hinit)
+		return RESIL_OK;
+	if (pthread_condattr_init(&ca) != 0)
+		return resil__diagf(
+		    diag, RESIL_E_NOMEM, "fleet_group: no condattr");
+	(void)resil__condattr_monotonic(&ca);
+	rc = pthread_cond_init(&g->hcv, &ca);
+	pthread_condattr_destroy(&ca);
+	if (rc != 0)
+		return resil__diagf(diag, RESIL_E_NOMEM,
+		    "fleet_group: no condition variable");
+	if (pthread_mutex_init(&g->hmu, NULL) != 0) {
+		pthread_cond_destroy(&g->hcv);
+		return resil__diagf(
+		    diag, RESIL_E_NOMEM, "fleet_group: no mutex");
+	}
+	g->hinit = 1;
+	return RESIL_OK;
+}
+
+resil_err
+resil_fleet_group_start(
+    resil_fleet_group *g, uint32_t interval_ms, resil_diag *diag)
+{
+	resil_err err;
+	int rc;
+
+	if (g == NULL || interval_ms == 0 || interval_ms > 3600000)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "fleet_group: start needs a group and interval_ms "
+		    "1..3600000");
+	if ((err = ghelper_init(g, diag)) != RESIL_OK)
+		return err;
+	pthread_mutex_lock(&g->hmu);
+	if (g->hrunning) {
+		pthread_mutex_unlock(&g->hmu);
+		return resil__diagf(diag, RESIL_E_MISUSE,
+		    "fleet_group: the helper thread is running already");
+	}
+	g->hstop = 0;
+	g->hinterval_ms = interval_ms;
+	resil__store64(&g->helper_on, 1);
+	rc = pthread_create(&g->helper, NULL, ghelper_main, g);
+	if (rc != 0) {
+		resil__store64(&g->helper_on, 0);
+		pthread_mutex_unlock(&g->hmu);
+		return resil__diagf(diag, RESIL_E_NOMEM,
+		    "fleet_group: cannot start the helper thread: %s",
+		    strerror(rc));
+	}
+	g->hrunning = 1;
+	pthread_mutex_unlock(&g->hmu);
+	return RESIL_OK;
+}
+
+resil_err
+resil_fleet_group_stop(resil_fleet_group *g)
+{
+	pthread_t t;
+
+	if (g == NULL)
+		return RESIL_E_INVAL;
+	if (!g->hinit)
+		return RESIL_OK;
+	pthread_mutex_lock(&g->hmu);
+	if (!g->hrunning) {
+		pthread_mutex_unlock(&g->hmu);
+		return RESIL_OK;
+	}
+	g->hstop = 1;
+	t = g->helper;
+	pthread_cond_broadcast(&g->hcv);
+	pthread_mutex_unlock(&g->hmu);
+	pthread_join(t, NULL);
+	pthread_mutex_lock(&g->hmu);
+	g->hrunning = 0;
+	resil__store64(&g->helper_on, 0);
+	pthread_mutex_unlock(&g->hmu);
+	return RESIL_OK;
 }
 
 resil_err

@@ -20,6 +20,15 @@ const char *resil__fleet_lua(void);
 /* The fleet limiter's script. */
 extern const char resil__fleet_limit_lua[];
 
+/* lib/fleet_pause.c (issue 42): pause the fleet limiter whose state is
+ * key for pause_us on Redis's clock (its scale, ts, bs and settings
+ * texts as the limiter script's): 0 (*until_us: Redis's TIME when it
+ * ends), 1 the fleet's settings differ (nothing done), -1 no answer or
+ * nonsense; why says what in the last two. */
+int resil__fleet_limit_pause_eval(redisContext *c, const char *key,
+    uint64_t pause_us, const char *scale_s, const char *ts_s, const char *bs_s,
+    const char *settings, uint64_t *until_us, char *why, size_t cap);
+
 /* Why a command on c got no answer, in buf. */
 void resil__fleet_no_answer(const redisContext *c, const char *what,
     uint32_t timeout_ms, char *buf, size_t cap);
@@ -114,7 +123,22 @@ struct resil_fleet_group {
 	unsigned char *again; /* per handle: 1 its script, 2 NOSCRIPT */
 	size_t n, cap;
 	uint64_t round_trips, scripts, reads;
+	/* The helper thread (resil_fleet_group_start): its own mutex and
+	 * condition variable, apart from mu (which a sync holds). */
+	resil_clock clock;
+	pthread_t helper;
+	pthread_mutex_t hmu;
+	pthread_cond_t hcv;
+	int hinit, hrunning, hstop;
+	uint32_t hinterval_ms;
+	uint64_t helper_on; /* atomic: resil_fleet_sync of a member refuses */
 };
+
+/* Open g's connection now when it is closed (the reconnect wait
+ * respected): 0 when open; otherwise -1, and every member not yet told
+ * hears a LOCAL event with why (as a handle made alone does when its
+ * Redis is unreachable at creation). */
+int resil__fleet_group_connect(struct resil_fleet_group *g, uint64_t now);
 
 int resil__fleet_group_join(
     struct resil_fleet_group *g, struct resil_fleet *f);

@@ -108,6 +108,13 @@ conflict(const resil_pipeline_config *cfg, unsigned k)
 		    cfg->fleet_ratelimit != NULL)
 			return "not with a shared or fleet rate limiter "
 			       "(ratelimit.shared, ratelimit.fleet)";
+		if (cfg->ratelimit.reserve_critical != 0 ||
+		    cfg->ratelimit.reserve_default != 0)
+			return "a keyed rate limiter keeps no class reserves "
+			       "(ratelimit.reserve.*)";
+		if (cfg->ratelimit.drain_on_throttled)
+			return "a keyed rate limiter is not drained by the "
+			       "server's pushback (ratelimit.drain_on_throttled)";
 	} else {
 		if (cfg->bulkhead_shared_url != NULL ||
 		    cfg->shared_bulkhead != NULL)

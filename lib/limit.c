@@ -10,18 +10,10 @@
 
 #include "atomic.h"
 #include "internal.h"
+#include "limit_rate.h"
 #include "limit_shared.h"
 #include "limit_wait.h"
 #include "proc.h"
-
-/* The hot paths inline the decision; the slow paths stay out of line. */
-#if defined(__GNUC__)
-#define LIMIT_INLINE __attribute__((always_inline)) inline
-#define LIMIT_NOINLINE __attribute__((noinline))
-#else
-#define LIMIT_INLINE inline
-#define LIMIT_NOINLINE
-#endif
 
 const char *
 resil_limit_event_name(resil_limit_event_type t)
@@ -41,99 +33,7 @@ resil_limit_event_name(resil_limit_event_type t)
 /* Rate limiter                                                        */
 /* ------------------------------------------------------------------ */
 
-/*
- * The state word is [gen:11][tat:53]. tat is the theoretical arrival time
- * in scaled ticks (ticks * scale, scale = rate / gcd(rate, period)), so
- * that the emission interval period / rate is the integer ts = period /
- * gcd and nothing is ever rounded. 64 bits cannot hold an absolute clock
- * reading times scale, so tat is relative to a time base, and the base
- * moves forward (a new generation) when the clock gets far from it.
- *
- * Each generation's base lives in base[gen & 1], tagged with the
- * generation in its low GEN_BITS bits (the base itself is rounded down to
- * a multiple of 2^GEN_BITS ticks, which costs nothing: any base <= now
- * will do). A reader that finds the tag of its word's generation in the
- * slot has the right base: the slot can only be rewritten for generation
- * gen + 2, and that needs the word to have moved on to gen + 1 first.
- *
- * Bounds: n (now, scaled) <= REBASE_AT = 2^52 before a rebase is forced;
- * burst * ts <= 2^50 and a wait <= 2^50 (validated / capped), so every
- * tat ever stored is <= 2^52 + 2^51 < 2^53, and no sum below overflows.
- */
-#define GEN_BITS 11
-#define TAT_BITS 53
-#define GEN_MASK ((UINT64_C(1) << GEN_BITS) - 1)
-#define TAT_MASK ((UINT64_C(1) << TAT_BITS) - 1)
-#define REBASE_AT (UINT64_C(1) << 52)
-
-/*
- * Metric counters are striped per thread (resil__thread_stripe): each
- * stripe is one cache line, so a thread's counting writes a line no other
- * thread writes (while there are at most NSTRIPES threads), and the
- * metrics getters sum the stripes. The state words stay alone on their
- * own lines. The struct is placed at a cache-line boundary inside an
- * over-sized allocation (mem), so these lines are real cache lines.
- */
-#define NSTRIPES 8u
-
-/* Rate limiter stripe. granted_permits is derived: granted_calls +
- * extra_permits, where only an acquire of k > 1 adds k - 1, so a granted
- * single permit costs one add. */
-typedef struct rl_stripe {
-	uint64_t granted_calls; /* grants decided on the shared state */
-	uint64_t extra_permits; /* k - 1 of those grants with k > 1 */
-	uint64_t rejected_calls;
-	uint64_t waited_calls;
-	/* The batch cache (batch > 0 only): filled counts the permits ever
-	 * put in it, used those ever granted from it (so used is also the
-	 * permits it granted), used_extra the k - 1 of its grants with
-	 * k > 1. It holds filled - used <= batch permits: used only grows
-	 * by a CAS that keeps used <= filled, filled only by a CAS that
-	 * keeps filled - used <= batch. */
-	uint64_t filled;
-	uint64_t used;
-	uint64_t used_extra;
-	uint64_t pad;
-} rl_stripe;
-
-struct resil_ratelimit {
-	uint64_t state; /* written by every grant: its own cache line */
-	char pad0[RESIL__CACHELINE - sizeof(uint64_t)];
-	uint64_t base[2]; /* read by every decision, written rarely */
-	char pad1[RESIL__CACHELINE - 2 * sizeof(uint64_t)];
-	rl_stripe stripes[NSTRIPES];
-	/* Read-only after creation. */
-	uint64_t scale;        /* rate / gcd(rate, period) */
-	uint64_t ts;           /* emission interval, scaled: period / gcd */
-	uint64_t bs;           /* burst * ts */
-	uint64_t rebase_ticks; /* REBASE_AT / scale */
-	uint64_t period;
-	uint32_t rate;
-	uint32_t burst;
-	uint32_t batch; /* 0: exact */
-	/* The GCRA word, &state here or (shared) in a shared-memory region
-	 * (lib/limit_shared.h); in both its bases are the next cache line,
-	 * RL_BASE(rl). */
-	uint64_t *statep;
-	resil_limit_listener_fn listener;
-	void *listener_ctx;
-	resil_clock clock;
-	resil_allocator alloc;
-	void *mem; /* what was allocated: the struct sits aligned inside */
-};
-
-_Static_assert(sizeof(rl_stripe) == RESIL__CACHELINE, "rl_stripe size");
-
-/* The time bases: the cache line after the state word's. */
-#define RL_BASE(rl) ((rl)->statep + RESIL__CACHELINE / sizeof(uint64_t))
-_Static_assert(offsetof(struct resil_ratelimit, base) == RESIL__CACHELINE,
-    "ratelimit: base on its own line");
-_Static_assert(
-    offsetof(struct resil_ratelimit, stripes) == 2 * RESIL__CACHELINE,
-    "ratelimit: stripes line-aligned");
-_Static_assert(offsetof(struct resil_ratelimit, scale) ==
-        (2 + NSTRIPES) * RESIL__CACHELINE,
-    "ratelimit: configuration after the stripes");
+/* The state word, the struct and the decision: lib/limit_rate.h. */
 
 /*
  * Allocate size bytes (zeroed) starting at a cache-line boundary; *mem
@@ -164,22 +64,29 @@ gcd64(uint64_t a, uint64_t b)
 	return a;
 }
 
-static uint64_t
-ceil_div(uint64_t a, uint64_t b)
+/* The reservations and the drain flag (issue 42, lib/limit_rate_cls.c:
+ * the classes' decision). */
+static resil_err
+validate_cls(
+    const resil_ratelimit_config *cfg, resil_diag *diag)
 {
-	return a / b + (a % b != 0 ? 1u : 0u);
-}
+	uint64_t res = (uint64_t)cfg->reserve_critical + cfg->reserve_default;
 
-static uint64_t
-sat_add_u64(uint64_t a, uint64_t b)
-{
-	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
-}
-
-static uint64_t
-sat_mul_u64(uint64_t a, uint64_t b)
-{
-	return b != 0 && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+	if (res > 0 && res >= cfg->burst)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "ratelimit.reserve.critical + ratelimit.reserve.default: "
+		    "%" PRIu64 " must be below burst (%" PRIu32 ")",
+		    res, cfg->burst);
+	if (res > 0 && cfg->batch != 0)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "ratelimit.batch: %" PRIu32
+		    " must be 0 for a rate limiter that reserves permits",
+		    cfg->batch);
+	if (cfg->drain_on_throttled != 0 && cfg->drain_on_throttled != 1)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "ratelimit.drain_on_throttled: %d is not 0 or 1",
+		    cfg->drain_on_throttled);
+	return RESIL_OK;
 }
 
 resil_err
@@ -229,7 +136,7 @@ resil_ratelimit_config_validate(
 		        ? cfg->burst
 		        : RESIL_RATELIMIT_MAX_BATCH,
 		    RESIL_RATELIMIT_MAX_BATCH);
-	return RESIL_OK;
+	return validate_cls(cfg, diag);
 }
 
 /* Create a rate limiter whose GCRA words are its own (shared NULL) or at
@@ -262,6 +169,16 @@ rl_create(resil_ratelimit **out, const resil_ratelimit_config *cfg,
 	rl->scale = cfg->rate / g;
 	rl->ts = cfg->period_ns / g;
 	rl->bs = (uint64_t)cfg->burst * rl->ts;
+	/* Issue 42: each class's share of the burst (lib/limit_rate_cls.c). */
+	rl->bsc[0] = (uint64_t)(cfg->burst - cfg->reserve_critical -
+	                 cfg->reserve_default) *
+	    rl->ts;
+	rl->bsc[1] = (uint64_t)(cfg->burst - cfg->reserve_critical) * rl->ts;
+	rl->bsc[2] = rl->bs;
+	rl->kmax[0] =
+	    cfg->burst - cfg->reserve_critical - cfg->reserve_default;
+	rl->kmax[1] = cfg->burst - cfg->reserve_critical;
+	rl->kmax[2] = cfg->burst;
 	rl->rebase_ticks = REBASE_AT / rl->scale;
 	rl->period = cfg->period_ns;
 	rl->rate = cfg->rate;
@@ -330,8 +247,8 @@ resil_ratelimit_free(resil_ratelimit *rl)
  * then swing the word to it with tat made relative to the new base. Any
  * step may lose a race; the caller starts over in every case.
  */
-static void
-rebase(resil_ratelimit *rl, uint64_t w, uint64_t base, uint64_t now)
+void
+resil__rl_rebase(resil_ratelimit *rl, uint64_t w, uint64_t base, uint64_t now)
 {
 	uint64_t gen = w >> TAT_BITS;
 	uint64_t ngen = (gen + 1) & GEN_MASK;
@@ -366,88 +283,6 @@ rebase(resil_ratelimit *rl, uint64_t w, uint64_t base, uint64_t now)
 	(void)resil__cas64(rl->statep, w, (ngen << TAT_BITS) | ntat);
 }
 
-/* The clock, which _new() made sure has a now function. */
-static inline uint64_t
-rl_now(const resil_ratelimit *rl)
-{
-	return rl->clock.now(rl->clock.ctx);
-}
-
-/*
- * The GCRA decision at clock reading now. Grants when the k permits are
- * due within wait_max_s scaled ticks of now (0: only when due now),
- * storing the ticks to wait in *ticks; otherwise stores the ticks until
- * they would be due (>= 1) and returns RESIL_E_LIMITED.
- *
- * With more > 0 (and wait_max_s 0: the batch refill), a grant also takes
- * up to more further permits, as many as are due now, in the same CAS,
- * and adds their number to *got (which the exact callers pass as NULL,
- * with more 0, so that code folds away).
- */
-static LIMIT_INLINE resil_err
-rl_take(resil_ratelimit *rl, uint64_t now, uint32_t k, uint32_t more,
-    uint64_t wait_max_s, uint64_t *ticks, uint32_t *got)
-{
-	uint64_t need = (uint64_t)k * rl->ts;
-	/* Read once: the atomics below would make the compiler reload it. */
-	uint64_t *const st = rl->statep;
-	uint64_t *const bases = st + RESIL__CACHELINE / sizeof(uint64_t);
-	uint64_t w, gen, b, base, n, tat, t, nt, lim, excess, x;
-
-	for (;;) {
-		w = resil__load64(st);
-		gen = w >> TAT_BITS;
-		b = resil__load64(&bases[gen & 1]);
-		if (RESIL__UNLIKELY((b & GEN_MASK) != gen)) {
-			/* The word moved on twice since we read it. */
-			resil__stall();
-			continue;
-		}
-		base = b & ~GEN_MASK;
-		if (RESIL__UNLIKELY(
-		        now > base && now - base > rl->rebase_ticks)) {
-			rebase(rl, w, base, now);
-			continue;
-		}
-		/* A reading before the base (a clock that went back past a
-		 * rebase) counts as the base for the schedule; but a wait
-		 * must first cover the way back up to the base, or waiting
-		 * the answer would not make the permits due. */
-		n = RESIL__LIKELY(now > base) ? (now - base) * rl->scale : 0;
-		tat = w & TAT_MASK;
-		t = tat > n ? tat : n;
-		nt = t + need;
-		lim = n + rl->bs;
-		if (RESIL__LIKELY(nt <= lim)) {
-			x = 0;
-			if (more > 0) {
-				/* More permits, as many as are due now. */
-				x = (lim - nt) / rl->ts;
-				if (x > more)
-					x = more;
-				nt += x * rl->ts;
-			}
-			if (!resil__cas64(st, w, (gen << TAT_BITS) | nt))
-				continue;
-			if (more > 0)
-				*got += (uint32_t)x;
-			*ticks = 0;
-			return RESIL_OK;
-		}
-		excess = nt - lim;
-		if (now < base)
-			excess = sat_add_u64(
-			    excess, sat_mul_u64(base - now, rl->scale));
-		*ticks = ceil_div(excess, rl->scale);
-		if (excess <= wait_max_s) {
-			if (!resil__cas64(st, w, (gen << TAT_BITS) | nt))
-				continue;
-			return RESIL_OK;
-		}
-		return RESIL_E_LIMITED;
-	}
-}
-
 /*
  * Give r permits taken at an earlier decision back to the shared state,
  * as if they had not been taken: TAT moves back by r * T, but never below
@@ -479,22 +314,6 @@ rl_give_back(resil_ratelimit *rl, uint64_t now, uint32_t r)
 		if (resil__cas64(rl->statep, w, (gen << TAT_BITS) | ntat))
 			return;
 	}
-}
-
-static inline rl_stripe *
-rl_my_stripe(resil_ratelimit *rl)
-{
-	return &rl->stripes[resil__thread_stripe(NSTRIPES)];
-}
-
-/* Count a grant of k permits decided on the shared state: one add for
- * k = 1. */
-static inline void
-rl_granted(rl_stripe *sp, uint32_t k)
-{
-	resil__inc64(&sp->granted_calls);
-	if (k > 1)
-		resil__faa64(&sp->extra_permits, k - 1);
 }
 
 static LIMIT_NOINLINE void
@@ -576,7 +395,8 @@ rl_take_batched(resil_ratelimit *rl, rl_stripe *sp, uint32_t k,
 		more = rl->batch - (uint32_t)held;
 	if (more > rl->burst - k)
 		more = rl->burst - k;
-	if (rl_take(rl, now, k, more, 0, ticks, &got) == RESIL_OK) {
+	if (rl_take(rl, now, k, more, 0, RL_CLS_CRITICAL, ticks, &got) ==
+	    RESIL_OK) {
 		rl_granted(sp, k);
 		if (got > 0) {
 			left = rl_cache_put(rl, sp, got);
@@ -604,6 +424,13 @@ rl_refuse(resil_ratelimit *rl, uint32_t k, uint64_t ticks, uint64_t now,
 	return RESIL_E_LIMITED;
 }
 
+resil_err
+resil__rl_refuse(resil_ratelimit *rl, uint32_t k, uint64_t ticks, uint64_t now,
+    uint64_t *retry_after)
+{
+	return rl_refuse(rl, k, ticks, now, retry_after);
+}
+
 /* Batched try_acquire when the own cache holds fewer than k. */
 static LIMIT_NOINLINE resil_err
 rl_try_batched(
@@ -623,7 +450,8 @@ resil_ratelimit_try_acquire(
 	uint64_t ticks, now;
 	rl_stripe *sp;
 
-	if (RESIL__UNLIKELY(rl == NULL || k == 0 || k > rl->burst))
+	if (RESIL__UNLIKELY(
+	        rl == NULL || k == 0 || k > rl->kmax[RL_CLS_DEFAULT]))
 		return RESIL_E_INVAL;
 	if (rl->batch != 0) {
 		sp = rl_my_stripe(rl);
@@ -632,8 +460,8 @@ resil_ratelimit_try_acquire(
 		return rl_try_batched(rl, sp, k, retry_after);
 	}
 	now = rl_now(rl);
-	if (RESIL__UNLIKELY(
-	        rl_take(rl, now, k, 0, 0, &ticks, NULL) != RESIL_OK))
+	if (RESIL__UNLIKELY(rl_take(rl, now, k, 0, 0, RL_CLS_DEFAULT, &ticks,
+	                        NULL) != RESIL_OK))
 		return rl_refuse(rl, k, ticks, now, retry_after);
 	rl_granted(rl_my_stripe(rl), k);
 	return RESIL_OK;
@@ -646,7 +474,7 @@ resil_ratelimit_acquire_wait(
 	uint64_t ticks, now, wait_s;
 	rl_stripe *sp;
 
-	if (rl == NULL || k == 0 || k > rl->burst)
+	if (rl == NULL || k == 0 || k > rl->kmax[RL_CLS_DEFAULT])
 		return RESIL_E_INVAL;
 	sp = rl_my_stripe(rl);
 	/* Batched: the own cache first; a wait is decided exactly. */
@@ -664,7 +492,8 @@ resil_ratelimit_acquire_wait(
 	else
 		wait_s = max_wait * rl->scale;
 	now = rl_now(rl);
-	if (rl_take(rl, now, k, 0, wait_s, &ticks, NULL) != RESIL_OK) {
+	if (rl_take(rl, now, k, 0, wait_s, RL_CLS_DEFAULT, &ticks, NULL) !=
+	    RESIL_OK) {
 		rl_rejected(rl, k, ticks, now);
 		return RESIL_E_LIMITED;
 	}
@@ -1779,6 +1608,15 @@ bh_release_exact(resil_bulkhead *bh)
 	return RESIL_OK;
 }
 
+/* The limit rose: a bulkhead that waits hands the slots it opened to
+ * its queue now, not at the next release (issue 42). */
+static inline void
+bh_grown(resil_bulkhead *bh)
+{
+	if (bh->wq != NULL && BHQ_NWAIT(resil__load64(&bh->in_flight)) != 0)
+		(void)resil__bhq_grow(bh->wq);
+}
+
 /* A gradient bulkhead's sample: the gradient's answer becomes the
  * limit. */
 static LIMIT_NOINLINE void
@@ -1802,6 +1640,7 @@ bh_gradient_sample(resil_bulkhead *bh, bh_stripe *sp, resil_outcome outcome,
 		if (bh->listener != NULL)
 			bh_event(bh, RESIL_LIMIT_EVENT_LIMIT_INCREASED,
 			    (uint32_t)lim, (uint32_t)nlim);
+		bh_grown(bh);
 	} else if (nlim < lim) {
 		resil__inc64(&sp->decreases);
 		if (bh->listener != NULL)
@@ -1861,6 +1700,7 @@ bh_record(resil_bulkhead *bh, resil_outcome outcome, uint64_t latency,
 		if (bh->listener != NULL)
 			bh_event(bh, RESIL_LIMIT_EVENT_LIMIT_INCREASED,
 			    (uint32_t)lim, (uint32_t)nlim);
+		bh_grown(bh);
 	} else if (nlim < lim) {
 		resil__inc64(&sp->decreases);
 		if (bh->listener != NULL)

@@ -245,6 +245,60 @@ resil__bhq_cancel(resil__bhq *q, resil_bulkhead_waiter *w)
 	return leave(q, x) ? BHQ_REFUSED : BHQ_GRANTED;
 }
 
+resil_err
+resil_bulkhead_wait_cut(resil_bulkhead_waiter *w, uint64_t until)
+{
+	bhw *x = (bhw *)(void *)w;
+
+	if (x == NULL)
+		return RESIL_E_INVAL;
+	if (!x->active)
+		return RESIL_E_MISUSE;
+	/* Only the owner reads or writes its deadline (poll, the getter). */
+	if (until < x->deadline)
+		x->deadline = until;
+	return RESIL_OK;
+}
+
+uint32_t
+resil__bhq_grow(resil__bhq *q)
+{
+	resil__wakeup wk;
+	uint64_t cur;
+	uint32_t handed = 0;
+	unsigned c;
+
+	for (;;) {
+		resil__waitq_lock(&q->q);
+		cur = resil__load64(q->word);
+		if (BHQ_NWAIT(cur) == 0) {
+			resil__waitq_unlock(&q->q);
+			return handed;
+		}
+		/* The highest class waiting that a slot below its cap now
+		 * fits: the count and the waiters move together, under the
+		 * lock (as a release hands on). */
+		for (c = RESIL__WAITQ_CLASSES; c-- > 0;)
+			if (resil__waitq_first(&q->q, c) != NULL &&
+			    BHQ_COUNT(cur) < cap(q, c))
+				break;
+		if (c >= RESIL__WAITQ_CLASSES) {
+			resil__waitq_unlock(&q->q);
+			return handed;
+		}
+		if (!resil__cas64(q->word, cur, cur + 1 - BHQ_ONE_WAITER)) {
+			resil__waitq_unlock(&q->q);
+			continue;
+		}
+		(void)resil__waitq_pop_settle(&q->q, c, W_GRANTED, &wk);
+		resil__waitq_unlock(&q->q);
+		resil__inc64(&q->waited);
+		/* One wake-up per handing, after the lock is dropped. */
+		resil__wakeup_fire(&wk);
+		handed++;
+	}
+}
+
 uint64_t
 resil__bhq_start_time(const resil_bulkhead_waiter *w)
 {

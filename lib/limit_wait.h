@@ -68,6 +68,10 @@ int resil__bhq_start(resil__bhq *q, unsigned cls, resil_bulkhead_waiter *w,
  * off the queue) or MISUSE (not waiting). */
 int resil__bhq_poll(
     resil__bhq *q, resil_bulkhead_waiter *w, uint64_t now, uint64_t *peak);
+/* The limit rose (an adaptive bulkhead): hand the slots it opened to
+ * the waiters at once, the highest class first, each one's wake-up
+ * fired after the lock is dropped. Returns how many were handed. */
+uint32_t resil__bhq_grow(resil__bhq *q);
 /* Take w off the queue: REFUSED (it left), GRANTED (it had been handed a
  * slot: the caller's to release), MISUSE (not waiting). */
 int resil__bhq_cancel(resil__bhq *q, resil_bulkhead_waiter *w);

@@ -44,6 +44,10 @@ resil_pipeline_free(resil_pipeline *p)
 		return;
 	resil__pipeline_unwatch_endpoints(p);
 	resil__keyed_free(p); /* issue 41 */
+	/* The fleet handles leave their group first: a group shared with
+	 * another pipeline syncs (and delivers this pipeline's fleet events)
+	 * until they have left it, and those events read the pipeline. */
+	resil__shared_free(p);
 	resil__a = &p->alloc;
 	resil__settings_free(p->cur);
 	while (p->retired != NULL) {
@@ -67,7 +71,6 @@ resil_pipeline_free(resil_pipeline *p)
 	if (p->hlist != NULL)
 		resil__free(
 		    resil__a, p->hlist, p->handlers * sizeof(*p->hlist));
-	resil__shared_free(p);
 	resil_cluster_free(p->fbq);
 	resil__strfree(resil__a, p->zone);
 	for (i = 0; i < NSTRIPES; i++)
@@ -299,8 +302,9 @@ resil_pipeline_breaker(resil_pipeline *p, const char *name)
 		return NULL;
 	g = cur_of(p);
 	m = name != NULL ? find_method(g, name) : &g->dflt;
-	if (g->fleet != NULL)
-		return resil_fleet_breaker(g->fleet);
+	if (m->fleet != NULL || g->fleet != NULL)
+		return resil_fleet_breaker(
+		    m->fleet != NULL ? m->fleet : g->fleet);
 	return m->breaker != NULL ? m->breaker : g->breaker;
 }
 

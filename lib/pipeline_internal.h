@@ -118,6 +118,10 @@ typedef struct pmethod {
 	uint64_t *run_first_own;
 	uint8_t prio; /* issue 42: its resil_priority (0: unset) */
 	struct resil__coal *coal; /* issue 43: its calls in flight, or NULL */
+	/* The fleet breaker its calls use in place of a breaker (its own
+	 * with breaker.per_method, else settings.fleet), or NULL
+	 * (lib/pipeline_shared.c sets it). */
+	struct resil_fleet *fleet;
 	UT_hash_handle hh;
 } method;
 

@@ -168,7 +168,9 @@ describe_changes(const settings *old, const settings *g,
 		NOTE("cache");
 	if (a->ratelimit_enabled != cfg->ratelimit_enabled ||
 	    (cfg->ratelimit_enabled &&
-	        !resil__same_ratelimit(&a->ratelimit, &cfg->ratelimit)))
+	        (!resil__same_ratelimit(&a->ratelimit, &cfg->ratelimit) ||
+	            a->ratelimit.drain_on_throttled !=
+	                cfg->ratelimit.drain_on_throttled)))
 		NOTE("ratelimit");
 	if (a->bulkhead_enabled != cfg->bulkhead_enabled ||
 	    (cfg->bulkhead_enabled &&

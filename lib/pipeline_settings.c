@@ -299,7 +299,7 @@ _Static_assert(sizeof(resil_retry_config) == 232,
     "resil_retry_config changed: update resil__same_retry()");
 _Static_assert(sizeof(resil_cache_config) == 56,
     "resil_cache_config changed: update resil__same_cache()");
-_Static_assert(sizeof(resil_ratelimit_config) == 72,
+_Static_assert(sizeof(resil_ratelimit_config) == 80,
     "resil_ratelimit_config changed: update resil__same_ratelimit()");
 _Static_assert(sizeof(resil_bulkhead_config) == 184,
     "resil_bulkhead_config changed: update resil__same_bulkhead()");
@@ -348,7 +348,10 @@ int
 resil__same_ratelimit(
     const resil_ratelimit_config *a, const resil_ratelimit_config *b)
 {
-	return SAME(rate) && SAME(period_ns) && SAME(burst) && SAME(batch);
+	/* drain_on_throttled is the pipeline's (read from its settings):
+	 * no reason for a new limiter. */
+	return SAME(rate) && SAME(period_ns) && SAME(burst) && SAME(batch) &&
+	    SAME(reserve_critical) && SAME(reserve_default);
 }
 
 int

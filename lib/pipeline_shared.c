@@ -26,10 +26,21 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "directory_internal.h"
 #include "fleet_internal.h"
 #include "pipeline_events.h"
+#include "router_internal.h"
 
 #define NREGIONS 3
+
+/* A fleet handle opened here and its listener's context: the pipeline,
+ * and the fleet's name for the events' text. */
+struct fhandle {
+	resil_pipeline *p;
+	resil_fleet *f;
+	char *method; /* NULL: the service's */
+	char name[64];
+};
 
 struct resil__pshared {
 	resil_shm *region[NREGIONS];
@@ -49,6 +60,15 @@ struct resil__pshared {
 	 * the fleet's name for its events' text. */
 	uint64_t fleet_settings[12];
 	char fleet_name[64];
+	/* Issue 44 (pipelines through groups): the group every fleet
+	 * handle opened here syncs through (lib/pipeline_fleet.c), and
+	 * the methods' own fleet breakers (breaker.per_method), by method
+	 * name ("NAME.METHOD" in Redis). */
+	struct resil_fleet_group *grp;
+	int per_method, endpoints;
+	struct fhandle svc; /* the service's handle's listener context */
+	struct fhandle **mf;
+	size_t nmf, capmf;
 };
 
 enum { U_BREAKER, U_FLEET, U_RL, U_BH, U_FRL };
@@ -265,7 +285,8 @@ resil__shared_url_check(const char *key, const char *value, resil_diag *diag)
 			    key, value + 4);
 		return RESIL_OK;
 	}
-	if (strcmp(key, "breaker.fleet") == 0 &&
+	if ((strcmp(key, "breaker.fleet") == 0 ||
+	        strcmp(key, "ratelimit.fleet") == 0) &&
 	    strncmp(value, "redis-sentinel://", 17) == 0)
 		return parse_sentinel(key, value, NULL, NULL, NULL, diag);
 	if (n >= 6 && strcmp(key + n - 6, ".fleet") == 0)
@@ -342,11 +363,13 @@ resil__shared_check(
 		return refuse(stage, 1, diag,
 		    "%s: not with %s (a service has one breaker)",
 		    "breaker.fleet", "breaker.shared");
-	if ((given(cfg, U_BREAKER) || given(cfg, U_FLEET)) &&
+	/* Issue 44: a fleet from text gives each method its own fleet
+	 * breaker (NAME.METHOD); a borrowed one is the service's only. */
+	if ((given(cfg, U_BREAKER) || cfg->fleet != NULL) &&
 	    cfg->breaker_per_method)
 		return refuse(stage, 1, diag,
 		    "%s: not with %s (the shared breaker is the service's)",
-		    given(cfg, U_FLEET) ? "breaker.fleet" : "breaker.shared",
+		    cfg->fleet != NULL ? "fleet" : "breaker.shared",
 		    "breaker.per_method");
 	if (given(cfg, U_RL) && given(cfg, U_FRL))
 		return refuse(stage, 4, diag,
@@ -357,6 +380,11 @@ resil__shared_check(
 		    "%s: needs %s (a fleet given as a handle is synced by "
 		    "its owner)",
 		    "breaker.fleet_sync", "breaker.fleet");
+	if (cfg->fleet_endpoints && cfg->breaker_fleet_url == NULL)
+		return refuse(stage, 1, diag,
+		    "%s: needs %s (the endpoints' breakers join the fleet "
+		    "the text names)",
+		    "breaker.fleet.endpoints", "breaker.fleet");
 	if (cfg->breaker_fleet_url == NULL) {
 		uint64_t v[12];
 
@@ -480,7 +508,8 @@ _Static_assert(sizeof(((resil_pipeline_config *)0)->fleet_settings) ==
 static void
 on_fleet(const resil_fleet_event *fe, void *ctx)
 {
-	resil_pipeline *p = ctx;
+	const struct fhandle *fh = ctx;
+	resil_pipeline *p = fh->p;
 	resil_pipeline_event ev;
 	char text[RESIL_DIAG_MAX + 96];
 
@@ -489,11 +518,11 @@ on_fleet(const resil_fleet_event *fe, void *ctx)
 	memset(&ev, 0, sizeof(ev));
 	if (fe->detail[0] != '\0')
 		snprintf(text, sizeof(text), "fleet %s %s (%s)",
-		    p->sh->fleet_name, resil_fleet_event_name(fe->kind),
+		    fh->name, resil_fleet_event_name(fe->kind),
 		    fe->detail);
 	else
 		snprintf(text, sizeof(text), "fleet %s %s %s",
-		    p->sh->fleet_name, resil_fleet_event_name(fe->kind),
+		    fh->name, resil_fleet_event_name(fe->kind),
 		    resil_fleet_state_name(fe->state));
 	ev.fleet = fe;
 	resil__emit(
@@ -536,29 +565,92 @@ fleet_settings(resil_fleet_config *fc, const uint64_t v[12])
 		fc->reconnect_ms = ms32(v[11]);
 }
 
+/* NAME, the last part of a breaker.fleet value checked already. */
+static int
+parse_fleet_name(const char *url, char *name)
+{
+	const char *slash = strrchr(url, '/');
+
+	if (slash == NULL || strlen(slash + 1) > 63)
+		return -1; /* not reached: the value was checked */
+	memcpy(name, slash + 1, strlen(slash + 1) + 1);
+	return 0;
+}
+
+/* The group of the fleet cfg names (its Redis, timeouts, sync). */
 static resil_err
-open_fleet(resil_pipeline *p, struct resil__pshared *sh,
+open_group(resil_pipeline *p, struct resil__pshared *sh,
     const resil_pipeline_config *cfg, resil_diag *diag)
 {
-	char host[2201], master[64];
+	char host[2201], master[64], name[64];
+	resil_fleet_group_config gc;
+	uint64_t sync_ms = ms_up(cfg->fleet_sync_ns);
+	resil_diag d;
+	resil_err err;
+
+	resil_fleet_group_config_init(&gc);
+	if (strncmp(cfg->breaker_fleet_url, "redis-sentinel://", 17) == 0) {
+		err = parse_sentinel(url_key[U_FLEET], cfg->breaker_fleet_url,
+		    host, master, name, diag);
+		gc.sentinels = host;
+		gc.master = master;
+	} else {
+		err = parse_redis(url_key[U_FLEET], cfg->breaker_fleet_url,
+		    host, &gc.port, name, diag);
+		gc.host = host;
+	}
+	if (err != RESIL_OK)
+		return err;
+	if (sh->fleet_settings[9] != 0)
+		gc.connect_timeout_ms = ms32(sh->fleet_settings[9]);
+	if (sh->fleet_settings[10] != 0)
+		gc.command_timeout_ms = ms32(sh->fleet_settings[10]);
+	if (sh->fleet_settings[11] != 0)
+		gc.reconnect_ms = ms32(sh->fleet_settings[11]);
+	gc.alloc = &p->alloc;
+	gc.clock = &p->clock;
+	d.msg[0] = '\0';
+	err = resil__pfleet_group_get(&gc,
+	    sync_ms > 3600000u ? 3600000u : (uint32_t)sync_ms, &sh->grp, &d);
+	if (err != RESIL_OK)
+		return resil__diagf(diag, err, "%s: %s",
+		    cfg->fleet_sync_ns != 0 ? "breaker.fleet_sync"
+		                            : url_key[U_FLEET],
+		    d.msg);
+	return RESIL_OK;
+}
+
+/* A fleet handle of sh's group: the service's (method NULL: named
+ * NAME), or method's own (NAME.METHOD). */
+static resil_err
+make_fleet(resil_pipeline *p, struct resil__pshared *sh,
+    const resil_pipeline_config *cfg, const char *method_name,
+    struct fhandle *fh, resil_diag *diag)
+{
+	char *name = fh->name;
 	resil_fleet_config fc;
 	resil_diag d;
 	resil_err err;
 
 	resil_fleet_config_init(&fc);
-	if (strncmp(cfg->breaker_fleet_url, "redis-sentinel://", 17) == 0) {
-		err = parse_sentinel(url_key[U_FLEET], cfg->breaker_fleet_url,
-		    host, master, sh->fleet_name, diag);
-		fc.sentinels = host;
-		fc.master = master;
-	} else {
-		err = parse_redis(url_key[U_FLEET], cfg->breaker_fleet_url,
-		    host, &fc.port, sh->fleet_name, diag);
-		fc.host = host;
+	if (method_name == NULL)
+		(void)snprintf(name, sizeof(fh->name), "%s", sh->fleet_name);
+	else if (!name_ok(method_name, strlen(method_name), 63) ||
+	    strlen(sh->fleet_name) + 1 + strlen(method_name) > 63)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "%s: method \"%.80s\" cannot name a fleet breaker "
+		    "(%s.METHOD must be 1..63 characters of [A-Za-z0-9._-])",
+		    "breaker.fleet", method_name, sh->fleet_name);
+	else {
+		size_t n = strlen(sh->fleet_name); /* n + 1 + method <= 63 */
+
+		memcpy(name, sh->fleet_name, n);
+		name[n] = '.';
+		memcpy(name + n + 1, method_name, strlen(method_name) + 1);
 	}
-	if (err != RESIL_OK)
-		return err;
-	fc.name = sh->fleet_name;
+	fh->p = p;
+	fc.name = name;
+	fc.group = sh->grp;
 	fc.alloc = &p->alloc;
 	fc.breaker = cfg->breaker;
 	fc.breaker.clock = &p->clock;
@@ -566,26 +658,131 @@ open_fleet(resil_pipeline *p, struct resil__pshared *sh,
 	fc.breaker.listener = resil__on_breaker;
 	fc.breaker.listener_ctx = p;
 	fc.listener = on_fleet;
-	fc.listener_ctx = p;
+	fc.listener_ctx = fh;
 	if (cfg->breaker.open_wait_ns != 0)
 		fc.open_wait_ms = ms_up(cfg->breaker.open_wait_ns);
-	fs_of(cfg, sh->fleet_settings);
 	fleet_settings(&fc, sh->fleet_settings);
 	d.msg[0] = '\0';
-	err = resil_fleet_new(&sh->fleet, &fc, &d);
+	err = resil_fleet_new(&fh->f, &fc, &d);
 	if (err != RESIL_OK)
 		return resil__diagf(
 		    diag, err, "%s: %s", url_key[U_FLEET], d.msg);
-	sh->own_fleet = 1;
-	if (cfg->fleet_sync_ns != 0) {
-		uint64_t ms = ms_up(cfg->fleet_sync_ns);
+	return RESIL_OK;
+}
 
-		err = resil_fleet_start(sh->fleet,
-		    ms > 3600000u ? 3600000u : (uint32_t)ms, &d);
-		if (err != RESIL_OK)
-			return resil__diagf(diag, err, "%s: %s",
-			    "breaker.fleet_sync", d.msg);
+/* method's own fleet handle, made when it has none yet (a method a reload
+ * declares gets one too). */
+static resil_err
+method_fleet(resil_pipeline *p, struct resil__pshared *sh,
+    const resil_pipeline_config *cfg, const char *method_name,
+    resil_fleet **out, resil_diag *diag)
+{
+	struct fhandle **mf, *fh;
+	resil_err err;
+	size_t i;
+
+	for (i = 0; i < sh->nmf; i++)
+		if (strcmp(sh->mf[i]->method, method_name) == 0) {
+			*out = sh->mf[i]->f;
+			return RESIL_OK;
+		}
+	if (sh->nmf == sh->capmf) {
+		size_t cap = sh->capmf != 0 ? sh->capmf * 2 : 8;
+
+		mf = resil__calloc(&p->alloc, cap * sizeof(*mf));
+		if (mf == NULL)
+			return nomem(diag);
+		if (sh->nmf != 0)
+			memcpy(mf, sh->mf, sh->nmf * sizeof(*mf));
+		if (sh->mf != NULL)
+			resil__free(&p->alloc, sh->mf, sh->capmf * sizeof(*mf));
+		sh->mf = mf;
+		sh->capmf = cap;
 	}
+	fh = resil__calloc(&p->alloc, sizeof(*fh));
+	if (fh == NULL ||
+	    (fh->method = resil__strdup(&p->alloc, method_name)) == NULL) {
+		if (fh != NULL)
+			resil__free(&p->alloc, fh, sizeof(*fh));
+		return nomem(diag);
+	}
+	err = make_fleet(p, sh, cfg, method_name, fh, diag);
+	if (err != RESIL_OK) {
+		resil__strfree(&p->alloc, fh->method);
+		resil__free(&p->alloc, fh, sizeof(*fh));
+		return err;
+	}
+	sh->mf[sh->nmf++] = fh;
+	*out = fh->f;
+	return RESIL_OK;
+}
+
+/* Issue 44 (h2): the selector's endpoints' breakers on the fleet, in
+ * sh's group (the directory holds a reference of it). */
+static resil_err
+fleet_endpoints(
+    resil_pipeline *p, struct resil__pshared *sh, resil_diag *diag)
+{
+	const uint64_t *v = sh->fleet_settings;
+	resil__dir_fleet df;
+
+	if (p->sel == NULL)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "%s: needs a selector (the endpoints of a cluster)",
+		    "breaker.fleet.endpoints");
+	memset(&df, 0, sizeof(df));
+	df.group = sh->grp;
+	df.put = resil__pfleet_group_put;
+	memcpy(df.prefix, sh->fleet_name, sizeof(df.prefix));
+	df.quorum = (uint32_t)v[0];
+	df.quorum_traffic_pct = (uint32_t)v[1];
+	df.probe_leases = (uint32_t)v[2];
+	df.max_local_leases = (uint32_t)v[3];
+	df.buckets = (uint32_t)v[4];
+	df.open_wait_ms = ms_up(v[5]);
+	df.lease_ms = ms_up(v[6]);
+	df.vote_ms = ms_up(v[7]);
+	df.bucket_ms = ms_up(v[8]);
+	if (strlen(sh->fleet_name) > 63 - 4 - 18)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "%s: the fleet name \"%s\" leaves no room for the "
+		    "endpoints' (NAME.ep.ADDRESS: NAME at most 41 characters)",
+		    "breaker.fleet.endpoints", sh->fleet_name);
+	resil__pfleet_group_ref(sh->grp);
+	sh->endpoints = 1;
+	return resil__dir_fleet_attach(resil__selector_dir(p->sel), &df,
+	    "breaker.fleet.endpoints", diag);
+}
+
+static resil_err
+open_fleet(resil_pipeline *p, struct resil__pshared *sh,
+    const resil_pipeline_config *cfg, resil_diag *diag)
+{
+	resil_fleet *f;
+	resil_err err;
+	size_t i;
+
+	fs_of(cfg, sh->fleet_settings);
+	(void)parse_fleet_name(cfg->breaker_fleet_url, sh->fleet_name);
+	err = open_group(p, sh, cfg, diag);
+	if (err == RESIL_OK)
+		err = make_fleet(p, sh, cfg, NULL, &sh->svc, diag);
+	if (err != RESIL_OK)
+		return err;
+	sh->fleet = sh->svc.f;
+	sh->own_fleet = 1;
+	sh->per_method = cfg->breaker_per_method;
+	for (i = 0; sh->per_method && i < cfg->nmethods; i++)
+		if ((err = method_fleet(p, sh, cfg, cfg->methods[i].name, &f,
+		         diag)) != RESIL_OK)
+			return err;
+	if (cfg->fleet_endpoints &&
+	    (err = fleet_endpoints(p, sh, diag)) != RESIL_OK)
+		return err;
+	/* As a handle made alone does: Redis unreachable now is said now
+	 * (a LOCAL event each), not at the first sync. */
+	(void)resil__fleet_group_connect(
+	    sh->grp, resil_clock_now(&p->clock));
 	return RESIL_OK;
 }
 
@@ -593,18 +790,26 @@ static resil_err
 open_fleet_limit(resil_pipeline *p, struct resil__pshared *sh,
     const resil_pipeline_config *cfg, resil_diag *diag)
 {
-	char host[256], name[64];
+	char host[2201], master[64], name[64];
 	resil_fleet_limit_config fc;
 	resil_diag d;
 	resil_err err;
 
 	resil_fleet_limit_config_init(&fc);
-	err = parse_redis(url_key[U_FRL], cfg->ratelimit_fleet_url, host,
-	    &fc.port, name, diag);
+	if (strncmp(cfg->ratelimit_fleet_url, "redis-sentinel://", 17) == 0) {
+		/* Issue 44 (h2): the limiter through Sentinel too. */
+		err = parse_sentinel(url_key[U_FRL], cfg->ratelimit_fleet_url,
+		    host, master, name, diag);
+		fc.sentinels = host;
+		fc.master = master;
+	} else {
+		err = parse_redis(url_key[U_FRL], cfg->ratelimit_fleet_url,
+		    host, &fc.port, name, diag);
+		fc.host = host;
+	}
 	if (err != RESIL_OK)
 		return err;
 	fc.name = name;
-	fc.host = host;
 	fc.alloc = &p->alloc;
 	fc.clock = &p->clock;
 	fc.rate = cfg->ratelimit.rate;
@@ -661,7 +866,7 @@ resil__shared_setup(
 {
 	struct resil__pshared *sh;
 	resil_err err;
-	int i, any = cfg->fleet_sync_ns != 0 ||
+	int i, any = cfg->fleet_sync_ns != 0 || cfg->fleet_endpoints ||
 	    cfg->endpoint_breaker_shared_url != NULL;
 
 	for (i = 0; i < 5; i++)
@@ -728,12 +933,47 @@ reload_keeps(const resil_pipeline *p, const resil_pipeline_config *cfg,
 	    (sh == NULL || sh->eb_url == NULL ||
 	        strcmp(cfg->endpoint_breaker_shared_url, sh->eb_url) != 0))
 		return immutable(diag, "endpoint.breaker.shared");
-	if (sh != NULL && (sh->breaker != NULL || sh->fleet != NULL) &&
-	    cfg->breaker_per_method)
+	if (cfg->fleet_endpoints && (sh == NULL || !sh->endpoints))
+		return immutable(diag, "breaker.fleet.endpoints");
+	if (sh != NULL && sh->breaker != NULL && cfg->breaker_per_method)
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "%s: not with breaker.per_method (the shared breaker is "
 		    "the service's)",
-		    sh->fleet != NULL ? "breaker.fleet" : "breaker.shared");
+		    "breaker.shared");
+	if (sh != NULL && sh->fleet != NULL &&
+	    (cfg->breaker_per_method != 0) != (sh->per_method != 0))
+		return sh->own_fleet ? immutable(diag, "breaker.per_method")
+		                     : resil__diagf(diag, RESIL_E_INVAL,
+		                           "%s: not with breaker.per_method (the "
+		                           "shared breaker is the service's)",
+		                           "fleet");
+	return RESIL_OK;
+}
+
+/* Issue 44: the fleet in place of g's breakers: the service's, and with
+ * breaker.per_method each declared method's own fleet breaker (in place
+ * of the local one the settings built, which no call then asks). */
+static resil_err
+fleet_methods(resil_pipeline *p, const resil_pipeline_config *cfg,
+    settings *g, resil_diag *diag)
+{
+	struct resil__pshared *sh = p->sh;
+	method *it, *tmp;
+	resil_err err;
+
+	g->breaker = NULL;
+	g->fleet = sh->fleet;
+	g->dflt.fleet = sh->fleet;
+	HASH_ITER(hh, g->methods, it, tmp)
+	{
+		it->fleet = sh->fleet;
+		if (!sh->per_method)
+			continue;
+		err = method_fleet(p, sh, cfg, it->name, &it->fleet, diag);
+		if (err != RESIL_OK)
+			return err;
+		method_run_with(it, NULL, it->run_retry);
+	}
 	return RESIL_OK;
 }
 
@@ -759,8 +999,10 @@ resil__shared_apply(resil_pipeline *p, const resil_pipeline_config *cfg,
 	if (sh->breaker != NULL)
 		g->breaker = sh->breaker;
 	if (sh->fleet != NULL) {
-		g->breaker = NULL;
-		g->fleet = sh->fleet;
+		resil_err err = fleet_methods(p, cfg, g, diag);
+
+		if (err != RESIL_OK)
+			return err;
 	}
 	if (sh->rl != NULL)
 		g->rl = sh->rl;
@@ -790,16 +1032,31 @@ resil__shared_apply(resil_pipeline *p, const resil_pipeline_config *cfg,
 	return RESIL_OK;
 }
 
+struct resil_fleet_group *
+resil__shared_group(const resil_pipeline *p)
+{
+	return p->sh != NULL ? p->sh->grp : NULL;
+}
+
 void
 resil__shared_free(resil_pipeline *p)
 {
 	struct resil__pshared *sh = p->sh;
+	size_t j;
 	int i;
 
 	if (sh == NULL)
 		return;
 	if (sh->own_fleet)
 		resil_fleet_free(sh->fleet);
+	for (j = 0; j < sh->nmf; j++) {
+		resil_fleet_free(sh->mf[j]->f);
+		resil__strfree(&p->alloc, sh->mf[j]->method);
+		resil__free(&p->alloc, sh->mf[j], sizeof(*sh->mf[j]));
+	}
+	if (sh->mf != NULL)
+		resil__free(&p->alloc, sh->mf, sh->capmf * sizeof(*sh->mf));
+	resil__pfleet_group_put(sh->grp);
 	if (sh->own_frl)
 		resil_fleet_limit_free(sh->frl);
 	if (sh->own_breaker)

@@ -15,7 +15,7 @@ struct settings;
 /*
  * The rules between cfg's shared fields and the rest of cfg (one service
  * breaker, one rate limiter, the stage switched on, no per-method
- * breaker, no fleet with a selector). RESIL_OK, or RESIL_E_INVAL with the
+ * breaker but a fleet's from text). RESIL_OK, or RESIL_E_INVAL with the
  * message (naming the key) in *diag and, when stage is not NULL, the
  * stage the key belongs to in *stage (1 breaker, 4 ratelimit, 5
  * bulkhead: enum stage of config_keys.h).
@@ -43,5 +43,27 @@ resil_err resil__shared_apply(resil_pipeline *p,
 
 /* Free what the pipeline opened (after its settings). NULL sh: no-op. */
 void resil__shared_free(resil_pipeline *p);
+
+/* ---- issue 44: the fleet's group (lib/pipeline_fleet.c) ---- */
+
+struct resil_fleet_group;
+struct resil_fleet_group_config;
+
+/* The group of the process for gc's Redis, timeouts, clock, allocator and
+ * sync interval (sync_ms 0: none; else its helper thread syncs every
+ * sync_ms), made when there is none yet; its count of users goes up.
+ * RESIL_OK; RESIL_E_INVAL, RESIL_E_NOMEM with the reason in *diag. */
+resil_err resil__pfleet_group_get(const struct resil_fleet_group_config *gc,
+    uint32_t sync_ms, struct resil_fleet_group **out, resil_diag *diag);
+
+/* One user fewer (its handles freed first); the last frees the group. */
+void resil__pfleet_group_put(struct resil_fleet_group *g);
+
+/* One user more of g (a directory whose endpoints' fleet breakers are in
+ * it, issue 44 h2): put when done. */
+void resil__pfleet_group_ref(struct resil_fleet_group *g);
+
+/* The group p's fleet handles sync through, or NULL. */
+struct resil_fleet_group *resil__shared_group(const resil_pipeline *p);
 
 #endif /* RESIL_PIPELINE_SHARED_H */

@@ -4,6 +4,7 @@
  * configuration text are lib/cluster_text.c's.
  */
 #include <resil/selector.h>
+#include <resil/fleet.h>
 
 #include "balance_internal.h"
 #include "router_internal.h"
@@ -847,6 +848,60 @@ static resil_err pick_refused(resil_candidates *c, resil__view *view,
     size_t pos, const resil_request *req, uint64_t now, resil_pick *out,
     resil_diag *diag);
 
+/* Issue 44 (h2): a permit of ep's fleet breaker into out: 0, or -1
+ * refused. A local one (its breaker's, flags set) is kept whole
+ * (has_permit_ 2); a probe lease's local part is empty, so its episode
+ * and slot go in its place (has_permit_ 3). */
+static RESIL__SEL_NOINLINE int
+fleet_acquire(struct resil_fleet *f, resil_pick *out)
+{
+	resil_fleet_permit fp;
+
+	memset(&fp, 0, sizeof(fp));
+	if (resil_fleet_acquire(f, &fp) != RESIL_OK)
+		return -1;
+	if (fp.local.flags != 0 || fp.kind != 2) {
+		out->permit_ = fp.local;
+		out->has_permit_ = 2;
+		return 0;
+	}
+	memset(&out->permit_, 0, sizeof(out->permit_));
+	out->permit_.episode = fp.episode;
+	out->permit_.reserved = fp.slot;
+	out->has_permit_ = 3;
+	return 0;
+}
+
+/* A permit of ep's breaker (it has one), or of its fleet's: 0, or -1
+ * refused. */
+static inline int
+ep_acquire(resil__endpoint *ep, resil_pick *out)
+{
+	struct resil_fleet *f =
+	    resil__loadptr((void *const *)(void *)&ep->fleet);
+
+	if (RESIL__UNLIKELY(f != NULL))
+		return fleet_acquire(f, out);
+	if (resil_breaker_acquire(ep->breaker, &out->permit_) != RESIL_OK)
+		return -1;
+	out->has_permit_ = 1;
+	return 0;
+}
+
+/* The fleet permit a pick holds (has_permit_ 2 or 3). */
+static void
+fleet_permit(const resil_pick *pick, resil_fleet_permit *fp)
+{
+	memset(fp, 0, sizeof(*fp));
+	if (pick->has_permit_ == 2) {
+		fp->local = pick->permit_;
+		return;
+	}
+	fp->kind = 2;
+	fp->episode = pick->permit_.episode;
+	fp->slot = pick->permit_.reserved;
+}
+
 /* One pick from view by the balancer of the method routed for; an
  * endpoint whose breaker refuses is passed over (pick_refused()). */
 PICK_INLINE resil_err
@@ -862,12 +917,8 @@ pick_from(resil_candidates *c, resil__view *view, const resil_request *req,
 		return err;
 	ep = view->snap->eps[view->idx[pos]];
 	out->has_permit_ = 0;
-	if (ep->breaker != NULL) {
-		if (resil_breaker_acquire(ep->breaker, &out->permit_) !=
-		    RESIL_OK)
-			return pick_refused(c, view, pos, req, now, out, diag);
-		out->has_permit_ = 1;
-	}
+	if (ep->breaker != NULL && ep_acquire(ep, out) != 0)
+		return pick_refused(c, view, pos, req, now, out, diag);
 	pick_fill(out, view, pos, ep, c->lb, now);
 	return RESIL_OK;
 }
@@ -900,13 +951,8 @@ pick_refused(resil_candidates *c, resil__view *view, size_t pos,
 			return err;
 		ep = view->snap->eps[view->idx[pos]];
 		out->has_permit_ = 0;
-		if (ep->breaker == NULL)
+		if (ep->breaker == NULL || ep_acquire(ep, out) == 0)
 			break;
-		if (resil_breaker_acquire(ep->breaker, &out->permit_) ==
-		    RESIL_OK) {
-			out->has_permit_ = 1;
-			break;
-		}
 	}
 	pick_fill(out, view, pos, ep, c->lb, now);
 	return RESIL_OK;
@@ -1009,13 +1055,9 @@ resil_selector_pick_at(resil_selector *sel, resil_candidates *c, size_t i,
 		    diag, RESIL_E_INVAL, "selector: bad argument");
 	ep = c->v.snap->eps[c->v.idx[i]];
 	out->has_permit_ = 0;
-	if (ep->breaker != NULL) {
-		if (resil_breaker_acquire(ep->breaker, &out->permit_) !=
-		    RESIL_OK)
-			return resil__diagf(diag, RESIL_E_UNAVAILABLE,
-			    "%s: refused by its breaker", ep->address);
-		out->has_permit_ = 1;
-	}
+	if (ep->breaker != NULL && ep_acquire(ep, out) != 0)
+		return resil__diagf(diag, RESIL_E_UNAVAILABLE,
+		    "%s: refused by its breaker", ep->address);
 	pick_fill(out, &c->v, i, ep, c->lb, resil__dir_now(sel->dir));
 	return RESIL_OK;
 }
@@ -1087,9 +1129,15 @@ report_full(resil_selector *sel, resil_pick *pick, resil__endpoint *ep,
 	    ? resil__dir_now(sel->dir)
 	    : 0;
 
-	if (pick->has_permit_)
+	if (RESIL__UNLIKELY(pick->has_permit_ >= 2)) {
+		resil_fleet_permit fp;
+
+		fleet_permit(pick, &fp);
+		(void)resil_fleet_record(ep->fleet, &fp, outcome);
+	} else if (pick->has_permit_) {
 		(void)resil_breaker_record_duration(
 		    ep->breaker, &pick->permit_, outcome, duration);
+	}
 	resil__ep_report(
 	    ep, outcome, duration, now, pick->kind_, pick->tau_, pick->slide_);
 	pick->ep_ = NULL;
@@ -1144,8 +1192,14 @@ resil_selector_release(resil_selector *sel, resil_pick *pick)
 	ep = pick->ep_;
 	if (ep == NULL)
 		return RESIL_E_MISUSE;
-	if (pick->has_permit_)
+	if (RESIL__UNLIKELY(pick->has_permit_ >= 2)) {
+		resil_fleet_permit fp;
+
+		fleet_permit(pick, &fp);
+		(void)resil_fleet_release(ep->fleet, &fp);
+	} else if (pick->has_permit_) {
 		(void)resil_breaker_release(ep->breaker, &pick->permit_);
+	}
 	pick->ep_ = NULL;
 	resil__ep_leave(ep);
 	return RESIL_OK;

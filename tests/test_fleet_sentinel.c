@@ -385,6 +385,58 @@ test_fleet_sentinel_finds_master(void **state)
 	assert_int_equal(resil_fleet_group_free(g), RESIL_OK);
 }
 
+/* Issue 44 (h2): the fleet rate limiter through the sentinels too: made
+ * here (granted by the first master), followed to the promoted replica
+ * in test_fleet_sentinel_limit_follows. */
+static resil_fleet_limit *lim;
+static int lim_events[8];
+
+static void
+on_lim(const resil_fleet_event *ev, void *ctx)
+{
+	(void)ctx;
+	if ((unsigned)ev->kind < 8)
+		lim_events[ev->kind]++;
+}
+
+static void
+test_fleet_sentinel_limit_finds_master(void **state)
+{
+	resil_fleet_limit_config lc;
+	resil_fleet_limit_info li;
+	redisContext *c;
+	redisReply *r;
+
+	(void)state;
+	if (!have)
+		skip();
+	resil_fleet_limit_config_init(&lc);
+	lc.name = "lim";
+	lc.instance = "a";
+	lc.sentinels = sentinels;
+	lc.master = master_name;
+	lc.connect_timeout_ms = 1000;
+	lc.command_timeout_ms = 1000;
+	lc.reconnect_ms = 0;
+	lc.rate = 1000;
+	lc.burst = 1000;
+	lc.clock = resil_manual_clock_hook(&mc);
+	lc.listener = on_lim;
+	assert_int_equal(resil_fleet_limit_new(&lim, &lc, NULL), RESIL_OK);
+	assert_int_equal(resil_fleet_limit_acquire(lim, 1, NULL), RESIL_OK);
+	assert_int_equal(resil_fleet_limit_get_info(lim, &li), RESIL_OK);
+	assert_int_equal(li.local_mode, 0);
+	assert_int_equal(li.redis_grants, 1);
+	/* Its state is on the master the sentinels name. */
+	c = at(master_port(0));
+	assert_non_null(c);
+	r = redisCommand(c, "EXISTS resil:limit:lim:gcra");
+	assert_true(r != NULL && r->type == REDIS_REPLY_INTEGER &&
+	    r->integer == 1);
+	freeReplyObject(r);
+	redisFree(c);
+}
+
 /* The first sentinel of the list down: the next one answers. */
 static void
 test_fleet_sentinel_one_down(void **state)
@@ -452,6 +504,47 @@ test_fleet_sentinel_master_paused(void **state)
 	assert_true(replica_up(old_port));
 }
 
+/* The limiter's master is a replica now: its next acquire decides
+ * locally (the old master refuses or drops it), the one after asks the
+ * sentinels and is granted by the promoted replica. */
+static void
+test_fleet_sentinel_limit_follows(void **state)
+{
+	resil_fleet_limit_info li;
+	redisContext *c;
+	redisReply *r;
+	int round;
+
+	(void)state;
+	if (!have || lim == NULL)
+		skip();
+	assert_int_equal(resil_fleet_limit_acquire(lim, 1, NULL), RESIL_OK);
+	assert_int_equal(resil_fleet_limit_get_info(lim, &li), RESIL_OK);
+	assert_int_equal(li.local_mode, 1);
+	assert_int_equal(lim_events[RESIL_FLEET_EV_LOCAL], 1);
+	for (round = 0; round < 100; round++) {
+		assert_int_equal(
+		    resil_fleet_limit_acquire(lim, 1, NULL), RESIL_OK);
+		assert_int_equal(resil_fleet_limit_get_info(lim, &li), RESIL_OK);
+		if (!li.local_mode)
+			break;
+		nap_ms(50); /* the sentinels may still be electing */
+	}
+	assert_int_equal(li.local_mode, 0);
+	assert_int_equal(li.redis_grants, 2);
+	assert_int_equal(lim_events[RESIL_FLEET_EV_CONNECTED], 2);
+	c = at(master_port(1)); /* sentinel 0 is down */
+	assert_non_null(c);
+	assert_int_equal(pid_on(master_port(1)), pid_replica);
+	r = redisCommand(c, "EXISTS resil:limit:lim:gcra");
+	assert_true(r != NULL && r->type == REDIS_REPLY_INTEGER &&
+	    r->integer == 1);
+	freeReplyObject(r);
+	redisFree(c);
+	resil_fleet_limit_free(lim);
+	lim = NULL;
+}
+
 /* The new master killed (SIGKILL) with the probes out: followed back to
  * the first server, within 2K probes. */
 static void
@@ -498,8 +591,10 @@ main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fleet_sentinel_finds_master),
+		cmocka_unit_test(test_fleet_sentinel_limit_finds_master),
 		cmocka_unit_test(test_fleet_sentinel_one_down),
 		cmocka_unit_test(test_fleet_sentinel_master_paused),
+		cmocka_unit_test(test_fleet_sentinel_limit_follows),
 		cmocka_unit_test(test_fleet_sentinel_master_killed),
 	};
 	int i;

@@ -221,9 +221,14 @@ test_fleet_text_refused(void **state)
 		{ "service=S\nbreaker.fleet=redis-sentinel://h1:1/m/n n\n",
 		    "t.conf:2: breaker.fleet: name \"n n\" is not 1..63 "
 		    "characters of [A-Za-z0-9._-]" },
-		{ "service=S\nratelimit.fleet=redis-sentinel://h1:1/m/n\n",
-		    "t.conf:2: ratelimit.fleet: \"redis-sentinel://h1:1/m/n\" "
-		    "is not redis://HOST[:PORT]/NAME" },
+		/* Issue 44 (h2): the fleet limiter through Sentinel too. */
+		{ "service=S\nratelimit.fleet=redis-sentinel://h1:1/m\n",
+		    "t.conf:2: ratelimit.fleet: \"redis-sentinel://h1:1/m\" is "
+		    "not redis-sentinel://HOST:PORT[,...]/MASTER/NAME" },
+		{ "service=S\nbreaker.fleet.endpoints=true\n",
+		    "t.conf:2: breaker.fleet.endpoints: needs breaker.fleet "
+		    "(the endpoints' breakers join the fleet the text "
+		    "names)" },
 	};
 	size_t i;
 

@@ -939,6 +939,221 @@ test_bulkhead_wait_clock_that_cannot_block(void **state)
 	resil_bulkhead_free(bh);
 }
 
+/* ---- issue 42 (h2/overload): the wait cut at the caller's deadline;
+ * an adaptive limit's rise reaches the queue at once ---- */
+
+static void
+count_wake(void *ctx)
+{
+	__atomic_add_fetch((int *)ctx, 1, __ATOMIC_SEQ_CST);
+}
+
+static void
+test_bulkhead_wait_cut(void **state)
+{
+	resil_manual_clock mc;
+	resil_bulkhead *bh;
+	resil_bulkhead_waiter w;
+	resil_bulkhead_metrics m;
+	uint64_t t0;
+	int queued = 0, granted = 1;
+
+	(void)state;
+	memset(&w, 0, sizeof(w));
+	resil_manual_clock_init(&mc, 1000);
+	bh = new_bh(&mc, 1, 4, 100, RESIL_BULKHEAD_FIFO, 0, 0);
+	t0 = resil_manual_clock_now(&mc);
+	assert_int_equal(resil_bulkhead_try_acquire(bh), RESIL_OK);
+	assert_int_equal(resil_bulkhead_wait_cut(&w, t0), RESIL_E_MISUSE);
+	assert_int_equal(resil_bulkhead_wait_start(bh, RESIL_PRIORITY_DEFAULT,
+	                     &w, NULL, NULL, t0, &queued),
+	    RESIL_OK);
+	assert_int_equal(queued, 1);
+	assert_int_equal(resil_bulkhead_wait_deadline(&w), t0 + 100);
+	assert_int_equal(resil_bulkhead_wait_cut(&w, t0 + 70), RESIL_OK);
+	assert_int_equal(resil_bulkhead_wait_cut(&w, t0 + 90), RESIL_OK);
+	assert_int_equal(resil_bulkhead_wait_deadline(&w), t0 + 70);
+	assert_int_equal(resil_bulkhead_wait_cut(NULL, t0), RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_bulkhead_wait_poll(bh, &w, t0 + 69, &granted), RESIL_OK);
+	assert_int_equal(granted, 0);
+	assert_int_equal(resil_bulkhead_wait_poll(bh, &w, t0 + 70, &granted),
+	    RESIL_E_LIMITED);
+	assert_int_equal(resil_bulkhead_waiting(bh), 0);
+	assert_int_equal(resil_bulkhead_get_metrics(bh, &m), RESIL_OK);
+	assert_int_equal(m.wait_timeouts, 1);
+	assert_int_equal(resil_bulkhead_wait_cut(&w, t0), RESIL_E_MISUSE);
+	assert_int_equal(resil_bulkhead_release(bh), RESIL_OK);
+	resil_bulkhead_free(bh);
+}
+
+#define DEADLINE_CONF WAIT_CONF "retry.enabled=true\nretry.deadline=30\n"
+
+/* The machine: a call whose retry deadline (30 ms) comes before its
+ * wait's end (50 ms) waits until the deadline exactly, then is refused. */
+static void
+test_call_machine_wait_ends_at_retry_deadline(void **state)
+{
+	pfx x;
+	resil_call a, b;
+	resil_call_next st, sb;
+	resil_result ra, rb;
+	resil_invocation inv;
+	uint64_t now;
+
+	(void)state;
+	pfx_begin(&x, DEADLINE_CONF);
+	now = resil_manual_clock_now(&x.mc);
+	resil_invocation_init(&inv, "get");
+	assert_int_equal(
+	    resil_call_start_ex(&a, x.p, NULL, &inv, &ra, now, &st), RESIL_OK);
+	assert_int_equal(st.action, RESIL_CALL_RUN);
+	assert_int_equal(
+	    resil_call_start_ex(&b, x.p, NULL, &inv, &rb, now, &sb), RESIL_OK);
+	assert_int_equal(sb.action, RESIL_CALL_WAIT);
+	assert_int_equal(sb.until, now + 30 * MS);
+	assert_int_equal(
+	    resil_call_step(&b, now + 30 * MS - 1, &sb), RESIL_OK);
+	assert_int_equal(sb.action, RESIL_CALL_WAIT);
+	assert_int_equal(sb.until, now + 30 * MS);
+	assert_int_equal(resil_call_step(&b, now + 30 * MS, &sb), RESIL_OK);
+	assert_int_equal(sb.action, RESIL_CALL_DONE);
+	assert_int_equal(rb.err, RESIL_E_LIMITED);
+	assert_int_equal(
+	    resil_bulkhead_waiting(resil_pipeline_bulkhead(x.p)), 0);
+	assert_int_equal(
+	    resil_call_report(&a, st.attempt, 0, NULL, now + 31 * MS),
+	    RESIL_OK);
+	assert_int_equal(resil_call_step(&a, now + 31 * MS, &st), RESIL_OK);
+	assert_int_equal(st.action, RESIL_CALL_DONE);
+	resil_result_free(&ra);
+	resil_result_free(&rb);
+	pfx_end(&x);
+}
+
+/* The blocking driver: the blocked call ends at its retry deadline
+ * (30 ms), not at its wait's end (50 ms). */
+static void
+test_blocking_driver_wait_ends_at_retry_deadline(void **state)
+{
+	pfx x;
+	resil_call a;
+	resil_call_next st;
+	resil_result ra;
+	resil_invocation inv;
+	pthread_t t;
+	bd y;
+	long spins;
+
+	(void)state;
+	pfx_begin(&x, DEADLINE_CONF);
+	resil_invocation_init(&inv, "get");
+	assert_int_equal(resil_call_start_ex(&a, x.p, NULL, &inv, &ra,
+	                     resil_manual_clock_now(&x.mc), &st),
+	    RESIL_OK);
+	memset(&y, 0, sizeof(y));
+	y.p = x.p;
+	assert_int_equal(pthread_create(&t, NULL, blocking_call, &y), 0);
+	wait_queued(resil_pipeline_bulkhead(x.p), 1);
+	resil_manual_clock_advance(&x.mc, 30 * MS);
+	/* It leaves the queue now; a bounded look, so that a wait that
+	 * went on to 50 ms fails the test instead of hanging it. */
+	for (spins = 0; spins < 100000000L &&
+	     resil_bulkhead_waiting(resil_pipeline_bulkhead(x.p)) != 0;
+	     spins++)
+		sched_yield();
+	if (resil_bulkhead_waiting(resil_pipeline_bulkhead(x.p)) != 0)
+		resil_manual_clock_advance(&x.mc, 20 * MS);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(y.got, RESIL_E_LIMITED);
+	assert_int_equal(resil_manual_clock_now(&x.mc), 1030 * MS);
+	resil_result_free(&y.r);
+	assert_int_equal(
+	    resil_call_cancel(&a, resil_manual_clock_now(&x.mc)), RESIL_OK);
+	resil_result_free(&ra);
+	pfx_end(&x);
+}
+
+/* An adaptive (AIMD) limit that rises hands its new slot to a queued
+ * waiter at once: its hook is called by the record that raised it, no
+ * release needed. */
+static void
+test_bulkhead_adaptive_rise_wakes_a_waiter(void **state)
+{
+	resil_manual_clock mc;
+	resil_bulkhead_config cfg = resil_bulkhead_config_default();
+	resil_bulkhead *bh = NULL;
+	resil_bulkhead_waiter w1, w2;
+	resil_bulkhead_metrics m;
+	resil_diag d;
+	int q1 = 0, q2 = 0, g1 = 0, g2 = 0, woken = 0, i;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 1000);
+	cfg.clock = resil_manual_clock_hook(&mc);
+	cfg.max_concurrent = 2;
+	cfg.adaptive = RESIL_BULKHEAD_AIMD;
+	cfg.min_limit = 1;
+	cfg.max_limit = 10;
+	cfg.target_latency_ns = 100;
+	cfg.increase = 1;
+	cfg.max_wait_ns = 1000;
+	cfg.queue = 4;
+	cfg.reserve_critical = 1; /* default calls may use limit - 1 */
+	assert_int_equal(resil_bulkhead_new(&bh, &cfg, &d), RESIL_OK);
+	assert_int_equal(
+	    resil_bulkhead_try_acquire_prio(bh, RESIL_PRIORITY_CRITICAL),
+	    RESIL_OK);
+	assert_int_equal(
+	    resil_bulkhead_try_acquire_prio(bh, RESIL_PRIORITY_CRITICAL),
+	    RESIL_OK);
+	assert_int_equal(resil_bulkhead_wait_start(bh, RESIL_PRIORITY_DEFAULT,
+	                     &w1, count_wake, &woken, 1000, &q1),
+	    RESIL_OK);
+	assert_int_equal(resil_bulkhead_wait_start(bh, RESIL_PRIORITY_CRITICAL,
+	                     &w2, count_wake, &woken, 1000, &q2),
+	    RESIL_OK);
+	assert_int_equal(q1 + q2, 2);
+	/* Two good samples at limit 2: the limit becomes 3; the slot goes
+	 * to the critical waiter (the default one's cap is 3 - 1 = 2). */
+	assert_int_equal(
+	    resil_bulkhead_record(bh, RESIL_OUTCOME_SUCCESS, 10), RESIL_OK);
+	assert_int_equal(woken, 0);
+	assert_int_equal(
+	    resil_bulkhead_record(bh, RESIL_OUTCOME_SUCCESS, 10), RESIL_OK);
+	assert_int_equal(resil_bulkhead_get_limit(bh), 3);
+	assert_int_equal(woken, 1);
+	assert_int_equal(
+	    resil_bulkhead_wait_poll(bh, &w2, 1001, &g2), RESIL_OK);
+	assert_int_equal(g2, 1);
+	assert_int_equal(
+	    resil_bulkhead_wait_poll(bh, &w1, 1001, &g1), RESIL_OK);
+	assert_int_equal(g1, 0);
+	/* Three more at limit 3: 4, still the reserved slot for the
+	 * default waiter (3 in flight, its cap 4 - 1); four more: 5, and
+	 * its turn. */
+	for (i = 0; i < 3; i++)
+		assert_int_equal(
+		    resil_bulkhead_record(bh, RESIL_OUTCOME_SUCCESS, 10),
+		    RESIL_OK);
+	assert_int_equal(resil_bulkhead_get_limit(bh), 4);
+	assert_int_equal(woken, 1);
+	for (i = 0; i < 4; i++)
+		assert_int_equal(
+		    resil_bulkhead_record(bh, RESIL_OUTCOME_SUCCESS, 10),
+		    RESIL_OK);
+	assert_int_equal(resil_bulkhead_get_limit(bh), 5);
+	assert_int_equal(woken, 2);
+	assert_int_equal(
+	    resil_bulkhead_wait_poll(bh, &w1, 1002, &g1), RESIL_OK);
+	assert_int_equal(g1, 1);
+	assert_int_equal(resil_bulkhead_get_metrics(bh, &m), RESIL_OK);
+	assert_int_equal(m.in_flight, 4);
+	assert_int_equal(m.waiting, 0);
+	assert_int_equal(m.waited, 2);
+	resil_bulkhead_free(bh);
+}
+
 int
 main(void)
 {
@@ -960,6 +1175,12 @@ main(void)
 		cmocka_unit_test(test_bulkhead_wait_threads_never_over_the_limit),
 		cmocka_unit_test(test_call_machine_waits_for_a_bulkhead_slot),
 		cmocka_unit_test(test_blocking_driver_waits_through_the_clock),
+		cmocka_unit_test(test_bulkhead_wait_cut),
+		cmocka_unit_test(
+		    test_call_machine_wait_ends_at_retry_deadline),
+		cmocka_unit_test(
+		    test_blocking_driver_wait_ends_at_retry_deadline),
+		cmocka_unit_test(test_bulkhead_adaptive_rise_wakes_a_waiter),
 		cmocka_unit_test(
 		    test_call_priority_from_method_invocation_attachment),
 	};

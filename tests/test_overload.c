@@ -37,6 +37,7 @@ typedef struct fx {
 	int nrc;
 	int ran;
 	resil_result res; /* the last call's result (rc, err, attempts) */
+	resil_priority prio; /* the calls' class (UNSET: none given) */
 } fx;
 
 static void
@@ -121,8 +122,9 @@ one_call(fx *x)
 	resil_result *r = &x->res;
 
 	resil_invocation_init(&inv, "getStock");
+	inv.priority = x->prio;
 	if (!x->machine) {
-		(void)(x->sel != NULL
+		(void)(x->sel != NULL || x->prio != RESIL_PRIORITY_UNSET
 		        ? resil_pipeline_invoke_ex(
 		              x->p, NULL, &inv, provider, x, r)
 		        : resil_pipeline_call(x->p, &inv.args, plain, x, r));
@@ -700,6 +702,170 @@ test_throttle_totals_follow_the_window(void **state)
 	resil_throttle_free(t);
 }
 
+/* ---- issue 42 (h2/overload): the rate limiter's classes and drain ---- */
+
+#define RL_CLASSES                       \
+	"service=StockService\n"         \
+	"ratelimit.enabled=true\n"       \
+	"ratelimit.rate=10\n"            \
+	"ratelimit.period=1s\n"          \
+	"ratelimit.burst=10\n"           \
+	"ratelimit.reserve.critical=2\n" \
+	"ratelimit.reserve.default=3\n"
+
+/* The pipeline's rate limiter decides by the call's class: sheddable
+ * calls stop at 5 of the 10, default ones at 8, critical ones take the
+ * last 2; a refusal is RESIL_E_LIMITED and the function is not called. */
+static void
+ratelimit_classes(int machine)
+{
+	static const int ok[] = { 0 };
+	fx x;
+	int i;
+
+	fx_start(&x, RL_CLASSES, 0, machine);
+	x.rcs = ok;
+	x.nrc = 1;
+	x.prio = RESIL_PRIORITY_SHEDDABLE;
+	for (i = 0; i < 5; i++)
+		assert_int_equal(one_call(&x), RESIL_OK);
+	assert_int_equal(one_call(&x), RESIL_E_LIMITED);
+	x.prio = RESIL_PRIORITY_UNSET; /* the method's: default */
+	for (i = 0; i < 3; i++)
+		assert_int_equal(one_call(&x), RESIL_OK);
+	assert_int_equal(one_call(&x), RESIL_E_LIMITED);
+	x.prio = RESIL_PRIORITY_CRITICAL;
+	for (i = 0; i < 2; i++)
+		assert_int_equal(one_call(&x), RESIL_OK);
+	assert_int_equal(one_call(&x), RESIL_E_LIMITED);
+	assert_int_equal(x.ran, 10);
+	/* The refill goes to the critical class first: 100 ms later one
+	 * permit, the critical one's. */
+	resil_manual_clock_advance(&x.mc, 100 * MS);
+	x.prio = RESIL_PRIORITY_DEFAULT;
+	assert_int_equal(one_call(&x), RESIL_E_LIMITED);
+	x.prio = RESIL_PRIORITY_CRITICAL;
+	assert_int_equal(one_call(&x), RESIL_OK);
+	assert_int_equal(x.ran, 11);
+	fx_end(&x);
+}
+
+static void
+test_ratelimit_classes_blocking(void **state)
+{
+	(void)state;
+	ratelimit_classes(0);
+}
+
+static void
+test_ratelimit_classes_machine(void **state)
+{
+	(void)state;
+	ratelimit_classes(1);
+}
+
+/* ratelimit.drain_on_throttled: a throttled answer (even with no
+ * Retry-After, so no pause) drains the limiter: the next call waits for
+ * the next permit (100 ms at 10/s); without the key it does not. With a
+ * Retry-After the drain and the pause both hold: after the pause the
+ * limiter refills from empty. */
+static void
+pushback_drains(int machine)
+{
+	static const int bare[] = { RESIL_RC_THROTTLED, 0 };
+	static const int ra[] = { RESIL_RC_THROTTLED_MS(300), 0 };
+	fx x;
+	int i;
+
+	fx_start(
+	    &x, RL_CLASSES "ratelimit.drain_on_throttled=true\n", 0, machine);
+	x.rcs = bare;
+	x.nrc = 2;
+	x.prio = RESIL_PRIORITY_CRITICAL;
+	assert_int_equal(one_call(&x), RESIL_E_THROTTLED);
+	assert_true(has_event(&x, RESIL_STAGE_THROTTLE,
+	    "server throttled: no Retry-After, rate limiter drained (9 "
+	    "permits)"));
+	assert_int_equal(one_call(&x), RESIL_E_LIMITED);
+	assert_int_equal(x.ran, 1);
+	resil_manual_clock_advance(&x.mc, 100 * MS - 1);
+	assert_int_equal(one_call(&x), RESIL_E_LIMITED);
+	resil_manual_clock_advance(&x.mc, 1);
+	assert_int_equal(one_call(&x), RESIL_OK);
+	assert_int_equal(x.ran, 2);
+	/* A Retry-After of 300 ms: paused to then, and empty then. */
+	resil_manual_clock_advance(&x.mc, 10 * 100 * MS);
+	x.rcs = ra;
+	x.ran = 0;
+	assert_int_equal(one_call(&x), RESIL_E_THROTTLED);
+	resil_manual_clock_advance(&x.mc, 300 * MS);
+	for (i = 0; i < 3; i++)
+		assert_int_equal(one_call(&x), RESIL_OK);
+	assert_int_equal(one_call(&x), RESIL_E_LIMITED);
+	assert_int_equal(x.ran, 4);
+	fx_end(&x);
+
+	/* Without the key: no drain. */
+	fx_start(&x, RL_CLASSES, 0, machine);
+	x.rcs = bare;
+	x.nrc = 2;
+	x.prio = RESIL_PRIORITY_CRITICAL;
+	assert_int_equal(one_call(&x), RESIL_E_THROTTLED);
+	assert_int_equal(one_call(&x), RESIL_OK);
+	assert_false(has_event(&x, RESIL_STAGE_THROTTLE, "drained"));
+	fx_end(&x);
+}
+
+static void
+test_pushback_drains_blocking(void **state)
+{
+	(void)state;
+	pushback_drains(0);
+}
+
+static void
+test_pushback_drains_machine(void **state)
+{
+	(void)state;
+	pushback_drains(1);
+}
+
+/* The keys in text: read, written back, refused out of range. */
+static void
+test_ratelimit_class_keys(void **state)
+{
+	resil_config *conf = NULL;
+	resil_diag d;
+
+	(void)state;
+	assert_int_equal(resil_config_parse_string(&conf,
+	                     "ratelimit.enabled=true\n"
+	                     "ratelimit.burst=10\n"
+	                     "ratelimit.reserve.critical=2\n"
+	                     "ratelimit.reserve.default=8\n",
+	                     "svc.conf", NULL, &d),
+	    RESIL_E_INVAL);
+	assert_string_equal(d.msg,
+	    "svc.conf:4: ratelimit.reserve.critical + "
+	    "ratelimit.reserve.default: 10 must be below burst (10)");
+	assert_int_equal(resil_config_parse_string(&conf,
+	                     RL_CLASSES "ratelimit.drain_on_throttled=2\n",
+	                     "svc.conf", NULL, &d),
+	    RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "ratelimit.drain_on_throttled"));
+	assert_int_equal(resil_config_parse_string(&conf,
+	                     RL_CLASSES "ratelimit.drain_on_throttled=true\n",
+	                     "svc.conf", NULL, &d),
+	    RESIL_OK);
+	assert_int_equal(
+	    resil_config_pipeline(conf)->ratelimit.reserve_critical, 2);
+	assert_int_equal(
+	    resil_config_pipeline(conf)->ratelimit.reserve_default, 3);
+	assert_int_equal(
+	    resil_config_pipeline(conf)->ratelimit.drain_on_throttled, 1);
+	resil_config_free(conf);
+}
+
 int
 main(void)
 {
@@ -722,6 +888,11 @@ main(void)
 		cmocka_unit_test(test_throttle_keys),
 		cmocka_unit_test(test_throttle_classes),
 		cmocka_unit_test(test_throttle_totals_follow_the_window),
+		cmocka_unit_test(test_ratelimit_classes_blocking),
+		cmocka_unit_test(test_ratelimit_classes_machine),
+		cmocka_unit_test(test_pushback_drains_blocking),
+		cmocka_unit_test(test_pushback_drains_machine),
+		cmocka_unit_test(test_ratelimit_class_keys),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

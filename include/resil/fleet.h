@@ -366,9 +366,10 @@ RESIL_API resil_breaker *resil_fleet_breaker(resil_fleet *f);
  * group's connection is used under the group's mutex, so group syncs
  * and handle syncs may come from any threads (one at a time get the
  * connection); a handle's listener runs with that mutex held and must
- * not call the group's functions. new and free must not overlap any
- * other call on the group, nor resil_fleet_new / _free of a handle of
- * the group.
+ * not call the group's functions. The group's new and free must not
+ * overlap any other call on the group, nor resil_fleet_new / _free of a
+ * handle of the group; resil_fleet_new / _free of its handles may run
+ * while the group syncs (a join or leave waits for the group's mutex).
  */
 typedef struct resil_fleet_group_config {
 	size_t size;      /* sizeof(resil_fleet_group_config), by _init() */
@@ -380,6 +381,10 @@ typedef struct resil_fleet_group_config {
 	uint32_t command_timeout_ms;  /* 1..60000, default 250 */
 	uint32_t reconnect_ms;        /* 0..3600000, default 1000 */
 	const resil_allocator *alloc; /* NULL: malloc() and free() */
+	/* The clock the helper thread (resil_fleet_group_start) reads now
+	 * from: the members' breakers' clock. NULL: the system clock. Must
+	 * outlive the group. */
+	const resil_clock *clock;
 } resil_fleet_group_config;
 
 static inline void
@@ -413,6 +418,25 @@ RESIL_API resil_err resil_fleet_group_free(resil_fleet_group *g);
  * local mode); RESIL_E_INVAL for NULL. Waits at most connect_timeout_ms
  * (times 1 + the number of sentinels) + 4 * command_timeout_ms. */
 RESIL_API resil_err resil_fleet_group_sync(resil_fleet_group *g, uint64_t now);
+
+/*
+ * The group's optional helper thread (as resil_fleet_start for one
+ * handle): resil_fleet_group_start() starts a thread that syncs the whole
+ * group every interval_ms (1..3600000) of real time (CLOCK_MONOTONIC),
+ * with now read from cfg.clock; the members' listeners then run on that
+ * thread. resil_fleet_group_stop() asks it to stop, waits for its sync in
+ * progress and joins it; resil_fleet_group_free() stops it too. Handles
+ * may join and leave the group while it runs (each under the group's
+ * mutex); resil_fleet_sync() of a member returns RESIL_E_MISUSE while it
+ * runs. start: RESIL_OK; RESIL_E_INVAL for NULL or a bad interval;
+ * RESIL_E_MISUSE when it runs already; RESIL_E_NOMEM when no thread can
+ * be made. stop: RESIL_OK (also when none runs); RESIL_E_INVAL for NULL.
+ * start and stop must not be called concurrently with each other or with
+ * free.
+ */
+RESIL_API resil_err resil_fleet_group_start(
+    resil_fleet_group *g, uint32_t interval_ms, resil_diag *diag);
+RESIL_API resil_err resil_fleet_group_stop(resil_fleet_group *g);
 
 typedef struct resil_fleet_group_info {
 	uint32_t members;         /* handles in the group */
@@ -489,6 +513,13 @@ typedef struct resil_fleet_limit_config {
 	resil_fleet_listener_fn listener; /* optional */
 	void *listener_ctx;
 	const resil_allocator *alloc; /* NULL: malloc() and free() */
+	/* Issue 44 (h2). Redis Sentinel, as resil_fleet_config's: each
+	 * (re)connection asks the sentinels for the master (checked with
+	 * ROLE); an acquire that meets a failover (no answer, READONLY,
+	 * MASTERDOWN, ...) decides locally and, after reconnect_ms, the
+	 * next one asks the sentinels again. NULL (both): host and port. */
+	const char *sentinels;
+	const char *master;
 } resil_fleet_limit_config;
 
 /* 100 per second, burst 100, timeouts 5 ms, reconnect after 1 s. */
@@ -541,6 +572,23 @@ RESIL_API resil_err resil_fleet_limit_acquire(
 
 /* Whole seconds, rounded up: ceil(retry_after_ns / 10^9). */
 RESIL_API uint64_t resil_retry_after_seconds(uint64_t retry_after_ns);
+
+/*
+ * Tell the fleet of a server's pushback (issue 42: a Retry-After): no
+ * member is granted a permit before Redis's now + pause_ns (rounded up to
+ * a microsecond, at most 2^50 / (rate / gcd(rate, period_us)) us), and
+ * the fleet's bucket refills from empty after it, its first permit due
+ * exactly then. One round trip: a script moves the fleet's TAT to that
+ * point, never back (a shorter pause than one in force changes nothing),
+ * so the members' acquires need nothing new: they are refused with the
+ * time left as their retry-after. *until_us (may be NULL) gets Redis's
+ * TIME at the pause's end. RESIL_OK; RESIL_E_INVAL for NULL or a pause of
+ * 0; RESIL_E_UNAVAILABLE when the fleet was not told: the member decides
+ * locally now, Redis gave no answer (the next acquire reconnects; an
+ * ERROR event) or the fleet's settings differ from the member's.
+ */
+RESIL_API resil_err resil_fleet_limit_pause(
+    resil_fleet_limit *fl, uint64_t pause_ns, uint64_t *until_us);
 
 typedef struct resil_fleet_limit_info {
 	int local_mode;          /* nonzero: deciding on the local share */

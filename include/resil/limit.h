@@ -147,6 +147,33 @@ typedef struct resil_ratelimit_config {
 	 * 0..RESIL_RATELIMIT_MAX_BATCH, and at most burst.
 	 */
 	uint32_t batch;
+
+	/*
+	 * Priorities (issue 42): permits of the burst only critical calls
+	 * may take, and permits only default and critical ones may take.
+	 * A sheddable acquire of k is granted only if reserve_critical +
+	 * reserve_default permits are still available after it, a default
+	 * one only if reserve_critical are (resil_ratelimit_try_acquire_
+	 * prio(); try_acquire and acquire_wait decide as DEFAULT). So
+	 * while lower classes take all they may, the refill goes to the
+	 * higher classes first: of each period's rate permits, a critical
+	 * demand of up to reserve_critical per period is never refused
+	 * because of sheddable or default calls. Exact under races (the
+	 * class's share and the schedule are the same word, one CAS
+	 * decides); the total never exceeds the limiter's rule.
+	 * reserve_critical + reserve_default < burst; batch must be 0.
+	 */
+	uint32_t reserve_critical;
+	uint32_t reserve_default;
+
+	/*
+	 * Read by the pipeline, not the limiter (issue 42, Resilience4j's
+	 * drainPermissionsOnResult): nonzero drains the limiter
+	 * (resil_ratelimit_drain()) when an attempt answers RESIL_RC_
+	 * THROTTLED (with or without a Retry-After), besides the pause a
+	 * Retry-After sets. 0 (the default) or 1.
+	 */
+	int drain_on_throttled;
 } resil_ratelimit_config;
 
 /* Fill *cfg with the defaults: 100 permits per second, a burst of 100, no
@@ -253,6 +280,32 @@ RESIL_API resil_err resil_ratelimit_try_acquire(
  */
 RESIL_API resil_err resil_ratelimit_acquire_wait(
     resil_ratelimit *rl, uint32_t k, uint64_t max_wait, uint64_t *waited);
+
+/*
+ * Take k permits now, or none, as a call of priority prio (issue 42;
+ * UNSET: DEFAULT): as try_acquire, against the part of the burst prio
+ * may use (cfg.reserve_critical, cfg.reserve_default): the permits
+ * left after a grant are never fewer than the classes above prio
+ * reserve. *retry_after (may be NULL) as try_acquire's: the ticks
+ * until prio's k permits would be due. RESIL_OK; RESIL_E_LIMITED;
+ * RESIL_E_INVAL for NULL, a bad prio, k == 0 or k more than prio may
+ * ever take (burst less the reservations above prio).
+ */
+RESIL_API resil_err resil_ratelimit_try_acquire_prio(resil_ratelimit *rl,
+    resil_priority prio, uint32_t k, uint64_t *retry_after);
+
+/*
+ * Drain (issue 42, Resilience4j's drainPermissionsOnResult): take every
+ * permit available now, reserved ones included, so that the next is due
+ * one emission interval (period_ns / rate) from now and the limiter
+ * refills from empty at its rate. With cfg.batch > 0 the threads'
+ * caches are emptied too. A shared-memory limiter is drained for every
+ * process using it. *drained (may be NULL) gets the permits taken from
+ * the shared state (not the caches). RESIL_OK; RESIL_E_INVAL for NULL.
+ * Lock-free: one clock read, a CAS (retried on a race).
+ */
+RESIL_API resil_err resil_ratelimit_drain(
+    resil_ratelimit *rl, uint64_t *drained);
 
 typedef struct resil_ratelimit_metrics {
 	uint64_t granted_calls;   /* acquires that returned RESIL_OK */
@@ -515,9 +568,21 @@ RESIL_API resil_err resil_bulkhead_wait_poll(resil_bulkhead *bh,
     resil_bulkhead_waiter *w, uint64_t now, int *granted);
 RESIL_API resil_err resil_bulkhead_wait_cancel(
     resil_bulkhead *bh, resil_bulkhead_waiter *w);
-/* When a queued waiter's wait ends (its start + max_wait_ns). */
+/* When a queued waiter's wait ends (its start + max_wait_ns, or the
+ * earlier end resil_bulkhead_wait_cut() gave it). */
 RESIL_API uint64_t resil_bulkhead_wait_deadline(
     const resil_bulkhead_waiter *w);
+/*
+ * End a queued wait no later than until (issue 42: the caller's own
+ * deadline, e.g. its retry deadline, when it is before start +
+ * max_wait_ns): a poll at now >= until with no slot is then
+ * RESIL_E_LIMITED (a wait timeout) and resil_bulkhead_wait_deadline()
+ * reads until. A later until changes nothing. Called by the waiter's
+ * owner, between start and the poll that ends it. RESIL_OK;
+ * RESIL_E_INVAL for NULL; RESIL_E_MISUSE for a waiter not waiting.
+ */
+RESIL_API resil_err resil_bulkhead_wait_cut(
+    resil_bulkhead_waiter *w, uint64_t until);
 
 /* Waiters queued now; 0 for NULL. */
 RESIL_API uint32_t resil_bulkhead_waiting(resil_bulkhead *bh);

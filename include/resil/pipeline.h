@@ -357,6 +357,13 @@ typedef struct resil_pipeline_config {
 		uint64_t command_timeout_ns; /* 1 ms..60 s */
 		uint64_t reconnect_ns;       /* 1 ms..1 h */
 	} fleet_settings;
+	/* Issue 44 (h2), text key breaker.fleet.endpoints: with
+	 * breaker_fleet_url and a selector, each endpoint's breaker is on
+	 * the fleet too (a fleet breaker NAME.ep.ADDRESS per endpoint, its
+	 * local breaker from endpoint.breaker.*, in the pipeline's group;
+	 * docs/fleet.md). 0: the endpoints' breakers are local. Fixed when
+	 * the pipeline is created. */
+	int fleet_endpoints;
 	/* Text key endpoint.breaker.shared=shm:REGION: the endpoints'
 	 * breakers in that region. The directory's setting
 	 * (resil_directory_config.endpoint_breaker_shm, which
@@ -741,6 +748,25 @@ RESIL_API resil_bulkhead *resil_pipeline_bulkhead(resil_pipeline *p);
  * none. For resil_fleet_sync() / resil_fleet_get_info(). */
 RESIL_API struct resil_fleet *resil_pipeline_fleet(resil_pipeline *p);
 RESIL_API struct resil_fleet_limit *resil_pipeline_fleet_limit(
+    resil_pipeline *p);
+
+/*
+ * Issue 44 (pipelines through groups). resil_pipeline_fleet_of: the fleet
+ * breaker method's calls use: its own with breaker.fleet and
+ * breaker.per_method (named NAME.METHOD in Redis), else the service's
+ * (method NULL or undeclared: the service's); NULL without a fleet.
+ * resil_pipeline_fleet_group: the group every fleet breaker the pipeline
+ * opened from breaker.fleet syncs through, shared by the pipelines of the
+ * process that name the same Redis (host:port, or sentinels and master)
+ * with the same breaker.fleet timeouts, breaker.fleet_sync, clock and
+ * allocator; one resil_fleet_group_sync() is one round trip for all of
+ * their fleet breakers. With breaker.fleet_sync the group's helper thread
+ * syncs it; else the program does. NULL when the fleet is a borrowed
+ * handle or there is none. Both borrowed, valid while p lives.
+ */
+RESIL_API struct resil_fleet *resil_pipeline_fleet_of(
+    resil_pipeline *p, const char *method);
+RESIL_API struct resil_fleet_group *resil_pipeline_fleet_group(
     resil_pipeline *p);
 
 /* The declared methods, in declaration order: their count, and the name

@@ -186,6 +186,8 @@ typedef struct resil_pick {
 	/* private */
 	void *ep_;
 	resil_permit permit_;
+	/* 1: the breaker's; 2: the endpoint's fleet's (local); 3: its
+	 * fleet's probe lease (episode and slot in permit_) */
 	int has_permit_;
 	uint64_t tau_, slide_;
 	unsigned kind_;
