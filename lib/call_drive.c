@@ -249,7 +249,7 @@ drive_timed_succeeded(resil_pipeline *p, settings *g, const method *m,
 	}
 	/* Stamped at the call's end, read once for the duration too. */
 	if (g->cache != NULL)
-		resil__fallback_record_at(
+		resil__fallback_record1_at(
 		    g->fb, args, &out->value, &p->clock, t1);
 	resil__tls_method = NULL;
 }
@@ -311,7 +311,7 @@ drive_timed(resil_pipeline *p, settings *g, unsigned gs, bool own,
 	if (RESIL__UNLIKELY(permit.flags != 0))
 		drive_timed_succeeded(p, g, m, args, out, &permit, dur, t1);
 	else if (g->cache != NULL) /* stamped at the call's end */
-		resil__fallback_record_at(
+		resil__fallback_record1_at(
 		    g->fb, args, &out->value, &p->clock, t1);
 	return RESIL_OK;
 }
@@ -328,11 +328,11 @@ drive_fresh(resil_pipeline *p, settings *g, unsigned gs, bool own,
 	if (g->cache == NULL || resil__load64(&g->mock_forces) != 0 ||
 	    p->listener != NULL || p->call_events != 0)
 		return 0;
-	resil__result_clear(out);
+	/* The answer writes the whole of *out; a miss leaves it. */
 	if (!resil__cache_fresh(g->cache, args, m->fresh, out))
 		return 0;
 	resil__count_inc64(&p->stripes[gs].calls, own);
-	count_source(p, out);
+	resil__count_inc64(&p->stripes[gs].cache, own); /* count_source() */
 	return 1;
 }
 
@@ -398,7 +398,7 @@ drive(resil_pipeline *p, settings *g, unsigned gs, bool own, const method *m,
 	        m->run_bf.streak, &permit, own)))
 		drive_succeeded(p, g, m, args, out, &permit);
 	else if (RESIL__UNLIKELY(g->cache != NULL))
-		resil__fallback_record_checked(g->fb, args, &out->value);
+		resil__fallback_record1(g->fb, args, &out->value);
 	return RESIL_OK;
 }
 

@@ -1693,11 +1693,11 @@ resil_fleet_limit_pause(
 	if (fl == NULL || pause_ns == 0)
 		return RESIL_E_INVAL;
 	pthread_mutex_lock(&fl->mu);
-	if (fl->c == NULL || fl->local) {
+	if (fl->cn.c == NULL || fl->local) {
 		pthread_mutex_unlock(&fl->mu);
 		return RESIL_E_UNAVAILABLE;
 	}
-	r = resil__fleet_limit_pause_eval(fl->c, fl->key_state,
+	r = resil__fleet_limit_pause_eval(fl->cn.c, fl->key_state,
 	    pause_ns / 1000 + (pause_ns % 1000 != 0 ? 1u : 0u), fl->scale_s,
 	    fl->ts_s, fl->bs_s, fl->settings, &until, why, sizeof(why));
 	if (r < 0) {
