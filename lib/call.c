@@ -29,6 +29,10 @@ call_settle(callm *c)
 {
 	if (RESIL__UNLIKELY(c->gref) &&
 	    (c->magic == CALL_DONE || c->magic == CALL_CANCELLED)) {
+		/* Issue 41: the call's outcome into its keys, once. */
+		if (RESIL__UNLIKELY(c->p->keyed != NULL) && c->kheld.held)
+			resil__keyed_machine_end(c->p, &c->kheld,
+			    c->magic == CALL_CANCELLED, c->out);
 		if (RESIL__UNLIKELY(c->coal != 0)) /* issue 43: a leader */
 			resil__coal_finish(c);
 		c->gref = 0;
@@ -268,6 +272,26 @@ machine_start(callm *c, uint64_t now, resil_call_next *step)
 	return RESIL_OK;
 }
 
+/* Issue 41: a keyed pipeline's start (start_other()): its keys admit the
+ * call first (call_settle() records its end), or it is answered at once.
+ * Apart, so that start_other() saves nothing for it. */
+static CALL_NOINLINE resil_err
+keyed_start(callm *c, bool own, uint64_t now, resil_call_next *step)
+{
+	if (resil__keyed_machine_admit(
+	        c->p, c->args, c->inv, &c->kheld, c->out) == RESIL_OK)
+		return machine_start(c, now, step);
+	if (own)
+		conf_drop_own(c->g, c->gst);
+	else
+		conf_drop(c->g);
+	c->gref = 0;
+	c->phase = P_DONE;
+	c->magic = CALL_DONE;
+	*step = (resil_call_next) { .action = RESIL_CALL_DONE };
+	return RESIL_OK;
+}
+
 /* A start the untimed simple phase did not take: the timed one, or the
  * machine. */
 static CALL_NOINLINE resil_err
@@ -278,14 +302,8 @@ start_other(callm *c, bool own, uint64_t now, resil_call_next *step)
 		return RESIL_OK;
 	/* Issue 41: a keyed pipeline's methods have no simple phase
 	 * (resil__settings_no_phase()), so every start of one comes here. */
-	if (RESIL__UNLIKELY(c->p->keyed != NULL)) {
-		if (own)
-			conf_drop_own(c->g, c->gst);
-		else
-			conf_drop(c->g);
-		c->gref = 0;
-		return resil__keyed_refuse_machine(c->out);
-	}
+	if (RESIL__UNLIKELY(c->p->keyed != NULL))
+		return keyed_start(c, own, now, step);
 	return machine_start(c, now, step);
 }
 
@@ -333,8 +351,6 @@ call_start(resil_call *call, resil_pipeline *p, const resil_method *m,
 		/* A call in flight holds permits and settings: starting
 		 * over it would lose them (issue 25.4). */
 		return RESIL_E_MISUSE;
-	if (RESIL__UNLIKELY(p->keyed != NULL)) /* issue 41 */
-		return resil__keyed_refuse_machine(out);
 	g = conf_hold(p, &gs);
 	mm = m != NULL ? resolve(g, m) : find_method(g, args->method);
 	return start_held(c, p, g, gs, false, mm, args, inv, out, now, step);

@@ -142,6 +142,7 @@ resil__cl_start(callm *c, const method *m, tsrc ts)
 	c->blast_status = RESIL_OK;
 	c->ntried = c->nfailed = 0;
 	c->in_hedge = 0;
+	c->khost = 0; /* issue 41 */
 	c->last_timeout = 0;
 	c->failed[0] = c->last_addr[0] = c->last_zone[0] = c->cmsg[0] = '\0';
 	retries = request_of(c);
@@ -289,8 +290,8 @@ pick_broadcast(
 	return RESIL_E_UNAVAILABLE;
 }
 
-resil_err
-resil__cl_pick(callm *c, unsigned i, uint64_t now)
+static resil_err
+pick_once(callm *c, unsigned i, uint64_t now)
 {
 	resil_pipeline *p = c->p;
 	const resil_cluster_config *cc = &p->ccfg;
@@ -402,6 +403,52 @@ resil__cl_pick(callm *c, unsigned i, uint64_t now)
 	return err;
 }
 
+/* Issue 41: the endpoint's host admits the attempt (a family keyed by
+ * host), or the endpoint is left out of the call as an open endpoint
+ * breaker's is, and the next is picked; when none admits, the call ends
+ * with the family's refusal. */
+static resil_err
+host_admit(callm *c, unsigned i, uint64_t now)
+{
+	uint8_t bit = (uint8_t)(1u << i);
+	uint32_t tries = 0;
+	resil_err err = RESIL_OK, ke;
+	int held = 0;
+
+	while (err == RESIL_OK) {
+		ke = resil__keyed_host_admit(
+		    c->p, c->picks[i].address, &c->khp[i], &held);
+		if (ke == RESIL_OK) {
+			if (held)
+				c->khost |= bit;
+			return RESIL_OK;
+		}
+		resil_selector_release(c->sel, &c->picks[i]);
+		c->has_pick &= (uint8_t)~bit;
+		if (++tries >= c->ncand) {
+			snprintf(c->cmsg, sizeof(c->cmsg),
+			    "the key's %s refused every endpoint "
+			    "(%s.key=host)",
+			    ke == RESIL_E_OPEN ? "breaker" : "rate limiter",
+			    ke == RESIL_E_OPEN ? "breaker" : "ratelimit");
+			return ke;
+		}
+		err = pick_once(c, i, now);
+	}
+	return err;
+}
+
+resil_err
+resil__cl_pick(callm *c, unsigned i, uint64_t now)
+{
+	resil_err err = pick_once(c, i, now);
+
+	if (err == RESIL_OK && RESIL__UNLIKELY(c->p->keyed != NULL) &&
+	    resil__keyed_host(c->p))
+		return host_admit(c, i, now);
+	return err;
+}
+
 void
 resil__cl_done(callm *c, unsigned i, resil_outcome outcome, uint64_t t1)
 {
@@ -438,6 +485,9 @@ resil__cl_done(callm *c, unsigned i, resil_outcome outcome, uint64_t t1)
 	    c->last_status == RESIL_E_THROTTLED ? RESIL_OUTCOME_IGNORED
 	                                        : outcome,
 	    dur);
+	khost_end(c, i,
+	    c->last_status == RESIL_E_THROTTLED ? RESIL_OUTCOME_IGNORED
+	                                        : outcome);
 	c->has_pick &= (uint8_t) ~(1u << i);
 }
 

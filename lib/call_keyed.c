@@ -8,7 +8,9 @@
  * and the breaker's permit of that key (in that order), runs the call
  * through the ordinary drivers (re-entered with this thread marked as
  * inside the gate), then records the call's outcome in the key's breaker
- * and completes its bulkhead slot.
+ * and completes its bulkhead slot. The call machine's admission and end,
+ * and the host's per attempt, are here too; the families are made, kept
+ * and checked by lib/pipeline_keyed.c (which this file never calls).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,149 +18,16 @@
 
 #include <resil/pipeline_keyed.h>
 
-#include "internal.h"
-#include "pipeline_internal.h"
 #include "call_keyed.h"
-#include "pipeline_settings.h"
-
-enum ksrc { KS_METHOD, KS_ARGS, KS_ARGUMENT, KS_ATTACHMENT };
-
-typedef struct kspec {
-	enum ksrc src;
-	unsigned index; /* KS_ARGUMENT */
-	char name[129]; /* KS_ATTACHMENT */
-} kspec;
-
-struct resil__kgate {
-	resil_keyed *fam[3];
-	kspec spec[3];
-};
+#include "internal.h"
+#include "keyed_gate.h"
+#include "pipeline_internal.h"
 
 /* The pipeline whose gate this thread is entering: the next check of it
  * (the gate's own call) goes past the gate, once. */
 static RESIL__TLS const resil_pipeline *kg_inside;
 
-static const char kg_missing[1] = {0};
-
-static resil_err
-parse_spec(const char *kind, const char *s, kspec *out, resil_diag *diag)
-{
-	memset(out, 0, sizeof(*out));
-	if (strcmp(s, "method") == 0) {
-		out->src = KS_METHOD;
-		return RESIL_OK;
-	}
-	if (strcmp(s, "args") == 0) {
-		out->src = KS_ARGS;
-		return RESIL_OK;
-	}
-	if (strncmp(s, "arguments[", 10) == 0) {
-		const char *d = s + 10;
-		unsigned n = 0;
-		size_t nd = 0;
-
-		while (*d >= '0' && *d <= '9' && nd < 4) {
-			n = n * 10 + (unsigned)(*d - '0');
-			d++;
-			nd++;
-		}
-		if (nd > 0 && n <= 255 && strcmp(d, "]") == 0) {
-			out->src = KS_ARGUMENT;
-			out->index = n;
-			return RESIL_OK;
-		}
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "%s.key: \"%s\": the index of arguments[N] must be 0..255",
-		    kind, s);
-	}
-	if (strncmp(s, "attachment:", 11) == 0) {
-		size_t n = strlen(s + 11);
-
-		if (n >= 1 && n < sizeof(out->name)) {
-			out->src = KS_ATTACHMENT;
-			memcpy(out->name, s + 11, n + 1);
-			return RESIL_OK;
-		}
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "%s.key: \"%s\": an attachment's name is 1..128 bytes",
-		    kind, s);
-	}
-	return resil__diagf(diag, RESIL_E_INVAL,
-	    "%s.key: \"%s\" is not a key source (method, args, arguments[N], "
-	    "attachment:NAME)",
-	    kind, s);
-}
-
-resil_err
-resil_pipeline_set_keyed(resil_pipeline *p, const char *spec,
-    const resil_keyed_config *cfg, resil_diag *diag)
-{
-	const char *kind;
-	struct resil__kgate *g;
-	resil_keyed *k = NULL;
-	kspec ks;
-	resil_err err;
-
-	if (p == NULL || spec == NULL || cfg == NULL)
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "keyed: NULL pipeline, spec or config");
-	if ((unsigned)cfg->kind > (unsigned)RESIL_KEYED_BULKHEAD)
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "keyed.kind: %u is not a kind", (unsigned)cfg->kind);
-	kind = resil_keyed_kind_name(cfg->kind);
-	err = parse_spec(kind, spec, &ks, diag);
-	if (err != RESIL_OK)
-		return err;
-	if (p->keyed != NULL && p->keyed->fam[cfg->kind] != NULL)
-		return resil__diagf(diag, RESIL_E_MISUSE,
-		    "%s.key: the pipeline has a %s family already", kind, kind);
-	err = resil_keyed_new(&k, cfg, diag);
-	if (err != RESIL_OK) {
-		char what[32];
-
-		(void)snprintf(what, sizeof(what), "%s.key", kind);
-		return resil__diag_prefix(diag, err, what);
-	}
-	g = p->keyed;
-	if (g == NULL) {
-		g = resil__calloc(&p->alloc, sizeof(*g));
-		if (g == NULL) {
-			resil_keyed_free(k);
-			return resil__diagf(
-			    diag, RESIL_E_NOMEM, "%s.key: out of memory", kind);
-		}
-		p->keyed = g;
-	}
-	g->fam[cfg->kind] = k;
-	g->spec[cfg->kind] = ks;
-	p->slow = 1;
-	/* Before the first call (documented): the settings in force lose
-	 * their machine phase, as resil__settings_build() does after. */
-	resil__settings_no_phase(p->cur);
-	return RESIL_OK;
-}
-
-resil_keyed *
-resil_pipeline_keyed(resil_pipeline *p, resil_keyed_kind k)
-{
-	if (p == NULL || p->keyed == NULL ||
-	    (unsigned)k > (unsigned)RESIL_KEYED_BULKHEAD)
-		return NULL;
-	return p->keyed->fam[k];
-}
-
-void
-resil__keyed_free(resil_pipeline *p)
-{
-	unsigned i;
-
-	if (p->keyed == NULL)
-		return;
-	for (i = 0; i < 3; i++)
-		resil_keyed_free(p->keyed->fam[i]);
-	resil__free(&p->alloc, p->keyed, sizeof(*p->keyed));
-	p->keyed = NULL;
-}
+static const char kg_missing[1] = { 0 };
 
 int
 resil__keyed_gated(const resil_pipeline *p)
@@ -205,6 +74,8 @@ draw(const kspec *s, const resil_args *args, const resil_invocation *inv,
 				break;
 			}
 		break;
+	case KS_HOST: /* per attempt (resil__keyed_host_admit) */
+		break;
 	}
 	if (v != NULL && *v != '\0') {
 		*key = v;
@@ -245,6 +116,14 @@ refuse(resil_result *out, resil_err e, const char *kind, int bstate)
 
 typedef resil__kcall kcall;
 
+/* g's family of kind k that the call's admission asks (a host family is
+ * asked per attempt, by the cluster), or NULL. */
+static resil_keyed *
+call_fam(const struct resil__kgate *g, resil_keyed_kind k)
+{
+	return g->spec[k].src == KS_HOST ? NULL : g->fam[k];
+}
+
 static resil_err
 run_inner(const kcall *kc, resil_result *out)
 {
@@ -256,59 +135,85 @@ run_inner(const kcall *kc, resil_result *out)
 	return err;
 }
 
+/* The call's admission by its keys: a rate limiter permit, a bulkhead
+ * slot, a breaker permit (those held go in *h); a refusal answers out. */
 static resil_err
-gate(const kcall *kc, resil_result *out)
+admit(resil_pipeline *p, const resil_args *args, const resil_invocation *inv,
+    resil__kheld *h, resil_result *out)
 {
-	struct resil__kgate *g = kc->p->keyed;
-	resil_keyed *rl = g->fam[RESIL_KEYED_RATELIMIT];
-	resil_keyed *bh = g->fam[RESIL_KEYED_BULKHEAD];
-	resil_keyed *br = g->fam[RESIL_KEYED_BREAKER];
-	resil_keyed_permit bp, pp;
+	struct resil__kgate *g = p->keyed;
+	resil_keyed *rl = call_fam(g, RESIL_KEYED_RATELIMIT);
+	resil_keyed *bh = call_fam(g, RESIL_KEYED_BULKHEAD);
+	resil_keyed *br = call_fam(g, RESIL_KEYED_BREAKER);
 	const void *key;
 	size_t len;
-	uint64_t t0 = 0;
 	resil_err err;
-	resil_outcome o;
 
+	h->held = 0;
 	if (rl != NULL) {
 		uint64_t after = 0;
 
-		draw(&g->spec[RESIL_KEYED_RATELIMIT], kc->args, kc->inv, &key,
-		    &len);
-		err = resil_keyed_ratelimit_try_acquire(rl, key, len, 1, &after);
+		draw(&g->spec[RESIL_KEYED_RATELIMIT], args, inv, &key, &len);
+		err =
+		    resil_keyed_ratelimit_try_acquire(rl, key, len, 1, &after);
 		if (err != RESIL_OK)
 			return refuse(out, err, "rate limiter", -1);
 	}
 	if (bh != NULL) {
-		draw(&g->spec[RESIL_KEYED_BULKHEAD], kc->args, kc->inv, &key,
-		    &len);
-		err = resil_keyed_bulkhead_try_acquire(bh, key, len, &pp);
+		draw(&g->spec[RESIL_KEYED_BULKHEAD], args, inv, &key, &len);
+		err = resil_keyed_bulkhead_try_acquire(bh, key, len, &h->bh);
 		if (err != RESIL_OK)
 			return refuse(out, err, "bulkhead", -1);
-		t0 = resil_clock_now(&kc->p->clock);
+		h->held |= 2u;
+		h->t0 = resil_clock_now(&p->clock);
 	}
 	if (br != NULL) {
-		draw(&g->spec[RESIL_KEYED_BREAKER], kc->args, kc->inv, &key,
-		    &len);
-		err = resil_keyed_breaker_acquire(br, key, len, &bp);
+		draw(&g->spec[RESIL_KEYED_BREAKER], args, inv, &key, &len);
+		err = resil_keyed_breaker_acquire(br, key, len, &h->br);
 		if (err != RESIL_OK) {
-			if (bh != NULL)
-				(void)resil_keyed_bulkhead_release(bh, &pp);
-			return refuse(out, err, "breaker",
-			    (int)RESIL_BREAKER_OPEN);
+			if (h->held & 2u)
+				(void)resil_keyed_bulkhead_release(bh, &h->bh);
+			h->held = 0;
+			return refuse(
+			    out, err, "breaker", (int)RESIL_BREAKER_OPEN);
 		}
+		h->held |= 1u;
 	}
-	err = run_inner(kc, out);
-	o = outcome_of(err, out);
-	if (br != NULL) {
+	return RESIL_OK;
+}
+
+/* The call's outcome into what *h holds (IGNORED: given back). */
+static void
+settle(resil_pipeline *p, resil__kheld *h, resil_outcome o)
+{
+	struct resil__kgate *g = p->keyed;
+
+	if (h->held & 1u) {
+		resil_keyed *br = g->fam[RESIL_KEYED_BREAKER];
+
 		if (o == RESIL_OUTCOME_IGNORED)
-			(void)resil_keyed_breaker_release(br, &bp);
+			(void)resil_keyed_breaker_release(br, &h->br);
 		else
-			(void)resil_keyed_breaker_record(br, &bp, o);
+			(void)resil_keyed_breaker_record(br, &h->br, o);
 	}
-	if (bh != NULL)
-		(void)resil_keyed_bulkhead_complete(bh, &pp, o,
-		    resil_clock_now(&kc->p->clock) - t0);
+	if (h->held & 2u)
+		(void)resil_keyed_bulkhead_complete(
+		    g->fam[RESIL_KEYED_BULKHEAD], &h->bh, o,
+		    resil_clock_now(&p->clock) - h->t0);
+	h->held = 0;
+}
+
+static resil_err
+gate(const kcall *kc, resil_result *out)
+{
+	resil__kheld h;
+	resil_err err;
+
+	err = admit(kc->p, kc->args, kc->inv, &h, out);
+	if (err != RESIL_OK)
+		return err;
+	err = run_inner(kc, out);
+	settle(kc->p, &h, outcome_of(err, out));
 	return err;
 }
 
@@ -317,7 +222,7 @@ resil__keyed_call(resil_pipeline *p, const struct resil_method *h,
     const resil_args *args, resil_call_fn fn, void *ctx, resil_result *out,
     resil__keyed_run run)
 {
-	kcall kc = {p, h, args, NULL, fn, NULL, ctx, run};
+	kcall kc = { p, h, args, NULL, fn, NULL, ctx, run };
 
 	return gate(&kc, out);
 }
@@ -328,21 +233,82 @@ resil__keyed_invoke(resil_pipeline *p, const struct resil_method *h,
     resil_endpoint_call_fn fn, void *ctx, resil_result *out,
     resil__keyed_run run)
 {
-	kcall kc = {p, h, args, inv, NULL, fn, ctx, run};
+	kcall kc = { p, h, args, inv, NULL, fn, ctx, run };
 
 	return gate(&kc, out);
 }
 
+/* ---- the call machine (lib/call.c) ---- */
+
 resil_err
-resil__keyed_refuse_machine(resil_result *out)
+resil__keyed_machine_admit(resil_pipeline *p, const resil_args *args,
+    const resil_invocation *inv, resil__kheld *h, resil_result *out)
 {
-	resil_result_init(out);
-	out->err = RESIL_E_INVAL;
-	out->source = RESIL_SOURCE_UNAVAILABLE;
-	out->error_name = resil_err_name(RESIL_E_INVAL);
-	(void)snprintf(out->message, sizeof(out->message),
-	    "a pipeline with keyed families (resil_pipeline_set_keyed) runs "
-	    "through resil_pipeline_call or resil_pipeline_invoke: the call "
-	    "machine does not draw keys yet");
-	return RESIL_E_INVAL;
+	return admit(p, args, inv, h, out);
+}
+
+void
+resil__keyed_machine_end(
+    resil_pipeline *p, resil__kheld *h, int cancelled, const resil_result *out)
+{
+	settle(p, h,
+	    cancelled ? RESIL_OUTCOME_IGNORED : outcome_of(out->err, out));
+}
+
+/* ---- the endpoint's host, per attempt (lib/call_cluster.c) ---- */
+
+int
+resil__keyed_host(const resil_pipeline *p)
+{
+	const struct resil__kgate *g = p->keyed;
+
+	return g != NULL &&
+	    ((g->fam[RESIL_KEYED_BREAKER] != NULL &&
+	         g->spec[RESIL_KEYED_BREAKER].src == KS_HOST) ||
+	        (g->fam[RESIL_KEYED_RATELIMIT] != NULL &&
+	            g->spec[RESIL_KEYED_RATELIMIT].src == KS_HOST));
+}
+
+resil_err
+resil__keyed_host_admit(
+    resil_pipeline *p, const char *host, resil_keyed_permit *permit, int *held)
+{
+	struct resil__kgate *g = p->keyed;
+	resil_keyed *rl = g->fam[RESIL_KEYED_RATELIMIT];
+	resil_keyed *br = g->fam[RESIL_KEYED_BREAKER];
+	size_t len = host != NULL ? strlen(host) : 0;
+	const void *key =
+	    len > 0 ? (const void *)host : (const void *)kg_missing;
+	resil_err err;
+
+	*held = 0;
+	if (len == 0)
+		len = 1;
+	if (rl != NULL && g->spec[RESIL_KEYED_RATELIMIT].src == KS_HOST) {
+		uint64_t after = 0;
+
+		err =
+		    resil_keyed_ratelimit_try_acquire(rl, key, len, 1, &after);
+		if (err != RESIL_OK)
+			return err;
+	}
+	if (br != NULL && g->spec[RESIL_KEYED_BREAKER].src == KS_HOST) {
+		err = resil_keyed_breaker_acquire(br, key, len, permit);
+		if (err != RESIL_OK)
+			return err;
+		*held = 1;
+	}
+	return RESIL_OK;
+}
+
+void
+resil__keyed_host_end(
+    resil_pipeline *p, resil_keyed_permit *permit, resil_outcome o)
+{
+	resil_keyed *br = p->keyed->fam[RESIL_KEYED_BREAKER];
+
+	if (o == RESIL_OUTCOME_IGNORED)
+		(void)resil_keyed_breaker_release(br, permit);
+	else
+		(void)resil_keyed_breaker_record(br, permit, o);
 }

@@ -3,6 +3,7 @@
 #define RESIL_CALL_KEYED_H
 
 #include <resil/call.h>
+#include <resil/keyed.h>
 #include <resil/pipeline.h>
 
 struct resil_method;
@@ -36,8 +37,41 @@ resil_err resil__keyed_invoke(resil_pipeline *p, const struct resil_method *h,
     resil_endpoint_call_fn fn, void *ctx, resil_result *out,
     resil__keyed_run run);
 
-/* The call machine does not run keyed families yet: out says so;
- * returns RESIL_E_INVAL. */
-resil_err resil__keyed_refuse_machine(resil_result *out);
+/* What a call holds of its keys: held bit 1 the breaker's permit, bit 2
+ * the bulkhead's slot (taken at t0). */
+typedef struct resil__kheld {
+	uint8_t held;
+	uint64_t t0;
+	resil_keyed_permit br, bh;
+} resil__kheld;
+
+/* The call machine (lib/call.c): the call's admission by its keys
+ * (a refusal answers out: RESIL_E_LIMITED or RESIL_E_OPEN), and its end
+ * (DONE: out's outcome recorded; cancelled: given back). */
+resil_err resil__keyed_machine_admit(resil_pipeline *p, const resil_args *args,
+    const resil_invocation *inv, resil__kheld *h, resil_result *out);
+void resil__keyed_machine_end(resil_pipeline *p, resil__kheld *h,
+    int cancelled, const resil_result *out);
+
+/* The endpoint's host (lib/call_cluster.c): nonzero when p has a family
+ * keyed by host; an attempt's admission on host (*held: permit holds the
+ * host breaker's permit), RESIL_OK or the family's refusal; its end
+ * (IGNORED: given back). */
+int resil__keyed_host(const resil_pipeline *p);
+resil_err resil__keyed_host_admit(resil_pipeline *p, const char *host,
+    resil_keyed_permit *permit, int *held);
+void resil__keyed_host_end(
+    resil_pipeline *p, resil_keyed_permit *permit, resil_outcome o);
+
+/* Families named by the configuration (resil_pipeline_config.keyed,
+ * checked by resil__keyed_cfg_check(), lib/keyed_spec.h): made by
+ * resil_pipeline_new before the settings, their stages left out of the
+ * settings (strip), and a reload's check (the same families, or refused
+ * naming the key). */
+resil_err resil__keyed_setup(
+    resil_pipeline *p, const resil_pipeline_config *cfg, resil_diag *diag);
+void resil__keyed_strip(const resil_pipeline *p, resil_pipeline_config *eff);
+resil_err resil__keyed_reload_check(const resil_pipeline *p,
+    const resil_pipeline_config *cfg, resil_diag *diag);
 
 #endif

@@ -26,6 +26,7 @@ resil__call_free_slot(callm *c)
 			/* A lost hedge's pick (issue 43): its answer will
 			 * not be known. */
 			resil_selector_release(c->sel, &c->picks[old]);
+			khost_end(c, (unsigned)old, RESIL_OUTCOME_IGNORED);
 			c->has_pick &= (uint8_t) ~(1u << old);
 		}
 		c->abandoned &= (uint8_t) ~(1u << old);

@@ -28,6 +28,7 @@ resil__call_abandon(callm *c)
 			/* Abandoned (a fork that lost, a cancelled call): the
 			 * pick is released, no outcome is counted. */
 			resil_selector_release(c->sel, &c->picks[i]);
+			khost_end(c, i, RESIL_OUTCOME_IGNORED);
 			c->has_pick &= (uint8_t) ~(1u << i);
 		}
 		/* Hedging across endpoints (issue 43): a hedge that lost
@@ -66,6 +67,7 @@ resil__cl_release_late(callm *c)
 
 		if ((c->abandoned & bit) && (c->has_pick & bit)) {
 			resil_selector_release(c->sel, &c->picks[i]);
+			khost_end(c, i, RESIL_OUTCOME_IGNORED);
 			c->has_pick &= (uint8_t)~bit;
 		}
 	}
@@ -87,6 +89,7 @@ resil__cl_late(callm *c, unsigned i, int rc, const resil_value *v, uint64_t now)
 	    (c->timeout != 0 && dur >= sat_add(c->timeout, p->late_edge)))
 		o = RESIL_OUTCOME_FAILURE;
 	resil_selector_report_duration(c->sel, pk, o, dur);
+	khost_end(c, i, o);
 	c->has_pick &= (uint8_t) ~(1u << i);
 }
 

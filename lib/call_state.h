@@ -19,9 +19,10 @@
 #include "pipeline_events.h"
 #include "pipeline_internal.h"
 
-#include <resil/fleet.h>
 #include "call_coalesce.h"
+#include "call_keyed.h"
 #include "retry_internal.h"
+#include <resil/fleet.h>
 
 /* A call's magic: one tag, and in its low byte the state, 0x80 set while
  * the call is in flight (CALL_IN_FLIGHT() is one test). */
@@ -110,6 +111,7 @@ typedef struct callm {
 	uint8_t bany;       /* broadcast: a failure was seen */
 	uint8_t clb;        /* failfast: its pick's balancer (message) */
 	uint8_t in_hedge;   /* the attempt being launched is a hedge */
+	uint8_t khost; /* issue 41: slots holding a host permit (khp), by bit */
 	resil_selector *sel;
 	/* The call's invocation (resil_call_start_ex, invoke_ex), or NULL:
 	 * set by the entry points, read by the cluster's start only. */
@@ -176,7 +178,24 @@ typedef struct callm {
 	resil__coal_ent *coal_on; /* the entry it waits on (under the lock) */
 	resil__coal_ent coal_ent; /* a leader's entry */
 	resil__waiter coal_w;     /* a follower's waiter */
+	/* ---- issue 41 (lib/call_keyed.c): what the call holds of its
+	 * keys (the call machine's; the blocking driver's gate keeps its
+	 * own), and per attempt (khost above, by slot bit) its host
+	 * breaker's permit (a family keyed by host, the cluster's) ---- */
+	resil__kheld kheld;
+	resil_keyed_permit khp[RESIL_CALL_MAX_INFLIGHT];
 } callm;
+
+/* Issue 41: slot i's host breaker permit (a family keyed by host) ends
+ * with o (IGNORED: given back), if it holds one. */
+static inline void
+khost_end(callm *c, unsigned i, resil_outcome o)
+{
+	if (RESIL__UNLIKELY(c->khost & (1u << i))) {
+		c->khost &= (uint8_t) ~(1u << i);
+		resil__keyed_host_end(c->p, &c->khp[i], o);
+	}
+}
 
 /* Issue 42 (lib/call_bhwait.c): the call's priority class, resolved
  * once: its invocation's, its `resil.priority` (or `priority`)

@@ -19,9 +19,11 @@
 #include <string.h>
 
 #include "cluster_text.h"
+#include "config_keyed.h"
 #include "config_keys.h"
 #include "duration.h"
 #include "internal.h"
+#include "keyed_spec.h"
 #include "pipeline_config.h"
 #include "pipeline_shared.h"
 
@@ -139,8 +141,9 @@ typedef struct setting {
 	int chaos;  /* issue 28: SK_CHAOS or SK_BULKHEAD (try_chaos), or 0 */
 } setting;
 
-/* The keys of issue 28 read outside the key table (try_chaos). */
-enum { SK_CHAOS = 1, SK_BULKHEAD = 2 };
+/* The keys of issue 28 read outside the key table (try_chaos), and
+ * issue 41's overrides (KIND.key.override.VALUE, lib/config_keyed.c). */
+enum { SK_CHAOS = 1, SK_BULKHEAD = 2, SK_KEYED = 3 };
 
 struct resil_config {
 	resil_allocator alloc;
@@ -155,6 +158,7 @@ struct resil_config {
 	resil_source_text *st;  /* the registry keys, or NULL: none */
 	resil_chaos *chaos;     /* made from chaos.* (issue 28), or NULL */
 	char *ckeys; /* the cluster keys, as a reload compares them */
+	resil__kovr kovr[3]; /* issue 41: the keyed families' overrides */
 };
 
 /*
@@ -203,6 +207,7 @@ typedef struct build {
 	resil_chaos *chaos; /* made from them by build_finish, or NULL */
 	resil__combo combo;     /* the keys config_check.c looks at */
 	unsigned eb_shared_line; /* endpoint.breaker.shared (issue 24.2) */
+	resil__kovr kovr[3];     /* issue 41: the overrides, by kind */
 } build;
 
 /* ---- small helpers ---- */
@@ -240,6 +245,8 @@ static void chaos_discard(build *b);
 static void
 build_discard(build *b)
 {
+	int i;
+
 	if (b->methods != NULL) {
 		resil__free(b->a, b->methods, b->cap * sizeof(*b->methods));
 		resil__free(
@@ -254,6 +261,8 @@ build_discard(build *b)
 	resil_source_text_free(b->st);
 	b->st = NULL;
 	chaos_discard(b);
+	for (i = 0; i < 3; i++)
+		resil__kovr_free(&b->kovr[i], b->a);
 }
 
 static const char *
@@ -454,6 +463,17 @@ try_chaos(const resil_config *conf, setting *s, resil_diag *diag)
 	size_t n;
 	resil_err err;
 
+	if (resil__keyed_override_kind(s->key, &ck) >= 0) {
+		/* Issue 41: checked here, collected by the build. */
+		keyval kv = { s->key, s->value, conf->origin, s->line };
+
+		err = resil__keyed_override_add(NULL, NULL, &kv, diag);
+		if (err == RESIL_OK) {
+			s->chaos = SK_KEYED;
+			s->mk = MK_TEXT;
+		}
+		return err;
+	}
 	if (strcmp(s->key, "bulkhead.limit") == 0 ||
 	    strncmp(s->key, "bulkhead.gradient.", 18) == 0) {
 		resil_bulkhead_config bc;
@@ -616,6 +636,25 @@ chaos_discard(build *b)
 	b->chaos = NULL;
 }
 
+/* Issue 41: an override of a keyed family, into b (its stage touched, as
+ * by the stage's other keys). */
+static resil_err
+apply_keyed(build *b, const setting *s, resil_diag *diag)
+{
+	static const int stages[3] = { ST_BREAKER, ST_RATELIMIT, ST_BULKHEAD };
+	keyval kv = { s->key, s->value, b->origin, s->line };
+	const char *v;
+	int k = resil__keyed_override_kind(s->key, &v);
+
+	if (k < 0)
+		return RESIL_E_INVAL;
+	if (s->line == 0)
+		b->set_seen[stages[k]] = 1;
+	b->last[stages[k]] = b->set_seen[stages[k]] ? 0 : s->line;
+	b->touched[stages[k]] = 1;
+	return resil__keyed_override_add(b->kovr, b->a, &kv, diag);
+}
+
 /* Apply one setting to b: the key table says how its value is read. */
 static resil_err
 build_apply(build *b, const setting *s, resil_diag *diag)
@@ -628,6 +667,8 @@ build_apply(build *b, const setting *s, resil_diag *diag)
 	resil__combo_key(&b->combo, s->key, s->method, s->line);
 	if (s->source)
 		return apply_source(b, s, diag);
+	if (s->chaos == SK_KEYED)
+		return apply_keyed(b, s, diag);
 	if (s->chaos != 0)
 		return apply_chaos(b, s, diag);
 	if (k == NULL && s->mk == MK_TEXT)
@@ -901,6 +942,26 @@ source_check(const build *b, resil_diag *diag)
 	return RESIL_OK;
 }
 
+/* Issue 41: the keyed families' overrides into b->pc, and the families
+ * against the rest (at the line of the stage's last key). */
+static resil_err
+keyed_finish(build *b, resil_diag *diag)
+{
+	static const int stages[3] = { ST_BREAKER, ST_RATELIMIT, ST_BULKHEAD };
+	resil_diag d;
+	int i, kind = -1;
+
+	for (i = 0; i < 3; i++) {
+		b->pc.keyed[i].overrides = b->kovr[i].v;
+		b->pc.keyed[i].n_overrides = b->kovr[i].n;
+	}
+	d.msg[0] = '\0';
+	if (resil__keyed_cfg_check(&b->pc, &kind, &d) == RESIL_OK)
+		return RESIL_OK;
+	return resil__config_fail(diag, b->origin,
+	    kind >= 0 ? b->last[stages[kind]] : 0, "%s", d.msg);
+}
+
 /* After the last setting: stage switches, mock specs, stage checks. */
 static resil_err
 build_finish(build *b, resil_diag *diag)
@@ -983,6 +1044,8 @@ build_finish(build *b, resil_diag *diag)
 		return err;
 	if ((err = chaos_finish(b, diag)) != RESIL_OK)
 		return err;
+	if ((err = keyed_finish(b, diag)) != RESIL_OK)
+		return err;
 	/* The cache has no cross-field rule: its fields were checked one by
 	 * one as they were read. */
 	b->pc.methods = b->n > 0 ? b->methods : NULL;
@@ -996,6 +1059,8 @@ build_finish(build *b, resil_diag *diag)
 static void
 install(resil_config *conf, build *b)
 {
+	int i;
+
 	if (conf->methods != NULL)
 		resil__free(&conf->alloc, conf->methods,
 		    conf->methods_cap * sizeof(*conf->methods));
@@ -1024,6 +1089,11 @@ install(resil_config *conf, build *b)
 	conf->chaos = b->chaos;
 	b->chaos = NULL;
 	chaos_discard(b);
+	for (i = 0; i < 3; i++) {
+		resil__kovr_free(&conf->kovr[i], &conf->alloc);
+		conf->kovr[i] = b->kovr[i];
+		memset(&b->kovr[i], 0, sizeof(b->kovr[i]));
+	}
 	b->methods = NULL;
 	b->method_mock = NULL;
 	strtab_free(&b->names, b->a);
@@ -1462,6 +1532,8 @@ resil_config_free(resil_config *conf)
 	resil_cluster_text_free(conf->ct);
 	resil_source_text_free(conf->st);
 	resil_chaos_free(conf->chaos);
+	for (i = 0; i < 3; i++)
+		resil__kovr_free(&conf->kovr[i], &a);
 	resil__strfree(&a, conf->ckeys);
 	resil__strfree(&a, conf->origin);
 	resil__free(&a, conf, sizeof(*conf));

@@ -13,6 +13,7 @@
 #include "cluster_text.h"
 #include "config_hedge.h"
 #include "duration.h"
+#include "keyed_spec.h"
 #include "pipeline_config.h"
 #include "pipeline_shared.h"
 
@@ -238,6 +239,25 @@ static const keydef keys[] = {
 	    ratelimit.reserve_default, 0, U32MAX),
 	INT("ratelimit.drain_on_throttled", K_BOOL, ST_RATELIMIT, 0,
 	    ratelimit.drain_on_throttled, 0, 1),
+
+	/* Issue 41: keyed families (lib/config_keyed.c; the overrides,
+	 * KIND.key.override.VALUE, are read there too). max_keys and
+	 * max_key_len: 0 is the family's default. */
+	INT("breaker.key", K_KEYSRC, ST_BREAKER, 0, keyed[0].key, 0, 0),
+	INT("breaker.key.max_keys", K_U32, ST_BREAKER, 0, keyed[0].max_keys,
+	    0, RESIL_KEYED_MAX_KEYS),
+	INT("breaker.key.max_key_len", K_U32, ST_BREAKER, 0,
+	    keyed[0].max_key_len, 0, RESIL_KEYED_MAX_KEY_LEN),
+	INT("ratelimit.key", K_KEYSRC, ST_RATELIMIT, 0, keyed[1].key, 0, 0),
+	INT("ratelimit.key.max_keys", K_U32, ST_RATELIMIT, 0,
+	    keyed[1].max_keys, 0, RESIL_KEYED_MAX_KEYS),
+	INT("ratelimit.key.max_key_len", K_U32, ST_RATELIMIT, 0,
+	    keyed[1].max_key_len, 0, RESIL_KEYED_MAX_KEY_LEN),
+	INT("bulkhead.key", K_KEYSRC, ST_BULKHEAD, 0, keyed[2].key, 0, 0),
+	INT("bulkhead.key.max_keys", K_U32, ST_BULKHEAD, 0, keyed[2].max_keys,
+	    0, RESIL_KEYED_MAX_KEYS),
+	INT("bulkhead.key.max_key_len", K_U32, ST_BULKHEAD, 0,
+	    keyed[2].max_key_len, 0, RESIL_KEYED_MAX_KEY_LEN),
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -814,6 +834,46 @@ write_clock_key(const keydef *k, const void *field, char *buf, size_t len)
 	return RESIL_E_NOTFOUND; /* the caller's own clock */
 }
 
+/* K_KEYSRC (issue 41): a keyed family's key source, checked
+ * (lib/keyed_spec.c), the value itself stored; written back as given. */
+static resil_err
+read_keysrc(const keydef *k, const keyval *kv, void *field, resil_diag *diag)
+{
+	const char *dot = strchr(kv->key, '.');
+	char kind[16];
+	size_t n = dot != NULL ? (size_t)(dot - kv->key) : 0;
+	resil_diag d;
+
+	(void)k;
+	if (n == 0 || n >= sizeof(kind))
+		n = 0;
+	memcpy(kind, kv->key, n);
+	kind[n] = '\0';
+	d.msg[0] = '\0';
+	if (resil__keyed_parse_spec(kind, kv->value, &d) != RESIL_OK)
+		return resil__config_fail(
+		    diag, kv->origin, kv->line, "%s", d.msg);
+	memcpy(field, &kv->value, sizeof(kv->value));
+	return RESIL_OK;
+}
+
+static resil_err
+write_keysrc(const keydef *k, const void *field, char *buf, size_t len)
+{
+	const char *s;
+	size_t n;
+
+	(void)k;
+	memcpy(&s, field, sizeof(s));
+	if (s == NULL)
+		return RESIL_E_NOTFOUND;
+	n = strlen(s);
+	if (n >= len)
+		return RESIL_E_INVAL;
+	memcpy(buf, s, n + 1);
+	return RESIL_OK;
+}
+
 /* Each kind of value: how it is read into its field, and written back. */
 static const struct kindops {
 	resil_err (*read)(
@@ -836,9 +896,10 @@ static const struct kindops {
 	[K_I32] = { read_i32, write_i32 },
 	[K_STRATEGY] = { read_strategy, write_strategy },
 	[K_ZONE] = { read_string, write_string },
-	[K_SHARED] = { read_shared, write_string }, /* issue 24.2 */
+	[K_SHARED] = { read_shared, write_string },      /* issue 24.2 */
 	[K_CLOCK] = { read_clock_key, write_clock_key }, /* issue 39 */
 	[K_HEDGE_ON] = { resil__hedge_on_read, resil__hedge_on_write },
+	[K_KEYSRC] = { read_keysrc, write_keysrc }, /* issue 41 */
 };
 
 resil_err

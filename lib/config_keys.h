@@ -47,6 +47,7 @@ enum kind {
 	K_SHARED,   /* issue 24.2: shm:REGION/NAME, redis://HOST[:PORT]/NAME */
 	K_CLOCK,    /* clock= system | fast (issue 39) */
 	K_HEDGE_ON, /* hedge.on= failure,timeout,rejected | none (issue 43) */
+	K_KEYSRC,   /* issue 41: breaker.key= ... a key source */
 	K_COUNT
 };
 

@@ -150,6 +150,7 @@ resil_pipeline_new(
     resil_pipeline **out, const resil_pipeline_config *cfg, resil_diag *diag)
 {
 	const resil_allocator *resil__a;
+	resil_pipeline_config eff;
 	resil_pipeline *p;
 	resil_err err;
 	uintptr_t sp;
@@ -222,7 +223,14 @@ resil_pipeline_new(
 	err = resil__shared_setup(p, cfg, diag);
 	if (err != RESIL_OK)
 		goto fail;
-	err = resil__settings_build(p, cfg, NULL, &p->cur, diag);
+	/* Issue 41: the families cfg->keyed names, in place of their
+	 * stages (before the settings: their methods see p->keyed). */
+	err = resil__keyed_setup(p, cfg, diag);
+	if (err != RESIL_OK)
+		goto fail;
+	eff = *cfg;
+	resil__keyed_strip(p, &eff);
+	err = resil__settings_build(p, &eff, NULL, &p->cur, diag);
 	if (err != RESIL_OK)
 		goto fail;
 	err = resil__shared_apply(p, cfg, p->cur, 0, diag);

@@ -4,6 +4,7 @@
  * for resil_pipeline_new(), a reload and configuration text.
  */
 #include "pipeline_config.h"
+#include "keyed_spec.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -131,6 +132,7 @@ resil_err
 resil__pipeline_validate(const resil_pipeline_config *cfg, resil_diag *diag)
 {
 	size_t i, j;
+	int kind;
 	resil_err err = resil__pipeline_config_known(cfg, diag);
 
 	if (err != RESIL_OK)
@@ -213,6 +215,8 @@ resil__pipeline_validate(const resil_pipeline_config *cfg, resil_diag *diag)
 				    resil_cluster_strategy_name(
 				        cfg->cluster.strategy));
 	}
+	if ((err = resil__keyed_cfg_check(cfg, &kind, diag)) != RESIL_OK)
+		return err; /* issue 41 */
 	if ((cfg->hedge_fatal & ~RESIL_HEDGE_ON_ALL) != 0)
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "pipeline.hedge_fatal: 0x%x has bits outside "

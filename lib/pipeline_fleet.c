@@ -163,9 +163,3 @@ resil_pipeline_fleet_of(resil_pipeline *p, const char *method_name)
 	m = method_name != NULL ? find_method(g, method_name) : &g->dflt;
 	return m->fleet != NULL ? m->fleet : g->fleet;
 }
-
-resil_fleet_group *
-resil_pipeline_fleet_group(resil_pipeline *p)
-{
-	return p == NULL ? NULL : resil__shared_group(p);
-}

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "call_keyed.h"
 #include "call_overload.h"
 #include "pipeline_ckeys.h"
 #include "pipeline_config.h"
@@ -126,7 +127,12 @@ reload_check(const resil_pipeline *p, const settings *g,
 	        resil__one_endpoint_strategy(cfg)) &&
 	    (key = cluster_change(&cfg->cluster, &g->cfg.cluster)) != NULL)
 		return immutable(diag, key);
-	return resil__pipeline_validate(eff, diag);
+	/* Issue 41: the families the configuration named, as they were. */
+	if ((err = resil__keyed_reload_check(p, cfg, diag)) != RESIL_OK)
+		return err;
+	err = resil__pipeline_validate(eff, diag);
+	resil__keyed_strip(p, eff);
+	return err;
 }
 
 /* What changed from old to g, for the event: a count and the names. */

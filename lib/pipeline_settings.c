@@ -785,9 +785,9 @@ decide_start(const resil_pipeline *p, const settings *g, method *m)
 	 * breaker's state word whatever the breaker's timing. */
 	if ((m->simple & SIMPLE_TIMED) && m->run_breaker != NULL)
 		m->run_bf.acq_word = m->run_bf.word;
-	/* Issue 41: the call machine refuses a keyed pipeline in
-	 * start_other() (lib/call.c), so its methods skip the simple phase
-	 * (its start then tests nothing more for it). */
+	/* Issue 41: the call machine gates a keyed pipeline's calls in
+	 * start_other() (lib/call.c) and records them as they end, so its
+	 * methods skip the simple phase (which ends without the machine). */
 	if (p->keyed != NULL)
 		m->simple &= ~(SIMPLE_PHASE | SIMPLE_PHASE_T);
 }

@@ -1032,10 +1032,12 @@ resil__shared_apply(resil_pipeline *p, const resil_pipeline_config *cfg,
 	return RESIL_OK;
 }
 
-struct resil_fleet_group *
-resil__shared_group(const resil_pipeline *p)
+/* <resil/pipeline.h>: the group the pipeline's fleet breakers sync
+ * through (here, not in pipeline_fleet.c: that file is below this one). */
+resil_fleet_group *
+resil_pipeline_fleet_group(resil_pipeline *p)
 {
-	return p->sh != NULL ? p->sh->grp : NULL;
+	return p != NULL && p->sh != NULL ? p->sh->grp : NULL;
 }
 
 void

@@ -63,7 +63,4 @@ void resil__pfleet_group_put(struct resil_fleet_group *g);
  * it, issue 44 h2): put when done. */
 void resil__pfleet_group_ref(struct resil_fleet_group *g);
 
-/* The group p's fleet handles sync through, or NULL. */
-struct resil_fleet_group *resil__shared_group(const resil_pipeline *p);
-
 #endif /* RESIL_PIPELINE_SHARED_H */

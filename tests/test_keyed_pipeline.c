@@ -3,7 +3,8 @@
  * (resil_pipeline_set_keyed(), include/resil/pipeline_keyed.h) through the
  * blocking driver (resil_pipeline_call) and the cluster's
  * (resil_pipeline_invoke_ex, with arguments and attachments); the call
- * machine refuses such a pipeline with a clear message.
+ * machine's gate, the text keys and the host source are in
+ * tests/test_keyed_text.c.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -263,7 +264,7 @@ test_keyed_pipeline_bad_spec(void **state)
 	    RESIL_E_INVAL);
 	assert_string_equal(x.diag.msg,
 	    "breaker.key: \"argument[0]\" is not a key source (method, args, "
-	    "arguments[N], attachment:NAME)");
+	    "arguments[N], attachment:NAME, host)");
 	assert_int_equal(resil_pipeline_set_keyed(x.p, "arguments[256]", &kc,
 	                     &x.diag),
 	    RESIL_E_INVAL);
@@ -337,50 +338,6 @@ test_keyed_pipeline_bulkhead_per_method(void **state)
 	resil_pipeline_free(x.p);
 }
 
-/* The text keys are not read yet: refused, never silently accepted. */
-static void
-test_keyed_pipeline_text_key_refused(void **state)
-{
-	resil_config *conf = NULL;
-	resil_diag diag;
-
-	(void)state;
-	memset(&diag, 0, sizeof(diag));
-	assert_int_not_equal(resil_config_parse_string(&conf,
-	                         "breaker.key=arguments[0]\n", "k.conf",
-	                         NULL, &diag),
-	    RESIL_OK);
-	print_message("%s\n", diag.msg);
-	resil_config_free(conf);
-}
-
-/* The call machine refuses a keyed pipeline, saying why. */
-static void
-test_keyed_pipeline_machine_refused(void **state)
-{
-	fx x;
-	resil_keyed_config kc;
-	resil_call c;
-	resil_call_next st;
-	resil_result r;
-	resil_args a = {"get", "k", 1};
-	const resil_method *m = NULL;
-
-	(void)state;
-	fx_start(&x);
-	kc = breakers(&x);
-	assert_int_equal(
-	    resil_pipeline_set_keyed(x.p, "method", &kc, &x.diag), RESIL_OK);
-	memset(&c, 0, sizeof(c));
-	assert_int_equal(
-	    resil_call_start(&c, x.p, NULL, &a, &r, 0, &st), RESIL_E_INVAL);
-	assert_non_null(strstr(r.message, "call machine"));
-	assert_int_equal(resil_pipeline_method(x.p, "get", &m), RESIL_OK);
-	assert_int_equal(
-	    resil_call_start(&c, x.p, m, &a, &r, 0, &st), RESIL_E_INVAL);
-	resil_pipeline_free(x.p);
-}
-
 int
 main(void)
 {
@@ -390,8 +347,6 @@ main(void)
 		cmocka_unit_test(test_keyed_pipeline_ratelimit_per_tenant),
 		cmocka_unit_test(test_keyed_pipeline_missing_key_shared),
 		cmocka_unit_test(test_keyed_pipeline_bad_spec),
-		cmocka_unit_test(test_keyed_pipeline_machine_refused),
-		cmocka_unit_test(test_keyed_pipeline_text_key_refused),
 		cmocka_unit_test(test_keyed_pipeline_bulkhead_per_method),
 	};
 

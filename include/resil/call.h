@@ -95,7 +95,7 @@ typedef struct resil_method resil_method;
  */
 typedef struct resil_call {
 	/* Private: the machine's state. */
-	uint64_t opaque_[400]; /* 352 before issue 42, 368 before 43 */
+	uint64_t opaque_[440]; /* 352 before issue 42, 368 before 43, 400 before 41 */
 } resil_call;
 
 typedef enum resil_call_action {

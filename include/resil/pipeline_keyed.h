@@ -19,19 +19,27 @@ extern "C" {
  *   "method"          the call's method name;
  *   "args"            the call's key bytes (args->data, args->len);
  *   "arguments[N]"    the invocation's argument N (N 0..255, decimal);
- *   "attachment:NAME" the invocation's attachment NAME (1..128 bytes).
+ *   "attachment:NAME" the invocation's attachment NAME (1..128 bytes);
+ *   "host"            the endpoint the selector chose, per attempt (its
+ *                     address; breaker and rate limiter families of a
+ *                     pipeline with a selector: refused otherwise).
  * A call whose request lacks the key (no invocation, fewer arguments, no
  * such attachment, empty bytes) uses the family's shared instance of the
  * reserved key "\0" (one zero byte): calls without a key share one
  * breaker / limit, as a lone one would be; result.message says nothing
  * of it (resil_keyed_with() on "\0" shows it).
  *
+ * Both drivers gate with it: resil_pipeline_call / _invoke and the call
+ * machine (resil_call_start: admitted at the start, the outcome recorded
+ * when the call is DONE, given back by resil_call_cancel).
+ *
  * Call before the pipeline's first call (not thread-safe against calls).
  * Kept across resil_pipeline_reload(); a second family of the same kind
- * is refused (RESIL_E_MISUSE). Returns RESIL_E_INVAL for a NULL argument
+ * (one the configuration named included: resil_pipeline_config.keyed) is
+ * refused (RESIL_E_MISUSE). Returns RESIL_E_INVAL for a NULL argument
  * or a bad spec ("breaker.key: \"argument[0]\" is not a key source
- * (method, args, arguments[N], attachment:NAME)"), or resil_keyed_new()'s
- * error (its message prefixed with "KIND.key.").
+ * (method, args, arguments[N], attachment:NAME, host)"), or
+ * resil_keyed_new()'s error (its message prefixed with "KIND.key.").
  */
 RESIL_API resil_err resil_pipeline_set_keyed(resil_pipeline *p,
     const char *spec, const resil_keyed_config *cfg, resil_diag *diag);

@@ -1,0 +1,23 @@
+/*
+ * Issue 41: a pipeline's keyed families (p->keyed), shared by the gate
+ * (lib/call_keyed.c) and the families' making and keeping
+ * (lib/pipeline_keyed.c). Never installed.
+ */
+#ifndef RESIL_KEYED_GATE_H
+#define RESIL_KEYED_GATE_H
+
+#include <resil/keyed.h>
+
+#include "keyed_spec.h"
+
+struct resil__kgate {
+	resil_keyed *fam[3];
+	kspec spec[3];
+	/* Families made from the pipeline's configuration (keyed[k], the
+	 * text's KIND.key): what made them, for a reload to compare. */
+	uint8_t from_cfg[3];
+	resil_keyed_config kc[3]; /* overrides NULL */
+	char *fp[3];              /* the key, bounds and overrides, as text */
+};
+
+#endif

@@ -1,0 +1,39 @@
+/*
+ * Issue 41: a keyed family's key source (resil_pipeline_set_keyed()'s
+ * spec, the text's KIND.key) and the check of the families a pipeline
+ * configuration names (lib/keyed_spec.c): used by the gate
+ * (lib/call_keyed.c), the text (lib/config_keyed.c) and the pipeline's
+ * validation; it calls none of them. Never installed.
+ */
+#ifndef RESIL_KEYED_SPEC_H
+#define RESIL_KEYED_SPEC_H
+
+#include <resil/keyed.h>
+#include <resil/pipeline.h>
+
+#include "internal.h"
+
+enum ksrc { KS_METHOD, KS_ARGS, KS_ARGUMENT, KS_ATTACHMENT, KS_HOST };
+
+typedef struct kspec {
+	enum ksrc src;
+	unsigned index; /* KS_ARGUMENT */
+	char name[129]; /* KS_ATTACHMENT */
+} kspec;
+
+/* s as a key source of a family of kind (its name: "breaker", ...) into
+ * *out: RESIL_OK, or RESIL_E_INVAL with "KIND.key: ..." in diag. */
+resil_err resil__keyed_spec(
+    const char *kind, const char *s, kspec *out, resil_diag *diag);
+resil_err resil__keyed_parse_spec(
+    const char *kind, const char *s, resil_diag *diag);
+
+/* Whether cfg's stage of kind k (RESIL_KEYED_*) is on. */
+int resil__keyed_stage_on(const resil_pipeline_config *cfg, unsigned k);
+
+/* The families cfg->keyed names, against the rest of cfg: RESIL_OK, or
+ * RESIL_E_INVAL with the message and *kind the kind at fault. */
+resil_err resil__keyed_cfg_check(
+    const resil_pipeline_config *cfg, int *kind, resil_diag *diag);
+
+#endif
