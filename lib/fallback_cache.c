@@ -1419,10 +1419,15 @@ put_at_any(resil_cache *c, const resil_args *args, const resil_value *value,
 		else if (h->type >= RESIL_VALUE_STRING &&
 		    h->type <= RESIL_VALUE_JSON &&
 		    h->u.s.len == value->u.s.len &&
-		    h->u.s.len - 17 < 48 &&
-		    bytes_eq_64(h->u.s.ptr, value->u.s.ptr, h->u.s.len)) {
-			stamp_exit(e, now, g);
-			return RESIL_OK;
+		    h->u.s.len - 17 < 48) {
+			if (bytes_eq_64(h->u.s.ptr, value->u.s.ptr,
+			        h->u.s.len)) {
+				stamp_exit(e, now, g);
+				return RESIL_OK;
+			}
+			/* Another value: compared once, put in full. */
+			read_exit(memo_.rd, (unsigned)(g & 1), 0);
+			return put_replace(c, args, value, now);
 		}
 #endif
 	}
