@@ -60,7 +60,7 @@ stage_sleep(uint64_t ticks, void *ctx)
 }
 
 static const resil_clock stage_clock = { stage_now, NULL, stage_sleep,
-	NULL, NULL, NULL };
+	NULL, NULL, NULL, NULL };
 
 static int
 get_stock(void *ctx, const resil_args *args, resil_value *out)

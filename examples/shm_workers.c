@@ -56,7 +56,7 @@ stage_now(void *ctx)
 }
 
 static const resil_clock stage_clock = { stage_now, NULL, NULL, NULL, NULL,
-	NULL };
+	NULL, NULL };
 
 typedef struct heard {
 	resil_breaker_event ev[16];

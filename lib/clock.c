@@ -126,6 +126,7 @@ static const resil_clock system_clock = {
 	NULL,
 	system_wait,
 	system_wake,
+	NULL, /* now_word: the time is not held in memory */
 };
 
 const resil_clock *
@@ -293,6 +294,7 @@ static const resil_clock fast_clock = {
 	NULL,
 	system_wait,
 	system_wake,
+	NULL, /* now_word: the time is not held in memory */
 };
 #endif
 
@@ -465,6 +467,7 @@ resil_manual_clock_init(resil_manual_clock *mc, uint64_t start)
 	mc->hook_.ctx = mc;
 	mc->hook_.wait = manual_wait;
 	mc->hook_.wake = manual_wake;
+	mc->hook_.now_word = &mc->now_;
 	mc->seq_ = 0;
 	mc->nwait_ = 0;
 	resil__fence();
@@ -596,6 +599,7 @@ system_wall(void *ctx)
 
 static const resil_clock wall_clock = {
 	system_wall,
+	NULL,
 	NULL,
 	NULL,
 	NULL,

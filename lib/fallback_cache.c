@@ -139,10 +139,9 @@ struct resil_cache {
 	 * the cache copied: a pipeline's, never changed after it is made
 	 * (resil__cache_record_at()). */
 	const resil_clock *clock_src;
-	/* The manual clock's time word when the clock is a manual clock's
-	 * hook (its now function is the manual clock's and its ctx the
-	 * clock), else NULL: the public put reads it with one load, no call
-	 * (clock_word()). */
+	/* The clock's time word (resil_clock.now_word: the manual clock's,
+	 * an event loop's cached time), else NULL: the public put and the
+	 * chain's answer read it with one load, no call (clock_word()). */
 	const uint64_t *now_word;
 	uint64_t max_age;
 	uint32_t nshards;
@@ -161,23 +160,8 @@ cache_now(const resil_cache *c)
 	return c->clock.now(c->clock.ctx);
 }
 
-/* The time word of a manual clock's hook k (resil_manual_clock_hook()),
- * or NULL for any other clock: its now function is the one every manual
- * clock's hook holds (read from a manual clock set up here, through the
- * public calls) and its ctx the manual clock it reads. */
-static const uint64_t *
-manual_word(const resil_clock *k)
-{
-	resil_manual_clock probe;
-
-	resil_manual_clock_init(&probe, 0);
-	if (k->now != resil_manual_clock_hook(&probe)->now || k->ctx == NULL)
-		return NULL;
-	return &((const resil_manual_clock *)k->ctx)->now_;
-}
-
-/* cache_now() without a call when the clock is a manual one: the leaf
- * path of the public put. */
+/* cache_now() without a call when the clock keeps its time in a word
+ * (resil_clock.now_word): the leaf path of the public put. */
 static FB_INLINE uint64_t
 clock_word(const resil_cache *c)
 {
@@ -473,7 +457,7 @@ resil_cache_new(
 	    ? *c.clock
 	    : *resil_clock_system();
 	cache->clock_src = c.clock;
-	cache->now_word = manual_word(&cache->clock);
+	cache->now_word = cache->clock.now_word;
 	cache->max_age = c.max_age;
 	cache->nshards = n;
 	for (i = 0; i < n; i++) {
@@ -1434,8 +1418,9 @@ put_at_any(resil_cache *c, const resil_args *args, const resil_value *value,
 	return put_memo_other(c, args, value, now, e, g);
 }
 
-/* resil_cache_put() on a clock that is not a manual one: the clock's
- * call, then the same path (with a frame: the call's). */
+/* resil_cache_put() on a clock without a time word (the system and fast
+ * clocks): the clock's call, then the same path (with a frame: the
+ * call's). */
 static FB_NOINLINE resil_err
 put_called(resil_cache *c, const resil_args *args, const resil_value *value)
 {
@@ -1448,8 +1433,8 @@ resil_cache_put(
 {
 	if (RESIL__UNLIKELY(c == NULL || !args_ok(args)))
 		return RESIL_E_INVAL;
-	/* A manual clock's time is one load: no call, and the memo's path
-	 * is a leaf (no saved register). */
+	/* A clock's time word is one load: no call, and the memo's path is
+	 * a leaf (no saved register). */
 	if (RESIL__UNLIKELY(c->now_word == NULL))
 		return put_called(c, args, value);
 	return put_at_any(c, args, value, clock_word(c));
@@ -1892,8 +1877,8 @@ answer_at(resil_cache *c, const resil_args *args, resil_value *out,
 	return RESIL_OK;
 }
 
-/* resil__cache_answer() on a clock other than a manual one: the clock's
- * call (and the frame it needs) out of the manual clock's leaf path. */
+/* resil__cache_answer() on a clock without a time word: the clock's
+ * call (and the frame it needs) out of the word's leaf path. */
 static FB_NOINLINE resil_err
 answer_called(resil_cache *c, const resil_args *args, resil_value *out,
     uint64_t *age)

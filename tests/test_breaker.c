@@ -112,7 +112,7 @@ static void
 test_breaker_config_refuses_bad_fields(void **state)
 {
 	resil_breaker_config c;
-	resil_clock no_now = { NULL, NULL, NULL, NULL, NULL, NULL };
+	resil_clock no_now = { NULL, NULL, NULL, NULL, NULL, NULL, NULL };
 
 	(void)state;
 	resil_breaker_config_init(&c);

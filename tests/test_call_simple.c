@@ -432,6 +432,7 @@ seed_pipeline(counting *c, int cache)
 	resil_diag d;
 
 	resil_manual_clock_init(&c->mc, 1000);
+	memset(&c->clk, 0, sizeof(c->clk)); /* no wait, wake or time word */
 	c->clk.now = counting_now;
 	c->clk.coarse = counting_now;
 	c->clk.sleep = NULL;

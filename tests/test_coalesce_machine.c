@@ -686,6 +686,7 @@ test_coalesce_blocking_follower_deadline(void **state)
 	rc.mc = &mc;
 	rc.hook = *resil_manual_clock_hook(&mc);
 	rc.hook.now = rec_now;
+	rc.hook.now_word = NULL; /* every reading through rec_now */
 	rc.hook.coarse = rec_now;
 	rc.hook.sleep = rec_sleep;
 	rc.hook.wait = rec_wait;

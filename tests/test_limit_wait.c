@@ -916,7 +916,8 @@ frozen_now(void *ctx)
 static void
 test_bulkhead_wait_clock_that_cannot_block(void **state)
 {
-	resil_clock frozen = { frozen_now, NULL, NULL, NULL, NULL, NULL };
+	resil_clock frozen = { frozen_now, NULL, NULL, NULL, NULL, NULL,
+		NULL };
 	resil_bulkhead_config cfg = resil_bulkhead_config_default();
 	resil_bulkhead *bh;
 	uint64_t waited = 99;

@@ -1098,7 +1098,8 @@ static void
 test_retry_deadline_after_late_sleep(void **state)
 {
 	uint64_t t = 0;
-	resil_clock late = { late_now, NULL, late_sleep, &t, NULL, NULL };
+	resil_clock late = { late_now, NULL, late_sleep, &t, NULL, NULL,
+		NULL };
 	resil_retry_config cfg = resil_retry_config_default();
 	resil_retry_result res;
 	resil_retry *r;
@@ -1453,7 +1454,8 @@ static void
 test_retry_reads_the_clock_only_when_needed(void **state)
 {
 	counting_clock cc;
-	resil_clock clk = { counting_now, NULL, counting_sleep, &cc, NULL, NULL };
+	resil_clock clk = { counting_now, NULL, counting_sleep, &cc, NULL,
+		NULL, NULL };
 	resil_retry_config cfg = resil_retry_config_default();
 	resil_retry_result res;
 	resil_retry *r;

@@ -52,7 +52,7 @@ shared_now(void *ctx)
 }
 
 static const resil_clock shared_clock = { shared_now, NULL, NULL, NULL, NULL,
-	NULL };
+	NULL, NULL };
 
 static char region[64];
 

@@ -360,7 +360,7 @@ storm_now(void *ctx)
 }
 
 static const resil_clock storm_clock = { storm_now, NULL, NULL, NULL, NULL,
-	NULL };
+	NULL, NULL };
 
 static char storm_region[64];
 

@@ -53,6 +53,17 @@ typedef struct resil_clock {
 	void (*wait)(const uint32_t *word, uint32_t expected, uint64_t deadline,
 	    void *ctx);
 	void (*wake)(const uint32_t *word, void *ctx);
+	/*
+	 * Optional (issue 39): a 64-bit word that always holds what now
+	 * would return, so that a hot path may read the time with one
+	 * atomic load instead of a call: an event loop's cached time (as
+	 * libuv's uv_now()), a ticker thread's coarse time, the manual
+	 * clock's. The owner stores it atomically and aligned; a reader
+	 * that has it never calls now. NULL (the default): now is called.
+	 * The system and fast clocks leave it NULL (their time is not held
+	 * in memory); resil_manual_clock_hook() sets it.
+	 */
+	const uint64_t *now_word;
 } resil_clock;
 
 /* CLOCK_MONOTONIC in nanoseconds, with CLOCK_MONOTONIC_COARSE as coarse and
