@@ -689,13 +689,13 @@ method_fleet(resil_pipeline *p, struct resil__pshared *sh,
 	if (sh->nmf == sh->capmf) {
 		size_t cap = sh->capmf != 0 ? sh->capmf * 2 : 8;
 
-		mf = resil__calloc(&p->alloc, cap * sizeof(*mf));
+		mf = resil__calloc(&p->alloc, cap * sizeof(struct fhandle *));
 		if (mf == NULL)
 			return nomem(diag);
 		if (sh->nmf != 0)
-			memcpy(mf, sh->mf, sh->nmf * sizeof(*mf));
+			memcpy(mf, sh->mf, sh->nmf * sizeof(struct fhandle *));
 		if (sh->mf != NULL)
-			resil__free(&p->alloc, sh->mf, sh->capmf * sizeof(*mf));
+			resil__free(&p->alloc, sh->mf, sh->capmf * sizeof(struct fhandle *));
 		sh->mf = mf;
 		sh->capmf = cap;
 	}
@@ -1058,7 +1058,7 @@ resil__shared_free(resil_pipeline *p)
 		resil__free(&p->alloc, sh->mf[j], sizeof(*sh->mf[j]));
 	}
 	if (sh->mf != NULL)
-		resil__free(&p->alloc, sh->mf, sh->capmf * sizeof(*sh->mf));
+		resil__free(&p->alloc, sh->mf, sh->capmf * sizeof(struct fhandle *));
 	resil__pfleet_group_put(sh->grp);
 	if (sh->own_frl)
 		resil_fleet_limit_free(sh->frl);
