@@ -947,7 +947,8 @@ source_check(const build *b, resil_diag *diag)
 static resil_err
 keyed_finish(build *b, resil_diag *diag)
 {
-	static const int stages[3] = { ST_BREAKER, ST_RATELIMIT, ST_BULKHEAD };
+	static const int stages[4] = { ST_BREAKER, ST_RATELIMIT, ST_BULKHEAD,
+		ST_THROTTLE };
 	resil_diag d;
 	int i, kind = -1;
 
