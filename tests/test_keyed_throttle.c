@@ -411,6 +411,55 @@ test_keyed_throttle_machine(void **state)
 	fx_end(&x);
 }
 
+/* A reload that repeats the text keeps every key's throttle; one that
+ * changes the throttle's settings, or drops the key, is refused. */
+static void
+test_keyed_throttle_reload(void **state)
+{
+	fx x;
+	resil_diag diag;
+	resil_throttle_metrics m;
+	int i;
+
+	(void)state;
+	fx_start(&x, thr_text);
+	for (i = 0; i < 20; i++)
+		(void)call_key(&x, "bad");
+	m = pkey(&x, "bad");
+	assert_int_equal(m.requests, 20);
+	assert_int_equal(resil_pipeline_reload_string(x.p,
+	                     "service=S\n"
+	                     "throttle.key=args\n"
+	                     "throttle.k=2\n"
+	                     "throttle.window=10s\n"
+	                     "throttle.buckets=10\n"
+	                     "throttle.seed=7\n"
+	                     "timeout=5s\n",
+	                     "k.conf", &diag),
+	    RESIL_OK);
+	assert_null(resil_pipeline_throttle(x.p));
+	m = pkey(&x, "bad");
+	assert_int_equal(m.requests, 20);
+	assert_int_equal(resil_pipeline_reload_string(x.p,
+	                     "service=S\n"
+	                     "throttle.key=args\n"
+	                     "throttle.k=3\n"
+	                     "throttle.window=10s\n"
+	                     "throttle.buckets=10\n"
+	                     "throttle.seed=7\n",
+	                     "k.conf", &diag),
+	    RESIL_E_INVAL);
+	assert_non_null(strstr(diag.msg,
+	    "throttle.key: the throttle.* settings cannot change by reload"));
+	assert_int_equal(
+	    resil_pipeline_reload_string(x.p, "service=S\n", "k.conf", &diag),
+	    RESIL_E_INVAL);
+	assert_non_null(
+	    strstr(diag.msg, "throttle.key: cannot change by reload"));
+	assert_int_equal(call_key(&x, "good"), RESIL_OK);
+	fx_end(&x);
+}
+
 static void
 test_keyed_throttle_text(void **state)
 {
@@ -471,6 +520,7 @@ main(void)
 		cmocka_unit_test(test_keyed_throttle_refused_c),
 		cmocka_unit_test(test_keyed_throttle_pipeline),
 		cmocka_unit_test(test_keyed_throttle_machine),
+		cmocka_unit_test(test_keyed_throttle_reload),
 		cmocka_unit_test(test_keyed_throttle_text),
 	};
 
