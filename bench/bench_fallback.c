@@ -5,15 +5,18 @@
  *                         cache, so nothing is recorded); the live call
  *                         succeeds with an int: the "no failure" path.
  *   fallback/cache_hit    a chain holding a cache; the call fails and the
- *                         cache answers with a 64-byte string, which
- *                         resil_cache_get() copies (one allocation and one
- *                         free per call, by design: the caller owns it).
+ *                         cache answers with a 64-byte string, which the
+ *                         answer shares with the cache's entry (a
+ *                         reference on it, no copy, no allocation;
+ *                         resil_result_free() drops the reference).
  *   fallback/mock_return  a chain holding a `fail:return 0` mock; the call
  *                         fails and the mock answers int 0 (no heap).
  *   cache/record64        resil_cache_put() of a 64-byte string, the same
  *                         key and value every time: since issue 16 a put
  *                         of the value the key holds only re-stamps the
- *                         entry (no lock, no allocation).
+ *                         entry (no lock, no allocation; since issue 39
+ *                         a compare of the 64 bytes in place, and the
+ *                         manual clock read without a call).
  *   cache/record64_method  cache/record64 through the internal entry
  *                         resil__cache_put_m() with the method's handle
  *                         (length and hash seed) kept by the caller, as a

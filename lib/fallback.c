@@ -99,6 +99,8 @@ add(resil_fallback *fb, const handler *h)
 	fb->ncache += h->k == K_CACHE;
 	if (h->k == K_CACHE && fb->cache1 == NULL)
 		fb->cache1 = h->cache;
+	if (fb->n == 1 && h->k == K_CACHE)
+		fb->cache_first = h->cache;
 	fb->nmock += h->k == K_MOCK;
 	if (h->k == K_MOCK && fb->force1 == NULL)
 		fb->force1 = h->force;
@@ -298,7 +300,7 @@ result_cached(resil_result *r, const resil_failure *failure, uint64_t age)
  * failure and out not NULL, failure->err a failure). */
 static FB_INLINE resil_err
 recover(resil_fallback *fb, const resil_args *args,
-    const resil_failure *failure, resil_result *out)
+    const resil_failure *failure, resil_result *out, size_t first)
 {
 	resil_result r;
 	resil__msg o;
@@ -318,7 +320,7 @@ recover(resil_fallback *fb, const resil_args *args,
 		*out = r;
 		return r.err;
 	}
-	for (i = 0; i < fb->n; i++) {
+	for (i = first; i < fb->n; i++) {
 		const handler *h = &fb->h[i];
 		resil_err err;
 		uint64_t age = 0;
@@ -374,7 +376,7 @@ resil_fallback_recover(resil_fallback *fb, const resil_args *args,
 	if (!args_ok(args) || failure == NULL || out == NULL ||
 	    failure->err == RESIL_OK || failure->err == RESIL_E_BUSINESS)
 		return RESIL_E_INVAL;
-	return recover(fb, args, failure, out);
+	return recover(fb, args, failure, out, 0);
 }
 
 /* The mock stage wraps everything: a force mock never calls. 1 when one
@@ -426,7 +428,7 @@ may_force(const resil_fallback *fb)
  * answered live, anything else goes down the chain. */
 static FB_COLD resil_err
 call_failed(resil_fallback *fb, const resil_args *args, int rc,
-    resil_outcome o, resil_value *v, resil_result *out)
+    resil_outcome o, resil_value *v, resil_result *out, size_t first)
 {
 	resil_failure f;
 	resil_result r;
@@ -460,24 +462,49 @@ call_failed(resil_fallback *fb, const resil_args *args, int rc,
 	f.err = RESIL_E_CALL;
 	f.rc = rc;
 	f.attempts = 1;
-	return recover(fb, args, &f, out); /* args checked by the callers */
+	/* args checked by the callers; stages before first asked already */
+	return recover(fb, args, &f, out, first);
+}
+
+static FB_INLINE resil_err
+call_rest(resil_fallback *fb, const resil_args *args, resil_call_fn fn,
+    void *ctx, const resil_classifier *cls, resil_result *out);
+
+/* A chain whose mock may answer before the call: that stage, then the
+ * call. Out of line, so that fn and ctx live across no call on the
+ * common path (fewer saved registers). */
+static FB_NOINLINE resil_err
+call_forced(resil_fallback *fb, const resil_args *args, resil_call_fn fn,
+    void *ctx, const resil_classifier *cls, resil_result *out)
+{
+	resil_err err;
+
+	if (force_stage(fb, args, out, &err))
+		return err;
+	return call_rest(fb, args, fn, ctx, cls, out);
 }
 
 /* A chain's call with a stage that has work on a success (a cache to
- * fill, a force: mock) or a user's classifier: every test in full. */
-static FB_NOINLINE resil_err
-call_full(resil_fallback *fb, const resil_args *args, resil_call_fn fn,
+ * fill, a force: mock) or a user's classifier: every test in full.
+ * Inlined twice: call_full() (a classifier) and call_busy() (none). */
+static FB_INLINE resil_err
+call_full_in(resil_fallback *fb, const resil_args *args, resil_call_fn fn,
+    void *ctx, const resil_classifier *cls, resil_result *out)
+{
+	if (!args_ok(args) || fn == NULL || out == NULL)
+		return RESIL_E_INVAL;
+	if (fb != NULL && fb->nmock > 0 && RESIL__UNLIKELY(may_force(fb)))
+		return call_forced(fb, args, fn, ctx, cls, out);
+	return call_rest(fb, args, fn, ctx, cls, out);
+}
+
+/* call_full_in() past the checks and the force: stage. */
+static FB_INLINE resil_err
+call_rest(resil_fallback *fb, const resil_args *args, resil_call_fn fn,
     void *ctx, const resil_classifier *cls, resil_result *out)
 {
 	resil_outcome o;
-	resil_err err;
 	int rc;
-
-	if (!args_ok(args) || fn == NULL || out == NULL)
-		return RESIL_E_INVAL;
-	if (fb != NULL && fb->nmock > 0 && RESIL__UNLIKELY(may_force(fb)) &&
-	    force_stage(fb, args, out, &err))
-		return err;
 
 	/* The live call writes its value straight into *out; the other
 	 * fields are written once, by the answer (or, on a failure, cleared
@@ -499,9 +526,47 @@ call_full(resil_fallback *fb, const resil_args *args, resil_call_fn fn,
 		out->rc = rc;
 		return RESIL_OK;
 	}
+	/* A chain whose first stage is a cache (the seeds' [cache, mock]),
+	 * the default classifier's failure and nothing left by the call:
+	 * the cache asked here, its answer built in place (no further
+	 * frame, no stage loop); a miss goes on from the next stage. */
+	if (o == RESIL_OUTCOME_FAILURE && fb != NULL &&
+	    fb->cache_first != NULL &&
+	    out->value.type < RESIL_VALUE_STRING) {
+		resil_failure f;
+		uint64_t age = 0;
+		resil_err e;
+
+		f.err = RESIL_E_CALL;
+		f.rc = rc;
+		f.attempts = 1;
+		e = resil__cache_answer(
+		    fb->cache_first, args, &out->value, &age);
+		if (RESIL__LIKELY(e == RESIL_OK)) {
+			result_cached(out, &f, age);
+			return RESIL_OK;
+		}
+		return call_failed(fb, args, rc, o, &out->value, out, 1);
+	}
 	/* call_failed() writes every field of *out (the answer, or
 	 * resil_fallback_recover()'s result): nothing to clear first. */
-	return call_failed(fb, args, rc, o, &out->value, out);
+	return call_failed(fb, args, rc, o, &out->value, out, 0);
+}
+
+static FB_NOINLINE resil_err
+call_full(resil_fallback *fb, const resil_args *args, resil_call_fn fn,
+    void *ctx, const resil_classifier *cls, resil_result *out)
+{
+	return call_full_in(fb, args, fn, ctx, cls, out);
+}
+
+/* call_full() of a busy chain with the default classifier (rc != 0
+ * fails): no classifier kept, no outcome but the code's. */
+static FB_NOINLINE resil_err
+call_busy(resil_fallback *fb, const resil_args *args, resil_call_fn fn,
+    void *ctx, resil_result *out)
+{
+	return call_full_in(fb, args, fn, ctx, NULL, out);
 }
 
 /* The lean path's call failed (rc, not 0): the default classifier's
@@ -511,7 +576,7 @@ call_failed_plain(
     resil_fallback *fb, const resil_args *args, int rc, resil_result *out)
 {
 	return call_failed(
-	    fb, args, rc, RESIL_OUTCOME_FAILURE, &out->value, out);
+	    fb, args, rc, RESIL_OUTCOME_FAILURE, &out->value, out, 0);
 }
 
 /* The lean path: a chain whose stages have nothing to do on a success
@@ -523,10 +588,17 @@ resil_fallback_call(resil_fallback *fb, const resil_args *args,
     resil_call_fn fn, void *ctx, const resil_classifier *cls,
     resil_result *out)
 {
+	/* One load and one branch before anything is saved: the chain's
+	 * word (a NULL chain reads chain_quiet's), so that a busy chain's
+	 * jump to call_full() comes before the lean path's frame. */
+	const size_t *busy = fb != NULL ? fb->busy : &chain_quiet;
 	int rc;
 
-	if (RESIL__UNLIKELY((fb != NULL && *fb->busy != 0) ||
-	        (cls != NULL && cls->fn != NULL)))
+	if (RESIL__UNLIKELY(*busy != 0))
+		return cls == NULL || cls->fn == NULL
+		    ? call_busy(fb, args, fn, ctx, out)
+		    : call_full(fb, args, fn, ctx, cls, out);
+	if (RESIL__UNLIKELY(cls != NULL && cls->fn != NULL))
 		return call_full(fb, args, fn, ctx, cls, out);
 	if (RESIL__UNLIKELY(!args_ok(args) || fn == NULL || out == NULL))
 		return RESIL_E_INVAL;

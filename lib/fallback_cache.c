@@ -139,6 +139,11 @@ struct resil_cache {
 	 * the cache copied: a pipeline's, never changed after it is made
 	 * (resil__cache_record_at()). */
 	const resil_clock *clock_src;
+	/* The manual clock's time word when the clock is a manual clock's
+	 * hook (its now function is the manual clock's and its ctx the
+	 * clock), else NULL: the public put reads it with one load, no call
+	 * (clock_word()). */
+	const uint64_t *now_word;
 	uint64_t max_age;
 	uint32_t nshards;
 	shard *shards; /* cache-line aligned, in shards_raw */
@@ -154,6 +159,29 @@ static inline uint64_t
 cache_now(const resil_cache *c)
 {
 	return c->clock.now(c->clock.ctx);
+}
+
+/* The time word of a manual clock's hook k (resil_manual_clock_hook()),
+ * or NULL for any other clock: its now function is the one every manual
+ * clock's hook holds (read from a manual clock set up here, through the
+ * public calls) and its ctx the manual clock it reads. */
+static const uint64_t *
+manual_word(const resil_clock *k)
+{
+	resil_manual_clock probe;
+
+	resil_manual_clock_init(&probe, 0);
+	if (k->now != resil_manual_clock_hook(&probe)->now || k->ctx == NULL)
+		return NULL;
+	return &((const resil_manual_clock *)k->ctx)->now_;
+}
+
+/* cache_now() without a call when the clock is a manual one: the leaf
+ * path of the public put. */
+static FB_INLINE uint64_t
+clock_word(const resil_cache *c)
+{
+	return resil__load64(c->now_word);
 }
 
 /* Bytes p[0..n) as two words (unaligned loads, none past n), for
@@ -319,7 +347,9 @@ static FB_INLINE int
 bytes_eq_64(const void *a, const void *b, size_t n)
 {
 	const unsigned char *p = a, *q = b;
-	size_t i = n > 32 ? 16 : 0, j = n > 32 ? n - 32 : n - 16;
+	/* i: 16 above 32 bytes, else 0, without a branch or a select; j is
+	 * then n - 32, or the last chunk again. */
+	size_t i = ((n - 1) >> 5) << 4, j = n - 16 - i;
 	__m128i x = _mm_and_si128(eq16(p, q, 0), eq16(p, q, i));
 	__m128i y = _mm_and_si128(eq16(p, q, j), eq16(p, q, n - 16));
 
@@ -443,6 +473,7 @@ resil_cache_new(
 	    ? *c.clock
 	    : *resil_clock_system();
 	cache->clock_src = c.clock;
+	cache->now_word = manual_word(&cache->clock);
 	cache->max_age = c.max_age;
 	cache->nshards = n;
 	for (i = 0; i < n; i++) {
@@ -481,12 +512,26 @@ served_alloc(size_t size, void *ctx)
 	return NULL;
 }
 
-static void
-served_free(void *ptr, size_t size, void *ctx)
+/* ctx: the entry's reference count (resil_result_free() drops it in
+ * place, lib/value.c). */
+void
+resil__cache_served_free(void *ptr, size_t size, void *ctx)
 {
 	(void)ptr;
 	(void)size;
-	entry_unref(ctx);
+	entry_unref((entry *)(void *)((char *)ctx - offsetof(entry, refs)));
+}
+
+void
+resil__cache_entry_last(uint64_t *refs)
+{
+	entry *e = (entry *)(void *)((char *)refs - offsetof(entry, refs));
+	resil_allocator a;
+
+	if (e->value.type == RESIL_VALUE_OPAQUE)
+		resil_value_free(&e->value);
+	a = e->alloc;
+	resil__free(&a, e, e->size);
 }
 
 /* The clock's order, under the lock: the hand is the oldest. */
@@ -696,10 +741,11 @@ memo_keep(const resil_cache *c, shard *s, readers *rd, entry *e, uint64_t g)
  * 4096 bytes or larger) and compared with the memo's copy
  * up to and including its NUL; the arguments' length, then their words. A
  * short key that is the memo's costs a few compares; no strlen, no key
- * prepared, no call (the record's fast path stays a leaf). */
+ * prepared, no call (the record's fast path stays a leaf). checked: the
+ * caller refused NULL bytes of a length above 0 already (args_ok()). */
 static FB_INLINE int
-memo_fast(
-    const resil_cache *c, const resil_args *args, entry **ep, uint64_t *gen)
+memo_fast_in(const resil_cache *c, const resil_args *args, entry **ep,
+    uint64_t *gen, int checked)
 {
 #if defined(FB_MEMO_KEY)
 	const memo *mo = &memo_;
@@ -715,7 +761,8 @@ memo_fast(
 	    _mm_loadu_si128((const __m128i *)p), mo->mkey));
 	if ((~m & mo->mneed) != 0)
 		return 0;
-	if (RESIL__UNLIKELY(args->data == NULL)) /* len > 0: refused */
+	/* len > 0: NULL bytes are refused (checked: by the caller). */
+	if (!checked && RESIL__UNLIKELY(args->data == NULL))
 		return 0;
 	load_small(args->data, len, &a, &b);
 	if (((a ^ mo->dw0) | (b ^ mo->dw1)) != 0)
@@ -734,8 +781,17 @@ memo_fast(
 	(void)args;
 	(void)ep;
 	(void)gen;
+	(void)checked;
 #endif
 	return 0;
+}
+
+/* memo_fast_in() of arguments whose bytes are not checked yet. */
+static FB_INLINE int
+memo_fast(
+    const resil_cache *c, const resil_args *args, entry **ep, uint64_t *gen)
+{
+	return memo_fast_in(c, args, ep, gen, 0);
 }
 
 /* Find the key in t (NULL: no table); from a reader or a writer. */
@@ -1336,13 +1392,67 @@ put_at(resil_cache *c, const resil_args *args, const resil_value *value,
 	return put_memo_other(c, args, value, now, e, g);
 }
 
+/* The public put's memo path: put_at() that also compares a string,
+ * bytes or JSON of 17 to 64 bytes (an answer's usual size) in place, in
+ * four 16-byte chunks: no call, no switch (the frame is there already,
+ * for the clock's call). The pipeline's record keeps put_at(): its int
+ * path needs no saved register. */
+static FB_INLINE resil_err
+put_at_any(resil_cache *c, const resil_args *args, const resil_value *value,
+    uint64_t now)
+{
+	const resil_value *h;
+	uint64_t g;
+	entry *e;
+
+	if (!memo_fast_in(c, args, &e, &g, 1))
+		return put_args(c, args, value, now);
+	h = &e->value;
+	if (RESIL__LIKELY(value != NULL && h->type == value->type)) {
+		if (h->type == RESIL_VALUE_INT) {
+			if (h->u.i == value->u.i) {
+				stamp_exit(e, now, g);
+				return RESIL_OK;
+			}
+		}
+#if defined(__SSE2__)
+		else if (h->type >= RESIL_VALUE_STRING &&
+		    h->type <= RESIL_VALUE_JSON &&
+		    h->u.s.len == value->u.s.len &&
+		    h->u.s.len - 17 < 48) {
+			if (bytes_eq_64(h->u.s.ptr, value->u.s.ptr,
+			        h->u.s.len)) {
+				stamp_exit(e, now, g);
+				return RESIL_OK;
+			}
+			/* Another value: compared once, put in full. */
+			read_exit(memo_.rd, (unsigned)(g & 1), 0);
+			return put_replace(c, args, value, now);
+		}
+#endif
+	}
+	return put_memo_other(c, args, value, now, e, g);
+}
+
+/* resil_cache_put() on a clock that is not a manual one: the clock's
+ * call, then the same path (with a frame: the call's). */
+static FB_NOINLINE resil_err
+put_called(resil_cache *c, const resil_args *args, const resil_value *value)
+{
+	return put_at_any(c, args, value, cache_now(c));
+}
+
 resil_err
 resil_cache_put(
     resil_cache *c, const resil_args *args, const resil_value *value)
 {
 	if (RESIL__UNLIKELY(c == NULL || !args_ok(args)))
 		return RESIL_E_INVAL;
-	return put_at(c, args, value, cache_now(c), 0);
+	/* A manual clock's time is one load: no call, and the memo's path
+	 * is a leaf (no saved register). */
+	if (RESIL__UNLIKELY(c->now_word == NULL))
+		return put_called(c, args, value);
+	return put_at_any(c, args, value, clock_word(c));
 }
 
 /* Age of e at now (0 if the clock went backwards). */
@@ -1370,8 +1480,8 @@ serve(const resil_cache *c, entry *e, resil_value *out)
 		out->u.s.ptr = e->value.u.s.ptr;
 		out->u.s.len = e->value.u.s.len;
 		out->alloc_.alloc = served_alloc;
-		out->alloc_.free = served_free;
-		out->alloc_.ctx = e;
+		out->alloc_.free = resil__cache_served_free;
+		out->alloc_.ctx = &e->refs;
 		break;
 	case RESIL_VALUE_OPAQUE: {
 		resil_err err = resil_value_copy(out, &e->value, &c->alloc);
@@ -1747,14 +1857,15 @@ answer_other(resil_cache *c, entry *e, uint64_t g, uint64_t a,
 	return err;
 }
 
-resil_err
-resil__cache_answer(resil_cache *c, const resil_args *args, resil_value *out,
-    uint64_t *age)
+/* resil__cache_answer() at now. */
+static FB_INLINE resil_err
+answer_at(resil_cache *c, const resil_args *args, resil_value *out,
+    uint64_t *age, uint64_t now)
 {
-	uint64_t now = cache_now(c), a, g;
+	uint64_t a, g;
 	entry *e;
 
-	if (RESIL__UNLIKELY(!memo_fast(c, args, &e, &g)))
+	if (RESIL__UNLIKELY(!memo_fast_in(c, args, &e, &g, 1)))
 		return answer_key(c, args, now, out, age);
 	a = age_of(e, now);
 	if (RESIL__UNLIKELY(a > c->max_age)) { /* stale: dropped there */
@@ -1769,8 +1880,8 @@ resil__cache_answer(resil_cache *c, const resil_args *args, resil_value *out,
 		/* Bytes: shared (serve()). */
 		resil__inc64(&e->refs);
 		out->alloc_.alloc = served_alloc;
-		out->alloc_.free = served_free;
-		out->alloc_.ctx = e;
+		out->alloc_.free = resil__cache_served_free;
+		out->alloc_.ctx = &e->refs;
 	} else { /* a scalar (null, bool, int, double): no heap */
 		memset(&out->alloc_, 0, sizeof(out->alloc_));
 	}
@@ -1779,6 +1890,24 @@ resil__cache_answer(resil_cache *c, const resil_args *args, resil_value *out,
 	read_exit(memo_.rd, (unsigned)(g & 1), 1);
 	*age = a;
 	return RESIL_OK;
+}
+
+/* resil__cache_answer() on a clock other than a manual one: the clock's
+ * call (and the frame it needs) out of the manual clock's leaf path. */
+static FB_NOINLINE resil_err
+answer_called(resil_cache *c, const resil_args *args, resil_value *out,
+    uint64_t *age)
+{
+	return answer_at(c, args, out, age, cache_now(c));
+}
+
+resil_err
+resil__cache_answer(resil_cache *c, const resil_args *args, resil_value *out,
+    uint64_t *age)
+{
+	if (RESIL__UNLIKELY(c->now_word == NULL))
+		return answer_called(c, args, out, age);
+	return answer_at(c, args, out, age, clock_word(c));
 }
 
 /* ---- the chain's record of a success ---- */

@@ -43,6 +43,10 @@ struct resil_fallback {
 	size_t nmock;  /* how many are mocks */
 	resil_cache *cache1; /* the first cache stage: what a record of a
 	                        chain with one cache fills */
+	/* The cache of the chain's first stage when that is a cache (the
+	 * seeds' [cache, mock]), else NULL: what a failed call asks first,
+	 * straight (call_rest() in lib/fallback.c). */
+	resil_cache *cache_first;
 	/* The first mock stage's count of force: specs, or NULL: with one
 	 * mock stage, "may a mock answer before the call" is one load. */
 	const size_t *force1;
@@ -66,6 +70,13 @@ resil__cache_args_ok(const resil_args *args)
  * a hit. */
 resil_err resil__cache_answer(resil_cache *c, const resil_args *args,
     resil_value *out, uint64_t *age);
+
+/* The free hook of a value a cache served (bytes shared with its entry):
+ * its ctx is the entry's reference count, which resil_result_free()
+ * drops in place (lib/value.c); resil__cache_entry_last() when that was
+ * the last reference (the count now 0): frees the entry. */
+void resil__cache_served_free(void *ptr, size_t size, void *ctx);
+void resil__cache_entry_last(uint64_t *refs);
 
 /* ---- the cache's entry points for the pipeline ---- */
 

@@ -146,7 +146,7 @@ resil__pfleet_group_ref(resil_fleet_group *g)
 /* ---- the public accessors (<resil/pipeline.h>) ---- */
 
 static const settings *
-cur(resil_pipeline *p)
+cur_settings(resil_pipeline *p)
 {
 	return resil__loadptr((void *const *)&p->cur);
 }
@@ -159,7 +159,7 @@ resil_pipeline_fleet_of(resil_pipeline *p, const char *method_name)
 
 	if (p == NULL)
 		return NULL;
-	g = cur(p);
+	g = cur_settings(p);
 	m = method_name != NULL ? find_method(g, method_name) : &g->dflt;
 	return m->fleet != NULL ? m->fleet : g->fleet;
 }

@@ -969,6 +969,7 @@ fleet_methods(resil_pipeline *p, const resil_pipeline_config *cfg,
 		it->fleet = sh->fleet;
 		if (!sh->per_method)
 			continue;
+		/* cppcheck-suppress uninitvar ; it is set by HASH_ITER */
 		err = method_fleet(p, sh, cfg, it->name, &it->fleet, diag);
 		if (err != RESIL_OK)
 			return err;

@@ -2,6 +2,8 @@
  * resil value: tagged values, coercion to a declared type, results.
  */
 #include "internal.h"
+#include "atomic.h"
+#include "fallback_internal.h"
 #include "value_internal.h"
 
 #include <resil/value.h>
@@ -818,6 +820,17 @@ resil_result_init(resil_result *r)
 	resil__result_clear(r);
 }
 
+/* resil_result_free() of a value other than a cache's answer: out of
+ * line, so that the answer's path is a leaf (no saved register). */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static void
+result_value_free(resil_result *r)
+{
+	value_free(&r->value); /* makes it null */
+}
+
 void
 (resil_result_free)(resil_result *r)
 {
@@ -827,7 +840,19 @@ void
 	r->source = RESIL_SOURCE_UNAVAILABLE;
 	/* A null or scalar value owns nothing: one test, no call. */
 	if (RESIL__UNLIKELY(r->value.type >= RESIL_VALUE_STRING)) {
-		value_free(&r->value); /* makes it null */
+		/* A cache's answer shares its entry's bytes: the entry's
+		 * reference dropped here, no call (the entry freed by a
+		 * call only when that was its last reference). */
+		if (RESIL__LIKELY(
+		        r->value.alloc_.free == resil__cache_served_free)) {
+			uint64_t *refs = r->value.alloc_.ctx;
+
+			value_clear(&r->value);
+			if (resil__faa64(refs, (uint64_t)0 - 1) == 1)
+				resil__cache_entry_last(refs);
+			return;
+		}
+		result_value_free(r);
 		return;
 	}
 	r->value.type = RESIL_VALUE_NULL;

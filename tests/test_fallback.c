@@ -1761,6 +1761,115 @@ test_fallback_lean_path_follows_the_one_mock(void **state)
 	resil_mock_free(m);
 }
 
+/* The live call of the first-cache test: fails with rc 5, leaving a
+ * string when ctx says so (the general path frees it first). */
+static int
+fail5_fn(void *ctx, const resil_args *args, resil_value *out)
+{
+	(void)args;
+	if (ctx != NULL &&
+	    resil_value_string(out, "left", 4, NULL) != RESIL_OK)
+		fail_msg("value");
+	return 5;
+}
+
+/* Issue 39: a chain whose first stage is a cache ([cache, mock]) asks it
+ * straight from the call's failure: the same answer, age and message as
+ * resil_fallback_recover() gives, the age limit inclusive, one miss
+ * counted when it has nothing (the mock then answers), a served string
+ * that outlives the cache. */
+static void
+test_fallback_call_first_cache_stage(void **state)
+{
+	static const char v64[] =
+	    "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+	resil_manual_clock mc;
+	resil_cache *c;
+	resil_mock *m;
+	resil_fallback *fb;
+	resil_cache_stats st;
+	resil_args k = key("getStock", "sku-1");
+	resil_failure f = { RESIL_E_CALL, 5, 1 };
+	resil_value v;
+	resil_result r, want;
+	int i;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 100);
+	c = new_cache(&mc, 16, 1 << 16, 10, 1);
+	m = new_mock("fail:return 7", "getStock", NULL);
+	assert_int_equal(resil_fallback_new(&fb, NULL, NULL), RESIL_OK);
+	assert_int_equal(resil_fallback_add_cache(fb, c), RESIL_OK);
+	assert_int_equal(resil_fallback_add_mock(fb, m), RESIL_OK);
+
+	/* Nothing cached: one miss, the mock's answer. */
+	assert_int_equal(
+	    resil_fallback_call(fb, &k, fail5_fn, NULL, NULL, &r), RESIL_OK);
+	assert_int_equal(r.source, RESIL_SOURCE_MOCK);
+	assert_int_equal(r.value.u.i, 7);
+	resil_result_free(&r);
+	assert_int_equal(resil_cache_stats_get(c, &st), RESIL_OK);
+	assert_int_equal(st.misses, 1);
+	assert_int_equal(st.hits, 0);
+
+	/* Cached at 100 (the manual clock's word); asked at 110: age 10,
+	 * the limit, still served; twice, through the memo. */
+	assert_int_equal(resil_value_string(&v, v64, 64, NULL), RESIL_OK);
+	assert_int_equal(resil_cache_put(c, &k, &v), RESIL_OK);
+	assert_int_equal(resil_cache_put(c, &k, &v), RESIL_OK); /* re-stamp */
+	resil_manual_clock_advance(&mc, 10);
+	assert_int_equal(resil_fallback_recover(fb, &k, &f, &want), RESIL_OK);
+	for (i = 0; i < 3; i++) {
+		assert_int_equal(resil_fallback_call(fb, &k, fail5_fn,
+		                     i == 2 ? (void *)&v : NULL, NULL, &r),
+		    RESIL_OK);
+		assert_int_equal(r.source, RESIL_SOURCE_CACHE);
+		assert_int_equal(r.err, RESIL_OK);
+		assert_int_equal(r.age, 10);
+		assert_int_equal(r.cause, RESIL_E_CALL);
+		assert_int_equal(r.cause_rc, 5);
+		assert_int_equal(r.attempts, 1);
+		assert_int_equal(r.rc, 0);
+		assert_int_equal(r.breaker_state, -1);
+		assert_int_equal(r.value.type, RESIL_VALUE_STRING);
+		assert_int_equal(r.value.u.s.len, 64);
+		assert_memory_equal(r.value.u.s.ptr, v64, 64);
+		assert_string_equal(r.message, want.message);
+		if (i < 2)
+			resil_result_free(&r);
+	}
+	resil_result_free(&want);
+	assert_int_equal(resil_cache_stats_get(c, &st), RESIL_OK);
+	assert_int_equal(st.misses, 1);
+	assert_int_equal(st.hits, 4);
+
+	/* The last answer outlives the cache and the chain. */
+	resil_fallback_free(fb);
+	resil_cache_free(c);
+	assert_memory_equal(r.value.u.s.ptr, v64, 64);
+	resil_result_free(&r);
+	assert_int_equal(r.value.type, RESIL_VALUE_NULL);
+
+	/* Age 11: past the limit, dropped, the mock answers. */
+	c = new_cache(&mc, 16, 1 << 16, 10, 1);
+	assert_int_equal(resil_fallback_new(&fb, NULL, NULL), RESIL_OK);
+	assert_int_equal(resil_fallback_add_cache(fb, c), RESIL_OK);
+	assert_int_equal(resil_fallback_add_mock(fb, m), RESIL_OK);
+	assert_int_equal(resil_cache_put(c, &k, &v), RESIL_OK);
+	resil_manual_clock_advance(&mc, 11);
+	assert_int_equal(
+	    resil_fallback_call(fb, &k, fail5_fn, NULL, NULL, &r), RESIL_OK);
+	assert_int_equal(r.source, RESIL_SOURCE_MOCK);
+	resil_result_free(&r);
+	assert_int_equal(resil_cache_stats_get(c, &st), RESIL_OK);
+	assert_int_equal(st.stale, 1);
+	assert_int_equal(st.entries, 0);
+	resil_fallback_free(fb);
+	resil_cache_free(c);
+	resil_mock_free(m);
+	resil_value_free(&v);
+}
+
 int
 main(void)
 {
@@ -1820,6 +1929,7 @@ main(void)
 		cmocka_unit_test(test_fallback_mock_throw_reaches_the_caller),
 		cmocka_unit_test(test_fallback_inventory_demo_timeline),
 		cmocka_unit_test(test_fallback_config_and_null_arguments),
+		cmocka_unit_test(test_fallback_call_first_cache_stage),
 	};
 
 	return cmocka_run_group_tests_name("fallback", tests, NULL, NULL);
