@@ -7,6 +7,8 @@
  * a working set of 1024 keys spread over the whole family (every probe of
  * a full-size table, the hot keys in cache as with skewed traffic); each
  * thread of a 2-thread run walks keys of its own. Manual clock.
+ * keyed/throttle/1000 (issue 42): an existing key's throttle admit +
+ * report accepted at 10^3 keys (every call accepted: never shed).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +64,8 @@ kb_new(resil_keyed_kind kind, uint32_t n, int fill)
 	cfg.ratelimit.burst = 1u << 20;
 	cfg.ratelimit.period_ns = 1;
 	cfg.ratelimit.clock = resil_manual_clock_hook(&x->mc);
+	cfg.throttle.clock = resil_manual_clock_hook(&x->mc);
+	cfg.throttle.seed = 1;
 	if (resil_keyed_new(&x->k, &cfg, NULL) != RESIL_OK)
 		abort();
 	x->n = n;
@@ -78,6 +82,12 @@ kb_new(resil_keyed_kind kind, uint32_t n, int fill)
 				abort();
 			resil_keyed_breaker_record(
 			    x->k, &p, RESIL_OUTCOME_SUCCESS);
+		} else if (kind == RESIL_KEYED_THROTTLE) {
+			if (resil_keyed_throttle_admit(x->k, key, KEYLEN,
+			        RESIL_THROTTLE_DEFAULT, &p) != RESIL_OK)
+				abort();
+			resil_keyed_throttle_report(
+			    x->k, &p, RESIL_THROTTLE_ACCEPTED);
 		} else if (resil_keyed_ratelimit_try_acquire(
 		               x->k, key, KEYLEN, 1, NULL) != RESIL_OK)
 			abort();
@@ -127,6 +137,32 @@ static void *
 setup_ratelimit_1000000(void)
 {
 	return kb_new(RESIL_KEYED_RATELIMIT, 1000000, 1);
+}
+
+static void *
+setup_throttle_1000(void)
+{
+	return kb_new(RESIL_KEYED_THROTTLE, 1000, 1);
+}
+
+/* An existing key's throttle admit + report accepted (issue 42). */
+static uint64_t
+run_throttle(void *ctx, uint64_t iters)
+{
+	kb *x = ctx;
+	unsigned base = my_half(x) * (HOT / 2);
+	resil_keyed_permit p;
+	uint64_t i, n = 0;
+
+	for (i = 0; i < iters; i++)
+		if (resil_keyed_throttle_admit(x->k,
+		        x->hot[base + (i & (HOT / 2 - 1))], KEYLEN,
+		        RESIL_THROTTLE_DEFAULT, &p) == RESIL_OK) {
+			resil_keyed_throttle_report(
+			    x->k, &p, RESIL_THROTTLE_ACCEPTED);
+			n++;
+		}
+	return n;
 }
 
 static void *
@@ -293,5 +329,6 @@ const resil_bench resil_bench_keyed[] = {
 	    run_ratelimit_handle, kb_free },
 	{ "keyed/get_put/1000000", setup_breaker_1000000, run_get_put,
 	    kb_free },
+	{ "keyed/throttle/1000", setup_throttle_1000, run_throttle, kb_free },
 	{ NULL, NULL, NULL, NULL },
 };

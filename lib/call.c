@@ -278,8 +278,8 @@ machine_start(callm *c, uint64_t now, resil_call_next *step)
 static CALL_NOINLINE resil_err
 keyed_start(callm *c, bool own, uint64_t now, resil_call_next *step)
 {
-	if (resil__keyed_machine_admit(
-	        c->p, c->args, c->inv, &c->kheld, c->out) == RESIL_OK)
+	if (resil__keyed_machine_admit(c->p, c->args, c->inv,
+	        c->m != NULL ? c->m->prio : 0, &c->kheld, c->out) == RESIL_OK)
 		return machine_start(c, now, step);
 	if (own)
 		conf_drop_own(c->g, c->gst);

@@ -87,6 +87,52 @@ draw(const kspec *s, const resil_args *args, const resil_invocation *inv,
 	}
 }
 
+/* The call's class for its key's throttle (issue 42): the
+ * invocation's, its attachment `resil.priority` or `priority`, the
+ * method's, else default; as the pipeline's throttle stage reads it
+ * (lib/call_bhwait.c, resil__call_priority()). */
+static int
+throttle_class(const resil_invocation *inv, int method_prio)
+{
+	resil_priority p = RESIL_PRIORITY_UNSET;
+	size_t i;
+
+	if (inv != NULL && inv->priority >= RESIL_PRIORITY_SHEDDABLE &&
+	    inv->priority <= RESIL_PRIORITY_CRITICAL)
+		p = inv->priority;
+	else if (inv != NULL && inv->attachments != NULL)
+		for (i = 0; i < inv->nattachments; i++)
+			if (inv->attachments[i].key != NULL &&
+			    (strcmp(inv->attachments[i].key,
+			         "resil.priority") == 0 ||
+			        strcmp(inv->attachments[i].key, "priority") ==
+			            0) &&
+			    resil_priority_parse(inv->attachments[i].value,
+			        &p) == RESIL_OK)
+				break;
+	if (p == RESIL_PRIORITY_UNSET && method_prio != 0)
+		p = (resil_priority)method_prio;
+	if (p == RESIL_PRIORITY_CRITICAL)
+		return RESIL_THROTTLE_CRITICAL;
+	if (p == RESIL_PRIORITY_SHEDDABLE)
+		return RESIL_THROTTLE_SHEDDABLE;
+	return RESIL_THROTTLE_DEFAULT;
+}
+
+/* What became of the call, for its key's throttle: the server's
+ * refusal (RESIL_E_THROTTLED, its overload answer), no answer (a
+ * timeout), else an accept (the server answered, or the call never
+ * reached it). */
+static resil_throttle_result
+throttle_result_of(const resil_result *out)
+{
+	if (out->err == RESIL_E_THROTTLED || out->cause == RESIL_E_THROTTLED)
+		return RESIL_THROTTLE_REJECTED;
+	if (out->err == RESIL_E_TIMEOUT || out->cause == RESIL_E_TIMEOUT)
+		return RESIL_THROTTLE_NO_ANSWER;
+	return RESIL_THROTTLE_ACCEPTED;
+}
+
 /* The call's outcome for its key's breaker. */
 static resil_outcome
 outcome_of(resil_err err, const resil_result *out)
@@ -135,13 +181,15 @@ run_inner(const kcall *kc, resil_result *out)
 	return err;
 }
 
-/* The call's admission by its keys: a rate limiter permit, a bulkhead
- * slot, a breaker permit (those held go in *h); a refusal answers out. */
+/* The call's admission by its keys: a rate limiter permit, the
+ * throttle's admit, a bulkhead slot, a breaker permit (those held go in
+ * *h); a refusal answers out. */
 static resil_err
 admit(resil_pipeline *p, const resil_args *args, const resil_invocation *inv,
-    resil__kheld *h, resil_result *out)
+    int method_prio, resil__kheld *h, resil_result *out)
 {
 	struct resil__kgate *g = p->keyed;
+	resil_keyed *th = call_fam(g, RESIL_KEYED_THROTTLE);
 	resil_keyed *rl = call_fam(g, RESIL_KEYED_RATELIMIT);
 	resil_keyed *bh = call_fam(g, RESIL_KEYED_BULKHEAD);
 	resil_keyed *br = call_fam(g, RESIL_KEYED_BREAKER);
@@ -159,11 +207,24 @@ admit(resil_pipeline *p, const resil_args *args, const resil_invocation *inv,
 		if (err != RESIL_OK)
 			return refuse(out, err, "rate limiter", -1);
 	}
+	if (th != NULL) {
+		draw(&g->spec[RESIL_KEYED_THROTTLE], args, inv, &key, &len);
+		err = resil_keyed_throttle_admit(
+		    th, key, len, throttle_class(inv, method_prio), &h->th);
+		if (err != RESIL_OK)
+			return refuse(out, err, "throttle", -1);
+		h->held |= 4u;
+	}
 	if (bh != NULL) {
 		draw(&g->spec[RESIL_KEYED_BULKHEAD], args, inv, &key, &len);
 		err = resil_keyed_bulkhead_try_acquire(bh, key, len, &h->bh);
-		if (err != RESIL_OK)
+		if (err != RESIL_OK) {
+			if (h->held & 4u)
+				(void)resil_keyed_throttle_report(th, &h->th,
+				    RESIL_THROTTLE_ACCEPTED);
+			h->held = 0;
 			return refuse(out, err, "bulkhead", -1);
+		}
 		h->held |= 2u;
 		h->t0 = resil_clock_now(&p->clock);
 	}
@@ -173,6 +234,9 @@ admit(resil_pipeline *p, const resil_args *args, const resil_invocation *inv,
 		if (err != RESIL_OK) {
 			if (h->held & 2u)
 				(void)resil_keyed_bulkhead_release(bh, &h->bh);
+			if (h->held & 4u)
+				(void)resil_keyed_throttle_report(th, &h->th,
+				    RESIL_THROTTLE_ACCEPTED);
 			h->held = 0;
 			return refuse(
 			    out, err, "breaker", (int)RESIL_BREAKER_OPEN);
@@ -182,12 +246,17 @@ admit(resil_pipeline *p, const resil_args *args, const resil_invocation *inv,
 	return RESIL_OK;
 }
 
-/* The call's outcome into what *h holds (IGNORED: given back). */
+/* The call's outcome into what *h holds (IGNORED: given back); tr: what
+ * the key's throttle is told. */
 static void
-settle(resil_pipeline *p, resil__kheld *h, resil_outcome o)
+settle(resil_pipeline *p, resil__kheld *h, resil_outcome o,
+    resil_throttle_result tr)
 {
 	struct resil__kgate *g = p->keyed;
 
+	if (h->held & 4u)
+		(void)resil_keyed_throttle_report(
+		    g->fam[RESIL_KEYED_THROTTLE], &h->th, tr);
 	if (h->held & 1u) {
 		resil_keyed *br = g->fam[RESIL_KEYED_BREAKER];
 
@@ -203,17 +272,34 @@ settle(resil_pipeline *p, resil__kheld *h, resil_outcome o)
 	h->held = 0;
 }
 
+/* The priority the call's method declares (0: none), read only when
+ * the pipeline has a keyed throttle (a hold of the settings). */
+static int
+method_prio(const kcall *kc)
+{
+	unsigned st;
+	settings *g;
+	int prio;
+
+	if (kc->p->keyed->fam[RESIL_KEYED_THROTTLE] == NULL)
+		return 0;
+	g = conf_hold(kc->p, &st);
+	prio = kc->h != NULL ? resolve(g, kc->h)->prio : g->dflt.prio;
+	conf_drop(g);
+	return prio;
+}
+
 static resil_err
 gate(const kcall *kc, resil_result *out)
 {
 	resil__kheld h;
 	resil_err err;
 
-	err = admit(kc->p, kc->args, kc->inv, &h, out);
+	err = admit(kc->p, kc->args, kc->inv, method_prio(kc), &h, out);
 	if (err != RESIL_OK)
 		return err;
 	err = run_inner(kc, out);
-	settle(kc->p, &h, outcome_of(err, out));
+	settle(kc->p, &h, outcome_of(err, out), throttle_result_of(out));
 	return err;
 }
 
@@ -242,9 +328,10 @@ resil__keyed_invoke(resil_pipeline *p, const struct resil_method *h,
 
 resil_err
 resil__keyed_machine_admit(resil_pipeline *p, const resil_args *args,
-    const resil_invocation *inv, resil__kheld *h, resil_result *out)
+    const resil_invocation *inv, int method_prio, resil__kheld *h,
+    resil_result *out)
 {
-	return admit(p, args, inv, h, out);
+	return admit(p, args, inv, method_prio, h, out);
 }
 
 void
@@ -252,7 +339,8 @@ resil__keyed_machine_end(
     resil_pipeline *p, resil__kheld *h, int cancelled, const resil_result *out)
 {
 	settle(p, h,
-	    cancelled ? RESIL_OUTCOME_IGNORED : outcome_of(out->err, out));
+	    cancelled ? RESIL_OUTCOME_IGNORED : outcome_of(out->err, out),
+	    cancelled ? RESIL_THROTTLE_NO_ANSWER : throttle_result_of(out));
 }
 
 /* ---- the endpoint's host, per attempt (lib/call_cluster.c) ---- */

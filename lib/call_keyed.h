@@ -43,13 +43,15 @@ typedef struct resil__kheld {
 	uint8_t held;
 	uint64_t t0;
 	resil_keyed_permit br, bh;
+	resil_keyed_permit th; /* held bit 4: the key's throttle (issue 42) */
 } resil__kheld;
 
 /* The call machine (lib/call.c): the call's admission by its keys
  * (a refusal answers out: RESIL_E_LIMITED or RESIL_E_OPEN), and its end
  * (DONE: out's outcome recorded; cancelled: given back). */
 resil_err resil__keyed_machine_admit(resil_pipeline *p, const resil_args *args,
-    const resil_invocation *inv, resil__kheld *h, resil_result *out);
+    const resil_invocation *inv, int method_prio, resil__kheld *h,
+    resil_result *out);
 void resil__keyed_machine_end(resil_pipeline *p, resil__kheld *h,
     int cancelled, const resil_result *out);
 

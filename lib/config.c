@@ -641,7 +641,8 @@ chaos_discard(build *b)
 static resil_err
 apply_keyed(build *b, const setting *s, resil_diag *diag)
 {
-	static const int stages[3] = { ST_BREAKER, ST_RATELIMIT, ST_BULKHEAD };
+	static const int stages[4] = { ST_BREAKER, ST_RATELIMIT, ST_BULKHEAD,
+		ST_THROTTLE };
 	keyval kv = { s->key, s->value, b->origin, s->line };
 	const char *v;
 	int k = resil__keyed_override_kind(s->key, &v);
@@ -947,7 +948,8 @@ source_check(const build *b, resil_diag *diag)
 static resil_err
 keyed_finish(build *b, resil_diag *diag)
 {
-	static const int stages[3] = { ST_BREAKER, ST_RATELIMIT, ST_BULKHEAD };
+	static const int stages[4] = { ST_BREAKER, ST_RATELIMIT, ST_BULKHEAD,
+		ST_THROTTLE };
 	resil_diag d;
 	int i, kind = -1;
 

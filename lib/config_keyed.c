@@ -10,15 +10,15 @@
 #include "duration.h"
 #include "keyed_spec.h"
 
-static const char *const kind_names[3] = { "breaker", "ratelimit",
-	"bulkhead" };
+static const char *const kind_names[RESIL_KEYED_KINDS] = { "breaker",
+	"ratelimit", "bulkhead", "throttle" };
 
 int
 resil__keyed_override_kind(const char *key, const char **value)
 {
 	int i;
 
-	for (i = 0; i < 3; i++) {
+	for (i = 0; i < RESIL_KEYED_KINDS; i++) {
 		size_t n = strlen(kind_names[i]);
 
 		if (strncmp(key, kind_names[i], n) == 0 &&
@@ -124,11 +124,12 @@ resil__keyed_override_add(resil__kovr *to, const resil_allocator *a,
 	resil_err err;
 
 	memset(&o, 0, sizeof(o));
-	if (kind == (int)RESIL_KEYED_BREAKER)
+	if (kind == (int)RESIL_KEYED_BREAKER ||
+	    kind == (int)RESIL_KEYED_THROTTLE)
 		return resil__config_fail(diag, kv->origin, kv->line,
-		    "%s: a breaker family takes no overrides (rate limiter "
+		    "%s: a %s family takes no overrides (rate limiter "
 		    "and bulkhead families do)",
-		    kv->key);
+		    kv->key, kind_names[kind]);
 	if (kind < 0 || name[0] == '\0')
 		return resil__config_fail(diag, kv->origin, kv->line,
 		    "%s: the value after %s.key.override. is empty", kv->key,

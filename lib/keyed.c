@@ -225,6 +225,8 @@ inst_free(resil_keyed_kind kind, void *inst)
 		resil_breaker_free(inst);
 	else if (kind == RESIL_KEYED_RATELIMIT)
 		resil_ratelimit_free(inst);
+	else if (kind == RESIL_KEYED_THROTTLE)
+		resil_throttle_free(inst);
 	else
 		resil_bulkhead_free(inst);
 }
@@ -262,6 +264,9 @@ inst_new(const resil_keyed *k, const resil_keyed_override *ov, void **out,
 		    (resil_breaker **)out, &k->cfg.breaker, diag);
 	if (k->cfg.kind == RESIL_KEYED_RATELIMIT)
 		return resil_ratelimit_new((resil_ratelimit **)out, &rl, diag);
+	if (k->cfg.kind == RESIL_KEYED_THROTTLE)
+		return resil_throttle_new(
+		    (resil_throttle **)out, &k->cfg.throttle, diag);
 	return resil_bulkhead_new((resil_bulkhead **)out, &bh, diag);
 }
 
@@ -297,6 +302,14 @@ protected_entry(resil_keyed *k, const kentry *e)
 		if (resil_ratelimit_get_metrics(e->inst, &m) != RESIL_OK)
 			return true;
 		return m.available < m.burst;
+	} else if (k->cfg.kind == RESIL_KEYED_THROTTLE) {
+		resil_throttle_metrics m;
+
+		/* Something not accepted in the window: a fresh throttle
+		 * would admit what this one sheds. */
+		if (resil_throttle_get_metrics(e->inst, &m) != RESIL_OK)
+			return true;
+		return m.window_requests > m.window_accepts;
 	} else {
 		resil_bulkhead_metrics m;
 
@@ -316,9 +329,10 @@ check_config(const resil_keyed_config *cfg, resil_diag *diag)
 	if (cfg->size != sizeof(resil_keyed_config))
 		return resil__check_size(diag, "keyed", "resil_keyed_config",
 		    cfg->size, sizeof(resil_keyed_config));
-	if ((unsigned)cfg->kind > RESIL_KEYED_BULKHEAD)
+	if ((unsigned)cfg->kind > RESIL_KEYED_THROTTLE)
 		return resil__diagf(diag, RESIL_E_INVAL,
-		    "keyed.kind: %d is not breaker, ratelimit or bulkhead",
+		    "keyed.kind: %d is not breaker, ratelimit, bulkhead or "
+		    "throttle",
 		    (int)cfg->kind);
 	if (cfg->max_keys < 1 || cfg->max_keys > RESIL_KEYED_MAX_KEYS)
 		return resil__diagf(diag, RESIL_E_INVAL,
@@ -329,10 +343,13 @@ check_config(const resil_keyed_config *cfg, resil_diag *diag)
 		    "keyed.max_key_len: %u is out of range 1..%u",
 		    (unsigned)cfg->max_key_len,
 		    (unsigned)RESIL_KEYED_MAX_KEY_LEN);
-	if (cfg->n_overrides > 0 && cfg->kind == RESIL_KEYED_BREAKER)
+	if (cfg->n_overrides > 0 &&
+	    (cfg->kind == RESIL_KEYED_BREAKER ||
+	        cfg->kind == RESIL_KEYED_THROTTLE))
 		return resil__diagf(diag, RESIL_E_INVAL,
-		    "keyed.override: a breaker family takes no overrides "
-		    "(they are limits: ratelimit or bulkhead)");
+		    "keyed.override: a %s family takes no overrides "
+		    "(they are limits: ratelimit or bulkhead)",
+		    resil_keyed_kind_name(cfg->kind));
 	if (cfg->n_overrides > RESIL_KEYED_MAX_OVERRIDES)
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "keyed.override: %zu overrides, at most %u",
@@ -344,6 +361,8 @@ check_config(const resil_keyed_config *cfg, resil_diag *diag)
 		err = resil_breaker_config_validate(&cfg->breaker, diag);
 	else if (cfg->kind == RESIL_KEYED_RATELIMIT)
 		err = resil_ratelimit_config_validate(&cfg->ratelimit, diag);
+	else if (cfg->kind == RESIL_KEYED_THROTTLE)
+		err = resil_throttle_config_validate(&cfg->throttle, diag);
 	else
 		err = resil_bulkhead_config_validate(&cfg->bulkhead, diag);
 	return err;
@@ -513,14 +532,19 @@ resil_keyed_new(
 	else if (cfg->kind == RESIL_KEYED_BULKHEAD &&
 	    cfg->bulkhead.clock != NULL)
 		k->clock = *cfg->bulkhead.clock;
+	else if (cfg->kind == RESIL_KEYED_THROTTLE &&
+	    cfg->throttle.clock != NULL)
+		k->clock = *cfg->throttle.clock;
 	else
 		k->clock = *resil_clock_system();
 	k->cfg.breaker.alloc = &k->walloc;
 	k->cfg.ratelimit.alloc = &k->walloc;
 	k->cfg.bulkhead.alloc = &k->walloc;
+	k->cfg.throttle.alloc = &k->walloc;
 	k->cfg.breaker.clock = &k->clock;
 	k->cfg.ratelimit.clock = &k->clock;
 	k->cfg.bulkhead.clock = &k->clock;
+	k->cfg.throttle.clock = &k->clock;
 	k->cfg.overrides = NULL;
 	err = alloc_tables(k, diag);
 	if (err == RESIL_OK) {
@@ -1077,6 +1101,41 @@ resil_keyed_bulkhead_complete(resil_keyed *k, resil_keyed_permit *permit,
 	    resil_bulkhead_complete(e->inst, outcome, latency));
 }
 
+/* ---- throttles (issue 42) ---- */
+
+resil_err
+resil_keyed_throttle_admit(resil_keyed *k, const void *key, size_t key_len,
+    int cls, resil_keyed_permit *permit)
+{
+	resil_err err = RESIL_E_NOMEM;
+	kentry *e;
+
+	if (permit == NULL)
+		return RESIL_E_INVAL;
+	e = get(k, key, key_len, RESIL_KEYED_THROTTLE, &err);
+	if (e == NULL)
+		return err;
+	err = resil_throttle_admit_class(e->inst, cls);
+	if (err == RESIL_OK) {
+		memset(&permit->permit, 0, sizeof(permit->permit));
+		permit->entry = e;
+	} else
+		unpin(e);
+	return err;
+}
+
+resil_err
+resil_keyed_throttle_report(resil_keyed *k, resil_keyed_permit *permit,
+    resil_throttle_result result)
+{
+	kentry *e;
+
+	if (k == NULL || permit == NULL || permit->entry == NULL)
+		return RESIL_E_INVAL;
+	e = permit->entry;
+	return let_go(permit, e, resil_throttle_report(e->inst, result));
+}
+
 /* ---- looking ---- */
 
 static void
@@ -1088,6 +1147,8 @@ instance_of(const resil_keyed *k, void *inst, resil_keyed_instance *out)
 		out->breaker = inst;
 	else if (k->cfg.kind == RESIL_KEYED_RATELIMIT)
 		out->ratelimit = inst;
+	else if (k->cfg.kind == RESIL_KEYED_THROTTLE)
+		out->throttle = inst;
 	else
 		out->bulkhead = inst;
 }
@@ -1220,6 +1281,8 @@ resil_keyed_kind_name(resil_keyed_kind kind)
 		return "ratelimit";
 	case RESIL_KEYED_BULKHEAD:
 		return "bulkhead";
+	case RESIL_KEYED_THROTTLE:
+		return "throttle";
 	}
 	return "unknown";
 }
@@ -1268,6 +1331,14 @@ figures(const resil_keyed *k, void *inst, kfig *f)
 			return;
 		f->calls = m.granted_calls + m.rejected_calls;
 		f->rejections = m.rejected_calls;
+	} else if (k->cfg.kind == RESIL_KEYED_THROTTLE) {
+		resil_throttle_metrics m;
+
+		if (resil_throttle_get_metrics(inst, &m) != RESIL_OK)
+			return;
+		f->calls = m.requests;
+		f->failures = m.backend_rejects;
+		f->rejections = m.local_rejects;
 	} else {
 		resil_bulkhead_metrics m;
 
@@ -1540,7 +1611,8 @@ resil_keyed_prometheus(resil_keyed *k, const char *family,
 	for (which = 0; which < 4; which++) {
 		if (which == 3 && k->cfg.kind != RESIL_KEYED_BREAKER)
 			break;
-		if (which == 1 && k->cfg.kind != RESIL_KEYED_BREAKER)
+		if (which == 1 && k->cfg.kind != RESIL_KEYED_BREAKER &&
+		    k->cfg.kind != RESIL_KEYED_THROTTLE)
 			continue;
 		whead(&w, names[which], which == 3 ? "gauge" : "counter",
 		    helps[which]);

@@ -11,13 +11,13 @@
 #include "keyed_spec.h"
 
 struct resil__kgate {
-	resil_keyed *fam[3];
-	kspec spec[3];
+	resil_keyed *fam[RESIL_KEYED_KINDS];
+	kspec spec[RESIL_KEYED_KINDS];
 	/* Families made from the pipeline's configuration (keyed[k], the
 	 * text's KIND.key): what made them, for a reload to compare. */
-	uint8_t from_cfg[3];
-	resil_keyed_config kc[3]; /* overrides NULL */
-	char *fp[3];              /* the key, bounds and overrides, as text */
+	uint8_t from_cfg[RESIL_KEYED_KINDS];
+	resil_keyed_config kc[RESIL_KEYED_KINDS]; /* overrides NULL */
+	char *fp[RESIL_KEYED_KINDS];            /* the key, bounds and overrides, as text */
 };
 
 #endif

@@ -20,6 +20,13 @@ resil__keyed_spec(
 			    "rate limiter families only (a bulkhead per "
 			    "endpoint: the endpoint's own concurrency)",
 			    kind);
+		if (strcmp(kind, "throttle") == 0)
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "%s.key: \"host\" is a source of breaker and "
+			    "rate limiter families only (a throttle is asked "
+			    "once per call, before the selector chose an "
+			    "endpoint)",
+			    kind);
 		out->src = KS_HOST;
 		return RESIL_OK;
 	}
@@ -76,8 +83,8 @@ resil__keyed_parse_spec(const char *kind, const char *s, resil_diag *diag)
 	return resil__keyed_spec(kind, s, &ks, diag);
 }
 
-static const char *const kind_names[3] = { "breaker", "ratelimit",
-	"bulkhead" };
+static const char *const kind_names[RESIL_KEYED_KINDS] = { "breaker",
+	"ratelimit", "bulkhead", "throttle" };
 
 /* Whether the stage of kind k is on in cfg. */
 int
@@ -85,6 +92,7 @@ resil__keyed_stage_on(const resil_pipeline_config *cfg, unsigned k)
 {
 	return k == RESIL_KEYED_BREAKER  ? cfg->breaker_enabled
 	    : k == RESIL_KEYED_RATELIMIT ? cfg->ratelimit_enabled
+	    : k == RESIL_KEYED_THROTTLE  ? cfg->throttle_enabled
 	                                 : cfg->bulkhead_enabled;
 }
 
@@ -115,7 +123,7 @@ conflict(const resil_pipeline_config *cfg, unsigned k)
 		if (cfg->ratelimit.drain_on_throttled)
 			return "a keyed rate limiter is not drained by the "
 			       "server's pushback (ratelimit.drain_on_throttled)";
-	} else {
+	} else if (k == RESIL_KEYED_BULKHEAD) {
 		if (cfg->bulkhead_shared_url != NULL ||
 		    cfg->shared_bulkhead != NULL)
 			return "not with a shared bulkhead (bulkhead.shared)";
@@ -136,7 +144,7 @@ resil__keyed_cfg_check(
 {
 	unsigned k;
 
-	for (k = 0; k < 3; k++) {
+	for (k = 0; k < RESIL_KEYED_KINDS; k++) {
 		const char *name = kind_names[k], *why;
 		resil_err err;
 

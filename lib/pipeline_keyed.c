@@ -11,6 +11,7 @@
 #include <resil/pipeline_keyed.h>
 
 #include "call_keyed.h"
+#include "call_overload.h"
 #include "internal.h"
 #include "keyed_gate.h"
 #include "pipeline_internal.h"
@@ -27,7 +28,7 @@ add_family(resil_pipeline *p, const char *spec, const resil_keyed_config *cfg,
 	kspec ks;
 	resil_err err;
 
-	if ((unsigned)cfg->kind > (unsigned)RESIL_KEYED_BULKHEAD)
+	if ((unsigned)cfg->kind > (unsigned)RESIL_KEYED_THROTTLE)
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "keyed.kind: %u is not a kind", (unsigned)cfg->kind);
 	kind = resil_keyed_kind_name(cfg->kind);
@@ -90,7 +91,7 @@ resil_keyed *
 resil_pipeline_keyed(resil_pipeline *p, resil_keyed_kind k)
 {
 	if (p == NULL || p->keyed == NULL ||
-	    (unsigned)k > (unsigned)RESIL_KEYED_BULKHEAD)
+	    (unsigned)k > (unsigned)RESIL_KEYED_THROTTLE)
 		return NULL;
 	return p->keyed->fam[k];
 }
@@ -102,7 +103,7 @@ resil__keyed_free(resil_pipeline *p)
 
 	if (p->keyed == NULL)
 		return;
-	for (i = 0; i < 3; i++) {
+	for (i = 0; i < RESIL_KEYED_KINDS; i++) {
 		resil_keyed_free(p->keyed->fam[i]);
 		resil__strfree(&p->alloc, p->keyed->fp[i]);
 	}
@@ -113,8 +114,8 @@ resil__keyed_free(resil_pipeline *p)
 /* ---- families named by the configuration (resil_pipeline_config.keyed,
  * the text's KIND.key) ---- */
 
-static const char *const kind_names[3] = { "breaker", "ratelimit",
-	"bulkhead" };
+static const char *const kind_names[RESIL_KEYED_KINDS] = { "breaker",
+	"ratelimit", "bulkhead", "throttle" };
 
 /* The family configuration cfg names for kind k, on p's clock. */
 static void
@@ -130,9 +131,11 @@ family_config(const resil_pipeline *p, const resil_pipeline_config *cfg,
 	kc->breaker = cfg->breaker;
 	kc->ratelimit = cfg->ratelimit;
 	kc->bulkhead = cfg->bulkhead;
+	kc->throttle = cfg->throttle;
 	kc->breaker.clock = &p->clock;
 	kc->ratelimit.clock = &p->clock;
 	kc->bulkhead.clock = &p->clock;
+	kc->throttle.clock = &p->clock;
 	kc->alloc = &p->alloc;
 }
 
@@ -178,7 +181,7 @@ resil__keyed_setup(
 	unsigned k;
 	resil_err err;
 
-	for (k = 0; k < 3; k++) {
+	for (k = 0; k < RESIL_KEYED_KINDS; k++) {
 		resil_keyed_config kc;
 		char *fp;
 
@@ -218,6 +221,8 @@ resil__keyed_strip(const resil_pipeline *p, resil_pipeline_config *eff)
 		eff->ratelimit_enabled = 0;
 	if (g->from_cfg[RESIL_KEYED_BULKHEAD])
 		eff->bulkhead_enabled = 0;
+	if (g->from_cfg[RESIL_KEYED_THROTTLE])
+		eff->throttle_enabled = 0;
 }
 
 /* Whether cfg's stage of kind k configures instances as kc's do. */
@@ -229,6 +234,8 @@ same_stage(
 		return resil__same_breaker(&cfg->breaker, &kc->breaker);
 	if (k == RESIL_KEYED_RATELIMIT)
 		return resil__same_ratelimit(&cfg->ratelimit, &kc->ratelimit);
+	if (k == RESIL_KEYED_THROTTLE)
+		return resil__same_throttle(&cfg->throttle, &kc->throttle);
 	return resil__same_bulkhead(&cfg->bulkhead, &kc->bulkhead);
 }
 
@@ -239,7 +246,7 @@ resil__keyed_reload_check(const resil_pipeline *p,
 	const struct resil__kgate *g = p->keyed;
 	unsigned k;
 
-	for (k = 0; k < 3; k++) {
+	for (k = 0; k < RESIL_KEYED_KINDS; k++) {
 		const char *name = kind_names[k];
 		int from_cfg = g != NULL && g->from_cfg[k];
 		char *fp;

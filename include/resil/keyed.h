@@ -2,7 +2,8 @@
  * resil keyed: families of breakers, rate limiters or bulkheads, one
  * instance per key (a host, a tenant, an argument's value).
  *
- * A family holds one configuration. The first use of a key (any bytes, up
+ * A family holds one configuration (issue 42 adds adaptive client
+ * throttles, include/resil/throttle.h, as a fourth kind). The first use of a key (any bytes, up
  * to max_key_len) makes that key's instance from it; later uses find the
  * instance without a lock. A family never holds more than max_keys
  * instances: when it is full, a new key takes the place of an idle key
@@ -14,7 +15,11 @@
  *     slow call, or a failure streak is running;
  *   - rate limiter: it has fewer permits than its burst (it would come back
  *     with a full burst: churning keys must not reset a limit);
- *   - bulkhead: an adaptive limit has moved from its start.
+ *   - bulkhead: an adaptive limit has moved from its start;
+ *   - throttle: its window holds a request that was not accepted (a local
+ *     rejection, a refusal by the server, a call with no answer or one
+ *     still running: window_requests > window_accepts). A fresh throttle
+ *     would admit what this one sheds.
  * So an evicted key's instance is, but for the successes it counted, the
  * same as a fresh one: nothing a caller can reset by churning keys. When
  * every key is protected, a new key gets the family's overflow instance,
@@ -54,6 +59,7 @@
 #include <resil/breaker.h>
 #include <resil/limit.h>
 #include <resil/resil.h>
+#include <resil/throttle.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -64,10 +70,14 @@ typedef struct resil_keyed resil_keyed;
 typedef enum resil_keyed_kind {
 	RESIL_KEYED_BREAKER = 0,
 	RESIL_KEYED_RATELIMIT = 1,
-	RESIL_KEYED_BULKHEAD = 2
+	RESIL_KEYED_BULKHEAD = 2,
+	RESIL_KEYED_THROTTLE = 3 /* issue 42: adaptive throttles per key */
 } resil_keyed_kind;
 
-/* "breaker", "ratelimit", "bulkhead" or "unknown". */
+/* How many kinds there are. */
+#define RESIL_KEYED_KINDS 4
+
+/* "breaker", "ratelimit", "bulkhead", "throttle" or "unknown". */
 RESIL_API const char *resil_keyed_kind_name(resil_keyed_kind kind);
 
 /* The largest max_keys and max_key_len a family accepts. */
@@ -129,6 +139,11 @@ typedef struct resil_keyed_config {
 	resil_breaker_config breaker;
 	resil_ratelimit_config ratelimit;
 	resil_bulkhead_config bulkhead;
+	/* Throttle families (issue 42): every key's throttle is made from
+	 * this (its seed included: the draws of each key are the same
+	 * seeded sequence). Its alloc is ignored, its clock and listener
+	 * are every instance's. */
+	resil_throttle_config throttle;
 	/* Per-value limits (rate limiter and bulkhead families). */
 	const resil_keyed_override *overrides;
 	size_t n_overrides;
@@ -155,6 +170,7 @@ resil_keyed_config_init(resil_keyed_config *cfg)
 	resil_breaker_config_init(&cfg->breaker);
 	resil_ratelimit_config_init(&cfg->ratelimit);
 	resil_bulkhead_config_init(&cfg->bulkhead);
+	resil_throttle_config_init(&cfg->throttle);
 }
 
 static inline resil_keyed_config
@@ -246,12 +262,29 @@ RESIL_API resil_err resil_keyed_bulkhead_release(
 RESIL_API resil_err resil_keyed_bulkhead_complete(resil_keyed *k,
     resil_keyed_permit *permit, resil_outcome outcome, uint64_t latency);
 
-/* One key's instance, as one of the three; NULL for another kind. */
+/*
+ * Throttle families (issue 42): resil_throttle_admit_class() on key's
+ * throttle (made on first use), with its return codes (RESIL_OK,
+ * RESIL_E_LIMITED: shed locally), and RESIL_E_INVAL / RESIL_E_NOMEM as for
+ * the breaker's acquire. On RESIL_OK *permit holds the key (it cannot be
+ * evicted) until resil_keyed_throttle_report() tells the throttle what
+ * became of the call (resil_throttle_report()) and lets the key go. An
+ * admitted call that is never reported stays a request without an accept
+ * in the key's window. report: RESIL_E_INVAL for a NULL argument or a
+ * spent permit, which changes nothing.
+ */
+RESIL_API resil_err resil_keyed_throttle_admit(resil_keyed *k,
+    const void *key, size_t key_len, int cls, resil_keyed_permit *permit);
+RESIL_API resil_err resil_keyed_throttle_report(resil_keyed *k,
+    resil_keyed_permit *permit, resil_throttle_result result);
+
+/* One key's instance, as one of the four; NULL for another kind. */
 typedef struct resil_keyed_instance {
 	resil_keyed_kind kind;
 	resil_breaker *breaker;
 	resil_ratelimit *ratelimit;
 	resil_bulkhead *bulkhead;
+	resil_throttle *throttle;
 } resil_keyed_instance;
 
 /*
@@ -327,8 +360,10 @@ RESIL_API resil_err resil_keyed_get_metrics(
  * Seen: what each live key's instance counted, and the worst keys.
  *
  * A key's figures are those of its live instance: calls (breaker: outcomes
- * recorded; limits: acquires answered), failures (breaker only) and
- * rejections (RESIL_E_OPEN or RESIL_E_LIMITED answers); state is the
+ * recorded; limits: acquires answered; throttle: admits answered),
+ * failures (breaker: failures; throttle: refusals by the server, reports
+ * of RESIL_THROTTLE_REJECTED) and rejections (RESIL_E_OPEN or
+ * RESIL_E_LIMITED answers); state is the
  * breaker's (RESIL_BREAKER_CLOSED for the limits). An evicted key's counts
  * go with it (only idle, unprotected keys are evicted).
  */
@@ -363,7 +398,8 @@ RESIL_API resil_err resil_keyed_top(resil_keyed *k, resil_keyed_rank by,
  * resil_keyed_keys, resil_keyed_max_keys, resil_keyed_bytes (gauges),
  * resil_keyed_created_total, resil_keyed_evicted_total,
  * resil_keyed_overflow_total (counters); per key resil_keyed_calls_total,
- * resil_keyed_failures_total, resil_keyed_rejections_total and, for a
+ * resil_keyed_failures_total (breaker and throttle families),
+ * resil_keyed_rejections_total and, for a
  * breaker family, resil_keyed_breaker_open (1 when not CLOSED).
  *
  * Cardinality cap: at most max_series keys get series of their own, those

@@ -387,13 +387,14 @@ typedef struct resil_pipeline_config {
 	resil_throttle_config throttle;
 	/*
 	 * Issue 41: keyed families named by the configuration, indexed by
-	 * resil_keyed_kind (0 breaker, 1 ratelimit, 2 bulkhead; text keys
-	 * breaker.key, ratelimit.key, bulkhead.key and their .key.*
+	 * resil_keyed_kind (0 breaker, 1 ratelimit, 2 bulkhead, 3 throttle;
+	 * text keys breaker.key, ratelimit.key, bulkhead.key, throttle.key
+	 * and their .key.*
 	 * settings, docs/keyed.md "In the text"). key: the key source
 	 * (resil_pipeline_set_keyed()'s spec, or "host": the endpoint the
 	 * selector chose, per attempt), or NULL: that stage is not keyed.
 	 * With a key (and the stage on) the stage's settings (breaker,
-	 * ratelimit, bulkhead) configure each key's instance and the
+	 * ratelimit, bulkhead, throttle) configure each key's instance and the
 	 * pipeline's own stage of that kind is not made: the family takes
 	 * its place. max_keys, max_key_len: 0 the family's default (10000,
 	 * 256). overrides (rate limiter and bulkhead families): copied.
@@ -405,7 +406,7 @@ typedef struct resil_pipeline_config {
 		uint32_t max_key_len;
 		const struct resil_keyed_override *overrides;
 		size_t n_overrides;
-	} keyed[3];
+	} keyed[4];
 } resil_pipeline_config;
 
 /* The kinds of call events (resil_pipeline_config.call_events). */
