@@ -485,33 +485,21 @@ entry_unref(entry *e)
 	resil__free(&a, e, e->size);
 }
 
-/* The hook of a value served from an entry: resil_value_free() calls
- * free, which drops the value's reference; nothing ever allocates
- * through it (resil_value_copy() takes the allocator it is given). */
-static void *
-served_alloc(size_t size, void *ctx)
-{
-	(void)size;
-	(void)ctx;
-	return NULL;
-}
 
 /* ctx: the entry's reference count (resil_result_free() drops it in
  * place, lib/value.c). */
 void
 resil__cache_served_free(void *ptr, size_t size, void *ctx)
 {
-	(void)ptr;
-	(void)size;
-	entry_unref((entry *)(void *)((char *)ctx - offsetof(entry, refs)));
-}
-
-void
-resil__cache_entry_last(uint64_t *refs)
-{
-	entry *e = (entry *)(void *)((char *)refs - offsetof(entry, refs));
+	entry *e = (entry *)(void *)((char *)ctx - offsetof(entry, refs));
 	resil_allocator a;
 
+	(void)ptr;
+	if (size != RESIL__SERVED_LAST) { /* resil_value_free(): one drop */
+		entry_unref(e);
+		return;
+	}
+	/* resil_result_free() dropped the last reference in place. */
 	if (e->value.type == RESIL_VALUE_OPAQUE)
 		resil_value_free(&e->value);
 	a = e->alloc;
@@ -1464,7 +1452,7 @@ serve(const resil_cache *c, entry *e, resil_value *out)
 		out->type = e->value.type;
 		out->u.s.ptr = e->value.u.s.ptr;
 		out->u.s.len = e->value.u.s.len;
-		out->alloc_.alloc = served_alloc;
+		out->alloc_.alloc = resil__value_served_alloc;
 		out->alloc_.free = resil__cache_served_free;
 		out->alloc_.ctx = &e->refs;
 		break;
@@ -1864,7 +1852,7 @@ answer_at(resil_cache *c, const resil_args *args, resil_value *out,
 	if (e->value.type >= RESIL_VALUE_STRING) {
 		/* Bytes: shared (serve()). */
 		resil__inc64(&e->refs);
-		out->alloc_.alloc = served_alloc;
+		out->alloc_.alloc = resil__value_served_alloc;
 		out->alloc_.free = resil__cache_served_free;
 		out->alloc_.ctx = &e->refs;
 	} else { /* a scalar (null, bool, int, double): no heap */

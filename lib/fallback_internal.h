@@ -71,12 +71,12 @@ resil__cache_args_ok(const resil_args *args)
 resil_err resil__cache_answer(resil_cache *c, const resil_args *args,
     resil_value *out, uint64_t *age);
 
-/* The free hook of a value a cache served (bytes shared with its entry):
- * its ctx is the entry's reference count, which resil_result_free()
- * drops in place (lib/value.c); resil__cache_entry_last() when that was
- * the last reference (the count now 0): frees the entry. */
+/* The free hook of a value a cache served (bytes shared with its entry;
+ * its alloc hook is resil__value_served_alloc, lib/value_internal.h):
+ * its ctx is the entry's reference count. resil_value_free() calls it to
+ * drop one reference; resil_result_free() drops it in place and calls it
+ * with size RESIL__SERVED_LAST when that was the last (the entry freed). */
 void resil__cache_served_free(void *ptr, size_t size, void *ctx);
-void resil__cache_entry_last(uint64_t *refs);
 
 /* ---- the cache's entry points for the pipeline ---- */
 

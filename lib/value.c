@@ -3,7 +3,6 @@
  */
 #include "internal.h"
 #include "atomic.h"
-#include "fallback_internal.h"
 #include "value_internal.h"
 
 #include <resil/value.h>
@@ -825,6 +824,14 @@ resil_result_init(resil_result *r)
 #if defined(__GNUC__)
 __attribute__((noinline))
 #endif
+void *
+resil__value_served_alloc(size_t size, void *ctx)
+{
+	(void)size;
+	(void)ctx;
+	return NULL;
+}
+
 static void
 result_value_free(resil_result *r)
 {
@@ -844,12 +851,14 @@ void
 		 * reference dropped here, no call (the entry freed by a
 		 * call only when that was its last reference). */
 		if (RESIL__LIKELY(
-		        r->value.alloc_.free == resil__cache_served_free)) {
+		        r->value.alloc_.alloc == resil__value_served_alloc)) {
 			uint64_t *refs = r->value.alloc_.ctx;
+			void (*last)(void *, size_t, void *) =
+			    r->value.alloc_.free;
 
 			value_clear(&r->value);
 			if (resil__faa64(refs, (uint64_t)0 - 1) == 1)
-				resil__cache_entry_last(refs);
+				last(NULL, RESIL__SERVED_LAST, refs);
 			return;
 		}
 		result_value_free(r);

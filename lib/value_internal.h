@@ -11,6 +11,7 @@
 #include <resil/value.h>
 
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 /* resil__result_clear() but for the value, which the caller set. */
@@ -62,5 +63,17 @@ resil__result_answered(resil_result *r, uint32_t attempts, int bstate)
 	r->endpoint[0] = '\0';
 	r->zone[0] = '\0';
 }
+
+/*
+ * The alloc hook of a value whose bytes a result cache shares with the
+ * value (lib/fallback_cache.c): it marks such a value for
+ * resil_result_free(), whose ctx is the entry's reference count, dropped
+ * in place; when that was the last reference, free is called with size
+ * RESIL__SERVED_LAST (the count already 0: the entry is freed). Nothing
+ * ever allocates through it (it answers NULL). Here, not in the cache's
+ * file, so that value.c names nothing of the cache's.
+ */
+void *resil__value_served_alloc(size_t size, void *ctx);
+#define RESIL__SERVED_LAST SIZE_MAX
 
 #endif /* RESIL_VALUE_INTERNAL_H */
