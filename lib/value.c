@@ -819,11 +819,6 @@ resil_result_init(resil_result *r)
 	resil__result_clear(r);
 }
 
-/* resil_result_free() of a value other than a cache's answer: out of
- * line, so that the answer's path is a leaf (no saved register). */
-#if defined(__GNUC__)
-__attribute__((noinline))
-#endif
 void *
 resil__value_served_alloc(size_t size, void *ctx)
 {
@@ -832,6 +827,11 @@ resil__value_served_alloc(size_t size, void *ctx)
 	return NULL;
 }
 
+/* resil_result_free() of a value other than a cache's answer: out of
+ * line, so that the answer's path is a leaf (no saved register). */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
 static void
 result_value_free(resil_result *r)
 {
@@ -858,7 +858,7 @@ void
 
 			value_clear(&r->value);
 			if (resil__faa64(refs, (uint64_t)0 - 1) == 1)
-				last(NULL, RESIL__SERVED_LAST, refs);
+				last(NULL, RESIL__SERVED_LAST, refs); /* tail */
 			return;
 		}
 		result_value_free(r);
