@@ -18,16 +18,6 @@
 #include "mock_internal.h"
 #include "value_internal.h"
 
-#if defined(__GNUC__)
-#define FB_COLD __attribute__((noinline, cold))
-#define FB_NOINLINE __attribute__((noinline))
-#define FB_INLINE inline __attribute__((always_inline))
-#else
-#define FB_COLD
-#define FB_NOINLINE
-#define FB_INLINE inline
-#endif
-
 #define args_ok resil__cache_args_ok
 
 /* ---- The chain ---- */

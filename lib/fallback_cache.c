@@ -32,16 +32,6 @@
 #include "fallback_internal.h"
 #include "value_internal.h"
 
-#if defined(__GNUC__)
-#define FB_COLD __attribute__((noinline, cold))
-#define FB_NOINLINE __attribute__((noinline))
-#define FB_INLINE inline __attribute__((always_inline))
-#else
-#define FB_COLD
-#define FB_NOINLINE
-#define FB_INLINE inline
-#endif
-
 /* ---- The cache ---- */
 
 /* Reader stripes per shard (threads get distinct ones round robin). */

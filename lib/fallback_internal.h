@@ -17,6 +17,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The hot paths' placement (fallback.c, fallback_cache.c). */
+#if defined(__GNUC__)
+#define FB_COLD __attribute__((noinline, cold))
+#define FB_NOINLINE __attribute__((noinline))
+#define FB_INLINE inline __attribute__((always_inline))
+#else
+#define FB_COLD
+#define FB_NOINLINE
+#define FB_INLINE inline
+#endif
+
 /* ---- the chain (lib/fallback.c; read by the record in
  * lib/fallback_cache.c) ---- */
 
