@@ -111,9 +111,14 @@ resil__ovl_admit(callm *c, tsrc *ts)
 	uint64_t until;
 
 	/* The server's Retry-After pauses the rate limiter stage: nothing
-	 * is asked of it (or of the throttle, or the breaker) before. */
+	 * is asked of it (or of the throttle, or the breaker) before. A
+	 * critical call passes the pause (always; docs/semantics.md): the
+	 * limiter decides it as usual, by its class's reservation
+	 * (ratelimit.reserve.critical), so a 429 storm never starves the
+	 * critical class. Its class is read only while paused. */
 	if (g->rl != NULL && (until = resil__load64(&g->pause_until)) != 0 &&
-	    tnow(ts) < until) {
+	    tnow(ts) < until &&
+	    resil__call_priority(c) != RESIL_PRIORITY_CRITICAL) {
 		resil__inc64(&my_stripe(c->p)->paused);
 		return RESIL_E_LIMITED;
 	}

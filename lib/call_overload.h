@@ -26,7 +26,8 @@ resil_err resil__new_throttle(resil_pipeline *p,
  * pushback, in front of the rate limiter stage): 0 to go on, or a
  * refusal status (RESIL_E_LIMITED) for rejected(): the throttle rejected
  * the attempt locally, or the pipeline's rate limiter is paused by a
- * Retry-After. Only called when the settings have a throttle or a
+ * Retry-After and the call is not critical (a critical call goes on to
+ * the limiter's own decision). Only called when the settings have a throttle or a
  * pause was ever set (c->g->thr or c->g->pause_until).
  */
 resil_err resil__ovl_admit(callm *c, tsrc *ts);

@@ -830,6 +830,69 @@ test_pushback_drains_machine(void **state)
 	pushback_drains(1);
 }
 
+/* The pause gate respects the classes: while a Retry-After pauses the
+ * rate limiter stage, default (and sheddable) calls are refused by the
+ * pause (the paused metric, the function not called), but a critical
+ * call passes to the limiter's own decision: granted from its permits
+ * (the critical reservation included), refused only when the limiter
+ * itself is empty (RESIL_E_LIMITED, the paused metric unchanged). */
+static void
+pause_lets_critical_through(int machine)
+{
+	static const int rcs[] = { RESIL_RC_THROTTLED_MS(500), 0 };
+	fx x;
+	int i;
+
+	fx_start(&x, RL_CLASSES, 0, machine);
+	x.rcs = rcs;
+	x.nrc = 2;
+	assert_int_equal(one_call(&x), RESIL_E_THROTTLED);
+	assert_true(has_event(&x, RESIL_STAGE_THROTTLE,
+	    "rate limiter paused until 1500000000"));
+	resil_manual_clock_advance(&x.mc, 100 * MS); /* full again: 10 */
+	x.prio = RESIL_PRIORITY_DEFAULT;
+	assert_int_equal(one_call(&x), RESIL_E_LIMITED);
+	x.prio = RESIL_PRIORITY_SHEDDABLE;
+	assert_int_equal(one_call(&x), RESIL_E_LIMITED);
+	assert_int_equal(x.ran, 1);
+	assert_int_equal(pm(&x).paused, 2);
+	/* Critical calls: the limiter's 10 permits, then its refusal. */
+	x.prio = RESIL_PRIORITY_CRITICAL;
+	for (i = 0; i < 10; i++)
+		assert_int_equal(one_call(&x), RESIL_OK);
+	assert_int_equal(x.ran, 11);
+	assert_int_equal(one_call(&x), RESIL_E_LIMITED);
+	assert_int_equal(x.ran, 11);
+	assert_int_equal(pm(&x).paused, 2);
+	/* A default call just before the pause's end: still paused (the
+	 * limiter, 4 permits back by now, is not asked). */
+	resil_manual_clock_advance(&x.mc, 400 * MS - 1);
+	x.prio = RESIL_PRIORITY_UNSET; /* the method's: default */
+	assert_int_equal(one_call(&x), RESIL_E_LIMITED);
+	assert_int_equal(pm(&x).paused, 3);
+	assert_int_equal(x.ran, 11);
+	/* At its end the limiter decides every class again. */
+	resil_manual_clock_advance(&x.mc, 1);
+	assert_int_equal(one_call(&x), RESIL_OK);
+	assert_int_equal(x.ran, 12);
+	assert_int_equal(pm(&x).paused, 3);
+	fx_end(&x);
+}
+
+static void
+test_pause_lets_critical_through_blocking(void **state)
+{
+	(void)state;
+	pause_lets_critical_through(0);
+}
+
+static void
+test_pause_lets_critical_through_machine(void **state)
+{
+	(void)state;
+	pause_lets_critical_through(1);
+}
+
 /* The keys in text: read, written back, refused out of range. */
 static void
 test_ratelimit_class_keys(void **state)
@@ -893,6 +956,8 @@ main(void)
 		cmocka_unit_test(test_pushback_drains_blocking),
 		cmocka_unit_test(test_pushback_drains_machine),
 		cmocka_unit_test(test_ratelimit_class_keys),
+		cmocka_unit_test(test_pause_lets_critical_through_blocking),
+		cmocka_unit_test(test_pause_lets_critical_through_machine),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
