@@ -729,10 +729,18 @@ memo_fast_in(const resil_cache *c, const resil_args *args, entry **ep,
 	load_small(args->data, len, &a, &b);
 	if (((a ^ mo->dw0) | (b ^ mo->dw1)) != 0)
 		return 0;
-	g = read_enter(mo->s, mo->rd);
+	/* read_enter() without its retry: a generation other than the
+	 * memo's, before or after the read is announced, is the general
+	 * path's (the memo's entry is not read then), so that the retry
+	 * keeps no register. */
+	g = resil__load64(&mo->s->gen);
+	if (RESIL__UNLIKELY(g != mo->gen))
+		return 0;
+	resil__inc64(&mo->rd->in[g & 1]);
 	e = mo->e;
 	/* The generation first: only then may e be read at all. */
-	if (RESIL__LIKELY(g == mo->gen) && resil__load64(&e->lens) != 0) {
+	if (RESIL__LIKELY(resil__load64_after_rmw(&mo->s->gen) == g) &&
+	    resil__load64(&e->lens) != 0) {
 		*ep = e;
 		*gen = g;
 		return 1;
@@ -1371,27 +1379,32 @@ put_at_any(resil_cache *c, const resil_args *args, const resil_value *value,
 		return put_args(c, args, value, now);
 	h = &e->value;
 	if (RESIL__LIKELY(value != NULL && h->type == value->type)) {
-		if (h->type == RESIL_VALUE_INT) {
-			if (h->u.i == value->u.i) {
-				stamp_exit(e, now, g);
-				return RESIL_OK;
-			}
-		}
 #if defined(__SSE2__)
-		else if (h->type >= RESIL_VALUE_STRING &&
+		/* The string first: the public put's usual value. */
+		if (h->type >= RESIL_VALUE_STRING &&
 		    h->type <= RESIL_VALUE_JSON &&
 		    h->u.s.len == value->u.s.len &&
 		    h->u.s.len - 17 < 48) {
-			if (bytes_eq_64(h->u.s.ptr, value->u.s.ptr,
-			        h->u.s.len)) {
-				stamp_exit(e, now, g);
+			int same = bytes_eq_64(
+			    h->u.s.ptr, value->u.s.ptr, h->u.s.len);
+
+			/* e and g are the memo's (memo_fast_in()): read again
+			 * after the compare (a compiler barrier), so that they
+			 * hold no register across it (no saved registers). */
+			__atomic_signal_fence(__ATOMIC_SEQ_CST);
+			if (same) {
+				stamp_exit(memo_.e, now, memo_.gen);
 				return RESIL_OK;
 			}
 			/* Another value: compared once, put in full. */
-			read_exit(memo_.rd, (unsigned)(g & 1), 0);
+			read_exit(memo_.rd, (unsigned)(memo_.gen & 1), 0);
 			return put_replace(c, args, value, now);
 		}
 #endif
+		if (h->type == RESIL_VALUE_INT && h->u.i == value->u.i) {
+			stamp_exit(e, now, g);
+			return RESIL_OK;
+		}
 	}
 	return put_memo_other(c, args, value, now, e, g);
 }
