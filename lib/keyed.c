@@ -1056,6 +1056,19 @@ resil_keyed_ratelimit_try_acquire(resil_keyed *k, const void *key,
 
 /* ---- bulkheads ---- */
 
+/* A permit's answer: e stays pinned in *permit when err is RESIL_OK (its
+ * release, complete or report lets it go), else it is unpinned. */
+static resil_err
+hold(resil_keyed_permit *permit, kentry *e, resil_err err)
+{
+	if (err == RESIL_OK) {
+		memset(&permit->permit, 0, sizeof(permit->permit));
+		permit->entry = e;
+	} else
+		unpin(e);
+	return err;
+}
+
 resil_err
 resil_keyed_bulkhead_try_acquire(resil_keyed *k, const void *key,
     size_t key_len, resil_keyed_permit *permit)
@@ -1068,13 +1081,7 @@ resil_keyed_bulkhead_try_acquire(resil_keyed *k, const void *key,
 	e = get(k, key, key_len, RESIL_KEYED_BULKHEAD, &err);
 	if (e == NULL)
 		return err;
-	err = resil_bulkhead_try_acquire(e->inst);
-	if (err == RESIL_OK) {
-		memset(&permit->permit, 0, sizeof(permit->permit));
-		permit->entry = e;
-	} else
-		unpin(e);
-	return err;
+	return hold(permit, e, resil_bulkhead_try_acquire(e->inst));
 }
 
 resil_err
@@ -1115,13 +1122,7 @@ resil_keyed_throttle_admit(resil_keyed *k, const void *key, size_t key_len,
 	e = get(k, key, key_len, RESIL_KEYED_THROTTLE, &err);
 	if (e == NULL)
 		return err;
-	err = resil_throttle_admit_class(e->inst, cls);
-	if (err == RESIL_OK) {
-		memset(&permit->permit, 0, sizeof(permit->permit));
-		permit->entry = e;
-	} else
-		unpin(e);
-	return err;
+	return hold(permit, e, resil_throttle_admit_class(e->inst, cls));
 }
 
 resil_err
