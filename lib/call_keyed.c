@@ -22,6 +22,7 @@
 #include "internal.h"
 #include "keyed_gate.h"
 #include "pipeline_internal.h"
+#include "pipeline_keyed_fleet.h"
 
 /* The pipeline whose gate this thread is entering: the next check of it
  * (the gate's own call) goes past the gate, once. */
@@ -202,8 +203,7 @@ admit(resil_pipeline *p, const resil_args *args, const resil_invocation *inv,
 		uint64_t after = 0;
 
 		draw(&g->spec[RESIL_KEYED_RATELIMIT], args, inv, &key, &len);
-		err =
-		    resil_keyed_ratelimit_try_acquire(rl, key, len, 1, &after);
+		err = resil__kfleet_acquire(g, key, len, &after);
 		if (err != RESIL_OK)
 			return refuse(out, err, "rate limiter", -1);
 	}
@@ -375,8 +375,7 @@ resil__keyed_host_admit(
 	if (rl != NULL && g->spec[RESIL_KEYED_RATELIMIT].src == KS_HOST) {
 		uint64_t after = 0;
 
-		err =
-		    resil_keyed_ratelimit_try_acquire(rl, key, len, 1, &after);
+		err = resil__kfleet_acquire(g, key, len, &after);
 		if (err != RESIL_OK)
 			return err;
 	}

@@ -30,6 +30,7 @@
 #include "fleet_internal.h"
 #include "pipeline_events.h"
 #include "router_internal.h"
+#include "pipeline_keyed_fleet.h"
 
 #define NREGIONS 3
 
@@ -815,6 +816,7 @@ open_fleet_limit(resil_pipeline *p, struct resil__pshared *sh,
 	fc.rate = cfg->ratelimit.rate;
 	fc.period_ms = ms_up(cfg->ratelimit.period_ns);
 	fc.burst = cfg->ratelimit.burst;
+	resil__kfleet_config(cfg, &fc); /* issue 41 (h3): keyed */
 	d.msg[0] = '\0';
 	err = resil_fleet_limit_new(&sh->frl, &fc, &d);
 	if (err != RESIL_OK)
@@ -1007,8 +1009,10 @@ resil__shared_apply(resil_pipeline *p, const resil_pipeline_config *cfg,
 	}
 	if (sh->rl != NULL)
 		g->rl = sh->rl;
-	if (sh->frl != NULL)
-		g->frl = sh->frl; /* in place of g->rl (on: checked) */
+	/* In place of g->rl (on: checked); with ratelimit.key, the keyed
+	 * family's instead (issue 41, h3). */
+	if (sh->frl != NULL && !resil__kfleet_take(p, cfg, sh->frl))
+		g->frl = sh->frl;
 	if (sh->bh != NULL)
 		g->bh = sh->bh;
 	/* The service breaker each method runs with was decided by the
