@@ -93,6 +93,14 @@ resil__kfleet_config(
 	fc->n_overrides = cfg->keyed[k].n_overrides;
 }
 
+void
+resil__kfleet_family(
+    const resil_pipeline_config *cfg, unsigned k, resil_keyed_config *kc)
+{
+	if (k == RESIL_KEYED_RATELIMIT && keyed_on_fleet(cfg))
+		kc->max_keys = 1;
+}
+
 int
 resil__kfleet_take(resil_pipeline *p, const resil_pipeline_config *cfg,
     resil_fleet_limit *frl)

@@ -28,6 +28,12 @@ void resil__kfleet_config(
 int resil__kfleet_take(resil_pipeline *p, const resil_pipeline_config *cfg,
     resil_fleet_limit *frl);
 
+/* The family p makes for kind k (lib/pipeline_keyed.c), kc: on the
+ * fleet, a placeholder of one key (the fleet limiter's keys are asked in
+ * its place; its local family is its own). */
+void resil__kfleet_family(
+    const resil_pipeline_config *cfg, unsigned k, resil_keyed_config *kc);
+
 /* The gate's one call: key's permit from the fleet when the family is on
  * it, else from the local family. */
 resil_err resil__kfleet_acquire(struct resil__kgate *g, const void *key,
