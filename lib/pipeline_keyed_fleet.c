@@ -107,8 +107,11 @@ resil__kfleet_take(resil_pipeline *p, const resil_pipeline_config *cfg,
 {
 	struct resil__kgate *g = p->keyed;
 
-	if (!keyed_on_fleet(cfg) || g == NULL ||
-	    g->fam[RESIL_KEYED_RATELIMIT] == NULL ||
+	/* By the handle (keyed) and the family (made from the text), not
+	 * by cfg alone: a reload text that leaves ratelimit.fleet out keeps
+	 * the limiter, and it stays the keyed one. */
+	(void)cfg;
+	if (g == NULL || g->fam[RESIL_KEYED_RATELIMIT] == NULL ||
 	    !g->from_cfg[RESIL_KEYED_RATELIMIT] || frl->kx == NULL)
 		return 0;
 	g->frl = frl;

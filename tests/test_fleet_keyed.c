@@ -536,6 +536,24 @@ test_fleet_keyed_pipeline_text(void **state)
 	assert_int_equal(info.redis_grants, 3 + 5 + 8);
 	/* The pipeline's own (unkeyed) limiter is not made. */
 	assert_null(resil_pipeline_ratelimit(p));
+	/* A reload repeating the text, or leaving ratelimit.fleet out,
+	 * keeps the keyed fleet limiter: t1 is still spent. */
+	assert_int_equal(
+	    resil_pipeline_reload_string(p, text, "k.conf", &d), RESIL_OK);
+	assert_int_equal(invoke_tenant(p, "t1"), RESIL_E_LIMITED);
+	assert_int_equal(resil_pipeline_reload_string(p,
+	                     "service=S\n"
+	                     "ratelimit.key=attachment:tenant\n"
+	                     "ratelimit.rate=40\nratelimit.period=1h\n"
+	                     "ratelimit.burst=5\n"
+	                     "ratelimit.key.override.vip=40/1h,burst=8\n",
+	                     "k.conf", &d),
+	    RESIL_OK);
+	assert_ptr_equal(resil_pipeline_fleet_limit(p), pl);
+	assert_int_equal(invoke_tenant(p, "t1"), RESIL_E_LIMITED);
+	assert_int_equal(tenant_grants(p, "t3", 7), 5);
+	assert_int_equal(resil_fleet_limit_get_info(pl, &info), RESIL_OK);
+	assert_int_equal(info.redis_grants, 3 + 5 + 8 + 5);
 	resil_fleet_limit_free(b);
 	resil_pipeline_free(p);
 	resil_config_free(conf);
