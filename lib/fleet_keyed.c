@@ -388,7 +388,7 @@ local_family(resil_fleet_limit *fl)
 		    fl->burst / n > 0 ? (uint32_t)(fl->burst / n) : 1;
 		kc.ratelimit.clock = &fl->clock;
 		kc.alloc = &fl->alloc;
-		for (i = 0; i < x->nov; i++) {
+		for (i = 0; ov != NULL && i < x->nov; i++) {
 			ov[i].key = x->ov[i].key;
 			ov[i].key_len = x->ov[i].len;
 			ov[i].rate = x->ov[i].rate;
