@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include <hiredis/hiredis.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -372,6 +373,60 @@ test_fleet_keyed_odd_bytes(void **state)
 	resil_fleet_limit_free(a);
 }
 
+/* Threads on one handle: the keys' bursts are granted exactly, never
+ * more (the handle's mutex serializes the round trips). */
+typedef struct tharg {
+	resil_fleet_limit *fl;
+	int got[2];
+} tharg;
+
+static void *
+th_main(void *p)
+{
+	tharg *t = p;
+	int i;
+
+	for (i = 0; i < 20; i++) {
+		t->got[0] += resil_fleet_limit_acquire_key(
+		                 t->fl, S("tA"), 1, NULL) == RESIL_OK;
+		t->got[1] += resil_fleet_limit_acquire_key(
+		                 t->fl, S("tB"), 1, NULL) == RESIL_OK;
+	}
+	return NULL;
+}
+
+static void
+test_fleet_keyed_threads(void **state)
+{
+	resil_fleet_limit *a;
+	resil_fleet_limit_config c;
+	pthread_t th[4];
+	tharg ta[4];
+	char name[64];
+	int i, ga = 0, gb = 0;
+
+	(void)state;
+	NEED_SERVER();
+	resil_manual_clock_init(&mc, 1000);
+	fresh(name, sizeof(name));
+	c = kcfg(name, "a", NULL);
+	assert_int_equal(resil_fleet_limit_new(&a, &c, NULL), RESIL_OK);
+	for (i = 0; i < 4; i++) {
+		memset(&ta[i], 0, sizeof(ta[i]));
+		ta[i].fl = a;
+		assert_int_equal(
+		    pthread_create(&th[i], NULL, th_main, &ta[i]), 0);
+	}
+	for (i = 0; i < 4; i++) {
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+		ga += ta[i].got[0];
+		gb += ta[i].got[1];
+	}
+	assert_int_equal(ga, 10);
+	assert_int_equal(gb, 10);
+	resil_fleet_limit_free(a);
+}
+
 /* The keyed settings' checks (no server needed). */
 static void
 test_fleet_keyed_config(void **state)
@@ -628,6 +683,7 @@ main(void)
 		cmocka_unit_test(test_fleet_keyed_shared),
 		cmocka_unit_test(test_fleet_keyed_override),
 		cmocka_unit_test(test_fleet_keyed_odd_bytes),
+		cmocka_unit_test(test_fleet_keyed_threads),
 		cmocka_unit_test(test_fleet_keyed_config),
 		cmocka_unit_test(test_fleet_keyed_pipeline_text),
 		cmocka_unit_test(test_fleet_keyed_pipeline_refused),
