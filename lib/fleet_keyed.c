@@ -347,6 +347,7 @@ find_override(const struct resil__fkeyed *x, const void *key, size_t len)
 
 	if (x->nov == 0)
 		return NULL;
+	memset(&probe, 0, sizeof(probe));
 	probe.key = (uint8_t *)(uintptr_t)key;
 	probe.len = len;
 	return bsearch(&probe, x->ov, x->nov, sizeof(*x->ov), ov_cmp);
