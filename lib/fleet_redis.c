@@ -495,7 +495,8 @@ resil__fleet_settings_refusal(const redisReply *r)
  * smallest whole number of microseconds after which the k permits would
  * be due, rounded up), instances seen, TIME in microseconds}.
  */
-/* The two scripts' common start: the arguments (above). */
+/* The two scripts' common start: the arguments (above), and whether a
+ * live member other than this one has the settings agreed. */
 static const char limit_lua_args[] =
     "local function int(v, what, lo, hi)\n"
     "  local n = tonumber(v)\n"
@@ -515,19 +516,23 @@ static const char limit_lua_args[] =
     "local ts = tonumber(ARGV[4])\n"
     "local bs = tonumber(ARGV[5])\n"
     "local ttl = tonumber(ARGV[6])\n"
-    "local mine = ARGV[7]\n";
+    "local mine = ARGV[7]\n"
+    "local function live_has(agreed)\n"
+    "  for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2],\n"
+    "      '(' .. now, '+inf')) do\n"
+    "    if m ~= inst and redis.call('HGET', KEYS[3], m) == agreed then\n"
+    "      return true\n"
+    "    end\n"
+    "  end\n"
+    "  return false\n"
+    "end\n";
 
 /* The lone limiter's agreement on the settings (above); the key's
  * settings are the limiter's. */
 static const char limit_lua_agree[] =
     "local agreed = redis.call('HGET', KEYS[1], 'settings')\n"
     "if agreed and agreed ~= mine then\n"
-    "  for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2],\n"
-    "      '(' .. now, '+inf')) do\n"
-    "    if m ~= inst and redis.call('HGET', KEYS[3], m) == agreed then\n"
-    "      return {'settings', agreed}\n"
-    "    end\n"
-    "  end\n"
+    "  if live_has(agreed) then return {'settings', agreed} end\n"
     "  redis.call('DEL', KEYS[1])\n"
     "end\n"
     "local kset = mine\n";
@@ -542,13 +547,8 @@ static const char limit_lua_agree_keyed[] =
     "local kset = ARGV[8]\n"
     "local agreed = redis.call('GET', KEYS[4])\n"
     "if agreed ~= mine then\n"
-    "  if agreed then\n"
-    "    for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2],\n"
-    "        '(' .. now, '+inf')) do\n"
-    "      if m ~= inst and redis.call('HGET', KEYS[3], m) == agreed then\n"
-    "        return {'settings', agreed}\n"
-    "      end\n"
-    "    end\n"
+    "  if agreed and live_has(agreed) then\n"
+    "    return {'settings', agreed}\n"
     "  end\n"
     "  redis.call('SET', KEYS[4], mine)\n"
     "end\n"
