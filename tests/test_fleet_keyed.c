@@ -614,6 +614,65 @@ test_fleet_keyed_pipeline_text(void **state)
 	resil_config_free(conf);
 }
 
+/* The same from C: a borrowed keyed handle (fleet_ratelimit) with
+ * keyed[RATELIMIT]; a handle that is not keyed, or overrides beside a
+ * borrowed handle, refused. */
+static void
+test_fleet_keyed_pipeline_c(void **state)
+{
+	resil_keyed_override ov;
+	resil_fleet_limit *b, *plain;
+	resil_fleet_limit_config c;
+	resil_pipeline_config pc;
+	resil_pipeline *p = NULL;
+	resil_diag d;
+	char name[64];
+
+	(void)state;
+	NEED_SERVER();
+	resil_manual_clock_init(&mc, 1000);
+	fresh(name, sizeof(name));
+	c = kcfg(name, "b", NULL);
+	c.burst = 4;
+	assert_int_equal(resil_fleet_limit_new(&b, &c, NULL), RESIL_OK);
+	c.max_keys = 0;
+	assert_int_equal(resil_fleet_limit_new(&plain, &c, NULL), RESIL_OK);
+	resil_pipeline_config_init(&pc);
+	pc.service = "S";
+	pc.clock = resil_manual_clock_hook(&mc);
+	pc.ratelimit_enabled = 1;
+	pc.ratelimit.rate = 40;
+	pc.ratelimit.period_ns = 3600000 * MS;
+	pc.ratelimit.burst = 4;
+	pc.keyed[RESIL_KEYED_RATELIMIT].key = "attachment:tenant";
+	pc.fleet_ratelimit = plain;
+	assert_int_equal(resil_pipeline_new(&p, &pc, &d), RESIL_E_INVAL);
+	assert_string_equal(d.msg, "ratelimit.key: the fleet_ratelimit handle "
+	                           "is not keyed (made with max_keys 0)");
+	pc.fleet_ratelimit = b;
+	memset(&ov, 0, sizeof(ov));
+	ov.key = "vip";
+	ov.key_len = 3;
+	ov.burst = 9;
+	pc.keyed[RESIL_KEYED_RATELIMIT].overrides = &ov;
+	pc.keyed[RESIL_KEYED_RATELIMIT].n_overrides = 1;
+	assert_int_equal(resil_pipeline_new(&p, &pc, &d), RESIL_E_INVAL);
+	assert_string_equal(d.msg,
+	    "ratelimit.key.override: not with a fleet_ratelimit handle "
+	    "(give the overrides to the handle's configuration)");
+	pc.keyed[RESIL_KEYED_RATELIMIT].overrides = NULL;
+	pc.keyed[RESIL_KEYED_RATELIMIT].n_overrides = 0;
+	if (resil_pipeline_new(&p, &pc, &d) != RESIL_OK)
+		fail_msg("pipeline: %s", d.msg);
+	assert_ptr_equal(resil_pipeline_fleet_limit(p), b);
+	assert_int_equal(tenant_grants(p, "t1", 3), 3);
+	assert_int_equal(grants(b, S("t1"), 3), 1);
+	assert_int_equal(tenant_grants(p, "t2", 6), 4);
+	resil_pipeline_free(p);
+	resil_fleet_limit_free(plain);
+	resil_fleet_limit_free(b);
+}
+
 /* The combinations the text refuses, naming both keys. */
 static void
 test_fleet_keyed_pipeline_refused(void **state)
@@ -686,6 +745,7 @@ main(void)
 		cmocka_unit_test(test_fleet_keyed_threads),
 		cmocka_unit_test(test_fleet_keyed_config),
 		cmocka_unit_test(test_fleet_keyed_pipeline_text),
+		cmocka_unit_test(test_fleet_keyed_pipeline_c),
 		cmocka_unit_test(test_fleet_keyed_pipeline_refused),
 		/* Last: it kills the server (and starts it again). */
 		cmocka_unit_test(test_fleet_keyed_redis_away),
