@@ -673,6 +673,74 @@ test_fleet_keyed_pipeline_c(void **state)
 	resil_fleet_limit_free(b);
 }
 
+/* The fleet limiter's events at the pipeline's listener. */
+typedef struct pheard {
+	unsigned local, connected, other;
+	char text[RESIL_DIAG_MAX + 96];
+} pheard;
+
+static void
+on_pev(const resil_pipeline_event *ev, void *ctx)
+{
+	pheard *h = ctx;
+
+	if (ev->stage != RESIL_STAGE_RATELIMIT || ev->fleet == NULL) {
+		h->other++;
+		return;
+	}
+	if (ev->fleet->kind == RESIL_FLEET_EV_LOCAL)
+		h->local++;
+	else if (ev->fleet->kind == RESIL_FLEET_EV_CONNECTED)
+		h->connected++;
+	snprintf(h->text, sizeof(h->text), "%s", ev->text);
+}
+
+/* Redis unreachable (nobody on port 1): the pipeline's keyed fleet
+ * limiter decides each key on its local share (N = 1: the whole burst,
+ * per key), and the pipeline's listener hears one LOCAL event. */
+static void
+test_fleet_keyed_pipeline_local(void **state)
+{
+	resil_keyed_metrics km;
+	resil_pipeline_config pc;
+	resil_config *conf = NULL;
+	resil_pipeline *p = NULL;
+	resil_diag d;
+	pheard h;
+
+	(void)state;
+	memset(&h, 0, sizeof(h));
+	resil_manual_clock_init(&mc, 1000);
+	if (resil_config_parse_string(&conf,
+	        "service=S\n"
+	        "ratelimit.key=attachment:tenant\n"
+	        "ratelimit.rate=40\nratelimit.period=1h\nratelimit.burst=5\n"
+	        "ratelimit.key.max_keys=3\n"
+	        "ratelimit.fleet=redis://127.0.0.1:1/tfk-none\n",
+	        "k.conf", NULL, &d) != RESIL_OK)
+		fail_msg("parse: %s", d.msg);
+	pc = *resil_config_pipeline(conf);
+	pc.clock = resil_manual_clock_hook(&mc);
+	pc.listener = on_pev;
+	pc.listener_ctx = &h;
+	if (resil_pipeline_new(&p, &pc, &d) != RESIL_OK)
+		fail_msg("pipeline: %s", d.msg);
+	assert_int_equal(h.local, 1);
+	assert_non_null(
+	    strstr(h.text, "fleet limiter tfk-none local (connect 127.0.0.1:1"));
+	assert_int_equal(tenant_grants(p, "t1", 8), 5);
+	assert_int_equal(tenant_grants(p, "t2", 8), 5);
+	assert_int_equal(h.local, 1);
+	assert_int_equal(h.connected, 0);
+	assert_int_equal(resil_fleet_limit_key_metrics(
+	                     resil_pipeline_fleet_limit(p), &km),
+	    RESIL_OK);
+	assert_int_equal(km.keys, 2);
+	assert_int_equal(km.max_keys, 3);
+	resil_pipeline_free(p);
+	resil_config_free(conf);
+}
+
 /* The combinations the text refuses, naming both keys. */
 static void
 test_fleet_keyed_pipeline_refused(void **state)
@@ -746,6 +814,7 @@ main(void)
 		cmocka_unit_test(test_fleet_keyed_config),
 		cmocka_unit_test(test_fleet_keyed_pipeline_text),
 		cmocka_unit_test(test_fleet_keyed_pipeline_c),
+		cmocka_unit_test(test_fleet_keyed_pipeline_local),
 		cmocka_unit_test(test_fleet_keyed_pipeline_refused),
 		/* Last: it kills the server (and starts it again). */
 		cmocka_unit_test(test_fleet_keyed_redis_away),
