@@ -765,7 +765,12 @@ resil__cl_conclude(callm *c, resil_err rr, int rc, resil_err status,
 		 * provider; no strategy swallows or queues it). */
 		resil__cl_cancel(c);
 		resil_value_free(&c->value);
-		(void)recover_failure(c, status, rc);
+		if (recover_failure(c, status, rc) && c->cstop &&
+		    c->cmsg[0] != '\0')
+			/* Issue 41: a family keyed by host refused every
+			 * endpoint (host_admit's words). */
+			copy_str(c->out->message, sizeof(c->out->message),
+			    c->cmsg);
 		conclude_with(c, RESIL_STAGE_FALLBACK, ts, st);
 		return;
 	}
