@@ -63,8 +63,7 @@ breakers(fx *x)
 
 /* Fails when argument 0 is "bad" (its bytes are the call's args). */
 static int
-efn(void *ctx, const resil_pick *ep, const resil_args *args,
-    resil_value *out)
+efn(void *ctx, const resil_pick *ep, const resil_args *args, resil_value *out)
 {
 	fx *x = ctx;
 
@@ -129,7 +128,8 @@ inst_of(resil_pipeline *p, resil_keyed_kind k, const char *key, size_t len)
 
 	memset(&s, 0, sizeof(s));
 	s.state = -1;
-	(void)resil_keyed_with(resil_pipeline_keyed(p, k), key, len, visit, &s);
+	(void)resil_keyed_with(
+	    resil_pipeline_keyed(p, k), key, len, visit, &s);
 	return s;
 }
 
@@ -145,8 +145,8 @@ test_keyed_composite_joins(void **state)
 	(void)state;
 	fx_start(&x);
 	kc = breakers(&x);
-	assert_int_equal(resil_pipeline_set_keyed(
-	                     x.p, "method+arguments[0]", &kc, &x.diag),
+	assert_int_equal(
+	    resil_pipeline_set_keyed(x.p, "method+arguments[0]", &kc, &x.diag),
 	    RESIL_OK);
 	assert_int_equal(invoke1(&x, "a", "bc"), RESIL_OK);
 	assert_int_equal(invoke1(&x, "ab", "c"), RESIL_OK);
@@ -161,11 +161,13 @@ test_keyed_composite_joins(void **state)
 	for (i = 0; i < 2; i++)
 		assert_int_equal(invoke1(&x, "get", "bad"), RESIL_E_CALL);
 	assert_int_equal(invoke1(&x, "get", "bad"), RESIL_E_OPEN);
-	assert_int_equal(inst_of(x.p, RESIL_KEYED_BREAKER, "get\0bad", 7).state,
+	assert_int_equal(
+	    inst_of(x.p, RESIL_KEYED_BREAKER, "get\0bad", 7).state,
 	    RESIL_BREAKER_OPEN);
 	assert_int_equal(invoke1(&x, "put", "bad"), RESIL_E_CALL);
 	assert_int_equal(invoke1(&x, "get", "ok"), RESIL_OK);
-	assert_int_equal(inst_of(x.p, RESIL_KEYED_BREAKER, "put\0bad", 7).state,
+	assert_int_equal(
+	    inst_of(x.p, RESIL_KEYED_BREAKER, "put\0bad", 7).state,
 	    RESIL_BREAKER_CLOSED);
 	assert_int_equal(inst_of(x.p, RESIL_KEYED_BREAKER, "get\0ok", 6).state,
 	    RESIL_BREAKER_CLOSED);
@@ -182,16 +184,17 @@ test_keyed_composite_missing_part(void **state)
 	(void)state;
 	fx_start(&x);
 	kc = breakers(&x);
-	assert_int_equal(resil_pipeline_set_keyed(
-	                     x.p, "method+arguments[0]", &kc, &x.diag),
+	assert_int_equal(
+	    resil_pipeline_set_keyed(x.p, "method+arguments[0]", &kc, &x.diag),
 	    RESIL_OK);
 	assert_int_equal(invoke1(&x, "get", NULL), RESIL_OK);
 	assert_int_equal(invoke1(&x, "get", ""), RESIL_OK);
 	assert_int_equal(
 	    inst_of(x.p, RESIL_KEYED_BREAKER, "\0", 1).m.successes, 2);
-	assert_int_equal(inst_of(x.p, RESIL_KEYED_BREAKER, "get\0", 4).state,
-	    -1);
-	assert_int_equal(inst_of(x.p, RESIL_KEYED_BREAKER, "get", 3).state, -1);
+	assert_int_equal(
+	    inst_of(x.p, RESIL_KEYED_BREAKER, "get\0", 4).state, -1);
+	assert_int_equal(
+	    inst_of(x.p, RESIL_KEYED_BREAKER, "get", 3).state, -1);
 	resil_pipeline_free(x.p);
 }
 
@@ -211,13 +214,14 @@ test_keyed_composite_too_long(void **state)
 	(void)state;
 	fx_start(&x);
 	kc = breakers(&x); /* max_key_len 16 */
-	assert_int_equal(resil_pipeline_set_keyed(
-	                     x.p, "method+arguments[0]", &kc, &x.diag),
+	assert_int_equal(
+	    resil_pipeline_set_keyed(x.p, "method+arguments[0]", &kc, &x.diag),
 	    RESIL_OK);
 	/* "get" 0 "0123456789ab": 16 bytes, the bound itself. */
 	assert_int_equal(invoke1(&x, "get", "0123456789ab"), RESIL_OK);
 	assert_int_equal(x.ran, 1);
-	assert_int_equal(invoke(&x, "get", "0123456789abc", &r), RESIL_E_INVAL);
+	assert_int_equal(
+	    invoke(&x, "get", "0123456789abc", &r), RESIL_E_INVAL);
 	assert_int_equal(r.err, RESIL_E_INVAL);
 	assert_string_equal(r.message,
 	    "breaker.key: the call's composite key is 17 bytes, over "
@@ -245,19 +249,24 @@ test_keyed_composite_bad_spec(void **state)
 	static const struct {
 		const char *spec, *msg;
 	} bad[] = {
-		{ "method+", "breaker.key: \"method+\": an empty part (a "
-		             "composite key is SOURCE+SOURCE..., up to 4)" },
-		{ "method++host", "breaker.key: \"method++host\": an empty part "
-		                  "(a composite key is SOURCE+SOURCE..., up to "
-		                  "4)" },
+		{ "method+",
+		    "breaker.key: \"method+\": an empty part (a "
+		    "composite key is SOURCE+SOURCE..., up to 4)" },
+		{ "method++host",
+		    "breaker.key: \"method++host\": an empty part "
+		    "(a composite key is SOURCE+SOURCE..., up to "
+		    "4)" },
 		{ "method+args+host+method+method",
-		    "breaker.key: \"method+args+host+method+method\": 5 parts, "
+		    "breaker.key: \"method+args+host+method+method\": 5 "
+		    "parts, "
 		    "a composite key has 2..4 (SOURCE+SOURCE...)" },
-		{ "args+method", "breaker.key: \"args+method\": args (bytes, a "
-		                 "zero byte included) can only be a composite "
-		                 "key's last part" },
+		{ "args+method",
+		    "breaker.key: \"args+method\": args (bytes, a "
+		    "zero byte included) can only be a composite "
+		    "key's last part" },
 		{ "method+argument[0]",
-		    "breaker.key: \"method+argument[0]\": \"argument[0]\" is not "
+		    "breaker.key: \"method+argument[0]\": \"argument[0]\" is "
+		    "not "
 		    "a key source (method, args, arguments[N], "
 		    "attachment:NAME, host)" },
 		{ "method+arguments[256]",
@@ -284,11 +293,11 @@ test_keyed_composite_bad_spec(void **state)
 		    resil_pipeline_set_keyed(x.p, bad[i].spec, &kc, &x.diag),
 		    RESIL_E_INVAL);
 		assert_string_equal(x.diag.msg, bad[i].msg);
-		(void)snprintf(text, sizeof(text), "breaker.key=%s\n",
-		    bad[i].spec);
+		(void)snprintf(
+		    text, sizeof(text), "breaker.key=%s\n", bad[i].spec);
 		(void)snprintf(want, sizeof(want), "k.conf:1: %s", bad[i].msg);
-		assert_int_equal(resil_config_parse_string(
-		                     &conf, text, "k.conf", NULL, &d),
+		assert_int_equal(
+		    resil_config_parse_string(&conf, text, "k.conf", NULL, &d),
 		    RESIL_E_INVAL);
 		assert_string_equal(d.msg, want);
 	}
@@ -318,8 +327,8 @@ test_keyed_composite_bad_spec(void **state)
 		                     "arguments[1]+args\n",
 		                     "k.conf", NULL, &d),
 		    RESIL_OK);
-		assert_int_equal(resil_config_get(conf, "ratelimit.key", buf,
-		                     sizeof(buf)),
+		assert_int_equal(
+		    resil_config_get(conf, "ratelimit.key", buf, sizeof(buf)),
 		    RESIL_OK);
 		assert_string_equal(
 		    buf, "method+attachment:tenant+arguments[1]+args");
@@ -337,9 +346,9 @@ typedef struct dep {
 	cl *x;
 	int dead[8]; /* endpoint i always fails */
 	int calls[8];
-	int nest;       /* the depth of nested calls to make */
-	int depth;      /* the nesting now */
-	int on[4];      /* the endpoint each depth ran on */
+	int nest;           /* the depth of nested calls to make */
+	int depth;          /* the nesting now */
+	int on[4];          /* the endpoint each depth ran on */
 	resil_err inner[4]; /* each depth's nested call's answer */
 	char inner_msg[RESIL_RESULT_MSG_MAX]; /* the last refusal's */
 } dep;
@@ -463,8 +472,8 @@ test_keyed_composite_method_host(void **state)
 	assert_int_equal(
 	    inst_of(x.p, RESIL_KEYED_BREAKER, "get\0e0:1", 8).state,
 	    RESIL_BREAKER_CLOSED);
-	assert_int_equal(inst_of(x.p, RESIL_KEYED_BREAKER, "e1:1", 4).state,
-	    -1);
+	assert_int_equal(
+	    inst_of(x.p, RESIL_KEYED_BREAKER, "e1:1", 4).state, -1);
 	/* "put" still reaches e1 (its own breaker, CLOSED until it fails
 	 * there). */
 	x.dp.dead[1] = 0;
