@@ -95,8 +95,7 @@ static resil_err
 draw(const kspec *s, const resil_args *args, const resil_invocation *inv,
     const char *host, char *buf, size_t cap, const void **key, size_t *len)
 {
-	const void *v[RESIL__KEY_PARTS];
-	size_t n[RESIL__KEY_PARTS], total, at = 0;
+	size_t at = 0, lim;
 	unsigned i;
 
 	if (RESIL__LIKELY(s->nparts <= 1)) {
@@ -107,27 +106,29 @@ draw(const kspec *s, const resil_args *args, const resil_invocation *inv,
 		}
 		return RESIL_OK;
 	}
-	total = s->nparts - 1; /* the zero bytes between parts */
+	lim = s->max_len != 0 && s->max_len < cap ? s->max_len : cap;
 	for (i = 0; i < s->nparts; i++) {
-		part_of(&s->part[i], args, inv, host, &v[i], &n[i]);
-		if (n[i] == 0) {
+		const void *v;
+		size_t n, sep = i > 0;
+
+		part_of(&s->part[i], args, inv, host, &v, &n);
+		if (n == 0) {
 			*key = kg_missing;
 			*len = 1;
 			return RESIL_OK;
 		}
-		total += n[i];
-	}
-	*len = total;
-	if (total > cap || (s->max_len != 0 && total > s->max_len))
-		return RESIL_E_INVAL;
-	for (i = 0; i < s->nparts; i++) {
-		memcpy(buf + at, v[i], n[i]);
-		at += n[i];
-		if (i + 1 < s->nparts)
-			buf[at++] = '\0';
+		/* Joined as read; past the bound only counted (a later part
+		 * missing still makes the call's key "\0"). */
+		if (at + sep + n <= lim) {
+			if (sep)
+				buf[at] = '\0';
+			memcpy(buf + at + sep, v, n);
+		}
+		at += sep + n;
 	}
 	*key = buf;
-	return RESIL_OK;
+	*len = at;
+	return at <= lim ? RESIL_OK : RESIL_E_INVAL;
 }
 
 /* A composite key over its family's max_key_len (len bytes), refused at
