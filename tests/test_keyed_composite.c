@@ -490,6 +490,42 @@ test_keyed_composite_method_host(void **state)
 	cl_end(&x);
 }
 
+/* ratelimit.key=method+host: a limit per method and endpoint; a spent
+ * endpoint is passed over, every one spent refuses, another method
+ * still passes. */
+static void
+test_keyed_composite_ratelimit_host(void **state)
+{
+	cl x;
+	resil_args a = { "get", NULL, 0 };
+	resil_result r;
+
+	(void)state;
+	cl_start(&x,
+	    "service=S\n"
+	    "loadbalance=roundrobin\n"
+	    "retries=0\n"
+	    "ratelimit.key=method+host\n"
+	    "ratelimit.rate=1\n"
+	    "ratelimit.period=1h\n"
+	    "ratelimit.burst=1\n",
+	    2);
+	assert_int_equal(cl_call(&x, "get"), RESIL_OK);
+	assert_int_equal(cl_call(&x, "get"), RESIL_OK);
+	assert_int_equal(x.dp.calls[0], 1);
+	assert_int_equal(x.dp.calls[1], 1);
+	assert_int_equal(
+	    resil_pipeline_invoke(x.p, NULL, &a, dep_call, &x.dp, &r),
+	    RESIL_E_LIMITED);
+	assert_string_equal(r.message,
+	    "the key's rate limiter refused every endpoint (ratelimit.key has "
+	    "the host)");
+	resil_result_free(&r);
+	assert_int_equal(cl_call(&x, "put"), RESIL_OK);
+	assert_int_equal(x.dp.calls[0] + x.dp.calls[1], 3);
+	cl_end(&x);
+}
+
 static const char bh_text[] = "service=S\n"
                               "loadbalance=roundrobin\n"
                               "retries=0\n"
@@ -613,6 +649,7 @@ main(void)
 		cmocka_unit_test(test_keyed_composite_too_long),
 		cmocka_unit_test(test_keyed_composite_bad_spec),
 		cmocka_unit_test(test_keyed_composite_method_host),
+		cmocka_unit_test(test_keyed_composite_ratelimit_host),
 		cmocka_unit_test(test_keyed_host_bulkhead_blocking),
 		cmocka_unit_test(test_keyed_host_bulkhead_machine),
 	};
