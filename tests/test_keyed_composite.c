@@ -539,6 +539,42 @@ in_flight(cl *x, const char *host)
 	    .bm.in_flight;
 }
 
+/* The example of docs/keyed.md ("In the text", composite keys) builds
+ * a pipeline with its three families. */
+static void
+test_keyed_composite_doc_example(void **state)
+{
+	cl x;
+	inst seen;
+
+	(void)state;
+	cl_start(&x,
+	    "service=Orders\n"
+	    "loadbalance=roundrobin\n"
+	    "# one breaker per method and endpoint\n"
+	    "breaker.key=method+host\n"
+	    "breaker.consecutive_failures=5\n"
+	    "# at most 4 attempts in flight to each endpoint\n"
+	    "bulkhead.key=host\n"
+	    "bulkhead.max_concurrent=4\n"
+	    "# 20 calls a second per tenant and item\n"
+	    "ratelimit.key=attachment:tenant+arguments[0]\n"
+	    "ratelimit.rate=20\n"
+	    "ratelimit.burst=20\n",
+	    2);
+	assert_non_null(resil_pipeline_keyed(x.p, RESIL_KEYED_BREAKER));
+	assert_non_null(resil_pipeline_keyed(x.p, RESIL_KEYED_BULKHEAD));
+	assert_non_null(resil_pipeline_keyed(x.p, RESIL_KEYED_RATELIMIT));
+	assert_int_equal(cl_call(&x, "get"), RESIL_OK);
+	/* No invocation: the rate limit's key is the reserved one. */
+	assert_int_equal(
+	    resil_keyed_with(resil_pipeline_keyed(x.p, RESIL_KEYED_RATELIMIT),
+	        "\0", 1, visit, &seen),
+	    RESIL_OK);
+	assert_int_equal(in_flight(&x, "e0:1") + in_flight(&x, "e1:1"), 0);
+	cl_end(&x);
+}
+
 /* bulkhead.key=host, the blocking driver: an attempt holds its host's
  * one slot while it runs; a call made meanwhile goes to the other host,
  * and one more (both full) is refused. */
@@ -650,6 +686,7 @@ main(void)
 		cmocka_unit_test(test_keyed_composite_bad_spec),
 		cmocka_unit_test(test_keyed_composite_method_host),
 		cmocka_unit_test(test_keyed_composite_ratelimit_host),
+		cmocka_unit_test(test_keyed_composite_doc_example),
 		cmocka_unit_test(test_keyed_host_bulkhead_blocking),
 		cmocka_unit_test(test_keyed_host_bulkhead_machine),
 	};
