@@ -676,6 +676,60 @@ test_keyed_host_bulkhead_machine(void **state)
 	cl_end(&x);
 }
 
+/* A hedge whose endpoint's bulkhead is full is not launched: the call
+ * goes on with its first attempt (not ended by the refusal). */
+static void
+test_keyed_host_bulkhead_hedge(void **state)
+{
+	cl x;
+	resil_call ca, cb;
+	resil_call_next sa, sb;
+	resil_result ra, rb;
+	resil_args a = { "get", NULL, 0 };
+	uint64_t t = 0;
+
+	(void)state;
+	cl_start(&x,
+	    "service=S\n"
+	    "loadbalance=roundrobin\n"
+	    "retries=0\n"
+	    "hedge.max=1\n"
+	    "hedge.delay=10ms\n"
+	    "bulkhead.key=host\n"
+	    "bulkhead.max_concurrent=1\n",
+	    2);
+	assert_int_equal(
+	    resil_call_start(&ca, x.p, NULL, &a, &ra, t, &sa), RESIL_OK);
+	assert_int_equal(sa.action, RESIL_CALL_RUN);
+	assert_int_equal(
+	    resil_call_start(&cb, x.p, NULL, &a, &rb, t, &sb), RESIL_OK);
+	assert_int_equal(sb.action, RESIL_CALL_RUN);
+	/* a's attempt is out: step it until its hedge is due and past. */
+	assert_int_equal(resil_call_step(&ca, t, &sa), RESIL_OK);
+	t += 20 * MS;
+	assert_int_equal(resil_call_step(&ca, t, &sa), RESIL_OK);
+	assert_int_not_equal(sa.action, RESIL_CALL_DONE);
+	assert_int_not_equal(sa.action, RESIL_CALL_RUN);
+	/* The hedge was asked for on b's endpoint and refused there. */
+	assert_int_equal(
+	    inst_of(x.p, RESIL_KEYED_BULKHEAD, sb.endpoint->address, 4)
+	        .bm.rejected,
+	    1);
+	/* a's first attempt answers: a succeeds. */
+	assert_int_equal(resil_call_report(&ca, 1, 0, NULL, t), RESIL_OK);
+	while (sa.action != RESIL_CALL_DONE)
+		assert_int_equal(resil_call_step(&ca, t, &sa), RESIL_OK);
+	assert_int_equal(ra.err, RESIL_OK);
+	resil_result_free(&ra);
+	assert_int_equal(
+	    resil_call_report(&cb, sb.attempt, 0, NULL, t), RESIL_OK);
+	while (sb.action != RESIL_CALL_DONE)
+		assert_int_equal(resil_call_step(&cb, t, &sb), RESIL_OK);
+	resil_result_free(&rb);
+	assert_int_equal(in_flight(&x, "e0:1") + in_flight(&x, "e1:1"), 0);
+	cl_end(&x);
+}
+
 int
 main(void)
 {
@@ -689,6 +743,7 @@ main(void)
 		cmocka_unit_test(test_keyed_composite_doc_example),
 		cmocka_unit_test(test_keyed_host_bulkhead_blocking),
 		cmocka_unit_test(test_keyed_host_bulkhead_machine),
+		cmocka_unit_test(test_keyed_host_bulkhead_hedge),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
