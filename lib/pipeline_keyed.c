@@ -36,6 +36,7 @@ add_family(resil_pipeline *p, const char *spec, const resil_keyed_config *cfg,
 	err = resil__keyed_spec(kind, spec, &ks, diag);
 	if (err != RESIL_OK)
 		return err;
+	ks.max_len = cfg->max_key_len; /* a composite's bound at the call */
 	if (ks.src == KS_HOST && p->sel == NULL)
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "%s.key: host is the endpoint the selector chose: the "

@@ -395,8 +395,9 @@ typedef struct resil_pipeline_config {
 	 * text keys breaker.key, ratelimit.key, bulkhead.key, throttle.key
 	 * and their .key.*
 	 * settings, docs/keyed.md "In the text"). key: the key source
-	 * (resil_pipeline_set_keyed()'s spec, or "host": the endpoint the
-	 * selector chose, per attempt), or NULL: that stage is not keyed.
+	 * (resil_pipeline_set_keyed()'s spec: "host" the endpoint the
+	 * selector chose, per attempt; "A+B" a composite of up to 4), or
+	 * NULL: that stage is not keyed.
 	 * With a key (and the stage on) the stage's settings (breaker,
 	 * ratelimit, bulkhead, throttle) configure each key's instance and the
 	 * pipeline's own stage of that kind is not made: the family takes
