@@ -612,6 +612,34 @@ test_fleet_keyed_pipeline_text(void **state)
 	resil_fleet_limit_free(b);
 	resil_pipeline_free(p);
 	resil_config_free(conf);
+
+	/* A composite key (its parts joined by a zero byte): the same key
+	 * in Redis as the C handle's "t1\0get". */
+	fresh(name, sizeof(name));
+	snprintf(text, sizeof(text),
+	    "service=S\n"
+	    "ratelimit.key=attachment:tenant+method\n"
+	    "ratelimit.rate=40\nratelimit.period=1h\nratelimit.burst=5\n"
+	    "ratelimit.fleet=redis://127.0.0.1:%d/%s\n",
+	    srv.port, name);
+	conf = NULL;
+	if (resil_config_parse_string(&conf, text, "k.conf", NULL, &d) !=
+	    RESIL_OK)
+		fail_msg("parse: %s", d.msg);
+	pc = *resil_config_pipeline(conf);
+	pc.clock = resil_manual_clock_hook(&mc);
+	if (resil_pipeline_new(&p, &pc, &d) != RESIL_OK)
+		fail_msg("pipeline: %s", d.msg);
+	c = kcfg(name, "b", NULL);
+	c.burst = 5;
+	c.max_keys = 10000;
+	assert_int_equal(resil_fleet_limit_new(&b, &c, NULL), RESIL_OK);
+	assert_int_equal(tenant_grants(p, "t1", 2), 2);
+	assert_int_equal(grants(b, S("t1\0get"), 5), 3);
+	assert_int_equal(invoke_tenant(p, "t1"), RESIL_E_LIMITED);
+	resil_fleet_limit_free(b);
+	resil_pipeline_free(p);
+	resil_config_free(conf);
 }
 
 /* The same from C: a borrowed keyed handle (fleet_ratelimit) with
