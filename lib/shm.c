@@ -788,7 +788,7 @@ resil_shm_breaker(resil_shm *shm, const char *name,
 		table_unlock(shm);
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "shm: %s is a %s, not a breaker", name,
-		    e->kind == KIND_RATELIMIT ? "rate limiter" : "bulkhead");
+		    kind_name(e->kind));
 	}
 	if (e != NULL) {
 		if (e->kind != KIND_BREAKER || e->ready != 1 ||
