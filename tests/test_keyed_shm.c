@@ -286,6 +286,9 @@ test_keyed_shm_fixed_table_keeps_failing_keys(void **state)
 	assert_int_equal(
 	    resil_shm_keyed_stat(shm, "churn", &before, NULL), RESIL_OK);
 	assert_int_equal(before.used, 2);
+	/* docs/keyed.md "Shared memory" quotes these (count window of 100). */
+	print_message("slot_bytes %zu table_bytes %zu for %u keys\n",
+	    before.slot_bytes, before.table_bytes, (unsigned)before.max_keys);
 	for (i = 0; i < CHURN; i++) {
 		snprintf(key, sizeof(key), "host-%d", i);
 		assert_int_equal(
