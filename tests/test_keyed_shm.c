@@ -239,6 +239,145 @@ test_keyed_shm_trip_seen_across_processes(void **state)
 	teardown_common();
 }
 
+/* ---- concurrent first uses of the same keys: one slot each ---- */
+
+#define RACE_KEYS 300
+
+static void
+racer_body(int dir)
+{
+	resil_keyed_config c = fam_cfg(512);
+	resil_shm *shm = open_region();
+	resil_keyed *k;
+	char key[32];
+	int i;
+
+	if (shm == NULL || resil_shm_keyed(shm, "race", &c, &k, NULL) != RESIL_OK)
+		_exit(3);
+	pthread_barrier_wait(&cm->go);
+	for (i = 0; i < RACE_KEYS; i++) {
+		int n = dir ? i : RACE_KEYS - 1 - i;
+
+		snprintf(key, sizeof(key), "race-%d", n);
+		if (call(k, key, RESIL_OUTCOME_FAILURE) != RESIL_OK)
+			__atomic_add_fetch(&cm->errors, 1, __ATOMIC_SEQ_CST);
+	}
+	pthread_barrier_wait(&cm->go);
+	resil_keyed_free(k);
+	resil_shm_close(shm);
+}
+
+static void
+racer(void)
+{
+	racer_body(1);
+}
+
+static void
+test_keyed_shm_first_use_race(void **state)
+{
+	resil_keyed_config c = fam_cfg(512);
+	resil_shm_keyed_info info;
+	resil_shm *shm;
+	resil_keyed *k;
+	char key[32];
+	pid_t kid;
+	int i;
+
+	(void)state;
+	setup_common();
+	kid = child(racer);
+	racer_body(0);
+	wait_ok(kid);
+	assert_int_equal(cm->errors, 0);
+	shm = open_region();
+	assert_non_null(shm);
+	assert_int_equal(
+	    resil_shm_keyed_stat(shm, "race", &info, NULL), RESIL_OK);
+	/* Both processes made every key: one slot each. */
+	assert_int_equal(info.used, RACE_KEYS);
+	assert_int_equal(info.claimed, RACE_KEYS);
+	assert_int_equal(resil_shm_keyed(shm, "race", &c, &k, NULL), RESIL_OK);
+	for (i = 0; i < RACE_KEYS; i++) {
+		snprintf(key, sizeof(key), "race-%d", i);
+		assert_int_equal(metrics_of(k, key).window_failures, 2);
+	}
+	resil_keyed_free(k);
+	resil_shm_close(shm);
+	teardown_common();
+}
+
+/* Two threads of one process, each through its own region handle (its
+ * own process slot), racing on the same first uses (for TSan). */
+typedef struct targ {
+	pthread_barrier_t *go;
+	int dir;
+	int errors;
+} targ;
+
+static void *
+thread_racer(void *arg)
+{
+	targ *t = arg;
+	resil_keyed_config c = fam_cfg(512);
+	resil_shm *shm = open_region();
+	resil_keyed *k;
+	char key[32];
+	int i;
+
+	if (shm == NULL || resil_shm_keyed(shm, "trace", &c, &k, NULL) != RESIL_OK) {
+		t->errors = -1;
+		pthread_barrier_wait(t->go);
+		return NULL;
+	}
+	pthread_barrier_wait(t->go);
+	for (i = 0; i < RACE_KEYS; i++) {
+		int n = t->dir ? i : RACE_KEYS - 1 - i;
+
+		snprintf(key, sizeof(key), "race-%d", n);
+		if (call(k, key, RESIL_OUTCOME_FAILURE) != RESIL_OK)
+			t->errors++;
+	}
+	resil_keyed_free(k);
+	resil_shm_close(shm);
+	return NULL;
+}
+
+static void
+test_keyed_shm_first_use_threads(void **state)
+{
+	pthread_barrier_t go;
+	resil_shm_keyed_info info;
+	pthread_t th[2];
+	targ t[2];
+	resil_shm *shm;
+	int i;
+
+	(void)state;
+	setup_common();
+	pthread_barrier_init(&go, NULL, 2);
+	for (i = 0; i < 2; i++) {
+		t[i].go = &go;
+		t[i].dir = i;
+		t[i].errors = 0;
+		assert_int_equal(
+		    pthread_create(&th[i], NULL, thread_racer, &t[i]), 0);
+	}
+	for (i = 0; i < 2; i++) {
+		pthread_join(th[i], NULL);
+		assert_int_equal(t[i].errors, 0);
+	}
+	pthread_barrier_destroy(&go);
+	shm = open_region();
+	assert_non_null(shm);
+	assert_int_equal(
+	    resil_shm_keyed_stat(shm, "trace", &info, NULL), RESIL_OK);
+	assert_int_equal(info.used, RACE_KEYS);
+	assert_int_equal(info.claimed, RACE_KEYS);
+	resil_shm_close(shm);
+	teardown_common();
+}
+
 /* ---- a fixed table under churn; a failing key kept ---- */
 
 #define SMALL 16
@@ -527,6 +666,8 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_keyed_shm_refusals),
 		cmocka_unit_test(test_keyed_shm_trip_seen_across_processes),
+		cmocka_unit_test(test_keyed_shm_first_use_race),
+		cmocka_unit_test(test_keyed_shm_first_use_threads),
 		cmocka_unit_test(test_keyed_shm_fixed_table_keeps_failing_keys),
 		cmocka_unit_test(test_keyed_shm_overflow),
 		cmocka_unit_test(test_keyed_shm_sigkill_mid_claim),
