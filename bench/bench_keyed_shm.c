@@ -4,7 +4,7 @@
  * key's CLOSED acquire + record success, 1000 live keys of 12 bytes, the
  * walk over all of them, each key's window of 100 full of successes) with
  * every key's breaker in a region. Compare with keyed/breaker/closed/1000
- * and shm/breaker/closed/count100 of the same run: the family's lookup
+ * and shm/closed_success of the same run: the family's lookup
  * is the in-process one, the breaker's path the shared one.
  */
 #include <stdio.h>
