@@ -581,6 +581,54 @@ test_keyed_shm_sigkill_mid_claim(void **state)
 	teardown_common();
 }
 
+/* ---- a holder killed: its idle keys' slots come back ---- */
+
+static void
+holder(void)
+{
+	resil_keyed_config c = fam_cfg(2);
+	resil_shm *shm = open_region();
+	resil_keyed *k;
+
+	if (shm == NULL || resil_shm_keyed(shm, "held", &c, &k, NULL) != RESIL_OK)
+		_exit(3);
+	if (call(k, "a", RESIL_OUTCOME_SUCCESS) != RESIL_OK ||
+	    call(k, "b", RESIL_OUTCOME_SUCCESS) != RESIL_OK)
+		_exit(4);
+	raise(SIGKILL); /* holding handles on both slots */
+}
+
+static void
+test_keyed_shm_dead_holder_bits_cleared(void **state)
+{
+	resil_keyed_config c = fam_cfg(2);
+	resil_shm_keyed_info info;
+	resil_shm *shm;
+	resil_keyed *k;
+	pid_t kid;
+	int st;
+
+	(void)state;
+	setup_common();
+	shm = open_region();
+	assert_non_null(shm);
+	assert_int_equal(resil_shm_keyed(shm, "held", &c, &k, NULL), RESIL_OK);
+	kid = child(holder);
+	assert_int_equal(waitpid(kid, &st, 0), kid);
+	assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	/* Both slots attached by a dead process, both idle: "c" reclaims
+	 * one once the dead bits are cleared. */
+	assert_int_equal(call(k, "c", RESIL_OUTCOME_SUCCESS), RESIL_OK);
+	assert_int_equal(
+	    resil_shm_keyed_stat(shm, "held", &info, NULL), RESIL_OK);
+	assert_int_equal(info.reclaimed, 1);
+	assert_int_equal(info.overflowed, 0);
+	assert_int_equal(info.used, 2);
+	resil_keyed_free(k);
+	resil_shm_close(shm);
+	teardown_common();
+}
+
 /* ---- refusals ---- */
 
 static void
@@ -671,6 +719,7 @@ main(void)
 		cmocka_unit_test(test_keyed_shm_fixed_table_keeps_failing_keys),
 		cmocka_unit_test(test_keyed_shm_overflow),
 		cmocka_unit_test(test_keyed_shm_sigkill_mid_claim),
+		cmocka_unit_test(test_keyed_shm_dead_holder_bits_cleared),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
