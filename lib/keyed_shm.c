@@ -115,6 +115,7 @@ typedef struct kfam {
 	const resil__proc *procs;
 	unsigned slot;
 	char name[64];
+	resil_shm *own; /* a region the family opened and closes (NULL: not) */
 } kfam;
 
 /* ---- layout ---- */
@@ -525,10 +526,12 @@ kf_done(void *ctx)
 {
 	kfam *f = ctx;
 	resil_allocator a = f->alloc;
+	resil_shm *own = f->own;
 
 	__atomic_fetch_and(
 	    &f->head->opened, ~(UINT64_C(1) << f->slot), __ATOMIC_ACQ_REL);
 	resil__free(&a, f, sizeof(*f));
+	resil_shm_close(own);
 }
 
 /* ---- the region's side (lib/shm.c) ---- */
@@ -650,9 +653,65 @@ overflow_ready(const kfam *f, const resil_keyed_config *cfg, resil_diag *diag)
 	return RESIL_OK;
 }
 
+static resil_err keyed_open(resil_shm *shm, const char *name,
+    const resil_keyed_config *cfg, kfam **fout, resil_keyed **out,
+    resil_diag *diag);
+
 resil_err
 resil_shm_keyed(resil_shm *shm, const char *name,
     const resil_keyed_config *cfg, resil_keyed **out, resil_diag *diag)
+{
+	kfam *f;
+
+	return keyed_open(shm, name, cfg, &f, out, diag);
+}
+
+resil_err
+resil__shm_keyed_owned(const char *url, const resil_keyed_config *cfg,
+    resil_keyed **out, resil_diag *diag)
+{
+	char region[201], name[64];
+	const char *slash;
+	resil_shm_config sc;
+	resil_shm *shm;
+	resil_diag d;
+	resil_err err;
+	kfam *f = NULL;
+	size_t n;
+
+	if (url == NULL || cfg == NULL || strncmp(url, "shm:", 4) != 0 ||
+	    (slash = strchr(url + 4, '/')) == NULL ||
+	    (n = (size_t)(slash - url - 4)) == 0 || n >= sizeof(region) ||
+	    strlen(slash + 1) >= sizeof(name))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "shm keyed: \"%.80s\" is not shm:REGION/NAME",
+		    url != NULL ? url : "(null)");
+	memcpy(region, url + 4, n);
+	region[n] = '\0';
+	memcpy(name, slash + 1, strlen(slash + 1) + 1);
+	resil_shm_config_init(&sc);
+	sc.alloc = cfg->alloc;
+	/* A region made here has room for the table (an existing one keeps
+	 * its size). */
+	if (cfg->kind == RESIL_KEYED_BREAKER && cfg->max_keys >= 1 &&
+	    cfg->max_keys <= RESIL__KSHM_MAX_KEYS)
+		sc.region_bytes += resil__kshm_bytes(&cfg->breaker, cfg->max_keys);
+	d.msg[0] = '\0';
+	err = resil_shm_open(&shm, region, &sc, &d);
+	if (err != RESIL_OK)
+		return resil__diagf(diag, err, "%s", d.msg);
+	err = keyed_open(shm, name, cfg, &f, out, diag);
+	if (err != RESIL_OK) {
+		resil_shm_close(shm);
+		return err;
+	}
+	f->own = shm; /* closed by kf_done(), after the family */
+	return RESIL_OK;
+}
+
+static resil_err
+keyed_open(resil_shm *shm, const char *name, const resil_keyed_config *cfg,
+    kfam **fout, resil_keyed **out, resil_diag *diag)
 {
 	resil__shm_keyed_want w;
 	resil__keyed_maker mk;
@@ -715,7 +774,10 @@ resil_shm_keyed(resil_shm *shm, const char *name,
 		kf_done(f);
 		return err;
 	}
-	return resil__keyed_new_made(out, cfg, &mk, diag);
+	err = resil__keyed_new_made(out, cfg, &mk, diag);
+	if (err == RESIL_OK)
+		*fout = f; /* else kf_done() freed it */
+	return err;
 }
 
 resil_err

@@ -52,6 +52,13 @@ bool resil__kshm_slot_busy(const void *mem, size_t bytes, unsigned i);
  * bits and its announcements in every breaker of the table. */
 void resil__kshm_clear_slot(void *mem, size_t bytes, unsigned i);
 
+/* h3/kshm, the pipeline's breaker.key.shared: resil_shm_keyed() on a
+ * region the family opens itself from url ("shm:REGION/NAME", made with
+ * room for the table when it does not exist) and closes when it is
+ * freed. */
+resil_err resil__shm_keyed_owned(const char *url,
+    const resil_keyed_config *cfg, resil_keyed **out, resil_diag *diag);
+
 /* Tests only: called by a claimer after it tagged its slot and wrote the
  * key, before the slot is READY (NULL in production). */
 extern void (*resil__kshm_claim_hook)(void);

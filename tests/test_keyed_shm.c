@@ -24,7 +24,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <resil/clock.h>
+#include <resil/config.h>
 #include <resil/keyed.h>
+#include <resil/pipeline.h>
 #include <resil/shm.h>
 
 #include "shm_internal.h"
@@ -629,6 +632,116 @@ test_keyed_shm_dead_holder_bits_cleared(void **state)
 	teardown_common();
 }
 
+/* ---- the pipeline: breaker.key.shared=shm:REGION/NAME ---- */
+
+typedef struct pfx {
+	resil_manual_clock mc;
+	resil_config *conf;
+	resil_pipeline *p;
+} pfx;
+
+static resil_err
+pipe_start(pfx *x, const char *text, resil_diag *diag)
+{
+	resil_pipeline_config cfg;
+	resil_err err;
+
+	memset(x, 0, sizeof(*x));
+	resil_manual_clock_init(&x->mc, 1000);
+	err = resil_config_parse_string(&x->conf, text, "k.conf", NULL, diag);
+	if (err != RESIL_OK)
+		return err;
+	cfg = *resil_config_pipeline(x->conf);
+	cfg.clock = resil_manual_clock_hook(&x->mc);
+	err = resil_pipeline_new(&x->p, &cfg, diag);
+	if (err != RESIL_OK)
+		resil_config_free(x->conf);
+	return err;
+}
+
+static void
+pipe_end(pfx *x)
+{
+	resil_pipeline_free(x->p);
+	resil_config_free(x->conf);
+}
+
+/* Fails for the key "bad". */
+static int
+pfn(void *ctx, const resil_args *args, resil_value *out)
+{
+	(void)ctx;
+	(void)out;
+	return args->len == 3 && memcmp(args->data, "bad", 3) == 0 ? 9 : 0;
+}
+
+static resil_err
+pipe_call(pfx *x, const char *key)
+{
+	resil_args a = { "get", key, strlen(key) };
+	resil_result r;
+	resil_err err = resil_pipeline_call(x->p, &a, pfn, NULL, &r);
+
+	resil_result_free(&r);
+	return err;
+}
+
+static void
+test_keyed_shm_pipeline_text(void **state)
+{
+	char text[512], bad[512];
+	resil_shm_keyed_info info;
+	resil_shm *shm;
+	resil_diag d;
+	pfx a, b;
+
+	(void)state;
+	setup_common();
+	snprintf(text, sizeof(text),
+	    "service=S\n"
+	    "breaker.key=args\n"
+	    "breaker.key.shared=shm:%s/pk\n"
+	    "breaker.key.max_keys=32\n"
+	    "breaker.consecutive_failures=2\n"
+	    "breaker.failure_rate=0\n",
+	    region);
+	/* Two pipelines, each with its own handle on the region. */
+	assert_int_equal(pipe_start(&a, text, &d), RESIL_OK);
+	assert_int_equal(pipe_start(&b, text, &d), RESIL_OK);
+	assert_int_equal(pipe_call(&a, "bad"), RESIL_E_CALL);
+	assert_int_equal(pipe_call(&a, "bad"), RESIL_E_CALL);
+	/* a's two failures opened "bad" for b. */
+	assert_int_equal(pipe_call(&b, "bad"), RESIL_E_OPEN);
+	assert_int_equal(pipe_call(&b, "good"), RESIL_OK);
+	assert_int_equal(pipe_call(&a, "good"), RESIL_OK);
+	assert_non_null(shm = open_region());
+	assert_int_equal(resil_shm_keyed_stat(shm, "pk", &info, &d), RESIL_OK);
+	assert_int_equal(info.max_keys, 32);
+	assert_int_equal(info.used, 2);
+	resil_shm_close(shm);
+	pipe_end(&b);
+	pipe_end(&a);
+	/* The refusals of the text. */
+	d.msg[0] = '\0';
+	assert_int_equal(pipe_start(&a,
+	                     "service=S\nbreaker.key.shared=shm:r/pk\n", &d),
+	    RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "breaker.key.shared: needs breaker.key"));
+	assert_int_equal(pipe_start(&a,
+	                     "service=S\nbreaker.key=args\n"
+	                     "breaker.key.shared=redis://h/x\n",
+	                     &d),
+	    RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "is not shm:REGION/NAME"));
+	snprintf(bad, sizeof(bad),
+	    "service=S\nbreaker.key=args\nbreaker.key.max_key_len=100\n"
+	    "breaker.key.shared=shm:%s/pk\n",
+	    region);
+	assert_int_equal(pipe_start(&a, bad, &d), RESIL_E_INVAL);
+	assert_non_null(strstr(d.msg, "keeps keys of up to 64 bytes"));
+	teardown_common();
+}
+
 /* ---- refusals ---- */
 
 static void
@@ -720,6 +833,7 @@ main(void)
 		cmocka_unit_test(test_keyed_shm_overflow),
 		cmocka_unit_test(test_keyed_shm_sigkill_mid_claim),
 		cmocka_unit_test(test_keyed_shm_dead_holder_bits_cleared),
+		cmocka_unit_test(test_keyed_shm_pipeline_text),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
