@@ -513,11 +513,13 @@ keyed_new(resil_keyed **out, const resil_keyed_config *cfg,
 	uint64_t largest = 0, before;
 	resil_err err;
 
-	if (out == NULL || cfg == NULL)
-		err = resil__diagf(diag, RESIL_E_INVAL,
+	if (out == NULL || cfg == NULL) {
+		if (mk != NULL && mk->done != NULL)
+			mk->done(mk->ctx);
+		return resil__diagf(diag, RESIL_E_INVAL,
 		    "keyed: %s is NULL", out == NULL ? "out" : "cfg");
-	else
-		err = check_config(cfg, diag);
+	}
+	err = check_config(cfg, diag);
 	if (err != RESIL_OK) {
 		if (mk != NULL && mk->done != NULL)
 			mk->done(mk->ctx);

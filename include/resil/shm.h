@@ -49,8 +49,9 @@
  * child made by fork() after resil_shm_open must open its own.
  *
  * Thread safety: open, close, reap and resil_shm_breaker / _ratelimit /
- * _bulkhead may be called from any thread; the objects are as
- * thread-safe as their in-process kind.
+ * _bulkhead / _keyed / _keyed_stat may be called from any thread; the
+ * objects are as thread-safe as their in-process kind (a keyed family
+ * as keyed.h says).
  */
 #ifndef RESIL_SHM_H
 #define RESIL_SHM_H
