@@ -701,9 +701,9 @@ resil__shm_keyed_owned(const char *url, const resil_keyed_config *cfg,
 	if (err != RESIL_OK)
 		return resil__diagf(diag, err, "%s", d.msg);
 	err = keyed_open(shm, name, cfg, &f, out, diag);
-	if (err != RESIL_OK) {
+	if (err != RESIL_OK || f == NULL) { /* f is set on RESIL_OK */
 		resil_shm_close(shm);
-		return err;
+		return err != RESIL_OK ? err : RESIL_E_INVAL;
 	}
 	f->own = shm; /* closed by kf_done(), after the family */
 	return RESIL_OK;
