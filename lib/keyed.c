@@ -260,8 +260,8 @@ apply_override(const resil_keyed *k, const resil_keyed_override *ov,
 
 /* key's instance (key NULL: the overflow instance). */
 static resil_err
-inst_new(const resil_keyed *k, const resil_keyed_override *ov,
-    const void *key, size_t len, void **out, resil_diag *diag)
+inst_new(const resil_keyed *k, const resil_keyed_override *ov, const void *key,
+    size_t len, void **out, resil_diag *diag)
 {
 	resil_ratelimit_config rl;
 	resil_bulkhead_config bh;
@@ -419,8 +419,8 @@ copy_overrides(resil_keyed *k, const resil_keyed_config *cfg,
 				    "override[%zu] again",
 				    i, j);
 		before = resil__load64(&k->bytes);
-		err = inst_new(
-		    k, &k->ov[i].o, o->key, o->key_len, &inst, diag);
+		err =
+		    inst_new(k, &k->ov[i].o, o->key, o->key_len, &inst, diag);
 		if (err != RESIL_OK)
 			return resil__diag_prefix(diag, err, "keyed.override");
 		if (resil__load64(&k->bytes) - before > *largest)

@@ -226,7 +226,8 @@ index_remove(kshm_head *h, uint64_t slot)
 		if (s == 0)
 			break;
 		home = slot_at(h, (uint32_t)s - 1)->hash & m;
-		if (i <= j ? (home <= i || home > j) : (home <= i && home > j)) {
+		if (i <= j ? (home <= i || home > j)
+		           : (home <= i && home > j)) {
 			resil__store64(&ix[i], s);
 			i = j;
 		}
@@ -319,8 +320,8 @@ static resil_err
 attach(const kfam *f, const resil_keyed_config *cfg, uint64_t i, bool init,
     resil_breaker **out, resil_diag *diag)
 {
-	return resil__breaker_new_shared(
-	    out, &cfg->breaker, bmem(f->head, i), init, f->procs, f->slot, diag);
+	return resil__breaker_new_shared(out, &cfg->breaker, bmem(f->head, i),
+	    init, f->procs, f->slot, diag);
 }
 
 /* Whether slot i's breaker is one a fresh breaker would not equal (the
@@ -390,7 +391,8 @@ reclaim(const kfam *f, const resil_keyed_config *cfg)
 		    live_mask(f, s, &seen, &alive) != 0 ||
 		    slot_protected(f, cfg, i))
 			continue;
-		resil__store64(&s->state, (uint64_t)(f->slot + 1) << 8 | KS_RECLAIM);
+		resil__store64(
+		    &s->state, (uint64_t)(f->slot + 1) << 8 | KS_RECLAIM);
 		index_remove(h, i);
 		resil__store64(&h->used, h->used - 1);
 		resil__faa64(&h->reclaimed, 1);
@@ -422,8 +424,8 @@ take_slot(const kfam *f, const resil_keyed_config *cfg)
 		h->skip = h->max_keys / 64;
 		return UINT64_MAX;
 	}
-	resil__store64(&slot_at(h, i)->state,
-	    (uint64_t)(f->slot + 1) << 8 | KS_CLAIM);
+	resil__store64(
+	    &slot_at(h, i)->state, (uint64_t)(f->slot + 1) << 8 | KS_CLAIM);
 	return i;
 }
 
@@ -465,8 +467,8 @@ claim(const kfam *f, const resil_keyed_config *cfg, uint64_t hash,
 /* ---- the maker (lib/keyed_maker.h) ---- */
 
 static resil_err
-kf_make(void *ctx, const resil_keyed_config *cfg, const void *key,
-    size_t len, void **inst, resil_diag *diag)
+kf_make(void *ctx, const resil_keyed_config *cfg, const void *key, size_t len,
+    void **inst, resil_diag *diag)
 {
 	kfam *f = ctx;
 	kshm_head *h = f->head;
@@ -573,7 +575,8 @@ resil__kshm_clear_slot(void *mem, size_t bytes, unsigned i)
 		uint64_t *ann = (uint64_t *)(void *)((char *)bmem(h, k) +
 		    (h->slot_bytes - KSHM_HDR) - tail + 64u * i);
 
-		__atomic_fetch_and(&slot_at(h, k)->attach, ~bit, __ATOMIC_ACQ_REL);
+		__atomic_fetch_and(
+		    &slot_at(h, k)->attach, ~bit, __ATOMIC_ACQ_REL);
 		resil__store64(&ann[0], 0);
 		resil__store64(&ann[1], 0);
 	}
@@ -623,8 +626,7 @@ check_cfg(resil_shm *shm, const char *name, const resil_keyed_config *cfg,
 		    "keyed.max_keys: %u is out of range 1..%u for a shared "
 		    "family",
 		    (unsigned)cfg->max_keys, (unsigned)RESIL__KSHM_MAX_KEYS);
-	if (cfg->max_key_len < 1 ||
-	    cfg->max_key_len > RESIL_SHM_KEYED_KEY_MAX)
+	if (cfg->max_key_len < 1 || cfg->max_key_len > RESIL_SHM_KEYED_KEY_MAX)
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "keyed.max_key_len: %u is out of range 1..%u for a "
 		    "shared family (its keys are kept in the region)",
@@ -695,7 +697,8 @@ resil__shm_keyed_owned(const char *url, const resil_keyed_config *cfg,
 	 * its size). */
 	if (cfg->kind == RESIL_KEYED_BREAKER && cfg->max_keys >= 1 &&
 	    cfg->max_keys <= RESIL__KSHM_MAX_KEYS)
-		sc.region_bytes += resil__kshm_bytes(&cfg->breaker, cfg->max_keys);
+		sc.region_bytes +=
+		    resil__kshm_bytes(&cfg->breaker, cfg->max_keys);
 	d.msg[0] = '\0';
 	err = resil_shm_open(&shm, region, &sc, &d);
 	if (err != RESIL_OK)

@@ -153,7 +153,8 @@ static char *
 fingerprint(
     const resil_pipeline *p, const resil_pipeline_config *cfg, unsigned k)
 {
-	const char *sh = cfg->keyed[k].shared != NULL ? cfg->keyed[k].shared : "";
+	const char *sh =
+	    cfg->keyed[k].shared != NULL ? cfg->keyed[k].shared : "";
 	size_t i, len = 64 + strlen(cfg->keyed[k].key) + strlen(sh), at;
 	char *s;
 

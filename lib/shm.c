@@ -416,7 +416,8 @@ check_entries(
 			break;
 		case KIND_KEYED:
 			entry_breaker_cfg(e, &bc);
-			if (resil_breaker_config_validate(&bc, &d) != RESIL_OK ||
+			if (resil_breaker_config_validate(&bc, &d) !=
+			        RESIL_OK ||
 			    e->keys < 1 || e->keys > RESIL__KSHM_MAX_KEYS)
 				return corrupt(diag, region,
 				    "entry %u (%s): a keyed family's layout "

@@ -63,5 +63,4 @@ resil_err resil__shm_keyed_owned(const char *url,
  * key, before the slot is READY (NULL in production). */
 extern void (*resil__kshm_claim_hook)(void);
 
-
 #endif /* RESIL_SHM_INTERNAL_H */

@@ -88,7 +88,8 @@ fam_cfg(uint32_t max_keys)
 	c.max_keys = max_keys;
 	c.max_key_len = 64;
 	c.breaker.clock = &shared_clock;
-	/* The rate trigger keeps the window (100% of 100 calls: never here). */
+	/* The rate trigger keeps the window (100% of 100 calls: never here).
+	 */
 	c.breaker.failure_rate_pct = 100;
 	c.breaker.min_calls = 100;
 	c.breaker.consecutive_failures = 3;
@@ -172,7 +173,8 @@ tripper(void)
 	resil_keyed *k;
 	int i;
 
-	if (shm == NULL || resil_shm_keyed(shm, "hosts", &c, &k, NULL) != RESIL_OK)
+	if (shm == NULL ||
+	    resil_shm_keyed(shm, "hosts", &c, &k, NULL) != RESIL_OK)
 		_exit(3);
 	/* Lock step with the parent: in each round the child records one
 	 * failure on "a" and one success on "b". */
@@ -206,11 +208,13 @@ test_keyed_shm_trip_seen_across_processes(void **state)
 	setup_common();
 	shm = open_region();
 	assert_non_null(shm);
-	assert_int_equal(resil_shm_keyed(shm, "hosts", &c, &k, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_shm_keyed(shm, "hosts", &c, &k, NULL), RESIL_OK);
 	kid = child(tripper);
 	for (i = 0; i < ROUNDS; i++) {
 		pthread_barrier_wait(&cm->go);
-		assert_int_equal(call(k, "b", RESIL_OUTCOME_SUCCESS), RESIL_OK);
+		assert_int_equal(
+		    call(k, "b", RESIL_OUTCOME_SUCCESS), RESIL_OK);
 		pthread_barrier_wait(&cm->go);
 	}
 	wait_ok(kid);
@@ -255,7 +259,8 @@ racer_body(int dir)
 	char key[32];
 	int i;
 
-	if (shm == NULL || resil_shm_keyed(shm, "race", &c, &k, NULL) != RESIL_OK)
+	if (shm == NULL ||
+	    resil_shm_keyed(shm, "race", &c, &k, NULL) != RESIL_OK)
 		_exit(3);
 	pthread_barrier_wait(&cm->go);
 	for (i = 0; i < RACE_KEYS; i++) {
@@ -328,7 +333,8 @@ thread_racer(void *arg)
 	char key[32];
 	int i;
 
-	if (shm == NULL || resil_shm_keyed(shm, "trace", &c, &k, NULL) != RESIL_OK) {
+	if (shm == NULL ||
+	    resil_shm_keyed(shm, "trace", &c, &k, NULL) != RESIL_OK) {
 		t->errors = -1;
 		pthread_barrier_wait(t->go);
 		return NULL;
@@ -394,7 +400,8 @@ failer(void)
 	resil_keyed *k;
 	int i;
 
-	if (shm == NULL || resil_shm_keyed(shm, "churn", &c, &k, NULL) != RESIL_OK)
+	if (shm == NULL ||
+	    resil_shm_keyed(shm, "churn", &c, &k, NULL) != RESIL_OK)
 		_exit(3);
 	for (i = 0; i < 3; i++)
 		if (call(k, "bad", RESIL_OUTCOME_FAILURE) != RESIL_OK)
@@ -423,7 +430,8 @@ test_keyed_shm_fixed_table_keeps_failing_keys(void **state)
 	setup_common();
 	shm = open_region();
 	assert_non_null(shm);
-	assert_int_equal(resil_shm_keyed(shm, "churn", &c, &k, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_shm_keyed(shm, "churn", &c, &k, NULL), RESIL_OK);
 	wait_ok(child(failer));
 	assert_int_equal(
 	    resil_shm_keyed_stat(shm, "churn", &before, NULL), RESIL_OK);
@@ -487,8 +495,10 @@ test_keyed_shm_overflow(void **state)
 	c.max_keys = 2;
 	assert_int_equal(resil_shm_keyed(shm, "ovf", &c, &k, NULL), RESIL_OK);
 	for (i = 0; i < 3; i++) {
-		assert_int_equal(call(k, "x", RESIL_OUTCOME_FAILURE), RESIL_OK);
-		assert_int_equal(call(k, "y", RESIL_OUTCOME_FAILURE), RESIL_OK);
+		assert_int_equal(
+		    call(k, "x", RESIL_OUTCOME_FAILURE), RESIL_OK);
+		assert_int_equal(
+		    call(k, "y", RESIL_OUTCOME_FAILURE), RESIL_OK);
 	}
 	/* Both slots OPEN, the local family full of protected keys: "z"
 	 * goes to the local family's overflow, which is the table's. */
@@ -532,7 +542,8 @@ claimer(void)
 	resil_shm *shm = open_region();
 	resil_keyed *k;
 
-	if (shm == NULL || resil_shm_keyed(shm, "crash", &c, &k, NULL) != RESIL_OK)
+	if (shm == NULL ||
+	    resil_shm_keyed(shm, "crash", &c, &k, NULL) != RESIL_OK)
 		_exit(3);
 	resil__kshm_claim_hook = die_now;
 	(void)call(k, "k1", RESIL_OUTCOME_FAILURE);
@@ -553,7 +564,8 @@ test_keyed_shm_sigkill_mid_claim(void **state)
 	setup_common();
 	shm = open_region();
 	assert_non_null(shm);
-	assert_int_equal(resil_shm_keyed(shm, "crash", &c, &k, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_shm_keyed(shm, "crash", &c, &k, NULL), RESIL_OK);
 	kid = child(claimer);
 	assert_int_equal(waitpid(kid, &st, 0), kid);
 	assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
@@ -573,7 +585,8 @@ test_keyed_shm_sigkill_mid_claim(void **state)
 	assert_int_equal(metrics_of(k, "k1").window_failures, 1);
 	resil_keyed_free(k);
 	/* A new family handle finds both keys in the repaired index. */
-	assert_int_equal(resil_shm_keyed(shm, "crash", &c, &k, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_shm_keyed(shm, "crash", &c, &k, NULL), RESIL_OK);
 	assert_int_equal(call(k, "k1", RESIL_OUTCOME_FAILURE), RESIL_OK);
 	assert_int_equal(metrics_of(k, "k1").window_failures, 2);
 	assert_int_equal(
@@ -593,7 +606,8 @@ holder(void)
 	resil_shm *shm = open_region();
 	resil_keyed *k;
 
-	if (shm == NULL || resil_shm_keyed(shm, "held", &c, &k, NULL) != RESIL_OK)
+	if (shm == NULL ||
+	    resil_shm_keyed(shm, "held", &c, &k, NULL) != RESIL_OK)
 		_exit(3);
 	if (call(k, "a", RESIL_OUTCOME_SUCCESS) != RESIL_OK ||
 	    call(k, "b", RESIL_OUTCOME_SUCCESS) != RESIL_OK)
@@ -723,10 +737,11 @@ test_keyed_shm_pipeline_text(void **state)
 	pipe_end(&a);
 	/* The refusals of the text. */
 	d.msg[0] = '\0';
-	assert_int_equal(pipe_start(&a,
-	                     "service=S\nbreaker.key.shared=shm:r/pk\n", &d),
+	assert_int_equal(
+	    pipe_start(&a, "service=S\nbreaker.key.shared=shm:r/pk\n", &d),
 	    RESIL_E_INVAL);
-	assert_non_null(strstr(d.msg, "breaker.key.shared: needs breaker.key"));
+	assert_non_null(
+	    strstr(d.msg, "breaker.key.shared: needs breaker.key"));
 	assert_int_equal(pipe_start(&a,
 	                     "service=S\nbreaker.key=args\n"
 	                     "breaker.key.shared=redis://h/x\n",
@@ -808,13 +823,13 @@ test_keyed_shm_refusals(void **state)
 	    resil_shm_breaker(shm, "fam", &bc, &b, &d), RESIL_E_INVAL);
 	assert_non_null(
 	    strstr(d.msg, "fam is a keyed breaker family, not a breaker"));
-	assert_int_equal(resil_shm_keyed_stat(shm, "nope", &info, &d),
-	    RESIL_E_NOTFOUND);
+	assert_int_equal(
+	    resil_shm_keyed_stat(shm, "nope", &info, &d), RESIL_E_NOTFOUND);
 	assert_int_equal(
 	    resil_shm_keyed_stat(shm, "br", &info, &d), RESIL_E_INVAL);
 	memset(longkey, 'k', sizeof(longkey));
-	assert_int_equal(resil_keyed_breaker_acquire(k, longkey, 65, &p),
-	    RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_keyed_breaker_acquire(k, longkey, 65, &p), RESIL_E_INVAL);
 	resil_keyed_free(k);
 	resil_shm_close(other);
 	resil_shm_close(shm);
@@ -829,7 +844,8 @@ main(void)
 		cmocka_unit_test(test_keyed_shm_trip_seen_across_processes),
 		cmocka_unit_test(test_keyed_shm_first_use_race),
 		cmocka_unit_test(test_keyed_shm_first_use_threads),
-		cmocka_unit_test(test_keyed_shm_fixed_table_keeps_failing_keys),
+		cmocka_unit_test(
+		    test_keyed_shm_fixed_table_keeps_failing_keys),
 		cmocka_unit_test(test_keyed_shm_overflow),
 		cmocka_unit_test(test_keyed_shm_sigkill_mid_claim),
 		cmocka_unit_test(test_keyed_shm_dead_holder_bits_cleared),

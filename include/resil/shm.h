@@ -219,9 +219,9 @@ RESIL_API resil_err resil_shm_keyed(resil_shm *shm, const char *name,
     const resil_keyed_config *cfg, resil_keyed **out, resil_diag *diag);
 
 typedef struct resil_shm_keyed_info {
-	uint32_t max_keys;   /* the table's slots (the overflow's not counted) */
-	uint32_t used;       /* slots holding a key now */
-	uint64_t claimed;    /* slots claimed for new keys, ever */
+	uint32_t max_keys; /* the table's slots (the overflow's not counted) */
+	uint32_t used;     /* slots holding a key now */
+	uint64_t claimed;  /* slots claimed for new keys, ever */
 	uint64_t reclaimed;  /* idle keys' slots taken for new keys */
 	uint64_t overflowed; /* new keys given the overflow breaker */
 	uint64_t repaired;   /* half-made claims of dead processes undone */
