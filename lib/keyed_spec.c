@@ -7,6 +7,9 @@
 #include <string.h>
 
 #include <resil/keyed.h>
+#include <resil/shm.h>
+
+#include "pipeline_shared.h"
 
 /* Whether the n bytes at s are the text lit. */
 static int
@@ -198,6 +201,27 @@ conflict(const resil_pipeline_config *cfg, unsigned k)
 	return NULL;
 }
 
+/* h3/kshm: keyed[k].shared, a breaker family in a region. */
+static resil_err
+shared_check(const resil_pipeline_config *cfg, unsigned k, resil_diag *diag)
+{
+	if (cfg->keyed[k].shared == NULL)
+		return RESIL_OK;
+	if (k != RESIL_KEYED_BREAKER)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "%s.key.shared: only breaker families are shared in a "
+		    "region (breaker.key.shared)",
+		    kind_names[k]);
+	if (cfg->keyed[k].max_key_len > RESIL_SHM_KEYED_KEY_MAX)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "breaker.key.shared: a shared family keeps keys of up to "
+		    "%u bytes (breaker.key.max_key_len is %u)",
+		    RESIL_SHM_KEYED_KEY_MAX,
+		    (unsigned)cfg->keyed[k].max_key_len);
+	return resil__shared_url_check(
+	    "breaker.key.shared", cfg->keyed[k].shared, diag);
+}
+
 resil_err
 resil__keyed_cfg_check(
     const resil_pipeline_config *cfg, int *kind, resil_diag *diag)
@@ -238,8 +262,13 @@ resil__keyed_cfg_check(
 				return resil__diagf(diag, RESIL_E_INVAL,
 				    "%s.key.max_key_len: needs %s.key", name,
 				    name);
+			if (cfg->keyed[k].shared != NULL)
+				return resil__diagf(diag, RESIL_E_INVAL,
+				    "%s.key.shared: needs %s.key", name, name);
 			continue;
 		}
+		if ((err = shared_check(cfg, k, diag)) != RESIL_OK)
+			return err;
 		if ((err = resil__keyed_parse_spec(
 		         name, cfg->keyed[k].key, diag)) != RESIL_OK)
 			return err;
