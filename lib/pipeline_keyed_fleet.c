@@ -17,61 +17,16 @@
 #include "fleet_limit.h"
 #include "internal.h"
 #include "keyed_gate.h"
-#include "keyed_spec.h"
 #include "pipeline_internal.h"
 
-/* Whether cfg names a keyed rate limiter with a fleet one and no shm
- * one (those two are refused together elsewhere). */
-static int
-keyed_on_fleet(const resil_pipeline_config *cfg)
+int
+resil__kfleet_on(const resil_pipeline_config *cfg)
 {
 	return cfg->keyed[RESIL_KEYED_RATELIMIT].key != NULL &&
 	    (cfg->ratelimit_fleet_url != NULL ||
 	        cfg->fleet_ratelimit != NULL) &&
 	    cfg->ratelimit_shared_url == NULL &&
 	    cfg->shared_ratelimit == NULL;
-}
-
-resil_err
-resil__kfleet_cfg_check(
-    const resil_pipeline_config *cfg, int *kind, resil_diag *diag)
-{
-	resil_pipeline_config c;
-	resil_err err;
-
-	/* Said here for the shm one alone: keyed_spec.c's message names
-	 * the fleet too, which is now taken. */
-	if (cfg->keyed[RESIL_KEYED_RATELIMIT].key != NULL &&
-	    cfg->ratelimit_fleet_url == NULL && cfg->fleet_ratelimit == NULL &&
-	    (cfg->ratelimit_shared_url != NULL ||
-	        cfg->shared_ratelimit != NULL) &&
-	    resil__keyed_stage_on(cfg, RESIL_KEYED_RATELIMIT)) {
-		*kind = (int)RESIL_KEYED_RATELIMIT;
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "ratelimit.key: not with a shared rate limiter "
-		    "(ratelimit.shared)");
-	}
-	if (!keyed_on_fleet(cfg))
-		return resil__keyed_cfg_check(cfg, kind, diag);
-	c = *cfg;
-	c.ratelimit_fleet_url = NULL;
-	c.fleet_ratelimit = NULL;
-	err = resil__keyed_cfg_check(&c, kind, diag);
-	if (err != RESIL_OK)
-		return err;
-	*kind = (int)RESIL_KEYED_RATELIMIT;
-	if (cfg->fleet_ratelimit != NULL && cfg->fleet_ratelimit->kx == NULL)
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "ratelimit.key: the fleet_ratelimit handle is not keyed "
-		    "(made with max_keys 0)");
-	if (cfg->fleet_ratelimit != NULL &&
-	    cfg->keyed[RESIL_KEYED_RATELIMIT].n_overrides != 0)
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "ratelimit.key.override: not with a fleet_ratelimit "
-		    "handle (give the overrides to the handle's "
-		    "configuration)");
-	*kind = -1;
-	return RESIL_OK;
 }
 
 void
@@ -81,7 +36,7 @@ resil__kfleet_config(
 	resil_keyed_config dflt;
 	unsigned k = RESIL_KEYED_RATELIMIT;
 
-	if (!keyed_on_fleet(cfg))
+	if (!resil__kfleet_on(cfg))
 		return;
 	resil_keyed_config_init(&dflt);
 	fc->max_keys = cfg->keyed[k].max_keys != 0 ? cfg->keyed[k].max_keys
@@ -97,7 +52,7 @@ void
 resil__kfleet_family(
     const resil_pipeline_config *cfg, unsigned k, resil_keyed_config *kc)
 {
-	if (k == RESIL_KEYED_RATELIMIT && keyed_on_fleet(cfg))
+	if (k == RESIL_KEYED_RATELIMIT && resil__kfleet_on(cfg))
 		kc->max_keys = 1;
 }
 
@@ -127,6 +82,12 @@ resil__kfleet_acquire(struct resil__kgate *g, const void *key, size_t len,
 		    g->frl, key, len, 1, retry_after);
 	return resil_keyed_ratelimit_try_acquire(
 	    g->fam[RESIL_KEYED_RATELIMIT], key, len, 1, retry_after);
+}
+
+int
+resil__kfleet_keyed(const resil_fleet_limit *frl)
+{
+	return frl->kx != NULL;
 }
 
 resil_fleet_limit *

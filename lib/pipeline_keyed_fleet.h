@@ -11,7 +11,15 @@
 
 struct resil__kgate;
 
-/* resil__keyed_cfg_check() (lib/keyed_spec.h), with ratelimit.key and a
+/* Whether cfg names a keyed rate limiter with a fleet one and no shm
+ * one (those two are refused together elsewhere). */
+int resil__kfleet_on(const resil_pipeline_config *cfg);
+
+/* Whether frl was made keyed (max_keys > 0). */
+int resil__kfleet_keyed(const resil_fleet_limit *frl);
+
+/* lib/pipeline_keyed_fleet_check.c: resil__keyed_cfg_check()
+ * (lib/keyed_spec.h), with ratelimit.key and a
  * fleet rate limiter accepted together: the fleet limiter is then the
  * keyed one. */
 resil_err resil__kfleet_cfg_check(
