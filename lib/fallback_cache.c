@@ -603,12 +603,23 @@ typedef struct memo {
 	size_t dlen;    /* the argument bytes' length (1..16) */
 	uint64_t dw0;   /* and their words (load_small()) */
 	uint64_t dw1;
+	/* A copy of the entry's value when it is a string, bytes or JSON of
+	 * 17 to 64 bytes (immutable in the entry): its 16-byte chunks at 0,
+	 * vi, vj and vlen - 16 (bytes_eq_64()'s); vtype its type, else -1.
+	 * The public put compares with it before the read (memo_value_eq()). */
+	__m128i v[4];
+	int vtype;
+	size_t vlen;
+	size_t vi;
+	size_t vj;
 #endif
 	uint64_t id; /* the cache's id; 0: none */
 	shard *s;
 	readers *rd;
 	entry *e;
 	uint64_t gen;
+	uint64_t *in;   /* &rd->in[gen & 1]: the read announced there */
+	uint64_t *idle; /* &rd->idle[gen & 1]: and ended there */
 } memo;
 
 static RESIL__TLS memo memo_;
@@ -640,6 +651,28 @@ memo_find(const resil_cache *c, const kkey *k, uint64_t *gen)
 static char *key_of(const entry *e);
 
 #if defined(FB_MEMO_KEY)
+/* The memo's copy of v (an entry's), or none (vtype -1). */
+static FB_INLINE void
+memo_value(memo *mo, const resil_value *v)
+{
+	const unsigned char *p = (const unsigned char *)v->u.s.ptr;
+	size_t n = v->u.s.len;
+
+	mo->vtype = -1;
+	if (v->type < RESIL_VALUE_STRING || v->type > RESIL_VALUE_JSON ||
+	    n - 17 >= 48)
+		return;
+	mo->vi = ((n - 1) >> 5) << 4; /* as bytes_eq_64() */
+	mo->vj = n - 16 - mo->vi;
+	mo->v[0] = _mm_loadu_si128((const __m128i *)(const void *)p);
+	mo->v[1] = _mm_loadu_si128((const __m128i *)(const void *)(p + mo->vi));
+	mo->v[2] = _mm_loadu_si128((const __m128i *)(const void *)(p + mo->vj));
+	mo->v[3] = _mm_loadu_si128(
+	    (const __m128i *)(const void *)(p + n - 16));
+	mo->vlen = n;
+	mo->vtype = (int)v->type;
+}
+
 /* The memo's copy of e's key (e protected by the caller: a read, or the
  * shard's lock), or none when it is not a short one. */
 static FB_NOINLINE void
@@ -652,6 +685,7 @@ memo_key(memo *mo, const entry *e)
 		 * matches (and no length is then read as the arguments'). */
 		mo->mneed = ~0u;
 		mo->dlen = 0;
+		mo->vtype = -1;
 		return;
 	}
 	const char *k = key_of(e);
@@ -676,6 +710,7 @@ memo_key(memo *mo, const entry *e)
 	mo->dlen = dlen;
 	mo->dw0 = e->w[2];
 	mo->dw1 = e->w[3];
+	memo_value(mo, &e->value);
 }
 #endif
 
@@ -690,32 +725,30 @@ memo_keep(const resil_cache *c, shard *s, readers *rd, entry *e, uint64_t g)
 	mo->rd = rd;
 	mo->e = e;
 	mo->gen = g;
+	mo->in = &rd->in[g & 1];
+	mo->idle = &rd->idle[g & 1];
 #if defined(FB_MEMO_KEY)
 	memo_key(mo, e);
 #endif
 }
 
-/* 1 with the memo's entry (*ep) when args (method not NULL) is its key, in a
- * read begun here (*gen); 0 otherwise (no read left open): the general path then
- * measures, prepares and looks the key up. Nothing of args is measured:
- * the method's 16 bytes are loaded at once (when they lie inside its
- * page, so that the load cannot fault: SSE2 means x86, whose pages are
- * 4096 bytes or larger) and compared with the memo's copy
- * up to and including its NUL; the arguments' length, then their words. A
- * short key that is the memo's costs a few compares; no strlen, no key
- * prepared, no call (the record's fast path stays a leaf). checked: the
- * caller refused NULL bytes of a length above 0 already (args_ok()). */
-static FB_INLINE int
-memo_fast_in(const resil_cache *c, const resil_args *args, entry **ep,
-    uint64_t *gen, int checked)
-{
 #if defined(FB_MEMO_KEY)
+/* 1 when args (method not NULL) is the key of c's memo; nothing of args
+ * is measured: the method's 16 bytes are loaded at once (when they lie
+ * inside its page, so that the load cannot fault: SSE2 means x86, whose
+ * pages are 4096 bytes or larger) and compared with the memo's copy up to
+ * and including its NUL; the arguments' length, then their words. A short
+ * key that is the memo's costs a few compares; no strlen, no key prepared,
+ * no call (the record's fast path stays a leaf). checked: the caller
+ * refused NULL bytes of a length above 0 already (args_ok()). */
+static FB_INLINE int
+memo_key_eq(const resil_cache *c, const resil_args *args, int checked)
+{
 	const memo *mo = &memo_;
 	uintptr_t p = (uintptr_t)args->method;
 	size_t len = args->len;
-	uint64_t a, b, g;
+	uint64_t a, b;
 	unsigned m;
-	entry *e;
 
 	if (mo->id != c->id || len != mo->dlen || (p & 4095) > 4096 - 16)
 		return 0;
@@ -727,33 +760,58 @@ memo_fast_in(const resil_cache *c, const resil_args *args, entry **ep,
 	if (!checked && RESIL__UNLIKELY(args->data == NULL))
 		return 0;
 	load_small(args->data, len, &a, &b);
-	if (((a ^ mo->dw0) | (b ^ mo->dw1)) != 0)
-		return 0;
-	/* read_enter() without its retry: a generation other than the
-	 * memo's, before or after the read is announced, is the general
-	 * path's (the memo's entry is not read then), so that the retry
-	 * keeps no register. */
-	g = resil__load64(&mo->s->gen);
-	if (RESIL__UNLIKELY(g != mo->gen))
-		return 0;
-	resil__inc64(&mo->rd->in[g & 1]);
-	e = mo->e;
-	/* The generation first: only then may e be read at all. */
-	if (RESIL__LIKELY(resil__load64_after_rmw(&mo->s->gen) == g) &&
-	    resil__load64(&e->lens) != 0) {
-		*ep = e;
-		*gen = g;
+	return ((a ^ mo->dw0) | (b ^ mo->dw1)) == 0;
+}
+#endif
+
+/* The memo's read announced (in its generation's parity, without
+ * read_enter()'s first look and retry): 1 when the generation is still the
+ * memo's after the announcement (only then may its entry be read at all:
+ * no wait for readers has ended since, nor can one end before the read
+ * does) and the entry is still its key's; end the read with
+ * memo_exit(). 0 otherwise, no read left open (the general path's). */
+static FB_INLINE int
+memo_enter(void)
+{
+	const memo *mo = &memo_;
+
+	resil__inc64(mo->in);
+	if (RESIL__LIKELY(resil__load64_after_rmw(&mo->s->gen) == mo->gen) &&
+	    resil__load64(&mo->e->lens) != 0)
 		return 1;
-	}
-	read_exit(mo->rd, (unsigned)(g & 1), 0);
+	resil__inc64(mo->idle);
+	return 0;
+}
+
+/* End memo_enter()'s read, having served nothing. */
+static FB_INLINE void
+memo_exit(void)
+{
+	resil__inc64(memo_.idle);
+}
+
+/* 1 with the memo's entry (*ep) when args (method not NULL) is its key
+ * (memo_key_eq()), in a read begun here (*gen: memo_enter()); 0 otherwise
+ * (no read left open): the general path then measures, prepares and looks
+ * the key up. */
+static FB_INLINE int
+memo_fast_in(const resil_cache *c, const resil_args *args, entry **ep,
+    uint64_t *gen, int checked)
+{
+#if defined(FB_MEMO_KEY)
+	if (!memo_key_eq(c, args, checked) || !memo_enter())
+		return 0;
+	*ep = memo_.e;
+	*gen = memo_.gen;
+	return 1;
 #else
 	(void)c;
 	(void)args;
 	(void)ep;
 	(void)gen;
 	(void)checked;
-#endif
 	return 0;
+#endif
 }
 
 /* memo_fast_in() of arguments whose bytes are not checked yet. */
@@ -1362,61 +1420,105 @@ put_at(resil_cache *c, const resil_args *args, const resil_value *value,
 	return put_memo_other(c, args, value, now, e, g);
 }
 
-/* The public put's memo path: put_at() that also compares a string,
- * bytes or JSON of 17 to 64 bytes (an answer's usual size) in place, in
- * four 16-byte chunks: no call, no switch (the frame is there already,
- * for the clock's call). The pipeline's record keeps put_at(): its int
- * path needs no saved register. */
-static FB_INLINE resil_err
-put_at_any(resil_cache *c, const resil_args *args, const resil_value *value,
-    uint64_t now)
+#if defined(FB_MEMO_KEY)
+/* 1 when value is the memo's copy (memo_value()): the same type, length
+ * and bytes, its four chunks compared at once; no look at the entry. */
+static FB_INLINE int
+memo_value_eq(const resil_value *value)
 {
-	const resil_value *h;
-	uint64_t g;
+	const memo *mo = &memo_;
+	const unsigned char *q;
+	__m128i x, y;
+
+	if (value == NULL || (int)value->type != mo->vtype ||
+	    value->u.s.len != mo->vlen)
+		return 0;
+	q = (const unsigned char *)value->u.s.ptr;
+	x = _mm_and_si128(
+	    _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)q),
+	        mo->v[0]),
+	    _mm_cmpeq_epi8(
+	        _mm_loadu_si128((const __m128i *)(const void *)(q + mo->vi)),
+	        mo->v[1]));
+	y = _mm_and_si128(
+	    _mm_cmpeq_epi8(
+	        _mm_loadu_si128((const __m128i *)(const void *)(q + mo->vj)),
+	        mo->v[2]),
+	    _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)(q +
+	                       mo->vlen - 16)),
+	        mo->v[3]));
+	return _mm_movemask_epi8(_mm_and_si128(x, y)) == 0xffff;
+}
+#endif
+
+/* The cache's time for the public put: its clock's word, else its call. */
+static FB_INLINE uint64_t
+put_now(const resil_cache *c)
+{
+	return c->now_word != NULL ? clock_word(c) : cache_now(c);
+}
+
+/* resil_cache_put() of args (checked) the general way (another key than
+ * the memo's). */
+static FB_NOINLINE resil_err
+put_general(resil_cache *c, const resil_args *args, const resil_value *value)
+{
+	return put_args(c, args, value, put_now(c));
+}
+
+#if defined(FB_MEMO_KEY)
+/* resil_cache_put() of the memo's key (args checked) with a value other
+ * than the memo's copy (memo_value_eq()): an int or any other value
+ * compared with the entry's in a read (put_memo_other()); the general way
+ * when the memo's entry is gone. */
+static FB_NOINLINE resil_err
+put_memo_any(
+    resil_cache *c, const resil_args *args, const resil_value *value)
+{
+	uint64_t now = put_now(c), g;
 	entry *e;
 
+	/* The copy's type, other bytes or length: another value, put in
+	 * full without a second compare. */
+	if (value != NULL && (int)value->type == memo_.vtype)
+		return put_replace(c, args, value, now);
 	if (!memo_fast_in(c, args, &e, &g, 1))
 		return put_args(c, args, value, now);
-	h = &e->value;
-	if (RESIL__LIKELY(value != NULL && h->type == value->type)) {
-#if defined(__SSE2__)
-		/* The string first: the public put's usual value. */
-		if (h->type >= RESIL_VALUE_STRING &&
-		    h->type <= RESIL_VALUE_JSON &&
-		    h->u.s.len == value->u.s.len &&
-		    h->u.s.len - 17 < 48) {
-			int same = bytes_eq_64(
-			    h->u.s.ptr, value->u.s.ptr, h->u.s.len);
-
-			/* e and g are the memo's (memo_fast_in()): read again
-			 * after the compare (a compiler barrier), so that they
-			 * hold no register across it (no saved registers). */
-			__atomic_signal_fence(__ATOMIC_SEQ_CST);
-			if (same) {
-				stamp_exit(memo_.e, now, memo_.gen);
-				return RESIL_OK;
-			}
-			/* Another value: compared once, put in full. */
-			read_exit(memo_.rd, (unsigned)(memo_.gen & 1), 0);
-			return put_replace(c, args, value, now);
-		}
-#endif
-		if (h->type == RESIL_VALUE_INT && h->u.i == value->u.i) {
-			stamp_exit(e, now, g);
-			return RESIL_OK;
-		}
+	if (value != NULL && value->type == RESIL_VALUE_INT &&
+	    e->value.type == RESIL_VALUE_INT && e->value.u.i == value->u.i) {
+		stamp_exit(e, now, g);
+		return RESIL_OK;
 	}
 	return put_memo_other(c, args, value, now, e, g);
 }
 
-/* resil_cache_put() on a clock without a time word (the system and fast
- * clocks): the clock's call, then the same path (with a frame: the
- * call's). */
-static FB_NOINLINE resil_err
-put_called(resil_cache *c, const resil_args *args, const resil_value *value)
+/* The memo's entry stamped now in a read begun here, when it is still its
+ * key's (memo_enter()); else the general way. */
+static FB_INLINE resil_err
+put_same_at(resil_cache *c, const resil_args *args, const resil_value *value,
+    uint64_t now)
 {
-	return put_at_any(c, args, value, cache_now(c));
+	entry *e;
+
+	if (RESIL__UNLIKELY(!memo_enter())) /* the entry is gone */
+		return put_args(c, args, value, now);
+	e = memo_.e;
+	if (resil__load64(&e->stored_at) != now)
+		resil__store64(&e->stored_at, now);
+	memo_exit();
+	return RESIL_OK;
 }
+
+/* put_same_at() on a clock without a time word (the system and fast
+ * clocks): called before the read, never inside it, with the frame the
+ * call needs out of the word's leaf path. */
+static FB_NOINLINE resil_err
+put_same_called(
+    resil_cache *c, const resil_args *args, const resil_value *value)
+{
+	return put_same_at(c, args, value, cache_now(c));
+}
+#endif
 
 resil_err
 resil_cache_put(
@@ -1424,11 +1526,21 @@ resil_cache_put(
 {
 	if (RESIL__UNLIKELY(c == NULL || !args_ok(args)))
 		return RESIL_E_INVAL;
-	/* A clock's time word is one load: no call, and the memo's path is
-	 * a leaf (no saved register). */
+#if defined(FB_MEMO_KEY)
+	/* The memo's key and the value of its copy (a string, bytes or JSON
+	 * of 17 to 64 bytes, an answer's usual size), compared before the
+	 * read and before the clock: a re-stamp in a read announced only
+	 * then, a leaf (no saved register) on a clock's time word. */
+	if (RESIL__UNLIKELY(!memo_key_eq(c, args, 1)))
+		return put_general(c, args, value);
+	if (RESIL__UNLIKELY(!memo_value_eq(value)))
+		return put_memo_any(c, args, value);
 	if (RESIL__UNLIKELY(c->now_word == NULL))
-		return put_called(c, args, value);
-	return put_at_any(c, args, value, clock_word(c));
+		return put_same_called(c, args, value);
+	return put_same_at(c, args, value, clock_word(c));
+#else
+	return put_general(c, args, value);
+#endif
 }
 
 /* Age of e at now (0 if the clock went backwards). */
