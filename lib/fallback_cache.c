@@ -12,7 +12,9 @@
  * announced in their thread's stripe under the shard generation's parity,
  * writers retiring what they unlink and freeing it in batches of 16 once
  * no reader of the old parity is left (retire()); a hit's value holds a
- * reference on its entry (entry_unref()).
+ * reference on its entry (entry_unref()). The structures are in
+ * lib/fallback_cache_internal.h, the cache's making in
+ * lib/fallback_cache_new.c.
  *
  * Why not ck_hs with ck_epoch: its probes are inline assembly that
  * ThreadSanitizer cannot see, it grows through its own allocator
@@ -29,118 +31,15 @@
 #endif
 
 #include "atomic.h"
+#include "fallback_cache_internal.h"
 #include "fallback_internal.h"
 #include "value_internal.h"
 
 /* ---- The cache ---- */
 
-/* Reader stripes per shard (threads get distinct ones round robin). */
-#define NSTRIPES 8u
-
-/* One allocation per entry: the struct, the key, then (string, bytes,
- * JSON) the value's bytes and a NUL. A hit hands those bytes to the
- * caller without a copy: the value it returns holds a reference on the
- * entry (refs), dropped by resil_value_free(), so an entry lives until
- * the cache and every value served from it are done with it. */
-typedef struct entry {
-	struct entry *prev; /* the clock's order: towards the hand */
-	struct entry *next; /* away from the hand */
-	uint64_t hash;
-	size_t key_len; /* method, NUL, argument bytes; after the struct */
-	size_t mlen;    /* the method's part of them */
-	/* A short key's bytes as words (key_prep()): compared without
-	 * touching the bytes after the struct. */
-	uint64_t w[4];
-	/* Atomic: the lengths of a short key's parts (key_lens()) while e is
-	 * its key's entry in the table (set before it is published, 0 once
-	 * it is taken out or replaced), else 0: with the words, what a
-	 * thread's memo checks in place of a probe, in one compare. */
-	uint64_t lens;
-	size_t charge;
-	size_t size;        /* bytes allocated: struct, key, value bytes */
-	uint64_t stored_at; /* atomic: a put of the same value re-stamps it */
-	uint64_t refs;      /* atomic: the cache's own, one per served value */
-	resil_allocator alloc; /* the cache's: a value may outlive it */
-	resil_value value;     /* a null value is the NULL sentinel */
-	uint8_t ref;           /* set by a hit, cleared by the hand */
-} entry;
-
 /* Removed keys leave this in their slot, so probes go on past it. */
 static char tomb_;
 #define TOMB ((entry *)(void *)&tomb_)
-
-typedef struct table {
-	size_t mask;   /* slots - 1; slots a power of 2 */
-	entry *slot[]; /* mask + 1 of them: NULL, TOMB or an entry */
-} table;
-
-/* One thread stripe's readers of a shard, on its own cache line. */
-typedef struct readers {
-	/* Reads begun, and ended (as hits, or not), per generation parity:
-	 * in == out + idle when none of that parity is in progress.
-	 * Monotonic, and a read ends with exactly one add, so that every
-	 * read costs two atomic adds in all (a put's re-stamp too): out is
-	 * also the hit count. */
-	uint64_t in[2];
-	uint64_t out[2];  /* reads ended that served a value */
-	uint64_t idle[2]; /* reads ended that did not */
-	uint64_t misses;  /* gets with no entry */
-	uint64_t pad_[1];
-} readers;
-
-typedef struct shard {
-	/* Read by every get, written by writers only. */
-	table *tab;
-	uint64_t gen;
-	size_t max_count;
-	size_t max_bytes;
-	uint64_t hits_locked; /* hits served on the stale path, under lock */
-	uint64_t pad0_[3];
-	/* The writers' state, under lock. */
-	uint8_t lock; /* shard_lock() */
-	entry *hand;  /* the clock's next candidate: the oldest entry */
-	entry *last;  /* the newest */
-	size_t count;
-	size_t bytes;
-	size_t used; /* slots not NULL: entries and tombstones */
-	uint64_t stale;
-	uint64_t evictions;
-	/* Unlinked entries waiting for one wait for the readers to cover
-	 * them all (retire()), under lock, on a line of their own. */
-	entry *retired;
-	size_t nretired;
-	size_t retired_bytes; /* their memory */
-	uint64_t pad1_[5];
-	readers rd[NSTRIPES];
-} shard;
-
-_Static_assert(sizeof(readers) == RESIL__CACHELINE, "one line per stripe");
-_Static_assert(sizeof(double) == sizeof(uint64_t), "doubles are 64 bits");
-_Static_assert(offsetof(shard, lock) == RESIL__CACHELINE &&
-        offsetof(shard, retired) == 2 * RESIL__CACHELINE &&
-        offsetof(shard, rd) == 3 * RESIL__CACHELINE,
-    "readers' fields, writers' fields and each stripe on lines of their own");
-
-struct resil_cache {
-	uint64_t id; /* unique per cache made (never 0): the memos' key */
-	resil_allocator alloc;
-	resil_clock clock;
-	/* The clock given to resil_cache_new() (NULL: the system's), which
-	 * the cache copied: a pipeline's, never changed after it is made
-	 * (resil__cache_record_at()). */
-	const resil_clock *clock_src;
-	/* The clock's time word (resil_clock.now_word: the manual clock's,
-	 * an event loop's cached time), else NULL: the public put and the
-	 * chain's answer read it with one load, no call (clock_word()). */
-	const uint64_t *now_word;
-	uint64_t max_age;
-	uint32_t nshards;
-	shard *shards; /* cache-line aligned, in shards_raw */
-	void *shards_raw;
-	size_t shards_raw_size;
-};
-
-static uint64_t cache_ids; /* the source of the caches' ids */
 
 /* The cache's clock, read without resil_clock_now()'s checks (the clock
  * is checked once, in resil_cache_new()). */
@@ -369,95 +268,6 @@ key_eq(const entry *e, const kkey *k)
 	b = key_of(e);
 	return bytes_eq(b, k->args->method, k->mlen) &&
 	    bytes_eq(b + k->mlen + 1, k->args->data, k->args->len);
-}
-
-size_t
-resil_cache_entry_charge(const resil_args *args, const resil_value *value)
-{
-	size_t key_len;
-
-	if (args == NULL || args->method == NULL)
-		return 0;
-	key_len = strlen(args->method) + 1 + args->len;
-	return sizeof(entry) + key_len + resil_value_heap_size(value);
-}
-
-static size_t
-table_size(size_t slots)
-{
-	return offsetof(table, slot) + slots * sizeof(entry *);
-}
-
-resil_err
-resil_cache_new(
-    resil_cache **out, const resil_cache_config *cfg, resil_diag *diag)
-{
-	resil_cache_config c;
-	const resil_allocator *al;
-	resil_cache *cache;
-	uint32_t n, i;
-	uintptr_t p;
-
-	if (out == NULL || cfg == NULL)
-		return resil__diagf(
-		    diag, RESIL_E_INVAL, "cache: NULL argument");
-	/* This struct is the first released one: nothing shorter exists. */
-	if (cfg->size != sizeof(c))
-		return resil__check_size(
-		    diag, "cache", "resil_cache_config", cfg->size, sizeof(c));
-	resil_cache_config_init(&c);
-	memcpy(&c, cfg, cfg->size);
-	if (c.max_entries < 1 || (uint64_t)c.max_entries > (UINT64_C(1) << 32))
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "cache.max_entries: %zu is out of range 1..4294967296",
-		    c.max_entries);
-	if (c.max_bytes < 1)
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "cache.max_bytes: 0 is out of range 1..%zu", SIZE_MAX);
-	if (c.shards < 1 || c.shards > 256 || (c.shards & (c.shards - 1)))
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "cache.shards: %u is not a power of two in 1..256",
-		    (unsigned)c.shards);
-	/* Never more shards than entries or bytes: each gets a share. */
-	n = c.shards;
-	while (n > 1 && ((size_t)n > c.max_entries || (size_t)n > c.max_bytes))
-		n >>= 1;
-
-	al = resil__allocator(c.alloc);
-	cache = resil__calloc(al, sizeof(*cache));
-	if (cache == NULL)
-		return RESIL_E_NOMEM;
-	/* Never 0 or reused: a freed cache's memo never matches. */
-	cache->id = resil__faa64(&cache_ids, 1) + 1;
-	/* The hook promises malloc's alignment only: one line more, and
-	 * the shards aligned by hand. */
-	cache->shards_raw_size = sizeof(shard) * n + RESIL__CACHELINE;
-	cache->shards_raw = resil__calloc(al, cache->shards_raw_size);
-	if (cache->shards_raw == NULL) {
-		resil__free(al, cache, sizeof(*cache));
-		return RESIL_E_NOMEM;
-	}
-	p = ((uintptr_t)cache->shards_raw + RESIL__CACHELINE - 1) &
-	    ~(uintptr_t)(RESIL__CACHELINE - 1);
-	cache->shards = (shard *)p;
-	cache->alloc = *al;
-	/* now is never NULL here, so that the hot paths call it straight
-	 * (cache_now()). */
-	cache->clock = c.clock != NULL && c.clock->now != NULL
-	    ? *c.clock
-	    : *resil_clock_system();
-	cache->clock_src = c.clock;
-	cache->now_word = cache->clock.now_word;
-	cache->max_age = c.max_age;
-	cache->nshards = n;
-	for (i = 0; i < n; i++) {
-		shard *s = &cache->shards[i];
-
-		s->max_count = c.max_entries / n + (i < c.max_entries % n);
-		s->max_bytes = c.max_bytes / n + (i < c.max_bytes % n);
-	}
-	*out = cache;
-	return RESIL_OK;
 }
 
 /* Drop one reference to e; the last one frees it (an opaque value
