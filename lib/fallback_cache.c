@@ -569,7 +569,12 @@ memo_key_eq(const resil_cache *c, const resil_args *args, int checked)
 	/* len > 0: NULL bytes are refused (checked: by the caller). */
 	if (!checked && RESIL__UNLIKELY(args->data == NULL))
 		return 0;
-	load_small(args->data, len, &a, &b);
+	if (RESIL__LIKELY(len >= 8)) { /* load_small()'s, laid out first */
+		memcpy(&a, args->data, 8);
+		memcpy(&b, (const unsigned char *)args->data + len - 8, 8);
+	} else {
+		load_small(args->data, len, &a, &b);
+	}
 	return ((a ^ mo->dw0) | (b ^ mo->dw1)) == 0;
 }
 #endif
@@ -578,16 +583,18 @@ memo_key_eq(const resil_cache *c, const resil_args *args, int checked)
  * read_enter()'s first look and retry): 1 when the generation is still the
  * memo's after the announcement (only then may its entry be read at all:
  * no wait for readers has ended since, nor can one end before the read
- * does) and the entry is still its key's; end the read with
+ * does) and the entry (*ep) is still its key's; end the read with
  * memo_exit(). 0 otherwise, no read left open (the general path's). */
 static FB_INLINE int
-memo_enter(void)
+memo_enter(entry **ep)
 {
 	const memo *mo = &memo_;
+	entry *e = mo->e; /* the pointer only: e is read after the check */
 
 	resil__inc64(mo->in);
+	*ep = e;
 	if (RESIL__LIKELY(resil__load64_after_rmw(&mo->s->gen) == mo->gen) &&
-	    resil__load64(&mo->e->lens) != 0)
+	    resil__load64(&e->lens) != 0)
 		return 1;
 	resil__inc64(mo->idle);
 	return 0;
@@ -609,9 +616,8 @@ memo_fast_in(const resil_cache *c, const resil_args *args, entry **ep,
     uint64_t *gen, int checked)
 {
 #if defined(FB_MEMO_KEY)
-	if (!memo_key_eq(c, args, checked) || !memo_enter())
+	if (!memo_key_eq(c, args, checked) || !memo_enter(ep))
 		return 0;
-	*ep = memo_.e;
 	*gen = memo_.gen;
 	return 1;
 #else
@@ -1310,9 +1316,8 @@ put_same_at(resil_cache *c, const resil_args *args, const resil_value *value,
 {
 	entry *e;
 
-	if (RESIL__UNLIKELY(!memo_enter())) /* the entry is gone */
+	if (RESIL__UNLIKELY(!memo_enter(&e))) /* the entry is gone */
 		return put_args(c, args, value, now);
-	e = memo_.e;
 	if (resil__load64(&e->stored_at) != now)
 		resil__store64(&e->stored_at, now);
 	memo_exit();
