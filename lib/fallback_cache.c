@@ -863,6 +863,15 @@ remove_key(shard *s, const kkey *k)
 	return e != NULL ? RESIL_OK : RESIL_E_NOTFOUND;
 }
 
+/* A value a put may hold: a string's, bytes' or JSON's bytes are not NULL
+ * when its length is above 0 (else RESIL_E_INVAL, never a read of them). */
+static FB_INLINE int
+value_ok(const resil_value *v)
+{
+	return v == NULL || v->type < RESIL_VALUE_STRING ||
+	    v->type > RESIL_VALUE_JSON || v->u.s.ptr != NULL || v->u.s.len == 0;
+}
+
 /* The same value, bit for bit (what a copy of it would hold): doubles by
  * their bits (0.0 and -0.0 differ), booleans by their int; opaque values
  * never (their equal is the user's idea of equal). NULL is the null
@@ -1121,9 +1130,12 @@ cache_put(resil_cache *c, kkey *k, const resil_value *value,
     const uint64_t *at)
 {
 	uint64_t g;
-	entry *e = memo_find(c, k, &g);
+	entry *e;
 	shard *s;
 
+	if (RESIL__UNLIKELY(!value_ok(value)))
+		return RESIL_E_INVAL;
+	e = memo_find(c, k, &g);
 	if (RESIL__LIKELY(e != NULL)) {
 		int done = same_value(&e->value, value);
 
@@ -1194,6 +1206,11 @@ put_memo_other(resil_cache *c, const resil_args *args,
 	const resil_value *h = &e->value;
 	int same;
 
+	if (RESIL__UNLIKELY(!value_ok(value))) {
+		read_exit(memo_.rd, (unsigned)(g & 1), 0);
+		return RESIL_E_INVAL;
+	}
+
 #if defined(__SSE2__)
 	/* A string, bytes or JSON of 17 to 64 bytes (an answer's usual
 	 * size): its four chunks straight, no switch. */
@@ -1250,6 +1267,8 @@ memo_value_eq(const resil_value *value)
 	    value->u.s.len != mo->vlen)
 		return 0;
 	q = (const unsigned char *)value->u.s.ptr;
+	if (RESIL__UNLIKELY(q == NULL)) /* refused: put_memo_any() */
+		return 0;
 	x = _mm_and_si128(
 	    _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)q),
 	        mo->v[0]),
@@ -1291,9 +1310,12 @@ static FB_NOINLINE resil_err
 put_memo_any(
     resil_cache *c, const resil_args *args, const resil_value *value)
 {
-	uint64_t now = put_now(c), g;
+	uint64_t now, g;
 	entry *e;
 
+	if (RESIL__UNLIKELY(!value_ok(value)))
+		return RESIL_E_INVAL;
+	now = put_now(c);
 	/* The copy's type, other bytes or length: another value, put in
 	 * full without a second compare. */
 	if (value != NULL && (int)value->type == memo_.vtype)

@@ -9,7 +9,8 @@
  * memo's entry away from under it on another thread (replaced, evicted,
  * removed, freed after a new generation) between two puts of the same
  * value: the put must then store the value again, never re-stamp a dead
- * entry. A clock without a time word is called before the read (a clock
+ * entry. A value with NULL bytes is refused, never read. A clock
+ * without a time word is called before the read (a clock
  * that clears the cache would otherwise wait for its own read). One test
  * races the same-value put against a writer of the same key; the
  * sanitizer builds leave the copy out (FB_MEMO_KEY) and take the general
@@ -168,6 +169,52 @@ test_cache_put_copy_other_types(void **state)
 	resil_manual_clock_advance(&mc, 5);
 	put_bytes(c, &a, RESIL_VALUE_STRING, s, 32);
 	assert_true(holds(c, &a, RESIL_VALUE_STRING, s, 32, 0));
+	resil_cache_free(c);
+}
+
+/* A string, bytes or JSON value with NULL bytes and a length above 0 is
+ * refused (RESIL_E_INVAL), never read: of the memo's key with the copy's
+ * type and length, of the memo's key as another length, of another key,
+ * through the pipeline's record and the chain's; the value held stays. */
+static void
+test_cache_put_copy_null_bytes_refused(void **state)
+{
+	resil_manual_clock mc;
+	resil_cache *c;
+	resil_fallback *fb;
+	resil_args a = { "getStock", "key-0001", 8 };
+	resil_args b = { "getStock", "key-0002", 8 };
+	const char *s = "the value of the key, 32 bytes!!";
+	resil_value bad, i5 = resil_value_int(5);
+	size_t lens[] = { 32, 40, 8, 100 };
+	size_t i;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 1);
+	c = new_cache(&mc, 4);
+	assert_int_equal(resil_fallback_new(&fb, NULL, NULL), RESIL_OK);
+	assert_int_equal(resil_fallback_add_cache(fb, c), RESIL_OK);
+	memset(&bad, 0, sizeof(bad));
+	bad.type = RESIL_VALUE_STRING;
+	for (i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+		bad.u.s.len = lens[i];
+		put_bytes(c, &a, RESIL_VALUE_STRING, s, 32);
+		put_bytes(c, &a, RESIL_VALUE_STRING, s, 32);
+		assert_int_equal(resil_cache_put(c, &a, &bad), RESIL_E_INVAL);
+		assert_int_equal(resil_cache_put(c, &b, &bad), RESIL_E_INVAL);
+		assert_int_equal(
+		    resil_fallback_record(fb, &a, &bad), RESIL_E_INVAL);
+		assert_int_equal(resil_cache_put(c, &a, &i5), RESIL_OK);
+		assert_int_equal(
+		    resil_fallback_record(fb, &a, &bad), RESIL_E_INVAL);
+		put_bytes(c, &a, RESIL_VALUE_STRING, s, 32);
+		assert_true(holds(c, &a, RESIL_VALUE_STRING, s, 32, 0));
+		assert_int_equal(entries(c), 1);
+	}
+	bad.u.s.len = 0; /* no bytes: an empty string */
+	assert_int_equal(resil_cache_put(c, &a, &bad), RESIL_OK);
+	assert_true(holds(c, &a, RESIL_VALUE_STRING, "", 0, 0));
+	resil_fallback_free(fb);
 	resil_cache_free(c);
 }
 
@@ -407,6 +454,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cache_put_copy_every_byte_and_length),
 		cmocka_unit_test(test_cache_put_copy_other_types),
+		cmocka_unit_test(test_cache_put_copy_null_bytes_refused),
 		cmocka_unit_test(test_cache_put_copy_entry_gone_under_the_memo),
 		cmocka_unit_test(test_cache_put_copy_clock_without_word),
 		cmocka_unit_test(test_cache_put_copy_threads_race_a_writer),
