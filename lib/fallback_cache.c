@@ -864,7 +864,9 @@ remove_key(shard *s, const kkey *k)
 }
 
 /* A value a put may hold: a string's, bytes' or JSON's bytes are not NULL
- * when its length is above 0 (else RESIL_E_INVAL, never a read of them). */
+ * when its length is above 0. Such a value is never the same as a held
+ * one (same_value(), the copies' compares), so it reaches put_new(),
+ * which refuses it (RESIL_E_INVAL) before anything changes. */
 static FB_INLINE int
 value_ok(const resil_value *v)
 {
@@ -907,7 +909,10 @@ same_value(const resil_value *held, const resil_value *v)
 	case RESIL_VALUE_STRING:
 	case RESIL_VALUE_BYTES:
 	case RESIL_VALUE_JSON:
-		if (held->u.s.len != v->u.s.len)
+		/* NULL bytes of a length above 0: never the same (put_new()
+		 * refuses them). */
+		if (held->u.s.len != v->u.s.len ||
+		    (v->u.s.ptr == NULL && v->u.s.len > 0))
 			return 0;
 #if defined(__SSE2__)
 		/* Answers of 17 to 64 bytes without a call. */
@@ -1056,6 +1061,8 @@ put_new(resil_cache *c, shard *s, const kkey *k, const resil_value *value,
 	table *t, *dead_tab = NULL;
 	size_t charge, idx;
 
+	if (RESIL__UNLIKELY(!value_ok(value)))
+		return RESIL_E_INVAL;
 	charge = sizeof(entry) + k->klen + resil_value_heap_size(value);
 	if (charge > s->max_bytes) {
 		/* Too big to keep: drop the older answer of the key too, so
@@ -1130,12 +1137,9 @@ cache_put(resil_cache *c, kkey *k, const resil_value *value,
     const uint64_t *at)
 {
 	uint64_t g;
-	entry *e;
+	entry *e = memo_find(c, k, &g);
 	shard *s;
 
-	if (RESIL__UNLIKELY(!value_ok(value)))
-		return RESIL_E_INVAL;
-	e = memo_find(c, k, &g);
 	if (RESIL__LIKELY(e != NULL)) {
 		int done = same_value(&e->value, value);
 
@@ -1206,18 +1210,14 @@ put_memo_other(resil_cache *c, const resil_args *args,
 	const resil_value *h = &e->value;
 	int same;
 
-	if (RESIL__UNLIKELY(!value_ok(value))) {
-		read_exit(memo_.rd, (unsigned)(g & 1), 0);
-		return RESIL_E_INVAL;
-	}
-
 #if defined(__SSE2__)
 	/* A string, bytes or JSON of 17 to 64 bytes (an answer's usual
 	 * size): its four chunks straight, no switch. */
 	if (value != NULL && h->type == value->type &&
 	    h->type >= RESIL_VALUE_STRING && h->type <= RESIL_VALUE_JSON &&
 	    h->u.s.len == value->u.s.len && h->u.s.len - 17 < 48)
-		same = bytes_eq_64(h->u.s.ptr, value->u.s.ptr, h->u.s.len);
+		same = value->u.s.ptr != NULL &&
+		    bytes_eq_64(h->u.s.ptr, value->u.s.ptr, h->u.s.len);
 	else
 #endif
 		same = same_value(h, value);
@@ -1267,7 +1267,7 @@ memo_value_eq(const resil_value *value)
 	    value->u.s.len != mo->vlen)
 		return 0;
 	q = (const unsigned char *)value->u.s.ptr;
-	if (RESIL__UNLIKELY(q == NULL)) /* refused: put_memo_any() */
+	if (RESIL__UNLIKELY(q == NULL)) /* refused: put_new() */
 		return 0;
 	x = _mm_and_si128(
 	    _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)q),
@@ -1310,12 +1310,9 @@ static FB_NOINLINE resil_err
 put_memo_any(
     resil_cache *c, const resil_args *args, const resil_value *value)
 {
-	uint64_t now, g;
+	uint64_t now = put_now(c), g;
 	entry *e;
 
-	if (RESIL__UNLIKELY(!value_ok(value)))
-		return RESIL_E_INVAL;
-	now = put_now(c);
 	/* The copy's type, other bytes or length: another value, put in
 	 * full without a second compare. */
 	if (value != NULL && (int)value->type == memo_.vtype)
