@@ -225,7 +225,8 @@ resil__ktop_take(resil__ktop *t, resil_keyed *k, int by, size_t cap,
 		resil__ktop_free(t);
 		return RESIL_E_NOMEM;
 	}
-	qsort(t->key, t->n, sizeof(*t->key), cmp_qsort);
+	if (t->n > 1)
+		qsort(t->key, t->n, sizeof(*t->key), cmp_qsort);
 	return RESIL_OK;
 }
 
@@ -243,7 +244,7 @@ resil_keyed_top(resil_keyed *k, resil_keyed_rank by,
 	err = resil__ktop_take(&t, k, (int)by, n, resil__keyed_user_alloc(k));
 	if (err != RESIL_OK)
 		return err;
-	for (i = 0; i < t.n; i++) {
+	for (i = 0; i < t.n && i < n; i++) {
 		const resil__kfig *f = &t.key[i];
 
 		memset(&out[i], 0, sizeof(out[i]));
@@ -255,7 +256,7 @@ resil_keyed_top(resil_keyed *k, resil_keyed_rank by,
 		out[i].rejections = f->rejections;
 		out[i].state = f->state;
 	}
-	*got = t.n;
+	*got = i;
 	resil__ktop_free(&t);
 	return RESIL_OK;
 }

@@ -113,7 +113,7 @@ families_once(const char *text)
 
 	for (l = text; *l != '\0'; l = strchr(l, '\n') + 1) {
 		char line[160];
-		size_t n = strcspn(l, " ");
+		size_t n;
 
 		if (strncmp(l, "# TYPE ", 7) == 0 ||
 		    strncmp(l, "# HELP ", 7) == 0) {
