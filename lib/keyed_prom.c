@@ -250,7 +250,8 @@ resil_keyed_top(resil_keyed *k, resil_keyed_rank by,
 		memset(&out[i], 0, sizeof(out[i]));
 		out[i].key_len = f->len;
 		memcpy(out[i].key, f->key,
-		    f->len < RESIL_KEYED_TOP_KEY ? f->len : RESIL_KEYED_TOP_KEY);
+		    f->len < RESIL_KEYED_TOP_KEY ? f->len
+		                                 : RESIL_KEYED_TOP_KEY);
 		out[i].calls = f->calls;
 		out[i].failures = f->failures;
 		out[i].rejections = f->rejections;
@@ -348,7 +349,8 @@ resil__keyed_prom_write(resil__prom *w, const resil__kfam *f, size_t n)
 		{ "resil_keyed_bytes", "gauge", "Bytes the family holds." },
 		{ "resil_keyed_created_total", "counter",
 		    "Instances made for keys." },
-		{ "resil_keyed_evicted_total", "counter", "Idle keys evicted." },
+		{ "resil_keyed_evicted_total", "counter",
+		    "Idle keys evicted." },
 		{ "resil_keyed_overflow_total", "counter",
 		    "Calls of new keys given the overflow instance." },
 	};
@@ -361,7 +363,8 @@ resil__keyed_prom_write(resil__prom *w, const resil__kfam *f, size_t n)
 		{ "resil_keyed_rejections_total", "counter",
 		    "Calls the key's instance rejected." },
 		{ "resil_keyed_breaker_open", "gauge",
-		    "1 when the key's breaker is not CLOSED (summed for folded "
+		    "1 when the key's breaker is not CLOSED (summed for "
+		    "folded "
 		    "keys)." },
 	};
 	size_t i, j;
@@ -418,8 +421,8 @@ to_buf(const char *chunk, size_t n, void *ctx)
 }
 
 resil_err
-resil_keyed_prometheus(resil_keyed *k, const char *family,
-    size_t max_series, char *buf, size_t cap, size_t *len)
+resil_keyed_prometheus(resil_keyed *k, const char *family, size_t max_series,
+    char *buf, size_t cap, size_t *len)
 {
 	resil__kfam f;
 	resil__prom w;

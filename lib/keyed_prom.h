@@ -36,8 +36,8 @@ typedef struct resil__ktop {
  * lock, one metrics read per key), keeping the best cap in a heap: time
  * O(keys log cap), memory cap figures and key copies, through a.
  * RESIL_OK or RESIL_E_NOMEM (t holds nothing then). */
-resil_err resil__ktop_take(resil__ktop *t, resil_keyed *k, int by,
-    size_t cap, const resil_allocator *a);
+resil_err resil__ktop_take(resil__ktop *t, resil_keyed *k, int by, size_t cap,
+    const resil_allocator *a);
 void resil__ktop_free(resil__ktop *t);
 
 /* One family in the text: labelled family="F" when family is not NULL

@@ -160,7 +160,8 @@ resil__prom_key(resil__prom *w, const uint8_t *key, size_t n)
 			resil__prom_put(w, (const char *)&key[i], u);
 			i += u;
 		} else {
-			char e[5] = { '\\', '\\', 'x', hex[c >> 4], hex[c & 15] };
+			char e[5] = { '\\', '\\', 'x', hex[c >> 4],
+				hex[c & 15] };
 
 			resil__prom_put(w, e, sizeof(e));
 			i++;

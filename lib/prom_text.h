@@ -44,7 +44,7 @@ void resil__prom_escaped(resil__prom *w, const char *s);
  */
 void resil__prom_key(resil__prom *w, const uint8_t *key, size_t n);
 /* # HELP and # TYPE lines of one metric family. */
-void resil__prom_head(resil__prom *w, const char *name, const char *type,
-    const char *help);
+void resil__prom_head(
+    resil__prom *w, const char *name, const char *type, const char *help);
 
 #endif

@@ -464,12 +464,6 @@ snap_take(resil_registry *reg, snapshot *s)
  * (lib/prom_text.c). */
 typedef resil__prom writer;
 
-#define put resil__prom_put
-#define puts_ resil__prom_puts
-#define put_u64 resil__prom_u64
-#define put_double resil__prom_double
-#define put_escaped resil__prom_escaped
-
 static void
 family(writer *w, const char *name, const char *type, const char *help)
 {
@@ -482,23 +476,23 @@ static void
 sample_start(writer *w, const char *name, const char *service,
     const char *method, const char *key, const char *val)
 {
-	puts_(w, name);
-	puts_(w, "{service=\"");
-	put_escaped(w, service);
-	put(w, "\"", 1);
+	resil__prom_puts(w, name);
+	resil__prom_puts(w, "{service=\"");
+	resil__prom_escaped(w, service);
+	resil__prom_put(w, "\"", 1);
 	if (method != NULL) {
-		puts_(w, ",method=\"");
-		put_escaped(w, method);
-		put(w, "\"", 1);
+		resil__prom_puts(w, ",method=\"");
+		resil__prom_escaped(w, method);
+		resil__prom_put(w, "\"", 1);
 	}
 	if (key != NULL) {
-		put(w, ",", 1);
-		puts_(w, key);
-		puts_(w, "=\"");
-		put_escaped(w, val);
-		put(w, "\"", 1);
+		resil__prom_put(w, ",", 1);
+		resil__prom_puts(w, key);
+		resil__prom_puts(w, "=\"");
+		resil__prom_escaped(w, val);
+		resil__prom_put(w, "\"", 1);
 	}
-	puts_(w, "} ");
+	resil__prom_puts(w, "} ");
 }
 
 static void
@@ -506,8 +500,8 @@ sample_u64(writer *w, const char *name, const char *service,
     const char *method, const char *key, const char *val, uint64_t v)
 {
 	sample_start(w, name, service, method, key, val);
-	put_u64(w, v);
-	put(w, "\n", 1);
+	resil__prom_u64(w, v);
+	resil__prom_put(w, "\n", 1);
 }
 
 static void
@@ -515,8 +509,8 @@ sample_double(writer *w, const char *name, const char *service,
     const char *method, const char *key, const char *val, double v)
 {
 	sample_start(w, name, service, method, key, val);
-	put_double(w, v);
-	put(w, "\n", 1);
+	resil__prom_double(w, v);
+	resil__prom_put(w, "\n", 1);
 }
 
 static uint64_t

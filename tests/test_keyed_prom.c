@@ -83,8 +83,8 @@ text_of(resil_registry *reg)
 	size_t need, len;
 	char *t;
 
-	assert_int_equal(resil_registry_write_prometheus(reg, NULL, 0, &need),
-	    RESIL_OK);
+	assert_int_equal(
+	    resil_registry_write_prometheus(reg, NULL, 0, &need), RESIL_OK);
 	t = malloc(need + 1);
 	assert_non_null(t);
 	assert_int_equal(
@@ -168,7 +168,8 @@ promtool(const char *text)
 		if (strcmp(line, known) != 0) {
 			fclose(fp);
 			unlink(out);
-			fail_msg("promtool check metrics: %s (rc %d)", line, rc);
+			fail_msg(
+			    "promtool check metrics: %s (rc %d)", line, rc);
 		}
 	}
 	fclose(fp);
@@ -184,7 +185,7 @@ test_keyed_prom_two_pipelines(void **state)
 {
 	static const char odd[] = { 'a', '"', '\\', '\n', (char)0xff, 'z' };
 	static const char lit[] = "\\xff"; /* four bytes: not the byte ff */
-	static const char utf8[] = "h\xc3\xb4te";   /* valid: kept */
+	static const char utf8[] = "h\xc3\xb4te";      /* valid: kept */
 	static const char bad[] = "\xc3(\xed\xa0\x80"; /* invalid */
 	resil_registry_config rc = resil_registry_config_default();
 	resil_registry *reg = NULL;
@@ -221,56 +222,74 @@ test_keyed_prom_two_pipelines(void **state)
 	    resil_keyed_ratelimit_try_acquire(kr, "t1", 2, 1, NULL), RESIL_OK);
 	assert_int_equal(
 	    resil_keyed_ratelimit_try_acquire(kr, "t1", 2, 1, NULL), RESIL_OK);
-	assert_int_equal(resil_keyed_ratelimit_try_acquire(kr, "t1", 2, 1, NULL),
+	assert_int_equal(
+	    resil_keyed_ratelimit_try_acquire(kr, "t1", 2, 1, NULL),
 	    RESIL_E_LIMITED);
 
 	t = text_of(reg);
 	families_once(t);
-	assert_int_equal(count(t, "# TYPE resil_keyed_calls_total counter\n"), 1);
+	assert_int_equal(
+	    count(t, "# TYPE resil_keyed_calls_total counter\n"), 1);
 	assert_int_equal(count(t, "# TYPE resil_keyed_keys gauge\n"), 1);
-	assert_int_equal(count(t, "# TYPE resil_keyed_breaker_open gauge\n"), 1);
+	assert_int_equal(
+	    count(t, "# TYPE resil_keyed_breaker_open gauge\n"), 1);
 	/* The family's own samples, one per pipeline and kind. */
+	assert_non_null(strstr(
+	    t, "resil_keyed_keys{service=\"alpha\",kind=\"breaker\"} 4\n"));
+	assert_non_null(strstr(
+	    t, "resil_keyed_keys{service=\"alpha\",kind=\"ratelimit\"} 1\n"));
+	assert_non_null(strstr(
+	    t, "resil_keyed_keys{service=\"be\\\"ta\",kind=\"breaker\"} 3\n"));
 	assert_non_null(strstr(t,
-	    "resil_keyed_keys{service=\"alpha\",kind=\"breaker\"} 4\n"));
+	    "resil_keyed_max_keys{service=\"alpha\","
+	    "kind=\"breaker\"} 64\n"));
 	assert_non_null(strstr(t,
-	    "resil_keyed_keys{service=\"alpha\",kind=\"ratelimit\"} 1\n"));
+	    "resil_keyed_evicted_total{service=\"alpha\","
+	    "kind=\"ratelimit\"} 0\n"));
 	assert_non_null(strstr(t,
-	    "resil_keyed_keys{service=\"be\\\"ta\",kind=\"breaker\"} 3\n"));
-	assert_non_null(strstr(t, "resil_keyed_max_keys{service=\"alpha\","
-	                          "kind=\"breaker\"} 64\n"));
-	assert_non_null(strstr(t, "resil_keyed_evicted_total{service=\"alpha\","
-	                          "kind=\"ratelimit\"} 0\n"));
-	assert_non_null(strstr(t, "resil_keyed_overflow_total{service="
-	                          "\"be\\\"ta\",kind=\"breaker\"} 0\n"));
+	    "resil_keyed_overflow_total{service="
+	    "\"be\\\"ta\",kind=\"breaker\"} 0\n"));
 	/* Per key. */
-	assert_non_null(strstr(t, "resil_keyed_failures_total{service=\"alpha\","
-	                          "kind=\"breaker\",key=\"h1\"} 3\n"));
-	assert_non_null(strstr(t, "resil_keyed_rejections_total{service="
-	                          "\"alpha\",kind=\"breaker\",key=\"h1\"} 2\n"));
-	assert_non_null(strstr(t, "resil_keyed_breaker_open{service=\"alpha\","
-	                          "kind=\"breaker\",key=\"h1\"} 1\n"));
-	assert_non_null(strstr(t, "resil_keyed_rejections_total{service="
-	                          "\"alpha\",kind=\"ratelimit\",key=\"t1\"} 1\n"));
-	assert_non_null(strstr(t, "resil_keyed_calls_total{service=\"alpha\","
-	                          "kind=\"ratelimit\",key=\"t1\"} 3\n"));
+	assert_non_null(strstr(t,
+	    "resil_keyed_failures_total{service=\"alpha\","
+	    "kind=\"breaker\",key=\"h1\"} 3\n"));
+	assert_non_null(strstr(t,
+	    "resil_keyed_rejections_total{service="
+	    "\"alpha\",kind=\"breaker\",key=\"h1\"} 2\n"));
+	assert_non_null(strstr(t,
+	    "resil_keyed_breaker_open{service=\"alpha\","
+	    "kind=\"breaker\",key=\"h1\"} 1\n"));
+	assert_non_null(strstr(t,
+	    "resil_keyed_rejections_total{service="
+	    "\"alpha\",kind=\"ratelimit\",key=\"t1\"} 1\n"));
+	assert_non_null(strstr(t,
+	    "resil_keyed_calls_total{service=\"alpha\","
+	    "kind=\"ratelimit\",key=\"t1\"} 3\n"));
 	/* A rate limiter family has no failures nor open gauge. */
-	assert_null(strstr(t, "resil_keyed_failures_total{service=\"alpha\","
-	                      "kind=\"ratelimit\""));
-	assert_null(strstr(t, "resil_keyed_breaker_open{service=\"alpha\","
-	                      "kind=\"ratelimit\""));
+	assert_null(strstr(t,
+	    "resil_keyed_failures_total{service=\"alpha\","
+	    "kind=\"ratelimit\""));
+	assert_null(strstr(t,
+	    "resil_keyed_breaker_open{service=\"alpha\","
+	    "kind=\"ratelimit\""));
 	/* Escaping: " \ newline, the byte ff; a literal backslash-x-f-f
 	 * differs from the byte; valid UTF-8 kept, invalid bytes as \xNN;
 	 * a key spelt __other__ is not the aggregate. */
-	assert_non_null(strstr(t, "kind=\"breaker\",key=\"a\\\"\\\\\\\\\\n"
-	                          "\\\\xffz\"} 1\n"));
-	assert_non_null(strstr(t, "resil_keyed_calls_total{service=\"alpha\","
-	                          "kind=\"breaker\",key=\"\\\\\\\\xff\"} 1\n"));
-	assert_non_null(strstr(t, "resil_keyed_failures_total{service=\"alpha\","
-	                          "kind=\"breaker\",key=\"\\\\xff\"} 1\n"));
-	assert_non_null(strstr(t, "resil_keyed_failures_total{service="
-	                          "\"be\\\"ta\",kind=\"breaker\",key=\"h\xc3\xb4"
-	                          "te\"} 1\n"));
-	assert_non_null(strstr(t, "key=\"\\\\xc3(\\\\xed\\\\xa0\\\\x80\"} 1\n"));
+	assert_non_null(strstr(t,
+	    "kind=\"breaker\",key=\"a\\\"\\\\\\\\\\n"
+	    "\\\\xffz\"} 1\n"));
+	assert_non_null(strstr(t,
+	    "resil_keyed_calls_total{service=\"alpha\","
+	    "kind=\"breaker\",key=\"\\\\\\\\xff\"} 1\n"));
+	assert_non_null(strstr(t,
+	    "resil_keyed_failures_total{service=\"alpha\","
+	    "kind=\"breaker\",key=\"\\\\xff\"} 1\n"));
+	assert_non_null(strstr(t,
+	    "resil_keyed_failures_total{service="
+	    "\"be\\\"ta\",kind=\"breaker\",key=\"h\xc3\xb4"
+	    "te\"} 1\n"));
+	assert_non_null(
+	    strstr(t, "key=\"\\\\xc3(\\\\xed\\\\xa0\\\\x80\"} 1\n"));
 	assert_non_null(strstr(t, "key=\"\\\\x5f_other__\"} 1\n"));
 	/* Under the cap: no aggregate. */
 	assert_null(strstr(t, "key=\"__other__\""));
@@ -293,8 +312,9 @@ test_keyed_prom_cap(void **state)
 	resil_pipeline *a;
 	resil_keyed *k;
 	char key[16], *t;
-	const char *l, *other = "resil_keyed_failures_total{service=\"alpha\","
-	                        "kind=\"breaker\",key=\"__other__\"}";
+	const char *l,
+	    *other = "resil_keyed_failures_total{service=\"alpha\","
+	             "kind=\"breaker\",key=\"__other__\"}";
 	size_t series = 0;
 	int i;
 
@@ -331,8 +351,9 @@ test_keyed_prom_cap(void **state)
 	assert_int_equal(series, 100);
 	assert_int_equal(count(t, "resil_keyed_calls_total{"), 101);
 	/* 10 150 calls: the other key's share is the rest. */
-	assert_non_null(strstr(t, "resil_keyed_calls_total{service=\"alpha\","
-	                          "kind=\"breaker\",key=\"__other__\"} 9950\n"));
+	assert_non_null(strstr(t,
+	    "resil_keyed_calls_total{service=\"alpha\","
+	    "kind=\"breaker\",key=\"__other__\"} 9950\n"));
 	promtool(t);
 	free(t);
 	resil_registry_free(reg);
@@ -346,8 +367,9 @@ test_keyed_prom_cap(void **state)
 	assert_int_equal(resil_registry_add(reg, a, NULL), RESIL_OK);
 	t = text_of(reg);
 	assert_int_equal(count(t, "resil_keyed_calls_total{"), 1);
-	assert_non_null(strstr(t, "resil_keyed_calls_total{service=\"alpha\","
-	                          "kind=\"breaker\",key=\"__other__\"} 3\n"));
+	assert_non_null(strstr(t,
+	    "resil_keyed_calls_total{service=\"alpha\","
+	    "kind=\"breaker\",key=\"__other__\"} 3\n"));
 	free(t);
 	resil_registry_free(reg);
 }
@@ -381,7 +403,8 @@ test_keyed_prom_option(void **state)
 	    resil_registry_add(reg, pipeline("plain"), NULL), RESIL_OK);
 	t = text_of(reg);
 	assert_null(strstr(t, "resil_keyed_"));
-	assert_non_null(strstr(t, "resil_pipeline_calls_total{service=\"plain\"}"));
+	assert_non_null(
+	    strstr(t, "resil_pipeline_calls_total{service=\"plain\"}"));
 	promtool(t);
 	free(t);
 	resil_registry_free(reg);
