@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +93,32 @@ text_of(resil_registry *reg)
 	assert_int_equal(len, need);
 	assert_int_equal(strlen(t), len);
 	return t;
+}
+
+/* The text of a registry whose figures move: sized, then written with
+ * room to spare, again if it outgrew that. */
+static char *
+live_text_of(resil_registry *reg)
+{
+	size_t need, len;
+	char *t;
+
+	for (;;) {
+		assert_int_equal(
+		    resil_registry_write_prometheus(reg, NULL, 0, &need),
+		    RESIL_OK);
+		need += need / 2 + 1024;
+		t = malloc(need);
+		assert_non_null(t);
+		assert_int_equal(
+		    resil_registry_write_prometheus(reg, t, need, &len),
+		    RESIL_OK);
+		if (len < need) {
+			assert_int_equal(strlen(t), len);
+			return t;
+		}
+		free(t);
+	}
 }
 
 static size_t
@@ -412,6 +439,69 @@ test_keyed_prom_option(void **state)
 	assert_int_equal(resil_registry_new(&reg, &rc, &diag), RESIL_E_INVAL);
 }
 
+typedef struct churn {
+	resil_keyed *k;
+	int stop;
+} churn;
+
+/* New keys (evicting idle ones) and outcomes on old ones while the
+ * registry writes its text. */
+static void *
+churner(void *arg)
+{
+	churn *c = arg;
+	char key[16];
+	int i;
+
+	for (i = 0; i < 20000 && !__atomic_load_n(&c->stop, __ATOMIC_RELAXED);
+	     i++) {
+		resil_keyed_permit pm;
+
+		snprintf(key, sizeof(key), "c%d", i % 3000);
+		/* No cmocka assertion off the test's thread. */
+		if (resil_keyed_breaker_acquire(c->k, key, strlen(key), &pm) ==
+		    RESIL_OK)
+			(void)resil_keyed_breaker_record(c->k, &pm,
+			    i % 7 == 0 ? RESIL_OUTCOME_FAILURE
+			               : RESIL_OUTCOME_SUCCESS);
+	}
+	return NULL;
+}
+
+/* The text while another thread makes, evicts and drives keys: each
+ * text whole (every family once, the cap held); TSan-clean (make tsan). */
+static void
+test_keyed_prom_concurrent(void **state)
+{
+	resil_registry_config rc = resil_registry_config_default();
+	resil_registry *reg = NULL;
+	resil_pipeline *a;
+	pthread_t th;
+	churn c;
+	int i;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 1);
+	rc.key_max_series = 10;
+	assert_int_equal(resil_registry_new(&reg, &rc, NULL), RESIL_OK);
+	a = pipeline("alpha");
+	keyed(a, RESIL_KEYED_BREAKER, 1000);
+	c.k = resil_pipeline_keyed(a, RESIL_KEYED_BREAKER);
+	c.stop = 0;
+	assert_int_equal(resil_registry_add(reg, a, NULL), RESIL_OK);
+	assert_int_equal(pthread_create(&th, NULL, churner, &c), 0);
+	for (i = 0; i < 20; i++) {
+		char *t = live_text_of(reg);
+
+		families_once(t);
+		assert_true(count(t, "resil_keyed_calls_total{") <= 11);
+		free(t);
+	}
+	__atomic_store_n(&c.stop, 1, __ATOMIC_RELAXED);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	resil_registry_free(reg);
+}
+
 int
 main(void)
 {
@@ -419,6 +509,7 @@ main(void)
 		cmocka_unit_test(test_keyed_prom_two_pipelines),
 		cmocka_unit_test(test_keyed_prom_cap),
 		cmocka_unit_test(test_keyed_prom_option),
+		cmocka_unit_test(test_keyed_prom_concurrent),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
