@@ -308,7 +308,7 @@ snap_free(const resil_allocator *a, snapshot *s)
 
 		for (i = 0; i < s->nk; i++)
 			resil__ktop_free(&s->k[i].top);
-		resil__free(a, s->k, sizeof(*s->k) * s->np * 4);
+		resil__free(a, s->k, sizeof(*s->k) * s->np * RESIL_KEYED_KINDS);
 	}
 }
 
@@ -372,13 +372,13 @@ snap_keyed(resil_registry *reg, snapshot *s)
 	entry *e;
 	int kind;
 
-	s->k = resil__calloc(a, sizeof(*s->k) * s->np * 4);
+	s->k = resil__calloc(a, sizeof(*s->k) * s->np * RESIL_KEYED_KINDS);
 	if (s->k == NULL) {
 		snap_free(a, s);
 		return RESIL_E_NOMEM;
 	}
 	for (e = reg->table; e != NULL; e = e->hh.next)
-		for (kind = 0; kind < 4; kind++) {
+		for (kind = 0; kind < RESIL_KEYED_KINDS; kind++) {
 			resil_keyed *k =
 			    resil_pipeline_keyed(e->p, (resil_keyed_kind)kind);
 			resil__kfam *f = &s->k[s->nk];
