@@ -583,7 +583,7 @@ write_latency(writer *w, const snapshot *s)
 		for (j = 0; j < 3; j++)
 			sample_double(w,
 			    "resil_pipeline_latency_quantile_ticks",
-			    ps->service, NULL, "quantile", qnames[j],
+			    ps->service, NULL, "q", qnames[j],
 			    total == 0 ? NAN
 			               : (double)resil_latency_quantile(
 			                     &ps->pm, qs[j]));
