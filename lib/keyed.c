@@ -112,6 +112,10 @@ struct resil_keyed {
 	/* By kind: max_key_len for the family's kind, 0 for the others, so
 	 * that len - 1 < kmax[kind] tests the length and the kind at once. */
 	uint32_t kmax[RESIL_KEYED_KINDS];
+	/* The fast case's, by kind: for the family's kind in a fenced
+	 * family, min(max_key_len, 16) - 7 (0 when under 8), else 0: a key
+	 * of 8..16 bytes held by slot is len - 8 < kfast[kind], one test. */
+	uint32_t kfast[RESIL_KEYED_KINDS];
 	bool fenced; /* calls hold entries by hazard slot (membarrier) */
 	size_t max_len;
 	resil_keyed_kind kind;
@@ -404,7 +408,7 @@ kmum(uint64_t a, uint64_t b)
 }
 
 /* A key longer than 16 bytes or shorter than 8. */
-static uint64_t
+static KNOINLINE uint64_t
 khash_other(uint64_t seed, const uint8_t *p, size_t n)
 {
 	uint64_t a, b, len = n;
@@ -439,10 +443,16 @@ khash_other(uint64_t seed, const uint8_t *p, size_t n)
 /* Keys of 8 to 16 bytes (a host name, an id): one multiply of the two
  * words, each with its own seed, the length in the second. */
 static inline uint64_t
+khash_short(const resil_keyed *k, const uint8_t *p, size_t n)
+{
+	return kmum(ld64(p) ^ k->seed, ld64(p + n - 8) ^ k->seed2 ^ n);
+}
+
+static inline uint64_t
 khash(const resil_keyed *k, const uint8_t *p, size_t n)
 {
 	if (RESIL__LIKELY(n - 8 <= 8))
-		return kmum(ld64(p) ^ k->seed, ld64(p + n - 8) ^ k->seed2 ^ n);
+		return khash_short(k, p, n);
 	return khash_other(k->seed, p, n);
 }
 
@@ -761,6 +771,9 @@ resil_keyed_new(
 	k->seed2 = kmum(k->seed ^ K2, K3);
 	k->kmax[cfg->kind] = cfg->max_key_len;
 	k->fenced = khaz_family_fenced();
+	if (k->fenced && cfg->max_key_len >= 8)
+		k->kfast[cfg->kind] =
+		    (cfg->max_key_len < 16 ? cfg->max_key_len : 16) - 7;
 	resil__spin_init(&k->lock);
 	/* Every instance allocates through the family, which counts. */
 	if (cfg->kind == RESIL_KEYED_BREAKER && cfg->breaker.clock != NULL)
@@ -847,7 +860,7 @@ pin(kentry *e)
 
 /* The n bytes at a and b equal (n >= 1, not 8..16), read as khash()
  * reads them. */
-static bool
+static KNOINLINE bool
 key_eq_other(const uint8_t *a, const uint8_t *b, size_t n)
 {
 	if (n >= 8) {
@@ -940,6 +953,40 @@ find_held(resil_keyed *k, uint64_t h, const void *key, size_t len, khaz *r)
 			(void)resil__cas64(&e->pin, w, w | PIN_REF);
 		}
 		if (RESIL__LIKELY(same_key(e, key, len)))
+			return e;
+	}
+}
+
+/* find_held() for a key of 8..16 bytes (inline in its entry). */
+static KINLINE kentry *
+find_short(resil_keyed *k, uint64_t h, const uint8_t *key, size_t len,
+    khaz *r)
+{
+	uint64_t i = h, s, w;
+
+	for (;; i++) {
+		kentry *e;
+
+		i &= k->mask;
+		s = resil__load64(&k->slots[i]);
+		if (RESIL__UNLIKELY(s == 0)) {
+			khaz_clear(r);
+			return NULL;
+		}
+		if (((s ^ h) >> 32) != 0)
+			continue;
+		e = &k->pool[(uint32_t)s - 1];
+		khaz_set(r, e);
+		w = resil__load64(&e->pin);
+		if (RESIL__UNLIKELY((w & (PIN_DEAD | PIN_REF)) != PIN_REF)) {
+			if (w & PIN_DEAD)
+				continue;
+			(void)resil__cas64(&e->pin, w, w | PIN_REF);
+		}
+		if (RESIL__LIKELY(e->len == len &&
+		        ((ld64(e->k.small) ^ ld64(key)) |
+		            (ld64(e->k.small + len - 8) ^
+		                ld64(key + len - 8))) == 0))
 			return e;
 	}
 }
@@ -1265,6 +1312,35 @@ breaker_acquire_pin(resil_keyed *k, uint64_t h, const void *key,
 
 /* ---- breakers ---- */
 
+/* Every acquire but the fast case's (see resil_keyed_breaker_acquire()):
+ * the checks, then by slot where the thread's is free, else pinned. */
+static KNOINLINE resil_err
+breaker_acquire_any(resil_keyed *k, const void *key, size_t key_len,
+    resil_keyed_permit *permit)
+{
+	uint64_t h;
+	kentry *e;
+	khaz *r;
+
+	if (permit == NULL || bad_key(k, key, key_len, RESIL_KEYED_BREAKER))
+		return RESIL_E_INVAL;
+	h = khash(k, key, key_len);
+	r = khaz_mine;
+	if (r == NULL || !k->fenced || resil__load64(&r->e) != 0)
+		return breaker_acquire_pin(k, h, key, key_len, permit);
+	e = find_held(k, h, key, key_len, r);
+	if (e == NULL)
+		return breaker_acquire_new(k, h, key, key_len, permit);
+	if (resil__breaker_grant_fast(e->acq_word, &permit->permit)) {
+		permit->entry = (void *)((uintptr_t)r | KPERMIT_SLOT);
+		return RESIL_OK;
+	}
+	return breaker_acquire_entry(e, r, permit);
+}
+
+/* The fast case: a key of 8..16 bytes in a fenced family (one test,
+ * kfast) on a thread whose slot is free, found; everything else goes to
+ * breaker_acquire_any(), a new key to the lock. */
 resil_err
 resil_keyed_breaker_acquire(resil_keyed *k, const void *key, size_t key_len,
     resil_keyed_permit *permit)
@@ -1273,15 +1349,14 @@ resil_keyed_breaker_acquire(resil_keyed *k, const void *key, size_t key_len,
 	kentry *e;
 	khaz *r;
 
-	if (RESIL__UNLIKELY(permit == NULL ||
-	        bad_key(k, key, key_len, RESIL_KEYED_BREAKER)))
-		return RESIL_E_INVAL;
-	h = khash(k, key, key_len);
+	if (RESIL__UNLIKELY(k == NULL || key == NULL || permit == NULL ||
+	        key_len - 8 >= k->kfast[RESIL_KEYED_BREAKER]))
+		return breaker_acquire_any(k, key, key_len, permit);
 	r = khaz_mine;
-	if (RESIL__UNLIKELY(
-	        r == NULL || !k->fenced || resil__load64(&r->e) != 0))
-		return breaker_acquire_pin(k, h, key, key_len, permit);
-	e = find_held(k, h, key, key_len, r);
+	if (RESIL__UNLIKELY(r == NULL || resil__load64(&r->e) != 0))
+		return breaker_acquire_any(k, key, key_len, permit);
+	h = khash_short(k, key, key_len);
+	e = find_short(k, h, key, key_len, r);
 	if (RESIL__UNLIKELY(e == NULL))
 		return breaker_acquire_new(k, h, key, key_len, permit);
 	if (RESIL__LIKELY(
@@ -1421,6 +1496,30 @@ ratelimit_pin(resil_keyed *k, uint64_t h, const void *key, size_t len,
 	return err;
 }
 
+/* Every call but the fast case's (see breaker_acquire_any()). */
+static KNOINLINE resil_err
+ratelimit_any(resil_keyed *k, const void *key, size_t key_len,
+    uint32_t permits, uint64_t *retry_after)
+{
+	resil_err err;
+	uint64_t h;
+	kentry *e;
+	khaz *r;
+
+	if (bad_key(k, key, key_len, RESIL_KEYED_RATELIMIT))
+		return RESIL_E_INVAL;
+	h = khash(k, key, key_len);
+	r = khaz_mine;
+	if (r == NULL || !k->fenced || resil__load64(&r->e) != 0)
+		return ratelimit_pin(k, h, key, key_len, permits, retry_after);
+	e = find_held(k, h, key, key_len, r);
+	if (e == NULL)
+		return ratelimit_pin(k, h, key, key_len, permits, retry_after);
+	err = resil_ratelimit_try_acquire(e->inst, permits, retry_after);
+	khaz_clear(r);
+	return err;
+}
+
 resil_err
 resil_keyed_ratelimit_try_acquire(resil_keyed *k, const void *key,
     size_t key_len, uint32_t permits, uint64_t *retry_after)
@@ -1430,14 +1529,14 @@ resil_keyed_ratelimit_try_acquire(resil_keyed *k, const void *key,
 	kentry *e;
 	khaz *r;
 
-	if (RESIL__UNLIKELY(bad_key(k, key, key_len, RESIL_KEYED_RATELIMIT)))
-		return RESIL_E_INVAL;
-	h = khash(k, key, key_len);
+	if (RESIL__UNLIKELY(k == NULL || key == NULL ||
+	        key_len - 8 >= k->kfast[RESIL_KEYED_RATELIMIT]))
+		return ratelimit_any(k, key, key_len, permits, retry_after);
 	r = khaz_mine;
-	if (RESIL__UNLIKELY(
-	        r == NULL || !k->fenced || resil__load64(&r->e) != 0))
-		return ratelimit_pin(k, h, key, key_len, permits, retry_after);
-	e = find_held(k, h, key, key_len, r);
+	if (RESIL__UNLIKELY(r == NULL || resil__load64(&r->e) != 0))
+		return ratelimit_any(k, key, key_len, permits, retry_after);
+	h = khash_short(k, key, key_len);
+	e = find_short(k, h, key, key_len, r);
 	if (RESIL__UNLIKELY(e == NULL))
 		return ratelimit_pin(k, h, key, key_len, permits, retry_after);
 	err = resil_ratelimit_try_acquire(e->inst, permits, retry_after);
