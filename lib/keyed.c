@@ -6,7 +6,8 @@
  * (at least twice max_keys + 1, so it is never more than half full) maps a
  * key's hash to its entry. A slot is one word: the hash's high 32 bits
  * (a tag, so a probe rarely touches a wrong entry) and the entry's index
- * + 1; 0 is empty. Deletion shifts the run back (Knuth's algorithm R), so
+ * + 1 times the entry's size (an offset from the pool less one entry);
+ * 0 is empty. Deletion shifts the run back (Knuth's algorithm R), so
  * there are no tombstones and churn never lengthens the probes.
  *
  * Why no epoch. Entries are never freed while the family lives, so a
@@ -14,8 +15,8 @@
  * keeps an entry from changing under a reader is one of two holds:
  *
  * The pin. The entry's pin word holds a count of callers holding the
- * entry, a DEAD bit (free, or being evicted), a REF bit (used since the
- * CLOCK hand passed) and a generation. A reader pins with one
+ * entry, a DEAD bit (free, or being evicted), a COLD bit (not used since
+ * the CLOCK hand passed) and a generation. A reader pins with one
  * compare-and-swap that fails on DEAD, and only then reads the entry's key
  * and instance: the writer (under the family's lock) rewrites those only
  * after its own compare-and-swap moved a count of 0 to DEAD, and publishes
@@ -71,7 +72,9 @@
 #include "internal.h"
 
 #define PIN_COUNT UINT64_C(0xffffff)
-#define PIN_REF (UINT64_C(1) << 30)
+/* Not used since the CLOCK hand passed (kept inverted so that a
+ * call tests DEAD and it in one instruction). */
+#define PIN_COLD (UINT64_C(1) << 30)
 #define PIN_DEAD (UINT64_C(1) << 31)
 #define PIN_GEN (UINT64_C(1) << 32)
 
@@ -109,6 +112,7 @@ struct resil_keyed {
 	uint64_t *slots;
 	uint64_t mask;
 	kentry *pool;
+	uintptr_t pool_base; /* pool's address less one entry's size */
 	/* By kind: max_key_len for the family's kind, 0 for the others, so
 	 * that len - 1 < kmax[kind] tests the length and the kind at once. */
 	uint32_t kmax[RESIL_KEYED_KINDS];
@@ -162,7 +166,7 @@ struct resil_keyed {
  * holds, 0 for none; only its thread stores a non-zero value, and only
  * over 0; whoever records the permit stores the 0. A record given back
  * with a permit still out keeps it until that permit is recorded (its
- * next thread finds the slot busy and pins). */
+ * next thread finds the slot busy and pins). khaz_mine is never NULL. */
 typedef struct khaz {
 	uint64_t e;
 	uint64_t used; /* a live thread has it */
@@ -177,7 +181,10 @@ static pthread_once_t khaz_once = PTHREAD_ONCE_INIT;
 static pthread_key_t khaz_key;
 static bool khaz_key_ok;
 static bool khaz_fence_ok;
-static RESIL__TLS khaz *khaz_mine;
+/* A thread without a record points at this one, busy for ever: its
+ * calls test one word to know they cannot hold by slot. */
+static khaz khaz_none = { 1, 1, NULL, { 0 } };
+static RESIL__TLS khaz *khaz_mine = &khaz_none;
 
 static int
 kmembarrier(int cmd)
@@ -195,7 +202,7 @@ khaz_give_back(void *v)
 {
 	khaz *r = v;
 
-	khaz_mine = NULL;
+	khaz_mine = &khaz_none;
 	resil__store64(&r->used, 0);
 }
 
@@ -331,6 +338,22 @@ permit_entry(const void *v)
 		    &((khaz *)(u - KPERMIT_SLOT))->e);
 	return (kentry *)u;
 }
+
+/* A slot's low half for entry idx, and the entry of a slot. */
+static inline uint32_t
+slot_low(uint32_t idx)
+{
+	return (idx + 1) * (uint32_t)sizeof(kentry);
+}
+
+static inline kentry *
+slot_entry(const resil_keyed *k, uint64_t s)
+{
+	return (kentry *)(k->pool_base + (uint32_t)s);
+}
+
+_Static_assert((uint64_t)RESIL_KEYED_MAX_KEYS * sizeof(kentry) <= UINT32_MAX,
+    "a slot's low half holds an entry's offset");
 
 /* ---- memory ---- */
 
@@ -692,6 +715,7 @@ alloc_tables(resil_keyed *k, resil_diag *diag)
 	p = ((uintptr_t)k->pool_mem + RESIL__CACHELINE - 1) &
 	    ~(uintptr_t)(RESIL__CACHELINE - 1);
 	k->pool = (kentry *)p;
+	k->pool_base = p - sizeof(kentry);
 	/* Taken from the top of the stack: entry 0 first. */
 	for (i = 0; i < n; i++) {
 		k->pool[i].pin = PIN_DEAD;
@@ -852,7 +876,7 @@ pin(kentry *e)
 		 * (giving up would let the lock's find make a second entry
 		 * for the key). */
 		if (RESIL__LIKELY((w & PIN_COUNT) != PIN_COUNT) &&
-		    resil__cas64(&e->pin, w, (w + 1) | PIN_REF))
+		    resil__cas64(&e->pin, w, (w + 1) & ~PIN_COLD))
 			return true;
 		w = resil__load64(&e->pin);
 	}
@@ -914,7 +938,7 @@ find(resil_keyed *k, uint64_t h, const void *key, size_t len)
 			return NULL;
 		if ((s >> 32) != tag)
 			continue;
-		e = &k->pool[(uint32_t)s - 1];
+		e = slot_entry(k, s);
 		if (!pin(e))
 			continue;
 		if (same_key(e, key, len))
@@ -943,14 +967,14 @@ find_held(resil_keyed *k, uint64_t h, const void *key, size_t len, khaz *r)
 		}
 		if ((s >> 32) != tag)
 			continue;
-		e = &k->pool[(uint32_t)s - 1];
+		e = slot_entry(k, s);
 		khaz_set(r, e);
 		w = resil__load64(&e->pin);
-		if (RESIL__UNLIKELY((w & (PIN_DEAD | PIN_REF)) != PIN_REF)) {
+		if (RESIL__UNLIKELY((w & (PIN_DEAD | PIN_COLD)) != 0)) {
 			if (w & PIN_DEAD)
 				continue;
 			/* Used since the hand passed: once per pass. */
-			(void)resil__cas64(&e->pin, w, w | PIN_REF);
+			(void)resil__cas64(&e->pin, w, w & ~PIN_COLD);
 		}
 		if (RESIL__LIKELY(same_key(e, key, len)))
 			return e;
@@ -975,18 +999,18 @@ find_short(resil_keyed *k, uint64_t h, const uint8_t *key, size_t len,
 		}
 		if (((s ^ h) >> 32) != 0)
 			continue;
-		e = &k->pool[(uint32_t)s - 1];
+		e = slot_entry(k, s);
 		khaz_set(r, e);
 		w = resil__load64(&e->pin);
-		if (RESIL__UNLIKELY((w & (PIN_DEAD | PIN_REF)) != PIN_REF)) {
+		if (RESIL__UNLIKELY((w & (PIN_DEAD | PIN_COLD)) != 0)) {
 			if (w & PIN_DEAD)
 				continue;
-			(void)resil__cas64(&e->pin, w, w | PIN_REF);
+			(void)resil__cas64(&e->pin, w, w & ~PIN_COLD);
 		}
-		if (RESIL__LIKELY(e->len == len &&
-		        ((ld64(e->k.small) ^ ld64(key)) |
-		            (ld64(e->k.small + len - 8) ^
-		                ld64(key + len - 8))) == 0))
+		if (RESIL__LIKELY(((ld64(e->k.small) ^ ld64(key)) |
+		                      (ld64(e->k.small + len - 8) ^
+		                          ld64(key + len - 8)) |
+		                      (e->len ^ len)) == 0))
 			return e;
 	}
 }
@@ -1000,7 +1024,7 @@ slot_insert(resil_keyed *k, uint64_t h, uint32_t idx)
 
 	while (k->slots[i] != 0)
 		i = (i + 1) & k->mask;
-	resil__store64(&k->slots[i], (h >> 32) << 32 | ((uint64_t)idx + 1));
+	resil__store64(&k->slots[i], (h >> 32) << 32 | slot_low(idx));
 }
 
 /* Remove entry idx's slot, shifting the run after it back. */
@@ -1009,14 +1033,14 @@ slot_remove(resil_keyed *k, uint32_t idx)
 {
 	uint64_t i = k->pool[idx].hash & k->mask, j, home, s;
 
-	while ((uint32_t)k->slots[i] != idx + 1)
+	while ((uint32_t)k->slots[i] != slot_low(idx))
 		i = (i + 1) & k->mask;
 	for (j = i;;) {
 		j = (j + 1) & k->mask;
 		s = k->slots[j];
 		if (s == 0)
 			break;
-		home = k->pool[(uint32_t)s - 1].hash & k->mask;
+		home = slot_entry(k, s)->hash & k->mask;
 		/* s may move to i when its home is not in (i, j]. */
 		if (i <= j ? (home <= i || home > j) : (home <= i && home > j)) {
 			resil__store64(&k->slots[i], s);
@@ -1050,8 +1074,8 @@ evict_one(resil_keyed *k, uint32_t *idx, pending *pe)
 		k->hand = i + 1 == k->cfg.max_keys ? 0 : i + 1;
 		if ((w & (PIN_DEAD | PIN_COUNT)) != 0)
 			continue;
-		if (w & PIN_REF) {
-			(void)resil__cas64(&e->pin, w, w & ~PIN_REF);
+		if ((w & PIN_COLD) == 0) {
+			(void)resil__cas64(&e->pin, w, w | PIN_COLD);
 			continue;
 		}
 		if (protected_entry(k, e) ||
@@ -1145,7 +1169,7 @@ fill(resil_keyed *k, uint32_t idx, uint64_t h, const void *key, size_t len)
 	/* Publish: the fields above before the pin word, the pin word before
 	 * the slot. */
 	resil__store64(&e->pin,
-	    ((resil__load64(&e->pin) & ~(PIN_GEN - 1)) + PIN_GEN) | PIN_REF |
+	    ((resil__load64(&e->pin) & ~(PIN_GEN - 1)) + PIN_GEN) |
 	        1);
 	slot_insert(k, h, idx);
 	return RESIL_OK;
@@ -1302,7 +1326,7 @@ breaker_acquire_pin(resil_keyed *k, uint64_t h, const void *key,
 {
 	kentry *e;
 
-	if (k->fenced && khaz_mine == NULL)
+	if (k->fenced && khaz_mine == &khaz_none)
 		(void)khaz_join();
 	e = find(k, h, key, len);
 	if (e == NULL)
@@ -1326,7 +1350,7 @@ breaker_acquire_any(resil_keyed *k, const void *key, size_t key_len,
 		return RESIL_E_INVAL;
 	h = khash(k, key, key_len);
 	r = khaz_mine;
-	if (r == NULL || !k->fenced || resil__load64(&r->e) != 0)
+	if (!k->fenced || resil__load64(&r->e) != 0)
 		return breaker_acquire_pin(k, h, key, key_len, permit);
 	e = find_held(k, h, key, key_len, r);
 	if (e == NULL)
@@ -1353,7 +1377,7 @@ resil_keyed_breaker_acquire(resil_keyed *k, const void *key, size_t key_len,
 	        key_len - 8 >= k->kfast[RESIL_KEYED_BREAKER]))
 		return breaker_acquire_any(k, key, key_len, permit);
 	r = khaz_mine;
-	if (RESIL__UNLIKELY(r == NULL || resil__load64(&r->e) != 0))
+	if (RESIL__UNLIKELY(resil__load64(&r->e) != 0))
 		return breaker_acquire_any(k, key, key_len, permit);
 	h = khash_short(k, key, key_len);
 	e = find_short(k, h, key, key_len, r);
@@ -1484,7 +1508,7 @@ ratelimit_pin(resil_keyed *k, uint64_t h, const void *key, size_t len,
 	resil_err err = RESIL_E_NOMEM;
 	kentry *e;
 
-	if (k->fenced && khaz_mine == NULL)
+	if (k->fenced && khaz_mine == &khaz_none)
 		(void)khaz_join();
 	e = find(k, h, key, len);
 	if (e == NULL)
@@ -1510,7 +1534,7 @@ ratelimit_any(resil_keyed *k, const void *key, size_t key_len,
 		return RESIL_E_INVAL;
 	h = khash(k, key, key_len);
 	r = khaz_mine;
-	if (r == NULL || !k->fenced || resil__load64(&r->e) != 0)
+	if (!k->fenced || resil__load64(&r->e) != 0)
 		return ratelimit_pin(k, h, key, key_len, permits, retry_after);
 	e = find_held(k, h, key, key_len, r);
 	if (e == NULL)
@@ -1533,7 +1557,7 @@ resil_keyed_ratelimit_try_acquire(resil_keyed *k, const void *key,
 	        key_len - 8 >= k->kfast[RESIL_KEYED_RATELIMIT]))
 		return ratelimit_any(k, key, key_len, permits, retry_after);
 	r = khaz_mine;
-	if (RESIL__UNLIKELY(r == NULL || resil__load64(&r->e) != 0))
+	if (RESIL__UNLIKELY(resil__load64(&r->e) != 0))
 		return ratelimit_any(k, key, key_len, permits, retry_after);
 	h = khash_short(k, key, key_len);
 	e = find_short(k, h, key, key_len, r);
