@@ -693,7 +693,7 @@ table_size(uint32_t max_keys)
 {
 	uint64_t n = 16;
 
-	while (n < 2 * ((uint64_t)max_keys + 1))
+	while (n < 3 * ((uint64_t)max_keys + 1))
 		n <<= 1;
 	return n;
 }
@@ -981,18 +981,31 @@ find_held(resil_keyed *k, uint64_t h, const void *key, size_t len, khaz *r)
 	}
 }
 
-/* find_held() for a key of 8..16 bytes (inline in its entry). */
+/* Makes x a value the compiler cannot see through: a key's address and
+ * length so marked are not kept as key + len - 8 in a register of their
+ * own across the probe (a callee-saved one, saved and restored on every
+ * call); an address mode makes it again where it is read. */
+#if defined(__GNUC__)
+#define KFRESH(x) __asm__("" : "+r"(x))
+#else
+#define KFRESH(x) (void)0
+#endif
+
+/* find_held() for a key of 8..16 bytes (inline in its entry). The probe
+ * walks by adding 1 to h itself (its low bits are the slot): once in 2^32
+ * probes the carry changes the tag, and the find only misses (the lock's
+ * find then decides). The key and its length are the caller's own
+ * variables (KFRESH). */
 static KINLINE kentry *
-find_short(resil_keyed *k, uint64_t h, const uint8_t *key, size_t len,
+find_short(resil_keyed *k, uint64_t h, const void **keyp, size_t *lenp,
     khaz *r)
 {
-	uint64_t i = h, s, w;
+	uint64_t s, w;
 
-	for (;; i++) {
+	for (;; h++) {
 		kentry *e;
 
-		i &= k->mask;
-		s = resil__load64(&k->slots[i]);
+		s = resil__load64(&k->slots[h & k->mask]);
 		if (RESIL__UNLIKELY(s == 0)) {
 			khaz_clear(r);
 			return NULL;
@@ -1007,10 +1020,13 @@ find_short(resil_keyed *k, uint64_t h, const uint8_t *key, size_t len,
 				continue;
 			(void)resil__cas64(&e->pin, w, w & ~PIN_COLD);
 		}
-		if (RESIL__LIKELY(((ld64(e->k.small) ^ ld64(key)) |
-		                      (ld64(e->k.small + len - 8) ^
-		                          ld64(key + len - 8)) |
-		                      (e->len ^ len)) == 0))
+		KFRESH(*keyp);
+		KFRESH(*lenp);
+		if (RESIL__LIKELY(((ld64(e->k.small) ^ ld64(*keyp)) |
+		                      (ld64(e->k.small + *lenp - 8) ^
+		                          ld64((const uint8_t *)*keyp + *lenp -
+		                              8)) |
+		                      (e->len ^ *lenp)) == 0))
 			return e;
 	}
 }
@@ -1317,6 +1333,14 @@ breaker_acquire_new(resil_keyed *k, uint64_t h, const void *key,
 	return breaker_acquire_pinned(e, permit);
 }
 
+/* The fast case's miss (the hash again: the fast path keeps no copy). */
+static KNOINLINE resil_err
+breaker_acquire_missed(
+    resil_keyed *k, const void *key, size_t len, resil_keyed_permit *permit)
+{
+	return breaker_acquire_new(k, khash(k, key, len), key, len, permit);
+}
+
 /* A call that pins: a family without the fence, a thread whose slot is
  * busy (it holds a permit: nested calls) or that has none yet (its
  * first call takes one for the next). */
@@ -1380,9 +1404,9 @@ resil_keyed_breaker_acquire(resil_keyed *k, const void *key, size_t key_len,
 	if (RESIL__UNLIKELY(resil__load64(&r->e) != 0))
 		return breaker_acquire_any(k, key, key_len, permit);
 	h = khash_short(k, key, key_len);
-	e = find_short(k, h, key, key_len, r);
+	e = find_short(k, h, &key, &key_len, r);
 	if (RESIL__UNLIKELY(e == NULL))
-		return breaker_acquire_new(k, h, key, key_len, permit);
+		return breaker_acquire_missed(k, key, key_len, permit);
 	if (RESIL__LIKELY(
 	        resil__breaker_grant_fast(e->acq_word, &permit->permit))) {
 		permit->entry = (void *)((uintptr_t)r | KPERMIT_SLOT);
@@ -1560,9 +1584,9 @@ resil_keyed_ratelimit_try_acquire(resil_keyed *k, const void *key,
 	if (RESIL__UNLIKELY(resil__load64(&r->e) != 0))
 		return ratelimit_any(k, key, key_len, permits, retry_after);
 	h = khash_short(k, key, key_len);
-	e = find_short(k, h, key, key_len, r);
+	e = find_short(k, h, &key, &key_len, r);
 	if (RESIL__UNLIKELY(e == NULL))
-		return ratelimit_pin(k, h, key, key_len, permits, retry_after);
+		return ratelimit_any(k, key, key_len, permits, retry_after);
 	err = resil_ratelimit_try_acquire(e->inst, permits, retry_after);
 	khaz_clear(r);
 	return err;
