@@ -324,6 +324,24 @@ khaz_held(const kentry *e)
 	return false;
 }
 
+/* A family freed with permits still out: the slots that hold its
+ * entries are let go (else a thread would pin for ever, and another
+ * family's entry made at the same address would never be evicted). */
+static void
+khaz_forget(const kentry *pool, size_t n)
+{
+	khaz *r;
+
+	for (r = __atomic_load_n(&khaz_head, __ATOMIC_ACQUIRE); r != NULL;
+	     r = r->next) {
+		uint64_t e = resil__load64(&r->e);
+
+		if (e >= (uint64_t)(uintptr_t)pool &&
+		    e < (uint64_t)(uintptr_t)(pool + n))
+			(void)resil__cas64(&r->e, e, 0);
+	}
+}
+
 /* A permit's entry word: a kentry * (pinned), or a khaz * + 1 (held in
  * that slot). */
 #define KPERMIT_SLOT ((uintptr_t)1)
@@ -735,6 +753,8 @@ resil_keyed_free(resil_keyed *k)
 	if (k == NULL)
 		return;
 	u = k->user;
+	if (k->pool != NULL && k->fenced)
+		khaz_forget(k->pool, k->cfg.max_keys);
 	if (k->pool != NULL)
 		for (i = 0; i < k->cfg.max_keys; i++) {
 			kentry *e = &k->pool[i];

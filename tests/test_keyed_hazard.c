@@ -207,6 +207,35 @@ test_keyed_hazard_refusal_and_release_let_go(void **state)
 	}
 }
 
+/* A family freed with a slot-held permit out lets the slot go: the
+ * thread's next family holds by slot again. */
+static void
+test_keyed_hazard_free_lets_slot_go(void **state)
+{
+	resil_keyed *k;
+	resil_keyed_permit p;
+	char key[KEYLEN + 1];
+
+	(void)state;
+	if (!fence_available())
+		skip();
+	keyname(key, "held-", 1);
+	k = family(RESIL_KEYED_BREAKER, 8, 1, NULL);
+	churn_keys(k, "held-", 1, 1);
+	assert_int_equal(
+	    resil_keyed_breaker_acquire(k, key, KEYLEN, &p), RESIL_OK);
+	assert_true(((uintptr_t)p.entry & 1u) != 0);
+	resil_keyed_free(k);
+	k = family(RESIL_KEYED_BREAKER, 8, 1, NULL);
+	churn_keys(k, "held-", 1, 1);
+	assert_int_equal(
+	    resil_keyed_breaker_acquire(k, key, KEYLEN, &p), RESIL_OK);
+	assert_true(((uintptr_t)p.entry & 1u) != 0);
+	assert_int_equal(
+	    resil_keyed_breaker_record(k, &p, RESIL_OUTCOME_SUCCESS), RESIL_OK);
+	resil_keyed_free(k);
+}
+
 /* A permit taken on one thread and recorded on another: the recorder
  * clears the taker's slot, and the taker, having exited, gives its slot
  * to the next thread. */
@@ -402,6 +431,7 @@ main(void)
 		cmocka_unit_test(test_keyed_hazard_permit_holds_key),
 		cmocka_unit_test(test_keyed_hazard_refused_pins),
 		cmocka_unit_test(test_keyed_hazard_refusal_and_release_let_go),
+		cmocka_unit_test(test_keyed_hazard_free_lets_slot_go),
 		cmocka_unit_test(test_keyed_hazard_record_on_another_thread),
 		cmocka_unit_test(test_keyed_hazard_evictor_races_readers),
 		cmocka_unit_test(
