@@ -6,6 +6,10 @@
 extern const resil_bench resil_bench_source[];
 /* Keyed families (bench_keyed.c, issue 41). */
 extern const resil_bench resil_bench_keyed[];
+/* Keyed pipelines, composite keys (bench_keyed_pipeline.c, issue 41). */
+extern const resil_bench resil_bench_keyed_pipeline[];
+/* Keyed families in shared memory (bench_keyed_shm.c, issue 41). */
+extern const resil_bench resil_bench_keyed_shm[];
 
 const resil_bench *const resil_bench_tables[] = {
 	resil_bench_baseline,
@@ -24,5 +28,7 @@ const resil_bench *const resil_bench_tables[] = {
 	resil_bench_gradient,
 	resil_bench_throttle,
 	resil_bench_keyed,
+	resil_bench_keyed_pipeline,
+	resil_bench_keyed_shm,
 	NULL,
 };

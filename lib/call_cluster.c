@@ -403,34 +403,44 @@ pick_once(callm *c, unsigned i, uint64_t now)
 	return err;
 }
 
-/* Issue 41: the endpoint's host admits the attempt (a family keyed by
- * host), or the endpoint is left out of the call as an open endpoint
- * breaker's is, and the next is picked; when none admits, the call ends
- * with the family's refusal. */
+/* Issue 41: the endpoint's host admits the attempt (families whose key
+ * has the host: a breaker, a rate limiter, a bulkhead), or the endpoint
+ * is left out of the call as an open endpoint breaker's is, and the next
+ * is picked; when none admits, the call ends with the family's refusal. */
 static resil_err
 host_admit(callm *c, unsigned i, uint64_t now)
 {
+	static const char *const what[3][2] = { { "breaker", "breaker" },
+		{ "rate limiter", "ratelimit" }, { "bulkhead", "bulkhead" } };
 	uint8_t bit = (uint8_t)(1u << i);
 	uint32_t tries = 0;
 	resil_err err = RESIL_OK, ke;
-	int held = 0;
+	unsigned kind = 0;
 
 	while (err == RESIL_OK) {
-		ke = resil__keyed_host_admit(
-		    c->p, c->picks[i].address, &c->khp[i], &held);
+		ke = resil__keyed_host_admit(c->p, c->args, c->inv,
+		    c->picks[i].address, &c->khp[i], &kind);
 		if (ke == RESIL_OK) {
-			if (held)
+			if (c->khp[i].held)
 				c->khost |= bit;
 			return RESIL_OK;
 		}
 		resil_selector_release(c->sel, &c->picks[i]);
 		c->has_pick &= (uint8_t)~bit;
 		if (++tries >= c->ncand) {
-			snprintf(c->cmsg, sizeof(c->cmsg),
-			    "the key's %s refused every endpoint "
-			    "(%s.key=host)",
-			    ke == RESIL_E_OPEN ? "breaker" : "rate limiter",
-			    ke == RESIL_E_OPEN ? "breaker" : "ratelimit");
+			if (kind > 2)
+				kind = 0;
+			if (ke == RESIL_E_INVAL)
+				snprintf(c->cmsg, sizeof(c->cmsg),
+				    "%s.key: the composite key is over its "
+				    "max_key_len (or not a key) at every "
+				    "endpoint",
+				    what[kind][1]);
+			else
+				snprintf(c->cmsg, sizeof(c->cmsg),
+				    "the key's %s refused every endpoint "
+				    "(%s.key has the host)",
+				    what[kind][0], what[kind][1]);
 			return ke;
 		}
 		err = pick_once(c, i, now);
@@ -755,7 +765,12 @@ resil__cl_conclude(callm *c, resil_err rr, int rc, resil_err status,
 		 * provider; no strategy swallows or queues it). */
 		resil__cl_cancel(c);
 		resil_value_free(&c->value);
-		(void)recover_failure(c, status, rc);
+		if (recover_failure(c, status, rc) && c->cstop &&
+		    c->cmsg[0] != '\0')
+			/* Issue 41: a family keyed by host refused every
+			 * endpoint (host_admit's words). */
+			copy_str(c->out->message, sizeof(c->out->message),
+			    c->cmsg);
 		conclude_with(c, RESIL_STAGE_FALLBACK, ts, st);
 		return;
 	}

@@ -41,50 +41,114 @@ resil__keyed_gated(const resil_pipeline *p)
 	return p->keyed != NULL;
 }
 
-/* The key spec draws from the request; the reserved "\0" when missing. */
+/* Part s of the request (host: the attempt's endpoint, NULL per call):
+ * *v, *len; *len 0 when the request lacks it. */
 static void
-draw(const kspec *s, const resil_args *args, const resil_invocation *inv,
-    const void **key, size_t *len)
+part_of(const kpart *s, const resil_args *args, const resil_invocation *inv,
+    const char *host, const void **v, size_t *len)
 {
-	const char *v = NULL;
+	const char *t = NULL;
 	size_t i;
 
-	*key = NULL;
+	*v = NULL;
 	*len = 0;
 	switch (s->src) {
 	case KS_METHOD:
-		v = args->method;
+		t = args->method;
 		break;
 	case KS_ARGS:
 		if (args->len > 0 && args->data != NULL) {
-			*key = args->data;
+			*v = args->data;
 			*len = args->len;
 		}
-		break;
+		return;
 	case KS_ARGUMENT:
 		if (inv != NULL && s->index < inv->narguments &&
 		    inv->arguments != NULL)
-			v = inv->arguments[s->index];
+			t = inv->arguments[s->index];
 		break;
 	case KS_ATTACHMENT:
 		for (i = 0; inv != NULL && i < inv->nattachments; i++)
 			if (inv->attachments[i].key != NULL &&
 			    strcmp(inv->attachments[i].key, s->name) == 0) {
-				v = inv->attachments[i].value;
+				t = inv->attachments[i].value;
 				break;
 			}
 		break;
-	case KS_HOST: /* per attempt (resil__keyed_host_admit) */
+	case KS_HOST:
+		t = host;
 		break;
 	}
-	if (v != NULL && *v != '\0') {
-		*key = v;
-		*len = strlen(v);
+	if (t != NULL) {
+		*v = t;
+		*len = strlen(t);
 	}
-	if (*len == 0) {
-		*key = kg_missing;
-		*len = 1;
+}
+
+/* The key spec s draws from the request (host: the attempt's endpoint,
+ * NULL when asked per call) into *key, *len: a single source's bytes as
+ * they are, a composite's joined in buf (cap bytes: nothing allocated);
+ * the reserved "\0" when a part is missing. RESIL_E_INVAL (*len the
+ * composite's length) when a composite is longer than the family's
+ * max_key_len. */
+static resil_err
+draw(const kspec *s, const resil_args *args, const resil_invocation *inv,
+    const char *host, char *buf, size_t cap, const void **key, size_t *len)
+{
+	size_t at = 0, lim;
+	unsigned i;
+
+	if (RESIL__LIKELY(s->nparts <= 1)) {
+		part_of(&s->part[0], args, inv, host, key, len);
+		if (*len == 0) {
+			*key = kg_missing;
+			*len = 1;
+		}
+		return RESIL_OK;
 	}
+	lim = s->max_len != 0 && s->max_len < cap ? s->max_len : cap;
+	for (i = 0; i < s->nparts; i++) {
+		const void *v;
+		size_t n, sep = i > 0;
+
+		part_of(&s->part[i], args, inv, host, &v, &n);
+		if (n == 0) {
+			*key = kg_missing;
+			*len = 1;
+			return RESIL_OK;
+		}
+		/* Joined as read; past the bound only counted (a later part
+		 * missing still makes the call's key "\0"). */
+		if (at + sep + n <= lim) {
+			if (sep)
+				buf[at] = '\0';
+			memcpy(buf + at + sep, v, n);
+		}
+		at += sep + n;
+	}
+	*key = buf;
+	*len = at;
+	return at <= lim ? RESIL_OK : RESIL_E_INVAL;
+}
+
+/* A composite key over its family's max_key_len (len bytes), refused at
+ * the call. */
+static resil_err
+too_long(resil_result *out, const kspec *s, const char *kind, size_t len)
+{
+	resil_result_init(out);
+	out->err = RESIL_E_INVAL;
+	out->source = RESIL_SOURCE_UNAVAILABLE;
+	out->cause = RESIL_E_INVAL;
+	out->breaker_state = -1;
+	out->error_name = resil_err_name(RESIL_E_INVAL);
+	(void)snprintf(out->message, sizeof(out->message),
+	    "%s.key: the call's composite key is %zu bytes, over "
+	    "max_key_len %u",
+	    kind, len,
+	    s->max_len != 0 ? (unsigned)s->max_len
+	                    : (unsigned)RESIL_KEYED_MAX_KEY_LEN);
+	return RESIL_E_INVAL;
 }
 
 /* The call's class for its key's throttle (issue 42): the
@@ -181,6 +245,25 @@ run_inner(const kcall *kc, resil_result *out)
 	return err;
 }
 
+static const char *const kg_kind[RESIL_KEYED_KINDS] = { "breaker",
+	"ratelimit", "bulkhead", "throttle" };
+
+/* g's family of kind k's key for the call (host: the attempt's
+ * endpoint, NULL per call), joined in kb when composite; a composite
+ * too long answers out. */
+static resil_err
+key_of(const struct resil__kgate *g, unsigned k, const resil_args *args,
+    const resil_invocation *inv, const char *host, char *kb,
+    const void **key, size_t *len, resil_result *out)
+{
+	resil_err err = draw(&g->spec[k], args, inv, host, kb,
+	    RESIL_KEYED_MAX_KEY_LEN, key, len);
+
+	if (RESIL__UNLIKELY(err != RESIL_OK) && out != NULL)
+		(void)too_long(out, &g->spec[k], kg_kind[k], *len);
+	return err;
+}
+
 /* The call's admission by its keys: a rate limiter permit, the
  * throttle's admit, a bulkhead slot, a breaker permit (those held go in
  * *h); a refusal answers out. */
@@ -193,6 +276,7 @@ admit(resil_pipeline *p, const resil_args *args, const resil_invocation *inv,
 	resil_keyed *rl = call_fam(g, RESIL_KEYED_RATELIMIT);
 	resil_keyed *bh = call_fam(g, RESIL_KEYED_BULKHEAD);
 	resil_keyed *br = call_fam(g, RESIL_KEYED_BREAKER);
+	char kb[RESIL_KEYED_MAX_KEY_LEN]; /* a composite key, joined */
 	const void *key;
 	size_t len;
 	resil_err err;
@@ -201,14 +285,18 @@ admit(resil_pipeline *p, const resil_args *args, const resil_invocation *inv,
 	if (rl != NULL) {
 		uint64_t after = 0;
 
-		draw(&g->spec[RESIL_KEYED_RATELIMIT], args, inv, &key, &len);
+		if ((err = key_of(g, RESIL_KEYED_RATELIMIT, args, inv, NULL,
+		         kb, &key, &len, out)) != RESIL_OK)
+			return err;
 		err =
 		    resil_keyed_ratelimit_try_acquire(rl, key, len, 1, &after);
 		if (err != RESIL_OK)
 			return refuse(out, err, "rate limiter", -1);
 	}
 	if (th != NULL) {
-		draw(&g->spec[RESIL_KEYED_THROTTLE], args, inv, &key, &len);
+		if ((err = key_of(g, RESIL_KEYED_THROTTLE, args, inv, NULL, kb,
+		         &key, &len, out)) != RESIL_OK)
+			return err;
 		err = resil_keyed_throttle_admit(
 		    th, key, len, throttle_class(inv, method_prio), &h->th);
 		if (err != RESIL_OK)
@@ -216,21 +304,30 @@ admit(resil_pipeline *p, const resil_args *args, const resil_invocation *inv,
 		h->held |= 4u;
 	}
 	if (bh != NULL) {
-		draw(&g->spec[RESIL_KEYED_BULKHEAD], args, inv, &key, &len);
-		err = resil_keyed_bulkhead_try_acquire(bh, key, len, &h->bh);
+		err = key_of(g, RESIL_KEYED_BULKHEAD, args, inv, NULL, kb, &key,
+		    &len, out);
+		if (err == RESIL_OK &&
+		    (err = resil_keyed_bulkhead_try_acquire(
+		         bh, key, len, &h->bh)) != RESIL_OK)
+			(void)refuse(out, err, "bulkhead", -1);
 		if (err != RESIL_OK) {
 			if (h->held & 4u)
 				(void)resil_keyed_throttle_report(th, &h->th,
 				    RESIL_THROTTLE_ACCEPTED);
 			h->held = 0;
-			return refuse(out, err, "bulkhead", -1);
+			return err;
 		}
 		h->held |= 2u;
 		h->t0 = resil_clock_now(&p->clock);
 	}
 	if (br != NULL) {
-		draw(&g->spec[RESIL_KEYED_BREAKER], args, inv, &key, &len);
-		err = resil_keyed_breaker_acquire(br, key, len, &h->br);
+		err = key_of(g, RESIL_KEYED_BREAKER, args, inv, NULL, kb, &key,
+		    &len, out);
+		if (err == RESIL_OK &&
+		    (err = resil_keyed_breaker_acquire(br, key, len, &h->br)) !=
+		        RESIL_OK)
+			(void)refuse(
+			    out, err, "breaker", (int)RESIL_BREAKER_OPEN);
 		if (err != RESIL_OK) {
 			if (h->held & 2u)
 				(void)resil_keyed_bulkhead_release(bh, &h->bh);
@@ -238,8 +335,7 @@ admit(resil_pipeline *p, const resil_args *args, const resil_invocation *inv,
 				(void)resil_keyed_throttle_report(th, &h->th,
 				    RESIL_THROTTLE_ACCEPTED);
 			h->held = 0;
-			return refuse(
-			    out, err, "breaker", (int)RESIL_BREAKER_OPEN);
+			return err;
 		}
 		h->held |= 1u;
 	}
@@ -349,54 +445,101 @@ int
 resil__keyed_host(const resil_pipeline *p)
 {
 	const struct resil__kgate *g = p->keyed;
+	unsigned k;
 
-	return g != NULL &&
-	    ((g->fam[RESIL_KEYED_BREAKER] != NULL &&
-	         g->spec[RESIL_KEYED_BREAKER].src == KS_HOST) ||
-	        (g->fam[RESIL_KEYED_RATELIMIT] != NULL &&
-	            g->spec[RESIL_KEYED_RATELIMIT].src == KS_HOST));
+	if (g == NULL)
+		return 0;
+	for (k = 0; k < RESIL_KEYED_THROTTLE; k++)
+		if (g->fam[k] != NULL && g->spec[k].src == KS_HOST)
+			return 1;
+	return 0;
+}
+
+/* g's family of kind k when its key has the host (asked per attempt). */
+static resil_keyed *
+host_fam(const struct resil__kgate *g, unsigned k)
+{
+	return g->spec[k].src == KS_HOST ? g->fam[k] : NULL;
 }
 
 resil_err
-resil__keyed_host_admit(
-    resil_pipeline *p, const char *host, resil_keyed_permit *permit, int *held)
+resil__keyed_host_admit(resil_pipeline *p, const resil_args *args,
+    const resil_invocation *inv, const char *host, resil__khost *kh,
+    unsigned *kind)
 {
 	struct resil__kgate *g = p->keyed;
-	resil_keyed *rl = g->fam[RESIL_KEYED_RATELIMIT];
-	resil_keyed *br = g->fam[RESIL_KEYED_BREAKER];
-	size_t len = host != NULL ? strlen(host) : 0;
-	const void *key =
-	    len > 0 ? (const void *)host : (const void *)kg_missing;
+	resil_keyed *rl = host_fam(g, RESIL_KEYED_RATELIMIT);
+	resil_keyed *bh = host_fam(g, RESIL_KEYED_BULKHEAD);
+	resil_keyed *br = host_fam(g, RESIL_KEYED_BREAKER);
+	char kb[RESIL_KEYED_MAX_KEY_LEN]; /* a composite key, joined */
+	const char *h = host != NULL ? host : "";
+	const void *key;
+	size_t len;
 	resil_err err;
 
-	*held = 0;
-	if (len == 0)
-		len = 1;
-	if (rl != NULL && g->spec[RESIL_KEYED_RATELIMIT].src == KS_HOST) {
+	kh->held = 0;
+	if (rl != NULL) {
 		uint64_t after = 0;
 
-		err =
-		    resil_keyed_ratelimit_try_acquire(rl, key, len, 1, &after);
-		if (err != RESIL_OK)
+		*kind = RESIL_KEYED_RATELIMIT;
+		err = key_of(g, RESIL_KEYED_RATELIMIT, args, inv, h, kb, &key,
+		    &len, NULL);
+		if (err != RESIL_OK ||
+		    (err = resil_keyed_ratelimit_try_acquire(
+		         rl, key, len, 1, &after)) != RESIL_OK)
 			return err;
 	}
-	if (br != NULL && g->spec[RESIL_KEYED_BREAKER].src == KS_HOST) {
-		err = resil_keyed_breaker_acquire(br, key, len, permit);
-		if (err != RESIL_OK)
+	if (bh != NULL) {
+		*kind = RESIL_KEYED_BULKHEAD;
+		err = key_of(g, RESIL_KEYED_BULKHEAD, args, inv, h, kb, &key,
+		    &len, NULL);
+		if (err != RESIL_OK ||
+		    (err = resil_keyed_bulkhead_try_acquire(
+		         bh, key, len, &kh->bh)) != RESIL_OK)
 			return err;
-		*held = 1;
+		kh->held |= 2u;
+		kh->t0 = resil_clock_now(&p->clock);
+	}
+	if (br != NULL) {
+		*kind = RESIL_KEYED_BREAKER;
+		err = key_of(g, RESIL_KEYED_BREAKER, args, inv, h, kb, &key,
+		    &len, NULL);
+		if (err != RESIL_OK ||
+		    (err = resil_keyed_breaker_acquire(
+		         br, key, len, &kh->br)) != RESIL_OK) {
+			if (kh->held & 2u)
+				(void)resil_keyed_bulkhead_release(bh, &kh->bh);
+			kh->held = 0;
+			return err;
+		}
+		kh->held |= 1u;
 	}
 	return RESIL_OK;
 }
 
 void
-resil__keyed_host_end(
-    resil_pipeline *p, resil_keyed_permit *permit, resil_outcome o)
+resil__keyed_host_end(resil_pipeline *p, resil__khost *kh, resil_outcome o)
 {
-	resil_keyed *br = p->keyed->fam[RESIL_KEYED_BREAKER];
+	struct resil__kgate *g = p->keyed;
 
-	if (o == RESIL_OUTCOME_IGNORED)
-		(void)resil_keyed_breaker_release(br, permit);
-	else
-		(void)resil_keyed_breaker_record(br, permit, o);
+	if (kh->held & 1u) {
+		resil_keyed *br = g->fam[RESIL_KEYED_BREAKER];
+
+		if (o == RESIL_OUTCOME_IGNORED)
+			(void)resil_keyed_breaker_release(br, &kh->br);
+		else
+			(void)resil_keyed_breaker_record(br, &kh->br, o);
+	}
+	if (kh->held & 2u) {
+		resil_keyed *bh = g->fam[RESIL_KEYED_BULKHEAD];
+
+		/* An abandoned attempt (a cancelled call, a lost fork) or
+		 * the server's pushback: the slot given back uncounted. */
+		if (o == RESIL_OUTCOME_IGNORED)
+			(void)resil_keyed_bulkhead_release(bh, &kh->bh);
+		else
+			(void)resil_keyed_bulkhead_complete(bh, &kh->bh, o,
+			    resil_clock_now(&p->clock) - kh->t0);
+	}
+	kh->held = 0;
 }

@@ -55,15 +55,27 @@ resil_err resil__keyed_machine_admit(resil_pipeline *p, const resil_args *args,
 void resil__keyed_machine_end(resil_pipeline *p, resil__kheld *h,
     int cancelled, const resil_result *out);
 
+/* What an attempt holds of the families keyed by its endpoint's host
+ * (a key with the host, composite or not): held bit 1 the breaker's
+ * permit, bit 2 the bulkhead's slot (taken at t0). */
+typedef struct resil__khost {
+	uint8_t held;
+	uint64_t t0;
+	resil_keyed_permit br, bh;
+} resil__khost;
+
 /* The endpoint's host (lib/call_cluster.c): nonzero when p has a family
- * keyed by host; an attempt's admission on host (*held: permit holds the
- * host breaker's permit), RESIL_OK or the family's refusal; its end
- * (IGNORED: given back). */
+ * whose key has the host; an attempt's admission on host (the call's
+ * args and invocation: the key's other parts), RESIL_OK with *kh
+ * holding what it took, or the refusal (*kind: the family's kind;
+ * RESIL_E_INVAL: a composite key over its max_key_len), nothing held;
+ * its end (IGNORED: given back). */
 int resil__keyed_host(const resil_pipeline *p);
-resil_err resil__keyed_host_admit(resil_pipeline *p, const char *host,
-    resil_keyed_permit *permit, int *held);
+resil_err resil__keyed_host_admit(resil_pipeline *p, const resil_args *args,
+    const resil_invocation *inv, const char *host, resil__khost *kh,
+    unsigned *kind);
 void resil__keyed_host_end(
-    resil_pipeline *p, resil_keyed_permit *permit, resil_outcome o);
+    resil_pipeline *p, resil__khost *kh, resil_outcome o);
 
 /* Families named by the configuration (resil_pipeline_config.keyed,
  * checked by resil__keyed_cfg_check(), lib/keyed_spec.h): made by

@@ -111,7 +111,7 @@ typedef struct callm {
 	uint8_t bany;       /* broadcast: a failure was seen */
 	uint8_t clb;        /* failfast: its pick's balancer (message) */
 	uint8_t in_hedge;   /* the attempt being launched is a hedge */
-	uint8_t khost; /* issue 41: slots holding a host permit (khp), by bit */
+	uint8_t khost; /* issue 41: slots holding a host's keys (khp), by bit */
 	resil_selector *sel;
 	/* The call's invocation (resil_call_start_ex, invoke_ex), or NULL:
 	 * set by the entry points, read by the cluster's start only. */
@@ -180,14 +180,15 @@ typedef struct callm {
 	resil__waiter coal_w;     /* a follower's waiter */
 	/* ---- issue 41 (lib/call_keyed.c): what the call holds of its
 	 * keys (the call machine's; the blocking driver's gate keeps its
-	 * own), and per attempt (khost above, by slot bit) its host
-	 * breaker's permit (a family keyed by host, the cluster's) ---- */
+	 * own), and per attempt (khost above, by slot bit) what it holds of
+	 * the families keyed by its host (breaker permit, bulkhead slot;
+	 * the cluster's) ---- */
 	resil__kheld kheld;
-	resil_keyed_permit khp[RESIL_CALL_MAX_INFLIGHT];
+	resil__khost khp[RESIL_CALL_MAX_INFLIGHT];
 } callm;
 
-/* Issue 41: slot i's host breaker permit (a family keyed by host) ends
- * with o (IGNORED: given back), if it holds one. */
+/* Issue 41: what slot i holds of its host's keys (families keyed by
+ * host) ends with o (IGNORED: given back), if it holds any. */
 static inline void
 khost_end(callm *c, unsigned i, resil_outcome o)
 {

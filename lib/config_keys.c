@@ -248,6 +248,9 @@ static const keydef keys[] = {
 	    0, RESIL_KEYED_MAX_KEYS),
 	INT("breaker.key.max_key_len", K_U32, ST_BREAKER, 0,
 	    keyed[0].max_key_len, 0, RESIL_KEYED_MAX_KEY_LEN),
+	/* h3/kshm: the family in a shared-memory region (shm:REGION/NAME). */
+	INT("breaker.key.shared", K_SHARED, ST_BREAKER, 0, keyed[0].shared, 0,
+	    0),
 	INT("ratelimit.key", K_KEYSRC, ST_RATELIMIT, 0, keyed[1].key, 0, 0),
 	INT("ratelimit.key.max_keys", K_U32, ST_RATELIMIT, 0,
 	    keyed[1].max_keys, 0, RESIL_KEYED_MAX_KEYS),

@@ -70,6 +70,7 @@
 #include "atomic.h"
 #include "breaker_fast.h"
 #include "internal.h"
+#include "keyed_maker.h"
 
 #define PIN_COUNT UINT64_C(0xffffff)
 /* Not used since the CLOCK hand passed (kept inverted so that a
@@ -145,6 +146,8 @@ struct resil_keyed {
 	size_t n_ov;
 	resil__spinlock lock;
 	kentry ovf; /* the overflow instance's entry: never in the table */
+	/* Instances made elsewhere (lib/keyed_maker.h); make NULL: here. */
+	resil__keyed_maker mk;
 };
 
 #if defined(__GNUC__)
@@ -506,9 +509,13 @@ kbytes(const kentry *e)
 /* ---- instances ---- */
 
 static void
-inst_free(resil_keyed_kind kind, void *inst)
+inst_free(const resil_keyed *k, void *inst)
 {
-	if (kind == RESIL_KEYED_BREAKER)
+	resil_keyed_kind kind = k->cfg.kind;
+
+	if (k->mk.drop != NULL)
+		k->mk.drop(k->mk.ctx, inst);
+	else if (kind == RESIL_KEYED_BREAKER)
 		resil_breaker_free(inst);
 	else if (kind == RESIL_KEYED_RATELIMIT)
 		resil_ratelimit_free(inst);
@@ -538,13 +545,16 @@ apply_override(const resil_keyed *k, const resil_keyed_override *ov,
 		bh->max_concurrent = ov->max_concurrent;
 }
 
+/* key's instance (key NULL: the overflow instance). */
 static resil_err
-inst_new(const resil_keyed *k, const resil_keyed_override *ov, void **out,
-    resil_diag *diag)
+inst_new(const resil_keyed *k, const resil_keyed_override *ov, const void *key,
+    size_t len, void **out, resil_diag *diag)
 {
 	resil_ratelimit_config rl;
 	resil_bulkhead_config bh;
 
+	if (k->mk.make != NULL)
+		return k->mk.make(k->mk.ctx, &k->cfg, key, len, out, diag);
 	apply_override(k, ov, &rl, &bh);
 	if (k->cfg.kind == RESIL_KEYED_BREAKER)
 		return resil_breaker_new(
@@ -696,12 +706,13 @@ copy_overrides(resil_keyed *k, const resil_keyed_config *cfg,
 				    "override[%zu] again",
 				    i, j);
 		before = resil__load64(&k->bytes);
-		err = inst_new(k, &k->ov[i].o, &inst, diag);
+		err =
+		    inst_new(k, &k->ov[i].o, o->key, o->key_len, &inst, diag);
 		if (err != RESIL_OK)
 			return resil__diag_prefix(diag, err, "keyed.override");
 		if (resil__load64(&k->bytes) - before > *largest)
 			*largest = resil__load64(&k->bytes) - before;
-		inst_free(k->cfg.kind, inst);
+		inst_free(k, inst);
 	}
 	return RESIL_OK;
 }
@@ -761,12 +772,12 @@ resil_keyed_free(resil_keyed *k)
 
 			if (e->pin & PIN_DEAD)
 				continue;
-			inst_free(k->cfg.kind, e->inst);
+			inst_free(k, e->inst);
 			if (e->len > RESIL_KEYED_INLINE_KEY)
 				resil__free(&k->walloc, e->k.heap, e->len);
 		}
 	if (k->ovf.inst != NULL)
-		inst_free(k->cfg.kind, k->ovf.inst);
+		inst_free(k, k->ovf.inst);
 	for (j = 0; j < k->n_ov; j++)
 		resil__free(&k->walloc, k->ov[j].key, k->ov[j].o.key_len);
 	if (k->ov != NULL)
@@ -778,29 +789,42 @@ resil_keyed_free(resil_keyed *k)
 	if (k->free_idx != NULL)
 		resil__free(&k->walloc, k->free_idx,
 		    (size_t)k->cfg.max_keys * sizeof(uint32_t));
+	if (k->mk.done != NULL)
+		k->mk.done(k->mk.ctx);
 	resil__free(&u, k, sizeof(*k));
 }
 
-resil_err
-resil_keyed_new(
-    resil_keyed **out, const resil_keyed_config *cfg, resil_diag *diag)
+static resil_err
+keyed_new(resil_keyed **out, const resil_keyed_config *cfg,
+    const resil__keyed_maker *mk, resil_diag *diag)
 {
 	resil_keyed *k;
 	const resil_allocator *a;
 	uint64_t largest = 0, before;
 	resil_err err;
 
-	if (out == NULL || cfg == NULL)
+	if (out == NULL || cfg == NULL) {
+		if (mk != NULL && mk->done != NULL)
+			mk->done(mk->ctx);
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "keyed: %s is NULL", out == NULL ? "out" : "cfg");
+	}
 	err = check_config(cfg, diag);
-	if (err != RESIL_OK)
+	if (err != RESIL_OK) {
+		if (mk != NULL && mk->done != NULL)
+			mk->done(mk->ctx);
 		return err;
+	}
 	a = resil__allocator(cfg->alloc);
 	k = resil__alloc(a, sizeof(*k));
-	if (k == NULL)
+	if (k == NULL) {
+		if (mk != NULL && mk->done != NULL)
+			mk->done(mk->ctx);
 		return resil__diagf(diag, RESIL_E_NOMEM, "keyed: out of memory");
+	}
 	memset(k, 0, sizeof(*k));
+	if (mk != NULL)
+		k->mk = *mk;
 	k->cfg = *cfg;
 	k->max_len = cfg->max_key_len;
 	k->kind = cfg->kind;
@@ -845,7 +869,7 @@ resil_keyed_new(
 	err = alloc_tables(k, diag);
 	if (err == RESIL_OK) {
 		before = resil__load64(&k->bytes);
-		err = inst_new(k, NULL, &k->ovf.inst, diag);
+		err = inst_new(k, NULL, NULL, 0, &k->ovf.inst, diag);
 		largest = resil__load64(&k->bytes) - before;
 		if (err == RESIL_OK && cfg->kind == RESIL_KEYED_BREAKER) {
 			resil__bfast f;
@@ -867,6 +891,20 @@ resil_keyed_new(
 	k->bytes_fixed = resil__load64(&k->bytes);
 	*out = k;
 	return RESIL_OK;
+}
+
+resil_err
+resil_keyed_new(
+    resil_keyed **out, const resil_keyed_config *cfg, resil_diag *diag)
+{
+	return keyed_new(out, cfg, NULL, diag);
+}
+
+resil_err
+resil__keyed_new_made(resil_keyed **out, const resil_keyed_config *cfg,
+    const resil__keyed_maker *mk, resil_diag *diag)
+{
+	return keyed_new(out, cfg, mk, diag);
 }
 
 resil_keyed_kind
@@ -1135,7 +1173,7 @@ evict_one(resil_keyed *k, uint32_t *idx, pending *pe)
 			continue;
 		}
 		slot_remove(k, i);
-		inst_free(k->cfg.kind, e->inst);
+		inst_free(k, e->inst);
 		e->inst = NULL;
 		pe->evicted = true;
 		pe->evicted_len = e->len;
@@ -1178,13 +1216,13 @@ fill(resil_keyed *k, uint32_t idx, uint64_t h, const void *key, size_t len)
 	resil_err err;
 
 	o = override_of(k, h, key, len, &ov);
-	err = inst_new(k, o, &inst, NULL);
+	err = inst_new(k, o, key, len, &inst, NULL);
 	if (err != RESIL_OK)
 		return err;
 	if (len > RESIL_KEYED_INLINE_KEY) {
 		e->k.heap = resil__alloc(&k->walloc, len);
 		if (e->k.heap == NULL) {
-			inst_free(k->cfg.kind, inst);
+			inst_free(k, inst);
 			return RESIL_E_NOMEM;
 		}
 		memcpy(e->k.heap, key, len);

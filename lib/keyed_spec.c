@@ -7,72 +7,135 @@
 #include <string.h>
 
 #include <resil/keyed.h>
+#include <resil/shm.h>
+
+#include "pipeline_shared.h"
+
+/* Whether the n bytes at s are the text lit. */
+static int
+is(const char *s, size_t n, const char *lit)
+{
+	return strlen(lit) == n && memcmp(s, lit, n) == 0;
+}
+
+/* The source of the n bytes at s into *out; whole: the spec, named
+ * before the part in a composite's messages (NULL: a single source). */
+static resil_err
+part_spec(const char *kind, const char *whole, const char *s, size_t n,
+    kpart *out, resil_diag *diag)
+{
+	const char *q = whole != NULL ? "\"" : "";
+	const char *w = whole != NULL ? whole : "";
+	const char *qc = whole != NULL ? "\": " : "";
+	int ni = n > 512 ? 512 : (int)n;
+
+	memset(out, 0, sizeof(*out));
+	if (is(s, n, "host")) {
+		if (strcmp(kind, "throttle") == 0)
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "%s.key: %s%s%s\"host\" is a source of breaker, "
+			    "rate limiter and bulkhead families only (a "
+			    "throttle is asked once per call, before the "
+			    "selector chose an endpoint)",
+			    kind, q, w, qc);
+		out->src = KS_HOST;
+		return RESIL_OK;
+	}
+	if (is(s, n, "method")) {
+		out->src = KS_METHOD;
+		return RESIL_OK;
+	}
+	if (is(s, n, "args")) {
+		out->src = KS_ARGS;
+		return RESIL_OK;
+	}
+	if (n >= 10 && memcmp(s, "arguments[", 10) == 0) {
+		size_t i = 10, nd = 0;
+		unsigned v = 0;
+
+		while (i < n && s[i] >= '0' && s[i] <= '9' && nd < 4) {
+			v = v * 10 + (unsigned)(s[i] - '0');
+			i++;
+			nd++;
+		}
+		if (nd > 0 && v <= 255 && i + 1 == n && s[i] == ']') {
+			out->src = KS_ARGUMENT;
+			out->index = v;
+			return RESIL_OK;
+		}
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "%s.key: %s%s%s\"%.*s\": the index of arguments[N] must "
+		    "be 0..255",
+		    kind, q, w, qc, ni, s);
+	}
+	if (n >= 11 && memcmp(s, "attachment:", 11) == 0) {
+		if (n - 11 >= 1 && n - 11 < sizeof(out->name)) {
+			out->src = KS_ATTACHMENT;
+			memcpy(out->name, s + 11, n - 11);
+			out->name[n - 11] = '\0';
+			return RESIL_OK;
+		}
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "%s.key: %s%s%s\"%.*s\": an attachment's name is 1..128 "
+		    "bytes",
+		    kind, q, w, qc, ni, s);
+	}
+	return resil__diagf(diag, RESIL_E_INVAL,
+	    "%s.key: %s%s%s\"%.*s\" is not a key source (method, args, "
+	    "arguments[N], attachment:NAME, host)",
+	    kind, q, w, qc, ni, s);
+}
 
 resil_err
 resil__keyed_spec(
     const char *kind, const char *s, kspec *out, resil_diag *diag)
 {
+	const char *at = s, *plus;
+	unsigned n = 1, i;
+	resil_err err;
+
 	memset(out, 0, sizeof(*out));
-	if (strcmp(s, "host") == 0) {
-		if (strcmp(kind, "bulkhead") == 0)
-			return resil__diagf(diag, RESIL_E_INVAL,
-			    "%s.key: \"host\" is a source of breaker and "
-			    "rate limiter families only (a bulkhead per "
-			    "endpoint: the endpoint's own concurrency)",
-			    kind);
-		if (strcmp(kind, "throttle") == 0)
-			return resil__diagf(diag, RESIL_E_INVAL,
-			    "%s.key: \"host\" is a source of breaker and "
-			    "rate limiter families only (a throttle is asked "
-			    "once per call, before the selector chose an "
-			    "endpoint)",
-			    kind);
-		out->src = KS_HOST;
+	for (plus = strchr(s, '+'); plus != NULL; plus = strchr(plus + 1, '+'))
+		n++;
+	if (n == 1) {
+		err = part_spec(kind, NULL, s, strlen(s), &out->part[0], diag);
+		if (err != RESIL_OK)
+			return err;
+		out->nparts = 1;
+		out->src = out->part[0].src;
 		return RESIL_OK;
 	}
-	if (strcmp(s, "method") == 0) {
-		out->src = KS_METHOD;
-		return RESIL_OK;
-	}
-	if (strcmp(s, "args") == 0) {
-		out->src = KS_ARGS;
-		return RESIL_OK;
-	}
-	if (strncmp(s, "arguments[", 10) == 0) {
-		const char *d = s + 10;
-		unsigned n = 0;
-		size_t nd = 0;
-
-		while (*d >= '0' && *d <= '9' && nd < 4) {
-			n = n * 10 + (unsigned)(*d - '0');
-			d++;
-			nd++;
-		}
-		if (nd > 0 && n <= 255 && strcmp(d, "]") == 0) {
-			out->src = KS_ARGUMENT;
-			out->index = n;
-			return RESIL_OK;
-		}
+	if (n > RESIL__KEY_PARTS)
 		return resil__diagf(diag, RESIL_E_INVAL,
-		    "%s.key: \"%s\": the index of arguments[N] must be 0..255",
-		    kind, s);
-	}
-	if (strncmp(s, "attachment:", 11) == 0) {
-		size_t n = strlen(s + 11);
+		    "%s.key: \"%s\": %u parts, a composite key has 2..%u "
+		    "(SOURCE+SOURCE...)",
+		    kind, s, n, RESIL__KEY_PARTS);
+	for (i = 0; i < n; i++) {
+		const char *end = strchr(at, '+');
+		size_t len = end != NULL ? (size_t)(end - at) : strlen(at);
 
-		if (n >= 1 && n < sizeof(out->name)) {
-			out->src = KS_ATTACHMENT;
-			memcpy(out->name, s + 11, n + 1);
-			return RESIL_OK;
-		}
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "%s.key: \"%s\": an attachment's name is 1..128 bytes",
-		    kind, s);
+		if (len == 0)
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "%s.key: \"%s\": an empty part (a composite key "
+			    "is SOURCE+SOURCE..., up to %u)",
+			    kind, s, RESIL__KEY_PARTS);
+		err = part_spec(kind, s, at, len, &out->part[i], diag);
+		if (err != RESIL_OK)
+			return err;
+		if (out->part[i].src == KS_ARGS && i + 1 < n)
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "%s.key: \"%s\": args (bytes, a zero byte "
+			    "included) can only be a composite key's last "
+			    "part",
+			    kind, s);
+		if (out->part[i].src == KS_HOST)
+			out->src = KS_HOST;
+		at += len + 1;
 	}
-	return resil__diagf(diag, RESIL_E_INVAL,
-	    "%s.key: \"%s\" is not a key source (method, args, arguments[N], "
-	    "attachment:NAME, host)",
-	    kind, s);
+	out->nparts = n;
+	if (out->src != KS_HOST)
+		out->src = out->part[0].src;
+	return RESIL_OK;
 }
 
 resil_err
@@ -138,6 +201,27 @@ conflict(const resil_pipeline_config *cfg, unsigned k)
 	return NULL;
 }
 
+/* h3/kshm: keyed[k].shared, a breaker family in a region. */
+static resil_err
+shared_check(const resil_pipeline_config *cfg, unsigned k, resil_diag *diag)
+{
+	if (cfg->keyed[k].shared == NULL)
+		return RESIL_OK;
+	if (k != RESIL_KEYED_BREAKER)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "%s.key.shared: only breaker families are shared in a "
+		    "region (breaker.key.shared)",
+		    kind_names[k]);
+	if (cfg->keyed[k].max_key_len > RESIL_SHM_KEYED_KEY_MAX)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "breaker.key.shared: a shared family keeps keys of up to "
+		    "%u bytes (breaker.key.max_key_len is %u)",
+		    RESIL_SHM_KEYED_KEY_MAX,
+		    (unsigned)cfg->keyed[k].max_key_len);
+	return resil__shared_url_check(
+	    "breaker.key.shared", cfg->keyed[k].shared, diag);
+}
+
 resil_err
 resil__keyed_cfg_check(
     const resil_pipeline_config *cfg, int *kind, resil_diag *diag)
@@ -178,8 +262,13 @@ resil__keyed_cfg_check(
 				return resil__diagf(diag, RESIL_E_INVAL,
 				    "%s.key.max_key_len: needs %s.key", name,
 				    name);
+			if (cfg->keyed[k].shared != NULL)
+				return resil__diagf(diag, RESIL_E_INVAL,
+				    "%s.key.shared: needs %s.key", name, name);
 			continue;
 		}
+		if ((err = shared_check(cfg, k, diag)) != RESIL_OK)
+			return err;
 		if ((err = resil__keyed_parse_spec(
 		         name, cfg->keyed[k].key, diag)) != RESIL_OK)
 			return err;

@@ -15,10 +15,27 @@
 
 enum ksrc { KS_METHOD, KS_ARGS, KS_ARGUMENT, KS_ATTACHMENT, KS_HOST };
 
-typedef struct kspec {
+/* The parts of a composite key at most (KIND.key=method+host). */
+#define RESIL__KEY_PARTS 4u
+
+/* One source of a key. */
+typedef struct kpart {
 	enum ksrc src;
 	unsigned index; /* KS_ARGUMENT */
 	char name[129]; /* KS_ATTACHMENT */
+} kpart;
+
+/* A key: one source, or a composite of 2..RESIL__KEY_PARTS joined by
+ * '+' in the spec; its key the parts' values, in the spec's order, each
+ * followed by one zero byte but the last (no part but `args`, which
+ * must be last, can hold a zero byte: the join is unambiguous). src is
+ * KS_HOST when a part is the endpoint's host (the key is built per
+ * attempt, lib/call_cluster.c), else the first part's. */
+typedef struct kspec {
+	enum ksrc src;
+	unsigned nparts;  /* 1..RESIL__KEY_PARTS */
+	uint32_t max_len; /* the family's max_key_len (0: unknown) */
+	kpart part[RESIL__KEY_PARTS];
 } kspec;
 
 /* s as a key source of a family of kind (its name: "breaker", ...) into

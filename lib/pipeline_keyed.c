@@ -16,11 +16,12 @@
 #include "keyed_gate.h"
 #include "pipeline_internal.h"
 #include "pipeline_settings.h"
+#include "shm_internal.h"
 
 /* A family of cfg->kind drawn by spec into p's gate. */
 static resil_err
 add_family(resil_pipeline *p, const char *spec, const resil_keyed_config *cfg,
-    int from_cfg, resil_diag *diag)
+    int from_cfg, const char *shared, resil_diag *diag)
 {
 	const char *kind;
 	struct resil__kgate *g;
@@ -35,6 +36,7 @@ add_family(resil_pipeline *p, const char *spec, const resil_keyed_config *cfg,
 	err = resil__keyed_spec(kind, spec, &ks, diag);
 	if (err != RESIL_OK)
 		return err;
+	ks.max_len = cfg->max_key_len; /* a composite's bound at the call */
 	if (ks.src == KS_HOST && p->sel == NULL)
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "%s.key: host is the endpoint the selector chose: the "
@@ -44,11 +46,16 @@ add_family(resil_pipeline *p, const char *spec, const resil_keyed_config *cfg,
 		return resil__diagf(diag, RESIL_E_MISUSE,
 		    "%s.key: the pipeline has a %s family already", kind,
 		    kind);
-	err = resil_keyed_new(&k, cfg, diag);
+	/* h3/kshm: breaker.key.shared, the family in a region. */
+	if (shared != NULL)
+		err = resil__shm_keyed_owned(shared, cfg, &k, diag);
+	else
+		err = resil_keyed_new(&k, cfg, diag);
 	if (err != RESIL_OK) {
 		char what[32];
 
-		(void)snprintf(what, sizeof(what), "%s.key", kind);
+		(void)snprintf(what, sizeof(what), "%s.key%s", kind,
+		    shared != NULL ? ".shared" : "");
 		return resil__diag_prefix(diag, err, what);
 	}
 	g = p->keyed;
@@ -77,7 +84,7 @@ resil_pipeline_set_keyed(resil_pipeline *p, const char *spec,
 	if (p == NULL || spec == NULL || cfg == NULL)
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "keyed: NULL pipeline, spec or config");
-	err = add_family(p, spec, cfg, 0, diag);
+	err = add_family(p, spec, cfg, 0, NULL, diag);
 	if (err != RESIL_OK)
 		return err;
 	/* Before the first call (documented): the settings in force lose
@@ -128,6 +135,8 @@ family_config(const resil_pipeline *p, const resil_pipeline_config *cfg,
 		kc->max_keys = cfg->keyed[k].max_keys;
 	if (cfg->keyed[k].max_key_len != 0)
 		kc->max_key_len = cfg->keyed[k].max_key_len;
+	else if (cfg->keyed[k].shared != NULL) /* h3/kshm: kept in shm */
+		kc->max_key_len = RESIL_SHM_KEYED_KEY_MAX;
 	kc->breaker = cfg->breaker;
 	kc->ratelimit = cfg->ratelimit;
 	kc->bulkhead = cfg->bulkhead;
@@ -145,7 +154,9 @@ static char *
 fingerprint(
     const resil_pipeline *p, const resil_pipeline_config *cfg, unsigned k)
 {
-	size_t i, len = 64 + strlen(cfg->keyed[k].key), at;
+	const char *sh =
+	    cfg->keyed[k].shared != NULL ? cfg->keyed[k].shared : "";
+	size_t i, len = 64 + strlen(cfg->keyed[k].key) + strlen(sh), at;
 	char *s;
 
 	for (i = 0; i < cfg->keyed[k].n_overrides; i++)
@@ -153,9 +164,9 @@ fingerprint(
 	s = resil__alloc(&p->alloc, len);
 	if (s == NULL)
 		return NULL;
-	at = (size_t)snprintf(s, len, "%s\n%u %u\n", cfg->keyed[k].key,
+	at = (size_t)snprintf(s, len, "%s\n%u %u %s\n", cfg->keyed[k].key,
 	    (unsigned)cfg->keyed[k].max_keys,
-	    (unsigned)cfg->keyed[k].max_key_len);
+	    (unsigned)cfg->keyed[k].max_key_len, sh);
 	for (i = 0; i < cfg->keyed[k].n_overrides && at < len; i++) {
 		const resil_keyed_override *o = &cfg->keyed[k].overrides[i];
 
@@ -195,7 +206,8 @@ resil__keyed_setup(
 		if (fp == NULL)
 			return resil__diagf(diag, RESIL_E_NOMEM,
 			    "%s.key: out of memory", kind_names[k]);
-		err = add_family(p, cfg->keyed[k].key, &kc, 1, diag);
+		err = add_family(
+		    p, cfg->keyed[k].key, &kc, 1, cfg->keyed[k].shared, diag);
 		if (err != RESIL_OK) {
 			resil__strfree(&p->alloc, fp);
 			return err;

@@ -8,7 +8,8 @@
  *   procs    64 process slots {pid copy, owner word} (lib/proc.c's table)
  *   entries  max_entries {name, kind, layout of the breaker, offset}
  *   data     each breaker's state (lib/breaker.c's shared layout), rate
- *            limiter's or bulkhead's (lib/limit.c's, limit_shared.h)
+ *            limiter's or bulkhead's (lib/limit.c's, limit_shared.h), or
+ *            keyed family's table (lib/keyed_shm.c's, issue 41)
  *
  * Nothing here is on a hot path: opening, attaching and finding a breaker
  * take the entry-table lock, a spin lock tagged with the holder's process
@@ -35,6 +36,7 @@
 #include "internal.h"
 #include "limit_shared.h"
 #include "proc.h"
+#include "shm_internal.h"
 
 #define SHM_MAGIC "RESILSHM"
 #define NAME_MAX_REGION 200u
@@ -42,6 +44,7 @@
 #define KIND_BREAKER 1u
 #define KIND_RATELIMIT 2u
 #define KIND_BULKHEAD 3u
+#define KIND_KEYED RESIL__SHM_KIND_KEYED /* a keyed breaker family */
 #define WAIT_ROUNDS 200000u /* bounded waits for another process */
 
 typedef struct shm_head {
@@ -60,7 +63,8 @@ typedef struct shm_head {
 /* An entry. The layout fields are the breaker's as named; a rate limiter
  * keeps rate in window_size, period_ns in bucket_ns and burst in
  * permitted_probes; a bulkhead max_concurrent in window_size and its
- * adaptive flag in window_type. */
+ * adaptive flag in window_type; a keyed family its breakers' layout and
+ * its table's slots in keys. */
 typedef struct shm_entry {
 	char name[NAME_MAX_ENTRY + 1];
 	uint32_t kind;
@@ -69,7 +73,7 @@ typedef struct shm_entry {
 	uint32_t window_size;
 	uint64_t bucket_ns;
 	uint32_t permitted_probes;
-	uint32_t pad0;
+	uint32_t keys; /* a keyed family's slots; 0 for the others */
 	uint64_t offset;
 	uint64_t bytes;
 	uint64_t pad[1];
@@ -190,6 +194,8 @@ kind_name(uint32_t kind)
 		return "rate limiter";
 	case KIND_BULKHEAD:
 		return "bulkhead";
+	case KIND_KEYED:
+		return "keyed breaker family";
 	}
 	return "unknown entry";
 }
@@ -408,9 +414,20 @@ check_entries(
 		case KIND_BULKHEAD:
 			want = resil__bulkhead_shared_size();
 			break;
+		case KIND_KEYED:
+			entry_breaker_cfg(e, &bc);
+			if (resil_breaker_config_validate(&bc, &d) !=
+			        RESIL_OK ||
+			    e->keys < 1 || e->keys > RESIL__KSHM_MAX_KEYS)
+				return corrupt(diag, region,
+				    "entry %u (%s): a keyed family's layout "
+				    "fields are invalid (%u slots)",
+				    (unsigned)k, nm, (unsigned)e->keys);
+			want = resil__kshm_bytes(&bc, e->keys);
+			break;
 		default:
 			return corrupt(diag, region,
-			    "entry %u (%s) is of kind %u (1..3)", (unsigned)k,
+			    "entry %u (%s) is of kind %u (1..4)", (unsigned)k,
 			    nm, (unsigned)e->kind);
 		}
 		if (e->bytes != want)
@@ -563,6 +580,12 @@ slot_busy(unsigned i, void *ctx)
 		const shm_entry *e = &shm->entries[k];
 		uint64_t w;
 
+		if (e->kind == KIND_KEYED && e->ready == 1 &&
+		    e->offset <= shm->bytes &&
+		    shm->bytes - e->offset >= e->bytes &&
+		    resil__kshm_slot_busy(
+		        (char *)shm->base + e->offset, e->bytes, i))
+			return true;
 		if (e->kind != KIND_BREAKER || e->ready != 1 ||
 		    e->offset > shm->bytes ||
 		    shm->bytes - e->offset < sizeof(struct bstate))
@@ -715,6 +738,9 @@ clear_slot_announcements(resil_shm *shm, unsigned i)
 		uint64_t *ann;
 		size_t off;
 
+		if (e->kind == KIND_KEYED && e->ready == 1)
+			resil__kshm_clear_slot(
+			    (char *)shm->base + e->offset, e->bytes, i);
 		if (e->kind != KIND_BREAKER || e->ready != 1)
 			continue;
 		/* The breaker's shared part ends its bytes and starts with
@@ -763,7 +789,7 @@ resil_shm_breaker(resil_shm *shm, const char *name,
 		table_unlock(shm);
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "shm: %s is a %s, not a breaker", name,
-		    e->kind == KIND_RATELIMIT ? "rate limiter" : "bulkhead");
+		    kind_name(e->kind));
 	}
 	if (e != NULL) {
 		if (e->kind != KIND_BREAKER || e->ready != 1 ||
@@ -823,7 +849,7 @@ resil_shm_breaker(resil_shm *shm, const char *name,
 
 /* The wanted layout of a limiter entry. */
 typedef struct want {
-	uint32_t kind, a, b, d;
+	uint32_t kind, a, b, d, keys;
 	uint64_t c;
 	size_t bytes;
 } want;
@@ -851,7 +877,22 @@ entry_get(resil_shm *shm, const char *name, const want *w, shm_entry **out,
 			    kind_name(e->kind), kind_name(w->kind));
 		if (e->ready != 1 || e->window_type != w->a ||
 		    e->window_size != w->b || e->bucket_ns != w->c ||
-		    e->permitted_probes != w->d || e->bytes != w->bytes) {
+		    e->permitted_probes != w->d || e->keys != w->keys ||
+		    e->bytes != w->bytes) {
+			if (w->kind == KIND_KEYED)
+				return resil__diagf(diag, RESIL_E_INVAL,
+				    "shm: keyed family %s has %u keys, window "
+				    "%s of %u, %u probes; asked for %u keys, "
+				    "window %s of %u, %u probes",
+				    name, e->keys,
+				    e->window_type == RESIL_WINDOW_TIME
+				        ? "TIME"
+				        : "COUNT",
+				    e->window_size, e->permitted_probes,
+				    w->keys,
+				    w->a == RESIL_WINDOW_TIME ? "TIME"
+				                              : "COUNT",
+				    w->b, w->d);
 			if (w->kind == KIND_RATELIMIT)
 				return resil__diagf(diag, RESIL_E_INVAL,
 				    "shm: rate limiter %s has rate %u per "
@@ -887,6 +928,7 @@ entry_get(resil_shm *shm, const char *name, const want *w, shm_entry **out,
 	e->window_size = w->b;
 	e->bucket_ns = w->c;
 	e->permitted_probes = w->d;
+	e->keys = w->keys;
 	e->offset = shm->head->next;
 	e->bytes = w->bytes;
 	memset((char *)shm->base + e->offset, 0, w->bytes);
@@ -1008,4 +1050,89 @@ resil_shm_reap(resil_shm *shm)
 	}
 	table_unlock(shm);
 	return got;
+}
+
+/* ---- for lib/keyed_shm.c (shm_internal.h) ---- */
+
+const resil__proc *
+resil__shm_procs(const resil_shm *shm)
+{
+	return shm->procs;
+}
+
+unsigned
+resil__shm_slot(const resil_shm *shm)
+{
+	return shm->slot;
+}
+
+const resil_allocator *
+resil__shm_alloc(const resil_shm *shm)
+{
+	return &shm->alloc;
+}
+
+const char *
+resil__shm_name(const resil_shm *shm)
+{
+	return shm->name;
+}
+
+resil_err
+resil__shm_keyed_table(resil_shm *shm, const char *name,
+    const resil__shm_keyed_want *kw, void **mem, resil_diag *diag)
+{
+	const resil_breaker_config *bc = kw->breaker;
+	shm_entry *e = NULL;
+	resil_err err;
+	bool init = false;
+	want w;
+
+	err = entry_name_check(shm, name, bc, mem, "keyed family", diag);
+	if (err != RESIL_OK)
+		return err;
+	memset(&w, 0, sizeof(w));
+	w.kind = KIND_KEYED;
+	w.a = (uint32_t)bc->window_type;
+	w.b = bc->window_size;
+	w.c = bc->bucket_ns;
+	w.d = bc->permitted_probes;
+	w.keys = kw->max_keys;
+	w.bytes = resil__kshm_bytes(bc, kw->max_keys);
+	table_lock(shm);
+	err = check_entries(shm, shm->name, false, diag);
+	if (err == RESIL_OK && kw->find_only) {
+		uint32_t k, n = shm->head->nentries;
+
+		err = resil__diagf(diag, RESIL_E_NOTFOUND,
+		    "shm: no keyed family %s in region %s", name, shm->name);
+		for (k = 0; k < n && k < shm->head->max_entries; k++) {
+			e = &shm->entries[k];
+			if (strcmp(e->name, name) != 0)
+				continue;
+			if (e->kind != KIND_KEYED)
+				err = resil__diagf(diag, RESIL_E_INVAL,
+				    "shm: %s is a %s, not a keyed breaker "
+				    "family",
+				    name, kind_name(e->kind));
+			else {
+				*mem = (char *)shm->base + e->offset;
+				err = RESIL_OK;
+			}
+			break;
+		}
+		table_unlock(shm);
+		return err;
+	}
+	if (err == RESIL_OK)
+		err = entry_get(shm, name, &w, &e, &init, diag);
+	if (err == RESIL_OK && e != NULL) {
+		*mem = (char *)shm->base + e->offset;
+		if (init) {
+			kw->init(*mem, kw->arg);
+			commit_entry(shm, e);
+		}
+	}
+	table_unlock(shm);
+	return err;
 }

@@ -489,9 +489,9 @@ test_keyed_throttle_text(void **state)
 	resil_config_free(conf);
 
 	refused("throttle.key=host\n",
-	    "k.conf:1: throttle.key: \"host\" is a source of breaker and rate "
-	    "limiter families only (a throttle is asked once per call, "
-	    "before the selector chose an endpoint)");
+	    "k.conf:1: throttle.key: \"host\" is a source of breaker, rate "
+	    "limiter and bulkhead families only (a throttle is asked once per "
+	    "call, before the selector chose an endpoint)");
 	refused("throttle.key=tenant\n",
 	    "k.conf:1: throttle.key: \"tenant\" is not a key source "
 	    "(method, args, arguments[N], attachment:NAME, host)");

@@ -95,7 +95,9 @@ typedef struct resil_method resil_method;
  */
 typedef struct resil_call {
 	/* Private: the machine's state. */
-	uint64_t opaque_[440]; /* 352 before issue 42, 368 before 43, 400 before 41 */
+	/* 352 before issue 42, 368 before 43, 400 before 41, 440 before
+	 * issue 41 keyed a bulkhead by host (a slot per attempt) */
+	uint64_t opaque_[480];
 } resil_call;
 
 typedef enum resil_call_action {

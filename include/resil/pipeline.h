@@ -391,14 +391,20 @@ typedef struct resil_pipeline_config {
 	 * text keys breaker.key, ratelimit.key, bulkhead.key, throttle.key
 	 * and their .key.*
 	 * settings, docs/keyed.md "In the text"). key: the key source
-	 * (resil_pipeline_set_keyed()'s spec, or "host": the endpoint the
-	 * selector chose, per attempt), or NULL: that stage is not keyed.
+	 * (resil_pipeline_set_keyed()'s spec: "host" the endpoint the
+	 * selector chose, per attempt; "A+B" a composite of up to 4), or
+	 * NULL: that stage is not keyed.
 	 * With a key (and the stage on) the stage's settings (breaker,
 	 * ratelimit, bulkhead, throttle) configure each key's instance and the
 	 * pipeline's own stage of that kind is not made: the family takes
 	 * its place. max_keys, max_key_len: 0 the family's default (10000,
 	 * 256). overrides (rate limiter and bulkhead families): copied.
 	 * Fixed when the pipeline is created (a reload may repeat them).
+	 * shared (breaker families, text breaker.key.shared, issue 41):
+	 * "shm:REGION/NAME", the family is the keyed breaker family NAME of
+	 * the shared-memory region REGION (resil_shm_keyed(), shm.h),
+	 * opened by the pipeline; its keys are 1..64 bytes (max_key_len 0:
+	 * 64). NULL: the family is the process's own.
 	 */
 	struct {
 		const char *key;
@@ -406,6 +412,7 @@ typedef struct resil_pipeline_config {
 		uint32_t max_key_len;
 		const struct resil_keyed_override *overrides;
 		size_t n_overrides;
+		const char *shared; /* issue 41: "shm:REGION/NAME" or NULL */
 	} keyed[4];
 } resil_pipeline_config;
 

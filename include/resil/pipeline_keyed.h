@@ -21,13 +21,24 @@ extern "C" {
  *   "arguments[N]"    the invocation's argument N (N 0..255, decimal);
  *   "attachment:NAME" the invocation's attachment NAME (1..128 bytes);
  *   "host"            the endpoint the selector chose, per attempt (its
- *                     address; breaker and rate limiter families of a
- *                     pipeline with a selector: refused otherwise).
+ *                     address; breaker, rate limiter and bulkhead
+ *                     families of a pipeline with a selector: refused
+ *                     otherwise; a bulkhead's slot is held from the pick
+ *                     to that attempt's end);
+ *   "A+B[+C[+D]]"     a composite of 2..4 of the above ("method+host",
+ *                     "attachment:tenant+arguments[0]"): the parts'
+ *                     values in order, each but the last followed by one
+ *                     zero byte ("get\0" "10.0.0.1:20880"); "args" only
+ *                     as the last part; with "host" it is per attempt.
+ *                     Joined on the call's stack (nothing allocated); a
+ *                     composite longer than cfg->max_key_len is refused
+ *                     at the call (RESIL_E_INVAL, nothing run).
  * A call whose request lacks the key (no invocation, fewer arguments, no
- * such attachment, empty bytes) uses the family's shared instance of the
- * reserved key "\0" (one zero byte): calls without a key share one
- * breaker / limit, as a lone one would be; result.message says nothing
- * of it (resil_keyed_with() on "\0" shows it).
+ * such attachment, empty bytes; for a composite, any part) uses the
+ * family's shared instance of the reserved key "\0" (one zero byte):
+ * calls without a key share one breaker / limit, as a lone one would be;
+ * result.message says nothing of it (resil_keyed_with() on "\0" shows
+ * it).
  *
  * Both drivers gate with it: resil_pipeline_call / _invoke and the call
  * machine (resil_call_start: admitted at the start, the outcome recorded

@@ -49,8 +49,9 @@
  * child made by fork() after resil_shm_open must open its own.
  *
  * Thread safety: open, close, reap and resil_shm_breaker / _ratelimit /
- * _bulkhead may be called from any thread; the objects are as
- * thread-safe as their in-process kind.
+ * _bulkhead / _keyed / _keyed_stat may be called from any thread; the
+ * objects are as thread-safe as their in-process kind (a keyed family
+ * as keyed.h says).
  */
 #ifndef RESIL_SHM_H
 #define RESIL_SHM_H
@@ -58,6 +59,7 @@
 #include <string.h>
 
 #include <resil/breaker.h>
+#include <resil/keyed.h>
 #include <resil/limit.h>
 #include <resil/resil.h>
 
@@ -69,7 +71,7 @@ typedef struct resil_shm resil_shm;
 
 /* The layout of a region. A process built with another layout refuses to
  * attach (RESIL_E_INVAL naming both). */
-#define RESIL_SHM_LAYOUT 3
+#define RESIL_SHM_LAYOUT 4 /* 4: keyed breaker families (issue 41) */
 
 typedef struct resil_shm_config {
 	size_t size;          /* sizeof(resil_shm_config) */
@@ -171,6 +173,67 @@ RESIL_API resil_err resil_shm_bulkhead(resil_shm *shm, const char *name,
  * liveness check (a system call or two) per process slot holding any.
  * NULL: 0. */
 RESIL_API uint32_t resil_shm_reap(resil_shm *shm);
+
+/* ---- keyed breaker families shared by processes (issue 41) ---- */
+
+/* The longest key a shared family keeps (in the region). */
+#define RESIL_SHM_KEYED_KEY_MAX 64u
+
+/*
+ * The keyed breaker family called name (rules and namespace as for
+ * breakers) in the region: key K's breaker is the same in every process
+ * that opens the family (a trip in one is seen by all at once), in a
+ * table of cfg->max_keys slots fixed when the first process creates it.
+ * *out is an ordinary resil_keyed (keyed.h: acquire, record, get/put,
+ * foreach, metrics, top, prometheus) whose instances are handles on the
+ * region's breakers; it keeps at most max_keys of them, evicting idle
+ * ones as any family (which only lets go of the handle).
+ *
+ * A new key takes a free slot, else the slot of a key no live process
+ * holds whose breaker is CLOSED with no failure, slow call or failure
+ * streak in its window (a failing key is never reset by churning keys);
+ * else its handle is on the table's overflow breaker (one per table,
+ * shared by every such key in every process), counted in
+ * resil_shm_keyed_info.overflowed, and it keeps that handle in this
+ * process until the family evicts it (the family's listener hears
+ * CREATED for it, not OVERFLOW). A process killed at any instruction,
+ * claiming a slot included, leaves a table the next process repairs.
+ *
+ * cfg: kind RESIL_KEYED_BREAKER, max_key_len 1..RESIL_SHM_KEYED_KEY_MAX,
+ * max_keys 1..2^20. Attaching requires the creator's max_keys and breaker
+ * layout (window type and size, bucket_ns, permitted_probes); triggers,
+ * waits, clock and listeners are each process's own (every process must
+ * read the same clock). hash_seed is the creator's for the region's
+ * table (each family's own for its local one). One family per region
+ * handle and name: open the region again for a second one. The caller
+ * frees *out with resil_keyed_free() before resil_shm_close().
+ *
+ * Returns RESIL_OK; RESIL_E_INVAL for a bad name or config, another kind,
+ * a layout that differs from the creator's (both named in *diag), a name
+ * taken by another kind, a family open already through this handle, a
+ * corrupt table; RESIL_E_NOMEM when the region is full (entries or
+ * bytes: the table needs resil_shm_keyed_info.table_bytes) or memory
+ * runs out.
+ */
+RESIL_API resil_err resil_shm_keyed(resil_shm *shm, const char *name,
+    const resil_keyed_config *cfg, resil_keyed **out, resil_diag *diag);
+
+typedef struct resil_shm_keyed_info {
+	uint32_t max_keys; /* the table's slots (the overflow's not counted) */
+	uint32_t used;     /* slots holding a key now */
+	uint64_t claimed;  /* slots claimed for new keys, ever */
+	uint64_t reclaimed;  /* idle keys' slots taken for new keys */
+	uint64_t overflowed; /* new keys given the overflow breaker */
+	uint64_t repaired;   /* half-made claims of dead processes undone */
+	size_t slot_bytes;   /* region bytes per slot (header and breaker) */
+	size_t table_bytes;  /* region bytes of the whole table */
+} resil_shm_keyed_info;
+
+/* The figures of keyed family name in the region (no handle needed).
+ * RESIL_E_NOTFOUND when there is none, RESIL_E_INVAL for a NULL argument
+ * or a name of another kind. */
+RESIL_API resil_err resil_shm_keyed_stat(resil_shm *shm, const char *name,
+    resil_shm_keyed_info *out, resil_diag *diag);
 
 #ifdef __cplusplus
 }
