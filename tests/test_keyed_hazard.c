@@ -74,11 +74,11 @@ family(resil_keyed_kind kind, uint32_t max_keys, int fenced, watch *w)
 	cfg.listener_ctx = w;
 	cfg.ratelimit.rate = 1000;
 	cfg.ratelimit.burst = 1000;
-	if (!fenced)
-		assert_int_equal(setenv("RESIL_KEYED_NO_MEMBARRIER", "1", 1), 0);
+	assert_int_equal(fenced ? unsetenv("RESIL_KEYED_NO_MEMBARRIER")
+	                        : setenv("RESIL_KEYED_NO_MEMBARRIER", "1", 1),
+	    0);
 	assert_int_equal(resil_keyed_new(&k, &cfg, NULL), RESIL_OK);
-	if (!fenced)
-		assert_int_equal(unsetenv("RESIL_KEYED_NO_MEMBARRIER"), 0);
+	assert_int_equal(unsetenv("RESIL_KEYED_NO_MEMBARRIER"), 0);
 	return k;
 }
 
