@@ -22,6 +22,7 @@
 #include "internal.h"
 #include "keyed_gate.h"
 #include "pipeline_internal.h"
+#include "pipeline_keyed_fleet.h"
 
 /* The pipeline whose gate this thread is entering: the next check of it
  * (the gate's own call) goes past the gate, once. */
@@ -288,8 +289,7 @@ admit(resil_pipeline *p, const resil_args *args, const resil_invocation *inv,
 		if ((err = key_of(g, RESIL_KEYED_RATELIMIT, args, inv, NULL,
 		         kb, &key, &len, out)) != RESIL_OK)
 			return err;
-		err =
-		    resil_keyed_ratelimit_try_acquire(rl, key, len, 1, &after);
+		err = resil__kfleet_acquire(g, key, len, &after);
 		if (err != RESIL_OK)
 			return refuse(out, err, "rate limiter", -1);
 	}
@@ -485,8 +485,8 @@ resil__keyed_host_admit(resil_pipeline *p, const resil_args *args,
 		err = key_of(g, RESIL_KEYED_RATELIMIT, args, inv, h, kb, &key,
 		    &len, NULL);
 		if (err != RESIL_OK ||
-		    (err = resil_keyed_ratelimit_try_acquire(
-		         rl, key, len, 1, &after)) != RESIL_OK)
+		    (err = resil__kfleet_acquire(g, key, len, &after)) !=
+		        RESIL_OK)
 			return err;
 	}
 	if (bh != NULL) {

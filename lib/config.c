@@ -26,6 +26,7 @@
 #include "keyed_spec.h"
 #include "pipeline_config.h"
 #include "pipeline_shared.h"
+#include "pipeline_keyed_fleet.h"
 
 #define ORIGIN_STRING "<string>"
 
@@ -958,7 +959,7 @@ keyed_finish(build *b, resil_diag *diag)
 		b->pc.keyed[i].n_overrides = b->kovr[i].n;
 	}
 	d.msg[0] = '\0';
-	if (resil__keyed_cfg_check(&b->pc, &kind, &d) == RESIL_OK)
+	if (resil__kfleet_cfg_check(&b->pc, &kind, &d) == RESIL_OK)
 		return RESIL_OK;
 	return resil__config_fail(diag, b->origin,
 	    kind >= 0 ? b->last[stages[kind]] : 0, "%s", d.msg);

@@ -12,7 +12,9 @@
  * announced in their thread's stripe under the shard generation's parity,
  * writers retiring what they unlink and freeing it in batches of 16 once
  * no reader of the old parity is left (retire()); a hit's value holds a
- * reference on its entry (entry_unref()).
+ * reference on its entry (entry_unref()). The structures are in
+ * lib/fallback_cache_internal.h, the cache's making in
+ * lib/fallback_cache_new.c.
  *
  * Why not ck_hs with ck_epoch: its probes are inline assembly that
  * ThreadSanitizer cannot see, it grows through its own allocator
@@ -29,118 +31,15 @@
 #endif
 
 #include "atomic.h"
+#include "fallback_cache_internal.h"
 #include "fallback_internal.h"
 #include "value_internal.h"
 
 /* ---- The cache ---- */
 
-/* Reader stripes per shard (threads get distinct ones round robin). */
-#define NSTRIPES 8u
-
-/* One allocation per entry: the struct, the key, then (string, bytes,
- * JSON) the value's bytes and a NUL. A hit hands those bytes to the
- * caller without a copy: the value it returns holds a reference on the
- * entry (refs), dropped by resil_value_free(), so an entry lives until
- * the cache and every value served from it are done with it. */
-typedef struct entry {
-	struct entry *prev; /* the clock's order: towards the hand */
-	struct entry *next; /* away from the hand */
-	uint64_t hash;
-	size_t key_len; /* method, NUL, argument bytes; after the struct */
-	size_t mlen;    /* the method's part of them */
-	/* A short key's bytes as words (key_prep()): compared without
-	 * touching the bytes after the struct. */
-	uint64_t w[4];
-	/* Atomic: the lengths of a short key's parts (key_lens()) while e is
-	 * its key's entry in the table (set before it is published, 0 once
-	 * it is taken out or replaced), else 0: with the words, what a
-	 * thread's memo checks in place of a probe, in one compare. */
-	uint64_t lens;
-	size_t charge;
-	size_t size;        /* bytes allocated: struct, key, value bytes */
-	uint64_t stored_at; /* atomic: a put of the same value re-stamps it */
-	uint64_t refs;      /* atomic: the cache's own, one per served value */
-	resil_allocator alloc; /* the cache's: a value may outlive it */
-	resil_value value;     /* a null value is the NULL sentinel */
-	uint8_t ref;           /* set by a hit, cleared by the hand */
-} entry;
-
 /* Removed keys leave this in their slot, so probes go on past it. */
 static char tomb_;
 #define TOMB ((entry *)(void *)&tomb_)
-
-typedef struct table {
-	size_t mask;   /* slots - 1; slots a power of 2 */
-	entry *slot[]; /* mask + 1 of them: NULL, TOMB or an entry */
-} table;
-
-/* One thread stripe's readers of a shard, on its own cache line. */
-typedef struct readers {
-	/* Reads begun, and ended (as hits, or not), per generation parity:
-	 * in == out + idle when none of that parity is in progress.
-	 * Monotonic, and a read ends with exactly one add, so that every
-	 * read costs two atomic adds in all (a put's re-stamp too): out is
-	 * also the hit count. */
-	uint64_t in[2];
-	uint64_t out[2];  /* reads ended that served a value */
-	uint64_t idle[2]; /* reads ended that did not */
-	uint64_t misses;  /* gets with no entry */
-	uint64_t pad_[1];
-} readers;
-
-typedef struct shard {
-	/* Read by every get, written by writers only. */
-	table *tab;
-	uint64_t gen;
-	size_t max_count;
-	size_t max_bytes;
-	uint64_t hits_locked; /* hits served on the stale path, under lock */
-	uint64_t pad0_[3];
-	/* The writers' state, under lock. */
-	uint8_t lock; /* shard_lock() */
-	entry *hand;  /* the clock's next candidate: the oldest entry */
-	entry *last;  /* the newest */
-	size_t count;
-	size_t bytes;
-	size_t used; /* slots not NULL: entries and tombstones */
-	uint64_t stale;
-	uint64_t evictions;
-	/* Unlinked entries waiting for one wait for the readers to cover
-	 * them all (retire()), under lock, on a line of their own. */
-	entry *retired;
-	size_t nretired;
-	size_t retired_bytes; /* their memory */
-	uint64_t pad1_[5];
-	readers rd[NSTRIPES];
-} shard;
-
-_Static_assert(sizeof(readers) == RESIL__CACHELINE, "one line per stripe");
-_Static_assert(sizeof(double) == sizeof(uint64_t), "doubles are 64 bits");
-_Static_assert(offsetof(shard, lock) == RESIL__CACHELINE &&
-        offsetof(shard, retired) == 2 * RESIL__CACHELINE &&
-        offsetof(shard, rd) == 3 * RESIL__CACHELINE,
-    "readers' fields, writers' fields and each stripe on lines of their own");
-
-struct resil_cache {
-	uint64_t id; /* unique per cache made (never 0): the memos' key */
-	resil_allocator alloc;
-	resil_clock clock;
-	/* The clock given to resil_cache_new() (NULL: the system's), which
-	 * the cache copied: a pipeline's, never changed after it is made
-	 * (resil__cache_record_at()). */
-	const resil_clock *clock_src;
-	/* The clock's time word (resil_clock.now_word: the manual clock's,
-	 * an event loop's cached time), else NULL: the public put and the
-	 * chain's answer read it with one load, no call (clock_word()). */
-	const uint64_t *now_word;
-	uint64_t max_age;
-	uint32_t nshards;
-	shard *shards; /* cache-line aligned, in shards_raw */
-	void *shards_raw;
-	size_t shards_raw_size;
-};
-
-static uint64_t cache_ids; /* the source of the caches' ids */
 
 /* The cache's clock, read without resil_clock_now()'s checks (the clock
  * is checked once, in resil_cache_new()). */
@@ -371,95 +270,6 @@ key_eq(const entry *e, const kkey *k)
 	    bytes_eq(b + k->mlen + 1, k->args->data, k->args->len);
 }
 
-size_t
-resil_cache_entry_charge(const resil_args *args, const resil_value *value)
-{
-	size_t key_len;
-
-	if (args == NULL || args->method == NULL)
-		return 0;
-	key_len = strlen(args->method) + 1 + args->len;
-	return sizeof(entry) + key_len + resil_value_heap_size(value);
-}
-
-static size_t
-table_size(size_t slots)
-{
-	return offsetof(table, slot) + slots * sizeof(entry *);
-}
-
-resil_err
-resil_cache_new(
-    resil_cache **out, const resil_cache_config *cfg, resil_diag *diag)
-{
-	resil_cache_config c;
-	const resil_allocator *al;
-	resil_cache *cache;
-	uint32_t n, i;
-	uintptr_t p;
-
-	if (out == NULL || cfg == NULL)
-		return resil__diagf(
-		    diag, RESIL_E_INVAL, "cache: NULL argument");
-	/* This struct is the first released one: nothing shorter exists. */
-	if (cfg->size != sizeof(c))
-		return resil__check_size(
-		    diag, "cache", "resil_cache_config", cfg->size, sizeof(c));
-	resil_cache_config_init(&c);
-	memcpy(&c, cfg, cfg->size);
-	if (c.max_entries < 1 || (uint64_t)c.max_entries > (UINT64_C(1) << 32))
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "cache.max_entries: %zu is out of range 1..4294967296",
-		    c.max_entries);
-	if (c.max_bytes < 1)
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "cache.max_bytes: 0 is out of range 1..%zu", SIZE_MAX);
-	if (c.shards < 1 || c.shards > 256 || (c.shards & (c.shards - 1)))
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "cache.shards: %u is not a power of two in 1..256",
-		    (unsigned)c.shards);
-	/* Never more shards than entries or bytes: each gets a share. */
-	n = c.shards;
-	while (n > 1 && ((size_t)n > c.max_entries || (size_t)n > c.max_bytes))
-		n >>= 1;
-
-	al = resil__allocator(c.alloc);
-	cache = resil__calloc(al, sizeof(*cache));
-	if (cache == NULL)
-		return RESIL_E_NOMEM;
-	/* Never 0 or reused: a freed cache's memo never matches. */
-	cache->id = resil__faa64(&cache_ids, 1) + 1;
-	/* The hook promises malloc's alignment only: one line more, and
-	 * the shards aligned by hand. */
-	cache->shards_raw_size = sizeof(shard) * n + RESIL__CACHELINE;
-	cache->shards_raw = resil__calloc(al, cache->shards_raw_size);
-	if (cache->shards_raw == NULL) {
-		resil__free(al, cache, sizeof(*cache));
-		return RESIL_E_NOMEM;
-	}
-	p = ((uintptr_t)cache->shards_raw + RESIL__CACHELINE - 1) &
-	    ~(uintptr_t)(RESIL__CACHELINE - 1);
-	cache->shards = (shard *)p;
-	cache->alloc = *al;
-	/* now is never NULL here, so that the hot paths call it straight
-	 * (cache_now()). */
-	cache->clock = c.clock != NULL && c.clock->now != NULL
-	    ? *c.clock
-	    : *resil_clock_system();
-	cache->clock_src = c.clock;
-	cache->now_word = cache->clock.now_word;
-	cache->max_age = c.max_age;
-	cache->nshards = n;
-	for (i = 0; i < n; i++) {
-		shard *s = &cache->shards[i];
-
-		s->max_count = c.max_entries / n + (i < c.max_entries % n);
-		s->max_bytes = c.max_bytes / n + (i < c.max_bytes % n);
-	}
-	*out = cache;
-	return RESIL_OK;
-}
-
 /* Drop one reference to e; the last one frees it (an opaque value
  * through its ops, the rest is e's own allocation). */
 static void
@@ -603,12 +413,23 @@ typedef struct memo {
 	size_t dlen;    /* the argument bytes' length (1..16) */
 	uint64_t dw0;   /* and their words (load_small()) */
 	uint64_t dw1;
+	/* A copy of the entry's value when it is a string, bytes or JSON of
+	 * 17 to 64 bytes (immutable in the entry): its 16-byte chunks at 0,
+	 * vi, vj and vlen - 16 (bytes_eq_64()'s); vtype its type, else -1.
+	 * The public put compares with it before the read (memo_value_eq()). */
+	__m128i v[4];
+	int vtype;
+	size_t vlen;
+	size_t vi;
+	size_t vj;
 #endif
 	uint64_t id; /* the cache's id; 0: none */
 	shard *s;
 	readers *rd;
 	entry *e;
 	uint64_t gen;
+	uint64_t *in;   /* &rd->in[gen & 1]: the read announced there */
+	uint64_t *idle; /* &rd->idle[gen & 1]: and ended there */
 } memo;
 
 static RESIL__TLS memo memo_;
@@ -640,6 +461,28 @@ memo_find(const resil_cache *c, const kkey *k, uint64_t *gen)
 static char *key_of(const entry *e);
 
 #if defined(FB_MEMO_KEY)
+/* The memo's copy of v (an entry's), or none (vtype -1). */
+static FB_INLINE void
+memo_value(memo *mo, const resil_value *v)
+{
+	const unsigned char *p = (const unsigned char *)v->u.s.ptr;
+	size_t n = v->u.s.len;
+
+	mo->vtype = -1;
+	if (v->type < RESIL_VALUE_STRING || v->type > RESIL_VALUE_JSON ||
+	    n - 17 >= 48)
+		return;
+	mo->vi = ((n - 1) >> 5) << 4; /* as bytes_eq_64() */
+	mo->vj = n - 16 - mo->vi;
+	mo->v[0] = _mm_loadu_si128((const __m128i *)(const void *)p);
+	mo->v[1] = _mm_loadu_si128((const __m128i *)(const void *)(p + mo->vi));
+	mo->v[2] = _mm_loadu_si128((const __m128i *)(const void *)(p + mo->vj));
+	mo->v[3] = _mm_loadu_si128(
+	    (const __m128i *)(const void *)(p + n - 16));
+	mo->vlen = n;
+	mo->vtype = (int)v->type;
+}
+
 /* The memo's copy of e's key (e protected by the caller: a read, or the
  * shard's lock), or none when it is not a short one. */
 static FB_NOINLINE void
@@ -652,6 +495,7 @@ memo_key(memo *mo, const entry *e)
 		 * matches (and no length is then read as the arguments'). */
 		mo->mneed = ~0u;
 		mo->dlen = 0;
+		mo->vtype = -1;
 		return;
 	}
 	const char *k = key_of(e);
@@ -676,6 +520,7 @@ memo_key(memo *mo, const entry *e)
 	mo->dlen = dlen;
 	mo->dw0 = e->w[2];
 	mo->dw1 = e->w[3];
+	memo_value(mo, &e->value);
 }
 #endif
 
@@ -690,32 +535,30 @@ memo_keep(const resil_cache *c, shard *s, readers *rd, entry *e, uint64_t g)
 	mo->rd = rd;
 	mo->e = e;
 	mo->gen = g;
+	mo->in = &rd->in[g & 1];
+	mo->idle = &rd->idle[g & 1];
 #if defined(FB_MEMO_KEY)
 	memo_key(mo, e);
 #endif
 }
 
-/* 1 with the memo's entry (*ep) when args (method not NULL) is its key, in a
- * read begun here (*gen); 0 otherwise (no read left open): the general path then
- * measures, prepares and looks the key up. Nothing of args is measured:
- * the method's 16 bytes are loaded at once (when they lie inside its
- * page, so that the load cannot fault: SSE2 means x86, whose pages are
- * 4096 bytes or larger) and compared with the memo's copy
- * up to and including its NUL; the arguments' length, then their words. A
- * short key that is the memo's costs a few compares; no strlen, no key
- * prepared, no call (the record's fast path stays a leaf). checked: the
- * caller refused NULL bytes of a length above 0 already (args_ok()). */
-static FB_INLINE int
-memo_fast_in(const resil_cache *c, const resil_args *args, entry **ep,
-    uint64_t *gen, int checked)
-{
 #if defined(FB_MEMO_KEY)
+/* 1 when args (method not NULL) is the key of c's memo; nothing of args
+ * is measured: the method's 16 bytes are loaded at once (when they lie
+ * inside its page, so that the load cannot fault: SSE2 means x86, whose
+ * pages are 4096 bytes or larger) and compared with the memo's copy up to
+ * and including its NUL; the arguments' length, then their words. A short
+ * key that is the memo's costs a few compares; no strlen, no key prepared,
+ * no call (the record's fast path stays a leaf). checked: the caller
+ * refused NULL bytes of a length above 0 already (args_ok()). */
+static FB_INLINE int
+memo_key_eq(const resil_cache *c, const resil_args *args, int checked)
+{
 	const memo *mo = &memo_;
 	uintptr_t p = (uintptr_t)args->method;
 	size_t len = args->len;
-	uint64_t a, b, g;
+	uint64_t a, b;
 	unsigned m;
-	entry *e;
 
 	if (mo->id != c->id || len != mo->dlen || (p & 4095) > 4096 - 16)
 		return 0;
@@ -726,34 +569,65 @@ memo_fast_in(const resil_cache *c, const resil_args *args, entry **ep,
 	/* len > 0: NULL bytes are refused (checked: by the caller). */
 	if (!checked && RESIL__UNLIKELY(args->data == NULL))
 		return 0;
-	load_small(args->data, len, &a, &b);
-	if (((a ^ mo->dw0) | (b ^ mo->dw1)) != 0)
-		return 0;
-	/* read_enter() without its retry: a generation other than the
-	 * memo's, before or after the read is announced, is the general
-	 * path's (the memo's entry is not read then), so that the retry
-	 * keeps no register. */
-	g = resil__load64(&mo->s->gen);
-	if (RESIL__UNLIKELY(g != mo->gen))
-		return 0;
-	resil__inc64(&mo->rd->in[g & 1]);
-	e = mo->e;
-	/* The generation first: only then may e be read at all. */
-	if (RESIL__LIKELY(resil__load64_after_rmw(&mo->s->gen) == g) &&
-	    resil__load64(&e->lens) != 0) {
-		*ep = e;
-		*gen = g;
-		return 1;
+	if (RESIL__LIKELY(len >= 8)) { /* load_small()'s, laid out first */
+		memcpy(&a, args->data, 8);
+		memcpy(&b, (const unsigned char *)args->data + len - 8, 8);
+	} else {
+		load_small(args->data, len, &a, &b);
 	}
-	read_exit(mo->rd, (unsigned)(g & 1), 0);
+	return ((a ^ mo->dw0) | (b ^ mo->dw1)) == 0;
+}
+#endif
+
+/* The memo's read announced (in its generation's parity, without
+ * read_enter()'s first look and retry): 1 when the generation is still the
+ * memo's after the announcement (only then may its entry be read at all:
+ * no wait for readers has ended since, nor can one end before the read
+ * does) and the entry (*ep) is still its key's; end the read with
+ * memo_exit(). 0 otherwise, no read left open (the general path's). */
+static FB_INLINE int
+memo_enter(entry **ep)
+{
+	const memo *mo = &memo_;
+	entry *e = mo->e; /* the pointer only: e is read after the check */
+
+	resil__inc64(mo->in);
+	*ep = e;
+	if (RESIL__LIKELY(resil__load64_after_rmw(&mo->s->gen) == mo->gen) &&
+	    resil__load64(&e->lens) != 0)
+		return 1;
+	resil__inc64(mo->idle);
+	return 0;
+}
+
+/* End memo_enter()'s read, having served nothing. */
+static FB_INLINE void
+memo_exit(void)
+{
+	resil__inc64(memo_.idle);
+}
+
+/* 1 with the memo's entry (*ep) when args (method not NULL) is its key
+ * (memo_key_eq()), in a read begun here (*gen: memo_enter()); 0 otherwise
+ * (no read left open): the general path then measures, prepares and looks
+ * the key up. */
+static FB_INLINE int
+memo_fast_in(const resil_cache *c, const resil_args *args, entry **ep,
+    uint64_t *gen, int checked)
+{
+#if defined(FB_MEMO_KEY)
+	if (!memo_key_eq(c, args, checked) || !memo_enter(ep))
+		return 0;
+	*gen = memo_.gen;
+	return 1;
 #else
 	(void)c;
 	(void)args;
 	(void)ep;
 	(void)gen;
 	(void)checked;
-#endif
 	return 0;
+#endif
 }
 
 /* memo_fast_in() of arguments whose bytes are not checked yet. */
@@ -989,6 +863,17 @@ remove_key(shard *s, const kkey *k)
 	return e != NULL ? RESIL_OK : RESIL_E_NOTFOUND;
 }
 
+/* A value a put may hold: a string's, bytes' or JSON's bytes are not NULL
+ * when its length is above 0. Such a value is never the same as a held
+ * one (same_value(), the copies' compares), so it reaches put_new(),
+ * which refuses it (RESIL_E_INVAL) before anything changes. */
+static FB_INLINE int
+value_ok(const resil_value *v)
+{
+	return v == NULL || v->type < RESIL_VALUE_STRING ||
+	    v->type > RESIL_VALUE_JSON || v->u.s.ptr != NULL || v->u.s.len == 0;
+}
+
 /* The same value, bit for bit (what a copy of it would hold): doubles by
  * their bits (0.0 and -0.0 differ), booleans by their int; opaque values
  * never (their equal is the user's idea of equal). NULL is the null
@@ -1024,7 +909,10 @@ same_value(const resil_value *held, const resil_value *v)
 	case RESIL_VALUE_STRING:
 	case RESIL_VALUE_BYTES:
 	case RESIL_VALUE_JSON:
-		if (held->u.s.len != v->u.s.len)
+		/* NULL bytes of a length above 0: never the same (put_new()
+		 * refuses them). */
+		if (held->u.s.len != v->u.s.len ||
+		    (v->u.s.ptr == NULL && v->u.s.len > 0))
 			return 0;
 #if defined(__SSE2__)
 		/* Answers of 17 to 64 bytes without a call. */
@@ -1173,6 +1061,8 @@ put_new(resil_cache *c, shard *s, const kkey *k, const resil_value *value,
 	table *t, *dead_tab = NULL;
 	size_t charge, idx;
 
+	if (RESIL__UNLIKELY(!value_ok(value)))
+		return RESIL_E_INVAL;
 	charge = sizeof(entry) + k->klen + resil_value_heap_size(value);
 	if (charge > s->max_bytes) {
 		/* Too big to keep: drop the older answer of the key too, so
@@ -1326,7 +1216,8 @@ put_memo_other(resil_cache *c, const resil_args *args,
 	if (value != NULL && h->type == value->type &&
 	    h->type >= RESIL_VALUE_STRING && h->type <= RESIL_VALUE_JSON &&
 	    h->u.s.len == value->u.s.len && h->u.s.len - 17 < 48)
-		same = bytes_eq_64(h->u.s.ptr, value->u.s.ptr, h->u.s.len);
+		same = value->u.s.ptr != NULL &&
+		    bytes_eq_64(h->u.s.ptr, value->u.s.ptr, h->u.s.len);
 	else
 #endif
 		same = same_value(h, value);
@@ -1362,61 +1253,106 @@ put_at(resil_cache *c, const resil_args *args, const resil_value *value,
 	return put_memo_other(c, args, value, now, e, g);
 }
 
-/* The public put's memo path: put_at() that also compares a string,
- * bytes or JSON of 17 to 64 bytes (an answer's usual size) in place, in
- * four 16-byte chunks: no call, no switch (the frame is there already,
- * for the clock's call). The pipeline's record keeps put_at(): its int
- * path needs no saved register. */
-static FB_INLINE resil_err
-put_at_any(resil_cache *c, const resil_args *args, const resil_value *value,
-    uint64_t now)
+#if defined(FB_MEMO_KEY)
+/* 1 when value is the memo's copy (memo_value()): the same type, length
+ * and bytes, its four chunks compared at once; no look at the entry. */
+static FB_INLINE int
+memo_value_eq(const resil_value *value)
 {
-	const resil_value *h;
-	uint64_t g;
+	const memo *mo = &memo_;
+	const unsigned char *q;
+	__m128i x, y;
+
+	if (value == NULL || (int)value->type != mo->vtype ||
+	    value->u.s.len != mo->vlen)
+		return 0;
+	q = (const unsigned char *)value->u.s.ptr;
+	if (RESIL__UNLIKELY(q == NULL)) /* refused: put_new() */
+		return 0;
+	x = _mm_and_si128(
+	    _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)q),
+	        mo->v[0]),
+	    _mm_cmpeq_epi8(
+	        _mm_loadu_si128((const __m128i *)(const void *)(q + mo->vi)),
+	        mo->v[1]));
+	y = _mm_and_si128(
+	    _mm_cmpeq_epi8(
+	        _mm_loadu_si128((const __m128i *)(const void *)(q + mo->vj)),
+	        mo->v[2]),
+	    _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)(q +
+	                       mo->vlen - 16)),
+	        mo->v[3]));
+	return _mm_movemask_epi8(_mm_and_si128(x, y)) == 0xffff;
+}
+#endif
+
+/* The cache's time for the public put: its clock's word, else its call. */
+static FB_INLINE uint64_t
+put_now(const resil_cache *c)
+{
+	return c->now_word != NULL ? clock_word(c) : cache_now(c);
+}
+
+/* resil_cache_put() of args (checked) the general way (another key than
+ * the memo's). */
+static FB_NOINLINE resil_err
+put_general(resil_cache *c, const resil_args *args, const resil_value *value)
+{
+	return put_args(c, args, value, put_now(c));
+}
+
+#if defined(FB_MEMO_KEY)
+/* resil_cache_put() of the memo's key (args checked) with a value other
+ * than the memo's copy (memo_value_eq()): an int or any other value
+ * compared with the entry's in a read (put_memo_other()); the general way
+ * when the memo's entry is gone. */
+static FB_NOINLINE resil_err
+put_memo_any(
+    resil_cache *c, const resil_args *args, const resil_value *value)
+{
+	uint64_t now = put_now(c), g;
 	entry *e;
 
+	/* The copy's type, other bytes or length: another value, put in
+	 * full without a second compare. */
+	if (value != NULL && (int)value->type == memo_.vtype)
+		return put_replace(c, args, value, now);
 	if (!memo_fast_in(c, args, &e, &g, 1))
 		return put_args(c, args, value, now);
-	h = &e->value;
-	if (RESIL__LIKELY(value != NULL && h->type == value->type)) {
-#if defined(__SSE2__)
-		/* The string first: the public put's usual value. */
-		if (h->type >= RESIL_VALUE_STRING &&
-		    h->type <= RESIL_VALUE_JSON &&
-		    h->u.s.len == value->u.s.len &&
-		    h->u.s.len - 17 < 48) {
-			int same = bytes_eq_64(
-			    h->u.s.ptr, value->u.s.ptr, h->u.s.len);
-
-			/* e and g are the memo's (memo_fast_in()): read again
-			 * after the compare (a compiler barrier), so that they
-			 * hold no register across it (no saved registers). */
-			__atomic_signal_fence(__ATOMIC_SEQ_CST);
-			if (same) {
-				stamp_exit(memo_.e, now, memo_.gen);
-				return RESIL_OK;
-			}
-			/* Another value: compared once, put in full. */
-			read_exit(memo_.rd, (unsigned)(memo_.gen & 1), 0);
-			return put_replace(c, args, value, now);
-		}
-#endif
-		if (h->type == RESIL_VALUE_INT && h->u.i == value->u.i) {
-			stamp_exit(e, now, g);
-			return RESIL_OK;
-		}
+	if (value != NULL && value->type == RESIL_VALUE_INT &&
+	    e->value.type == RESIL_VALUE_INT && e->value.u.i == value->u.i) {
+		stamp_exit(e, now, g);
+		return RESIL_OK;
 	}
 	return put_memo_other(c, args, value, now, e, g);
 }
 
-/* resil_cache_put() on a clock without a time word (the system and fast
- * clocks): the clock's call, then the same path (with a frame: the
- * call's). */
-static FB_NOINLINE resil_err
-put_called(resil_cache *c, const resil_args *args, const resil_value *value)
+/* The memo's entry stamped now in a read begun here, when it is still its
+ * key's (memo_enter()); else the general way. */
+static FB_INLINE resil_err
+put_same_at(resil_cache *c, const resil_args *args, const resil_value *value,
+    uint64_t now)
 {
-	return put_at_any(c, args, value, cache_now(c));
+	entry *e;
+
+	if (RESIL__UNLIKELY(!memo_enter(&e))) /* the entry is gone */
+		return put_args(c, args, value, now);
+	if (resil__load64(&e->stored_at) != now)
+		resil__store64(&e->stored_at, now);
+	memo_exit();
+	return RESIL_OK;
 }
+
+/* put_same_at() on a clock without a time word (the system and fast
+ * clocks): called before the read, never inside it, with the frame the
+ * call needs out of the word's leaf path. */
+static FB_NOINLINE resil_err
+put_same_called(
+    resil_cache *c, const resil_args *args, const resil_value *value)
+{
+	return put_same_at(c, args, value, cache_now(c));
+}
+#endif
 
 resil_err
 resil_cache_put(
@@ -1424,11 +1360,21 @@ resil_cache_put(
 {
 	if (RESIL__UNLIKELY(c == NULL || !args_ok(args)))
 		return RESIL_E_INVAL;
-	/* A clock's time word is one load: no call, and the memo's path is
-	 * a leaf (no saved register). */
+#if defined(FB_MEMO_KEY)
+	/* The memo's key and the value of its copy (a string, bytes or JSON
+	 * of 17 to 64 bytes, an answer's usual size), compared before the
+	 * read and before the clock: a re-stamp in a read announced only
+	 * then, a leaf (no saved register) on a clock's time word. */
+	if (RESIL__UNLIKELY(!memo_key_eq(c, args, 1)))
+		return put_general(c, args, value);
+	if (RESIL__UNLIKELY(!memo_value_eq(value)))
+		return put_memo_any(c, args, value);
 	if (RESIL__UNLIKELY(c->now_word == NULL))
-		return put_called(c, args, value);
-	return put_at_any(c, args, value, clock_word(c));
+		return put_same_called(c, args, value);
+	return put_same_at(c, args, value, clock_word(c));
+#else
+	return put_general(c, args, value);
+#endif
 }
 
 /* Age of e at now (0 if the clock went backwards). */

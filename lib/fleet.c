@@ -30,6 +30,7 @@
 #include "breaker_internal.h"
 #include "clock_internal.h"
 #include "fleet_internal.h"
+#include "fleet_limit.h"
 #include "internal.h"
 
 #define NAME_MAX_LEN 63u
@@ -1271,51 +1272,6 @@ resil_fleet_get_info(resil_fleet *f, resil_fleet_info *out)
 /* The fleet-wide GCRA rate limiter                                    */
 /* ------------------------------------------------------------------ */
 
-struct resil_fleet_limit {
-	resil_allocator alloc;
-	resil_clock clock;
-	pthread_mutex_t mu; /* the connection and the fallback */
-	/* The connection: host:port, or the master the sentinels name
-	 * (lib/fleet_conn.c; issue 44). */
-	resil__fconn cn;
-	/* Written under mu with atomic stores, so that get_info reads them
-	 * without waiting for an acquire's round trip. */
-	uint64_t local;    /* deciding locally */
-	uint64_t retry_at; /* local clock: no Redis before this */
-	uint64_t seen;     /* instances seen at the last answer */
-	uint64_t redis_us; /* Redis's TIME then */
-	resil_ratelimit *share;
-	uint64_t share_n; /* the N the share was made for */
-
-	uint64_t redis_grants, local_grants, rejected, errors;
-
-	char instance[NAME_MAX_LEN + 1];
-	char key_state[NAME_MAX_LEN + 32];
-	char key_inst[NAME_MAX_LEN + 32];
-	char key_members[NAME_MAX_LEN + 32];
-	char name[NAME_MAX_LEN + 1];
-	char settings[96]; /* "rate=R period_ms=P burst=B" */
-	int refused;       /* the fleet refused our settings */
-	char scale_s[24], ts_s[24], bs_s[24], ttl_s[24];
-	uint32_t command_ms, reconnect_ms;
-	uint32_t rate, burst, min_instances;
-	uint64_t period_ms, ttl_ms;
-	resil_fleet_listener_fn listener;
-	void *listener_ctx;
-};
-
-static uint64_t
-gcd_u64(uint64_t a, uint64_t b)
-{
-	while (b != 0) {
-		uint64_t t = a % b;
-
-		a = b;
-		b = t;
-	}
-	return a;
-}
-
 static resil_err
 lrange(
     resil_diag *diag, const char *field, uint64_t v, uint64_t lo, uint64_t hi)
@@ -1354,7 +1310,7 @@ resil_fleet_limit_config_validate(
 		return resil__diagf(diag, RESIL_E_INVAL, "fleet_limit.%s: %s",
 		    cfg->sentinels == NULL ? "sentinels" : "master",
 		    resil__fleet_sentinels_check(cfg->sentinels, cfg->master));
-	g = gcd_u64(cfg->rate, cfg->period_ms * 1000);
+	g = resil__flimit_gcd(cfg->rate, cfg->period_ms * 1000);
 	if (g == 0 || cfg->burst == 0) /* not reached: the ranges above */
 		return resil__diagf(
 		    diag, RESIL_E_INVAL, "fleet_limit: rate or burst is 0");
@@ -1375,7 +1331,7 @@ resil_fleet_limit_config_validate(
 	err = resil_ratelimit_config_validate(&lc, diag);
 	if (err != RESIL_OK)
 		return err;
-	return RESIL_OK;
+	return resil__fkeyed_validate(cfg, diag); /* issue 41 */
 }
 
 static void
@@ -1402,7 +1358,7 @@ ldisconnect(resil_fleet_limit *fl)
 static int
 lconnect(resil_fleet_limit *fl, char *buf, size_t cap)
 {
-	return resil__fconn_open(&fl->cn, resil__fleet_limit_lua, buf, cap);
+	return resil__fconn_open(&fl->cn, resil__fleet_limit_lua(0), buf, cap);
 }
 
 resil_err
@@ -1451,7 +1407,7 @@ resil_fleet_limit_new(resil_fleet_limit **out,
 	snprintf(fl->settings, sizeof(fl->settings),
 	    "rate=%u period_ms=%llu burst=%u", (unsigned)cfg->rate,
 	    (unsigned long long)cfg->period_ms, (unsigned)cfg->burst);
-	g = gcd_u64(cfg->rate, cfg->period_ms * 1000);
+	g = resil__flimit_gcd(cfg->rate, cfg->period_ms * 1000);
 	if (g == 0) /* not reached: the check refuses rate 0 */
 		g = 1;
 	snprintf(fl->scale_s, sizeof(fl->scale_s), "%llu",
@@ -1473,6 +1429,12 @@ resil_fleet_limit_new(resil_fleet_limit **out,
 	fl->listener = cfg->listener;
 	fl->listener_ctx = cfg->listener_ctx;
 	fl->local = 1;
+	err = resil__fkeyed_new(fl, cfg, diag); /* issue 41 */
+	if (err != RESIL_OK) {
+		pthread_mutex_destroy(&fl->mu);
+		resil__free(&fl->alloc, fl, sizeof(*fl));
+		return err;
+	}
 	if (lconnect(fl, why, sizeof(why)) != 0) {
 		fl->retry_at = resil_clock_now(&fl->clock) +
 		    (uint64_t)fl->reconnect_ms * RESIL_NS_PER_MS;
@@ -1492,6 +1454,7 @@ resil_fleet_limit_free(resil_fleet_limit *fl)
 		return;
 	ldisconnect(fl);
 	resil_ratelimit_free(fl->share);
+	resil__fkeyed_free(fl);
 	pthread_mutex_destroy(&fl->mu);
 	a = fl->alloc;
 	resil__free(&a, fl, sizeof(*fl));
@@ -1530,12 +1493,18 @@ local_share(resil_fleet_limit *fl)
 }
 
 static resil_err
-decide_local(resil_fleet_limit *fl, uint32_t k, uint64_t *retry_after_ns)
+decide_local(
+    resil_fleet_limit *fl, const resil__flreq *rq, uint64_t *retry_after_ns)
 {
-	resil_ratelimit *rl = local_share(fl);
+	resil_ratelimit *rl;
+	uint32_t k = rq->k;
 	uint64_t ticks = 0;
 	resil_err e;
 
+	if (rq->key != NULL) /* issue 41: the key's share */
+		return resil__fkeyed_local(
+		    fl, rq->key, rq->key_len, k, retry_after_ns);
+	rl = local_share(fl);
 	if (rl == NULL) {
 		/* Out of memory: refuse (a limiter fails closed). */
 		if (retry_after_ns != NULL)
@@ -1559,7 +1528,7 @@ decide_local(resil_fleet_limit *fl, uint32_t k, uint64_t *retry_after_ns)
 /* Fall back: say so once, hold Redis off for reconnect_ms. */
 static resil_err
 limit_go_local(resil_fleet_limit *fl, uint64_t now, const char *why,
-    int error_event, uint32_t k, uint64_t *retry_after_ns)
+    int error_event, const resil__flreq *rq, uint64_t *retry_after_ns)
 {
 	resil__inc64(&fl->errors);
 	fl->retry_at = now + (uint64_t)fl->reconnect_ms * RESIL_NS_PER_MS;
@@ -1569,48 +1538,33 @@ limit_go_local(resil_fleet_limit *fl, uint64_t now, const char *why,
 		resil__store64(&fl->local, 1);
 		lemit(fl, RESIL_FLEET_EV_LOCAL, why);
 	}
-	return decide_local(fl, k, retry_after_ns);
+	return decide_local(fl, rq, retry_after_ns);
 }
 
 static resil_err
-limit_acquire_locked(
-    resil_fleet_limit *fl, uint32_t k, uint64_t *retry_after_ns)
+flimit_locked(
+    resil_fleet_limit *fl, const resil__flreq *rq, uint64_t *retry_after_ns)
 {
-	const char *argv[13];
-	size_t argl[13];
-	char kbuf[16], why[RESIL_DIAG_MAX], what[NAME_MAX_LEN + 24];
+	char why[RESIL_DIAG_MAX], what[NAME_MAX_LEN + 24];
 	uint64_t now = resil_clock_now(&fl->clock);
 	redisReply *r;
-	size_t i;
 
 	/* Local until retry_at after a failure; then one attempt. */
 	if (fl->local && now < fl->retry_at)
-		return decide_local(fl, k, retry_after_ns);
+		return decide_local(fl, rq, retry_after_ns);
 	if (fl->cn.c == NULL && lconnect(fl, why, sizeof(why)) != 0)
-		return limit_go_local(fl, now, why, 0, k, retry_after_ns);
-	snprintf(kbuf, sizeof(kbuf), "%u", k);
-	argv[2] = "3";
-	argv[3] = fl->key_state;
-	argv[4] = fl->key_inst;
-	argv[5] = fl->key_members;
-	argv[6] = fl->instance;
-	argv[7] = kbuf;
-	argv[8] = fl->scale_s;
-	argv[9] = fl->ts_s;
-	argv[10] = fl->bs_s;
-	argv[11] = fl->ttl_s;
-	argv[12] = fl->settings;
-	for (i = 2; i < 13; i++)
-		argl[i] = strlen(argv[i]);
-	/* Without a reload: a lost script is sent whole until the next
-	 * connection loads it. */
-	r = resil__fleet_eval_script(fl->cn.c, resil__fleet_limit_lua,
-	    fl->cn.sha, &fl->cn.have_sha, 0, 13, argv, argl);
+		return limit_go_local(fl, now, why, 0, rq, retry_after_ns);
+	/* The lone script without a reload: a lost script is sent whole
+	 * until the next connection loads it. The keyed one (its sha kept
+	 * apart, lib/fleet_keyed.c) is loaded again at once. */
+	r = resil__fleet_eval_script(fl->cn.c,
+	    resil__fleet_limit_lua(rq->keyed), rq->sha, rq->have_sha,
+	    rq->keyed, rq->argc, rq->argv, rq->argl);
 	if (r == NULL) {
 		resil__fleet_no_answer(
 		    fl->cn.c, "redis", fl->command_ms, why, sizeof(why));
 		ldisconnect(fl);
-		return limit_go_local(fl, now, why, 0, k, retry_after_ns);
+		return limit_go_local(fl, now, why, 0, rq, retry_after_ns);
 	}
 	if (r->type == REDIS_REPLY_ERROR) {
 		int moved = resil__fleet_moved(r->str);
@@ -1621,17 +1575,17 @@ limit_acquire_locked(
 		 * (Sentinel) at the next attempt. */
 		if (moved)
 			ldisconnect(fl);
-		return limit_go_local(fl, now, why, !moved, k, retry_after_ns);
+		return limit_go_local(fl, now, why, !moved, rq, retry_after_ns);
 	}
 	if (resil__fleet_settings_refusal(r) != NULL) {
 		snprintf(what, sizeof(what), "fleet limiter %s", fl->name);
-		resil__fleet_settings_diff(what, fl->settings,
+		resil__fleet_settings_diff(what, rq->settings,
 		    resil__fleet_settings_refusal(r), why, sizeof(why));
 		freeReplyObject(r);
 		if (!fl->refused)
 			lemit(fl, RESIL_FLEET_EV_SETTINGS, why);
 		fl->refused = 1;
-		return limit_go_local(fl, now, why, 0, k, retry_after_ns);
+		return limit_go_local(fl, now, why, 0, rq, retry_after_ns);
 	}
 	fl->refused = 0;
 	if (r->type != REDIS_REPLY_ARRAY || r->elements != 4 ||
@@ -1645,7 +1599,7 @@ limit_acquire_locked(
 	    r->element[2]->integer < 1) {
 		freeReplyObject(r);
 		return limit_go_local(fl, now, "script: unexpected answer", 1,
-		    k, retry_after_ns);
+		    rq, retry_after_ns);
 	}
 	resil__store64(&fl->seen, (uint64_t)r->element[2]->integer);
 	resil__store64(&fl->redis_us, (uint64_t)r->element[3]->integer);
@@ -1669,12 +1623,74 @@ resil_err
 resil_fleet_limit_acquire(
     resil_fleet_limit *fl, uint32_t k, uint64_t *retry_after_ns)
 {
+	const char *argv[13];
+	size_t argl[13], i;
+	char kbuf[16];
+	resil__flreq rq;
 	resil_err e;
 
 	if (fl == NULL || k == 0 || k > fl->burst)
 		return RESIL_E_INVAL;
+	snprintf(kbuf, sizeof(kbuf), "%u", k);
+	argv[2] = "3";
+	argv[3] = fl->key_state;
+	argv[4] = fl->key_inst;
+	argv[5] = fl->key_members;
+	argv[6] = fl->instance;
+	argv[7] = kbuf;
+	argv[8] = fl->scale_s;
+	argv[9] = fl->ts_s;
+	argv[10] = fl->bs_s;
+	argv[11] = fl->ttl_s;
+	argv[12] = fl->settings;
+	for (i = 2; i < 13; i++)
+		argl[i] = strlen(argv[i]);
+	rq.keyed = 0;
+	rq.sha = fl->cn.sha;
+	rq.have_sha = &fl->cn.have_sha;
+	rq.argc = 13;
+	rq.argv = argv;
+	rq.argl = argl;
+	rq.key = NULL;
+	rq.key_len = 0;
+	rq.k = k;
+	rq.settings = fl->settings;
 	pthread_mutex_lock(&fl->mu);
-	e = limit_acquire_locked(fl, k, retry_after_ns);
+	e = flimit_locked(fl, &rq, retry_after_ns);
+	pthread_mutex_unlock(&fl->mu);
+	return e;
+}
+
+/* Issue 41 (h3): a key's permits (the request: lib/fleet_keyed.c). */
+resil_err
+resil_fleet_limit_acquire_key(resil_fleet_limit *fl, const void *key,
+    size_t key_len, uint32_t k, uint64_t *retry_after_ns)
+{
+	const char *argv[RESIL__FKEYED_ARGC];
+	size_t argl[RESIL__FKEYED_ARGC];
+	char kbuf[16];
+	resil__flreq rq;
+	resil_err e;
+
+	if (fl == NULL)
+		return RESIL_E_INVAL;
+	pthread_mutex_lock(&fl->mu);
+	e = resil__fkeyed_request(fl, key, key_len, k, &rq, argv, argl, kbuf);
+	if (e == RESIL_OK)
+		e = flimit_locked(fl, &rq, retry_after_ns);
+	pthread_mutex_unlock(&fl->mu);
+	return e;
+}
+
+resil_err
+resil_fleet_limit_key_metrics(resil_fleet_limit *fl, resil_keyed_metrics *out)
+{
+	resil_err e;
+
+	if (fl == NULL || out == NULL)
+		return RESIL_E_INVAL;
+	pthread_mutex_lock(&fl->mu);
+	e = resil__fkeyed_metrics(fl, out);
 	pthread_mutex_unlock(&fl->mu);
 	return e;
 }

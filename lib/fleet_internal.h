@@ -17,8 +17,9 @@
 
 /* The fleet breaker's script (joined once from its two parts). */
 const char *resil__fleet_lua(void);
-/* The fleet limiter's script. */
-extern const char resil__fleet_limit_lua[];
+/* The fleet limiter's script: the lone limiter's (keyed 0) or the keyed
+ * one's (issue 41, lib/fleet_keyed.c), joined once from their parts. */
+const char *resil__fleet_limit_lua(int keyed);
 
 /* lib/fleet_pause.c (issue 42): pause the fleet limiter whose state is
  * key for pause_us on Redis's clock (its scale, ts, bs and settings

@@ -495,7 +495,9 @@ resil__fleet_settings_refusal(const redisReply *r)
  * smallest whole number of microseconds after which the k permits would
  * be due, rounded up), instances seen, TIME in microseconds}.
  */
-const char resil__fleet_limit_lua[] =
+/* The two scripts' common start: the arguments (above), and whether a
+ * live member other than this one has the settings agreed. */
+static const char limit_lua_args[] =
     "local function int(v, what, lo, hi)\n"
     "  local n = tonumber(v)\n"
     "  if n == nil or n ~= math.floor(n) or n < lo or n > hi then\n"
@@ -515,16 +517,48 @@ const char resil__fleet_limit_lua[] =
     "local bs = tonumber(ARGV[5])\n"
     "local ttl = tonumber(ARGV[6])\n"
     "local mine = ARGV[7]\n"
-    "local agreed = redis.call('HGET', KEYS[1], 'settings')\n"
-    "if agreed and agreed ~= mine then\n"
+    "local function live_has(agreed)\n"
     "  for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2],\n"
     "      '(' .. now, '+inf')) do\n"
     "    if m ~= inst and redis.call('HGET', KEYS[3], m) == agreed then\n"
-    "      return {'settings', agreed}\n"
+    "      return true\n"
     "    end\n"
     "  end\n"
+    "  return false\n"
+    "end\n";
+
+/* The lone limiter's agreement on the settings (above); the key's
+ * settings are the limiter's. */
+static const char limit_lua_agree[] =
+    "local agreed = redis.call('HGET', KEYS[1], 'settings')\n"
+    "if agreed and agreed ~= mine then\n"
+    "  if live_has(agreed) then return {'settings', agreed} end\n"
     "  redis.call('DEL', KEYS[1])\n"
     "end\n"
+    "local kset = mine\n";
+
+/* Issue 41 (h3), the keyed limiter's agreement: KEYS[1] is one key's
+ * state hash (resil:limit:NAME:k:HEX:gcra), KEYS[4] a string holding the
+ * settings the limiter's members agree on (the whole handle's: rates and
+ * the overrides' digest), kept apart from any key's state; ARGV[8] the
+ * key's own settings (its override's, else the limiter's), written with
+ * its state: a key whose settings changed starts again full. */
+static const char limit_lua_agree_keyed[] =
+    "local kset = ARGV[8]\n"
+    "local agreed = redis.call('GET', KEYS[4])\n"
+    "if agreed ~= mine then\n"
+    "  if agreed and live_has(agreed) then\n"
+    "    return {'settings', agreed}\n"
+    "  end\n"
+    "  redis.call('SET', KEYS[4], mine)\n"
+    "end\n"
+    "redis.call('PEXPIRE', KEYS[4], ttl)\n"
+    "if redis.call('HGET', KEYS[1], 'settings') ~= kset then\n"
+    "  redis.call('DEL', KEYS[1])\n"
+    "end\n";
+
+/* The members, the instances seen and the GCRA decision (both). */
+static const char limit_lua_gcra[] =
     "if redis.call('HSET', KEYS[3], inst, mine) == 1 then\n"
     "  for _, m in ipairs(redis.call('HKEYS', KEYS[3])) do\n"
     "    if m ~= inst and not redis.call('ZSCORE', KEYS[2], m) then\n"
@@ -558,7 +592,7 @@ const char resil__fleet_limit_lua[] =
     "local keep = math.floor((bs + ts) / scale / 1000) + 1000\n"
     "if nt <= lim then\n"
     "  redis.call('HSET', KEYS[1], 'base', string.format('%d', base),\n"
-    "    'tat', string.format('%d', nt), 'settings', mine)\n"
+    "    'tat', string.format('%d', nt), 'settings', kset)\n"
     "  redis.call('PEXPIRE', KEYS[1], keep)\n"
     "  return {1, 0, seen, now}\n"
     "end\n"
@@ -568,3 +602,27 @@ const char resil__fleet_limit_lua[] =
     "while q * scale < excess do q = q + 1 end\n"
     "while q > 1 and (q - 1) * scale >= excess do q = q - 1 end\n"
     "return {0, q, seen, now}\n";
+
+static char limit_lua[2][sizeof(limit_lua_args) +
+    sizeof(limit_lua_agree_keyed) + sizeof(limit_lua_agree) +
+    sizeof(limit_lua_gcra)];
+static pthread_once_t limit_lua_once = PTHREAD_ONCE_INIT;
+
+static void
+limit_lua_join(void)
+{
+	int i;
+
+	for (i = 0; i < 2; i++)
+		snprintf(limit_lua[i], sizeof(limit_lua[i]), "%s%s%s",
+		    limit_lua_args,
+		    i == 0 ? limit_lua_agree : limit_lua_agree_keyed,
+		    limit_lua_gcra);
+}
+
+const char *
+resil__fleet_limit_lua(int keyed)
+{
+	(void)pthread_once(&limit_lua_once, limit_lua_join);
+	return limit_lua[keyed != 0];
+}

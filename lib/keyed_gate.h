@@ -18,6 +18,10 @@ struct resil__kgate {
 	uint8_t from_cfg[RESIL_KEYED_KINDS];
 	resil_keyed_config kc[RESIL_KEYED_KINDS]; /* overrides NULL */
 	char *fp[RESIL_KEYED_KINDS];            /* the key, bounds and overrides, as text */
+	/* Issue 41 (h3): the rate limiter family on the fleet (borrowed
+	 * from the pipeline's fleet limiter; lib/pipeline_keyed_fleet.c),
+	 * asked in place of fam[RATELIMIT]; NULL: local. */
+	struct resil_fleet_limit *frl;
 };
 
 #endif

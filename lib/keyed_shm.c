@@ -60,48 +60,9 @@
 #include "breaker_shared.h"
 #include "internal.h"
 #include "keyed_maker.h"
+#include "keyed_shm_table.h"
 #include "proc.h"
 #include "shm_internal.h"
-
-#define KSHM_MAGIC UINT64_C(0x3142415448534b52) /* "RKSHTAB1" */
-#define KSHM_HDR 128u
-
-/* A slot's state. */
-#define KS_FREE UINT64_C(0)
-#define KS_READY UINT64_C(1)
-#define KS_CLAIM UINT64_C(2)   /* | (process slot + 1) << 8 */
-#define KS_RECLAIM UINT64_C(3) /* | (process slot + 1) << 8 */
-#define KS_TAG(st) ((st) >> 8)
-
-typedef struct kshm_head {
-	uint64_t magic;
-	uint32_t max_keys;
-	uint32_t key_max;
-	uint64_t slot_bytes;
-	uint64_t index_off;
-	uint64_t index_mask;
-	uint64_t seed;
-	uint64_t lock;   /* holder's process slot + 1; 0 free */
-	uint64_t opened; /* process slots with a family open on it */
-	uint64_t used;   /* slots holding a key */
-	uint64_t hand;   /* the reclaim scan's next slot */
-	uint64_t skip;   /* new keys sent to the overflow without a scan */
-	uint64_t claimed, reclaimed, overflowed, repaired;
-	uint64_t pad;
-} kshm_head;
-
-typedef struct kshm_slot {
-	uint64_t state;
-	uint64_t hash;
-	uint64_t attach; /* one bit per process slot holding a handle */
-	uint32_t len;
-	uint32_t pad0;
-	uint8_t key[RESIL_SHM_KEYED_KEY_MAX];
-	uint64_t pad[4];
-} kshm_slot;
-
-_Static_assert(sizeof(kshm_head) == KSHM_HDR, "the table's head");
-_Static_assert(sizeof(kshm_slot) == KSHM_HDR, "a slot's header");
 
 /* Tests only: called by a claimer after it tagged its slot and wrote the
  * key, before the slot is READY (NULL in production). */
@@ -117,66 +78,6 @@ typedef struct kfam {
 	char name[64];
 	resil_shm *own; /* a region the family opened and closes (NULL: not) */
 } kfam;
-
-/* ---- layout ---- */
-
-static uint64_t
-index_words(uint32_t max_keys)
-{
-	uint64_t n = 16;
-
-	while (n < 2 * ((uint64_t)max_keys + 1))
-		n <<= 1;
-	return n;
-}
-
-static size_t
-slot_bytes_of(const resil_breaker_config *bc)
-{
-	return KSHM_HDR + resil__breaker_shared_size(bc);
-}
-
-size_t
-resil__kshm_bytes(const resil_breaker_config *bc, uint32_t max_keys)
-{
-	return KSHM_HDR + ((size_t)max_keys + 1) * slot_bytes_of(bc) +
-	    (size_t)index_words(max_keys) * sizeof(uint64_t);
-}
-
-static kshm_slot *
-slot_at(const kshm_head *h, uint64_t i)
-{
-	return (kshm_slot *)(void *)((char *)h + KSHM_HDR + i * h->slot_bytes);
-}
-
-static void *
-bmem(const kshm_head *h, uint64_t i)
-{
-	return (char *)slot_at(h, i) + KSHM_HDR;
-}
-
-static uint64_t *
-index_of(const kshm_head *h)
-{
-	return (uint64_t *)(void *)((char *)h + h->index_off);
-}
-
-/* Whether the head at mem (bytes long) can be trusted for its geometry. */
-static bool
-head_sane(const kshm_head *h, size_t bytes)
-{
-	uint64_t words;
-
-	if (bytes < KSHM_HDR || h->magic != KSHM_MAGIC || h->max_keys < 1 ||
-	    h->max_keys > RESIL__KSHM_MAX_KEYS || h->slot_bytes <= KSHM_HDR ||
-	    h->slot_bytes % 64 != 0)
-		return false;
-	words = index_words(h->max_keys);
-	return h->index_mask == words - 1 &&
-	    h->index_off ==
-	    KSHM_HDR + ((uint64_t)h->max_keys + 1) * h->slot_bytes &&
-	    h->index_off + words * sizeof(uint64_t) <= bytes;
-}
 
 /* ---- the hash (not the local family's: its seed is the table's) ---- */
 
@@ -534,52 +435,6 @@ kf_done(void *ctx)
 	    &f->head->opened, ~(UINT64_C(1) << f->slot), __ATOMIC_ACQ_REL);
 	resil__free(&a, f, sizeof(*f));
 	resil_shm_close(own);
-}
-
-/* ---- the region's side (lib/shm.c) ---- */
-
-bool
-resil__kshm_slot_busy(const void *mem, size_t bytes, unsigned i)
-{
-	const kshm_head *h = mem;
-	uint64_t k, tag = (uint64_t)i + 1;
-
-	if (!head_sane(h, bytes))
-		return false;
-	if (resil__load64(&h->lock) == tag)
-		return true;
-	for (k = 0; k <= h->max_keys; k++) {
-		uint64_t st = resil__load64(&slot_at(h, k)->state);
-		uint64_t w = resil__load64((const uint64_t *)bmem(h, k));
-
-		if (st != KS_FREE && st != KS_READY && KS_TAG(st) == tag)
-			return true;
-		if ((w & W_TRANSIT) != 0 &&
-		    ((w & W_PROBE_MASK) >> W_PROBE_SHIFT & 0x7f) == tag)
-			return true;
-	}
-	return false;
-}
-
-void
-resil__kshm_clear_slot(void *mem, size_t bytes, unsigned i)
-{
-	kshm_head *h = mem;
-	uint64_t k, bit = UINT64_C(1) << i;
-	size_t tail = resil__breaker_shared_tail();
-
-	if (!head_sane(h, bytes) || h->slot_bytes - KSHM_HDR < tail)
-		return;
-	__atomic_fetch_and(&h->opened, ~bit, __ATOMIC_ACQ_REL);
-	for (k = 0; k <= h->max_keys; k++) {
-		uint64_t *ann = (uint64_t *)(void *)((char *)bmem(h, k) +
-		    (h->slot_bytes - KSHM_HDR) - tail + 64u * i);
-
-		__atomic_fetch_and(
-		    &slot_at(h, k)->attach, ~bit, __ATOMIC_ACQ_REL);
-		resil__store64(&ann[0], 0);
-		resil__store64(&ann[1], 0);
-	}
 }
 
 /* ---- the public calls ---- */

@@ -30,6 +30,7 @@
 #include "pipeline_settings.h"
 #include "pipeline_endpoint.h"
 #include "pipeline_shared.h"
+#include "pipeline_keyed_fleet.h"
 
 #include <resil/fleet.h>
 
@@ -317,7 +318,9 @@ resil_pipeline_fleet(resil_pipeline *p)
 resil_fleet_limit *
 resil_pipeline_fleet_limit(resil_pipeline *p)
 {
-	return p == NULL ? NULL : cur_of(p)->frl;
+	if (p == NULL)
+		return NULL;
+	return cur_of(p)->frl != NULL ? cur_of(p)->frl : resil__kfleet_of(p);
 }
 
 resil_retry *

@@ -11,6 +11,7 @@
 
 #include "internal.h"
 #include "pipeline_internal.h"
+#include "pipeline_keyed_fleet.h"
 
 /* Words that start a stage key: never method names. */
 static const char *const reserved[] = { "service", "timeout", "mock",
@@ -215,8 +216,8 @@ resil__pipeline_validate(const resil_pipeline_config *cfg, resil_diag *diag)
 				    resil_cluster_strategy_name(
 				        cfg->cluster.strategy));
 	}
-	if ((err = resil__keyed_cfg_check(cfg, &kind, diag)) != RESIL_OK)
-		return err; /* issue 41 */
+	if ((err = resil__kfleet_cfg_check(cfg, &kind, diag)) != RESIL_OK)
+		return err; /* issue 41 (the keyed fleet: h3) */
 	if ((cfg->hedge_fatal & ~RESIL_HEDGE_ON_ALL) != 0)
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "pipeline.hedge_fatal: 0x%x has bits outside "

@@ -15,6 +15,7 @@
 #include "internal.h"
 #include "keyed_gate.h"
 #include "pipeline_internal.h"
+#include "pipeline_keyed_fleet.h"
 #include "pipeline_settings.h"
 #include "shm_internal.h"
 
@@ -202,6 +203,7 @@ resil__keyed_setup(
 		family_config(p, cfg, k, &kc);
 		kc.overrides = cfg->keyed[k].overrides;
 		kc.n_overrides = cfg->keyed[k].n_overrides;
+		resil__kfleet_family(cfg, k, &kc); /* issue 41 (h3) */
 		fp = fingerprint(p, cfg, k);
 		if (fp == NULL)
 			return resil__diagf(diag, RESIL_E_NOMEM,

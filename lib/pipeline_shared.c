@@ -30,6 +30,7 @@
 #include "fleet_internal.h"
 #include "pipeline_events.h"
 #include "router_internal.h"
+#include "pipeline_keyed_fleet.h"
 
 #define NREGIONS 3
 
@@ -67,6 +68,7 @@ struct resil__pshared {
 	struct resil_fleet_group *grp;
 	int per_method, endpoints;
 	struct fhandle svc; /* the service's handle's listener context */
+	struct fhandle lim; /* the fleet limiter's (issue 41, h3) */
 	struct fhandle **mf;
 	size_t nmf, capmf;
 };
@@ -529,6 +531,27 @@ on_fleet(const resil_fleet_event *fe, void *ctx)
 	    p, &ev, RESIL_STAGE_BREAKER, resil_clock_now(&p->clock), text, "");
 }
 
+/* Issue 41 (h3): the fleet limiter's events (local, connected, error,
+ * settings), to the pipeline's listener (a RATELIMIT event with .fleet
+ * set), from the thread whose acquire had them. */
+static void
+on_fleet_limit(const resil_fleet_event *fe, void *ctx)
+{
+	const struct fhandle *fh = ctx;
+	resil_pipeline *p = fh->p;
+	resil_pipeline_event ev;
+	char text[RESIL_DIAG_MAX + 96];
+
+	if (p->listener == NULL)
+		return;
+	memset(&ev, 0, sizeof(ev));
+	snprintf(text, sizeof(text), "fleet limiter %s %s (%s)", fh->name,
+	    resil_fleet_event_name(fe->kind), fe->detail);
+	ev.fleet = fe;
+	resil__emit(p, &ev, RESIL_STAGE_RATELIMIT, resil_clock_now(&p->clock),
+	    text, "");
+}
+
 static uint32_t
 ms32(uint64_t ns)
 {
@@ -812,9 +835,14 @@ open_fleet_limit(resil_pipeline *p, struct resil__pshared *sh,
 	fc.name = name;
 	fc.alloc = &p->alloc;
 	fc.clock = &p->clock;
+	sh->lim.p = p;
+	snprintf(sh->lim.name, sizeof(sh->lim.name), "%s", name);
+	fc.listener = on_fleet_limit;
+	fc.listener_ctx = &sh->lim;
 	fc.rate = cfg->ratelimit.rate;
 	fc.period_ms = ms_up(cfg->ratelimit.period_ns);
 	fc.burst = cfg->ratelimit.burst;
+	resil__kfleet_config(cfg, &fc); /* issue 41 (h3): keyed */
 	d.msg[0] = '\0';
 	err = resil_fleet_limit_new(&sh->frl, &fc, &d);
 	if (err != RESIL_OK)
@@ -1007,8 +1035,10 @@ resil__shared_apply(resil_pipeline *p, const resil_pipeline_config *cfg,
 	}
 	if (sh->rl != NULL)
 		g->rl = sh->rl;
-	if (sh->frl != NULL)
-		g->frl = sh->frl; /* in place of g->rl (on: checked) */
+	/* In place of g->rl (on: checked); with ratelimit.key, the keyed
+	 * family's instead (issue 41, h3). */
+	if (sh->frl != NULL && !resil__kfleet_take(p, cfg, sh->frl))
+		g->frl = sh->frl;
 	if (sh->bh != NULL)
 		g->bh = sh->bh;
 	/* The service breaker each method runs with was decided by the

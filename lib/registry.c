@@ -2,14 +2,18 @@
  * The named registry of pipelines and the Prometheus exposition of their
  * metrics.
  */
+#include <resil/pipeline_keyed.h>
 #include <resil/registry.h>
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "atomic.h"
 #include "internal.h"
+#include "keyed_prom.h"
+#include "prom_text.h"
 
 /* A failed table insert sets this flag instead of exiting. */
 #undef uthash_nonfatal_oom
@@ -29,6 +33,7 @@ struct resil_registry {
 	 * less than a kernel lock on the paths that matter. */
 	uint64_t lock;
 	resil_allocator alloc;
+	size_t key_max_series;
 	entry *table;
 };
 
@@ -87,17 +92,25 @@ resil_registry_new(
 		return resil__diagf(diag, RESIL_E_INVAL, "registry: NULL %s",
 		    out == NULL ? "out" : "cfg");
 	resil_registry_config_init(&c);
-	if (cfg->size != sizeof(c))
+	/* The size before key_max_series (issue 41) is known too. */
+	if (cfg->size != sizeof(c) &&
+	    cfg->size != offsetof(resil_registry_config, key_max_series))
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "registry.size: %zu is not a known "
 		    "resil_registry_config size",
 		    cfg->size);
-	memcpy(&c, cfg, sizeof(c));
+	memcpy(&c, cfg, cfg->size);
+	c.size = sizeof(c);
+	if (c.key_max_series > 1000000)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "registry.key_max_series: %zu is over 1000000",
+		    c.key_max_series);
 	a = resil__allocator(c.alloc);
 	r = resil__calloc(a, sizeof(*r));
 	if (r == NULL)
 		return RESIL_E_NOMEM;
 	r->alloc = *a;
+	r->key_max_series = c.key_max_series;
 	r->table = NULL;
 	*out = r;
 	return RESIL_OK;
@@ -272,6 +285,8 @@ typedef struct psnap {
 typedef struct snapshot {
 	psnap *p;
 	size_t np;
+	resil__kfam *k; /* issue 41: every pipeline's keyed families */
+	size_t nk;
 	bsnap *b; /* every pipeline's breakers, one array */
 	size_t bcap;
 	rsnap *r;
@@ -288,6 +303,13 @@ snap_free(const resil_allocator *a, snapshot *s)
 		resil__free(a, s->b, sizeof(*s->b) * s->bcap);
 	if (s->r != NULL)
 		resil__free(a, s->r, sizeof(*s->r) * s->rcap);
+	if (s->k != NULL) {
+		size_t i;
+
+		for (i = 0; i < s->nk; i++)
+			resil__ktop_free(&s->k[i].top);
+		resil__free(a, s->k, sizeof(*s->k) * s->np * RESIL_KEYED_KINDS);
+	}
 }
 
 /* The breakers of p, each once: the service's first, then each declared
@@ -339,6 +361,41 @@ collect_retries(resil_pipeline *p, rsnap *out)
 		n++;
 	}
 	return n;
+}
+
+/* Issue 41: each pipeline's keyed families, their top keys copied (each
+ * family's lock is held for its own pass only). */
+static resil_err
+snap_keyed(resil_registry *reg, snapshot *s)
+{
+	const resil_allocator *a = &reg->alloc;
+	entry *e;
+	int kind;
+
+	s->k = resil__calloc(a, sizeof(*s->k) * s->np * RESIL_KEYED_KINDS);
+	if (s->k == NULL) {
+		snap_free(a, s);
+		return RESIL_E_NOMEM;
+	}
+	for (e = reg->table; e != NULL; e = e->hh.next)
+		for (kind = 0; kind < RESIL_KEYED_KINDS; kind++) {
+			resil_keyed *k =
+			    resil_pipeline_keyed(e->p, (resil_keyed_kind)kind);
+			resil__kfam *f = &s->k[s->nk];
+
+			if (k == NULL)
+				continue;
+			f->service = resil_pipeline_service(e->p);
+			f->kind = (resil_keyed_kind)kind;
+			(void)resil_keyed_get_metrics(k, &f->km);
+			if (resil__ktop_take(&f->top, k, -1,
+			        reg->key_max_series, a) != RESIL_OK) {
+				snap_free(a, s);
+				return RESIL_E_NOMEM;
+			}
+			s->nk++;
+		}
+	return RESIL_OK;
 }
 
 /* Under the read lock: every figure of every pipeline, so that each
@@ -396,113 +453,21 @@ snap_take(resil_registry *reg, snapshot *s)
 		    resil_throttle_get_metrics(thr, &ps->thr) == RESIL_OK;
 		s->any_thr |= ps->has_thr;
 	}
-	return RESIL_OK;
+	return snap_keyed(reg, s);
 }
 
 /* ---------------------------------------------------------------- */
 /* Writing                                                            */
 /* ---------------------------------------------------------------- */
 
-typedef struct writer {
-	resil_registry_write_fn fn;
-	void *ctx;
-	int stopped;
-	size_t n;
-	char buf[1024];
-} writer;
-
-static void
-flush(writer *w)
-{
-	if (w->n != 0 && !w->stopped && w->fn(w->buf, w->n, w->ctx) != 0)
-		w->stopped = 1;
-	w->n = 0;
-}
-
-static void
-put(writer *w, const char *s, size_t n)
-{
-	while (n != 0 && !w->stopped) {
-		size_t k = sizeof(w->buf) - w->n;
-
-		if (k > n)
-			k = n;
-		memcpy(w->buf + w->n, s, k);
-		w->n += k;
-		s += k;
-		n -= k;
-		if (w->n == sizeof(w->buf))
-			flush(w);
-	}
-}
-
-static void
-puts_(writer *w, const char *s)
-{
-	put(w, s, strlen(s));
-}
-
-static void
-put_u64(writer *w, uint64_t v)
-{
-	char b[24];
-	int n = snprintf(b, sizeof(b), "%llu", (unsigned long long)v);
-
-	put(w, b, (size_t)n);
-}
-
-/* A float value: NaN, +Inf and -Inf spelt as the format wants. */
-static void
-put_double(writer *w, double v)
-{
-	char b[40];
-	int n;
-
-	if (isnan(v)) {
-		puts_(w, "NaN");
-		return;
-	}
-	if (isinf(v)) {
-		puts_(w, v > 0 ? "+Inf" : "-Inf");
-		return;
-	}
-	n = snprintf(b, sizeof(b), "%.6g", v);
-	put(w, b, (size_t)n);
-}
-
-/* A label value: backslash, double quote and newline escaped. */
-static void
-put_escaped(writer *w, const char *s)
-{
-	const char *run = s;
-
-	for (; *s != '\0'; s++) {
-		const char *esc = *s == '\\' ? "\\\\"
-		    : *s == '"'              ? "\\\""
-		    : *s == '\n'             ? "\\n"
-		                             : NULL;
-
-		if (esc == NULL)
-			continue;
-		put(w, run, (size_t)(s - run));
-		put(w, esc, 2);
-		run = s + 1;
-	}
-	put(w, run, (size_t)(s - run));
-}
+/* One writer for the registry's text and the keyed families'
+ * (lib/prom_text.c). */
+typedef resil__prom writer;
 
 static void
 family(writer *w, const char *name, const char *type, const char *help)
 {
-	puts_(w, "# HELP ");
-	puts_(w, name);
-	put(w, " ", 1);
-	puts_(w, help);
-	puts_(w, "\n# TYPE ");
-	puts_(w, name);
-	put(w, " ", 1);
-	puts_(w, type);
-	put(w, "\n", 1);
+	resil__prom_head(w, name, type, help);
 }
 
 /* name{service="S"[,method="M"][,key="val"] and the space before the
@@ -511,23 +476,23 @@ static void
 sample_start(writer *w, const char *name, const char *service,
     const char *method, const char *key, const char *val)
 {
-	puts_(w, name);
-	puts_(w, "{service=\"");
-	put_escaped(w, service);
-	put(w, "\"", 1);
+	resil__prom_puts(w, name);
+	resil__prom_puts(w, "{service=\"");
+	resil__prom_escaped(w, service);
+	resil__prom_put(w, "\"", 1);
 	if (method != NULL) {
-		puts_(w, ",method=\"");
-		put_escaped(w, method);
-		put(w, "\"", 1);
+		resil__prom_puts(w, ",method=\"");
+		resil__prom_escaped(w, method);
+		resil__prom_put(w, "\"", 1);
 	}
 	if (key != NULL) {
-		put(w, ",", 1);
-		puts_(w, key);
-		puts_(w, "=\"");
-		put_escaped(w, val);
-		put(w, "\"", 1);
+		resil__prom_put(w, ",", 1);
+		resil__prom_puts(w, key);
+		resil__prom_puts(w, "=\"");
+		resil__prom_escaped(w, val);
+		resil__prom_put(w, "\"", 1);
 	}
-	puts_(w, "} ");
+	resil__prom_puts(w, "} ");
 }
 
 static void
@@ -535,8 +500,8 @@ sample_u64(writer *w, const char *name, const char *service,
     const char *method, const char *key, const char *val, uint64_t v)
 {
 	sample_start(w, name, service, method, key, val);
-	put_u64(w, v);
-	put(w, "\n", 1);
+	resil__prom_u64(w, v);
+	resil__prom_put(w, "\n", 1);
 }
 
 static void
@@ -544,8 +509,8 @@ sample_double(writer *w, const char *name, const char *service,
     const char *method, const char *key, const char *val, double v)
 {
 	sample_start(w, name, service, method, key, val);
-	put_double(w, v);
-	put(w, "\n", 1);
+	resil__prom_double(w, v);
+	resil__prom_put(w, "\n", 1);
 }
 
 static uint64_t
@@ -618,7 +583,7 @@ write_latency(writer *w, const snapshot *s)
 		for (j = 0; j < 3; j++)
 			sample_double(w,
 			    "resil_pipeline_latency_quantile_ticks",
-			    ps->service, NULL, "quantile", qnames[j],
+			    ps->service, NULL, "q", qnames[j],
 			    total == 0 ? NAN
 			               : (double)resil_latency_quantile(
 			                     &ps->pm, qs[j]));
@@ -925,17 +890,15 @@ resil_registry_write_prometheus_cb(
 		read_unlock(reg);
 		return err;
 	}
-	w.fn = fn;
-	w.ctx = ctx;
-	w.stopped = 0;
-	w.n = 0;
+	resil__prom_init(&w, fn, ctx);
 	if (s.np != 0) {
 		write_pipelines(&w, &s);
 		write_breakers(&w, &s);
 		write_retries(&w, &s);
 		write_limits(&w, &s);
+		resil__keyed_prom_write(&w, s.k, s.nk);
 	}
-	flush(&w);
+	(void)resil__prom_flush(&w);
 	read_unlock(reg);
 	snap_free(&reg->alloc, &s);
 	return w.stopped ? RESIL_E_CALL : RESIL_OK;

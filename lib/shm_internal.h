@@ -40,7 +40,7 @@ unsigned resil__shm_slot(const resil_shm *shm);
 const resil_allocator *resil__shm_alloc(const resil_shm *shm);
 const char *resil__shm_name(const resil_shm *shm);
 
-/* lib/keyed_shm.c: the table's bytes for breakers of bc's layout (a
+/* lib/keyed_shm_table.c: the table's bytes for breakers of bc's layout (a
  * multiple of 64). */
 size_t resil__kshm_bytes(const resil_breaker_config *bc, uint32_t max_keys);
 

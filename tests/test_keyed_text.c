@@ -243,9 +243,10 @@ test_keyed_text_refused(void **state)
 	refused("breaker.key=method\nbreaker.shared=shm:r/b\n",
 	    "k.conf:2: breaker.key: not with a shared or fleet breaker "
 	    "(breaker.shared, breaker.fleet)");
-	refused("ratelimit.key=method\nratelimit.fleet=redis://h/x\n",
-	    "k.conf:2: ratelimit.key: not with a shared or fleet rate limiter "
-	    "(ratelimit.shared, ratelimit.fleet)");
+	/* With ratelimit.fleet: taken (issue 41, h3; test_fleet_keyed). */
+	refused("ratelimit.key=method\nratelimit.shared=shm:r/x\n",
+	    "k.conf:2: ratelimit.key: not with a shared rate limiter "
+	    "(ratelimit.shared)");
 	refused("ratelimit.key=method\nratelimit.reserve.critical=5\n",
 	    "k.conf:2: ratelimit.key: a keyed rate limiter keeps no class "
 	    "reserves (ratelimit.reserve.*)");

@@ -555,11 +555,11 @@ test_registry_prometheus_exact_text(void **state)
 	    "# TYPE resil_pipeline_latency_quantile_ticks gauge\n"
 	    /* 5 calls: the 3rd (bucket 2), then the 5th (bucket 8). */
 	    "resil_pipeline_latency_quantile_ticks{service=\"Stock\","
-	    "quantile=\"0.5\"} 3\n"
+	    "q=\"0.5\"} 3\n"
 	    "resil_pipeline_latency_quantile_ticks{service=\"Stock\","
-	    "quantile=\"0.9\"} 255\n"
+	    "q=\"0.9\"} 255\n"
 	    "resil_pipeline_latency_quantile_ticks{service=\"Stock\","
-	    "quantile=\"0.99\"} 255\n");
+	    "q=\"0.99\"} 255\n");
 	got = expose(reg);
 	assert_string_equal(got, want);
 	assert_int_equal(validate(got), 1 + 7 + 1 + 48 + 2 + 3);
@@ -590,7 +590,7 @@ test_registry_prometheus_empty_histogram_is_nan(void **state)
 	    got, "resil_pipeline_latency_ticks_sum{service=\"Idle\"} 0");
 	assert_has_line(got,
 	    "resil_pipeline_latency_quantile_ticks{service="
-	    "\"Idle\",quantile=\"0.99\"} NaN");
+	    "\"Idle\",q=\"0.99\"} NaN");
 	/* No stage: no stage family. */
 	assert_null(strstr(got, "resil_breaker"));
 	assert_null(strstr(got, "resil_retry"));

@@ -129,7 +129,9 @@ RESIL_API void resil_cache_free(resil_cache *c);
  * (resil_cache_clear() and _free() at once), but for an entry whose bytes
  * a value served by resil_cache_get() still holds: that value frees it.
  *
- * Returns RESIL_OK; RESIL_E_INVAL for a NULL argument; RESIL_E_LIMITED
+ * Returns RESIL_OK; RESIL_E_INVAL for a NULL argument, or a string,
+ * bytes or JSON value whose bytes are NULL with a length above 0 (the
+ * cache unchanged); RESIL_E_LIMITED
  * when the entry alone is bigger than its shard's byte share (it is not
  * stored, and an earlier entry of the key is removed); RESIL_E_NOMEM (the
  * cache is unchanged).

@@ -77,6 +77,7 @@
 
 #include <resil/breaker.h>
 #include <resil/clock.h>
+#include <resil/keyed.h>
 #include <resil/limit.h>
 #include <resil/resil.h>
 
@@ -520,6 +521,18 @@ typedef struct resil_fleet_limit_config {
 	 * next one asks the sentinels again. NULL (both): host and port. */
 	const char *sentinels;
 	const char *master;
+	/* Issue 41 (h3): keyed limits (resil_fleet_limit_acquire_key).
+	 * max_keys 0: the handle is not keyed (acquire_key refuses);
+	 * 1..RESIL_KEYED_MAX_KEYS: the bound of the local keyed family the
+	 * keys decide on while Redis is away. max_key_len: 0 is 256, else
+	 * 1..RESIL_KEYED_MAX_KEY_LEN; a longer key is refused. overrides:
+	 * values with limits of their own (rate, period_ns rounded up to a
+	 * whole ms, burst; each 0: the handle's; max_concurrent must be 0),
+	 * at most RESIL_KEYED_MAX_OVERRIDES, copied at creation. */
+	uint32_t max_keys;
+	uint32_t max_key_len;
+	const resil_keyed_override *overrides;
+	size_t n_overrides;
 } resil_fleet_limit_config;
 
 /* 100 per second, burst 100, timeouts 5 ms, reconnect after 1 s. */
@@ -569,6 +582,45 @@ RESIL_API void resil_fleet_limit_free(resil_fleet_limit *fl);
  */
 RESIL_API resil_err resil_fleet_limit_acquire(
     resil_fleet_limit *fl, uint32_t k, uint64_t *retry_after_ns);
+
+/*
+ * Issue 41 (h3): keyed fleet limits. Take k permits of key's limit now,
+ * or none: the same GCRA rule, round trip and answers as
+ * resil_fleet_limit_acquire(), with one state per key in Redis,
+ * resil:limit:NAME:k:HEX:gcra (HEX: the key's bytes in lowercase hex, so
+ * any bytes are safe; PEXPIREd once idle for the burst's span, as the
+ * lone limiter's), the key's own rate, period and burst when it has an
+ * override, else the handle's. Keyed acquires count their instances apart
+ * (resil:limit:NAME:k:instances, :k:members) and agree on settings in
+ * resil:limit:NAME:k:settings: the handle's rate, period, burst and a
+ * digest of its overrides (in order), so members whose overrides differ
+ * are refused as for differing rates (a SETTINGS event; the member decides
+ * locally); a key whose own settings changed starts again full.
+ *
+ * When Redis is away (as for acquire: no answer, nonsense, refused
+ * settings; the same LOCAL, CONNECTED and ERROR events, the same
+ * reconnect_ms), each key decides on its 1/N share in a local keyed
+ * family (include/resil/keyed.h, kind RESIL_KEYED_RATELIMIT): rate per
+ * N * period, burst max(1, burst / N), overrides likewise, at most
+ * max_keys keys (a key beyond them gets the family's overflow share). The
+ * family is made at the first local decision (none is kept while Redis
+ * answers) and made again, empty, when N changes.
+ *
+ * RESIL_OK; RESIL_E_LIMITED with the wait in *retry_after_ns (may be
+ * NULL) as acquire's; RESIL_E_INVAL for a NULL handle or key, a handle
+ * made with max_keys 0, key_len 0 or above max_key_len, k == 0 or k above
+ * the key's burst; RESIL_E_NOMEM. Thread safety as acquire's (the same
+ * mutex and connection).
+ */
+RESIL_API resil_err resil_fleet_limit_acquire_key(resil_fleet_limit *fl,
+    const void *key, size_t key_len, uint32_t k, uint64_t *retry_after_ns);
+
+/* The local keyed family's metrics (keys, bytes, bound: keyed.h's) into
+ * *out. RESIL_OK; RESIL_E_NOTFOUND when the handle has no local family
+ * now (not keyed, or no key has decided locally since N last changed);
+ * RESIL_E_INVAL for a NULL argument. */
+RESIL_API resil_err resil_fleet_limit_key_metrics(
+    resil_fleet_limit *fl, resil_keyed_metrics *out);
 
 /* Whole seconds, rounded up: ceil(retry_after_ns / 10^9). */
 RESIL_API uint64_t resil_retry_after_seconds(uint64_t retry_after_ns);

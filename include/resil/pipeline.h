@@ -119,7 +119,11 @@ typedef struct resil_pipeline_event {
 	/* Issue 44: a BREAKER event of the fleet breaker the pipeline
 	 * opened from breaker.fleet (connected, local, state, leases, error,
 	 * settings; <resil/fleet.h>), from the thread that synced; text
-	 * "fleet NAME connected (synced)", "fleet NAME local (why)", ... */
+	 * "fleet NAME connected (synced)", "fleet NAME local (why)", ...
+	 * Issue 41 (h3): also a RATELIMIT event of the fleet rate limiter
+	 * the pipeline opened from ratelimit.fleet (local, connected,
+	 * error, settings; ev.votes: N), from the thread whose acquire had
+	 * it: "fleet limiter NAME local (why)". */
 	const struct resil_fleet_event *fleet;
 } resil_pipeline_event;
 

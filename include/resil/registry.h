@@ -37,6 +37,12 @@ typedef struct resil_registry resil_registry;
 typedef struct resil_registry_config {
 	size_t size;                  /* sizeof(resil_registry_config) */
 	const resil_allocator *alloc; /* NULL: malloc() and free() */
+	/* Issue 41: per keyed family (a pipeline's, of one kind), at most
+	 * this many keys get series of their own in the Prometheus text,
+	 * those with the most failures + rejections; the others are summed
+	 * under key="__other__". 0..1000000; default 100 (also for a config
+	 * of the size before this field). */
+	size_t key_max_series;
 } resil_registry_config;
 
 static inline void
@@ -44,6 +50,7 @@ resil_registry_config_init(resil_registry_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->size = sizeof(*cfg);
+	cfg->key_max_series = 100;
 }
 
 static inline resil_registry_config
@@ -62,8 +69,9 @@ resil_registry_config_default(void)
  * taken through cfg->alloc; pipelines keep their own allocators. The
  * caller frees *out with resil_registry_free().
  *
- * Returns RESIL_OK; RESIL_E_INVAL for a NULL argument or an unknown
- * cfg->size (message in diag, which may be NULL); RESIL_E_NOMEM. On error
+ * Returns RESIL_OK; RESIL_E_INVAL for a NULL argument, an unknown
+ * cfg->size or a key_max_series over 1000000 (message in diag, which may
+ * be NULL); RESIL_E_NOMEM. On error
  * *out is unchanged.
  */
 RESIL_API resil_err resil_registry_new(
@@ -124,6 +132,10 @@ typedef int (*resil_registry_write_fn)(const char *chunk, size_t n, void *ctx);
  * Families are written in a fixed order, pipelines in the order they
  * were added; a family no pipeline has (e.g. the cache metrics when no
  * pipeline has a cache) is left out. Durations are in clock ticks.
+ * Issue 41: then the pipelines' keyed families (resil_pipeline_keyed()),
+ * labelled service, kind and key, at most cfg.key_max_series keys each
+ * (the rest under key="__other__"); each family's keys are read under
+ * that family's lock, one metrics read per live key.
  *
  * Returns RESIL_OK; RESIL_E_INVAL for a NULL reg or fn; RESIL_E_NOMEM
  * (nothing written); RESIL_E_CALL when fn returned nonzero (the text is
