@@ -1043,17 +1043,29 @@ find_held(resil_keyed *k, uint64_t h, const void *key, size_t len, khaz *r)
  * length so marked are not kept as key + len - 8 in a register of their
  * own across the probe (a callee-saved one, saved and restored on every
  * call); an address mode makes it again where it is read. */
+static inline size_t
+kfresh_len(size_t x)
+{
 #if defined(__GNUC__)
-#define KFRESH(x) __asm__("" : "+r"(x))
-#else
-#define KFRESH(x) (void)0
+	__asm__("" : "+r"(x));
 #endif
+	return x;
+}
+
+static inline const void *
+kfresh_key(const void *x)
+{
+#if defined(__GNUC__)
+	__asm__("" : "+r"(x));
+#endif
+	return x;
+}
 
 /* find_held() for a key of 8..16 bytes (inline in its entry). The probe
  * walks by adding 1 to h itself (its low bits are the slot): once in 2^32
  * probes the carry changes the tag, and the find only misses (the lock's
  * find then decides). The key and its length are the caller's own
- * variables (KFRESH). */
+ * variables (kfresh_key(), kfresh_len()). */
 static KINLINE kentry *
 find_short(resil_keyed *k, uint64_t h, const void **keyp, size_t *lenp,
     khaz *r)
@@ -1078,8 +1090,8 @@ find_short(resil_keyed *k, uint64_t h, const void **keyp, size_t *lenp,
 				continue;
 			(void)resil__cas64(&e->pin, w, w & ~PIN_COLD);
 		}
-		KFRESH(*keyp);
-		KFRESH(*lenp);
+		*keyp = kfresh_key(*keyp);
+		*lenp = kfresh_len(*lenp);
 		if (RESIL__LIKELY(((ld64(e->k.small) ^ ld64(*keyp)) |
 		                      (ld64(e->k.small + *lenp - 8) ^
 		                          ld64((const uint8_t *)*keyp + *lenp -
