@@ -19,10 +19,7 @@
 
 #include <cmocka.h>
 
-#include <arpa/inet.h>
-#include <fcntl.h>
 #include <hiredis/hiredis.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -31,14 +28,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <resil/clock.h>
 #include <resil/fleet.h>
 
+#include "support/free_port.h"
+#include "support/redis_server.h"
+
+static redis_server rs = { -1, 0 };
 static pid_t server = -1;
 static int port;
 static int have_server;
@@ -51,45 +50,6 @@ static void
 nap_ms(int ms)
 {
 	(void)poll(NULL, 0, ms);
-}
-
-static int
-free_port(void)
-{
-	struct sockaddr_in a;
-	socklen_t len = sizeof(a);
-	int s = socket(AF_INET, SOCK_STREAM, 0), p = -1;
-
-	if (s < 0)
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (bind(s, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-	    getsockname(s, (struct sockaddr *)&a, &len) == 0)
-		p = ntohs(a.sin_port);
-	close(s);
-	return p;
-}
-
-static int
-redis_installed(void)
-{
-	const char *path = getenv("PATH");
-	char buf[4096], *save = NULL, *dir;
-
-	if (path == NULL)
-		path = "/usr/bin:/bin";
-	snprintf(buf, sizeof(buf), "%s", path);
-	for (dir = strtok_r(buf, ":", &save); dir != NULL;
-	     dir = strtok_r(NULL, ":", &save)) {
-		char exe[4200];
-
-		snprintf(exe, sizeof(exe), "%s/redis-server", dir);
-		if (access(exe, X_OK) == 0)
-			return 1;
-	}
-	return 0;
 }
 
 static redisContext *
@@ -107,70 +67,22 @@ admin(void)
 	return c;
 }
 
-static int
-ping(void)
-{
-	redisContext *c = admin();
-	redisReply *r;
-	int ok = 0;
-
-	if (c == NULL)
-		return 0;
-	r = redisCommand(c, "PING");
-	ok = r != NULL && r->type == REDIS_REPLY_STATUS;
-	if (r != NULL)
-		freeReplyObject(r);
-	redisFree(c);
-	return ok;
-}
-
+/* The fixture's server (tests/support/redis_server.c): killed as a crash
+ * and started again, empty, on the same port. */
 static void
 stop_server(void)
 {
-	if (server > 0) {
-		kill(server, SIGKILL);
-		(void)waitpid(server, NULL, 0);
-	}
+	redis_kill(&rs);
 	server = -1;
 }
 
 static int
 start_server(void)
 {
-	char pbuf[16];
-	int i;
+	int rc = redis_restart(&rs);
 
-	snprintf(pbuf, sizeof(pbuf), "%d", port);
-	server = fork();
-	if (server < 0)
-		return -1;
-	if (server == 0) {
-		int null = open("/dev/null", O_WRONLY);
-
-		/* Never outlive the test, whatever happens to it. */
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (null >= 0) {
-			dup2(null, 1);
-			dup2(null, 2);
-		}
-		execlp("redis-server", "redis-server", "--port", pbuf,
-		    "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		    "--daemonize", "no", (char *)NULL);
-		_exit(127);
-	}
-	for (i = 0; i < WAIT_ROUNDS; i++) {
-		int st;
-
-		if (ping())
-			return 0;
-		if (waitpid(server, &st, WNOHANG) == server) {
-			server = -1;
-			return -1;
-		}
-		nap_ms(2);
-	}
-	stop_server();
-	return -1;
+	server = rs.pid;
+	return rc;
 }
 
 static int
@@ -184,7 +96,7 @@ group_setup(void **state)
 		return 0;
 	}
 	atexit(stop_server);
-	port = free_port();
+	rs.port = port = free_port();
 	if (port <= 0 || start_server() != 0) {
 		fprintf(stderr,
 		    "test_fleet_redis: cannot start redis-server "

@@ -17,27 +17,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "free_port.h"
+
 /* 5000 rounds of 2 ms: 10 s for a server to answer. */
 #define WAIT_ROUNDS 5000
 
-static int
-free_port(void)
-{
-	struct sockaddr_in a;
-	socklen_t len = sizeof(a);
-	int s = socket(AF_INET, SOCK_STREAM, 0), p = -1;
-
-	if (s < 0)
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (bind(s, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-	    getsockname(s, (struct sockaddr *)&a, &len) == 0)
-		p = ntohs(a.sin_port);
-	close(s);
-	return p;
-}
 
 int
 redis_installed(void)

@@ -33,6 +33,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "free_port.h"
+
 #define NSENT 3
 
 static long
@@ -44,24 +46,6 @@ mono_ms(void)
 	return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static int
-free_port(void)
-{
-	struct sockaddr_in a;
-	socklen_t len = sizeof(a);
-	int s = socket(AF_INET, SOCK_STREAM, 0), port = -1;
-
-	if (s < 0)
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (bind(s, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-	    getsockname(s, (struct sockaddr *)&a, &len) == 0)
-		port = ntohs(a.sin_port);
-	close(s);
-	return port;
-}
 
 /* Send one inline command on a fresh connection, read the answer (up to
  * cap - 1 bytes) into buf. 1 when something came. */

@@ -18,6 +18,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "free_port.h"
+
 #define ZK_JAR "/usr/share/java/zookeeper.jar"
 
 /* Bounded waits. A JVM start is 1-2 s; a loaded machine (sanitizers,
@@ -70,24 +72,6 @@ zk_installed(void)
 	return on_path("java") && access(ZK_JAR, R_OK) == 0;
 }
 
-static int
-free_port(void)
-{
-	struct sockaddr_in a;
-	socklen_t len = sizeof(a);
-	int s = socket(AF_INET, SOCK_STREAM, 0), p = -1;
-
-	if (s < 0)
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (bind(s, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-	    getsockname(s, (struct sockaddr *)&a, &len) == 0)
-		p = ntohs(a.sin_port);
-	close(s);
-	return p;
-}
 
 /* The four-letter word srvr: "Mode: standalone" once it serves. */
 static int
