@@ -6,36 +6,66 @@
  * (at least twice max_keys + 1, so it is never more than half full) maps a
  * key's hash to its entry. A slot is one word: the hash's high 32 bits
  * (a tag, so a probe rarely touches a wrong entry) and the entry's index
- * + 1; 0 is empty. Deletion shifts the run back (Knuth's algorithm R), so
+ * + 1 times the entry's size (an offset from the pool less one entry);
+ * 0 is empty. Deletion shifts the run back (Knuth's algorithm R), so
  * there are no tombstones and churn never lengthens the probes.
  *
  * Why no epoch. Entries are never freed while the family lives, so a
  * reader may always touch one, even one that was evicted and reused. What
- * makes a reader's find safe is the entry's pin word: a count of callers
- * holding the entry, a DEAD bit (free, or being evicted), a REF bit (used
- * since the CLOCK hand passed) and a generation. A reader pins with one
+ * keeps an entry from changing under a reader is one of two holds:
+ *
+ * The pin. The entry's pin word holds a count of callers holding the
+ * entry, a DEAD bit (free, or being evicted), a COLD bit (not used since
+ * the CLOCK hand passed) and a generation. A reader pins with one
  * compare-and-swap that fails on DEAD, and only then reads the entry's key
  * and instance: the writer (under the family's lock) rewrites those only
  * after its own compare-and-swap moved a count of 0 to DEAD, and publishes
- * them by storing the pin word (a release) before the slot. A reader that
- * pinned a reused entry finds another key there, lets go and probes on. A
- * find that misses while the table is being changed (a slot shifted under
- * it) is only a miss: the caller then takes the lock and finds again,
- * where nothing moves. So a key is never given a wrong instance, and a
- * key's instance is made once, under the lock.
+ * them by storing the pin word (a release) before the slot.
  *
- * Pinning is also what keeps a key with a call in flight: a breaker
- * permit or a bulkhead slot holds its entry until it is recorded or
- * released, and eviction takes only entries with a count of 0.
+ * The hazard slot (a family made where membarrier(2)'s private expedited
+ * fence is available). Each thread has one slot, a word in a process-wide
+ * list (khaz below). A reader stores the entry's address there with a
+ * plain store, then reads the pin word: not DEAD, the entry is its own
+ * until the slot is cleared. The evictor, after its compare-and-swap to
+ * DEAD, makes every thread of the process pass a full fence (membarrier)
+ * and reads every slot: an entry in a slot goes back to live, untouched.
+ * Either the reader's load sees DEAD or the evictor's scan sees the slot
+ * (the fence stands in for the one the reader does not make), so an
+ * existing key's call makes no locked instruction. A thread whose slot is
+ * busy (it holds a permit already: nested calls), a thread's first call,
+ * the lock's finds, handles, bulkheads and throttles pin instead; a family
+ * made without the fence (refused, e.g. by seccomp, or
+ * RESIL_KEYED_NO_MEMBARRIER set in the environment) pins always.
+ *
+ * A reader that holds a reused entry finds another key there, lets go and
+ * probes on. A find that misses while the table is being changed (a slot
+ * shifted under it) is only a miss: the caller then takes the lock and
+ * finds again, where nothing moves. So a key is never given a wrong
+ * instance, and a key's instance is made once, under the lock.
+ *
+ * Holding is also what keeps a key with a call in flight: a breaker
+ * permit or a bulkhead slot holds its entry (its pin, or its thread's
+ * slot: the permit then names the slot, which whoever records it clears)
+ * until it is recorded or released, and eviction takes only entries with
+ * a count of 0 in no slot.
  */
 #include <resil/keyed.h>
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__linux__)
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+#if !defined(__linux__)
+#define MEMBARRIER_CMD_PRIVATE_EXPEDITED 0 /* never used: no fence here */
+#endif
 
 #include "atomic.h"
 #include "breaker_fast.h"
@@ -43,7 +73,9 @@
 #include "keyed_maker.h"
 
 #define PIN_COUNT UINT64_C(0xffffff)
-#define PIN_REF (UINT64_C(1) << 30)
+/* Not used since the CLOCK hand passed (kept inverted so that a
+ * call tests DEAD and it in one instruction). */
+#define PIN_COLD (UINT64_C(1) << 30)
 #define PIN_DEAD (UINT64_C(1) << 31)
 #define PIN_GEN (UINT64_C(1) << 32)
 
@@ -77,9 +109,19 @@ typedef struct kover {
 struct resil_keyed {
 	/* Read by every call: first. */
 	uint64_t seed;
+	uint64_t seed2; /* the hash's second word's (from seed) */
 	uint64_t *slots;
 	uint64_t mask;
 	kentry *pool;
+	uintptr_t pool_base; /* pool's address less one entry's size */
+	/* By kind: max_key_len for the family's kind, 0 for the others, so
+	 * that len - 1 < kmax[kind] tests the length and the kind at once. */
+	uint32_t kmax[RESIL_KEYED_KINDS];
+	/* The fast case's, by kind: for the family's kind in a fenced
+	 * family, min(max_key_len, 16) - 7 (0 when under 8), else 0: a key
+	 * of 8..16 bytes held by slot is len - 8 < kfast[kind], one test. */
+	uint32_t kfast[RESIL_KEYED_KINDS];
+	bool fenced; /* calls hold entries by hazard slot (membarrier) */
 	size_t max_len;
 	resil_keyed_kind kind;
 	resil_keyed_config cfg;
@@ -108,6 +150,232 @@ struct resil_keyed {
 	resil__keyed_maker mk;
 };
 
+#if defined(__GNUC__)
+#define KINLINE inline __attribute__((always_inline))
+#define KNOINLINE __attribute__((noinline))
+#define KCOLD __attribute__((noinline, cold))
+#else
+#define KINLINE inline
+#define KNOINLINE
+#define KCOLD
+#endif
+
+/* ---- hazard slots (see the top comment) ----
+ *
+ * One record per live thread that called a fenced family, in a list
+ * that only grows (records are malloc'd, 64 bytes, kept for the process):
+ * a thread that exits gives its record back (khaz_key's destructor) and a
+ * later thread takes it. e: the kentry * the thread's find or permit
+ * holds, 0 for none; only its thread stores a non-zero value, and only
+ * over 0; whoever records the permit stores the 0. A record given back
+ * with a permit still out keeps it until that permit is recorded (its
+ * next thread finds the slot busy and pins). khaz_mine is never NULL. */
+typedef struct khaz {
+	uint64_t e;
+	uint64_t used; /* a live thread has it */
+	struct khaz *next;
+	char pad[RESIL__CACHELINE - 3 * sizeof(uint64_t)];
+} khaz;
+
+_Static_assert(sizeof(khaz) == RESIL__CACHELINE, "a slot is one line");
+
+static khaz *khaz_head;
+static pthread_once_t khaz_once = PTHREAD_ONCE_INIT;
+static pthread_key_t khaz_key;
+static bool khaz_key_ok;
+static bool khaz_fence_ok;
+/* A thread without a record points at this one, busy for ever: its
+ * calls test one word to know they cannot hold by slot. */
+static khaz khaz_none = { 1, 1, NULL, { 0 } };
+static RESIL__TLS khaz *khaz_mine = &khaz_none;
+
+static int
+kmembarrier(int cmd)
+{
+#if defined(__linux__) && defined(SYS_membarrier)
+	return (int)syscall(SYS_membarrier, cmd, 0, 0);
+#else
+	(void)cmd;
+	return -1;
+#endif
+}
+
+static void
+khaz_give_back(void *v)
+{
+	khaz *r = v;
+
+	khaz_mine = &khaz_none;
+	resil__store64(&r->used, 0);
+}
+
+/* A fork's child has one thread: what the others held, nobody holds. */
+static void
+khaz_after_fork(void)
+{
+	khaz *r;
+
+	for (r = khaz_head; r != NULL; r = r->next)
+		if (r != khaz_mine) {
+			r->e = 0;
+			r->used = 0;
+		}
+}
+
+static void
+khaz_init(void)
+{
+#if defined(__linux__) && defined(SYS_membarrier)
+	int q = kmembarrier(MEMBARRIER_CMD_QUERY);
+
+	khaz_fence_ok = q > 0 && (q & MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0 &&
+	    kmembarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
+#endif
+	khaz_key_ok = pthread_key_create(&khaz_key, khaz_give_back) == 0 &&
+	    pthread_atfork(NULL, NULL, khaz_after_fork) == 0;
+}
+
+#if defined(__GNUC__)
+/* Unloaded (dlclose) with threads still holding records: their exits
+ * must not call into unmapped code. */
+__attribute__((destructor)) static void
+khaz_fini(void)
+{
+	if (__atomic_exchange_n(&khaz_key_ok, false, __ATOMIC_ACQ_REL))
+		(void)pthread_key_delete(khaz_key);
+}
+#endif
+
+/* Whether a family made now holds entries by hazard slot: the fence is
+ * registered, threads can give their slots back, and
+ * RESIL_KEYED_NO_MEMBARRIER is unset (or "0"). Decided once per family. */
+static bool
+khaz_family_fenced(void)
+{
+	const char *env = getenv("RESIL_KEYED_NO_MEMBARRIER");
+
+	(void)pthread_once(&khaz_once, khaz_init);
+	if (env != NULL && env[0] != '\0' && strcmp(env, "0") != 0)
+		return false;
+	return khaz_fence_ok && __atomic_load_n(&khaz_key_ok, __ATOMIC_ACQUIRE);
+}
+
+/* This thread's record, taken on its first call to a fenced family; NULL
+ * when none can be had (the caller pins). */
+static KCOLD khaz *
+khaz_join(void)
+{
+	khaz *r;
+
+	if (!__atomic_load_n(&khaz_key_ok, __ATOMIC_ACQUIRE))
+		return NULL;
+	for (r = __atomic_load_n(&khaz_head, __ATOMIC_ACQUIRE); r != NULL;
+	     r = r->next)
+		if (resil__load64(&r->used) == 0 && resil__cas64(&r->used, 0, 1))
+			break;
+	if (r == NULL) {
+		r = aligned_alloc(RESIL__CACHELINE, sizeof(*r));
+		if (r == NULL)
+			return NULL;
+		memset(r, 0, sizeof(*r));
+		r->used = 1;
+		r->next = __atomic_load_n(&khaz_head, __ATOMIC_ACQUIRE);
+		while (!__atomic_compare_exchange_n(&khaz_head, &r->next, r,
+		    false, __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE))
+			;
+	}
+	if (pthread_setspecific(khaz_key, r) != 0) {
+		resil__store64(&r->used, 0);
+		return NULL;
+	}
+	khaz_mine = r;
+	return r;
+}
+
+/* Hold e in slot r: a plain store; the evictor's fence orders it before
+ * the caller's next load (the pin word's). TSan knows no membarrier: its
+ * build makes the store a full fence itself. */
+static inline void
+khaz_set(khaz *r, const kentry *e)
+{
+#if defined(RESIL__TSAN)
+	(void)__atomic_exchange_n(&r->e, (uint64_t)(uintptr_t)e,
+	    __ATOMIC_SEQ_CST);
+#else
+	resil__store64(&r->e, (uint64_t)(uintptr_t)e);
+#endif
+}
+
+/* Let go: what the holder did to the instance before, the evictor sees
+ * after it reads the slot empty (a release). */
+static inline void
+khaz_clear(khaz *r)
+{
+	resil__store64(&r->e, 0);
+}
+
+/* Whether some thread's slot holds e: after the fence, see evict_one. */
+static bool
+khaz_held(const kentry *e)
+{
+	const khaz *r;
+
+	for (r = __atomic_load_n(&khaz_head, __ATOMIC_ACQUIRE); r != NULL;
+	     r = r->next)
+		if (resil__load64(&r->e) == (uint64_t)(uintptr_t)e)
+			return true;
+	return false;
+}
+
+/* A family freed with permits still out: the slots that hold its
+ * entries are let go (else a thread would pin for ever, and another
+ * family's entry made at the same address would never be evicted). */
+static void
+khaz_forget(const kentry *pool, size_t n)
+{
+	khaz *r;
+
+	for (r = __atomic_load_n(&khaz_head, __ATOMIC_ACQUIRE); r != NULL;
+	     r = r->next) {
+		uint64_t e = resil__load64(&r->e);
+
+		if (e >= (uint64_t)(uintptr_t)pool &&
+		    e < (uint64_t)(uintptr_t)(pool + n))
+			(void)resil__cas64(&r->e, e, 0);
+	}
+}
+
+/* A permit's entry word: a kentry * (pinned), or a khaz * + 1 (held in
+ * that slot). */
+#define KPERMIT_SLOT ((uintptr_t)1)
+
+static inline kentry *
+permit_entry(const void *v)
+{
+	uintptr_t u = (uintptr_t)v;
+
+	if (u & KPERMIT_SLOT)
+		return (kentry *)(uintptr_t)resil__load64(
+		    &((khaz *)(u - KPERMIT_SLOT))->e);
+	return (kentry *)u;
+}
+
+/* A slot's low half for entry idx, and the entry of a slot. */
+static inline uint32_t
+slot_low(uint32_t idx)
+{
+	return (idx + 1) * (uint32_t)sizeof(kentry);
+}
+
+static inline kentry *
+slot_entry(const resil_keyed *k, uint64_t s)
+{
+	return (kentry *)(k->pool_base + (uint32_t)s);
+}
+
+_Static_assert((uint64_t)RESIL_KEYED_MAX_KEYS * sizeof(kentry) <= UINT32_MAX,
+    "a slot's low half holds an entry's offset");
+
 /* ---- memory ---- */
 
 static void *
@@ -132,14 +400,16 @@ wfree_fn(void *ptr, size_t size, void *ctx)
 	k->user.free(ptr, size, k->user.ctx);
 }
 
-/* ---- the hash: two multiplies for a short key ----
+/* ---- the hash: one multiply for a key of 8..16 bytes ----
  *
  * Keys of 8 to 16 bytes are read as two 8-byte words, the last one
- * overlapping the first (so a 12-byte host name is two loads); keys of 4..7
- * as two overlapping 4-byte words; 1..3 as three bytes; a longer key folds
- * 16 bytes per multiply first. Then two 64x64->128 multiplies, each folding
- * its product's halves (wyhash's "mum"): the words with the seed, then the
- * length. The slot is taken from the low bits and the tag from the high 32.
+ * overlapping the first (so a 12-byte host name is two loads), and folded
+ * by one 64x64->128 multiply whose product's halves are folded (wyhash's
+ * "mum"): the first word with the seed, the second with a second seed
+ * and the length. Keys of 4..7 are read as two overlapping 4-byte words;
+ * 1..3 as three bytes; a longer key folds 16 bytes per multiply first;
+ * these take two multiplies: the words with the seed, then the length.
+ * The slot is taken from the low bits and the tag from the high 32.
  * Fast, not cryptographic; key_eq() decides. */
 
 static inline uint64_t
@@ -181,15 +451,16 @@ kmum(uint64_t a, uint64_t b)
 #endif
 }
 
-static inline uint64_t
-khash(uint64_t seed, const uint8_t *p, size_t n)
+/* A key longer than 16 bytes or shorter than 8. */
+static KNOINLINE uint64_t
+khash_other(uint64_t seed, const uint8_t *p, size_t n)
 {
 	uint64_t a, b, len = n;
 
-	if (RESIL__LIKELY(n >= 8)) {
+	if (n >= 8) {
 		a = seed;
 		/* Longer than 16: 8-byte words folded in pairs first. */
-		while (RESIL__UNLIKELY(n > 16)) {
+		while (n > 16) {
 			a = kmum(a ^ ld64(p) ^ K1, ld64(p + 8) ^ K2);
 			p += 16;
 			n -= 16;
@@ -211,6 +482,22 @@ khash(uint64_t seed, const uint8_t *p, size_t n)
 	 * spread (the slot is taken from the low bits, the tag from the
 	 * high 32). */
 	return kmum(kmum(a ^ K1, b ^ K2) ^ K3, K1 ^ (len << 56) ^ len);
+}
+
+/* Keys of 8 to 16 bytes (a host name, an id): one multiply of the two
+ * words, each with its own seed, the length in the second. */
+static inline uint64_t
+khash_short(const resil_keyed *k, const uint8_t *p, size_t n)
+{
+	return kmum(ld64(p) ^ k->seed, ld64(p + n - 8) ^ k->seed2 ^ n);
+}
+
+static inline uint64_t
+khash(const resil_keyed *k, const uint8_t *p, size_t n)
+{
+	if (RESIL__LIKELY(n - 8 <= 8))
+		return khash_short(k, p, n);
+	return khash_other(k->seed, p, n);
 }
 
 static inline const uint8_t *
@@ -403,7 +690,7 @@ copy_overrides(resil_keyed *k, const resil_keyed_config *cfg,
 			    "keyed.override[%zu]: the key must be 1..%u bytes",
 			    i, (unsigned)cfg->max_key_len);
 		k->ov[i].o = *o;
-		k->ov[i].hash = khash(k->seed, o->key, o->key_len);
+		k->ov[i].hash = khash(k, o->key, o->key_len);
 		k->ov[i].key = resil__alloc(&k->walloc, o->key_len);
 		if (k->ov[i].key == NULL)
 			return resil__diagf(
@@ -435,7 +722,7 @@ table_size(uint32_t max_keys)
 {
 	uint64_t n = 16;
 
-	while (n < 2 * ((uint64_t)max_keys + 1))
+	while (n < 3 * ((uint64_t)max_keys + 1))
 		n <<= 1;
 	return n;
 }
@@ -457,6 +744,7 @@ alloc_tables(resil_keyed *k, resil_diag *diag)
 	p = ((uintptr_t)k->pool_mem + RESIL__CACHELINE - 1) &
 	    ~(uintptr_t)(RESIL__CACHELINE - 1);
 	k->pool = (kentry *)p;
+	k->pool_base = p - sizeof(kentry);
 	/* Taken from the top of the stack: entry 0 first. */
 	for (i = 0; i < n; i++) {
 		k->pool[i].pin = PIN_DEAD;
@@ -476,6 +764,8 @@ resil_keyed_free(resil_keyed *k)
 	if (k == NULL)
 		return;
 	u = k->user;
+	if (k->pool != NULL && k->fenced)
+		khaz_forget(k->pool, k->cfg.max_keys);
 	if (k->pool != NULL)
 		for (i = 0; i < k->cfg.max_keys; i++) {
 			kentry *e = &k->pool[i];
@@ -546,6 +836,12 @@ keyed_new(resil_keyed **out, const resil_keyed_config *cfg,
 	k->bytes = sizeof(*k);
 	k->seed = cfg->hash_seed != 0 ? cfg->hash_seed
 	                              : UINT64_C(0x6b657965642d7265);
+	k->seed2 = kmum(k->seed ^ K2, K3);
+	k->kmax[cfg->kind] = cfg->max_key_len;
+	k->fenced = khaz_family_fenced();
+	if (k->fenced && cfg->max_key_len >= 8)
+		k->kfast[cfg->kind] =
+		    (cfg->max_key_len < 16 ? cfg->max_key_len : 16) - 7;
 	resil__spin_init(&k->lock);
 	/* Every instance allocates through the family, which counts. */
 	if (cfg->kind == RESIL_KEYED_BREAKER && cfg->breaker.clock != NULL)
@@ -638,19 +934,17 @@ pin(kentry *e)
 		 * (giving up would let the lock's find make a second entry
 		 * for the key). */
 		if (RESIL__LIKELY((w & PIN_COUNT) != PIN_COUNT) &&
-		    resil__cas64(&e->pin, w, (w + 1) | PIN_REF))
+		    resil__cas64(&e->pin, w, (w + 1) & ~PIN_COLD))
 			return true;
 		w = resil__load64(&e->pin);
 	}
 }
 
-/* The n bytes at a and b equal (n >= 1), read as khash() reads them. */
-static inline bool
-key_eq(const uint8_t *a, const uint8_t *b, size_t n)
+/* The n bytes at a and b equal (n >= 1, not 8..16), read as khash()
+ * reads them. */
+static KNOINLINE bool
+key_eq_other(const uint8_t *a, const uint8_t *b, size_t n)
 {
-	if (RESIL__LIKELY(n - 8 <= 8)) /* 8..16 bytes: two words */
-		return ((ld64(a) ^ ld64(b)) |
-		           (ld64(a + n - 8) ^ ld64(b + n - 8))) == 0;
 	if (n >= 8) {
 		while (n > 16) {
 			if (ld64(a) != ld64(b))
@@ -669,19 +963,22 @@ key_eq(const uint8_t *a, const uint8_t *b, size_t n)
 	return a[0] == b[0] && a[n >> 1] == b[n >> 1] && a[n - 1] == b[n - 1];
 }
 
+/* e holds key. 8..16 bytes (inline in the entry): two overlapping 8-byte
+ * words each. The slot's tag was the hash's high half already: the key
+ * decides. */
 static inline bool
-same_key(const kentry *e, uint64_t h, const void *key, size_t len)
+same_key(const kentry *e, const void *key, size_t len)
 {
-	/* The slot's tag was h's high half already: the key decides. */
-	(void)h;
-	return e->len == len && key_eq(kbytes(e), key, len);
-}
+	const uint8_t *b = key;
 
-#if defined(__GNUC__)
-#define KINLINE inline __attribute__((always_inline))
-#else
-#define KINLINE inline
-#endif
+	if (e->len != len)
+		return false;
+	if (RESIL__LIKELY(len - 8 <= 8))
+		return ((ld64(e->k.small) ^ ld64(b)) |
+		           (ld64(e->k.small + len - 8) ^ ld64(b + len - 8))) ==
+		    0;
+	return key_eq_other(kbytes(e), b, len);
+}
 
 /* key's entry, pinned, or NULL (absent, or missed while the table
  * changed: the caller then finds again under the lock). */
@@ -699,12 +996,108 @@ find(resil_keyed *k, uint64_t h, const void *key, size_t len)
 			return NULL;
 		if ((s >> 32) != tag)
 			continue;
-		e = &k->pool[(uint32_t)s - 1];
+		e = slot_entry(k, s);
 		if (!pin(e))
 			continue;
-		if (same_key(e, h, key, len))
+		if (same_key(e, key, len))
 			return e;
 		unpin(e);
+	}
+}
+
+/* key's entry, held in this thread's slot r (empty on entry), or NULL
+ * with r empty (absent, or missed while the table changed). A DEAD entry
+ * may stay in r until the next store: an evictor that sees it there
+ * only keeps it a while longer. */
+static KINLINE kentry *
+find_held(resil_keyed *k, uint64_t h, const void *key, size_t len, khaz *r)
+{
+	uint64_t i = h & k->mask, s, w;
+	uint64_t tag = h >> 32;
+
+	for (;; i = (i + 1) & k->mask) {
+		kentry *e;
+
+		s = resil__load64(&k->slots[i]);
+		if (RESIL__UNLIKELY(s == 0)) {
+			khaz_clear(r);
+			return NULL;
+		}
+		if ((s >> 32) != tag)
+			continue;
+		e = slot_entry(k, s);
+		khaz_set(r, e);
+		w = resil__load64(&e->pin);
+		if (RESIL__UNLIKELY((w & (PIN_DEAD | PIN_COLD)) != 0)) {
+			if (w & PIN_DEAD)
+				continue;
+			/* Used since the hand passed: once per pass. */
+			(void)resil__cas64(&e->pin, w, w & ~PIN_COLD);
+		}
+		if (RESIL__LIKELY(same_key(e, key, len)))
+			return e;
+	}
+}
+
+/* Makes x a value the compiler cannot see through: a key's address and
+ * length so marked are not kept as key + len - 8 in a register of their
+ * own across the probe (a callee-saved one, saved and restored on every
+ * call); an address mode makes it again where it is read. */
+static inline size_t
+kfresh_len(size_t x)
+{
+#if defined(__GNUC__)
+	__asm__("" : "+r"(x));
+#endif
+	return x;
+}
+
+static inline const void *
+kfresh_key(const void *x)
+{
+#if defined(__GNUC__)
+	__asm__("" : "+r"(x));
+#endif
+	return x;
+}
+
+/* find_held() for a key of 8..16 bytes (inline in its entry). The probe
+ * walks by adding 1 to h itself (its low bits are the slot): once in 2^32
+ * probes the carry changes the tag, and the find only misses (the lock's
+ * find then decides). The key and its length are the caller's own
+ * variables (kfresh_key(), kfresh_len()). */
+static KINLINE kentry *
+find_short(resil_keyed *k, uint64_t h, const void **keyp, size_t *lenp,
+    khaz *r)
+{
+	uint64_t s, w;
+
+	for (;; h++) {
+		kentry *e;
+
+		s = resil__load64(&k->slots[h & k->mask]);
+		if (RESIL__UNLIKELY(s == 0)) {
+			khaz_clear(r);
+			return NULL;
+		}
+		if (((s ^ h) >> 32) != 0)
+			continue;
+		e = slot_entry(k, s);
+		khaz_set(r, e);
+		w = resil__load64(&e->pin);
+		if (RESIL__UNLIKELY((w & (PIN_DEAD | PIN_COLD)) != 0)) {
+			if (w & PIN_DEAD)
+				continue;
+			(void)resil__cas64(&e->pin, w, w & ~PIN_COLD);
+		}
+		*keyp = kfresh_key(*keyp);
+		*lenp = kfresh_len(*lenp);
+		if (RESIL__LIKELY(((ld64(e->k.small) ^ ld64(*keyp)) |
+		                      (ld64(e->k.small + *lenp - 8) ^
+		                          ld64((const uint8_t *)*keyp + *lenp -
+		                              8)) |
+		                      (e->len ^ *lenp)) == 0))
+			return e;
 	}
 }
 
@@ -717,7 +1110,7 @@ slot_insert(resil_keyed *k, uint64_t h, uint32_t idx)
 
 	while (k->slots[i] != 0)
 		i = (i + 1) & k->mask;
-	resil__store64(&k->slots[i], (h >> 32) << 32 | ((uint64_t)idx + 1));
+	resil__store64(&k->slots[i], (h >> 32) << 32 | slot_low(idx));
 }
 
 /* Remove entry idx's slot, shifting the run after it back. */
@@ -726,14 +1119,14 @@ slot_remove(resil_keyed *k, uint32_t idx)
 {
 	uint64_t i = k->pool[idx].hash & k->mask, j, home, s;
 
-	while ((uint32_t)k->slots[i] != idx + 1)
+	while ((uint32_t)k->slots[i] != slot_low(idx))
 		i = (i + 1) & k->mask;
 	for (j = i;;) {
 		j = (j + 1) & k->mask;
 		s = k->slots[j];
 		if (s == 0)
 			break;
-		home = k->pool[(uint32_t)s - 1].hash & k->mask;
+		home = slot_entry(k, s)->hash & k->mask;
 		/* s may move to i when its home is not in (i, j]. */
 		if (i <= j ? (home <= i || home > j) : (home <= i && home > j)) {
 			resil__store64(&k->slots[i], s);
@@ -767,15 +1160,26 @@ evict_one(resil_keyed *k, uint32_t *idx, pending *pe)
 		k->hand = i + 1 == k->cfg.max_keys ? 0 : i + 1;
 		if ((w & (PIN_DEAD | PIN_COUNT)) != 0)
 			continue;
-		if (w & PIN_REF) {
-			(void)resil__cas64(&e->pin, w, w & ~PIN_REF);
+		if ((w & PIN_COLD) == 0) {
+			(void)resil__cas64(&e->pin, w, w | PIN_COLD);
 			continue;
 		}
 		if (protected_entry(k, e) ||
 		    !resil__cas64(&e->pin, w, w | PIN_DEAD))
 			continue;
-		/* Nobody can pin it now, so nothing changes it: look again,
-		 * a call may have ended between the first look and the CAS. */
+		/* Nobody can pin it now. In a fenced family a thread may have
+		 * it in its slot: after every thread passed a full fence, a
+		 * slot that does not hold it now never will (its reader sees
+		 * DEAD), and one that held it let go of it (a release). A
+		 * failed fence keeps it. */
+		if (k->fenced && (kmembarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) !=
+		                         0 ||
+		                     khaz_held(e))) {
+			resil__store64(&e->pin, w);
+			continue;
+		}
+		/* Nothing changes it now: look again, a call may have ended
+		 * between the first look and the CAS. */
 		if (protected_entry(k, e)) {
 			resil__store64(&e->pin, w);
 			continue;
@@ -851,7 +1255,7 @@ fill(resil_keyed *k, uint32_t idx, uint64_t h, const void *key, size_t len)
 	/* Publish: the fields above before the pin word, the pin word before
 	 * the slot. */
 	resil__store64(&e->pin,
-	    ((resil__load64(&e->pin) & ~(PIN_GEN - 1)) + PIN_GEN) | PIN_REF |
+	    ((resil__load64(&e->pin) & ~(PIN_GEN - 1)) + PIN_GEN) |
 	        1);
 	slot_insert(k, h, idx);
 	return RESIL_OK;
@@ -932,36 +1336,63 @@ get_slow(resil_keyed *k, uint64_t h, const void *key, size_t len,
 }
 
 /* A key's call is refused before any lookup: no family, no key, an empty
- * or too long key (len - 1 < max_len tests 1..max_key_len at once), or a
- * family of another kind. */
+ * or too long key, or a family of another kind (len - 1 < kmax[kind]
+ * tests 1..max_key_len and the kind at once). */
 static KINLINE bool
 bad_key(const resil_keyed *k, const void *key, size_t len,
     resil_keyed_kind kind)
 {
-	return k == NULL || key == NULL || len - 1 >= k->max_len ||
-	    k->kind != kind;
+	return k == NULL || key == NULL || len - 1 >= k->kmax[kind];
 }
 
-/* The rest of a breaker acquire on a pinned entry that the fast grant did
- * not answer: the full acquire; the entry is let go on a refusal. */
-static resil_err
-breaker_acquire_entry(kentry *e, resil_keyed_permit *permit)
+/* A permit's entry, held in slot r, or pinned (r NULL). */
+static inline void *
+permit_word(kentry *e, khaz *r)
+{
+	return r != NULL ? (void *)((uintptr_t)r | KPERMIT_SLOT) : (void *)e;
+}
+
+/* Let go of what permit->entry holds. */
+static inline void
+permit_let_go(resil_keyed_permit *permit, kentry *e)
+{
+	uintptr_t u = (uintptr_t)permit->entry;
+
+	permit->entry = NULL;
+	if (u & KPERMIT_SLOT)
+		khaz_clear((khaz *)(u - KPERMIT_SLOT));
+	else
+		unpin(e);
+}
+
+/* The rest of a breaker acquire on an entry held (in slot r, or pinned
+ * when r is NULL) that the fast grant did not answer: the full acquire;
+ * the entry is let go on a refusal. */
+static KNOINLINE resil_err
+breaker_acquire_entry(kentry *e, khaz *r, resil_keyed_permit *permit)
 {
 	resil_err err = resil_breaker_acquire(e->inst, &permit->permit);
 
-	if (err != RESIL_OK) {
-		permit->entry = NULL;
-		unpin(e);
-	}
+	permit->entry = permit_word(e, r);
+	if (err != RESIL_OK)
+		permit_let_go(permit, e);
 	return err;
 }
 
-/* A key the lock-free find did not see: found or made under the lock. */
-#if defined(__GNUC__)
-__attribute__((noinline))
-#endif
+/* A pinned entry's acquire. */
 static resil_err
-breaker_acquire_slow(resil_keyed *k, uint64_t h, const void *key,
+breaker_acquire_pinned(kentry *e, resil_keyed_permit *permit)
+{
+	if (resil__breaker_grant_fast(e->acq_word, &permit->permit)) {
+		permit->entry = e;
+		return RESIL_OK;
+	}
+	return breaker_acquire_entry(e, NULL, permit);
+}
+
+/* A key the lock-free find did not see: found or made under the lock. */
+static KNOINLINE resil_err
+breaker_acquire_new(resil_keyed *k, uint64_t h, const void *key,
     size_t len, resil_keyed_permit *permit)
 {
 	resil_err err = RESIL_E_NOMEM;
@@ -969,61 +1400,123 @@ breaker_acquire_slow(resil_keyed *k, uint64_t h, const void *key,
 
 	if (e == NULL)
 		return err;
-	permit->entry = e;
-	if (resil__breaker_grant_fast(e->acq_word, &permit->permit))
-		return RESIL_OK;
-	return breaker_acquire_entry(e, permit);
+	return breaker_acquire_pinned(e, permit);
+}
+
+/* The fast case's miss (the hash again: the fast path keeps no copy). */
+static KNOINLINE resil_err
+breaker_acquire_missed(
+    resil_keyed *k, const void *key, size_t len, resil_keyed_permit *permit)
+{
+	return breaker_acquire_new(k, khash(k, key, len), key, len, permit);
+}
+
+/* A call that pins: a family without the fence, a thread whose slot is
+ * busy (it holds a permit: nested calls) or that has none yet (its
+ * first call takes one for the next). */
+static KNOINLINE resil_err
+breaker_acquire_pin(resil_keyed *k, uint64_t h, const void *key,
+    size_t len, resil_keyed_permit *permit)
+{
+	kentry *e;
+
+	if (k->fenced && khaz_mine == &khaz_none)
+		(void)khaz_join();
+	e = find(k, h, key, len);
+	if (e == NULL)
+		return breaker_acquire_new(k, h, key, len, permit);
+	return breaker_acquire_pinned(e, permit);
 }
 
 /* ---- breakers ---- */
 
+/* Every acquire but the fast case's (see resil_keyed_breaker_acquire()):
+ * the checks, then by slot where the thread's is free, else pinned. */
+static KNOINLINE resil_err
+breaker_acquire_any(resil_keyed *k, const void *key, size_t key_len,
+    resil_keyed_permit *permit)
+{
+	uint64_t h;
+	kentry *e;
+	khaz *r;
+
+	if (permit == NULL || bad_key(k, key, key_len, RESIL_KEYED_BREAKER))
+		return RESIL_E_INVAL;
+	h = khash(k, key, key_len);
+	r = khaz_mine;
+	if (!k->fenced || resil__load64(&r->e) != 0)
+		return breaker_acquire_pin(k, h, key, key_len, permit);
+	e = find_held(k, h, key, key_len, r);
+	if (e == NULL)
+		return breaker_acquire_new(k, h, key, key_len, permit);
+	if (resil__breaker_grant_fast(e->acq_word, &permit->permit)) {
+		permit->entry = (void *)((uintptr_t)r | KPERMIT_SLOT);
+		return RESIL_OK;
+	}
+	return breaker_acquire_entry(e, r, permit);
+}
+
+/* The fast case: a key of 8..16 bytes in a fenced family (one test,
+ * kfast) on a thread whose slot is free, found; everything else goes to
+ * breaker_acquire_any(), a new key to the lock. */
 resil_err
 resil_keyed_breaker_acquire(resil_keyed *k, const void *key, size_t key_len,
     resil_keyed_permit *permit)
 {
 	uint64_t h;
 	kentry *e;
+	khaz *r;
 
-	if (RESIL__UNLIKELY(permit == NULL ||
-	        bad_key(k, key, key_len, RESIL_KEYED_BREAKER)))
-		return RESIL_E_INVAL;
-	h = khash(k->seed, key, key_len);
-	e = find(k, h, key, key_len);
+	if (RESIL__UNLIKELY(k == NULL || key == NULL || permit == NULL ||
+	        key_len - 8 >= k->kfast[RESIL_KEYED_BREAKER]))
+		return breaker_acquire_any(k, key, key_len, permit);
+	r = khaz_mine;
+	if (RESIL__UNLIKELY(resil__load64(&r->e) != 0))
+		return breaker_acquire_any(k, key, key_len, permit);
+	h = khash_short(k, key, key_len);
+	e = find_short(k, h, &key, &key_len, r);
 	if (RESIL__UNLIKELY(e == NULL))
-		return breaker_acquire_slow(k, h, key, key_len, permit);
-	permit->entry = e;
+		return breaker_acquire_missed(k, key, key_len, permit);
 	if (RESIL__LIKELY(
-	        resil__breaker_grant_fast(e->acq_word, &permit->permit)))
+	        resil__breaker_grant_fast(e->acq_word, &permit->permit))) {
+		permit->entry = (void *)((uintptr_t)r | KPERMIT_SLOT);
 		return RESIL_OK;
-	return breaker_acquire_entry(e, permit);
+	}
+	return breaker_acquire_entry(e, r, permit);
 }
 
 /* Let the permit's entry go unless err says the permit was not used. */
 static inline resil_err
 let_go(resil_keyed_permit *permit, kentry *e, resil_err err)
 {
-	if (err != RESIL_E_INVAL) {
-		permit->entry = NULL;
-		unpin(e);
-	}
+	if (err != RESIL_E_INVAL)
+		permit_let_go(permit, e);
 	return err;
 }
 
-resil_err
-resil_keyed_breaker_record(
+/* A permit's entry; NULL for a permit that holds none (zeroed, spent, or
+ * a copy of one recorded already). */
+static inline kentry *
+permit_held(const resil_keyed *k, const resil_keyed_permit *permit)
+{
+	if (k == NULL || permit == NULL || permit->entry == NULL)
+		return NULL;
+	return permit_entry(permit->entry);
+}
+
+/* Every record but a slot-held permit's success that changes nothing. */
+static KNOINLINE resil_err
+breaker_record_full(
     resil_keyed *k, resil_keyed_permit *permit, resil_outcome outcome)
 {
-	kentry *e;
+	kentry *e = permit_held(k, permit);
 
-	if (RESIL__UNLIKELY(k == NULL || permit == NULL ||
-	        permit->entry == NULL))
+	if (e == NULL)
 		return RESIL_E_INVAL;
-	e = permit->entry;
-	if (RESIL__LIKELY(outcome == RESIL_OUTCOME_SUCCESS &&
-	        resil__breaker_success_fast(
-	            e->st, e->streak, &permit->permit, false))) {
-		permit->entry = NULL;
-		unpin(e);
+	if (outcome == RESIL_OUTCOME_SUCCESS &&
+	    resil__breaker_success_fast(
+	        e->st, e->streak, &permit->permit, false)) {
+		permit_let_go(permit, e);
 		return RESIL_OK;
 	}
 	return let_go(permit, e,
@@ -1031,14 +1524,39 @@ resil_keyed_breaker_record(
 }
 
 resil_err
+resil_keyed_breaker_record(
+    resil_keyed *k, resil_keyed_permit *permit, resil_outcome outcome)
+{
+	uintptr_t u;
+	khaz *r;
+	kentry *e;
+
+	if (RESIL__UNLIKELY(k == NULL || permit == NULL))
+		return RESIL_E_INVAL;
+	u = (uintptr_t)permit->entry;
+	if (RESIL__LIKELY((u & KPERMIT_SLOT) != 0 &&
+	        outcome == RESIL_OUTCOME_SUCCESS)) {
+		r = (khaz *)(u - KPERMIT_SLOT);
+		e = (kentry *)(uintptr_t)resil__load64(&r->e);
+		if (RESIL__LIKELY(e != NULL &&
+		        resil__breaker_success_fast(
+		            e->st, e->streak, &permit->permit, false))) {
+			permit->entry = NULL;
+			khaz_clear(r);
+			return RESIL_OK;
+		}
+	}
+	return breaker_record_full(k, permit, outcome);
+}
+
+resil_err
 resil_keyed_breaker_record_duration(resil_keyed *k,
     resil_keyed_permit *permit, resil_outcome outcome, uint64_t duration)
 {
-	kentry *e;
+	kentry *e = permit_held(k, permit);
 
-	if (k == NULL || permit == NULL || permit->entry == NULL)
+	if (e == NULL)
 		return RESIL_E_INVAL;
-	e = permit->entry;
 	return let_go(permit, e,
 	    resil_breaker_record_duration(
 	        e->inst, &permit->permit, outcome, duration));
@@ -1047,11 +1565,10 @@ resil_keyed_breaker_record_duration(resil_keyed *k,
 resil_err
 resil_keyed_breaker_release(resil_keyed *k, resil_keyed_permit *permit)
 {
-	kentry *e;
+	kentry *e = permit_held(k, permit);
 
-	if (k == NULL || permit == NULL || permit->entry == NULL)
+	if (e == NULL)
 		return RESIL_E_INVAL;
-	e = permit->entry;
 	return let_go(
 	    permit, e, resil_breaker_release(e->inst, &permit->permit));
 }
@@ -1068,7 +1585,7 @@ get(resil_keyed *k, const void *key, size_t len, resil_keyed_kind kind,
 		*err = RESIL_E_INVAL;
 		return NULL;
 	}
-	h = khash(k->seed, key, len);
+	h = khash(k, key, len);
 	e = find(k, h, key, len);
 	if (RESIL__LIKELY(e != NULL))
 		return e;
@@ -1077,18 +1594,71 @@ get(resil_keyed *k, const void *key, size_t len, resil_keyed_kind kind,
 
 /* ---- rate limiters ---- */
 
-resil_err
-resil_keyed_ratelimit_try_acquire(resil_keyed *k, const void *key,
-    size_t key_len, uint32_t permits, uint64_t *retry_after)
+/* A rate limiter's call that pins (see breaker_acquire_pin()). */
+static KNOINLINE resil_err
+ratelimit_pin(resil_keyed *k, uint64_t h, const void *key, size_t len,
+    uint32_t permits, uint64_t *retry_after)
 {
 	resil_err err = RESIL_E_NOMEM;
 	kentry *e;
 
-	e = get(k, key, key_len, RESIL_KEYED_RATELIMIT, &err);
-	if (RESIL__UNLIKELY(e == NULL))
+	if (k->fenced && khaz_mine == &khaz_none)
+		(void)khaz_join();
+	e = find(k, h, key, len);
+	if (e == NULL)
+		e = get_slow(k, h, key, len, &err);
+	if (e == NULL)
 		return err;
 	err = resil_ratelimit_try_acquire(e->inst, permits, retry_after);
 	unpin(e);
+	return err;
+}
+
+/* Every call but the fast case's (see breaker_acquire_any()). */
+static KNOINLINE resil_err
+ratelimit_any(resil_keyed *k, const void *key, size_t key_len,
+    uint32_t permits, uint64_t *retry_after)
+{
+	resil_err err;
+	uint64_t h;
+	kentry *e;
+	khaz *r;
+
+	if (bad_key(k, key, key_len, RESIL_KEYED_RATELIMIT))
+		return RESIL_E_INVAL;
+	h = khash(k, key, key_len);
+	r = khaz_mine;
+	if (!k->fenced || resil__load64(&r->e) != 0)
+		return ratelimit_pin(k, h, key, key_len, permits, retry_after);
+	e = find_held(k, h, key, key_len, r);
+	if (e == NULL)
+		return ratelimit_pin(k, h, key, key_len, permits, retry_after);
+	err = resil_ratelimit_try_acquire(e->inst, permits, retry_after);
+	khaz_clear(r);
+	return err;
+}
+
+resil_err
+resil_keyed_ratelimit_try_acquire(resil_keyed *k, const void *key,
+    size_t key_len, uint32_t permits, uint64_t *retry_after)
+{
+	resil_err err;
+	uint64_t h;
+	kentry *e;
+	khaz *r;
+
+	if (RESIL__UNLIKELY(k == NULL || key == NULL ||
+	        key_len - 8 >= k->kfast[RESIL_KEYED_RATELIMIT]))
+		return ratelimit_any(k, key, key_len, permits, retry_after);
+	r = khaz_mine;
+	if (RESIL__UNLIKELY(resil__load64(&r->e) != 0))
+		return ratelimit_any(k, key, key_len, permits, retry_after);
+	h = khash_short(k, key, key_len);
+	e = find_short(k, h, &key, &key_len, r);
+	if (RESIL__UNLIKELY(e == NULL))
+		return ratelimit_any(k, key, key_len, permits, retry_after);
+	err = resil_ratelimit_try_acquire(e->inst, permits, retry_after);
+	khaz_clear(r);
 	return err;
 }
 
@@ -1125,11 +1695,10 @@ resil_keyed_bulkhead_try_acquire(resil_keyed *k, const void *key,
 resil_err
 resil_keyed_bulkhead_release(resil_keyed *k, resil_keyed_permit *permit)
 {
-	kentry *e;
+	kentry *e = permit_held(k, permit);
 
-	if (k == NULL || permit == NULL || permit->entry == NULL)
+	if (e == NULL)
 		return RESIL_E_INVAL;
-	e = permit->entry;
 	return let_go(permit, e, resil_bulkhead_release(e->inst));
 }
 
@@ -1137,11 +1706,10 @@ resil_err
 resil_keyed_bulkhead_complete(resil_keyed *k, resil_keyed_permit *permit,
     resil_outcome outcome, uint64_t latency)
 {
-	kentry *e;
+	kentry *e = permit_held(k, permit);
 
-	if (k == NULL || permit == NULL || permit->entry == NULL)
+	if (e == NULL)
 		return RESIL_E_INVAL;
-	e = permit->entry;
 	return let_go(permit, e,
 	    resil_bulkhead_complete(e->inst, outcome, latency));
 }
@@ -1167,11 +1735,10 @@ resil_err
 resil_keyed_throttle_report(resil_keyed *k, resil_keyed_permit *permit,
     resil_throttle_result result)
 {
-	kentry *e;
+	kentry *e = permit_held(k, permit);
 
-	if (k == NULL || permit == NULL || permit->entry == NULL)
+	if (e == NULL)
 		return RESIL_E_INVAL;
-	e = permit->entry;
 	return let_go(permit, e, resil_throttle_report(e->inst, result));
 }
 
@@ -1203,7 +1770,7 @@ resil_keyed_with(resil_keyed *k, const void *key, size_t key_len,
 	if (k == NULL || key == NULL || fn == NULL || key_len == 0 ||
 	    key_len > k->cfg.max_key_len)
 		return RESIL_E_INVAL;
-	h = khash(k->seed, key, key_len);
+	h = khash(k, key, key_len);
 	e = find(k, h, key, key_len);
 	if (e == NULL) {
 		resil__spin_lock(&k->lock);

@@ -31,7 +31,7 @@
  * the overflow without one, so that a family full of protected keys costs
  * at most about 128 looks per new key.
  *
- * Memory: fixed at creation for the table (16 to 32 bytes per key of
+ * Memory: fixed at creation for the table (24 to 48 bytes per key of
  * max_keys) and the entries (128 bytes each, a key of up to 72 bytes
  * inline), plus, per live key, its instance (resil_keyed_metrics.
  * instance_bytes: about 1.2 KiB for the default breaker, a count window of
@@ -41,12 +41,22 @@
  * Thread safety: every function except _new and _free may run concurrently
  * on one family from any number of threads; _new and _free must not
  * overlap any other call on the same family. Finding an existing key takes
- * no lock, allocates nothing and makes no system call (one hash of the key,
- * a probe of the table and one compare-and-swap on the key's entry, then
- * the instance's own path). A key's first use, an eviction and an overflow
- * take the family's lock and allocate. Concurrent first uses of one key
- * make exactly one instance. A key holds at most 2^24 - 1 permits and
- * finds at once; one more waits (spins) for one of them to end. The listener is called after the change took
+ * no lock, allocates nothing and makes no system call: one hash of the key
+ * and a probe of the table, then the instance's own path. A breaker's
+ * acquire and a rate limiter's try_acquire hold the key's entry in the
+ * calling thread's hazard slot (a plain store, no locked instruction; a
+ * breaker permit keeps it until it is recorded or released, on any
+ * thread) where the family was made with membarrier(2)'s private
+ * expedited fence; elsewhere, on a thread's first call (which takes its
+ * slot: 64 bytes from malloc, kept for the process and reused by later
+ * threads), in a call made while the thread holds a permit already, and
+ * for handles, bulkheads and throttles, the entry is pinned by one
+ * compare-and-swap. RESIL_KEYED_NO_MEMBARRIER set (not "0") in the
+ * environment when a family is made makes it pin always. A key's first
+ * use, an eviction (one membarrier system call in a fenced family) and an
+ * overflow take the family's lock and allocate. Concurrent first uses of
+ * one key make exactly one instance. A key holds at most 2^24 - 1 pins at
+ * once; one more waits (spins) for one of them to end. The listener is called after the change took
  * effect, outside the lock, on the thread that made it; it must not free
  * the family.
  */
@@ -201,7 +211,8 @@ RESIL_API resil_err resil_keyed_new(
     resil_keyed **out, const resil_keyed_config *cfg, resil_diag *diag);
 
 /* Release k, every instance and every key. NULL is a harmless no-op.
- * Permits still out must not be used after this. */
+ * Permits still out must not be used after this (the threads' slots they
+ * held are let go). */
 RESIL_API void resil_keyed_free(resil_keyed *k);
 
 /* This family's kind. */
