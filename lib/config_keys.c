@@ -256,6 +256,9 @@ static const keydef keys[] = {
 	    keyed[1].max_keys, 0, RESIL_KEYED_MAX_KEYS),
 	INT("ratelimit.key.max_key_len", K_U32, ST_RATELIMIT, 0,
 	    keyed[1].max_key_len, 0, RESIL_KEYED_MAX_KEY_LEN),
+	/* h3/kshm2: the rate limiter family in a region (shm:REGION/NAME). */
+	INT("ratelimit.key.shared", K_SHARED, ST_RATELIMIT, 0, keyed[1].shared,
+	    0, 0),
 	INT("bulkhead.key", K_KEYSRC, ST_BULKHEAD, 0, keyed[2].key, 0, 0),
 	INT("bulkhead.key.max_keys", K_U32, ST_BULKHEAD, 0, keyed[2].max_keys,
 	    0, RESIL_KEYED_MAX_KEYS),

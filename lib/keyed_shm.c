@@ -1,6 +1,7 @@
 /*
- * Keyed breaker families in a shared-memory region (issue 41): the
- * processes of one host share key K's breaker.
+ * Keyed breaker and rate limiter families in a shared-memory region
+ * (issue 41): the processes of one host share key K's breaker, or key
+ * K's rate limiter (h3/kshm2).
  *
  * The table, one region object (lib/shm.c's entry of kind keyed):
  *
@@ -14,6 +15,16 @@
  *            overflow breaker, never a key's
  *   index    an open-addressed table of 2^n words (at least twice the
  *            slots): the hash's high 32 bits and the slot + 1
+ *
+ * A rate limiter family's table (its head's kind KSHM_RATELIMIT, a region
+ * entry of its own kind) is the same but for its slots: the header, which
+ * also records the rate, period and burst its claimer gave the key (the
+ * family's, or the key's keyed.override), and the key's GCRA state as
+ * resil_shm_ratelimit() places it (lib/limit_shared.h), 256 bytes a slot.
+ * A process attaching to a slot with other settings for its key is
+ * refused (every process must agree). Its reclaim protection is the
+ * local family's: a slot is reclaimable only when its limiter holds its
+ * full burst, so churning keys never resets a limit.
  *
  * Each process's resil_keyed is an ordinary family (lib/keyed.c) whose
  * instances are made here (lib/keyed_maker.h): a key's instance is a
@@ -61,12 +72,23 @@
 #include "internal.h"
 #include "keyed_maker.h"
 #include "keyed_shm_table.h"
+#include "limit_shared.h"
 #include "proc.h"
 #include "shm_internal.h"
 
 /* Tests only: called by a claimer after it tagged its slot and wrote the
  * key, before the slot is READY (NULL in production). */
 void (*resil__kshm_claim_hook)(void);
+
+/* A rate limiter family's keyed.override, copied (h3/kshm2): the maker
+ * is given the family's settings, not the key's. */
+typedef struct kov {
+	uint8_t key[RESIL_SHM_KEYED_KEY_MAX];
+	uint32_t len;
+	uint32_t rate;
+	uint64_t period_ns;
+	uint32_t burst;
+} kov;
 
 /* This process's view of one table (the ctx of lib/keyed_maker.h). */
 typedef struct kfam {
@@ -77,6 +99,8 @@ typedef struct kfam {
 	unsigned slot;
 	char name[64];
 	resil_shm *own; /* a region the family opened and closes (NULL: not) */
+	kov *ov;        /* a rate limiter family's overrides */
+	size_t n_ov;
 } kfam;
 
 /* ---- the hash (not the local family's: its seed is the table's) ---- */
@@ -217,12 +241,100 @@ kshm_unlock(const kfam *f)
 
 /* ---- slots ---- */
 
+/* The settings this process gives slot i's key: the family's, or its
+ * keyed.override's (the overflow slot: the family's). */
+static void
+rate_cfg(const kfam *f, const resil_keyed_config *cfg, uint64_t i,
+    resil_ratelimit_config *rl)
+{
+	const kshm_slot *s = slot_at(f->head, i);
+	size_t k;
+
+	*rl = cfg->ratelimit;
+	if (i >= f->head->max_keys)
+		return;
+	for (k = 0; k < f->n_ov; k++) {
+		const kov *o = &f->ov[k];
+
+		if (o->len != s->len || memcmp(o->key, s->key, o->len) != 0)
+			continue;
+		if (o->rate != 0)
+			rl->rate = o->rate;
+		if (o->period_ns != 0)
+			rl->period_ns = o->period_ns;
+		if (o->burst != 0)
+			rl->burst = o->burst;
+		return;
+	}
+}
+
+/* A handle on slot i's rate limiter; init: the claimer records its
+ * settings, else they must be the slot's. */
+static resil_err
+rate_attach(const kfam *f, const resil_keyed_config *cfg, uint64_t i,
+    bool init, void **out, resil_diag *diag)
+{
+	kshm_slot *s = slot_at(f->head, i);
+	resil_ratelimit_config rl;
+
+	rate_cfg(f, cfg, i, &rl);
+	if (init) {
+		resil__store64(&s->rl_rate, rl.rate);
+		resil__store64(&s->rl_period, rl.period_ns);
+		resil__store64(&s->rl_burst, rl.burst);
+	} else if (resil__load64(&s->rl_rate) != rl.rate ||
+	    resil__load64(&s->rl_period) != rl.period_ns ||
+	    resil__load64(&s->rl_burst) != rl.burst)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "shm keyed: family %s: %s%.*s%s's rate limiter has rate "
+		    "%llu per %llu ns, burst %llu; this process gives it "
+		    "rate %u per %llu ns, burst %u (every process must "
+		    "have the same ratelimit and keyed.override settings)",
+		    f->name, i < f->head->max_keys ? "key \"" : "the overflow",
+		    i < f->head->max_keys ? (int)s->len : 0, (const char *)s->key,
+		    i < f->head->max_keys ? "\"" : "",
+		    (unsigned long long)resil__load64(&s->rl_rate),
+		    (unsigned long long)resil__load64(&s->rl_period),
+		    (unsigned long long)resil__load64(&s->rl_burst),
+		    (unsigned)rl.rate, (unsigned long long)rl.period_ns,
+		    (unsigned)rl.burst);
+	return resil__ratelimit_new_shared(
+	    (resil_ratelimit **)out, &rl, bmem(f->head, i), init, diag);
+}
+
 static resil_err
 attach(const kfam *f, const resil_keyed_config *cfg, uint64_t i, bool init,
-    resil_breaker **out, resil_diag *diag)
+    void **out, resil_diag *diag)
 {
-	return resil__breaker_new_shared(out, &cfg->breaker, bmem(f->head, i),
-	    init, f->procs, f->slot, diag);
+	if (f->head->kind == KSHM_RATELIMIT)
+		return rate_attach(f, cfg, i, init, out, diag);
+	return resil__breaker_new_shared((resil_breaker **)out, &cfg->breaker,
+	    bmem(f->head, i), init, f->procs, f->slot, diag);
+}
+
+/* Whether slot i's rate limiter holds less than its full burst (read with
+ * the settings the slot records); a state that cannot be read does. */
+static bool
+rate_protected(const kfam *f, const resil_keyed_config *cfg, uint64_t i)
+{
+	const kshm_slot *s = slot_at(f->head, i);
+	resil_ratelimit_config rl = cfg->ratelimit;
+	resil_ratelimit_metrics m;
+	resil_ratelimit *r;
+	bool prot = true;
+
+	rl.rate = (uint32_t)resil__load64(&s->rl_rate);
+	rl.period_ns = resil__load64(&s->rl_period);
+	rl.burst = (uint32_t)resil__load64(&s->rl_burst);
+	rl.reserve_critical = 0;
+	rl.reserve_default = 0;
+	if (resil__ratelimit_new_shared(&r, &rl, bmem(f->head, i), false,
+	        NULL) != RESIL_OK)
+		return true;
+	if (resil_ratelimit_get_metrics(r, &m) == RESIL_OK)
+		prot = m.available < m.burst;
+	resil_ratelimit_free(r);
+	return prot;
 }
 
 /* Whether slot i's breaker is one a fresh breaker would not equal (the
@@ -233,12 +345,16 @@ slot_protected(const kfam *f, const resil_keyed_config *cfg, uint64_t i)
 	uint64_t w = resil__load64((const uint64_t *)bmem(f->head, i));
 	resil_breaker_metrics m;
 	resil_breaker *b;
+	void *vb;
 	bool prot = true;
 
+	if (f->head->kind == KSHM_RATELIMIT)
+		return rate_protected(f, cfg, i);
 	if ((w & (W_STATE_MASK | W_TRANSIT)) != RESIL_BREAKER_CLOSED)
 		return true;
-	if (attach(f, cfg, i, false, &b, NULL) != RESIL_OK)
+	if (attach(f, cfg, i, false, &vb, NULL) != RESIL_OK)
 		return true;
+	b = vb;
 	if (resil_breaker_get_metrics(b, &m) == RESIL_OK)
 		prot = m.state != RESIL_BREAKER_CLOSED ||
 		    m.window_failures != 0 || m.window_slow != 0 ||
@@ -333,7 +449,7 @@ take_slot(const kfam *f, const resil_keyed_config *cfg)
 /* Under the lock: claim a slot for key and attach to it (init). */
 static resil_err
 claim(const kfam *f, const resil_keyed_config *cfg, uint64_t hash,
-    const void *key, size_t len, uint64_t *slot, resil_breaker **out,
+    const void *key, size_t len, uint64_t *slot, void **out,
     resil_diag *diag)
 {
 	kshm_head *h = f->head;
@@ -373,13 +489,12 @@ kf_make(void *ctx, const resil_keyed_config *cfg, const void *key, size_t len,
 {
 	kfam *f = ctx;
 	kshm_head *h = f->head;
-	resil_breaker *b = NULL;
+	void *b = NULL;
 	uint64_t hash, i;
 	resil_err err;
 
 	if (key == NULL) /* the family's overflow instance */
-		return attach(
-		    f, cfg, h->max_keys, false, (resil_breaker **)inst, diag);
+		return attach(f, cfg, h->max_keys, false, inst, diag);
 	if (len < 1 || len > RESIL_SHM_KEYED_KEY_MAX)
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "shm keyed: a key of %zu bytes (1..%u)", len,
@@ -410,10 +525,16 @@ kf_drop(void *ctx, void *inst)
 	kfam *f = ctx;
 	kshm_head *h = f->head;
 	resil__bfast fr;
+	const char *st;
 	uint64_t off, i;
 
-	resil__breaker_fast_refs(inst, &fr);
-	off = (uint64_t)((char *)fr.st - (char *)h) - KSHM_HDR - KSHM_HDR;
+	if (h->kind == KSHM_RATELIMIT)
+		st = resil__ratelimit_shared_mem(inst);
+	else {
+		resil__breaker_fast_refs(inst, &fr);
+		st = (const char *)fr.st;
+	}
+	off = (uint64_t)(st - (char *)h) - KSHM_HDR - KSHM_HDR;
 	i = off / h->slot_bytes;
 	/* A key's handle gives its bit back; no bit is kept for the
 	 * overflow. One handle per key and process slot: the family is
@@ -421,7 +542,10 @@ kf_drop(void *ctx, void *inst)
 	if (i < h->max_keys)
 		__atomic_fetch_and(&slot_at(h, i)->attach,
 		    ~(UINT64_C(1) << f->slot), __ATOMIC_ACQ_REL);
-	resil_breaker_free(inst);
+	if (h->kind == KSHM_RATELIMIT)
+		resil_ratelimit_free(inst);
+	else
+		resil_breaker_free(inst);
 }
 
 static void
@@ -433,11 +557,29 @@ kf_done(void *ctx)
 
 	__atomic_fetch_and(
 	    &f->head->opened, ~(UINT64_C(1) << f->slot), __ATOMIC_ACQ_REL);
+	if (f->ov != NULL)
+		resil__free(&a, f->ov, f->n_ov * sizeof(kov));
 	resil__free(&a, f, sizeof(*f));
 	resil_shm_close(own);
 }
 
 /* ---- the public calls ---- */
+
+/* A slot's and the table's bytes for cfg's kind. */
+static size_t
+want_slot_bytes(const resil_keyed_config *cfg)
+{
+	return cfg->kind == RESIL_KEYED_RATELIMIT ? rate_slot_bytes()
+	                                          : slot_bytes_of(&cfg->breaker);
+}
+
+static size_t
+want_table_bytes(const resil_keyed_config *cfg)
+{
+	return cfg->kind == RESIL_KEYED_RATELIMIT
+	    ? resil__kshm_rate_bytes(cfg->max_keys)
+	    : resil__kshm_bytes(&cfg->breaker, cfg->max_keys);
+}
 
 typedef struct init_arg {
 	const resil_keyed_config *cfg;
@@ -452,12 +594,40 @@ table_init(void *mem, void *arg)
 
 	h->max_keys = ia->cfg->max_keys;
 	h->key_max = RESIL_SHM_KEYED_KEY_MAX;
-	h->slot_bytes = slot_bytes_of(&ia->cfg->breaker);
+	h->kind = ia->cfg->kind == RESIL_KEYED_RATELIMIT ? KSHM_RATELIMIT
+	                                                 : KSHM_BREAKER;
+	h->slot_bytes = want_slot_bytes(ia->cfg);
 	h->index_off = KSHM_HDR + ((uint64_t)h->max_keys + 1) * h->slot_bytes;
 	h->index_mask = index_words(h->max_keys) - 1;
 	h->seed = ia->seed;
 	resil__fence();
 	resil__store64(&h->magic, KSHM_MAGIC);
+}
+
+/* A rate limiter family's settings (h3/kshm2). */
+static resil_err
+rate_check(const resil_keyed_config *cfg, resil_diag *diag)
+{
+	size_t i;
+
+	if (cfg->ratelimit.batch != 0)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "ratelimit.batch: %u must be 0 for a shared family (a "
+		    "process's cached permits are not the others')",
+		    (unsigned)cfg->ratelimit.batch);
+	if (cfg->n_overrides > RESIL_KEYED_MAX_OVERRIDES ||
+	    (cfg->n_overrides > 0 && cfg->overrides == NULL))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "keyed.override: %zu overrides, at most %u and not NULL",
+		    cfg->n_overrides, RESIL_KEYED_MAX_OVERRIDES);
+	for (i = 0; i < cfg->n_overrides; i++)
+		if (cfg->overrides[i].key == NULL ||
+		    cfg->overrides[i].key_len < 1 ||
+		    cfg->overrides[i].key_len > cfg->max_key_len)
+			return resil__diagf(diag, RESIL_E_INVAL,
+			    "keyed.override[%zu]: the key must be 1..%u bytes",
+			    i, (unsigned)cfg->max_key_len);
+	return resil_ratelimit_config_validate(&cfg->ratelimit, diag);
 }
 
 static resil_err
@@ -471,10 +641,11 @@ check_cfg(resil_shm *shm, const char *name, const resil_keyed_config *cfg,
 		return resil__check_size(diag, "shm keyed",
 		    "resil_keyed_config", cfg->size,
 		    sizeof(resil_keyed_config));
-	if (cfg->kind != RESIL_KEYED_BREAKER)
+	if (cfg->kind != RESIL_KEYED_BREAKER &&
+	    cfg->kind != RESIL_KEYED_RATELIMIT)
 		return resil__diagf(diag, RESIL_E_INVAL,
-		    "shm keyed: a %s family: only breaker families are "
-		    "shared in a region",
+		    "shm keyed: a %s family: only breaker and rate limiter "
+		    "families are shared in a region",
 		    resil_keyed_kind_name(cfg->kind));
 	if (cfg->max_keys < 1 || cfg->max_keys > RESIL__KSHM_MAX_KEYS)
 		return resil__diagf(diag, RESIL_E_INVAL,
@@ -486,6 +657,8 @@ check_cfg(resil_shm *shm, const char *name, const resil_keyed_config *cfg,
 		    "keyed.max_key_len: %u is out of range 1..%u for a "
 		    "shared family (its keys are kept in the region)",
 		    (unsigned)cfg->max_key_len, RESIL_SHM_KEYED_KEY_MAX);
+	if (cfg->kind == RESIL_KEYED_RATELIMIT)
+		return rate_check(cfg, diag);
 	return resil_breaker_config_validate(&cfg->breaker, diag);
 }
 
@@ -496,7 +669,7 @@ overflow_ready(const kfam *f, const resil_keyed_config *cfg, resil_diag *diag)
 {
 	kshm_head *h = f->head;
 	kshm_slot *s = slot_at(h, h->max_keys);
-	resil_breaker *b;
+	void *b;
 	resil_err err;
 
 	if (resil__load64(&s->state) == KS_READY)
@@ -505,8 +678,37 @@ overflow_ready(const kfam *f, const resil_keyed_config *cfg, resil_diag *diag)
 	err = attach(f, cfg, h->max_keys, true, &b, diag);
 	if (err != RESIL_OK)
 		return err;
-	resil_breaker_free(b);
+	if (h->kind == KSHM_RATELIMIT)
+		resil_ratelimit_free(b);
+	else
+		resil_breaker_free(b);
 	resil__store64(&s->state, KS_READY);
+	return RESIL_OK;
+}
+
+/* A rate limiter family's overrides, kept for the maker. */
+static resil_err
+copy_overrides(kfam *f, const resil_keyed_config *cfg, resil_diag *diag)
+{
+	size_t i;
+
+	if (cfg->kind != RESIL_KEYED_RATELIMIT || cfg->n_overrides == 0)
+		return RESIL_OK;
+	f->ov = resil__alloc(&f->alloc, cfg->n_overrides * sizeof(kov));
+	if (f->ov == NULL)
+		return resil__diagf(
+		    diag, RESIL_E_NOMEM, "shm keyed: out of memory");
+	f->n_ov = cfg->n_overrides;
+	memset(f->ov, 0, f->n_ov * sizeof(kov));
+	for (i = 0; i < f->n_ov; i++) {
+		const resil_keyed_override *o = &cfg->overrides[i];
+
+		memcpy(f->ov[i].key, o->key, o->key_len);
+		f->ov[i].len = (uint32_t)o->key_len;
+		f->ov[i].rate = o->rate;
+		f->ov[i].period_ns = o->period_ns;
+		f->ov[i].burst = o->burst;
+	}
 	return RESIL_OK;
 }
 
@@ -550,10 +752,10 @@ resil__shm_keyed_owned(const char *url, const resil_keyed_config *cfg,
 	sc.alloc = cfg->alloc;
 	/* A region made here has room for the table (an existing one keeps
 	 * its size). */
-	if (cfg->kind == RESIL_KEYED_BREAKER && cfg->max_keys >= 1 &&
-	    cfg->max_keys <= RESIL__KSHM_MAX_KEYS)
-		sc.region_bytes +=
-		    resil__kshm_bytes(&cfg->breaker, cfg->max_keys);
+	if ((cfg->kind == RESIL_KEYED_BREAKER ||
+	        cfg->kind == RESIL_KEYED_RATELIMIT) &&
+	    cfg->max_keys >= 1 && cfg->max_keys <= RESIL__KSHM_MAX_KEYS)
+		sc.region_bytes += want_table_bytes(cfg);
 	d.msg[0] = '\0';
 	err = resil_shm_open(&shm, region, &sc, &d);
 	if (err != RESIL_OK)
@@ -587,20 +789,24 @@ keyed_open(resil_shm *shm, const char *name, const resil_keyed_config *cfg,
 	                              : UINT64_C(0x6b73686d2d6b6579);
 	memset(&w, 0, sizeof(w));
 	w.breaker = &cfg->breaker;
+	w.ratelimit = cfg->kind == RESIL_KEYED_RATELIMIT;
 	w.max_keys = cfg->max_keys;
 	w.init = table_init;
 	w.arg = &ia;
 	err = resil__shm_keyed_table(shm, name, &w, &mem, diag);
 	if (err != RESIL_OK)
 		return err;
-	if (!head_sane(mem, resil__kshm_bytes(&cfg->breaker, cfg->max_keys)) ||
-	    ((kshm_head *)mem)->slot_bytes != slot_bytes_of(&cfg->breaker))
+	if (!head_sane(mem, want_table_bytes(cfg)) ||
+	    ((kshm_head *)mem)->slot_bytes != want_slot_bytes(cfg) ||
+	    ((kshm_head *)mem)->kind !=
+	        (cfg->kind == RESIL_KEYED_RATELIMIT ? KSHM_RATELIMIT
+	                                            : KSHM_BREAKER))
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "shm %s: corrupt region: keyed family %s: its table's "
 		    "head is not one of %u slots of %zu bytes "
 		    "(resil_shm_unlink it)",
 		    resil__shm_name(shm), name, (unsigned)cfg->max_keys,
-		    slot_bytes_of(&cfg->breaker));
+		    want_slot_bytes(cfg));
 	f = resil__alloc(resil__allocator(cfg->alloc), sizeof(*f));
 	if (f == NULL)
 		return resil__diagf(
@@ -621,9 +827,12 @@ keyed_open(resil_shm *shm, const char *name, const resil_keyed_config *cfg,
 		    "or share the family)",
 		    name);
 	}
-	kshm_lock(f);
-	err = overflow_ready(f, cfg, diag);
-	kshm_unlock(f);
+	err = copy_overrides(f, cfg, diag);
+	if (err == RESIL_OK) {
+		kshm_lock(f);
+		err = overflow_ready(f, cfg, diag);
+		kshm_unlock(f);
+	}
 	mk.make = kf_make;
 	mk.drop = kf_drop;
 	mk.done = kf_done;

@@ -1,5 +1,6 @@
 /*
- * The region's side of a keyed breaker family's table (issue 41): its size,
+ * The region's side of a keyed breaker or rate limiter family's table
+ * (issue 41): its size,
  * and what lib/shm.c asks of it about a dead process's slot. Separate from
  * lib/keyed_shm.c, which asks lib/shm.c for the table, so the two do not
  * depend on each other.
@@ -19,6 +20,13 @@ resil__kshm_bytes(const resil_breaker_config *bc, uint32_t max_keys)
 	    (size_t)index_words(max_keys) * sizeof(uint64_t);
 }
 
+size_t
+resil__kshm_rate_bytes(uint32_t max_keys)
+{
+	return KSHM_HDR + ((size_t)max_keys + 1) * rate_slot_bytes() +
+	    (size_t)index_words(max_keys) * sizeof(uint64_t);
+}
+
 bool
 resil__kshm_slot_busy(const void *mem, size_t bytes, unsigned i)
 {
@@ -35,7 +43,7 @@ resil__kshm_slot_busy(const void *mem, size_t bytes, unsigned i)
 
 		if (st != KS_FREE && st != KS_READY && KS_TAG(st) == tag)
 			return true;
-		if ((w & W_TRANSIT) != 0 &&
+		if (h->kind == KSHM_BREAKER && (w & W_TRANSIT) != 0 &&
 		    ((w & W_PROBE_MASK) >> W_PROBE_SHIFT & 0x7f) == tag)
 			return true;
 	}
@@ -49,7 +57,16 @@ resil__kshm_clear_slot(void *mem, size_t bytes, unsigned i)
 	uint64_t k, bit = UINT64_C(1) << i;
 	size_t tail = resil__breaker_shared_tail();
 
-	if (!head_sane(h, bytes) || h->slot_bytes - KSHM_HDR < tail)
+	if (!head_sane(h, bytes))
+		return;
+	if (h->kind == KSHM_RATELIMIT) { /* no announcements */
+		__atomic_fetch_and(&h->opened, ~bit, __ATOMIC_ACQ_REL);
+		for (k = 0; k <= h->max_keys; k++)
+			__atomic_fetch_and(
+			    &slot_at(h, k)->attach, ~bit, __ATOMIC_ACQ_REL);
+		return;
+	}
+	if (h->slot_bytes - KSHM_HDR < tail)
 		return;
 	__atomic_fetch_and(&h->opened, ~bit, __ATOMIC_ACQ_REL);
 	for (k = 0; k <= h->max_keys; k++) {

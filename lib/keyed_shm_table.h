@@ -1,6 +1,6 @@
 /*
- * Private: the layout of a keyed breaker family's table in a region
- * (issue 41), shared by lib/keyed_shm.c (the family) and lib/shm.c (through
+ * Private: the layout of a keyed breaker or rate limiter family's table
+ * in a region (issue 41), shared by lib/keyed_shm.c (the family) and lib/shm.c (through
  * lib/keyed_shm_table.c: which process slots a table names, clearing a
  * slot taken over from a dead process). lib/keyed_shm.c's top comment
  * describes the table. Never installed.
@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "breaker_shared.h"
+#include "limit_shared.h"
 #include "shm_internal.h"
 
 #define KSHM_MAGIC UINT64_C(0x3142415448534b52) /* "RKSHTAB1" */
@@ -41,8 +42,12 @@ typedef struct kshm_head {
 	uint64_t hand;   /* the reclaim scan's next slot */
 	uint64_t skip;   /* new keys sent to the overflow without a scan */
 	uint64_t claimed, reclaimed, overflowed, repaired;
-	uint64_t pad;
+	uint64_t kind; /* KSHM_BREAKER or KSHM_RATELIMIT (h3/kshm2) */
 } kshm_head;
+
+/* A table's kind (its head's kind field; a breaker table's is 0). */
+#define KSHM_BREAKER UINT64_C(0)
+#define KSHM_RATELIMIT UINT64_C(1)
 
 typedef struct kshm_slot {
 	uint64_t state;
@@ -51,7 +56,10 @@ typedef struct kshm_slot {
 	uint32_t len;
 	uint32_t pad0;
 	uint8_t key[RESIL_SHM_KEYED_KEY_MAX];
-	uint64_t pad[4];
+	/* A rate limiter slot's settings, written by its claimer: rate,
+	 * period_ns, burst (h3/kshm2); 0 in a breaker table. */
+	uint64_t rl_rate, rl_period, rl_burst;
+	uint64_t pad;
 } kshm_slot;
 
 _Static_assert(sizeof(kshm_head) == KSHM_HDR, "the table's head");
@@ -73,6 +81,12 @@ slot_bytes_of(const resil_breaker_config *bc)
 	return KSHM_HDR + resil__breaker_shared_size(bc);
 }
 
+/* A rate limiter table's slot: the header and the GCRA state. */
+static inline size_t
+rate_slot_bytes(void)
+{
+	return KSHM_HDR + resil__ratelimit_shared_size();
+}
 
 static inline kshm_slot *
 slot_at(const kshm_head *h, uint64_t i)
@@ -100,7 +114,8 @@ head_sane(const kshm_head *h, size_t bytes)
 
 	if (bytes < KSHM_HDR || h->magic != KSHM_MAGIC || h->max_keys < 1 ||
 	    h->max_keys > RESIL__KSHM_MAX_KEYS || h->slot_bytes <= KSHM_HDR ||
-	    h->slot_bytes % 64 != 0)
+	    h->slot_bytes % 64 != 0 || h->kind > KSHM_RATELIMIT ||
+	    (h->kind == KSHM_RATELIMIT && h->slot_bytes != rate_slot_bytes()))
 		return false;
 	words = index_words(h->max_keys);
 	return h->index_mask == words - 1 &&

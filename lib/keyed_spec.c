@@ -4,6 +4,7 @@
  */
 #include "keyed_spec.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include <resil/keyed.h>
@@ -201,25 +202,29 @@ conflict(const resil_pipeline_config *cfg, unsigned k)
 	return NULL;
 }
 
-/* h3/kshm: keyed[k].shared, a breaker family in a region. */
+/* h3/kshm: keyed[k].shared, a breaker family in a region (h3/kshm2: or
+ * a rate limiter family). */
 static resil_err
 shared_check(const resil_pipeline_config *cfg, unsigned k, resil_diag *diag)
 {
+	char what[32];
+
 	if (cfg->keyed[k].shared == NULL)
 		return RESIL_OK;
-	if (k != RESIL_KEYED_BREAKER)
+	if (k != RESIL_KEYED_BREAKER && k != RESIL_KEYED_RATELIMIT)
 		return resil__diagf(diag, RESIL_E_INVAL,
-		    "%s.key.shared: only breaker families are shared in a "
-		    "region (breaker.key.shared)",
+		    "%s.key.shared: only breaker and rate limiter families "
+		    "are shared in a region (breaker.key.shared, "
+		    "ratelimit.key.shared)",
 		    kind_names[k]);
+	(void)snprintf(what, sizeof(what), "%s.key.shared", kind_names[k]);
 	if (cfg->keyed[k].max_key_len > RESIL_SHM_KEYED_KEY_MAX)
 		return resil__diagf(diag, RESIL_E_INVAL,
-		    "breaker.key.shared: a shared family keeps keys of up to "
-		    "%u bytes (breaker.key.max_key_len is %u)",
-		    RESIL_SHM_KEYED_KEY_MAX,
+		    "%s: a shared family keeps keys of up to %u bytes "
+		    "(%s.key.max_key_len is %u)",
+		    what, RESIL_SHM_KEYED_KEY_MAX, kind_names[k],
 		    (unsigned)cfg->keyed[k].max_key_len);
-	return resil__shared_url_check(
-	    "breaker.key.shared", cfg->keyed[k].shared, diag);
+	return resil__shared_url_check(what, cfg->keyed[k].shared, diag);
 }
 
 resil_err

@@ -231,6 +231,12 @@ resil__ratelimit_new_shared(resil_ratelimit **out,
 	return rl_create(out, cfg, mem, init, diag);
 }
 
+void *
+resil__ratelimit_shared_mem(const resil_ratelimit *rl)
+{
+	return (void *)rl->statep;
+}
+
 void
 resil_ratelimit_free(resil_ratelimit *rl)
 {

@@ -29,6 +29,10 @@ size_t resil__ratelimit_shared_size(void);
 resil_err resil__ratelimit_new_shared(resil_ratelimit **out,
     const resil_ratelimit_config *cfg, void *mem, bool init, resil_diag *diag);
 
+/* The region memory a rate limiter made by resil__ratelimit_new_shared()
+ * works on (h3/kshm2: a keyed family finds its slot from it). */
+void *resil__ratelimit_shared_mem(const resil_ratelimit *rl);
+
 /* Bytes of region memory a shared bulkhead needs: its limit word, the
  * sweep time, and one 64-byte line per process slot with that process's
  * calls in flight. */

@@ -47,7 +47,8 @@ add_family(resil_pipeline *p, const char *spec, const resil_keyed_config *cfg,
 		return resil__diagf(diag, RESIL_E_MISUSE,
 		    "%s.key: the pipeline has a %s family already", kind,
 		    kind);
-	/* h3/kshm: breaker.key.shared, the family in a region. */
+	/* h3/kshm: breaker.key.shared (h3/kshm2: ratelimit.key.shared), the
+	 * family in a region. */
 	if (shared != NULL)
 		err = resil__shm_keyed_owned(shared, cfg, &k, diag);
 	else

@@ -45,6 +45,7 @@
 #define KIND_RATELIMIT 2u
 #define KIND_BULKHEAD 3u
 #define KIND_KEYED RESIL__SHM_KIND_KEYED /* a keyed breaker family */
+#define KIND_KEYED_RATE RESIL__SHM_KIND_KEYED_RATE /* h3/kshm2 */
 #define WAIT_ROUNDS 200000u /* bounded waits for another process */
 
 typedef struct shm_head {
@@ -196,6 +197,8 @@ kind_name(uint32_t kind)
 		return "bulkhead";
 	case KIND_KEYED:
 		return "keyed breaker family";
+	case KIND_KEYED_RATE:
+		return "keyed rate limiter family";
 	}
 	return "unknown entry";
 }
@@ -425,9 +428,17 @@ check_entries(
 				    (unsigned)k, nm, (unsigned)e->keys);
 			want = resil__kshm_bytes(&bc, e->keys);
 			break;
+		case KIND_KEYED_RATE:
+			if (e->keys < 1 || e->keys > RESIL__KSHM_MAX_KEYS)
+				return corrupt(diag, region,
+				    "entry %u (%s): a keyed family's layout "
+				    "fields are invalid (%u slots)",
+				    (unsigned)k, nm, (unsigned)e->keys);
+			want = resil__kshm_rate_bytes(e->keys);
+			break;
 		default:
 			return corrupt(diag, region,
-			    "entry %u (%s) is of kind %u (1..4)", (unsigned)k,
+			    "entry %u (%s) is of kind %u (1..5)", (unsigned)k,
 			    nm, (unsigned)e->kind);
 		}
 		if (e->bytes != want)
@@ -580,8 +591,8 @@ slot_busy(unsigned i, void *ctx)
 		const shm_entry *e = &shm->entries[k];
 		uint64_t w;
 
-		if (e->kind == KIND_KEYED && e->ready == 1 &&
-		    e->offset <= shm->bytes &&
+		if ((e->kind == KIND_KEYED || e->kind == KIND_KEYED_RATE) &&
+		    e->ready == 1 && e->offset <= shm->bytes &&
 		    shm->bytes - e->offset >= e->bytes &&
 		    resil__kshm_slot_busy(
 		        (char *)shm->base + e->offset, e->bytes, i))
@@ -738,7 +749,8 @@ clear_slot_announcements(resil_shm *shm, unsigned i)
 		uint64_t *ann;
 		size_t off;
 
-		if (e->kind == KIND_KEYED && e->ready == 1)
+		if ((e->kind == KIND_KEYED || e->kind == KIND_KEYED_RATE) &&
+		    e->ready == 1)
 			resil__kshm_clear_slot(
 			    (char *)shm->base + e->offset, e->bytes, i);
 		if (e->kind != KIND_BREAKER || e->ready != 1)
@@ -879,6 +891,11 @@ entry_get(resil_shm *shm, const char *name, const want *w, shm_entry **out,
 		    e->window_size != w->b || e->bucket_ns != w->c ||
 		    e->permitted_probes != w->d || e->keys != w->keys ||
 		    e->bytes != w->bytes) {
+			if (w->kind == KIND_KEYED_RATE)
+				return resil__diagf(diag, RESIL_E_INVAL,
+				    "shm: keyed rate limiter family %s has %u "
+				    "keys; asked for %u keys",
+				    name, e->keys, w->keys);
 			if (w->kind == KIND_KEYED)
 				return resil__diagf(diag, RESIL_E_INVAL,
 				    "shm: keyed family %s has %u keys, window "
@@ -1093,12 +1110,17 @@ resil__shm_keyed_table(resil_shm *shm, const char *name,
 		return err;
 	memset(&w, 0, sizeof(w));
 	w.kind = KIND_KEYED;
-	w.a = (uint32_t)bc->window_type;
-	w.b = bc->window_size;
-	w.c = bc->bucket_ns;
-	w.d = bc->permitted_probes;
 	w.keys = kw->max_keys;
-	w.bytes = resil__kshm_bytes(bc, kw->max_keys);
+	if (kw->ratelimit) { /* h3/kshm2: no layout fields but the keys */
+		w.kind = KIND_KEYED_RATE;
+		w.bytes = resil__kshm_rate_bytes(kw->max_keys);
+	} else {
+		w.a = (uint32_t)bc->window_type;
+		w.b = bc->window_size;
+		w.c = bc->bucket_ns;
+		w.d = bc->permitted_probes;
+		w.bytes = resil__kshm_bytes(bc, kw->max_keys);
+	}
 	table_lock(shm);
 	err = check_entries(shm, shm->name, false, diag);
 	if (err == RESIL_OK && kw->find_only) {
@@ -1110,10 +1132,9 @@ resil__shm_keyed_table(resil_shm *shm, const char *name,
 			e = &shm->entries[k];
 			if (strcmp(e->name, name) != 0)
 				continue;
-			if (e->kind != KIND_KEYED)
+			if (e->kind != KIND_KEYED && e->kind != KIND_KEYED_RATE)
 				err = resil__diagf(diag, RESIL_E_INVAL,
-				    "shm: %s is a %s, not a keyed breaker "
-				    "family",
+				    "shm: %s is a %s, not a keyed family",
 				    name, kind_name(e->kind));
 			else {
 				*mem = (char *)shm->base + e->offset;

@@ -16,11 +16,13 @@
 #include "proc.h"
 
 #define RESIL__SHM_KIND_KEYED 4u
+#define RESIL__SHM_KIND_KEYED_RATE 5u /* h3/kshm2 */
 /* The most slots a keyed family's table holds. */
 #define RESIL__KSHM_MAX_KEYS (UINT32_C(1) << 20)
 
 typedef struct resil__shm_keyed_want {
 	const resil_breaker_config *breaker; /* the layout fields */
+	bool ratelimit; /* a rate limiter family's table (breaker unused) */
 	uint32_t max_keys;
 	bool find_only; /* RESIL_E_NOTFOUND rather than make it */
 	/* Called under the region's table lock on a new table's zeroed
@@ -43,6 +45,9 @@ const char *resil__shm_name(const resil_shm *shm);
 /* lib/keyed_shm_table.c: the table's bytes for breakers of bc's layout (a
  * multiple of 64). */
 size_t resil__kshm_bytes(const resil_breaker_config *bc, uint32_t max_keys);
+
+/* The table's bytes for a rate limiter family (h3/kshm2). */
+size_t resil__kshm_rate_bytes(uint32_t max_keys);
 
 /* Whether dead process slot i is still named by the table at mem (its
  * lock, a claim, a breaker's transition). */

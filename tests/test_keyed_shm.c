@@ -802,10 +802,11 @@ test_keyed_shm_refusals(void **state)
 	assert_non_null(strstr(d.msg, "open already through this region"));
 	/* Other kinds, long keys, bad names, names of other kinds. */
 	c2 = c;
-	c2.kind = RESIL_KEYED_RATELIMIT;
+	c2.kind = RESIL_KEYED_THROTTLE;
 	assert_int_equal(
 	    resil_shm_keyed(shm, "rl", &c2, &k2, &d), RESIL_E_INVAL);
-	assert_non_null(strstr(d.msg, "only breaker families"));
+	assert_non_null(
+	    strstr(d.msg, "only breaker and rate limiter families"));
 	c2 = c;
 	c2.max_key_len = 65;
 	assert_int_equal(

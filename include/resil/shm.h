@@ -71,7 +71,8 @@ typedef struct resil_shm resil_shm;
 
 /* The layout of a region. A process built with another layout refuses to
  * attach (RESIL_E_INVAL naming both). */
-#define RESIL_SHM_LAYOUT 4 /* 4: keyed breaker families (issue 41) */
+#define RESIL_SHM_LAYOUT 5 /* 4: keyed breaker families (issue 41); 5: keyed
+                            * rate limiter families (h3/kshm2) */
 
 typedef struct resil_shm_config {
 	size_t size;          /* sizeof(resil_shm_config) */
@@ -174,7 +175,8 @@ RESIL_API resil_err resil_shm_bulkhead(resil_shm *shm, const char *name,
  * NULL: 0. */
 RESIL_API uint32_t resil_shm_reap(resil_shm *shm);
 
-/* ---- keyed breaker families shared by processes (issue 41) ---- */
+/* ---- keyed breaker and rate limiter families shared by processes
+ * (issue 41) ---- */
 
 /* The longest key a shared family keeps (in the region). */
 #define RESIL_SHM_KEYED_KEY_MAX 64u
@@ -199,8 +201,17 @@ RESIL_API uint32_t resil_shm_reap(resil_shm *shm);
  * CREATED for it, not OVERFLOW). A process killed at any instruction,
  * claiming a slot included, leaves a table the next process repairs.
  *
- * cfg: kind RESIL_KEYED_BREAKER, max_key_len 1..RESIL_SHM_KEYED_KEY_MAX,
- * max_keys 1..2^20. Attaching requires the creator's max_keys and breaker
+ * Kind RESIL_KEYED_RATELIMIT (h3/kshm2): key K's rate limiter (its GCRA
+ * state) is the same in every process, in slots of 256 bytes; a slot is
+ * reclaimed only when no live process holds it and its limiter holds
+ * its full burst. Each slot records the rate, period and burst its
+ * claimer gave the key (the family's or the key's override); a process
+ * giving it others is refused (RESIL_E_INVAL naming both: at open for
+ * the overflow's and its overrides' keys, else on the key's calls).
+ * ratelimit.batch must be 0; max_keys alone fixes the table.
+ *
+ * cfg: kind RESIL_KEYED_BREAKER or RESIL_KEYED_RATELIMIT, max_key_len
+ * 1..RESIL_SHM_KEYED_KEY_MAX, max_keys 1..2^20. Attaching requires the creator's max_keys and breaker
  * layout (window type and size, bucket_ns, permitted_probes); triggers,
  * waits, clock and listeners are each process's own (every process must
  * read the same clock). hash_seed is the creator's for the region's
@@ -223,9 +234,9 @@ typedef struct resil_shm_keyed_info {
 	uint32_t used;     /* slots holding a key now */
 	uint64_t claimed;  /* slots claimed for new keys, ever */
 	uint64_t reclaimed;  /* idle keys' slots taken for new keys */
-	uint64_t overflowed; /* new keys given the overflow breaker */
+	uint64_t overflowed; /* new keys given the overflow instance */
 	uint64_t repaired;   /* half-made claims of dead processes undone */
-	size_t slot_bytes;   /* region bytes per slot (header and breaker) */
+	size_t slot_bytes;   /* region bytes per slot (header and state) */
 	size_t table_bytes;  /* region bytes of the whole table */
 } resil_shm_keyed_info;
 
