@@ -579,6 +579,7 @@ memo_key_eq(const resil_cache *c, const resil_args *args, int checked)
 }
 #endif
 
+#if defined(FB_MEMO_KEY)
 /* The memo's read announced (in its generation's parity, without
  * read_enter()'s first look and retry): 1 when the generation is still the
  * memo's after the announcement (only then may its entry be read at all:
@@ -606,6 +607,7 @@ memo_exit(void)
 {
 	resil__inc64(memo_.idle);
 }
+#endif
 
 /* 1 with the memo's entry (*ep) when args (method not NULL) is its key
  * (memo_key_eq()), in a read begun here (*gen: memo_enter()); 0 otherwise
