@@ -21,6 +21,19 @@ const char *resil__fleet_lua(void);
  * one's (issue 41, lib/fleet_keyed.c), joined once from their parts. */
 const char *resil__fleet_limit_lua(int keyed);
 
+/* The GCRA state's rebase, Lua text shared by the limiter's scripts
+ * (lib/fleet_redis.c) and the pause (lib/fleet_pause.c): once Redis's now
+ * is more than REBASE / scale past base, base moves to now and tat by the
+ * same span (never below 0), so the scaled numbers stay below 2^53. Needs
+ * now, base, tat, scale and REBASE in scope. */
+#define RESIL__FLEET_LUA_REBASE                                      \
+	"if now > base and (now - base) > REBASE / scale then\n"     \
+	"  local shift = now - base\n"                                \
+	"  if tat / scale > shift then tat = tat - shift * scale else " \
+	"tat = 0 end\n"                                               \
+	"  base = now\n"                                              \
+	"end\n"
+
 /* lib/fleet_pause.c (issue 42): pause the fleet limiter whose state is
  * key for pause_us on Redis's clock (its scale, ts, bs and settings
  * texts as the limiter script's): 0 (*until_us: Redis's TIME when it

@@ -44,12 +44,7 @@ static const char pause_lua[] =
     "  if base == nil or tat == nil or base < 0 or tat < 0 or\n"
     "      base > BIG or tat > BIG then base, tat = now, 0 end\n"
     "end\n"
-    "if now > base and (now - base) > REBASE / scale then\n"
-    "  local shift = now - base\n"
-    "  if tat / scale > shift then tat = tat - shift * scale else tat = 0 "
-    "end\n"
-    "  base = now\n"
-    "end\n"
+    RESIL__FLEET_LUA_REBASE
     "local n = 0\n"
     "if now > base then n = (now - base) * scale end\n"
     "local want = n + p * scale + bs - ts\n"

@@ -577,12 +577,7 @@ static const char limit_lua_gcra[] =
     "  base = int(h[1], 'base', 0, BIG)\n"
     "  tat = int(h[2], 'tat', 0, BIG)\n"
     "end\n"
-    "if now > base and (now - base) > REBASE / scale then\n"
-    "  local shift = now - base\n"
-    "  if tat / scale > shift then tat = tat - shift * scale else tat = 0 "
-    "end\n"
-    "  base = now\n"
-    "end\n"
+    RESIL__FLEET_LUA_REBASE
     "local n = 0\n"
     "if now > base then n = (now - base) * scale end\n"
     "local tt = tat\n"
