@@ -1310,7 +1310,7 @@ resil_fleet_limit_config_validate(
 		return resil__diagf(diag, RESIL_E_INVAL, "fleet_limit.%s: %s",
 		    cfg->sentinels == NULL ? "sentinels" : "master",
 		    resil__fleet_sentinels_check(cfg->sentinels, cfg->master));
-	g = resil__flimit_gcd(cfg->rate, cfg->period_ms * 1000);
+	g = resil__gcd64(cfg->rate, cfg->period_ms * 1000);
 	if (g == 0 || cfg->burst == 0) /* not reached: the ranges above */
 		return resil__diagf(
 		    diag, RESIL_E_INVAL, "fleet_limit: rate or burst is 0");
@@ -1407,7 +1407,7 @@ resil_fleet_limit_new(resil_fleet_limit **out,
 	snprintf(fl->settings, sizeof(fl->settings),
 	    "rate=%u period_ms=%llu burst=%u", (unsigned)cfg->rate,
 	    (unsigned long long)cfg->period_ms, (unsigned)cfg->burst);
-	g = resil__flimit_gcd(cfg->rate, cfg->period_ms * 1000);
+	g = resil__gcd64(cfg->rate, cfg->period_ms * 1000);
 	if (g == 0) /* not reached: the check refuses rate 0 */
 		g = 1;
 	snprintf(fl->scale_s, sizeof(fl->scale_s), "%llu",

@@ -57,17 +57,6 @@ struct resil__fkeyed {
 
 /* ---- the settings: checks and texts ---- */
 
-uint64_t
-resil__flimit_gcd(uint64_t a, uint64_t b)
-{
-	while (b != 0) {
-		uint64_t t = a % b;
-
-		a = b;
-		b = t;
-	}
-	return a;
-}
 
 static resil_err
 orange(resil_diag *diag, size_t i, const char *field, uint64_t v,
@@ -94,7 +83,7 @@ ov_period_ms(const resil_keyed_override *o, uint64_t dflt)
 static const char *
 rates_fit(uint32_t rate, uint64_t period_ms, uint32_t burst)
 {
-	uint64_t g = resil__flimit_gcd(rate, period_ms * 1000);
+	uint64_t g = resil__gcd64(rate, period_ms * 1000);
 	resil_ratelimit_config lc;
 
 	if (g == 0 || rate / g > (UINT64_C(1) << 24) ||
@@ -188,7 +177,7 @@ static void
 rate_texts(uint32_t rate, uint64_t period_ms, uint32_t burst, char *kset,
     size_t kcap, char *scale_s, char *ts_s, char *bs_s)
 {
-	uint64_t g = resil__flimit_gcd(rate, period_ms * 1000);
+	uint64_t g = resil__gcd64(rate, period_ms * 1000);
 
 	if (g == 0) /* not reached: rates are checked */
 		g = 1;

@@ -69,10 +69,6 @@ typedef struct resil__flreq {
 	const char *settings; /* this member's, as sent (for a refusal) */
 } resil__flreq;
 
-/* lib/fleet_keyed.c (which never calls lib/fleet.c): gcd, for the
- * scripts' scale. */
-uint64_t resil__flimit_gcd(uint64_t a, uint64_t b);
-
 /* The keyed request's argv entries. */
 #define RESIL__FKEYED_ARGC 15
 

@@ -86,6 +86,20 @@ resil__mix64(uint64_t z)
 	return z ^ (z >> 31);
 }
 
+/* Euclid's gcd (0 with 0): the rate limiters' scale, local (lib/limit.c)
+ * and on the fleet (lib/fleet.c, lib/fleet_keyed.c). */
+static inline uint64_t
+resil__gcd64(uint64_t a, uint64_t b)
+{
+	while (b != 0) {
+		uint64_t t = a % b;
+
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
 /* resil_rng's step: its state is a counter moved by this much a draw. */
 #define RESIL__RNG_STEP UINT64_C(0x9e3779b97f4a7c15)
 

@@ -52,17 +52,6 @@ alloc_aligned(const resil_allocator *a, size_t size, void **mem)
 	return (void *)p;
 }
 
-static uint64_t
-gcd64(uint64_t a, uint64_t b)
-{
-	while (b != 0) {
-		uint64_t t = a % b;
-
-		a = b;
-		b = t;
-	}
-	return a;
-}
 
 /* The reservations and the drain flag (issue 42, lib/limit_rate_cls.c:
  * the classes' decision). */
@@ -110,7 +99,7 @@ resil_ratelimit_config_validate(
 	if (cfg->burst == 0)
 		return resil__diagf(
 		    diag, RESIL_E_INVAL, "ratelimit.burst: 0 must be >= 1");
-	g = gcd64(cfg->rate, cfg->period_ns);
+	g = resil__gcd64(cfg->rate, cfg->period_ns);
 	scale = cfg->rate / g;
 	ts = cfg->period_ns / g;
 	if (scale > RESIL_RATELIMIT_MAX_SCALE)
@@ -165,7 +154,7 @@ rl_create(resil_ratelimit **out, const resil_ratelimit_config *cfg,
 	rl->clock = cfg->clock != NULL && cfg->clock->now != NULL
 	    ? *cfg->clock
 	    : *resil_clock_system();
-	g = gcd64(cfg->rate, cfg->period_ns);
+	g = resil__gcd64(cfg->rate, cfg->period_ns);
 	rl->scale = cfg->rate / g;
 	rl->ts = cfg->period_ns / g;
 	rl->bs = (uint64_t)cfg->burst * rl->ts;
