@@ -30,6 +30,8 @@
 #include <resil/pipeline.h>
 #include <resil/shm.h>
 
+#include "support/text_pipeline.h"
+
 #include "shm_internal.h"
 
 /* A clock and a barrier the processes share (an anonymous shared page). */
@@ -647,38 +649,6 @@ test_keyed_shm_dead_holder_bits_cleared(void **state)
 }
 
 /* ---- the pipeline: breaker.key.shared=shm:REGION/NAME ---- */
-
-typedef struct pfx {
-	resil_manual_clock mc;
-	resil_config *conf;
-	resil_pipeline *p;
-} pfx;
-
-static resil_err
-pipe_start(pfx *x, const char *text, resil_diag *diag)
-{
-	resil_pipeline_config cfg;
-	resil_err err;
-
-	memset(x, 0, sizeof(*x));
-	resil_manual_clock_init(&x->mc, 1000);
-	err = resil_config_parse_string(&x->conf, text, "k.conf", NULL, diag);
-	if (err != RESIL_OK)
-		return err;
-	cfg = *resil_config_pipeline(x->conf);
-	cfg.clock = resil_manual_clock_hook(&x->mc);
-	err = resil_pipeline_new(&x->p, &cfg, diag);
-	if (err != RESIL_OK)
-		resil_config_free(x->conf);
-	return err;
-}
-
-static void
-pipe_end(pfx *x)
-{
-	resil_pipeline_free(x->p);
-	resil_config_free(x->conf);
-}
 
 /* Fails for the key "bad". */
 static int

@@ -30,6 +30,8 @@
 #include <resil/pipeline.h>
 #include <resil/shm.h>
 
+#include "support/text_pipeline.h"
+
 /* A clock, a barrier and counters the processes share. */
 typedef struct common {
 	uint64_t now;
@@ -439,38 +441,6 @@ test_keyed_shm_rate_dead_holder(void **state)
 }
 
 /* ---- the pipeline: ratelimit.key.shared=shm:REGION/NAME ---- */
-
-typedef struct pfx {
-	resil_manual_clock mc;
-	resil_config *conf;
-	resil_pipeline *p;
-} pfx;
-
-static resil_err
-pipe_start(pfx *x, const char *text, resil_diag *diag)
-{
-	resil_pipeline_config cfg;
-	resil_err err;
-
-	memset(x, 0, sizeof(*x));
-	resil_manual_clock_init(&x->mc, 1000);
-	err = resil_config_parse_string(&x->conf, text, "k.conf", NULL, diag);
-	if (err != RESIL_OK)
-		return err;
-	cfg = *resil_config_pipeline(x->conf);
-	cfg.clock = resil_manual_clock_hook(&x->mc);
-	err = resil_pipeline_new(&x->p, &cfg, diag);
-	if (err != RESIL_OK)
-		resil_config_free(x->conf);
-	return err;
-}
-
-static void
-pipe_end(pfx *x)
-{
-	resil_pipeline_free(x->p);
-	resil_config_free(x->conf);
-}
 
 static int
 pfn(void *ctx, const resil_args *args, resil_value *out)
