@@ -1084,11 +1084,14 @@ find_short(resil_keyed *k, uint64_t h, const void **keyp, size_t *lenp,
 			continue;
 		e = slot_entry(k, s);
 		khaz_set(r, e);
-		w = resil__load64(&e->pin);
-		if (RESIL__UNLIKELY((w & (PIN_DEAD | PIN_COLD)) != 0)) {
+		/* The pin word tested where it lies; read again only when
+		 * DEAD or COLD (any read after the slot's store will do). */
+		if (RESIL__UNLIKELY(resil__any64(&e->pin, PIN_DEAD | PIN_COLD))) {
+			w = resil__load64(&e->pin);
 			if (w & PIN_DEAD)
 				continue;
-			(void)resil__cas64(&e->pin, w, w & ~PIN_COLD);
+			if (w & PIN_COLD)
+				(void)resil__cas64(&e->pin, w, w & ~PIN_COLD);
 		}
 		*keyp = kfresh_key(*keyp);
 		*lenp = kfresh_len(*lenp);
@@ -1467,11 +1470,18 @@ resil_keyed_breaker_acquire(resil_keyed *k, const void *key, size_t key_len,
 	kentry *e;
 	khaz *r;
 
-	if (RESIL__UNLIKELY(k == NULL || key == NULL || permit == NULL ||
-	        key_len - 8 >= k->kfast[RESIL_KEYED_BREAKER]))
+	/* One test and branch each (joined, the compiler makes a flag of
+	 * each first). */
+	if (RESIL__UNLIKELY(k == NULL))
+		return breaker_acquire_any(k, key, key_len, permit);
+	if (RESIL__UNLIKELY(key == NULL))
+		return breaker_acquire_any(k, key, key_len, permit);
+	if (RESIL__UNLIKELY(permit == NULL))
+		return breaker_acquire_any(k, key, key_len, permit);
+	if (RESIL__UNLIKELY(key_len - 8 >= k->kfast[RESIL_KEYED_BREAKER]))
 		return breaker_acquire_any(k, key, key_len, permit);
 	r = khaz_mine;
-	if (RESIL__UNLIKELY(resil__load64(&r->e) != 0))
+	if (RESIL__UNLIKELY(!resil__zero64(&r->e)))
 		return breaker_acquire_any(k, key, key_len, permit);
 	h = khash_short(k, key, key_len);
 	e = find_short(k, h, &key, &key_len, r);
