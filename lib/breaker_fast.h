@@ -148,6 +148,25 @@ resil__breaker_success_fast(struct bstate *st, const uint64_t *streak,
 	return false;
 }
 
+/* resil__breaker_success_fast() counting at off, the byte offset into
+ * struct bstate of a lifetime-success counter of a stripe no thread owns
+ * (so a locked add, from any thread): for a caller that keeps one
+ * (lib/keyed.c, in its thread's hazard record) and so reads no TLS. */
+static inline bool
+resil__breaker_success_fast_at(struct bstate *st, const uint64_t *streak,
+    resil_permit *permit, uintptr_t off)
+{
+	uint64_t w = resil__load64((const uint64_t *)(const void *)st);
+
+	if (RESIL__LIKELY(permit->flags == PERMIT_VALID &&
+	        permit->start == w && resil__zero64(streak))) {
+		permit->flags = 0;
+		resil__inc64((uint64_t *)(void *)((char *)st + off));
+		return true;
+	}
+	return false;
+}
+
 /* The same test for a permit known to be a fast grant of the word
  * start (resil__breaker_grant_fast() gave it): the caller spends the
  * permit itself. */

@@ -69,6 +69,7 @@
 
 #include "atomic.h"
 #include "breaker_fast.h"
+#include "breaker_internal.h"
 #include "internal.h"
 #include "keyed_maker.h"
 
@@ -174,7 +175,13 @@ typedef struct khaz {
 	uint64_t e;
 	uint64_t used; /* a live thread has it */
 	struct khaz *next;
-	char pad[RESIL__CACHELINE - 3 * sizeof(uint64_t)];
+	/* Where a breaker permit held here counts its success (the record's
+	 * fast path): the byte offset into struct bstate of the lifetime-
+	 * success counter of stripe (the record's number) mod 4, one no
+	 * thread owns (lib/internal.h), so any thread adds to it, locked.
+	 * Set before the record is published, never changed. */
+	uintptr_t succ;
+	char pad[RESIL__CACHELINE - 4 * sizeof(uint64_t)];
 } khaz;
 
 _Static_assert(sizeof(khaz) == RESIL__CACHELINE, "a slot is one line");
@@ -186,7 +193,12 @@ static bool khaz_key_ok;
 static bool khaz_fence_ok;
 /* A thread without a record points at this one, busy for ever: its
  * calls test one word to know they cannot hold by slot. */
-static khaz khaz_none = { 1, 1, NULL, { 0 } };
+static khaz khaz_none = { 1, 1, NULL, 0, { 0 } };
+static uint64_t khaz_made; /* records made, for their stripes */
+
+_Static_assert(RESIL__STRIPE_OWN0 <= NSTRIPES &&
+        (RESIL__STRIPE_OWN0 & (RESIL__STRIPE_OWN0 - 1)) == 0,
+    "stripes 0..RESIL__STRIPE_OWN0 - 1 are a breaker's, owned by none");
 static RESIL__TLS khaz *khaz_mine = &khaz_none;
 
 static int
@@ -279,6 +291,10 @@ khaz_join(void)
 			return NULL;
 		memset(r, 0, sizeof(*r));
 		r->used = 1;
+		r->succ = offsetof(struct bstate, stripes) +
+		    (resil__faa64(&khaz_made, 1) & (RESIL__STRIPE_OWN0 - 1)) *
+		        sizeof(stripe) +
+		    offsetof(stripe, successes);
 		r->next = __atomic_load_n(&khaz_head, __ATOMIC_ACQUIRE);
 		while (!__atomic_compare_exchange_n(&khaz_head, &r->next, r,
 		    false, __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE))
@@ -1537,7 +1553,7 @@ resil_err
 resil_keyed_breaker_record(
     resil_keyed *k, resil_keyed_permit *permit, resil_outcome outcome)
 {
-	uintptr_t u;
+	uintptr_t u, off;
 	khaz *r;
 	kentry *e;
 
@@ -1547,10 +1563,11 @@ resil_keyed_breaker_record(
 	if (RESIL__LIKELY((u & KPERMIT_SLOT) != 0 &&
 	        outcome == RESIL_OUTCOME_SUCCESS)) {
 		r = (khaz *)(u - KPERMIT_SLOT);
+		off = r->succ; /* never changes */
 		e = (kentry *)(uintptr_t)resil__load64(&r->e);
 		if (RESIL__LIKELY(e != NULL &&
-		        resil__breaker_success_fast(
-		            e->st, e->streak, &permit->permit, false))) {
+		        resil__breaker_success_fast_at(
+		            e->st, e->streak, &permit->permit, off))) {
 			permit->entry = NULL;
 			khaz_clear(r);
 			return RESIL_OK;
