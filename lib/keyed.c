@@ -3,12 +3,14 @@
  *
  * The layout. A pool of max_keys entries (128 bytes each, two cache lines,
  * fixed at creation) holds the keys; an open-addressed table of 2^n slots
- * (at least twice max_keys + 1, so it is never more than half full) maps a
- * key's hash to its entry. A slot is one word: the hash's high 32 bits
- * (a tag, so a probe rarely touches a wrong entry) and the entry's index
- * + 1 times the entry's size (an offset from the pool less one entry);
- * 0 is empty. Deletion shifts the run back (Knuth's algorithm R), so
- * there are no tombstones and churn never lengthens the probes.
+ * (at least three times max_keys + 1, so never more than a third full)
+ * maps a key's hash to its entry. A slot is the entry's address; an empty
+ * one holds kempty's, an entry that is always DEAD, so that a probe reads
+ * a slot and tests the entry's pin word with no test for empty first (the
+ * DEAD case tells the two apart). A probe that passes another key's entry
+ * reads that entry (about one call in six at a third full). Deletion
+ * shifts the run back (Knuth's algorithm R), so there are no tombstones
+ * and churn never lengthens the probes.
  *
  * Why no epoch. Entries are never freed while the family lives, so a
  * reader may always touch one, even one that was evicted and reused. What
@@ -114,7 +116,6 @@ struct resil_keyed {
 	uint64_t *slots;
 	uint64_t mask;
 	kentry *pool;
-	uintptr_t pool_base; /* pool's address less one entry's size */
 	/* By kind: max_key_len for the family's kind, 0 for the others, so
 	 * that len - 1 < kmax[kind] tests the length and the kind at once. */
 	uint32_t kmax[RESIL_KEYED_KINDS];
@@ -376,21 +377,17 @@ permit_entry(const void *v)
 	return (kentry *)u;
 }
 
-/* A slot's low half for entry idx, and the entry of a slot. */
-static inline uint32_t
-slot_low(uint32_t idx)
-{
-	return (idx + 1) * (uint32_t)sizeof(kentry);
-}
+/* What an empty slot holds: an entry of no family, DEAD for ever (never
+ * written: its pin word is only read). */
+static kentry kempty = { .pin = PIN_DEAD };
+#define KEMPTY ((uint64_t)(uintptr_t)&kempty)
 
+/* The entry of a slot. */
 static inline kentry *
-slot_entry(const resil_keyed *k, uint64_t s)
+slot_entry(uint64_t s)
 {
-	return (kentry *)(k->pool_base + (uint32_t)s);
+	return (kentry *)(uintptr_t)s;
 }
-
-_Static_assert((uint64_t)RESIL_KEYED_MAX_KEYS * sizeof(kentry) <= UINT32_MAX,
-    "a slot's low half holds an entry's offset");
 
 /* ---- memory ---- */
 
@@ -751,16 +748,17 @@ alloc_tables(resil_keyed *k, resil_diag *diag)
 	uintptr_t p;
 
 	k->mask = size - 1;
-	k->slots = resil__calloc(&k->walloc, size * sizeof(uint64_t));
+	k->slots = resil__alloc(&k->walloc, size * sizeof(uint64_t));
 	k->pool_size = (size_t)n * sizeof(kentry) + RESIL__CACHELINE;
 	k->pool_mem = resil__calloc(&k->walloc, k->pool_size);
 	k->free_idx = resil__alloc(&k->walloc, (size_t)n * sizeof(uint32_t));
 	if (k->slots == NULL || k->pool_mem == NULL || k->free_idx == NULL)
 		return resil__diagf(diag, RESIL_E_NOMEM, "keyed: out of memory");
+	for (uint64_t j = 0; j < size; j++)
+		k->slots[j] = KEMPTY;
 	p = ((uintptr_t)k->pool_mem + RESIL__CACHELINE - 1) &
 	    ~(uintptr_t)(RESIL__CACHELINE - 1);
 	k->pool = (kentry *)p;
-	k->pool_base = p - sizeof(kentry);
 	/* Taken from the top of the stack: entry 0 first. */
 	for (i = 0; i < n; i++) {
 		k->pool[i].pin = PIN_DEAD;
@@ -980,8 +978,7 @@ key_eq_other(const uint8_t *a, const uint8_t *b, size_t n)
 }
 
 /* e holds key. 8..16 bytes (inline in the entry): two overlapping 8-byte
- * words each. The slot's tag was the hash's high half already: the key
- * decides. */
+ * words each. */
 static inline bool
 same_key(const kentry *e, const void *key, size_t len)
 {
@@ -1002,18 +999,17 @@ static KINLINE kentry *
 find(resil_keyed *k, uint64_t h, const void *key, size_t len)
 {
 	uint64_t i = h & k->mask, s;
-	uint64_t tag = h >> 32;
 
 	for (;; i = (i + 1) & k->mask) {
 		kentry *e;
 
 		s = resil__load64(&k->slots[i]);
-		if (s == 0)
+		if (s == KEMPTY)
 			return NULL;
-		if ((s >> 32) != tag)
-			continue;
-		e = slot_entry(k, s);
-		if (!pin(e))
+		e = slot_entry(s);
+		/* Another key's, most likely: no pin (an entry's hash is
+		 * stored atomically, so this read is only a filter). */
+		if (resil__load64(&e->hash) != h || !pin(e))
 			continue;
 		if (same_key(e, key, len))
 			return e;
@@ -1028,27 +1024,27 @@ find(resil_keyed *k, uint64_t h, const void *key, size_t len)
 static KINLINE kentry *
 find_held(resil_keyed *k, uint64_t h, const void *key, size_t len, khaz *r)
 {
-	uint64_t i = h & k->mask, s, w;
-	uint64_t tag = h >> 32;
+	uint64_t i = h & k->mask, w;
 
 	for (;; i = (i + 1) & k->mask) {
-		kentry *e;
+		kentry *e = slot_entry(resil__load64(&k->slots[i]));
 
-		s = resil__load64(&k->slots[i]);
-		if (RESIL__UNLIKELY(s == 0)) {
-			khaz_clear(r);
-			return NULL;
-		}
-		if ((s >> 32) != tag)
-			continue;
-		e = slot_entry(k, s);
 		khaz_set(r, e);
 		w = resil__load64(&e->pin);
 		if (RESIL__UNLIKELY((w & (PIN_DEAD | PIN_COLD)) != 0)) {
-			if (w & PIN_DEAD)
+			if (w & PIN_DEAD) {
+				if (e != &kempty)
+					continue;
+				khaz_clear(r);
+				return NULL;
+			}
+			/* Used since the hand passed (once per pass): the
+			 * key's own entry, not another a probe passes (that
+			 * would keep whole runs from ever being evicted). */
+			if (!same_key(e, key, len))
 				continue;
-			/* Used since the hand passed: once per pass. */
 			(void)resil__cas64(&e->pin, w, w & ~PIN_COLD);
+			return e;
 		}
 		if (RESIL__LIKELY(same_key(e, key, len)))
 			return e;
@@ -1077,46 +1073,45 @@ kfresh_key(const void *x)
 	return x;
 }
 
-/* find_held() for a key of 8..16 bytes (inline in its entry). The probe
- * walks by adding 1 to h itself (its low bits are the slot): once in 2^32
- * probes the carry changes the tag, and the find only misses (the lock's
- * find then decides). The key and its length are the caller's own
- * variables (kfresh_key(), kfresh_len()). */
-static KINLINE kentry *
-find_short(resil_keyed *k, uint64_t h, const void **keyp, size_t *lenp,
-    khaz *r)
+/* A key of 8..16 bytes, the caller's own variables (see find_short()), is
+ * e's (inline). */
+static KINLINE bool
+short_key_is(const kentry *e, const void **keyp, size_t *lenp)
 {
-	uint64_t s, w;
+	*keyp = kfresh_key(*keyp);
+	*lenp = kfresh_len(*lenp);
+	return ((ld64(e->k.small) ^ ld64(*keyp)) |
+	           (ld64(e->k.small + *lenp - 8) ^
+	               ld64((const uint8_t *)*keyp + *lenp - 8)) |
+	           (e->len ^ *lenp)) == 0;
+}
 
+/* find_held()'s common case, for a key of 8..16 bytes (inline in its
+ * entry): true with key's entry in *ep, held in r; false (r empty) for
+ * everything else, a miss included, which the caller's general path then
+ * decides (find_held(); a miss goes to the lock anyway). The probe walks by
+ * adding 1 to h itself (its low bits are the slot). The key and its
+ * length are the caller's own variables (kfresh_key(), kfresh_len()). */
+static KINLINE bool
+find_short(resil_keyed *k, uint64_t h, const void **keyp, size_t *lenp,
+    khaz *r, kentry **ep)
+{
 	for (;; h++) {
-		kentry *e;
+		kentry *e = slot_entry(resil__load64(&k->slots[h & k->mask]));
 
-		s = resil__load64(&k->slots[h & k->mask]);
-		if (RESIL__UNLIKELY(s == 0)) {
-			khaz_clear(r);
-			return NULL;
-		}
-		if (((s ^ h) >> 32) != 0)
-			continue;
-		e = slot_entry(k, s);
 		khaz_set(r, e);
-		/* The pin word tested where it lies; read again only when
-		 * DEAD or COLD (any read after the slot's store will do). */
-		if (RESIL__UNLIKELY(resil__any64(&e->pin, PIN_DEAD | PIN_COLD))) {
-			w = resil__load64(&e->pin);
-			if (w & PIN_DEAD)
-				continue;
-			if (w & PIN_COLD)
-				(void)resil__cas64(&e->pin, w, w & ~PIN_COLD);
+		/* The pin word tested where it lies: DEAD (or the empty
+		 * slot's) or COLD, the caller goes the general way (its
+		 * find_held() decides). */
+		if (RESIL__UNLIKELY(
+		        resil__any64(&e->pin, PIN_DEAD | PIN_COLD))) {
+			khaz_clear(r);
+			return false;
 		}
-		*keyp = kfresh_key(*keyp);
-		*lenp = kfresh_len(*lenp);
-		if (RESIL__LIKELY(((ld64(e->k.small) ^ ld64(*keyp)) |
-		                      (ld64(e->k.small + *lenp - 8) ^
-		                          ld64((const uint8_t *)*keyp + *lenp -
-		                              8)) |
-		                      (e->len ^ *lenp)) == 0))
-			return e;
+		if (RESIL__LIKELY(short_key_is(e, keyp, lenp))) {
+			*ep = e;
+			return true;
+		}
 	}
 }
 
@@ -1127,9 +1122,9 @@ slot_insert(resil_keyed *k, uint64_t h, uint32_t idx)
 {
 	uint64_t i = h & k->mask;
 
-	while (k->slots[i] != 0)
+	while (k->slots[i] != KEMPTY)
 		i = (i + 1) & k->mask;
-	resil__store64(&k->slots[i], (h >> 32) << 32 | slot_low(idx));
+	resil__store64(&k->slots[i], (uint64_t)(uintptr_t)&k->pool[idx]);
 }
 
 /* Remove entry idx's slot, shifting the run after it back. */
@@ -1138,21 +1133,21 @@ slot_remove(resil_keyed *k, uint32_t idx)
 {
 	uint64_t i = k->pool[idx].hash & k->mask, j, home, s;
 
-	while ((uint32_t)k->slots[i] != slot_low(idx))
+	while (k->slots[i] != (uint64_t)(uintptr_t)&k->pool[idx])
 		i = (i + 1) & k->mask;
 	for (j = i;;) {
 		j = (j + 1) & k->mask;
 		s = k->slots[j];
-		if (s == 0)
+		if (s == KEMPTY)
 			break;
-		home = slot_entry(k, s)->hash & k->mask;
+		home = slot_entry(s)->hash & k->mask;
 		/* s may move to i when its home is not in (i, j]. */
 		if (i <= j ? (home <= i || home > j) : (home <= i && home > j)) {
 			resil__store64(&k->slots[i], s);
 			i = j;
 		}
 	}
-	resil__store64(&k->slots[i], 0);
+	resil__store64(&k->slots[i], KEMPTY);
 }
 
 /* What the slow path tells the listener once the lock is let go. */
@@ -1268,7 +1263,7 @@ fill(resil_keyed *k, uint32_t idx, uint64_t h, const void *key, size_t len)
 		e->st = f.st;
 		e->streak = f.streak;
 	}
-	e->hash = h;
+	resil__store64(&e->hash, h); /* read unpinned by find() */
 	e->len = (uint32_t)len;
 	e->ov = ov;
 	/* Publish: the fields above before the pin word, the pin word before
@@ -1422,14 +1417,6 @@ breaker_acquire_new(resil_keyed *k, uint64_t h, const void *key,
 	return breaker_acquire_pinned(e, permit);
 }
 
-/* The fast case's miss (the hash again: the fast path keeps no copy). */
-static KNOINLINE resil_err
-breaker_acquire_missed(
-    resil_keyed *k, const void *key, size_t len, resil_keyed_permit *permit)
-{
-	return breaker_acquire_new(k, khash(k, key, len), key, len, permit);
-}
-
 /* A call that pins: a family without the fence, a thread whose slot is
  * busy (it holds a permit: nested calls) or that has none yet (its
  * first call takes one for the next). */
@@ -1500,9 +1487,8 @@ resil_keyed_breaker_acquire(resil_keyed *k, const void *key, size_t key_len,
 	if (RESIL__UNLIKELY(!resil__zero64(&r->e)))
 		return breaker_acquire_any(k, key, key_len, permit);
 	h = khash_short(k, key, key_len);
-	e = find_short(k, h, &key, &key_len, r);
-	if (RESIL__UNLIKELY(e == NULL))
-		return breaker_acquire_missed(k, key, key_len, permit);
+	if (RESIL__UNLIKELY(!find_short(k, h, &key, &key_len, r, &e)))
+		return breaker_acquire_any(k, key, key_len, permit);
 	if (RESIL__LIKELY(
 	        resil__breaker_grant_fast(e->acq_word, &permit->permit))) {
 		permit->entry = (void *)((uintptr_t)r | KPERMIT_SLOT);
@@ -1674,15 +1660,17 @@ resil_keyed_ratelimit_try_acquire(resil_keyed *k, const void *key,
 	kentry *e;
 	khaz *r;
 
-	if (RESIL__UNLIKELY(k == NULL || key == NULL ||
-	        key_len - 8 >= k->kfast[RESIL_KEYED_RATELIMIT]))
+	if (RESIL__UNLIKELY(k == NULL))
+		return ratelimit_any(k, key, key_len, permits, retry_after);
+	if (RESIL__UNLIKELY(key == NULL))
+		return ratelimit_any(k, key, key_len, permits, retry_after);
+	if (RESIL__UNLIKELY(key_len - 8 >= k->kfast[RESIL_KEYED_RATELIMIT]))
 		return ratelimit_any(k, key, key_len, permits, retry_after);
 	r = khaz_mine;
-	if (RESIL__UNLIKELY(resil__load64(&r->e) != 0))
+	if (RESIL__UNLIKELY(!resil__zero64(&r->e)))
 		return ratelimit_any(k, key, key_len, permits, retry_after);
 	h = khash_short(k, key, key_len);
-	e = find_short(k, h, &key, &key_len, r);
-	if (RESIL__UNLIKELY(e == NULL))
+	if (RESIL__UNLIKELY(!find_short(k, h, &key, &key_len, r, &e)))
 		return ratelimit_any(k, key, key_len, permits, retry_after);
 	err = resil_ratelimit_try_acquire(e->inst, permits, retry_after);
 	khaz_clear(r);
