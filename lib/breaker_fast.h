@@ -61,23 +61,6 @@ resil__zero64(const uint64_t *p)
 #endif
 }
 
-/* (*p & m) != 0, m within the low 32 bits. */
-static inline bool
-resil__any64(const uint64_t *p, uint32_t m)
-{
-#if defined(RESIL__MEM_TEST)
-	bool nz;
-
-	__asm__ __volatile__("testl %2, %1"
-	                     : "=@ccnz"(nz)
-	                     : "m"(*p), "ri"(m)
-	                     : "memory");
-	return nz;
-#else
-	return (resil__load64(p) & m) != 0;
-#endif
-}
-
 /* This thread's lifetime-success counter, as a byte offset into struct
  * bstate, plus 1 (0: not computed yet). The stripe index is the thread's,
  * the layout every breaker's, so one offset serves them all: the record
