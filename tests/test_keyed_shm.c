@@ -775,8 +775,9 @@ test_keyed_shm_refusals(void **state)
 	c2.kind = RESIL_KEYED_THROTTLE;
 	assert_int_equal(
 	    resil_shm_keyed(shm, "rl", &c2, &k2, &d), RESIL_E_INVAL);
-	assert_non_null(
-	    strstr(d.msg, "only breaker and rate limiter families"));
+	assert_non_null(strstr(d.msg,
+	    "a throttle family: only breaker, rate limiter and bulkhead "
+	    "families are shared in a region (there is no shared throttle)"));
 	c2 = c;
 	c2.max_key_len = 65;
 	assert_int_equal(
