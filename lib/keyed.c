@@ -1332,10 +1332,27 @@ get_slow(resil_keyed *k, uint64_t h, const void *key, size_t len,
 		return to_overflow(k, &pe, key, len);
 	}
 	*err = fill(k, idx, h, key, len);
-	if (*err == RESIL_E_NOTFOUND) { /* the maker's overflow */
+	if (*err == RESIL_E_NOTFOUND) {
+		/* The maker has no place for key (h4/kshm3: a region's full
+		 * table, lib/keyed_maker.h): an idle key of ours gives its
+		 * place back (a sweep as above, unless this call evicted
+		 * already), and the maker is asked once more; else the
+		 * overflow. */
 		k->free_idx[k->n_free++] = idx;
 		*err = RESIL_OK;
-		return to_overflow(k, &pe, key, len);
+		if (pe.evicted || k->skip > 0 || !evict_one(k, &idx, &pe)) {
+			if (k->skip > 0)
+				k->skip--;
+			else if (!pe.evicted)
+				k->skip = k->cfg.max_keys / 64;
+			return to_overflow(k, &pe, key, len);
+		}
+		*err = fill(k, idx, h, key, len);
+		if (*err == RESIL_E_NOTFOUND) {
+			k->free_idx[k->n_free++] = idx;
+			*err = RESIL_OK;
+			return to_overflow(k, &pe, key, len);
+		}
 	}
 	if (*err != RESIL_OK) {
 		k->free_idx[k->n_free++] = idx;
