@@ -218,6 +218,13 @@ shared_check(const resil_pipeline_config *cfg, unsigned k, resil_diag *diag)
 		    "ratelimit.key.shared, bulkhead.key.shared; there is no "
 		    "shared throttle)",
 		    kind_names[k]);
+	/* h4/kshm3: the region counts a fixed limit exactly. */
+	if (k == RESIL_KEYED_BULKHEAD &&
+	    (cfg->bulkhead.adaptive || cfg->bulkhead.batch != 0))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "bulkhead.key.shared: not with bulkhead.%s (a shared "
+		    "family's bulkheads have a fixed limit, counted exactly)",
+		    cfg->bulkhead.adaptive ? "adaptive" : "batch");
 	(void)snprintf(what, sizeof(what), "%s.key.shared", kind_names[k]);
 	if (cfg->keyed[k].max_key_len > RESIL_SHM_KEYED_KEY_MAX)
 		return resil__diagf(diag, RESIL_E_INVAL,
