@@ -369,11 +369,14 @@ test_keyed_shm_bulkhead_churn_keeps_in_flight(void **state)
 	resil_shm_keyed_info before, after;
 	resil_shm *shm;
 	resil_keyed *k;
-	held h;
+	char key[32];
+	held h, h2;
+	int i;
 
 	(void)state;
 	setup_common();
 	memset(&h, 0, sizeof(h));
+	memset(&h2, 0, sizeof(h2));
 	shm = open_region();
 	assert_non_null(shm);
 	assert_int_equal(resil_shm_keyed(shm, "ch", &c, &k, NULL), RESIL_OK);
@@ -391,7 +394,20 @@ test_keyed_shm_bulkhead_churn_keeps_in_flight(void **state)
 	assert_int_equal(after.claimed - before.claimed, CHURN);
 	assert_true(after.reclaimed >= CHURN - SMALL);
 	assert_int_equal(in_flight(k, "busy"), 2);
-	assert_int_equal(give(k, &h), 0);
+	/* The same churn in this process, whose local family (SMALL keys)
+	 * must keep "busy" (its calls in flight) and so its slot. */
+	for (i = 0; i < CHURN; i++) {
+		snprintf(key, sizeof(key), "local-%d", i);
+		assert_int_equal(take(k, key, &h2, 1), 1);
+		assert_int_equal(give(k, &h2), 0);
+	}
+	assert_int_equal(
+	    resil_shm_keyed_stat(shm, "ch", &after, NULL), RESIL_OK);
+	assert_int_equal(after.claimed - before.claimed, 2 * CHURN);
+	assert_true(after.used <= SMALL);
+	assert_int_equal(in_flight(k, "busy"), 2);
+	assert_int_equal(take(k, "busy", &h2, 10), 2);
+	assert_int_equal(give(k, &h2) + give(k, &h), 0);
 	assert_int_equal(in_flight(k, "busy"), 0);
 	resil_keyed_free(k);
 	resil_shm_close(shm);
