@@ -71,8 +71,9 @@ typedef struct resil_shm resil_shm;
 
 /* The layout of a region. A process built with another layout refuses to
  * attach (RESIL_E_INVAL naming both). */
-#define RESIL_SHM_LAYOUT 5 /* 4: keyed breaker families (issue 41); 5: keyed
-                            * rate limiter families (h3/kshm2) */
+#define RESIL_SHM_LAYOUT 6 /* 4: keyed breaker families (issue 41); 5: keyed
+                            * rate limiter families (h3/kshm2); 6: keyed
+                            * bulkhead families (h4/kshm3) */
 
 typedef struct resil_shm_config {
 	size_t size;          /* sizeof(resil_shm_config) */
