@@ -27,8 +27,10 @@
 
 #include <resil/clock.h>
 #include <resil/config.h>
+#include <resil/directory.h>
 #include <resil/keyed.h>
 #include <resil/pipeline.h>
+#include <resil/selector.h>
 #include <resil/shm.h>
 
 #include "support/text_pipeline.h"
@@ -529,6 +531,124 @@ test_keyed_shm_bulkhead_pipeline_text(void **state)
 	teardown_common();
 }
 
+/* ---- bulkhead.key=host with the family in a region ---- */
+
+/* A pipeline with one endpoint (e0:1) behind a selector. */
+typedef struct hp {
+	resil_manual_clock mc;
+	resil_config *conf;
+	resil_directory *d;
+	resil_selector *sel;
+	resil_pipeline *p;
+} hp;
+
+static void
+hp_start(hp *x, const char *text)
+{
+	resil_pipeline_config cfg;
+	resil_selector_config sc;
+	resil_directory_config dc;
+	resil_endpoint_spec spec;
+	resil_diag diag;
+
+	memset(x, 0, sizeof(*x));
+	resil_manual_clock_init(&x->mc, 1000);
+	if (resil_config_parse_string(&x->conf, text, "k.conf", NULL, &diag) !=
+	    RESIL_OK)
+		fail_msg("parse: %s", diag.msg);
+	resil_directory_config_init(&dc);
+	dc.clock = resil_manual_clock_hook(&x->mc);
+	(void)resil_config_directory(x->conf, &dc);
+	(void)resil_config_selector(x->conf, &sc);
+	assert_int_equal(resil_directory_new(&x->d, &dc, &diag), RESIL_OK);
+	assert_int_equal(
+	    resil_selector_new(&x->sel, x->d, &sc, &diag), RESIL_OK);
+	spec = resil_endpoint_spec_default("e0:1");
+	assert_int_equal(resil_directory_push(x->d, &spec, 1, &diag), RESIL_OK);
+	cfg = *resil_config_pipeline(x->conf);
+	cfg.clock = resil_manual_clock_hook(&x->mc);
+	cfg.selector = x->sel;
+	if (resil_pipeline_new(&x->p, &cfg, &diag) != RESIL_OK)
+		fail_msg("pipeline: %s", diag.msg);
+}
+
+static void
+hp_end(hp *x)
+{
+	resil_pipeline_free(x->p);
+	resil_selector_free(x->sel);
+	resil_directory_free(x->d);
+	resil_config_free(x->conf);
+}
+
+/* Each attempt (on a's and b's pipelines by turns) makes one more call
+ * on the other while it holds its endpoint's slot. */
+typedef struct hnest {
+	hp *pp[2];
+	int depth;
+	resil_err inner[4];
+} hnest;
+
+static int
+hfn(void *ctx, const resil_pick *ep, const resil_args *args, resil_value *out)
+{
+	hnest *n = ctx;
+	resil_result r;
+	int d = n->depth++;
+
+	(void)ep;
+	(void)out;
+	if (d < 3) {
+		n->inner[d + 1] = resil_pipeline_invoke(
+		    n->pp[(d + 1) % 2]->p, NULL, args, hfn, n, &r);
+		resil_result_free(&r);
+	}
+	return 0;
+}
+
+static void
+test_keyed_shm_bulkhead_host(void **state)
+{
+	char text[512];
+	resil_args a = { "get", NULL, 0 };
+	resil_shm_keyed_info info;
+	resil_result r;
+	resil_shm *shm;
+	hnest n;
+	hp x, y;
+
+	(void)state;
+	setup_common();
+	snprintf(text, sizeof(text),
+	    "service=S\n"
+	    "retries=0\n"
+	    "bulkhead.key=host\n"
+	    "bulkhead.key.shared=shm:%s/ph\n"
+	    "bulkhead.max_concurrent=2\n",
+	    region);
+	hp_start(&x, text);
+	hp_start(&y, text);
+	memset(&n, 0, sizeof(n));
+	n.pp[0] = &x;
+	n.pp[1] = &y;
+	/* x's attempt on e0:1 holds one of its 2, y's nested attempt the
+	 * other, x's third is refused: the two pipelines count together. */
+	assert_int_equal(
+	    resil_pipeline_invoke(x.p, NULL, &a, hfn, &n, &r), RESIL_OK);
+	resil_result_free(&r);
+	assert_int_equal(n.inner[1], RESIL_OK);
+	assert_int_equal(n.inner[2], RESIL_E_LIMITED);
+	assert_int_equal(n.depth, 2);
+	assert_non_null(shm = open_region());
+	assert_int_equal(
+	    resil_shm_keyed_stat(shm, "ph", &info, NULL), RESIL_OK);
+	assert_int_equal(info.used, 1); /* e0:1 */
+	resil_shm_close(shm);
+	hp_end(&y);
+	hp_end(&x);
+	teardown_common();
+}
+
 /* ---- refusals ---- */
 
 static void
@@ -621,6 +741,7 @@ main(void)
 		cmocka_unit_test(test_keyed_shm_bulkhead_sigkill),
 		cmocka_unit_test(test_keyed_shm_bulkhead_churn_keeps_in_flight),
 		cmocka_unit_test(test_keyed_shm_bulkhead_pipeline_text),
+		cmocka_unit_test(test_keyed_shm_bulkhead_host),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
