@@ -452,10 +452,13 @@ test_keyed_shm_fixed_table_keeps_failing_keys(void **state)
 	assert_int_equal(after.max_keys, SMALL);
 	assert_int_equal(after.table_bytes, before.table_bytes);
 	assert_true(after.used <= SMALL);
-	/* Each new key claimed a slot or got the overflow breaker (while
-	 * this process held every slot but the failing keys'); every claim
-	 * past the first SMALL reclaimed an idle key's slot. */
-	assert_int_equal(after.claimed + after.overflowed, CHURN + 2);
+	/* Each new key claimed a slot: once this process held every slot
+	 * but the failing keys', the table answered overflow, the local
+	 * family gave back an idle key of its own and the key asked again
+	 * (h4/kshm3); every claim past the first SMALL reclaimed an idle
+	 * key's slot. */
+	assert_int_equal(after.claimed, CHURN + 2);
+	assert_int_equal(after.overflowed, CHURN - (SMALL - 2));
 	assert_int_equal(after.reclaimed, after.claimed - after.used);
 	assert_true(after.reclaimed >= CHURN / 2);
 	assert_int_equal(resil_keyed_get_metrics(k, &km), RESIL_OK);
@@ -525,6 +528,98 @@ test_keyed_shm_overflow(void **state)
 	assert_int_equal(m.failures, 2); /* the overflow's, both families' */
 	assert_int_equal(call(k, "x", RESIL_OUTCOME_SUCCESS), RESIL_E_OPEN);
 	resil_keyed_free(k);
+	resil_shm_close(shm);
+	teardown_common();
+}
+
+/* ---- h4/kshm3: a key sent to the table's overflow: its event ---- */
+
+typedef struct heard {
+	int created, overflow, evicted;
+	char last[16];
+} heard;
+
+static void
+hear(const resil_keyed_event *ev, void *ctx)
+{
+	heard *h = ctx;
+
+	if (ev->type == RESIL_KEYED_EVENT_CREATED)
+		h->created++;
+	else if (ev->type == RESIL_KEYED_EVENT_OVERFLOW)
+		h->overflow++;
+	else if (ev->type == RESIL_KEYED_EVENT_EVICTED)
+		h->evicted++;
+	snprintf(h->last, sizeof(h->last), "%.*s", (int)ev->key_len,
+	    (const char *)ev->key);
+}
+
+static void
+test_keyed_shm_overflow_event(void **state)
+{
+	resil_keyed_config c = fam_cfg(2), c2;
+	resil_shm_keyed_info info;
+	resil_keyed_metrics km;
+	resil_keyed_handle h;
+	resil_shm *shm, *other;
+	resil_keyed *k, *k2;
+	heard hd;
+	int i;
+
+	(void)state;
+	setup_common();
+	shm = open_region();
+	assert_non_null(shm);
+	assert_non_null(other = open_region());
+	assert_int_equal(resil_shm_keyed(shm, "oev", &c, &k, NULL), RESIL_OK);
+	for (i = 0; i < 3; i++) {
+		assert_int_equal(
+		    call(k, "x", RESIL_OUTCOME_FAILURE), RESIL_OK);
+		assert_int_equal(
+		    call(k, "y", RESIL_OUTCOME_FAILURE), RESIL_OK);
+	}
+	/* A second family on the same table (through another region
+	 * handle; 2 slots, both OPEN): "z" finds no slot. Its listener hears OVERFLOW, as the
+	 * in-process family's overflow does, and the key is not entered. */
+	memset(&hd, 0, sizeof(hd));
+	c2 = fam_cfg(2);
+	c2.listener = hear;
+	c2.listener_ctx = &hd;
+	assert_int_equal(
+	    resil_shm_keyed(other, "oev", &c2, &k2, NULL), RESIL_OK);
+	assert_int_equal(call(k2, "z", RESIL_OUTCOME_SUCCESS), RESIL_OK);
+	assert_int_equal(hd.overflow, 1);
+	assert_int_equal(hd.created, 0);
+	assert_string_equal(hd.last, "z");
+	assert_int_equal(resil_keyed_get(k2, "z", 1, &h), RESIL_OK);
+	assert_true(h.overflow);
+	assert_int_equal(resil_keyed_put(k2, &h), RESIL_OK);
+	assert_int_equal(hd.overflow, 2);
+	assert_int_equal(resil_keyed_get_metrics(k2, &km), RESIL_OK);
+	assert_int_equal(km.keys, 0);
+	assert_int_equal(km.overflowed, 2);
+	/* A key with a slot is found, not sent to the overflow. */
+	assert_int_equal(call(k2, "x", RESIL_OUTCOME_SUCCESS), RESIL_E_OPEN);
+	assert_int_equal(hd.created, 1);
+	/* "y" closes (its probe succeeds after the wait, which empties its
+	 * window) and the first family lets go of its keys: "z" asks again
+	 * at its next use and takes y's slot. */
+	__atomic_store_n(&cm->now, 1000 + 100, __ATOMIC_RELEASE);
+	assert_int_equal(call(k, "y", RESIL_OUTCOME_SUCCESS), RESIL_OK);
+	assert_int_equal(metrics_of(k, "y").state, RESIL_BREAKER_CLOSED);
+	resil_keyed_free(k);
+	assert_int_equal(call(k2, "z", RESIL_OUTCOME_FAILURE), RESIL_OK);
+	assert_int_equal(hd.overflow, 2);
+	assert_int_equal(hd.created, 2);
+	assert_string_equal(hd.last, "z");
+	assert_int_equal(metrics_of(k2, "z").window_failures, 1);
+	assert_int_equal(
+	    resil_shm_keyed_stat(other, "oev", &info, NULL), RESIL_OK);
+	assert_int_equal(info.overflowed, 2);
+	assert_int_equal(info.reclaimed, 1);
+	assert_int_equal(info.used, 2);
+	resil_keyed_free(k2);
+	resil_shm_close(other);
 	resil_shm_close(shm);
 	teardown_common();
 }
@@ -775,8 +870,9 @@ test_keyed_shm_refusals(void **state)
 	c2.kind = RESIL_KEYED_THROTTLE;
 	assert_int_equal(
 	    resil_shm_keyed(shm, "rl", &c2, &k2, &d), RESIL_E_INVAL);
-	assert_non_null(
-	    strstr(d.msg, "only breaker and rate limiter families"));
+	assert_non_null(strstr(d.msg,
+	    "a throttle family: only breaker, rate limiter and bulkhead "
+	    "families are shared in a region (there is no shared throttle)"));
 	c2 = c;
 	c2.max_key_len = 65;
 	assert_int_equal(
@@ -818,6 +914,7 @@ main(void)
 		cmocka_unit_test(
 		    test_keyed_shm_fixed_table_keeps_failing_keys),
 		cmocka_unit_test(test_keyed_shm_overflow),
+		cmocka_unit_test(test_keyed_shm_overflow_event),
 		cmocka_unit_test(test_keyed_shm_sigkill_mid_claim),
 		cmocka_unit_test(test_keyed_shm_dead_holder_bits_cleared),
 		cmocka_unit_test(test_keyed_shm_pipeline_text),
