@@ -4,13 +4,11 @@
  * The layout. A pool of max_keys entries (128 bytes each, two cache lines,
  * fixed at creation) holds the keys; an open-addressed table of 2^n slots
  * (at least three times max_keys + 1, so never more than a third full)
- * maps a key's hash to its entry. A slot is the entry's address; an empty
- * one holds kempty's, an entry that is always DEAD, so that a probe reads
- * a slot and tests the entry's pin word with no test for empty first (the
- * DEAD case tells the two apart). A probe that passes another key's entry
- * reads that entry (about one call in six at a third full). Deletion
- * shifts the run back (Knuth's algorithm R), so there are no tombstones
- * and churn never lengthens the probes.
+ * maps a key's hash to its entry. A slot is the entry's address, an empty
+ * one kempty's (always DEAD: a probe tests the pin word, not for empty
+ * first). A probe that passes another key's entry reads it (about one call
+ * in six at a third full). Deletion shifts the run back (Knuth's algorithm
+ * R): no tombstones, and churn never lengthens the probes.
  *
  * Why no epoch. Entries are never freed while the family lives, so a
  * reader may always touch one, even one that was evicted and reused. What
@@ -176,11 +174,10 @@ typedef struct khaz {
 	uint64_t e;
 	uint64_t used; /* a live thread has it */
 	struct khaz *next;
-	/* Where a breaker permit held here counts its success (the record's
-	 * fast path): the byte offset into struct bstate of the lifetime-
-	 * success counter of stripe (the record's number) mod 4, one no
-	 * thread owns (lib/internal.h), so any thread adds to it, locked.
-	 * Set before the record is published, never changed. */
+	/* Where a permit held here counts a breaker's success: the offset
+	 * in struct bstate of the lifetime successes of stripe (the record's
+	 * number) mod 4, one no thread owns (lib/internal.h), so any thread
+	 * adds to it, locked. Set before the record is published. */
 	uintptr_t succ;
 	char pad[RESIL__CACHELINE - 4 * sizeof(uint64_t)];
 } khaz;
@@ -378,16 +375,10 @@ permit_entry(const void *v)
 }
 
 /* What an empty slot holds: an entry of no family, DEAD for ever (never
- * written: its pin word is only read). */
+ * written: its pin word is only read); and the entry of a slot. */
 static kentry kempty = { .pin = PIN_DEAD };
 #define KEMPTY ((uint64_t)(uintptr_t)&kempty)
-
-/* The entry of a slot. */
-static inline kentry *
-slot_entry(uint64_t s)
-{
-	return (kentry *)(uintptr_t)s;
-}
+#define slot_entry(s) ((kentry *)(uintptr_t)(s))
 
 /* ---- memory ---- */
 
