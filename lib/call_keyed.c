@@ -23,12 +23,19 @@
 #include "keyed_gate.h"
 #include "pipeline_internal.h"
 #include "pipeline_keyed_fleet.h"
+#include <resil/fleet.h>
+
+#define KG_COLD __attribute__((noinline, cold))
 
 /* The pipeline whose gate this thread is entering: the next check of it
  * (the gate's own call) goes past the gate, once. */
 static RESIL__TLS const resil_pipeline *kg_inside;
 
 static const char kg_missing[1] = { 0 };
+
+/* The call the gate runs on this thread (its key's pushback is told from
+ * inside it: lib/call_overload.c, resil__keyed_pushback()). */
+static RESIL__TLS const struct resil__kcall *kg_cur;
 
 int
 resil__keyed_gated(const resil_pipeline *p)
@@ -238,10 +245,13 @@ call_fam(const struct resil__kgate *g, resil_keyed_kind k)
 static resil_err
 run_inner(const kcall *kc, resil_result *out)
 {
+	const kcall *outer = kg_cur;
 	resil_err err;
 
 	kg_inside = kc->p;
+	kg_cur = kc;
 	err = kc->run(kc, out); /* the driver's own entry, again */
+	kg_cur = outer;
 	kg_inside = NULL; /* consumed already unless the call was refused */
 	return err;
 }
@@ -263,6 +273,30 @@ key_of(const struct resil__kgate *g, unsigned k, const resil_args *args,
 	if (RESIL__UNLIKELY(err != RESIL_OK) && out != NULL)
 		(void)too_long(out, &g->spec[k], kg_kind[k], *len);
 	return err;
+}
+
+/* Whether the server paused key (issue 41, turn 4) for this call: a
+ * critical one passes the pause (the limiter decides it, as the lone
+ * limiter's pause lets it: lib/call_overload.c); counted as the lone
+ * limiter's paused calls. */
+static KG_COLD int
+paused(resil_pipeline *p, const void *key, size_t len,
+    const resil_invocation *inv, int method_prio)
+{
+	if (resil__kpause_until(p, key, len, resil_clock_now(&p->clock)) == 0 ||
+	    throttle_class(inv, method_prio) == RESIL_THROTTLE_CRITICAL)
+		return 0;
+	resil__inc64(&my_stripe(p)->paused);
+	return 1;
+}
+
+static KG_COLD resil_err
+refuse_paused(resil_result *out)
+{
+	(void)refuse(out, RESIL_E_LIMITED, "rate limiter", -1);
+	(void)snprintf(out->message, sizeof(out->message),
+	    "the key's rate limiter is paused by the server's Retry-After");
+	return RESIL_E_LIMITED;
 }
 
 /* The call's admission by its keys: a rate limiter permit, the
@@ -289,6 +323,9 @@ admit(resil_pipeline *p, const resil_args *args, const resil_invocation *inv,
 		if ((err = key_of(g, RESIL_KEYED_RATELIMIT, args, inv, NULL,
 		         kb, &key, &len, out)) != RESIL_OK)
 			return err;
+		if (RESIL__UNLIKELY(resil__load64(&g->kp.live) != 0) &&
+		    paused(p, key, len, inv, method_prio))
+			return refuse_paused(out);
 		err = resil__kfleet_acquire(g, key, len, &after);
 		if (err != RESIL_OK)
 			return refuse(out, err, "rate limiter", -1);
@@ -369,7 +406,8 @@ settle(resil_pipeline *p, resil__kheld *h, resil_outcome o,
 }
 
 /* The priority the call's method declares (0: none), read only when
- * the pipeline has a keyed throttle (a hold of the settings). */
+ * the pipeline has a keyed throttle or a key is paused (a hold of the
+ * settings). */
 static int
 method_prio(const kcall *kc)
 {
@@ -377,8 +415,9 @@ method_prio(const kcall *kc)
 	settings *g;
 	int prio;
 
-	if (kc->p->keyed->fam[RESIL_KEYED_THROTTLE] == NULL)
-		return 0;
+	if (kc->p->keyed->fam[RESIL_KEYED_THROTTLE] == NULL &&
+	    RESIL__LIKELY(resil__load64(&kc->p->keyed->kp.live) == 0))
+		return 0; /* no keyed throttle, no key paused */
 	g = conf_hold(kc->p, &st);
 	prio = kc->h != NULL ? resolve(g, kc->h)->prio : g->dflt.prio;
 	conf_drop(g);
@@ -542,4 +581,61 @@ resil__keyed_host_end(resil_pipeline *p, resil__khost *kh, resil_outcome o)
 			    resil_clock_now(&p->clock) - kh->t0);
 	}
 	kh->held = 0;
+}
+
+/* ---- the server's pushback for a key (issue 41, turn 4) ---- */
+
+int
+resil__keyed_pushback(resil_pipeline *p, const resil_args *args,
+    const resil_invocation *inv, uint64_t pause_ns, uint64_t now, int drain,
+    uint64_t *until, uint64_t *drained, char *note, size_t cap)
+{
+	struct resil__kgate *g = p->keyed;
+	resil_keyed *rl = g != NULL ? call_fam(g, RESIL_KEYED_RATELIMIT) : NULL;
+	char kb[RESIL_KEYED_MAX_KEY_LEN]; /* a composite key, joined */
+	resil_keyed_handle kh;
+	const void *key;
+	size_t len;
+	int kept = 1;
+
+	*until = 0;
+	*drained = UINT64_MAX;
+	note[0] = '\0';
+	if (rl == NULL)
+		return 0;
+	if (kg_cur != NULL && kg_cur->p == p) {
+		/* The gate's call on this thread: its request (the blocking
+		 * driver's machine keeps no invocation). */
+		args = kg_cur->args;
+		inv = kg_cur->inv;
+	}
+	if (draw(&g->spec[RESIL_KEYED_RATELIMIT], args, inv, NULL, kb,
+	        sizeof(kb), &key, &len) != RESIL_OK)
+		return 0; /* not reached: the gate refused such a call */
+	if (pause_ns != 0) {
+		uint64_t u = now + pause_ns < now ? UINT64_MAX : now + pause_ns;
+
+		kept = resil__kpause_set(p, key, len, u, now);
+		if (kept)
+			*until = u;
+		else
+			(void)snprintf(note, cap,
+			    ", key not paused (%u keys paused already)",
+			    (unsigned)RESIL__KPAUSE_MAX);
+		/* The fleet limiter of the family: every member pauses the
+		 * key (one round trip; a member deciding locally has
+		 * nobody to tell). */
+		if (RESIL__UNLIKELY(g->frl != NULL))
+			(void)resil_fleet_limit_pause_key(
+			    g->frl, key, len, pause_ns, NULL);
+	}
+	/* ratelimit.drain_on_throttled per key: the key's own permits, not
+	 * a fleet's (as the lone limiter's). */
+	if (g->frl == NULL && (drain || g->rl_drain || !kept) &&
+	    resil_keyed_get(rl, key, len, &kh) == RESIL_OK) {
+		if (kh.instance.ratelimit != NULL)
+			(void)resil_ratelimit_drain(kh.instance.ratelimit, drained);
+		(void)resil_keyed_put(rl, &kh);
+	}
+	return 1;
 }

@@ -73,6 +73,8 @@ add_family(resil_pipeline *p, const char *spec, const resil_keyed_config *cfg,
 	g->fam[cfg->kind] = k;
 	g->spec[cfg->kind] = ks;
 	g->from_cfg[cfg->kind] = (uint8_t)from_cfg;
+	if (cfg->kind == RESIL_KEYED_RATELIMIT) /* issue 41 (turn 4) */
+		g->rl_drain = cfg->ratelimit.drain_on_throttled != 0;
 	p->slow = 1;
 	return RESIL_OK;
 }
@@ -116,6 +118,7 @@ resil__keyed_free(resil_pipeline *p)
 		resil_keyed_free(p->keyed->fam[i]);
 		resil__strfree(&p->alloc, p->keyed->fp[i]);
 	}
+	resil__kpause_free(p); /* issue 41 (turn 4) */
 	resil__free(&p->alloc, p->keyed, sizeof(*p->keyed));
 	p->keyed = NULL;
 }
