@@ -248,9 +248,13 @@ run_inner(const kcall *kc, resil_result *out)
 	const kcall *outer = kg_cur;
 	resil_err err;
 
-	kg_inside = kc->p;
+	/* An invoke runs the driver's body directly (lib/call_drive.c,
+	 * keyed_run); a call re-enters its public entry, which the gate
+	 * lets pass once. */
+	if (kc->efn == NULL)
+		kg_inside = kc->p;
 	kg_cur = kc;
-	err = kc->run(kc, out); /* the driver's own entry, again */
+	err = kc->run(kc, out);
 	kg_cur = outer;
 	kg_inside = NULL; /* consumed already unless the call was refused */
 	return err;
@@ -424,12 +428,73 @@ method_prio(const kcall *kc)
 	return prio;
 }
 
+/* gate_breaker()'s key by draw() (a composite joined on this frame's
+ * stack, kept off the short path's) and its breaker's permit. */
+static KG_COLD resil_err
+breaker_drawn(const kcall *kc, struct resil__kgate *g, resil_keyed_permit *pm,
+    resil_result *out)
+{
+	const kspec *s = &g->spec[RESIL_KEYED_BREAKER];
+	char kb[RESIL_KEYED_MAX_KEY_LEN]; /* a composite key, joined */
+	const void *key;
+	size_t len;
+	resil_err err;
+
+	if (draw(s, kc->args, kc->inv, NULL, kb, sizeof(kb), &key, &len) !=
+	    RESIL_OK)
+		return too_long(out, s, kg_kind[RESIL_KEYED_BREAKER], len);
+	err = resil_keyed_breaker_acquire(
+	    g->fam[RESIL_KEYED_BREAKER], key, len, pm);
+	if (err != RESIL_OK)
+		return refuse(out, err, "breaker", (int)RESIL_BREAKER_OPEN);
+	return RESIL_OK;
+}
+
+/* The gate's common case (g->br_only: a breaker family alone, its key
+ * drawn per call): the key drawn, its breaker's permit, the call, the
+ * outcome recorded; nothing else asked or held. An invoke's run is the
+ * driver's body (no re-entry, nothing on this thread to mark). */
+static resil_err
+gate_breaker(const kcall *kc, struct resil__kgate *g, resil_result *out)
+{
+	const kspec *s = &g->spec[RESIL_KEYED_BREAKER];
+	resil_keyed *br = g->fam[RESIL_KEYED_BREAKER];
+	const resil_invocation *inv = kc->inv;
+	resil_keyed_permit pm;
+	resil_err err;
+
+	if (RESIL__LIKELY(s->nparts <= 1 && s->part[0].src == KS_ARGUMENT &&
+	        inv != NULL && s->part[0].index < inv->narguments &&
+	        inv->arguments != NULL &&
+	        inv->arguments[s->part[0].index] != NULL &&
+	        inv->arguments[s->part[0].index][0] != '\0')) {
+		/* arguments[N], the usual key: read in place. */
+		const char *t = inv->arguments[s->part[0].index];
+
+		err = resil_keyed_breaker_acquire(br, t, strlen(t), &pm);
+		if (RESIL__UNLIKELY(err != RESIL_OK))
+			return refuse(out, err, "breaker", (int)RESIL_BREAKER_OPEN);
+	} else if ((err = breaker_drawn(kc, g, &pm, out)) != RESIL_OK)
+		return err;
+	err = kc->efn != NULL ? kc->run(kc, out) : run_inner(kc, out);
+	if (RESIL__LIKELY(err == RESIL_OK && out->err == RESIL_OK &&
+	        out->source == RESIL_SOURCE_LIVE))
+		(void)resil_keyed_breaker_record(br, &pm, RESIL_OUTCOME_SUCCESS);
+	else if (outcome_of(err, out) == RESIL_OUTCOME_FAILURE)
+		(void)resil_keyed_breaker_record(br, &pm, RESIL_OUTCOME_FAILURE);
+	else
+		(void)resil_keyed_breaker_release(br, &pm);
+	return err;
+}
+
 static resil_err
 gate(const kcall *kc, resil_result *out)
 {
 	resil__kheld h;
 	resil_err err;
 
+	if (RESIL__LIKELY(kc->p->keyed->br_only))
+		return gate_breaker(kc, kc->p->keyed, out);
 	err = admit(kc->p, kc->args, kc->inv, method_prio(kc), &h, out);
 	if (err != RESIL_OK)
 		return err;

@@ -51,6 +51,9 @@ struct resil__kgate {
 	 * in C (resil_pipeline_set_keyed). */
 	resil__kpause kp;
 	uint8_t rl_drain;
+	/* h4/kgate: a breaker family alone, its key drawn per call (not by
+	 * the host): the gate's short path (lib/call_keyed.c). */
+	uint8_t br_only;
 };
 
 #endif

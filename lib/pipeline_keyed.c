@@ -75,6 +75,13 @@ add_family(resil_pipeline *p, const char *spec, const resil_keyed_config *cfg,
 	g->from_cfg[cfg->kind] = (uint8_t)from_cfg;
 	if (cfg->kind == RESIL_KEYED_RATELIMIT) /* issue 41 (turn 4) */
 		g->rl_drain = cfg->ratelimit.drain_on_throttled != 0;
+	/* h4/kgate: the gate's short path, while the breaker's family is
+	 * the only one and its key is drawn per call. */
+	g->br_only = g->fam[RESIL_KEYED_BREAKER] != NULL &&
+	    g->spec[RESIL_KEYED_BREAKER].src != KS_HOST &&
+	    g->fam[RESIL_KEYED_RATELIMIT] == NULL &&
+	    g->fam[RESIL_KEYED_BULKHEAD] == NULL &&
+	    g->fam[RESIL_KEYED_THROTTLE] == NULL;
 	p->slow = 1;
 	return RESIL_OK;
 }
