@@ -735,7 +735,7 @@ refuse_hedging(resil_pipeline *p, resil_result *out)
 
 /* resil_pipeline_call's slow path: hedging or a selector (h NULL: by
  * args->method). */
-static inline resil_err invoke_body(resil_pipeline *p, const resil_method *h,
+static resil_err invoke_body(resil_pipeline *p, const resil_method *h,
     const resil_args *args, const resil_invocation *inv,
     resil_endpoint_call_fn fn, void *ctx, resil_result *out);
 
@@ -906,7 +906,8 @@ invoke(resil_pipeline *p, const resil_method *h, const resil_args *args,
 	        args->method == NULL || fn == NULL || out == NULL ||
 	        (h != NULL && check_method(p, h) != RESIL_OK)))
 		return RESIL_E_INVAL;
-	if (resil__keyed_gated(p)) /* issue 41: the keyed families' gate */
+	/* Issue 41: the keyed families' gate (asked only with families). */
+	if (RESIL__UNLIKELY(p->keyed != NULL) && resil__keyed_gated(p))
 		return resil__keyed_invoke(
 		    p, h, args, inv, fn, ctx, out, keyed_run);
 	return invoke_body(p, h, args, inv, fn, ctx, out);

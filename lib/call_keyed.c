@@ -51,7 +51,7 @@ resil__keyed_gated(const resil_pipeline *p)
 
 /* Part s of the request (host: the attempt's endpoint, NULL per call):
  * *v, *len; *len 0 when the request lacks it. */
-static void
+static inline __attribute__((always_inline)) void
 part_of(const kpart *s, const resil_args *args, const resil_invocation *inv,
     const char *host, const void **v, size_t *len)
 {
@@ -99,7 +99,7 @@ part_of(const kpart *s, const resil_args *args, const resil_invocation *inv,
  * the reserved "\0" when a part is missing. RESIL_E_INVAL (*len the
  * composite's length) when a composite is longer than the family's
  * max_key_len. */
-static resil_err
+static inline __attribute__((always_inline)) resil_err
 draw(const kspec *s, const resil_args *args, const resil_invocation *inv,
     const char *host, char *buf, size_t cap, const void **key, size_t *len)
 {
@@ -429,8 +429,8 @@ method_prio(const kcall *kc)
 }
 
 /* gate_breaker()'s key by draw() (a composite joined on this frame's
- * stack, kept off the short path's) and its breaker's permit. */
-static KG_COLD resil_err
+ * stack, kept off the single key's frame) and its breaker's permit. */
+static __attribute__((noinline)) resil_err
 breaker_drawn(const kcall *kc, struct resil__kgate *g, resil_keyed_permit *pm,
     resil_result *out)
 {
@@ -463,7 +463,7 @@ gate_breaker(const kcall *kc, struct resil__kgate *g, resil_result *out)
 	resil_keyed_permit pm;
 	resil_err err;
 
-	if (RESIL__LIKELY(s->nparts <= 1 && s->part[0].src == KS_ARGUMENT &&
+	if ((s->nparts <= 1 && s->part[0].src == KS_ARGUMENT &&
 	        inv != NULL && s->part[0].index < inv->narguments &&
 	        inv->arguments != NULL &&
 	        inv->arguments[s->part[0].index] != NULL &&
