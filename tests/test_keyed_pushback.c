@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -327,6 +328,86 @@ test_keyed_pushback_pauses_bounded(void **state)
 	fx_end(&x);
 }
 
+/* Two threads push back on their own keys (400 pauses each, the table
+ * made and remade while the other reads it), then every key of both is
+ * paused and a key nobody pushed back is not (TSan: the table's lock). */
+typedef struct tharg {
+	fx *x;
+	int id;
+	int throttled;
+} tharg;
+
+static int
+th_provider(
+    void *ctx, const resil_pick *ep, const resil_args *args, resil_value *out)
+{
+	(void)ctx;
+	(void)ep;
+	(void)args;
+	(void)out;
+	return RESIL_RC_THROTTLED_MS(60000);
+}
+
+static void *
+th_run(void *arg)
+{
+	tharg *a = arg;
+	int i;
+
+	for (i = 0; i < 400; i++) {
+		resil_invocation inv;
+		resil_param att[1];
+		resil_result r;
+		char key[16];
+
+		snprintf(key, sizeof(key), "t%d-%d", a->id, i);
+		resil_invocation_init(&inv, "getStock");
+		att[0].key = "tenant";
+		att[0].value = key;
+		inv.attachments = att;
+		inv.nattachments = 1;
+		a->throttled += resil_pipeline_invoke_ex(a->x->p, NULL, &inv,
+		                    th_provider, NULL, &r) == RESIL_E_THROTTLED;
+		resil_result_free(&r);
+	}
+	return NULL;
+}
+
+static void
+test_keyed_pushback_threads(void **state)
+{
+	static const int ok[] = { 0 };
+	pthread_t t[2];
+	tharg a[2];
+	char key[16];
+	fx x;
+	int i, j;
+
+	(void)state;
+	fx_start(&x, KEYED_RL, 0);
+	for (i = 0; i < 2; i++) {
+		a[i].x = &x;
+		a[i].id = i;
+		a[i].throttled = 0;
+		assert_int_equal(pthread_create(&t[i], NULL, th_run, &a[i]), 0);
+	}
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(pthread_join(t[i], NULL), 0);
+		assert_int_equal(a[i].throttled, 400);
+	}
+	x.rcs = ok;
+	x.nrc = 1;
+	for (i = 0; i < 2; i++)
+		for (j = 0; j < 400; j += 7) {
+			snprintf(key, sizeof(key), "t%d-%d", i, j);
+			assert_int_equal(call_for(&x, key), RESIL_E_LIMITED);
+		}
+	assert_int_equal(x.ran, 0);
+	assert_int_equal(call_for(&x, "nobody"), RESIL_OK);
+	assert_int_equal(pm(&x).pushbacks, 800);
+	fx_end(&x);
+}
+
 /* Key a's breaker state and failures (keyed breaker family). */
 static void
 kb_visit(const void *key, size_t len, const resil_keyed_instance *inst,
@@ -405,6 +486,7 @@ main(void)
 		cmocka_unit_test(test_keyed_pushback_drains_key_machine),
 		cmocka_unit_test(test_keyed_pushback_pauses_bounded),
 		cmocka_unit_test(test_keyed_pushback_breaker_ignores),
+		cmocka_unit_test(test_keyed_pushback_threads),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
