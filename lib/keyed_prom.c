@@ -262,6 +262,19 @@ resil_keyed_top(resil_keyed *k, resil_keyed_rank by,
 	return RESIL_OK;
 }
 
+void
+resil__kfam_overflow(resil__kfam *f, resil_keyed *k)
+{
+	resil_keyed_instance in;
+
+	memset(&f->over, 0, sizeof(f->over));
+	f->has_over = 0;
+	if (resil_keyed_overflow(k, &in) != RESIL_OK)
+		return;
+	figures(&in, &f->over);
+	f->has_over = f->over.calls + f->over.rejections > 0 || f->over.open;
+}
+
 /* ---- the text ---- */
 
 static void
@@ -279,16 +292,20 @@ labels(resil__prom *w, const resil__kfam *f)
 	resil__prom_put(w, "\"", 1);
 }
 
-/* name{labels[,key="K"]} v; key NULL: the family's own sample; other:
- * key="__other__". */
+enum { S_KEY, S_OTHER, S_OVERFLOW };
+
+/* name{labels[,key="K"]} v; key NULL and S_KEY: the family's own sample;
+ * S_OTHER: key="__other__"; S_OVERFLOW: key="__overflow__". */
 static void
 sample(resil__prom *w, const char *name, const resil__kfam *f,
     const resil__kfig *key, int other, uint64_t v)
 {
 	resil__prom_puts(w, name);
 	labels(w, f);
-	if (other)
+	if (other == S_OTHER)
 		resil__prom_puts(w, ",key=\"__other__\"");
+	else if (other == S_OVERFLOW)
+		resil__prom_puts(w, ",key=\"__overflow__\"");
 	else if (key != NULL) {
 		resil__prom_puts(w, ",key=\"");
 		resil__prom_key(w, key->key, key->len);
@@ -376,7 +393,7 @@ resil__keyed_prom_write(resil__prom *w, const resil__kfam *f, size_t n)
 		resil__prom_head(
 		    w, fam[which][0], fam[which][1], fam[which][2]);
 		for (i = 0; i < n; i++)
-			sample(w, fam[which][0], &f[i], NULL, 0,
+			sample(w, fam[which][0], &f[i], NULL, S_KEY,
 			    family_value(&f[i], which));
 	}
 	for (which = 0; which < 4; which++) {
@@ -393,10 +410,13 @@ resil__keyed_prom_write(resil__prom *w, const resil__kfam *f, size_t n)
 				continue;
 			for (j = 0; j < t->n; j++)
 				sample(w, per_key[which][0], &f[i], &t->key[j],
-				    0, key_value(&t->key[j], which));
+				    S_KEY, key_value(&t->key[j], which));
 			if (t->live > t->n)
-				sample(w, per_key[which][0], &f[i], NULL, 1,
-				    key_value(&t->rest, which));
+				sample(w, per_key[which][0], &f[i], NULL,
+				    S_OTHER, key_value(&t->rest, which));
+			if (f[i].has_over)
+				sample(w, per_key[which][0], &f[i], NULL,
+				    S_OVERFLOW, key_value(&f[i].over, which));
 		}
 	}
 }
@@ -440,6 +460,7 @@ resil_keyed_prometheus(resil_keyed *k, const char *family, size_t max_series,
 	    &f.top, k, -1, max_series, resil__keyed_user_alloc(k));
 	if (err != RESIL_OK)
 		return err;
+	resil__kfam_overflow(&f, k);
 	b.buf = buf;
 	b.cap = cap;
 	b.len = 0;

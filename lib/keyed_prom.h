@@ -48,10 +48,19 @@ typedef struct resil__kfam {
 	resil_keyed_kind kind;
 	resil_keyed_metrics km;
 	resil__ktop top;
+	/* The overflow instance's figures (has_over: it has seen a call,
+	 * and gets key="__overflow__" series). */
+	resil__kfig over;
+	int has_over;
 } resil__kfam;
 
+/* Fill f->over and f->has_over from k's overflow instance. */
+void resil__kfam_overflow(resil__kfam *f, resil_keyed *k);
+
 /* Every metric family of the keyed families f[0..n), each with one HELP
- * and TYPE, then its samples for every family in turn; a metric no
+ * and TYPE, then its samples for every family in turn (per key: the top
+ * keys, key="__other__" for the rest, key="__overflow__" for the
+ * overflow instance once it has seen a call); a metric no
  * family has (failures: breakers and throttles; open: breakers) is left
  * out, and so is everything when n is 0. */
 void resil__keyed_prom_write(resil__prom *w, const resil__kfam *f, size_t n);

@@ -134,9 +134,11 @@ resil__prom_key(resil__prom *w, const uint8_t *key, size_t n)
 {
 	static const char hex[] = "0123456789abcdef";
 	static const char other[] = "__other__";
+	static const char over[] = "__overflow__";
 	size_t i = 0, u;
 
-	if (n == sizeof(other) - 1 && memcmp(key, other, n) == 0) {
+	if ((n == sizeof(other) - 1 && memcmp(key, other, n) == 0) ||
+	    (n == sizeof(over) - 1 && memcmp(key, over, n) == 0)) {
 		/* \x5f in the value: \\x5f in the text. */
 		resil__prom_put(w, "\\\\x5f", 5);
 		i = 1;

@@ -38,8 +38,10 @@ void resil__prom_escaped(resil__prom *w, const char *s);
  * a backslash is written as two (\\ in the value, \\\\ in the text), a
  * byte of no valid UTF-8 sequence and a control byte other than newline
  * (0x00..0x1f, 0x7f) as \xNN (lower-case hex), a key spelt exactly
- * __other__ with its first byte as \x5f (the value __other__ is the sum of
- * the keys without a series of their own); valid UTF-8 passes as it is.
+ * __other__ or __overflow__ with its first byte as \x5f (the value
+ * __other__ is the sum of the keys without a series of their own,
+ * __overflow__ the family's overflow instance); valid UTF-8 passes as it
+ * is.
  * Then the format's own escapes (\\, \", \n).
  */
 void resil__prom_key(resil__prom *w, const uint8_t *key, size_t n);

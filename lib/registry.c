@@ -393,6 +393,7 @@ snap_keyed(resil_registry *reg, snapshot *s)
 				snap_free(a, s);
 				return RESIL_E_NOMEM;
 			}
+			resil__kfam_overflow(f, k);
 			s->nk++;
 		}
 	return RESIL_OK;

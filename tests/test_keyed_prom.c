@@ -4,8 +4,8 @@
  * per metric family across pipelines, labels service, kind and key, keys
  * escaped without ambiguity, the cap on series per family
  * (resil_registry_config.key_max_series) with the rest under
- * key="__other__", and promtool check metrics on the text when promtool
- * is installed.
+ * key="__other__", the overflow instance's series (key="__overflow__"),
+ * and promtool check metrics on the text when promtool is installed.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -494,6 +494,73 @@ test_keyed_prom_concurrent(void **state)
 	resil_registry_free(reg);
 }
 
+/* A family whose every key is protected sends a new key to its overflow
+ * instance: the instance gets series of its own, key="__overflow__"
+ * (once it has seen a call); a key spelt __overflow__ is written
+ * \x5f_overflow__. */
+static void
+test_keyed_prom_overflow(void **state)
+{
+	resil_registry_config rc = resil_registry_config_default();
+	resil_registry *reg = NULL;
+	resil_pipeline *a, *b;
+	resil_keyed *ka, *kb;
+	resil_keyed_metrics km;
+	char *t;
+
+	(void)state;
+	resil_manual_clock_init(&mc, 1);
+	assert_int_equal(resil_registry_new(&reg, &rc, NULL), RESIL_OK);
+	a = pipeline("full");
+	b = pipeline("roomy");
+	keyed(a, RESIL_KEYED_BREAKER, 2);
+	keyed(b, RESIL_KEYED_BREAKER, 64);
+	ka = resil_pipeline_keyed(a, RESIL_KEYED_BREAKER);
+	kb = resil_pipeline_keyed(b, RESIL_KEYED_BREAKER);
+	assert_non_null(ka);
+	assert_non_null(kb);
+	assert_int_equal(resil_registry_add(reg, a, NULL), RESIL_OK);
+	assert_int_equal(resil_registry_add(reg, b, NULL), RESIL_OK);
+	/* Two keys, each with a failure in its window: both protected. */
+	drive(ka, "h1", 2, 1, 1);
+	drive(ka, "h2", 2, 1, 1);
+	drive(kb, "__overflow__", 12, 1, 0);
+	t = text_of(reg);
+	assert_null(strstr(t, "key=\"__overflow__\""));
+	free(t);
+	/* A third key finds no place: its 3 calls (a failure, then two
+	 * successes) go to the overflow breaker. */
+	drive(ka, "h3", 2, 3, 1);
+	assert_int_equal(resil_keyed_get_metrics(ka, &km), RESIL_OK);
+	assert_int_equal(km.overflowed, 3);
+	t = text_of(reg);
+	assert_non_null(strstr(t,
+	    "resil_keyed_calls_total{service=\"full\",kind=\"breaker\","
+	    "key=\"__overflow__\"} 3\n"));
+	assert_non_null(strstr(t,
+	    "resil_keyed_failures_total{service=\"full\",kind=\"breaker\","
+	    "key=\"__overflow__\"} 1\n"));
+	assert_non_null(strstr(t,
+	    "resil_keyed_rejections_total{service=\"full\","
+	    "kind=\"breaker\",key=\"__overflow__\"} 0\n"));
+	assert_non_null(strstr(t,
+	    "resil_keyed_breaker_open{service=\"full\",kind=\"breaker\","
+	    "key=\"__overflow__\"} 0\n"));
+	assert_null(strstr(t, "key=\"h3\""));
+	/* The other family's overflow saw nothing; its key spelt
+	 * __overflow__ is not an overflow's series. */
+	assert_null(strstr(t,
+	    "service=\"roomy\",kind=\"breaker\","
+	    "key=\"__overflow__\""));
+	assert_non_null(strstr(t,
+	    "resil_keyed_calls_total{service=\"roomy\",kind=\"breaker\","
+	    "key=\"\\\\x5f_overflow__\"} 1\n"));
+	families_once(t);
+	promtool(t);
+	free(t);
+	resil_registry_free(reg);
+}
+
 int
 main(void)
 {
@@ -502,6 +569,7 @@ main(void)
 		cmocka_unit_test(test_keyed_prom_cap),
 		cmocka_unit_test(test_keyed_prom_option),
 		cmocka_unit_test(test_keyed_prom_concurrent),
+		cmocka_unit_test(test_keyed_prom_overflow),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -415,13 +415,15 @@ RESIL_API resil_err resil_keyed_top(resil_keyed *k, resil_keyed_rank by,
  *
  * Cardinality cap: at most max_series keys get series of their own, those
  * first by failures + rejections (then calls); the rest are summed under
- * key="__other__" (the open gauge: how many of them are open). A key's
- * label value is the key with a backslash doubled, bytes of no valid
- * UTF-8 sequence and control bytes but newline as \xNN, and a key spelt
- * __other__ as \x5f_other__ (valid UTF-8 kept), then the format's
- * escapes (\\, \", \n): any key gives valid text, no two keys the same
- * value (docs/keyed.md, "Seen"). The registry writes every pipeline's
- * families in its own text (resil_registry_write_prometheus()).
+ * key="__other__" (the open gauge: how many of them are open); the
+ * overflow instance, once it has seen a call, has series of its own
+ * under key="__overflow__". A key's label value is the key with a
+ * backslash doubled, bytes of no valid UTF-8 sequence and control bytes
+ * but newline as \xNN, and a key spelt __other__ as \x5f_other__ (valid
+ * UTF-8 kept; __overflow__ likewise), then the format's escapes (\\,
+ * \", \n): any key gives valid text, no two keys the same value
+ * (docs/keyed.md, "Seen"). The registry writes every pipeline's families
+ * in its own text (resil_registry_write_prometheus()).
  *
  * Writes at most cap bytes, NUL included, and the length the whole text
  * needs (without the NUL) to *len. Returns RESIL_OK when it fit;
