@@ -524,6 +524,21 @@ resil__keyed_invoke(resil_pipeline *p, const struct resil_method *h,
 	return gate(&kc, out);
 }
 
+resil_err
+resil__keyed_invoke_ex(resil_pipeline *p, const struct resil_method *h,
+    const resil_invocation *inv, resil_endpoint_call_fn fn, void *ctx,
+    resil_result *out, resil__keyed_run run)
+{
+	kcall kc = { p, h, &inv->args, inv, NULL, fn, ctx, run };
+
+	if (RESIL__UNLIKELY(inv->args.method == NULL || fn == NULL ||
+	        out == NULL))
+		return RESIL_E_INVAL;
+	if (RESIL__UNLIKELY(!resil__keyed_gated(p)))
+		return run(&kc, out); /* the gate's own call */
+	return gate(&kc, out);
+}
+
 /* ---- the call machine (lib/call.c) ---- */
 
 resil_err

@@ -37,6 +37,14 @@ resil_err resil__keyed_invoke(resil_pipeline *p, const struct resil_method *h,
     resil_endpoint_call_fn fn, void *ctx, resil_result *out,
     resil__keyed_run run);
 
+/* resil_pipeline_invoke_ex() over p with families and no method
+ * handle (h NULL; h4/kgate): its checks (RESIL_E_INVAL as invoke()'s), then the
+ * gate (or, for the gate's own call, run at once). */
+resil_err resil__keyed_invoke_ex(resil_pipeline *p,
+    const struct resil_method *h, const resil_invocation *inv,
+    resil_endpoint_call_fn fn, void *ctx, resil_result *out,
+    resil__keyed_run run);
+
 /* What a call holds of its keys: held bit 1 the breaker's permit, bit 2
  * the bulkhead's slot (taken at t0). */
 typedef struct resil__kheld {
