@@ -264,6 +264,9 @@ static const keydef keys[] = {
 	    0, RESIL_KEYED_MAX_KEYS),
 	INT("bulkhead.key.max_key_len", K_U32, ST_BULKHEAD, 0,
 	    keyed[2].max_key_len, 0, RESIL_KEYED_MAX_KEY_LEN),
+	/* h4/kshm3: the bulkhead family in a region (shm:REGION/NAME). */
+	INT("bulkhead.key.shared", K_SHARED, ST_BULKHEAD, 0, keyed[2].shared,
+	    0, 0),
 	/* Issue 42: a throttle per key (kind 3, RESIL_KEYED_THROTTLE). */
 	INT("throttle.key", K_KEYSRC, ST_THROTTLE, 0, keyed[3].key, 0, 0),
 	INT("throttle.key.max_keys", K_U32, ST_THROTTLE, 0, keyed[3].max_keys,

@@ -1217,20 +1217,24 @@ override_of(const resil_keyed *k, uint64_t h, const void *key, size_t len,
 	return NULL;
 }
 
-/* Make key's entry in free entry idx, pinned once for the caller. */
+/* Make key's entry in free entry idx, pinned once for the caller;
+ * RESIL_E_NOTFOUND when the maker gave the key no instance: it is sent to
+ * the overflow (h4/kshm3, lib/keyed_maker.h), idx left free. */
 static resil_err
 fill(resil_keyed *k, uint32_t idx, uint64_t h, const void *key, size_t len)
 {
 	kentry *e = &k->pool[idx];
 	const resil_keyed_override *o;
 	uint32_t ov;
-	void *inst;
+	void *inst = NULL;
 	resil_err err;
 
 	o = override_of(k, h, key, len, &ov);
 	err = inst_new(k, o, key, len, &inst, NULL);
 	if (err != RESIL_OK)
 		return err;
+	if (inst == NULL)
+		return RESIL_E_NOTFOUND;
 	if (len > RESIL_KEYED_INLINE_KEY) {
 		e->k.heap = resil__alloc(&k->walloc, len);
 		if (e->k.heap == NULL) {
@@ -1286,6 +1290,20 @@ tell(resil_keyed *k, pending *pe, const void *key, size_t len)
 		resil__free(&k->walloc, pe->heap, pe->evicted_len);
 }
 
+/* Under the lock: key is given the overflow instance, pinned; the lock
+ * let go and the listener told (OVERFLOW). */
+static kentry *
+to_overflow(resil_keyed *k, pending *pe, const void *key, size_t len)
+{
+	k->overflowed++;
+	pe->overflow = true;
+	pe->keys = k->keys;
+	pin(&k->ovf);
+	resil__spin_unlock(&k->lock);
+	tell(k, pe, key, len);
+	return &k->ovf;
+}
+
 #if defined(__GNUC__)
 __attribute__((noinline, cold))
 #endif
@@ -1311,15 +1329,31 @@ get_slow(resil_keyed *k, uint64_t h, const void *key, size_t len,
 			k->skip--;
 		else
 			k->skip = k->cfg.max_keys / 64;
-		k->overflowed++;
-		pe.overflow = true;
-		pe.keys = k->keys;
-		pin(&k->ovf);
-		resil__spin_unlock(&k->lock);
-		tell(k, &pe, key, len);
-		return &k->ovf;
+		return to_overflow(k, &pe, key, len);
 	}
 	*err = fill(k, idx, h, key, len);
+	if (*err == RESIL_E_NOTFOUND) {
+		/* The maker has no place for key (h4/kshm3: a region's full
+		 * table, lib/keyed_maker.h): an idle key of ours gives its
+		 * place back (a sweep as above, unless this call evicted
+		 * already), and the maker is asked once more; else the
+		 * overflow. */
+		k->free_idx[k->n_free++] = idx;
+		*err = RESIL_OK;
+		if (pe.evicted || k->skip > 0 || !evict_one(k, &idx, &pe)) {
+			if (k->skip > 0)
+				k->skip--;
+			else if (!pe.evicted)
+				k->skip = k->cfg.max_keys / 64;
+			return to_overflow(k, &pe, key, len);
+		}
+		*err = fill(k, idx, h, key, len);
+		if (*err == RESIL_E_NOTFOUND) {
+			k->free_idx[k->n_free++] = idx;
+			*err = RESIL_OK;
+			return to_overflow(k, &pe, key, len);
+		}
+	}
 	if (*err != RESIL_OK) {
 		k->free_idx[k->n_free++] = idx;
 		e = NULL;

@@ -6,8 +6,12 @@
  * and its kin, drop instead of the instance's free, and done once, after
  * every instance was dropped, when the family is freed. make runs under
  * the family's lock; cfg is the family's configuration with its counting
- * allocator and its clock (the instance's alloc and clock). Never
- * installed.
+ * allocator and its clock (the instance's alloc and clock). make may
+ * answer RESIL_OK with *inst NULL for a key (h4/kshm3: no slot for it in
+ * the region): the key gets the family's overflow instance, as when the
+ * family is full (its listener hears OVERFLOW), and is not entered, so its
+ * next use asks make again; drop is then given NULL when the family
+ * checks an override's instance at creation. Never installed.
  */
 #ifndef RESIL_KEYED_MAKER_H
 #define RESIL_KEYED_MAKER_H

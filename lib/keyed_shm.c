@@ -80,14 +80,15 @@
  * key, before the slot is READY (NULL in production). */
 void (*resil__kshm_claim_hook)(void);
 
-/* A rate limiter family's keyed.override, copied (h3/kshm2): the maker
- * is given the family's settings, not the key's. */
+/* A rate limiter or bulkhead family's keyed.override, copied (h3/kshm2,
+ * h4/kshm3): the maker is given the family's settings, not the key's. */
 typedef struct kov {
 	uint8_t key[RESIL_SHM_KEYED_KEY_MAX];
 	uint32_t len;
 	uint32_t rate;
 	uint64_t period_ns;
 	uint32_t burst;
+	uint32_t max_concurrent; /* a bulkhead family's (h4/kshm3) */
 } kov;
 
 /* This process's view of one table (the ctx of lib/keyed_maker.h). */
@@ -302,12 +303,58 @@ rate_attach(const kfam *f, const resil_keyed_config *cfg, uint64_t i,
 	    (resil_ratelimit **)out, &rl, bmem(f->head, i), init, diag);
 }
 
+/* h4/kshm3: the max_concurrent this process gives slot i's key: the
+ * family's, or its keyed.override's (the overflow slot: the family's). */
+static uint32_t
+bulk_limit(const kfam *f, const resil_keyed_config *cfg, uint64_t i)
+{
+	const kshm_slot *s = slot_at(f->head, i);
+	size_t k;
+
+	if (i < f->head->max_keys)
+		for (k = 0; k < f->n_ov; k++)
+			if (f->ov[k].len == s->len &&
+			    memcmp(f->ov[k].key, s->key, s->len) == 0 &&
+			    f->ov[k].max_concurrent != 0)
+				return f->ov[k].max_concurrent;
+	return cfg->bulkhead.max_concurrent;
+}
+
+/* A handle on slot i's bulkhead (h4/kshm3); init: the claimer records
+ * its limit, else it must be the slot's. */
+static resil_err
+bulk_attach(const kfam *f, const resil_keyed_config *cfg, uint64_t i,
+    bool init, void **out, resil_diag *diag)
+{
+	kshm_slot *s = slot_at(f->head, i);
+	resil_bulkhead_config bc = cfg->bulkhead;
+
+	bc.max_concurrent = bulk_limit(f, cfg, i);
+	if (init)
+		resil__store64(&s->rl_rate, bc.max_concurrent);
+	else if (resil__load64(&s->rl_rate) != bc.max_concurrent)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "shm keyed: family %s: %s%.*s%s's bulkhead has "
+		    "max_concurrent %llu; this process gives it %u (every "
+		    "process must have the same bulkhead and keyed.override "
+		    "settings)",
+		    f->name, i < f->head->max_keys ? "key \"" : "the overflow",
+		    i < f->head->max_keys ? (int)s->len : 0, (const char *)s->key,
+		    i < f->head->max_keys ? "\"" : "",
+		    (unsigned long long)resil__load64(&s->rl_rate),
+		    (unsigned)bc.max_concurrent);
+	return resil__bulkhead_new_packed((resil_bulkhead **)out, &bc,
+	    bmem(f->head, i), init, f->procs, f->slot, diag);
+}
+
 static resil_err
 attach(const kfam *f, const resil_keyed_config *cfg, uint64_t i, bool init,
     void **out, resil_diag *diag)
 {
 	if (f->head->kind == KSHM_RATELIMIT)
 		return rate_attach(f, cfg, i, init, out, diag);
+	if (f->head->kind == KSHM_BULKHEAD)
+		return bulk_attach(f, cfg, i, init, out, diag);
 	return resil__breaker_new_shared((resil_breaker **)out, &cfg->breaker,
 	    bmem(f->head, i), init, f->procs, f->slot, diag);
 }
@@ -350,6 +397,14 @@ slot_protected(const kfam *f, const resil_keyed_config *cfg, uint64_t i)
 
 	if (f->head->kind == KSHM_RATELIMIT)
 		return rate_protected(f, cfg, i);
+	if (f->head->kind == KSHM_BULKHEAD) {
+		/* No live process holds it (the caller checked): calls
+		 * counted are dead processes', given back first. */
+		if (resil__bulkhead_packed_in_flight(bmem(f->head, i)) != 0)
+			(void)resil__bulkhead_packed_reap(
+			    bmem(f->head, i), f->procs, f->slot);
+		return resil__bulkhead_packed_in_flight(bmem(f->head, i)) != 0;
+	}
 	if ((w & (W_STATE_MASK | W_TRANSIT)) != RESIL_BREAKER_CLOSED)
 		return true;
 	if (attach(f, cfg, i, false, &vb, NULL) != RESIL_OK)
@@ -507,9 +562,10 @@ kf_make(void *ctx, const resil_keyed_config *cfg, const void *key, size_t len,
 	else
 		err = claim(f, cfg, hash, key, len, &i, &b, diag);
 	if (err == RESIL_OK && i == UINT64_MAX) {
-		/* No slot: the key's handle is on the overflow breaker. */
+		/* No slot: the key is sent to the family's overflow instance
+		 * (lib/keyed_maker.h: b NULL), and asks again at its next
+		 * use (h4/kshm3). */
 		resil__faa64(&h->overflowed, 1);
-		err = attach(f, cfg, h->max_keys, false, &b, diag);
 	} else if (err == RESIL_OK)
 		__atomic_fetch_or(&slot_at(h, i)->attach,
 		    UINT64_C(1) << f->slot, __ATOMIC_ACQ_REL);
@@ -517,6 +573,18 @@ kf_make(void *ctx, const resil_keyed_config *cfg, const void *key, size_t len,
 	if (err == RESIL_OK)
 		*inst = b;
 	return err;
+}
+
+/* Free a handle of the table's kind. */
+static void
+inst_drop(const kshm_head *h, void *inst)
+{
+	if (h->kind == KSHM_RATELIMIT)
+		resil_ratelimit_free(inst);
+	else if (h->kind == KSHM_BULKHEAD)
+		resil_bulkhead_free(inst);
+	else
+		resil_breaker_free(inst);
 }
 
 static void
@@ -528,8 +596,12 @@ kf_drop(void *ctx, void *inst)
 	const char *st;
 	uint64_t off, i;
 
+	if (inst == NULL) /* an override's key sent to the overflow */
+		return;
 	if (h->kind == KSHM_RATELIMIT)
 		st = resil__ratelimit_shared_mem(inst);
+	else if (h->kind == KSHM_BULKHEAD)
+		st = resil__bulkhead_shared_mem(inst);
 	else {
 		resil__breaker_fast_refs(inst, &fr);
 		st = (const char *)fr.st;
@@ -542,10 +614,7 @@ kf_drop(void *ctx, void *inst)
 	if (i < h->max_keys)
 		__atomic_fetch_and(&slot_at(h, i)->attach,
 		    ~(UINT64_C(1) << f->slot), __ATOMIC_ACQ_REL);
-	if (h->kind == KSHM_RATELIMIT)
-		resil_ratelimit_free(inst);
-	else
-		resil_breaker_free(inst);
+	inst_drop(h, inst);
 }
 
 static void
@@ -569,6 +638,8 @@ kf_done(void *ctx)
 static size_t
 want_slot_bytes(const resil_keyed_config *cfg)
 {
+	if (cfg->kind == RESIL_KEYED_BULKHEAD)
+		return bulk_slot_bytes();
 	return cfg->kind == RESIL_KEYED_RATELIMIT ? rate_slot_bytes()
 	                                          : slot_bytes_of(&cfg->breaker);
 }
@@ -576,9 +647,21 @@ want_slot_bytes(const resil_keyed_config *cfg)
 static size_t
 want_table_bytes(const resil_keyed_config *cfg)
 {
+	if (cfg->kind == RESIL_KEYED_BULKHEAD)
+		return resil__kshm_bulk_bytes(cfg->max_keys);
 	return cfg->kind == RESIL_KEYED_RATELIMIT
 	    ? resil__kshm_rate_bytes(cfg->max_keys)
 	    : resil__kshm_bytes(&cfg->breaker, cfg->max_keys);
+}
+
+/* The table kind (its head's) of cfg's family. */
+static uint64_t
+want_kind(const resil_keyed_config *cfg)
+{
+	if (cfg->kind == RESIL_KEYED_BULKHEAD)
+		return KSHM_BULKHEAD;
+	return cfg->kind == RESIL_KEYED_RATELIMIT ? KSHM_RATELIMIT
+	                                          : KSHM_BREAKER;
 }
 
 typedef struct init_arg {
@@ -594,8 +677,7 @@ table_init(void *mem, void *arg)
 
 	h->max_keys = ia->cfg->max_keys;
 	h->key_max = RESIL_SHM_KEYED_KEY_MAX;
-	h->kind = ia->cfg->kind == RESIL_KEYED_RATELIMIT ? KSHM_RATELIMIT
-	                                                 : KSHM_BREAKER;
+	h->kind = want_kind(ia->cfg);
 	h->slot_bytes = want_slot_bytes(ia->cfg);
 	h->index_off = KSHM_HDR + ((uint64_t)h->max_keys + 1) * h->slot_bytes;
 	h->index_mask = index_words(h->max_keys) - 1;
@@ -604,17 +686,12 @@ table_init(void *mem, void *arg)
 	resil__store64(&h->magic, KSHM_MAGIC);
 }
 
-/* A rate limiter family's settings (h3/kshm2). */
+/* A family's keyed.override list, as the maker keeps it. */
 static resil_err
-rate_check(const resil_keyed_config *cfg, resil_diag *diag)
+overrides_check(const resil_keyed_config *cfg, resil_diag *diag)
 {
 	size_t i;
 
-	if (cfg->ratelimit.batch != 0)
-		return resil__diagf(diag, RESIL_E_INVAL,
-		    "ratelimit.batch: %u must be 0 for a shared family (a "
-		    "process's cached permits are not the others')",
-		    (unsigned)cfg->ratelimit.batch);
 	if (cfg->n_overrides > RESIL_KEYED_MAX_OVERRIDES ||
 	    (cfg->n_overrides > 0 && cfg->overrides == NULL))
 		return resil__diagf(diag, RESIL_E_INVAL,
@@ -627,7 +704,53 @@ rate_check(const resil_keyed_config *cfg, resil_diag *diag)
 			return resil__diagf(diag, RESIL_E_INVAL,
 			    "keyed.override[%zu]: the key must be 1..%u bytes",
 			    i, (unsigned)cfg->max_key_len);
+	return RESIL_OK;
+}
+
+/* A rate limiter family's settings (h3/kshm2). */
+static resil_err
+rate_check(const resil_keyed_config *cfg, resil_diag *diag)
+{
+	resil_err err;
+
+	if (cfg->ratelimit.batch != 0)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "ratelimit.batch: %u must be 0 for a shared family (a "
+		    "process's cached permits are not the others')",
+		    (unsigned)cfg->ratelimit.batch);
+	err = overrides_check(cfg, diag);
+	if (err != RESIL_OK)
+		return err;
 	return resil_ratelimit_config_validate(&cfg->ratelimit, diag);
+}
+
+/* A bulkhead family's settings (h4/kshm3): a fixed limit, counted
+ * exactly in the region (the shared bulkhead's rules, docs/shared.md). */
+static resil_err
+bulk_check(const resil_keyed_config *cfg, resil_diag *diag)
+{
+	const resil_bulkhead_config *b = &cfg->bulkhead;
+	resil_err err;
+
+	if (b->batch != 0)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "bulkhead.batch: %u must be 0 for a shared family (a "
+		    "process's leased slots are not the others')",
+		    (unsigned)b->batch);
+	if (b->adaptive)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "bulkhead.adaptive: a shared family's bulkheads have a "
+		    "fixed limit (adaptive must be 0)");
+	if (b->max_wait_ns > 0 || b->reserve_critical > 0 ||
+	    b->reserve_default > 0)
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "bulkhead.max_wait: a shared family's bulkheads neither "
+		    "wait nor reserve slots (max_wait, reserve_critical and "
+		    "reserve_default must be 0)");
+	err = overrides_check(cfg, diag);
+	if (err != RESIL_OK)
+		return err;
+	return resil_bulkhead_config_validate(b, diag);
 }
 
 static resil_err
@@ -642,10 +765,13 @@ check_cfg(resil_shm *shm, const char *name, const resil_keyed_config *cfg,
 		    "resil_keyed_config", cfg->size,
 		    sizeof(resil_keyed_config));
 	if (cfg->kind != RESIL_KEYED_BREAKER &&
-	    cfg->kind != RESIL_KEYED_RATELIMIT)
+	    cfg->kind != RESIL_KEYED_RATELIMIT &&
+	    cfg->kind != RESIL_KEYED_BULKHEAD)
 		return resil__diagf(diag, RESIL_E_INVAL,
-		    "shm keyed: a %s family: only breaker and rate limiter "
-		    "families are shared in a region",
+		    "shm keyed: a %s family: only breaker, rate limiter and "
+		    "bulkhead families are shared in a region (there is no "
+		    "shared %s)",
+		    resil_keyed_kind_name(cfg->kind),
 		    resil_keyed_kind_name(cfg->kind));
 	if (cfg->max_keys < 1 || cfg->max_keys > RESIL__KSHM_MAX_KEYS)
 		return resil__diagf(diag, RESIL_E_INVAL,
@@ -659,6 +785,8 @@ check_cfg(resil_shm *shm, const char *name, const resil_keyed_config *cfg,
 		    (unsigned)cfg->max_key_len, RESIL_SHM_KEYED_KEY_MAX);
 	if (cfg->kind == RESIL_KEYED_RATELIMIT)
 		return rate_check(cfg, diag);
+	if (cfg->kind == RESIL_KEYED_BULKHEAD)
+		return bulk_check(cfg, diag);
 	return resil_breaker_config_validate(&cfg->breaker, diag);
 }
 
@@ -678,10 +806,7 @@ overflow_ready(const kfam *f, const resil_keyed_config *cfg, resil_diag *diag)
 	err = attach(f, cfg, h->max_keys, true, &b, diag);
 	if (err != RESIL_OK)
 		return err;
-	if (h->kind == KSHM_RATELIMIT)
-		resil_ratelimit_free(b);
-	else
-		resil_breaker_free(b);
+	inst_drop(h, b);
 	resil__store64(&s->state, KS_READY);
 	return RESIL_OK;
 }
@@ -692,7 +817,9 @@ copy_overrides(kfam *f, const resil_keyed_config *cfg, resil_diag *diag)
 {
 	size_t i;
 
-	if (cfg->kind != RESIL_KEYED_RATELIMIT || cfg->n_overrides == 0)
+	if ((cfg->kind != RESIL_KEYED_RATELIMIT &&
+	        cfg->kind != RESIL_KEYED_BULKHEAD) ||
+	    cfg->n_overrides == 0)
 		return RESIL_OK;
 	f->ov = resil__alloc(&f->alloc, cfg->n_overrides * sizeof(kov));
 	if (f->ov == NULL)
@@ -708,6 +835,7 @@ copy_overrides(kfam *f, const resil_keyed_config *cfg, resil_diag *diag)
 		f->ov[i].rate = o->rate;
 		f->ov[i].period_ns = o->period_ns;
 		f->ov[i].burst = o->burst;
+		f->ov[i].max_concurrent = o->max_concurrent;
 	}
 	return RESIL_OK;
 }
@@ -752,8 +880,7 @@ resil__shm_keyed_owned(const char *url, const resil_keyed_config *cfg,
 	sc.alloc = cfg->alloc;
 	/* A region made here has room for the table (an existing one keeps
 	 * its size). */
-	if ((cfg->kind == RESIL_KEYED_BREAKER ||
-	        cfg->kind == RESIL_KEYED_RATELIMIT) &&
+	if (cfg->kind != RESIL_KEYED_THROTTLE &&
 	    cfg->max_keys >= 1 && cfg->max_keys <= RESIL__KSHM_MAX_KEYS)
 		sc.region_bytes += want_table_bytes(cfg);
 	d.msg[0] = '\0';
@@ -790,6 +917,7 @@ keyed_open(resil_shm *shm, const char *name, const resil_keyed_config *cfg,
 	memset(&w, 0, sizeof(w));
 	w.breaker = &cfg->breaker;
 	w.ratelimit = cfg->kind == RESIL_KEYED_RATELIMIT;
+	w.bulkhead = cfg->kind == RESIL_KEYED_BULKHEAD;
 	w.max_keys = cfg->max_keys;
 	w.init = table_init;
 	w.arg = &ia;
@@ -798,9 +926,7 @@ keyed_open(resil_shm *shm, const char *name, const resil_keyed_config *cfg,
 		return err;
 	if (!head_sane(mem, want_table_bytes(cfg)) ||
 	    ((kshm_head *)mem)->slot_bytes != want_slot_bytes(cfg) ||
-	    ((kshm_head *)mem)->kind !=
-	        (cfg->kind == RESIL_KEYED_RATELIMIT ? KSHM_RATELIMIT
-	                                            : KSHM_BREAKER))
+	    ((kshm_head *)mem)->kind != want_kind(cfg))
 		return resil__diagf(diag, RESIL_E_INVAL,
 		    "shm %s: corrupt region: keyed family %s: its table's "
 		    "head is not one of %u slots of %zu bytes "

@@ -1,5 +1,6 @@
 /*
- * The region's side of a keyed breaker or rate limiter family's table
+ * The region's side of a keyed breaker, rate limiter or bulkhead family's
+ * table
  * (issue 41): its size,
  * and what lib/shm.c asks of it about a dead process's slot. Separate from
  * lib/keyed_shm.c, which asks lib/shm.c for the table, so the two do not
@@ -25,6 +26,34 @@ resil__kshm_rate_bytes(uint32_t max_keys)
 {
 	return KSHM_HDR + ((size_t)max_keys + 1) * rate_slot_bytes() +
 	    (size_t)index_words(max_keys) * sizeof(uint64_t);
+}
+
+size_t
+resil__kshm_bulk_bytes(uint32_t max_keys)
+{
+	return KSHM_HDR + ((size_t)max_keys + 1) * bulk_slot_bytes() +
+	    (size_t)index_words(max_keys) * sizeof(uint64_t);
+}
+
+/* h4/kshm3: every READY slot's bulkhead (the overflow's included); a slot
+ * being reclaimed has no call in flight (its count was 0), so a claim
+ * racing this finds nothing to give back but live processes' lines. */
+uint32_t
+resil__kshm_reap(
+    void *mem, size_t bytes, const resil__proc *procs, unsigned skip)
+{
+	kshm_head *h = mem;
+	uint32_t got = 0;
+	uint64_t k;
+
+	if (!head_sane(h, bytes) || h->kind != KSHM_BULKHEAD)
+		return 0;
+	for (k = 0; k <= h->max_keys; k++)
+		if (resil__load64(&slot_at(h, k)->state) == KS_READY &&
+		    resil__bulkhead_packed_in_flight(bmem(h, k)) != 0)
+			got += resil__bulkhead_packed_reap(
+			    bmem(h, k), procs, skip);
+	return got;
 }
 
 bool
@@ -59,7 +88,7 @@ resil__kshm_clear_slot(void *mem, size_t bytes, unsigned i)
 
 	if (!head_sane(h, bytes))
 		return;
-	if (h->kind == KSHM_RATELIMIT) { /* no announcements */
+	if (h->kind != KSHM_BREAKER) { /* no announcements */
 		__atomic_fetch_and(&h->opened, ~bit, __ATOMIC_ACQ_REL);
 		for (k = 0; k <= h->max_keys; k++)
 			__atomic_fetch_and(

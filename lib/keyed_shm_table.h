@@ -1,5 +1,6 @@
 /*
- * Private: the layout of a keyed breaker or rate limiter family's table
+ * Private: the layout of a keyed breaker, rate limiter or bulkhead
+ * (h4/kshm3) family's table
  * in a region (issue 41), shared by lib/keyed_shm.c (the family) and lib/shm.c (through
  * lib/keyed_shm_table.c: which process slots a table names, clearing a
  * slot taken over from a dead process). lib/keyed_shm.c's top comment
@@ -42,12 +43,14 @@ typedef struct kshm_head {
 	uint64_t hand;   /* the reclaim scan's next slot */
 	uint64_t skip;   /* new keys sent to the overflow without a scan */
 	uint64_t claimed, reclaimed, overflowed, repaired;
-	uint64_t kind; /* KSHM_BREAKER or KSHM_RATELIMIT (h3/kshm2) */
+	uint64_t kind; /* KSHM_BREAKER, KSHM_RATELIMIT (h3/kshm2) or
+	                * KSHM_BULKHEAD (h4/kshm3) */
 } kshm_head;
 
 /* A table's kind (its head's kind field; a breaker table's is 0). */
 #define KSHM_BREAKER UINT64_C(0)
 #define KSHM_RATELIMIT UINT64_C(1)
+#define KSHM_BULKHEAD UINT64_C(2)
 
 typedef struct kshm_slot {
 	uint64_t state;
@@ -57,7 +60,8 @@ typedef struct kshm_slot {
 	uint32_t pad0;
 	uint8_t key[RESIL_SHM_KEYED_KEY_MAX];
 	/* A rate limiter slot's settings, written by its claimer: rate,
-	 * period_ns, burst (h3/kshm2); 0 in a breaker table. */
+	 * period_ns, burst (h3/kshm2); a bulkhead slot's max_concurrent in
+	 * rl_rate (h4/kshm3); 0 in a breaker table. */
 	uint64_t rl_rate, rl_period, rl_burst;
 	uint64_t pad;
 } kshm_slot;
@@ -79,6 +83,14 @@ static inline size_t
 slot_bytes_of(const resil_breaker_config *bc)
 {
 	return KSHM_HDR + resil__breaker_shared_size(bc);
+}
+
+/* A bulkhead table's slot: the header and the packed shared bulkhead
+ * (h4/kshm3). */
+static inline size_t
+bulk_slot_bytes(void)
+{
+	return KSHM_HDR + resil__bulkhead_packed_size();
 }
 
 /* A rate limiter table's slot: the header and the GCRA state. */
@@ -114,8 +126,9 @@ head_sane(const kshm_head *h, size_t bytes)
 
 	if (bytes < KSHM_HDR || h->magic != KSHM_MAGIC || h->max_keys < 1 ||
 	    h->max_keys > RESIL__KSHM_MAX_KEYS || h->slot_bytes <= KSHM_HDR ||
-	    h->slot_bytes % 64 != 0 || h->kind > KSHM_RATELIMIT ||
-	    (h->kind == KSHM_RATELIMIT && h->slot_bytes != rate_slot_bytes()))
+	    h->slot_bytes % 64 != 0 || h->kind > KSHM_BULKHEAD ||
+	    (h->kind == KSHM_RATELIMIT && h->slot_bytes != rate_slot_bytes()) ||
+	    (h->kind == KSHM_BULKHEAD && h->slot_bytes != bulk_slot_bytes()))
 		return false;
 	words = index_words(h->max_keys);
 	return h->index_mask == words - 1 &&

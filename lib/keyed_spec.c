@@ -203,7 +203,7 @@ conflict(const resil_pipeline_config *cfg, unsigned k)
 }
 
 /* h3/kshm: keyed[k].shared, a breaker family in a region (h3/kshm2: or
- * a rate limiter family). */
+ * a rate limiter family; h4/kshm3: or a bulkhead family). */
 static resil_err
 shared_check(const resil_pipeline_config *cfg, unsigned k, resil_diag *diag)
 {
@@ -211,12 +211,20 @@ shared_check(const resil_pipeline_config *cfg, unsigned k, resil_diag *diag)
 
 	if (cfg->keyed[k].shared == NULL)
 		return RESIL_OK;
-	if (k != RESIL_KEYED_BREAKER && k != RESIL_KEYED_RATELIMIT)
+	if (k == RESIL_KEYED_THROTTLE)
 		return resil__diagf(diag, RESIL_E_INVAL,
-		    "%s.key.shared: only breaker and rate limiter families "
-		    "are shared in a region (breaker.key.shared, "
-		    "ratelimit.key.shared)",
+		    "%s.key.shared: only breaker, rate limiter and bulkhead "
+		    "families are shared in a region (breaker.key.shared, "
+		    "ratelimit.key.shared, bulkhead.key.shared; there is no "
+		    "shared throttle)",
 		    kind_names[k]);
+	/* h4/kshm3: the region counts a fixed limit exactly. */
+	if (k == RESIL_KEYED_BULKHEAD &&
+	    (cfg->bulkhead.adaptive || cfg->bulkhead.batch != 0))
+		return resil__diagf(diag, RESIL_E_INVAL,
+		    "bulkhead.key.shared: not with bulkhead.%s (a shared "
+		    "family's bulkheads have a fixed limit, counted exactly)",
+		    cfg->bulkhead.adaptive ? "adaptive" : "batch");
 	(void)snprintf(what, sizeof(what), "%s.key.shared", kind_names[k]);
 	if (cfg->keyed[k].max_key_len > RESIL_SHM_KEYED_KEY_MAX)
 		return resil__diagf(diag, RESIL_E_INVAL,

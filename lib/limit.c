@@ -615,6 +615,7 @@ struct resil_bulkhead {
 	uint64_t me;
 	uint64_t slot1_hi; /* (slot + 1) << 32: our changes' mark in G */
 	unsigned slot;
+	unsigned lwords; /* words a process line takes: 8, or 2 packed */
 	resil_limit_listener_fn listener;
 	void *listener_ctx;
 	resil_clock clock;
@@ -812,6 +813,10 @@ static resil_err bh_reject(resil_bulkhead *bh, uint64_t lim);
 
 /* batch of a shared-memory bulkhead. */
 #define BH_SHARED UINT32_MAX
+/* Words of a process's line in a shared bulkhead (a cache line each); a
+ * packed one (h4/kshm3: a keyed family's slot) has BH_PACKED_WORDS. */
+#define BH_LINE_WORDS (RESIL__CACHELINE / sizeof(uint64_t))
+#define BH_PACKED_WORDS 2u
 /* batch of a bulkhead that reserves slots for priority classes: every
  * acquire decides its class's share (lib/limit_wait.c). */
 #define BH_CLASSED (UINT32_MAX - 1)
@@ -890,6 +895,7 @@ bh_create(resil_bulkhead **out, const resil_bulkhead_config *cfg, void *shared,
 		    2 * RESIL__CACHELINE);
 		bh->counts = (uint64_t *)(void *)((char *)shared +
 		    3 * RESIL__CACHELINE);
+		bh->lwords = BH_LINE_WORDS;
 	}
 	if (shared != NULL && init)
 		resil__store64(
@@ -936,7 +942,6 @@ resil_bulkhead_new(
  * reap of a dead process's line (its count given back one logged change
  * at a time) relies on.
  */
-#define BH_LINE_WORDS (RESIL__CACHELINE / sizeof(uint64_t))
 #define BH_G_COUNT(g) ((g)&UINT64_C(0x7fffffff))
 #define BH_G_DEC UINT64_C(0x80000000)
 #define BH_G_SLOT(g) ((unsigned)((g) >> 32) & 0x7fu)
@@ -978,7 +983,7 @@ bhs_line_next(uint64_t l, bool dec)
  * applied it first). A line neither at the version nor one before is
  * corrupt: left alone. */
 static inline void
-bhs_apply(uint64_t *gw, uint64_t *counts, uint64_t g)
+bhs_apply(uint64_t *gw, uint64_t *counts, unsigned lwords, uint64_t g)
 {
 	unsigned ps = BH_G_SLOT(g);
 	uint64_t *lw, l;
@@ -986,7 +991,7 @@ bhs_apply(uint64_t *gw, uint64_t *counts, uint64_t g)
 
 	if (ps == 0 || ps > RESIL__PROCS)
 		return;
-	lw = &counts[(ps - 1) * BH_LINE_WORDS];
+	lw = &counts[(ps - 1) * lwords];
 	for (;;) {
 		l = resil__load64(lw);
 		ver = (uint32_t)(l >> 32);
@@ -1003,15 +1008,16 @@ bhs_apply(uint64_t *gw, uint64_t *counts, uint64_t g)
  * which is gone, one logged change at a time; stops when the line is
  * empty or belongs to another process. Returns how many. */
 static uint32_t
-bhs_reap_line(uint64_t *gw, uint64_t *counts, unsigned i, uint64_t o)
+bhs_reap_line(uint64_t *gw, uint64_t *counts, unsigned lwords, unsigned i,
+    uint64_t o)
 {
-	uint64_t *lw = &counts[i * BH_LINE_WORDS];
+	uint64_t *lw = &counts[i * lwords];
 	uint64_t g, l, ng;
 	uint32_t got = 0;
 
 	for (;;) {
 		g = resil__load64(gw);
-		bhs_apply(gw, counts, g);
+		bhs_apply(gw, counts, lwords, g);
 		/* The line, then its owner: a new owner writes itself
 		 * before it counts a call there. */
 		l = resil__load64(lw);
@@ -1020,7 +1026,7 @@ bhs_reap_line(uint64_t *gw, uint64_t *counts, unsigned i, uint64_t o)
 			return got;
 		ng = bhs_next(g, true, i, l);
 		if (resil__cas64(gw, g, ng)) {
-			bhs_apply(gw, counts, ng);
+			bhs_apply(gw, counts, lwords, ng);
 			got++;
 		}
 	}
@@ -1030,16 +1036,14 @@ bhs_reap_line(uint64_t *gw, uint64_t *counts, unsigned i, uint64_t o)
  * another owner (or none), or (alive: true, a system call per line) the
  * owner is dead. */
 static uint32_t
-bhs_reap(void *mem, const resil__proc *procs, unsigned skip, bool alive)
+bhs_reap(uint64_t *gw, uint64_t *counts, unsigned lwords,
+    const resil__proc *procs, unsigned skip, bool alive)
 {
-	uint64_t *gw = (uint64_t *)(void *)((char *)mem + 2 * RESIL__CACHELINE);
-	uint64_t *counts =
-	    (uint64_t *)(void *)((char *)mem + 3 * RESIL__CACHELINE);
 	uint32_t got = 0;
 	unsigned i;
 
 	for (i = 0; i < RESIL__PROCS; i++) {
-		uint64_t *lw = &counts[i * BH_LINE_WORDS];
+		uint64_t *lw = &counts[i * lwords];
 		uint64_t o;
 
 		if (i == skip || (uint32_t)resil__load64(lw) == 0)
@@ -1048,17 +1052,30 @@ bhs_reap(void *mem, const resil__proc *procs, unsigned skip, bool alive)
 		if (o == resil__load64(&procs[i].owner) &&
 		    (!alive || resil__proc_id_alive(o)))
 			continue;
-		got += bhs_reap_line(gw, counts, i, o);
+		got += bhs_reap_line(gw, counts, lwords, i, o);
 	}
 	return got;
 }
 
+/* A packed shared bulkhead (h4/kshm3): line 0 holds the limit (for
+ * reference), the last sweep's time and G; then RESIL__PROCS lines of
+ * BH_PACKED_WORDS words, [L_i, O_i] each. */
+#define BH_PK_SWEEP 1u
+#define BH_PK_G 2u
+
+size_t
+resil__bulkhead_packed_size(void)
+{
+	return RESIL__CACHELINE +
+	    (size_t)RESIL__PROCS * BH_PACKED_WORDS * sizeof(uint64_t);
+}
+
 static void bh_shared_adopt(resil_bulkhead *bh);
 
-resil_err
-resil__bulkhead_new_shared(resil_bulkhead **out,
-    const resil_bulkhead_config *cfg, void *mem, bool init,
-    const resil__proc *procs, unsigned slot, resil_diag *diag)
+static resil_err
+bh_new_shared(resil_bulkhead **out, const resil_bulkhead_config *cfg,
+    void *mem, bool init, bool packed, const resil__proc *procs,
+    unsigned slot, resil_diag *diag)
 {
 	resil_err err;
 
@@ -1070,7 +1087,14 @@ resil__bulkhead_new_shared(resil_bulkhead **out,
 		return err;
 	(*out)->procs = procs;
 	(*out)->slot = slot;
-	(*out)->line = &(*out)->counts[slot * BH_LINE_WORDS];
+	if (packed) {
+		(*out)->sweep_at = (uint64_t *)mem + BH_PK_SWEEP;
+		(*out)->gw = (uint64_t *)mem + BH_PK_G;
+		(*out)->counts =
+		    (uint64_t *)(void *)((char *)mem + RESIL__CACHELINE);
+		(*out)->lwords = BH_PACKED_WORDS;
+	}
+	(*out)->line = &(*out)->counts[slot * (*out)->lwords];
 	(*out)->me = resil__load64(&procs[slot].owner);
 	(*out)->slot1_hi = (uint64_t)(slot + 1) << 32;
 	/* The slot is ours while we are attached: no other process writes
@@ -1080,10 +1104,48 @@ resil__bulkhead_new_shared(resil_bulkhead **out,
 	return RESIL_OK;
 }
 
+resil_err
+resil__bulkhead_new_shared(resil_bulkhead **out,
+    const resil_bulkhead_config *cfg, void *mem, bool init,
+    const resil__proc *procs, unsigned slot, resil_diag *diag)
+{
+	return bh_new_shared(out, cfg, mem, init, false, procs, slot, diag);
+}
+
+resil_err
+resil__bulkhead_new_packed(resil_bulkhead **out,
+    const resil_bulkhead_config *cfg, void *mem, bool init,
+    const resil__proc *procs, unsigned slot, resil_diag *diag)
+{
+	return bh_new_shared(out, cfg, mem, init, true, procs, slot, diag);
+}
+
 uint32_t
 resil__bulkhead_shared_reap(void *mem, const resil__proc *procs, unsigned skip)
 {
-	return bhs_reap(mem, procs, skip, true);
+	return bhs_reap((uint64_t *)(void *)((char *)mem + 2 * RESIL__CACHELINE),
+	    (uint64_t *)(void *)((char *)mem + 3 * RESIL__CACHELINE),
+	    BH_LINE_WORDS, procs, skip, true);
+}
+
+uint32_t
+resil__bulkhead_packed_reap(void *mem, const resil__proc *procs, unsigned skip)
+{
+	return bhs_reap((uint64_t *)mem + BH_PK_G,
+	    (uint64_t *)(void *)((char *)mem + RESIL__CACHELINE),
+	    BH_PACKED_WORDS, procs, skip, true);
+}
+
+uint32_t
+resil__bulkhead_packed_in_flight(const void *mem)
+{
+	return (uint32_t)BH_G_COUNT(resil__load64((const uint64_t *)mem + BH_PK_G));
+}
+
+void *
+resil__bulkhead_shared_mem(const resil_bulkhead *bh)
+{
+	return bh->shmem;
 }
 
 /* Sweep at most this often for dead processes (system clock). */
@@ -1097,13 +1159,15 @@ static LIMIT_NOINLINE bool
 bh_shared_sweep(resil_bulkhead *bh)
 {
 	uint64_t now, last;
-	uint32_t got = bhs_reap(bh->shmem, bh->procs, bh->slot, false);
+	uint32_t got = bhs_reap(
+	    bh->gw, bh->counts, bh->lwords, bh->procs, bh->slot, false);
 
 	now = resil_clock_now(resil_clock_system());
 	last = resil__load64(bh->sweep_at);
 	if ((last == 0 || now - last >= BH_SWEEP_NS) &&
 	    resil__cas64(bh->sweep_at, last, now != 0 ? now : 1))
-		got += bhs_reap(bh->shmem, bh->procs, bh->slot, true);
+		got += bhs_reap(
+		    bh->gw, bh->counts, bh->lwords, bh->procs, bh->slot, true);
 	return got > 0;
 }
 
@@ -1113,8 +1177,8 @@ bh_shared_sweep(resil_bulkhead *bh)
 static void
 bh_shared_adopt(resil_bulkhead *bh)
 {
-	(void)bhs_reap_line(
-	    bh->gw, bh->counts, bh->slot, resil__load64(bh->line + 1));
+	(void)bhs_reap_line(bh->gw, bh->counts, bh->lwords, bh->slot,
+	    resil__load64(bh->line + 1));
 	resil__store64(bh->line + 1, bh->me);
 }
 
@@ -1140,7 +1204,7 @@ bh_shared_change(resil_bulkhead *bh, bool dec, uint64_t lim)
 		g = resil__load64(bh->gw);
 		l = resil__load64(bh->line);
 		if (BH_G_HI(g) != BH_G_TAG(l, bh->slot1_hi)) {
-			bhs_apply(bh->gw, bh->counts, g);
+			bhs_apply(bh->gw, bh->counts, bh->lwords, g);
 			l = resil__load64(bh->line);
 		}
 		if (dec ? (uint32_t)l == 0 || BH_G_COUNT(g) == 0

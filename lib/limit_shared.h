@@ -53,4 +53,21 @@ resil_err resil__bulkhead_new_shared(resil_bulkhead **out,
 uint32_t resil__bulkhead_shared_reap(
     void *mem, const resil__proc *procs, unsigned skip);
 
+/*
+ * h4/kshm3, a keyed bulkhead family's slot in a region: the shared
+ * bulkhead with its process lines packed (16 bytes each, not a cache line:
+ * every call moves the one count word anyway), behaving as above.
+ */
+size_t resil__bulkhead_packed_size(void);
+resil_err resil__bulkhead_new_packed(resil_bulkhead **out,
+    const resil_bulkhead_config *cfg, void *mem, bool init,
+    const resil__proc *procs, unsigned slot, resil_diag *diag);
+uint32_t resil__bulkhead_packed_reap(
+    void *mem, const resil__proc *procs, unsigned skip);
+/* The calls in flight counted at a packed bulkhead's mem, every
+ * process's. */
+uint32_t resil__bulkhead_packed_in_flight(const void *mem);
+/* The region memory a shared (or packed) bulkhead works on. */
+void *resil__bulkhead_shared_mem(const resil_bulkhead *bh);
+
 #endif /* RESIL_LIMIT_SHARED_H */

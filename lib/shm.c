@@ -46,6 +46,10 @@
 #define KIND_BULKHEAD 3u
 #define KIND_KEYED RESIL__SHM_KIND_KEYED /* a keyed breaker family */
 #define KIND_KEYED_RATE RESIL__SHM_KIND_KEYED_RATE /* h3/kshm2 */
+#define KIND_KEYED_BULK RESIL__SHM_KIND_KEYED_BULK /* h4/kshm3 */
+/* A keyed family's entry, of any kind. */
+#define KIND_IS_KEYED(k)                                                      \
+	((k) == KIND_KEYED || (k) == KIND_KEYED_RATE || (k) == KIND_KEYED_BULK)
 #define WAIT_ROUNDS 200000u /* bounded waits for another process */
 
 typedef struct shm_head {
@@ -199,6 +203,8 @@ kind_name(uint32_t kind)
 		return "keyed breaker family";
 	case KIND_KEYED_RATE:
 		return "keyed rate limiter family";
+	case KIND_KEYED_BULK:
+		return "keyed bulkhead family";
 	}
 	return "unknown entry";
 }
@@ -436,9 +442,17 @@ check_entries(
 				    (unsigned)k, nm, (unsigned)e->keys);
 			want = resil__kshm_rate_bytes(e->keys);
 			break;
+		case KIND_KEYED_BULK:
+			if (e->keys < 1 || e->keys > RESIL__KSHM_MAX_KEYS)
+				return corrupt(diag, region,
+				    "entry %u (%s): a keyed family's layout "
+				    "fields are invalid (%u slots)",
+				    (unsigned)k, nm, (unsigned)e->keys);
+			want = resil__kshm_bulk_bytes(e->keys);
+			break;
 		default:
 			return corrupt(diag, region,
-			    "entry %u (%s) is of kind %u (1..5)", (unsigned)k,
+			    "entry %u (%s) is of kind %u (1..6)", (unsigned)k,
 			    nm, (unsigned)e->kind);
 		}
 		if (e->bytes != want)
@@ -591,8 +605,7 @@ slot_busy(unsigned i, void *ctx)
 		const shm_entry *e = &shm->entries[k];
 		uint64_t w;
 
-		if ((e->kind == KIND_KEYED || e->kind == KIND_KEYED_RATE) &&
-		    e->ready == 1 && e->offset <= shm->bytes &&
+		if (KIND_IS_KEYED(e->kind) && e->ready == 1 && e->offset <= shm->bytes &&
 		    shm->bytes - e->offset >= e->bytes &&
 		    resil__kshm_slot_busy(
 		        (char *)shm->base + e->offset, e->bytes, i))
@@ -749,8 +762,7 @@ clear_slot_announcements(resil_shm *shm, unsigned i)
 		uint64_t *ann;
 		size_t off;
 
-		if ((e->kind == KIND_KEYED || e->kind == KIND_KEYED_RATE) &&
-		    e->ready == 1)
+		if (KIND_IS_KEYED(e->kind) && e->ready == 1)
 			resil__kshm_clear_slot(
 			    (char *)shm->base + e->offset, e->bytes, i);
 		if (e->kind != KIND_BREAKER || e->ready != 1)
@@ -891,11 +903,11 @@ entry_get(resil_shm *shm, const char *name, const want *w, shm_entry **out,
 		    e->window_size != w->b || e->bucket_ns != w->c ||
 		    e->permitted_probes != w->d || e->keys != w->keys ||
 		    e->bytes != w->bytes) {
-			if (w->kind == KIND_KEYED_RATE)
+			if (w->kind == KIND_KEYED_RATE ||
+			    w->kind == KIND_KEYED_BULK)
 				return resil__diagf(diag, RESIL_E_INVAL,
-				    "shm: keyed rate limiter family %s has %u "
-				    "keys; asked for %u keys",
-				    name, e->keys, w->keys);
+				    "shm: %s %s has %u keys; asked for %u keys",
+				    kind_name(w->kind), name, e->keys, w->keys);
 			if (w->kind == KIND_KEYED)
 				return resil__diagf(diag, RESIL_E_INVAL,
 				    "shm: keyed family %s has %u keys, window "
@@ -1064,6 +1076,9 @@ resil_shm_reap(resil_shm *shm)
 			got += resil__bulkhead_shared_reap(
 			    (char *)shm->base + e->offset, shm->procs,
 			    shm->slot);
+		if (e->kind == KIND_KEYED_BULK && e->ready == 1)
+			got += resil__kshm_reap((char *)shm->base + e->offset,
+			    e->bytes, shm->procs, shm->slot);
 	}
 	table_unlock(shm);
 	return got;
@@ -1114,6 +1129,9 @@ resil__shm_keyed_table(resil_shm *shm, const char *name,
 	if (kw->ratelimit) { /* h3/kshm2: no layout fields but the keys */
 		w.kind = KIND_KEYED_RATE;
 		w.bytes = resil__kshm_rate_bytes(kw->max_keys);
+	} else if (kw->bulkhead) { /* h4/kshm3: nor a bulkhead family */
+		w.kind = KIND_KEYED_BULK;
+		w.bytes = resil__kshm_bulk_bytes(kw->max_keys);
 	} else {
 		w.a = (uint32_t)bc->window_type;
 		w.b = bc->window_size;
@@ -1132,7 +1150,7 @@ resil__shm_keyed_table(resil_shm *shm, const char *name,
 			e = &shm->entries[k];
 			if (strcmp(e->name, name) != 0)
 				continue;
-			if (e->kind != KIND_KEYED && e->kind != KIND_KEYED_RATE)
+			if (!KIND_IS_KEYED(e->kind))
 				err = resil__diagf(diag, RESIL_E_INVAL,
 				    "shm: %s is a %s, not a keyed family",
 				    name, kind_name(e->kind));

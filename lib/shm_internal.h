@@ -17,12 +17,14 @@
 
 #define RESIL__SHM_KIND_KEYED 4u
 #define RESIL__SHM_KIND_KEYED_RATE 5u /* h3/kshm2 */
+#define RESIL__SHM_KIND_KEYED_BULK 6u /* h4/kshm3 */
 /* The most slots a keyed family's table holds. */
 #define RESIL__KSHM_MAX_KEYS (UINT32_C(1) << 20)
 
 typedef struct resil__shm_keyed_want {
 	const resil_breaker_config *breaker; /* the layout fields */
 	bool ratelimit; /* a rate limiter family's table (breaker unused) */
+	bool bulkhead;  /* h4/kshm3: a bulkhead family's (breaker unused) */
 	uint32_t max_keys;
 	bool find_only; /* RESIL_E_NOTFOUND rather than make it */
 	/* Called under the region's table lock on a new table's zeroed
@@ -48,6 +50,15 @@ size_t resil__kshm_bytes(const resil_breaker_config *bc, uint32_t max_keys);
 
 /* The table's bytes for a rate limiter family (h3/kshm2). */
 size_t resil__kshm_rate_bytes(uint32_t max_keys);
+
+/* The table's bytes for a bulkhead family (h4/kshm3). */
+size_t resil__kshm_bulk_bytes(uint32_t max_keys);
+
+/* A bulkhead family's table at mem: give back the calls in flight of
+ * processes found dead in every key's bulkhead (resil_shm_reap); skip:
+ * the caller's process slot. Returns how many. */
+uint32_t resil__kshm_reap(
+    void *mem, size_t bytes, const resil__proc *procs, unsigned skip);
 
 /* Whether dead process slot i is still named by the table at mem (its
  * lock, a claim, a breaker's transition). */

@@ -30,6 +30,7 @@
 #include <resil/pipeline.h>
 #include <resil/shm.h>
 
+#include "support/shm_fork.h"
 #include "support/text_pipeline.h"
 
 #include "shm_internal.h"
@@ -57,19 +58,10 @@ static const resil_clock shared_clock = { shared_now, NULL, NULL, NULL, NULL,
 static void
 setup_common(void)
 {
-	pthread_barrierattr_t ba;
-
-	cm = mmap(NULL, sizeof(*cm), PROT_READ | PROT_WRITE,
-	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	assert_true(cm != MAP_FAILED);
-	memset(cm, 0, sizeof(*cm));
+	cm = shm_fork_page(sizeof(*cm));
 	cm->now = 1000;
-	pthread_barrierattr_init(&ba);
-	pthread_barrierattr_setpshared(&ba, PTHREAD_PROCESS_SHARED);
-	pthread_barrier_init(&cm->go, &ba, 2);
-	pthread_barrierattr_destroy(&ba);
-	snprintf(region, sizeof(region), "test-kshm-%ld", (long)getpid());
-	(void)resil_shm_unlink(region, NULL);
+	shm_fork_barrier(&cm->go, 2);
+	shm_fork_region(region, sizeof(region), "test-kshm");
 }
 
 static void
@@ -77,7 +69,7 @@ teardown_common(void)
 {
 	(void)resil_shm_unlink(region, NULL);
 	pthread_barrier_destroy(&cm->go);
-	munmap(cm, sizeof(*cm));
+	shm_fork_unpage(cm, sizeof(*cm));
 }
 
 /* Trip on 3 failures in a row; OPEN for 100 ticks; one probe. */
@@ -140,29 +132,6 @@ metrics_of(resil_keyed *k, const char *key)
 	return m;
 }
 
-static pid_t
-child(void (*fn)(void))
-{
-	pid_t kid = fork();
-
-	assert_true(kid >= 0);
-	if (kid == 0) {
-		fn();
-		_exit(0);
-	}
-	return kid;
-}
-
-static void
-wait_ok(pid_t kid)
-{
-	int st;
-
-	assert_int_equal(waitpid(kid, &st, 0), kid);
-	assert_true(WIFEXITED(st));
-	assert_int_equal(WEXITSTATUS(st), 0);
-}
-
 /* ---- a trip in one process is seen by the other ---- */
 
 #define ROUNDS 200
@@ -212,14 +181,14 @@ test_keyed_shm_trip_seen_across_processes(void **state)
 	assert_non_null(shm);
 	assert_int_equal(
 	    resil_shm_keyed(shm, "hosts", &c, &k, NULL), RESIL_OK);
-	kid = child(tripper);
+	kid = shm_fork_child(tripper);
 	for (i = 0; i < ROUNDS; i++) {
 		pthread_barrier_wait(&cm->go);
 		assert_int_equal(
 		    call(k, "b", RESIL_OUTCOME_SUCCESS), RESIL_OK);
 		pthread_barrier_wait(&cm->go);
 	}
-	wait_ok(kid);
+	shm_fork_wait_ok(kid);
 	assert_int_equal(cm->errors, 0);
 	/* Both processes' successes in one window: COUNT of 100. */
 	m = metrics_of(k, "b");
@@ -296,9 +265,9 @@ test_keyed_shm_first_use_race(void **state)
 
 	(void)state;
 	setup_common();
-	kid = child(racer);
+	kid = shm_fork_child(racer);
 	racer_body(0);
-	wait_ok(kid);
+	shm_fork_wait_ok(kid);
 	assert_int_equal(cm->errors, 0);
 	shm = open_region();
 	assert_non_null(shm);
@@ -434,7 +403,7 @@ test_keyed_shm_fixed_table_keeps_failing_keys(void **state)
 	assert_non_null(shm);
 	assert_int_equal(
 	    resil_shm_keyed(shm, "churn", &c, &k, NULL), RESIL_OK);
-	wait_ok(child(failer));
+	shm_fork_wait_ok(shm_fork_child(failer));
 	assert_int_equal(
 	    resil_shm_keyed_stat(shm, "churn", &before, NULL), RESIL_OK);
 	assert_int_equal(before.used, 2);
@@ -452,10 +421,13 @@ test_keyed_shm_fixed_table_keeps_failing_keys(void **state)
 	assert_int_equal(after.max_keys, SMALL);
 	assert_int_equal(after.table_bytes, before.table_bytes);
 	assert_true(after.used <= SMALL);
-	/* Each new key claimed a slot or got the overflow breaker (while
-	 * this process held every slot but the failing keys'); every claim
-	 * past the first SMALL reclaimed an idle key's slot. */
-	assert_int_equal(after.claimed + after.overflowed, CHURN + 2);
+	/* Each new key claimed a slot: once this process held every slot
+	 * but the failing keys', the table answered overflow, the local
+	 * family gave back an idle key of its own and the key asked again
+	 * (h4/kshm3); every claim past the first SMALL reclaimed an idle
+	 * key's slot. */
+	assert_int_equal(after.claimed, CHURN + 2);
+	assert_int_equal(after.overflowed, CHURN - (SMALL - 2));
 	assert_int_equal(after.reclaimed, after.claimed - after.used);
 	assert_true(after.reclaimed >= CHURN / 2);
 	assert_int_equal(resil_keyed_get_metrics(k, &km), RESIL_OK);
@@ -529,6 +501,99 @@ test_keyed_shm_overflow(void **state)
 	teardown_common();
 }
 
+/* ---- h4/kshm3: a key sent to the table's overflow: its event ---- */
+
+typedef struct heard {
+	int created, overflow, evicted;
+	char last[16];
+} heard;
+
+static void
+hear(const resil_keyed_event *ev, void *ctx)
+{
+	heard *h = ctx;
+
+	if (ev->type == RESIL_KEYED_EVENT_CREATED)
+		h->created++;
+	else if (ev->type == RESIL_KEYED_EVENT_OVERFLOW)
+		h->overflow++;
+	else if (ev->type == RESIL_KEYED_EVENT_EVICTED)
+		h->evicted++;
+	snprintf(h->last, sizeof(h->last), "%.*s", (int)ev->key_len,
+	    (const char *)ev->key);
+}
+
+static void
+test_keyed_shm_overflow_event(void **state)
+{
+	resil_keyed_config c = fam_cfg(2), c2;
+	resil_shm_keyed_info info;
+	resil_keyed_metrics km;
+	resil_keyed_handle h;
+	resil_shm *shm, *other;
+	resil_keyed *k, *k2;
+	heard hd;
+	int i;
+
+	(void)state;
+	setup_common();
+	shm = open_region();
+	assert_non_null(shm);
+	assert_non_null(other = open_region());
+	assert_int_equal(resil_shm_keyed(shm, "oev", &c, &k, NULL), RESIL_OK);
+	for (i = 0; i < 3; i++) {
+		assert_int_equal(
+		    call(k, "x", RESIL_OUTCOME_FAILURE), RESIL_OK);
+		assert_int_equal(
+		    call(k, "y", RESIL_OUTCOME_FAILURE), RESIL_OK);
+	}
+	/* A second family on the same table (through another region
+	 * handle; 2 slots, both OPEN): "z" finds no slot. Its listener hears
+	 * OVERFLOW, as the in-process family's overflow does, and the key is
+	 * not entered. */
+	memset(&hd, 0, sizeof(hd));
+	c2 = fam_cfg(2);
+	c2.listener = hear;
+	c2.listener_ctx = &hd;
+	assert_int_equal(
+	    resil_shm_keyed(other, "oev", &c2, &k2, NULL), RESIL_OK);
+	assert_int_equal(call(k2, "z", RESIL_OUTCOME_SUCCESS), RESIL_OK);
+	assert_int_equal(hd.overflow, 1);
+	assert_int_equal(hd.created, 0);
+	assert_string_equal(hd.last, "z");
+	assert_int_equal(resil_keyed_get(k2, "z", 1, &h), RESIL_OK);
+	assert_true(h.overflow);
+	assert_int_equal(resil_keyed_put(k2, &h), RESIL_OK);
+	assert_int_equal(hd.overflow, 2);
+	assert_int_equal(resil_keyed_get_metrics(k2, &km), RESIL_OK);
+	assert_int_equal(km.keys, 0);
+	assert_int_equal(km.overflowed, 2);
+	/* A key with a slot is found, not sent to the overflow. */
+	assert_int_equal(call(k2, "x", RESIL_OUTCOME_SUCCESS), RESIL_E_OPEN);
+	assert_int_equal(hd.created, 1);
+	/* "y" closes (its probe succeeds after the wait, which empties its
+	 * window) and the first family lets go of its keys: "z" asks again
+	 * at its next use and takes y's slot. */
+	__atomic_store_n(&cm->now, 1000 + 100, __ATOMIC_RELEASE);
+	assert_int_equal(call(k, "y", RESIL_OUTCOME_SUCCESS), RESIL_OK);
+	assert_int_equal(metrics_of(k, "y").state, RESIL_BREAKER_CLOSED);
+	resil_keyed_free(k);
+	assert_int_equal(call(k2, "z", RESIL_OUTCOME_FAILURE), RESIL_OK);
+	assert_int_equal(hd.overflow, 2);
+	assert_int_equal(hd.created, 2);
+	assert_string_equal(hd.last, "z");
+	assert_int_equal(metrics_of(k2, "z").window_failures, 1);
+	assert_int_equal(
+	    resil_shm_keyed_stat(other, "oev", &info, NULL), RESIL_OK);
+	assert_int_equal(info.overflowed, 2);
+	assert_int_equal(info.reclaimed, 1);
+	assert_int_equal(info.used, 2);
+	resil_keyed_free(k2);
+	resil_shm_close(other);
+	resil_shm_close(shm);
+	teardown_common();
+}
+
 /* ---- a claimer killed mid-claim ---- */
 
 static void
@@ -568,7 +633,7 @@ test_keyed_shm_sigkill_mid_claim(void **state)
 	assert_non_null(shm);
 	assert_int_equal(
 	    resil_shm_keyed(shm, "crash", &c, &k, NULL), RESIL_OK);
-	kid = child(claimer);
+	kid = shm_fork_child(claimer);
 	assert_int_equal(waitpid(kid, &st, 0), kid);
 	assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
 	/* It died holding the table lock, its slot tagged CLAIM. */
@@ -632,7 +697,7 @@ test_keyed_shm_dead_holder_bits_cleared(void **state)
 	shm = open_region();
 	assert_non_null(shm);
 	assert_int_equal(resil_shm_keyed(shm, "held", &c, &k, NULL), RESIL_OK);
-	kid = child(holder);
+	kid = shm_fork_child(holder);
 	assert_int_equal(waitpid(kid, &st, 0), kid);
 	assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
 	/* Both slots attached by a dead process, both idle: "c" reclaims
@@ -775,8 +840,9 @@ test_keyed_shm_refusals(void **state)
 	c2.kind = RESIL_KEYED_THROTTLE;
 	assert_int_equal(
 	    resil_shm_keyed(shm, "rl", &c2, &k2, &d), RESIL_E_INVAL);
-	assert_non_null(
-	    strstr(d.msg, "only breaker and rate limiter families"));
+	assert_non_null(strstr(d.msg,
+	    "a throttle family: only breaker, rate limiter and bulkhead "
+	    "families are shared in a region (there is no shared throttle)"));
 	c2 = c;
 	c2.max_key_len = 65;
 	assert_int_equal(
@@ -818,6 +884,7 @@ main(void)
 		cmocka_unit_test(
 		    test_keyed_shm_fixed_table_keeps_failing_keys),
 		cmocka_unit_test(test_keyed_shm_overflow),
+		cmocka_unit_test(test_keyed_shm_overflow_event),
 		cmocka_unit_test(test_keyed_shm_sigkill_mid_claim),
 		cmocka_unit_test(test_keyed_shm_dead_holder_bits_cleared),
 		cmocka_unit_test(test_keyed_shm_pipeline_text),

@@ -8,7 +8,7 @@
  * read from a corrupt region as if it were state.
  *
  * The test writes into the region through its own mapping, with the
- * layout of lib/shm.c mirrored below (RESIL_SHM_LAYOUT 5).
+ * layout of lib/shm.c mirrored below (RESIL_SHM_LAYOUT 6).
  */
 #define _GNU_SOURCE 1
 
@@ -260,7 +260,7 @@ test_shm_corrupt_wrong_layout(void **state)
 	raw_map(&r);
 	r.h->layout = 2;
 	raw_unmap(&r);
-	refused("region of layout 2, this process uses layout 5: refusing");
+	refused("region of layout 2, this process uses layout 6: refusing");
 }
 
 /* 6. The same layout number from another build (struct sizes). */
@@ -274,7 +274,7 @@ test_shm_corrupt_wrong_fingerprint(void **state)
 	raw_map(&r);
 	r.h->fingerprint ^= 1;
 	raw_unmap(&r);
-	refused("region of layout 5 made by another build (struct "
+	refused("region of layout 6 made by another build (struct "
 	        "fingerprint");
 }
 
@@ -401,7 +401,7 @@ test_shm_corrupt_entry_kind(void **state)
 	raw_map(&r);
 	r.e[1].kind = 9;
 	raw_unmap(&r);
-	refused("entry 1 (rl) is of kind 9 (1..5)");
+	refused("entry 1 (rl) is of kind 9 (1..6)");
 }
 
 /* 16. A breaker entry's layout fields (here 0 probes). */

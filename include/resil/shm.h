@@ -40,7 +40,8 @@
  * a process that dies are given back (reclaimed):
  * - at once when another process takes its process slot (its tag is no
  *   longer the slot's pid);
- * - by resil_shm_reap(), which checks each holder's liveness;
+ * - by resil_shm_reap(), which checks each holder's liveness (in keyed
+ *   bulkhead families' keys too: resil_shm_keyed below);
  * - by the first refusal at least 10 ms (system clock) after the last
  *   sweep of that bulkhead in any process (the first refusal ever sweeps
  *   at once), which then tries again.
@@ -71,8 +72,9 @@ typedef struct resil_shm resil_shm;
 
 /* The layout of a region. A process built with another layout refuses to
  * attach (RESIL_E_INVAL naming both). */
-#define RESIL_SHM_LAYOUT 5 /* 4: keyed breaker families (issue 41); 5: keyed
-                            * rate limiter families (h3/kshm2) */
+#define RESIL_SHM_LAYOUT 6 /* 4: keyed breaker families (issue 41); 5: keyed
+                            * rate limiter families (h3/kshm2); 6: keyed
+                            * bulkhead families (h4/kshm3) */
 
 typedef struct resil_shm_config {
 	size_t size;          /* sizeof(resil_shm_config) */
@@ -194,12 +196,14 @@ RESIL_API uint32_t resil_shm_reap(resil_shm *shm);
  * A new key takes a free slot, else the slot of a key no live process
  * holds whose breaker is CLOSED with no failure, slow call or failure
  * streak in its window (a failing key is never reset by churning keys);
- * else its handle is on the table's overflow breaker (one per table,
- * shared by every such key in every process), counted in
- * resil_shm_keyed_info.overflowed, and it keeps that handle in this
- * process until the family evicts it (the family's listener hears
- * CREATED for it, not OVERFLOW). A process killed at any instruction,
- * claiming a slot included, leaves a table the next process repairs.
+ * else the family gives back one idle key of its own and asks once more;
+ * else the key gets the family's overflow instance, a handle on the
+ * table's overflow breaker (one per table, shared by every such key in
+ * every process), as a full in-process family's overflow: the listener
+ * hears OVERFLOW, resil_shm_keyed_info.overflowed counts it, and the key
+ * is not kept, so its next use asks the table again (h4/kshm3). A process
+ * killed at any instruction, claiming a slot included, leaves a table the
+ * next process repairs.
  *
  * Kind RESIL_KEYED_RATELIMIT (h3/kshm2): key K's rate limiter (its GCRA
  * state) is the same in every process, in slots of 256 bytes; a slot is
@@ -210,7 +214,20 @@ RESIL_API uint32_t resil_shm_reap(resil_shm *shm);
  * the overflow's and its overrides' keys, else on the key's calls).
  * ratelimit.batch must be 0; max_keys alone fixes the table.
  *
- * cfg: kind RESIL_KEYED_BREAKER or RESIL_KEYED_RATELIMIT, max_key_len
+ * Kind RESIL_KEYED_BULKHEAD (h4/kshm3): key K's calls in flight are
+ * counted across processes (each process's in its own packed line of the
+ * key's slot, 1216 bytes a slot) against K's max_concurrent (the
+ * family's or the key's override, recorded in the slot by its claimer;
+ * a process giving another is refused as above). A dead process's calls
+ * are given back by resil_shm_reap(), by an acquire of the key that
+ * would refuse (as resil_shm_bulkhead's), and before a slot is
+ * reclaimed; a slot is reclaimed only when no live process holds it and
+ * it has no call in flight. bulkhead.batch, adaptive, max_wait_ns and
+ * the reserves must be 0; max_keys alone fixes the table. Throttle
+ * families are refused (there is no shared throttle).
+ *
+ * cfg: kind RESIL_KEYED_BREAKER, RESIL_KEYED_RATELIMIT or
+ * RESIL_KEYED_BULKHEAD, max_key_len
  * 1..RESIL_SHM_KEYED_KEY_MAX, max_keys 1..2^20. Attaching requires the creator's max_keys and breaker
  * layout (window type and size, bucket_ns, permitted_probes); triggers,
  * waits, clock and listeners are each process's own (every process must
@@ -234,7 +251,7 @@ typedef struct resil_shm_keyed_info {
 	uint32_t used;     /* slots holding a key now */
 	uint64_t claimed;  /* slots claimed for new keys, ever */
 	uint64_t reclaimed;  /* idle keys' slots taken for new keys */
-	uint64_t overflowed; /* new keys given the overflow instance */
+	uint64_t overflowed; /* new keys' uses given the overflow instance */
 	uint64_t repaired;   /* half-made claims of dead processes undone */
 	size_t slot_bytes;   /* region bytes per slot (header and state) */
 	size_t table_bytes;  /* region bytes of the whole table */
