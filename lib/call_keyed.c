@@ -603,6 +603,11 @@ resil__keyed_host_admit(resil_pipeline *p, const resil_args *args,
 		*kind = RESIL_KEYED_RATELIMIT;
 		err = key_of(g, RESIL_KEYED_RATELIMIT, args, inv, h, kb, &key,
 		    &len, NULL);
+		/* Issue 41 (turn 4): the endpoint's pushback paused it. */
+		if (err == RESIL_OK &&
+		    RESIL__UNLIKELY(resil__load64(&g->kp.live) != 0) &&
+		    paused(p, key, len, inv, 0))
+			return RESIL_E_LIMITED;
 		if (err != RESIL_OK ||
 		    (err = resil__kfleet_acquire(g, key, len, &after)) !=
 		        RESIL_OK)
@@ -667,11 +672,12 @@ resil__keyed_host_end(resil_pipeline *p, resil__khost *kh, resil_outcome o)
 
 int
 resil__keyed_pushback(resil_pipeline *p, const resil_args *args,
-    const resil_invocation *inv, uint64_t pause_ns, uint64_t now, int drain,
-    uint64_t *until, uint64_t *drained, char *note, size_t cap)
+    const resil_invocation *inv, const char *host, uint64_t pause_ns,
+    uint64_t now, int drain, uint64_t *until, uint64_t *drained, char *note,
+    size_t cap)
 {
 	struct resil__kgate *g = p->keyed;
-	resil_keyed *rl = g != NULL ? call_fam(g, RESIL_KEYED_RATELIMIT) : NULL;
+	resil_keyed *rl = g != NULL ? g->fam[RESIL_KEYED_RATELIMIT] : NULL;
 	char kb[RESIL_KEYED_MAX_KEY_LEN]; /* a composite key, joined */
 	resil_keyed_handle kh;
 	const void *key;
@@ -683,13 +689,17 @@ resil__keyed_pushback(resil_pipeline *p, const resil_args *args,
 	note[0] = '\0';
 	if (rl == NULL)
 		return 0;
+	if (g->spec[RESIL_KEYED_RATELIMIT].src != KS_HOST)
+		host = NULL; /* a key per call */
+	else if (host == NULL)
+		return 0; /* a key with the host, an attempt without one */
 	if (kg_cur != NULL && kg_cur->p == p) {
 		/* The gate's call on this thread: its request (the blocking
 		 * driver's machine keeps no invocation). */
 		args = kg_cur->args;
 		inv = kg_cur->inv;
 	}
-	if (draw(&g->spec[RESIL_KEYED_RATELIMIT], args, inv, NULL, kb,
+	if (draw(&g->spec[RESIL_KEYED_RATELIMIT], args, inv, host, kb,
 	        sizeof(kb), &key, &len) != RESIL_OK)
 		return 0; /* not reached: the gate refused such a call */
 	if (pause_ns != 0) {

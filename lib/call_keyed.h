@@ -97,9 +97,9 @@ int resil__kpause_set(resil_pipeline *p, const void *key, size_t len,
 void resil__kpause_free(resil_pipeline *p);
 
 /* A throttled answer (lib/call_overload.c) of a call over p with a
- * keyed rate limiter family keyed per call (not by the host): the key
- * (drawn from the call the gate runs on this thread, else from args and
- * inv) paused for pause_ns (0: no Retry-After) from now, its fleet
+ * keyed rate limiter family: the key (drawn from the call the gate runs
+ * on this thread, else from args and inv; a key with the host: host, the
+ * attempt's endpoint, NULL when it has none: nothing done) paused for pause_ns (0: no Retry-After) from now, its fleet
  * limiter told (resil_fleet_limit_pause_key), and its limiter drained
  * when drain (or when the pause could not be kept; never a fleet's).
  * Returns 0 when p has no such family (nothing done); else 1 with
@@ -107,8 +107,9 @@ void resil__kpause_free(resil_pipeline *p);
  * (UINT64_MAX: none), and note (cap bytes) "" or why the pause was not
  * kept. */
 int resil__keyed_pushback(resil_pipeline *p, const resil_args *args,
-    const resil_invocation *inv, uint64_t pause_ns, uint64_t now, int drain,
-    uint64_t *until, uint64_t *drained, char *note, size_t cap);
+    const resil_invocation *inv, const char *host, uint64_t pause_ns,
+    uint64_t now, int drain, uint64_t *until, uint64_t *drained, char *note,
+    size_t cap);
 
 /* Families named by the configuration (resil_pipeline_config.keyed,
  * checked by resil__keyed_cfg_check(), lib/keyed_spec.h): made by

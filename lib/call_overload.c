@@ -184,8 +184,8 @@ tell_pushback(callm *c, long ms, uint64_t now, uint64_t until,
 }
 
 void
-resil__ovl_complete(callm *c, int rc, int late, resil_outcome *outcome,
-    resil_err *status, resil_outcome *bo, tsrc *ts)
+resil__ovl_complete(callm *c, unsigned si, int rc, int late,
+    resil_outcome *outcome, resil_err *status, resil_outcome *bo, tsrc *ts)
 {
 	settings *g = c->g;
 	int thr = !late && *status != RESIL_E_TIMEOUT && resil_rc_is_throttled(rc);
@@ -220,11 +220,14 @@ resil__ovl_complete(callm *c, int rc, int late, resil_outcome *outcome,
 			(void)resil_fleet_limit_pause(
 			    g->frl, (uint64_t)ms * RESIL_NS_PER_MS, NULL);
 	}
-	/* Issue 41 (turn 4): with ratelimit.key, the call's key pauses
-	 * (and drains) as the lone limiter does, its fleet limiter told
-	 * for that key (lib/call_keyed.c). */
+	/* Issue 41 (turn 4): with ratelimit.key, the call's key (or the
+	 * attempt's endpoint's, for a key with the host) pauses (and
+	 * drains) as the lone limiter does, its fleet limiter told for that
+	 * key (lib/call_keyed.c). */
 	if (RESIL__UNLIKELY(c->p->keyed != NULL))
 		keyed = resil__keyed_pushback(c->p, c->args, c->inv,
+		    (c->has_pick & (1u << si)) != 0 ? c->picks[si].address
+		                                      : NULL,
 		    ms > 0 ? (uint64_t)ms * RESIL_NS_PER_MS : 0, now,
 		    g->cfg.ratelimit.drain_on_throttled, &until, &drained, note,
 		    sizeof(note));
@@ -245,7 +248,7 @@ resil__ovl_inline_failed(callm *c, int rc, tsrc *ts)
 	resil_outcome o = RESIL_OUTCOME_FAILURE, bo = o;
 	resil_err st = RESIL_OK;
 
-	resil__ovl_complete(c, rc, 0, &o, &st, &bo, ts);
+	resil__ovl_complete(c, 0, rc, 0, &o, &st, &bo, ts);
 	c->last_status = c->real_err = st;
 	c->last_outcome = o;
 	c->real_rc = rc;

@@ -23,6 +23,7 @@
 #include <resil/keyed.h>
 #include <resil/pipeline.h>
 #include <resil/pipeline_keyed.h>
+#include <resil/selector.h>
 
 #define MS RESIL_NS_PER_MS
 #define T0 (1000 * MS)
@@ -408,6 +409,116 @@ test_keyed_pushback_threads(void **state)
 	fx_end(&x);
 }
 
+/* ratelimit.key=host: the endpoint that answered with a Retry-After is
+ * paused (the selector's next pick goes elsewhere: its key refuses the
+ * attempt as a spent limit does), the other endpoint is untouched; after
+ * the Retry-After the endpoint is used again. */
+typedef struct hfx {
+	int e0, e1;
+} hfx;
+
+static int
+host_provider(
+    void *ctx, const resil_pick *ep, const resil_args *args, resil_value *out)
+{
+	hfx *h = ctx;
+
+	(void)args;
+	*out = resil_value_int(7);
+	if (strcmp(ep->address, "e0:1") == 0) {
+		h->e0++;
+		return RESIL_RC_THROTTLED_MS(500);
+	}
+	h->e1++;
+	return 0;
+}
+
+static void
+test_keyed_pushback_pauses_host(void **state)
+{
+	resil_endpoint_spec spec[2];
+	resil_directory_config dc;
+	resil_selector_config sc;
+	resil_pipeline_config pc;
+	resil_directory *d = NULL;
+	resil_selector *sel = NULL;
+	resil_config *conf = NULL;
+	resil_pipeline *p = NULL;
+	resil_manual_clock mc;
+	resil_diag diag;
+	hfx h;
+	int i, throttled = 0;
+
+	(void)state;
+	memset(&h, 0, sizeof(h));
+	resil_manual_clock_init(&mc, T0);
+	if (resil_config_parse_string(&conf,
+	        "service=StockService\n"
+	        "cluster=failfast\n"
+	        "ratelimit.enabled=true\n"
+	        "ratelimit.key=host\n"
+	        "ratelimit.rate=1000\nratelimit.period=1s\n"
+	        "ratelimit.burst=1000\n",
+	        "svc.conf", NULL, &diag) != RESIL_OK)
+		fail_msg("config: %s", diag.msg);
+	resil_directory_config_init(&dc);
+	dc.clock = resil_manual_clock_hook(&mc);
+	(void)resil_config_directory(conf, &dc);
+	assert_int_equal(resil_directory_new(&d, &dc, &diag), RESIL_OK);
+	(void)resil_config_selector(conf, &sc);
+	assert_int_equal(resil_selector_new(&sel, d, &sc, &diag), RESIL_OK);
+	spec[0] = resil_endpoint_spec_default("e0:1");
+	spec[1] = resil_endpoint_spec_default("e1:1");
+	assert_int_equal(resil_directory_push(d, spec, 2, &diag), RESIL_OK);
+	pc = *resil_config_pipeline(conf);
+	pc.clock = resil_manual_clock_hook(&mc);
+	pc.selector = sel;
+	if (resil_pipeline_new(&p, &pc, &diag) != RESIL_OK)
+		fail_msg("pipeline: %s", diag.msg);
+	/* Until e0 has answered once (its pushback). */
+	for (i = 0; i < 50 && h.e0 == 0; i++) {
+		resil_invocation inv;
+		resil_result r;
+
+		resil_invocation_init(&inv, "getStock");
+		throttled += resil_pipeline_invoke_ex(
+		                 p, NULL, &inv, host_provider, &h, &r) ==
+		    RESIL_E_THROTTLED;
+		resil_result_free(&r);
+	}
+	assert_int_equal(h.e0, 1);
+	assert_int_equal(throttled, 1);
+	/* Paused: every call goes to e1 for the next 499 ms. */
+	resil_manual_clock_advance(&mc, 499 * MS);
+	for (i = 0; i < 30; i++) {
+		resil_invocation inv;
+		resil_result r;
+
+		resil_invocation_init(&inv, "getStock");
+		assert_int_equal(resil_pipeline_invoke_ex(
+		                     p, NULL, &inv, host_provider, &h, &r),
+		    RESIL_OK);
+		resil_result_free(&r);
+	}
+	assert_int_equal(h.e0, 1);
+	/* Over: e0 is picked again. */
+	resil_manual_clock_advance(&mc, 1 * MS);
+	for (i = 0; i < 30 && h.e0 == 1; i++) {
+		resil_invocation inv;
+		resil_result r;
+
+		resil_invocation_init(&inv, "getStock");
+		(void)resil_pipeline_invoke_ex(
+		    p, NULL, &inv, host_provider, &h, &r);
+		resil_result_free(&r);
+	}
+	assert_int_equal(h.e0, 2);
+	resil_pipeline_free(p);
+	resil_selector_free(sel);
+	resil_directory_free(d);
+	resil_config_free(conf);
+}
+
 /* Key a's breaker state and failures (keyed breaker family). */
 static void
 kb_visit(const void *key, size_t len, const resil_keyed_instance *inst,
@@ -485,6 +596,7 @@ main(void)
 		cmocka_unit_test(test_keyed_pushback_drains_key_blocking),
 		cmocka_unit_test(test_keyed_pushback_drains_key_machine),
 		cmocka_unit_test(test_keyed_pushback_pauses_bounded),
+		cmocka_unit_test(test_keyed_pushback_pauses_host),
 		cmocka_unit_test(test_keyed_pushback_breaker_ignores),
 		cmocka_unit_test(test_keyed_pushback_threads),
 	};
