@@ -30,13 +30,9 @@ resil__kfleet_cfg_check(
 		    "ratelimit.key: not with a shared rate limiter "
 		    "(ratelimit.shared)");
 	}
-	/* Issue 41 (turn 4): ratelimit.drain_on_throttled is honoured per
-	 * key (lib/call_keyed.c, resil__keyed_pushback()): no longer refused
-	 * beside ratelimit.key (keyed_spec.c's rule is passed over). */
-	c = *cfg;
-	c.ratelimit.drain_on_throttled = 0;
 	if (!resil__kfleet_on(cfg))
-		return resil__keyed_cfg_check(&c, kind, diag);
+		return resil__keyed_cfg_check(cfg, kind, diag);
+	c = *cfg;
 	c.ratelimit_fleet_url = NULL;
 	c.fleet_ratelimit = NULL;
 	err = resil__keyed_cfg_check(&c, kind, diag);
