@@ -735,17 +735,20 @@ refuse_hedging(resil_pipeline *p, resil_result *out)
 
 /* resil_pipeline_call's slow path: hedging or a selector (h NULL: by
  * args->method). */
-/* Issue 41: the call the keyed families' gate runs (lib/call_keyed.c),
- * through the public entry it came in by (the gate lets it pass). */
+static resil_err invoke_body(resil_pipeline *p, const resil_method *h,
+    const resil_args *args, const resil_invocation *inv,
+    resil_endpoint_call_fn fn, void *ctx, resil_result *out);
+
+/* Issue 41: the call the keyed families' gate runs (lib/call_keyed.c): an
+ * invoke by the body of invoke() past its checks and the gate
+ * (h4/kgate), a call through the public entry it came in by (the gate
+ * lets it pass). */
 static resil_err
 keyed_run(const resil__kcall *kc, resil_result *out)
 {
 	if (kc->efn != NULL)
-		return kc->inv != NULL
-		    ? resil_pipeline_invoke_ex(
-		          kc->p, kc->h, kc->inv, kc->efn, kc->ctx, out)
-		    : resil_pipeline_invoke(
-		          kc->p, kc->h, kc->args, kc->efn, kc->ctx, out);
+		return invoke_body(
+		    kc->p, kc->h, kc->args, kc->inv, kc->efn, kc->ctx, out);
 	if (kc->h != NULL)
 		return resil_pipeline_call_method(
 		    kc->p, kc->h, kc->args, kc->fn, kc->ctx, out);
@@ -879,7 +882,7 @@ ep_adapt(void *ctx, const resil_args *args, resil_value *out)
  * waits, the throttle). drive() has no invocation to give the machine;
  * a coalesced or read-through method keeps its own path.
  */
-static int
+static inline __attribute__((always_inline)) int
 inv_classed(const settings *g, const method *m, const resil_invocation *inv)
 {
 	return inv != NULL &&
@@ -894,8 +897,26 @@ inv_classed(const settings *g, const method *m, const resil_invocation *inv)
 	        g->thr != NULL);
 }
 
-static resil_err
+static inline __attribute__((always_inline)) resil_err
 invoke(resil_pipeline *p, const resil_method *h, const resil_args *args,
+    const resil_invocation *inv, resil_endpoint_call_fn fn, void *ctx,
+    resil_result *out)
+{
+	if (RESIL__UNLIKELY(p == NULL || args == NULL ||
+	        args->method == NULL || fn == NULL || out == NULL ||
+	        (h != NULL && check_method(p, h) != RESIL_OK)))
+		return RESIL_E_INVAL;
+	/* Issue 41: the keyed families' gate (asked only with families). */
+	if (RESIL__UNLIKELY(p->keyed != NULL) && resil__keyed_gated(p))
+		return resil__keyed_invoke(
+		    p, h, args, inv, fn, ctx, out, keyed_run);
+	return invoke_body(p, h, args, inv, fn, ctx, out);
+}
+
+/* invoke() past its checks and the keyed gate (the gate's invoke runs
+ * it directly: keyed_run). */
+static inline __attribute__((always_inline)) resil_err
+invoke_body(resil_pipeline *p, const resil_method *h, const resil_args *args,
     const resil_invocation *inv, resil_endpoint_call_fn fn, void *ctx,
     resil_result *out)
 {
@@ -904,13 +925,6 @@ invoke(resil_pipeline *p, const resil_method *h, const resil_args *args,
 	unsigned gs;
 	resil_err err;
 
-	if (RESIL__UNLIKELY(p == NULL || args == NULL ||
-	        args->method == NULL || fn == NULL || out == NULL ||
-	        (h != NULL && check_method(p, h) != RESIL_OK)))
-		return RESIL_E_INVAL;
-	if (resil__keyed_gated(p)) /* issue 41: the keyed families' gate */
-		return resil__keyed_invoke(
-		    p, h, args, inv, fn, ctx, out, keyed_run);
 	if (p->sel == NULL && p->hedge_max != 0 && p->executor.submit == NULL)
 		return refuse_hedging(p, out);
 	if (p->sel != NULL && p->ccfg.strategy == RESIL_CLUSTER_FORKING &&
@@ -947,6 +961,16 @@ resil_pipeline_invoke(resil_pipeline *p, const resil_method *h,
 	return invoke(p, h, args, NULL, fn, ctx, out);
 }
 
+/* resil_pipeline_invoke_ex() but for a keyed pipeline's gate: apart, so
+ * that the entry below only tests and jumps (h4/kgate). */
+static __attribute__((noinline)) resil_err
+invoke_ex(resil_pipeline *p, const resil_method *h,
+    const resil_invocation *inv, resil_endpoint_call_fn fn, void *ctx,
+    resil_result *out)
+{
+	return invoke(p, h, &inv->args, inv, fn, ctx, out);
+}
+
 resil_err
 resil_pipeline_invoke_ex(resil_pipeline *p, const resil_method *h,
     const resil_invocation *inv, resil_endpoint_call_fn fn, void *ctx,
@@ -954,5 +978,9 @@ resil_pipeline_invoke_ex(resil_pipeline *p, const resil_method *h,
 {
 	if (inv == NULL)
 		return RESIL_E_INVAL;
-	return invoke(p, h, &inv->args, inv, fn, ctx, out);
+	/* Issue 41 (h4/kgate): a keyed pipeline's invoke straight to its
+	 * gate (its checks there), past invoke()'s frame. */
+	if (RESIL__UNLIKELY(p != NULL && p->keyed != NULL) && h == NULL)
+		return resil__keyed_invoke_ex(p, h, inv, fn, ctx, out, keyed_run);
+	return invoke_ex(p, h, inv, fn, ctx, out);
 }

@@ -23,12 +23,19 @@
 #include "keyed_gate.h"
 #include "pipeline_internal.h"
 #include "pipeline_keyed_fleet.h"
+#include <resil/fleet.h>
+
+#define KG_COLD __attribute__((noinline, cold))
 
 /* The pipeline whose gate this thread is entering: the next check of it
  * (the gate's own call) goes past the gate, once. */
 static RESIL__TLS const resil_pipeline *kg_inside;
 
 static const char kg_missing[1] = { 0 };
+
+/* The call the gate runs on this thread (its key's pushback is told from
+ * inside it: lib/call_overload.c, resil__keyed_pushback()). */
+static RESIL__TLS const struct resil__kcall *kg_cur;
 
 int
 resil__keyed_gated(const resil_pipeline *p)
@@ -44,7 +51,7 @@ resil__keyed_gated(const resil_pipeline *p)
 
 /* Part s of the request (host: the attempt's endpoint, NULL per call):
  * *v, *len; *len 0 when the request lacks it. */
-static void
+static inline __attribute__((always_inline)) void
 part_of(const kpart *s, const resil_args *args, const resil_invocation *inv,
     const char *host, const void **v, size_t *len)
 {
@@ -92,7 +99,7 @@ part_of(const kpart *s, const resil_args *args, const resil_invocation *inv,
  * the reserved "\0" when a part is missing. RESIL_E_INVAL (*len the
  * composite's length) when a composite is longer than the family's
  * max_key_len. */
-static resil_err
+static inline __attribute__((always_inline)) resil_err
 draw(const kspec *s, const resil_args *args, const resil_invocation *inv,
     const char *host, char *buf, size_t cap, const void **key, size_t *len)
 {
@@ -238,10 +245,17 @@ call_fam(const struct resil__kgate *g, resil_keyed_kind k)
 static resil_err
 run_inner(const kcall *kc, resil_result *out)
 {
+	const kcall *outer = kg_cur;
 	resil_err err;
 
-	kg_inside = kc->p;
-	err = kc->run(kc, out); /* the driver's own entry, again */
+	/* An invoke runs the driver's body directly (lib/call_drive.c,
+	 * keyed_run); a call re-enters its public entry, which the gate
+	 * lets pass once. */
+	if (kc->efn == NULL)
+		kg_inside = kc->p;
+	kg_cur = kc;
+	err = kc->run(kc, out);
+	kg_cur = outer;
 	kg_inside = NULL; /* consumed already unless the call was refused */
 	return err;
 }
@@ -263,6 +277,30 @@ key_of(const struct resil__kgate *g, unsigned k, const resil_args *args,
 	if (RESIL__UNLIKELY(err != RESIL_OK) && out != NULL)
 		(void)too_long(out, &g->spec[k], kg_kind[k], *len);
 	return err;
+}
+
+/* Whether the server paused key (issue 41, turn 4) for this call: a
+ * critical one passes the pause (the limiter decides it, as the lone
+ * limiter's pause lets it: lib/call_overload.c); counted as the lone
+ * limiter's paused calls. */
+static KG_COLD int
+paused(resil_pipeline *p, const void *key, size_t len,
+    const resil_invocation *inv, int method_prio)
+{
+	if (resil__kpause_until(p, key, len, resil_clock_now(&p->clock)) == 0 ||
+	    throttle_class(inv, method_prio) == RESIL_THROTTLE_CRITICAL)
+		return 0;
+	resil__inc64(&my_stripe(p)->paused);
+	return 1;
+}
+
+static KG_COLD resil_err
+refuse_paused(resil_result *out)
+{
+	(void)refuse(out, RESIL_E_LIMITED, "rate limiter", -1);
+	(void)snprintf(out->message, sizeof(out->message),
+	    "the key's rate limiter is paused by the server's Retry-After");
+	return RESIL_E_LIMITED;
 }
 
 /* The call's admission by its keys: a rate limiter permit, the
@@ -289,6 +327,9 @@ admit(resil_pipeline *p, const resil_args *args, const resil_invocation *inv,
 		if ((err = key_of(g, RESIL_KEYED_RATELIMIT, args, inv, NULL,
 		         kb, &key, &len, out)) != RESIL_OK)
 			return err;
+		if (RESIL__UNLIKELY(resil__load64(&g->kp.live) != 0) &&
+		    paused(p, key, len, inv, method_prio))
+			return refuse_paused(out);
 		err = resil__kfleet_acquire(g, key, len, &after);
 		if (err != RESIL_OK)
 			return refuse(out, err, "rate limiter", -1);
@@ -369,7 +410,8 @@ settle(resil_pipeline *p, resil__kheld *h, resil_outcome o,
 }
 
 /* The priority the call's method declares (0: none), read only when
- * the pipeline has a keyed throttle (a hold of the settings). */
+ * the pipeline has a keyed throttle or a key is paused (a hold of the
+ * settings). */
 static int
 method_prio(const kcall *kc)
 {
@@ -377,12 +419,72 @@ method_prio(const kcall *kc)
 	settings *g;
 	int prio;
 
-	if (kc->p->keyed->fam[RESIL_KEYED_THROTTLE] == NULL)
-		return 0;
+	if (kc->p->keyed->fam[RESIL_KEYED_THROTTLE] == NULL &&
+	    RESIL__LIKELY(resil__load64(&kc->p->keyed->kp.live) == 0))
+		return 0; /* no keyed throttle, no key paused */
 	g = conf_hold(kc->p, &st);
 	prio = kc->h != NULL ? resolve(g, kc->h)->prio : g->dflt.prio;
 	conf_drop(g);
 	return prio;
+}
+
+/* gate_breaker()'s key by draw() (a composite joined on this frame's
+ * stack, kept off the single key's frame) and its breaker's permit. */
+static __attribute__((noinline)) resil_err
+breaker_drawn(const kcall *kc, struct resil__kgate *g, resil_keyed_permit *pm,
+    resil_result *out)
+{
+	const kspec *s = &g->spec[RESIL_KEYED_BREAKER];
+	char kb[RESIL_KEYED_MAX_KEY_LEN]; /* a composite key, joined */
+	const void *key;
+	size_t len;
+	resil_err err;
+
+	if (draw(s, kc->args, kc->inv, NULL, kb, sizeof(kb), &key, &len) !=
+	    RESIL_OK)
+		return too_long(out, s, kg_kind[RESIL_KEYED_BREAKER], len);
+	err = resil_keyed_breaker_acquire(
+	    g->fam[RESIL_KEYED_BREAKER], key, len, pm);
+	if (err != RESIL_OK)
+		return refuse(out, err, "breaker", (int)RESIL_BREAKER_OPEN);
+	return RESIL_OK;
+}
+
+/* The gate's common case (g->br_only: a breaker family alone, its key
+ * drawn per call): the key drawn, its breaker's permit, the call, the
+ * outcome recorded; nothing else asked or held. An invoke's run is the
+ * driver's body (no re-entry, nothing on this thread to mark). */
+static resil_err
+gate_breaker(const kcall *kc, struct resil__kgate *g, resil_result *out)
+{
+	const kspec *s = &g->spec[RESIL_KEYED_BREAKER];
+	resil_keyed *br = g->fam[RESIL_KEYED_BREAKER];
+	const resil_invocation *inv = kc->inv;
+	resil_keyed_permit pm;
+	resil_err err;
+
+	if ((s->nparts <= 1 && s->part[0].src == KS_ARGUMENT &&
+	        inv != NULL && s->part[0].index < inv->narguments &&
+	        inv->arguments != NULL &&
+	        inv->arguments[s->part[0].index] != NULL &&
+	        inv->arguments[s->part[0].index][0] != '\0')) {
+		/* arguments[N], the usual key: read in place. */
+		const char *t = inv->arguments[s->part[0].index];
+
+		err = resil_keyed_breaker_acquire(br, t, strlen(t), &pm);
+		if (RESIL__UNLIKELY(err != RESIL_OK))
+			return refuse(out, err, "breaker", (int)RESIL_BREAKER_OPEN);
+	} else if ((err = breaker_drawn(kc, g, &pm, out)) != RESIL_OK)
+		return err;
+	err = kc->efn != NULL ? kc->run(kc, out) : run_inner(kc, out);
+	if (RESIL__LIKELY(err == RESIL_OK && out->err == RESIL_OK &&
+	        out->source == RESIL_SOURCE_LIVE))
+		(void)resil_keyed_breaker_record(br, &pm, RESIL_OUTCOME_SUCCESS);
+	else if (outcome_of(err, out) == RESIL_OUTCOME_FAILURE)
+		(void)resil_keyed_breaker_record(br, &pm, RESIL_OUTCOME_FAILURE);
+	else
+		(void)resil_keyed_breaker_release(br, &pm);
+	return err;
 }
 
 static resil_err
@@ -391,6 +493,8 @@ gate(const kcall *kc, resil_result *out)
 	resil__kheld h;
 	resil_err err;
 
+	if (RESIL__LIKELY(kc->p->keyed->br_only))
+		return gate_breaker(kc, kc->p->keyed, out);
 	err = admit(kc->p, kc->args, kc->inv, method_prio(kc), &h, out);
 	if (err != RESIL_OK)
 		return err;
@@ -417,6 +521,21 @@ resil__keyed_invoke(resil_pipeline *p, const struct resil_method *h,
 {
 	kcall kc = { p, h, args, inv, NULL, fn, ctx, run };
 
+	return gate(&kc, out);
+}
+
+resil_err
+resil__keyed_invoke_ex(resil_pipeline *p, const struct resil_method *h,
+    const resil_invocation *inv, resil_endpoint_call_fn fn, void *ctx,
+    resil_result *out, resil__keyed_run run)
+{
+	kcall kc = { p, h, &inv->args, inv, NULL, fn, ctx, run };
+
+	if (RESIL__UNLIKELY(inv->args.method == NULL || fn == NULL ||
+	        out == NULL))
+		return RESIL_E_INVAL;
+	if (RESIL__UNLIKELY(!resil__keyed_gated(p)))
+		return run(&kc, out); /* the gate's own call */
 	return gate(&kc, out);
 }
 
@@ -484,6 +603,11 @@ resil__keyed_host_admit(resil_pipeline *p, const resil_args *args,
 		*kind = RESIL_KEYED_RATELIMIT;
 		err = key_of(g, RESIL_KEYED_RATELIMIT, args, inv, h, kb, &key,
 		    &len, NULL);
+		/* Issue 41 (turn 4): the endpoint's pushback paused it. */
+		if (err == RESIL_OK &&
+		    RESIL__UNLIKELY(resil__load64(&g->kp.live) != 0) &&
+		    paused(p, key, len, inv, 0))
+			return RESIL_E_LIMITED;
 		if (err != RESIL_OK ||
 		    (err = resil__kfleet_acquire(g, key, len, &after)) !=
 		        RESIL_OK)
@@ -542,4 +666,66 @@ resil__keyed_host_end(resil_pipeline *p, resil__khost *kh, resil_outcome o)
 			    resil_clock_now(&p->clock) - kh->t0);
 	}
 	kh->held = 0;
+}
+
+/* ---- the server's pushback for a key (issue 41, turn 4) ---- */
+
+int
+resil__keyed_pushback(resil_pipeline *p, const resil_args *args,
+    const resil_invocation *inv, const char *host, uint64_t pause_ns,
+    uint64_t now, int drain, uint64_t *until, uint64_t *drained, char *note,
+    size_t cap)
+{
+	struct resil__kgate *g = p->keyed;
+	resil_keyed *rl = g != NULL ? g->fam[RESIL_KEYED_RATELIMIT] : NULL;
+	char kb[RESIL_KEYED_MAX_KEY_LEN]; /* a composite key, joined */
+	resil_keyed_handle kh;
+	const void *key;
+	size_t len;
+	int kept = 1;
+
+	*until = 0;
+	*drained = UINT64_MAX;
+	note[0] = '\0';
+	if (rl == NULL)
+		return 0;
+	if (g->spec[RESIL_KEYED_RATELIMIT].src != KS_HOST)
+		host = NULL; /* a key per call */
+	else if (host == NULL)
+		return 0; /* a key with the host, an attempt without one */
+	if (kg_cur != NULL && kg_cur->p == p) {
+		/* The gate's call on this thread: its request (the blocking
+		 * driver's machine keeps no invocation). */
+		args = kg_cur->args;
+		inv = kg_cur->inv;
+	}
+	if (draw(&g->spec[RESIL_KEYED_RATELIMIT], args, inv, host, kb,
+	        sizeof(kb), &key, &len) != RESIL_OK)
+		return 0; /* not reached: the gate refused such a call */
+	if (pause_ns != 0) {
+		uint64_t u = now + pause_ns < now ? UINT64_MAX : now + pause_ns;
+
+		kept = resil__kpause_set(p, key, len, u, now);
+		if (kept)
+			*until = u;
+		else
+			(void)snprintf(note, cap,
+			    ", key not paused (%u keys paused already)",
+			    (unsigned)RESIL__KPAUSE_MAX);
+		/* The fleet limiter of the family: every member pauses the
+		 * key (one round trip; a member deciding locally has
+		 * nobody to tell). */
+		if (RESIL__UNLIKELY(g->frl != NULL))
+			(void)resil_fleet_limit_pause_key(
+			    g->frl, key, len, pause_ns, NULL);
+	}
+	/* ratelimit.drain_on_throttled per key: the key's own permits, not
+	 * a fleet's (as the lone limiter's). */
+	if (g->frl == NULL && (drain || g->rl_drain || !kept) &&
+	    resil_keyed_get(rl, key, len, &kh) == RESIL_OK) {
+		if (kh.instance.ratelimit != NULL)
+			(void)resil_ratelimit_drain(kh.instance.ratelimit, drained);
+		(void)resil_keyed_put(rl, &kh);
+	}
+	return 1;
 }

@@ -37,6 +37,14 @@ resil_err resil__keyed_invoke(resil_pipeline *p, const struct resil_method *h,
     resil_endpoint_call_fn fn, void *ctx, resil_result *out,
     resil__keyed_run run);
 
+/* resil_pipeline_invoke_ex() over p with families and no method
+ * handle (h NULL; h4/kgate): its checks (RESIL_E_INVAL as invoke()'s), then the
+ * gate (or, for the gate's own call, run at once). */
+resil_err resil__keyed_invoke_ex(resil_pipeline *p,
+    const struct resil_method *h, const resil_invocation *inv,
+    resil_endpoint_call_fn fn, void *ctx, resil_result *out,
+    resil__keyed_run run);
+
 /* What a call holds of its keys: held bit 1 the breaker's permit, bit 2
  * the bulkhead's slot (taken at t0). */
 typedef struct resil__kheld {
@@ -76,6 +84,32 @@ resil_err resil__keyed_host_admit(resil_pipeline *p, const resil_args *args,
     unsigned *kind);
 void resil__keyed_host_end(
     resil_pipeline *p, resil__khost *kh, resil_outcome o);
+
+/* Issue 41 (turn 4): the server's pushback for a key
+ * (lib/call_keyed_pause.c): key's pause's end if it is paused at now,
+ * else 0; key paused until until (never shortened): 1, or 0 when not
+ * kept (RESIL__KPAUSE_MAX keys paused, or out of memory); the table
+ * freed (with the gate). */
+uint64_t resil__kpause_until(
+    resil_pipeline *p, const void *key, size_t len, uint64_t now);
+int resil__kpause_set(resil_pipeline *p, const void *key, size_t len,
+    uint64_t until, uint64_t now);
+void resil__kpause_free(resil_pipeline *p);
+
+/* A throttled answer (lib/call_overload.c) of a call over p with a
+ * keyed rate limiter family: the key (drawn from the call the gate runs
+ * on this thread, else from args and inv; a key with the host: host, the
+ * attempt's endpoint, NULL when it has none: nothing done) paused for pause_ns (0: no Retry-After) from now, its fleet
+ * limiter told (resil_fleet_limit_pause_key), and its limiter drained
+ * when drain (or when the pause could not be kept; never a fleet's).
+ * Returns 0 when p has no such family (nothing done); else 1 with
+ * *until the pause's end (0: none kept), *drained the permits drained
+ * (UINT64_MAX: none), and note (cap bytes) "" or why the pause was not
+ * kept. */
+int resil__keyed_pushback(resil_pipeline *p, const resil_args *args,
+    const resil_invocation *inv, const char *host, uint64_t pause_ns,
+    uint64_t now, int drain, uint64_t *until, uint64_t *drained, char *note,
+    size_t cap);
 
 /* Families named by the configuration (resil_pipeline_config.keyed,
  * checked by resil__keyed_cfg_check(), lib/keyed_spec.h): made by

@@ -354,7 +354,7 @@ complete(callm *c, unsigned i, int rc, resil_value *value, int late, tsrc *ts)
 	 * (bo: what the breaker and the bulkhead record). */
 	bo = outcome;
 	if (RESIL__UNLIKELY(resil__ovl_wants(c, rc)))
-		resil__ovl_complete(c, rc, late, &outcome, &status, &bo, ts);
+		resil__ovl_complete(c, i, rc, late, &outcome, &status, &bo, ts);
 	if (s->has_permit == 1) {
 		if (c->timeout != 0)
 			resil_breaker_record_duration(

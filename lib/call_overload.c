@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "call_keyed.h"
 #include "duration.h"
 #include "pipeline_events.h"
 
@@ -143,8 +144,8 @@ pause_to(settings *g, uint64_t until)
  * limiter paused until 1500000000", and with
  * ratelimit.drain_on_throttled ", rate limiter drained (N permits)". */
 static void
-tell_pushback(
-    callm *c, long ms, uint64_t now, uint64_t until, uint64_t drained)
+tell_pushback(callm *c, long ms, uint64_t now, uint64_t until,
+    uint64_t drained, const char *note)
 {
 	resil_pipeline *p = c->p;
 	resil_pipeline_event ev;
@@ -175,16 +176,22 @@ tell_pushback(
 	if (drained != UINT64_MAX && n < sizeof(text))
 		snprintf(text + n, sizeof(text) - n,
 		    ", rate limiter drained (%" PRIu64 " permits)", drained);
+	/* Issue 41 (turn 4): a key's pause that could not be kept. */
+	n = strlen(text);
+	if (note[0] != '\0' && n < sizeof(text))
+		snprintf(text + n, sizeof(text) - n, "%s", note);
 	resil__emit(p, &ev, RESIL_STAGE_THROTTLE, now, text, c->args->method);
 }
 
 void
-resil__ovl_complete(callm *c, int rc, int late, resil_outcome *outcome,
-    resil_err *status, resil_outcome *bo, tsrc *ts)
+resil__ovl_complete(callm *c, unsigned si, int rc, int late,
+    resil_outcome *outcome, resil_err *status, resil_outcome *bo, tsrc *ts)
 {
 	settings *g = c->g;
 	int thr = !late && *status != RESIL_E_TIMEOUT && resil_rc_is_throttled(rc);
 	uint64_t now, until = 0, drained = UINT64_MAX;
+	char note[64] = "";
+	int keyed = 0;
 	long ms;
 
 	if (g->thr != NULL)
@@ -213,14 +220,26 @@ resil__ovl_complete(callm *c, int rc, int late, resil_outcome *outcome,
 			(void)resil_fleet_limit_pause(
 			    g->frl, (uint64_t)ms * RESIL_NS_PER_MS, NULL);
 	}
+	/* Issue 41 (turn 4): with ratelimit.key, the call's key (or the
+	 * attempt's endpoint's, for a key with the host) pauses (and
+	 * drains) as the lone limiter does, its fleet limiter told for that
+	 * key (lib/call_keyed.c). */
+	if (RESIL__UNLIKELY(c->p->keyed != NULL))
+		keyed = resil__keyed_pushback(c->p, c->args, c->inv,
+		    (c->has_pick & (1u << si)) != 0 ? c->picks[si].address
+		                                      : NULL,
+		    ms > 0 ? (uint64_t)ms * RESIL_NS_PER_MS : 0, now,
+		    g->cfg.ratelimit.drain_on_throttled, &until, &drained, note,
+		    sizeof(note));
 	/* ratelimit.drain_on_throttled (Resilience4j's
 	 * drainPermissionsOnResult): the permits left go too, so the
 	 * limiter refills from empty once the pause (if any) is over. The
 	 * local limiter's, not a fleet limiter standing in for it. */
 	if (g->rl != NULL && g->frl == NULL &&
 	    g->cfg.ratelimit.drain_on_throttled)
-		(void)resil_ratelimit_drain(g->rl, &drained);
-	tell_pushback(c, ms, now, until, drained);
+		(void)resil_ratelimit_drain(g->rl,
+		    keyed && drained != UINT64_MAX ? NULL : &drained);
+	tell_pushback(c, ms, now, until, drained, note);
 }
 
 void
@@ -229,7 +248,7 @@ resil__ovl_inline_failed(callm *c, int rc, tsrc *ts)
 	resil_outcome o = RESIL_OUTCOME_FAILURE, bo = o;
 	resil_err st = RESIL_OK;
 
-	resil__ovl_complete(c, rc, 0, &o, &st, &bo, ts);
+	resil__ovl_complete(c, 0, rc, 0, &o, &st, &bo, ts);
 	c->last_status = c->real_err = st;
 	c->last_outcome = o;
 	c->real_rc = rc;

@@ -33,15 +33,16 @@ resil_err resil__new_throttle(resil_pipeline *p,
 resil_err resil__ovl_admit(callm *c, tsrc *ts);
 
 /*
- * After an attempt (complete()): rc the function's code, late whether it
- * gave no answer in time. Reports the attempt to the throttle stage
+ * After an attempt (complete()) in slot si (its pick's address: the key of
+ * a rate limiter family keyed by the host): rc the function's code, late
+ * whether it gave no answer in time. Reports the attempt to the throttle stage
  * (accepted, rejected by the server, no answer), and for a throttled
  * code: sets *status to RESIL_E_THROTTLED, *outcome to FAILURE (the call
  * failed) and *bo, what the breaker and the bulkhead record, to IGNORED;
  * pauses the rate limiter stage for its Retry-After; counts and tells.
  */
-void resil__ovl_complete(callm *c, int rc, int late, resil_outcome *outcome,
-    resil_err *status, resil_outcome *bo, tsrc *ts);
+void resil__ovl_complete(callm *c, unsigned si, int rc, int late,
+    resil_outcome *outcome, resil_err *status, resil_outcome *bo, tsrc *ts);
 
 /* The blocking driver's inline first attempt answered a throttled rc
  * (its breaker already recorded resil__ovl_breaker_outcome()): the

@@ -517,3 +517,67 @@ resil__fkeyed_metrics(resil_fleet_limit *fl, resil_keyed_metrics *out)
 		return RESIL_E_NOTFOUND;
 	return resil_keyed_get_metrics(fl->kx->fam, out);
 }
+
+/* ---- the server's pushback for one key (issue 41, turn 4) ---- */
+
+/* As lib/fleet.c's listener call for the limiter's events. */
+static void
+kemit(resil_fleet_limit *fl, const char *detail)
+{
+	resil_fleet_event ev;
+
+	if (fl->listener == NULL)
+		return;
+	memset(&ev, 0, sizeof(ev));
+	ev.kind = RESIL_FLEET_EV_ERROR;
+	ev.votes = (uint32_t)resil__load64(&fl->seen);
+	ev.detail = detail;
+	fl->listener(&ev, fl->listener_ctx);
+}
+
+/* resil_fleet_limit_pause() for key's GCRA state alone (the keyed
+ * script's resil:limit:NAME:k:HEX:gcra, its settings the key's own:
+ * its override's, else the limiter's): one round trip of
+ * lib/fleet_pause.c's script, the TAT moved forward, never back. */
+resil_err
+resil_fleet_limit_pause_key(resil_fleet_limit *fl, const void *key,
+    size_t key_len, uint64_t pause_ns, uint64_t *until_us)
+{
+	char why[RESIL_DIAG_MAX];
+	struct resil__fkeyed *x;
+	const kovr *o;
+	uint64_t until = 0;
+	int r;
+
+	if (fl == NULL || key == NULL || key_len == 0 || pause_ns == 0)
+		return RESIL_E_INVAL;
+	pthread_mutex_lock(&fl->mu);
+	x = fl->kx;
+	if (x == NULL || key_len > x->max_key_len) {
+		pthread_mutex_unlock(&fl->mu);
+		return RESIL_E_INVAL;
+	}
+	if (fl->cn.c == NULL || resil__load64(&fl->local) != 0) {
+		pthread_mutex_unlock(&fl->mu);
+		return RESIL_E_UNAVAILABLE;
+	}
+	o = find_override(x, key, key_len);
+	hex_key(x, key, key_len);
+	r = resil__fleet_limit_pause_eval(fl->cn.c, x->kbuf,
+	    pause_ns / 1000 + (pause_ns % 1000 != 0 ? 1u : 0u),
+	    o != NULL ? o->scale_s : fl->scale_s,
+	    o != NULL ? o->ts_s : fl->ts_s, o != NULL ? o->bs_s : fl->bs_s,
+	    o != NULL ? o->kset : x->kset, &until, why, sizeof(why));
+	if (r < 0) {
+		/* As an acquire's failure: the next acquire reconnects. */
+		resil__inc64(&fl->errors);
+		resil__fconn_close(&fl->cn);
+		kemit(fl, why);
+	}
+	pthread_mutex_unlock(&fl->mu);
+	if (r != 0)
+		return RESIL_E_UNAVAILABLE;
+	if (until_us != NULL)
+		*until_us = until;
+	return RESIL_OK;
+}

@@ -184,9 +184,6 @@ conflict(const resil_pipeline_config *cfg, unsigned k)
 		    cfg->ratelimit.reserve_default != 0)
 			return "a keyed rate limiter keeps no class reserves "
 			       "(ratelimit.reserve.*)";
-		if (cfg->ratelimit.drain_on_throttled)
-			return "a keyed rate limiter is not drained by the "
-			       "server's pushback (ratelimit.drain_on_throttled)";
 	} else if (k == RESIL_KEYED_BULKHEAD) {
 		if (cfg->bulkhead_shared_url != NULL ||
 		    cfg->shared_bulkhead != NULL)

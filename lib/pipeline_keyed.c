@@ -73,6 +73,15 @@ add_family(resil_pipeline *p, const char *spec, const resil_keyed_config *cfg,
 	g->fam[cfg->kind] = k;
 	g->spec[cfg->kind] = ks;
 	g->from_cfg[cfg->kind] = (uint8_t)from_cfg;
+	if (cfg->kind == RESIL_KEYED_RATELIMIT) /* issue 41 (turn 4) */
+		g->rl_drain = cfg->ratelimit.drain_on_throttled != 0;
+	/* h4/kgate: the gate's short path, while the breaker's family is
+	 * the only one and its key is drawn per call. */
+	g->br_only = g->fam[RESIL_KEYED_BREAKER] != NULL &&
+	    g->spec[RESIL_KEYED_BREAKER].src != KS_HOST &&
+	    g->fam[RESIL_KEYED_RATELIMIT] == NULL &&
+	    g->fam[RESIL_KEYED_BULKHEAD] == NULL &&
+	    g->fam[RESIL_KEYED_THROTTLE] == NULL;
 	p->slow = 1;
 	return RESIL_OK;
 }
@@ -116,6 +125,7 @@ resil__keyed_free(resil_pipeline *p)
 		resil_keyed_free(p->keyed->fam[i]);
 		resil__strfree(&p->alloc, p->keyed->fp[i]);
 	}
+	resil__kpause_free(p); /* issue 41 (turn 4) */
 	resil__free(&p->alloc, p->keyed, sizeof(*p->keyed));
 	p->keyed = NULL;
 }

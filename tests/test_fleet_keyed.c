@@ -803,6 +803,136 @@ test_fleet_keyed_pipeline_refused(void **state)
 	}
 }
 
+/* Issue 41 (turn 4): resil_fleet_limit_pause_key. Key A paused for 60 s
+ * by one member: the other is refused A with about 60 s to wait, and
+ * gets B's whole burst; a shorter pause changes nothing (the TAT never
+ * moves back); the bad arguments refused. */
+static void
+test_fleet_keyed_pause_key(void **state)
+{
+	resil_fleet_limit *a, *b, *plain;
+	resil_fleet_limit_config c;
+	char name[64];
+	uint64_t until = 0, until2 = 0, ra = 0;
+
+	(void)state;
+	NEED_SERVER();
+	resil_manual_clock_init(&mc, 1000);
+	fresh(name, sizeof(name));
+	c = kcfg(name, "a", NULL);
+	assert_int_equal(resil_fleet_limit_new(&a, &c, NULL), RESIL_OK);
+	c = kcfg(name, "b", NULL);
+	assert_int_equal(resil_fleet_limit_new(&b, &c, NULL), RESIL_OK);
+	assert_int_equal(grants(a, S("A"), 1), 1);
+	assert_int_equal(resil_fleet_limit_pause_key(
+	                     a, S("A"), 60000 * MS, &until),
+	    RESIL_OK);
+	assert_true(until > 0);
+	assert_int_equal(
+	    resil_fleet_limit_acquire_key(b, S("A"), 1, &ra), RESIL_E_LIMITED);
+	assert_true(ra > UINT64_C(55000000000) && ra <= UINT64_C(60000000000));
+	assert_int_equal(grants(b, S("B"), 12), 10);
+	/* Shorter: nothing moves back. */
+	assert_int_equal(
+	    resil_fleet_limit_pause_key(b, S("A"), 1000 * MS, &until2),
+	    RESIL_OK);
+	ra = 0;
+	assert_int_equal(
+	    resil_fleet_limit_acquire_key(a, S("A"), 1, &ra), RESIL_E_LIMITED);
+	assert_true(ra > UINT64_C(55000000000));
+	/* The lone limiter of the same name is not paused. */
+	assert_int_equal(resil_fleet_limit_acquire(a, 1, NULL), RESIL_OK);
+	/* Refused. */
+	assert_int_equal(resil_fleet_limit_pause_key(NULL, S("A"), MS, NULL),
+	    RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_fleet_limit_pause_key(a, NULL, 1, MS, NULL), RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_fleet_limit_pause_key(a, "A", 0, MS, NULL), RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_fleet_limit_pause_key(a, S("A"), 0, NULL), RESIL_E_INVAL);
+	c = kcfg(name, "p", NULL);
+	c.max_keys = 0;
+	assert_int_equal(resil_fleet_limit_new(&plain, &c, NULL), RESIL_OK);
+	assert_int_equal(resil_fleet_limit_pause_key(plain, S("A"), MS, NULL),
+	    RESIL_E_INVAL);
+	resil_fleet_limit_free(plain);
+	resil_fleet_limit_free(b);
+	resil_fleet_limit_free(a);
+}
+
+static int
+throttled_fn(
+    void *ctx, const resil_pick *ep, const resil_args *args, resil_value *out)
+{
+	(void)ctx;
+	(void)ep;
+	(void)args;
+	(void)out;
+	return RESIL_RC_THROTTLED_MS(60000);
+}
+
+/* Issue 41 (turn 4), in the pipeline: ratelimit.key with
+ * ratelimit.fleet; tenant t1's call answered with a Retry-After of 60 s
+ * pauses t1 on the fleet (another member is refused t1 with about 60 s
+ * to wait) and here (the next call refused locally); t2 is untouched. */
+static void
+test_fleet_keyed_pipeline_pushback(void **state)
+{
+	resil_fleet_limit *b;
+	resil_fleet_limit_config c;
+	resil_pipeline_config pc;
+	resil_config *conf = NULL;
+	resil_pipeline *p = NULL;
+	resil_invocation inv;
+	resil_param att[1];
+	resil_result r;
+	resil_diag d;
+	char name[64], text[512];
+	uint64_t ra = 0;
+
+	(void)state;
+	NEED_SERVER();
+	resil_manual_clock_init(&mc, 1000);
+	fresh(name, sizeof(name));
+	snprintf(text, sizeof(text),
+	    "service=S\n"
+	    "ratelimit.key=attachment:tenant\n"
+	    "ratelimit.rate=40\nratelimit.period=1h\nratelimit.burst=5\n"
+	    "ratelimit.fleet=redis://127.0.0.1:%d/%s\n",
+	    srv.port, name);
+	if (resil_config_parse_string(&conf, text, "k.conf", NULL, &d) !=
+	    RESIL_OK)
+		fail_msg("parse: %s", d.msg);
+	pc = *resil_config_pipeline(conf);
+	pc.clock = resil_manual_clock_hook(&mc);
+	if (resil_pipeline_new(&p, &pc, &d) != RESIL_OK)
+		fail_msg("pipeline: %s", d.msg);
+	c = kcfg(name, "b", NULL);
+	c.burst = 5;
+	c.max_keys = 10000;
+	assert_int_equal(resil_fleet_limit_new(&b, &c, NULL), RESIL_OK);
+
+	resil_invocation_init(&inv, "get");
+	att[0].key = "tenant";
+	att[0].value = "t1";
+	inv.attachments = att;
+	inv.nattachments = 1;
+	assert_int_equal(
+	    resil_pipeline_invoke_ex(p, NULL, &inv, throttled_fn, NULL, &r),
+	    RESIL_E_THROTTLED);
+	resil_result_free(&r);
+	assert_int_equal(
+	    resil_fleet_limit_acquire_key(b, S("t1"), 1, &ra), RESIL_E_LIMITED);
+	assert_true(ra > UINT64_C(55000000000) && ra <= UINT64_C(60000000000));
+	assert_int_equal(invoke_tenant(p, "t1"), RESIL_E_LIMITED);
+	assert_int_equal(grants(b, S("t2"), 2), 2);
+	assert_int_equal(tenant_grants(p, "t2", 4), 3);
+	resil_fleet_limit_free(b);
+	resil_pipeline_free(p);
+	resil_config_free(conf);
+}
+
 static int
 group_setup(void **state)
 {
@@ -844,6 +974,8 @@ main(void)
 		cmocka_unit_test(test_fleet_keyed_pipeline_c),
 		cmocka_unit_test(test_fleet_keyed_pipeline_local),
 		cmocka_unit_test(test_fleet_keyed_pipeline_refused),
+		cmocka_unit_test(test_fleet_keyed_pause_key),
+		cmocka_unit_test(test_fleet_keyed_pipeline_pushback),
 		/* Last: it kills the server (and starts it again). */
 		cmocka_unit_test(test_fleet_keyed_redis_away),
 	};

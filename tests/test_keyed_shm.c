@@ -30,6 +30,7 @@
 #include <resil/pipeline.h>
 #include <resil/shm.h>
 
+#include "support/shm_fork.h"
 #include "support/text_pipeline.h"
 
 #include "shm_internal.h"
@@ -57,19 +58,10 @@ static const resil_clock shared_clock = { shared_now, NULL, NULL, NULL, NULL,
 static void
 setup_common(void)
 {
-	pthread_barrierattr_t ba;
-
-	cm = mmap(NULL, sizeof(*cm), PROT_READ | PROT_WRITE,
-	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	assert_true(cm != MAP_FAILED);
-	memset(cm, 0, sizeof(*cm));
+	cm = shm_fork_page(sizeof(*cm));
 	cm->now = 1000;
-	pthread_barrierattr_init(&ba);
-	pthread_barrierattr_setpshared(&ba, PTHREAD_PROCESS_SHARED);
-	pthread_barrier_init(&cm->go, &ba, 2);
-	pthread_barrierattr_destroy(&ba);
-	snprintf(region, sizeof(region), "test-kshm-%ld", (long)getpid());
-	(void)resil_shm_unlink(region, NULL);
+	shm_fork_barrier(&cm->go, 2);
+	shm_fork_region(region, sizeof(region), "test-kshm");
 }
 
 static void
@@ -77,7 +69,7 @@ teardown_common(void)
 {
 	(void)resil_shm_unlink(region, NULL);
 	pthread_barrier_destroy(&cm->go);
-	munmap(cm, sizeof(*cm));
+	shm_fork_unpage(cm, sizeof(*cm));
 }
 
 /* Trip on 3 failures in a row; OPEN for 100 ticks; one probe. */
@@ -140,29 +132,6 @@ metrics_of(resil_keyed *k, const char *key)
 	return m;
 }
 
-static pid_t
-child(void (*fn)(void))
-{
-	pid_t kid = fork();
-
-	assert_true(kid >= 0);
-	if (kid == 0) {
-		fn();
-		_exit(0);
-	}
-	return kid;
-}
-
-static void
-wait_ok(pid_t kid)
-{
-	int st;
-
-	assert_int_equal(waitpid(kid, &st, 0), kid);
-	assert_true(WIFEXITED(st));
-	assert_int_equal(WEXITSTATUS(st), 0);
-}
-
 /* ---- a trip in one process is seen by the other ---- */
 
 #define ROUNDS 200
@@ -212,14 +181,14 @@ test_keyed_shm_trip_seen_across_processes(void **state)
 	assert_non_null(shm);
 	assert_int_equal(
 	    resil_shm_keyed(shm, "hosts", &c, &k, NULL), RESIL_OK);
-	kid = child(tripper);
+	kid = shm_fork_child(tripper);
 	for (i = 0; i < ROUNDS; i++) {
 		pthread_barrier_wait(&cm->go);
 		assert_int_equal(
 		    call(k, "b", RESIL_OUTCOME_SUCCESS), RESIL_OK);
 		pthread_barrier_wait(&cm->go);
 	}
-	wait_ok(kid);
+	shm_fork_wait_ok(kid);
 	assert_int_equal(cm->errors, 0);
 	/* Both processes' successes in one window: COUNT of 100. */
 	m = metrics_of(k, "b");
@@ -296,9 +265,9 @@ test_keyed_shm_first_use_race(void **state)
 
 	(void)state;
 	setup_common();
-	kid = child(racer);
+	kid = shm_fork_child(racer);
 	racer_body(0);
-	wait_ok(kid);
+	shm_fork_wait_ok(kid);
 	assert_int_equal(cm->errors, 0);
 	shm = open_region();
 	assert_non_null(shm);
@@ -434,7 +403,7 @@ test_keyed_shm_fixed_table_keeps_failing_keys(void **state)
 	assert_non_null(shm);
 	assert_int_equal(
 	    resil_shm_keyed(shm, "churn", &c, &k, NULL), RESIL_OK);
-	wait_ok(child(failer));
+	shm_fork_wait_ok(shm_fork_child(failer));
 	assert_int_equal(
 	    resil_shm_keyed_stat(shm, "churn", &before, NULL), RESIL_OK);
 	assert_int_equal(before.used, 2);
@@ -579,8 +548,9 @@ test_keyed_shm_overflow_event(void **state)
 		    call(k, "y", RESIL_OUTCOME_FAILURE), RESIL_OK);
 	}
 	/* A second family on the same table (through another region
-	 * handle; 2 slots, both OPEN): "z" finds no slot. Its listener hears OVERFLOW, as the
-	 * in-process family's overflow does, and the key is not entered. */
+	 * handle; 2 slots, both OPEN): "z" finds no slot. Its listener hears
+	 * OVERFLOW, as the in-process family's overflow does, and the key is
+	 * not entered. */
 	memset(&hd, 0, sizeof(hd));
 	c2 = fam_cfg(2);
 	c2.listener = hear;
@@ -663,7 +633,7 @@ test_keyed_shm_sigkill_mid_claim(void **state)
 	assert_non_null(shm);
 	assert_int_equal(
 	    resil_shm_keyed(shm, "crash", &c, &k, NULL), RESIL_OK);
-	kid = child(claimer);
+	kid = shm_fork_child(claimer);
 	assert_int_equal(waitpid(kid, &st, 0), kid);
 	assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
 	/* It died holding the table lock, its slot tagged CLAIM. */
@@ -727,7 +697,7 @@ test_keyed_shm_dead_holder_bits_cleared(void **state)
 	shm = open_region();
 	assert_non_null(shm);
 	assert_int_equal(resil_shm_keyed(shm, "held", &c, &k, NULL), RESIL_OK);
-	kid = child(holder);
+	kid = shm_fork_child(holder);
 	assert_int_equal(waitpid(kid, &st, 0), kid);
 	assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
 	/* Both slots attached by a dead process, both idle: "c" reclaims

@@ -33,6 +33,7 @@
 #include <resil/selector.h>
 #include <resil/shm.h>
 
+#include "support/shm_fork.h"
 #include "support/text_pipeline.h"
 
 /* A barrier and words the processes share. */
@@ -49,18 +50,9 @@ static char region[64];
 static void
 setup_common(void)
 {
-	pthread_barrierattr_t ba;
-
-	cm = mmap(NULL, sizeof(*cm), PROT_READ | PROT_WRITE,
-	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	assert_true(cm != MAP_FAILED);
-	memset(cm, 0, sizeof(*cm));
-	pthread_barrierattr_init(&ba);
-	pthread_barrierattr_setpshared(&ba, PTHREAD_PROCESS_SHARED);
-	pthread_barrier_init(&cm->go, &ba, 2);
-	pthread_barrierattr_destroy(&ba);
-	snprintf(region, sizeof(region), "test-kshmb-%ld", (long)getpid());
-	(void)resil_shm_unlink(region, NULL);
+	cm = shm_fork_page(sizeof(*cm));
+	shm_fork_barrier(&cm->go, 2);
+	shm_fork_region(region, sizeof(region), "test-kshmb");
 }
 
 static void
@@ -68,7 +60,7 @@ teardown_common(void)
 {
 	(void)resil_shm_unlink(region, NULL);
 	pthread_barrier_destroy(&cm->go);
-	munmap(cm, sizeof(*cm));
+	shm_fork_unpage(cm, sizeof(*cm));
 }
 
 static resil_keyed_override vip = { "vip", 3, 0, 0, 0, 6 };
@@ -118,8 +110,8 @@ take(resil_keyed *k, const char *key, held *h, int cap)
 	int got = 0;
 
 	while (got < cap && h->n < HOLD_MAX &&
-	    resil_keyed_bulkhead_try_acquire(k, key, strlen(key),
-	        &h->p[h->n]) == RESIL_OK) {
+	    resil_keyed_bulkhead_try_acquire(
+	        k, key, strlen(key), &h->p[h->n]) == RESIL_OK) {
 		h->n++;
 		got++;
 	}
@@ -155,29 +147,6 @@ in_flight(resil_keyed *k, const char *key)
 	return m.in_flight;
 }
 
-static pid_t
-child(void (*fn)(void))
-{
-	pid_t kid = fork();
-
-	assert_true(kid >= 0);
-	if (kid == 0) {
-		fn();
-		_exit(0);
-	}
-	return kid;
-}
-
-static void
-wait_ok(pid_t kid)
-{
-	int st;
-
-	assert_int_equal(waitpid(kid, &st, 0), kid);
-	assert_true(WIFEXITED(st));
-	assert_int_equal(WEXITSTATUS(st), 0);
-}
-
 /* ---- two processes share K's limit exactly ---- */
 
 static void
@@ -190,7 +159,8 @@ sharer(void)
 
 	memset(&hk, 0, sizeof(hk));
 	memset(&hl, 0, sizeof(hl));
-	if (shm == NULL || resil_shm_keyed(shm, "bh", &c, &k, NULL) != RESIL_OK)
+	if (shm == NULL ||
+	    resil_shm_keyed(shm, "bh", &c, &k, NULL) != RESIL_OK)
 		_exit(3);
 	pthread_barrier_wait(&cm->go); /* 1: the parent holds 3 of K */
 	/* 1 of K's 4 is left; L has its own 4; vip its 6. */
@@ -225,7 +195,7 @@ test_keyed_shm_bulkhead_shared_limit(void **state)
 	shm = open_region();
 	assert_non_null(shm);
 	assert_int_equal(resil_shm_keyed(shm, "bh", &c, &k, NULL), RESIL_OK);
-	kid = child(sharer);
+	kid = shm_fork_child(sharer);
 	assert_int_equal(take(k, "K", &hk, 3), 3);
 	pthread_barrier_wait(&cm->go); /* 1 */
 	pthread_barrier_wait(&cm->go); /* 2 */
@@ -247,7 +217,7 @@ test_keyed_shm_bulkhead_shared_limit(void **state)
 	assert_int_equal(in_flight(k, "K"), 4);
 	assert_int_equal(take(k, "K", &hk, 10), 0);
 	pthread_barrier_wait(&cm->go); /* 5 */
-	wait_ok(kid);
+	shm_fork_wait_ok(kid);
 	assert_int_equal(cm->child_bad, 0);
 	/* The child gave its calls back: this process's one is left. */
 	assert_int_equal(in_flight(k, "K"), 1);
@@ -280,9 +250,11 @@ holder(void)
 
 	memset(&hk, 0, sizeof(hk));
 	memset(&hm, 0, sizeof(hm));
-	if (shm == NULL || resil_shm_keyed(shm, "bk", &c, &k, NULL) != RESIL_OK)
+	if (shm == NULL ||
+	    resil_shm_keyed(shm, "bk", &c, &k, NULL) != RESIL_OK)
 		_exit(3);
-	cm->child_got = (uint32_t)(take(k, "K", &hk, 3) + take(k, "M", &hm, 2));
+	cm->child_got =
+	    (uint32_t)(take(k, "K", &hk, 3) + take(k, "M", &hm, 2));
 	__atomic_store_n(&cm->ready, 1, __ATOMIC_RELEASE);
 	for (;;)
 		pause(); /* killed here, holding 3 calls on K and 2 on M */
@@ -305,7 +277,7 @@ test_keyed_shm_bulkhead_sigkill(void **state)
 	shm = open_region();
 	assert_non_null(shm);
 	assert_int_equal(resil_shm_keyed(shm, "bk", &c, &k, NULL), RESIL_OK);
-	kid = child(holder);
+	kid = shm_fork_child(holder);
 	while (__atomic_load_n(&cm->ready, __ATOMIC_ACQUIRE) == 0)
 		sched_yield();
 	assert_int_equal(cm->child_got, 5);
@@ -349,7 +321,8 @@ churner(void)
 	int i;
 
 	memset(&h, 0, sizeof(h));
-	if (shm == NULL || resil_shm_keyed(shm, "ch", &c, &k, NULL) != RESIL_OK)
+	if (shm == NULL ||
+	    resil_shm_keyed(shm, "ch", &c, &k, NULL) != RESIL_OK)
 		_exit(3);
 	for (i = 0; i < CHURN; i++) {
 		snprintf(key, sizeof(key), "host-%d", i);
@@ -385,7 +358,7 @@ test_keyed_shm_bulkhead_churn_keeps_in_flight(void **state)
 	assert_int_equal(take(k, "busy", &h, 2), 2);
 	assert_int_equal(
 	    resil_shm_keyed_stat(shm, "ch", &before, NULL), RESIL_OK);
-	wait_ok(child(churner));
+	shm_fork_wait_ok(shm_fork_child(churner));
 	assert_int_equal(cm->child_bad, 0);
 	assert_int_equal(
 	    resil_shm_keyed_stat(shm, "ch", &after, NULL), RESIL_OK);
@@ -512,8 +485,9 @@ test_keyed_shm_bulkhead_pipeline_text(void **state)
 	    "bulkhead.key.shared=shm:%s/pb\n",
 	    region);
 	assert_int_equal(pipe_start(&a, bad, &d), RESIL_E_INVAL);
-	assert_non_null(strstr(d.msg, "bulkhead.key.shared: a shared family "
-	                              "keeps keys of up to 64 bytes"));
+	assert_non_null(strstr(d.msg,
+	    "bulkhead.key.shared: a shared family "
+	    "keeps keys of up to 64 bytes"));
 	snprintf(bad, sizeof(bad),
 	    "service=S\nbulkhead.key=args\nbulkhead.adaptive=true\n"
 	    "bulkhead.key.shared=shm:%s/pb2\n",
@@ -564,7 +538,8 @@ hp_start(hp *x, const char *text)
 	assert_int_equal(
 	    resil_selector_new(&x->sel, x->d, &sc, &diag), RESIL_OK);
 	spec = resil_endpoint_spec_default("e0:1");
-	assert_int_equal(resil_directory_push(x->d, &spec, 1, &diag), RESIL_OK);
+	assert_int_equal(
+	    resil_directory_push(x->d, &spec, 1, &diag), RESIL_OK);
 	cfg = *resil_config_pipeline(x->conf);
 	cfg.clock = resil_manual_clock_hook(&x->mc);
 	cfg.selector = x->sel;
@@ -693,9 +668,10 @@ test_keyed_shm_bulkhead_refusals(void **state)
 	c2 = c;
 	c2.n_overrides = 0;
 	c2.overrides = NULL;
-	assert_int_equal(resil_shm_keyed(other, "fam", &c2, &k2, &d), RESIL_OK);
-	assert_int_equal(resil_keyed_bulkhead_try_acquire(k2, "vip", 3, &p),
-	    RESIL_E_INVAL);
+	assert_int_equal(
+	    resil_shm_keyed(other, "fam", &c2, &k2, &d), RESIL_OK);
+	assert_int_equal(
+	    resil_keyed_bulkhead_try_acquire(k2, "vip", 3, &p), RESIL_E_INVAL);
 	resil_keyed_free(k2);
 	c2 = c;
 	c2.bulkhead.max_concurrent = 5;
@@ -716,8 +692,8 @@ test_keyed_shm_bulkhead_refusals(void **state)
 	c2.max_keys = 16;
 	assert_int_equal(
 	    resil_shm_keyed(other, "fam", &c2, &k2, &d), RESIL_E_INVAL);
-	assert_non_null(strstr(d.msg,
-	    "keyed bulkhead family fam has 8 keys; asked for 16 keys"));
+	assert_non_null(strstr(
+	    d.msg, "keyed bulkhead family fam has 8 keys; asked for 16 keys"));
 	/* Throttle families stay refused. */
 	c2 = c;
 	c2.kind = RESIL_KEYED_THROTTLE;
@@ -739,7 +715,8 @@ main(void)
 		cmocka_unit_test(test_keyed_shm_bulkhead_refusals),
 		cmocka_unit_test(test_keyed_shm_bulkhead_shared_limit),
 		cmocka_unit_test(test_keyed_shm_bulkhead_sigkill),
-		cmocka_unit_test(test_keyed_shm_bulkhead_churn_keeps_in_flight),
+		cmocka_unit_test(
+		    test_keyed_shm_bulkhead_churn_keeps_in_flight),
 		cmocka_unit_test(test_keyed_shm_bulkhead_pipeline_text),
 		cmocka_unit_test(test_keyed_shm_bulkhead_host),
 	};

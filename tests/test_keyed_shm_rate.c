@@ -30,6 +30,7 @@
 #include <resil/pipeline.h>
 #include <resil/shm.h>
 
+#include "support/shm_fork.h"
 #include "support/text_pipeline.h"
 
 /* A clock, a barrier and counters the processes share. */
@@ -55,19 +56,10 @@ static const resil_clock shared_clock = { shared_now, NULL, NULL, NULL, NULL,
 static void
 setup_common(void)
 {
-	pthread_barrierattr_t ba;
-
-	cm = mmap(NULL, sizeof(*cm), PROT_READ | PROT_WRITE,
-	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	assert_true(cm != MAP_FAILED);
-	memset(cm, 0, sizeof(*cm));
+	cm = shm_fork_page(sizeof(*cm));
 	cm->now = 1000;
-	pthread_barrierattr_init(&ba);
-	pthread_barrierattr_setpshared(&ba, PTHREAD_PROCESS_SHARED);
-	pthread_barrier_init(&cm->go, &ba, 2);
-	pthread_barrierattr_destroy(&ba);
-	snprintf(region, sizeof(region), "test-kshmr-%ld", (long)getpid());
-	(void)resil_shm_unlink(region, NULL);
+	shm_fork_barrier(&cm->go, 2);
+	shm_fork_region(region, sizeof(region), "test-kshmr");
 }
 
 static void
@@ -75,13 +67,13 @@ teardown_common(void)
 {
 	(void)resil_shm_unlink(region, NULL);
 	pthread_barrier_destroy(&cm->go);
-	munmap(cm, sizeof(*cm));
+	shm_fork_unpage(cm, sizeof(*cm));
 }
 
 static resil_keyed_override vip = { "vip", 3, 0, 0, 20, 0 };
 /* Next to no refill: one permit per 10^12 ticks. */
-static resil_keyed_override slow = { "slow", 4, 1, UINT64_C(1000000000000),
-	5, 0 };
+static resil_keyed_override slow = { "slow", 4, 1, UINT64_C(1000000000000), 5,
+	0 };
 
 /* 10 permits per 1000 ticks (one per 100), burst 5; "vip" bursts 20,
  * "slow" hardly refills. */
@@ -136,29 +128,6 @@ drain(resil_keyed *k, const char *key, int cap)
 	return n;
 }
 
-static pid_t
-child(void (*fn)(void))
-{
-	pid_t kid = fork();
-
-	assert_true(kid >= 0);
-	if (kid == 0) {
-		fn();
-		_exit(0);
-	}
-	return kid;
-}
-
-static void
-wait_ok(pid_t kid)
-{
-	int st;
-
-	assert_int_equal(waitpid(kid, &st, 0), kid);
-	assert_true(WIFEXITED(st));
-	assert_int_equal(WEXITSTATUS(st), 0);
-}
-
 /* ---- two processes share K's burst exactly ---- */
 
 #define ROUNDS 50
@@ -175,7 +144,8 @@ share_loop(resil_keyed *k, int me)
 			__atomic_fetch_add(&cm->now, 100, __ATOMIC_ACQ_REL);
 		pthread_barrier_wait(&cm->go);
 		if (take(k, "K") == RESIL_OK)
-			__atomic_fetch_add(&cm->granted[me], 1, __ATOMIC_ACQ_REL);
+			__atomic_fetch_add(
+			    &cm->granted[me], 1, __ATOMIC_ACQ_REL);
 		pthread_barrier_wait(&cm->go);
 	}
 }
@@ -187,7 +157,8 @@ sharer(void)
 	resil_shm *shm = open_region();
 	resil_keyed *k;
 
-	if (shm == NULL || resil_shm_keyed(shm, "rl", &c, &k, NULL) != RESIL_OK)
+	if (shm == NULL ||
+	    resil_shm_keyed(shm, "rl", &c, &k, NULL) != RESIL_OK)
 		_exit(3);
 	/* 3 of K's 5, then the parent's turn. */
 	if (drain(k, "K", 3) != 3)
@@ -213,7 +184,7 @@ test_keyed_shm_rate_shared_burst(void **state)
 	shm = open_region();
 	assert_non_null(shm);
 	assert_int_equal(resil_shm_keyed(shm, "rl", &c, &k, NULL), RESIL_OK);
-	kid = child(sharer);
+	kid = shm_fork_child(sharer);
 	pthread_barrier_wait(&cm->go);
 	/* The child took 3: 2 left for this process, not 5. */
 	assert_int_equal(drain(k, "K", 10), 2);
@@ -222,7 +193,7 @@ test_keyed_shm_rate_shared_burst(void **state)
 	pthread_barrier_wait(&cm->go);
 	/* One permit is due a round: exactly one of the two gets it. */
 	share_loop(k, 0);
-	wait_ok(kid);
+	shm_fork_wait_ok(kid);
 	assert_int_equal(cm->granted[0] + cm->granted[1], ROUNDS);
 	assert_int_equal(take(k, "K"), RESIL_E_LIMITED);
 	assert_int_equal(
@@ -248,7 +219,8 @@ vip_taker(void)
 	resil_shm *shm = open_region();
 	resil_keyed *k;
 
-	if (shm == NULL || resil_shm_keyed(shm, "ov", &c, &k, NULL) != RESIL_OK)
+	if (shm == NULL ||
+	    resil_shm_keyed(shm, "ov", &c, &k, NULL) != RESIL_OK)
 		_exit(3);
 	/* vip's burst is 20 in every process. */
 	if (drain(k, "vip", 30) != 12)
@@ -272,7 +244,7 @@ test_keyed_shm_rate_override(void **state)
 	assert_non_null(shm);
 	assert_int_equal(resil_shm_keyed(shm, "ov", &c, &k, &d), RESIL_OK);
 	assert_int_equal(drain(k, "vip", 8), 8);
-	wait_ok(child(vip_taker));
+	shm_fork_wait_ok(shm_fork_child(vip_taker));
 	assert_int_equal(take(k, "vip"), RESIL_E_LIMITED);
 	assert_int_equal(drain(k, "plain", 30), 5);
 	/* Another process (handle) with another override for vip. */
@@ -293,8 +265,9 @@ test_keyed_shm_rate_override(void **state)
 	c2.ratelimit.burst = 6;
 	assert_int_equal(
 	    resil_shm_keyed(other, "ov", &c2, &k2, &d), RESIL_E_INVAL);
-	assert_non_null(strstr(d.msg, "the overflow's rate limiter has rate "
-	                              "10 per 1000 ns, burst 5"));
+	assert_non_null(strstr(d.msg,
+	    "the overflow's rate limiter has rate "
+	    "10 per 1000 ns, burst 5"));
 	/* A key of the family's settings here but an override there. */
 	c2 = c;
 	c2.n_overrides = 1; /* no "slow" */
@@ -343,10 +316,11 @@ test_keyed_shm_rate_churn_keeps_limits(void **state)
 	setup_common();
 	shm = open_region();
 	assert_non_null(shm);
-	assert_int_equal(resil_shm_keyed(shm, "churn", &c, &k, NULL), RESIL_OK);
+	assert_int_equal(
+	    resil_shm_keyed(shm, "churn", &c, &k, NULL), RESIL_OK);
 	/* "slow" below its burst: 3 of 5 taken by a process that then let
 	 * go of it (no handle holds it), refilled never here. */
-	wait_ok(child(slow_taker));
+	shm_fork_wait_ok(shm_fork_child(slow_taker));
 	assert_int_equal(
 	    resil_shm_keyed_stat(shm, "churn", &before, NULL), RESIL_OK);
 	for (i = 0; i < CHURN; i++) {
@@ -416,7 +390,7 @@ test_keyed_shm_rate_dead_holder(void **state)
 	shm = open_region();
 	assert_non_null(shm);
 	assert_int_equal(pipe(ready_fd), 0);
-	kid = child(holder);
+	kid = shm_fork_child(holder);
 	assert_int_equal(read(ready_fd[0], &rb, 1), 1);
 	close(ready_fd[0]);
 	close(ready_fd[1]);
@@ -524,8 +498,9 @@ test_keyed_shm_rate_pipeline_text(void **state)
 	    "ratelimit.key.shared=shm:%s/pr\n",
 	    region);
 	assert_int_equal(pipe_start(&a, bad, &d), RESIL_E_INVAL);
-	assert_non_null(strstr(d.msg, "ratelimit.key.shared: a shared family "
-	                              "keeps keys of up to 64 bytes"));
+	assert_non_null(strstr(d.msg,
+	    "ratelimit.key.shared: a shared family "
+	    "keeps keys of up to 64 bytes"));
 	teardown_common();
 }
 

@@ -250,9 +250,8 @@ test_keyed_text_refused(void **state)
 	refused("ratelimit.key=method\nratelimit.reserve.critical=5\n",
 	    "k.conf:2: ratelimit.key: a keyed rate limiter keeps no class "
 	    "reserves (ratelimit.reserve.*)");
-	refused("ratelimit.key=method\nratelimit.drain_on_throttled=true\n",
-	    "k.conf:2: ratelimit.key: a keyed rate limiter is not drained by "
-	    "the server's pushback (ratelimit.drain_on_throttled)");
+	/* ratelimit.drain_on_throttled: taken, per key (issue 41, turn 4;
+	 * test_keyed_pushback). */
 	refused("breaker.key.maxkeys=3\n",
 	    "k.conf:1: breaker.key.maxkeys: unknown key (did you mean "
 	    "breaker.key.max_keys?)");

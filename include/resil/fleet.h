@@ -642,6 +642,22 @@ RESIL_API uint64_t resil_retry_after_seconds(uint64_t retry_after_ns);
 RESIL_API resil_err resil_fleet_limit_pause(
     resil_fleet_limit *fl, uint64_t pause_ns, uint64_t *until_us);
 
+/*
+ * Issue 41 (turn 4): the server's pushback for one key of a keyed limiter
+ * (made with max_keys > 0): as resil_fleet_limit_pause(), on that key's
+ * GCRA state alone (its override's rates, else the limiter's): no member
+ * is granted a permit for key before Redis's now + pause_ns, and the
+ * key's bucket refills from empty after it. One round trip; the key's TAT
+ * moves forward, never back; other keys are untouched. *until_us (may be
+ * NULL) as resil_fleet_limit_pause()'s. RESIL_OK; RESIL_E_INVAL for NULL,
+ * a pause of 0, a handle not keyed, key_len 0 or above max_key_len;
+ * RESIL_E_UNAVAILABLE as resil_fleet_limit_pause() (also when the key's
+ * state in Redis holds other settings than the key's). Thread safety as
+ * acquire's.
+ */
+RESIL_API resil_err resil_fleet_limit_pause_key(resil_fleet_limit *fl,
+    const void *key, size_t key_len, uint64_t pause_ns, uint64_t *until_us);
+
 typedef struct resil_fleet_limit_info {
 	int local_mode;          /* nonzero: deciding on the local share */
 	uint32_t instances_seen; /* N at the last answer */
