@@ -27,6 +27,40 @@
 
 struct bstate;
 
+/* A word tested where it lies (x86-64 with the compiler's flag outputs,
+ * no sanitizer): one compare or test of memory that sets the flags the
+ * branch reads, where resil__load64() and a test take a register and an
+ * instruction more. The same access as resil__load64() there (one
+ * aligned load, a compiler barrier); a sanitizer's build, which sees no
+ * asm, loads. */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RESIL__NO_MEM_TEST 1
+#endif
+#endif
+#if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__) && \
+    !defined(RESIL__TSAN) && !defined(__SANITIZE_ADDRESS__) && \
+    !defined(RESIL__NO_MEM_TEST)
+#define RESIL__MEM_TEST 1
+#endif
+
+/* *p == 0. */
+static inline bool
+resil__zero64(const uint64_t *p)
+{
+#if defined(RESIL__MEM_TEST)
+	bool z;
+
+	__asm__ __volatile__("cmpq $0, %1"
+	                     : "=@ccz"(z)
+	                     : "m"(*p)
+	                     : "memory");
+	return z;
+#else
+	return resil__load64(p) == 0;
+#endif
+}
+
 /* This thread's lifetime-success counter, as a byte offset into struct
  * bstate, plus 1 (0: not computed yet). The stripe index is the thread's,
  * the layout every breaker's, so one offset serves them all: the record
@@ -85,13 +119,32 @@ resil__breaker_success_fast(struct bstate *st, const uint64_t *streak,
 	uintptr_t off;
 
 	if (RESIL__LIKELY(permit->flags == PERMIT_VALID &&
-	        permit->start == w && resil__load64(streak) == 0)) {
+	        permit->start == w && resil__zero64(streak))) {
 		off = resil__breaker_success_at;
 		if (RESIL__UNLIKELY(off == 0))
 			return false;
 		permit->flags = 0;
 		resil__count_inc64(
 		    (uint64_t *)(void *)((char *)st + off - 1), own);
+		return true;
+	}
+	return false;
+}
+
+/* resil__breaker_success_fast() counting at off, the byte offset into
+ * struct bstate of a lifetime-success counter of a stripe no thread owns
+ * (so a locked add, from any thread): for a caller that keeps one
+ * (lib/keyed.c, in its thread's hazard record) and so reads no TLS. */
+static inline bool
+resil__breaker_success_fast_at(struct bstate *st, const uint64_t *streak,
+    resil_permit *permit, uintptr_t off)
+{
+	uint64_t w = resil__load64((const uint64_t *)(const void *)st);
+
+	if (RESIL__LIKELY(permit->flags == PERMIT_VALID &&
+	        permit->start == w && resil__zero64(streak))) {
+		permit->flags = 0;
+		resil__inc64((uint64_t *)(void *)((char *)st + off));
 		return true;
 	}
 	return false;

@@ -3,12 +3,12 @@
  *
  * The layout. A pool of max_keys entries (128 bytes each, two cache lines,
  * fixed at creation) holds the keys; an open-addressed table of 2^n slots
- * (at least twice max_keys + 1, so it is never more than half full) maps a
- * key's hash to its entry. A slot is one word: the hash's high 32 bits
- * (a tag, so a probe rarely touches a wrong entry) and the entry's index
- * + 1 times the entry's size (an offset from the pool less one entry);
- * 0 is empty. Deletion shifts the run back (Knuth's algorithm R), so
- * there are no tombstones and churn never lengthens the probes.
+ * (at least three times max_keys + 1, so never more than a third full)
+ * maps a key's hash to its entry. A slot is the entry's address, an empty
+ * one kempty's (always DEAD: a probe tests the pin word, not for empty
+ * first). A probe that passes another key's entry reads it (about one call
+ * in six at a third full). Deletion shifts the run back (Knuth's algorithm
+ * R): no tombstones, and churn never lengthens the probes.
  *
  * Why no epoch. Entries are never freed while the family lives, so a
  * reader may always touch one, even one that was evicted and reused. What
@@ -69,6 +69,7 @@
 
 #include "atomic.h"
 #include "breaker_fast.h"
+#include "breaker_internal.h"
 #include "internal.h"
 #include "keyed_maker.h"
 
@@ -113,7 +114,6 @@ struct resil_keyed {
 	uint64_t *slots;
 	uint64_t mask;
 	kentry *pool;
-	uintptr_t pool_base; /* pool's address less one entry's size */
 	/* By kind: max_key_len for the family's kind, 0 for the others, so
 	 * that len - 1 < kmax[kind] tests the length and the kind at once. */
 	uint32_t kmax[RESIL_KEYED_KINDS];
@@ -174,7 +174,12 @@ typedef struct khaz {
 	uint64_t e;
 	uint64_t used; /* a live thread has it */
 	struct khaz *next;
-	char pad[RESIL__CACHELINE - 3 * sizeof(uint64_t)];
+	/* Where a permit held here counts a breaker's success: the offset
+	 * in struct bstate of the lifetime successes of stripe (the record's
+	 * number) mod 4, one no thread owns (lib/internal.h), so any thread
+	 * adds to it, locked. Set before the record is published. */
+	uintptr_t succ;
+	char pad[RESIL__CACHELINE - 4 * sizeof(uint64_t)];
 } khaz;
 
 _Static_assert(sizeof(khaz) == RESIL__CACHELINE, "a slot is one line");
@@ -186,7 +191,12 @@ static bool khaz_key_ok;
 static bool khaz_fence_ok;
 /* A thread without a record points at this one, busy for ever: its
  * calls test one word to know they cannot hold by slot. */
-static khaz khaz_none = { 1, 1, NULL, { 0 } };
+static khaz khaz_none = { 1, 1, NULL, 0, { 0 } };
+static uint64_t khaz_made; /* records made, for their stripes */
+
+_Static_assert(RESIL__STRIPE_OWN0 <= NSTRIPES &&
+        (RESIL__STRIPE_OWN0 & (RESIL__STRIPE_OWN0 - 1)) == 0,
+    "stripes 0..RESIL__STRIPE_OWN0 - 1 are a breaker's, owned by none");
 static RESIL__TLS khaz *khaz_mine = &khaz_none;
 
 static int
@@ -279,6 +289,10 @@ khaz_join(void)
 			return NULL;
 		memset(r, 0, sizeof(*r));
 		r->used = 1;
+		r->succ = offsetof(struct bstate, stripes) +
+		    (resil__faa64(&khaz_made, 1) & (RESIL__STRIPE_OWN0 - 1)) *
+		        sizeof(stripe) +
+		    offsetof(stripe, successes);
 		r->next = __atomic_load_n(&khaz_head, __ATOMIC_ACQUIRE);
 		while (!__atomic_compare_exchange_n(&khaz_head, &r->next, r,
 		    false, __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE))
@@ -360,21 +374,11 @@ permit_entry(const void *v)
 	return (kentry *)u;
 }
 
-/* A slot's low half for entry idx, and the entry of a slot. */
-static inline uint32_t
-slot_low(uint32_t idx)
-{
-	return (idx + 1) * (uint32_t)sizeof(kentry);
-}
-
-static inline kentry *
-slot_entry(const resil_keyed *k, uint64_t s)
-{
-	return (kentry *)(k->pool_base + (uint32_t)s);
-}
-
-_Static_assert((uint64_t)RESIL_KEYED_MAX_KEYS * sizeof(kentry) <= UINT32_MAX,
-    "a slot's low half holds an entry's offset");
+/* What an empty slot holds: an entry of no family, DEAD for ever (never
+ * written: its pin word is only read); and the entry of a slot. */
+static kentry kempty = { .pin = PIN_DEAD };
+#define KEMPTY ((uint64_t)(uintptr_t)&kempty)
+#define slot_entry(s) ((kentry *)(uintptr_t)(s))
 
 /* ---- memory ---- */
 
@@ -439,7 +443,14 @@ ld32(const uint8_t *p)
 static inline uint64_t
 kmum(uint64_t a, uint64_t b)
 {
-#if defined(__SIZEOF_INT128__)
+#if defined(__x86_64__) && defined(__GNUC__)
+	/* The same product, one mulq: GCC's __int128 product here also
+	 * saves a register it never uses (a push and a pop per call). */
+	uint64_t lo = a, hi;
+
+	__asm__("mulq %2" : "+a"(lo), "=d"(hi) : "rm"(b) : "cc");
+	return lo ^ hi;
+#elif defined(__SIZEOF_INT128__)
 	__extension__ typedef unsigned __int128 u128;
 	u128 r = (u128)a * b;
 
@@ -735,16 +746,17 @@ alloc_tables(resil_keyed *k, resil_diag *diag)
 	uintptr_t p;
 
 	k->mask = size - 1;
-	k->slots = resil__calloc(&k->walloc, size * sizeof(uint64_t));
+	k->slots = resil__alloc(&k->walloc, size * sizeof(uint64_t));
 	k->pool_size = (size_t)n * sizeof(kentry) + RESIL__CACHELINE;
 	k->pool_mem = resil__calloc(&k->walloc, k->pool_size);
 	k->free_idx = resil__alloc(&k->walloc, (size_t)n * sizeof(uint32_t));
 	if (k->slots == NULL || k->pool_mem == NULL || k->free_idx == NULL)
 		return resil__diagf(diag, RESIL_E_NOMEM, "keyed: out of memory");
+	for (uint64_t j = 0; j < size; j++)
+		k->slots[j] = KEMPTY;
 	p = ((uintptr_t)k->pool_mem + RESIL__CACHELINE - 1) &
 	    ~(uintptr_t)(RESIL__CACHELINE - 1);
 	k->pool = (kentry *)p;
-	k->pool_base = p - sizeof(kentry);
 	/* Taken from the top of the stack: entry 0 first. */
 	for (i = 0; i < n; i++) {
 		k->pool[i].pin = PIN_DEAD;
@@ -915,6 +927,26 @@ resil_keyed_get_kind(const resil_keyed *k)
 
 /* ---- find ---- */
 
+/* e's pin word is DEAD or COLD, tested where it lies (see resil__zero64(),
+ * lib/breaker_fast.h). */
+static KINLINE bool
+dead_or_cold(const kentry *e)
+{
+#if defined(RESIL__MEM_TEST)
+	bool nz;
+
+	_Static_assert(
+	    (PIN_DEAD | PIN_COLD) == UINT64_C(0xc0000000), "the asm's mask");
+	__asm__ __volatile__("testl $0xc0000000, %1"
+	                     : "=@ccnz"(nz)
+	                     : "m"(e->pin)
+	                     : "memory");
+	return nz;
+#else
+	return (resil__load64(&e->pin) & (PIN_DEAD | PIN_COLD)) != 0;
+#endif
+}
+
 static inline void
 unpin(kentry *e)
 {
@@ -964,8 +996,7 @@ key_eq_other(const uint8_t *a, const uint8_t *b, size_t n)
 }
 
 /* e holds key. 8..16 bytes (inline in the entry): two overlapping 8-byte
- * words each. The slot's tag was the hash's high half already: the key
- * decides. */
+ * words each. */
 static inline bool
 same_key(const kentry *e, const void *key, size_t len)
 {
@@ -986,18 +1017,17 @@ static KINLINE kentry *
 find(resil_keyed *k, uint64_t h, const void *key, size_t len)
 {
 	uint64_t i = h & k->mask, s;
-	uint64_t tag = h >> 32;
 
 	for (;; i = (i + 1) & k->mask) {
 		kentry *e;
 
 		s = resil__load64(&k->slots[i]);
-		if (s == 0)
+		if (s == KEMPTY)
 			return NULL;
-		if ((s >> 32) != tag)
-			continue;
-		e = slot_entry(k, s);
-		if (!pin(e))
+		e = slot_entry(s);
+		/* Another key's, most likely: no pin (an entry's hash is
+		 * stored atomically, so this read is only a filter). */
+		if (resil__load64(&e->hash) != h || !pin(e))
 			continue;
 		if (same_key(e, key, len))
 			return e;
@@ -1012,27 +1042,27 @@ find(resil_keyed *k, uint64_t h, const void *key, size_t len)
 static KINLINE kentry *
 find_held(resil_keyed *k, uint64_t h, const void *key, size_t len, khaz *r)
 {
-	uint64_t i = h & k->mask, s, w;
-	uint64_t tag = h >> 32;
+	uint64_t i = h & k->mask, w;
 
 	for (;; i = (i + 1) & k->mask) {
-		kentry *e;
+		kentry *e = slot_entry(resil__load64(&k->slots[i]));
 
-		s = resil__load64(&k->slots[i]);
-		if (RESIL__UNLIKELY(s == 0)) {
-			khaz_clear(r);
-			return NULL;
-		}
-		if ((s >> 32) != tag)
-			continue;
-		e = slot_entry(k, s);
 		khaz_set(r, e);
 		w = resil__load64(&e->pin);
 		if (RESIL__UNLIKELY((w & (PIN_DEAD | PIN_COLD)) != 0)) {
-			if (w & PIN_DEAD)
+			if (w & PIN_DEAD) {
+				if (e != &kempty)
+					continue;
+				khaz_clear(r);
+				return NULL;
+			}
+			/* Used since the hand passed (once per pass): the
+			 * key's own entry, not another a probe passes (that
+			 * would keep whole runs from ever being evicted). */
+			if (!same_key(e, key, len))
 				continue;
-			/* Used since the hand passed: once per pass. */
 			(void)resil__cas64(&e->pin, w, w & ~PIN_COLD);
+			return e;
 		}
 		if (RESIL__LIKELY(same_key(e, key, len)))
 			return e;
@@ -1061,43 +1091,46 @@ kfresh_key(const void *x)
 	return x;
 }
 
-/* find_held() for a key of 8..16 bytes (inline in its entry). The probe
- * walks by adding 1 to h itself (its low bits are the slot): once in 2^32
- * probes the carry changes the tag, and the find only misses (the lock's
- * find then decides). The key and its length are the caller's own
- * variables (kfresh_key(), kfresh_len()). */
-static KINLINE kentry *
-find_short(resil_keyed *k, uint64_t h, const void **keyp, size_t *lenp,
-    khaz *r)
+/* A key of 8..16 bytes, the caller's own variables (see find_short()), is
+ * e's (inline). */
+static KINLINE bool
+short_key_is(const kentry *e, const void **keyp, size_t *lenp)
 {
-	uint64_t s, w;
+	*keyp = kfresh_key(*keyp);
+	*lenp = kfresh_len(*lenp);
+	return ((ld64(e->k.small) ^ ld64(*keyp)) |
+	           (ld64(e->k.small + *lenp - 8) ^
+	               ld64((const uint8_t *)*keyp + *lenp - 8)) |
+	           (e->len ^ *lenp)) == 0;
+}
 
+/* find_held()'s common case, for a key of 8..16 bytes (inline in its
+ * entry): true with key's entry in *ep, held in r; false (r empty) for
+ * everything else, *ep then &kempty for a miss, else the entry DEAD or
+ * COLD that the caller's general path decides (find_held()). The probe
+ * walks by
+ * adding 1 to h itself (its low bits are the slot). The key and its
+ * length are the caller's own variables (kfresh_key(), kfresh_len()). */
+static KINLINE bool
+find_short(resil_keyed *k, uint64_t h, const void **keyp, size_t *lenp,
+    khaz *r, kentry **ep)
+{
 	for (;; h++) {
-		kentry *e;
+		kentry *e = slot_entry(resil__load64(&k->slots[h & k->mask]));
 
-		s = resil__load64(&k->slots[h & k->mask]);
-		if (RESIL__UNLIKELY(s == 0)) {
-			khaz_clear(r);
-			return NULL;
-		}
-		if (((s ^ h) >> 32) != 0)
-			continue;
-		e = slot_entry(k, s);
 		khaz_set(r, e);
-		w = resil__load64(&e->pin);
-		if (RESIL__UNLIKELY((w & (PIN_DEAD | PIN_COLD)) != 0)) {
-			if (w & PIN_DEAD)
-				continue;
-			(void)resil__cas64(&e->pin, w, w & ~PIN_COLD);
+		/* The pin word tested where it lies: DEAD (or the empty
+		 * slot's) or COLD, the caller goes the general way (its
+		 * find_held() decides). */
+		if (RESIL__UNLIKELY(dead_or_cold(e))) {
+			khaz_clear(r);
+			*ep = e;
+			return false;
 		}
-		*keyp = kfresh_key(*keyp);
-		*lenp = kfresh_len(*lenp);
-		if (RESIL__LIKELY(((ld64(e->k.small) ^ ld64(*keyp)) |
-		                      (ld64(e->k.small + *lenp - 8) ^
-		                          ld64((const uint8_t *)*keyp + *lenp -
-		                              8)) |
-		                      (e->len ^ *lenp)) == 0))
-			return e;
+		if (RESIL__LIKELY(short_key_is(e, keyp, lenp))) {
+			*ep = e;
+			return true;
+		}
 	}
 }
 
@@ -1108,9 +1141,9 @@ slot_insert(resil_keyed *k, uint64_t h, uint32_t idx)
 {
 	uint64_t i = h & k->mask;
 
-	while (k->slots[i] != 0)
+	while (k->slots[i] != KEMPTY)
 		i = (i + 1) & k->mask;
-	resil__store64(&k->slots[i], (h >> 32) << 32 | slot_low(idx));
+	resil__store64(&k->slots[i], (uint64_t)(uintptr_t)&k->pool[idx]);
 }
 
 /* Remove entry idx's slot, shifting the run after it back. */
@@ -1119,21 +1152,21 @@ slot_remove(resil_keyed *k, uint32_t idx)
 {
 	uint64_t i = k->pool[idx].hash & k->mask, j, home, s;
 
-	while ((uint32_t)k->slots[i] != slot_low(idx))
+	while (k->slots[i] != (uint64_t)(uintptr_t)&k->pool[idx])
 		i = (i + 1) & k->mask;
 	for (j = i;;) {
 		j = (j + 1) & k->mask;
 		s = k->slots[j];
-		if (s == 0)
+		if (s == KEMPTY)
 			break;
-		home = slot_entry(k, s)->hash & k->mask;
+		home = slot_entry(s)->hash & k->mask;
 		/* s may move to i when its home is not in (i, j]. */
 		if (i <= j ? (home <= i || home > j) : (home <= i && home > j)) {
 			resil__store64(&k->slots[i], s);
 			i = j;
 		}
 	}
-	resil__store64(&k->slots[i], 0);
+	resil__store64(&k->slots[i], KEMPTY);
 }
 
 /* What the slow path tells the listener once the lock is let go. */
@@ -1253,7 +1286,7 @@ fill(resil_keyed *k, uint32_t idx, uint64_t h, const void *key, size_t len)
 		e->st = f.st;
 		e->streak = f.streak;
 	}
-	e->hash = h;
+	resil__store64(&e->hash, h); /* read unpinned by find() */
 	e->len = (uint32_t)len;
 	e->ov = ov;
 	/* Publish: the fields above before the pin word, the pin word before
@@ -1437,14 +1470,6 @@ breaker_acquire_new(resil_keyed *k, uint64_t h, const void *key,
 	return breaker_acquire_pinned(e, permit);
 }
 
-/* The fast case's miss (the hash again: the fast path keeps no copy). */
-static KNOINLINE resil_err
-breaker_acquire_missed(
-    resil_keyed *k, const void *key, size_t len, resil_keyed_permit *permit)
-{
-	return breaker_acquire_new(k, khash(k, key, len), key, len, permit);
-}
-
 /* A call that pins: a family without the fence, a thread whose slot is
  * busy (it holds a permit: nested calls) or that has none yet (its
  * first call takes one for the next). */
@@ -1490,6 +1515,18 @@ breaker_acquire_any(resil_keyed *k, const void *key, size_t key_len,
 	return breaker_acquire_entry(e, r, permit);
 }
 
+/* The fast case's other answers (find_short()): a miss, made under the
+ * lock (the hash again: the fast path keeps no copy); an entry DEAD or
+ * COLD, the general path. */
+static KNOINLINE resil_err
+breaker_acquire_other(resil_keyed *k, const void *key, size_t len,
+    resil_keyed_permit *permit, const kentry *e)
+{
+	if (e == &kempty)
+		return breaker_acquire_new(k, khash(k, key, len), key, len, permit);
+	return breaker_acquire_any(k, key, len, permit);
+}
+
 /* The fast case: a key of 8..16 bytes in a fenced family (one test,
  * kfast) on a thread whose slot is free, found; everything else goes to
  * breaker_acquire_any(), a new key to the lock. */
@@ -1501,16 +1538,22 @@ resil_keyed_breaker_acquire(resil_keyed *k, const void *key, size_t key_len,
 	kentry *e;
 	khaz *r;
 
-	if (RESIL__UNLIKELY(k == NULL || key == NULL || permit == NULL ||
-	        key_len - 8 >= k->kfast[RESIL_KEYED_BREAKER]))
+	/* One test and branch each (joined, the compiler makes a flag of
+	 * each first). */
+	if (RESIL__UNLIKELY(k == NULL))
+		return breaker_acquire_any(k, key, key_len, permit);
+	if (RESIL__UNLIKELY(key == NULL))
+		return breaker_acquire_any(k, key, key_len, permit);
+	if (RESIL__UNLIKELY(permit == NULL))
+		return breaker_acquire_any(k, key, key_len, permit);
+	if (RESIL__UNLIKELY(key_len - 8 >= k->kfast[RESIL_KEYED_BREAKER]))
 		return breaker_acquire_any(k, key, key_len, permit);
 	r = khaz_mine;
-	if (RESIL__UNLIKELY(resil__load64(&r->e) != 0))
+	if (RESIL__UNLIKELY(!resil__zero64(&r->e)))
 		return breaker_acquire_any(k, key, key_len, permit);
 	h = khash_short(k, key, key_len);
-	e = find_short(k, h, &key, &key_len, r);
-	if (RESIL__UNLIKELY(e == NULL))
-		return breaker_acquire_missed(k, key, key_len, permit);
+	if (RESIL__UNLIKELY(!find_short(k, h, &key, &key_len, r, &e)))
+		return breaker_acquire_other(k, key, key_len, permit, e);
 	if (RESIL__LIKELY(
 	        resil__breaker_grant_fast(e->acq_word, &permit->permit))) {
 		permit->entry = (void *)((uintptr_t)r | KPERMIT_SLOT);
@@ -1561,7 +1604,7 @@ resil_err
 resil_keyed_breaker_record(
     resil_keyed *k, resil_keyed_permit *permit, resil_outcome outcome)
 {
-	uintptr_t u;
+	uintptr_t u, off;
 	khaz *r;
 	kentry *e;
 
@@ -1571,10 +1614,11 @@ resil_keyed_breaker_record(
 	if (RESIL__LIKELY((u & KPERMIT_SLOT) != 0 &&
 	        outcome == RESIL_OUTCOME_SUCCESS)) {
 		r = (khaz *)(u - KPERMIT_SLOT);
+		off = r->succ; /* never changes */
 		e = (kentry *)(uintptr_t)resil__load64(&r->e);
 		if (RESIL__LIKELY(e != NULL &&
-		        resil__breaker_success_fast(
-		            e->st, e->streak, &permit->permit, false))) {
+		        resil__breaker_success_fast_at(
+		            e->st, e->streak, &permit->permit, off))) {
 			permit->entry = NULL;
 			khaz_clear(r);
 			return RESIL_OK;
@@ -1681,15 +1725,17 @@ resil_keyed_ratelimit_try_acquire(resil_keyed *k, const void *key,
 	kentry *e;
 	khaz *r;
 
-	if (RESIL__UNLIKELY(k == NULL || key == NULL ||
-	        key_len - 8 >= k->kfast[RESIL_KEYED_RATELIMIT]))
+	if (RESIL__UNLIKELY(k == NULL))
+		return ratelimit_any(k, key, key_len, permits, retry_after);
+	if (RESIL__UNLIKELY(key == NULL))
+		return ratelimit_any(k, key, key_len, permits, retry_after);
+	if (RESIL__UNLIKELY(key_len - 8 >= k->kfast[RESIL_KEYED_RATELIMIT]))
 		return ratelimit_any(k, key, key_len, permits, retry_after);
 	r = khaz_mine;
-	if (RESIL__UNLIKELY(resil__load64(&r->e) != 0))
+	if (RESIL__UNLIKELY(!resil__zero64(&r->e)))
 		return ratelimit_any(k, key, key_len, permits, retry_after);
 	h = khash_short(k, key, key_len);
-	e = find_short(k, h, &key, &key_len, r);
-	if (RESIL__UNLIKELY(e == NULL))
+	if (RESIL__UNLIKELY(!find_short(k, h, &key, &key_len, r, &e)))
 		return ratelimit_any(k, key, key_len, permits, retry_after);
 	err = resil_ratelimit_try_acquire(e->inst, permits, retry_after);
 	khaz_clear(r);

@@ -1036,6 +1036,55 @@ test_keyed_handle(void **state)
 	resil_keyed_free(k);
 }
 
+/* Counts the live keys that begin with "old-" and "new-". */
+static void
+count_old_new(const void *key, size_t key_len,
+    const resil_keyed_instance *inst, void *ctx)
+{
+	uint32_t *n = ctx;
+
+	(void)inst;
+	if (key_len >= 4 && memcmp(key, "old-", 4) == 0)
+		n[0]++;
+	if (key_len >= 4 && memcmp(key, "new-", 4) == 0)
+		n[1]++;
+}
+
+/* A probe that passes another key's entry (a miss walks a whole run)
+ * never counts as a use of it for the CLOCK: else the keys a busy probe
+ * run passes would never be evicted, the run would grow, and new keys
+ * would be evicted in their place. N idle keys, then N new ones (each a
+ * miss, each evicting): the hand takes every old key, in turn. */
+static void
+test_keyed_probe_warms_no_other_key(void **state)
+{
+	resil_manual_clock mc;
+	resil_keyed_config cfg;
+	resil_keyed_permit p;
+	resil_keyed *k = NULL;
+	uint32_t i, n[2] = { 0, 0 };
+	char key[16];
+
+	(void)state;
+	resil_manual_clock_init(&mc, 1);
+	cfg = breaker_family(&mc, 1000);
+	cfg.hash_seed = 7;
+	assert_int_equal(resil_keyed_new(&k, &cfg, NULL), RESIL_OK);
+	for (i = 0; i < 2000; i++) {
+		snprintf(key, sizeof(key), "%s-%06u", i < 1000 ? "old" : "new",
+		    i % 1000);
+		assert_int_equal(resil_keyed_breaker_acquire(k, key, 10, &p),
+		    RESIL_OK);
+		assert_int_equal(
+		    resil_keyed_breaker_record(k, &p, RESIL_OUTCOME_SUCCESS),
+		    RESIL_OK);
+	}
+	assert_int_equal(resil_keyed_foreach(k, count_old_new, n), RESIL_OK);
+	assert_int_equal(n[0], 0);
+	assert_int_equal(n[1], 1000);
+	resil_keyed_free(k);
+}
+
 int
 main(void)
 {
@@ -1053,6 +1102,7 @@ main(void)
 		cmocka_unit_test(test_keyed_top_and_prometheus),
 		cmocka_unit_test(test_keyed_full_family_skips_sweeps),
 		cmocka_unit_test(test_keyed_handle),
+		cmocka_unit_test(test_keyed_probe_warms_no_other_key),
 	};
 
 	return cmocka_run_group_tests_name("keyed", tests, NULL, NULL);
