@@ -25,6 +25,8 @@
 #include <resil/pipeline_keyed.h>
 #include <resil/selector.h>
 
+#include "support/machine_invoke.h"
+
 #define MS RESIL_NS_PER_MS
 #define T0 (1000 * MS)
 
@@ -101,31 +103,7 @@ call_for(fx *x, const char *tenant)
 	if (!x->machine) {
 		(void)resil_pipeline_invoke_ex(x->p, NULL, &inv, provider, x, r);
 	} else {
-		resil_call c;
-		resil_call_next st;
-		uint64_t now = resil_manual_clock_now(&x->mc);
-
-		memset(&c, 0, sizeof(c));
-		assert_int_equal(
-		    resil_call_start_ex(&c, x->p, NULL, &inv, r, now, &st),
-		    RESIL_OK);
-		while (st.action != RESIL_CALL_DONE) {
-			if (st.action == RESIL_CALL_RUN) {
-				resil_value v;
-				uint32_t id = st.attempt;
-				int rc = provider(x, st.endpoint, &inv.args, &v);
-
-				assert_int_equal(
-				    resil_call_report(&c, id, rc, &v, now),
-				    RESIL_OK);
-			} else if (st.until > now) {
-				resil_manual_clock_advance(
-				    &x->mc, st.until - now);
-				now = st.until;
-			}
-			assert_int_equal(
-			    resil_call_step(&c, now, &st), RESIL_OK);
-		}
+		machine_invoke(x->p, NULL, &inv, provider, x, &x->mc, r);
 	}
 	resil_value_free(&r->value);
 	return r->err;
