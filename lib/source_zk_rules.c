@@ -17,7 +17,12 @@
  *
  * Everything here runs on the ZooKeeper client's completion thread (the
  * watchers and completions, and the backend's calls), so the state needs
- * no lock; the selector takes rule replacements from any thread.
+ * no lock but the count of requests in flight, kept under the backend's
+ * mutex: the backend closes a session only when no request of its own or
+ * of the rules is in flight (bounded), as the client leaks the watch
+ * registration of a request a close cuts short (seen under ASan: a
+ * rules node's zoo_awexists outstanding at the close). The selector takes
+ * rule replacements from any thread.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -47,6 +52,11 @@ struct resil__zk_rules {
 	char *app;
 	zhandle_t *zh; /* the session now; the completion thread's */
 	rnode node[2];
+	/* Requests sent and not completed, under *mu (the backend's; NULL:
+	 * not counted), *idle broadcast at 0 (resil__zk_rules_track). */
+	pthread_mutex_t *mu;
+	pthread_cond_t *idle;
+	int inflight;
 };
 
 static void rules_watcher(
@@ -134,13 +144,55 @@ resil__zk_rules_free(resil__zk_rules *r)
 	resil__free(&r->a, r, sizeof(*r));
 }
 
+void
+resil__zk_rules_track(
+    resil__zk_rules *r, pthread_mutex_t *mu, pthread_cond_t *idle)
+{
+	if (r == NULL)
+		return;
+	r->mu = mu;
+	r->idle = idle;
+}
+
+int
+resil__zk_rules_inflight(const resil__zk_rules *r)
+{
+	return r != NULL ? r->inflight : 0;
+}
+
+/* A request is to be sent. */
+static void
+rq_begin(resil__zk_rules *r)
+{
+	if (r->mu == NULL)
+		return;
+	pthread_mutex_lock(r->mu);
+	r->inflight++;
+	pthread_mutex_unlock(r->mu);
+}
+
+/* A request completed (rc -1), or was sent (rc ZOK: nothing to do) or
+ * not (another rc). */
+static void
+rq_end(resil__zk_rules *r, int rc)
+{
+	if (rc == ZOK || r->mu == NULL)
+		return;
+	pthread_mutex_lock(r->mu);
+	if (--r->inflight == 0)
+		pthread_cond_broadcast(r->idle);
+	pthread_mutex_unlock(r->mu);
+}
+
 static void
 read_node(zhandle_t *zh, rnode *nd)
 {
 	/* Not connected: the next CONNECTED reads it again. */
-	if (zh != NULL && nd->path != NULL)
-		(void)zoo_awget(
-		    zh, nd->path, rules_watcher, nd, data_done, nd);
+	if (zh != NULL && nd->path != NULL) {
+		rq_begin(nd->r);
+		rq_end(nd->r,
+		    zoo_awget(zh, nd->path, rules_watcher, nd, data_done, nd));
+	}
 }
 
 static void
@@ -151,6 +203,7 @@ exists_done(int rc, const struct Stat *stat, const void *data)
 	(void)stat;
 	if (rc == ZOK) /* created between the read and the watch */
 		read_node(nd->r->zh, nd);
+	rq_end(nd->r, -1);
 }
 
 static void
@@ -286,22 +339,21 @@ arrived(rnode *nd, const char *value, int len)
 }
 
 static void
-data_done(int rc, const char *value, int len, const struct Stat *stat,
-    const void *data)
+data_result(rnode *nd, int rc, const char *value, int len)
 {
-	rnode *nd = (rnode *)(uintptr_t)data;
 	resil__zk_rules *r = nd->r;
 	char msg[400];
 
-	(void)stat;
 	if (rc == ZOK) {
 		arrived(nd, value, len);
 		return;
 	}
 	if (rc == ZNONODE) {
 		arrived(nd, NULL, -1);
-		(void)zoo_awexists(
-		    r->zh, nd->path, rules_watcher, nd, exists_done, nd);
+		rq_begin(r);
+		rq_end(r,
+		    zoo_awexists(
+		        r->zh, nd->path, rules_watcher, nd, exists_done, nd));
 		return;
 	}
 	if (rc == ZCLOSING || rc == ZCONNECTIONLOSS || rc == ZSESSIONEXPIRED ||
@@ -310,6 +362,17 @@ data_done(int rc, const char *value, int len, const struct Stat *stat,
 	(void)snprintf(
 	    msg, sizeof(msg), "reading %s: %s", nd->path, zerror(rc));
 	say(r, RESIL_SOURCE_ERROR, msg);
+}
+
+static void
+data_done(int rc, const char *value, int len, const struct Stat *stat,
+    const void *data)
+{
+	rnode *nd = (rnode *)(uintptr_t)data;
+
+	(void)stat;
+	data_result(nd, rc, value, len);
+	rq_end(nd->r, -1);
 }
 
 void

@@ -9,6 +9,8 @@
 
 #include "source_internal.h"
 
+#include <pthread.h>
+
 #include <zookeeper/zookeeper.h>
 
 typedef struct resil__zk_rules resil__zk_rules;
@@ -21,6 +23,17 @@ resil_err resil__zk_rules_new(resil__zk_rules **out,
 /* Free them; after zookeeper_close() of every session (no callback may
  * run). NULL is a no-op. */
 void resil__zk_rules_free(resil__zk_rules *r);
+
+/* Count the rules' requests in flight under *mu (the backend's), *idle
+ * broadcast when none is left: the backend closes a session only when
+ * none is (the client leaks the watch registration of a request a close
+ * cuts short). Until called, nothing is counted. NULL r: a no-op. */
+void resil__zk_rules_track(
+    resil__zk_rules *r, pthread_mutex_t *mu, pthread_cond_t *idle);
+
+/* The rules' requests in flight (the caller holds the tracking mutex);
+ * 0 for NULL. */
+int resil__zk_rules_inflight(const resil__zk_rules *r);
 
 /* A session is connected: read every rule node again and watch it. */
 void resil__zk_rules_connected(resil__zk_rules *r, zhandle_t *zh);

@@ -406,7 +406,8 @@ session_free(zk_backend *b, zk_session *s)
 	resil__cond_deadline(&ts, 2000);
 	pthread_mutex_lock(&b->mu);
 	s->closing = 1;
-	while (s->inflight > 0 && rc == 0)
+	while ((s->inflight > 0 || resil__zk_rules_inflight(b->rules) > 0) &&
+	    rc == 0)
 		rc = pthread_cond_timedwait(&b->idle, &b->mu, &ts);
 	pthread_mutex_unlock(&b->mu);
 	/* Joins the client's threads: no callback runs after this. */
@@ -464,6 +465,7 @@ zk_open(resil_registry_source *src, const resil__source_where *w, void **state,
 		backend_free(b);
 		return RESIL_E_NOMEM;
 	}
+	resil__zk_rules_track(b->rules, &b->mu, &b->idle);
 	if ((b->cur = session_new(b, diag)) == NULL) {
 		backend_free(b);
 		return diag != NULL && strstr(diag->msg, "memory") != NULL
