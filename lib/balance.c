@@ -88,21 +88,6 @@ resil_balance_config_validate(
 
 /* --- hashes and draws ------------------------------------------------- */
 
-static uint64_t
-fnv(uint64_t h, const void *p, size_t n)
-{
-	const unsigned char *b = p;
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		h ^= b[i];
-		h *= UINT64_C(0x100000001b3);
-	}
-	return h;
-}
-
-#define FNV0 UINT64_C(0xcbf29ce484222325)
-
 #if defined(__GNUC__)
 #define RESIL__BAL_NOINLINE __attribute__((noinline))
 #define RESIL__BAL_INLINE static inline __attribute__((always_inline))
@@ -666,10 +651,10 @@ ring_retired(resil__epoch_entry *e)
 static uint64_t
 node_hash(const char *address, uint32_t i)
 {
-	uint64_t h = fnv(FNV0, address, strlen(address));
+	uint64_t h = resil__fnv1a64(RESIL__FNV0, address, strlen(address));
 
-	h = fnv(h, "#", 1);
-	h = fnv(h, &i, sizeof(i));
+	h = resil__fnv1a64(h, "#", 1);
+	h = resil__fnv1a64(h, &i, sizeof(i));
 	return resil__mix64(h);
 }
 
@@ -706,7 +691,7 @@ static resil_err
 hash_key(const resil__lb *lb, const resil_request *req, uint64_t *out,
     resil_diag *diag)
 {
-	uint64_t h = FNV0;
+	uint64_t h = RESIL__FNV0;
 	uint32_t i;
 	size_t nargs = req != NULL ? req->nargs : 0;
 
@@ -725,8 +710,8 @@ hash_key(const resil__lb *lb, const resil_request *req, uint64_t *out,
 			                                       : "",
 			    nargs, nargs == 1 ? "" : "s");
 		s = req->args[a] != NULL ? req->args[a] : "";
-		h = fnv(h, s, strlen(s));
-		h = fnv(h, "\x1f", 1);
+		h = resil__fnv1a64(h, s, strlen(s));
+		h = resil__fnv1a64(h, "\x1f", 1);
 	}
 	*out = resil__mix64(h);
 	return RESIL_OK;

@@ -80,14 +80,7 @@ get64(const uint8_t *p)
 static uint64_t
 fnv1a(const uint8_t *p, size_t n)
 {
-	uint64_t h = UINT64_C(0xcbf29ce484222325);
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		h ^= p[i];
-		h *= UINT64_C(0x100000001b3);
-	}
-	return h;
+	return resil__fnv1a64(RESIL__FNV0, p, n);
 }
 
 static size_t

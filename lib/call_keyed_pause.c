@@ -20,14 +20,8 @@
 static uint64_t
 khash(const void *key, size_t len)
 {
-	const uint8_t *b = key;
-	uint64_t h = UINT64_C(14695981039346656037);
-	size_t i;
+	uint64_t h = resil__fnv1a64(RESIL__FNV0, key, len);
 
-	for (i = 0; i < len; i++) {
-		h ^= b[i];
-		h *= UINT64_C(1099511628211);
-	}
 	return h != 0 ? h : 1;
 }
 

@@ -100,6 +100,23 @@ resil__gcd64(uint64_t a, uint64_t b)
 	return a;
 }
 
+/* FNV-1a, 64 bits, over n bytes from h (RESIL__FNV0 to start): the hashes
+ * that must be the same in every build and process (a shared region's
+ * table, a snapshot's check, the hash balancer's picks) and the short
+ * ones off the hot paths. */
+#define RESIL__FNV0 UINT64_C(0xcbf29ce484222325)
+
+static inline uint64_t
+resil__fnv1a64(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		h = (h ^ b[i]) * UINT64_C(0x100000001b3);
+	return h;
+}
+
 /* resil_rng's step: its state is a counter moved by this much a draw. */
 #define RESIL__RNG_STEP UINT64_C(0x9e3779b97f4a7c15)
 

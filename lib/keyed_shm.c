@@ -109,11 +109,8 @@ typedef struct kfam {
 static uint64_t
 kshm_hash(uint64_t seed, const uint8_t *p, size_t n)
 {
-	uint64_t h = seed ^ UINT64_C(0xcbf29ce484222325);
-	size_t i;
+	uint64_t h = resil__fnv1a64(seed ^ RESIL__FNV0, p, n);
 
-	for (i = 0; i < n; i++)
-		h = (h ^ p[i]) * UINT64_C(0x100000001b3);
 	h ^= n;
 	h ^= h >> 33;
 	h *= UINT64_C(0xff51afd7ed558ccd);

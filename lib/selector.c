@@ -493,13 +493,7 @@ resil_selector_condition_count(resil_selector *sel)
 static uint64_t
 str_hash(const char *s)
 {
-	uint64_t h = UINT64_C(0xcbf29ce484222325);
-
-	for (; *s != '\0'; s++) {
-		h ^= (unsigned char)*s;
-		h *= UINT64_C(0x100000001b3);
-	}
-	return h;
+	return resil__fnv1a64(RESIL__FNV0, s, strlen(s));
 }
 
 /* The balancer of method: created once on its first pick. */
